@@ -1,0 +1,304 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STRATEGY_UNSPECIFIED: _ClassVar[Strategy]
+    SEMANTIC: _ClassVar[Strategy]
+    KEYWORD: _ClassVar[Strategy]
+    HYBRID: _ClassVar[Strategy]
+    ADAPTIVE: _ClassVar[Strategy]
+
+class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODE_UNSPECIFIED: _ClassVar[Mode]
+    RETRIEVAL_ONLY: _ClassVar[Mode]
+    GENERATION: _ClassVar[Mode]
+
+class ServingStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SERVING_STATUS_UNSPECIFIED: _ClassVar[ServingStatus]
+    SERVING: _ClassVar[ServingStatus]
+    DEGRADED: _ClassVar[ServingStatus]
+    NOT_SERVING: _ClassVar[ServingStatus]
+
+class Access(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACCESS_UNSPECIFIED: _ClassVar[Access]
+    PUBLIC: _ClassVar[Access]
+    PRIVATE: _ClassVar[Access]
+STRATEGY_UNSPECIFIED: Strategy
+SEMANTIC: Strategy
+KEYWORD: Strategy
+HYBRID: Strategy
+ADAPTIVE: Strategy
+MODE_UNSPECIFIED: Mode
+RETRIEVAL_ONLY: Mode
+GENERATION: Mode
+SERVING_STATUS_UNSPECIFIED: ServingStatus
+SERVING: ServingStatus
+DEGRADED: ServingStatus
+NOT_SERVING: ServingStatus
+ACCESS_UNSPECIFIED: Access
+PUBLIC: Access
+PRIVATE: Access
+
+class QueryFilters(_message.Message):
+    __slots__ = ("document_ids",)
+    DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    document_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class QueryRequest(_message.Message):
+    __slots__ = ("query", "top_k", "strategy", "mode", "use_cache", "filters")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    USE_CACHE_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    top_k: int
+    strategy: Strategy
+    mode: Mode
+    use_cache: bool
+    filters: QueryFilters
+    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., mode: _Optional[_Union[Mode, str]] = ..., use_cache: _Optional[bool] = ..., filters: _Optional[_Union[QueryFilters, _Mapping]] = ...) -> None: ...
+
+class ChildChunk(_message.Message):
+    __slots__ = ("chunk_id", "content", "score")
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    chunk_id: str
+    content: str
+    score: float
+    def __init__(self, chunk_id: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class DocumentMetadata(_message.Message):
+    __slots__ = ("title", "url", "page", "chunk_index", "source", "extra")
+    class ExtraEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    url: str
+    page: int
+    chunk_index: int
+    source: str
+    extra: _containers.ScalarMap[str, str]
+    def __init__(self, title: _Optional[str] = ..., url: _Optional[str] = ..., page: _Optional[int] = ..., chunk_index: _Optional[int] = ..., source: _Optional[str] = ..., extra: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Context(_message.Message):
+    __slots__ = ("parent_chunk_id", "document_id", "content", "tokens", "score", "metadata", "child_chunks")
+    PARENT_CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CHILD_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    parent_chunk_id: str
+    document_id: str
+    content: str
+    tokens: int
+    score: float
+    metadata: DocumentMetadata
+    child_chunks: _containers.RepeatedCompositeFieldContainer[ChildChunk]
+    def __init__(self, parent_chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., content: _Optional[str] = ..., tokens: _Optional[int] = ..., score: _Optional[float] = ..., metadata: _Optional[_Union[DocumentMetadata, _Mapping]] = ..., child_chunks: _Optional[_Iterable[_Union[ChildChunk, _Mapping]]] = ...) -> None: ...
+
+class StageMetric(_message.Message):
+    __slots__ = ("stage", "duration_ms", "count")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    duration_ms: float
+    count: int
+    def __init__(self, stage: _Optional[str] = ..., duration_ms: _Optional[float] = ..., count: _Optional[int] = ...) -> None: ...
+
+class Metrics(_message.Message):
+    __slots__ = ("total_ms", "stages", "cache_hit", "iterations", "sufficiency_score", "rerank_fallback_triggered", "degraded", "decomposition_used", "strategy_used")
+    TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SUFFICIENCY_SCORE_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FALLBACK_TRIGGERED_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    DECOMPOSITION_USED_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_USED_FIELD_NUMBER: _ClassVar[int]
+    total_ms: float
+    stages: _containers.RepeatedCompositeFieldContainer[StageMetric]
+    cache_hit: bool
+    iterations: int
+    sufficiency_score: float
+    rerank_fallback_triggered: bool
+    degraded: _containers.RepeatedScalarFieldContainer[str]
+    decomposition_used: bool
+    strategy_used: Strategy
+    def __init__(self, total_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageMetric, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., iterations: _Optional[int] = ..., sufficiency_score: _Optional[float] = ..., rerank_fallback_triggered: _Optional[bool] = ..., degraded: _Optional[_Iterable[str]] = ..., decomposition_used: _Optional[bool] = ..., strategy_used: _Optional[_Union[Strategy, str]] = ...) -> None: ...
+
+class QueryResponse(_message.Message):
+    __slots__ = ("query", "contexts", "metrics", "cached")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    CONTEXTS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    contexts: _containers.RepeatedCompositeFieldContainer[Context]
+    metrics: Metrics
+    cached: bool
+    def __init__(self, query: _Optional[str] = ..., contexts: _Optional[_Iterable[_Union[Context, _Mapping]]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., cached: _Optional[bool] = ...) -> None: ...
+
+class SearchRequest(_message.Message):
+    __slots__ = ("query", "top_k")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    top_k: int
+    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ...) -> None: ...
+
+class SearchResult(_message.Message):
+    __slots__ = ("text", "document_id", "chunk_index", "title", "page", "url", "score")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    document_id: str
+    chunk_index: int
+    title: str
+    page: int
+    url: str
+    score: float
+    def __init__(self, text: _Optional[str] = ..., document_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., title: _Optional[str] = ..., page: _Optional[int] = ..., url: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("query", "results")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    results: _containers.RepeatedCompositeFieldContainer[SearchResult]
+    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ...) -> None: ...
+
+class HealthRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ComponentHealth(_message.Message):
+    __slots__ = ("name", "status", "detail")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    status: ServingStatus
+    detail: str
+    def __init__(self, name: _Optional[str] = ..., status: _Optional[_Union[ServingStatus, str]] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class HealthResponse(_message.Message):
+    __slots__ = ("status", "components", "version")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    status: ServingStatus
+    components: _containers.RepeatedCompositeFieldContainer[ComponentHealth]
+    version: str
+    def __init__(self, status: _Optional[_Union[ServingStatus, str]] = ..., components: _Optional[_Iterable[_Union[ComponentHealth, _Mapping]]] = ..., version: _Optional[str] = ...) -> None: ...
+
+class DocumentInput(_message.Message):
+    __slots__ = ("document_id", "filename", "content", "title", "url", "source", "access", "owner_id", "metadata", "granted_user_ids")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_USER_IDS_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    filename: str
+    content: bytes
+    title: str
+    url: str
+    source: str
+    access: Access
+    owner_id: str
+    metadata: _containers.ScalarMap[str, str]
+    granted_user_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, document_id: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[bytes] = ..., title: _Optional[str] = ..., url: _Optional[str] = ..., source: _Optional[str] = ..., access: _Optional[_Union[Access, str]] = ..., owner_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., granted_user_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class IngestDocumentsRequest(_message.Message):
+    __slots__ = ("documents",)
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[DocumentInput]
+    def __init__(self, documents: _Optional[_Iterable[_Union[DocumentInput, _Mapping]]] = ...) -> None: ...
+
+class IngestedDocument(_message.Message):
+    __slots__ = ("document_id", "parent_chunks", "child_chunks", "replaced")
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    CHILD_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    parent_chunks: int
+    child_chunks: int
+    replaced: bool
+    def __init__(self, document_id: _Optional[str] = ..., parent_chunks: _Optional[int] = ..., child_chunks: _Optional[int] = ..., replaced: _Optional[bool] = ...) -> None: ...
+
+class IngestError(_message.Message):
+    __slots__ = ("source", "reason")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    reason: str
+    def __init__(self, source: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class IngestDocumentsResponse(_message.Message):
+    __slots__ = ("documents", "errors")
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[IngestedDocument]
+    errors: _containers.RepeatedCompositeFieldContainer[IngestError]
+    def __init__(self, documents: _Optional[_Iterable[_Union[IngestedDocument, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[IngestError, _Mapping]]] = ...) -> None: ...
+
+class DeleteDocumentsRequest(_message.Message):
+    __slots__ = ("document_ids",)
+    DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    document_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteDocumentsResponse(_message.Message):
+    __slots__ = ("deleted", "not_found")
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    deleted: _containers.RepeatedScalarFieldContainer[str]
+    not_found: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, deleted: _Optional[_Iterable[str]] = ..., not_found: _Optional[_Iterable[str]] = ...) -> None: ...

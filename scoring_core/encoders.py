@@ -1,0 +1,101 @@
+"""ONNX encoders: tokenizers + onnxruntime, no torch at run time.
+
+The bi-encoder reproduces sentence-transformers' all-MiniLM-L6-v2 pipeline: WordPiece tokens
+(max 256), the transformer, mean pooling over the attention mask, L2 normalization. Pooling and
+normalization are ours because the exported graph stops at ``last_hidden_state``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Encoding, Tokenizer
+
+
+def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
+    """Load ``tokenizer.json`` and reset its truncation/padding for dynamic batches.
+
+    The upstream file pads every text to 128 tokens; padding to the longest text in the batch
+    gives identical embeddings and far less work.
+    """
+    tok = Tokenizer.from_file(str(path))
+    tok.enable_truncation(max_length)
+    pad_id = tok.token_to_id("[PAD]")
+    tok.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
+    return tok
+
+
+def _session(model_path: Path, threads: int | None) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+    return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+class BiEncoder:
+    """Sentence embeddings from an ONNX BERT-style encoder.
+
+    Parameters
+    ----------
+    model_path : Path
+        ``model.onnx`` with inputs ``input_ids``, ``attention_mask`` (and optionally
+        ``token_type_ids``) and output ``last_hidden_state`` ``[batch, seq, dim]``.
+    tokenizer_path : Path
+        The model's ``tokenizer.json``.
+    max_length : int
+        Truncation length in tokens (sentence-transformers uses 256 for this model).
+    batch_size : int
+        Texts per inference call.
+    threads : int or None
+        onnxruntime intra-op threads; None lets onnxruntime choose.
+    """
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        max_length: int = 256,
+        batch_size: int = 32,
+        threads: int | None = None,
+    ) -> None:
+        self.tokenizer = load_tokenizer(tokenizer_path, max_length)
+        self.session = _session(model_path, threads)
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self._input_names = {i.name for i in self.session.get_inputs()}
+        out = self.session.get_outputs()[0]
+        self.dim = int(out.shape[-1]) if isinstance(out.shape[-1], int) else self._probe_dim()
+
+    def _probe_dim(self) -> int:
+        return int(self._run(self.tokenizer.encode_batch(["dimension probe"])).shape[1])
+
+    def _run(self, encodings: list[Encoding]) -> np.ndarray:
+        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feeds)[0]
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``; returns float32 ``[len(texts), dim]`` rows of unit length."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # Sort by length so each batch pads to similar lengths, then restore the input order.
+        lengths = [len(t) for t in texts]
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run(self.tokenizer.encode_batch([texts[i] for i in idx]))
+        return out

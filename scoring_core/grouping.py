@@ -1,0 +1,98 @@
+"""Small-to-big grouping: child hits gathered under their parent chunks.
+
+Parents are ordered by their best child's score; each parent's children by score. Ties are
+broken by input position, so the output is deterministic. The result is CSR-shaped
+(``offsets`` into ``children``) so it crosses the numba boundary as flat arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from scoring_core._validate import as_codes, as_scores
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedHits:
+    """Children grouped by parent.
+
+    Attributes
+    ----------
+    parents : int64[m]
+        Parent codes, best parent first.
+    parent_scores : float32[m]
+        Each parent's best child score.
+    offsets : int64[m + 1]
+        ``children[offsets[i]:offsets[i + 1]]`` are the children of ``parents[i]``.
+    children : int64[n]
+        Indices into the input arrays, best child first within each parent.
+    """
+
+    parents: np.ndarray
+    parent_scores: np.ndarray
+    offsets: np.ndarray
+    children: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.parents.shape[0])
+
+
+@nb.njit(
+    nb.types.Tuple((nb.int64[:], nb.float32[:], nb.int64[:], nb.int64[:]))(
+        nb.int64[::1], nb.float32[::1], nb.int64
+    ),
+    cache=True,
+    nogil=True,
+)
+def _group_kernel(parent_codes, scores, n_parents):  # pragma: no cover - compiled
+    n = scores.shape[0]
+    # Stable sort on the negated score: descending score, ties by input position.
+    order = np.argsort(-scores, kind="mergesort")
+    rank_of = np.full(n_parents, -1, dtype=np.int64)
+    counts = np.zeros(min(n, n_parents), dtype=np.int64)
+    parents = np.empty(min(n, n_parents), dtype=np.int64)
+    parent_scores = np.empty(min(n, n_parents), dtype=np.float32)
+    m = 0
+    for i in range(n):
+        c = order[i]
+        p = parent_codes[c]
+        if rank_of[p] < 0:
+            rank_of[p] = m
+            parents[m] = p
+            parent_scores[m] = scores[c]
+            m += 1
+        counts[rank_of[p]] += 1
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    for r in range(m):
+        offsets[r + 1] = offsets[r] + counts[r]
+    cursor = offsets[:m].copy()
+    children = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        c = order[i]
+        r = rank_of[parent_codes[c]]
+        children[cursor[r]] = c
+        cursor[r] += 1
+    return parents[:m], parent_scores[:m], offsets, children
+
+
+def group_by_parent(parent_codes: np.ndarray, scores: np.ndarray, n_parents: int) -> GroupedHits:
+    """Group child hits under parents.
+
+    Parameters
+    ----------
+    parent_codes : int array [n]
+        Parent of each child, as a code in ``[0, n_parents)``.
+    scores : float array [n]
+        Child scores; higher is better. NaN raises ``ValueError``; ±inf rank as extremes.
+    n_parents : int
+        Number of distinct parent codes the caller may use.
+    """
+    s = as_scores(scores)
+    codes = as_codes(parent_codes, max(n_parents, 0), "parent_codes")
+    if codes.shape[0] != s.shape[0]:
+        raise ValueError(f"parent_codes and scores differ in length: {codes.shape[0]} != {s.shape[0]}")
+    parents, parent_scores, offsets, children = _group_kernel(codes, s, np.int64(max(n_parents, 0)))
+    return GroupedHits(parents, parent_scores, offsets, children)
