@@ -1,0 +1,147 @@
+"""Sync and asyncio clients. Both build requests with the same helpers; only the transport differs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import grpc
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+
+_STRATEGIES = {"semantic": pb.SEMANTIC, "keyword": pb.KEYWORD, "hybrid": pb.HYBRID, "adaptive": pb.ADAPTIVE}
+_MAX_MESSAGE = 256 * 1024 * 1024
+_OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
+
+
+def document_from_file(
+    path: Path | str,
+    *,
+    document_id: str = "",
+    access: str = "public",
+    owner_id: str = "",
+    granted_user_ids: Sequence[str] = (),
+    title: str = "",
+    url: str = "",
+    metadata: dict[str, str] | None = None,
+) -> pb.DocumentInput:
+    """A file as an ingest input; its extension selects the server's loader."""
+    p = Path(path)
+    return pb.DocumentInput(
+        document_id=document_id,
+        filename=p.name,
+        content=p.read_bytes(),
+        title=title,
+        url=url,
+        source=str(p),
+        access=pb.PRIVATE if access.lower() == "private" else pb.PUBLIC,
+        owner_id=owner_id,
+        metadata=metadata or {},
+        granted_user_ids=list(granted_user_ids),
+    )
+
+
+def _query_request(
+    query: str, top_k: int, strategy: str, use_cache: bool, document_ids: Sequence[str]
+) -> pb.QueryRequest:
+    try:
+        strat = _STRATEGIES[strategy.lower()]
+    except KeyError:
+        raise ValueError(f"strategy must be one of {', '.join(_STRATEGIES)}") from None
+    return pb.QueryRequest(
+        query=query,
+        top_k=top_k,
+        strategy=strat,
+        use_cache=use_cache,
+        filters=pb.QueryFilters(document_ids=list(document_ids)),
+    )
+
+
+class _Base:
+    def __init__(self, user_id: str | None, role: str | None, timeout: float) -> None:
+        md = []
+        if user_id:
+            md.append(("x-user-id", user_id))
+        if role:
+            md.append(("x-user-role", role))
+        self._metadata = tuple(md)
+        self._timeout = timeout
+
+
+class RetrievalClient(_Base):
+    def __init__(
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, timeout: float = 60.0
+    ) -> None:
+        super().__init__(user_id, role, timeout)
+        self._channel = grpc.insecure_channel(target, options=_OPTIONS)
+        self._stub = pb_grpc.RetrievalServiceStub(self._channel)
+
+    def query(
+        self, query: str, *, top_k: int = 0, strategy: str = "semantic", use_cache: bool = True, document_ids: Sequence[str] = ()
+    ) -> pb.QueryResponse:
+        req = _query_request(query, top_k, strategy, use_cache, document_ids)
+        return self._stub.Query(req, metadata=self._metadata, timeout=self._timeout)
+
+    def search(self, query: str, *, top_k: int = 0) -> pb.SearchResponse:
+        return self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._timeout)
+
+    def health(self) -> pb.HealthResponse:
+        return self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._timeout)
+
+    def ingest(self, documents: Iterable[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        req = pb.IngestDocumentsRequest(documents=list(documents))
+        return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._timeout)
+
+    def delete(self, document_ids: Sequence[str]) -> pb.DeleteDocumentsResponse:
+        req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
+        return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._timeout)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+
+class AsyncRetrievalClient(_Base):
+    def __init__(
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, timeout: float = 60.0
+    ) -> None:
+        super().__init__(user_id, role, timeout)
+        self._channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
+        self._stub = pb_grpc.RetrievalServiceStub(self._channel)
+
+    async def query(
+        self, query: str, *, top_k: int = 0, strategy: str = "semantic", use_cache: bool = True, document_ids: Sequence[str] = ()
+    ) -> pb.QueryResponse:
+        req = _query_request(query, top_k, strategy, use_cache, document_ids)
+        return await self._stub.Query(req, metadata=self._metadata, timeout=self._timeout)
+
+    async def search(self, query: str, *, top_k: int = 0) -> pb.SearchResponse:
+        return await self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._timeout)
+
+    async def health(self) -> pb.HealthResponse:
+        return await self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._timeout)
+
+    async def ingest(self, documents: Iterable[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        req = pb.IngestDocumentsRequest(documents=list(documents))
+        return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._timeout)
+
+    async def delete(self, document_ids: Sequence[str]) -> pb.DeleteDocumentsResponse:
+        req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
+        return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._timeout)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        await self.close()

@@ -1,0 +1,1 @@
+"""Servicers: validate, identify the caller, convert protobuf <-> domain, map errors to status codes."""

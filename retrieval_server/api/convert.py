@@ -1,0 +1,123 @@
+"""protobuf <-> domain. The only module that knows both shapes."""
+
+from __future__ import annotations
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_server.domain import (
+    Access,
+    DocumentSource,
+    InvalidArgument,
+    Mode,
+    QueryMetrics,
+    QueryResult,
+    SearchResult,
+    Strategy,
+)
+
+_STRATEGY_IN = {
+    pb.STRATEGY_UNSPECIFIED: Strategy.SEMANTIC,
+    pb.SEMANTIC: Strategy.SEMANTIC,
+    pb.KEYWORD: Strategy.KEYWORD,
+    pb.HYBRID: Strategy.HYBRID,
+    pb.ADAPTIVE: Strategy.ADAPTIVE,
+}
+_STRATEGY_OUT = {v: k for k, v in _STRATEGY_IN.items() if k != pb.STRATEGY_UNSPECIFIED}
+_MODE_IN = {pb.MODE_UNSPECIFIED: Mode.RETRIEVAL_ONLY, pb.RETRIEVAL_ONLY: Mode.RETRIEVAL_ONLY, pb.GENERATION: Mode.GENERATION}
+_ACCESS_IN = {pb.ACCESS_UNSPECIFIED: Access.PUBLIC, pb.PUBLIC: Access.PUBLIC, pb.PRIVATE: Access.PRIVATE}
+
+
+def _enum(value: int, table: dict, field: str) -> object:
+    try:
+        return table[value]
+    except KeyError:
+        raise InvalidArgument(f"{field} has unknown value {value}") from None
+
+
+def strategy_in(value: int) -> Strategy:
+    return _enum(value, _STRATEGY_IN, "strategy")  # type: ignore[return-value]
+
+
+def mode_in(value: int) -> Mode:
+    return _enum(value, _MODE_IN, "mode")  # type: ignore[return-value]
+
+
+def document_in(d: pb.DocumentInput, index: int) -> DocumentSource:
+    field = f"documents[{index}]"
+    access: Access = _enum(d.access, _ACCESS_IN, f"{field}.access")  # type: ignore[assignment]
+    if not d.filename and not d.document_id:
+        raise InvalidArgument(f"{field} needs a filename (its extension selects the loader) or a document_id")
+    if not d.content:
+        raise InvalidArgument(f"{field}.content must not be empty")
+    if access is Access.PRIVATE and not d.owner_id:
+        raise InvalidArgument(f"{field}.owner_id is required for a PRIVATE document")
+    return DocumentSource(
+        filename=d.filename or f"{d.document_id}.txt",
+        content=d.content,
+        document_id=d.document_id,
+        title=d.title,
+        url=d.url,
+        source=d.source,
+        access=access,
+        owner_id=d.owner_id,
+        metadata=dict(d.metadata),
+        granted_user_ids=tuple(d.granted_user_ids),
+    )
+
+
+def metrics_out(m: QueryMetrics) -> pb.Metrics:
+    return pb.Metrics(
+        total_ms=m.total_ms,
+        stages=[pb.StageMetric(stage=s.stage, duration_ms=s.duration_ms, count=s.count) for s in m.stages],
+        cache_hit=m.cache_hit,
+        iterations=m.iterations,
+        sufficiency_score=m.sufficiency_score,
+        rerank_fallback_triggered=m.rerank_fallback_triggered,
+        degraded=m.degraded,
+        decomposition_used=m.decomposition_used,
+        strategy_used=_STRATEGY_OUT[m.strategy_used],
+    )
+
+
+def query_out(r: QueryResult) -> pb.QueryResponse:
+    return pb.QueryResponse(
+        query=r.query,
+        cached=r.cached,
+        metrics=metrics_out(r.metrics),
+        contexts=[
+            pb.Context(
+                parent_chunk_id=c.parent.parent_chunk_id,
+                document_id=c.parent.document_id,
+                content=c.parent.content,
+                tokens=c.parent.tokens,
+                score=c.score,
+                metadata=pb.DocumentMetadata(
+                    title=c.document.title,
+                    url=c.document.url,
+                    page=c.parent.page,
+                    chunk_index=c.parent.chunk_index,
+                    source=c.document.source,
+                    extra=c.document.metadata,
+                ),
+                child_chunks=[pb.ChildChunk(chunk_id=e.chunk_id, content=e.content, score=e.score) for e in c.children],
+            )
+            for c in r.contexts
+        ],
+    )
+
+
+def search_out(query: str, results: list[SearchResult]) -> pb.SearchResponse:
+    return pb.SearchResponse(
+        query=query,
+        results=[
+            pb.SearchResult(
+                text=r.text,
+                document_id=r.document_id,
+                chunk_index=r.chunk_index,
+                title=r.title,
+                page=r.page,
+                url=r.url,
+                score=r.score,
+            )
+            for r in results
+        ],
+    )

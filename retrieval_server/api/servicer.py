@@ -1,0 +1,140 @@
+"""RetrievalService: a thin layer from requests to domain calls and back."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+from retrieval_server import __version__
+from retrieval_server.api import convert, validation
+from retrieval_server.api.identity import identity_from_metadata
+from retrieval_server.app import Application
+from retrieval_server.domain import (
+    Identity,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    QueryOptions,
+    Role,
+    ServiceError,
+    Unavailable,
+)
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+_STATUS = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+}
+_ADMIN_ROLES = {Role.ADMIN, Role.SUPER_ADMIN}
+
+
+def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """Map domain errors to status codes; anything unexpected is INTERNAL and logged, never leaked."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await fn(self, request, context)
+        except ServiceError as exc:
+            await context.abort(_STATUS.get(type(exc), grpc.StatusCode.INTERNAL), str(exc))
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            log.exception("unhandled error in %s", fn.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {fn.__name__}")
+        raise AssertionError("unreachable")  # context.abort raises
+
+    return wrapper
+
+
+def _identity(context: grpc.aio.ServicerContext) -> Identity:
+    return identity_from_metadata(context.invocation_metadata())
+
+
+class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
+    def __init__(self, app: Application) -> None:
+        self._app = app
+        self._s = app.settings
+
+    @_rpc
+    async def Query(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+        s = self._s
+        options = QueryOptions(
+            query=validation.query_text(request.query, s),
+            top_k=validation.top_k(request.top_k, s.top_k_default, s.top_k_max),
+            strategy=convert.strategy_in(request.strategy),
+            mode=convert.mode_in(request.mode),
+            use_cache=request.use_cache if request.HasField("use_cache") else True,
+            document_ids=validation.document_ids(
+                request.filters.document_ids, s.max_documents_per_request, "filters.document_ids"
+            ),
+            identity=_identity(context),
+        )
+        return convert.query_out(await self._app.pipeline.query(options))
+
+    @_rpc
+    async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
+        s = self._s
+        query = validation.query_text(request.query, s)
+        k = validation.top_k(request.top_k, s.search_top_k_default, s.search_top_k_max)
+        return convert.search_out(query, await self._app.pipeline.search(query, k, _identity(context)))
+
+    @_rpc
+    async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthResponse:
+        components = await self._app.health()
+        ok = all(c.ok for c in components)
+        return pb.HealthResponse(
+            status=pb.SERVING if ok else pb.NOT_SERVING,
+            version=__version__,
+            components=[
+                pb.ComponentHealth(name=c.name, status=pb.SERVING if c.ok else pb.NOT_SERVING, detail=c.detail)
+                for c in components
+            ],
+        )
+
+    def _require_admin(self, context: grpc.aio.ServicerContext) -> None:
+        if _identity(context).role not in _ADMIN_ROLES:
+            raise PermissionDenied("this RPC needs x-user-role ADMIN or SUPER_ADMIN")
+
+    @_rpc
+    async def IngestDocuments(
+        self, request: pb.IngestDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.IngestDocumentsResponse:
+        self._require_admin(context)
+        limit = self._s.max_documents_per_request
+        if not request.documents:
+            raise InvalidArgument("documents must not be empty")
+        if len(request.documents) > limit:
+            raise InvalidArgument(f"documents may hold at most {limit} entries (got {len(request.documents)})")
+        sources = [convert.document_in(d, i) for i, d in enumerate(request.documents)]
+        report = await self._app.ingest(sources)
+        return pb.IngestDocumentsResponse(
+            documents=[
+                pb.IngestedDocument(
+                    document_id=d.document_id, parent_chunks=d.parent_chunks, child_chunks=d.child_chunks, replaced=d.replaced
+                )
+                for d in report.documents
+            ],
+            errors=[pb.IngestError(source=e.source, reason=e.reason) for e in report.errors],
+        )
+
+    @_rpc
+    async def DeleteDocuments(
+        self, request: pb.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteDocumentsResponse:
+        self._require_admin(context)
+        if not request.document_ids:
+            raise InvalidArgument("document_ids must not be empty")
+        ids = validation.document_ids(request.document_ids, self._s.max_documents_per_request, "document_ids")
+        deleted, missing = await self._app.indexer.delete(ids)
+        return pb.DeleteDocumentsResponse(deleted=deleted, not_found=missing)

@@ -1,0 +1,165 @@
+"""Composition root: builds the backends from settings and owns their lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
+from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
+from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.vector_store import VectorStore
+from retrieval_server.backends.vector_store.edge import EdgeVectorStore
+from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+from retrieval_server.config import Settings
+from retrieval_server.domain import DocumentSource, IngestReport, Unavailable
+from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+from retrieval_server.ingest.indexer import Indexer
+from retrieval_server.workflow.pipeline import QueryPipeline
+from retrieval_server.workflow.state import WorkflowDeps
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentStatus:
+    name: str
+    ok: bool
+    detail: str
+
+
+class Application:
+    """Everything a server or a CLI command needs, opened and closed together."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.executor = BlockingExecutor(settings.workers)
+        files = resolve_model(settings.model_dir)
+        self.embedder = OnnxEmbedder(
+            files,
+            self.executor,
+            max_length=settings.max_seq_length,
+            batch_size=settings.embed_batch_size,
+            threads=settings.embed_threads,
+        )
+        self.sparse = Bm25Encoder()
+        self.vectors = self._vector_store()
+        self.metadata = self._metadata_store()
+        self.chunker = Chunker(
+            str(files.tokenizer_path),
+            ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
+        )
+        self.indexer = Indexer(
+            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, batch_children=settings.upsert_batch_size
+        )
+        self.pipeline = QueryPipeline(
+            WorkflowDeps(
+                self.embedder,
+                self.sparse,
+                self.vectors,
+                self.metadata,
+                child_candidates_per_context=settings.child_candidates_per_context,
+            ),
+            search_text_chars=settings.search_text_chars,
+        )
+        self._optimize_task: asyncio.Task[None] | None = None
+        self._optimize_again = False
+
+    def _vector_store(self) -> VectorStore:
+        s = self.settings
+        if s.vector_backend == "qdrant":
+            return QdrantVectorStore(
+                s.qdrant_collection,
+                self.embedder.dim,
+                url=s.qdrant_url,
+                path=s.qdrant_path,
+                api_key=s.qdrant_api_key,
+                timeout_s=s.qdrant_timeout_s,
+                exact=s.exact_search,
+            )
+        return EdgeVectorStore(s.data_dir / "vectors", self.embedder.dim, self.executor, exact=s.exact_search)
+
+    def _metadata_store(self) -> MetadataStore:
+        s = self.settings
+        if s.mysql_dsn:
+            return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size)
+        return SqliteMetadataStore(s.data_dir / "metadata.sqlite3")
+
+    async def open(self) -> None:
+        await self.metadata.open()
+        try:
+            await self.vectors.open()
+        except BaseException:
+            await self.metadata.close()
+            raise
+        await self._check_model()
+
+    async def _check_model(self) -> None:
+        """Vectors from one model are meaningless to another: refuse to mix them."""
+        stored = await self.metadata.get_info("embedding_model")
+        if stored is None:
+            await self.metadata.set_info("embedding_model", self.embedder.model_id)
+        elif stored != self.embedder.model_id and await self.metadata.count_documents() > 0:
+            await self.close()
+            raise Unavailable(
+                f"the index was built with embedding model {stored}, but {self.embedder.model_id} is configured; "
+                "use the same RETRIEVAL_MODEL_DIR or a new RETRIEVAL_DATA_DIR"
+            )
+        else:
+            await self.metadata.set_info("embedding_model", self.embedder.model_id)
+
+    async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
+        report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
+        if report.documents:
+            self.schedule_optimize()
+        return report
+
+    def schedule_optimize(self) -> None:
+        """Index what was written, in the background, one optimization at a time."""
+        if self._optimize_task is not None and not self._optimize_task.done():
+            self._optimize_again = True
+            return
+        self._optimize_task = asyncio.create_task(self._optimize_loop())
+
+    async def _optimize_loop(self) -> None:
+        while True:
+            self._optimize_again = False
+            try:
+                await self.vectors.optimize()
+            except Exception:
+                log.exception("vector index optimization failed")
+            if not self._optimize_again:
+                return
+
+    async def wait_for_optimize(self) -> None:
+        if self._optimize_task is not None:
+            await self._optimize_task
+
+    async def health(self) -> list[ComponentStatus]:
+        out = []
+        stores: tuple[tuple[str, VectorStore | MetadataStore], ...] = (
+            ("vector_store", self.vectors),
+            ("metadata_store", self.metadata),
+        )
+        for name, store in stores:
+            try:
+                await asyncio.wait_for(store.ping(), timeout=5)
+                out.append(ComponentStatus(name, True, type(store).__name__))
+            except Exception as exc:
+                out.append(ComponentStatus(name, False, str(exc) or type(exc).__name__))
+        out.append(ComponentStatus("embedder", True, self.embedder.model_id))
+        return out
+
+    async def close(self) -> None:
+        if self._optimize_task is not None:
+            await asyncio.gather(self._optimize_task, return_exceptions=True)
+        for closer in (self.vectors.close, self.metadata.close):
+            try:
+                await closer()
+            except Exception:
+                log.exception("closing a backend failed")
+        self.executor.shutdown()

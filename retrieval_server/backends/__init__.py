@@ -1,0 +1,1 @@
+"""Adapters to the outside world, one narrow interface per concern."""

@@ -1,0 +1,157 @@
+"""Metadata store: documents, parent chunks and grants.
+
+:class:`MetadataStore` holds every query once; the SQLite (embedded) and MySQL/MariaDB
+(production) implementations only supply a connection, a transaction and their DDL.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from retrieval_server.domain import Access, Document, ParentChunk
+
+
+class Tx(Protocol):
+    """What a transaction offers the shared queries (``?`` placeholders)."""
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+
+_DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, content_hash"
+# SQLite and MariaDB both bound the number of parameters; chunk long IN lists.
+_IN_CHUNK = 500
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    return (items[i : i + _IN_CHUNK] for i in range(0, len(items), _IN_CHUNK))
+
+
+class MetadataStore(ABC):
+    @abstractmethod
+    async def open(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        """A transaction: committed on normal exit, rolled back on an exception."""
+
+    async def ping(self) -> None:
+        async with self.transaction() as tx:
+            await tx.fetchall("SELECT 1")
+
+    async def _documents(self, tx: Tx, ids: Sequence[str]) -> dict[str, Document]:
+        rows: list[tuple[Any, ...]] = []
+        grants: dict[str, list[str]] = {}
+        for part in _chunks(list(dict.fromkeys(ids))):
+            marks = ",".join("?" * len(part))
+            rows += await tx.fetchall(f"SELECT {_DOC_COLUMNS} FROM documents WHERE document_id IN ({marks})", part)
+            for doc_id, user_id in await tx.fetchall(
+                f"SELECT document_id, user_id FROM grants WHERE document_id IN ({marks}) ORDER BY user_id", part
+            ):
+                grants.setdefault(doc_id, []).append(user_id)
+        return {
+            r[0]: Document(
+                document_id=r[0],
+                title=r[1] or "",
+                url=r[2] or "",
+                source=r[3] or "",
+                access=Access(r[4]),
+                owner_id=r[5] or "",
+                metadata=json.loads(r[6]) if r[6] else {},
+                content_hash=r[7] or "",
+                granted_user_ids=tuple(grants.get(r[0], ())),
+            )
+            for r in rows
+        }
+
+    async def get_documents(self, ids: Sequence[str]) -> dict[str, Document]:
+        if not ids:
+            return {}
+        async with self.transaction() as tx:
+            return await self._documents(tx, ids)
+
+    async def get_document(self, document_id: str) -> Document | None:
+        return (await self.get_documents([document_id])).get(document_id)
+
+    async def replace_document(self, doc: Document, parents: Sequence[ParentChunk]) -> bool:
+        """Store ``doc`` with exactly ``parents``; return whether a document was replaced."""
+        async with self.transaction() as tx:
+            replaced = bool(await tx.fetchall("SELECT 1 FROM documents WHERE document_id = ?", [doc.document_id]))
+            # Children of the old version go with their parent rows (ON DELETE CASCADE).
+            await tx.execute("DELETE FROM documents WHERE document_id = ?", [doc.document_id])
+            await tx.execute(
+                f"INSERT INTO documents ({_DOC_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    doc.document_id,
+                    doc.title,
+                    doc.url,
+                    doc.source,
+                    doc.access.value,
+                    doc.owner_id,
+                    json.dumps(doc.metadata, sort_keys=True),
+                    doc.content_hash,
+                    time.time(),
+                ],
+            )
+            if doc.granted_user_ids:
+                await tx.executemany(
+                    "INSERT INTO grants (document_id, user_id) VALUES (?, ?)",
+                    [(doc.document_id, u) for u in sorted(set(doc.granted_user_ids))],
+                )
+            if parents:
+                await tx.executemany(
+                    "INSERT INTO parent_chunks (parent_chunk_id, document_id, chunk_index, content, tokens, page)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [(p.parent_chunk_id, p.document_id, p.chunk_index, p.content, p.tokens, p.page) for p in parents],
+                )
+        return replaced
+
+    async def delete_document(self, document_id: str) -> bool:
+        async with self.transaction() as tx:
+            return await tx.execute("DELETE FROM documents WHERE document_id = ?", [document_id]) > 0
+
+    async def get_parents(self, parent_ids: Sequence[str]) -> dict[str, ParentChunk]:
+        """All requested parents in one round trip per 500 ids."""
+        out: dict[str, ParentChunk] = {}
+        if not parent_ids:
+            return out
+        async with self.transaction() as tx:
+            for part in _chunks(list(dict.fromkeys(parent_ids))):
+                marks = ",".join("?" * len(part))
+                for r in await tx.fetchall(
+                    "SELECT parent_chunk_id, document_id, chunk_index, content, tokens, page"
+                    f" FROM parent_chunks WHERE parent_chunk_id IN ({marks})",
+                    part,
+                ):
+                    out[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
+        return out
+
+    async def count_documents(self) -> int:
+        async with self.transaction() as tx:
+            return int((await tx.fetchall("SELECT COUNT(*) FROM documents"))[0][0])
+
+    async def list_document_ids(self) -> list[str]:
+        async with self.transaction() as tx:
+            return [r[0] for r in await tx.fetchall("SELECT document_id FROM documents ORDER BY document_id")]
+
+    async def get_info(self, key: str) -> str | None:
+        async with self.transaction() as tx:
+            rows = await tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [key])
+        return rows[0][0] if rows else None
+
+    async def set_info(self, key: str, value: str) -> None:
+        async with self.transaction() as tx:
+            await tx.execute("DELETE FROM index_info WHERE info_key = ?", [key])
+            await tx.execute("INSERT INTO index_info (info_key, info_value) VALUES (?, ?)", [key, value])
+

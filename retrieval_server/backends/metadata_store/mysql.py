@@ -1,0 +1,120 @@
+"""Production: MySQL or MariaDB through an asyncmy connection pool."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import asyncmy
+
+from retrieval_server.backends.metadata_store import MetadataStore, Tx
+from retrieval_server.domain import Unavailable
+
+DDL = (
+    """CREATE TABLE IF NOT EXISTS documents (
+  document_id VARCHAR(255) NOT NULL PRIMARY KEY,
+  title TEXT NOT NULL,
+  url TEXT NOT NULL,
+  source TEXT NOT NULL,
+  access VARCHAR(16) NOT NULL,
+  owner_id VARCHAR(255) NOT NULL DEFAULT '',
+  metadata LONGTEXT NOT NULL,
+  content_hash VARCHAR(64) NOT NULL DEFAULT '',
+  updated_at DOUBLE NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    """CREATE TABLE IF NOT EXISTS parent_chunks (
+  parent_chunk_id VARCHAR(255) NOT NULL PRIMARY KEY,
+  document_id VARCHAR(255) NOT NULL,
+  chunk_index INT NOT NULL,
+  content MEDIUMTEXT NOT NULL,
+  tokens INT NOT NULL,
+  page INT NOT NULL DEFAULT 0,
+  KEY parent_chunks_document (document_id),
+  CONSTRAINT fk_parent_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    """CREATE TABLE IF NOT EXISTS grants (
+  document_id VARCHAR(255) NOT NULL,
+  user_id VARCHAR(255) NOT NULL,
+  PRIMARY KEY (document_id, user_id),
+  CONSTRAINT fk_grant_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    """CREATE TABLE IF NOT EXISTS index_info (
+  info_key VARCHAR(255) NOT NULL PRIMARY KEY,
+  info_value TEXT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+)
+
+
+def _sql(sql: str) -> str:
+    # The shared queries use '?'; asyncmy takes the 'format' paramstyle. None of them has a literal '%' or '?'.
+    return sql.replace("?", "%s")
+
+
+class _MysqlTx:
+    def __init__(self, cursor: Any) -> None:
+        self._cur = cursor
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return int(await self._cur.execute(_sql(sql), tuple(params)))
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._cur.executemany(_sql(sql), [tuple(r) for r in rows])
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        await self._cur.execute(_sql(sql), tuple(params))
+        return [tuple(r) for r in await self._cur.fetchall()]
+
+
+def parse_dsn(dsn: str) -> dict[str, Any]:
+    """``mysql://user:pass@host:port/db`` as asyncmy connection arguments."""
+    u = urlparse(dsn)
+    if not u.path.strip("/"):
+        raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
+    return {
+        "host": u.hostname or "127.0.0.1",
+        "port": u.port or 3306,
+        "user": unquote(u.username or "root"),
+        "password": unquote(u.password or ""),
+        "db": u.path.strip("/"),
+    }
+
+
+class MysqlMetadataStore(MetadataStore):
+    def __init__(self, dsn: str, pool_size: int = 8) -> None:
+        self._args = parse_dsn(dsn)
+        self._pool_size = pool_size
+        self._pool: Any = None
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncmy.create_pool(
+                minsize=1, maxsize=self._pool_size, autocommit=False, charset="utf8mb4", **self._args
+            )
+        except Exception as exc:
+            raise Unavailable(f"MySQL is unreachable at {self._args['host']}:{self._args['port']}: {exc}") from exc
+        async with self.transaction() as tx:
+            for stmt in DDL:
+                await tx.execute(stmt)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
+            await pool.wait_closed()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        if self._pool is None:
+            raise Unavailable("metadata store is not open")
+        async with self._pool.acquire() as conn:
+            await conn.begin()
+            try:
+                async with conn.cursor() as cur:
+                    yield _MysqlTx(cur)
+            except BaseException:
+                await conn.rollback()
+                raise
+            else:
+                await conn.commit()

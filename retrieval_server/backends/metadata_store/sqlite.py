@@ -1,0 +1,99 @@
+"""Embedded default: SQLite in the data directory (WAL mode, foreign keys on)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from retrieval_server.backends.metadata_store import MetadataStore, Tx
+from retrieval_server.domain import Unavailable
+
+DDL = """
+CREATE TABLE IF NOT EXISTS documents (
+  document_id TEXT PRIMARY KEY,
+  title TEXT NOT NULL DEFAULT '',
+  url TEXT NOT NULL DEFAULT '',
+  source TEXT NOT NULL DEFAULT '',
+  access TEXT NOT NULL,
+  owner_id TEXT NOT NULL DEFAULT '',
+  metadata TEXT NOT NULL DEFAULT '{}',
+  content_hash TEXT NOT NULL DEFAULT '',
+  updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS parent_chunks (
+  parent_chunk_id TEXT PRIMARY KEY,
+  document_id TEXT NOT NULL REFERENCES documents(document_id) ON DELETE CASCADE,
+  chunk_index INTEGER NOT NULL,
+  content TEXT NOT NULL,
+  tokens INTEGER NOT NULL,
+  page INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS parent_chunks_document ON parent_chunks(document_id);
+CREATE TABLE IF NOT EXISTS grants (
+  document_id TEXT NOT NULL REFERENCES documents(document_id) ON DELETE CASCADE,
+  user_id TEXT NOT NULL,
+  PRIMARY KEY (document_id, user_id)
+);
+CREATE TABLE IF NOT EXISTS index_info (
+  info_key TEXT PRIMARY KEY,
+  info_value TEXT NOT NULL
+);
+"""
+
+
+class _SqliteTx:
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        cur = await self._conn.execute(sql, params)
+        return cur.rowcount
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, rows)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cur = await self._conn.execute(sql, params)
+        return [tuple(r) for r in await cur.fetchall()]
+
+
+class SqliteMetadataStore(MetadataStore):
+    def __init__(self, path: Path | str) -> None:
+        self._path = path
+        self._conn: aiosqlite.Connection | None = None
+        # One connection: transactions take turns instead of interleaving on it.
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        if isinstance(self._path, Path):
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = await aiosqlite.connect(str(self._path), isolation_level=None)
+        await self._conn.execute("PRAGMA journal_mode=WAL")
+        await self._conn.execute("PRAGMA foreign_keys=ON")
+        await self._conn.execute("PRAGMA busy_timeout=5000")
+        await self._conn.executescript(DDL)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            async with self._lock:
+                await conn.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        if self._conn is None:
+            raise Unavailable("metadata store is not open")
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SqliteTx(self._conn)
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            else:
+                await self._conn.execute("COMMIT")

@@ -1,0 +1,25 @@
+"""BM25 sparse vectors, tokenized by Qdrant's own BM25 (English stemming and stopwords).
+
+Documents carry term frequencies with BM25 length normalization; queries carry unit weights.
+IDF is applied by the engine (the sparse vector is declared with the IDF modifier), so the
+statistics follow the collection without re-indexing.
+"""
+
+from __future__ import annotations
+
+import qdrant_edge as qe
+
+from retrieval_server.domain import SparseVector
+
+
+class Bm25Encoder:
+    def __init__(self, avg_len: float = 128.0) -> None:
+        self._model = qe.Bm25(qe.Bm25Config(avg_len=avg_len))
+
+    def document(self, text: str) -> SparseVector:
+        v = self._model.embed_document(text)
+        return SparseVector(tuple(v.indices), tuple(v.values))
+
+    def query(self, text: str) -> SparseVector:
+        v = self._model.embed_query(text)
+        return SparseVector(tuple(v.indices), tuple(v.values))

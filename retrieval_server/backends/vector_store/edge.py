@@ -1,0 +1,147 @@
+"""The embedded default: Qdrant's engine in-process (qdrant-edge), one shard in a folder.
+
+qdrant-edge is synchronous and has no background optimizer: every call runs on the bounded
+executor, writes are serialized, and :meth:`optimize` is called by the indexer after a batch,
+never from a query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import qdrant_edge as qe
+
+from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.vector_store import (
+    DENSE,
+    INDEXED_FIELDS,
+    SPARSE,
+    access_clauses,
+    hit_from_payload,
+    point_id,
+    point_payload,
+)
+from retrieval_server.domain import PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
+
+
+def _filter(flt: PointFilter) -> qe.Filter | None:
+    should, must_any = access_clauses(flt)
+    must: list = [qe.FieldCondition(key=k, match=qe.MatchAny(any=v)) for k, v in must_any]
+    if should:
+        must.append(qe.Filter(should=[qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in should]))
+    return qe.Filter(must=must) if must else None
+
+
+class EdgeVectorStore:
+    def __init__(self, path: Path, dim: int, executor: BlockingExecutor, *, exact: bool = False) -> None:
+        self._path = path
+        self._dim = dim
+        self._executor = executor
+        self._exact = exact
+        self._shard: qe.EdgeShard | None = None
+        self._write_lock = asyncio.Lock()
+
+    def _config(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+
+    def _open(self) -> qe.EdgeShard:
+        self._path.mkdir(parents=True, exist_ok=True)
+        try:
+            if (self._path / "edge_config.json").exists():
+                shard = qe.EdgeShard.load(str(self._path), self._config())
+            else:
+                shard = qe.EdgeShard.create(str(self._path), self._config())
+        except Exception as exc:  # the engine raises a bare Exception
+            if "WouldBlock" in str(exc):
+                raise Unavailable(
+                    f"vector folder {self._path} is open in another process "
+                    "(qdrant-edge allows one process per folder)"
+                ) from exc
+            raise
+        for name in INDEXED_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        return shard
+
+    @property
+    def shard(self) -> qe.EdgeShard:
+        if self._shard is None:
+            raise Unavailable("vector store is not open")
+        return self._shard
+
+    async def open(self) -> None:
+        self._shard = await self._executor.run(self._open)
+
+    async def close(self) -> None:
+        if self._shard is not None:
+            shard, self._shard = self._shard, None
+            async with self._write_lock:
+                await self._executor.run(shard.flush)
+                await self._executor.run(shard.close)
+
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        if not points:
+            return
+        op = qe.UpdateOperation.upsert_points(
+            [
+                qe.Point(
+                    id=point_id(p.child.chunk_id),
+                    vector={
+                        DENSE: p.dense.astype(np.float32).tolist(),
+                        SPARSE: qe.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
+                    },
+                    payload=point_payload(p),
+                )
+                for p in points
+            ]
+        )
+        async with self._write_lock:
+            await self._executor.run(self.shard.update, op)
+
+    async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
+        must_not = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))] if keep_version else None
+        flt = qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))], must_not=must_not)
+        async with self._write_lock:
+            await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
+
+    def _query(self, query: qe.Query, limit: int, flt: PointFilter) -> list[VectorHit]:
+        engine_filter = _filter(flt)
+        params = qe.SearchParams(
+            exact=self._exact,
+            # ACORN keeps filtered HNSW search from losing recall when the filter is selective.
+            acorn=qe.AcornSearchParams(enable=True) if engine_filter is not None else None,
+        )
+        points = self.shard.query(
+            qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=True)
+        )
+        return [hit_from_payload(p.payload or {}, p.score) for p in points]
+
+    async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
+        q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
+        return await self._executor.run(self._query, q, limit, flt)
+
+    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter) -> list[VectorHit]:
+        if not vector.indices:
+            return []
+        q = qe.Query.Nearest(qe.SparseVector(indices=list(vector.indices), values=list(vector.values)), using=SPARSE)
+        return await self._executor.run(self._query, q, limit, flt)
+
+    async def count(self, document_id: str | None = None) -> int:
+        flt = (
+            qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))])
+            if document_id
+            else None
+        )
+        return await self._executor.run(self.shard.count, qe.CountRequest(filter=flt, exact=True))
+
+    async def optimize(self) -> None:
+        async with self._write_lock:
+            await self._executor.run(self.shard.optimize)
+
+    async def ping(self) -> None:
+        await self._executor.run(self.shard.info)

@@ -1,0 +1,149 @@
+"""Production: a Qdrant server through qdrant-client's async client.
+
+The same class serves qdrant-client's local mode (a folder or ':memory:'), which the tests use as
+a stand-in for the server's code path since no server binary can run here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+from qdrant_client import AsyncQdrantClient, models
+
+from retrieval_server.backends.vector_store import (
+    DENSE,
+    INDEXED_FIELDS,
+    SPARSE,
+    access_clauses,
+    hit_from_payload,
+    point_id,
+    point_payload,
+)
+from retrieval_server.domain import PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
+
+# Local mode says that it ignores payload indexes and search params; the server uses them.
+warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+warnings.filterwarnings("ignore", message="Local mode performs exact")
+
+
+def _filter(flt: PointFilter) -> models.Filter | None:
+    should, must_any = access_clauses(flt)
+    must: list = [models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in must_any]
+    if should:
+        must.append(
+            models.Filter(should=[models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in should])
+        )
+    return models.Filter(must=must) if must else None
+
+
+def _document(document_id: str) -> models.FieldCondition:
+    return models.FieldCondition(key="document_id", match=models.MatchValue(value=document_id))
+
+
+class QdrantVectorStore:
+    def __init__(
+        self,
+        collection: str,
+        dim: int,
+        *,
+        url: str | None = None,
+        path: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        exact: bool = False,
+    ) -> None:
+        self._collection = collection
+        self._dim = dim
+        self._exact = exact
+        if url:
+            self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=int(timeout_s))
+        elif path == ":memory:":
+            self._client = AsyncQdrantClient(location=":memory:")
+        else:
+            self._client = AsyncQdrantClient(path=path)
+
+    async def open(self) -> None:
+        try:
+            exists = await self._client.collection_exists(self._collection)
+        except Exception as exc:
+            raise Unavailable(f"Qdrant is unreachable: {exc}") from exc
+        if not exists:
+            await self._client.create_collection(
+                self._collection,
+                vectors_config={DENSE: models.VectorParams(size=self._dim, distance=models.Distance.COSINE)},
+                sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            )
+            for name in INDEXED_FIELDS:
+                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.KEYWORD)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        if not points:
+            return
+        await self._client.upsert(
+            self._collection,
+            points=[
+                models.PointStruct(
+                    id=point_id(p.child.chunk_id),
+                    vector={
+                        DENSE: p.dense.astype(np.float32).tolist(),
+                        SPARSE: models.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
+                    },
+                    payload=point_payload(p),
+                )
+                for p in points
+            ],
+            wait=True,
+        )
+
+    async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
+        must_not = (
+            [models.FieldCondition(key="version", match=models.MatchValue(value=keep_version))]
+            if keep_version
+            else None
+        )
+        await self._client.delete(
+            self._collection,
+            points_selector=models.FilterSelector(filter=models.Filter(must=[_document(document_id)], must_not=must_not)),
+            wait=True,
+        )
+
+    async def _query(self, query: list[float] | models.SparseVector, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
+        engine_filter = _filter(flt)
+        params = models.SearchParams(
+            exact=self._exact,
+            acorn=models.AcornSearchParams(enable=True) if engine_filter is not None else None,
+        )
+        res = await self._client.query_points(
+            self._collection,
+            query=query,
+            using=using,
+            query_filter=engine_filter,
+            search_params=params,
+            limit=limit,
+            with_payload=True,
+        )
+        return [hit_from_payload(p.payload or {}, p.score) for p in res.points]
+
+    async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
+        return await self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, limit, flt)
+
+    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter) -> list[VectorHit]:
+        if not vector.indices:
+            return []
+        q = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+        return await self._query(q, SPARSE, limit, flt)
+
+    async def count(self, document_id: str | None = None) -> int:
+        flt = models.Filter(must=[_document(document_id)]) if document_id else None
+        return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
+
+    async def optimize(self) -> None:
+        """The server's own optimizer runs in the background; nothing to do."""
+
+    async def ping(self) -> None:
+        await self._client.get_collection(self._collection)

@@ -1,0 +1,238 @@
+"""retrieval-server serve | ingest | query | search | delete | health | sample-corpus."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from retrieval_server.config import ConfigError, Settings, load_settings
+from retrieval_server.domain import Access, DocumentSource, ServiceError
+from retrieval_server.ingest.loaders import LOADERS
+from retrieval_server.observability.logging import configure
+
+log = logging.getLogger("retrieval_server.cli")
+
+
+def _files(paths: Sequence[str]) -> Iterator[Path]:
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            yield from sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in LOADERS)
+        else:
+            yield p
+
+
+def _meta(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--meta expects key=value, got '{pair}'")
+        out[key] = value
+    return out
+
+
+async def _ingest_local(settings: Settings, args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from retrieval_server.app import Application
+
+    files = list(_files(args.paths))
+    app = Application(settings)
+    await app.open()
+    try:
+        sources, unreadable = [], []
+        for f in files:
+            try:
+                content = f.read_bytes()
+            except OSError as exc:
+                unreadable.append((str(f), exc.strerror or str(exc)))
+                continue
+            sources.append(
+                DocumentSource(
+                    filename=f.name,
+                    content=content,
+                    document_id=args.document_id or "",
+                    source=str(f),
+                    access=Access(args.access),
+                    owner_id=args.owner or "",
+                    metadata=_meta(args.meta),
+                    granted_user_ids=tuple(args.grant),
+                )
+            )
+        # Counts documents, not files: one .jsonl file holds many.
+        with tqdm(unit="doc", disable=args.quiet or not sys.stderr.isatty()) as bar:
+            report = await app.ingest(sources, on_document=lambda _doc_id: bar.update(1))
+        print("optimizing the vector index...", file=sys.stderr)
+        await app.wait_for_optimize()
+    finally:
+        await app.close()
+    return _print_ingest(
+        [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents],
+        unreadable + [(e.source, e.reason) for e in report.errors],
+    )
+
+
+def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]]) -> int:
+    for doc_id, parents, children, replaced in done:
+        print(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)")
+    for source, reason in errors:
+        print(f"FAILED   {source}: {reason}", file=sys.stderr)
+    print(f"{len(done)} documents indexed, {len(errors)} failed", file=sys.stderr)
+    return 1 if errors and not done else 0
+
+
+def _ingest_remote(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from retrieval_client import RetrievalClient, document_from_file
+
+    files = list(_files(args.paths))
+    done, errors = [], []
+    batch_size = 32
+    with RetrievalClient(args.server, user_id=args.user, role=args.role) as client, tqdm(
+        total=len(files), unit="file", disable=args.quiet or not sys.stderr.isatty()
+    ) as bar:
+        for i in range(0, len(files), batch_size):
+            docs = []
+            for f in files[i : i + batch_size]:
+                try:
+                    docs.append(
+                        document_from_file(
+                            f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
+                            granted_user_ids=args.grant, metadata=_meta(args.meta),
+                        )
+                    )
+                except OSError as exc:
+                    errors.append((str(f), exc.strerror or str(exc)))
+            if docs:
+                resp = client.ingest(docs)
+                done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents]
+                errors += [(e.source, e.reason) for e in resp.errors]
+            bar.update(len(files[i : i + batch_size]))
+    return _print_ingest(done, errors)
+
+
+def _print_query(resp: object, as_json: bool) -> None:
+    from google.protobuf.json_format import MessageToDict
+
+    if as_json:
+        print(json.dumps(MessageToDict(resp, preserving_proto_field_name=True), indent=2))  # type: ignore[arg-type]
+        return
+    contexts = getattr(resp, "contexts", None)
+    if contexts is not None:
+        m = resp.metrics  # type: ignore[attr-defined]
+        stages = ", ".join(f"{s.stage} {s.duration_ms:.1f}ms" for s in m.stages)
+        print(f"{len(contexts)} contexts in {m.total_ms:.1f} ms ({stages})" + (f"; degraded: {', '.join(m.degraded)}" if m.degraded else ""))
+        for i, c in enumerate(contexts, 1):
+            page = f", page {c.metadata.page}" if c.metadata.page else ""
+            print(f"\n[{i}] {c.score:.3f}  {c.metadata.title or c.document_id} ({c.parent_chunk_id}{page})")
+            print("    " + " ".join(c.content.split())[:300])
+            for child in c.child_chunks[:2]:
+                print(f"    > {child.score:.3f} {' '.join(child.content.split())[:160]}")
+    else:
+        for i, r in enumerate(resp.results, 1):  # type: ignore[attr-defined]
+            print(f"[{i}] {r.score:.3f}  {r.title} ({r.document_id} #{r.chunk_index}): {' '.join(r.text.split())[:200]}")
+
+
+def _remote(args: argparse.Namespace) -> int:
+    from retrieval_client import RetrievalClient
+
+    with RetrievalClient(args.server, user_id=args.user, role=args.role) as client:
+        if args.command == "query":
+            _print_query(client.query(args.text, top_k=args.top_k, strategy=args.strategy), args.json)
+        elif args.command == "search":
+            _print_query(client.search(args.text, top_k=args.top_k), args.json)
+        elif args.command == "delete":
+            resp = client.delete(args.document_ids)
+            print(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}")
+        elif args.command == "health":
+            from google.protobuf.json_format import MessageToDict
+
+            resp = client.health()
+            print(json.dumps(MessageToDict(resp, preserving_proto_field_name=True), indent=2))
+            return 0 if resp.status == 1 else 1
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="retrieval-server", description="Retrieval service for RAG (gRPC).")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="run the gRPC server (settings from RETRIEVAL_* variables)")
+
+    def client_opts(sp: argparse.ArgumentParser, role: str | None = None) -> None:
+        sp.add_argument("--server", default="localhost:50051", help="address of a running server")
+        sp.add_argument("--user", default=None, help="caller's user id (x-user-id)")
+        sp.add_argument("--role", default=role, help="caller's role (x-user-role)")
+
+    ing = sub.add_parser("ingest", help="index files or folders (.txt .md .html .pdf .jsonl)")
+    ing.add_argument("paths", nargs="+")
+    ing.add_argument("--access", choices=[a.value for a in Access], default="public")
+    ing.add_argument("--owner", help="owner of private documents")
+    ing.add_argument("--grant", action="append", default=[], help="user granted read access (repeatable)")
+    ing.add_argument("--meta", action="append", default=[], help="metadata key=value (repeatable)")
+    ing.add_argument("--document-id", help="id for a single file (default: file name without extension)")
+    ing.add_argument("--quiet", action="store_true", help="no progress bar")
+    ing.add_argument("--local", action="store_true", help="write to RETRIEVAL_DATA_DIR directly, without a server")
+    client_opts(ing, role="ADMIN")
+
+    for name in ("query", "search"):
+        sp = sub.add_parser(name, help=f"{name} a running server")
+        sp.add_argument("text")
+        sp.add_argument("--top-k", type=int, default=0)
+        sp.add_argument("--json", action="store_true")
+        if name == "query":
+            sp.add_argument("--strategy", default="semantic", choices=["semantic", "keyword", "hybrid", "adaptive"])
+        client_opts(sp)
+
+    de = sub.add_parser("delete", help="delete documents")
+    de.add_argument("document_ids", nargs="+")
+    client_opts(de, role="ADMIN")
+    client_opts(sub.add_parser("health", help="component health of a running server"))
+    sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")
+    sc.add_argument("directory")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    configure(settings.log_level, settings.log_format)
+    try:
+        if args.command == "serve":
+            from retrieval_server.server import serve
+
+            asyncio.run(serve(settings))
+            return 0
+        if args.command == "sample-corpus":
+            from retrieval_server.sample_corpus import write_sample_corpus
+
+            for path in write_sample_corpus(Path(args.directory)):
+                print(path)
+            return 0
+        if args.command == "ingest":
+            return asyncio.run(_ingest_local(settings, args)) if args.local else _ingest_remote(args)
+        return _remote(args)
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        import grpc
+
+        if isinstance(exc, grpc.RpcError):
+            print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Ingestion: loaders turn files into text, the chunker into parents and children, the indexer stores them."""

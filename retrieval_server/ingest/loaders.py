@@ -1,0 +1,130 @@
+"""File loaders: .txt, .md, .html, .pdf and BEIR-style .jsonl (``_id``, ``title``, ``text``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from retrieval_server.domain import DocumentSource
+
+
+class LoadError(Exception):
+    """A file that can't be read; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    number: int  # 1-based for paged formats, 0 when the format has no pages
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedDocument:
+    document_id: str
+    title: str
+    pages: tuple[Page, ...]
+    url: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def _text(raw: bytes, what: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _stem(filename: str) -> str:
+    return PurePath(filename).stem or filename
+
+
+def _load_text(src: DocumentSource) -> list[LoadedDocument]:
+    text = _text(src.content, "file")
+    return [LoadedDocument(src.document_id or _stem(src.filename), src.title or _stem(src.filename), (Page(0, text),))]
+
+
+def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
+    text = _text(src.content, "file")
+    heading = re.search(r"^#\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE)
+    title = src.title or (heading.group(1) if heading else _stem(src.filename))
+    return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
+
+
+def _load_html(src: DocumentSource) -> list[LoadedDocument]:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(_text(src.content, "file"), "html.parser")
+    for tag in soup(["script", "style", "noscript", "template"]):
+        tag.decompose()
+    title = src.title or (soup.title.get_text(strip=True) if soup.title else "") or _stem(src.filename)
+    body = soup.body or soup
+    # Block elements become line breaks so sentences and paragraphs survive the flattening.
+    text = re.sub(r"\n\s*\n+", "\n\n", body.get_text("\n")).strip()
+    return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
+
+
+def _load_pdf(src: DocumentSource) -> list[LoadedDocument]:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(src.content))
+        pages = tuple(Page(i + 1, page.extract_text() or "") for i, page in enumerate(reader.pages))
+        meta_title = (reader.metadata.title if reader.metadata else None) or ""
+    except (PyPdfError, ValueError, KeyError, TypeError) as exc:
+        raise LoadError(f"not a readable PDF: {exc}") from None
+    if not any(p.text.strip() for p in pages):
+        raise LoadError("PDF has no extractable text (scanned images need OCR first)")
+    return [LoadedDocument(src.document_id or _stem(src.filename), src.title or meta_title or _stem(src.filename), pages)]
+
+
+def _load_jsonl(src: DocumentSource) -> list[LoadedDocument]:
+    docs = []
+    for n, line in enumerate(_text(src.content, "file").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LoadError(f"line {n}: invalid JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or "_id" not in row or "text" not in row:
+            raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
+        title = str(row.get("title") or "")
+        text = str(row["text"])
+        meta = row.get("metadata") or {}
+        url = str(meta.get("url", "")) if isinstance(meta, dict) else ""
+        docs.append(
+            LoadedDocument(
+                document_id=str(row["_id"]),
+                title=title,
+                # The title leads the text so both the dense and the keyword legs see it.
+                pages=(Page(0, f"{title}\n\n{text}" if title else text),),
+                url=url,
+                metadata={str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {},
+            )
+        )
+    return docs
+
+
+LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument]]] = {
+    ".txt": _load_text,
+    ".md": _load_markdown,
+    ".markdown": _load_markdown,
+    ".html": _load_html,
+    ".htm": _load_html,
+    ".pdf": _load_pdf,
+    ".jsonl": _load_jsonl,
+}
+
+
+def load(src: DocumentSource) -> list[LoadedDocument]:
+    """Parse one source into documents (several for .jsonl). Raises :class:`LoadError`."""
+    ext = PurePath(src.filename).suffix.lower()
+    loader = LOADERS.get(ext)
+    if loader is None:
+        raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")
+    return loader(src)

@@ -1,0 +1,80 @@
+"""The grpc.aio server: RetrievalService, grpc.health.v1, and reflection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+
+from retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from retrieval_server.api.reflection import enable_reflection
+from retrieval_server.api.servicer import RetrievalServicer
+from retrieval_server.app import Application
+from retrieval_server.config import Settings
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name
+HEALTH_SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+
+
+@dataclass(slots=True)
+class RunningServer:
+    server: grpc.aio.Server
+    health: health_aio.HealthServicer
+    port: int
+    app: Application
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting, let in-flight calls finish within ``grace_s``, then close the backends."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+        await self.app.close()
+
+
+async def start_server(settings: Settings, app: Application | None = None) -> RunningServer:
+    """Open the application (unless given an open one), bind, and start serving."""
+    if app is None:
+        app = Application(settings)
+        await app.open()
+    max_bytes = settings.max_message_mb * 1024 * 1024
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", max_bytes),
+            ("grpc.max_send_message_length", max_bytes),
+            # Lets several worker processes share one port.
+            ("grpc.so_reuseport", 1),
+        ]
+    )
+    retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(RetrievalServicer(app), server)
+    health = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], server)
+    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    if port == 0:
+        await app.close()
+        raise OSError(f"cannot bind {settings.host}:{settings.port}")
+    await server.start()
+    for name in ("", SERVICE_NAME):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving", extra={"address": f"{settings.host}:{port}", "vector_store": settings.vector_backend,
+                               "metadata_store": settings.metadata_backend, "model": app.embedder.model_id})
+    return RunningServer(server, health, port, app)
+
+
+async def serve(settings: Settings) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    running = await start_server(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down", extra={"grace_s": settings.grace_period_s})
+    await running.stop(settings.grace_period_s)
+    log.info("stopped")

@@ -1,0 +1,1 @@
+"""The retrieval pipeline as an explicit graph of nodes and routers."""

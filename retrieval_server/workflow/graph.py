@@ -1,0 +1,71 @@
+"""A minimal graph runner: nodes are ``async def node(state, deps) -> update``, routers pure functions.
+
+Each node run is recorded as a stage (name, duration, count) in the state's metrics, in order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from retrieval_server.domain import QueryMetrics, StageMetric
+
+END = "__end__"
+
+
+class HasMetrics(Protocol):
+    metrics: QueryMetrics
+
+
+S = TypeVar("S", bound=HasMetrics)
+D = TypeVar("D")
+Node = Callable[[S, D], Awaitable[dict[str, Any] | None]]
+Router = Callable[[S], str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Step(Generic[S, D]):
+    node: Node
+    count: Callable[[S], int]
+
+
+class Graph(Generic[S, D]):
+    def __init__(self, start: str, max_steps: int = 64) -> None:
+        self._start = start
+        self._steps: dict[str, _Step[S, D]] = {}
+        self._next: dict[str, str | Router] = {}
+        self._max_steps = max_steps
+
+    def node(self, name: str, fn: Node, count: Callable[[S], int] = lambda _s: 0) -> Graph[S, D]:
+        self._steps[name] = _Step(fn, count)
+        return self
+
+    def edge(self, src: str, dst: str | Router) -> Graph[S, D]:
+        """``dst`` is a node name, :data:`END`, or a router choosing one from the state."""
+        self._next[src] = dst
+        return self
+
+    def validate(self) -> None:
+        for src in self._steps:
+            if src not in self._next:
+                raise ValueError(f"node '{src}' has no outgoing edge")
+        for src, dst in self._next.items():
+            if isinstance(dst, str) and dst != END and dst not in self._steps:
+                raise ValueError(f"edge {src} -> {dst}: unknown node")
+
+    async def run(self, state: S, deps: D) -> S:
+        name = self._start
+        for _ in range(self._max_steps):
+            if name == END:
+                return state
+            step = self._steps[name]
+            t0 = time.perf_counter()
+            update = await step.node(state, deps)
+            for key, value in (update or {}).items():
+                setattr(state, key, value)
+            state.metrics.stages.append(StageMetric(name, (time.perf_counter() - t0) * 1e3, step.count(state)))
+            nxt = self._next[name]
+            name = nxt if isinstance(nxt, str) else nxt(state)
+        raise RuntimeError(f"graph did not finish within {self._max_steps} steps")
