@@ -1,0 +1,69 @@
+"""Backends under test: every implementation of an interface runs the same assertions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
+from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+from retrieval_server.backends.vector_store import VectorStore
+from retrieval_server.backends.vector_store.edge import EdgeVectorStore
+from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+from tests.support.mariadb import mariadb_server
+
+DIM = 8
+
+
+@pytest.fixture(scope="session")
+def mariadb_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with mariadb_server(tmp_path_factory.mktemp("mariadb")) as dsn:
+        yield dsn
+
+
+@pytest.fixture(scope="session")
+def executor() -> Iterator[BlockingExecutor]:
+    ex = BlockingExecutor(2)
+    yield ex
+    ex.shutdown()
+
+
+def make_vector_store(kind: str, path: Path, executor: BlockingExecutor, dim: int = DIM) -> VectorStore:
+    if kind == "edge":
+        return EdgeVectorStore(path / "edge", dim, executor)
+    return QdrantVectorStore("chunks", dim, path=str(path / "qdrant-local"))
+
+
+@pytest_asyncio.fixture(params=["edge", "qdrant-local"])
+async def vector_store(request: pytest.FixtureRequest, tmp_path: Path, executor: BlockingExecutor) -> AsyncIterator[VectorStore]:
+    store = make_vector_store(request.param, tmp_path, executor)
+    await store.open()
+    yield store
+    await store.close()
+
+
+async def _reset_mysql(dsn: str) -> None:
+    store = MysqlMetadataStore(dsn)
+    await store.open()
+    async with store.transaction() as tx:
+        for table in ("grants", "parent_chunks", "documents", "index_info"):
+            await tx.execute(f"DELETE FROM {table}")
+    await store.close()
+
+
+@pytest_asyncio.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+async def metadata_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MetadataStore]:
+    if request.param == "sqlite":
+        store: MetadataStore = SqliteMetadataStore(tmp_path / "meta.sqlite3")
+    else:
+        dsn = request.getfixturevalue("mariadb_dsn")
+        await _reset_mysql(dsn)
+        store = MysqlMetadataStore(dsn)
+    await store.open()
+    yield store
+    await store.close()

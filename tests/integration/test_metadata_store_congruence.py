@@ -1,0 +1,65 @@
+"""One behavioural suite for every MetadataStore: SQLite and a real MariaDB."""
+
+from __future__ import annotations
+
+from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.domain import Access, Document, ParentChunk
+
+
+def _parents(doc_id: str, n: int, text: str = "body") -> list[ParentChunk]:
+    return [ParentChunk(f"{doc_id}#p{i}", doc_id, i, f"{text} {i} — ünïcödé 🙂", 10 + i, page=i + 1) for i in range(n)]
+
+
+async def test_round_trip(metadata_store: MetadataStore) -> None:
+    doc = Document("d1", "Title", "http://x", "src.pdf", Access.PRIVATE, "alice", {"lang": "en"}, ("bob", "carol"), "hash1")
+    assert await metadata_store.replace_document(doc, _parents("d1", 3)) is False
+    assert await metadata_store.get_document("d1") == doc
+    parents = await metadata_store.get_parents(["d1#p2", "d1#p0", "missing"])
+    assert set(parents) == {"d1#p0", "d1#p2"}
+    assert parents["d1#p2"] == _parents("d1", 3)[2]
+    assert await metadata_store.count_documents() == 1
+
+
+async def test_replace_leaves_no_orphans(metadata_store: MetadataStore) -> None:
+    await metadata_store.replace_document(Document("d1", granted_user_ids=("bob",)), _parents("d1", 5))
+    assert await metadata_store.replace_document(Document("d1", title="v2"), _parents("d1", 2, "new")) is True
+    parents = await metadata_store.get_parents([f"d1#p{i}" for i in range(5)])
+    assert sorted(parents) == ["d1#p0", "d1#p1"] and parents["d1#p0"].content.startswith("new")
+    doc = await metadata_store.get_document("d1")
+    assert doc is not None and doc.title == "v2" and doc.granted_user_ids == ()
+
+
+async def test_delete_removes_rows(metadata_store: MetadataStore) -> None:
+    await metadata_store.replace_document(Document("d1"), _parents("d1", 2))
+    await metadata_store.replace_document(Document("d2"), _parents("d2", 1))
+    assert await metadata_store.delete_document("d1") is True
+    assert await metadata_store.delete_document("d1") is False
+    assert await metadata_store.get_parents(["d1#p0", "d2#p0"]) == {"d2#p0": _parents("d2", 1)[0]}
+    assert await metadata_store.list_document_ids() == ["d2"]
+
+
+async def test_failed_transaction_changes_nothing(metadata_store: MetadataStore) -> None:
+    await metadata_store.replace_document(Document("d1", title="old"), _parents("d1", 2))
+    clash = _parents("d1", 1) + _parents("d1", 1)  # duplicate primary key inside one replace
+    try:
+        await metadata_store.replace_document(Document("d1", title="new"), clash)
+    except Exception:
+        pass
+    else:
+        raise AssertionError("a duplicate parent id must fail the transaction")
+    doc = await metadata_store.get_document("d1")
+    assert doc is not None and doc.title == "old"
+    assert len(await metadata_store.get_parents(["d1#p0", "d1#p1"])) == 2
+
+
+async def test_many_ids_in_one_lookup(metadata_store: MetadataStore) -> None:
+    await metadata_store.replace_document(Document("big"), _parents("big", 1200))
+    got = await metadata_store.get_parents([f"big#p{i}" for i in range(1200)])
+    assert len(got) == 1200
+
+
+async def test_info_is_upserted(metadata_store: MetadataStore) -> None:
+    assert await metadata_store.get_info("embedding_model") is None
+    await metadata_store.set_info("embedding_model", "a")
+    await metadata_store.set_info("embedding_model", "b")
+    assert await metadata_store.get_info("embedding_model") == "b"

@@ -1,0 +1,36 @@
+"""Where the tests find ../shared (models and datasets); never copied into the repo."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shared_dir() -> Path | None:
+    env = os.environ.get("RETRIEVAL_SHARED_DIR")
+    for candidate in ([Path(env)] if env else []) + [REPO.parent / "shared"]:
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def fp32_model_dir() -> Path:
+    shared = shared_dir()
+    model = shared / "models" / "all-MiniLM-L6-v2" if shared else None
+    if model is None or not (model / "model.onnx").is_file():
+        pytest.skip("fp32 all-MiniLM-L6-v2 not found: set RETRIEVAL_SHARED_DIR or put shared/ beside the repo")
+    return model
+
+
+def require_binary(name: str, path: str) -> str:
+    """CI installs the servers; a missing one there is a failure, elsewhere a skip that says why."""
+    if Path(path).exists():
+        return path
+    msg = f"{path} not installed (apt-get install {name}); scripts/test.sh installs it"
+    if os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)

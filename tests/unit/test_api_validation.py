@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from retrieval_server.api import validation
+from retrieval_server.api.identity import identity_from_metadata
+from retrieval_server.config import load_settings
+from retrieval_server.domain import InvalidArgument, Role
+
+
+def test_query_limits_after_trimming() -> None:
+    s = load_settings()
+    assert validation.query_text("  hi  ", s) == "hi"
+    with pytest.raises(InvalidArgument, match=r"query must be 1 to 4096 characters after trimming \(got 0\)"):
+        validation.query_text("   ", s)
+    with pytest.raises(InvalidArgument, match="got 4097"):
+        validation.query_text("x" * 4097, s)
+
+
+def test_top_k_default_and_limits() -> None:
+    assert validation.top_k(0, 5, 100) == 5
+    assert validation.top_k(100, 5, 100) == 100
+    for bad in (-1, 101):
+        with pytest.raises(InvalidArgument, match="top_k must be between 1 and 100"):
+            validation.top_k(bad, 5, 100)
+
+
+def test_identity_from_metadata() -> None:
+    assert identity_from_metadata([]).role is Role.ANONYMOUS
+    alice = identity_from_metadata([("x-user-id", "alice")])
+    assert (alice.user_id, alice.role) == ("alice", Role.USER)
+    admin = identity_from_metadata([("x-user-id", "root"), ("x-user-role", "super_admin")])
+    assert admin.reads_everything
+    with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
+        identity_from_metadata([("x-user-role", "king")])

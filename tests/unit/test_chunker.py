@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
+from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+
+
+@pytest.fixture(scope="module")
+def chunker() -> Chunker:
+    return Chunker(str(BUNDLED_TOKENIZER), ChunkSizes(parent_tokens=60, child_tokens=24, child_overlap_tokens=12))
+
+
+def _text(n: int) -> str:
+    return " ".join(f"Sentence {i} is about topic {i % 7}." for i in range(n))
+
+
+def test_parents_and_children_respect_token_limits(chunker: Chunker) -> None:
+    parents, children = chunker.chunk("doc", [(0, _text(40))])
+    assert len(parents) > 1 and len(children) > len(parents)
+    assert all(p.tokens <= 60 for p in parents)
+    assert all(c.tokens <= 24 for c in children)
+    tok = chunker._tok
+    # Counted tokens are the tokenizer's own count of the text (within sentence-join slack).
+    for c in children:
+        assert abs(len(tok.encode(c.content, add_special_tokens=False).ids) - c.tokens) <= 2
+
+
+def test_children_stay_inside_their_parent_and_overlap(chunker: Chunker) -> None:
+    parents, children = chunker.chunk("doc", [(0, _text(40))])
+    by_id = {p.parent_chunk_id: p for p in parents}
+    for c in children:
+        assert c.content.split(" Sentence")[0] in by_id[c.parent_chunk_id].content
+    same_parent = [c for c in children if c.parent_chunk_id == parents[0].parent_chunk_id]
+    first_sentences = [c.content.split(".")[0] for c in same_parent]
+    # With overlap, consecutive windows share a sentence.
+    assert any(same_parent[i + 1].content.startswith(first_sentences[i + 1]) and first_sentences[i + 1] in same_parent[i].content for i in range(len(same_parent) - 1))
+
+
+def test_ids_are_stable_and_ordered(chunker: Chunker) -> None:
+    a = chunker.chunk("doc", [(0, _text(30))])
+    b = chunker.chunk("doc", [(0, _text(30))])
+    assert a == b
+    parents, children = a
+    assert [p.chunk_index for p in parents] == list(range(len(parents)))
+    assert [c.chunk_index for c in children] == list(range(len(children)))
+
+
+def test_long_sentence_is_cut_at_token_boundaries(chunker: Chunker) -> None:
+    words = " ".join(f"word{i}" for i in range(200))
+    _, children = chunker.chunk("doc", [(0, words)])
+    assert len(children) > 3 and all(c.tokens <= 24 for c in children)
+
+
+def test_parents_do_not_cross_pages(chunker: Chunker) -> None:
+    parents, children = chunker.chunk("doc", [(1, _text(3)), (2, _text(3))])
+    assert [p.page for p in parents] == [1, 2]
+    assert {c.page for c in children} == {1, 2}
+
+
+def test_blank_text_gives_nothing(chunker: Chunker) -> None:
+    assert chunker.chunk("doc", [(0, "  \n\n ")]) == ([], [])

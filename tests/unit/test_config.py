@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retrieval_server.config import ConfigError, load_settings
+
+
+def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("RETRIEVAL_QDRANT_URL", "RETRIEVAL_QDRANT_PATH", "RETRIEVAL_MYSQL_DSN"):
+        monkeypatch.delenv(var, raising=False)
+    s = load_settings()
+    assert (s.host, s.port) == ("0.0.0.0", 50051)
+    assert s.vector_backend == "edge" and s.metadata_backend == "sqlite"
+    assert (s.query_max_chars, s.top_k_default, s.top_k_max, s.search_top_k_max) == (4096, 5, 100, 20)
+
+
+def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRIEVAL_QDRANT_URL", "http://qdrant:6333")
+    monkeypatch.setenv("RETRIEVAL_MYSQL_DSN", "mysql://u:p@db:3306/retrieval")
+    s = load_settings()
+    assert s.vector_backend == "qdrant" and s.metadata_backend == "mysql"
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "expected"),
+    [
+        ("RETRIEVAL_PORT", "not-a-port", "RETRIEVAL_PORT"),
+        ("RETRIEVAL_PORT", "70000", "RETRIEVAL_PORT"),
+        ("RETRIEVAL_TOP_K_MAX", "0", "RETRIEVAL_TOP_K_MAX"),
+        ("RETRIEVAL_LOG_LEVEL", "LOUD", "RETRIEVAL_LOG_LEVEL"),
+        ("RETRIEVAL_CHILD_CHUNK_TOKENS", "500", "child_chunk_tokens must not exceed parent_chunk_tokens"),
+        ("RETRIEVAL_MYSQL_DSN", "postgres://x", "mysql_dsn"),
+    ],
+)
+def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert expected in str(err.value)
+
+
+def test_model_dir_without_model_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no model.onnx"):
+        load_settings(model_dir=tmp_path)

@@ -1,0 +1,68 @@
+"""The numba grouping kernel agrees with its plain-Python twin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scoring_core import group_by_parent, reference
+
+
+def _as_groups(g) -> list[tuple[int, float, list[int]]]:
+    return [
+        (int(p), float(s), [int(c) for c in g.children[g.offsets[i] : g.offsets[i + 1]]])
+        for i, (p, s) in enumerate(zip(g.parents, g.parent_scores, strict=True))
+    ]
+
+
+def test_parents_ordered_by_best_child_children_by_score() -> None:
+    g = group_by_parent(np.array([2, 0, 2, 1]), np.array([0.5, 0.9, 0.95, 0.1]), 3)
+    assert _as_groups(g) == [(2, pytest.approx(0.95), [2, 0]), (0, pytest.approx(0.9), [1]), (1, pytest.approx(0.1), [3])]
+
+
+def test_ties_break_by_input_position() -> None:
+    g = group_by_parent(np.array([1, 0, 1, 0]), np.array([0.5, 0.5, 0.5, 0.5]), 2)
+    assert _as_groups(g) == [(1, 0.5, [0, 2]), (0, 0.5, [1, 3])]
+
+
+def test_empty_input() -> None:
+    g = group_by_parent(np.array([], dtype=np.int64), np.array([], dtype=np.float32), 0)
+    assert len(g) == 0 and g.offsets.tolist() == [0]
+
+
+def test_nan_is_rejected_and_inf_ranks_as_an_extreme() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        group_by_parent(np.array([0, 1]), np.array([0.1, np.nan]), 2)
+    g = group_by_parent(np.array([0, 1, 2]), np.array([0.1, np.inf, -np.inf]), 3)
+    assert g.parents.tolist() == [1, 0, 2]
+
+
+def test_codes_out_of_range_are_rejected() -> None:
+    with pytest.raises(ValueError, match=r"\[0, 2\)"):
+        group_by_parent(np.array([0, 2]), np.array([0.1, 0.2]), 2)
+    with pytest.raises(ValueError, match="differ in length"):
+        group_by_parent(np.array([0]), np.array([0.1, 0.2]), 2)
+
+
+scores = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, width=32)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.tuples(st.integers(0, n - 1), scores), max_size=200))))
+def test_agrees_with_reference_on_random_input(case: tuple[int, list[tuple[int, float]]]) -> None:
+    n_parents, rows = case
+    codes = [p for p, _ in rows]
+    vals = np.asarray([s for _, s in rows], dtype=np.float32)
+    expected = reference.group_by_parent(codes, vals.tolist())
+    assert _as_groups(group_by_parent(np.asarray(codes, dtype=np.int64), vals, n_parents)) == expected
+
+
+def test_agrees_with_reference_at_service_scale() -> None:
+    rng = np.random.default_rng(7)
+    codes = rng.integers(0, 2_000, size=10_000)
+    # Rounded scores force many ties.
+    vals = np.round(rng.random(10_000), 2).astype(np.float32)
+    expected = reference.group_by_parent(codes.tolist(), vals.tolist())
+    assert _as_groups(group_by_parent(codes, vals, 2_000)) == expected

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval_server.domain import DocumentSource
+from retrieval_server.ingest.loaders import LoadError, load
+from tests.support.pdf import make_pdf
+
+
+def _src(name: str, content: bytes | str, **kw: object) -> DocumentSource:
+    return DocumentSource(filename=name, content=content.encode() if isinstance(content, str) else content, **kw)  # type: ignore[arg-type]
+
+
+def test_text_and_markdown() -> None:
+    [doc] = load(_src("notes.txt", "Hello there."))
+    assert (doc.document_id, doc.title, doc.pages[0].text) == ("notes", "notes", "Hello there.")
+    [md] = load(_src("guide.md", "intro\n# The Guide\nbody"))
+    assert md.title == "The Guide"
+
+
+def test_html_drops_scripts_and_keeps_title() -> None:
+    [doc] = load(_src("p.html", "<html><head><title>T</title><script>evil()</script></head><body><p>One.</p><p>Two.</p></body></html>"))
+    assert doc.title == "T"
+    assert "evil" not in doc.pages[0].text and "One." in doc.pages[0].text and "Two." in doc.pages[0].text
+
+
+def test_pdf_keeps_page_numbers() -> None:
+    [doc] = load(_src("report.pdf", make_pdf(["First page text.", "Second page text."], title="Report")))
+    assert doc.title == "Report"
+    assert [(p.number, p.text.strip()) for p in doc.pages] == [(1, "First page text."), (2, "Second page text.")]
+
+
+def test_beir_jsonl() -> None:
+    rows = [{"_id": "d1", "title": "T1", "text": "Body one.", "metadata": {"url": "http://x/1"}}, {"_id": "d2", "text": "Body two."}]
+    docs = load(_src("corpus.jsonl", "\n".join(json.dumps(r) for r in rows)))
+    assert [d.document_id for d in docs] == ["d1", "d2"]
+    assert docs[0].url == "http://x/1" and docs[0].pages[0].text.startswith("T1")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("x.docx", b"PK", "unsupported file type '.docx'"),
+        ("x.txt", b"\xff\xfe\x00bad", "not UTF-8"),
+        ("x.pdf", b"%PDF-1.4 garbage", "PDF"),
+        ("x.jsonl", '{"_id": "a", "text": "ok"}\n{broken', "line 2: invalid JSON"),
+        ("x.jsonl", '{"title": "no id"}', "line 1: a BEIR row needs '_id' and 'text'"),
+    ],
+)
+def test_broken_files_say_why(name: str, content: bytes | str, reason: str) -> None:
+    with pytest.raises(LoadError, match=reason):
+        load(_src(name, content))
