@@ -1,0 +1,216 @@
+"""The service through a real grpc.aio server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_client import AsyncRetrievalClient, RetrievalClient
+from retrieval_server.server import start_server
+from tests.e2e.conftest import Live, e2e_settings
+from tests.support.pdf import make_pdf
+
+ADMIN = (("x-user-id", "ops"), ("x-user-role", "ADMIN"))
+
+GLACIERS = (
+    "Glaciers are slow rivers of ice that form where snow accumulates faster than it melts. "
+    "Over centuries the weight of the snow compresses it into dense ice that flows downhill under gravity."
+)
+VOLCANO = "Volcanoes erupt when molten rock rises through the crust. Lava flows can bury towns and reshape coastlines."
+LONG_TEXT = " ".join(
+    f"The committee reviewed item {i} of the annual report and approved the budget for regional libraries."
+    for i in range(12)
+)
+
+
+def _doc(doc_id: str, text: str, **kw: object) -> pb.DocumentInput:
+    return pb.DocumentInput(document_id=doc_id, filename=f"{doc_id}.txt", content=text.encode(), **kw)  # type: ignore[arg-type]
+
+
+async def _reflect(live: Live, **request: str) -> reflection_pb2.ServerReflectionResponse:
+    stub = reflection_pb2_grpc.ServerReflectionStub(live.channel)
+    responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(**request)]))
+    return [r async for r in responses][0]
+
+
+async def test_standard_health_service(live: Live) -> None:
+    stub = health_pb2_grpc.HealthStub(live.channel)
+    for service in ("", "retrieval.v1.RetrievalService"):
+        resp = await stub.Check(health_pb2.HealthCheckRequest(service=service))
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "retrieval.v1.RetrievalService",
+        "retrieval.v1.RetrievalService.Query",
+        "retrieval.v1.RetrievalService.Search",
+        "retrieval.v1.QueryRequest",
+        "retrieval.v1.Context",
+    ],
+)
+async def test_reflection_resolves_services_methods_and_messages(live: Live, symbol: str) -> None:
+    """The lookups ghz makes for --call retrieval.v1.RetrievalService/Query without --proto."""
+    resp = await _reflect(live, file_containing_symbol=symbol)
+    assert resp.WhichOneof("message_response") == "file_descriptor_response", resp
+    from google.protobuf import descriptor_pb2
+
+    names = [descriptor_pb2.FileDescriptorProto.FromString(b).name for b in resp.file_descriptor_response.file_descriptor_proto]
+    assert "retrieval/v1/retrieval.proto" in names
+
+
+async def test_reflection_lists_services_and_rejects_unknown_symbols(live: Live) -> None:
+    listed = await _reflect(live, list_services="")
+    assert {s.name for s in listed.list_services_response.service} >= {
+        "retrieval.v1.RetrievalService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    }
+    missing = await _reflect(live, file_containing_symbol="retrieval.v1.RetrievalService.Nope")
+    assert missing.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+
+
+async def test_health_rpc_reports_components(live: Live) -> None:
+    resp = await live.stub.Health(pb.HealthRequest())
+    assert resp.status == pb.SERVING
+    assert {c.name: c.status for c in resp.components} == {
+        "vector_store": pb.SERVING,
+        "metadata_store": pb.SERVING,
+        "embedder": pb.SERVING,
+    }
+
+
+async def test_empty_index_answers_with_no_contexts(tmp_path: Path) -> None:
+    running = await start_server(e2e_settings(tmp_path))
+    try:
+        async with AsyncRetrievalClient(f"127.0.0.1:{running.port}") as client:
+            resp = await client.query("anything at all")
+            assert list(resp.contexts) == [] and resp.metrics.total_ms > 0
+            assert list((await client.search("anything")).results) == []
+    finally:
+        await running.stop(1.0)
+
+
+async def test_ingest_query_search_reingest_delete(live: Live) -> None:
+    ingest = await live.stub.IngestDocuments(
+        pb.IngestDocumentsRequest(
+            documents=[
+                _doc("glaciers", GLACIERS, title="Glaciers", url="http://example/glaciers", metadata={"topic": "ice"}),
+                _doc("volcanoes", VOLCANO, title="Volcanoes"),
+                _doc("volcanoes-copy", VOLCANO, title="Volcanoes (mirror)"),
+                _doc("minutes", LONG_TEXT, title="Minutes"),
+                pb.DocumentInput(filename="regs.pdf", content=make_pdf(["Cover page.", "Graduation requires 120 credits."], "Regulations")),
+                pb.DocumentInput(filename="broken.pdf", content=b"%PDF-1.4 junk"),
+            ]
+        ),
+        metadata=ADMIN,
+    )
+    assert sorted(d.document_id for d in ingest.documents) == ["glaciers", "minutes", "regs", "volcanoes", "volcanoes-copy"]
+    assert [(e.source, bool(e.reason)) for e in ingest.errors] == [("broken.pdf", True)]
+
+    resp = await live.stub.Query(pb.QueryRequest(query="how do rivers of ice form?", top_k=2))
+    top = resp.contexts[0]
+    assert (top.document_id, top.parent_chunk_id, top.metadata.title, top.metadata.url) == (
+        "glaciers", "glaciers#p0", "Glaciers", "http://example/glaciers"
+    )
+    assert top.metadata.extra["topic"] == "ice" and top.tokens > 0 and top.child_chunks
+    assert top.score == pytest.approx(top.child_chunks[0].score)
+    assert len(resp.contexts) == 2
+    assert [s.stage for s in resp.metrics.stages] == ["embed_query", "retrieve", "enrich", "select"]
+    assert resp.metrics.iterations == 1 and not resp.cached
+
+    pdf = await live.stub.Query(pb.QueryRequest(query="how many credits to graduate", top_k=1))
+    assert (pdf.contexts[0].document_id, pdf.contexts[0].metadata.page) == ("regs", 2)
+
+    search = await live.stub.Search(pb.SearchRequest(query="molten rock eruptions", top_k=5))
+    texts = [r.text for r in search.results]
+    assert len(texts) == len(set(texts)), "duplicate texts must be removed"
+    assert search.results[0].document_id in {"volcanoes", "volcanoes-copy"}
+    assert search.results[0].title.startswith("Volcanoes")
+    long = await live.stub.Search(pb.SearchRequest(query="committee approved the library budget", top_k=1))
+    assert long.results[0].document_id == "minutes" and len(long.results[0].text) == 800
+
+    again = await live.stub.IngestDocuments(
+        pb.IngestDocumentsRequest(documents=[_doc("glaciers", "Glaciers retreat as the climate warms.", title="Glaciers v2")]),
+        metadata=ADMIN,
+    )
+    assert again.documents[0].replaced
+    resp = await live.stub.Query(pb.QueryRequest(query="glaciers", top_k=5))
+    glacier_contexts = [c for c in resp.contexts if c.document_id == "glaciers"]
+    assert len(glacier_contexts) == 1 and glacier_contexts[0].metadata.title == "Glaciers v2"
+
+    deleted = await live.stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=["glaciers", "ghost"]), metadata=ADMIN)
+    assert (list(deleted.deleted), list(deleted.not_found)) == (["glaciers"], ["ghost"])
+    resp = await live.stub.Query(pb.QueryRequest(query="glaciers", top_k=5))
+    assert "glaciers" not in {c.document_id for c in resp.contexts}
+
+
+async def test_document_filter_and_private_access(live: Live) -> None:
+    await live.stub.IngestDocuments(
+        pb.IngestDocumentsRequest(documents=[_doc("diary", "My private diary about sailing boats.", access=pb.PRIVATE, owner_id="alice")]),
+        metadata=ADMIN,
+    )
+    anon = await live.stub.Query(pb.QueryRequest(query="sailing boats diary", top_k=10))
+    assert "diary" not in {c.document_id for c in anon.contexts}
+    alice = await live.stub.Query(pb.QueryRequest(query="sailing boats diary", top_k=10), metadata=(("x-user-id", "alice"),))
+    assert alice.contexts[0].document_id == "diary"
+    only = await live.stub.Query(
+        pb.QueryRequest(query="sailing boats diary", top_k=10, filters=pb.QueryFilters(document_ids=["volcanoes"]))
+    )
+    assert {c.document_id for c in only.contexts} == {"volcanoes"}
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "needle"),
+    [
+        ("Query", pb.QueryRequest(query="   "), "query must be 1 to 4096 characters after trimming"),
+        ("Query", pb.QueryRequest(query="x" * 4097), "query must be 1 to 4096 characters"),
+        ("Query", pb.QueryRequest(query="ok", top_k=101), "top_k must be between 1 and 100"),
+        ("Query", pb.QueryRequest(query="ok", top_k=-3), "top_k must be between 1 and 100"),
+        ("Query", pb.QueryRequest(query="ok", strategy=42), "strategy has unknown value 42"),
+        ("Query", pb.QueryRequest(query="ok", filters=pb.QueryFilters(document_ids=["a", " "])), "filters.document_ids must not contain empty ids"),
+        ("Search", pb.SearchRequest(query="ok", top_k=21), "top_k must be between 1 and 20"),
+        ("Search", pb.SearchRequest(query=""), "query must be 1 to 4096"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(), "documents must not be empty"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", access=pb.PRIVATE)]), "documents[0].owner_id is required"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt")]), "documents[0].content must not be empty"),
+        ("DeleteDocuments", pb.DeleteDocumentsRequest(), "document_ids must not be empty"),
+    ],
+)
+async def test_invalid_arguments_name_field_and_limit(live: Live, rpc: str, request_: object, needle: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await getattr(live.stub, rpc)(request_, metadata=ADMIN)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert needle in err.value.details()
+    # The server keeps serving, and what was stored is intact.
+    assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING
+
+
+async def test_admin_rpcs_need_an_admin_role(live: Live) -> None:
+    for md in ((), (("x-user-id", "alice"),)):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await live.stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=["volcanoes"]), metadata=md)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    resp = await live.stub.Query(pb.QueryRequest(query="molten rock", top_k=3))
+    assert "volcanoes" in {c.document_id for c in resp.contexts}
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.Query(pb.QueryRequest(query="ok"), metadata=(("x-user-role", "wizard"),))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "x-user-role" in err.value.details()
+
+
+async def test_sync_client_and_concurrent_calls(live: Live) -> None:
+    def sync_calls() -> tuple[int, int]:
+        with RetrievalClient(live.target) as client:
+            return len(client.query("volcano lava", top_k=2).contexts), len(client.search("volcano lava", top_k=2).results)
+
+    assert await asyncio.to_thread(sync_calls) == (2, 2)
+    async with AsyncRetrievalClient(live.target) as client:
+        answers = await asyncio.gather(*(client.query(f"lava flows {i}", top_k=3) for i in range(16)))
+    assert all(a.contexts for a in answers)

@@ -1,0 +1,94 @@
+"""`retrieval-server serve` as a real process: startup errors and graceful SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_client import AsyncRetrievalClient, RetrievalClient
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from tests.support.mariadb import free_port
+
+CLI = [sys.executable, "-m", "retrieval_server.cli"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    env.update(RETRIEVAL_LOG_FORMAT="json", **extra)
+    return env
+
+
+def test_invalid_setting_is_a_clear_startup_error() -> None:
+    proc = subprocess.run([*CLI, "serve"], env=_env(RETRIEVAL_PORT="eighty"), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "invalid configuration" in proc.stderr and "RETRIEVAL_PORT" in proc.stderr
+
+
+def test_second_process_on_the_same_folder_is_refused(tmp_path: Path) -> None:
+    port = free_port()
+    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1")
+    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_serving(f"127.0.0.1:{port}", server)
+        second = subprocess.run([*CLI, "ingest", "--local", str(tmp_path / "nothing.txt")], env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode != 0
+        assert "open in another process" in second.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _wait_serving(target: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited early: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            with RetrievalClient(target, timeout=2) as client:
+                if client.health().status == pb.SERVING:
+                    return
+        except grpc.RpcError:
+            time.sleep(0.3)
+    raise AssertionError("server did not become healthy")
+
+
+@pytest.mark.slow
+async def test_sigterm_finishes_in_flight_calls_and_closes_backends(tmp_path: Path) -> None:
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_GRACE_PERIOD_S="60")
+    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
+    await asyncio.to_thread(_wait_serving, target, server)
+    docs = [
+        pb.DocumentInput(document_id=f"doc{i}", filename=f"doc{i}.txt", content=f"Document {i} talks about topic {i % 17} at length. {'More words here. ' * 40}".encode())
+        for i in range(300)
+    ]
+    async with AsyncRetrievalClient(target, role="ADMIN") as client:
+        call = asyncio.ensure_future(client.ingest(docs))
+        await asyncio.sleep(1.0)  # the ingest is running (it takes several seconds)
+        assert not call.done()
+        server.send_signal(signal.SIGTERM)
+        resp = await call
+    assert len(resp.documents) == 300 and not resp.errors
+    assert await asyncio.to_thread(server.wait, 90) == 0
+    logs = server.stderr.read() if server.stderr else ""
+    assert '"msg": "stopped"' in logs
+
+    # Everything the in-flight call wrote was flushed and the folder was released.
+    app = Application(load_settings(data_dir=tmp_path))
+    await app.open()
+    try:
+        assert await app.metadata.count_documents() == 300
+        assert await app.vectors.count() == sum(d.child_chunks for d in resp.documents)
+    finally:
+        await app.close()

@@ -1,0 +1,53 @@
+"""The default int8 model and a configured fp32 model give the same geometry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
+from retrieval_server.backends.executor import BlockingExecutor
+from tests.support.paths import fp32_model_dir
+
+TEXTS = [
+    "How many people live in Berlin?",
+    "Berlin has a population of 3.5 million",
+    "The cat sat on the mat",
+    "Small-to-big retrieval returns parent chunks around matching child chunks. " * 8,
+]
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[BlockingExecutor]:
+    ex = BlockingExecutor(1)
+    yield ex
+    ex.shutdown()
+
+
+async def test_default_model_comes_from_the_wheel(pool: BlockingExecutor) -> None:
+    emb = OnnxEmbedder(resolve_model(None), pool, threads=2)
+    v = await emb.embed(TEXTS)
+    assert v.shape == (4, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    # Reference values of the int8 model (shared/models/README.md).
+    assert v[0] @ v[1] == pytest.approx(0.8078, abs=2e-3)
+    assert v[0] @ v[2] == pytest.approx(-0.0475, abs=2e-3)
+
+
+async def test_batching_and_padding_do_not_change_embeddings(pool: BlockingExecutor) -> None:
+    emb = OnnxEmbedder(resolve_model(None), pool, threads=2, batch_size=3)
+    together = await emb.embed(TEXTS)
+    alone = np.concatenate([await emb.embed([t]) for t in TEXTS])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    assert (await emb.embed([])).shape == (0, 384)
+
+
+async def test_configured_fp32_model_overrides_and_agrees(pool: BlockingExecutor) -> None:
+    fp32 = OnnxEmbedder(resolve_model(fp32_model_dir()), pool, threads=2)
+    int8 = OnnxEmbedder(resolve_model(None), pool, threads=2)
+    assert fp32.model_id != int8.model_id
+    a, b = await fp32.embed(TEXTS), await int8.embed(TEXTS)
+    assert a[0] @ a[1] == pytest.approx(0.8085, abs=1e-3)
+    assert float(np.min(np.sum(a * b, axis=1))) >= 0.999
