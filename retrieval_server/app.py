@@ -6,6 +6,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+import scoring_core
 from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
@@ -90,6 +91,7 @@ class Application:
         return SqliteMetadataStore(s.data_dir / "metadata.sqlite3")
 
     async def open(self) -> None:
+        await self.executor.run(scoring_core.warm_up)
         await self.metadata.open()
         try:
             await self.vectors.open()

@@ -1,0 +1,23 @@
+# Shared by demo.sh and test.sh: a virtual environment in .venv with the project installed.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "Python 3.11 or newer is required (found $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+}
+if [ ! -x "$REPO/.venv/bin/python" ]; then
+  "$PYTHON" -m venv "$REPO/.venv"
+fi
+VENV_PY="$REPO/.venv/bin/python"
+
+# pip's output goes to a log; it is shown only when an install fails.
+pip_install() {
+  local log="$REPO/.venv/pip-install.log"
+  echo "installing $* (log: $log)" >&2
+  if ! "$VENV_PY" -m pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    return 1
+  fi
+}

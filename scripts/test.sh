@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One command: install what the tests need (MariaDB from Debian, the project with its test extras)
+# and run the whole suite. Extra arguments go to pytest.
+source "$(dirname "$0")/_env.sh"
+
+if [ ! -x /usr/sbin/mariadbd ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mariadb-server >/dev/null
+fi
+pip_install -e "$REPO[test]"
+cd "$REPO"
+exec "$VENV_PY" -m pytest "$@"
