@@ -20,20 +20,20 @@ def choose_strategy(requested: Strategy) -> Strategy:
 
 
 async def embed_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    # Metrics are the request's running log: nodes append what they degraded.
     strategy = choose_strategy(state.options.strategy)
-    degraded = list(state.metrics.degraded)
     if strategy is not state.options.strategy:
-        degraded.append(f"strategy:{state.options.strategy.value}_unavailable")
+        state.metrics.degraded.append(f"strategy:{state.options.strategy.value}_unavailable")
     if strategy is Strategy.KEYWORD:
-        return {"strategy": strategy, "metrics": _with(state, degraded=degraded)}
+        return {"strategy": strategy}
     try:
         vector = (await deps.embedder.embed([state.options.query]))[0]
     except Exception:
         # An embedding failure degrades to keyword search instead of failing the request.
         log.exception("query embedding failed; falling back to keyword search")
-        degraded.append("dense:embedding_failed")
-        return {"strategy": Strategy.KEYWORD, "metrics": _with(state, degraded=degraded)}
-    return {"strategy": strategy, "query_vector": vector, "metrics": _with(state, degraded=degraded)}
+        state.metrics.degraded.append("dense:embedding_failed")
+        return {"strategy": Strategy.KEYWORD}
+    return {"strategy": strategy, "query_vector": vector}
 
 
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -72,10 +72,5 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    return {"contexts": state.contexts[: state.options.top_k], "metrics": _with(state, strategy_used=state.strategy)}
-
-
-def _with(state: QueryState, **changes: Any) -> Any:
-    for key, value in changes.items():
-        setattr(state.metrics, key, value)
-    return state.metrics
+    state.metrics.strategy_used = state.strategy
+    return {"contexts": state.contexts[: state.options.top_k]}

@@ -92,3 +92,23 @@ async def test_sigterm_finishes_in_flight_calls_and_closes_backends(tmp_path: Pa
         assert await app.vectors.count() == sum(d.child_chunks for d in resp.documents)
     finally:
         await app.close()
+
+
+def test_cli_ingest_reports_broken_files_and_goes_on(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "guide.md").write_text("# Guide\n\nThe guide explains how to reset a password.")
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    (folder / "ignored.bin").write_bytes(b"\x00")  # not a supported type: a folder scan skips it
+    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path / "data"))
+    proc = subprocess.run(
+        [*CLI, "ingest", "--local", "--access", "private", "--owner", "alice", str(folder)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "added    guide" in proc.stdout
+    assert "broken.pdf" in proc.stderr and "not a readable PDF" in proc.stderr
+    assert "1 documents indexed, 1 failed" in proc.stderr
+    again = subprocess.run([*CLI, "ingest", "--local", str(folder / "guide.md"), "--access", "private", "--owner", "alice"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert "replaced guide" in again.stdout
