@@ -25,3 +25,128 @@ def group_by_parent(
     # Ties between parents go to the one whose best child came first in the input.
     groups.sort(key=lambda g: (-g[1], g[2][0]))
     return groups
+
+
+def _check(scores: Sequence[float]) -> None:
+    if any(math.isnan(s) for s in scores):
+        raise ValueError("scores contains NaN")
+
+
+def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
+    """``[(id, score), ...]`` best first; the way LangChain's EnsembleRetriever fuses."""
+    w = list(weights) if weights is not None else [1.0] * len(lists)
+    fused: dict[int, float] = {}
+    for weight, ranked in zip(w, lists, strict=True):
+        seen: set[int] = set()
+        for rank, doc in enumerate(ranked, start=1):
+            if doc in seen:
+                continue
+            seen.add(doc)
+            fused[doc] = fused.get(doc, 0.0) + weight / (k + rank)
+    # sorted() is stable: equal scores keep first-appearance order.
+    return sorted(fused.items(), key=lambda kv: -kv[1])
+
+
+def _normalize(scores: list[float], method: str) -> list[float]:
+    if not scores:
+        return []
+    if method == "minmax":
+        lo, hi = min(scores), max(scores)
+    elif len(scores) < 2:
+        lo = hi = scores[0]
+    else:
+        mean = 0.0
+        for s in scores:
+            mean += s
+        mean /= len(scores)
+        var = 0.0
+        for s in scores:
+            var += (s - mean) * (s - mean)
+        std = math.sqrt(var / (len(scores) - 1))
+        lo, hi = mean - 3.0 * std, mean + 3.0 * std
+    return [0.5 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+
+
+def score_fusion(
+    lists: Sequence[Sequence[int]],
+    scores: Sequence[Sequence[float]],
+    weights: Sequence[float] | None = None,
+    method: str = "minmax",
+) -> list[tuple[int, float]]:
+    """Weighted sum of per-list normalized scores, best first."""
+    w = list(weights) if weights is not None else [1.0] * len(lists)
+    fused: dict[int, float] = {}
+    for weight, ids, raw in zip(w, lists, scores, strict=True):
+        if any(not math.isfinite(s) for s in raw):
+            raise ValueError("scores must be finite")
+        seen: set[int] = set()
+        for doc, norm in zip(ids, _normalize([float(s) for s in raw], method), strict=True):
+            if doc in seen:
+                continue
+            seen.add(doc)
+            fused[doc] = fused.get(doc, 0.0) + weight * norm
+    return sorted(fused.items(), key=lambda kv: -kv[1])
+
+
+def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
+    """Index of the best candidate per key, best first."""
+    _check(scores)
+    best: dict[int, int] = {}
+    for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
+        best.setdefault(keys[i], i)
+    return sorted(best.values(), key=lambda i: (-scores[i], i))
+
+
+def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[float], threshold: float = 0.85) -> list[int]:
+    """Greedy in score order: drop a candidate whose cosine to a kept one reaches ``threshold``."""
+    _check(scores)
+
+    def dot(a: Sequence[float], b: Sequence[float]) -> float:
+        acc = 0.0
+        for x, y in zip(a, b, strict=True):
+            acc += float(x) * float(y)
+        return acc
+
+    norms = [math.sqrt(dot(e, e)) for e in embeddings]
+    kept: list[int] = []
+    for c in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
+        if not any(
+            norms[c] * norms[k] > 0 and dot(embeddings[c], embeddings[k]) / (norms[c] * norms[k]) >= threshold
+            for k in kept
+        ):
+            kept.append(c)
+    return kept
+
+
+def top_k(scores: Sequence[float], k: int) -> list[int]:
+    _check(scores)
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+
+
+def threshold_with_fallback(scores: Sequence[float], threshold: float = 0.3, fallback: int = 3) -> tuple[list[int], bool]:
+    _check(scores)
+    kept = [i for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)) if scores[i] >= threshold]
+    if kept or not scores:
+        return kept, False
+    return top_k(scores, fallback), True
+
+
+def cache_match(
+    matrix: Sequence[Sequence[float]],
+    live: Sequence[int],
+    expires_at: Sequence[float],
+    scope: Sequence[int],
+    query: Sequence[float],
+    now: float,
+    caller: int,
+    threshold: float,
+) -> tuple[int, float]:
+    """Best live, unexpired row in the caller's scope (public = 0) with cosine >= threshold."""
+    best, best_score = -1, -math.inf
+    for i, row in enumerate(matrix):
+        if not live[i] or expires_at[i] <= now or scope[i] not in (0, caller):
+            continue
+        s = sum(float(a) * float(b) for a, b in zip(row, query, strict=True))
+        if s > best_score:
+            best, best_score = i, s
+    return (best, best_score) if best >= 0 and best_score >= threshold else (-1, math.nan)

@@ -1,0 +1,153 @@
+"""Cosine matching of a query against cached query embeddings (the semantic cache's hot path).
+
+:class:`CosineMatcher` keeps unit-length vectors in a row-major float32 matrix that grows by
+doubling; removal, expiry and eviction only clear a row's ``live`` flag and put the row on a free
+list, so the matrix is never rebuilt. Each row has an expiry time and a scope: 0 is public, any
+other integer one user. A caller sees public rows and rows of its own scope.
+
+The scan is one pass over the rows: flags first (cheap), then a dot product, so the cost is a
+streaming read of the live part of the matrix.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+PUBLIC = 0
+
+
+@nb.njit(
+    nb.types.Tuple((nb.int64, nb.float32))(
+        nb.float32[:, ::1], nb.float32[::1], nb.uint8[::1], nb.float64[::1], nb.int64[::1], nb.int64, nb.float64, nb.int64, nb.float32
+    ),
+    cache=True,
+    nogil=True,
+    fastmath=True,
+)
+def _match_kernel(matrix, query, live, expires_at, scope, n_rows, now, caller, threshold):  # pragma: no cover - compiled
+    d = query.shape[0]
+    best = -1
+    best_score = np.float32(-np.inf)
+    for i in range(n_rows):
+        if live[i] == 0 or expires_at[i] <= now:
+            continue
+        sc = scope[i]
+        if sc != 0 and sc != caller:
+            continue
+        acc = np.float32(0.0)
+        for j in range(d):
+            acc += matrix[i, j] * query[j]
+        if acc > best_score:
+            best_score = acc
+            best = i
+    if best >= 0 and best_score >= threshold:
+        return best, best_score
+    return -1, np.float32(np.nan)
+
+
+class CosineMatcher:
+    """A growable store of cached query vectors with per-row expiry and scope.
+
+    Parameters
+    ----------
+    dim : int
+        Vector dimension.
+    threshold : float
+        Minimum cosine similarity for a match (default 0.95).
+    initial_capacity, max_entries : int
+        Rows allocated up front; the most rows ever held (the oldest live row is evicted beyond).
+    """
+
+    def __init__(self, dim: int, threshold: float = 0.95, initial_capacity: int = 1024, max_entries: int = 1_000_000) -> None:
+        if dim < 1 or initial_capacity < 1 or max_entries < 1:
+            raise ValueError("dim, initial_capacity and max_entries must be positive")
+        self.dim = dim
+        self.threshold = np.float32(threshold)
+        self.max_entries = max_entries
+        cap = min(initial_capacity, max_entries)
+        self._matrix = np.zeros((cap, dim), dtype=np.float32)
+        self._live = np.zeros(cap, dtype=np.uint8)
+        self._expires = np.zeros(cap, dtype=np.float64)
+        self._scope = np.zeros(cap, dtype=np.int64)
+        self._added = np.zeros(cap, dtype=np.int64)
+        self._rows = 0  # high-water mark: rows below it have been used
+        self._free: list[int] = []
+        self._clock = 0
+
+    def __len__(self) -> int:
+        return int(self._live[: self._rows].sum())
+
+    @property
+    def capacity(self) -> int:
+        return int(self._matrix.shape[0])
+
+    def _grow(self) -> None:
+        cap = min(self.capacity * 2, self.max_entries)
+        for name in ("_matrix", "_live", "_expires", "_scope", "_added"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+    def _slot(self) -> int:
+        if self._free:
+            return self._free.pop()
+        if self._rows == self.capacity and self.capacity < self.max_entries:
+            self._grow()
+        if self._rows < self.capacity:
+            self._rows += 1
+            return self._rows - 1
+        # Full: evict the oldest live row.
+        live = np.flatnonzero(self._live[: self._rows])
+        victim = int(live[np.argmin(self._added[live])])
+        self._live[victim] = 0
+        return victim
+
+    def add(self, vector: np.ndarray, expires_at: float, scope: int = PUBLIC) -> int:
+        """Store a vector (normalized here); return its row."""
+        v = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if v.shape[0] != self.dim:
+            raise ValueError(f"vector has {v.shape[0]} dims, expected {self.dim}")
+        norm = float(np.linalg.norm(v))
+        if not np.isfinite(norm) or norm == 0.0:
+            raise ValueError("vector must be finite and non-zero")
+        row = self._slot()
+        self._matrix[row] = v / norm
+        self._expires[row] = expires_at
+        self._scope[row] = scope
+        self._clock += 1
+        self._added[row] = self._clock
+        self._live[row] = 1
+        return row
+
+    def remove(self, row: int) -> None:
+        if 0 <= row < self._rows and self._live[row]:
+            self._live[row] = 0
+            self._free.append(row)
+
+    def expire(self, now: float) -> int:
+        """Free every row expired at ``now``; return how many."""
+        dead = np.flatnonzero((self._live[: self._rows] == 1) & (self._expires[: self._rows] <= now))
+        self._live[dead] = 0
+        self._free.extend(int(r) for r in dead)
+        return int(dead.shape[0])
+
+    def match(self, query: np.ndarray, now: float, caller_scope: int = PUBLIC) -> tuple[int, float]:
+        """Best live row visible to ``caller_scope`` with cosine >= threshold: ``(row, score)`` or ``(-1, nan)``."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise ValueError(f"query has {q.shape[0]} dims, expected {self.dim}")
+        norm = float(np.linalg.norm(q))
+        if not np.isfinite(norm) or norm == 0.0:
+            return -1, float("nan")
+        row, score = _match_kernel(
+            self._matrix, np.ascontiguousarray(q / norm), self._live, self._expires, self._scope,
+            self._rows, float(now), int(caller_scope), self.threshold,
+        )
+        return int(row), float(score)
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Views of the used rows: (matrix, live, expires_at, scope), for the reference twin and benchmarks."""
+        n = self._rows
+        return self._matrix[:n], self._live[:n], self._expires[:n], self._scope[:n]

@@ -1,0 +1,98 @@
+"""Deduplication of scored candidates.
+
+All three return the indices of the kept candidates, best score first (ties by input position):
+
+* :func:`dedup_by_key`: one candidate per key (a chunk id, or a content hash from
+  :func:`content_hashes`), keeping the best-scored one.
+* :func:`near_duplicates`: greedy in score order, a candidate is dropped when its cosine
+  similarity to an already kept one reaches the threshold (default 0.85).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numba as nb
+import numpy as np
+
+from scoring_core._validate import as_scores
+
+
+@nb.njit(nb.int64[:](nb.int64[::1], nb.float32[::1]), cache=True, nogil=True)
+def _dedup_kernel(keys, scores):  # pragma: no cover - compiled
+    n = keys.shape[0]
+    by_score = np.argsort(-scores, kind="mergesort")
+    # Stable by key over the score order: each key's first element is its best candidate.
+    grouped = by_score[np.argsort(keys[by_score], kind="mergesort")]
+    rank = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        rank[by_score[r]] = r
+    keep_rank = np.empty(n, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        if i == 0 or keys[grouped[i]] != keys[grouped[i - 1]]:
+            keep_rank[m] = rank[grouped[i]]
+            m += 1
+    return by_score[np.sort(keep_rank[:m])]
+
+
+@nb.njit(nb.int64[:](nb.float32[:, ::1], nb.float32[::1], nb.float64), cache=True, nogil=True)
+def _near_dup_kernel(emb, scores, threshold):  # pragma: no cover - compiled
+    n, d = emb.shape
+    order = np.argsort(-scores, kind="mergesort")
+    norms = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        acc = 0.0
+        for j in range(d):
+            acc += np.float64(emb[i, j]) * np.float64(emb[i, j])
+        norms[i] = np.sqrt(acc)
+    kept = np.empty(n, dtype=np.int64)
+    m = 0
+    for r in range(n):
+        c = order[r]
+        duplicate = False
+        for t in range(m):
+            k = kept[t]
+            dot = 0.0
+            for j in range(d):
+                dot += np.float64(emb[c, j]) * np.float64(emb[k, j])
+            denom = norms[c] * norms[k]
+            if denom > 0.0 and dot / denom >= threshold:
+                duplicate = True
+                break
+        if not duplicate:
+            kept[m] = c
+            m += 1
+    return kept[:m]
+
+
+def dedup_by_key(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Indices of the best candidate per key, best first. NaN scores raise ``ValueError``."""
+    s = as_scores(scores)
+    k = np.ascontiguousarray(keys).view(np.int64) if np.asarray(keys).dtype == np.uint64 else np.ascontiguousarray(keys, dtype=np.int64)
+    if k.shape != s.shape:
+        raise ValueError(f"keys and scores differ in shape: {k.shape} != {s.shape}")
+    return _dedup_kernel(k, s)
+
+
+def content_hashes(texts: Sequence[str]) -> np.ndarray:
+    """64-bit content keys, equal for texts that differ only in case and whitespace."""
+    out = np.empty(len(texts), dtype=np.uint64)
+    for i, t in enumerate(texts):
+        normalized = " ".join(t.split()).casefold().encode()
+        out[i] = int.from_bytes(hashlib.blake2b(normalized, digest_size=8).digest(), "little")
+    return out
+
+
+def near_duplicates(embeddings: np.ndarray, scores: np.ndarray, threshold: float = 0.85) -> np.ndarray:
+    """Indices kept after greedy near-duplicate removal, best first."""
+    s = as_scores(scores)
+    e = np.ascontiguousarray(embeddings, dtype=np.float32)
+    if e.ndim != 2 or e.shape[0] != s.shape[0]:
+        raise ValueError(f"embeddings must be [n, d] with n = len(scores) = {s.shape[0]}, got {e.shape}")
+    if not np.isfinite(e).all():
+        raise ValueError("embeddings must be finite")
+    if not -1.0 <= threshold <= 1.0:
+        raise ValueError("threshold must lie in [-1, 1]")
+    return _near_dup_kernel(e, s, float(threshold))

@@ -1,0 +1,164 @@
+"""Rank and score fusion of several ranked lists of integer ids.
+
+Lists travel as one flat id array plus ``offsets`` (list ``l`` is ``ids[offsets[l]:offsets[l+1]]``,
+best first). The fused order is by descending score; ties go to the id that appeared first when
+the lists are read in order. An id repeated inside one list counts once, at its first (best) rank.
+
+* :func:`rrf`: Reciprocal Rank Fusion, ``sum_l w_l / (k + rank)`` with ranks from 1
+  (Cormack, Clarke & Buettcher 2009; k = 60).
+* :func:`score_fusion`: weighted sum of per-list normalized scores, with min-max or
+  distribution-based (DBSF: mean ± 3 sample standard deviations as extremes) normalization, as
+  Qdrant defines them: a list whose extremes coincide normalizes to 0.5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numba as nb
+import numpy as np
+
+_F = nb.types.Tuple((nb.int64[:], nb.float64[:]))
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """Fused ranking: ``ids[i]`` has ``scores[i]``, best first."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1]), cache=True, nogil=True)
+def _sum_by_id(ids, contrib, list_of):  # pragma: no cover - compiled
+    n = ids.shape[0]
+    # Stable sort by id keeps each id's occurrences in input order: list by list, best rank first.
+    order = np.argsort(ids, kind="mergesort")
+    out_ids = np.empty(n, dtype=np.int64)
+    out_scores = np.empty(n, dtype=np.float64)
+    first_pos = np.empty(n, dtype=np.int64)
+    m = 0
+    i = 0
+    while i < n:
+        p = order[i]
+        current = ids[p]
+        total = 0.0
+        prev_list = -1
+        first_pos[m] = p
+        while i < n and ids[order[i]] == current:
+            q = order[i]
+            if list_of[q] != prev_list:
+                total += contrib[q]
+                prev_list = list_of[q]
+            i += 1
+        out_ids[m] = current
+        out_scores[m] = total
+        m += 1
+    by_first = np.argsort(first_pos[:m])
+    ranked = by_first[np.argsort(-out_scores[:m][by_first], kind="mergesort")]
+    return out_ids[ranked], out_scores[ranked]
+
+
+@nb.njit(_F(nb.int64[::1], nb.int64[::1], nb.float64[::1], nb.float64), cache=True, nogil=True)
+def _rrf_kernel(ids, offsets, weights, k):  # pragma: no cover - compiled
+    n = ids.shape[0]
+    contrib = np.empty(n, dtype=np.float64)
+    list_of = np.empty(n, dtype=np.int64)
+    for lst in range(offsets.shape[0] - 1):
+        for j in range(offsets[lst], offsets[lst + 1]):
+            contrib[j] = weights[lst] / (k + (j - offsets[lst] + 1))
+            list_of[j] = lst
+    return _sum_by_id(ids, contrib, list_of)
+
+
+@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1], nb.float64[::1], nb.int64), cache=True, nogil=True)
+def _score_fusion_kernel(ids, scores, offsets, weights, method):  # pragma: no cover - compiled
+    n = ids.shape[0]
+    contrib = np.empty(n, dtype=np.float64)
+    list_of = np.empty(n, dtype=np.int64)
+    for lst in range(offsets.shape[0] - 1):
+        a, b = offsets[lst], offsets[lst + 1]
+        size = b - a
+        if size == 0:
+            continue
+        if method == 0:  # min-max
+            lo = scores[a]
+            hi = scores[a]
+            for j in range(a, b):
+                lo = min(lo, scores[j])
+                hi = max(hi, scores[j])
+        else:  # DBSF
+            if size < 2:
+                lo = hi = scores[a]
+            else:
+                mean = 0.0
+                for j in range(a, b):
+                    mean += scores[j]
+                mean /= size
+                var = 0.0
+                for j in range(a, b):
+                    var += (scores[j] - mean) * (scores[j] - mean)
+                std = np.sqrt(var / (size - 1))
+                lo = mean - 3.0 * std
+                hi = mean + 3.0 * std
+        for j in range(a, b):
+            norm = 0.5 if hi == lo else (scores[j] - lo) / (hi - lo)
+            contrib[j] = weights[lst] * norm
+            list_of[j] = lst
+    return _sum_by_id(ids, contrib, list_of)
+
+
+def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    arrays = [np.ascontiguousarray(x, dtype=np.int64).ravel() for x in lists]
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([a.shape[0] for a in arrays])
+    ids = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    return ids, offsets
+
+
+def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
+    if weights is None:
+        return np.ones(n, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"weights must have one entry per list ({n}), got {w.shape[0] if w.ndim else 'a scalar'}")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("weights must be finite and non-negative")
+    return w
+
+
+def rrf(lists: Sequence[np.ndarray | Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> Fused:
+    """Reciprocal Rank Fusion of ranked id lists (best first)."""
+    if not (np.isfinite(k) and k >= 0):
+        raise ValueError("k must be finite and >= 0")
+    ids, offsets = _flatten(lists)
+    out_ids, out_scores = _rrf_kernel(ids, offsets, _weights(weights, len(lists)), float(k))
+    return Fused(out_ids, out_scores)
+
+
+def score_fusion(
+    lists: Sequence[np.ndarray | Sequence[int]],
+    scores: Sequence[np.ndarray | Sequence[float]],
+    weights: Sequence[float] | None = None,
+    method: Literal["minmax", "dbsf"] = "minmax",
+) -> Fused:
+    """Weighted sum of normalized scores (e.g. semantic 0.7 / keyword 0.3)."""
+    if len(lists) != len(scores):
+        raise ValueError("lists and scores must have the same number of lists")
+    if method not in ("minmax", "dbsf"):
+        raise ValueError("method must be 'minmax' or 'dbsf'")
+    ids, offsets = _flatten(lists)
+    flat = np.concatenate([np.asarray(s, dtype=np.float64).ravel() for s in scores]) if scores else np.zeros(0)
+    if flat.shape != ids.shape or any(len(a) != len(b) for a, b in zip(lists, scores, strict=True)):
+        raise ValueError("each list needs one score per id")
+    if not np.isfinite(flat).all():
+        raise ValueError("scores must be finite (NaN and inf can't be normalized)")
+    out_ids, out_scores = _score_fusion_kernel(
+        ids, np.ascontiguousarray(flat), offsets, _weights(weights, len(lists)), 0 if method == "minmax" else 1
+    )
+    return Fused(out_ids, out_scores)

@@ -1,0 +1,90 @@
+"""Top-k selection and the rerank threshold with its fallback.
+
+Both return indices, best first, ties by input position. Top-k keeps a bounded min-heap in a
+flat array (no full sort), so selecting 10 of 10,000 touches each score once.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from scoring_core._validate import as_scores
+
+
+@nb.njit(nb.boolean(nb.float32, nb.int64, nb.float32, nb.int64), inline="always", cache=True)
+def _worse(s1, i1, s2, i2):  # pragma: no cover - compiled
+    # (s1, i1) ranks below (s2, i2): lower score, or the same score later in the input.
+    return s1 < s2 or (s1 == s2 and i1 > i2)
+
+
+@nb.njit(nb.int64[:](nb.float32[::1], nb.int64), cache=True, nogil=True)
+def _top_k_kernel(scores, k):  # pragma: no cover - compiled
+    n = scores.shape[0]
+    k = min(k, n)
+    heap_s = np.empty(k, dtype=np.float32)
+    heap_i = np.empty(k, dtype=np.int64)
+    size = 0
+    for i in range(n):
+        s = scores[i]
+        if size < k:
+            # Sift up: the root holds the worst kept candidate.
+            pos = size
+            size += 1
+            while pos > 0:
+                parent = (pos - 1) // 2
+                if _worse(s, i, heap_s[parent], heap_i[parent]):
+                    heap_s[pos] = heap_s[parent]
+                    heap_i[pos] = heap_i[parent]
+                    pos = parent
+                else:
+                    break
+            heap_s[pos] = s
+            heap_i[pos] = i
+        elif k > 0 and _worse(heap_s[0], heap_i[0], s, i):
+            pos = 0
+            while True:
+                child = 2 * pos + 1
+                if child >= size:
+                    break
+                if child + 1 < size and _worse(heap_s[child + 1], heap_i[child + 1], heap_s[child], heap_i[child]):
+                    child += 1
+                if _worse(heap_s[child], heap_i[child], s, i):
+                    heap_s[pos] = heap_s[child]
+                    heap_i[pos] = heap_i[child]
+                    pos = child
+                else:
+                    break
+            heap_s[pos] = s
+            heap_i[pos] = i
+    # Best first: by score descending, then index ascending.
+    order = np.argsort(heap_i[:size])
+    order = order[np.argsort(-heap_s[:size][order], kind="mergesort")]
+    return heap_i[:size][order]
+
+
+@nb.njit(nb.int64[:](nb.float32[::1], nb.float32), cache=True, nogil=True)
+def _above_kernel(scores, threshold):  # pragma: no cover - compiled
+    idx = np.flatnonzero(scores >= threshold)
+    return idx[np.argsort(-scores[idx], kind="mergesort")]
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` best scores, best first. NaN raises; ±inf rank as extremes."""
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    return _top_k_kernel(as_scores(scores), int(k))
+
+
+def threshold_with_fallback(scores: np.ndarray, threshold: float = 0.3, fallback: int = 3) -> tuple[np.ndarray, bool]:
+    """Indices scoring at least ``threshold`` (best first); when none does, the ``fallback`` best.
+
+    Returns ``(indices, fallback_triggered)``.
+    """
+    s = as_scores(scores)
+    if np.isnan(threshold):
+        raise ValueError("threshold must not be NaN")
+    kept = _above_kernel(s, np.float32(threshold))
+    if kept.shape[0] or s.shape[0] == 0:
+        return kept, False
+    return _top_k_kernel(s, int(fallback)), True

@@ -1,0 +1,96 @@
+"""The cosine cache matcher against its plain-Python twin."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scoring_core import CosineMatcher, reference
+
+
+def _unit(*v: float) -> np.ndarray:
+    a = np.asarray(v, dtype=np.float32)
+    return a / np.linalg.norm(a)
+
+
+def test_threshold_expiry_and_scope() -> None:
+    m = CosineMatcher(3, threshold=0.95)
+    pub = m.add(_unit(1, 0, 0), expires_at=100)
+    alice = m.add(_unit(0, 1, 0), expires_at=100, scope=7)
+    soon = m.add(_unit(0, 0, 1), expires_at=5)
+    assert m.match(_unit(1, 0.01, 0), now=0)[0] == pub
+    assert m.match(_unit(0, 1, 0), now=0, caller_scope=0)[0] == -1  # alice's entry is not public
+    assert m.match(_unit(0, 1, 0), now=0, caller_scope=7)[0] == alice
+    assert m.match(_unit(0, 1, 0), now=0, caller_scope=8)[0] == -1
+    assert m.match(_unit(0, 0, 1), now=4)[0] == soon
+    assert m.match(_unit(0, 0, 1), now=5)[0] == -1  # expired at 5
+    assert m.match(_unit(1, 1, 0), now=0)[0] == -1  # cosine 0.71 < 0.95
+    assert math.isnan(m.match(np.zeros(3), now=0)[1])
+
+
+def test_growth_reuse_and_eviction_without_rebuilding() -> None:
+    m = CosineMatcher(2, initial_capacity=2, max_entries=4)
+    rows = [m.add(_unit(1, i / 10), expires_at=10) for i in range(4)]
+    assert rows == [0, 1, 2, 3] and m.capacity == 4 and len(m) == 4
+    m.remove(1)
+    assert m.add(_unit(0, 1), expires_at=10) == 1  # the freed row is reused
+    assert m.expire(now=10) == 4 and len(m) == 0
+    for i in range(4):
+        m.add(_unit(1, i), expires_at=20 + i)
+    newest = m.add(_unit(-1, 0), expires_at=50)  # full: the oldest live row is evicted
+    assert len(m) == 4 and m.capacity == 4
+    assert m.match(_unit(-1, 0), now=0)[0] == newest
+
+
+def test_bad_vectors_are_rejected() -> None:
+    m = CosineMatcher(2)
+    with pytest.raises(ValueError, match="dims"):
+        m.add(np.ones(3), expires_at=1)
+    with pytest.raises(ValueError, match="non-zero"):
+        m.add(np.zeros(2), expires_at=1)
+    with pytest.raises(ValueError, match="finite"):
+        m.add(np.array([np.nan, 1.0]), expires_at=1)
+
+
+vec = st.lists(st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]), min_size=4, max_size=4).filter(any)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(vec, st.floats(0, 20), st.sampled_from([0, 0, 1, 2]), st.booleans()), max_size=40),
+    vec, st.floats(0, 20), st.sampled_from([0, 1, 2]), st.floats(0.0, 1.0),
+)
+def test_agrees_with_reference(entries, query, now, caller, threshold) -> None:  # type: ignore[no-untyped-def]
+    m = CosineMatcher(4, threshold=threshold, initial_capacity=4)
+    for v, exp, scope, removed in entries:
+        row = m.add(np.asarray(v), expires_at=exp, scope=scope)
+        if removed:
+            m.remove(row)
+    matrix, live, expires, scope = m.snapshot()
+    q = np.asarray(query, dtype=np.float32) / np.linalg.norm(query)
+    row, score = m.match(np.asarray(query), now, caller)
+    ref_row, ref_score = reference.cache_match(matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), q.tolist(), now, caller, float(np.float32(threshold)))
+    if ref_row == -1:
+        # float32 vs float64 sums may differ in the last bits right at the threshold.
+        assert row == -1 or abs(score - threshold) < 1e-5
+    else:
+        assert row != -1 and score == pytest.approx(ref_score, abs=1e-5)
+        if row != ref_row:  # only an exact tie (up to rounding) may pick another row
+            assert abs(float(matrix[row] @ q) - ref_score) < 1e-5
+
+
+def test_agrees_at_service_scale() -> None:
+    rng = np.random.default_rng(5)
+    m = CosineMatcher(384, threshold=0.0)
+    base = rng.normal(size=(5000, 384)).astype(np.float32)
+    for i, v in enumerate(base):
+        m.add(v, expires_at=float(i % 50), scope=i % 3)
+    q = base[4321] + 0.01 * rng.normal(size=384).astype(np.float32)
+    matrix, live, expires, scope = m.snapshot()
+    qn = q / np.linalg.norm(q)
+    ref = reference.cache_match(matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), qn.tolist(), 10.0, 1, 0.0)
+    assert m.match(q, now=10.0, caller_scope=1)[0] == ref[0] == 4321

@@ -1,0 +1,86 @@
+"""Dedup and selection kernels against their plain-Python twins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from scoring_core import content_hashes, dedup_by_key, near_duplicates, reference, threshold_with_fallback, top_k
+
+score = st.floats(-10, 10, width=32).map(lambda x: round(x, 1))
+
+
+def test_dedup_by_id_keeps_the_best_score() -> None:
+    keys = np.array([5, 3, 5, 3, 7])
+    assert dedup_by_key(keys, np.array([0.1, 0.9, 0.8, 0.9, 0.2])).tolist() == [1, 2, 4]
+
+
+def test_dedup_by_content_hash() -> None:
+    texts = ["Hello  World", "hello world", "other", "HELLO\nworld"]
+    kept = dedup_by_key(content_hashes(texts), np.array([0.2, 0.9, 0.5, 0.1]))
+    assert kept.tolist() == [1, 2]
+
+
+def test_near_duplicates_greedy_in_score_order() -> None:
+    e = np.array([[1, 0], [0.99, 0.1], [0, 1], [0.0, 0.0]], dtype=np.float32)
+    assert near_duplicates(e, np.array([0.5, 0.9, 0.1, 0.05])).tolist() == [1, 2, 3]
+    assert near_duplicates(e, np.array([0.5, 0.9, 0.1, 0.05]), threshold=0.999).tolist() == [1, 0, 2, 3]
+
+
+def test_selection_by_hand() -> None:
+    s = np.array([0.1, 0.5, 0.5, 0.9, -1.0])
+    assert top_k(s, 3).tolist() == [3, 1, 2]
+    assert top_k(s, 0).tolist() == [] and top_k(s, 99).tolist() == [3, 1, 2, 0, 4]
+    assert threshold_with_fallback(np.array([0.1, 0.5, 0.4]), 0.3, 3)[0].tolist() == [1, 2]
+    idx, fell_back = threshold_with_fallback(np.array([0.1, 0.2, 0.05, 0.15]), 0.3, 3)
+    assert (idx.tolist(), fell_back) == ([1, 3, 0], True)
+    assert threshold_with_fallback(np.array([]))[0].tolist() == []
+
+
+def test_nan_rejected_inf_ranked() -> None:
+    for fn in (lambda s: top_k(s, 2), threshold_with_fallback, lambda s: dedup_by_key(np.arange(len(s)), s)):
+        with pytest.raises(ValueError, match="NaN"):
+            fn(np.array([0.1, np.nan]))
+    assert top_k(np.array([0.1, np.inf, -np.inf]), 3).tolist() == [1, 0, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 15), score), max_size=120))
+def test_dedup_agrees(rows: list[tuple[int, float]]) -> None:
+    keys = [k for k, _ in rows]
+    s = np.asarray([v for _, v in rows], dtype=np.float32)
+    assert dedup_by_key(np.asarray(keys, dtype=np.int64), s).tolist() == reference.dedup_by_key(keys, s.tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 30).flatmap(lambda n: st.tuples(
+    arrays(np.float32, (n, 6), elements=st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0])),
+    arrays(np.float32, (n,), elements=score),
+)), st.floats(0.5, 1.0))
+def test_near_duplicates_agree(case: tuple[np.ndarray, np.ndarray], threshold: float) -> None:
+    emb, s = case
+    assert near_duplicates(emb, s, threshold).tolist() == reference.near_duplicates(emb.tolist(), s.tolist(), threshold)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(score | st.sampled_from([float("inf"), float("-inf")]), max_size=200), st.integers(0, 50))
+def test_top_k_agrees(values: list[float], k: int) -> None:
+    s = np.asarray(values, dtype=np.float32)
+    assert top_k(s, k).tolist() == reference.top_k(s.tolist(), k)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(score, max_size=60), st.floats(-10, 10, width=32), st.integers(0, 5))
+def test_threshold_with_fallback_agrees(values: list[float], threshold: float, fallback: int) -> None:
+    s = np.asarray(values, dtype=np.float32)
+    idx, fell = threshold_with_fallback(s, threshold, fallback)
+    assert (idx.tolist(), fell) == reference.threshold_with_fallback(s.tolist(), threshold, fallback)
+
+
+def test_selection_at_service_scale() -> None:
+    s = np.round(np.random.default_rng(0).random(10_000), 3).astype(np.float32)
+    assert top_k(s, 100).tolist() == reference.top_k(s.tolist(), 100)
+    assert dedup_by_key(np.arange(10_000) % 977, s).tolist() == reference.dedup_by_key((np.arange(10_000) % 977).tolist(), s.tolist())

@@ -1,0 +1,87 @@
+"""RRF and score fusion kernels against their plain-Python twins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scoring_core import reference, rrf, score_fusion
+
+
+def _pairs(fused) -> list[tuple[int, float]]:
+    return list(zip(fused.ids.tolist(), fused.scores.tolist(), strict=True))
+
+
+def test_rrf_by_hand() -> None:
+    fused = rrf([[1, 2, 3], [3, 1, 4]], k=60)
+    assert fused.ids.tolist() == [1, 3, 2, 4]
+    assert fused.scores[0] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused.scores[1] == pytest.approx(1 / 63 + 1 / 61)
+
+
+def test_rrf_ranks_start_at_one_and_weights_apply() -> None:
+    assert rrf([[7]], k=0).scores.tolist() == [1.0]
+    fused = rrf([[1], [2]], k=60, weights=[1.0, 3.0])
+    assert fused.ids.tolist() == [2, 1]
+
+
+def test_rrf_ties_go_to_first_appearance_and_duplicates_count_once() -> None:
+    assert rrf([[5, 6], [6, 5]]).ids.tolist() == [5, 6]
+    assert rrf([[9, 9, 8]]).scores.tolist() == pytest.approx([1 / 61, 1 / 63])
+
+
+def test_empty_inputs() -> None:
+    assert len(rrf([])) == 0 and len(rrf([[], []])) == 0
+    assert len(score_fusion([[]], [[]])) == 0
+
+
+def test_invalid_inputs_are_rejected() -> None:
+    with pytest.raises(ValueError, match="one entry per list"):
+        rrf([[1], [2]], weights=[1.0])
+    with pytest.raises(ValueError, match="finite"):
+        rrf([[1]], weights=[float("nan")])
+    with pytest.raises(ValueError, match="finite"):
+        score_fusion([[1, 2]], [[0.1, float("nan")]])
+    with pytest.raises(ValueError, match="finite"):
+        score_fusion([[1, 2]], [[0.1, float("inf")]])
+    with pytest.raises(ValueError, match="one score per id"):
+        score_fusion([[1, 2]], [[0.1]])
+
+
+def test_weighted_minmax_semantic_keyword() -> None:
+    fused = score_fusion([[1, 2, 3], [3, 1]], [[0.9, 0.5, 0.1], [10.0, 2.0]], weights=[0.7, 0.3])
+    assert _pairs(fused) == [(1, pytest.approx(0.7)), (2, pytest.approx(0.35)), (3, pytest.approx(0.3))]
+
+
+def test_degenerate_lists_normalize_to_half() -> None:
+    assert score_fusion([[4]], [[3.0]], method="dbsf").scores.tolist() == [0.5]
+    assert score_fusion([[4, 5]], [[2.0, 2.0]], method="minmax").scores.tolist() == [0.5, 0.5]
+
+
+ids = st.integers(0, 30)
+ranked = st.lists(ids, max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ranked, max_size=5), st.floats(0, 100), st.data())
+def test_rrf_agrees_with_reference(lists: list[list[int]], k: float, data: st.DataObject) -> None:
+    weights = data.draw(st.none() | st.lists(st.floats(0, 5), min_size=len(lists), max_size=len(lists)))
+    assert _pairs(rrf(lists, k=k, weights=weights)) == reference.rrf(lists, k=k, weights=weights)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ranked, max_size=4), st.sampled_from(["minmax", "dbsf"]), st.data())
+def test_score_fusion_agrees_with_reference(lists: list[list[int]], method: str, data: st.DataObject) -> None:
+    # Rounded scores make ties and equal extremes common.
+    scores = [data.draw(st.lists(st.floats(-50, 50).map(lambda x: round(x, 1)), min_size=len(l), max_size=len(l))) for l in lists]
+    weights = data.draw(st.none() | st.lists(st.floats(0, 2), min_size=len(lists), max_size=len(lists)))
+    assert _pairs(score_fusion(lists, scores, weights, method)) == reference.score_fusion(lists, scores, weights, method)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("n_lists, size", [(4, 1_000), (4, 10_000)])
+def test_rrf_agrees_at_service_scale(n_lists: int, size: int) -> None:
+    rng = np.random.default_rng(size)
+    lists = [rng.permutation(size * 2)[:size] for _ in range(n_lists)]
+    assert _pairs(rrf(lists)) == reference.rrf([l.tolist() for l in lists])
