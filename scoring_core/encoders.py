@@ -99,3 +99,88 @@ class BiEncoder:
             idx = order[start : start + self.batch_size]
             out[idx] = self._run(self.tokenizer.encode_batch([texts[i] for i in idx]))
         return out
+
+
+class CrossEncoder:
+    """(query, passage) relevance from an ONNX BERT-style sequence-classification model.
+
+    Loads any Hugging Face cross-encoder exported to ONNX (``model.onnx`` with inputs
+    ``input_ids``/``attention_mask``/``token_type_ids`` and output ``logits`` ``[batch, labels]``,
+    plus its ``tokenizer.json``), e.g. cross-encoder/ms-marco-MiniLM-L-6-v2.
+
+    Pairs are tokenized together ([CLS] query [SEP] passage [SEP]); only the passage is truncated,
+    after the query was capped at ``max_query_tokens``. Pairs are batched in order of length so a
+    batch pads to similar lengths. Scores are raw logits (the ms-marco convention) or their sigmoid.
+    """
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        max_length: int = 512,
+        max_query_tokens: int | None = None,
+        batch_size: int = 32,
+        threads: int | None = None,
+        activation: str = "none",
+    ) -> None:
+        if activation not in ("none", "sigmoid"):
+            raise ValueError("activation must be 'none' or 'sigmoid'")
+        self.max_length = max_length
+        self.max_query_tokens = max_query_tokens or max_length // 2
+        self.batch_size = batch_size
+        self.activation = activation
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length, strategy="only_second")
+        self._counter = Tokenizer.from_file(str(tokenizer_path))
+        self._counter.no_padding()
+        self._counter.no_truncation()
+        pad = self.tokenizer.token_to_id("[PAD]")
+        self._pad_id = 0 if pad is None else pad
+        self.session = _session(model_path, threads)
+        self._input_names = {i.name for i in self.session.get_inputs()}
+
+    def _cap_query(self, query: str) -> str:
+        enc = self._counter.encode(query, add_special_tokens=False)
+        if len(enc.ids) <= self.max_query_tokens:
+            return query
+        return query[: enc.offsets[self.max_query_tokens - 1][1]]
+
+    def _run(self, encodings: list[Encoding]) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            mask[row, :n] = 1
+            types[row, :n] = e.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = types
+        logits = self.session.run(None, feeds)[0]
+        # One label: the relevance logit. Several (e.g. [irrelevant, relevant]): the last.
+        return np.asarray(logits[:, -1], dtype=np.float32)
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """One score per passage, in the input order."""
+        if not passages:
+            return np.zeros(0, dtype=np.float32)
+        q = self._cap_query(query)
+        encodings = self.tokenizer.encode_batch([(q, p) for p in passages])
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        out = np.empty(len(passages), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([encodings[i] for i in idx])
+        if self.activation == "sigmoid":
+            out = (1.0 / (1.0 + np.exp(-out.astype(np.float64)))).astype(np.float32)
+        return out
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]:
+        """TEI ``/rerank`` semantics: ``[(index, score), ...]`` best first, one per input text."""
+        scores = self.score(query, texts)
+        order = np.argsort(-scores, kind="stable")
+        return [(int(i), float(scores[i])) for i in order]

@@ -1,0 +1,107 @@
+"""ONNX cross-encoder and int8 quantization, on models the tests build themselves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
+from scoring_core.encoders import BiEncoder, CrossEncoder
+from scoring_core.model_builder import BertShape, build_cross_encoder
+from scoring_core.quantize import quantize_dynamic_int8
+from tests.support.paths import fp32_model_dir
+
+TINY = BertShape(hidden=32, layers=2, heads=2, intermediate=64)
+QUERY = "how many people live in berlin"
+PASSAGES = [
+    "Berlin has a population of about 3.7 million people.",
+    "The cat sat on the mat.",
+    "Paris is the capital of France and has many museums along the river.",
+    "Population figures for German cities are published every year by the statistics office.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_cross_encoder(tmp_path_factory.mktemp("ce") / "model.onnx", TINY, seed=1, init_std=0.3)
+
+
+def _direct(model: Path, query: str, passage: str, max_length: int = 512) -> float:
+    """One pair through onnxruntime by hand: the oracle for batching and padding."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(BUNDLED_TOKENIZER))
+    tok.no_padding()
+    tok.enable_truncation(max_length, strategy="only_second")
+    enc = tok.encode(query, passage)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    feeds = {
+        "input_ids": np.array([enc.ids], dtype=np.int64),
+        "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
+        "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
+    }
+    return float(sess.run(None, feeds)[0][0, 0])
+
+
+def test_scores_match_a_direct_onnxruntime_call(tiny_model: Path) -> None:
+    ce = CrossEncoder(tiny_model, BUNDLED_TOKENIZER, batch_size=3)
+    scores = ce.score(QUERY, PASSAGES)
+    assert scores.shape == (4,) and scores.dtype == np.float32
+    expected = np.array([_direct(tiny_model, QUERY, p) for p in PASSAGES], dtype=np.float32)
+    np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-5)
+    assert np.argsort(-scores).tolist() == np.argsort(-expected).tolist()
+
+
+def test_padding_and_batch_order_do_not_change_scores(tiny_model: Path) -> None:
+    ce = CrossEncoder(tiny_model, BUNDLED_TOKENIZER, batch_size=8)
+    alone = np.array([ce.score(QUERY, [p])[0] for p in PASSAGES])
+    together = ce.score(QUERY, PASSAGES + ["a much longer passage " * 40])
+    np.testing.assert_allclose(together[:4], alone, rtol=1e-4, atol=1e-5)
+
+
+def test_only_the_passage_is_truncated(tiny_model: Path) -> None:
+    ce = CrossEncoder(tiny_model, BUNDLED_TOKENIZER, max_length=48)
+    long_passage = "berlin " * 500
+    enc = ce.tokenizer.encode(QUERY, long_passage)
+    assert len(enc.ids) == 48
+    assert enc.type_ids.count(0) == len(ce._counter.encode(QUERY, add_special_tokens=False).ids) + 2  # [CLS] q [SEP]
+    long_query = "population " * 300
+    assert ce.score(long_query, [long_passage, "short"]).shape == (2,)  # capped query, no truncation error
+    capped = ce._cap_query(long_query)
+    assert len(ce._counter.encode(capped, add_special_tokens=False).ids) == 24
+
+
+def test_rerank_semantics_and_sigmoid(tiny_model: Path) -> None:
+    raw = CrossEncoder(tiny_model, BUNDLED_TOKENIZER)
+    ranked = raw.rerank(QUERY, PASSAGES)
+    assert sorted(i for i, _ in ranked) == [0, 1, 2, 3]
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+    sig = CrossEncoder(tiny_model, BUNDLED_TOKENIZER, activation="sigmoid").score(QUERY, PASSAGES)
+    np.testing.assert_allclose(sig, 1 / (1 + np.exp(-raw.score(QUERY, PASSAGES))), rtol=1e-5)
+    assert raw.score(QUERY, []).shape == (0,)
+
+
+def test_int8_cross_encoder_keeps_the_ranking_signal(tiny_model: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    words = ["berlin", "population", "city", "cat", "river", "museum", "people", "statistics", "mat", "france"]
+    passages = [" ".join(rng.choice(words, size=12)) for _ in range(64)]
+    int8 = quantize_dynamic_int8(tiny_model, tmp_path / "int8.onnx")
+    a = CrossEncoder(tiny_model, BUNDLED_TOKENIZER).score(QUERY, passages)
+    b = CrossEncoder(int8, BUNDLED_TOKENIZER).score(QUERY, passages)
+    assert a.std() > 1e-2, "the test model's scores must vary for the comparison to mean anything"
+    assert np.corrcoef(a, b)[0, 1] >= 0.98
+
+
+def test_int8_bi_encoder_fidelity(tmp_path: Path) -> None:
+    src = fp32_model_dir() / "model.onnx"
+    int8 = quantize_dynamic_int8(src, tmp_path / "int8.onnx")
+    texts = [*PASSAGES, QUERY, "Graduation requires one hundred and twenty credits.", "Lava flows reshape coastlines."]
+    a = BiEncoder(src, BUNDLED_TOKENIZER).encode(texts)
+    b = BiEncoder(int8, BUNDLED_TOKENIZER).encode(texts)
+    cos = (a * b).sum(axis=1)
+    assert cos.min() >= 0.98 and cos.mean() >= 0.99
+    # The neighbourhood structure survives: same nearest passage for the query.
+    assert int(np.argmax(a[:4] @ a[4])) == int(np.argmax(b[:4] @ b[4])) == 0
