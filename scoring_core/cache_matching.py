@@ -11,6 +11,8 @@ streaming read of the live part of the matrix.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numba as nb
 import numpy as np
 
@@ -19,17 +21,18 @@ PUBLIC = 0
 
 @nb.njit(
     nb.types.Tuple((nb.int64, nb.float32))(
-        nb.float32[:, ::1], nb.float32[::1], nb.uint8[::1], nb.float64[::1], nb.int64[::1], nb.int64, nb.float64, nb.int64, nb.float32
+        nb.float32[:, ::1], nb.float32[::1], nb.uint8[::1], nb.float64[::1], nb.int64[::1], nb.int64, nb.int64, nb.float64, nb.int64
     ),
     cache=True,
     nogil=True,
     fastmath=True,
 )
-def _match_kernel(matrix, query, live, expires_at, scope, n_rows, now, caller, threshold):  # pragma: no cover - compiled
+def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, caller):  # pragma: no cover - compiled
+    """Best visible row in [start, end): (row, score), or (-1, -inf). The first row wins ties."""
     d = query.shape[0]
     best = -1
     best_score = np.float32(-np.inf)
-    for i in range(n_rows):
+    for i in range(start, end):
         if live[i] == 0 or expires_at[i] <= now:
             continue
         sc = scope[i]
@@ -41,9 +44,7 @@ def _match_kernel(matrix, query, live, expires_at, scope, n_rows, now, caller, t
         if acc > best_score:
             best_score = acc
             best = i
-    if best >= 0 and best_score >= threshold:
-        return best, best_score
-    return -1, np.float32(np.nan)
+    return best, best_score
 
 
 class CosineMatcher:
@@ -57,9 +58,17 @@ class CosineMatcher:
         Minimum cosine similarity for a match (default 0.95).
     initial_capacity, max_entries : int
         Rows allocated up front; the most rows ever held (the oldest live row is evicted beyond).
+    threads : int
+        Threads that scan disjoint row ranges of a large matrix at once (the kernel releases the
+        GIL). Memory bandwidth, not arithmetic, bounds the scan, and one core rarely saturates it.
     """
 
-    def __init__(self, dim: int, threshold: float = 0.95, initial_capacity: int = 1024, max_entries: int = 1_000_000) -> None:
+    #: Below this many rows one thread is faster than handing work to others.
+    PARALLEL_MIN_ROWS = 20_000
+
+    def __init__(
+        self, dim: int, threshold: float = 0.95, initial_capacity: int = 1024, max_entries: int = 1_000_000, threads: int = 1
+    ) -> None:
         if dim < 1 or initial_capacity < 1 or max_entries < 1:
             raise ValueError("dim, initial_capacity and max_entries must be positive")
         self.dim = dim
@@ -74,6 +83,12 @@ class CosineMatcher:
         self._rows = 0  # high-water mark: rows below it have been used
         self._free: list[int] = []
         self._clock = 0
+        self._threads = max(1, threads)
+        self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="cache-match") if self._threads > 1 else None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def __len__(self) -> int:
         return int(self._live[: self._rows].sum())
@@ -141,11 +156,21 @@ class CosineMatcher:
         norm = float(np.linalg.norm(q))
         if not np.isfinite(norm) or norm == 0.0:
             return -1, float("nan")
-        row, score = _match_kernel(
-            self._matrix, np.ascontiguousarray(q / norm), self._live, self._expires, self._scope,
-            self._rows, float(now), int(caller_scope), self.threshold,
-        )
-        return int(row), float(score)
+        args = (self._matrix, np.ascontiguousarray(q / norm), self._live, self._expires, self._scope)
+        n = self._rows
+        if self._pool is None or n < self.PARALLEL_MIN_ROWS:
+            row, score = _best_in_rows(*args, 0, n, float(now), int(caller_scope))
+        else:
+            bounds = np.linspace(0, n, self._threads + 1).astype(np.int64)
+            parts = list(self._pool.map(
+                lambda ab: _best_in_rows(*args, int(ab[0]), int(ab[1]), float(now), int(caller_scope)),
+                zip(bounds[:-1], bounds[1:], strict=True),
+            ))
+            # Ranges are in row order and each keeps its first maximum: the first strict maximum wins.
+            row, score = max(parts, key=lambda rs: rs[1]) if parts else (-1, -np.inf)
+        if row >= 0 and score >= self.threshold:
+            return int(row), float(score)
+        return -1, float("nan")
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Views of the used rows: (matrix, live, expires_at, scope), for the reference twin and benchmarks."""

@@ -16,31 +16,44 @@ from collections.abc import Sequence
 import numba as nb
 import numpy as np
 
+from scoring_core._sort import argsort_desc_f32
 from scoring_core._validate import as_scores
 
 
 @nb.njit(nb.int64[:](nb.int64[::1], nb.float32[::1]), cache=True, nogil=True)
 def _dedup_kernel(keys, scores):  # pragma: no cover - compiled
     n = keys.shape[0]
-    by_score = np.argsort(-scores, kind="mergesort")
-    # Stable by key over the score order: each key's first element is its best candidate.
-    grouped = by_score[np.argsort(keys[by_score], kind="mergesort")]
-    rank = np.empty(n, dtype=np.int64)
-    for r in range(n):
-        rank[by_score[r]] = r
-    keep_rank = np.empty(n, dtype=np.int64)
+    by_score = argsort_desc_f32(scores)
+    # Walking in score order, the first time a key is seen is its best candidate.
+    bits = 1
+    while (1 << bits) < 2 * n:
+        bits += 1
+    mask = (1 << bits) - 1
+    table = np.full(1 << bits, -1, dtype=np.int64)
+    kept = np.empty(n, dtype=np.int64)
     m = 0
-    for i in range(n):
-        if i == 0 or keys[grouped[i]] != keys[grouped[i - 1]]:
-            keep_rank[m] = rank[grouped[i]]
-            m += 1
-    return by_score[np.sort(keep_rank[:m])]
+    shift = np.uint64(64 - bits)
+    for r in range(n):
+        c = by_score[r]
+        key = keys[c]
+        slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+        while True:
+            e = table[slot]
+            if e == -1:
+                table[slot] = c
+                kept[m] = c
+                m += 1
+                break
+            if keys[e] == key:
+                break
+            slot = (slot + 1) & mask
+    return kept[:m]
 
 
 @nb.njit(nb.int64[:](nb.float32[:, ::1], nb.float32[::1], nb.float64), cache=True, nogil=True)
 def _near_dup_kernel(emb, scores, threshold):  # pragma: no cover - compiled
     n, d = emb.shape
-    order = np.argsort(-scores, kind="mergesort")
+    order = argsort_desc_f32(scores)
     norms = np.empty(n, dtype=np.float64)
     for i in range(n):
         acc = 0.0

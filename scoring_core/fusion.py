@@ -20,6 +20,8 @@ from typing import Literal
 import numba as nb
 import numpy as np
 
+from scoring_core._sort import argsort_desc_f64
+
 _F = nb.types.Tuple((nb.int64[:], nb.float64[:]))
 
 
@@ -37,31 +39,40 @@ class Fused:
 @nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1]), cache=True, nogil=True)
 def _sum_by_id(ids, contrib, list_of):  # pragma: no cover - compiled
     n = ids.shape[0]
-    # Stable sort by id keeps each id's occurrences in input order: list by list, best rank first.
-    order = np.argsort(ids, kind="mergesort")
+    # Open addressing (Fibonacci hashing, linear probing): entries get numbered in order of
+    # first appearance, which is the tie order, so no sort by position is needed afterwards.
+    bits = 1
+    while (1 << bits) < 2 * n:
+        bits += 1
+    mask = (1 << bits) - 1
+    # Interleaved (key, entry) slots: a probe reads one cache line, not two dependent ones.
+    table = np.full(2 << bits, -1, dtype=np.int64)
     out_ids = np.empty(n, dtype=np.int64)
-    out_scores = np.empty(n, dtype=np.float64)
-    first_pos = np.empty(n, dtype=np.int64)
+    out_scores = np.zeros(n, dtype=np.float64)
+    last_list = np.empty(n, dtype=np.int64)
     m = 0
-    i = 0
-    while i < n:
-        p = order[i]
-        current = ids[p]
-        total = 0.0
-        prev_list = -1
-        first_pos[m] = p
-        while i < n and ids[order[i]] == current:
-            q = order[i]
-            if list_of[q] != prev_list:
-                total += contrib[q]
-                prev_list = list_of[q]
-            i += 1
-        out_ids[m] = current
-        out_scores[m] = total
-        m += 1
-    by_first = np.argsort(first_pos[:m])
-    ranked = by_first[np.argsort(-out_scores[:m][by_first], kind="mergesort")]
-    return out_ids[ranked], out_scores[ranked]
+    shift = np.uint64(64 - bits)
+    for p in range(n):
+        key = ids[p]
+        slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+        while True:
+            e = table[2 * slot + 1]
+            if e == -1:
+                table[2 * slot] = key
+                table[2 * slot + 1] = m
+                out_ids[m] = key
+                out_scores[m] = contrib[p]
+                last_list[m] = list_of[p]
+                m += 1
+                break
+            if table[2 * slot] == key:
+                if last_list[e] != list_of[p]:  # a repeat inside one list counts once
+                    out_scores[e] += contrib[p]
+                    last_list[e] = list_of[p]
+                break
+            slot = (slot + 1) & mask
+    ranked = argsort_desc_f64(out_scores[:m].copy())
+    return out_ids[:m][ranked], out_scores[:m][ranked]
 
 
 @nb.njit(_F(nb.int64[::1], nb.int64[::1], nb.float64[::1], nb.float64), cache=True, nogil=True)
@@ -114,11 +125,12 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method):  # pragma: no c
 
 
 def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    arrays = [np.ascontiguousarray(x, dtype=np.int64).ravel() for x in lists]
+    if not lists:
+        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    arrays = [x if isinstance(x, np.ndarray) and x.dtype == np.int64 and x.ndim == 1 else np.asarray(x, dtype=np.int64).ravel() for x in lists]
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([a.shape[0] for a in arrays])
-    ids = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-    return ids, offsets
+    np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
+    return np.concatenate(arrays), offsets
 
 
 def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:

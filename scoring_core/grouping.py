@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from scoring_core._sort import argsort_desc_f32
 from scoring_core._validate import as_codes, as_scores
 
 
@@ -49,8 +50,7 @@ class GroupedHits:
 )
 def _group_kernel(parent_codes, scores, n_parents):  # pragma: no cover - compiled
     n = scores.shape[0]
-    # Stable sort on the negated score: descending score, ties by input position.
-    order = np.argsort(-scores, kind="mergesort")
+    order = argsort_desc_f32(scores)  # stable: ties by input position
     rank_of = np.full(n_parents, -1, dtype=np.int64)
     counts = np.zeros(min(n, n_parents), dtype=np.int64)
     parents = np.empty(min(n, n_parents), dtype=np.int64)

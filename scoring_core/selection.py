@@ -9,6 +9,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from scoring_core._sort import argsort_desc_f32
 from scoring_core._validate import as_scores
 
 
@@ -58,15 +59,15 @@ def _top_k_kernel(scores, k):  # pragma: no cover - compiled
             heap_s[pos] = s
             heap_i[pos] = i
     # Best first: by score descending, then index ascending.
-    order = np.argsort(heap_i[:size])
-    order = order[np.argsort(-heap_s[:size][order], kind="mergesort")]
-    return heap_i[:size][order]
+    by_index = np.argsort(heap_i[:size])
+    kept_s = heap_s[:size][by_index].copy()
+    return heap_i[:size][by_index][argsort_desc_f32(kept_s)]
 
 
 @nb.njit(nb.int64[:](nb.float32[::1], nb.float32), cache=True, nogil=True)
 def _above_kernel(scores, threshold):  # pragma: no cover - compiled
     idx = np.flatnonzero(scores >= threshold)
-    return idx[np.argsort(-scores[idx], kind="mergesort")]
+    return idx[argsort_desc_f32(scores[idx])]
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -94,3 +94,21 @@ def test_agrees_at_service_scale() -> None:
     qn = q / np.linalg.norm(q)
     ref = reference.cache_match(matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), qn.tolist(), 10.0, 1, 0.0)
     assert m.match(q, now=10.0, caller_scope=1)[0] == ref[0] == 4321
+
+
+def test_parallel_scan_equals_single_thread_scan() -> None:
+    rng = np.random.default_rng(11)
+    n = CosineMatcher.PARALLEL_MIN_ROWS * 2 + 7
+    vecs = rng.normal(size=(n, 16)).astype(np.float32)
+    vecs[n - 3] = vecs[5]  # an exact tie across the two halves: the first row must win
+    one, two = CosineMatcher(16, threshold=0.0, initial_capacity=n), CosineMatcher(16, threshold=0.0, initial_capacity=n, threads=2)
+    for i, v in enumerate(vecs):
+        for m in (one, two):
+            m.add(v, expires_at=float(i % 7), scope=i % 3)
+    try:
+        for q_row, now, caller in [(5, 0.0, 0), (5, 0.0, 2), (n - 1, 3.0, 1), (17, 6.5, 0)]:
+            (r1, s1), (r2, s2) = one.match(vecs[q_row], now, caller), two.match(vecs[q_row], now, caller)
+            assert r1 == r2 and (s1 == s2 or (math.isnan(s1) and math.isnan(s2)))
+        assert two.match(vecs[5], 0.0, 0)[0] == 5
+    finally:
+        two.close()

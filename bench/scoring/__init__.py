@@ -1,0 +1,1 @@
+"""scoring_core benchmarks: `python -m bench.scoring` (see scoring_core/README.md)."""
