@@ -109,6 +109,6 @@ def test_parallel_scan_equals_single_thread_scan() -> None:
         for q_row, now, caller in [(5, 0.0, 0), (5, 0.0, 2), (n - 1, 3.0, 1), (17, 6.5, 0)]:
             (r1, s1), (r2, s2) = one.match(vecs[q_row], now, caller), two.match(vecs[q_row], now, caller)
             assert r1 == r2 and (s1 == s2 or (math.isnan(s1) and math.isnan(s2)))
-        assert two.match(vecs[5], 0.0, 0)[0] == 5
+        assert two.match(vecs[5], 0.0, 2)[0] == one.match(vecs[5], 0.0, 2)[0] == 5  # rows 5 and n-3: same vector, scope 2
     finally:
         two.close()
