@@ -160,6 +160,22 @@ def _remote(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quantize(source: Path, target: Path) -> int:
+    import shutil
+
+    from scoring_core.quantize import quantize_dynamic_int8
+
+    if not (source / "model.onnx").is_file():
+        print(f"error: {source} has no model.onnx", file=sys.stderr)
+        return 1
+    quantize_dynamic_int8(source / "model.onnx", target / "model.onnx")
+    for extra in ("tokenizer.json", "config.json"):
+        if (source / extra).is_file():
+            shutil.copyfile(source / extra, target / extra)
+    print(f"wrote {target / 'model.onnx'}; use it with RETRIEVAL_MODEL_DIR={target}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="retrieval-server", description="Retrieval service for RAG (gRPC).")
     sub = p.add_subparsers(dest="command", required=True)
@@ -196,6 +212,9 @@ def _parser() -> argparse.ArgumentParser:
     client_opts(sub.add_parser("health", help="component health of a running server"))
     sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")
     sc.add_argument("directory")
+    qz = sub.add_parser("quantize", help="write a dynamic-int8 copy of an ONNX model folder (for RETRIEVAL_MODEL_DIR)")
+    qz.add_argument("source", help="folder with model.onnx (+ tokenizer.json)")
+    qz.add_argument("target", help="folder to write")
     return p
 
 
@@ -219,6 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for path in write_sample_corpus(Path(args.directory)):
                 print(path)
             return 0
+        if args.command == "quantize":
+            return _quantize(Path(args.source), Path(args.target))
         if args.command == "ingest":
             return asyncio.run(_ingest_local(settings, args)) if args.local else _ingest_remote(args)
         return _remote(args)

@@ -8,6 +8,9 @@ if [ ! -x /usr/sbin/mariadbd ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mariadb-server >/dev/null
 fi
-pip_install -e "$REPO[test]"
+# WITH_TORCH=1 adds torch + sentence-transformers, for the ONNX-vs-sentence-transformers parity test.
+EXTRAS="test"
+if [ -n "${WITH_TORCH:-}" ]; then EXTRAS="test,bench-torch"; fi
+pip_install -e "$REPO[$EXTRAS]"
 cd "$REPO"
 exec "$VENV_PY" -m pytest "$@"

@@ -47,7 +47,7 @@ def main() -> int:
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
     }
-    print("## Kernels (median ms per call; ratios = baseline time / numba time)\n")
+    print("## Kernels (ms per call, best of several batches; ratios = baseline time / numba time)\n")
     print("| kernel | size | numba ms | numpy ms | python ms | × vs numpy | × vs python |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     kernels = []
