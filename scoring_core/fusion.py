@@ -21,6 +21,7 @@ import numba as nb
 import numpy as np
 
 from scoring_core._sort import argsort_desc_f64
+from scoring_core.selection import _top_k_kernel
 
 _F = nb.types.Tuple((nb.int64[:], nb.float64[:]))
 
@@ -36,8 +37,8 @@ class Fused:
         return int(self.ids.shape[0])
 
 
-@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1]), cache=True, nogil=True)
-def _sum_by_id(ids, contrib, list_of):  # pragma: no cover - compiled
+@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1], nb.int64), cache=True, nogil=True)
+def _sum_by_id(ids, contrib, list_of, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     # Open addressing (Fibonacci hashing, linear probing): entries get numbered in order of
     # first appearance, which is the tie order, so no sort by position is needed afterwards.
@@ -71,12 +72,16 @@ def _sum_by_id(ids, contrib, list_of):  # pragma: no cover - compiled
                     last_list[e] = list_of[p]
                 break
             slot = (slot + 1) & mask
-    ranked = argsort_desc_f64(out_scores[:m].copy())
+    if 0 <= limit < m // 4:
+        # Only the best `limit` are wanted: a heap over the m scores beats sorting all of them.
+        ranked = _top_k_kernel(out_scores[:m].copy(), limit)
+    else:
+        ranked = argsort_desc_f64(out_scores[:m].copy())[: m if limit < 0 else limit]
     return out_ids[:m][ranked], out_scores[:m][ranked]
 
 
-@nb.njit(_F(nb.int64[::1], nb.int64[::1], nb.float64[::1], nb.float64), cache=True, nogil=True)
-def _rrf_kernel(ids, offsets, weights, k):  # pragma: no cover - compiled
+@nb.njit(_F(nb.int64[::1], nb.int64[::1], nb.float64[::1], nb.float64, nb.int64), cache=True, nogil=True)
+def _rrf_kernel(ids, offsets, weights, k, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     contrib = np.empty(n, dtype=np.float64)
     list_of = np.empty(n, dtype=np.int64)
@@ -84,11 +89,11 @@ def _rrf_kernel(ids, offsets, weights, k):  # pragma: no cover - compiled
         for j in range(offsets[lst], offsets[lst + 1]):
             contrib[j] = weights[lst] / (k + (j - offsets[lst] + 1))
             list_of[j] = lst
-    return _sum_by_id(ids, contrib, list_of)
+    return _sum_by_id(ids, contrib, list_of, limit)
 
 
-@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1], nb.float64[::1], nb.int64), cache=True, nogil=True)
-def _score_fusion_kernel(ids, scores, offsets, weights, method):  # pragma: no cover - compiled
+@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1], nb.float64[::1], nb.int64, nb.int64), cache=True, nogil=True)
+def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     contrib = np.empty(n, dtype=np.float64)
     list_of = np.empty(n, dtype=np.int64)
@@ -121,7 +126,7 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method):  # pragma: no c
             norm = 0.5 if hi == lo else (scores[j] - lo) / (hi - lo)
             contrib[j] = weights[lst] * norm
             list_of[j] = lst
-    return _sum_by_id(ids, contrib, list_of)
+    return _sum_by_id(ids, contrib, list_of, limit)
 
 
 def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -144,12 +149,20 @@ def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
     return w
 
 
-def rrf(lists: Sequence[np.ndarray | Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> Fused:
-    """Reciprocal Rank Fusion of ranked id lists (best first)."""
+def _limit(limit: int | None) -> int:
+    if limit is not None and limit < 0:
+        raise ValueError("limit must be >= 0")
+    return -1 if limit is None else int(limit)
+
+
+def rrf(
+    lists: Sequence[np.ndarray | Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None, limit: int | None = None
+) -> Fused:
+    """Reciprocal Rank Fusion of ranked id lists (best first); ``limit`` keeps only the best ones."""
     if not (np.isfinite(k) and k >= 0):
         raise ValueError("k must be finite and >= 0")
     ids, offsets = _flatten(lists)
-    out_ids, out_scores = _rrf_kernel(ids, offsets, _weights(weights, len(lists)), float(k))
+    out_ids, out_scores = _rrf_kernel(ids, offsets, _weights(weights, len(lists)), float(k), _limit(limit))
     return Fused(out_ids, out_scores)
 
 
@@ -158,8 +171,9 @@ def score_fusion(
     scores: Sequence[np.ndarray | Sequence[float]],
     weights: Sequence[float] | None = None,
     method: Literal["minmax", "dbsf"] = "minmax",
+    limit: int | None = None,
 ) -> Fused:
-    """Weighted sum of normalized scores (e.g. semantic 0.7 / keyword 0.3)."""
+    """Weighted sum of normalized scores (e.g. semantic 0.7 / keyword 0.3); ``limit`` keeps the best."""
     if len(lists) != len(scores):
         raise ValueError("lists and scores must have the same number of lists")
     if method not in ("minmax", "dbsf"):
@@ -171,6 +185,6 @@ def score_fusion(
     if not np.isfinite(flat).all():
         raise ValueError("scores must be finite (NaN and inf can't be normalized)")
     out_ids, out_scores = _score_fusion_kernel(
-        ids, np.ascontiguousarray(flat), offsets, _weights(weights, len(lists)), 0 if method == "minmax" else 1
+        ids, np.ascontiguousarray(flat), offsets, _weights(weights, len(lists)), 0 if method == "minmax" else 1, _limit(limit)
     )
     return Fused(out_ids, out_scores)

@@ -13,17 +13,17 @@ from scoring_core._sort import argsort_desc_f32
 from scoring_core._validate import as_scores
 
 
-@nb.njit(nb.boolean(nb.float32, nb.int64, nb.float32, nb.int64), inline="always", cache=True)
+@nb.njit([nb.boolean(nb.float32, nb.int64, nb.float32, nb.int64), nb.boolean(nb.float64, nb.int64, nb.float64, nb.int64)], inline="always", cache=True)
 def _worse(s1, i1, s2, i2):  # pragma: no cover - compiled
     # (s1, i1) ranks below (s2, i2): lower score, or the same score later in the input.
     return s1 < s2 or (s1 == s2 and i1 > i2)
 
 
-@nb.njit(nb.int64[:](nb.float32[::1], nb.int64), cache=True, nogil=True)
+@nb.njit([nb.int64[:](nb.float32[::1], nb.int64), nb.int64[:](nb.float64[::1], nb.int64)], cache=True, nogil=True)
 def _top_k_kernel(scores, k):  # pragma: no cover - compiled
     n = scores.shape[0]
     k = min(k, n)
-    heap_s = np.empty(k, dtype=np.float32)
+    heap_s = np.empty(k, dtype=scores.dtype)
     heap_i = np.empty(k, dtype=np.int64)
     size = 0
     for i in range(n):
@@ -58,10 +58,19 @@ def _top_k_kernel(scores, k):  # pragma: no cover - compiled
                     break
             heap_s[pos] = s
             heap_i[pos] = i
-    # Best first: by score descending, then index ascending.
-    by_index = np.argsort(heap_i[:size])
-    kept_s = heap_s[:size][by_index].copy()
-    return heap_i[:size][by_index][argsort_desc_f32(kept_s)]
+    # Best first: by score descending, then index ascending (k is small: insertion sort).
+    out_i = heap_i[:size].copy()
+    out_s = heap_s[:size].copy()
+    for a in range(1, size):
+        si, ii = out_s[a], out_i[a]
+        b = a - 1
+        while b >= 0 and _worse(out_s[b], out_i[b], si, ii):
+            out_s[b + 1] = out_s[b]
+            out_i[b + 1] = out_i[b]
+            b -= 1
+        out_s[b + 1] = si
+        out_i[b + 1] = ii
+    return out_i
 
 
 @nb.njit(nb.int64[:](nb.float32[::1], nb.float32), cache=True, nogil=True)

@@ -80,6 +80,17 @@ def test_score_fusion_agrees_with_reference(lists: list[list[int]], method: str,
     assert _pairs(score_fusion(lists, scores, weights, method)) == reference.score_fusion(lists, scores, weights, method)  # type: ignore[arg-type]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ranked, max_size=5), st.integers(0, 40), st.sampled_from(["rrf", "minmax", "dbsf"]), st.data())
+def test_limit_is_a_prefix_of_the_full_ranking(lists: list[list[int]], limit: int, how: str, data: st.DataObject) -> None:
+    if how == "rrf":
+        full, top = rrf(lists), rrf(lists, limit=limit)
+    else:
+        scores = [data.draw(st.lists(st.floats(-5, 5).map(lambda x: round(x, 1)), min_size=len(l), max_size=len(l))) for l in lists]
+        full, top = score_fusion(lists, scores, method=how), score_fusion(lists, scores, method=how, limit=limit)  # type: ignore[arg-type]
+    assert _pairs(top) == _pairs(full)[:limit]
+
+
 @pytest.mark.parametrize("n_lists, size", [(4, 1_000), (4, 10_000)])
 def test_rrf_agrees_at_service_scale(n_lists: int, size: int) -> None:
     rng = np.random.default_rng(size)
