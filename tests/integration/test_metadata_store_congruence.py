@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrieval_server.backends.metadata_store import MetadataStore
-from retrieval_server.domain import Access, Document, ParentChunk
+from retrieval_server.domain import Access, Document, Identity, ParentChunk, Role
 
 
 def _parents(doc_id: str, n: int, text: str = "body") -> list[ParentChunk]:
@@ -63,3 +63,31 @@ async def test_info_is_upserted(metadata_store: MetadataStore) -> None:
     await metadata_store.set_info("embedding_model", "a")
     await metadata_store.set_info("embedding_model", "b")
     assert await metadata_store.get_info("embedding_model") == "b"
+
+
+async def test_full_text_search_respects_access(metadata_store: MetadataStore) -> None:
+    docs = [
+        Document("glaciers", "Glaciers of the Alps", metadata={"topic": "geology"}),
+        Document("volcano", "Volcanic eruptions", metadata={"region": "alps"}),
+        Document("secret", "Alps expedition budget", access=Access.PRIVATE, owner_id="alice"),
+        Document("granted", "Alps rescue plan", access=Access.PRIVATE, owner_id="bob", granted_user_ids=("carol",)),
+        Document("unrelated", "Cooking pasta"),
+    ]
+    for d in docs:
+        await metadata_store.replace_document(d, [])
+    anon = await metadata_store.search_documents("alps", 10, Identity())
+    assert {d for d, _ in anon} == {"glaciers", "volcano"}
+    assert all(s > 0 for _, s in anon)
+    alice = {d for d, _ in await metadata_store.search_documents("alps", 10, Identity("alice", Role.USER))}
+    assert alice == {"glaciers", "volcano", "secret"}
+    carol = {d for d, _ in await metadata_store.search_documents("alps rescue", 10, Identity("carol", Role.USER))}
+    assert carol == {"glaciers", "volcano", "granted"}
+    root = {d for d, _ in await metadata_store.search_documents("alps", 10, Identity("root", Role.SUPER_ADMIN))}
+    assert root == {"glaciers", "volcano", "secret", "granted"}
+    only = await metadata_store.search_documents("alps", 10, Identity(), document_ids=["volcano"])
+    assert [d for d, _ in only] == ["volcano"]
+    geology = await metadata_store.search_documents("geology", 10, Identity())
+    assert [d for d, _ in geology] == ["glaciers"]  # metadata values are searchable
+    assert await metadata_store.search_documents("!!", 10, Identity()) == []
+    await metadata_store.delete_document("glaciers")
+    assert "glaciers" not in {d for d, _ in await metadata_store.search_documents("alps", 10, Identity())}

@@ -120,3 +120,10 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
         hits = await store.search_dense(q, 10, PointFilter(identity=ROOT.identity, document_ids=wanted))
         assert [int(h.chunk_id.rsplit("c", 1)[1]) for h in hits] == exact.tolist()
     await store.close()
+
+
+async def test_get_chunks_by_id(vector_store: VectorStore) -> None:
+    await _fill(vector_store)
+    got = await vector_store.get_chunks(["other#p0c0", "missing#p0c0", "pub#p0c0"])
+    assert [h.chunk_id for h in got] == ["other#p0c0", "pub#p0c0"]
+    assert got[0].content == "text other 0" and got[0].parent_chunk_id == "other#p0"

@@ -7,13 +7,14 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from retrieval_server.domain import Access, Document, ParentChunk
+from retrieval_server.domain import Access, Document, Identity, ParentChunk
 
 
 class Tx(Protocol):
@@ -31,6 +32,17 @@ _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, con
 _IN_CHUNK = 500
 
 
+def _terms(query: str, limit: int = 16) -> list[str]:
+    """Search terms: lower-cased words of 2+ characters, deduplicated, in query order."""
+    words = re.findall(r"\w+", query.lower())
+    return list(dict.fromkeys(w for w in words if len(w) >= 2))[:limit]
+
+
+def search_text(doc: Document) -> str:
+    """What metadata search matches: the title and the metadata values."""
+    return " ".join([doc.title, *doc.metadata.values()])
+
+
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
     return (items[i : i + _IN_CHUNK] for i in range(0, len(items), _IN_CHUNK))
 
@@ -45,6 +57,47 @@ class MetadataStore(ABC):
     @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A transaction: committed on normal exit, rolled back on an exception."""
+
+    @abstractmethod
+    def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
+        """Dialect hook: (FROM/JOIN clause, score expression, parameters) matching ``terms``."""
+
+    @abstractmethod
+    async def _index_text(self, tx: Tx, doc: Document) -> None:
+        """Dialect hook: make ``doc``'s title and metadata searchable."""
+
+    async def search_documents(
+        self, query: str, limit: int, identity: Identity, document_ids: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
+        """Full-text search over titles and metadata: ``[(document_id, score)]`` best first.
+
+        The access rule is part of the query: public documents, plus owned or granted ones, or
+        everything for SUPER_ADMIN.
+        """
+        terms = _terms(query)
+        if not terms or limit <= 0:
+            return []
+        source, score, params = self._fulltext(terms)
+        where, wparams = [], []
+        if not identity.reads_everything:
+            if identity.user_id:
+                where.append(
+                    "(d.access = 'public' OR d.owner_id = ? OR EXISTS"
+                    " (SELECT 1 FROM grants g WHERE g.document_id = d.document_id AND g.user_id = ?))"
+                )
+                wparams += [identity.user_id, identity.user_id]
+            else:
+                where.append("d.access = 'public'")
+        if document_ids:
+            where.append(f"d.document_id IN ({','.join('?' * len(document_ids))})")
+            wparams += list(document_ids)
+        sql = f"SELECT d.document_id, {score} AS s {source}"
+        if where:
+            sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
+        sql += " ORDER BY s DESC, d.document_id LIMIT ?"
+        async with self.transaction() as tx:
+            rows = await tx.fetchall(sql, [*params, *wparams, limit])
+        return [(r[0], float(r[1])) for r in rows]
 
     async def ping(self) -> None:
         async with self.transaction() as tx:
@@ -109,6 +162,7 @@ class MetadataStore(ABC):
                     "INSERT INTO grants (document_id, user_id) VALUES (?, ?)",
                     [(doc.document_id, u) for u in sorted(set(doc.granted_user_ids))],
                 )
+            await self._index_text(tx, doc)
             if parents:
                 await tx.executemany(
                     "INSERT INTO parent_chunks (parent_chunk_id, document_id, chunk_index, content, tokens, page)"

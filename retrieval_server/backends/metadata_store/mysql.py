@@ -9,8 +9,8 @@ from urllib.parse import unquote, urlparse
 
 import asyncmy
 
-from retrieval_server.backends.metadata_store import MetadataStore, Tx
-from retrieval_server.domain import Unavailable
+from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
+from retrieval_server.domain import Document, Unavailable
 
 DDL = (
     """CREATE TABLE IF NOT EXISTS documents (
@@ -22,7 +22,9 @@ DDL = (
   owner_id VARCHAR(255) NOT NULL DEFAULT '',
   metadata LONGTEXT NOT NULL,
   content_hash VARCHAR(64) NOT NULL DEFAULT '',
-  updated_at DOUBLE NOT NULL
+  updated_at DOUBLE NOT NULL,
+  search_text TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci,
+  FULLTEXT KEY documents_search (search_text)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
     """CREATE TABLE IF NOT EXISTS parent_chunks (
   parent_chunk_id VARCHAR(255) NOT NULL PRIMARY KEY,
@@ -103,6 +105,18 @@ class MysqlMetadataStore(MetadataStore):
             pool, self._pool = self._pool, None
             pool.close()
             await pool.wait_closed()
+
+    def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
+        # Natural-language mode ranks by relevance; the same string goes to MATCH twice.
+        text = " ".join(terms)
+        return (
+            "FROM documents d WHERE MATCH(d.search_text) AGAINST (? IN NATURAL LANGUAGE MODE)",
+            "MATCH(d.search_text) AGAINST (? IN NATURAL LANGUAGE MODE)",
+            [text, text],
+        )
+
+    async def _index_text(self, tx: Tx, doc: Document) -> None:
+        await tx.execute("UPDATE documents SET search_text = ? WHERE document_id = ?", [search_text(doc), doc.document_id])
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:

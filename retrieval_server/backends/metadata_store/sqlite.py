@@ -10,8 +10,8 @@ from typing import Any
 
 import aiosqlite
 
-from retrieval_server.backends.metadata_store import MetadataStore, Tx
-from retrieval_server.domain import Unavailable
+from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
+from retrieval_server.domain import Document, Unavailable
 
 DDL = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -39,6 +39,12 @@ CREATE TABLE IF NOT EXISTS grants (
   user_id TEXT NOT NULL,
   PRIMARY KEY (document_id, user_id)
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
+  document_id UNINDEXED, text, tokenize = 'porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS documents_fts_delete AFTER DELETE ON documents BEGIN
+  DELETE FROM documents_fts WHERE document_id = old.document_id;
+END;
 CREATE TABLE IF NOT EXISTS index_info (
   info_key TEXT PRIMARY KEY,
   info_value TEXT NOT NULL
@@ -83,6 +89,16 @@ class SqliteMetadataStore(MetadataStore):
             conn, self._conn = self._conn, None
             async with self._lock:
                 await conn.close()
+
+    def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
+        # FTS5 bm25() is lower-is-better; OR over quoted terms never hits FTS query syntax.
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        source = "FROM documents_fts f JOIN documents d ON d.document_id = f.document_id WHERE documents_fts MATCH ?"
+        return source, "-bm25(documents_fts)", [match]
+
+    async def _index_text(self, tx: Tx, doc: Document) -> None:
+        await tx.execute("DELETE FROM documents_fts WHERE document_id = ?", [doc.document_id])
+        await tx.execute("INSERT INTO documents_fts (document_id, text) VALUES (?, ?)", [doc.document_id, search_text(doc)])
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:

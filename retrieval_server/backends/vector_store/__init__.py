@@ -37,6 +37,10 @@ class VectorStore(Protocol):
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter) -> list[VectorHit]: ...
 
+    async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
+        """The stored chunks with these ids (score 0), in the order given; unknown ids are skipped."""
+        ...
+
     async def count(self, document_id: str | None = None) -> int: ...
 
     async def optimize(self) -> None:

@@ -131,6 +131,13 @@ class EdgeVectorStore:
         q = qe.Query.Nearest(qe.SparseVector(indices=list(vector.indices), values=list(vector.values)), using=SPARSE)
         return await self._executor.run(self._query, q, limit, flt)
 
+    async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
+        if not chunk_ids:
+            return []
+        records = await self._executor.run(self.shard.retrieve, [point_id(c) for c in chunk_ids], True, False)
+        by_id = {r.payload["chunk_id"]: hit_from_payload(r.payload, 0.0) for r in records if r.payload}
+        return [by_id[c] for c in chunk_ids if c in by_id]
+
     async def count(self, document_id: str | None = None) -> int:
         flt = (
             qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))])

@@ -138,6 +138,13 @@ class QdrantVectorStore:
         q = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
         return await self._query(q, SPARSE, limit, flt)
 
+    async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
+        if not chunk_ids:
+            return []
+        records = await self._client.retrieve(self._collection, ids=[point_id(c) for c in chunk_ids], with_payload=True)
+        by_id = {r.payload["chunk_id"]: hit_from_payload(r.payload, 0.0) for r in records if r.payload}
+        return [by_id[c] for c in chunk_ids if c in by_id]
+
     async def count(self, document_id: str | None = None) -> int:
         flt = models.Filter(must=[_document(document_id)]) if document_id else None
         return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
