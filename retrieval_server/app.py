@@ -20,8 +20,12 @@ from retrieval_server.config import Settings
 from retrieval_server.domain import DocumentSource, IngestReport, Unavailable
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
+from retrieval_server.backends.cache import MemoryCache, SemanticCache
+from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
+from retrieval_server.domain import Fusion
+from retrieval_server.workflow.analysis import ClassicalAnalyzer, load_glossary
 from retrieval_server.workflow.pipeline import QueryPipeline
-from retrieval_server.workflow.state import WorkflowDeps
+from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +61,68 @@ class Application:
         self.indexer = Indexer(
             self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, batch_children=settings.upsert_batch_size
         )
+        self.reranker = self._reranker()
+        self.cache = self._cache()
         self.pipeline = QueryPipeline(
             WorkflowDeps(
-                self.embedder,
-                self.sparse,
-                self.vectors,
-                self.metadata,
-                child_candidates_per_context=settings.child_candidates_per_context,
+                embedder=self.embedder,
+                sparse=self.sparse,
+                vectors=self.vectors,
+                metadata=self.metadata,
+                analyzer=ClassicalAnalyzer(load_glossary(settings.glossary_path)),
+                reranker=self.reranker,
+                cache=self.cache,
+                settings=self.workflow_settings(settings),
             ),
             search_text_chars=settings.search_text_chars,
         )
         self._optimize_task: asyncio.Task[None] | None = None
         self._optimize_again = False
+
+    @staticmethod
+    def workflow_settings(s: Settings) -> WorkflowSettings:
+        return WorkflowSettings(
+            child_candidates_per_context=s.child_candidates_per_context,
+            fusion=Fusion(s.fusion),
+            rrf_k=s.rrf_k,
+            semantic_weight=s.semantic_weight,
+            keyword_weight=s.keyword_weight,
+            metadata_weight=s.metadata_weight,
+            score_normalization=s.score_normalization,
+            rerank_candidates=s.rerank_candidates,
+            rerank_threshold=s.rerank_threshold,
+            rerank_fallback=s.rerank_fallback,
+            sufficiency_threshold=s.sufficiency_threshold,
+            max_iterations=s.max_iterations,
+            retry_pool_factor=s.retry_pool_factor,
+            analysis_timeout_s=s.analysis_timeout_s,
+            analysis_total_timeout_s=s.analysis_total_timeout_s,
+            store_retries=s.store_retries,
+            store_backoff_s=s.store_backoff_s,
+        )
+
+    def _reranker(self) -> Reranker | None:
+        """TEI when configured (backed by the local model if there is one), else the local model, else none."""
+        s = self.settings
+        local = (
+            OnnxReranker(s.reranker_model_dir, self.executor, activation=s.rerank_activation, threads=s.embed_threads)
+            if s.reranker_model_dir
+            else None
+        )
+        if s.tei_url:
+            tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none")
+            return FallbackReranker(tei, local) if local else tei
+        return local
+
+    def _cache(self) -> SemanticCache | None:
+        s = self.settings
+        if s.cache_backend == "none":
+            return None
+        if s.cache_backend == "redis":
+            from retrieval_server.backends.redis_cache import RedisCache
+
+            return RedisCache(s.redis_url or "", self.embedder.dim, self.executor, ttl_s=s.cache_ttl_s, similarity=s.cache_similarity, max_entries=s.cache_max_entries)
+        return MemoryCache(self.embedder.dim, self.executor, ttl_s=s.cache_ttl_s, similarity=s.cache_similarity, max_entries=s.cache_max_entries)
 
     def _vector_store(self) -> VectorStore:
         s = self.settings
@@ -118,7 +172,15 @@ class Application:
         report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
         if report.documents:
             self.schedule_optimize()
+            if self.cache is not None:
+                await self.cache.invalidate_documents(d.document_id for d in report.documents if d.replaced)
         return report
+
+    async def delete(self, document_ids: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+        deleted, missing = await self.indexer.delete(document_ids)
+        if self.cache is not None and deleted:
+            await self.cache.invalidate_documents(deleted)
+        return deleted, missing
 
     def schedule_optimize(self) -> None:
         """Index what was written, in the background, one optimization at a time."""
@@ -159,7 +221,13 @@ class Application:
     async def close(self) -> None:
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
-        for closer in (self.vectors.close, self.metadata.close):
+        closers = [self.vectors.close, self.metadata.close]
+        if self.cache is not None:
+            closers.append(self.cache.close)
+        if isinstance(self.reranker, (TeiReranker, FallbackReranker)):
+            tei = self.reranker if isinstance(self.reranker, TeiReranker) else self.reranker.primary
+            closers.append(tei.close)  # type: ignore[union-attr]
+        for closer in closers:
             try:
                 await closer()
             except Exception:

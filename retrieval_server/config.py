@@ -61,6 +61,45 @@ class Settings(BaseSettings):
     )
     exact_search: bool = Field(False, description="brute-force vector search (recall 1.0, slower)")
 
+    # Fusion
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: float = Field(60.0, ge=0)
+    semantic_weight: float = Field(0.7, ge=0)
+    keyword_weight: float = Field(0.3, ge=0)
+    metadata_weight: float = Field(0.3, ge=0, description="weight of the metadata leg in fusion")
+    score_normalization: Literal["minmax", "dbsf"] = "minmax"
+
+    # Rerank
+    reranker_model_dir: Path | None = Field(None, description="local ONNX cross-encoder (model.onnx + tokenizer.json)")
+    tei_url: str | None = Field(None, description="Text Embeddings Inference server for /rerank")
+    tei_timeout_s: float = Field(10.0, gt=0)
+    tei_max_batch: int = Field(32, ge=1, description="texts per /rerank call (the server's --max-client-batch-size)")
+    rerank_candidates: int = Field(50, ge=1, le=1000, description="fused candidates sent to the reranker")
+    rerank_threshold: float = 0.3
+    rerank_fallback: int = Field(3, ge=1)
+    rerank_activation: Literal["none", "sigmoid"] = "sigmoid"
+
+    # Sufficiency loop and sub-queries
+    sufficiency_threshold: float = Field(0.6, ge=0, le=1.01)
+    max_iterations: int = Field(2, ge=1, le=5, description="retrieval passes before giving up on sufficiency")
+    retry_pool_factor: float = Field(2.0, ge=1.0, description="candidate pool growth per retry")
+
+    # Query analysis
+    analysis_timeout_s: float = Field(10.0, gt=0, description="per technique")
+    analysis_total_timeout_s: float = Field(30.0, gt=0)
+    glossary_path: Path | None = Field(None, description="abbreviation glossary: one 'abbr = expansion' per line")
+
+    # Semantic cache
+    cache_backend: Literal["memory", "redis", "none"] = "memory"
+    redis_url: str | None = Field(None, description="redis://host:port/db for the shared cache")
+    cache_ttl_s: float = Field(3600.0, gt=0)
+    cache_similarity: float = Field(0.95, ge=0, le=1)
+    cache_max_entries: int = Field(100_000, ge=1)
+
+    # Store errors
+    store_retries: int = Field(2, ge=0, le=10, description="retries of a failed store call before degrading")
+    store_backoff_s: float = Field(0.05, ge=0)
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.child_chunk_tokens > self.parent_chunk_tokens:
@@ -81,6 +120,12 @@ class Settings(BaseSettings):
             raise ValueError("mysql_dsn must start with mysql:// or mariadb://")
         if self.model_dir is not None and not (self.model_dir / "model.onnx").is_file():
             raise ValueError(f"model_dir {self.model_dir} has no model.onnx")
+        if self.reranker_model_dir is not None and not (self.reranker_model_dir / "model.onnx").is_file():
+            raise ValueError(f"reranker_model_dir {self.reranker_model_dir} has no model.onnx")
+        if self.cache_backend == "redis" and not self.redis_url:
+            raise ValueError("cache_backend 'redis' needs redis_url")
+        if self.glossary_path is not None and not self.glossary_path.is_file():
+            raise ValueError(f"glossary_path {self.glossary_path} does not exist")
         return self
 
     @property

@@ -125,6 +125,11 @@ class VectorHit:
     score: float
 
 
+class Fusion(enum.StrEnum):
+    RRF = "rrf"
+    WEIGHTED = "weighted"
+
+
 @dataclass(frozen=True, slots=True)
 class QueryOptions:
     query: str
@@ -134,6 +139,10 @@ class QueryOptions:
     use_cache: bool = True
     document_ids: tuple[str, ...] = ()
     identity: Identity = Identity()
+    #: None: the server's configured fusion
+    fusion: Fusion | None = None
+    #: time.monotonic() by which an answer is due (the caller's gRPC deadline), or None
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +186,8 @@ class QueryResult:
     contexts: tuple[RetrievedContext, ...]
     metrics: QueryMetrics
     cached: bool = False
+    #: when nothing was found: what the caller could try instead
+    suggestions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 :class:`CosineMatcher` keeps unit-length vectors in a row-major float32 matrix that grows by
 doubling; removal, expiry and eviction only clear a row's ``live`` flag and put the row on a free
 list, so the matrix is never rebuilt. Each row has an expiry time and a scope: 0 is public, any
-other integer one user. A caller sees public rows and rows of its own scope.
+other integer one user. A caller sees rows of its own scope, and public rows unless it opts out.
 
 The scan is one pass over the rows: flags first (cheap), then a dot product, so the cost is a
 streaming read of the live part of the matrix.
@@ -21,13 +21,14 @@ PUBLIC = 0
 
 @nb.njit(
     nb.types.Tuple((nb.int64, nb.float32))(
-        nb.float32[:, ::1], nb.float32[::1], nb.uint8[::1], nb.float64[::1], nb.int64[::1], nb.int64, nb.int64, nb.float64, nb.int64
+        nb.float32[:, ::1], nb.float32[::1], nb.uint8[::1], nb.float64[::1], nb.int64[::1], nb.int64, nb.int64, nb.float64, nb.int64,
+        nb.boolean,
     ),
     cache=True,
     nogil=True,
     fastmath=True,
 )
-def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, caller):  # pragma: no cover - compiled
+def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, caller, include_public):  # pragma: no cover - compiled
     """Best visible row in [start, end): (row, score), or (-1, -inf). The first row wins ties."""
     d = query.shape[0]
     best = -1
@@ -36,7 +37,7 @@ def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, calle
         if live[i] == 0 or expires_at[i] <= now:
             continue
         sc = scope[i]
-        if sc != 0 and sc != caller:
+        if sc != caller and (sc != 0 or not include_public):
             continue
         acc = np.float32(0.0)
         for j in range(d):
@@ -148,8 +149,9 @@ class CosineMatcher:
         self._free.extend(int(r) for r in dead)
         return int(dead.shape[0])
 
-    def match(self, query: np.ndarray, now: float, caller_scope: int = PUBLIC) -> tuple[int, float]:
-        """Best live row visible to ``caller_scope`` with cosine >= threshold: ``(row, score)`` or ``(-1, nan)``."""
+    def match(self, query: np.ndarray, now: float, caller_scope: int = PUBLIC, include_public: bool = True) -> tuple[int, float]:
+        """Best live row with cosine >= threshold in ``caller_scope`` (and the public scope unless
+        ``include_public`` is False): ``(row, score)`` or ``(-1, nan)``."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ValueError(f"query has {q.shape[0]} dims, expected {self.dim}")
@@ -159,11 +161,11 @@ class CosineMatcher:
         args = (self._matrix, np.ascontiguousarray(q / norm), self._live, self._expires, self._scope)
         n = self._rows
         if self._pool is None or n < self.PARALLEL_MIN_ROWS:
-            row, score = _best_in_rows(*args, 0, n, float(now), int(caller_scope))
+            row, score = _best_in_rows(*args, 0, n, float(now), int(caller_scope), include_public)
         else:
             bounds = np.linspace(0, n, self._threads + 1).astype(np.int64)
             parts = list(self._pool.map(
-                lambda ab: _best_in_rows(*args, int(ab[0]), int(ab[1]), float(now), int(caller_scope)),
+                lambda ab: _best_in_rows(*args, int(ab[0]), int(ab[1]), float(now), int(caller_scope), include_public),
                 zip(bounds[:-1], bounds[1:], strict=True),
             ))
             # Ranges are in row order and each keeps its first maximum: the first strict maximum wins.

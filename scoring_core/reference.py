@@ -140,11 +140,13 @@ def cache_match(
     now: float,
     caller: int,
     threshold: float,
+    include_public: bool = True,
 ) -> tuple[int, float]:
-    """Best live, unexpired row in the caller's scope (public = 0) with cosine >= threshold."""
+    """Best live, unexpired row in the caller's scope (plus public = 0 rows) with cosine >= threshold."""
     best, best_score = -1, -math.inf
+    visible = (0, caller) if include_public else (caller,)
     for i, row in enumerate(matrix):
-        if not live[i] or expires_at[i] <= now or scope[i] not in (0, caller):
+        if not live[i] or expires_at[i] <= now or scope[i] not in visible:
             continue
         s = sum(float(a) * float(b) for a, b in zip(row, query, strict=True))
         if s > best_score:

@@ -6,6 +6,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.domain import (
     Access,
     DocumentSource,
+    Fusion,
     InvalidArgument,
     Mode,
     QueryMetrics,
@@ -23,6 +24,7 @@ _STRATEGY_IN = {
 }
 _STRATEGY_OUT = {v: k for k, v in _STRATEGY_IN.items() if k != pb.STRATEGY_UNSPECIFIED}
 _MODE_IN = {pb.MODE_UNSPECIFIED: Mode.RETRIEVAL_ONLY, pb.RETRIEVAL_ONLY: Mode.RETRIEVAL_ONLY, pb.GENERATION: Mode.GENERATION}
+_FUSION_IN = {pb.FUSION_UNSPECIFIED: None, pb.RRF: Fusion.RRF, pb.WEIGHTED: Fusion.WEIGHTED}
 _ACCESS_IN = {pb.ACCESS_UNSPECIFIED: Access.PUBLIC, pb.PUBLIC: Access.PUBLIC, pb.PRIVATE: Access.PRIVATE}
 
 
@@ -35,6 +37,10 @@ def _enum(value: int, table: dict, field: str) -> object:
 
 def strategy_in(value: int) -> Strategy:
     return _enum(value, _STRATEGY_IN, "strategy")  # type: ignore[return-value]
+
+
+def fusion_in(value: int) -> Fusion | None:
+    return _enum(value, _FUSION_IN, "fusion")  # type: ignore[return-value]
 
 
 def mode_in(value: int) -> Mode:
@@ -82,6 +88,7 @@ def query_out(r: QueryResult) -> pb.QueryResponse:
     return pb.QueryResponse(
         query=r.query,
         cached=r.cached,
+        suggestions=r.suggestions,
         metrics=metrics_out(r.metrics),
         contexts=[
             pb.Context(

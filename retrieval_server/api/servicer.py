@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -57,6 +58,12 @@ def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     return wrapper
 
 
+def _deadline(context: grpc.aio.ServicerContext) -> float | None:
+    """The caller's deadline on our clock, with a margin to serialize and send what is ready."""
+    remaining = context.time_remaining()
+    return None if remaining is None else time.monotonic() + max(0.0, remaining - 0.05)
+
+
 def _identity(context: grpc.aio.ServicerContext) -> Identity:
     return identity_from_metadata(context.invocation_metadata())
 
@@ -79,6 +86,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 request.filters.document_ids, s.max_documents_per_request, "filters.document_ids"
             ),
             identity=_identity(context),
+            fusion=convert.fusion_in(request.fusion),
+            deadline=_deadline(context),
         )
         return convert.query_out(await self._app.pipeline.query(options))
 
@@ -136,5 +145,5 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if not request.document_ids:
             raise InvalidArgument("document_ids must not be empty")
         ids = validation.document_ids(request.document_ids, self._s.max_documents_per_request, "document_ids")
-        deleted, missing = await self._app.indexer.delete(ids)
+        deleted, missing = await self._app.delete(ids)
         return pb.DeleteDocumentsResponse(deleted=deleted, not_found=missing)

@@ -55,11 +55,18 @@ class Graph(Generic[S, D]):
             if isinstance(dst, str) and dst != END and dst not in self._steps:
                 raise ValueError(f"edge {src} -> {dst}: unknown node")
 
-    async def run(self, state: S, deps: D) -> S:
+    async def run(self, state: S, deps: D, *, deadline: float | None = None, on_deadline: str | None = None) -> S:
+        """Run from the start node. Past ``deadline`` (time.monotonic()), jump to ``on_deadline``
+        once, which finishes the request with what is ready."""
         name = self._start
+        jumped = False
         for _ in range(self._max_steps):
             if name == END:
                 return state
+            if deadline is not None and on_deadline and not jumped and time.monotonic() > deadline:
+                jumped = True
+                state.metrics.degraded.append("deadline:partial_results")
+                name = on_deadline
             step = self._steps[name]
             t0 = time.perf_counter()
             update = await step.node(state, deps)

@@ -1,62 +1,265 @@
-"""Query graph nodes. Each reads the state, does one thing, and returns the fields it changed."""
+"""Query graph nodes. Each reads the state, does one thing, and returns the fields it changed.
+
+Metrics are the request's running log: nodes append what they degraded to ``metrics.degraded``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
-from typing import Any
+import math
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
-from retrieval_server.domain import ChildEvidence, PointFilter, RetrievedContext, Strategy
+from retrieval_server.backends.reranker import FallbackReranker
+from retrieval_server.domain import ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit
+from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
-from scoring_core import group_by_parent
+from scoring_core import dedup_by_key, group_by_parent, rrf, score_fusion, threshold_with_fallback
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_CODE = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{3,}\b|\b[A-Z]{2,}\b|\b\w+_\w+\b")
 
 
-def choose_strategy(requested: Strategy) -> Strategy:
-    """The strategy this build can run: hybrid and adaptive fall back to dense search (reported)."""
-    return Strategy.KEYWORD if requested is Strategy.KEYWORD else Strategy.SEMANTIC
+def adaptive_strategy(query: str) -> Strategy:
+    """Quoted phrases, identifiers and codes, and very short queries lean on keywords."""
+    if '"' in query or _CODE.search(query) or len(query.split()) <= 2:
+        return Strategy.KEYWORD
+    return Strategy.HYBRID
 
 
-async def embed_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    # Metrics are the request's running log: nodes append what they degraded.
-    strategy = choose_strategy(state.options.strategy)
-    if strategy is not state.options.strategy:
-        state.metrics.degraded.append(f"strategy:{state.options.strategy.value}_unavailable")
-    if strategy is Strategy.KEYWORD:
-        return {"strategy": strategy}
+def cache_config(state: QueryState) -> str:
+    """What makes two requests answerable by the same cached result."""
+    o = state.options
+    return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{(o.fusion or '').__str__()}|{','.join(sorted(o.document_ids))}"
+
+
+def _uses_dense(strategy: Strategy) -> bool:
+    return strategy in (Strategy.SEMANTIC, Strategy.HYBRID)
+
+
+async def _with_retries(deps: WorkflowDeps, what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """A store call, retried with exponential backoff; the last error propagates."""
+    s = deps.settings
+    for attempt in range(s.store_retries + 1):
+        try:
+            return await call()
+        except Exception:
+            if attempt == s.store_retries:
+                raise
+            log.warning("%s failed (attempt %d); retrying", what, attempt + 1, exc_info=True)
+            await asyncio.sleep(s.store_backoff_s * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    if not state.options.use_cache or deps.cache is None:
+        return {}
+    vector = None
     try:
         vector = (await deps.embedder.embed([state.options.query]))[0]
     except Exception:
-        # An embedding failure degrades to keyword search instead of failing the request.
-        log.exception("query embedding failed; falling back to keyword search")
-        state.metrics.degraded.append("dense:embedding_failed")
-        return {"strategy": Strategy.KEYWORD}
-    return {"strategy": strategy, "query_vector": vector}
+        log.warning("query embedding failed in check_cache", exc_info=True)
+    reads_private = await deps.metadata.reads_private(state.options.identity)
+    answer = await deps.cache.lookup(state.options.query, vector, cache_config(state), state.options.identity, reads_private)
+    if answer is None:
+        return {"query_vector": vector, "reads_private": reads_private}
+    state.metrics.cache_hit = True
+    return {"query_vector": vector, "reads_private": reads_private, "contexts": list(answer.contexts), "cache_hit": True}
+
+
+async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    s, o = deps.settings, state.options
+    iteration = state.iteration + 1
+    if iteration == 1:
+        strategy = adaptive_strategy(o.query) if o.strategy is Strategy.ADAPTIVE else o.strategy
+        pool = o.top_k * s.child_candidates_per_context
+        threshold = s.rerank_threshold
+    else:
+        # A retry widens: a larger pool, a relaxed threshold, and ADAPTIVE's keyword choice becomes hybrid.
+        strategy = Strategy.HYBRID if o.strategy is Strategy.ADAPTIVE else state.strategy
+        pool = int(state.pool * s.retry_pool_factor)
+        threshold = state.rerank_threshold / 2 if state.rerank_threshold > 0 else state.rerank_threshold - 0.5
+    feedback = [c.parent.content for c in state.contexts[:5]]
+    analysis = await analyze(
+        deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s
+    )
+    if iteration == 1:
+        for technique, why in analysis.dropped.items():
+            if not why.startswith("skipped: needs the results") and not why.startswith("skipped: a single") and not why.startswith("skipped: nothing"):
+                state.metrics.degraded.append(f"analysis:{technique}:{why}")
+    update: dict[str, Any] = {
+        "iteration": iteration,
+        "strategy": strategy,
+        "pool": pool,
+        "rerank_threshold": threshold,
+        "analysis": analysis,
+        "variant_vectors": [],
+    }
+    if _uses_dense(strategy):
+        main = analysis.rewritten or o.query
+        extra = [*analysis.reformulations, *([analysis.hyde] if analysis.hyde else [])]
+        texts = ([] if state.query_vector is not None and main == o.query else [main]) + extra
+        try:
+            vectors = await deps.embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        except Exception:
+            # An embedding failure degrades to keyword search instead of failing the request.
+            log.warning("query embedding failed; falling back to keyword search", exc_info=True)
+            if "dense:embedding_failed" not in state.metrics.degraded:
+                state.metrics.degraded.append("dense:embedding_failed")
+            update["strategy"] = Strategy.KEYWORD
+            return update
+        if texts and texts[0] == main and (state.query_vector is None or main != o.query):
+            update["query_vector"], vectors = vectors[0], vectors[1:]
+        update["variant_vectors"] = list(vectors)
+    return update
+
+
+async def build_access_filter(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    """Every leg (dense, keyword, metadata, sub-queries) searches with this filter."""
+    return {"access": PointFilter(identity=state.options.identity, document_ids=state.options.document_ids)}
 
 
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    opts = state.options
-    flt = PointFilter(identity=opts.identity, document_ids=opts.document_ids)
-    limit = opts.top_k * deps.child_candidates_per_context
-    if state.strategy is Strategy.KEYWORD or state.query_vector is None:
-        hits = await deps.vectors.search_sparse(deps.sparse.query(opts.query), limit, flt)
+    o, strategy, flt, pool = state.options, state.strategy, state.access, state.pool
+    text = state.analysis.rewritten or o.query
+    jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]] = {}
+    if _uses_dense(strategy) and state.query_vector is not None:
+        for i, vec in enumerate([state.query_vector, *state.variant_vectors]):
+            jobs[f"dense:{i}"] = lambda v=vec: deps.vectors.search_dense(v, pool, flt)
+    if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not jobs:
+        jobs["keyword:0"] = lambda: deps.vectors.search_sparse(deps.sparse.query(text), pool, flt)
+        for i, variant in enumerate(state.analysis.reformulations, start=1):
+            jobs[f"keyword:{i}"] = lambda q=variant: deps.vectors.search_sparse(deps.sparse.query(q), pool, flt)
+    results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
+    legs: dict[str, list[VectorHit]] = {}
+    for leg, res in zip(jobs, results, strict=True):
+        if isinstance(res, BaseException):
+            log.error("retrieval leg %s failed after retries: %s", leg, res)
+            tag = f"{leg.split(':')[0]}:store_error"
+            if tag not in state.metrics.degraded:
+                state.metrics.degraded.append(tag)
+        else:
+            legs[leg] = res
+    if strategy is Strategy.HYBRID:
+        try:
+            legs["metadata"] = await _metadata_leg(state, deps, legs)
+        except Exception:
+            log.error("metadata leg failed", exc_info=True)
+            state.metrics.degraded.append("metadata:store_error")
+    relevance = dict(state.dense_relevance)
+    for leg, hits in legs.items():
+        if leg.startswith("dense"):
+            for h in hits:
+                relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
+    return {"legs": legs, "dense_relevance": relevance}
+
+
+async def _metadata_leg(state: QueryState, deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
+    """Documents whose title or metadata match, each as its best-scored retrieved chunk (or its first)."""
+    o = state.options
+    limit = max(3, o.top_k // 2)
+    docs = await _with_retries(
+        deps, "metadata", lambda: deps.metadata.search_documents(o.query, limit, o.identity, o.document_ids)
+    )
+    best: dict[str, VectorHit] = {}
+    for hits in legs.values():
+        for h in hits:
+            if h.document_id not in best or h.score > best[h.document_id].score:
+                best[h.document_id] = h
+    missing = [f"{d}#p0c0" for d, _ in docs if d not in best]
+    first_chunks = {h.document_id: h for h in await deps.vectors.get_chunks(missing)} if missing else {}
+    out = []
+    for doc_id, score in docs:
+        hit = best.get(doc_id) or first_chunks.get(doc_id)
+        if hit is not None:
+            out.append(dataclasses.replace(hit, score=score))
+    return out
+
+
+def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: WorkflowDeps, fusion: Fusion, limit: int) -> list[VectorHit]:
+    """Fuse ranked hit lists through scoring_core; chunk ids become integer codes for the kernel."""
+    codes: dict[str, int] = {}
+    hit_of: dict[int, VectorHit] = {}
+    id_lists = []
+    for hits in lists:
+        ids = []
+        for h in hits:
+            code = codes.setdefault(h.chunk_id, len(codes))
+            hit_of.setdefault(code, h)
+            ids.append(code)
+        id_lists.append(np.asarray(ids, dtype=np.int64))
+    s = deps.settings
+    if fusion is Fusion.WEIGHTED:
+        score_lists = [np.asarray([h.score for h in hits], dtype=np.float64) for hits in lists]
+        fused = score_fusion(id_lists, score_lists, weights, s.score_normalization, limit=limit)  # type: ignore[arg-type]
     else:
-        hits = await deps.vectors.search_dense(state.query_vector, limit, flt)
-    return {"hits": hits}
+        fused = rrf(id_lists, k=s.rrf_k, weights=weights, limit=limit)
+    return [dataclasses.replace(hit_of[int(c)], score=float(sc)) for c, sc in zip(fused.ids, fused.scores, strict=True)]
+
+
+def _leg_weight(leg: str, deps: WorkflowDeps, fusion: Fusion) -> float:
+    s = deps.settings
+    kind = leg.split(":")[0]
+    if fusion is Fusion.RRF:
+        return s.metadata_weight / max(s.semantic_weight, s.keyword_weight, 1e-9) if kind == "metadata" else 1.0
+    return {"dense": s.semantic_weight, "keyword": s.keyword_weight, "metadata": s.metadata_weight}[kind]
+
+
+async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    fusion = state.options.fusion or deps.settings.fusion
+    legs = [(leg, hits) for leg, hits in state.legs.items() if hits]
+    fused = _fuse_lists(
+        [hits for _, hits in legs], [_leg_weight(leg, deps, fusion) for leg, _ in legs], deps, fusion, deps.settings.rerank_candidates
+    )
+    return {"fused": fused}
+
+
+async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    candidates = state.fused
+    if not candidates:
+        return {"reranked": [], "rerank_applied": False}
+    if deps.reranker is None:
+        if "rerank:unavailable" not in state.metrics.degraded:
+            state.metrics.degraded.append("rerank:unavailable")
+        return {"reranked": candidates, "rerank_applied": False}
+    texts = [c.content for c in candidates]
+    query = state.analysis.rewritten or state.options.query
+    try:
+        if isinstance(deps.reranker, FallbackReranker):
+            scores, degraded = await deps.reranker.rerank_reporting(query, texts)
+            if degraded and degraded not in state.metrics.degraded:
+                state.metrics.degraded.append(degraded)
+        else:
+            scores = await deps.reranker.rerank(query, texts)
+    except Exception:
+        log.error("reranking failed; keeping the fused order", exc_info=True)
+        if "rerank:failed" not in state.metrics.degraded:
+            state.metrics.degraded.append("rerank:failed")
+        return {"reranked": candidates, "rerank_applied": False}
+    kept, fell_back = threshold_with_fallback(
+        np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
+    )
+    state.metrics.rerank_fallback_triggered = state.metrics.rerank_fallback_triggered or fell_back
+    return {"reranked": [dataclasses.replace(candidates[i], score=float(scores[i])) for i in kept], "rerank_applied": True}
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Small-to-big: child hits under their parents, parents fetched in one batch."""
-    if not state.hits:
+    """Small-to-big: child hits under their parents, parents and documents fetched in one batch each."""
+    hits = state.reranked
+    if not hits:
         return {"contexts": []}
-    parent_ids, codes = np.unique([h.parent_chunk_id for h in state.hits], return_inverse=True)
-    scores = np.asarray([h.score for h in state.hits], dtype=np.float32)
-    grouped = group_by_parent(codes, scores, len(parent_ids))
+    parent_ids, codes = np.unique([h.parent_chunk_id for h in hits], return_inverse=True)
+    grouped = group_by_parent(codes, np.asarray([h.score for h in hits], dtype=np.float32), len(parent_ids))
     wanted = [str(parent_ids[p]) for p in grouped.parents]
-    parents = await deps.metadata.get_parents(wanted)
-    documents = await deps.metadata.get_documents([p.document_id for p in parents.values()])
+    parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
+    documents = await _with_retries(deps, "documents", lambda: deps.metadata.get_documents([p.document_id for p in parents.values()]))
     contexts = []
     for rank, pid in enumerate(wanted):
         parent = parents.get(pid)
@@ -64,13 +267,106 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         if parent is None or document is None:
             continue  # written to the vectors but not (yet, or any more) to the rows: skip
         kids = grouped.children[grouped.offsets[rank] : grouped.offsets[rank + 1]]
-        evidence = tuple(
-            ChildEvidence(state.hits[i].chunk_id, state.hits[i].content, state.hits[i].score) for i in kids
-        )
+        evidence = tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in kids)
         contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
     return {"contexts": contexts}
 
 
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x > -60 else 0.0
+
+
+def sufficiency_score(state: QueryState) -> float:
+    """0.3 × how many contexts (of top_k), 0.4 × mean relevance in [0, 1], 0.3 × document diversity."""
+    contexts = state.contexts[: state.options.top_k]
+    if not contexts:
+        return 0.0
+    count = min(1.0, len(contexts) / state.options.top_k)
+    if state.rerank_applied:
+        # Rerank scores may be raw logits or probabilities; either way a sigmoid-free [0, 1] value is needed.
+        rel = [c.score if 0.0 <= c.score <= 1.0 else _sigmoid(c.score) for c in contexts]
+    else:
+        rel = [
+            min(1.0, max(0.0, max((state.dense_relevance.get(ch.chunk_id, 0.5) for ch in c.children), default=0.5)))
+            for c in contexts
+        ]
+    diversity = len({c.document.document_id for c in contexts}) / len(contexts)
+    return 0.3 * count + 0.4 * (sum(rel) / len(rel)) + 0.3 * diversity
+
+
+async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    score = sufficiency_score(state)
+    state.metrics.sufficiency_score = score
+    state.metrics.iterations = state.iteration
+    return {"sufficiency": score}
+
+
+async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    """Every sub-query searched in parallel, flattened, deduplicated, fused by RRF with the main results."""
+    subs = state.analysis.sub_queries
+    per = max(3, state.options.top_k // len(subs))
+    flt = state.access
+    jobs: list[Callable[[], Awaitable[list[VectorHit]]]] = []
+    vectors: Sequence[np.ndarray] = []
+    if _uses_dense(state.strategy):
+        try:
+            vectors = await deps.embedder.embed(subs)
+        except Exception:
+            log.warning("sub-query embedding failed; keyword search only", exc_info=True)
+    for i, sub in enumerate(subs):
+        if len(vectors):
+            jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
+        if state.strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
+            jobs.append(lambda q=sub: deps.vectors.search_sparse(deps.sparse.query(q), per, flt))
+    results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
+    flat = [h for r in results if not isinstance(r, BaseException) for h in r]
+    if any(isinstance(r, BaseException) for r in results):
+        state.metrics.degraded.append("sub_queries:store_error")
+    state.metrics.decomposition_used = True
+    if flat:
+        codes: dict[str, int] = {}
+        keys = np.asarray([codes.setdefault(h.chunk_id, len(codes)) for h in flat], dtype=np.int64)
+        kept = dedup_by_key(keys, np.asarray([h.score for h in flat], dtype=np.float32))
+        sub_hits = [flat[i] for i in kept]
+        fused = _fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps, Fusion.RRF, deps.settings.rerank_candidates)
+    else:
+        fused = state.fused
+    return {"fused": fused, "sub_queries_done": True}
+
+
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     state.metrics.strategy_used = state.strategy
-    return {"contexts": state.contexts[: state.options.top_k]}
+    contexts = state.contexts[: state.options.top_k]
+    suggestions: list[str] = []
+    if not contexts and not state.cache_hit:
+        suggestions = await _suggestions(state, deps)
+    return {"contexts": contexts, "suggestions": suggestions}
+
+
+async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
+    """After expansion and relaxed thresholds found nothing: documents the caller may mean, then tips."""
+    out: list[str] = []
+    try:
+        for doc_id, _ in await deps.metadata.search_documents(state.options.query, 3, state.options.identity):
+            doc = await deps.metadata.get_document(doc_id)
+            if doc is not None:
+                out.append(f"related document: {doc.title or doc_id}")
+    except Exception:
+        log.warning("suggestions: metadata search failed", exc_info=True)
+    if state.options.document_ids:
+        out.append("remove the document filter")
+    if len(state.options.query.split()) > 6:
+        out.append("use fewer, more specific words")
+    out.append("try the KEYWORD strategy for exact names and codes" if state.strategy is not Strategy.KEYWORD else "try the SEMANTIC strategy for a described concept")
+    return out
+
+
+async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    if deps.cache is None or not state.options.use_cache or state.cache_hit or not state.contexts:
+        return {}
+    if "deadline:partial_results" in state.metrics.degraded:
+        return {}  # a partial answer must not be served to the next caller
+    await deps.cache.store(
+        state.options.query, state.query_vector, cache_config(state), state.options.identity, state.reads_private, tuple(state.contexts)
+    )
+    return {}

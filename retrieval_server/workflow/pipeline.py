@@ -1,32 +1,53 @@
-"""The query graph and the Search flow, wired from the nodes."""
+"""The query graph and the Search flow, wired from the nodes.
+
+    START -> check_cache --hit--> END
+                  | miss
+            analyze_query <------------------------------+ retry (insufficient, iterations < max)
+                  |                                       |
+            build_access_filter -> retrieve -> fuse -> rerank -> enrich -> check_sufficiency
+                                                 ^                          | insufficient, max reached,
+                                                 |                          | sub-queries exist
+                                                 +--- execute_sub_queries <-+
+                                                                            | sufficient (or nothing left)
+                                                                select -> update_cache -> END
+"""
 
 from __future__ import annotations
 
 import time
 
-from retrieval_server.domain import (
-    Identity,
-    PointFilter,
-    QueryOptions,
-    QueryResult,
-    SearchResult,
-)
-from retrieval_server.workflow import nodes
+from retrieval_server.domain import Identity, PointFilter, QueryOptions, QueryResult, SearchResult
+from retrieval_server.workflow import nodes, routers
 from retrieval_server.workflow.graph import END, Graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 
 
-def build_query_graph() -> Graph[QueryState, WorkflowDeps]:
+def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
+    s = deps.settings
     graph: Graph[QueryState, WorkflowDeps] = (
-        Graph[QueryState, WorkflowDeps]("embed_query")
-        .node("embed_query", nodes.embed_query, lambda s: 0 if s.query_vector is None else 1)
-        .node("retrieve", nodes.retrieve, lambda s: len(s.hits))
-        .node("enrich", nodes.enrich, lambda s: len(s.contexts))
-        .node("select", nodes.select, lambda s: len(s.contexts))
-        .edge("embed_query", "retrieve")
-        .edge("retrieve", "enrich")
-        .edge("enrich", "select")
-        .edge("select", END)
+        Graph[QueryState, WorkflowDeps]("check_cache")
+        .node("check_cache", nodes.check_cache, lambda st: len(st.contexts) if st.cache_hit else 0)
+        .node("analyze_query", nodes.analyze_query, lambda st: 1 + len(st.analysis.reformulations) + len(st.analysis.sub_queries))
+        .node("build_access_filter", nodes.build_access_filter)
+        .node("retrieve", nodes.retrieve, lambda st: sum(len(h) for h in st.legs.values()))
+        .node("fuse", nodes.fuse, lambda st: len(st.fused))
+        .node("rerank", nodes.rerank, lambda st: len(st.reranked))
+        .node("enrich", nodes.enrich, lambda st: len(st.contexts))
+        .node("check_sufficiency", nodes.check_sufficiency, lambda st: len(st.contexts))
+        .node("execute_sub_queries", nodes.execute_sub_queries, lambda st: len(st.fused))
+        .node("select", nodes.select, lambda st: len(st.contexts))
+        .node("update_cache", nodes.update_cache)
+        .edge("check_cache", routers.after_cache)
+        .edge("analyze_query", "build_access_filter")
+        .edge("build_access_filter", "retrieve")
+        .edge("retrieve", "fuse")
+        .edge("fuse", "rerank")
+        .edge("rerank", "enrich")
+        .edge("enrich", "check_sufficiency")
+        .edge("check_sufficiency", routers.make_after_sufficiency(s.sufficiency_threshold, s.max_iterations))
+        .edge("execute_sub_queries", "rerank")
+        .edge("select", "update_cache")
+        .edge("update_cache", END)
     )
     graph.validate()
     return graph
@@ -35,15 +56,19 @@ def build_query_graph() -> Graph[QueryState, WorkflowDeps]:
 class QueryPipeline:
     def __init__(self, deps: WorkflowDeps, *, search_text_chars: int = 800) -> None:
         self._deps = deps
-        self._graph = build_query_graph()
+        self._graph = build_query_graph(deps)
         self._search_text_chars = search_text_chars
+
+    @property
+    def deps(self) -> WorkflowDeps:
+        return self._deps
 
     async def query(self, options: QueryOptions) -> QueryResult:
         t0 = time.perf_counter()
-        state = await self._graph.run(QueryState(options=options), self._deps)
-        state.metrics.iterations = 1
+        state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold)
+        state = await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select")
         state.metrics.total_ms = (time.perf_counter() - t0) * 1e3
-        return QueryResult(options.query, tuple(state.contexts), state.metrics)
+        return QueryResult(options.query, tuple(state.contexts), state.metrics, cached=state.cache_hit, suggestions=tuple(state.suggestions))
 
     async def search(self, query: str, top_k: int, identity: Identity) -> list[SearchResult]:
         """The MARP contract: dense search, duplicate texts removed, text trimmed."""

@@ -6,21 +6,35 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from retrieval_server.backends.cache import SemanticCache
 from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.reranker import Reranker
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
-from retrieval_server.domain import QueryMetrics, QueryOptions, RetrievedContext, Strategy, VectorHit
+from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, Strategy, VectorHit
+from retrieval_server.workflow.analysis import Analysis, Analyzer
 
 
-@dataclass(slots=True)
-class QueryState:
-    options: QueryOptions
-    metrics: QueryMetrics = field(default_factory=QueryMetrics)
-    strategy: Strategy = Strategy.SEMANTIC
-    query_vector: np.ndarray | None = None
-    hits: list[VectorHit] = field(default_factory=list)
-    contexts: list[RetrievedContext] = field(default_factory=list)
+@dataclass(frozen=True, slots=True)
+class WorkflowSettings:
+    child_candidates_per_context: int = 8
+    fusion: Fusion = Fusion.RRF
+    rrf_k: float = 60.0
+    semantic_weight: float = 0.7
+    keyword_weight: float = 0.3
+    metadata_weight: float = 0.3
+    score_normalization: str = "minmax"
+    rerank_candidates: int = 50
+    rerank_threshold: float = 0.3
+    rerank_fallback: int = 3
+    sufficiency_threshold: float = 0.6
+    max_iterations: int = 2
+    retry_pool_factor: float = 2.0
+    analysis_timeout_s: float = 10.0
+    analysis_total_timeout_s: float = 30.0
+    store_retries: int = 2
+    store_backoff_s: float = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,4 +43,35 @@ class WorkflowDeps:
     sparse: Bm25Encoder
     vectors: VectorStore
     metadata: MetadataStore
-    child_candidates_per_context: int = 8
+    analyzer: Analyzer
+    reranker: Reranker | None = None
+    cache: SemanticCache | None = None
+    settings: WorkflowSettings = WorkflowSettings()
+
+
+@dataclass(slots=True)
+class QueryState:
+    options: QueryOptions
+    metrics: QueryMetrics = field(default_factory=QueryMetrics)
+    #: the strategy running now (ADAPTIVE resolves to KEYWORD or HYBRID; retries may widen it)
+    strategy: Strategy = Strategy.SEMANTIC
+    iteration: int = 0
+    pool: int = 0
+    rerank_threshold: float = 0.3
+    query_vector: np.ndarray | None = None
+    analysis: Analysis = field(default_factory=Analysis)
+    variant_vectors: list[np.ndarray] = field(default_factory=list)
+    access: PointFilter = field(default_factory=PointFilter)
+    legs: dict[str, list[VectorHit]] = field(default_factory=dict)
+    #: chunk id -> best dense cosine, the relevance signal when nothing reranked
+    dense_relevance: dict[str, float] = field(default_factory=dict)
+    fused: list[VectorHit] = field(default_factory=list)
+    reranked: list[VectorHit] = field(default_factory=list)
+    rerank_applied: bool = False
+    contexts: list[RetrievedContext] = field(default_factory=list)
+    sufficiency: float = 0.0
+    sub_queries_done: bool = False
+    cache_hit: bool = False
+    #: the caller may read a private document (decides its cache partition; assumed until checked)
+    reads_private: bool = True
+    suggestions: list[str] = field(default_factory=list)

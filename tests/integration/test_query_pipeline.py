@@ -1,33 +1,202 @@
-"""Strategies and degradations of the query pipeline over the embedded stores."""
+"""The retrieval workflow over the embedded stores: strategies, routers, access, degradations.
+
+A hand-made corpus makes the right answer obvious for each strategy; each router decision is
+forced and the stages that ran are checked.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 import pytest_asyncio
 
 from retrieval_server.app import Application
+from retrieval_server.backends.cache import MemoryCache
+from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
 from retrieval_server.config import load_settings
-from retrieval_server.domain import DocumentSource, QueryOptions, Strategy
+from retrieval_server.domain import Access, DocumentSource, Fusion, Identity, QueryOptions, Role, Strategy
 from retrieval_server.workflow.pipeline import QueryPipeline
+from scoring_core.model_builder import BertShape, build_cross_encoder
+from tests.support.http_servers import json_server, tei_rerank, word_overlap
+
+ANON, ALICE, BOB, CAROL = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)
+ROOT = Identity("root", Role.SUPER_ADMIN)
+ALL_STRATEGIES = [Strategy.SEMANTIC, Strategy.KEYWORD, Strategy.HYBRID, Strategy.ADAPTIVE]
+
+
+def _doc(doc_id: str, text: str, **kw: Any) -> DocumentSource:
+    return DocumentSource(filename=f"{doc_id}.txt", content=text.encode(), document_id=doc_id, **kw)
+
+
+CORPUS = [
+    _doc("codes", "Error XK-4471 means the flux capacitor overheated during the test run."),
+    _doc("weather", "Rain is expected across the northern valleys tomorrow, with heavy showers in the afternoon."),
+    _doc("cooking", "Simmer the tomato sauce slowly with basil and garlic for forty minutes."),
+    _doc("handbook", "Vacation days accrue monthly. Unused days expire at the end of March.", title="Zephyr Charter", metadata={"team": "Nimbus"}),
+    _doc("alice-notes", "Alice's notes: the flux capacitor prototype is stored in lab three.", access=Access.PRIVATE, owner_id="alice"),
+    _doc("bob-notes", "Bob's roadmap: the flux capacitor ships to customers in May.", access=Access.PRIVATE, owner_id="bob", granted_user_ids=("carol",)),
+]
 
 
 @pytest_asyncio.fixture(scope="module")
-async def app(tmp_path_factory) -> AsyncIterator[Application]:  # type: ignore[no-untyped-def]
-    application = Application(load_settings(data_dir=tmp_path_factory.mktemp("pipeline")))
+async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Application]:
+    application = Application(load_settings(data_dir=tmp_path_factory.mktemp("pipeline"), cache_backend="none", store_backoff_s=0.001))
     await application.open()
-    await application.ingest(
-        [
-            DocumentSource(filename="codes.txt", content=b"Error XK-4471 means the flux capacitor overheated."),
-            DocumentSource(filename="weather.txt", content=b"Rain is expected across the northern valleys tomorrow."),
-            DocumentSource(filename="cooking.txt", content=b"Simmer the tomato sauce slowly with basil and garlic."),
-        ]
-    )
+    report = await application.ingest(CORPUS)
+    assert not report.errors
     yield application
     await application.close()
+
+
+def pipeline(app: Application, **overrides: Any) -> QueryPipeline:
+    """The app's pipeline with some dependencies or settings replaced."""
+    settings = {k: overrides.pop(k) for k in list(overrides) if hasattr(app.pipeline.deps.settings, k)}
+    deps = dataclasses.replace(app.pipeline.deps, settings=dataclasses.replace(app.pipeline.deps.settings, **settings), **overrides)
+    return QueryPipeline(deps)
+
+
+def _docs(result: Any) -> list[str]:
+    return [c.document.document_id for c in result.contexts]
+
+
+def _stages(result: Any) -> list[str]:
+    return [s.stage for s in result.metrics.stages]
+
+
+# --- strategies -------------------------------------------------------------------------------
+
+
+async def test_semantic_finds_meaning(app: Application) -> None:
+    r = await app.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC))
+    assert _docs(r) == ["weather"] and r.metrics.strategy_used is Strategy.SEMANTIC
+    assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
+    assert "rerank:unavailable" in r.metrics.degraded
+
+
+async def test_keyword_finds_the_exact_code(app: Application) -> None:
+    r = await app.pipeline.query(QueryOptions("XK-4471", 3, strategy=Strategy.KEYWORD))
+    assert _docs(r)[0] == "codes" and r.metrics.strategy_used is Strategy.KEYWORD
+
+
+async def test_hybrid_uses_metadata_search(app: Application) -> None:
+    # "Zephyr" and "Nimbus" appear only in the title and metadata, never in the text.
+    r = await app.pipeline.query(QueryOptions("Zephyr Nimbus", 1, strategy=Strategy.HYBRID))
+    assert _docs(r) == ["handbook"] and r.metrics.strategy_used is Strategy.HYBRID
+    for other in (Strategy.SEMANTIC, Strategy.KEYWORD):
+        alone = await app.pipeline.query(QueryOptions("Zephyr Nimbus", 1, strategy=other))
+        assert _docs(alone) != ["handbook"], "the corpus must make the metadata leg necessary"
+
+
+async def test_hybrid_weighted_fusion(app: Application) -> None:
+    r = await app.pipeline.query(QueryOptions("tomato sauce with garlic", 2, strategy=Strategy.HYBRID, fusion=Fusion.WEIGHTED))
+    assert _docs(r)[0] == "cooking"
+
+
+async def test_adaptive_chooses_from_the_query_form(app: Application) -> None:
+    code = await app.pipeline.query(QueryOptions("XK-4471", 2, strategy=Strategy.ADAPTIVE))
+    assert _docs(code)[0] == "codes" and code.metrics.strategy_used is Strategy.KEYWORD
+    question = await app.pipeline.query(QueryOptions("how long should the tomato sauce simmer?", 2, strategy=Strategy.ADAPTIVE))
+    assert _docs(question)[0] == "cooking" and question.metrics.strategy_used is Strategy.HYBRID
+
+
+# --- routers ----------------------------------------------------------------------------------
+
+
+async def test_sufficient_results_take_one_pass(app: Application) -> None:
+    r = await pipeline(app, sufficiency_threshold=0.0).query(QueryOptions("tomato sauce", 2))
+    assert _stages(r) == ["check_cache", "analyze_query", "build_access_filter", "retrieve", "fuse", "rerank", "enrich", "check_sufficiency", "select", "update_cache"]
+    assert r.metrics.iterations == 1
+
+
+async def test_insufficient_results_retry_with_widened_parameters(app: Application) -> None:
+    r = await pipeline(app, sufficiency_threshold=1.01, max_iterations=2).query(QueryOptions("tomato sauce basil", 2))
+    stages = _stages(r)
+    assert stages.count("analyze_query") == 2 and stages.count("retrieve") == 2
+    assert r.metrics.iterations == 2 and "execute_sub_queries" not in stages  # a single question
+    assert r.metrics.sufficiency_score < 1.01 and _docs(r)[0] == "cooking"
+
+
+async def test_max_iterations_then_sub_queries(app: Application) -> None:
+    query = "what does error XK-4471 mean and how long should the tomato sauce simmer"
+    r = await pipeline(app, sufficiency_threshold=1.01, max_iterations=1).query(QueryOptions(query, 4, strategy=Strategy.SEMANTIC))
+    stages = _stages(r)
+    i = stages.index("execute_sub_queries")
+    assert stages[i + 1 : i + 4] == ["rerank", "enrich", "check_sufficiency"]
+    assert stages.count("execute_sub_queries") == 1 and r.metrics.decomposition_used
+    assert {"codes", "cooking"} <= set(_docs(r))
+
+
+async def test_cache_hit_ends_the_graph(app: Application) -> None:
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor))
+    first = await p.query(QueryOptions("northern valleys rain", 2))
+    assert not first.cached and _stages(first)[-1] == "update_cache"
+    again = await p.query(QueryOptions("  Northern valleys RAIN ", 2))  # exact match after normalization
+    similar = await p.query(QueryOptions("rain in the northern valleys", 2))  # cosine 0.958 >= 0.95
+    for hit in (again, similar):
+        assert hit.cached and hit.metrics.cache_hit and _stages(hit) == ["check_cache"]
+        assert _docs(hit) == _docs(first)
+    other = await p.query(QueryOptions("northern valleys rain", 3))  # another top_k: another answer
+    assert not other.cached
+
+
+async def test_cache_entries_are_dropped_when_a_cited_document_changes(app: Application, tmp_path: Path) -> None:
+    application = Application(load_settings(data_dir=tmp_path))
+    await application.open()
+    try:
+        await application.ingest([_doc("note", "The seminar moves to room 101 on Friday.")])
+        q = QueryOptions("where is the seminar", 1)
+        assert not (await application.pipeline.query(q)).cached
+        assert (await application.pipeline.query(q)).cached
+        await application.ingest([_doc("note", "The seminar moves to room 202 on Monday.")])
+        fresh = await application.pipeline.query(q)
+        assert not fresh.cached and "202" in fresh.contexts[0].parent.content
+        await application.delete(["note"])
+        assert (await application.pipeline.query(q)).contexts == ()
+    finally:
+        await application.close()
+
+
+# --- access -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+async def test_private_documents_reach_only_their_readers(app: Application, strategy: Strategy) -> None:
+    query = "where is the flux capacitor prototype stored and when does it ship"
+    seen = {}
+    for who in (ANON, ALICE, BOB, CAROL, ROOT):
+        r = await app.pipeline.query(QueryOptions(query, 6, strategy=strategy, identity=who))
+        seen[who.user_id] = set(_docs(r))
+    assert not {"alice-notes", "bob-notes"} & seen[None]
+    assert "alice-notes" in seen["alice"] and "bob-notes" not in seen["alice"]
+    assert "bob-notes" in seen["bob"] and "alice-notes" not in seen["bob"]
+    assert "bob-notes" in seen["carol"] and "alice-notes" not in seen["carol"]
+    assert {"alice-notes", "bob-notes"} <= seen["root"]
+
+
+async def test_no_private_document_through_the_cache_or_sub_queries(app: Application) -> None:
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor), sufficiency_threshold=1.01, max_iterations=1)
+    query = "where is the flux capacitor prototype stored and what does error XK-4471 mean"
+    alice = await p.query(QueryOptions(query, 6, identity=ALICE))
+    assert "alice-notes" in _docs(alice) and alice.metrics.decomposition_used
+    for who in (BOB, ANON, CAROL):
+        r = await p.query(QueryOptions(query, 6, identity=who))
+        assert "alice-notes" not in _docs(r), who
+    # And alice gets her own answer back from the cache, private document included.
+    again = await p.query(QueryOptions(query, 6, identity=ALICE))
+    assert again.cached and "alice-notes" in _docs(again)
+    anon_first = await p.query(QueryOptions("flux capacitor", 6, identity=ANON))
+    alice_after = await p.query(QueryOptions("flux capacitor", 6, identity=ALICE))
+    assert not anon_first.cached and not alice_after.cached  # a public answer never serves alice
+    assert "alice-notes" in _docs(alice_after)
+
+
+# --- degradations -----------------------------------------------------------------------------
 
 
 class BrokenEmbedder:
@@ -38,29 +207,99 @@ class BrokenEmbedder:
         raise RuntimeError("model crashed")
 
 
-async def test_semantic_finds_meaning(app: Application) -> None:
-    r = await app.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1))
-    assert r.contexts[0].document.document_id == "weather"
-    assert r.metrics.strategy_used is Strategy.SEMANTIC and r.metrics.degraded == []
+class FailingDense:
+    """Wraps a vector store: dense search always fails; counts the attempts."""
 
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.dense_calls = inner, 0
 
-async def test_keyword_finds_the_exact_code(app: Application) -> None:
-    r = await app.pipeline.query(QueryOptions("XK-4471", 3, strategy=Strategy.KEYWORD))
-    assert [c.document.document_id for c in r.contexts] == ["codes"]
-    assert r.metrics.strategy_used is Strategy.KEYWORD
-    assert [s.stage for s in r.metrics.stages] == ["embed_query", "retrieve", "enrich", "select"]
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
-
-async def test_unavailable_strategy_is_reported_not_hidden(app: Application) -> None:
-    r = await app.pipeline.query(QueryOptions("tomato sauce", 1, strategy=Strategy.HYBRID))
-    assert r.contexts[0].document.document_id == "cooking"
-    assert r.metrics.strategy_used is Strategy.SEMANTIC
-    assert r.metrics.degraded == ["strategy:hybrid_unavailable"]
+    async def search_dense(self, *args: Any, **kwargs: Any) -> Any:
+        self.dense_calls += 1
+        raise ConnectionError("vector store unreachable")
 
 
 async def test_embedding_failure_falls_back_to_keyword_search(app: Application) -> None:
-    deps = replace(app.pipeline._deps, embedder=BrokenEmbedder())
-    r = await QueryPipeline(deps).query(QueryOptions("basil garlic sauce", 2))
-    assert r.contexts[0].document.document_id == "cooking"
-    assert r.metrics.degraded == ["dense:embedding_failed"]
-    assert r.metrics.strategy_used is Strategy.KEYWORD
+    r = await pipeline(app, embedder=BrokenEmbedder()).query(QueryOptions("basil garlic sauce", 2))
+    assert _docs(r)[0] == "cooking"
+    assert "dense:embedding_failed" in r.metrics.degraded and r.metrics.strategy_used is Strategy.KEYWORD
+
+
+async def test_store_error_is_retried_then_degrades_to_partial_results(app: Application) -> None:
+    store = FailingDense(app.vectors)
+    r = await pipeline(app, vectors=store, store_retries=2).query(QueryOptions("tomato sauce garlic", 2, strategy=Strategy.HYBRID))
+    assert store.dense_calls >= 3  # first try + 2 retries
+    assert "dense:store_error" in r.metrics.degraded
+    assert _docs(r)[0] == "cooking"  # the keyword and metadata legs still answered
+
+
+async def test_deadline_returns_what_is_ready(app: Application) -> None:
+    r = await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
+    assert "deadline:partial_results" in r.metrics.degraded
+    assert _stages(r) == ["select", "update_cache"]
+
+
+async def test_no_results_answer_empty_with_suggestions(app: Application) -> None:
+    r = await pipeline(app, sufficiency_threshold=0.9, max_iterations=2).query(
+        QueryOptions("zephyr charter", 3, strategy=Strategy.KEYWORD, document_ids=("no-such-doc",))
+    )
+    assert r.contexts == () and r.metrics.iterations == 2  # expanded and relaxed before giving up
+    assert any("Zephyr Charter" in s for s in r.suggestions) and "remove the document filter" in r.suggestions
+
+
+# --- rerank -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_reranker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("reranker")
+    build_cross_encoder(d / "model.onnx", BertShape(hidden=32, layers=2, heads=2, intermediate=64), seed=3, init_std=0.3)
+    return d
+
+
+async def test_tei_rerank_orders_by_the_server_and_splits_batches(app: Application) -> None:
+    with json_server(tei_rerank(word_overlap, max_batch=2)) as tei:
+        reranker = TeiReranker(tei.url, max_batch=2)
+        try:
+            r = await pipeline(app, reranker=reranker, rerank_threshold=0.0).query(QueryOptions("simmer tomato sauce basil garlic", 3, strategy=Strategy.HYBRID))
+        finally:
+            await reranker.close()
+    assert _docs(r)[0] == "cooking" and "rerank:unavailable" not in r.metrics.degraded
+    assert len(tei.requests) >= 2 and all(len(body["texts"]) <= 2 for _, body in tei.requests)
+    assert all(body["query"] and body["truncate"] is True for _, body in tei.requests)
+
+
+async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) -> None:
+    with json_server(tei_rerank(lambda q, t: 0.01)) as tei:
+        reranker = TeiReranker(tei.url)
+        try:
+            r = await pipeline(app, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=0.0).query(
+                QueryOptions("flux capacitor", 5, strategy=Strategy.HYBRID)
+            )
+        finally:
+            await reranker.close()
+    assert r.metrics.rerank_fallback_triggered
+    assert sum(len(c.children) for c in r.contexts) == 3
+
+
+async def test_tei_failure_falls_back_to_the_local_model(app: Application, local_reranker_dir: Path) -> None:
+    local = OnnxReranker(local_reranker_dir, app.executor)
+    with json_server(lambda path, body: (503, {"error": "overloaded"})) as tei:
+        tei_client = TeiReranker(tei.url)
+        try:
+            r = await pipeline(app, reranker=FallbackReranker(tei_client, local), rerank_threshold=-100.0).query(QueryOptions("tomato sauce", 2))
+        finally:
+            await tei_client.close()
+    assert "rerank:tei_failed_used_local" in r.metrics.degraded and r.contexts
+
+
+async def test_tei_failure_without_a_local_model_keeps_the_fused_order(app: Application) -> None:
+    with json_server(lambda path, body: (500, {"error": "boom"})) as tei:
+        tei_client = TeiReranker(tei.url)
+        try:
+            r = await pipeline(app, reranker=tei_client).query(QueryOptions("tomato sauce", 2))
+        finally:
+            await tei_client.close()
+    assert "rerank:failed" in r.metrics.degraded and _docs(r)[0] == "cooking"

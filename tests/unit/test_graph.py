@@ -6,7 +6,6 @@ import pytest
 
 from retrieval_server.domain import QueryMetrics
 from retrieval_server.workflow.graph import END, Graph
-from retrieval_server.workflow.pipeline import build_query_graph
 
 
 @dataclass
@@ -38,4 +37,3 @@ def test_validate_rejects_dangling_edges() -> None:
         Graph[S, None]("a").node("a", inc).edge("a", "b").validate()
     with pytest.raises(ValueError, match="no outgoing edge"):
         Graph[S, None]("a").node("a", inc).validate()
-    build_query_graph().validate()

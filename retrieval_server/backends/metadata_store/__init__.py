@@ -128,6 +128,18 @@ class MetadataStore(ABC):
             for r in rows
         }
 
+    async def reads_private(self, identity: Identity) -> bool:
+        """Whether the caller may read at least one private document (then public answers don't fit them)."""
+        if not identity.user_id and not identity.reads_everything:
+            return False
+        sql = "SELECT 1 FROM documents d WHERE d.access = 'private'"
+        params: list[Any] = []
+        if not identity.reads_everything:
+            sql += " AND (d.owner_id = ? OR EXISTS (SELECT 1 FROM grants g WHERE g.document_id = d.document_id AND g.user_id = ?))"
+            params = [identity.user_id, identity.user_id]
+        async with self.transaction() as tx:
+            return bool(await tx.fetchall(sql + " LIMIT 1", params))
+
     async def get_documents(self, ids: Sequence[str]) -> dict[str, Document]:
         if not ids:
             return {}

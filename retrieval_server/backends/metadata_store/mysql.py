@@ -24,6 +24,7 @@ DDL = (
   content_hash VARCHAR(64) NOT NULL DEFAULT '',
   updated_at DOUBLE NOT NULL,
   search_text TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci,
+  KEY documents_owner (owner_id),
   FULLTEXT KEY documents_search (search_text)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
     """CREATE TABLE IF NOT EXISTS parent_chunks (
@@ -40,6 +41,7 @@ DDL = (
   document_id VARCHAR(255) NOT NULL,
   user_id VARCHAR(255) NOT NULL,
   PRIMARY KEY (document_id, user_id),
+  KEY grants_user (user_id),
   CONSTRAINT fk_grant_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
     """CREATE TABLE IF NOT EXISTS index_info (

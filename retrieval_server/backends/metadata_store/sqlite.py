@@ -49,6 +49,8 @@ CREATE TABLE IF NOT EXISTS index_info (
   info_key TEXT PRIMARY KEY,
   info_value TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS documents_owner ON documents(owner_id);
+CREATE INDEX IF NOT EXISTS grants_user ON grants(user_id);
 """
 
 

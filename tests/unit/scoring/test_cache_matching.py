@@ -26,6 +26,8 @@ def test_threshold_expiry_and_scope() -> None:
     assert m.match(_unit(0, 1, 0), now=0, caller_scope=0)[0] == -1  # alice's entry is not public
     assert m.match(_unit(0, 1, 0), now=0, caller_scope=7)[0] == alice
     assert m.match(_unit(0, 1, 0), now=0, caller_scope=8)[0] == -1
+    assert m.match(_unit(1, 0.01, 0), now=0, caller_scope=7, include_public=False)[0] == -1  # public row excluded
+    assert m.match(_unit(0, 1, 0), now=0, caller_scope=7, include_public=False)[0] == alice
     assert m.match(_unit(0, 0, 1), now=4)[0] == soon
     assert m.match(_unit(0, 0, 1), now=5)[0] == -1  # expired at 5
     assert m.match(_unit(1, 1, 0), now=0)[0] == -1  # cosine 0.71 < 0.95
@@ -62,9 +64,9 @@ vec = st.lists(st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]), min_size=4, ma
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(vec, st.floats(0, 20), st.sampled_from([0, 0, 1, 2]), st.booleans()), max_size=40),
-    vec, st.floats(0, 20), st.sampled_from([0, 1, 2]), st.floats(0.0, 1.0),
+    vec, st.floats(0, 20), st.sampled_from([0, 1, 2]), st.floats(0.0, 1.0), st.booleans(),
 )
-def test_agrees_with_reference(entries, query, now, caller, threshold) -> None:  # type: ignore[no-untyped-def]
+def test_agrees_with_reference(entries, query, now, caller, threshold, include_public) -> None:  # type: ignore[no-untyped-def]
     m = CosineMatcher(4, threshold=threshold, initial_capacity=4)
     for v, exp, scope, removed in entries:
         row = m.add(np.asarray(v), expires_at=exp, scope=scope)
@@ -72,8 +74,10 @@ def test_agrees_with_reference(entries, query, now, caller, threshold) -> None: 
             m.remove(row)
     matrix, live, expires, scope = m.snapshot()
     q = np.asarray(query, dtype=np.float32) / np.linalg.norm(query)
-    row, score = m.match(np.asarray(query), now, caller)
-    ref_row, ref_score = reference.cache_match(matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), q.tolist(), now, caller, float(np.float32(threshold)))
+    row, score = m.match(np.asarray(query), now, caller, include_public)
+    ref_row, ref_score = reference.cache_match(
+        matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), q.tolist(), now, caller, float(np.float32(threshold)), include_public
+    )
     if ref_row == -1:
         # float32 vs float64 sums may differ in the last bits right at the threshold.
         assert row == -1 or abs(score - threshold) < 1e-5

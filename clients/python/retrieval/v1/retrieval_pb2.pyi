@@ -21,6 +21,12 @@ class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RETRIEVAL_ONLY: _ClassVar[Mode]
     GENERATION: _ClassVar[Mode]
 
+class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FUSION_UNSPECIFIED: _ClassVar[Fusion]
+    RRF: _ClassVar[Fusion]
+    WEIGHTED: _ClassVar[Fusion]
+
 class ServingStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SERVING_STATUS_UNSPECIFIED: _ClassVar[ServingStatus]
@@ -41,6 +47,9 @@ ADAPTIVE: Strategy
 MODE_UNSPECIFIED: Mode
 RETRIEVAL_ONLY: Mode
 GENERATION: Mode
+FUSION_UNSPECIFIED: Fusion
+RRF: Fusion
+WEIGHTED: Fusion
 SERVING_STATUS_UNSPECIFIED: ServingStatus
 SERVING: ServingStatus
 DEGRADED: ServingStatus
@@ -56,20 +65,22 @@ class QueryFilters(_message.Message):
     def __init__(self, document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
-    __slots__ = ("query", "top_k", "strategy", "mode", "use_cache", "filters")
+    __slots__ = ("query", "top_k", "strategy", "mode", "use_cache", "filters", "fusion")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     USE_CACHE_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
     query: str
     top_k: int
     strategy: Strategy
     mode: Mode
     use_cache: bool
     filters: QueryFilters
-    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., mode: _Optional[_Union[Mode, str]] = ..., use_cache: _Optional[bool] = ..., filters: _Optional[_Union[QueryFilters, _Mapping]] = ...) -> None: ...
+    fusion: Fusion
+    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., mode: _Optional[_Union[Mode, str]] = ..., use_cache: _Optional[bool] = ..., filters: _Optional[_Union[QueryFilters, _Mapping]] = ..., fusion: _Optional[_Union[Fusion, str]] = ...) -> None: ...
 
 class ChildChunk(_message.Message):
     __slots__ = ("chunk_id", "content", "score")
@@ -155,16 +166,18 @@ class Metrics(_message.Message):
     def __init__(self, total_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageMetric, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., iterations: _Optional[int] = ..., sufficiency_score: _Optional[float] = ..., rerank_fallback_triggered: _Optional[bool] = ..., degraded: _Optional[_Iterable[str]] = ..., decomposition_used: _Optional[bool] = ..., strategy_used: _Optional[_Union[Strategy, str]] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
-    __slots__ = ("query", "contexts", "metrics", "cached")
+    __slots__ = ("query", "contexts", "metrics", "cached", "suggestions")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     CONTEXTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     CACHED_FIELD_NUMBER: _ClassVar[int]
+    SUGGESTIONS_FIELD_NUMBER: _ClassVar[int]
     query: str
     contexts: _containers.RepeatedCompositeFieldContainer[Context]
     metrics: Metrics
     cached: bool
-    def __init__(self, query: _Optional[str] = ..., contexts: _Optional[_Iterable[_Union[Context, _Mapping]]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., cached: _Optional[bool] = ...) -> None: ...
+    suggestions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., contexts: _Optional[_Iterable[_Union[Context, _Mapping]]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., cached: _Optional[bool] = ..., suggestions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("query", "top_k")

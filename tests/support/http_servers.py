@@ -1,0 +1,75 @@
+"""Small local HTTP servers that speak external services' wire protocols, for tests.
+
+They run in a thread on 127.0.0.1 and record what they received.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Handler = Callable[[str, dict[str, Any]], tuple[int, Any]]
+
+
+@dataclass
+class LocalServer:
+    url: str
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+@contextmanager
+def json_server(handle: Handler) -> Iterator[LocalServer]:
+    """Serve POSTed JSON: ``handle(path, body) -> (status, json)``."""
+    record = LocalServer(url="")
+
+    class _H(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            record.requests.append((self.path, body))
+            status, payload = handle(self.path, body)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+    record.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield record
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def tei_rerank(score: Callable[[str, str], float], max_batch: int = 32) -> Handler:
+    """TEI's POST /rerank: {query, texts, raw_scores, truncate} -> [{index, score}] sorted by score."""
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if path != "/rerank":
+            return 404, {"error": "not found"}
+        texts = body.get("texts") or []
+        if len(texts) > max_batch:
+            return 413, {"error": f"batch size {len(texts)} > maximum allowed batch size {max_batch}", "error_type": "Validation"}
+        ranked = sorted(({"index": i, "score": score(body["query"], t)} for i, t in enumerate(texts)), key=lambda r: -r["score"])
+        return 200, ranked
+
+    return handle
+
+
+def word_overlap(query: str, text: str) -> float:
+    q = {w.strip(".,?!").lower() for w in query.split()}
+    t = {w.strip(".,?!").lower() for w in text.split()}
+    return len(q & t) / max(1, len(q))
