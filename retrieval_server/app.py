@@ -23,7 +23,8 @@ from retrieval_server.ingest.indexer import Indexer
 from retrieval_server.backends.cache import MemoryCache, SemanticCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
-from retrieval_server.workflow.analysis import ClassicalAnalyzer, load_glossary
+from retrieval_server.backends.llm import PROVIDERS, ChatModel
+from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 
@@ -69,7 +70,7 @@ class Application:
                 sparse=self.sparse,
                 vectors=self.vectors,
                 metadata=self.metadata,
-                analyzer=ClassicalAnalyzer(load_glossary(settings.glossary_path)),
+                analyzer=self._analyzer(),
                 reranker=self.reranker,
                 cache=self.cache,
                 settings=self.workflow_settings(settings),
@@ -100,6 +101,28 @@ class Application:
             store_retries=s.store_retries,
             store_backoff_s=s.store_backoff_s,
         )
+
+    def _analyzer(self) -> Analyzer:
+        """LLM-backed techniques where a provider is configured; classical methods everywhere else."""
+        s = self.settings
+        classical = ClassicalAnalyzer(load_glossary(s.glossary_path))
+        self.chat_models: dict[str, ChatModel] = {}
+        models = {}
+        for technique in ("rewrite", "reformulate", "hyde", "decompose"):
+            provider = s.technique_provider(technique)
+            if provider == "none":
+                continue
+            if provider not in self.chat_models:
+                self.chat_models[provider] = PROVIDERS[provider](
+                    getattr(s, f"{provider}_base_url"),
+                    getattr(s, f"{provider}_model"),
+                    getattr(s, f"{provider}_api_key"),
+                    timeout_s=s.llm_timeout_s,
+                    max_retries=s.llm_max_retries,
+                    backoff_s=s.llm_backoff_s,
+                )
+            models[technique] = TechniqueModel(self.chat_models[provider], getattr(s, f"llm_{technique}_temperature"))
+        return LlmAnalyzer(models, classical) if models else classical
 
     def _reranker(self) -> Reranker | None:
         """TEI when configured (backed by the local model if there is one), else the local model, else none."""
@@ -221,7 +244,7 @@ class Application:
     async def close(self) -> None:
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
-        closers = [self.vectors.close, self.metadata.close]
+        closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]
         if self.cache is not None:
             closers.append(self.cache.close)
         if isinstance(self.reranker, (TeiReranker, FallbackReranker)):

@@ -88,6 +88,27 @@ class Settings(BaseSettings):
     analysis_timeout_s: float = Field(10.0, gt=0, description="per technique")
     analysis_total_timeout_s: float = Field(30.0, gt=0)
     glossary_path: Path | None = Field(None, description="abbreviation glossary: one 'abbr = expansion' per line")
+    llm_provider: Literal["none", "openai", "anthropic", "gemini"] = Field("none", description="default model for every technique")
+    llm_rewrite_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
+    llm_reformulate_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
+    llm_hyde_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
+    llm_decompose_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
+    llm_rewrite_temperature: float = Field(0.3, ge=0, le=2)
+    llm_reformulate_temperature: float = Field(0.7, ge=0, le=2)
+    llm_hyde_temperature: float = Field(0.5, ge=0, le=2)
+    llm_decompose_temperature: float = Field(0.4, ge=0, le=2)
+    llm_timeout_s: float = Field(10.0, gt=0)
+    llm_max_retries: int = Field(2, ge=0, le=10)
+    llm_backoff_s: float = Field(0.5, ge=0)
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = None
+    openai_model: str = "gpt-4o-mini"
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: str | None = None
+    anthropic_model: str = "claude-sonnet-4-5"
+    gemini_base_url: str = "https://generativelanguage.googleapis.com"
+    gemini_api_key: str | None = None
+    gemini_model: str = "gemini-2.5-flash-lite"
 
     # Semantic cache
     cache_backend: Literal["memory", "redis", "none"] = "memory"
@@ -127,6 +148,11 @@ class Settings(BaseSettings):
         if self.glossary_path is not None and not self.glossary_path.is_file():
             raise ValueError(f"glossary_path {self.glossary_path} does not exist")
         return self
+
+    def technique_provider(self, technique: str) -> str:
+        """The provider a query-analysis technique uses ('none': classical)."""
+        chosen = getattr(self, f"llm_{technique}_provider")
+        return self.llm_provider if chosen == "default" else chosen
 
     @property
     def vector_backend(self) -> Literal["edge", "qdrant"]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from retrieval_server.backends.llm import ChatModel
+
 log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
@@ -146,6 +148,12 @@ async def analyze(
             result.dropped[name] = "timeout (total)"
             continue
         exc = task.exception()
+        if isinstance(exc, UsedFallback):
+            result.dropped[name] = str(exc)  # reported, but the classical value is used
+            value: object = exc.value
+            exc = None
+            _apply(result, name, value)
+            continue
         if isinstance(exc, NotApplicable):
             result.dropped[name] = f"skipped: {exc}"
         elif isinstance(exc, asyncio.TimeoutError):
@@ -154,13 +162,110 @@ async def analyze(
             log.warning("query analysis: %s failed: %s", name, exc)
             result.dropped[name] = f"failed: {type(exc).__name__}"
         else:
-            value = task.result()
-            if name == "rewrite":
-                result.rewritten = str(value)
-            elif name == "reformulate":
-                result.reformulations = [str(v) for v in value][:5]  # type: ignore[union-attr]
-            elif name == "hyde":
-                result.hyde = str(value)
-            else:
-                result.sub_queries = [str(v) for v in value][:4]  # type: ignore[union-attr]
+            _apply(result, name, task.result())
     return result
+
+
+def _apply(result: Analysis, technique: str, value: object) -> None:
+    if technique == "rewrite":
+        result.rewritten = str(value)
+    elif technique == "reformulate":
+        result.reformulations = [str(v) for v in value][:5]  # type: ignore[attr-defined]
+    elif technique == "hyde":
+        result.hyde = str(value)
+    else:
+        result.sub_queries = [str(v) for v in value][:4]  # type: ignore[attr-defined]
+
+
+class UsedFallback(Exception):
+    """The LLM failed; the classical method answered instead (its value travels with the report)."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        super().__init__(reason)
+        self.value = value
+
+
+_SYSTEM = "You transform search queries for a retrieval system. Answer with the requested text only, no commentary."
+_PROMPTS = {
+    "rewrite": "Rewrite this search query to be clear and specific, expanding abbreviations. One line.\nQuery: {query}",
+    "reformulate": "Write {n} different phrasings of this search query, one per line, using synonyms.\nQuery: {query}",
+    "hyde": "Write a short passage (3-4 sentences) that would answer this question.\nQuestion: {query}",
+    "decompose": "If this question has several parts, split it into 2 to 4 self-contained sub-questions, one per line. "
+    "If it has one part, answer NONE.\nQuestion: {query}",
+}
+
+
+def _lines(text: str) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"^\s*(?:(?:[-*•]|\d+[.)])\s*)+", "", line).strip().strip('"')
+        if line and line.upper() != "NONE":
+            out.append(line)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TechniqueModel:
+    model: ChatModel
+    temperature: float
+
+
+class LlmAnalyzer:
+    """Each technique asks its configured model; when that fails, the classical method answers.
+
+    A technique without a model runs the classical method.
+    """
+
+    name = "llm"
+
+    def __init__(self, models: dict[str, TechniqueModel], fallback: ClassicalAnalyzer, variants: int = 3) -> None:
+        self._models = models
+        self._fallback = fallback
+        self._variants = variants
+
+    async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> str:
+        tm = self._models[technique]
+        try:
+            answer = await tm.model.complete(
+                _SYSTEM, _PROMPTS[technique].format(query=query, n=self._variants), temperature=tm.temperature,
+                max_tokens=300 if technique == "hyde" else 200,
+            )
+        except Exception as exc:
+            try:
+                value = await classical()
+            except NotApplicable:
+                raise exc from None
+            raise UsedFallback(value, f"llm_failed_used_classical ({type(exc).__name__})") from exc
+        return answer.strip()
+
+    async def rewrite(self, query: str) -> str:
+        if "rewrite" not in self._models:
+            return await self._fallback.rewrite(query)
+        lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)))
+        if not lines or lines[0] == query:
+            raise NotApplicable("the model kept the query")
+        return lines[0]
+
+    async def reformulate(self, query: str, feedback: Sequence[str]) -> list[str]:
+        if "reformulate" not in self._models:
+            return await self._fallback.reformulate(query, feedback)
+        lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)))
+        if not lines:
+            raise NotApplicable("no variants")
+        return lines[:5]
+
+    async def hyde(self, query: str) -> str:
+        if "hyde" not in self._models:
+            return await self._fallback.hyde(query)
+        text = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
+        if not text:
+            raise NotApplicable("empty passage")
+        return text
+
+    async def decompose(self, query: str) -> list[str]:
+        if "decompose" not in self._models:
+            return await self._fallback.decompose(query)
+        lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)))
+        if len(lines) < 2:
+            raise NotApplicable("a single question")
+        return lines[:4]

@@ -20,6 +20,7 @@ Handler = Callable[[str, dict[str, Any]], tuple[int, Any]]
 class LocalServer:
     url: str
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
 
 
 @contextmanager
@@ -32,6 +33,7 @@ def json_server(handle: Handler) -> Iterator[LocalServer]:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             record.requests.append((self.path, body))
+            record.headers.append({k.lower(): v for k, v in self.headers.items()})
             status, payload = handle(self.path, body)
             data = json.dumps(payload).encode()
             self.send_response(status)

@@ -1,0 +1,157 @@
+"""Query analysis through each LLM wire protocol, against local servers that speak it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retrieval_server.app import Application
+from retrieval_server.backends.llm import AnthropicChat, GeminiChat, LlmError, OpenAICompatibleChat
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource, QueryOptions
+from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
+from tests.support.http_servers import json_server
+
+QUERY = "How does RRF work and why is reranking slow?"
+
+
+def _answer(prompt: str) -> str:
+    """What a well-behaved model would say to each technique's prompt."""
+    if prompt.startswith("Rewrite"):
+        return "How does reciprocal rank fusion (RRF) work, and why is cross-encoder reranking slow?"
+    if prompt.startswith("Write 3"):
+        return "1. reciprocal rank fusion explained\n2. - combining ranked lists with RRF\n3) why rerankers are slow"
+    if prompt.startswith("Write a short passage"):
+        return "Reciprocal rank fusion sums 1/(k + rank) over the lists. Cross-encoders score every pair."
+    return "How does RRF work?\nWhy is reranking slow?"
+
+
+def openai_handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    assert path == "/v1/chat/completions"
+    prompt = body["messages"][1]["content"]
+    return 200, {"choices": [{"message": {"role": "assistant", "content": _answer(prompt)}}]}
+
+
+def anthropic_handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    assert path == "/v1/messages"
+    return 200, {"content": [{"type": "text", "text": _answer(body["messages"][0]["content"])}], "role": "assistant"}
+
+
+def gemini_handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    assert path.startswith("/v1beta/models/gemini-test:generateContent")
+    prompt = body["contents"][0]["parts"][0]["text"]
+    return 200, {"candidates": [{"content": {"parts": [{"text": _answer(prompt)}], "role": "model"}}]}
+
+
+PROTOCOLS: list[tuple[str, Callable[..., Any], Any, str]] = [
+    ("openai", OpenAICompatibleChat, openai_handler, "/v1"),
+    ("anthropic", AnthropicChat, anthropic_handler, ""),
+    ("gemini", GeminiChat, gemini_handler, ""),
+]
+TEMPS = {"rewrite": 0.3, "reformulate": 0.7, "hyde": 0.5, "decompose": 0.4}
+
+
+@pytest.mark.parametrize(("name", "cls", "handler", "prefix"), PROTOCOLS, ids=[p[0] for p in PROTOCOLS])
+async def test_every_technique_through_the_protocol(name: str, cls: Any, handler: Any, prefix: str) -> None:
+    with json_server(handler) as server:
+        model = cls(server.url + prefix, "gemini-test" if name == "gemini" else "test-model", "secret-key", timeout_s=5, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({t: TechniqueModel(model, temp) for t, temp in TEMPS.items()}, ClassicalAnalyzer())
+        try:
+            a = await analyze(analyzer, QUERY, [], timeout_s=5, total_timeout_s=10)
+        finally:
+            await model.close()
+    assert a.rewritten and "reciprocal rank fusion" in a.rewritten
+    assert a.reformulations == ["reciprocal rank fusion explained", "combining ranked lists with RRF", "why rerankers are slow"]
+    assert a.hyde and a.hyde.startswith("Reciprocal rank fusion")
+    assert a.sub_queries == ["How does RRF work?", "Why is reranking slow?"]
+    assert a.dropped == {}
+    # Per-technique temperature, and the protocol's own auth header.
+    temps = sorted(_temperature(name, body) for _, body in server.requests)
+    assert temps == sorted(TEMPS.values())
+    header = {"openai": ("authorization", "Bearer secret-key"), "anthropic": ("x-api-key", "secret-key"), "gemini": ("x-goog-api-key", "secret-key")}[name]
+    assert all(h.get(header[0]) == header[1] for h in server.headers)
+    if name == "anthropic":
+        assert all(h.get("anthropic-version") == "2023-06-01" for h in server.headers)
+
+
+def _temperature(name: str, body: dict[str, Any]) -> float:
+    return body["generationConfig"]["temperature"] if name == "gemini" else body["temperature"]
+
+
+async def test_transient_errors_are_retried_with_backoff() -> None:
+    calls = {"n": 0}
+
+    def flaky(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            return 503, {"error": "overloaded"}
+        return openai_handler(path, body)
+
+    with json_server(flaky) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=5, max_retries=2, backoff_s=0.01)
+        try:
+            text = await model.complete("sys", "Rewrite this", temperature=0.3)
+        finally:
+            await model.close()
+    assert "reciprocal rank fusion" in text and calls["n"] == 3
+
+
+async def test_client_errors_are_not_retried() -> None:
+    with json_server(lambda path, body: (401, {"error": "bad key"})) as server:
+        model = AnthropicChat(server.url, "m", "wrong", timeout_s=5, max_retries=3, backoff_s=0.01)
+        try:
+            with pytest.raises(LlmError, match="401"):
+                await model.complete("sys", "Rewrite this", temperature=0.3)
+        finally:
+            await model.close()
+    assert len(server.requests) == 1
+
+
+async def test_failing_llm_falls_back_to_classical_methods() -> None:
+    with json_server(lambda path, body: (500, {"error": "down"})) as server:
+        model = GeminiChat(server.url, "gemini-test", timeout_s=5, max_retries=1, backoff_s=0.01)
+        analyzer = LlmAnalyzer({t: TechniqueModel(model, temp) for t, temp in TEMPS.items()}, ClassicalAnalyzer({"rrf": "reciprocal rank fusion"}))
+        try:
+            a = await analyze(analyzer, QUERY, [], timeout_s=5, total_timeout_s=10)
+        finally:
+            await model.close()
+    assert a.rewritten == "How does RRF (reciprocal rank fusion) work and why is reranking slow?"
+    assert a.sub_queries == ["How does RRF work", "why is reranking slow?"]
+    assert a.dropped["rewrite"].startswith("llm_failed_used_classical")
+    assert a.dropped["decompose"].startswith("llm_failed_used_classical")
+    assert a.hyde is None and "failed" in a.dropped["hyde"] or "skipped" in a.dropped["hyde"]
+
+
+async def test_slow_technique_is_dropped_not_waited_for() -> None:
+    def slow(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        time.sleep(1.5)
+        return openai_handler(path, body)
+
+    with json_server(slow) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=5, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"hyde": TechniqueModel(model, 0.5)}, ClassicalAnalyzer())
+        t0 = time.monotonic()
+        try:
+            a = await analyze(analyzer, "what is small-to-big retrieval", [], timeout_s=0.3, total_timeout_s=2)
+        finally:
+            await model.close()
+    assert time.monotonic() - t0 < 1.2
+    assert a.dropped["hyde"] == "timeout" and a.hyde is None
+
+
+async def test_the_service_keeps_answering_when_the_llm_is_down(tmp_path: Path) -> None:
+    with json_server(lambda path, body: (503, {"error": "down"})) as server:
+        app = Application(load_settings(data_dir=tmp_path, llm_provider="openai", openai_base_url=server.url, llm_max_retries=0))
+        await app.open()
+        try:
+            await app.ingest([DocumentSource(filename="f.txt", content=b"Reciprocal rank fusion combines ranked lists from several retrievers.")])
+            r = await app.pipeline.query(QueryOptions("how are ranked lists combined", 1))
+        finally:
+            await app.close()
+    assert r.contexts and r.contexts[0].document.document_id == "f"
+    assert any(d.startswith("analysis:hyde:failed") for d in r.metrics.degraded)
+    assert len(server.requests) >= 3  # the model was asked, then worked around
