@@ -238,7 +238,14 @@ class Application:
                 out.append(ComponentStatus(name, True, type(store).__name__))
             except Exception as exc:
                 out.append(ComponentStatus(name, False, str(exc) or type(exc).__name__))
+        if self.cache is not None and hasattr(self.cache, "ping"):
+            try:
+                await asyncio.wait_for(self.cache.ping(), timeout=5)
+                out.append(ComponentStatus("cache", True, type(self.cache).__name__))
+            except Exception as exc:
+                out.append(ComponentStatus("cache", False, str(exc) or type(exc).__name__))
         out.append(ComponentStatus("embedder", True, self.embedder.model_id))
+        out.append(ComponentStatus("reranker", self.reranker is not None, self.reranker.name if self.reranker else "none: fused order"))
         return out
 
     async def close(self) -> None:

@@ -156,7 +156,7 @@ def _remote(args: argparse.Namespace) -> int:
 
             resp = client.health()
             print(json.dumps(MessageToDict(resp, preserving_proto_field_name=True), indent=2))
-            return 0 if resp.status == 1 else 1
+            return 0 if resp.status in (1, 2) else 1  # SERVING or DEGRADED
     return 0
 
 

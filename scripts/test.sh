@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# One command: install what the tests need (MariaDB from Debian, the project with its test extras)
-# and run the whole suite. Extra arguments go to pytest.
+# One command: install what the tests need (MariaDB and Redis from Debian, the project with its
+# test extras) and run the whole suite. Extra arguments go to pytest.
 source "$(dirname "$0")/_env.sh"
 
-if [ ! -x /usr/sbin/mariadbd ]; then
+if [ ! -x /usr/sbin/mariadbd ] || [ ! -x /usr/bin/redis-server ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mariadb-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mariadb-server redis-server >/dev/null
 fi
 # WITH_TORCH=1 adds torch + sentence-transformers, for the ONNX-vs-sentence-transformers parity test.
 EXTRAS="test"

@@ -101,12 +101,15 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     @_rpc
     async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthResponse:
         components = await self._app.health()
-        ok = all(c.ok for c in components)
+        # A missing reranker degrades answers; a store that is down stops them.
+        required = {"vector_store", "metadata_store", "embedder"}
+        ok = all(c.ok for c in components if c.name in required)
+        degraded = not all(c.ok for c in components)
         return pb.HealthResponse(
-            status=pb.SERVING if ok else pb.NOT_SERVING,
+            status=(pb.DEGRADED if degraded else pb.SERVING) if ok else pb.NOT_SERVING,
             version=__version__,
             components=[
-                pb.ComponentHealth(name=c.name, status=pb.SERVING if c.ok else pb.NOT_SERVING, detail=c.detail)
+                pb.ComponentHealth(name=c.name, status=pb.SERVING if c.ok else (pb.DEGRADED if c.name not in required else pb.NOT_SERVING), detail=c.detail)
                 for c in components
             ],
         )

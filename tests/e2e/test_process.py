@@ -55,7 +55,7 @@ def _wait_serving(target: str, proc: subprocess.Popen[str]) -> None:
             raise AssertionError(f"server exited early: {proc.stderr.read() if proc.stderr else ''}")
         try:
             with RetrievalClient(target, timeout=2) as client:
-                if client.health().status == pb.SERVING:
+                if client.health().status in (pb.SERVING, pb.DEGRADED):
                     return
         except grpc.RpcError:
             time.sleep(0.3)

@@ -1,0 +1,194 @@
+"""The semantic cache in Redis, shared by every worker process and replica.
+
+Keys (all expire with the entry's TTL):
+
+* ``rc:e:{id}``: the entry as JSON (configuration, scope, query, cited documents, contexts)
+* ``rc:v:{id}``: the query embedding, float32 bytes
+* ``rc:x:{config}:{scope}:{query hash}``: exact-match index, the entry id
+* ``rc:s:{config}:{scope}``: sorted set of entry ids by expiry time, for the similarity scan
+* ``rc:d:{document}``: ids of the entries citing a document, for invalidation
+
+Each process mirrors the vectors of the partitions it is asked about in a local CosineMatcher,
+synchronised incrementally with the sorted set on every lookup (new ids loaded, gone ones removed),
+so the cosine scan stays local and fast while Redis stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import redis.asyncio as aioredis
+
+from retrieval_server.backends.cache import CachedAnswer, answer_scope, normalize_query, user_scope
+from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.domain import Access, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext
+from scoring_core import CosineMatcher
+
+
+def _context_to_json(c: RetrievedContext) -> dict[str, Any]:
+    doc = dataclasses.asdict(c.document)
+    doc["access"] = c.document.access.value
+    return {
+        "parent": dataclasses.asdict(c.parent),
+        "document": doc,
+        "score": c.score,
+        "children": [dataclasses.asdict(ch) for ch in c.children],
+    }
+
+
+def _context_from_json(d: dict[str, Any]) -> RetrievedContext:
+    doc = dict(d["document"])
+    doc["access"] = Access(doc["access"])
+    doc["granted_user_ids"] = tuple(doc["granted_user_ids"])
+    return RetrievedContext(
+        parent=ParentChunk(**d["parent"]),
+        document=Document(**doc),
+        score=float(d["score"]),
+        children=tuple(ChildEvidence(**ch) for ch in d["children"]),
+    )
+
+
+@dataclass
+class _Mirror:
+    matcher: CosineMatcher
+    row_of: dict[str, int] = field(default_factory=dict)
+    id_of: dict[int, str] = field(default_factory=dict)
+
+
+class RedisCache:
+    def __init__(
+        self,
+        url: str,
+        dim: int,
+        executor: BlockingExecutor,
+        *,
+        ttl_s: float = 3600.0,
+        similarity: float = 0.95,
+        max_entries: int = 100_000,
+        clock: Callable[[], float] = time.time,
+        prefix: str = "rc",
+    ) -> None:
+        self._redis = aioredis.Redis.from_url(url)
+        self._dim = dim
+        self._executor = executor
+        self._ttl = ttl_s
+        self._similarity = similarity
+        self._max = max_entries
+        self._clock = clock
+        self._p = prefix
+        self._mirrors: dict[tuple[str, int], _Mirror] = {}
+        self._lock = asyncio.Lock()
+
+    def _k(self, kind: str, *parts: object) -> str:
+        return ":".join([self._p, kind, *map(str, parts)])
+
+    def _exact_key(self, config: str, scope: int, query: str) -> str:
+        return self._k("x", config, scope, hashlib.sha256(normalize_query(query).encode()).hexdigest()[:32])
+
+    async def _entry(self, entry_id: str) -> dict[str, Any] | None:
+        raw = await self._redis.get(self._k("e", entry_id))
+        return json.loads(raw) if raw else None
+
+    async def lookup(self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool) -> CachedAnswer | None:
+        scope = user_scope(identity) if reads_private else 0
+        entry_id = await self._redis.get(self._exact_key(config, scope, query))
+        if entry_id:
+            entry = await self._entry(entry_id.decode())
+            if entry is not None:
+                return CachedAnswer(tuple(_context_from_json(c) for c in entry["contexts"]), 1.0)
+        if vector is None:
+            return None
+        async with self._lock:
+            mirror = await self._sync(config, scope)
+            if not mirror.row_of:
+                return None
+            row, score = await self._executor.run(mirror.matcher.match, vector, self._clock(), 0)
+            found = mirror.id_of.get(row) if row >= 0 else None
+        if found is None:
+            return None
+        entry = await self._entry(found)
+        return CachedAnswer(tuple(_context_from_json(c) for c in entry["contexts"]), score) if entry else None
+
+    async def _sync(self, config: str, scope: int) -> _Mirror:
+        """Bring the local mirror of a partition up to date with Redis."""
+        key = (config, scope)
+        mirror = self._mirrors.get(key)
+        if mirror is None:
+            mirror = self._mirrors[key] = _Mirror(CosineMatcher(self._dim, self._similarity, initial_capacity=256, max_entries=self._max))
+        now = self._clock()
+        live = {m.decode(): exp for m, exp in await self._redis.zrangebyscore(self._k("s", config, scope), now, "+inf", withscores=True)}
+        for gone in [i for i in mirror.row_of if i not in live]:
+            row = mirror.row_of.pop(gone)
+            mirror.id_of.pop(row, None)
+            mirror.matcher.remove(row)
+        new = [i for i in live if i not in mirror.row_of]
+        if new:
+            blobs = await self._redis.mget([self._k("v", i) for i in new])
+            for entry_id, blob in zip(new, blobs, strict=True):
+                if blob is None:
+                    continue
+                row = mirror.matcher.add(np.frombuffer(blob, dtype=np.float32), expires_at=live[entry_id], scope=0)
+                evicted = mirror.id_of.get(row)
+                if evicted is not None:
+                    mirror.row_of.pop(evicted, None)
+                mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
+        return mirror
+
+    async def store(
+        self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool,
+        contexts: tuple[RetrievedContext, ...],
+    ) -> None:
+        now = self._clock()
+        scope = answer_scope(identity, contexts, reads_private)
+        entry_id = uuid.uuid4().hex
+        ttl = max(1, int(round(self._ttl)))
+        docs = sorted({c.document.document_id for c in contexts})
+        entry = {"config": config, "scope": scope, "query": normalize_query(query), "documents": docs, "contexts": [_context_to_json(c) for c in contexts]}
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.set(self._k("e", entry_id), json.dumps(entry), ex=ttl)
+        pipe.set(self._exact_key(config, scope, query), entry_id, ex=ttl)
+        if vector is not None:
+            pipe.set(self._k("v", entry_id), np.asarray(vector, dtype=np.float32).tobytes(), ex=ttl)
+            pipe.zadd(self._k("s", config, scope), {entry_id: now + self._ttl})
+            pipe.zremrangebyscore(self._k("s", config, scope), "-inf", now)
+            pipe.expire(self._k("s", config, scope), ttl)
+        for d in docs:
+            pipe.sadd(self._k("d", d), entry_id)
+            pipe.expire(self._k("d", d), ttl)
+        await pipe.execute()
+
+    async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
+        doc_keys = [self._k("d", d) for d in document_ids]
+        if not doc_keys:
+            return 0
+        ids = [i.decode() for i in await self._redis.sunion(doc_keys)]
+        if not ids:
+            return 0
+        entries = await self._redis.mget([self._k("e", i) for i in ids])
+        pipe = self._redis.pipeline(transaction=True)
+        for entry_id, raw in zip(ids, entries, strict=True):
+            pipe.delete(self._k("e", entry_id), self._k("v", entry_id))
+            if raw:
+                e = json.loads(raw)
+                pipe.zrem(self._k("s", e["config"], e["scope"]), entry_id)
+                pipe.delete(self._exact_key(e["config"], e["scope"], e["query"]))
+        pipe.delete(*doc_keys)
+        await pipe.execute()
+        return len(ids)
+
+    async def ping(self) -> None:
+        await self._redis.ping()
+
+    async def close(self) -> None:
+        for m in self._mirrors.values():
+            m.matcher.close()
+        await self._redis.aclose()

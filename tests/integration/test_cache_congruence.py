@@ -1,0 +1,120 @@
+"""One behavioural suite for every SemanticCache: in-process, and Redis (a real redis-server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from retrieval_server.backends.cache import MemoryCache, SemanticCache
+from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.redis_cache import RedisCache
+from retrieval_server.domain import Access, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role
+from tests.support.redis_server import redis_server
+
+DIM = 8
+ANON, ALICE, BOB = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER)
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[BlockingExecutor]:
+    ex = BlockingExecutor(2)
+    yield ex
+    ex.shutdown()
+
+
+_counter = iter(range(10**6))
+
+
+def make(kind: str, request: pytest.FixtureRequest, pool: BlockingExecutor, ttl_s: float = 60.0, prefix: str | None = None) -> SemanticCache:
+    if kind == "memory":
+        return MemoryCache(DIM, pool, ttl_s=ttl_s)
+    # A fresh key prefix per test keeps tests apart on one server.
+    return RedisCache(request.getfixturevalue("redis_url"), DIM, pool, ttl_s=ttl_s, prefix=prefix or f"t{next(_counter)}")
+
+
+@pytest_asyncio.fixture(params=["memory", "redis"])
+async def cache(request: pytest.FixtureRequest, pool: BlockingExecutor) -> AsyncIterator[SemanticCache]:
+    c = make(request.param, request, pool)
+    yield c
+    await c.close()
+
+
+def _vec(*head: float) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    v[: len(head)] = head
+    return v / np.linalg.norm(v)
+
+
+def _ctx(doc_id: str, access: Access = Access.PUBLIC, owner: str = "") -> RetrievedContext:
+    doc = Document(doc_id, title=f"T {doc_id}", access=access, owner_id=owner, metadata={"k": "v"}, granted_user_ids=("zed",))
+    parent = ParentChunk(f"{doc_id}#p0", doc_id, 0, f"content of {doc_id} — ünïcode", 12, page=3)
+    return RetrievedContext(parent, doc, 0.75, (ChildEvidence(f"{doc_id}#p0c0", "child text", 0.75),))
+
+
+async def test_exact_and_similar_lookups(cache: SemanticCache) -> None:
+    assert await cache.lookup("what is rrf", _vec(1), "cfg", ANON, False) is None
+    await cache.store("What is RRF", _vec(1), "cfg", ANON, False, (_ctx("d1"),))
+    exact = await cache.lookup("  what IS rrf ", None, "cfg", ANON, False)
+    assert exact is not None and exact.similarity == 1.0 and exact.contexts == (_ctx("d1"),)
+    similar = await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", ANON, False)
+    assert similar is not None and similar.similarity >= 0.95 and similar.contexts[0].document.document_id == "d1"
+    assert await cache.lookup("explain rrf", _vec(1, 1), "cfg", ANON, False) is None  # cosine 0.71
+    assert await cache.lookup("What is RRF", _vec(1), "other-config", ANON, False) is None
+
+
+async def test_partitions_by_caller_visibility(cache: SemanticCache) -> None:
+    await cache.store("budget", _vec(0, 1), "cfg", ALICE, True, (_ctx("secret", Access.PRIVATE, "alice"),))
+    await cache.store("menu", _vec(0, 0, 1), "cfg", ANON, False, (_ctx("menu"),))
+    assert (await cache.lookup("budget", _vec(0, 1), "cfg", ALICE, True)) is not None
+    for who, private in ((BOB, True), (ANON, False), (BOB, False)):
+        assert await cache.lookup("budget", _vec(0, 1), "cfg", who, private) is None, who
+    # A public answer serves public-only callers, never a caller with private access.
+    assert await cache.lookup("menu", _vec(0, 0, 1), "cfg", BOB, False) is not None
+    assert await cache.lookup("menu", _vec(0, 0, 1), "cfg", ALICE, True) is None
+
+
+async def test_invalidation_by_document(cache: SemanticCache) -> None:
+    await cache.store("q1", _vec(1), "cfg", ANON, False, (_ctx("a"), _ctx("b")))
+    await cache.store("q2", _vec(0, 1), "cfg", ANON, False, (_ctx("c"),))
+    assert await cache.invalidate_documents(["b", "nope"]) == 1
+    assert await cache.lookup("q1", _vec(1), "cfg", ANON, False) is None
+    assert await cache.lookup("q2", _vec(0, 1), "cfg", ANON, False) is not None
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_entries_expire(kind: str, request: pytest.FixtureRequest, pool: BlockingExecutor) -> None:
+    c = make(kind, request, pool, ttl_s=1.0)
+    try:
+        await c.store("q", _vec(1), "cfg", ANON, False, (_ctx("a"),))
+        assert await c.lookup("q", _vec(1), "cfg", ANON, False) is not None
+        await asyncio.sleep(1.3)
+        assert await c.lookup("q", None, "cfg", ANON, False) is None
+        assert await c.lookup("other words", _vec(1), "cfg", ANON, False) is None
+    finally:
+        await c.close()
+
+
+async def test_redis_entries_are_shared_between_processes(request: pytest.FixtureRequest, pool: BlockingExecutor) -> None:
+    """Two clients on one prefix behave like two worker processes."""
+    a, b = make("redis", request, pool, prefix="shared"), make("redis", request, pool, prefix="shared")
+    try:
+        assert await b.lookup("similar question", _vec(1, 0.05), "cfg", ANON, False) is None  # b's mirror starts empty
+        await a.store("question", _vec(1), "cfg", ANON, False, (_ctx("d"),))
+        hit = await b.lookup("similar question", _vec(1, 0.05), "cfg", ANON, False)
+        assert hit is not None and hit.contexts[0].document.document_id == "d"
+        await a.invalidate_documents(["d"])
+        assert await b.lookup("similar question", _vec(1, 0.05), "cfg", ANON, False) is None
+    finally:
+        await a.close()
+        await b.close()
