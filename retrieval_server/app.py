@@ -20,7 +20,7 @@ from retrieval_server.config import Settings
 from retrieval_server.domain import DocumentSource, IngestReport, Unavailable
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
-from retrieval_server.backends.cache import MemoryCache, SemanticCache
+from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
@@ -141,11 +141,12 @@ class Application:
         s = self.settings
         if s.cache_backend == "none":
             return None
+        policy = CachePolicy(s.cache_ttl_s, s.cache_similarity, s.cache_max_entries)
         if s.cache_backend == "redis":
             from retrieval_server.backends.redis_cache import RedisCache
 
-            return RedisCache(s.redis_url or "", self.embedder.dim, self.executor, ttl_s=s.cache_ttl_s, similarity=s.cache_similarity, max_entries=s.cache_max_entries)
-        return MemoryCache(self.embedder.dim, self.executor, ttl_s=s.cache_ttl_s, similarity=s.cache_similarity, max_entries=s.cache_max_entries)
+            return RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy)
+        return MemoryCache(self.embedder.dim, self.executor, policy)
 
     def _vector_store(self) -> VectorStore:
         s = self.settings

@@ -52,6 +52,13 @@ def answer_scope(identity: Identity, contexts: Iterable[RetrievedContext], reads
 
 
 @dataclass(frozen=True, slots=True)
+class CachePolicy:
+    ttl_s: float = 3600.0
+    similarity: float = 0.95
+    max_entries: int = 100_000
+
+
+@dataclass(frozen=True, slots=True)
 class CachedAnswer:
     contexts: tuple[RetrievedContext, ...]
     similarity: float  # 1.0 for an exact match
@@ -89,20 +96,13 @@ class MemoryCache:
     """The embedded default: entries in this process."""
 
     def __init__(
-        self,
-        dim: int,
-        executor: BlockingExecutor,
-        *,
-        ttl_s: float = 3600.0,
-        similarity: float = 0.95,
-        max_entries: int = 100_000,
-        clock: Callable[[], float] = time.time,
+        self, dim: int, executor: BlockingExecutor, policy: CachePolicy = CachePolicy(), clock: Callable[[], float] = time.time
     ) -> None:
         self._dim = dim
         self._executor = executor
-        self._ttl = ttl_s
-        self._similarity = similarity
-        self._max = max_entries
+        self._ttl = policy.ttl_s
+        self._similarity = policy.similarity
+        self._max = policy.max_entries
         self._clock = clock
         self._matchers: dict[str, CosineMatcher] = {}
         self._row_owner: dict[tuple[str, int], int] = {}

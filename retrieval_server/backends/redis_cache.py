@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import redis.asyncio as aioredis
 
-from retrieval_server.backends.cache import CachedAnswer, answer_scope, normalize_query, user_scope
+from retrieval_server.backends.cache import CachedAnswer, CachePolicy, answer_scope, normalize_query, user_scope
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext
 from scoring_core import CosineMatcher
@@ -70,19 +70,16 @@ class RedisCache:
         url: str,
         dim: int,
         executor: BlockingExecutor,
-        *,
-        ttl_s: float = 3600.0,
-        similarity: float = 0.95,
-        max_entries: int = 100_000,
+        policy: CachePolicy = CachePolicy(),
         clock: Callable[[], float] = time.time,
         prefix: str = "rc",
     ) -> None:
         self._redis = aioredis.Redis.from_url(url)
         self._dim = dim
         self._executor = executor
-        self._ttl = ttl_s
-        self._similarity = similarity
-        self._max = max_entries
+        self._ttl = policy.ttl_s
+        self._similarity = policy.similarity
+        self._max = policy.max_entries
         self._clock = clock
         self._p = prefix
         self._mirrors: dict[tuple[str, int], _Mirror] = {}

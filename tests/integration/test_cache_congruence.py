@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from retrieval_server.backends.cache import MemoryCache, SemanticCache
+from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import RedisCache
 from retrieval_server.domain import Access, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role
@@ -26,26 +26,19 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[BlockingExecutor]:
-    ex = BlockingExecutor(2)
-    yield ex
-    ex.shutdown()
-
-
 _counter = iter(range(10**6))
 
 
-def make(kind: str, request: pytest.FixtureRequest, pool: BlockingExecutor, ttl_s: float = 60.0, prefix: str | None = None) -> SemanticCache:
+def make(kind: str, request: pytest.FixtureRequest, executor: BlockingExecutor, ttl_s: float = 60.0, prefix: str | None = None) -> SemanticCache:
     if kind == "memory":
-        return MemoryCache(DIM, pool, ttl_s=ttl_s)
+        return MemoryCache(DIM, executor, CachePolicy(ttl_s=ttl_s))
     # A fresh key prefix per test keeps tests apart on one server.
-    return RedisCache(request.getfixturevalue("redis_url"), DIM, pool, ttl_s=ttl_s, prefix=prefix or f"t{next(_counter)}")
+    return RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=ttl_s), prefix=prefix or f"t{next(_counter)}")
 
 
 @pytest_asyncio.fixture(params=["memory", "redis"])
-async def cache(request: pytest.FixtureRequest, pool: BlockingExecutor) -> AsyncIterator[SemanticCache]:
-    c = make(request.param, request, pool)
+async def cache(request: pytest.FixtureRequest, executor: BlockingExecutor) -> AsyncIterator[SemanticCache]:
+    c = make(request.param, request, executor)
     yield c
     await c.close()
 
@@ -93,8 +86,8 @@ async def test_invalidation_by_document(cache: SemanticCache) -> None:
 
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])
-async def test_entries_expire(kind: str, request: pytest.FixtureRequest, pool: BlockingExecutor) -> None:
-    c = make(kind, request, pool, ttl_s=1.0)
+async def test_entries_expire(kind: str, request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    c = make(kind, request, executor, ttl_s=1.0)
     try:
         await c.store("q", _vec(1), "cfg", ANON, False, (_ctx("a"),))
         assert await c.lookup("q", _vec(1), "cfg", ANON, False) is not None
@@ -105,9 +98,9 @@ async def test_entries_expire(kind: str, request: pytest.FixtureRequest, pool: B
         await c.close()
 
 
-async def test_redis_entries_are_shared_between_processes(request: pytest.FixtureRequest, pool: BlockingExecutor) -> None:
+async def test_redis_entries_are_shared_between_processes(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     """Two clients on one prefix behave like two worker processes."""
-    a, b = make("redis", request, pool, prefix="shared"), make("redis", request, pool, prefix="shared")
+    a, b = make("redis", request, executor, prefix="shared"), make("redis", request, executor, prefix="shared")
     try:
         assert await b.lookup("similar question", _vec(1, 0.05), "cfg", ANON, False) is None  # b's mirror starts empty
         await a.store("question", _vec(1), "cfg", ANON, False, (_ctx("d"),))
