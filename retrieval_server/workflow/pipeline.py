@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from retrieval_server.domain import Identity, PointFilter, QueryOptions, QueryResult, SearchResult
 from retrieval_server.workflow import nodes, routers
 from retrieval_server.workflow.graph import END, Graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
+from scoring_core import content_hashes, dedup_by_key
 
 
 def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
@@ -75,15 +78,8 @@ class QueryPipeline:
         vector = (await self._deps.embedder.embed([query]))[0]
         # Fetch extra so that removing duplicate texts still leaves top_k results.
         hits = await self._deps.vectors.search_dense(vector, top_k * 3, PointFilter(identity=identity))
-        seen: set[str] = set()
-        unique = []
-        for h in hits:
-            key = " ".join(h.content.split()).lower()
-            if key not in seen:
-                seen.add(key)
-                unique.append(h)
-            if len(unique) == top_k:
-                break
+        kept = dedup_by_key(content_hashes([h.content for h in hits]), np.asarray([h.score for h in hits], dtype=np.float32))
+        unique = [hits[i] for i in kept[:top_k]]
         docs = await self._deps.metadata.get_documents([h.document_id for h in unique])
         out = []
         for h in unique:

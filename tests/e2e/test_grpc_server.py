@@ -219,3 +219,16 @@ async def test_sync_client_and_concurrent_calls(live: Live) -> None:
     async with AsyncRetrievalClient(live.target) as client:
         answers = await asyncio.gather(*(client.query(f"lava flows {i}", top_k=3) for i in range(16)))
     assert all(a.contexts for a in answers)
+
+
+async def test_fusion_choice_and_suggestions_cross_the_wire(live: Live) -> None:
+    weighted = await live.stub.Query(pb.QueryRequest(query="molten rock lava", top_k=2, strategy=pb.HYBRID, fusion=pb.WEIGHTED))
+    assert weighted.contexts[0].document_id in {"volcanoes", "volcanoes-copy"}
+    assert weighted.metrics.strategy_used == pb.HYBRID
+    empty = await live.stub.Query(
+        pb.QueryRequest(query="volcanoes", top_k=2, strategy=pb.KEYWORD, filters=pb.QueryFilters(document_ids=["nothing-here"]))
+    )
+    assert list(empty.contexts) == [] and "remove the document filter" in empty.suggestions
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.Query(pb.QueryRequest(query="ok", fusion=9))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "fusion" in err.value.details()
