@@ -32,7 +32,11 @@ STOPWORDS = frozenset(
 
 
 class NotApplicable(Exception):
-    """The technique has nothing to offer for this query (reported as skipped, not as a failure)."""
+    """The technique has nothing to offer for this query: dropped silently."""
+
+
+class Unavailable(NotApplicable):
+    """The technique cannot run in this configuration (HyDE without an LLM): reported as skipped."""
 
 
 class Analyzer(Protocol):
@@ -53,8 +57,11 @@ class Analysis:
     reformulations: list[str] = field(default_factory=list)
     hyde: str | None = None
     sub_queries: list[str] = field(default_factory=list)
-    #: technique -> why it contributed nothing ("skipped: ...", "timeout", "failed: ...")
+    #: technique -> why it contributed nothing ("skipped: ...", "timeout", "failed: ...",
+    #: "llm_failed_used_classical ..."): all worth reporting
     dropped: dict[str, str] = field(default_factory=dict)
+    #: techniques with nothing to offer for this query (a single question, no feedback yet)
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
 
 def load_glossary(path: Path | None) -> dict[str, str]:
@@ -110,7 +117,7 @@ class ClassicalAnalyzer:
         return [f"{query} {' '.join(ranked[i : i + 2])}" for i in range(0, min(len(ranked), 2 * self._variants), 2)]
 
     async def hyde(self, query: str) -> str:
-        raise NotApplicable("needs an LLM")
+        raise Unavailable("needs an LLM")
 
     async def decompose(self, query: str) -> list[str]:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
@@ -154,8 +161,10 @@ async def analyze(
             exc = None
             _apply(result, name, value)
             continue
-        if isinstance(exc, NotApplicable):
+        if isinstance(exc, Unavailable):
             result.dropped[name] = f"skipped: {exc}"
+        elif isinstance(exc, NotApplicable):
+            result.not_applicable[name] = str(exc)
         elif isinstance(exc, asyncio.TimeoutError):
             result.dropped[name] = "timeout"
         elif exc is not None:

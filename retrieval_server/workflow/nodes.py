@@ -91,9 +91,7 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
         deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s
     )
     if iteration == 1:
-        for technique, why in analysis.dropped.items():
-            if not why.startswith("skipped: needs the results") and not why.startswith("skipped: a single") and not why.startswith("skipped: nothing"):
-                state.metrics.degraded.append(f"analysis:{technique}:{why}")
+        state.metrics.degraded.extend(f"analysis:{technique}:{why}" for technique, why in analysis.dropped.items())
     update: dict[str, Any] = {
         "iteration": iteration,
         "strategy": strategy,

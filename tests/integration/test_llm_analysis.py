@@ -123,7 +123,7 @@ async def test_failing_llm_falls_back_to_classical_methods() -> None:
     assert a.sub_queries == ["How does RRF work", "why is reranking slow?"]
     assert a.dropped["rewrite"].startswith("llm_failed_used_classical")
     assert a.dropped["decompose"].startswith("llm_failed_used_classical")
-    assert a.hyde is None and "failed" in a.dropped["hyde"] or "skipped" in a.dropped["hyde"]
+    assert a.hyde is None and a.dropped["hyde"] == "failed: LlmError"  # no classical HyDE to fall back on
 
 
 async def test_slow_technique_is_dropped_not_waited_for() -> None:
