@@ -213,6 +213,9 @@ def _leg_weight(leg: str, deps: WorkflowDeps, fusion: Fusion) -> float:
 async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     fusion = state.options.fusion or deps.settings.fusion
     legs = [(leg, hits) for leg, hits in state.legs.items() if hits]
+    if len(legs) == 1:
+        # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.
+        return {"fused": legs[0][1][: deps.settings.rerank_candidates]}
     fused = _fuse_lists(
         [hits for _, hits in legs], [_leg_weight(leg, deps, fusion) for leg, _ in legs], deps, fusion, deps.settings.rerank_candidates
     )

@@ -75,6 +75,7 @@ def _stages(result: Any) -> list[str]:
 async def test_semantic_finds_meaning(app: Application) -> None:
     r = await app.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC))
     assert _docs(r) == ["weather"] and r.metrics.strategy_used is Strategy.SEMANTIC
+    assert 0.3 < r.contexts[0].score <= 1.0  # one leg: its cosine similarity, not an RRF score
     assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
     assert "rerank:unavailable" in r.metrics.degraded
 
