@@ -64,6 +64,7 @@ class Application:
         )
         self.reranker = self._reranker()
         self.cache = self._cache()
+        self.chat_models: dict[str, ChatModel] = {}
         self.pipeline = QueryPipeline(
             WorkflowDeps(
                 embedder=self.embedder,
@@ -106,7 +107,6 @@ class Application:
         """LLM-backed techniques where a provider is configured; classical methods everywhere else."""
         s = self.settings
         classical = ClassicalAnalyzer(load_glossary(s.glossary_path))
-        self.chat_models: dict[str, ChatModel] = {}
         models = {}
         for technique in ("rewrite", "reformulate", "hyde", "decompose"):
             provider = s.technique_provider(technique)
