@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -55,6 +56,27 @@ class VectorStore(Protocol):
 def point_id(chunk_id: str) -> str:
     """Stable UUID for a child chunk id (Qdrant ids must be UUIDs or integers)."""
     return str(uuid.uuid5(_POINT_NAMESPACE, chunk_id))
+
+
+@dataclass(frozen=True, slots=True)
+class PointParts:
+    """A point in engine-neutral pieces; each adapter wraps them in its engine's types."""
+
+    id: str
+    dense: list[float]
+    sparse_indices: list[int]
+    sparse_values: list[float]
+    payload: dict[str, Any]
+
+
+def point_parts(point: VectorPoint) -> PointParts:
+    return PointParts(
+        id=point_id(point.child.chunk_id),
+        dense=np.asarray(point.dense, dtype=np.float32).tolist(),
+        sparse_indices=list(point.sparse.indices),
+        sparse_values=list(point.sparse.values),
+        payload=point_payload(point),
+    )
 
 
 def point_payload(point: VectorPoint) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from retrieval_server.backends.vector_store import (
     access_clauses,
     hit_from_payload,
     point_id,
-    point_payload,
+    point_parts,
 )
 from retrieval_server.domain import PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
 
@@ -89,15 +89,8 @@ class EdgeVectorStore:
             return
         op = qe.UpdateOperation.upsert_points(
             [
-                qe.Point(
-                    id=point_id(p.child.chunk_id),
-                    vector={
-                        DENSE: p.dense.astype(np.float32).tolist(),
-                        SPARSE: qe.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
-                    },
-                    payload=point_payload(p),
-                )
-                for p in points
+                qe.Point(id=x.id, vector={DENSE: x.dense, SPARSE: qe.SparseVector(indices=x.sparse_indices, values=x.sparse_values)}, payload=x.payload)
+                for x in map(point_parts, points)
             ]
         )
         async with self._write_lock:

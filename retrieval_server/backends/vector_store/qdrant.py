@@ -19,7 +19,7 @@ from retrieval_server.backends.vector_store import (
     access_clauses,
     hit_from_payload,
     point_id,
-    point_payload,
+    point_parts,
 )
 from retrieval_server.domain import PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
 
@@ -88,14 +88,11 @@ class QdrantVectorStore:
             self._collection,
             points=[
                 models.PointStruct(
-                    id=point_id(p.child.chunk_id),
-                    vector={
-                        DENSE: p.dense.astype(np.float32).tolist(),
-                        SPARSE: models.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
-                    },
-                    payload=point_payload(p),
+                    id=x.id,
+                    vector={DENSE: x.dense, SPARSE: models.SparseVector(indices=x.sparse_indices, values=x.sparse_values)},
+                    payload=x.payload,
                 )
-                for p in points
+                for x in map(point_parts, points)
             ],
             wait=True,
         )
