@@ -183,5 +183,4 @@ def cache_cases(sizes: tuple[int, ...] = (10_000, 100_000, 1_000_000), threads: 
             )
             if m is not m1:
                 m.close()
-        del m1, matrix
     pool.shutdown()
