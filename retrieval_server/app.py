@@ -13,7 +13,7 @@ from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
-from retrieval_server.backends.vector_store import VectorStore
+from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.config import Settings
@@ -150,6 +150,7 @@ class Application:
 
     def _vector_store(self) -> VectorStore:
         s = self.settings
+        policy = SearchPolicy(always_exact=s.exact_search, exact_max_points=s.exact_search_max_points, hnsw_ef=s.hnsw_ef)
         if s.vector_backend == "qdrant":
             return QdrantVectorStore(
                 s.qdrant_collection,
@@ -158,9 +159,9 @@ class Application:
                 path=s.qdrant_path,
                 api_key=s.qdrant_api_key,
                 timeout_s=s.qdrant_timeout_s,
-                exact=s.exact_search,
+                policy=policy,
             )
-        return EdgeVectorStore(s.data_dir / "vectors", self.embedder.dim, self.executor, exact=s.exact_search)
+        return EdgeVectorStore(s.data_dir / "vectors", self.embedder.dim, self.executor, policy)
 
     def _metadata_store(self) -> MetadataStore:
         s = self.settings

@@ -59,7 +59,11 @@ class Settings(BaseSettings):
     child_candidates_per_context: int = Field(
         8, ge=1, le=100, description="child hits fetched per requested context (small-to-big)"
     )
-    exact_search: bool = Field(False, description="brute-force vector search (recall 1.0, slower)")
+    exact_search: bool = Field(False, description="always brute-force vector search")
+    exact_search_max_points: int = Field(
+        200_000, ge=0, description="brute-force search while the collection holds at most this many points (recall 1.0)"
+    )
+    hnsw_ef: int = Field(512, ge=1, description="HNSW candidate list size for larger collections")
 
     # Fusion
     fusion: Literal["rrf", "weighted"] = "rrf"

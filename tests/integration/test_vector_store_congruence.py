@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.vector_store import VectorStore
+from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.domain import (
     Access,
@@ -98,10 +98,12 @@ async def test_empty_store_answers_empty(vector_store: VectorStore) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
 async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
-    """After the HNSW index is built, a selective filter must not lose recall."""
+    """After the HNSW index is built, neither a selective filter nor no filter may lose recall."""
     # 384 dims x 12k points is past the engine's indexing threshold, so HNSW really is built.
     dim, n = 384, 12_000
-    store = make_vector_store(kind, tmp_path, executor, dim=dim)
+    # exact_max_points=0: HNSW even at this size, so the filtered path really runs on the graph.
+    policy = SearchPolicy(exact_max_points=0)
+    store = make_vector_store(kind, tmp_path, executor, dim=dim, policy=policy)
     await store.open()
     rng = np.random.default_rng(3)
     vecs = rng.normal(size=(n, dim)).astype(np.float32)
@@ -110,6 +112,7 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
     for start in range(0, n, 1000):
         await store.upsert([_point(docs[i % 200], i, vecs[i]) for i in range(start, min(start + 1000, n))])
     await store.optimize()
+    assert not policy.exact and policy.points == n
     if isinstance(store, EdgeVectorStore):
         assert store.shard.info().indexed_vectors_count > 0, "HNSW was not built; the test would prove nothing"
     wanted = tuple(f"d{i}" for i in range(0, 200, 40))  # 5 of 200 documents: 2.5% of the points
@@ -119,6 +122,13 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
         exact = allowed[np.argsort(-(vecs[allowed] @ q), kind="stable")[:10]]
         hits = await store.search_dense(q, 10, PointFilter(identity=ROOT.identity, document_ids=wanted))
         assert [int(h.chunk_id.rsplit("c", 1)[1]) for h in hits] == exact.tolist()
+        # Unfiltered, the default policy scans exactly at this size (HNSW recall on random vectors is
+        # far from 1.0 even at ef 512; see SearchPolicy).
+        policy.exact_max_points = SearchPolicy().exact_max_points
+        everything = np.argsort(-(vecs @ q), kind="stable")[:10]
+        unfiltered = await store.search_dense(q, 10, ROOT)
+        assert [int(h.chunk_id.rsplit("c", 1)[1]) for h in unfiltered] == everything.tolist()
+        policy.exact_max_points = 0
     await store.close()
 
 

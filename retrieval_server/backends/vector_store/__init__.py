@@ -53,6 +53,23 @@ class VectorStore(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class SearchPolicy:
+    """Exact search while the collection is small enough (a scan is then cheaper than HNSW and has
+    recall 1.0); HNSW with a wide candidate list beyond. Measured on 12k x 384: exact 1.7 ms per query,
+    HNSW recall@10 0.55 at the engine's default ef, 0.96 at ef 512."""
+
+    always_exact: bool = False
+    exact_max_points: int = 200_000
+    hnsw_ef: int = 512
+    #: points in the collection, refreshed after writes (never on the query path)
+    points: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.always_exact or self.points <= self.exact_max_points
+
+
 def point_id(chunk_id: str) -> str:
     """Stable UUID for a child chunk id (Qdrant ids must be UUIDs or integers)."""
     return str(uuid.uuid5(_POINT_NAMESPACE, chunk_id))

@@ -19,6 +19,7 @@ from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
     SPARSE,
+    SearchPolicy,
     access_clauses,
     hit_from_payload,
     point_id,
@@ -36,11 +37,11 @@ def _filter(flt: PointFilter) -> qe.Filter | None:
 
 
 class EdgeVectorStore:
-    def __init__(self, path: Path, dim: int, executor: BlockingExecutor, *, exact: bool = False) -> None:
+    def __init__(self, path: Path, dim: int, executor: BlockingExecutor, policy: SearchPolicy | None = None) -> None:
         self._path = path
         self._dim = dim
         self._executor = executor
-        self._exact = exact
+        self.policy = policy or SearchPolicy()
         self._shard: qe.EdgeShard | None = None
         self._write_lock = asyncio.Lock()
 
@@ -76,6 +77,10 @@ class EdgeVectorStore:
 
     async def open(self) -> None:
         self._shard = await self._executor.run(self._open)
+        await self._refresh_count()
+
+    async def _refresh_count(self) -> None:
+        self.policy.points = await self.count()
 
     async def close(self) -> None:
         if self._shard is not None:
@@ -95,17 +100,21 @@ class EdgeVectorStore:
         )
         async with self._write_lock:
             await self._executor.run(self.shard.update, op)
+        await self._refresh_count()
 
     async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
         must_not = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))] if keep_version else None
         flt = qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))], must_not=must_not)
         async with self._write_lock:
             await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
+        await self._refresh_count()
 
     def _query(self, query: qe.Query, limit: int, flt: PointFilter) -> list[VectorHit]:
         engine_filter = _filter(flt)
+        exact = self.policy.exact
         params = qe.SearchParams(
-            exact=self._exact,
+            exact=exact,
+            hnsw_ef=None if exact else self.policy.hnsw_ef,
             # ACORN keeps filtered HNSW search from losing recall when the filter is selective.
             acorn=qe.AcornSearchParams(enable=True) if engine_filter is not None else None,
         )

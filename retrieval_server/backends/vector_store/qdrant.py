@@ -16,6 +16,7 @@ from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
     SPARSE,
+    SearchPolicy,
     access_clauses,
     hit_from_payload,
     point_id,
@@ -52,11 +53,11 @@ class QdrantVectorStore:
         path: str | None = None,
         api_key: str | None = None,
         timeout_s: float = 30.0,
-        exact: bool = False,
+        policy: SearchPolicy | None = None,
     ) -> None:
         self._collection = collection
         self._dim = dim
-        self._exact = exact
+        self.policy = policy or SearchPolicy()
         if url:
             self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=int(timeout_s))
         elif path == ":memory:":
@@ -77,6 +78,10 @@ class QdrantVectorStore:
             )
             for name in INDEXED_FIELDS:
                 await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.KEYWORD)
+        await self._refresh_count()
+
+    async def _refresh_count(self) -> None:
+        self.policy.points = await self.count()
 
     async def close(self) -> None:
         await self._client.close()
@@ -96,6 +101,7 @@ class QdrantVectorStore:
             ],
             wait=True,
         )
+        await self._refresh_count()
 
     async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
         must_not = (
@@ -108,11 +114,14 @@ class QdrantVectorStore:
             points_selector=models.FilterSelector(filter=models.Filter(must=[_document(document_id)], must_not=must_not)),
             wait=True,
         )
+        await self._refresh_count()
 
     async def _query(self, query: list[float] | models.SparseVector, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
         engine_filter = _filter(flt)
+        exact = self.policy.exact
         params = models.SearchParams(
-            exact=self._exact,
+            exact=exact,
+            hnsw_ef=None if exact else self.policy.hnsw_ef,
             acorn=models.AcornSearchParams(enable=True) if engine_filter is not None else None,
         )
         res = await self._client.query_points(
