@@ -135,6 +135,14 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         jobs["keyword:0"] = lambda: deps.vectors.search_sparse(deps.sparse.query(text), pool, flt)
         for i, variant in enumerate(state.analysis.reformulations, start=1):
             jobs[f"keyword:{i}"] = lambda q=variant: deps.vectors.search_sparse(deps.sparse.query(q), pool, flt)
+    # The metadata search runs alongside the vector legs; only mapping its documents to chunks waits for them.
+    metadata_search = (
+        asyncio.ensure_future(
+            _with_retries(deps, "metadata", lambda: deps.metadata.search_documents(o.query, max(3, o.top_k // 2), o.identity, o.document_ids))
+        )
+        if strategy is Strategy.HYBRID
+        else None
+    )
     results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
     legs: dict[str, list[VectorHit]] = {}
     for leg, res in zip(jobs, results, strict=True):
@@ -145,9 +153,9 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
                 state.metrics.degraded.append(tag)
         else:
             legs[leg] = res
-    if strategy is Strategy.HYBRID:
+    if metadata_search is not None:
         try:
-            legs["metadata"] = await _metadata_leg(state, deps, legs)
+            legs["metadata"] = await _metadata_leg(await metadata_search, deps, legs)
         except Exception:
             log.error("metadata leg failed", exc_info=True)
             state.metrics.degraded.append("metadata:store_error")
@@ -159,13 +167,8 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     return {"legs": legs, "dense_relevance": relevance}
 
 
-async def _metadata_leg(state: QueryState, deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
-    """Documents whose title or metadata match, each as its best-scored retrieved chunk (or its first)."""
-    o = state.options
-    limit = max(3, o.top_k // 2)
-    docs = await _with_retries(
-        deps, "metadata", lambda: deps.metadata.search_documents(o.query, limit, o.identity, o.document_ids)
-    )
+async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
+    """Documents whose title or metadata matched, each as its best-scored retrieved chunk (or its first)."""
     best: dict[str, VectorHit] = {}
     for hits in legs.values():
         for h in hits:
