@@ -37,7 +37,8 @@ def adaptive_strategy(query: str) -> Strategy:
 def cache_config(state: QueryState) -> str:
     """What makes two requests answerable by the same cached result."""
     o = state.options
-    return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{(o.fusion or '').__str__()}|{','.join(sorted(o.document_ids))}"
+    fusion = o.fusion.value if o.fusion else ""
+    return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{fusion}|{','.join(sorted(o.document_ids))}"
 
 
 def _uses_dense(strategy: Strategy) -> bool:
