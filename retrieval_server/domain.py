@@ -141,6 +141,8 @@ class QueryOptions:
     identity: Identity = Identity()
     #: None: the server's configured fusion
     fusion: Fusion | None = None
+    #: False: keep the fused order even when a reranker is configured
+    rerank: bool = True
     #: time.monotonic() by which an answer is due (the caller's gRPC deadline), or None
     deadline: float | None = None
 

@@ -82,6 +82,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             strategy=convert.strategy_in(request.strategy),
             mode=convert.mode_in(request.mode),
             use_cache=request.use_cache if request.HasField("use_cache") else True,
+            rerank=request.rerank if request.HasField("rerank") else True,
             document_ids=validation.document_ids(
                 request.filters.document_ids, s.max_documents_per_request, "filters.document_ids"
             ),

@@ -38,7 +38,7 @@ def cache_config(state: QueryState) -> str:
     """What makes two requests answerable by the same cached result."""
     o = state.options
     fusion = o.fusion.value if o.fusion else ""
-    return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{fusion}|{','.join(sorted(o.document_ids))}"
+    return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{fusion}|{int(o.rerank)}|{','.join(sorted(o.document_ids))}"
 
 
 def _uses_dense(strategy: Strategy) -> bool:
@@ -217,23 +217,26 @@ def _leg_weight(leg: str, deps: WorkflowDeps, fusion: Fusion) -> float:
 async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     fusion = state.options.fusion or deps.settings.fusion
     legs = [(leg, hits) for leg, hits in state.legs.items() if hits]
+    # The whole pool survives fusion: top_k parents need up to pool child hits; rerank takes its own cut.
     if len(legs) == 1:
         # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.
-        return {"fused": legs[0][1][: deps.settings.rerank_candidates]}
+        return {"fused": legs[0][1][: state.pool]}
     fused = _fuse_lists(
-        [hits for _, hits in legs], [_leg_weight(leg, deps, fusion) for leg, _ in legs], deps, fusion, deps.settings.rerank_candidates
+        [hits for _, hits in legs], [_leg_weight(leg, deps, fusion) for leg, _ in legs], deps, fusion, state.pool
     )
     return {"fused": fused}
 
 
 async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    candidates = state.fused
-    if not candidates:
+    if not state.fused:
         return {"reranked": [], "rerank_applied": False}
+    if not state.options.rerank:
+        return {"reranked": state.fused, "rerank_applied": False}
+    candidates = state.fused[: deps.settings.rerank_candidates]
     if deps.reranker is None:
         if "rerank:unavailable" not in state.metrics.degraded:
             state.metrics.degraded.append("rerank:unavailable")
-        return {"reranked": candidates, "rerank_applied": False}
+        return {"reranked": state.fused, "rerank_applied": False}
     texts = [c.content for c in candidates]
     query = state.analysis.rewritten or state.options.query
     try:
@@ -247,7 +250,7 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         log.error("reranking failed; keeping the fused order", exc_info=True)
         if "rerank:failed" not in state.metrics.degraded:
             state.metrics.degraded.append("rerank:failed")
-        return {"reranked": candidates, "rerank_applied": False}
+        return {"reranked": state.fused, "rerank_applied": False}
     kept, fell_back = threshold_with_fallback(
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
     )
@@ -333,7 +336,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         keys = np.asarray([codes.setdefault(h.chunk_id, len(codes)) for h in flat], dtype=np.int64)
         kept = dedup_by_key(keys, np.asarray([h.score for h in flat], dtype=np.float32))
         sub_hits = [flat[i] for i in kept]
-        fused = _fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps, Fusion.RRF, deps.settings.rerank_candidates)
+        fused = _fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps, Fusion.RRF, state.pool)
     else:
         fused = state.fused
     return {"fused": fused, "sub_queries_done": True}

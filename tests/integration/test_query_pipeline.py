@@ -272,6 +272,23 @@ async def test_tei_rerank_orders_by_the_server_and_splits_batches(app: Applicati
     assert all(body["query"] and body["truncate"] is True for _, body in tei.requests)
 
 
+async def test_rerank_off_per_request_keeps_the_fused_order_and_caps_only_reranking(app: Application) -> None:
+    with json_server(tei_rerank(word_overlap)) as tei:
+        reranker = TeiReranker(tei.url)
+        try:
+            p = pipeline(app, reranker=reranker, rerank_threshold=0.0, rerank_candidates=2, sufficiency_threshold=0.0)
+            off = await p.query(QueryOptions("flux capacitor", 6, strategy=Strategy.HYBRID, rerank=False))
+            calls_after_off = len(tei.requests)
+            on = await p.query(QueryOptions("flux capacitor", 6, strategy=Strategy.HYBRID))
+        finally:
+            await reranker.close()
+    assert calls_after_off == 0 and "rerank:unavailable" not in off.metrics.degraded
+    # Without rerank, the candidate cap does not apply: more child hits than rerank_candidates survive.
+    assert sum(len(c.children) for c in off.contexts) > 2
+    assert len(tei.requests) == 1 and len(tei.requests[0][1]["texts"]) == 2
+    assert sum(len(c.children) for c in on.contexts) <= 2
+
+
 async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) -> None:
     with json_server(tei_rerank(lambda q, t: 0.01)) as tei:
         reranker = TeiReranker(tei.url)

@@ -65,7 +65,7 @@ class QueryFilters(_message.Message):
     def __init__(self, document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
-    __slots__ = ("query", "top_k", "strategy", "mode", "use_cache", "filters", "fusion")
+    __slots__ = ("query", "top_k", "strategy", "mode", "use_cache", "filters", "fusion", "rerank")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class QueryRequest(_message.Message):
     USE_CACHE_FIELD_NUMBER: _ClassVar[int]
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     FUSION_FIELD_NUMBER: _ClassVar[int]
+    RERANK_FIELD_NUMBER: _ClassVar[int]
     query: str
     top_k: int
     strategy: Strategy
@@ -80,7 +81,8 @@ class QueryRequest(_message.Message):
     use_cache: bool
     filters: QueryFilters
     fusion: Fusion
-    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., mode: _Optional[_Union[Mode, str]] = ..., use_cache: _Optional[bool] = ..., filters: _Optional[_Union[QueryFilters, _Mapping]] = ..., fusion: _Optional[_Union[Fusion, str]] = ...) -> None: ...
+    rerank: bool
+    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., strategy: _Optional[_Union[Strategy, str]] = ..., mode: _Optional[_Union[Mode, str]] = ..., use_cache: _Optional[bool] = ..., filters: _Optional[_Union[QueryFilters, _Mapping]] = ..., fusion: _Optional[_Union[Fusion, str]] = ..., rerank: _Optional[bool] = ...) -> None: ...
 
 class ChildChunk(_message.Message):
     __slots__ = ("chunk_id", "content", "score")
