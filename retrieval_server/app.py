@@ -17,7 +17,7 @@ from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.config import Settings
-from retrieval_server.domain import DocumentSource, IngestReport, Unavailable
+from retrieval_server.domain import DocumentSource, IngestReport, ReadOnly, Unavailable
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
 from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
@@ -161,7 +161,7 @@ class Application:
                 timeout_s=s.qdrant_timeout_s,
                 policy=policy,
             )
-        return EdgeVectorStore(s.data_dir / "vectors", self.embedder.dim, self.executor, policy)
+        return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy)
 
     def _metadata_store(self) -> MetadataStore:
         s = self.settings
@@ -182,6 +182,11 @@ class Application:
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""
         stored = await self.metadata.get_info("embedding_model")
+        if self.settings.read_only:
+            if stored is not None and stored != self.embedder.model_id and await self.metadata.count_documents() > 0:
+                await self.close()
+                raise Unavailable(f"the index was built with embedding model {stored}, but {self.embedder.model_id} is configured")
+            return
         if stored is None:
             await self.metadata.set_info("embedding_model", self.embedder.model_id)
         elif stored != self.embedder.model_id and await self.metadata.count_documents() > 0:
@@ -193,7 +198,18 @@ class Application:
         else:
             await self.metadata.set_info("embedding_model", self.embedder.model_id)
 
+    def _writable(self) -> None:
+        if self.settings.read_only:
+            why = (
+                f"it runs {self.settings.processes} processes over embedded storage, each on a read-only copy"
+                if self.settings.processes > 1
+                else "RETRIEVAL_READ_ONLY is set"
+            )
+            raise ReadOnly(f"this server is read-only ({why}); ingest and delete through a single-process server, "
+                           "or run the processes against a Qdrant server (RETRIEVAL_QDRANT_URL)")
+
     async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
+        self._writable()
         report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
         if report.documents:
             self.schedule_optimize()
@@ -202,6 +218,7 @@ class Application:
         return report
 
     async def delete(self, document_ids: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+        self._writable()
         deleted, missing = await self.indexer.delete(document_ids)
         if self.cache is not None and deleted:
             await self.cache.invalidate_documents(deleted)

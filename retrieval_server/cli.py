@@ -228,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(settings.log_level, settings.log_format)
     try:
         if args.command == "serve":
+            if settings.processes > 1:
+                from retrieval_server.supervisor import supervise
+
+                return supervise(settings)
             from retrieval_server.server import serve
 
             asyncio.run(serve(settings))

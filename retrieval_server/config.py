@@ -20,12 +20,17 @@ class Settings(BaseSettings):
     grace_period_s: float = Field(10.0, ge=0, description="SIGTERM: time to finish in-flight calls")
     max_message_mb: int = Field(64, ge=1, le=2048, description="largest request (ingest) in MiB")
     workers: int = Field(2, ge=1, le=64, description="threads for model inference and embedded engines")
+    processes: int = Field(
+        1, ge=1, le=64, description="server processes sharing the port (SO_REUSEPORT); embedded storage is then served read-only"
+    )
+    read_only: bool = Field(False, description="refuse IngestDocuments and DeleteDocuments; serve what is stored")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
 
     # Storage
     data_dir: Path = Path("data")
     qdrant_url: str | None = Field(None, description="Qdrant server URL; unset: embedded qdrant-edge")
+    vectors_dir: Path | None = Field(None, description="embedded qdrant-edge folder; unset: <data_dir>/vectors")
     qdrant_path: str | None = Field(
         None, description="qdrant-client local mode (a folder or ':memory:') instead of qdrant-edge"
     )
@@ -141,6 +146,13 @@ class Settings(BaseSettings):
             raise ValueError("query_min_chars must not exceed query_max_chars")
         if self.qdrant_url and self.qdrant_path:
             raise ValueError("set only one of qdrant_url and qdrant_path")
+        if self.processes > 1 and self.qdrant_path:
+            raise ValueError("processes > 1 needs the embedded default or qdrant_url: qdrant-client local mode is one process per folder")
+        if self.processes > 1 and self.port == 0:
+            raise ValueError("processes > 1 needs a fixed port (the processes share it)")
+        if self.processes > 1 and self.qdrant_url and self.cache_backend == "memory":
+            raise ValueError("processes > 1 with writable shared storage needs cache_backend 'redis' or 'none': "
+                             "an in-process cache would miss invalidations made by the other processes")
         if self.mysql_dsn and not self.mysql_dsn.startswith(("mysql://", "mariadb://")):
             raise ValueError("mysql_dsn must start with mysql:// or mariadb://")
         if self.model_dir is not None and not (self.model_dir / "model.onnx").is_file():
@@ -161,6 +173,15 @@ class Settings(BaseSettings):
     @property
     def vector_backend(self) -> Literal["edge", "qdrant"]:
         return "qdrant" if (self.qdrant_url or self.qdrant_path) else "edge"
+
+    @property
+    def embedded_vectors_dir(self) -> Path:
+        return self.vectors_dir or self.data_dir / "vectors"
+
+    @property
+    def shares_writable_storage(self) -> bool:
+        """Whether several processes can all write: only with a Qdrant server (the embedded engines lock their folder)."""
+        return self.vector_backend == "qdrant" and self.qdrant_url is not None
 
     @property
     def metadata_backend(self) -> Literal["sqlite", "mysql"]:

@@ -257,3 +257,7 @@ class PermissionDenied(ServiceError):
 
 class Unavailable(ServiceError):
     """A backend the request needs is down."""
+
+
+class ReadOnly(ServiceError):
+    """This server does not accept writes (read-only mode or replicas of embedded storage)."""

@@ -22,6 +22,7 @@ from retrieval_server.domain import (
     NotFound,
     PermissionDenied,
     QueryOptions,
+    ReadOnly,
     Role,
     ServiceError,
     Unavailable,
@@ -35,6 +36,7 @@ _STATUS = {
     NotFound: grpc.StatusCode.NOT_FOUND,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
+    ReadOnly: grpc.StatusCode.FAILED_PRECONDITION,
 }
 _ADMIN_ROLES = {Role.ADMIN, Role.SUPER_ADMIN}
 

@@ -16,6 +16,8 @@ class JsonFormatter(logging.Formatter):
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
+            # Several server processes may share one log stream.
+            "pid": record.process,
             "msg": record.getMessage(),
         }
         out.update({k: v for k, v in vars(record).items() if k not in self._RESERVED})

@@ -14,6 +14,7 @@ import grpc
 import pytest
 
 from retrieval.v1 import retrieval_pb2 as pb
+from retrieval.v1 import retrieval_pb2_grpc
 from retrieval_client import AsyncRetrievalClient, RetrievalClient
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
@@ -112,3 +113,56 @@ def test_cli_ingest_reports_broken_files_and_goes_on(tmp_path: Path) -> None:
     again = subprocess.run([*CLI, "ingest", "--local", str(folder / "guide.md"), "--access", "private", "--owner", "alice"],
                            env=env, capture_output=True, text=True, timeout=300)
     assert "replaced guide" in again.stdout
+
+
+@pytest.mark.slow
+def test_two_processes_share_the_port_and_serve_read_only_copies(tmp_path: Path) -> None:
+    import psutil
+
+    from bench.server_process import listening_processes
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
+    (folder / "bread.txt").write_text("Sourdough bread rises because wild yeast ferments the dough overnight.")
+    data = tmp_path / "data"
+    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(folder)], env=_env(RETRIEVAL_DATA_DIR=str(data)),
+                            capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+    port = free_port()
+    env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PROCESSES="2")
+    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_serving(f"127.0.0.1:{port}", server)
+        deadline = time.monotonic() + 90
+        while listening_processes(server.pid, port) < 2:
+            assert time.monotonic() < deadline, "the second worker never listened"
+            time.sleep(0.3)
+        # The spawn context also starts a resource tracker: the workers are the children that listen.
+        workers = [
+            c for c in psutil.Process(server.pid).children()
+            if any(conn.status == psutil.CONN_LISTEN and conn.laddr.port == port for conn in c.net_connections(kind="tcp"))
+        ]
+        assert len(workers) == 2
+        cpu_before = [sum(w.cpu_times()[:2]) for w in workers]
+        # SO_REUSEPORT spreads connections, not calls: many connections reach both workers.
+        for _ in range(16):
+            channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)])
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            for _ in range(5):
+                resp = stub.Query(pb.QueryRequest(query="what makes bread rise", top_k=1, use_cache=False), timeout=60)
+                assert resp.contexts[0].document_id == "bread"
+            channel.close()
+        busy = [sum(w.cpu_times()[:2]) - before for w, before in zip(workers, cpu_before, strict=True)]
+        assert min(busy) > 0.1, f"one worker did not serve: CPU seconds {busy}"
+        with RetrievalClient(f"127.0.0.1:{port}", role="ADMIN") as client:
+            with pytest.raises(grpc.RpcError) as err:
+                client.ingest([pb.DocumentInput(filename="x.txt", content=b"new text")])
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "read-only" in err.value.details()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=90) == 0
+        assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()

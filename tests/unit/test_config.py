@@ -44,3 +44,27 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: 
 def test_model_dir_without_model_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no model.onnx"):
         load_settings(model_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"processes": 2, "qdrant_path": ":memory:"}, "qdrant-client local mode is one process per folder"),
+        ({"processes": 2, "port": 0}, "needs a fixed port"),
+        ({"processes": 2, "qdrant_url": "http://qdrant:6333"}, "cache_backend 'redis' or 'none'"),
+    ],
+)
+def test_several_processes_need_storage_they_can_share(overrides: dict[str, object], expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(**overrides)
+
+
+def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path: Path) -> None:
+    from retrieval_server.supervisor import replica_dir, worker_settings
+
+    s = load_settings(processes=2, data_dir=tmp_path)
+    workers = [worker_settings(s, i) for i in range(2)]
+    assert all(w.read_only for w in workers)
+    assert [w.embedded_vectors_dir for w in workers] == [replica_dir(s, 0), replica_dir(s, 1)]
+    shared = load_settings(processes=2, qdrant_url="http://qdrant:6333", cache_backend="none")
+    assert worker_settings(shared, 1) == shared  # a Qdrant server is shared and writable
