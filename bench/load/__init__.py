@@ -1,0 +1,1 @@
+"""Load benchmarks: ghz configurations and a grpc.aio load generator over a SciFact index."""

@@ -1,0 +1,138 @@
+"""A grpc.aio load generator: closed loop at fixed concurrency, or open loop at a fixed rate.
+
+Open-loop latency counts from when a request was due, not when it was sent, so a server that
+falls behind shows its queueing delay instead of hiding it (no coordinated omission).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+from google.protobuf.message import Message
+
+from bench.load.scenarios import Scenario
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval.v1 import retrieval_pb2_grpc as rpc
+
+
+@dataclass(slots=True)
+class Samples:
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    stage_ms: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cached: int = 0
+    responses: int = 0
+    elapsed_s: float = 0.0
+
+    def record(self, resp: Message, ms: float) -> None:
+        self.latencies_ms.append(ms)
+        self.responses += 1
+        if isinstance(resp, pb.QueryResponse):
+            self.cached += resp.cached
+            for st in resp.metrics.stages:
+                self.stage_ms[st.stage] += st.duration_ms
+
+    def summary(self) -> dict[str, object]:
+        lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.asarray([np.nan])
+        n = max(self.responses, 1)
+        stages = sorted(((k, v / n) for k, v in self.stage_ms.items()), key=lambda kv: -kv[1])
+        return {
+            "requests": self.responses + sum(self.errors.values()),
+            "rps": round(self.responses / self.elapsed_s, 2) if self.elapsed_s else 0.0,
+            "p50_ms": round(float(np.percentile(lat, 50)), 2),
+            "p95_ms": round(float(np.percentile(lat, 95)), 2),
+            "p99_ms": round(float(np.percentile(lat, 99)), 2),
+            "errors": sum(self.errors.values()),
+            "error_codes": dict(self.errors),
+            "cache_hit_rate": round(self.cached / n, 3),
+            "stage_ms": {k: round(v, 2) for k, v in stages},
+        }
+
+
+def _method(stub: rpc.RetrievalServiceStub, scenario: Scenario) -> grpc.aio.UnaryUnaryMultiCallable:
+    return getattr(stub, scenario.method)
+
+
+async def _call(method: grpc.aio.UnaryUnaryMultiCallable, req: Message, samples: Samples, start: float, timeout_s: float) -> None:
+    try:
+        resp = await method(req, timeout=timeout_s)
+    except grpc.aio.AioRpcError as exc:
+        samples.errors[exc.code().name] += 1
+    else:
+        samples.record(resp, (time.perf_counter() - start) * 1e3)
+
+
+async def warm(target: str, scenario: Scenario, queries: list[str], concurrency: int = 4) -> None:
+    """Send each query once (fills the cache for the cached scenario)."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        method = _method(rpc.RetrievalServiceStub(channel), scenario)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(q: str) -> None:
+            async with sem:
+                await method(scenario.build(q), timeout=120)
+
+        await asyncio.gather(*(one(q) for q in queries))
+
+
+async def closed_loop(
+    target: str, scenario: Scenario, queries: list[str], *, concurrency: int, duration_s: float, warmup_s: float = 2.0,
+    timeout_s: float = 60.0, channels: int = 1,
+) -> Samples:
+    """``concurrency`` callers, each sending its next request as soon as the last one returns."""
+    requests = [scenario.build(q) for q in queries]
+    samples = Samples()
+    chans = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
+    try:
+        methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
+        cursor = itertools.count()
+        t_start = time.perf_counter()
+        measure_from = t_start + warmup_s
+        end = measure_from + duration_s
+
+        async def caller(worker: int) -> None:
+            method = methods[worker % len(methods)]
+            while (now := time.perf_counter()) < end:
+                req = requests[next(cursor) % len(requests)]
+                target_samples = samples if now >= measure_from else Samples()
+                await _call(method, req, target_samples, now, timeout_s)
+
+        await asyncio.gather(*(caller(i) for i in range(concurrency)))
+        samples.elapsed_s = time.perf_counter() - measure_from
+    finally:
+        for c in chans:
+            await c.close()
+    return samples
+
+
+async def open_loop(
+    target: str, scenario: Scenario, queries: list[str], *, rate: float, duration_s: float, timeout_s: float = 60.0,
+    channels: int = 1,
+) -> Samples:
+    """Requests due at a fixed rate, whether or not earlier ones have returned."""
+    requests = [scenario.build(q) for q in queries]
+    samples = Samples()
+    chans = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
+    try:
+        methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
+        tasks = []
+        t0 = time.perf_counter()
+        total = int(rate * duration_s)
+        for i in range(total):
+            due = t0 + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(_call(methods[i % len(methods)], requests[i % len(requests)], samples, due, timeout_s)))
+        await asyncio.gather(*tasks)
+        samples.elapsed_s = time.perf_counter() - t0
+    finally:
+        for c in chans:
+            await c.close()
+    return samples

@@ -1,0 +1,1 @@
+"""Retrieval quality on BEIR datasets, measured end to end through the gRPC API."""

@@ -1,0 +1,145 @@
+"""Evaluate the service on a BEIR dataset, end to end through the gRPC API.
+
+    python -m bench.quality --dataset ../shared/datasets/scifact
+    python -m bench.quality --dataset ../shared/datasets/nfcorpus --strategies semantic,hybrid-rrf
+
+The corpus goes in through IngestDocuments into a fresh data directory (reused on the next run
+while the corpus, the model and the chunking are unchanged); every test query goes through
+Query; nDCG@10, Recall@100 and MRR@10 come from ir-measures (pytrec_eval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from bench.beir import BeirDataset
+from bench.quality import index as bench_index
+from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
+from bench.server_process import running_server
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", type=Path, required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
+    p.add_argument("--split", default="test")
+    p.add_argument("--strategies", help=f"comma-separated, from: {', '.join(VARIANTS)} (default: all without rerank, plus "
+                   "the rerank rows when --reranker-model-dir or --tei-url is given)")
+    p.add_argument("--top-k", type=int, default=100, help="documents per query scored (default 100, for Recall@100)")
+    p.add_argument("--concurrency", type=int, default=4, help="queries in flight")
+    p.add_argument("--model-dir", type=Path, default=None, help="embedding model folder (default: ../shared/models/all-MiniLM-L6-v2 "
+                   "when present, else the service's bundled int8 model)")
+    p.add_argument("--bundled-model", action="store_true", help="use the service's bundled int8 model even when ../shared has fp32")
+    p.add_argument("--reranker-model-dir", type=Path, help="ONNX cross-encoder folder (adds the rerank rows)")
+    p.add_argument("--tei-url", help="TEI server for /rerank (adds the rerank rows)")
+    p.add_argument("--rerank-candidates", type=int, default=100, help="child chunks sent to the cross-encoder")
+    p.add_argument("--drop-self", action="store_true", help="drop a retrieved document whose id equals the query id (ArguAna)")
+    p.add_argument("--index-dir", type=Path, help="data directory of the index (default: bench/results/quality-index/<dataset>)")
+    p.add_argument("--ingest-batch", type=int, default=200, help="documents per IngestDocuments request")
+    p.add_argument("--threads", type=int, default=2, help="server inference threads (RETRIEVAL_WORKERS)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="extra server setting, e.g. RETRIEVAL_RRF_K=30")
+    p.add_argument("--runs-dir", type=Path, help="also write each strategy's rankings as a TREC run file here")
+    p.add_argument("--output", type=Path, help="JSON results (default: bench/results/quality-<dataset>.json)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def _table(dataset: str, rows: list[VariantResult]) -> str:
+    lines = [
+        f"| {dataset} | nDCG@10 | Recall@100 | MRR@10 | p50 ms | p95 ms | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        m = r.measures
+        lines.append(
+            f"| {r.name} | {m['ndcg@10']:.3f} | {m['recall@100']:.3f} | {m['mrr@10']:.3f} | "
+            f"{r.latency_ms['p50']:.0f} | {r.latency_ms['p95']:.0f} | {r.errors} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    dataset = BeirDataset(args.dataset.resolve(), args.split)
+    try:
+        dataset.check()
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    model_dir = None if args.bundled_model else (args.model_dir or bench_index.default_model_dir())
+    reranking = bool(args.reranker_model_dir or args.tei_url)
+    names = args.strategies.split(",") if args.strategies else WITHOUT_RERANK + (WITH_RERANK if reranking else [])
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        print(f"unknown strategies {unknown}; choose from {list(VARIANTS)}", file=sys.stderr)
+        return 2
+    if any(VARIANTS[n].rerank for n in names) and not reranking:
+        print("rerank rows need --reranker-model-dir or --tei-url", file=sys.stderr)
+        return 2
+
+    contexts = 2 * args.top_k  # parent chunks asked for; several may come from one document
+    extra = dict(item.split("=", 1) for item in args.set)
+    index_dir = (args.index_dir or bench_index.default_index_dir(dataset)).resolve()
+    settings = {
+        **bench_index.index_settings(dict(os.environ), extra),
+        "RETRIEVAL_DATA_DIR": str(index_dir),
+        "RETRIEVAL_CACHE_BACKEND": "none",
+        "RETRIEVAL_TOP_K_MAX": str(max(contexts, 1)),
+        "RETRIEVAL_WORKERS": str(args.threads),
+        "RETRIEVAL_RERANK_CANDIDATES": str(args.rerank_candidates),
+        # Ranking is measured: the answer-size threshold would cut Recall@100, not change the order.
+        "RETRIEVAL_RERANK_THRESHOLD": "-1e30",
+        **extra,
+    }
+    if model_dir is not None:
+        settings["RETRIEVAL_MODEL_DIR"] = str(model_dir.resolve())
+    if args.reranker_model_dir:
+        settings["RETRIEVAL_RERANKER_MODEL_DIR"] = str(args.reranker_model_dir.resolve())
+    if args.tei_url:
+        settings["RETRIEVAL_TEI_URL"] = args.tei_url
+
+    progress = not args.no_progress
+    log = index_dir.parent / f"{dataset.name}-server.log"
+    report = bench_index.ensure(dataset, index_dir, settings, model_dir, batch=args.ingest_batch, progress=progress, log=log)
+    queries, qrels = dataset.queries(), dataset.qrels()
+    with running_server(settings, log) as server:
+        rows = [
+            asyncio.run(
+                run_variant(server.target, VARIANTS[n], queries, qrels, top_k=args.top_k, contexts=contexts,
+                            concurrency=args.concurrency, drop_self=args.drop_self, progress=progress)
+            )
+            for n in names
+        ]
+    out = {
+        "dataset": dataset.name,
+        "split": args.split,
+        "queries": len(queries),
+        "model": str(model_dir) if model_dir else "bundled int8 all-MiniLM-L6-v2",
+        "reranker": str(args.reranker_model_dir or args.tei_url or ""),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "options": {"top_k": args.top_k, "contexts_requested": contexts, "concurrency": args.concurrency, "drop_self": args.drop_self},
+        "index": asdict(report),
+        "results": [r.summary() for r in rows],
+    }
+    output = args.output or bench_index.RESULTS / f"quality-{dataset.name}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(out, indent=2))
+    if args.runs_dir:
+        args.runs_dir.mkdir(parents=True, exist_ok=True)
+        for r in rows:
+            (args.runs_dir / f"{dataset.name}-{r.name}.run").write_text(r.trec_run())
+    idx = "reused" if report.reused else f"ingested in {report.seconds:.0f} s"
+    print(f"\n{dataset.name}: {len(queries)} queries, {report.documents} documents ({idx}), "
+          f"{report.child_chunks} child chunks, {len(report.errors)} ingest errors; model: {out['model']}")
+    print(_table(dataset.name, rows))
+    print(f"written: {output}")
+    return 1 if any(r.errors for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

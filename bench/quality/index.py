@@ -1,0 +1,116 @@
+"""A benchmark index: the corpus ingested through the service's IngestDocuments RPC, reused when unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bench.beir import BeirDataset, shared_dir
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_client import RetrievalClient
+
+MARKER = "bench-index.json"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+#: server settings that change what the index holds
+INDEX_SETTINGS = ("RETRIEVAL_PARENT_CHUNK_TOKENS", "RETRIEVAL_CHILD_CHUNK_TOKENS", "RETRIEVAL_CHILD_OVERLAP_TOKENS", "RETRIEVAL_MAX_SEQ_LENGTH")
+
+
+def default_model_dir() -> Path | None:
+    """The fp32 all-MiniLM-L6-v2 of ../shared (the model MTEB scored) when present."""
+    d = shared_dir() / "models" / "all-MiniLM-L6-v2"
+    return d if (d / "model.onnx").is_file() else None
+
+
+def default_index_dir(dataset: BeirDataset) -> Path:
+    return RESULTS / "quality-index" / dataset.name
+
+
+def index_settings(environ: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """The index-shaping settings in force: from the environment, overridden by ``--set``."""
+    merged = {**environ, **extra}
+    return {k: merged[k] for k in INDEX_SETTINGS if k in merged}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReport:
+    documents: int
+    parent_chunks: int
+    child_chunks: int
+    errors: list[str]
+    seconds: float
+    reused: bool
+
+
+def model_fingerprint(model_dir: Path | None) -> str:
+    """Identity of the embedding model: the bundled default, or the model file's size and head."""
+    if model_dir is None:
+        return "bundled-default"
+    onnx = model_dir / "model.onnx"
+    with onnx.open("rb") as fh:
+        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()[:16]
+    return f"{model_dir.resolve()}:{onnx.stat().st_size}:{head}"
+
+
+def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: Path | None) -> dict[str, object]:
+    """Everything that changes what the index holds; equal keys mean the index can be reused."""
+    return {"corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir)}
+
+
+def existing(index_dir: Path, key: dict[str, object]) -> IndexReport | None:
+    marker = index_dir / MARKER
+    if not marker.is_file():
+        return None
+    saved = json.loads(marker.read_text())
+    if saved.get("key") != key:
+        return None
+    return IndexReport(**{**saved["report"], "reused": True})
+
+
+def prepare_fresh(index_dir: Path) -> None:
+    """A changed corpus or model starts from an empty folder: re-ingesting would keep removed documents."""
+    if index_dir.exists():
+        shutil.rmtree(index_dir)
+    index_dir.mkdir(parents=True)
+
+
+def ensure(dataset: BeirDataset, index_dir: Path, settings: dict[str, str], model_dir: Path | None, *, batch: int, progress: bool,
+           log: Path) -> IndexReport:
+    """The index in ``index_dir``: reused when its key matches, else built by a single-process server."""
+    from bench.server_process import running_server
+
+    key = index_key(dataset, index_settings(settings, {}), model_dir)
+    report = existing(index_dir, key)
+    if report is not None:
+        return report
+    prepare_fresh(index_dir)
+    with running_server({**settings, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_PROCESSES": "1"}, log) as server:
+        report = ingest(server.target, dataset, batch, progress)
+    save(index_dir, key, report)
+    return report
+
+
+def ingest(target: str, dataset: BeirDataset, batch: int, progress: bool) -> IndexReport:
+    t0 = time.perf_counter()
+    docs = parents = children = 0
+    errors: list[str] = []
+    with RetrievalClient(target, role="ADMIN", timeout=3600) as client, tqdm(
+        total=dataset.corpus_size(), desc=f"ingest {dataset.name}", unit="doc", disable=not progress
+    ) as bar:
+        for n, (count, payload) in enumerate(dataset.corpus_batches(batch)):
+            resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}-{n:05d}.jsonl", content=payload)])
+            docs += len(resp.documents)
+            parents += sum(d.parent_chunks for d in resp.documents)
+            children += sum(d.child_chunks for d in resp.documents)
+            errors.extend(f"{e.source}: {e.reason}" for e in resp.errors)
+            bar.update(count)
+    return IndexReport(docs, parents, children, errors, round(time.perf_counter() - t0, 1), reused=False)
+
+
+def save(index_dir: Path, key: dict[str, object], report: IndexReport) -> None:
+    (index_dir / MARKER).write_text(json.dumps({"key": key, "report": asdict(report)}, indent=2))

@@ -1,0 +1,93 @@
+"""`retrieval-server serve` as a child process of a benchmark: started, health-checked, stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_client import RetrievalClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True, slots=True)
+class RunningServer:
+    target: str
+    pid: int
+    log: Path
+
+
+def listening_processes(pid: int, port: int) -> int:
+    """How many processes of the tree under ``pid`` listen on ``port`` (workers sharing it with SO_REUSEPORT)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    count = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        count += any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns)
+    return count
+
+
+def _wait_listening(pid: int, port: int, processes: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while listening_processes(pid, port) < processes:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {listening_processes(pid, port)} of {processes} server processes listen on {port}")
+        time.sleep(0.3)
+
+
+def _wait_healthy(target: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}; its log:\n{log.read_text()[-4000:]}")
+        try:
+            with RetrievalClient(target, timeout=2) as client:
+                if client.health().status in (pb.SERVING, pb.DEGRADED):
+                    return
+        except grpc.RpcError:
+            time.sleep(0.3)
+    raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s; log: {log}")
+
+
+@contextmanager
+def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float = 300.0) -> Iterator[RunningServer]:
+    """Serve with exactly these RETRIEVAL_* settings (the caller's own RETRIEVAL_* variables are dropped)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    env.update({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json", **settings})
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
+    target = f"127.0.0.1:{port}"
+    try:
+        _wait_healthy(target, proc, log, timeout_s)
+        _wait_listening(proc.pid, port, int(env.get("RETRIEVAL_PROCESSES", "1")), timeout_s)
+        yield RunningServer(target, proc.pid, log)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,71 @@
+"""bench.quality end to end on a small BEIR folder: a real server process, ingestion and queries over gRPC."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.quality.__main__ import main
+
+DOCS = {
+    "tides": ("Ocean tides", "Tides rise and fall because the moon's gravity pulls on the oceans."),
+    "bread": ("Sourdough", "Sourdough bread rises because wild yeast and bacteria ferment the dough."),
+    "volcano": ("Volcanoes", "A volcano erupts when pressure from molten magma forces it through the crust."),
+    "insulin": ("Insulin", "Insulin is a hormone made by the pancreas that lets cells absorb glucose from blood."),
+    "eclipse": ("Solar eclipse", "A solar eclipse happens when the moon passes between the sun and the earth."),
+    "rainbow": ("Rainbows", "Rainbows appear when sunlight is refracted and reflected inside raindrops."),
+    "vaccine": ("Vaccines", "Vaccines train the immune system to recognise a pathogen without causing disease."),
+    "bees": ("Honey bees", "Honey bees communicate the location of flowers with a waggle dance."),
+}
+QUERIES = {
+    "q1": ("why does the sea level go up and down", "tides"),
+    "q2": ("how does yeast make dough rise", "bread"),
+    "q3": ("what hormone controls blood sugar", "insulin"),
+    "q4": ("how do bees tell each other where flowers are", "bees"),
+    # A query whose id is a document id, ArguAna-style: that document is the query itself.
+    "eclipse": ("the moon passes between the sun and the earth, blocking the sun", "rainbow"),
+}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("beir")
+    (d / "qrels").mkdir()
+    (d / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n" for k, (t, x) in DOCS.items()))
+    (d / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": q}) + "\n" for k, (q, _) in QUERIES.items())
+                                     + json.dumps({"_id": "unjudged", "text": "not in the test split"}) + "\n")
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{k}\t{doc}\t1\n" for k, (_, doc) in QUERIES.items()))
+    return d
+
+
+@pytest.mark.slow
+def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(dataset: Path, tmp_path: Path) -> None:
+    out, runs, index = tmp_path / "out.json", tmp_path / "runs", tmp_path / "index"
+    args = ["--dataset", str(dataset), "--bundled-model", "--index-dir", str(index), "--top-k", "5", "--concurrency", "2",
+            "--no-progress", "--output", str(out), "--runs-dir", str(runs)]
+    assert main(args) == 0
+    first = json.loads(out.read_text())
+    assert first["queries"] == len(QUERIES)  # only the judged split
+    assert first["index"]["documents"] == len(DOCS) and not first["index"]["reused"]
+    rows = {r["name"]: r for r in first["results"]}
+    assert list(rows) == ["semantic", "keyword", "hybrid-rrf", "hybrid-weighted", "adaptive"]
+    for r in rows.values():
+        assert r["errors"] == 0 and r["latency_ms"]["p50"] > 0 and "retrieve" in r["server_stage_ms"]
+    # Four easy queries hit their document first; the self-query's relevant document is not first.
+    assert rows["semantic"]["measures"]["mrr@10"] >= 0.8
+    semantic_run = (runs / f"{dataset.name}-semantic.run").read_text().splitlines()
+    assert [line.split()[2] for line in semantic_run if line.startswith("eclipse ")][0] == "eclipse"
+
+    assert main([*args, "--strategies", "semantic", "--drop-self"]) == 0
+    second = json.loads(out.read_text())
+    assert second["index"]["reused"] and second["options"]["drop_self"]
+    dropped = [line.split()[2] for line in (runs / f"{dataset.name}-semantic.run").read_text().splitlines() if line.startswith("eclipse ")]
+    assert "eclipse" not in dropped and dropped
+    assert second["results"][0]["measures"]["mrr@10"] > rows["semantic"]["measures"]["mrr@10"]
+
+
+def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dataset", str(tmp_path)]) == 2
+    assert "corpus.jsonl is missing" in capsys.readouterr().err
