@@ -1,0 +1,74 @@
+"""bench.load's generator and ghz plumbing against an in-process server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bench.load import generator
+from bench.load.ghz import command, summarize
+from bench.load.resources import ResourceSampler
+from bench.load.scenarios import SCENARIOS
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource
+from retrieval_server.server import RunningServer, start_server
+
+QUERIES = ["why do tides rise", "how does sourdough rise", "what does insulin do", "how do bees find flowers"]
+
+
+@pytest_asyncio.fixture(scope="module")
+async def target(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    running: RunningServer = await start_server(load_settings(host="127.0.0.1", port=0, data_dir=tmp_path_factory.mktemp("load")))
+    texts = {
+        "tides": "Tides rise and fall because the moon's gravity pulls on the oceans.",
+        "bread": "Sourdough bread rises because wild yeast ferments the dough.",
+        "insulin": "Insulin lets cells absorb glucose from the blood.",
+        "bees": "Honey bees show each other where flowers are with a waggle dance.",
+    }
+    report = await running.app.ingest([DocumentSource(filename=f"{k}.txt", content=v.encode(), document_id=k) for k, v in texts.items()])
+    assert not report.errors
+    yield f"127.0.0.1:{running.port}"
+    await running.stop(1.0)
+
+
+async def test_closed_loop_measures_every_scenario(target: str) -> None:
+    for name, scenario in SCENARIOS.items():
+        if scenario.warm_cache:
+            await generator.warm(target, scenario, QUERIES)
+        samples = await generator.closed_loop(target, scenario, QUERIES, concurrency=4, duration_s=1.0, warmup_s=0.2, channels=2)
+        s = samples.summary()
+        assert s["errors"] == 0 and s["requests"] > 4 and s["rps"] > 0, name
+        assert s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"]
+        if scenario.method == "Query":
+            assert s["stage_ms"], name  # the per-stage breakdown that says what dominates
+        if name == "query-cached":
+            assert s["cache_hit_rate"] == 1.0
+        elif scenario.method == "Query":
+            assert s["cache_hit_rate"] == 0.0
+
+
+async def test_open_loop_sends_at_the_rate_and_samples_the_server(target: str) -> None:
+    with ResourceSampler(os.getpid()) as sampler:
+        samples = await generator.open_loop(target, SCENARIOS["search"], QUERIES, rate=40, duration_s=1.0)
+    s = samples.summary()
+    assert s["requests"] == 40 and s["errors"] == 0
+    assert 20 <= s["rps"] <= 45  # the run lasts at least the schedule, a little more for the last responses
+    assert sampler.usage.cpu_cores > 0 and sampler.usage.peak_rss_mb > 50
+
+
+def test_ghz_command_uses_reflection_or_the_proto_and_reads_its_report(tmp_path: Path) -> None:
+    scenario = SCENARIOS["query-hybrid"]
+    reflection = command("ghz", scenario, "127.0.0.1:1", 8, 5, use_proto=False, output=tmp_path / "o.json")
+    with_proto = command("ghz", scenario, "127.0.0.1:1", 8, 5, use_proto=True, output=tmp_path / "o.json")
+    assert "--proto" not in reflection and reflection[-1] == "127.0.0.1:1"
+    assert with_proto[with_proto.index("--proto") + 1].endswith("protos/retrieval/v1/retrieval.proto")
+    assert Path(with_proto[with_proto.index("--config") + 1]).is_file()
+    data = scenario.ghz_data(["what is a tide"])
+    assert data == [{"query": "what is a tide", "top_k": 5, "strategy": "HYBRID", "use_cache": False, "rerank": False}]
+    report = {"count": 10, "rps": 99.5, "latencyDistribution": [{"percentage": 50, "latency": 2_000_000}, {"percentage": 95, "latency": 5_000_000},
+              {"percentage": 99, "latency": 9_000_000}], "errorDistribution": {"rpc error: code = Unavailable": 2}}
+    assert summarize(report) == {"rps": 99.5, "p50_ms": 2.0, "p95_ms": 5.0, "p99_ms": 9.0, "count": 10, "errors": 2}
