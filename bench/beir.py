@@ -6,7 +6,7 @@ import csv
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,13 +64,13 @@ class BeirDataset:
                         out[str(row["_id"])] = str(row["text"])
         return out
 
-    def corpus_batches(self, size: int) -> Iterator[tuple[int, bytes]]:
+    def corpus_batches(self, size: int, transform: Callable[[str], str] | None = None) -> Iterator[tuple[int, bytes]]:
         """(documents, jsonl bytes) chunks of the corpus, for IngestDocuments requests."""
         lines: list[str] = []
         with self.corpus.open(encoding="utf-8") as fh:
             for line in fh:
                 if line.strip():
-                    lines.append(line)
+                    lines.append(transform(line) if transform else line)
                     if len(lines) == size:
                         yield len(lines), "".join(lines).encode()
                         lines = []

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.beir import BeirDataset
 from bench.quality import index as bench_index
+from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
 from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
 from bench.server_process import running_server
 
@@ -38,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reranker-model-dir", type=Path, help="ONNX cross-encoder folder (adds the rerank rows)")
     p.add_argument("--tei-url", help="TEI server for /rerank (adds the rerank rows)")
     p.add_argument("--rerank-candidates", type=int, default=100, help="child chunks sent to the cross-encoder")
+    p.add_argument("--mteb-protocol", action="store_true", help="documents truncated to 256 tokens, one chunk each, as MTEB "
+                   "embeds them: checks the service's numbers against MTEB's (separate index)")
     p.add_argument("--drop-self", action="store_true", help="drop a retrieved document whose id equals the query id (ArguAna)")
     p.add_argument("--index-dir", type=Path, help="data directory of the index (default: bench/results/quality-index/<dataset>)")
     p.add_argument("--ingest-batch", type=int, default=200, help="documents per IngestDocuments request")
@@ -84,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
 
     contexts = 2 * args.top_k  # parent chunks asked for; several may come from one document
     extra = dict(item.split("=", 1) for item in args.set)
-    index_dir = (args.index_dir or bench_index.default_index_dir(dataset)).resolve()
+    if args.mteb_protocol:
+        extra = {**MTEB_SETTINGS, **extra}
+    index_dir = (args.index_dir or bench_index.default_index_dir(dataset, "-mteb" if args.mteb_protocol else "")).resolve()
     settings = {
         **bench_index.index_settings(dict(os.environ), extra),
         "RETRIEVAL_DATA_DIR": str(index_dir),
@@ -104,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         settings["RETRIEVAL_TEI_URL"] = args.tei_url
 
     progress = not args.no_progress
-    log = index_dir.parent / f"{dataset.name}-server.log"
-    report = bench_index.ensure(dataset, index_dir, settings, model_dir, batch=args.ingest_batch, progress=progress, log=log)
+    log = index_dir.parent / f"{index_dir.name}-server.log"
+    report = bench_index.ensure(dataset, index_dir, settings, model_dir, batch=args.ingest_batch, progress=progress, log=log,
+                                truncate_tokens=MTEB_CONTENT_TOKENS if args.mteb_protocol else 0)
     queries, qrels = dataset.queries(), dataset.qrels()
     with running_server(settings, log) as server:
         rows = [
@@ -122,11 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         "model": str(model_dir) if model_dir else "bundled int8 all-MiniLM-L6-v2",
         "reranker": str(args.reranker_model_dir or args.tei_url or ""),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "protocol": "mteb (documents truncated to 256 tokens, one chunk each)" if args.mteb_protocol else "service default chunking",
         "options": {"top_k": args.top_k, "contexts_requested": contexts, "concurrency": args.concurrency, "drop_self": args.drop_self},
         "index": asdict(report),
         "results": [r.summary() for r in rows],
     }
-    output = args.output or bench_index.RESULTS / f"quality-{dataset.name}.json"
+    output = args.output or bench_index.RESULTS / f"quality-{dataset.name}{'-mteb' if args.mteb_protocol else ''}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(out, indent=2))
     if args.runs_dir:

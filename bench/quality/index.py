@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,8 +28,8 @@ def default_model_dir() -> Path | None:
     return d if (d / "model.onnx").is_file() else None
 
 
-def default_index_dir(dataset: BeirDataset) -> Path:
-    return RESULTS / "quality-index" / dataset.name
+def default_index_dir(dataset: BeirDataset, suffix: str = "") -> Path:
+    return RESULTS / "quality-index" / f"{dataset.name}{suffix}"
 
 
 def index_settings(environ: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
@@ -57,9 +58,14 @@ def model_fingerprint(model_dir: Path | None) -> str:
     return f"{model_dir.resolve()}:{onnx.stat().st_size}:{head}"
 
 
-def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: Path | None) -> dict[str, object]:
+def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: Path | None, truncate_tokens: int = 0) -> dict[str, object]:
     """Everything that changes what the index holds; equal keys mean the index can be reused."""
-    return {"corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir)}
+    key: dict[str, object] = {
+        "corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir)
+    }
+    if truncate_tokens:
+        key["truncate_tokens"] = truncate_tokens
+    return key
 
 
 def existing(index_dir: Path, key: dict[str, object]) -> IndexReport | None:
@@ -80,29 +86,30 @@ def prepare_fresh(index_dir: Path) -> None:
 
 
 def ensure(dataset: BeirDataset, index_dir: Path, settings: dict[str, str], model_dir: Path | None, *, batch: int, progress: bool,
-           log: Path) -> IndexReport:
+           log: Path, truncate_tokens: int = 0) -> IndexReport:
     """The index in ``index_dir``: reused when its key matches, else built by a single-process server."""
+    from bench.quality.protocol import Truncator
     from bench.server_process import running_server
 
-    key = index_key(dataset, index_settings(settings, {}), model_dir)
+    key = index_key(dataset, index_settings(settings, {}), model_dir, truncate_tokens)
     report = existing(index_dir, key)
     if report is not None:
         return report
     prepare_fresh(index_dir)
     with running_server({**settings, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_PROCESSES": "1"}, log) as server:
-        report = ingest(server.target, dataset, batch, progress)
+        report = ingest(server.target, dataset, batch, progress, Truncator(model_dir, truncate_tokens) if truncate_tokens else None)
     save(index_dir, key, report)
     return report
 
 
-def ingest(target: str, dataset: BeirDataset, batch: int, progress: bool) -> IndexReport:
+def ingest(target: str, dataset: BeirDataset, batch: int, progress: bool, transform: Callable[[str], str] | None = None) -> IndexReport:
     t0 = time.perf_counter()
     docs = parents = children = 0
     errors: list[str] = []
     with RetrievalClient(target, role="ADMIN", timeout=3600) as client, tqdm(
         total=dataset.corpus_size(), desc=f"ingest {dataset.name}", unit="doc", disable=not progress
     ) as bar:
-        for n, (count, payload) in enumerate(dataset.corpus_batches(batch)):
+        for n, (count, payload) in enumerate(dataset.corpus_batches(batch, transform)):
             resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}-{n:05d}.jsonl", content=payload)])
             docs += len(resp.documents)
             parents += sum(d.parent_chunks for d in resp.documents)
