@@ -21,7 +21,7 @@ ENV RETRIEVAL_DATA_DIR=/home/retrieval/data \
     RETRIEVAL_PORT=50051 \
     NUMBA_CACHE_DIR=/home/retrieval/.numba
 VOLUME ["/home/retrieval/data"]
-EXPOSE 50051
+EXPOSE 50051 9464
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["retrieval-server", "health", "--server", "localhost:50051"]
 ENTRYPOINT ["retrieval-server"]

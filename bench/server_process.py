@@ -74,7 +74,7 @@ def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float =
     """Serve with exactly these RETRIEVAL_* settings (the caller's own RETRIEVAL_* variables are dropped)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
-    env.update({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json", **settings})
+    env.update({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json", "RETRIEVAL_METRICS_PORT": "0", **settings})
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -20,6 +20,7 @@ from retrieval_server.config import Settings
 from retrieval_server.domain import DocumentSource, IngestReport, ReadOnly, Unavailable
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
+from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
@@ -43,6 +44,7 @@ class Application:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.metrics = ServiceMetrics()
         self.executor = BlockingExecutor(settings.workers)
         files = resolve_model(settings.model_dir)
         self.embedder = OnnxEmbedder(
@@ -211,6 +213,8 @@ class Application:
     async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
         self._writable()
         report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
+        self.metrics.ingested.inc(len(report.documents))
+        self.metrics.ingest_errors.inc(len(report.errors))
         if report.documents:
             self.schedule_optimize()
             if self.cache is not None:
@@ -270,6 +274,7 @@ class Application:
     async def close(self) -> None:
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
+        self.metrics.close()
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]
         if self.cache is not None:
             closers.append(self.cache.close)

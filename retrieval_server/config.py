@@ -24,6 +24,8 @@ class Settings(BaseSettings):
         1, ge=1, le=64, description="server processes sharing the port (SO_REUSEPORT); embedded storage is then served read-only"
     )
     read_only: bool = Field(False, description="refuse IngestDocuments and DeleteDocuments; serve what is stored")
+    metrics_enabled: bool = Field(True, description="serve Prometheus metrics over HTTP")
+    metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); worker i of several processes: port + i")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
 

@@ -29,6 +29,8 @@ class RunningServer:
     health: health_aio.HealthServicer
     port: int
     app: Application
+    #: the /metrics port, or None when metrics are off
+    metrics_port: int | None = None
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting, let in-flight calls finish within ``grace_s``, then close the backends."""
@@ -59,12 +61,19 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     if port == 0:
         await app.close()
         raise OSError(f"cannot bind {settings.host}:{settings.port}")
+    metrics_port = None
+    if settings.metrics_enabled:
+        try:
+            metrics_port = app.metrics.serve(settings.host, settings.metrics_port)
+        except OSError as exc:
+            await app.close()
+            raise OSError(f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {exc}") from exc
     await server.start()
     for name in ("", SERVICE_NAME):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("serving", extra={"address": f"{settings.host}:{port}", "vector_store": settings.vector_backend,
+    log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id})
-    return RunningServer(server, health, port, app)
+    return RunningServer(server, health, port, app, metrics_port)
 
 
 async def serve(settings: Settings) -> None:

@@ -31,9 +31,12 @@ def replica_dir(settings: Settings, worker: int) -> Path:
 
 
 def worker_settings(settings: Settings, worker: int) -> Settings:
-    if settings.shares_writable_storage:
-        return settings
-    return settings.model_copy(update={"read_only": True, "vectors_dir": replica_dir(settings, worker)})
+    update: dict[str, object] = {}
+    if settings.metrics_port:
+        update["metrics_port"] = settings.metrics_port + worker  # one registry per process, so one endpoint each
+    if not settings.shares_writable_storage:
+        update.update(read_only=True, vectors_dir=replica_dir(settings, worker))
+    return settings.model_copy(update=update)
 
 
 def prepare_replicas(settings: Settings) -> None:

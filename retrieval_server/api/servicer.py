@@ -45,16 +45,23 @@ def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     """Map domain errors to status codes; anything unexpected is INTERNAL and logged, never leaked."""
 
     @functools.wraps(fn)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+    async def wrapper(self: RetrievalServicer, request: Any, context: grpc.aio.ServicerContext) -> R:
+        start = time.perf_counter()
+        code = grpc.StatusCode.OK
         try:
             return await fn(self, request, context)
         except ServiceError as exc:
-            await context.abort(_STATUS.get(type(exc), grpc.StatusCode.INTERNAL), str(exc))
+            code = _STATUS.get(type(exc), grpc.StatusCode.INTERNAL)
+            await context.abort(code, str(exc))
         except grpc.aio.AbortError:
+            code = context.code() or grpc.StatusCode.UNKNOWN
             raise
         except Exception:
+            code = grpc.StatusCode.INTERNAL
             log.exception("unhandled error in %s", fn.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {fn.__name__}")
+            await context.abort(code, f"internal error in {fn.__name__}")
+        finally:
+            self._app.metrics.observe_rpc(fn.__name__, code.name, time.perf_counter() - start)
         raise AssertionError("unreachable")  # context.abort raises
 
     return wrapper
@@ -92,7 +99,10 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             fusion=convert.fusion_in(request.fusion),
             deadline=_deadline(context),
         )
-        return convert.query_out(await self._app.pipeline.query(options))
+        result = await self._app.pipeline.query(options)
+        m = result.metrics
+        self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
+        return convert.query_out(result)
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:

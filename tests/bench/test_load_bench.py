@@ -22,7 +22,7 @@ QUERIES = ["why do tides rise", "how does sourdough rise", "what does insulin do
 
 @pytest_asyncio.fixture(scope="module")
 async def target(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    running: RunningServer = await start_server(load_settings(host="127.0.0.1", port=0, data_dir=tmp_path_factory.mktemp("load")))
+    running: RunningServer = await start_server(load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=tmp_path_factory.mktemp("load")))
     texts = {
         "tides": "Tides rise and fall because the moon's gravity pulls on the oceans.",
         "bread": "Sourdough bread rises because wild yeast ferments the dough.",

@@ -25,7 +25,7 @@ CLI = [sys.executable, "-m", "retrieval_server.cli"]
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
-    env.update(RETRIEVAL_LOG_FORMAT="json", **extra)
+    env.update(RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_METRICS_PORT="0", **extra)
     return env
 
 

@@ -66,5 +66,7 @@ def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path
     workers = [worker_settings(s, i) for i in range(2)]
     assert all(w.read_only for w in workers)
     assert [w.embedded_vectors_dir for w in workers] == [replica_dir(s, 0), replica_dir(s, 1)]
+    assert [w.metrics_port for w in workers] == [s.metrics_port, s.metrics_port + 1]
     shared = load_settings(processes=2, qdrant_url="http://qdrant:6333", cache_backend="none")
-    assert worker_settings(shared, 1) == shared  # a Qdrant server is shared and writable
+    second = worker_settings(shared, 1)
+    assert not second.read_only and second.vectors_dir is None  # a Qdrant server is shared and writable
