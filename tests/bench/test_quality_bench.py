@@ -69,3 +69,22 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dataset", str(tmp_path)]) == 2
     assert "corpus.jsonl is missing" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_configured_cross_encoder_adds_the_rerank_rows(dataset: Path, tmp_path: Path) -> None:
+    from scoring_core.model_builder import BertShape, build_cross_encoder
+
+    model = tmp_path / "cross-encoder"
+    model.mkdir()
+    build_cross_encoder(model / "model.onnx", BertShape(hidden=32, layers=2, heads=2, intermediate=64), seed=1, init_std=0.3)
+    out = tmp_path / "out.json"
+    args = ["--dataset", str(dataset), "--bundled-model", "--index-dir", str(tmp_path / "index"), "--top-k", "5",
+            "--no-progress", "--output", str(out), "--reranker-model-dir", str(model), "--strategies", "keyword,keyword+rerank,hybrid-rrf+rerank"]
+    assert main(args) == 0
+    rows = {r["name"]: r for r in json.loads(out.read_text())["results"]}
+    assert list(rows) == ["keyword", "keyword+rerank", "hybrid-rrf+rerank"]
+    assert "rerank" in rows["keyword+rerank"]["server_stage_ms"] and rows["keyword+rerank"]["errors"] == 0
+    # An untrained cross-encoder reorders the keyword ranking: the rows differ because reranking ran.
+    assert rows["keyword+rerank"]["measures"] != rows["keyword"]["measures"] or rows["keyword+rerank"]["server_stage_ms"]["rerank"] > rows["keyword"]["server_stage_ms"]["rerank"]
+    assert main(["--dataset", str(dataset), "--strategies", "keyword+rerank", "--bundled-model"]) == 2  # no reranker configured
