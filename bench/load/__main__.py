@@ -127,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         with running_server(settings, log_dir / f"server-{processes}p.log") as server:
             for name in names:
                 if SCENARIOS[name].warm_cache:
-                    # Each process has its own cache: warm it over many connections so every process sees the queries.
-                    for _ in range(2 * processes):
-                        asyncio.run(generator.warm(server.target, SCENARIOS[name], queries, concurrency=8))
+                    asyncio.run(generator.warm(server.target, SCENARIOS[name], queries, connections=1 if processes == 1 else 8))
                 for c in args.concurrency:
                     row = asyncio.run(_run_cell(server.target, server.pid, name, queries, concurrency=c, duration_s=args.duration))
                     rows.append({"processes": processes, **row})

@@ -68,17 +68,27 @@ async def _call(method: grpc.aio.UnaryUnaryMultiCallable, req: Message, samples:
         samples.record(resp, (time.perf_counter() - start) * 1e3)
 
 
-async def warm(target: str, scenario: Scenario, queries: list[str], concurrency: int = 4) -> None:
-    """Send each query once (fills the cache for the cached scenario)."""
-    async with grpc.aio.insecure_channel(target) as channel:
-        method = _method(rpc.RetrievalServiceStub(channel), scenario)
+async def warm(target: str, scenario: Scenario, queries: list[str], *, concurrency: int = 4, connections: int = 1) -> None:
+    """Send each query once over every one of ``connections`` connections.
+
+    Fills the semantic cache for the cached scenario. With several server processes each has its
+    own cache and SO_REUSEPORT assigns connections, not calls: sending every query over several
+    connections reaches every process with high probability (a repeat is a cheap cache hit).
+    """
+    chans = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(connections)]
+    try:
+        methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
         sem = asyncio.Semaphore(concurrency)
 
         async def one(q: str) -> None:
-            async with sem:
-                await method(scenario.build(q), timeout=120)
+            for method in methods:
+                async with sem:
+                    await method(scenario.build(q), timeout=120)
 
         await asyncio.gather(*(one(q) for q in queries))
+    finally:
+        for c in chans:
+            await c.close()
 
 
 async def closed_loop(

@@ -62,13 +62,19 @@ async def _with_retries(deps: WorkflowDeps, what: str, call: Callable[[], Awaita
 async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if not state.options.use_cache or deps.cache is None:
         return {}
+    o = state.options
+    reads_private = await deps.metadata.reads_private(o.identity)
+    # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
+    answer = await deps.cache.lookup(o.query, None, cache_config(state), o.identity, reads_private)
+    if answer is not None:
+        state.metrics.cache_hit = True
+        return {"reads_private": reads_private, "contexts": list(answer.contexts), "cache_hit": True}
     vector = None
     try:
-        vector = (await deps.embedder.embed([state.options.query]))[0]
+        vector = (await deps.embedder.embed([o.query]))[0]
     except Exception:
         log.warning("query embedding failed in check_cache", exc_info=True)
-    reads_private = await deps.metadata.reads_private(state.options.identity)
-    answer = await deps.cache.lookup(state.options.query, vector, cache_config(state), state.options.identity, reads_private)
+    answer = await deps.cache.lookup(o.query, vector, cache_config(state), o.identity, reads_private) if vector is not None else None
     if answer is None:
         return {"query_vector": vector, "reads_private": reads_private}
     state.metrics.cache_hit = True

@@ -144,6 +144,10 @@ async def test_cache_hit_ends_the_graph(app: Application) -> None:
         assert _docs(hit) == _docs(first)
     other = await p.query(QueryOptions("northern valleys rain", 3))  # another top_k: another answer
     assert not other.cached
+    # An exact repeat is answered before the model runs (the embedding is most of a hit's cost).
+    counting = CountingEmbedder(app.embedder)
+    repeat = await pipeline(app, cache=p.deps.cache, embedder=counting).query(QueryOptions("northern valleys RAIN", 2))
+    assert repeat.cached and _docs(repeat) == _docs(first) and counting.calls == 0
 
 
 async def test_cache_entries_are_dropped_when_a_cited_document_changes(app: Application, tmp_path: Path) -> None:
@@ -206,6 +210,16 @@ class BrokenEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         raise RuntimeError("model crashed")
+
+
+class CountingEmbedder:
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.calls = inner, 0
+        self.model_id, self.dim = inner.model_id, inner.dim
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        return await self._inner.embed(texts)
 
 
 class FailingDense:
