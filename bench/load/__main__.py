@@ -32,12 +32,18 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", type=Path, default=shared_dir() / "datasets" / "scifact", help="BEIR folder (index and query texts)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma-separated, from: {', '.join(SCENARIOS)}")
     p.add_argument("--concurrency", type=_ints, default=[1, 8, 32], help="closed-loop concurrency levels (default 1,8,32)")
-    p.add_argument("--open-loop-rates", type=_ints, default=[], help="open-loop request rates per second (default: none)")
+    p.add_argument("--open-loop-rates", type=_ints, default=[], help="open-loop runs at these request rates per second")
+    p.add_argument("--open-loop-load", type=_floats, default=[0.5, 0.9],
+                   help="open-loop runs at these fractions of the scenario's best closed-loop req/s (default 0.5,0.9; '' for none)")
     p.add_argument("--processes", type=_ints, default=[1, 2], help="server process counts to compare (default 1,2)")
     p.add_argument("--duration", type=float, default=15.0, help="measured seconds per run (after a 2 s warm-up)")
     p.add_argument("--model-dir", type=Path, help="embedding model (default: as bench.quality)")
@@ -132,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                     row = asyncio.run(_run_cell(server.target, server.pid, name, queries, concurrency=c, duration_s=args.duration))
                     rows.append({"processes": processes, **row})
                     print(_table([rows[-1]]).splitlines()[-1], flush=True)
-                for rate in args.open_loop_rates:
+                best = max((float(r["rps"]) for r in rows if r["scenario"] == name and r["processes"] == processes), default=0.0)
+                rates = [*args.open_loop_rates, *(round(f * best, 1) for f in args.open_loop_load if best)]
+                for rate in rates:
                     row = asyncio.run(_run_cell(server.target, server.pid, name, queries, rate=rate, duration_s=args.duration))
                     rows.append({"processes": processes, **row})
                     print(_table([rows[-1]]).splitlines()[-1], flush=True)
