@@ -91,3 +91,17 @@ async def test_full_text_search_respects_access(metadata_store: MetadataStore) -
     assert await metadata_store.search_documents("!!", 10, Identity()) == []
     await metadata_store.delete_document("glaciers")
     assert "glaciers" not in {d for d, _ in await metadata_store.search_documents("alps", 10, Identity())}
+
+
+async def test_reads_neither_wait_for_nor_see_an_open_write(metadata_store: MetadataStore) -> None:
+    import asyncio
+
+    await metadata_store.replace_document(Document("d1", title="committed"), _parents("d1", 1))
+    async with metadata_store.transaction() as tx:
+        await tx.execute("UPDATE documents SET title = ? WHERE document_id = ?", ["uncommitted", "d1"])
+        # While an ingest holds its transaction, queries go on reading the last committed state.
+        doc = await asyncio.wait_for(metadata_store.get_document("d1"), timeout=10)
+        parents = await asyncio.wait_for(metadata_store.get_parents(["d1#p0"]), timeout=10)
+    assert doc is not None and doc.title == "committed" and list(parents) == ["d1#p0"]
+    after = await metadata_store.get_document("d1")
+    assert after is not None and after.title == "uncommitted"

@@ -54,6 +54,10 @@ class MetadataStore(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
+    def snapshot(self) -> AbstractAsyncContextManager[Tx]:
+        """Reads only: a consistent view that never takes a write lock (by default a transaction)."""
+        return self.transaction()
+
     @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A transaction: committed on normal exit, rolled back on an exception."""
@@ -95,12 +99,12 @@ class MetadataStore(ABC):
         if where:
             sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
         sql += " ORDER BY s DESC, d.document_id LIMIT ?"
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             rows = await tx.fetchall(sql, [*params, *wparams, limit])
         return [(r[0], float(r[1])) for r in rows]
 
     async def ping(self) -> None:
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             await tx.fetchall("SELECT 1")
 
     async def _documents(self, tx: Tx, ids: Sequence[str]) -> dict[str, Document]:
@@ -137,13 +141,13 @@ class MetadataStore(ABC):
         if not identity.reads_everything:
             sql += " AND (d.owner_id = ? OR EXISTS (SELECT 1 FROM grants g WHERE g.document_id = d.document_id AND g.user_id = ?))"
             params = [identity.user_id, identity.user_id]
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             return bool(await tx.fetchall(sql + " LIMIT 1", params))
 
     async def get_documents(self, ids: Sequence[str]) -> dict[str, Document]:
         if not ids:
             return {}
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             return await self._documents(tx, ids)
 
     async def get_document(self, document_id: str) -> Document | None:
@@ -192,7 +196,7 @@ class MetadataStore(ABC):
         out: dict[str, ParentChunk] = {}
         if not parent_ids:
             return out
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             for part in _chunks(list(dict.fromkeys(parent_ids))):
                 marks = ",".join("?" * len(part))
                 for r in await tx.fetchall(
@@ -204,15 +208,15 @@ class MetadataStore(ABC):
         return out
 
     async def count_documents(self) -> int:
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             return int((await tx.fetchall("SELECT COUNT(*) FROM documents"))[0][0])
 
     async def list_document_ids(self) -> list[str]:
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             return [r[0] for r in await tx.fetchall("SELECT document_id FROM documents ORDER BY document_id")]
 
     async def get_info(self, key: str) -> str | None:
-        async with self.transaction() as tx:
+        async with self.snapshot() as tx:
             rows = await tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [key])
         return rows[0][0] if rows else None
 

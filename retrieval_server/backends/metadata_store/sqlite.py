@@ -66,16 +66,21 @@ class _SqliteTx:
         await self._conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cur = await self._conn.execute(sql, params)
-        return [tuple(r) for r in await cur.fetchall()]
+        # One hop to the connection's thread instead of two (execute, then fetch).
+        return [tuple(r) for r in await self._conn.execute_fetchall(sql, params)]
 
 
 class SqliteMetadataStore(MetadataStore):
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, readers: int = 2) -> None:
         self._path = path
         self._conn: aiosqlite.Connection | None = None
-        # One connection: transactions take turns instead of interleaving on it.
+        # One writer connection: transactions take turns instead of interleaving on it.
         self._lock = asyncio.Lock()
+        # Reads go to their own connections: under WAL they neither wait for a writer nor take
+        # the write lock (which, with several server processes on one file, would serialize them).
+        self._reader_count = readers
+        self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        self._all_readers: list[aiosqlite.Connection] = []
 
     async def open(self) -> None:
         if isinstance(self._path, Path):
@@ -85,12 +90,38 @@ class SqliteMetadataStore(MetadataStore):
         await self._conn.execute("PRAGMA foreign_keys=ON")
         await self._conn.execute("PRAGMA busy_timeout=5000")
         await self._conn.executescript(DDL)
+        if str(self._path) != ":memory:":  # a second connection to :memory: would be another database
+            for _ in range(self._reader_count):
+                reader = await aiosqlite.connect(str(self._path), isolation_level=None)
+                await reader.execute("PRAGMA query_only=ON")
+                await reader.execute("PRAGMA busy_timeout=5000")
+                self._all_readers.append(reader)
+                self._readers.put_nowait(reader)
 
     async def close(self) -> None:
+        readers, self._all_readers = self._all_readers, []
+        for _ in readers:
+            await (await self._readers.get()).close()  # waits for reads in flight to hand theirs back
         if self._conn is not None:
             conn, self._conn = self._conn, None
             async with self._lock:
                 await conn.close()
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[Tx]:
+        if not self._all_readers:
+            async with self.transaction() as tx:
+                yield tx
+            return
+        reader = await self._readers.get()
+        try:
+            await reader.execute("BEGIN")  # deferred: a consistent view across statements, no lock taken
+            try:
+                yield _SqliteTx(reader)
+            finally:
+                await reader.execute("COMMIT")
+        finally:
+            self._readers.put_nowait(reader)
 
     def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
         # FTS5 bm25() is lower-is-better; OR over quoted terms never hits FTS query syntax.
