@@ -46,10 +46,13 @@ class Application:
         self.settings = settings
         self.metrics = ServiceMetrics()
         self.executor = BlockingExecutor(settings.workers)
+        # Model runs get their own lanes: each run already uses every intra-op thread, so running
+        # more at once than there are lanes only oversubscribes the cores and lowers throughput.
+        self.inference = BlockingExecutor(settings.inference_lanes, name="inference")
         files = resolve_model(settings.model_dir)
         self.embedder = OnnxEmbedder(
             files,
-            self.executor,
+            self.inference,
             max_length=settings.max_seq_length,
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
@@ -130,7 +133,7 @@ class Application:
         """TEI when configured (backed by the local model if there is one), else the local model, else none."""
         s = self.settings
         local = (
-            OnnxReranker(s.reranker_model_dir, self.executor, activation=s.rerank_activation, threads=s.embed_threads)
+            OnnxReranker(s.reranker_model_dir, self.inference, activation=s.rerank_activation, threads=s.embed_threads)
             if s.reranker_model_dir
             else None
         )
@@ -286,4 +289,5 @@ class Application:
                 await closer()
             except Exception:
                 log.exception("closing a backend failed")
+        self.inference.shutdown()
         self.executor.shutdown()

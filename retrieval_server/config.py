@@ -19,7 +19,8 @@ class Settings(BaseSettings):
     port: int = Field(50051, ge=0, le=65535)
     grace_period_s: float = Field(10.0, ge=0, description="SIGTERM: time to finish in-flight calls")
     max_message_mb: int = Field(64, ge=1, le=2048, description="largest request (ingest) in MiB")
-    workers: int = Field(2, ge=1, le=64, description="threads for model inference and embedded engines")
+    workers: int = Field(2, ge=1, le=64, description="threads for the embedded engines and other blocking work")
+    inference_lanes: int = Field(1, ge=1, le=64, description="model runs (embedding, rerank) at once; each uses embed_threads")
     processes: int = Field(
         1, ge=1, le=64, description="server processes sharing the port (SO_REUSEPORT); embedded storage is then served read-only"
     )
