@@ -7,6 +7,7 @@ falls behind shows its queueing delay instead of hiding it (no coordinated omiss
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import defaultdict
@@ -59,13 +60,23 @@ def _method(stub: rpc.RetrievalServiceStub, scenario: Scenario) -> grpc.aio.Unar
     return getattr(stub, scenario.method)
 
 
-async def _call(method: grpc.aio.UnaryUnaryMultiCallable, req: Message, samples: Samples, start: float, timeout_s: float) -> None:
+async def _attempt(method: grpc.aio.UnaryUnaryMultiCallable, req: Message, timeout_s: float) -> tuple[Message | None, str]:
     try:
-        resp = await method(req, timeout=timeout_s)
+        return await method(req, timeout=timeout_s), ""
     except grpc.aio.AioRpcError as exc:
-        samples.errors[exc.code().name] += 1
+        return None, exc.code().name
+
+
+def _record(samples: Samples, outcome: tuple[Message | None, str], ms: float) -> None:
+    resp, error = outcome
+    if resp is None:
+        samples.errors[error] += 1
     else:
-        samples.record(resp, (time.perf_counter() - start) * 1e3)
+        samples.record(resp, ms)
+
+
+async def _call(method: grpc.aio.UnaryUnaryMultiCallable, req: Message, samples: Samples, start: float, timeout_s: float) -> None:
+    _record(samples, await _attempt(method, req, timeout_s), (time.perf_counter() - start) * 1e3)
 
 
 async def warm(target: str, scenario: Scenario, queries: list[str], *, concurrency: int = 4, connections: int = 1) -> None:
@@ -95,26 +106,36 @@ async def closed_loop(
     target: str, scenario: Scenario, queries: list[str], *, concurrency: int, duration_s: float, warmup_s: float = 2.0,
     timeout_s: float = 60.0, channels: int = 1,
 ) -> Samples:
-    """``concurrency`` callers, each sending its next request as soon as the last one returns."""
+    """``concurrency`` callers, each sending its next request as soon as the last one returns.
+
+    Counted: the calls that complete inside the measured window, which ends on time however long
+    the calls in flight would take (they are cancelled), so slow scenarios are not under-counted.
+    """
     requests = [scenario.build(q) for q in queries]
     samples = Samples()
     chans = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
     try:
         methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
         cursor = itertools.count()
-        t_start = time.perf_counter()
-        measure_from = t_start + warmup_s
+        measure_from = time.perf_counter() + warmup_s
         end = measure_from + duration_s
 
         async def caller(worker: int) -> None:
             method = methods[worker % len(methods)]
-            while (now := time.perf_counter()) < end:
+            while True:
                 req = requests[next(cursor) % len(requests)]
-                target_samples = samples if now >= measure_from else Samples()
-                await _call(method, req, target_samples, now, timeout_s)
+                start = time.perf_counter()
+                outcome = await _attempt(method, req, timeout_s)
+                done = time.perf_counter()
+                if measure_from <= done <= end:
+                    _record(samples, outcome, (done - start) * 1e3)
 
-        await asyncio.gather(*(caller(i) for i in range(concurrency)))
-        samples.elapsed_s = time.perf_counter() - measure_from
+        callers = asyncio.gather(*(caller(i) for i in range(concurrency)))
+        await asyncio.sleep(max(0.0, end - time.perf_counter()))
+        callers.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await callers
+        samples.elapsed_s = duration_s
     finally:
         for c in chans:
             await c.close()
