@@ -187,21 +187,15 @@ class Application:
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""
         stored = await self.metadata.get_info("embedding_model")
-        if self.settings.read_only:
-            if stored is not None and stored != self.embedder.model_id and await self.metadata.count_documents() > 0:
-                await self.close()
-                raise Unavailable(f"the index was built with embedding model {stored}, but {self.embedder.model_id} is configured")
-            return
-        if stored is None:
-            await self.metadata.set_info("embedding_model", self.embedder.model_id)
-        elif stored != self.embedder.model_id and await self.metadata.count_documents() > 0:
+        model = self.embedder.model_id
+        if stored not in (None, model) and await self.metadata.count_documents() > 0:
             await self.close()
             raise Unavailable(
-                f"the index was built with embedding model {stored}, but {self.embedder.model_id} is configured; "
+                f"the index was built with embedding model {stored}, but {model} is configured; "
                 "use the same RETRIEVAL_MODEL_DIR or a new RETRIEVAL_DATA_DIR"
             )
-        else:
-            await self.metadata.set_info("embedding_model", self.embedder.model_id)
+        if stored != model and not self.settings.read_only:
+            await self.metadata.set_info("embedding_model", model)
 
     def _writable(self) -> None:
         if self.settings.read_only:

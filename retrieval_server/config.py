@@ -184,7 +184,7 @@ class Settings(BaseSettings):
     @property
     def shares_writable_storage(self) -> bool:
         """Whether several processes can all write: only with a Qdrant server (the embedded engines lock their folder)."""
-        return self.vector_backend == "qdrant" and self.qdrant_url is not None
+        return self.qdrant_url is not None
 
     @property
     def metadata_backend(self) -> Literal["sqlite", "mysql"]:

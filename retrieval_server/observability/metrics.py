@@ -6,14 +6,11 @@ on ``metrics_port + i``), so nothing is shared between processes and no global r
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector, start_http_server
-
-log = logging.getLogger(__name__)
 
 # Retrieval latencies run from sub-millisecond cache hits to seconds with a cross-encoder.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
