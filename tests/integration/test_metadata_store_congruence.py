@@ -105,3 +105,28 @@ async def test_reads_neither_wait_for_nor_see_an_open_write(metadata_store: Meta
     assert doc is not None and doc.title == "committed" and list(parents) == ["d1#p0"]
     after = await metadata_store.get_document("d1")
     assert after is not None and after.title == "uncommitted"
+
+
+async def test_cancelled_calls_leave_no_transaction_behind(metadata_store: MetadataStore) -> None:
+    """A caller that gives up (deadline, client gone) cancels its task at any await point."""
+    import asyncio
+
+    await metadata_store.replace_document(Document("d1", title="t"), _parents("d1", 2))
+    for i in range(60):
+        calls = [
+            asyncio.ensure_future(metadata_store.get_documents(["d1"])),
+            asyncio.ensure_future(metadata_store.get_parents(["d1#p0"])),
+            asyncio.ensure_future(metadata_store.replace_document(Document(f"x{i}"), _parents(f"x{i}", 1))),
+        ]
+        for _ in range(i % 6):  # cancel after a varying number of loop turns: before, inside and after BEGIN
+            await asyncio.sleep(0)
+        for c in calls:
+            c.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+    # Every connection still works, for reads and for writes.
+    for _ in range(4):
+        doc = await metadata_store.get_document("d1")
+        assert doc is not None and doc.title == "t"
+    assert await metadata_store.replace_document(Document("after", title="ok"), _parents("after", 1)) is False
+    got = await metadata_store.get_document("after")
+    assert got is not None and got.title == "ok"

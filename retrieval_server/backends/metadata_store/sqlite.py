@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -52,6 +53,22 @@ CREATE TABLE IF NOT EXISTS index_info (
 CREATE INDEX IF NOT EXISTS documents_owner ON documents(owner_id);
 CREATE INDEX IF NOT EXISTS grants_user ON grants(user_id);
 """
+
+
+async def _begin(conn: aiosqlite.Connection, statement: str) -> None:
+    """Start a transaction, ending one that a cancelled caller left open.
+
+    A task cancelled while awaiting BEGIN still has its BEGIN run on the connection's thread, so
+    the next caller can find a transaction open. It was never committed: rolling it back loses
+    nothing, and checking here (in statement order) cannot race with the cancelled statements.
+    """
+    try:
+        await conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if "within a transaction" not in str(exc):
+            raise
+        await conn.execute("ROLLBACK")
+        await conn.execute(statement)
 
 
 class _SqliteTx:
@@ -115,7 +132,7 @@ class SqliteMetadataStore(MetadataStore):
             return
         reader = await self._readers.get()
         try:
-            await reader.execute("BEGIN")  # deferred: a consistent view across statements, no lock taken
+            await _begin(reader, "BEGIN")  # deferred: a consistent view across statements, no lock taken
             try:
                 yield _SqliteTx(reader)
             finally:
@@ -138,7 +155,7 @@ class SqliteMetadataStore(MetadataStore):
         if self._conn is None:
             raise Unavailable("metadata store is not open")
         async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await _begin(self._conn, "BEGIN IMMEDIATE")
             try:
                 yield _SqliteTx(self._conn)
             except BaseException:
