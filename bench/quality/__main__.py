@@ -21,9 +21,10 @@ from pathlib import Path
 
 from bench.beir import BeirDataset
 from bench.quality import index as bench_index
-from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
 from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
+from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
 from bench.server_process import running_server
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,7 +45,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-self", action="store_true", help="drop a retrieved document whose id equals the query id (ArguAna)")
     p.add_argument("--index-dir", type=Path, help="data directory of the index (default: bench/results/quality-index/<dataset>)")
     p.add_argument("--ingest-batch", type=int, default=200, help="documents per IngestDocuments request")
-    p.add_argument("--threads", type=int, default=2, help="server inference threads (RETRIEVAL_WORKERS)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="extra server setting, e.g. RETRIEVAL_RRF_K=30")
     p.add_argument("--runs-dir", type=Path, help="also write each strategy's rankings as a TREC run file here")
     p.add_argument("--output", type=Path, help="JSON results (default: bench/results/quality-<dataset>.json)")
@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print("rerank rows need --reranker-model-dir or --tei-url", file=sys.stderr)
         return 2
 
+    if bad := [item for item in args.set if "=" not in item or not item.startswith("RETRIEVAL_")]:
+        print(f"--set takes RETRIEVAL_NAME=VALUE (got {bad})", file=sys.stderr)
+        return 2
     contexts = 2 * args.top_k  # parent chunks asked for; several may come from one document
     extra = dict(item.split("=", 1) for item in args.set)
     if args.mteb_protocol:
@@ -95,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
         "RETRIEVAL_DATA_DIR": str(index_dir),
         "RETRIEVAL_CACHE_BACKEND": "none",
         "RETRIEVAL_TOP_K_MAX": str(max(contexts, 1)),
-        "RETRIEVAL_WORKERS": str(args.threads),
         "RETRIEVAL_RERANK_CANDIDATES": str(args.rerank_candidates),
         # Ranking is measured: the answer-size threshold would cut Recall@100, not change the order.
         "RETRIEVAL_RERANK_THRESHOLD": "-1e30",
