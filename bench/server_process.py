@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -55,18 +56,20 @@ def _wait_listening(pid: int, port: int, processes: int, timeout_s: float) -> No
         time.sleep(0.3)
 
 
-def _wait_healthy(target: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log: Path | None = None) -> None:
+    """Poll the Health RPC until SERVING or DEGRADED; fail with the server's output if it exits first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}; its log:\n{log.read_text()[-4000:]}")
+            output = log.read_text()[-4000:] if log else (proc.stderr.read() if proc.stderr else "")
+            raise RuntimeError(f"the server exited with {proc.returncode}; its output:\n{output}")
         try:
             with RetrievalClient(target, timeout=2) as client:
                 if client.health().status in (pb.SERVING, pb.DEGRADED):
                     return
         except grpc.RpcError:
             time.sleep(0.3)
-    raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s; log: {log}")
+    raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s" + (f"; log: {log}" if log else ""))
 
 
 @contextmanager
@@ -80,7 +83,7 @@ def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float =
         proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
     target = f"127.0.0.1:{port}"
     try:
-        _wait_healthy(target, proc, log, timeout_s)
+        wait_healthy(target, proc, timeout_s, log)
         _wait_listening(proc.pid, port, int(env.get("RETRIEVAL_PROCESSES", "1")), timeout_s)
         yield RunningServer(target, proc.pid, log)
     finally:

@@ -18,7 +18,7 @@ from retrieval.v1 import retrieval_pb2_grpc
 from retrieval_client import AsyncRetrievalClient, RetrievalClient
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
-from tests.support.mariadb import free_port
+from bench.server_process import free_port, listening_processes, wait_healthy
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
 
@@ -50,17 +50,7 @@ def test_second_process_on_the_same_folder_is_refused(tmp_path: Path) -> None:
 
 
 def _wait_serving(target: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited early: {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            with RetrievalClient(target, timeout=2) as client:
-                if client.health().status in (pb.SERVING, pb.DEGRADED):
-                    return
-        except grpc.RpcError:
-            time.sleep(0.3)
-    raise AssertionError("server did not become healthy")
+    wait_healthy(target, proc, timeout_s=90)
 
 
 @pytest.mark.slow
@@ -119,7 +109,6 @@ def test_cli_ingest_reports_broken_files_and_goes_on(tmp_path: Path) -> None:
 def test_two_processes_share_the_port_and_serve_read_only_copies(tmp_path: Path) -> None:
     import psutil
 
-    from bench.server_process import listening_processes
 
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -14,9 +14,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from bench.server_process import free_port
 from retrieval.v1 import retrieval_pb2 as pb
 from tests.e2e.conftest import Live
-from tests.support.mariadb import free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 

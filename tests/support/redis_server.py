@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.mariadb import free_port
+from bench.server_process import free_port
 from tests.support.paths import require_binary
 
 
