@@ -65,7 +65,7 @@ def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log
             raise RuntimeError(f"the server exited with {proc.returncode}; its output:\n{output}")
         try:
             with RetrievalClient(target, timeout=2) as client:
-                if client.health().status in (pb.SERVING, pb.DEGRADED):
+                if client.health().status in (pb.SERVING_STATUS_SERVING, pb.SERVING_STATUS_DEGRADED):
                     return
         except grpc.RpcError:
             time.sleep(0.3)

@@ -42,11 +42,11 @@ SCENARIOS = {
     s.name: s
     for s in (
         Scenario("search", "Search", lambda q: pb.SearchRequest(query=q, top_k=TOP_K), description="Search, dense, top 5"),
-        Scenario("query-cached", "Query", _query(pb.HYBRID, cache=True, rerank=False), warm_cache=True,
+        Scenario("query-cached", "Query", _query(pb.STRATEGY_HYBRID, cache=True, rerank=False), warm_cache=True,
                  description="Query HYBRID answered from the semantic cache"),
-        Scenario("query-hybrid", "Query", _query(pb.HYBRID, cache=False, rerank=False),
+        Scenario("query-hybrid", "Query", _query(pb.STRATEGY_HYBRID, cache=False, rerank=False),
                  description="Query HYBRID, no cache, no rerank"),
-        Scenario("query-hybrid-rerank", "Query", _query(pb.HYBRID, cache=False, rerank=True),
+        Scenario("query-hybrid-rerank", "Query", _query(pb.STRATEGY_HYBRID, cache=False, rerank=True),
                  description=f"Query HYBRID + ONNX cross-encoder over {RERANK_CANDIDATES} candidates"),
     )
 }

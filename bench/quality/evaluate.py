@@ -31,14 +31,14 @@ class Variant:
 
 
 VARIANTS = {
-    "semantic": Variant("semantic", pb.SEMANTIC),
-    "keyword": Variant("keyword", pb.KEYWORD),
-    "hybrid-rrf": Variant("hybrid-rrf", pb.HYBRID, pb.RRF),
-    "hybrid-weighted": Variant("hybrid-weighted", pb.HYBRID, pb.WEIGHTED),
-    "adaptive": Variant("adaptive", pb.ADAPTIVE),
-    "semantic+rerank": Variant("semantic+rerank", pb.SEMANTIC, rerank=True),
-    "keyword+rerank": Variant("keyword+rerank", pb.KEYWORD, rerank=True),
-    "hybrid-rrf+rerank": Variant("hybrid-rrf+rerank", pb.HYBRID, pb.RRF, rerank=True),
+    "semantic": Variant("semantic", pb.STRATEGY_SEMANTIC),
+    "keyword": Variant("keyword", pb.STRATEGY_KEYWORD),
+    "hybrid-rrf": Variant("hybrid-rrf", pb.STRATEGY_HYBRID, pb.FUSION_RRF),
+    "hybrid-weighted": Variant("hybrid-weighted", pb.STRATEGY_HYBRID, pb.FUSION_WEIGHTED),
+    "adaptive": Variant("adaptive", pb.STRATEGY_ADAPTIVE),
+    "semantic+rerank": Variant("semantic+rerank", pb.STRATEGY_SEMANTIC, rerank=True),
+    "keyword+rerank": Variant("keyword+rerank", pb.STRATEGY_KEYWORD, rerank=True),
+    "hybrid-rrf+rerank": Variant("hybrid-rrf+rerank", pb.STRATEGY_HYBRID, pb.FUSION_RRF, rerank=True),
 }
 WITHOUT_RERANK = ["semantic", "keyword", "hybrid-rrf", "hybrid-weighted", "adaptive"]
 WITH_RERANK = ["keyword+rerank", "hybrid-rrf+rerank"]

@@ -119,10 +119,10 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         ok = all(c.ok for c in components if c.name in required)
         degraded = not all(c.ok for c in components)
         return pb.HealthResponse(
-            status=(pb.DEGRADED if degraded else pb.SERVING) if ok else pb.NOT_SERVING,
+            status=(pb.SERVING_STATUS_DEGRADED if degraded else pb.SERVING_STATUS_SERVING) if ok else pb.SERVING_STATUS_NOT_SERVING,
             version=__version__,
             components=[
-                pb.ComponentHealth(name=c.name, status=pb.SERVING if c.ok else (pb.DEGRADED if c.name not in required else pb.NOT_SERVING), detail=c.detail)
+                pb.ComponentHealth(name=c.name, status=pb.SERVING_STATUS_SERVING if c.ok else (pb.SERVING_STATUS_DEGRADED if c.name not in required else pb.SERVING_STATUS_NOT_SERVING), detail=c.detail)
                 for c in components
             ],
         )

@@ -68,7 +68,7 @@ def test_ghz_command_uses_reflection_or_the_proto_and_reads_its_report(tmp_path:
     assert with_proto[with_proto.index("--proto") + 1].endswith("protos/retrieval/v1/retrieval.proto")
     assert Path(with_proto[with_proto.index("--config") + 1]).is_file()
     data = scenario.ghz_data(["what is a tide"])
-    assert data == [{"query": "what is a tide", "top_k": 5, "strategy": "HYBRID", "use_cache": False, "rerank": False}]
+    assert data == [{"query": "what is a tide", "top_k": 5, "strategy": "STRATEGY_HYBRID", "use_cache": False, "rerank": False}]
     report = {"count": 10, "rps": 99.5, "latencyDistribution": [{"percentage": 50, "latency": 2_000_000}, {"percentage": 95, "latency": 5_000_000},
               {"percentage": 99, "latency": 9_000_000}], "errorDistribution": {"rpc error: code = Unavailable": 2}}
     assert summarize(report) == {"rps": 99.5, "p50_ms": 2.0, "p95_ms": 5.0, "p99_ms": 9.0, "count": 10, "errors": 2}

@@ -80,12 +80,12 @@ async def test_reflection_lists_services_and_rejects_unknown_symbols(live: Live)
 async def test_health_rpc_reports_components(live: Live) -> None:
     resp = await live.stub.Health(pb.HealthRequest())
     # No cross-encoder is configured in this test: answers are degraded (fused order), not stopped.
-    assert resp.status == pb.DEGRADED
+    assert resp.status == pb.SERVING_STATUS_DEGRADED
     assert {c.name: c.status for c in resp.components} == {
-        "vector_store": pb.SERVING,
-        "metadata_store": pb.SERVING,
-        "embedder": pb.SERVING,
-        "reranker": pb.DEGRADED,
+        "vector_store": pb.SERVING_STATUS_SERVING,
+        "metadata_store": pb.SERVING_STATUS_SERVING,
+        "embedder": pb.SERVING_STATUS_SERVING,
+        "reranker": pb.SERVING_STATUS_DEGRADED,
     }
 
 
@@ -159,7 +159,7 @@ async def test_ingest_query_search_reingest_delete(live: Live) -> None:
 
 async def test_document_filter_and_private_access(live: Live) -> None:
     await live.stub.IngestDocuments(
-        pb.IngestDocumentsRequest(documents=[_doc("diary", "My private diary about sailing boats.", access=pb.PRIVATE, owner_id="alice")]),
+        pb.IngestDocumentsRequest(documents=[_doc("diary", "My private diary about sailing boats.", access=pb.ACCESS_PRIVATE, owner_id="alice")]),
         metadata=ADMIN,
     )
     anon = await live.stub.Query(pb.QueryRequest(query="sailing boats diary", top_k=10))
@@ -184,7 +184,7 @@ async def test_document_filter_and_private_access(live: Live) -> None:
         ("Search", pb.SearchRequest(query="ok", top_k=21), "top_k must be between 1 and 20"),
         ("Search", pb.SearchRequest(query=""), "query must be 1 to 4096"),
         ("IngestDocuments", pb.IngestDocumentsRequest(), "documents must not be empty"),
-        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", access=pb.PRIVATE)]), "documents[0].owner_id is required"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE)]), "documents[0].owner_id is required"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt")]), "documents[0].content must not be empty"),
         ("DeleteDocuments", pb.DeleteDocumentsRequest(), "document_ids must not be empty"),
     ],
@@ -195,7 +195,7 @@ async def test_invalid_arguments_name_field_and_limit(live: Live, rpc: str, requ
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert needle in err.value.details()
     # The server keeps serving, and what was stored is intact.
-    assert (await live.stub.Health(pb.HealthRequest())).status != pb.NOT_SERVING
+    assert (await live.stub.Health(pb.HealthRequest())).status != pb.SERVING_STATUS_NOT_SERVING
 
 
 async def test_admin_rpcs_need_an_admin_role(live: Live) -> None:
@@ -222,11 +222,11 @@ async def test_sync_client_and_concurrent_calls(live: Live) -> None:
 
 
 async def test_fusion_choice_and_suggestions_cross_the_wire(live: Live) -> None:
-    weighted = await live.stub.Query(pb.QueryRequest(query="molten rock lava", top_k=2, strategy=pb.HYBRID, fusion=pb.WEIGHTED))
+    weighted = await live.stub.Query(pb.QueryRequest(query="molten rock lava", top_k=2, strategy=pb.STRATEGY_HYBRID, fusion=pb.FUSION_WEIGHTED))
     assert weighted.contexts[0].document_id in {"volcanoes", "volcanoes-copy"}
-    assert weighted.metrics.strategy_used == pb.HYBRID
+    assert weighted.metrics.strategy_used == pb.STRATEGY_HYBRID
     empty = await live.stub.Query(
-        pb.QueryRequest(query="volcanoes", top_k=2, strategy=pb.KEYWORD, filters=pb.QueryFilters(document_ids=["nothing-here"]))
+        pb.QueryRequest(query="volcanoes", top_k=2, strategy=pb.STRATEGY_KEYWORD, filters=pb.QueryFilters(document_ids=["nothing-here"]))
     )
     assert list(empty.contexts) == [] and "remove the document filter" in empty.suggestions
     with pytest.raises(grpc.aio.AioRpcError) as err:

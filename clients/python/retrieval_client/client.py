@@ -12,7 +12,7 @@ import grpc
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 
-_STRATEGIES = {"semantic": pb.SEMANTIC, "keyword": pb.KEYWORD, "hybrid": pb.HYBRID, "adaptive": pb.ADAPTIVE}
+_STRATEGIES = {"semantic": pb.STRATEGY_SEMANTIC, "keyword": pb.STRATEGY_KEYWORD, "hybrid": pb.STRATEGY_HYBRID, "adaptive": pb.STRATEGY_ADAPTIVE}
 _MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
 
@@ -37,7 +37,7 @@ def document_from_file(
         title=title,
         url=url,
         source=str(p),
-        access=pb.PRIVATE if access.lower() == "private" else pb.PUBLIC,
+        access=pb.ACCESS_PRIVATE if access.lower() == "private" else pb.ACCESS_PUBLIC,
         owner_id=owner_id,
         metadata=metadata or {},
         granted_user_ids=list(granted_user_ids),

@@ -10,53 +10,53 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     STRATEGY_UNSPECIFIED: _ClassVar[Strategy]
-    SEMANTIC: _ClassVar[Strategy]
-    KEYWORD: _ClassVar[Strategy]
-    HYBRID: _ClassVar[Strategy]
-    ADAPTIVE: _ClassVar[Strategy]
+    STRATEGY_SEMANTIC: _ClassVar[Strategy]
+    STRATEGY_KEYWORD: _ClassVar[Strategy]
+    STRATEGY_HYBRID: _ClassVar[Strategy]
+    STRATEGY_ADAPTIVE: _ClassVar[Strategy]
 
 class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MODE_UNSPECIFIED: _ClassVar[Mode]
-    RETRIEVAL_ONLY: _ClassVar[Mode]
-    GENERATION: _ClassVar[Mode]
+    MODE_RETRIEVAL_ONLY: _ClassVar[Mode]
+    MODE_GENERATION: _ClassVar[Mode]
 
 class Fusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FUSION_UNSPECIFIED: _ClassVar[Fusion]
-    RRF: _ClassVar[Fusion]
-    WEIGHTED: _ClassVar[Fusion]
+    FUSION_RRF: _ClassVar[Fusion]
+    FUSION_WEIGHTED: _ClassVar[Fusion]
 
 class ServingStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SERVING_STATUS_UNSPECIFIED: _ClassVar[ServingStatus]
-    SERVING: _ClassVar[ServingStatus]
-    DEGRADED: _ClassVar[ServingStatus]
-    NOT_SERVING: _ClassVar[ServingStatus]
+    SERVING_STATUS_SERVING: _ClassVar[ServingStatus]
+    SERVING_STATUS_DEGRADED: _ClassVar[ServingStatus]
+    SERVING_STATUS_NOT_SERVING: _ClassVar[ServingStatus]
 
 class Access(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ACCESS_UNSPECIFIED: _ClassVar[Access]
-    PUBLIC: _ClassVar[Access]
-    PRIVATE: _ClassVar[Access]
+    ACCESS_PUBLIC: _ClassVar[Access]
+    ACCESS_PRIVATE: _ClassVar[Access]
 STRATEGY_UNSPECIFIED: Strategy
-SEMANTIC: Strategy
-KEYWORD: Strategy
-HYBRID: Strategy
-ADAPTIVE: Strategy
+STRATEGY_SEMANTIC: Strategy
+STRATEGY_KEYWORD: Strategy
+STRATEGY_HYBRID: Strategy
+STRATEGY_ADAPTIVE: Strategy
 MODE_UNSPECIFIED: Mode
-RETRIEVAL_ONLY: Mode
-GENERATION: Mode
+MODE_RETRIEVAL_ONLY: Mode
+MODE_GENERATION: Mode
 FUSION_UNSPECIFIED: Fusion
-RRF: Fusion
-WEIGHTED: Fusion
+FUSION_RRF: Fusion
+FUSION_WEIGHTED: Fusion
 SERVING_STATUS_UNSPECIFIED: ServingStatus
-SERVING: ServingStatus
-DEGRADED: ServingStatus
-NOT_SERVING: ServingStatus
+SERVING_STATUS_SERVING: ServingStatus
+SERVING_STATUS_DEGRADED: ServingStatus
+SERVING_STATUS_NOT_SERVING: ServingStatus
 ACCESS_UNSPECIFIED: Access
-PUBLIC: Access
-PRIVATE: Access
+ACCESS_PUBLIC: Access
+ACCESS_PRIVATE: Access
 
 class QueryFilters(_message.Message):
     __slots__ = ("document_ids",)
