@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 
 import scoring_core
 from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
@@ -17,11 +17,12 @@ from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.config import Settings
-from retrieval_server.domain import DocumentSource, IngestReport, ReadOnly, Unavailable
+from retrieval_server.domain import ComponentHealth, ComponentState, DocumentSource, HealthReport, IngestReport, ReadOnly, Unavailable
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
 from retrieval_server.observability.metrics import ServiceMetrics
-from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
+from retrieval_server.backends.cache import CachePolicy, CacheUnavailable, GuardedCache, MemoryCache, SemanticCache
+from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
@@ -30,13 +31,6 @@ from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ComponentStatus:
-    name: str
-    ok: bool
-    detail: str
 
 
 class Application:
@@ -150,7 +144,8 @@ class Application:
         if s.cache_backend == "redis":
             from retrieval_server.backends.redis_cache import RedisCache
 
-            return RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy)
+            redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=s.redis_key_prefix, timeout_s=s.cache_timeout_s)
+            return GuardedCache(redis, CircuitBreaker(s.cache_breaker_failures, s.cache_breaker_cooldown_s), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
 
     def _vector_store(self) -> VectorStore:
@@ -214,16 +209,24 @@ class Application:
         self.metrics.ingest_errors.inc(len(report.errors))
         if report.documents:
             self.schedule_optimize()
-            if self.cache is not None:
-                await self.cache.invalidate_documents(d.document_id for d in report.documents if d.replaced)
+            await self._invalidate([d.document_id for d in report.documents if d.replaced])
         return report
 
     async def delete(self, document_ids: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
         self._writable()
         deleted, missing = await self.indexer.delete(document_ids)
-        if self.cache is not None and deleted:
-            await self.cache.invalidate_documents(deleted)
+        await self._invalidate(deleted)
         return deleted, missing
+
+    async def _invalidate(self, document_ids: list[str]) -> None:
+        """Drop cached answers citing these documents. Best effort: the write has committed, and a
+        hit is checked against the stored versions anyway, so a cache that is down loses nothing."""
+        if self.cache is None or not document_ids:
+            return
+        try:
+            await self.cache.invalidate_documents(document_ids)
+        except CacheUnavailable as exc:
+            log.warning("cache invalidation skipped: %s", exc)
 
     def schedule_optimize(self) -> None:
         """Index what was written, in the background, one optimization at a time."""
@@ -246,27 +249,37 @@ class Application:
         if self._optimize_task is not None:
             await self._optimize_task
 
-    async def health(self) -> list[ComponentStatus]:
-        out = []
-        stores: tuple[tuple[str, VectorStore | MetadataStore], ...] = (
-            ("vector_store", self.vectors),
-            ("metadata_store", self.metadata),
-        )
-        for name, store in stores:
+    async def health(self) -> HealthReport:
+        async def probe(name: str, ping: Callable[[], Awaitable[None]], detail: str, required: bool) -> ComponentHealth:
             try:
-                await asyncio.wait_for(store.ping(), timeout=5)
-                out.append(ComponentStatus(name, True, type(store).__name__))
+                await asyncio.wait_for(ping(), timeout=5)
             except Exception as exc:
-                out.append(ComponentStatus(name, False, str(exc) or type(exc).__name__))
-        if self.cache is not None and hasattr(self.cache, "ping"):
-            try:
-                await asyncio.wait_for(self.cache.ping(), timeout=5)
-                out.append(ComponentStatus("cache", True, type(self.cache).__name__))
-            except Exception as exc:
-                out.append(ComponentStatus("cache", False, str(exc) or type(exc).__name__))
-        out.append(ComponentStatus("embedder", True, self.embedder.model_id))
-        out.append(ComponentStatus("reranker", self.reranker is not None, self.reranker.name if self.reranker else "none: fused order"))
-        return out
+                return ComponentHealth(name, ComponentState.FAILING, required, str(exc) or type(exc).__name__)
+            return ComponentHealth(name, ComponentState.OK, required, detail)
+
+        def optional(name: str, component: object, detail: str) -> ComponentHealth:
+            if component is None:
+                return ComponentHealth(name, ComponentState.NOT_CONFIGURED, False, detail)
+            return ComponentHealth(name, ComponentState.OK, False, getattr(component, "name", type(component).__name__))
+
+        components = [
+            await probe("vector_store", self.vectors.ping, type(self.vectors).__name__, True),
+            await probe("metadata_store", self.metadata.ping, type(self.metadata).__name__, True),
+            ComponentHealth("embedder", ComponentState.OK, True, self.embedder.model_id),
+            (
+                await probe("cache", self.cache.ping, type(getattr(self.cache, "inner", self.cache)).__name__, False)
+                if self.cache is not None
+                else optional("cache", None, "off (RETRIEVAL_CACHE_BACKEND=none)")
+            ),
+            optional("reranker", self.reranker, "not configured: fused order (set RETRIEVAL_RERANKER_MODEL_DIR or RETRIEVAL_TEI_URL)"),
+            ComponentHealth(
+                "llm",
+                ComponentState.OK if self.chat_models else ComponentState.NOT_CONFIGURED,
+                False,
+                ", ".join(m.name for m in self.chat_models.values()) or "not configured: classical query analysis (set RETRIEVAL_LLM_PROVIDER)",
+            ),
+        ]
+        return HealthReport(tuple(components))
 
     async def close(self) -> None:
         if self._optimize_task is not None:

@@ -128,6 +128,10 @@ class Settings(BaseSettings):
     cache_ttl_s: float = Field(3600.0, gt=0)
     cache_similarity: float = Field(0.95, ge=0, le=1)
     cache_max_entries: int = Field(100_000, ge=1)
+    cache_timeout_s: float = Field(0.25, gt=0, le=60, description="Redis cache: longest wait per call before the cache is skipped")
+    cache_breaker_failures: int = Field(3, ge=1, description="Redis cache: consecutive failures that open the circuit breaker")
+    cache_breaker_cooldown_s: float = Field(5.0, ge=0, description="Redis cache: open-circuit time before one trial call")
+    redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index)")
 
     # Store errors
     store_retries: int = Field(2, ge=0, le=10, description="retries of a failed store call before degrading")

@@ -106,10 +106,44 @@ class VectorPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessFilter:
+    """The set of documents a caller may read, as every retrieval leg and the cache apply it.
+
+    ``reads_everything`` (SUPER_ADMIN), or public documents plus those listing ``reader_id`` as
+    owner or grantee (``None``: public documents only). Two callers with equal filters read the
+    same set, which is why the filter, not the caller, names the cache partition.
+    """
+
+    reads_everything: bool = False
+    reader_id: str | None = None
+
+    @staticmethod
+    def for_identity(identity: Identity, reads_private: bool = True) -> AccessFilter:
+        """The caller's filter; ``reads_private=False`` (nothing private is readable) narrows it to public."""
+        if identity.reads_everything:
+            return AccessFilter(reads_everything=True)
+        return AccessFilter(reader_id=identity.user_id if reads_private and identity.user_id else None)
+
+    @property
+    def partition(self) -> str:
+        """A stable name for the readable set: ``all``, ``public`` or ``reader:<id>``."""
+        if self.reads_everything:
+            return "all"
+        return f"reader:{self.reader_id}" if self.reader_id else "public"
+
+    def allows(self, document: Document) -> bool:
+        return (
+            self.reads_everything
+            or document.access is Access.PUBLIC
+            or (self.reader_id is not None and self.reader_id in document.readers)
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PointFilter:
     """What a search may see. Applied inside the engine, never after it."""
 
-    identity: Identity = Identity()
+    access: AccessFilter = AccessFilter()
     document_ids: tuple[str, ...] = ()
 
 
@@ -190,6 +224,36 @@ class QueryResult:
     cached: bool = False
     #: when nothing was found: what the caller could try instead
     suggestions: tuple[str, ...] = ()
+
+
+class ComponentState(enum.StrEnum):
+    OK = "ok"
+    #: configured, and not answering: DEGRADED for an optional component, NOT_SERVING for a required one
+    FAILING = "failing"
+    #: an optional component that is not set up; the service answers without it
+    NOT_CONFIGURED = "not_configured"
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentHealth:
+    name: str
+    state: ComponentState
+    #: the service cannot answer without it
+    required: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    components: tuple[ComponentHealth, ...]
+
+    @property
+    def serving(self) -> bool:
+        return all(c.state is not ComponentState.FAILING for c in self.components if c.required)
+
+    @property
+    def degraded(self) -> bool:
+        return any(c.state is ComponentState.FAILING for c in self.components)
 
 
 @dataclass(frozen=True, slots=True)

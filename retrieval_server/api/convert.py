@@ -5,6 +5,9 @@ from __future__ import annotations
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.domain import (
     Access,
+    ComponentHealth,
+    ComponentState,
+    HealthReport,
     DocumentSource,
     Fusion,
     InvalidArgument,
@@ -127,4 +130,26 @@ def search_out(query: str, results: list[SearchResult]) -> pb.SearchResponse:
             )
             for r in results
         ],
+    )
+
+
+def _component_status(c: ComponentHealth) -> int:
+    if c.state is ComponentState.NOT_CONFIGURED:
+        return pb.SERVING_STATUS_NOT_CONFIGURED
+    if c.state is ComponentState.OK:
+        return pb.SERVING_STATUS_SERVING
+    return pb.SERVING_STATUS_NOT_SERVING if c.required else pb.SERVING_STATUS_DEGRADED
+
+
+def health_out(report: HealthReport, version: str) -> pb.HealthResponse:
+    # A required component that fails stops answers; an optional one that fails degrades them; one
+    # that is not configured changes nothing about the service's health.
+    if not report.serving:
+        status = pb.SERVING_STATUS_NOT_SERVING
+    else:
+        status = pb.SERVING_STATUS_DEGRADED if report.degraded else pb.SERVING_STATUS_SERVING
+    return pb.HealthResponse(
+        status=status,
+        version=version,
+        components=[pb.ComponentHealth(name=c.name, status=_component_status(c), detail=c.detail) for c in report.components],
     )

@@ -113,19 +113,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
     @_rpc
     async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthResponse:
-        components = await self._app.health()
-        # A missing reranker degrades answers; a store that is down stops them.
-        required = {"vector_store", "metadata_store", "embedder"}
-        ok = all(c.ok for c in components if c.name in required)
-        degraded = not all(c.ok for c in components)
-        return pb.HealthResponse(
-            status=(pb.SERVING_STATUS_DEGRADED if degraded else pb.SERVING_STATUS_SERVING) if ok else pb.SERVING_STATUS_NOT_SERVING,
-            version=__version__,
-            components=[
-                pb.ComponentHealth(name=c.name, status=pb.SERVING_STATUS_SERVING if c.ok else (pb.SERVING_STATUS_DEGRADED if c.name not in required else pb.SERVING_STATUS_NOT_SERVING), detail=c.detail)
-                for c in components
-            ],
-        )
+        return convert.health_out(await self._app.health(), __version__)
 
     def _require_admin(self, context: grpc.aio.ServicerContext) -> None:
         if _identity(context).role not in _ADMIN_ROLES:

@@ -3,14 +3,18 @@
 Lookup is an exact match on the normalized query first, then cosine similarity over cached query
 embeddings (scoring_core's CosineMatcher). Entries are partitioned:
 
-* by configuration (strategy, top_k, filters, mode): one matcher each, so a hit always answers
-  the same kind of request;
-* by scope: 0 is public, any other value one user. The public partition holds answers built for
-  callers who can read only public documents (so they cite only public documents) and serves
-  only such callers: a user who may read a private document has a different corpus, and a public
-  answer would hide their documents from them. Everyone else reads and writes their own partition.
+* by configuration (strategy, top_k, filters, mode, ...): a hit always answers the same kind of
+  request;
+* by the caller's access filter (:attr:`AccessFilter.partition`): an answer is computed with one
+  filter and served only to callers holding the same filter, that is, reading the same set of
+  documents. A SUPER_ADMIN (``all``), a user with private documents (``reader:<id>``) and the
+  public (``public``, also users who can read nothing private) never share entries, whatever the
+  user id or the role says.
 
 Entries expire after a TTL and are dropped when a document they cite is deleted or re-ingested.
+That invalidation is an optimization: the workflow also checks, on every hit, that each cited
+document is still stored at the version the answer was built from, so an invalidation that never
+reached the cache (Redis down) cannot serve a deleted or replaced document.
 """
 
 from __future__ import annotations
@@ -19,36 +23,31 @@ import asyncio
 import hashlib
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.domain import Identity, RetrievedContext
+from retrieval_server.domain import RetrievedContext, Strategy
 from scoring_core import CosineMatcher
 
-PUBLIC = 0
+PUBLIC_PARTITION = "public"
+T = TypeVar("T")
 
 
 def normalize_query(query: str) -> str:
     return " ".join(query.casefold().split())
 
 
-def user_scope(identity: Identity) -> int:
-    """A stable non-zero scope for a user; 0 (public only) for anonymous callers."""
-    if not identity.user_id:
-        return PUBLIC
-    code = int.from_bytes(hashlib.blake2b(identity.user_id.encode(), digest_size=8).digest(), "little") >> 1
+def partition_code(partition: str) -> int:
+    """The partition as the matcher's integer scope: 0 for the public one, a stable hash otherwise."""
+    if partition == PUBLIC_PARTITION:
+        return 0
+    code = int.from_bytes(hashlib.blake2b(partition.encode(), digest_size=8).digest(), "little") >> 1
     return code or 1
-
-
-def answer_scope(identity: Identity, contexts: Iterable[RetrievedContext], reads_private: bool) -> int:
-    """Public when the caller sees only public documents (so does the answer); else the caller's own."""
-    if not reads_private and all(c.document.access.value == "public" for c in contexts):
-        return PUBLIC
-    return user_scope(identity) or PUBLIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,22 +60,22 @@ class CachePolicy:
 @dataclass(frozen=True, slots=True)
 class CachedAnswer:
     contexts: tuple[RetrievedContext, ...]
-    similarity: float  # 1.0 for an exact match
+    #: the strategy that produced the answer (ADAPTIVE resolves to the one it chose)
+    strategy: Strategy
+    #: 1.0 for an exact match
+    similarity: float = 1.0
 
 
 class SemanticCache(Protocol):
-    async def lookup(
-        self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool
-    ) -> CachedAnswer | None: ...
+    async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None: ...
 
-    async def store(
-        self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool,
-        contexts: tuple[RetrievedContext, ...],
-    ) -> None: ...
+    async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None: ...
 
     async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
         """Drop every entry citing one of these documents; return how many."""
         ...
+
+    async def ping(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -87,7 +86,7 @@ class _Entry:
     scope: int
     query: str
     row: int
-    contexts: tuple[RetrievedContext, ...]
+    answer: CachedAnswer
     expires_at: float
     documents: frozenset[str]
 
@@ -132,36 +131,32 @@ class MemoryCache:
                 if not ids:
                     del self._by_document[d]
 
-    async def lookup(
-        self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool
-    ) -> CachedAnswer | None:
+    async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
         now = self._clock()
-        norm = normalize_query(query)
-        scope = user_scope(identity) if reads_private else PUBLIC
+        scope = partition_code(partition)
         async with self._lock:
-            entry_id = self._exact.get((config, scope, norm))
+            entry_id = self._exact.get((config, scope, normalize_query(query)))
             if entry_id is not None:
                 e = self._entries[entry_id]
                 if e.expires_at > now:
-                    return CachedAnswer(e.contexts, 1.0)
+                    return e.answer
                 self._drop(entry_id)
             matcher = self._matchers.get(config)
             if vector is None or matcher is None:
                 return None
-            # Only the caller's own partition: public rows for public-only callers, private ones otherwise.
+            # The caller's partition only: include_public=False, so even the public rows serve only the public.
             row, score = await self._executor.run(matcher.match, vector, now, scope, False)
             if row < 0:
                 return None
             entry_id = self._row_owner.get((config, row))
             e = self._entries.get(entry_id) if entry_id is not None else None
-            return CachedAnswer(e.contexts, score) if e is not None else None
+            if e is None or e.scope != scope:
+                return None
+            return CachedAnswer(e.answer.contexts, e.answer.strategy, score)
 
-    async def store(
-        self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool,
-        contexts: tuple[RetrievedContext, ...],
-    ) -> None:
+    async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()
-        scope = answer_scope(identity, contexts, reads_private)
+        scope = partition_code(partition)
         norm = normalize_query(query)
         async with self._lock:
             old = self._exact.get((config, scope, norm))
@@ -177,8 +172,8 @@ class MemoryCache:
                 if evicted is not None:  # the matcher evicted that entry's row and reused it
                     self._drop(evicted, release_row=False)
             entry_id = next(self._ids)
-            docs = frozenset(c.document.document_id for c in contexts)
-            self._entries[entry_id] = _Entry(config, scope, norm, row, contexts, now + self._ttl, docs)
+            docs = frozenset(c.document.document_id for c in answer.contexts)
+            self._entries[entry_id] = _Entry(config, scope, norm, row, answer, now + self._ttl, docs)
             if row >= 0:
                 self._row_owner[(config, row)] = entry_id
             self._exact[(config, scope, norm)] = entry_id
@@ -198,6 +193,53 @@ class MemoryCache:
                 self._drop(entry_id)
             return len(doomed)
 
+    async def ping(self) -> None:
+        """Always reachable: it lives in this process."""
+
     async def close(self) -> None:
         for m in self._matchers.values():
             m.close()
+
+
+class CacheUnavailable(Exception):
+    """The cache could not answer in time, or its circuit breaker is open: treat as a miss."""
+
+
+class GuardedCache:
+    """Any cache behind a timeout and a circuit breaker: a slow or dead cache is skipped, never waited on.
+
+    Every failure surfaces as :class:`CacheUnavailable`, which the workflow reports as
+    ``cache:unavailable`` and answers without the cache.
+    """
+
+    def __init__(self, inner: SemanticCache, breaker: CircuitBreaker, timeout_s: float) -> None:
+        self.inner = inner
+        self.breaker = breaker
+        self._timeout = timeout_s
+
+    async def _call(self, what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        if not self.breaker.allow():
+            raise CacheUnavailable(f"{what}: circuit open")
+        try:
+            result = await asyncio.wait_for(fn(*args), self._timeout)
+        except Exception as exc:
+            self.breaker.record_failure()
+            raise CacheUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
+        self.breaker.record_success()
+        return result
+
+    async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
+        return await self._call("lookup", self.inner.lookup, query, vector, config, partition)
+
+    async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
+        await self._call("store", self.inner.store, query, vector, config, partition, answer)
+
+    async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
+        return await self._call("invalidate", self.inner.invalidate_documents, list(document_ids))
+
+    async def ping(self) -> None:
+        # Health probes the cache directly: a half-open trial should not be spent on them.
+        await asyncio.wait_for(self.inner.ping(), self._timeout)
+
+    async def close(self) -> None:
+        await self.inner.close()

@@ -2,11 +2,13 @@
 
 Keys (all expire with the entry's TTL):
 
-* ``rc:e:{id}``: the entry as JSON (configuration, scope, query, cited documents, contexts)
+* ``rc:e:{id}``: the entry as JSON (configuration, scope, query, strategy, cited documents, contexts)
 * ``rc:v:{id}``: the query embedding, float32 bytes
 * ``rc:x:{config}:{scope}:{query hash}``: exact-match index, the entry id
 * ``rc:s:{config}:{scope}``: sorted set of entry ids by expiry time, for the similarity scan
 * ``rc:d:{document}``: ids of the entries citing a document, for invalidation
+
+``scope`` is the integer code of the access partition (:func:`partition_code`).
 
 Each process mirrors the vectors of the partitions it is asked about in a local CosineMatcher,
 synchronised incrementally with the sorted set on every lookup (new ids loaded, gone ones removed),
@@ -27,10 +29,12 @@ from typing import Any
 
 import numpy as np
 import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from retrieval_server.backends.cache import CachedAnswer, CachePolicy, answer_scope, normalize_query, user_scope
+from retrieval_server.backends.cache import CachedAnswer, CachePolicy, normalize_query, partition_code
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.domain import Access, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext
+from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from scoring_core import CosineMatcher
 
 
@@ -73,8 +77,12 @@ class RedisCache:
         policy: CachePolicy = CachePolicy(),
         clock: Callable[[], float] = time.time,
         prefix: str = "rc",
+        timeout_s: float = 0.25,
     ) -> None:
-        self._redis = aioredis.Redis.from_url(url)
+        # Fail fast and let the caller's circuit breaker decide: no retries inside the client.
+        self._redis = aioredis.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0), retry_on_timeout=False
+        )
         self._dim = dim
         self._executor = executor
         self._ttl = policy.ttl_s
@@ -91,17 +99,21 @@ class RedisCache:
     def _exact_key(self, config: str, scope: int, query: str) -> str:
         return self._k("x", config, scope, hashlib.sha256(normalize_query(query).encode()).hexdigest()[:32])
 
-    async def _entry(self, entry_id: str) -> dict[str, Any] | None:
+    async def _answer(self, entry_id: str, similarity: float) -> CachedAnswer | None:
         raw = await self._redis.get(self._k("e", entry_id))
-        return json.loads(raw) if raw else None
+        if not raw:
+            return None
+        entry = json.loads(raw)
+        contexts = tuple(_context_from_json(c) for c in entry["contexts"])
+        return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity)
 
-    async def lookup(self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool) -> CachedAnswer | None:
-        scope = user_scope(identity) if reads_private else 0
+    async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
+        scope = partition_code(partition)
         entry_id = await self._redis.get(self._exact_key(config, scope, query))
         if entry_id:
-            entry = await self._entry(entry_id.decode())
-            if entry is not None:
-                return CachedAnswer(tuple(_context_from_json(c) for c in entry["contexts"]), 1.0)
+            answer = await self._answer(entry_id.decode(), 1.0)
+            if answer is not None:
+                return answer
         if vector is None:
             return None
         async with self._lock:
@@ -110,10 +122,7 @@ class RedisCache:
                 return None
             row, score = await self._executor.run(mirror.matcher.match, vector, self._clock(), 0)
             found = mirror.id_of.get(row) if row >= 0 else None
-        if found is None:
-            return None
-        entry = await self._entry(found)
-        return CachedAnswer(tuple(_context_from_json(c) for c in entry["contexts"]), score) if entry else None
+        return await self._answer(found, score) if found is not None else None
 
     async def _sync(self, config: str, scope: int) -> _Mirror:
         """Bring the local mirror of a partition up to date with Redis."""
@@ -140,16 +149,16 @@ class RedisCache:
                 mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
         return mirror
 
-    async def store(
-        self, query: str, vector: np.ndarray | None, config: str, identity: Identity, reads_private: bool,
-        contexts: tuple[RetrievedContext, ...],
-    ) -> None:
+    async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()
-        scope = answer_scope(identity, contexts, reads_private)
+        scope = partition_code(partition)
         entry_id = uuid.uuid4().hex
         ttl = max(1, int(round(self._ttl)))
-        docs = sorted({c.document.document_id for c in contexts})
-        entry = {"config": config, "scope": scope, "query": normalize_query(query), "documents": docs, "contexts": [_context_to_json(c) for c in contexts]}
+        docs = sorted({c.document.document_id for c in answer.contexts})
+        entry = {
+            "config": config, "scope": scope, "query": normalize_query(query), "strategy": answer.strategy.value,
+            "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts],
+        }
         pipe = self._redis.pipeline(transaction=True)
         pipe.set(self._k("e", entry_id), json.dumps(entry), ex=ttl)
         pipe.set(self._exact_key(config, scope, query), entry_id, ex=ttl)

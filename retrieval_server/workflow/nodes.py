@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from retrieval_server.backends.reranker import FallbackReranker
-from retrieval_server.domain import ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit
+from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
+from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from scoring_core import dedup_by_key, group_by_parent, rrf, score_fusion, threshold_with_fallback
@@ -59,26 +60,68 @@ async def _with_retries(deps: WorkflowDeps, what: str, call: Callable[[], Awaita
     raise AssertionError("unreachable")
 
 
+async def build_access_filter(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    """What the caller may read: the filter every leg (dense, keyword, metadata, sub-queries) applies
+    and the name of the cache partition, so an answer is cached for exactly the set it was computed on.
+
+    A user who can read nothing private gets the public filter (and shares the public partition).
+    """
+    identity = state.options.identity
+    reads_private = True
+    if identity.user_id and not identity.reads_everything:
+        reads_private = await _with_retries(deps, "access", lambda: deps.metadata.reads_private(identity))
+    access = AccessFilter.for_identity(identity, reads_private)
+    return {"point_filter": PointFilter(access=access, document_ids=state.options.document_ids)}
+
+
 async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if not state.options.use_cache or deps.cache is None:
         return {}
     o = state.options
-    reads_private = await deps.metadata.reads_private(o.identity)
-    # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
-    answer = await deps.cache.lookup(o.query, None, cache_config(state), o.identity, reads_private)
-    if answer is not None:
-        state.metrics.cache_hit = True
-        return {"reads_private": reads_private, "contexts": list(answer.contexts), "cache_hit": True}
-    vector = None
+    config, partition = cache_config(state), state.point_filter.access.partition
     try:
-        vector = (await deps.embedder.embed([o.query]))[0]
-    except Exception:
-        log.warning("query embedding failed in check_cache", exc_info=True)
-    answer = await deps.cache.lookup(o.query, vector, cache_config(state), o.identity, reads_private) if vector is not None else None
-    if answer is None:
-        return {"query_vector": vector, "reads_private": reads_private}
+        # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
+        answer = await deps.cache.lookup(o.query, None, config, partition)
+        vector = None
+        if answer is None:
+            try:
+                vector = (await deps.embedder.embed([o.query]))[0]
+            except Exception:
+                log.warning("query embedding failed in check_cache", exc_info=True)
+            answer = await deps.cache.lookup(o.query, vector, config, partition) if vector is not None else None
+    except CacheUnavailable as exc:
+        log.warning("cache unavailable: %s", exc)
+        _degrade(state, "cache:unavailable")
+        return {}
+    if answer is None or not await _still_current(answer, state, deps):
+        return {"query_vector": vector}
     state.metrics.cache_hit = True
-    return {"query_vector": vector, "reads_private": reads_private, "contexts": list(answer.contexts), "cache_hit": True}
+    state.metrics.strategy_used = answer.strategy
+    return {"query_vector": vector, "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+
+
+async def _still_current(answer: CachedAnswer, state: QueryState, deps: WorkflowDeps) -> bool:
+    """Every cited document is still stored at the version the answer was built from, and readable.
+
+    This makes a deleted or replaced document unservable even when the invalidation never reached
+    the cache (Redis down, another process's cache): the metadata store is the source of truth.
+    """
+    cited = {c.document.document_id: c.document for c in answer.contexts}
+    versions = await _with_retries(deps, "cache versions", lambda: deps.metadata.document_versions(list(cited)))
+    stale = [d for d, doc in cited.items() if versions.get(d) != doc.content_hash or not state.point_filter.access.allows(doc)]
+    if not stale:
+        return True
+    try:
+        await deps.cache.invalidate_documents(stale)  # type: ignore[union-attr]
+    except CacheUnavailable as exc:
+        log.warning("could not drop stale cache entries: %s", exc)
+    return False
+
+
+def _degrade(state: QueryState, tag: str) -> None:
+    """Report what the answer lacks, once per kind."""
+    if tag not in state.metrics.degraded:
+        state.metrics.degraded.append(tag)
 
 
 async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -116,8 +159,7 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
         except Exception:
             # An embedding failure degrades to keyword search instead of failing the request.
             log.warning("query embedding failed; falling back to keyword search", exc_info=True)
-            if "dense:embedding_failed" not in state.metrics.degraded:
-                state.metrics.degraded.append("dense:embedding_failed")
+            _degrade(state, "dense:embedding_failed")
             update["strategy"] = Strategy.KEYWORD
             return update
         if texts and texts[0] == main and (state.query_vector is None or main != o.query):
@@ -126,13 +168,8 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     return update
 
 
-async def build_access_filter(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Every leg (dense, keyword, metadata, sub-queries) searches with this filter."""
-    return {"access": PointFilter(identity=state.options.identity, document_ids=state.options.document_ids)}
-
-
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    o, strategy, flt, pool = state.options, state.strategy, state.access, state.pool
+    o, strategy, flt, pool = state.options, state.strategy, state.point_filter, state.pool
     text = state.analysis.rewritten or o.query
     jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]] = {}
     if _uses_dense(strategy) and state.query_vector is not None:
@@ -145,7 +182,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # The metadata search runs alongside the vector legs; only mapping its documents to chunks waits for them.
     metadata_search = (
         asyncio.ensure_future(
-            _with_retries(deps, "metadata", lambda: deps.metadata.search_documents(o.query, max(3, o.top_k // 2), o.identity, o.document_ids))
+            _with_retries(deps, "metadata", lambda: deps.metadata.search_documents(o.query, max(3, o.top_k // 2), flt.access, o.document_ids))
         )
         if strategy is Strategy.HYBRID
         else None
@@ -155,9 +192,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     for leg, res in zip(jobs, results, strict=True):
         if isinstance(res, BaseException):
             log.error("retrieval leg %s failed after retries: %s", leg, res)
-            tag = f"{leg.split(':')[0]}:store_error"
-            if tag not in state.metrics.degraded:
-                state.metrics.degraded.append(tag)
+            _degrade(state, f"{leg.split(':')[0]}:store_error")
         else:
             legs[leg] = res
     if metadata_search is not None:
@@ -165,7 +200,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             legs["metadata"] = await _metadata_leg(await metadata_search, deps, legs)
         except Exception:
             log.error("metadata leg failed", exc_info=True)
-            state.metrics.degraded.append("metadata:store_error")
+            _degrade(state, "metadata:store_error")
     relevance = dict(state.dense_relevance)
     for leg, hits in legs.items():
         if leg.startswith("dense"):
@@ -240,22 +275,20 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {"reranked": state.fused, "rerank_applied": False}
     candidates = state.fused[: deps.settings.rerank_candidates]
     if deps.reranker is None:
-        if "rerank:unavailable" not in state.metrics.degraded:
-            state.metrics.degraded.append("rerank:unavailable")
+        _degrade(state, "rerank:unavailable")
         return {"reranked": state.fused, "rerank_applied": False}
     texts = [c.content for c in candidates]
     query = state.analysis.rewritten or state.options.query
     try:
         if isinstance(deps.reranker, FallbackReranker):
             scores, degraded = await deps.reranker.rerank_reporting(query, texts)
-            if degraded and degraded not in state.metrics.degraded:
-                state.metrics.degraded.append(degraded)
+            if degraded:
+                _degrade(state, degraded)
         else:
             scores = await deps.reranker.rerank(query, texts)
     except Exception:
         log.error("reranking failed; keeping the fused order", exc_info=True)
-        if "rerank:failed" not in state.metrics.degraded:
-            state.metrics.degraded.append("rerank:failed")
+        _degrade(state, "rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
     kept, fell_back = threshold_with_fallback(
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
@@ -319,7 +352,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     """Every sub-query searched in parallel, flattened, deduplicated, fused by RRF with the main results."""
     subs = state.analysis.sub_queries
     per = max(3, state.options.top_k // len(subs))
-    flt = state.access
+    flt = state.point_filter
     jobs: list[Callable[[], Awaitable[list[VectorHit]]]] = []
     vectors: Sequence[np.ndarray] = []
     if _uses_dense(state.strategy):
@@ -335,7 +368,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
     flat = [h for r in results if not isinstance(r, BaseException) for h in r]
     if any(isinstance(r, BaseException) for r in results):
-        state.metrics.degraded.append("sub_queries:store_error")
+        _degrade(state, "sub_queries:store_error")
     state.metrics.decomposition_used = True
     if flat:
         codes: dict[str, int] = {}
@@ -361,7 +394,7 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
     """After expansion and relaxed thresholds found nothing: documents the caller may mean, then tips."""
     out: list[str] = []
     try:
-        for doc_id, _ in await deps.metadata.search_documents(state.options.query, 3, state.options.identity):
+        for doc_id, _ in await deps.metadata.search_documents(state.options.query, 3, state.point_filter.access):
             doc = await deps.metadata.get_document(doc_id)
             if doc is not None:
                 out.append(f"related document: {doc.title or doc_id}")
@@ -380,7 +413,16 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {}
     if "deadline:partial_results" in state.metrics.degraded:
         return {}  # a partial answer must not be served to the next caller
-    await deps.cache.store(
-        state.options.query, state.query_vector, cache_config(state), state.options.identity, state.reads_private, tuple(state.contexts)
-    )
+    access = state.point_filter.access
+    if not all(access.allows(c.document) for c in state.contexts):
+        # Cannot happen while every leg applies the filter; if it ever does, never spread it further.
+        log.error("an answer cites a document outside its access filter; not cached")
+        return {}
+    try:
+        await deps.cache.store(
+            state.options.query, state.query_vector, cache_config(state), access.partition, CachedAnswer(tuple(state.contexts), state.strategy)
+        )
+    except CacheUnavailable as exc:
+        log.warning("cache unavailable: %s", exc)
+        _degrade(state, "cache:unavailable")
     return {}

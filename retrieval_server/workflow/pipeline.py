@@ -1,15 +1,18 @@
 """The query graph and the Search flow, wired from the nodes.
 
-    START -> check_cache --hit--> END
-                  | miss
-            analyze_query <------------------------------+ retry (insufficient, iterations < max)
-                  |                                       |
-            build_access_filter -> retrieve -> fuse -> rerank -> enrich -> check_sufficiency
-                                                 ^                          | insufficient, max reached,
-                                                 |                          | sub-queries exist
-                                                 +--- execute_sub_queries <-+
-                                                                            | sufficient (or nothing left)
-                                                                select -> update_cache -> END
+    START -> build_access_filter -> check_cache --hit--> END
+                                         | miss
+                                   analyze_query <-------------------------+ retry (insufficient, iterations < max)
+                                         |                                  |
+                                   retrieve -> fuse -> rerank -> enrich -> check_sufficiency
+                                                          ^                  | insufficient, max reached,
+                                                          |                  | sub-queries exist
+                                                          +-- execute_sub_queries
+                                                                             | sufficient (or nothing left)
+                                                                 select -> update_cache -> END
+
+The access filter comes first because it names the cache partition: an answer is looked up and
+stored under the filter it is computed with, so it never reaches a caller who reads another set.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 
 import numpy as np
 
-from retrieval_server.domain import Identity, PointFilter, QueryOptions, QueryResult, SearchResult
+from retrieval_server.domain import AccessFilter, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
 from retrieval_server.workflow import nodes, routers
 from retrieval_server.workflow.graph import END, Graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -28,10 +31,10 @@ from scoring_core import content_hashes, dedup_by_key
 def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
     s = deps.settings
     graph: Graph[QueryState, WorkflowDeps] = (
-        Graph[QueryState, WorkflowDeps]("check_cache")
+        Graph[QueryState, WorkflowDeps]("build_access_filter")
+        .node("build_access_filter", nodes.build_access_filter)
         .node("check_cache", nodes.check_cache, lambda st: len(st.contexts) if st.cache_hit else 0)
         .node("analyze_query", nodes.analyze_query, lambda st: 1 + len(st.analysis.reformulations) + len(st.analysis.sub_queries))
-        .node("build_access_filter", nodes.build_access_filter)
         .node("retrieve", nodes.retrieve, lambda st: sum(len(h) for h in st.legs.values()))
         .node("fuse", nodes.fuse, lambda st: len(st.fused))
         .node("rerank", nodes.rerank, lambda st: len(st.reranked))
@@ -40,9 +43,9 @@ def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
         .node("execute_sub_queries", nodes.execute_sub_queries, lambda st: len(st.fused))
         .node("select", nodes.select, lambda st: len(st.contexts))
         .node("update_cache", nodes.update_cache)
+        .edge("build_access_filter", "check_cache")
         .edge("check_cache", routers.after_cache)
-        .edge("analyze_query", "build_access_filter")
-        .edge("build_access_filter", "retrieve")
+        .edge("analyze_query", "retrieve")
         .edge("retrieve", "fuse")
         .edge("fuse", "rerank")
         .edge("rerank", "enrich")
@@ -77,7 +80,7 @@ class QueryPipeline:
         """The MARP contract: dense search, duplicate texts removed, text trimmed."""
         vector = (await self._deps.embedder.embed([query]))[0]
         # Fetch extra so that removing duplicate texts still leaves top_k results.
-        hits = await self._deps.vectors.search_dense(vector, top_k * 3, PointFilter(identity=identity))
+        hits = await self._deps.vectors.search_dense(vector, top_k * 3, PointFilter(access=AccessFilter.for_identity(identity)))
         kept = dedup_by_key(content_hashes([h.content for h in hits]), np.asarray([h.score for h in hits], dtype=np.float32))
         unique = [hits[i] for i in kept[:top_k]]
         docs = await self._deps.metadata.get_documents([h.document_id for h in unique])

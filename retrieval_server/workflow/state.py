@@ -61,7 +61,8 @@ class QueryState:
     query_vector: np.ndarray | None = None
     analysis: Analysis = field(default_factory=Analysis)
     variant_vectors: list[np.ndarray] = field(default_factory=list)
-    access: PointFilter = field(default_factory=PointFilter)
+    #: what the caller may read, set once per request before the cache is consulted
+    point_filter: PointFilter = field(default_factory=PointFilter)
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)
     #: chunk id -> best dense cosine, the relevance signal when nothing reranked
     dense_relevance: dict[str, float] = field(default_factory=dict)
@@ -72,6 +73,4 @@ class QueryState:
     sufficiency: float = 0.0
     sub_queries_done: bool = False
     cache_hit: bool = False
-    #: the caller may read a private document (decides its cache partition; assumed until checked)
-    reads_private: bool = True
     suggestions: list[str] = field(default_factory=list)

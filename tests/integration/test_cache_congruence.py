@@ -12,11 +12,13 @@ import pytest_asyncio
 from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import RedisCache
-from retrieval_server.domain import Access, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role
+from retrieval_server.backends.cache import CachedAnswer
+from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role, Strategy
 from tests.support.redis_server import redis_server
 
 DIM = 8
-ANON, ALICE, BOB = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER)
+PUBLIC, ALICE, BOB = "public", AccessFilter(reader_id="alice").partition, AccessFilter(reader_id="bob").partition
+ROOT = AccessFilter.for_identity(Identity("alice", Role.SUPER_ADMIN)).partition
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,10 @@ def _vec(*head: float) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+def _answer(*contexts: RetrievedContext) -> CachedAnswer:
+    return CachedAnswer(tuple(contexts), Strategy.HYBRID)
+
+
 def _ctx(doc_id: str, access: Access = Access.PUBLIC, owner: str = "") -> RetrievedContext:
     doc = Document(doc_id, title=f"T {doc_id}", access=access, owner_id=owner, metadata={"k": "v"}, granted_user_ids=("zed",))
     parent = ParentChunk(f"{doc_id}#p0", doc_id, 0, f"content of {doc_id} — ünïcode", 12, page=3)
@@ -55,44 +61,47 @@ def _ctx(doc_id: str, access: Access = Access.PUBLIC, owner: str = "") -> Retrie
 
 
 async def test_exact_and_similar_lookups(cache: SemanticCache) -> None:
-    assert await cache.lookup("what is rrf", _vec(1), "cfg", ANON, False) is None
-    await cache.store("What is RRF", _vec(1), "cfg", ANON, False, (_ctx("d1"),))
-    exact = await cache.lookup("  what IS rrf ", None, "cfg", ANON, False)
-    assert exact is not None and exact.similarity == 1.0 and exact.contexts == (_ctx("d1"),)
-    similar = await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", ANON, False)
+    assert await cache.lookup("what is rrf", _vec(1), "cfg", PUBLIC) is None
+    await cache.store("What is RRF", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+    exact = await cache.lookup("  what IS rrf ", None, "cfg", PUBLIC)
+    assert exact is not None and exact.similarity == 1.0 and exact.contexts == (_ctx("d1"),) and exact.strategy is Strategy.HYBRID
+    similar = await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC)
     assert similar is not None and similar.similarity >= 0.95 and similar.contexts[0].document.document_id == "d1"
-    assert await cache.lookup("explain rrf", _vec(1, 1), "cfg", ANON, False) is None  # cosine 0.71
-    assert await cache.lookup("What is RRF", _vec(1), "other-config", ANON, False) is None
+    assert await cache.lookup("explain rrf", _vec(1, 1), "cfg", PUBLIC) is None  # cosine 0.71
+    assert await cache.lookup("What is RRF", _vec(1), "other-config", PUBLIC) is None
 
 
 async def test_partitions_by_caller_visibility(cache: SemanticCache) -> None:
-    await cache.store("budget", _vec(0, 1), "cfg", ALICE, True, (_ctx("secret", Access.PRIVATE, "alice"),))
-    await cache.store("menu", _vec(0, 0, 1), "cfg", ANON, False, (_ctx("menu"),))
-    assert (await cache.lookup("budget", _vec(0, 1), "cfg", ALICE, True)) is not None
-    for who, private in ((BOB, True), (ANON, False), (BOB, False)):
-        assert await cache.lookup("budget", _vec(0, 1), "cfg", who, private) is None, who
-    # A public answer serves public-only callers, never a caller with private access.
-    assert await cache.lookup("menu", _vec(0, 0, 1), "cfg", BOB, False) is not None
-    assert await cache.lookup("menu", _vec(0, 0, 1), "cfg", ALICE, True) is None
+    await cache.store("budget", _vec(0, 1), "cfg", ALICE, _answer(_ctx("secret", Access.PRIVATE, "alice")))
+    await cache.store("menu", _vec(0, 0, 1), "cfg", PUBLIC, _answer(_ctx("menu")))
+    hit = await cache.lookup("budget", _vec(0, 1), "cfg", ALICE)
+    assert hit is not None and hit.strategy is Strategy.HYBRID
+    for other in (BOB, PUBLIC, ROOT):
+        assert await cache.lookup("budget", _vec(0, 1), "cfg", other) is None, other
+        assert await cache.lookup("budget", None, "cfg", other) is None, other
+    # A public answer serves the public partition only: not a reader with private access, not a super admin.
+    assert await cache.lookup("menu", _vec(0, 0, 1), "cfg", PUBLIC) is not None
+    for other in (ALICE, ROOT):
+        assert await cache.lookup("menu", _vec(0, 0, 1), "cfg", other) is None
 
 
 async def test_invalidation_by_document(cache: SemanticCache) -> None:
-    await cache.store("q1", _vec(1), "cfg", ANON, False, (_ctx("a"), _ctx("b")))
-    await cache.store("q2", _vec(0, 1), "cfg", ANON, False, (_ctx("c"),))
+    await cache.store("q1", _vec(1), "cfg", PUBLIC, _answer(_ctx("a"), _ctx("b")))
+    await cache.store("q2", _vec(0, 1), "cfg", PUBLIC, _answer(_ctx("c")))
     assert await cache.invalidate_documents(["b", "nope"]) == 1
-    assert await cache.lookup("q1", _vec(1), "cfg", ANON, False) is None
-    assert await cache.lookup("q2", _vec(0, 1), "cfg", ANON, False) is not None
+    assert await cache.lookup("q1", _vec(1), "cfg", PUBLIC) is None
+    assert await cache.lookup("q2", _vec(0, 1), "cfg", PUBLIC) is not None
 
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 async def test_entries_expire(kind: str, request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     c = make(kind, request, executor, ttl_s=1.0)
     try:
-        await c.store("q", _vec(1), "cfg", ANON, False, (_ctx("a"),))
-        assert await c.lookup("q", _vec(1), "cfg", ANON, False) is not None
+        await c.store("q", _vec(1), "cfg", PUBLIC, _answer(_ctx("a")))
+        assert await c.lookup("q", _vec(1), "cfg", PUBLIC) is not None
         await asyncio.sleep(1.3)
-        assert await c.lookup("q", None, "cfg", ANON, False) is None
-        assert await c.lookup("other words", _vec(1), "cfg", ANON, False) is None
+        assert await c.lookup("q", None, "cfg", PUBLIC) is None
+        assert await c.lookup("other words", _vec(1), "cfg", PUBLIC) is None
     finally:
         await c.close()
 
@@ -101,12 +110,12 @@ async def test_redis_entries_are_shared_between_processes(request: pytest.Fixtur
     """Two clients on one prefix behave like two worker processes."""
     a, b = make("redis", request, executor, prefix="shared"), make("redis", request, executor, prefix="shared")
     try:
-        assert await b.lookup("similar question", _vec(1, 0.05), "cfg", ANON, False) is None  # b's mirror starts empty
-        await a.store("question", _vec(1), "cfg", ANON, False, (_ctx("d"),))
-        hit = await b.lookup("similar question", _vec(1, 0.05), "cfg", ANON, False)
+        assert await b.lookup("similar question", _vec(1, 0.05), "cfg", PUBLIC) is None  # b's mirror starts empty
+        await a.store("question", _vec(1), "cfg", PUBLIC, _answer(_ctx("d")))
+        hit = await b.lookup("similar question", _vec(1, 0.05), "cfg", PUBLIC)
         assert hit is not None and hit.contexts[0].document.document_id == "d"
         await a.invalidate_documents(["d"])
-        assert await b.lookup("similar question", _vec(1, 0.05), "cfg", ANON, False) is None
+        assert await b.lookup("similar question", _vec(1, 0.05), "cfg", PUBLIC) is None
     finally:
         await a.close()
         await b.close()

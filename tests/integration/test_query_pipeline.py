@@ -111,7 +111,7 @@ async def test_adaptive_chooses_from_the_query_form(app: Application) -> None:
 
 async def test_sufficient_results_take_one_pass(app: Application) -> None:
     r = await pipeline(app, sufficiency_threshold=0.0).query(QueryOptions("tomato sauce", 2))
-    assert _stages(r) == ["check_cache", "analyze_query", "build_access_filter", "retrieve", "fuse", "rerank", "enrich", "check_sufficiency", "select", "update_cache"]
+    assert _stages(r) == ["build_access_filter", "check_cache", "analyze_query", "retrieve", "fuse", "rerank", "enrich", "check_sufficiency", "select", "update_cache"]
     assert r.metrics.iterations == 1
 
 
@@ -140,7 +140,7 @@ async def test_cache_hit_ends_the_graph(app: Application) -> None:
     again = await p.query(QueryOptions("  Northern valleys RAIN ", 2))  # exact match after normalization
     similar = await p.query(QueryOptions("rain in the northern valleys", 2))  # cosine 0.958 >= 0.95
     for hit in (again, similar):
-        assert hit.cached and hit.metrics.cache_hit and _stages(hit) == ["check_cache"]
+        assert hit.cached and hit.metrics.cache_hit and _stages(hit) == ["build_access_filter", "check_cache"]
         assert _docs(hit) == _docs(first)
     other = await p.query(QueryOptions("northern valleys rain", 3))  # another top_k: another answer
     assert not other.cached

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from retrieval_server.domain import Access, Document, Identity, ParentChunk
+from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk
 
 
 class Tx(Protocol):
@@ -71,7 +71,7 @@ class MetadataStore(ABC):
         """Dialect hook: make ``doc``'s title and metadata searchable."""
 
     async def search_documents(
-        self, query: str, limit: int, identity: Identity, document_ids: Sequence[str] = ()
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
     ) -> list[tuple[str, float]]:
         """Full-text search over titles and metadata: ``[(document_id, score)]`` best first.
 
@@ -83,13 +83,13 @@ class MetadataStore(ABC):
             return []
         source, score, params = self._fulltext(terms)
         where, wparams = [], []
-        if not identity.reads_everything:
-            if identity.user_id:
+        if not access.reads_everything:
+            if access.reader_id:
                 where.append(
                     "(d.access = 'public' OR d.owner_id = ? OR EXISTS"
                     " (SELECT 1 FROM grants g WHERE g.document_id = d.document_id AND g.user_id = ?))"
                 )
-                wparams += [identity.user_id, identity.user_id]
+                wparams += [access.reader_id, access.reader_id]
             else:
                 where.append("d.access = 'public'")
         if document_ids:
@@ -143,6 +143,20 @@ class MetadataStore(ABC):
             params = [identity.user_id, identity.user_id]
         async with self.snapshot() as tx:
             return bool(await tx.fetchall(sql + " LIMIT 1", params))
+
+    async def document_versions(self, ids: Sequence[str]) -> dict[str, str]:
+        """The committed version (content hash) of each stored document among ``ids``."""
+        out: dict[str, str] = {}
+        if not ids:
+            return out
+        async with self.snapshot() as tx:
+            for part in _chunks(list(dict.fromkeys(ids))):
+                marks = ",".join("?" * len(part))
+                for doc_id, content_hash in await tx.fetchall(
+                    f"SELECT document_id, content_hash FROM documents WHERE document_id IN ({marks})", part
+                ):
+                    out[doc_id] = content_hash or ""
+        return out
 
     async def get_documents(self, ids: Sequence[str]) -> dict[str, Document]:
         if not ids:

@@ -133,10 +133,10 @@ def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[
     that must each match one of the values.
     """
     should: list[tuple[str, str]] = []
-    if not flt.identity.reads_everything:
+    if not flt.access.reads_everything:
         should.append(("access", "public"))
-        if flt.identity.user_id:
-            should.append(("readers", flt.identity.user_id))
+        if flt.access.reader_id:
+            should.append(("readers", flt.access.reader_id))
     must_any: list[tuple[str, list[str]]] = []
     if flt.document_ids:
         must_any.append(("document_id", list(flt.document_ids)))

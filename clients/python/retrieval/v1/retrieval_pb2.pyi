@@ -33,6 +33,7 @@ class ServingStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SERVING_STATUS_SERVING: _ClassVar[ServingStatus]
     SERVING_STATUS_DEGRADED: _ClassVar[ServingStatus]
     SERVING_STATUS_NOT_SERVING: _ClassVar[ServingStatus]
+    SERVING_STATUS_NOT_CONFIGURED: _ClassVar[ServingStatus]
 
 class Access(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +55,7 @@ SERVING_STATUS_UNSPECIFIED: ServingStatus
 SERVING_STATUS_SERVING: ServingStatus
 SERVING_STATUS_DEGRADED: ServingStatus
 SERVING_STATUS_NOT_SERVING: ServingStatus
+SERVING_STATUS_NOT_CONFIGURED: ServingStatus
 ACCESS_UNSPECIFIED: Access
 ACCESS_PUBLIC: Access
 ACCESS_PRIVATE: Access

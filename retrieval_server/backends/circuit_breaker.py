@@ -1,0 +1,47 @@
+"""A circuit breaker for an optional dependency: stop paying its timeout while it is down.
+
+Closed: calls go through; ``failure_threshold`` consecutive failures open it. Open: calls are
+refused at once for ``cooldown_s``. Then half-open: one trial call goes through (the others are
+still refused); its success closes the breaker, its failure opens it for another cool-down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class CircuitBreaker:
+    failure_threshold: int = 3
+    cooldown_s: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    _failures: int = field(default=0, init=False)
+    _opened_at: float | None = field(default=None, init=False)
+    _trial_in_flight: bool = field(default=False, init=False)
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened_at is not None
+
+    def allow(self) -> bool:
+        """Whether a call may go through now (in half-open state, only one trial at a time)."""
+        if self._opened_at is None:
+            return True
+        if self._trial_in_flight or self.clock() - self._opened_at < self.cooldown_s:
+            return False
+        self._trial_in_flight = True
+        return True
+
+    def record_success(self) -> None:
+        self._failures, self._opened_at, self._trial_in_flight = 0, None, False
+
+    def record_failure(self) -> None:
+        self._failures += 1
+        self._trial_in_flight = False
+        if self._opened_at is not None or self._failures >= self.failure_threshold:
+            self._opened_at = self.clock()
+
+    def reset(self) -> None:
+        self.record_success()

@@ -1,0 +1,211 @@
+"""The semantic cache never widens what a caller may read, and a failing cache never fails a query.
+
+Regression tests for issue #9 (defects 1-3), run against both caches (in-process and a real
+redis-server): an answer is served only to callers whose readable set is the one it was computed
+for, whoever asked first; a document deleted or replaced while the cache was unreachable is never
+served from it; a cache that is down, frozen or gone is skipped and reported.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy
+from tests.support.redis_server import redis_server
+
+QUERY = "salary increase zebra umbrella"
+ANON = Identity()
+ROOT_NO_ID = Identity(None, Role.SUPER_ADMIN)
+BOB_ROOT, BOB = Identity("bob", Role.SUPER_ADMIN), Identity("bob", Role.USER)
+CAROL, DAVE = Identity("carol", Role.USER), Identity("dave", Role.USER)
+ALL_STRATEGIES = [Strategy.SEMANTIC, Strategy.KEYWORD, Strategy.HYBRID, Strategy.ADAPTIVE]
+
+
+def _doc(doc_id: str, text: str, **kw: Any) -> DocumentSource:
+    return DocumentSource(filename=f"{doc_id}.txt", content=text.encode(), document_id=doc_id, **kw)
+
+
+CORPUS = [
+    _doc("policy", "The salary policy: every increase is reviewed once a year. Zebra umbrella is the code name."),
+    _doc("alice-review", "Alice's salary increase is 7 percent this year (zebra umbrella review).",
+         access=Access.PRIVATE, owner_id="alice"),
+    _doc("bob-review", "Bob's salary increase is 4 percent (zebra umbrella review); carol may read it.",
+         access=Access.PRIVATE, owner_id="bob", granted_user_ids=("carol",)),
+]
+PRIVATE = {"alice-review", "bob-review"}
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest_asyncio.fixture(params=["memory", "redis"])
+async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Application]:
+    extra: dict[str, Any] = {}
+    if request.param == "redis":
+        extra = {"cache_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
+                 "redis_key_prefix": f"t{os.urandom(4).hex()}"}
+    application = Application(load_settings(data_dir=tmp_path, **extra))
+    await application.open()
+    assert not (await application.ingest(CORPUS)).errors
+    yield application
+    await application.close()
+
+
+def _docs(result: Any) -> set[str]:
+    return {c.document.document_id for c in result.contexts}
+
+
+async def _ask(app: Application, who: Identity, text: str = QUERY, strategy: Strategy = Strategy.HYBRID) -> Any:
+    return await app.pipeline.query(QueryOptions(text, 5, strategy=strategy, identity=who))
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+@pytest.mark.parametrize("variant", [QUERY, QUERY.upper(), f"  {QUERY}  ", QUERY.replace(" ", "   ")])
+async def test_super_admin_without_user_id_never_fills_the_public_partition(app: Application, strategy: Strategy, variant: str) -> None:
+    first = await _ask(app, ROOT_NO_ID, QUERY, strategy)
+    assert PRIVATE <= _docs(first)  # the super admin reads everything
+    anonymous = await _ask(app, ANON, variant, strategy)
+    assert not PRIVATE & _docs(anonymous), "a private document leaked through the cache"
+    user = await _ask(app, DAVE, variant, strategy)
+    assert not PRIVATE & _docs(user)
+
+
+async def test_the_same_user_under_another_role_gets_another_partition(app: Application) -> None:
+    as_root = await _ask(app, BOB_ROOT)
+    assert "alice-review" in _docs(as_root)
+    as_user = await _ask(app, BOB)
+    assert "alice-review" not in _docs(as_user) and "bob-review" in _docs(as_user)
+    # And the other way round: an answer computed for bob-as-USER does not serve bob as SUPER_ADMIN.
+    again_root = await _ask(app, BOB_ROOT, QUERY.upper())
+    assert "alice-review" in _docs(again_root)
+
+
+async def test_a_revoked_grant_is_not_served_from_the_cache(app: Application) -> None:
+    granted = await _ask(app, CAROL)
+    assert "bob-review" in _docs(granted)
+    assert (await _ask(app, CAROL)).cached
+    # bob re-ingests his review without carol's grant.
+    revoked = [_doc("bob-review", CORPUS[2].content.decode(), access=Access.PRIVATE, owner_id="bob")]
+    assert not (await app.ingest(revoked)).errors
+    after = await _ask(app, CAROL)
+    assert "bob-review" not in _docs(after)
+
+
+async def test_callers_with_the_same_readable_set_share_answers(app: Application) -> None:
+    await _ask(app, ANON, "public salary policy review")
+    # dave can read nothing private: his readable set is the public one, so the public answer serves him.
+    assert (await _ask(app, DAVE, "public salary policy review")).cached
+    # A super admin reads more: the public answer would hide documents from them.
+    assert not (await _ask(app, ROOT_NO_ID, "public salary policy review")).cached
+
+
+async def test_a_cache_hit_reports_the_strategy_that_produced_the_answer(app: Application) -> None:
+    first = await app.pipeline.query(QueryOptions(QUERY, 5, strategy=Strategy.KEYWORD))
+    hit = await app.pipeline.query(QueryOptions(QUERY, 5, strategy=Strategy.KEYWORD))
+    assert hit.cached and hit.metrics.strategy_used is Strategy.KEYWORD is first.metrics.strategy_used
+
+
+# --- a cache that fails ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A redis-server this test may stop, freeze and kill."""
+    with redis_server(tmp_path / "own-redis", keep_process=True) as (url, proc):
+        yield url, proc
+
+
+async def _redis_app(tmp_path: Path, url: str) -> Application:
+    application = Application(load_settings(data_dir=tmp_path / "data", cache_backend="redis", redis_url=url,
+                                            cache_timeout_s=0.2, cache_breaker_cooldown_s=3600))
+    await application.open()
+    assert not (await application.ingest(CORPUS)).errors
+    return application
+
+
+async def test_redis_killed_degrades_and_deletes_still_apply(tmp_path: Path, own_redis: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, proc = own_redis
+    application = await _redis_app(tmp_path, url)
+    try:
+        assert "policy" in _docs(await _ask(application, ANON))
+        assert (await _ask(application, ANON)).cached
+        proc.kill()
+        proc.wait()
+        r = await _ask(application, ANON)
+        assert "cache:unavailable" in r.metrics.degraded and not r.cached and "policy" in _docs(r)
+        # A delete while Redis is unreachable commits and does not fail...
+        deleted, _ = await application.delete(["policy"])
+        assert deleted == ["policy"]
+        # ...and the breaker stops paying the timeout on every call.
+        assert application.cache is not None and application.cache.breaker.is_open
+        # Health: a configured optional component that fails degrades the service, it does not stop it.
+        report = await application.health()
+        assert report.serving and report.degraded
+        assert {c.name: c.state.value for c in report.components}["cache"] == "failing"
+    finally:
+        await application.close()
+
+
+async def test_redis_frozen_is_skipped_after_a_short_timeout(tmp_path: Path, own_redis: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, proc = own_redis
+    application = await _redis_app(tmp_path, url)
+    try:
+        await _ask(application, ANON)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            r = await _ask(application, ANON)
+            assert "cache:unavailable" in r.metrics.degraded and "policy" in _docs(r)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+    finally:
+        await application.close()
+
+
+async def test_a_document_deleted_while_redis_was_down_is_never_served(tmp_path: Path, own_redis: tuple[str, subprocess.Popen[bytes]]) -> None:
+    url, proc = own_redis
+    application = await _redis_app(tmp_path, url)
+    try:
+        assert "policy" in _docs(await _ask(application, ANON))
+        proc.send_signal(signal.SIGSTOP)  # the invalidation cannot reach Redis
+        try:
+            await application.delete(["policy"])
+            await application.ingest([_doc("alice-review", "Alice moved to another team.", access=Access.PRIVATE, owner_id="alice")])
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        application.cache.breaker.reset()  # type: ignore[union-attr]
+        after = await _ask(application, ANON)
+        assert "policy" not in _docs(after), "a deleted document was served from the cache"
+    finally:
+        await application.close()
+
+
+async def test_redis_absent_at_startup_degrades_and_recovers_by_itself(tmp_path: Path) -> None:
+    from bench.server_process import free_port
+
+    port = free_port()
+    application = Application(load_settings(data_dir=tmp_path / "data", cache_backend="redis", redis_url=f"redis://127.0.0.1:{port}/0",
+                                            cache_timeout_s=0.2, cache_breaker_cooldown_s=0.0))
+    await application.open()
+    try:
+        assert not (await application.ingest(CORPUS)).errors
+        r = await _ask(application, ANON)
+        assert "cache:unavailable" in r.metrics.degraded and "policy" in _docs(r)
+        with redis_server(tmp_path / "late-redis", port=port):
+            await _ask(application, ANON)  # the breaker half-opens (cool-down 0) and the store succeeds
+            again = await _ask(application, ANON)
+            assert again.cached and "cache:unavailable" not in again.metrics.degraded
+    finally:
+        await application.close()
