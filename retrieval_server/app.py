@@ -178,6 +178,11 @@ class Application:
             await self.metadata.close()
             raise
         await self._check_model()
+        if not self.settings.read_only:
+            # One writer per embedded folder: whatever it left pending was interrupted. With shared
+            # storage another process may be mid-write, so only intents older than the lease.
+            lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
+            await self.indexer.recover(min_age_s=lease)
 
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""

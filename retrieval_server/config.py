@@ -133,6 +133,10 @@ class Settings(BaseSettings):
     cache_breaker_cooldown_s: float = Field(5.0, ge=0, description="Redis cache: open-circuit time before one trial call")
     redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index)")
 
+    write_lease_s: float = Field(
+        600.0, ge=0, description="shared storage: a pending write older than this is abandoned and recovered at start-up"
+    )
+
     # Store errors
     store_retries: int = Field(2, ge=0, le=10, description="retries of a failed store call before degrading")
     store_backoff_s: float = Field(0.05, ge=0)

@@ -61,6 +61,15 @@ class Document:
         """Users besides the public who may read it: owner and grantees."""
         return tuple(sorted({u for u in (self.owner_id, *self.granted_user_ids) if u}))
 
+    @property
+    def version(self) -> str:
+        """What the document's vector points carry as ``version``: a hit of any other version is stale."""
+        return version_of(self.content_hash)
+
+
+def version_of(content_hash: str) -> str:
+    return content_hash[:16]
+
 
 @dataclass(frozen=True, slots=True)
 class ParentChunk:
@@ -157,6 +166,8 @@ class VectorHit:
     content: str
     page: int
     score: float
+    #: the document version the point was written for (see :attr:`Document.version`)
+    version: str = ""
 
 
 class Fusion(enum.StrEnum):

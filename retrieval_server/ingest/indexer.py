@@ -3,16 +3,31 @@
 Re-ingesting replaces a document without a window where it is missing: the new version's points
 (stable ids) are written first, then its rows in one transaction, then whatever points belong to
 other versions are deleted. An unchanged document (same content hash) is skipped.
+
+Crash consistency: before its vectors change, a document gets a pending-write intent in the
+metadata store (committed first; a delete records it in the same transaction as removing the
+rows). The intent is cleared once the vectors match the rows. Whatever interrupts the sequence
+(an error, a kill -9), :meth:`Indexer.reconcile` makes the vectors agree with the committed rows:
+points of any other version go, and all points go when no row exists. It runs at once when a write
+fails, and at start-up for every intent left behind (with shared storage, only for intents older
+than a lease, since another process may still be writing them). Reads also ignore points whose
+version is not the committed one, so a write in flight is never visible half-done.
+
+Writes of one document are serialized within a process; two processes writing the same document
+at the same moment (shared storage) are not coordinated: the last to commit wins its rows.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 
 from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.metadata_store import MetadataStore
@@ -27,6 +42,7 @@ from retrieval_server.domain import (
     IngestReport,
     ParentChunk,
     VectorPoint,
+    version_of,
 )
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
@@ -41,8 +57,13 @@ class _Prepared:
     document: Document
     parents: list[ParentChunk]
     children: list[ChildChunk]
-    version: str
     previous: Document | None
+
+
+@dataclass(slots=True)
+class _DocumentLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 def _validate_id(document_id: str) -> None:
@@ -69,6 +90,7 @@ class Indexer:
         self._vectors = vectors
         self._metadata = metadata
         self._batch = batch_children
+        self._locks: dict[str, _DocumentLock] = {}
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -143,10 +165,9 @@ class Indexer:
         parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
         if not children:
             raise LoadError("no text to index")
-        fingerprint = self._fingerprint(doc, loaded)
-        doc = dataclasses.replace(doc, content_hash=fingerprint)
+        doc = dataclasses.replace(doc, content_hash=self._fingerprint(doc, loaded))
         previous = await self._metadata.get_document(doc.document_id)
-        return _Prepared(doc, parents, children, fingerprint[:16], previous)
+        return _Prepared(doc, parents, children, previous)
 
     async def _store(self, batch: list[_Prepared], errors: list[IngestFailure]) -> list[IngestedDocument]:
         texts = [c.content for p in batch for c in p.children]
@@ -162,40 +183,76 @@ class Indexer:
             vecs = dense[row : row + len(p.children)]
             row += len(p.children)
             points = [
-                VectorPoint(child=c, document=p.document, dense=v, sparse=self._sparse.document(c.content), version=p.version)
+                VectorPoint(child=c, document=p.document, dense=v, sparse=self._sparse.document(c.content), version=p.document.version)
                 for c, v in zip(p.children, vecs, strict=True)
             ]
             doc_id = p.document.document_id
-            try:
-                for i in range(0, len(points), self._batch):
-                    await self._vectors.upsert(points[i : i + self._batch])
-                replaced = await self._metadata.replace_document(p.document, p.parents)
-                await self._vectors.delete_document(doc_id, keep_version=p.version)
-            except Exception as exc:
-                log.exception("storing %s failed", doc_id)
-                await self._rollback(p)
-                errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
-                continue
+            async with self._document_lock(doc_id):
+                try:
+                    await self._metadata.begin_write(doc_id)
+                    for i in range(0, len(points), self._batch):
+                        await self._vectors.upsert(points[i : i + self._batch])
+                    replaced = await self._metadata.replace_document(p.document, p.parents)
+                    await self._vectors.delete_document(doc_id, keep_version=p.document.version)
+                    await self._metadata.end_write(doc_id)
+                except Exception as exc:
+                    log.exception("storing %s failed", doc_id)
+                    await self._reconcile_quietly(doc_id)
+                    errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
+                    continue
+            log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
             out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
         return out
 
-    async def _rollback(self, p: _Prepared) -> None:
-        """Drop the half-written version so the previous one (if any) stays intact."""
-        keep = p.previous.content_hash[:16] if p.previous else None
+    @contextlib.asynccontextmanager
+    async def _document_lock(self, document_id: str) -> AsyncIterator[None]:
+        """One write of a document at a time in this process; the lock lives while someone uses it."""
+        entry = self._locks.setdefault(document_id, _DocumentLock())
+        entry.users += 1
         try:
-            if keep is None:
-                await self._vectors.delete_document(p.document.document_id)
-            else:
-                await self._vectors.delete_document(p.document.document_id, keep_version=keep)
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if not entry.users:
+                del self._locks[document_id]
+
+    async def reconcile(self, document_id: str) -> None:
+        """Make the document's vectors match its committed rows, then clear its pending write."""
+        committed = (await self._metadata.document_versions([document_id])).get(document_id)
+        if committed is None:
+            await self._vectors.delete_document(document_id)
+        else:
+            await self._vectors.delete_document(document_id, keep_version=version_of(committed))
+        await self._metadata.end_write(document_id)
+
+    async def _reconcile_quietly(self, document_id: str) -> None:
+        try:
+            await self.reconcile(document_id)
         except Exception:
-            log.exception("rollback of %s failed", p.document.document_id)
+            log.exception("reconciling %s failed; its pending write stays for the next recovery", document_id)
+
+    async def recover(self, min_age_s: float = 0.0) -> list[str]:
+        """Reconcile every write left pending (by a crash, or a store that failed mid-way) at least
+        ``min_age_s`` ago."""
+        pending = await self._metadata.pending_writes(older_than=time.time() - min_age_s)
+        for doc_id in pending:
+            async with self._document_lock(doc_id):
+                await self.reconcile(doc_id)
+        if pending:
+            log.info("recovered interrupted writes", extra={"documents": len(pending)})
+        return pending
 
     async def delete(self, document_ids: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Remove documents: rows first (queries stop seeing them), then their vectors."""
+        """Remove documents: rows first (queries stop seeing them), then their vectors.
+
+        Once the rows are gone the document is deleted for every reader; if removing the vectors
+        fails, the pending write left by :meth:`MetadataStore.delete_document` finishes the job later.
+        """
         deleted, missing = [], []
         for doc_id in dict.fromkeys(document_ids):
-            existed = await self._metadata.delete_document(doc_id)
-            await self._vectors.delete_document(doc_id)
+            async with self._document_lock(doc_id):
+                existed = await self._metadata.delete_document(doc_id)
+                await self._reconcile_quietly(doc_id)
             (deleted if existed else missing).append(doc_id)
         return deleted, missing
-

@@ -298,21 +298,27 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Small-to-big: child hits under their parents, parents and documents fetched in one batch each."""
-    hits = state.reranked
+    """Small-to-big: child hits under their parents, documents and parents fetched in one batch each.
+
+    Only hits of each document's committed version count: a point written for a version whose rows
+    are not (yet, or any more) committed is never shown.
+    """
+    documents = await _with_retries(
+        deps, "documents", lambda: deps.metadata.get_documents(list({h.document_id for h in state.reranked}))
+    )
+    hits = [h for h in state.reranked if h.document_id in documents and h.version == documents[h.document_id].version]
     if not hits:
         return {"contexts": []}
     parent_ids, codes = np.unique([h.parent_chunk_id for h in hits], return_inverse=True)
     grouped = group_by_parent(codes, np.asarray([h.score for h in hits], dtype=np.float32), len(parent_ids))
     wanted = [str(parent_ids[p]) for p in grouped.parents]
     parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
-    documents = await _with_retries(deps, "documents", lambda: deps.metadata.get_documents([p.document_id for p in parents.values()]))
     contexts = []
     for rank, pid in enumerate(wanted):
         parent = parents.get(pid)
-        document = documents.get(parent.document_id) if parent else None
-        if parent is None or document is None:
-            continue  # written to the vectors but not (yet, or any more) to the rows: skip
+        if parent is None:
+            continue  # the document was replaced between the two reads: its hits are of the old version
+        document = documents[parent.document_id]
         kids = grouped.children[grouped.offsets[rank] : grouped.offsets[rank + 1]]
         evidence = tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in kids)
         contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))

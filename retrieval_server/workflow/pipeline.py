@@ -79,16 +79,14 @@ class QueryPipeline:
     async def search(self, query: str, top_k: int, identity: Identity) -> list[SearchResult]:
         """The MARP contract: dense search, duplicate texts removed, text trimmed."""
         vector = (await self._deps.embedder.embed([query]))[0]
-        # Fetch extra so that removing duplicate texts still leaves top_k results.
+        # Fetch extra so that removing duplicate texts (and stale versions) still leaves top_k results.
         hits = await self._deps.vectors.search_dense(vector, top_k * 3, PointFilter(access=AccessFilter.for_identity(identity)))
-        kept = dedup_by_key(content_hashes([h.content for h in hits]), np.asarray([h.score for h in hits], dtype=np.float32))
-        unique = [hits[i] for i in kept[:top_k]]
-        docs = await self._deps.metadata.get_documents([h.document_id for h in unique])
+        docs = await self._deps.metadata.get_documents(list({h.document_id for h in hits}))
+        current = [h for h in hits if h.document_id in docs and h.version == docs[h.document_id].version]
+        kept = dedup_by_key(content_hashes([h.content for h in current]), np.asarray([h.score for h in current], dtype=np.float32))
         out = []
-        for h in unique:
-            doc = docs.get(h.document_id)
-            if doc is None:
-                continue
+        for h in (current[i] for i in kept[:top_k]):
+            doc = docs[h.document_id]
             out.append(
                 SearchResult(
                     text=h.content[: self._search_text_chars],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrieval_server.backends.metadata_store import MetadataStore
-from retrieval_server.domain import Access, Document, Identity, ParentChunk, Role
+from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 
 
 def _parents(doc_id: str, n: int, text: str = "body") -> list[ParentChunk]:
@@ -75,22 +75,22 @@ async def test_full_text_search_respects_access(metadata_store: MetadataStore) -
     ]
     for d in docs:
         await metadata_store.replace_document(d, [])
-    anon = await metadata_store.search_documents("alps", 10, Identity())
+    anon = await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity()))
     assert {d for d, _ in anon} == {"glaciers", "volcano"}
     assert all(s > 0 for _, s in anon)
-    alice = {d for d, _ in await metadata_store.search_documents("alps", 10, Identity("alice", Role.USER))}
+    alice = {d for d, _ in await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity("alice", Role.USER)))}
     assert alice == {"glaciers", "volcano", "secret"}
-    carol = {d for d, _ in await metadata_store.search_documents("alps rescue", 10, Identity("carol", Role.USER))}
+    carol = {d for d, _ in await metadata_store.search_documents("alps rescue", 10, AccessFilter.for_identity(Identity("carol", Role.USER)))}
     assert carol == {"glaciers", "volcano", "granted"}
-    root = {d for d, _ in await metadata_store.search_documents("alps", 10, Identity("root", Role.SUPER_ADMIN))}
+    root = {d for d, _ in await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN)))}
     assert root == {"glaciers", "volcano", "secret", "granted"}
-    only = await metadata_store.search_documents("alps", 10, Identity(), document_ids=["volcano"])
+    only = await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity()), document_ids=["volcano"])
     assert [d for d, _ in only] == ["volcano"]
-    geology = await metadata_store.search_documents("geology", 10, Identity())
+    geology = await metadata_store.search_documents("geology", 10, AccessFilter.for_identity(Identity()))
     assert [d for d, _ in geology] == ["glaciers"]  # metadata values are searchable
-    assert await metadata_store.search_documents("!!", 10, Identity()) == []
+    assert await metadata_store.search_documents("!!", 10, AccessFilter.for_identity(Identity())) == []
     await metadata_store.delete_document("glaciers")
-    assert "glaciers" not in {d for d, _ in await metadata_store.search_documents("alps", 10, Identity())}
+    assert "glaciers" not in {d for d, _ in await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity()))}
 
 
 async def test_reads_neither_wait_for_nor_see_an_open_write(metadata_store: MetadataStore) -> None:

@@ -12,6 +12,7 @@ from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.domain import (
     Access,
+    AccessFilter,
     ChildChunk,
     Document,
     Identity,
@@ -23,8 +24,8 @@ from retrieval_server.domain import (
 from tests.integration.conftest import DIM, make_vector_store
 
 ANON = PointFilter()
-ALICE = PointFilter(identity=Identity("alice", Role.USER))
-ROOT = PointFilter(identity=Identity("root", Role.SUPER_ADMIN))
+ALICE = PointFilter(access=AccessFilter.for_identity(Identity("alice", Role.USER)))
+ROOT = PointFilter(access=AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN)))
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -67,7 +68,7 @@ async def test_access_filter_is_applied_inside_the_search(vector_store: VectorSt
 
 async def test_document_filter(vector_store: VectorStore) -> None:
     vecs = await _fill(vector_store)
-    hits = await vector_store.search_dense(vecs[0], 10, PointFilter(identity=ROOT.identity, document_ids=("priv", "other")))
+    hits = await vector_store.search_dense(vecs[0], 10, PointFilter(access=ROOT.access, document_ids=("priv", "other")))
     assert {h.document_id for h in hits} == {"priv", "other"}
 
 
@@ -120,7 +121,7 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
     for q in rng.normal(size=(10, dim)).astype(np.float32):
         q /= np.linalg.norm(q)
         exact = allowed[np.argsort(-(vecs[allowed] @ q), kind="stable")[:10]]
-        hits = await store.search_dense(q, 10, PointFilter(identity=ROOT.identity, document_ids=wanted))
+        hits = await store.search_dense(q, 10, PointFilter(access=ROOT.access, document_ids=wanted))
         assert [int(h.chunk_id.rsplit("c", 1)[1]) for h in hits] == exact.tolist()
         # Unfiltered, the default policy scans exactly at this size (HNSW recall on random vectors is
         # far from 1.0 even at ef 512; see SearchPolicy).

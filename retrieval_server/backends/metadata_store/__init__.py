@@ -145,7 +145,7 @@ class MetadataStore(ABC):
             return bool(await tx.fetchall(sql + " LIMIT 1", params))
 
     async def document_versions(self, ids: Sequence[str]) -> dict[str, str]:
-        """The committed version (content hash) of each stored document among ``ids``."""
+        """The committed content hash of each stored document among ``ids`` (see :attr:`Document.version`)."""
         out: dict[str, str] = {}
         if not ids:
             return out
@@ -202,8 +202,34 @@ class MetadataStore(ABC):
         return replaced
 
     async def delete_document(self, document_id: str) -> bool:
+        """Delete the rows; the same transaction records a pending write until the vectors are gone too."""
         async with self.transaction() as tx:
+            await self._record_pending(tx, document_id)
             return await tx.execute("DELETE FROM documents WHERE document_id = ?", [document_id]) > 0
+
+    # Write-ahead intents: a document whose vectors may disagree with its rows (a write in flight, or
+    # one a crash interrupted). Recovery makes the vectors match the committed rows, then clears it.
+
+    async def begin_write(self, document_id: str) -> None:
+        async with self.transaction() as tx:
+            await self._record_pending(tx, document_id)
+
+    async def end_write(self, document_id: str) -> None:
+        async with self.transaction() as tx:
+            await tx.execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
+
+    async def pending_writes(self, older_than: float | None = None) -> list[str]:
+        """Documents with a pending write, oldest first; only those begun before ``older_than`` (epoch seconds)."""
+        sql, params = "SELECT document_id FROM pending_writes", []
+        if older_than is not None:
+            sql, params = sql + " WHERE started_at <= ?", [older_than]
+        async with self.snapshot() as tx:
+            return [r[0] for r in await tx.fetchall(sql + " ORDER BY started_at, document_id", params)]
+
+    @staticmethod
+    async def _record_pending(tx: Tx, document_id: str) -> None:
+        await tx.execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
+        await tx.execute("INSERT INTO pending_writes (document_id, started_at) VALUES (?, ?)", [document_id, time.time()])
 
     async def get_parents(self, parent_ids: Sequence[str]) -> dict[str, ParentChunk]:
         """All requested parents in one round trip per 500 ids."""

@@ -44,6 +44,10 @@ DDL = (
   KEY grants_user (user_id),
   CONSTRAINT fk_grant_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    """CREATE TABLE IF NOT EXISTS pending_writes (
+  document_id VARCHAR(255) NOT NULL PRIMARY KEY,
+  started_at DOUBLE NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
     """CREATE TABLE IF NOT EXISTS index_info (
   info_key VARCHAR(255) NOT NULL PRIMARY KEY,
   info_value TEXT NOT NULL

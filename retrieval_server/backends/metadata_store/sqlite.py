@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS index_info (
   info_key TEXT PRIMARY KEY,
   info_value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pending_writes (
+  document_id TEXT PRIMARY KEY,
+  started_at REAL NOT NULL
+);
 CREATE INDEX IF NOT EXISTS documents_owner ON documents(owner_id);
 CREATE INDEX IF NOT EXISTS grants_user ON grants(user_id);
 """

@@ -42,7 +42,9 @@ class VectorStore(Protocol):
         """The stored chunks with these ids (score 0), in the order given; unknown ids are skipped."""
         ...
 
-    async def count(self, document_id: str | None = None) -> int: ...
+    async def count(self, document_id: str | None = None, version: str | None = None) -> int:
+        """Points in the collection, of one document, of one version of it."""
+        ...
 
     async def optimize(self) -> None:
         """Build indexes for what was written; call off the request path."""
@@ -122,6 +124,7 @@ def hit_from_payload(payload: dict[str, Any], score: float) -> VectorHit:
         content=payload["content"],
         page=int(payload.get("page", 0)),
         score=float(score),
+        version=str(payload.get("version", "")),
     )
 
 

@@ -140,13 +140,9 @@ class EdgeVectorStore:
         by_id = {r.payload["chunk_id"]: hit_from_payload(r.payload, 0.0) for r in records if r.payload}
         return [by_id[c] for c in chunk_ids if c in by_id]
 
-    async def count(self, document_id: str | None = None) -> int:
-        flt = (
-            qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))])
-            if document_id
-            else None
-        )
-        return await self._executor.run(self.shard.count, qe.CountRequest(filter=flt, exact=True))
+    async def count(self, document_id: str | None = None, version: str | None = None) -> int:
+        must = [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        return await self._executor.run(self.shard.count, qe.CountRequest(filter=qe.Filter(must=must) if must else None, exact=True))
 
     async def optimize(self) -> None:
         async with self._write_lock:

@@ -151,8 +151,9 @@ class QdrantVectorStore:
         by_id = {r.payload["chunk_id"]: hit_from_payload(r.payload, 0.0) for r in records if r.payload}
         return [by_id[c] for c in chunk_ids if c in by_id]
 
-    async def count(self, document_id: str | None = None) -> int:
-        flt = models.Filter(must=[_document(document_id)]) if document_id else None
+    async def count(self, document_id: str | None = None, version: str | None = None) -> int:
+        must = [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        flt = models.Filter(must=must) if must else None
         return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
 
     async def optimize(self) -> None:
