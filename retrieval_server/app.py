@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from pathlib import Path
 from collections.abc import Awaitable, Callable
 
 import scoring_core
+from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes
 from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
@@ -17,7 +20,16 @@ from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.config import Settings
-from retrieval_server.domain import ComponentHealth, ComponentState, DocumentSource, HealthReport, IngestReport, ReadOnly, Unavailable
+from retrieval_server.domain import (
+    ComponentHealth,
+    ComponentState,
+    DocumentSource,
+    HealthReport,
+    IngestReport,
+    ReadOnly,
+    ResourceExhausted,
+    Unavailable,
+)
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
 from retrieval_server.observability.metrics import ServiceMetrics
@@ -52,6 +64,7 @@ class Application:
             threads=settings.embed_threads,
         )
         self.sparse = Bm25Encoder()
+        self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
         self.vectors = self._vector_store()
         self.metadata = self._metadata_store()
         self.chunker = Chunker(
@@ -59,7 +72,8 @@ class Application:
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
         )
         self.indexer = Indexer(
-            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, batch_children=settings.upsert_batch_size
+            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, batch_children=settings.upsert_batch_size,
+            disk=self.disk,
         )
         self.reranker = self._reranker()
         self.cache = self._cache()
@@ -79,6 +93,7 @@ class Application:
         )
         self._optimize_task: asyncio.Task[None] | None = None
         self._optimize_again = False
+        self._closed = False
 
     @staticmethod
     def workflow_settings(s: Settings) -> WorkflowSettings:
@@ -161,21 +176,50 @@ class Application:
                 timeout_s=s.qdrant_timeout_s,
                 policy=policy,
             )
-        return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy)
+        read_copy = (lambda source: copy_for_reading(source, None, s.min_free_disk_mb)) if s.read_only else None
+        return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy, read_copy=read_copy)
 
     def _metadata_store(self) -> MetadataStore:
         s = self.settings
         if s.mysql_dsn:
-            return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size)
-        return SqliteMetadataStore(s.data_dir / "metadata.sqlite3")
+            return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size, read_only=s.read_only)
+        return SqliteMetadataStore(s.data_dir / "metadata.sqlite3", read_only=s.read_only)
+
+    def _embedded_paths(self) -> list[Path]:
+        """Where the embedded stores write (a MySQL or Qdrant server keeps its data elsewhere)."""
+        s = self.settings
+        paths = [] if s.mysql_dsn else [s.data_dir]
+        if s.vector_backend == "edge":
+            paths.append(s.embedded_vectors_dir)
+        elif s.qdrant_path and s.qdrant_path != ":memory:":
+            paths.append(Path(s.qdrant_path))
+        return paths
+
+    def _preflight(self) -> None:
+        """Refuse to start on storage the engines would fail on: a read-only folder (which used to
+        hang start-up) or a full volume (which makes the vector engine die of SIGBUS)."""
+        if self.settings.read_only:
+            return
+        for path in self.disk.paths:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise Unavailable(f"cannot create the data folder {path}: {exc.strerror or exc}") from None
+            if not os.access(path, os.W_OK):
+                raise Unavailable(
+                    f"the data folder {path} is not writable; serve it with RETRIEVAL_READ_ONLY=true, or fix its permissions"
+                )
+        self.disk.check()
 
     async def open(self) -> None:
-        await self.executor.run(scoring_core.warm_up)
-        await self.metadata.open()
+        """Open every backend; on any failure close what was opened (no thread may keep the process alive)."""
         try:
+            self._preflight()
+            await self.executor.run(scoring_core.warm_up)
+            await self.metadata.open()
             await self.vectors.open()
         except BaseException:
-            await self.metadata.close()
+            await self.close()
             raise
         await self._check_model()
         if not self.settings.read_only:
@@ -209,6 +253,7 @@ class Application:
 
     async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
         self._writable()
+        self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
         report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
         self.metrics.ingested.inc(len(report.documents))
         self.metrics.ingest_errors.inc(len(report.errors))
@@ -269,6 +314,7 @@ class Application:
 
         components = [
             await probe("vector_store", self.vectors.ping, type(self.vectors).__name__, True),
+            self._disk_health(),
             await probe("metadata_store", self.metadata.ping, type(self.metadata).__name__, True),
             ComponentHealth("embedder", ComponentState.OK, True, self.embedder.model_id),
             (
@@ -286,7 +332,22 @@ class Application:
         ]
         return HealthReport(tuple(components))
 
+    def _disk_health(self) -> ComponentHealth:
+        low = self.disk.shortest()
+        if low is None:
+            return ComponentHealth("disk", ComponentState.NOT_CONFIGURED, False, "no embedded store: the servers watch their own disks")
+        if self.settings.read_only:
+            return ComponentHealth("disk", ComponentState.OK, False, "read-only: nothing is written")
+        try:
+            self.disk.check()
+        except ResourceExhausted as exc:
+            return ComponentHealth("disk", ComponentState.FAILING, False, f"ingestion refused: {exc}")
+        return ComponentHealth("disk", ComponentState.OK, False, f"{low[1] // MIB} MiB free on the volume of {low[0]}")
+
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
         self.metrics.close()

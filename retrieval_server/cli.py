@@ -247,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "ingest":
             return asyncio.run(_ingest_local(settings, args)) if args.local else _ingest_remote(args)
         return _remote(args)
-    except ServiceError as exc:
+    except (ServiceError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
@@ -256,7 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, grpc.RpcError):
             print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
             return 1
-        raise
+        # One line for the operator; the traceback goes to the log at DEBUG.
+        log.debug("command failed", exc_info=True)
+        print(f"error: {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     qdrant_timeout_s: float = Field(30.0, gt=0)
     mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
     mysql_pool_size: int = Field(8, ge=1, le=256)
+    min_free_disk_mb: int = Field(
+        128, ge=0, description="embedded stores: refuse writes (and start-up) while the volume has less free space"
+    )
 
     # Embedding model
     model_dir: Path | None = Field(None, description="folder with model.onnx (+ tokenizer.json)")

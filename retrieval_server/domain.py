@@ -334,5 +334,9 @@ class Unavailable(ServiceError):
     """A backend the request needs is down."""
 
 
+class ResourceExhausted(ServiceError):
+    """A resource the request needs is used up (free disk space below the floor)."""
+
+
 class ReadOnly(ServiceError):
     """This server does not accept writes (read-only mode or replicas of embedded storage)."""

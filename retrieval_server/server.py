@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -14,6 +16,7 @@ from grpc_health.v1.health import aio as health_aio
 from retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.servicer import RetrievalServicer
+from retrieval_server.api.undecodable import RejectUndecodable
 from retrieval_server.app import Application
 from retrieval_server.config import Settings
 
@@ -39,6 +42,15 @@ class RunningServer:
         await self.app.close()
 
 
+def bind_error(host: str, port: int) -> str:
+    """Why ``host:port`` cannot be bound (grpc only says that it failed)."""
+    try:
+        with socket.create_server((host, port)):
+            return "the address could not be bound"
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()
+
+
 async def start_server(settings: Settings, app: Application | None = None) -> RunningServer:
     """Open the application (unless given an open one), bind, and start serving."""
     if app is None:
@@ -46,21 +58,26 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         await app.open()
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
+        interceptors=[RejectUndecodable()],
         options=[
             ("grpc.max_receive_message_length", max_bytes),
             ("grpc.max_send_message_length", max_bytes),
-            # Lets several worker processes share one port.
-            ("grpc.so_reuseport", 1),
-        ]
+            # Only the supervisor's workers share a port (it holds the port for them); a server of its
+            # own must fail on a port in use, or the kernel would split connections between two indexes.
+            ("grpc.so_reuseport", 1 if settings.processes > 1 else 0),
+        ],
     )
     retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(RetrievalServicer(app), server)
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], server)
-    port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    try:
+        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+    except RuntimeError:
+        port = 0
     if port == 0:
         await app.close()
-        raise OSError(f"cannot bind {settings.host}:{settings.port}")
+        raise OSError(f"cannot listen on {settings.host}:{settings.port}: {bind_error(settings.host, settings.port)}")
     metrics_port = None
     if settings.metrics_enabled:
         try:
@@ -76,9 +93,11 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     return RunningServer(server, health, port, app, metrics_port)
 
 
-async def serve(settings: Settings) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+async def serve(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully. ``on_ready`` is called once serving."""
     running = await start_server(settings)
+    if on_ready is not None:
+        on_ready()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

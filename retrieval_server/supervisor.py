@@ -2,7 +2,7 @@
 
 The workers are spawned, not forked, so no gRPC object, thread or model session crosses a
 process boundary. The embedded engines lock their folder to one process, so with embedded
-storage each worker serves a fresh copy of the vector folder, read-only; with a Qdrant server
+storage each worker serves a private copy of the vector folder, read-only; with a Qdrant server
 every worker writes to it directly.
 """
 
@@ -11,23 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
-import shutil
 import signal
-import time
+import socket
+import sys
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 
 from retrieval_server.config import Settings
+from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
 
 log = logging.getLogger(__name__)
 
-#: A worker that dies this soon after starting is a startup failure (bad port, bad index): give up.
-STARTUP_WINDOW_S = 20.0
-
-
-def replica_dir(settings: Settings, worker: int) -> Path:
-    return settings.data_dir / "replicas" / f"worker-{worker}"
+READY = "ready"
 
 
 def worker_settings(settings: Settings, worker: int) -> Settings:
@@ -35,43 +32,78 @@ def worker_settings(settings: Settings, worker: int) -> Settings:
     if settings.metrics_port:
         update["metrics_port"] = settings.metrics_port + worker  # one registry per process, so one endpoint each
     if not settings.shares_writable_storage:
-        update.update(read_only=True, vectors_dir=replica_dir(settings, worker))
+        # Each worker then serves its own private copy of the vector folder (see EdgeVectorStore).
+        update["read_only"] = True
     return settings.model_copy(update=update)
 
 
-def prepare_replicas(settings: Settings) -> None:
-    """Copy the vector folder once per worker; the copies are rebuilt at every start."""
-    source = settings.embedded_vectors_dir
-    if not source.is_dir():
-        log.warning("no index at %s yet: the workers serve an empty, read-only index", source)
-    for worker in range(settings.processes):
-        target = replica_dir(settings, worker)
-        if target.exists():
-            shutil.rmtree(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target)
+def hold_port(host: str, port: int) -> socket.socket:
+    """Fail as a single server would when the port is taken; then hold it for the workers.
+
+    The held socket is bound with SO_REUSEPORT but never listens: the workers' listening sockets
+    can join it, while any other server (which binds without SO_REUSEPORT) finds the port in use.
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise OSError(f"cannot listen on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from None
+    guard = socket.socket(family, kind, proto)
+    guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    guard.bind(address)
+    return guard
 
 
-def _run_worker(settings: Settings, worker: int) -> None:
+def _run_worker(settings: Settings, worker: int, report: Connection) -> None:
+    """A worker process: serve, and tell the supervisor once serving (or why it could not start)."""
     from retrieval_server.server import serve
 
     configure(settings.log_level, settings.log_format)
     log.info("worker starting", extra={"worker": worker})
-    asyncio.run(serve(settings))
+    try:
+        asyncio.run(serve(settings, on_ready=lambda: report.send(READY)))
+    except Exception as exc:
+        log.error("worker %d could not start: %s", worker, exc)
+        report.send(str(exc) or type(exc).__name__)
+        sys.exit(1)
+
+
+@dataclass(slots=True)
+class _Worker:
+    process: BaseProcess
+    report: Connection
+    ready: bool = False
+    failure: str = ""
+
+    def read_reports(self) -> None:
+        while self.report.poll():
+            try:
+                message = self.report.recv()
+            except EOFError:
+                return
+            if message == READY:
+                self.ready = True
+            else:
+                self.failure = message
 
 
 def supervise(settings: Settings) -> int:
-    """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that crashes after startup."""
-    if not settings.shares_writable_storage:
-        prepare_replicas(settings)
+    """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that dies after it served.
+
+    A worker that dies before it reported serving failed to start (bad index, bad settings): the
+    supervisor stops the others and raises with that worker's reason.
+    """
+    guard = hold_port(settings.host, settings.port)
     ctx = multiprocessing.get_context("spawn")
     stopping = False
 
-    def start(worker: int) -> tuple[BaseProcess, float]:
-        proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker), name=f"retrieval-worker-{worker}")
+    def start(worker: int) -> _Worker:
+        receiver, sender = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender), name=f"retrieval-worker-{worker}")
         proc.start()
-        return proc, time.monotonic()
+        sender.close()
+        return _Worker(proc, receiver)
 
     def stop(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -81,25 +113,30 @@ def supervise(settings: Settings) -> int:
     signal.signal(signal.SIGINT, stop)
     workers = [start(i) for i in range(settings.processes)]
     log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
-    code = 0
+    failed: str | None = None
     while not stopping:
-        time.sleep(0.2)
-        for i, (proc, started) in enumerate(workers):
-            if proc.is_alive() or stopping:
+        # Wakes on a report or a worker's exit; the timeout only bounds how late SIGTERM is noticed.
+        wait([w.report for w in workers] + [w.process.sentinel for w in workers], timeout=0.5)
+        for i, w in enumerate(workers):
+            w.read_reports()
+            if w.process.is_alive() or stopping:
                 continue
-            if time.monotonic() - started < STARTUP_WINDOW_S:
-                log.error("worker %d exited with %s during startup; stopping", i, proc.exitcode)
-                stopping, code = True, 1
+            if not w.ready:
+                failed = f"worker {i} could not start: {w.failure or f'exit code {w.process.exitcode}'}"
+                stopping = True
                 break
-            log.error("worker %d exited with %s; restarting it", i, proc.exitcode)
+            log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
             workers[i] = start(i)
-    for proc, _ in workers:
-        if proc.is_alive():
-            proc.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
-    for proc, _ in workers:
-        proc.join(settings.grace_period_s + 30)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+    for w in workers:
+        if w.process.is_alive():
+            w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
+    for w in workers:
+        w.process.join(settings.grace_period_s + 30)
+        if w.process.is_alive():
+            w.process.kill()
+            w.process.join()
+    guard.close()
+    if failed:
+        raise Unavailable(failed)
     log.info("stopped")
-    return code
+    return 0

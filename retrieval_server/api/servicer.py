@@ -23,6 +23,7 @@ from retrieval_server.domain import (
     PermissionDenied,
     QueryOptions,
     ReadOnly,
+    ResourceExhausted,
     Role,
     ServiceError,
     Unavailable,
@@ -37,6 +38,7 @@ _STATUS = {
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     ReadOnly: grpc.StatusCode.FAILED_PRECONDITION,
+    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 _ADMIN_ROLES = {Role.ADMIN, Role.SUPER_ADMIN}
 

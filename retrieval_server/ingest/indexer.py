@@ -29,6 +29,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
+from retrieval_server.backends.disk import DiskSpace, estimated_bytes
 from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
@@ -41,6 +42,7 @@ from retrieval_server.domain import (
     IngestFailure,
     IngestReport,
     ParentChunk,
+    ResourceExhausted,
     VectorPoint,
     version_of,
 )
@@ -83,6 +85,7 @@ class Indexer:
         metadata: MetadataStore,
         *,
         batch_children: int = 256,
+        disk: DiskSpace | None = None,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -90,6 +93,7 @@ class Indexer:
         self._vectors = vectors
         self._metadata = metadata
         self._batch = batch_children
+        self._disk = disk
         self._locks: dict[str, _DocumentLock] = {}
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
@@ -171,6 +175,12 @@ class Indexer:
 
     async def _store(self, batch: list[_Prepared], errors: list[IngestFailure]) -> list[IngestedDocument]:
         texts = [c.content for p in batch for c in p.children]
+        if self._disk is not None:
+            try:
+                self._disk.check(estimated_bytes(sum(len(x.encode()) for x in texts), len(texts), self._embedder.dim))
+            except ResourceExhausted as exc:
+                errors.extend(IngestFailure(p.document.document_id, f"not stored: {exc}") for p in batch)
+                return []
         try:
             dense = await self._embedder.embed(texts)
         except Exception as exc:

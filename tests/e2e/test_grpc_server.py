@@ -83,6 +83,7 @@ async def test_health_rpc_reports_components(live: Live) -> None:
     assert resp.status == pb.SERVING_STATUS_SERVING
     assert {c.name: c.status for c in resp.components} == {
         "vector_store": pb.SERVING_STATUS_SERVING,
+        "disk": pb.SERVING_STATUS_SERVING,
         "metadata_store": pb.SERVING_STATUS_SERVING,
         "embedder": pb.SERVING_STATUS_SERVING,
         "cache": pb.SERVING_STATUS_SERVING,
@@ -235,3 +236,18 @@ async def test_fusion_choice_and_suggestions_cross_the_wire(live: Live) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await live.stub.Query(pb.QueryRequest(query="ok", fusion=9))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "fusion" in err.value.details()
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [("/retrieval.v1.RetrievalService/Query", "QueryRequest"), ("/grpc.health.v1.Health/Check", "HealthCheckRequest")],
+)
+async def test_undecodable_requests_are_invalid_argument(live: Live, method: str, message: str) -> None:
+    """Bytes that are not the method's message: INVALID_ARGUMENT with a plain message, and the server goes on."""
+    call = live.channel.unary_unary(method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    for garbage in (b"\xff\xff\xff\xff", b"\x0a\x05ab", bytes(range(256))):
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call(garbage)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.details() == f"the request is not a valid {message} protobuf message"
+    assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING

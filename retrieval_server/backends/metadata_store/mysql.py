@@ -90,9 +90,10 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
 
 
 class MysqlMetadataStore(MetadataStore):
-    def __init__(self, dsn: str, pool_size: int = 8) -> None:
+    def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False) -> None:
         self._args = parse_dsn(dsn)
         self._pool_size = pool_size
+        self._read_only = read_only
         self._pool: Any = None
 
     async def open(self) -> None:
@@ -102,6 +103,8 @@ class MysqlMetadataStore(MetadataStore):
             )
         except Exception as exc:
             raise Unavailable(f"MySQL is unreachable at {self._args['host']}:{self._args['port']}: {exc}") from exc
+        if self._read_only:
+            return  # a read-only account cannot create tables; the schema is the writer's job
         async with self.transaction() as tx:
             for stmt in DDL:
                 await tx.execute(stmt)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -12,7 +13,7 @@ from typing import Any
 import aiosqlite
 
 from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
-from retrieval_server.domain import Document, Unavailable
+from retrieval_server.domain import Document, ReadOnly, Unavailable
 
 DDL = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -92,8 +93,9 @@ class _SqliteTx:
 
 
 class SqliteMetadataStore(MetadataStore):
-    def __init__(self, path: Path | str, readers: int = 2) -> None:
+    def __init__(self, path: Path | str, readers: int = 2, read_only: bool = False) -> None:
         self._path = path
+        self._read_only = read_only
         self._conn: aiosqlite.Connection | None = None
         # One writer connection: transactions take turns instead of interleaving on it.
         self._lock = asyncio.Lock()
@@ -104,6 +106,16 @@ class SqliteMetadataStore(MetadataStore):
         self._all_readers: list[aiosqlite.Connection] = []
 
     async def open(self) -> None:
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()  # no connection thread may outlive a failed open
+            raise
+
+    async def _open(self) -> None:
+        if self._read_only:
+            await self._open_readers(self._read_only_uri(), uri=True)
+            return
         if isinstance(self._path, Path):
             self._path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = await aiosqlite.connect(str(self._path), isolation_level=None)
@@ -112,12 +124,24 @@ class SqliteMetadataStore(MetadataStore):
         await self._conn.execute("PRAGMA busy_timeout=5000")
         await self._conn.executescript(DDL)
         if str(self._path) != ":memory:":  # a second connection to :memory: would be another database
-            for _ in range(self._reader_count):
-                reader = await aiosqlite.connect(str(self._path), isolation_level=None)
-                await reader.execute("PRAGMA query_only=ON")
-                await reader.execute("PRAGMA busy_timeout=5000")
-                self._all_readers.append(reader)
-                self._readers.put_nowait(reader)
+            await self._open_readers(str(self._path), uri=False)
+
+    def _read_only_uri(self) -> str:
+        path = Path(self._path).absolute()
+        if not path.is_file():
+            raise Unavailable(f"no index at {path.parent} to serve read-only: ingest into it first")
+        # On a read-only volume SQLite cannot create the WAL's shared-memory file: nothing can change
+        # the file there, so it may be opened as immutable.
+        immutable = "" if os.access(path.parent, os.W_OK) else "&immutable=1"
+        return f"{path.as_uri()}?mode=ro{immutable}"
+
+    async def _open_readers(self, database: str, uri: bool) -> None:
+        for _ in range(self._reader_count):
+            reader = await aiosqlite.connect(database, isolation_level=None, uri=uri)
+            self._all_readers.append(reader)
+            self._readers.put_nowait(reader)
+            await reader.execute("PRAGMA query_only=ON")
+            await reader.execute("PRAGMA busy_timeout=5000")
 
     async def close(self) -> None:
         readers, self._all_readers = self._all_readers, []
@@ -156,6 +180,8 @@ class SqliteMetadataStore(MetadataStore):
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
+        if self._read_only:
+            raise ReadOnly("the metadata store is open read-only")
         if self._conn is None:
             raise Unavailable("metadata store is not open")
         async with self._lock:

@@ -8,7 +8,8 @@ never from a query.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +38,20 @@ def _filter(flt: PointFilter) -> qe.Filter | None:
 
 
 class EdgeVectorStore:
-    def __init__(self, path: Path, dim: int, executor: BlockingExecutor, policy: SearchPolicy | None = None) -> None:
+    """qdrant-edge in ``path``; with ``read_copy``, in the copy of ``path`` that it returns (the engine
+    writes while it loads, so read-only serving opens a private copy and removes it at close)."""
+
+    def __init__(
+        self,
+        path: Path,
+        dim: int,
+        executor: BlockingExecutor,
+        policy: SearchPolicy | None = None,
+        read_copy: Callable[[Path], Path] | None = None,
+    ) -> None:
         self._path = path
+        self._read_copy = read_copy
+        self._copy: Path | None = None
         self._dim = dim
         self._executor = executor
         self.policy = policy or SearchPolicy()
@@ -52,12 +65,15 @@ class EdgeVectorStore:
         )
 
     def _open(self) -> qe.EdgeShard:
-        self._path.mkdir(parents=True, exist_ok=True)
+        if self._read_copy is not None:
+            self._copy = self._read_copy(self._path)
+        path = self._copy or self._path
+        path.mkdir(parents=True, exist_ok=True)
         try:
-            if (self._path / "edge_config.json").exists():
-                shard = qe.EdgeShard.load(str(self._path), self._config())
+            if (path / "edge_config.json").exists():
+                shard = qe.EdgeShard.load(str(path), self._config())
             else:
-                shard = qe.EdgeShard.create(str(self._path), self._config())
+                shard = qe.EdgeShard.create(str(path), self._config())
         except Exception as exc:  # the engine raises a bare Exception
             if "WouldBlock" in str(exc):
                 raise Unavailable(
@@ -88,6 +104,9 @@ class EdgeVectorStore:
             async with self._write_lock:
                 await self._executor.run(shard.flush)
                 await self._executor.run(shard.close)
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         if not points:

@@ -1,0 +1,75 @@
+"""Free space on the volumes the embedded engines write to, checked before they write.
+
+The embedded vector engine memory-maps its files: on a full volume a write faults with SIGBUS
+and the process dies without a word. So every write is refused first, with a clear error, while
+free space is below a floor.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval_server.domain import ResourceExhausted
+
+MIB = 1024 * 1024
+
+
+def estimated_bytes(content_bytes: int, children: int = 0, dim: int = 384) -> int:
+    """What storing that much text is expected to add on disk: parent rows and full-text index,
+    child payloads, and a dense plus a sparse vector per child (generous, so the floor holds)."""
+    return 4 * content_bytes + children * (dim * 4 + 2048)
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes for an unprivileged writer on the volume holding ``path`` (or its nearest existing parent)."""
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpace:
+    """The volumes written to (embedded stores only: a MySQL or Qdrant server watches its own disk)."""
+
+    paths: tuple[Path, ...]
+    floor_bytes: int
+
+    @staticmethod
+    def of(paths: Iterable[Path], floor_mb: int) -> DiskSpace:
+        return DiskSpace(tuple(dict.fromkeys(paths)), floor_mb * MIB)
+
+    def shortest(self) -> tuple[Path, int] | None:
+        """The watched path with the least free space, and that space."""
+        sizes = [(p, free_bytes(p)) for p in self.paths]
+        return min(sizes, key=lambda ps: ps[1]) if sizes else None
+
+    def check(self, needed_bytes: int = 0) -> None:
+        """Raise :class:`ResourceExhausted` unless ``needed_bytes`` more still leave the floor free."""
+        low = self.shortest()
+        if low is not None and low[1] - needed_bytes < self.floor_bytes:
+            path, free = low
+            raise ResourceExhausted(
+                f"only {free // MIB} MiB free on the volume of {path} (this write needs about {needed_bytes // MIB + 1} MiB more), "
+                f"below the floor RETRIEVAL_MIN_FREE_DISK_MB={self.floor_bytes // MIB}: free space or raise the volume's size"
+            )
+
+
+def copy_for_reading(source: Path, scratch: Path | None, floor_mb: int) -> Path:
+    """A private copy of a folder to open read-only data from (the engine writes while it loads)."""
+    import tempfile
+
+    target = Path(tempfile.mkdtemp(prefix="retrieval-readonly-", dir=scratch))
+    DiskSpace.of([target], floor_mb).check(folder_bytes(source))
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    return target
