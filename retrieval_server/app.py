@@ -72,8 +72,9 @@ class Application:
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
         )
         self.indexer = Indexer(
-            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, batch_children=settings.upsert_batch_size,
-            disk=self.disk,
+            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.executor,
+            batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
+            max_document_bytes=settings.max_document_bytes, disk=self.disk,
         )
         self.reranker = self._reranker()
         self.cache = self._cache()

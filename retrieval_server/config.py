@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     search_top_k_max: int = Field(20, ge=1, le=1000)
     search_text_chars: int = Field(800, ge=1)
     max_documents_per_request: int = Field(1000, ge=1)
+    max_document_bytes: int = Field(
+        16 * 1024 * 1024, ge=1, description="largest file (raw bytes) one ingest input may carry; larger: INVALID_ARGUMENT"
+    )
     child_candidates_per_context: int = Field(
         8, ge=1, le=100, description="child hits fetched per requested context (small-to-big)"
     )

@@ -50,13 +50,15 @@ def mode_in(value: int) -> Mode:
     return _enum(value, _MODE_IN, "mode")  # type: ignore[return-value]
 
 
-def document_in(d: pb.DocumentInput, index: int) -> DocumentSource:
+def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSource:
     field = f"documents[{index}]"
     access: Access = _enum(d.access, _ACCESS_IN, f"{field}.access")  # type: ignore[assignment]
     if not d.filename and not d.document_id:
         raise InvalidArgument(f"{field} needs a filename (its extension selects the loader) or a document_id")
     if not d.content:
         raise InvalidArgument(f"{field}.content must not be empty")
+    if len(d.content) > max_bytes:
+        raise InvalidArgument(f"{field}.content is {len(d.content)} bytes; at most {max_bytes} are accepted (RETRIEVAL_MAX_DOCUMENT_BYTES)")
     if access is Access.PRIVATE and not d.owner_id:
         raise InvalidArgument(f"{field}.owner_id is required for a PRIVATE document")
     return DocumentSource(

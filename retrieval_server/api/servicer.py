@@ -131,7 +131,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             raise InvalidArgument("documents must not be empty")
         if len(request.documents) > limit:
             raise InvalidArgument(f"documents may hold at most {limit} entries (got {len(request.documents)})")
-        sources = [convert.document_in(d, i) for i, d in enumerate(request.documents)]
+        sources = [convert.document_in(d, i, self._s.max_document_bytes) for i, d in enumerate(request.documents)]
         report = await self._app.ingest(sources)
         return pb.IngestDocumentsResponse(
             documents=[

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.executor import BlockingExecutor, Priority
 from scoring_core.encoders import BiEncoder
 
 BUNDLED_TOKENIZER = Path(str(resources.files("retrieval_server") / "resources" / "all-MiniLM-L6-v2" / "tokenizer.json"))
@@ -21,7 +21,7 @@ class Embedder(Protocol):
     model_id: str
     dim: int
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY) -> np.ndarray:
         """float32 ``[len(texts), dim]``, unit-length rows."""
         ...
 
@@ -70,5 +70,5 @@ class OnnxEmbedder:
         self.model_id = files.model_id
         self.dim = self._encoder.dim
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._executor.run(self._encoder.encode, list(texts))
+    async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY) -> np.ndarray:
+        return await self._executor.run(self._encoder.encode, list(texts), priority=priority)

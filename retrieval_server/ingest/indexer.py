@@ -29,8 +29,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from retrieval_server.backends.disk import DiskSpace, estimated_bytes
 from retrieval_server.backends.embedder import Embedder
+from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
@@ -41,18 +44,17 @@ from retrieval_server.domain import (
     IngestedDocument,
     IngestFailure,
     IngestReport,
+    InvalidArgument,
     ParentChunk,
     ResourceExhausted,
     VectorPoint,
     version_of,
 )
+from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, clean_identifier
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
 
 log = logging.getLogger(__name__)
-
-MAX_DOCUMENT_ID_CHARS = 200
-
 
 @dataclass(slots=True)
 class _Prepared:
@@ -68,11 +70,11 @@ class _DocumentLock:
     users: int = 0
 
 
-def _validate_id(document_id: str) -> None:
-    if not document_id or len(document_id) > MAX_DOCUMENT_ID_CHARS:
-        raise LoadError(f"document_id must be 1 to {MAX_DOCUMENT_ID_CHARS} characters")
-    if any(ord(ch) < 32 for ch in document_id):
-        raise LoadError("document_id must not contain control characters")
+def _clean_id(document_id: str) -> str:
+    try:
+        return clean_identifier(document_id, "document_id", MAX_DOCUMENT_ID_CHARS)
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
 
 
 class Indexer:
@@ -83,8 +85,11 @@ class Indexer:
         sparse: Bm25Encoder,
         vectors: VectorStore,
         metadata: MetadataStore,
+        executor: BlockingExecutor,
         *,
         batch_children: int = 256,
+        embed_piece: int = 32,
+        max_document_bytes: int | None = None,
         disk: DiskSpace | None = None,
     ) -> None:
         self._chunker = chunker
@@ -92,7 +97,10 @@ class Indexer:
         self._sparse = sparse
         self._vectors = vectors
         self._metadata = metadata
+        self._executor = executor
         self._batch = batch_children
+        self._embed_piece = embed_piece
+        self._max_bytes = max_document_bytes
         self._disk = disk
         self._locks: dict[str, _DocumentLock] = {}
 
@@ -128,25 +136,28 @@ class Indexer:
 
         for src in sources:
             try:
-                loaded_docs = load(src)
+                if self._max_bytes is not None and len(src.content) > self._max_bytes:
+                    raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
+                # Parsing and chunking are CPU work: off the event loop, behind any query's work.
+                loaded_docs = await self._executor.run(load, src, priority=Priority.BACKGROUND)
             except LoadError as exc:
                 errors.append(IngestFailure(src.filename or src.document_id, str(exc)))
                 continue
             for loaded in loaded_docs:
                 label = f"{src.filename}:{loaded.document_id}" if len(loaded_docs) > 1 else (src.filename or loaded.document_id)
                 try:
-                    _validate_id(loaded.document_id)
-                    if loaded.document_id in seen:
-                        raise LoadError(f"document_id '{loaded.document_id}' appears twice in one request")
-                    seen.add(loaded.document_id)
-                    prepared = await self._prepare(src, loaded)
+                    doc_id = _clean_id(loaded.document_id)
+                    if doc_id in seen:
+                        raise LoadError(f"document_id '{doc_id}' appears twice in one request")
+                    seen.add(doc_id)
+                    prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id))
                 except LoadError as exc:
                     errors.append(IngestFailure(label, str(exc)))
                     continue
                 if prepared.previous is not None and prepared.previous.content_hash == prepared.document.content_hash:
-                    done.append(IngestedDocument(loaded.document_id, len(prepared.parents), len(prepared.children), True))
+                    done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True))
                     if on_document:
-                        on_document(loaded.document_id)
+                        on_document(doc_id)
                     continue
                 pending.append(prepared)
                 if sum(len(p.children) for p in pending) >= self._batch:
@@ -155,23 +166,40 @@ class Indexer:
         return IngestReport(tuple(done), tuple(errors))
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
-        meta = {**loaded.metadata, **src.metadata}
+        try:
+            owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if src.owner_id.strip() else ""
+            grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
+        except ValueError as exc:
+            raise LoadError(str(exc)) from None
         doc = Document(
             document_id=loaded.document_id,
             title=loaded.title,
             url=src.url or loaded.url,
             source=src.source or src.filename,
             access=src.access,
-            owner_id=src.owner_id,
-            metadata=meta,
-            granted_user_ids=tuple(sorted(set(src.granted_user_ids))),
+            owner_id=owner,
+            metadata={**loaded.metadata, **src.metadata},
+            granted_user_ids=tuple(sorted(grantees)),
         )
-        parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
+
+        def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str]:
+            parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
+            return parents, children, self._fingerprint(doc, loaded)
+
+        parents, children, fingerprint = await self._executor.run(chunk, priority=Priority.BACKGROUND)
         if not children:
             raise LoadError("no text to index")
-        doc = dataclasses.replace(doc, content_hash=self._fingerprint(doc, loaded))
+        doc = dataclasses.replace(doc, content_hash=fingerprint)
         previous = await self._metadata.get_document(doc.document_id)
         return _Prepared(doc, parents, children, previous)
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        """In small pieces at background priority: a query waits for one piece at most, not the batch."""
+        pieces = [
+            await self._embedder.embed(texts[i : i + self._embed_piece], priority=Priority.BACKGROUND)
+            for i in range(0, len(texts), self._embed_piece)
+        ]
+        return np.concatenate(pieces) if pieces else np.zeros((0, self._embedder.dim), dtype=np.float32)
 
     async def _store(self, batch: list[_Prepared], errors: list[IngestFailure]) -> list[IngestedDocument]:
         texts = [c.content for p in batch for c in p.children]
@@ -182,7 +210,7 @@ class Indexer:
                 errors.extend(IngestFailure(p.document.document_id, f"not stored: {exc}") for p in batch)
                 return []
         try:
-            dense = await self._embedder.embed(texts)
+            dense = await self._embed(texts)
         except Exception as exc:
             log.exception("embedding failed")
             errors.extend(IngestFailure(p.document.document_id, f"embedding failed: {exc}") for p in batch)
@@ -192,9 +220,10 @@ class Indexer:
         for p in batch:
             vecs = dense[row : row + len(p.children)]
             row += len(p.children)
+            sparse = await self._executor.run(lambda p=p: [self._sparse.document(c.content) for c in p.children], priority=Priority.BACKGROUND)
             points = [
-                VectorPoint(child=c, document=p.document, dense=v, sparse=self._sparse.document(c.content), version=p.document.version)
-                for c, v in zip(p.children, vecs, strict=True)
+                VectorPoint(child=c, document=p.document, dense=v, sparse=s, version=p.document.version)
+                for c, v, s in zip(p.children, vecs, sparse, strict=True)
             ]
             doc_id = p.document.document_id
             async with self._document_lock(doc_id):
@@ -259,8 +288,12 @@ class Indexer:
         Once the rows are gone the document is deleted for every reader; if removing the vectors
         fails, the pending write left by :meth:`MetadataStore.delete_document` finishes the job later.
         """
+        try:
+            cleaned = [clean_identifier(d, "document_ids", MAX_DOCUMENT_ID_CHARS) for d in document_ids]
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         deleted, missing = [], []
-        for doc_id in dict.fromkeys(document_ids):
+        for doc_id in dict.fromkeys(cleaned):
             async with self._document_lock(doc_id):
                 existed = await self._metadata.delete_document(doc_id)
                 await self._reconcile_quietly(doc_id)

@@ -69,14 +69,13 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
 
 def _load_pdf(src: DocumentSource) -> list[LoadedDocument]:
     from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(src.content))
         pages = tuple(Page(i + 1, page.extract_text() or "") for i, page in enumerate(reader.pages))
         meta_title = (reader.metadata.title if reader.metadata else None) or ""
-    except (PyPdfError, ValueError, KeyError, TypeError) as exc:
-        raise LoadError(f"not a readable PDF: {exc}") from None
+    except Exception as exc:
+        raise LoadError(f"not a readable PDF: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not any(p.text.strip() for p in pages):
         raise LoadError("PDF has no extractable text (scanned images need OCR first)")
     return [LoadedDocument(src.document_id or _stem(src.filename), src.title or meta_title or _stem(src.filename), pages)]
@@ -93,8 +92,13 @@ def _load_jsonl(src: DocumentSource) -> list[LoadedDocument]:
             raise LoadError(f"line {n}: invalid JSON ({exc.msg})") from None
         if not isinstance(row, dict) or "_id" not in row or "text" not in row:
             raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
+        # bool is an int, and str(None) would become the id "None": only real strings and numbers.
+        if isinstance(row["_id"], bool) or not isinstance(row["_id"], (str, int)):
+            raise LoadError(f"line {n}: '_id' must be a string or a number (got {json.dumps(row['_id'])[:40]})")
+        if not isinstance(row["text"], str):
+            raise LoadError(f"line {n}: 'text' must be a string")
         title = str(row.get("title") or "")
-        text = str(row["text"])
+        text = row["text"]
         meta = row.get("metadata") or {}
         url = str(meta.get("url", "")) if isinstance(meta, dict) else ""
         docs.append(
@@ -122,9 +126,19 @@ LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument]]] = {
 
 
 def load(src: DocumentSource) -> list[LoadedDocument]:
-    """Parse one source into documents (several for .jsonl). Raises :class:`LoadError`."""
+    """Parse one source into documents (several for .jsonl). Raises :class:`LoadError`, and only that.
+
+    Parsers of untrusted files fail in ways nobody lists (pypdf raises AssertionError and
+    AttributeError on some malformed files): whatever a loader raises is this file's error, so
+    one bad file never fails the rest of a batch.
+    """
     ext = PurePath(src.filename).suffix.lower()
     loader = LOADERS.get(ext)
     if loader is None:
         raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")
-    return loader(src)
+    try:
+        return loader(src)
+    except LoadError:
+        raise
+    except Exception as exc:
+        raise LoadError(f"cannot read this {ext[1:].upper()} file ({type(exc).__name__}: {str(exc)[:200]})") from None

@@ -31,4 +31,7 @@ def configure(level: str, fmt: str) -> None:
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    # DEBUG is for this service's own events: libraries (aiosqlite logs every statement, numba every
+    # compilation step) stay at INFO or above.
+    root.setLevel(max(logging.getLevelName(level), logging.INFO))
+    logging.getLogger("retrieval_server").setLevel(level)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +50,23 @@ def test_second_process_on_the_same_folder_is_refused(tmp_path: Path) -> None:
         server.wait(timeout=60)
 
 
+def drain(proc: subprocess.Popen[str]) -> tuple[list[str], threading.Event]:
+    """Read the process's stderr to the end in a thread (a full pipe would block its logging);
+    the event is set at its first "document stored" line."""
+    lines: list[str] = []
+    stored = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if '"msg": "document stored"' in line:
+                stored.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines, stored
+
+
 def _wait_serving(target: str, proc: subprocess.Popen[str]) -> None:
     wait_healthy(target, proc, timeout_s=90)
 
@@ -57,29 +75,33 @@ def _wait_serving(target: str, proc: subprocess.Popen[str]) -> None:
 async def test_sigterm_finishes_in_flight_calls_and_closes_backends(tmp_path: Path) -> None:
     port = free_port()
     target = f"127.0.0.1:{port}"
-    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_GRACE_PERIOD_S="60")
+    # The grace period is an upper bound on an orderly stop, never waited out: it only has to exceed
+    # the ingest on the slowest machine. The ingest is known to be in flight from the server's own
+    # "document stored" events (small upsert batches: many of them), not from a sleep.
+    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_GRACE_PERIOD_S="3600",
+               RETRIEVAL_LOG_LEVEL="DEBUG", RETRIEVAL_UPSERT_BATCH_SIZE="16")
     server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
-    await asyncio.to_thread(_wait_serving, target, server)
+    logs, stored = drain(server)
+    await asyncio.to_thread(wait_healthy, target, server, 600)
     docs = [
         pb.DocumentInput(document_id=f"doc{i}", filename=f"doc{i}.txt", content=f"Document {i} talks about topic {i % 17} at length. {'More words here. ' * 40}".encode())
-        for i in range(300)
+        for i in range(60)
     ]
-    async with AsyncRetrievalClient(target, role="ADMIN") as client:
+    async with AsyncRetrievalClient(target, role="ADMIN", timeout=3600) as client:
         call = asyncio.ensure_future(client.ingest(docs))
-        await asyncio.sleep(1.0)  # the ingest is running (it takes several seconds)
+        await asyncio.to_thread(stored.wait)
         assert not call.done()
         server.send_signal(signal.SIGTERM)
         resp = await call
-    assert len(resp.documents) == 300 and not resp.errors
-    assert await asyncio.to_thread(server.wait, 90) == 0
-    logs = server.stderr.read() if server.stderr else ""
-    assert '"msg": "stopped"' in logs
+    assert len(resp.documents) == 60 and not resp.errors
+    assert await asyncio.to_thread(server.wait, 3600) == 0
+    assert '"msg": "stopped"' in "".join(logs)
 
     # Everything the in-flight call wrote was flushed and the folder was released.
     app = Application(load_settings(data_dir=tmp_path))
     await app.open()
     try:
-        assert await app.metadata.count_documents() == 300
+        assert await app.metadata.count_documents() == 60
         assert await app.vectors.count() == sum(d.child_chunks for d in resp.documents)
     finally:
         await app.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -99,3 +100,57 @@ async def test_private_documents_reach_only_their_readers(app: Application) -> N
         assert ("secret" in {c.document.document_id for c in result.contexts}) is sees, identity
         found = await app.pipeline.search("launch code binder", 5, identity)
         assert ("secret" in {r.document_id for r in found}) is sees, identity
+
+
+async def test_one_bad_pdf_does_not_fail_the_batch(app: Application) -> None:
+    from tests.unit.test_loader_fuzz import PYPDF_ASSERTION
+
+    report = await app.ingest([DocumentSource(filename="bad.pdf", content=PYPDF_ASSERTION), _txt("good", "Glaciers carve valleys.")])
+    assert [d.document_id for d in report.documents] == ["good"]
+    assert [(e.source, "not a readable PDF" in e.reason) for e in report.errors] == [("bad.pdf", True)]
+
+
+async def test_ids_are_cleaned_the_same_way_at_ingest_and_delete(app: Application) -> None:
+    spaced = DocumentSource(filename="x.txt", content=b"Tides follow the moon.", document_id="  tide\u200b notes \t",
+                            access=Access.PRIVATE, owner_id=" alice ", granted_user_ids=("bob ",))
+    report = await app.ingest([spaced])
+    assert [d.document_id for d in report.documents] == ["tide\u200b notes"]
+    doc = await app.metadata.get_document("tide\u200b notes")
+    assert doc is not None and doc.owner_id == "alice" and doc.granted_user_ids == ("bob",)
+    # The owner and the grantee, as their identities arrive (trimmed), can read it.
+    for who in ("alice", "bob"):
+        r = await app.pipeline.query(QueryOptions("moon tides", 1, identity=Identity(who, Role.USER)))
+        assert [c.document.document_id for c in r.contexts] == ["tide\u200b notes"]
+    assert await app.delete(["\ufefftide\u200b notes  "]) == (["tide\u200b notes"], [])
+    assert await app.vectors.count() == 0
+
+
+async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Application) -> None:
+    """Ingestion embeds in small background pieces; a query's embedding is not queued behind the rest."""
+    calls: list[tuple[str, int]] = []
+    first_piece = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    encoder = app.embedder._encoder  # noqa: SLF001 - recording the model runs in their order
+    encode = encoder.encode
+
+    def recording(texts: list[str]) -> object:
+        kind = "query" if texts == ["what carves valleys"] else "ingest"
+        calls.append((kind, len(texts)))
+        if kind == "ingest":
+            loop.call_soon_threadsafe(first_piece.set)
+        return encode(texts)
+
+    encoder.encode = recording
+    try:
+        big = _txt("big", " ".join(f"Sentence {i} tells how glaciers carve valleys over many thousands of years." for i in range(600)))
+        ingest = asyncio.ensure_future(app.ingest([big]))
+        await first_piece.wait()
+        r = await app.pipeline.query(QueryOptions("what carves valleys", 1, use_cache=False))
+        assert not ingest.done(), "the query waited for the whole ingest"
+        report = await ingest
+    finally:
+        encoder.encode = encode
+    assert not report.errors and r.metrics.total_ms > 0
+    query_at = calls.index(("query", 1))
+    assert any(kind == "ingest" for kind, _ in calls[query_at + 1 :]), "the query ran after the last piece"
+    assert all(n <= app.settings.embed_batch_size for kind, n in calls if kind == "ingest")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as qe
 
-from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
@@ -118,14 +118,14 @@ class EdgeVectorStore:
             ]
         )
         async with self._write_lock:
-            await self._executor.run(self.shard.update, op)
+            await self._executor.run(self.shard.update, op, priority=Priority.BACKGROUND)
         await self._refresh_count()
 
     async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
         must_not = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))] if keep_version else None
         flt = qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))], must_not=must_not)
         async with self._write_lock:
-            await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
+            await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt), priority=Priority.BACKGROUND)
         await self._refresh_count()
 
     def _query(self, query: qe.Query, limit: int, flt: PointFilter) -> list[VectorHit]:
@@ -165,7 +165,7 @@ class EdgeVectorStore:
 
     async def optimize(self) -> None:
         async with self._write_lock:
-            await self._executor.run(self.shard.optimize)
+            await self._executor.run(self.shard.optimize, priority=Priority.BACKGROUND)
 
     async def ping(self) -> None:
         await self._executor.run(self.shard.info)

@@ -1,0 +1,58 @@
+"""The blocking executor runs queued work by priority: a query never waits behind queued ingestion."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from retrieval_server.backends.executor import BlockingExecutor, Priority
+
+
+async def test_a_query_job_overtakes_queued_background_jobs() -> None:
+    executor = BlockingExecutor(1)
+    release, started = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def blocker() -> None:
+        started.set()
+        release.wait()
+
+    try:
+        running = asyncio.ensure_future(executor.run(blocker, priority=Priority.BACKGROUND))
+        await asyncio.to_thread(started.wait)  # the only thread is busy
+        background = [asyncio.ensure_future(executor.run(order.append, f"ingest-{i}", priority=Priority.BACKGROUND)) for i in range(5)]
+        await asyncio.sleep(0)  # the background jobs are queued first
+        query = asyncio.ensure_future(executor.run(order.append, "query"))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(running, query, *background)
+        assert order == ["query", *(f"ingest-{i}" for i in range(5))]
+    finally:
+        executor.shutdown()
+
+
+async def test_cancelled_jobs_are_skipped_and_errors_reach_the_caller() -> None:
+    executor = BlockingExecutor(1)
+    release = threading.Event()
+    ran: list[int] = []
+    try:
+        blocked = asyncio.ensure_future(executor.run(release.wait))
+        doomed = asyncio.ensure_future(executor.run(ran.append, 1))
+        await asyncio.sleep(0)
+        doomed.cancel()
+        release.set()
+        await blocked
+        await executor.run(ran.append, 2)
+        assert ran == [2]
+
+        def boom() -> None:
+            raise ValueError("nope")
+
+        try:
+            await executor.run(boom)
+        except ValueError as exc:
+            assert str(exc) == "nope"
+        else:
+            raise AssertionError("the job's exception was lost")
+    finally:
+        executor.shutdown()
