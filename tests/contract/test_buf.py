@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -78,9 +76,11 @@ def contract_baseline() -> tuple[str, str]:
 
 
 def _extract_protos(ref: str, dest: Path) -> Path:
-    archive = subprocess.run(["git", "archive", ref, "protos"], cwd=REPO, capture_output=True, check=True, timeout=300).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="data")
+    for name in git("ls-tree", "-r", "--name-only", ref, "--", "protos").splitlines():
+        if name.endswith(".proto"):
+            out = dest / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(subprocess.run(["git", "show", f"{ref}:{name}"], cwd=REPO, capture_output=True, check=True, timeout=300).stdout)
     return dest / "protos"
 
 

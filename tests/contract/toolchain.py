@@ -25,5 +25,5 @@ def need(path_or_command: str | Path, install: str) -> str:
 
 
 def buf(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    exe = need(BUF, "npm ci --prefix clients/node")
+    exe = need(BUF, "npm install --prefix clients/node")
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
