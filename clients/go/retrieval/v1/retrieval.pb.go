@@ -27,10 +27,10 @@
 // * `none` (development, the default): the `x-user-id` (at most 255 characters) and
 //   `x-user-role` (SUPER_ADMIN, ADMIN or USER, case-insensitive) headers are trusted as sent. A
 //   user id without a role is a USER; no headers at all is the anonymous caller. The server
-//   then listens on loopback only.
+//   then listens on loopback only, unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE is set.
 // * `jwt`: `authorization: Bearer <token>` is verified (signature, issuer, audience, expiry);
-//   the user id and role come from the token's claims. Identity headers cannot override them:
-//   they are ignored or refused.
+//   the user id and role come from the token's claims (RETRIEVAL_JWT_* settings). Identity
+//   headers cannot override them: they are ignored or refused.
 // * `gateway`: `x-user-id` / `x-user-role` are trusted only from peers authenticated by mutual
 //   TLS whose certificate is on the server's allow-list (an API gateway that verified the user);
 //   the same headers from any other peer are refused with UNAUTHENTICATED.
