@@ -18,7 +18,10 @@ OFFLINE_GO = GO_DIR / "offline-go"
 
 def need(path_or_command: str | Path, install: str) -> str:
     """A tool the tests cannot do without: a missing one fails (scripts/test.sh installs it), never skips."""
-    found = str(path_or_command) if Path(path_or_command).exists() else shutil.which(str(path_or_command))
+    if isinstance(path_or_command, Path):
+        found = str(path_or_command) if path_or_command.exists() else None
+    else:
+        found = shutil.which(path_or_command)
     if not found:
         pytest.fail(f"{path_or_command} is not installed; scripts/test.sh installs it ({install})")
     return found
