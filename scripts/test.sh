@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One command: install what the tests need (MariaDB, Redis and Prometheus from Debian, the project
-# with its test extras) and run the whole suite. Extra arguments go to pytest.
+# One command: install what the tests need (MariaDB, Redis and Prometheus from Debian, the clients'
+# Go and Node toolchains, the project with its test extras) and run the whole suite. Extra arguments
+# go to pytest.
 source "$(dirname "$0")/_env.sh"
 
 if [ ! -x /usr/sbin/mariadbd ] || [ ! -x /usr/bin/redis-server ] || [ ! -x /usr/bin/prometheus ]; then
@@ -9,6 +10,31 @@ if [ ! -x /usr/sbin/mariadbd ] || [ ! -x /usr/bin/redis-server ] || [ ! -x /usr/
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mariadb-server redis-server >/dev/null
   # The server binary only: the tests start it themselves (no exporters, no service).
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+# The clients' toolchains (tests/contract): Go with Debian's gRPC and protobuf packages (no Go
+# module proxy needed; golang-github-golang-protobuf-1-5-dev, as gRPC's codec needs the APIv2-backed
+# github.com/golang/protobuf), the protoc plugins buf.gen.yaml runs, openssl for the TLS tests'
+# certificates, and node/npm when the machine has none.
+CLIENT_PACKAGES="golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc openssl"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then CLIENT_PACKAGES="$CLIENT_PACKAGES nodejs npm"; fi
+MISSING=""
+for p in $CLIENT_PACKAGES; do
+  dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || MISSING="$MISSING $p"
+done
+if [ -n "$MISSING" ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $MISSING >/dev/null
+fi
+# The node client's packages, buf and ts-proto, at its lockfile's versions into
+# clients/node/node_modules (again only when the lockfile changed). Not `npm ci`: the registry
+# reachable here does not serve buf's binaries for other platforms, so the lockfile cannot list
+# them and `npm ci` refuses it; `npm install` installs the locked versions all the same.
+LOCK_SUM="$(sha256sum "$REPO/clients/node/package-lock.json" | cut -d' ' -f1)"
+if [ "$(cat "$REPO/clients/node/node_modules/.lock-sha256" 2>/dev/null)" != "$LOCK_SUM" ]; then
+  echo "installing clients/node's npm packages" >&2
+  npm install --prefix "$REPO/clients/node" --no-audit --no-fund --loglevel=error
+  echo "$LOCK_SUM" > "$REPO/clients/node/node_modules/.lock-sha256"
 fi
 # WITH_TORCH=1 adds torch + sentence-transformers, for the ONNX-vs-sentence-transformers parity test.
 EXTRAS="test"

@@ -26,7 +26,10 @@ if _version_not_supported:
 
 
 class RetrievalServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """Retrieval for RAG: grounded contexts for a question, simple semantic search, health, and the
+    admin RPCs that add and remove documents. The caller's identity (see the file header) decides
+    which documents every RPC can see or change.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -62,38 +65,70 @@ class RetrievalServiceStub:
 
 
 class RetrievalServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Retrieval for RAG: grounded contexts for a question, simple semantic search, health, and the
+    admin RPCs that add and remove documents. The caller's identity (see the file header) decides
+    which documents every RPC can see or change.
+    """
 
     def Query(self, request, context):
-        """Full pipeline: grounded parent-chunk contexts with their child evidence.
+        """The full pipeline: cache lookup, query analysis, dense / keyword / metadata retrieval in
+        parallel, fusion, rerank, small-to-big enrichment and a sufficiency loop. Returns the best
+        parent-chunk contexts with the child chunks that matched them, best first.
+
+        An empty index or a question nothing matches answers OK with no contexts and some
+        `suggestions`.
+        Errors: INVALID_ARGUMENT (query length, top_k, filters, unknown enum values, malformed
+        identity headers), UNAUTHENTICATED, UNAVAILABLE (vector or metadata store down),
+        DEADLINE_EXCEEDED (nothing ready at the deadline), RESOURCE_EXHAUSTED (request too large),
+        INTERNAL.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Search(self, request, context):
-        """Simple semantic search (the MARP contract): flat, deduplicated chunk results.
+        """Simple semantic search (the MARP contract): one dense search, duplicate texts removed, flat
+        chunk results trimmed for display, best first. No cache, no analysis, no rerank.
+        Errors: INVALID_ARGUMENT (query length, top_k, malformed identity headers),
+        UNAUTHENTICATED, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Health(self, request, context):
-        """Overall status plus one status per component.
+        """The service's overall status plus one status per component, with the server version. The
+        answer is in the response, not the call status: a store that is down gives OK with
+        SERVING_STATUS_NOT_SERVING. Load balancers can also use the standard grpc.health.v1 service
+        on the same port.
+        Errors: UNAUTHENTICATED (credentials sent but invalid), INTERNAL.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def IngestDocuments(self, request, context):
-        """Admin: add or replace documents (re-ingesting a document replaces its chunks).
+        """Admin: add documents, or replace the stored ones with the same ids (their chunks are
+        replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
+        is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
+        Needs ADMIN or SUPER_ADMIN.
+        Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
+        document without filename and id, empty content, PRIVATE without owner_id, unknown access),
+        UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
+        RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
+        free-space floor), UNAVAILABLE, INTERNAL.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteDocuments(self, request, context):
-        """Admin: remove documents with their vectors and rows.
+        """Admin: remove documents with their chunks, vectors, grants and the cached answers that
+        cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
+        error. Needs ADMIN or SUPER_ADMIN.
+        Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
+        id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
+        UNAVAILABLE, INTERNAL.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -136,7 +171,10 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class RetrievalService:
-    """Missing associated documentation comment in .proto file."""
+    """Retrieval for RAG: grounded contexts for a question, simple semantic search, health, and the
+    admin RPCs that add and remove documents. The caller's identity (see the file header) decides
+    which documents every RPC can see or change.
+    """
 
     @staticmethod
     def Query(request,

@@ -1,0 +1,8 @@
+module github.com/retrieval-platform/retrieval-service/clients/go
+
+go 1.19
+
+require (
+	google.golang.org/grpc v1.33.3
+	google.golang.org/protobuf v1.28.1
+)

@@ -1,0 +1,250 @@
+// Package retrieval is a small client for retrieval.v1.RetrievalService.
+//
+// It offers the calls of the Python and TypeScript clients (Query, Search, Health, Ingest,
+// Delete) with the same options, on one gRPC connection that carries the caller's identity
+// (x-user-id / x-user-role headers, or a bearer token) and a default timeout. The generated
+// stubs are in the retrievalv1 package; Service returns them bound to the same connection for
+// anything the helpers do not cover.
+package retrieval
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
+	retrievalv1 "github.com/retrieval-platform/retrieval-service/clients/go/retrieval/v1"
+)
+
+// DefaultTimeout bounds a call whose context has no deadline (the Python client's default).
+const DefaultTimeout = 60 * time.Second
+
+// maxMessageBytes matches the Python client: larger than the server's own limit
+// (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the server is the one that says no.
+const maxMessageBytes = 256 << 20
+
+// TLS configures a TLS connection. The zero value verifies the server against the system's roots.
+type TLS struct {
+	// CAFile is a PEM bundle of the CAs that sign the server's certificate. Empty: the system roots.
+	CAFile string
+	// CertFile and KeyFile are the client's PEM certificate and key for mutual TLS. Empty: none.
+	CertFile, KeyFile string
+	// ServerName overrides the name checked in the server's certificate. Empty: the target's host.
+	ServerName string
+}
+
+type config struct {
+	userID, role, token string
+	tls                 *TLS
+	timeout             time.Duration
+	dialOptions         []grpc.DialOption
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+// WithIdentity sends x-user-id and x-user-role on every call (RETRIEVAL_AUTH_MODE none, or a
+// gateway in gateway mode). Empty values are not sent: no user id and no role is the anonymous
+// caller, a user id without a role is a USER.
+func WithIdentity(userID, role string) Option {
+	return func(c *config) { c.userID, c.role = userID, role }
+}
+
+// WithBearerToken sends "authorization: Bearer <token>" on every call (RETRIEVAL_AUTH_MODE jwt).
+// New refuses it over plaintext to a host other than loopback.
+func WithBearerToken(token string) Option {
+	return func(c *config) { c.token = token }
+}
+
+// WithTLS connects over TLS (mutual TLS when t has a client certificate). Without it the
+// connection is plaintext.
+func WithTLS(t TLS) Option {
+	return func(c *config) { c.tls = &t }
+}
+
+// WithTimeout bounds each call whose context has no deadline (default DefaultTimeout). A
+// context deadline always wins. Zero or negative: no bound.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// WithDialOptions adds gRPC dial options (interceptors, keepalive, ...).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
+}
+
+// Client calls one retrieval server. It is safe for concurrent use; Close releases it.
+type Client struct {
+	conn *grpc.ClientConn
+	svc  retrievalv1.RetrievalServiceClient
+}
+
+// New connects to target ("host:port"). The connection is made lazily, so New does not wait for
+// the server; the first call does.
+func New(target string, opts ...Option) (*Client, error) {
+	cfg := config{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	transport, err := transportOption(target, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	dial := append([]grpc.DialOption{
+		transport,
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		grpc.WithChainUnaryInterceptor(callInterceptor(cfg)),
+	}, cfg.dialOptions...)
+	conn, err := grpc.Dial(target, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("retrieval: dial %s: %w", target, err)
+	}
+	return &Client{conn: conn, svc: retrievalv1.NewRetrievalServiceClient(conn)}, nil
+}
+
+func transportOption(target string, cfg *config) (grpc.DialOption, error) {
+	if cfg.tls == nil {
+		if cfg.token != "" && !isLoopback(target) {
+			return nil, errors.New("retrieval: a bearer token over plaintext would be readable on the network; use WithTLS")
+		}
+		return grpc.WithInsecure(), nil
+	}
+	tc := &tls.Config{ServerName: cfg.tls.ServerName, MinVersion: tls.VersionTLS12}
+	if cfg.tls.CAFile != "" {
+		pem, err := os.ReadFile(cfg.tls.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval: CA file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("retrieval: CA file %s holds no PEM certificate", cfg.tls.CAFile)
+		}
+	}
+	if (cfg.tls.CertFile == "") != (cfg.tls.KeyFile == "") {
+		return nil, errors.New("retrieval: mutual TLS needs both CertFile and KeyFile")
+	}
+	if cfg.tls.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(cfg.tls.CertFile, cfg.tls.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("retrieval: client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(tc)), nil
+}
+
+func isLoopback(target string) bool {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// callInterceptor adds the identity metadata and, when the context has no deadline, the default timeout.
+func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
+	var pairs []string
+	if cfg.userID != "" {
+		pairs = append(pairs, "x-user-id", cfg.userID)
+	}
+	if cfg.role != "" {
+		pairs = append(pairs, "x-user-role", cfg.role)
+	}
+	if cfg.token != "" {
+		pairs = append(pairs, "authorization", "Bearer "+cfg.token)
+	}
+	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if len(pairs) > 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
+		}
+		if _, ok := ctx.Deadline(); !ok && cfg.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
+			defer cancel()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Service is the generated stub on the client's connection (identity and default timeout
+// included), for requests the helpers do not build, e.g. a QueryRequest with Fusion or Rerank.
+func (c *Client) Service() retrievalv1.RetrievalServiceClient { return c.svc }
+
+// QueryOption sets a field of a QueryRequest.
+type QueryOption func(*retrievalv1.QueryRequest)
+
+// TopK asks for at most k contexts (0: the server's default, 5).
+func TopK(k int32) QueryOption {
+	return func(r *retrievalv1.QueryRequest) { r.TopK = k }
+}
+
+// Strategy selects the retrieval legs (default STRATEGY_SEMANTIC).
+func Strategy(s retrievalv1.Strategy) QueryOption {
+	return func(r *retrievalv1.QueryRequest) { r.Strategy = s }
+}
+
+// UseCache lets the semantic cache answer and store the call (default true).
+func UseCache(use bool) QueryOption {
+	return func(r *retrievalv1.QueryRequest) { r.UseCache = &use }
+}
+
+// DocumentIDs restricts retrieval to these documents.
+func DocumentIDs(ids ...string) QueryOption {
+	return func(r *retrievalv1.QueryRequest) { r.Filters = &retrievalv1.QueryFilters{DocumentIds: ids} }
+}
+
+// Query runs the full retrieval pipeline and returns the best contexts, best first.
+func (c *Client) Query(ctx context.Context, query string, opts ...QueryOption) (*retrievalv1.QueryResponse, error) {
+	req := &retrievalv1.QueryRequest{Query: query}
+	for _, o := range opts {
+		o(req)
+	}
+	return c.svc.Query(ctx, req)
+}
+
+// Search runs one semantic search and returns at most topK flat results (0: the server's default, 5).
+func (c *Client) Search(ctx context.Context, query string, topK int32) (*retrievalv1.SearchResponse, error) {
+	return c.svc.Search(ctx, &retrievalv1.SearchRequest{Query: query, TopK: topK})
+}
+
+// Health returns the service's status and one status per component.
+func (c *Client) Health(ctx context.Context) (*retrievalv1.HealthResponse, error) {
+	return c.svc.Health(ctx, &retrievalv1.HealthRequest{})
+}
+
+// Ingest adds or replaces documents (needs the ADMIN or SUPER_ADMIN role). Files that cannot
+// be read are listed in the response's Errors; the rest are stored.
+func (c *Client) Ingest(ctx context.Context, docs ...*retrievalv1.DocumentInput) (*retrievalv1.IngestDocumentsResponse, error) {
+	return c.svc.IngestDocuments(ctx, &retrievalv1.IngestDocumentsRequest{Documents: docs})
+}
+
+// Delete removes documents (needs the ADMIN or SUPER_ADMIN role).
+func (c *Client) Delete(ctx context.Context, ids ...string) (*retrievalv1.DeleteDocumentsResponse, error) {
+	return c.svc.DeleteDocuments(ctx, &retrievalv1.DeleteDocumentsRequest{DocumentIds: ids})
+}
+
+// DocumentFromFile reads a file as an ingest input; its extension selects the server's loader.
+// Set the other fields (DocumentId, Access, OwnerId, ...) on the result.
+func DocumentFromFile(path string) (*retrievalv1.DocumentInput, error) {
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &retrievalv1.DocumentInput{Filename: filepath.Base(path), Content: content, Source: path}, nil
+}

@@ -1,0 +1,341 @@
+package retrieval_test
+
+// The live tests call the server that tests/contract/test_clients.py starts and seeds
+// (RETRIEVAL_TEST_TARGET); TestTLS runs a small TLS server of its own, since it checks what the
+// client puts on the wire.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrieval-platform/retrieval-service/clients/go/retrieval"
+	retrievalv1 "github.com/retrieval-platform/retrieval-service/clients/go/retrieval/v1"
+)
+
+func target(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("RETRIEVAL_TEST_TARGET")
+	if addr == "" {
+		t.Skip("RETRIEVAL_TEST_TARGET is not set: tests/contract/test_clients.py starts a seeded server and sets it")
+	}
+	return addr
+}
+
+func dial(t *testing.T, opts ...retrieval.Option) *retrieval.Client {
+	t.Helper()
+	c, err := retrieval.New(target(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func documentIDs(resp *retrievalv1.QueryResponse) []string {
+	var ids []string
+	for _, c := range resp.Contexts {
+		ids = append(ids, c.DocumentId)
+	}
+	return ids
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func TestHealth(t *testing.T) {
+	resp, err := dial(t).Health(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != retrievalv1.ServingStatus_SERVING_STATUS_SERVING && resp.Status != retrievalv1.ServingStatus_SERVING_STATUS_DEGRADED {
+		t.Fatalf("status %s", resp.Status)
+	}
+	if resp.Version == "" {
+		t.Error("no version")
+	}
+	for _, c := range resp.Components {
+		if c.Name == "vector_store" && c.Status == retrievalv1.ServingStatus_SERVING_STATUS_SERVING {
+			return
+		}
+	}
+	t.Errorf("no serving vector_store in %v", resp.Components)
+}
+
+func TestQueryHybrid(t *testing.T) {
+	resp, err := dial(t).Query(ctx(t), "How does reciprocal rank fusion combine rankings?",
+		retrieval.TopK(2), retrieval.Strategy(retrievalv1.Strategy_STRATEGY_HYBRID), retrieval.UseCache(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.Contexts); n == 0 || n > 2 {
+		t.Fatalf("%d contexts, want 1 or 2", n)
+	}
+	top := resp.Contexts[0]
+	if top.DocumentId != "fusion-guide" || top.Metadata.GetTitle() != "Reciprocal rank fusion" {
+		t.Errorf("top context %s %q", top.DocumentId, top.Metadata.GetTitle())
+	}
+	if len(top.ChildChunks) == 0 || !strings.HasPrefix(top.ChildChunks[0].ChunkId, top.ParentChunkId+"c") {
+		t.Errorf("children %v of %s", top.ChildChunks, top.ParentChunkId)
+	}
+	m := resp.Metrics
+	if m.StrategyUsed != retrievalv1.Strategy_STRATEGY_HYBRID || m.CacheHit || len(m.Stages) == 0 || m.TotalMs <= 0 {
+		t.Errorf("metrics %v", m)
+	}
+}
+
+func TestSearch(t *testing.T) {
+	resp, err := dial(t).Search(ctx(t), "semantic cache entries expire", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Results) == 0 || len(resp.Results) > 3 || resp.Results[0].DocumentId != "cache-notes" {
+		t.Fatalf("results %v", resp.Results)
+	}
+	if len([]rune(resp.Results[0].Text)) > 800 {
+		t.Error("text not trimmed to 800 characters")
+	}
+}
+
+func TestPrivateDocumentsFollowTheIdentity(t *testing.T) {
+	const q = "salary review raise"
+	anonymous, err := dial(t).Query(ctx(t), q, retrieval.TopK(5), retrieval.Strategy(retrievalv1.Strategy_STRATEGY_HYBRID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contains(documentIDs(anonymous), "alice-salary") {
+		t.Fatal("an anonymous caller read alice's private document")
+	}
+	alice, err := dial(t, retrieval.WithIdentity("alice", "USER")).Query(ctx(t), q, retrieval.TopK(5), retrieval.Strategy(retrievalv1.Strategy_STRATEGY_HYBRID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := documentIDs(alice); len(ids) == 0 || ids[0] != "alice-salary" {
+		t.Fatalf("alice got %v", ids)
+	}
+}
+
+func TestIngestQueryDeleteAsAdmin(t *testing.T) {
+	doc := &retrievalv1.DocumentInput{
+		DocumentId: "go-client-note", Filename: "note.txt", Title: "Go client note",
+		Content: []byte("The Go client ingested this note about heliotrope lanterns."),
+		Access:  retrievalv1.Access_ACCESS_PUBLIC,
+	}
+	_, err := dial(t, retrieval.WithIdentity("bob", "USER")).Ingest(ctx(t), doc)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a USER ingesting: %v, want PermissionDenied", err)
+	}
+	admin := dial(t, retrieval.WithIdentity("ops", "ADMIN"))
+	ingested, err := admin.Ingest(ctx(t), doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ingested.Errors) != 0 || len(ingested.Documents) != 1 || ingested.Documents[0].ChildChunks < 1 {
+		t.Fatalf("ingest %v", ingested)
+	}
+	found, err := admin.Query(ctx(t), "heliotrope lanterns", retrieval.DocumentIDs("go-client-note"), retrieval.UseCache(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := documentIDs(found); len(ids) != 1 || ids[0] != "go-client-note" {
+		t.Fatalf("filtered query found %v", ids)
+	}
+	deleted, err := admin.Delete(ctx(t), "go-client-note")
+	if err != nil || len(deleted.Deleted) != 1 {
+		t.Fatalf("delete: %v %v", deleted, err)
+	}
+	again, err := admin.Delete(ctx(t), "go-client-note")
+	if err != nil || len(again.NotFound) != 1 || len(again.Deleted) != 0 {
+		t.Fatalf("second delete: %v %v", again, err)
+	}
+}
+
+func TestInvalidArgumentNamesTheField(t *testing.T) {
+	_, err := dial(t).Query(ctx(t), "anything", retrieval.TopK(1000))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "top_k") {
+		t.Fatalf("%v, want InvalidArgument naming top_k", err)
+	}
+}
+
+func TestDeadlines(t *testing.T) {
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := dial(t).Search(expired, "rank fusion", 1); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("expired context: %v", err)
+	}
+	if _, err := dial(t, retrieval.WithTimeout(time.Nanosecond)).Search(context.Background(), "rank fusion", 1); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("default timeout: %v", err)
+	}
+	// A context deadline wins over the client's default timeout.
+	if _, err := dial(t, retrieval.WithTimeout(time.Nanosecond)).Search(ctx(t), "rank fusion", 1); err != nil {
+		t.Errorf("context deadline: %v", err)
+	}
+}
+
+func TestBearerTokenNeedsTLSBeyondLoopback(t *testing.T) {
+	if _, err := retrieval.New("retrieval.example:50051", retrieval.WithBearerToken("t")); err == nil {
+		t.Fatal("a plaintext token to a remote host was accepted")
+	}
+	c, err := retrieval.New("127.0.0.1:50051", retrieval.WithBearerToken("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// echoServer answers Health with the identity metadata and the peer's certificate subject.
+type echoServer struct {
+	retrievalv1.UnimplementedRetrievalServiceServer
+}
+
+func (echoServer) Health(ctx context.Context, _ *retrievalv1.HealthRequest) (*retrievalv1.HealthResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	resp := &retrievalv1.HealthResponse{Status: retrievalv1.ServingStatus_SERVING_STATUS_SERVING}
+	for _, key := range []string{"x-user-id", "x-user-role", "authorization"} {
+		resp.Components = append(resp.Components, &retrievalv1.ComponentHealth{Name: key, Detail: strings.Join(md.Get(key), ",")})
+	}
+	return resp, nil
+}
+
+type pki struct{ dir, ca, serverCert, serverKey, clientCert, clientKey string }
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newPKI writes a CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA.
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	p := pki{dir: dir, ca: filepath.Join(dir, "ca.pem")}
+	writePEM(t, p.ca, "CERTIFICATE", caDER)
+	issue := func(name string, serial int64, usage x509.ExtKeyUsage, ips []net.IP) (string, string) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+		cert, keyPath := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+		writePEM(t, cert, "CERTIFICATE", der)
+		writePEM(t, keyPath, "PRIVATE KEY", keyDER)
+		return cert, keyPath
+	}
+	p.serverCert, p.serverKey = issue("server", 2, x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
+	p.clientCert, p.clientKey = issue("client", 3, x509.ExtKeyUsageClientAuth, nil)
+	return p
+}
+
+// serveMutualTLS starts the echo server requiring a client certificate from the test CA.
+func serveMutualTLS(t *testing.T, p pki) string {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(p.serverCert, p.serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := os.ReadFile(p.ca)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots, ClientAuth: tls.RequireAndVerifyClientCert})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer(grpc.Creds(creds))
+	retrievalv1.RegisterRetrievalServiceServer(server, echoServer{})
+	go server.Serve(lis)
+	t.Cleanup(server.Stop)
+	return lis.Addr().String()
+}
+
+func TestTLS(t *testing.T) {
+	p := newPKI(t)
+	addr := serveMutualTLS(t, p)
+
+	client, err := retrieval.New(addr,
+		retrieval.WithTLS(retrieval.TLS{CAFile: p.ca, CertFile: p.clientCert, KeyFile: p.clientKey}),
+		retrieval.WithIdentity("alice", "ADMIN"), retrieval.WithBearerToken("token-123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	resp, err := client.Health(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range resp.Components {
+		got[c.Name] = c.Detail
+	}
+	want := map[string]string{"x-user-id": "alice", "x-user-role": "ADMIN", "authorization": "Bearer token-123"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+
+	// Without a client certificate the handshake fails.
+	noCert, err := retrieval.New(addr, retrieval.WithTLS(retrieval.TLS{CAFile: p.ca}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noCert.Close()
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := noCert.Health(short); status.Code(err) != codes.Unavailable {
+		t.Errorf("no client certificate: %v, want Unavailable", err)
+	}
+	// A client certificate needs its key.
+	if _, err := retrieval.New(addr, retrieval.WithTLS(retrieval.TLS{CertFile: p.clientCert})); err == nil {
+		t.Error("a certificate without its key was accepted")
+	}
+}

@@ -1,0 +1,180 @@
+// A small promise-based client for retrieval.v1.RetrievalService on @grpc/grpc-js.
+//
+// It offers the calls of the Python and Go clients (query, search, health, ingest, delete) with
+// the same options, on one channel that carries the caller's identity (x-user-id / x-user-role,
+// or a bearer token) and a default timeout. `service` is the generated stub for anything else.
+import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
+import { basename } from "node:path";
+
+import * as grpc from "@grpc/grpc-js";
+
+import {
+  type DeepPartial,
+  DeleteDocumentsResponse,
+  DocumentInput,
+  HealthResponse,
+  IngestDocumentsResponse,
+  QueryRequest,
+  QueryResponse,
+  RetrievalServiceClient,
+  SearchResponse,
+  Strategy,
+} from "./gen/retrieval/v1/retrieval";
+
+/** Bounds a call that has no deadline of its own (the Python client's default). */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+
+// Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
+// server is the one that says no.
+const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
+
+/** TLS settings. An empty object verifies the server against the system's roots. */
+export interface TlsOptions {
+  /** PEM bundle of the CAs that sign the server's certificate. Unset: the system roots. */
+  caFile?: string;
+  /** The client's PEM certificate and key, for mutual TLS. Unset: none. */
+  certFile?: string;
+  keyFile?: string;
+  /** Overrides the name checked in the server's certificate. Unset: the target's host. */
+  serverName?: string;
+}
+
+export interface ClientOptions {
+  /** x-user-id (RETRIEVAL_AUTH_MODE none, or a gateway). Unset with no role: anonymous. */
+  userId?: string;
+  /** x-user-role: SUPER_ADMIN, ADMIN or USER. Unset: USER when userId is set. */
+  role?: string;
+  /** Sent as `authorization: Bearer <token>` (RETRIEVAL_AUTH_MODE jwt); needs TLS beyond loopback. */
+  bearerToken?: string;
+  /** Connect over TLS (mutual TLS with a client certificate). Unset: plaintext. */
+  tls?: TlsOptions;
+  /** Bounds each call without a deadline, in milliseconds (default 60,000; 0: no bound). */
+  timeoutMs?: number;
+  /** More @grpc/grpc-js channel options. */
+  channelOptions?: grpc.ChannelOptions;
+}
+
+/** Per call: a deadline (a Date or milliseconds since the epoch) wins over the default timeout. */
+export interface CallOptions {
+  deadline?: Date | number;
+}
+
+export interface QueryOptions extends CallOptions {
+  /** At most this many contexts (0 or unset: the server's default, 5). */
+  topK?: number;
+  /** Which retrieval legs run (unset: STRATEGY_SEMANTIC). */
+  strategy?: Strategy;
+  /** Let the semantic cache answer and store the call (unset: true). */
+  useCache?: boolean;
+  /** Restrict retrieval to these documents. */
+  documentIds?: string[];
+}
+
+export interface SearchOptions extends CallOptions {
+  /** At most this many results (0 or unset: the server's default, 5). */
+  topK?: number;
+}
+
+function isLoopback(target: string): boolean {
+  const host = target.replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
+  return host === "localhost" || (isIP(host) === 4 && host.startsWith("127.")) || host === "::1";
+}
+
+function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
+  const tls = options.tls;
+  if (!tls) {
+    if (options.bearerToken && !isLoopback(target)) {
+      throw new Error("a bearer token over plaintext would be readable on the network; set the tls option");
+    }
+    return grpc.credentials.createInsecure();
+  }
+  if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
+    throw new Error("mutual TLS needs both certFile and keyFile");
+  }
+  const read = (path?: string) => (path ? readFileSync(path) : null);
+  return grpc.credentials.createSsl(read(tls.caFile), read(tls.keyFile), read(tls.certFile));
+}
+
+export class RetrievalClient {
+  /** The generated stub on this client's channel (add `metadata()` and a deadline yourself). */
+  readonly service: RetrievalServiceClient;
+  private readonly identity: grpc.Metadata;
+  private readonly timeoutMs: number;
+
+  constructor(target = "localhost:50051", options: ClientOptions = {}) {
+    const channelOptions: grpc.ChannelOptions = {
+      "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+      "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+      ...(options.tls?.serverName ? { "grpc.ssl_target_name_override": options.tls.serverName } : {}),
+      ...options.channelOptions,
+    };
+    this.service = new RetrievalServiceClient(target, channelCredentials(target, options), channelOptions);
+    this.identity = new grpc.Metadata();
+    if (options.userId) this.identity.set("x-user-id", options.userId);
+    if (options.role) this.identity.set("x-user-role", options.role);
+    if (options.bearerToken) this.identity.set("authorization", `Bearer ${options.bearerToken}`);
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
+  /** A copy of the identity metadata every call of this client sends. */
+  metadata(): grpc.Metadata {
+    return this.identity.clone();
+  }
+
+  private callOptions(options: CallOptions): Partial<grpc.CallOptions> {
+    if (options.deadline !== undefined) return { deadline: options.deadline };
+    return this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
+  }
+
+  private unary<Req, Res>(
+    method: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => grpc.ClientUnaryCall,
+    request: Req,
+    options: CallOptions,
+  ): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      method.call(this.service, request, this.metadata(), this.callOptions(options), (err, res) => (err ? reject(err) : resolve(res)));
+    });
+  }
+
+  /** Runs the full retrieval pipeline; the best contexts come first. */
+  query(query: string, options: QueryOptions = {}): Promise<QueryResponse> {
+    const request = QueryRequest.fromPartial({
+      query,
+      topK: options.topK ?? 0,
+      strategy: options.strategy ?? Strategy.STRATEGY_UNSPECIFIED,
+      useCache: options.useCache,
+      filters: options.documentIds ? { documentIds: options.documentIds } : undefined,
+    });
+    return this.unary(this.service.query, request, options);
+  }
+
+  /** One semantic search: flat, deduplicated chunk results, best first. */
+  search(query: string, options: SearchOptions = {}): Promise<SearchResponse> {
+    return this.unary(this.service.search, { query, topK: options.topK ?? 0 }, options);
+  }
+
+  /** The service's status and one status per component. */
+  health(options: CallOptions = {}): Promise<HealthResponse> {
+    return this.unary(this.service.health, {}, options);
+  }
+
+  /** Adds or replaces documents (needs ADMIN or SUPER_ADMIN); unreadable files come back in `errors`. */
+  ingest(documents: DeepPartial<DocumentInput>[], options: CallOptions = {}): Promise<IngestDocumentsResponse> {
+    return this.unary(this.service.ingestDocuments, { documents: documents.map((d) => DocumentInput.fromPartial(d)) }, options);
+  }
+
+  /** Removes documents (needs ADMIN or SUPER_ADMIN). */
+  delete(documentIds: string[], options: CallOptions = {}): Promise<DeleteDocumentsResponse> {
+    return this.unary(this.service.deleteDocuments, { documentIds }, options);
+  }
+
+  close(): void {
+    this.service.close();
+  }
+}
+
+/** A file as an ingest input; its extension selects the server's loader. */
+export function documentFromFile(path: string, fields: DeepPartial<DocumentInput> = {}): DocumentInput {
+  return DocumentInput.fromPartial({ filename: basename(path), content: readFileSync(path), source: path, ...fields });
+}

@@ -1,0 +1,3 @@
+export * from "./client";
+export * from "./gen/retrieval/v1/retrieval";
+export { Metadata, status } from "@grpc/grpc-js";

@@ -1,0 +1,198 @@
+// The live tests call the server that tests/contract/test_clients.py starts and seeds
+// (RETRIEVAL_TEST_TARGET); the TLS test runs a small TLS server of its own, since it checks what
+// the client puts on the wire.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import * as grpc from "@grpc/grpc-js";
+
+import {
+  Access,
+  RetrievalClient,
+  RetrievalServiceService,
+  ServingStatus,
+  Strategy,
+  type ClientOptions,
+  type HealthResponse,
+  type QueryResponse,
+} from "../src";
+
+const target = process.env.RETRIEVAL_TEST_TARGET;
+const live = { skip: target ? false : "RETRIEVAL_TEST_TARGET is not set: tests/contract/test_clients.py starts a seeded server and sets it" };
+
+const clients: RetrievalClient[] = [];
+function client(options: ClientOptions = {}): RetrievalClient {
+  const c = new RetrievalClient(target, options);
+  clients.push(c);
+  return c;
+}
+after(() => clients.forEach((c) => c.close()));
+
+const ids = (r: QueryResponse) => r.contexts.map((c) => c.documentId);
+const code = (p: Promise<unknown>) =>
+  p.then(
+    () => grpc.status.OK,
+    (err: grpc.ServiceError) => err.code,
+  );
+
+describe("against the live server", live, () => {
+  test("health", async () => {
+    const r = await client().health();
+    assert.ok([ServingStatus.SERVING_STATUS_SERVING, ServingStatus.SERVING_STATUS_DEGRADED].includes(r.status), `status ${r.status}`);
+    assert.ok(r.version);
+    assert.ok(r.components.some((c) => c.name === "vector_store" && c.status === ServingStatus.SERVING_STATUS_SERVING));
+  });
+
+  test("query, hybrid", async () => {
+    const r = await client().query("How does reciprocal rank fusion combine rankings?", {
+      topK: 2,
+      strategy: Strategy.STRATEGY_HYBRID,
+      useCache: false,
+    });
+    assert.ok(r.contexts.length >= 1 && r.contexts.length <= 2, `${r.contexts.length} contexts`);
+    const top = r.contexts[0];
+    assert.equal(top.documentId, "fusion-guide");
+    assert.equal(top.metadata?.title, "Reciprocal rank fusion");
+    assert.ok(top.childChunks.length > 0 && top.childChunks[0].chunkId.startsWith(`${top.parentChunkId}c`));
+    const m = r.metrics!;
+    assert.equal(m.strategyUsed, Strategy.STRATEGY_HYBRID);
+    assert.equal(m.cacheHit, false);
+    assert.ok(m.stages.length > 0 && m.totalMs > 0);
+  });
+
+  test("search", async () => {
+    const r = await client().search("semantic cache entries expire", { topK: 3 });
+    assert.ok(r.results.length >= 1 && r.results.length <= 3);
+    assert.equal(r.results[0].documentId, "cache-notes");
+    assert.ok([...r.results[0].text].length <= 800);
+  });
+
+  test("private documents follow the identity", async () => {
+    const q = "salary review raise";
+    const anonymous = await client().query(q, { topK: 5, strategy: Strategy.STRATEGY_HYBRID });
+    assert.ok(!ids(anonymous).includes("alice-salary"), "an anonymous caller read alice's private document");
+    const alice = await client({ userId: "alice", role: "USER" }).query(q, { topK: 5, strategy: Strategy.STRATEGY_HYBRID });
+    assert.equal(ids(alice)[0], "alice-salary");
+  });
+
+  test("ingest, query, delete as an admin", async () => {
+    const doc = {
+      documentId: "node-client-note",
+      filename: "note.txt",
+      title: "Node client note",
+      content: Buffer.from("The Node client ingested this note about marigold kites."),
+      access: Access.ACCESS_PUBLIC,
+    };
+    assert.equal(await code(client({ userId: "bob", role: "USER" }).ingest([doc])), grpc.status.PERMISSION_DENIED);
+    const admin = client({ userId: "ops", role: "ADMIN" });
+    const ingested = await admin.ingest([doc]);
+    assert.deepEqual(ingested.errors, []);
+    assert.equal(ingested.documents.length, 1);
+    assert.ok(ingested.documents[0].childChunks >= 1);
+    const found = await admin.query("marigold kites", { documentIds: ["node-client-note"], useCache: false });
+    assert.deepEqual(ids(found), ["node-client-note"]);
+    assert.deepEqual((await admin.delete(["node-client-note"])).deleted, ["node-client-note"]);
+    const again = await admin.delete(["node-client-note"]);
+    assert.deepEqual([again.deleted, again.notFound], [[], ["node-client-note"]]);
+  });
+
+  test("an invalid argument names the field", async () => {
+    await assert.rejects(client().query("anything", { topK: 1000 }), (err: grpc.ServiceError) => {
+      assert.equal(err.code, grpc.status.INVALID_ARGUMENT);
+      assert.match(err.details, /top_k/);
+      return true;
+    });
+  });
+
+  test("deadlines", async () => {
+    assert.equal(await code(client().search("rank fusion", { topK: 1, deadline: Date.now() - 1000 })), grpc.status.DEADLINE_EXCEEDED);
+    assert.equal(await code(client({ timeoutMs: 1 }).search("rank fusion", { topK: 1 })), grpc.status.DEADLINE_EXCEEDED);
+    // A call's deadline wins over the client's default timeout.
+    const r = await client({ timeoutMs: 1 }).search("rank fusion", { topK: 1, deadline: Date.now() + 60_000 });
+    assert.equal(r.results.length, 1);
+  });
+});
+
+test("a bearer token needs TLS beyond loopback", () => {
+  assert.throws(() => new RetrievalClient("retrieval.example:50051", { bearerToken: "t" }), /plaintext/);
+  new RetrievalClient("127.0.0.1:50051", { bearerToken: "t" }).close();
+});
+
+describe("TLS", () => {
+  const dir = mkdtempSync(join(tmpdir(), "retrieval-tls-"));
+  const path = (name: string) => join(dir, name);
+  let server: grpc.Server;
+  let addr: string;
+
+  // A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
+  function issue(name: string, extensions: string): void {
+    const ssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
+    ssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path(`${name}-key.pem`), "-out", path(`${name}.csr`), "-subj", `/CN=${name}`);
+    writeFileSync(path(`${name}.ext`), extensions);
+    ssl("x509", "-req", "-in", path(`${name}.csr`), "-CA", path("ca.pem"), "-CAkey", path("ca-key.pem"), "-CAcreateserial", "-days", "1", "-extfile", path(`${name}.ext`), "-out", path(`${name}.pem`));
+  }
+
+  before(async () => {
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("ca-key.pem"), "-out", path("ca.pem"), "-days", "1", "-subj", "/CN=test CA"], { stdio: "pipe" });
+    issue("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
+    issue("client", "extendedKeyUsage=clientAuth\n");
+    server = new grpc.Server();
+    // Health answers with the identity metadata it received.
+    server.addService(RetrievalServiceService, {
+      health: (call: grpc.ServerUnaryCall<unknown, HealthResponse>, callback: grpc.sendUnaryData<HealthResponse>) => {
+        const components = ["x-user-id", "x-user-role", "authorization"].map((name) => ({
+          name,
+          status: ServingStatus.SERVING_STATUS_SERVING,
+          detail: call.metadata.get(name).join(","),
+        }));
+        callback(null, { status: ServingStatus.SERVING_STATUS_SERVING, components, version: "echo" });
+      },
+    });
+    const credentials = grpc.ServerCredentials.createSsl(
+      readFileSync(path("ca.pem")),
+      [{ private_key: readFileSync(path("server-key.pem")), cert_chain: readFileSync(path("server.pem")) }],
+      true,
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", credentials, (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    addr = `127.0.0.1:${port}`;
+  });
+  after(() => server.forceShutdown());
+
+  test("mutual TLS carries the identity and the token", async () => {
+    const c = new RetrievalClient(addr, {
+      tls: { caFile: path("ca.pem"), certFile: path("client.pem"), keyFile: path("client-key.pem") },
+      userId: "alice",
+      role: "ADMIN",
+      bearerToken: "token-123",
+    });
+    try {
+      const r = await c.health();
+      assert.deepEqual(Object.fromEntries(r.components.map((x) => [x.name, x.detail])), {
+        "x-user-id": "alice",
+        "x-user-role": "ADMIN",
+        authorization: "Bearer token-123",
+      });
+    } finally {
+      c.close();
+    }
+  });
+
+  test("without a client certificate the handshake fails", async () => {
+    const c = new RetrievalClient(addr, { tls: { caFile: path("ca.pem") }, timeoutMs: 10_000 });
+    try {
+      assert.equal(await code(c.health()), grpc.status.UNAVAILABLE);
+    } finally {
+      c.close();
+    }
+  });
+
+  test("a client certificate needs its key", () => {
+    assert.throws(() => new RetrievalClient(addr, { tls: { certFile: path("client.pem") } }), /certFile and keyFile/);
+  });
+});
