@@ -10,12 +10,14 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.servicer import RetrievalServicer
 from retrieval_server.app import Application
 from retrieval_server.config import Settings
+from retrieval_server.observability.grpc_metrics import GrpcMetricsInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         await app.open()
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
+        interceptors=[GrpcMetricsInterceptor(app.metrics.grpc)],
         options=[
             ("grpc.max_receive_message_length", max_bytes),
             ("grpc.max_send_message_length", max_bytes),
@@ -57,6 +60,10 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], server)
+    app.metrics.grpc.preregister(
+        [retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"], health_pb2.DESCRIPTOR.services_by_name["Health"],
+         reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]]
+    )
     port = server.add_insecure_port(f"{settings.host}:{settings.port}")
     if port == 0:
         await app.close()
