@@ -19,6 +19,7 @@ from pathlib import Path
 
 from retrieval_server.config import Settings
 from retrieval_server.observability.logging import configure
+from retrieval_server.observability.multiprocess import MultiprocessMetrics
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +32,7 @@ def replica_dir(settings: Settings, worker: int) -> Path:
 
 
 def worker_settings(settings: Settings, worker: int) -> Settings:
-    update: dict[str, object] = {}
-    if settings.metrics_port:
-        update["metrics_port"] = settings.metrics_port + worker  # one registry per process, so one endpoint each
+    update: dict[str, object] = {"metrics_enabled": False}  # the supervisor serves every worker's metrics
     if not settings.shares_writable_storage:
         update.update(read_only=True, vectors_dir=replica_dir(settings, worker))
     return settings.model_copy(update=update)
@@ -65,12 +64,23 @@ def supervise(settings: Settings) -> int:
     """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that crashes after startup."""
     if not settings.shares_writable_storage:
         prepare_replicas(settings)
+    metrics = MultiprocessMetrics() if settings.metrics_enabled else None
+    if metrics is not None:
+        try:
+            port = metrics.serve(settings.host, settings.metrics_port)
+        except OSError as exc:
+            metrics.close()
+            log.error("cannot serve metrics on %s:%s: %s", settings.host, settings.metrics_port, exc)
+            return 1
+        log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
     ctx = multiprocessing.get_context("spawn")
     stopping = False
 
-    def start(worker: int) -> tuple[BaseProcess, float]:
+    def start(worker: int, restart: bool = False) -> tuple[BaseProcess, float]:
         proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker), name=f"retrieval-worker-{worker}")
         proc.start()
+        if metrics is not None and proc.pid is not None:
+            metrics.worker_started(worker, proc.pid, restart=restart)
         return proc, time.monotonic()
 
     def stop(signum: int, _frame: object) -> None:
@@ -87,12 +97,14 @@ def supervise(settings: Settings) -> int:
         for i, (proc, started) in enumerate(workers):
             if proc.is_alive() or stopping:
                 continue
+            if metrics is not None and proc.pid is not None:
+                metrics.worker_exited(i, proc.pid)
             if time.monotonic() - started < STARTUP_WINDOW_S:
                 log.error("worker %d exited with %s during startup; stopping", i, proc.exitcode)
                 stopping, code = True, 1
                 break
             log.error("worker %d exited with %s; restarting it", i, proc.exitcode)
-            workers[i] = start(i)
+            workers[i] = start(i, restart=True)
     for proc, _ in workers:
         if proc.is_alive():
             proc.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
@@ -101,5 +113,7 @@ def supervise(settings: Settings) -> int:
         if proc.is_alive():
             proc.kill()
             proc.join()
+    if metrics is not None:
+        metrics.close()
     log.info("stopped")
     return code
