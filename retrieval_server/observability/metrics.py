@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server
 
 from retrieval_server.observability.grpc_metrics import GrpcServerMetrics
 
@@ -36,6 +36,14 @@ class ServiceMetrics:
         self.ingested = Counter("retrieval_ingested_documents", "documents ingested (added or replaced)", registry=r)
         self.ingest_errors = Counter("retrieval_ingest_errors", "documents that failed to ingest", registry=r)
         self.grpc = GrpcServerMetrics(r, _BUCKETS)
+        self.events_published = Counter("retrieval_events_published", "RetrievalCompleted events confirmed by the broker", registry=r)
+        self.events_dropped = Counter("retrieval_events_dropped", "RetrievalCompleted events dropped, by reason", ["reason"], registry=r)
+        self.events_publish_errors = Counter(
+            "retrieval_events_publish_errors", "Failed attempts to publish an event (it is kept and retried)", registry=r
+        )
+        self.events_buffered = Gauge(
+            "retrieval_events_buffered", "RetrievalCompleted events waiting to be published", registry=r, multiprocess_mode="livesum"
+        )
         self._http: WSGIServer | None = None
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
