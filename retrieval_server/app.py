@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import scoring_core
 from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
+from retrieval_server.backends.events import RabbitMqPublisher
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
@@ -20,7 +21,9 @@ from retrieval_server.config import Settings
 from retrieval_server.domain import DocumentSource, IngestReport, ReadOnly, Unavailable
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
+from retrieval_server.observability.analytics import Analytics
 from retrieval_server.observability.metrics import ServiceMetrics
+from retrieval_server.observability.tracing import Tracing
 from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
@@ -42,24 +45,26 @@ class ComponentStatus:
 class Application:
     """Everything a server or a CLI command needs, opened and closed together."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, tracing: Tracing | None = None) -> None:
         self.settings = settings
         self.metrics = ServiceMetrics()
+        self.tracing = tracing or Tracing.from_settings(settings.traces_exporter)
+        traced = self.tracing.wrap
         self.executor = BlockingExecutor(settings.workers)
         # Model runs get their own lanes: each run already uses every intra-op thread, so running
         # more at once than there are lanes only oversubscribes the cores and lowers throughput.
         self.inference = BlockingExecutor(settings.inference_lanes, name="inference")
         files = resolve_model(settings.model_dir)
-        self.embedder = OnnxEmbedder(
+        self.embedder = traced(OnnxEmbedder(
             files,
             self.inference,
             max_length=settings.max_seq_length,
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
-        )
+        ), "embedder", {"retrieval.model": files.model_id})
         self.sparse = Bm25Encoder()
-        self.vectors = self._vector_store()
-        self.metadata = self._metadata_store()
+        self.vectors = traced(self._vector_store(), "vector_store", {"db.system.name": "qdrant"})
+        self.metadata = traced(self._metadata_store(), "metadata_store", {"db.system.name": settings.metadata_backend})
         self.chunker = Chunker(
             str(files.tokenizer_path),
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
@@ -67,8 +72,8 @@ class Application:
         self.indexer = Indexer(
             self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, batch_children=settings.upsert_batch_size
         )
-        self.reranker = self._reranker()
-        self.cache = self._cache()
+        self.reranker = traced(self._reranker(), "reranker")
+        self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
         self.chat_models: dict[str, ChatModel] = {}
         self.pipeline = QueryPipeline(
             WorkflowDeps(
@@ -82,7 +87,14 @@ class Application:
                 settings=self.workflow_settings(settings),
             ),
             search_text_chars=settings.search_text_chars,
+            observer=self.tracing.stage_observer(),
         )
+        self.events = (
+            RabbitMqPublisher(settings.events_url, settings.events_exchange, settings.events_routing_key, self.metrics,
+                              buffer=settings.events_buffer, publish_timeout_s=settings.events_publish_timeout_s)
+            if settings.events_url else None
+        )
+        self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
         self._optimize_task: asyncio.Task[None] | None = None
         self._optimize_again = False
 
@@ -126,7 +138,8 @@ class Application:
                     max_retries=s.llm_max_retries,
                     backoff_s=s.llm_backoff_s,
                 )
-            models[technique] = TechniqueModel(self.chat_models[provider], getattr(s, f"llm_{technique}_temperature"))
+            model = self.tracing.wrap(self.chat_models[provider], "llm", {"gen_ai.system": provider, "gen_ai.request.model": getattr(s, f"{provider}_model")})
+            models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
         return LlmAnalyzer(models, classical) if models else classical
 
     def _reranker(self) -> Reranker | None:
@@ -183,6 +196,8 @@ class Application:
             await self.metadata.close()
             raise
         await self._check_model()
+        if self.events is not None:
+            await self.events.start()
 
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""
@@ -283,5 +298,8 @@ class Application:
                 await closer()
             except Exception:
                 log.exception("closing a backend failed")
+        if self.events is not None:
+            await self.events.close(self.settings.events_publish_timeout_s)
         self.inference.shutdown()
         self.executor.shutdown()
+        self.tracing.shutdown()

@@ -48,7 +48,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         await app.open()
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        interceptors=[GrpcMetricsInterceptor(app.metrics.grpc)],
+        interceptors=[GrpcMetricsInterceptor(app.metrics.grpc), *app.tracing.server_interceptors()],
         options=[
             ("grpc.max_receive_message_length", max_bytes),
             ("grpc.max_send_message_length", max_bytes),
