@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     )
     read_only: bool = Field(False, description="refuse IngestDocuments and DeleteDocuments; serve what is stored")
     metrics_enabled: bool = Field(True, description="serve Prometheus metrics over HTTP")
+    health_port: int | None = Field(
+        None, ge=1, le=65535, description="also serve grpc.health.v1 alone, plaintext, on this port (probes when the main port needs TLS)"
+    )
     metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); worker i of several processes: port + i")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"

@@ -33,11 +33,15 @@ class RunningServer:
     app: Application
     #: the /metrics port, or None when metrics are off
     metrics_port: int | None = None
+    #: the plaintext server answering grpc.health.v1 alone on RETRIEVAL_HEALTH_PORT, if set
+    health_server: grpc.aio.Server | None = None
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting, let in-flight calls finish within ``grace_s``, then close the backends."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+        if self.health_server is not None:
+            await self.health_server.stop(None)
         await self.app.close()
 
 
@@ -76,11 +80,22 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
             await app.close()
             raise OSError(f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {exc}") from exc
     await server.start()
+    health_server = await _health_only_server(settings, health) if settings.health_port else None
     for name in ("", SERVICE_NAME):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id})
-    return RunningServer(server, health, port, app, metrics_port)
+    return RunningServer(server, health, port, app, metrics_port, health_server)
+
+
+async def _health_only_server(settings: Settings, health: health_aio.HealthServicer) -> grpc.aio.Server:
+    """grpc.health.v1 alone, plaintext: Kubernetes' gRPC probes cannot speak TLS."""
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 1)])
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    if server.add_insecure_port(f"{settings.host}:{settings.health_port}") == 0:
+        raise OSError(f"cannot bind the health port {settings.host}:{settings.health_port}")
+    await server.start()
+    return server
 
 
 async def serve(settings: Settings) -> None:
