@@ -58,6 +58,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     base, service = f"localhost/retrieval-test-base:{tag}", f"localhost/retrieval-service:{tag}"
     rootfs = tmp_path_factory.mktemp("rootfs") / "root"
     mirror, suite = _mirror_and_suite()
+    dangling_before = set(_run(podman, "images", "-q", "--filter", "dangling=true").stdout.split())
     try:
         _run(debootstrap, "--variant=minbase", f"--include={PACKAGES}", suite, str(rootfs), mirror)
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
@@ -69,7 +70,9 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
              "--build-arg", f"BASE_IMAGE={base}", "-t", service, "-f", str(REPO / "Dockerfile"), str(REPO), timeout=2400)
         yield service
     finally:
-        subprocess.run([podman, "rmi", "-f", service, base], capture_output=True, timeout=300)
+        # The build stage is left as an untagged image: remove the ones this build made.
+        stages = set(_run(podman, "images", "-q", "--filter", "dangling=true").stdout.split()) - dangling_before
+        subprocess.run([podman, "rmi", "-f", service, *stages, base], capture_output=True, timeout=300)
         shutil.rmtree(rootfs, ignore_errors=True)
 
 
