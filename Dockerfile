@@ -1,28 +1,40 @@
 # syntax=docker/dockerfile:1
-# Build stage: a wheel of the service (stubs, client and resources included).
-FROM python:3.11-slim AS build
+# The service image. BASE_IMAGE is any Debian-like image with python3 (>= 3.11) and its venv
+# module: python:3.11-slim by default; tests/container builds one from Debian packages with
+# debootstrap (no registry is reachable there) and passes it here.
+ARG BASE_IMAGE=python:3.11-slim
+
+# Build stage: the project and its dependencies in a virtual environment.
+FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY protos ./protos
 COPY clients ./clients
 COPY retrieval_server ./retrieval_server
 COPY scoring_core ./scoring_core
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# A build behind a TLS-inspecting proxy passes its CA bundle as the secret "pip_ca"
+# (podman/docker build --secret id=pip_ca,src=/etc/ssl/certs/ca-certificates.crt).
+RUN --mount=type=secret,id=pip_ca \
+    if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi; \
+    python3 -m venv /opt/retrieval \
+    && /opt/retrieval/bin/pip install --no-cache-dir --disable-pip-version-check /src
 
-# Runtime stage: the wheel and its dependencies, run as an unprivileged user.
-FROM python:3.11-slim
+# Runtime stage: the same base with the environment copied in, run as an unprivileged user.
+FROM ${BASE_IMAGE}
 RUN useradd --create-home --uid 10001 retrieval
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
-USER retrieval
-WORKDIR /home/retrieval
-ENV RETRIEVAL_DATA_DIR=/home/retrieval/data \
+COPY --from=build /opt/retrieval /opt/retrieval
+ENV PATH=/opt/retrieval/bin:$PATH \
+    RETRIEVAL_DATA_DIR=/home/retrieval/data \
     RETRIEVAL_HOST=0.0.0.0 \
     RETRIEVAL_PORT=50051 \
     NUMBA_CACHE_DIR=/home/retrieval/.numba
+USER 10001
+WORKDIR /home/retrieval
+RUN mkdir -p /home/retrieval/data /home/retrieval/.numba
 VOLUME ["/home/retrieval/data"]
 EXPOSE 50051 9464
-HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-  CMD ["retrieval-server", "health", "--server", "localhost:50051"]
+# grpc.health.v1 on the health port when one is set (RETRIEVAL_HEALTH_PORT), else the main port.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
+  CMD ["python3", "-m", "retrieval_server.healthcheck"]
 ENTRYPOINT ["retrieval-server"]
 CMD ["serve"]

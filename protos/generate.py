@@ -13,7 +13,7 @@ from pathlib import Path
 PROTO_ROOT = Path(__file__).resolve().parent
 REPO_ROOT = PROTO_ROOT.parent
 DEFAULT_OUT = REPO_ROOT / "clients" / "python"
-PROTO_FILES = ("retrieval/v1/retrieval.proto",)
+PROTO_FILES = ("retrieval/v1/retrieval.proto", "retrieval/v1/events.proto")
 
 
 def generate(out_dir: Path = DEFAULT_OUT) -> list[Path]:

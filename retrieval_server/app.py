@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 import scoring_core
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes
 from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
+from retrieval_server.backends.events import RabbitMqPublisher
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
@@ -32,7 +33,9 @@ from retrieval_server.domain import (
 )
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.indexer import Indexer
+from retrieval_server.observability.analytics import Analytics
 from retrieval_server.observability.metrics import ServiceMetrics
+from retrieval_server.observability.tracing import Tracing
 from retrieval_server.backends.cache import CachePolicy, CacheUnavailable, GuardedCache, MemoryCache, SemanticCache
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
@@ -48,25 +51,27 @@ log = logging.getLogger(__name__)
 class Application:
     """Everything a server or a CLI command needs, opened and closed together."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, tracing: Tracing | None = None) -> None:
         self.settings = settings
         self.metrics = ServiceMetrics()
+        self.tracing = tracing or Tracing.from_settings(settings.traces_exporter)
+        traced = self.tracing.wrap
         self.executor = BlockingExecutor(settings.workers)
         # Model runs get their own lanes: each run already uses every intra-op thread, so running
         # more at once than there are lanes only oversubscribes the cores and lowers throughput.
         self.inference = BlockingExecutor(settings.inference_lanes, name="inference")
         files = resolve_model(settings.model_dir)
-        self.embedder = OnnxEmbedder(
+        self.embedder = traced(OnnxEmbedder(
             files,
             self.inference,
             max_length=settings.max_seq_length,
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
-        )
+        ), "embedder", {"retrieval.model": files.model_id})
         self.sparse = Bm25Encoder()
         self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
-        self.vectors = self._vector_store()
-        self.metadata = self._metadata_store()
+        self.vectors = traced(self._vector_store(), "vector_store", {"db.system.name": "qdrant"})
+        self.metadata = traced(self._metadata_store(), "metadata_store", {"db.system.name": settings.metadata_backend})
         self.chunker = Chunker(
             str(files.tokenizer_path),
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
@@ -76,8 +81,8 @@ class Application:
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
             max_document_bytes=settings.max_document_bytes, disk=self.disk,
         )
-        self.reranker = self._reranker()
-        self.cache = self._cache()
+        self.reranker = traced(self._reranker(), "reranker")
+        self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
         self.chat_models: dict[str, ChatModel] = {}
         self.pipeline = QueryPipeline(
             WorkflowDeps(
@@ -91,7 +96,14 @@ class Application:
                 settings=self.workflow_settings(settings),
             ),
             search_text_chars=settings.search_text_chars,
+            observer=self.tracing.stage_observer(),
         )
+        self.events = (
+            RabbitMqPublisher(settings.events_url, settings.events_exchange, settings.events_routing_key, self.metrics,
+                              buffer=settings.events_buffer, publish_timeout_s=settings.events_publish_timeout_s)
+            if settings.events_url else None
+        )
+        self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
         self._optimize_task: asyncio.Task[None] | None = None
         self._optimize_again = False
         self._closed = False
@@ -136,7 +148,8 @@ class Application:
                     max_retries=s.llm_max_retries,
                     backoff_s=s.llm_backoff_s,
                 )
-            models[technique] = TechniqueModel(self.chat_models[provider], getattr(s, f"llm_{technique}_temperature"))
+            model = self.tracing.wrap(self.chat_models[provider], "llm", {"gen_ai.system": provider, "gen_ai.request.model": getattr(s, f"{provider}_model")})
+            models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
         return LlmAnalyzer(models, classical) if models else classical
 
     def _reranker(self) -> Reranker | None:
@@ -228,6 +241,8 @@ class Application:
             # storage another process may be mid-write, so only intents older than the lease.
             lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
             await self.indexer.recover(min_age_s=lease)
+        if self.events is not None:
+            await self.events.start()
 
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""
@@ -314,12 +329,12 @@ class Application:
             return ComponentHealth(name, ComponentState.OK, False, getattr(component, "name", type(component).__name__))
 
         components = [
-            await probe("vector_store", self.vectors.ping, type(self.vectors).__name__, True),
+            await probe("vector_store", self.vectors.ping, self.vectors.__class__.__name__, True),
             self._disk_health(),
-            await probe("metadata_store", self.metadata.ping, type(self.metadata).__name__, True),
+            await probe("metadata_store", self.metadata.ping, self.metadata.__class__.__name__, True),
             ComponentHealth("embedder", ComponentState.OK, True, self.embedder.model_id),
             (
-                await probe("cache", self.cache.ping, type(getattr(self.cache, "inner", self.cache)).__name__, False)
+                await probe("cache", self.cache.ping, getattr(self.cache, "inner", self.cache).__class__.__name__, False)
                 if self.cache is not None
                 else optional("cache", None, "off (RETRIEVAL_CACHE_BACKEND=none)")
             ),
@@ -363,5 +378,8 @@ class Application:
                 await closer()
             except Exception:
                 log.exception("closing a backend failed")
+        if self.events is not None:
+            await self.events.close(self.settings.events_publish_timeout_s)
         self.inference.shutdown()
         self.executor.shutdown()
+        self.tracing.shutdown()

@@ -26,9 +26,24 @@ class Settings(BaseSettings):
     )
     read_only: bool = Field(False, description="refuse IngestDocuments and DeleteDocuments; serve what is stored")
     metrics_enabled: bool = Field(True, description="serve Prometheus metrics over HTTP")
+    health_port: int | None = Field(
+        None, ge=1, le=65535, description="also serve grpc.health.v1 alone, plaintext, on this port (probes when the main port needs TLS)"
+    )
     metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); worker i of several processes: port + i")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
+
+    # Traces and analytics events (README, Operations)
+    traces_exporter: Literal["none", "otlp", "console"] = Field(
+        "none", description="none: tracing off; otlp: OpenTelemetry over OTLP/gRPC, configured by the OTEL_* variables; console: spans on stdout"
+    )
+    events_url: str | None = Field(None, description="amqp:// or amqps:// URL of RabbitMQ for RetrievalCompleted events; unset: no events")
+    events_exchange: str = Field("retrieval.events", min_length=1, max_length=255, description="topic exchange (declared durable)")
+    events_routing_key: str = Field("retrieval.completed", min_length=1, max_length=255)
+    events_buffer: int = Field(10_000, ge=1, le=1_000_000, description="events held while the broker is slow or down; beyond: dropped, counted")
+    events_query: Literal["hash", "text", "none"] = Field("hash", description="how the query travels in events: SHA-256 hash, text, or not at all")
+    events_hash_key: str | None = Field(None, description="key for HMAC-SHA-256 query hashes (unset: plain SHA-256)")
+    events_publish_timeout_s: float = Field(5.0, gt=0, le=300, description="broker confirm timeout; also the flush time at shutdown")
 
     # Storage
     data_dir: Path = Path("data")
@@ -170,6 +185,8 @@ class Settings(BaseSettings):
         if self.processes > 1 and self.qdrant_url and self.cache_backend == "memory":
             raise ValueError("processes > 1 with writable shared storage needs cache_backend 'redis' or 'none': "
                              "an in-process cache would miss invalidations made by the other processes")
+        if self.events_url and not self.events_url.startswith(("amqp://", "amqps://")):
+            raise ValueError("events_url must start with amqp:// or amqps://")
         if self.mysql_dsn and not self.mysql_dsn.startswith(("mysql://", "mariadb://")):
             raise ValueError("mysql_dsn must start with mysql:// or mariadb://")
         if self.model_dir is not None and not (self.model_dir / "model.onnx").is_file():

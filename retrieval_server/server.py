@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from retrieval_server.api.reflection import enable_reflection
@@ -19,6 +20,7 @@ from retrieval_server.api.servicer import RetrievalServicer
 from retrieval_server.api.undecodable import RejectUndecodable
 from retrieval_server.app import Application
 from retrieval_server.config import Settings
+from retrieval_server.observability.grpc_metrics import GrpcMetricsInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +36,15 @@ class RunningServer:
     app: Application
     #: the /metrics port, or None when metrics are off
     metrics_port: int | None = None
+    #: the plaintext server answering grpc.health.v1 alone on RETRIEVAL_HEALTH_PORT, if set
+    health_server: grpc.aio.Server | None = None
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting, let in-flight calls finish within ``grace_s``, then close the backends."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+        if self.health_server is not None:
+            await self.health_server.stop(None)
         await self.app.close()
 
 
@@ -58,7 +64,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         await app.open()
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        interceptors=[RejectUndecodable()],
+        interceptors=[GrpcMetricsInterceptor(app.metrics.grpc), RejectUndecodable(), *app.tracing.server_interceptors()],
         options=[
             ("grpc.max_receive_message_length", max_bytes),
             ("grpc.max_send_message_length", max_bytes),
@@ -71,6 +77,10 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], server)
+    app.metrics.grpc.preregister(
+        [retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"], health_pb2.DESCRIPTOR.services_by_name["Health"],
+         reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]]
+    )
     try:
         port = server.add_insecure_port(f"{settings.host}:{settings.port}")
     except RuntimeError:
@@ -86,11 +96,31 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
             await app.close()
             raise OSError(f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {exc}") from exc
     await server.start()
+    try:
+        health_server = await _health_only_server(settings, health) if settings.health_port else None
+    except OSError:
+        await server.stop(None)
+        await app.close()
+        raise
     for name in ("", SERVICE_NAME):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id})
-    return RunningServer(server, health, port, app, metrics_port)
+    return RunningServer(server, health, port, app, metrics_port, health_server)
+
+
+async def _health_only_server(settings: Settings, health: health_aio.HealthServicer) -> grpc.aio.Server:
+    """grpc.health.v1 alone, plaintext: Kubernetes' gRPC probes cannot speak TLS."""
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0)])
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    try:
+        port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise OSError(f"cannot listen on the health port {settings.host}:{settings.health_port}: {bind_error(settings.host, settings.health_port)}")
+    await server.start()
+    return server
 
 
 async def serve(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:

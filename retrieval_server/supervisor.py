@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 from retrieval_server.config import Settings
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
+from retrieval_server.observability.multiprocess import MultiprocessMetrics
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,7 @@ READY = "ready"
 
 
 def worker_settings(settings: Settings, worker: int) -> Settings:
-    update: dict[str, object] = {}
-    if settings.metrics_port:
-        update["metrics_port"] = settings.metrics_port + worker  # one registry per process, so one endpoint each
+    update: dict[str, object] = {"metrics_enabled": False}  # the supervisor serves every worker's metrics
     if not settings.shares_writable_storage:
         # Each worker then serves its own private copy of the vector folder (see EdgeVectorStore).
         update["read_only"] = True
@@ -92,17 +91,30 @@ def supervise(settings: Settings) -> int:
     """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that dies after it served.
 
     A worker that dies before it reported serving failed to start (bad index, bad settings): the
-    supervisor stops the others and raises with that worker's reason.
+    supervisor stops the others and raises with that worker's reason. One metrics endpoint serves
+    the sum of every worker's metrics.
     """
-    guard = hold_port(settings.host, settings.port)
+    guards = [hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p]
+    metrics = MultiprocessMetrics() if settings.metrics_enabled else None
+    if metrics is not None:
+        try:
+            port = metrics.serve(settings.host, settings.metrics_port)
+        except OSError as exc:
+            metrics.close()
+            for guard in guards:
+                guard.close()
+            raise OSError(f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {exc}") from exc
+        log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
     ctx = multiprocessing.get_context("spawn")
     stopping = False
 
-    def start(worker: int) -> _Worker:
+    def start(worker: int, restart: bool = False) -> _Worker:
         receiver, sender = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender), name=f"retrieval-worker-{worker}")
         proc.start()
         sender.close()
+        if metrics is not None and proc.pid is not None:
+            metrics.worker_started(worker, proc.pid, restart=restart)
         return _Worker(proc, receiver)
 
     def stop(signum: int, _frame: object) -> None:
@@ -121,12 +133,14 @@ def supervise(settings: Settings) -> int:
             w.read_reports()
             if w.process.is_alive() or stopping:
                 continue
+            if metrics is not None and w.process.pid is not None:
+                metrics.worker_exited(i, w.process.pid)
             if not w.ready:
                 failed = f"worker {i} could not start: {w.failure or f'exit code {w.process.exitcode}'}"
                 stopping = True
                 break
             log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
-            workers[i] = start(i)
+            workers[i] = start(i, restart=True)
     for w in workers:
         if w.process.is_alive():
             w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
@@ -135,7 +149,10 @@ def supervise(settings: Settings) -> int:
         if w.process.is_alive():
             w.process.kill()
             w.process.join()
-    guard.close()
+    if metrics is not None:
+        metrics.close()
+    for guard in guards:
+        guard.close()
     if failed:
         raise Unavailable(failed)
     log.info("stopped")

@@ -104,14 +104,19 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         result = await self._app.pipeline.query(options)
         m = result.metrics
         self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
+        self._app.analytics.query_answered(options, result)
         return convert.query_out(result)
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
+        start = time.perf_counter()
         s = self._s
         query = validation.query_text(request.query, s)
         k = validation.top_k(request.top_k, s.search_top_k_default, s.search_top_k_max)
-        return convert.search_out(query, await self._app.pipeline.search(query, k, _identity(context)))
+        identity = _identity(context)
+        results = await self._app.pipeline.search(query, k, identity)
+        self._app.analytics.search_answered(query, k, identity, len(results), (time.perf_counter() - start) * 1e3)
+        return convert.search_out(query, results)
 
     @_rpc
     async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthResponse:

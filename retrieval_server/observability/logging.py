@@ -7,6 +7,8 @@ import logging
 import sys
 import time
 
+from opentelemetry import trace
+
 
 class JsonFormatter(logging.Formatter):
     _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -20,6 +22,10 @@ class JsonFormatter(logging.Formatter):
             "pid": record.process,
             "msg": record.getMessage(),
         }
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            # Joins the line to its trace (which, with the caller's traceparent, is the caller's).
+            out["trace_id"], out["span_id"] = format(span.trace_id, "032x"), format(span.span_id, "016x")
         out.update({k: v for k, v in vars(record).items() if k not in self._RESERVED})
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)

@@ -1,7 +1,9 @@
 """Prometheus metrics: one registry per application, served over HTTP for scraping.
 
-Each server process has its own registry and endpoint (with several processes, worker i serves
-on ``metrics_port + i``), so nothing is shared between processes and no global registry is used.
+A single server process serves its own registry. With several processes, prometheus-client's
+multiprocess mode is on (the supervisor gives the workers a fresh directory for the run, see
+:mod:`retrieval_server.observability.multiprocess`): each worker's values live in files there and
+the supervisor serves their sum on the one metrics port. No global registry is used.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server
+
+from retrieval_server.observability.grpc_metrics import GrpcServerMetrics
 
 # Retrieval latencies run from sub-millisecond cache hits to seconds with a cross-encoder.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -31,6 +35,15 @@ class ServiceMetrics:
         self.degraded = Counter("retrieval_degradations", "Query answers degraded, by what degraded", ["kind"], registry=r)
         self.ingested = Counter("retrieval_ingested_documents", "documents ingested (added or replaced)", registry=r)
         self.ingest_errors = Counter("retrieval_ingest_errors", "documents that failed to ingest", registry=r)
+        self.grpc = GrpcServerMetrics(r, _BUCKETS)
+        self.events_published = Counter("retrieval_events_published", "RetrievalCompleted events confirmed by the broker", registry=r)
+        self.events_dropped = Counter("retrieval_events_dropped", "RetrievalCompleted events dropped, by reason", ["reason"], registry=r)
+        self.events_publish_errors = Counter(
+            "retrieval_events_publish_errors", "Failed attempts to publish an event (it is kept and retried)", registry=r
+        )
+        self.events_buffered = Gauge(
+            "retrieval_events_buffered", "RetrievalCompleted events waiting to be published", registry=r, multiprocess_mode="livesum"
+        )
         self._http: WSGIServer | None = None
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:

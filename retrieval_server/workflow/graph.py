@@ -1,12 +1,14 @@
 """A minimal graph runner: nodes are ``async def node(state, deps) -> update``, routers pure functions.
 
 Each node run is recorded as a stage (name, duration, count) in the state's metrics, in order.
+An optional observer wraps the run and each stage (tracing spans); without one nothing is added.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -23,6 +25,16 @@ S = TypeVar("S", bound=HasMetrics)
 D = TypeVar("D")
 Node = Callable[[S, D], Awaitable[dict[str, Any] | None]]
 Router = Callable[[S], str]
+_UNOBSERVED = nullcontext()
+
+
+class Observer(Protocol[S]):  # type: ignore[misc]
+    """Context managers around a whole run and around each stage (entered before the node runs,
+    left after its update is applied and its stage recorded)."""
+
+    def run(self, state: S) -> AbstractContextManager[object]: ...
+
+    def stage(self, name: str, state: S) -> AbstractContextManager[object]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +49,7 @@ class Graph(Generic[S, D]):
         self._steps: dict[str, _Step[S, D]] = {}
         self._next: dict[str, str | Router] = {}
         self._max_steps = max_steps
+        self._observer: Observer[S] | None = None
 
     def node(self, name: str, fn: Node, count: Callable[[S], int] = lambda _s: 0) -> Graph[S, D]:
         self._steps[name] = _Step(fn, count)
@@ -45,6 +58,10 @@ class Graph(Generic[S, D]):
     def edge(self, src: str, dst: str | Router) -> Graph[S, D]:
         """``dst`` is a node name, :data:`END`, or a router choosing one from the state."""
         self._next[src] = dst
+        return self
+
+    def observe(self, observer: Observer[S] | None) -> Graph[S, D]:
+        self._observer = observer
         return self
 
     def validate(self) -> None:
@@ -58,6 +75,12 @@ class Graph(Generic[S, D]):
     async def run(self, state: S, deps: D, *, deadline: float | None = None, on_deadline: str | None = None) -> S:
         """Run from the start node. Past ``deadline`` (time.monotonic()), jump to ``on_deadline``
         once, which finishes the request with what is ready."""
+        if self._observer is None:
+            return await self._run(state, deps, deadline, on_deadline)
+        with self._observer.run(state):
+            return await self._run(state, deps, deadline, on_deadline)
+
+    async def _run(self, state: S, deps: D, deadline: float | None, on_deadline: str | None) -> S:
         name = self._start
         jumped = False
         for _ in range(self._max_steps):
@@ -68,11 +91,12 @@ class Graph(Generic[S, D]):
                 state.metrics.degraded.append("deadline:partial_results")
                 name = on_deadline
             step = self._steps[name]
-            t0 = time.perf_counter()
-            update = await step.node(state, deps)
-            for key, value in (update or {}).items():
-                setattr(state, key, value)
-            state.metrics.stages.append(StageMetric(name, (time.perf_counter() - t0) * 1e3, step.count(state)))
+            with self._observer.stage(name, state) if self._observer is not None else _UNOBSERVED:
+                t0 = time.perf_counter()
+                update = await step.node(state, deps)
+                for key, value in (update or {}).items():
+                    setattr(state, key, value)
+                state.metrics.stages.append(StageMetric(name, (time.perf_counter() - t0) * 1e3, step.count(state)))
             nxt = self._next[name]
             name = nxt if isinstance(nxt, str) else nxt(state)
         raise RuntimeError(f"graph did not finish within {self._max_steps} steps")

@@ -23,7 +23,7 @@ import numpy as np
 
 from retrieval_server.domain import AccessFilter, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
 from retrieval_server.workflow import nodes, routers
-from retrieval_server.workflow.graph import END, Graph
+from retrieval_server.workflow.graph import END, Graph, Observer
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from scoring_core import content_hashes, dedup_by_key
 
@@ -60,9 +60,9 @@ def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
 
 
 class QueryPipeline:
-    def __init__(self, deps: WorkflowDeps, *, search_text_chars: int = 800) -> None:
+    def __init__(self, deps: WorkflowDeps, *, search_text_chars: int = 800, observer: Observer[QueryState] | None = None) -> None:
         self._deps = deps
-        self._graph = build_query_graph(deps)
+        self._graph = build_query_graph(deps).observe(observer)
         self._search_text_chars = search_text_chars
 
     @property

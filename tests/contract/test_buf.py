@@ -35,7 +35,7 @@ def test_lint_flags_an_undocumented_field_and_an_unprefixed_enum_value(tmp_path:
     proto = _copy_contract(tmp_path)
     text = proto.read_text()
     text = text.replace("message HealthRequest {}", "message HealthRequest {\n  string probe = 1;\n}")
-    text = text.replace("  SERVING_STATUS_NOT_SERVING = 3;", "  SERVING_STATUS_NOT_SERVING = 3;\n  // Unknown.\n  UNKNOWN = 4;")
+    text = text.replace("  SERVING_STATUS_NOT_SERVING = 3;", "  SERVING_STATUS_NOT_SERVING = 3;\n  // Unknown.\n  UNKNOWN = 9;")
     proto.write_text(text)
     result = buf("lint", cwd=tmp_path)
     assert result.returncode != 0

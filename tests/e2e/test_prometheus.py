@@ -2,66 +2,24 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from bench.server_process import free_port
 from retrieval.v1 import retrieval_pb2 as pb
 from tests.e2e.conftest import Live
-
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+from tests.support.prometheus import eventually as _eventually
+from tests.support.prometheus import prometheus_server
+from tests.support.prometheus import query as _query
 
 
 @pytest.fixture(scope="module")
 def prometheus(live: Live, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if not Path(PROMETHEUS).is_file():
-        pytest.skip("no prometheus binary (scripts/test.sh installs Debian's prometheus package)")
-    d = tmp_path_factory.mktemp("prometheus")
-    (d / "prometheus.yml").write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        f"  - job_name: retrieval\n    static_configs: [{{targets: ['127.0.0.1:{live.running.metrics_port}']}}]\n"
-    )
-    web = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}", f"--web.listen-address={web}"],
-        stdout=subprocess.DEVNULL, stderr=(d / "prometheus.log").open("wb"),
-    )
-    try:
-        yield f"http://{web}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _query(base: str, promql: str) -> float | None:
-    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            result = json.load(resp)["data"]["result"]
-    except OSError:
-        return None  # not listening yet
-    return float(result[0]["value"][1]) if result else None
-
-
-def _eventually(base: str, promql: str, at_least: float, timeout_s: float = 60.0) -> float:
-    deadline = time.monotonic() + timeout_s
-    value = None
-    while time.monotonic() < deadline:
-        value = _query(base, promql)
-        if value is not None and value >= at_least:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{promql} = {value}, expected at least {at_least}")
+    with prometheus_server(tmp_path_factory.mktemp("prometheus"), [f"127.0.0.1:{live.running.metrics_port}"]) as base:
+        yield base
 
 
 async def test_prometheus_scrapes_requests_stages_and_errors(live: Live, prometheus: str) -> None:
@@ -75,3 +33,34 @@ async def test_prometheus_scrapes_requests_stages_and_errors(live: Live, prometh
     assert _eventually(prometheus, 'retrieval_stage_duration_seconds_count{stage="retrieve"}', 3) >= 3
     assert _eventually(prometheus, 'retrieval_query_cache_total{outcome="miss"}', 3) >= 3
     assert _eventually(prometheus, "process_resident_memory_bytes", 1) > 10e6
+
+
+async def test_grpc_ecosystem_metrics_cover_every_service_on_the_port(live: Live, prometheus: str) -> None:
+    health = health_pb2_grpc.HealthStub(live.channel)
+    assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()
+    reflection = reflection_pb2_grpc.ServerReflectionStub(live.channel)
+    replies = [r async for r in reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))]
+    assert len(replies) == 1
+    await live.stub.Search(pb.SearchRequest(query="rank fusion", top_k=2))
+    with pytest.raises(grpc.aio.AioRpcError):
+        await live.stub.Search(pb.SearchRequest(query="x", top_k=1000))
+
+    def series(name: str, service: str, method: str, grpc_type: str, **extra: str) -> str:
+        labels = {"grpc_service": service, "grpc_method": method, "grpc_type": grpc_type, **extra}
+        return name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+    ours = "retrieval.v1.RetrievalService"
+    assert _eventually(prometheus, series("grpc_server_handled_total", ours, "Search", "unary", grpc_code="OK"), 1) >= 1
+    assert _eventually(prometheus, series("grpc_server_handled_total", ours, "Search", "unary", grpc_code="InvalidArgument"), 1) == 1
+    assert _eventually(prometheus, series("grpc_server_handling_seconds_count", ours, "Search", "unary"), 2) >= 2
+    assert _eventually(prometheus, series("grpc_server_handled_total", "grpc.health.v1.Health", "Check", "unary", grpc_code="OK"), 1) >= 1
+    assert _eventually(prometheus, series("grpc_server_handled_total", "grpc.health.v1.Health", "Watch", "server_stream", grpc_code="Canceled"), 1) == 1
+    assert _eventually(prometheus, series("grpc_server_msg_sent_total", "grpc.health.v1.Health", "Watch", "server_stream"), 1) >= 1
+    reflection_service = "grpc.reflection.v1alpha.ServerReflection"
+    assert _eventually(prometheus, series("grpc_server_msg_received_total", reflection_service, "ServerReflectionInfo", "bidi_stream"), 1) >= 1
+    assert _eventually(prometheus, series("grpc_server_handled_total", reflection_service, "ServerReflectionInfo", "bidi_stream", grpc_code="OK"), 1) >= 1
+    # Every method's series exist from the start, at zero, as go-grpc-prometheus makes them.
+    assert _query(prometheus, series("grpc_server_handled_total", ours, "DeleteDocuments", "unary", grpc_code="Unauthenticated")) == 0

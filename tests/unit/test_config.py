@@ -65,7 +65,23 @@ def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path
     s = load_settings(processes=2, data_dir=tmp_path)
     workers = [worker_settings(s, i) for i in range(2)]
     assert all(w.read_only for w in workers)  # each then serves a private copy of the vector folder
-    assert [w.metrics_port for w in workers] == [s.metrics_port, s.metrics_port + 1]
+    assert not any(w.metrics_enabled for w in workers)  # the supervisor serves the sum of their metrics
     shared = load_settings(processes=2, qdrant_url="http://qdrant:6333", cache_backend="none")
     second = worker_settings(shared, 1)
     assert not second.read_only and second.vectors_dir is None  # a Qdrant server is shared and writable
+
+
+@pytest.mark.parametrize(("overrides", "variable"), [
+    ({"events_url": "http://rabbit:5672"}, "events_url"),
+    ({"events_buffer": 0}, "RETRIEVAL_EVENTS_BUFFER"),
+    ({"events_query": "plain"}, "RETRIEVAL_EVENTS_QUERY"),
+    ({"traces_exporter": "jaeger"}, "RETRIEVAL_TRACES_EXPORTER"),
+])
+def test_observability_settings_are_validated(overrides: dict[str, object], variable: str) -> None:
+    with pytest.raises(ConfigError, match=variable):
+        load_settings(**overrides)
+
+
+def test_tracing_and_events_are_off_by_default() -> None:
+    s = load_settings()
+    assert s.traces_exporter == "none" and s.events_url is None and s.events_query == "hash"

@@ -1,0 +1,218 @@
+"""The grpc-ecosystem server metrics for a grpc.aio server, as a server interceptor.
+
+Names, labels and semantics follow go-grpc-prometheus / go-grpc-middleware's prometheus provider,
+so dashboards and alerts written for other gRPC services work unchanged:
+
+* ``grpc_server_started_total{grpc_type,grpc_service,grpc_method}``
+* ``grpc_server_handled_total{grpc_type,grpc_service,grpc_method,grpc_code}``; ``grpc_code`` is
+  Go's spelling of the status code (``OK``, ``Canceled``, ``InvalidArgument``, ``DeadlineExceeded``...)
+* ``grpc_server_msg_received_total`` and ``grpc_server_msg_sent_total`` (unary calls count one
+  message each way; a response is counted only when the call succeeded)
+* ``grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}``, a histogram
+
+py-grpc-prometheus is written for the synchronous server; py-async-grpc-prometheus awaits
+response-streaming handlers (which are async generators or write through the context), counts no
+start for streaming requests and misses cancellations (``CancelledError`` is not an
+``Exception``), so this module does it for every handler shape grpc.aio accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+_TYPES = {(False, False): "unary", (True, False): "client_stream", (False, True): "server_stream", (True, True): "bidi_stream"}
+
+
+def go_code(code: grpc.StatusCode) -> str:
+    """Go's name of a status code: the label value grpc-ecosystem dashboards match on."""
+    if code is grpc.StatusCode.OK:
+        return "OK"
+    if code is grpc.StatusCode.CANCELLED:
+        return "Canceled"
+    return "".join(part.capitalize() for part in code.name.split("_"))
+
+
+class GrpcServerMetrics:
+    def __init__(self, registry: CollectorRegistry, buckets: Iterable[float]) -> None:
+        names = ["grpc_type", "grpc_service", "grpc_method"]
+        self.started = Counter("grpc_server_started", "Total number of RPCs started on the server.", names, registry=registry)
+        self.handled = Counter(
+            "grpc_server_handled", "Total number of RPCs completed on the server, regardless of success or failure.",
+            [*names, "grpc_code"], registry=registry,
+        )
+        self.received = Counter("grpc_server_msg_received", "Total number of RPC stream messages received on the server.", names, registry=registry)
+        self.sent = Counter("grpc_server_msg_sent", "Total number of gRPC stream messages sent by the server.", names, registry=registry)
+        self.handling = Histogram(
+            "grpc_server_handling_seconds",
+            "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
+            names, buckets=tuple(buckets), registry=registry,
+        )
+
+    def preregister(self, services: Iterable[ServiceDescriptor]) -> None:
+        """Create every method's series at zero, as go-grpc-prometheus does, so rates exist from the first scrape."""
+        for service in services:
+            for method in service.methods:
+                labels = (_TYPES[method.client_streaming, method.server_streaming], service.full_name, method.name)
+                for metric in (self.started, self.received, self.sent, self.handling):
+                    metric.labels(*labels)
+                for code in grpc.StatusCode:
+                    self.handled.labels(*labels, go_code(code))
+
+
+def _final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
+    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
+        # grpc.aio cancels the handler both when the caller cancels and when its deadline passes.
+        remaining = context.time_remaining()
+        return grpc.StatusCode.DEADLINE_EXCEEDED if remaining is not None and remaining <= 0 else grpc.StatusCode.CANCELLED
+    code = context.code()
+    if isinstance(code, grpc.StatusCode) and (error is None or code is not grpc.StatusCode.OK):
+        return code
+    # An exception that is not an abort reaches the caller as UNKNOWN.
+    return grpc.StatusCode.OK if error is None else grpc.StatusCode.UNKNOWN
+
+
+class _Call:
+    """One RPC's bookkeeping: started on creation, handled once by :meth:`done`."""
+
+    __slots__ = ("_m", "_labels", "_start", "_received", "_sent")
+
+    def __init__(self, metrics: GrpcServerMetrics, labels: tuple[str, str, str]) -> None:
+        self._m, self._labels = metrics, labels
+        metrics.started.labels(*labels).inc()
+        self._received = metrics.received.labels(*labels)
+        self._sent = metrics.sent.labels(*labels)
+        self._start = time.perf_counter()
+
+    def received(self) -> None:
+        self._received.inc()
+
+    def sent(self) -> None:
+        self._sent.inc()
+
+    def done(self, context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
+        code = _final_code(context, error)
+        self._m.handled.labels(*self._labels, go_code(code)).inc()
+        self._m.handling.labels(*self._labels).observe(time.perf_counter() - self._start)
+        return code
+
+
+class _CountingContext:
+    """The servicer context, counting messages a handler reads or writes through it."""
+
+    def __init__(self, context: grpc.aio.ServicerContext, call: _Call) -> None:
+        self._context, self._call = context, call
+
+    async def read(self) -> Any:
+        message = await self._context.read()
+        if message is not grpc.aio.EOF:
+            self._call.received()
+        return message
+
+    async def write(self, message: Any) -> None:
+        await self._context.write(message)
+        self._call.sent()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+async def _counted(requests: AsyncIterator[Any], call: _Call) -> AsyncIterator[Any]:
+    async for request in requests:
+        call.received()
+        yield request
+
+
+class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
+    """Counts every call on the server, whichever service it is for."""
+
+    def __init__(self, metrics: GrpcServerMetrics) -> None:
+        self._m = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        streams = (handler.request_streaming, handler.response_streaming)
+        labels = (_TYPES[streams], service, method)
+        behavior = {
+            (False, False): handler.unary_unary,
+            (True, False): handler.stream_unary,
+            (False, True): handler.unary_stream,
+            (True, True): handler.stream_stream,
+        }[streams]
+        if inspect.isasyncgenfunction(behavior):
+            wrapped: Callable[..., Any] = self._streaming(behavior, labels, handler.request_streaming)
+        elif inspect.iscoroutinefunction(behavior):
+            wrapped = self._awaited(behavior, labels, handler.request_streaming, handler.response_streaming)
+        else:
+            return handler  # a synchronous handler on the migration thread pool: none on this server
+        factory = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[streams]
+        return factory(wrapped, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
+
+    def _awaited(
+        self, behavior: Callable[..., Awaitable[Any]], labels: tuple[str, str, str], request_streaming: bool, response_streaming: bool
+    ) -> Callable[..., Awaitable[Any]]:
+        metrics = self._m
+
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            call = _Call(metrics, labels)
+            if request_streaming:
+                request = _counted(request, call)
+            else:
+                call.received()
+            error: BaseException | None = None
+            try:
+                # Streams may also read or write through the context.
+                response = await behavior(request, _CountingContext(context, call) if request_streaming or response_streaming else context)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                code = call.done(context, error)
+            if not response_streaming and code is grpc.StatusCode.OK:
+                call.sent()
+            return response
+
+        return handle
+
+    def _streaming(
+        self, behavior: Callable[..., AsyncIterator[Any]], labels: tuple[str, str, str], request_streaming: bool
+    ) -> Callable[..., AsyncIterator[Any]]:
+        metrics = self._m
+
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            call = _Call(metrics, labels)
+            if request_streaming:
+                request = _counted(request, call)
+            else:
+                call.received()
+            error: BaseException | None = None
+            try:
+                async for response in behavior(request, _CountingContext(context, call)):
+                    yield response
+                    call.sent()
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                call.done(context, error)
+
+        return handle

@@ -1,0 +1,88 @@
+"""One metrics endpoint for several worker processes (prometheus-client's multiprocess mode).
+
+The supervisor makes a fresh directory for the run and exports it to the workers as
+``PROMETHEUS_MULTIPROC_DIR`` before spawning them; prometheus-client reads that variable when a
+worker imports it, so each worker's counters and histograms are written to files there. The
+supervisor serves their sum on the metrics port, with its own series: restarts and liveness per
+worker, and each worker's process metrics (CPU, memory, file descriptors) labelled by worker.
+A worker that dies keeps its counts in the sum, so totals never go backwards on a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess, start_http_server
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class WorkerCollector:
+    """The supervisor's view of its workers, read at scrape time."""
+
+    def __init__(self) -> None:
+        self.pids: dict[int, int] = {}
+        self.alive: dict[int, bool] = {}
+        self.restarts: dict[int, int] = {}
+        self._process = ProcessCollector(registry=None)
+
+    def collect(self) -> Iterator[Metric]:
+        restarts = CounterMetricFamily("retrieval_worker_restarts", "Worker processes restarted by the supervisor after a crash", labels=["worker"])
+        up = GaugeMetricFamily("retrieval_worker_up", "1 while the worker process is alive", labels=["worker"])
+        for worker in sorted(self.pids):
+            restarts.add_metric([str(worker)], self.restarts.get(worker, 0))
+            up.add_metric([str(worker)], 1.0 if self.alive.get(worker) else 0.0)
+        yield restarts
+        yield up
+        # Process metrics of every worker (and the supervisor), one family per name, labelled by worker.
+        families: dict[str, Metric] = {}
+        sources = [("supervisor", self._process)] + [
+            (str(w), ProcessCollector(pid=lambda pid=pid: pid, registry=None)) for w, pid in sorted(self.pids.items()) if self.alive.get(w)
+        ]
+        for worker, collector in sources:
+            for family in collector.collect():
+                merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                merged.samples += [s._replace(labels={**s.labels, "worker": worker}) for s in family.samples]
+        yield from families.values()
+
+
+class MultiprocessMetrics:
+    """The run's metric directory and the endpoint serving the sum over all workers."""
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="retrieval-metrics-"))
+        # Read by prometheus-client in each worker at import; the workers inherit it when spawned.
+        os.environ[ENV] = str(self.directory)
+        self.workers = WorkerCollector()
+        self.registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(self.registry, path=str(self.directory))
+        self.registry.register(self.workers)
+        self._http: WSGIServer | None = None
+
+    def serve(self, host: str, port: int) -> int:
+        self._http, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return int(self._http.server_port)
+
+    def worker_started(self, worker: int, pid: int, *, restart: bool) -> None:
+        self.workers.pids[worker] = pid
+        self.workers.alive[worker] = True
+        if restart:
+            self.workers.restarts[worker] = self.workers.restarts.get(worker, 0) + 1
+
+    def worker_exited(self, worker: int, pid: int) -> None:
+        self.workers.alive[worker] = False
+        multiprocess.mark_process_dead(pid, str(self.directory))
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        shutil.rmtree(self.directory, ignore_errors=True)
+        os.environ.pop(ENV, None)

@@ -1,0 +1,101 @@
+"""deploy/k8s: every manifest validates against the Kubernetes schemas (offline), and they fit together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy.promql import REPO
+from tests.deploy.settings_names import AUTHENTICATION, known_variables
+
+K8S = REPO / "deploy" / "k8s"
+VERSION = "1.30.0"  # the oldest Kubernetes these manifests target (native gRPC probes are GA since 1.27)
+# CRDs have no schema in kubernetes-validate; ServiceMonitor is checked by hand below.
+CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+def _resources() -> list[tuple[Path, dict[str, Any]]]:
+    return [(path, doc) for path in sorted(K8S.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def _one(kind: str, name: str = "retrieval") -> dict[str, Any]:
+    [doc] = [d for _, d in _resources() if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def _built_in() -> list[tuple[Path, dict[str, Any]]]:
+    return [(p, d) for p, d in _resources() if (d["apiVersion"], d["kind"]) not in CUSTOM_KINDS]
+
+
+@pytest.mark.parametrize(("path", "doc"), _built_in(), ids=lambda v: v.name if isinstance(v, Path) else f"{v['kind']}/{v['metadata']['name']}")
+def test_manifest_validates_against_the_kubernetes_schema(path: Path, doc: dict[str, Any]) -> None:
+    kubernetes_validate.validate(doc, VERSION, strict=True)
+
+
+def test_every_kind_is_validated_by_schema_or_by_hand() -> None:
+    kinds = {d["kind"] for _, d in _resources()}
+    assert kinds == {"ConfigMap", "Secret", "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceMonitor"}
+    assert {d["kind"] for _, d in _resources()} - {d["kind"] for _, d in _built_in()} == {"ServiceMonitor"}
+
+
+def test_an_invalid_manifest_is_rejected() -> None:
+    broken = _one("Deployment")
+    broken["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["grpc"]["port"] = "health"  # grpc probes need a number
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSION, strict=True)
+
+
+def test_deployment_probes_grace_period_and_security() -> None:
+    config = _one("ConfigMap")["data"]
+    pod = _one("Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    health_port = int(config["RETRIEVAL_HEALTH_PORT"])
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["grpc"]["port"] == health_port, probe
+    assert container["readinessProbe"]["grpc"]["service"] == "retrieval.v1.RetrievalService"
+    # Termination waits for in-flight calls, then the event flush, with a little to spare.
+    needed = float(config["RETRIEVAL_GRACE_PERIOD_S"]) + float(config["RETRIEVAL_EVENTS_PUBLISH_TIMEOUT_S"])
+    assert needed <= pod["terminationGracePeriodSeconds"] <= needed + 10
+    assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["runAsUser"] == 10001
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["resources"]["requests"]["cpu"] and container["resources"]["limits"]["memory"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["metrics"] == int(config["RETRIEVAL_METRICS_PORT"]) and ports["health"] == health_port
+    # The TLS files the settings name are where the Secret is mounted.
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")["mountPath"]
+    assert config["RETRIEVAL_TLS_CERT"].startswith(mount + "/") and config["RETRIEVAL_TLS_KEY"].startswith(mount + "/")
+    assert config["RETRIEVAL_AUTH_MODE"] == "jwt"
+
+
+def test_configured_variables_are_real_settings() -> None:
+    names = set(_one("ConfigMap")["data"]) | set(_one("Secret")["stringData"])
+    retrieval = {n for n in names if n.startswith("RETRIEVAL_")}
+    assert retrieval <= known_variables(), retrieval - known_variables()
+    assert AUTHENTICATION <= retrieval
+    assert {n for n in names if not n.startswith("RETRIEVAL_")} <= {
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"}
+
+
+def test_selectors_agree() -> None:
+    labels = _one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert _one("Deployment")["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert _one("Service")["spec"]["selector"].items() <= labels.items()
+    assert _one("PodDisruptionBudget")["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    hpa = _one("HorizontalPodAutoscaler")["spec"]
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "retrieval"}
+    assert _one("PodDisruptionBudget")["spec"]["minAvailable"] < hpa["minReplicas"]
+
+
+def test_service_monitor_scrapes_the_metrics_port() -> None:
+    monitor = _one("ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    selected = [d for _, d in _resources() if d["kind"] == "Service"
+                and monitor["spec"]["selector"]["matchLabels"].items() <= d["metadata"]["labels"].items()]
+    [endpoint] = monitor["spec"]["endpoints"]
+    scraped = [s for s in selected if endpoint["port"] in {p["name"] for p in s["spec"]["ports"]}]
+    assert len(scraped) == 1, "exactly one Service exposes the metrics port to the monitor"
+    assert endpoint["path"] == "/metrics"

@@ -1,0 +1,104 @@
+"""Two worker processes, one metrics port: a real Prometheus sees the whole server's totals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import psutil
+import pytest
+
+from bench.server_process import free_port, listening_processes, wait_healthy
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval.v1 import retrieval_pb2_grpc
+from tests.support.prometheus import eventually, prometheus_server, query
+
+CLI = [sys.executable, "-m", "retrieval_server.cli"]
+SEARCH_OK = 'sum(grpc_server_handled_total{grpc_service="retrieval.v1.RetrievalService",grpc_method="Search",grpc_code="OK"})'
+
+
+def _workers(server: subprocess.Popen[str], port: int) -> list[psutil.Process]:
+    return [
+        c for c in psutil.Process(server.pid).children()
+        if any(conn.status == psutil.CONN_LISTEN and conn.laddr.port == port for conn in c.net_connections(kind="tcp"))
+    ]
+
+
+def _established(worker: psutil.Process, port: int) -> set[tuple[str, int]]:
+    return {(c.raddr.ip, c.raddr.port) for c in worker.net_connections(kind="tcp")
+            if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port and c.raddr}
+
+
+def _calls_on_new_connection(target: str, port: int, workers: list[psutil.Process], calls: int) -> int:
+    """Make ``calls`` Search calls on a fresh connection; return the index of the worker that served them."""
+    before = [_established(w, port) for w in workers]
+    with grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+        for _ in range(calls):
+            stub.Search(pb.SearchRequest(query="how do tides work", top_k=3), timeout=60)
+        owners = [i for i, w in enumerate(workers) if _established(w, port) - before[i]]
+    assert len(owners) == 1, f"the connection was found on workers {owners}"
+    return owners[0]
+
+
+@pytest.mark.slow
+def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    target = f"127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRIEVAL_", "PROMETHEUS_"))}
+    env.update(RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_HOST="127.0.0.1",
+               RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_PORT=str(metrics_port), RETRIEVAL_PROCESSES="2")
+    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=(tmp_path / "server.log").open("w"), text=True)
+    try:
+        wait_healthy(target, server, timeout_s=180, log=tmp_path / "server.log")
+        deadline = time.monotonic() + 120
+        while listening_processes(server.pid, port) < 2:
+            assert time.monotonic() < deadline, "the second worker never listened"
+            time.sleep(0.3)
+        workers = _workers(server, port)
+        assert len(workers) == 2
+        # SO_REUSEPORT spreads connections: open new ones until both workers have served some calls.
+        served = [0, 0]
+        for _ in range(40):
+            served[_calls_on_new_connection(target, port, workers, 3)] += 3
+            if min(served) >= 6:
+                break
+        assert min(served) > 0, f"calls per worker: {served}"
+        total = sum(served)
+
+        with prometheus_server(tmp_path / "prometheus", [f"127.0.0.1:{metrics_port}"]) as prom:
+            assert eventually(prom, SEARCH_OK, total) == total
+            assert eventually(prom, 'sum(retrieval_requests_total{method="Search",code="OK"})', total) == total
+            assert eventually(prom, 'sum(grpc_server_handling_seconds_count{grpc_method="Search"})', total) == total
+            assert eventually(prom, "sum(retrieval_worker_up)", 2) == 2
+            assert eventually(prom, 'count(process_resident_memory_bytes{worker=~"0|1"} > 10e6)', 2) == 2
+            assert query(prom, "sum(retrieval_worker_restarts_total)") == 0
+
+            # A worker that crashes after it served (it reported ready before its first call) is
+            # restarted; its counts stay in the totals.
+            workers[0].send_signal(signal.SIGKILL)
+            assert eventually(prom, "sum(retrieval_worker_restarts_total)", 1) == 1
+            wait_healthy(target, server, timeout_s=180, log=tmp_path / "server.log")
+            deadline = time.monotonic() + 180
+            while listening_processes(server.pid, port) < 2:
+                assert time.monotonic() < deadline, "the restarted worker never listened"
+                time.sleep(0.3)
+            workers = _workers(server, port)
+            for _ in range(4):
+                _calls_on_new_connection(target, port, workers, 3)
+            served_after = 4 * 3
+            assert eventually(prom, SEARCH_OK, total + served_after) == total + served_after
+            assert eventually(prom, "sum(retrieval_worker_up)", 2) == 2
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=120) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    log = (tmp_path / "server.log").read_text()
+    assert "restarting it" in log

@@ -1,0 +1,164 @@
+"""Traces: the SDK's in-memory exporter behind a real server, the caller's traceparent, logs; off costs nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+import pytest_asyncio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from bench.server_process import free_port
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval.v1 import retrieval_pb2_grpc
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource
+from retrieval_server.observability.logging import JsonFormatter
+from retrieval_server.observability.tracing import Tracing
+from retrieval_server.server import RunningServer, start_server
+
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
+
+
+class Traced:
+    def __init__(self, running: RunningServer, exporter: InMemorySpanExporter, channel: grpc.aio.Channel) -> None:
+        self.running, self.exporter, self.channel = running, exporter, channel
+        self.stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def traced(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Traced]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # A TEI server that is not there: reranking fails inside the trace and says so in the log.
+    settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path_factory.mktemp("traced"),
+                             tei_url=f"http://127.0.0.1:{free_port()}", tei_timeout_s=2)
+    app = Application(settings, tracing=Tracing(provider))
+    await app.open()
+    await app.ingest([
+        DocumentSource(filename="tides.txt", content=b"Tides are caused by the gravitational pull of the moon on the oceans."),
+        DocumentSource(filename="bread.txt", content=b"Sourdough bread rises because wild yeast ferments the dough overnight."),
+    ])
+    running = await start_server(settings, app)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+    yield Traced(running, exporter, channel)
+    await channel.close()
+    await running.stop(1.0)
+
+
+def _by_id(spans: tuple[ReadableSpan, ...]) -> dict[int, ReadableSpan]:
+    return {s.context.span_id: s for s in spans}
+
+
+def _ancestors(span: ReadableSpan, index: dict[int, ReadableSpan]) -> list[str]:
+    names = []
+    while span.parent is not None and span.parent.span_id in index:
+        span = index[span.parent.span_id]
+        names.append(span.name)
+    return names
+
+
+async def test_a_query_is_one_trace_joined_to_the_callers(traced: Traced) -> None:
+    traced.exporter.clear()
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger().addHandler(handler)
+    try:
+        resp = await traced.stub.Query(pb.QueryRequest(query="why does bread rise", top_k=2, strategy=pb.STRATEGY_HYBRID, use_cache=False),
+                                       metadata=[("traceparent", TRACEPARENT), ("x-user-id", "alice")])
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert resp.contexts[0].document_id == "bread"
+    spans = traced.exporter.get_finished_spans()
+    assert {format(s.context.trace_id, "032x") for s in spans} == {CALLER_TRACE}
+    index = _by_id(spans)
+
+    rpc = next(s for s in spans if s.name == "/retrieval.v1.RetrievalService/Query")
+    assert format(rpc.parent.span_id, "016x") == CALLER_SPAN and rpc.parent.is_remote
+    assert rpc.attributes["retrieval.strategy"] == "hybrid"
+    assert rpc.attributes["retrieval.contexts"] == len(resp.contexts)
+    assert rpc.attributes["retrieval.cache_hit"] is False
+    assert "rerank:failed" in rpc.attributes["retrieval.degraded"]
+
+    workflow = next(s for s in spans if s.name == "workflow.query")
+    assert workflow.parent.span_id == rpc.context.span_id
+    stages = sorted((s for s in spans if s.name.startswith("stage.")), key=lambda s: s.start_time)
+    assert [s.name for s in stages] == [f"stage.{m.stage}" for m in resp.metrics.stages]
+    assert all(s.parent.span_id == workflow.context.span_id for s in stages)
+    retrieve = next(s for s in stages if s.name == "stage.retrieve")
+    assert retrieve.attributes["retrieval.count"] == next(m.count for m in resp.metrics.stages if m.stage == "retrieve")
+    assert retrieve.attributes["retrieval.strategy"] == "hybrid"
+
+    backend = {s.name: s for s in spans if "." in s.name and not s.name.startswith(("stage.", "workflow.", "/"))}
+    for name, stage in [("embedder.embed", "stage.analyze_query"), ("vector_store.search_dense", "stage.retrieve"),
+                        ("vector_store.search_sparse", "stage.retrieve"), ("metadata_store.search_documents", "stage.retrieve"),
+                        ("reranker.rerank", "stage.rerank"), ("metadata_store.get_parents", "stage.enrich")]:
+        assert name in backend, f"no {name} span; spans: {sorted(backend)}"
+        assert _ancestors(backend[name], index)[0] == stage
+    dense = backend["vector_store.search_dense"]
+    assert dense.attributes["db.system.name"] == "qdrant" and dense.attributes["retrieval.results"] >= 1
+    assert backend["metadata_store.get_parents"].attributes["db.system.name"] == "sqlite"
+    assert backend["reranker.rerank"].status.status_code.name == "ERROR"  # TEI is not there
+    assert backend["embedder.embed"].attributes["retrieval.items"] >= 1
+
+    logged = [json.loads(line) for line in lines.getvalue().splitlines()]
+    failure = next(line for line in logged if "reranking failed" in line["msg"])
+    assert failure["trace_id"] == CALLER_TRACE
+    assert int(failure["span_id"], 16) in index
+
+
+async def test_a_cache_hit_is_traced_with_its_outcome(traced: Traced) -> None:
+    request = pb.QueryRequest(query="what causes tides", top_k=1)
+    await traced.stub.Query(request)
+    traced.exporter.clear()
+    resp = await traced.stub.Query(request)
+    assert resp.metrics.cache_hit
+    spans = traced.exporter.get_finished_spans()
+    lookup = [s for s in spans if s.name == "cache.lookup"]
+    assert lookup and lookup[-1].attributes["retrieval.cache.outcome"] == "hit"
+    rpc = next(s for s in spans if s.name.endswith("/Query"))
+    assert rpc.attributes["retrieval.cache_hit"] is True
+    # Without the caller's traceparent the RPC span starts a trace of its own.
+    assert rpc.parent is None
+
+
+async def test_health_probes_and_reflection_are_not_traced(traced: Traced) -> None:
+    traced.exporter.clear()
+    health = health_pb2_grpc.HealthStub(traced.channel)
+    await health.Check(health_pb2.HealthCheckRequest())
+    assert traced.exporter.get_finished_spans() == ()
+
+
+def test_tracing_off_installs_nothing(tmp_path: Path) -> None:
+    """The default: no SDK imported, backends unwrapped, no interceptor, no graph observer."""
+    script = f"""
+import sys, asyncio
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.backends.vector_store.edge import EdgeVectorStore
+app = Application(load_settings(data_dir={str(tmp_path)!r}))
+assert type(app.vectors) is EdgeVectorStore, type(app.vectors)
+assert type(app.embedder).__name__ == "OnnxEmbedder"
+assert app.tracing.server_interceptors() == [] and app.tracing.stage_observer() is None
+assert app.pipeline._graph._observer is None
+loaded = [m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.instrumentation"))]
+assert not loaded, loaded
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
