@@ -147,10 +147,14 @@ class Application:
                     timeout_s=s.llm_timeout_s,
                     max_retries=s.llm_max_retries,
                     backoff_s=s.llm_backoff_s,
+                    breaker=self._breaker(),
                 )
             model = self.tracing.wrap(self.chat_models[provider], "llm", {"gen_ai.system": provider, "gen_ai.request.model": getattr(s, f"{provider}_model")})
             models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
         return LlmAnalyzer(models, classical) if models else classical
+
+    def _breaker(self) -> CircuitBreaker:
+        return CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s)
 
     def _reranker(self) -> Reranker | None:
         """TEI when configured (backed by the local model if there is one), else the local model, else none."""
@@ -161,7 +165,7 @@ class Application:
             else None
         )
         if s.tei_url:
-            tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none")
+            tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none", breaker=self._breaker())
             return FallbackReranker(tei, local) if local else tei
         return local
 
@@ -174,7 +178,7 @@ class Application:
             from retrieval_server.backends.redis_cache import RedisCache
 
             redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=s.redis_key_prefix, timeout_s=s.cache_timeout_s)
-            return GuardedCache(redis, CircuitBreaker(s.cache_breaker_failures, s.cache_breaker_cooldown_s), s.cache_timeout_s)
+            return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
 
     def _vector_store(self) -> VectorStore:
@@ -196,7 +200,7 @@ class Application:
     def _metadata_store(self) -> MetadataStore:
         s = self.settings
         if s.mysql_dsn:
-            return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size, read_only=s.read_only)
+            return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size, read_only=s.read_only, timeout_s=s.mysql_timeout_s)
         return SqliteMetadataStore(s.data_dir / "metadata.sqlite3", read_only=s.read_only)
 
     def _embedded_paths(self) -> list[Path]:

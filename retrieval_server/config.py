@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     qdrant_timeout_s: float = Field(30.0, gt=0)
     mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
     mysql_pool_size: int = Field(8, ge=1, le=256)
+    mysql_timeout_s: float = Field(10.0, gt=0, le=3600, description="MySQL connect and read timeout: a server that stops answering fails the call")
     min_free_disk_mb: int = Field(
         128, ge=0, description="embedded stores: refuse writes (and start-up) while the volume has less free space"
     )
@@ -150,13 +151,15 @@ class Settings(BaseSettings):
     cache_similarity: float = Field(0.95, ge=0, le=1)
     cache_max_entries: int = Field(100_000, ge=1)
     cache_timeout_s: float = Field(0.25, gt=0, le=60, description="Redis cache: longest wait per call before the cache is skipped")
-    cache_breaker_failures: int = Field(3, ge=1, description="Redis cache: consecutive failures that open the circuit breaker")
-    cache_breaker_cooldown_s: float = Field(5.0, ge=0, description="Redis cache: open-circuit time before one trial call")
     redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index)")
 
     write_lease_s: float = Field(
         600.0, ge=0, description="shared storage: a pending write older than this is abandoned and recovered at start-up"
     )
+
+    # Optional dependencies (Redis cache, TEI, LLM): each has its own circuit breaker
+    breaker_failures: int = Field(3, ge=1, description="consecutive failures of an optional dependency that open its circuit breaker")
+    breaker_cooldown_s: float = Field(5.0, ge=0, description="open-circuit time before one trial call to the dependency")
 
     # Store errors
     store_retries: int = Field(2, ge=0, le=10, description="retries of a failed store call before degrading")

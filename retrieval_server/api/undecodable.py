@@ -7,6 +7,7 @@ as a value instead, and a behaviour that answers it with INVALID_ARGUMENT before
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,11 @@ def _unary(behavior: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _unary_stream(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    # A streaming behaviour is either an async generator or a coroutine that writes with
+    # context.write (grpc.health's Watch): the wrapper must be of the same kind.
+    if not inspect.isasyncgenfunction(behavior):
+        return _unary(behavior)
+
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         if isinstance(request, _Undecodable):
             await _reject(context, request)
@@ -73,7 +79,9 @@ def _stream_unary(behavior: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _stream_stream(behavior: Callable[..., Any]) -> Callable[..., Any]:
-    # grpc.aio consumes a response stream only from an async generator function.
+    if not inspect.isasyncgenfunction(behavior):
+        return _stream_unary(behavior)
+
     async def handle(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         async for item in behavior(_checked(requests, context), context):
             yield item

@@ -218,15 +218,13 @@ class GuardedCache:
         self._timeout = timeout_s
 
     async def _call(self, what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        if not self.breaker.allow():
-            raise CacheUnavailable(f"{what}: circuit open")
         try:
-            result = await asyncio.wait_for(fn(*args), self._timeout)
+            with self.breaker.calling(lambda: CacheUnavailable(f"{what}: circuit open")):
+                return await asyncio.wait_for(fn(*args), self._timeout)
+        except CacheUnavailable:
+            raise
         except Exception as exc:
-            self.breaker.record_failure()
             raise CacheUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
-        self.breaker.record_success()
-        return result
 
     async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
         return await self._call("lookup", self.inner.lookup, query, vector, config, partition)

@@ -7,8 +7,9 @@ still refused); its success closes the breaker, its failure opens it for another
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 
@@ -44,4 +45,20 @@ class CircuitBreaker:
             self._opened_at = self.clock()
 
     def reset(self) -> None:
+        self.record_success()
+
+    @contextlib.contextmanager
+    def calling(self, refused: Callable[[], Exception]) -> Iterator[None]:
+        """Around one call: raise ``refused()`` while open; count how the call ends.
+
+        Any exception counts as a failure, cancellation included: a trial call cancelled by a
+        timeout must not leave the breaker waiting for a result that never comes.
+        """
+        if not self.allow():
+            raise refused()
+        try:
+            yield
+        except BaseException:
+            self.record_failure()
+            raise
         self.record_success()

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from retrieval_server.backends.circuit_breaker import CircuitBreaker
+
 log = logging.getLogger(__name__)
 
 _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
@@ -33,12 +35,22 @@ class ChatModel(Protocol):
 class _HttpChat:
     name = "llm"
 
-    def __init__(self, base_url: str, *, timeout_s: float, max_retries: int, backoff_s: float, headers: dict[str, str]) -> None:
+    def __init__(
+        self, base_url: str, *, timeout_s: float, max_retries: int, backoff_s: float, headers: dict[str, str],
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
         self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
         self._retries = max_retries
         self._backoff = backoff_s
+        self._breaker = breaker or CircuitBreaker()
 
     async def _post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> Any:
+        """One call, retried on what is worth retrying; while the provider keeps failing (the breaker
+        is open) calls fail at once, so every request does not pay the timeout."""
+        with self._breaker.calling(lambda: LlmError(f"{self.name}: circuit open after repeated failures")):
+            return await self._post_with_retries(path, body, params)
+
+    async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None) -> Any:
         for attempt in range(self._retries + 1):
             try:
                 resp = await self._client.post(path, json=body, params=params)

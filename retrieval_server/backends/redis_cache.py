@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
-from redis.retry import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.asyncio.retry import Retry
 
 from retrieval_server.backends.cache import CachedAnswer, CachePolicy, normalize_query, partition_code
 from retrieval_server.backends.executor import BlockingExecutor
@@ -79,9 +80,11 @@ class RedisCache:
         prefix: str = "rc",
         timeout_s: float = 0.25,
     ) -> None:
-        # Fail fast and let the caller's circuit breaker decide: no retries inside the client.
+        # Fail fast and let the caller's circuit breaker decide. The one retry is for a pooled
+        # connection that a Redis restart closed: it reconnects at once instead of failing the call.
         self._redis = aioredis.Redis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0), retry_on_timeout=False
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), retry_on_timeout=False,
         )
         self._dim = dim
         self._executor = executor

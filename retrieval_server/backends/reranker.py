@@ -13,6 +13,7 @@ from typing import Protocol
 
 import httpx
 
+from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from retrieval_server.backends.executor import BlockingExecutor
 from scoring_core.encoders import CrossEncoder
@@ -53,13 +54,21 @@ class TeiReranker:
     bigger ones with 413/422).
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 10.0, max_batch: int = 32, raw_scores: bool = False) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float = 10.0, max_batch: int = 32, raw_scores: bool = False, breaker: CircuitBreaker | None = None
+    ) -> None:
         self._client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s)
         self._max_batch = max_batch
         self._raw = raw_scores
+        self._breaker = breaker or CircuitBreaker()
         self.name = f"tei:{url}"
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """Scores in input order; while TEI keeps failing (the breaker is open) it fails at once."""
+        with self._breaker.calling(lambda: RerankError("TEI /rerank: circuit open after repeated failures")):
+            return await self._rerank(query, texts)
+
+    async def _rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         scores: list[float] = [0.0] * len(texts)
         for start in range(0, len(texts), self._max_batch):
             batch = list(texts[start : start + self._max_batch])

@@ -53,6 +53,11 @@ def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRIEVAL_", "PROMETHEUS_"))}
     env.update(RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_HOST="127.0.0.1",
                RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_PORT=str(metrics_port), RETRIEVAL_PROCESSES="2")
+    # Workers over embedded storage serve it read-only: index a document first.
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
+    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "docs")], env=env, capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
     server = subprocess.Popen([*CLI, "serve"], env=env, stderr=(tmp_path / "server.log").open("w"), text=True)
     try:
         wait_healthy(target, server, timeout_s=180, log=tmp_path / "server.log")

@@ -130,7 +130,7 @@ def own_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
 
 async def _redis_app(tmp_path: Path, url: str) -> Application:
     application = Application(load_settings(data_dir=tmp_path / "data", cache_backend="redis", redis_url=url,
-                                            cache_timeout_s=0.2, cache_breaker_cooldown_s=3600))
+                                            cache_timeout_s=0.2, breaker_cooldown_s=3600))
     await application.open()
     assert not (await application.ingest(CORPUS)).errors
     return application
@@ -197,7 +197,7 @@ async def test_redis_absent_at_startup_degrades_and_recovers_by_itself(tmp_path:
 
     port = free_port()
     application = Application(load_settings(data_dir=tmp_path / "data", cache_backend="redis", redis_url=f"redis://127.0.0.1:{port}/0",
-                                            cache_timeout_s=0.2, cache_breaker_cooldown_s=0.0))
+                                            cache_timeout_s=0.2, breaker_cooldown_s=0.0))
     await application.open()
     try:
         assert not (await application.ingest(CORPUS)).errors

@@ -75,3 +75,64 @@ def word_overlap(query: str, text: str) -> float:
     q = {w.strip(".,?!").lower() for w in query.split()}
     t = {w.strip(".,?!").lower() for w in text.split()}
     return len(q & t) / max(1, len(q))
+
+
+class _QuietServer(ThreadingHTTPServer):
+    allow_reuse_address = True  # a restart binds the same port again
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A thawed handler whose client already gave up writes into a closed socket: expected."""
+
+
+class ControlledServer:
+    """A JSON server that a fault-injection test stops, restarts (same port), freezes and thaws.
+
+    Frozen, it accepts connections and reads requests but answers none until thawed, as a hung
+    process would.
+    """
+
+    def __init__(self, handle: Handler) -> None:
+        self._handle = handle
+        self._running = threading.Event()  # cleared while frozen
+        self._running.set()
+        self.record = LocalServer(url="")
+        self._server: ThreadingHTTPServer | None = None
+        self._port = 0
+
+    def start(self) -> None:
+        record, handle, running = self.record, self._handle, self._running
+
+        class _H(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                record.requests.append((self.path, body))
+                running.wait()
+                status, payload = handle(self.path, body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = _QuietServer(("127.0.0.1", self._port), _H)
+        self._server.daemon_threads = True
+        self._port = self._server.server_address[1]
+        self.record.url = f"http://127.0.0.1:{self._port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._running.set()  # let frozen handlers finish so shutdown does not wait on them
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def freeze(self) -> None:
+        self._running.clear()
+
+    def thaw(self) -> None:
+        self._running.set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,55 +15,88 @@ from bench.server_process import free_port
 from tests.support.paths import require_binary
 
 
-@contextmanager
-def mariadb_server(workdir: Path) -> Iterator[str]:
-    """Yield a DSN ``mysql://rt:rt@127.0.0.1:PORT/retrieval_test``."""
-    mariadbd = require_binary("mariadb-server", "/usr/sbin/mariadbd")
-    install = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
-    client = shutil.which("mariadb") or "/usr/bin/mariadb"
-    datadir, sock, port = workdir / "data", workdir / "mysqld.sock", free_port()
-    user = ["--user=root"] if os.geteuid() == 0 else []
-    subprocess.run(
-        [install, f"--datadir={datadir}", "--auth-root-authentication-method=socket", "--skip-test-db", *user],
-        check=True,
-        capture_output=True,
-    )
-    proc = subprocess.Popen(
-        [
-            mariadbd,
-            "--no-defaults",
-            f"--datadir={datadir}",
-            f"--socket={sock}",
-            f"--port={port}",
-            "--bind-address=127.0.0.1",
-            f"--pid-file={workdir / 'mysqld.pid'}",
-            f"--log-error={workdir / 'error.log'}",
-            "--innodb-buffer-pool-size=64M",
-            "--skip-log-bin",
-            *user,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        setup = (
+class MariaDb:
+    """One server: installed once in ``workdir``, then started, stopped, frozen and thawed at will
+    on the same port and data (fault-injection tests restart it under load)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self._mariadbd = require_binary("mariadb-server", "/usr/sbin/mariadbd")
+        self._client = shutil.which("mariadb") or "/usr/bin/mariadb"
+        self.workdir, self.port = workdir, free_port()
+        self._datadir, self._sock = workdir / "data", workdir / "mysqld.sock"
+        self._user = ["--user=root"] if os.geteuid() == 0 else []
+        self.proc: subprocess.Popen[bytes] | None = None
+        install = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
+        subprocess.run(
+            [install, f"--datadir={self._datadir}", "--auth-root-authentication-method=socket", "--skip-test-db", *self._user],
+            check=True,
+            capture_output=True,
+        )
+
+    @property
+    def dsn(self) -> str:
+        return f"mysql://rt:rt@127.0.0.1:{self.port}/retrieval_test"
+
+    def start(self, setup: bool = False) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self._mariadbd,
+                "--no-defaults",
+                f"--datadir={self._datadir}",
+                f"--socket={self._sock}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--pid-file={self.workdir / 'mysqld.pid'}",
+                f"--log-error={self.workdir / 'error.log'}",
+                "--innodb-buffer-pool-size=64M",
+                "--skip-log-bin",
+                *self._user,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        sql = (
             "CREATE DATABASE retrieval_test CHARACTER SET utf8mb4; "
             "CREATE USER 'rt'@'127.0.0.1' IDENTIFIED BY 'rt'; "
             "GRANT ALL ON retrieval_test.* TO 'rt'@'127.0.0.1';"
+            if setup
+            else "SELECT 1"
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while True:
-            r = subprocess.run([client, f"--socket={sock}", "-uroot", "-e", setup], capture_output=True, text=True)
+            r = subprocess.run([self._client, f"--socket={self._sock}", "-uroot", "-e", sql], capture_output=True, text=True)
             if r.returncode == 0:
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log = (workdir / "error.log").read_text(errors="replace")[-2000:] if (workdir / "error.log").exists() else ""
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = (self.workdir / "error.log").read_text(errors="replace")[-2000:] if (self.workdir / "error.log").exists() else ""
                 raise RuntimeError(f"MariaDB did not start: {r.stderr.strip()}\n{log}")
             time.sleep(0.3)
-        yield f"mysql://rt:rt@127.0.0.1:{port}/retrieval_test"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a frozen server must be able to act on SIGTERM
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def freeze(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+
+@contextmanager
+def mariadb_server(workdir: Path) -> Iterator[str]:
+    """Yield a DSN ``mysql://rt:rt@127.0.0.1:PORT/retrieval_test``."""
+    server = MariaDb(workdir)
+    server.start(setup=True)
+    try:
+        yield server.dsn
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,31 +16,59 @@ from bench.server_process import free_port
 from tests.support.paths import require_binary
 
 
-@contextmanager
-def redis_server(workdir: Path, *, port: int | None = None, keep_process: bool = False) -> Iterator[Any]:
-    """Yield the server's URL, or ``(url, process)`` with ``keep_process`` (for tests that stop or freeze it)."""
-    binary = require_binary("redis-server", "/usr/bin/redis-server")
-    workdir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
+class Redis:
+    """One server that a test may stop, restart on the same port, freeze and thaw."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self._binary = require_binary("redis-server", "/usr/bin/redis-server")
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [self._binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
-                redis.Redis.from_url(url).ping()
-                break
+                redis.Redis.from_url(self.url).ping()
+                return
             except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("redis-server did not start") from None
                 time.sleep(0.1)
-        yield (url, proc) if keep_process else url
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a frozen server must be able to act on SIGTERM
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def freeze(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+
+@contextmanager
+def redis_server(workdir: Path, *, port: int | None = None, keep_process: bool = False) -> Iterator[Any]:
+    """Yield the server's URL, or ``(url, process)`` with ``keep_process`` (for tests that stop or freeze it)."""
+    server = Redis(workdir, port)
+    server.start()
+    try:
+        yield (server.url, server.proc) if keep_process else server.url
     finally:
-        if proc.poll() is None:
-            proc.send_signal(18)  # SIGCONT: a frozen server must be able to act on SIGTERM
-            proc.terminate()
-        proc.wait(timeout=30)
+        server.stop()

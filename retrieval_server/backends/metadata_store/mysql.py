@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import asyncmy
+from asyncmy import errors
 
 from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
 from retrieval_server.domain import Document, Unavailable
@@ -90,8 +92,10 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
 
 
 class MysqlMetadataStore(MetadataStore):
-    def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False) -> None:
-        self._args = parse_dsn(dsn)
+    def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False, timeout_s: float = 10.0) -> None:
+        # A server that stops answering (frozen, partitioned) must fail a call, not hang it: asyncmy
+        # closes a connection whose read times out, and the pool drops it.
+        self._args = {**parse_dsn(dsn), "connect_timeout": timeout_s, "read_timeout": timeout_s}
         self._pool_size = pool_size
         self._read_only = read_only
         self._pool: Any = None
@@ -131,13 +135,18 @@ class MysqlMetadataStore(MetadataStore):
     async def transaction(self) -> AsyncIterator[Tx]:
         if self._pool is None:
             raise Unavailable("metadata store is not open")
-        async with self._pool.acquire() as conn:
-            await conn.begin()
-            try:
-                async with conn.cursor() as cur:
-                    yield _MysqlTx(cur)
-            except BaseException:
-                await conn.rollback()
-                raise
-            else:
-                await conn.commit()
+        try:
+            async with self._pool.acquire() as conn:
+                await conn.begin()
+                try:
+                    async with conn.cursor() as cur:
+                        yield _MysqlTx(cur)
+                except BaseException:
+                    if conn.connected:
+                        await conn.rollback()
+                    raise
+                else:
+                    await conn.commit()
+        except (errors.OperationalError, errors.InterfaceError, OSError, asyncio.TimeoutError) as exc:
+            # The server is down, restarting, frozen or unreachable: the request cannot be answered now.
+            raise Unavailable(f"MySQL at {self._args['host']}:{self._args['port']} is unavailable: {exc}") from exc

@@ -26,14 +26,14 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from retrieval.v1 import retrieval_pb2 as retrieval_dot_v1_dot_retrieval__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19retrieval/v1/events.proto\x12\x0cretrieval.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cretrieval/v1/retrieval.proto\"\x89\x03\n\x12RetrievalCompleted\x12\x12\n\nevent_type\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\t\x12-\n\ttimestamp\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\x12-\n\x06method\x18\x06 \x01(\x0e\x32\x1d.retrieval.v1.RetrievalMethod\x12\r\n\x05query\x18\x07 \x01(\t\x12\x14\n\x0cquery_sha256\x18\x08 \x01(\t\x12\x0f\n\x07user_id\x18\t \x01(\t\x12(\n\x08strategy\x18\n \x01(\x0e\x32\x16.retrieval.v1.Strategy\x12\r\n\x05top_k\x18\x0b \x01(\r\x12\x14\n\x0cresult_count\x18\x0c \x01(\r\x12\x12\n\nlatency_ms\x18\r \x01(\x01\x12\x11\n\tcache_hit\x18\x0e \x01(\x08\x12\x10\n\x08\x64\x65graded\x18\x0f \x03(\t\x12\x10\n\x08trace_id\x18\x10 \x01(\t*l\n\x0fRetrievalMethod\x12 \n\x1cRETRIEVAL_METHOD_UNSPECIFIED\x10\x00\x12\x1a\n\x16RETRIEVAL_METHOD_QUERY\x10\x01\x12\x1b\n\x17RETRIEVAL_METHOD_SEARCH\x10\x02\x42.\n\x10\x64\x65v.retrieval.v1P\x01Z\x18retrieval/v1;retrievalv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19retrieval/v1/events.proto\x12\x0cretrieval.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cretrieval/v1/retrieval.proto\"\x89\x03\n\x12RetrievalCompleted\x12\x12\n\nevent_type\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\t\x12-\n\ttimestamp\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\x12-\n\x06method\x18\x06 \x01(\x0e\x32\x1d.retrieval.v1.RetrievalMethod\x12\r\n\x05query\x18\x07 \x01(\t\x12\x14\n\x0cquery_sha256\x18\x08 \x01(\t\x12\x0f\n\x07user_id\x18\t \x01(\t\x12(\n\x08strategy\x18\n \x01(\x0e\x32\x16.retrieval.v1.Strategy\x12\r\n\x05top_k\x18\x0b \x01(\r\x12\x14\n\x0cresult_count\x18\x0c \x01(\r\x12\x12\n\nlatency_ms\x18\r \x01(\x01\x12\x11\n\tcache_hit\x18\x0e \x01(\x08\x12\x10\n\x08\x64\x65graded\x18\x0f \x03(\t\x12\x10\n\x08trace_id\x18\x10 \x01(\t*l\n\x0fRetrievalMethod\x12 \n\x1cRETRIEVAL_METHOD_UNSPECIFIED\x10\x00\x12\x1a\n\x16RETRIEVAL_METHOD_QUERY\x10\x01\x12\x1b\n\x17RETRIEVAL_METHOD_SEARCH\x10\x02\x42i\n\x10\x64\x65v.retrieval.v1P\x01ZSgithub.com/retrieval-platform/retrieval-service/clients/go/retrieval/v1;retrievalv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'retrieval.v1.events_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
-  _globals['DESCRIPTOR']._serialized_options = b'\n\020dev.retrieval.v1P\001Z\030retrieval/v1;retrievalv1'
+  _globals['DESCRIPTOR']._serialized_options = b'\n\020dev.retrieval.v1P\001ZSgithub.com/retrieval-platform/retrieval-service/clients/go/retrieval/v1;retrievalv1'
   _globals['_RETRIEVALMETHOD']._serialized_start=502
   _globals['_RETRIEVALMETHOD']._serialized_end=610
   _globals['_RETRIEVALCOMPLETED']._serialized_start=107
