@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -84,8 +86,58 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
     @_rpc
     async def Query(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+        result = await self._app.pipeline.query(self._query_options(request, context))
+        m = result.metrics
+        self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
+        return convert.query_out(result)
+
+    async def StreamQuery(
+        self, request: pb.StreamQueryRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.StreamQueryResponse]:
+        """Query, telling the caller each stage as it ends and the answer as it is written."""
+        start = time.perf_counter()
+        code = grpc.StatusCode.OK
+        events: asyncio.Queue[pb.StreamQueryResponse | None] = asyncio.Queue()
+        task: asyncio.Task[Any] | None = None
+        try:
+            options = self._query_options(request.query, context)
+
+            async def run() -> Any:
+                try:
+                    return await self._app.pipeline.query(options, lambda e: events.put_nowait(convert.stream_event_out(e)))
+                finally:
+                    events.put_nowait(None)
+
+            task = asyncio.ensure_future(run())
+            while (event := await events.get()) is not None:
+                yield event
+            result = await task
+            m = result.metrics
+            self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
+            yield pb.StreamQueryResponse(response=convert.query_out(result))
+        except ServiceError as exc:
+            code = _STATUS.get(type(exc), grpc.StatusCode.INTERNAL)
+            await context.abort(code, str(exc))
+        except grpc.aio.AbortError:
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except Exception:
+            code = grpc.StatusCode.INTERNAL
+            log.exception("unhandled error in StreamQuery")
+            await context.abort(code, "internal error in StreamQuery")
+        finally:
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            self._app.metrics.observe_rpc("StreamQuery", code.name, time.perf_counter() - start)
+
+    def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> QueryOptions:
         s = self._s
-        options = QueryOptions(
+        return QueryOptions(
             query=validation.query_text(request.query, s),
             top_k=validation.top_k(request.top_k, s.top_k_default, s.top_k_max),
             strategy=convert.strategy_in(request.strategy),
@@ -99,10 +151,6 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             fusion=convert.fusion_in(request.fusion),
             deadline=_deadline(context),
         )
-        result = await self._app.pipeline.query(options)
-        m = result.metrics
-        self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
-        return convert.query_out(result)
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:

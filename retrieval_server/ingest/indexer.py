@@ -29,6 +29,8 @@ from retrieval_server.domain import (
     VectorPoint,
 )
 from retrieval_server.ingest.chunker import Chunker
+from retrieval_server.ingest.graph_extraction import GraphExtractor
+from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ class Indexer:
         metadata: MetadataStore,
         *,
         batch_children: int = 256,
+        graph: GraphExtractor | None = None,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -69,6 +72,7 @@ class Indexer:
         self._vectors = vectors
         self._metadata = metadata
         self._batch = batch_children
+        self._graph = graph
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -78,6 +82,7 @@ class Indexer:
                 "pages": [(p.number, p.text) for p in loaded.pages],
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "model": self._embedder.model_id,
+                "graph": self._graph.name if self._graph else None,
             },
             sort_keys=True,
         )
@@ -169,7 +174,7 @@ class Indexer:
             try:
                 for i in range(0, len(points), self._batch):
                     await self._vectors.upsert(points[i : i + self._batch])
-                replaced = await self._metadata.replace_document(p.document, p.parents)
+                replaced = await self._metadata.replace_document(p.document, p.parents, await self._document_graph(p))
                 await self._vectors.delete_document(doc_id, keep_version=p.version)
             except Exception as exc:
                 log.exception("storing %s failed", doc_id)
@@ -178,6 +183,16 @@ class Indexer:
                 continue
             out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
         return out
+
+    async def _document_graph(self, p: _Prepared) -> DocumentGraph | None:
+        """The document's knowledge graph; a failed extraction leaves the document without one."""
+        if self._graph is None:
+            return None
+        try:
+            return await self._graph.extract(p.parents, p.children)
+        except Exception:
+            log.exception("graph extraction failed for %s; indexed without graph", p.document.document_id)
+            return None
 
     async def _rollback(self, p: _Prepared) -> None:
         """Drop the half-written version so the previous one (if any) stays intact."""
