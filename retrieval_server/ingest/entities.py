@@ -17,6 +17,7 @@ at its end or right after it (SERVICE); otherwise identifiers are IDENTIFIER and
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -103,6 +104,8 @@ class Mention:
     entity_type: EntityType
     #: how strongly the context supports ``entity_type`` (CUE > SHAPE > DEFAULT)
     vote: int
+    #: the name it stands for, when not its own surface (a glossary expansion stands for its abbreviation)
+    canonical: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,8 @@ class MentionFinder:
         if self._phrases is not None:
             for m in self._phrases.finditer(sentence):
                 key = self._phrase_key[m.group(0).lower()]
-                out.append(self._typed(sentence, m.start(), m.end(), m.group(0), key, "glossary"))
+                mention = self._typed(sentence, m.start(), m.end(), m.group(0), key, "glossary")
+                out.append(dataclasses.replace(mention, canonical=self.glossary_name(key)))
                 taken.append((m.start(), m.end()))
         toks = [
             _Tok(m.start(), m.end(), m.group(0), _kind(m.group(0)))

@@ -78,6 +78,7 @@ def assemble(
     """Aggregate per-sentence facts of every parent into the document's graph."""
     inside = {m.key for per in facts.values() for f in per for m in f.mentions}
     surfaces: dict[str, Counter[str]] = defaultdict(Counter)
+    forms: dict[str, set[str]] = defaultdict(set)
     votes: dict[str, Counter[EntityType]] = defaultdict(Counter)
     in_parent: dict[str, set[str]] = defaultdict(set)
     relations: dict[tuple[str, str, RelationType], list[float | str]] = {}
@@ -85,7 +86,8 @@ def assemble(
         for f in per:
             # A capitalized word that opens a sentence is a name only if the document uses it inside one too.
             for m in [*f.mentions, *(o for o in f.openers if o.key in inside)]:
-                surfaces[m.key][m.surface] += 1
+                surfaces[m.key][m.canonical or m.surface] += 1
+                forms[m.key].add(m.surface.lower())
                 votes[m.key][m.entity_type] += m.vote
                 in_parent[m.key].add(parent_id)
             for r in f.relations:
@@ -98,12 +100,11 @@ def assemble(
     order = {p.parent_chunk_id: p.chunk_index for p in parents}
     entities = []
     for key, names in surfaces.items():
-        forms = {s.lower() for s in names}
         chunk_ids = tuple(
             c.chunk_id
             for pid in sorted(in_parent[key], key=lambda p: order.get(p, 0))
             for c in children_of[pid]
-            if any(form in lowered[c.chunk_id] for form in forms)
+            if any(form in lowered[c.chunk_id] for form in forms[key])
         )
         entity_type = max(votes[key].items(), key=lambda kv: (kv[1], kv[0] != EntityType.CONCEPT))[0]
         name = max(names.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
