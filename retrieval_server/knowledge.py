@@ -57,6 +57,8 @@ class ExtractedEntity:
     mentions: int
     #: child chunks that mention it (the units the graph leg returns)
     chunk_ids: tuple[str, ...]
+    #: how often each of those chunks names it (same order; empty: once each)
+    chunk_mentions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

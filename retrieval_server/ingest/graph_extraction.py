@@ -100,15 +100,17 @@ def assemble(
     order = {p.parent_chunk_id: p.chunk_index for p in parents}
     entities = []
     for key, names in surfaces.items():
-        chunk_ids = tuple(
-            c.chunk_id
+        counts = [
+            (c.chunk_id, sum(lowered[c.chunk_id].count(form) for form in forms[key]))
             for pid in sorted(in_parent[key], key=lambda p: order.get(p, 0))
             for c in children_of[pid]
-            if any(form in lowered[c.chunk_id] for form in forms[key])
-        )
+        ]
+        counts = [(c, n) for c, n in counts if n]
         entity_type = max(votes[key].items(), key=lambda kv: (kv[1], kv[0] != EntityType.CONCEPT))[0]
         name = max(names.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
-        entities.append(ExtractedEntity(key, name, entity_type, sum(names.values()), chunk_ids))
+        entities.append(
+            ExtractedEntity(key, name, entity_type, sum(names.values()), tuple(c for c, _ in counts), tuple(n for _, n in counts))
+        )
     known = set(surfaces)
     edges = tuple(
         ExtractedRelation(s, t, rel, float(w), str(ev))

@@ -8,7 +8,8 @@ the edge (capped at 1: one stated relation, or four co-occurrences, is a full ed
 
 Hop h contributes the chunks that mention its entities and were not reached before, at most
 ``max_chunks_per_hop`` of them. A chunk scores the strength of the strongest reached entity it
-mentions; ties go to the chunk that mentions more reached entities, then by id.
+mentions; ties go to the chunk that names those strongest entities most often (a service's own
+page before a page that mentions it once), then to the one that names more reached entities.
 
 Not a hot loop (a few hundred entities and chunks at most), so plain Python in the workflow.
 """
@@ -47,7 +48,7 @@ async def expand(
         strength[m.key] = max(strength.get(m.key, 0.0), m.score * penalties[0])
     names = {m.key: m.name for m in seeds}
     frontier = sorted(strength, key=lambda k: (-strength[k], k))
-    mentions: dict[str, set[str]] = defaultdict(set)
+    mentions: dict[str, dict[str, int]] = defaultdict(dict)
     reached: dict[str, int] = {}
     hops: list[GraphHop] = []
     for hop, penalty in enumerate(penalties):
@@ -67,10 +68,10 @@ async def expand(
                 strength[k] = candidates[k]
             names.update({k: e.name for k, e in (await graph.entities(frontier, identity, document_ids)).items()})
         found = await graph.chunks(frontier, identity, document_ids, per_entity=limits.max_chunks_per_hop)
-        for key, chunk_ids in found.items():
-            for c in chunk_ids:
-                mentions[c].add(key)
-        new = {c for chunk_ids in found.values() for c in chunk_ids if c not in reached}
+        for key, chunks in found.items():
+            for c, n in chunks:
+                mentions[c][key] = n
+        new = {c for chunks in found.values() for c, _ in chunks if c not in reached}
         ranked = sorted(new, key=lambda c: _rank(c, mentions, strength))[: limits.max_chunks_per_hop]
         reached.update((c, hop) for c in ranked)
         hops.append(GraphHop(hop, penalty, tuple(names.get(k, k) for k in frontier), len(ranked)))
@@ -78,9 +79,10 @@ async def expand(
     return [(c, max(strength[k] for k in mentions[c])) for c in scored], GraphTrace(tuple(seeds), tuple(hops))
 
 
-def _rank(chunk_id: str, mentions: dict[str, set[str]], strength: dict[str, float]) -> tuple[float, float, str]:
-    values = [strength[k] for k in mentions[chunk_id]]
-    return (-max(values), -sum(values), chunk_id)
+def _rank(chunk_id: str, mentions: dict[str, dict[str, int]], strength: dict[str, float]) -> tuple[float, int, float, str]:
+    named = mentions[chunk_id]
+    best = max(strength[k] for k in named)
+    return (-best, -sum(n for k, n in named.items() if strength[k] == best), -sum(strength[k] for k in named), chunk_id)
 
 
 def uses_graph(state: QueryState, deps: WorkflowDeps) -> bool:

@@ -147,7 +147,9 @@ class KnowledgeGraph:
     ) -> list[GraphEdge]:
         return await self.store.graph_edges(keys, identity, document_ids, relations)
 
-    async def chunks(self, keys: Iterable[str], identity: Identity, document_ids: Sequence[str] = (), per_entity: int = 50) -> dict[str, list[str]]:
+    async def chunks(
+        self, keys: Iterable[str], identity: Identity, document_ids: Sequence[str] = (), per_entity: int = 50
+    ) -> dict[str, list[tuple[str, int]]]:
         return await self.store.graph_chunks(keys, identity, document_ids, per_entity)
 
     async def to_networkx(self, identity: Identity, document_ids: Sequence[str] = ()) -> nx.MultiDiGraph:

@@ -18,7 +18,9 @@ E, R = EntityType, RelationType
 
 
 def _entity(name: str, t: EntityType, mentions: int, *chunks: str) -> ExtractedEntity:
-    return ExtractedEntity("".join(c for c in name.casefold() if c.isalnum()), name, t, mentions, chunks)
+    # Each chunk names the entity once, the first twice (when there are several).
+    counts = tuple(2 if i == 0 and len(chunks) > 1 else 1 for i in range(len(chunks)))
+    return ExtractedEntity("".join(c for c in name.casefold() if c.isalnum()), name, t, mentions, chunks, counts)
 
 
 def _rel(s: str, rel: RelationType, t: str, w: float = 1.0) -> ExtractedRelation:
@@ -68,8 +70,12 @@ async def test_entities_edges_and_chunks_aggregate_over_documents(metadata_store
     only_uses = await metadata_store.graph_edges(["databasesvc"], ROOT, relations=[R.USES])
     assert [(e.source, e.target) for e in only_uses] == [("authsvc", "databasesvc")]
     chunks = await metadata_store.graph_chunks(["authsvc", "projectalpha"], ROOT)
-    assert chunks == {"authsvc": ["alpha#p0c1", "auth#p0c0", "secret#p0c0"], "projectalpha": ["alpha#p0c0", "alpha#p0c1"]}
-    assert (await metadata_store.graph_chunks(["authsvc"], ROOT, per_entity=1)) == {"authsvc": ["alpha#p0c1"]}
+    assert chunks == {
+        "authsvc": [("alpha#p0c1", 1), ("auth#p0c0", 1), ("secret#p0c0", 1)],
+        "projectalpha": [("alpha#p0c0", 2), ("alpha#p0c1", 1)],
+    }
+    # The cap keeps the chunks that name the entity most.
+    assert (await metadata_store.graph_chunks(["projectalpha"], ROOT, per_entity=1)) == {"projectalpha": [("alpha#p0c0", 2)]}
     assert not await metadata_store.graph_edges(["unknown"], ROOT)  # an edge to a name the document does not list is not stored
     assert ("shadowvault", "ShadowVault") in await metadata_store.graph_names()
     assert await metadata_store.graph_version() is not None
@@ -82,7 +88,7 @@ async def test_private_knowledge_is_visible_only_to_its_readers(metadata_store: 
         assert set(seen) == {"projectalpha", "authsvc", "databasesvc"} and seen["authsvc"].mentions == 7
         edges = {(e.source, e.target): e for e in await metadata_store.graph_edges(None, who) if e.relation is R.USES}
         assert set(edges) == {("authsvc", "databasesvc")} and edges[("authsvc", "databasesvc")].weight == 1.0
-        assert "secret#p0c0" not in (await metadata_store.graph_chunks(["authsvc", "shadowvault"], who)).get("authsvc", [])
+        assert "secret#p0c0" not in dict((await metadata_store.graph_chunks(["authsvc", "shadowvault"], who)).get("authsvc", []))
         assert "shadowvault" not in await metadata_store.graph_chunks(["shadowvault"], who)
     for who in (ALICE, CAROL, ROOT):
         seen = await metadata_store.graph_entities(None, who)

@@ -53,9 +53,14 @@ class GraphQueries:
             "INSERT INTO graph_entities (document_id, entity_key, name, entity_type, mentions) VALUES (?, ?, ?, ?, ?)",
             [(document_id, e.key, e.name[:255], e.entity_type.value, e.mentions) for e in entities],
         )
-        mentions = [(document_id, e.key, c) for e in entities for c in dict.fromkeys(e.chunk_ids)]
+        mentions = {
+            (e.key, c): n for e in entities for c, n in zip(e.chunk_ids, e.chunk_mentions or [1] * len(e.chunk_ids), strict=True)
+        }
         if mentions:
-            await tx.executemany("INSERT INTO graph_mentions (document_id, entity_key, chunk_id) VALUES (?, ?, ?)", mentions)
+            await tx.executemany(
+                "INSERT INTO graph_mentions (document_id, entity_key, chunk_id, mentions) VALUES (?, ?, ?, ?)",
+                [(document_id, key, chunk, n) for (key, chunk), n in mentions.items()],
+            )
         edges = [r for r in graph.relations if r.source in keys and r.target in keys]
         if edges:
             await tx.executemany(
@@ -144,19 +149,20 @@ class GraphQueries:
 
     async def graph_chunks(
         self, keys: Iterable[str], identity: Identity, document_ids: Sequence[str] = (), per_entity: int = 50
-    ) -> dict[str, list[str]]:
-        """Child chunk ids that mention each entity, in readable documents, at most ``per_entity`` each."""
+    ) -> dict[str, list[tuple[str, int]]]:
+        """``(chunk_id, mentions)`` of the child chunks that name each entity, in readable documents:
+        the ``per_entity`` that name it most (ties in document order)."""
         join, params = _visible("m", identity, document_ids)
-        out: dict[str, list[str]] = defaultdict(list)
+        out: dict[str, list[tuple[str, int]]] = defaultdict(list)
         async with self.snapshot() as tx:
             for part in in_chunks(list(dict.fromkeys(keys))):
                 rows = await tx.fetchall(
-                    "SELECT entity_key, chunk_id FROM (SELECT m.entity_key, m.chunk_id, ROW_NUMBER() OVER"
-                    " (PARTITION BY m.entity_key ORDER BY m.document_id, m.chunk_id) AS rn"
+                    "SELECT entity_key, chunk_id, mentions FROM (SELECT m.entity_key, m.chunk_id, m.mentions, ROW_NUMBER() OVER"
+                    " (PARTITION BY m.entity_key ORDER BY m.mentions DESC, m.document_id, m.chunk_id) AS rn"
                     f" FROM graph_mentions m{join} AND m.entity_key IN ({','.join('?' * len(part))})) ranked"
                     " WHERE rn <= ? ORDER BY entity_key, rn",
                     [*params, *part, per_entity],
                 )
-                for key, chunk_id in rows:
-                    out[key].append(chunk_id)
+                for key, chunk_id, mentions in rows:
+                    out[key].append((chunk_id, int(mentions)))
         return dict(out)

@@ -62,6 +62,7 @@ DDL = (
   document_id VARCHAR(255) NOT NULL,
   entity_key VARCHAR(191) NOT NULL,
   chunk_id VARCHAR(255) NOT NULL,
+  mentions INT NOT NULL DEFAULT 1,
   PRIMARY KEY (document_id, entity_key, chunk_id),
   KEY graph_mentions_key (entity_key),
   CONSTRAINT fk_graph_mention_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE

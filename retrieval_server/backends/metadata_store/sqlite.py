@@ -65,6 +65,7 @@ CREATE TABLE IF NOT EXISTS graph_mentions (
   document_id TEXT NOT NULL REFERENCES documents(document_id) ON DELETE CASCADE,
   entity_key TEXT NOT NULL,
   chunk_id TEXT NOT NULL,
+  mentions INTEGER NOT NULL DEFAULT 1,
   PRIMARY KEY (document_id, entity_key, chunk_id)
 );
 CREATE INDEX IF NOT EXISTS graph_mentions_key ON graph_mentions(entity_key);
