@@ -94,7 +94,13 @@ def _markers(text: str, n_contexts: int) -> tuple[list[int], int]:
 
 
 def render(sentences: Sequence[AnswerSentence]) -> str:
-    return " ".join(s.text + "".join(f" [{c}]" for c in s.citations) for s in sentences)
+    """The sentences with their markers before the closing punctuation: "... Alice Chen [1]."."""
+    out = []
+    for s in sentences:
+        marks = "".join(f" [{c}]" for c in s.citations)
+        body, end = (s.text[:-1], s.text[-1]) if s.text[-1:] in ".!?" else (s.text, "")
+        out.append(body + marks + end)
+    return " ".join(out)
 
 
 def citations_for(sentences: Sequence[AnswerSentence], contexts: Sequence[RetrievedContext]) -> tuple[Citation, ...]:
