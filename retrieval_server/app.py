@@ -37,6 +37,13 @@ from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 log = logging.getLogger(__name__)
 
 
+def metadata_store_for(s: Settings) -> MetadataStore:
+    """MySQL/MariaDB when a DSN is set, else SQLite in the data directory (not opened yet)."""
+    if s.mysql_dsn:
+        return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size)
+    return SqliteMetadataStore(s.data_dir / "metadata.sqlite3")
+
+
 @dataclass(frozen=True, slots=True)
 class ComponentStatus:
     name: str
@@ -214,10 +221,7 @@ class Application:
         return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy)
 
     def _metadata_store(self) -> MetadataStore:
-        s = self.settings
-        if s.mysql_dsn:
-            return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size)
-        return SqliteMetadataStore(s.data_dir / "metadata.sqlite3")
+        return metadata_store_for(self.settings)
 
     async def open(self) -> None:
         await self.executor.run(scoring_core.warm_up)

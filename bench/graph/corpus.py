@@ -100,7 +100,7 @@ def make_wiki(seed: int = 7) -> Wiki:
         text = f"{service} handles {purpose}. {service} uses {' and '.join(stores)} for its data. "
         if wiki.calls[service]:
             text += f"For some requests {service} calls {wiki.calls[service][0]}. "
-        text += f"It is maintained by {wiki.maintainer[service]}, the service owner. " + " ".join(rng.sample(FILLER, 2))
+        text += f"{service} is maintained by {wiki.maintainer[service]}, the service owner. " + " ".join(rng.sample(FILLER, 2))
         wiki.documents[_doc(service)] = text
     for project, goal in zip(PROJECTS, PROJECT_GOALS, strict=True):
         deps = wiki.depends[project]
