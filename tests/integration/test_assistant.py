@@ -109,6 +109,17 @@ async def test_retrieve_route_answers_with_citations(app: Application) -> None:
     assert "[1]" in a.text or "[2]" in a.text
 
 
+async def test_a_cached_retrieval_is_answered_again(app: Application) -> None:
+    from retrieval_server.backends.cache import MemoryCache
+
+    p = QueryPipeline(dataclasses.replace(app.pipeline.deps, cache=MemoryCache(app.embedder.dim, app.executor)))
+    question = QueryOptions("What does AuthSvc handle?", 3, strategy=Strategy.HYBRID, mode=Mode.GENERATION)
+    first = await p.query(question)
+    again = await p.query(question)
+    assert again.cached and _stages(again) == ["route", "check_cache", "generate"]
+    assert again.answer is not None and again.answer.text == first.answer.text  # type: ignore[union-attr]
+
+
 async def test_unsupported_questions_say_so(app: Application) -> None:
     r = await app.pipeline.query(_ask("What is the boiling point of liquid nitrogen in kelvin?"))
     assert r.answer is not None and not r.answer.supported and r.answer.text.startswith(UNSUPPORTED)

@@ -83,6 +83,10 @@ async def test_a_project_found_only_through_a_service(app: Application) -> None:
     assert sum(h.chunks for h in graph.hops) > 0
     semantic = await app.pipeline.query(QueryOptions(q.text, 5, strategy=Strategy.SEMANTIC, use_cache=False))
     assert semantic.metrics.graph is None  # SEMANTIC has no graph leg
+    adaptive = await app.pipeline.query(QueryOptions(q.text, 5, strategy=Strategy.ADAPTIVE, use_cache=False))
+    assert adaptive.metrics.graph is not None and q.relevant & set(_docs(adaptive))  # ADAPTIVE adds it too
+    off = await _pipeline(app, graph_expansion=False).query(QueryOptions(q.text, 5, strategy=Strategy.HYBRID, use_cache=False))
+    assert off.metrics.graph is None
 
 
 async def test_graph_strategy_is_the_graph_leg_alone(app: Application) -> None:
