@@ -189,7 +189,7 @@ async def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: d
     if hits:
         legs["graph"] = hits
     state.metrics.graph = trace
-    return {"entity_matches": matches, "graph_trace": trace}
+    return {"entity_matches": matches}
 
 
 async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:

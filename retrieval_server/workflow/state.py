@@ -15,7 +15,7 @@ from retrieval_server.backends.reranker import Reranker
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, StageMetric, Strategy, VectorHit
-from retrieval_server.knowledge import Answer, EntityMatch, GraphTrace, RouteDecision, ToolResult
+from retrieval_server.knowledge import Answer, EntityMatch, RouteDecision, ToolResult
 from retrieval_server.workflow.analysis import Analysis, Analyzer
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 
@@ -102,7 +102,6 @@ class QueryState:
     suggestions: list[str] = field(default_factory=list)
     #: known entities the query names (None: not looked up yet)
     entity_matches: list[EntityMatch] | None = None
-    graph_trace: GraphTrace | None = None
     route: RouteDecision | None = None
     tool_results: list[ToolResult] = field(default_factory=list)
     answer: Answer | None = None
