@@ -4,7 +4,9 @@ What counts as a name:
 
 * identifiers: CamelCase (``AuthService``, ``getUser``), snake_case, dotted paths, codes that mix
   letters and digits (``XK-4471``);
-* acronyms (``JWT``, ``BM25``), unless the line is shouting in capitals;
+* acronyms (``JWT``, ``BM25``, ``mRNA``), unless the line is shouting in capitals; a capitalized
+  word longer than five letters (``RESULTS``, ``BACKGROUND``) or a capitalized function word
+  (``AND``) is a heading or emphasis, not an acronym;
 * runs of capitalized words (``Project Alpha``, ``University of Oslo``); a run that opens a
   sentence loses a leading function word ("The", "When"), and a single capitalized word that
   opens a sentence counts only if the document also uses it mid-sentence;
@@ -44,7 +46,7 @@ _CALENDAR = frozenset(
     august september october november december""".split()
 )
 # Acronym-shaped words that are not names.
-_NOT_ACRONYMS = frozenset({"OK", "AM", "PM", "TODO", "FAQ", "NB", "PS", "ETC", "IE", "EG", "VS"})
+_NOT_ACRONYMS = frozenset({"OK", "AM", "PM", "TODO", "FAQ", "NB", "PS", "ETC", "IE", "EG", "VS", "AIMS", "MAIN", "NOTE"})
 _CONNECTORS = frozenset({"of", "for", "de", "van", "von", "der", "du", "la", "del", "&"})
 
 _HONORIFICS = frozenset({"mr", "mrs", "ms", "dr", "prof", "professor", "sir", "dame"})
@@ -116,6 +118,11 @@ class _Tok:
     kind: str  # "ident", "acronym", "cap", "other"
 
 
+def _heading_word(tok: str) -> bool:
+    """All capitals, but a heading or emphasis rather than an acronym."""
+    return tok.isalpha() and tok.isupper() and (len(tok.rstrip("s")) > 5 or tok.lower() in _OPENERS)
+
+
 def _kind(tok: str) -> str:
     if "_" in tok and any(c.isalpha() for c in tok):
         return "ident"
@@ -125,7 +132,7 @@ def _kind(tok: str) -> str:
             return "ident"
         return "other"
     if _ACRONYM.fullmatch(tok) and sum(c.isupper() for c in tok) >= 2 and not _ROMAN.fullmatch(tok):
-        return "acronym" if tok.rstrip("s") not in _NOT_ACRONYMS else "other"
+        return "acronym" if tok.rstrip("s") not in _NOT_ACRONYMS and not _heading_word(tok) else "other"
     if _CAMEL.fullmatch(tok):
         return "ident"
     has_digit, has_alpha = any(c.isdigit() for c in tok), any(c.isalpha() for c in tok)
@@ -201,7 +208,8 @@ class MentionFinder:
         letters = [t for t in toks if any(c.isalpha() for c in t.text)]
         shouting = len(letters) >= 3 and sum(t.text.isupper() for t in letters) > len(letters) / 2
         title_case = len(letters) >= 3 and sum(t.kind in ("cap", "acronym") or t.text.lower() in _CONNECTORS for t in letters) == len(letters)
-        first_word = next((i for i, t in enumerate(toks) if any(c.isalpha() for c in t.text)), -1)
+        # A heading that runs into the sentence ("BACKGROUND Amyloid plaques ...") does not open it.
+        first_word = next((i for i, t in enumerate(toks) if any(c.isalpha() for c in t.text) and not _heading_word(t.text)), -1)
         openers: list[Mention] = []
         i = 0
         while i < len(toks):
@@ -217,7 +225,9 @@ class MentionFinder:
                 continue
             if t.kind == "acronym":
                 if not shouting:
-                    out.append(self._typed(sentence, t.start, t.end, t.text, entity_key(t.text), "acronym"))
+                    # A plural acronym ("APIs") names the same thing as its singular.
+                    singular = t.text[:-1] if t.text.endswith("s") and t.text[-2:-1].isupper() else t.text
+                    out.append(self._typed(sentence, t.start, t.end, t.text, entity_key(singular), "acronym"))
                 i += 1
                 continue
             if t.kind != "cap":
