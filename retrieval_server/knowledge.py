@@ -40,6 +40,20 @@ RELATION_WEIGHTS: Mapping[RelationType, float] = {r: (0.25 if r is RelationType.
 DEPENDENCY_RELATIONS = frozenset({RelationType.DEPENDS_ON, RelationType.USES, RelationType.CALLS})
 
 
+_TYPE_WORDS = {"PEOPLE": EntityType.PERSON, "TEAM": EntityType.ORGANIZATION, "COMPONENT": EntityType.SERVICE, "SYSTEM": EntityType.SERVICE}
+
+
+def entity_type_named(word: str) -> EntityType | None:
+    """The type a word names: "services" -> SERVICE, "people" -> PERSON; None when it names none."""
+    w = word.strip().upper()
+    for candidate in (w, w[:-1] if w.endswith("S") else w):
+        if candidate in EntityType.__members__:
+            return EntityType(candidate)
+        if candidate in _TYPE_WORDS:
+            return _TYPE_WORDS[candidate]
+    return None
+
+
 def entity_key(name: str) -> str:
     """The identity of an entity name: case-folded letters and digits ("Auth Service" = "AuthService")."""
     return "".join(ch for ch in name.casefold() if ch.isalnum())

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from retrieval_server.backends.llm import ChatModel
-from retrieval_server.knowledge import EntityMatch, EntityType, Route, RouteDecision, ToolCall
+from retrieval_server.knowledge import EntityMatch, Route, RouteDecision, ToolCall, entity_type_named
 from retrieval_server.workflow.tools import Tool, describe_tools
 
 log = logging.getLogger(__name__)
@@ -52,16 +52,6 @@ _LOOKUP = re.compile(
 )
 
 
-def _type_word(word: str | None) -> str | None:
-    """'services' -> 'SERVICE' when the word names an entity type."""
-    if not word:
-        return None
-    w = word.upper().rstrip("S") if word.upper() not in EntityType.__members__ else word.upper()
-    aliases = {"PEOPLE": "PERSON", "TEAM": "ORGANIZATION", "COMPONENT": "SERVICE", "SYSTEM": "SERVICE"}
-    w = aliases.get(word.upper(), aliases.get(w, w))
-    return w if w in EntityType.__members__ else None
-
-
 class Router(Protocol):
     name: str
 
@@ -88,11 +78,11 @@ class RuleRouter:
         if entity is not None:
             many = _HOW_MANY_DEPENDENCIES.search(text)
             if many:
-                expr = _count_call("count_dependencies", entity.name, _type_word(many.group("type")))
+                expr = _count_call("count_dependencies", entity.name, _type_of(many.group("type")))
                 return RouteDecision(Route.TOOL, (ToolCall("calculate", {"expression": expr}),), f"counts what {entity.name} depends on")
             many = _HOW_MANY_DEPEND_ON.search(text)
             if many:
-                expr = _count_call("count_dependents", entity.name, _type_word(many.group("type") or many.group("type2")))
+                expr = _count_call("count_dependents", entity.name, _type_of(many.group("type") or many.group("type2")))
                 return RouteDecision(Route.TOOL, (ToolCall("calculate", {"expression": expr}),), f"counts what depends on {entity.name}")
             if _DEPENDENCY_ANALYSIS.search(text):
                 direction = (
@@ -110,6 +100,11 @@ class RuleRouter:
             return RouteDecision(Route.TOOL, (ToolCall("summarize", {}),), "asks for a summary of the documents")
         why = "names known entities: " + ", ".join(m.name for m in matches) if matches else "a question about the documents"
         return RouteDecision(Route.RETRIEVE, reason=why)
+
+
+def _type_of(word: str | None) -> str | None:
+    found = entity_type_named(word) if word else None
+    return found.value if found else None
 
 
 def _count_call(function: str, entity: str, entity_type: str | None) -> str:

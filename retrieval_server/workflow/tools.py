@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.llm import ChatModel
 from retrieval_server.domain import Identity, RetrievedContext
-from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEntity, RelationType, ToolResult
+from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEntity, RelationType, ToolResult, entity_type_named
 from retrieval_server.workflow.calculator import CalculationError, evaluate
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
@@ -269,11 +269,10 @@ class Calculate:
 def _entity_type(value: str | None) -> EntityType | None:
     if value is None or not value.strip():
         return None
-    text = value.strip().upper().rstrip("S") if value.strip().upper() not in EntityType.__members__ else value.strip().upper()
-    try:
-        return EntityType(text)
-    except ValueError:
-        raise CalculationError(f"unknown entity type '{value}'; known: {', '.join(t.value for t in EntityType)}") from None
+    found = entity_type_named(value)
+    if found is None:
+        raise CalculationError(f"unknown entity type '{value}'; known: {', '.join(t.value for t in EntityType)}")
+    return found
 
 
 # --- analyze_dependencies ------------------------------------------------------------------------------
