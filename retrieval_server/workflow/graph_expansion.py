@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retrieval_server.domain import Identity, Strategy, VectorHit
-from retrieval_server.knowledge import EntityMatch, GraphHop, GraphTrace
+from retrieval_server.knowledge import EntityMatch, GraphHop, GraphTrace, RelationType
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 
@@ -85,6 +85,20 @@ def _rank(chunk_id: str, mentions: dict[str, dict[str, int]], strength: dict[str
     return (-best, -sum(n for k, n in named.items() if strength[k] == best), -sum(strength[k] for k in named), chunk_id)
 
 
+async def _stated(graph: KnowledgeGraph, matches: Sequence[EntityMatch], state: QueryState) -> list[EntityMatch]:
+    """The matches with at least one stated (typed) relation.
+
+    Inside HYBRID and ADAPTIVE the leg follows what the documents state: an entity that only
+    co-occurs with others (an acronym in scientific abstracts, say) gives no path worth a leg of
+    its own beside dense and keyword search. GRAPH, asked for explicitly, expands them all.
+    """
+    o = state.options
+    typed = [r for r in RelationType if r is not RelationType.CO_OCCURS]
+    edges = await graph.edges([m.key for m in matches], o.identity, o.document_ids, typed)
+    related = {e.source for e in edges} | {e.target for e in edges}
+    return [m for m in matches if m.key in related]
+
+
 def uses_graph(state: QueryState, deps: WorkflowDeps) -> bool:
     """GRAPH runs the leg alone; HYBRID and ADAPTIVE add it (it stays empty when no known entity is named)."""
     if deps.graph is None:
@@ -103,10 +117,13 @@ async def graph_leg(state: QueryState, deps: WorkflowDeps) -> tuple[list[VectorH
         matches = await deps.graph.match(o.query, o.identity, o.document_ids)
     if not matches:
         return [], matches, GraphTrace()
+    seeds = matches if state.strategy is Strategy.GRAPH else await _stated(deps.graph, matches, state)
+    if not seeds:
+        return [], matches, GraphTrace(tuple(matches))
     # A retry widens the leg as it widens the other legs' pool.
     widen = max(1.0, state.pool / max(1, o.top_k * s.child_candidates_per_context))
     limits = ExpansionLimits(s.graph_hop_penalties, int(s.graph_max_chunks_per_hop * widen), s.graph_max_neighbors)
-    scored, trace = await expand(deps.graph, matches, o.identity, o.document_ids, limits)
+    scored, trace = await expand(deps.graph, seeds, o.identity, o.document_ids, limits)
     score_of = dict(scored)
     hits = await deps.vectors.get_chunks([c for c, _ in scored])
     return [dataclasses.replace(h, score=score_of[h.chunk_id]) for h in hits], matches, trace
