@@ -100,7 +100,8 @@ async def _stated(graph: KnowledgeGraph, matches: Sequence[EntityMatch], state: 
 
 
 def uses_graph(state: QueryState, deps: WorkflowDeps) -> bool:
-    """GRAPH runs the leg alone; HYBRID and ADAPTIVE add it (it stays empty when no known entity is named)."""
+    """GRAPH runs the leg alone; HYBRID and ADAPTIVE add it (empty unless the query names a known entity
+    with a stated relation)."""
     if deps.graph is None:
         return False
     return state.strategy is Strategy.GRAPH or (

@@ -150,3 +150,12 @@ async def test_a_graph_failure_degrades_hybrid_and_never_fails_it(app: Applicati
     assert r.contexts and "graph:store_error" in r.metrics.degraded
     g = await p.query(QueryOptions("Who maintains AuthSvc?", 5, strategy=Strategy.GRAPH, use_cache=False))
     assert g.contexts == () and "graph:store_error" in g.metrics.degraded
+
+
+async def test_hybrid_follows_stated_relations_only(app: Application) -> None:
+    await app.ingest([_source("lunch", "ZorblaxSvc and QuuxorSvc came up over lunch. Nobody said more about ZorblaxSvc.")])
+    hybrid = await app.pipeline.query(QueryOptions("What about ZorblaxSvc?", 3, strategy=Strategy.HYBRID, use_cache=False))
+    trace = hybrid.metrics.graph
+    assert trace is not None and [m.name for m in trace.matches] == ["ZorblaxSvc"] and trace.hops == ()  # co-occurs only
+    graph = await app.pipeline.query(QueryOptions("What about ZorblaxSvc?", 3, strategy=Strategy.GRAPH, use_cache=False))
+    assert graph.metrics.graph is not None and graph.metrics.graph.hops and _docs(graph) == ["lunch"]
