@@ -32,6 +32,7 @@ from retrieval_server.domain import (
     Unavailable,
 )
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, GraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import Indexer
 from retrieval_server.observability.analytics import Analytics
 from retrieval_server.observability.metrics import ServiceMetrics
@@ -42,10 +43,21 @@ from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, R
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
 from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
+from retrieval_server.workflow.assistant import Assistant
+from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
+from retrieval_server.workflow.tools import TOOLS
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 
 log = logging.getLogger(__name__)
+
+
+def metadata_store_for(s: Settings) -> MetadataStore:
+    """MySQL/MariaDB when a DSN is set, else SQLite in the data directory (not opened yet)."""
+    if s.mysql_dsn:
+        return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size, read_only=s.read_only, timeout_s=s.mysql_timeout_s)
+    return SqliteMetadataStore(s.data_dir / "metadata.sqlite3", read_only=s.read_only)
 
 
 class Application:
@@ -76,14 +88,15 @@ class Application:
             str(files.tokenizer_path),
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
         )
+        self.chat_models: dict[str, ChatModel] = {}
         self.indexer = Indexer(
             self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.executor,
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
-            max_document_bytes=settings.max_document_bytes, disk=self.disk,
+            max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
         )
         self.reranker = traced(self._reranker(), "reranker")
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
-        self.chat_models: dict[str, ChatModel] = {}
+        self.graph = KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=settings.graph_fuzzy_threshold)
         self.pipeline = QueryPipeline(
             WorkflowDeps(
                 embedder=self.embedder,
@@ -94,6 +107,8 @@ class Application:
                 reranker=self.reranker,
                 cache=self.cache,
                 settings=self.workflow_settings(settings),
+                graph=self.graph,
+                assistant=self._assistant(),
             ),
             search_text_chars=settings.search_text_chars,
             observer=self.tracing.stage_observer(),
@@ -128,7 +143,52 @@ class Application:
             analysis_total_timeout_s=s.analysis_total_timeout_s,
             store_retries=s.store_retries,
             store_backoff_s=s.store_backoff_s,
+            graph_expansion=s.graph_expansion,
+            graph_hop_penalties=tuple(s.graph_hop_penalties),
+            graph_max_chunks_per_hop=s.graph_max_chunks_per_hop,
+            graph_max_neighbors=s.graph_max_neighbors,
+            graph_weight=s.graph_weight,
+            tool_timeout_s=s.tool_timeout_s,
+            answer_max_sentences=s.answer_max_sentences,
+            answer_min_similarity=s.answer_min_similarity,
+            answer_max_tokens=s.answer_max_tokens,
         )
+
+    def _chat(self, technique: str) -> ChatModel | None:
+        """The chat model a technique uses (one client per provider), or None."""
+        s = self.settings
+        provider = s.technique_provider(technique)
+        if provider == "none":
+            return None
+        if provider not in self.chat_models:
+            self.chat_models[provider] = PROVIDERS[provider](
+                getattr(s, f"{provider}_base_url"),
+                getattr(s, f"{provider}_model"),
+                getattr(s, f"{provider}_api_key"),
+                timeout_s=s.llm_timeout_s,
+                max_retries=s.llm_max_retries,
+                backoff_s=s.llm_backoff_s,
+                breaker=self._breaker(),
+            )
+        model: ChatModel = self.tracing.wrap(
+            self.chat_models[provider], "llm", {"gen_ai.system": provider, "gen_ai.request.model": getattr(s, f"{provider}_model")}
+        )
+        return model
+
+    def _graph_extractor(self) -> GraphExtractor | None:
+        s = self.settings
+        if not s.graph_enabled:
+            return None
+        classical = ClassicalGraphExtractor(load_glossary(s.glossary_path), self.executor)
+        model = self._chat("graph")
+        return LlmGraphExtractor(model, classical, temperature=s.llm_graph_temperature) if model else classical
+
+    def _assistant(self) -> Assistant:
+        s = self.settings
+        tools = dict(TOOLS)
+        router_model = self._chat("router")
+        router: Router = LlmRouter(router_model, tools, RuleRouter(), s.llm_router_temperature) if router_model else RuleRouter()
+        return Assistant(router, tools, self._chat("answer"), s.llm_answer_temperature)
 
     def _analyzer(self) -> Analyzer:
         """LLM-backed techniques where a provider is configured; classical methods everywhere else."""
@@ -136,21 +196,9 @@ class Application:
         classical = ClassicalAnalyzer(load_glossary(s.glossary_path))
         models = {}
         for technique in ("rewrite", "reformulate", "hyde", "decompose"):
-            provider = s.technique_provider(technique)
-            if provider == "none":
-                continue
-            if provider not in self.chat_models:
-                self.chat_models[provider] = PROVIDERS[provider](
-                    getattr(s, f"{provider}_base_url"),
-                    getattr(s, f"{provider}_model"),
-                    getattr(s, f"{provider}_api_key"),
-                    timeout_s=s.llm_timeout_s,
-                    max_retries=s.llm_max_retries,
-                    backoff_s=s.llm_backoff_s,
-                    breaker=self._breaker(),
-                )
-            model = self.tracing.wrap(self.chat_models[provider], "llm", {"gen_ai.system": provider, "gen_ai.request.model": getattr(s, f"{provider}_model")})
-            models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
+            model = self._chat(technique)
+            if model is not None:
+                models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
         return LlmAnalyzer(models, classical) if models else classical
 
     def _breaker(self) -> CircuitBreaker:
@@ -198,10 +246,7 @@ class Application:
         return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy, read_copy=read_copy)
 
     def _metadata_store(self) -> MetadataStore:
-        s = self.settings
-        if s.mysql_dsn:
-            return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size, read_only=s.read_only, timeout_s=s.mysql_timeout_s)
-        return SqliteMetadataStore(s.data_dir / "metadata.sqlite3", read_only=s.read_only)
+        return metadata_store_for(self.settings)
 
     def _embedded_paths(self) -> list[Path]:
         """Where the embedded stores write (a MySQL or Qdrant server keeps its data elsewhere)."""

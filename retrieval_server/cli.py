@@ -1,4 +1,4 @@
-"""retrieval-server serve | ingest | query | search | delete | health | sample-corpus."""
+"""retrieval-server serve | ingest | query | search | ask | delete | health | graph export | sample-corpus."""
 
 from __future__ import annotations
 
@@ -160,6 +160,53 @@ def _remote(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ask(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from retrieval_server.ask import AskOptions, AskSession, as_json, interactive
+
+    console = Console(highlight=False)
+    session = AskSession(AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace), console)
+    try:
+        if args.question is None:
+            return interactive(session, console, Path(args.history).expanduser())
+        if args.json:
+            session.options.trace = False
+            console.quiet = True
+            resp = session.ask(args.question)
+            console.quiet = False
+            print(as_json(resp) if resp is not None else "{}")
+            return 0
+        return 0 if session.ask(args.question) is not None else 1
+    finally:
+        session.close()
+
+
+async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
+    import networkx as nx
+
+    from retrieval_server.app import metadata_store_for
+    from retrieval_server.backends.executor import BlockingExecutor
+    from retrieval_server.domain import AccessFilter, Identity, Role
+    from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+
+    # An export only reads: read-only, so it can run beside a serving process.
+    store = metadata_store_for(settings.model_copy(update={"read_only": True}))
+    executor = BlockingExecutor(1)
+    await store.open()
+    try:
+        identity = Identity(args.user, Role(args.role.upper())) if args.user else Identity("cli", Role.SUPER_ADMIN)
+        graph = await KnowledgeGraph(store, executor).to_networkx(AccessFilter.for_identity(identity))
+    finally:
+        await store.close()
+        executor.shutdown()
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nx.write_graphml(graph, out)
+    print(f"wrote {out}: {graph.number_of_nodes()} entities, {graph.number_of_edges()} relations", file=sys.stderr)
+    return 0
+
+
 def _quantize(source: Path, target: Path) -> int:
     import shutil
 
@@ -203,8 +250,24 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--top-k", type=int, default=0)
         sp.add_argument("--json", action="store_true")
         if name == "query":
-            sp.add_argument("--strategy", default="semantic", choices=["semantic", "keyword", "hybrid", "adaptive"])
+            sp.add_argument("--strategy", default="semantic", choices=["semantic", "keyword", "hybrid", "adaptive", "graph"])
         client_opts(sp)
+
+    ask = sub.add_parser("ask", help="ask a running server; answers with citations (no question: interactive)")
+    ask.add_argument("question", nargs="?", help="one question; without it, an interactive session")
+    ask.add_argument("--strategy", default="hybrid", choices=["semantic", "keyword", "hybrid", "adaptive", "graph"])
+    ask.add_argument("--top-k", type=int, default=5)
+    ask.add_argument("--trace", action="store_true", help="print the execution trace (stages, router, tools, graph hops)")
+    ask.add_argument("--json", action="store_true", help="print the final response as JSON")
+    ask.add_argument("--history", default="~/.retrieval-server-ask-history", help="interactive history file")
+    client_opts(ask)
+
+    gr = sub.add_parser("graph", help="the knowledge graph in RETRIEVAL_DATA_DIR (or RETRIEVAL_MYSQL_DSN)")
+    gsub = gr.add_subparsers(dest="graph_command", required=True)
+    ex = gsub.add_parser("export", help="write the graph as GraphML (networkx) for inspection")
+    ex.add_argument("output", help="file to write, e.g. graph.graphml")
+    ex.add_argument("--user", help="export only what this user may read (default: everything)")
+    ex.add_argument("--role", default="USER", choices=["USER", "ADMIN", "SUPER_ADMIN"])
 
     de = sub.add_parser("delete", help="delete documents")
     de.add_argument("document_ids", nargs="+")
@@ -244,6 +307,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "quantize":
             return _quantize(Path(args.source), Path(args.target))
+        if args.command == "ask":
+            return _ask(args)
+        if args.command == "graph":
+            return asyncio.run(_export_graph(settings, args))
         if args.command == "ingest":
             return asyncio.run(_ingest_local(settings, args)) if args.local else _ingest_remote(args)
         return _remote(args)

@@ -144,6 +144,31 @@ class Settings(BaseSettings):
     gemini_api_key: str | None = None
     gemini_model: str = "gemini-2.5-flash-lite"
 
+    # Knowledge graph (entities and relations learned at ingestion; the graph leg at query time)
+    graph_enabled: bool = Field(True, description="extract entities and relations when documents are ingested")
+    graph_expansion: bool = Field(True, description="add the graph leg to HYBRID and ADAPTIVE when the query names known entities")
+    graph_hop_penalties: tuple[float, ...] = Field(
+        (1.0, 0.77, 0.63), min_length=1, max_length=4, description="score factor of each hop (JSON list); hops = its length - 1"
+    )
+    graph_max_chunks_per_hop: int = Field(20, ge=1, le=1000, description="chunks each hop may add to the graph leg")
+    graph_max_neighbors: int = Field(25, ge=1, le=1000, description="entities each hop expands to")
+    graph_fuzzy_threshold: float = Field(88.0, ge=50, le=100, description="rapidfuzz ratio (0-100) for a fuzzy entity match")
+    graph_weight: float = Field(0.7, ge=0, description="weight of the graph leg in fusion")
+    llm_graph_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
+    llm_graph_temperature: float = Field(0.0, ge=0, le=2)
+
+    # Router, tools and answers (Mode GENERATION)
+    llm_router_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
+    llm_router_temperature: float = Field(0.0, ge=0, le=2)
+    llm_answer_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
+    llm_answer_temperature: float = Field(0.2, ge=0, le=2)
+    tool_timeout_s: float = Field(5.0, gt=0, description="per tool call")
+    answer_max_sentences: int = Field(3, ge=1, le=20, description="sentences in an extractive answer")
+    answer_min_similarity: float = Field(
+        0.3, ge=-1, le=1, description="cosine a sentence needs to support an extractive answer (without a cross-encoder)"
+    )
+    answer_max_tokens: int = Field(512, ge=16, le=8192, description="longest generated answer")
+
     # Semantic cache
     cache_backend: Literal["memory", "redis", "none"] = "memory"
     redis_url: str | None = Field(None, description="redis://host:port/db for the shared cache")
@@ -198,12 +223,14 @@ class Settings(BaseSettings):
             raise ValueError(f"reranker_model_dir {self.reranker_model_dir} has no model.onnx")
         if self.cache_backend == "redis" and not self.redis_url:
             raise ValueError("cache_backend 'redis' needs redis_url")
+        if any(not 0 < p <= 1 for p in self.graph_hop_penalties) or list(self.graph_hop_penalties) != sorted(self.graph_hop_penalties, reverse=True):
+            raise ValueError("graph_hop_penalties must lie in (0, 1] and must not grow with the hop")
         if self.glossary_path is not None and not self.glossary_path.is_file():
             raise ValueError(f"glossary_path {self.glossary_path} does not exist")
         return self
 
     def technique_provider(self, technique: str) -> str:
-        """The provider a query-analysis technique uses ('none': classical)."""
+        """The provider a technique (rewrite, reformulate, hyde, decompose, graph, router, answer) uses ('none': classical)."""
         chosen = getattr(self, f"llm_{technique}_provider")
         return self.llm_provider if chosen == "default" else chosen
 

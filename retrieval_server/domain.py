@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from retrieval_server.knowledge import Answer, GraphTrace, RouteDecision
+
 
 class Access(enum.StrEnum):
     PUBLIC = "public"
@@ -25,6 +27,8 @@ class Strategy(enum.StrEnum):
     KEYWORD = "keyword"
     HYBRID = "hybrid"
     ADAPTIVE = "adaptive"
+    #: the knowledge-graph leg alone
+    GRAPH = "graph"
 
 
 class Mode(enum.StrEnum):
@@ -225,6 +229,10 @@ class QueryMetrics:
     degraded: list[str] = field(default_factory=list)
     decomposition_used: bool = False
     strategy_used: Strategy = Strategy.SEMANTIC
+    #: GENERATION only: what the router decided
+    route: RouteDecision | None = None
+    #: entities the query named and the hops the graph leg expanded (None: the leg did not run)
+    graph: GraphTrace | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +243,8 @@ class QueryResult:
     cached: bool = False
     #: when nothing was found: what the caller could try instead
     suggestions: tuple[str, ...] = ()
+    #: GENERATION only: the answer, its citations and the tool results it used
+    answer: Answer | None = None
 
 
 class ComponentState(enum.StrEnum):

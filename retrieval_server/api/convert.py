@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.domain import (
     Access,
@@ -15,8 +17,10 @@ from retrieval_server.domain import (
     QueryMetrics,
     QueryResult,
     SearchResult,
+    StageMetric,
     Strategy,
 )
+from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
 _STRATEGY_IN = {
     pb.STRATEGY_UNSPECIFIED: Strategy.SEMANTIC,
@@ -24,6 +28,7 @@ _STRATEGY_IN = {
     pb.STRATEGY_KEYWORD: Strategy.KEYWORD,
     pb.STRATEGY_HYBRID: Strategy.HYBRID,
     pb.STRATEGY_ADAPTIVE: Strategy.ADAPTIVE,
+    pb.STRATEGY_GRAPH: Strategy.GRAPH,
 }
 _STRATEGY_OUT = {v: k for k, v in _STRATEGY_IN.items() if k != pb.STRATEGY_UNSPECIFIED}
 _MODE_IN = {pb.MODE_UNSPECIFIED: Mode.RETRIEVAL_ONLY, pb.MODE_RETRIEVAL_ONLY: Mode.RETRIEVAL_ONLY, pb.MODE_GENERATION: Mode.GENERATION}
@@ -86,7 +91,74 @@ def metrics_out(m: QueryMetrics) -> pb.Metrics:
         degraded=m.degraded,
         decomposition_used=m.decomposition_used,
         strategy_used=_STRATEGY_OUT[m.strategy_used],
+        route=route_out(m.route) if m.route else None,
+        graph=graph_out(m.graph) if m.graph else None,
     )
+
+
+_ROUTE_OUT = {Route.RETRIEVE: pb.ROUTE_RETRIEVE, Route.TOOL: pb.ROUTE_TOOL, Route.DIRECT_ANSWER: pb.ROUTE_DIRECT_ANSWER}
+_MATCH_OUT = {
+    MatchKind.EXACT: pb.ENTITY_MATCH_KIND_EXACT,
+    MatchKind.CASE_FOLDED: pb.ENTITY_MATCH_KIND_CASE_FOLDED,
+    MatchKind.FUZZY: pb.ENTITY_MATCH_KIND_FUZZY,
+}
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def route_out(d: RouteDecision) -> pb.RouteDecision:
+    return pb.RouteDecision(
+        route=_ROUTE_OUT[d.route],
+        tool_calls=[pb.ToolCall(name=c.name, arguments_json=_json(dict(c.arguments))) for c in d.tool_calls],
+        reason=d.reason,
+        decided_by=d.decided_by,
+    )
+
+
+def graph_out(t: GraphTrace) -> pb.GraphTrace:
+    return pb.GraphTrace(
+        entities=[
+            pb.EntityMatch(name=m.name, entity_type=m.entity_type.value, text=m.text, kind=_MATCH_OUT[m.kind], score=m.score)
+            for m in t.matches
+        ],
+        hops=[pb.GraphHop(hop=h.hop, penalty=h.penalty, entities=h.entities, chunks=h.chunks) for h in t.hops],
+    )
+
+
+def tool_result_out(r: ToolResult) -> pb.ToolResult:
+    return pb.ToolResult(
+        name=r.name,
+        arguments_json=_json(dict(r.arguments)),
+        success=r.success,
+        result_json=_json(r.result) if r.success else "",
+        error=r.error,
+        summary=r.summary,
+        duration_ms=r.duration_ms,
+    )
+
+
+def answer_out(a: Answer) -> pb.Answer:
+    return pb.Answer(
+        text=a.text,
+        sentences=[pb.AnswerSentence(text=s.text, citations=s.citations) for s in a.sentences],
+        citations=[
+            pb.Citation(marker=c.marker, parent_chunk_id=c.parent_chunk_id, document_id=c.document_id, title=c.title) for c in a.citations
+        ],
+        route=_ROUTE_OUT[a.route],
+        extractive=a.extractive,
+        supported=a.supported,
+        model=a.model,
+        tool_results=[tool_result_out(r) for r in a.tool_results],
+    )
+
+
+def stream_event_out(event: StageMetric | str) -> pb.StreamQueryResponse:
+    """A stage that finished, or a piece of the answer's text."""
+    if isinstance(event, StageMetric):
+        return pb.StreamQueryResponse(stage=pb.StageMetric(stage=event.stage, duration_ms=event.duration_ms, count=event.count))
+    return pb.StreamQueryResponse(answer_delta=event)
 
 
 def query_out(r: QueryResult) -> pb.QueryResponse:
@@ -95,6 +167,7 @@ def query_out(r: QueryResult) -> pb.QueryResponse:
         cached=r.cached,
         suggestions=r.suggestions,
         metrics=metrics_out(r.metrics),
+        answer=answer_out(r.answer) if r.answer else None,
         contexts=[
             pb.Context(
                 parent_chunk_id=c.parent.parent_chunk_id,

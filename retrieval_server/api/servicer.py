@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -22,6 +24,7 @@ from retrieval_server.domain import (
     NotFound,
     PermissionDenied,
     QueryOptions,
+    QueryResult,
     ReadOnly,
     ResourceExhausted,
     Role,
@@ -43,28 +46,46 @@ _STATUS = {
 _ADMIN_ROLES = {Role.ADMIN, Role.SUPER_ADMIN}
 
 
-def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+@contextlib.asynccontextmanager
+async def _status(app: Application, name: str, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
     """Map domain errors to status codes; anything unexpected is INTERNAL and logged, never leaked."""
+    start = time.perf_counter()
+    code = grpc.StatusCode.OK
+    try:
+        yield
+    except ServiceError as exc:
+        code = _STATUS.get(type(exc), grpc.StatusCode.INTERNAL)
+        await context.abort(code, str(exc))
+    except grpc.aio.AbortError:
+        code = context.code() or grpc.StatusCode.UNKNOWN
+        raise
+    except asyncio.CancelledError:
+        code = grpc.StatusCode.CANCELLED
+        raise
+    except Exception:
+        code = grpc.StatusCode.INTERNAL
+        log.exception("unhandled error in %s", name)
+        await context.abort(code, f"internal error in {name}")
+    finally:
+        app.metrics.observe_rpc(name, code.name, time.perf_counter() - start)
 
+
+def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     @functools.wraps(fn)
     async def wrapper(self: RetrievalServicer, request: Any, context: grpc.aio.ServicerContext) -> R:
-        start = time.perf_counter()
-        code = grpc.StatusCode.OK
-        try:
+        async with _status(self._app, fn.__name__, context):
             return await fn(self, request, context)
-        except ServiceError as exc:
-            code = _STATUS.get(type(exc), grpc.StatusCode.INTERNAL)
-            await context.abort(code, str(exc))
-        except grpc.aio.AbortError:
-            code = context.code() or grpc.StatusCode.UNKNOWN
-            raise
-        except Exception:
-            code = grpc.StatusCode.INTERNAL
-            log.exception("unhandled error in %s", fn.__name__)
-            await context.abort(code, f"internal error in {fn.__name__}")
-        finally:
-            self._app.metrics.observe_rpc(fn.__name__, code.name, time.perf_counter() - start)
         raise AssertionError("unreachable")  # context.abort raises
+
+    return wrapper
+
+
+def _rpc_stream(fn: Callable[..., AsyncIterator[R]]) -> Callable[..., AsyncIterator[R]]:
+    @functools.wraps(fn)
+    async def wrapper(self: RetrievalServicer, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
+        async with _status(self._app, fn.__name__, context):
+            async for item in fn(self, request, context):
+                yield item
 
     return wrapper
 
@@ -86,8 +107,46 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
     @_rpc
     async def Query(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+        options = self._query_options(request, context)
+        result = await self._app.pipeline.query(options)
+        self._answered(options, result)
+        return convert.query_out(result)
+
+    def _answered(self, options: QueryOptions, result: QueryResult) -> None:
+        m = result.metrics
+        self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
+        self._app.analytics.query_answered(options, result)
+
+    @_rpc_stream
+    async def StreamQuery(
+        self, request: pb.StreamQueryRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.StreamQueryResponse]:
+        """Query, telling the caller each stage as it ends and the answer as it is written."""
+        options = self._query_options(request.query, context)
+        events: asyncio.Queue[pb.StreamQueryResponse | None] = asyncio.Queue()
+
+        async def run() -> Any:
+            try:
+                return await self._app.pipeline.query(options, lambda e: events.put_nowait(convert.stream_event_out(e)))
+            finally:
+                events.put_nowait(None)
+
+        task = asyncio.ensure_future(run())
+        try:
+            while (event := await events.get()) is not None:
+                yield event
+            result = await task
+        finally:
+            if not task.done():  # the caller went away: stop the work
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._answered(options, result)
+        yield pb.StreamQueryResponse(response=convert.query_out(result))
+
+    def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> QueryOptions:
         s = self._s
-        options = QueryOptions(
+        return QueryOptions(
             query=validation.query_text(request.query, s),
             top_k=validation.top_k(request.top_k, s.top_k_default, s.top_k_max),
             strategy=convert.strategy_in(request.strategy),
@@ -101,11 +160,6 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             fusion=convert.fusion_in(request.fusion),
             deadline=_deadline(context),
         )
-        result = await self._app.pipeline.query(options)
-        m = result.metrics
-        self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
-        self._app.analytics.query_answered(options, result)
-        return convert.query_out(result)
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:

@@ -1,17 +1,24 @@
-"""Chat-completion clients for query analysis, one per wire protocol, with retries and backoff.
+"""Chat-completion clients, one per wire protocol, with retries and backoff.
 
 * OpenAI-compatible ``POST {base}/chat/completions`` (OpenAI, Ollama, vLLM, llama.cpp server)
 * Anthropic ``POST {base}/v1/messages``
 * Gemini ``POST {base}/v1beta/models/{model}:generateContent``
+
+``stream`` yields the answer's text as the model writes it, over Server-Sent Events (``"stream":
+true``; Gemini's ``:streamGenerateContent?alt=sse``). A failed connection is retried until the
+first token arrives, never after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 import httpx
+from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 
@@ -28,6 +35,8 @@ class ChatModel(Protocol):
     name: str
 
     async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str: ...
+
+    def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]: ...
 
     async def close(self) -> None: ...
 
@@ -68,6 +77,33 @@ class _HttpChat:
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
         raise AssertionError("unreachable")
 
+    async def _events(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> AsyncIterator[ServerSentEvent]:
+        """The response's Server-Sent Events; connection failures are retried until the first event."""
+        for attempt in range(self._retries + 1):
+            started = False
+            try:
+                async with aconnect_sse(self._client, "POST", path, json=body, params=params) as source:
+                    if source.response.status_code >= 400:
+                        await source.response.aread()
+                        source.response.raise_for_status()
+                    async for event in source.aiter_sse():
+                        started = True
+                        yield event
+                return
+            except (httpx.TransportError, httpx.HTTPStatusError, SSEError) as exc:
+                status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
+                if started or attempt == self._retries or (status is not None and status not in _RETRYABLE):
+                    raise LlmError(f"{self.name}: {exc}") from exc
+                log.warning("%s: %s; retrying (attempt %d)", self.name, exc, attempt + 1)
+                await asyncio.sleep(self._backoff * 2**attempt)
+
+    @staticmethod
+    def _json(event: ServerSentEvent, name: str) -> Any:
+        try:
+            return json.loads(event.data)
+        except ValueError as exc:
+            raise LlmError(f"{name}: invalid JSON in a streamed event") from exc
+
     async def close(self) -> None:
         await self._client.aclose()
 
@@ -93,6 +129,26 @@ class OpenAICompatibleChat(_HttpChat):
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
 
+    async def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+        body = {
+            "model": self._model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
+        async for event in self._events("/chat/completions", body):
+            if event.data.strip() == "[DONE]":
+                return
+            data = self._json(event, self.name)
+            try:
+                choices = data["choices"]
+                text = (choices[0].get("delta") or {}).get("content") if choices else None
+            except (KeyError, IndexError, TypeError, AttributeError) as exc:
+                raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
+            if text:
+                yield str(text)
+
 
 class AnthropicChat(_HttpChat):
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
@@ -116,6 +172,25 @@ class AnthropicChat(_HttpChat):
         except (KeyError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
 
+    async def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+        body = {
+            "model": self._model,
+            "system": system,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
+        async for event in self._events("/v1/messages", body):
+            if event.event == "message_stop":
+                return
+            if event.event == "error":
+                raise LlmError(f"{self.name}: {event.data}")
+            if event.event == "content_block_delta":
+                delta = self._json(event, self.name).get("delta") or {}
+                if delta.get("type") == "text_delta" and delta.get("text"):
+                    yield str(delta["text"])
+
 
 class GeminiChat(_HttpChat):
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
@@ -136,6 +211,21 @@ class GeminiChat(_HttpChat):
             return "".join(p.get("text", "") for p in data["candidates"][0]["content"]["parts"])
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
+
+    async def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+        body = {
+            "systemInstruction": {"parts": [{"text": system}]},
+            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+            "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
+        }
+        async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
+            data = self._json(event, self.name)
+            try:
+                text = "".join(p.get("text", "") for p in data["candidates"][0]["content"]["parts"])
+            except (KeyError, IndexError, TypeError) as exc:
+                raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
+            if text:
+                yield text
 
 
 PROVIDERS = {"openai": OpenAICompatibleChat, "anthropic": AnthropicChat, "gemini": GeminiChat}

@@ -19,6 +19,11 @@ from retrieval_server.domain import ChildChunk, ParentChunk
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
 
 
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` as the chunker sees them, stripped, empty ones dropped."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkSizes:
     parent_tokens: int = 384

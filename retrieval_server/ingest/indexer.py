@@ -52,6 +52,8 @@ from retrieval_server.domain import (
 )
 from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, clean_identifier
 from retrieval_server.ingest.chunker import Chunker
+from retrieval_server.ingest.graph_extraction import GraphExtractor
+from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class Indexer:
         embed_piece: int = 32,
         max_document_bytes: int | None = None,
         disk: DiskSpace | None = None,
+        graph: GraphExtractor | None = None,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -103,6 +106,7 @@ class Indexer:
         self._max_bytes = max_document_bytes
         self._disk = disk
         self._locks: dict[str, _DocumentLock] = {}
+        self._graph = graph
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -112,6 +116,7 @@ class Indexer:
                 "pages": [(p.number, p.text) for p in loaded.pages],
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "model": self._embedder.model_id,
+                "graph": self._graph.name if self._graph else None,
             },
             sort_keys=True,
         )
@@ -226,12 +231,13 @@ class Indexer:
                 for c, v, s in zip(p.children, vecs, sparse, strict=True)
             ]
             doc_id = p.document.document_id
+            graph = await self._document_graph(p)
             async with self._document_lock(doc_id):
                 try:
                     await self._metadata.begin_write(doc_id)
                     for i in range(0, len(points), self._batch):
                         await self._vectors.upsert(points[i : i + self._batch])
-                    replaced = await self._metadata.replace_document(p.document, p.parents)
+                    replaced = await self._metadata.replace_document(p.document, p.parents, graph)
                     await self._vectors.delete_document(doc_id, keep_version=p.document.version)
                     await self._metadata.end_write(doc_id)
                 except Exception as exc:
@@ -242,6 +248,16 @@ class Indexer:
             log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
             out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
         return out
+
+    async def _document_graph(self, p: _Prepared) -> DocumentGraph | None:
+        """The document's knowledge graph; a failed extraction leaves the document without one."""
+        if self._graph is None:
+            return None
+        try:
+            return await self._graph.extract(p.parents, p.children)
+        except Exception:
+            log.exception("graph extraction failed for %s; indexed without graph", p.document.document_id)
+            return None
 
     @contextlib.asynccontextmanager
     async def _document_lock(self, document_id: str) -> AsyncIterator[None]:

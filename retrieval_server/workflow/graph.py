@@ -44,7 +44,8 @@ class _Step(Generic[S, D]):
 
 
 class Graph(Generic[S, D]):
-    def __init__(self, start: str, max_steps: int = 64) -> None:
+    def __init__(self, start: str | Router, max_steps: int = 64) -> None:
+        """``start`` is the first node's name, or a router choosing it from the state."""
         self._start = start
         self._steps: dict[str, _Step[S, D]] = {}
         self._next: dict[str, str | Router] = {}
@@ -72,16 +73,26 @@ class Graph(Generic[S, D]):
             if isinstance(dst, str) and dst != END and dst not in self._steps:
                 raise ValueError(f"edge {src} -> {dst}: unknown node")
 
-    async def run(self, state: S, deps: D, *, deadline: float | None = None, on_deadline: str | None = None) -> S:
+    async def run(
+        self,
+        state: S,
+        deps: D,
+        *,
+        deadline: float | None = None,
+        on_deadline: str | None = None,
+        on_stage: Callable[[StageMetric], None] | None = None,
+    ) -> S:
         """Run from the start node. Past ``deadline`` (time.monotonic()), jump to ``on_deadline``
-        once, which finishes the request with what is ready."""
+        once, which finishes the request with what is ready. ``on_stage`` hears of each stage as it ends."""
         if self._observer is None:
-            return await self._run(state, deps, deadline, on_deadline)
+            return await self._run(state, deps, deadline, on_deadline, on_stage)
         with self._observer.run(state):
-            return await self._run(state, deps, deadline, on_deadline)
+            return await self._run(state, deps, deadline, on_deadline, on_stage)
 
-    async def _run(self, state: S, deps: D, deadline: float | None, on_deadline: str | None) -> S:
-        name = self._start
+    async def _run(
+        self, state: S, deps: D, deadline: float | None, on_deadline: str | None, on_stage: Callable[[StageMetric], None] | None
+    ) -> S:
+        name = self._start if isinstance(self._start, str) else self._start(state)
         jumped = False
         for _ in range(self._max_steps):
             if name == END:
@@ -96,7 +107,10 @@ class Graph(Generic[S, D]):
                 update = await step.node(state, deps)
                 for key, value in (update or {}).items():
                     setattr(state, key, value)
-                state.metrics.stages.append(StageMetric(name, (time.perf_counter() - t0) * 1e3, step.count(state)))
+                stage = StageMetric(name, (time.perf_counter() - t0) * 1e3, step.count(state))
+                state.metrics.stages.append(stage)
+            if on_stage is not None:
+                on_stage(stage)
             nxt = self._next[name]
             name = nxt if isinstance(nxt, str) else nxt(state)
         raise RuntimeError(f"graph did not finish within {self._max_steps} steps")

@@ -19,6 +19,7 @@ from retrieval_server.backends.reranker import FallbackReranker
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit
 from retrieval_server.workflow.analysis import analyze
+from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from scoring_core import dedup_by_key, group_by_parent, rrf, score_fusion, threshold_with_fallback
 
@@ -175,7 +176,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if _uses_dense(strategy) and state.query_vector is not None:
         for i, vec in enumerate([state.query_vector, *state.variant_vectors]):
             jobs[f"dense:{i}"] = lambda v=vec: deps.vectors.search_dense(v, pool, flt)
-    if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not jobs:
+    if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH):
         jobs["keyword:0"] = lambda: deps.vectors.search_sparse(deps.sparse.query(text), pool, flt)
         for i, variant in enumerate(state.analysis.reformulations, start=1):
             jobs[f"keyword:{i}"] = lambda q=variant: deps.vectors.search_sparse(deps.sparse.query(q), pool, flt)
@@ -187,6 +188,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         if strategy is Strategy.HYBRID
         else None
     )
+    graph_search = asyncio.ensure_future(graph_leg(state, deps)) if uses_graph(state, deps) else None
     results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
     legs: dict[str, list[VectorHit]] = {}
     for leg, res in zip(jobs, results, strict=True):
@@ -201,12 +203,27 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         except Exception:
             log.error("metadata leg failed", exc_info=True)
             _degrade(state, "metadata:store_error")
+    graph_update = await _collect_graph(graph_search, state, legs) if graph_search is not None else {}
     relevance = dict(state.dense_relevance)
     for leg, hits in legs.items():
         if leg.startswith("dense"):
             for h in hits:
                 relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
-    return {"legs": legs, "dense_relevance": relevance}
+    return {"legs": legs, "dense_relevance": relevance, **graph_update}
+
+
+async def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
+    """The graph leg's hits join the legs; a graph failure drops the leg and is reported."""
+    try:
+        hits, matches, trace = await search
+    except Exception:
+        log.error("graph leg failed", exc_info=True)
+        _degrade(state, "graph:store_error")
+        return {}
+    if hits:
+        legs["graph"] = hits
+    state.metrics.graph = trace
+    return {"entity_matches": matches}
 
 
 async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
@@ -250,9 +267,11 @@ def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: Workfl
 def _leg_weight(leg: str, deps: WorkflowDeps, fusion: Fusion) -> float:
     s = deps.settings
     kind = leg.split(":")[0]
+    # Under RRF the metadata and graph legs count relative to the strongest vector leg.
+    relative = {"metadata": s.metadata_weight, "graph": s.graph_weight}
     if fusion is Fusion.RRF:
-        return s.metadata_weight / max(s.semantic_weight, s.keyword_weight, 1e-9) if kind == "metadata" else 1.0
-    return {"dense": s.semantic_weight, "keyword": s.keyword_weight, "metadata": s.metadata_weight}[kind]
+        return relative[kind] / max(s.semantic_weight, s.keyword_weight, 1e-9) if kind in relative else 1.0
+    return {"dense": s.semantic_weight, "keyword": s.keyword_weight, **relative}[kind]
 
 
 async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -410,6 +429,8 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
         out.append("remove the document filter")
     if len(state.options.query.split()) > 6:
         out.append("use fewer, more specific words")
+    if state.strategy is Strategy.GRAPH and not state.entity_matches:
+        out.append("the GRAPH strategy needs a service, project, person or term the documents name; try HYBRID")
     out.append("try the KEYWORD strategy for exact names and codes" if state.strategy is not Strategy.KEYWORD else "try the SEMANTIC strategy for a described concept")
     return out
 

@@ -1,18 +1,25 @@
 """The query graph and the Search flow, wired from the nodes.
 
-    START -> build_access_filter -> check_cache --hit--> END
-                                         | miss
-                                   analyze_query <-------------------------+ retry (insufficient, iterations < max)
-                                         |                                  |
-                                   retrieve -> fuse -> rerank -> enrich -> check_sufficiency
-                                                          ^                  | insufficient, max reached,
-                                                          |                  | sub-queries exist
-                                                          +-- execute_sub_queries
-                                                                             | sufficient (or nothing left)
-                                                                 select -> update_cache -> END
+    START -> build_access_filter --GENERATION--> route --retrieve--> check_cache
+                     |                                  --tool / direct--> (run_tools ->) generate -> END
+                check_cache --hit--> END (GENERATION: generate)
+                     | miss
+               analyze_query <-------------------------+ retry (insufficient, iterations < max)
+                     |                                  |
+               retrieve -> fuse -> rerank -> enrich -> check_sufficiency
+                                      ^                  | insufficient, max reached,
+                                      |                  | sub-queries exist
+                                      +-- execute_sub_queries
+                                                         | sufficient (or nothing left)
+                                             select -> update_cache -> END
+                                                               | GENERATION
+                                                 (run_tools ->) generate -> END
 
-The access filter comes first because it names the cache partition: an answer is looked up and
-stored under the filter it is computed with, so it never reaches a caller who reads another set.
+The access filter comes first because it names the cache partition (an answer is looked up and
+stored under the filter it is computed with, so it never reaches a caller who reads another set)
+and bounds the router's entity matching. A GENERATION request then goes to the router
+(workflow/assistant.py), which sends it to retrieval (check_cache), to its tools, or straight to
+generate.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ import time
 import numpy as np
 
 from retrieval_server.domain import AccessFilter, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
-from retrieval_server.workflow import nodes, routers
+from retrieval_server.workflow import assistant, nodes, routers
 from retrieval_server.workflow.graph import END, Graph, Observer
-from retrieval_server.workflow.state import QueryState, WorkflowDeps
+from retrieval_server.workflow.state import EventSink, QueryState, WorkflowDeps
 from scoring_core import content_hashes, dedup_by_key
 
 
@@ -43,7 +50,10 @@ def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
         .node("execute_sub_queries", nodes.execute_sub_queries, lambda st: len(st.fused))
         .node("select", nodes.select, lambda st: len(st.contexts))
         .node("update_cache", nodes.update_cache)
-        .edge("build_access_filter", "check_cache")
+        .node("route", assistant.route, lambda st: len(st.route.tool_calls) if st.route else 0)
+        .node("run_tools", assistant.run_tools, lambda st: sum(r.success for r in st.tool_results))
+        .node("generate", assistant.generate, lambda st: len(st.answer.sentences) if st.answer else 0)
+        .edge("build_access_filter", routers.after_access)
         .edge("check_cache", routers.after_cache)
         .edge("analyze_query", "retrieve")
         .edge("retrieve", "fuse")
@@ -53,7 +63,10 @@ def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
         .edge("check_sufficiency", routers.make_after_sufficiency(s.sufficiency_threshold, s.max_iterations))
         .edge("execute_sub_queries", "rerank")
         .edge("select", "update_cache")
-        .edge("update_cache", END)
+        .edge("update_cache", routers.after_retrieval)
+        .edge("route", routers.make_after_route(assistant.assistant_of(deps).tools))
+        .edge("run_tools", "generate")
+        .edge("generate", END)
     )
     graph.validate()
     return graph
@@ -69,12 +82,20 @@ class QueryPipeline:
     def deps(self) -> WorkflowDeps:
         return self._deps
 
-    async def query(self, options: QueryOptions) -> QueryResult:
+    async def query(self, options: QueryOptions, events: EventSink | None = None) -> QueryResult:
+        """Run the graph; ``events`` (a streaming caller) hears of each finished stage and of the answer's text."""
         t0 = time.perf_counter()
-        state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold)
-        state = await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select")
+        state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold, events=events)
+        state = await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select", on_stage=events)
         state.metrics.total_ms = (time.perf_counter() - t0) * 1e3
-        return QueryResult(options.query, tuple(state.contexts), state.metrics, cached=state.cache_hit, suggestions=tuple(state.suggestions))
+        return QueryResult(
+            options.query,
+            tuple(state.contexts),
+            state.metrics,
+            cached=state.cache_hit,
+            suggestions=tuple(state.suggestions),
+            answer=state.answer,
+        )
 
     async def search(self, query: str, top_k: int, identity: Identity) -> list[SearchResult]:
         """The MARP contract: dense search, duplicate texts removed, text trimmed."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,8 +14,17 @@ from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.reranker import Reranker
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
-from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, Strategy, VectorHit
+from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, StageMetric, Strategy, VectorHit
+from retrieval_server.knowledge import Answer, EntityMatch, RouteDecision, ToolResult
 from retrieval_server.workflow.analysis import Analysis, Analyzer
+from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+
+if TYPE_CHECKING:
+    from retrieval_server.workflow.assistant import Assistant
+
+#: What a streaming caller is told as the request runs: each finished stage, then answer text.
+StreamEvent = StageMetric | str
+EventSink = Callable[[StreamEvent], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +46,16 @@ class WorkflowSettings:
     analysis_total_timeout_s: float = 30.0
     store_retries: int = 2
     store_backoff_s: float = 0.05
+    #: the graph leg joins HYBRID and ADAPTIVE when the query names known entities
+    graph_expansion: bool = True
+    graph_hop_penalties: tuple[float, ...] = (1.0, 0.77, 0.63)
+    graph_max_chunks_per_hop: int = 20
+    graph_max_neighbors: int = 25
+    graph_weight: float = 0.7
+    tool_timeout_s: float = 5.0
+    answer_max_sentences: int = 3
+    answer_min_similarity: float = 0.3
+    answer_max_tokens: int = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +68,10 @@ class WorkflowDeps:
     reranker: Reranker | None = None
     cache: SemanticCache | None = None
     settings: WorkflowSettings = WorkflowSettings()
+    #: None: no knowledge graph (the graph leg and the graph tools report it)
+    graph: KnowledgeGraph | None = None
+    #: router, tools and answer writer for GENERATION requests (None: rules, the tools, extractive answers)
+    assistant: Assistant | None = None
 
 
 @dataclass(slots=True)
@@ -74,3 +99,10 @@ class QueryState:
     sub_queries_done: bool = False
     cache_hit: bool = False
     suggestions: list[str] = field(default_factory=list)
+    #: known entities the query names (None: not looked up yet)
+    entity_matches: list[EntityMatch] | None = None
+    route: RouteDecision | None = None
+    tool_results: list[ToolResult] = field(default_factory=list)
+    answer: Answer | None = None
+    #: a streaming caller's sink (None: not streaming)
+    events: EventSink | None = None

@@ -1,6 +1,7 @@
 """Small local HTTP servers that speak external services' wire protocols, for tests.
 
-They run in a thread on 127.0.0.1 and record what they received.
+They run in a thread on 127.0.0.1 and record what they received. A handler answers JSON, or
+Server-Sent Events (:class:`Sse`) as streaming LLM APIs do.
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Handler = Callable[[str, dict[str, Any]], tuple[int, Any]]
+
+
+@dataclass(frozen=True)
+class Sse:
+    """A handler's answer sent as Server-Sent Events: ``(event name or None, data)`` in order."""
+
+    events: list[tuple[str | None, str]]
 
 
 @dataclass
@@ -35,6 +43,19 @@ def json_server(handle: Handler) -> Iterator[LocalServer]:
             record.requests.append((self.path, body))
             record.headers.append({k.lower(): v for k, v in self.headers.items()})
             status, payload = handle(self.path, body)
+            if isinstance(payload, Sse):
+                # One write and flush per event, as a model streaming tokens does; the end of the
+                # connection ends the stream.
+                self.send_response(status)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for event, data in payload.events:
+                    self.wfile.write(((f"event: {event}\n" if event else "") + f"data: {data}\n\n").encode())
+                    self.wfile.flush()
+                self.close_connection = True
+                return
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

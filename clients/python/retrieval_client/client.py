@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -12,7 +12,14 @@ import grpc
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 
-_STRATEGIES = {"semantic": pb.STRATEGY_SEMANTIC, "keyword": pb.STRATEGY_KEYWORD, "hybrid": pb.STRATEGY_HYBRID, "adaptive": pb.STRATEGY_ADAPTIVE}
+_STRATEGIES = {
+    "semantic": pb.STRATEGY_SEMANTIC,
+    "keyword": pb.STRATEGY_KEYWORD,
+    "hybrid": pb.STRATEGY_HYBRID,
+    "adaptive": pb.STRATEGY_ADAPTIVE,
+    "graph": pb.STRATEGY_GRAPH,
+}
+_MODES = {"retrieval": pb.MODE_RETRIEVAL_ONLY, "generation": pb.MODE_GENERATION}
 _MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
 
@@ -45,16 +52,19 @@ def document_from_file(
 
 
 def _query_request(
-    query: str, top_k: int, strategy: str, use_cache: bool, document_ids: Sequence[str]
+    query: str, top_k: int, strategy: str, use_cache: bool, document_ids: Sequence[str], mode: str = "retrieval"
 ) -> pb.QueryRequest:
     try:
         strat = _STRATEGIES[strategy.lower()]
     except KeyError:
         raise ValueError(f"strategy must be one of {', '.join(_STRATEGIES)}") from None
+    if mode.lower() not in _MODES:
+        raise ValueError(f"mode must be one of {', '.join(_MODES)}")
     return pb.QueryRequest(
         query=query,
         top_k=top_k,
         strategy=strat,
+        mode=_MODES[mode.lower()],
         use_cache=use_cache,
         filters=pb.QueryFilters(document_ids=list(document_ids)),
     )
@@ -80,10 +90,25 @@ class RetrievalClient(_Base):
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     def query(
-        self, query: str, *, top_k: int = 0, strategy: str = "semantic", use_cache: bool = True, document_ids: Sequence[str] = ()
+        self,
+        query: str,
+        *,
+        top_k: int = 0,
+        strategy: str = "semantic",
+        use_cache: bool = True,
+        document_ids: Sequence[str] = (),
+        mode: str = "retrieval",
     ) -> pb.QueryResponse:
-        req = _query_request(query, top_k, strategy, use_cache, document_ids)
+        req = _query_request(query, top_k, strategy, use_cache, document_ids, mode)
         return self._stub.Query(req, metadata=self._metadata, timeout=self._timeout)
+
+    def stream_query(
+        self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
+        mode: str = "generation",
+    ) -> Iterator[pb.StreamQueryResponse]:
+        """Stage events, then answer text as it is written, then the final QueryResponse."""
+        req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode))
+        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._timeout)
 
     def search(self, query: str, *, top_k: int = 0) -> pb.SearchResponse:
         return self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._timeout)
@@ -118,10 +143,25 @@ class AsyncRetrievalClient(_Base):
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     async def query(
-        self, query: str, *, top_k: int = 0, strategy: str = "semantic", use_cache: bool = True, document_ids: Sequence[str] = ()
+        self,
+        query: str,
+        *,
+        top_k: int = 0,
+        strategy: str = "semantic",
+        use_cache: bool = True,
+        document_ids: Sequence[str] = (),
+        mode: str = "retrieval",
     ) -> pb.QueryResponse:
-        req = _query_request(query, top_k, strategy, use_cache, document_ids)
+        req = _query_request(query, top_k, strategy, use_cache, document_ids, mode)
         return await self._stub.Query(req, metadata=self._metadata, timeout=self._timeout)
+
+    def stream_query(
+        self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
+        mode: str = "generation",
+    ) -> AsyncIterator[pb.StreamQueryResponse]:
+        """Stage events, then answer text as it is written, then the final QueryResponse."""
+        req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode))
+        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._timeout)  # type: ignore[no-any-return]
 
     async def search(self, query: str, *, top_k: int = 0) -> pb.SearchResponse:
         return await self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._timeout)

@@ -10,11 +10,15 @@ import json
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
+from retrieval_server.backends.metadata_store.graph import GraphQueries
+from retrieval_server.backends.metadata_store.sql import in_chunks as _chunks
+from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk
+from retrieval_server.knowledge import DocumentGraph
 
 
 class Tx(Protocol):
@@ -28,8 +32,6 @@ class Tx(Protocol):
 
 
 _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, content_hash"
-# SQLite and MariaDB both bound the number of parameters; chunk long IN lists.
-_IN_CHUNK = 500
 
 
 def _terms(query: str, limit: int = 16) -> list[str]:
@@ -43,11 +45,7 @@ def search_text(doc: Document) -> str:
     return " ".join([doc.title, *doc.metadata.values()])
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    return (items[i : i + _IN_CHUNK] for i in range(0, len(items), _IN_CHUNK))
-
-
-class MetadataStore(ABC):
+class MetadataStore(GraphQueries, ABC):
     @abstractmethod
     async def open(self) -> None: ...
 
@@ -82,19 +80,7 @@ class MetadataStore(ABC):
         if not terms or limit <= 0:
             return []
         source, score, params = self._fulltext(terms)
-        where, wparams = [], []
-        if not access.reads_everything:
-            if access.reader_id:
-                where.append(
-                    "(d.access = 'public' OR d.owner_id = ? OR EXISTS"
-                    " (SELECT 1 FROM grants g WHERE g.document_id = d.document_id AND g.user_id = ?))"
-                )
-                wparams += [access.reader_id, access.reader_id]
-            else:
-                where.append("d.access = 'public'")
-        if document_ids:
-            where.append(f"d.document_id IN ({','.join('?' * len(document_ids))})")
-            wparams += list(document_ids)
+        where, wparams = readable_clause(access, document_ids)
         sql = f"SELECT d.document_id, {score} AS s {source}"
         if where:
             sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
@@ -167,11 +153,11 @@ class MetadataStore(ABC):
     async def get_document(self, document_id: str) -> Document | None:
         return (await self.get_documents([document_id])).get(document_id)
 
-    async def replace_document(self, doc: Document, parents: Sequence[ParentChunk]) -> bool:
-        """Store ``doc`` with exactly ``parents``; return whether a document was replaced."""
+    async def replace_document(self, doc: Document, parents: Sequence[ParentChunk], graph: DocumentGraph | None = None) -> bool:
+        """Store ``doc`` with exactly ``parents`` (and its knowledge ``graph``); return whether a document was replaced."""
         async with self.transaction() as tx:
             replaced = bool(await tx.fetchall("SELECT 1 FROM documents WHERE document_id = ?", [doc.document_id]))
-            # Children of the old version go with their parent rows (ON DELETE CASCADE).
+            # Children and graph rows of the old version go with the document row (ON DELETE CASCADE).
             await tx.execute("DELETE FROM documents WHERE document_id = ?", [doc.document_id])
             await tx.execute(
                 f"INSERT INTO documents ({_DOC_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -199,6 +185,7 @@ class MetadataStore(ABC):
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     [(p.parent_chunk_id, p.document_id, p.chunk_index, p.content, p.tokens, p.page) for p in parents],
                 )
+            await self._write_graph(tx, doc.document_id, graph)
         return replaced
 
     async def delete_document(self, document_id: str) -> bool:

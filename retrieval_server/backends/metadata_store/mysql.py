@@ -54,6 +54,37 @@ DDL = (
   info_key VARCHAR(255) NOT NULL PRIMARY KEY,
   info_value TEXT NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    """CREATE TABLE IF NOT EXISTS graph_entities (
+  document_id VARCHAR(255) NOT NULL,
+  entity_key VARCHAR(191) NOT NULL,
+  name VARCHAR(255) NOT NULL,
+  entity_type VARCHAR(32) NOT NULL,
+  mentions INT NOT NULL,
+  PRIMARY KEY (document_id, entity_key),
+  KEY graph_entities_key (entity_key),
+  CONSTRAINT fk_graph_entity_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    """CREATE TABLE IF NOT EXISTS graph_mentions (
+  document_id VARCHAR(255) NOT NULL,
+  entity_key VARCHAR(191) NOT NULL,
+  chunk_id VARCHAR(255) NOT NULL,
+  mentions INT NOT NULL DEFAULT 1,
+  PRIMARY KEY (document_id, entity_key, chunk_id),
+  KEY graph_mentions_key (entity_key),
+  CONSTRAINT fk_graph_mention_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
+    """CREATE TABLE IF NOT EXISTS graph_edges (
+  document_id VARCHAR(255) NOT NULL,
+  source_key VARCHAR(191) NOT NULL,
+  target_key VARCHAR(191) NOT NULL,
+  relation VARCHAR(32) NOT NULL,
+  weight DOUBLE NOT NULL,
+  evidence TEXT NOT NULL,
+  PRIMARY KEY (document_id, source_key, target_key, relation),
+  KEY graph_edges_source (source_key),
+  KEY graph_edges_target (target_key),
+  CONSTRAINT fk_graph_edge_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
 )
 
 

@@ -57,6 +57,34 @@ CREATE TABLE IF NOT EXISTS pending_writes (
 );
 CREATE INDEX IF NOT EXISTS documents_owner ON documents(owner_id);
 CREATE INDEX IF NOT EXISTS grants_user ON grants(user_id);
+CREATE TABLE IF NOT EXISTS graph_entities (
+  document_id TEXT NOT NULL REFERENCES documents(document_id) ON DELETE CASCADE,
+  entity_key TEXT NOT NULL,
+  name TEXT NOT NULL,
+  entity_type TEXT NOT NULL,
+  mentions INTEGER NOT NULL,
+  PRIMARY KEY (document_id, entity_key)
+);
+CREATE INDEX IF NOT EXISTS graph_entities_key ON graph_entities(entity_key);
+CREATE TABLE IF NOT EXISTS graph_mentions (
+  document_id TEXT NOT NULL REFERENCES documents(document_id) ON DELETE CASCADE,
+  entity_key TEXT NOT NULL,
+  chunk_id TEXT NOT NULL,
+  mentions INTEGER NOT NULL DEFAULT 1,
+  PRIMARY KEY (document_id, entity_key, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS graph_mentions_key ON graph_mentions(entity_key);
+CREATE TABLE IF NOT EXISTS graph_edges (
+  document_id TEXT NOT NULL REFERENCES documents(document_id) ON DELETE CASCADE,
+  source_key TEXT NOT NULL,
+  target_key TEXT NOT NULL,
+  relation TEXT NOT NULL,
+  weight REAL NOT NULL,
+  evidence TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (document_id, source_key, target_key, relation)
+);
+CREATE INDEX IF NOT EXISTS graph_edges_source ON graph_edges(source_key);
+CREATE INDEX IF NOT EXISTS graph_edges_target ON graph_edges(target_key);
 """
 
 

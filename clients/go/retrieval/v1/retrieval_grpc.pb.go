@@ -56,6 +56,11 @@ type RetrievalServiceClient interface {
 	// id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
 	// UNAVAILABLE, INTERNAL.
 	DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error)
+	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
+	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
+	// and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+	// status.
+	StreamQuery(ctx context.Context, in *StreamQueryRequest, opts ...grpc.CallOption) (RetrievalService_StreamQueryClient, error)
 }
 
 type retrievalServiceClient struct {
@@ -111,6 +116,38 @@ func (c *retrievalServiceClient) DeleteDocuments(ctx context.Context, in *Delete
 	return out, nil
 }
 
+func (c *retrievalServiceClient) StreamQuery(ctx context.Context, in *StreamQueryRequest, opts ...grpc.CallOption) (RetrievalService_StreamQueryClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_RetrievalService_serviceDesc.Streams[0], "/retrieval.v1.RetrievalService/StreamQuery", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &retrievalServiceStreamQueryClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type RetrievalService_StreamQueryClient interface {
+	Recv() (*StreamQueryResponse, error)
+	grpc.ClientStream
+}
+
+type retrievalServiceStreamQueryClient struct {
+	grpc.ClientStream
+}
+
+func (x *retrievalServiceStreamQueryClient) Recv() (*StreamQueryResponse, error) {
+	m := new(StreamQueryResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // RetrievalServiceServer is the server API for RetrievalService service.
 // All implementations must embed UnimplementedRetrievalServiceServer
 // for forward compatibility
@@ -154,6 +191,11 @@ type RetrievalServiceServer interface {
 	// id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
 	// UNAVAILABLE, INTERNAL.
 	DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error)
+	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
+	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
+	// and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+	// status.
+	StreamQuery(*StreamQueryRequest, RetrievalService_StreamQueryServer) error
 	mustEmbedUnimplementedRetrievalServiceServer()
 }
 
@@ -175,6 +217,9 @@ func (UnimplementedRetrievalServiceServer) IngestDocuments(context.Context, *Ing
 }
 func (UnimplementedRetrievalServiceServer) DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteDocuments not implemented")
+}
+func (UnimplementedRetrievalServiceServer) StreamQuery(*StreamQueryRequest, RetrievalService_StreamQueryServer) error {
+	return status.Errorf(codes.Unimplemented, "method StreamQuery not implemented")
 }
 func (UnimplementedRetrievalServiceServer) mustEmbedUnimplementedRetrievalServiceServer() {}
 
@@ -279,6 +324,27 @@ func _RetrievalService_DeleteDocuments_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RetrievalService_StreamQuery_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamQueryRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RetrievalServiceServer).StreamQuery(m, &retrievalServiceStreamQueryServer{stream})
+}
+
+type RetrievalService_StreamQueryServer interface {
+	Send(*StreamQueryResponse) error
+	grpc.ServerStream
+}
+
+type retrievalServiceStreamQueryServer struct {
+	grpc.ServerStream
+}
+
+func (x *retrievalServiceStreamQueryServer) Send(m *StreamQueryResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
 var _RetrievalService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "retrieval.v1.RetrievalService",
 	HandlerType: (*RetrievalServiceServer)(nil),
@@ -304,6 +370,12 @@ var _RetrievalService_serviceDesc = grpc.ServiceDesc{
 			Handler:    _RetrievalService_DeleteDocuments_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamQuery",
+			Handler:       _RetrievalService_StreamQuery_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "retrieval/v1/retrieval.proto",
 }

@@ -14,6 +14,7 @@ class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STRATEGY_KEYWORD: _ClassVar[Strategy]
     STRATEGY_HYBRID: _ClassVar[Strategy]
     STRATEGY_ADAPTIVE: _ClassVar[Strategy]
+    STRATEGY_GRAPH: _ClassVar[Strategy]
 
 class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -40,11 +41,26 @@ class Access(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACCESS_UNSPECIFIED: _ClassVar[Access]
     ACCESS_PUBLIC: _ClassVar[Access]
     ACCESS_PRIVATE: _ClassVar[Access]
+
+class Route(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROUTE_UNSPECIFIED: _ClassVar[Route]
+    ROUTE_RETRIEVE: _ClassVar[Route]
+    ROUTE_TOOL: _ClassVar[Route]
+    ROUTE_DIRECT_ANSWER: _ClassVar[Route]
+
+class EntityMatchKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENTITY_MATCH_KIND_UNSPECIFIED: _ClassVar[EntityMatchKind]
+    ENTITY_MATCH_KIND_EXACT: _ClassVar[EntityMatchKind]
+    ENTITY_MATCH_KIND_CASE_FOLDED: _ClassVar[EntityMatchKind]
+    ENTITY_MATCH_KIND_FUZZY: _ClassVar[EntityMatchKind]
 STRATEGY_UNSPECIFIED: Strategy
 STRATEGY_SEMANTIC: Strategy
 STRATEGY_KEYWORD: Strategy
 STRATEGY_HYBRID: Strategy
 STRATEGY_ADAPTIVE: Strategy
+STRATEGY_GRAPH: Strategy
 MODE_UNSPECIFIED: Mode
 MODE_RETRIEVAL_ONLY: Mode
 MODE_GENERATION: Mode
@@ -59,6 +75,14 @@ SERVING_STATUS_NOT_CONFIGURED: ServingStatus
 ACCESS_UNSPECIFIED: Access
 ACCESS_PUBLIC: Access
 ACCESS_PRIVATE: Access
+ROUTE_UNSPECIFIED: Route
+ROUTE_RETRIEVE: Route
+ROUTE_TOOL: Route
+ROUTE_DIRECT_ANSWER: Route
+ENTITY_MATCH_KIND_UNSPECIFIED: EntityMatchKind
+ENTITY_MATCH_KIND_EXACT: EntityMatchKind
+ENTITY_MATCH_KIND_CASE_FOLDED: EntityMatchKind
+ENTITY_MATCH_KIND_FUZZY: EntityMatchKind
 
 class QueryFilters(_message.Message):
     __slots__ = ("document_ids",)
@@ -148,7 +172,7 @@ class StageMetric(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., duration_ms: _Optional[float] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Metrics(_message.Message):
-    __slots__ = ("total_ms", "stages", "cache_hit", "iterations", "sufficiency_score", "rerank_fallback_triggered", "degraded", "decomposition_used", "strategy_used")
+    __slots__ = ("total_ms", "stages", "cache_hit", "iterations", "sufficiency_score", "rerank_fallback_triggered", "degraded", "decomposition_used", "strategy_used", "route", "graph")
     TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +182,8 @@ class Metrics(_message.Message):
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     DECOMPOSITION_USED_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_USED_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_FIELD_NUMBER: _ClassVar[int]
     total_ms: float
     stages: _containers.RepeatedCompositeFieldContainer[StageMetric]
     cache_hit: bool
@@ -167,21 +193,25 @@ class Metrics(_message.Message):
     degraded: _containers.RepeatedScalarFieldContainer[str]
     decomposition_used: bool
     strategy_used: Strategy
-    def __init__(self, total_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageMetric, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., iterations: _Optional[int] = ..., sufficiency_score: _Optional[float] = ..., rerank_fallback_triggered: _Optional[bool] = ..., degraded: _Optional[_Iterable[str]] = ..., decomposition_used: _Optional[bool] = ..., strategy_used: _Optional[_Union[Strategy, str]] = ...) -> None: ...
+    route: RouteDecision
+    graph: GraphTrace
+    def __init__(self, total_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageMetric, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., iterations: _Optional[int] = ..., sufficiency_score: _Optional[float] = ..., rerank_fallback_triggered: _Optional[bool] = ..., degraded: _Optional[_Iterable[str]] = ..., decomposition_used: _Optional[bool] = ..., strategy_used: _Optional[_Union[Strategy, str]] = ..., route: _Optional[_Union[RouteDecision, _Mapping]] = ..., graph: _Optional[_Union[GraphTrace, _Mapping]] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
-    __slots__ = ("query", "contexts", "metrics", "cached", "suggestions")
+    __slots__ = ("query", "contexts", "metrics", "cached", "suggestions", "answer")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     CONTEXTS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     CACHED_FIELD_NUMBER: _ClassVar[int]
     SUGGESTIONS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
     query: str
     contexts: _containers.RepeatedCompositeFieldContainer[Context]
     metrics: Metrics
     cached: bool
     suggestions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, query: _Optional[str] = ..., contexts: _Optional[_Iterable[_Union[Context, _Mapping]]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., cached: _Optional[bool] = ..., suggestions: _Optional[_Iterable[str]] = ...) -> None: ...
+    answer: Answer
+    def __init__(self, query: _Optional[str] = ..., contexts: _Optional[_Iterable[_Union[Context, _Mapping]]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., cached: _Optional[bool] = ..., suggestions: _Optional[_Iterable[str]] = ..., answer: _Optional[_Union[Answer, _Mapping]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ("query", "top_k")
@@ -319,3 +349,131 @@ class DeleteDocumentsResponse(_message.Message):
     deleted: _containers.RepeatedScalarFieldContainer[str]
     not_found: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, deleted: _Optional[_Iterable[str]] = ..., not_found: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ToolCall(_message.Message):
+    __slots__ = ("name", "arguments_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    arguments_json: str
+    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ...) -> None: ...
+
+class RouteDecision(_message.Message):
+    __slots__ = ("route", "tool_calls", "reason", "decided_by")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    route: Route
+    tool_calls: _containers.RepeatedCompositeFieldContainer[ToolCall]
+    reason: str
+    decided_by: str
+    def __init__(self, route: _Optional[_Union[Route, str]] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., reason: _Optional[str] = ..., decided_by: _Optional[str] = ...) -> None: ...
+
+class EntityMatch(_message.Message):
+    __slots__ = ("name", "entity_type", "text", "kind", "score")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    entity_type: str
+    text: str
+    kind: EntityMatchKind
+    score: float
+    def __init__(self, name: _Optional[str] = ..., entity_type: _Optional[str] = ..., text: _Optional[str] = ..., kind: _Optional[_Union[EntityMatchKind, str]] = ..., score: _Optional[float] = ...) -> None: ...
+
+class GraphHop(_message.Message):
+    __slots__ = ("hop", "penalty", "entities", "chunks")
+    HOP_FIELD_NUMBER: _ClassVar[int]
+    PENALTY_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    hop: int
+    penalty: float
+    entities: _containers.RepeatedScalarFieldContainer[str]
+    chunks: int
+    def __init__(self, hop: _Optional[int] = ..., penalty: _Optional[float] = ..., entities: _Optional[_Iterable[str]] = ..., chunks: _Optional[int] = ...) -> None: ...
+
+class GraphTrace(_message.Message):
+    __slots__ = ("entities", "hops")
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    HOPS_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[EntityMatch]
+    hops: _containers.RepeatedCompositeFieldContainer[GraphHop]
+    def __init__(self, entities: _Optional[_Iterable[_Union[EntityMatch, _Mapping]]] = ..., hops: _Optional[_Iterable[_Union[GraphHop, _Mapping]]] = ...) -> None: ...
+
+class ToolResult(_message.Message):
+    __slots__ = ("name", "arguments_json", "success", "result_json", "error", "summary", "duration_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    arguments_json: str
+    success: bool
+    result_json: str
+    error: str
+    summary: str
+    duration_ms: float
+    def __init__(self, name: _Optional[str] = ..., arguments_json: _Optional[str] = ..., success: _Optional[bool] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., summary: _Optional[str] = ..., duration_ms: _Optional[float] = ...) -> None: ...
+
+class AnswerSentence(_message.Message):
+    __slots__ = ("text", "citations")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    citations: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, text: _Optional[str] = ..., citations: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Citation(_message.Message):
+    __slots__ = ("marker", "parent_chunk_id", "document_id", "title")
+    MARKER_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    marker: int
+    parent_chunk_id: str
+    document_id: str
+    title: str
+    def __init__(self, marker: _Optional[int] = ..., parent_chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+
+class Answer(_message.Message):
+    __slots__ = ("text", "sentences", "citations", "route", "extractive", "supported", "model", "tool_results")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    sentences: _containers.RepeatedCompositeFieldContainer[AnswerSentence]
+    citations: _containers.RepeatedCompositeFieldContainer[Citation]
+    route: Route
+    extractive: bool
+    supported: bool
+    model: str
+    tool_results: _containers.RepeatedCompositeFieldContainer[ToolResult]
+    def __init__(self, text: _Optional[str] = ..., sentences: _Optional[_Iterable[_Union[AnswerSentence, _Mapping]]] = ..., citations: _Optional[_Iterable[_Union[Citation, _Mapping]]] = ..., route: _Optional[_Union[Route, str]] = ..., extractive: _Optional[bool] = ..., supported: _Optional[bool] = ..., model: _Optional[str] = ..., tool_results: _Optional[_Iterable[_Union[ToolResult, _Mapping]]] = ...) -> None: ...
+
+class StreamQueryRequest(_message.Message):
+    __slots__ = ("query",)
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    query: QueryRequest
+    def __init__(self, query: _Optional[_Union[QueryRequest, _Mapping]] = ...) -> None: ...
+
+class StreamQueryResponse(_message.Message):
+    __slots__ = ("stage", "answer_delta", "response")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_DELTA_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    stage: StageMetric
+    answer_delta: str
+    response: QueryResponse
+    def __init__(self, stage: _Optional[_Union[StageMetric, _Mapping]] = ..., answer_delta: _Optional[str] = ..., response: _Optional[_Union[QueryResponse, _Mapping]] = ...) -> None: ...

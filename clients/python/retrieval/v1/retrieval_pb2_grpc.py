@@ -62,6 +62,11 @@ class RetrievalServiceStub:
                 request_serializer=retrieval_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.SerializeToString,
                 response_deserializer=retrieval_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.FromString,
                 _registered_method=True)
+        self.StreamQuery = channel.unary_stream(
+                '/retrieval.v1.RetrievalService/StreamQuery',
+                request_serializer=retrieval_dot_v1_dot_retrieval__pb2.StreamQueryRequest.SerializeToString,
+                response_deserializer=retrieval_dot_v1_dot_retrieval__pb2.StreamQueryResponse.FromString,
+                _registered_method=True)
 
 
 class RetrievalServiceServicer:
@@ -134,6 +139,16 @@ class RetrievalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamQuery(self, request, context):
+        """Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
+        MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
+        and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+        status.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrievalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -161,6 +176,11 @@ def add_RetrievalServiceServicer_to_server(servicer, server):
                     servicer.DeleteDocuments,
                     request_deserializer=retrieval_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.FromString,
                     response_serializer=retrieval_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.SerializeToString,
+            ),
+            'StreamQuery': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamQuery,
+                    request_deserializer=retrieval_dot_v1_dot_retrieval__pb2.StreamQueryRequest.FromString,
+                    response_serializer=retrieval_dot_v1_dot_retrieval__pb2.StreamQueryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +321,33 @@ class RetrievalService:
             '/retrieval.v1.RetrievalService/DeleteDocuments',
             retrieval_dot_v1_dot_retrieval__pb2.DeleteDocumentsRequest.SerializeToString,
             retrieval_dot_v1_dot_retrieval__pb2.DeleteDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamQuery(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/retrieval.v1.RetrievalService/StreamQuery',
+            retrieval_dot_v1_dot_retrieval__pb2.StreamQueryRequest.SerializeToString,
+            retrieval_dot_v1_dot_retrieval__pb2.StreamQueryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,7 +11,9 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -113,6 +115,12 @@ export enum Strategy {
    * KEYWORD, the rest HYBRID. Metrics.strategy_used says which one ran.
    */
   STRATEGY_ADAPTIVE = 4,
+  /**
+   * STRATEGY_GRAPH - The knowledge-graph leg alone: the chunks that mention the entities the query names (exact,
+   * case-folded or fuzzy matches) and their neighbours up to two hops away, scored by hop
+   * penalty and relation weight. No known entity in the query: no contexts, with suggestions.
+   */
+  STRATEGY_GRAPH = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -133,6 +141,9 @@ export function strategyFromJSON(object: any): Strategy {
     case 4:
     case "STRATEGY_ADAPTIVE":
       return Strategy.STRATEGY_ADAPTIVE;
+    case 5:
+    case "STRATEGY_GRAPH":
+      return Strategy.STRATEGY_GRAPH;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -152,6 +163,8 @@ export function strategyToJSON(object: Strategy): string {
       return "STRATEGY_HYBRID";
     case Strategy.STRATEGY_ADAPTIVE:
       return "STRATEGY_ADAPTIVE";
+    case Strategy.STRATEGY_GRAPH:
+      return "STRATEGY_GRAPH";
     case Strategy.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -362,6 +375,109 @@ export function accessToJSON(object: Access): string {
   }
 }
 
+/** What the router of a MODE_GENERATION request chose. */
+export enum Route {
+  /** ROUTE_UNSPECIFIED - Not set (MODE_RETRIEVAL_ONLY requests are not routed). */
+  ROUTE_UNSPECIFIED = 0,
+  /** ROUTE_RETRIEVE - Search the documents, then answer from the contexts found. */
+  ROUTE_RETRIEVE = 1,
+  /**
+   * ROUTE_TOOL - Run tools (lookup_facts, summarize, calculate, analyze_dependencies), then answer from their
+   * results; summarize runs after retrieval.
+   */
+  ROUTE_TOOL = 2,
+  /** ROUTE_DIRECT_ANSWER - Answer without looking anything up (greetings, questions about the assistant). */
+  ROUTE_DIRECT_ANSWER = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function routeFromJSON(object: any): Route {
+  switch (object) {
+    case 0:
+    case "ROUTE_UNSPECIFIED":
+      return Route.ROUTE_UNSPECIFIED;
+    case 1:
+    case "ROUTE_RETRIEVE":
+      return Route.ROUTE_RETRIEVE;
+    case 2:
+    case "ROUTE_TOOL":
+      return Route.ROUTE_TOOL;
+    case 3:
+    case "ROUTE_DIRECT_ANSWER":
+      return Route.ROUTE_DIRECT_ANSWER;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return Route.UNRECOGNIZED;
+  }
+}
+
+export function routeToJSON(object: Route): string {
+  switch (object) {
+    case Route.ROUTE_UNSPECIFIED:
+      return "ROUTE_UNSPECIFIED";
+    case Route.ROUTE_RETRIEVE:
+      return "ROUTE_RETRIEVE";
+    case Route.ROUTE_TOOL:
+      return "ROUTE_TOOL";
+    case Route.ROUTE_DIRECT_ANSWER:
+      return "ROUTE_DIRECT_ANSWER";
+    case Route.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+/** How an entity named in the query was recognized. */
+export enum EntityMatchKind {
+  /** ENTITY_MATCH_KIND_UNSPECIFIED - Not set. */
+  ENTITY_MATCH_KIND_UNSPECIFIED = 0,
+  /** ENTITY_MATCH_KIND_EXACT - The query wrote the name exactly as the documents do. */
+  ENTITY_MATCH_KIND_EXACT = 1,
+  /** ENTITY_MATCH_KIND_CASE_FOLDED - Same letters and digits, ignoring case, spaces and punctuation ("auth service" = "AuthService"). */
+  ENTITY_MATCH_KIND_CASE_FOLDED = 2,
+  /** ENTITY_MATCH_KIND_FUZZY - A close spelling (rapidfuzz ratio at least RETRIEVAL_GRAPH_FUZZY_THRESHOLD, 88 of 100). */
+  ENTITY_MATCH_KIND_FUZZY = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function entityMatchKindFromJSON(object: any): EntityMatchKind {
+  switch (object) {
+    case 0:
+    case "ENTITY_MATCH_KIND_UNSPECIFIED":
+      return EntityMatchKind.ENTITY_MATCH_KIND_UNSPECIFIED;
+    case 1:
+    case "ENTITY_MATCH_KIND_EXACT":
+      return EntityMatchKind.ENTITY_MATCH_KIND_EXACT;
+    case 2:
+    case "ENTITY_MATCH_KIND_CASE_FOLDED":
+      return EntityMatchKind.ENTITY_MATCH_KIND_CASE_FOLDED;
+    case 3:
+    case "ENTITY_MATCH_KIND_FUZZY":
+      return EntityMatchKind.ENTITY_MATCH_KIND_FUZZY;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return EntityMatchKind.UNRECOGNIZED;
+  }
+}
+
+export function entityMatchKindToJSON(object: EntityMatchKind): string {
+  switch (object) {
+    case EntityMatchKind.ENTITY_MATCH_KIND_UNSPECIFIED:
+      return "ENTITY_MATCH_KIND_UNSPECIFIED";
+    case EntityMatchKind.ENTITY_MATCH_KIND_EXACT:
+      return "ENTITY_MATCH_KIND_EXACT";
+    case EntityMatchKind.ENTITY_MATCH_KIND_CASE_FOLDED:
+      return "ENTITY_MATCH_KIND_CASE_FOLDED";
+    case EntityMatchKind.ENTITY_MATCH_KIND_FUZZY:
+      return "ENTITY_MATCH_KIND_FUZZY";
+    case EntityMatchKind.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Restrictions on what a Query may retrieve, on top of the caller's access rights. */
 export interface QueryFilters {
   /**
@@ -540,6 +656,15 @@ export interface Metrics {
    * query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.
    */
   strategyUsed: Strategy;
+  /** MODE_GENERATION only (unset otherwise): what the router decided and why. */
+  route:
+    | RouteDecision
+    | undefined;
+  /**
+   * The graph leg's trace: the entities the query named and each hop's expansion. Unset when
+   * the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE, or the graph disabled).
+   */
+  graph: GraphTrace | undefined;
 }
 
 /** The answer to a Query. */
@@ -559,6 +684,8 @@ export interface QueryResponse {
    * another strategy, removing a filter). Human-readable.
    */
   suggestions: string[];
+  /** MODE_GENERATION only (unset otherwise): the answer, whose citations point into `contexts`. */
+  answer: Answer | undefined;
 }
 
 /** A simple semantic search. */
@@ -740,6 +867,148 @@ export interface DeleteDocumentsResponse {
   deleted: string[];
   /** Ids that were not stored (nothing to remove). */
   notFound: string[];
+}
+
+/** One tool call the router asked for. */
+export interface ToolCall {
+  /** Tool name: lookup_facts, summarize, calculate or analyze_dependencies. */
+  name: string;
+  /** The arguments as a JSON object, e.g. {"entity": "AuthService", "direction": "dependents"}. */
+  argumentsJson: string;
+}
+
+/** The router's decision. */
+export interface RouteDecision {
+  /** Where the request went. */
+  route: Route;
+  /** ROUTE_TOOL only: the tools to run, in order (at most 4). */
+  toolCalls: ToolCall[];
+  /** Why, in a few words. */
+  reason: string;
+  /** "rules", or "llm:<provider>:<model>" when a model decided. */
+  decidedBy: string;
+}
+
+/** A known entity the query names. */
+export interface EntityMatch {
+  /** The entity's name as the documents write it most often. */
+  name: string;
+  /** SERVICE, PROJECT, PERSON, ORGANIZATION, IDENTIFIER or CONCEPT. */
+  entityType: string;
+  /** The query text that named it. */
+  text: string;
+  /** How it was matched. */
+  kind: EntityMatchKind;
+  /** 1 for exact and case-folded matches; the similarity in [0, 1] for fuzzy ones. */
+  score: number;
+}
+
+/** One hop of the graph leg's expansion. */
+export interface GraphHop {
+  /** 0: the query's own entities; 1 and 2: their neighbours and the neighbours' neighbours. */
+  hop: number;
+  /** Score factor of this hop (RETRIEVAL_GRAPH_HOP_PENALTIES: 1.0, 0.77, 0.63). */
+  penalty: number;
+  /** Names of the entities expanded at this hop (at most RETRIEVAL_GRAPH_MAX_NEIGHBORS, 25). */
+  entities: string[];
+  /** Chunks this hop added (at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP, 20). */
+  chunks: number;
+}
+
+/** What the graph leg did for one request. */
+export interface GraphTrace {
+  /** Known entities the query names; empty: the leg had nothing to start from. */
+  entities: EntityMatch[];
+  /** The hops, from 0. */
+  hops: GraphHop[];
+}
+
+/** A tool's outcome, as the answer used it. */
+export interface ToolResult {
+  /** The tool's name. */
+  name: string;
+  /** The arguments it ran with, as a JSON object. */
+  argumentsJson: string;
+  /** False when it failed or timed out (RETRIEVAL_TOOL_TIMEOUT_S, 5 s); `error` says why. */
+  success: boolean;
+  /** The tool-specific result as JSON; empty on failure. */
+  resultJson: string;
+  /** Why it failed; empty on success. */
+  error: string;
+  /** One sentence stating the result. */
+  summary: string;
+  /** Run time in milliseconds. */
+  durationMs: number;
+}
+
+/** One sentence of an answer. */
+export interface AnswerSentence {
+  /** The sentence without its citation markers. */
+  text: string;
+  /** The contexts it cites: positions (from 1) in QueryResponse.contexts. */
+  citations: number[];
+}
+
+/** A context an answer cites. */
+export interface Citation {
+  /** The [n] in the answer's text: position (from 1) of the context in QueryResponse.contexts. */
+  marker: number;
+  /** The cited context's parent chunk. */
+  parentChunkId: string;
+  /** The cited context's document. */
+  documentId: string;
+  /** The document's title; empty when it has none. */
+  title: string;
+}
+
+/** The answer of a MODE_GENERATION request. */
+export interface Answer {
+  /**
+   * The answer with [n] markers after the sentences that use context n. Every marker points at
+   * a returned context: a model's citation that points nowhere is removed (and reported in
+   * Metrics.degraded as answer:invalid_citation_removed).
+   */
+  text: string;
+  /** The answer sentence by sentence, with each sentence's citations. */
+  sentences: AnswerSentence[];
+  /** The contexts the answer cites, by marker. */
+  citations: Citation[];
+  /** The path that produced it. */
+  route: Route;
+  /**
+   * True when no model wrote it: its sentences are copied from the contexts (ranked by the
+   * cross-encoder or the embedder) or state the tool results.
+   */
+  extractive: boolean;
+  /** False when the contexts and tools did not support an answer; the text then says so. */
+  supported: boolean;
+  /** "extractive", or "<provider>:<model>" of the model that wrote it. */
+  model: string;
+  /** The tool results the answer relied on, in call order. */
+  toolResults: ToolResult[];
+}
+
+/** StreamQuery's request. */
+export interface StreamQueryRequest {
+  /** The query, exactly as Query takes it (same limits and defaults). */
+  query: QueryRequest | undefined;
+}
+
+/** One event of a StreamQuery stream. */
+export interface StreamQueryResponse {
+  /** A workflow stage that just finished (name, duration, count), in the order they ran. */
+  stage?:
+    | StageMetric
+    | undefined;
+  /**
+   * The next piece of the answer's text, in order; their concatenation is the text as written,
+   * before the citation check (the final response's Answer.text is authoritative).
+   */
+  answerDelta?:
+    | string
+    | undefined;
+  /** The last event: the same response Query returns. */
+  response?: QueryResponse | undefined;
 }
 
 function createBaseQueryFilters(): QueryFilters {
@@ -1683,6 +1952,8 @@ function createBaseMetrics(): Metrics {
     degraded: [],
     decompositionUsed: false,
     strategyUsed: 0,
+    route: undefined,
+    graph: undefined,
   };
 }
 
@@ -1714,6 +1985,12 @@ export const Metrics: MessageFns<Metrics> = {
     }
     if (message.strategyUsed !== 0) {
       writer.uint32(72).int32(message.strategyUsed);
+    }
+    if (message.route !== undefined) {
+      RouteDecision.encode(message.route, writer.uint32(82).fork()).join();
+    }
+    if (message.graph !== undefined) {
+      GraphTrace.encode(message.graph, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -1803,6 +2080,22 @@ export const Metrics: MessageFns<Metrics> = {
             message.strategyUsed = reader.int32() as any;
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.route = RouteDecision.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.graph = GraphTrace.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1850,6 +2143,8 @@ export const Metrics: MessageFns<Metrics> = {
         : isSet(object.strategy_used)
         ? strategyFromJSON(object.strategy_used)
         : 0,
+      route: isSet(object.route) ? RouteDecision.fromJSON(object.route) : undefined,
+      graph: isSet(object.graph) ? GraphTrace.fromJSON(object.graph) : undefined,
     };
   },
 
@@ -1882,6 +2177,12 @@ export const Metrics: MessageFns<Metrics> = {
     if (message.strategyUsed !== 0) {
       obj.strategyUsed = strategyToJSON(message.strategyUsed);
     }
+    if (message.route !== undefined) {
+      obj.route = RouteDecision.toJSON(message.route);
+    }
+    if (message.graph !== undefined) {
+      obj.graph = GraphTrace.toJSON(message.graph);
+    }
     return obj;
   },
 
@@ -1899,12 +2200,18 @@ export const Metrics: MessageFns<Metrics> = {
     message.degraded = object.degraded?.map((e) => e) || [];
     message.decompositionUsed = object.decompositionUsed ?? false;
     message.strategyUsed = object.strategyUsed ?? 0;
+    message.route = (object.route !== undefined && object.route !== null)
+      ? RouteDecision.fromPartial(object.route)
+      : undefined;
+    message.graph = (object.graph !== undefined && object.graph !== null)
+      ? GraphTrace.fromPartial(object.graph)
+      : undefined;
     return message;
   },
 };
 
 function createBaseQueryResponse(): QueryResponse {
-  return { query: "", contexts: [], metrics: undefined, cached: false, suggestions: [] };
+  return { query: "", contexts: [], metrics: undefined, cached: false, suggestions: [], answer: undefined };
 }
 
 export const QueryResponse: MessageFns<QueryResponse> = {
@@ -1923,6 +2230,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     }
     for (const v of message.suggestions) {
       writer.uint32(42).string(v!);
+    }
+    if (message.answer !== undefined) {
+      Answer.encode(message.answer, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -1980,6 +2290,14 @@ export const QueryResponse: MessageFns<QueryResponse> = {
             message.suggestions.push(reader.string());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.answer = Answer.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2001,6 +2319,7 @@ export const QueryResponse: MessageFns<QueryResponse> = {
       suggestions: globalThis.Array.isArray(object?.suggestions)
         ? object.suggestions.map((e: any) => globalThis.String(e))
         : [],
+      answer: isSet(object.answer) ? Answer.fromJSON(object.answer) : undefined,
     };
   },
 
@@ -2021,6 +2340,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
     if (message.suggestions?.length) {
       obj.suggestions = message.suggestions;
     }
+    if (message.answer !== undefined) {
+      obj.answer = Answer.toJSON(message.answer);
+    }
     return obj;
   },
 
@@ -2036,6 +2358,9 @@ export const QueryResponse: MessageFns<QueryResponse> = {
       : undefined;
     message.cached = object.cached ?? false;
     message.suggestions = object.suggestions?.map((e) => e) || [];
+    message.answer = (object.answer !== undefined && object.answer !== null)
+      ? Answer.fromPartial(object.answer)
+      : undefined;
     return message;
   },
 };
@@ -3530,6 +3855,1340 @@ export const DeleteDocumentsResponse: MessageFns<DeleteDocumentsResponse> = {
   },
 };
 
+function createBaseToolCall(): ToolCall {
+  return { name: "", argumentsJson: "" };
+}
+
+export const ToolCall: MessageFns<ToolCall> = {
+  encode(message: ToolCall, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.argumentsJson !== "") {
+      writer.uint32(18).string(message.argumentsJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ToolCall {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseToolCall();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.argumentsJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ToolCall {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      argumentsJson: isSet(object.argumentsJson)
+        ? globalThis.String(object.argumentsJson)
+        : isSet(object.arguments_json)
+        ? globalThis.String(object.arguments_json)
+        : "",
+    };
+  },
+
+  toJSON(message: ToolCall): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.argumentsJson !== "") {
+      obj.argumentsJson = message.argumentsJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ToolCall>, I>>(base?: I): ToolCall {
+    return ToolCall.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ToolCall>, I>>(object: I): ToolCall {
+    const message = createBaseToolCall();
+    message.name = object.name ?? "";
+    message.argumentsJson = object.argumentsJson ?? "";
+    return message;
+  },
+};
+
+function createBaseRouteDecision(): RouteDecision {
+  return { route: 0, toolCalls: [], reason: "", decidedBy: "" };
+}
+
+export const RouteDecision: MessageFns<RouteDecision> = {
+  encode(message: RouteDecision, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.route !== 0) {
+      writer.uint32(8).int32(message.route);
+    }
+    for (const v of message.toolCalls) {
+      ToolCall.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    if (message.decidedBy !== "") {
+      writer.uint32(34).string(message.decidedBy);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouteDecision {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouteDecision();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.route = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolCalls.push(ToolCall.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.decidedBy = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouteDecision {
+    return {
+      route: isSet(object.route) ? routeFromJSON(object.route) : 0,
+      toolCalls: globalThis.Array.isArray(object?.toolCalls)
+        ? object.toolCalls.map((e: any) => ToolCall.fromJSON(e))
+        : globalThis.Array.isArray(object?.tool_calls)
+        ? object.tool_calls.map((e: any) => ToolCall.fromJSON(e))
+        : [],
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      decidedBy: isSet(object.decidedBy)
+        ? globalThis.String(object.decidedBy)
+        : isSet(object.decided_by)
+        ? globalThis.String(object.decided_by)
+        : "",
+    };
+  },
+
+  toJSON(message: RouteDecision): unknown {
+    const obj: any = {};
+    if (message.route !== 0) {
+      obj.route = routeToJSON(message.route);
+    }
+    if (message.toolCalls?.length) {
+      obj.toolCalls = message.toolCalls.map((e) => ToolCall.toJSON(e));
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.decidedBy !== "") {
+      obj.decidedBy = message.decidedBy;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouteDecision>, I>>(base?: I): RouteDecision {
+    return RouteDecision.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouteDecision>, I>>(object: I): RouteDecision {
+    const message = createBaseRouteDecision();
+    message.route = object.route ?? 0;
+    message.toolCalls = object.toolCalls?.map((e) => ToolCall.fromPartial(e)) || [];
+    message.reason = object.reason ?? "";
+    message.decidedBy = object.decidedBy ?? "";
+    return message;
+  },
+};
+
+function createBaseEntityMatch(): EntityMatch {
+  return { name: "", entityType: "", text: "", kind: 0, score: 0 };
+}
+
+export const EntityMatch: MessageFns<EntityMatch> = {
+  encode(message: EntityMatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.entityType !== "") {
+      writer.uint32(18).string(message.entityType);
+    }
+    if (message.text !== "") {
+      writer.uint32(26).string(message.text);
+    }
+    if (message.kind !== 0) {
+      writer.uint32(32).int32(message.kind);
+    }
+    if (message.score !== 0) {
+      writer.uint32(45).float(message.score);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EntityMatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEntityMatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.entityType = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.kind = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 45) {
+              break;
+            }
+
+            message.score = reader.float();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EntityMatch {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      entityType: isSet(object.entityType)
+        ? globalThis.String(object.entityType)
+        : isSet(object.entity_type)
+        ? globalThis.String(object.entity_type)
+        : "",
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+      kind: isSet(object.kind) ? entityMatchKindFromJSON(object.kind) : 0,
+      score: isSet(object.score) ? globalThis.Number(object.score) : 0,
+    };
+  },
+
+  toJSON(message: EntityMatch): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.entityType !== "") {
+      obj.entityType = message.entityType;
+    }
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    if (message.kind !== 0) {
+      obj.kind = entityMatchKindToJSON(message.kind);
+    }
+    if (message.score !== 0) {
+      obj.score = floatToJson(message.score);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EntityMatch>, I>>(base?: I): EntityMatch {
+    return EntityMatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EntityMatch>, I>>(object: I): EntityMatch {
+    const message = createBaseEntityMatch();
+    message.name = object.name ?? "";
+    message.entityType = object.entityType ?? "";
+    message.text = object.text ?? "";
+    message.kind = object.kind ?? 0;
+    message.score = object.score ?? 0;
+    return message;
+  },
+};
+
+function createBaseGraphHop(): GraphHop {
+  return { hop: 0, penalty: 0, entities: [], chunks: 0 };
+}
+
+export const GraphHop: MessageFns<GraphHop> = {
+  encode(message: GraphHop, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.hop !== 0) {
+      writer.uint32(8).int32(message.hop);
+    }
+    if (message.penalty !== 0) {
+      writer.uint32(21).float(message.penalty);
+    }
+    for (const v of message.entities) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.chunks !== 0) {
+      writer.uint32(32).int32(message.chunks);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GraphHop {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGraphHop();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.hop = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 21) {
+              break;
+            }
+
+            message.penalty = reader.float();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.entities.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.chunks = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GraphHop {
+    return {
+      hop: isSet(object.hop) ? globalThis.Number(object.hop) : 0,
+      penalty: isSet(object.penalty) ? globalThis.Number(object.penalty) : 0,
+      entities: globalThis.Array.isArray(object?.entities) ? object.entities.map((e: any) => globalThis.String(e)) : [],
+      chunks: isSet(object.chunks) ? globalThis.Number(object.chunks) : 0,
+    };
+  },
+
+  toJSON(message: GraphHop): unknown {
+    const obj: any = {};
+    if (message.hop !== 0) {
+      obj.hop = Math.round(message.hop);
+    }
+    if (message.penalty !== 0) {
+      obj.penalty = floatToJson(message.penalty);
+    }
+    if (message.entities?.length) {
+      obj.entities = message.entities;
+    }
+    if (message.chunks !== 0) {
+      obj.chunks = Math.round(message.chunks);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GraphHop>, I>>(base?: I): GraphHop {
+    return GraphHop.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GraphHop>, I>>(object: I): GraphHop {
+    const message = createBaseGraphHop();
+    message.hop = object.hop ?? 0;
+    message.penalty = object.penalty ?? 0;
+    message.entities = object.entities?.map((e) => e) || [];
+    message.chunks = object.chunks ?? 0;
+    return message;
+  },
+};
+
+function createBaseGraphTrace(): GraphTrace {
+  return { entities: [], hops: [] };
+}
+
+export const GraphTrace: MessageFns<GraphTrace> = {
+  encode(message: GraphTrace, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.entities) {
+      EntityMatch.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.hops) {
+      GraphHop.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GraphTrace {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGraphTrace();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.entities.push(EntityMatch.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.hops.push(GraphHop.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GraphTrace {
+    return {
+      entities: globalThis.Array.isArray(object?.entities)
+        ? object.entities.map((e: any) => EntityMatch.fromJSON(e))
+        : [],
+      hops: globalThis.Array.isArray(object?.hops) ? object.hops.map((e: any) => GraphHop.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: GraphTrace): unknown {
+    const obj: any = {};
+    if (message.entities?.length) {
+      obj.entities = message.entities.map((e) => EntityMatch.toJSON(e));
+    }
+    if (message.hops?.length) {
+      obj.hops = message.hops.map((e) => GraphHop.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GraphTrace>, I>>(base?: I): GraphTrace {
+    return GraphTrace.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GraphTrace>, I>>(object: I): GraphTrace {
+    const message = createBaseGraphTrace();
+    message.entities = object.entities?.map((e) => EntityMatch.fromPartial(e)) || [];
+    message.hops = object.hops?.map((e) => GraphHop.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseToolResult(): ToolResult {
+  return { name: "", argumentsJson: "", success: false, resultJson: "", error: "", summary: "", durationMs: 0 };
+}
+
+export const ToolResult: MessageFns<ToolResult> = {
+  encode(message: ToolResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.argumentsJson !== "") {
+      writer.uint32(18).string(message.argumentsJson);
+    }
+    if (message.success !== false) {
+      writer.uint32(24).bool(message.success);
+    }
+    if (message.resultJson !== "") {
+      writer.uint32(34).string(message.resultJson);
+    }
+    if (message.error !== "") {
+      writer.uint32(42).string(message.error);
+    }
+    if (message.summary !== "") {
+      writer.uint32(50).string(message.summary);
+    }
+    if (message.durationMs !== 0) {
+      writer.uint32(57).double(message.durationMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ToolResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseToolResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.argumentsJson = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.success = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.resultJson = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.summary = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 57) {
+              break;
+            }
+
+            message.durationMs = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ToolResult {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      argumentsJson: isSet(object.argumentsJson)
+        ? globalThis.String(object.argumentsJson)
+        : isSet(object.arguments_json)
+        ? globalThis.String(object.arguments_json)
+        : "",
+      success: isSet(object.success) ? globalThis.Boolean(object.success) : false,
+      resultJson: isSet(object.resultJson)
+        ? globalThis.String(object.resultJson)
+        : isSet(object.result_json)
+        ? globalThis.String(object.result_json)
+        : "",
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+      summary: isSet(object.summary) ? globalThis.String(object.summary) : "",
+      durationMs: isSet(object.durationMs)
+        ? globalThis.Number(object.durationMs)
+        : isSet(object.duration_ms)
+        ? globalThis.Number(object.duration_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: ToolResult): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.argumentsJson !== "") {
+      obj.argumentsJson = message.argumentsJson;
+    }
+    if (message.success !== false) {
+      obj.success = message.success;
+    }
+    if (message.resultJson !== "") {
+      obj.resultJson = message.resultJson;
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    if (message.summary !== "") {
+      obj.summary = message.summary;
+    }
+    if (message.durationMs !== 0) {
+      obj.durationMs = floatToJson(message.durationMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ToolResult>, I>>(base?: I): ToolResult {
+    return ToolResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ToolResult>, I>>(object: I): ToolResult {
+    const message = createBaseToolResult();
+    message.name = object.name ?? "";
+    message.argumentsJson = object.argumentsJson ?? "";
+    message.success = object.success ?? false;
+    message.resultJson = object.resultJson ?? "";
+    message.error = object.error ?? "";
+    message.summary = object.summary ?? "";
+    message.durationMs = object.durationMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseAnswerSentence(): AnswerSentence {
+  return { text: "", citations: [] };
+}
+
+export const AnswerSentence: MessageFns<AnswerSentence> = {
+  encode(message: AnswerSentence, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    if (message.citations.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.citations) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AnswerSentence {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswerSentence();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.citations.push(reader.int32());
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.citations.push(reader.int32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AnswerSentence {
+    return {
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+      citations: globalThis.Array.isArray(object?.citations)
+        ? object.citations.map((e: any) => globalThis.Number(e))
+        : [],
+    };
+  },
+
+  toJSON(message: AnswerSentence): unknown {
+    const obj: any = {};
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    if (message.citations?.length) {
+      obj.citations = message.citations.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AnswerSentence>, I>>(base?: I): AnswerSentence {
+    return AnswerSentence.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AnswerSentence>, I>>(object: I): AnswerSentence {
+    const message = createBaseAnswerSentence();
+    message.text = object.text ?? "";
+    message.citations = object.citations?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseCitation(): Citation {
+  return { marker: 0, parentChunkId: "", documentId: "", title: "" };
+}
+
+export const Citation: MessageFns<Citation> = {
+  encode(message: Citation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.marker !== 0) {
+      writer.uint32(8).int32(message.marker);
+    }
+    if (message.parentChunkId !== "") {
+      writer.uint32(18).string(message.parentChunkId);
+    }
+    if (message.documentId !== "") {
+      writer.uint32(26).string(message.documentId);
+    }
+    if (message.title !== "") {
+      writer.uint32(34).string(message.title);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Citation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCitation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.marker = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.parentChunkId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.documentId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.title = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Citation {
+    return {
+      marker: isSet(object.marker) ? globalThis.Number(object.marker) : 0,
+      parentChunkId: isSet(object.parentChunkId)
+        ? globalThis.String(object.parentChunkId)
+        : isSet(object.parent_chunk_id)
+        ? globalThis.String(object.parent_chunk_id)
+        : "",
+      documentId: isSet(object.documentId)
+        ? globalThis.String(object.documentId)
+        : isSet(object.document_id)
+        ? globalThis.String(object.document_id)
+        : "",
+      title: isSet(object.title) ? globalThis.String(object.title) : "",
+    };
+  },
+
+  toJSON(message: Citation): unknown {
+    const obj: any = {};
+    if (message.marker !== 0) {
+      obj.marker = Math.round(message.marker);
+    }
+    if (message.parentChunkId !== "") {
+      obj.parentChunkId = message.parentChunkId;
+    }
+    if (message.documentId !== "") {
+      obj.documentId = message.documentId;
+    }
+    if (message.title !== "") {
+      obj.title = message.title;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Citation>, I>>(base?: I): Citation {
+    return Citation.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Citation>, I>>(object: I): Citation {
+    const message = createBaseCitation();
+    message.marker = object.marker ?? 0;
+    message.parentChunkId = object.parentChunkId ?? "";
+    message.documentId = object.documentId ?? "";
+    message.title = object.title ?? "";
+    return message;
+  },
+};
+
+function createBaseAnswer(): Answer {
+  return {
+    text: "",
+    sentences: [],
+    citations: [],
+    route: 0,
+    extractive: false,
+    supported: false,
+    model: "",
+    toolResults: [],
+  };
+}
+
+export const Answer: MessageFns<Answer> = {
+  encode(message: Answer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    for (const v of message.sentences) {
+      AnswerSentence.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.citations) {
+      Citation.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.route !== 0) {
+      writer.uint32(32).int32(message.route);
+    }
+    if (message.extractive !== false) {
+      writer.uint32(40).bool(message.extractive);
+    }
+    if (message.supported !== false) {
+      writer.uint32(48).bool(message.supported);
+    }
+    if (message.model !== "") {
+      writer.uint32(58).string(message.model);
+    }
+    for (const v of message.toolResults) {
+      ToolResult.encode(v!, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Answer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAnswer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sentences.push(AnswerSentence.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.citations.push(Citation.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.route = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.extractive = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.supported = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.toolResults.push(ToolResult.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Answer {
+    return {
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+      sentences: globalThis.Array.isArray(object?.sentences)
+        ? object.sentences.map((e: any) => AnswerSentence.fromJSON(e))
+        : [],
+      citations: globalThis.Array.isArray(object?.citations)
+        ? object.citations.map((e: any) => Citation.fromJSON(e))
+        : [],
+      route: isSet(object.route) ? routeFromJSON(object.route) : 0,
+      extractive: isSet(object.extractive) ? globalThis.Boolean(object.extractive) : false,
+      supported: isSet(object.supported) ? globalThis.Boolean(object.supported) : false,
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      toolResults: globalThis.Array.isArray(object?.toolResults)
+        ? object.toolResults.map((e: any) => ToolResult.fromJSON(e))
+        : globalThis.Array.isArray(object?.tool_results)
+        ? object.tool_results.map((e: any) => ToolResult.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: Answer): unknown {
+    const obj: any = {};
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    if (message.sentences?.length) {
+      obj.sentences = message.sentences.map((e) => AnswerSentence.toJSON(e));
+    }
+    if (message.citations?.length) {
+      obj.citations = message.citations.map((e) => Citation.toJSON(e));
+    }
+    if (message.route !== 0) {
+      obj.route = routeToJSON(message.route);
+    }
+    if (message.extractive !== false) {
+      obj.extractive = message.extractive;
+    }
+    if (message.supported !== false) {
+      obj.supported = message.supported;
+    }
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.toolResults?.length) {
+      obj.toolResults = message.toolResults.map((e) => ToolResult.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Answer>, I>>(base?: I): Answer {
+    return Answer.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Answer>, I>>(object: I): Answer {
+    const message = createBaseAnswer();
+    message.text = object.text ?? "";
+    message.sentences = object.sentences?.map((e) => AnswerSentence.fromPartial(e)) || [];
+    message.citations = object.citations?.map((e) => Citation.fromPartial(e)) || [];
+    message.route = object.route ?? 0;
+    message.extractive = object.extractive ?? false;
+    message.supported = object.supported ?? false;
+    message.model = object.model ?? "";
+    message.toolResults = object.toolResults?.map((e) => ToolResult.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseStreamQueryRequest(): StreamQueryRequest {
+  return { query: undefined };
+}
+
+export const StreamQueryRequest: MessageFns<StreamQueryRequest> = {
+  encode(message: StreamQueryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.query !== undefined) {
+      QueryRequest.encode(message.query, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamQueryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamQueryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.query = QueryRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamQueryRequest {
+    return { query: isSet(object.query) ? QueryRequest.fromJSON(object.query) : undefined };
+  },
+
+  toJSON(message: StreamQueryRequest): unknown {
+    const obj: any = {};
+    if (message.query !== undefined) {
+      obj.query = QueryRequest.toJSON(message.query);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamQueryRequest>, I>>(base?: I): StreamQueryRequest {
+    return StreamQueryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamQueryRequest>, I>>(object: I): StreamQueryRequest {
+    const message = createBaseStreamQueryRequest();
+    message.query = (object.query !== undefined && object.query !== null)
+      ? QueryRequest.fromPartial(object.query)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStreamQueryResponse(): StreamQueryResponse {
+  return { stage: undefined, answerDelta: undefined, response: undefined };
+}
+
+export const StreamQueryResponse: MessageFns<StreamQueryResponse> = {
+  encode(message: StreamQueryResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stage !== undefined) {
+      StageMetric.encode(message.stage, writer.uint32(10).fork()).join();
+    }
+    if (message.answerDelta !== undefined) {
+      writer.uint32(18).string(message.answerDelta);
+    }
+    if (message.response !== undefined) {
+      QueryResponse.encode(message.response, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamQueryResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamQueryResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.stage = StageMetric.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.answerDelta = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.response = QueryResponse.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamQueryResponse {
+    return {
+      stage: isSet(object.stage) ? StageMetric.fromJSON(object.stage) : undefined,
+      answerDelta: isSet(object.answerDelta)
+        ? globalThis.String(object.answerDelta)
+        : isSet(object.answer_delta)
+        ? globalThis.String(object.answer_delta)
+        : undefined,
+      response: isSet(object.response) ? QueryResponse.fromJSON(object.response) : undefined,
+    };
+  },
+
+  toJSON(message: StreamQueryResponse): unknown {
+    const obj: any = {};
+    if (message.stage !== undefined) {
+      obj.stage = StageMetric.toJSON(message.stage);
+    }
+    if (message.answerDelta !== undefined) {
+      obj.answerDelta = message.answerDelta;
+    }
+    if (message.response !== undefined) {
+      obj.response = QueryResponse.toJSON(message.response);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamQueryResponse>, I>>(base?: I): StreamQueryResponse {
+    return StreamQueryResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamQueryResponse>, I>>(object: I): StreamQueryResponse {
+    const message = createBaseStreamQueryResponse();
+    message.stage = (object.stage !== undefined && object.stage !== null)
+      ? StageMetric.fromPartial(object.stage)
+      : undefined;
+    message.answerDelta = object.answerDelta ?? undefined;
+    message.response = (object.response !== undefined && object.response !== null)
+      ? QueryResponse.fromPartial(object.response)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * Retrieval for RAG: grounded contexts for a question, simple semantic search, health, and the
  * admin RPCs that add and remove documents. The caller's identity (see the file header) decides
@@ -3630,6 +5289,21 @@ export const RetrievalServiceService = {
       Buffer.from(DeleteDocumentsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteDocumentsResponse => DeleteDocumentsResponse.decode(value),
   },
+  /**
+   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
+   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
+   * and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+   * status.
+   */
+  streamQuery: {
+    path: "/retrieval.v1.RetrievalService/StreamQuery" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamQueryRequest): Buffer => Buffer.from(StreamQueryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamQueryRequest => StreamQueryRequest.decode(value),
+    responseSerialize: (value: StreamQueryResponse): Buffer => Buffer.from(StreamQueryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamQueryResponse => StreamQueryResponse.decode(value),
+  },
 } as const;
 
 export interface RetrievalServiceServer extends UntypedServiceImplementation {
@@ -3682,6 +5356,13 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * UNAVAILABLE, INTERNAL.
    */
   deleteDocuments: handleUnaryCall<DeleteDocumentsRequest, DeleteDocumentsResponse>;
+  /**
+   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
+   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
+   * and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+   * status.
+   */
+  streamQuery: handleServerStreamingCall<StreamQueryRequest, StreamQueryResponse>;
 }
 
 export interface RetrievalServiceClient extends Client {
@@ -3804,6 +5485,18 @@ export interface RetrievalServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteDocumentsResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
+   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
+   * and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+   * status.
+   */
+  streamQuery(request: StreamQueryRequest, options?: Partial<CallOptions>): ClientReadableStream<StreamQueryResponse>;
+  streamQuery(
+    request: StreamQueryRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamQueryResponse>;
 }
 
 export const RetrievalServiceClient = makeGenericClientConstructor(

@@ -1,0 +1,193 @@
+"""`retrieval-server ask`: questions to a running server, answers with citations and an execution trace.
+
+The answer streams in as the server writes it (StreamQuery); then come its citations, the tool
+results it used and, with the trace on, every stage with its time and count, the router's
+decision, the tool calls and the graph leg's hops, as a tree.
+
+Interactive commands: ``:trace on|off``, ``:strategy NAME``, ``:user ID``, ``:role ROLE``,
+``:top-k N``, ``:help``, ``:quit``. Questions are kept in a history file (arrow keys recall them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.tree import Tree
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_client import RetrievalClient
+
+STRATEGIES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
+_ROUTE = {pb.ROUTE_RETRIEVE: "retrieve", pb.ROUTE_TOOL: "tool", pb.ROUTE_DIRECT_ANSWER: "direct_answer"}
+_MATCH = {pb.ENTITY_MATCH_KIND_EXACT: "exact", pb.ENTITY_MATCH_KIND_CASE_FOLDED: "case-folded", pb.ENTITY_MATCH_KIND_FUZZY: "fuzzy"}
+HELP = ":trace on|off   :strategy semantic|keyword|hybrid|adaptive|graph   :user ID   :role ROLE   :top-k N   :help   :quit"
+
+
+@dataclass
+class AskOptions:
+    server: str
+    user: str | None = None
+    role: str | None = None
+    strategy: str = "hybrid"
+    top_k: int = 5
+    trace: bool = False
+
+
+def trace_tree(resp: pb.QueryResponse) -> Tree:
+    """Every stage with its time and count; the router's decision, tool calls and graph hops under theirs."""
+    m = resp.metrics
+    tree = Tree(f"[bold]execution trace[/bold] {m.total_ms:.1f} ms" + (" (cache hit)" if resp.cached else ""))
+    placed_graph = False
+    for stage in m.stages:
+        node = tree.add(f"{stage.stage}  [cyan]{stage.duration_ms:.1f} ms[/cyan]  count {stage.count}")
+        if stage.stage == "route" and m.HasField("route"):
+            r = m.route
+            node.add(f"decision: [bold]{_ROUTE.get(r.route, '?')}[/bold] by {escape(r.decided_by)}: {escape(r.reason)}")
+            for call in r.tool_calls:
+                node.add(f"tool call: {call.name} {escape(call.arguments_json)}")
+        if stage.stage == "run_tools" and resp.HasField("answer"):
+            for t in resp.answer.tool_results:
+                mark = "[green]ok[/green]" if t.success else f"[red]failed[/red]: {escape(t.error)}"
+                node.add(f"{t.name} {escape(t.arguments_json)} {mark} {t.duration_ms:.1f} ms" + (f": {escape(t.summary)}" if t.success else ""))
+        if stage.stage == "retrieve" and m.HasField("graph") and not placed_graph:
+            placed_graph = True
+            g = m.graph
+            entities = ", ".join(f"{e.name} ({e.entity_type}, {_MATCH.get(e.kind, '?')} '{e.text}')" for e in g.entities) or "none"
+            graph = node.add(f"graph leg: entities in the query: {escape(entities)}")
+            for h in g.hops:
+                names = ", ".join(h.entities[:8]) + (f" and {len(h.entities) - 8} more" if len(h.entities) > 8 else "")
+                graph.add(f"hop {h.hop} ×{h.penalty:.2f}: {escape(names)} → {h.chunks} chunks")
+    if m.degraded:
+        tree.add("[yellow]degraded:[/yellow] " + escape(", ".join(m.degraded)))
+    return tree
+
+
+def print_answer_details(console: Console, resp: pb.QueryResponse) -> None:
+    """Citations, then tool results; the contexts themselves when no answer was asked for."""
+    if not resp.HasField("answer"):
+        for i, c in enumerate(resp.contexts, 1):
+            console.print(f"[{i}] {c.score:.3f} {escape(c.metadata.title or c.document_id)}: {escape(' '.join(c.content.split())[:200])}")
+        return
+    a = resp.answer
+    kind = "extractive" if a.extractive else escape(a.model)
+    console.print(f"[dim]({_ROUTE.get(a.route, '?')}, {kind}{'' if a.supported else ', not supported by the documents'})[/dim]")
+    for c in a.citations:
+        ctx = resp.contexts[c.marker - 1]
+        console.print(f"  [{c.marker}] {escape(c.title or c.document_id)} ({c.parent_chunk_id}): {escape(' '.join(ctx.content.split())[:160])}")
+    for t in a.tool_results:
+        result = t.summary if t.success else f"failed: {t.error}"
+        console.print(f"  tool {t.name}: {escape(result)}")
+
+
+class AskSession:
+    def __init__(self, options: AskOptions, console: Console, client_factory: Callable[..., RetrievalClient] = RetrievalClient) -> None:
+        self.options = options
+        self._console = console
+        self._factory = client_factory
+        self._client = self._connect()
+
+    def _connect(self) -> RetrievalClient:
+        return self._factory(self.options.server, user_id=self.options.user, role=self.options.role)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def ask(self, question: str) -> pb.QueryResponse | None:
+        o, console = self.options, self._console
+        final: pb.QueryResponse | None = None
+        streamed = False
+        for event in self._client.stream_query(question, top_k=o.top_k, strategy=o.strategy):
+            kind = event.WhichOneof("event")
+            if kind == "answer_delta":
+                console.print(escape(event.answer_delta), end="", soft_wrap=True)
+                streamed = True
+            elif kind == "response":
+                final = event.response
+        if streamed:
+            console.print()
+        if final is None:
+            return None
+        if final.HasField("answer") and final.answer.text and not streamed:
+            console.print(escape(final.answer.text))
+        elif final.HasField("answer") and streamed:
+            console.print(f"[dim]checked:[/dim] {escape(final.answer.text)}")
+        print_answer_details(console, final)
+        if o.trace:
+            console.print(trace_tree(final))
+        return final
+
+    def command(self, line: str) -> bool:
+        """Apply a ':' command; False when the session should end."""
+        name, _, arg = line[1:].strip().partition(" ")
+        arg = arg.strip()
+        o = self.options
+        if name in ("quit", "exit", "q"):
+            return False
+        if name == "trace" and arg in ("on", "off", ""):
+            o.trace = (not o.trace) if not arg else arg == "on"
+            self._console.print(f"trace {'on' if o.trace else 'off'}")
+        elif name == "strategy" and arg.lower() in STRATEGIES:
+            o.strategy = arg.lower()
+            self._console.print(f"strategy {o.strategy}")
+        elif name in ("user", "role"):
+            setattr(o, name, arg or None)
+            self._client.close()
+            self._client = self._connect()
+            self._console.print(f"asking as {o.user or 'anonymous'}" + (f" ({o.role})" if o.role else ""))
+        elif name == "top-k" and arg.isdigit() and int(arg) > 0:
+            o.top_k = int(arg)
+            self._console.print(f"top-k {o.top_k}")
+        else:
+            self._console.print(HELP)
+        return True
+
+
+def interactive(session: AskSession, console: Console, history: Path) -> int:
+    import readline
+
+    try:
+        readline.read_history_file(history)
+    except OSError:
+        pass
+    console.print(f"Ask about the indexed documents. {HELP}")
+    try:
+        while True:
+            try:
+                line = input("ask> ").strip()
+            except EOFError:
+                console.print()
+                return 0
+            if not line:
+                continue
+            if line.startswith(":"):
+                if not session.command(line):
+                    return 0
+                continue
+            try:
+                session.ask(line)
+            except Exception as exc:  # a failed call (server down, bad argument) must not end the session
+                console.print(f"[red]error:[/red] {escape(_describe(exc))}")
+    finally:
+        try:
+            history.parent.mkdir(parents=True, exist_ok=True)
+            readline.write_history_file(history)
+        except OSError:
+            pass
+
+
+def _describe(exc: Exception) -> str:
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        return f"{code().name}: {details()}"
+    return str(exc)
+
+
+def as_json(resp: pb.QueryResponse) -> str:
+    from google.protobuf.json_format import MessageToDict
+
+    return json.dumps(MessageToDict(resp, preserving_proto_field_name=True), indent=2)

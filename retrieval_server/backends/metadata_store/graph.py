@@ -1,0 +1,168 @@
+"""The knowledge graph's rows and queries, shared by every metadata store.
+
+Every row belongs to the document it was learned from (``graph_entities``, ``graph_mentions``,
+``graph_edges``, each with ``document_id`` and ON DELETE CASCADE), so replacing or deleting a
+document replaces or drops its part of the graph in the same transaction, and reads aggregate
+over the documents a caller may read: an entity or an edge learned only from private documents
+is invisible to whoever cannot read them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
+from retrieval_server.domain import AccessFilter
+from retrieval_server.knowledge import DocumentGraph, EntityType, GraphEdge, GraphEntity, RelationType
+
+if TYPE_CHECKING:
+    from retrieval_server.backends.metadata_store import Tx
+
+#: Entity keys longer than this are not stored (they would not fit MySQL's index on them).
+MAX_KEY_CHARS = 191
+GRAPH_VERSION = "graph_version"
+
+
+def _visible(alias: str, access: AccessFilter, document_ids: Sequence[str]) -> tuple[str, list[Any]]:
+    """JOIN clause and conditions restricting ``alias`` rows to readable documents."""
+    where, params = readable_clause(access, document_ids)
+    sql = f" JOIN documents d ON d.document_id = {alias}.document_id"
+    return sql + (" WHERE " + " AND ".join(where) if where else " WHERE 1 = 1"), params
+
+
+class GraphQueries:
+    """Mixed into :class:`MetadataStore`: graph writes inside its transactions, graph reads on its snapshots."""
+
+    def snapshot(self) -> AbstractAsyncContextManager[Tx]:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        raise NotImplementedError
+
+    async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None) -> None:
+        """Called inside replace_document's transaction, after the old rows went with the document row."""
+        if graph is None or not graph.entities:
+            return
+        entities = [e for e in graph.entities if len(e.key) <= MAX_KEY_CHARS]
+        keys = {e.key for e in entities}
+        await tx.executemany(
+            "INSERT INTO graph_entities (document_id, entity_key, name, entity_type, mentions) VALUES (?, ?, ?, ?, ?)",
+            [(document_id, e.key, e.name[:255], e.entity_type.value, e.mentions) for e in entities],
+        )
+        mentions = {
+            (e.key, c): n for e in entities for c, n in zip(e.chunk_ids, e.chunk_mentions or [1] * len(e.chunk_ids), strict=True)
+        }
+        if mentions:
+            await tx.executemany(
+                "INSERT INTO graph_mentions (document_id, entity_key, chunk_id, mentions) VALUES (?, ?, ?, ?)",
+                [(document_id, key, chunk, n) for (key, chunk), n in mentions.items()],
+            )
+        edges = [r for r in graph.relations if r.source in keys and r.target in keys]
+        if edges:
+            await tx.executemany(
+                "INSERT INTO graph_edges (document_id, source_key, target_key, relation, weight, evidence) VALUES (?, ?, ?, ?, ?, ?)",
+                [(document_id, r.source, r.target, r.relation.value, r.weight, r.evidence[:1000]) for r in edges],
+            )
+        # New names: entity matchers reload theirs when this changes.
+        if not await tx.execute("UPDATE index_info SET info_value = ? WHERE info_key = ?", [uuid.uuid4().hex, GRAPH_VERSION]):
+            await tx.execute("INSERT INTO index_info (info_key, info_value) VALUES (?, ?)", [GRAPH_VERSION, uuid.uuid4().hex])
+
+    async def graph_version(self) -> str | None:
+        async with self.snapshot() as tx:
+            rows = await tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [GRAPH_VERSION])
+        return rows[0][0] if rows else None
+
+    async def graph_names(self) -> list[tuple[str, str]]:
+        """Every stored (key, name), whoever may read it: candidates for matching, never an answer."""
+        async with self.snapshot() as tx:
+            rows = await tx.fetchall("SELECT DISTINCT entity_key, name FROM graph_entities ORDER BY entity_key, name")
+        return [(r[0], r[1]) for r in rows]
+
+    async def graph_entities(
+        self, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str] = ()
+    ) -> dict[str, GraphEntity]:
+        """The entities with these keys (``None``: all) as the readable documents describe them."""
+        join, params = _visible("e", access, document_ids)
+        base = f"SELECT e.entity_key, e.name, e.entity_type, e.mentions, e.document_id FROM graph_entities e{join}"
+        rows: list[tuple[Any, ...]] = []
+        async with self.snapshot() as tx:
+            if keys is None:
+                rows = await tx.fetchall(base, params)
+            else:
+                for part in in_chunks(list(dict.fromkeys(keys))):
+                    rows += await tx.fetchall(base + f" AND e.entity_key IN ({','.join('?' * len(part))})", [*params, *part])
+        names: dict[str, Counter[str]] = defaultdict(Counter)
+        types: dict[str, Counter[str]] = defaultdict(Counter)
+        docs: dict[str, list[str]] = defaultdict(list)
+        for key, name, entity_type, mentions, doc_id in rows:
+            names[key][name] += int(mentions)
+            types[key][entity_type] += int(mentions)
+            docs[key].append(doc_id)
+        return {
+            key: GraphEntity(
+                key=key,
+                name=max(names[key].items(), key=lambda kv: (kv[1], kv[0]))[0],
+                entity_type=EntityType(max(types[key].items(), key=lambda kv: (kv[1], kv[0]))[0]),
+                mentions=sum(names[key].values()),
+                document_ids=tuple(sorted(docs[key])),
+            )
+            for key in names
+        }
+
+    async def graph_edges(
+        self,
+        keys: Iterable[str] | None,
+        access: AccessFilter,
+        document_ids: Sequence[str] = (),
+        relations: Iterable[RelationType] | None = None,
+    ) -> list[GraphEdge]:
+        """Edges touching these keys (``None``: all), weights summed over the readable documents."""
+        join, params = _visible("g", access, document_ids)
+        base = f"SELECT g.source_key, g.target_key, g.relation, g.weight, g.document_id FROM graph_edges g{join}"
+        if relations is not None:
+            wanted = [r.value for r in relations]
+            base += f" AND g.relation IN ({','.join('?' * len(wanted))})"
+            params = [*params, *wanted]
+        rows: list[tuple[Any, ...]] = []
+        async with self.snapshot() as tx:
+            if keys is None:
+                rows = await tx.fetchall(base, params)
+            else:
+                for part in in_chunks(list(dict.fromkeys(keys))):
+                    marks = ",".join("?" * len(part))
+                    # Two indexed lookups instead of an OR that would scan.
+                    rows += await tx.fetchall(base + f" AND g.source_key IN ({marks})", [*params, *part])
+                    rows += await tx.fetchall(base + f" AND g.target_key IN ({marks}) AND g.source_key NOT IN ({marks})", [*params, *part, *part])
+        weight: dict[tuple[str, str, str], float] = defaultdict(float)
+        docs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        for source, target, relation, w, doc_id in rows:
+            weight[(source, target, relation)] += float(w)
+            docs[(source, target, relation)].append(doc_id)
+        return [
+            GraphEdge(s, t, RelationType(r), weight[(s, t, r)], tuple(sorted(docs[(s, t, r)])))
+            for (s, t, r) in sorted(weight)
+        ]
+
+    async def graph_chunks(
+        self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), per_entity: int = 50
+    ) -> dict[str, list[tuple[str, int]]]:
+        """``(chunk_id, mentions)`` of the child chunks that name each entity, in readable documents:
+        the ``per_entity`` that name it most (ties in document order)."""
+        join, params = _visible("m", access, document_ids)
+        out: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        async with self.snapshot() as tx:
+            for part in in_chunks(list(dict.fromkeys(keys))):
+                rows = await tx.fetchall(
+                    "SELECT entity_key, chunk_id, mentions FROM (SELECT m.entity_key, m.chunk_id, m.mentions, ROW_NUMBER() OVER"
+                    " (PARTITION BY m.entity_key ORDER BY m.mentions DESC, m.document_id, m.chunk_id) AS rn"
+                    f" FROM graph_mentions m{join} AND m.entity_key IN ({','.join('?' * len(part))})) ranked"
+                    " WHERE rn <= ? ORDER BY entity_key, rn",
+                    [*params, *part, per_entity],
+                )
+                for key, chunk_id, mentions in rows:
+                    out[key].append((chunk_id, int(mentions)))
+        return dict(out)

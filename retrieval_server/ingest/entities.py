@@ -1,0 +1,282 @@
+"""Classical entity recognition: names found by their shape and context, typed by cues.
+
+What counts as a name:
+
+* identifiers: CamelCase (``AuthService``, ``getUser``), snake_case, dotted paths, codes that mix
+  letters and digits (``XK-4471``);
+* acronyms (``JWT``, ``BM25``, ``mRNA``), unless the line is shouting in capitals; a capitalized
+  word longer than five letters (``RESULTS``, ``BACKGROUND``) or a capitalized function word
+  (``AND``) is a heading or emphasis, not an acronym;
+* runs of capitalized words (``Project Alpha``, ``University of Oslo``); a run that opens a
+  sentence loses a leading function word ("The", "When"), and a single capitalized word that
+  opens a sentence counts only if the document also uses it mid-sentence;
+* glossary terms: an abbreviation and its expansion name one entity.
+
+Types come from cues, strongest first: an honorific or a role phrase (PERSON), an
+organization word (ORGANIZATION), "project" around or inside the name (PROJECT), a service word
+at its end or right after it (SERVICE); otherwise identifiers are IDENTIFIER and the rest CONCEPT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from retrieval_server.knowledge import EntityType, entity_key
+
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-.]*[A-Za-z0-9]|[A-Za-z0-9]")
+_CAP = re.compile(r"[A-Z][a-z][a-z'\-]*")
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9&]*[A-Z0-9]s?")
+_CAMEL = re.compile(r"(?=[A-Za-z0-9]*[a-z][0-9]*[A-Z])[A-Za-z][A-Za-z0-9]*")
+_ROMAN = re.compile(r"[IVXLC]+")
+
+# Function words and sentence openers that are capitalized only because they start a sentence.
+_OPENERS = frozenset(
+    """a an the this that these those it its our we you your they their he she his her i in on at for to from by with
+    without of as if when while after before since because although though unlike like during between under over
+    also however then now here there once most many several some each every all both other new today yesterday
+    tomorrow another any no not only see note please use using why how what which who where whose yes so but and
+    or nor yet first second third finally next last please given per via about above below up down more less
+    """.split()
+)
+_CALENDAR = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday january february march april may june july
+    august september october november december""".split()
+)
+# Acronym-shaped words that are not names.
+_NOT_ACRONYMS = frozenset({"OK", "AM", "PM", "TODO", "FAQ", "NB", "PS", "ETC", "IE", "EG", "VS", "AIMS", "MAIN", "NOTE"})
+_CONNECTORS = frozenset({"of", "for", "de", "van", "von", "der", "du", "la", "del", "&"})
+
+_HONORIFICS = frozenset({"mr", "mrs", "ms", "dr", "prof", "professor", "sir", "dame"})
+_PERSON_BEFORE = re.compile(
+    r"(?:\b(?:(?:written|maintained|owned|led|managed|reviewed|approved|created|authored|developed|run|founded)\s+by"
+    r"|contact|owner|maintainer|lead|author|manager|engineer|developer|ask|cc|thanks)\s*:?\s*)$",
+    re.I,
+)
+_PERSON_AFTER = re.compile(
+    r"^(?:\s*,?\s*(?:\(|,)?\s*(?:the\s+)?(?:owner|maintainer|tech lead|lead|manager|engineer|developer|author|architect|director|"
+    r"cto|ceo|vp|head)\b|\s+(?:said|says|wrote|writes|leads|led|owns|owned|maintains|maintained|manages|managed|joined|"
+    r"reported|approved|noted|explained|argued|announced|asked|answered|reviewed|presented)\b)",
+    re.I,
+)
+_ORG_WORDS = frozenset(
+    """team inc corp corporation ltd llc gmbh university institute foundation group department dept lab labs laboratory
+    agency association committee council company""".split()
+)
+_SERVICE_WORDS = (
+    "service",
+    "services",
+    "svc",
+    "server",
+    "api",
+    "gateway",
+    "router",
+    "proxy",
+    "queue",
+    "cache",
+    "db",
+    "database",
+    "store",
+    "worker",
+    "daemon",
+    "broker",
+    "bus",
+    "engine",
+    "registry",
+    "scheduler",
+    "balancer",
+    "backend",
+)
+_SERVICE_AFTER = re.compile(r"^\s+(?:micro)?(?:service|server|api|database|queue|cluster|backend|daemon)\b", re.I)
+_PROJECT_WORDS = ("project", "initiative", "program", "programme")
+_PROJECT_AROUND = (re.compile(r"\bproject\s+$", re.I), re.compile(r"^\s+project\b", re.I))
+
+# Votes: how much a cue counts when one name gets different types across its mentions.
+CUE, SHAPE, DEFAULT = 3, 2, 1
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    start: int
+    end: int
+    surface: str
+    key: str
+    entity_type: EntityType
+    #: how strongly the context supports ``entity_type`` (CUE > SHAPE > DEFAULT)
+    vote: int
+    #: the name it stands for, when not its own surface (a glossary expansion stands for its abbreviation)
+    canonical: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Tok:
+    start: int
+    end: int
+    text: str
+    kind: str  # "ident", "acronym", "cap", "other"
+
+
+def _heading_word(tok: str) -> bool:
+    """All capitals, but a heading or emphasis rather than an acronym."""
+    return tok.isalpha() and tok.isupper() and (len(tok.rstrip("s")) > 5 or tok.lower() in _OPENERS)
+
+
+def _kind(tok: str) -> str:
+    if "_" in tok and any(c.isalpha() for c in tok):
+        return "ident"
+    if "." in tok:
+        parts = tok.split(".")
+        if len(tok) >= 5 and all(p and p[0].isalpha() for p in parts):
+            return "ident"
+        return "other"
+    if _ACRONYM.fullmatch(tok) and sum(c.isupper() for c in tok) >= 2 and not _ROMAN.fullmatch(tok):
+        return "acronym" if tok.rstrip("s") not in _NOT_ACRONYMS and not _heading_word(tok) else "other"
+    if _CAMEL.fullmatch(tok):
+        return "ident"
+    has_digit, has_alpha = any(c.isdigit() for c in tok), any(c.isalpha() for c in tok)
+    if has_digit and has_alpha and len(tok) >= 3 and (any(c.isupper() for c in tok) or "-" in tok):
+        return "ident"
+    if _CAP.fullmatch(tok):
+        return "cap"
+    return "other"
+
+
+def _words(name: str) -> list[str]:
+    """A name's words, CamelCase split: "DatabaseSvc" -> ["database", "svc"]."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", name)
+    return [w.lower() for w in re.split(r"[\s_\-.]+", spaced) if w]
+
+
+def shape_type(name: str, kind: str) -> tuple[EntityType, int]:
+    """The type a name's own words suggest."""
+    words = _words(name)
+    if words and (words[-1] in _ORG_WORDS or words[0] in ("university", "department")):
+        return EntityType.ORGANIZATION, SHAPE
+    if words and (words[0] in _PROJECT_WORDS or words[-1] in _PROJECT_WORDS):
+        return EntityType.PROJECT, SHAPE
+    if words and words[-1] in _SERVICE_WORDS and len(words) > 1:
+        return EntityType.SERVICE, SHAPE
+    if kind == "ident":
+        return EntityType.IDENTIFIER, DEFAULT
+    return EntityType.CONCEPT, DEFAULT
+
+
+class MentionFinder:
+    """Finds the names in one sentence. ``glossary`` maps abbreviations (lower case) to expansions."""
+
+    def __init__(self, glossary: Mapping[str, str] | None = None) -> None:
+        self._abbrs: dict[str, str] = {}
+        phrases: dict[str, str] = {}
+        for abbr, expansion in (glossary or {}).items():
+            key = entity_key(abbr)
+            if not key:
+                continue
+            self._abbrs[abbr.lower()] = key
+            phrases[expansion.lower()] = key
+        self._phrase_key = phrases
+        self._phrases = (
+            re.compile(r"\b(?:" + "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True)) + r")\b", re.I)
+            if phrases
+            else None
+        )
+
+    def glossary_name(self, key: str) -> str | None:
+        """The abbreviation a glossary key was written as (upper-cased when it is a plain word)."""
+        for abbr, k in self._abbrs.items():
+            if k == key:
+                return abbr.upper() if abbr.isalpha() and len(abbr) <= 6 else abbr
+        return None
+
+    def find(self, sentence: str) -> tuple[list[Mention], list[Mention]]:
+        """``(mentions, openers)``: the names in ``sentence``, and single capitalized words that open
+        it (names only if the document also uses them mid-sentence)."""
+        out: list[Mention] = []
+        taken: list[tuple[int, int]] = []
+        if self._phrases is not None:
+            for m in self._phrases.finditer(sentence):
+                key = self._phrase_key[m.group(0).lower()]
+                mention = self._typed(sentence, m.start(), m.end(), m.group(0), key, "glossary")
+                out.append(dataclasses.replace(mention, canonical=self.glossary_name(key)))
+                taken.append((m.start(), m.end()))
+        toks = [
+            _Tok(m.start(), m.end(), m.group(0), _kind(m.group(0)))
+            for m in _TOKEN.finditer(sentence)
+            if not any(a <= m.start() < b for a, b in taken)
+        ]
+        letters = [t for t in toks if any(c.isalpha() for c in t.text)]
+        shouting = len(letters) >= 3 and sum(t.text.isupper() for t in letters) > len(letters) / 2
+        title_case = len(letters) >= 3 and sum(t.kind in ("cap", "acronym") or t.text.lower() in _CONNECTORS for t in letters) == len(letters)
+        # A heading that runs into the sentence ("BACKGROUND Amyloid plaques ...") does not open it.
+        first_word = next((i for i, t in enumerate(toks) if any(c.isalpha() for c in t.text) and not _heading_word(t.text)), -1)
+        openers: list[Mention] = []
+        i = 0
+        while i < len(toks):
+            t = toks[i]
+            abbr_key = self._abbrs.get(t.text.lower())
+            if abbr_key and (any(c.isupper() for c in t.text) or any(c.isdigit() for c in t.text)):
+                out.append(self._typed(sentence, t.start, t.end, t.text, abbr_key, "glossary"))
+                i += 1
+                continue
+            if t.kind == "ident":
+                out.append(self._typed(sentence, t.start, t.end, t.text, entity_key(t.text), "ident"))
+                i += 1
+                continue
+            if t.kind == "acronym":
+                if not shouting:
+                    # A plural acronym ("APIs") names the same thing as its singular.
+                    singular = t.text[:-1] if t.text.endswith("s") and t.text[-2:-1].isupper() else t.text
+                    out.append(self._typed(sentence, t.start, t.end, t.text, entity_key(singular), "acronym"))
+                i += 1
+                continue
+            if t.kind != "cap":
+                i += 1
+                continue
+            # A run of capitalized words, joined by spaces and lower-case connectors ("of", "de").
+            j = i + 1
+            while j < len(toks):
+                gap = sentence[toks[j - 1].end : toks[j].start]
+                if gap.strip():
+                    break
+                if toks[j].kind == "cap":
+                    j += 1
+                elif toks[j].text in _CONNECTORS and j + 1 < len(toks) and toks[j + 1].kind == "cap" and not sentence[toks[j].end : toks[j + 1].start].strip():
+                    j += 2
+                else:
+                    break
+            run = toks[i:j]
+            i = j
+            at_start = run[0] is toks[first_word] if first_word >= 0 else False
+            while run and run[0].text.lower() in _OPENERS:
+                run = run[1:]
+                at_start = False
+            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS):
+                run = run[:-1]
+            if not run or title_case or len(run) > 4:
+                continue
+            if len(run) == 1 and (run[0].text.lower() in _CALENDAR or run[0].text.lower() in _OPENERS):
+                continue
+            surface = sentence[run[0].start : run[-1].end]
+            mention = self._typed(sentence, run[0].start, run[-1].end, surface, entity_key(surface), "cap")
+            if at_start and len(run) == 1:
+                openers.append(mention)
+            else:
+                out.append(mention)
+        out.sort(key=lambda m: m.start)
+        return out, openers
+
+    def _typed(self, sentence: str, start: int, end: int, surface: str, key: str, kind: str) -> Mention:
+        surface = re.sub(r"'s$", "", surface)
+        before, after = sentence[:start], sentence[end:]
+        words = before.split()
+        prev = words[-1].rstrip(".").lower() if words else ""
+        entity_type, vote = shape_type(surface, "ident" if kind == "ident" else "name")
+        if kind == "cap" and (prev in _HONORIFICS or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
+            if vote < SHAPE or entity_type is EntityType.CONCEPT:
+                entity_type, vote = EntityType.PERSON, CUE
+        elif any(p.search(before if n == 0 else after) for n, p in enumerate(_PROJECT_AROUND)):
+            entity_type, vote = EntityType.PROJECT, CUE
+        elif _SERVICE_AFTER.search(after) and entity_type in (EntityType.CONCEPT, EntityType.IDENTIFIER):
+            entity_type, vote = EntityType.SERVICE, CUE
+        return Mention(start, start + len(surface), surface, key, entity_type, vote)

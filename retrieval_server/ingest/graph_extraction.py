@@ -1,0 +1,274 @@
+"""A document's knowledge graph: entities with their mentions and chunks, and typed weighted relations.
+
+Two extractors produce the same :class:`DocumentGraph`:
+
+* :class:`ClassicalGraphExtractor`: names by shape and context (:mod:`.entities`), relations by
+  phrase and sentence co-occurrence (:mod:`.relations`). No model, runs on the executor.
+* :class:`LlmGraphExtractor`: asks a chat model for JSON per parent chunk, validates it (known
+  types, names that occur in the text), and falls back to the classical extractor for a chunk
+  whose answer fails or does not validate.
+
+Mentions are counted over parent chunks (they do not overlap); an entity's chunks are the child
+chunks (the searched units) whose text contains one of its names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from retrieval_server.backends.executor import BlockingExecutor, Priority
+from retrieval_server.backends.llm import ChatModel
+from retrieval_server.domain import ChildChunk, ParentChunk
+from retrieval_server.ingest.chunker import split_sentences
+from retrieval_server.ingest.entities import CUE, Mention, MentionFinder
+from retrieval_server.ingest.relations import SentenceRelation, co_occurrences, relations_in_sentence
+from retrieval_server.knowledge import (
+    RELATION_WEIGHTS,
+    DocumentGraph,
+    EntityType,
+    ExtractedEntity,
+    ExtractedRelation,
+    RelationType,
+    entity_key,
+)
+
+log = logging.getLogger(__name__)
+
+# A line that starts a list item or a heading is a sentence of its own.
+_LINE_BREAK = re.compile(r"\n\s*(?=[#*\-•>|]|\d+[.)]\s)|\n\s*\n")
+_EVIDENCE_CHARS = 300
+
+
+def sentences_of(text: str) -> list[str]:
+    out = []
+    for sentence in split_sentences(text):
+        out.extend(" ".join(part.split()) for part in _LINE_BREAK.split(sentence) if part.strip())
+    return out
+
+
+class GraphExtractor(Protocol):
+    name: str
+
+    async def extract(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph: ...
+
+
+@dataclass(slots=True)
+class _SentenceFacts:
+    sentence: str
+    mentions: list[Mention]
+    openers: list[Mention] = field(default_factory=list)
+    relations: list[SentenceRelation] = field(default_factory=list)
+
+
+def assemble(
+    parents: Sequence[ParentChunk],
+    children: Sequence[ChildChunk],
+    facts: Mapping[str, list[_SentenceFacts]],
+    extractor: str,
+) -> DocumentGraph:
+    """Aggregate per-sentence facts of every parent into the document's graph."""
+    inside = {m.key for per in facts.values() for f in per for m in f.mentions}
+    surfaces: dict[str, Counter[str]] = defaultdict(Counter)
+    forms: dict[str, set[str]] = defaultdict(set)
+    votes: dict[str, Counter[EntityType]] = defaultdict(Counter)
+    in_parent: dict[str, set[str]] = defaultdict(set)
+    relations: dict[tuple[str, str, RelationType], list[float | str]] = {}
+    for parent_id, per in facts.items():
+        for f in per:
+            # A capitalized word that opens a sentence is a name only if the document uses it inside one too.
+            for m in [*f.mentions, *(o for o in f.openers if o.key in inside)]:
+                surfaces[m.key][m.canonical or m.surface] += 1
+                forms[m.key].add(m.surface.lower())
+                votes[m.key][m.entity_type] += m.vote
+                in_parent[m.key].add(parent_id)
+            for r in f.relations:
+                slot = relations.setdefault((r.source, r.target, r.relation), [0.0, f.sentence[:_EVIDENCE_CHARS]])
+                slot[0] = float(slot[0]) + RELATION_WEIGHTS[r.relation]
+    children_of: dict[str, list[ChildChunk]] = defaultdict(list)
+    for c in children:
+        children_of[c.parent_chunk_id].append(c)
+    lowered = {c.chunk_id: c.content.lower() for c in children}
+    order = {p.parent_chunk_id: p.chunk_index for p in parents}
+    entities = []
+    for key, names in surfaces.items():
+        counts = [
+            (c.chunk_id, sum(lowered[c.chunk_id].count(form) for form in forms[key]))
+            for pid in sorted(in_parent[key], key=lambda p: order.get(p, 0))
+            for c in children_of[pid]
+        ]
+        counts = [(c, n) for c, n in counts if n]
+        entity_type = max(votes[key].items(), key=lambda kv: (kv[1], kv[0] != EntityType.CONCEPT))[0]
+        name = max(names.items(), key=lambda kv: (kv[1], len(kv[0]), kv[0]))[0]
+        entities.append(
+            ExtractedEntity(key, name, entity_type, sum(names.values()), tuple(c for c, _ in counts), tuple(n for _, n in counts))
+        )
+    known = set(surfaces)
+    edges = tuple(
+        ExtractedRelation(s, t, rel, float(w), str(ev))
+        for (s, t, rel), (w, ev) in sorted(relations.items())
+        if s in known and t in known
+    )
+    entities.sort(key=lambda e: e.key)
+    return DocumentGraph(tuple(entities), edges, extractor)
+
+
+class ClassicalGraphExtractor:
+    """No model: shapes, cues, a glossary and relation phrases."""
+
+    name = "classical"
+
+    def __init__(self, glossary: Mapping[str, str] | None = None, executor: BlockingExecutor | None = None) -> None:
+        self._finder = MentionFinder(glossary)
+        self._executor = executor
+
+    def parent_facts(self, parent: ParentChunk) -> list[_SentenceFacts]:
+        out = []
+        for sentence in sentences_of(parent.content):
+            mentions, openers = self._finder.find(sentence)
+            out.append(_SentenceFacts(sentence, mentions, openers, relations_in_sentence(sentence, mentions)))
+        return out
+
+    def extract_now(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph:
+        return assemble(parents, children, {p.parent_chunk_id: self.parent_facts(p) for p in parents}, self.name)
+
+    async def extract(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph:
+        if self._executor is None:
+            return self.extract_now(parents, children)
+        return await self._executor.run(self.extract_now, parents, children, priority=Priority.BACKGROUND)
+
+
+# --- LLM extraction -----------------------------------------------------------------------------
+
+_SYSTEM = "You extract a knowledge graph from technical documents. Answer with one JSON object and nothing else."
+_PROMPT = """Extract the named entities and the relations between them stated in the text.
+Entity types: {entity_types}.
+Relation types: {relation_types} (source -> target: "A depends on B" is A DEPENDS_ON B; "B is used by A" is A USES B;
+"P maintains A" is P MAINTAINS A; "A is part of B" is A PART_OF B).
+Use names exactly as written in the text. Only relations the text states.
+JSON: {{"entities": [{{"name": "...", "type": "..."}}], "relations": [{{"source": "...", "target": "...", "type": "..."}}]}}
+
+Text:
+{text}"""
+_TYPED_RELATIONS = [r.value for r in RelationType if r is not RelationType.CO_OCCURS]
+
+
+class _LlmEntity(BaseModel):
+    name: str = Field(min_length=1, max_length=120)
+    type: EntityType
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _upper(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+
+class _LlmRelation(BaseModel):
+    source: str = Field(min_length=1, max_length=120)
+    target: str = Field(min_length=1, max_length=120)
+    type: Literal[tuple(_TYPED_RELATIONS)]  # type: ignore[valid-type]
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _upper(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+
+class _LlmGraph(BaseModel):
+    entities: list[_LlmEntity] = Field(max_length=200)
+    relations: list[_LlmRelation] = Field(default_factory=list, max_length=400)
+
+
+class ExtractionRejected(Exception):
+    """The model's answer was not a valid graph for the text."""
+
+
+def parse_llm_graph(answer: str, text: str) -> _LlmGraph:
+    """The model's JSON, validated: known types, and only names that occur in ``text``."""
+    start, end = answer.find("{"), answer.rfind("}")
+    if start < 0 or end <= start:
+        raise ExtractionRejected("no JSON object in the answer")
+    try:
+        graph = _LlmGraph.model_validate(json.loads(answer[start : end + 1]))
+    except (ValueError, ValidationError) as exc:
+        raise ExtractionRejected(f"invalid graph JSON: {exc}") from exc
+    lowered = text.lower()
+    entities = [e for e in graph.entities if e.name.strip().lower() in lowered]
+    names = {e.name.strip().lower() for e in entities}
+    relations = [r for r in graph.relations if r.source.strip().lower() in names and r.target.strip().lower() in names]
+    if graph.entities and not entities:
+        raise ExtractionRejected("none of the entities occurs in the text")
+    return _LlmGraph(entities=entities, relations=relations)
+
+
+class LlmGraphExtractor:
+    """JSON extraction by a chat model per parent chunk; the classical extractor where it fails."""
+
+    def __init__(self, model: ChatModel, fallback: ClassicalGraphExtractor, *, temperature: float = 0.0, concurrency: int = 4) -> None:
+        self._model = model
+        self._fallback = fallback
+        self._temperature = temperature
+        self._slots = asyncio.Semaphore(concurrency)
+        self.name = f"llm:{model.name}"
+
+    async def _parent(self, parent: ParentChunk) -> tuple[list[_SentenceFacts], bool]:
+        """The parent's facts, and whether the model produced them."""
+        try:
+            async with self._slots:
+                answer = await self._model.complete(
+                    _SYSTEM,
+                    _PROMPT.format(
+                        entity_types=", ".join(t.value for t in EntityType),
+                        relation_types=", ".join(_TYPED_RELATIONS),
+                        text=parent.content,
+                    ),
+                    temperature=self._temperature,
+                    max_tokens=1024,
+                )
+            graph = parse_llm_graph(answer, parent.content)
+        except Exception as exc:
+            log.warning("LLM graph extraction failed for %s (%s); using the classical extractor", parent.parent_chunk_id, exc)
+            return self._fallback.parent_facts(parent), False
+        return _facts_from_llm(graph, parent.content), True
+
+    async def extract(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph:
+        results = await asyncio.gather(*(self._parent(p) for p in parents))
+        by_model = all(ok for _, ok in results)
+        name = self.name if by_model else f"{self.name}+classical"
+        return assemble(parents, children, {p.parent_chunk_id: facts for p, (facts, _) in zip(parents, results, strict=True)}, name)
+
+
+def _facts_from_llm(graph: _LlmGraph, text: str) -> list[_SentenceFacts]:
+    """Locate the model's names in the sentences; its typed relations go to the sentence naming both
+    ends (or the first that names either), co-occurrence fills in the rest."""
+    types = {e.name.strip(): e.type for e in graph.entities}
+    if not types:
+        return []
+    pattern = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(n) for n in sorted(types, key=len, reverse=True)) + r")(?!\w)", re.I)
+    canonical = {n.lower(): n for n in types}
+    out: list[_SentenceFacts] = []
+    for sentence in sentences_of(text):
+        mentions = [
+            Mention(m.start(), m.end(), m.group(0), entity_key(canonical[m.group(0).lower()]), types[canonical[m.group(0).lower()]], CUE)
+            for m in pattern.finditer(sentence)
+        ]
+        out.append(_SentenceFacts(sentence, [m for m in mentions if m.key]))
+    for r in graph.relations:
+        s, t = entity_key(r.source), entity_key(r.target)
+        if s == t:
+            continue
+        both = [f for f in out if {s, t} <= {m.key for m in f.mentions}]
+        either = both or [f for f in out if {s, t} & {m.key for m in f.mentions}]
+        if either:
+            either[0].relations.append(SentenceRelation(s, t, RelationType(r.type)))
+    for f in out:
+        f.relations.extend(co_occurrences([m.key for m in f.mentions], f.relations))
+    return out

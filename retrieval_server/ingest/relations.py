@@ -1,0 +1,130 @@
+"""Classical relation extraction: typed relations from the words between two names in a sentence.
+
+Names joined only by list words ("A, B and C") form a group; the text between two neighbouring
+groups decides the relation: "X depends on Y", "Y is used by X" (passive: the direction turns),
+"X, which calls Y", "X and Y both depend on Z", "X, our billing API, uses Y". A clause opened by
+"and" ("X depends on Y and uses Z") keeps the subject of the clause before it. Negated phrases
+("no longer depends on", "does not use") state nothing. Names that share a sentence without a
+stated relation co-occur, the weakest relation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from retrieval_server.ingest.entities import Mention
+from retrieval_server.knowledge import RelationType
+
+R = RelationType
+_ADVERBS = r"(?:(?:also|directly|still|now|heavily|currently|only|mainly|primarily|mostly|already|indirectly|both|all|each|in turn|always|usually)\s+)*"
+_NOUNS = r"(?:(?:service|services|project|projects|team|teams|module|modules|library|component|api|app|system|job|tool)\s+)?"
+_DET = r"(?:\s+(?:the|a|an|both|either|its|their|our))*"
+
+# (relation, phrase, passive): a passive phrase names the target first ("Y is used by X").
+_PHRASES: list[tuple[RelationType, str, bool]] = [
+    (R.DEPENDS_ON, r"(?:is|are) depended (?:up)?on by|(?:is|are) (?:required|needed) by|(?:is|are) a dependency of", True),
+    (R.USES, r"(?:is|are) (?:used|consumed|read|queried) by", True),
+    (R.CALLS, r"(?:is|are) (?:called|invoked) by", True),
+    (R.EXTENDS, r"(?:is|are) extended by", True),
+    (R.IMPLEMENTS, r"(?:is|are) implemented by", True),
+    (R.PART_OF, r"includes|include|contains|contain|consists of|is composed of|comprises|(?:is|are) made up of", True),
+    (R.MAINTAINS, r"(?:is|are|was|were) (?:maintained|owned|led|managed|run|built|developed|written) by", True),
+    (R.DEPENDS_ON, r"(?:depends|depend|relies|rely|is dependent|are dependent|builds|build) (?:up)?on|requires|require|needs|need", False),
+    (
+        R.USES,
+        r"uses|use|(?:is|are) using|makes? use of|(?:is|are) built (?:on|with)|runs on|run on|stores? (?:its |their )?data in|"
+        r"reads? from|writes? to|connects? to|publishes to|consumes|subscribes to|caches in|authenticates (?:with|against|through)|"
+        r"(?:is|are) backed by",
+        False,
+    ),
+    (R.CALLS, r"calls|call|invokes|invoke|sends? requests to|queries|query|talks to|notifies|forwards (?:requests )?to", False),
+    (R.EXTENDS, r"extends|extend|inherits from|(?:is|are) (?:a )?subclass(?:es)? of|(?:is|are) a fork of", False),
+    (R.IMPLEMENTS, r"implements|implement", False),
+    (R.PART_OF, r"(?:is|are) (?:a |an )?(?:part|component|module|subsystem|member) of|belongs? to", False),
+    (R.MAINTAINS, r"maintains|maintain|owns|own|leads|lead|manages|manage|runs|built|developed|wrote", False),
+]
+_NEGATION = re.compile(r"\b(?:not|no longer|never|n't|nor|without|instead of|rather than|replaced|stopped|removed)\b", re.I)
+_LIST = re.compile(r"\s*(?:,|&|/|\band\b|\bor\b|\bas well as\b)+\s*(?:(?:and|or)\s+)?(?:the\s+)?", re.I)
+# Optional lead-in: "service", ", which", ", our billing API," (an appositive), "and".
+_LEAD = r"^\s*(?:'s\s+)?" + _NOUNS + r"(?:,[^,;:()]{1,60},\s*|\([^()]{1,60}\)\s*)?(?:,?\s*(?:which|that|who)\s+)?" + _ADVERBS
+_COMPILED = [
+    (rel, re.compile(_LEAD + r"(?:" + phrase + r")" + _DET + r"\s*$", re.I), passive) for rel, phrase, passive in _PHRASES
+]
+_AND_CLAUSE = re.compile(r"^\s*,?\s*(?:and|but)\s+", re.I)
+_APPOSITIVE = re.compile(r",\s*(?:our|the|a|an|its|their|his|her|my|your)\s[^,;:()]{1,60},", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceRelation:
+    source: str
+    target: str
+    relation: RelationType
+
+
+def _relation(gap: str) -> tuple[RelationType, bool] | None:
+    if _NEGATION.search(gap) or len(gap) > 120:
+        return None
+    for rel, pattern, passive in _COMPILED:
+        if pattern.match(gap):
+            return rel, passive
+    return None
+
+
+def relations_in_sentence(sentence: str, mentions: Sequence[Mention], max_names: int = 12) -> list[SentenceRelation]:
+    """Typed relations the sentence states, then co-occurrence for every other pair of names in it."""
+    mentions = list(mentions)[:max_names]
+    if len(mentions) < 2:
+        return []
+    # Names inside an appositive ("X, our billing API, uses Y") describe X; the clause runs past them.
+    chain: list[Mention] = []
+    skip_until = -1
+    for m in mentions:
+        if m.start < skip_until:
+            continue
+        chain.append(m)
+        aside = _APPOSITIVE.match(sentence, m.end)
+        skip_until = aside.end() - 1 if aside else -1
+    groups: list[list[Mention]] = [[chain[0]]]
+    gaps: list[str] = []
+    for prev, cur in zip(chain, chain[1:], strict=False):
+        gap = sentence[prev.end : cur.start]
+        if _LIST.fullmatch(gap) or not gap.strip():
+            groups[-1].append(cur)
+        else:
+            groups.append([cur])
+            gaps.append(gap)
+    typed: list[SentenceRelation] = []
+    subject: list[Mention] | None = None
+    for k, gap in enumerate(gaps):
+        left, right = groups[k], groups[k + 1]
+        clause = _AND_CLAUSE.match(gap)
+        found = _relation(gap[clause.end() :] if clause else gap)
+        if found is None:
+            subject = None
+            continue
+        rel, passive = found
+        if clause:
+            if subject is None:
+                continue  # "... and uses Z" after a clause we could not read: its subject is unknown
+            left = subject  # "X depends on Y and uses Z": X uses Z
+        sources, targets = (right, left) if passive else (left, right)
+        for s in sources:
+            for t in targets:
+                if s.key != t.key:
+                    typed.append(SentenceRelation(s.key, t.key, rel))
+        subject = left
+    return typed + co_occurrences([m.key for m in mentions], typed)
+
+
+def co_occurrences(keys: Sequence[str], stated: Sequence[SentenceRelation]) -> list[SentenceRelation]:
+    """Every pair of names in one sentence that no stated relation links; undirected, stored sorted."""
+    related = {frozenset((r.source, r.target)) for r in stated}
+    unique = list(dict.fromkeys(keys))
+    return [
+        SentenceRelation(*sorted((a, b)), R.CO_OCCURS)
+        for i, a in enumerate(unique)
+        for b in unique[i + 1 :]
+        if frozenset((a, b)) not in related
+    ]

@@ -1,0 +1,249 @@
+"""Answers for GENERATION requests, whose sentences cite the returned contexts as [n].
+
+With a chat model: a grounded prompt (numbered contexts and tool results, "answer only from
+these, cite each sentence, or say NOT_ANSWERABLE"), streamed token by token to a streaming
+caller. The answer is then checked: a citation that points at no returned context is removed
+and reported (``answer:invalid_citation_removed``); an answer that cites nothing although it had
+contexts to cite falls back to the extractive answer (``answer:uncited_used_extractive``).
+
+Without one (or when the model fails): an extractive answer, the contexts' sentences that best
+support the question (ranked by the cross-encoder when one is configured, else by cosine with
+the query embedding), each cited, plus what the tools found. When nothing supports an answer,
+the answer says so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrieval_server.backends.llm import ChatModel
+from retrieval_server.domain import RetrievedContext
+from retrieval_server.ingest.chunker import split_sentences
+from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
+from retrieval_server.workflow.sentences import sentences_of_contexts
+from retrieval_server.workflow.state import QueryState, WorkflowDeps
+
+log = logging.getLogger(__name__)
+
+NOT_ANSWERABLE = "NOT_ANSWERABLE"
+UNSUPPORTED = "The documents I can read do not answer this question."
+DIRECT = (
+    "I answer questions about the indexed documents. Ask about a service, a project or a topic they cover, "
+    "or ask me to look up what is known about an entity, count or analyze its dependencies, or summarize what I find."
+)
+_CITATION = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+
+_GROUNDED_SYSTEM = (
+    "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
+    "context, cite it as [n] (several: [1][3]). Do not use outside knowledge. If the contexts and tool results do not "
+    f"contain the answer, reply exactly {NOT_ANSWERABLE}."
+)
+_DIRECT_SYSTEM = (
+    "You are the assistant of a document search service. Answer greetings and questions about yourself briefly; "
+    "do not state facts about the documents."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerOutcome:
+    answer: Answer
+    degraded: tuple[str, ...] = ()
+
+
+def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[AnswerSentence], int]:
+    """The answer's sentences with their valid citations, and how many citations pointed nowhere.
+
+    A citation written after a sentence's full stop ("... fails. [2]") belongs to that sentence.
+    """
+    sentences: list[AnswerSentence] = []
+    invalid = 0
+    for raw in split_sentences(text):
+        lead = re.match(r"^(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])+", raw)
+        if lead and sentences:
+            moved, raw = lead.group(0), raw[lead.end() :].strip()
+            prev = sentences[-1]
+            extra, bad = _markers(moved, len(contexts))
+            invalid += bad
+            sentences[-1] = AnswerSentence(prev.text, tuple(dict.fromkeys([*prev.citations, *extra])))
+            if not raw:
+                continue
+        cites, bad = _markers(raw, len(contexts))
+        invalid += bad
+        clean = " ".join(_CITATION.sub("", raw).split())
+        if clean:
+            sentences.append(AnswerSentence(clean, tuple(dict.fromkeys(cites))))
+    return sentences, invalid
+
+
+def _markers(text: str, n_contexts: int) -> tuple[list[int], int]:
+    valid, invalid = [], 0
+    for group in _CITATION.findall(text):
+        for part in re.split(r"\s*[,;]\s*", group):
+            k = int(part)
+            if 1 <= k <= n_contexts:
+                valid.append(k)
+            else:
+                invalid += 1
+    return valid, invalid
+
+
+def render(sentences: Sequence[AnswerSentence]) -> str:
+    """The sentences with their markers before the closing punctuation: "... Alice Chen [1]."."""
+    out = []
+    for s in sentences:
+        marks = "".join(f" [{c}]" for c in s.citations)
+        body, end = (s.text[:-1], s.text[-1]) if s.text[-1:] in ".!?" else (s.text, "")
+        out.append(body + marks + end)
+    return " ".join(out)
+
+
+def citations_for(sentences: Sequence[AnswerSentence], contexts: Sequence[RetrievedContext]) -> tuple[Citation, ...]:
+    used = sorted({c for s in sentences for c in s.citations})
+    return tuple(
+        Citation(k, contexts[k - 1].parent.parent_chunk_id, contexts[k - 1].document.document_id, contexts[k - 1].document.title)
+        for k in used
+    )
+
+
+def _numbered(contexts: Sequence[RetrievedContext], tools: Sequence[ToolResult]) -> str:
+    parts = ["Contexts:"] + [
+        f"[{i}] ({c.document.title or c.document.document_id}) {' '.join(c.parent.content.split())}" for i, c in enumerate(contexts, 1)
+    ]
+    if not contexts:
+        parts.append("(none)")
+    if tools:
+        parts.append("Tool results:")
+        for t in tools:
+            body = json.dumps(t.result, default=str)[:2000] if t.success else f"failed: {t.error}"
+            parts.append(f"- {t.name}({json.dumps(dict(t.arguments), default=str)}): {body}")
+    return "\n".join(parts)
+
+
+async def _ask(chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float) -> str:
+    """The model's text, streamed to a streaming caller as it arrives."""
+    max_tokens = deps.settings.answer_max_tokens
+    if state.events is None:
+        return await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens)
+    pieces = []
+    async for token in chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens):
+        pieces.append(token)
+        state.events(token)
+    return "".join(pieces)
+
+
+async def write_answer(state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float) -> AnswerOutcome:
+    route = state.route.route if state.route else Route.RETRIEVE
+    tools = tuple(state.tool_results)
+    if route is Route.DIRECT_ANSWER:
+        return await _direct(state, deps, chat, temperature)
+    degraded: list[str] = []
+    if chat is not None:
+        try:
+            text = await _ask(chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature)
+        except Exception as exc:
+            log.warning("answer generation failed (%s); answering extractively", exc)
+            degraded.append("answer:llm_failed_used_extractive")
+        else:
+            outcome = _checked(text, state, chat.name, route, tools, degraded)
+            if outcome is not None:
+                return outcome
+    answer = await _extractive(state, deps, route, tools)
+    return AnswerOutcome(answer, tuple(degraded))
+
+
+def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:
+    """The model's answer after the citation check, or None when it must be replaced by the extractive one."""
+    contexts = state.contexts
+    if text.strip().upper().startswith(NOT_ANSWERABLE):
+        sentences = [AnswerSentence(UNSUPPORTED)]
+        return AnswerOutcome(Answer(UNSUPPORTED, tuple(sentences), (), route, False, False, model, tools), tuple(degraded))
+    sentences, invalid = parse_cited(text, contexts)
+    if invalid:
+        degraded.append("answer:invalid_citation_removed")
+    cited = any(s.citations for s in sentences)
+    if not sentences or (contexts and not cited and not any(t.success for t in tools)):
+        degraded.append("answer:uncited_used_extractive")
+        return None
+    answer = Answer(render(sentences), tuple(sentences), citations_for(sentences, contexts), route, False, True, model, tools)
+    return AnswerOutcome(answer, tuple(degraded))
+
+
+async def _direct(state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float) -> AnswerOutcome:
+    if chat is not None:
+        try:
+            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature)).strip()
+            sentence = AnswerSentence(text)
+            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name))
+        except Exception as exc:
+            log.warning("direct answer failed (%s); using the built-in one", exc)
+            outcome = await _direct(state, deps, None, temperature)
+            return AnswerOutcome(outcome.answer, ("answer:llm_failed_used_extractive",))
+    if state.events is not None:
+        state.events(DIRECT)
+    return AnswerOutcome(Answer(DIRECT, (AnswerSentence(DIRECT),), (), Route.DIRECT_ANSWER, True, True, "extractive"))
+
+
+async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools: tuple[ToolResult, ...]) -> Answer:
+    contexts = state.contexts
+    sentences: list[AnswerSentence] = []
+    for t in tools:
+        if t.success:
+            # A summary written from the contexts cites them already.
+            cited, _ = parse_cited(t.summary, contexts)
+            sentences.extend(cited)
+        else:
+            sentences.append(AnswerSentence(f"The {t.name} tool failed: {t.error}."))
+    supported = any(t.success for t in tools)
+    summarized = any(t.success and t.name == "summarize" for t in tools)
+    if contexts and not summarized and (route is Route.RETRIEVE or not supported):
+        support = await _supporting(state, deps)
+        sentences.extend(support)
+        supported = supported or bool(support)
+    if not supported:
+        sentences.insert(0, AnswerSentence(UNSUPPORTED))
+    text = render(sentences)
+    if state.events is not None:
+        for i, s in enumerate(sentences):
+            state.events((" " if i else "") + render([s]))
+    return Answer(text, tuple(sentences), citations_for(sentences, contexts), route, True, supported, "extractive", tools)
+
+
+async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSentence]:
+    """The contexts' sentences that best support the question, above the support threshold, best first."""
+    candidates = sentences_of_contexts(state.contexts)
+    if not candidates:
+        return []
+    texts = [s.text for s in candidates]
+    query = state.options.query
+    scores: np.ndarray | None = None
+    threshold = deps.settings.answer_min_similarity
+    if deps.reranker is not None and state.options.rerank:
+        try:
+            limit = deps.settings.rerank_candidates
+            scores = np.asarray(await deps.reranker.rerank(query, texts[:limit]), dtype=np.float32)
+            candidates, threshold = candidates[:limit], deps.settings.rerank_threshold
+        except Exception:
+            log.warning("reranking answer sentences failed; using the embedder", exc_info=True)
+            scores = None
+    if scores is None:
+        vectors = await deps.embedder.embed(texts)
+        qv = state.query_vector if state.query_vector is not None else (await deps.embedder.embed([query]))[0]
+        scores = np.asarray(vectors @ qv, dtype=np.float32)
+    order = np.argsort(-scores, kind="stable")
+    out: list[AnswerSentence] = []
+    seen: set[str] = set()
+    for i in order:
+        if scores[i] < threshold or len(out) >= deps.settings.answer_max_sentences:
+            break
+        s = candidates[int(i)]
+        if s.text.lower() in seen:
+            continue
+        seen.add(s.text.lower())
+        out.append(AnswerSentence(s.text, (s.context,)))
+    return out

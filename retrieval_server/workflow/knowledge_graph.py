@@ -1,0 +1,165 @@
+"""The knowledge graph as the workflow uses it: entities named in a query, and access-filtered reads.
+
+Matching a query against the known names costs a bounded amount whatever the graph's size:
+word n-grams of the query (at most ``max_ngram_words`` words) are looked up by key (exact and
+case-folded matches), and at most ``max_fuzzy_ngrams`` of them are compared with rapidfuzz
+against every name (fuzzy matches, on the executor). Candidates are then kept only if a document
+the caller may read knows them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+from rapidfuzz import fuzz, process
+
+from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.domain import AccessFilter
+from retrieval_server.knowledge import EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
+from retrieval_server.workflow.analysis import STOPWORDS
+
+_WORD = re.compile(r"[A-Za-z0-9][\w\-.']*[A-Za-z0-9]|[A-Za-z0-9]")
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    version: str | None
+    #: key -> the names stored for it
+    names: dict[str, tuple[str, ...]]
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    start: int
+    end: int
+    words: int
+    key: str
+    kind: MatchKind
+    score: float
+    text: str
+
+
+class KnowledgeGraph:
+    def __init__(
+        self,
+        store: MetadataStore,
+        executor: BlockingExecutor,
+        *,
+        fuzzy_threshold: float = 88.0,
+        max_ngram_words: int = 4,
+        max_fuzzy_ngrams: int = 64,
+    ) -> None:
+        self.store = store
+        self._executor = executor
+        self._threshold = fuzzy_threshold
+        self._max_words = max_ngram_words
+        self._max_fuzzy = max_fuzzy_ngrams
+        self._names = _Names(None, {}, ())
+        self._loading = asyncio.Lock()
+
+    async def _index(self) -> _Names:
+        """The known names, reloaded when an ingest (in any process) changed the graph."""
+        version = await self.store.graph_version()
+        if version == self._names.version:
+            return self._names
+        async with self._loading:
+            if version != self._names.version:
+                names: dict[str, list[str]] = {}
+                for key, name in await self.store.graph_names():
+                    names.setdefault(key, []).append(name)
+                self._names = _Names(version, {k: tuple(v) for k, v in names.items()}, tuple(names))
+        return self._names
+
+    async def match(self, query: str, access: AccessFilter, document_ids: Sequence[str] = ()) -> list[EntityMatch]:
+        """Known entities the query names, longest and surest first, without overlaps."""
+        index = await self._index()
+        if not index.keys:
+            return []
+        words = [(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(query)]
+        exact: list[_Candidate] = []
+        fuzzy_grams: list[tuple[int, int, int, str, str]] = []
+        for i in range(len(words)):
+            for n in range(1, self._max_words + 1):
+                if i + n > len(words):
+                    break
+                start, end = words[i][0], words[i + n - 1][1]
+                text = query[start:end]
+                key = entity_key(text)
+                first, last = words[i][2].lower(), words[i + n - 1][2].lower()
+                if not key or first in STOPWORDS or last in STOPWORDS:
+                    continue
+                if key in index.names:
+                    if n == 1 and len(key) < 3 and not any(c.isupper() for c in text):
+                        continue  # "ai", "db" in lower case: too likely an ordinary word
+                    kind = MatchKind.EXACT if text in index.names[key] else MatchKind.CASE_FOLDED
+                    exact.append(_Candidate(start, end, n, key, kind, 1.0, text))
+                elif len(key) >= 5 and len(fuzzy_grams) < self._max_fuzzy:
+                    fuzzy_grams.append((start, end, n, key, text))
+        fuzzy: list[_Candidate] = []
+        if fuzzy_grams:
+            found = await self._executor.run(self._fuzzy, fuzzy_grams, index.keys)
+            fuzzy = [c for per in found for c in per]
+        candidates = sorted(exact + fuzzy, key=lambda c: (c.kind is MatchKind.FUZZY, -c.words, -c.score, c.start))
+        visible = await self.store.graph_entities({c.key for c in candidates}, access, document_ids)
+        taken: list[tuple[int, int]] = []
+        out: list[EntityMatch] = []
+        for c in candidates:
+            entity = visible.get(c.key)
+            if entity is None or any(c.start < b and a < c.end for a, b in taken) or any(m.key == c.key for m in out):
+                continue
+            taken.append((c.start, c.end))
+            out.append(EntityMatch(c.key, entity.name, entity.entity_type, c.text, c.kind, c.score))
+        return out
+
+    def _fuzzy(self, grams: list[tuple[int, int, int, str, str]], keys: tuple[str, ...]) -> list[list[_Candidate]]:
+        out = []
+        for start, end, n, key, text in grams:
+            hits = process.extract(key, keys, scorer=fuzz.ratio, score_cutoff=self._threshold, limit=3)
+            out.append([_Candidate(start, end, n, k, MatchKind.FUZZY, score / 100.0, text) for k, score, _ in hits])
+        return out
+
+    async def resolve(self, name: str, access: AccessFilter, document_ids: Sequence[str] = ()) -> GraphEntity | None:
+        """The readable entity a tool argument names: by key, else the best match inside the text."""
+        key = entity_key(name)
+        found = (await self.store.graph_entities([key], access, document_ids)).get(key) if key else None
+        if found is not None:
+            return found
+        matches = await self.match(name, access, document_ids)
+        if not matches:
+            return None
+        return (await self.store.graph_entities([matches[0].key], access, document_ids)).get(matches[0].key)
+
+    async def entities(self, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str] = ()) -> dict[str, GraphEntity]:
+        return await self.store.graph_entities(keys, access, document_ids)
+
+    async def edges(
+        self,
+        keys: Iterable[str] | None,
+        access: AccessFilter,
+        document_ids: Sequence[str] = (),
+        relations: Iterable[RelationType] | None = None,
+    ) -> list[GraphEdge]:
+        return await self.store.graph_edges(keys, access, document_ids, relations)
+
+    async def chunks(
+        self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), per_entity: int = 50
+    ) -> dict[str, list[tuple[str, int]]]:
+        return await self.store.graph_chunks(keys, access, document_ids, per_entity)
+
+    async def to_networkx(self, access: AccessFilter, document_ids: Sequence[str] = ()) -> nx.MultiDiGraph:
+        """What ``access`` may see, as a networkx graph (one edge per relation type)."""
+        entities = await self.entities(None, access, document_ids)
+        edges = await self.edges(None, access, document_ids)
+        g = nx.MultiDiGraph()
+        for e in entities.values():
+            g.add_node(e.key, name=e.name, entity_type=e.entity_type.value, mentions=e.mentions, documents=",".join(e.document_ids))
+        for edge in edges:
+            g.add_edge(edge.source, edge.target, key=edge.relation.value, relation=edge.relation.value, weight=edge.weight,
+                       documents=",".join(edge.document_ids))
+        return g

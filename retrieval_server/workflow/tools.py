@@ -1,0 +1,378 @@
+"""Tools the router can call: small objects with typed parameters, each run under a timeout.
+
+* ``lookup_facts``: what the knowledge graph knows about an entity (type, mentions, relations, sources).
+* ``summarize``: the retrieved contexts in a few sentences (an LLM, or extractive without one).
+* ``calculate``: safe arithmetic plus counts over the graph (``count_dependents("AuthService", "SERVICE")``).
+* ``analyze_dependencies``: direct and transitive dependencies and dependents of an entity, and cycles.
+
+:func:`run_tool` validates the arguments, applies the timeout and turns every failure into a
+:class:`ToolResult` with ``success=False``: a tool never fails the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
+
+import networkx as nx
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from retrieval_server.backends.embedder import Embedder
+from retrieval_server.backends.llm import ChatModel
+from retrieval_server.domain import AccessFilter, RetrievedContext
+from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEntity, RelationType, ToolResult, entity_type_named
+from retrieval_server.workflow.calculator import CalculationError, evaluate
+from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
+
+
+class ToolError(Exception):
+    """The tool ran but has no answer (unknown entity, no graph, nothing to summarize)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool may use for one request."""
+
+    query: str
+    access: AccessFilter
+    document_ids: tuple[str, ...]
+    graph: KnowledgeGraph | None
+    contexts: Sequence[RetrievedContext]
+    embedder: Embedder
+    chat: ChatModel | None = None
+    chat_temperature: float = 0.2
+    query_vector: np.ndarray | None = None
+
+
+class Tool(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    #: retrieval must run before it (it works on the retrieved contexts)
+    needs_contexts: ClassVar[bool]
+
+    async def run(self, params: Any, ctx: ToolContext) -> tuple[Any, str]:
+        """``(result, summary)``: a JSON-serializable result and one sentence for the answer."""
+        ...
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+def _graph(ctx: ToolContext) -> KnowledgeGraph:
+    if ctx.graph is None:
+        raise ToolError("the knowledge graph is disabled on this server")
+    return ctx.graph
+
+
+async def _entity(ctx: ToolContext, name: str) -> GraphEntity:
+    entity = await _graph(ctx).resolve(name, ctx.access, ctx.document_ids)
+    if entity is None:
+        raise ToolError(f"no known entity named '{name}'")
+    return entity
+
+
+def _listing(names: Sequence[str], limit: int = 8) -> str:
+    shown = list(names[:limit])
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    if len(shown) <= 1:
+        return "".join(shown) + more
+    return ", ".join(shown[:-1]) + (f", {shown[-1]}{more}" if more else f" and {shown[-1]}")
+
+
+# --- lookup_facts --------------------------------------------------------------------------------
+
+
+class LookupFactsParams(_Params):
+    entity: str = Field(min_length=1, max_length=200, description="the entity's name")
+
+
+class LookupFacts:
+    name = "lookup_facts"
+    description = "What the knowledge graph knows about one entity: type, mentions, relations and source documents."
+    Params = LookupFactsParams
+    needs_contexts = False
+
+    async def run(self, params: LookupFactsParams, ctx: ToolContext) -> tuple[Any, str]:
+        graph = _graph(ctx)
+        entity = await _entity(ctx, params.entity)
+        edges = await graph.edges([entity.key], ctx.access, ctx.document_ids)
+        others = await graph.entities({e.source for e in edges} | {e.target for e in edges}, ctx.access, ctx.document_ids)
+        name = {k: e.name for k, e in others.items()}
+        relations = [
+            {
+                "direction": "out" if e.source == entity.key else "in",
+                "relation": e.relation.value,
+                "entity": name.get(e.target if e.source == entity.key else e.source, ""),
+                "weight": round(e.weight, 3),
+            }
+            for e in sorted(edges, key=lambda e: (e.relation is RelationType.CO_OCCURS, -e.weight, e.source, e.target))
+        ]
+        documents = await graph.store.get_documents(list(entity.document_ids))
+        chunks = await graph.chunks([entity.key], ctx.access, ctx.document_ids, per_entity=1000)
+        result = {
+            "name": entity.name,
+            "type": entity.entity_type.value,
+            "mentions": entity.mentions,
+            "chunks": len(chunks.get(entity.key, [])),
+            "relations": relations,
+            "sources": [{"document_id": d, "title": documents[d].title if d in documents else ""} for d in entity.document_ids],
+        }
+        typed = [r for r in relations if r["relation"] != RelationType.CO_OCCURS.value]
+        facts = [
+            f"{entity.name if r['direction'] == 'out' else r['entity']} {r['relation'].lower().replace('_', ' ')} "
+            f"{r['entity'] if r['direction'] == 'out' else entity.name}"
+            for r in typed[:6]
+        ]
+        summary = (
+            f"{entity.name} is a {entity.entity_type.value.lower()} mentioned {entity.mentions} times in "
+            f"{len(entity.document_ids)} document{'s' if len(entity.document_ids) != 1 else ''}"
+            + (f"; {'; '.join(facts)}" if facts else "")
+            + "."
+        )
+        return result, summary
+
+
+# --- summarize -------------------------------------------------------------------------------------
+
+
+class SummarizeParams(_Params):
+    max_sentences: int = Field(3, ge=1, le=10, description="sentences in the summary")
+
+
+_SUMMARY_SYSTEM = "You summarize documents faithfully. Use only the numbered contexts; cite them as [n]."
+_SUMMARY_PROMPT = "Summarize these contexts in at most {n} sentences for the question: {query}\n\n{contexts}"
+
+
+class Summarize:
+    name = "summarize"
+    description = "Summarize the retrieved contexts in a few sentences (retrieval runs first)."
+    Params = SummarizeParams
+    needs_contexts = True
+
+    async def run(self, params: SummarizeParams, ctx: ToolContext) -> tuple[Any, str]:
+        if not ctx.contexts:
+            raise ToolError("nothing was retrieved to summarize")
+        if ctx.chat is not None:
+            numbered = "\n\n".join(f"[{i}] {c.parent.content}" for i, c in enumerate(ctx.contexts, 1))
+            text = await ctx.chat.complete(
+                _SUMMARY_SYSTEM,
+                _SUMMARY_PROMPT.format(n=params.max_sentences, query=ctx.query, contexts=numbered),
+                temperature=ctx.chat_temperature,
+                max_tokens=400,
+            )
+            return {"summary": text.strip(), "model": ctx.chat.name}, text.strip()
+        picked = await _central_sentences(ctx, params.max_sentences)
+        text = " ".join(f"{s.text} [{s.context}]" for s in picked)
+        return {"summary": text, "model": "extractive", "sentences": [{"text": s.text, "context": s.context} for s in picked]}, text
+
+
+async def _central_sentences(ctx: ToolContext, n: int) -> list[Sentence]:
+    """Extractive summary: sentences close to both the question and the contexts' centroid, varied (MMR)."""
+    candidates = sentences_of_contexts(ctx.contexts)
+    if not candidates:
+        raise ToolError("the contexts have no sentences")
+    vectors = await ctx.embedder.embed([s.text for s in candidates])
+    query = ctx.query_vector if ctx.query_vector is not None else (await ctx.embedder.embed([ctx.query]))[0]
+    centroid = vectors.mean(axis=0)
+    centroid = centroid / max(float(np.linalg.norm(centroid)), 1e-9)
+    relevance = 0.5 * (vectors @ query) + 0.5 * (vectors @ centroid)
+    chosen: list[int] = []
+    while len(chosen) < min(n, len(candidates)):
+        redundancy = (vectors @ vectors[chosen].T).max(axis=1) if chosen else np.zeros(len(candidates))
+        mmr = 0.7 * relevance - 0.3 * redundancy
+        mmr[chosen] = -np.inf
+        chosen.append(int(np.argmax(mmr)))
+    return [candidates[i] for i in sorted(chosen, key=lambda i: (candidates[i].context, candidates[i].position))]
+
+
+# --- calculate --------------------------------------------------------------------------------------
+
+
+class CalculateParams(_Params):
+    expression: str = Field(
+        min_length=1,
+        max_length=500,
+        description='arithmetic (+ - * / // % **, abs, round, min, max, sqrt, log) and graph counts: count_dependents("X", "SERVICE"), '
+        'count_dependencies("X"), count_related("X"), count_entities("PROJECT"), mentions("X")',
+    )
+
+
+class Calculate:
+    name = "calculate"
+    description = "Safe arithmetic, and counts over the knowledge graph."
+    Params = CalculateParams
+    needs_contexts = False
+
+    async def run(self, params: CalculateParams, ctx: ToolContext) -> tuple[Any, str]:
+        listed: dict[str, list[str]] = {}
+
+        async def neighbours(name: str, entity_type: str | None, incoming: bool | None, relations: frozenset[RelationType] | None) -> int:
+            graph = _graph(ctx)
+            entity = await _entity(ctx, name)
+            edges = await graph.edges([entity.key], ctx.access, ctx.document_ids, relations)
+            keys = {
+                (e.source if e.target == entity.key else e.target)
+                for e in edges
+                if e.relation is not RelationType.CO_OCCURS and (incoming is None or (e.target == entity.key) == incoming)
+            } - {entity.key}
+            found = await graph.entities(keys, ctx.access, ctx.document_ids)
+            wanted = _entity_type(entity_type)
+            names = sorted(e.name for e in found.values() if wanted is None or e.entity_type is wanted)
+            label = {True: 'dependents', False: 'dependencies', None: 'related'}[incoming]
+            listed[f"{label} of {entity.name}"] = names
+            return len(names)
+
+        async def count_dependents(entity: str, entity_type: str | None = None) -> int:
+            return await neighbours(entity, entity_type, True, DEPENDENCY_RELATIONS)
+
+        async def count_dependencies(entity: str, entity_type: str | None = None) -> int:
+            return await neighbours(entity, entity_type, False, DEPENDENCY_RELATIONS)
+
+        async def count_related(entity: str, entity_type: str | None = None) -> int:
+            return await neighbours(entity, entity_type, None, None)
+
+        async def count_entities(entity_type: str | None = None) -> int:
+            wanted = _entity_type(entity_type)
+            found = await _graph(ctx).entities(None, ctx.access, ctx.document_ids)
+            return sum(1 for e in found.values() if wanted is None or e.entity_type is wanted)
+
+        async def mentions(entity: str) -> int:
+            return (await _entity(ctx, entity)).mentions
+
+        functions = {
+            "count_dependents": count_dependents,
+            "count_dependencies": count_dependencies,
+            "count_related": count_related,
+            "count_entities": count_entities,
+            "mentions": mentions,
+        }
+        try:
+            value = await evaluate(params.expression, functions)
+        except CalculationError as exc:
+            raise ToolError(str(exc)) from None
+        if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+            value = int(value)
+        summary = f"{params.expression} = {value}"
+        for label, names in listed.items():
+            summary += f"; {label}: {_listing(names) or 'none'}"
+        return {"expression": params.expression, "value": value, "lists": listed}, summary + "."
+
+
+def _entity_type(value: str | None) -> EntityType | None:
+    if value is None or not value.strip():
+        return None
+    found = entity_type_named(value)
+    if found is None:
+        raise CalculationError(f"unknown entity type '{value}'; known: {', '.join(t.value for t in EntityType)}")
+    return found
+
+
+# --- analyze_dependencies ------------------------------------------------------------------------------
+
+
+class AnalyzeDependenciesParams(_Params):
+    entity: str = Field(min_length=1, max_length=200)
+    direction: Literal["dependencies", "dependents", "both"] = "both"
+    max_depth: int = Field(5, ge=1, le=10)
+
+
+class AnalyzeDependencies:
+    name = "analyze_dependencies"
+    description = "Direct and transitive dependencies and dependents of an entity, and the dependency cycles around it."
+    Params = AnalyzeDependenciesParams
+    needs_contexts = False
+    max_nodes = 500
+
+    async def run(self, params: AnalyzeDependenciesParams, ctx: ToolContext) -> tuple[Any, str]:
+        graph = _graph(ctx)
+        entity = await _entity(ctx, params.entity)
+        g = nx.DiGraph()
+        g.add_node(entity.key)
+        result: dict[str, Any] = {"entity": entity.name, "type": entity.entity_type.value}
+        for direction in ("dependencies", "dependents"):
+            if params.direction not in (direction, "both"):
+                continue
+            depth = {entity.key: 0}
+            frontier = [entity.key]
+            for level in range(1, params.max_depth + 1):
+                if not frontier or len(depth) >= self.max_nodes:
+                    break
+                nxt = []
+                for e in await graph.edges(frontier, ctx.access, ctx.document_ids, DEPENDENCY_RELATIONS):
+                    g.add_edge(e.source, e.target, relation=e.relation.value)
+                    src, dst = (e.source, e.target) if direction == "dependencies" else (e.target, e.source)
+                    if src in frontier and dst not in depth:
+                        depth[dst] = level
+                        nxt.append(dst)
+                frontier = nxt
+            result[direction] = depth
+        names = {k: e.name for k, e in (await graph.entities(list(g.nodes), ctx.access, ctx.document_ids)).items()}
+        summary_parts = []
+        for direction in ("dependencies", "dependents"):
+            if direction not in result:
+                continue
+            depth = result[direction]
+            direct = sorted(names.get(k, k) for k, d in depth.items() if d == 1)
+            transitive = sorted((names.get(k, k), d) for k, d in depth.items() if d > 1)
+            result[direction] = {"direct": direct, "transitive": [{"entity": n, "depth": d} for n, d in transitive]}
+            verb = "depends on" if direction == "dependencies" else "is needed by"
+            part = f"{entity.name} {verb} {_listing(direct) or 'nothing'} directly"
+            if transitive:
+                part += f" and {_listing([n for n, _ in transitive])} transitively"
+            summary_parts.append(part)
+        cycles = [
+            [names.get(k, k) for k in cycle]
+            for cycle in nx.simple_cycles(g, length_bound=params.max_depth + 1)
+        ][:20]
+        result["cycles"] = sorted(cycles)
+        summary = "; ".join(summary_parts)
+        summary += f"; {len(cycles)} dependency cycle{'s' if len(cycles) != 1 else ''}" + (
+            f": {' ; '.join(' -> '.join([*c, c[0]]) for c in result['cycles'][:3])}" if cycles else ""
+        )
+        return result, summary + "."
+
+
+TOOLS: dict[str, Tool] = {t.name: t for t in (LookupFacts(), Summarize(), Calculate(), AnalyzeDependencies())}  # type: ignore[misc]
+
+
+def describe_tools(tools: Mapping[str, Tool]) -> str:
+    """One line per tool with its parameters' JSON schema, for a router prompt."""
+    lines = []
+    for t in tools.values():
+        schema = t.Params.model_json_schema()
+        params = {k: {kk: vv for kk, vv in v.items() if kk in ("type", "enum", "default", "description")} for k, v in schema.get("properties", {}).items()}
+        lines.append(f"- {t.name}: {t.description} Arguments: {json.dumps(params)}")
+    return "\n".join(lines)
+
+
+async def run_tool(tools: Mapping[str, Tool], name: str, arguments: Mapping[str, Any], ctx: ToolContext, timeout_s: float) -> ToolResult:
+    """Validate, run under ``timeout_s``, and report; never raises."""
+    t0 = time.perf_counter()
+
+    def done(success: bool, result: Any = None, error: str = "", summary: str = "") -> ToolResult:
+        return ToolResult(name, dict(arguments), success, result, error, summary, (time.perf_counter() - t0) * 1e3)
+
+    tool = tools.get(name)
+    if tool is None:
+        return done(False, error=f"unknown tool '{name}'")
+    try:
+        params = tool.Params.model_validate(dict(arguments))
+    except ValidationError as exc:
+        return done(False, error="invalid arguments: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    try:
+        result, summary = await asyncio.wait_for(tool.run(params, ctx), timeout_s)
+    except TimeoutError:
+        return done(False, error=f"timed out after {timeout_s:g} s")
+    except ToolError as exc:
+        return done(False, error=str(exc))
+    except Exception as exc:
+        return done(False, error=f"failed: {type(exc).__name__}: {exc}")
+    return done(True, result, summary=summary)

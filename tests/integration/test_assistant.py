@@ -1,0 +1,371 @@
+"""GENERATION: the router's three branches, each tool, answers with citations (extractive, and written
+by an LLM served by a local OpenAI-compatible server), and the degradations when any of them fails."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+import pytest
+import pytest_asyncio
+from pydantic import BaseModel
+
+from bench.graph.corpus import make_wiki
+from retrieval_server.app import Application
+from retrieval_server.backends.llm import AnthropicChat, GeminiChat, OpenAICompatibleChat
+from retrieval_server.config import load_settings
+from retrieval_server.domain import Access, AccessFilter, ChildChunk, DocumentSource, Identity, Mode, ParentChunk, QueryOptions, Role, Strategy
+from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
+from retrieval_server.knowledge import Route, RouteDecision, ToolCall
+from retrieval_server.workflow.answer import UNSUPPORTED
+from retrieval_server.workflow.assistant import Assistant
+from retrieval_server.workflow.pipeline import QueryPipeline
+from retrieval_server.workflow.routing import LlmRouter, RuleRouter
+from retrieval_server.workflow.tools import TOOLS, ToolContext, run_tool
+from tests.support.http_servers import Sse, json_server
+
+WIKI = make_wiki(7)
+ALICE, BOB = Identity("alice", Role.USER), Identity("bob", Role.USER)
+CYCLE = "CycleA calls CycleB. CycleB calls CycleC. CycleC calls CycleA. OrbitSvc depends on CycleA."
+
+
+def _source(doc_id: str, text: str, **kw: Any) -> DocumentSource:
+    return DocumentSource(filename=f"{doc_id}.txt", content=text.encode(), document_id=doc_id, **kw)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Application]:
+    application = Application(load_settings(data_dir=tmp_path_factory.mktemp("assistant"), cache_backend="none"))
+    await application.open()
+    sources = [_source(d, t) for d, t in WIKI.documents.items()]
+    sources += [
+        _source("cycle", CYCLE),
+        _source("secret", "ProjectZephyr depends on AuthSvc. ProjectZephyr is confidential.", access=Access.PRIVATE, owner_id="alice"),
+    ]
+    assert not (await application.ingest(sources)).errors
+    yield application
+    await application.close()
+
+
+def _with(app: Application, **assistant: Any) -> QueryPipeline:
+    deps = app.pipeline.deps
+    return QueryPipeline(dataclasses.replace(deps, assistant=dataclasses.replace(Assistant(), **assistant)))
+
+
+def _ask(q: str, **kw: Any) -> QueryOptions:
+    return QueryOptions(q, kw.pop("top_k", 5), strategy=kw.pop("strategy", Strategy.HYBRID), mode=Mode.GENERATION, use_cache=False, **kw)
+
+
+def _stages(r: Any) -> list[str]:
+    return [s.stage for s in r.metrics.stages]
+
+
+def _dependents(target: str) -> set[str]:
+    """What uses, calls or depends on ``target`` in the public wiki."""
+    return (
+        {s for s, stores in WIKI.uses.items() if target in stores}
+        | {s for s, called in WIKI.calls.items() if target in called}
+        | {p for p, deps in WIKI.depends.items() if target in deps}
+    )
+
+
+# --- the router's three branches ----------------------------------------------------------------
+
+
+async def test_direct_answer_skips_retrieval(app: Application) -> None:
+    r = await app.pipeline.query(_ask("Hello there!"))
+    assert _stages(r) == ["build_access_filter", "route", "generate"] and r.contexts == ()
+    assert r.metrics.route is not None and r.metrics.route.route is Route.DIRECT_ANSWER
+    assert r.answer is not None and r.answer.route is Route.DIRECT_ANSWER and r.answer.extractive and "indexed documents" in r.answer.text
+
+
+async def test_tool_route_counts_dependents_over_the_graph(app: Application) -> None:
+    store = "LedgerDB"
+    r = await app.pipeline.query(_ask(f"How many services depend on {store}?"))
+    assert _stages(r) == ["build_access_filter", "route", "run_tools", "generate"]
+    assert r.metrics.route is not None and r.metrics.route.route is Route.TOOL
+    [result] = r.answer.tool_results  # type: ignore[union-attr]
+    expected = sorted(s for s, stores in WIKI.uses.items() if store in stores)
+    assert result.name == "calculate" and result.success and result.result["value"] == len(expected)
+    assert result.result["lists"][f"dependents of {store}"] == expected
+    assert f"= {len(expected)}" in r.answer.text  # type: ignore[union-attr]
+
+
+async def test_retrieve_route_answers_with_citations(app: Application) -> None:
+    r = await app.pipeline.query(_ask("What does AuthSvc handle?"))
+    stages = _stages(r)
+    assert stages[:2] == ["build_access_filter", "route"] and stages[-1] == "generate" and "retrieve" in stages and "update_cache" in stages
+    a = r.answer
+    assert a is not None and a.route is Route.RETRIEVE and a.extractive and a.supported and a.model == "extractive"
+    assert any("AuthSvc handles" in s.text for s in a.sentences)
+    for s in a.sentences:
+        assert s.citations and all(1 <= c <= len(r.contexts) for c in s.citations)
+    assert {c.marker for c in a.citations} == {c for s in a.sentences for c in s.citations}
+    for c in a.citations:
+        assert r.contexts[c.marker - 1].parent.parent_chunk_id == c.parent_chunk_id
+    assert "[1]" in a.text or "[2]" in a.text
+
+
+async def test_a_cached_retrieval_is_answered_again(app: Application) -> None:
+    from retrieval_server.backends.cache import MemoryCache
+
+    p = QueryPipeline(dataclasses.replace(app.pipeline.deps, cache=MemoryCache(app.embedder.dim, app.executor)))
+    question = QueryOptions("What does AuthSvc handle?", 3, strategy=Strategy.HYBRID, mode=Mode.GENERATION)
+    first = await p.query(question)
+    again = await p.query(question)
+    assert again.cached and _stages(again) == ["build_access_filter", "route", "check_cache", "generate"]
+    assert again.answer is not None and again.answer.text == first.answer.text  # type: ignore[union-attr]
+
+
+async def test_unsupported_questions_say_so(app: Application) -> None:
+    r = await app.pipeline.query(_ask("What is the boiling point of liquid nitrogen in kelvin?"))
+    assert r.answer is not None and not r.answer.supported and r.answer.text.startswith(UNSUPPORTED)
+
+
+# --- tools -------------------------------------------------------------------------------------------
+
+
+def _ctx(app: Application, query: str = "q", identity: Identity = Identity(), contexts: tuple[Any, ...] = ()) -> ToolContext:
+    return ToolContext(query, AccessFilter.for_identity(identity), (), app.graph, contexts, app.embedder)
+
+
+async def test_lookup_facts(app: Application) -> None:
+    r = await run_tool(TOOLS, "lookup_facts", {"entity": "authsvc"}, _ctx(app), 5)
+    assert r.success and r.result["name"] == "AuthSvc" and r.result["type"] == "SERVICE"
+    deps_in = {x["entity"] for x in r.result["relations"] if x["direction"] == "in" and x["relation"] == "DEPENDS_ON"}
+    assert deps_in == {p for p, d in WIKI.depends.items() if "AuthSvc" in d}
+    assert "authsvc" in {s["document_id"] for s in r.result["sources"]} and r.result["chunks"] >= 1
+    private = await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=BOB), 5)
+    assert not private.success and "no known entity" in private.error
+    assert (await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=ALICE), 5)).success
+
+
+async def test_calculate_is_safe(app: Application) -> None:
+    ok = await run_tool(TOOLS, "calculate", {"expression": "(2 + 3) * 4 ** 2 / 8"}, _ctx(app), 5)
+    assert ok.success and ok.result["value"] == 10
+    count = await run_tool(TOOLS, "calculate", {"expression": 'count_dependents("AuthSvc") + count_entities("PROJECT")'}, _ctx(app), 5)
+    assert count.success and count.result["value"] == len(_dependents("AuthSvc")) + len(WIKI.depends)
+    for bad in ("__import__('os').system('true')", "open('/etc/passwd')", "(1).__class__", "9 ** 9 ** 9", "1 / 0", "x + 1"):
+        r = await run_tool(TOOLS, "calculate", {"expression": bad}, _ctx(app), 5)
+        assert not r.success and r.error, bad
+
+
+async def test_analyze_dependencies_finds_transitive_links_and_cycles(app: Application) -> None:
+    r = await run_tool(TOOLS, "analyze_dependencies", {"entity": "OrbitSvc", "direction": "dependencies"}, _ctx(app), 5)
+    assert r.success and r.result["dependencies"]["direct"] == ["CycleA"]
+    assert {(t["entity"], t["depth"]) for t in r.result["dependencies"]["transitive"]} == {("CycleB", 2), ("CycleC", 3)}
+    assert len(r.result["cycles"]) == 1 and sorted(r.result["cycles"][0]) == ["CycleA", "CycleB", "CycleC"]
+    project = next(iter(WIKI.depends))
+    down = await run_tool(TOOLS, "analyze_dependencies", {"entity": WIKI.depends[project][0], "direction": "dependents"}, _ctx(app), 5)
+    assert project in down.result["dependents"]["direct"] and "dependencies" not in down.result
+    bad = await run_tool(TOOLS, "analyze_dependencies", {"entity": "OrbitSvc", "max_depth": 99}, _ctx(app), 5)
+    assert not bad.success and "max_depth" in bad.error
+
+
+async def test_summarize_extracts_from_the_contexts(app: Application) -> None:
+    r = await app.pipeline.query(_ask("Summarize what AuthSvc does", top_k=3))
+    stages = _stages(r)
+    assert stages.index("update_cache") < stages.index("run_tools") < stages.index("generate")  # retrieval first
+    [tool] = r.answer.tool_results  # type: ignore[union-attr]
+    assert tool.name == "summarize" and tool.success and tool.result["model"] == "extractive"
+    assert r.answer is not None and r.answer.citations and all(1 <= c.marker <= len(r.contexts) for c in r.answer.citations)
+
+
+class _SlowParams(BaseModel):
+    pass
+
+
+class _Slow:
+    name: ClassVar[str] = "slow"
+    description: ClassVar[str] = "never finishes in time"
+    Params: ClassVar[type[BaseModel]] = _SlowParams
+    needs_contexts: ClassVar[bool] = False
+
+    async def run(self, params: Any, ctx: Any) -> tuple[Any, str]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+class _Fixed:
+    name = "fixed"
+
+    def __init__(self, decision: RouteDecision) -> None:
+        self._decision = decision
+
+    async def decide(self, query: str, matches: Any) -> tuple[RouteDecision, str | None]:
+        return self._decision, None
+
+
+async def test_a_failing_or_slow_tool_degrades(app: Application) -> None:
+    decision = RouteDecision(Route.TOOL, (ToolCall("slow"), ToolCall("calculate", {"expression": "1 +"})))
+    tools = {**TOOLS, "slow": _Slow()}
+    deps = app.pipeline.deps
+    p = QueryPipeline(
+        dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, tool_timeout_s=0.05),
+                            assistant=Assistant(router=_Fixed(decision), tools=tools))  # type: ignore[arg-type]
+    )
+    r = await p.query(_ask("anything"))
+    assert {"tool:slow:timeout", "tool:calculate:failed"} <= set(r.metrics.degraded)
+    assert r.answer is not None and not r.answer.supported and "slow tool failed" in r.answer.text
+
+
+# --- an LLM behind a local OpenAI-compatible server ---------------------------------------------------
+
+
+def _llm(answers: dict[str, Any]) -> Any:
+    """An OpenAI-compatible handler choosing its answer by the prompt's first words; ``stream`` requests get SSE."""
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        assert path == "/v1/chat/completions"
+        system, prompt = body["messages"][0]["content"], body["messages"][1]["content"]
+        key = next((k for k in answers if k in system or prompt.startswith(k)), None)
+        if key is None:
+            return 500, {"error": "no answer for this prompt"}
+        answer = answers[key]
+        if isinstance(answer, int):
+            return answer, {"error": "failing on purpose"}
+        if body.get("stream"):
+            tokens = [answer[i : i + 7] for i in range(0, len(answer), 7)]
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": t}}]})) for t in tokens] + [(None, "[DONE]")])
+        return 200, {"choices": [{"message": {"role": "assistant", "content": answer}}]}
+
+    return handle
+
+
+def _model(url: str) -> OpenAICompatibleChat:
+    return OpenAICompatibleChat(url + "/v1", "test-model", "k", timeout_s=5, max_retries=0, backoff_s=0)
+
+
+async def test_llm_answer_with_a_citation_that_points_nowhere(app: Application) -> None:
+    text = "AuthSvc is maintained by Alice Chen [1]. It uses a ledger [9]. Ask the platform group. [2]"
+    with json_server(_llm({"numbered contexts": text})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3))
+        finally:
+            await model.close()
+    a = r.answer
+    assert a is not None and not a.extractive and a.model == "openai:test-model" and a.supported
+    assert "answer:invalid_citation_removed" in r.metrics.degraded
+    assert [s.citations for s in a.sentences] == [(1,), (), (2,)] and "[9]" not in a.text
+    assert {c.marker for c in a.citations} == {1, 2}
+    prompt = server.requests[0][1]["messages"][1]["content"]
+    assert "[1] (" in prompt and "Question: What does AuthSvc handle?" in prompt  # grounded: numbered contexts
+
+
+async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> None:
+    with json_server(_llm({"numbered contexts": "It is maintained by someone, I believe."})) as server:
+        model = _model(server.url)
+        try:
+            uncited = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3))
+        finally:
+            await model.close()
+    assert "answer:uncited_used_extractive" in uncited.metrics.degraded and uncited.answer.extractive  # type: ignore[union-attr]
+    with json_server(_llm({"numbered contexts": 503})) as server:
+        model = _model(server.url)
+        try:
+            failed = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3))
+        finally:
+            await model.close()
+    assert "answer:llm_failed_used_extractive" in failed.metrics.degraded and failed.answer.extractive  # type: ignore[union-attr]
+    with json_server(_llm({"numbered contexts": "NOT_ANSWERABLE"})) as server:
+        model = _model(server.url)
+        try:
+            refused = await _with(app, chat=model).query(_ask("What is the speed of light?", top_k=3))
+        finally:
+            await model.close()
+    assert refused.answer is not None and not refused.answer.supported and refused.answer.text == UNSUPPORTED
+
+
+async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: Application) -> None:
+    decision = json.dumps({"action": "tool", "tools": [{"name": "lookup_facts", "arguments": {"entity": "PaymentRouter"}}], "reason": "facts"})
+    with json_server(_llm({"You route questions": decision})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, router=LlmRouter(model, TOOLS, RuleRouter())).query(_ask("what about payments?"))
+        finally:
+            await model.close()
+    assert r.metrics.route is not None and r.metrics.route.decided_by == "llm:openai:test-model"
+    assert [t.name for t in r.answer.tool_results] == ["lookup_facts"] and r.answer.tool_results[0].success  # type: ignore[union-attr]
+    assert "'tools' section" not in server.requests[0][1]["messages"][1]["content"] and "analyze_dependencies" in server.requests[0][1]["messages"][1]["content"]
+    for bad in ('{"action": "tool", "tools": [{"name": "rm_rf", "arguments": {}}]}', '{"action": "tool", "tools": [{"name": "calculate", "arguments": {"expr": 1}}]}', "sure!"):
+        with json_server(_llm({"You route questions": bad})) as server:
+            model = _model(server.url)
+            try:
+                r = await _with(app, router=LlmRouter(model, TOOLS, RuleRouter())).query(_ask("Hello"))
+            finally:
+                await model.close()
+        assert "router:llm_failed_used_rules" in r.metrics.degraded and r.metrics.route.route is Route.DIRECT_ANSWER  # type: ignore[union-attr]
+
+
+async def test_streamed_tokens_reach_the_caller(app: Application) -> None:
+    text = "AuthSvc is maintained by Alice Chen [1]."
+    events: list[Any] = []
+    with json_server(_llm({"numbered contexts": text})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append)
+        finally:
+            await model.close()
+    tokens = [e for e in events if isinstance(e, str)]
+    assert len(tokens) > 3 and "".join(tokens) == text and server.requests[0][1]["stream"] is True
+    stages = [e.stage for e in events if not isinstance(e, str)]
+    assert stages == _stages(r)  # every stage, as it finished, in order
+    assert r.answer is not None and r.answer.text == "AuthSvc is maintained by Alice Chen [1]."
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "gemini"])
+async def test_streaming_over_the_other_protocols(protocol: str) -> None:
+    tokens = ["Auth", "Svc is ", "maintained [1]."]
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if protocol == "anthropic":
+            assert path == "/v1/messages" and body["stream"] is True
+            events = [("message_start", json.dumps({"type": "message_start"}))]
+            events += [("content_block_delta", json.dumps({"type": "content_block_delta", "delta": {"type": "text_delta", "text": t}})) for t in tokens]
+            return 200, Sse([*events, ("message_stop", json.dumps({"type": "message_stop"}))])
+        assert path == "/v1beta/models/gem:streamGenerateContent?alt=sse"
+        return 200, Sse([(None, json.dumps({"candidates": [{"content": {"parts": [{"text": t}]}}]})) for t in tokens])
+
+    with json_server(handle) as server:
+        cls = AnthropicChat if protocol == "anthropic" else GeminiChat
+        model = cls(server.url, "gem", "k", timeout_s=5, max_retries=0, backoff_s=0)
+        try:
+            got = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert got == tokens
+
+
+# --- LLM graph extraction ------------------------------------------------------------------------------
+
+
+async def test_llm_extraction_is_validated_and_falls_back_per_chunk() -> None:
+    good = json.dumps({"entities": [{"name": "Billing Core", "type": "SERVICE"}, {"name": "Ledger", "type": "SERVICE"}],
+                       "relations": [{"source": "Billing Core", "target": "Ledger", "type": "USES"}]})
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        prompt = body["messages"][1]["content"]
+        content = good if "Billing Core" in prompt else "I cannot help with that."
+        return 200, {"choices": [{"message": {"content": content}}]}
+
+    parents = [
+        ParentChunk("d#p0", "d", 0, "Billing Core writes every invoice to the Ledger.", 12),
+        ParentChunk("d#p1", "d", 1, "ProjectAlpha depends on AuthSvc.", 8),
+    ]
+    children = [ChildChunk(f"{p.parent_chunk_id}c{i}", p.parent_chunk_id, "d", i, p.chunk_index, p.content, p.tokens) for i, p in enumerate(parents)]
+    with json_server(handle) as server:
+        model = _model(server.url)
+        try:
+            g = await LlmGraphExtractor(model, ClassicalGraphExtractor()).extract(parents, children)
+        finally:
+            await model.close()
+    assert g.extractor == "llm:openai:test-model+classical"
+    names = {e.name: e for e in g.entities}
+    assert {"Billing Core", "Ledger", "ProjectAlpha", "AuthSvc"} <= set(names)  # the model's names, and the fallback's
+    assert names["Billing Core"].chunk_ids == ("d#p0c0",)
+    stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation.value != "CO_OCCURS"}
+    assert stated == {("billingcore", "USES", "ledger"), ("projectalpha", "DEPENDS_ON", "authsvc")}

@@ -1,0 +1,161 @@
+"""The graph leg in the query workflow, on a synthetic wiki of data stores, services and projects.
+
+Two-hop questions ("Which projects depend on a service that uses LedgerDB?") have answers that do
+not name what the question names: dense and keyword search miss them, the graph leg finds them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bench.graph.corpus import make_wiki
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy
+from retrieval_server.knowledge import MatchKind
+from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+from retrieval_server.workflow.pipeline import QueryPipeline
+
+ANON, ALICE, BOB = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER)
+WIKI = make_wiki(7)
+SECRET = "ProjectZephyr is a confidential acquisition. ProjectZephyr depends on VaultKeeper. VaultKeeper uses LedgerDB."
+
+
+def _source(doc_id: str, text: str, **kw: Any) -> DocumentSource:
+    return DocumentSource(filename=f"{doc_id}.txt", content=text.encode(), document_id=doc_id, **kw)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Application]:
+    application = Application(load_settings(data_dir=tmp_path_factory.mktemp("graph"), cache_backend="none", store_backoff_s=0.001))
+    await application.open()
+    sources = [_source(d, t) for d, t in WIKI.documents.items()]
+    sources.append(_source("zephyr", SECRET, access=Access.PRIVATE, owner_id="alice"))
+    report = await application.ingest(sources)
+    assert not report.errors
+    yield application
+    await application.close()
+
+
+def _pipeline(app: Application, **settings: Any) -> QueryPipeline:
+    deps = app.pipeline.deps
+    return QueryPipeline(dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, **settings)))
+
+
+def _docs(result: Any) -> list[str]:
+    return [c.document.document_id for c in result.contexts]
+
+
+async def _recall(pipeline: QueryPipeline, strategy: Strategy) -> float:
+    recalls = []
+    for q in WIKI.questions():
+        got = set(_docs(await pipeline.query(QueryOptions(q.text, 5, strategy=strategy, use_cache=False))))
+        recalls.append(len(got & q.relevant) / len(q.relevant))
+    return sum(recalls) / len(recalls)
+
+
+async def test_the_graph_leg_answers_the_second_hop(app: Application) -> None:
+    with_graph = await _recall(app.pipeline, Strategy.HYBRID)
+    without = await _recall(_pipeline(app, graph_expansion=False), Strategy.HYBRID)
+    graph_alone = await _recall(app.pipeline, Strategy.GRAPH)
+    dense, keyword = await _recall(app.pipeline, Strategy.SEMANTIC), await _recall(app.pipeline, Strategy.KEYWORD)
+    assert with_graph >= without + 0.3, (with_graph, without)
+    assert graph_alone >= 0.7 and max(dense, keyword, without) <= 0.5, (graph_alone, dense, keyword, without)
+
+
+async def test_a_project_found_only_through_a_service(app: Application) -> None:
+    q = next(q for q in WIKI.questions() if q.kind == "projects-via-store")
+    store = q.text.rsplit(" ", 1)[1].rstrip("?")
+    for doc in q.relevant:
+        assert store not in WIKI.documents[doc]  # the answer never names what the question names
+    hybrid = await app.pipeline.query(QueryOptions(q.text, 5, strategy=Strategy.HYBRID, use_cache=False))
+    assert q.relevant & set(_docs(hybrid))
+    graph = hybrid.metrics.graph
+    assert graph is not None and [m.name for m in graph.matches] == [store] and graph.matches[0].kind is MatchKind.EXACT
+    assert [h.hop for h in graph.hops][:2] == [0, 1] and [h.penalty for h in graph.hops][:2] == [1.0, 0.77]
+    users = {s for s, stores in WIKI.uses.items() if store in stores}
+    assert users <= set(graph.hops[1].entities)  # the services that use the store are its neighbours
+    assert sum(h.chunks for h in graph.hops) > 0
+    semantic = await app.pipeline.query(QueryOptions(q.text, 5, strategy=Strategy.SEMANTIC, use_cache=False))
+    assert semantic.metrics.graph is None  # SEMANTIC has no graph leg
+    adaptive = await app.pipeline.query(QueryOptions(q.text, 5, strategy=Strategy.ADAPTIVE, use_cache=False))
+    assert adaptive.metrics.graph is not None and q.relevant & set(_docs(adaptive))  # ADAPTIVE adds it too
+    off = await _pipeline(app, graph_expansion=False).query(QueryOptions(q.text, 5, strategy=Strategy.HYBRID, use_cache=False))
+    assert off.metrics.graph is None
+
+
+async def test_graph_strategy_is_the_graph_leg_alone(app: Application) -> None:
+    r = await app.pipeline.query(QueryOptions("Who maintains AuthSvc?", 3, strategy=Strategy.GRAPH, use_cache=False))
+    assert r.metrics.strategy_used is Strategy.GRAPH and _docs(r)[0] == "authsvc"
+    assert all(c.score <= 1.0 for c in r.contexts)  # one leg: its own scores (hop strengths)
+    nothing = await app.pipeline.query(QueryOptions("how are releases planned", 3, strategy=Strategy.GRAPH, use_cache=False))
+    assert nothing.contexts == () and any("GRAPH strategy needs" in s for s in nothing.suggestions)
+    fuzzy = await app.pipeline.query(QueryOptions("Who maintains AuthSvcc?", 3, strategy=Strategy.GRAPH, use_cache=False))
+    assert fuzzy.metrics.graph is not None and fuzzy.metrics.graph.matches[0].kind is MatchKind.FUZZY
+    assert _docs(fuzzy)[0] == "authsvc"
+
+
+async def test_graph_leg_obeys_access_and_filters(app: Application) -> None:
+    question = "Which projects depend on a service that uses LedgerDB?"
+    for who, sees in ((ANON, False), (BOB, False), (ALICE, True)):
+        r = await app.pipeline.query(QueryOptions(question, 10, strategy=Strategy.GRAPH, identity=who, use_cache=False))
+        assert ("zephyr" in _docs(r)) is sees, who
+        reached = {e for h in r.metrics.graph.hops for e in h.entities}  # type: ignore[union-attr]
+        assert ("VaultKeeper" in reached) is sees  # learned only from alice's document
+    hidden = await app.pipeline.query(QueryOptions("What does ProjectZephyr depend on?", 5, strategy=Strategy.GRAPH, identity=BOB, use_cache=False))
+    assert hidden.contexts == () and hidden.metrics.graph is not None and hidden.metrics.graph.matches == ()
+    scoped = await app.pipeline.query(
+        QueryOptions(question, 10, strategy=Strategy.GRAPH, document_ids=("ledgerdb",), use_cache=False)
+    )
+    assert set(_docs(scoped)) == {"ledgerdb"}
+
+
+async def test_reingest_and_delete_update_what_the_leg_finds(app: Application) -> None:
+    question = QueryOptions("What does ProjectNeutrino depend on?", 2, strategy=Strategy.GRAPH, use_cache=False)
+    await app.ingest([_source("neutrino", "ProjectNeutrino depends on AuditSvc. It launches in spring.")])
+    r = await app.pipeline.query(question)
+    assert _docs(r) == ["neutrino", "auditsvc"] and r.metrics.graph.hops[1].entities == ("AuditSvc",)  # type: ignore[union-attr]
+    await app.ingest([_source("neutrino", "ProjectNeutrino depends on ReviewSvc. It launches in spring.")])
+    r = await app.pipeline.query(question)
+    assert _docs(r) == ["neutrino", "reviewsvc"] and r.metrics.graph.hops[1].entities == ("ReviewSvc",)  # type: ignore[union-attr]
+    await app.delete(["neutrino"])
+    r = await app.pipeline.query(QueryOptions("What does ProjectNeutrino depend on?", 5, strategy=Strategy.GRAPH, use_cache=False))
+    assert r.contexts == ()
+
+
+class _BrokenStore:
+    """A metadata store whose graph reads fail (a lost connection, a corrupt table)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("graph_"):
+            async def fail(*_a: Any, **_k: Any) -> Any:
+                raise ConnectionError("graph tables unavailable")
+
+            return fail
+        return getattr(self._inner, name)
+
+
+async def test_a_graph_failure_degrades_hybrid_and_never_fails_it(app: Application) -> None:
+    broken = KnowledgeGraph(_BrokenStore(app.metadata), app.executor)  # type: ignore[arg-type]
+    p = QueryPipeline(dataclasses.replace(app.pipeline.deps, graph=broken))
+    r = await p.query(QueryOptions("Which projects depend on a service that uses LedgerDB?", 5, strategy=Strategy.HYBRID, use_cache=False))
+    assert r.contexts and "graph:store_error" in r.metrics.degraded
+    g = await p.query(QueryOptions("Who maintains AuthSvc?", 5, strategy=Strategy.GRAPH, use_cache=False))
+    assert g.contexts == () and "graph:store_error" in g.metrics.degraded
+
+
+async def test_hybrid_follows_stated_relations_only(app: Application) -> None:
+    await app.ingest([_source("lunch", "ZorblaxSvc and QuuxorSvc came up over lunch. Nobody said more about ZorblaxSvc.")])
+    hybrid = await app.pipeline.query(QueryOptions("What about ZorblaxSvc?", 3, strategy=Strategy.HYBRID, use_cache=False))
+    trace = hybrid.metrics.graph
+    assert trace is not None and [m.name for m in trace.matches] == ["ZorblaxSvc"] and trace.hops == ()  # co-occurs only
+    graph = await app.pipeline.query(QueryOptions("What about ZorblaxSvc?", 3, strategy=Strategy.GRAPH, use_cache=False))
+    assert graph.metrics.graph is not None and graph.metrics.graph.hops and _docs(graph) == ["lunch"]

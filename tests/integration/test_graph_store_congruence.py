@@ -1,0 +1,152 @@
+"""The knowledge graph in every MetadataStore (SQLite and a real MariaDB): replace, delete, access, export."""
+
+from __future__ import annotations
+
+import io
+
+import networkx as nx
+
+from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
+from retrieval_server.knowledge import DocumentGraph, EntityType, ExtractedEntity, ExtractedRelation, MatchKind, RelationType
+from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+
+# What each caller may read, as the workflow hands it to the graph store.
+ANON, ALICE, BOB, CAROL = (AccessFilter.for_identity(i) for i in (Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)))
+ROOT = AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN))
+E, R = EntityType, RelationType
+
+
+def _entity(name: str, t: EntityType, mentions: int, *chunks: str) -> ExtractedEntity:
+    # Each chunk names the entity once, the first twice (when there are several).
+    counts = tuple(2 if i == 0 and len(chunks) > 1 else 1 for i in range(len(chunks)))
+    return ExtractedEntity("".join(c for c in name.casefold() if c.isalnum()), name, t, mentions, chunks, counts)
+
+
+def _rel(s: str, rel: RelationType, t: str, w: float = 1.0) -> ExtractedRelation:
+    return ExtractedRelation(s.lower(), t.lower(), rel, w, f"{s} {rel} {t}")
+
+
+def _parents(doc_id: str) -> list[ParentChunk]:
+    return [ParentChunk(f"{doc_id}#p0", doc_id, 0, "text", 5)]
+
+
+ALPHA = DocumentGraph(
+    (_entity("ProjectAlpha", E.PROJECT, 3, "alpha#p0c0", "alpha#p0c1"), _entity("AuthSvc", E.SERVICE, 2, "alpha#p0c1")),
+    (_rel("ProjectAlpha", R.DEPENDS_ON, "AuthSvc"),),
+)
+AUTH = DocumentGraph(
+    (_entity("AuthSvc", E.SERVICE, 5, "auth#p0c0"), _entity("DatabaseSvc", E.SERVICE, 1, "auth#p0c0")),
+    (_rel("AuthSvc", R.USES, "DatabaseSvc"), _rel("AuthSvc", R.CO_OCCURS, "DatabaseSvc", 0.25)),
+)
+SECRET = DocumentGraph(
+    (_entity("AuthSvc", E.SERVICE, 4, "secret#p0c0"), _entity("ShadowVault", E.SERVICE, 2, "secret#p0c0"), _entity("DatabaseSvc", E.SERVICE, 1)),
+    (_rel("AuthSvc", R.USES, "ShadowVault"), _rel("AuthSvc", R.USES, "DatabaseSvc", 2.0), _rel("AuthSvc", R.CALLS, "Unknown")),
+)
+
+
+async def _load(store: MetadataStore) -> None:
+    await store.replace_document(Document("alpha"), _parents("alpha"), ALPHA)
+    await store.replace_document(Document("auth"), _parents("auth"), AUTH)
+    await store.replace_document(
+        Document("secret", access=Access.PRIVATE, owner_id="alice", granted_user_ids=("carol",)), _parents("secret"), SECRET
+    )
+
+
+async def test_entities_edges_and_chunks_aggregate_over_documents(metadata_store: MetadataStore) -> None:
+    assert await metadata_store.graph_version() is None
+    await _load(metadata_store)
+    auth = (await metadata_store.graph_entities(["authsvc"], ROOT))["authsvc"]
+    assert (auth.name, auth.entity_type, auth.mentions, auth.document_ids) == ("AuthSvc", E.SERVICE, 11, ("alpha", "auth", "secret"))
+    edges = {(e.source, e.relation, e.target): e for e in await metadata_store.graph_edges(["authsvc"], ROOT)}
+    assert set(edges) == {
+        ("projectalpha", R.DEPENDS_ON, "authsvc"),
+        ("authsvc", R.USES, "databasesvc"),
+        ("authsvc", R.CO_OCCURS, "databasesvc"),
+        ("authsvc", R.USES, "shadowvault"),
+    }
+    assert edges[("authsvc", R.USES, "databasesvc")].weight == 3.0  # 1 (auth) + 2 (secret)
+    assert edges[("authsvc", R.USES, "databasesvc")].document_ids == ("auth", "secret")
+    only_uses = await metadata_store.graph_edges(["databasesvc"], ROOT, relations=[R.USES])
+    assert [(e.source, e.target) for e in only_uses] == [("authsvc", "databasesvc")]
+    chunks = await metadata_store.graph_chunks(["authsvc", "projectalpha"], ROOT)
+    assert chunks == {
+        "authsvc": [("alpha#p0c1", 1), ("auth#p0c0", 1), ("secret#p0c0", 1)],
+        "projectalpha": [("alpha#p0c0", 2), ("alpha#p0c1", 1)],
+    }
+    # The cap keeps the chunks that name the entity most.
+    assert (await metadata_store.graph_chunks(["projectalpha"], ROOT, per_entity=1)) == {"projectalpha": [("alpha#p0c0", 2)]}
+    assert not await metadata_store.graph_edges(["unknown"], ROOT)  # an edge to a name the document does not list is not stored
+    assert ("shadowvault", "ShadowVault") in await metadata_store.graph_names()
+    assert await metadata_store.graph_version() is not None
+
+
+async def test_private_knowledge_is_visible_only_to_its_readers(metadata_store: MetadataStore) -> None:
+    await _load(metadata_store)
+    for who in (ANON, BOB):
+        seen = await metadata_store.graph_entities(None, who)
+        assert set(seen) == {"projectalpha", "authsvc", "databasesvc"} and seen["authsvc"].mentions == 7
+        edges = {(e.source, e.target): e for e in await metadata_store.graph_edges(None, who) if e.relation is R.USES}
+        assert set(edges) == {("authsvc", "databasesvc")} and edges[("authsvc", "databasesvc")].weight == 1.0
+        assert "secret#p0c0" not in dict((await metadata_store.graph_chunks(["authsvc", "shadowvault"], who)).get("authsvc", []))
+        assert "shadowvault" not in await metadata_store.graph_chunks(["shadowvault"], who)
+    for who in (ALICE, CAROL, ROOT):
+        seen = await metadata_store.graph_entities(None, who)
+        assert "shadowvault" in seen and seen["authsvc"].mentions == 11
+    scoped = await metadata_store.graph_entities(None, ROOT, document_ids=["auth"])
+    assert set(scoped) == {"authsvc", "databasesvc"} and scoped["authsvc"].mentions == 5
+
+
+async def test_reingest_and_delete_leave_no_stale_graph(metadata_store: MetadataStore) -> None:
+    await _load(metadata_store)
+    version = await metadata_store.graph_version()
+    renamed = DocumentGraph((_entity("ProjectAlpha", E.PROJECT, 1, "alpha#p0c0"), _entity("BillingSvc", E.SERVICE, 1, "alpha#p0c0")),
+                            (_rel("ProjectAlpha", R.USES, "BillingSvc"),))
+    await metadata_store.replace_document(Document("alpha", title="v2"), _parents("alpha"), renamed)
+    assert await metadata_store.graph_version() != version
+    edges = {(e.source, e.relation, e.target) for e in await metadata_store.graph_edges(["projectalpha"], ROOT)}
+    assert edges == {("projectalpha", R.USES, "billingsvc")}  # the old DEPENDS_ON AuthSvc is gone
+    assert (await metadata_store.graph_entities(["authsvc"], ROOT))["authsvc"].document_ids == ("auth", "secret")
+    await metadata_store.replace_document(Document("auth"), _parents("auth"))  # re-ingested without a graph
+    assert "databasesvc" in await metadata_store.graph_entities(None, ROOT)  # still known from "secret"
+    assert "databasesvc" not in await metadata_store.graph_entities(None, ANON)
+    await metadata_store.delete_document("secret")
+    everything = await metadata_store.graph_entities(None, ROOT)
+    assert set(everything) == {"projectalpha", "billingsvc"}
+    assert {(e.source, e.target) for e in await metadata_store.graph_edges(None, ROOT)} == {("projectalpha", "billingsvc")}
+    assert await metadata_store.graph_chunks(["authsvc", "shadowvault"], ROOT) == {}
+
+
+async def test_a_failed_replace_keeps_the_previous_graph(metadata_store: MetadataStore) -> None:
+    await _load(metadata_store)
+    clash = _parents("alpha") + _parents("alpha")
+    try:
+        await metadata_store.replace_document(Document("alpha"), clash, DocumentGraph((_entity("Other", E.CONCEPT, 1),), ()))
+    except Exception:
+        pass
+    else:
+        raise AssertionError("a duplicate parent id must fail the transaction")
+    assert "other" not in await metadata_store.graph_entities(None, ROOT)
+    assert ("projectalpha", "authsvc") in {(e.source, e.target) for e in await metadata_store.graph_edges(["projectalpha"], ROOT)}
+
+
+async def test_matching_exports_and_access(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
+    await _load(metadata_store)
+    graph = KnowledgeGraph(metadata_store, executor)
+    matches = await graph.match("Which projects depend on authsvc, and what uses ShadowVault or DatabseSvc?", ALICE)
+    by_name = {m.name: m for m in matches}
+    assert by_name["AuthSvc"].kind is MatchKind.CASE_FOLDED and by_name["AuthSvc"].text == "authsvc"
+    assert by_name["ShadowVault"].kind is MatchKind.EXACT and by_name["ShadowVault"].score == 1.0
+    assert by_name["DatabaseSvc"].kind is MatchKind.FUZZY and 0.88 <= by_name["DatabaseSvc"].score < 1.0  # a typo
+    assert "ShadowVault" not in {m.name for m in await graph.match("what uses ShadowVault", BOB)}
+    # New names are picked up once an ingest changes the graph.
+    await metadata_store.replace_document(Document("new"), _parents("new"), DocumentGraph((_entity("FreshSvc", E.SERVICE, 1, "new#p0c0"),), ()))
+    assert [m.name for m in await graph.match("FreshSvc status", ANON)] == ["FreshSvc"]
+    exported = await graph.to_networkx(BOB)
+    buffer = io.BytesIO()
+    nx.write_graphml(exported, buffer)
+    back = nx.read_graphml(io.BytesIO(buffer.getvalue()))
+    assert "shadowvault" not in back.nodes and back.nodes["authsvc"]["entity_type"] == "SERVICE"
+    assert {(s, t, d["relation"]) for s, t, d in back.edges(data=True)} >= {("projectalpha", "authsvc", "DEPENDS_ON")}
+    assert "shadowvault" in (await graph.to_networkx(ALICE)).nodes

@@ -1,0 +1,83 @@
+"""The calculate tool's evaluator: arithmetic as Python computes it, and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrieval_server.workflow.calculator import CalculationError, evaluate
+
+_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
+
+# An expression tree: an int, or (op, left, right); rendered with full parentheses.
+trees = st.recursive(
+    st.integers(-1000, 1000),
+    lambda sub: st.tuples(st.sampled_from(sorted(_OPS)), sub, sub),
+    max_leaves=12,
+)
+
+
+def _render(t: object) -> str:
+    if isinstance(t, int):
+        return f"({t})" if t < 0 else str(t)
+    op, a, b = t  # type: ignore[misc]
+    return f"({_render(a)} {op} {_render(b)})"
+
+
+def _value(t: object) -> int:
+    if isinstance(t, int):
+        return t
+    op, a, b = t  # type: ignore[misc]
+    return _OPS[op](_value(a), _value(b))
+
+
+@settings(max_examples=300, deadline=None)
+@given(trees)
+def test_agrees_with_python_arithmetic(tree: object) -> None:
+    text = _render(tree)
+    try:
+        expected: int | None = _value(tree)
+    except ZeroDivisionError:
+        expected = None
+    if expected is None:
+        with pytest.raises(CalculationError, match="division by zero"):
+            asyncio.run(evaluate(text))
+    else:
+        assert asyncio.run(evaluate(text)) == expected
+
+
+def test_functions_constants_and_awaitables() -> None:
+    async def count(name: str, kind: str | None = None) -> int:
+        return len(name) + (10 if kind else 0)
+
+    assert asyncio.run(evaluate("sqrt(16) + max(1, 2, 3) * round(2.6)")) == 13.0
+    assert asyncio.run(evaluate('count("abc") + count("ab", kind="SERVICE")', {"count": count})) == 15
+    assert asyncio.run(evaluate("2 ** 10 - pi * 0")) == 1024
+
+
+@pytest.mark.parametrize(
+    ("expression", "why"),
+    [
+        ("__import__('os').system('true')", "unknown function"),
+        ("(1).__class__", "Attribute"),
+        ("[1, 2][0]", "Subscript"),
+        ("lambda: 1", "Lambda"),
+        ("x", "unknown name"),
+        ("'text'", "only numbers"),
+        ("9 ** 9 ** 9", "too large"),
+        ("10 ** 400", "too large"),
+        ("1e308 * 10", "finite"),
+        ("1 +", "not an expression"),
+        ("", "empty"),
+        ("1 + " * 300 + "1", "longer than"),
+        ("True + 1", "only numbers"),
+        ("abs(**{})", "not allowed"),
+    ],
+)
+def test_rejects_what_is_not_arithmetic(expression: str, why: str) -> None:
+    with pytest.raises(CalculationError, match=why):
+        asyncio.run(evaluate(expression))
