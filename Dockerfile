@@ -23,9 +23,12 @@ RUN --mount=type=secret,id=pip_ca \
 FROM ${BASE_IMAGE}
 RUN useradd --create-home --uid 10001 retrieval
 COPY --from=build /opt/retrieval /opt/retrieval
+# Authenticated by default (then listening on every interface): a deployment supplies the token
+# keys (RETRIEVAL_JWT_SECRET, _JWKS_FILE or _JWKS_URL, plus _ISSUER and _AUDIENCE) and, normally,
+# RETRIEVAL_TLS_CERT / _KEY; or chooses RETRIEVAL_AUTH_MODE=gateway behind a mutual-TLS gateway.
 ENV PATH=/opt/retrieval/bin:$PATH \
     RETRIEVAL_DATA_DIR=/home/retrieval/data \
-    RETRIEVAL_HOST=0.0.0.0 \
+    RETRIEVAL_AUTH_MODE=jwt \
     RETRIEVAL_PORT=50051 \
     NUMBA_CACHE_DIR=/home/retrieval/.numba
 USER 10001

@@ -17,7 +17,8 @@ from typing import Any
 import grpc
 
 from retrieval.v1 import retrieval_pb2 as pb
-from retrieval_client import RetrievalClient
+from bench.transport import PLAINTEXT, Transport
+from retrieval_client import RetrievalClient, Tls
 
 
 def free_port() -> int:
@@ -56,7 +57,7 @@ def _wait_listening(pid: int, port: int, processes: int, timeout_s: float) -> No
         time.sleep(0.3)
 
 
-def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log: Path | None = None) -> None:
+def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log: Path | None = None, tls: Tls | None = None) -> None:
     """Poll the Health RPC until SERVING or DEGRADED; fail with the server's output if it exits first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -64,7 +65,7 @@ def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log
             output = log.read_text()[-4000:] if log else (proc.stderr.read() if proc.stderr else "")
             raise RuntimeError(f"the server exited with {proc.returncode}; its output:\n{output}")
         try:
-            with RetrievalClient(target, timeout=2) as client:
+            with RetrievalClient(target, timeout=2, tls=tls) as client:
                 if client.health().status in (pb.SERVING_STATUS_SERVING, pb.SERVING_STATUS_DEGRADED):
                     return
         except grpc.RpcError:
@@ -73,17 +74,18 @@ def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log
 
 
 @contextmanager
-def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float = 300.0) -> Iterator[RunningServer]:
+def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float = 300.0, transport: Transport = PLAINTEXT) -> Iterator[RunningServer]:
     """Serve with exactly these RETRIEVAL_* settings (the caller's own RETRIEVAL_* variables are dropped)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
-    env.update({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json", "RETRIEVAL_METRICS_PORT": "0", **settings})
+    env.update({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json", "RETRIEVAL_METRICS_PORT": "0",
+                **transport.server_settings(), **settings})
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
     target = f"127.0.0.1:{port}"
     try:
-        wait_healthy(target, proc, timeout_s, log)
+        wait_healthy(target, proc, timeout_s, log, transport.tls)
         _wait_listening(proc.pid, port, int(env.get("RETRIEVAL_PROCESSES", "1")), timeout_s)
         yield RunningServer(target, proc.pid, log)
     finally:

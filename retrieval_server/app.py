@@ -388,6 +388,7 @@ class Application:
                 else optional("cache", None, "off (RETRIEVAL_CACHE_BACKEND=none)")
             ),
             optional("reranker", self.reranker, "not configured: fused order (set RETRIEVAL_RERANKER_MODEL_DIR or RETRIEVAL_TEI_URL)"),
+            self._auth_health(),
             ComponentHealth(
                 "llm",
                 ComponentState.OK if self.chat_models else ComponentState.NOT_CONFIGURED,
@@ -396,6 +397,16 @@ class Application:
             ),
         ]
         return HealthReport(tuple(components))
+
+    def _auth_health(self) -> ComponentHealth:
+        s = self.settings
+        transport = "mutual TLS" if s.tls_client_ca else "TLS" if s.tls else "plaintext"
+        if s.auth_mode == "none":
+            return ComponentHealth("auth", ComponentState.NOT_CONFIGURED, False,
+                                   f"identity is NOT authenticated: x-user-id/x-user-role are believed as sent (RETRIEVAL_AUTH_MODE=none, {transport})")
+        detail = (f"bearer tokens ({', '.join(s.accepted_jwt_algorithms)})" if s.auth_mode == "jwt"
+                  else f"identity headers from {len(s.gateway_peers)} allowed gateway peer(s)")
+        return ComponentHealth("auth", ComponentState.OK, False, f"{s.auth_mode}: {detail}, {transport}")
 
     def _disk_health(self) -> ComponentHealth:
         low = self.disk.shortest()

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from retrieval.v1 import retrieval_pb2 as pb
-from retrieval_client import RetrievalClient
+from retrieval_client import RetrievalClient, Tls
 
 STRATEGIES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
 _ROUTE = {pb.ROUTE_RETRIEVE: "retrieve", pb.ROUTE_TOOL: "tool", pb.ROUTE_DIRECT_ANSWER: "direct_answer"}
@@ -36,6 +36,8 @@ class AskOptions:
     strategy: str = "hybrid"
     top_k: int = 5
     trace: bool = False
+    token: str | None = None
+    tls: Tls | None = None
 
 
 def trace_tree(resp: pb.QueryResponse) -> Tree:
@@ -92,7 +94,8 @@ class AskSession:
         self._client = self._connect()
 
     def _connect(self) -> RetrievalClient:
-        return self._factory(self.options.server, user_id=self.options.user, role=self.options.role)
+        o = self.options
+        return self._factory(o.server, user_id=o.user, role=o.role, token=o.token, tls=o.tls)
 
     def close(self) -> None:
         self._client.close()

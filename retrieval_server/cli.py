@@ -6,9 +6,11 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from retrieval_server.config import ConfigError, Settings, load_settings
 from retrieval_server.domain import Access, DocumentSource, ServiceError
@@ -87,6 +89,16 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
     return 1 if errors and not done else 0
 
 
+def _connection(args: argparse.Namespace) -> dict[str, Any]:
+    """The client's identity and transport options from the command line."""
+    from retrieval_client import Tls
+
+    tls = None
+    if args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name:
+        tls = Tls(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key, server_name=args.tls_server_name)
+    return {"user_id": args.user, "role": args.role, "token": args.token, "tls": tls}
+
+
 def _ingest_remote(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -95,7 +107,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     files = list(_files(args.paths))
     done, errors = [], []
     batch_size = 32
-    with RetrievalClient(args.server, user_id=args.user, role=args.role) as client, tqdm(
+    with RetrievalClient(args.server, **_connection(args)) as client, tqdm(
         total=len(files), unit="file", disable=args.quiet or not sys.stderr.isatty()
     ) as bar:
         for i in range(0, len(files), batch_size):
@@ -143,7 +155,7 @@ def _print_query(resp: object, as_json: bool) -> None:
 def _remote(args: argparse.Namespace) -> int:
     from retrieval_client import RetrievalClient
 
-    with RetrievalClient(args.server, user_id=args.user, role=args.role) as client:
+    with RetrievalClient(args.server, **_connection(args)) as client:
         if args.command == "query":
             _print_query(client.query(args.text, top_k=args.top_k, strategy=args.strategy), args.json)
         elif args.command == "search":
@@ -166,7 +178,8 @@ def _ask(args: argparse.Namespace) -> int:
     from retrieval_server.ask import AskOptions, AskSession, as_json, interactive
 
     console = Console(highlight=False)
-    session = AskSession(AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace), console)
+    connection = _connection(args)
+    session = AskSession(AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"]), console)
     try:
         if args.question is None:
             return interactive(session, console, Path(args.history).expanduser())
@@ -229,9 +242,16 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the gRPC server (settings from RETRIEVAL_* variables)")
 
     def client_opts(sp: argparse.ArgumentParser, role: str | None = None) -> None:
-        sp.add_argument("--server", default="localhost:50051", help="address of a running server")
-        sp.add_argument("--user", default=None, help="caller's user id (x-user-id)")
+        sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER", "localhost:50051"),
+                        help="address of a running server (default: $RETRIEVAL_SERVER, else localhost:50051)")
+        sp.add_argument("--user", default=None, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
         sp.add_argument("--role", default=role, help="caller's role (x-user-role)")
+        sp.add_argument("--token", default=os.environ.get("RETRIEVAL_TOKEN"), help="bearer token (JWT) for auth mode jwt (default: $RETRIEVAL_TOKEN)")
+        sp.add_argument("--tls", action="store_true", help="connect with TLS (implied by the options below)")
+        sp.add_argument("--tls-ca", help="PEM CA bundle that signed the server's certificate (default: the system's roots)")
+        sp.add_argument("--tls-cert", help="client certificate (PEM) for mutual TLS")
+        sp.add_argument("--tls-key", help="the client certificate's private key (PEM)")
+        sp.add_argument("--tls-server-name", help="name to check in the server's certificate (when --server is an IP address)")
 
     ing = sub.add_parser("ingest", help="index files or folders (.txt .md .html .pdf .jsonl)")
     ing.add_argument("paths", nargs="+")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -15,7 +16,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RETRIEVAL_", frozen=True, extra="ignore")
 
     # Server
-    host: str = "0.0.0.0"
+    host: str = Field(
+        "127.0.0.1", min_length=1, description="listen address; default: loopback with auth_mode 'none', all interfaces otherwise"
+    )
     port: int = Field(50051, ge=0, le=65535)
     grace_period_s: float = Field(10.0, ge=0, description="SIGTERM: time to finish in-flight calls")
     max_message_mb: int = Field(64, ge=1, le=2048, description="largest request (ingest) in MiB")
@@ -32,6 +35,41 @@ class Settings(BaseSettings):
     metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); worker i of several processes: port + i")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
+
+    metrics_host: str | None = Field(None, description="/metrics listen address; unset: the gRPC listen address")
+    metrics_tls: bool = Field(False, description="serve /metrics over HTTPS with the gRPC port's certificate (and client CA)")
+
+    # Transport security and caller identity (README, Authentication)
+    tls_cert: Path | None = Field(None, description="PEM certificate chain for the gRPC port; set with tls_key to serve TLS")
+    tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
+    tls_client_ca: Path | None = Field(None, description="PEM CA bundle: clients must present a certificate it signed (mutual TLS)")
+    auth_mode: Literal["none", "jwt", "gateway"] = Field(
+        "none", description="none: x-user-id/x-user-role headers trusted (development, loopback only); jwt: verified bearer tokens; "
+        "gateway: headers trusted from allow-listed mutual-TLS peers only"
+    )
+    allow_unauthenticated_remote: bool = Field(
+        False, description="auth_mode 'none' on a non-loopback address (anyone who reaches the port can claim any role)"
+    )
+    jwt_secret: str | None = Field(None, min_length=32, description="HS256/384/512 shared secret (at least 32 characters)")
+    jwt_jwks_file: Path | None = Field(None, description="JWKS JSON file with the public keys (RS*, PS*, ES*, EdDSA)")
+    jwt_jwks_url: str | None = Field(None, description="JWKS URL (http or https), fetched, cached, refreshed on an unknown kid")
+    jwt_issuer: str | None = Field(None, description="required 'iss' claim")
+    jwt_audience: str | None = Field(None, description="required 'aud' claim")
+    jwt_algorithms: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="accepted signing algorithms, comma-separated; unset: HS256 with a secret, RS256,ES256,EdDSA with keys"
+    )
+    jwt_user_claim: str = Field("sub", min_length=1, description="claim (or dotted path) holding the user id")
+    jwt_role_claim: str = Field("role", min_length=1, description="claim or dotted path (e.g. realm_access.roles) holding the role(s)")
+    jwt_role_map: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, description="IdP role name to SUPER_ADMIN/ADMIN/USER, comma-separated pairs name=ROLE"
+    )
+    jwt_groups_claim: str | None = Field(None, description="claim (or dotted path) holding groups; documents granted to group:<name> become readable")
+    jwt_leeway_s: float = Field(30.0, ge=0, le=600, description="clock skew allowed on exp and nbf")
+    jwt_jwks_cache_s: float = Field(300.0, gt=0, description="how long fetched JWKS keys are used before the next fetch")
+    jwt_jwks_min_refresh_s: float = Field(30.0, ge=0, description="an unknown kid refetches the JWKS at most this often")
+    gateway_peers: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="gateway mode: certificate names (SAN DNS/URI or CN) of the peers whose identity headers are trusted, comma-separated"
+    )
 
     # Traces and analytics events (README, Operations)
     traces_exporter: Literal["none", "otlp", "console"] = Field(
@@ -190,6 +228,32 @@ class Settings(BaseSettings):
     store_retries: int = Field(2, ge=0, le=10, description="retries of a failed store call before degrading")
     store_backoff_s: float = Field(0.05, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _listen_where_safe(cls, data: Any) -> Any:
+        # Without authentication the default is loopback; with it, every interface.
+        if isinstance(data, dict) and not data.get("host"):
+            data = {**data, "host": "127.0.0.1" if str(data.get("auth_mode") or "none") == "none" else "0.0.0.0"}
+        return data
+
+    @field_validator("jwt_algorithms", "gateway_peers", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return tuple(x.strip() for x in value.split(",") if x.strip()) if isinstance(value, str) else value
+
+    @field_validator("jwt_role_map", mode="before")
+    @classmethod
+    def _pairs(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        out = {}
+        for pair in filter(None, (x.strip() for x in value.split(","))):
+            name, sep, role = pair.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"expected name=ROLE pairs, got '{pair}'")
+            out[name.strip()] = role.strip().upper()
+        return out
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.child_chunk_tokens > self.parent_chunk_tokens:
@@ -227,7 +291,55 @@ class Settings(BaseSettings):
             raise ValueError("graph_hop_penalties must lie in (0, 1] and must not grow with the hop")
         if self.glossary_path is not None and not self.glossary_path.is_file():
             raise ValueError(f"glossary_path {self.glossary_path} does not exist")
+        self._check_security()
         return self
+
+    def _check_security(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        for name in ("tls_cert", "tls_key", "tls_client_ca", "jwt_jwks_file"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name} {path} is not a readable file")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("tls_client_ca needs tls_cert and tls_key (mutual TLS is TLS first)")
+        if self.metrics_tls and self.tls_cert is None:
+            raise ValueError("metrics_tls needs tls_cert and tls_key")
+        unknown_roles = {r for r in self.jwt_role_map.values() if r not in ("SUPER_ADMIN", "ADMIN", "USER")}
+        if unknown_roles:
+            raise ValueError(f"jwt_role_map maps to unknown roles {sorted(unknown_roles)}: use SUPER_ADMIN, ADMIN or USER")
+        if self.auth_mode == "none":
+            if not self.allow_unauthenticated_remote and not is_loopback(self.host):
+                raise ValueError(
+                    f"host {self.host} is not a loopback address, and auth_mode 'none' trusts whatever identity a caller claims: "
+                    "set RETRIEVAL_AUTH_MODE=jwt or gateway, or RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE=true"
+                )
+        elif self.auth_mode == "jwt":
+            sources = [s for s in ("jwt_secret", "jwt_jwks_file", "jwt_jwks_url") if getattr(self, s)]
+            if len(sources) != 1:
+                raise ValueError("auth_mode 'jwt' needs exactly one of jwt_secret, jwt_jwks_file, jwt_jwks_url")
+            symmetric = self.jwt_secret is not None
+            for alg in self.accepted_jwt_algorithms:
+                if alg not in JWT_ALGORITHMS:
+                    raise ValueError(f"jwt_algorithms: unknown or unsafe algorithm '{alg}' (accepted: {', '.join(JWT_ALGORITHMS)})")
+                # A secret verifies HMAC only and keys verify signatures only: no algorithm confusion.
+                if alg.startswith("HS") != symmetric:
+                    raise ValueError(f"jwt_algorithms: {alg} cannot be verified with {'a shared secret' if symmetric else 'public keys'}")
+            if self.jwt_jwks_url and not self.jwt_jwks_url.startswith(("http://", "https://")):
+                raise ValueError("jwt_jwks_url must be an http:// or https:// URL")
+        else:
+            if self.tls_client_ca is None or not self.gateway_peers:
+                raise ValueError("auth_mode 'gateway' needs mutual TLS (tls_cert, tls_key, tls_client_ca) and gateway_peers")
+
+    @property
+    def accepted_jwt_algorithms(self) -> tuple[str, ...]:
+        if self.jwt_algorithms:
+            return self.jwt_algorithms
+        return ("HS256",) if self.jwt_secret else ("RS256", "ES256", "EdDSA")
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
     def technique_provider(self, technique: str) -> str:
         """The provider a technique (rewrite, reformulate, hyde, decompose, graph, router, answer) uses ('none': classical)."""
@@ -252,6 +364,19 @@ class Settings(BaseSettings):
         return "mysql" if self.mysql_dsn else "sqlite"
 
 
+#: Signing algorithms a token may use ('none' is never one of them).
+JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class ConfigError(Exception):
     """An invalid setting, with one line per problem naming the environment variable."""
 
@@ -265,5 +390,5 @@ def load_settings(**overrides: object) -> Settings:
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "settings"
             name = f"RETRIEVAL_{field.upper()}" if err["loc"] else "settings"
-            lines.append(f"{name}: {err['msg']}")
+            lines.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None

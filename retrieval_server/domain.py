@@ -38,14 +38,26 @@ class Mode(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """Who is asking. Anonymous callers read public documents only."""
+    """Who is asking, as verified by the API (never read from metadata inside the workflow).
+
+    Anonymous callers read public documents only.
+    """
 
     user_id: str | None = None
     role: Role = Role.ANONYMOUS
+    #: groups the caller belongs to (from a verified token): grants to ``group:<name>`` are theirs
+    groups: tuple[str, ...] = ()
+    #: how the identity was established: "headers" (unauthenticated), "jwt", "gateway"
+    verified_by: str = "headers"
 
     @property
     def reads_everything(self) -> bool:
         return self.role is Role.SUPER_ADMIN
+
+    @property
+    def principals(self) -> tuple[str, ...]:
+        """Names a grant or ownership may name for this caller: the user id and ``group:<name>``s."""
+        return tuple(sorted({*([self.user_id] if self.user_id else []), *(f"group:{g}" for g in self.groups)}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,28 +140,25 @@ class AccessFilter:
     """
 
     reads_everything: bool = False
-    reader_id: str | None = None
+    #: principals (a user id, ``group:<name>``s) whose owned or granted private documents are readable
+    readers: tuple[str, ...] = ()
 
     @staticmethod
     def for_identity(identity: Identity, reads_private: bool = True) -> AccessFilter:
         """The caller's filter; ``reads_private=False`` (nothing private is readable) narrows it to public."""
         if identity.reads_everything:
             return AccessFilter(reads_everything=True)
-        return AccessFilter(reader_id=identity.user_id if reads_private and identity.user_id else None)
+        return AccessFilter(readers=identity.principals if reads_private else ())
 
     @property
     def partition(self) -> str:
-        """A stable name for the readable set: ``all``, ``public`` or ``reader:<id>``."""
+        """A stable name for the readable set: ``all``, ``public`` or ``reader:<principals>``."""
         if self.reads_everything:
             return "all"
-        return f"reader:{self.reader_id}" if self.reader_id else "public"
+        return "reader:" + "\x1f".join(self.readers) if self.readers else "public"
 
     def allows(self, document: Document) -> bool:
-        return (
-            self.reads_everything
-            or document.access is Access.PUBLIC
-            or (self.reader_id is not None and self.reader_id in document.readers)
-        )
+        return self.reads_everything or document.access is Access.PUBLIC or bool(set(self.readers) & set(document.readers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,19 +338,39 @@ class ServiceError(Exception):
 
 
 class InvalidArgument(ServiceError):
-    """A request field outside its limits; the message names the field and the limit."""
+    """Request fields outside their limits; each message names the field and the limit."""
+
+    def __init__(self, message: str, field: str = "", violations: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        #: (field, description) per invalid field, for google.rpc.BadRequest
+        self.violations = violations or ((field or message.split(" ", 1)[0], message),)
 
 
 class NotFound(ServiceError):
     pass
 
 
+class Unauthenticated(ServiceError):
+    """Credentials missing, malformed, expired or forged. ``reason`` is stable (google.rpc.ErrorInfo);
+    the message helps the caller and says nothing about keys."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class PermissionDenied(ServiceError):
     """The caller's role may not use this RPC."""
+
+    reason = "ROLE_REQUIRED"
 
 
 class Unavailable(ServiceError):
     """A backend the request needs is down."""
+
+
+class DeadlineExceeded(ServiceError):
+    """The caller's deadline left no time to produce any answer."""
 
 
 class ResourceExhausted(ServiceError):

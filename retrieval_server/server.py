@@ -16,10 +16,13 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
 from retrieval_server.api.reflection import enable_reflection
+from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.servicer import RetrievalServicer
+from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import RejectUndecodable
 from retrieval_server.app import Application
 from retrieval_server.config import Settings
+from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsInterceptor
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,7 @@ class RunningServer:
     metrics_port: int | None = None
     #: the plaintext server answering grpc.health.v1 alone on RETRIEVAL_HEALTH_PORT, if set
     health_server: grpc.aio.Server | None = None
+    authenticator: Authenticator | None = None
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting, let in-flight calls finish within ``grace_s``, then close the backends."""
@@ -45,6 +49,8 @@ class RunningServer:
         await self.server.stop(grace_s)
         if self.health_server is not None:
             await self.health_server.stop(None)
+        if self.authenticator is not None:
+            await self.authenticator.close()
         await self.app.close()
 
 
@@ -62,9 +68,11 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     if app is None:
         app = Application(settings)
         await app.open()
+    authenticator = authenticator_for(settings)
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        interceptors=[GrpcMetricsInterceptor(app.metrics.grpc), RejectUndecodable(), *app.tracing.server_interceptors()],
+        # Metrics first, so that refused calls are counted too; identity before any servicer runs.
+        interceptors=[GrpcMetricsInterceptor(app.metrics.grpc), RejectUndecodable(), Authenticate(authenticator), *app.tracing.server_interceptors()],
         options=[
             ("grpc.max_receive_message_length", max_bytes),
             ("grpc.max_send_message_length", max_bytes),
@@ -81,8 +89,10 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         [retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"], health_pb2.DESCRIPTOR.services_by_name["Health"],
          reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]]
     )
+    credentials = server_credentials(settings)
+    address = f"{settings.host}:{settings.port}"
     try:
-        port = server.add_insecure_port(f"{settings.host}:{settings.port}")
+        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     except RuntimeError:
         port = 0
     if port == 0:
@@ -91,10 +101,10 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     metrics_port = None
     if settings.metrics_enabled:
         try:
-            metrics_port = app.metrics.serve(settings.host, settings.metrics_port)
+            metrics_port = app.metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
         except OSError as exc:
             await app.close()
-            raise OSError(f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {exc}") from exc
+            raise OSError(f"cannot serve metrics on {metrics_address(settings)}:{settings.metrics_port}: {exc}") from exc
     await server.start()
     try:
         health_server = await _health_only_server(settings, health) if settings.health_port else None
@@ -105,8 +115,13 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     for name in ("", SERVICE_NAME):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
-                               "metadata_store": settings.metadata_backend, "model": app.embedder.model_id})
-    return RunningServer(server, health, port, app, metrics_port, health_server)
+                               "metadata_store": settings.metadata_backend, "model": app.embedder.model_id,
+                               "transport": "mutual TLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
+                               "auth_mode": settings.auth_mode})
+    if settings.auth_mode == "none":
+        log.warning("identity is not authenticated: x-user-id and x-user-role are believed as sent (RETRIEVAL_AUTH_MODE=none); "
+                    "use jwt or gateway wherever the port is reachable by others")
+    return RunningServer(server, health, port, app, metrics_port, health_server, authenticator)
 
 
 async def _health_only_server(settings: Settings, health: health_aio.HealthServicer) -> grpc.aio.Server:

@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 from retrieval_server.config import Settings
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
+from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.multiprocess import MultiprocessMetrics
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def supervise(settings: Settings) -> int:
     metrics = MultiprocessMetrics() if settings.metrics_enabled else None
     if metrics is not None:
         try:
-            port = metrics.serve(settings.host, settings.metrics_port)
+            port = metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
         except OSError as exc:
             metrics.close()
             for guard in guards:

@@ -26,6 +26,7 @@ from bench.load.resources import ResourceSampler
 from bench.load.scenarios import RERANK_CANDIDATES, SCENARIOS
 from bench.quality import index as bench_index
 from bench.server_process import running_server
+from bench.transport import PLAINTEXT, Transport
 
 
 def _ints(text: str) -> list[int]:
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reranker-model-dir", type=Path, help="real cross-encoder folder (default: one built here, random weights)")
     p.add_argument("--index-dir", type=Path, help="index data directory (default: bench.quality's for the dataset)")
     p.add_argument("--output", type=Path, default=bench_index.RESULTS / "load.json")
+    Transport.add_arguments(p)
     return p
 
 
@@ -77,14 +79,14 @@ def _table(rows: list[dict[str, object]]) -> str:
 
 
 async def _run_cell(target: str, pid: int, scenario_name: str, queries: list[str], *, concurrency: int = 0, rate: float = 0.0,
-                    duration_s: float) -> dict[str, object]:
+                    duration_s: float, transport: Transport = PLAINTEXT) -> dict[str, object]:
     scenario = SCENARIOS[scenario_name]
     with ResourceSampler(pid) as sampler:
         if rate:
-            samples = await generator.open_loop(target, scenario, queries, rate=rate, duration_s=duration_s, channels=8)
+            samples = await generator.open_loop(target, scenario, queries, rate=rate, duration_s=duration_s, channels=8, transport=transport)
         else:
             samples = await generator.closed_loop(target, scenario, queries, concurrency=concurrency, duration_s=duration_s,
-                                                  channels=concurrency)
+                                                  channels=concurrency, transport=transport)
     summary = samples.summary()
     return {
         "scenario": scenario_name,
@@ -100,6 +102,7 @@ async def _run_cell(target: str, pid: int, scenario_name: str, queries: list[str
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    transport = Transport.from_args(args)
     dataset = BeirDataset(args.dataset.resolve())
     try:
         dataset.check()
@@ -130,18 +133,18 @@ def main(argv: list[str] | None = None) -> int:
             "RETRIEVAL_EMBED_THREADS": str(max(1, cores // processes)),
             "RETRIEVAL_LOG_LEVEL": "WARNING",
         }
-        with running_server(settings, log_dir / f"server-{processes}p.log") as server:
+        with running_server(settings, log_dir / f"server-{processes}p.log", transport=transport) as server:
             for name in names:
                 if SCENARIOS[name].warm_cache:
-                    asyncio.run(generator.warm(server.target, SCENARIOS[name], queries, connections=1 if processes == 1 else 8))
+                    asyncio.run(generator.warm(server.target, SCENARIOS[name], queries, connections=1 if processes == 1 else 8, transport=transport))
                 for c in args.concurrency:
-                    row = asyncio.run(_run_cell(server.target, server.pid, name, queries, concurrency=c, duration_s=args.duration))
+                    row = asyncio.run(_run_cell(server.target, server.pid, name, queries, concurrency=c, duration_s=args.duration, transport=transport))
                     rows.append({"processes": processes, **row})
                     print(_table([rows[-1]]).splitlines()[-1], flush=True)
                 best = max((float(r["rps"]) for r in rows if r["scenario"] == name and r["processes"] == processes), default=0.0)
                 rates = [*args.open_loop_rates, *(round(f * best, 1) for f in args.open_loop_load if best)]
                 for rate in rates:
-                    row = asyncio.run(_run_cell(server.target, server.pid, name, queries, rate=rate, duration_s=args.duration))
+                    row = asyncio.run(_run_cell(server.target, server.pid, name, queries, rate=rate, duration_s=args.duration, transport=transport))
                     rows.append({"processes": processes, **row})
                     print(_table([rows[-1]]).splitlines()[-1], flush=True)
     out = {

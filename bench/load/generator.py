@@ -18,6 +18,7 @@ import numpy as np
 from google.protobuf.message import Message
 
 from bench.load.scenarios import Scenario
+from bench.transport import PLAINTEXT, Transport
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as rpc
 
@@ -79,14 +80,16 @@ async def _call(method: grpc.aio.UnaryUnaryMultiCallable, req: Message, samples:
     _record(samples, await _attempt(method, req, timeout_s), (time.perf_counter() - start) * 1e3)
 
 
-async def warm(target: str, scenario: Scenario, queries: list[str], *, concurrency: int = 4, connections: int = 1) -> None:
+async def warm(
+    target: str, scenario: Scenario, queries: list[str], *, concurrency: int = 4, connections: int = 1, transport: Transport = PLAINTEXT
+) -> None:
     """Send each query once over every one of ``connections`` connections.
 
     Fills the semantic cache for the cached scenario. With several server processes each has its
     own cache and SO_REUSEPORT assigns connections, not calls: sending every query over several
     connections reaches every process with high probability (a repeat is a cheap cache hit).
     """
-    chans = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(connections)]
+    chans = [transport.channel(target, [("grpc.use_local_subchannel_pool", 1)]) for _ in range(connections)]
     try:
         methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
         sem = asyncio.Semaphore(concurrency)
@@ -104,7 +107,7 @@ async def warm(target: str, scenario: Scenario, queries: list[str], *, concurren
 
 async def closed_loop(
     target: str, scenario: Scenario, queries: list[str], *, concurrency: int, duration_s: float, warmup_s: float = 2.0,
-    timeout_s: float = 60.0, channels: int = 1,
+    timeout_s: float = 60.0, channels: int = 1, transport: Transport = PLAINTEXT,
 ) -> Samples:
     """``concurrency`` callers, each sending its next request as soon as the last one returns.
 
@@ -113,7 +116,7 @@ async def closed_loop(
     """
     requests = [scenario.build(q) for q in queries]
     samples = Samples()
-    chans = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
+    chans = [transport.channel(target, [("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
     try:
         methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
         cursor = itertools.count()
@@ -144,12 +147,12 @@ async def closed_loop(
 
 async def open_loop(
     target: str, scenario: Scenario, queries: list[str], *, rate: float, duration_s: float, timeout_s: float = 60.0,
-    channels: int = 1,
+    channels: int = 1, transport: Transport = PLAINTEXT,
 ) -> Samples:
     """Requests due at a fixed rate, whether or not earlier ones have returned."""
     requests = [scenario.build(q) for q in queries]
     samples = Samples()
-    chans = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
+    chans = [transport.channel(target, [("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
     try:
         methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
         tasks = []

@@ -16,33 +16,22 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_server import __version__
 from retrieval_server.api import convert, validation
-from retrieval_server.api.identity import identity_from_metadata
+from retrieval_server.api.audit import audited
+from retrieval_server.api.auth import current_identity
+from retrieval_server.api.errors import code_of, status_of
 from retrieval_server.app import Application
 from retrieval_server.domain import (
-    Identity,
     InvalidArgument,
-    NotFound,
     PermissionDenied,
     QueryOptions,
     QueryResult,
-    ReadOnly,
-    ResourceExhausted,
     Role,
     ServiceError,
-    Unavailable,
 )
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-_STATUS = {
-    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
-    NotFound: grpc.StatusCode.NOT_FOUND,
-    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
-    Unavailable: grpc.StatusCode.UNAVAILABLE,
-    ReadOnly: grpc.StatusCode.FAILED_PRECONDITION,
-    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
-}
 _ADMIN_ROLES = {Role.ADMIN, Role.SUPER_ADMIN}
 
 
@@ -54,8 +43,8 @@ async def _status(app: Application, name: str, context: grpc.aio.ServicerContext
     try:
         yield
     except ServiceError as exc:
-        code = _STATUS.get(type(exc), grpc.StatusCode.INTERNAL)
-        await context.abort(code, str(exc))
+        code = code_of(exc)
+        await context.abort_with_status(status_of(exc))
     except grpc.aio.AbortError:
         code = context.code() or grpc.StatusCode.UNKNOWN
         raise
@@ -94,10 +83,6 @@ def _deadline(context: grpc.aio.ServicerContext) -> float | None:
     """The caller's deadline on our clock, with a margin to serialize and send what is ready."""
     remaining = context.time_remaining()
     return None if remaining is None else time.monotonic() + max(0.0, remaining - 0.05)
-
-
-def _identity(context: grpc.aio.ServicerContext) -> Identity:
-    return identity_from_metadata(context.invocation_metadata())
 
 
 class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
@@ -145,29 +130,36 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         yield pb.StreamQueryResponse(response=convert.query_out(result))
 
     def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> QueryOptions:
-        s = self._s
+        s, v = self._s, validation.Violations()
+        query = v.check(validation.query_text, request.query, s)
+        top_k = v.check(validation.top_k, request.top_k, s.top_k_default, s.top_k_max)
+        strategy = v.check(convert.strategy_in, request.strategy)
+        mode = v.check(convert.mode_in, request.mode)
+        fusion = v.check(convert.fusion_in, request.fusion)
+        document_ids = v.check(validation.document_ids, request.filters.document_ids, s.max_documents_per_request, "filters.document_ids")
+        v.raise_if_any()
         return QueryOptions(
-            query=validation.query_text(request.query, s),
-            top_k=validation.top_k(request.top_k, s.top_k_default, s.top_k_max),
-            strategy=convert.strategy_in(request.strategy),
-            mode=convert.mode_in(request.mode),
+            query=query,  # type: ignore[arg-type]
+            top_k=top_k,  # type: ignore[arg-type]
+            strategy=strategy,  # type: ignore[arg-type]
+            mode=mode,  # type: ignore[arg-type]
             use_cache=request.use_cache if request.HasField("use_cache") else True,
             rerank=request.rerank if request.HasField("rerank") else True,
-            document_ids=validation.document_ids(
-                request.filters.document_ids, s.max_documents_per_request, "filters.document_ids"
-            ),
-            identity=_identity(context),
-            fusion=convert.fusion_in(request.fusion),
+            document_ids=document_ids,  # type: ignore[arg-type]
+            identity=current_identity(),
+            fusion=fusion,
             deadline=_deadline(context),
         )
 
     @_rpc
     async def Search(self, request: pb.SearchRequest, context: grpc.aio.ServicerContext) -> pb.SearchResponse:
         start = time.perf_counter()
-        s = self._s
-        query = validation.query_text(request.query, s)
-        k = validation.top_k(request.top_k, s.search_top_k_default, s.search_top_k_max)
-        identity = _identity(context)
+        s, v = self._s, validation.Violations()
+        query = v.check(validation.query_text, request.query, s)
+        k = v.check(validation.top_k, request.top_k, s.search_top_k_default, s.search_top_k_max)
+        v.raise_if_any()
+        assert query is not None and k is not None
+        identity = current_identity()
         results = await self._app.pipeline.search(query, k, identity)
         self._app.analytics.search_answered(query, k, identity, len(results), (time.perf_counter() - start) * 1e3)
         return convert.search_out(query, results)
@@ -176,22 +168,21 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthResponse:
         return convert.health_out(await self._app.health(), __version__)
 
-    def _require_admin(self, context: grpc.aio.ServicerContext) -> None:
-        if _identity(context).role not in _ADMIN_ROLES:
-            raise PermissionDenied("this RPC needs x-user-role ADMIN or SUPER_ADMIN")
-
     @_rpc
     async def IngestDocuments(
         self, request: pb.IngestDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.IngestDocumentsResponse:
-        self._require_admin(context)
-        limit = self._s.max_documents_per_request
-        if not request.documents:
-            raise InvalidArgument("documents must not be empty")
-        if len(request.documents) > limit:
-            raise InvalidArgument(f"documents may hold at most {limit} entries (got {len(request.documents)})")
-        sources = [convert.document_in(d, i, self._s.max_document_bytes) for i, d in enumerate(request.documents)]
-        report = await self._app.ingest(sources)
+        with audited("IngestDocuments", context, [d.document_id or d.filename for d in request.documents]) as record:
+            _require_admin("IngestDocuments")
+            limit, v = self._s.max_documents_per_request, validation.Violations()
+            if not request.documents:
+                v.add("documents", "documents must not be empty")
+            if len(request.documents) > limit:
+                v.add("documents", f"documents may hold at most {limit} entries (got {len(request.documents)})")
+            sources = [v.check(convert.document_in, d, i, self._s.max_document_bytes) for i, d in enumerate(request.documents[:limit])]
+            v.raise_if_any()
+            report = await self._app.ingest([s for s in sources if s is not None])
+            record.update(stored=[d.document_id for d in report.documents], failed=len(report.errors))
         return pb.IngestDocumentsResponse(
             documents=[
                 pb.IngestedDocument(
@@ -206,9 +197,18 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     async def DeleteDocuments(
         self, request: pb.DeleteDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteDocumentsResponse:
-        self._require_admin(context)
-        if not request.document_ids:
-            raise InvalidArgument("document_ids must not be empty")
-        ids = validation.document_ids(request.document_ids, self._s.max_documents_per_request, "document_ids")
-        deleted, missing = await self._app.delete(ids)
+        with audited("DeleteDocuments", context, list(request.document_ids)) as record:
+            _require_admin("DeleteDocuments")
+            if not request.document_ids:
+                raise InvalidArgument("document_ids must not be empty")
+            ids = validation.document_ids(request.document_ids, self._s.max_documents_per_request, "document_ids")
+            deleted, missing = await self._app.delete(ids)
+            record.update(deleted=deleted, not_found=len(missing))
         return pb.DeleteDocumentsResponse(deleted=deleted, not_found=missing)
+
+
+def _require_admin(rpc: str) -> None:
+    identity = current_identity()
+    if identity.role not in _ADMIN_ROLES:
+        who = f"{identity.user_id} ({identity.role.value}, verified by {identity.verified_by})" if identity.user_id else "an anonymous caller"
+        raise PermissionDenied(f"{rpc} needs the role ADMIN or SUPER_ADMIN; the caller is {who}")

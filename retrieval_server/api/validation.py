@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from retrieval_server.config import Settings
 from retrieval_server.domain import InvalidArgument
 from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, clean_identifier, trim
+
+T = TypeVar("T")
 
 
 def query_text(raw: str, s: Settings, field: str = "query") -> str:
@@ -34,3 +37,25 @@ def document_ids(ids: Sequence[str], maximum: int, field: str) -> tuple[str, ...
         return tuple(clean_identifier(i, f"{field}[{n}]", MAX_DOCUMENT_ID_CHARS) for n, i in enumerate(ids))
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
+
+
+class Violations:
+    """Every invalid field of a request, reported together (one google.rpc.BadRequest violation each)."""
+
+    def __init__(self) -> None:
+        self._found: list[tuple[str, str]] = []
+
+    def check(self, validate: Callable[..., T], *args: Any) -> T | None:
+        """``validate(*args)``, or None with its violation recorded."""
+        try:
+            return validate(*args)
+        except InvalidArgument as exc:
+            self._found.extend(exc.violations)
+            return None
+
+    def add(self, field: str, description: str) -> None:
+        self._found.append((field, description))
+
+    def raise_if_any(self) -> None:
+        if self._found:
+            raise InvalidArgument("; ".join(d for _, d in self._found), violations=tuple(self._found))

@@ -9,12 +9,16 @@ the supervisor serves their sum on the one metrics port. No global registry is u
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server
 
 from retrieval_server.observability.grpc_metrics import GrpcServerMetrics
+
+if TYPE_CHECKING:
+    from retrieval_server.config import Settings
 
 # Retrieval latencies run from sub-millisecond cache hits to seconds with a cross-encoder.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -58,9 +62,9 @@ class ServiceMetrics:
             # "analysis:hyde:skipped: needs an LLM" -> "analysis:hyde": a bounded label set.
             self.degraded.labels(":".join(item.split(":")[:2])).inc()
 
-    def serve(self, host: str, port: int) -> int:
+    def serve(self, host: str, port: int, **tls: Any) -> int:
         """Start the /metrics endpoint; returns the bound port (``port`` 0 picks a free one)."""
-        self._http, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http, _thread = start_http_server(port, addr=host, registry=self.registry, **tls)
         return int(self._http.server_port)
 
     def close(self) -> None:
@@ -68,3 +72,17 @@ class ServiceMetrics:
             self._http.shutdown()
             self._http.server_close()
             self._http = None
+
+
+def metrics_address(settings: Settings) -> str:
+    return settings.metrics_host or settings.host
+
+
+def metrics_tls(settings: Settings) -> dict[str, Any]:
+    """start_http_server's TLS arguments: the gRPC port's certificate (and client CA) when METRICS_TLS."""
+    if not settings.metrics_tls or settings.tls_cert is None or settings.tls_key is None:
+        return {}
+    out: dict[str, Any] = {"certfile": str(settings.tls_cert), "keyfile": str(settings.tls_key)}
+    if settings.tls_client_ca is not None:
+        out.update(client_cafile=str(settings.tls_client_ca), client_auth_required=True)
+    return out

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess, start_http_server
@@ -65,8 +66,8 @@ class MultiprocessMetrics:
         self.registry.register(self.workers)
         self._http: WSGIServer | None = None
 
-    def serve(self, host: str, port: int) -> int:
-        self._http, _thread = start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str, port: int, **tls: Any) -> int:
+        self._http, _thread = start_http_server(port, addr=host, registry=self.registry, **tls)
         return int(self._http.server_port)
 
     def worker_started(self, worker: int, pid: int, *, restart: bool) -> None:

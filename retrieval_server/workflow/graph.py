@@ -44,9 +44,11 @@ class _Step(Generic[S, D]):
 
 
 class Graph(Generic[S, D]):
-    def __init__(self, start: str | Router, max_steps: int = 64) -> None:
-        """``start`` is the first node's name, or a router choosing it from the state."""
+    def __init__(self, start: str | Router, max_steps: int = 64, clock: Callable[[], float] = time.monotonic) -> None:
+        """``start`` is the first node's name, or a router choosing it from the state; deadlines are
+        read on ``clock``."""
         self._start = start
+        self._clock = clock
         self._steps: dict[str, _Step[S, D]] = {}
         self._next: dict[str, str | Router] = {}
         self._max_steps = max_steps
@@ -82,7 +84,7 @@ class Graph(Generic[S, D]):
         on_deadline: str | None = None,
         on_stage: Callable[[StageMetric], None] | None = None,
     ) -> S:
-        """Run from the start node. Past ``deadline`` (time.monotonic()), jump to ``on_deadline``
+        """Run from the start node. Past ``deadline`` (on the graph's clock), jump to ``on_deadline``
         once, which finishes the request with what is ready. ``on_stage`` hears of each stage as it ends."""
         if self._observer is None:
             return await self._run(state, deps, deadline, on_deadline, on_stage)
@@ -97,7 +99,7 @@ class Graph(Generic[S, D]):
         for _ in range(self._max_steps):
             if name == END:
                 return state
-            if deadline is not None and on_deadline and not jumped and time.monotonic() > deadline:
+            if deadline is not None and on_deadline and not jumped and self._clock() > deadline:
                 jumped = True
                 state.metrics.degraded.append("deadline:partial_results")
                 name = on_deadline

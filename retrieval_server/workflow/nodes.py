@@ -69,7 +69,7 @@ async def build_access_filter(state: QueryState, deps: WorkflowDeps) -> dict[str
     """
     identity = state.options.identity
     reads_private = True
-    if identity.user_id and not identity.reads_everything:
+    if identity.principals and not identity.reads_everything:
         reads_private = await _with_retries(deps, "access", lambda: deps.metadata.reads_private(identity))
     access = AccessFilter.for_identity(identity, reads_private)
     return {"point_filter": PointFilter(access=access, document_ids=state.options.document_ids)}

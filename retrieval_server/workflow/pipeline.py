@@ -25,20 +25,21 @@ generate.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from retrieval_server.domain import AccessFilter, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
+from retrieval_server.domain import AccessFilter, DeadlineExceeded, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
 from retrieval_server.workflow import assistant, nodes, routers
 from retrieval_server.workflow.graph import END, Graph, Observer
 from retrieval_server.workflow.state import EventSink, QueryState, WorkflowDeps
 from scoring_core import content_hashes, dedup_by_key
 
 
-def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
+def build_query_graph(deps: WorkflowDeps, clock: Callable[[], float] = time.monotonic) -> Graph[QueryState, WorkflowDeps]:
     s = deps.settings
     graph: Graph[QueryState, WorkflowDeps] = (
-        Graph[QueryState, WorkflowDeps]("build_access_filter")
+        Graph[QueryState, WorkflowDeps]("build_access_filter", clock=clock)
         .node("build_access_filter", nodes.build_access_filter)
         .node("check_cache", nodes.check_cache, lambda st: len(st.contexts) if st.cache_hit else 0)
         .node("analyze_query", nodes.analyze_query, lambda st: 1 + len(st.analysis.reformulations) + len(st.analysis.sub_queries))
@@ -73,9 +74,13 @@ def build_query_graph(deps: WorkflowDeps) -> Graph[QueryState, WorkflowDeps]:
 
 
 class QueryPipeline:
-    def __init__(self, deps: WorkflowDeps, *, search_text_chars: int = 800, observer: Observer[QueryState] | None = None) -> None:
+    def __init__(
+        self, deps: WorkflowDeps, *, search_text_chars: int = 800, observer: Observer[QueryState] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock`` is what request deadlines (``QueryOptions.deadline``) are measured on."""
         self._deps = deps
-        self._graph = build_query_graph(deps).observe(observer)
+        self._graph = build_query_graph(deps, clock).observe(observer)
         self._search_text_chars = search_text_chars
 
     @property
@@ -88,6 +93,11 @@ class QueryPipeline:
         state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold, events=events)
         state = await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select", on_stage=events)
         state.metrics.total_ms = (time.perf_counter() - t0) * 1e3
+        if "deadline:partial_results" in state.metrics.degraded and not state.contexts and state.answer is None:
+            # Partial results are worth returning; an empty answer is not an answer.
+            raise DeadlineExceeded(
+                f"the deadline passed after {state.metrics.total_ms:.0f} ms, before any context was found: allow more time"
+            )
         return QueryResult(
             options.query,
             tuple(state.contexts),

@@ -72,3 +72,25 @@ def test_ghz_command_uses_reflection_or_the_proto_and_reads_its_report(tmp_path:
     report = {"count": 10, "rps": 99.5, "latencyDistribution": [{"percentage": 50, "latency": 2_000_000}, {"percentage": 95, "latency": 5_000_000},
               {"percentage": 99, "latency": 9_000_000}], "errorDistribution": {"rpc error: code = Unavailable": 2}}
     assert summarize(report) == {"rps": 99.5, "p50_ms": 2.0, "p95_ms": 5.0, "p99_ms": 9.0, "count": 10, "errors": 2}
+
+
+async def test_the_generator_speaks_mutual_tls(tmp_path: Path) -> None:
+    from bench.transport import Transport
+    from tests.support.pki import Authority
+
+    ca = Authority(tmp_path / "pki", "bench-ca")
+    server, client = ca.issue("server", ips=("127.0.0.1",)), ca.issue("client", client=True)
+    transport = Transport(ca=ca.ca, cert=server.cert, key=server.key, client_cert=client.cert, client_key=client.key)
+    settings = {k.removeprefix("RETRIEVAL_").lower(): v for k, v in transport.server_settings().items()}
+    assert set(settings) == {"tls_cert", "tls_key", "tls_client_ca"}
+    running = await start_server(load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=tmp_path / "data", **settings))
+    try:
+        await running.app.ingest([DocumentSource(filename="t.txt", content=b"Tides rise because of the moon.", document_id="tides")])
+        target = f"127.0.0.1:{running.port}"
+        samples = await generator.closed_loop(target, SCENARIOS["search"], QUERIES, concurrency=2, duration_s=0.5, warmup_s=0.1, transport=transport)
+        assert samples.summary()["errors"] == 0 and samples.summary()["requests"] > 0
+        plaintext = await generator.closed_loop(target, SCENARIOS["search"], QUERIES, concurrency=1, duration_s=0.5, warmup_s=0.1, timeout_s=5)
+        s = plaintext.summary()
+        assert s["requests"] == s["errors"] > 0  # a plaintext client cannot talk to it
+    finally:
+        await running.stop(1.0)

@@ -89,7 +89,9 @@ async def test_health_rpc_reports_components(live: Live) -> None:
         "cache": pb.SERVING_STATUS_SERVING,
         "reranker": pb.SERVING_STATUS_NOT_CONFIGURED,
         "llm": pb.SERVING_STATUS_NOT_CONFIGURED,
+        "auth": pb.SERVING_STATUS_NOT_CONFIGURED,
     }
+    assert "NOT authenticated" in {c.name: c.detail for c in resp.components}["auth"]
     assert "not configured" in {c.name: c.detail for c in resp.components}["reranker"]
 
 

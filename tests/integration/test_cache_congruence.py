@@ -17,7 +17,7 @@ from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Documen
 from tests.support.redis_server import redis_server
 
 DIM = 8
-PUBLIC, ALICE, BOB = "public", AccessFilter(reader_id="alice").partition, AccessFilter(reader_id="bob").partition
+PUBLIC, ALICE, BOB = "public", AccessFilter(readers=("alice",)).partition, AccessFilter(readers=("bob",)).partition
 ROOT = AccessFilter.for_identity(Identity("alice", Role.SUPER_ADMIN)).partition
 
 

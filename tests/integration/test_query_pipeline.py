@@ -6,6 +6,7 @@ forced and the stages that ran are checked.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -20,7 +21,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DocumentSource, Fusion, Identity, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, DeadlineExceeded, DocumentSource, Fusion, Identity, QueryOptions, Role, Strategy
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.http_servers import json_server, tei_rerank, word_overlap
@@ -250,10 +251,45 @@ async def test_store_error_is_retried_then_degrades_to_partial_results(app: Appl
     assert _docs(r)[0] == "cooking"  # the keyword and metadata legs still answered
 
 
-async def test_deadline_returns_what_is_ready(app: Application) -> None:
-    r = await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
-    assert "deadline:partial_results" in r.metrics.degraded
-    assert _stages(r) == ["select", "update_cache"]
+async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Application) -> None:
+    with pytest.raises(DeadlineExceeded, match="before any context was found"):
+        await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class DeadlineOnSecondSearch:
+    """A vector store whose second dense search takes the request past its deadline (moves the clock there)."""
+
+    def __init__(self, inner: Any, clock: Clock, deadline: float) -> None:
+        self._inner, self._clock, self._deadline, self.searches = inner, clock, deadline, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def search_dense(self, *args: Any, **kwargs: Any) -> Any:
+        self.searches += 1
+        if self.searches == 2:
+            self._clock.now = self._deadline + 1
+        return await self._inner.search_dense(*args, **kwargs)
+
+
+async def test_a_deadline_during_a_retry_returns_the_first_pass_flagged(app: Application) -> None:
+    # The first pass finds contexts; the deadline passes during the retry: what was found is returned.
+    clock = Clock()
+    vectors = DeadlineOnSecondSearch(app.vectors, clock, deadline=100.0)
+    deps = dataclasses.replace(app.pipeline.deps, vectors=vectors,
+                               settings=dataclasses.replace(app.pipeline.deps.settings, sufficiency_threshold=1.01, max_iterations=2))
+    r = await QueryPipeline(deps, clock=clock).query(QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=100.0))
+    assert vectors.searches == 2 and _stages(r).count("retrieve") == 2
+    assert "deadline:partial_results" in r.metrics.degraded and _docs(r)[0] == "cooking"
+    assert _stages(r)[-2:] == ["select", "update_cache"]
 
 
 async def test_no_results_answer_empty_with_suggestions(app: Application) -> None:

@@ -157,3 +157,31 @@ class ControlledServer:
 
     def thaw(self) -> None:
         self._running.set()
+
+
+@contextmanager
+def get_json_server(body: Callable[[], Any]) -> Iterator[LocalServer]:
+    """Answer every GET with ``body()`` as JSON (a JWKS endpoint, say); count the requests."""
+    record = LocalServer(url="")
+
+    class _H(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            record.requests.append((self.path, {}))
+            data = json.dumps(body()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+    record.url = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield record
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -11,7 +11,8 @@ def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("RETRIEVAL_QDRANT_URL", "RETRIEVAL_QDRANT_PATH", "RETRIEVAL_MYSQL_DSN"):
         monkeypatch.delenv(var, raising=False)
     s = load_settings()
-    assert (s.host, s.port) == ("0.0.0.0", 50051)
+    # No authentication by default, so loopback only (issue #10).
+    assert (s.host, s.port, s.auth_mode) == ("127.0.0.1", 50051, "none")
     assert s.vector_backend == "edge" and s.metadata_backend == "sqlite"
     assert (s.query_max_chars, s.top_k_default, s.top_k_max, s.search_top_k_max) == (4096, 5, 100, 20)
 
@@ -85,3 +86,36 @@ def test_observability_settings_are_validated(overrides: dict[str, object], vari
 def test_tracing_and_events_are_off_by_default() -> None:
     s = load_settings()
     assert s.traces_exporter == "none" and s.events_url is None and s.events_query == "hash"
+
+
+SECRET = "s" * 32
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"host": "0.0.0.0"}, "is not a loopback address"),
+        ({"auth_mode": "jwt"}, "exactly one of jwt_secret, jwt_jwks_file, jwt_jwks_url"),
+        ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_jwks_url": "http://idp/jwks"}, "exactly one of"),
+        ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_algorithms": "RS256"}, "RS256 cannot be verified with a shared secret"),
+        ({"auth_mode": "jwt", "jwt_jwks_url": "http://idp/jwks", "jwt_algorithms": "HS256"}, "HS256 cannot be verified with public keys"),
+        ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_algorithms": "none"}, "unknown or unsafe algorithm 'none'"),
+        ({"auth_mode": "jwt", "jwt_secret": "short"}, "RETRIEVAL_JWT_SECRET"),
+        ({"auth_mode": "jwt", "jwt_jwks_url": "ftp://idp/jwks"}, "http:// or https://"),
+        ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_role_map": "admin=OWNER"}, "unknown roles"),
+        ({"auth_mode": "gateway"}, "needs mutual TLS"),
+        ({"tls_key": "/etc/hostname"}, "tls_cert and tls_key go together"),
+        ({"metrics_tls": True}, "metrics_tls needs tls_cert"),
+    ],
+)
+def test_security_settings_are_checked(overrides: dict[str, object], expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(**overrides)
+
+
+def test_authenticated_modes_listen_everywhere_and_parse_lists() -> None:
+    s = load_settings(auth_mode="jwt", jwt_secret=SECRET, jwt_role_map="realm-admin=admin, root=SUPER_ADMIN", jwt_algorithms="HS256, HS512")
+    assert s.host == "0.0.0.0" and s.accepted_jwt_algorithms == ("HS256", "HS512")
+    assert s.jwt_role_map == {"realm-admin": "ADMIN", "root": "SUPER_ADMIN"}
+    assert load_settings(host="0.0.0.0", allow_unauthenticated_remote=True).host == "0.0.0.0"
+    assert load_settings(auth_mode="jwt", jwt_jwks_url="https://idp/jwks").accepted_jwt_algorithms == ("RS256", "ES256", "EdDSA")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -70,23 +72,70 @@ def _query_request(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Tls:
+    """TLS to the server: ``ca`` verifies the server's certificate (None: the system's roots);
+    ``cert`` and ``key`` are this client's certificate for mutual TLS; ``server_name`` overrides
+    the name checked in the server's certificate (when the target is an IP address, say)."""
+
+    ca: Path | str | None = None
+    cert: Path | str | None = None
+    key: Path | str | None = None
+    server_name: str | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("a client certificate needs its key, and a key its certificate")
+        return grpc.ssl_channel_credentials(
+            root_certificates=Path(self.ca).read_bytes() if self.ca else None,
+            private_key=Path(self.key).read_bytes() if self.key else None,
+            certificate_chain=Path(self.cert).read_bytes() if self.cert else None,
+        )
+
+    def options(self) -> list[tuple[str, str]]:
+        return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def _is_loopback(target: str) -> bool:
+    """Whether a gRPC target (``host:port``, ``[v6]:port``, ``dns:///host:port``) names this machine."""
+    address = target.rsplit("/", 1)[-1]
+    host = address[1 : address.index("]")] if address.startswith("[") else address.rsplit(":", 1)[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class _Base:
-    def __init__(self, user_id: str | None, role: str | None, timeout: float) -> None:
+    def __init__(self, target: str, user_id: str | None, role: str | None, token: str | None, tls: Tls | None, timeout: float) -> None:
         md = []
+        if token:
+            if tls is None and not _is_loopback(target):
+                raise ValueError("a bearer token travels only over TLS (or to a loopback address): pass tls=Tls(...)")
+            md.append(("authorization", f"Bearer {token}"))
         if user_id:
             md.append(("x-user-id", user_id))
         if role:
             md.append(("x-user-role", role))
         self._metadata = tuple(md)
         self._timeout = timeout
+        self._tls = tls
 
 
 class RetrievalClient(_Base):
+    """A blocking client. ``token`` is a JWT sent as ``authorization: Bearer``; ``user_id`` and
+    ``role`` are the identity headers (servers in auth mode ``none``, or behind a gateway)."""
+
     def __init__(
-        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, timeout: float = 60.0
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, token: str | None = None,
+        tls: Tls | None = None, timeout: float = 60.0,
     ) -> None:
-        super().__init__(user_id, role, timeout)
-        self._channel = grpc.insecure_channel(target, options=_OPTIONS)
+        super().__init__(target, user_id, role, token, tls, timeout)
+        self._channel = (
+            grpc.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options()) if tls else grpc.insecure_channel(target, options=_OPTIONS)
+        )
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     def query(
@@ -135,11 +184,18 @@ class RetrievalClient(_Base):
 
 
 class AsyncRetrievalClient(_Base):
+    """The asyncio client; the same options as :class:`RetrievalClient`."""
+
     def __init__(
-        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, timeout: float = 60.0
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, token: str | None = None,
+        tls: Tls | None = None, timeout: float = 60.0,
     ) -> None:
-        super().__init__(user_id, role, timeout)
-        self._channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
+        super().__init__(target, user_id, role, token, tls, timeout)
+        self._channel = (
+            grpc.aio.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options())
+            if tls
+            else grpc.aio.insecure_channel(target, options=_OPTIONS)
+        )
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     async def query(

@@ -120,13 +120,10 @@ class MetadataStore(GraphQueries, ABC):
 
     async def reads_private(self, identity: Identity) -> bool:
         """Whether the caller may read at least one private document (then public answers don't fit them)."""
-        if not identity.user_id and not identity.reads_everything:
+        if not identity.principals and not identity.reads_everything:
             return False
-        sql = "SELECT 1 FROM documents d WHERE d.access = 'private'"
-        params: list[Any] = []
-        if not identity.reads_everything:
-            sql += " AND (d.owner_id = ? OR EXISTS (SELECT 1 FROM grants g WHERE g.document_id = d.document_id AND g.user_id = ?))"
-            params = [identity.user_id, identity.user_id]
+        where, params = readable_clause(AccessFilter.for_identity(identity))
+        sql = "SELECT 1 FROM documents d WHERE d.access = 'private'" + "".join(f" AND {w}" for w in where)
         async with self.snapshot() as tx:
             return bool(await tx.fetchall(sql + " LIMIT 1", params))
 

@@ -23,12 +23,13 @@ def readable_clause(access: AccessFilter, document_ids: Sequence[str] = (), alia
     where: list[str] = []
     params: list[Any] = []
     if not access.reads_everything:
-        if access.reader_id:
+        if access.readers:
+            marks = ",".join("?" * len(access.readers))
             where.append(
-                f"({alias}.access = 'public' OR {alias}.owner_id = ? OR EXISTS"
-                f" (SELECT 1 FROM grants g WHERE g.document_id = {alias}.document_id AND g.user_id = ?))"
+                f"({alias}.access = 'public' OR {alias}.owner_id IN ({marks}) OR EXISTS"
+                f" (SELECT 1 FROM grants g WHERE g.document_id = {alias}.document_id AND g.user_id IN ({marks})))"
             )
-            params += [access.reader_id, access.reader_id]
+            params += [*access.readers, *access.readers]
         else:
             where.append(f"{alias}.access = 'public'")
     if document_ids:

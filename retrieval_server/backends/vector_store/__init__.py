@@ -138,8 +138,7 @@ def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[
     should: list[tuple[str, str]] = []
     if not flt.access.reads_everything:
         should.append(("access", "public"))
-        if flt.access.reader_id:
-            should.append(("readers", flt.access.reader_id))
+        should.extend(("readers", principal) for principal in flt.access.readers)
     must_any: list[tuple[str, list[str]]] = []
     if flt.document_ids:
         must_any.append(("document_id", list(flt.document_ids)))

@@ -1,0 +1,207 @@
+"""Who is calling: one authenticator per RETRIEVAL_AUTH_MODE, applied by a server interceptor.
+
+* ``none`` (development): ``x-user-id`` / ``x-user-role`` are believed. The settings keep such a
+  server on loopback unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE says otherwise.
+* ``jwt``: ``authorization: Bearer <token>`` verified (signature, algorithm, issuer, audience,
+  time); the user id, role and groups come from its claims. Identity headers are ignored: a
+  header never outranks the token.
+* ``gateway``: the identity headers are believed only from a mutual-TLS peer whose certificate
+  names (SAN or CN) are on RETRIEVAL_GATEWAY_PEERS; any other caller is refused.
+
+The interceptor verifies every call to RetrievalService before the servicer runs and hands the
+result over in a context variable: the servicer, and the workflow after it, only ever see a
+verified :class:`Identity`. grpc.health.v1 and reflection need no credentials, nor does the
+Health RPC (credentials sent to it are still verified).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import grpc
+
+from retrieval_server.api.errors import status_of
+from retrieval_server.api.handlers import rewrap
+from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, identity_from_metadata
+from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
+from retrieval_server.config import Settings
+from retrieval_server.domain import Identity, Role, ServiceError, Unauthenticated
+from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier
+
+SERVICE_PREFIX = "/retrieval.v1.RetrievalService/"
+#: RPCs that answer without credentials (but refuse invalid ones)
+OPEN_METHODS = frozenset({f"{SERVICE_PREFIX}Health"})
+_current: contextvars.ContextVar[Identity] = contextvars.ContextVar("retrieval_identity")
+_PRIVILEGE = {Role.USER: 0, Role.ADMIN: 1, Role.SUPER_ADMIN: 2}
+
+
+def current_identity() -> Identity:
+    """The verified identity of the call being served (set by :class:`Authenticate`)."""
+    return _current.get()
+
+
+class Authenticator(Protocol):
+    mode: str
+
+    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity: ...
+
+    async def close(self) -> None: ...
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    return {k.lower(): (v.decode(errors="replace") if isinstance(v, bytes) else v) for k, v in (context.invocation_metadata() or ())}
+
+
+class HeaderAuthenticator:
+    """``none``: what the headers say."""
+
+    mode = "none"
+
+    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        return identity_from_metadata(metadata.items())
+
+    async def close(self) -> None:
+        return None
+
+
+def peer_names(context: grpc.aio.ServicerContext) -> set[str]:
+    """The names in the peer's verified client certificate (SANs and CN); empty without mutual TLS."""
+    auth = context.auth_context() or {}
+    names: set[str] = set()
+    for key in ("x509_subject_alternative_name", "x509_common_name"):
+        names.update(v.decode(errors="replace") if isinstance(v, bytes) else str(v) for v in auth.get(key, ()))
+    return names
+
+
+class GatewayAuthenticator:
+    """``gateway``: identity headers from the allow-listed gateways only."""
+
+    mode = "gateway"
+
+    def __init__(self, peers: Sequence[str]) -> None:
+        self._peers = frozenset(peers)
+
+    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        if not peer_names(context) & self._peers:
+            if required or USER_ID_HEADER in metadata or ROLE_HEADER in metadata:
+                raise Unauthenticated(
+                    "this service takes calls through its gateway only: the client certificate is not one of the allowed gateways",
+                    "PEER_NOT_ALLOWED",
+                )
+            return Identity()
+        identity = identity_from_metadata(metadata.items())
+        return Identity(identity.user_id, identity.role, verified_by="gateway")
+
+    async def close(self) -> None:
+        return None
+
+
+def _claim(claims: Mapping[str, Any], path: str) -> Any:
+    """A claim by name, or by dotted path into nested objects (``realm_access.roles``)."""
+    if path in claims:
+        return claims[path]
+    value: Any = claims
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return value.replace(",", " ").split()
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+class JwtAuthenticator:
+    """``jwt``: a verified bearer token; claims mapped to a user id, a role and groups."""
+
+    mode = "jwt"
+
+    def __init__(self, verifier: TokenVerifier, settings: Settings) -> None:
+        self._verifier = verifier
+        self._user_claim, self._role_claim, self._groups_claim = settings.jwt_user_claim, settings.jwt_role_claim, settings.jwt_groups_claim
+        self._role_map = {k: Role(v) for k, v in settings.jwt_role_map.items()}
+
+    def _role(self, claims: Mapping[str, Any]) -> Role:
+        roles = []
+        for name in _names(_claim(claims, self._role_claim)):
+            role = self._role_map.get(name) if self._role_map else None
+            if role is None and name.upper() in ("SUPER_ADMIN", "ADMIN", "USER") and not self._role_map:
+                role = Role(name.upper())
+            if role is not None:
+                roles.append(role)
+        # An authenticated caller without a recognised role is a USER.
+        return max(roles, key=_PRIVILEGE.__getitem__, default=Role.USER)
+
+    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        header = metadata.get("authorization", "")
+        if not header:
+            if required:
+                raise Unauthenticated("this RPC needs 'authorization: Bearer <token>' metadata", "TOKEN_MISSING")
+            return Identity()
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("the authorization metadata must be 'Bearer <token>'", "TOKEN_MALFORMED")
+        claims = await self._verifier.verify(token.strip())
+        raw_user = _claim(claims, self._user_claim)
+        try:
+            user = clean_identifier(raw_user, f"the token's {self._user_claim} claim", MAX_USER_ID_CHARS) if isinstance(raw_user, str) else None
+            groups = tuple(sorted({clean_identifier(g, "a group", MAX_USER_ID_CHARS) for g in _names(_claim(claims, self._groups_claim))}))  if self._groups_claim else ()
+        except ValueError as exc:
+            raise Unauthenticated(str(exc), "TOKEN_CLAIM_INVALID") from None
+        if user is None:
+            raise Unauthenticated(f"the token has no '{self._user_claim}' claim naming the user", "TOKEN_CLAIM_MISSING")
+        return Identity(user, self._role(claims), groups, verified_by="jwt")
+
+    async def close(self) -> None:
+        await self._verifier.close()
+
+
+def authenticator_for(settings: Settings) -> Authenticator:
+    if settings.auth_mode == "gateway":
+        return GatewayAuthenticator(settings.gateway_peers)
+    if settings.auth_mode == "jwt":
+        keys: KeySource
+        if settings.jwt_secret:
+            keys = SharedSecret(settings.jwt_secret)
+        elif settings.jwt_jwks_file:
+            keys = JwksFile(settings.jwt_jwks_file)
+        else:
+            keys = JwksUrl(settings.jwt_jwks_url or "", cache_s=settings.jwt_jwks_cache_s, min_refresh_s=settings.jwt_jwks_min_refresh_s)
+        verifier = TokenVerifier(keys, settings.accepted_jwt_algorithms, issuer=settings.jwt_issuer,
+                                 audience=settings.jwt_audience, leeway_s=settings.jwt_leeway_s)
+        return JwtAuthenticator(verifier, settings)
+    return HeaderAuthenticator()
+
+
+class Authenticate(grpc.aio.ServerInterceptor):
+    """Verify the caller of every RetrievalService RPC; refuse with UNAUTHENTICATED (and ErrorInfo)."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self._auth = authenticator
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or not method.startswith(SERVICE_PREFIX):
+            return handler
+        required = method not in OPEN_METHODS
+
+        async def verify(context: grpc.aio.ServicerContext) -> None:
+            try:
+                identity = await self._auth.identify(_metadata(context), context, required)
+            except ServiceError as exc:  # UNAUTHENTICATED, INVALID_ARGUMENT (a malformed header), UNAVAILABLE (no keys)
+                await context.abort_with_status(status_of(exc))
+            _current.set(identity)
+
+        return rewrap(handler, before_call=verify)

@@ -1,0 +1,71 @@
+"""Domain errors as gRPC statuses a program can read: a code, a human message, google.rpc details.
+
+* INVALID_ARGUMENT carries a ``google.rpc.BadRequest`` with one field violation per invalid field;
+* every other domain error carries a ``google.rpc.ErrorInfo`` with a stable ``reason``
+  (``TOKEN_EXPIRED``, ``ROLE_REQUIRED``, ``READ_ONLY``, ...) in the ``retrieval.v1`` domain;
+* RESOURCE_EXHAUSTED and UNAVAILABLE also carry a ``google.rpc.RetryInfo`` saying when to retry.
+
+The details travel in the ``grpc-status-details-bin`` trailer (grpcio-status), which every gRPC
+library decodes; the message stays readable on its own.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+import grpc
+
+from retrieval_server.domain import (
+    DeadlineExceeded,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ReadOnly,
+    ResourceExhausted,
+    ServiceError,
+    Unauthenticated,
+    Unavailable,
+)
+
+DOMAIN = "retrieval.v1"
+
+#: domain error -> (status code, ErrorInfo reason, seconds to wait before retrying or None)
+_MAPPING: dict[type[ServiceError], tuple[grpc.StatusCode, str, float | None]] = {
+    InvalidArgument: (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", None),
+    NotFound: (grpc.StatusCode.NOT_FOUND, "NOT_FOUND", None),
+    Unauthenticated: (grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", None),
+    PermissionDenied: (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED", None),
+    ReadOnly: (grpc.StatusCode.FAILED_PRECONDITION, "READ_ONLY", None),
+    ResourceExhausted: (grpc.StatusCode.RESOURCE_EXHAUSTED, "DISK_FULL", 60.0),
+    Unavailable: (grpc.StatusCode.UNAVAILABLE, "BACKEND_UNAVAILABLE", 1.0),
+    DeadlineExceeded: (grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_TOO_SHORT", None),
+}
+
+
+def _packed(message: object) -> any_pb2.Any:
+    out = any_pb2.Any()
+    out.Pack(message)  # type: ignore[arg-type]
+    return out
+
+
+def status_of(exc: ServiceError) -> grpc.Status:
+    code, reason, retry_s = _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "INTERNAL", None))
+    details = []
+    if isinstance(exc, InvalidArgument):
+        details.append(
+            _packed(error_details_pb2.BadRequest(field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=f, description=d) for f, d in exc.violations
+            ]))
+        )
+    else:
+        details.append(_packed(error_details_pb2.ErrorInfo(reason=getattr(exc, "reason", reason), domain=DOMAIN)))
+    if retry_s is not None:
+        details.append(_packed(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(retry_s)))))
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=str(exc), details=details)
+    return rpc_status.to_status(status)
+
+
+def code_of(exc: ServiceError) -> grpc.StatusCode:
+    return _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "", None))[0]

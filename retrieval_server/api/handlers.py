@@ -1,0 +1,84 @@
+"""Rewrapping grpc method handlers, for interceptors that act before a call's behaviour runs.
+
+grpc.aio drives a streaming response only from an async generator function, and a behaviour may
+instead be a coroutine writing with ``context.write`` (grpc.health's Watch): a wrapper must keep
+the kind of what it wraps.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+BeforeCall = Callable[[grpc.aio.ServicerContext], Awaitable[None]]
+CheckMessage = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
+
+
+async def _nothing(*_: Any) -> None:
+    return None
+
+
+def rewrap(
+    handler: grpc.RpcMethodHandler,
+    *,
+    deserializer: Callable[[bytes], Any] | None = None,
+    before_call: BeforeCall | None = None,
+    check_message: CheckMessage | None = None,
+) -> grpc.RpcMethodHandler:
+    """``handler`` with another request deserializer; its behaviour first awaits ``before_call``
+    and ``check_message`` on every request message (either may abort the call)."""
+    before = before_call or _nothing
+    check = check_message or _nothing
+    deserialize = deserializer or handler.request_deserializer
+    serialize = handler.response_serializer
+
+    def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def gen() -> AsyncIterator[Any]:
+            async for request in requests:
+                await check(request, context)
+                yield request
+
+        return gen()
+
+    def unary_request(behavior: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.isasyncgenfunction(behavior):
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                await before(context)
+                await check(request, context)
+                async for item in behavior(request, context):
+                    yield item
+
+            return stream
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await before(context)
+            await check(request, context)
+            return await behavior(request, context)
+
+        return call
+
+    def stream_request(behavior: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.isasyncgenfunction(behavior):
+            async def stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                await before(context)
+                async for item in behavior(checked(requests, context), context):
+                    yield item
+
+            return stream
+
+        async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            await before(context)
+            return await behavior(checked(requests, context), context)
+
+        return call
+
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(unary_request(handler.unary_unary), deserialize, serialize)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(unary_request(handler.unary_stream), deserialize, serialize)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(stream_request(handler.stream_unary), deserialize, serialize)
+    return grpc.stream_stream_rpc_method_handler(stream_request(handler.stream_stream), deserialize, serialize)

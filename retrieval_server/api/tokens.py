@@ -1,0 +1,192 @@
+"""Verifying bearer tokens (JWT) with PyJWT: signature, algorithm allow-list, issuer, audience, time.
+
+Keys come from a shared secret (HMAC), a JWKS file, or a JWKS URL fetched over HTTP: cached for
+``cache_s``, fetched again when a token names a key id the cache does not hold (at most once per
+``min_refresh_s``, so a flood of forged kids cannot hammer the identity provider), and kept
+when a fetch fails. Every failure is an :class:`Unauthenticated` with a stable reason and a
+message that helps the caller without saying anything about the keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import jwt
+
+from retrieval_server.domain import Unauthenticated, Unavailable
+
+log = logging.getLogger(__name__)
+
+_REASONS: tuple[tuple[type[Exception], str, str], ...] = (
+    (jwt.ExpiredSignatureError, "TOKEN_EXPIRED", "the token has expired"),
+    (jwt.ImmatureSignatureError, "TOKEN_NOT_YET_VALID", "the token is not valid yet (nbf or iat in the future)"),
+    (jwt.InvalidAudienceError, "TOKEN_AUDIENCE", "the token is not meant for this service (aud)"),
+    (jwt.InvalidIssuerError, "TOKEN_ISSUER", "the token was not issued by the trusted issuer (iss)"),
+    (jwt.MissingRequiredClaimError, "TOKEN_CLAIM_MISSING", "the token lacks a required claim"),
+    (jwt.InvalidSignatureError, "TOKEN_SIGNATURE", "the token's signature does not verify"),
+    (jwt.InvalidAlgorithmError, "TOKEN_ALGORITHM", "the token's algorithm is not accepted"),
+    (jwt.DecodeError, "TOKEN_MALFORMED", "the token is not a well-formed JWT"),
+    (jwt.InvalidTokenError, "TOKEN_INVALID", "the token is not valid"),
+)
+
+
+class KeySource(Protocol):
+    async def key_for(self, kid: str | None, alg: str) -> Any:
+        """The verification key for a token's header; raise :class:`Unauthenticated` when there is none."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class SharedSecret:
+    def __init__(self, secret: str) -> None:
+        self._secret = secret
+
+    async def key_for(self, kid: str | None, alg: str) -> Any:
+        return self._secret
+
+    async def close(self) -> None:
+        return None
+
+
+def _pick(keys: jwt.PyJWKSet | None, kid: str | None) -> Any | None:
+    if keys is None:
+        return None
+    if kid is None:
+        # Without a kid, a set of one key is unambiguous; a larger set is not.
+        return keys.keys[0].key if len(keys.keys) == 1 else None
+    try:
+        return keys[kid].key
+    except KeyError:
+        return None
+
+
+def _key_set(data: Any) -> jwt.PyJWKSet:
+    """A JWKS document as keys; ValueError when it is not one."""
+    if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
+        raise ValueError("not a JWKS document (an object with a 'keys' list)")
+    try:
+        return jwt.PyJWKSet.from_dict(data)
+    except (jwt.PyJWKSetError, jwt.PyJWKError, KeyError, TypeError) as exc:
+        raise ValueError(f"unusable JWKS: {exc}") from exc
+
+
+def _unknown_key() -> Unauthenticated:
+    return Unauthenticated("the token was signed with a key this service does not know (kid)", "TOKEN_KEY_UNKNOWN")
+
+
+class JwksFile:
+    """Keys from a JWKS file, read again when the file changes (key rotation by replacing the file)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._stamp: tuple[float, int] | None = None
+        self._keys: jwt.PyJWKSet | None = None
+        self._load()
+
+    def _load(self) -> None:
+        st = self._path.stat()
+        stamp = (st.st_mtime, st.st_size)
+        if stamp != self._stamp:
+            self._keys = _key_set(json.loads(self._path.read_text()))
+            self._stamp = stamp
+
+    async def key_for(self, kid: str | None, alg: str) -> Any:
+        try:
+            self._load()
+        except (OSError, ValueError):
+            log.exception("cannot read the JWKS file %s; keeping the keys read before", self._path)
+        key = _pick(self._keys, kid)
+        if key is None:
+            raise _unknown_key()
+        return key
+
+    async def close(self) -> None:
+        return None
+
+
+class JwksUrl:
+    def __init__(self, url: str, *, cache_s: float, min_refresh_s: float, timeout_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._url = url
+        self._client = httpx.AsyncClient(timeout=timeout_s)
+        self._cache_s, self._min_refresh_s, self._clock = cache_s, min_refresh_s, clock
+        self._keys: jwt.PyJWKSet | None = None
+        self._fetched_at: float | None = None
+        self._lock = asyncio.Lock()
+        self.fetches = 0
+
+    async def _refresh(self) -> None:
+        async with self._lock:
+            now = self._clock()
+            if self._fetched_at is not None and now - self._fetched_at < self._min_refresh_s:
+                return  # another caller just fetched, or a fetch is rate-limited
+            self._fetched_at = now
+            self.fetches += 1
+            try:
+                resp = await self._client.get(self._url)
+                resp.raise_for_status()
+                self._keys = _key_set(resp.json())
+            except (httpx.HTTPError, ValueError) as exc:
+                log.warning("cannot fetch the JWKS from %s: %s", self._url, exc)
+                if self._keys is None:
+                    raise Unavailable("the identity provider's signing keys cannot be fetched right now") from exc
+
+    async def key_for(self, kid: str | None, alg: str) -> Any:
+        if self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
+            await self._refresh()
+        key = _pick(self._keys, kid)
+        if key is None:
+            await self._refresh()  # a rotated key: fetch again (rate-limited)
+            key = _pick(self._keys, kid)
+        if key is None:
+            raise _unknown_key()
+        return key
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class TokenVerifier:
+    def __init__(self, keys: KeySource, algorithms: tuple[str, ...], *, issuer: str | None, audience: str | None, leeway_s: float) -> None:
+        self._keys = keys
+        self._algorithms = algorithms
+        self._issuer, self._audience, self._leeway = issuer, audience, leeway_s
+        self._required = ["exp", *(["iss"] if issuer else []), *(["aud"] if audience else [])]
+
+    async def verify(self, token: str) -> Mapping[str, Any]:
+        """The token's claims, once its signature, algorithm, issuer, audience and times check out."""
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.DecodeError:
+            raise Unauthenticated("the token is not a well-formed JWT", "TOKEN_MALFORMED") from None
+        alg = header.get("alg")
+        # 'none' and any algorithm outside the allow-list are refused before a key is looked at.
+        if not isinstance(alg, str) or alg not in self._algorithms:
+            raise Unauthenticated(f"the token's algorithm is not accepted (accepted: {', '.join(self._algorithms)})", "TOKEN_ALGORITHM")
+        kid = header.get("kid")
+        key = await self._keys.key_for(kid if isinstance(kid, str) else None, alg)
+        try:
+            return jwt.decode(
+                token,
+                key,
+                algorithms=[alg],
+                issuer=self._issuer,
+                audience=self._audience,
+                leeway=self._leeway,
+                options={"require": self._required, "verify_aud": self._audience is not None},
+            )
+        except jwt.InvalidTokenError as exc:
+            for kind, reason, message in _REASONS:
+                if isinstance(exc, kind):
+                    raise Unauthenticated(message, reason) from None
+            raise  # unreachable: InvalidTokenError is the last row
+
+    async def close(self) -> None:
+        await self._keys.close()

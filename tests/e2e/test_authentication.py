@@ -1,0 +1,286 @@
+"""Authenticated callers (issue #10): real TLS handshakes, real tokens, error details, the audit log.
+
+Certificates are made by tests/support/pki.py and tokens by tests/support/tokens.py; every server
+here is a real grpc.aio server on loopback, called through the Python client or raw stubs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from cryptography import x509
+from google.rpc import error_details_pb2, status_pb2
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_client import AsyncRetrievalClient, Tls
+from retrieval_server.config import load_settings
+from retrieval_server.domain import Access, DocumentSource
+from retrieval_server.server import RunningServer, start_server
+from tests.support.http_servers import get_json_server
+from tests.support.pki import Authority
+from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claims, hmac_signed_with, hs256, tampered, unsigned
+
+pytestmark = pytest.mark.slow
+
+CORPUS = [
+    DocumentSource(filename="policy.txt", content=b"The salary policy: every salary increase is reviewed once a year.", document_id="policy"),
+    DocumentSource(filename="a.txt", content=b"Alice's salary increase is 7 percent this year.", document_id="alice-review",
+                   access=Access.PRIVATE, owner_id="alice"),
+    DocumentSource(filename="b.txt", content=b"Bob's salary increase is 4 percent; carol may read this review.", document_id="bob-review",
+                   access=Access.PRIVATE, owner_id="bob", granted_user_ids=("carol",)),
+    DocumentSource(filename="e.txt", content=b"The engineering group's salary increase budget is 5 percent.", document_id="eng-budget",
+                   access=Access.PRIVATE, owner_id="hr", granted_user_ids=("group:eng",)),
+]
+PRIVATE = {"alice-review", "bob-review", "eng-budget"}
+QUESTION = "what is the salary increase"
+
+
+@asynccontextmanager
+async def serving(data: Path, **settings: Any) -> AsyncIterator[RunningServer]:
+    """A server over a fresh copy of the corpus, with these settings."""
+    s = load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=data, **settings)
+    running = await start_server(s)
+    try:
+        if not await running.app.metadata.count_documents():
+            assert not (await running.app.ingest(CORPUS)).errors
+        yield running
+    finally:
+        await running.stop(1.0)
+
+
+def details(err: grpc.aio.AioRpcError) -> list[Any]:
+    """The google.rpc details of an error (grpc-status-details-bin), unpacked."""
+    raw = dict(err.trailing_metadata() or ()).get("grpc-status-details-bin")
+    assert raw, f"no error details on {err.code()}: {err.details()}"
+    status = status_pb2.Status.FromString(raw)
+    out = []
+    for any_ in status.details:
+        for kind in (error_details_pb2.ErrorInfo, error_details_pb2.BadRequest, error_details_pb2.RetryInfo):
+            if any_.Is(kind.DESCRIPTOR):
+                msg = kind()
+                any_.Unpack(msg)
+                out.append(msg)
+    return out
+
+
+def reason(err: grpc.aio.AioRpcError) -> str:
+    return next(d.reason for d in details(err) if isinstance(d, error_details_pb2.ErrorInfo))
+
+
+def docs(resp: pb.QueryResponse | pb.SearchResponse) -> set[str]:
+    items = resp.contexts if isinstance(resp, pb.QueryResponse) else resp.results
+    return {c.document_id for c in items}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("pki")
+    ca, other = Authority(root / "ca", "test-ca"), Authority(root / "other", "other-ca")
+    return {
+        "ca": ca,
+        "server": ca.issue("server", dns=("localhost",), ips=("127.0.0.1",)),
+        "gateway": ca.issue("gateway.internal", dns=("gateway.internal",), client=True),
+        "intruder": ca.issue("intruder", dns=("intruder.internal",), client=True),
+        "foreign": other.issue("foreign-client", client=True),
+    }
+
+
+def _served_serial(port: int, ca: Path) -> int:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port)) as raw, ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+        der = tls.getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+# --- transport ----------------------------------------------------------------------------------
+
+
+async def test_tls_and_mutual_tls_refuse_clients_without_a_trusted_certificate(tmp_path: Path, pki: dict[str, Any]) -> None:
+    ca, server = pki["ca"], pki["server"]
+    async with serving(tmp_path / "tls", tls_cert=server.cert, tls_key=server.key) as srv:
+        target = f"127.0.0.1:{srv.port}"
+        async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca)) as client:
+            assert (await client.health()).status == pb.SERVING_STATUS_SERVING
+        async with AsyncRetrievalClient(target, timeout=10) as plaintext:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await plaintext.health()
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    async with serving(tmp_path / "mtls", tls_cert=server.cert, tls_key=server.key, tls_client_ca=ca.ca) as srv:
+        target = f"127.0.0.1:{srv.port}"
+        gateway, foreign = pki["gateway"], pki["foreign"]
+        async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca, cert=gateway.cert, key=gateway.key)) as client:
+            assert (await client.health()).status == pb.SERVING_STATUS_SERVING
+        for refused in (Tls(ca=ca.ca), Tls(ca=ca.ca, cert=foreign.cert, key=foreign.key)):
+            async with AsyncRetrievalClient(target, tls=refused, timeout=10) as client:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await client.health()
+                assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # refused in the handshake
+
+
+async def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path, pki: dict[str, Any]) -> None:
+    ca = pki["ca"]
+    first = ca.issue("rotating", dns=("localhost",), ips=("127.0.0.1",), cert_path=tmp_path / "server.pem", key_path=tmp_path / "server-key.pem")
+    async with serving(tmp_path / "data", tls_cert=first.cert, tls_key=first.key) as srv:
+        assert await asyncio.to_thread(_served_serial, srv.port, ca.ca) == first.serial
+        second = ca.issue("rotating", dns=("localhost",), ips=("127.0.0.1",), cert_path=first.cert, key_path=first.key)
+        assert second.serial != first.serial
+        assert await asyncio.to_thread(_served_serial, srv.port, ca.ca) == second.serial
+        async with AsyncRetrievalClient(f"127.0.0.1:{srv.port}", tls=Tls(ca=ca.ca)) as client:
+            assert (await client.health()).status == pb.SERVING_STATUS_SERVING
+
+
+# --- jwt ------------------------------------------------------------------------------------------
+
+
+JWT = {"auth_mode": "jwt", "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
+
+
+async def _query(target: str, token: str | None, **headers: str) -> pb.QueryResponse:
+    async with AsyncRetrievalClient(target, token=token, user_id=headers.get("user"), role=headers.get("role")) as client:
+        return await client.query(QUESTION, top_k=5, strategy="hybrid", use_cache=False)
+
+
+async def test_hs256_tokens_verified_and_refused_with_stable_reasons(tmp_path: Path) -> None:
+    async with serving(tmp_path, jwt_secret=SECRET, **JWT) as srv:
+        target = f"127.0.0.1:{srv.port}"
+        assert docs(await _query(target, hs256(claims("alice", "USER")))) & PRIVATE == {"alice-review"}
+        refused = {
+            "TOKEN_MISSING": None,
+            "TOKEN_ALGORITHM": unsigned(claims("alice", "SUPER_ADMIN")),
+            "TOKEN_ISSUER": hs256(claims("alice", iss="https://evil.test")),
+            "TOKEN_AUDIENCE": hs256(claims("alice", aud="another-service")),
+            "TOKEN_EXPIRED": hs256(claims("alice", exp=int(time.time()) - 120)),
+            "TOKEN_NOT_YET_VALID": hs256(claims("alice", nbf=int(time.time()) + 300)),
+            "TOKEN_SIGNATURE": tampered(hs256(claims("alice", "USER")), sub="bob", role="SUPER_ADMIN"),
+            "TOKEN_MALFORMED": "not-a-jwt",
+            "TOKEN_CLAIM_MISSING": hs256(claims(None, "ADMIN")),
+        }
+        for expected, token in refused.items():
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await _query(target, token)
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, expected
+            assert reason(err.value) == expected, (expected, err.value.details())
+            assert SECRET not in (err.value.details() or "")
+        # Health answers without credentials, and refuses invalid ones.
+        async with AsyncRetrievalClient(target) as client:
+            assert (await client.health()).status == pb.SERVING_STATUS_SERVING
+        async with AsyncRetrievalClient(target, token="not-a-jwt") as client:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.health()
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_headers_never_outrank_the_token(tmp_path: Path) -> None:
+    async with serving(tmp_path, jwt_secret=SECRET, **JWT) as srv:
+        target = f"127.0.0.1:{srv.port}"
+        alice = hs256(claims("alice", "USER"))
+        for headers in ({"user": "bob"}, {"user": "bob", "role": "SUPER_ADMIN"}, {"role": "SUPER_ADMIN"}):
+            assert docs(await _query(target, alice, **headers)) & PRIVATE == {"alice-review"}, headers
+        async with AsyncRetrievalClient(target, token=alice, role="SUPER_ADMIN") as client:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.delete(["policy"])
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and reason(err.value) == "ROLE_REQUIRED"
+
+
+async def test_jwks_file_rs256_and_no_algorithm_confusion(tmp_path: Path) -> None:
+    keys = RsaKeys()
+    keys.add("k1")
+    (tmp_path / "jwks.json").write_text(json.dumps(keys.jwks()))
+    async with serving(tmp_path / "data", jwt_jwks_file=tmp_path / "jwks.json", **JWT) as srv:
+        target = f"127.0.0.1:{srv.port}"
+        assert docs(await _query(target, keys.sign(claims("bob", "USER"), "k1"))) & PRIVATE == {"bob-review"}
+        # HS256 "signed" with the RSA public key (the classic confusion attack), an unknown kid, alg none.
+        confused = hmac_signed_with(claims("bob", "SUPER_ADMIN"), keys.public_pem("k1"), "k1")
+        other = RsaKeys()
+        other.add("k9")
+        for token, expected in ((confused, "TOKEN_ALGORITHM"), (other.sign(claims("bob"), "k9"), "TOKEN_KEY_UNKNOWN"),
+                                (unsigned(claims("bob", "SUPER_ADMIN")), "TOKEN_ALGORITHM")):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await _query(target, token)
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == expected
+
+
+async def test_jwks_url_follows_a_key_rotation_and_maps_claims(tmp_path: Path) -> None:
+    keys = RsaKeys()
+    keys.add("2026-01")
+    settings = dict(JWT, jwt_role_claim="realm_access.roles", jwt_role_map="realm-admin=ADMIN,staff=USER", jwt_groups_claim="groups",
+                    jwt_jwks_min_refresh_s=0.0)
+    with get_json_server(keys.jwks) as idp:
+        async with serving(tmp_path, jwt_jwks_url=f"{idp.url}/jwks", **settings) as srv:
+            target = f"127.0.0.1:{srv.port}"
+            dave = claims("dave", realm_access={"roles": ["staff"]}, groups=["eng"])
+            assert docs(await _query(target, keys.sign(dave, "2026-01"))) & PRIVATE == {"eng-budget"}  # a group grant
+            fetches = len(idp.requests)
+            keys.add("2026-02")
+            del keys.keys["2026-01"]
+            assert docs(await _query(target, keys.sign(dave, "2026-02"))) & PRIVATE == {"eng-budget"}
+            assert len(idp.requests) == fetches + 1  # fetched again for the new kid, once
+            admin = claims("erin", realm_access={"roles": ["staff", "realm-admin"]})
+            async with AsyncRetrievalClient(target, token=keys.sign(admin, "2026-02")) as client:
+                assert (await client.delete(["no-such-doc"])).not_found == ["no-such-doc"]  # ADMIN through the role map
+
+
+# --- gateway ------------------------------------------------------------------------------------
+
+
+async def test_gateway_headers_are_trusted_from_allowed_peers_only(tmp_path: Path, pki: dict[str, Any]) -> None:
+    ca, server, gateway, intruder = pki["ca"], pki["server"], pki["gateway"], pki["intruder"]
+    async with serving(tmp_path, auth_mode="gateway", tls_cert=server.cert, tls_key=server.key, tls_client_ca=ca.ca,
+                       gateway_peers="gateway.internal") as srv:
+        target = f"127.0.0.1:{srv.port}"
+        through_gateway = Tls(ca=ca.ca, cert=gateway.cert, key=gateway.key)
+        async with AsyncRetrievalClient(target, tls=through_gateway, user_id="alice", role="USER") as client:
+            assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid")) & PRIVATE == {"alice-review"}
+        for headers in ({"user_id": "alice", "role": "SUPER_ADMIN"}, {}):
+            async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca, cert=intruder.cert, key=intruder.key), **headers) as client:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await client.query(QUESTION, top_k=5)
+                assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "PEER_NOT_ALLOWED"
+
+
+# --- errors a program can read, and the audit log -----------------------------------------------
+
+
+async def test_every_invalid_field_is_a_bad_request_violation(tmp_path: Path) -> None:
+    async with serving(tmp_path) as srv:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}")
+        try:
+            from retrieval.v1 import retrieval_pb2_grpc
+
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Query(pb.QueryRequest(query=" ", top_k=1000, strategy=42))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            [bad] = [d for d in details(err.value) if isinstance(d, error_details_pb2.BadRequest)]
+            assert [v.field for v in bad.field_violations] == ["query", "top_k", "strategy"]
+            assert all(v.description for v in bad.field_violations)
+        finally:
+            await channel.close()
+
+
+async def test_admin_actions_are_audited(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with serving(tmp_path, jwt_secret=SECRET, **JWT) as srv:
+        target = f"127.0.0.1:{srv.port}"
+        with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+            async with AsyncRetrievalClient(target, token=hs256(claims("ops", "ADMIN"))) as client:
+                await client.delete(["policy", "missing"])
+            async with AsyncRetrievalClient(target, token=hs256(claims("mallory", "USER"))) as client:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await client.ingest([pb.DocumentInput(filename="x.txt", content=b"x")])
+    lines = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert [(r.rpc, r.user, r.role, r.verified_by, r.outcome) for r in lines] == [  # type: ignore[attr-defined]
+        ("DeleteDocuments", "ops", "ADMIN", "jwt", "OK"),
+        ("IngestDocuments", "mallory", "USER", "jwt", "PERMISSION_DENIED"),
+    ]
+    assert lines[0].deleted == ["policy"] and lines[0].documents == ["policy", "missing"]  # type: ignore[attr-defined]
