@@ -76,18 +76,27 @@ class MetadataStore(GraphQueries, ABC):
         The access rule is part of the query: public documents, plus owned or granted ones, or
         everything for SUPER_ADMIN.
         """
+        statement = self.search_statement(query, limit, access, document_ids)
+        if statement is None:
+            return []
+        async with self.snapshot() as tx:
+            rows = await tx.fetchall(*statement)
+        return [(r[0], float(r[1])) for r in rows]
+
+    def search_statement(
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
+    ) -> tuple[str, list[Any]] | None:
+        """The SQL and parameters of :meth:`search_documents` (None: nothing to search for)."""
         terms = _terms(query)
         if not terms or limit <= 0:
-            return []
+            return None
         source, score, params = self._fulltext(terms)
         where, wparams = readable_clause(access, document_ids)
         sql = f"SELECT d.document_id, {score} AS s {source}"
         if where:
             sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
         sql += " ORDER BY s DESC, d.document_id LIMIT ?"
-        async with self.snapshot() as tx:
-            rows = await tx.fetchall(sql, [*params, *wparams, limit])
-        return [(r[0], float(r[1])) for r in rows]
+        return sql, [*params, *wparams, limit]
 
     async def ping(self) -> None:
         async with self.snapshot() as tx:
