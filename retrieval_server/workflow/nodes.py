@@ -17,7 +17,7 @@ import numpy as np
 
 from retrieval_server.backends.reranker import FallbackReranker
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
-from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit
+from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit, version_of
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -317,30 +317,43 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Small-to-big: child hits under their parents, documents and parents fetched in one batch each.
+    """Small-to-big: child hits under their parents; the top_k parents and their documents fetched
+    in one batch each.
 
     Only hits of each document's committed version count: a point written for a version whose rows
-    are not (yet, or any more) committed is never shown.
+    are not (yet, or any more) committed is never shown. Versions are read for every hit (two short
+    columns); parent texts and document rows only for the contexts that will be returned, so the
+    rows read grow with top_k, not with the candidate pool (top_k x 8 hits).
     """
-    documents = await _with_retries(
-        deps, "documents", lambda: deps.metadata.get_documents(list({h.document_id for h in state.reranked}))
+    stored = await _with_retries(
+        deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
     )
-    hits = [h for h in state.reranked if h.document_id in documents and h.version == documents[h.document_id].version]
+    versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
+    hits = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
     if not hits:
         return {"contexts": []}
     parent_ids, codes = np.unique([h.parent_chunk_id for h in hits], return_inverse=True)
     grouped = group_by_parent(codes, np.asarray([h.score for h in hits], dtype=np.float32), len(parent_ids))
-    wanted = [str(parent_ids[p]) for p in grouped.parents]
-    parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
-    contexts = []
-    for rank, pid in enumerate(wanted):
-        parent = parents.get(pid)
-        if parent is None:
-            continue  # the document was replaced between the two reads: its hits are of the old version
-        document = documents[parent.document_id]
-        kids = grouped.children[grouped.offsets[rank] : grouped.offsets[rank + 1]]
-        evidence = tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in kids)
-        contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
+    ranked = [str(parent_ids[p]) for p in grouped.parents]
+    top_k = state.options.top_k
+    contexts: list[RetrievedContext] = []
+    start = 0
+    while len(contexts) < top_k and start < len(ranked):
+        # A parent can vanish between the reads (its document replaced): then the next ones are fetched.
+        wanted = ranked[start : start + top_k - len(contexts)]
+        parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
+        documents = await _with_retries(
+            deps, "documents", lambda: deps.metadata.get_documents(list({p.document_id for p in parents.values()}))
+        )
+        for rank, pid in enumerate(wanted, start=start):
+            parent = parents.get(pid)
+            document = documents.get(parent.document_id) if parent is not None else None
+            if parent is None or document is None or document.version != versions[parent.document_id]:
+                continue  # replaced between the reads: its hits are of the old version
+            kids = grouped.children[grouped.offsets[rank] : grouped.offsets[rank + 1]]
+            evidence = tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in kids)
+            contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
+        start += len(wanted)
     return {"contexts": contexts}
 
 

@@ -10,9 +10,9 @@ import json
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from retrieval_server.backends.metadata_store.graph import GraphQueries
 from retrieval_server.backends.metadata_store.sql import in_chunks as _chunks
@@ -31,6 +31,7 @@ class Tx(Protocol):
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
 
+T = TypeVar("T")
 _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, content_hash"
 
 
@@ -55,6 +56,12 @@ class MetadataStore(GraphQueries, ABC):
     def snapshot(self) -> AbstractAsyncContextManager[Tx]:
         """Reads only: a consistent view that never takes a write lock (by default a transaction)."""
         return self.transaction()
+
+    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]]) -> T:
+        """``read`` in a snapshot, for reads of about ``rows`` rows by primary key (a store may answer
+        small ones more cheaply: see the SQLite store)."""
+        async with self.snapshot() as tx:
+            return await read(tx)
 
     @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
@@ -138,23 +145,26 @@ class MetadataStore(GraphQueries, ABC):
 
     async def document_versions(self, ids: Sequence[str]) -> dict[str, str]:
         """The committed content hash of each stored document among ``ids`` (see :attr:`Document.version`)."""
-        out: dict[str, str] = {}
         if not ids:
-            return out
-        async with self.snapshot() as tx:
-            for part in _chunks(list(dict.fromkeys(ids))):
+            return {}
+        unique = list(dict.fromkeys(ids))
+
+        async def read(tx: Tx) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for part in _chunks(unique):
                 marks = ",".join("?" * len(part))
                 for doc_id, content_hash in await tx.fetchall(
                     f"SELECT document_id, content_hash FROM documents WHERE document_id IN ({marks})", part
                 ):
                     out[doc_id] = content_hash or ""
-        return out
+            return out
+
+        return await self.read_by_key(len(unique), read)
 
     async def get_documents(self, ids: Sequence[str]) -> dict[str, Document]:
         if not ids:
             return {}
-        async with self.snapshot() as tx:
-            return await self._documents(tx, ids)
+        return await self.read_by_key(len(ids), lambda tx: self._documents(tx, ids))
 
     async def get_document(self, document_id: str) -> Document | None:
         return (await self.get_documents([document_id])).get(document_id)
@@ -226,11 +236,13 @@ class MetadataStore(GraphQueries, ABC):
 
     async def get_parents(self, parent_ids: Sequence[str]) -> dict[str, ParentChunk]:
         """All requested parents in one round trip per 500 ids."""
-        out: dict[str, ParentChunk] = {}
         if not parent_ids:
-            return out
-        async with self.snapshot() as tx:
-            for part in _chunks(list(dict.fromkeys(parent_ids))):
+            return {}
+        unique = list(dict.fromkeys(parent_ids))
+
+        async def read(tx: Tx) -> dict[str, ParentChunk]:
+            out: dict[str, ParentChunk] = {}
+            for part in _chunks(unique):
                 marks = ",".join("?" * len(part))
                 for r in await tx.fetchall(
                     "SELECT parent_chunk_id, document_id, chunk_index, content, tokens, page"
@@ -238,7 +250,9 @@ class MetadataStore(GraphQueries, ABC):
                     part,
                 ):
                     out[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
-        return out
+            return out
+
+        return await self.read_by_key(len(unique), read)
 
     async def count_documents(self) -> int:
         async with self.snapshot() as tx:

@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
 from retrieval_server.domain import Document, ReadOnly, Unavailable
+
+T = TypeVar("T")
+#: primary-key reads of at most this many rows run on the event loop's own connection (see read_by_key)
+INLINE_MAX_ROWS = 64
 
 DDL = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -120,6 +124,22 @@ class _SqliteTx:
         return [tuple(r) for r in await self._conn.execute_fetchall(sql, params)]
 
 
+class _InlineTx:
+    """Reads on a connection of the event loop's thread: each statement runs to completion at once."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        raise ReadOnly("an inline read does not write")
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise ReadOnly("an inline read does not write")
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
+
+
 class SqliteMetadataStore(MetadataStore):
     def __init__(self, path: Path | str, readers: int = 2, read_only: bool = False) -> None:
         self._path = path
@@ -132,6 +152,7 @@ class SqliteMetadataStore(MetadataStore):
         self._reader_count = readers
         self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._all_readers: list[aiosqlite.Connection] = []
+        self._inline: sqlite3.Connection | None = None
 
     async def open(self) -> None:
         try:
@@ -170,8 +191,17 @@ class SqliteMetadataStore(MetadataStore):
             self._readers.put_nowait(reader)
             await reader.execute("PRAGMA query_only=ON")
             await reader.execute("PRAGMA busy_timeout=5000")
+        # Never waits for a lock (busy_timeout 0): the event loop must not block. Under WAL a reader
+        # is refused only in rare moments (recovery, a writer in exclusive mode); then the read
+        # goes to a reader thread instead.
+        self._inline = sqlite3.connect(database, isolation_level=None, uri=uri)
+        self._inline.execute("PRAGMA query_only=ON")
+        self._inline.execute("PRAGMA busy_timeout=0")
 
     async def close(self) -> None:
+        if self._inline is not None:
+            inline, self._inline = self._inline, None
+            inline.close()
         readers, self._all_readers = self._all_readers, []
         for _ in readers:
             await (await self._readers.get()).close()  # waits for reads in flight to hand theirs back
@@ -195,6 +225,26 @@ class SqliteMetadataStore(MetadataStore):
                 await reader.execute("COMMIT")
         finally:
             self._readers.put_nowait(reader)
+
+    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]]) -> T:
+        """Small primary-key reads on the event loop's own connection: a thread hop to a reader
+        costs more than the lookup itself (a cache hit's version check is one). ``read`` only
+        fetches, so it completes without suspending: nothing can interleave on the connection."""
+        conn = self._inline
+        if conn is None or rows > INLINE_MAX_ROWS:
+            return await super().read_by_key(rows, read)
+        try:
+            conn.execute("BEGIN")
+            try:
+                return await read(_InlineTx(conn))
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return await super().read_by_key(rows, read)
 
     def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
         # FTS5 bm25() is lower-is-better; OR over quoted terms never hits FTS query syntax.
