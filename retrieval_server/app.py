@@ -65,7 +65,13 @@ class Application:
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
         )
         self.indexer = Indexer(
-            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, batch_children=settings.upsert_batch_size
+            self.chunker,
+            self.embedder,
+            self.sparse,
+            self.vectors,
+            self.metadata,
+            batch_children=settings.upsert_batch_size,
+            title_weight=settings.title_weight,
         )
         self.reranker = self._reranker()
         self.cache = self._cache()

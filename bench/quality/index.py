@@ -19,7 +19,13 @@ from retrieval_client import RetrievalClient
 MARKER = "bench-index.json"
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: server settings that change what the index holds
-INDEX_SETTINGS = ("RETRIEVAL_PARENT_CHUNK_TOKENS", "RETRIEVAL_CHILD_CHUNK_TOKENS", "RETRIEVAL_CHILD_OVERLAP_TOKENS", "RETRIEVAL_MAX_SEQ_LENGTH")
+INDEX_SETTINGS = (
+    "RETRIEVAL_PARENT_CHUNK_TOKENS", "RETRIEVAL_CHILD_CHUNK_TOKENS", "RETRIEVAL_CHILD_OVERLAP_TOKENS", "RETRIEVAL_MAX_SEQ_LENGTH",
+    "RETRIEVAL_TITLE_WEIGHT",
+)
+#: what the service writes per chunk; an index of an older layout is rebuilt
+#: (2: parent vectors and the BM25F title field)
+LAYOUT = 2
 
 
 def default_model_dir() -> Path | None:
@@ -61,7 +67,8 @@ def model_fingerprint(model_dir: Path | None) -> str:
 def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: Path | None, truncate_tokens: int = 0) -> dict[str, object]:
     """Everything that changes what the index holds; equal keys mean the index can be reused."""
     key: dict[str, object] = {
-        "corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir)
+        "corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir),
+        "layout": LAYOUT,
     }
     if truncate_tokens:
         key["truncate_tokens"] = truncate_tokens

@@ -1,5 +1,10 @@
 """The indexer: load → chunk → embed (batched) → upsert vectors → replace rows → drop stale vectors.
 
+Children and (when the index has parent vectors) parents are embedded in one batch: a parent's
+text is the document title followed by the parent's content, truncated by the embedder to its
+``max_seq_length`` tokens, so a short document is embedded whole. Children also get the BM25F
+keyword vector (title as a field of weight ``title_weight``).
+
 Re-ingesting replaces a document without a window where it is missing: the new version's points
 (stable ids) are written first, then its rows in one transaction, then whatever points belong to
 other versions are deleted. An unchanged document (same content hash) is skipped.
@@ -26,6 +31,7 @@ from retrieval_server.domain import (
     IngestFailure,
     IngestReport,
     ParentChunk,
+    ParentPoint,
     VectorPoint,
 )
 from retrieval_server.ingest.chunker import Chunker
@@ -45,6 +51,11 @@ class _Prepared:
     previous: Document | None
 
 
+def _parent_text(title: str, content: str) -> str:
+    """What a parent's vector embeds: the title, then the content (unless it already leads with the title)."""
+    return content if not title or content.startswith(title) else f"{title}\n\n{content}"
+
+
 def _validate_id(document_id: str) -> None:
     if not document_id or len(document_id) > MAX_DOCUMENT_ID_CHARS:
         raise LoadError(f"document_id must be 1 to {MAX_DOCUMENT_ID_CHARS} characters")
@@ -62,6 +73,7 @@ class Indexer:
         metadata: MetadataStore,
         *,
         batch_children: int = 256,
+        title_weight: int = 2,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -69,6 +81,7 @@ class Indexer:
         self._vectors = vectors
         self._metadata = metadata
         self._batch = batch_children
+        self._title_weight = title_weight
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -78,6 +91,8 @@ class Indexer:
                 "pages": [(p.number, p.text) for p in loaded.pages],
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "model": self._embedder.model_id,
+                "title_weight": self._title_weight,
+                "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
             },
             sort_keys=True,
         )
@@ -149,7 +164,10 @@ class Indexer:
         return _Prepared(doc, parents, children, fingerprint[:16], previous)
 
     async def _store(self, batch: list[_Prepared], errors: list[IngestFailure]) -> list[IngestedDocument]:
+        with_parents = self._vectors.features.parent_vectors
         texts = [c.content for p in batch for c in p.children]
+        if with_parents:
+            texts += [_parent_text(p.document.title, parent.content) for p in batch for parent in p.parents]
         try:
             dense = await self._embedder.embed(texts)
         except Exception as exc:
@@ -158,17 +176,39 @@ class Indexer:
             return []
         out: list[IngestedDocument] = []
         row = 0
+        parent_row = sum(len(p.children) for p in batch)
         for p in batch:
             vecs = dense[row : row + len(p.children)]
             row += len(p.children)
+            titled = self._vectors.features.title_field
             points = [
-                VectorPoint(child=c, document=p.document, dense=v, sparse=self._sparse.document(c.content), version=p.version)
+                VectorPoint(
+                    child=c,
+                    document=p.document,
+                    dense=v,
+                    sparse=self._sparse.document(c.content),
+                    version=p.version,
+                    sparse_titled=self._sparse.titled_document(c.content, p.document.title, self._title_weight) if titled else None,
+                )
                 for c, v in zip(p.children, vecs, strict=True)
             ]
+            parent_points = []
+            if with_parents:
+                first_child = {}
+                for c in p.children:
+                    first_child.setdefault(c.parent_chunk_id, c)
+                parent_points = [
+                    ParentPoint(parent, first_child[parent.parent_chunk_id], p.document, dense[parent_row + i], p.version)
+                    for i, parent in enumerate(p.parents)
+                    if parent.parent_chunk_id in first_child
+                ]
+                parent_row += len(p.parents)
             doc_id = p.document.document_id
             try:
                 for i in range(0, len(points), self._batch):
                     await self._vectors.upsert(points[i : i + self._batch])
+                for i in range(0, len(parent_points), self._batch):
+                    await self._vectors.upsert_parents(parent_points[i : i + self._batch])
                 replaced = await self._metadata.replace_document(p.document, p.parents)
                 await self._vectors.delete_document(doc_id, keep_version=p.version)
             except Exception as exc:
