@@ -25,7 +25,9 @@ from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCa
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
+from retrieval_server.workflow.adaptive import TermStatistics
 from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
+from retrieval_server.workflow.keyword_leg import KeywordOptions
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 
@@ -75,6 +77,7 @@ class Application:
         )
         self.reranker = self._reranker()
         self.cache = self._cache()
+        self.term_stats = TermStatistics()
         self.chat_models: dict[str, ChatModel] = {}
         self.pipeline = QueryPipeline(
             WorkflowDeps(
@@ -86,6 +89,7 @@ class Application:
                 reranker=self.reranker,
                 cache=self.cache,
                 settings=self.workflow_settings(settings),
+                term_stats=self.term_stats,
             ),
             search_text_chars=settings.search_text_chars,
         )
@@ -112,6 +116,14 @@ class Application:
             analysis_total_timeout_s=s.analysis_total_timeout_s,
             store_retries=s.store_retries,
             store_backoff_s=s.store_backoff_s,
+            parent_leg=s.parent_leg,
+            keyword=KeywordOptions(
+                titled=s.keyword_title_field,
+                max_terms=s.query_max_terms,
+                prf_docs=s.prf_docs,
+                prf_terms=s.prf_terms,
+                prf_query_weight=s.prf_query_weight,
+            ),
         )
 
     def _analyzer(self) -> Analyzer:
@@ -189,6 +201,14 @@ class Application:
             await self.metadata.close()
             raise
         await self._check_model()
+        await self._refresh_term_stats()
+
+    async def _refresh_term_stats(self) -> None:
+        try:
+            await self.term_stats.refresh(self.vectors, self.settings.idf_sample_points)
+        except Exception:
+            # ADAPTIVE then decides without the rare-term share; nothing else depends on it.
+            log.exception("reading keyword statistics failed")
 
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""
@@ -245,6 +265,7 @@ class Application:
                 await self.vectors.optimize()
             except Exception:
                 log.exception("vector index optimization failed")
+            await self._refresh_term_stats()
             if not self._optimize_again:
                 return
 

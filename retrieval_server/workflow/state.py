@@ -11,6 +11,8 @@ from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.reranker import Reranker
 from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.workflow.adaptive import AdaptivePolicy, LegWeights, TermStatistics
+from retrieval_server.workflow.keyword_leg import KeywordOptions
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, Strategy, VectorHit
 from retrieval_server.workflow.analysis import Analysis, Analyzer
@@ -35,6 +37,10 @@ class WorkflowSettings:
     analysis_total_timeout_s: float = 30.0
     store_retries: int = 2
     store_backoff_s: float = 0.05
+    #: search the parents' own vectors (multi-granularity) when the index has them
+    parent_leg: bool = True
+    keyword: KeywordOptions = KeywordOptions()
+    adaptive: AdaptivePolicy = AdaptivePolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +53,8 @@ class WorkflowDeps:
     reranker: Reranker | None = None
     cache: SemanticCache | None = None
     settings: WorkflowSettings = WorkflowSettings()
+    #: the index's keyword statistics (ADAPTIVE's rare-term share); None: not kept
+    term_stats: TermStatistics | None = None
 
 
 @dataclass(slots=True)
@@ -63,6 +71,8 @@ class QueryState:
     variant_vectors: list[np.ndarray] = field(default_factory=list)
     access: PointFilter = field(default_factory=PointFilter)
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)
+    #: ADAPTIVE's weighing of the legs (1, 1 for every other strategy)
+    leg_weights: LegWeights = field(default_factory=LegWeights)
     #: chunk id -> best dense cosine, the relevance signal when nothing reranked
     dense_relevance: dict[str, float] = field(default_factory=dict)
     fused: list[VectorHit] = field(default_factory=list)
