@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import pickle
 import sys
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from retrieval_server.workflow.state import QueryState
 
 MEASURE = nDCG @ 10
 RRF_K = (10.0, 30.0, 60.0, 100.0)
-GAINS = (-2.0, -1.0, 0.0, 1.0, 2.0)
+GAINS = (-3.0, -2.0, -1.0, 0.0, 1.0, 2.0)
 
 
 @dataclasses.dataclass(slots=True)
@@ -64,8 +65,10 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int) -> 
     return out
 
 
-def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, parent: bool, keyword: str,
+def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, parent: str, keyword: str,
          policy: AdaptivePolicy | None) -> dict[str, dict[str, float]]:
+    """One setting replayed: ``parent`` is ``off``, ``full`` (a dense leg of its own weight) or
+    ``shared`` (children and parents share the dense weight, as the service does)."""
     deps = dataclasses.replace(app.pipeline.deps, settings=dataclasses.replace(app.pipeline.deps.settings, rrf_k=rrf_k))
     run: dict[str, dict[str, float]] = {}
     for qid, r in retrieved.items():
@@ -73,15 +76,15 @@ def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, par
         lists, weights = [], []
         for leg, hits in r.legs.items():
             kind = leg.split(":")[0]
-            if not hits or (kind == "parent" and not parent) or (kind.startswith("keyword") and kind != keyword):
+            if not hits or (kind == "parent" and parent == "off") or (kind.startswith("keyword") and kind != keyword):
                 continue
             lists.append(hits)
-            base = {"dense": 1.0, "parent": 1.0}.get(kind, 1.0)
+            base = 0.5 if parent == "shared" and kind in ("dense", "parent") else 1.0
             if kind == "metadata":
                 s = deps.settings
                 base = s.metadata_weight / max(s.semantic_weight, s.keyword_weight, 1e-9)
             elif w is not None:
-                base = w.dense if kind in ("dense", "parent") else w.keyword
+                base *= w.dense if kind in ("dense", "parent") else w.keyword
             weights.append(base)
         fused = nodes._fuse_lists(lists, weights, deps, Fusion.RRF, 10_000)
         docs: dict[str, float] = {}
@@ -95,18 +98,23 @@ def score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) ->
     return float(ir_measures.calc_aggregate([MEASURE], qrels, run)[MEASURE])
 
 
-async def tune(app: Application, dataset: BeirDataset, pool: int) -> dict[str, object]:
+async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | None = None) -> dict[str, object]:
     queries, qrels = dataset.queries(), dataset.qrels()
-    retrieved = await retrieve_all(app, queries, pool)
+    if cache is not None and cache.is_file():
+        retrieved = pickle.loads(cache.read_bytes())
+    else:
+        retrieved = await retrieve_all(app, queries, pool)
+        if cache is not None:
+            cache.write_bytes(pickle.dumps(retrieved))
     grid = []
-    for rrf_k, parent, keyword in itertools.product(RRF_K, (True, False), ("keyword", "keyword-plain", "keyword-prf")):
+    for rrf_k, parent, keyword in itertools.product(RRF_K, ("shared", "full", "off"), ("keyword", "keyword-plain", "keyword-prf")):
         grid.append({"rrf_k": rrf_k, "parent": parent, "keyword": keyword,
                      "ndcg@10": score(qrels, _run(app, retrieved, rrf_k=rrf_k, parent=parent, keyword=keyword, policy=None))})
     fixed = max(grid, key=lambda g: g["ndcg@10"])
     adaptive = []
     for rare, ident, quoted in itertools.product(GAINS, GAINS, (0.0, 1.0, 2.0)):
         policy = AdaptivePolicy(rare_gain=rare, identifier_gain=ident, quoted_gain=quoted)
-        run = _run(app, retrieved, rrf_k=float(fixed["rrf_k"]), parent=bool(fixed["parent"]), keyword=str(fixed["keyword"]), policy=policy)
+        run = _run(app, retrieved, rrf_k=float(fixed["rrf_k"]), parent=str(fixed["parent"]), keyword=str(fixed["keyword"]), policy=policy)
         adaptive.append({"rare_gain": rare, "identifier_gain": ident, "quoted_gain": quoted, "ndcg@10": score(qrels, run)})
     return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries), "best_fixed": fixed,
             "best_adaptive": max(adaptive, key=lambda g: g["ndcg@10"]), "grid": grid, "adaptive": adaptive}
@@ -121,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bundled-model", action="store_true", help="the service's bundled int8 model")
     p.add_argument("--pool", type=int, default=800, help="child hits per leg (bench.quality: top_k 200 contexts x 8 = 1600)")
     p.add_argument("--output", type=Path)
+    p.add_argument("--cache", type=Path, help="keep the retrieved legs here (pickle) and replay from them on the next run")
     args = p.parse_args(argv)
     if args.split == "test":
         print("tuning on the test split is what this tool exists to avoid", file=sys.stderr)
@@ -137,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         app = Application(load_settings(**overrides))
         await app.open()
         try:
-            return await tune(app, dataset, args.pool)
+            return await tune(app, dataset, args.pool, args.cache)
         finally:
             await app.close()
 

@@ -210,11 +210,12 @@ def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: Workfl
     return [dataclasses.replace(hit_of[int(c)], score=float(sc)) for c, sc in zip(fused.ids, fused.scores, strict=True)]
 
 
-def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion) -> float:
+def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_share: float) -> float:
     s, w = deps.settings, state.leg_weights
     kind = leg.split(":")[0]
-    # The parent leg is a dense leg at another granularity: it takes the dense weight.
-    adaptive = {"dense": w.dense, "parent": w.dense, "keyword": w.keyword}.get(kind, 1.0)
+    # Children and parents are two granularities of one dense signal: they share its weight, so the
+    # parent leg does not tip the dense-vs-keyword balance. ADAPTIVE's balance multiplies on top.
+    adaptive = {"dense": w.dense * dense_share, "parent": w.dense * dense_share, "keyword": w.keyword}.get(kind, 1.0)
     if fusion is Fusion.RRF:
         return s.metadata_weight / max(s.semantic_weight, s.keyword_weight, 1e-9) if kind == "metadata" else adaptive
     return adaptive * {"dense": s.semantic_weight, "parent": s.semantic_weight, "keyword": s.keyword_weight, "metadata": s.metadata_weight}[kind]
@@ -227,8 +228,10 @@ async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if len(legs) == 1:
         # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.
         return {"fused": legs[0][1][: state.pool]}
+    granularities = {leg.split(":")[0] for leg, _ in legs} & {"dense", "parent"}
+    share = 1.0 / max(len(granularities), 1)
     fused = _fuse_lists(
-        [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion) for leg, _ in legs], deps, fusion, state.pool
+        [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, share) for leg, _ in legs], deps, fusion, state.pool
     )
     return {"fused": fused}
 

@@ -83,7 +83,7 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     assert tune_main(["--dataset", str(dataset), "--index-dir", str(index), "--bundled-model", "--pool", "16", "--output", str(tuned)]) == 0
     grid = json.loads(tuned.read_text())
     assert grid["split"] == "tune" and grid["queries"] == 1
-    assert len(grid["grid"]) == 24 and all(0.0 <= g["ndcg@10"] <= 1.0 for g in grid["grid"] + grid["adaptive"])
+    assert len(grid["grid"]) == 36 and all(0.0 <= g["ndcg@10"] <= 1.0 for g in grid["grid"] + grid["adaptive"])
 
 
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
