@@ -81,14 +81,14 @@ class Settings(BaseSettings):
 
     # Fusion
     fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: float = Field(60.0, ge=0)
+    rrf_k: float = Field(10.0, ge=0, description="RRF constant (chosen on the pydoc-long tuning split; see README)")
     semantic_weight: float = Field(0.7, ge=0)
     keyword_weight: float = Field(0.3, ge=0)
     metadata_weight: float = Field(0.3, ge=0, description="weight of the metadata leg in fusion")
     score_normalization: Literal["minmax", "dbsf"] = "minmax"
 
     # Retrieval techniques (each can be switched off to measure it; see the README's quality table)
-    parent_leg: bool = Field(True, description="search the parents' own vectors as another dense leg (multi-granularity)")
+    parent_leg: bool = Field(False, description="search the parents' own vectors as another dense leg (multi-granularity)")
     keyword_title_field: bool = Field(True, description="keyword leg over the BM25F vector with the title as a weighted field")
     prf_docs: int = Field(0, ge=0, le=50, description="RM3 pseudo-relevance feedback: top keyword hits used (0: off)")
     prf_terms: int = Field(10, ge=1, le=100, description="RM3: expansion terms added")

@@ -111,12 +111,15 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
         grid.append({"rrf_k": rrf_k, "parent": parent, "keyword": keyword,
                      "ndcg@10": score(qrels, _run(app, retrieved, rrf_k=rrf_k, parent=parent, keyword=keyword, policy=None))})
     fixed = max(grid, key=lambda g: g["ndcg@10"])
+    # ADAPTIVE's gains are tuned on top of the service's configured legs, as it will run.
+    s = app.pipeline.deps.settings
+    base = {"rrf_k": s.rrf_k, "parent": "shared" if s.parent_leg else "off", "keyword": "keyword" if s.keyword.titled else "keyword-plain"}
     adaptive = []
     for rare, ident, quoted in itertools.product(GAINS, GAINS, (0.0, 1.0, 2.0)):
         policy = AdaptivePolicy(rare_gain=rare, identifier_gain=ident, quoted_gain=quoted)
-        run = _run(app, retrieved, rrf_k=float(fixed["rrf_k"]), parent=str(fixed["parent"]), keyword=str(fixed["keyword"]), policy=policy)
+        run = _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=policy)
         adaptive.append({"rare_gain": rare, "identifier_gain": ident, "quoted_gain": quoted, "ndcg@10": score(qrels, run)})
-    return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries), "best_fixed": fixed,
+    return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries), "best_fixed": fixed, "adaptive_base": base,
             "best_adaptive": max(adaptive, key=lambda g: g["ndcg@10"]), "grid": grid, "adaptive": adaptive}
 
 

@@ -22,7 +22,7 @@ from retrieval_server.workflow.analysis import Analysis, Analyzer
 class WorkflowSettings:
     child_candidates_per_context: int = 8
     fusion: Fusion = Fusion.RRF
-    rrf_k: float = 60.0
+    rrf_k: float = 10.0
     semantic_weight: float = 0.7
     keyword_weight: float = 0.3
     metadata_weight: float = 0.3
@@ -38,7 +38,7 @@ class WorkflowSettings:
     store_retries: int = 2
     store_backoff_s: float = 0.05
     #: search the parents' own vectors (multi-granularity) when the index has them
-    parent_leg: bool = True
+    parent_leg: bool = False
     keyword: KeywordOptions = KeywordOptions()
     adaptive: AdaptivePolicy = AdaptivePolicy()
 

@@ -75,8 +75,16 @@ def _stages(result: Any) -> list[str]:
 async def test_semantic_finds_meaning(app: Application) -> None:
     r = await app.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC))
     assert _docs(r) == ["weather"] and r.metrics.strategy_used is Strategy.SEMANTIC
-    # Two legs, children and parents (multi-granularity), share the dense weight and both rank it first.
-    assert r.contexts[0].score == pytest.approx(0.5 / 61 + 0.5 / 61)
+    assert 0.3 < r.contexts[0].score <= 1.0  # one leg: its cosine similarity, not an RRF score
+
+
+async def test_parent_leg_is_a_second_dense_granularity(app: Application) -> None:
+    """Switched on, SEMANTIC also searches the parents' vectors; children and parents share the dense weight."""
+    deps = dataclasses.replace(app.pipeline.deps, settings=dataclasses.replace(app.pipeline.deps.settings, parent_leg=True))
+    r = await QueryPipeline(deps).query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False))
+    assert _docs(r) == ["weather"]
+    k = deps.settings.rrf_k
+    assert r.contexts[0].score == pytest.approx(0.5 / (k + 1) + 0.5 / (k + 1))  # both legs rank it first
     assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
     assert "rerank:unavailable" in r.metrics.degraded
 
