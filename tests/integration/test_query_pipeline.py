@@ -354,3 +354,12 @@ async def test_tei_failure_without_a_local_model_keeps_the_fused_order(app: Appl
         finally:
             await tei_client.close()
     assert "rerank:failed" in r.metrics.degraded and _docs(r)[0] == "cooking"
+
+
+async def test_a_long_query_is_truncated_for_the_model_not_refused(app: Application) -> None:
+    """A 40 KB text runs every leg: the model reads its first tokens, keyword search its first terms."""
+    text = "how long should the tomato sauce simmer? " + " ".join(f"filler{i}" for i in range(5000))
+    assert len(text.encode()) > 40_000
+    for strategy in ALL_STRATEGIES:
+        r = await app.pipeline.query(QueryOptions(text, 2, strategy=strategy, use_cache=False))
+        assert _docs(r)[0] == "cooking" and not [d for d in r.metrics.degraded if "error" in d or "failed" in d]
