@@ -63,7 +63,10 @@ def test_rare_share_uses_the_index_statistics() -> None:
 
 def test_leg_weights_balance_keyword_against_dense_and_zero_is_hybrid() -> None:
     f = QueryFeatures(tokens=3, rare_share=0.0, identifier_share=1.0, quoted_share=0.0)
-    assert leg_weights(f, AdaptivePolicy()) == leg_weights(f, AdaptivePolicy()) and leg_weights(f, AdaptivePolicy()).dense == 1.0
+    hybrid = AdaptivePolicy(rare_gain=0.0, identifier_gain=0.0, quoted_gain=0.0)
+    assert (leg_weights(f, hybrid).dense, leg_weights(f, hybrid).keyword) == (1.0, 1.0)
+    # The shipped policy leans an all-identifier query towards keywords.
+    assert leg_weights(f, AdaptivePolicy()).keyword > 1.0 > leg_weights(f, AdaptivePolicy()).dense
     w = leg_weights(f, AdaptivePolicy(identifier_gain=1.0))
     assert w.keyword == pytest.approx(math.exp(0.5)) and w.dense * w.keyword == pytest.approx(1.0)
     capped = leg_weights(f, AdaptivePolicy(identifier_gain=100.0))
