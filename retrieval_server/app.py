@@ -17,7 +17,7 @@ from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
-from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
+from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.config import Settings
@@ -42,11 +42,13 @@ from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
+from retrieval_server.workflow.adaptive import TermStatistics
 from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
 from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
 from retrieval_server.workflow.tools import TOOLS
+from retrieval_server.workflow.keyword_leg import KeywordOptions
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 
@@ -93,10 +95,12 @@ class Application:
             self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.executor,
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
+            title_weight=settings.title_weight,
         )
         self.reranker = traced(self._reranker(), "reranker")
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
         self.graph = KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=settings.graph_fuzzy_threshold)
+        self.term_stats = TermStatistics()
         self.pipeline = QueryPipeline(
             WorkflowDeps(
                 embedder=self.embedder,
@@ -109,6 +113,7 @@ class Application:
                 settings=self.workflow_settings(settings),
                 graph=self.graph,
                 assistant=self._assistant(),
+                term_stats=self.term_stats,
             ),
             search_text_chars=settings.search_text_chars,
             observer=self.tracing.stage_observer(),
@@ -152,6 +157,14 @@ class Application:
             answer_max_sentences=s.answer_max_sentences,
             answer_min_similarity=s.answer_min_similarity,
             answer_max_tokens=s.answer_max_tokens,
+            parent_leg=s.parent_leg,
+            keyword=KeywordOptions(
+                titled=s.keyword_title_field,
+                max_terms=s.query_max_terms,
+                prf_docs=s.prf_docs,
+                prf_terms=s.prf_terms,
+                prf_query_weight=s.prf_query_weight,
+            ),
         )
 
     def _chat(self, technique: str) -> ChatModel | None:
@@ -232,6 +245,7 @@ class Application:
     def _vector_store(self) -> VectorStore:
         s = self.settings
         policy = SearchPolicy(always_exact=s.exact_search, exact_max_points=s.exact_search_max_points, hnsw_ef=s.hnsw_ef)
+        features = IndexFeatures(parent_vectors=s.parent_leg, title_field=True)
         if s.vector_backend == "qdrant":
             return QdrantVectorStore(
                 s.qdrant_collection,
@@ -241,9 +255,10 @@ class Application:
                 api_key=s.qdrant_api_key,
                 timeout_s=s.qdrant_timeout_s,
                 policy=policy,
+                features=features,
             )
         read_copy = (lambda source: copy_for_reading(source, None, s.min_free_disk_mb)) if s.read_only else None
-        return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy, read_copy=read_copy)
+        return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy, read_copy=read_copy, features=features)
 
     def _metadata_store(self) -> MetadataStore:
         return metadata_store_for(self.settings)
@@ -292,6 +307,14 @@ class Application:
             await self.indexer.recover(min_age_s=lease)
         if self.events is not None:
             await self.events.start()
+        await self._refresh_term_stats()
+
+    async def _refresh_term_stats(self) -> None:
+        try:
+            await self.term_stats.refresh(self.vectors, self.settings.idf_sample_points)
+        except Exception:
+            # ADAPTIVE then decides without the rare-term share; nothing else depends on it.
+            log.exception("reading keyword statistics failed")
 
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""
@@ -357,6 +380,7 @@ class Application:
                 await self.vectors.optimize()
             except Exception:
                 log.exception("vector index optimization failed")
+            await self._refresh_term_stats()
             if not self._optimize_again:
                 return
 

@@ -111,10 +111,16 @@ class Settings(BaseSettings):
     child_chunk_tokens: int = Field(128, ge=8, le=512)
     child_overlap_tokens: int = Field(32, ge=0)
     upsert_batch_size: int = Field(256, ge=1, le=10_000)
+    title_weight: int = Field(
+        2, ge=0, le=10, description="BM25F weight of the document title in the titled keyword vector (at ingestion; 0: no title field)"
+    )
 
     # Request limits
     query_min_chars: int = Field(1, ge=1)
-    query_max_chars: int = Field(4096, ge=1, le=1_000_000)
+    query_max_bytes: int = Field(
+        65_536, ge=1, le=4_194_304, description="longest query in UTF-8 bytes; longer input is truncated for the model (max_seq_length)"
+    )
+    query_max_terms: int = Field(512, ge=1, le=100_000, description="distinct keyword terms of a query searched (the first ones)")
     top_k_default: int = Field(5, ge=1)
     top_k_max: int = Field(100, ge=1, le=10_000)
     search_top_k_default: int = Field(5, ge=1)
@@ -135,11 +141,21 @@ class Settings(BaseSettings):
 
     # Fusion
     fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: float = Field(60.0, ge=0)
+    rrf_k: float = Field(10.0, ge=0, description="RRF constant (chosen on the pydoc-long tuning split; see README)")
     semantic_weight: float = Field(0.7, ge=0)
     keyword_weight: float = Field(0.3, ge=0)
     metadata_weight: float = Field(0.3, ge=0, description="weight of the metadata leg in fusion")
     score_normalization: Literal["minmax", "dbsf"] = "minmax"
+
+    # Retrieval techniques (each can be switched off to measure it; see the README's quality table)
+    parent_leg: bool = Field(False, description="index the parents' own vectors and search them as another dense leg (multi-granularity); an index built without them keeps the leg off")
+    keyword_title_field: bool = Field(True, description="keyword leg over the BM25F vector with the title as a weighted field")
+    prf_docs: int = Field(0, ge=0, le=50, description="RM3 pseudo-relevance feedback: top keyword hits used (0: off)")
+    prf_terms: int = Field(10, ge=1, le=100, description="RM3: expansion terms added")
+    prf_query_weight: float = Field(0.5, ge=0, le=1, description="RM3: weight of the original query against the feedback terms")
+    idf_sample_points: int = Field(
+        100_000, ge=0, description="child chunks read for the IDF statistics ADAPTIVE uses (0: ADAPTIVE without IDF)"
+    )
 
     # Rerank
     reranker_model_dir: Path | None = Field(None, description="local ONNX cross-encoder (model.onnx + tokenizer.json)")
@@ -266,8 +282,8 @@ class Settings(BaseSettings):
             raise ValueError("top_k_default must not exceed top_k_max")
         if self.search_top_k_default > self.search_top_k_max:
             raise ValueError("search_top_k_default must not exceed search_top_k_max")
-        if self.query_min_chars > self.query_max_chars:
-            raise ValueError("query_min_chars must not exceed query_max_chars")
+        if self.query_min_chars > self.query_max_bytes:
+            raise ValueError("query_min_chars must not exceed query_max_bytes")
         if self.qdrant_url and self.qdrant_path:
             raise ValueError("set only one of qdrant_url and qdrant_path")
         if self.processes > 1 and self.qdrant_path:

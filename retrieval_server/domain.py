@@ -128,6 +128,24 @@ class VectorPoint:
     dense: np.ndarray
     sparse: SparseVector
     version: str
+    #: BM25F-style keyword vector: the chunk's text with the document title as a weighted field
+    #: (None: the index was built without it)
+    sparse_titled: SparseVector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParentPoint:
+    """A parent chunk's own dense vector (multi-granularity retrieval), stored beside its children.
+
+    ``child`` is the parent's first child: a hit on the parent is reported through it, so that it
+    fuses with the child legs and reaches callers as evidence like any child hit.
+    """
+
+    parent: ParentChunk
+    child: ChildChunk
+    document: Document
+    dense: np.ndarray
+    version: str
 
 
 @dataclass(frozen=True, slots=True)

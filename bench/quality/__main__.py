@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", type=Path, help="data directory of the index (default: bench/results/quality-index/<dataset>)")
     p.add_argument("--ingest-batch", type=int, default=200, help="documents per IngestDocuments request")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="extra server setting, e.g. RETRIEVAL_RRF_K=30")
+    techniques = p.add_argument_group("techniques (query time: the same index serves every combination)")
+    techniques.add_argument("--parent-leg", choices=["on", "off"], help="search the parents' own vectors (RETRIEVAL_PARENT_LEG)")
+    techniques.add_argument("--title-field", choices=["on", "off"], help="keyword leg with the title as a BM25F field "
+                            "(RETRIEVAL_KEYWORD_TITLE_FIELD)")
+    techniques.add_argument("--prf", type=int, metavar="DOCS", help="RM3 feedback from this many keyword hits, 0: off (RETRIEVAL_PRF_DOCS)")
+    techniques.add_argument("--label", default="", help="suffix for the rows and the output file, e.g. -no-parent")
     p.add_argument("--runs-dir", type=Path, help="also write each strategy's rankings as a TREC run file here")
     p.add_argument("--output", type=Path, help="JSON results (default: bench/results/quality-<dataset>.json)")
     p.add_argument("--no-progress", action="store_true")
@@ -64,6 +70,18 @@ def _table(dataset: str, rows: list[VariantResult]) -> str:
             f"{r.latency_ms['p50']:.0f} | {r.latency_ms['p95']:.0f} | {r.errors} |"
         )
     return "\n".join(lines)
+
+
+def technique_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The technique switches as server settings."""
+    out = {}
+    if args.parent_leg:
+        out["RETRIEVAL_PARENT_LEG"] = str(args.parent_leg == "on").lower()
+    if args.title_field:
+        out["RETRIEVAL_KEYWORD_TITLE_FIELD"] = str(args.title_field == "on").lower()
+    if args.prf is not None:
+        out["RETRIEVAL_PRF_DOCS"] = str(args.prf)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--set takes RETRIEVAL_NAME=VALUE (got {bad})", file=sys.stderr)
         return 2
     contexts = 2 * args.top_k  # parent chunks asked for; several may come from one document
-    extra = dict(item.split("=", 1) for item in args.set)
+    extra = {**technique_settings(args), **dict(item.split("=", 1) for item in args.set)}
     if args.mteb_protocol:
         extra = {**MTEB_SETTINGS, **extra}
     index_dir = (args.index_dir or bench_index.default_index_dir(dataset, "-mteb" if args.mteb_protocol else "")).resolve()
@@ -123,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             for n in names
         ]
+    for r in rows:
+        r.name += args.label
     out = {
         "dataset": dataset.name,
         "split": args.split,
@@ -131,11 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         "reranker": str(args.reranker_model_dir or args.tei_url or ""),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "protocol": "mteb (documents truncated to 256 tokens, one chunk each)" if args.mteb_protocol else "service default chunking",
+        "settings": extra,
         "options": {"top_k": args.top_k, "contexts_requested": contexts, "concurrency": args.concurrency, "drop_self": args.drop_self},
         "index": asdict(report),
         "results": [r.summary() for r in rows],
     }
-    output = args.output or bench_index.RESULTS / f"quality-{dataset.name}{'-mteb' if args.mteb_protocol else ''}.json"
+    output = args.output or bench_index.RESULTS / f"quality-{dataset.name}{'-mteb' if args.mteb_protocol else ''}{args.label}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(out, indent=2))
     if args.runs_dir:

@@ -19,7 +19,15 @@ from retrieval_client import RetrievalClient
 MARKER = "bench-index.json"
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: server settings that change what the index holds
-INDEX_SETTINGS = ("RETRIEVAL_PARENT_CHUNK_TOKENS", "RETRIEVAL_CHILD_CHUNK_TOKENS", "RETRIEVAL_CHILD_OVERLAP_TOKENS", "RETRIEVAL_MAX_SEQ_LENGTH")
+INDEX_SETTINGS = (
+    "RETRIEVAL_PARENT_CHUNK_TOKENS", "RETRIEVAL_CHILD_CHUNK_TOKENS", "RETRIEVAL_CHILD_OVERLAP_TOKENS", "RETRIEVAL_MAX_SEQ_LENGTH",
+    "RETRIEVAL_TITLE_WEIGHT",
+    # An index stores the parents' vectors only when it is built with the parent leg on.
+    "RETRIEVAL_PARENT_LEG",
+)
+#: what the service writes per chunk; an index of an older layout is rebuilt
+#: (2: parent vectors and the BM25F title field)
+LAYOUT = 2
 
 
 def default_model_dir() -> Path | None:
@@ -32,9 +40,13 @@ def default_index_dir(dataset: BeirDataset, suffix: str = "") -> Path:
     return RESULTS / "quality-index" / f"{dataset.name}{suffix}"
 
 
+#: index-shaping settings whose default is spelled out, so that "unset" and "the default" share an index
+INDEX_DEFAULTS = {"RETRIEVAL_PARENT_LEG": "false"}
+
+
 def index_settings(environ: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
     """The index-shaping settings in force: from the environment, overridden by ``--set``."""
-    merged = {**environ, **extra}
+    merged = {**INDEX_DEFAULTS, **environ, **extra}
     return {k: merged[k] for k in INDEX_SETTINGS if k in merged}
 
 
@@ -61,7 +73,8 @@ def model_fingerprint(model_dir: Path | None) -> str:
 def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: Path | None, truncate_tokens: int = 0) -> dict[str, object]:
     """Everything that changes what the index holds; equal keys mean the index can be reused."""
     key: dict[str, object] = {
-        "corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir)
+        "corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir),
+        "layout": LAYOUT,
     }
     if truncate_tokens:
         key["truncate_tokens"] = truncate_tokens

@@ -13,12 +13,15 @@ T = TypeVar("T")
 
 
 def query_text(raw: str, s: Settings, field: str = "query") -> str:
+    """Long text is accepted up to ``query_max_bytes`` (UTF-8); the model reads its first
+    ``max_seq_length`` tokens and keyword search its first ``query_max_terms`` distinct terms."""
     # Zero-width characters trim like white space: a query of nothing else is empty.
     text = trim(raw)
-    if not s.query_min_chars <= len(text) <= s.query_max_chars:
-        raise InvalidArgument(
-            f"{field} must be {s.query_min_chars} to {s.query_max_chars} characters after trimming (got {len(text)})"
-        )
+    if len(text) < s.query_min_chars:
+        raise InvalidArgument(f"{field} must be at least {s.query_min_chars} characters after trimming (got {len(text)})")
+    size = len(text.encode("utf-8"))
+    if size > s.query_max_bytes:
+        raise InvalidArgument(f"{field} must be at most {s.query_max_bytes} bytes in UTF-8 after trimming (got {size})")
     return text
 
 

@@ -3,6 +3,11 @@
 Documents carry term frequencies with BM25 length normalization; queries carry unit weights.
 IDF is applied by the engine (the sparse vector is declared with the IDF modifier), so the
 statistics follow the collection without re-indexing.
+
+The title as a weighted field (BM25F, Robertson et al. 2004, with one length normalization over
+the weighted fields): a term's frequency is ``tf(text) + w * tf(title)`` and the length is
+``len(text) + w * len(title)`` before saturation, which is exactly BM25 over the text followed by
+the title repeated ``w`` times.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ class Bm25Encoder:
     def document(self, text: str) -> SparseVector:
         v = self._model.embed_document(text)
         return SparseVector(tuple(v.indices), tuple(v.values))
+
+    def titled_document(self, text: str, title: str, weight: int) -> SparseVector:
+        """BM25F: the title as a field of weight ``weight`` (an integer, so the repetition is exact)."""
+        return self.document(" ".join([text, *([title] * weight)]) if title and weight > 0 else text)
 
     def query(self, text: str) -> SparseVector:
         v = self._model.embed_query(text)

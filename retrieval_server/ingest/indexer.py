@@ -1,5 +1,10 @@
 """The indexer: load → chunk → embed (batched) → upsert vectors → replace rows → drop stale vectors.
 
+Children and (when the index has parent vectors) parents are embedded in one batch: a parent's
+text is the document title followed by the parent's content, truncated by the embedder to its
+``max_seq_length`` tokens, so a short document is embedded whole. Children also get the BM25F
+keyword vector (title as a field of weight ``title_weight``).
+
 Re-ingesting replaces a document without a window where it is missing: the new version's points
 (stable ids) are written first, then its rows in one transaction, then whatever points belong to
 other versions are deleted. An unchanged document (same content hash) is skipped.
@@ -46,7 +51,9 @@ from retrieval_server.domain import (
     IngestReport,
     InvalidArgument,
     ParentChunk,
+    ParentPoint,
     ResourceExhausted,
+    SparseVector,
     VectorPoint,
     version_of,
 )
@@ -64,6 +71,11 @@ class _Prepared:
     parents: list[ParentChunk]
     children: list[ChildChunk]
     previous: Document | None
+
+
+def _parent_text(title: str, content: str) -> str:
+    """What a parent's vector embeds: the title, then the content (unless it already leads with the title)."""
+    return content if not title or content.startswith(title) else f"{title}\n\n{content}"
 
 
 @dataclass(slots=True)
@@ -94,6 +106,7 @@ class Indexer:
         max_document_bytes: int | None = None,
         disk: DiskSpace | None = None,
         graph: GraphExtractor | None = None,
+        title_weight: int = 2,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -107,6 +120,7 @@ class Indexer:
         self._disk = disk
         self._locks: dict[str, _DocumentLock] = {}
         self._graph = graph
+        self._title_weight = title_weight
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -117,6 +131,8 @@ class Indexer:
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "model": self._embedder.model_id,
                 "graph": self._graph.name if self._graph else None,
+                "title_weight": self._title_weight,
+                "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
             },
             sort_keys=True,
         )
@@ -208,6 +224,9 @@ class Indexer:
 
     async def _store(self, batch: list[_Prepared], errors: list[IngestFailure]) -> list[IngestedDocument]:
         texts = [c.content for p in batch for c in p.children]
+        with_parents = self._vectors.features.parent_vectors
+        if with_parents:
+            texts += [_parent_text(p.document.title, parent.content) for p in batch for parent in p.parents]
         if self._disk is not None:
             try:
                 self._disk.check(estimated_bytes(sum(len(x.encode()) for x in texts), len(texts), self._embedder.dim))
@@ -222,14 +241,34 @@ class Indexer:
             return []
         out: list[IngestedDocument] = []
         row = 0
+        parent_row = sum(len(p.children) for p in batch)
         for p in batch:
             vecs = dense[row : row + len(p.children)]
             row += len(p.children)
-            sparse = await self._executor.run(lambda p=p: [self._sparse.document(c.content) for c in p.children], priority=Priority.BACKGROUND)
+            titled, document, title = self._vectors.features.title_field, p.document, p.document.title
+
+            def sparse_vectors(children: list[ChildChunk] = p.children) -> list[tuple[SparseVector, SparseVector | None]]:
+                return [
+                    (self._sparse.document(c.content), self._sparse.titled_document(c.content, title, self._title_weight) if titled else None)
+                    for c in children
+                ]
+
+            sparse = await self._executor.run(sparse_vectors, priority=Priority.BACKGROUND)
             points = [
-                VectorPoint(child=c, document=p.document, dense=v, sparse=s, version=p.document.version)
-                for c, v, s in zip(p.children, vecs, sparse, strict=True)
+                VectorPoint(child=c, document=document, dense=v, sparse=s, version=document.version, sparse_titled=st)
+                for c, v, (s, st) in zip(p.children, vecs, sparse, strict=True)
             ]
+            parent_points: list[ParentPoint] = []
+            if with_parents:
+                first_child: dict[str, ChildChunk] = {}
+                for c in p.children:
+                    first_child.setdefault(c.parent_chunk_id, c)
+                parent_points = [
+                    ParentPoint(parent, first_child[parent.parent_chunk_id], document, dense[parent_row + i], document.version)
+                    for i, parent in enumerate(p.parents)
+                    if parent.parent_chunk_id in first_child
+                ]
+                parent_row += len(p.parents)
             doc_id = p.document.document_id
             graph = await self._document_graph(p)
             async with self._document_lock(doc_id):
@@ -237,6 +276,8 @@ class Indexer:
                     await self._metadata.begin_write(doc_id)
                     for i in range(0, len(points), self._batch):
                         await self._vectors.upsert(points[i : i + self._batch])
+                    for i in range(0, len(parent_points), self._batch):
+                        await self._vectors.upsert_parents(parent_points[i : i + self._batch])
                     replaced = await self._metadata.replace_document(p.document, p.parents, graph)
                     await self._vectors.delete_document(doc_id, keep_version=p.document.version)
                     await self._metadata.end_write(doc_id)

@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import logging
 import math
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -18,6 +17,8 @@ import numpy as np
 from retrieval_server.backends.reranker import FallbackReranker
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit, version_of
+from retrieval_server.workflow import keyword_leg, parent_leg
+from retrieval_server.workflow.adaptive import leg_weights, query_features
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -25,16 +26,6 @@ from scoring_core import dedup_by_key, group_by_parent, rrf, score_fusion, thres
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-_CODE = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{3,}\b|\b[A-Z]{2,}\b|\b\w+_\w+\b")
-
-
-def adaptive_strategy(query: str) -> Strategy:
-    """Quoted phrases, identifiers and codes, and very short queries lean on keywords."""
-    if '"' in query or _CODE.search(query) or len(query.split()) <= 2:
-        return Strategy.KEYWORD
-    return Strategy.HYBRID
-
 
 def cache_config(state: QueryState) -> str:
     """What makes two requests answerable by the same cached result."""
@@ -128,13 +119,14 @@ def _degrade(state: QueryState, tag: str) -> None:
 async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     s, o = deps.settings, state.options
     iteration = state.iteration + 1
+    # ADAPTIVE runs every hybrid leg and weighs them by the query's form (workflow/adaptive.py).
+    strategy = Strategy.HYBRID if o.strategy is Strategy.ADAPTIVE else o.strategy
     if iteration == 1:
-        strategy = adaptive_strategy(o.query) if o.strategy is Strategy.ADAPTIVE else o.strategy
         pool = o.top_k * s.child_candidates_per_context
         threshold = s.rerank_threshold
     else:
-        # A retry widens: a larger pool, a relaxed threshold, and ADAPTIVE's keyword choice becomes hybrid.
-        strategy = Strategy.HYBRID if o.strategy is Strategy.ADAPTIVE else state.strategy
+        # A retry widens: a larger pool and a relaxed threshold.
+        strategy = state.strategy
         pool = int(state.pool * s.retry_pool_factor)
         threshold = state.rerank_threshold / 2 if state.rerank_threshold > 0 else state.rerank_threshold - 0.5
     feedback = [c.parent.content for c in state.contexts[:5]]
@@ -151,6 +143,8 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
         "analysis": analysis,
         "variant_vectors": [],
     }
+    if o.strategy is Strategy.ADAPTIVE and iteration == 1:
+        update["leg_weights"] = leg_weights(query_features(o.query, deps.sparse, deps.term_stats, s.adaptive), s.adaptive)
     if _uses_dense(strategy):
         main = analysis.rewritten or o.query
         extra = [*analysis.reformulations, *([analysis.hyde] if analysis.hyde else [])]
@@ -176,10 +170,12 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if _uses_dense(strategy) and state.query_vector is not None:
         for i, vec in enumerate([state.query_vector, *state.variant_vectors]):
             jobs[f"dense:{i}"] = lambda v=vec: deps.vectors.search_dense(v, pool, flt)
+        if deps.settings.parent_leg and deps.vectors.features.parent_vectors:
+            jobs["parent:0"] = lambda: deps.vectors.search_parents(state.query_vector, pool, flt)
     if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH):
-        jobs["keyword:0"] = lambda: deps.vectors.search_sparse(deps.sparse.query(text), pool, flt)
-        for i, variant in enumerate(state.analysis.reformulations, start=1):
-            jobs[f"keyword:{i}"] = lambda q=variant: deps.vectors.search_sparse(deps.sparse.query(q), pool, flt)
+        kw = deps.settings.keyword
+        for i, variant in enumerate([text, *state.analysis.reformulations]):
+            jobs[f"keyword:{i}"] = lambda q=variant: keyword_leg.search(deps.vectors, deps.sparse, q, pool, flt, kw)
     # The metadata search runs alongside the vector legs; only mapping its documents to chunks waits for them.
     metadata_search = (
         asyncio.ensure_future(
@@ -197,6 +193,8 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             _degrade(state, f"{leg.split(':')[0]}:store_error")
         else:
             legs[leg] = res
+    if "parent:0" in legs:
+        legs["parent:0"] = parent_leg.as_children(legs["parent:0"], {k: v for k, v in legs.items() if k != "parent:0"})
     if metadata_search is not None:
         try:
             legs["metadata"] = await _metadata_leg(await metadata_search, deps, legs)
@@ -206,7 +204,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     graph_update = await _collect_graph(graph_search, state, legs) if graph_search is not None else {}
     relevance = dict(state.dense_relevance)
     for leg, hits in legs.items():
-        if leg.startswith("dense"):
+        if leg.startswith("dense:"):
             for h in hits:
                 relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
     return {"legs": legs, "dense_relevance": relevance, **graph_update}
@@ -264,14 +262,17 @@ def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: Workfl
     return [dataclasses.replace(hit_of[int(c)], score=float(sc)) for c, sc in zip(fused.ids, fused.scores, strict=True)]
 
 
-def _leg_weight(leg: str, deps: WorkflowDeps, fusion: Fusion) -> float:
-    s = deps.settings
+def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_share: float) -> float:
+    s, w = deps.settings, state.leg_weights
     kind = leg.split(":")[0]
+    # Children and parents are two granularities of one dense signal: they share its weight, so the
+    # parent leg does not tip the dense-vs-keyword balance. ADAPTIVE's balance multiplies on top.
+    adaptive = {"dense": w.dense * dense_share, "parent": w.dense * dense_share, "keyword": w.keyword}.get(kind, 1.0)
     # Under RRF the metadata and graph legs count relative to the strongest vector leg.
     relative = {"metadata": s.metadata_weight, "graph": s.graph_weight}
     if fusion is Fusion.RRF:
-        return relative[kind] / max(s.semantic_weight, s.keyword_weight, 1e-9) if kind in relative else 1.0
-    return {"dense": s.semantic_weight, "keyword": s.keyword_weight, **relative}[kind]
+        return relative[kind] / max(s.semantic_weight, s.keyword_weight, 1e-9) if kind in relative else adaptive
+    return adaptive * {"dense": s.semantic_weight, "parent": s.semantic_weight, "keyword": s.keyword_weight, **relative}[kind]
 
 
 async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -281,8 +282,10 @@ async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if len(legs) == 1:
         # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.
         return {"fused": legs[0][1][: state.pool]}
+    granularities = {leg.split(":")[0] for leg, _ in legs} & {"dense", "parent"}
+    share = 1.0 / max(len(granularities), 1)
     fused = _fuse_lists(
-        [hits for _, hits in legs], [_leg_weight(leg, deps, fusion) for leg, _ in legs], deps, fusion, state.pool
+        [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, share) for leg, _ in legs], deps, fusion, state.pool
     )
     return {"fused": fused}
 

@@ -13,6 +13,8 @@ from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.reranker import Reranker
 from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.workflow.adaptive import AdaptivePolicy, LegWeights, TermStatistics
+from retrieval_server.workflow.keyword_leg import KeywordOptions
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, StageMetric, Strategy, VectorHit
 from retrieval_server.knowledge import Answer, EntityMatch, RouteDecision, ToolResult
@@ -31,7 +33,7 @@ EventSink = Callable[[StreamEvent], None]
 class WorkflowSettings:
     child_candidates_per_context: int = 8
     fusion: Fusion = Fusion.RRF
-    rrf_k: float = 60.0
+    rrf_k: float = 10.0
     semantic_weight: float = 0.7
     keyword_weight: float = 0.3
     metadata_weight: float = 0.3
@@ -56,6 +58,10 @@ class WorkflowSettings:
     answer_max_sentences: int = 3
     answer_min_similarity: float = 0.3
     answer_max_tokens: int = 512
+    #: search the parents' own vectors (multi-granularity) when the index has them
+    parent_leg: bool = False
+    keyword: KeywordOptions = KeywordOptions()
+    adaptive: AdaptivePolicy = AdaptivePolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,8 @@ class WorkflowDeps:
     graph: KnowledgeGraph | None = None
     #: router, tools and answer writer for GENERATION requests (None: rules, the tools, extractive answers)
     assistant: Assistant | None = None
+    #: the index's keyword statistics (ADAPTIVE's rare-term share); None: not kept
+    term_stats: TermStatistics | None = None
 
 
 @dataclass(slots=True)
@@ -89,6 +97,8 @@ class QueryState:
     #: what the caller may read, set once per request before the cache is consulted
     point_filter: PointFilter = field(default_factory=PointFilter)
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)
+    #: ADAPTIVE's weighing of the legs (1, 1 for every other strategy)
+    leg_weights: LegWeights = field(default_factory=LegWeights)
     #: chunk id -> best dense cosine, the relevance signal when nothing reranked
     dense_relevance: dict[str, float] = field(default_factory=dict)
     fused: list[VectorHit] = field(default_factory=list)

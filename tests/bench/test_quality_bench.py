@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.quality.__main__ import main
+from bench.quality.tune import main as tune_main
 
 DOCS = {
     "tides": ("Ocean tides", "Tides rise and fall because the moon's gravity pulls on the oceans."),
@@ -37,6 +38,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": q}) + "\n" for k, (q, _) in QUERIES.items())
                                      + json.dumps({"_id": "unjudged", "text": "not in the test split"}) + "\n")
     (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{k}\t{doc}\t1\n" for k, (_, doc) in QUERIES.items()))
+    # A tuning split of titles -> documents, disjoint from the test queries.
+    (d / "qrels" / "tune.tsv").write_text("query-id\tcorpus-id\tscore\n" + "unjudged\tvaccine\t1\n")
     return d
 
 
@@ -64,6 +67,24 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     dropped = [line.split()[2] for line in (runs / f"{dataset.name}-semantic.run").read_text().splitlines() if line.startswith("eclipse ")]
     assert "eclipse" not in dropped and dropped
     assert second["results"][0]["measures"]["mrr@10"] > rows["semantic"]["measures"]["mrr@10"]
+
+    # Query-time techniques are switched on the command line and share the index (the parent leg,
+    # off by default, too: its setting is part of the index's key).
+    labelled = tmp_path / "labelled.json"
+    assert main([*args[:-4], "--output", str(labelled), "--strategies", "hybrid-rrf", "--parent-leg", "off", "--title-field", "off",
+                 "--prf", "3", "--label=-ablated"]) == 0
+    third = json.loads(labelled.read_text())
+    assert third["index"]["reused"] and [r["name"] for r in third["results"]] == ["hybrid-rrf-ablated"]
+    assert {k: third["settings"][k] for k in ("RETRIEVAL_PARENT_LEG", "RETRIEVAL_KEYWORD_TITLE_FIELD", "RETRIEVAL_PRF_DOCS")} == {
+        "RETRIEVAL_PARENT_LEG": "false", "RETRIEVAL_KEYWORD_TITLE_FIELD": "false", "RETRIEVAL_PRF_DOCS": "3"}
+
+    # The tuner replays the grid over one retrieval per tuning query, on the same index; never on test.
+    tuned = tmp_path / "tune.json"
+    assert tune_main(["--dataset", str(dataset), "--split", "test", "--index-dir", str(index)]) == 2
+    assert tune_main(["--dataset", str(dataset), "--index-dir", str(index), "--bundled-model", "--pool", "16", "--output", str(tuned)]) == 0
+    grid = json.loads(tuned.read_text())
+    assert grid["split"] == "tune" and grid["queries"] == 1
+    assert len(grid["grid"]) == 36 and all(0.0 <= g["ndcg@10"] <= 1.0 for g in grid["grid"] + grid["adaptive"])
 
 
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

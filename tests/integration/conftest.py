@@ -12,7 +12,7 @@ from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
-from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
+from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from tests.support.mariadb import mariadb_server
@@ -33,10 +33,14 @@ def executor() -> Iterator[BlockingExecutor]:
     ex.shutdown()
 
 
-def make_vector_store(kind: str, path: Path, executor: BlockingExecutor, dim: int = DIM, policy: SearchPolicy | None = None) -> VectorStore:
+def make_vector_store(
+    kind: str, path: Path, executor: BlockingExecutor, dim: int = DIM, policy: SearchPolicy | None = None,
+    features: IndexFeatures = IndexFeatures(parent_vectors=True, title_field=True),
+) -> VectorStore:
+    """A store of each kind; by default with every vector the service can index, so each is tested."""
     if kind == "edge":
-        return EdgeVectorStore(path / "edge", dim, executor, policy)
-    return QdrantVectorStore("chunks", dim, path=str(path / "qdrant-local"), policy=policy)
+        return EdgeVectorStore(path / "edge", dim, executor, policy, features=features)
+    return QdrantVectorStore("chunks", dim, path=str(path / "qdrant-local"), policy=policy, features=features)
 
 
 @pytest_asyncio.fixture(params=["edge", "qdrant-local"])

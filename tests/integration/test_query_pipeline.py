@@ -21,7 +21,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DeadlineExceeded, DocumentSource, Fusion, Identity, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.http_servers import json_server, tei_rerank, word_overlap
@@ -77,8 +77,25 @@ async def test_semantic_finds_meaning(app: Application) -> None:
     r = await app.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC))
     assert _docs(r) == ["weather"] and r.metrics.strategy_used is Strategy.SEMANTIC
     assert 0.3 < r.contexts[0].score <= 1.0  # one leg: its cosine similarity, not an RRF score
-    assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
-    assert "rerank:unavailable" in r.metrics.degraded
+
+
+async def test_parent_leg_is_a_second_dense_granularity(app: Application, tmp_path: Path) -> None:
+    """Switched on, an index stores the parents' vectors and SEMANTIC also searches them; children
+    and parents share the dense weight. Off (the default), no parent is embedded at all."""
+    assert not app.vectors.features.parent_vectors
+    with_parents = Application(load_settings(data_dir=tmp_path, cache_backend="none", parent_leg=True))
+    await with_parents.open()
+    try:
+        assert with_parents.vectors.features.parent_vectors
+        assert not (await with_parents.ingest(CORPUS)).errors
+        r = await with_parents.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False))
+        assert _docs(r) == ["weather"]
+        k = with_parents.settings.rrf_k
+        assert r.contexts[0].score == pytest.approx(0.5 / (k + 1) + 0.5 / (k + 1))  # both legs rank it first
+        assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
+        assert "rerank:unavailable" in r.metrics.degraded
+    finally:
+        await with_parents.close()
 
 
 async def test_keyword_finds_the_exact_code(app: Application) -> None:
@@ -87,12 +104,21 @@ async def test_keyword_finds_the_exact_code(app: Application) -> None:
 
 
 async def test_hybrid_uses_metadata_search(app: Application) -> None:
-    # "Zephyr" and "Nimbus" appear only in the title and metadata, never in the text.
-    r = await app.pipeline.query(QueryOptions("Zephyr Nimbus", 1, strategy=Strategy.HYBRID))
+    # "Nimbus" appears only in the metadata, never in the title or the text.
+    r = await app.pipeline.query(QueryOptions("Nimbus", 1, strategy=Strategy.HYBRID))
     assert _docs(r) == ["handbook"] and r.metrics.strategy_used is Strategy.HYBRID
     for other in (Strategy.SEMANTIC, Strategy.KEYWORD):
-        alone = await app.pipeline.query(QueryOptions("Zephyr Nimbus", 1, strategy=other))
+        alone = await app.pipeline.query(QueryOptions("Nimbus", 1, strategy=other))
         assert _docs(alone) != ["handbook"], "the corpus must make the metadata leg necessary"
+
+
+async def test_keyword_leg_searches_the_title_as_a_field(app: Application) -> None:
+    """BM25F: words only in the title reach the keyword leg through the titled vector, not the plain one."""
+    r = await app.pipeline.query(QueryOptions("Zephyr charter", 1, strategy=Strategy.KEYWORD))
+    assert _docs(r) == ["handbook"]
+    q = app.sparse.query("Zephyr charter")
+    assert "handbook" not in {h.document_id for h in await app.vectors.search_sparse(q, 5, PointFilter())}
+    assert "handbook" in {h.document_id for h in await app.vectors.search_sparse(q, 5, PointFilter(), titled=True)}
 
 
 async def test_hybrid_weighted_fusion(app: Application) -> None:
@@ -100,9 +126,10 @@ async def test_hybrid_weighted_fusion(app: Application) -> None:
     assert _docs(r)[0] == "cooking"
 
 
-async def test_adaptive_chooses_from_the_query_form(app: Application) -> None:
+async def test_adaptive_weighs_the_hybrid_legs(app: Application) -> None:
+    """ADAPTIVE never drops a leg: a code and a question both run hybrid and find their document."""
     code = await app.pipeline.query(QueryOptions("XK-4471", 2, strategy=Strategy.ADAPTIVE))
-    assert _docs(code)[0] == "codes" and code.metrics.strategy_used is Strategy.KEYWORD
+    assert _docs(code)[0] == "codes" and code.metrics.strategy_used is Strategy.HYBRID
     question = await app.pipeline.query(QueryOptions("how long should the tomato sauce simmer?", 2, strategy=Strategy.ADAPTIVE))
     assert _docs(question)[0] == "cooking" and question.metrics.strategy_used is Strategy.HYBRID
 
@@ -371,3 +398,12 @@ async def test_tei_failure_without_a_local_model_keeps_the_fused_order(app: Appl
         finally:
             await tei_client.close()
     assert "rerank:failed" in r.metrics.degraded and _docs(r)[0] == "cooking"
+
+
+async def test_a_long_query_is_truncated_for_the_model_not_refused(app: Application) -> None:
+    """A 40 KB text runs every leg: the model reads its first tokens, keyword search its first terms."""
+    text = "how long should the tomato sauce simmer? " + " ".join(f"filler{i}" for i in range(5000))
+    assert len(text.encode()) > 40_000
+    for strategy in ALL_STRATEGIES:
+        r = await app.pipeline.query(QueryOptions(text, 2, strategy=strategy, use_cache=False))
+        assert _docs(r)[0] == "cooking" and not [d for d in r.metrics.degraded if "error" in d or "failed" in d]

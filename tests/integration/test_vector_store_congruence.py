@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.vector_store import SearchPolicy, VectorStore
+import qdrant_edge as qe
+from qdrant_client import AsyncQdrantClient, models
+
+from retrieval_server.backends.vector_store import DENSE, SPARSE, IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.domain import (
     Access,
@@ -16,6 +20,8 @@ from retrieval_server.domain import (
     ChildChunk,
     Document,
     Identity,
+    ParentChunk,
+    ParentPoint,
     PointFilter,
     Role,
     SparseVector,
@@ -138,3 +144,82 @@ async def test_get_chunks_by_id(vector_store: VectorStore) -> None:
     got = await vector_store.get_chunks(["other#p0c0", "missing#p0c0", "pub#p0c0"])
     assert [h.chunk_id for h in got] == ["other#p0c0", "pub#p0c0"]
     assert got[0].content == "text other 0" and got[0].parent_chunk_id == "other#p0"
+
+
+def _parent(doc: Document, p: int, first_child: int, vec: np.ndarray, version: str = "v1") -> ParentPoint:
+    parent = ParentChunk(f"{doc.document_id}#p{p}", doc.document_id, p, f"parent {doc.document_id} {p}", 50)
+    child = ChildChunk(f"{doc.document_id}#p{p}c{first_child}", parent.parent_chunk_id, doc.document_id, first_child, p,
+                       f"text {doc.document_id} {first_child}", 5)
+    return ParentPoint(parent, child, doc, vec, version)
+
+
+async def test_parent_vectors_are_a_leg_of_their_own(vector_store: VectorStore) -> None:
+    """Parent points answer only parent searches, report their first child, obey access and versions."""
+    assert vector_store.features == IndexFeatures(parent_vectors=True, title_field=True)
+    rng = np.random.default_rng(5)
+    child_vecs = await _fill(vector_store)
+    parent_vecs = np.stack([_unit(rng.normal(size=DIM)) for _ in range(4)])
+    await vector_store.upsert_parents([_parent(d, 0, 0, v) for d, v in zip([PUBLIC, PRIVATE, GRANTED, OTHER], parent_vecs)])
+    hits = await vector_store.search_parents(parent_vecs[2], 10, ROOT)
+    assert hits[0].document_id == "granted" and hits[0].score == pytest.approx(1.0, abs=1e-4)
+    assert (hits[0].chunk_id, hits[0].parent_chunk_id, hits[0].content) == ("granted#p0c0", "granted#p0", "text granted 0")
+    assert {h.document_id for h in await vector_store.search_parents(parent_vecs[2], 10, ANON)} == {"pub"}
+    assert {h.document_id for h in await vector_store.search_parents(parent_vecs[2], 10, ALICE)} == {"pub", "priv", "granted"}
+    # Child searches never see parent points, and counts are of children.
+    for v in parent_vecs:
+        assert len(await vector_store.search_dense(v, 10, ROOT)) == 4
+    assert len(await vector_store.search_sparse(SparseVector((7,), (1.0,)), 10, ROOT)) == 4
+    assert await vector_store.count() == 4 and await vector_store.count("pub") == 1
+    assert child_vecs.shape == parent_vecs.shape
+    # A new version's parents replace the old ones; deleting a document removes its parents.
+    await vector_store.upsert_parents([_parent(PUBLIC, 1, 3, parent_vecs[0], "v2")])
+    await vector_store.delete_document("pub", keep_version="v2")
+    assert [h.chunk_id for h in await vector_store.search_parents(parent_vecs[0], 10, ANON)] == ["pub#p1c3"]
+    await vector_store.delete_document("pub")
+    assert await vector_store.search_parents(parent_vecs[0], 10, ANON) == []
+
+
+async def test_titled_keyword_vector_is_searched_on_request(vector_store: VectorStore) -> None:
+    v = _unit(np.ones(DIM))
+    point = dataclasses.replace(_point(PUBLIC, 0, v, terms=(1,)), sparse_titled=SparseVector((1, 9), (1.0, 2.0)))
+    await vector_store.upsert([point])
+    title_only = SparseVector((9,), (1.0,))
+    assert await vector_store.search_sparse(title_only, 5, ANON) == []
+    assert [h.chunk_id for h in await vector_store.search_sparse(title_only, 5, ANON, titled=True)] == ["pub#p0c0"]
+
+
+async def test_term_counts_are_document_frequencies(vector_store: VectorStore) -> None:
+    await _fill(vector_store)  # terms (7, i) per document
+    await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, _unit(np.ones(DIM)))])
+    counts = await vector_store.term_counts(1000)
+    assert counts.points == 4 and counts.df == {7: 4, 0: 1, 1: 1, 2: 1, 3: 1}
+    assert (await vector_store.term_counts(2)).points == 2
+
+
+@pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
+async def test_an_index_from_before_parent_vectors_keeps_working(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Written with only ``dense`` and ``bm25``: it opens, serves and takes writes; the new legs are off."""
+    if kind == "edge":
+        config = qe.EdgeConfig(vectors={DENSE: qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine)},
+                               sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)})
+        (tmp_path / "edge").mkdir()
+        qe.EdgeShard.create(str(tmp_path / "edge"), config).close()
+    else:
+        client = AsyncQdrantClient(path=str(tmp_path / "qdrant-local"))
+        await client.create_collection("chunks", vectors_config={DENSE: models.VectorParams(size=DIM, distance=models.Distance.COSINE)},
+                                       sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)})
+        await client.close()
+    store = make_vector_store(kind, tmp_path, executor)
+    await store.open()
+    try:
+        assert store.features == IndexFeatures(parent_vectors=False, title_field=False)
+        v = _unit(np.ones(DIM))
+        await store.upsert([dataclasses.replace(_point(PUBLIC, 0, v, terms=(4,)), sparse_titled=SparseVector((4, 9), (1.0, 1.0)))])
+        await store.upsert_parents([_parent(PUBLIC, 0, 0, v)])
+        assert [h.chunk_id for h in await store.search_dense(v, 5, ANON)] == ["pub#p0c0"]
+        assert await store.search_parents(v, 5, ANON) == []
+        # The titled search falls back to the plain keyword vector.
+        assert [h.chunk_id for h in await store.search_sparse(SparseVector((4,), (1.0,)), 5, ANON, titled=True)] == ["pub#p0c0"]
+        assert await store.count() == 1
+    finally:
+        await store.close()

@@ -14,7 +14,7 @@ def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
     # No authentication by default, so loopback only (issue #10).
     assert (s.host, s.port, s.auth_mode) == ("127.0.0.1", 50051, "none")
     assert s.vector_backend == "edge" and s.metadata_backend == "sqlite"
-    assert (s.query_max_chars, s.top_k_default, s.top_k_max, s.search_top_k_max) == (4096, 5, 100, 20)
+    assert (s.query_max_bytes, s.top_k_default, s.top_k_max, s.search_top_k_max) == (65_536, 5, 100, 20)
 
 
 def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,12 @@
 """Vector store interface: one child chunk per point, with a dense and a BM25 sparse vector.
 
+Multi-granularity: each parent chunk also gets a point of its own carrying only the ``parent``
+dense vector (the parent embedded whole, title first), so a search over ``parent`` sees whole
+sections and short documents while ``dense`` and ``bm25`` searches see children only (a point
+without a named vector is never returned by a search over it). Child points also carry
+``bm25_titled``, the BM25F-style keyword vector with the document title as a weighted field.
+An index built before these existed keeps working without them (see :class:`IndexFeatures`).
+
 Implementations: :mod:`.edge` (qdrant-edge, embedded) and :mod:`.qdrant` (qdrant-client:
 a Qdrant server, or its local mode). Both build payloads and read hits through this module, so
 the stored shape is the same whichever engine holds it.
@@ -14,16 +21,56 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval_server.domain import PointFilter, SparseVector, VectorHit, VectorPoint
+from retrieval_server.domain import ChildChunk, Document, ParentPoint, PointFilter, SparseVector, VectorHit, VectorPoint
 
 DENSE = "dense"
 SPARSE = "bm25"
+#: a parent chunk's own dense vector (only on parent points)
+PARENT = "parent"
+#: BM25F-style keyword vector: chunk text plus the title as a weighted field (only on child points)
+SPARSE_TITLED = "bm25_titled"
 #: Keyword payload indexes: what every filter touches.
 INDEXED_FIELDS = ("document_id", "access", "readers", "version")
 _POINT_NAMESPACE = uuid.UUID("6f1c2f51-5b8e-4f0e-9a43-7d0f0b7c2a10")
 
 
+@dataclass(frozen=True, slots=True)
+class IndexFeatures:
+    """What an index holds: a new one what the settings ask for (parent vectors only with the
+    parent leg on: embedding every parent costs a third more ingestion), an existing one what it
+    was created with. A leg whose vectors the index lacks is off, and writes omit them, until the
+    documents are re-ingested into a fresh folder or collection."""
+
+    parent_vectors: bool = False
+    title_field: bool = True
+
+    @classmethod
+    def of(cls, dense_names: Sequence[str], sparse_names: Sequence[str]) -> IndexFeatures:
+        return cls(parent_vectors=PARENT in dense_names, title_field=SPARSE_TITLED in sparse_names)
+
+    def lacking(self, wanted: IndexFeatures) -> list[str]:
+        """What ``wanted`` asks for that this index does not hold."""
+        return [name for name, have, want in (("parent vectors", self.parent_vectors, wanted.parent_vectors),
+                                              ("the title field", self.title_field, wanted.title_field)) if want and not have]
+
+
+def legacy_index_message(lacking: Sequence[str]) -> str:
+    return (f"the vector index was built without {' and '.join(lacking)}: those legs are off; "
+            "re-ingest into a fresh data directory (or collection) to enable them")
+
+
+@dataclass(frozen=True, slots=True)
+class TermCounts:
+    """Document frequencies of BM25 term ids over ``points`` child chunks (a sample on large indexes)."""
+
+    points: int
+    df: dict[int, int]
+
+
 class VectorStore(Protocol):
+    #: what the opened index holds (valid after :meth:`open`)
+    features: IndexFeatures
+
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -36,14 +83,29 @@ class VectorStore(Protocol):
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]: ...
 
-    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter) -> list[VectorHit]: ...
+    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
+        """BM25 over the chunks' text; ``titled``: over the text with the title as a weighted field
+        (needs ``features.title_field``)."""
+        ...
+
+    async def upsert_parents(self, points: Sequence[ParentPoint]) -> None:
+        """Write parent points (needs ``features.parent_vectors``); ids are stable per parent chunk."""
+        ...
+
+    async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
+        """Nearest parents; each hit is reported as the parent's first child with the parent's score."""
+        ...
+
+    async def term_counts(self, max_points: int) -> TermCounts:
+        """Document frequencies of the keyword terms over at most ``max_points`` child chunks."""
+        ...
 
     async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
         """The stored chunks with these ids (score 0), in the order given; unknown ids are skipped."""
         ...
 
     async def count(self, document_id: str | None = None, version: str | None = None) -> int:
-        """Points in the collection, of one document, of one version of it."""
+        """Child chunks stored (parent points are not counted): all, of one document, of one version of it."""
         ...
 
     async def optimize(self) -> None:
@@ -77,29 +139,43 @@ def point_id(chunk_id: str) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, chunk_id))
 
 
+def parent_point_id(parent_chunk_id: str) -> str:
+    """Parent chunk ids (``doc#p0``) never equal child ids (``doc#p0c0``), so the ids cannot collide."""
+    return point_id(parent_chunk_id)
+
+
 @dataclass(frozen=True, slots=True)
 class PointParts:
     """A point in engine-neutral pieces; each adapter wraps them in its engine's types."""
 
     id: str
-    dense: list[float]
-    sparse_indices: list[int]
-    sparse_values: list[float]
+    dense: dict[str, list[float]]
+    sparse: dict[str, tuple[list[int], list[float]]]
     payload: dict[str, Any]
 
 
-def point_parts(point: VectorPoint) -> PointParts:
+def point_parts(point: VectorPoint, features: IndexFeatures) -> PointParts:
+    sparse = {SPARSE: (list(point.sparse.indices), list(point.sparse.values))}
+    if features.title_field and point.sparse_titled is not None:
+        sparse[SPARSE_TITLED] = (list(point.sparse_titled.indices), list(point.sparse_titled.values))
     return PointParts(
         id=point_id(point.child.chunk_id),
-        dense=np.asarray(point.dense, dtype=np.float32).tolist(),
-        sparse_indices=list(point.sparse.indices),
-        sparse_values=list(point.sparse.values),
-        payload=point_payload(point),
+        dense={DENSE: np.asarray(point.dense, dtype=np.float32).tolist()},
+        sparse=sparse,
+        payload=_payload(point.child, point.document, point.version),
     )
 
 
-def point_payload(point: VectorPoint) -> dict[str, Any]:
-    c, d = point.child, point.document
+def parent_parts(point: ParentPoint) -> PointParts:
+    return PointParts(
+        id=parent_point_id(point.parent.parent_chunk_id),
+        dense={PARENT: np.asarray(point.dense, dtype=np.float32).tolist()},
+        sparse={},
+        payload={**_payload(point.child, point.document, point.version), "kind": "parent"},
+    )
+
+
+def _payload(c: ChildChunk, d: Document, version: str) -> dict[str, Any]:
     return {
         "chunk_id": c.chunk_id,
         "parent_chunk_id": c.parent_chunk_id,
@@ -110,7 +186,7 @@ def point_payload(point: VectorPoint) -> dict[str, Any]:
         "page": c.page,
         "access": d.access.value,
         "readers": list(d.readers),
-        "version": point.version,
+        "version": version,
     }
 
 
@@ -143,3 +219,8 @@ def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[
     if flt.document_ids:
         must_any.append(("document_id", list(flt.document_ids)))
     return should, must_any
+
+
+def add_term_counts(df: dict[int, int], indices: Sequence[int]) -> None:
+    for t in indices:
+        df[t] = df.get(t, 0) + 1

@@ -8,6 +8,8 @@ never from a query.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,14 +21,26 @@ from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
+    PARENT,
     SPARSE,
+    SPARSE_TITLED,
+    IndexFeatures,
+    legacy_index_message,
+    PointParts,
     SearchPolicy,
+    TermCounts,
     access_clauses,
+    add_term_counts,
     hit_from_payload,
+    parent_parts,
     point_id,
     point_parts,
 )
-from retrieval_server.domain import PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
+from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
+
+log = logging.getLogger(__name__)
+#: counts child chunks only: parent points carry no ``dense`` vector
+_CHILDREN = qe.HasVectorCondition(DENSE)
 
 
 def _filter(flt: PointFilter) -> qe.Filter | None:
@@ -48,6 +62,7 @@ class EdgeVectorStore:
         executor: BlockingExecutor,
         policy: SearchPolicy | None = None,
         read_copy: Callable[[Path], Path] | None = None,
+        features: IndexFeatures = IndexFeatures(),
     ) -> None:
         self._path = path
         self._read_copy = read_copy
@@ -57,20 +72,32 @@ class EdgeVectorStore:
         self.policy = policy or SearchPolicy()
         self._shard: qe.EdgeShard | None = None
         self._write_lock = asyncio.Lock()
+        #: what a new index is created with; an existing one reports what it holds
+        self._wanted = self.features = features
 
     def _config(self) -> qe.EdgeConfig:
-        return qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        )
+        dense = {DENSE: qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)}
+        sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+        if self.features.parent_vectors:
+            dense[PARENT] = qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)
+        if self.features.title_field:
+            sparse[SPARSE_TITLED] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+        return qe.EdgeConfig(vectors=dense, sparse_vectors=sparse)
 
     def _open(self) -> qe.EdgeShard:
         if self._read_copy is not None:
             self._copy = self._read_copy(self._path)
         path = self._copy or self._path
         path.mkdir(parents=True, exist_ok=True)
+        config_file = path / "edge_config.json"
         try:
-            if (path / "edge_config.json").exists():
+            if config_file.exists():
+                # The engine refuses a config whose vectors differ from the stored ones: open an
+                # older index with the vectors it has.
+                saved = json.loads(config_file.read_text())
+                self.features = IndexFeatures.of(list(saved.get("vectors") or {}), list(saved.get("sparse_vectors") or {}))
+                if lacking := self.features.lacking(self._wanted):
+                    log.warning("%s: %s", self._path, legacy_index_message(lacking))
                 shard = qe.EdgeShard.load(str(path), self._config())
             else:
                 shard = qe.EdgeShard.create(str(path), self._config())
@@ -108,18 +135,29 @@ class EdgeVectorStore:
             shutil.rmtree(self._copy, ignore_errors=True)
             self._copy = None
 
-    async def upsert(self, points: Sequence[VectorPoint]) -> None:
-        if not points:
-            return
+    async def _write(self, parts: list[PointParts]) -> None:
         op = qe.UpdateOperation.upsert_points(
             [
-                qe.Point(id=x.id, vector={DENSE: x.dense, SPARSE: qe.SparseVector(indices=x.sparse_indices, values=x.sparse_values)}, payload=x.payload)
-                for x in map(point_parts, points)
+                qe.Point(
+                    id=x.id,
+                    vector={**x.dense, **{n: qe.SparseVector(indices=i, values=v) for n, (i, v) in x.sparse.items()}},
+                    payload=x.payload,
+                )
+                for x in parts
             ]
         )
         async with self._write_lock:
             await self._executor.run(self.shard.update, op, priority=Priority.BACKGROUND)
+
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        if not points:
+            return
+        await self._write([point_parts(p, self.features) for p in points])
         await self._refresh_count()
+
+    async def upsert_parents(self, points: Sequence[ParentPoint]) -> None:
+        if points and self.features.parent_vectors:
+            await self._write([parent_parts(p) for p in points])
 
     async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
         must_not = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))] if keep_version else None
@@ -146,11 +184,38 @@ class EdgeVectorStore:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
         return await self._executor.run(self._query, q, limit, flt)
 
-    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter) -> list[VectorHit]:
+    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
         if not vector.indices:
             return []
-        q = qe.Query.Nearest(qe.SparseVector(indices=list(vector.indices), values=list(vector.values)), using=SPARSE)
+        using = SPARSE_TITLED if titled and self.features.title_field else SPARSE
+        q = qe.Query.Nearest(qe.SparseVector(indices=list(vector.indices), values=list(vector.values)), using=using)
         return await self._executor.run(self._query, q, limit, flt)
+
+    async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
+        if not self.features.parent_vectors:
+            return []
+        q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=PARENT)
+        return await self._executor.run(self._query, q, limit, flt)
+
+    def _term_counts(self, max_points: int) -> TermCounts:
+        df: dict[int, int] = {}
+        seen, offset = 0, None
+        while seen < max_points:
+            records, offset = self.shard.scroll(
+                qe.ScrollRequest(limit=min(1024, max_points - seen), offset=offset, with_vector=[SPARSE], with_payload=False,
+                                 filter=qe.Filter(must=[_CHILDREN]))
+            )
+            for r in records:
+                v = (r.vector or {}).get(SPARSE)
+                if v is not None:
+                    add_term_counts(df, v.indices)
+            seen += len(records)
+            if offset is None or not records:
+                break
+        return TermCounts(seen, df)
+
+    async def term_counts(self, max_points: int) -> TermCounts:
+        return await self._executor.run(self._term_counts, max_points)
 
     async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
         if not chunk_ids:
@@ -160,8 +225,9 @@ class EdgeVectorStore:
         return [by_id[c] for c in chunk_ids if c in by_id]
 
     async def count(self, document_id: str | None = None, version: str | None = None) -> int:
-        must = [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v]
-        return await self._executor.run(self.shard.count, qe.CountRequest(filter=qe.Filter(must=must) if must else None, exact=True))
+        must: list = [_CHILDREN]
+        must += [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        return await self._executor.run(self.shard.count, qe.CountRequest(filter=qe.Filter(must=must), exact=True))
 
     async def optimize(self) -> None:
         async with self._write_lock:

@@ -6,6 +6,7 @@ a stand-in for the server's code path since no server binary can run here.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Sequence
 
@@ -15,14 +16,26 @@ from qdrant_client import AsyncQdrantClient, models
 from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
+    PARENT,
     SPARSE,
+    SPARSE_TITLED,
+    IndexFeatures,
+    legacy_index_message,
+    PointParts,
     SearchPolicy,
+    TermCounts,
     access_clauses,
+    add_term_counts,
     hit_from_payload,
+    parent_parts,
     point_id,
     point_parts,
 )
-from retrieval_server.domain import PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
+from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
+
+log = logging.getLogger(__name__)
+#: counts child chunks only: parent points carry no ``dense`` vector
+_CHILDREN = models.HasVectorCondition(has_vector=DENSE)
 
 # Local mode says that it ignores payload indexes and search params; the server uses them.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
@@ -54,10 +67,13 @@ class QdrantVectorStore:
         api_key: str | None = None,
         timeout_s: float = 30.0,
         policy: SearchPolicy | None = None,
+        features: IndexFeatures = IndexFeatures(),
     ) -> None:
         self._collection = collection
         self._dim = dim
         self.policy = policy or SearchPolicy()
+        #: what a new collection is created with; an existing one reports what it holds
+        self._wanted = self.features = features
         if url:
             self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=int(timeout_s))
         elif path == ":memory:":
@@ -71,13 +87,21 @@ class QdrantVectorStore:
         except Exception as exc:
             raise Unavailable(f"Qdrant is unreachable: {exc}") from exc
         if not exists:
+            dense = models.VectorParams(size=self._dim, distance=models.Distance.COSINE)
+            sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
             await self._client.create_collection(
                 self._collection,
-                vectors_config={DENSE: models.VectorParams(size=self._dim, distance=models.Distance.COSINE)},
-                sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                vectors_config={DENSE: dense, **({PARENT: dense} if self.features.parent_vectors else {})},
+                sparse_vectors_config={SPARSE: sparse, **({SPARSE_TITLED: sparse} if self.features.title_field else {})},
             )
             for name in INDEXED_FIELDS:
                 await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.KEYWORD)
+        else:
+            params = (await self._client.get_collection(self._collection)).config.params
+            vectors = params.vectors if isinstance(params.vectors, dict) else {}
+            self.features = IndexFeatures.of(list(vectors), list(params.sparse_vectors or {}))
+            if lacking := self.features.lacking(self._wanted):
+                log.warning("collection %s: %s", self._collection, legacy_index_message(lacking))
         await self._refresh_count()
 
     async def _refresh_count(self) -> None:
@@ -86,22 +110,29 @@ class QdrantVectorStore:
     async def close(self) -> None:
         await self._client.close()
 
-    async def upsert(self, points: Sequence[VectorPoint]) -> None:
-        if not points:
-            return
+    async def _write(self, parts: list[PointParts]) -> None:
         await self._client.upsert(
             self._collection,
             points=[
                 models.PointStruct(
                     id=x.id,
-                    vector={DENSE: x.dense, SPARSE: models.SparseVector(indices=x.sparse_indices, values=x.sparse_values)},
+                    vector={**x.dense, **{n: models.SparseVector(indices=i, values=v) for n, (i, v) in x.sparse.items()}},
                     payload=x.payload,
                 )
-                for x in map(point_parts, points)
+                for x in parts
             ],
             wait=True,
         )
+
+    async def upsert(self, points: Sequence[VectorPoint]) -> None:
+        if not points:
+            return
+        await self._write([point_parts(p, self.features) for p in points])
         await self._refresh_count()
+
+    async def upsert_parents(self, points: Sequence[ParentPoint]) -> None:
+        if points and self.features.parent_vectors:
+            await self._write([parent_parts(p) for p in points])
 
     async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
         must_not = (
@@ -138,11 +169,33 @@ class QdrantVectorStore:
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, limit, flt)
 
-    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter) -> list[VectorHit]:
+    async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
         if not vector.indices:
             return []
         q = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
-        return await self._query(q, SPARSE, limit, flt)
+        return await self._query(q, SPARSE_TITLED if titled and self.features.title_field else SPARSE, limit, flt)
+
+    async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
+        if not self.features.parent_vectors:
+            return []
+        return await self._query(np.asarray(vector, dtype=np.float32).tolist(), PARENT, limit, flt)
+
+    async def term_counts(self, max_points: int) -> TermCounts:
+        df: dict[int, int] = {}
+        seen, offset = 0, None
+        while seen < max_points:
+            records, offset = await self._client.scroll(
+                self._collection, scroll_filter=models.Filter(must=[_CHILDREN]), limit=min(1024, max_points - seen),
+                offset=offset, with_payload=False, with_vectors=[SPARSE],
+            )
+            for r in records:
+                v = (r.vector or {}).get(SPARSE) if isinstance(r.vector, dict) else None
+                if v is not None:
+                    add_term_counts(df, v.indices)
+            seen += len(records)
+            if offset is None or not records:
+                break
+        return TermCounts(seen, df)
 
     async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
         if not chunk_ids:
@@ -152,8 +205,9 @@ class QdrantVectorStore:
         return [by_id[c] for c in chunk_ids if c in by_id]
 
     async def count(self, document_id: str | None = None, version: str | None = None) -> int:
-        must = [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v]
-        flt = models.Filter(must=must) if must else None
+        must = [_CHILDREN]
+        must += [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        flt = models.Filter(must=must)
         return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
 
     async def optimize(self) -> None:

@@ -1,0 +1,166 @@
+"""Choose fusion and ADAPTIVE parameters on a tuning split, never on test qrels.
+
+    python -m bench.quality.tune --dataset bench/results/datasets/pydoc-long --split tune \\
+        --index-dir /work/quality-indexes/pydoc-long-index
+
+Runs in-process against an index that ``bench.quality`` built (stop any server on it first: the
+embedded engine allows one process per folder). Every leg is retrieved once per query with the
+service's own code (query analysis, the dense, parent, keyword and metadata legs); the candidate
+parameters are then replayed over those lists with the service's fusion, so a grid of hundreds
+of settings costs one retrieval per query. A document ranks by its best fused chunk, as in
+``bench.quality``. Prints the best settings and the grid (JSON with ``--output``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import itertools
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import ir_measures
+from ir_measures import nDCG
+
+from bench.beir import BeirDataset
+from bench.quality import index as bench_index
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import Fusion, Identity, QueryOptions, Role, Strategy, VectorHit
+from retrieval_server.workflow import keyword_leg, nodes
+from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, leg_weights, query_features
+from retrieval_server.workflow.state import QueryState
+
+MEASURE = nDCG @ 10
+RRF_K = (10.0, 30.0, 60.0, 100.0)
+GAINS = (-3.0, -2.0, -1.0, 0.0, 1.0, 2.0)
+
+
+@dataclasses.dataclass(slots=True)
+class Retrieved:
+    features: QueryFeatures
+    legs: dict[str, list[VectorHit]]
+
+
+async def retrieve_all(app: Application, queries: dict[str, str], pool: int) -> dict[str, Retrieved]:
+    deps = app.pipeline.deps
+    out: dict[str, Retrieved] = {}
+    admin = Identity("tuner", Role.SUPER_ADMIN)
+    for qid, text in queries.items():
+        state = QueryState(options=QueryOptions(text, pool // deps.settings.child_candidates_per_context, strategy=Strategy.HYBRID,
+                                                use_cache=False, identity=admin))
+        for node in (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve):
+            for k, v in (await node(state, deps)).items():
+                setattr(state, k, v)
+        legs = dict(state.legs)
+        kw = deps.settings.keyword
+        plain = dataclasses.replace(kw, titled=False)
+        legs["keyword-plain:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, plain)
+        prf = dataclasses.replace(kw, prf_docs=10)
+        legs["keyword-prf:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, prf)
+        out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs)
+    return out
+
+
+def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, parent: str, keyword: str,
+         policy: AdaptivePolicy | None) -> dict[str, dict[str, float]]:
+    """One setting replayed: ``parent`` is ``off``, ``full`` (a dense leg of its own weight) or
+    ``shared`` (children and parents share the dense weight, as the service does)."""
+    deps = dataclasses.replace(app.pipeline.deps, settings=dataclasses.replace(app.pipeline.deps.settings, rrf_k=rrf_k))
+    run: dict[str, dict[str, float]] = {}
+    for qid, r in retrieved.items():
+        w = leg_weights(r.features, policy) if policy is not None else None
+        lists, weights = [], []
+        for leg, hits in r.legs.items():
+            kind = leg.split(":")[0]
+            if not hits or (kind == "parent" and parent == "off") or (kind.startswith("keyword") and kind != keyword):
+                continue
+            lists.append(hits)
+            base = 0.5 if parent == "shared" and kind in ("dense", "parent") else 1.0
+            if kind == "metadata":
+                s = deps.settings
+                base = s.metadata_weight / max(s.semantic_weight, s.keyword_weight, 1e-9)
+            elif w is not None:
+                base *= w.dense if kind in ("dense", "parent") else w.keyword
+            weights.append(base)
+        fused = nodes._fuse_lists(lists, weights, deps, Fusion.RRF, 10_000)
+        docs: dict[str, float] = {}
+        for h in fused:
+            docs[h.document_id] = max(docs.get(h.document_id, float("-inf")), h.score)
+        run[qid] = docs
+    return run
+
+
+def score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
+    return float(ir_measures.calc_aggregate([MEASURE], qrels, run)[MEASURE])
+
+
+async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | None = None) -> dict[str, object]:
+    queries, qrels = dataset.queries(), dataset.qrels()
+    if cache is not None and cache.is_file():
+        retrieved = pickle.loads(cache.read_bytes())
+    else:
+        retrieved = await retrieve_all(app, queries, pool)
+        if cache is not None:
+            cache.write_bytes(pickle.dumps(retrieved))
+    grid = []
+    for rrf_k, parent, keyword in itertools.product(RRF_K, ("shared", "full", "off"), ("keyword", "keyword-plain", "keyword-prf")):
+        grid.append({"rrf_k": rrf_k, "parent": parent, "keyword": keyword,
+                     "ndcg@10": score(qrels, _run(app, retrieved, rrf_k=rrf_k, parent=parent, keyword=keyword, policy=None))})
+    fixed = max(grid, key=lambda g: g["ndcg@10"])
+    # ADAPTIVE's gains are tuned on top of the service's configured legs, as it will run.
+    s = app.pipeline.deps.settings
+    base = {"rrf_k": s.rrf_k, "parent": "shared" if s.parent_leg else "off", "keyword": "keyword" if s.keyword.titled else "keyword-plain"}
+    adaptive = []
+    for rare, ident, quoted in itertools.product(GAINS, GAINS, (0.0, 1.0, 2.0)):
+        policy = AdaptivePolicy(rare_gain=rare, identifier_gain=ident, quoted_gain=quoted)
+        run = _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=policy)
+        adaptive.append({"rare_gain": rare, "identifier_gain": ident, "quoted_gain": quoted, "ndcg@10": score(qrels, run)})
+    return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries), "best_fixed": fixed, "adaptive_base": base,
+            "best_adaptive": max(adaptive, key=lambda g: g["ndcg@10"]), "grid": grid, "adaptive": adaptive}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.quality.tune", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", type=Path, required=True)
+    p.add_argument("--split", default="tune", help="qrels/<split>.tsv: a tuning split (never test)")
+    p.add_argument("--index-dir", type=Path, required=True, help="an index built by bench.quality for this corpus")
+    p.add_argument("--model-dir", type=Path, default=None, help="the index's model (default: as bench.quality)")
+    p.add_argument("--bundled-model", action="store_true", help="the service's bundled int8 model")
+    p.add_argument("--pool", type=int, default=800, help="child hits per leg (bench.quality: top_k 200 contexts x 8 = 1600)")
+    p.add_argument("--output", type=Path)
+    p.add_argument("--cache", type=Path, help="keep the retrieved legs here (pickle) and replay from them on the next run")
+    args = p.parse_args(argv)
+    if args.split == "test":
+        print("tuning on the test split is what this tool exists to avoid", file=sys.stderr)
+        return 2
+    dataset = BeirDataset(args.dataset.resolve(), args.split)
+    dataset.check()
+    model_dir = None if args.bundled_model else (args.model_dir or bench_index.default_model_dir())
+    overrides: dict[str, object] = {"data_dir": args.index_dir.resolve(), "cache_backend": "none", "metrics_enabled": False,
+                                    "read_only": True, "log_level": "WARNING"}
+    if model_dir is not None:
+        overrides["model_dir"] = model_dir.resolve()
+
+    async def go() -> dict[str, object]:
+        app = Application(load_settings(**overrides))
+        await app.open()
+        if not app.vectors.features.parent_vectors:
+            print("the index holds no parent vectors: the parent settings replay as 'off' (build it with --parent-leg on)", file=sys.stderr)
+        try:
+            return await tune(app, dataset, args.pool, args.cache)
+        finally:
+            await app.close()
+
+    result = asyncio.run(go())
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2))
+    print(json.dumps({k: result[k] for k in ("dataset", "split", "queries", "best_fixed", "best_adaptive")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""ADAPTIVE: the hybrid legs, weighed by what the query looks like instead of dropping one.
+
+Features hold up on long and short queries because they are shares, not presences: one acronym
+in a 200-word question is a small share of its tokens.
+
+- ``tokens``: words in the query;
+- ``rare_share``: of the query's keyword terms that the index knows, the share that are rare by
+  the index's own statistics (in at most ``RARE_DF`` of the chunks sampled);
+- ``identifier_share``: tokens that look like codes (letters with digits, ALL-CAPS, snake_case);
+- ``quoted_share``: tokens inside double quotes.
+
+The decision is a keyword-vs-dense balance: ``z`` = ``RARE_GAIN * (rare_share - RARE_CENTER) +
+IDENTIFIER_GAIN * identifier_share + QUOTED_GAIN * quoted_share``, clamped to ``±MAX_LOG_RATIO``;
+the keyword leg's RRF weight is ``exp(z / 2)`` and the dense legs' ``exp(-z / 2)``. ``z = 0`` is
+exactly HYBRID. The constants were chosen on the tuning set of ``bench.quality.tune`` (pseudo
+queries, never a test split); see the README's quality section.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.vector_store import TermCounts, VectorStore
+
+_WORD = re.compile(r"[\w][\w.-]*")
+_IDENTIFIER = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[\w.-]{2,}$|^[A-Z]{2,}[\w-]*$|^\w+_\w+$")
+_QUOTED = re.compile(r'"([^"]+)"')
+
+# bench.quality.tune on the pydoc-long tuning split (150 long queries, 150 titles) preferred a
+# rare-term gain of -2 (nDCG@10 0.851 against HYBRID's 0.840), but that did not carry over to
+# SciFact (0.695 against HYBRID's 0.722), and the biomedical tuning split (SciFact titles) was
+# too easy to tell (1.0 everywhere): a gain one domain supports and no other confirms is not
+# adopted, so it is 0. The identifier and quoted gains moved the tuning score by at most 0.001
+# (few codes, no quotes there); they are set by principle: an exact-match intent leans on keywords.
+RARE_DF = 0.001
+RARE_CENTER = 0.5
+RARE_GAIN = 0.0
+IDENTIFIER_GAIN = 1.0
+QUOTED_GAIN = 1.0
+MAX_LOG_RATIO = math.log(4.0)
+
+
+@dataclass(slots=True)
+class TermStatistics:
+    """Document frequencies of keyword terms, refreshed off the request path after writes."""
+
+    counts: TermCounts | None = None
+
+    async def refresh(self, vectors: VectorStore, max_points: int) -> None:
+        self.counts = await vectors.term_counts(max_points) if max_points > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryFeatures:
+    tokens: int
+    rare_share: float
+    identifier_share: float
+    quoted_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptivePolicy:
+    rare_df: float = RARE_DF
+    rare_center: float = RARE_CENTER
+    rare_gain: float = RARE_GAIN
+    identifier_gain: float = IDENTIFIER_GAIN
+    quoted_gain: float = QUOTED_GAIN
+    max_log_ratio: float = MAX_LOG_RATIO
+
+
+@dataclass(frozen=True, slots=True)
+class LegWeights:
+    """RRF weight multipliers per leg kind (``dense`` covers the parent leg too)."""
+
+    dense: float = 1.0
+    keyword: float = 1.0
+    features: QueryFeatures | None = field(default=None, compare=False)
+
+
+def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
+    words = _WORD.findall(query)
+    n = max(len(words), 1)
+    identifiers = sum(1 for w in words if _IDENTIFIER.match(w.strip(".-")))
+    quoted = sum(len(_WORD.findall(m)) for m in _QUOTED.findall(query))
+    rare = 0.0
+    counts = stats.counts if stats is not None else None
+    if counts is not None and counts.points > 0:
+        known = [counts.df[t] for t in set(sparse.query(query).indices) if t in counts.df]
+        if known:
+            rare = sum(1 for df in known if df <= policy.rare_df * counts.points) / len(known)
+    return QueryFeatures(len(words), rare, identifiers / n, min(quoted / n, 1.0))
+
+
+def leg_weights(features: QueryFeatures, policy: AdaptivePolicy) -> LegWeights:
+    z = (
+        policy.rare_gain * (features.rare_share - policy.rare_center)
+        + policy.identifier_gain * features.identifier_share
+        + policy.quoted_gain * features.quoted_share
+    )
+    z = max(-policy.max_log_ratio, min(policy.max_log_ratio, z))
+    return LegWeights(dense=math.exp(-z / 2), keyword=math.exp(z / 2), features=features)

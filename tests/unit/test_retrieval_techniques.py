@@ -1,0 +1,107 @@
+"""The pieces of the retrieval techniques that are pure functions: RM3, ADAPTIVE's features and
+weights, the parent leg's mapping onto children, and the long-query set builder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.quality.longset import build
+from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.vector_store import TermCounts
+from retrieval_server.domain import SparseVector, VectorHit
+from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features
+from retrieval_server.workflow.keyword_leg import query_vector, rm3
+from retrieval_server.workflow.parent_leg import as_children
+
+BM25 = Bm25Encoder()
+
+
+def test_rm3_mixes_the_query_with_the_feedback_model() -> None:
+    q = SparseVector((1, 2), (1.0, 1.0))
+    docs = [(SparseVector((2, 3, 4), (1.0, 2.0, 1.0)), 3.0), (SparseVector((3, 5), (1.0, 1.0)), 1.0)]
+    v = rm3(q, docs, terms=2, query_weight=0.5)
+    out = dict(zip(v.indices, v.values, strict=True))
+    # p(t|R): 3 -> 0.75*0.5 + 0.25*0.5 = 0.5; 2 and 4 -> 0.1875; 5 -> 0.125. Top 2: 3, then 2 (id breaks the tie).
+    assert out == pytest.approx({1: 0.25, 2: 0.25 + 0.5 * 0.1875 / 0.6875, 3: 0.5 * 0.5 / 0.6875})
+    assert sum(out.values()) == pytest.approx(1.0)
+    assert rm3(q, [], 10, 0.5) == q and rm3(q, [(SparseVector((3,), (1.0,)), 0.0)], 10, 0.5) == q
+
+
+def test_long_queries_are_bounded_to_their_first_terms() -> None:
+    text = " ".join(f"word{i}x" for i in range(2000))
+    assert len(BM25.query(text).indices) == 2000
+    bounded = query_vector(BM25, text, 512)
+    assert bounded.indices == BM25.query(text).indices[:512]
+
+
+def test_titled_document_repeats_the_title_as_a_weighted_field() -> None:
+    assert BM25.titled_document("some body text", "Zephyr", 2) == BM25.document("some body text Zephyr Zephyr")
+    assert BM25.titled_document("some body text", "Zephyr", 0) == BM25.document("some body text")
+    assert BM25.titled_document("some body text", "", 3) == BM25.document("some body text")
+
+
+def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
+    policy = AdaptivePolicy()
+    short = query_features("IL-10 DNA", BM25, None, policy)
+    assert short.identifier_share == 1.0
+    long = query_features("IL-10 " + "the patients improved markedly after the treatment " * 25, BM25, None, policy)
+    assert long.tokens == 176 and long.identifier_share == pytest.approx(1 / 176)
+    quoted = query_features('find "exact phrase here" now', BM25, None, policy)
+    assert quoted.quoted_share == pytest.approx(3 / 5)
+
+
+def test_rare_share_uses_the_index_statistics() -> None:
+    common, rare = BM25.query("protein").indices[0], BM25.query("zeolite").indices[0]
+    stats = TermStatistics(TermCounts(10_000, {common: 5_000, rare: 3}))
+    f = query_features("protein zeolite unknownterm", BM25, stats, AdaptivePolicy())
+    assert f.rare_share == 0.5  # of the two terms the index knows, one is rare
+
+
+def test_leg_weights_balance_keyword_against_dense_and_zero_is_hybrid() -> None:
+    f = QueryFeatures(tokens=3, rare_share=0.0, identifier_share=1.0, quoted_share=0.0)
+    hybrid = AdaptivePolicy(rare_gain=0.0, identifier_gain=0.0, quoted_gain=0.0)
+    assert (leg_weights(f, hybrid).dense, leg_weights(f, hybrid).keyword) == (1.0, 1.0)
+    # The shipped policy leans an all-identifier query towards keywords.
+    assert leg_weights(f, AdaptivePolicy()).keyword > 1.0 > leg_weights(f, AdaptivePolicy()).dense
+    w = leg_weights(f, AdaptivePolicy(identifier_gain=1.0))
+    assert w.keyword == pytest.approx(math.exp(0.5)) and w.dense * w.keyword == pytest.approx(1.0)
+    capped = leg_weights(f, AdaptivePolicy(identifier_gain=100.0))
+    assert capped.keyword / capped.dense == pytest.approx(4.0)
+
+
+def _hit(chunk: str, score: float = 0.0) -> VectorHit:
+    doc, rest = chunk.split("#")
+    return VectorHit(chunk, f"{doc}#{rest.split('c')[0]}", doc, 0, 0, chunk, 0, score)
+
+
+def test_parent_hits_become_the_child_the_other_legs_ranked_best() -> None:
+    parents = [_hit("a#p0c0", 0.9), _hit("b#p1c4", 0.8)]
+    legs = {"dense:0": [_hit("x#p0c0"), _hit("a#p0c2"), _hit("a#p0c1")], "keyword:0": [_hit("a#p0c1")]}
+    out = as_children(parents, legs)
+    # a#p0: ranked first by the keyword leg (rank 0) -> c1; b#p1 is in no other leg -> its first child.
+    assert [(h.chunk_id, h.score) for h in out] == [("a#p0c1", 0.9), ("b#p1c4", 0.8)]
+
+
+def test_long_query_set_cuts_sections_into_query_and_document(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "library"
+    src.mkdir(parents=True)
+    para = "This paragraph explains the module in enough plain words to count as prose for the set. " * 3
+    long_section = "\n\n".join(f"Part {i}. {para}" for i in range(8))
+    (src / "demo.rst.txt").write_text(
+        f"Demo module\n===========\n\n{long_section}\n\nShort one\n---------\n\n{para}\n\n.. note::\n   skipped\n"
+    )
+    counts = build(tmp_path / "src", tmp_path / "out")
+    corpus = [json.loads(line) for line in (tmp_path / "out" / "corpus.jsonl").read_text().splitlines()]
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (tmp_path / "out" / "queries.jsonl").read_text().splitlines())}
+    assert counts["documents"] == 2 == len(corpus)
+    qrels = (tmp_path / "out" / "qrels" / "test.tsv").read_text().splitlines()[1:] + (
+        tmp_path / "out" / "qrels" / "tune.tsv").read_text().splitlines()[1:]
+    assert [line.split("\t")[1] for line in qrels if line.startswith("q:")] == ["library/demo#0"]
+    doc = next(d for d in corpus if d["_id"] == "library/demo#0")
+    assert doc["title"] == "Demo module" and queries["q:library/demo#0"] not in doc["text"]
+    assert len(queries["q:library/demo#0"].split()) + len(doc["text"].split()) == len(long_section.split())
+    assert "skipped" not in json.dumps(corpus)
