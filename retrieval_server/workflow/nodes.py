@@ -146,36 +146,47 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     if o.strategy is Strategy.ADAPTIVE and iteration == 1:
         update["leg_weights"] = leg_weights(query_features(o.query, deps.sparse, deps.term_stats, s.adaptive), s.adaptive)
     if _uses_dense(strategy):
+        # Only what a dense leg will search for is embedded, and not here: retrieve embeds it while
+        # the keyword, metadata and graph legs, which need no vector, already run.
         main = analysis.rewritten or o.query
         extra = [*analysis.reformulations, *([analysis.hyde] if analysis.hyde else [])]
-        texts = ([] if state.query_vector is not None and main == o.query else [main]) + extra
-        try:
-            vectors = await deps.embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
-        except Exception:
-            # An embedding failure degrades to keyword search instead of failing the request.
-            log.warning("query embedding failed; falling back to keyword search", exc_info=True)
-            _degrade(state, "dense:embedding_failed")
-            update["strategy"] = Strategy.KEYWORD
-            return update
-        if texts and texts[0] == main and (state.query_vector is None or main != o.query):
-            update["query_vector"], vectors = vectors[0], vectors[1:]
-        update["variant_vectors"] = list(vectors)
+        update["embed_texts"] = ([] if state.query_vector is not None and main == o.query else [main]) + extra
+    else:
+        update["embed_texts"] = []
     return update
 
 
+async def _query_vectors(state: QueryState, deps: WorkflowDeps) -> list[np.ndarray] | None:
+    """The dense legs' vectors: the (rewritten) query's, then its variants'; None when the model failed."""
+    texts = state.embed_texts
+    try:
+        vectors = list(await deps.embedder.embed(texts)) if texts else []
+    except Exception:
+        log.warning("query embedding failed; falling back to keyword search", exc_info=True)
+        return None
+    main = state.analysis.rewritten or state.options.query
+    if state.query_vector is None or main != state.options.query:
+        return vectors
+    return [state.query_vector, *vectors]
+
+
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    """Every leg at once: the query's embedding and the dense legs after it run beside the keyword,
+    metadata and graph legs, so the slowest chain, not the sum of them, is what a query waits for."""
     o, strategy, flt, pool = state.options, state.strategy, state.point_filter, state.pool
     text = state.analysis.rewritten or o.query
+    dense = _uses_dense(strategy) and (state.query_vector is not None or bool(state.embed_texts))
+    embedding = asyncio.ensure_future(_query_vectors(state, deps)) if dense else None
     jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]] = {}
-    if _uses_dense(strategy) and state.query_vector is not None:
-        for i, vec in enumerate([state.query_vector, *state.variant_vectors]):
-            jobs[f"dense:{i}"] = lambda v=vec: deps.vectors.search_dense(v, pool, flt)
+    if embedding is not None:
+        variants = len(state.analysis.reformulations) + (1 if state.analysis.hyde else 0)
+        for i in range(1 + variants):
+            jobs[f"dense:{i}"] = lambda i=i: _after_embedding(embedding, i, lambda v: deps.vectors.search_dense(v, pool, flt))
         if deps.settings.parent_leg and deps.vectors.features.parent_vectors:
-            jobs["parent:0"] = lambda: deps.vectors.search_parents(state.query_vector, pool, flt)
-    if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH):
-        kw = deps.settings.keyword
-        for i, variant in enumerate([text, *state.analysis.reformulations]):
-            jobs[f"keyword:{i}"] = lambda q=variant: keyword_leg.search(deps.vectors, deps.sparse, q, pool, flt, kw)
+            jobs["parent:0"] = lambda: _after_embedding(embedding, 0, lambda v: deps.vectors.search_parents(v, pool, flt))
+    keyword = strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH)
+    if keyword:
+        jobs.update(_keyword_jobs(state, deps, text))
     # The metadata search runs alongside the vector legs; only mapping its documents to chunks waits for them.
     metadata_search = (
         asyncio.ensure_future(
@@ -185,14 +196,21 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         else None
     )
     graph_search = asyncio.ensure_future(graph_leg(state, deps)) if uses_graph(state, deps) else None
-    results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
-    legs: dict[str, list[VectorHit]] = {}
-    for leg, res in zip(jobs, results, strict=True):
-        if isinstance(res, BaseException):
-            log.error("retrieval leg %s failed after retries: %s", leg, res)
-            _degrade(state, f"{leg.split(':')[0]}:store_error")
-        else:
-            legs[leg] = res
+    legs = await _run_legs(state, deps, jobs)
+    update: dict[str, Any] = {}
+    vectors = await embedding if embedding is not None else None
+    if embedding is not None and vectors is None:
+        # An embedding failure degrades to keyword search instead of failing the request.
+        _degrade(state, "dense:embedding_failed")
+        legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in ("dense", "parent")}
+        if not keyword:
+            legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
+        if metadata_search is not None:
+            metadata_search.cancel()
+            metadata_search = None
+        update["strategy"] = Strategy.KEYWORD
+    elif vectors is not None:
+        update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1:]
     if "parent:0" in legs:
         legs["parent:0"] = parent_leg.as_children(legs["parent:0"], {k: v for k, v in legs.items() if k != "parent:0"})
     if metadata_search is not None:
@@ -207,7 +225,35 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         if leg.startswith("dense:"):
             for h in hits:
                 relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
-    return {"legs": legs, "dense_relevance": relevance, **graph_update}
+    return {**update, "legs": legs, "dense_relevance": relevance, **graph_update}
+
+
+async def _after_embedding(
+    embedding: asyncio.Future[list[np.ndarray] | None], i: int, search: Callable[[np.ndarray], Awaitable[list[VectorHit]]]
+) -> list[VectorHit]:
+    # Shielded: one leg's cancellation must not cancel the embedding every dense leg waits for.
+    vectors = await asyncio.shield(embedding)
+    return [] if vectors is None else await search(vectors[i])
+
+
+def _keyword_jobs(state: QueryState, deps: WorkflowDeps, text: str) -> dict[str, Callable[[], Awaitable[list[VectorHit]]]]:
+    kw, pool, flt = deps.settings.keyword, state.pool, state.point_filter
+    return {
+        f"keyword:{i}": lambda q=variant: keyword_leg.search(deps.vectors, deps.sparse, q, pool, flt, kw)
+        for i, variant in enumerate([text, *state.analysis.reformulations])
+    }
+
+
+async def _run_legs(state: QueryState, deps: WorkflowDeps, jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]]) -> dict[str, list[VectorHit]]:
+    results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
+    legs: dict[str, list[VectorHit]] = {}
+    for leg, res in zip(jobs, results, strict=True):
+        if isinstance(res, BaseException):
+            log.error("retrieval leg %s failed after retries: %s", leg, res)
+            _degrade(state, f"{leg.split(':')[0]}:store_error")
+        else:
+            legs[leg] = res
+    return legs
 
 
 async def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:

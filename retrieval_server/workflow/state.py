@@ -94,6 +94,8 @@ class QueryState:
     query_vector: np.ndarray | None = None
     analysis: Analysis = field(default_factory=Analysis)
     variant_vectors: list[np.ndarray] = field(default_factory=list)
+    #: what retrieve embeds for the dense legs: the (rewritten) query unless its vector is known, then the variants
+    embed_texts: list[str] = field(default_factory=list)
     #: what the caller may read, set once per request before the cache is consulted
     point_filter: PointFilter = field(default_factory=PointFilter)
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)

@@ -264,6 +264,59 @@ class FailingDense:
         raise ConnectionError("vector store unreachable")
 
 
+class Overlap:
+    """Stores and a model that hold each leg until the others have started: legs run one after
+    another would never finish (each waits for a leg that cannot start before it ends)."""
+
+    def __init__(self, app: Application) -> None:
+        self.started = {leg: asyncio.Event() for leg in ("embed", "keyword", "metadata")}
+        self.embedder, self.vectors, self.metadata = _Held(app.pipeline.deps.embedder, self), _Held(app.vectors, self), _Held(app.metadata, self)
+        self.embeds = 0
+
+    async def hold(self, leg: str, others: Sequence[str]) -> None:
+        self.started[leg].set()
+        await asyncio.wait_for(asyncio.gather(*(self.started[o].wait() for o in others)), 60)
+
+
+class _Held:
+    def __init__(self, inner: Any, overlap: Overlap) -> None:
+        self._inner, self._overlap = inner, overlap
+        self.model_id, self.dim = getattr(inner, "model_id", ""), getattr(inner, "dim", 0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def embed(self, texts: Sequence[str], *args: Any) -> Any:
+        self._overlap.embeds += 1
+        await self._overlap.hold("embed", ["keyword", "metadata"])
+        return await self._inner.embed(texts, *args)
+
+    async def search_sparse(self, *args: Any, **kwargs: Any) -> Any:
+        await self._overlap.hold("keyword", ["embed", "metadata"])
+        return await self._inner.search_sparse(*args, **kwargs)
+
+    async def search_documents(self, *args: Any, **kwargs: Any) -> Any:
+        await self._overlap.hold("metadata", ["embed", "keyword"])
+        return await self._inner.search_documents(*args, **kwargs)
+
+
+async def test_hybrid_legs_overlap_the_query_embedding_and_each_other(app: Application) -> None:
+    held = Overlap(app)
+    r = await pipeline(app, embedder=held.embedder, vectors=held.vectors, metadata=held.metadata).query(
+        QueryOptions("tomato sauce garlic", 2, strategy=Strategy.HYBRID, use_cache=False)
+    )
+    assert _docs(r)[0] == "cooking" and r.metrics.strategy_used is Strategy.HYBRID
+    assert not [d for d in r.metrics.degraded if d.startswith(("dense", "keyword", "metadata"))]
+    assert held.embeds == 1  # the query once, by retrieve: nothing else needed a vector
+    assert _stages(r).count("retrieve") == 1
+
+
+async def test_a_keyword_query_embeds_nothing(app: Application) -> None:
+    embedder = CountingEmbedder(app.pipeline.deps.embedder)
+    r = await pipeline(app, embedder=embedder).query(QueryOptions("basil garlic sauce", 2, strategy=Strategy.KEYWORD, use_cache=False))
+    assert _docs(r)[0] == "cooking" and embedder.calls == 0
+
+
 async def test_embedding_failure_falls_back_to_keyword_search(app: Application) -> None:
     r = await pipeline(app, embedder=BrokenEmbedder()).query(QueryOptions("basil garlic sauce", 2))
     assert _docs(r)[0] == "cooking"
