@@ -39,7 +39,7 @@ from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.tracing import Tracing
 from retrieval_server.backends.cache import CachePolicy, CacheUnavailable, GuardedCache, MemoryCache, SemanticCache
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
+from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
 from retrieval_server.workflow.adaptive import TermStatistics
@@ -139,6 +139,7 @@ class Application:
             metadata_weight=s.metadata_weight,
             score_normalization=s.score_normalization,
             rerank_candidates=s.rerank_candidates,
+            rerank_budget_ms=s.rerank_budget_ms,
             rerank_threshold=s.rerank_threshold,
             rerank_fallback=s.rerank_fallback,
             sufficiency_threshold=s.sufficiency_threshold,
@@ -225,10 +226,11 @@ class Application:
             if s.reranker_model_dir
             else None
         )
+        reranker: Reranker | None = local
         if s.tei_url:
             tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none", breaker=self._breaker())
-            return FallbackReranker(tei, local) if local else tei
-        return local
+            reranker = FallbackReranker(tei, local) if local else tei
+        return MeasuredReranker(reranker, s.rerank_pair_cache) if reranker is not None else None
 
     def _cache(self) -> SemanticCache | None:
         s = self.settings
@@ -454,8 +456,9 @@ class Application:
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]
         if self.cache is not None:
             closers.append(self.cache.close)
-        if isinstance(self.reranker, (TeiReranker, FallbackReranker)):
-            tei = self.reranker if isinstance(self.reranker, TeiReranker) else self.reranker.primary
+        reranker = getattr(self.reranker, "inner", self.reranker)
+        if isinstance(reranker, (TeiReranker, FallbackReranker)):
+            tei = reranker if isinstance(reranker, TeiReranker) else reranker.primary
             closers.append(tei.close)  # type: ignore[union-attr]
         for closer in closers:
             try:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from retrieval_server.backends.reranker import FallbackReranker
+from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit, version_of
 from retrieval_server.workflow import keyword_leg, parent_leg
@@ -341,15 +341,17 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {"reranked": [], "rerank_applied": False}
     if not state.options.rerank:
         return {"reranked": state.fused, "rerank_applied": False}
-    candidates = state.fused[: deps.settings.rerank_candidates]
     if deps.reranker is None:
         _degrade(state, "rerank:unavailable")
         return {"reranked": state.fused, "rerank_applied": False}
+    candidates = state.fused[: _rerank_limit(state, deps)]
     texts = [c.content for c in candidates]
     query = state.analysis.rewritten or state.options.query
     try:
-        if isinstance(deps.reranker, FallbackReranker):
-            scores, degraded = await deps.reranker.rerank_reporting(query, texts)
+        # Duck-typed: a traced reranker forwards these to the one it wraps.
+        reporting = getattr(deps.reranker, "rerank_reporting", None)
+        if reporting is not None:
+            scores, degraded = await reporting(query, texts)
             if degraded:
                 _degrade(state, degraded)
         else:
@@ -363,6 +365,20 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     )
     state.metrics.rerank_fallback_triggered = state.metrics.rerank_fallback_triggered or fell_back
     return {"reranked": [dataclasses.replace(candidates[i], score=float(scores[i])) for i in kept], "rerank_applied": True}
+
+
+def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int:
+    """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate
+    (never fewer than top_k: an answer's worth of candidates is always scored)."""
+    limit, budget = deps.settings.rerank_candidates, deps.settings.rerank_budget_ms
+    rate: ScoringRate | None = getattr(deps.reranker, "rate", None)
+    if budget <= 0 or rate is None:
+        return limit
+    fits = rate.pairs_within(budget)
+    if fits is None or max(fits, state.options.top_k) >= min(limit, len(state.fused)):
+        return limit
+    _degrade(state, "rerank:budget")
+    return max(fits, state.options.top_k)
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

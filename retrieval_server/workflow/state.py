@@ -39,6 +39,8 @@ class WorkflowSettings:
     metadata_weight: float = 0.3
     score_normalization: str = "minmax"
     rerank_candidates: int = 50
+    #: 0: no time budget for reranking (see Settings.rerank_budget_ms)
+    rerank_budget_ms: float = 0.0
     rerank_threshold: float = 0.3
     rerank_fallback: int = 3
     sufficiency_threshold: float = 0.6
