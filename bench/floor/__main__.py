@@ -32,7 +32,7 @@ from pathlib import Path
 import grpc
 
 from bench.beir import BeirDataset, shared_dir
-from bench.floor import echo, inprocess
+from bench.floor import echo, ingestion, inprocess, startup
 from bench.floor.report import Cell, Report
 from bench.load import generator
 from bench.load.reranker import reranker_dir
@@ -66,6 +66,15 @@ SCENARIOS = {
 }
 
 
+def _texts(dataset: BeirDataset) -> Iterator[str]:
+    """The corpus's documents as plain text (title, then body)."""
+    with dataset.corpus.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                doc = json.loads(line)
+                yield f"{doc.get('title', '')}\n\n{doc.get('text', '')}".strip()
+
+
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
@@ -80,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", type=Path, help="embedding model (default: as bench.quality)")
     p.add_argument("--reranker-model-dir", type=Path, help="real cross-encoder folder (default: one built here, random weights)")
     p.add_argument("--index-dir", type=Path, help="index data directory (default: bench.quality's for the dataset)")
+    p.add_argument("--ingest-documents", type=int, default=200, help="documents of the ingestion row (0: skip it)")
+    p.add_argument("--no-startup", action="store_true", help="skip the start-up and command overhead rows")
     p.add_argument("--set", action="append", default=[], metavar="RETRIEVAL_X=Y", help="extra server setting (repeatable)")
     p.add_argument("--output", type=Path, default=bench_index.RESULTS / "floor.json")
     return p
@@ -148,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(asdict(floor)), flush=True)
 
     extra = dict(kv.split("=", 1) for kv in args.set)
+    starts = startup.StartupReport()
+    if not args.no_startup:
+        starts.python_ms = startup.python_start_ms()
+        starts.model_load_ms = startup.model_load_ms(model_dir)
+        starts.serve_to_serving_ms = startup.serve_to_serving_ms(
+            {**base, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, log_dir / "startup.log")
+        print(f"serve to SERVING {starts.serve_to_serving_ms:.0f} ms", flush=True)
     cells: list[Cell] = []
     for processes in args.processes:
         settings = {
@@ -156,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             "RETRIEVAL_PROCESSES": str(processes),
             "RETRIEVAL_RERANKER_MODEL_DIR": str(reranker),
             "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES),
+            # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
+            "RETRIEVAL_RERANK_PAIR_CACHE": "0",
             "RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT": str(CHILD_CANDIDATES),
             "RETRIEVAL_EMBED_THREADS": str(max(1, cores // processes)),
             "RETRIEVAL_LOG_LEVEL": "WARNING",
@@ -178,10 +198,20 @@ def main(argv: list[str] | None = None) -> int:
                         cell("query-cached", c)
                 for name in ("search", "query-hybrid", "query-hybrid-top100", "query-hybrid-rerank"):
                     cell(name, 1)
+                if not args.no_startup:
+                    starts.commands = startup.command_overheads(server.target, queries[0])
             for name in ("search", "query-hybrid", *(("query-cached",) if processes > 1 else ())):
                 for c in args.load_concurrency:
                     cell(name, c)
 
+    if not args.no_startup:
+        two = [d for _, d in zip(range(2), _texts(dataset))]
+        starts.ingest_local_ms, starts.ingest_model_ms = startup.ingest_local({**base, **extra}, model_dir, two)
+    ingest = None
+    if args.ingest_documents:
+        ingest = ingestion.measure(dataset, {**base, "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, model_dir, args.ingest_documents, cores,
+                                   log_dir / "ingest-row.log")
+        print(ingest.line(), flush=True)
     report = Report(floor, cells, cores)
     out = {
         "dataset": dataset.name,
@@ -192,11 +222,17 @@ def main(argv: list[str] | None = None) -> int:
         "floor": asdict(floor),
         "cells": [asdict(c) for c in cells],
         "ratios": [asdict(r) for r in report.ratios()],
+        "startup": asdict(starts),
+        "ingestion": asdict(ingest) | {"ratio": ingest.ratio} if ingest else None,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(out, indent=2))
     print()
     print(report.table())
+    print()
+    print("\n".join(starts.lines()))
+    if ingest is not None:
+        print(ingest.line())
     print(f"\nreranker: {reranker_note}\nwritten: {args.output}")
     return 1 if any(c.errors for c in cells) else 0
 

@@ -56,7 +56,7 @@ class InProcessFloor:
     fts_ms: float = 0.0
     #: documents (+ grants) of ``limit`` dense hits, the Search fetch
     documents_ms: dict[int, float] = field(default_factory=dict)
-    #: documents and parents of the pool's hits, the rows `enrich` reads, by top_k
+    #: the rows `enrich` reads, by top_k: the pool's document versions, the top_k parents and their documents
     enrich_fetch_ms: dict[int, float] = field(default_factory=dict)
     enrich_rows: dict[int, float] = field(default_factory=dict)
     rerank_ms: float = 0.0
@@ -69,11 +69,16 @@ class InProcessFloor:
         """The embedding, then the legs side by side (the slowest counts), then the rows of the answer."""
         return self.embed_ms + max(self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms) + self.enrich_fetch_ms[top_k]
 
+    def serial(self, pool: int) -> float:
+        """``retrieve`` with nothing overlapped: the embedding, then each leg in turn."""
+        return self.embed_ms + self.dense_ms[pool] + self.sparse_ms[pool] + self.fts_ms
+
+    def slowest_chain(self, pool: int) -> float:
+        """``retrieve`` with everything overlapped: the embedding then the dense search, beside each other leg."""
+        return max(self.embed_ms + self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms)
+
     def legs_sum(self, pool: int) -> float:
         return self.dense_ms[pool] + self.sparse_ms[pool] + self.fts_ms
-
-    def slowest_leg(self, pool: int) -> float:
-        return max(self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms)
 
     def capacity(self, per_request_1thread_ms: float, cores: int) -> float:
         """Requests/s the cores allow when each runs its calls back to back on one core."""
@@ -129,8 +134,16 @@ def measure(
             ids = list(dict.fromkeys(str(h.payload["document_id"]) for h in hits))
             return rows("documents", "document_id", ids) + rows("grants", "document_id", ids)
 
-        def enrich(hits: list[qe.ScoredPoint]) -> int:
-            return documents(hits) + rows("parent_chunks", "parent_chunk_id", list(dict.fromkeys(str(h.payload["parent_chunk_id"]) for h in hits)))
+        def enrich(hits: list[qe.ScoredPoint], top_k: int) -> int:
+            """What enrich reads: every hit's document version, then the top_k parents and their documents."""
+            ids = list(dict.fromkeys(str(h.payload["document_id"]) for h in hits))
+            n = 0
+            for part in in_chunks(ids):
+                n += len(db.execute(f"SELECT document_id, content_hash FROM documents WHERE document_id IN ({','.join('?' * len(part))})", part).fetchall())
+            parents = list(dict.fromkeys(str(h.payload["parent_chunk_id"]) for h in hits))[:top_k]
+            n += rows("parent_chunks", "parent_chunk_id", parents)
+            docs = list(dict.fromkeys(p.rsplit("#", 1)[0] for p in parents))
+            return n + rows("documents", "document_id", docs) + rows("grants", "document_id", docs)
 
         limits = sorted({k * 3 for k in top_ks} | {k * candidates_per_context for k in top_ks})
         for limit in limits:
@@ -141,8 +154,8 @@ def measure(
         floor.fts_ms = _median_ms(fts, queries)
         for k in top_ks:
             hits = {q: dense(q, k * candidates_per_context) for q in queries}
-            floor.enrich_fetch_ms[k] = _median_ms(lambda q: enrich(hits[q]), queries)
-            floor.enrich_rows[k] = statistics.mean(enrich(hits[q]) for q in queries)
+            floor.enrich_fetch_ms[k] = _median_ms(lambda q: enrich(hits[q], k), queries)
+            floor.enrich_rows[k] = statistics.mean(enrich(hits[q], k) for q in queries)
         if reranker_dir is not None and rerank_candidates:
             tokenizer = reranker_dir / "tokenizer.json"
             cross = CrossEncoder(reranker_dir / "model.onnx", tokenizer if tokenizer.is_file() else files.tokenizer_path, threads=threads)

@@ -89,10 +89,12 @@ class Report:
             floor = f.hybrid(top_k, pool)
             out.append(Ratio("query-hybrid", "c=1 p50 ms", hybrid.p50_ms, round(floor, 2), "embed + slowest leg + rows", _ratio(hybrid.p50_ms, floor),
                              "≤ 1.3×", hybrid.p50_ms / floor <= 1.3, hybrid.dominant()))
-            retrieve = hybrid.stage_ms.get("retrieve", 0.0)
-            slowest, total = f.slowest_leg(pool), f.legs_sum(pool)
-            out.append(Ratio("query-hybrid", "retrieve ms", retrieve, round(slowest, 2), f"slowest leg (legs' sum {total:.1f})",
-                             _ratio(retrieve, slowest), "≈ slowest leg, < sum", retrieve < total))
+            # retrieve embeds the query beside the legs that need no vector: its floor is the slowest chain.
+            retrieve = hybrid.stage_ms.get("retrieve", 0.0) + hybrid.stage_ms.get("analyze_query", 0.0)
+            slowest, total = f.slowest_chain(pool), f.serial(pool)
+            out.append(Ratio("query-hybrid", "analyze + retrieve ms", retrieve, round(slowest, 2),
+                             f"slowest chain: max(embed + dense, keyword, metadata) (one after another: {total:.1f})",
+                             _ratio(retrieve, slowest), "≈ slowest chain, < serial", retrieve < total))
         wide = self.cell("query-hybrid-top100", 1)
         if wide is not None and hybrid is not None:
             e100, e5 = wide.stage_ms.get("enrich", 0.0), hybrid.stage_ms.get("enrich", 0.0)
