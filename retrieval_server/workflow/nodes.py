@@ -386,25 +386,40 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     in one batch each.
 
     Only hits of each document's committed version count: a point written for a version whose rows
-    are not (yet, or any more) committed is never shown. Versions are read for every hit (two short
-    columns); parent texts and document rows only for the contexts that will be returned, so the
-    rows read grow with top_k, not with the candidate pool (top_k x 8 hits).
+    are not (yet, or any more) committed is never shown. The documents fetched for the top_k
+    parents carry their versions, so these are checked first: when every hit of those parents is
+    current, dropping stale hits elsewhere could only lower other parents (a parent scores its best
+    child), so the answer is the same and the versions of the whole candidate pool (hundreds of
+    documents at top_k 100) need not be read. Otherwise they are, and every stale hit is dropped
+    before grouping. Rows read grow with top_k, not with the pool (top_k x 8 hits).
     """
-    stored = await _with_retries(
-        deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
-    )
-    versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
-    hits = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
-    if not hits:
+    if not state.reranked:
         return {"contexts": []}
-    parent_ids, codes = np.unique([h.parent_chunk_id for h in hits], return_inverse=True)
-    grouped = group_by_parent(codes, np.asarray([h.score for h in hits], dtype=np.float32), len(parent_ids))
-    ranked = [str(parent_ids[p]) for p in grouped.parents]
     top_k = state.options.top_k
+    contexts = await _contexts(state.reranked, top_k, deps, stale_aborts=True)
+    if contexts is None:
+        stored = await _with_retries(
+            deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
+        )
+        versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
+        current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
+        contexts = await _contexts(current, top_k, deps, stale_aborts=False) if current else []
+    return {"contexts": contexts}
+
+
+async def _contexts(hits: list[VectorHit], top_k: int, deps: WorkflowDeps, *, stale_aborts: bool) -> list[RetrievedContext] | None:
+    """The best ``top_k`` parents of ``hits`` with their documents. A parent whose hits are not all of
+    its document's stored version: None when ``stale_aborts``, else skipped (replaced between the reads)."""
+    codes: dict[str, int] = {}
+    parent_codes = np.fromiter((codes.setdefault(h.parent_chunk_id, len(codes)) for h in hits), dtype=np.int64, count=len(hits))
+    parent_ids = list(codes)
+    grouped = group_by_parent(parent_codes, np.fromiter((h.score for h in hits), dtype=np.float32, count=len(hits)), len(parent_ids))
+    ranked = [parent_ids[p] for p in grouped.parents.tolist()]
+    offsets, children = grouped.offsets.tolist(), grouped.children.tolist()
     contexts: list[RetrievedContext] = []
     start = 0
     while len(contexts) < top_k and start < len(ranked):
-        # A parent can vanish between the reads (its document replaced): then the next ones are fetched.
+        # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
         wanted = ranked[start : start + top_k - len(contexts)]
         parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
         documents = await _with_retries(
@@ -413,13 +428,17 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         for rank, pid in enumerate(wanted, start=start):
             parent = parents.get(pid)
             document = documents.get(parent.document_id) if parent is not None else None
-            if parent is None or document is None or document.version != versions[parent.document_id]:
-                continue  # replaced between the reads: its hits are of the old version
-            kids = grouped.children[grouped.offsets[rank] : grouped.offsets[rank + 1]]
-            evidence = tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in kids)
+            if parent is None or document is None:
+                continue  # deleted: none of its hits count
+            kids = [hits[i] for i in children[offsets[rank] : offsets[rank + 1]]]
+            if any(h.version != document.version for h in kids):
+                if stale_aborts:
+                    return None
+                continue
+            evidence = tuple(ChildEvidence(h.chunk_id, h.content, h.score) for h in kids)
             contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
         start += len(wanted)
-    return {"contexts": contexts}
+    return contexts
 
 
 def _sigmoid(x: float) -> float:

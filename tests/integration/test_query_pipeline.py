@@ -21,8 +21,10 @@ from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, AccessFilter, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.workflow import nodes
 from retrieval_server.workflow.pipeline import QueryPipeline
+from retrieval_server.workflow.state import QueryState
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.http_servers import json_server, tei_rerank, word_overlap
 
@@ -460,3 +462,53 @@ async def test_a_long_query_is_truncated_for_the_model_not_refused(app: Applicat
     for strategy in ALL_STRATEGIES:
         r = await app.pipeline.query(QueryOptions(text, 2, strategy=strategy, use_cache=False))
         assert _docs(r)[0] == "cooking" and not [d for d in r.metrics.degraded if "error" in d or "failed" in d]
+
+
+# --- enrich: versions ------------------------------------------------------------------------
+
+
+class CountingVersions:
+    """The metadata store, counting reads of the candidate pool's versions."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.version_reads = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def document_versions(self, ids: Sequence[str]) -> Any:
+        self.version_reads += 1
+        return await self._inner.document_versions(ids)
+
+
+async def _pool(app: Application) -> list[Any]:
+    vector = (await app.embedder.embed(["flux capacitor tomato sauce rain"]))[0]
+    hits = await app.vectors.search_dense(vector, 20, PointFilter(access=AccessFilter.for_identity(ROOT)))
+    assert len({h.parent_chunk_id for h in hits}) >= 3
+    return hits
+
+
+
+
+async def _enrich(app: Application, hits: list[Any], top_k: int) -> tuple[list[Any], int]:
+    metadata = CountingVersions(app.metadata)
+    deps = dataclasses.replace(app.pipeline.deps, metadata=metadata)
+    state = QueryState(options=QueryOptions("q", top_k, identity=ROOT), reranked=hits)
+    out = await nodes.enrich(state, deps)
+    return [(c.parent.parent_chunk_id, c.score, [e.chunk_id for e in c.children]) for c in out["contexts"]], metadata.version_reads
+
+
+async def test_enrich_reads_the_pools_versions_only_when_a_best_parent_has_a_stale_hit(app: Application) -> None:
+    hits = await _pool(app)
+    current, reads = await _enrich(app, hits, 2)
+    assert reads == 0 and len(current) == 2  # every hit current: the top parents' documents vouch for them
+    # A stale hit (an old version's point) of a parent outside the best two changes nothing.
+    third = next(h for h in hits if h.parent_chunk_id not in {pid for pid, _, _ in current})
+    stale_low = dataclasses.replace(third, chunk_id=third.chunk_id + "-old", version="old", score=third.score - 1)
+    assert await _enrich(app, [*hits, stale_low], 2) == (current, 0)
+    # A stale hit that would lead: the versions are read, and it neither counts nor is shown.
+    best = hits[0]
+    stale_top = dataclasses.replace(best, chunk_id=best.chunk_id + "-old", version="old", score=best.score + 1)
+    contexts, reads = await _enrich(app, [stale_top, *hits], 2)
+    assert reads == 1 and contexts == current
+    assert all(not cid.endswith("-old") for _, _, kids in contexts for cid in kids)
