@@ -305,7 +305,7 @@ def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: Workfl
         fused = score_fusion(id_lists, score_lists, weights, s.score_normalization, limit=limit)  # type: ignore[arg-type]
     else:
         fused = rrf(id_lists, k=s.rrf_k, weights=weights, limit=limit)
-    return [dataclasses.replace(hit_of[int(c)], score=float(sc)) for c, sc in zip(fused.ids, fused.scores, strict=True)]
+    return [hit_of[c].scored(sc) for c, sc in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True)]
 
 
 def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_share: float) -> float:
@@ -364,7 +364,7 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
     )
     state.metrics.rerank_fallback_triggered = state.metrics.rerank_fallback_triggered or fell_back
-    return {"reranked": [dataclasses.replace(candidates[i], score=float(scores[i])) for i in kept], "rerank_applied": True}
+    return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True}
 
 
 def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int:
