@@ -22,8 +22,8 @@ import numpy as np
 import qdrant_edge as qe
 
 from retrieval_server.backends.embedder import resolve_model
-from retrieval_server.backends.metadata_store.sql import in_chunks
-from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
+from retrieval_server.backends.metadata_store.sqlite import RANK_AHEAD, SqliteMetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import DENSE, SPARSE
 from retrieval_server.backends.vector_store.edge import _filter
@@ -121,8 +121,14 @@ def measure(
         store = SqliteMetadataStore(index_dir / "metadata.sqlite3")
 
         def fts(q: str) -> list[tuple[object, ...]]:
-            statement = store.search_statement(q, 3, PUBLIC.access)
-            return db.execute(*statement).fetchall() if statement else []
+            """The store's two steps: the best matches by score, then which of them are readable."""
+            ranked_statement = store.ranked_statement(q, 3 * RANK_AHEAD)
+            ranked = db.execute(*ranked_statement).fetchall() if ranked_statement else []
+            if not ranked:
+                return []
+            where, params = readable_clause(PUBLIC.access, [r[0] for r in ranked])
+            readable = {r[0] for r in db.execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
+            return [r for r in ranked if r[0] in readable][:3]
 
         def rows(table: str, key: str, ids: list[str]) -> int:
             n = 0

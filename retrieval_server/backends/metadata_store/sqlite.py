@@ -12,10 +12,13 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
-from retrieval_server.domain import Document, ReadOnly, Unavailable
+from retrieval_server.backends.metadata_store import MetadataStore, Tx, _terms, search_text
+from retrieval_server.backends.metadata_store.sql import readable_clause
+from retrieval_server.domain import AccessFilter, Document, ReadOnly, Unavailable
 
 T = TypeVar("T")
+#: full-text matches ranked before the access filter, per wanted result (see search_documents)
+RANK_AHEAD = 4
 #: primary-key reads of at most this many rows run on the event loop's own connection (see read_by_key)
 INLINE_MAX_ROWS = 64
 
@@ -245,6 +248,39 @@ class SqliteMetadataStore(MetadataStore):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             return await super().read_by_key(rows, read)
+
+    def ranked_statement(self, query: str, limit: int) -> tuple[str, list[Any]] | None:
+        """The best ``limit`` full-text matches by score alone, readable or not (None: nothing to search for)."""
+        terms = _terms(query)
+        if not terms or limit <= 0:
+            return None
+        _, score, params = self._fulltext(terms)
+        return (f"SELECT document_id, {score} AS s FROM documents_fts WHERE documents_fts MATCH ? ORDER BY s DESC, document_id LIMIT ?",
+                [*params, limit])
+
+    async def search_documents(
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The same answer as the one-statement search, in two steps: the best ``RANK_AHEAD x limit``
+        matches by score alone, then which of them the caller may read. FTS5 scores every match
+        either way (thousands of titles when a query has common words); the join and the access
+        check of each are what this saves (a quarter of the search on SciFact). Readable rows
+        outside the first step rank below all of its rows, so when at least ``limit`` of them are
+        readable (or the first step held every match) they are the answer; otherwise the
+        one-statement search gives it."""
+        ranked_statement = self.ranked_statement(query, limit * RANK_AHEAD)
+        if document_ids or ranked_statement is None:
+            return await super().search_documents(query, limit, access, document_ids)
+        async with self.snapshot() as tx:
+            ranked = await tx.fetchall(*ranked_statement)
+            if not ranked:
+                return []
+            where, params = readable_clause(access, [r[0] for r in ranked])
+            readable = {r[0] for r in await tx.fetchall(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
+        kept = [(r[0], float(r[1])) for r in ranked if r[0] in readable]
+        if len(kept) >= limit or len(ranked) < limit * RANK_AHEAD:
+            return kept[:limit]
+        return await super().search_documents(query, limit, access, document_ids)
 
     def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
         # FTS5 bm25() is lower-is-better; OR over quoted terms never hits FTS query syntax.
