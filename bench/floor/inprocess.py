@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import statistics
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from retrieval_server.backends.vector_store.edge import _filter
 from retrieval_server.domain import AccessFilter, Identity, PointFilter
 from scoring_core.encoders import BiEncoder, CrossEncoder
 
+#: queries the cross-encoder's floor is measured on
+RERANK_QUERIES = 10
 #: the anonymous caller's filter: public documents (the benchmark's requests carry no identity)
 PUBLIC = PointFilter(access=AccessFilter.for_identity(Identity()))
 
@@ -56,7 +60,7 @@ class InProcessFloor:
     fts_ms: float = 0.0
     #: documents (+ grants) of ``limit`` dense hits, the Search fetch
     documents_ms: dict[int, float] = field(default_factory=dict)
-    #: the rows `enrich` reads, by top_k: the pool's document versions, the top_k parents and their documents
+    #: the rows `enrich` reads, by top_k: the top_k parents and their documents (and grants)
     enrich_fetch_ms: dict[int, float] = field(default_factory=dict)
     enrich_rows: dict[int, float] = field(default_factory=dict)
     rerank_ms: float = 0.0
@@ -77,12 +81,17 @@ class InProcessFloor:
         """``retrieve`` with everything overlapped: the embedding then the dense search, beside each other leg."""
         return max(self.embed_ms + self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms)
 
-    def legs_sum(self, pool: int) -> float:
-        return self.dense_ms[pool] + self.sparse_ms[pool] + self.fts_ms
+    #: requests/s of each scenario's direct calls made back to back on ``threads`` threads at once
+    #: (single-threaded model runs): what this machine's cores allow, measured, shared as they are
+    capacity_rps: dict[str, float] = field(default_factory=dict)
 
-    def capacity(self, per_request_1thread_ms: float, cores: int) -> float:
-        """Requests/s the cores allow when each runs its calls back to back on one core."""
-        return cores * 1000.0 / per_request_1thread_ms if per_request_1thread_ms else 0.0
+
+def _throughput(call: Callable[[str], object], queries: list[str], threads: int) -> float:
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(call, queries[:threads]))  # every thread's connection and session warm
+        t0 = time.perf_counter()
+        list(pool.map(call, queries))
+        return round(len(queries) / (time.perf_counter() - t0), 1)
 
 
 def measure(
@@ -100,7 +109,18 @@ def measure(
     floor.embed_1thread_ms = _median_ms(lambda q: single.encode([q]), queries)
 
     shard = qe.EdgeShard.load(str(index_dir / "vectors"))
-    db = sqlite3.connect(f"{(index_dir / 'metadata.sqlite3').absolute().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    uri = f"{(index_dir / 'metadata.sqlite3').absolute().as_uri()}?mode=ro"
+    local = threading.local()
+    connections: list[sqlite3.Connection] = []
+
+    def conn() -> sqlite3.Connection:
+        """One connection per thread, as the service's readers: a shared one would serialize the threads."""
+        c = getattr(local, "db", None)
+        if c is None:
+            c = local.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            connections.append(c)
+        return c
+
     try:
         engine_filter = _filter(PUBLIC)
         exact = int(shard.info().points_count) <= 200_000
@@ -123,17 +143,17 @@ def measure(
         def fts(q: str) -> list[tuple[object, ...]]:
             """The store's two steps: the best matches by score, then which of them are readable."""
             ranked_statement = store.ranked_statement(q, 3 * RANK_AHEAD)
-            ranked = db.execute(*ranked_statement).fetchall() if ranked_statement else []
+            ranked = conn().execute(*ranked_statement).fetchall() if ranked_statement else []
             if not ranked:
                 return []
             where, params = readable_clause(PUBLIC.access, [r[0] for r in ranked])
-            readable = {r[0] for r in db.execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
+            readable = {r[0] for r in conn().execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
             return [r for r in ranked if r[0] in readable][:3]
 
         def rows(table: str, key: str, ids: list[str]) -> int:
             n = 0
             for part in in_chunks(ids):
-                n += len(db.execute(f"SELECT * FROM {table} WHERE {key} IN ({','.join('?' * len(part))})", part).fetchall())
+                n += len(conn().execute(f"SELECT * FROM {table} WHERE {key} IN ({','.join('?' * len(part))})", part).fetchall())
             return n
 
         def documents(hits: list[qe.ScoredPoint]) -> int:
@@ -141,13 +161,9 @@ def measure(
             return rows("documents", "document_id", ids) + rows("grants", "document_id", ids)
 
         def enrich(hits: list[qe.ScoredPoint], top_k: int) -> int:
-            """What enrich reads: every hit's document version, then the top_k parents and their documents."""
-            ids = list(dict.fromkeys(str(h.payload["document_id"]) for h in hits))
-            n = 0
-            for part in in_chunks(ids):
-                n += len(db.execute(f"SELECT document_id, content_hash FROM documents WHERE document_id IN ({','.join('?' * len(part))})", part).fetchall())
+            """What enrich reads when every hit is current: the top_k parents and their documents."""
             parents = list(dict.fromkeys(str(h.payload["parent_chunk_id"]) for h in hits))[:top_k]
-            n += rows("parent_chunks", "parent_chunk_id", parents)
+            n = rows("parent_chunks", "parent_chunk_id", parents)
             docs = list(dict.fromkeys(p.rsplit("#", 1)[0] for p in parents))
             return n + rows("documents", "document_id", docs) + rows("grants", "document_id", docs)
 
@@ -165,12 +181,30 @@ def measure(
         if reranker_dir is not None and rerank_candidates:
             tokenizer = reranker_dir / "tokenizer.json"
             cross = CrossEncoder(reranker_dir / "model.onnx", tokenizer if tokenizer.is_file() else files.tokenizer_path, threads=threads)
-            passages = {q: [str(h.payload["content"]) for h in dense(q, rerank_candidates)] for q in queries}
+            # A cross-encoder run costs seconds here: a few queries give its median.
+            few = queries[:RERANK_QUERIES]
+            passages = {q: [str(h.payload["content"]) for h in dense(q, rerank_candidates)] for q in few}
             cross.score("warm up", ["warm up"])
-            floor.rerank_ms = _median_ms(lambda q: cross.score(q, passages[q]), queries)
+            floor.rerank_ms = _median_ms(lambda q: cross.score(q, passages[q]), few)
             floor.rerank_pairs = rerank_candidates
+        # What the cores allow: each request's direct calls back to back, on as many threads as cores.
+        def search_request(q: str) -> None:
+            single.encode([q])
+            documents(dense(q, search_top_k * 3))
+
+        def hybrid_request(q: str) -> None:
+            single.encode([q])
+            hits = dense(q, pool)
+            keyword(q, pool)
+            fts(q)
+            enrich(hits, hybrid_top_k)
+
+        search_top_k, hybrid_top_k = min(top_ks), min(top_ks)
+        pool = hybrid_top_k * candidates_per_context
+        floor.capacity_rps = {name: _throughput(call, queries, threads) for name, call in (("search", search_request), ("query-hybrid", hybrid_request))}
     finally:
-        db.close()
+        for c in connections:
+            c.close()
         shard.close()
     return floor
 

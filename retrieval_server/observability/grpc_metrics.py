@@ -84,7 +84,7 @@ def _final_code(context: grpc.aio.ServicerContext, error: BaseException | None) 
 class _Series:
     """One method's series, looked up once: a label lookup costs more than the increment."""
 
-    __slots__ = ("started", "received", "sent", "handling", "_handled", "_labels")
+    __slots__ = ("started", "received", "sent", "handling", "_handled", "_labels", "_by_code")
 
     def __init__(self, metrics: GrpcServerMetrics, labels: tuple[str, str, str]) -> None:
         self.started = metrics.started.labels(*labels)
@@ -93,9 +93,13 @@ class _Series:
         self.handling = metrics.handling.labels(*labels)
         self._handled = metrics.handled
         self._labels = labels
+        self._by_code: dict[grpc.StatusCode, Any] = {}
 
     def handled(self, code: grpc.StatusCode) -> Any:
-        return self._handled.labels(*self._labels, go_code(code))
+        series = self._by_code.get(code)
+        if series is None:
+            series = self._by_code[code] = self._handled.labels(*self._labels, go_code(code))
+        return series
 
 
 class _Call:

@@ -66,6 +66,7 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
     # What enrich reads grows with top_k: more parents and documents.
     assert 0 < floor.enrich_rows[2] < floor.enrich_rows[4]
     assert floor.slowest_chain(4) <= floor.serial(4)
+    assert set(floor.capacity_rps) == {"search", "query-hybrid"} and min(floor.capacity_rps.values()) > 0
 
     def cell(scenario: str, c: int, rps: float, p50: float, stages: dict[str, float] | None = None) -> Cell:
         return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, stages or {})
@@ -75,12 +76,15 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
         cell("search", 1, 10.0, floor.search(2) * 1.2),
         cell("query-hybrid", 1, 10.0, floor.hybrid(2, 4) * 2, {"retrieve": 5.0, "enrich": 1.0}),
         cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}),
+        cell("search", 8, floor.capacity_rps["search"] / 2, 10.0),
     ]
     ratios = {(r.scenario, r.what): r for r in Report(floor, cells, cores=2).ratios(top_k=2, wide_top_k=4, candidates_per_context=2)}
     assert ratios["query-cached", "c=32 req/s"].ratio == 0.9 and ratios["query-cached", "c=32 req/s"].met
     assert ratios["search", "c=1 p50 ms"].met and not ratios["query-hybrid", "c=1 p50 ms"].met
     assert ratios["query-hybrid-top100", "enrich ms, top 100 / top 5"].ratio == 2.5
     assert "retrieve 5.0 ms" in ratios["query-hybrid", "c=1 p50 ms"].dominant
+    under_load = ratios["search", "1 proc c=8 req/s"]
+    assert under_load.ratio == pytest.approx(2.0, abs=0.02) and not under_load.met
 
 
 @pytest.mark.slow
