@@ -19,7 +19,6 @@ from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
-from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.config import Settings
 from retrieval_server.domain import (
     ComponentHealth,
@@ -249,6 +248,9 @@ class Application:
         policy = SearchPolicy(always_exact=s.exact_search, exact_max_points=s.exact_search_max_points, hnsw_ef=s.hnsw_ef)
         features = IndexFeatures(parent_vectors=s.parent_leg, title_field=True)
         if s.vector_backend == "qdrant":
+            # Imported here: qdrant-client takes seconds to import, which the embedded default never needs.
+            from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
             return QdrantVectorStore(
                 s.qdrant_collection,
                 self.embedder.dim,
