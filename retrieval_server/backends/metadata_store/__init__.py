@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
 
 from retrieval_server.backends.metadata_store.graph import GraphQueries
-from retrieval_server.backends.metadata_store.sql import in_chunks as _chunks
+from retrieval_server.backends.metadata_store.sql import IN_CHUNK, in_chunks as _chunks
 from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk
 from retrieval_server.knowledge import DocumentGraph
@@ -57,9 +57,10 @@ class MetadataStore(GraphQueries, ABC):
         """Reads only: a consistent view that never takes a write lock (by default a transaction)."""
         return self.transaction()
 
-    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]]) -> T:
+    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]], *, one_statement: bool = False) -> T:
         """``read`` in a snapshot, for reads of about ``rows`` rows by primary key (a store may answer
-        small ones more cheaply: see the SQLite store)."""
+        small ones more cheaply: see the SQLite store). ``one_statement``: ``read`` runs a single
+        statement, consistent by itself."""
         async with self.snapshot() as tx:
             return await read(tx)
 
@@ -159,7 +160,7 @@ class MetadataStore(GraphQueries, ABC):
                     out[doc_id] = content_hash or ""
             return out
 
-        return await self.read_by_key(len(unique), read)
+        return await self.read_by_key(len(unique), read, one_statement=len(unique) <= IN_CHUNK)
 
     async def get_documents(self, ids: Sequence[str]) -> dict[str, Document]:
         if not ids:
@@ -252,7 +253,7 @@ class MetadataStore(GraphQueries, ABC):
                     out[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
             return out
 
-        return await self.read_by_key(len(unique), read)
+        return await self.read_by_key(len(unique), read, one_statement=len(unique) <= IN_CHUNK)
 
     async def count_documents(self) -> int:
         async with self.snapshot() as tx:

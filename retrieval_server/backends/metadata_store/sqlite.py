@@ -229,14 +229,17 @@ class SqliteMetadataStore(MetadataStore):
         finally:
             self._readers.put_nowait(reader)
 
-    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]]) -> T:
+    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]], *, one_statement: bool = False) -> T:
         """Small primary-key reads on the event loop's own connection: a thread hop to a reader
         costs more than the lookup itself (a cache hit's version check is one). ``read`` only
-        fetches, so it completes without suspending: nothing can interleave on the connection."""
+        fetches, so it completes without suspending: nothing can interleave on the connection.
+        A single statement needs no transaction around it (it is one by itself)."""
         conn = self._inline
         if conn is None or rows > INLINE_MAX_ROWS:
-            return await super().read_by_key(rows, read)
+            return await super().read_by_key(rows, read, one_statement=one_statement)
         try:
+            if one_statement:
+                return await read(_InlineTx(conn))
             conn.execute("BEGIN")
             try:
                 return await read(_InlineTx(conn))
@@ -247,7 +250,7 @@ class SqliteMetadataStore(MetadataStore):
                 raise
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            return await super().read_by_key(rows, read)
+            return await super().read_by_key(rows, read, one_statement=one_statement)
 
     def ranked_statement(self, query: str, limit: int) -> tuple[str, list[Any]] | None:
         """The best ``limit`` full-text matches by score alone, readable or not (None: nothing to search for)."""
