@@ -154,6 +154,12 @@ class KnowledgeGraph:
     ) -> list[GraphEdge]:
         return await self.store.graph_edges(keys, access, document_ids, relations)
 
+    async def related(
+        self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), relations: Iterable[RelationType] | None = None,
+    ) -> set[str]:
+        """Which of ``keys`` have a readable edge (of these relations)."""
+        return await self.store.graph_endpoints(keys, access, document_ids, relations)
+
     async def chunks(
         self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), per_entity: int = 50
     ) -> dict[str, list[tuple[str, int]]]:
