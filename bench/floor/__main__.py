@@ -115,7 +115,8 @@ def echo_server(response: pb.QueryResponse) -> Iterator[str]:
             proc.wait(timeout=30)
 
 
-def _run(target: str, name: str, queries: list[str], concurrency: int, duration_s: float, processes: int, pid: int | None) -> Cell:
+def _run(runner: asyncio.Runner, target: str, name: str, queries: list[str], concurrency: int, duration_s: float, processes: int,
+         pid: int | None) -> Cell:
     from bench.load.resources import ResourceSampler
 
     scenario = SCENARIOS[name]
@@ -125,10 +126,10 @@ def _run(target: str, name: str, queries: list[str], concurrency: int, duration_
                                             channels=concurrency)).summary()
 
     if pid is None:
-        summary, cpu = asyncio.run(go()), 0.0
+        summary, cpu = runner.run(go()), 0.0
     else:
         with ResourceSampler(pid) as sampler:
-            summary = asyncio.run(go())
+            summary = runner.run(go())
         cpu = sampler.usage.cpu_cores
     cell = Cell.of(name, processes, concurrency, summary, cpu)
     print(cell.line(), flush=True)
@@ -167,42 +168,45 @@ def main(argv: list[str] | None = None) -> int:
             {**base, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, log_dir / "startup.log")
         print(f"serve to SERVING {starts.serve_to_serving_ms:.0f} ms", flush=True)
     cells: list[Cell] = []
-    for processes in args.processes:
-        settings = {
-            **base,
-            "RETRIEVAL_DATA_DIR": str(index_dir),
-            "RETRIEVAL_PROCESSES": str(processes),
-            "RETRIEVAL_RERANKER_MODEL_DIR": str(reranker),
-            "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES),
-            # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
-            "RETRIEVAL_RERANK_PAIR_CACHE": "0",
-            "RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT": str(CHILD_CANDIDATES),
-            "RETRIEVAL_EMBED_THREADS": str(max(1, cores // processes)),
-            "RETRIEVAL_LOG_LEVEL": "WARNING",
-            **extra,
-        }
-        with running_server(settings, log_dir / f"server-{processes}p.log") as server:
-            cached = SCENARIOS["query-cached"]
-            asyncio.run(generator.warm(server.target, cached, queries, connections=1 if processes == 1 else 8))
+    # One event loop for every cell: grpc.aio's poller outlives a loop, and a second asyncio.run
+    # would leave it calling into a closed one.
+    with asyncio.Runner() as runner:
+        for processes in args.processes:
+            settings = {
+                **base,
+                "RETRIEVAL_DATA_DIR": str(index_dir),
+                "RETRIEVAL_PROCESSES": str(processes),
+                "RETRIEVAL_RERANKER_MODEL_DIR": str(reranker),
+                "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES),
+                # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
+                "RETRIEVAL_RERANK_PAIR_CACHE": "0",
+                "RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT": str(CHILD_CANDIDATES),
+                "RETRIEVAL_EMBED_THREADS": str(max(1, cores // processes)),
+                "RETRIEVAL_LOG_LEVEL": "WARNING",
+                **extra,
+            }
+            with running_server(settings, log_dir / f"server-{processes}p.log") as server:
+                cached = SCENARIOS["query-cached"]
+                runner.run(generator.warm(server.target, cached, queries, connections=1 if processes == 1 else 8))
 
-            def cell(name: str, c: int) -> None:
-                cells.append(_run(server.target, name, queries, c, args.duration, processes, server.pid))
+                def cell(name: str, c: int) -> None:
+                    cells.append(_run(runner, server.target, name, queries, c, args.duration, processes, server.pid))
 
-            if processes == 1:
-                with grpc.insecure_channel(server.target) as channel:
-                    answer = cached.method_on(channel)(cached.build(queries[0]), timeout=60)
-                with echo_server(answer) as echo_target:
-                    for c in (1, *args.load_concurrency):
-                        # The floor right before the measurement it is the floor of: the machine's load drifts.
-                        cells.append(_run(echo_target, "echo", queries, c, args.duration, 1, None))
-                        cell("query-cached", c)
-                for name in ("search", "query-hybrid", "query-hybrid-top100", "query-hybrid-rerank"):
-                    cell(name, 1)
-                if not args.no_startup:
-                    starts.commands = startup.command_overheads(server.target, queries[0])
-            for name in ("search", "query-hybrid", *(("query-cached",) if processes > 1 else ())):
-                for c in args.load_concurrency:
-                    cell(name, c)
+                if processes == 1:
+                    with grpc.insecure_channel(server.target) as channel:
+                        answer = cached.method_on(channel)(cached.build(queries[0]), timeout=60)
+                    with echo_server(answer) as echo_target:
+                        for c in (1, *args.load_concurrency):
+                            # The floor right before the measurement it is the floor of: the machine's load drifts.
+                            cells.append(_run(runner, echo_target, "echo", queries, c, args.duration, 1, None))
+                            cell("query-cached", c)
+                    for name in ("search", "query-hybrid", "query-hybrid-top100", "query-hybrid-rerank"):
+                        cell(name, 1)
+                    if not args.no_startup:
+                        starts.commands = startup.command_overheads(server.target, queries[0])
+                for name in ("search", "query-hybrid", *(("query-cached",) if processes > 1 else ())):
+                    for c in args.load_concurrency:
+                        cell(name, c)
 
     if not args.no_startup:
         two = [d for _, d in zip(range(2), _texts(dataset))]

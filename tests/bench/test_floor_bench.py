@@ -92,3 +92,21 @@ def test_ingestion_beside_the_raw_encoder(dataset: BeirDataset, tmp_path: Path) 
     row = ingestion.measure(dataset, {}, None, documents=4, threads=1, log=tmp_path / "ingest.log")
     assert row.documents == 4 and row.chunks >= 4
     assert row.service_s > 0 and row.encoder_s > 0 and row.ratio > 0
+
+
+@pytest.mark.slow
+def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) -> None:
+    from bench.floor.__main__ import main
+
+    out = tmp_path / "floor.json"
+    code = main(["--dataset", str(dataset.path), "--index-dir", str(tmp_path / "index"), "--processes", "1", "--load-concurrency", "2",
+                 "--duration", "0.5", "--floor-queries", "4", "--ingest-documents", "2", "--output", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    rows = {(r["scenario"], r["what"]) for r in report["ratios"]}
+    for row in [("query-cached", "c=2 req/s"), ("search", "c=1 p50 ms"), ("query-hybrid", "analyze + retrieve ms"),
+                ("query-hybrid-top100", "enrich ms, top 100 / top 5"), ("query-hybrid-rerank", "rerank ms (20 pairs)"),
+                ("query-hybrid", "1 proc c=2 req/s")]:
+        assert row in rows, row
+    assert report["startup"]["serve_to_serving_ms"] > 0 and set(report["startup"]["commands"]) == {"health", "search", "query"}
+    assert report["ingestion"]["documents"] == 2 and report["ingestion"]["ratio"] > 0
