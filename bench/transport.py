@@ -54,6 +54,11 @@ class Transport:
         return out
 
     @property
+    def name(self) -> str:
+        """What the numbers include: ``plaintext``, ``TLS`` or ``mutual TLS``."""
+        return "mutual TLS" if self.client_cert else "TLS" if self.cert else "plaintext"
+
+    @property
     def tls(self) -> Tls | None:
         return Tls(ca=self.ca, cert=self.client_cert, key=self.client_key) if self.cert else None
 

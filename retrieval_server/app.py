@@ -44,10 +44,10 @@ from retrieval_server.backends.llm import PROVIDERS, ChatModel
 from retrieval_server.workflow.adaptive import TermStatistics
 from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
 from retrieval_server.workflow.assistant import Assistant
+from retrieval_server.workflow.keyword_leg import KeywordOptions
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
 from retrieval_server.workflow.tools import TOOLS
-from retrieval_server.workflow.keyword_leg import KeywordOptions
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 

@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "index": {"documents": report.documents, "child_chunks": report.child_chunks, "dir": str(index_dir)},
         "model": str(model_dir) if model_dir else "bundled int8 all-MiniLM-L6-v2",
         "reranker": reranker_note,
+        "transport": transport.name,
         "machine": {"cpus": cores, "platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()},
         "duration_s": args.duration,
         "rows": rows,

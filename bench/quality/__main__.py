@@ -24,6 +24,7 @@ from bench.quality import index as bench_index
 from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
 from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
 from bench.server_process import running_server
+from bench.transport import Transport
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", type=Path, help="also write each strategy's rankings as a TREC run file here")
     p.add_argument("--output", type=Path, help="JSON results (default: bench/results/quality-<dataset>.json)")
     p.add_argument("--no-progress", action="store_true")
+    Transport.add_arguments(p)
     return p
 
 
@@ -86,6 +88,7 @@ def technique_settings(args: argparse.Namespace) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    transport = Transport.from_args(args)
     dataset = BeirDataset(args.dataset.resolve(), args.split)
     try:
         dataset.check()
@@ -131,13 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     progress = not args.no_progress
     log = index_dir.parent / f"{index_dir.name}-server.log"
     report = bench_index.ensure(dataset, index_dir, settings, model_dir, batch=args.ingest_batch, progress=progress, log=log,
-                                truncate_tokens=MTEB_CONTENT_TOKENS if args.mteb_protocol else 0)
+                                truncate_tokens=MTEB_CONTENT_TOKENS if args.mteb_protocol else 0, transport=transport)
     queries, qrels = dataset.queries(), dataset.qrels()
-    with running_server(settings, log) as server:
+    with running_server(settings, log, transport=transport) as server:
         rows = [
             asyncio.run(
                 run_variant(server.target, VARIANTS[n], queries, qrels, top_k=args.top_k, contexts=contexts,
-                            concurrency=args.concurrency, drop_self=args.drop_self, progress=progress)
+                            concurrency=args.concurrency, drop_self=args.drop_self, progress=progress, transport=transport)
             )
             for n in names
         ]
@@ -150,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": str(model_dir) if model_dir else "bundled int8 all-MiniLM-L6-v2",
         "reranker": str(args.reranker_model_dir or args.tei_url or ""),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "transport": transport.name,
         "protocol": "mteb (documents truncated to 256 tokens, one chunk each)" if args.mteb_protocol else "service default chunking",
         "settings": extra,
         "options": {"top_k": args.top_k, "contexts_requested": contexts, "concurrency": args.concurrency, "drop_self": args.drop_self},

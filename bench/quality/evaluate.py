@@ -14,6 +14,7 @@ import numpy as np
 from ir_measures import MRR, R, nDCG
 from tqdm import tqdm
 
+from bench.transport import PLAINTEXT, Transport
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as rpc
 
@@ -99,6 +100,7 @@ async def run_variant(
     drop_self: bool,
     progress: bool,
     timeout_s: float = 120.0,
+    transport: Transport = PLAINTEXT,
 ) -> VariantResult:
     run: dict[str, dict[str, float]] = {}
     latencies: list[float] = []
@@ -107,7 +109,7 @@ async def run_variant(
     decomposed = 0
     errors: list[str] = []
     items = list(queries.items())
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with transport.channel(target) as channel:
         stub = rpc.RetrievalServiceStub(channel)
         bar = tqdm(total=len(items), desc=variant.name, unit="q", disable=not progress)
 

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from bench.beir import BeirDataset, shared_dir
 from retrieval.v1 import retrieval_pb2 as pb
+from bench.transport import PLAINTEXT, Transport
 from retrieval_client import RetrievalClient
 
 MARKER = "bench-index.json"
@@ -99,7 +100,7 @@ def prepare_fresh(index_dir: Path) -> None:
 
 
 def ensure(dataset: BeirDataset, index_dir: Path, settings: dict[str, str], model_dir: Path | None, *, batch: int, progress: bool,
-           log: Path, truncate_tokens: int = 0) -> IndexReport:
+           log: Path, truncate_tokens: int = 0, transport: Transport = PLAINTEXT) -> IndexReport:
     """The index in ``index_dir``: reused when its key matches, else built by a single-process server."""
     from bench.quality.protocol import Truncator
     from bench.server_process import running_server
@@ -109,17 +110,19 @@ def ensure(dataset: BeirDataset, index_dir: Path, settings: dict[str, str], mode
     if report is not None:
         return report
     prepare_fresh(index_dir)
-    with running_server({**settings, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_PROCESSES": "1"}, log) as server:
-        report = ingest(server.target, dataset, batch, progress, Truncator(model_dir, truncate_tokens) if truncate_tokens else None)
+    with running_server({**settings, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_PROCESSES": "1"}, log, transport=transport) as server:
+        report = ingest(server.target, dataset, batch, progress, Truncator(model_dir, truncate_tokens) if truncate_tokens else None,
+                        transport=transport)
     save(index_dir, key, report)
     return report
 
 
-def ingest(target: str, dataset: BeirDataset, batch: int, progress: bool, transform: Callable[[str], str] | None = None) -> IndexReport:
+def ingest(target: str, dataset: BeirDataset, batch: int, progress: bool, transform: Callable[[str], str] | None = None,
+           transport: Transport = PLAINTEXT) -> IndexReport:
     t0 = time.perf_counter()
     docs = parents = children = 0
     errors: list[str] = []
-    with RetrievalClient(target, role="ADMIN", timeout=3600) as client, tqdm(
+    with RetrievalClient(target, role="ADMIN", timeout=3600, tls=transport.tls) as client, tqdm(
         total=dataset.corpus_size(), desc=f"ingest {dataset.name}", unit="doc", disable=not progress
     ) as bar:
         for n, (count, payload) in enumerate(dataset.corpus_batches(batch, transform)):

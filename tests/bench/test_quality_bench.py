@@ -109,3 +109,24 @@ def test_a_configured_cross_encoder_adds_the_rerank_rows(dataset: Path, tmp_path
     # An untrained cross-encoder reorders the keyword ranking: the rows differ because reranking ran.
     assert rows["keyword+rerank"]["measures"] != rows["keyword"]["measures"] or rows["keyword+rerank"]["server_stage_ms"]["rerank"] > rows["keyword"]["server_stage_ms"]["rerank"]
     assert main(["--dataset", str(dataset), "--strategies", "keyword+rerank", "--bundled-model"]) == 2  # no reranker configured
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_over_mutual_tls(dataset: Path, tmp_path: Path) -> None:
+    from tests.support.pki import Authority
+
+    ca = Authority(tmp_path / "pki", "bench-ca")
+    server, client = ca.issue("server", ips=("127.0.0.1",)), ca.issue("client", client=True)
+    out = tmp_path / "out.json"
+    tls = ["--tls-ca", str(ca.ca), "--tls-cert", str(server.cert), "--tls-key", str(server.key),
+           "--tls-client-cert", str(client.cert), "--tls-client-key", str(client.key)]
+    args = ["--dataset", str(dataset), "--bundled-model", "--index-dir", str(tmp_path / "index"), "--top-k", "5",
+            "--no-progress", "--output", str(out), "--strategies", "keyword"]
+    # Ingestion and every query go through the TLS server: a plaintext client could not reach it.
+    assert main([*args, *tls]) == 0
+    result = json.loads(out.read_text())
+    assert result["transport"] == "mutual TLS"
+    assert result["index"]["documents"] == len(DOCS) and result["results"][0]["errors"] == 0
+    assert result["results"][0]["measures"]["mrr@10"] >= 0.6
+    with pytest.raises(SystemExit, match="needs --tls-key"):
+        main([*args, "--tls-ca", str(ca.ca), "--tls-cert", str(server.cert)])

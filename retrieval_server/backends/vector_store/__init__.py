@@ -221,6 +221,26 @@ def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[
     return should, must_any
 
 
-def add_term_counts(df: dict[int, int], indices: Sequence[int]) -> None:
-    for t in indices:
-        df[t] = df.get(t, 0) + 1
+class TermCounter:
+    """Document frequencies accumulated over the pages of a scroll of child points, up to ``max_points``."""
+
+    PAGE = 1024
+
+    def __init__(self, max_points: int) -> None:
+        self.max_points, self.seen = max_points, 0
+        self.df: dict[int, int] = {}
+
+    @property
+    def wanted(self) -> int:
+        """How many points the next page should ask for; 0 when done."""
+        return max(0, min(self.PAGE, self.max_points - self.seen))
+
+    def add(self, term_ids: Sequence[Sequence[int] | None]) -> None:
+        """One page: each point's sparse term ids (None for a point without the vector)."""
+        for indices in term_ids:
+            for t in indices or ():
+                self.df[t] = self.df.get(t, 0) + 1
+        self.seen += len(term_ids)
+
+    def result(self) -> TermCounts:
+        return TermCounts(self.seen, self.df)

@@ -26,13 +26,13 @@ from retrieval_server.backends.vector_store import (
     SPARSE,
     SPARSE_TITLED,
     IndexFeatures,
-    legacy_index_message,
     PointParts,
     SearchPolicy,
+    TermCounter,
     TermCounts,
     access_clauses,
-    add_term_counts,
     hit_from_payload,
+    legacy_index_message,
     parent_parts,
     point_id,
     point_parts,
@@ -208,21 +208,16 @@ class EdgeVectorStore:
         return await self._search(q, limit, flt)
 
     def _term_counts(self, max_points: int) -> TermCounts:
-        df: dict[int, int] = {}
-        seen, offset = 0, None
-        while seen < max_points:
+        counter, offset = TermCounter(max_points), None
+        while counter.wanted:
             records, offset = self.shard.scroll(
-                qe.ScrollRequest(limit=min(1024, max_points - seen), offset=offset, with_vector=[SPARSE], with_payload=False,
+                qe.ScrollRequest(limit=counter.wanted, offset=offset, with_vector=[SPARSE], with_payload=False,
                                  filter=qe.Filter(must=[_CHILDREN]))
             )
-            for r in records:
-                v = (r.vector or {}).get(SPARSE)
-                if v is not None:
-                    add_term_counts(df, v.indices)
-            seen += len(records)
+            counter.add([getattr((r.vector or {}).get(SPARSE), "indices", None) for r in records])
             if offset is None or not records:
                 break
-        return TermCounts(seen, df)
+        return counter.result()
 
     async def term_counts(self, max_points: int) -> TermCounts:
         return await self._executor.run(self._term_counts, max_points)

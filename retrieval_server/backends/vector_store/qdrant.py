@@ -20,13 +20,13 @@ from retrieval_server.backends.vector_store import (
     SPARSE,
     SPARSE_TITLED,
     IndexFeatures,
-    legacy_index_message,
     PointParts,
     SearchPolicy,
+    TermCounter,
     TermCounts,
     access_clauses,
-    add_term_counts,
     hit_from_payload,
+    legacy_index_message,
     parent_parts,
     point_id,
     point_parts,
@@ -181,21 +181,16 @@ class QdrantVectorStore:
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), PARENT, limit, flt)
 
     async def term_counts(self, max_points: int) -> TermCounts:
-        df: dict[int, int] = {}
-        seen, offset = 0, None
-        while seen < max_points:
+        counter, offset = TermCounter(max_points), None
+        while counter.wanted:
             records, offset = await self._client.scroll(
-                self._collection, scroll_filter=models.Filter(must=[_CHILDREN]), limit=min(1024, max_points - seen),
+                self._collection, scroll_filter=models.Filter(must=[_CHILDREN]), limit=counter.wanted,
                 offset=offset, with_payload=False, with_vectors=[SPARSE],
             )
-            for r in records:
-                v = (r.vector or {}).get(SPARSE) if isinstance(r.vector, dict) else None
-                if v is not None:
-                    add_term_counts(df, v.indices)
-            seen += len(records)
+            counter.add([getattr(r.vector.get(SPARSE), "indices", None) if isinstance(r.vector, dict) else None for r in records])
             if offset is None or not records:
                 break
-        return TermCounts(seen, df)
+        return counter.result()
 
     async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
         if not chunk_ids:
