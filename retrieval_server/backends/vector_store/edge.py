@@ -187,7 +187,7 @@ class EdgeVectorStore:
         return await self._executor.run(self._query_batch, requests)
 
     async def _search(self, query: qe.Query, limit: int, flt: PointFilter) -> list[VectorHit]:
-        # A HYBRID query's legs, and other requests' under load, reach the engine as one batch (see Coalescer).
+        # Searches asked for together (a query's dense legs; other requests' under load) reach the engine as one batch.
         return await self._searches.submit(self._request(query, limit, flt))
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
