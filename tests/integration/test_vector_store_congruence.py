@@ -246,7 +246,7 @@ class _CountingShard:
 
 
 async def test_edge_searches_asked_for_together_are_one_engine_call(tmp_path: Path, executor: BlockingExecutor) -> None:
-    """A HYBRID query's legs (and concurrent requests') reach the engine as one batch, answered as one by one."""
+    """Searches asked for together (a query's dense legs, concurrent requests') are one engine call, answered as one by one."""
     store = make_vector_store("edge", tmp_path, executor)
     await store.open()
     try:
