@@ -96,7 +96,7 @@ class Application:
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
             title_weight=settings.title_weight,
         )
-        self.reranker = traced(self._reranker(), "reranker")
+        self.reranker = self._reranker()
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
         self.graph = KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=settings.graph_fuzzy_threshold)
         self.term_stats = TermStatistics()
@@ -229,7 +229,8 @@ class Application:
         if s.tei_url:
             tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none", breaker=self._breaker())
             reranker = FallbackReranker(tei, local) if local else tei
-        return MeasuredReranker(reranker, s.rerank_pair_cache) if reranker is not None else None
+        # Traced inside: a span is a call to the model, not a pair served from memory.
+        return MeasuredReranker(self.tracing.wrap(reranker, "reranker"), s.rerank_pair_cache) if reranker is not None else None
 
     def _cache(self) -> SemanticCache | None:
         s = self.settings
