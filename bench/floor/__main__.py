@@ -9,8 +9,11 @@ Floors:
   same bytes as a cached Query, driven by the same load generator at the same concurrency;
 * in-process: the same embedding and engine calls made directly, no gRPC, no workflow graph
   (``bench.floor.inprocess``), measured on the same index before the server starts;
-* what the cores allow under load: the in-process calls of one request back to back on one core,
-  times the number of cores.
+* what the cores allow under load: each scenario's in-process calls back to back on as many
+  threads as cores, measured (on the machine as it is shared at the time);
+* the raw cross-encoder on the same pairs as the rerank row (the service's pair cache off);
+* start-up and command overheads (``bench.floor.startup``) and ingestion beside the raw encoder
+  on the same chunks (``bench.floor.ingestion``).
 
 Every ratio divides two numbers of this run; the table says which goal each one is held to.
 """
