@@ -19,7 +19,6 @@ from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
-from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.config import Settings
 from retrieval_server.domain import (
     ComponentHealth,
@@ -39,7 +38,7 @@ from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.tracing import Tracing
 from retrieval_server.backends.cache import CachePolicy, CacheUnavailable, GuardedCache, MemoryCache, SemanticCache
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, Reranker, TeiReranker
+from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranker, OnnxReranker, Reranker, TeiReranker
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
 from retrieval_server.workflow.adaptive import TermStatistics
@@ -97,7 +96,7 @@ class Application:
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
             title_weight=settings.title_weight,
         )
-        self.reranker = traced(self._reranker(), "reranker")
+        self.reranker = self._reranker()
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
         self.graph = KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=settings.graph_fuzzy_threshold)
         self.term_stats = TermStatistics()
@@ -139,6 +138,7 @@ class Application:
             metadata_weight=s.metadata_weight,
             score_normalization=s.score_normalization,
             rerank_candidates=s.rerank_candidates,
+            rerank_budget_ms=s.rerank_budget_ms,
             rerank_threshold=s.rerank_threshold,
             rerank_fallback=s.rerank_fallback,
             sufficiency_threshold=s.sufficiency_threshold,
@@ -225,10 +225,12 @@ class Application:
             if s.reranker_model_dir
             else None
         )
+        reranker: Reranker | None = local
         if s.tei_url:
             tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none", breaker=self._breaker())
-            return FallbackReranker(tei, local) if local else tei
-        return local
+            reranker = FallbackReranker(tei, local) if local else tei
+        # Traced inside: a span is a call to the model, not a pair served from memory.
+        return MeasuredReranker(self.tracing.wrap(reranker, "reranker"), s.rerank_pair_cache) if reranker is not None else None
 
     def _cache(self) -> SemanticCache | None:
         s = self.settings
@@ -247,6 +249,9 @@ class Application:
         policy = SearchPolicy(always_exact=s.exact_search, exact_max_points=s.exact_search_max_points, hnsw_ef=s.hnsw_ef)
         features = IndexFeatures(parent_vectors=s.parent_leg, title_field=True)
         if s.vector_backend == "qdrant":
+            # Imported here: qdrant-client takes seconds to import, which the embedded default never needs.
+            from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
             return QdrantVectorStore(
                 s.qdrant_collection,
                 self.embedder.dim,
@@ -454,8 +459,9 @@ class Application:
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]
         if self.cache is not None:
             closers.append(self.cache.close)
-        if isinstance(self.reranker, (TeiReranker, FallbackReranker)):
-            tei = self.reranker if isinstance(self.reranker, TeiReranker) else self.reranker.primary
+        reranker = getattr(self.reranker, "inner", self.reranker)
+        if isinstance(reranker, (TeiReranker, FallbackReranker)):
+            tei = reranker if isinstance(reranker, TeiReranker) else reranker.primary
             closers.append(tei.close)  # type: ignore[union-attr]
         for closer in closers:
             try:

@@ -166,6 +166,11 @@ class Settings(BaseSettings):
     rerank_threshold: float = 0.3
     rerank_fallback: int = Field(3, ge=1)
     rerank_activation: Literal["none", "sigmoid"] = "sigmoid"
+    rerank_budget_ms: float = Field(
+        0.0, ge=0, le=600_000,
+        description="a request's time for reranking: candidates are capped at what fits at the model's measured rate (never below top_k); 0: no cap",
+    )
+    rerank_pair_cache: int = Field(10_000, ge=0, le=10_000_000, description="(query, text) scores remembered, so a repeated pair is not scored again; 0: off")
 
     # Sufficiency loop and sub-queries
     sufficiency_threshold: float = Field(0.6, ge=0, le=1.01)

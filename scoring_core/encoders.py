@@ -34,6 +34,10 @@ def _session(model_path: Path, threads: int | None) -> ort.InferenceSession:
     if threads:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+    # Idle intra-op threads sleep instead of spinning: a server's event loop, its other model runs
+    # and its neighbours need those cycles. Measured on the 2-core VM under load: a query embedding
+    # 24 -> 14 ms (2 threads), batches 63 -> 80 texts/s.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 

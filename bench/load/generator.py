@@ -20,7 +20,6 @@ from google.protobuf.message import Message
 from bench.load.scenarios import Scenario
 from bench.transport import PLAINTEXT, Transport
 from retrieval.v1 import retrieval_pb2 as pb
-from retrieval.v1 import retrieval_pb2_grpc as rpc
 
 
 @dataclass(slots=True)
@@ -57,10 +56,6 @@ class Samples:
         }
 
 
-def _method(stub: rpc.RetrievalServiceStub, scenario: Scenario) -> grpc.aio.UnaryUnaryMultiCallable:
-    return getattr(stub, scenario.method)
-
-
 async def _attempt(method: grpc.aio.UnaryUnaryMultiCallable, req: Message, timeout_s: float) -> tuple[Message | None, str]:
     try:
         return await method(req, timeout=timeout_s), ""
@@ -91,7 +86,7 @@ async def warm(
     """
     chans = [transport.channel(target, [("grpc.use_local_subchannel_pool", 1)]) for _ in range(connections)]
     try:
-        methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
+        methods = [scenario.method_on(c) for c in chans]
         sem = asyncio.Semaphore(concurrency)
 
         async def one(q: str) -> None:
@@ -118,7 +113,7 @@ async def closed_loop(
     samples = Samples()
     chans = [transport.channel(target, [("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
     try:
-        methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
+        methods = [scenario.method_on(c) for c in chans]
         cursor = itertools.count()
         measure_from = time.perf_counter() + warmup_s
         end = measure_from + duration_s
@@ -154,7 +149,7 @@ async def open_loop(
     samples = Samples()
     chans = [transport.channel(target, [("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
     try:
-        methods = [_method(rpc.RetrievalServiceStub(c), scenario) for c in chans]
+        methods = [scenario.method_on(c) for c in chans]
         tasks = []
         t0 = time.perf_counter()
         total = int(rate * duration_s)

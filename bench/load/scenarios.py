@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import grpc
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
@@ -24,10 +25,19 @@ class Scenario:
     #: every query is sent once before measuring (fills the semantic cache)
     warm_cache: bool = False
     description: str = ""
+    service: str = SERVICE
+    #: the answer's message type (the RetrievalService method's when None)
+    response_type: type[Message] | None = None
 
     @property
     def call(self) -> str:
-        return f"{SERVICE}.{self.method}"
+        return f"{self.service}.{self.method}"
+
+    def method_on(self, channel: grpc.aio.Channel) -> grpc.aio.UnaryUnaryMultiCallable:
+        """The unary method on ``channel`` (any service: the transport floor's echo too)."""
+        response = self.response_type or (pb.SearchResponse if self.method == "Search" else pb.QueryResponse)
+        return channel.unary_unary(f"/{self.service}/{self.method}", request_serializer=lambda m: m.SerializeToString(),
+                                   response_deserializer=response.FromString)
 
     def ghz_data(self, queries: list[str]) -> list[dict[str, object]]:
         """Request messages in ghz's JSON form; ghz sends the items of an array round-robin."""

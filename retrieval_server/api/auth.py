@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import grpc
 
 from retrieval_server.api.errors import status_of
-from retrieval_server.api.handlers import rewrap
+from retrieval_server.api.handlers import PerMethod, rewrap
 from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, identity_from_metadata
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
@@ -185,6 +185,7 @@ class Authenticate(grpc.aio.ServerInterceptor):
 
     def __init__(self, authenticator: Authenticator) -> None:
         self._auth = authenticator
+        self._handlers: PerMethod[grpc.RpcMethodHandler] = PerMethod()
 
     async def intercept_service(
         self,
@@ -195,8 +196,9 @@ class Authenticate(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith(SERVICE_PREFIX):
             return handler
-        required = method not in OPEN_METHODS
+        return self._handlers.get(method, handler, lambda: rewrap(handler, before_call=self._verifier(method not in OPEN_METHODS)))
 
+    def _verifier(self, required: bool) -> Callable[[grpc.aio.ServicerContext], Awaitable[None]]:
         async def verify(context: grpc.aio.ServicerContext) -> None:
             try:
                 identity = await self._auth.identify(_metadata(context), context, required)
@@ -204,4 +206,4 @@ class Authenticate(grpc.aio.ServerInterceptor):
                 await context.abort_with_status(status_of(exc))
             _current.set(identity)
 
-        return rewrap(handler, before_call=verify)
+        return verify

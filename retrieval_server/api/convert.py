@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
+from collections.abc import Callable
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.domain import (
@@ -16,6 +18,7 @@ from retrieval_server.domain import (
     Mode,
     QueryMetrics,
     QueryResult,
+    RetrievedContext,
     SearchResult,
     StageMetric,
     Strategy,
@@ -161,32 +164,57 @@ def stream_event_out(event: StageMetric | str) -> pb.StreamQueryResponse:
     return pb.StreamQueryResponse(answer_delta=event)
 
 
-def query_out(r: QueryResult) -> pb.QueryResponse:
+def context_out(c: RetrievedContext) -> pb.Context:
+    return pb.Context(
+        parent_chunk_id=c.parent.parent_chunk_id,
+        document_id=c.parent.document_id,
+        content=c.parent.content,
+        tokens=c.parent.tokens,
+        score=c.score,
+        metadata=pb.DocumentMetadata(
+            title=c.document.title,
+            url=c.document.url,
+            page=c.parent.page,
+            chunk_index=c.parent.chunk_index,
+            source=c.document.source,
+            extra=c.document.metadata,
+        ),
+        child_chunks=[pb.ChildChunk(chunk_id=e.chunk_id, content=e.content, score=e.score) for e in c.children],
+    )
+
+
+class ContextsOut:
+    """Contexts converted once while they are being served again: a cached answer hands out the
+    same (immutable) contexts on every hit, and building their messages is most of a hit's
+    conversion. Holds the ``size`` most recently served: the default, about 400 answers of five
+    contexts (some 10 MB), covers a working set of hot questions; a cyclic scan of more distinct
+    questions than that misses every time, as any LRU does."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self._size = size
+        # id -> (the context, kept alive so that its id is not reused; its message)
+        self._out: OrderedDict[int, tuple[RetrievedContext, pb.Context]] = OrderedDict()
+
+    def __call__(self, c: RetrievedContext) -> pb.Context:
+        known = self._out.get(id(c))
+        if known is not None and known[0] is c:
+            self._out.move_to_end(id(c))
+            return known[1]
+        message = context_out(c)
+        self._out[id(c)] = (c, message)
+        if len(self._out) > self._size:
+            self._out.popitem(last=False)
+        return message
+
+
+def query_out(r: QueryResult, contexts: Callable[[RetrievedContext], pb.Context] = context_out) -> pb.QueryResponse:
     return pb.QueryResponse(
         query=r.query,
         cached=r.cached,
         suggestions=r.suggestions,
         metrics=metrics_out(r.metrics),
         answer=answer_out(r.answer) if r.answer else None,
-        contexts=[
-            pb.Context(
-                parent_chunk_id=c.parent.parent_chunk_id,
-                document_id=c.parent.document_id,
-                content=c.parent.content,
-                tokens=c.parent.tokens,
-                score=c.score,
-                metadata=pb.DocumentMetadata(
-                    title=c.document.title,
-                    url=c.document.url,
-                    page=c.parent.page,
-                    chunk_index=c.parent.chunk_index,
-                    source=c.document.source,
-                    extra=c.document.metadata,
-                ),
-                child_chunks=[pb.ChildChunk(chunk_id=e.chunk_id, content=e.content, score=e.score) for e in c.children],
-            )
-            for c in r.contexts
-        ],
+        contexts=[contexts(c) for c in r.contexts],
     )
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 
+Built = TypeVar("Built")
 BeforeCall = Callable[[grpc.aio.ServicerContext], Awaitable[None]]
 CheckMessage = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -82,3 +83,23 @@ def rewrap(
     if handler.stream_unary:
         return grpc.stream_unary_rpc_method_handler(stream_request(handler.stream_unary), deserialize, serialize)
     return grpc.stream_stream_rpc_method_handler(stream_request(handler.stream_stream), deserialize, serialize)
+
+
+class PerMethod(Generic[Built]):
+    """What an interceptor makes of a method's handler, made once per method.
+
+    grpc.aio hands an interceptor the same handler object for a method on every call, so the
+    wrappers built around it can be too: building them per call is a cost every request pays.
+    Only methods the server has (a handler exists) are remembered, so the table stays bounded.
+    """
+
+    def __init__(self) -> None:
+        self._built: dict[str, tuple[grpc.RpcMethodHandler, Built]] = {}
+
+    def get(self, method: str, handler: grpc.RpcMethodHandler, build: Callable[[], Built]) -> Built:
+        known = self._built.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        built = build()
+        self._built[method] = (handler, built)
+        return built

@@ -89,13 +89,18 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     def __init__(self, app: Application) -> None:
         self._app = app
         self._s = app.settings
+        self._cached_contexts = convert.ContextsOut()
 
     @_rpc
     async def Query(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
         options = self._query_options(request, context)
         result = await self._app.pipeline.query(options)
         self._answered(options, result)
-        return convert.query_out(result)
+        return self._out(result)
+
+    def _out(self, result: QueryResult) -> pb.QueryResponse:
+        # A cache hit serves contexts that were served before: their messages are kept.
+        return convert.query_out(result, self._cached_contexts if result.cached else convert.context_out)
 
     def _answered(self, options: QueryOptions, result: QueryResult) -> None:
         m = result.metrics
@@ -127,7 +132,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 with contextlib.suppress(BaseException):
                     await task
         self._answered(options, result)
-        yield pb.StreamQueryResponse(response=convert.query_out(result))
+        yield pb.StreamQueryResponse(response=self._out(result))
 
     def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> QueryOptions:
         s, v = self._s, validation.Violations()

@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-from retrieval_server.api.handlers import rewrap
+from retrieval_server.api.handlers import PerMethod, rewrap
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,9 @@ async def _reject_undecodable(request: Any, context: grpc.aio.ServicerContext) -
 
 
 class RejectUndecodable(grpc.aio.ServerInterceptor):
+    def __init__(self) -> None:
+        self._handlers: PerMethod[grpc.RpcMethodHandler] = PerMethod()
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
@@ -45,5 +48,8 @@ class RejectUndecodable(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler.request_deserializer is None:
             return handler
-        name = getattr(handler.request_deserializer, "__qualname__", "request").split(".")[0]
-        return rewrap(handler, deserializer=_safe(handler.request_deserializer, name), check_message=_reject_undecodable)
+        deserializer = handler.request_deserializer
+        name = getattr(deserializer, "__qualname__", "request").split(".")[0]
+        return self._handlers.get(
+            handler_call_details.method, handler, lambda: rewrap(handler, deserializer=_safe(deserializer, name), check_message=_reject_undecodable)
+        )

@@ -43,6 +43,10 @@ class BlockingExecutor:
         for thread in self._threads:
             thread.start()
 
+    @property
+    def workers(self) -> int:
+        return len(self._threads)
+
     async def run(self, fn: Callable[P, T], *args: P.args, priority: Priority = Priority.QUERY, **kwargs: P.kwargs) -> T:
         if self._closed:
             raise RuntimeError("executor is shut down")

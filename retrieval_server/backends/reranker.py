@@ -6,8 +6,11 @@ score with an ``index``; we put them back in place).
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -107,3 +110,98 @@ class FallbackReranker:
         except RerankError:
             log.warning("primary reranker failed; using %s", self.fallback.name, exc_info=True)
             return await self.fallback.rerank(query, texts), "rerank:tei_failed_used_local"
+
+
+class ScoringRate:
+    """Pairs per second the model has been scoring, as seen by requests (queueing included): an
+    exponentially weighted mean over calls, so the estimate follows the machine's load."""
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self._weight = weight
+        self._pairs_per_s: float | None = None
+
+    def observe(self, pairs: int, seconds: float) -> None:
+        if pairs <= 0 or seconds <= 0:
+            return
+        rate = pairs / seconds
+        self._pairs_per_s = rate if self._pairs_per_s is None else (1 - self._weight) * self._pairs_per_s + self._weight * rate
+
+    @property
+    def pairs_per_s(self) -> float | None:
+        """None until a call was measured."""
+        return self._pairs_per_s
+
+    def pairs_within(self, budget_ms: float) -> int | None:
+        """How many pairs fit in ``budget_ms`` at the measured rate (None: not measured yet)."""
+        if self._pairs_per_s is None:
+            return None
+        return int(self._pairs_per_s * budget_ms / 1e3)
+
+
+class PairScores:
+    """The scores of recent (query, text) pairs: a pair scored once is not scored again while it
+    is among the ``size`` most recently used. Keys are digests, so long texts cost 16 bytes."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._scores: OrderedDict[bytes, float] = OrderedDict()
+
+    @staticmethod
+    def key(query: str, text: str) -> bytes:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(query.encode())
+        h.update(b"\0")
+        h.update(text.encode())
+        return h.digest()
+
+    def get(self, key: bytes) -> float | None:
+        score = self._scores.get(key)
+        if score is not None:
+            self._scores.move_to_end(key)
+        return score
+
+    def put(self, key: bytes, score: float) -> None:
+        self._scores[key] = score
+        self._scores.move_to_end(key)
+        while len(self._scores) > self._size:
+            self._scores.popitem(last=False)
+
+
+class MeasuredReranker:
+    """A reranker whose scores of recent pairs are remembered and whose scoring rate is measured
+    (the rate tells a request how many candidates fit in its time budget)."""
+
+    def __init__(self, inner: Reranker, pair_cache_size: int, rate: ScoringRate | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.rate = rate or ScoringRate()
+        self._pairs = PairScores(pair_cache_size) if pair_cache_size > 0 else None
+        self._clock = clock
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        return (await self.rerank_reporting(query, texts))[0]
+
+    async def rerank_reporting(self, query: str, texts: Sequence[str]) -> tuple[list[float], str | None]:
+        keys = [PairScores.key(query, t) for t in texts] if self._pairs is not None else []
+        known = [self._pairs.get(k) for k in keys] if self._pairs is not None else [None] * len(texts)
+        todo = [i for i, s in enumerate(known) if s is None]
+        # The same text twice in one request is scored once too.
+        unique = list(dict.fromkeys(texts[i] for i in todo))
+        degraded: str | None = None
+        fresh: dict[str, float] = {}
+        if unique:
+            start = self._clock()
+            if isinstance(self.inner, FallbackReranker):
+                scores, degraded = await self.inner.rerank_reporting(query, unique)
+            else:
+                scores = await self.inner.rerank(query, unique)
+            if degraded is None:
+                self.rate.observe(len(unique), self._clock() - start)
+            fresh = dict(zip(unique, scores, strict=True))
+        out = [s if s is not None else fresh[texts[i]] for i, s in enumerate(known)]
+        if self._pairs is not None and degraded is None:
+            # A fallback model's scores are not the configured model's: they are not remembered.
+            for i in todo:
+                self._pairs.put(keys[i], out[i])
+        return out, degraded

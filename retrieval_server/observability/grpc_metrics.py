@@ -28,6 +28,8 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from retrieval_server.api.handlers import PerMethod
+
 _TYPES = {(False, False): "unary", (True, False): "client_stream", (False, True): "server_stream", (True, True): "bidi_stream"}
 
 
@@ -79,28 +81,47 @@ def _final_code(context: grpc.aio.ServicerContext, error: BaseException | None) 
     return grpc.StatusCode.OK if error is None else grpc.StatusCode.UNKNOWN
 
 
+class _Series:
+    """One method's series, looked up once: a label lookup costs more than the increment."""
+
+    __slots__ = ("started", "received", "sent", "handling", "_handled", "_labels", "_by_code")
+
+    def __init__(self, metrics: GrpcServerMetrics, labels: tuple[str, str, str]) -> None:
+        self.started = metrics.started.labels(*labels)
+        self.received = metrics.received.labels(*labels)
+        self.sent = metrics.sent.labels(*labels)
+        self.handling = metrics.handling.labels(*labels)
+        self._handled = metrics.handled
+        self._labels = labels
+        self._by_code: dict[grpc.StatusCode, Any] = {}
+
+    def handled(self, code: grpc.StatusCode) -> Any:
+        series = self._by_code.get(code)
+        if series is None:
+            series = self._by_code[code] = self._handled.labels(*self._labels, go_code(code))
+        return series
+
+
 class _Call:
     """One RPC's bookkeeping: started on creation, handled once by :meth:`done`."""
 
-    __slots__ = ("_m", "_labels", "_start", "_received", "_sent")
+    __slots__ = ("_series", "_start")
 
-    def __init__(self, metrics: GrpcServerMetrics, labels: tuple[str, str, str]) -> None:
-        self._m, self._labels = metrics, labels
-        metrics.started.labels(*labels).inc()
-        self._received = metrics.received.labels(*labels)
-        self._sent = metrics.sent.labels(*labels)
+    def __init__(self, series: _Series) -> None:
+        series.started.inc()
+        self._series = series
         self._start = time.perf_counter()
 
     def received(self) -> None:
-        self._received.inc()
+        self._series.received.inc()
 
     def sent(self) -> None:
-        self._sent.inc()
+        self._series.sent.inc()
 
     def done(self, context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
         code = _final_code(context, error)
-        self._m.handled.labels(*self._labels, go_code(code)).inc()
-        self._m.handling.labels(*self._labels).observe(time.perf_counter() - self._start)
+        self._series.handled(code).inc()
+        self._series.handling.observe(time.perf_counter() - self._start)
         return code
 
 
@@ -135,6 +156,7 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, metrics: GrpcServerMetrics) -> None:
         self._m = metrics
+        self._handlers: PerMethod[grpc.RpcMethodHandler] = PerMethod()
 
     async def intercept_service(
         self,
@@ -144,7 +166,10 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        return self._handlers.get(handler_call_details.method, handler, lambda: self._wrap(handler_call_details.method, handler))
+
+    def _wrap(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        service, _, method = full_method.lstrip("/").rpartition("/")
         streams = (handler.request_streaming, handler.response_streaming)
         labels = (_TYPES[streams], service, method)
         behavior = {
@@ -170,10 +195,10 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
     def _awaited(
         self, behavior: Callable[..., Awaitable[Any]], labels: tuple[str, str, str], request_streaming: bool, response_streaming: bool
     ) -> Callable[..., Awaitable[Any]]:
-        metrics = self._m
+        series = _Series(self._m, labels)
 
         async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            call = _Call(metrics, labels)
+            call = _Call(series)
             if request_streaming:
                 request = _counted(request, call)
             else:
@@ -196,10 +221,10 @@ class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
     def _streaming(
         self, behavior: Callable[..., AsyncIterator[Any]], labels: tuple[str, str, str], request_streaming: bool
     ) -> Callable[..., AsyncIterator[Any]]:
-        metrics = self._m
+        series = _Series(self._m, labels)
 
         async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            call = _Call(metrics, labels)
+            call = _Call(series)
             if request_streaming:
                 request = _counted(request, call)
             else:

@@ -94,8 +94,7 @@ async def _stated(graph: KnowledgeGraph, matches: Sequence[EntityMatch], state: 
     """
     o = state.options
     typed = [r for r in RelationType if r is not RelationType.CO_OCCURS]
-    edges = await graph.edges([m.key for m in matches], state.point_filter.access, o.document_ids, typed)
-    related = {e.source for e in edges} | {e.target for e in edges}
+    related = await graph.related([m.key for m in matches], state.point_filter.access, o.document_ids, typed)
     return [m for m in matches if m.key in related]
 
 

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from retrieval_server.backends.reranker import FallbackReranker
+from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
-from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit
+from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit, version_of
 from retrieval_server.workflow import keyword_leg, parent_leg
 from retrieval_server.workflow.adaptive import leg_weights, query_features
 from retrieval_server.workflow.analysis import analyze
@@ -146,36 +146,47 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     if o.strategy is Strategy.ADAPTIVE and iteration == 1:
         update["leg_weights"] = leg_weights(query_features(o.query, deps.sparse, deps.term_stats, s.adaptive), s.adaptive)
     if _uses_dense(strategy):
+        # Only what a dense leg will search for is embedded, and not here: retrieve embeds it while
+        # the keyword, metadata and graph legs, which need no vector, already run.
         main = analysis.rewritten or o.query
         extra = [*analysis.reformulations, *([analysis.hyde] if analysis.hyde else [])]
-        texts = ([] if state.query_vector is not None and main == o.query else [main]) + extra
-        try:
-            vectors = await deps.embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
-        except Exception:
-            # An embedding failure degrades to keyword search instead of failing the request.
-            log.warning("query embedding failed; falling back to keyword search", exc_info=True)
-            _degrade(state, "dense:embedding_failed")
-            update["strategy"] = Strategy.KEYWORD
-            return update
-        if texts and texts[0] == main and (state.query_vector is None or main != o.query):
-            update["query_vector"], vectors = vectors[0], vectors[1:]
-        update["variant_vectors"] = list(vectors)
+        update["embed_texts"] = ([] if state.query_vector is not None and main == o.query else [main]) + extra
+    else:
+        update["embed_texts"] = []
     return update
 
 
+async def _query_vectors(state: QueryState, deps: WorkflowDeps) -> list[np.ndarray] | None:
+    """The dense legs' vectors: the (rewritten) query's, then its variants'; None when the model failed."""
+    texts = state.embed_texts
+    try:
+        vectors = list(await deps.embedder.embed(texts)) if texts else []
+    except Exception:
+        log.warning("query embedding failed; falling back to keyword search", exc_info=True)
+        return None
+    main = state.analysis.rewritten or state.options.query
+    if state.query_vector is None or main != state.options.query:
+        return vectors
+    return [state.query_vector, *vectors]
+
+
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    """Every leg at once: the query's embedding and the dense legs after it run beside the keyword,
+    metadata and graph legs, so the slowest chain, not the sum of them, is what a query waits for."""
     o, strategy, flt, pool = state.options, state.strategy, state.point_filter, state.pool
     text = state.analysis.rewritten or o.query
+    dense = _uses_dense(strategy) and (state.query_vector is not None or bool(state.embed_texts))
+    embedding = asyncio.ensure_future(_query_vectors(state, deps)) if dense else None
     jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]] = {}
-    if _uses_dense(strategy) and state.query_vector is not None:
-        for i, vec in enumerate([state.query_vector, *state.variant_vectors]):
-            jobs[f"dense:{i}"] = lambda v=vec: deps.vectors.search_dense(v, pool, flt)
+    if embedding is not None:
+        variants = len(state.analysis.reformulations) + (1 if state.analysis.hyde else 0)
+        for i in range(1 + variants):
+            jobs[f"dense:{i}"] = lambda i=i: _after_embedding(embedding, i, lambda v: deps.vectors.search_dense(v, pool, flt))
         if deps.settings.parent_leg and deps.vectors.features.parent_vectors:
-            jobs["parent:0"] = lambda: deps.vectors.search_parents(state.query_vector, pool, flt)
-    if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH):
-        kw = deps.settings.keyword
-        for i, variant in enumerate([text, *state.analysis.reformulations]):
-            jobs[f"keyword:{i}"] = lambda q=variant: keyword_leg.search(deps.vectors, deps.sparse, q, pool, flt, kw)
+            jobs["parent:0"] = lambda: _after_embedding(embedding, 0, lambda v: deps.vectors.search_parents(v, pool, flt))
+    keyword = strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH)
+    if keyword:
+        jobs.update(_keyword_jobs(state, deps, text))
     # The metadata search runs alongside the vector legs; only mapping its documents to chunks waits for them.
     metadata_search = (
         asyncio.ensure_future(
@@ -185,14 +196,21 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         else None
     )
     graph_search = asyncio.ensure_future(graph_leg(state, deps)) if uses_graph(state, deps) else None
-    results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
-    legs: dict[str, list[VectorHit]] = {}
-    for leg, res in zip(jobs, results, strict=True):
-        if isinstance(res, BaseException):
-            log.error("retrieval leg %s failed after retries: %s", leg, res)
-            _degrade(state, f"{leg.split(':')[0]}:store_error")
-        else:
-            legs[leg] = res
+    legs = await _run_legs(state, deps, jobs)
+    update: dict[str, Any] = {}
+    vectors = await embedding if embedding is not None else None
+    if embedding is not None and vectors is None:
+        # An embedding failure degrades to keyword search instead of failing the request.
+        _degrade(state, "dense:embedding_failed")
+        legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in ("dense", "parent")}
+        if not keyword:
+            legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
+        if metadata_search is not None:
+            metadata_search.cancel()
+            metadata_search = None
+        update["strategy"] = Strategy.KEYWORD
+    elif vectors is not None:
+        update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1:]
     if "parent:0" in legs:
         legs["parent:0"] = parent_leg.as_children(legs["parent:0"], {k: v for k, v in legs.items() if k != "parent:0"})
     if metadata_search is not None:
@@ -207,7 +225,35 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         if leg.startswith("dense:"):
             for h in hits:
                 relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
-    return {"legs": legs, "dense_relevance": relevance, **graph_update}
+    return {**update, "legs": legs, "dense_relevance": relevance, **graph_update}
+
+
+async def _after_embedding(
+    embedding: asyncio.Future[list[np.ndarray] | None], i: int, search: Callable[[np.ndarray], Awaitable[list[VectorHit]]]
+) -> list[VectorHit]:
+    # Shielded: one leg's cancellation must not cancel the embedding every dense leg waits for.
+    vectors = await asyncio.shield(embedding)
+    return [] if vectors is None else await search(vectors[i])
+
+
+def _keyword_jobs(state: QueryState, deps: WorkflowDeps, text: str) -> dict[str, Callable[[], Awaitable[list[VectorHit]]]]:
+    kw, pool, flt = deps.settings.keyword, state.pool, state.point_filter
+    return {
+        f"keyword:{i}": lambda q=variant: keyword_leg.search(deps.vectors, deps.sparse, q, pool, flt, kw)
+        for i, variant in enumerate([text, *state.analysis.reformulations])
+    }
+
+
+async def _run_legs(state: QueryState, deps: WorkflowDeps, jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]]) -> dict[str, list[VectorHit]]:
+    results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
+    legs: dict[str, list[VectorHit]] = {}
+    for leg, res in zip(jobs, results, strict=True):
+        if isinstance(res, BaseException):
+            log.error("retrieval leg %s failed after retries: %s", leg, res)
+            _degrade(state, f"{leg.split(':')[0]}:store_error")
+        else:
+            legs[leg] = res
+    return legs
 
 
 async def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
@@ -259,7 +305,7 @@ def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: Workfl
         fused = score_fusion(id_lists, score_lists, weights, s.score_normalization, limit=limit)  # type: ignore[arg-type]
     else:
         fused = rrf(id_lists, k=s.rrf_k, weights=weights, limit=limit)
-    return [dataclasses.replace(hit_of[int(c)], score=float(sc)) for c, sc in zip(fused.ids, fused.scores, strict=True)]
+    return [hit_of[c].scored(sc) for c, sc in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True)]
 
 
 def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_share: float) -> float:
@@ -295,15 +341,17 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {"reranked": [], "rerank_applied": False}
     if not state.options.rerank:
         return {"reranked": state.fused, "rerank_applied": False}
-    candidates = state.fused[: deps.settings.rerank_candidates]
     if deps.reranker is None:
         _degrade(state, "rerank:unavailable")
         return {"reranked": state.fused, "rerank_applied": False}
+    candidates = state.fused[: _rerank_limit(state, deps)]
     texts = [c.content for c in candidates]
     query = state.analysis.rewritten or state.options.query
     try:
-        if isinstance(deps.reranker, FallbackReranker):
-            scores, degraded = await deps.reranker.rerank_reporting(query, texts)
+        # Duck-typed: a traced reranker forwards these to the one it wraps.
+        reporting = getattr(deps.reranker, "rerank_reporting", None)
+        if reporting is not None:
+            scores, degraded = await reporting(query, texts)
             if degraded:
                 _degrade(state, degraded)
         else:
@@ -316,35 +364,81 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
     )
     state.metrics.rerank_fallback_triggered = state.metrics.rerank_fallback_triggered or fell_back
-    return {"reranked": [dataclasses.replace(candidates[i], score=float(scores[i])) for i in kept], "rerank_applied": True}
+    return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True}
+
+
+def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int:
+    """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate
+    (never fewer than top_k: an answer's worth of candidates is always scored)."""
+    limit, budget = deps.settings.rerank_candidates, deps.settings.rerank_budget_ms
+    rate: ScoringRate | None = getattr(deps.reranker, "rate", None)
+    if budget <= 0 or rate is None:
+        return limit
+    fits = rate.pairs_within(budget)
+    if fits is None or max(fits, state.options.top_k) >= min(limit, len(state.fused)):
+        return limit
+    _degrade(state, "rerank:budget")
+    return max(fits, state.options.top_k)
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Small-to-big: child hits under their parents, documents and parents fetched in one batch each.
+    """Small-to-big: child hits under their parents; the top_k parents and their documents fetched
+    in one batch each.
 
     Only hits of each document's committed version count: a point written for a version whose rows
-    are not (yet, or any more) committed is never shown.
+    are not (yet, or any more) committed is never shown. The documents fetched for the top_k
+    parents carry their versions, so these are checked first: when every hit of those parents is
+    current, dropping stale hits elsewhere could only lower other parents (a parent scores its best
+    child), so the answer is the same and the versions of the whole candidate pool (hundreds of
+    documents at top_k 100) need not be read. Otherwise they are, and every stale hit is dropped
+    before grouping. Rows read grow with top_k, not with the pool (top_k x 8 hits).
     """
-    documents = await _with_retries(
-        deps, "documents", lambda: deps.metadata.get_documents(list({h.document_id for h in state.reranked}))
-    )
-    hits = [h for h in state.reranked if h.document_id in documents and h.version == documents[h.document_id].version]
-    if not hits:
+    if not state.reranked:
         return {"contexts": []}
-    parent_ids, codes = np.unique([h.parent_chunk_id for h in hits], return_inverse=True)
-    grouped = group_by_parent(codes, np.asarray([h.score for h in hits], dtype=np.float32), len(parent_ids))
-    wanted = [str(parent_ids[p]) for p in grouped.parents]
-    parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
-    contexts = []
-    for rank, pid in enumerate(wanted):
-        parent = parents.get(pid)
-        if parent is None:
-            continue  # the document was replaced between the two reads: its hits are of the old version
-        document = documents[parent.document_id]
-        kids = grouped.children[grouped.offsets[rank] : grouped.offsets[rank + 1]]
-        evidence = tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in kids)
-        contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
+    top_k = state.options.top_k
+    contexts = await _contexts(state.reranked, top_k, deps, stale_aborts=True)
+    if contexts is None:
+        stored = await _with_retries(
+            deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
+        )
+        versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
+        current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
+        contexts = await _contexts(current, top_k, deps, stale_aborts=False) if current else []
     return {"contexts": contexts}
+
+
+async def _contexts(hits: list[VectorHit], top_k: int, deps: WorkflowDeps, *, stale_aborts: bool) -> list[RetrievedContext] | None:
+    """The best ``top_k`` parents of ``hits`` with their documents. A parent whose hits are not all of
+    its document's stored version: None when ``stale_aborts``, else skipped (replaced between the reads)."""
+    codes: dict[str, int] = {}
+    parent_codes = np.fromiter((codes.setdefault(h.parent_chunk_id, len(codes)) for h in hits), dtype=np.int64, count=len(hits))
+    parent_ids = list(codes)
+    grouped = group_by_parent(parent_codes, np.fromiter((h.score for h in hits), dtype=np.float32, count=len(hits)), len(parent_ids))
+    ranked = [parent_ids[p] for p in grouped.parents.tolist()]
+    offsets, children = grouped.offsets.tolist(), grouped.children.tolist()
+    contexts: list[RetrievedContext] = []
+    start = 0
+    while len(contexts) < top_k and start < len(ranked):
+        # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
+        wanted = ranked[start : start + top_k - len(contexts)]
+        parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
+        documents = await _with_retries(
+            deps, "documents", lambda: deps.metadata.get_documents(list({p.document_id for p in parents.values()}))
+        )
+        for rank, pid in enumerate(wanted, start=start):
+            parent = parents.get(pid)
+            document = documents.get(parent.document_id) if parent is not None else None
+            if parent is None or document is None:
+                continue  # deleted: none of its hits count
+            kids = [hits[i] for i in children[offsets[rank] : offsets[rank + 1]]]
+            if any(h.version != document.version for h in kids):
+                if stale_aborts:
+                    return None
+                continue
+            evidence = tuple(ChildEvidence(h.chunk_id, h.content, h.score) for h in kids)
+            contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
+        start += len(wanted)
+    return contexts
 
 
 def _sigmoid(x: float) -> float:

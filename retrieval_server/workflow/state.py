@@ -39,6 +39,8 @@ class WorkflowSettings:
     metadata_weight: float = 0.3
     score_normalization: str = "minmax"
     rerank_candidates: int = 50
+    #: 0: no time budget for reranking (see Settings.rerank_budget_ms)
+    rerank_budget_ms: float = 0.0
     rerank_threshold: float = 0.3
     rerank_fallback: int = 3
     sufficiency_threshold: float = 0.6
@@ -94,6 +96,8 @@ class QueryState:
     query_vector: np.ndarray | None = None
     analysis: Analysis = field(default_factory=Analysis)
     variant_vectors: list[np.ndarray] = field(default_factory=list)
+    #: what retrieve embeds for the dense legs: the (rewritten) query unless its vector is known, then the variants
+    embed_texts: list[str] = field(default_factory=list)
     #: what the caller may read, set once per request before the cache is consulted
     point_filter: PointFilter = field(default_factory=PointFilter)
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)

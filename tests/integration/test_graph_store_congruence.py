@@ -150,3 +150,13 @@ async def test_matching_exports_and_access(metadata_store: MetadataStore, execut
     assert "shadowvault" not in back.nodes and back.nodes["authsvc"]["entity_type"] == "SERVICE"
     assert {(s, t, d["relation"]) for s, t, d in back.edges(data=True)} >= {("projectalpha", "authsvc", "DEPENDS_ON")}
     assert "shadowvault" in (await graph.to_networkx(ALICE)).nodes
+
+
+async def test_endpoints_are_the_keys_graph_edges_shows_for_every_reader(metadata_store: MetadataStore) -> None:
+    await _load(metadata_store)
+    keys = ["projectalpha", "authsvc", "databasesvc", "shadowvault", "unknown"]
+    for who in (ANON, ALICE, BOB, CAROL, ROOT):
+        for relations in (None, [R.USES], [r for r in R if r is not R.CO_OCCURS]):
+            edges = await metadata_store.graph_edges(keys, who, relations=relations)
+            shown = ({e.source for e in edges} | {e.target for e in edges}) & set(keys)
+            assert await metadata_store.graph_endpoints(keys, who, relations=relations) == shown

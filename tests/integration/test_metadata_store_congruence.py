@@ -130,3 +130,28 @@ async def test_cancelled_calls_leave_no_transaction_behind(metadata_store: Metad
     assert await metadata_store.replace_document(Document("after", title="ok"), _parents("after", 1)) is False
     got = await metadata_store.get_document("after")
     assert got is not None and got.title == "ok"
+
+
+async def test_the_two_step_metadata_search_answers_as_the_one_statement_search(metadata_store: MetadataStore) -> None:
+    """Whatever a store does to search faster, the answer is the one statement's: same documents,
+    same scores, same order, for every caller, limit and query (private documents crowding the
+    best matches force the SQLite store's fallback)."""
+    import random
+
+    rng = random.Random(5)
+    words = ["alpine", "glacier", "river", "the", "of", "valley", "snow", "rock", "ice", "lake"]
+    users = ["alice", "bob", "carol"]
+    for i in range(120):
+        private = i % 3 != 0
+        owner = rng.choice(users) if private else ""
+        title = " ".join(rng.choice(words) for _ in range(rng.randint(2, 6)))
+        doc = Document(f"doc{i:03d}", title, access=Access.PRIVATE if private else Access.PUBLIC, owner_id=owner,
+                       granted_user_ids=(rng.choice(users),) if private and i % 5 == 0 else ())
+        await metadata_store.replace_document(doc, _parents(doc.document_id, 1))
+    callers = [Identity(), Identity("alice", Role.USER), Identity("carol", Role.USER), Identity("root", Role.SUPER_ADMIN)]
+    for query in ["the glacier", "of the", "snow lake river", "ice", "nothing here"]:
+        for caller in callers:
+            access = AccessFilter.for_identity(caller)
+            for limit in (1, 3, 10):
+                got = await metadata_store.search_documents(query, limit, access)
+                assert got == await MetadataStore.search_documents(metadata_store, query, limit, access), (query, caller.user_id, limit)

@@ -21,8 +21,10 @@ from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, AccessFilter, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.workflow import nodes
 from retrieval_server.workflow.pipeline import QueryPipeline
+from retrieval_server.workflow.state import QueryState
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.http_servers import json_server, tei_rerank, word_overlap
 
@@ -264,6 +266,59 @@ class FailingDense:
         raise ConnectionError("vector store unreachable")
 
 
+class Overlap:
+    """Stores and a model that hold each leg until the others have started: legs run one after
+    another would never finish (each waits for a leg that cannot start before it ends)."""
+
+    def __init__(self, app: Application) -> None:
+        self.started = {leg: asyncio.Event() for leg in ("embed", "keyword", "metadata")}
+        self.embedder, self.vectors, self.metadata = _Held(app.pipeline.deps.embedder, self), _Held(app.vectors, self), _Held(app.metadata, self)
+        self.embeds = 0
+
+    async def hold(self, leg: str, others: Sequence[str]) -> None:
+        self.started[leg].set()
+        await asyncio.wait_for(asyncio.gather(*(self.started[o].wait() for o in others)), 60)
+
+
+class _Held:
+    def __init__(self, inner: Any, overlap: Overlap) -> None:
+        self._inner, self._overlap = inner, overlap
+        self.model_id, self.dim = getattr(inner, "model_id", ""), getattr(inner, "dim", 0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def embed(self, texts: Sequence[str], *args: Any) -> Any:
+        self._overlap.embeds += 1
+        await self._overlap.hold("embed", ["keyword", "metadata"])
+        return await self._inner.embed(texts, *args)
+
+    async def search_sparse(self, *args: Any, **kwargs: Any) -> Any:
+        await self._overlap.hold("keyword", ["embed", "metadata"])
+        return await self._inner.search_sparse(*args, **kwargs)
+
+    async def search_documents(self, *args: Any, **kwargs: Any) -> Any:
+        await self._overlap.hold("metadata", ["embed", "keyword"])
+        return await self._inner.search_documents(*args, **kwargs)
+
+
+async def test_hybrid_legs_overlap_the_query_embedding_and_each_other(app: Application) -> None:
+    held = Overlap(app)
+    r = await pipeline(app, embedder=held.embedder, vectors=held.vectors, metadata=held.metadata).query(
+        QueryOptions("tomato sauce garlic", 2, strategy=Strategy.HYBRID, use_cache=False)
+    )
+    assert _docs(r)[0] == "cooking" and r.metrics.strategy_used is Strategy.HYBRID
+    assert not [d for d in r.metrics.degraded if d.startswith(("dense", "keyword", "metadata"))]
+    assert held.embeds == 1  # the query once, by retrieve: nothing else needed a vector
+    assert _stages(r).count("retrieve") == 1
+
+
+async def test_a_keyword_query_embeds_nothing(app: Application) -> None:
+    embedder = CountingEmbedder(app.pipeline.deps.embedder)
+    r = await pipeline(app, embedder=embedder).query(QueryOptions("basil garlic sauce", 2, strategy=Strategy.KEYWORD, use_cache=False))
+    assert _docs(r)[0] == "cooking" and embedder.calls == 0
+
+
 async def test_embedding_failure_falls_back_to_keyword_search(app: Application) -> None:
     r = await pipeline(app, embedder=BrokenEmbedder()).query(QueryOptions("basil garlic sauce", 2))
     assert _docs(r)[0] == "cooking"
@@ -407,3 +462,53 @@ async def test_a_long_query_is_truncated_for_the_model_not_refused(app: Applicat
     for strategy in ALL_STRATEGIES:
         r = await app.pipeline.query(QueryOptions(text, 2, strategy=strategy, use_cache=False))
         assert _docs(r)[0] == "cooking" and not [d for d in r.metrics.degraded if "error" in d or "failed" in d]
+
+
+# --- enrich: versions ------------------------------------------------------------------------
+
+
+class CountingVersions:
+    """The metadata store, counting reads of the candidate pool's versions."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.version_reads = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def document_versions(self, ids: Sequence[str]) -> Any:
+        self.version_reads += 1
+        return await self._inner.document_versions(ids)
+
+
+async def _pool(app: Application) -> list[Any]:
+    vector = (await app.embedder.embed(["flux capacitor tomato sauce rain"]))[0]
+    hits = await app.vectors.search_dense(vector, 20, PointFilter(access=AccessFilter.for_identity(ROOT)))
+    assert len({h.parent_chunk_id for h in hits}) >= 3
+    return hits
+
+
+
+
+async def _enrich(app: Application, hits: list[Any], top_k: int) -> tuple[list[Any], int]:
+    metadata = CountingVersions(app.metadata)
+    deps = dataclasses.replace(app.pipeline.deps, metadata=metadata)
+    state = QueryState(options=QueryOptions("q", top_k, identity=ROOT), reranked=hits)
+    out = await nodes.enrich(state, deps)
+    return [(c.parent.parent_chunk_id, c.score, [e.chunk_id for e in c.children]) for c in out["contexts"]], metadata.version_reads
+
+
+async def test_enrich_reads_the_pools_versions_only_when_a_best_parent_has_a_stale_hit(app: Application) -> None:
+    hits = await _pool(app)
+    current, reads = await _enrich(app, hits, 2)
+    assert reads == 0 and len(current) == 2  # every hit current: the top parents' documents vouch for them
+    # A stale hit (an old version's point) of a parent outside the best two changes nothing.
+    third = next(h for h in hits if h.parent_chunk_id not in {pid for pid, _, _ in current})
+    stale_low = dataclasses.replace(third, chunk_id=third.chunk_id + "-old", version="old", score=third.score - 1)
+    assert await _enrich(app, [*hits, stale_low], 2) == (current, 0)
+    # A stale hit that would lead: the versions are read, and it neither counts nor is shown.
+    best = hits[0]
+    stale_top = dataclasses.replace(best, chunk_id=best.chunk_id + "-old", version="old", score=best.score + 1)
+    contexts, reads = await _enrich(app, [stale_top, *hits], 2)
+    assert reads == 1 and contexts == current
+    assert all(not cid.endswith("-old") for _, _, kids in contexts for cid in kids)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -221,5 +222,42 @@ async def test_an_index_from_before_parent_vectors_keeps_working(kind: str, tmp_
         # The titled search falls back to the plain keyword vector.
         assert [h.chunk_id for h in await store.search_sparse(SparseVector((4,), (1.0,)), 5, ANON, titled=True)] == ["pub#p0c0"]
         assert await store.count() == 1
+    finally:
+        await store.close()
+
+
+class _CountingShard:
+    """The real shard, counting the engine calls a search makes."""
+
+    def __init__(self, shard: qe.EdgeShard) -> None:
+        self._shard = shard
+        self.calls: list[tuple[str, int]] = []
+
+    def query(self, request: qe.QueryRequest) -> list[qe.ScoredPoint]:
+        self.calls.append(("query", 1))
+        return self._shard.query(request)
+
+    def query_batch(self, batch: qe.QueryBatchRequest) -> list[list[qe.ScoredPoint]]:
+        self.calls.append(("query_batch", len(batch.queries)))
+        return self._shard.query_batch(batch)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._shard, name)
+
+
+async def test_edge_searches_asked_for_together_are_one_engine_call(tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Searches asked for together (a query's dense legs, concurrent requests') are one engine call, answered as one by one."""
+    store = make_vector_store("edge", tmp_path, executor)
+    await store.open()
+    try:
+        vecs = await _fill(store)
+        alone = [await store.search_dense(v, 10, ALICE) for v in vecs] + [await store.search_sparse(SparseVector((7,), (1.0,)), 10, ROOT)]
+        counting = _CountingShard(store._shard)  # type: ignore[attr-defined]
+        store._shard = counting  # type: ignore[attr-defined,assignment]
+        together = await asyncio.gather(*(store.search_dense(v, 10, ALICE) for v in vecs), store.search_sparse(SparseVector((7,), (1.0,)), 10, ROOT))
+        assert counting.calls == [("query_batch", 5)]
+        assert [[(h.chunk_id, round(h.score, 5)) for h in hits] for hits in together] == [
+            [(h.chunk_id, round(h.score, 5)) for h in hits] for hits in alone
+        ]
     finally:
         await store.close()

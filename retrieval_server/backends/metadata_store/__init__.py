@@ -10,12 +10,12 @@ import json
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from retrieval_server.backends.metadata_store.graph import GraphQueries
-from retrieval_server.backends.metadata_store.sql import in_chunks as _chunks
+from retrieval_server.backends.metadata_store.sql import IN_CHUNK, in_chunks as _chunks
 from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk
 from retrieval_server.knowledge import DocumentGraph
@@ -31,6 +31,7 @@ class Tx(Protocol):
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
 
+T = TypeVar("T")
 _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, content_hash"
 
 
@@ -56,6 +57,13 @@ class MetadataStore(GraphQueries, ABC):
         """Reads only: a consistent view that never takes a write lock (by default a transaction)."""
         return self.transaction()
 
+    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]], *, one_statement: bool = False) -> T:
+        """``read`` in a snapshot, for reads of about ``rows`` rows by primary key (a store may answer
+        small ones more cheaply: see the SQLite store). ``one_statement``: ``read`` runs a single
+        statement, consistent by itself."""
+        async with self.snapshot() as tx:
+            return await read(tx)
+
     @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A transaction: committed on normal exit, rolled back on an exception."""
@@ -76,18 +84,27 @@ class MetadataStore(GraphQueries, ABC):
         The access rule is part of the query: public documents, plus owned or granted ones, or
         everything for SUPER_ADMIN.
         """
+        statement = self.search_statement(query, limit, access, document_ids)
+        if statement is None:
+            return []
+        async with self.snapshot() as tx:
+            rows = await tx.fetchall(*statement)
+        return [(r[0], float(r[1])) for r in rows]
+
+    def search_statement(
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
+    ) -> tuple[str, list[Any]] | None:
+        """The SQL and parameters of :meth:`search_documents` (None: nothing to search for)."""
         terms = _terms(query)
         if not terms or limit <= 0:
-            return []
+            return None
         source, score, params = self._fulltext(terms)
         where, wparams = readable_clause(access, document_ids)
         sql = f"SELECT d.document_id, {score} AS s {source}"
         if where:
             sql += (" AND " if " WHERE " in source else " WHERE ") + " AND ".join(where)
         sql += " ORDER BY s DESC, d.document_id LIMIT ?"
-        async with self.snapshot() as tx:
-            rows = await tx.fetchall(sql, [*params, *wparams, limit])
-        return [(r[0], float(r[1])) for r in rows]
+        return sql, [*params, *wparams, limit]
 
     async def ping(self) -> None:
         async with self.snapshot() as tx:
@@ -129,23 +146,26 @@ class MetadataStore(GraphQueries, ABC):
 
     async def document_versions(self, ids: Sequence[str]) -> dict[str, str]:
         """The committed content hash of each stored document among ``ids`` (see :attr:`Document.version`)."""
-        out: dict[str, str] = {}
         if not ids:
-            return out
-        async with self.snapshot() as tx:
-            for part in _chunks(list(dict.fromkeys(ids))):
+            return {}
+        unique = list(dict.fromkeys(ids))
+
+        async def read(tx: Tx) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for part in _chunks(unique):
                 marks = ",".join("?" * len(part))
                 for doc_id, content_hash in await tx.fetchall(
                     f"SELECT document_id, content_hash FROM documents WHERE document_id IN ({marks})", part
                 ):
                     out[doc_id] = content_hash or ""
-        return out
+            return out
+
+        return await self.read_by_key(len(unique), read, one_statement=len(unique) <= IN_CHUNK)
 
     async def get_documents(self, ids: Sequence[str]) -> dict[str, Document]:
         if not ids:
             return {}
-        async with self.snapshot() as tx:
-            return await self._documents(tx, ids)
+        return await self.read_by_key(len(ids), lambda tx: self._documents(tx, ids))
 
     async def get_document(self, document_id: str) -> Document | None:
         return (await self.get_documents([document_id])).get(document_id)
@@ -217,11 +237,13 @@ class MetadataStore(GraphQueries, ABC):
 
     async def get_parents(self, parent_ids: Sequence[str]) -> dict[str, ParentChunk]:
         """All requested parents in one round trip per 500 ids."""
-        out: dict[str, ParentChunk] = {}
         if not parent_ids:
-            return out
-        async with self.snapshot() as tx:
-            for part in _chunks(list(dict.fromkeys(parent_ids))):
+            return {}
+        unique = list(dict.fromkeys(parent_ids))
+
+        async def read(tx: Tx) -> dict[str, ParentChunk]:
+            out: dict[str, ParentChunk] = {}
+            for part in _chunks(unique):
                 marks = ",".join("?" * len(part))
                 for r in await tx.fetchall(
                     "SELECT parent_chunk_id, document_id, chunk_index, content, tokens, page"
@@ -229,7 +251,9 @@ class MetadataStore(GraphQueries, ABC):
                     part,
                 ):
                     out[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
-        return out
+            return out
+
+        return await self.read_by_key(len(unique), read, one_statement=len(unique) <= IN_CHUNK)
 
     async def count_documents(self) -> int:
         async with self.snapshot() as tx:

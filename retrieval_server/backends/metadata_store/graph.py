@@ -147,6 +147,28 @@ class GraphQueries:
             for (s, t, r) in sorted(weight)
         ]
 
+    async def graph_endpoints(
+        self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), relations: Iterable[RelationType] | None = None,
+    ) -> set[str]:
+        """Which of ``keys`` have at least one readable edge (of these relations): what
+        :meth:`graph_edges` would show them in, without reading and summing every edge (a common
+        entity has thousands)."""
+        join, params = _visible("g", access, document_ids)
+        related = ""
+        if relations is not None:
+            wanted = [r.value for r in relations]
+            related = f" AND g.relation IN ({','.join('?' * len(wanted))})"
+            params = [*params, *wanted]
+        found: set[str] = set()
+        async with self.snapshot() as tx:
+            for part in in_chunks(list(dict.fromkeys(keys))):
+                marks = ",".join("?" * len(part))
+                for column in ("source_key", "target_key"):
+                    rows = await tx.fetchall(f"SELECT DISTINCT g.{column} FROM graph_edges g{join}{related} AND g.{column} IN ({marks})",
+                                             [*params, *part])
+                    found.update(r[0] for r in rows)
+        return found
+
     async def graph_chunks(
         self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), per_entity: int = 50
     ) -> dict[str, list[tuple[str, int]]]:

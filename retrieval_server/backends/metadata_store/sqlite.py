@@ -5,15 +5,22 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
-from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
-from retrieval_server.domain import Document, ReadOnly, Unavailable
+from retrieval_server.backends.metadata_store import MetadataStore, Tx, _terms, search_text
+from retrieval_server.backends.metadata_store.sql import readable_clause
+from retrieval_server.domain import AccessFilter, Document, ReadOnly, Unavailable
+
+T = TypeVar("T")
+#: full-text matches ranked before the access filter, per wanted result (see search_documents)
+RANK_AHEAD = 4
+#: primary-key reads of at most this many rows run on the event loop's own connection (see read_by_key)
+INLINE_MAX_ROWS = 64
 
 DDL = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -120,6 +127,22 @@ class _SqliteTx:
         return [tuple(r) for r in await self._conn.execute_fetchall(sql, params)]
 
 
+class _InlineTx:
+    """Reads on a connection of the event loop's thread: each statement runs to completion at once."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        raise ReadOnly("an inline read does not write")
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise ReadOnly("an inline read does not write")
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
+
+
 class SqliteMetadataStore(MetadataStore):
     def __init__(self, path: Path | str, readers: int = 2, read_only: bool = False) -> None:
         self._path = path
@@ -132,6 +155,7 @@ class SqliteMetadataStore(MetadataStore):
         self._reader_count = readers
         self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._all_readers: list[aiosqlite.Connection] = []
+        self._inline: sqlite3.Connection | None = None
 
     async def open(self) -> None:
         try:
@@ -170,8 +194,17 @@ class SqliteMetadataStore(MetadataStore):
             self._readers.put_nowait(reader)
             await reader.execute("PRAGMA query_only=ON")
             await reader.execute("PRAGMA busy_timeout=5000")
+        # Never waits for a lock (busy_timeout 0): the event loop must not block. Under WAL a reader
+        # is refused only in rare moments (recovery, a writer in exclusive mode); then the read
+        # goes to a reader thread instead.
+        self._inline = sqlite3.connect(database, isolation_level=None, uri=uri)
+        self._inline.execute("PRAGMA query_only=ON")
+        self._inline.execute("PRAGMA busy_timeout=0")
 
     async def close(self) -> None:
+        if self._inline is not None:
+            inline, self._inline = self._inline, None
+            inline.close()
         readers, self._all_readers = self._all_readers, []
         for _ in readers:
             await (await self._readers.get()).close()  # waits for reads in flight to hand theirs back
@@ -195,6 +228,62 @@ class SqliteMetadataStore(MetadataStore):
                 await reader.execute("COMMIT")
         finally:
             self._readers.put_nowait(reader)
+
+    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]], *, one_statement: bool = False) -> T:
+        """Small primary-key reads on the event loop's own connection: a thread hop to a reader
+        costs more than the lookup itself (a cache hit's version check is one). ``read`` only
+        fetches, so it completes without suspending: nothing can interleave on the connection.
+        A single statement needs no transaction around it (it is one by itself)."""
+        conn = self._inline
+        if conn is None or rows > INLINE_MAX_ROWS:
+            return await super().read_by_key(rows, read, one_statement=one_statement)
+        try:
+            if one_statement:
+                return await read(_InlineTx(conn))
+            conn.execute("BEGIN")
+            try:
+                return await read(_InlineTx(conn))
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return await super().read_by_key(rows, read, one_statement=one_statement)
+
+    def ranked_statement(self, query: str, limit: int) -> tuple[str, list[Any]] | None:
+        """The best ``limit`` full-text matches by score alone, readable or not (None: nothing to search for)."""
+        terms = _terms(query)
+        if not terms or limit <= 0:
+            return None
+        _, score, params = self._fulltext(terms)
+        return (f"SELECT document_id, {score} AS s FROM documents_fts WHERE documents_fts MATCH ? ORDER BY s DESC, document_id LIMIT ?",
+                [*params, limit])
+
+    async def search_documents(
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The same answer as the one-statement search, in two steps: the best ``RANK_AHEAD x limit``
+        matches by score alone, then which of them the caller may read. FTS5 scores every match
+        either way (thousands of titles when a query has common words); the join and the access
+        check of each are what this saves (a quarter of the search on SciFact). Readable rows
+        outside the first step rank below all of its rows, so when at least ``limit`` of them are
+        readable (or the first step held every match) they are the answer; otherwise the
+        one-statement search gives it."""
+        ranked_statement = self.ranked_statement(query, limit * RANK_AHEAD)
+        if document_ids or ranked_statement is None:
+            return await super().search_documents(query, limit, access, document_ids)
+        async with self.snapshot() as tx:
+            ranked = await tx.fetchall(*ranked_statement)
+            if not ranked:
+                return []
+            where, params = readable_clause(access, [r[0] for r in ranked])
+            readable = {r[0] for r in await tx.fetchall(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
+        kept = [(r[0], float(r[1])) for r in ranked if r[0] in readable]
+        if len(kept) >= limit or len(ranked) < limit * RANK_AHEAD:
+            return kept[:limit]
+        return await super().search_documents(query, limit, access, document_ids)
 
     def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
         # FTS5 bm25() is lower-is-better; OR over quoted terms never hits FTS query syntax.

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as qe
 
+from retrieval_server.backends.coalescer import Coalescer
 from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.vector_store import (
     DENSE,
@@ -72,6 +73,7 @@ class EdgeVectorStore:
         self.policy = policy or SearchPolicy()
         self._shard: qe.EdgeShard | None = None
         self._write_lock = asyncio.Lock()
+        self._searches: Coalescer[qe.QueryRequest, list[VectorHit]] = Coalescer(self._run_batch, slots=executor.workers)
         #: what a new index is created with; an existing one reports what it holds
         self._wanted = self.features = features
 
@@ -166,7 +168,7 @@ class EdgeVectorStore:
             await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt), priority=Priority.BACKGROUND)
         await self._refresh_count()
 
-    def _query(self, query: qe.Query, limit: int, flt: PointFilter) -> list[VectorHit]:
+    def _request(self, query: qe.Query, limit: int, flt: PointFilter) -> qe.QueryRequest:
         engine_filter = _filter(flt)
         exact = self.policy.exact
         params = qe.SearchParams(
@@ -175,27 +177,35 @@ class EdgeVectorStore:
             # ACORN keeps filtered HNSW search from losing recall when the filter is selective.
             acorn=qe.AcornSearchParams(enable=True) if engine_filter is not None else None,
         )
-        points = self.shard.query(
-            qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=True)
-        )
-        return [hit_from_payload(p.payload or {}, p.score) for p in points]
+        return qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=True)
+
+    def _query_batch(self, requests: list[qe.QueryRequest]) -> list[list[VectorHit]]:
+        results = self.shard.query_batch(qe.QueryBatchRequest(requests)) if len(requests) > 1 else [self.shard.query(requests[0])]
+        return [[hit_from_payload(p.payload or {}, p.score) for p in points] for points in results]
+
+    async def _run_batch(self, requests: list[qe.QueryRequest]) -> list[list[VectorHit]]:
+        return await self._executor.run(self._query_batch, requests)
+
+    async def _search(self, query: qe.Query, limit: int, flt: PointFilter) -> list[VectorHit]:
+        # Searches asked for together (a query's dense legs; other requests' under load) reach the engine as one batch.
+        return await self._searches.submit(self._request(query, limit, flt))
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
-        return await self._executor.run(self._query, q, limit, flt)
+        return await self._search(q, limit, flt)
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
         if not vector.indices:
             return []
         using = SPARSE_TITLED if titled and self.features.title_field else SPARSE
         q = qe.Query.Nearest(qe.SparseVector(indices=list(vector.indices), values=list(vector.values)), using=using)
-        return await self._executor.run(self._query, q, limit, flt)
+        return await self._search(q, limit, flt)
 
     async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         if not self.features.parent_vectors:
             return []
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=PARENT)
-        return await self._executor.run(self._query, q, limit, flt)
+        return await self._search(q, limit, flt)
 
     def _term_counts(self, max_points: int) -> TermCounts:
         counter, offset = TermCounter(max_points), None

@@ -1,0 +1,248 @@
+"""Every request beside its floors, measured in the same run on this machine.
+
+    python -m bench.floor                       # 1 and 2 server processes, SciFact index of bench.quality
+    python -m bench.floor --duration 5 --processes 1
+
+Floors:
+
+* transport: a bare grpc.aio server with one unary method (``bench.floor.echo``) answering the
+  same bytes as a cached Query, driven by the same load generator at the same concurrency;
+* in-process: the same embedding and engine calls made directly, no gRPC, no workflow graph
+  (``bench.floor.inprocess``), measured on the same index before the server starts;
+* what the cores allow under load: each scenario's in-process calls back to back on as many
+  threads as cores, measured (on the machine as it is shared at the time);
+* the raw cross-encoder on the same pairs as the rerank row (the service's pair cache off);
+* start-up and command overheads (``bench.floor.startup``) and ingestion beside the raw encoder
+  on the same chunks (``bench.floor.ingestion``).
+
+Every ratio divides two numbers of this run; the table says which goal each one is held to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+import grpc
+
+from bench.beir import BeirDataset, shared_dir
+from bench.floor import echo, ingestion, inprocess, startup
+from bench.floor.report import Cell, Report
+from bench.load import generator
+from bench.load.reranker import reranker_dir
+from bench.load.scenarios import Scenario
+from bench.quality import index as bench_index
+from bench.server_process import free_port, running_server
+from retrieval.v1 import retrieval_pb2 as pb
+
+TOP_K = 5
+WIDE_TOP_K = 100
+CHILD_CANDIDATES = 8
+RERANK_CANDIDATES = 20
+
+
+def _query(top_k: int, *, cache: bool, rerank: bool):  # type: ignore[no-untyped-def]
+    return lambda q: pb.QueryRequest(query=q, top_k=top_k, strategy=pb.STRATEGY_HYBRID, use_cache=cache, rerank=rerank)
+
+
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario("echo", echo.METHOD, _query(TOP_K, cache=True, rerank=False), service=echo.SERVICE, response_type=pb.QueryResponse,
+                 description="transport floor: bare grpc.aio, one unary method, the cached answer's bytes"),
+        Scenario("query-cached", "Query", _query(TOP_K, cache=True, rerank=False), warm_cache=True, description="Query HYBRID from the cache"),
+        Scenario("search", "Search", lambda q: pb.SearchRequest(query=q, top_k=TOP_K), description="Search, top 5"),
+        Scenario("query-hybrid", "Query", _query(TOP_K, cache=False, rerank=False), description="Query HYBRID top 5, no rerank"),
+        Scenario("query-hybrid-top100", "Query", _query(WIDE_TOP_K, cache=False, rerank=False), description="Query HYBRID top 100, no rerank"),
+        Scenario("query-hybrid-rerank", "Query", _query(TOP_K, cache=False, rerank=True),
+                 description=f"Query HYBRID + ONNX cross-encoder over {RERANK_CANDIDATES} candidates"),
+    )
+}
+
+
+def _texts(dataset: BeirDataset) -> Iterator[str]:
+    """The corpus's documents as plain text (title, then body)."""
+    with dataset.corpus.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                doc = json.loads(line)
+                yield f"{doc.get('title', '')}\n\n{doc.get('text', '')}".strip()
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", type=Path, default=shared_dir() / "datasets" / "scifact", help="BEIR folder (index and query texts)")
+    p.add_argument("--processes", type=_ints, default=[1, 2], help="server process counts for the load rows (default 1,2)")
+    p.add_argument("--load-concurrency", type=_ints, default=[8, 32], help="closed-loop concurrency of the load rows (default 8,32)")
+    p.add_argument("--duration", type=float, default=8.0, help="measured seconds per cell (after a 2 s warm-up)")
+    p.add_argument("--floor-queries", type=int, default=100, help="queries the in-process floor is measured on")
+    p.add_argument("--model-dir", type=Path, help="embedding model (default: as bench.quality)")
+    p.add_argument("--reranker-model-dir", type=Path, help="real cross-encoder folder (default: one built here, random weights)")
+    p.add_argument("--index-dir", type=Path, help="index data directory (default: bench.quality's for the dataset)")
+    p.add_argument("--ingest-documents", type=int, default=200, help="documents of the ingestion row (0: skip it)")
+    p.add_argument("--no-startup", action="store_true", help="skip the start-up and command overhead rows")
+    p.add_argument("--set", action="append", default=[], metavar="RETRIEVAL_X=Y", help="extra server setting (repeatable)")
+    p.add_argument("--output", type=Path, default=bench_index.RESULTS / "floor.json")
+    return p
+
+
+@contextmanager
+def echo_server(response: pb.QueryResponse) -> Iterator[str]:
+    """The transport floor in a process of its own, as the service runs in one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        body = Path(tmp) / "response.bin"
+        body.write_bytes(response.SerializeToString())
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "bench.floor.echo", "--port", str(port), "--response", str(body)],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline() if proc.stdout else ""
+            if not line.startswith("listening"):
+                raise RuntimeError(f"the echo server did not start (exit {proc.poll()})")
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _run(runner: asyncio.Runner, target: str, name: str, queries: list[str], concurrency: int, duration_s: float, processes: int,
+         pid: int | None) -> Cell:
+    from bench.load.resources import ResourceSampler
+
+    scenario = SCENARIOS[name]
+
+    async def go() -> dict[str, object]:
+        return (await generator.closed_loop(target, scenario, queries, concurrency=concurrency, duration_s=duration_s,
+                                            channels=concurrency)).summary()
+
+    if pid is None:
+        summary, cpu = runner.run(go()), 0.0
+    else:
+        with ResourceSampler(pid) as sampler:
+            summary = runner.run(go())
+        cpu = sampler.usage.cpu_cores
+    cell = Cell.of(name, processes, concurrency, summary, cpu)
+    print(cell.line(), flush=True)
+    return cell
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    dataset = BeirDataset(args.dataset.resolve())
+    try:
+        dataset.check()
+    except FileNotFoundError as exc:
+        print(f"{exc} (set --dataset, or RETRIEVAL_SHARED_DIR)", file=sys.stderr)
+        return 2
+    model_dir = args.model_dir or bench_index.default_model_dir()
+    index_dir = (args.index_dir or bench_index.default_index_dir(dataset)).resolve()
+    base = {"RETRIEVAL_MODEL_DIR": str(model_dir.resolve())} if model_dir else {}
+    log_dir = bench_index.RESULTS / "floor-logs"
+    bench_index.ensure(dataset, index_dir, base, model_dir, batch=200, progress=True, log=log_dir / "ingest.log")
+    reranker, reranker_note = reranker_dir(args.reranker_model_dir)
+    queries = list(dataset.queries().values())
+    cores = inprocess.cores()
+
+    print(f"in-process floor on {min(len(queries), args.floor_queries)} queries ...", flush=True)
+    floor = inprocess.measure(index_dir, model_dir, queries[: args.floor_queries], top_ks=(TOP_K, WIDE_TOP_K),
+                              candidates_per_context=CHILD_CANDIDATES, threads=cores, reranker_dir=reranker,
+                              rerank_candidates=RERANK_CANDIDATES)
+    print(json.dumps(asdict(floor)), flush=True)
+
+    extra = dict(kv.split("=", 1) for kv in args.set)
+    starts = startup.StartupReport()
+    if not args.no_startup:
+        starts.python_ms = startup.python_start_ms()
+        starts.model_load_ms = startup.model_load_ms(model_dir)
+        starts.serve_to_serving_ms = startup.serve_to_serving_ms(
+            {**base, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, log_dir / "startup.log")
+        print(f"serve to SERVING {starts.serve_to_serving_ms:.0f} ms", flush=True)
+    cells: list[Cell] = []
+    # One event loop for every cell: grpc.aio's poller outlives a loop, and a second asyncio.run
+    # would leave it calling into a closed one.
+    with asyncio.Runner() as runner:
+        for processes in args.processes:
+            settings = {
+                **base,
+                "RETRIEVAL_DATA_DIR": str(index_dir),
+                "RETRIEVAL_PROCESSES": str(processes),
+                "RETRIEVAL_RERANKER_MODEL_DIR": str(reranker),
+                "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES),
+                # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
+                "RETRIEVAL_RERANK_PAIR_CACHE": "0",
+                "RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT": str(CHILD_CANDIDATES),
+                "RETRIEVAL_EMBED_THREADS": str(max(1, cores // processes)),
+                "RETRIEVAL_LOG_LEVEL": "WARNING",
+                **extra,
+            }
+            with running_server(settings, log_dir / f"server-{processes}p.log") as server:
+                cached = SCENARIOS["query-cached"]
+                runner.run(generator.warm(server.target, cached, queries, connections=1 if processes == 1 else 8))
+
+                def cell(name: str, c: int) -> None:
+                    cells.append(_run(runner, server.target, name, queries, c, args.duration, processes, server.pid))
+
+                if processes == 1:
+                    with grpc.insecure_channel(server.target) as channel:
+                        answer = cached.method_on(channel)(cached.build(queries[0]), timeout=60)
+                    with echo_server(answer) as echo_target:
+                        for c in (1, *args.load_concurrency):
+                            # The floor right before the measurement it is the floor of: the machine's load drifts.
+                            cells.append(_run(runner, echo_target, "echo", queries, c, args.duration, 1, None))
+                            cell("query-cached", c)
+                    for name in ("search", "query-hybrid", "query-hybrid-top100", "query-hybrid-rerank"):
+                        cell(name, 1)
+                    if not args.no_startup:
+                        starts.commands = startup.command_overheads(server.target, queries[0])
+                for name in ("search", "query-hybrid", *(("query-cached",) if processes > 1 else ())):
+                    for c in args.load_concurrency:
+                        cell(name, c)
+
+    if not args.no_startup:
+        two = [d for _, d in zip(range(2), _texts(dataset))]
+        starts.ingest_local_ms, starts.ingest_model_ms = startup.ingest_local({**base, **extra}, model_dir, two)
+    ingest = None
+    if args.ingest_documents:
+        ingest = ingestion.measure(dataset, {**base, "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, model_dir, args.ingest_documents, cores,
+                                   log_dir / "ingest-row.log")
+        print(ingest.line(), flush=True)
+    report = Report(floor, cells, cores)
+    out = {
+        "dataset": dataset.name,
+        "model": str(model_dir) if model_dir else "bundled",
+        "reranker": reranker_note,
+        "machine": {"cpus": cores, "platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()},
+        "duration_s": args.duration,
+        "floor": asdict(floor),
+        "cells": [asdict(c) for c in cells],
+        "ratios": [asdict(r) for r in report.ratios()],
+        "startup": asdict(starts),
+        "ingestion": asdict(ingest) | {"ratio": ingest.ratio} if ingest else None,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(out, indent=2))
+    print()
+    print(report.table())
+    print()
+    print("\n".join(starts.lines()))
+    if ingest is not None:
+        print(ingest.line())
+    print(f"\nreranker: {reranker_note}\nwritten: {args.output}")
+    return 1 if any(c.errors for c in cells) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

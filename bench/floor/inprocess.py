@@ -1,0 +1,213 @@
+"""The in-process floor: the embedding and engine calls a request makes, made directly.
+
+No gRPC, no workflow graph, no asyncio, no graph leg: scoring_core's encoders, qdrant-edge's
+shard and a sqlite3 connection on the same index, called one after another from one thread with
+the same arguments the service uses (the same access filter, limits, SQL). What a request
+cannot go below on this machine; the service's ratio to it is its own overhead.
+
+The vector folder is opened by one process at a time, so this runs while no server holds it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import qdrant_edge as qe
+
+from retrieval_server.backends.embedder import resolve_model
+from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
+from retrieval_server.backends.metadata_store.sqlite import RANK_AHEAD, SqliteMetadataStore
+from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.vector_store import DENSE, SPARSE
+from retrieval_server.backends.vector_store.edge import _filter
+from retrieval_server.domain import AccessFilter, Identity, PointFilter
+from scoring_core.encoders import BiEncoder, CrossEncoder
+
+#: queries the cross-encoder's floor is measured on
+RERANK_QUERIES = 10
+#: the anonymous caller's filter: public documents (the benchmark's requests carry no identity)
+PUBLIC = PointFilter(access=AccessFilter.for_identity(Identity()))
+
+
+def _median_ms(fn: Callable[[str], object], queries: list[str]) -> float:
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        fn(q)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return round(statistics.median(times), 3)
+
+
+@dataclass(slots=True)
+class InProcessFloor:
+    """Median milliseconds per call over the same queries."""
+
+    threads: int
+    embed_ms: float = 0.0
+    #: one thread per call: with ``cores`` of them at once this is what the cores allow
+    embed_1thread_ms: float = 0.0
+    dense_ms: dict[int, float] = field(default_factory=dict)
+    sparse_ms: dict[int, float] = field(default_factory=dict)
+    fts_ms: float = 0.0
+    #: documents (+ grants) of ``limit`` dense hits, the Search fetch
+    documents_ms: dict[int, float] = field(default_factory=dict)
+    #: the rows `enrich` reads, by top_k: the top_k parents and their documents (and grants)
+    enrich_fetch_ms: dict[int, float] = field(default_factory=dict)
+    enrich_rows: dict[int, float] = field(default_factory=dict)
+    rerank_ms: float = 0.0
+    rerank_pairs: int = 0
+
+    def search(self, top_k: int) -> float:
+        return self.embed_ms + self.dense_ms[top_k * 3] + self.documents_ms[top_k * 3]
+
+    def hybrid(self, top_k: int, pool: int) -> float:
+        """The embedding, then the legs side by side (the slowest counts), then the rows of the answer."""
+        return self.embed_ms + max(self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms) + self.enrich_fetch_ms[top_k]
+
+    def serial(self, pool: int) -> float:
+        """``retrieve`` with nothing overlapped: the embedding, then each leg in turn."""
+        return self.embed_ms + self.dense_ms[pool] + self.sparse_ms[pool] + self.fts_ms
+
+    def slowest_chain(self, pool: int) -> float:
+        """``retrieve`` with everything overlapped: the embedding then the dense search, beside each other leg."""
+        return max(self.embed_ms + self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms)
+
+    #: requests/s of each scenario's direct calls made back to back on ``threads`` threads at once
+    #: (single-threaded model runs): what this machine's cores allow, measured, shared as they are
+    capacity_rps: dict[str, float] = field(default_factory=dict)
+
+
+def _throughput(call: Callable[[str], object], queries: list[str], threads: int) -> float:
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(call, queries[:threads]))  # every thread's connection and session warm
+        t0 = time.perf_counter()
+        list(pool.map(call, queries))
+        return round(len(queries) / (time.perf_counter() - t0), 1)
+
+
+def measure(
+    index_dir: Path, model_dir: Path | None, queries: list[str], *, top_ks: tuple[int, ...], candidates_per_context: int,
+    threads: int, reranker_dir: Path | None = None, rerank_candidates: int = 0,
+) -> InProcessFloor:
+    files = resolve_model(model_dir)
+    floor = InProcessFloor(threads=threads)
+    encoder = BiEncoder(files.model_path, files.tokenizer_path, threads=threads)
+    single = BiEncoder(files.model_path, files.tokenizer_path, threads=1)
+    encoder.encode(["warm up"])
+    single.encode(["warm up"])
+    vectors = {q: encoder.encode([q])[0] for q in queries}
+    floor.embed_ms = _median_ms(lambda q: encoder.encode([q]), queries)
+    floor.embed_1thread_ms = _median_ms(lambda q: single.encode([q]), queries)
+
+    shard = qe.EdgeShard.load(str(index_dir / "vectors"))
+    uri = f"{(index_dir / 'metadata.sqlite3').absolute().as_uri()}?mode=ro"
+    local = threading.local()
+    connections: list[sqlite3.Connection] = []
+
+    def conn() -> sqlite3.Connection:
+        """One connection per thread, as the service's readers: a shared one would serialize the threads."""
+        c = getattr(local, "db", None)
+        if c is None:
+            c = local.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            connections.append(c)
+        return c
+
+    try:
+        engine_filter = _filter(PUBLIC)
+        exact = int(shard.info().points_count) <= 200_000
+        params = qe.SearchParams(exact=exact, acorn=qe.AcornSearchParams(enable=True) if engine_filter else None)
+        sparse = Bm25Encoder()
+
+        def dense(q: str, limit: int) -> list[qe.ScoredPoint]:
+            v = np.asarray(vectors[q], dtype=np.float32).tolist()
+            return shard.query(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(v, using=DENSE), filter=engine_filter, params=params, with_payload=True))
+
+        def keyword(q: str, limit: int) -> list[qe.ScoredPoint]:
+            s = sparse.query(q)
+            if not s.indices:
+                return []
+            query = qe.Query.Nearest(qe.SparseVector(indices=list(s.indices), values=list(s.values)), using=SPARSE)
+            return shard.query(qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=True))
+
+        store = SqliteMetadataStore(index_dir / "metadata.sqlite3")
+
+        def fts(q: str) -> list[tuple[object, ...]]:
+            """The store's two steps: the best matches by score, then which of them are readable."""
+            ranked_statement = store.ranked_statement(q, 3 * RANK_AHEAD)
+            ranked = conn().execute(*ranked_statement).fetchall() if ranked_statement else []
+            if not ranked:
+                return []
+            where, params = readable_clause(PUBLIC.access, [r[0] for r in ranked])
+            readable = {r[0] for r in conn().execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
+            return [r for r in ranked if r[0] in readable][:3]
+
+        def rows(table: str, key: str, ids: list[str]) -> int:
+            n = 0
+            for part in in_chunks(ids):
+                n += len(conn().execute(f"SELECT * FROM {table} WHERE {key} IN ({','.join('?' * len(part))})", part).fetchall())
+            return n
+
+        def documents(hits: list[qe.ScoredPoint]) -> int:
+            ids = list(dict.fromkeys(str(h.payload["document_id"]) for h in hits))
+            return rows("documents", "document_id", ids) + rows("grants", "document_id", ids)
+
+        def enrich(hits: list[qe.ScoredPoint], top_k: int) -> int:
+            """What enrich reads when every hit is current: the top_k parents and their documents."""
+            parents = list(dict.fromkeys(str(h.payload["parent_chunk_id"]) for h in hits))[:top_k]
+            n = rows("parent_chunks", "parent_chunk_id", parents)
+            docs = list(dict.fromkeys(p.rsplit("#", 1)[0] for p in parents))
+            return n + rows("documents", "document_id", docs) + rows("grants", "document_id", docs)
+
+        limits = sorted({k * 3 for k in top_ks} | {k * candidates_per_context for k in top_ks})
+        for limit in limits:
+            floor.dense_ms[limit] = _median_ms(lambda q: dense(q, limit), queries)
+            floor.sparse_ms[limit] = _median_ms(lambda q: keyword(q, limit), queries)
+            hits = {q: dense(q, limit) for q in queries}
+            floor.documents_ms[limit] = _median_ms(lambda q: documents(hits[q]), queries)
+        floor.fts_ms = _median_ms(fts, queries)
+        for k in top_ks:
+            hits = {q: dense(q, k * candidates_per_context) for q in queries}
+            floor.enrich_fetch_ms[k] = _median_ms(lambda q: enrich(hits[q], k), queries)
+            floor.enrich_rows[k] = statistics.mean(enrich(hits[q], k) for q in queries)
+        if reranker_dir is not None and rerank_candidates:
+            tokenizer = reranker_dir / "tokenizer.json"
+            cross = CrossEncoder(reranker_dir / "model.onnx", tokenizer if tokenizer.is_file() else files.tokenizer_path, threads=threads)
+            # A cross-encoder run costs seconds here: a few queries give its median.
+            few = queries[:RERANK_QUERIES]
+            passages = {q: [str(h.payload["content"]) for h in dense(q, rerank_candidates)] for q in few}
+            cross.score("warm up", ["warm up"])
+            floor.rerank_ms = _median_ms(lambda q: cross.score(q, passages[q]), few)
+            floor.rerank_pairs = rerank_candidates
+        # What the cores allow: each request's direct calls back to back, on as many threads as cores.
+        def search_request(q: str) -> None:
+            single.encode([q])
+            documents(dense(q, search_top_k * 3))
+
+        def hybrid_request(q: str) -> None:
+            single.encode([q])
+            hits = dense(q, pool)
+            keyword(q, pool)
+            fts(q)
+            enrich(hits, hybrid_top_k)
+
+        search_top_k, hybrid_top_k = min(top_ks), min(top_ks)
+        pool = hybrid_top_k * candidates_per_context
+        floor.capacity_rps = {name: _throughput(call, queries, threads) for name, call in (("search", search_request), ("query-hybrid", hybrid_request))}
+    finally:
+        for c in connections:
+            c.close()
+        shard.close()
+    return floor
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

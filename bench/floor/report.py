@@ -1,0 +1,129 @@
+"""The floor benchmark's cells and the ratios the README reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.floor.inprocess import InProcessFloor
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    scenario: str
+    processes: int
+    concurrency: int
+    rps: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    errors: int
+    cpu_cores: float
+    stage_ms: dict[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def of(scenario: str, processes: int, concurrency: int, summary: dict[str, object], cpu_cores: float) -> Cell:
+        return Cell(scenario, processes, concurrency, float(summary["rps"]), float(summary["p50_ms"]),  # type: ignore[arg-type]
+                    float(summary["p95_ms"]), float(summary["p99_ms"]), int(summary["errors"]),  # type: ignore[arg-type]
+                    cpu_cores, dict(summary["stage_ms"]))  # type: ignore[call-overload]
+
+    def dominant(self) -> str:
+        if not self.stage_ms:
+            return ""
+        stage, ms = max(self.stage_ms.items(), key=lambda kv: kv[1])
+        return f"{stage} {ms:.1f} ms ({ms / max(sum(self.stage_ms.values()), 1e-9):.0%})"
+
+    def line(self) -> str:
+        return (f"{self.scenario:22s} p={self.processes} c={self.concurrency:<3d} {self.rps:8.1f} req/s  p50 {self.p50_ms:7.1f}  "
+                f"p99 {self.p99_ms:7.1f} ms  cpu {self.cpu_cores:.2f}  errors {self.errors}  {self.dominant()}")
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    scenario: str
+    what: str
+    measured: float
+    floor: float
+    floor_is: str
+    #: measured / floor for times, measured / floor for rates: the table says which way is good
+    ratio: float
+    goal: str
+    met: bool | None
+    dominant: str = ""
+
+
+def _ratio(a: float, b: float) -> float:
+    return round(a / b, 2) if b else float("nan")
+
+
+@dataclass(slots=True)
+class Report:
+    floor: InProcessFloor
+    cells: list[Cell]
+    cores: int
+
+    def cell(self, scenario: str, concurrency: int, processes: int = 1) -> Cell | None:
+        return next((c for c in self.cells if (c.scenario, c.concurrency, c.processes) == (scenario, concurrency, processes)), None)
+
+    def ratios(self, top_k: int = 5, wide_top_k: int = 100, candidates_per_context: int = 8) -> list[Ratio]:
+        f, out = self.floor, []
+        pool = top_k * candidates_per_context
+        for c in sorted({c.concurrency for c in self.cells if c.scenario == "echo"}):
+            cached, echo = self.cell("query-cached", c), self.cell("echo", c)
+            if cached is None or echo is None:
+                continue
+            r = _ratio(cached.rps, echo.rps)
+            out.append(Ratio("query-cached", f"c={c} req/s", cached.rps, echo.rps, "echo req/s", r,
+                             "≥ 0.85" if c == 32 else "", r >= 0.85 if c == 32 else None, cached.dominant()))
+            r = _ratio(cached.p99_ms, echo.p99_ms)
+            out.append(Ratio("query-cached", f"c={c} p99 ms", cached.p99_ms, echo.p99_ms, "echo p99", r,
+                             "≤ 1.5×" if c == 32 else "", r <= 1.5 if c == 32 else None))
+            if c == 1:
+                out.append(Ratio("query-cached", "c=1 p50 ms", cached.p50_ms, echo.p50_ms, "echo p50", _ratio(cached.p50_ms, echo.p50_ms), "", None))
+        search = self.cell("search", 1)
+        if search is not None:
+            floor = f.search(top_k)
+            out.append(Ratio("search", "c=1 p50 ms", search.p50_ms, round(floor, 2), "embed + dense + documents", _ratio(search.p50_ms, floor),
+                             "≤ 1.3×", search.p50_ms / floor <= 1.3))
+        hybrid = self.cell("query-hybrid", 1)
+        if hybrid is not None:
+            floor = f.hybrid(top_k, pool)
+            out.append(Ratio("query-hybrid", "c=1 p50 ms", hybrid.p50_ms, round(floor, 2), "embed + slowest leg + rows", _ratio(hybrid.p50_ms, floor),
+                             "≤ 1.3×", hybrid.p50_ms / floor <= 1.3, hybrid.dominant()))
+            # retrieve embeds the query beside the legs that need no vector: its floor is the slowest chain.
+            retrieve = hybrid.stage_ms.get("retrieve", 0.0) + hybrid.stage_ms.get("analyze_query", 0.0)
+            slowest, total = f.slowest_chain(pool), f.serial(pool)
+            out.append(Ratio("query-hybrid", "analyze + retrieve ms", retrieve, round(slowest, 2),
+                             f"slowest chain: max(embed + dense, keyword, metadata) (one after another: {total:.1f})",
+                             _ratio(retrieve, slowest), "≈ slowest chain, < serial", retrieve < total))
+        wide = self.cell("query-hybrid-top100", 1)
+        if wide is not None and hybrid is not None:
+            e100, e5 = wide.stage_ms.get("enrich", 0.0), hybrid.stage_ms.get("enrich", 0.0)
+            rows = f.enrich_rows.get(wide_top_k, 0.0) / max(f.enrich_rows.get(top_k, 1.0), 1.0)
+            r = _ratio(e100, e5)
+            out.append(Ratio("query-hybrid-top100", "enrich ms, top 100 / top 5", e100, e5, f"top 5 (rows read ×{rows:.1f})", r,
+                             "≤ 3×", r <= 3.0, wide.dominant()))
+            direct = f.enrich_fetch_ms.get(wide_top_k, 0.0)
+            if direct:
+                out.append(Ratio("query-hybrid-top100", "enrich ms, top 100", e100, direct, "the same rows read directly",
+                                 _ratio(e100, direct), "", None))
+        rerank = self.cell("query-hybrid-rerank", 1)
+        if rerank is not None and f.rerank_ms:
+            stage = rerank.stage_ms.get("rerank", 0.0)
+            out.append(Ratio("query-hybrid-rerank", f"rerank ms ({f.rerank_pairs} pairs)", stage, f.rerank_ms, "raw ONNX, same pairs",
+                             _ratio(stage, f.rerank_ms), "≤ 1.2×", stage / f.rerank_ms <= 1.2, rerank.dominant()))
+        # Under load: what the cores allow, each request's direct calls back to back on every core at once.
+        for c in sorted(self.cells, key=lambda c: (c.scenario, c.processes, c.concurrency)):
+            cap = f.capacity_rps.get(c.scenario)
+            if cap and c.concurrency > 1:
+                r = _ratio(cap, c.rps)
+                out.append(Ratio(c.scenario, f"{c.processes} proc c={c.concurrency} req/s", c.rps, cap,
+                                 f"direct calls on {f.threads} threads (measured)", r, "≤ 1.3×", r <= 1.3, c.dominant()))
+        return out
+
+    def table(self) -> str:
+        lines = ["| scenario | what | measured | floor | floor is | ratio | goal | met | dominant stage |",
+                 "| --- | --- | ---: | ---: | --- | ---: | --- | --- | --- |"]
+        for r in self.ratios():
+            met = "" if r.met is None else ("yes" if r.met else "**no**")
+            lines.append(f"| {r.scenario} | {r.what} | {r.measured:g} | {r.floor:g} | {r.floor_is} | {r.ratio:g} | {r.goal} | {met} | {r.dominant} |")
+        return "\n".join(lines)

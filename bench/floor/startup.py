@@ -1,0 +1,146 @@
+"""Start-up and command overheads, each beside what it cannot go below, in one run.
+
+* ``serve`` to SERVING: from the process's start to a Health answer of SERVING (the index opened,
+  the model loaded, numba's kernels loaded from its cache), beside a bare Python start and the
+  model's own load (an ONNX session made in-process);
+* each client command (``health``, ``search``, ``query``): the command's wall time beside the same
+  RPC made from a warm in-process client: the difference is the command's own overhead
+  (interpreter, imports, argument parsing, channel);
+* ``ingest --local`` of two small files: the wall time beside the model's part (its session load
+  and the embedding of the same chunks, in-process): the command should be dominated by the model.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retrieval_client import RetrievalClient
+
+
+@dataclass(slots=True)
+class StartupReport:
+    python_ms: float = 0.0
+    serve_to_serving_ms: float = 0.0
+    model_load_ms: float = 0.0
+    #: command -> (wall ms, the same RPC from a warm client ms)
+    commands: dict[str, tuple[float, float]] = field(default_factory=dict)
+    ingest_local_ms: float = 0.0
+    ingest_model_ms: float = 0.0
+
+    def lines(self) -> list[str]:
+        out = [
+            f"python start                      {self.python_ms:8.0f} ms",
+            f"serve to SERVING                  {self.serve_to_serving_ms:8.0f} ms  (model session load {self.model_load_ms:.0f} ms, "
+            f"python start {self.python_ms:.0f} ms)",
+        ]
+        for name, (wall, rpc) in self.commands.items():
+            out.append(f"retrieval-server {name:16s} {wall:8.0f} ms  (the RPC itself {rpc:.1f} ms: own overhead {wall - rpc:.0f} ms)")
+        if self.ingest_local_ms:
+            share = self.ingest_model_ms / self.ingest_local_ms
+            out.append(f"ingest --local, two small files   {self.ingest_local_ms:8.0f} ms  (model load + embedding {self.ingest_model_ms:.0f} ms: {share:.0%})")
+        return out
+
+
+def _median_wall_ms(argv: Sequence[str], env: Mapping[str, str], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(argv, env=dict(env), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _env(settings: Mapping[str, str]) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}, **settings}
+
+
+def python_start_ms(repeat: int = 5) -> float:
+    return _median_wall_ms([sys.executable, "-c", "pass"], os.environ, repeat)
+
+
+def serve_to_serving_ms(settings: Mapping[str, str], log: Path, timeout_s: float = 300.0) -> float:
+    """One cold start of ``retrieval-server serve``: process start to the first SERVING health answer."""
+    from bench.server_process import free_port, wait_healthy
+
+    port = free_port()
+    env = _env({**settings, "RETRIEVAL_PORT": str(port), "RETRIEVAL_METRICS_PORT": "0"})
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_healthy(f"127.0.0.1:{port}", proc, timeout_s, log)
+            return (time.perf_counter() - t0) * 1e3
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+def model_load_ms(model_dir: Path | None) -> float:
+    from retrieval_server.backends.embedder import resolve_model
+    from scoring_core.encoders import BiEncoder
+
+    files = resolve_model(model_dir)
+    t0 = time.perf_counter()
+    BiEncoder(files.model_path, files.tokenizer_path)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def command_overheads(target: str, query: str, repeat: int = 3) -> dict[str, tuple[float, float]]:
+    """Each client command's wall time, beside the same RPC from a warm in-process client."""
+    cli = [sys.executable, "-m", "retrieval_server.cli"]
+    env = _env({})
+    out: dict[str, tuple[float, float]] = {}
+    with RetrievalClient(target, timeout=120) as client:
+        rpcs = {
+            "health": (["health"], lambda: client.health()),
+            "search": (["search", query], lambda: client.search(query)),
+            "query": (["query", query, "--strategy", "hybrid"], lambda: client.query(query, strategy="hybrid")),
+        }
+        for name, (args, rpc) in rpcs.items():
+            rpc()
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                rpc()
+            rpc_ms = (time.perf_counter() - t0) * 1e3 / repeat
+            wall = _median_wall_ms([*cli, *args, "--server", target], env, repeat)
+            out[name] = (round(wall, 1), round(rpc_ms, 2))
+    return out
+
+
+def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Sequence[str]) -> tuple[float, float]:
+    """``ingest --local`` of one file per text into a fresh folder; and the model's part of it,
+    measured in-process: a session load plus embedding the same chunks the indexer embeds."""
+    from retrieval_server.backends.embedder import resolve_model
+    from retrieval_server.config import Settings
+    from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+    from scoring_core.encoders import BiEncoder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, text in enumerate(texts):
+            f = Path(tmp) / f"doc{i}.txt"
+            f.write_text(text)
+            files.append(str(f))
+        env = _env({**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data")})
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "retrieval_server.cli", "ingest", "--local", "--quiet", *files], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = (time.perf_counter() - t0) * 1e3
+    s = Settings()
+    model = resolve_model(model_dir)
+    chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
+    t0 = time.perf_counter()
+    encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length)
+    for i, text in enumerate(texts):
+        _, children = chunker.chunk(f"doc{i}", [(0, text)])
+        encoder.encode([c.content for c in children])
+    return wall, (time.perf_counter() - t0) * 1e3

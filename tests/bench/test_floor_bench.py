@@ -1,0 +1,112 @@
+"""bench.floor's parts on a small index: the echo floor, the in-process floor, ingestion, the ratios."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import grpc
+import pytest
+
+from bench.beir import BeirDataset
+from bench.floor import echo, ingestion, inprocess
+from bench.floor.report import Cell, Report
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource
+
+DOCS = {
+    "tides": "Tides rise and fall because the moon's gravity pulls on the oceans. The sun adds a smaller pull.",
+    "bread": "Sourdough bread rises because wild yeast ferments the dough. Bakers keep a starter alive.",
+    "insulin": "Insulin lets cells absorb glucose from the blood. The pancreas makes it after a meal.",
+    "bees": "Honey bees show each other where flowers are with a waggle dance on the comb.",
+}
+QUERIES = ["why do tides rise", "how does sourdough rise", "what does insulin do", "how do bees find flowers"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> BeirDataset:
+    d = tmp_path_factory.mktemp("beir") / "tiny"
+    (d / "qrels").mkdir(parents=True)
+    (d / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": k, "text": v}) + "\n" for k, v in DOCS.items()))
+    (d / "queries.jsonl").write_text("".join(json.dumps({"_id": str(i), "text": q}) + "\n" for i, q in enumerate(QUERIES)))
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n0\ttides\t1\n")
+    return BeirDataset(d)
+
+
+@pytest.fixture(scope="module")
+async def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("floor-index")
+    app = Application(load_settings(data_dir=data))
+    await app.open()
+    try:
+        report = await app.ingest([DocumentSource(filename=f"{k}.txt", content=v.encode(), document_id=k) for k, v in DOCS.items()])
+        assert not report.errors
+    finally:
+        await app.close()
+    return data
+
+
+async def test_the_echo_floor_answers_its_prepared_response() -> None:
+    answer = pb.QueryResponse(query="q", cached=True)
+    server, port = await echo.start(answer)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary(echo.PATH, request_serializer=pb.QueryRequest.SerializeToString,
+                                       response_deserializer=pb.QueryResponse.FromString)
+            assert await call(pb.QueryRequest(query="anything")) == answer
+    finally:
+        await server.stop(None)
+
+
+def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
+    floor = inprocess.measure(index_dir, None, QUERIES, top_ks=(2, 4), candidates_per_context=2, threads=1)
+    assert floor.embed_ms > 0 and floor.fts_ms > 0 and set(floor.dense_ms) == {4, 6, 8, 12}
+    # What enrich reads grows with top_k: more parents and documents.
+    assert 0 < floor.enrich_rows[2] < floor.enrich_rows[4]
+    assert floor.slowest_chain(4) <= floor.serial(4)
+    assert set(floor.capacity_rps) == {"search", "query-hybrid"} and min(floor.capacity_rps.values()) > 0
+
+    def cell(scenario: str, c: int, rps: float, p50: float, stages: dict[str, float] | None = None) -> Cell:
+        return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, stages or {})
+
+    cells = [
+        cell("echo", 32, 1000.0, 1.0), cell("query-cached", 32, 900.0, 1.1, {"check_cache": 0.2}),
+        cell("search", 1, 10.0, floor.search(2) * 1.2),
+        cell("query-hybrid", 1, 10.0, floor.hybrid(2, 4) * 2, {"retrieve": 5.0, "enrich": 1.0}),
+        cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}),
+        cell("search", 8, floor.capacity_rps["search"] / 2, 10.0),
+    ]
+    ratios = {(r.scenario, r.what): r for r in Report(floor, cells, cores=2).ratios(top_k=2, wide_top_k=4, candidates_per_context=2)}
+    assert ratios["query-cached", "c=32 req/s"].ratio == 0.9 and ratios["query-cached", "c=32 req/s"].met
+    assert ratios["search", "c=1 p50 ms"].met and not ratios["query-hybrid", "c=1 p50 ms"].met
+    assert ratios["query-hybrid-top100", "enrich ms, top 100 / top 5"].ratio == 2.5
+    assert "retrieve 5.0 ms" in ratios["query-hybrid", "c=1 p50 ms"].dominant
+    under_load = ratios["search", "1 proc c=8 req/s"]
+    assert under_load.ratio == pytest.approx(2.0, abs=0.02) and not under_load.met
+
+
+@pytest.mark.slow
+def test_ingestion_beside_the_raw_encoder(dataset: BeirDataset, tmp_path: Path) -> None:
+    row = ingestion.measure(dataset, {}, None, documents=4, threads=1, log=tmp_path / "ingest.log")
+    assert row.documents == 4 and row.chunks >= 4
+    assert row.service_s > 0 and row.encoder_s > 0 and row.ratio > 0
+
+
+@pytest.mark.slow
+def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) -> None:
+    from bench.floor.__main__ import main
+
+    out = tmp_path / "floor.json"
+    code = main(["--dataset", str(dataset.path), "--index-dir", str(tmp_path / "index"), "--processes", "1", "--load-concurrency", "2",
+                 "--duration", "0.5", "--floor-queries", "4", "--ingest-documents", "2", "--output", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    rows = {(r["scenario"], r["what"]) for r in report["ratios"]}
+    for row in [("query-cached", "c=2 req/s"), ("search", "c=1 p50 ms"), ("query-hybrid", "analyze + retrieve ms"),
+                ("query-hybrid-top100", "enrich ms, top 100 / top 5"), ("query-hybrid-rerank", "rerank ms (20 pairs)"),
+                ("query-hybrid", "1 proc c=2 req/s")]:
+        assert row in rows, row
+    assert report["startup"]["serve_to_serving_ms"] > 0 and set(report["startup"]["commands"]) == {"health", "search", "query"}
+    assert report["ingestion"]["documents"] == 2 and report["ingestion"]["ratio"] > 0

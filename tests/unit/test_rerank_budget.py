@@ -1,0 +1,119 @@
+"""Reranking: repeated (query, text) pairs are not scored twice; a time budget caps the candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranker, RerankError, ScoringRate
+from retrieval_server.domain import QueryOptions, VectorHit
+from retrieval_server.workflow import nodes
+from retrieval_server.workflow.state import QueryState, WorkflowDeps, WorkflowSettings
+
+
+class Model:
+    """Scores a text by its length; records what it was asked to score."""
+
+    def __init__(self, name: str = "model", fail: bool = False) -> None:
+        self.name, self.fail = name, fail
+        self.asked: list[list[str]] = []
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        self.asked.append(list(texts))
+        if self.fail:
+            raise RerankError("down")
+        return [float(len(t)) for t in texts]
+
+
+async def test_a_repeated_pair_is_scored_once() -> None:
+    model = Model()
+    reranker = MeasuredReranker(model, pair_cache_size=100)
+    assert await reranker.rerank("q", ["a", "bb"]) == [1.0, 2.0]
+    assert await reranker.rerank("q", ["bb", "ccc", "a", "ccc"]) == [2.0, 3.0, 1.0, 3.0]
+    assert model.asked == [["a", "bb"], ["ccc"]]  # only the new pair, once though asked twice
+    assert await reranker.rerank("other query", ["a"]) == [1.0]
+    assert model.asked[-1] == ["a"]  # a pair is the query and the text
+
+
+async def test_the_pair_cache_keeps_the_most_recent_and_can_be_off() -> None:
+    model = Model()
+    reranker = MeasuredReranker(model, pair_cache_size=2)
+    await reranker.rerank("q", ["a", "b", "c"])
+    await reranker.rerank("q", ["a"])
+    assert model.asked[-1] == ["a"]  # evicted by b and c
+    off = Model()
+    uncached = MeasuredReranker(off, pair_cache_size=0)
+    await uncached.rerank("q", ["a"])
+    await uncached.rerank("q", ["a"])
+    assert off.asked == [["a"], ["a"]]
+
+
+async def test_a_fallback_models_scores_are_reported_and_not_remembered() -> None:
+    primary, local = Model("tei", fail=True), Model("local")
+    reranker = MeasuredReranker(FallbackReranker(primary, local), pair_cache_size=100)
+    scores, degraded = await reranker.rerank_reporting("q", ["a"])
+    assert scores == [1.0] and degraded == "rerank:tei_failed_used_local"
+    primary.fail = False
+    assert await reranker.rerank_reporting("q", ["a"]) == ([1.0], None)
+    assert primary.asked == [["a"], ["a"]]
+
+
+def test_the_rate_is_measured_per_pair_and_follows_the_load() -> None:
+    rate = ScoringRate(weight=0.5)
+    assert rate.pairs_within(1000) is None
+    rate.observe(10, 1.0)
+    assert rate.pairs_within(1000) == 10
+    rate.observe(30, 1.0)
+    assert rate.pairs_per_s == pytest.approx(20.0)
+    assert rate.pairs_within(250) == 5
+
+
+def _hit(i: int) -> VectorHit:
+    return VectorHit(f"d{i}#p0c0", f"d{i}#p0", f"d{i}", 0, 0, "x" * (i + 1), 0, 1.0 / (i + 1))
+
+
+def _state(top_k: int, candidates: int) -> QueryState:
+    return QueryState(options=QueryOptions("q", top_k), fused=[_hit(i) for i in range(candidates)], rerank_threshold=-1e9)
+
+
+def _deps(reranker: Any, budget_ms: float, candidates: int = 50) -> WorkflowDeps:
+    settings = WorkflowSettings(rerank_candidates=candidates, rerank_budget_ms=budget_ms)
+    return WorkflowDeps(embedder=None, sparse=None, vectors=None, metadata=None, analyzer=None, reranker=reranker, settings=settings)  # type: ignore[arg-type]
+
+
+async def test_the_budget_caps_candidates_at_the_measured_rate() -> None:
+    model = Model()
+    rate = ScoringRate()
+    rate.observe(100, 1.0)  # 100 pairs/s: 50 ms holds 5
+    state = _state(top_k=3, candidates=20)
+    out = await nodes.rerank(state, _deps(MeasuredReranker(model, 0, rate=rate), budget_ms=50))
+    assert len(model.asked[0]) == 5 and len(out["reranked"]) == 5
+    assert "rerank:budget" in state.metrics.degraded
+
+
+async def test_the_budget_never_cuts_below_top_k_nor_applies_before_a_measurement() -> None:
+    rate = ScoringRate()
+    rate.observe(100, 1.0)
+    model = Model()
+    await nodes.rerank(_state(top_k=8, candidates=20), _deps(MeasuredReranker(model, 0, rate=rate), budget_ms=50))
+    assert len(model.asked[0]) == 8
+    unmeasured = Model()
+    state = _state(top_k=3, candidates=20)
+    await nodes.rerank(state, _deps(MeasuredReranker(unmeasured, 0), budget_ms=50))
+    assert len(unmeasured.asked[0]) == 20 and not state.metrics.degraded
+    roomy = Model()
+    state = _state(top_k=3, candidates=20)
+    await nodes.rerank(state, _deps(MeasuredReranker(roomy, 0, rate=rate), budget_ms=1000))
+    assert len(roomy.asked[0]) == 20 and not state.metrics.degraded
+
+
+async def test_the_rate_comes_from_the_calls_the_model_really_made() -> None:
+    ticks = iter([0.0, 0.5, 1.0, 1.0])
+    model = Model()
+    reranker = MeasuredReranker(model, 100, clock=lambda: next(ticks))
+    await reranker.rerank("q", ["a", "b", "c", "d", "e"])  # 5 pairs in 0.5 s
+    assert reranker.rate.pairs_per_s == pytest.approx(10.0)
+    await reranker.rerank("q", ["a", "b"])  # all remembered: no call, no measurement
+    assert reranker.rate.pairs_per_s == pytest.approx(10.0) and len(model.asked) == 1
