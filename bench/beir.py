@@ -6,6 +6,7 @@ import csv
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,3 +88,14 @@ class BeirDataset:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
         return h.hexdigest()
+
+
+def open_dataset(folder: Path, split: str = "test", hint: str = "") -> BeirDataset | None:
+    """The BEIR folder, or None after one line on stderr saying which of its files is missing."""
+    dataset = BeirDataset(folder.resolve(), split)
+    try:
+        dataset.check()
+    except FileNotFoundError as exc:
+        print(f"{exc}{hint}", file=sys.stderr)
+        return None
+    return dataset

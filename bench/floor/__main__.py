@@ -34,12 +34,13 @@ from pathlib import Path
 
 import grpc
 
-from bench.beir import BeirDataset, shared_dir
+from bench.beir import BeirDataset, open_dataset, shared_dir
 from bench.floor import echo, ingestion, inprocess, startup
 from bench.floor.report import Cell, Report
 from bench.load import generator
 from bench.load.reranker import reranker_dir
 from bench.load.scenarios import Scenario
+from bench.load.settings import available_cores, server_settings
 from bench.quality import index as bench_index
 from bench.server_process import free_port, running_server
 from retrieval.v1 import retrieval_pb2 as pb
@@ -141,11 +142,7 @@ def _run(runner: asyncio.Runner, target: str, name: str, queries: list[str], con
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    dataset = BeirDataset(args.dataset.resolve())
-    try:
-        dataset.check()
-    except FileNotFoundError as exc:
-        print(f"{exc} (set --dataset, or RETRIEVAL_SHARED_DIR)", file=sys.stderr)
+    if (dataset := open_dataset(args.dataset, hint=" (set --dataset, or RETRIEVAL_SHARED_DIR)")) is None:
         return 2
     model_dir = args.model_dir or bench_index.default_model_dir()
     index_dir = (args.index_dir or bench_index.default_index_dir(dataset)).resolve()
@@ -154,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_index.ensure(dataset, index_dir, base, model_dir, batch=200, progress=True, log=log_dir / "ingest.log")
     reranker, reranker_note = reranker_dir(args.reranker_model_dir)
     queries = list(dataset.queries().values())
-    cores = inprocess.cores()
+    cores = available_cores()
 
     print(f"in-process floor on {min(len(queries), args.floor_queries)} queries ...", flush=True)
     floor = inprocess.measure(index_dir, model_dir, queries[: args.floor_queries], top_ks=(TOP_K, WIDE_TOP_K),
@@ -175,19 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     # would leave it calling into a closed one.
     with asyncio.Runner() as runner:
         for processes in args.processes:
-            settings = {
-                **base,
-                "RETRIEVAL_DATA_DIR": str(index_dir),
-                "RETRIEVAL_PROCESSES": str(processes),
-                "RETRIEVAL_RERANKER_MODEL_DIR": str(reranker),
-                "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES),
+            settings = server_settings(
+                base, index_dir, processes, reranker, RERANK_CANDIDATES,
                 # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
-                "RETRIEVAL_RERANK_PAIR_CACHE": "0",
-                "RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT": str(CHILD_CANDIDATES),
-                "RETRIEVAL_EMBED_THREADS": str(max(1, cores // processes)),
-                "RETRIEVAL_LOG_LEVEL": "WARNING",
+                RETRIEVAL_RERANK_PAIR_CACHE="0",
+                RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT=str(CHILD_CANDIDATES),
                 **extra,
-            }
+            )
             with running_server(settings, log_dir / f"server-{processes}p.log") as server:
                 cached = SCENARIOS["query-cached"]
                 runner.run(generator.warm(server.target, cached, queries, connections=1 if processes == 1 else 8))

@@ -10,7 +10,6 @@ The vector folder is opened by one process at a time, so this runs while no serv
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import statistics
 import threading
@@ -207,7 +206,3 @@ def measure(
             c.close()
         shard.close()
     return floor
-
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

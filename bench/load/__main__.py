@@ -14,16 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import platform
 import sys
 from pathlib import Path
 
-from bench.beir import BeirDataset, shared_dir
+from bench.beir import open_dataset, shared_dir
 from bench.load import generator
 from bench.load.reranker import reranker_dir
 from bench.load.resources import ResourceSampler
 from bench.load.scenarios import RERANK_CANDIDATES, SCENARIOS
+from bench.load.settings import available_cores, server_settings
 from bench.quality import index as bench_index
 from bench.server_process import running_server
 from bench.transport import PLAINTEXT, Transport
@@ -103,11 +103,7 @@ async def _run_cell(target: str, pid: int, scenario_name: str, queries: list[str
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     transport = Transport.from_args(args)
-    dataset = BeirDataset(args.dataset.resolve())
-    try:
-        dataset.check()
-    except FileNotFoundError as exc:
-        print(f"{exc} (set --dataset, or RETRIEVAL_SHARED_DIR)", file=sys.stderr)
+    if (dataset := open_dataset(args.dataset, hint=" (set --dataset, or RETRIEVAL_SHARED_DIR)")) is None:
         return 2
     names = args.scenarios.split(",")
     if unknown := [n for n in names if n not in SCENARIOS]:
@@ -120,19 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     report = bench_index.ensure(dataset, index_dir, base, model_dir, batch=200, progress=True, log=log_dir / "ingest.log")
     reranker, reranker_note = reranker_dir(args.reranker_model_dir)
     queries = list(dataset.queries().values())
-    cores = os.cpu_count() or 1
+    cores = available_cores()
     rows: list[dict[str, object]] = []
     for processes in args.processes:
-        settings = {
-            **base,
-            "RETRIEVAL_DATA_DIR": str(index_dir),
-            "RETRIEVAL_PROCESSES": str(processes),
-            "RETRIEVAL_RERANKER_MODEL_DIR": str(reranker),
-            "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES),
-            # The cores are split between the processes instead of oversubscribed.
-            "RETRIEVAL_EMBED_THREADS": str(max(1, cores // processes)),
-            "RETRIEVAL_LOG_LEVEL": "WARNING",
-        }
+        settings = server_settings(base, index_dir, processes, reranker, RERANK_CANDIDATES)
         with running_server(settings, log_dir / f"server-{processes}p.log", transport=transport) as server:
             for name in names:
                 if SCENARIOS[name].warm_cache:

@@ -19,7 +19,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.beir import BeirDataset
+from bench.beir import open_dataset
 from bench.quality import index as bench_index
 from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
 from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
@@ -89,11 +89,7 @@ def technique_settings(args: argparse.Namespace) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     transport = Transport.from_args(args)
-    dataset = BeirDataset(args.dataset.resolve(), args.split)
-    try:
-        dataset.check()
-    except FileNotFoundError as exc:
-        print(exc, file=sys.stderr)
+    if (dataset := open_dataset(args.dataset, args.split)) is None:
         return 2
     model_dir = None if args.bundled_model else (args.model_dir or bench_index.default_model_dir())
     reranking = bool(args.reranker_model_dir or args.tei_url)
