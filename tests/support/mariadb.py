@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -12,10 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.server_process import free_port
+from tests.support.controlled_process import ControlledProcess
 from tests.support.paths import require_binary
 
 
-class MariaDb:
+class MariaDb(ControlledProcess):
     """One server: installed once in ``workdir``, then started, stopped, frozen and thawed at will
     on the same port and data (fault-injection tests restart it under load)."""
 
@@ -71,24 +71,6 @@ class MariaDb:
                 log = (self.workdir / "error.log").read_text(errors="replace")[-2000:] if (self.workdir / "error.log").exists() else ""
                 raise RuntimeError(f"MariaDB did not start: {r.stderr.strip()}\n{log}")
             time.sleep(0.3)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)  # a frozen server must be able to act on SIGTERM
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def freeze(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
 
 
 @contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,10 +12,11 @@ from typing import Any
 import redis
 
 from bench.server_process import free_port
+from tests.support.controlled_process import ControlledProcess
 from tests.support.paths import require_binary
 
 
-class Redis:
+class Redis(ControlledProcess):
     """One server that a test may stop, restart on the same port, freeze and thaw."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
@@ -42,25 +42,6 @@ class Redis:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("redis-server did not start") from None
                 time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)  # a frozen server must be able to act on SIGTERM
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-
-    def freeze(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
 
 
 @contextmanager
