@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from retrieval_server.config import ConfigError, Settings, load_settings
+# Only what every command needs: a client command (query, search, health, ...) is one RPC, and its
+# wall time is its imports. The service's settings, numpy, numba, onnxruntime and the engines are
+# imported by the commands that run the service (tests/e2e/test_stream_and_ask.py checks).
 from retrieval_server.domain import Access, DocumentSource, ServiceError
 from retrieval_server.ingest.loaders import LOADERS
-from retrieval_server.observability.logging import configure
+
+if TYPE_CHECKING:
+    from retrieval_server.config import Settings
 
 log = logging.getLogger("retrieval_server.cli")
+
+#: Commands that run (part of) the service in this process: they read RETRIEVAL_* settings.
+_SERVICE_COMMANDS = frozenset({"serve", "graph"})
 
 
 def _files(paths: Sequence[str]) -> Iterator[Path]:
@@ -301,24 +307,39 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_service(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+
+    if args.command == "serve":
+        if settings.processes > 1:
+            from retrieval_server.supervisor import supervise
+
+            return supervise(settings)
+        from retrieval_server.server import serve
+
+        asyncio.run(serve(settings))
+        return 0
+    if args.command == "graph":
+        return asyncio.run(_export_graph(settings, args))
+    return asyncio.run(_ingest_local(settings, args))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        settings = load_settings()
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    configure(settings.log_level, settings.log_format)
-    try:
-        if args.command == "serve":
-            if settings.processes > 1:
-                from retrieval_server.supervisor import supervise
+    settings = None
+    if args.command in _SERVICE_COMMANDS or (args.command == "ingest" and args.local):
+        from retrieval_server.config import ConfigError, load_settings
+        from retrieval_server.observability.logging import configure
 
-                return supervise(settings)
-            from retrieval_server.server import serve
-
-            asyncio.run(serve(settings))
-            return 0
+        try:
+            settings = load_settings()
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        configure(settings.log_level, settings.log_format)
+    try:
+        if settings is not None:
+            return _run_service(settings, args)
         if args.command == "sample-corpus":
             from retrieval_server.sample_corpus import write_sample_corpus
 
@@ -329,10 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _quantize(Path(args.source), Path(args.target))
         if args.command == "ask":
             return _ask(args)
-        if args.command == "graph":
-            return asyncio.run(_export_graph(settings, args))
         if args.command == "ingest":
-            return asyncio.run(_ingest_local(settings, args)) if args.local else _ingest_remote(args)
+            return _ingest_remote(args)
         return _remote(args)
     except (ServiceError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from retrieval_server.knowledge import Answer, GraphTrace, RouteDecision
+
+if TYPE_CHECKING:  # only annotations: client commands import this module and need no numpy
+    import numpy as np
 
 
 class Access(enum.StrEnum):

@@ -1,11 +1,13 @@
 """StreamQuery over a real grpc.aio server whose answers come from a local OpenAI-compatible server
-streaming Server-Sent Events; `retrieval-server ask` (single question and interactive) and
-`retrieval-server graph export` against it."""
+streaming Server-Sent Events; `retrieval-server ask` (single question and interactive),
+`retrieval-server graph export` and the client commands' imports against it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +130,33 @@ async def test_ask_interactive_session(served: Served, capsys: pytest.CaptureFix
     assert "execution trace" in out and "lookup_facts" in out and WIKI.maintainer["AuthSvc"] in out
     assert ":trace on|off" in out  # the unknown strategy printed the help
     assert (tmp_path / "history").is_file()
+
+
+#: What a command that only makes an RPC must not import: the service's settings, numerics, model
+#: runtime, engines and optional integrations (each costs tenths of a second at start-up).
+HEAVY = ("numpy", "numba", "llvmlite", "onnxruntime", "tokenizers", "pydantic", "pydantic_settings", "retrieval_server.config",
+         "scoring_core", "networkx", "rich", "qdrant_client", "qdrant_edge", "opentelemetry", "httpx", "aiosqlite", "asyncmy",
+         "redis", "aio_pika", "prometheus_client", "pypdf", "bs4", "jwt", "rapidfuzz")
+
+
+async def test_client_commands_import_only_the_client(served: Served) -> None:
+    script = (
+        "import json, sys\n"
+        "from retrieval_server import cli\n"
+        f"target = {served.target!r}\n"
+        "codes = [cli.main([*c, '--server', target]) for c in (['health'], ['search', 'AuthSvc'], ['query', 'AuthSvc', '--strategy', 'hybrid'],"
+        " ['delete', 'no-such-document', '--role', 'ADMIN'])]\n"
+        "print(json.dumps({'codes': codes, 'modules': sorted(sys.modules)}))\n"
+    )
+    proc = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    *printed, last = proc.stdout.splitlines()
+    result = json.loads(last)
+    assert result["codes"] == [0, 0, 0, 0], proc.stderr
+    text = "\n".join(printed)
+    assert '"status": "SERVING_STATUS_SERVING"' in text and "authsvc" in text.lower() and "not found: no-such-document" in text
+    loaded = {m for m in result["modules"] if m.split(".")[0] in HEAVY or m in HEAVY}
+    assert not loaded, sorted(loaded)
 
 
 async def test_graph_export_writes_graphml(served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
