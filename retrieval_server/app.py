@@ -7,14 +7,13 @@ import logging
 import os
 from pathlib import Path
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import scoring_core
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes
 from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
-from retrieval_server.backends.events import RabbitMqPublisher
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
-from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
@@ -51,12 +50,17 @@ from retrieval_server.workflow.tools import TOOLS
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
 
+if TYPE_CHECKING:
+    from retrieval_server.backends.events import RabbitMqPublisher
+
 log = logging.getLogger(__name__)
 
 
 def metadata_store_for(s: Settings) -> MetadataStore:
     """MySQL/MariaDB when a DSN is set, else SQLite in the data directory (not opened yet)."""
     if s.mysql_dsn:
+        from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore  # asyncmy only when configured
+
         return MysqlMetadataStore(s.mysql_dsn, s.mysql_pool_size, read_only=s.read_only, timeout_s=s.mysql_timeout_s)
     return SqliteMetadataStore(s.data_dir / "metadata.sqlite3", read_only=s.read_only)
 
@@ -117,11 +121,7 @@ class Application:
             search_text_chars=settings.search_text_chars,
             observer=self.tracing.stage_observer(),
         )
-        self.events = (
-            RabbitMqPublisher(settings.events_url, settings.events_exchange, settings.events_routing_key, self.metrics,
-                              buffer=settings.events_buffer, publish_timeout_s=settings.events_publish_timeout_s)
-            if settings.events_url else None
-        )
+        self.events = self._events() if settings.events_url else None
         self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
         self._optimize_task: asyncio.Task[None] | None = None
         self._optimize_again = False
@@ -232,6 +232,14 @@ class Application:
         # Traced inside: a span is a call to the model, not a pair served from memory.
         return MeasuredReranker(self.tracing.wrap(reranker, "reranker"), s.rerank_pair_cache) if reranker is not None else None
 
+    def _events(self) -> RabbitMqPublisher:
+        # Imported here: aio-pika is only needed when events are configured.
+        from retrieval_server.backends.events import RabbitMqPublisher
+
+        s = self.settings
+        return RabbitMqPublisher(s.events_url, s.events_exchange, s.events_routing_key, self.metrics,
+                                 buffer=s.events_buffer, publish_timeout_s=s.events_publish_timeout_s)
+
     def _cache(self) -> SemanticCache | None:
         s = self.settings
         if s.cache_backend == "none":
@@ -294,11 +302,16 @@ class Application:
                 )
         self.disk.check()
 
-    async def open(self) -> None:
-        """Open every backend; on any failure close what was opened (no thread may keep the process alive)."""
+    async def open(self, *, warm_kernels: bool = True) -> None:
+        """Open every backend; on any failure close what was opened (no thread may keep the process alive).
+
+        ``warm_kernels`` loads scoring_core's kernels now, so that the first query does not; a
+        command that only ingests calls none of them and skips that.
+        """
         try:
             self._preflight()
-            await self.executor.run(scoring_core.warm_up)
+            if warm_kernels:
+                await self.executor.run(scoring_core.warm_up)
             await self.metadata.open()
             await self.vectors.open()
         except BaseException:

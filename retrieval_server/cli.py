@@ -52,7 +52,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace) -> int:
 
     files = list(_files(args.paths))
     app = Application(settings)
-    await app.open()
+    await app.open(warm_kernels=False)
     try:
         sources, unreadable = [], []
         for f in files:

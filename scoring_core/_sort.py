@@ -8,11 +8,12 @@ Passes whose byte is the same for every key are skipped.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from scoring_core._jit import kernel
 
-@nb.njit(nb.uint32[::1](nb.float32[::1]), cache=True, nogil=True)
+
+@kernel("uint32[::1](float32[::1])", nogil=True)
 def desc_keys_f32(x):  # pragma: no cover - compiled
     bits = (x + np.float32(0.0)).view(np.uint32)
     out = np.empty(x.shape[0], dtype=np.uint32)
@@ -24,7 +25,7 @@ def desc_keys_f32(x):  # pragma: no cover - compiled
     return out
 
 
-@nb.njit(nb.int64[::1](nb.uint32[::1]), cache=True, nogil=True)
+@kernel("int64[::1](uint32[::1])", nogil=True)
 def radix_argsort32(keys):  # pragma: no cover - compiled
     """Stable ascending argsort of 32-bit keys; (key, index) pairs move together so every pass
     reads sequentially."""
@@ -63,12 +64,12 @@ def radix_argsort32(keys):  # pragma: no cover - compiled
     return idx_a
 
 
-@nb.njit(nb.int64[::1](nb.float32[::1]), cache=True, nogil=True)
+@kernel("int64[::1](float32[::1])", nogil=True)
 def argsort_desc_f32(x):  # pragma: no cover - compiled
     return radix_argsort32(desc_keys_f32(x))
 
 
-@nb.njit(nb.int64[::1](nb.float64[::1]), cache=True, nogil=True)
+@kernel("int64[::1](float64[::1])", nogil=True)
 def argsort_desc_f64(x):  # pragma: no cover - compiled
     # Sort on the float32 rounding (4 byte passes, not 8): rounding is monotone, so the order is
     # only undecided inside runs of equal float32 keys, which a stable insertion sort on the

@@ -13,21 +13,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import numba as nb
 import numpy as np
+
+from scoring_core._jit import kernel
 
 PUBLIC = 0
 
 
-@nb.njit(
-    nb.types.Tuple((nb.int64, nb.float32))(
-        nb.float32[:, ::1], nb.float32[::1], nb.uint8[::1], nb.float64[::1], nb.int64[::1], nb.int64, nb.int64, nb.float64, nb.int64,
-        nb.boolean,
-    ),
-    cache=True,
-    nogil=True,
-    fastmath=True,
-)
+@kernel("Tuple((int64, float32))(float32[:, ::1], float32[::1], uint8[::1], float64[::1], int64[::1], int64, int64, float64, int64, boolean)", nogil=True, fastmath=True)
 def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, caller, include_public):  # pragma: no cover - compiled
     """Best visible row in [start, end): (row, score), or (-1, -inf). The first row wins ties."""
     d = query.shape[0]

@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-import numba as nb
 import numpy as np
 
+from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
 from scoring_core._validate import as_scores
 
 
-@nb.njit(nb.int64[:](nb.int64[::1], nb.float32[::1]), cache=True, nogil=True)
+@kernel("int64[:](int64[::1], float32[::1])", nogil=True)
 def _dedup_kernel(keys, scores):  # pragma: no cover - compiled
     n = keys.shape[0]
     by_score = argsort_desc_f32(scores)
@@ -50,7 +50,7 @@ def _dedup_kernel(keys, scores):  # pragma: no cover - compiled
     return kept[:m]
 
 
-@nb.njit(nb.int64[:](nb.float32[:, ::1], nb.float32[::1], nb.float64), cache=True, nogil=True)
+@kernel("int64[:](float32[:, ::1], float32[::1], float64)", nogil=True)
 def _near_dup_kernel(emb, scores, threshold):  # pragma: no cover - compiled
     n, d = emb.shape
     order = argsort_desc_f32(scores)

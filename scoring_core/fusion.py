@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numba as nb
 import numpy as np
 
+from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f64
 from scoring_core.selection import _top_k_kernel
 
-_F = nb.types.Tuple((nb.int64[:], nb.float64[:]))
+_F = "Tuple((int64[:], float64[:]))"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ class Fused:
         return int(self.ids.shape[0])
 
 
-@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1], nb.int64), cache=True, nogil=True)
+@kernel(f"{_F}(int64[::1], float64[::1], int64[::1], int64)", nogil=True)
 def _sum_by_id(ids, contrib, list_of, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     # Open addressing (Fibonacci hashing, linear probing): entries get numbered in order of
@@ -80,7 +80,7 @@ def _sum_by_id(ids, contrib, list_of, limit):  # pragma: no cover - compiled
     return out_ids[:m][ranked], out_scores[:m][ranked]
 
 
-@nb.njit(_F(nb.int64[::1], nb.int64[::1], nb.float64[::1], nb.float64, nb.int64), cache=True, nogil=True)
+@kernel(f"{_F}(int64[::1], int64[::1], float64[::1], float64, int64)", nogil=True)
 def _rrf_kernel(ids, offsets, weights, k, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     contrib = np.empty(n, dtype=np.float64)
@@ -92,7 +92,7 @@ def _rrf_kernel(ids, offsets, weights, k, limit):  # pragma: no cover - compiled
     return _sum_by_id(ids, contrib, list_of, limit)
 
 
-@nb.njit(_F(nb.int64[::1], nb.float64[::1], nb.int64[::1], nb.float64[::1], nb.int64, nb.int64), cache=True, nogil=True)
+@kernel(f"{_F}(int64[::1], float64[::1], int64[::1], float64[::1], int64, int64)", nogil=True)
 def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     contrib = np.empty(n, dtype=np.float64)

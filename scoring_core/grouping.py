@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
+from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
 from scoring_core._validate import as_codes, as_scores
 
@@ -41,13 +41,7 @@ class GroupedHits:
         return int(self.parents.shape[0])
 
 
-@nb.njit(
-    nb.types.Tuple((nb.int64[:], nb.float32[:], nb.int64[:], nb.int64[:]))(
-        nb.int64[::1], nb.float32[::1], nb.int64
-    ),
-    cache=True,
-    nogil=True,
-)
+@kernel("Tuple((int64[:], float32[:], int64[:], int64[:]))(int64[::1], float32[::1], int64)", nogil=True)
 def _group_kernel(parent_codes, scores, n_parents):  # pragma: no cover - compiled
     n = scores.shape[0]
     order = argsort_desc_f32(scores)  # stable: ties by input position

@@ -6,20 +6,20 @@ flat array (no full sort), so selecting 10 of 10,000 touches each score once.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
 from scoring_core._validate import as_scores
 
 
-@nb.njit([nb.boolean(nb.float32, nb.int64, nb.float32, nb.int64), nb.boolean(nb.float64, nb.int64, nb.float64, nb.int64)], inline="always", cache=True)
+@kernel(["boolean(float32, int64, float32, int64)", "boolean(float64, int64, float64, int64)"], inline="always")
 def _worse(s1, i1, s2, i2):  # pragma: no cover - compiled
     # (s1, i1) ranks below (s2, i2): lower score, or the same score later in the input.
     return s1 < s2 or (s1 == s2 and i1 > i2)
 
 
-@nb.njit([nb.int64[:](nb.float32[::1], nb.int64), nb.int64[:](nb.float64[::1], nb.int64)], cache=True, nogil=True)
+@kernel(["int64[:](float32[::1], int64)", "int64[:](float64[::1], int64)"], nogil=True)
 def _top_k_kernel(scores, k):  # pragma: no cover - compiled
     n = scores.shape[0]
     k = min(k, n)
@@ -73,7 +73,7 @@ def _top_k_kernel(scores, k):  # pragma: no cover - compiled
     return out_i
 
 
-@nb.njit(nb.int64[:](nb.float32[::1], nb.float32), cache=True, nogil=True)
+@kernel("int64[:](float32[::1], float32)", nogil=True)
 def _above_kernel(scores, threshold):  # pragma: no cover - compiled
     idx = np.flatnonzero(scores >= threshold)
     return idx[argsort_desc_f32(scores[idx])]

@@ -15,12 +15,15 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
-
-import httpx
-from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
+
+if TYPE_CHECKING:
+    from httpx_sse import ServerSentEvent
+
+# httpx (which also imports rich and pygments when they are installed) is imported where a client
+# is made or used: a process without an LLM configured never needs it.
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,8 @@ class _HttpChat:
         self, base_url: str, *, timeout_s: float, max_retries: int, backoff_s: float, headers: dict[str, str],
         breaker: CircuitBreaker | None = None,
     ) -> None:
+        import httpx
+
         self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
         self._retries = max_retries
         self._backoff = backoff_s
@@ -60,6 +65,8 @@ class _HttpChat:
             return await self._post_with_retries(path, body, params)
 
     async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None) -> Any:
+        import httpx
+
         for attempt in range(self._retries + 1):
             try:
                 resp = await self._client.post(path, json=body, params=params)
@@ -79,6 +86,9 @@ class _HttpChat:
 
     async def _events(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> AsyncIterator[ServerSentEvent]:
         """The response's Server-Sent Events; connection failures are retried until the first event."""
+        import httpx
+        from httpx_sse import SSEError, aconnect_sse
+
         for attempt in range(self._retries + 1):
             started = False
             try:

@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-import httpx
-
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from retrieval_server.backends.executor import BlockingExecutor
@@ -60,6 +58,8 @@ class TeiReranker:
     def __init__(
         self, url: str, *, timeout_s: float = 10.0, max_batch: int = 32, raw_scores: bool = False, breaker: CircuitBreaker | None = None
     ) -> None:
+        import httpx  # only when TEI is configured
+
         self._client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s)
         self._max_batch = max_batch
         self._raw = raw_scores
@@ -72,6 +72,8 @@ class TeiReranker:
             return await self._rerank(query, texts)
 
     async def _rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        import httpx
+
         scores: list[float] = [0.0] * len(texts)
         for start in range(0, len(texts), self._max_batch):
             batch = list(texts[start : start + self._max_batch])

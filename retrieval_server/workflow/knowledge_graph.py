@@ -13,8 +13,8 @@ import asyncio
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 from rapidfuzz import fuzz, process
 
@@ -23,6 +23,9 @@ from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.domain import AccessFilter
 from retrieval_server.knowledge import EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
 from retrieval_server.workflow.analysis import STOPWORDS
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _WORD = re.compile(r"[A-Za-z0-9][\w\-.']*[A-Za-z0-9]|[A-Za-z0-9]")
 
@@ -167,6 +170,8 @@ class KnowledgeGraph:
 
     async def to_networkx(self, access: AccessFilter, document_ids: Sequence[str] = ()) -> nx.MultiDiGraph:
         """What ``access`` may see, as a networkx graph (one edge per relation type)."""
+        import networkx as nx  # a few tenths of a second to import, for an export only
+
         entities = await self.entities(None, access, document_ids)
         edges = await self.edges(None, access, document_ids)
         g = nx.MultiDiGraph()

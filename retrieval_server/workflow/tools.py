@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
-import networkx as nx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -294,6 +293,8 @@ class AnalyzeDependencies:
     async def run(self, params: AnalyzeDependenciesParams, ctx: ToolContext) -> tuple[Any, str]:
         graph = _graph(ctx)
         entity = await _entity(ctx, params.entity)
+        import networkx as nx  # imported by the one tool that uses it: a few tenths of a second
+
         g = nx.DiGraph()
         g.add_node(entity.key)
         result: dict[str, Any] = {"entity": entity.name, "type": entity.entity_type.value}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -125,6 +126,28 @@ def test_cli_ingest_reports_broken_files_and_goes_on(tmp_path: Path) -> None:
     again = subprocess.run([*CLI, "ingest", "--local", str(folder / "guide.md"), "--access", "private", "--owner", "alice"],
                            env=env, capture_output=True, text=True, timeout=300)
     assert "replaced guide" in again.stdout
+
+
+def test_cli_ingest_local_imports_no_query_side_or_unconfigured_modules(tmp_path: Path) -> None:
+    """Two small files through `ingest --local` should cost the model, not imports: no numba kernel
+    is called on that path, and nothing optional is configured."""
+    (tmp_path / "a.txt").write_text("Tides are caused by the gravitational pull of the moon.")
+    (tmp_path / "b.md").write_text("# Bread\n\nSourdough rises because wild yeast ferments the dough.")
+    script = (
+        "import json, sys\n"
+        "from retrieval_server import cli\n"
+        f"code = cli.main(['ingest', '--local', '--quiet', {str(tmp_path / 'a.txt')!r}, {str(tmp_path / 'b.md')!r}])\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env=_env(RETRIEVAL_DATA_DIR=str(tmp_path / "data")), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    *printed, last = proc.stdout.splitlines()
+    result = json.loads(last)
+    assert result["code"] == 0 and any(line.startswith("added    a") for line in printed), proc.stdout + proc.stderr
+    unwanted = ("numba", "llvmlite", "networkx", "httpx", "rich", "aio_pika", "asyncmy", "redis", "qdrant_client", "opentelemetry.sdk")
+    loaded = {m for m in result["modules"] if any(m == u or m.startswith(u + ".") for u in unwanted)}
+    assert not loaded, sorted(loaded)
 
 
 @pytest.mark.slow

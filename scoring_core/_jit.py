@@ -1,0 +1,62 @@
+"""numba kernels resolved at their first call instead of at import.
+
+``@nb.njit(signature, cache=True)`` compiles (or loads from numba's cache) when the module is
+imported, and importing numba alone takes about half a second: every process that imports
+scoring_core paid for all kernels, even one that calls none (``retrieval-server ingest --local``).
+:func:`kernel` takes the same signatures as strings and makes the dispatcher on the first call,
+importing numba then; the server still loads every kernel before it serves
+(:func:`scoring_core.warm_up`).
+
+A kernel may call another kernel: when it is resolved, the kernels it names are resolved first
+and it is compiled against their dispatchers, as it would have been at import.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class Kernel:
+    """A kernel function; calling it runs its numba dispatcher, made on first use."""
+
+    def __init__(self, fn: Callable[..., Any], signatures: str | Sequence[str], options: dict[str, Any]) -> None:
+        self.py_func = fn
+        self._signatures = [signatures] if isinstance(signatures, str) else list(signatures)
+        self._options = options
+        self._dispatcher: Any = None
+        self._lock = threading.Lock()
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+
+    def dispatcher(self) -> Any:
+        """The numba dispatcher, its signatures compiled or loaded from the cache."""
+        if self._dispatcher is None:
+            with self._lock:
+                if self._dispatcher is None:
+                    self._dispatcher = self._resolve()
+        return self._dispatcher
+
+    def _resolve(self) -> Any:
+        import numba
+
+        fn = self.py_func
+        callees = {name: value.dispatcher() for name in fn.__code__.co_names if isinstance(value := fn.__globals__.get(name), Kernel)}
+        if callees:
+            # The same code (so the same cache entry) with the callees' dispatchers as its globals.
+            fn = types.FunctionType(fn.__code__, {**fn.__globals__, **callees}, fn.__name__, fn.__defaults__, fn.__closure__)
+            fn.__qualname__ = self.py_func.__qualname__
+        return numba.njit(self._signatures, cache=True, **self._options)(fn)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.dispatcher()(*args)
+
+
+def kernel(signatures: str | Sequence[str], **options: Any) -> Callable[[Callable[..., Any]], Kernel]:
+    """``@nb.njit(signatures, cache=True, **options)``, with signatures in numba's string form
+    (``"int64[::1](float32[::1])"``), made at the first call."""
+    return lambda fn: Kernel(fn, signatures, options)
