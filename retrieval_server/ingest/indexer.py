@@ -145,45 +145,72 @@ class Indexer:
         errors: list[IngestFailure] = []
         pending: list[_Prepared] = []
         seen: set[str] = set()
+        # Two stages: while a batch is written (keyword vectors, graph, stores), the next one is
+        # loaded, chunked and embedded, so the model does not wait for the rest. Batches are written
+        # in order, one at a time; a document is reported once it is written.
+        writing: asyncio.Task[None] | None = None
+
+        async def written() -> None:
+            nonlocal writing
+            if writing is not None:
+                task, writing = writing, None
+                await task
+
+        async def write(batch: list[_Prepared], dense: np.ndarray) -> None:
+            done.extend(await self._write(batch, dense, errors))
+            if on_document:
+                for p in batch:
+                    on_document(p.document.document_id)
 
         async def flush() -> None:
+            nonlocal writing
             batch = pending[:]
             pending.clear()
-            if batch:
-                done.extend(await self._store(batch, errors))
-                if on_document:
-                    for p in batch:
-                        on_document(p.document.document_id)
+            if not batch:
+                return
+            dense = await self._embed_batch(batch, errors)
+            await written()
+            if dense is not None:
+                writing = asyncio.create_task(write(batch, dense))
 
-        for src in sources:
-            try:
-                if self._max_bytes is not None and len(src.content) > self._max_bytes:
-                    raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
-                # Parsing and chunking are CPU work: off the event loop, behind any query's work.
-                loaded_docs = await self._executor.run(load, src, priority=Priority.BACKGROUND)
-            except LoadError as exc:
-                errors.append(IngestFailure(src.filename or src.document_id, str(exc)))
-                continue
-            for loaded in loaded_docs:
-                label = f"{src.filename}:{loaded.document_id}" if len(loaded_docs) > 1 else (src.filename or loaded.document_id)
+        try:
+            for src in sources:
                 try:
-                    doc_id = _clean_id(loaded.document_id)
-                    if doc_id in seen:
-                        raise LoadError(f"document_id '{doc_id}' appears twice in one request")
-                    seen.add(doc_id)
-                    prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id))
+                    if self._max_bytes is not None and len(src.content) > self._max_bytes:
+                        raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
+                    # Parsing and chunking are CPU work: off the event loop, behind any query's work.
+                    loaded_docs = await self._executor.run(load, src, priority=Priority.BACKGROUND)
                 except LoadError as exc:
-                    errors.append(IngestFailure(label, str(exc)))
+                    errors.append(IngestFailure(src.filename or src.document_id, str(exc)))
                     continue
-                if prepared.previous is not None and prepared.previous.content_hash == prepared.document.content_hash:
-                    done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True))
-                    if on_document:
-                        on_document(doc_id)
-                    continue
-                pending.append(prepared)
-                if sum(len(p.children) for p in pending) >= self._batch:
-                    await flush()
-        await flush()
+                for loaded in loaded_docs:
+                    label = f"{src.filename}:{loaded.document_id}" if len(loaded_docs) > 1 else (src.filename or loaded.document_id)
+                    try:
+                        doc_id = _clean_id(loaded.document_id)
+                        if doc_id in seen:
+                            raise LoadError(f"document_id '{doc_id}' appears twice in one request")
+                        seen.add(doc_id)
+                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id))
+                    except LoadError as exc:
+                        errors.append(IngestFailure(label, str(exc)))
+                        continue
+                    if prepared.previous is not None and prepared.previous.content_hash == prepared.document.content_hash:
+                        await written()  # reported after the documents before it
+                        done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True))
+                        if on_document:
+                            on_document(doc_id)
+                        continue
+                    pending.append(prepared)
+                    if sum(len(p.children) for p in pending) >= self._batch:
+                        await flush()
+            await flush()
+            await written()
+        except BaseException:
+            if writing is not None:
+                writing.cancel()
+                with contextlib.suppress(BaseException):
+                    await writing
+            raise
         return IngestReport(tuple(done), tuple(errors))
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
@@ -215,30 +242,44 @@ class Indexer:
         return _Prepared(doc, parents, children, previous)
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
-        """In small pieces at background priority: a query waits for one piece at most, not the batch."""
-        pieces = [
-            await self._embedder.embed(texts[i : i + self._embed_piece], priority=Priority.BACKGROUND)
-            for i in range(0, len(texts), self._embed_piece)
-        ]
-        return np.concatenate(pieces) if pieces else np.zeros((0, self._embedder.dim), dtype=np.float32)
+        """In small pieces at background priority: a query waits for one piece at most, not the batch.
 
-    async def _store(self, batch: list[_Prepared], errors: list[IngestFailure]) -> list[IngestedDocument]:
+        Pieces are cut from the whole batch in order of length, as the encoder orders a batch of its
+        own: a piece pads to similar lengths, where pieces in document order would each pad to
+        their longest text.
+        """
+        out = np.zeros((len(texts), self._embedder.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self._embed_piece):
+            idx = order[start : start + self._embed_piece]
+            out[idx] = await self._embedder.embed([texts[i] for i in idx], priority=Priority.BACKGROUND)
+        return out
+
+    def _texts(self, batch: list[_Prepared]) -> list[str]:
+        """What a batch embeds: its children, then (with parent vectors) its parents."""
         texts = [c.content for p in batch for c in p.children]
-        with_parents = self._vectors.features.parent_vectors
-        if with_parents:
+        if self._vectors.features.parent_vectors:
             texts += [_parent_text(p.document.title, parent.content) for p in batch for parent in p.parents]
+        return texts
+
+    async def _embed_batch(self, batch: list[_Prepared], errors: list[IngestFailure]) -> np.ndarray | None:
+        """The batch's vectors (see :meth:`_texts`); None, with every document reported, when it cannot be stored."""
+        texts = self._texts(batch)
         if self._disk is not None:
             try:
                 self._disk.check(estimated_bytes(sum(len(x.encode()) for x in texts), len(texts), self._embedder.dim))
             except ResourceExhausted as exc:
                 errors.extend(IngestFailure(p.document.document_id, f"not stored: {exc}") for p in batch)
-                return []
+                return None
         try:
-            dense = await self._embed(texts)
+            return await self._embed(texts)
         except Exception as exc:
             log.exception("embedding failed")
             errors.extend(IngestFailure(p.document.document_id, f"embedding failed: {exc}") for p in batch)
-            return []
+            return None
+
+    async def _write(self, batch: list[_Prepared], dense: np.ndarray, errors: list[IngestFailure]) -> list[IngestedDocument]:
+        with_parents = self._vectors.features.parent_vectors
         out: list[IngestedDocument] = []
         row = 0
         parent_row = sum(len(p.children) for p in batch)
