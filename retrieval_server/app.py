@@ -98,7 +98,7 @@ class Application:
             self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.executor,
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
-            title_weight=settings.title_weight,
+            title_weight=settings.title_weight, query_jobs=self.inference.query_jobs,
         )
         self.reranker = self._reranker()
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})

@@ -2,8 +2,9 @@
 
 Work is taken in priority order: a query's model run or engine call never waits behind queued
 ingestion work, only behind the one job a thread is already running. Ingestion submits its work
-in small pieces at :attr:`Priority.BACKGROUND`, so a large document delays a query by at most one
-piece instead of its whole embedding.
+in pieces at :attr:`Priority.BACKGROUND`, so a large document delays a query by at most one piece
+instead of its whole embedding; it watches :meth:`BlockingExecutor.query_jobs` to make its pieces
+small while queries come.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class BlockingExecutor:
         self._order = itertools.count()
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
         self._closed = False
+        self._query_jobs = 0
         for thread in self._threads:
             thread.start()
 
@@ -47,9 +49,15 @@ class BlockingExecutor:
     def workers(self) -> int:
         return len(self._threads)
 
+    def query_jobs(self) -> int:
+        """How many :attr:`Priority.QUERY` jobs were submitted so far (from the event loop's thread)."""
+        return self._query_jobs
+
     async def run(self, fn: Callable[P, T], *args: P.args, priority: Priority = Priority.QUERY, **kwargs: P.kwargs) -> T:
         if self._closed:
             raise RuntimeError("executor is shut down")
+        if priority is Priority.QUERY:
+            self._query_jobs += 1
         future: Future[T] = Future()
         self._queue.put((int(priority), next(self._order), future, functools.partial(fn, *args, **kwargs)))
         # Cancelling the awaiting task cancels the future: a job not yet started is then skipped.

@@ -107,6 +107,7 @@ class Indexer:
         disk: DiskSpace | None = None,
         graph: GraphExtractor | None = None,
         title_weight: int = 2,
+        query_jobs: Callable[[], int] | None = None,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -121,6 +122,7 @@ class Indexer:
         self._locks: dict[str, _DocumentLock] = {}
         self._graph = graph
         self._title_weight = title_weight
+        self._query_jobs = query_jobs
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -242,17 +244,25 @@ class Indexer:
         return _Prepared(doc, parents, children, previous)
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
-        """In small pieces at background priority: a query waits for one piece at most, not the batch.
+        """In pieces at background priority: a query waits for one piece at most, not the batch.
 
         Pieces are cut from the whole batch in order of length, as the encoder orders a batch of its
         own: a piece pads to similar lengths, where pieces in document order would each pad to
-        their longest text.
+        their longest text. A piece is ``embed_piece`` texts while no query comes (full batches: the
+        model's best throughput); once queries came to the model (``query_jobs`` moved) while a
+        piece ran, the next piece is one text, so a query waits for at most one text's run, about
+        its own; without queries the pieces double back to full size.
         """
         out = np.zeros((len(texts), self._embedder.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self._embed_piece):
-            idx = order[start : start + self._embed_piece]
+        size, start = self._embed_piece, 0
+        while start < len(order):
+            idx = order[start : start + size]
+            start += len(idx)
+            before = self._query_jobs() if self._query_jobs else 0
             out[idx] = await self._embedder.embed([texts[i] for i in idx], priority=Priority.BACKGROUND)
+            queried = self._query_jobs is not None and self._query_jobs() != before
+            size = 1 if queried else min(2 * size, self._embed_piece)
         return out
 
     def _texts(self, batch: list[_Prepared]) -> list[str]:

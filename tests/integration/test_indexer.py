@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest_asyncio
 
 from retrieval_server.app import Application
+from retrieval_server.backends.executor import Priority
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role
 from tests.support.pdf import make_pdf
@@ -126,21 +129,33 @@ async def test_ids_are_cleaned_the_same_way_at_ingest_and_delete(app: Applicatio
 
 
 async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Application) -> None:
-    """Ingestion embeds in small background pieces; a query's embedding is not queued behind the rest."""
+    """Ingestion embeds in background pieces; a query's embedding is not queued behind the rest, and
+    once a query came, the pieces shrink to one text so the next query waits for one text at most."""
     calls: list[tuple[str, int]] = []
     first_piece = asyncio.Event()
+    query_queued = threading.Event()
     loop = asyncio.get_running_loop()
     encoder = app.embedder._encoder  # noqa: SLF001 - recording the model runs in their order
     encode = encoder.encode
+    run = app.inference.run
 
     def recording(texts: list[str]) -> object:
         kind = "query" if texts == ["what carves valleys"] else "ingest"
         calls.append((kind, len(texts)))
-        if kind == "ingest":
+        if kind == "ingest" and not first_piece.is_set():
             loop.call_soon_threadsafe(first_piece.set)
+            query_queued.wait()  # the query arrives while this piece runs
         return encode(texts)
 
+    async def queued(fn: Any, *args: Any, priority: Priority = Priority.QUERY, **kwargs: Any) -> Any:
+        job = asyncio.ensure_future(run(fn, *args, priority=priority, **kwargs))
+        await asyncio.sleep(0)  # run() has put the job in the executor's queue
+        if priority is Priority.QUERY:
+            query_queued.set()
+        return await job
+
     encoder.encode = recording
+    app.inference.run = queued  # type: ignore[method-assign]
     try:
         big = _txt("big", " ".join(f"Sentence {i} tells how glaciers carve valleys over many thousands of years." for i in range(600)))
         ingest = asyncio.ensure_future(app.ingest([big]))
@@ -150,7 +165,10 @@ async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Applicatio
         report = await ingest
     finally:
         encoder.encode = encode
+        app.inference.run = run  # type: ignore[method-assign]
     assert not report.errors and r.metrics.total_ms > 0
     query_at = calls.index(("query", 1))
-    assert any(kind == "ingest" for kind, _ in calls[query_at + 1 :]), "the query ran after the last piece"
+    assert calls[query_at - 1] == ("ingest", app.settings.embed_batch_size), "the first piece is a full one"
+    assert calls[query_at + 1] == ("ingest", 1), "after a query, the next piece is one text"
+    assert max(n for _, n in calls[query_at + 1 :]) == app.settings.embed_batch_size, "without queries, pieces grow back"
     assert all(n <= app.settings.embed_batch_size for kind, n in calls if kind == "ingest")
