@@ -308,13 +308,20 @@ class Application:
         ``warm_kernels`` loads scoring_core's kernels now, so that the first query does not; a
         command that only ingests calls none of them and skips that.
         """
+        warming: asyncio.Future[None] | None = None
         try:
             self._preflight()
             if warm_kernels:
-                await self.executor.run(scoring_core.warm_up)
+                # On a worker thread while the stores open: loading numba's cache waits on its C calls.
+                warming = asyncio.ensure_future(self.executor.run(scoring_core.warm_up))
             await self.metadata.open()
             await self.vectors.open()
+            if warming is not None:
+                await warming
         except BaseException:
+            if warming is not None:
+                warming.cancel()
+                await asyncio.gather(warming, return_exceptions=True)
             await self.close()
             raise
         await self._check_model()
