@@ -1,18 +1,29 @@
-"""Ingestion beside the raw encoder, on the same chunks, in one run.
+"""Ingestion beside the raw encoder on the same chunks, and queries beside an ingest, in one run.
 
-The service ingests ``documents`` of the dataset (one IngestDocuments call of a .jsonl, as
-bench.quality does) into a fresh data directory; the floor is the encoder alone embedding the
-same child chunks (loaded and chunked in-process with the service's loader and chunker, the same
-batch size and threads), which is what ingestion cannot go below.
+* **throughput**: the service ingests ``documents`` of the dataset (one IngestDocuments call of a
+  .jsonl, as bench.quality does) into a fresh data directory; the floor is the encoder alone
+  embedding the same child chunks (loaded and chunked in-process with the service's loader and
+  chunker, the same batch size and threads, in full batches across documents), which is what
+  ingestion cannot go below. The two alternate for ``rounds`` rounds (the machine's load drifts),
+  each round ingesting the same documents under new ids; the ratio is reported as the median and
+  the spread of the rounds.
+* **queries during an ingest**: Search at c=1 (embedding + dense search) on the same server, first
+  alone, then while one more round is ingested: queries have priority over ingestion, so an ingest
+  should not raise their p50 by more than 2×.
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from bench.beir import BeirDataset
 from bench.server_process import running_server
@@ -25,46 +36,147 @@ from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.loaders import load
 from scoring_core.encoders import BiEncoder
 
+QUERY_TOP_K = 5
+
 
 @dataclass(frozen=True, slots=True)
-class IngestionFloor:
-    documents: int
-    chunks: int
+class IngestionRound:
     service_s: float
     encoder_s: float
 
     @property
     def ratio(self) -> float:
         """Encoder time / service time: 1.0 means ingestion costs nothing beyond the model."""
-        return round(self.encoder_s / self.service_s, 2) if self.service_s else float("nan")
-
-    def line(self) -> str:
-        return (f"ingest {self.documents} documents ({self.chunks} chunks): service {self.service_s:.1f} s "
-                f"({self.chunks / self.service_s:.1f} chunks/s), raw encoder {self.encoder_s:.1f} s "
-                f"({self.chunks / self.encoder_s:.1f} chunks/s): {self.ratio:.2f} of the encoder's rate")
+        return round(self.encoder_s / self.service_s, 3) if self.service_s else float("nan")
 
 
-def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path | None, documents: int, threads: int, log: Path) -> IngestionFloor:
-    _, payload = next(dataset.corpus_batches(documents))
-    with tempfile.TemporaryDirectory() as tmp:
-        server_settings = {**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data"), "RETRIEVAL_PROCESSES": "1",
-                           "RETRIEVAL_EMBED_THREADS": str(threads)}
-        with running_server(server_settings, log) as server, RetrievalClient(server.target, role="ADMIN", timeout=3600) as client:
+@dataclass(frozen=True, slots=True)
+class IngestionFloor:
+    documents: int
+    chunks: int
+    rounds: tuple[IngestionRound, ...]
+    #: Search p50 at c=1 on the same server, nothing else running / while a round is ingested
+    query_alone_ms: float = 0.0
+    query_during_ingest_ms: float = 0.0
+    queries_during_ingest: int = 0
+
+    @property
+    def ratio(self) -> float:
+        return round(statistics.median(r.ratio for r in self.rounds), 2) if self.rounds else float("nan")
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return (min(r.ratio for r in self.rounds), max(r.ratio for r in self.rounds)) if self.rounds else (float("nan"),) * 2
+
+    @property
+    def query_ratio(self) -> float:
+        """How many times slower a query is while an ingest runs (goal: at most 2)."""
+        return round(self.query_during_ingest_ms / self.query_alone_ms, 2) if self.query_alone_ms else float("nan")
+
+    def lines(self) -> list[str]:
+        service = statistics.median(r.service_s for r in self.rounds)
+        encoder = statistics.median(r.encoder_s for r in self.rounds)
+        lo, hi = self.spread
+        out = [f"ingest {self.documents} documents ({self.chunks} chunks), {len(self.rounds)} rounds: service {service:.1f} s "
+               f"({self.chunks / service:.1f} chunks/s), raw encoder {encoder:.1f} s ({self.chunks / encoder:.1f} chunks/s): "
+               f"{self.ratio:.2f} of the encoder's rate (median; rounds {lo:.2f}-{hi:.2f})"]
+        if self.queries_during_ingest:
+            out.append(f"Search c=1 p50: alone {self.query_alone_ms:.1f} ms, during an ingest {self.query_during_ingest_ms:.1f} ms "
+                       f"({self.queries_during_ingest} queries): {self.query_ratio:.2f}x")
+        return out
+
+    def as_dict(self) -> dict[str, object]:
+        return {"documents": self.documents, "chunks": self.chunks, "rounds": [{"service_s": r.service_s, "encoder_s": r.encoder_s,
+                "ratio": r.ratio} for r in self.rounds], "ratio": self.ratio, "spread": list(self.spread),
+                "query_alone_ms": self.query_alone_ms, "query_during_ingest_ms": self.query_during_ingest_ms,
+                "queries_during_ingest": self.queries_during_ingest, "query_ratio": self.query_ratio}
+
+
+def _renamed(suffix: str) -> Callable[[str], str]:
+    """The same document under another id: the same chunks are ingested again, not skipped as unchanged."""
+    def rename(line: str) -> str:
+        doc = json.loads(line)
+        doc["_id"] = f"{doc['_id']}~{suffix}"
+        return json.dumps(doc) + "\n"
+
+    return rename
+
+
+def _searches(target: str, queries: list[str], stop: threading.Event, warmed: threading.Event, count: int = 0) -> list[float]:
+    """Search at c=1, once warm (``warmed`` is set then), until ``stop`` is set (at least one call)
+    or ``count`` calls were made: each call's latency, ms."""
+    latencies: list[float] = []
+    with RetrievalClient(target, timeout=600) as client:
+        for q in queries[:3]:  # the first calls pay for the connection and first-use costs
+            client.search(q, top_k=QUERY_TOP_K)
+        warmed.set()
+        i = 0
+        while not (latencies and stop.is_set()) and (not count or i < count):
             t0 = time.perf_counter()
-            resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}.jsonl", content=payload)])
-            service_s = time.perf_counter() - t0
-        if resp.errors:
-            raise RuntimeError(f"ingestion failed: {resp.errors[0].reason}")
+            client.search(queries[i % len(queries)], top_k=QUERY_TOP_K)
+            latencies.append((time.perf_counter() - t0) * 1e3)
+            i += 1
+    return latencies
+
+
+def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path | None, documents: int, threads: int, log: Path,
+            *, rounds: int = 3, queries: list[str] | None = None, alone_queries: int = 100) -> IngestionFloor:
+    """``rounds`` of (raw encoder, service) on the same chunks; with ``queries``, Search p50 at c=1
+    alone and during one more round."""
+    _, payload = next(dataset.corpus_batches(documents))
     s = Settings()
     model = resolve_model(model_dir)
     chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
-    texts: list[list[str]] = []
-    for loaded in load(DocumentSource(filename=f"{dataset.name}.jsonl", content=payload)):
+    texts: list[str] = []
+    loaded_docs = load(DocumentSource(filename=f"{dataset.name}.jsonl", content=payload))
+    for loaded in loaded_docs:
         _, children = chunker.chunk(loaded.document_id, [(p.number, p.text) for p in loaded.pages])
-        texts.append([c.content for c in children])
+        texts += [c.content for c in children]
     encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length, batch_size=s.embed_batch_size, threads=threads)
     encoder.encode(["warm up"])
-    t0 = time.perf_counter()
-    encoder.encode([c for chunks in texts for c in chunks])  # the encoder's best: full batches across documents
-    encoder_s = time.perf_counter() - t0
-    return IngestionFloor(len(texts), sum(map(len, texts)), round(service_s, 2), round(encoder_s, 2))
+
+    def encode_s() -> float:
+        t0 = time.perf_counter()
+        encoder.encode(texts)  # the encoder's best: full batches across documents, in order of length
+        return time.perf_counter() - t0
+
+    done: list[IngestionRound] = []
+    alone_ms = during_ms = 0.0
+    during_n = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        server_settings = {**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data"), "RETRIEVAL_PROCESSES": "1",
+                           "RETRIEVAL_EMBED_THREADS": str(threads), "RETRIEVAL_CACHE_BACKEND": "none"}
+        with running_server(server_settings, log) as server, RetrievalClient(server.target, role="ADMIN", timeout=3600) as client:
+
+            def ingest(suffix: str) -> float:
+                _, renamed = next(dataset.corpus_batches(documents, transform=_renamed(suffix)))
+                t0 = time.perf_counter()
+                resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}.jsonl", content=renamed)])
+                if resp.errors:
+                    raise RuntimeError(f"ingestion failed: {resp.errors[0].reason}")
+                return time.perf_counter() - t0
+
+            for r in range(rounds):
+                encoder_s = encode_s()
+                done.append(IngestionRound(round(ingest(str(r)), 2), round(encoder_s, 2)))
+            if queries:
+                alone = _searches(server.target, queries, threading.Event(), threading.Event(), count=alone_queries)
+                stop, warmed = threading.Event(), threading.Event()
+                during: list[float] = []
+
+                def search_during() -> None:
+                    try:
+                        during.extend(_searches(server.target, queries, stop, warmed))
+                    finally:
+                        warmed.set()  # a failed worker does not leave the ingest waiting
+
+                worker = threading.Thread(target=search_during)
+                worker.start()
+                try:
+                    warmed.wait()
+                    ingest("during")
+                finally:
+                    stop.set()
+                    worker.join()
+                alone_ms, during_ms, during_n = float(np.median(alone)), float(np.median(during)), len(during)
+    return IngestionFloor(len(loaded_docs), len(texts), tuple(done), round(alone_ms, 2), round(during_ms, 2), during_n)

@@ -7,7 +7,8 @@
   RPC made from a warm in-process client: the difference is the command's own overhead
   (interpreter, imports, argument parsing, channel);
 * ``ingest --local`` of two small files: the wall time beside the model's part (its session load
-  and the embedding of the same chunks, in-process): the command should be dominated by the model.
+  and the embedding of the same chunks, in-process) and the imports of that path (a process that
+  imports the application and exits): the command should be dominated by the model.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class StartupReport:
     commands: dict[str, tuple[float, float]] = field(default_factory=dict)
     ingest_local_ms: float = 0.0
     ingest_model_ms: float = 0.0
+    ingest_imports_ms: float = 0.0
 
     def lines(self) -> list[str]:
         out = [
@@ -45,7 +47,8 @@ class StartupReport:
             out.append(f"retrieval-server {name:16s} {wall:8.0f} ms  (the RPC itself {rpc:.1f} ms: own overhead {wall - rpc:.0f} ms)")
         if self.ingest_local_ms:
             share = self.ingest_model_ms / self.ingest_local_ms
-            out.append(f"ingest --local, two small files   {self.ingest_local_ms:8.0f} ms  (model load + embedding {self.ingest_model_ms:.0f} ms: {share:.0%})")
+            out.append(f"ingest --local, two small files   {self.ingest_local_ms:8.0f} ms  (model load + embedding {self.ingest_model_ms:.0f} ms: "
+                       f"{share:.0%}; python start + imports {self.ingest_imports_ms:.0f} ms)")
         return out
 
 
@@ -114,6 +117,11 @@ def command_overheads(target: str, query: str, repeat: int = 3) -> dict[str, tup
             wall = _median_wall_ms([*cli, *args, "--server", target], env, repeat)
             out[name] = (round(wall, 1), round(rpc_ms, 2))
     return out
+
+
+def ingest_imports_ms(repeat: int = 3) -> float:
+    """What ``ingest --local`` imports before it does anything: the command's module and the application."""
+    return _median_wall_ms([sys.executable, "-c", "import retrieval_server.cli, retrieval_server.app"], _env({}), repeat)
 
 
 def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Sequence[str]) -> tuple[float, float]:

@@ -88,10 +88,14 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ingestion_beside_the_raw_encoder(dataset: BeirDataset, tmp_path: Path) -> None:
-    row = ingestion.measure(dataset, {}, None, documents=4, threads=1, log=tmp_path / "ingest.log")
-    assert row.documents == 4 and row.chunks >= 4
-    assert row.service_s > 0 and row.encoder_s > 0 and row.ratio > 0
+def test_ingestion_beside_the_raw_encoder_and_queries_during_an_ingest(dataset: BeirDataset, tmp_path: Path) -> None:
+    row = ingestion.measure(dataset, {}, None, documents=4, threads=1, log=tmp_path / "ingest.log", rounds=2, queries=QUERIES,
+                            alone_queries=5)
+    assert row.documents == 4 and row.chunks >= 4 and len(row.rounds) == 2
+    assert all(r.service_s > 0 and r.encoder_s > 0 for r in row.rounds)
+    assert row.spread[0] <= row.ratio <= row.spread[1]
+    assert row.query_alone_ms > 0 and row.queries_during_ingest >= 1 and row.query_ratio > 0
+    assert "during an ingest" in row.lines()[-1]
 
 
 @pytest.mark.slow
@@ -109,4 +113,5 @@ def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) 
                 ("query-hybrid", "1 proc c=2 req/s")]:
         assert row in rows, row
     assert report["startup"]["serve_to_serving_ms"] > 0 and set(report["startup"]["commands"]) == {"health", "search", "query"}
-    assert report["ingestion"]["documents"] == 2 and report["ingestion"]["ratio"] > 0
+    assert report["ingestion"]["documents"] == 2 and report["ingestion"]["ratio"] > 0 and len(report["ingestion"]["rounds"]) == 3
+    assert report["ingestion"]["query_alone_ms"] > 0
