@@ -59,6 +59,9 @@ class IngestionFloor:
     query_alone_ms: float = 0.0
     query_during_ingest_ms: float = 0.0
     queries_during_ingest: int = 0
+    #: the same, p95
+    query_alone_p95_ms: float = 0.0
+    query_during_ingest_p95_ms: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -82,14 +85,16 @@ class IngestionFloor:
                f"{self.ratio:.2f} of the encoder's rate (median; rounds {lo:.2f}-{hi:.2f})"]
         if self.queries_during_ingest:
             out.append(f"Search c=1 p50: alone {self.query_alone_ms:.1f} ms, during an ingest {self.query_during_ingest_ms:.1f} ms "
-                       f"({self.queries_during_ingest} queries): {self.query_ratio:.2f}x")
+                       f"({self.queries_during_ingest} queries): {self.query_ratio:.2f}x; p95 {self.query_alone_p95_ms:.1f} / "
+                       f"{self.query_during_ingest_p95_ms:.1f} ms")
         return out
 
     def as_dict(self) -> dict[str, object]:
         return {"documents": self.documents, "chunks": self.chunks, "rounds": [{"service_s": r.service_s, "encoder_s": r.encoder_s,
                 "ratio": r.ratio} for r in self.rounds], "ratio": self.ratio, "spread": list(self.spread),
                 "query_alone_ms": self.query_alone_ms, "query_during_ingest_ms": self.query_during_ingest_ms,
-                "queries_during_ingest": self.queries_during_ingest, "query_ratio": self.query_ratio}
+                "queries_during_ingest": self.queries_during_ingest, "query_ratio": self.query_ratio,
+                "query_alone_p95_ms": self.query_alone_p95_ms, "query_during_ingest_p95_ms": self.query_during_ingest_p95_ms}
 
 
 def _renamed(suffix: str) -> Callable[[str], str]:
@@ -141,8 +146,8 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
         return time.perf_counter() - t0
 
     done: list[IngestionRound] = []
-    alone_ms = during_ms = 0.0
-    during_n = 0
+    alone: list[float] = []
+    during: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         server_settings = {**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data"), "RETRIEVAL_PROCESSES": "1",
                            "RETRIEVAL_EMBED_THREADS": str(threads), "RETRIEVAL_CACHE_BACKEND": "none"}
@@ -162,7 +167,6 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
             if queries:
                 alone = _searches(server.target, queries, threading.Event(), threading.Event(), count=alone_queries)
                 stop, warmed = threading.Event(), threading.Event()
-                during: list[float] = []
 
                 def search_during() -> None:
                     try:
@@ -178,5 +182,9 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
                 finally:
                     stop.set()
                     worker.join()
-                alone_ms, during_ms, during_n = float(np.median(alone)), float(np.median(during)), len(during)
-    return IngestionFloor(len(loaded_docs), len(texts), tuple(done), round(alone_ms, 2), round(during_ms, 2), during_n)
+
+    def pct(latencies: list[float], q: int) -> float:
+        return round(float(np.percentile(latencies, q)), 2) if latencies else 0.0
+
+    return IngestionFloor(len(loaded_docs), len(texts), tuple(done), pct(alone, 50), pct(during, 50), len(during), pct(alone, 95),
+                          pct(during, 95))
