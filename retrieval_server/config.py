@@ -234,6 +234,10 @@ class Settings(BaseSettings):
     cache_ttl_s: float = Field(3600.0, gt=0)
     cache_similarity: float = Field(0.95, ge=0, le=1)
     cache_max_entries: int = Field(100_000, ge=1)
+    cache_served_answers: int = Field(
+        1024, ge=0, le=1_000_000,
+        description="exact repeats answered with the bytes already sent, before the workflow (per process; 0: off)",
+    )
     cache_timeout_s: float = Field(0.25, gt=0, le=60, description="Redis cache: longest wait per call before the cache is skipped")
     redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index)")
 

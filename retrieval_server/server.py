@@ -14,10 +14,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection_pb2
 
-from retrieval.v1 import retrieval_pb2, retrieval_pb2_grpc
+from retrieval.v1 import retrieval_pb2
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
-from retrieval_server.api.servicer import RetrievalServicer
+from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import RejectUndecodable
 from retrieval_server.app import Application
@@ -81,7 +81,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
             ("grpc.so_reuseport", 1 if settings.processes > 1 else 0),
         ],
     )
-    retrieval_pb2_grpc.add_RetrievalServiceServicer_to_server(RetrievalServicer(app), server)
+    register(RetrievalServicer(app), server)
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], server)

@@ -15,7 +15,7 @@ import grpc
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_server import __version__
-from retrieval_server.api import convert, validation
+from retrieval_server.api import convert, served_answers, validation
 from retrieval_server.api.audit import audited
 from retrieval_server.api.auth import current_identity
 from retrieval_server.api.errors import code_of, status_of
@@ -90,13 +90,28 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._app = app
         self._s = app.settings
         self._cached_contexts = convert.ContextsOut()
+        # Off when a stage would go unrecorded: no cache to verify with, or every stage traced.
+        self._reuse = app.pipeline.deps.cache is not None and not app.tracing.enabled and self._s.cache_served_answers > 0
+        self._served = served_answers.ServedAnswers(self._s.cache_served_answers, self._s.cache_ttl_s)
 
     @_rpc
-    async def Query(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+    async def Query(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse | bytes:
+        """The response, or its bytes when an exact repeat is served (see api/served_answers.py);
+        the method's serializer passes bytes through (:func:`register`)."""
+        started = time.perf_counter()
         options = self._query_options(request, context)
+        key = served_answers.key_of(options) if self._reuse else None
+        generation = self._app.metadata.generation() if key is not None else None
+        if key is not None and (served := self._served.get(key, generation)) is not None:
+            body, result = served_answers.serve(served, started)
+            self._answered(options, result)
+            return body
         result = await self._app.pipeline.query(options)
         self._answered(options, result)
-        return self._out(result)
+        response = self._out(result)
+        if key is not None:
+            self._served.remember(key, generation, result, response)
+        return response
 
     def _out(self, result: QueryResult) -> pb.QueryResponse:
         # A cache hit serves contexts that were served before: their messages are kept.
@@ -210,6 +225,36 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             deleted, missing = await self._app.delete(ids)
             record.update(deleted=deleted, not_found=len(missing))
         return pb.DeleteDocumentsResponse(deleted=deleted, not_found=missing)
+
+
+def _message_or_bytes(response: pb.QueryResponse | bytes) -> bytes:
+    return response if type(response) is bytes else response.SerializeToString()  # type: ignore[union-attr]
+
+
+class _Handlers:
+    """Collects the method handlers the generated registration adds to a server (its generic
+    handler serves the same ones)."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: tuple[grpc.GenericRpcHandler, ...]) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.registered = handlers
+
+
+def register(servicer: RetrievalServicer, server: grpc.aio.Server) -> None:
+    """The generated registration, with Query's response serializer also taking serialized bytes."""
+    collected = _Handlers()
+    pb_grpc.add_RetrievalServiceServicer_to_server(servicer, collected)  # type: ignore[arg-type]
+    handlers = dict(collected.registered)
+    query = handlers["Query"]
+    handlers["Query"] = grpc.unary_unary_rpc_method_handler(query.unary_unary, query.request_deserializer, _message_or_bytes)
+    service = pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_registered_method_handlers(service, handlers)
 
 
 def _require_admin(rpc: str) -> None:

@@ -49,18 +49,29 @@ class ServiceMetrics:
             "retrieval_events_buffered", "RetrievalCompleted events waiting to be published", registry=r, multiprocess_mode="livesum"
         )
         self._http: WSGIServer | None = None
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def _series(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once: every request observes a few series, and
+        prometheus-client validates and hashes the labels on each lookup. The label sets are
+        bounded (methods, codes, stages, outcomes, degradation kinds), and so is this table."""
+        key = (id(metric), labels)
+        series = self._children.get(key)
+        if series is None:
+            series = self._children[key] = metric.labels(*labels)
+        return series
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
-        self.requests.labels(method, code).inc()
-        self.latency.labels(method).observe(seconds)
+        self._series(self.requests, method, code).inc()
+        self._series(self.latency, method).observe(seconds)
 
     def observe_query(self, stages: Iterable[tuple[str, float]], cache_hit: bool, degraded: Iterable[str]) -> None:
         for stage, ms in stages:
-            self.stages.labels(stage).observe(ms / 1e3)
-        self.cache.labels("hit" if cache_hit else "miss").inc()
+            self._series(self.stages, stage).observe(ms / 1e3)
+        self._series(self.cache, "hit" if cache_hit else "miss").inc()
         for item in degraded:
             # "analysis:hyde:skipped: needs an LLM" -> "analysis:hyde": a bounded label set.
-            self.degraded.labels(":".join(item.split(":")[:2])).inc()
+            self._series(self.degraded, ":".join(item.split(":")[:2])).inc()
 
     def serve(self, host: str, port: int, **tls: Any) -> int:
         """Start the /metrics endpoint; returns the bound port (``port`` 0 picks a free one)."""

@@ -56,10 +56,10 @@ async def expand(
             step = penalty / penalties[hop - 1]
             current = set(frontier)
             candidates: dict[str, float] = {}
-            for edge in await graph.edges(frontier, access, document_ids):
-                for a, b in ((edge.source, edge.target), (edge.target, edge.source)):
+            for source, target, weight in await graph.edge_weights(frontier, access, document_ids):
+                for a, b in ((source, target), (target, source)):
                     if a in current and b not in strength:
-                        s = strength[a] * min(1.0, edge.weight) * step
+                        s = strength[a] * min(1.0, weight) * step
                         candidates[b] = max(candidates.get(b, 0.0), s)
             frontier = sorted(candidates, key=lambda k: (-candidates[k], k))[: limits.max_neighbors]
             if not frontier:

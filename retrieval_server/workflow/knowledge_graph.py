@@ -157,6 +157,10 @@ class KnowledgeGraph:
     ) -> list[GraphEdge]:
         return await self.store.graph_edges(keys, access, document_ids, relations)
 
+    async def edge_weights(self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = ()) -> list[tuple[str, str, float]]:
+        """``(source, target, weight)`` of each relation touching ``keys``, summed over the readable documents."""
+        return await self.store.graph_edge_weights(keys, access, document_ids)
+
     async def related(
         self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), relations: Iterable[RelationType] | None = None,
     ) -> set[str]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
-from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit, version_of
+from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, QueryOptions, RetrievedContext, Strategy, VectorHit, version_of
 from retrieval_server.workflow import keyword_leg, parent_leg
 from retrieval_server.workflow.adaptive import leg_weights, query_features
 from retrieval_server.workflow.analysis import analyze
@@ -27,9 +27,8 @@ from scoring_core import dedup_by_key, group_by_parent, rrf, score_fusion, thres
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-def cache_config(state: QueryState) -> str:
+def cache_config(o: QueryOptions) -> str:
     """What makes two requests answerable by the same cached result."""
-    o = state.options
     fusion = o.fusion.value if o.fusion else ""
     return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{fusion}|{int(o.rerank)}|{','.join(sorted(o.document_ids))}"
 
@@ -70,7 +69,7 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if not state.options.use_cache or deps.cache is None:
         return {}
     o = state.options
-    config, partition = cache_config(state), state.point_filter.access.partition
+    config, partition = cache_config(state.options), state.point_filter.access.partition
     try:
         # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
         answer = await deps.cache.lookup(o.query, None, config, partition)
@@ -544,7 +543,7 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {}
     try:
         await deps.cache.store(
-            state.options.query, state.query_vector, cache_config(state), access.partition, CachedAnswer(tuple(state.contexts), state.strategy)
+            state.options.query, state.query_vector, cache_config(state.options), access.partition, CachedAnswer(tuple(state.contexts), state.strategy)
         )
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)

@@ -35,26 +35,28 @@ class Caller:
     name: str
     #: the private documents this caller may read
     allowed: frozenset[str]
-    #: client options: a token (jwt) or identity headers (gateway)
+    #: the claims of the caller's token (jwt; empty: no token), minted when its client is made, or
+    #: identity headers (gateway)
     jwt: dict[str, Any]
     gateway: dict[str, Any]
     #: headers a hostile caller adds on top
     forged: dict[str, Any]
 
 
-def _token(sub: str, role: str, **extra: Any) -> dict[str, Any]:
-    return {"token": hs256(claims(sub, role, **extra))}
+def _claims(sub: str, role: str, **extra: Any) -> dict[str, Any]:
+    # Claims, not a token: one minted at import would expire before a full suite reaches these tests.
+    return {"sub": sub, "role": role, **extra}
 
 
 CALLERS = [
     Caller("super admin without a user id", frozenset(PRIVATE), {}, {"role": "SUPER_ADMIN"}, {}),
-    Caller("bob as SUPER_ADMIN", frozenset(PRIVATE), _token("bob", "SUPER_ADMIN"), {"user_id": "bob", "role": "SUPER_ADMIN"}, {}),
-    Caller("bob as USER", frozenset({"bob-review"}), _token("bob", "USER"), {"user_id": "bob", "role": "USER"},
+    Caller("bob as SUPER_ADMIN", frozenset(PRIVATE), _claims("bob", "SUPER_ADMIN"), {"user_id": "bob", "role": "SUPER_ADMIN"}, {}),
+    Caller("bob as USER", frozenset({"bob-review"}), _claims("bob", "USER"), {"user_id": "bob", "role": "USER"},
            {"user_id": "alice", "role": "SUPER_ADMIN"}),
-    Caller("carol, bob's grantee", frozenset({"bob-review"}), _token("carol", "USER"), {"user_id": "carol", "role": "USER"},
+    Caller("carol, bob's grantee", frozenset({"bob-review"}), _claims("carol", "USER"), {"user_id": "carol", "role": "USER"},
            {"role": "ADMIN"}),
-    Caller("dave, reads nothing private", frozenset(), _token("dave", "USER"), {"user_id": "dave"}, {"user_id": "bob", "role": "SUPER_ADMIN"}),
-    Caller("erin of group eng", frozenset({"eng-budget"}), _token("erin", "USER", groups=["eng"]), {}, {"user_id": "hr"}),
+    Caller("dave, reads nothing private", frozenset(), _claims("dave", "USER"), {"user_id": "dave"}, {"user_id": "bob", "role": "SUPER_ADMIN"}),
+    Caller("erin of group eng", frozenset({"eng-budget"}), _claims("erin", "USER", groups=["eng"]), {}, {"user_id": "hr"}),
     Caller("anonymous", frozenset(), {}, {}, {"role": "SUPER_ADMIN"}),
 ]
 
@@ -73,7 +75,8 @@ class Deployment:
         on the caller's own token; in gateway mode the caller bypasses the gateway with a
         certificate of its own."""
         if self.mode == "jwt":
-            return AsyncRetrievalClient(self.target, tls=self.tls, timeout=120, **{**caller.jwt, **(caller.forged if forge else {})})
+            token = {"token": hs256(claims(**caller.jwt))} if caller.jwt else {}
+            return AsyncRetrievalClient(self.target, tls=self.tls, timeout=120, **{**token, **(caller.forged if forge else {})})
         if forge:
             return AsyncRetrievalClient(self.target, tls=self.intruder, timeout=120, **caller.forged)
         return AsyncRetrievalClient(self.target, tls=self.tls, timeout=120, **caller.gateway)
@@ -150,7 +153,7 @@ async def test_a_revoked_grant_is_not_served_from_the_cache(deployment: Deployme
     carol = next(c for c in CALLERS if c.name.startswith("carol"))
     question = "whose salary review may carol read"
     assert "bob-review" in await _ask(deployment, carol, question, "hybrid", False)
-    bob_admin = Caller("bob admin", frozenset(PRIVATE), _token("bob", "ADMIN"), {"user_id": "bob", "role": "ADMIN"}, {})
+    bob_admin = Caller("bob admin", frozenset(PRIVATE), _claims("bob", "ADMIN"), {"user_id": "bob", "role": "ADMIN"}, {})
     revoked = next(d for d in CORPUS if d.document_id == "bob-review")
     async with deployment.client(bob_admin) as client:
         resp = await client.ingest([pb.DocumentInput(document_id=revoked.document_id, filename=revoked.filename, content=revoked.content,

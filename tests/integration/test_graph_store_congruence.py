@@ -160,3 +160,11 @@ async def test_endpoints_are_the_keys_graph_edges_shows_for_every_reader(metadat
             edges = await metadata_store.graph_edges(keys, who, relations=relations)
             shown = ({e.source for e in edges} | {e.target for e in edges}) & set(keys)
             assert await metadata_store.graph_endpoints(keys, who, relations=relations) == shown
+
+
+async def test_edge_weights_are_graph_edges_without_their_documents_for_every_reader(metadata_store: MetadataStore) -> None:
+    await _load(metadata_store)
+    for keys in (["projectalpha", "authsvc", "databasesvc", "shadowvault", "unknown"], ["authsvc"], ["databasesvc", "projectalpha"]):
+        for who in (ANON, ALICE, BOB, CAROL, ROOT):
+            expected = sorted((e.source, e.target, round(e.weight, 9)) for e in await metadata_store.graph_edges(keys, who))
+            assert expected and sorted((s, t, round(w, 9)) for s, t, w in await metadata_store.graph_edge_weights(keys, who)) == expected

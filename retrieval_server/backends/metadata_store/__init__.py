@@ -64,6 +64,11 @@ class MetadataStore(GraphQueries, ABC):
         async with self.snapshot() as tx:
             return await read(tx)
 
+    def generation(self) -> int | None:
+        """A number that changes whenever anything is committed to the store, by this process or
+        another; ``None`` when the store cannot tell cheaply (then nothing may be reused on it)."""
+        return None
+
     @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """A transaction: committed on normal exit, rolled back on an exception."""

@@ -252,6 +252,17 @@ class SqliteMetadataStore(MetadataStore):
                 conn.execute("ROLLBACK")
             return await super().read_by_key(rows, read, one_statement=one_statement)
 
+    def generation(self) -> int | None:
+        """SQLite's ``PRAGMA data_version`` on the event loop's connection: it changes when any
+        other connection (this process's writer, or another process's) commits, and costs
+        microseconds (it reads the WAL index, no lock)."""
+        if self._inline is None:
+            return None
+        try:
+            return int(self._inline.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error:
+            return None
+
     def ranked_statement(self, query: str, limit: int) -> tuple[str, list[Any]] | None:
         """The best ``limit`` full-text matches by score alone, readable or not (None: nothing to search for)."""
         terms = _terms(query)
