@@ -40,20 +40,20 @@ class How(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """Median milliseconds of one round per model: a batch of chunk-length texts, then each query alone."""
+    """One round per model is a batch of chunk-length texts, then each query alone."""
 
+    #: median milliseconds of a round
     int8_ms: float
     fp32_ms: float
+    #: median over rounds of fp32's time / int8's in the same round: the two ran back to back, so
+    #: a change in the machine's load between rounds cancels out
+    fp32_over_int8: float
     rounds: int
     texts_per_round: int
 
-    @property
-    def fp32_over_int8(self) -> float:
-        return self.fp32_ms / self.int8_ms
-
     def faster(self) -> Precision:
         # A tie keeps int8: half the memory, and the model installed with the service.
-        return Precision.FP32 if self.fp32_ms < self.int8_ms else Precision.INT8
+        return Precision.FP32 if self.fp32_over_int8 < 1 else Precision.INT8
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +120,12 @@ QUERIES: tuple[str, ...] = (
 )
 
 
-def measure(encoders: Mapping[Precision, Callable[[Sequence[str]], object]], rounds: int = 5) -> Timings:
+def measure(
+    encoders: Mapping[Precision, Callable[[Sequence[str]], object]], rounds: int = 5, clock: Callable[[], float] = time.perf_counter
+) -> Timings:
     """Time both encoders on the same texts: one unmeasured warm-up round each, then ``rounds``
-    rounds, interleaved (the order alternates), so both see the same load; medians.
+    rounds, interleaved (the order alternates), so both see the same load; medians, and the median
+    of each round's ratio.
 
     The work is fixed (``rounds + 1`` rounds of 4 chunks and 4 queries per model), whatever the
     machine's speed.
@@ -132,15 +135,16 @@ def measure(encoders: Mapping[Precision, Callable[[Sequence[str]], object]], rou
     for r in range(rounds + 1):
         for precision in order if r % 2 == 0 else order[::-1]:
             encode = encoders[precision]
-            start = time.perf_counter()
+            start = clock()
             encode(list(CHUNKS))
             for q in QUERIES:
                 encode([q])
             if r > 0:
-                samples[precision].append((time.perf_counter() - start) * 1000)
+                samples[precision].append((clock() - start) * 1000)
     return Timings(
         int8_ms=statistics.median(samples[Precision.INT8]),
         fp32_ms=statistics.median(samples[Precision.FP32]),
+        fp32_over_int8=statistics.median(f / i for f, i in zip(samples[Precision.FP32], samples[Precision.INT8], strict=True)),
         rounds=rounds,
         texts_per_round=len(CHUNKS) + len(QUERIES),
     )

@@ -8,14 +8,15 @@ import pytest
 
 from retrieval_server.backends.model_choice import CHUNKS, QUERIES, How, ModelChoice, Precision, Timings, decide, measure
 
-INT8_FASTER = Timings(int8_ms=80.0, fp32_ms=100.0, rounds=5, texts_per_round=8)
-FP32_FASTER = Timings(int8_ms=100.0, fp32_ms=80.0, rounds=5, texts_per_round=8)
+INT8_FASTER = Timings(int8_ms=80.0, fp32_ms=100.0, fp32_over_int8=1.25, rounds=5, texts_per_round=8)
+FP32_FASTER = Timings(int8_ms=100.0, fp32_ms=80.0, fp32_over_int8=0.8, rounds=5, texts_per_round=8)
 
 
 def test_the_faster_model_wins_and_a_tie_keeps_int8() -> None:
     assert INT8_FASTER.faster() is Precision.INT8 and FP32_FASTER.faster() is Precision.FP32
-    assert Timings(90.0, 90.0, 5, 8).faster() is Precision.INT8
-    assert FP32_FASTER.fp32_over_int8 == pytest.approx(0.8)
+    assert Timings(90.0, 90.0, 1.0, 5, 8).faster() is Precision.INT8
+    # The round-by-round ratio decides, not the medians of each model's own rounds.
+    assert Timings(int8_ms=100.0, fp32_ms=90.0, fp32_over_int8=1.05, rounds=5, texts_per_round=8).faster() is Precision.INT8
 
 
 def test_a_new_index_measures_when_both_models_are_installed() -> None:
@@ -76,3 +77,23 @@ def test_measurement_does_fixed_interleaved_work_on_both_models() -> None:
     firsts = [calls[i][0] for i in range(0, len(calls), per_round)]
     assert firsts == [Precision.INT8, Precision.FP32, Precision.FP32, Precision.INT8] * 2
     assert {n for _, n in calls} == {len(CHUNKS), 1}
+
+
+def test_each_round_compares_the_two_models_back_to_back() -> None:
+    """A fake clock: fp32 costs 0.8 of int8, and the machine's load triples in the middle rounds."""
+    now = [0.0]
+    load = iter([1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1])  # per (round, model) in the order they run
+
+    def encoder(cost_ms: float):  # type: ignore[no-untyped-def]
+        def encode(texts: Sequence[str]) -> None:
+            if len(texts) > 1:  # the chunk batch opens a round: the load of that round applies to it all
+                encode.factor = next(load)  # type: ignore[attr-defined]
+            now[0] += cost_ms * encode.factor / 1000  # type: ignore[attr-defined]
+
+        encode.factor = 1  # type: ignore[attr-defined]
+        return encode
+
+    t = measure({Precision.INT8: encoder(10.0), Precision.FP32: encoder(8.0)}, rounds=5, clock=lambda: now[0])
+    assert t.fp32_over_int8 == pytest.approx(0.8)
+    assert t.int8_ms == pytest.approx(10.0 * 5) and t.fp32_ms == pytest.approx(8.0 * 5)
+    assert t.faster() is Precision.FP32
