@@ -9,15 +9,15 @@ from pathlib import Path
 from collections.abc import Awaitable, Callable
 
 import scoring_core
+from retrieval_server.backends import model_choice
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder, resolve_model
-from retrieval_server.backends import model_choice
-from retrieval_server.backends.minilm_fp32 import default_cache_dir
 from retrieval_server.backends.events import RabbitMqPublisher
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
@@ -337,9 +337,12 @@ class Application:
         recorded = model_choice.recorded_choice(await self.metadata.get_info(model_choice.INFO_KEY), stored)
         empty = await self.metadata.count_documents() == 0
         if recorded is None and stored is not None and not empty:
-            # Built from a model folder: no build of ours can read it, so do not build or time any.
+            # Not a build this installation has: do not build or time any only to refuse afterwards.
             await self.close()
-            raise Unavailable(f"the index was built with embedding model {stored} from a RETRIEVAL_MODEL_DIR; set it again, or use a new RETRIEVAL_DATA_DIR")
+            raise Unavailable(
+                f"the index was built with embedding model {stored}, which is neither installed MiniLM build: set the "
+                f"RETRIEVAL_MODEL_DIR it was built with (or, for an fp32 index, {INSTALL}), or use a new RETRIEVAL_DATA_DIR"
+            )
         try:
             selected = await self.inference.run(
                 model_choice.select, s.model, recorded, index_empty=empty, read_only=s.read_only,

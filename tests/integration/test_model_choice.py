@@ -15,6 +15,7 @@ from retrieval_server.backends.minilm_fp32 import fp32_model_id
 from retrieval_server.backends.model_choice import How, Precision, Timings
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions, Unavailable
+from scoring_core.model_builder import BertShape, build_sentence_encoder, random_weights
 from tests.support.paths import require_fp32_package
 
 INT8_FASTER = Timings(int8_ms=80.0, fp32_ms=100.0, fp32_over_int8=1.25, rounds=5, texts_per_round=8)
@@ -125,3 +126,15 @@ async def test_an_index_from_before_the_choice_keeps_its_int8_model(tmp_path: Pa
         assert app.embedder.model_id == int8_model().model_id
     finally:
         await app.close()
+
+
+async def test_an_index_built_from_a_model_folder_is_refused_without_it(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "model"
+    build_sentence_encoder(folder / "model.onnx", random_weights(0, 0.02), BertShape(layers=1, intermediate=64))
+    app = await _open(tmp_path / "data", model_cache, model_dir=folder)
+    assert app.model_choice is None
+    await app.ingest([DOC])
+    await app.close()
+    _timer(monkeypatch, None)
+    with pytest.raises(Unavailable, match="neither installed MiniLM build: set the RETRIEVAL_MODEL_DIR"):
+        await _open(tmp_path / "data", model_cache)
