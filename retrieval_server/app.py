@@ -355,7 +355,7 @@ class Application:
         self._embedder_attributes["retrieval.model"] = selected.files.model_id
         self.model_choice = selected.choice
         timings = selected.choice.timings
-        log.info("embedding model", extra={
+        log.info("embedding model %s: %s", selected.files.model_id, selected.choice.describe(), extra={
             "model": selected.choice.model.value, "how": selected.choice.how.value, "model_id": selected.files.model_id,
             "int8_ms": timings.int8_ms if timings else None, "fp32_ms": timings.fp32_ms if timings else None,
             "fp32_over_int8": round(timings.fp32_over_int8, 3) if timings else None,
