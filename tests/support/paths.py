@@ -46,3 +46,10 @@ def require_fp32_package() -> None:
     if os.environ.get("CI"):
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+def inherited_env(*dropped: str) -> dict[str, str]:
+    """This process's environment for a service subprocess, without the caller's RETRIEVAL_* (and
+    ``dropped``) variables, but with the suite's RETRIEVAL_MODEL (tests/conftest.py): an index the
+    subprocess creates then has the model the suite's in-process applications open it with."""
+    return {k: v for k, v in os.environ.items() if k == "RETRIEVAL_MODEL" or not k.startswith(("RETRIEVAL_", *dropped))}
