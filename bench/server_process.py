@@ -73,13 +73,23 @@ def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log
     raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s" + (f"; log: {log}" if log else ""))
 
 
+def service_env(settings: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without its RETRIEVAL_* variables, plus ``settings``.
+
+    RETRIEVAL_MODEL defaults to int8: without a model folder the benches mean the bundled int8
+    model, as their in-process floors load it; a new index would otherwise time int8 against fp32
+    and may take fp32.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    return {**env, "RETRIEVAL_MODEL": "int8", **settings}
+
+
 @contextmanager
 def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float = 300.0, transport: Transport = PLAINTEXT) -> Iterator[RunningServer]:
     """Serve with exactly these RETRIEVAL_* settings (the caller's own RETRIEVAL_* variables are dropped)."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
-    env.update({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json", "RETRIEVAL_METRICS_PORT": "0",
-                **transport.server_settings(), **settings})
+    env = service_env({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json",
+                       "RETRIEVAL_METRICS_PORT": "0", **transport.server_settings(), **settings})
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)

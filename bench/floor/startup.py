@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.server_process import service_env
 from retrieval_client import RetrievalClient
 
 
@@ -61,10 +62,6 @@ def _median_wall_ms(argv: Sequence[str], env: Mapping[str, str], repeat: int) ->
     return statistics.median(times)
 
 
-def _env(settings: Mapping[str, str]) -> dict[str, str]:
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}, **settings}
-
-
 def python_start_ms(repeat: int = 5) -> float:
     return _median_wall_ms([sys.executable, "-c", "pass"], os.environ, repeat)
 
@@ -74,7 +71,7 @@ def serve_to_serving_ms(settings: Mapping[str, str], log: Path, timeout_s: float
     from bench.server_process import free_port, wait_healthy
 
     port = free_port()
-    env = _env({**settings, "RETRIEVAL_PORT": str(port), "RETRIEVAL_METRICS_PORT": "0"})
+    env = service_env({**settings, "RETRIEVAL_PORT": str(port), "RETRIEVAL_METRICS_PORT": "0"})
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         t0 = time.perf_counter()
@@ -100,7 +97,7 @@ def model_load_ms(model_dir: Path | None) -> float:
 def command_overheads(target: str, query: str, repeat: int = 3) -> dict[str, tuple[float, float]]:
     """Each client command's wall time, beside the same RPC from a warm in-process client."""
     cli = [sys.executable, "-m", "retrieval_server.cli"]
-    env = _env({})
+    env = service_env({})
     out: dict[str, tuple[float, float]] = {}
     with RetrievalClient(target, timeout=120) as client:
         rpcs = {
@@ -121,7 +118,7 @@ def command_overheads(target: str, query: str, repeat: int = 3) -> dict[str, tup
 
 def ingest_imports_ms(repeat: int = 3) -> float:
     """What ``ingest --local`` imports before it does anything: the command's module and the application."""
-    return _median_wall_ms([sys.executable, "-c", "import retrieval_server.cli, retrieval_server.app"], _env({}), repeat)
+    return _median_wall_ms([sys.executable, "-c", "import retrieval_server.cli, retrieval_server.app"], service_env({}), repeat)
 
 
 def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Sequence[str]) -> tuple[float, float]:
@@ -138,7 +135,7 @@ def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Seq
             f = Path(tmp) / f"doc{i}.txt"
             f.write_text(text)
             files.append(str(f))
-        env = _env({**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data")})
+        env = service_env({**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data")})
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "retrieval_server.cli", "ingest", "--local", "--quiet", *files], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

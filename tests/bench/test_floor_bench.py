@@ -115,3 +115,15 @@ def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) 
     assert report["startup"]["serve_to_serving_ms"] > 0 and set(report["startup"]["commands"]) == {"health", "search", "query"}
     assert report["ingestion"]["documents"] == 2 and report["ingestion"]["ratio"] > 0 and len(report["ingestion"]["rounds"]) == 3
     assert report["ingestion"]["query_alone_ms"] > 0
+
+
+def test_the_model_choice_row_says_whether_the_longer_run_agrees() -> None:
+    from bench.floor.embedding_model import ModelChoiceRow
+
+    # fp32 slower on chunk batches but much faster on queries: in the check's mix (4 chunks, 4 queries) fp32 wins.
+    row = ModelChoiceRow("fp32", 0.9, chunks_fp32_over_int8=1.1, query_fp32_over_int8=0.5, int8_chunks_per_s=40.0,
+                         fp32_chunks_per_s=40 / 1.1, int8_query_ms=20.0, fp32_query_ms=10.0)
+    assert row.mix_fp32_over_int8 < 1 and row.agrees and "agrees" in row.line()
+    slow = ModelChoiceRow("fp32", 0.9, chunks_fp32_over_int8=1.5, query_fp32_over_int8=1.2, int8_chunks_per_s=40.0,
+                          fp32_chunks_per_s=40 / 1.5, int8_query_ms=8.0, fp32_query_ms=9.6)
+    assert not slow.agrees and "DISAGREES" in slow.line()

@@ -13,7 +13,6 @@ must leave every document with the right counts.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from retrieval_client import RetrievalClient
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, Identity
+from tests.support.paths import inherited_env
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
 DOCS = 24
@@ -51,7 +51,7 @@ def _write_corpus(folder: Path, revision: int) -> None:
 
 
 def _env(data: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    env = inherited_env()
     env.update(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_LOG_LEVEL="DEBUG", RETRIEVAL_METRICS_PORT="0",
                RETRIEVAL_UPSERT_BATCH_SIZE="32", **extra)
     return env

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from bench.server_process import free_port, listening_processes, wait_healthy
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
+from tests.support.paths import inherited_env
 from tests.support.prometheus import eventually, prometheus_server, query
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
@@ -50,7 +50,7 @@ def _calls_on_new_connection(target: str, port: int, workers: list[psutil.Proces
 def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path: Path) -> None:
     port, metrics_port = free_port(), free_port()
     target = f"127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRIEVAL_", "PROMETHEUS_"))}
+    env = inherited_env("PROMETHEUS_")
     env.update(RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_HOST="127.0.0.1",
                RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_PORT=str(metrics_port), RETRIEVAL_PROCESSES="2")
     # Workers over embedded storage serve it read-only: index a document first.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
 from retrieval_client import RetrievalClient
 from tests.support.otlp_receiver import otlp_receiver
+from tests.support.paths import inherited_env
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -28,7 +28,7 @@ def test_spans_reach_an_otlp_receiver_configured_by_otel_variables(tmp_path: Pat
     port = free_port()
     target = f"127.0.0.1:{port}"
     with otlp_receiver() as (endpoint, received):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRIEVAL_", "OTEL_"))}
+        env = inherited_env("OTEL_")
         env.update(
             RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_ENABLED="false", RETRIEVAL_LOG_FORMAT="json",
             RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_TRACES_EXPORTER="otlp",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,12 +20,13 @@ from retrieval_client import AsyncRetrievalClient, RetrievalClient
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from bench.server_process import free_port, listening_processes, wait_healthy
+from tests.support.paths import inherited_env
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    env = inherited_env()
     env.update(RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_METRICS_PORT="0", **extra)
     return env
 

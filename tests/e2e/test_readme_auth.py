@@ -3,7 +3,6 @@ and the same over mutual TLS, against `retrieval-server serve` processes in thos
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient, Tls
 from retrieval_server.domain import Access
 from tests.e2e.test_authentication import CORPUS
-from tests.support.paths import REPO
+from tests.support.paths import REPO, inherited_env
 from tests.support.pki import Authority
 from tests.support.tokens import claims, hs256
 
@@ -32,7 +31,7 @@ def _example(name: str) -> str:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    env = inherited_env()
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"  # retrieval-server and python of this venv
     env.update(RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_METRICS_PORT="0", **extra)
     return env

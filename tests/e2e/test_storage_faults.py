@@ -9,7 +9,6 @@ ingests again once space is back.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 from bench.server_process import free_port, wait_healthy
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient
+from tests.support.paths import inherited_env
 from tests.support.volumes import Volume, fill, require_private_mounts
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 
 def _env(data: Path, port: int, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_")}
+    env = inherited_env()
     env.update(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_METRICS_PORT="0",
                RETRIEVAL_LOG_FORMAT="json", **extra)
     return env

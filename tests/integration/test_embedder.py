@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,3 +52,17 @@ async def test_configured_fp32_model_overrides_and_agrees(pool: BlockingExecutor
     a, b = await fp32.embed(TEXTS), await int8.embed(TEXTS)
     assert a[0] @ a[1] == pytest.approx(0.8085, abs=1e-3)
     assert float(np.min(np.sum(a * b, axis=1))) >= 0.999
+
+
+async def test_a_model_chosen_later_is_bound_once_known(pool: BlockingExecutor, tmp_path: Path) -> None:
+    from scoring_core.model_builder import BertShape, build_sentence_encoder, random_weights
+
+    emb = OnnxEmbedder(None, pool, threads=2)
+    assert emb.dim == 384 and emb.model_id == ""
+    with pytest.raises(RuntimeError, match="no embedding model chosen"):
+        await emb.embed(TEXTS)
+    narrow = build_sentence_encoder(tmp_path / "model.onnx", random_weights(0, 0.02), BertShape(hidden=32, layers=1, heads=2, intermediate=64))
+    with pytest.raises(ValueError, match="32 dimensions, the index needs 384"):
+        emb.use(resolve_model(narrow.parent))
+    emb.use(resolve_model(None))
+    assert emb.model_id == resolve_model(None).model_id and (await emb.embed(TEXTS)).shape == (4, 384)

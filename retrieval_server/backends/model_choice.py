@@ -1,0 +1,197 @@
+"""Which all-MiniLM-L6-v2 build embeds an index, int8 or fp32: chosen once, when the index is created.
+
+The two builds rank alike but give different vectors, so an index keeps the model that built it.
+Which one is faster depends on the CPU (int8 kernels need VNNI-class instructions to pay off; on
+CPUs without them fp32 wins), so a new index times both on the same fixed texts and takes the
+faster, unless the operator forces one (``RETRIEVAL_MODEL``). The choice and its numbers are
+recorded in the index (``index_info``) and reused on every later start.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from retrieval_server.backends.embedder import ModelFiles, int8_model
+from retrieval_server.backends.minilm_fp32 import INSTALL, PACKAGE, fp32_model, fp32_model_id
+from retrieval_server.domain import Unavailable
+from scoring_core.encoders import BiEncoder
+
+INFO_KEY = "embedding_model_choice"
+
+
+class Precision(StrEnum):
+    INT8 = "int8"
+    FP32 = "fp32"
+
+
+class How(StrEnum):
+    MEASURED = "measured"
+    FORCED = "forced"  # RETRIEVAL_MODEL=int8|fp32
+    RECORDED = "recorded"  # what the index recorded (or, for an index older than the choice, its model id)
+    ONLY_INT8 = "only int8 installed"
+    UNRECORDED = "read-only, nothing recorded"
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """One round per model is a batch of chunk-length texts, then each query alone."""
+
+    #: median milliseconds of a round
+    int8_ms: float
+    fp32_ms: float
+    #: median over rounds of fp32's time / int8's in the same round: the two ran back to back, so
+    #: a change in the machine's load between rounds cancels out
+    fp32_over_int8: float
+    rounds: int
+    texts_per_round: int
+
+    def faster(self) -> Precision:
+        # A tie keeps int8: half the memory, and the model installed with the service.
+        return Precision.FP32 if self.fp32_over_int8 < 1 else Precision.INT8
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    model: Precision
+    how: How
+    timings: Timings | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"model": self.model.value, "how": self.how.value, "timings": asdict(self.timings) if self.timings else None})
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelChoice:
+        d = json.loads(text)
+        timings = Timings(**d["timings"]) if d.get("timings") else None
+        return cls(Precision(d["model"]), How(d["how"]), timings)
+
+    def describe(self) -> str:
+        text = f"{self.model.value}, {self.how.value}"
+        if self.timings is not None:
+            t = self.timings
+            text += f" at index creation (int8 {t.int8_ms:.1f} ms, fp32 {t.fp32_ms:.1f} ms per round; fp32/int8 {t.fp32_over_int8:.2f})"
+        return text
+
+
+def decide(setting: str, recorded: ModelChoice | None, *, index_empty: bool, fp32_installed: bool, read_only: bool) -> ModelChoice | None:
+    """The choice without measuring, or None when both models must be timed.
+
+    ``setting`` is ``auto``, ``int8`` or ``fp32``. A forced model that differs from a non-empty
+    index's is returned all the same: the model check then refuses to start, naming both.
+    """
+    if setting != "auto":
+        precision = Precision(setting)
+        if recorded is not None and recorded.model == precision:
+            return recorded
+        return ModelChoice(precision, How.FORCED)
+    # An empty index was never embedded with anything: it may still choose, unless it already
+    # measured (every start of an empty index would otherwise measure again).
+    if recorded is not None and (not index_empty or recorded.how in (How.MEASURED, How.FORCED)):
+        return recorded
+    if not fp32_installed:
+        return ModelChoice(Precision.INT8, How.ONLY_INT8)
+    if read_only:
+        # Nothing can be recorded, and each process of a read-only fleet would measure on its own.
+        return ModelChoice(Precision.INT8, How.UNRECORDED)
+    return None
+
+
+# Fixed texts of the lengths the service embeds: children of about 128 tokens in ingest batches, and
+# queries of about 10 tokens one at a time.
+_PASSAGE = (
+    "Retrieval systems split documents into overlapping chunks, embed each chunk with a sentence "
+    "encoder, and store the vectors beside a keyword index. At query time the question is embedded "
+    "the same way, the nearest chunks are fetched, fused with keyword matches, and the parents of "
+    "the best children are returned as context for the answer. Coastal glaciers carved these "
+    "valleys over thousands of years; in 1987 the survey measured 3.7 km of retreat."
+)
+CHUNKS: tuple[str, ...] = tuple(" ".join(_PASSAGE.split()[i:] + _PASSAGE.split()[:i]) for i in (0, 17, 34, 51))
+QUERIES: tuple[str, ...] = (
+    "how are chunks embedded for retrieval",
+    "when did the glacier survey measure retreat",
+    "what does keyword fusion add to dense search",
+    "which context is returned to the answer",
+)
+
+
+def measure(
+    encoders: Mapping[Precision, Callable[[Sequence[str]], object]], rounds: int = 5, clock: Callable[[], float] = time.perf_counter
+) -> Timings:
+    """Time both encoders on the same texts: one unmeasured warm-up round each, then ``rounds``
+    rounds, interleaved (the order alternates), so both see the same load; medians, and the median
+    of each round's ratio.
+
+    The work is fixed (``rounds + 1`` rounds of 4 chunks and 4 queries per model), whatever the
+    machine's speed.
+    """
+    samples: dict[Precision, list[float]] = {p: [] for p in Precision}
+    order = [Precision.INT8, Precision.FP32]
+    for r in range(rounds + 1):
+        for precision in order if r % 2 == 0 else order[::-1]:
+            encode = encoders[precision]
+            start = clock()
+            encode(list(CHUNKS))
+            for q in QUERIES:
+                encode([q])
+            if r > 0:
+                samples[precision].append((clock() - start) * 1000)
+    return Timings(
+        int8_ms=statistics.median(samples[Precision.INT8]),
+        fp32_ms=statistics.median(samples[Precision.FP32]),
+        fp32_over_int8=statistics.median(f / i for f, i in zip(samples[Precision.FP32], samples[Precision.INT8], strict=True)),
+        rounds=rounds,
+        texts_per_round=len(CHUNKS) + len(QUERIES),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    choice: ModelChoice
+    files: ModelFiles
+    encoder: BiEncoder
+
+
+def recorded_choice(info: str | None, model_id: str | None) -> ModelChoice | None:
+    """What an index recorded: its choice, or for an index older than the choice, the build its model id names."""
+    if info:
+        return ModelChoice.from_json(info)
+    if model_id is not None and model_id == int8_model().model_id:
+        return ModelChoice(Precision.INT8, How.RECORDED)
+    if model_id is not None and model_id == fp32_model_id():
+        return ModelChoice(Precision.FP32, How.RECORDED)
+    return None
+
+
+def select(
+    setting: str,
+    recorded: ModelChoice | None,
+    *,
+    index_empty: bool,
+    read_only: bool,
+    cache_dir: Path,
+    load: Callable[[ModelFiles], BiEncoder],
+) -> Selected:
+    """The model for this index, loaded (blocking: may build the fp32 graph and time both models)."""
+    installed = fp32_model_id() is not None
+    choice = decide(setting, recorded, index_empty=index_empty, fp32_installed=installed, read_only=read_only)
+    if choice is None:
+        candidates = {Precision.INT8: int8_model(), Precision.FP32: _fp32(cache_dir)}
+        encoders = {p: load(files) for p, files in candidates.items()}
+        timings = measure({p: e.encode for p, e in encoders.items()})
+        choice = ModelChoice(timings.faster(), How.MEASURED, timings)
+        return Selected(choice, candidates[choice.model], encoders[choice.model])
+    files = int8_model() if choice.model is Precision.INT8 else _fp32(cache_dir)
+    return Selected(choice, files, load(files))
+
+
+def _fp32(cache_dir: Path) -> ModelFiles:
+    files = fp32_model(cache_dir)
+    if files is None:
+        raise Unavailable(f"the fp32 all-MiniLM-L6-v2 needs the package {PACKAGE}, which is not installed: {INSTALL}")
+    return files

@@ -1,0 +1,140 @@
+"""The service picks int8 or fp32 when an index is created, records why, and keeps it for the index's life."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval_server.app import Application
+from retrieval_server.backends import model_choice
+from retrieval_server.backends.embedder import int8_model
+from retrieval_server.backends.minilm_fp32 import fp32_model_id
+from retrieval_server.backends.model_choice import How, Precision, Timings
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource, QueryOptions, Unavailable
+from scoring_core.model_builder import BertShape, build_sentence_encoder, random_weights
+from tests.support.paths import require_fp32_package
+
+INT8_FASTER = Timings(int8_ms=80.0, fp32_ms=100.0, fp32_over_int8=1.25, rounds=5, texts_per_round=8)
+FP32_FASTER = Timings(int8_ms=100.0, fp32_ms=80.0, fp32_over_int8=0.8, rounds=5, texts_per_round=8)
+DOC = DocumentSource(filename="glaciers.txt", document_id="glaciers", content=b"Glaciers carve U-shaped valleys over thousands of years.")
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_fp32_package()
+    return tmp_path_factory.mktemp("model-cache")
+
+
+class Timer:
+    """Stands in for the measurement with fixed numbers, after checking it got both real encoders."""
+
+    def __init__(self, timings: Timings | None) -> None:
+        self.timings = timings
+        self.calls = 0
+
+    def __call__(self, encoders: Mapping[Precision, Callable[[Sequence[str]], object]], rounds: int = 5) -> Timings:
+        self.calls += 1
+        if self.timings is None:
+            raise AssertionError("measured although the index had recorded its model")
+        int8, fp32 = (np.asarray(encoders[p](["probe"])) for p in (Precision.INT8, Precision.FP32))
+        assert int8.shape == fp32.shape == (1, 384) and not np.array_equal(int8, fp32)
+        return self.timings
+
+
+def _timer(monkeypatch: pytest.MonkeyPatch, timings: Timings | None) -> Timer:
+    timer = Timer(timings)
+    monkeypatch.setattr(model_choice, "measure", timer)
+    return timer
+
+
+async def _open(data: Path, cache: Path, **overrides: object) -> Application:
+    overrides.setdefault("model", "auto")
+    app = Application(load_settings(data_dir=data, model_cache_dir=cache, cache_backend="none", metrics_enabled=False, **overrides))
+    await app.open()
+    return app
+
+
+@pytest.mark.parametrize(("timings", "expected"), [(INT8_FASTER, Precision.INT8), (FP32_FASTER, Precision.FP32)])
+async def test_a_new_index_takes_the_faster_model_and_keeps_it_after_restart(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, timings: Timings, expected: Precision
+) -> None:
+    timer = _timer(monkeypatch, timings)
+    app = await _open(tmp_path, model_cache)
+    try:
+        expected_id = int8_model().model_id if expected is Precision.INT8 else fp32_model_id()
+        assert timer.calls == 1 and app.model_choice == model_choice.ModelChoice(expected, How.MEASURED, timings)
+        assert app.embedder.model_id == expected_id
+        health = {c.name: c.detail for c in (await app.health()).components}
+        assert f"{expected.value}, measured" in health["embedder"] and "fp32/int8" in health["embedder"]
+        await app.ingest([DOC])
+    finally:
+        await app.close()
+    # The opposite numbers now: a restart must not measure again, nor switch.
+    _timer(monkeypatch, None)
+    again = await _open(tmp_path, model_cache)
+    try:
+        assert again.model_choice == model_choice.ModelChoice(expected, How.MEASURED, timings)
+        assert again.embedder.model_id == expected_id
+        assert [c.document.document_id for c in (await again.pipeline.query(QueryOptions("what carves valleys", 1))).contexts] == ["glaciers"]
+    finally:
+        await again.close()
+
+
+async def test_an_index_is_never_opened_with_the_other_model(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _timer(monkeypatch, INT8_FASTER)
+    app = await _open(tmp_path, model_cache)
+    await app.ingest([DOC])
+    await app.close()
+    _timer(monkeypatch, None)
+    with pytest.raises(Unavailable, match="built with embedding model onnx:.*but onnx-fp32:"):
+        await _open(tmp_path, model_cache, model="fp32")
+    # Forcing the model it has is fine, and keeps the measured numbers.
+    app = await _open(tmp_path, model_cache, model="int8")
+    assert app.model_choice is not None and app.model_choice.how is How.MEASURED
+    await app.close()
+
+
+async def test_forcing_a_model_skips_the_measurement_and_is_recorded(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _timer(monkeypatch, None)
+    app = await _open(tmp_path, model_cache, model="fp32")
+    try:
+        assert app.model_choice == model_choice.ModelChoice(Precision.FP32, How.FORCED)
+        assert app.embedder.model_id == fp32_model_id()
+        await app.ingest([DOC])
+    finally:
+        await app.close()
+    app = await _open(tmp_path, model_cache)  # auto: the index's recorded model
+    try:
+        assert app.embedder.model_id == fp32_model_id() and app.model_choice is not None and app.model_choice.how is How.FORCED
+    finally:
+        await app.close()
+
+
+async def test_an_index_from_before_the_choice_keeps_its_int8_model(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = await _open(tmp_path, model_cache, model="int8")
+    await app.ingest([DOC])
+    await app.metadata.set_info(model_choice.INFO_KEY, "")  # what an older service left: the model id alone
+    await app.close()
+    _timer(monkeypatch, FP32_FASTER)
+    app = await _open(tmp_path, model_cache)
+    try:
+        assert app.model_choice == model_choice.ModelChoice(Precision.INT8, How.RECORDED)
+        assert app.embedder.model_id == int8_model().model_id
+    finally:
+        await app.close()
+
+
+async def test_an_index_built_from_a_model_folder_is_refused_without_it(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "model"
+    build_sentence_encoder(folder / "model.onnx", random_weights(0, 0.02), BertShape(layers=1, intermediate=64))
+    app = await _open(tmp_path / "data", model_cache, model_dir=folder)
+    assert app.model_choice is None
+    await app.ingest([DOC])
+    await app.close()
+    _timer(monkeypatch, None)
+    with pytest.raises(Unavailable, match="neither installed MiniLM build: set the RETRIEVAL_MODEL_DIR"):
+        await _open(tmp_path / "data", model_cache)
