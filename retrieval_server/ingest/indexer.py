@@ -74,7 +74,8 @@ class _Prepared:
 
 
 def _parent_text(title: str, content: str) -> str:
-    """What a parent's vector embeds: the title, then the content (unless it already leads with the title)."""
+    """What a parent's vector (and, with ``child_title``, a child's) embeds: the title, then the
+    content (unless it already leads with the title)."""
     return content if not title or content.startswith(title) else f"{title}\n\n{content}"
 
 
@@ -107,6 +108,7 @@ class Indexer:
         disk: DiskSpace | None = None,
         graph: GraphExtractor | None = None,
         title_weight: int = 2,
+        child_title: bool = False,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -121,6 +123,7 @@ class Indexer:
         self._locks: dict[str, _DocumentLock] = {}
         self._graph = graph
         self._title_weight = title_weight
+        self._child_title = child_title
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -132,6 +135,7 @@ class Indexer:
                 "model": self._embedder.model_id,
                 "graph": self._graph.name if self._graph else None,
                 "title_weight": self._title_weight,
+                "child_title": self._child_title,
                 "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
             },
             sort_keys=True,
@@ -223,7 +227,9 @@ class Indexer:
         return np.concatenate(pieces) if pieces else np.zeros((0, self._embedder.dim), dtype=np.float32)
 
     async def _store(self, batch: list[_Prepared], errors: list[IngestFailure]) -> list[IngestedDocument]:
-        texts = [c.content for p in batch for c in p.children]
+        # Contextual children: a passage out of its document loses the subject the title names once.
+        # Only the embedded text changes; the stored (and returned) chunk text stays the document's own.
+        texts = [_parent_text(p.document.title, c.content) if self._child_title else c.content for p in batch for c in p.children]
         with_parents = self._vectors.features.parent_vectors
         if with_parents:
             texts += [_parent_text(p.document.title, parent.content) for p in batch for parent in p.parents]

@@ -15,7 +15,7 @@ from retrieval_server.backends.vector_store import TermCounts
 from retrieval_server.domain import SparseVector, VectorHit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features
 from retrieval_server.workflow.keyword_leg import query_vector, rm3
-from retrieval_server.workflow.parent_leg import as_children
+from retrieval_server.workflow.parent_leg import as_children, dense_shares
 
 BM25 = Bm25Encoder()
 
@@ -84,6 +84,19 @@ def test_parent_hits_become_the_child_the_other_legs_ranked_best() -> None:
     out = as_children(parents, legs)
     # a#p0: ranked first by the keyword leg (rank 0) -> c1; b#p1 is in no other leg -> its first child.
     assert [(h.chunk_id, h.score) for h in out] == [("a#p0c1", 0.9), ("b#p1c4", 0.8)]
+
+
+def test_dense_shares_sum_to_one_and_favour_documents_as_queries_grow() -> None:
+    assert dense_shares({"dense"}, 5, 100) == {"dense": 1.0}
+    assert dense_shares({"dense", "parent"}, 500, 100) == {"dense": 0.5, "parent": 0.5}
+    short, long = dense_shares({"dense", "document"}, 10, 100), dense_shares({"dense", "document"}, 300, 100)
+    assert short == pytest.approx({"dense": 100 / 110, "document": 10 / 110})
+    assert long == pytest.approx({"dense": 0.25, "document": 0.75})
+    three = dense_shares({"dense", "parent", "document"}, 100, 100)
+    assert three == pytest.approx({"dense": 0.25, "parent": 0.25, "document": 0.5})
+    assert dense_shares({"dense", "document"}, 7, 0) == {"dense": 0.5, "document": 0.5}
+    for words in (0, 1, 50, 10_000):
+        assert sum(dense_shares({"dense", "parent", "document"}, words, 60).values()) == pytest.approx(1.0)
 
 
 def test_long_query_set_cuts_sections_into_query_and_document(tmp_path: Path) -> None:
