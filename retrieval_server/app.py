@@ -161,6 +161,7 @@ class Application:
             parent_leg=s.parent_leg,
             document_leg=s.document_leg,
             document_crossover_words=s.document_crossover_words,
+            document_evidence=s.document_evidence,
             keyword=KeywordOptions(
                 titled=s.keyword_title_field,
                 max_terms=s.query_max_terms,

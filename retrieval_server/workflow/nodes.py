@@ -17,7 +17,7 @@ import numpy as np
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, RetrievedContext, Strategy, VectorHit, version_of
-from retrieval_server.workflow import keyword_leg, parent_leg
+from retrieval_server.workflow import document_evidence, keyword_leg, parent_leg
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.analysis import analyze
@@ -340,6 +340,7 @@ async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     fused = _fuse_lists(
         [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, shares) for leg, _ in legs], deps, fusion, state.pool
     )
+    fused = document_evidence.rescore(fused, deps.settings.document_evidence)
     return {"fused": fused}
 
 

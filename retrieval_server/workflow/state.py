@@ -66,6 +66,8 @@ class WorkflowSettings:
     document_leg: bool = False
     #: query words at which the document leg and the finer dense legs weigh the same
     document_crossover_words: float = 100.0
+    #: share of a document's next-best fused chunks added to each of its chunks (0: off)
+    document_evidence: float = 0.0
     keyword: KeywordOptions = KeywordOptions()
     adaptive: AdaptivePolicy = AdaptivePolicy()
 

@@ -132,6 +132,11 @@ async def test_document_leg_searches_each_documents_first_window(app: Applicatio
         r = await with_documents.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False))
         assert _docs(r) == ["weather"]
         assert r.contexts[0].score == pytest.approx(1.0 / (with_documents.settings.rrf_k + 1))  # both legs first; shares sum to 1
+        # Document evidence: the volcano's several matching chunks lift its best one.
+        q = QueryOptions("basalt columns and lava of the volcano", 1, strategy=Strategy.HYBRID, use_cache=False)
+        plain = await with_documents.pipeline.query(q)
+        lifted = await pipeline(with_documents, document_evidence=0.5).query(q)
+        assert _docs(plain) == _docs(lifted) == ["volcano"] and lifted.contexts[0].score > plain.contexts[0].score * 1.1
     finally:
         await with_documents.close()
 

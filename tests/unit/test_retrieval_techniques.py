@@ -15,6 +15,7 @@ from retrieval_server.backends.vector_store import TermCounts
 from retrieval_server.domain import SparseVector, VectorHit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features
 from retrieval_server.workflow.keyword_leg import query_vector, rm3
+from retrieval_server.workflow.document_evidence import rescore
 from retrieval_server.workflow.parent_leg import as_children, dense_shares
 
 BM25 = Bm25Encoder()
@@ -97,6 +98,19 @@ def test_dense_shares_sum_to_one_and_favour_documents_as_queries_grow() -> None:
     assert dense_shares({"dense", "document"}, 7, 0) == {"dense": 0.5, "document": 0.5}
     for words in (0, 1, 50, 10_000):
         assert sum(dense_shares({"dense", "parent", "document"}, words, 60).values()) == pytest.approx(1.0)
+
+
+def test_document_evidence_adds_a_share_of_the_next_two_chunks() -> None:
+    fused = [_hit("a#p0c0", 1.0), _hit("b#p0c0", 0.9), _hit("b#p0c1", 0.5), _hit("b#p1c2", 0.4), _hit("b#p1c3", 0.3), _hit("c#p0c0", 0.2)]
+    out = rescore(fused, 0.25)
+    scores = {h.chunk_id: h.score for h in out}
+    assert scores["b#p0c0"] == pytest.approx(0.9 + 0.25 * (0.5 + 0.4))  # best + share of the next two
+    assert scores["b#p0c1"] == pytest.approx(0.5 + 0.25 * (0.9 + 0.4))
+    assert scores["b#p1c3"] == pytest.approx(0.3 + 0.25 * (0.9 + 0.5))  # beyond the top three: the best two others
+    assert scores["a#p0c0"] == 1.0 and scores["c#p0c0"] == 0.2  # a lone chunk keeps its score
+    assert [h.chunk_id for h in out][:2] == ["b#p0c0", "a#p0c0"]
+    assert [h.chunk_id for h in out if h.document_id == "b"] == ["b#p0c0", "b#p0c1", "b#p1c2", "b#p1c3"]  # own order kept
+    assert rescore(fused, 0.0) is fused
 
 
 def test_long_query_set_cuts_sections_into_query_and_document(tmp_path: Path) -> None:
