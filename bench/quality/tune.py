@@ -37,7 +37,7 @@ from retrieval_server.workflow.state import QueryState
 
 MEASURE = nDCG @ 10
 RRF_K = (10.0, 30.0, 60.0, 100.0)
-SPREADS = (0.0, 0.1, 0.25, 0.5)
+SPREADS = (0.0, 0.1, 0.25, 0.5, 1.0)
 GAINS = (-3.0, -2.0, -1.0, 0.0, 1.0, 2.0)
 
 
@@ -175,9 +175,18 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
         if cache is not None:
             cache.write_bytes(pickle.dumps(retrieved))
     if granularity:
-        rows = [{"granularity": name, "strategy": strategy, "spread": spread,
-                 "ndcg@10": score(qrels, run_granularity(app, retrieved, shares, strategy == "hybrid", spread))}
-                for name, shares in granularity_grid().items() for strategy in ("semantic", "hybrid") for spread in SPREADS]
+        # Also per kind of query (the id's prefix: q: long queries, t: titles, s: sentences).
+        kinds: dict[str, set[str]] = {}
+        for qid in retrieved:
+            kinds.setdefault(qid.split(":")[0], set()).add(qid)
+        rows = []
+        for name, shares in granularity_grid().items():
+            for strategy, spread in itertools.product(("semantic", "hybrid"), SPREADS):
+                run = run_granularity(app, retrieved, shares, strategy == "hybrid", spread)
+                row: dict[str, object] = {"granularity": name, "strategy": strategy, "spread": spread, "ndcg@10": score(qrels, run)}
+                if len(kinds) > 1:
+                    row.update({f"ndcg@10 {k}:": score({q: qrels[q] for q in ids if q in qrels}, {q: run[q] for q in ids}) for k, ids in kinds.items()})
+                rows.append(row)
         return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries),
                 "mean_words": sum(r.features.tokens for r in retrieved.values()) / max(len(retrieved), 1), "granularity": rows}
     grid = []

@@ -31,6 +31,8 @@ PARENT = "parent"
 SPARSE_TITLED = "bm25_titled"
 #: Keyword payload indexes: what every filter touches.
 INDEXED_FIELDS = ("document_id", "access", "readers", "version")
+#: Integer payload index: the document leg's ``parent_index = 0`` filter
+INTEGER_INDEXED_FIELDS = ("parent_index",)
 _POINT_NAMESPACE = uuid.UUID("6f1c2f51-5b8e-4f0e-9a43-7d0f0b7c2a10")
 
 
