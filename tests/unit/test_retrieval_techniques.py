@@ -113,6 +113,19 @@ def test_document_evidence_adds_a_share_of_the_next_two_chunks() -> None:
     assert rescore(fused, 0.0) is fused
 
 
+def test_sentence_tuning_split_asks_for_a_documents_last_sentence(tmp_path: Path) -> None:
+    from bench.quality.titles import build as build_titles
+
+    rows = [{"_id": "a", "title": "Alpha study", "text": "First finding here. Second finding here. We conclude that alpha matters a great deal."},
+            {"_id": "b", "title": "Beta", "text": "Only one sentence in this abstract of beta."}]
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert build_titles(tmp_path / "ds", tmp_path / "out", 10, "sentence") == 1  # b: too few sentences to leave its opening out
+    assert [json.loads(line) for line in (tmp_path / "out" / "queries.jsonl").read_text().splitlines()] == [
+        {"_id": "s:a", "text": "We conclude that alpha matters a great deal."}]
+    assert (tmp_path / "out" / "qrels" / "tune.tsv").read_text().splitlines()[1:] == ["s:a\ta\t1"]
+
+
 def test_long_query_set_cuts_sections_into_query_and_document(tmp_path: Path) -> None:
     src = tmp_path / "src" / "library"
     src.mkdir(parents=True)
