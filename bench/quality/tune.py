@@ -31,7 +31,7 @@ from bench.quality import index as bench_index
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Fusion, Identity, QueryOptions, Role, Strategy, VectorHit
-from retrieval_server.workflow import keyword_leg, nodes, parent_leg
+from retrieval_server.workflow import document_evidence, keyword_leg, nodes, parent_leg
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, leg_weights, query_features
 from retrieval_server.workflow.state import QueryState
 
@@ -128,7 +128,7 @@ def granularity_grid() -> dict[str, Shares]:
 def run_granularity(app: Application, retrieved: dict[str, Retrieved], shares: Shares, hybrid: bool,
                     spread: float = 0.0) -> dict[str, dict[str, float]]:
     """SEMANTIC (dense legs only) or HYBRID RRF with the dense weight split among granularities;
-    ``spread``: a document scores its best chunk plus this share of its next two."""
+    ``spread``: document evidence (the service's ``document_evidence.rescore``) at this share."""
     deps = app.pipeline.deps
     s = deps.settings
     run: dict[str, dict[str, float]] = {}
@@ -139,7 +139,7 @@ def run_granularity(app: Application, retrieved: dict[str, Retrieved], shares: S
             kind = leg.split(":")[0]
             if not hits:
                 continue
-            if kind in ("dense", "parent", "document"):
+            if kind in parent_leg.DENSE_GRANULARITIES:
                 if share.get(kind, 0.0) <= 0:
                     continue
                 weight = share[kind]
@@ -151,14 +151,12 @@ def run_granularity(app: Application, retrieved: dict[str, Retrieved], shares: S
                 weight = 1.0
             lists.append(hits)
             weights.append(weight)
-        if len(lists) == 1:
-            fused = lists[0]
-        else:
-            fused = nodes._fuse_lists(lists, weights, deps, Fusion.RRF, 10_000)
-        per_doc: dict[str, list[float]] = {}
+        # One list keeps its own order, as the service returns it; several are fused, then rescored.
+        fused = lists[0] if len(lists) == 1 else document_evidence.rescore(nodes._fuse_lists(lists, weights, deps, Fusion.RRF, 10_000), spread)
+        docs: dict[str, float] = {}
         for rank, h in enumerate(fused):
-            per_doc.setdefault(h.document_id, []).append(h.score if len(lists) > 1 else -rank)
-        run[qid] = {d: s[0] + (spread * sum(s[1:3]) if len(lists) > 1 else 0.0) for d, s in per_doc.items()}
+            docs.setdefault(h.document_id, -float(rank))
+        run[qid] = docs
     return run
 
 
