@@ -105,6 +105,7 @@ class Application:
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
             title_weight=settings.title_weight, query_jobs=self.inference.query_jobs,
+            child_title=settings.child_title,
         )
         self.reranker = self._reranker()
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
@@ -164,6 +165,9 @@ class Application:
             answer_min_similarity=s.answer_min_similarity,
             answer_max_tokens=s.answer_max_tokens,
             parent_leg=s.parent_leg,
+            document_leg=s.document_leg,
+            document_crossover_words=s.document_crossover_words,
+            document_evidence=s.document_evidence,
             keyword=KeywordOptions(
                 titled=s.keyword_title_field,
                 max_terms=s.query_max_terms,
@@ -261,7 +265,7 @@ class Application:
     def _vector_store(self) -> VectorStore:
         s = self.settings
         policy = SearchPolicy(always_exact=s.exact_search, exact_max_points=s.exact_search_max_points, hnsw_ef=s.hnsw_ef)
-        features = IndexFeatures(parent_vectors=s.parent_leg, title_field=True)
+        features = IndexFeatures(parent_vectors=s.parent_leg or s.document_leg, title_field=True)
         if s.vector_backend == "qdrant":
             # Imported here: qdrant-client takes seconds to import, which the embedded default never needs.
             from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore

@@ -187,6 +187,8 @@ class PointFilter:
 
     access: AccessFilter = AccessFilter()
     document_ids: tuple[str, ...] = ()
+    #: only each document's first parent: over the ``parent`` vector, that is the document vector
+    first_parents: bool = False
 
 
 @dataclass(frozen=True, slots=True)

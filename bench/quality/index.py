@@ -25,6 +25,8 @@ INDEX_SETTINGS = (
     "RETRIEVAL_TITLE_WEIGHT",
     # An index stores the parents' vectors only when it is built with the parent leg on.
     "RETRIEVAL_PARENT_LEG",
+    # Contextual children: the title is part of every child's embedded text.
+    "RETRIEVAL_CHILD_TITLE",
 )
 #: what the service writes per chunk; an index of an older layout is rebuilt
 #: (2: parent vectors and the BM25F title field)

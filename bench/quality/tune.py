@@ -20,6 +20,7 @@ import itertools
 import json
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import ir_measures
@@ -30,12 +31,13 @@ from bench.quality import index as bench_index
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Fusion, Identity, QueryOptions, Role, Strategy, VectorHit
-from retrieval_server.workflow import keyword_leg, nodes
+from retrieval_server.workflow import document_evidence, keyword_leg, nodes, parent_leg
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, leg_weights, query_features
 from retrieval_server.workflow.state import QueryState
 
 MEASURE = nDCG @ 10
 RRF_K = (10.0, 30.0, 60.0, 100.0)
+SPREADS = (0.0, 0.1, 0.25, 0.5, 1.0)
 GAINS = (-3.0, -2.0, -1.0, 0.0, 1.0, 2.0)
 
 
@@ -45,7 +47,7 @@ class Retrieved:
     legs: dict[str, list[VectorHit]]
 
 
-async def retrieve_all(app: Application, queries: dict[str, str], pool: int) -> dict[str, Retrieved]:
+async def retrieve_all(app: Application, queries: dict[str, str], pool: int, keyword_variants: bool = True) -> dict[str, Retrieved]:
     deps = app.pipeline.deps
     out: dict[str, Retrieved] = {}
     admin = Identity("tuner", Role.SUPER_ADMIN)
@@ -56,11 +58,19 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int) -> 
             for k, v in (await node(state, deps)).items():
                 setattr(state, k, v)
         legs = dict(state.legs)
-        kw = deps.settings.keyword
-        plain = dataclasses.replace(kw, titled=False)
-        legs["keyword-plain:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, plain)
-        prf = dataclasses.replace(kw, prf_docs=10)
-        legs["keyword-prf:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, prf)
+        if "parent:0" not in legs and deps.vectors.features.parent_vectors and state.query_vector is not None:
+            hits = await deps.vectors.search_parents(state.query_vector, state.pool, state.point_filter)
+            legs["parent:0"] = parent_leg.as_children(hits, legs)
+        if "document:0" not in legs and deps.vectors.features.parent_vectors and state.query_vector is not None:
+            first = dataclasses.replace(state.point_filter, first_parents=True)
+            hits = await deps.vectors.search_parents(state.query_vector, state.pool, first)
+            legs["document:0"] = parent_leg.as_children(hits, {k: v for k, v in legs.items() if k != "parent:0"})
+        if keyword_variants:
+            kw = deps.settings.keyword
+            plain = dataclasses.replace(kw, titled=False)
+            legs["keyword-plain:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, plain)
+            prf = dataclasses.replace(kw, prf_docs=10)
+            legs["keyword-prf:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, prf)
         out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs)
     return out
 
@@ -76,7 +86,7 @@ def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, par
         lists, weights = [], []
         for leg, hits in r.legs.items():
             kind = leg.split(":")[0]
-            if not hits or (kind == "parent" and parent == "off") or (kind.startswith("keyword") and kind != keyword):
+            if not hits or kind == "document" or (kind == "parent" and parent == "off") or (kind.startswith("keyword") and kind != keyword):
                 continue
             lists.append(hits)
             base = 0.5 if parent == "shared" and kind in ("dense", "parent") else 1.0
@@ -94,18 +104,89 @@ def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, par
     return run
 
 
+#: dense granularities fused: their shares of the dense weight, from the query's word count
+Shares = Callable[[int], dict[str, float]]
+
+
+def granularity_grid() -> dict[str, Shares]:
+    """Candidate ways to fuse the child, parent and document vectors (each a share of the dense weight)."""
+    grid: dict[str, Shares] = {
+        "child": lambda n: {"dense": 1.0},
+        "document": lambda n: {"document": 1.0},
+        "child+parent": lambda n: {"dense": 0.5, "parent": 0.5},
+        "child+parent+document": lambda n: {"dense": 1 / 3, "parent": 1 / 3, "document": 1 / 3},
+    }
+    for f in (0.25, 0.5, 0.75):
+        grid[f"child+document {f}"] = lambda n, f=f: {"dense": 1 - f, "document": f}
+    # Longer queries lean on the coarser granularity: the document's share is n / (n + c) for a
+    # query of n words, c words being where child and document count the same.
+    for c in (25, 50, 100, 200):
+        grid[f"child+document n/(n+{c})"] = lambda n, c=c: {"dense": c / (n + c), "document": n / (n + c)}
+    return grid
+
+
+def run_granularity(app: Application, retrieved: dict[str, Retrieved], shares: Shares, hybrid: bool,
+                    spread: float = 0.0) -> dict[str, dict[str, float]]:
+    """SEMANTIC (dense legs only) or HYBRID RRF with the dense weight split among granularities;
+    ``spread``: document evidence (the service's ``document_evidence.rescore``) at this share."""
+    deps = app.pipeline.deps
+    s = deps.settings
+    run: dict[str, dict[str, float]] = {}
+    for qid, r in retrieved.items():
+        share = shares(r.features.tokens)
+        lists, weights = [], []
+        for leg, hits in r.legs.items():
+            kind = leg.split(":")[0]
+            if not hits:
+                continue
+            if kind in parent_leg.DENSE_GRANULARITIES:
+                if share.get(kind, 0.0) <= 0:
+                    continue
+                weight = share[kind]
+            elif not hybrid or kind.startswith("keyword-"):
+                continue
+            elif kind == "metadata":
+                weight = s.metadata_weight / max(s.semantic_weight, s.keyword_weight, 1e-9)
+            else:
+                weight = 1.0
+            lists.append(hits)
+            weights.append(weight)
+        # One list keeps its own order, as the service returns it; several are fused, then rescored.
+        fused = lists[0] if len(lists) == 1 else document_evidence.rescore(nodes._fuse_lists(lists, weights, deps, Fusion.RRF, 10_000), spread)
+        docs: dict[str, float] = {}
+        for rank, h in enumerate(fused):
+            docs.setdefault(h.document_id, -float(rank))
+        run[qid] = docs
+    return run
+
+
 def score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
     return float(ir_measures.calc_aggregate([MEASURE], qrels, run)[MEASURE])
 
 
-async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | None = None) -> dict[str, object]:
+async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | None = None, granularity: bool = False) -> dict[str, object]:
     queries, qrels = dataset.queries(), dataset.qrels()
     if cache is not None and cache.is_file():
         retrieved = pickle.loads(cache.read_bytes())
     else:
-        retrieved = await retrieve_all(app, queries, pool)
+        retrieved = await retrieve_all(app, queries, pool, keyword_variants=not granularity)
         if cache is not None:
             cache.write_bytes(pickle.dumps(retrieved))
+    if granularity:
+        # Also per kind of query (the id's prefix: q: long queries, t: titles, s: sentences).
+        kinds: dict[str, set[str]] = {}
+        for qid in retrieved:
+            kinds.setdefault(qid.split(":")[0], set()).add(qid)
+        rows = []
+        for name, shares in granularity_grid().items():
+            for strategy, spread in itertools.product(("semantic", "hybrid"), SPREADS):
+                run = run_granularity(app, retrieved, shares, strategy == "hybrid", spread)
+                row: dict[str, object] = {"granularity": name, "strategy": strategy, "spread": spread, "ndcg@10": score(qrels, run)}
+                if len(kinds) > 1:
+                    row.update({f"ndcg@10 {k}:": score({q: qrels[q] for q in ids if q in qrels}, {q: run[q] for q in ids}) for k, ids in kinds.items()})
+                rows.append(row)
+        return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries),
+                "mean_words": sum(r.features.tokens for r in retrieved.values()) / max(len(retrieved), 1), "granularity": rows}
     grid = []
     for rrf_k, parent, keyword in itertools.product(RRF_K, ("shared", "full", "off"), ("keyword", "keyword-plain", "keyword-prf")):
         grid.append({"rrf_k": rrf_k, "parent": parent, "keyword": keyword,
@@ -133,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", type=int, default=800, help="child hits per leg (bench.quality: top_k 200 contexts x 8 = 1600)")
     p.add_argument("--output", type=Path)
     p.add_argument("--cache", type=Path, help="keep the retrieved legs here (pickle) and replay from them on the next run")
+    p.add_argument("--granularity", action="store_true", help="only the grid of dense granularities (child, parent, document vectors; "
+                   "SEMANTIC and HYBRID RRF), without the keyword variants")
     args = p.parse_args(argv)
     if args.split == "test":
         print("tuning on the test split is what this tool exists to avoid", file=sys.stderr)
@@ -151,14 +234,17 @@ def main(argv: list[str] | None = None) -> int:
         if not app.vectors.features.parent_vectors:
             print("the index holds no parent vectors: the parent settings replay as 'off' (build it with --parent-leg on)", file=sys.stderr)
         try:
-            return await tune(app, dataset, args.pool, args.cache)
+            return await tune(app, dataset, args.pool, args.cache, args.granularity)
         finally:
             await app.close()
 
     result = asyncio.run(go())
     if args.output:
         args.output.write_text(json.dumps(result, indent=2))
-    print(json.dumps({k: result[k] for k in ("dataset", "split", "queries", "best_fixed", "best_adaptive")}, indent=2))
+    if args.granularity:
+        print(json.dumps(result, indent=2))
+    else:
+        print(json.dumps({k: result[k] for k in ("dataset", "split", "queries", "best_fixed", "best_adaptive")}, indent=2))
     return 0
 
 

@@ -74,7 +74,8 @@ class _Prepared:
 
 
 def _parent_text(title: str, content: str) -> str:
-    """What a parent's vector embeds: the title, then the content (unless it already leads with the title)."""
+    """What a parent's vector (and, with ``child_title``, a child's) embeds: the title, then the
+    content (unless it already leads with the title)."""
     return content if not title or content.startswith(title) else f"{title}\n\n{content}"
 
 
@@ -108,6 +109,7 @@ class Indexer:
         graph: GraphExtractor | None = None,
         title_weight: int = 2,
         query_jobs: Callable[[], int] | None = None,
+        child_title: bool = False,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -123,6 +125,7 @@ class Indexer:
         self._graph = graph
         self._title_weight = title_weight
         self._query_jobs = query_jobs
+        self._child_title = child_title
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -134,6 +137,7 @@ class Indexer:
                 "model": self._embedder.model_id,
                 "graph": self._graph.name if self._graph else None,
                 "title_weight": self._title_weight,
+                "child_title": self._child_title,
                 "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
             },
             sort_keys=True,
@@ -267,7 +271,9 @@ class Indexer:
 
     def _texts(self, batch: list[_Prepared]) -> list[str]:
         """What a batch embeds: its children, then (with parent vectors) its parents."""
-        texts = [c.content for p in batch for c in p.children]
+        # Contextual children: a passage out of its document loses the subject the title names once.
+        # Only the embedded text changes; the stored (and returned) chunk text stays the document's own.
+        texts = [_parent_text(p.document.title, c.content) if self._child_title else c.content for p in batch for c in p.children]
         if self._vectors.features.parent_vectors:
             texts += [_parent_text(p.document.title, parent.content) for p in batch for parent in p.parents]
         return texts

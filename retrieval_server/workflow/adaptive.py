@@ -80,6 +80,11 @@ class LegWeights:
     features: QueryFeatures | None = field(default=None, compare=False)
 
 
+def word_count(query: str) -> int:
+    """Words in the query, as ADAPTIVE and the dense granularities' shares count them."""
+    return len(_WORD.findall(query))
+
+
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
     words = _WORD.findall(query)
     n = max(len(words), 1)

@@ -17,8 +17,9 @@ import numpy as np
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, QueryOptions, RetrievedContext, Strategy, VectorHit, version_of
-from retrieval_server.workflow import keyword_leg, parent_leg
-from retrieval_server.workflow.adaptive import leg_weights, query_features
+from retrieval_server.workflow import document_evidence, keyword_leg, parent_leg
+from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
+from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -183,6 +184,9 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             jobs[f"dense:{i}"] = lambda i=i: _after_embedding(embedding, i, lambda v: deps.vectors.search_dense(v, pool, flt))
         if deps.settings.parent_leg and deps.vectors.features.parent_vectors:
             jobs["parent:0"] = lambda: _after_embedding(embedding, 0, lambda v: deps.vectors.search_parents(v, pool, flt))
+        if deps.settings.document_leg and deps.vectors.features.parent_vectors:
+            first = dataclasses.replace(flt, first_parents=True)
+            jobs["document:0"] = lambda: _after_embedding(embedding, 0, lambda v: deps.vectors.search_parents(v, pool, first))
     keyword = strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH)
     if keyword:
         jobs.update(_keyword_jobs(state, deps, text))
@@ -201,7 +205,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if embedding is not None and vectors is None:
         # An embedding failure degrades to keyword search instead of failing the request.
         _degrade(state, "dense:embedding_failed")
-        legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in ("dense", "parent")}
+        legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in DENSE_GRANULARITIES}
         if not keyword:
             legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
         if metadata_search is not None:
@@ -210,8 +214,10 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         update["strategy"] = Strategy.KEYWORD
     elif vectors is not None:
         update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1:]
-    if "parent:0" in legs:
-        legs["parent:0"] = parent_leg.as_children(legs["parent:0"], {k: v for k, v in legs.items() if k != "parent:0"})
+    children = {k: v for k, v in legs.items() if k not in ("parent:0", "document:0")}
+    for coarse in ("parent:0", "document:0"):
+        if coarse in legs:
+            legs[coarse] = parent_leg.as_children(legs[coarse], children)
     if metadata_search is not None:
         try:
             legs["metadata"] = await _metadata_leg(await metadata_search, deps, legs)
@@ -307,17 +313,18 @@ def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: Workfl
     return [hit_of[c].scored(sc) for c, sc in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True)]
 
 
-def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_share: float) -> float:
+def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_shares: dict[str, float]) -> float:
     s, w = deps.settings, state.leg_weights
     kind = leg.split(":")[0]
-    # Children and parents are two granularities of one dense signal: they share its weight, so the
-    # parent leg does not tip the dense-vs-keyword balance. ADAPTIVE's balance multiplies on top.
-    adaptive = {"dense": w.dense * dense_share, "parent": w.dense * dense_share, "keyword": w.keyword}.get(kind, 1.0)
+    # Children, parents and documents are granularities of one dense signal: they share its weight
+    # (parent_leg.dense_shares). ADAPTIVE's balance multiplies on top.
+    dense = kind in DENSE_GRANULARITIES
+    adaptive = w.dense * dense_shares[kind] if dense else {"keyword": w.keyword}.get(kind, 1.0)
     # Under RRF the metadata and graph legs count relative to the strongest vector leg.
     relative = {"metadata": s.metadata_weight, "graph": s.graph_weight}
     if fusion is Fusion.RRF:
         return relative[kind] / max(s.semantic_weight, s.keyword_weight, 1e-9) if kind in relative else adaptive
-    return adaptive * {"dense": s.semantic_weight, "parent": s.semantic_weight, "keyword": s.keyword_weight, **relative}[kind]
+    return adaptive * (s.semantic_weight if dense else {"keyword": s.keyword_weight, **relative}[kind])
 
 
 async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -327,11 +334,12 @@ async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if len(legs) == 1:
         # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.
         return {"fused": legs[0][1][: state.pool]}
-    granularities = {leg.split(":")[0] for leg, _ in legs} & {"dense", "parent"}
-    share = 1.0 / max(len(granularities), 1)
+    granularities = {leg.split(":")[0] for leg, _ in legs} & set(DENSE_GRANULARITIES)
+    shares = parent_leg.dense_shares(granularities, word_count(state.analysis.rewritten or state.options.query), deps.settings.document_crossover_words)
     fused = _fuse_lists(
-        [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, share) for leg, _ in legs], deps, fusion, state.pool
+        [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, shares) for leg, _ in legs], deps, fusion, state.pool
     )
+    fused = document_evidence.rescore(fused, deps.settings.document_evidence)
     return {"fused": fused}
 
 

@@ -62,6 +62,12 @@ class WorkflowSettings:
     answer_max_tokens: int = 512
     #: search the parents' own vectors (multi-granularity) when the index has them
     parent_leg: bool = False
+    #: search the documents' first windows (first parents' vectors) when the index has them
+    document_leg: bool = False
+    #: query words at which the document leg and the finer dense legs weigh the same
+    document_crossover_words: float = 25.0
+    #: share of a document's next-best fused chunks added to each of its chunks (0: off)
+    document_evidence: float = 0.0
     keyword: KeywordOptions = KeywordOptions()
     adaptive: AdaptivePolicy = AdaptivePolicy()
 

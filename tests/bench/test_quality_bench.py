@@ -85,6 +85,13 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     grid = json.loads(tuned.read_text())
     assert grid["split"] == "tune" and grid["queries"] == 1
     assert len(grid["grid"]) == 36 and all(0.0 <= g["ndcg@10"] <= 1.0 for g in grid["grid"] + grid["adaptive"])
+    # The granularity grid: child, parent and document vectors, SEMANTIC and HYBRID, document evidence.
+    granular = tmp_path / "granularity.json"
+    assert tune_main(["--dataset", str(dataset), "--index-dir", str(index), "--bundled-model", "--pool", "16", "--granularity",
+                      "--output", str(granular)]) == 0
+    rows = json.loads(granular.read_text())["granularity"]
+    assert {r["strategy"] for r in rows} == {"semantic", "hybrid"} and {"child", "document", "child+document n/(n+25)"} <= {r["granularity"] for r in rows}
+    assert all(0.0 <= r["ndcg@10"] <= 1.0 for r in rows)
 
 
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

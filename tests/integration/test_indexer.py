@@ -13,7 +13,7 @@ import pytest_asyncio
 from retrieval_server.app import Application
 from retrieval_server.backends.executor import Priority
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role
+from retrieval_server.domain import Access, DocumentSource, Identity, PointFilter, QueryOptions, Role
 from tests.support.pdf import make_pdf
 
 
@@ -172,3 +172,26 @@ async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Applicatio
     assert calls[query_at + 1] == ("ingest", 1), "after a query, the next piece is one text"
     assert max(n for _, n in calls[query_at + 1 :]) == app.settings.embed_batch_size, "without queries, pieces grow back"
     assert all(n <= app.settings.embed_batch_size for kind, n in calls if kind == "ingest")
+
+
+async def test_contextual_children_embed_the_title_and_return_their_own_text(tmp_path: Path) -> None:
+    """With ``child_title``, every child (not only the first) is embedded as title + text, while the
+    chunk stored and returned is the document's own text."""
+    app = Application(load_settings(data_dir=tmp_path, parent_chunk_tokens=64, child_chunk_tokens=24, child_overlap_tokens=8, child_title=True))
+    await app.open()
+    try:
+        assert not (await app.ingest([_txt("glaciers", LONG, title="Ice Atlas")])).errors
+        probe = (await app.embedder.embed(["glaciers and ice sheets"]))[0]
+        children = await app.vectors.search_dense(probe, 100, PointFilter())
+        assert len({c.parent_index for c in children}) > 1, "the document must span several parents"
+        for child in (min(children, key=lambda c: c.chunk_index), max(children, key=lambda c: c.chunk_index)):
+            assert not child.content.startswith("Ice Atlas")
+            titled, plain = await app.embedder.embed([f"Ice Atlas\n\n{child.content}", child.content])
+            top = (await app.vectors.search_dense(titled, 1, PointFilter()))[0]
+            assert top.chunk_id == child.chunk_id and top.score > 0.999
+            own = [h for h in await app.vectors.search_dense(plain, 100, PointFilter()) if h.chunk_id == child.chunk_id]
+            assert own[0].score < 0.99
+        result = await app.pipeline.query(QueryOptions("history of glaciers", 1, use_cache=False))
+        assert not result.contexts[0].parent.content.startswith("Ice Atlas")
+    finally:
+        await app.close()

@@ -100,6 +100,47 @@ async def test_parent_leg_is_a_second_dense_granularity(app: Application, tmp_pa
         await with_parents.close()
 
 
+async def _legs(app: Application, query: str, identity: Identity) -> dict[str, Any]:
+    state = QueryState(options=QueryOptions(query, 5, strategy=Strategy.SEMANTIC, use_cache=False, identity=identity))
+    for node in (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve):
+        for k, v in (await node(state, app.pipeline.deps)).items():
+            setattr(state, k, v)
+    return state.legs
+
+
+async def test_document_leg_searches_each_documents_first_window(app: Application, tmp_path: Path) -> None:
+    """The document leg reads the first parents' vectors only, inside the access filter; its hits
+    are children, so they fuse with the child leg's; off (the default) it does not run."""
+    assert "document:0" not in await _legs(app, "flux capacitor", ROOT)
+    settings = load_settings(data_dir=tmp_path, cache_backend="none", document_leg=True, parent_chunk_tokens=24, child_chunk_tokens=12,
+                             child_overlap_tokens=0)
+    with_documents = Application(settings)
+    await with_documents.open()
+    try:
+        assert with_documents.vectors.features.parent_vectors
+        lava = _doc("volcano", "Basalt flows cool into columns. " * 6 + "Lava from the volcano glows red at night near the flux capacitor.")
+        assert not (await with_documents.ingest([*CORPUS, lava])).errors
+        legs = await _legs(with_documents, "lava glowing red at night", ROOT)
+        assert {h.parent_index for h in legs["document:0"]} == {0}
+        assert "volcano#p0" in {h.parent_chunk_id for h in legs["document:0"]}
+        # The child leg finds the volcano's later parent; the document leg holds its first window only.
+        assert any(h.document_id == "volcano" and h.parent_index > 0 for h in legs["dense:0"])
+        child_ids = {h.chunk_id for h in legs["dense:0"]}
+        assert all(h.chunk_id in child_ids or h.chunk_id.split("#")[1].startswith("p0c") for h in legs["document:0"])
+        assert "alice-notes" not in {h.document_id for h in (await _legs(with_documents, "flux capacitor prototype", ANON))["document:0"]}
+        assert "alice-notes" in {h.document_id for h in (await _legs(with_documents, "flux capacitor prototype", ALICE))["document:0"]}
+        r = await with_documents.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False))
+        assert _docs(r) == ["weather"]
+        assert r.contexts[0].score == pytest.approx(1.0 / (with_documents.settings.rrf_k + 1))  # both legs first; shares sum to 1
+        # Document evidence: the volcano's several matching chunks lift its best one.
+        q = QueryOptions("basalt columns and lava of the volcano", 1, strategy=Strategy.HYBRID, use_cache=False)
+        plain = await with_documents.pipeline.query(q)
+        lifted = await pipeline(with_documents, document_evidence=0.5).query(q)
+        assert _docs(plain) == _docs(lifted) == ["volcano"] and lifted.contexts[0].score > plain.contexts[0].score * 1.1
+    finally:
+        await with_documents.close()
+
+
 async def test_keyword_finds_the_exact_code(app: Application) -> None:
     r = await app.pipeline.query(QueryOptions("XK-4471", 3, strategy=Strategy.KEYWORD))
     assert _docs(r)[0] == "codes" and r.metrics.strategy_used is Strategy.KEYWORD

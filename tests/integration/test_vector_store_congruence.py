@@ -180,6 +180,34 @@ async def test_parent_vectors_are_a_leg_of_their_own(vector_store: VectorStore) 
     assert await vector_store.search_parents(parent_vecs[0], 10, ANON) == []
 
 
+async def test_document_vectors_are_the_first_parents(vector_store: VectorStore) -> None:
+    """``first_parents`` narrows a parent search to each document's first window (its document
+    vector), with access applied inside the engine; a re-ingested version's first parent replaces
+    the old one and deleting the document removes it."""
+    rng = np.random.default_rng(9)
+    await _fill(vector_store)
+    first = np.stack([_unit(rng.normal(size=DIM)) for _ in range(4)])
+    later = _unit(rng.normal(size=DIM))
+    docs = [PUBLIC, PRIVATE, GRANTED, OTHER]
+    await vector_store.upsert_parents([_parent(d, 0, 0, v) for d, v in zip(docs, first)] + [_parent(PUBLIC, 1, 2, later)])
+    documents = dataclasses.replace(ROOT, first_parents=True)
+    # The later parent is the nearest parent of its own vector, yet no document vector.
+    assert (await vector_store.search_parents(later, 1, ROOT))[0].parent_chunk_id == "pub#p1"
+    hits = await vector_store.search_parents(later, 10, documents)
+    assert sorted(h.parent_chunk_id for h in hits) == ["granted#p0", "other#p0", "priv#p0", "pub#p0"]
+    assert hits[0].score < 0.99
+    assert {h.document_id for h in await vector_store.search_parents(first[2], 10, dataclasses.replace(ANON, first_parents=True))} == {"pub"}
+    alice = dataclasses.replace(ALICE, first_parents=True)
+    assert {h.document_id for h in await vector_store.search_parents(first[2], 10, alice)} == {"pub", "priv", "granted"}
+    # A new version replaces the document vector; deleting the document removes it.
+    await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, later, "v2")])
+    await vector_store.delete_document("pub", keep_version="v2")
+    top = (await vector_store.search_parents(later, 1, documents))[0]
+    assert (top.document_id, top.version) == ("pub", "v2") and top.score == pytest.approx(1.0, abs=1e-4)
+    await vector_store.delete_document("pub")
+    assert "pub" not in {h.document_id for h in await vector_store.search_parents(later, 10, documents)}
+
+
 async def test_titled_keyword_vector_is_searched_on_request(vector_store: VectorStore) -> None:
     v = _unit(np.ones(DIM))
     point = dataclasses.replace(_point(PUBLIC, 0, v, terms=(1,)), sparse_titled=SparseVector((1, 9), (1.0, 2.0)))

@@ -15,7 +15,8 @@ from retrieval_server.backends.vector_store import TermCounts
 from retrieval_server.domain import SparseVector, VectorHit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features
 from retrieval_server.workflow.keyword_leg import query_vector, rm3
-from retrieval_server.workflow.parent_leg import as_children
+from retrieval_server.workflow.document_evidence import rescore
+from retrieval_server.workflow.parent_leg import as_children, dense_shares
 
 BM25 = Bm25Encoder()
 
@@ -84,6 +85,45 @@ def test_parent_hits_become_the_child_the_other_legs_ranked_best() -> None:
     out = as_children(parents, legs)
     # a#p0: ranked first by the keyword leg (rank 0) -> c1; b#p1 is in no other leg -> its first child.
     assert [(h.chunk_id, h.score) for h in out] == [("a#p0c1", 0.9), ("b#p1c4", 0.8)]
+
+
+def test_dense_shares_sum_to_one_and_favour_documents_as_queries_grow() -> None:
+    assert dense_shares({"dense"}, 5, 100) == {"dense": 1.0}
+    assert dense_shares({"dense", "parent"}, 500, 100) == {"dense": 0.5, "parent": 0.5}
+    short, long = dense_shares({"dense", "document"}, 10, 100), dense_shares({"dense", "document"}, 300, 100)
+    assert short == pytest.approx({"dense": 100 / 110, "document": 10 / 110})
+    assert long == pytest.approx({"dense": 0.25, "document": 0.75})
+    three = dense_shares({"dense", "parent", "document"}, 100, 100)
+    assert three == pytest.approx({"dense": 0.25, "parent": 0.25, "document": 0.5})
+    assert dense_shares({"dense", "document"}, 7, 0) == {"dense": 0.5, "document": 0.5}
+    for words in (0, 1, 50, 10_000):
+        assert sum(dense_shares({"dense", "parent", "document"}, words, 60).values()) == pytest.approx(1.0)
+
+
+def test_document_evidence_adds_a_share_of_the_next_two_chunks() -> None:
+    fused = [_hit("a#p0c0", 1.0), _hit("b#p0c0", 0.9), _hit("b#p0c1", 0.5), _hit("b#p1c2", 0.4), _hit("b#p1c3", 0.3), _hit("c#p0c0", 0.2)]
+    out = rescore(fused, 0.25)
+    scores = {h.chunk_id: h.score for h in out}
+    assert scores["b#p0c0"] == pytest.approx(0.9 + 0.25 * (0.5 + 0.4))  # best + share of the next two
+    assert scores["b#p0c1"] == pytest.approx(0.5 + 0.25 * (0.9 + 0.4))
+    assert scores["b#p1c3"] == pytest.approx(0.3 + 0.25 * (0.9 + 0.5))  # beyond the top three: the best two others
+    assert scores["a#p0c0"] == 1.0 and scores["c#p0c0"] == 0.2  # a lone chunk keeps its score
+    assert [h.chunk_id for h in out][:2] == ["b#p0c0", "a#p0c0"]
+    assert [h.chunk_id for h in out if h.document_id == "b"] == ["b#p0c0", "b#p0c1", "b#p1c2", "b#p1c3"]  # own order kept
+    assert rescore(fused, 0.0) is fused
+
+
+def test_sentence_tuning_split_asks_for_a_documents_last_sentence(tmp_path: Path) -> None:
+    from bench.quality.titles import build as build_titles
+
+    rows = [{"_id": "a", "title": "Alpha study", "text": "First finding here. Second finding here. We conclude that alpha matters a great deal."},
+            {"_id": "b", "title": "Beta", "text": "Only one sentence in this abstract of beta."}]
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert build_titles(tmp_path / "ds", tmp_path / "out", 10, "sentence") == 1  # b: too few sentences to leave its opening out
+    assert [json.loads(line) for line in (tmp_path / "out" / "queries.jsonl").read_text().splitlines()] == [
+        {"_id": "s:a", "text": "We conclude that alpha matters a great deal."}]
+    assert (tmp_path / "out" / "qrels" / "tune.tsv").read_text().splitlines()[1:] == ["s:a\ta\t1"]
 
 
 def test_long_query_set_cuts_sections_into_query_and_document(tmp_path: Path) -> None:

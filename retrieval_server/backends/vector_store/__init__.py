@@ -31,6 +31,8 @@ PARENT = "parent"
 SPARSE_TITLED = "bm25_titled"
 #: Keyword payload indexes: what every filter touches.
 INDEXED_FIELDS = ("document_id", "access", "readers", "version")
+#: Integer payload index: the document leg's ``parent_index = 0`` filter
+INTEGER_INDEXED_FIELDS = ("parent_index",)
 _POINT_NAMESPACE = uuid.UUID("6f1c2f51-5b8e-4f0e-9a43-7d0f0b7c2a10")
 
 
@@ -93,7 +95,9 @@ class VectorStore(Protocol):
         ...
 
     async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
-        """Nearest parents; each hit is reported as the parent's first child with the parent's score."""
+        """Nearest parents; each hit is reported as the parent's first child with the parent's score.
+        With ``flt.first_parents``, nearest documents: a first parent's vector embeds the title and
+        the document's first model window, which is what a whole-document (MTEB-style) embedding is."""
         ...
 
     async def term_counts(self, max_points: int) -> TermCounts:
@@ -204,7 +208,7 @@ def hit_from_payload(payload: dict[str, Any], score: float) -> VectorHit:
     )
 
 
-def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[str, list[str]]]]:
+def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[str, list[str] | list[int]]]]:
     """The filter as engine-neutral clauses.
 
     Returns ``(should, must_any)``: ``should`` is a list of (field, value) equalities of which at
@@ -215,9 +219,11 @@ def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[
     if not flt.access.reads_everything:
         should.append(("access", "public"))
         should.extend(("readers", principal) for principal in flt.access.readers)
-    must_any: list[tuple[str, list[str]]] = []
+    must_any: list[tuple[str, list[str] | list[int]]] = []
     if flt.document_ids:
         must_any.append(("document_id", list(flt.document_ids)))
+    if flt.first_parents:
+        must_any.append(("parent_index", [0]))
     return should, must_any
 
 

@@ -22,6 +22,7 @@ from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
+    INTEGER_INDEXED_FIELDS,
     PARENT,
     SPARSE,
     SPARSE_TITLED,
@@ -112,6 +113,8 @@ class EdgeVectorStore:
             raise
         for name in INDEXED_FIELDS:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        for name in INTEGER_INDEXED_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Integer))
         return shard
 
     @property

@@ -16,6 +16,7 @@ from qdrant_client import AsyncQdrantClient, models
 from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
+    INTEGER_INDEXED_FIELDS,
     PARENT,
     SPARSE,
     SPARSE_TITLED,
@@ -96,6 +97,8 @@ class QdrantVectorStore:
             )
             for name in INDEXED_FIELDS:
                 await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.KEYWORD)
+            for name in INTEGER_INDEXED_FIELDS:
+                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.INTEGER)
         else:
             params = (await self._client.get_collection(self._collection)).config.params
             vectors = params.vectors if isinstance(params.vectors, dict) else {}
