@@ -7,7 +7,7 @@ metrics (this request's own) appended.
 
 When an entry may be reused:
 
-* the key is the caller's principals (``all`` for SUPER_ADMIN), the cache configuration of the
+* the key is whether the caller reads everything (SUPER_ADMIN) and otherwise its principals, the cache configuration of the
   request (:func:`cache_config`) and the query as sent: finer than the cache's key (its access
   partition is a function of the principals and the store's content);
 * an entry is made only from a workflow answer that was a verified cache hit (every cited document
@@ -17,7 +17,8 @@ When an entry may be reused:
   changed, by this process or another on the same store) makes every entry unusable, so a revoked
   grant, a deleted or replaced document is never served from here. A store that cannot tell its
   generation cheaply (MySQL) gets no entries;
-* it lives at most the cache's TTL from when it was made.
+* it lives at most the cache's TTL from when it was made (the generation, not the TTL, is what
+  keeps it current).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from retrieval_server.api import convert
 from retrieval_server.domain import Mode, QueryMetrics, QueryOptions, QueryResult, StageMetric
 from retrieval_server.workflow.nodes import cache_config
 
-Key = tuple[tuple[str, ...], str, str]
+Key = tuple[tuple[bool, tuple[str, ...]], str, str]
 #: the stage a served answer reports: the cache was checked, and answered
 STAGE = "check_cache"
 
@@ -52,7 +53,8 @@ def key_of(options: QueryOptions) -> Key | None:
     if not options.use_cache or options.mode is not Mode.RETRIEVAL_ONLY:
         return None
     identity = options.identity
-    who = ("all",) if identity.reads_everything else identity.principals
+    # The flag and the principals both: a user id is free text, and one named "all" is no super admin.
+    who = (identity.reads_everything, () if identity.reads_everything else identity.principals)
     return who, cache_config(options), options.query
 
 

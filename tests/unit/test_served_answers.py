@@ -64,8 +64,11 @@ def test_the_key_names_the_callers_principals_and_every_option() -> None:
     base = QueryOptions("q", 5, Strategy.HYBRID)
     bob = QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("bob", Role.USER))
     root = QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("bob", Role.SUPER_ADMIN))
-    keys = {served_answers.key_of(o) for o in (base, bob, root, QueryOptions("q", 6, Strategy.HYBRID), QueryOptions("q", 5, Strategy.KEYWORD),
-                                                QueryOptions("q", 5, Strategy.HYBRID, rerank=False))}
-    assert len(keys) == 6
+    # A user id is free text: a user called "all" must not share the super admin's key.
+    named_all = QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("all", Role.USER))
+    keys = {served_answers.key_of(o) for o in (base, bob, root, named_all, QueryOptions("q", 6, Strategy.HYBRID),
+                                                QueryOptions("q", 5, Strategy.KEYWORD), QueryOptions("q", 5, Strategy.HYBRID, rerank=False))}
+    assert len(keys) == 7
+    assert served_answers.key_of(root) == served_answers.key_of(QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("eve", Role.SUPER_ADMIN)))
     assert served_answers.key_of(QueryOptions("q", 5, use_cache=False)) is None
     assert served_answers.key_of(QueryOptions("q", 5, mode=Mode.GENERATION)) is None
