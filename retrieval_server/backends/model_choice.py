@@ -10,6 +10,7 @@ recorded in the index (``index_info``) and reused on every later start.
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,8 @@ from retrieval_server.backends.embedder import ModelFiles, int8_model
 from retrieval_server.backends.minilm_fp32 import INSTALL, PACKAGE, fp32_model, fp32_model_id
 from retrieval_server.domain import Unavailable
 from scoring_core.encoders import BiEncoder
+
+log = logging.getLogger(__name__)
 
 INFO_KEY = "embedding_model_choice"
 
@@ -36,6 +39,8 @@ class How(StrEnum):
     RECORDED = "recorded"  # what the index recorded (or, for an index older than the choice, its model id)
     ONLY_INT8 = "only int8 installed"
     UNRECORDED = "read-only, nothing recorded"
+    SEVERAL_PROCESSES = "several processes, not measured"
+    FP32_UNBUILDABLE = "the fp32 model could not be built"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +84,9 @@ class ModelChoice:
         return text
 
 
-def decide(setting: str, recorded: ModelChoice | None, *, index_empty: bool, fp32_installed: bool, read_only: bool) -> ModelChoice | None:
+def decide(
+    setting: str, recorded: ModelChoice | None, *, index_empty: bool, fp32_installed: bool, read_only: bool, several_processes: bool = False,
+) -> ModelChoice | None:
     """The choice without measuring, or None when both models must be timed.
 
     ``setting`` is ``auto``, ``int8`` or ``fp32``. A forced model that differs from a non-empty
@@ -99,6 +106,10 @@ def decide(setting: str, recorded: ModelChoice | None, *, index_empty: bool, fp3
     if read_only:
         # Nothing can be recorded, and each process of a read-only fleet would measure on its own.
         return ModelChoice(Precision.INT8, How.UNRECORDED)
+    if several_processes:
+        # Each worker would time the models on its own and could record another winner than its
+        # neighbours, which would then embed with a model the index does not hold: all take int8.
+        return ModelChoice(Precision.INT8, How.SEVERAL_PROCESSES)
     return None
 
 
@@ -176,12 +187,22 @@ def select(
     read_only: bool,
     cache_dir: Path,
     load: Callable[[ModelFiles], BiEncoder],
+    several_processes: bool = False,
 ) -> Selected:
     """The model for this index, loaded (blocking: may build the fp32 graph and time both models)."""
     installed = fp32_model_id() is not None
-    choice = decide(setting, recorded, index_empty=index_empty, fp32_installed=installed, read_only=read_only)
+    choice = decide(setting, recorded, index_empty=index_empty, fp32_installed=installed, read_only=read_only,
+                    several_processes=several_processes)
     if choice is None:
-        candidates = {Precision.INT8: int8_model(), Precision.FP32: _fp32(cache_dir)}
+        try:
+            fp32 = _fp32(cache_dir)
+        except OSError as exc:
+            # auto only prefers fp32 if it is faster: a cache folder that cannot be written (a
+            # read-only image) must not stop a service that has int8 at hand.
+            log.warning("building the fp32 model in %s failed (%s): using int8", cache_dir, exc)
+            files = int8_model()
+            return Selected(ModelChoice(Precision.INT8, How.FP32_UNBUILDABLE), files, load(files))
+        candidates = {Precision.INT8: int8_model(), Precision.FP32: fp32}
         encoders = {p: load(files) for p, files in candidates.items()}
         timings = measure({p: e.encode for p, e in encoders.items()})
         choice = ModelChoice(timings.faster(), How.MEASURED, timings)

@@ -138,3 +138,27 @@ async def test_an_index_built_from_a_model_folder_is_refused_without_it(tmp_path
     _timer(monkeypatch, None)
     with pytest.raises(Unavailable, match="neither installed MiniLM build: set the RETRIEVAL_MODEL_DIR"):
         await _open(tmp_path / "data", model_cache)
+
+
+async def test_a_cache_folder_that_cannot_be_written_falls_back_to_int8(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_fp32_package()
+    timer = _timer(monkeypatch, FP32_FASTER)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    app = await _open(tmp_path / "data", blocker / "cache")
+    try:
+        assert app.model_choice is not None and app.model_choice.how is How.FP32_UNBUILDABLE
+        assert app.model_choice.model is Precision.INT8 and app.embedder.model_id == int8_model().model_id and timer.calls == 0
+    finally:
+        await app.close()
+
+
+async def test_workers_of_several_processes_all_take_int8_without_measuring(tmp_path: Path, model_cache: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    timer = _timer(monkeypatch, FP32_FASTER)
+    app = await _open(tmp_path / "data", model_cache, processes=2)
+    try:
+        assert app.model_choice is not None and app.model_choice.how is How.SEVERAL_PROCESSES and timer.calls == 0
+        assert app.embedder.model_id == int8_model().model_id
+    finally:
+        await app.close()

@@ -97,3 +97,10 @@ def test_each_round_compares_the_two_models_back_to_back() -> None:
     assert t.fp32_over_int8 == pytest.approx(0.8)
     assert t.int8_ms == pytest.approx(10.0 * 5) and t.fp32_ms == pytest.approx(8.0 * 5)
     assert t.faster() is Precision.FP32
+
+
+def test_workers_of_several_processes_do_not_measure_each_on_their_own() -> None:
+    assert decide("auto", None, index_empty=True, fp32_installed=True, read_only=False, several_processes=True) == \
+        ModelChoice(Precision.INT8, How.SEVERAL_PROCESSES)
+    measured = ModelChoice(Precision.FP32, How.MEASURED, Timings(10.0, 8.0, 0.8, 5, 8))
+    assert decide("auto", measured, index_empty=True, fp32_installed=True, read_only=False, several_processes=True) is measured
