@@ -13,7 +13,7 @@ Floors:
   threads as cores, measured (on the machine as it is shared at the time);
 * the raw cross-encoder on the same pairs as the rerank row (the service's pair cache off);
 * start-up and command overheads (``bench.floor.startup``); ingestion beside the raw encoder on
-  the same chunks, and Search at c=1 alone beside during an ingest (``bench.floor.ingestion``).
+  the same chunks, and Search at c=1 alone and during an ingest (``bench.floor.ingestion``);
 * the int8/fp32 choice a new index makes, beside a longer measurement of both models
   (``bench.floor.embedding_model``).
 

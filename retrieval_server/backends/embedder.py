@@ -91,6 +91,7 @@ class OnnxEmbedder:
         return BiEncoder(files.model_path, files.tokenizer_path, max_length=self._max_length, batch_size=self._batch_size, threads=self._threads)
 
     def use(self, files: ModelFiles, encoder: BiEncoder | None = None) -> None:
+        """Embed with ``files`` from now on (``encoder``: already loaded for them); refuses another dimension."""
         encoder = encoder or self.load(files)
         if encoder.dim != self.dim:
             raise ValueError(f"{files.model_path} embeds in {encoder.dim} dimensions, the index needs {self.dim}")

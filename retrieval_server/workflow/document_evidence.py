@@ -23,7 +23,7 @@ def rescore(hits: list[VectorHit], share: float, others: int = 2) -> list[Vector
         if len(scores) <= others:
             scores.append(h.score)
     seen: dict[str, int] = {}
-    out = []
+    out: list[VectorHit] = []
     for h in hits:
         position = seen.get(h.document_id, 0)
         seen[h.document_id] = position + 1

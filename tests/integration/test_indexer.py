@@ -144,12 +144,13 @@ async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Applicatio
         calls.append((kind, len(texts)))
         if kind == "ingest" and not first_piece.is_set():
             loop.call_soon_threadsafe(first_piece.set)
-            query_queued.wait()  # the query arrives while this piece runs
+            # The query arrives while this piece runs; the bound only turns a regression into a failure, not a hang.
+            assert query_queued.wait(timeout=300), "no query was queued while the first piece ran"
         return encode(texts)
 
     async def queued(fn: Any, *args: Any, priority: Priority = Priority.QUERY, **kwargs: Any) -> Any:
         job = asyncio.ensure_future(run(fn, *args, priority=priority, **kwargs))
-        await asyncio.sleep(0)  # run() has put the job in the executor's queue
+        await asyncio.sleep(0)  # one turn of the loop runs the new task up to its first await: run() has queued the job
         if priority is Priority.QUERY:
             query_queued.set()
         return await job
