@@ -254,6 +254,36 @@ async def test_an_index_from_before_parent_vectors_keeps_working(kind: str, tmp_
         await store.close()
 
 
+async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path: Path) -> None:
+    """Opening a collection made without the payload indexes filtered on now creates the missing
+    ones (local mode keeps no payload schema, so each open asks again; a server records them)."""
+    from retrieval_server.backends.vector_store import INDEXED_FIELDS, INTEGER_INDEXED_FIELDS
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    client = AsyncQdrantClient(path=str(tmp_path / "qdrant-local"))
+    await client.create_collection("chunks", vectors_config={DENSE: models.VectorParams(size=DIM, distance=models.Distance.COSINE)},
+                                   sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)})
+    await client.close()
+    store = QdrantVectorStore("chunks", DIM, path=str(tmp_path / "qdrant-local"))
+    created: list[tuple[str, models.PayloadSchemaType]] = []
+    create = store._client.create_payload_index  # noqa: SLF001 - recording the real client's calls
+
+    async def recording(collection: str, name: str, schema: models.PayloadSchemaType) -> object:
+        created.append((name, schema))
+        return await create(collection, name, schema)
+
+    store._client.create_payload_index = recording  # type: ignore[method-assign]  # noqa: SLF001
+    await store.open()
+    try:
+        assert created == [*((n, models.PayloadSchemaType.KEYWORD) for n in INDEXED_FIELDS),
+                           *((n, models.PayloadSchemaType.INTEGER) for n in INTEGER_INDEXED_FIELDS)]
+        v = _unit(np.ones(DIM))
+        await store.upsert([_point(PUBLIC, 0, v)])
+        assert [h.chunk_id for h in await store.search_dense(v, 5, ANON)] == ["pub#p0c0"]
+    finally:
+        await store.close()
+
+
 class _CountingShard:
     """The real shard, counting the engine calls a search makes."""
 

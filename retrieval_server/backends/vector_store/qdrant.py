@@ -95,16 +95,22 @@ class QdrantVectorStore:
                 vectors_config={DENSE: dense, **({PARENT: dense} if self.features.parent_vectors else {})},
                 sparse_vectors_config={SPARSE: sparse, **({SPARSE_TITLED: sparse} if self.features.title_field else {})},
             )
-            for name in INDEXED_FIELDS:
-                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.KEYWORD)
-            for name in INTEGER_INDEXED_FIELDS:
-                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.INTEGER)
+            indexed: set[str] = set()
         else:
-            params = (await self._client.get_collection(self._collection)).config.params
+            info = await self._client.get_collection(self._collection)
+            params = info.config.params
             vectors = params.vectors if isinstance(params.vectors, dict) else {}
             self.features = IndexFeatures.of(list(vectors), list(params.sparse_vectors or {}))
             if lacking := self.features.lacking(self._wanted):
                 log.warning("collection %s: %s", self._collection, legacy_index_message(lacking))
+            indexed = set(info.payload_schema or {})
+        # A collection made by an older version lacks the indexes of fields filtered on since.
+        for name in INDEXED_FIELDS:
+            if name not in indexed:
+                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.KEYWORD)
+        for name in INTEGER_INDEXED_FIELDS:
+            if name not in indexed:
+                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.INTEGER)
         await self._refresh_count()
 
     async def _refresh_count(self) -> None:
