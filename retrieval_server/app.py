@@ -79,6 +79,8 @@ class Application:
         # Model runs get their own lanes: each run already uses every intra-op thread, so running
         # more at once than there are lanes only oversubscribes the cores and lowers throughput.
         self.inference = BlockingExecutor(settings.inference_lanes, name="inference")
+        # Ingestion's model runs while queries come: one more lane, its session on one thread.
+        self.inference_beside = BlockingExecutor(1, name="inference-beside")
         # Without a model folder the index says which MiniLM build embeds it: chosen in open().
         files = resolve_model(settings.model_dir) if settings.model_dir is not None else None
         self.model_choice: model_choice.ModelChoice | None = None
@@ -90,6 +92,7 @@ class Application:
             max_length=settings.max_seq_length,
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
+            beside=self.inference_beside,
         ), "embedder", self._embedder_attributes)
         self.sparse = Bm25Encoder()
         self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
@@ -542,5 +545,6 @@ class Application:
         if self.events is not None:
             await self.events.close(self.settings.events_publish_timeout_s)
         self.inference.shutdown()
+        self.inference_beside.shutdown()
         self.executor.shutdown()
         self.tracing.shutdown()

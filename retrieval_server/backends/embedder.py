@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from retrieval_server.backends.executor import BlockingExecutor, Priority
-from scoring_core.encoders import BiEncoder
+from scoring_core.encoders import BiEncoder, Interruption
 
 BUNDLED_TOKENIZER = Path(str(resources.files("retrieval_server") / "resources" / "all-MiniLM-L6-v2" / "tokenizer.json"))
 #: all-MiniLM-L6-v2's embedding size, whichever build (int8 or fp32) embeds the index.
@@ -25,6 +25,12 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY) -> np.ndarray:
         """float32 ``[len(texts), dim]``, unit-length rows."""
+        ...
+
+    async def embed_background(self, texts: Sequence[str], *, beside_queries: bool) -> np.ndarray:
+        """As :meth:`embed`, for ingestion. ``beside_queries`` False: on the queries' lane, stopped
+        as soon as a query needs it (raising :class:`scoring_core.encoders.Interrupted`); True:
+        beside the queries, on fewer threads, never stopped."""
         ...
 
 
@@ -62,7 +68,12 @@ def resolve_model(model_dir: Path | None) -> ModelFiles:
 
 class OnnxEmbedder:
     """Embeds with one model; ``files`` None leaves the choice for later (``use``), e.g. until the
-    index says which model built it."""
+    index says which model built it.
+
+    Ingestion beside queries (``beside``: a lane of its own) runs a second session of the same
+    model on one intra-op thread, loaded the first time it is needed: a query then shares the
+    cores with one ingestion thread instead of waiting for an ingestion run to end.
+    """
 
     def __init__(
         self,
@@ -73,8 +84,12 @@ class OnnxEmbedder:
         batch_size: int = 32,
         threads: int | None = None,
         dim: int = MINILM_DIM,
+        beside: BlockingExecutor | None = None,
     ) -> None:
         self._executor = executor
+        self._beside = beside
+        self._files: ModelFiles | None = None
+        self._beside_encoder: BiEncoder | None = None
         self._max_length = max_length
         self._batch_size = batch_size
         self._threads = threads
@@ -86,9 +101,10 @@ class OnnxEmbedder:
             self.dim = encoder.dim
             self.use(files, encoder)
 
-    def load(self, files: ModelFiles) -> BiEncoder:
+    def load(self, files: ModelFiles, threads: int | None = None) -> BiEncoder:
         """An encoder for ``files`` with this embedder's options (not used until passed to ``use``)."""
-        return BiEncoder(files.model_path, files.tokenizer_path, max_length=self._max_length, batch_size=self._batch_size, threads=self._threads)
+        return BiEncoder(files.model_path, files.tokenizer_path, max_length=self._max_length, batch_size=self._batch_size,
+                         threads=threads or self._threads)
 
     def use(self, files: ModelFiles, encoder: BiEncoder | None = None) -> None:
         """Embed with ``files`` from now on (``encoder``: already loaded for them); refuses another dimension."""
@@ -96,12 +112,26 @@ class OnnxEmbedder:
         if encoder.dim != self.dim:
             raise ValueError(f"{files.model_path} embeds in {encoder.dim} dimensions, the index needs {self.dim}")
         self._encoder = encoder
+        self._files, self._beside_encoder = files, None
         self.model_id = files.model_id
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], interruption: Interruption | None = None) -> np.ndarray:
         if self._encoder is None:
             raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
-        return self._encoder.encode(texts)
+        return self._encoder.encode(texts, interruption)
+
+    def _encode_beside(self, texts: list[str]) -> np.ndarray:
+        if self._files is None:
+            raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
+        if self._beside_encoder is None:
+            self._beside_encoder = self.load(self._files, threads=1)
+        return self._beside_encoder.encode(texts)
 
     async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY) -> np.ndarray:
         return await self._executor.run(self._encode, list(texts), priority=priority)
+
+    async def embed_background(self, texts: Sequence[str], *, beside_queries: bool) -> np.ndarray:
+        if beside_queries and self._beside is not None:
+            return await self._beside.run(self._encode_beside, list(texts), priority=Priority.BACKGROUND)
+        interruption = Interruption()
+        return await self._executor.run(self._encode, list(texts), interruption, priority=Priority.BACKGROUND, preempt=interruption.interrupt)

@@ -1,10 +1,11 @@
 """The bounded thread pools that keep blocking work (inference, embedded engines) off the event loop.
 
 Work is taken in priority order: a query's model run or engine call never waits behind queued
-ingestion work, only behind the one job a thread is already running. Ingestion submits its work
-in pieces at :attr:`Priority.BACKGROUND`, so a large document delays a query by at most one piece
-instead of its whole embedding; it watches :meth:`BlockingExecutor.query_jobs` to make its pieces
-small while queries come.
+ingestion work, only behind the one job a thread is already running, and not even that one when
+the job can be preempted: a background job submitted with ``preempt`` is told to stop (and
+raises, e.g. :class:`scoring_core.encoders.Interrupted`) when a query job arrives while every
+thread is busy. Ingestion submits its work in pieces at :attr:`Priority.BACKGROUND` and watches
+:meth:`BlockingExecutor.query_jobs` to see whether queries are coming.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -33,15 +35,28 @@ class Priority(enum.IntEnum):
 _STOP = 2  # after every priority: a stop marker is taken once the queue holds nothing else
 
 
+@dataclass(order=True, frozen=True, slots=True)
+class _Item:
+    priority: int
+    order: int
+    future: Future[Any] | None = field(compare=False)
+    job: Callable[[], Any] | None = field(compare=False)
+    preempt: Callable[[], None] | None = field(compare=False)
+
+
 class BlockingExecutor:
     """A fixed number of threads; ``await run(fn, *args)`` runs ``fn`` on one of them."""
 
     def __init__(self, workers: int, name: str = "blocking") -> None:
-        self._queue: queue.PriorityQueue[tuple[int, int, Future[Any] | None, Callable[[], Any] | None]] = queue.PriorityQueue()
+        self._queue: queue.PriorityQueue[_Item] = queue.PriorityQueue()
         self._order = itertools.count()
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
         self._closed = False
         self._query_jobs = 0
+        self._lock = threading.Lock()
+        self._busy = 0
+        #: the preempt hooks of the background jobs running now, by their order number
+        self._preemptible: dict[int, Callable[[], None]] = {}
         for thread in self._threads:
             thread.start()
 
@@ -53,29 +68,54 @@ class BlockingExecutor:
         """How many :attr:`Priority.QUERY` jobs were submitted so far (from the event loop's thread)."""
         return self._query_jobs
 
-    async def run(self, fn: Callable[P, T], *args: P.args, priority: Priority = Priority.QUERY, **kwargs: P.kwargs) -> T:
+    async def run(
+        self,
+        fn: Callable[P, T],
+        *args: P.args,
+        priority: Priority = Priority.QUERY,
+        preempt: Callable[[], None] | None = None,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``preempt`` (background jobs): called, from the event loop's thread, when a query job
+        arrives while this job runs and no thread is free; the job should then stop soon."""
         if self._closed:
             raise RuntimeError("executor is shut down")
         if priority is Priority.QUERY:
             self._query_jobs += 1
+            self._preempt()
         future: Future[T] = Future()
-        self._queue.put((int(priority), next(self._order), future, functools.partial(fn, *args, **kwargs)))
+        self._queue.put(_Item(int(priority), next(self._order), future, functools.partial(fn, *args, **kwargs), preempt))
         # Cancelling the awaiting task cancels the future: a job not yet started is then skipped.
         return await asyncio.wrap_future(future)
 
+    def _preempt(self) -> None:
+        with self._lock:
+            hooks = list(self._preemptible.values()) if self._busy >= len(self._threads) else []
+        for hook in hooks:
+            hook()
+
     def _work(self) -> None:
         while True:
-            _, _, future, job = self._queue.get()
+            item = self._queue.get()
+            future, job = item.future, item.job
             if future is None or job is None:
                 return
             if not future.set_running_or_notify_cancel():
                 continue
+            with self._lock:
+                self._busy += 1
+                if item.preempt is not None:
+                    self._preemptible[item.order] = item.preempt
             try:
                 result = job()
             except BaseException as exc:  # handed to the awaiting task, as concurrent.futures does
                 future.set_exception(exc)
             else:
                 future.set_result(result)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    self._preemptible.pop(item.order, None)
 
     def shutdown(self) -> None:
         """Let running and queued jobs finish, then stop the threads."""
@@ -83,6 +123,6 @@ class BlockingExecutor:
             return
         self._closed = True
         for _ in self._threads:
-            self._queue.put((_STOP, next(self._order), None, None))
+            self._queue.put(_Item(_STOP, next(self._order), None, None, None))
         for thread in self._threads:
             thread.join()

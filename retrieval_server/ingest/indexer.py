@@ -62,6 +62,7 @@ from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.graph_extraction import GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
+from scoring_core.encoders import Interrupted
 
 log = logging.getLogger(__name__)
 
@@ -248,25 +249,31 @@ class Indexer:
         return _Prepared(doc, parents, children, previous)
 
     async def _embed(self, texts: list[str]) -> np.ndarray:
-        """In pieces at background priority: a query waits for one piece at most, not the batch.
+        """In pieces, so that queries never wait for ingestion's model runs.
 
         Pieces are cut from the whole batch in order of length, as the encoder orders a batch of its
         own: a piece pads to similar lengths, where pieces in document order would each pad to
-        their longest text. A piece is ``embed_piece`` texts while no query comes (full batches: the
-        model's best throughput); once queries came to the model (``query_jobs`` moved) while a
-        piece ran, the next piece is one text, so a query waits for at most one text's run, about
-        its own; without queries the pieces double back to full size.
+        their longest text. While no query comes, a piece is ``embed_piece`` texts (full batches:
+        the model's best throughput) on the queries' lane, stopped the moment a query needs that
+        lane. After that, and while queries keep coming to the model (``query_jobs`` moved during
+        a piece), pieces run beside the queries on one thread of their own (the query shares the
+        cores rather than waiting), one text at a time; once a piece passes with no query, they
+        go back to the queries' lane, doubling back to full size.
         """
         out = np.zeros((len(texts), self._embedder.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        size, start = self._embed_piece, 0
+        size, start, beside = self._embed_piece, 0, False
         while start < len(order):
             idx = order[start : start + size]
-            start += len(idx)
             before = self._query_jobs() if self._query_jobs else 0
-            out[idx] = await self._embedder.embed([texts[i] for i in idx], priority=Priority.BACKGROUND)
-            queried = self._query_jobs is not None and self._query_jobs() != before
-            size = 1 if queried else min(2 * size, self._embed_piece)
+            try:
+                out[idx] = await self._embedder.embed_background([texts[i] for i in idx], beside_queries=beside)
+            except Interrupted:
+                size, beside = 1, True  # the same texts again, beside the query that stopped them
+                continue
+            start += len(idx)
+            beside = self._query_jobs is not None and self._query_jobs() != before
+            size = 1 if beside else min(2 * size, self._embed_piece)
         return out
 
     def _texts(self, batch: list[_Prepared]) -> list[str]:

@@ -84,7 +84,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         host="127.0.0.1", port=0, metrics_port=0, data_dir=root / "data",
         # Timeouts a healthy dependency meets even on a loaded machine; a frozen one costs each call that much.
         mysql_dsn=mariadb.dsn, mysql_timeout_s=5.0,
-        cache_backend="redis", redis_url=redis.url, cache_timeout_s=1.0,
+        cache_backend="redis", redis_url=redis.url, cache_timeout_s=5.0,
         tei_url=tei.record.url, tei_timeout_s=8.0, rerank_threshold=0.0,
         llm_provider="openai", openai_base_url=f"{llm.record.url}/v1", llm_timeout_s=8.0, llm_max_retries=0,
         analysis_timeout_s=10.0, analysis_total_timeout_s=12.0,

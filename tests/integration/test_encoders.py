@@ -8,8 +8,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
-from scoring_core.encoders import BiEncoder, CrossEncoder
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, int8_model
+from scoring_core.encoders import BiEncoder, CrossEncoder, Interrupted, Interruption
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from scoring_core.quantize import quantize_dynamic_int8
 from tests.support.paths import fp32_model_dir
@@ -105,3 +105,17 @@ def test_int8_bi_encoder_fidelity(tmp_path: Path) -> None:
     assert cos.min() >= 0.98 and cos.mean() >= 0.99
     # The neighbourhood structure survives: same nearest passage for the query.
     assert int(np.argmax(a[:4] @ a[4])) == int(np.argmax(b[:4] @ b[4])) == 0
+
+
+def test_an_interrupted_run_raises_and_leaves_the_session_serving() -> None:
+    files = int8_model()
+    encoder = BiEncoder(files.model_path, files.tokenizer_path, batch_size=2)
+    texts = [*PASSAGES, QUERY]
+    plain = encoder.encode(texts)
+    assert np.array_equal(encoder.encode(texts, Interruption()), plain), "an interruption never used changes nothing"
+    stopped = Interruption()
+    stopped.interrupt()  # before the run: onnxruntime refuses it at its first node
+    with pytest.raises(Interrupted) as caught:
+        encoder.encode(texts, stopped)
+    assert "terminate" in str(caught.value.__cause__)
+    assert np.array_equal(encoder.encode(texts), plain)

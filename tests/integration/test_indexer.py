@@ -14,6 +14,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.executor import Priority
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, DocumentSource, Identity, PointFilter, QueryOptions, Role
+from scoring_core.encoders import Interrupted
 from tests.support.pdf import make_pdf
 
 
@@ -128,25 +129,41 @@ async def test_ids_are_cleaned_the_same_way_at_ingest_and_delete(app: Applicatio
     assert await app.vectors.count() == 0
 
 
-async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Application) -> None:
-    """Ingestion embeds in background pieces; a query's embedding is not queued behind the rest, and
-    once a query came, the pieces shrink to one text so the next query waits for one text at most."""
-    calls: list[tuple[str, int]] = []
+async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queries(app: Application) -> None:
+    """A query that needs the model while ingestion's piece runs stops that piece (it does not wait
+    for it); the piece runs again beside the queries on a lane of its own, one text at a time, and
+    once no query comes the pieces go back to the queries' lane at full size. The vectors are those
+    of an ingest nothing interrupted."""
+    #: ingestion's pieces on the queries' lane (texts, stopped?), in order; pieces run beside; query runs
+    lane: list[tuple[int, bool]] = []
+    beside_runs: list[int] = []
+    queries: list[int] = []
     first_piece = asyncio.Event()
     query_queued = threading.Event()
     loop = asyncio.get_running_loop()
-    encoder = app.embedder._encoder  # noqa: SLF001 - recording the model runs in their order
-    encode = encoder.encode
-    run = app.inference.run
+    embedder = app.embedder
+    encoder = embedder._encoder  # noqa: SLF001 - recording the model runs
+    encode, encode_beside, run = encoder.encode, embedder._encode_beside, app.inference.run  # noqa: SLF001
 
-    def recording(texts: list[str]) -> object:
-        kind = "query" if texts == ["what carves valleys"] else "ingest"
-        calls.append((kind, len(texts)))
-        if kind == "ingest" and not first_piece.is_set():
+    def recording(texts: list[str], interruption: Any = None) -> object:
+        if texts == ["what carves valleys"]:
+            queries.append(len(texts))
+            return encode(texts, interruption)
+        if not first_piece.is_set():
             loop.call_soon_threadsafe(first_piece.set)
             # The query arrives while this piece runs; the bound only turns a regression into a failure, not a hang.
             assert query_queued.wait(timeout=300), "no query was queued while the first piece ran"
-        return encode(texts)
+        try:
+            out = encode(texts, interruption)
+        except Interrupted:
+            lane.append((len(texts), True))
+            raise
+        lane.append((len(texts), False))
+        return out
+
+    def beside(texts: list[str]) -> object:
+        beside_runs.append(len(texts))
+        return encode_beside(texts)
 
     async def queued(fn: Any, *args: Any, priority: Priority = Priority.QUERY, **kwargs: Any) -> Any:
         job = asyncio.ensure_future(run(fn, *args, priority=priority, **kwargs))
@@ -156,6 +173,7 @@ async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Applicatio
         return await job
 
     encoder.encode = recording
+    embedder._encode_beside = beside  # noqa: SLF001
     app.inference.run = queued  # type: ignore[method-assign]
     try:
         big = _txt("big", " ".join(f"Sentence {i} tells how glaciers carve valleys over many thousands of years." for i in range(600)))
@@ -166,13 +184,21 @@ async def test_a_query_runs_between_the_pieces_of_a_large_ingest(app: Applicatio
         report = await ingest
     finally:
         encoder.encode = encode
+        del embedder._encode_beside  # noqa: SLF001
         app.inference.run = run  # type: ignore[method-assign]
     assert not report.errors and r.metrics.total_ms > 0
-    query_at = calls.index(("query", 1))
-    assert calls[query_at - 1] == ("ingest", app.settings.embed_batch_size), "the first piece is a full one"
-    assert calls[query_at + 1] == ("ingest", 1), "after a query, the next piece is one text"
-    assert max(n for _, n in calls[query_at + 1 :]) == app.settings.embed_batch_size, "without queries, pieces grow back"
-    assert all(n <= app.settings.embed_batch_size for kind, n in calls if kind == "ingest")
+    full = app.settings.embed_batch_size
+    assert lane[0] == (full, True), "the first, full piece was stopped by the query"
+    assert queries == [1]
+    assert beside_runs[0] == 1, "the stopped piece ran again beside the queries, a text at a time"
+    assert (full, False) in lane[1:], "without queries, pieces go back to the queries' lane at full size"
+    assert not any(stopped for _, stopped in lane[1:]) and max(n for n, _ in lane) == full
+    # Every child is stored with the vector its own text embeds to, whichever lane embedded it.
+    children = await app.vectors.search_dense((await app.embedder.embed(["glaciers carve valleys"]))[0], 1000, PointFilter())
+    assert len(children) == report.documents[0].child_chunks
+    for child in children[:: max(1, len(children) // 8)]:
+        top = (await app.vectors.search_dense((await app.embedder.embed([child.content]))[0], 1, PointFilter()))[0]
+        assert top.chunk_id == child.chunk_id and top.score > 0.999
 
 
 async def test_contextual_children_embed_the_title_and_return_their_own_text(tmp_path: Path) -> None:

@@ -56,3 +56,36 @@ async def test_cancelled_jobs_are_skipped_and_errors_reach_the_caller() -> None:
             raise AssertionError("the job's exception was lost")
     finally:
         executor.shutdown()
+
+
+async def test_a_query_preempts_a_running_background_job_only_when_no_thread_is_free() -> None:
+    for workers in (1, 2):
+        executor = BlockingExecutor(workers)
+        started, stop = threading.Event(), threading.Event()
+        preempted: list[int] = []
+
+        def background() -> str:
+            started.set()
+            stop.wait()  # a long model run: it ends when preempted (or, with a free thread, when released)
+            return "stopped"
+
+        def preempt() -> None:
+            preempted.append(workers)
+            stop.set()
+
+        try:
+            running = asyncio.ensure_future(executor.run(background, priority=Priority.BACKGROUND, preempt=preempt))
+            await asyncio.to_thread(started.wait)
+            # The bound turns a query stuck behind the job into a failure, not a hang.
+            assert await asyncio.wait_for(executor.run(lambda: "query"), 300) == "query"
+            if workers == 1:
+                assert preempted == [1] and await running == "stopped"
+            else:
+                assert preempted == [] and not running.done(), "a free thread took the query: nothing to stop"
+                stop.set()
+                await running
+            # A finished job is no longer preempted.
+            assert await executor.run(lambda: "again") == "again" and preempted == ([1] if workers == 1 else [])
+        finally:
+            stop.set()
+            executor.shutdown()
