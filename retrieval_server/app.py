@@ -46,6 +46,7 @@ from retrieval_server.workflow.adaptive import TermStatistics
 from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
 from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.keyword_leg import KeywordOptions
+from retrieval_server.workflow.dense_feedback import DenseFeedback
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
 from retrieval_server.workflow.tools import TOOLS
@@ -175,6 +176,7 @@ class Application:
                 prf_terms=s.prf_terms,
                 prf_query_weight=s.prf_query_weight,
             ),
+            dense_feedback=DenseFeedback(docs=s.dense_prf_docs, weight=s.dense_prf_weight),
         )
 
     def _chat(self, technique: str) -> ChatModel | None:
