@@ -2,10 +2,11 @@
 
 The query's nearest ``docs`` child chunks (inside the caller's access filter, so only documents
 the caller may read move the query) are taken as relevant; the query vector moves towards their
-centroid, ``q' = (1 - weight) * q + weight * mean(top docs)``, renormalized, and is searched again
-as a leg of its own that is fused with the others (Rocchio 1971; the dense form of Li et al.,
-"Pseudo Relevance Feedback with Deep Language Models and Dense Retrievers: Successes and
-Pitfalls", TOIS 2023, whose Rocchio setting is 5 documents, query 0.4, feedback 0.6).
+centroid, ``q' = (1 - weight) * q + weight * c`` (``q`` and the centroid ``c`` of the chunks'
+vectors both unit length, so ``weight`` alone sets how far it moves), renormalized, and is
+searched again as a leg of its own that is fused with the others (Rocchio 1971; the dense form of
+Li et al., "Pseudo Relevance Feedback with Deep Language Models and Dense Retrievers: Successes
+and Pitfalls", TOIS 2023, whose Rocchio setting is 5 documents, query 0.4, feedback 0.6).
 """
 
 from __future__ import annotations
