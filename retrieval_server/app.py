@@ -46,6 +46,7 @@ from retrieval_server.workflow.adaptive import TermStatistics
 from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
 from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.keyword_leg import KeywordOptions
+from retrieval_server.workflow.dense_feedback import DenseFeedback
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
 from retrieval_server.workflow.tools import TOOLS
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
     from retrieval_server.backends.events import RabbitMqPublisher
 
 log = logging.getLogger(__name__)
+#: index_info key: whether the index embeds its children with their titles (contextual children)
+CHILD_TITLE_INFO = "child_title"
 
 
 def metadata_store_for(s: Settings) -> MetadataStore:
@@ -178,6 +181,7 @@ class Application:
                 prf_terms=s.prf_terms,
                 prf_query_weight=s.prf_query_weight,
             ),
+            dense_feedback=DenseFeedback(docs=s.dense_prf_docs, weight=s.dense_prf_weight),
         )
 
     def _chat(self, technique: str) -> ChatModel | None:
@@ -339,6 +343,7 @@ class Application:
             raise
         await self._choose_model()
         await self._check_model()
+        await self._bind_child_title()
         if not self.settings.read_only:
             # One writer per embedded folder: whatever it left pending was interrupted. With shared
             # storage another process may be mid-write, so only intents older than the lease.
@@ -406,6 +411,26 @@ class Application:
         if choice is not None and choice.how not in (model_choice.How.RECORDED, model_choice.How.UNRECORDED):
             if await self.metadata.get_info(model_choice.INFO_KEY) != choice.to_json():
                 await self.metadata.set_info(model_choice.INFO_KEY, choice.to_json())
+
+    async def _bind_child_title(self) -> None:
+        """Contextual children are decided when an index gets its first documents, and the index
+        records it: documents ingested later are embedded the same way whatever ``CHILD_TITLE`` says
+        then, since titled and untitled children ranked against each other would favour one kind.
+        An index from before the record was kept holds what ``CHILD_TITLE`` set then: off unless set."""
+        s = self.settings
+        recorded = await self.metadata.get_info(CHILD_TITLE_INFO)
+        if await self.metadata.count_documents() == 0:
+            built = s.child_title
+        elif recorded is not None:
+            built = recorded == "true"
+        else:
+            built = s.child_title if "child_title" in s.model_fields_set else False
+        if built != s.child_title:
+            log.warning("the index holds children embedded with RETRIEVAL_CHILD_TITLE=%s, which it keeps; =%s applies to a new "
+                        "data directory (or collection)", str(built).lower(), str(s.child_title).lower())
+        self.indexer.child_title = built
+        if recorded != str(built).lower() and not s.read_only:
+            await self.metadata.set_info(CHILD_TITLE_INFO, str(built).lower())
 
     def _writable(self) -> None:
         if self.settings.read_only:

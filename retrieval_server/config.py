@@ -161,6 +161,8 @@ class Settings(BaseSettings):
     prf_docs: int = Field(0, ge=0, le=50, description="RM3 pseudo-relevance feedback: top keyword hits used (0: off)")
     prf_terms: int = Field(10, ge=1, le=100, description="RM3: expansion terms added")
     prf_query_weight: float = Field(0.5, ge=0, le=1, description="RM3: weight of the original query against the feedback terms")
+    dense_prf_docs: int = Field(0, ge=0, le=20, description="dense pseudo-relevance feedback (Rocchio): nearest child chunks whose centroid moves the query vector for a second dense search, fused with the others (0: off)")
+    dense_prf_weight: float = Field(0.6, ge=0, le=1, description="dense feedback: the centroid's share of the moved query vector")
     idf_sample_points: int = Field(
         100_000, ge=0, description="child chunks read for the IDF statistics ADAPTIVE uses (0: ADAPTIVE without IDF)"
     )

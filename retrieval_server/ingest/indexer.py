@@ -126,7 +126,8 @@ class Indexer:
         self._graph = graph
         self._title_weight = title_weight
         self._query_jobs = query_jobs
-        self._child_title = child_title
+        #: contextual children; the application binds it to what the index was created with
+        self.child_title = child_title
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -138,7 +139,7 @@ class Indexer:
                 "model": self._embedder.model_id,
                 "graph": self._graph.name if self._graph else None,
                 "title_weight": self._title_weight,
-                "child_title": self._child_title,
+                "child_title": self.child_title,
                 "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
             },
             sort_keys=True,
@@ -280,7 +281,7 @@ class Indexer:
         """What a batch embeds: its children, then (with parent vectors) its parents."""
         # Contextual children: a passage out of its document loses the subject the title names once.
         # Only the embedded text changes; the stored (and returned) chunk text stays the document's own.
-        texts = [_parent_text(p.document.title, c.content) if self._child_title else c.content for p in batch for c in p.children]
+        texts = [_parent_text(p.document.title, c.content) if self.child_title else c.content for p in batch for c in p.children]
         if self._vectors.features.parent_vectors:
             texts += [_parent_text(p.document.title, parent.content) for p in batch for parent in p.parents]
         return texts

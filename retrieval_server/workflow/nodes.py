@@ -17,7 +17,7 @@ import numpy as np
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, QueryOptions, RetrievedContext, Strategy, VectorHit, version_of
-from retrieval_server.workflow import document_evidence, keyword_leg, parent_leg
+from retrieval_server.workflow import dense_feedback, document_evidence, keyword_leg, parent_leg
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.analysis import analyze
@@ -187,6 +187,9 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         if deps.settings.document_leg and deps.vectors.features.parent_vectors:
             first = dataclasses.replace(flt, first_parents=True)
             jobs["document:0"] = lambda: _after_embedding(embedding, 0, lambda v: deps.vectors.search_parents(v, pool, first))
+        if deps.settings.dense_feedback.docs > 0:
+            feedback = deps.settings.dense_feedback
+            jobs["feedback:0"] = lambda: _after_embedding(embedding, 0, lambda v: dense_feedback.search(deps.vectors, v, pool, flt, feedback))
     keyword = strategy in (Strategy.KEYWORD, Strategy.HYBRID) or (not jobs and strategy is not Strategy.GRAPH)
     if keyword:
         jobs.update(_keyword_jobs(state, deps, text))

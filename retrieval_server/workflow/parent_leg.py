@@ -32,8 +32,9 @@ def as_children(parent_hits: list[VectorHit], other_legs: dict[str, list[VectorH
     return out
 
 
-#: the dense legs: one query embedding against three granularities of the documents
-DENSE_GRANULARITIES = ("dense", "parent", "document")
+#: the dense legs: one query embedding against three granularities of the documents, and the
+#: feedback search (dense_feedback), a second opinion at the children's granularity
+DENSE_GRANULARITIES = ("dense", "parent", "document", "feedback")
 
 
 def dense_shares(kinds: Collection[str], query_words: int, crossover_words: float) -> dict[str, float]:
@@ -42,11 +43,17 @@ def dense_shares(kinds: Collection[str], query_words: int, crossover_words: floa
 
     A long query is matched by a long text rather than by one passage of it: the document leg
     takes ``n / (n + c)`` for a query of ``n`` words (``c``: ``crossover_words``, where both count
-    the same), the finer legs (children, parents) share the rest equally.
+    the same), the finer legs (children, parents) share the rest equally. The feedback search
+    halves the children's share with them: it searches the same vectors with a moved query.
     """
-    present = [k for k in DENSE_GRANULARITIES if k in kinds]
+    # Without the children's own leg (failed), the feedback search stands in for it.
+    present = [k for k in DENSE_GRANULARITIES if k in kinds and not (k == "feedback" and "dense" in kinds)]
     if "document" not in present or len(present) == 1:
-        return {k: 1.0 / len(present) for k in present}
-    document = query_words / (query_words + crossover_words) if crossover_words > 0 else 0.5
-    finer = [k for k in present if k != "document"]
-    return {"document": document, **{k: (1.0 - document) / len(finer) for k in finer}}
+        shares = {k: 1.0 / len(present) for k in present}
+    else:
+        document = query_words / (query_words + crossover_words) if crossover_words > 0 else 0.5
+        finer = [k for k in present if k != "document"]
+        shares = {"document": document, **{k: (1.0 - document) / len(finer) for k in finer}}
+    if "feedback" in kinds and "dense" in shares:
+        shares["dense"] = shares["feedback"] = shares["dense"] / 2
+    return shares

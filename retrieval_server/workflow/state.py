@@ -15,6 +15,7 @@ from retrieval_server.backends.reranker import Reranker
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.workflow.adaptive import AdaptivePolicy, LegWeights, TermStatistics
 from retrieval_server.workflow.keyword_leg import KeywordOptions
+from retrieval_server.workflow.dense_feedback import DenseFeedback
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, StageMetric, Strategy, VectorHit
 from retrieval_server.knowledge import Answer, EntityMatch, RouteDecision, ToolResult
@@ -69,6 +70,7 @@ class WorkflowSettings:
     #: share of a document's next-best fused chunks added to each of its chunks (0: off)
     document_evidence: float = 0.0
     keyword: KeywordOptions = KeywordOptions()
+    dense_feedback: DenseFeedback = DenseFeedback()
     adaptive: AdaptivePolicy = AdaptivePolicy()
 
 

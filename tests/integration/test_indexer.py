@@ -222,3 +222,55 @@ async def test_contextual_children_embed_the_title_and_return_their_own_text(tmp
         assert not result.contexts[0].parent.content.startswith("Ice Atlas")
     finally:
         await app.close()
+
+
+async def _titled_embedding_matches(app: Application, doc_id: str, title: str) -> bool:
+    """Whether the document's first child is stored as the embedding of title + text."""
+    child = (await app.vectors.get_chunks([f"{doc_id}#p0c0"]))[0]
+    titled = (await app.embedder.embed([f"{title}\n\n{child.content}"]))[0]
+    top = (await app.vectors.search_dense(titled, 1, PointFilter()))[0]
+    return top.chunk_id == child.chunk_id and top.score > 0.999
+
+
+async def test_an_index_keeps_the_contextual_children_it_was_built_with(tmp_path: Path, caplog: Any) -> None:
+    """CHILD_TITLE is bound when an index gets its first documents and recorded in it: a later
+    setting does not mix untitled children into a titled index (with a warning); an index from
+    before the record holds untitled children unless the setting says otherwise; an empty index
+    takes the setting of the moment."""
+    sizes: dict[str, Any] = {"parent_chunk_tokens": 64, "child_chunk_tokens": 24, "child_overlap_tokens": 8}
+
+    async def opened(**kw: Any) -> Application:
+        app = Application(load_settings(data_dir=tmp_path, **sizes, **kw))
+        await app.open()
+        return app
+
+    app = await opened(child_title=False)  # empty: records off, yet a later setting may still change it
+    assert not app.indexer.child_title
+    await app.close()
+    app = await opened(child_title=True)
+    try:
+        assert app.indexer.child_title
+        assert not (await app.ingest([_txt("glaciers", LONG, title="Ice Atlas")])).errors
+        assert await _titled_embedding_matches(app, "glaciers", "Ice Atlas")
+    finally:
+        await app.close()
+    caplog.clear()
+    app = await opened(child_title=False)
+    try:
+        assert app.indexer.child_title, "the index was built with titled children"
+        assert any("RETRIEVAL_CHILD_TITLE=true, which it keeps" in r.getMessage() for r in caplog.records)
+        assert not (await app.ingest([_txt("fjords", LONG.replace("glaciers", "fjords"), title="Coast Guide")])).errors
+        assert await _titled_embedding_matches(app, "fjords", "Coast Guide")
+        async with app.metadata.transaction() as tx:
+            await tx.execute("DELETE FROM index_info WHERE info_key = ?", ["child_title"])
+    finally:
+        await app.close()
+    # No record (an index from before it was kept): untitled unless the setting is given.
+    for given, built in ({}, False), ({"child_title": True}, True):
+        app = await opened(**given)
+        try:
+            assert app.indexer.child_title is built and await app.metadata.get_info("child_title") == str(built).lower()
+            async with app.metadata.transaction() as tx:
+                await tx.execute("DELETE FROM index_info WHERE info_key = ?", ["child_title"])
+        finally:
+            await app.close()

@@ -22,7 +22,7 @@ from retrieval_server.backends.cache import MemoryCache
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
-from retrieval_server.workflow import nodes
+from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import QueryState
 from scoring_core.model_builder import BertShape, build_cross_encoder
@@ -139,6 +139,74 @@ async def test_document_leg_searches_each_documents_first_window(app: Applicatio
         assert _docs(plain) == _docs(lifted) == ["volcano"] and lifted.contexts[0].score > plain.contexts[0].score * 1.1
     finally:
         await with_documents.close()
+
+
+class FeedbackRecorder:
+    """Wraps a vector store: records the feedback vectors read and the dense searches asked for."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.feedback, self.searched = inner, [], []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
+        got = await self._inner.nearest_vectors(vector, limit, flt)
+        self.feedback.append(got)
+        return got
+
+    async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> Any:
+        self.searched.append(np.asarray(vector))
+        return await self._inner.search_dense(vector, limit, flt)
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-local"])
+async def test_dense_feedback_searches_again_with_the_query_moved_towards_readable_neighbours(
+    app: Application, backend: str, tmp_path: Path
+) -> None:
+    """Off by default. On, a second dense search runs with the Rocchio-moved query, fused as a leg
+    of its own; the vectors that move the query are those of chunks the caller may read."""
+    if backend == "edge":
+        await _dense_feedback_checks(app)
+        return
+    local = Application(load_settings(data_dir=tmp_path, cache_backend="none", qdrant_path=str(tmp_path / "qdrant")))
+    await local.open()
+    try:
+        assert type(local.vectors).__name__ == "QdrantVectorStore"
+        assert not (await local.ingest(CORPUS)).errors
+        await _dense_feedback_checks(local)
+    finally:
+        await local.close()
+
+
+async def _dense_feedback_checks(app: Application) -> None:
+    assert "feedback:0" not in await _legs(app, "flux capacitor", ROOT)
+    query = "where is the flux capacitor kept"
+    runs: dict[str, FeedbackRecorder] = {}
+    for who, identity in (("anon", ANON), ("root", ROOT)):
+        recorder = runs[who] = FeedbackRecorder(app.vectors)
+        p = pipeline(app, vectors=recorder, dense_feedback=dense_feedback.DenseFeedback(docs=3, weight=0.6))
+        state = QueryState(options=QueryOptions(query, 5, strategy=Strategy.SEMANTIC, use_cache=False, identity=identity))
+        for node in (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve):
+            for k, v in (await node(state, p.deps)).items():
+                setattr(state, k, v)
+        assert state.legs["feedback:0"] and len(recorder.feedback) == 1
+        q = state.query_vector
+        # Two dense searches: the query's own and the moved one, which is exactly Rocchio's.
+        assert len(recorder.searched) == 2
+        moved = next(v for v in recorder.searched if not np.allclose(v, q, atol=1e-6))
+        assert moved == pytest.approx(dense_feedback.rocchio(q, recorder.feedback[0], 0.6), abs=1e-5)
+        if who == "anon":
+            assert not {"alice-notes", "bob-notes"} & {h.document_id for leg in state.legs.values() for h in leg}
+    # The private notes are the nearest flux-capacitor chunks: they move root's query, never anon's.
+    root_fb, anon_fb = runs["root"].feedback[0], runs["anon"].feedback[0]
+    private = await app.vectors.nearest_vectors(runs["root"].searched[0], 10, PointFilter(access=AccessFilter.for_identity(ROOT, True), document_ids=("alice-notes", "bob-notes")))
+    assert any(np.allclose(v, pv, atol=1e-5) for v in root_fb for pv in private)
+    assert not any(np.allclose(v, pv, atol=1e-5) for v in anon_fb for pv in private)
+    r = await pipeline(app, dense_feedback=dense_feedback.DenseFeedback(docs=3, weight=0.6)).query(
+        QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False))
+    assert _docs(r) == ["weather"]
+    assert r.contexts[0].score == pytest.approx(1.0 / (app.settings.rrf_k + 1))  # both searches rank it first; halves of one weight
 
 
 async def test_keyword_finds_the_exact_code(app: Application) -> None:

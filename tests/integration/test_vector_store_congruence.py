@@ -140,6 +140,25 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
     await store.close()
 
 
+async def test_nearest_vectors_are_the_readable_childrens_own(vector_store: VectorStore) -> None:
+    """Dense feedback reads the stored child vectors of the nearest chunks, nearest first, and only
+    of chunks the filter admits; parent points (no child vector) are never among them."""
+    vecs = await _fill(vector_store)
+    await vector_store.upsert_parents([_parent(OTHER, 0, 0, vecs[0])])
+    got = await vector_store.nearest_vectors(vecs[3], 10, ROOT)
+    order = np.argsort(-(vecs @ vecs[3]), kind="stable")
+    assert len(got) == 4
+    for v, i in zip(got, order, strict=True):
+        assert v == pytest.approx(vecs[i], abs=1e-5)
+    assert [v.tolist() for v in await vector_store.nearest_vectors(vecs[3], 2, ROOT)] == [v.tolist() for v in got[:2]]
+    # Only what the caller may read: anonymous callers see the public chunk alone, Alice her three.
+    anon = await vector_store.nearest_vectors(vecs[1], 10, ANON)
+    assert len(anon) == 1 and anon[0] == pytest.approx(vecs[0], abs=1e-5)
+    alice = await vector_store.nearest_vectors(vecs[3], 10, ALICE)
+    assert len(alice) == 3 and not any(np.allclose(v, vecs[3], atol=1e-5) for v in alice)
+    assert await vector_store.nearest_vectors(vecs[0], 10, PointFilter(access=ROOT.access, document_ids=("missing",))) == []
+
+
 async def test_get_chunks_by_id(vector_store: VectorStore) -> None:
     await _fill(vector_store)
     got = await vector_store.get_chunks(["other#p0c0", "missing#p0c0", "pub#p0c0"])

@@ -1,5 +1,5 @@
-"""The pieces of the retrieval techniques that are pure functions: RM3, ADAPTIVE's features and
-weights, the parent leg's mapping onto children, and the long-query set builder."""
+"""The pieces of the retrieval techniques that are pure functions: RM3, dense (Rocchio) feedback,
+ADAPTIVE's features and weights, the parent leg's mapping onto children, and the long-query set builder."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.quality.longset import build
 from retrieval_server.backends.sparse import Bm25Encoder
@@ -15,6 +18,7 @@ from retrieval_server.backends.vector_store import TermCounts
 from retrieval_server.domain import SparseVector, VectorHit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features
 from retrieval_server.workflow.keyword_leg import query_vector, rm3
+from retrieval_server.workflow.dense_feedback import rocchio
 from retrieval_server.workflow.document_evidence import rescore
 from retrieval_server.workflow.parent_leg import as_children, dense_shares
 
@@ -145,3 +149,44 @@ def test_long_query_set_cuts_sections_into_query_and_document(tmp_path: Path) ->
     assert doc["title"] == "Demo module" and queries["q:library/demo#0"] not in doc["text"]
     assert len(queries["q:library/demo#0"].split()) + len(doc["text"].split()) == len(long_section.split())
     assert "skipped" not in json.dumps(corpus)
+
+
+def test_dense_feedback_halves_the_childrens_share_and_stands_in_for_them() -> None:
+    assert dense_shares({"dense", "feedback"}, 5, 100) == {"dense": 0.5, "feedback": 0.5}
+    mixed = dense_shares({"dense", "feedback", "parent", "document"}, 100, 100)
+    assert mixed == pytest.approx({"document": 0.5, "parent": 0.25, "dense": 0.125, "feedback": 0.125})
+    # The children's leg failed: the feedback search takes its place instead of dividing by nothing.
+    assert dense_shares({"feedback", "parent"}, 5, 100) == {"feedback": 0.5, "parent": 0.5}
+
+
+def test_rocchio_moves_the_query_towards_the_feedback_centroid() -> None:
+    q = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    fb = [np.array([0.0, 1.0, 0.0], dtype=np.float32), np.array([0.0, 0.0, 1.0], dtype=np.float32)]
+    moved = rocchio(q, fb, 0.5)
+    # (0.5 * q + 0.5 * centroid / |centroid|) renormalized.
+    expected = np.array([0.5, 0.5 / math.sqrt(2), 0.5 / math.sqrt(2)])
+    assert moved == pytest.approx(expected / np.linalg.norm(expected), abs=1e-6)
+    assert rocchio(2 * q, fb, 0.0) == pytest.approx(q)
+    assert rocchio(q, [], 0.6) == pytest.approx(q)
+    assert rocchio(q, fb, 1.0) == pytest.approx(np.array([0.0, 1.0, 1.0]) / math.sqrt(2), abs=1e-6)
+    # Feedback exactly opposite the query cancels it: the query stands rather than a zero vector.
+    assert rocchio(q, [-q], 0.5) == pytest.approx(q)
+
+
+_vectors = st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=4, max_size=4).filter(lambda v: np.linalg.norm(v) > 0.1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_vectors, st.lists(_vectors, min_size=1, max_size=5), st.floats(0, 1), st.floats(0, 1))
+def test_rocchio_is_a_unit_vector_that_gets_closer_to_the_feedback_as_its_weight_grows(
+    q: list[float], fb: list[list[float]], w1: float, w2: float
+) -> None:
+    query, feedback = np.asarray(q, dtype=np.float32), [np.asarray(v, dtype=np.float32) for v in fb]
+    centroid = np.mean(np.stack(feedback), axis=0)
+    if np.linalg.norm(centroid) < 0.1:
+        return
+    lo, hi = sorted((w1, w2))
+    a, b = rocchio(query, feedback, lo), rocchio(query, feedback, hi)
+    assert float(np.linalg.norm(a)) == pytest.approx(1.0, abs=1e-4) and float(np.linalg.norm(b)) == pytest.approx(1.0, abs=1e-4)
+    c = centroid / np.linalg.norm(centroid)
+    assert float(b @ c) >= float(a @ c) - 1e-4

@@ -85,6 +85,11 @@ class VectorStore(Protocol):
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]: ...
 
+    async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
+        """The ``dense`` vectors of the ``limit`` child chunks nearest to ``vector`` that ``flt``
+        admits, nearest first (dense pseudo-relevance feedback reads them)."""
+        ...
+
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
         """BM25 over the chunks' text; ``titled``: over the text with the title as a weighted field
         (needs ``features.title_field``)."""

@@ -171,7 +171,7 @@ class EdgeVectorStore:
             await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt), priority=Priority.BACKGROUND)
         await self._refresh_count()
 
-    def _request(self, query: qe.Query, limit: int, flt: PointFilter) -> qe.QueryRequest:
+    def _request(self, query: qe.Query, limit: int, flt: PointFilter, with_vector: list[str] | None = None) -> qe.QueryRequest:
         engine_filter = _filter(flt)
         exact = self.policy.exact
         params = qe.SearchParams(
@@ -180,7 +180,8 @@ class EdgeVectorStore:
             # ACORN keeps filtered HNSW search from losing recall when the filter is selective.
             acorn=qe.AcornSearchParams(enable=True) if engine_filter is not None else None,
         )
-        return qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=True)
+        return qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=with_vector is None,
+                               with_vector=with_vector)
 
     def _query_batch(self, requests: list[qe.QueryRequest]) -> list[list[VectorHit]]:
         results = self.shard.query_batch(qe.QueryBatchRequest(requests)) if len(requests) > 1 else [self.shard.query(requests[0])]
@@ -196,6 +197,11 @@ class EdgeVectorStore:
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
         return await self._search(q, limit, flt)
+
+    async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
+        q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
+        points = await self._executor.run(self.shard.query, self._request(q, limit, flt, with_vector=[DENSE]))
+        return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if p.vector and DENSE in p.vector]
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
         if not vector.indices:

@@ -156,20 +156,21 @@ class QdrantVectorStore:
         )
         await self._refresh_count()
 
-    async def _query(self, query: list[float] | models.SparseVector, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
-        engine_filter = _filter(flt)
+    def _params(self, flt: PointFilter) -> models.SearchParams:
         exact = self.policy.exact
-        params = models.SearchParams(
+        return models.SearchParams(
             exact=exact,
             hnsw_ef=None if exact else self.policy.hnsw_ef,
-            acorn=models.AcornSearchParams(enable=True) if engine_filter is not None else None,
+            acorn=models.AcornSearchParams(enable=True) if _filter(flt) is not None else None,
         )
+
+    async def _query(self, query: list[float] | models.SparseVector, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
         res = await self._client.query_points(
             self._collection,
             query=query,
             using=using,
-            query_filter=engine_filter,
-            search_params=params,
+            query_filter=_filter(flt),
+            search_params=self._params(flt),
             limit=limit,
             with_payload=True,
         )
@@ -177,6 +178,13 @@ class QdrantVectorStore:
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, limit, flt)
+
+    async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
+        res = await self._client.query_points(
+            self._collection, query=np.asarray(vector, dtype=np.float32).tolist(), using=DENSE, query_filter=_filter(flt),
+            search_params=self._params(flt), limit=limit, with_payload=False, with_vectors=[DENSE],
+        )
+        return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in res.points if isinstance(p.vector, dict) and DENSE in p.vector]
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
         if not vector.indices:
