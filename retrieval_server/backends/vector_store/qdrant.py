@@ -156,21 +156,22 @@ class QdrantVectorStore:
         )
         await self._refresh_count()
 
-    def _params(self, flt: PointFilter) -> models.SearchParams:
+    def _params(self, engine_filter: models.Filter | None) -> models.SearchParams:
         exact = self.policy.exact
         return models.SearchParams(
             exact=exact,
             hnsw_ef=None if exact else self.policy.hnsw_ef,
-            acorn=models.AcornSearchParams(enable=True) if _filter(flt) is not None else None,
+            acorn=models.AcornSearchParams(enable=True) if engine_filter is not None else None,
         )
 
     async def _query(self, query: list[float] | models.SparseVector, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
+        engine_filter = _filter(flt)
         res = await self._client.query_points(
             self._collection,
             query=query,
             using=using,
-            query_filter=_filter(flt),
-            search_params=self._params(flt),
+            query_filter=engine_filter,
+            search_params=self._params(engine_filter),
             limit=limit,
             with_payload=True,
         )
@@ -180,9 +181,10 @@ class QdrantVectorStore:
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, limit, flt)
 
     async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
+        engine_filter = _filter(flt)
         res = await self._client.query_points(
-            self._collection, query=np.asarray(vector, dtype=np.float32).tolist(), using=DENSE, query_filter=_filter(flt),
-            search_params=self._params(flt), limit=limit, with_payload=False, with_vectors=[DENSE],
+            self._collection, query=np.asarray(vector, dtype=np.float32).tolist(), using=DENSE, query_filter=engine_filter,
+            search_params=self._params(engine_filter), limit=limit, with_payload=False, with_vectors=[DENSE],
         )
         return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in res.points if isinstance(p.vector, dict) and DENSE in p.vector]
 
