@@ -379,6 +379,7 @@ class Application:
             selected = await self.inference.run(
                 model_choice.select, s.model, recorded, index_empty=empty, read_only=s.read_only,
                 cache_dir=s.model_cache_dir or default_cache_dir(), load=self.embedder.load, several_processes=s.processes > 1,
+                threads=s.embed_threads,
             )
         except BaseException:
             await self.close()

@@ -1,7 +1,8 @@
 """The service's int8/fp32 choice beside a longer measurement of the same two models, in one run.
 
-The choice is what a new index on this machine gets (``retrieval_server.backends.model_choice``:
-5 interleaved rounds of 4 chunks and 4 queries per model, medians). The longer measurement times
+The choice is what a new index that times the models gets (``retrieval_server.backends.model_choice``:
+5 interleaved rounds of 4 chunks and 4 queries per model, medians), timed afresh here: the
+timings a machine keeps for later indexes are neither read nor written. The longer measurement times
 the same two encoders, loaded the same way, on a full ingest batch of child-length texts and on
 queries one at a time (best of a few calls, ``bench.scoring.timing``, two interleaved passes), so the ratios say
 whether the quick check picks the model that really is faster here.
@@ -19,6 +20,7 @@ from bench.scoring.timing import measure as best_time
 from retrieval_server.backends import model_choice
 from retrieval_server.backends.embedder import ModelFiles, int8_model
 from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir, fp32_model
+from retrieval_server.backends.model_choice import Precision
 from retrieval_server.config import Settings
 from scoring_core.encoders import BiEncoder
 
@@ -69,10 +71,8 @@ def measure(cache_dir: Path | None = None) -> ModelChoiceRow | None:
         # As the service loads them (OnnxEmbedder.load with the default settings).
         return BiEncoder(files.model_path, files.tokenizer_path, max_length=s.max_seq_length, batch_size=s.embed_batch_size, threads=s.embed_threads)
 
-    selected = model_choice.select("auto", None, index_empty=True, read_only=False, cache_dir=cache, load=load)
-    timings = selected.choice.timings
-    assert timings is not None  # a new index with both installed is always measured
     encoders = {"int8": load(int8), "fp32": load(fp32)}
+    timings = model_choice.measure({Precision(name): enc.encode for name, enc in encoders.items()})
     chunks = [" ".join(_WORDS[(i + j) % len(_WORDS)] for j in range(126)) for i in range(CHUNK_BATCH)]
     query = "which signals rank passages for a question"
     batch_s: dict[str, float] = {}
@@ -82,7 +82,7 @@ def measure(cache_dir: Path | None = None) -> ModelChoiceRow | None:
             batch_s[name] = min(batch_s.get(name, float("inf")), best_time(lambda: enc.encode(chunks), min_time=0.0, max_reps=1, min_reps=2))  # noqa: B023
             query_s[name] = min(query_s.get(name, float("inf")), best_time(lambda: enc.encode([query]), min_time=0.3, min_reps=2))  # noqa: B023
     return ModelChoiceRow(
-        chosen=selected.choice.model.value,
+        chosen=timings.faster().value,
         check_fp32_over_int8=round(timings.fp32_over_int8, 3),
         chunks_fp32_over_int8=round(batch_s["fp32"] / batch_s["int8"], 3),
         query_fp32_over_int8=round(query_s["fp32"] / query_s["int8"], 3),

@@ -4,7 +4,8 @@ The two builds rank alike but give different vectors, so an index keeps the mode
 Which one is faster depends on the CPU (int8 kernels need VNNI-class instructions to pay off; on
 CPUs without them fp32 wins), so a new index times both on the same fixed texts and takes the
 faster, unless the operator forces one (``RETRIEVAL_MODEL``). The choice and its numbers are
-recorded in the index (``index_info``) and reused on every later start.
+recorded in the index (``index_info``) and reused on every later start; the numbers are also kept
+for the machine (model_timings), so the next new index on it takes them instead of timing again.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from pathlib import Path
 
 from retrieval_server.backends.embedder import ModelFiles, int8_model
 from retrieval_server.backends.minilm_fp32 import INSTALL, PACKAGE, fp32_model, fp32_model_id
+from retrieval_server.backends.model_timings import FILE_NAME, MachineTimings, fingerprint
 from retrieval_server.domain import Unavailable
 from scoring_core.encoders import BiEncoder
 
 log = logging.getLogger(__name__)
 
 INFO_KEY = "embedding_model_choice"
+#: fp32/int8 time ratios within this factor of 1 are measured again by the next new index
+DECISIVE_RATIO = 1.1
 
 
 class Precision(StrEnum):
@@ -35,6 +39,7 @@ class Precision(StrEnum):
 
 class How(StrEnum):
     MEASURED = "measured"
+    MEASURED_BEFORE = "measured before on this machine"  # by an earlier new index: model_timings
     FORCED = "forced"  # RETRIEVAL_MODEL=int8|fp32
     RECORDED = "recorded"  # what the index recorded (or, for an index older than the choice, its model id)
     ONLY_INT8 = "only int8 installed"
@@ -55,6 +60,11 @@ class Timings:
     fp32_over_int8: float
     rounds: int
     texts_per_round: int
+
+    def decisive(self) -> bool:
+        """Whether one model was clearly faster: only such numbers stand for the machine (a close
+        call on a busy machine may go either way, and would then decide for every later index)."""
+        return not 1 / DECISIVE_RATIO < self.fp32_over_int8 < DECISIVE_RATIO
 
     def faster(self) -> Precision:
         # A tie keeps int8: half the memory, and the model installed with the service.
@@ -80,7 +90,8 @@ class ModelChoice:
         text = f"{self.model.value}, {self.how.value}"
         if self.timings is not None:
             t = self.timings
-            text += f" at index creation (int8 {t.int8_ms:.1f} ms, fp32 {t.fp32_ms:.1f} ms per round; fp32/int8 {t.fp32_over_int8:.2f})"
+            when = "at index creation" if self.how is How.MEASURED else "when an earlier index was created"
+            text += f" {when} (int8 {t.int8_ms:.1f} ms, fp32 {t.fp32_ms:.1f} ms per round; fp32/int8 {t.fp32_over_int8:.2f})"
         return text
 
 
@@ -99,7 +110,7 @@ def decide(
         return ModelChoice(precision, How.FORCED)
     # An empty index was never embedded with anything: it may still choose, unless it already
     # measured (every start of an empty index would otherwise measure again).
-    if recorded is not None and (not index_empty or recorded.how in (How.MEASURED, How.FORCED)):
+    if recorded is not None and (not index_empty or recorded.how in (How.MEASURED, How.MEASURED_BEFORE, How.FORCED)):
         return recorded
     if not fp32_installed:
         return ModelChoice(Precision.INT8, How.ONLY_INT8)
@@ -188,8 +199,12 @@ def select(
     cache_dir: Path,
     load: Callable[[ModelFiles], BiEncoder],
     several_processes: bool = False,
+    threads: int | None = None,
 ) -> Selected:
-    """The model for this index, loaded (blocking: may build the fp32 graph and time both models)."""
+    """The model for this index, loaded (blocking: may build the fp32 graph and time both models).
+
+    ``threads``: the intra-op threads ``load`` gives a session, part of what the timings of this
+    machine are kept under."""
     installed = fp32_model_id() is not None
     choice = decide(setting, recorded, index_empty=index_empty, fp32_installed=installed, read_only=read_only,
                     several_processes=several_processes)
@@ -203,12 +218,29 @@ def select(
             files = int8_model()
             return Selected(ModelChoice(Precision.INT8, How.FP32_UNBUILDABLE), files, load(files))
         candidates = {Precision.INT8: int8_model(), Precision.FP32: fp32}
+        machine = MachineTimings(cache_dir / FILE_NAME, fingerprint(threads=threads, models={p.value: f.model_id for p, f in candidates.items()}))
+        known = _known(machine)
+        if known is not None and known.decisive():
+            choice = ModelChoice(known.faster(), How.MEASURED_BEFORE, known)
+            return Selected(choice, candidates[choice.model], load(candidates[choice.model]))
         encoders = {p: load(files) for p, files in candidates.items()}
         timings = measure({p: e.encode for p, e in encoders.items()})
+        machine.put(asdict(timings))
         choice = ModelChoice(timings.faster(), How.MEASURED, timings)
         return Selected(choice, candidates[choice.model], encoders[choice.model])
     files = int8_model() if choice.model is Precision.INT8 else _fp32(cache_dir)
     return Selected(choice, files, load(files))
+
+
+def _known(machine: MachineTimings) -> Timings | None:
+    found = machine.get()
+    if found is None:
+        return None
+    try:
+        return Timings(**found)  # type: ignore[arg-type]
+    except TypeError as exc:  # written by another version of this class
+        log.warning("ignoring the kept model timings %s: %s", found, exc)
+        return None
 
 
 def _fp32(cache_dir: Path) -> ModelFiles:

@@ -13,6 +13,7 @@ from retrieval_server.backends import model_choice
 from retrieval_server.backends.embedder import int8_model
 from retrieval_server.backends.minilm_fp32 import fp32_model_id
 from retrieval_server.backends.model_choice import How, Precision, Timings
+from retrieval_server.backends.model_timings import FILE_NAME
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions, Unavailable
 from scoring_core.model_builder import BertShape, build_sentence_encoder, random_weights
@@ -27,6 +28,13 @@ DOC = DocumentSource(filename="glaciers.txt", document_id="glaciers", content=b"
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_fp32_package()
     return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(autouse=True)
+def no_kept_timings(request: pytest.FixtureRequest) -> None:
+    """Each test starts on a machine that never timed the models (the fp32 build is shared)."""
+    if "model_cache" in request.fixturenames:
+        (request.getfixturevalue("model_cache") / FILE_NAME).unlink(missing_ok=True)
 
 
 class Timer:
@@ -82,6 +90,48 @@ async def test_a_new_index_takes_the_faster_model_and_keeps_it_after_restart(
         assert [c.document.document_id for c in (await again.pipeline.query(QueryOptions("what carves valleys", 1))).contexts] == ["glaciers"]
     finally:
         await again.close()
+
+
+async def test_a_new_index_on_the_same_machine_reuses_the_timings_until_the_machine_changes(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _timer(monkeypatch, FP32_FASTER)
+    first = await _open(tmp_path / "first", model_cache)
+    await first.close()
+    _timer(monkeypatch, None)  # measuring again would fail
+    second = await _open(tmp_path / "second", model_cache)
+    try:
+        assert second.model_choice == model_choice.ModelChoice(Precision.FP32, How.MEASURED_BEFORE, FP32_FASTER)
+        assert second.embedder.model_id == fp32_model_id()
+        assert "when an earlier index was created" in {c.name: c.detail for c in (await second.health()).components}["embedder"]
+        await second.ingest([DOC])
+    finally:
+        await second.close()
+    # The index records the choice like a measured one: a restart keeps it.
+    again = await _open(tmp_path / "second", model_cache)
+    assert again.model_choice == model_choice.ModelChoice(Precision.FP32, How.MEASURED_BEFORE, FP32_FASTER)
+    await again.close()
+    # Another intra-op thread count is another machine as far as speed goes: it measures.
+    timer = _timer(monkeypatch, INT8_FASTER)
+    third = await _open(tmp_path / "third", model_cache, embed_threads=1)
+    try:
+        assert timer.calls == 1 and third.model_choice == model_choice.ModelChoice(Precision.INT8, How.MEASURED, INT8_FASTER)
+    finally:
+        await third.close()
+    # A close call does not stand for the machine: the next new index measures again and keeps its numbers.
+    close = Timings(int8_ms=100.0, fp32_ms=97.0, fp32_over_int8=0.97, rounds=5, texts_per_round=8)
+    _timer(monkeypatch, close)
+    await (await _open(tmp_path / "close", model_cache, embed_threads=2)).close()
+    timer = _timer(monkeypatch, FP32_FASTER)
+    app = await _open(tmp_path / "after-close", model_cache, embed_threads=2)
+    assert timer.calls == 1 and app.model_choice == model_choice.ModelChoice(Precision.FP32, How.MEASURED, FP32_FASTER)
+    await app.close()
+    # Both machines' numbers are kept side by side.
+    _timer(monkeypatch, None)
+    for name, threads, expected in (("fourth", None, Precision.FP32), ("fifth", 1, Precision.INT8), ("sixth", 2, Precision.FP32)):
+        app = await _open(tmp_path / name, model_cache, embed_threads=threads)
+        assert app.model_choice is not None and (app.model_choice.model, app.model_choice.how) == (expected, How.MEASURED_BEFORE)
+        await app.close()
 
 
 async def test_an_index_is_never_opened_with_the_other_model(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

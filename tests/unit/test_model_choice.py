@@ -19,6 +19,12 @@ def test_the_faster_model_wins_and_a_tie_keeps_int8() -> None:
     assert Timings(int8_ms=100.0, fp32_ms=90.0, fp32_over_int8=1.05, rounds=5, texts_per_round=8).faster() is Precision.INT8
 
 
+def test_only_a_clear_difference_is_decisive() -> None:
+    assert INT8_FASTER.decisive() and FP32_FASTER.decisive()
+    for ratio in (0.95, 1.0, 1.05):
+        assert not Timings(90.0, 90.0 * ratio, ratio, 5, 8).decisive()
+
+
 def test_a_new_index_measures_when_both_models_are_installed() -> None:
     assert decide("auto", None, index_empty=True, fp32_installed=True, read_only=False) is None
 
