@@ -122,7 +122,8 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
     await store.optimize()
     assert not policy.exact and policy.points == n
     if isinstance(store, EdgeVectorStore):
-        assert store.shard.info().indexed_vectors_count > 0, "HNSW was not built; the test would prove nothing"
+        # The count adds each point's sparse vector (the inverted index) to the dense vectors in HNSW.
+        assert store.shard.info().indexed_vectors_count == 2 * n, "HNSW was not built; the test would prove nothing"
     wanted = tuple(f"d{i}" for i in range(0, 200, 40))  # 5 of 200 documents: 2.5% of the points
     allowed = np.array([i for i in range(n) if f"d{i % 200}" in wanted])
     for q in rng.normal(size=(10, dim)).astype(np.float32):
@@ -137,6 +138,30 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
         unfiltered = await store.search_dense(q, 10, ROOT)
         assert [int(h.chunk_id.rsplit("c", 1)[1]) for h in unfiltered] == everything.tolist()
         policy.exact_max_points = 0
+    await store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("always_exact", [False, True])
+async def test_the_embedded_engine_builds_no_graph_that_exact_search_would_not_read(
+    always_exact: bool, tmp_path: Path, executor: BlockingExecutor
+) -> None:
+    """qdrant-edge builds HNSW inside optimize() holding the GIL (the whole process stalls): past its
+    default threshold, 12k vectors of 384 dimensions used to get a graph that exact scans never read."""
+    dim, n = 384, 12_000
+    store = make_vector_store("edge", tmp_path, executor, dim=dim, policy=SearchPolicy(always_exact=always_exact))
+    await store.open()
+    rng = np.random.default_rng(5)
+    vecs = rng.normal(size=(n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    for start in range(0, n, 1000):
+        await store.upsert([_point(Document(f"d{i % 50}"), i, vecs[i]) for i in range(start, min(start + 1000, n))])
+    await store.optimize()
+    assert isinstance(store, EdgeVectorStore) and store.policy.exact
+    # Only each point's sparse vector counts as indexed (the inverted index); with HNSW, 2n.
+    assert store.shard.info().indexed_vectors_count == n
+    q = vecs[7]
+    assert [int(h.chunk_id.rsplit("c", 1)[1]) for h in await store.search_dense(q, 5, ROOT)] == np.argsort(-(vecs @ q), kind="stable")[:5].tolist()
     await store.close()
 
 
