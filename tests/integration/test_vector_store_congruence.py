@@ -14,6 +14,7 @@ import qdrant_edge as qe
 from qdrant_client import AsyncQdrantClient, models
 
 from retrieval_server.backends.vector_store import DENSE, SPARSE, IndexFeatures, SearchPolicy, VectorStore
+from retrieval_server.backends.vector_store import edge as edge_module
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.domain import (
     Access,
@@ -267,6 +268,32 @@ async def test_term_counts_are_document_frequencies(vector_store: VectorStore) -
     counts = await vector_store.term_counts(1000)
     assert counts.points == 4 and counts.df == {7: 4, 0: 1, 1: 1, 2: 1, 3: 1}
     assert (await vector_store.term_counts(2)).points == 2
+
+
+async def test_term_counts_read_in_pages_count_each_point_once(vector_store: VectorStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded engine reads the sample a page at a time (each call holds the GIL): pages that
+    end mid-sample, and a sample that ends mid-page, count each child once."""
+    monkeypatch.setattr(edge_module, "TERM_PAGE", 3)
+    pages: list[int] = []
+    if isinstance(vector_store, EdgeVectorStore):
+        read_page = EdgeVectorStore._term_page
+
+        def counted(self: EdgeVectorStore, limit: int, offset: object) -> tuple[list[list[int] | None], object]:
+            pages.append(limit)
+            return read_page(self, limit, offset)
+
+        monkeypatch.setattr(EdgeVectorStore, "_term_page", counted)
+    rng = np.random.default_rng(4)
+    docs = [PUBLIC, PRIVATE, GRANTED, OTHER]
+    await vector_store.upsert([_point(docs[i % 4], i, _unit(rng.normal(size=DIM)), terms=(7, 100 + i % 5)) for i in range(11)])
+    counts = await vector_store.term_counts(1000)
+    assert counts.points == 11 and counts.df == {7: 11, 100: 3, 101: 2, 102: 2, 103: 2, 104: 2}
+    if isinstance(vector_store, EdgeVectorStore):
+        assert pages == [3, 3, 3, 3]
+        pages.clear()
+    sampled = await vector_store.term_counts(5)
+    assert sampled.points == 5 and sampled.df[7] == 5 and sum(v for k, v in sampled.df.items() if k != 7) == 5
+    assert pages == ([3, 2] if isinstance(vector_store, EdgeVectorStore) else [])
 
 
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
