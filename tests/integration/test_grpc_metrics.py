@@ -84,12 +84,12 @@ class Harness:
     def unary(self, method: str) -> Callable[..., Any]:
         return self.channel.unary_unary(f"/{SERVICE}/{method}")
 
-    async def until(self, predicate: Callable[[], bool]) -> None:
-        for _ in range(2000):
-            if predicate():
-                return
+    async def until(self, predicate: Callable[[], bool], timeout_s: float = 120.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            assert loop.time() < deadline, "condition never held"
             await asyncio.sleep(0.01)
-        raise AssertionError("condition never held")
 
 
 @pytest_asyncio.fixture(scope="module")
