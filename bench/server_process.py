@@ -21,10 +21,21 @@ from bench.transport import PLAINTEXT, Transport
 from retrieval_client import RetrievalClient, Tls
 
 
+#: Ports :func:`free_port` handed out in this process. The kernel may pick a port it just freed
+#: again, and callers take several before the first is bound (a server's port and its metrics
+#: port, say): without this, two of them could be the same.
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nobody listens on now and that this process was not given before."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +80,8 @@ def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log
                 if client.health().status in (pb.SERVING_STATUS_SERVING, pb.SERVING_STATUS_DEGRADED):
                     return
         except grpc.RpcError:
-            time.sleep(0.3)
+            pass
+        time.sleep(0.3)
     raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s" + (f"; log: {log}" if log else ""))
 
 

@@ -52,9 +52,12 @@ class ResourceSampler:
         self._peak = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> None:
+        self._peak = max(self._peak, _rss(_tree(self._pid)))
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._peak = max(self._peak, _rss(_tree(self._pid)))
+            self._sample()
             self._stop.wait(self._interval)
 
     def __enter__(self) -> ResourceSampler:
@@ -66,6 +69,7 @@ class ResourceSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample()  # a run shorter than the thread's first turn still has a sample
         self.usage = Usage(
             cpu_cores=round((_cpu_seconds(_tree(self._pid)) - self._cpu0) / (time.perf_counter() - self._t0), 2),
             peak_rss_mb=round(self._peak / 2**20, 1),

@@ -56,7 +56,9 @@ async def test_open_loop_sends_at_the_rate_and_samples_the_server(target: str) -
         samples = await generator.open_loop(target, SCENARIOS["search"], QUERIES, rate=40, duration_s=1.0)
     s = samples.summary()
     assert s["requests"] == 40 and s["errors"] == 0
-    assert 20 <= s["rps"] <= 45  # the run lasts at least the schedule, a little more for the last responses
+    # The last request is due 39/40 s after the first, so the run lasts at least that long however
+    # fast the server is; how much longer depends on the machine, so only the upper bound is fixed.
+    assert samples.elapsed_s >= 39 / 40 and 0 < s["rps"] <= 40 / (39 / 40)
     assert sampler.usage.cpu_cores > 0 and sampler.usage.peak_rss_mb > 50
 
 
@@ -87,9 +89,10 @@ async def test_the_generator_speaks_mutual_tls(tmp_path: Path) -> None:
     try:
         await running.app.ingest([DocumentSource(filename="t.txt", content=b"Tides rise because of the moon.", document_id="tides")])
         target = f"127.0.0.1:{running.port}"
-        samples = await generator.closed_loop(target, SCENARIOS["search"], QUERIES, concurrency=2, duration_s=0.5, warmup_s=0.1, transport=transport)
+        # No warm-up: the first call counts, handshake included, and the window is one a busy machine answers it in.
+        samples = await generator.closed_loop(target, SCENARIOS["search"], QUERIES, concurrency=2, duration_s=2.0, warmup_s=0.0, transport=transport)
         assert samples.summary()["errors"] == 0 and samples.summary()["requests"] > 0
-        plaintext = await generator.closed_loop(target, SCENARIOS["search"], QUERIES, concurrency=1, duration_s=0.5, warmup_s=0.1, timeout_s=5)
+        plaintext = await generator.closed_loop(target, SCENARIOS["search"], QUERIES, concurrency=1, duration_s=2.0, warmup_s=0.0, timeout_s=60)
         s = plaintext.summary()
         assert s["requests"] == s["errors"] > 0  # a plaintext client cannot talk to it
     finally:

@@ -76,6 +76,11 @@ async def _until(predicate: Callable[[], bool], timeout_s: float = 120.0) -> Non
         await asyncio.sleep(0.05)
 
 
+async def _settled(live: Live) -> None:
+    """Every event published so far is confirmed (and counted) or failed (and counted)."""
+    await _until(lambda: live.publisher.pending == 0)
+
+
 class Live:
     def __init__(self, running: RunningServer, channel: grpc.aio.Channel) -> None:
         self.running, self.channel = running, channel
@@ -131,10 +136,13 @@ async def test_each_answered_request_publishes_one_persistent_event(live: Live, 
     assert first.content_type == "application/json" and first.type == "retrieval.v1.RetrievalCompleted"
     assert first.message_id == q.event_id and first.headers["schema_version"] == "1.0"
     assert json.loads(first.body)["eventType"] == "RetrievalCompleted"  # proto3 JSON: lowerCamelCase names
+    # The broker routes a persistent message before it confirms it: the count follows the confirms.
+    await _settled(live)
     assert live.sample("retrieval_events_published_total") >= 2
 
 
 async def test_a_broker_outage_drops_what_does_not_fit_and_publishing_resumes(live: Live, broker: RabbitMq) -> None:
+    await _settled(live)
     dropped_before = live.sample("retrieval_events_dropped_total", reason="buffer_full")
     published_before = live.sample("retrieval_events_published_total")
     await asyncio.to_thread(broker.stop)
@@ -161,6 +169,7 @@ async def test_a_broker_outage_drops_what_does_not_fit_and_publishing_resumes(li
 async def test_a_frozen_broker_never_holds_up_a_request(live: Live, broker: RabbitMq) -> None:
     await live.stub.Search(pb.SearchRequest(query="before the freeze", top_k=1))
     await _take(broker.url, 1)
+    await _settled(live)
     published_before = live.sample("retrieval_events_published_total")
     broker.freeze()  # connections stay open; nothing is answered, not even publisher confirms
     try:

@@ -16,7 +16,7 @@ async def test_the_health_port_follows_the_servers_status(tmp_path: Path) -> Non
     settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path, health_port=health_port)
     running = await start_server(settings)
     try:
-        assert await asyncio.to_thread(check, f"127.0.0.1:{health_port}")
+        assert await asyncio.to_thread(check, f"127.0.0.1:{health_port}", 60.0)  # the probe's 4 s default is for a container
         assert await asyncio.to_thread(main, [f"127.0.0.1:{running.port}"]) == 0
     finally:
         await running.stop(1.0)

@@ -6,10 +6,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import grpc
-import psutil
 import pytest
 
 from bench.server_process import free_port, listening_processes, wait_healthy
@@ -17,33 +16,18 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
 from tests.support.paths import inherited_env
 from tests.support.prometheus import eventually, prometheus_server, query
+from tests.support.workers import listening_workers, on_new_connection
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
 SEARCH_OK = 'sum(grpc_server_handled_total{grpc_service="retrieval.v1.RetrievalService",grpc_method="Search",grpc_code="OK"})'
 
 
-def _workers(server: subprocess.Popen[str], port: int) -> list[psutil.Process]:
-    return [
-        c for c in psutil.Process(server.pid).children()
-        if any(conn.status == psutil.CONN_LISTEN and conn.laddr.port == port for conn in c.net_connections(kind="tcp"))
-    ]
-
-
-def _established(worker: psutil.Process, port: int) -> set[tuple[str, int]]:
-    return {(c.raddr.ip, c.raddr.port) for c in worker.net_connections(kind="tcp")
-            if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port and c.raddr}
-
-
-def _calls_on_new_connection(target: str, port: int, workers: list[psutil.Process], calls: int) -> int:
-    """Make ``calls`` Search calls on a fresh connection; return the index of the worker that served them."""
-    before = [_established(w, port) for w in workers]
-    with grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
-        stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+def _searches(calls: int) -> Callable[[retrieval_pb2_grpc.RetrievalServiceStub], None]:
+    def make(stub: retrieval_pb2_grpc.RetrievalServiceStub) -> None:
         for _ in range(calls):
             stub.Search(pb.SearchRequest(query="how do tides work", top_k=3), timeout=60)
-        owners = [i for i, w in enumerate(workers) if _established(w, port) - before[i]]
-    assert len(owners) == 1, f"the connection was found on workers {owners}"
-    return owners[0]
+
+    return make
 
 
 @pytest.mark.slow
@@ -65,12 +49,12 @@ def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path
         while listening_processes(server.pid, port) < 2:
             assert time.monotonic() < deadline, "the second worker never listened"
             time.sleep(0.3)
-        workers = _workers(server, port)
+        workers = listening_workers(server, port)
         assert len(workers) == 2
         # SO_REUSEPORT spreads connections: open new ones until both workers have served some calls.
         served = [0, 0]
         for _ in range(40):
-            served[_calls_on_new_connection(target, port, workers, 3)] += 3
+            served[on_new_connection(target, port, workers, _searches(3))] += 3
             if min(served) >= 6:
                 break
         assert min(served) > 0, f"calls per worker: {served}"
@@ -93,9 +77,9 @@ def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path
             while listening_processes(server.pid, port) < 2:
                 assert time.monotonic() < deadline, "the restarted worker never listened"
                 time.sleep(0.3)
-            workers = _workers(server, port)
+            workers = listening_workers(server, port)
             for _ in range(4):
-                _calls_on_new_connection(target, port, workers, 3)
+                on_new_connection(target, port, workers, _searches(3))
             served_after = 4 * 3
             assert eventually(prom, SEARCH_OK, total + served_after) == total + served_after
             assert eventually(prom, "sum(retrieval_worker_up)", 2) == 2

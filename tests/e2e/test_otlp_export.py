@@ -17,6 +17,7 @@ from retrieval.v1 import retrieval_pb2_grpc
 from retrieval_client import RetrievalClient
 from tests.support.otlp_receiver import otlp_receiver
 from tests.support.paths import inherited_env
+from tests.support.ports import refused_port
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -27,13 +28,13 @@ TRACEPARENT = f"00-{TRACE}-b7ad6b7169203331-01"
 def test_spans_reach_an_otlp_receiver_configured_by_otel_variables(tmp_path: Path) -> None:
     port = free_port()
     target = f"127.0.0.1:{port}"
-    with otlp_receiver() as (endpoint, received):
+    with otlp_receiver() as (endpoint, received), refused_port() as tei_port:
         env = inherited_env("OTEL_")
         env.update(
             RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_ENABLED="false", RETRIEVAL_LOG_FORMAT="json",
             RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_TRACES_EXPORTER="otlp",
             # TEI is configured but absent: the failure is logged inside the trace.
-            RETRIEVAL_TEI_URL=f"http://127.0.0.1:{free_port()}", RETRIEVAL_TEI_TIMEOUT_S="2",
+            RETRIEVAL_TEI_URL=f"http://127.0.0.1:{tei_port}", RETRIEVAL_TEI_TIMEOUT_S="30",
             OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_INSECURE="true",
             OTEL_SERVICE_NAME="retrieval-under-test", OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test",
             OTEL_BSP_SCHEDULE_DELAY="100",

@@ -57,7 +57,9 @@ def llm() -> Iterator[LocalServer]:
 async def served(tmp_path_factory: pytest.TempPathFactory, llm: LocalServer) -> AsyncIterator[Served]:
     data_dir = tmp_path_factory.mktemp("stream-data")
     settings = e2e_settings(data_dir).model_copy(
-        update={"llm_answer_provider": "openai", "openai_base_url": llm.url + "/v1", "openai_model": "sse-model", "llm_max_retries": 0}
+        update={"llm_answer_provider": "openai", "openai_base_url": llm.url + "/v1", "openai_model": "sse-model", "llm_max_retries": 0,
+                # Limits a busy machine meets: the local model server and the tools always answer here.
+                "llm_timeout_s": 60.0, "tool_timeout_s": 60.0}
     )
     running = await start_server(settings)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")

@@ -18,7 +18,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from bench.server_process import free_port
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
 from retrieval_server.app import Application
@@ -27,6 +26,7 @@ from retrieval_server.domain import DocumentSource
 from retrieval_server.observability.logging import JsonFormatter
 from retrieval_server.observability.tracing import Tracing
 from retrieval_server.server import RunningServer, start_server
+from tests.support.ports import refused_port
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -45,21 +45,22 @@ async def traced(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Trac
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     # A TEI server that is not there: reranking fails inside the trace and says so in the log.
-    settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path_factory.mktemp("traced"),
-                             tei_url=f"http://127.0.0.1:{free_port()}", tei_timeout_s=2)
-    app = Application(settings, tracing=Tracing(provider))
-    await app.open()
-    await app.ingest([
-        DocumentSource(filename="tides.txt", content=b"Tides are caused by the gravitational pull of the moon on the oceans."),
-        DocumentSource(filename="bread.txt", content=b"Sourdough bread rises because wild yeast ferments the dough overnight."),
-    ])
-    # The index optimization an ingest schedules is background work with traces of its own.
-    await app.wait_for_optimize()
-    running = await start_server(settings, app)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
-    yield Traced(running, exporter, channel)
-    await channel.close()
-    await running.stop(1.0)
+    with refused_port() as tei_port:
+        settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path_factory.mktemp("traced"),
+                                 tei_url=f"http://127.0.0.1:{tei_port}", tei_timeout_s=30)
+        app = Application(settings, tracing=Tracing(provider))
+        await app.open()
+        await app.ingest([
+            DocumentSource(filename="tides.txt", content=b"Tides are caused by the gravitational pull of the moon on the oceans."),
+            DocumentSource(filename="bread.txt", content=b"Sourdough bread rises because wild yeast ferments the dough overnight."),
+        ])
+        # The index optimization an ingest schedules is background work with traces of its own.
+        await app.wait_for_optimize()
+        running = await start_server(settings, app)
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+        yield Traced(running, exporter, channel)
+        await channel.close()
+        await running.stop(1.0)
 
 
 def _by_id(spans: tuple[ReadableSpan, ...]) -> dict[int, ReadableSpan]:

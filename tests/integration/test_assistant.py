@@ -28,6 +28,8 @@ from retrieval_server.workflow.tools import TOOLS, ToolContext, run_tool
 from tests.support.http_servers import Sse, json_server
 
 WIKI = make_wiki(7)
+#: A time limit for a tool call or a local model server that a busy machine meets (where the limit is not what is tested).
+TOOL_S = 60.0
 ALICE, BOB = Identity("alice", Role.USER), Identity("bob", Role.USER)
 CYCLE = "CycleA calls CycleB. CycleB calls CycleC. CycleC calls CycleA. OrbitSvc depends on CycleA."
 
@@ -38,7 +40,7 @@ def _source(doc_id: str, text: str, **kw: Any) -> DocumentSource:
 
 @pytest_asyncio.fixture(scope="module")
 async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Application]:
-    application = Application(load_settings(data_dir=tmp_path_factory.mktemp("assistant"), cache_backend="none"))
+    application = Application(load_settings(data_dir=tmp_path_factory.mktemp("assistant"), cache_backend="none", tool_timeout_s=TOOL_S))
     await application.open()
     sources = [_source(d, t) for d, t in WIKI.documents.items()]
     sources += [
@@ -133,35 +135,35 @@ def _ctx(app: Application, query: str = "q", identity: Identity = Identity(), co
 
 
 async def test_lookup_facts(app: Application) -> None:
-    r = await run_tool(TOOLS, "lookup_facts", {"entity": "authsvc"}, _ctx(app), 5)
+    r = await run_tool(TOOLS, "lookup_facts", {"entity": "authsvc"}, _ctx(app), TOOL_S)
     assert r.success and r.result["name"] == "AuthSvc" and r.result["type"] == "SERVICE"
     deps_in = {x["entity"] for x in r.result["relations"] if x["direction"] == "in" and x["relation"] == "DEPENDS_ON"}
     assert deps_in == {p for p, d in WIKI.depends.items() if "AuthSvc" in d}
     assert "authsvc" in {s["document_id"] for s in r.result["sources"]} and r.result["chunks"] >= 1
-    private = await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=BOB), 5)
+    private = await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=BOB), TOOL_S)
     assert not private.success and "no known entity" in private.error
-    assert (await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=ALICE), 5)).success
+    assert (await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=ALICE), TOOL_S)).success
 
 
 async def test_calculate_is_safe(app: Application) -> None:
-    ok = await run_tool(TOOLS, "calculate", {"expression": "(2 + 3) * 4 ** 2 / 8"}, _ctx(app), 5)
+    ok = await run_tool(TOOLS, "calculate", {"expression": "(2 + 3) * 4 ** 2 / 8"}, _ctx(app), TOOL_S)
     assert ok.success and ok.result["value"] == 10
-    count = await run_tool(TOOLS, "calculate", {"expression": 'count_dependents("AuthSvc") + count_entities("PROJECT")'}, _ctx(app), 5)
+    count = await run_tool(TOOLS, "calculate", {"expression": 'count_dependents("AuthSvc") + count_entities("PROJECT")'}, _ctx(app), TOOL_S)
     assert count.success and count.result["value"] == len(_dependents("AuthSvc")) + len(WIKI.depends)
     for bad in ("__import__('os').system('true')", "open('/etc/passwd')", "(1).__class__", "9 ** 9 ** 9", "1 / 0", "x + 1"):
-        r = await run_tool(TOOLS, "calculate", {"expression": bad}, _ctx(app), 5)
+        r = await run_tool(TOOLS, "calculate", {"expression": bad}, _ctx(app), TOOL_S)
         assert not r.success and r.error, bad
 
 
 async def test_analyze_dependencies_finds_transitive_links_and_cycles(app: Application) -> None:
-    r = await run_tool(TOOLS, "analyze_dependencies", {"entity": "OrbitSvc", "direction": "dependencies"}, _ctx(app), 5)
+    r = await run_tool(TOOLS, "analyze_dependencies", {"entity": "OrbitSvc", "direction": "dependencies"}, _ctx(app), TOOL_S)
     assert r.success and r.result["dependencies"]["direct"] == ["CycleA"]
     assert {(t["entity"], t["depth"]) for t in r.result["dependencies"]["transitive"]} == {("CycleB", 2), ("CycleC", 3)}
     assert len(r.result["cycles"]) == 1 and sorted(r.result["cycles"][0]) == ["CycleA", "CycleB", "CycleC"]
     project = next(iter(WIKI.depends))
-    down = await run_tool(TOOLS, "analyze_dependencies", {"entity": WIKI.depends[project][0], "direction": "dependents"}, _ctx(app), 5)
+    down = await run_tool(TOOLS, "analyze_dependencies", {"entity": WIKI.depends[project][0], "direction": "dependents"}, _ctx(app), TOOL_S)
     assert project in down.result["dependents"]["direct"] and "dependencies" not in down.result
-    bad = await run_tool(TOOLS, "analyze_dependencies", {"entity": "OrbitSvc", "max_depth": 99}, _ctx(app), 5)
+    bad = await run_tool(TOOLS, "analyze_dependencies", {"entity": "OrbitSvc", "max_depth": 99}, _ctx(app), TOOL_S)
     assert not bad.success and "max_depth" in bad.error
 
 
@@ -199,17 +201,28 @@ class _Fixed:
         return self._decision, None
 
 
-async def test_a_failing_or_slow_tool_degrades(app: Application) -> None:
-    decision = RouteDecision(Route.TOOL, (ToolCall("slow"), ToolCall("calculate", {"expression": "1 +"})))
-    tools = {**TOOLS, "slow": _Slow()}
+def _routed_to(app: Application, decision: RouteDecision, tool_timeout_s: float) -> QueryPipeline:
     deps = app.pipeline.deps
-    p = QueryPipeline(
-        dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, tool_timeout_s=0.05),
-                            assistant=Assistant(router=_Fixed(decision), tools=tools))  # type: ignore[arg-type]
+    return QueryPipeline(
+        dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, tool_timeout_s=tool_timeout_s),
+                            assistant=Assistant(router=_Fixed(decision), tools={**TOOLS, "slow": _Slow()}))  # type: ignore[arg-type]
     )
+
+
+async def test_a_slow_tool_times_out_and_degrades(app: Application) -> None:
+    # The tool never returns, so even a short limit is its subject alone.
+    p = _routed_to(app, RouteDecision(Route.TOOL, (ToolCall("slow"),)), tool_timeout_s=0.05)
     r = await p.query(_ask("anything"))
-    assert {"tool:slow:timeout", "tool:calculate:failed"} <= set(r.metrics.degraded)
+    assert "tool:slow:timeout" in r.metrics.degraded
     assert r.answer is not None and not r.answer.supported and "slow tool failed" in r.answer.text
+
+
+async def test_a_failing_tool_degrades(app: Application) -> None:
+    # Under a limit a busy machine meets: the failure, not the clock, is reported.
+    p = _routed_to(app, RouteDecision(Route.TOOL, (ToolCall("calculate", {"expression": "1 +"}),)), tool_timeout_s=TOOL_S)
+    r = await p.query(_ask("anything"))
+    assert "tool:calculate:failed" in r.metrics.degraded and not any(d.endswith(":timeout") for d in r.metrics.degraded)
+    assert r.answer is not None and not r.answer.supported and "calculate tool failed" in r.answer.text
 
 
 # --- an LLM behind a local OpenAI-compatible server ---------------------------------------------------
@@ -236,7 +249,7 @@ def _llm(answers: dict[str, Any]) -> Any:
 
 
 def _model(url: str) -> OpenAICompatibleChat:
-    return OpenAICompatibleChat(url + "/v1", "test-model", "k", timeout_s=5, max_retries=0, backoff_s=0)
+    return OpenAICompatibleChat(url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0)
 
 
 async def test_llm_answer_with_a_citation_that_points_nowhere(app: Application) -> None:
@@ -332,7 +345,7 @@ async def test_streaming_over_the_other_protocols(protocol: str) -> None:
 
     with json_server(handle) as server:
         cls = AnthropicChat if protocol == "anthropic" else GeminiChat
-        model = cls(server.url, "gem", "k", timeout_s=5, max_retries=0, backoff_s=0)
+        model = cls(server.url, "gem", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0)
         try:
             got = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
         finally:

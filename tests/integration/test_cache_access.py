@@ -59,7 +59,7 @@ async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[A
     extra: dict[str, Any] = {}
     if request.param == "redis":
         extra = {"cache_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
-                 "redis_key_prefix": f"t{os.urandom(4).hex()}"}
+                 "redis_key_prefix": f"t{os.urandom(4).hex()}", "cache_timeout_s": HEALTHY_REDIS_S}
     application = Application(load_settings(data_dir=tmp_path, **extra))
     await application.open()
     assert not (await application.ingest(CORPUS)).errors

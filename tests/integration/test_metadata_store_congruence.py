@@ -100,8 +100,8 @@ async def test_reads_neither_wait_for_nor_see_an_open_write(metadata_store: Meta
     async with metadata_store.transaction() as tx:
         await tx.execute("UPDATE documents SET title = ? WHERE document_id = ?", ["uncommitted", "d1"])
         # While an ingest holds its transaction, queries go on reading the last committed state.
-        doc = await asyncio.wait_for(metadata_store.get_document("d1"), timeout=10)
-        parents = await asyncio.wait_for(metadata_store.get_parents(["d1#p0"]), timeout=10)
+        doc = await asyncio.wait_for(metadata_store.get_document("d1"), timeout=120)  # a read that waits for the write never ends
+        parents = await asyncio.wait_for(metadata_store.get_parents(["d1#p0"]), timeout=120)
     assert doc is not None and doc.title == "committed" and list(parents) == ["d1#p0"]
     after = await metadata_store.get_document("d1")
     assert after is not None and after.title == "uncommitted"

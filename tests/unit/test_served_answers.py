@@ -34,14 +34,14 @@ def test_an_answer_is_served_while_the_generation_holds_and_within_its_ttl() -> 
 
 
 def test_only_verified_undegraded_hits_on_a_store_with_a_generation_are_kept() -> None:
-    answers = ServedAnswers(4, ttl_s=10)
+    answers = ServedAnswers(4, ttl_s=10, clock=Clock())
     for i, (generation, result) in enumerate([(None, _result()), (1, _result(cached=False)), (1, _result(degraded=("cache:unavailable",)))]):
         answers.remember(((), "c", str(i)), generation, result, RESPONSE)
     assert len(answers) == 0
 
 
 def test_the_least_recently_served_is_dropped_first() -> None:
-    answers = ServedAnswers(2, ttl_s=10)
+    answers = ServedAnswers(2, ttl_s=10, clock=Clock())
     for q in "abc":
         answers.remember(((), "c", q), 1, _result(), RESPONSE)
         answers.get(((), "c", "a"), 1)
@@ -49,7 +49,7 @@ def test_the_least_recently_served_is_dropped_first() -> None:
 
 
 def test_served_bytes_parse_as_the_response_with_this_requests_metrics() -> None:
-    answers = ServedAnswers(2, ttl_s=10)
+    answers = ServedAnswers(2, ttl_s=10, clock=Clock())
     answers.remember(((), "c", "q"), 1, _result(), RESPONSE)
     served = answers.get(((), "c", "q"), 1)
     assert served is not None
