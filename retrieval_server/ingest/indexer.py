@@ -6,8 +6,9 @@ text is the document title followed by the parent's content, truncated by the em
 keyword vector (title as a field of weight ``title_weight``).
 
 Re-ingesting replaces a document without a window where it is missing: the new version's points
-(stable ids) are written first, then its rows in one transaction, then whatever points belong to
-other versions are deleted. An unchanged document (same content hash) is skipped.
+are written first, beside the committed version's (a point's id is per chunk and version, so they
+never overwrite them), then its rows in one transaction, then whatever points belong to other
+versions are deleted. An unchanged document (same content hash) is skipped.
 
 Crash consistency: before its vectors change, a document gets a pending-write intent in the
 metadata store (committed first; a delete records it in the same transaction as removing the

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from retrieval_server.app import Application
@@ -62,6 +63,51 @@ async def test_delete_removes_vectors_and_rows(app: Application) -> None:
     assert (deleted, missing) == (["a"], ["zzz"])
     assert await _state(app, "a") == (0, 0)
     assert await app.metadata.get_document("b") is not None
+
+
+class _Killed(BaseException):
+    """What a kill -9 leaves for the indexer: nothing of the write after this point runs, not even its cleanup."""
+
+
+@pytest.mark.parametrize("interruption", ["failed commit", "kill before the commit"])
+async def test_a_replacement_interrupted_before_its_commit_keeps_the_committed_version_whole(tmp_path: Path, interruption: str) -> None:
+    """The new version's points are written before its rows commit; until then the committed version must keep all of its
+    points, whether the write fails (reconciled at once) or the process dies (reconciled at the next start)."""
+    settings = load_settings(data_dir=tmp_path, parent_chunk_tokens=64, child_chunk_tokens=24, child_overlap_tokens=8)
+    app = Application(settings)
+    await app.open()
+    try:
+        first = (await app.ingest([_txt("glaciers", LONG)])).documents[0]
+        committed = await app.metadata.get_document("glaciers")
+        assert committed is not None
+
+        async def commit_interrupted(*args: object, **kwargs: object) -> bool:
+            if interruption == "failed commit":
+                raise RuntimeError("the metadata store went away")
+            raise _Killed
+
+        app.metadata.replace_document = commit_interrupted  # type: ignore[method-assign]
+        changed = _txt("glaciers", LONG.replace("glaciers", "moraines"))
+        if interruption == "failed commit":
+            report = await app.ingest([changed])
+            assert [e.source for e in report.errors] == ["glaciers"]
+        else:
+            with pytest.raises(_Killed):
+                await app.ingest([changed])
+            assert await app.metadata.pending_writes() == ["glaciers"]
+    finally:
+        await app.close()
+    app = Application(settings)
+    await app.open()  # recovery reconciles what the kill left pending
+    try:
+        assert await app.metadata.pending_writes() == []
+        assert await app.metadata.get_document("glaciers") == committed
+        assert await app.vectors.count("glaciers", committed.version) == first.child_chunks
+        assert await app.vectors.count("glaciers") == first.child_chunks
+        result = await app.pipeline.query(QueryOptions("history of glaciers and ice sheets", 3))
+        assert result.contexts and "glaciers" in result.contexts[0].parent.content
+    finally:
+        await app.close()
 
 
 async def test_broken_file_is_reported_and_the_batch_goes_on(app: Application) -> None:

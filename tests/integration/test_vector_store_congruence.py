@@ -190,6 +190,16 @@ async def test_get_chunks_by_id(vector_store: VectorStore) -> None:
     got = await vector_store.get_chunks(["other#p0c0", "missing#p0c0", "pub#p0c0"])
     assert [h.chunk_id for h in got] == ["other#p0c0", "pub#p0c0"]
     assert got[0].content == "text other 0" and got[0].parent_chunk_id == "other#p0"
+    # A new version is written beside the committed one (never over it) until the old one is deleted.
+    vec = _unit(np.ones(DIM))
+    await vector_store.upsert([_point(PUBLIC, 0, vec, "v2")])
+    assert await vector_store.count("pub", "v1") == 1 and await vector_store.count("pub", "v2") == 1
+    assert sorted(h.version for h in await vector_store.get_chunks(["pub#p0c0"])) == ["v1", "v2"]
+    await vector_store.delete_document("pub", keep_version="v2")
+    assert [h.version for h in await vector_store.get_chunks(["pub#p0c0"])] == ["v2"]
+    # A parent point carries its first child's chunk id but is not that chunk.
+    await vector_store.upsert_parents([_parent(OTHER, 0, 0, vec)])
+    assert [h.chunk_id for h in await vector_store.get_chunks(["other#p0c0"])] == ["other#p0c0"]
 
 
 def _parent(doc: Document, p: int, first_child: int, vec: np.ndarray, version: str = "v1") -> ParentPoint:

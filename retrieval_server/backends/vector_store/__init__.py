@@ -29,8 +29,8 @@ SPARSE = "bm25"
 PARENT = "parent"
 #: BM25F-style keyword vector: chunk text plus the title as a weighted field (only on child points)
 SPARSE_TITLED = "bm25_titled"
-#: Keyword payload indexes: what every filter touches.
-INDEXED_FIELDS = ("document_id", "access", "readers", "version")
+#: Keyword payload indexes: what every filter touches (``chunk_id``: :meth:`VectorStore.get_chunks`).
+INDEXED_FIELDS = ("document_id", "access", "readers", "version", "chunk_id")
 #: Integer payload index: the document leg's ``parent_index = 0`` filter
 INTEGER_INDEXED_FIELDS = ("parent_index",)
 _POINT_NAMESPACE = uuid.UUID("6f1c2f51-5b8e-4f0e-9a43-7d0f0b7c2a10")
@@ -96,7 +96,7 @@ class VectorStore(Protocol):
         ...
 
     async def upsert_parents(self, points: Sequence[ParentPoint]) -> None:
-        """Write parent points (needs ``features.parent_vectors``); ids are stable per parent chunk."""
+        """Write parent points (needs ``features.parent_vectors``); ids are per parent chunk and version."""
         ...
 
     async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
@@ -110,7 +110,9 @@ class VectorStore(Protocol):
         ...
 
     async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
-        """The stored chunks with these ids (score 0), in the order given; unknown ids are skipped."""
+        """The stored chunks with these ids (score 0), in the order given; unknown ids are skipped.
+        While a document is being replaced a chunk id can have a point of each version: both come
+        back (readers check versions)."""
         ...
 
     async def count(self, document_id: str | None = None, version: str | None = None) -> int:
@@ -143,14 +145,19 @@ class SearchPolicy:
         return self.always_exact or self.points <= self.exact_max_points
 
 
-def point_id(chunk_id: str) -> str:
-    """Stable UUID for a child chunk id (Qdrant ids must be UUIDs or integers)."""
-    return str(uuid.uuid5(_POINT_NAMESPACE, chunk_id))
+def point_id(chunk_id: str, version: str) -> str:
+    """The UUID of a chunk's point in one version of its document (Qdrant ids must be UUIDs or integers).
+
+    Per version, so that writing a new version never overwrites the committed one's points: until
+    the new rows commit, the committed version stays whole (for readers, and for recovery, which
+    deletes the uncommitted version's points after a failure or a kill).
+    """
+    return str(uuid.uuid5(_POINT_NAMESPACE, f"{chunk_id}@{version}"))
 
 
-def parent_point_id(parent_chunk_id: str) -> str:
+def parent_point_id(parent_chunk_id: str, version: str) -> str:
     """Parent chunk ids (``doc#p0``) never equal child ids (``doc#p0c0``), so the ids cannot collide."""
-    return point_id(parent_chunk_id)
+    return point_id(parent_chunk_id, version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +175,7 @@ def point_parts(point: VectorPoint, features: IndexFeatures) -> PointParts:
     if features.title_field and point.sparse_titled is not None:
         sparse[SPARSE_TITLED] = (list(point.sparse_titled.indices), list(point.sparse_titled.values))
     return PointParts(
-        id=point_id(point.child.chunk_id),
+        id=point_id(point.child.chunk_id, point.version),
         dense={DENSE: np.asarray(point.dense, dtype=np.float32).tolist()},
         sparse=sparse,
         payload=_payload(point.child, point.document, point.version),
@@ -177,7 +184,7 @@ def point_parts(point: VectorPoint, features: IndexFeatures) -> PointParts:
 
 def parent_parts(point: ParentPoint) -> PointParts:
     return PointParts(
-        id=parent_point_id(point.parent.parent_chunk_id),
+        id=parent_point_id(point.parent.parent_chunk_id, point.version),
         dense={PARENT: np.asarray(point.dense, dtype=np.float32).tolist()},
         sparse={},
         payload={**_payload(point.child, point.document, point.version), "kind": "parent"},
@@ -211,6 +218,14 @@ def hit_from_payload(payload: dict[str, Any], score: float) -> VectorHit:
         score=float(score),
         version=str(payload.get("version", "")),
     )
+
+
+def hits_in_order(chunk_ids: Sequence[str], payloads: Sequence[dict[str, Any]]) -> list[VectorHit]:
+    """The points of :meth:`VectorStore.get_chunks` as hits (score 0), in the order of ``chunk_ids``."""
+    found: dict[str, list[VectorHit]] = {}
+    for payload in payloads:
+        found.setdefault(payload["chunk_id"], []).append(hit_from_payload(payload, 0.0))
+    return [hit for c in chunk_ids for hit in found.get(c, ())]
 
 
 def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[str, list[str] | list[int]]]]:

@@ -33,9 +33,9 @@ from retrieval_server.backends.vector_store import (
     TermCounts,
     access_clauses,
     hit_from_payload,
+    hits_in_order,
     legacy_index_message,
     parent_parts,
-    point_id,
     point_parts,
 )
 from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
@@ -253,9 +253,20 @@ class EdgeVectorStore:
     async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
         if not chunk_ids:
             return []
-        records = await self._executor.run(self.shard.retrieve, [point_id(c) for c in chunk_ids], True, False)
-        by_id = {r.payload["chunk_id"]: hit_from_payload(r.payload, 0.0) for r in records if r.payload}
-        return [by_id[c] for c in chunk_ids if c in by_id]
+        flt = qe.Filter(must=[_CHILDREN, qe.FieldCondition(key="chunk_id", match=qe.MatchAny(any=list(chunk_ids)))])
+
+        def read() -> list[dict]:
+            payloads: list[dict] = []
+            offset = None
+            while True:
+                records, offset = self.shard.scroll(
+                    qe.ScrollRequest(limit=2 * len(chunk_ids), offset=offset, filter=flt, with_payload=True, with_vector=False)
+                )
+                payloads += [r.payload for r in records if r.payload]
+                if offset is None or not records:
+                    return payloads
+
+        return hits_in_order(chunk_ids, await self._executor.run(read))
 
     async def count(self, document_id: str | None = None, version: str | None = None) -> int:
         must: list = [_CHILDREN]

@@ -27,9 +27,9 @@ from retrieval_server.backends.vector_store import (
     TermCounts,
     access_clauses,
     hit_from_payload,
+    hits_in_order,
     legacy_index_message,
     parent_parts,
-    point_id,
     point_parts,
 )
 from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
@@ -214,9 +214,16 @@ class QdrantVectorStore:
     async def get_chunks(self, chunk_ids: Sequence[str]) -> list[VectorHit]:
         if not chunk_ids:
             return []
-        records = await self._client.retrieve(self._collection, ids=[point_id(c) for c in chunk_ids], with_payload=True)
-        by_id = {r.payload["chunk_id"]: hit_from_payload(r.payload, 0.0) for r in records if r.payload}
-        return [by_id[c] for c in chunk_ids if c in by_id]
+        flt = models.Filter(must=[_CHILDREN, models.FieldCondition(key="chunk_id", match=models.MatchAny(any=list(chunk_ids)))])
+        payloads: list[dict] = []
+        offset = None
+        while True:
+            records, offset = await self._client.scroll(
+                self._collection, scroll_filter=flt, limit=2 * len(chunk_ids), offset=offset, with_payload=True, with_vectors=False
+            )
+            payloads += [r.payload for r in records if r.payload]
+            if offset is None or not records:
+                return hits_in_order(chunk_ids, payloads)
 
     async def count(self, document_id: str | None = None, version: str | None = None) -> int:
         must = [_CHILDREN]
