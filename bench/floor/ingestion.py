@@ -65,7 +65,9 @@ class IngestionFloor:
 
     @property
     def ratio(self) -> float:
-        return round(statistics.median(r.ratio for r in self.rounds), 2) if self.rounds else float("nan")
+        # As precise as the rounds' own ratios: rounded coarser, the median of close rounds could
+        # fall outside their spread.
+        return round(statistics.median(r.ratio for r in self.rounds), 3) if self.rounds else float("nan")
 
     @property
     def spread(self) -> tuple[float, float]:

@@ -98,6 +98,12 @@ def test_ingestion_beside_the_raw_encoder_and_queries_during_an_ingest(dataset: 
     assert "during an ingest" in row.lines()[-1]
 
 
+def test_the_median_ratio_of_close_rounds_stays_within_their_spread() -> None:
+    # 1.914 / 2.00 and 1.916 / 2.00: ratios 0.957 and 0.958, median 0.9575 (two decimals made it 0.96).
+    row = ingestion.IngestionFloor(4, 4, (ingestion.IngestionRound(2.0, 1.914), ingestion.IngestionRound(2.0, 1.916)))
+    assert row.spread == (0.957, 0.958) and row.spread[0] <= row.ratio <= row.spread[1]
+
+
 @pytest.mark.slow
 def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) -> None:
     from bench.floor.__main__ import main
