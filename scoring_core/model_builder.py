@@ -173,19 +173,25 @@ def _save(g: _Graph, name: str, output: Any, path: Path) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="scoring_core.model_builder")
     model.ir_version = 8  # what opset 17 needs; newer onnx writes IR versions onnxruntime may not read
     onnx.checker.check_model(model)
+    write_atomically(path, model.SerializeToString())
+    return path
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file renamed over it: a concurrent reader
+    (another process sharing the cache folder) sees the old file or the whole new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(model.SerializeToString())
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the model is read by other users' processes too
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the file is read by other users' processes too
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
 
 
 def build_cross_encoder(path: Path, shape: BertShape = MINILM_L6, seed: int = 0, init_std: float = 0.02) -> Path:

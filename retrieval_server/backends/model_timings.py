@@ -16,13 +16,14 @@ import json
 import logging
 import os
 import platform
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import onnxruntime
+
+from scoring_core.model_builder import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +103,7 @@ class MachineTimings:
         measurement, so the error is logged, not raised."""
         entries = self._entries()
         entries[self.key] = {"machine": self.machine, "timings": dict(timings), "measured_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        temporary: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=f".{FILE_NAME}.", delete=False, encoding="utf-8") as f:
-                temporary = f.name
-                json.dump({"entries": entries}, f, indent=1, sort_keys=True)
-            os.replace(temporary, self.path)
+            write_atomically(self.path, json.dumps({"entries": entries}, indent=1, sort_keys=True).encode())
         except OSError as exc:
             log.warning("could not keep the model timings in %s: %s", self.path, exc)
-            if temporary is not None:
-                Path(temporary).unlink(missing_ok=True)

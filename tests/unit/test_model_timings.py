@@ -17,6 +17,8 @@ def test_timings_are_found_again_under_the_same_fingerprint_only(tmp_path: Path)
     here = MachineTimings(tmp_path / FILE_NAME, fingerprint(threads=None, models=MODELS))
     assert here.get() is None
     here.put(TIMINGS)
+    # Other users' services share the cache folder, as they share the fp32 build written the same way.
+    assert (tmp_path / FILE_NAME).stat().st_mode & 0o777 == 0o644
     assert MachineTimings(tmp_path / FILE_NAME, fingerprint(threads=None, models=MODELS)).get() == TIMINGS
     for other in (fingerprint(threads=2, models=MODELS), fingerprint(threads=None, models={**MODELS, "fp32": "onnx-fp32:cccc.g2"})):
         assert MachineTimings(tmp_path / FILE_NAME, other).get() is None
