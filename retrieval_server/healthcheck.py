@@ -1,12 +1,15 @@
-"""`python -m retrieval_server.healthcheck [HOST:PORT]`: exit 0 when grpc.health.v1 says SERVING.
+"""`python -m retrieval_server.healthcheck [HOST:PORT] [--timeout SECONDS]`: exit 0 when
+grpc.health.v1 says SERVING.
 
 For container health checks (Dockerfile HEALTHCHECK, compose). Without an address it asks
 localhost on RETRIEVAL_HEALTH_PORT when set (plaintext, also when the main port needs TLS),
-else on RETRIEVAL_PORT.
+else on RETRIEVAL_PORT. The deadline (4 s) fits inside the image's HEALTHCHECK timeout of 5 s;
+a probe with a longer timeout of its own can pass a longer one.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import grpc
@@ -15,7 +18,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from retrieval_server.config import load_settings
 
 
-def check(target: str, timeout_s: float = 4.0) -> bool:
+DEFAULT_TIMEOUT_S = 4.0
+
+
+def check(target: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     with grpc.insecure_channel(target) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
@@ -26,12 +32,17 @@ def check(target: str, timeout_s: float = 4.0) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    if argv:
-        target = argv[0]
-    else:
+    parser = argparse.ArgumentParser(prog="python -m retrieval_server.healthcheck", description="exit 0 when the server says SERVING")
+    parser.add_argument("target", nargs="?", help="HOST:PORT (default: localhost on RETRIEVAL_HEALTH_PORT, else RETRIEVAL_PORT)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the answer (default %(default)s)")
+    args = parser.parse_args(argv)
+    if args.timeout <= 0:
+        parser.error("--timeout must be > 0 seconds")
+    target = args.target
+    if target is None:
         s = load_settings()
         target = f"127.0.0.1:{s.health_port or s.port}"
-    return 0 if check(target) else 1
+    return 0 if check(target, args.timeout) else 1
 
 
 if __name__ == "__main__":

@@ -91,8 +91,8 @@ def test_the_image_serves_as_an_unprivileged_user_and_stops_gracefully(image: st
             assert time.monotonic() < deadline, "the container never became healthy"
             time.sleep(1)
         assert _run("podman", "exec", name, "id", "-u").stdout.strip() == "10001"
-        # The image's HEALTHCHECK command.
-        _run("podman", "exec", name, "python3", "-m", "retrieval_server.healthcheck")
+        # The image's HEALTHCHECK command (with a deadline for a busy machine, not the probe's 4 s).
+        _run("podman", "exec", name, "python3", "-m", "retrieval_server.healthcheck", "--timeout", "60")
         target = f"127.0.0.1:{port}"
         with RetrievalClient(target, token=hs256(claims("ops", "ADMIN")), timeout=120) as client:
             ingested = client.ingest([pb.DocumentInput(document_id="tides", filename="tides.txt",
