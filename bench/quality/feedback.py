@@ -61,14 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", default="tune", help="qrels/<split>.tsv: a tuning split (never test)")
     p.add_argument("--index-dir", type=Path, required=True, help="an index built by bench.quality for this corpus")
     p.add_argument("--model-dir", type=Path, default=None, help="the index's model (default: as bench.quality)")
+    p.add_argument("--bundled-model", action="store_true", help="the service's bundled int8 model")
     p.add_argument("--pool", type=int, default=160, help="child hits per leg (top_k 20 contexts x 8)")
+    p.add_argument("--output", type=Path)
     args = p.parse_args(argv)
     if args.split == "test":
         print("tuning on the test split is what this tool exists to avoid", file=sys.stderr)
         return 2
     dataset = BeirDataset(args.dataset.resolve(), args.split)
     dataset.check()
-    model_dir = args.model_dir or bench_index.default_model_dir()
+    model_dir = None if args.bundled_model else (args.model_dir or bench_index.default_model_dir())
     overrides: dict[str, object] = {"data_dir": args.index_dir.resolve(), "cache_backend": "none", "metrics_enabled": False,
                                     "read_only": True, "log_level": "WARNING"}
     if model_dir is not None:
@@ -92,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             await app.close()
 
-    rows = asyncio.run(go())
-    print(json.dumps({"dataset": dataset.name, "split": dataset.split, "rows": rows}, indent=2))
+    result = {"dataset": dataset.name, "split": dataset.split, "rows": asyncio.run(go())}
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
     return 0
 
 

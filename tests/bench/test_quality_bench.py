@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.quality.__main__ import main
+from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
+from bench.quality.feedback import main as feedback_main
 from bench.quality.tune import main as tune_main
 
 DOCS = {
@@ -92,6 +94,14 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     rows = json.loads(granular.read_text())["granularity"]
     assert {r["strategy"] for r in rows} == {"semantic", "hybrid"} and {"child", "document", "child+document n/(n+25)"} <= {r["granularity"] for r in rows}
     assert all(0.0 <= r["ndcg@10"] <= 1.0 for r in rows)
+    # Fused-feedback RM3: its "off" row is the tuner's default setting, replayed by the same code.
+    fed = tmp_path / "feedback.json"
+    assert feedback_main(["--dataset", str(dataset), "--split", "test", "--index-dir", str(index)]) == 2
+    assert feedback_main(["--dataset", str(dataset), "--index-dir", str(index), "--bundled-model", "--pool", "16", "--output", str(fed)]) == 0
+    settings = json.loads(fed.read_text())["rows"]
+    default = next(g for g in grid["grid"] if g["rrf_k"] == 10.0 and g["parent"] == "off" and g["keyword"] == "keyword")
+    assert settings[0] == {"feedback": "off", "ndcg@10": default["ndcg@10"]} and len(settings) == 1 + len(FEEDBACK_SETTINGS)
+    assert all(0.0 <= r["ndcg@10"] <= 1.0 for r in settings)
 
 
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
