@@ -14,15 +14,12 @@ legs are fused again with the service's fusion. Prints nDCG@10 of the baseline a
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 from pathlib import Path
 
-from bench.beir import BeirDataset
-from bench.quality import index as bench_index
-from bench.quality.tune import Retrieved, _run, retrieve_all, score
+from bench.quality.tune import Retrieved, _run, replay_inputs, replay_parser, retrieve_all, score
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import AccessFilter, PointFilter
@@ -56,25 +53,10 @@ async def fused_feedback(app: Application, queries: dict[str, str], retrieved: d
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.quality.feedback", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", type=Path, required=True)
-    p.add_argument("--split", default="tune", help="qrels/<split>.tsv: a tuning split (never test)")
-    p.add_argument("--index-dir", type=Path, required=True, help="an index built by bench.quality for this corpus")
-    p.add_argument("--model-dir", type=Path, default=None, help="the index's model (default: as bench.quality)")
-    p.add_argument("--bundled-model", action="store_true", help="the service's bundled int8 model")
-    p.add_argument("--pool", type=int, default=160, help="child hits per leg (top_k 20 contexts x 8)")
-    p.add_argument("--output", type=Path)
-    args = p.parse_args(argv)
-    if args.split == "test":
-        print("tuning on the test split is what this tool exists to avoid", file=sys.stderr)
+    args = replay_parser("python -m bench.quality.feedback", __doc__, 160, "child hits per leg (top_k 20 contexts x 8)").parse_args(argv)
+    if (inputs := replay_inputs(args)) is None:
         return 2
-    dataset = BeirDataset(args.dataset.resolve(), args.split)
-    dataset.check()
-    model_dir = None if args.bundled_model else (args.model_dir or bench_index.default_model_dir())
-    overrides: dict[str, object] = {"data_dir": args.index_dir.resolve(), "cache_backend": "none", "metrics_enabled": False,
-                                    "read_only": True, "log_level": "WARNING"}
-    if model_dir is not None:
-        overrides["model_dir"] = model_dir.resolve()
+    dataset, overrides = inputs
 
     async def go() -> list[dict[str, object]]:
         app = Application(load_settings(**overrides))
