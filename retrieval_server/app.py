@@ -238,7 +238,8 @@ class Application:
         """TEI when configured (backed by the local model if there is one), else the local model, else none."""
         s = self.settings
         local = (
-            OnnxReranker(s.reranker_model_dir, self.inference, activation=s.rerank_activation, threads=s.embed_threads)
+            OnnxReranker(s.reranker_model_dir, self.inference, activation=s.rerank_activation, threads=s.embed_threads,
+                         max_tokens=s.rerank_max_tokens)
             if s.reranker_model_dir
             else None
         )

@@ -173,6 +173,11 @@ class Settings(BaseSettings):
     tei_timeout_s: float = Field(10.0, gt=0)
     tei_max_batch: int = Field(32, ge=1, description="texts per /rerank call (the server's --max-client-batch-size)")
     rerank_candidates: int = Field(50, ge=1, le=1000, description="fused candidates sent to the reranker")
+    rerank_max_tokens: int = Field(
+        512, ge=16, le=8192,
+        description="local cross-encoder: tokens per (query, passage) pair, the passage truncated to fit (the query to half); "
+        "at most the model's own limit (512 for ms-marco MiniLM); TEI truncates at its --max-input-length",
+    )
     rerank_threshold: float = 0.3
     rerank_fallback: int = Field(3, ge=1)
     rerank_activation: Literal["none", "sigmoid"] = "sigmoid"

@@ -53,7 +53,9 @@ async def fused_feedback(app: Application, queries: dict[str, str], retrieved: d
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = replay_parser("python -m bench.quality.feedback", __doc__, 160, "child hits per leg (top_k 20 contexts x 8)").parse_args(argv)
+    p = replay_parser("python -m bench.quality.feedback", __doc__)
+    p.add_argument("--pool", type=int, default=160, help="child hits per leg (top_k 20 contexts x 8)")
+    args = p.parse_args(argv)
     if (inputs := replay_inputs(args)) is None:
         return 2
     dataset, overrides = inputs

@@ -204,15 +204,14 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
             "best_adaptive": max(adaptive, key=lambda g: g["ndcg@10"]), "grid": grid, "adaptive": adaptive}
 
 
-def replay_parser(prog: str, description: str | None, pool: int, pool_help: str) -> argparse.ArgumentParser:
-    """The arguments every replay over a tuning split takes: dataset, split, index, model, pool, output."""
+def replay_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """The arguments every replay over a tuning split takes: dataset, split, index, model, output."""
     p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", type=Path, required=True)
     p.add_argument("--split", default="tune", help="qrels/<split>.tsv: a tuning split (never test)")
     p.add_argument("--index-dir", type=Path, required=True, help="an index built by bench.quality for this corpus")
     p.add_argument("--model-dir", type=Path, default=None, help="the index's model (default: as bench.quality)")
     p.add_argument("--bundled-model", action="store_true", help="the service's bundled int8 model")
-    p.add_argument("--pool", type=int, default=pool, help=pool_help)
     p.add_argument("--output", type=Path)
     return p
 
@@ -233,7 +232,8 @@ def replay_inputs(args: argparse.Namespace) -> tuple[BeirDataset, dict[str, obje
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = replay_parser("python -m bench.quality.tune", __doc__, 800, "child hits per leg (bench.quality: top_k 200 contexts x 8 = 1600)")
+    p = replay_parser("python -m bench.quality.tune", __doc__)
+    p.add_argument("--pool", type=int, default=800, help="child hits per leg (bench.quality: top_k 200 contexts x 8 = 1600)")
     p.add_argument("--cache", type=Path, help="keep the retrieved legs here (pickle) and replay from them on the next run")
     p.add_argument("--granularity", action="store_true", help="only the grid of dense granularities (child, parent, document vectors; "
                    "SEMANTIC and HYBRID RRF), without the keyword variants")

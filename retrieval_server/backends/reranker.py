@@ -35,10 +35,12 @@ class RerankError(Exception):
 class OnnxReranker:
     """scoring_core's CrossEncoder on the bounded executor."""
 
-    def __init__(self, model_dir: Path, executor: BlockingExecutor, *, activation: str = "sigmoid", threads: int | None = None) -> None:
+    def __init__(self, model_dir: Path, executor: BlockingExecutor, *, activation: str = "sigmoid", threads: int | None = None,
+                 max_tokens: int = 512) -> None:
         tokenizer = model_dir / "tokenizer.json"
         self._model = CrossEncoder(
-            model_dir / "model.onnx", tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, activation=activation, threads=threads
+            model_dir / "model.onnx", tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, activation=activation, threads=threads,
+            max_length=max_tokens,
         )
         self._executor = executor
         self.name = f"onnx:{model_dir.name}"

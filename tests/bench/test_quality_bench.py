@@ -10,6 +10,8 @@ import pytest
 from bench.quality.__main__ import main
 from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
 from bench.quality.feedback import main as feedback_main
+from bench.quality.rerank_curve import CurvePoint, recommend
+from bench.quality.rerank_curve import main as curve_main
 from bench.quality.tune import main as tune_main
 
 DOCS = {
@@ -123,6 +125,20 @@ def test_a_configured_cross_encoder_adds_the_rerank_rows(dataset: Path, tmp_path
     rows = {r["name"]: r for r in json.loads(out.read_text())["results"]}
     assert list(rows) == ["keyword", "keyword+rerank", "hybrid-rrf+rerank"]
     assert "rerank" in rows["keyword+rerank"]["server_stage_ms"] and rows["keyword+rerank"]["errors"] == 0
+    # The quality/latency curve, in-process on the same index, over the tuning split only.
+    curve_out = tmp_path / "curve.json"
+    curve = ["--dataset", str(dataset), "--index-dir", str(tmp_path / "index"), "--bundled-model", "--reranker-model-dir", str(model),
+             "--candidates", "2,100", "--pair-tokens", "32,64", "--top-k", "2", "--output", str(curve_out)]
+    assert curve_main([*curve, "--split", "test"]) == 2
+    assert curve_main([*curve[:5], "--reranker-model-dir", str(tmp_path)]) == 2  # no model.onnx there
+    assert curve_main(curve) == 0
+    result = json.loads(curve_out.read_text())
+    points = result["points"]
+    assert [(p["pair_tokens"], p["candidates"]) for p in points] == [(32, 2), (32, 100), (64, 2), (64, 100)]
+    # 100 candidates score at most the fused pool (top_k 2 x 8 children; 8 documents of one child each).
+    assert all(p["mean_scored"] == 2 for p in points if p["candidates"] == 2) and all(2 < p["mean_scored"] <= 16 for p in points if p["candidates"] == 100)
+    assert all(0.0 <= p["ndcg_at_10"] <= 1.0 and 0 < p["rerank_p50_ms"] <= p["rerank_p95_ms"] for p in points)
+    assert result["recommended"] in points
     # An untrained cross-encoder reorders the keyword ranking: the rows differ because reranking ran.
     assert rows["keyword+rerank"]["measures"] != rows["keyword"]["measures"] or rows["keyword+rerank"]["server_stage_ms"]["rerank"] > rows["keyword"]["server_stage_ms"]["rerank"]
     assert main(["--dataset", str(dataset), "--strategies", "keyword+rerank", "--bundled-model"]) == 2  # no reranker configured
@@ -147,3 +163,12 @@ def test_the_benchmark_runs_over_mutual_tls(dataset: Path, tmp_path: Path) -> No
     assert result["results"][0]["measures"]["mrr@10"] >= 0.6
     with pytest.raises(SystemExit, match="needs --tls-key"):
         main([*args, "--tls-ca", str(ca.ca), "--tls-cert", str(server.cert)])
+
+
+def test_the_curve_recommends_the_fastest_setting_within_the_tolerance_of_the_best() -> None:
+    best = CurvePoint(512, 100, 100.0, 0.700, 90.0, 120.0)
+    close = CurvePoint(256, 50, 50.0, 0.696, 30.0, 40.0)
+    cheap = CurvePoint(128, 10, 10.0, 0.640, 5.0, 6.0)
+    assert recommend([best, close, cheap], 0.005) == close
+    assert recommend([best, close, cheap], 0.0) == best
+    assert recommend([best, close, cheap], 0.1) == cheap

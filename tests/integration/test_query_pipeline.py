@@ -25,6 +25,8 @@ from retrieval_server.domain import Access, AccessFilter, DeadlineExceeded, Docu
 from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import QueryState
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
+from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.http_servers import json_server, tei_rerank, word_overlap
 
@@ -552,6 +554,25 @@ async def test_tei_failure_falls_back_to_the_local_model(app: Application, local
         finally:
             await tei_client.close()
     assert "rerank:tei_failed_used_local" in r.metrics.degraded and r.contexts
+
+
+async def test_the_pair_length_setting_bounds_the_local_models_pairs(local_reranker_dir: Path, tmp_path: Path) -> None:
+    """RERANK_MAX_TOKENS reaches the model: its scores are those of pairs cut at that length."""
+    passages = ["tomato sauce " + "basil garlic onion pepper " * 60, "simmer " * 10 + "flux capacitor " * 100]
+    settings = load_settings(data_dir=tmp_path, cache_backend="none", metrics_enabled=False, reranker_model_dir=local_reranker_dir,
+                             rerank_max_tokens=32, rerank_pair_cache=0)
+    short = Application(settings)
+    await short.open()
+    try:
+        assert short.pipeline.deps.reranker is not None
+        got = await short.pipeline.deps.reranker.rerank("tomato sauce", passages)
+    finally:
+        await short.close()
+    model, tokenizer = local_reranker_dir / "model.onnx", BUNDLED_TOKENIZER
+    cut = CrossEncoder(model, tokenizer, max_length=32, activation="sigmoid").score("tomato sauce", passages)
+    whole = CrossEncoder(model, tokenizer, max_length=512, activation="sigmoid").score("tomato sauce", passages)
+    np.testing.assert_allclose(got, cut, rtol=1e-4, atol=1e-5)
+    assert np.abs(cut - whole).max() > 1e-3, "the passages must be long enough for the cut to matter"
 
 
 async def test_tei_failure_without_a_local_model_keeps_the_fused_order(app: Application) -> None:
