@@ -102,15 +102,20 @@ async def warm(
 
 async def closed_loop(
     target: str, scenario: Scenario, queries: list[str], *, concurrency: int, duration_s: float, warmup_s: float = 2.0,
-    timeout_s: float = 60.0, channels: int = 1, transport: Transport = PLAINTEXT,
+    timeout_s: float = 60.0, channels: int = 1, transport: Transport = PLAINTEXT, min_calls: int = 0,
 ) -> Samples:
     """``concurrency`` callers, each sending its next request as soon as the last one returns.
 
     Counted: the calls that complete inside the measured window, which ends on time however long
     the calls in flight would take (they are cancelled), so slow scenarios are not under-counted.
+    ``min_calls``: the window stays open past ``duration_s`` until that many calls completed in
+    it (a smoke run on a slow machine still gets its samples; the rate uses the real window).
     """
     requests = [scenario.build(q) for q in queries]
     samples = Samples()
+    enough = asyncio.Event()
+    if min_calls <= 0:
+        enough.set()
     chans = [transport.channel(target, [("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)]
     try:
         methods = [scenario.method_on(c) for c in chans]
@@ -125,15 +130,23 @@ async def closed_loop(
                 start = time.perf_counter()
                 outcome = await _attempt(method, req, timeout_s)
                 done = time.perf_counter()
-                if measure_from <= done <= end:
+                if measure_from <= done and (done <= end or not enough.is_set()):
                     _record(samples, outcome, (done - start) * 1e3)
+                    if samples.responses + sum(samples.errors.values()) >= min_calls:
+                        enough.set()
 
         callers = asyncio.gather(*(caller(i) for i in range(concurrency)))
         await asyncio.sleep(max(0.0, end - time.perf_counter()))
+        if not enough.is_set():
+            # Also returns when the callers fail: their exception is raised below.
+            waiting = asyncio.ensure_future(enough.wait())
+            await asyncio.wait([waiting, callers], return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+        closed = time.perf_counter()
         callers.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await callers
-        samples.elapsed_s = duration_s
+        samples.elapsed_s = max(duration_s, closed - measure_from)
     finally:
         for c in chans:
             await c.close()
