@@ -97,14 +97,19 @@ def service_env(settings: Mapping[str, str]) -> dict[str, str]:
 
 
 @contextmanager
-def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float = 300.0, transport: Transport = PLAINTEXT) -> Iterator[RunningServer]:
-    """Serve with exactly these RETRIEVAL_* settings (the caller's own RETRIEVAL_* variables are dropped)."""
+def running_server(settings: Mapping[str, str], log: Path, *, timeout_s: float = 300.0, transport: Transport = PLAINTEXT,
+                   code: Path | None = None) -> Iterator[RunningServer]:
+    """Serve with exactly these RETRIEVAL_* settings (the caller's own RETRIEVAL_* variables are dropped).
+
+    ``code``: a checkout whose ``retrieval_server`` to run instead of the installed one (``-m`` puts
+    the working directory first on the path), to compare two versions in one run."""
     port = free_port()
     env = service_env({"RETRIEVAL_HOST": "127.0.0.1", "RETRIEVAL_PORT": str(port), "RETRIEVAL_LOG_FORMAT": "json",
                        "RETRIEVAL_METRICS_PORT": "0", **transport.server_settings(), **settings})
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=code)
     target = f"127.0.0.1:{port}"
     try:
         wait_healthy(target, proc, timeout_s, log, transport.tls)

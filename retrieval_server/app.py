@@ -13,7 +13,7 @@ import scoring_core
 from retrieval_server.backends import model_choice
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder, resolve_model
-from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.executor import BACKGROUND_NICE, BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
@@ -82,8 +82,9 @@ class Application:
         # Model runs get their own lanes: each run already uses every intra-op thread, so running
         # more at once than there are lanes only oversubscribes the cores and lowers throughput.
         self.inference = BlockingExecutor(settings.inference_lanes, name="inference")
-        # Ingestion's model runs while queries come: one more lane, its session on one thread.
-        self.inference_beside = BlockingExecutor(1, name="inference-beside")
+        # Ingestion's model runs while queries come: one more lane, its session on one thread, at the
+        # lowest scheduling priority, so that a query's model run keeps the core they share.
+        self.inference_beside = BlockingExecutor(1, name="inference-beside", nice=BACKGROUND_NICE)
         # Without a model folder the index says which MiniLM build embeds it: chosen in open().
         files = resolve_model(settings.model_dir) if settings.model_dir is not None else None
         self.model_choice: model_choice.ModelChoice | None = None

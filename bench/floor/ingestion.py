@@ -9,13 +9,19 @@
   the spread of the rounds.
 * **queries during an ingest**: Search at c=1 (embedding + dense search) on the same server, first
   alone, then while one more round is ingested: queries have priority over ingestion, so an ingest
-  should not raise their p50 by more than 2×.
+  should not raise their p50 or p95 by more than 2×.
+
+``python -m bench.floor.ingestion`` runs this row alone; with ``--baseline-code`` (another
+checkout, e.g. main's worktree) it alternates that checkout's server with this one's, so the two
+are compared in the same run (``--help``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -25,7 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.beir import BeirDataset
+from bench.beir import BeirDataset, open_dataset, shared_dir
+from bench.load.settings import available_cores
+from bench.quality import index as bench_index
 from bench.server_process import running_server
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient
@@ -62,6 +70,8 @@ class IngestionFloor:
     #: the same, p95
     query_alone_p95_ms: float = 0.0
     query_during_ingest_p95_ms: float = 0.0
+    #: how long that round's ingest took while the queries ran (what queries' priority costs it)
+    ingest_during_s: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -78,6 +88,11 @@ class IngestionFloor:
         """How many times slower a query is while an ingest runs (goal: at most 2)."""
         return round(self.query_during_ingest_ms / self.query_alone_ms, 2) if self.query_alone_ms else float("nan")
 
+    @property
+    def query_p95_ratio(self) -> float:
+        """The same for the p95 (goal: at most 2)."""
+        return round(self.query_during_ingest_p95_ms / self.query_alone_p95_ms, 2) if self.query_alone_p95_ms else float("nan")
+
     def lines(self) -> list[str]:
         service = statistics.median(r.service_s for r in self.rounds)
         encoder = statistics.median(r.encoder_s for r in self.rounds)
@@ -88,7 +103,8 @@ class IngestionFloor:
         if self.queries_during_ingest:
             out.append(f"Search c=1 p50: alone {self.query_alone_ms:.1f} ms, during an ingest {self.query_during_ingest_ms:.1f} ms "
                        f"({self.queries_during_ingest} queries): {self.query_ratio:.2f}x; p95 {self.query_alone_p95_ms:.1f} / "
-                       f"{self.query_during_ingest_p95_ms:.1f} ms")
+                       f"{self.query_during_ingest_p95_ms:.1f} ms: {self.query_p95_ratio:.2f}x; that ingest took {self.ingest_during_s:.1f} s "
+                       f"({self.chunks / self.ingest_during_s:.1f} chunks/s)")
         return out
 
     def as_dict(self) -> dict[str, object]:
@@ -96,7 +112,8 @@ class IngestionFloor:
                 "ratio": r.ratio} for r in self.rounds], "ratio": self.ratio, "spread": list(self.spread),
                 "query_alone_ms": self.query_alone_ms, "query_during_ingest_ms": self.query_during_ingest_ms,
                 "queries_during_ingest": self.queries_during_ingest, "query_ratio": self.query_ratio,
-                "query_alone_p95_ms": self.query_alone_p95_ms, "query_during_ingest_p95_ms": self.query_during_ingest_p95_ms}
+                "query_alone_p95_ms": self.query_alone_p95_ms, "query_during_ingest_p95_ms": self.query_during_ingest_p95_ms,
+                "query_p95_ratio": self.query_p95_ratio, "ingest_during_s": self.ingest_during_s}
 
 
 def _renamed(suffix: str) -> Callable[[str], str]:
@@ -127,9 +144,9 @@ def _searches(target: str, queries: list[str], stop: threading.Event, warmed: th
 
 
 def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path | None, documents: int, threads: int, log: Path,
-            *, rounds: int = 3, queries: list[str] | None = None, alone_queries: int = 100) -> IngestionFloor:
+            *, rounds: int = 3, queries: list[str] | None = None, alone_queries: int = 100, code: Path | None = None) -> IngestionFloor:
     """``rounds`` of (raw encoder, service) on the same chunks; with ``queries``, Search p50 at c=1
-    alone and during one more round."""
+    alone and during one more round. ``code``: the checkout whose server to run (default: this one)."""
     _, payload = next(dataset.corpus_batches(documents))
     s = Settings()
     model = resolve_model(model_dir)
@@ -148,12 +165,13 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
         return time.perf_counter() - t0
 
     done: list[IngestionRound] = []
+    during_s = 0.0
     alone: list[float] = []
     during: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         server_settings = {**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data"), "RETRIEVAL_PROCESSES": "1",
                            "RETRIEVAL_EMBED_THREADS": str(threads), "RETRIEVAL_CACHE_BACKEND": "none"}
-        with running_server(server_settings, log) as server, RetrievalClient(server.target, role="ADMIN", timeout=3600) as client:
+        with running_server(server_settings, log, code=code) as server, RetrievalClient(server.target, role="ADMIN", timeout=3600) as client:
 
             def ingest(suffix: str) -> float:
                 _, renamed = next(dataset.corpus_batches(documents, transform=_renamed(suffix)))
@@ -180,7 +198,7 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
                 worker.start()
                 try:
                     warmed.wait()
-                    ingest("during")
+                    during_s = round(ingest("during"), 2)
                 finally:
                     stop.set()
                     worker.join()
@@ -189,4 +207,48 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
         return round(float(np.percentile(latencies, q)), 2) if latencies else 0.0
 
     return IngestionFloor(len(loaded_docs), len(texts), tuple(done), pct(alone, 50), pct(during, 50), len(during), pct(alone, 95),
-                          pct(during, 95))
+                          pct(during, 95), during_s)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.floor.ingestion", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", type=Path, default=shared_dir() / "datasets" / "scifact", help="BEIR folder (corpus and query texts)")
+    p.add_argument("--model-dir", type=Path, help="embedding model (default: as bench.quality)")
+    p.add_argument("--documents", type=int, default=200, help="documents per ingested round (default 200)")
+    p.add_argument("--rounds", type=int, default=3, help="ingestion rounds beside the raw encoder, per server (default 3)")
+    p.add_argument("--alone-queries", type=int, default=100, help="Search calls measured with nothing else running (default 100)")
+    p.add_argument("--baseline-code", type=Path, help="another checkout whose server alternates with this one's")
+    p.add_argument("--repeat", type=int, default=1, help="with --baseline-code: how many times the pair runs (default 1)")
+    p.add_argument("--set", action="append", default=[], metavar="RETRIEVAL_X=Y", help="extra server setting (repeatable)")
+    p.add_argument("--output", type=Path, help="write the results as JSON here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if (dataset := open_dataset(args.dataset, hint=" (set --dataset, or RETRIEVAL_SHARED_DIR)")) is None:
+        return 2
+    model_dir = args.model_dir or bench_index.default_model_dir()
+    settings = {"RETRIEVAL_LOG_LEVEL": "WARNING", **({"RETRIEVAL_MODEL_DIR": str(model_dir.resolve())} if model_dir else {}),
+                **dict(kv.split("=", 1) for kv in args.set)}
+    queries = list(dataset.queries().values())
+    codes: list[tuple[str, Path | None]] = [("this checkout", None)]
+    if args.baseline_code:
+        codes.insert(0, (f"baseline {args.baseline_code}", args.baseline_code.resolve()))
+    log_dir = bench_index.RESULTS / "floor-logs"
+    results: dict[str, list[dict[str, object]]] = {name: [] for name, _ in codes}
+    for i in range(args.repeat if args.baseline_code else 1):
+        for name, code in codes:
+            row = measure(dataset, settings, model_dir, args.documents, available_cores(), log_dir / "ingest-row.log", rounds=args.rounds,
+                          queries=queries, alone_queries=args.alone_queries, code=code)
+            results[name].append(row.as_dict())
+            print(f"[{i + 1}] {name}:\n  " + "\n  ".join(row.lines()), flush=True)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

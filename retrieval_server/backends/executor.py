@@ -6,6 +6,10 @@ the job can be preempted: a background job submitted with ``preempt`` is told to
 raises, e.g. :class:`scoring_core.encoders.Interrupted`) when a query job arrives while every
 thread is busy. Ingestion submits its work in pieces at :attr:`Priority.BACKGROUND` and watches
 :meth:`BlockingExecutor.query_jobs` to see whether queries are coming.
+
+Priority in the queue does not reach the cores: a pool that only runs background work beside the
+queries' (ingestion's model runs while queries come) is made with ``nice``, so that the kernel, too,
+gives the queries' threads the cores it shares with them.
 """
 
 from __future__ import annotations
@@ -14,12 +18,17 @@ import asyncio
 import enum
 import functools
 import itertools
+import logging
+import os
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -31,6 +40,10 @@ class Priority(enum.IntEnum):
     QUERY = 0
     BACKGROUND = 1
 
+
+#: ``nice`` of a pool that runs only work that should take what the queries leave of the cores:
+#: the lowest priority the kernel has (the threads' nice value is capped at 19 anyway)
+BACKGROUND_NICE = 19
 
 _STOP = 2  # after every priority: a stop marker is taken once the queue holds nothing else
 
@@ -45,9 +58,14 @@ class _Item:
 
 
 class BlockingExecutor:
-    """A fixed number of threads; ``await run(fn, *args)`` runs ``fn`` on one of them."""
+    """A fixed number of threads; ``await run(fn, *args)`` runs ``fn`` on one of them.
 
-    def __init__(self, workers: int, name: str = "blocking") -> None:
+    ``nice``: how much lower than the process's the threads' scheduling priority is (Linux: a
+    thread's own nice value; 19 at most, as the kernel allows). Only for pools whose every job
+    may wait for the rest of the process."""
+
+    def __init__(self, workers: int, name: str = "blocking", *, nice: int = 0) -> None:
+        self._nice = nice
         self._queue: queue.PriorityQueue[_Item] = queue.PriorityQueue()
         self._order = itertools.count()
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
@@ -94,7 +112,19 @@ class BlockingExecutor:
         for hook in hooks:
             hook()
 
+    def _lower_priority(self) -> None:
+        # Linux schedules threads as tasks of their own, each with its nice value; elsewhere the same
+        # call would renice the whole process, so the threads keep the process's priority there.
+        if not self._nice or sys.platform != "linux":
+            return
+        tid = threading.get_native_id()
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + self._nice))
+        except OSError as exc:  # e.g. a seccomp profile that refuses it: the pool still works
+            log.warning("could not lower the priority of %s: %s", threading.current_thread().name, exc)
+
     def _work(self) -> None:
+        self._lower_priority()
         while True:
             item = self._queue.get()
             future, job = item.future, item.job

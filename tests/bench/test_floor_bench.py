@@ -94,7 +94,7 @@ def test_ingestion_beside_the_raw_encoder_and_queries_during_an_ingest(dataset: 
     assert row.documents == 4 and row.chunks >= 4 and len(row.rounds) == 2
     assert all(r.service_s > 0 and r.encoder_s > 0 for r in row.rounds)
     assert row.spread[0] <= row.ratio <= row.spread[1]
-    assert row.query_alone_ms > 0 and row.queries_during_ingest >= 1 and row.query_ratio > 0
+    assert row.query_alone_ms > 0 and row.queries_during_ingest >= 1 and row.query_ratio > 0 and row.ingest_during_s > 0
     assert "during an ingest" in row.lines()[-1]
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from retrieval_server.app import Application
-from retrieval_server.backends.executor import Priority
+from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, DocumentSource, Identity, PointFilter, QueryOptions, Role
 from scoring_core.encoders import Interrupted
@@ -184,6 +186,8 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
     lane: list[tuple[int, bool]] = []
     beside_runs: list[int] = []
     queries: list[int] = []
+    #: the scheduling priority (nice) of the threads that ran the query and ingestion's pieces beside it
+    nice: dict[str, int] = {}
     first_piece = asyncio.Event()
     query_queued = threading.Event()
     loop = asyncio.get_running_loop()
@@ -194,6 +198,7 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
     def recording(texts: list[str], interruption: Any = None) -> object:
         if texts == ["what carves valleys"]:
             queries.append(len(texts))
+            nice["query"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
             return encode(texts, interruption)
         if not first_piece.is_set():
             loop.call_soon_threadsafe(first_piece.set)
@@ -209,6 +214,7 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
 
     def beside(texts: list[str]) -> object:
         beside_runs.append(len(texts))
+        nice["beside"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         return encode_beside(texts)
 
     async def queued(fn: Any, *args: Any, priority: Priority = Priority.QUERY, **kwargs: Any) -> Any:
@@ -237,6 +243,9 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
     assert lane[0] == (full, True), "the first, full piece was stopped by the query"
     assert queries == [1]
     assert beside_runs[0] == 1, "the stopped piece ran again beside the queries, a text at a time"
+    if sys.platform == "linux":  # the kernel, too, gives the query's model run the cores it shares with the pieces beside it
+        assert nice["beside"] == min(19, nice["query"] + BACKGROUND_NICE)
+        assert nice["beside"] > nice["query"] or nice["query"] == 19, "a process already at the lowest priority has no lower one"
     assert (full, False) in lane[1:], "without queries, pieces go back to the queries' lane at full size"
     assert not any(stopped for _, stopped in lane[1:]) and max(n for n, _ in lane) == full
     # Every child is stored with the vector its own text embeds to, whichever lane embedded it.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -304,6 +305,47 @@ async def test_term_counts_read_in_pages_count_each_point_once(vector_store: Vec
     sampled = await vector_store.term_counts(5)
     assert sampled.points == 5 and sampled.df[7] == 5 and sum(v for k, v in sampled.df.items() if k != 7) == 5
     assert pages == ([3, 2] if isinstance(vector_store, EdgeVectorStore) else [])
+
+
+async def test_an_embedded_upsert_is_written_in_pages_and_a_waiting_query_runs_between_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """qdrant-edge holds the GIL for the whole of an upsert: a large write goes to the engine
+    ``UPSERT_PAGE`` points per call, each a background job, so a query's engine call waiting for the
+    executor's only thread runs after the page in progress, not after the whole write."""
+    monkeypatch.setattr(edge_module, "UPSERT_PAGE", 4)
+    loop = asyncio.get_running_loop()
+    events: list[str] = []
+    first_page, query_queued = asyncio.Event(), threading.Event()
+    write_page = EdgeVectorStore._upsert_page
+
+    def page(self: EdgeVectorStore, parts: list[object]) -> None:
+        events.append(f"page of {len(parts)}")
+        if len(events) == 1:
+            loop.call_soon_threadsafe(first_page.set)
+            # The bound only turns a regression into a failure, not a hang.
+            assert query_queued.wait(timeout=300), "no query job was queued while the first page was written"
+        write_page(self, parts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EdgeVectorStore, "_upsert_page", page)
+    executor = BlockingExecutor(1)
+    store = EdgeVectorStore(tmp_path / "edge", DIM, executor)
+    try:
+        await store.open()
+        rng = np.random.default_rng(5)
+        points = [_point(PUBLIC, i, _unit(rng.normal(size=DIM))) for i in range(10)]
+        writing = asyncio.ensure_future(store.upsert(points))
+        await first_page.wait()
+        query = asyncio.ensure_future(executor.run(events.append, "query"))
+        await asyncio.sleep(0)  # one turn of the loop runs the task up to its first await: run() has queued the job
+        query_queued.set()
+        await asyncio.gather(writing, query)
+        assert events == ["page of 4", "query", "page of 4", "page of 2"]
+        assert await store.count() == 10
+        assert [h.chunk_id for h in await store.search_dense(points[3].dense, 1, ANON)] == ["pub#p0c3"]
+    finally:
+        await store.close()
+        executor.shutdown()
 
 
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])

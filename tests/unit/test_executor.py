@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
+
+import pytest
 
 from retrieval_server.backends.executor import BlockingExecutor, Priority
 
@@ -97,3 +101,22 @@ async def test_a_query_preempts_a_running_background_job_only_when_no_thread_is_
         finally:
             stop.set()
             executor.shutdown()
+
+
+def _own_nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is a Linux feature; elsewhere pools keep the process's")
+async def test_a_niced_pool_runs_its_jobs_at_a_lower_scheduling_priority_than_the_rest_of_the_process() -> None:
+    process = os.getpriority(os.PRIO_PROCESS, os.getpid())
+    plain, niced = BlockingExecutor(1), BlockingExecutor(1, name="beside", nice=3)
+    try:
+        assert await plain.run(_own_nice) == process
+        assert await niced.run(_own_nice, priority=Priority.BACKGROUND) == min(19, process + 3)
+        # Only the pool's own threads: the process and its other threads keep their priority.
+        assert _own_nice() == process and os.getpriority(os.PRIO_PROCESS, os.getpid()) == process
+        assert await plain.run(_own_nice) == process
+    finally:
+        plain.shutdown()
+        niced.shutdown()
