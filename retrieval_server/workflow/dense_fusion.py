@@ -7,7 +7,7 @@ query matches a whole section or document better than any 128-token passage of i
 vector wins), with no query-length parameter. Rank fusion of the same legs has to guess each
 granularity's share from the query's length (``parent_leg.dense_shares``), and a list's ranks
 cannot tell a close second from a distant one. On the tuning splits this fusion is above the
-child leg and the document vector alone on long queries, and equal to the child leg on short
+child leg and the document vector alone on long queries, and at least the child leg on short
 ones (README, "Fourth round").
 """
 
