@@ -173,6 +173,7 @@ class Application:
             answer_max_tokens=s.answer_max_tokens,
             parent_leg=s.parent_leg,
             document_leg=s.document_leg,
+            dense_fusion=s.dense_fusion,
             document_crossover_words=s.document_crossover_words,
             document_evidence=s.document_evidence,
             keyword=KeywordOptions(

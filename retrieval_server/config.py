@@ -154,7 +154,12 @@ class Settings(BaseSettings):
     # Retrieval techniques (each can be switched off to measure it; see the README's quality table)
     parent_leg: bool = Field(False, description="index the parents' own vectors and search them as another dense leg (multi-granularity); an index built without them keeps the leg off")
     document_leg: bool = Field(False, description="search each document's first window (its first parent's vector: title and the first 256 tokens) as another dense leg; needs parent vectors, which an index built with this on holds")
-    document_crossover_words: float = Field(25.0, ge=0, le=10_000, description="with the document leg: a query of n words gives it n / (n + this) of the dense weight, the finer legs the rest (0: half)")
+    dense_fusion: Literal["max_cosine", "rrf"] = Field(
+        "max_cosine",
+        description="how the dense granularities searched (children, and parents or documents when their legs are on) combine: "
+        "max_cosine, each chunk's best cosine at any granularity (one leg), or rrf, legs of their own sharing the dense weight",
+    )
+    document_crossover_words: float = Field(25.0, ge=0, le=10_000, description="with the document leg and DENSE_FUSION=rrf: a query of n words gives it n / (n + this) of the dense weight, the finer legs the rest (0: half)")
     document_evidence: float = Field(0.0, ge=0, le=1, description="after fusion, each chunk gains this share of the fused scores of its document's next two best chunks (0: off)")
     child_title: bool = Field(False, description="embed each child chunk with its document title in front (contextual chunks; the returned text is unchanged); applies to documents ingested from then on")
     keyword_title_field: bool = Field(True, description="keyword leg over the BM25F vector with the title as a weighted field")

@@ -22,6 +22,7 @@ import pickle
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import ir_measures
 from ir_measures import nDCG
@@ -31,7 +32,7 @@ from bench.quality import index as bench_index
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Fusion, Identity, QueryOptions, Role, Strategy, VectorHit
-from retrieval_server.workflow import document_evidence, keyword_leg, nodes, parent_leg
+from retrieval_server.workflow import dense_fusion, document_evidence, keyword_leg, nodes, parent_leg
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, leg_weights, query_features
 from retrieval_server.workflow.state import QueryState
 
@@ -160,6 +161,80 @@ def run_granularity(app: Application, retrieved: dict[str, Retrieved], shares: S
     return run
 
 
+#: how the dense granularities' cosines combine into a document's dense score: CombMAX, CombSUM, CombMNZ
+Combine = Literal["max", "sum", "mnz"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CosineFusion:
+    """Granularities fused by their raw cosines (one model, one query vector: one scale), each
+    plus its offset; a granularity a document is missing from counts its leg's lowest returned
+    cosine under CombSUM/CombMNZ (the document ranked below everything the leg returned)."""
+
+    offsets: dict[str, float]
+    combine: Combine = "max"
+
+
+def cosine_grid() -> dict[str, CosineFusion]:
+    """Candidate cosine fusions: CombMAX of child and document vectors (document offset on a grid),
+    of child and parent vectors, and CombSUM/CombMNZ. Under CombMAX the parent vectors include
+    the document vectors (a document's first window is its first parent's vector), so "child,
+    parent" is also "child, parent, document"."""
+    grid: dict[str, CosineFusion] = {}
+    for off in (-0.1, -0.075, -0.05, -0.025, 0.0, 0.025, 0.05):
+        grid[f"cos max child, document{off:+.3f}"] = CosineFusion({"dense": 0.0, "document": off})
+    for off in (-0.05, 0.0, 0.05):
+        grid[f"cos max child, parent{off:+.3f}"] = CosineFusion({"dense": 0.0, "parent": off})
+    for combine in ("sum", "mnz"):
+        grid[f"cos {combine} child, document"] = CosineFusion({"dense": 0.0, "document": 0.0}, combine)
+        grid[f"cos {combine} child, parent, document"] = CosineFusion({"dense": 0.0, "parent": 0.0, "document": 0.0}, combine)
+    return grid
+
+
+def cosine_fused(legs: dict[str, list[VectorHit]], fusion: CosineFusion) -> list[VectorHit]:
+    """The dense legs fused by cosine into one list of chunks, best first. CombMAX at the chunk
+    level (each chunk's best offset cosine over the legs that returned it) ranks documents exactly
+    as the document-level CombMAX does; CombSUM/CombMNZ sum per document (each granularity's best
+    cosine for it), reported on the document's best chunk."""
+    chosen = {leg: [h.scored(h.score + fusion.offsets[leg.split(":")[0]]) for h in hits]
+              for leg, hits in legs.items() if hits and leg.split(":")[0] in fusion.offsets}
+    if fusion.combine == "max":
+        return dense_fusion.max_cosine(list(chosen.values()))
+    per_doc: dict[str, dict[str, float]] = {}
+    top_chunk: dict[str, VectorHit] = {}
+    floors: dict[str, float] = {}
+    for leg, hits in chosen.items():
+        floors[leg] = min(h.score for h in hits)
+        for h in hits:
+            doc = per_doc.setdefault(h.document_id, {})
+            doc[leg] = max(doc.get(leg, float("-inf")), h.score)
+            if h.document_id not in top_chunk or h.score > top_chunk[h.document_id].score:
+                top_chunk[h.document_id] = h
+    out = []
+    for doc_id, found in per_doc.items():
+        total = sum(found.get(leg, floor) for leg, floor in floors.items())
+        out.append(top_chunk[doc_id].scored(total * (len(found) if fusion.combine == "mnz" else 1)))
+    return sorted(out, key=lambda h: -h.score)
+
+
+def run_cosine(app: Application, retrieved: dict[str, Retrieved], fusion: CosineFusion, hybrid: bool) -> dict[str, dict[str, float]]:
+    """SEMANTIC: the cosine-fused dense list; HYBRID RRF: that list as the one dense leg, fused
+    with the keyword and metadata legs as the service does."""
+    folded = {
+        qid: dataclasses.replace(r, legs={"dense:0": cosine_fused(r.legs, fusion),
+                                          **{k: v for k, v in r.legs.items() if k.split(":")[0] not in parent_leg.DENSE_GRANULARITIES}})
+        for qid, r in retrieved.items()
+    }
+    return run_granularity(app, folded, lambda n: {"dense": 1.0}, hybrid)
+
+
+def _by_kind(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], kinds: dict[str, set[str]]) -> dict[str, float]:
+    """nDCG@10 per kind of query (when the split mixes kinds)."""
+    if len(kinds) < 2:
+        return {}
+    return {f"ndcg@10 {k}:": score({q: qrels[q] for q in ids if q in qrels}, {q: run[q] for q in ids}) for k, ids in kinds.items()}
+
+
 def score(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> float:
     return float(ir_measures.calc_aggregate([MEASURE], qrels, run)[MEASURE])
 
@@ -177,14 +252,16 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
         kinds: dict[str, set[str]] = {}
         for qid in retrieved:
             kinds.setdefault(qid.split(":")[0], set()).add(qid)
-        rows = []
+        rows: list[dict[str, object]] = []
         for name, shares in granularity_grid().items():
             for strategy, spread in itertools.product(("semantic", "hybrid"), SPREADS):
                 run = run_granularity(app, retrieved, shares, strategy == "hybrid", spread)
-                row: dict[str, object] = {"granularity": name, "strategy": strategy, "spread": spread, "ndcg@10": score(qrels, run)}
-                if len(kinds) > 1:
-                    row.update({f"ndcg@10 {k}:": score({q: qrels[q] for q in ids if q in qrels}, {q: run[q] for q in ids}) for k, ids in kinds.items()})
-                rows.append(row)
+                rows.append({"granularity": name, "strategy": strategy, "spread": spread, "ndcg@10": score(qrels, run), **_by_kind(qrels, run, kinds)})
+        # Fused by cosine instead of by rank (the service's DENSE_FUSION=max_cosine and its variants).
+        for name, fusion in cosine_grid().items():
+            for strategy in ("semantic", "hybrid"):
+                run = run_cosine(app, retrieved, fusion, strategy == "hybrid")
+                rows.append({"granularity": name, "strategy": strategy, "spread": 0.0, "ndcg@10": score(qrels, run), **_by_kind(qrels, run, kinds)})
         return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries),
                 "mean_words": sum(r.features.tokens for r in retrieved.values()) / max(len(retrieved), 1), "granularity": rows}
     grid = []

@@ -17,7 +17,7 @@ import numpy as np
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, QueryOptions, RetrievedContext, Strategy, VectorHit, version_of
-from retrieval_server.workflow import dense_feedback, document_evidence, keyword_leg, parent_leg
+from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.analysis import analyze
@@ -333,6 +333,8 @@ def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion,
 async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     fusion = state.options.fusion or deps.settings.fusion
     legs = [(leg, hits) for leg, hits in state.legs.items() if hits]
+    if deps.settings.dense_fusion == "max_cosine":
+        legs = dense_fusion.fold_granularities(legs)
     # The whole pool survives fusion: top_k parents need up to pool child hits; rerank takes its own cut.
     if len(legs) == 1:
         # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -65,6 +65,8 @@ class WorkflowSettings:
     parent_leg: bool = False
     #: search the documents' first windows (first parents' vectors) when the index has them
     document_leg: bool = False
+    #: how the same-vector dense legs combine: "max_cosine" (CombMAX, one leg) or "rrf" (legs sharing the dense weight)
+    dense_fusion: Literal["max_cosine", "rrf"] = "max_cosine"
     #: query words at which the document leg and the finer dense legs weigh the same
     document_crossover_words: float = 25.0
     #: share of a document's next-best fused chunks added to each of its chunks (0: off)

@@ -95,6 +95,7 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
                       "--output", str(granular)]) == 0
     rows = json.loads(granular.read_text())["granularity"]
     assert {r["strategy"] for r in rows} == {"semantic", "hybrid"} and {"child", "document", "child+document n/(n+25)"} <= {r["granularity"] for r in rows}
+    assert {"cos max child, parent+0.000", "cos sum child, document"} <= {r["granularity"] for r in rows}  # fused by cosine too
     assert all(0.0 <= r["ndcg@10"] <= 1.0 for r in rows)
     # Fused-feedback RM3: its "off" row is the tuner's default setting, replayed by the same code.
     fed = tmp_path / "feedback.json"

@@ -84,7 +84,8 @@ async def test_semantic_finds_meaning(app: Application) -> None:
 
 
 async def test_parent_leg_is_a_second_dense_granularity(app: Application, tmp_path: Path) -> None:
-    """Switched on, an index stores the parents' vectors and SEMANTIC also searches them; children
+    """Switched on, an index stores the parents' vectors and SEMANTIC also searches them; a chunk
+    scores its best cosine of the two granularities (DENSE_FUSION=max_cosine), or with rrf children
     and parents share the dense weight. Off (the default), no parent is embedded at all."""
     assert not app.vectors.features.parent_vectors
     with_parents = Application(load_settings(data_dir=tmp_path, cache_backend="none", parent_leg=True))
@@ -92,10 +93,16 @@ async def test_parent_leg_is_a_second_dense_granularity(app: Application, tmp_pa
     try:
         assert with_parents.vectors.features.parent_vectors
         assert not (await with_parents.ingest(CORPUS)).errors
-        r = await with_parents.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False))
+        wet = "will it be wet outside tomorrow"
+        r = await with_parents.pipeline.query(QueryOptions(wet, 1, strategy=Strategy.SEMANTIC, use_cache=False))
         assert _docs(r) == ["weather"]
+        legs = await _legs(with_parents, wet, ROOT)
+        best = max(h.score for leg in ("dense:0", "parent:0") for h in legs[leg] if h.document_id == "weather")
+        assert r.contexts[0].score == pytest.approx(best) and 0.3 < best <= 1.0  # a cosine, not an RRF score
+        ranked = await pipeline(with_parents, dense_fusion="rrf").query(QueryOptions(wet, 1, strategy=Strategy.SEMANTIC, use_cache=False))
         k = with_parents.settings.rrf_k
-        assert r.contexts[0].score == pytest.approx(0.5 / (k + 1) + 0.5 / (k + 1))  # both legs rank it first
+        assert _docs(ranked) == ["weather"]
+        assert ranked.contexts[0].score == pytest.approx(0.5 / (k + 1) + 0.5 / (k + 1))  # both legs rank it first
         assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
         assert "rerank:unavailable" in r.metrics.degraded
     finally:
@@ -131,9 +138,16 @@ async def test_document_leg_searches_each_documents_first_window(app: Applicatio
         assert all(h.chunk_id in child_ids or h.chunk_id.split("#")[1].startswith("p0c") for h in legs["document:0"])
         assert "alice-notes" not in {h.document_id for h in (await _legs(with_documents, "flux capacitor prototype", ANON))["document:0"]}
         assert "alice-notes" in {h.document_id for h in (await _legs(with_documents, "flux capacitor prototype", ALICE))["document:0"]}
-        r = await with_documents.pipeline.query(QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False))
+        wet = QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False)
+        r = await pipeline(with_documents, dense_fusion="rrf").query(wet)
         assert _docs(r) == ["weather"]
         assert r.contexts[0].score == pytest.approx(1.0 / (with_documents.settings.rrf_k + 1))  # both legs first; shares sum to 1
+        # By cosine (the default): the volcano's best cosine of its chunks and its first window, not an RRF score.
+        whole = "basalt flows cool into columns and lava glows red at night"
+        legs = await _legs(with_documents, whole, ROOT)
+        best = max(h.score for leg in ("dense:0", "document:0") for h in legs[leg] if h.document_id == "volcano")
+        top = await with_documents.pipeline.query(QueryOptions(whole, 1, strategy=Strategy.SEMANTIC, use_cache=False))
+        assert _docs(top) == ["volcano"] and top.contexts[0].score == pytest.approx(best)
         # Document evidence: the volcano's several matching chunks lift its best one.
         q = QueryOptions("basalt columns and lava of the volcano", 1, strategy=Strategy.HYBRID, use_cache=False)
         plain = await with_documents.pipeline.query(q)

@@ -1,5 +1,6 @@
 """The pieces of the retrieval techniques that are pure functions: RM3, dense (Rocchio) feedback,
-ADAPTIVE's features and weights, the parent leg's mapping onto children, and the long-query set builder."""
+ADAPTIVE's features and weights, the parent leg's mapping onto children, the dense granularities'
+cosine fusion, and the long-query set builder."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.quality.longset import build
+from bench.quality.tune import CosineFusion, cosine_fused
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts
 from retrieval_server.domain import SparseVector, VectorHit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features
 from retrieval_server.workflow.keyword_leg import query_vector, rm3
 from retrieval_server.workflow.dense_feedback import rocchio
+from retrieval_server.workflow.dense_fusion import fold_granularities, max_cosine
 from retrieval_server.workflow.document_evidence import rescore
 from retrieval_server.workflow.parent_leg import as_children, dense_shares
 
@@ -102,6 +105,65 @@ def test_dense_shares_sum_to_one_and_favour_documents_as_queries_grow() -> None:
     assert dense_shares({"dense", "document"}, 7, 0) == {"dense": 0.5, "document": 0.5}
     for words in (0, 1, 50, 10_000):
         assert sum(dense_shares({"dense", "parent", "document"}, words, 60).values()) == pytest.approx(1.0)
+
+
+def test_max_cosine_lets_the_granularity_that_matches_best_win() -> None:
+    # A sentence query: its child scores far above any whole document.
+    sentence = max_cosine([[_hit("a#p0c3", 0.86), _hit("b#p0c0", 0.62)], [_hit("b#p0c0", 0.70), _hit("a#p0c0", 0.55)]])
+    assert [(h.chunk_id, h.score) for h in sentence] == [("a#p0c3", 0.86), ("b#p0c0", 0.70), ("a#p0c0", 0.55)]
+    # A long query: the document vector of b beats a's best passage, though b has no child hit near the top.
+    long = max_cosine([[_hit("a#p0c1", 0.58), _hit("a#p0c2", 0.51)], [_hit("b#p0c0", 0.66), _hit("a#p0c0", 0.49)]])
+    assert [h.document_id for h in long][:2] == ["b", "a"] and long[0].score == 0.66
+    assert max_cosine([]) == [] and max_cosine([[], []]) == []
+
+
+@given(st.lists(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 2), st.integers(0, 3),
+                                   st.floats(-1.0, 1.0, allow_nan=False)), max_size=12), max_size=3))
+def test_max_cosine_ranks_each_document_by_its_best_cosine_at_any_granularity(raw: list[list[tuple[str, int, int, float]]]) -> None:
+    lists = [[_hit(f"{d}#p{p}c{c}", s) for d, p, c, s in hits] for hits in raw]
+    out = max_cosine(lists)
+    # Plain definition: every chunk once, with its best score over the lists, best first.
+    expected: dict[str, float] = {}
+    for hits in lists:
+        for h in hits:
+            expected[h.chunk_id] = max(expected.get(h.chunk_id, -math.inf), h.score)
+    assert {h.chunk_id: h.score for h in out} == expected and len(out) == len(expected)
+    assert all(x.score >= y.score for x, y in zip(out, out[1:]))
+    # Hence a document's best chunk is its best cosine at any granularity (CombMAX).
+    best_of: dict[str, float] = {}
+    for h in (h for hits in lists for h in hits):
+        best_of[h.document_id] = max(best_of.get(h.document_id, -math.inf), h.score)
+    first: dict[str, float] = {}
+    for h in out:
+        first.setdefault(h.document_id, h.score)
+    assert first == best_of
+
+
+def test_tuners_cosine_sum_counts_a_missing_granularity_at_its_legs_lowest_cosine() -> None:
+    legs = {"dense:0": [_hit("a#p0c1", 0.8), _hit("a#p0c2", 0.7), _hit("b#p0c3", 0.5)], "document:0": [_hit("b#p0c0", 0.6), _hit("c#p0c0", 0.4)],
+            "keyword:0": [_hit("c#p0c2", 30.0)]}
+    total = {h.document_id: h.score for h in cosine_fused(legs, CosineFusion({"dense": 0.0, "document": 0.0}, "sum"))}
+    # a: 0.8 + the document leg's floor 0.4; b: 0.5 + 0.6; c: the child leg's floor 0.5 + 0.4; the keyword leg is not dense.
+    assert total == pytest.approx({"a": 1.2, "b": 1.1, "c": 0.9})
+    mnz = {h.document_id: h.score for h in cosine_fused(legs, CosineFusion({"dense": 0.0, "document": 0.0}, "mnz"))}
+    assert mnz == pytest.approx({"a": 1.2, "b": 2.2, "c": 0.9})
+    shifted = cosine_fused(legs, CosineFusion({"dense": 0.0, "document": 0.3}))
+    assert [(h.chunk_id, h.score) for h in shifted][:2] == [("b#p0c0", pytest.approx(0.9)), ("a#p0c1", 0.8)]
+
+
+def test_fold_granularities_merges_only_the_legs_of_the_querys_own_vector() -> None:
+    child, parent, document = [_hit("a#p0c1", 0.6)], [_hit("a#p0c1", 0.7)], [_hit("b#p0c0", 0.65)]
+    keyword, variant, feedback = [_hit("c#p0c0", 12.0)], [_hit("d#p0c0", 0.9)], [_hit("e#p0c0", 0.95)]
+    legs = [("dense:0", child), ("dense:1", variant), ("parent:0", parent), ("document:0", document), ("keyword:0", keyword),
+            ("feedback:0", feedback)]
+    folded = fold_granularities(legs)
+    assert [leg for leg, _ in folded] == ["dense:0", "dense:1", "keyword:0", "feedback:0"]
+    assert [(h.chunk_id, h.score) for h in folded[0][1]] == [("a#p0c1", 0.7), ("b#p0c0", 0.65)]
+    assert folded[1][1] is variant and folded[3][1] is feedback  # other vectors' cosines stay legs of their own
+    alone = [("dense:0", child), ("keyword:0", keyword)]
+    assert fold_granularities(alone) == alone
+    # Without the child leg (failed), the coarser legs still fold into the one dense leg.
+    assert [leg for leg, _ in fold_granularities([("parent:0", parent), ("document:0", document)])] == ["dense:0"]
 
 
 def test_document_evidence_adds_a_share_of_the_next_two_chunks() -> None:
