@@ -29,12 +29,17 @@ from retrieval_server.workflow import keyword_leg
 SETTINGS = ((10, 10, 0.5), (5, 10, 0.5), (3, 10, 0.5), (10, 20, 0.5), (10, 10, 0.7), (5, 10, 0.7))
 
 
-async def fused_feedback(app: Application, queries: dict[str, str], retrieved: dict[str, Retrieved], pool: int,
-                         setting: tuple[int, int, float]) -> dict[str, dict[str, float]]:
+def first_pass(app: Application, retrieved: dict[str, Retrieved]) -> dict[str, dict[str, float]]:
+    """HYBRID RRF with the service's settings, no feedback: the baseline and the feedback's source."""
+    return _run(app, retrieved, rrf_k=app.pipeline.deps.settings.rrf_k, parent="off", keyword="keyword", policy=None)
+
+
+async def fused_feedback(app: Application, queries: dict[str, str], retrieved: dict[str, Retrieved], first: dict[str, dict[str, float]],
+                         pool: int, setting: tuple[int, int, float]) -> dict[str, dict[str, float]]:
+    """``first``: the first pass (:func:`first_pass`), whose best documents are the feedback."""
     docs, terms, query_weight = setting
     deps = app.pipeline.deps
     s = deps.settings
-    first = _run(app, retrieved, rrf_k=s.rrf_k, parent="off", keyword="keyword", policy=None)
     everything = PointFilter(access=AccessFilter(reads_everything=True))
     again: dict[str, Retrieved] = {}
     for qid, r in retrieved.items():
@@ -49,7 +54,7 @@ async def fused_feedback(app: Application, queries: dict[str, str], retrieved: d
         legs = dict(r.legs)
         legs["keyword:0"] = await deps.vectors.search_sparse(expanded, pool, everything, titled=s.keyword.titled)
         again[qid] = Retrieved(r.features, legs)
-    return _run(app, again, rrf_k=s.rrf_k, parent="off", keyword="keyword", policy=None)
+    return first_pass(app, again)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,12 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             queries, qrels = dataset.queries(), dataset.qrels()
             retrieved = await retrieve_all(app, queries, args.pool, keyword_variants=False)
-            s = app.pipeline.deps.settings
-            rows: list[dict[str, object]] = [
-                {"feedback": "off", "ndcg@10": score(qrels, _run(app, retrieved, rrf_k=s.rrf_k, parent="off", keyword="keyword", policy=None))}
-            ]
+            first = first_pass(app, retrieved)
+            rows: list[dict[str, object]] = [{"feedback": "off", "ndcg@10": score(qrels, first)}]
             for setting in SETTINGS:
-                run = await fused_feedback(app, queries, retrieved, args.pool, setting)
+                run = await fused_feedback(app, queries, retrieved, first, args.pool, setting)
                 rows.append({"feedback": dict(zip(("docs", "terms", "query_weight"), setting, strict=True)), "ndcg@10": score(qrels, run)})
                 print(json.dumps(rows[-1]), flush=True)
             return rows

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.beir import BeirDataset
-from bench.quality.tune import replay_inputs, replay_parser, score
+from bench.quality.tune import replay_inputs, replay_parser, run_steps, score
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Identity, QueryOptions, Role, Strategy
@@ -60,9 +60,7 @@ async def _candidates(app: Application, text: str, top_k: int) -> QueryState:
     """The query's fused HYBRID candidates, as the service's nodes make them for a reranked query."""
     state = QueryState(options=QueryOptions(text, top_k, strategy=Strategy.HYBRID, use_cache=False, rerank=True,
                                             identity=Identity("curve", Role.SUPER_ADMIN)))
-    for node in (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve, nodes.fuse):
-        for k, v in (await node(state, app.pipeline.deps)).items():
-            setattr(state, k, v)
+    await run_steps(state, app.pipeline.deps, (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve, nodes.fuse))
     return state
 
 

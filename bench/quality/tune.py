@@ -20,7 +20,7 @@ import itertools
 import json
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -34,7 +34,7 @@ from retrieval_server.config import load_settings
 from retrieval_server.domain import Fusion, Identity, QueryOptions, Role, Strategy, VectorHit
 from retrieval_server.workflow import dense_fusion, document_evidence, keyword_leg, nodes, parent_leg
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, leg_weights, query_features
-from retrieval_server.workflow.state import QueryState
+from retrieval_server.workflow.state import QueryState, WorkflowDeps
 
 MEASURE = nDCG @ 10
 RRF_K = (10.0, 30.0, 60.0, 100.0)
@@ -48,6 +48,13 @@ class Retrieved:
     legs: dict[str, list[VectorHit]]
 
 
+async def run_steps(state: QueryState, deps: WorkflowDeps, steps: Sequence[Callable[..., Awaitable[dict[str, object]]]]) -> None:
+    """The workflow's own nodes applied to ``state`` in order, as the pipeline applies them."""
+    for step in steps:
+        for k, v in (await step(state, deps)).items():
+            setattr(state, k, v)
+
+
 async def retrieve_all(app: Application, queries: dict[str, str], pool: int, keyword_variants: bool = True) -> dict[str, Retrieved]:
     deps = app.pipeline.deps
     out: dict[str, Retrieved] = {}
@@ -55,9 +62,7 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int, key
     for qid, text in queries.items():
         state = QueryState(options=QueryOptions(text, pool // deps.settings.child_candidates_per_context, strategy=Strategy.HYBRID,
                                                 use_cache=False, identity=admin))
-        for node in (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve):
-            for k, v in (await node(state, deps)).items():
-                setattr(state, k, v)
+        await run_steps(state, deps, (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve))
         legs = dict(state.legs)
         if "parent:0" not in legs and deps.vectors.features.parent_vectors and state.query_vector is not None:
             hits = await deps.vectors.search_parents(state.query_vector, state.pool, state.point_filter)
