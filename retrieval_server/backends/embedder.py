@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -23,8 +24,9 @@ class Embedder(Protocol):
     model_id: str
     dim: int
 
-    async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY) -> np.ndarray:
-        """float32 ``[len(texts), dim]``, unit-length rows."""
+    async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY, *, beside_work: bool = False) -> np.ndarray:
+        """float32 ``[len(texts), dim]``, unit-length rows. ``beside_work``: the caller keeps other
+        CPU-bound work running meanwhile (a HYBRID query's keyword and full-text legs)."""
         ...
 
     async def embed_background(self, texts: Sequence[str], *, beside_queries: bool) -> np.ndarray:
@@ -70,9 +72,14 @@ class OnnxEmbedder:
     """Embeds with one model; ``files`` None leaves the choice for later (``use``), e.g. until the
     index says which model built it.
 
-    Ingestion beside queries (``beside``: a lane of its own) runs a second session of the same
-    model on one intra-op thread, loaded the first time it is needed: a query then shares the
-    cores with one ingestion thread instead of waiting for an ingestion run to end.
+    A second session of the same model runs on one intra-op thread (loaded with the first):
+    ingestion beside queries (``beside``: a lane of its own) uses it, so a query shares the cores
+    with one ingestion thread instead of waiting for an ingestion run to end; and so does a query
+    embedding that runs beside other CPU-bound work of the same request (``beside_work``). A run
+    split over every core waits at each of its operators for its slowest thread, which then
+    shares its core with that work; and two threads cost more CPU than one (on the 2-core machine
+    12.9 against 10 ms for a query) that no idle core pays for. Alone, a query still runs on
+    every core: Search at c=1 waits for nothing else.
     """
 
     def __init__(
@@ -89,7 +96,7 @@ class OnnxEmbedder:
         self._executor = executor
         self._beside = beside
         self._files: ModelFiles | None = None
-        self._beside_encoder: BiEncoder | None = None
+        self._narrow: BiEncoder | None = None
         self._max_length = max_length
         self._batch_size = batch_size
         self._threads = threads
@@ -112,26 +119,28 @@ class OnnxEmbedder:
         if encoder.dim != self.dim:
             raise ValueError(f"{files.model_path} embeds in {encoder.dim} dimensions, the index needs {self.dim}")
         self._encoder = encoder
-        self._files, self._beside_encoder = files, None
+        self._files = files
+        self._narrow = encoder if self._wide_threads() == 1 else self.load(files, threads=1)
         self.model_id = files.model_id
+
+    def _wide_threads(self) -> int:
+        return self._threads or len(os.sched_getaffinity(0))
 
     def _encode(self, texts: list[str], interruption: Interruption | None = None) -> np.ndarray:
         if self._encoder is None:
             raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
         return self._encoder.encode(texts, interruption)
 
-    def _encode_beside(self, texts: list[str]) -> np.ndarray:
-        if self._files is None:
+    def _encode_narrow(self, texts: list[str]) -> np.ndarray:
+        if self._narrow is None:
             raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
-        if self._beside_encoder is None:
-            self._beside_encoder = self.load(self._files, threads=1)
-        return self._beside_encoder.encode(texts)
+        return self._narrow.encode(texts)
 
-    async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY) -> np.ndarray:
-        return await self._executor.run(self._encode, list(texts), priority=priority)
+    async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY, *, beside_work: bool = False) -> np.ndarray:
+        return await self._executor.run(self._encode_narrow if beside_work else self._encode, list(texts), priority=priority)
 
     async def embed_background(self, texts: Sequence[str], *, beside_queries: bool) -> np.ndarray:
         if beside_queries and self._beside is not None:
-            return await self._beside.run(self._encode_beside, list(texts), priority=Priority.BACKGROUND)
+            return await self._beside.run(self._encode_narrow, list(texts), priority=Priority.BACKGROUND)
         interruption = Interruption()
         return await self._executor.run(self._encode, list(texts), interruption, priority=Priority.BACKGROUND, preempt=interruption.interrupt)

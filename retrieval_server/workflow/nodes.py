@@ -156,11 +156,11 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     return update
 
 
-async def _query_vectors(state: QueryState, deps: WorkflowDeps) -> list[np.ndarray] | None:
+async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: bool = False) -> list[np.ndarray] | None:
     """The dense legs' vectors: the (rewritten) query's, then its variants'; None when the model failed."""
     texts = state.embed_texts
     try:
-        vectors = list(await deps.embedder.embed(texts)) if texts else []
+        vectors = list(await deps.embedder.embed(texts, beside_work=beside_work)) if texts else []
     except Exception:
         log.warning("query embedding failed; falling back to keyword search", exc_info=True)
         return None
@@ -176,7 +176,9 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     o, strategy, flt, pool = state.options, state.strategy, state.point_filter, state.pool
     text = state.analysis.rewritten or o.query
     dense = _uses_dense(strategy) and (state.query_vector is not None or bool(state.embed_texts))
-    embedding = asyncio.ensure_future(_query_vectors(state, deps)) if dense else None
+    # HYBRID's keyword and full-text searches take a core while the query is embedded: the
+    # embedding then runs on one thread instead of waiting for a thread that shares their core.
+    embedding = asyncio.ensure_future(_query_vectors(state, deps, beside_work=strategy is Strategy.HYBRID)) if dense else None
     jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]] = {}
     if embedding is not None:
         variants = len(state.analysis.reformulations) + (1 if state.analysis.hyde else 0)

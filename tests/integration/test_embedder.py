@@ -66,3 +66,26 @@ async def test_a_model_chosen_later_is_bound_once_known(pool: BlockingExecutor, 
         emb.use(resolve_model(narrow.parent))
     emb.use(resolve_model(None))
     assert emb.model_id == resolve_model(None).model_id and (await emb.embed(TEXTS)).shape == (4, 384)
+
+
+def _record_runs(emb: OnnxEmbedder) -> list[tuple[int, int]]:
+    """(intra-op threads of the session, texts) of every model run from now on."""
+    runs: list[tuple[int, int]] = []
+    for encoder in (emb._encoder, emb._narrow):  # noqa: SLF001
+        assert encoder is not None
+        run = encoder.session.run
+        threads = encoder.session.get_session_options().intra_op_num_threads
+        encoder.session.run = lambda *a, run=run, threads=threads, **k: (runs.append((threads, len(a[1]["input_ids"]))), run(*a, **k))[1]  # type: ignore[method-assign]
+    return runs
+
+
+async def test_an_embedding_beside_other_work_runs_on_one_thread_and_agrees(pool: BlockingExecutor) -> None:
+    emb = OnnxEmbedder(resolve_model(None), pool, threads=2)
+    runs = _record_runs(emb)
+    wide = await emb.embed(TEXTS)
+    beside = await emb.embed(TEXTS, beside_work=True)
+    assert runs == [(2, len(TEXTS)), (1, len(TEXTS))]
+    np.testing.assert_allclose(wide, beside, atol=1e-5)
+    single = OnnxEmbedder(resolve_model(None), pool, threads=1)
+    assert single._narrow is single._encoder  # noqa: SLF001  # one thread already: no second session
+

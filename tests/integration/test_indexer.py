@@ -193,7 +193,7 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
     loop = asyncio.get_running_loop()
     embedder = app.embedder
     encoder = embedder._encoder  # noqa: SLF001 - recording the model runs
-    encode, encode_beside, run = encoder.encode, embedder._encode_beside, app.inference.run  # noqa: SLF001
+    encode, encode_beside, run = encoder.encode, embedder._encode_narrow, app.inference.run  # noqa: SLF001
 
     def recording(texts: list[str], interruption: Any = None) -> object:
         if texts == ["what carves valleys"]:
@@ -225,7 +225,7 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
         return await job
 
     encoder.encode = recording
-    embedder._encode_beside = beside  # noqa: SLF001
+    embedder._encode_narrow = beside  # noqa: SLF001
     app.inference.run = queued  # type: ignore[method-assign]
     try:
         big = _txt("big", " ".join(f"Sentence {i} tells how glaciers carve valleys over many thousands of years." for i in range(600)))
@@ -236,7 +236,7 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
         report = await ingest
     finally:
         encoder.encode = encode
-        del embedder._encode_beside  # noqa: SLF001
+        del embedder._encode_narrow  # noqa: SLF001
         app.inference.run = run  # type: ignore[method-assign]
     assert not report.errors and r.metrics.total_ms > 0
     full = app.settings.embed_batch_size

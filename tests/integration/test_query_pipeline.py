@@ -363,7 +363,7 @@ class BrokenEmbedder:
     model_id = "broken"
     dim = 384
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
         raise RuntimeError("model crashed")
 
 
@@ -372,9 +372,10 @@ class CountingEmbedder:
         self._inner, self.calls = inner, 0
         self.model_id, self.dim = inner.model_id, inner.dim
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
         self.calls += 1
-        return await self._inner.embed(texts)
+        self.beside_work = kwargs.get("beside_work", False)
+        return await self._inner.embed(texts, *args, **kwargs)
 
 
 class FailingDense:
@@ -413,10 +414,10 @@ class _Held:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def embed(self, texts: Sequence[str], *args: Any) -> Any:
+    async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
         self._overlap.embeds += 1
         await self._overlap.hold("embed", ["keyword", "metadata"])
-        return await self._inner.embed(texts, *args)
+        return await self._inner.embed(texts, *args, **kwargs)
 
     async def search_sparse(self, *args: Any, **kwargs: Any) -> Any:
         await self._overlap.hold("keyword", ["embed", "metadata"])
@@ -436,6 +437,14 @@ async def test_hybrid_legs_overlap_the_query_embedding_and_each_other(app: Appli
     assert not [d for d in r.metrics.degraded if d.startswith(("dense", "keyword", "metadata"))]
     assert held.embeds == 1  # the query once, by retrieve: nothing else needed a vector
     assert _stages(r).count("retrieve") == 1
+
+
+async def test_the_query_is_embedded_on_one_thread_only_while_other_legs_run_beside_it(app: Application) -> None:
+    for strategy, beside in ((Strategy.HYBRID, True), (Strategy.ADAPTIVE, True), (Strategy.SEMANTIC, False)):
+        embedder = CountingEmbedder(app.pipeline.deps.embedder)
+        r = await pipeline(app, embedder=embedder).query(QueryOptions("tomato sauce garlic", 2, strategy=strategy, use_cache=False))
+        assert _docs(r)[0] == "cooking"
+        assert (embedder.calls, embedder.beside_work) == (1, beside), strategy
 
 
 async def test_a_keyword_query_embeds_nothing(app: Application) -> None:
