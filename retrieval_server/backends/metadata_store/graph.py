@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
 from retrieval_server.domain import AccessFilter
@@ -21,6 +21,8 @@ from retrieval_server.knowledge import DocumentGraph, EntityType, GraphEdge, Gra
 
 if TYPE_CHECKING:
     from retrieval_server.backends.metadata_store import Tx
+
+T = TypeVar("T")
 
 #: Entity keys longer than this are not stored (they would not fit MySQL's index on them).
 MAX_KEY_CHARS = 191
@@ -41,6 +43,9 @@ class GraphQueries:
         raise NotImplementedError
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        raise NotImplementedError
+
+    async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]], *, one_statement: bool = False) -> T:
         raise NotImplementedError
 
     async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None) -> None:
@@ -72,8 +77,11 @@ class GraphQueries:
             await tx.execute("INSERT INTO index_info (info_key, info_value) VALUES (?, ?)", [GRAPH_VERSION, uuid.uuid4().hex])
 
     async def graph_version(self) -> str | None:
-        async with self.snapshot() as tx:
-            rows = await tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [GRAPH_VERSION])
+        # Every query with a graph leg asks: one row by key, which the SQLite store reads without a
+        # hop to a reader thread (a hop waits for the GIL, held by qdrant-edge through a search).
+        rows = await self.read_by_key(
+            1, lambda tx: tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [GRAPH_VERSION]), one_statement=True
+        )
         return rows[0][0] if rows else None
 
     async def graph_names(self) -> list[tuple[str, str]]:
