@@ -346,6 +346,9 @@ class Application:
             raise
         await self._choose_model()
         await self._check_model()
+        if warm_kernels:
+            # A server's first HYBRID query must not load it (a command that only ingests may never need it).
+            await self.inference.run(self.embedder.load_narrow)
         await self._bind_child_title()
         if not self.settings.read_only:
             # One writer per embedded folder: whatever it left pending was interrupted. With shared

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -72,8 +73,8 @@ class OnnxEmbedder:
     """Embeds with one model; ``files`` None leaves the choice for later (``use``), e.g. until the
     index says which model built it.
 
-    A second session of the same model runs on one intra-op thread (loaded with the first):
-    ingestion beside queries (``beside``: a lane of its own) uses it, so a query shares the cores
+    A second session of the same model runs on one intra-op thread (loaded the first time it is
+    needed, or by :meth:`load_narrow`, which a server calls at start-up): ingestion beside queries (``beside``: a lane of its own) uses it, so a query shares the cores
     with one ingestion thread instead of waiting for an ingestion run to end; and so does a query
     embedding that runs beside other CPU-bound work of the same request (``beside_work``). A run
     split over every core waits at each of its operators for its slowest thread, which then
@@ -97,6 +98,7 @@ class OnnxEmbedder:
         self._beside = beside
         self._files: ModelFiles | None = None
         self._narrow: BiEncoder | None = None
+        self._narrow_loading = threading.Lock()
         self._max_length = max_length
         self._batch_size = batch_size
         self._threads = threads
@@ -120,11 +122,19 @@ class OnnxEmbedder:
             raise ValueError(f"{files.model_path} embeds in {encoder.dim} dimensions, the index needs {self.dim}")
         self._encoder = encoder
         self._files = files
-        self._narrow = encoder if self._wide_threads() == 1 else self.load(files, threads=1)
+        self._narrow = encoder if self._wide_threads() == 1 else None
         self.model_id = files.model_id
 
     def _wide_threads(self) -> int:
         return self._threads or len(os.sched_getaffinity(0))
+
+    def load_narrow(self) -> None:
+        """Load the one-thread session now (blocking: call it on a worker thread)."""
+        with self._narrow_loading:
+            if self._narrow is None:
+                if self._files is None:
+                    raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
+                self._narrow = self.load(self._files, threads=1)
 
     def _encode(self, texts: list[str], interruption: Interruption | None = None) -> np.ndarray:
         if self._encoder is None:
@@ -133,7 +143,8 @@ class OnnxEmbedder:
 
     def _encode_narrow(self, texts: list[str]) -> np.ndarray:
         if self._narrow is None:
-            raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
+            self.load_narrow()
+        assert self._narrow is not None
         return self._narrow.encode(texts)
 
     async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY, *, beside_work: bool = False) -> np.ndarray:

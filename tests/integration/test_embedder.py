@@ -71,6 +71,7 @@ async def test_a_model_chosen_later_is_bound_once_known(pool: BlockingExecutor, 
 def _record_runs(emb: OnnxEmbedder) -> list[tuple[int, int]]:
     """(intra-op threads of the session, texts) of every model run from now on."""
     runs: list[tuple[int, int]] = []
+    emb.load_narrow()
     for encoder in (emb._encoder, emb._narrow):  # noqa: SLF001
         assert encoder is not None
         run = encoder.session.run
@@ -88,4 +89,8 @@ async def test_an_embedding_beside_other_work_runs_on_one_thread_and_agrees(pool
     np.testing.assert_allclose(wide, beside, atol=1e-5)
     single = OnnxEmbedder(resolve_model(None), pool, threads=1)
     assert single._narrow is single._encoder  # noqa: SLF001  # one thread already: no second session
+    lazy = OnnxEmbedder(resolve_model(None), pool, threads=2)
+    assert lazy._narrow is None  # noqa: SLF001  # loaded when first needed
+    np.testing.assert_allclose(await lazy.embed(TEXTS, beside_work=True), wide, atol=1e-5)
+    assert lazy._narrow is not None  # noqa: SLF001
 
