@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from retrieval_server.backends.executor import BlockingExecutor, Priority
+from retrieval_server.backends.model_timings import usable_cores
 from scoring_core.encoders import BiEncoder, Interruption
 
 BUNDLED_TOKENIZER = Path(str(resources.files("retrieval_server") / "resources" / "all-MiniLM-L6-v2" / "tokenizer.json"))
@@ -120,21 +120,20 @@ class OnnxEmbedder:
         encoder = encoder or self.load(files)
         if encoder.dim != self.dim:
             raise ValueError(f"{files.model_path} embeds in {encoder.dim} dimensions, the index needs {self.dim}")
-        self._encoder = encoder
-        self._files = files
-        self._narrow = encoder if self._wide_threads() == 1 else None
+        with self._narrow_loading:  # a one-thread session of the previous model must not outlive it
+            self._encoder = encoder
+            self._files = files
+            self._narrow = encoder if (self._threads or usable_cores()) == 1 else None
         self.model_id = files.model_id
 
-    def _wide_threads(self) -> int:
-        return self._threads or len(os.sched_getaffinity(0))
-
-    def load_narrow(self) -> None:
-        """Load the one-thread session now (blocking: call it on a worker thread)."""
+    def load_narrow(self) -> BiEncoder:
+        """The one-thread session, loaded now if it is not yet (blocking: call it on a worker thread)."""
         with self._narrow_loading:
             if self._narrow is None:
                 if self._files is None:
                     raise RuntimeError("no embedding model chosen yet (Application.open chooses it)")
                 self._narrow = self.load(self._files, threads=1)
+            return self._narrow
 
     def _encode(self, texts: list[str], interruption: Interruption | None = None) -> np.ndarray:
         if self._encoder is None:
@@ -142,10 +141,7 @@ class OnnxEmbedder:
         return self._encoder.encode(texts, interruption)
 
     def _encode_narrow(self, texts: list[str]) -> np.ndarray:
-        if self._narrow is None:
-            self.load_narrow()
-        assert self._narrow is not None
-        return self._narrow.encode(texts)
+        return (self._narrow or self.load_narrow()).encode(texts)
 
     async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY, *, beside_work: bool = False) -> np.ndarray:
         return await self._executor.run(self._encode_narrow if beside_work else self._encode, list(texts), priority=priority)

@@ -51,7 +51,8 @@ def _cpu() -> dict[str, str]:
     }
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -62,7 +63,7 @@ def fingerprint(*, threads: int | None, models: Mapping[str, str]) -> dict[str, 
     """What the timings depend on. ``models``: each build's model id, by precision."""
     return {
         **_cpu(),
-        "usable_cores": str(_usable_cores()),
+        "usable_cores": str(usable_cores()),
         "intra_op_threads": "default" if threads is None else str(threads),
         "onnxruntime": onnxruntime.__version__,
         **{f"model_{precision}": model_id for precision, model_id in sorted(models.items())},

@@ -93,4 +93,3 @@ async def test_an_embedding_beside_other_work_runs_on_one_thread_and_agrees(pool
     assert lazy._narrow is None  # noqa: SLF001  # loaded when first needed
     np.testing.assert_allclose(await lazy.embed(TEXTS, beside_work=True), wide, atol=1e-5)
     assert lazy._narrow is not None  # noqa: SLF001
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -309,7 +310,10 @@ class SqliteMetadataStore(MetadataStore):
         reader = await self._readers.get()
         try:
             if reader.in_transaction:  # left open by a snapshot whose caller was cancelled (see _begin)
-                await reader.execute("ROLLBACK")
+                # Seen from the event loop, not in statement order: that snapshot's COMMIT may still
+                # be queued on the reader's thread and end it first.
+                with contextlib.suppress(sqlite3.OperationalError):
+                    await reader.execute("ROLLBACK")
             return [tuple(r) for r in await reader.execute_fetchall(sql, params)]
         finally:
             self._readers.put_nowait(reader)
