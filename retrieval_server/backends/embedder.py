@@ -73,14 +73,15 @@ class OnnxEmbedder:
     """Embeds with one model; ``files`` None leaves the choice for later (``use``), e.g. until the
     index says which model built it.
 
-    A second session of the same model runs on one intra-op thread (loaded the first time it is
-    needed, or by :meth:`load_narrow`, which a server calls at start-up): ingestion beside queries (``beside``: a lane of its own) uses it, so a query shares the cores
-    with one ingestion thread instead of waiting for an ingestion run to end; and so does a query
-    embedding that runs beside other CPU-bound work of the same request (``beside_work``). A run
-    split over every core waits at each of its operators for its slowest thread, which then
-    shares its core with that work; and two threads cost more CPU than one (on the 2-core machine
-    12.9 against 10 ms for a query) that no idle core pays for. Alone, a query still runs on
-    every core: Search at c=1 waits for nothing else.
+    A second session of the same model runs on one intra-op thread, loaded the first time it is
+    needed or by :meth:`load_narrow` (a server calls it at start-up). Ingestion beside queries
+    (``beside``: a lane of its own) uses it, so a query shares the cores with one ingestion thread
+    instead of waiting for an ingestion run to end; so does a query embedding that runs beside
+    other CPU-bound work of the same request (``beside_work``). A run split over every core waits
+    at each of its operators for its slowest thread, which then shares its core with that work;
+    and two threads cost more CPU than one (on the 2-core machine 12.9 against 10 ms for a query)
+    that no idle core pays for. Alone, a query still runs on every core: Search at c=1 waits for
+    nothing else.
     """
 
     def __init__(
