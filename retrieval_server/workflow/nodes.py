@@ -445,7 +445,8 @@ async def _contexts(hits: list[VectorHit], top_k: int, deps: WorkflowDeps, *, st
             if parent is None or document is None:
                 continue  # deleted: none of its hits count
             kids = [hits[i] for i in children[offsets[rank] : offsets[rank + 1]]]
-            if any(h.version != document.version for h in kids):
+            version = document.version
+            if any(h.version != version for h in kids):
                 if stale_aborts:
                     return None
                 continue

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+from retrieval_server.backends.metadata_store.sqlite import INLINE_MAX_ROWS, SqliteMetadataStore
+from retrieval_server.config import Settings
 from retrieval_server.domain import Document, ParentChunk
 
 
@@ -24,5 +25,30 @@ async def test_one_statement_reads_skip_the_transaction_and_two_statement_reads_
         assert doc is not None and doc.granted_user_ids == ("bob",)
         # The document and its grants: two statements, one consistent view.
         assert [s.split()[0] for s in statements] == ["BEGIN", "SELECT", "SELECT", "COMMIT"]
+    finally:
+        await store.close()
+
+
+async def test_what_enrich_reads_at_the_largest_default_top_k_stays_on_the_event_loops_connection(tmp_path: Path) -> None:
+    # enrich reads top_k parents, then their documents: at the default top_k_max both are read
+    # here, without a hop to a reader thread; a larger read still goes to a reader.
+    top_k = Settings().top_k_max
+    assert top_k <= INLINE_MAX_ROWS
+    store = SqliteMetadataStore(tmp_path / "m.sqlite3")
+    await store.open()
+    try:
+        for i in range(INLINE_MAX_ROWS + 1):
+            await store.replace_document(Document(f"d{i}", title=f"t{i}", content_hash=f"h{i}", metadata={"k": str(i)}),
+                                         [ParentChunk(f"d{i}#p0", f"d{i}", 0, f"text {i}", 2)])
+        statements: list[str] = []
+        store._inline.set_trace_callback(statements.append)  # type: ignore[union-attr]
+        parents = await store.get_parents([f"d{i}#p0" for i in range(top_k)])
+        documents = await store.get_documents([p.document_id for p in parents.values()])
+        assert len(parents) == len(documents) == top_k
+        assert documents["d7"].metadata == {"k": "7"} and documents["d7"].title == "t7"
+        assert sum(s.startswith("SELECT") for s in statements) == 3  # parents; documents and their grants
+        statements.clear()
+        wide = await store.get_parents([f"d{i}#p0" for i in range(INLINE_MAX_ROWS + 1)])
+        assert len(wide) == INLINE_MAX_ROWS + 1 and statements == []
     finally:
         await store.close()
