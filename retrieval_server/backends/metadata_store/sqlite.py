@@ -24,8 +24,8 @@ RANK_AHEAD = 4
 #: read_by_key): enough for what ``enrich`` reads at the default top_k_max (100 parents, then their
 #: documents). Each row is built into Python objects under the GIL wherever it is read, so a reader
 #: thread spares the loop only SQLite's own part, and costs hops and GIL hand-overs: on the 2-core
-#: machine 100 parents took 2.2-3.9 ms through a reader against 0.7-1.3 ms here. The bound keeps
-#: one read's stall of the loop near a millisecond.
+#: machine 100 parents took 2.2-3.9 ms through a reader against 1.3-1.5 ms here. The bound keeps
+#: one read's stall of the loop to a millisecond or two.
 INLINE_MAX_ROWS = 128
 
 DDL = """
