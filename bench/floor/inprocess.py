@@ -24,7 +24,7 @@ import qdrant_edge as qe
 
 from retrieval_server.backends.embedder import resolve_model
 from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
-from retrieval_server.backends.metadata_store.sqlite import RANK_AHEAD, SqliteMetadataStore
+from retrieval_server.backends.metadata_store.sqlite import RANK_AHEAD, SqliteMetadataStore, exact_prefix
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import DENSE, SPARSE
 from retrieval_server.backends.vector_store.edge import _filter
@@ -145,9 +145,10 @@ def measure(
             ranked = conn().execute(*ranked_statement).fetchall() if ranked_statement else []
             if not ranked:
                 return []
-            where, params = readable_clause(PUBLIC.access, [r[0] for r in ranked])
+            sure, _ = exact_prefix(ranked, 3 * RANK_AHEAD)
+            where, params = readable_clause(PUBLIC.access, [r[0] for r in sure])
             readable = {r[0] for r in conn().execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
-            return [r for r in ranked if r[0] in readable][:3]
+            return [r for r in sure if r[0] in readable][:3]
 
         def rows(table: str, key: str, ids: list[str]) -> int:
             n = 0
