@@ -140,15 +140,22 @@ def measure(
         store = SqliteMetadataStore(index_dir / "metadata.sqlite3")
 
         def fts(q: str) -> list[tuple[object, ...]]:
-            """The store's two steps: the best matches by score, then which of them are readable."""
+            """The store's steps: the best matches by score, then which of them are readable, and
+            the plain statement when too few of those the ranking is sure of are."""
             ranked_statement = store.ranked_statement(q, 3 * RANK_AHEAD)
             ranked = conn().execute(*ranked_statement).fetchall() if ranked_statement else []
             if not ranked:
                 return []
-            sure, _ = exact_prefix(ranked, 3 * RANK_AHEAD)
-            where, params = readable_clause(PUBLIC.access, [r[0] for r in sure])
-            readable = {r[0] for r in conn().execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
-            return [r for r in sure if r[0] in readable][:3]
+            sure, complete = exact_prefix(ranked, 3 * RANK_AHEAD)
+            kept: list[tuple[object, ...]] = []
+            if sure:
+                where, params = readable_clause(PUBLIC.access, [r[0] for r in sure])
+                readable = {r[0] for r in conn().execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
+                kept = [r for r in sure if r[0] in readable]
+            if len(kept) >= 3 or complete:
+                return kept[:3]
+            plain = store.search_statement(q, 3, PUBLIC.access)
+            return conn().execute(*plain).fetchall() if plain else []
 
         def rows(table: str, key: str, ids: list[str]) -> int:
             n = 0

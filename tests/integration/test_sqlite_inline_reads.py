@@ -32,7 +32,7 @@ async def test_one_statement_reads_skip_the_transaction_and_two_statement_reads_
 async def test_what_enrich_reads_at_the_largest_default_top_k_stays_on_the_event_loops_connection(tmp_path: Path) -> None:
     # enrich reads top_k parents, then their documents: at the default top_k_max both are read
     # here, without a hop to a reader thread; a larger read still goes to a reader.
-    top_k = Settings().top_k_max
+    top_k = Settings.model_fields["top_k_max"].default
     assert top_k <= INLINE_MAX_ROWS
     store = SqliteMetadataStore(tmp_path / "m.sqlite3")
     await store.open()

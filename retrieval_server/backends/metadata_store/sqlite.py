@@ -18,27 +18,31 @@ from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.domain import AccessFilter, Document, ReadOnly, Unavailable
 
 T = TypeVar("T")
-#: full-text matches ranked before the access filter, per wanted result (see search_documents)
+#: full-text matches wanted from the ranking before the access filter, per result (see search_documents)
 RANK_AHEAD = 4
+#: the ranking fetches this many times the matches wanted: room for a tie at the cut (see exact_prefix)
+TIE_ROOM = 2
 #: primary-key reads of at most this many rows run on the event loop's own connection (see
 #: read_by_key): enough for what ``enrich`` reads at the default top_k_max (100 parents, then their
 #: documents). Each row is built into Python objects under the GIL wherever it is read, so a reader
 #: thread spares the loop only SQLite's own part, and costs hops and GIL hand-overs: on the 2-core
-#: machine 100 parents took 2.2-3.9 ms through a reader against 1.3-1.5 ms here. The bound keeps
-#: one read's stall of the loop to a millisecond or two.
+#: machine 100 parents took 2.2-3.9 ms through a reader against 1.3-1.5 ms here (pages in the OS
+#: cache, as a serving index's are). The bound keeps one read's stall of the loop to a
+#: millisecond or two.
 INLINE_MAX_ROWS = 128
 
 
 def exact_prefix(ranked: Sequence[Sequence[Any]], wanted: int) -> tuple[Sequence[Sequence[Any]], bool]:
-    """The rows of :meth:`SqliteMetadataStore.ranked_statement` (``wanted`` asked for, twice as
-    many fetched; ordered by score, then document id) that are in their place in the order of
-    every match, and whether they are every match.
+    """The rows of :meth:`SqliteMetadataStore.ranked_statement` for ``wanted`` (``(document_id,
+    score, ...)``, in its order: score descending, then document id) that are in their place in
+    the order of every match, and whether they are every match.
 
     The fetch was cut by score and rowid: rows tied with its last score may have been left out,
     and one of them may sort before a fetched one by document id. Rows scoring above the last
-    score are all fetched, and they precede every row left out. The second ``wanted`` rows leave
-    room for ties: on SciFact and NFCorpus no tie reached past them (600 queries each)."""
-    if len(ranked) < 2 * wanted:
+    score are all fetched, and they precede every row left out. The extra rows (``TIE_ROOM``)
+    leave room for ties: in the first 600 queries of SciFact and of NFCorpus no tie reached past
+    them. A tie that does makes the caller fall back to the plain statement, one more statement."""
+    if len(ranked) < TIE_ROOM * wanted:
         return ranked, True
     last = ranked[-1][1]
     return [r for r in ranked if r[1] > last], False
@@ -285,9 +289,10 @@ class SqliteMetadataStore(MetadataStore):
         except sqlite3.Error:
             return None
 
-    def ranked_statement(self, query: str, limit: int) -> tuple[str, list[Any]] | None:
-        """The best ``limit`` full-text matches by score alone, readable or not, best first, plus as
-        many again (see :func:`exact_prefix`); None when there is nothing to search for.
+    def ranked_statement(self, query: str, wanted: int) -> tuple[str, list[Any]] | None:
+        """The best ``wanted`` full-text matches by score alone, readable or not, best first, and
+        more (``TIE_ROOM`` times as many in all; see :func:`exact_prefix`); None when there is
+        nothing to search for.
 
         They are ranked by score and rowid, and only the ones kept get their document id: the id
         is a column of the full-text table, read from its content table row by row, and reading
@@ -295,19 +300,19 @@ class SqliteMetadataStore(MetadataStore):
         (SciFact's queries: 13.2 against 7.9 ms). The caller orders them by score and document
         id, and :func:`exact_prefix` keeps what that order is sure of."""
         terms = _terms(query)
-        if not terms or limit <= 0:
+        if not terms or wanted <= 0:
             return None
         _, score, params = self._fulltext(terms)
         best = f"SELECT rowid AS id, {score} AS s FROM documents_fts WHERE documents_fts MATCH ? ORDER BY s DESC, rowid LIMIT ?"
         return (f"SELECT f.document_id, b.s FROM ({best}) b JOIN documents_fts f ON f.rowid = b.id ORDER BY b.s DESC, f.document_id",
-                [*params, 2 * limit])
+                [*params, TIE_ROOM * wanted])
 
     async def search_documents(
         self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
     ) -> list[tuple[str, float]]:
         """The same answer as the plain search (the base class's one statement), cheaper: the best
-        matches by score alone (:meth:`ranked_statement`, ``RANK_AHEAD x limit`` of them), each
-        with whether the caller may read it. FTS5 scores every match either way (thousands of
+        matches by score alone (:meth:`ranked_statement` for ``RANK_AHEAD x limit``), each with
+        whether the caller may read it. FTS5 scores every match either way (thousands of
         titles when a query has common words); the join and the access check of each are what
         this saves (a quarter of the search on SciFact). Readable rows outside the sure prefix of
         the ranking rank below all of it, so when at least ``limit`` of it are readable (or the
