@@ -23,8 +23,8 @@ import numpy as np
 import qdrant_edge as qe
 
 from retrieval_server.backends.embedder import resolve_model
-from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
-from retrieval_server.backends.metadata_store.sqlite import RANK_AHEAD, SqliteMetadataStore, exact_prefix
+from retrieval_server.backends.metadata_store.sql import in_chunks
+from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore, exact_answer
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import DENSE, SPARSE
 from retrieval_server.backends.vector_store.edge import _filter
@@ -140,20 +140,14 @@ def measure(
         store = SqliteMetadataStore(index_dir / "metadata.sqlite3")
 
         def fts(q: str) -> list[tuple[object, ...]]:
-            """The store's steps: the best matches by score, then which of them are readable, and
-            the plain statement when too few of those the ranking is sure of are."""
-            ranked_statement = store.ranked_statement(q, 3 * RANK_AHEAD)
-            ranked = conn().execute(*ranked_statement).fetchall() if ranked_statement else []
-            if not ranked:
+            """The store's statements: the best matches by score with whether they are readable, and
+            the plain statement when those do not settle the answer."""
+            statement = store.ranked_search_statement(q, 3, PUBLIC.access)
+            if statement is None:
                 return []
-            sure, complete = exact_prefix(ranked, 3 * RANK_AHEAD)
-            kept: list[tuple[object, ...]] = []
-            if sure:
-                where, params = readable_clause(PUBLIC.access, [r[0] for r in sure])
-                readable = {r[0] for r in conn().execute(f"SELECT d.document_id FROM documents d WHERE {' AND '.join(where)}", params)}
-                kept = [r for r in sure if r[0] in readable]
-            if len(kept) >= 3 or complete:
-                return kept[:3]
+            answer = exact_answer(conn().execute(*statement).fetchall(), 3)
+            if answer is not None:
+                return list(answer)
             plain = store.search_statement(q, 3, PUBLIC.access)
             return conn().execute(*plain).fetchall() if plain else []
 
