@@ -81,20 +81,26 @@ class Report:
                 out.append(Ratio("query-cached", "c=1 p50 ms", cached.p50_ms, echo.p50_ms, "echo p50", _ratio(cached.p50_ms, echo.p50_ms), "", None))
         search = self.cell("search", 1)
         if search is not None:
-            floor = f.search(top_k)
-            out.append(Ratio("search", "c=1 p50 ms", search.p50_ms, round(floor, 2), "embed + dense + documents", _ratio(search.p50_ms, floor),
+            floor = f.search_made_ms
+            out.append(Ratio("search", "c=1 p50 ms", search.p50_ms, floor,
+                             f"embed, dense, documents made in turn (each alone: {f.search(top_k):.1f})", _ratio(search.p50_ms, floor),
                              "≤ 1.3×", search.p50_ms / floor <= 1.3))
         hybrid = self.cell("query-hybrid", 1)
         if hybrid is not None:
-            floor = f.hybrid(top_k, pool)
-            out.append(Ratio("query-hybrid", "c=1 p50 ms", hybrid.p50_ms, round(floor, 2), "embed + slowest leg + rows", _ratio(hybrid.p50_ms, floor),
-                             "≤ 1.3×", hybrid.p50_ms / floor <= 1.3, hybrid.dominant()))
-            # retrieve embeds the query beside the legs that need no vector: its floor is the slowest chain.
+            schedule, floor = f.hybrid_made()
+            out.append(Ratio("query-hybrid", "c=1 p50 ms", hybrid.p50_ms, floor, f"the same calls made, fastest schedule: {schedule}",
+                             _ratio(hybrid.p50_ms, floor), "≤ 1.3×", hybrid.p50_ms / floor <= 1.3, hybrid.dominant()))
+            # No request reaches this on a machine whose cores its legs share; how far the calls themselves are from it.
+            alone = f.hybrid(top_k, pool)
+            out.append(Ratio("query-hybrid", "c=1 p50 ms, of each call alone", hybrid.p50_ms, round(alone, 2),
+                             "embed + slowest leg + rows, each timed alone", _ratio(hybrid.p50_ms, alone), "", None))
+            # retrieve embeds the query beside the legs that need no vector.
             retrieve = hybrid.stage_ms.get("retrieve", 0.0) + hybrid.stage_ms.get("analyze_query", 0.0)
+            made = f.retrieve_made_ms[schedule]
             slowest, total = f.slowest_chain(pool), f.serial(pool)
-            out.append(Ratio("query-hybrid", "analyze + retrieve ms", retrieve, round(slowest, 2),
-                             f"slowest chain: max(embed + dense, keyword, metadata) (one after another: {total:.1f})",
-                             _ratio(retrieve, slowest), "≈ slowest chain, < serial", retrieve < total))
+            out.append(Ratio("query-hybrid", "analyze + retrieve ms", retrieve, made,
+                             f"the legs made, {schedule} (slowest chain of calls alone: {slowest:.1f}; one after another: {total:.1f})",
+                             _ratio(retrieve, made), "≈ made, < one after another", retrieve < total))
         wide = self.cell("query-hybrid-top100", 1)
         if wide is not None and hybrid is not None:
             e100, e5 = wide.stage_ms.get("enrich", 0.0), hybrid.stage_ms.get("enrich", 0.0)

@@ -67,20 +67,29 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
     assert 0 < floor.enrich_rows[2] < floor.enrich_rows[4]
     assert floor.slowest_chain(4) <= floor.serial(4)
     assert set(floor.capacity_rps) == {"search", "query-hybrid"} and min(floor.capacity_rps.values()) > 0
+    # Whole requests made for real: a Search, and a HYBRID query in every schedule, each with its retrieval.
+    assert floor.search_made_ms > 0
+    assert set(floor.hybrid_made_ms) == set(floor.retrieve_made_ms) == set(inprocess.SCHEDULES)
+    assert all(0 < floor.retrieve_made_ms[s] <= floor.hybrid_made_ms[s] for s in inprocess.SCHEDULES)
+    schedule, fastest = floor.hybrid_made()
+    assert fastest == min(floor.hybrid_made_ms.values()) and floor.hybrid_made_ms[schedule] == fastest
 
     def cell(scenario: str, c: int, rps: float, p50: float, stages: dict[str, float] | None = None) -> Cell:
         return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, stages or {})
 
     cells = [
         cell("echo", 32, 1000.0, 1.0), cell("query-cached", 32, 900.0, 1.1, {"check_cache": 0.2}),
-        cell("search", 1, 10.0, floor.search(2) * 1.2),
-        cell("query-hybrid", 1, 10.0, floor.hybrid(2, 4) * 2, {"retrieve": 5.0, "enrich": 1.0}),
+        cell("search", 1, 10.0, floor.search_made_ms * 1.2),
+        cell("query-hybrid", 1, 10.0, fastest * 2, {"retrieve": 5.0, "enrich": 1.0}),
         cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}),
         cell("search", 8, floor.capacity_rps["search"] / 2, 10.0),
     ]
     ratios = {(r.scenario, r.what): r for r in Report(floor, cells, cores=2).ratios(top_k=2, wide_top_k=4, candidates_per_context=2)}
     assert ratios["query-cached", "c=32 req/s"].ratio == 0.9 and ratios["query-cached", "c=32 req/s"].met
     assert ratios["search", "c=1 p50 ms"].met and not ratios["query-hybrid", "c=1 p50 ms"].met
+    assert ratios["query-hybrid", "c=1 p50 ms"].ratio == pytest.approx(2.0, abs=0.01)
+    assert ratios["query-hybrid", "c=1 p50 ms, of each call alone"].floor == pytest.approx(floor.hybrid(2, 4), abs=0.01)
+    assert ratios["query-hybrid", "analyze + retrieve ms"].floor == floor.retrieve_made_ms[schedule]
     assert ratios["query-hybrid-top100", "enrich ms, top 100 / top 5"].ratio == 2.5
     assert "retrieve 5.0 ms" in ratios["query-hybrid", "c=1 p50 ms"].dominant
     under_load = ratios["search", "1 proc c=8 req/s"]

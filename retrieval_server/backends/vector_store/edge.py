@@ -51,6 +51,12 @@ TERM_PAGE = 256
 UPSERT_PAGE = 32
 
 
+def saved_features(path: Path) -> IndexFeatures:
+    """What the shard in ``path`` (which exists) was created with, from its saved config."""
+    saved = json.loads((path / "edge_config.json").read_text())
+    return IndexFeatures.of(list(saved.get("vectors") or {}), list(saved.get("sparse_vectors") or {}))
+
+
 def _filter(flt: PointFilter) -> qe.Filter | None:
     should, must_any = access_clauses(flt)
     must: list = [qe.FieldCondition(key=k, match=qe.MatchAny(any=v)) for k, v in must_any]
@@ -117,8 +123,7 @@ class EdgeVectorStore:
             if config_file.exists():
                 # The engine refuses a config whose vectors differ from the stored ones: open an
                 # older index with the vectors it has.
-                saved = json.loads(config_file.read_text())
-                self.features = IndexFeatures.of(list(saved.get("vectors") or {}), list(saved.get("sparse_vectors") or {}))
+                self.features = saved_features(path)
                 if lacking := self.features.lacking(self._wanted):
                     log.warning("%s: %s", self._path, legacy_index_message(lacking))
                 shard = qe.EdgeShard.load(str(path), self._config())
