@@ -103,6 +103,43 @@ async def test_a_query_preempts_a_running_background_job_only_when_no_thread_is_
             executor.shutdown()
 
 
+async def test_a_pool_is_free_for_a_query_unless_a_query_runs_or_waits_there() -> None:
+    executor = BlockingExecutor(1)
+    started, release = threading.Event(), threading.Event()
+    preempted: list[str] = []
+
+    def job() -> str:
+        started.set()
+        release.wait()
+        return "done"
+
+    try:
+        assert executor.free_for_query()
+        # Background work that a query stops leaves the pool free for one.
+        background = asyncio.ensure_future(executor.run(job, priority=Priority.BACKGROUND, preempt=lambda: preempted.append("stop")))
+        await asyncio.to_thread(started.wait)
+        assert executor.free_for_query()
+        # A query running elsewhere counts here and asks that work to stop, as a query job of its own would.
+        jobs = executor.query_jobs()
+        executor.query_elsewhere()
+        assert executor.query_jobs() == jobs + 1 and preempted == ["stop"]
+        release.set()
+        assert await background == "done"
+        release.clear()
+        started.clear()
+        query = asyncio.ensure_future(executor.run(job))
+        await asyncio.to_thread(started.wait)
+        assert not executor.free_for_query(), "a query runs on the only thread"
+        waiting = asyncio.ensure_future(executor.run(lambda: "next"))
+        await asyncio.sleep(0)
+        release.set()
+        assert await query == "done" and await waiting == "next"
+        assert executor.free_for_query()
+    finally:
+        release.set()
+        executor.shutdown()
+
+
 def _own_nice() -> int:
     return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
 
