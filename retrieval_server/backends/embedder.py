@@ -86,8 +86,8 @@ class OnnxEmbedder:
     With ``narrow_lanes`` (a pool of as many threads as the model's cores), a query's run also
     takes the one-thread session, on those lanes, whenever the model lane is not free for it or
     another query's run is in flight: under load, runs side by side on one thread each cost less
-    CPU than the same runs one at a time on every core (in-process, Search at c=8: 70-72 -> 79-88
-    queries/s), and a query no longer waits behind another's run or a rerank.
+    CPU than the same runs one at a time on every core (in-process, Search at c=8: 10-20 % less
+    CPU per query), and a query no longer waits behind another's run or a rerank.
     """
 
     def __init__(

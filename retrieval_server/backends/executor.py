@@ -155,16 +155,19 @@ class BlockingExecutor:
                 self._busy += 1
                 if item.preempt is not None:
                     self._preemptible[item.order] = item.preempt
+            error: BaseException | None = None
             try:
                 result = job()
             except BaseException as exc:  # handed to the awaiting task, as concurrent.futures does
-                future.set_exception(exc)
-            else:
+                error = exc
+            # The thread counts as free before the caller hears back: free_for_query() is then true.
+            with self._lock:
+                self._busy -= 1
+                self._preemptible.pop(item.order, None)
+            if error is None:
                 future.set_result(result)
-            finally:
-                with self._lock:
-                    self._busy -= 1
-                    self._preemptible.pop(item.order, None)
+            else:
+                future.set_exception(error)
 
     def shutdown(self) -> None:
         """Let running and queued jobs finish, then stop the threads."""

@@ -115,7 +115,7 @@ async def test_a_pool_is_free_for_a_query_unless_a_query_runs_or_waits_there() -
 
     try:
         assert executor.free_for_query()
-        # Background work that a query stops leaves the pool free for one.
+        # Background work that a query stops leaves the pool free for one (this hook only records).
         background = asyncio.ensure_future(executor.run(job, priority=Priority.BACKGROUND, preempt=lambda: preempted.append("stop")))
         await asyncio.to_thread(started.wait)
         assert executor.free_for_query()
@@ -123,18 +123,20 @@ async def test_a_pool_is_free_for_a_query_unless_a_query_runs_or_waits_there() -
         jobs = executor.query_jobs()
         executor.query_elsewhere()
         assert executor.query_jobs() == jobs + 1 and preempted == ["stop"]
+        # A query waiting for the thread: the next one would wait too.
+        waiting = asyncio.ensure_future(executor.run(lambda: "next"))
+        await asyncio.sleep(0)
+        assert not executor.free_for_query(), "a query waits"
         release.set()
-        assert await background == "done"
+        assert await background == "done" and await waiting == "next"
+        assert executor.free_for_query()
         release.clear()
         started.clear()
         query = asyncio.ensure_future(executor.run(job))
         await asyncio.to_thread(started.wait)
         assert not executor.free_for_query(), "a query runs on the only thread"
-        waiting = asyncio.ensure_future(executor.run(lambda: "next"))
-        await asyncio.sleep(0)
         release.set()
-        assert await query == "done" and await waiting == "next"
-        assert executor.free_for_query()
+        assert await query == "done" and executor.free_for_query()
     finally:
         release.set()
         executor.shutdown()
