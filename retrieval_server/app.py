@@ -87,7 +87,7 @@ class Application:
         # lowest scheduling priority, so that a query's model run keeps the core they share.
         self.inference_beside = BlockingExecutor(1, name="inference-beside", nice=BACKGROUND_NICE)
         # Queries' model runs while another runs: one thread each, side by side, on the model's cores.
-        self.inference_narrow = BlockingExecutor(settings.embed_threads or usable_cores(), name="inference-narrow")
+        self.inference_narrow = BlockingExecutor(min(settings.embed_threads or usable_cores(), usable_cores()), name="inference-narrow")
         # Without a model folder the index says which MiniLM build embeds it: chosen in open().
         files = resolve_model(settings.model_dir) if settings.model_dir is not None else None
         self.model_choice: model_choice.ModelChoice | None = None

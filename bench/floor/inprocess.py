@@ -1,11 +1,12 @@
 """The in-process floor: the embedding and engine calls a request makes, made directly.
 
 No gRPC, no workflow graph, no asyncio, no graph leg: scoring_core's encoders, qdrant-edge's
-shard and a sqlite3 connection on the same index, with the same arguments the service uses (the
-same access filter, sparse vector, limits, SQL). Each call is timed alone, and a whole request's
-calls are also made for real: a Search's one after another, a HYBRID query's legs concurrently on
-threads, as the service overlaps them, in each of a few schedules. What a request cannot go
-below on this machine; the service's ratio to it is its own overhead.
+shard and a sqlite3 connection on the same index, with the same arguments the service uses with
+its default settings (the same access filter, keyword vector, limits, SQL). Each call is timed
+alone, and a whole request's calls are also made for real: a Search's one after another, a
+HYBRID query's in each of a few schedules (its legs on threads, as the service overlaps them, or
+in turn). What a request cannot go below on this machine; the service's ratio to it is its own
+overhead.
 
 The vector folder is opened by one process at a time, so this runs while no server holds it.
 """
@@ -67,6 +68,8 @@ class InProcessFloor:
     rerank_ms: float = 0.0
     rerank_pairs: int = 0
 
+    #: the top_k of the requests made for real (the smallest measured)
+    made_top_k: int = 0
     #: a Search's calls made one after another (the embedding on every core), median ms
     search_made_ms: float = 0.0
     #: a HYBRID query's calls made for real, by schedule (see :data:`SCHEDULES`): median ms of the
@@ -232,19 +235,18 @@ def measure(
         floor.capacity_rps = {name: _throughput(call, queries, threads) for name, call in (("search", search_request), ("query-hybrid", hybrid_request))}
 
         # Whole requests made for real: the embedding's vector is the one searched.
+        floor.made_top_k = hybrid_top_k
         floor.search_made_ms = _median_ms(lambda q: documents(nearest(encoder.encode([q])[0], search_top_k * 3)), queries)
         with ThreadPoolExecutor(2, thread_name_prefix="leg") as legs:
-            def beside_the_embedding(q: str) -> list[qe.ScoredPoint]:
+            def legs_around(q: str, embed_first: bool) -> list[qe.ScoredPoint]:
+                """Keyword and full-text on the threads, dense here: started before the embedding
+                (which then runs on one thread) or after it (on every core)."""
+                if embed_first:
+                    vector = encoder.encode([q])[0]
                 side = [legs.submit(keyword, q, pool), legs.submit(fts, q)]
-                hits = nearest(single.encode([q])[0], pool)
-                for f in side:
-                    f.result()
-                return hits
-
-            def embedding_first(q: str) -> list[qe.ScoredPoint]:
-                v = encoder.encode([q])[0]
-                side = [legs.submit(keyword, q, pool), legs.submit(fts, q)]
-                hits = nearest(v, pool)
+                if not embed_first:
+                    vector = single.encode([q])[0]
+                hits = nearest(vector, pool)
                 for f in side:
                     f.result()
                 return hits
@@ -255,17 +257,22 @@ def measure(
                 fts(q)
                 return hits
 
-            schedules = dict(zip(SCHEDULES, (beside_the_embedding, embedding_first, one_after_another), strict=True))
+            schedules: dict[str, Callable[[str], list[qe.ScoredPoint]]] = dict(zip(
+                SCHEDULES, (lambda q: legs_around(q, embed_first=False), lambda q: legs_around(q, embed_first=True), one_after_another),
+                strict=True,
+            ))
             for retrieve in schedules.values():
                 for q in queries[:2]:  # every leg thread's connection open
                     retrieve(q)
             whole: dict[str, list[float]] = {name: [] for name in schedules}
             retrieval: dict[str, list[float]] = {name: [] for name in schedules}
-            # Query by query, each schedule in turn: the machine's drift falls on all of them alike.
-            for q in queries:
-                for name, retrieve in schedules.items():
+            # Query by query, each schedule in turn, each query starting with the next one: the
+            # machine's drift and a query's first (coldest) run fall on all of them alike.
+            names = list(schedules)
+            for i, q in enumerate(queries):
+                for name in names[i % len(names):] + names[: i % len(names)]:
                     t0 = time.perf_counter()
-                    hits = retrieve(q)
+                    hits = schedules[name](q)
                     t1 = time.perf_counter()
                     enrich(hits, hybrid_top_k)
                     retrieval[name].append((t1 - t0) * 1e3)

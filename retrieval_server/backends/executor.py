@@ -98,6 +98,9 @@ class BlockingExecutor:
         """A query's job is about to run on another pool sharing these cores: it counts as one of
         this pool's query jobs (:meth:`query_jobs`), and background work here is asked to stop, as
         for a query job of its own."""
+        self._count_query()
+
+    def _count_query(self) -> None:
         self._query_jobs += 1
         self._preempt()
 
@@ -114,9 +117,9 @@ class BlockingExecutor:
         if self._closed:
             raise RuntimeError("executor is shut down")
         if priority is Priority.QUERY:
+            self._count_query()
             with self._lock:
                 self._waiting_queries += 1
-            self.query_elsewhere()
         future: Future[T] = Future()
         self._queue.put(_Item(int(priority), next(self._order), future, functools.partial(fn, *args, **kwargs), preempt))
         # Cancelling the awaiting task cancels the future: a job not yet started is then skipped.
@@ -146,28 +149,30 @@ class BlockingExecutor:
             future, job = item.future, item.job
             if future is None or job is None:
                 return
-            if item.priority == Priority.QUERY:
-                with self._lock:
-                    self._waiting_queries -= 1
-            if not future.set_running_or_notify_cancel():
-                continue
+            # Taken off the queue and counted as running in one step: free_for_query() never sees
+            # a job that is neither waiting nor running.
             with self._lock:
+                if item.priority == Priority.QUERY:
+                    self._waiting_queries -= 1
+                if not future.set_running_or_notify_cancel():  # runs no callbacks: safe under the lock
+                    continue
                 self._busy += 1
                 if item.preempt is not None:
                     self._preemptible[item.order] = item.preempt
-            error: BaseException | None = None
             try:
                 result = job()
             except BaseException as exc:  # handed to the awaiting task, as concurrent.futures does
-                error = exc
-            # The thread counts as free before the caller hears back: free_for_query() is then true.
-            with self._lock:
-                self._busy -= 1
-                self._preemptible.pop(item.order, None)
-            if error is None:
-                future.set_result(result)
+                self._finished(item)
+                future.set_exception(exc)
             else:
-                future.set_exception(error)
+                self._finished(item)
+                future.set_result(result)
+
+    def _finished(self, item: _Item) -> None:
+        # Before the caller hears back: once a job's result arrives, its thread counts as free.
+        with self._lock:
+            self._busy -= 1
+            self._preemptible.pop(item.order, None)
 
     def shutdown(self) -> None:
         """Let running and queued jobs finish, then stop the threads."""

@@ -116,17 +116,32 @@ async def test_a_query_that_finds_the_model_lane_busy_runs_beside_it_on_one_thre
 
         emb._encoder.session.run = held  # type: ignore[method-assign]  # noqa: SLF001
         first = asyncio.ensure_future(emb.embed(TEXTS[:1]))
-        await asyncio.to_thread(entered.wait)
+        assert await asyncio.to_thread(entered.wait, 300), "the first run never started"
         # It finishes while the first still holds the lane: it did not queue behind it (the bound
-        # turns a query stuck behind the held run into a failure, not a hang).
+        # turns a query stuck behind the held run into a failure, not a hang). It counts as the
+        # lane's query, so ingestion on the lane steps aside for it.
+        jobs = pool.query_jobs()
         second = await asyncio.wait_for(emb.embed(TEXTS), 300)
         assert not first.done() and runs[-1] == (1, len(TEXTS))
+        assert pool.query_jobs() == jobs + 1 and lanes.query_jobs() == 1
         np.testing.assert_allclose(second, wide, atol=1e-5)
         release.set()
         np.testing.assert_allclose((await first)[0], wide[0], atol=1e-5)
-        # Free again: the next query runs on every core.
+        # Free again as soon as the first's result is back: the next query runs on every core.
         await emb.embed(TEXTS[:2])
         assert runs[-1] == (2, 2)
     finally:
         release.set()
+        lanes.shutdown()
+
+
+async def test_with_one_session_on_one_thread_queries_queue_on_the_lane(pool: BlockingExecutor) -> None:
+    lanes = BlockingExecutor(2, name="narrow")
+    single = OnnxEmbedder(resolve_model(None), pool, threads=1, narrow_lanes=lanes)
+    try:
+        # Two at once, and one beside other work: a run beside another would only share its core.
+        together = await asyncio.gather(single.embed(TEXTS), single.embed(TEXTS[:1]), single.embed(TEXTS, beside_work=True))
+        assert [v.shape[0] for v in together] == [len(TEXTS), 1, len(TEXTS)]
+        assert lanes.query_jobs() == 0
+    finally:
         lanes.shutdown()
