@@ -17,7 +17,6 @@ from retrieval_server.backends.executor import BACKGROUND_NICE, BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
-from retrieval_server.backends.model_timings import usable_cores
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
@@ -86,8 +85,6 @@ class Application:
         # Ingestion's model runs while queries come: one more lane, its session on one thread, at the
         # lowest scheduling priority, so that a query's model run keeps the core they share.
         self.inference_beside = BlockingExecutor(1, name="inference-beside", nice=BACKGROUND_NICE)
-        # Queries' model runs while another runs: one thread each, side by side, on the model's cores.
-        self.inference_narrow = BlockingExecutor(min(settings.embed_threads or usable_cores(), usable_cores()), name="inference-narrow")
         # Without a model folder the index says which MiniLM build embeds it: chosen in open().
         files = resolve_model(settings.model_dir) if settings.model_dir is not None else None
         self.model_choice: model_choice.ModelChoice | None = None
@@ -100,7 +97,6 @@ class Application:
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
             beside=self.inference_beside,
-            narrow_lanes=self.inference_narrow,
         ), "embedder", self._embedder_attributes)
         self.sparse = Bm25Encoder()
         self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
@@ -582,6 +578,5 @@ class Application:
             await self.events.close(self.settings.events_publish_timeout_s)
         self.inference.shutdown()
         self.inference_beside.shutdown()
-        self.inference_narrow.shutdown()
         self.executor.shutdown()
         self.tracing.shutdown()

@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     grace_period_s: float = Field(10.0, ge=0, description="SIGTERM: time to finish in-flight calls")
     max_message_mb: int = Field(64, ge=1, le=2048, description="largest request (ingest) in MiB")
     workers: int = Field(2, ge=1, le=64, description="threads for the embedded engines and other blocking work")
-    inference_lanes: int = Field(1, ge=1, le=64, description="model runs (embedding, rerank) at once on every intra-op thread (embed_threads); a query embedding that finds them taken runs on a one-thread session beside them")
+    inference_lanes: int = Field(1, ge=1, le=64, description="model runs (embedding, rerank) at once; each uses embed_threads")
     processes: int = Field(
         1, ge=1, le=64, description="server processes sharing the port (SO_REUSEPORT); embedded storage is then served read-only"
     )

@@ -82,13 +82,6 @@ class OnnxEmbedder:
     and two threads cost more CPU than one (on the 2-core machine 12.9 against 10 ms for a query)
     that no idle core pays for. Alone, a query still runs on every core: Search at c=1 waits for
     nothing else.
-
-    With ``narrow_lanes`` (a pool of as many threads as the model's cores), those one-thread runs
-    of queries go there instead of the model lane, and any query's run takes the one-thread
-    session there whenever the model lane is not free for it or another query's run is in
-    flight: under load, runs side by side on one thread each cost less CPU than the same runs one
-    at a time on every core (in-process, Search at c=8: 10-20 % less CPU per query), and a query
-    no longer waits behind another's run or a rerank.
     """
 
     def __init__(
@@ -101,13 +94,9 @@ class OnnxEmbedder:
         threads: int | None = None,
         dim: int = MINILM_DIM,
         beside: BlockingExecutor | None = None,
-        narrow_lanes: BlockingExecutor | None = None,
     ) -> None:
         self._executor = executor
         self._beside = beside
-        self._narrow_lanes = narrow_lanes
-        #: query runs in flight (counted on the event loop's thread)
-        self._query_runs = 0
         self._files: ModelFiles | None = None
         self._narrow: BiEncoder | None = None
         self._narrow_loading = threading.Lock()
@@ -156,22 +145,7 @@ class OnnxEmbedder:
         return (self._narrow or self.load_narrow()).encode(texts)
 
     async def embed(self, texts: Sequence[str], priority: Priority = Priority.QUERY, *, beside_work: bool = False) -> np.ndarray:
-        # One session on one thread already (one core, or EMBED_THREADS=1): a run beside another
-        # would only share its core, so queries queue on the lane.
-        single = self._narrow is not None and self._narrow is self._encoder
-        if self._narrow_lanes is None or priority is not Priority.QUERY or single:
-            return await self._executor.run(self._encode_narrow if beside_work else self._encode, list(texts), priority=priority)
-        alone = not beside_work and self._query_runs == 0 and self._executor.free_for_query()
-        # A cancelled caller stops counting while its run may still finish on its thread: the count
-        # is a scheduling hint, and reading it low for that moment only lets one run use every core.
-        self._query_runs += 1
-        try:
-            if alone:
-                return await self._executor.run(self._encode, list(texts))
-            self._executor.query_elsewhere()  # ingestion on the model lane steps aside, as for any query run
-            return await self._narrow_lanes.run(self._encode_narrow, list(texts))
-        finally:
-            self._query_runs -= 1
+        return await self._executor.run(self._encode_narrow if beside_work else self._encode, list(texts), priority=priority)
 
     async def embed_background(self, texts: Sequence[str], *, beside_queries: bool) -> np.ndarray:
         if beside_queries and self._beside is not None:

@@ -73,8 +73,6 @@ class BlockingExecutor:
         self._query_jobs = 0
         self._lock = threading.Lock()
         self._busy = 0
-        #: query jobs submitted and not yet taken by a thread
-        self._waiting_queries = 0
         #: the preempt hooks of the background jobs running now, by their order number
         self._preemptible: dict[int, Callable[[], None]] = {}
         for thread in self._threads:
@@ -87,22 +85,6 @@ class BlockingExecutor:
     def query_jobs(self) -> int:
         """How many :attr:`Priority.QUERY` jobs were submitted so far (from the event loop's thread)."""
         return self._query_jobs
-
-    def free_for_query(self) -> bool:
-        """Whether a query job submitted now would start at once: no query job waits, and a thread
-        is free or runs work that a query stops."""
-        with self._lock:
-            return self._waiting_queries == 0 and self._busy - len(self._preemptible) < len(self._threads)
-
-    def query_elsewhere(self) -> None:
-        """A query's job is about to run on another pool sharing these cores: it counts as one of
-        this pool's query jobs (:meth:`query_jobs`), and background work here is asked to stop, as
-        for a query job of its own."""
-        self._count_query()
-
-    def _count_query(self) -> None:
-        self._query_jobs += 1
-        self._preempt()
 
     async def run(
         self,
@@ -117,9 +99,8 @@ class BlockingExecutor:
         if self._closed:
             raise RuntimeError("executor is shut down")
         if priority is Priority.QUERY:
-            self._count_query()
-            with self._lock:
-                self._waiting_queries += 1
+            self._query_jobs += 1
+            self._preempt()
         future: Future[T] = Future()
         self._queue.put(_Item(int(priority), next(self._order), future, functools.partial(fn, *args, **kwargs), preempt))
         # Cancelling the awaiting task cancels the future: a job not yet started is then skipped.
@@ -149,30 +130,22 @@ class BlockingExecutor:
             future, job = item.future, item.job
             if future is None or job is None:
                 return
-            # Taken off the queue and counted as running in one step: free_for_query() never sees
-            # a job that is neither waiting nor running.
+            if not future.set_running_or_notify_cancel():
+                continue
             with self._lock:
-                if item.priority == Priority.QUERY:
-                    self._waiting_queries -= 1
-                if not future.set_running_or_notify_cancel():  # runs no callbacks: safe under the lock
-                    continue
                 self._busy += 1
                 if item.preempt is not None:
                     self._preemptible[item.order] = item.preempt
             try:
                 result = job()
             except BaseException as exc:  # handed to the awaiting task, as concurrent.futures does
-                self._finished(item)
                 future.set_exception(exc)
             else:
-                self._finished(item)
                 future.set_result(result)
-
-    def _finished(self, item: _Item) -> None:
-        # Before the caller hears back: once a job's result arrives, its thread counts as free.
-        with self._lock:
-            self._busy -= 1
-            self._preemptible.pop(item.order, None)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    self._preemptible.pop(item.order, None)
 
     def shutdown(self) -> None:
         """Let running and queued jobs finish, then stop the threads."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,53 +93,3 @@ async def test_an_embedding_beside_other_work_runs_on_one_thread_and_agrees(pool
     assert lazy._narrow is None  # noqa: SLF001  # loaded when first needed
     np.testing.assert_allclose(await lazy.embed(TEXTS, beside_work=True), wide, atol=1e-5)
     assert lazy._narrow is not None  # noqa: SLF001
-
-
-async def test_a_query_that_finds_the_model_lane_busy_runs_beside_it_on_one_thread(pool: BlockingExecutor) -> None:
-    lanes = BlockingExecutor(2, name="narrow")
-    emb = OnnxEmbedder(resolve_model(None), pool, threads=2, narrow_lanes=lanes)
-    runs = _record_runs(emb)
-    try:
-        wide = await emb.embed(TEXTS)
-        assert runs == [(2, len(TEXTS))], "alone, a query runs on every core"
-        # Hold the lane: the next query's run on every core starts and waits until released.
-        entered, release = threading.Event(), threading.Event()
-        assert emb._encoder is not None  # noqa: SLF001
-        run = emb._encoder.session.run  # noqa: SLF001
-
-        def held(*a: object, **k: object) -> object:
-            entered.set()
-            release.wait()
-            return run(*a, **k)
-
-        emb._encoder.session.run = held  # type: ignore[method-assign]  # noqa: SLF001
-        first = asyncio.ensure_future(emb.embed(TEXTS[:1]))
-        assert await asyncio.to_thread(entered.wait, 300), "the first run never started"
-        # It finishes while the first still holds the lane: it did not queue behind it (the bound
-        # turns a query stuck behind the held run into a failure, not a hang). It counts as the
-        # lane's query, so ingestion on the lane steps aside for it.
-        jobs = pool.query_jobs()
-        second = await asyncio.wait_for(emb.embed(TEXTS), 300)
-        assert not first.done() and runs[-1] == (1, len(TEXTS))
-        assert pool.query_jobs() == jobs + 1 and lanes.query_jobs() == 1
-        np.testing.assert_allclose(second, wide, atol=1e-5)
-        release.set()
-        np.testing.assert_allclose((await first)[0], wide[0], atol=1e-5)
-        # Free again as soon as the first's result is back: the next query runs on every core.
-        await emb.embed(TEXTS[:2])
-        assert runs[-1] == (2, 2)
-    finally:
-        release.set()
-        lanes.shutdown()
-
-
-async def test_with_one_session_on_one_thread_queries_queue_on_the_lane(pool: BlockingExecutor) -> None:
-    lanes = BlockingExecutor(2, name="narrow")
-    single = OnnxEmbedder(resolve_model(None), pool, threads=1, narrow_lanes=lanes)
-    try:
-        # Two at once, and one beside other work: a run beside another would only share its core.
-        together = await asyncio.gather(single.embed(TEXTS), single.embed(TEXTS[:1]), single.embed(TEXTS, beside_work=True))
-        assert [v.shape[0] for v in together] == [len(TEXTS), 1, len(TEXTS)]
-        assert lanes.query_jobs() == 0
-    finally:
-        lanes.shutdown()

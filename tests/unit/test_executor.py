@@ -6,7 +6,6 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Callable
 
 import pytest
 
@@ -102,59 +101,6 @@ async def test_a_query_preempts_a_running_background_job_only_when_no_thread_is_
         finally:
             stop.set()
             executor.shutdown()
-
-
-async def test_a_pool_is_free_for_a_query_unless_a_query_runs_or_waits_there() -> None:
-    executor = BlockingExecutor(1)
-    started, release = threading.Event(), threading.Event()
-    preempted: list[str] = []
-
-    def job() -> str:
-        started.set()
-        release.wait()
-        return "done"
-
-    async def running(priority: Priority = Priority.QUERY, preempt: Callable[[], None] | None = None) -> asyncio.Future[str]:
-        release.clear()
-        started.clear()
-        future = asyncio.ensure_future(executor.run(job, priority=priority, preempt=preempt))
-        assert await asyncio.to_thread(started.wait, 300), "the job never started"
-        return future
-
-    try:
-        assert executor.free_for_query()
-        # Background work that a query stops leaves the pool free for one (this hook only records).
-        background = await running(Priority.BACKGROUND, lambda: preempted.append("stop"))
-        assert executor.free_for_query()
-        # A query running elsewhere counts here and asks that work to stop, as a query job of its own would.
-        jobs = executor.query_jobs()
-        executor.query_elsewhere()
-        assert executor.query_jobs() == jobs + 1 and preempted == ["stop"]
-        # A query waiting for the thread: the next one would wait too.
-        waiting = asyncio.ensure_future(executor.run(lambda: "next"))
-        await asyncio.sleep(0)
-        assert not executor.free_for_query(), "a query waits"
-        release.set()
-        assert await background == "done" and await waiting == "next"
-        # Once a job's result arrives its thread counts as free (test_embedder's last run checks it
-        # through a query that then takes every core).
-        assert executor.free_for_query()
-        # Work that no query stops, a query's or not, takes the pool.
-        for priority in (Priority.QUERY, Priority.BACKGROUND):
-            unstoppable = await running(priority)
-            assert not executor.free_for_query(), priority
-            release.set()
-            assert await unstoppable == "done" and executor.free_for_query()
-
-        def fails() -> None:
-            raise ValueError("a failed run")
-
-        with pytest.raises(ValueError, match="a failed run"):
-            await executor.run(fails)
-        assert executor.free_for_query(), "a job that raised leaves its thread free"
-    finally:
-        release.set()
-        executor.shutdown()
 
 
 def _own_nice() -> int:
