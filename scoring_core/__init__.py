@@ -11,6 +11,7 @@ from scoring_core.cache_matching import CosineMatcher
 from scoring_core.dedup import content_hashes, dedup_by_key, near_duplicates
 from scoring_core.fusion import Fused, rrf, score_fusion
 from scoring_core.grouping import GroupedHits, group_by_parent
+from scoring_core.name_filter import NameFilter
 from scoring_core.selection import threshold_with_fallback, top_k
 
 
@@ -33,6 +34,7 @@ __all__ = [
     "CosineMatcher",
     "Fused",
     "GroupedHits",
+    "NameFilter",
     "content_hashes",
     "dedup_by_key",
     "group_by_parent",

@@ -152,3 +152,23 @@ def cache_match(
         if s > best_score:
             best, best_score = i, s
     return (best, best_score) if best >= 0 and best_score >= threshold else (-1, math.nan)
+
+
+def fuzzy_candidates(names: Sequence[str], query: str, threshold: float) -> list[int]:
+    """The names that pass :class:`scoring_core.name_filter.NameFilter`'s two bounds, one by one."""
+
+    def bigrams(text: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for i in range(len(text) - 1):
+            counts[text[i : i + 2]] = counts.get(text[i : i + 2], 0) + 1
+        return counts
+
+    wanted = bigrams(query)
+    out = []
+    for i, name in enumerate(names):
+        held = bigrams(name)
+        shared = sum(min(c, held.get(b, 0)) for b, c in wanted.items())
+        most = math.floor((1.0 - threshold / 100.0) * (len(query) + len(name)) + 1e-6)
+        if abs(len(query) - len(name)) <= most and shared >= max(len(query), len(name)) - 1 - 2 * most:
+            out.append(i)
+    return out

@@ -66,6 +66,17 @@ def main() -> int:
         print(f"| {c.entries:,} | {c.threads} | {c.mbytes:,.0f} | {_fmt(c.numba_ms)} | {_fmt(c.numpy_ms)} | {_fmt(c.python_ms)} | {c.gbps:.1f} | {c.stream_gbps:.1f} | {c.bandwidth_fraction:.0%} | {c.numpy_ms / c.numba_ms:.2f} |", flush=True)
     out["cache"] = [asdict(c) | {"fraction_of_stream": c.bandwidth_fraction, "gbps": c.gbps} for c in caches]
 
+    from bench.scoring.names import name_cases
+
+    print("\n## Fuzzy name look-ups (ms for 20 n-grams against the names; ratio = every name scored / filtered)\n")
+    print("| names | NameFilter + rapidfuzz ms | rapidfuzz on every name ms | filter in plain Python ms | × vs every name |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    names = []
+    for n in name_cases((1_000, 15_000) if args.quick else (1_000, 15_000, 100_000)):
+        names.append(n)
+        print(f"| {n.names:,} | {_fmt(n.filtered_ms)} | {_fmt(n.all_names_ms)} | {_fmt(n.python_filter_ms)} | {_fmt(n.vs_all_names)} |", flush=True)
+    out["names"] = [asdict(n) | {"vs_all_names": n.vs_all_names} for n in names]
+
     encoders = []
     if args.skip_encoders or args.model_dir is None:
         print("\n(encoders skipped: " + ("--skip-encoders" if args.skip_encoders else "no fp32 model; pass --model-dir") + ")")

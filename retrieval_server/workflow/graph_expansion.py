@@ -66,7 +66,7 @@ async def expand(
                 break
             for k in frontier:
                 strength[k] = candidates[k]
-            names.update({k: e.name for k, e in (await graph.entities(frontier, access, document_ids)).items()})
+            names.update(await graph.names(frontier, access, document_ids))
         found = await graph.chunks(frontier, access, document_ids, per_entity=limits.max_chunks_per_hop)
         for key, chunks in found.items():
             for c, n in chunks:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import itertools
 
 import networkx as nx
+import numpy as np
+from rapidfuzz import fuzz, process
 
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
@@ -143,6 +146,7 @@ async def test_matching_exports_and_access(metadata_store: MetadataStore, execut
     # New names are picked up once an ingest changes the graph.
     await metadata_store.replace_document(Document("new"), _parents("new"), DocumentGraph((_entity("FreshSvc", E.SERVICE, 1, "new#p0c0"),), ()))
     assert [m.name for m in await graph.match("FreshSvc status", ANON)] == ["FreshSvc"]
+    assert [(m.name, m.kind) for m in await graph.match("what about FrshSvc", ANON)] == [("FreshSvc", MatchKind.FUZZY)]  # fuzzy too
     exported = await graph.to_networkx(BOB)
     buffer = io.BytesIO()
     nx.write_graphml(exported, buffer)
@@ -168,3 +172,39 @@ async def test_edge_weights_are_graph_edges_without_their_documents_for_every_re
         for who in (ANON, ALICE, BOB, CAROL, ROOT):
             expected = sorted((e.source, e.target, round(e.weight, 9)) for e in await metadata_store.graph_edges(keys, who))
             assert expected and sorted((s, t, round(w, 9)) for s, t, w in await metadata_store.graph_edge_weights(keys, who)) == expected
+
+
+async def test_labels_are_the_names_and_types_graph_entities_gives_every_reader(metadata_store: MetadataStore) -> None:
+    await _load(metadata_store)
+    # Bob's own spelling and type, mentioned most: what he reads of "authsvc" differs from the others' view.
+    await metadata_store.replace_document(
+        Document("bobs", access=Access.PRIVATE, owner_id="bob"), _parents("bobs"), DocumentGraph((_entity("Auth-Svc", E.PROJECT, 9, "bobs#p0c0"),), ())
+    )
+    keys = ["projectalpha", "authsvc", "databasesvc", "shadowvault", "unknown"]
+    seen = set()
+    for who in (ANON, ALICE, BOB, CAROL, ROOT):
+        for scope in ((), ["auth", "bobs"], ["bobs"]):
+            entities = await metadata_store.graph_entities(keys, who, scope)
+            labels = await metadata_store.graph_labels(keys, who, scope)
+            assert labels == {k: (e.name, e.entity_type) for k, e in entities.items()}
+            seen.add(labels.get("authsvc"))
+    assert {("AuthSvc", E.SERVICE), ("Auth-Svc", E.PROJECT), None} <= seen  # the readers' views do differ
+    assert await metadata_store.graph_labels([], ROOT) == {}
+
+
+async def test_fuzzy_lookups_score_as_every_name_would(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
+    """The names the filter leaves, scored, give the three best of all names (ties: the earlier name)."""
+    stems = ["interleukin", "kinase", "receptor", "factor", "protein", "cell"]
+    names = ["".join(p) + s for p in itertools.permutations(stems, 2) for s in ("", "s", "1", "a2")]
+    entities = tuple(_entity(n, E.CONCEPT, 1, "many#p0c0") for n in names)
+    await metadata_store.replace_document(Document("many"), _parents("many"), DocumentGraph(entities, ()))
+    graph = KnowledgeGraph(metadata_store, executor)
+    index = await graph._index()
+    grams = [(0, 1, 1, g, g) for g in ("interleukinkinase", "kinasereceptr", "proteincel", "factorfactor", "cellprotein2", "zzzzz")]
+    found = graph._fuzzy(grams, index)
+    scores = process.cdist([g[3] for g in grams], index.keys, scorer=fuzz.ratio)
+    for gram, per, row in zip(grams, found, scores, strict=True):
+        above = np.flatnonzero(row >= 88.0)
+        expected = [(index.keys[i], row[i] / 100.0) for i in above[np.argsort(-row[above], kind="stable")[:3]]]
+        assert [(c.key, c.score) for c in per] == expected, gram[3]
+    assert any(len(per) == 3 for per in found) and found[-1] == []

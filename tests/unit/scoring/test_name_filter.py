@@ -1,0 +1,59 @@
+"""The fuzzy-name filter: the same names as its plain-Python twin, and never one fewer than rapidfuzz keeps."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rapidfuzz import fuzz, process
+
+from scoring_core import reference
+from scoring_core.name_filter import NameFilter
+
+# A small alphabet makes near matches (the case the bounds must not cut) common.
+text = st.text(alphabet="abcdé1", max_size=14)
+names = st.lists(text, max_size=40)
+threshold = st.floats(0, 100)
+
+
+@settings(max_examples=300, deadline=None)
+@given(names, text, threshold)
+def test_the_filter_agrees_with_its_twin(listed: list[str], query: str, t: float) -> None:
+    assert NameFilter(listed).candidates(query, t).tolist() == reference.fuzzy_candidates(listed, query, t)
+
+
+@st.composite
+def edited(draw: st.DrawFn, query: str) -> str:
+    """``query`` after a few random insertions and deletions: the near matches the bounds must keep."""
+    out = list(query)
+    for _ in range(draw(st.integers(0, 4))):
+        if out and draw(st.booleans()):
+            del out[draw(st.integers(0, len(out) - 1))]
+        else:
+            out.insert(draw(st.integers(0, len(out))), draw(st.sampled_from("abcdé1")))
+    return "".join(out)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data(), text, threshold)
+def test_every_name_rapidfuzz_keeps_is_a_candidate(data: st.DataObject, query: str, t: float) -> None:
+    listed = data.draw(st.lists(st.one_of(text, edited(query)), max_size=40))
+    kept = {i for i, name in enumerate(listed) if fuzz.ratio(query, name, score_cutoff=t) >= t}
+    assert kept <= set(NameFilter(listed).candidates(query, t).tolist())
+
+
+def test_it_drops_the_names_that_cannot_match_and_keeps_the_near_ones() -> None:
+    listed = ["interleukin", "interleukins", "interleukin6", "insulin", "il6", "kinase", "nterleukin", ""]
+    got = NameFilter(listed).candidates("interleukin", 88.0).tolist()
+    assert got == [0, 1, 2, 6]
+    scores = process.cdist(["interleukin"], listed, scorer=fuzz.ratio)[0]
+    assert {i for i, s in enumerate(scores) if s >= 88.0} <= set(got)
+    assert {3, 4, 5, 7}.isdisjoint(got)  # another word, a short acronym, a different length, nothing
+
+
+def test_no_names_and_short_queries() -> None:
+    assert NameFilter([]).candidates("anything", 88.0).tolist() == []
+    assert NameFilter(["a", "ab", "abc"]).candidates("a", 50.0).tolist() == reference.fuzzy_candidates(["a", "ab", "abc"], "a", 50.0)
+    assert NameFilter(["x"]).candidates("", 100.0).tolist() == []
+    assert NameFilter([""]).candidates("", 100.0).tolist() == [0]
+    assert np.issubdtype(NameFilter(["ab"]).candidates("ab", 88.0).dtype, np.integer)
