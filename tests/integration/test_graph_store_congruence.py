@@ -208,3 +208,30 @@ async def test_fuzzy_lookups_score_as_every_name_would(metadata_store: MetadataS
         expected = [(index.keys[i], row[i] / 100.0) for i in above[np.argsort(-row[above], kind="stable")[:3]]]
         assert [(c.key, c.score) for c in per] == expected, gram[3]
     assert any(len(per) == 3 for per in found) and found[-1] == []
+
+
+async def test_related_keys_are_the_endpoints_for_every_reader_as_the_graph_grows(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
+    await _load(metadata_store)
+    chat = DocumentGraph((_entity("ZorblaxSvc", E.SERVICE, 1, "chat#p0c0"), _entity("QuuxSvc", E.SERVICE, 1, "chat#p0c0")),
+                         (_rel("ZorblaxSvc", R.CO_OCCURS, "QuuxSvc", 0.25),))
+    await metadata_store.replace_document(Document("chat"), _parents("chat"), chat)
+    graph = KnowledgeGraph(metadata_store, executor)
+    typed = [r for r in R if r is not R.CO_OCCURS]
+    # Stated relations somewhere, readable or not; "databasesvc" only co-occurs in "auth" but is used in "secret".
+    assert await metadata_store.graph_stated_keys() == {"projectalpha", "authsvc", "databasesvc", "shadowvault"}
+    keys = ["projectalpha", "authsvc", "databasesvc", "shadowvault", "unknown", "freshsvc", "zorblaxsvc"]
+
+    async def agree() -> None:
+        for who in (ANON, ALICE, BOB, CAROL, ROOT):
+            for relations in (None, [R.USES], typed, [R.CO_OCCURS]):
+                assert await graph.related(keys, who, relations=relations) == await metadata_store.graph_endpoints(keys, who, relations=relations)
+
+    await agree()
+    assert await graph.related(["unknown", "nothing"], ROOT, relations=typed) == set()
+    # A key that gains a stated relation in a later ingest is found by the next query.
+    fresh = DocumentGraph(
+        (_entity("FreshSvc", E.SERVICE, 1, "fresh#p0c0"), _entity("AuthSvc", E.SERVICE, 1, "fresh#p0c0")), (_rel("FreshSvc", R.CALLS, "AuthSvc"),)
+    )
+    await metadata_store.replace_document(Document("fresh"), _parents("fresh"), fresh)
+    assert await graph.related(["freshsvc"], ANON, relations=typed) == {"freshsvc"}
+    await agree()

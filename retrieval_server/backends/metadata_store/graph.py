@@ -108,6 +108,16 @@ class GraphQueries:
             rows = await tx.fetchall("SELECT DISTINCT entity_key, name FROM graph_entities ORDER BY entity_key, name")
         return [(r[0], r[1]) for r in rows]
 
+    async def graph_stated_keys(self) -> set[str]:
+        """Every entity key at either end of a stated (typed, not co-occurrence) relation, whoever may
+        read it: which keys can seed the graph leg at all, never an answer."""
+        async with self.snapshot() as tx:
+            rows = await tx.fetchall(
+                "SELECT source_key FROM graph_edges WHERE relation <> ? UNION SELECT target_key FROM graph_edges WHERE relation <> ?",
+                [RelationType.CO_OCCURS.value, RelationType.CO_OCCURS.value],
+            )
+        return {r[0] for r in rows}
+
     async def graph_entities(
         self, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str] = ()
     ) -> dict[str, GraphEntity]:
