@@ -14,9 +14,12 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
 def _default_model_dir() -> Path | None:
@@ -27,6 +30,19 @@ def _default_model_dir() -> Path | None:
 
 def _fmt(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}g}" if x < 100 else f"{x:,.0f}"
+
+
+def _table(heading: str, columns: str, rows: Iterable[T], cells: Callable[[T], list[str]], left: int = 0) -> list[T]:
+    """Print a markdown table row by row as ``rows`` are measured (the first ``left`` columns
+    aligned left, numbers right); return the rows."""
+    print(heading + "\n")
+    print(columns)
+    print("| " + " | ".join("---" if i < left else "---:" for i in range(columns.count("|") - 1)) + " |")
+    kept = []
+    for row in rows:
+        kept.append(row)
+        print("| " + " | ".join(cells(row)) + " |", flush=True)
+    return kept
 
 
 def main() -> int:
@@ -40,6 +56,7 @@ def main() -> int:
 
     from bench.scoring.encoders import onnx_rows, prepare_models, torch_rows
     from bench.scoring.kernels import cache_cases, kernel_cases
+    from bench.scoring.names import name_cases
     from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 
     started = time.time()
@@ -47,34 +64,23 @@ def main() -> int:
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
     }
-    print("## Kernels (ms per call, best of several batches; ratios = baseline time / numba time)\n")
-    print("| kernel | size | numba ms | numpy ms | python ms | × vs numpy | × vs python |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    kernels = []
-    for row in kernel_cases():
-        kernels.append(row)
-        print(f"| {row.kernel} | {row.size} | {_fmt(row.numba_ms)} | {_fmt(row.numpy_ms)} | {_fmt(row.python_ms)} | {_fmt(row.vs_numpy)} | {_fmt(row.vs_python)} |", flush=True)
+    kernels = _table("## Kernels (ms per call, best of several batches; ratios = baseline time / numba time)",
+                     "| kernel | size | numba ms | numpy ms | python ms | × vs numpy | × vs python |", kernel_cases(),
+                     lambda r: [r.kernel, r.size, _fmt(r.numba_ms), _fmt(r.numpy_ms), _fmt(r.python_ms), _fmt(r.vs_numpy), _fmt(r.vs_python)], left=2)
     out["kernels"] = [asdict(r) | {"vs_numpy": r.vs_numpy, "vs_python": r.vs_python} for r in kernels]
 
-    print("\n## Cache matcher, 384 dims (numpy = matmul + mask + argmax with BLAS on the same threads;")
-    print("stream = the same bytes summed on the same threads, no other work)\n")
-    print("| entries | threads | MB | numba ms | numpy ms | python ms | GB/s | stream GB/s | fraction of stream | × vs numpy |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    caches = []
-    for c in cache_cases((10_000, 100_000) if args.quick else (10_000, 100_000, 1_000_000)):
-        caches.append(c)
-        print(f"| {c.entries:,} | {c.threads} | {c.mbytes:,.0f} | {_fmt(c.numba_ms)} | {_fmt(c.numpy_ms)} | {_fmt(c.python_ms)} | {c.gbps:.1f} | {c.stream_gbps:.1f} | {c.bandwidth_fraction:.0%} | {c.numpy_ms / c.numba_ms:.2f} |", flush=True)
+    caches = _table("\n## Cache matcher, 384 dims (numpy = matmul + mask + argmax with BLAS on the same threads;\n"
+                    "stream = the same bytes summed on the same threads, no other work)",
+                    "| entries | threads | MB | numba ms | numpy ms | python ms | GB/s | stream GB/s | fraction of stream | × vs numpy |",
+                    cache_cases((10_000, 100_000) if args.quick else (10_000, 100_000, 1_000_000)),
+                    lambda c: [f"{c.entries:,}", str(c.threads), f"{c.mbytes:,.0f}", _fmt(c.numba_ms), _fmt(c.numpy_ms), _fmt(c.python_ms),
+                               f"{c.gbps:.1f}", f"{c.stream_gbps:.1f}", f"{c.bandwidth_fraction:.0%}", f"{c.numpy_ms / c.numba_ms:.2f}"])
     out["cache"] = [asdict(c) | {"fraction_of_stream": c.bandwidth_fraction, "gbps": c.gbps} for c in caches]
 
-    from bench.scoring.names import name_cases
-
-    print("\n## Fuzzy name look-ups (ms for 20 n-grams against the names; ratio = every name scored / filtered)\n")
-    print("| names | NameFilter + rapidfuzz ms | rapidfuzz on every name ms | filter in plain Python ms | × vs every name |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
-    names = []
-    for n in name_cases((1_000, 15_000) if args.quick else (1_000, 15_000, 100_000)):
-        names.append(n)
-        print(f"| {n.names:,} | {_fmt(n.filtered_ms)} | {_fmt(n.all_names_ms)} | {_fmt(n.python_filter_ms)} | {_fmt(n.vs_all_names)} |", flush=True)
+    names = _table("\n## Fuzzy name look-ups (ms for 20 n-grams against the names; ratio = every name scored / filtered)",
+                   "| names | NameFilter + rapidfuzz ms | rapidfuzz on every name ms | filter in plain Python ms | × vs every name |",
+                   name_cases((1_000, 15_000) if args.quick else (1_000, 15_000, 100_000)),
+                   lambda n: [f"{n.names:,}", _fmt(n.filtered_ms), _fmt(n.all_names_ms), _fmt(n.python_filter_ms), _fmt(n.vs_all_names)])
     out["names"] = [asdict(n) | {"vs_all_names": n.vs_all_names} for n in names]
 
     encoders = []
