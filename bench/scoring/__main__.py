@@ -13,8 +13,8 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import asdict
 from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from pathlib import Path
 from typing import TypeVar
 

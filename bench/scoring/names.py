@@ -40,7 +40,7 @@ def _typo(rng: random.Random, word: str) -> str:
     return word[:i] + word[i + 1 :] if rng.random() < 0.5 else word[:i] + rng.choice("aeiou") + word[i:]
 
 
-def _best(grams: list[str], keys: list[str], scores: list[np.ndarray], ids: list[np.ndarray]) -> list[list[tuple[str, float]]]:
+def _best(keys: list[str], scores: list[np.ndarray], ids: list[np.ndarray]) -> list[list[tuple[str, float]]]:
     out = []
     for row, at in zip(scores, ids, strict=True):
         above = np.flatnonzero(row >= THRESHOLD)
@@ -61,11 +61,11 @@ def name_cases(sizes: tuple[int, ...] = (1_000, 15_000, 100_000), grams: int = 2
             ids = [index.candidates(g, THRESHOLD) for g in wanted]
             scores = [process.cdist([g], [keys[i] for i in at.tolist()], scorer=fuzz.ratio, score_cutoff=THRESHOLD, workers=1)[0]
                       for g, at in zip(wanted, ids, strict=True)]
-            return _best(wanted, keys, scores, ids)
+            return _best(keys, scores, ids)
 
         def all_names() -> list[list[tuple[str, float]]]:
             scores = process.cdist(wanted, keys, scorer=fuzz.ratio, score_cutoff=THRESHOLD, workers=1)
-            return _best(wanted, keys, list(scores), [every] * len(wanted))
+            return _best(keys, list(scores), [every] * len(wanted))
 
         if filtered() != all_names():
             raise AssertionError(f"{size} names: the filtered look-ups differ from scoring every name")

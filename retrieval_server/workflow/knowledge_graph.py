@@ -84,7 +84,7 @@ class KnowledgeGraph:
                 for key, name in await self.store.graph_names():
                     names.setdefault(key, []).append(name)
                 keys = tuple(names)
-                # Built off the event loop: tens of milliseconds for a graph of 100,000 names.
+                # Built off the event loop: 30-50 ms for SciFact's 15,645 names, a few hundred for 100,000.
                 fuzzy = await self._executor.run(NameFilter, keys)
                 stated = frozenset(await self.store.graph_stated_keys())
                 self._names = _Names(version, {k: tuple(v) for k, v in names.items()}, keys, fuzzy, stated)
@@ -136,7 +136,7 @@ class KnowledgeGraph:
 
         Only the names that can reach the threshold are scored (by rapidfuzz, in C++): on SciFact's
         15,645 names the filter leaves a few dozen per n-gram, and a query's fuzzy look-ups cost
-        about a sixth of scoring every name in one ``cdist`` call."""
+        1.6 ms of CPU against 4.0 ms for scoring every name in one ``cdist`` call."""
         out = []
         for start, end, n, key, text in grams:
             ids = index.fuzzy.candidates(key, self._threshold)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rapidfuzz import fuzz, process
@@ -51,9 +52,21 @@ def test_it_drops_the_names_that_cannot_match_and_keeps_the_near_ones() -> None:
     assert {3, 4, 5, 7}.isdisjoint(got)  # another word, a short acronym, a different length, nothing
 
 
+@pytest.mark.parametrize(("threshold", "longer", "shorter"), [(70.0, 13, 7), (80.0, 6, 4), (90.0, 11, 9), (95.0, 21, 19)])
+def test_a_pair_exactly_on_the_threshold_is_kept(threshold: float, longer: int, shorter: int) -> None:
+    """A prefix pair whose ratio is the threshold itself (2 x shorter / (longer + shorter)): the
+    distance bound must not round it away, whichever side is the query."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    a, b = letters[:longer], letters[:shorter]
+    assert fuzz.ratio(a, b, score_cutoff=threshold) >= threshold  # rapidfuzz keeps it
+    assert NameFilter([b]).candidates(a, threshold).tolist() == [0]
+    assert NameFilter([a]).candidates(b, threshold).tolist() == [0]
+
+
 def test_no_names_and_short_queries() -> None:
     assert NameFilter([]).candidates("anything", 88.0).tolist() == []
     assert NameFilter(["a", "ab", "abc"]).candidates("a", 50.0).tolist() == reference.fuzzy_candidates(["a", "ab", "abc"], "a", 50.0)
     assert NameFilter(["x"]).candidates("", 100.0).tolist() == []
     assert NameFilter([""]).candidates("", 100.0).tolist() == [0]
     assert np.issubdtype(NameFilter(["ab"]).candidates("ab", 88.0).dtype, np.integer)
+    assert NameFilter(["ab\ud800c", "abc"]).candidates("abc", 60.0).tolist() == [0, 1]  # a lone surrogate is a character too
