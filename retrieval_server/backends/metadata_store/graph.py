@@ -112,11 +112,9 @@ class GraphQueries:
         """Every entity key at either end of a stated (typed, not co-occurrence) relation, whoever may
         read it: which keys can seed the graph leg at all, never an answer."""
         async with self.snapshot() as tx:
-            rows = await tx.fetchall(
-                "SELECT source_key FROM graph_edges WHERE relation <> ? UNION SELECT target_key FROM graph_edges WHERE relation <> ?",
-                [RelationType.CO_OCCURS.value, RelationType.CO_OCCURS.value],
-            )
-        return {r[0] for r in rows}
+            # One pass over the edges (a UNION of the two columns reads them twice).
+            rows = await tx.fetchall("SELECT source_key, target_key FROM graph_edges WHERE relation <> ?", [RelationType.CO_OCCURS.value])
+        return {key for row in rows for key in row}
 
     async def graph_entities(
         self, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str] = ()
