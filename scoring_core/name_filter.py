@@ -50,7 +50,6 @@ class NameFilter:
     def __init__(self, names: Sequence[str]) -> None:
         lengths = np.fromiter((len(n) for n in names), dtype=np.int64, count=len(names))
         self._order = np.argsort(lengths, kind="stable")  # internal number -> index in ``names``
-        self._count = len(names)
         ordered = [names[i] for i in self._order.tolist()]
         sorted_lengths = lengths[self._order]
         #: the internal numbers of the names of each length: ``[_starts[L], _starts[L + 1])``

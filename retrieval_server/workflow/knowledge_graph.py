@@ -4,8 +4,8 @@ Matching a query against the known names costs a bounded amount whatever the gra
 word n-grams of the query (at most ``max_ngram_words`` words) are looked up by key (exact and
 case-folded matches), and at most ``max_fuzzy_ngrams`` of them are compared with rapidfuzz
 against every name that can reach the threshold (fuzzy matches, on the executor; scoring_core's
-:class:`NameFilter` rules out the others by length and shared bigrams). Candidates are then kept only if a document
-the caller may read knows them.
+:class:`NameFilter` rules out the others by length and shared bigrams). Candidates are then kept
+only if a document the caller may read knows them.
 """
 
 from __future__ import annotations
