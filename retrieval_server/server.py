@@ -17,13 +17,14 @@ from grpc_reflection.v1alpha import reflection_pb2
 from retrieval.v1 import retrieval_pb2
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
+from retrieval_server.api.edge import Edge
 from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
-from retrieval_server.api.undecodable import RejectUndecodable
+from retrieval_server.api.undecodable import reject_undecodable
 from retrieval_server.app import Application
 from retrieval_server.config import Settings
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
-from retrieval_server.observability.grpc_metrics import GrpcMetricsInterceptor
+from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     authenticator = authenticator_for(settings)
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        # Metrics first, so that refused calls are counted too; identity before any servicer runs.
-        interceptors=[GrpcMetricsInterceptor(app.metrics.grpc), RejectUndecodable(), Authenticate(authenticator), *app.tracing.server_interceptors()],
+        interceptors=app.tracing.server_interceptors(),
         options=[
             ("grpc.max_receive_message_length", max_bytes),
             ("grpc.max_send_message_length", max_bytes),
@@ -81,10 +81,13 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
             ("grpc.so_reuseport", 1 if settings.processes > 1 else 0),
         ],
     )
-    register(RetrievalServicer(app), server)
+    # Metrics first, so that refused calls are counted too; identity before any servicer runs.
+    edge = Edge([GrpcMetricsLayer(app.metrics.grpc), reject_undecodable, Authenticate(authenticator)])
+    register(RetrievalServicer(app), edge)
     health = health_aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, edge)
+    enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], edge)
+    edge.serve_on(server)
     app.metrics.grpc.preregister(
         [retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"], health_pb2.DESCRIPTOR.services_by_name["Health"],
          reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]]

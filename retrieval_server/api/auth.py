@@ -1,4 +1,4 @@
-"""Who is calling: one authenticator per RETRIEVAL_AUTH_MODE, applied by a server interceptor.
+"""Who is calling: one authenticator per RETRIEVAL_AUTH_MODE, applied as a layer of the server's edge.
 
 * ``none`` (development): ``x-user-id`` / ``x-user-role`` are believed. The settings keep such a
   server on loopback unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE says otherwise.
@@ -8,7 +8,7 @@
 * ``gateway``: the identity headers are believed only from a mutual-TLS peer whose certificate
   names (SAN or CN) are on RETRIEVAL_GATEWAY_PEERS; any other caller is refused.
 
-The interceptor verifies every call to RetrievalService before the servicer runs and hands the
+The layer verifies every call to RetrievalService before the servicer runs and hands the
 result over in a context variable: the servicer, and the workflow after it, only ever see a
 verified :class:`Identity`. grpc.health.v1 and reflection need no credentials, nor does the
 Health RPC (credentials sent to it are still verified).
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import grpc
 
 from retrieval_server.api.errors import status_of
-from retrieval_server.api.handlers import PerMethod, rewrap
+from retrieval_server.api.handlers import rewrap
 from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, identity_from_metadata
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
@@ -180,23 +180,17 @@ def authenticator_for(settings: Settings) -> Authenticator:
     return HeaderAuthenticator()
 
 
-class Authenticate(grpc.aio.ServerInterceptor):
-    """Verify the caller of every RetrievalService RPC; refuse with UNAUTHENTICATED (and ErrorInfo)."""
+class Authenticate:
+    """Verify the caller of every RetrievalService RPC; refuse with UNAUTHENTICATED (and ErrorInfo).
+    A layer of :class:`~retrieval_server.api.edge.Edge`."""
 
     def __init__(self, authenticator: Authenticator) -> None:
         self._auth = authenticator
-        self._handlers: PerMethod[grpc.RpcMethodHandler] = PerMethod()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        if handler is None or not method.startswith(SERVICE_PREFIX):
+    def __call__(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if not method.startswith(SERVICE_PREFIX):
             return handler
-        return self._handlers.get(method, handler, lambda: rewrap(handler, before_call=self._verifier(method not in OPEN_METHODS)))
+        return rewrap(handler, before_call=self._verifier(method not in OPEN_METHODS))
 
     def _verifier(self, required: bool) -> Callable[[grpc.aio.ServicerContext], Awaitable[None]]:
         async def verify(context: grpc.aio.ServicerContext) -> None:

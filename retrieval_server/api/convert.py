@@ -83,6 +83,10 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     )
 
 
+def strategy_out(strategy: Strategy) -> pb.Strategy.ValueType:
+    return _STRATEGY_OUT[strategy]
+
+
 def metrics_out(m: QueryMetrics) -> pb.Metrics:
     return pb.Metrics(
         total_ms=m.total_ms,
@@ -93,7 +97,7 @@ def metrics_out(m: QueryMetrics) -> pb.Metrics:
         rerank_fallback_triggered=m.rerank_fallback_triggered,
         degraded=m.degraded,
         decomposition_used=m.decomposition_used,
-        strategy_used=_STRATEGY_OUT[m.strategy_used],
+        strategy_used=strategy_out(m.strategy_used),
         route=route_out(m.route) if m.route else None,
         graph=graph_out(m.graph) if m.graph else None,
     )

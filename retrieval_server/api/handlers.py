@@ -1,4 +1,4 @@
-"""Rewrapping grpc method handlers, for interceptors that act before a call's behaviour runs.
+"""Rewrapping grpc method handlers, for the edge's layers that act before a call's behaviour runs.
 
 grpc.aio drives a streaming response only from an async generator function, and a behaviour may
 instead be a coroutine writing with ``context.write`` (grpc.health's Watch): a wrapper must keep
@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import grpc
 
-Built = TypeVar("Built")
 BeforeCall = Callable[[grpc.aio.ServicerContext], Awaitable[None]]
 CheckMessage = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 
@@ -83,23 +82,3 @@ def rewrap(
     if handler.stream_unary:
         return grpc.stream_unary_rpc_method_handler(stream_request(handler.stream_unary), deserialize, serialize)
     return grpc.stream_stream_rpc_method_handler(stream_request(handler.stream_stream), deserialize, serialize)
-
-
-class PerMethod(Generic[Built]):
-    """What an interceptor makes of a method's handler, made once per method.
-
-    grpc.aio hands an interceptor the same handler object for a method on every call, so the
-    wrappers built around it can be too: building them per call is a cost every request pays.
-    Only methods the server has (a handler exists) are remembered, so the table stays bounded.
-    """
-
-    def __init__(self) -> None:
-        self._built: dict[str, tuple[grpc.RpcMethodHandler, Built]] = {}
-
-    def get(self, method: str, handler: grpc.RpcMethodHandler, build: Callable[[], Built]) -> Built:
-        known = self._built.get(method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        built = build()
-        self._built[method] = (handler, built)
-        return built

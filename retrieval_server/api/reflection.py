@@ -12,6 +12,8 @@ from collections.abc import Iterable
 import grpc
 from grpc_reflection.v1alpha import _async, _base, reflection_pb2, reflection_pb2_grpc
 
+from retrieval_server.api.edge import Edge
+
 SERVICE_NAME = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name
 
 
@@ -27,6 +29,6 @@ class MethodAwareReflectionServicer(_async.ReflectionServicer):
         return _base._file_descriptor_response(method.containing_service.file, request)
 
 
-def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server) -> None:
+def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server | Edge) -> None:
     names = [*service_names, SERVICE_NAME]
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(MethodAwareReflectionServicer(names), server)

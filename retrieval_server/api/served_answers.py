@@ -7,33 +7,40 @@ metrics (this request's own) appended.
 
 When an entry may be reused:
 
-* the key is whether the caller reads everything (SUPER_ADMIN) and otherwise its principals, the cache configuration of the
-  request (:func:`cache_config`) and the query as sent: finer than the cache's key (its access
-  partition is a function of the principals and the store's content);
+* the key is whether the caller reads everything (SUPER_ADMIN) and otherwise its principals, and
+  the request as sent (its deterministic serialization: every option, the query as typed). A
+  repeat is found before the request is validated or turned into options: only a request that
+  was validated, answered from the cache and kept (:meth:`ServedAnswers.remember`) has an entry,
+  and the same bytes validate the same way. The key is finer than the cache's (its access
+  partition is a function of the principals and the store's content; its query is normalized);
 * an entry is made only from a workflow answer that was a verified cache hit (every cited document
-  current and readable) with nothing degraded, and is tagged with the metadata store's
+  current and readable) with nothing degraded, to a request that may be answered from the cache
+  (``use_cache``, retrieval only), and is tagged with the metadata store's
   :meth:`~MetadataStore.generation` read before that workflow ran;
 * it is served only while the generation is unchanged: any commit (an ingest, a delete, a grant
   changed, by this process or another on the same store) makes every entry unusable, so a revoked
   grant, a deleted or replaced document is never served from here. A store that cannot tell its
-  generation cheaply (MySQL) gets no entries;
+  generation cheaply (MySQL) gets no entries. The generation is read at most once per turn of the
+  event loop (:class:`PerLoopTurn`);
 * it lives at most the cache's TTL from when it was made (the generation, not the TTL, is what
   keeps it current).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api import convert
-from retrieval_server.domain import Mode, QueryMetrics, QueryOptions, QueryResult, StageMetric
-from retrieval_server.workflow.nodes import cache_config
+from retrieval_server.domain import Identity, Mode, QueryMetrics, QueryOptions, QueryResult, StageMetric
 
-Key = tuple[tuple[bool, tuple[str, ...]], str, str]
+T = TypeVar("T")
+Key = tuple[tuple[bool, tuple[str, ...]], bytes]
 #: the stage a served answer reports: the cache was checked, and answered
 STAGE = "check_cache"
 
@@ -44,18 +51,30 @@ class ServedAnswer:
     body: bytes
     #: what the workflow returned (its contexts, strategy), for this request's metrics and events
     result: QueryResult
+    #: the options of the request it answered (the same bytes give the same options)
+    options: QueryOptions
     generation: int
     expires_at: float
 
 
-def key_of(options: QueryOptions) -> Key | None:
-    """None for requests that are never served from here (no cache, or an answer to generate)."""
-    if not options.use_cache or options.mode is not Mode.RETRIEVAL_ONLY:
-        return None
-    identity = options.identity
+#: fields whose presence is read, where set to True means the same as left out
+_TRUE_BY_DEFAULT = ("use_cache", "rerank")
+
+
+def key_of(identity: Identity, request: pb.QueryRequest) -> Key:
+    """Clears those of ``request``'s :data:`_TRUE_BY_DEFAULT` fields that are set to True: a
+    request that spells a default out is the same request (it is read the same way)."""
+    for name in _TRUE_BY_DEFAULT:
+        if request.HasField(name) and getattr(request, name):
+            request.ClearField(name)
     # The flag and the principals both: a user id is free text, and one named "all" is no super admin.
     who = (identity.reads_everything, () if identity.reads_everything else identity.principals)
-    return who, cache_config(options), options.query
+    return who, request.SerializeToString(deterministic=True)
+
+
+def may_serve(request: pb.QueryRequest) -> bool:
+    """False when the request turns the cache off, so nothing it could be answered with is kept."""
+    return request.use_cache or not request.HasField("use_cache")
 
 
 class ServedAnswers:
@@ -80,27 +99,62 @@ class ServedAnswers:
         self._answers.move_to_end(key)
         return answer
 
-    def remember(self, key: Key, generation: int | None, result: QueryResult, response: pb.QueryResponse) -> None:
-        """Keep ``result`` (the workflow's answer, sent as ``response``) if it may be served again."""
-        if generation is None or self._size <= 0 or not result.cached or result.metrics.degraded or result.answer is not None:
+    def remember(self, key: Key, generation: int | None, options: QueryOptions, result: QueryResult, response: pb.QueryResponse) -> None:
+        """Keep ``result`` (the workflow's answer to ``options``, sent as ``response``) if it may be served again."""
+        if (generation is None or self._size <= 0 or not options.use_cache or options.mode is not Mode.RETRIEVAL_ONLY
+                or not result.cached or result.metrics.degraded or result.answer is not None):
             return
         body = pb.QueryResponse()
         body.CopyFrom(response)
         body.ClearField("metrics")
-        self._answers[key] = ServedAnswer(body.SerializeToString(), result, generation, self._clock() + self._ttl)
+        self._answers[key] = ServedAnswer(body.SerializeToString(), result, options, generation, self._clock() + self._ttl)
         self._answers.move_to_end(key)
         if len(self._answers) > self._size:
             self._answers.popitem(last=False)
 
 
-def serve(answer: ServedAnswer, started: float) -> tuple[bytes, QueryResult]:
-    """The response's bytes with this request's metrics, and the result they report."""
-    cached = answer.result
+def serve(answer: ServedAnswer, started: float) -> tuple[bytes, float]:
+    """The response's bytes with this request's metrics, and the milliseconds they report."""
     took_ms = (time.perf_counter() - started) * 1e3
-    metrics = QueryMetrics(
-        total_ms=took_ms, stages=[StageMetric(STAGE, took_ms, len(cached.contexts))], cache_hit=True,
-        strategy_used=cached.metrics.strategy_used,
-    )
+    cached = answer.result
+    metrics = pb.Metrics(total_ms=took_ms, stages=[pb.StageMetric(stage=STAGE, duration_ms=took_ms, count=len(cached.contexts))],
+                         cache_hit=True, strategy_used=convert.strategy_out(cached.metrics.strategy_used))
     # Serialized messages concatenate as a merge: the body has no metrics field, so these are the response's.
-    tail = pb.QueryResponse(metrics=convert.metrics_out(metrics)).SerializeToString()
-    return answer.body + tail, QueryResult(cached.query, cached.contexts, metrics, cached=True, suggestions=cached.suggestions)
+    return answer.body + pb.QueryResponse(metrics=metrics).SerializeToString(), took_ms
+
+
+def served_result(answer: ServedAnswer, took_ms: float) -> QueryResult:
+    """What :func:`serve` answered, as the workflow's result (for the events)."""
+    cached = answer.result
+    metrics = QueryMetrics(total_ms=took_ms, stages=[StageMetric(STAGE, took_ms, len(cached.contexts))], cache_hit=True,
+                           strategy_used=cached.metrics.strategy_used)
+    return QueryResult(cached.query, cached.contexts, metrics, cached=True, suggestions=cached.suggestions)
+
+
+class PerLoopTurn(Generic[T]):
+    """``read()`` at most once per turn of the running event loop; the value read is kept until
+    every callback queued before the read has run.
+
+    Why that is as fresh as a read per request: asyncio runs its callbacks in the order they were
+    queued, and a request's handler runs as a callback queued after the request arrived. Any
+    handler that runs before this turn's expiry (queued right after the read) was queued before
+    the read, so its request arrived before the read: whatever was committed before that request
+    was sent is in the value. A read costs a few system calls (SQLite's ``data_version`` takes and
+    releases a file lock); under load many handlers run in one turn.
+    """
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self._read = read
+        self._value: T | None = None
+        self._fresh = False
+
+    def __call__(self) -> T:
+        if self._fresh:
+            return self._value  # type: ignore[return-value]
+        value = self._value = self._read()
+        self._fresh = True
+        asyncio.get_running_loop().call_soon(self._expire)
+        return value
+
+    def _expire(self) -> None:
+        self._fresh = False

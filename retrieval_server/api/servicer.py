@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -18,6 +19,7 @@ from retrieval_server import __version__
 from retrieval_server.api import convert, served_answers, validation
 from retrieval_server.api.audit import audited
 from retrieval_server.api.auth import current_identity
+from retrieval_server.api.edge import Edge
 from retrieval_server.api.errors import code_of, status_of
 from retrieval_server.app import Application
 from retrieval_server.domain import (
@@ -93,24 +95,31 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         # Off when a stage would go unrecorded: no cache to verify with, or every stage traced.
         self._reuse = app.pipeline.deps.cache is not None and not app.tracing.enabled and self._s.cache_served_answers > 0
         self._served = served_answers.ServedAnswers(self._s.cache_served_answers, self._s.cache_ttl_s)
+        self._generation = served_answers.PerLoopTurn(app.metadata.generation)
 
     @_rpc
     async def Query(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse | bytes:
         """The response, or its bytes when an exact repeat is served (see api/served_answers.py);
         the method's serializer passes bytes through (:func:`register`)."""
         started = time.perf_counter()
+        key = generation = None
+        if self._reuse and served_answers.may_serve(request):
+            identity = current_identity()
+            key, generation = served_answers.key_of(identity, request), self._generation()
+            if (served := self._served.get(key, generation)) is not None:
+                body, took_ms = served_answers.serve(served, started)
+                self._app.metrics.observe_query(((served_answers.STAGE, took_ms),), True, ())
+                if self._app.analytics.enabled:
+                    # The event names this caller (super admins share entries).
+                    options = dataclasses.replace(served.options, identity=identity)
+                    self._app.analytics.query_answered(options, served_answers.served_result(served, took_ms))
+                return body
         options = self._query_options(request, context)
-        key = served_answers.key_of(options) if self._reuse else None
-        generation = self._app.metadata.generation() if key is not None else None
-        if key is not None and (served := self._served.get(key, generation)) is not None:
-            body, result = served_answers.serve(served, started)
-            self._answered(options, result)
-            return body
         result = await self._app.pipeline.query(options)
         self._answered(options, result)
         response = self._out(result)
         if key is not None:
-            self._served.remember(key, generation, result, response)
+            self._served.remember(key, generation, options, result, response)
         return response
 
     def _out(self, result: QueryResult) -> pb.QueryResponse:
@@ -232,8 +241,7 @@ def _message_or_bytes(response: pb.QueryResponse | bytes) -> bytes:
 
 
 class _Handlers:
-    """Collects the method handlers the generated registration adds to a server (its generic
-    handler serves the same ones)."""
+    """Collects the method handlers the generated registration adds (its generic handler serves the same ones)."""
 
     def __init__(self) -> None:
         self.registered: dict[str, grpc.RpcMethodHandler] = {}
@@ -245,16 +253,14 @@ class _Handlers:
         self.registered = handlers
 
 
-def register(servicer: RetrievalServicer, server: grpc.aio.Server) -> None:
+def register(servicer: RetrievalServicer, edge: Edge) -> None:
     """The generated registration, with Query's response serializer also taking serialized bytes."""
     collected = _Handlers()
     pb_grpc.add_RetrievalServiceServicer_to_server(servicer, collected)  # type: ignore[arg-type]
     handlers = dict(collected.registered)
     query = handlers["Query"]
     handlers["Query"] = grpc.unary_unary_rpc_method_handler(query.unary_unary, query.request_deserializer, _message_or_bytes)
-    service = pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
-    server.add_registered_method_handlers(service, handlers)
+    edge.add_registered_method_handlers(pb.DESCRIPTOR.services_by_name["RetrievalService"].full_name, handlers)
 
 
 def _require_admin(rpc: str) -> None:

@@ -1,6 +1,6 @@
 """Requests that are not valid protobuf get INVALID_ARGUMENT with a plain message.
 
-grpc answers a deserializer's exception with UNKNOWN and a Python class name. This interceptor
+grpc answers a deserializer's exception with UNKNOWN and a Python class name. This layer
 gives every method (ours, health, reflection) a deserializer that hands the failure to the method
 as a value instead, and answers it with INVALID_ARGUMENT before the servicer runs.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-from retrieval_server.api.handlers import PerMethod, rewrap
+from retrieval_server.api.handlers import rewrap
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,20 +36,11 @@ async def _reject_undecodable(request: Any, context: grpc.aio.ServicerContext) -
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {request.message_type} protobuf message")
 
 
-class RejectUndecodable(grpc.aio.ServerInterceptor):
-    def __init__(self) -> None:
-        self._handlers: PerMethod[grpc.RpcMethodHandler] = PerMethod()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_deserializer is None:
-            return handler
-        deserializer = handler.request_deserializer
-        name = getattr(deserializer, "__qualname__", "request").split(".")[0]
-        return self._handlers.get(
-            handler_call_details.method, handler, lambda: rewrap(handler, deserializer=_safe(deserializer, name), check_message=_reject_undecodable)
-        )
+def reject_undecodable(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """A layer of :class:`~retrieval_server.api.edge.Edge`: ``handler`` with a deserializer that
+    never raises, answering an undecodable request with INVALID_ARGUMENT."""
+    deserializer = handler.request_deserializer
+    if deserializer is None:
+        return handler
+    name = getattr(deserializer, "__qualname__", "request").split(".")[0]
+    return rewrap(handler, deserializer=_safe(deserializer, name), check_message=_reject_undecodable)

@@ -1,4 +1,4 @@
-"""The grpc-ecosystem server metrics for a grpc.aio server, as a server interceptor.
+"""The grpc-ecosystem server metrics for a grpc.aio server, as a layer of the server's edge.
 
 Names, labels and semantics follow go-grpc-prometheus / go-grpc-middleware's prometheus provider,
 so dashboards and alerts written for other gRPC services work unchanged:
@@ -28,7 +28,6 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from retrieval_server.api.handlers import PerMethod
 
 _TYPES = {(False, False): "unary", (True, False): "client_stream", (False, True): "server_stream", (True, True): "bidi_stream"}
 
@@ -151,22 +150,14 @@ async def _counted(requests: AsyncIterator[Any], call: _Call) -> AsyncIterator[A
         yield request
 
 
-class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Counts every call on the server, whichever service it is for."""
+class GrpcMetricsLayer:
+    """Counts every call on the server, whichever service it is for: a layer of :class:`~retrieval_server.api.edge.Edge`."""
 
     def __init__(self, metrics: GrpcServerMetrics) -> None:
         self._m = metrics
-        self._handlers: PerMethod[grpc.RpcMethodHandler] = PerMethod()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        return self._handlers.get(handler_call_details.method, handler, lambda: self._wrap(handler_call_details.method, handler))
+    def __call__(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        return self._wrap(full_method, handler)
 
     def _wrap(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         service, _, method = full_method.lstrip("/").rpartition("/")

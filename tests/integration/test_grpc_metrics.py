@@ -11,7 +11,8 @@ import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 
-from retrieval_server.observability.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics, go_code
+from retrieval_server.api.edge import Edge
+from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer, GrpcServerMetrics, go_code
 
 SERVICE = "test.v1.Probe"
 
@@ -105,8 +106,10 @@ async def harness() -> AsyncIterator[Harness]:
     registry = CollectorRegistry()
     metrics = GrpcServerMetrics(registry, (0.01, 0.1, 1.0))
     probe = Probe()
-    server = grpc.aio.server(interceptors=[GrpcMetricsInterceptor(metrics)])
-    server.add_generic_rpc_handlers((_handlers(probe),))
+    server = grpc.aio.server()
+    edge = Edge([GrpcMetricsLayer(metrics)])
+    edge.add_generic_rpc_handlers((_handlers(probe),))
+    edge.serve_on(server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")

@@ -1,4 +1,4 @@
-"""Work a request would repeat is done once: interceptor wrappers per method, a cached answer's messages."""
+"""Work a request would repeat is done once: the edge's wrappers per method, a cached answer's messages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import grpc
 
 from retrieval_server.api import convert
-from retrieval_server.api.handlers import PerMethod
+from retrieval_server.api.edge import Edge, Layer
 from retrieval_server.domain import ChildEvidence, Document, ParentChunk, QueryMetrics, QueryResult, RetrievedContext
 
 
@@ -38,16 +38,30 @@ def test_an_equal_but_different_context_and_an_evicted_one_are_converted_afresh(
     assert out(a) is not first  # evicted: the two most recent are kept
 
 
-def test_per_method_builds_once_for_the_same_handler() -> None:
+def test_the_edge_wraps_each_method_once_registered_handlers_first_and_remembers_no_unknown_method() -> None:
     built: list[str] = []
-    table: PerMethod[str] = PerMethod()
-    handler = grpc.unary_unary_rpc_method_handler(lambda r, c: r)
 
-    def build() -> str:
-        built.append("x")
-        return f"wrapped {len(built)}"
+    def layer(name: str) -> Layer:
+        def wrap(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+            built.append(f"{name} {method}")
+            return grpc.unary_unary_rpc_method_handler(lambda r, c: f"{name}({handler.unary_unary(r, c)})")
 
-    assert table.get("/s/M", handler, build) == table.get("/s/M", handler, build) == "wrapped 1"
-    other = grpc.unary_unary_rpc_method_handler(lambda r, c: r)
-    assert table.get("/s/M", other, build) == "wrapped 2"  # a replaced handler is wrapped again
-    assert table.get("/s/N", other, build) == "wrapped 3"
+        return wrap
+
+    class Details(grpc.HandlerCallDetails):
+        def __init__(self, method: str) -> None:
+            self.method, self.invocation_metadata = method, ()
+
+    edge = Edge([layer("outer"), layer("inner")])
+    generic = grpc.method_handlers_generic_handler("s", {"M": grpc.unary_unary_rpc_method_handler(lambda r, c: "generic M"),
+                                                         "N": grpc.unary_unary_rpc_method_handler(lambda r, c: "generic N")})
+    edge.add_generic_rpc_handlers((generic,))
+    edge.add_registered_method_handlers("s", {"M": grpc.unary_unary_rpc_method_handler(lambda r, c: "registered M")})
+    m = edge.service(Details("/s/M"))
+    assert m is not None and m.unary_unary(None, None) == "outer(inner(registered M))"
+    assert edge.service(Details("/s/M")) is m and built == ["inner /s/M", "outer /s/M"]
+    n = edge.service(Details("/s/N"))
+    assert n is not None and n.unary_unary(None, None) == "outer(inner(generic N))"
+    for _ in range(2):
+        assert edge.service(Details("/s/Unknown")) is None
+    assert len(built) == 4 and len(edge._wrapped) == 2

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api import served_answers
 from retrieval_server.api.served_answers import ServedAnswers
@@ -14,6 +16,9 @@ class Clock:
         return self.now
 
 
+OPTIONS = QueryOptions("q", 5, Strategy.HYBRID)
+
+
 def _result(*, cached: bool = True, degraded: tuple[str, ...] = ()) -> QueryResult:
     return QueryResult("q", (), QueryMetrics(cache_hit=cached, degraded=list(degraded), strategy_used=Strategy.HYBRID), cached=cached)
 
@@ -25,50 +30,81 @@ def test_an_answer_is_served_while_the_generation_holds_and_within_its_ttl() -> 
     clock = Clock()
     answers = ServedAnswers(4, ttl_s=10, clock=clock)
     key = ((), "c", "q")
-    answers.remember(key, 3, _result(), RESPONSE)
+    answers.remember(key, 3, OPTIONS, _result(), RESPONSE)
     assert answers.get(key, 3) is not None
     assert answers.get(key, 4) is None and answers.get(key, 3) is None  # dropped once the store changed
-    answers.remember(key, 3, _result(), RESPONSE)
+    answers.remember(key, 3, OPTIONS, _result(), RESPONSE)
     clock.now = 10.0
     assert answers.get(key, 3) is None
 
 
 def test_only_verified_undegraded_hits_on_a_store_with_a_generation_are_kept() -> None:
     answers = ServedAnswers(4, ttl_s=10, clock=Clock())
-    for i, (generation, result) in enumerate([(None, _result()), (1, _result(cached=False)), (1, _result(degraded=("cache:unavailable",)))]):
-        answers.remember(((), "c", str(i)), generation, result, RESPONSE)
+    refused = [(None, OPTIONS, _result()), (1, OPTIONS, _result(cached=False)), (1, OPTIONS, _result(degraded=("cache:unavailable",))),
+               (1, QueryOptions("q", 5, use_cache=False), _result()), (1, QueryOptions("q", 5, mode=Mode.GENERATION), _result())]
+    for i, (generation, options, result) in enumerate(refused):
+        answers.remember(((False, ()), str(i).encode()), generation, options, result, RESPONSE)
     assert len(answers) == 0
+    answers.remember(((False, ()), b"kept"), 1, OPTIONS, _result(), RESPONSE)
+    assert len(answers) == 1
 
 
 def test_the_least_recently_served_is_dropped_first() -> None:
     answers = ServedAnswers(2, ttl_s=10, clock=Clock())
     for q in "abc":
-        answers.remember(((), "c", q), 1, _result(), RESPONSE)
+        answers.remember(((), "c", q), 1, OPTIONS, _result(), RESPONSE)
         answers.get(((), "c", "a"), 1)
     assert answers.get(((), "c", "a"), 1) and answers.get(((), "c", "c"), 1) and answers.get(((), "c", "b"), 1) is None
 
 
 def test_served_bytes_parse_as_the_response_with_this_requests_metrics() -> None:
     answers = ServedAnswers(2, ttl_s=10, clock=Clock())
-    answers.remember(((), "c", "q"), 1, _result(), RESPONSE)
+    answers.remember(((), "c", "q"), 1, OPTIONS, _result(), RESPONSE)
     served = answers.get(((), "c", "q"), 1)
     assert served is not None
-    body, result = served_answers.serve(served, started=0.0)
+    body, took_ms = served_answers.serve(served, started=0.0)
     parsed = pb.QueryResponse.FromString(body)
     assert parsed.query == "q" and parsed.cached and parsed.metrics.cache_hit
     assert parsed.metrics.strategy_used == pb.STRATEGY_HYBRID and [s.stage for s in parsed.metrics.stages] == ["check_cache"]
-    assert parsed.metrics.total_ms != 7.0 and parsed.metrics.total_ms == result.metrics.total_ms and result.cached
+    assert parsed.metrics.total_ms != 7.0 and parsed.metrics.total_ms == took_ms
+    result = served_answers.served_result(served, took_ms)
+    assert result.cached and result.metrics.total_ms == took_ms and result.metrics.stages[0].stage == "check_cache"
 
 
-def test_the_key_names_the_callers_principals_and_every_option() -> None:
-    base = QueryOptions("q", 5, Strategy.HYBRID)
-    bob = QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("bob", Role.USER))
-    root = QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("bob", Role.SUPER_ADMIN))
+def test_the_key_names_the_callers_principals_and_the_request_as_sent() -> None:
+    def key(identity: Identity = Identity(), **fields: object) -> served_answers.Key:
+        sent = {"query": "q", "top_k": 5, "strategy": pb.STRATEGY_HYBRID, **fields}
+        return served_answers.key_of(identity, pb.QueryRequest(**sent))  # type: ignore[arg-type]
+
+    bob, root = Identity("bob", Role.USER), Identity("bob", Role.SUPER_ADMIN)
     # A user id is free text: a user called "all" must not share the super admin's key.
-    named_all = QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("all", Role.USER))
-    keys = {served_answers.key_of(o) for o in (base, bob, root, named_all, QueryOptions("q", 6, Strategy.HYBRID),
-                                                QueryOptions("q", 5, Strategy.KEYWORD), QueryOptions("q", 5, Strategy.HYBRID, rerank=False))}
-    assert len(keys) == 7
-    assert served_answers.key_of(root) == served_answers.key_of(QueryOptions("q", 5, Strategy.HYBRID, identity=Identity("eve", Role.SUPER_ADMIN)))
-    assert served_answers.key_of(QueryOptions("q", 5, use_cache=False)) is None
-    assert served_answers.key_of(QueryOptions("q", 5, mode=Mode.GENERATION)) is None
+    keys = {key(), key(bob), key(root), key(Identity("all", Role.USER)), key(Identity("bob", Role.USER, ("staff",))),
+            key(top_k=6), key(strategy=pb.STRATEGY_KEYWORD), key(rerank=False), key(query="Q"), key(filters=pb.QueryFilters(document_ids=["d"]))}
+    assert len(keys) == 10
+    # Defaults spelled out are the same request.
+    assert key(use_cache=True) == key() == key(rerank=True) != key(use_cache=False)
+    assert key(root) == key(Identity("eve", Role.SUPER_ADMIN)) and key(bob) == key(Identity("bob", Role.ADMIN))
+
+
+def test_a_request_that_turns_the_cache_off_is_never_looked_up() -> None:
+    assert served_answers.may_serve(pb.QueryRequest(query="q")) and served_answers.may_serve(pb.QueryRequest(query="q", use_cache=True))
+    assert not served_answers.may_serve(pb.QueryRequest(query="q", use_cache=False))
+
+
+async def test_the_generation_is_read_once_per_loop_turn_and_kept_only_for_what_was_queued_before_the_read() -> None:
+    reads: list[int] = []
+
+    def read() -> int:
+        reads.append(len(reads) + 1)
+        return reads[-1]
+
+    generation = served_answers.PerLoopTurn(read)
+    loop = asyncio.get_running_loop()
+    seen: list[int] = []
+    loop.call_soon(lambda: seen.append(generation()))  # queued before the read: its request arrived before it
+    first = generation()
+    assert generation() == first and reads == [first]  # the same turn: no second read
+    loop.call_soon(lambda: seen.append(generation()))  # queued after the read: may follow a commit the read missed
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert seen == [first, first + 1] and generation() == first + 2
