@@ -28,6 +28,7 @@ def warm_up() -> None:
     m = CosineMatcher(2, initial_capacity=1)
     m.add(np.array([1.0, 0.0]), expires_at=1.0)
     m.match(np.array([1.0, 0.0]), now=0.0)
+    NameFilter(["ab"]).candidates("ab", 88.0)
 
 
 __all__ = [
