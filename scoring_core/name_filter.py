@@ -120,8 +120,8 @@ def _candidates(query, threshold, bigrams, rank_start, slot_start, ids, starts, 
                 j += 1
             u = np.searchsorted(bigrams, held[i])
             if u < bigrams.shape[0] and bigrams[u] == held[i]:
-                # The query holds this bigram j - i times: the names holding it that often or less
-                # share each of their occurrences, so the first j - i ranks are read.
+                # The query holds this bigram j - i times and a name holding it k times is in its
+                # first k ranks: the first j - i ranks count min(k, j - i) for each name.
                 for s in range(rank_start[u], min(rank_start[u + 1], rank_start[u] + j - i)):
                     for p in range(slot_start[s], slot_start[s + 1]):
                         x = ids[p]
