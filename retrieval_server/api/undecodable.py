@@ -7,7 +7,7 @@ as a value instead, and answers it with INVALID_ARGUMENT before the servicer run
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 

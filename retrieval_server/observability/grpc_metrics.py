@@ -157,9 +157,6 @@ class GrpcMetricsLayer:
         self._m = metrics
 
     def __call__(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        return self._wrap(full_method, handler)
-
-    def _wrap(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         service, _, method = full_method.lstrip("/").rpartition("/")
         streams = (handler.request_streaming, handler.response_streaming)
         labels = (_TYPES[streams], service, method)
