@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import random
 
 import networkx as nx
 import numpy as np
@@ -11,6 +12,8 @@ from rapidfuzz import fuzz, process
 
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store.graph import ENTITIES_PER_STATEMENT
+from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 from retrieval_server.knowledge import DocumentGraph, EntityType, ExtractedEntity, ExtractedRelation, MatchKind, RelationType
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
@@ -235,3 +238,44 @@ async def test_related_keys_are_the_endpoints_for_every_reader_as_the_graph_grow
     await metadata_store.replace_document(Document("fresh"), _parents("fresh"), fresh)
     assert await graph.related(["freshsvc"], ANON, relations=typed) == {"freshsvc"}
     await agree()
+
+
+async def test_chunks_are_each_entitys_most_mentioned_for_every_reader(metadata_store: MetadataStore) -> None:
+    """More entities than one statement reads, mentions with ties across documents, a private document:
+    each entity's chunks are the first ``per_entity`` of all its readable ones, sorted by mentions
+    (most first), then document and chunk."""
+    rng = random.Random(11)
+    keys = [f"entity{i:03d}" for i in range(ENTITIES_PER_STATEMENT + 7)]
+    readable: dict[AccessFilter, dict[str, list[tuple[int, str, str]]]] = {ANON: {}, ALICE: {}}
+    for doc_id, private in (("d1", False), ("d0", False), ("d2", True)):
+        entities = []
+        for key in rng.sample(keys, len(keys) // 2):
+            chunks = tuple(f"{doc_id}#p0c{c}" for c in sorted(rng.sample(range(6), rng.randint(1, 4))))
+            counts = tuple(rng.randint(1, 3) for _ in chunks)
+            entities.append(ExtractedEntity(key, key, E.CONCEPT, sum(counts), chunks, counts))
+            for who in (ALICE,) if private else (ANON, ALICE):
+                readable[who].setdefault(key, []).extend((-n, doc_id, c) for c, n in zip(chunks, counts, strict=True))
+        doc = Document(doc_id, access=Access.PRIVATE, owner_id="alice") if private else Document(doc_id)
+        await metadata_store.replace_document(doc, _parents(doc_id), DocumentGraph(tuple(entities), ()))
+    for who, expected in readable.items():
+        for per_entity in (1, 3, 50):
+            want = {k: [(c, -n) for n, _, c in sorted(v)[:per_entity]] for k, v in expected.items()}
+            assert await metadata_store.graph_chunks([*keys, "unknown"], who, per_entity=per_entity) == want
+    assert await metadata_store.graph_chunks(keys[:5], ANON, ["d0"]) == {
+        k: [(c, -n) for n, d, c in sorted(v) if d == "d0"] for k, v in readable[ANON].items() if k in keys[:5] and any(d == "d0" for _, d, _ in v)
+    }
+
+
+async def test_an_older_schema_gets_the_ranked_mentions_index(metadata_store: MetadataStore) -> None:
+    """A store created before the ranked index had a plain one on the key: opening it swaps them."""
+    sqlite = isinstance(metadata_store, SqliteMetadataStore)
+    listing = ("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'graph_mentions'" if sqlite
+               else "SELECT DISTINCT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'graph_mentions'")
+    async with metadata_store.transaction() as tx:
+        await tx.execute("DROP INDEX graph_mentions_rank" + ("" if sqlite else " ON graph_mentions"))
+        await tx.execute("CREATE INDEX graph_mentions_key ON graph_mentions (entity_key)")
+    await metadata_store.close()
+    await metadata_store.open()
+    async with metadata_store.transaction() as tx:
+        names = {r[0] for r in await tx.fetchall(listing)}
+    assert "graph_mentions_rank" in names and "graph_mentions_key" not in names

@@ -27,6 +27,8 @@ T = TypeVar("T")
 #: Entity keys longer than this are not stored (they would not fit MySQL's index on them).
 MAX_KEY_CHARS = 191
 GRAPH_VERSION = "graph_version"
+#: Entities per UNION ALL statement of :meth:`GraphQueries.graph_chunks` (SQLite allows 500 parts).
+ENTITIES_PER_STATEMENT = 100
 
 
 def _visible(alias: str, access: AccessFilter, document_ids: Sequence[str]) -> tuple[str, list[Any]]:
@@ -233,18 +235,22 @@ class GraphQueries:
         self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), per_entity: int = 50
     ) -> dict[str, list[tuple[str, int]]]:
         """``(chunk_id, mentions)`` of the child chunks that name each entity, in readable documents:
-        the ``per_entity`` that name it most (ties in document order)."""
+        the ``per_entity`` that name it most (ties in document order).
+
+        One ordered, limited read per entity (``graph_mentions_rank`` is in that order), so a
+        common entity costs its ``per_entity`` rows, not all of its mentions: "DNA" has 1,113 in
+        SciFact, 2.3 ms to rank in one window over them, 0.03 ms read in order."""
         join, params = _visible("m", access, document_ids)
-        out: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        one = (f"SELECT * FROM (SELECT m.entity_key, m.chunk_id, m.mentions, m.document_id FROM graph_mentions m{join}"
+               " AND m.entity_key = ? ORDER BY m.mentions DESC, m.document_id, m.chunk_id LIMIT ?) AS t{}")
+        ranked: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
         async with self.snapshot() as tx:
-            for part in in_chunks(list(dict.fromkeys(keys))):
-                rows = await tx.fetchall(
-                    "SELECT entity_key, chunk_id, mentions FROM (SELECT m.entity_key, m.chunk_id, m.mentions, ROW_NUMBER() OVER"
-                    " (PARTITION BY m.entity_key ORDER BY m.mentions DESC, m.document_id, m.chunk_id) AS rn"
-                    f" FROM graph_mentions m{join} AND m.entity_key IN ({','.join('?' * len(part))})) ranked"
-                    " WHERE rn <= ? ORDER BY entity_key, rn",
-                    [*params, *part, per_entity],
-                )
-                for key, chunk_id, mentions in rows:
-                    out[key].append((chunk_id, int(mentions)))
-        return dict(out)
+            unique = list(dict.fromkeys(keys))
+            for start in range(0, len(unique), ENTITIES_PER_STATEMENT):
+                part = unique[start : start + ENTITIES_PER_STATEMENT]
+                rows = await tx.fetchall(" UNION ALL ".join(one.format(i) for i in range(len(part))),
+                                         [p for key in part for p in (*params, key, per_entity)])
+                for key, chunk_id, mentions, document_id in rows:
+                    ranked[key].append((-int(mentions), document_id, chunk_id))
+        # A union's rows come in no promised order (MariaDB may interleave its parts): sorted here.
+        return {key: [(chunk_id, -negated) for negated, _, chunk_id in sorted(rows)] for key, rows in ranked.items()}
