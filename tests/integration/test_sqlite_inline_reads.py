@@ -6,7 +6,8 @@ from pathlib import Path
 
 from retrieval_server.backends.metadata_store.sqlite import INLINE_MAX_ROWS, SqliteMetadataStore
 from retrieval_server.config import Settings
-from retrieval_server.domain import Document, ParentChunk
+from retrieval_server.domain import AccessFilter, Document, Identity, ParentChunk
+from retrieval_server.knowledge import DocumentGraph, EntityType, ExtractedEntity, ExtractedRelation, RelationType
 
 
 async def test_one_statement_reads_skip_the_transaction_and_two_statement_reads_keep_it(tmp_path: Path) -> None:
@@ -50,5 +51,28 @@ async def test_what_enrich_reads_at_the_largest_default_top_k_stays_on_the_event
         statements.clear()
         wide = await store.get_parents([f"d{i}#p0" for i in range(INLINE_MAX_ROWS + 1)])
         assert len(wide) == INLINE_MAX_ROWS + 1 and statements == []
+    finally:
+        await store.close()
+
+
+async def test_a_querys_graph_reads_are_one_statement_each_with_no_transaction(tmp_path: Path) -> None:
+    # Each runs beside the query's vector searches: one hop to a reader, not a snapshot's three.
+    store = SqliteMetadataStore(tmp_path / "m.sqlite3")
+    await store.open()
+    try:
+        graph = DocumentGraph(
+            (ExtractedEntity("a", "A", EntityType.SERVICE, 1, ("d1#p0c0",)), ExtractedEntity("b", "B", EntityType.SERVICE, 1, ("d1#p0c0",))),
+            (ExtractedRelation("a", "b", RelationType.USES, 1.0, "A uses B"),),
+        )
+        await store.replace_document(Document("d1"), [ParentChunk("d1#p0", "d1", 0, "text", 1)], graph)
+        statements: list[str] = []
+        for reader in store._all_readers:
+            await reader.set_trace_callback(statements.append)
+        anyone = AccessFilter.for_identity(Identity())
+        assert await store.graph_labels(["a", "b"], anyone) == {"a": ("A", EntityType.SERVICE), "b": ("B", EntityType.SERVICE)}
+        assert await store.graph_endpoints(["a", "c"], anyone, relations=[RelationType.USES]) == {"a"}
+        assert await store.graph_edge_weights(["b"], anyone) == [("a", "b", 1.0)]
+        assert await store.graph_chunks(["a"], anyone) == {"a": [("d1#p0c0", 1)]}
+        assert [s.split()[0] for s in statements] == ["SELECT"] * 4
     finally:
         await store.close()

@@ -65,6 +65,12 @@ class MetadataStore(GraphQueries, ABC):
         async with self.snapshot() as tx:
             return await read(tx)
 
+    async def read_statement(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one statement, which is consistent by itself (a store may skip the
+        transaction around it: see the SQLite store)."""
+        async with self.snapshot() as tx:
+            return await tx.fetchall(sql, params)
+
     def generation(self) -> int | None:
         """A number that changes whenever anything is committed to the store, by this process or
         another; ``None`` when the store cannot tell cheaply (then nothing may be reused on it)."""

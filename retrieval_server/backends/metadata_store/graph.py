@@ -68,6 +68,21 @@ class GraphQueries:
     async def read_by_key(self, rows: int, read: Callable[[Tx], Awaitable[T]], *, one_statement: bool = False) -> T:
         raise NotImplementedError
 
+    async def read_statement(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def _rows(self, statements: list[tuple[str, list[Any]]]) -> list[tuple[Any, ...]]:
+        """The rows of these statements: one is consistent by itself; several share a snapshot.
+        A query's graph reads name a few dozen keys at most, so each is one statement."""
+        if len(statements) == 1:
+            return await self.read_statement(*statements[0])
+        rows: list[tuple[Any, ...]] = []
+        if statements:
+            async with self.snapshot() as tx:
+                for sql, params in statements:
+                    rows += await tx.fetchall(sql, params)
+        return rows
+
     async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None) -> None:
         """Called inside replace_document's transaction, after the old rows went with the document row."""
         if graph is None or not graph.entities:
@@ -147,12 +162,10 @@ class GraphQueries:
         store (a common entity has a row per document, thousands to read on the event loop)."""
         join, params = _visible("e", access, document_ids)
         base = f"SELECT e.entity_key, e.name, e.entity_type, SUM(e.mentions) FROM graph_entities e{join}"
-        rows: list[tuple[Any, ...]] = []
-        async with self.snapshot() as tx:
-            for part in in_chunks(list(dict.fromkeys(keys))):
-                marks = ",".join("?" * len(part))
-                rows += await tx.fetchall(base + f" AND e.entity_key IN ({marks}) GROUP BY e.entity_key, e.name, e.entity_type",
-                                          [*params, *part])
+        rows = await self._rows([
+            (base + f" AND e.entity_key IN ({','.join('?' * len(part))}) GROUP BY e.entity_key, e.name, e.entity_type", [*params, *part])
+            for part in in_chunks(list(dict.fromkeys(keys)))
+        ])
         return {key: (name, entity_type) for key, (name, entity_type, _) in _labels(rows).items()}
 
     async def graph_edges(
@@ -198,15 +211,17 @@ class GraphQueries:
         join, params = _visible("g", access, document_ids)
         base = f"SELECT g.source_key, g.target_key, g.relation, SUM(g.weight) FROM graph_edges g{join}"
         group = " GROUP BY g.source_key, g.target_key, g.relation"
+        statements = []
+        for part in in_chunks(list(dict.fromkeys(keys))):
+            marks = ",".join("?" * len(part))
+            # Two indexed lookups instead of an OR that would scan, in one statement.
+            statements.append((
+                base + f" AND g.source_key IN ({marks})" + group + " UNION ALL "
+                + base + f" AND g.target_key IN ({marks}) AND g.source_key NOT IN ({marks})" + group,
+                [*params, *part, *params, *part, *part],
+            ))
         # Keyed by edge: an edge between two chunks of keys is found from both, with the same sum.
-        weight: dict[tuple[str, str, str], float] = {}
-        async with self.snapshot() as tx:
-            for part in in_chunks(list(dict.fromkeys(keys))):
-                marks = ",".join("?" * len(part))
-                rows = await tx.fetchall(base + f" AND g.source_key IN ({marks})" + group, [*params, *part])
-                rows += await tx.fetchall(base + f" AND g.target_key IN ({marks}) AND g.source_key NOT IN ({marks})" + group,
-                                          [*params, *part, *part])
-                weight.update(((r[0], r[1], r[2]), float(r[3])) for r in rows)
+        weight = {(r[0], r[1], r[2]): float(r[3]) for r in await self._rows(statements)}
         return [(source, target, w) for (source, target, _), w in weight.items()]
 
     async def graph_endpoints(
@@ -221,15 +236,15 @@ class GraphQueries:
             wanted = [r.value for r in relations]
             related = f" AND g.relation IN ({','.join('?' * len(wanted))})"
             params = [*params, *wanted]
-        found: set[str] = set()
-        async with self.snapshot() as tx:
-            for part in in_chunks(list(dict.fromkeys(keys))):
-                marks = ",".join("?" * len(part))
-                for column in ("source_key", "target_key"):
-                    rows = await tx.fetchall(f"SELECT DISTINCT g.{column} FROM graph_edges g{join}{related} AND g.{column} IN ({marks})",
-                                             [*params, *part])
-                    found.update(r[0] for r in rows)
-        return found
+        statements = []
+        for part in in_chunks(list(dict.fromkeys(keys))):
+            marks = ",".join("?" * len(part))
+            statements.append((
+                " UNION ".join(f"SELECT g.{column} FROM graph_edges g{join}{related} AND g.{column} IN ({marks})"
+                               for column in ("source_key", "target_key")),
+                [*params, *part, *params, *part],
+            ))
+        return {r[0] for r in await self._rows(statements)}
 
     async def graph_chunks(
         self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), per_entity: int = 50
@@ -243,14 +258,13 @@ class GraphQueries:
         join, params = _visible("m", access, document_ids)
         one = (f"SELECT * FROM (SELECT m.entity_key, m.chunk_id, m.mentions, m.document_id FROM graph_mentions m{join}"
                " AND m.entity_key = ? ORDER BY m.mentions DESC, m.document_id, m.chunk_id LIMIT ?) AS t{}")
+        unique = list(dict.fromkeys(keys))
+        parts = [unique[i : i + ENTITIES_PER_STATEMENT] for i in range(0, len(unique), ENTITIES_PER_STATEMENT)]
         ranked: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-        async with self.snapshot() as tx:
-            unique = list(dict.fromkeys(keys))
-            for start in range(0, len(unique), ENTITIES_PER_STATEMENT):
-                part = unique[start : start + ENTITIES_PER_STATEMENT]
-                rows = await tx.fetchall(" UNION ALL ".join(one.format(i) for i in range(len(part))),
-                                         [p for key in part for p in (*params, key, per_entity)])
-                for key, chunk_id, mentions, document_id in rows:
-                    ranked[key].append((-int(mentions), document_id, chunk_id))
+        for key, chunk_id, mentions, document_id in await self._rows([
+            (" UNION ALL ".join(one.format(i) for i in range(len(part))), [p for key in part for p in (*params, key, per_entity)])
+            for part in parts
+        ]):
+            ranked[key].append((-int(mentions), document_id, chunk_id))
         # A union's rows come in no promised order (MariaDB may interleave its parts): sorted here.
         return {key: [(chunk_id, -negated) for negated, _, chunk_id in sorted(rows)] for key, rows in ranked.items()}

@@ -338,16 +338,16 @@ class SqliteMetadataStore(MetadataStore):
         (:func:`exact_answer`), the plain search gives it."""
         statement = None if document_ids else self.ranked_search_statement(query, limit, access)
         if statement is not None:
-            answer = exact_answer(await self._read_statement(*statement), limit)
+            answer = exact_answer(await self.read_statement(*statement), limit)
             if answer is not None:
                 return answer
         return await super().search_documents(query, limit, access, document_ids)
 
-    async def _read_statement(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """One statement on a reader: consistent by itself, so no transaction around it. One hop to
-        the reader's thread instead of a snapshot's three (BEGIN, the statement, COMMIT): each hop
-        waits for the GIL, which qdrant-edge holds through a whole search (a HYBRID query's
-        full-text search runs beside its vector searches)."""
+    async def read_statement(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """On a reader with no transaction around it: one hop to the reader's thread instead of a
+        snapshot's three (BEGIN, the statement, COMMIT). Each hop waits for the GIL, which
+        qdrant-edge holds through a whole search (a HYBRID query's full-text search and graph
+        reads run beside its vector searches)."""
         if not self._all_readers:
             async with self.snapshot() as tx:
                 return await tx.fetchall(sql, params)
