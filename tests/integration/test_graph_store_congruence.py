@@ -162,11 +162,14 @@ async def test_matching_exports_and_access(metadata_store: MetadataStore, execut
 async def test_endpoints_are_the_keys_graph_edges_shows_for_every_reader(metadata_store: MetadataStore) -> None:
     await _load(metadata_store)
     keys = ["projectalpha", "authsvc", "databasesvc", "shadowvault", "unknown"]
+    # Past the keys one statement reads, too: the known keys come last.
+    many = [f"nobody{i}" for i in range(ENTITIES_PER_STATEMENT)] + keys
     for who in (ANON, ALICE, BOB, CAROL, ROOT):
         for relations in (None, [R.USES], [r for r in R if r is not R.CO_OCCURS]):
             edges = await metadata_store.graph_edges(keys, who, relations=relations)
             shown = ({e.source for e in edges} | {e.target for e in edges}) & set(keys)
-            assert await metadata_store.graph_endpoints(keys, who, relations=relations) == shown
+            assert shown and await metadata_store.graph_endpoints(keys, who, relations=relations) == shown
+            assert await metadata_store.graph_endpoints(many, who, relations=relations) == shown
 
 
 async def test_edge_weights_are_graph_edges_without_their_documents_for_every_reader(metadata_store: MetadataStore) -> None:

@@ -27,7 +27,8 @@ T = TypeVar("T")
 #: Entity keys longer than this are not stored (they would not fit MySQL's index on them).
 MAX_KEY_CHARS = 191
 GRAPH_VERSION = "graph_version"
-#: Entities per UNION ALL statement of :meth:`GraphQueries.graph_chunks` (SQLite allows 500 parts).
+#: Entities per UNION ALL statement of :meth:`GraphQueries.graph_chunks` (SQLite allows 500 parts;
+#: :meth:`GraphQueries.graph_endpoints` reads two per entity, so half as many).
 ENTITIES_PER_STATEMENT = 100
 
 
@@ -228,22 +229,22 @@ class GraphQueries:
         self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), relations: Iterable[RelationType] | None = None,
     ) -> set[str]:
         """Which of ``keys`` have at least one readable edge (of these relations): what
-        :meth:`graph_edges` would show them in, without reading and summing every edge (a common
-        entity has thousands)."""
+        :meth:`graph_edges` would show them in, without reading every edge (a common entity has
+        thousands): each key's first readable edge in either direction ends its look-up."""
         join, params = _visible("g", access, document_ids)
         related = ""
         if relations is not None:
             wanted = [r.value for r in relations]
             related = f" AND g.relation IN ({','.join('?' * len(wanted))})"
             params = [*params, *wanted]
-        statements = []
-        for part in in_chunks(list(dict.fromkeys(keys))):
-            marks = ",".join("?" * len(part))
-            statements.append((
-                " UNION ".join(f"SELECT g.{column} FROM graph_edges g{join}{related} AND g.{column} IN ({marks})"
-                               for column in ("source_key", "target_key")),
-                [*params, *part, *params, *part],
-            ))
+        first = f"SELECT * FROM (SELECT g.{{column}} FROM graph_edges g{join}{related} AND g.{{column}} = ? LIMIT 1) AS t{{i}}"
+        unique = list(dict.fromkeys(keys))
+        parts = [unique[i : i + ENTITIES_PER_STATEMENT // 2] for i in range(0, len(unique), ENTITIES_PER_STATEMENT // 2)]
+        statements = [
+            (" UNION ALL ".join(first.format(column=column, i=2 * i + j) for i in range(len(part)) for j, column in enumerate(("source_key", "target_key"))),
+             [p for key in part for _ in range(2) for p in (*params, key)])
+            for part in parts
+        ]
         return {r[0] for r in await self._rows(statements)}
 
     async def graph_chunks(
