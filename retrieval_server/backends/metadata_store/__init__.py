@@ -99,9 +99,7 @@ class MetadataStore(GraphQueries, ABC):
         statement = self.search_statement(query, limit, access, document_ids)
         if statement is None:
             return []
-        async with self.snapshot() as tx:
-            rows = await tx.fetchall(*statement)
-        return [(r[0], float(r[1])) for r in rows]
+        return [(r[0], float(r[1])) for r in await self.read_statement(*statement)]
 
     def search_statement(
         self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()

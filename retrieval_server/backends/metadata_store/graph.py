@@ -163,8 +163,9 @@ class GraphQueries:
         store (a common entity has a row per document, thousands to read on the event loop)."""
         join, params = _visible("e", access, document_ids)
         base = f"SELECT e.entity_key, e.name, e.entity_type, SUM(e.mentions) FROM graph_entities e{join}"
+        group = " GROUP BY e.entity_key, e.name, e.entity_type"
         rows = await self._rows([
-            (base + f" AND e.entity_key IN ({','.join('?' * len(part))}) GROUP BY e.entity_key, e.name, e.entity_type", [*params, *part])
+            (base + f" AND e.entity_key IN ({','.join('?' * len(part))})" + group, [*params, *part])
             for part in in_chunks(list(dict.fromkeys(keys)))
         ])
         return {key: (name, entity_type) for key, (name, entity_type, _) in _labels(rows).items()}
@@ -240,9 +241,10 @@ class GraphQueries:
         first = f"SELECT * FROM (SELECT g.{{column}} FROM graph_edges g{join}{related} AND g.{{column}} = ? LIMIT 1) AS t{{i}}"
         unique = list(dict.fromkeys(keys))
         parts = [unique[i : i + ENTITIES_PER_STATEMENT // 2] for i in range(0, len(unique), ENTITIES_PER_STATEMENT // 2)]
+        columns = ("source_key", "target_key")
         statements = [
-            (" UNION ALL ".join(first.format(column=column, i=2 * i + j) for i in range(len(part)) for j, column in enumerate(("source_key", "target_key"))),
-             [p for key in part for _ in range(2) for p in (*params, key)])
+            (" UNION ALL ".join(first.format(column=c, i=2 * i + j) for i in range(len(part)) for j, c in enumerate(columns)),
+             [p for key in part for _ in columns for p in (*params, key)])
             for part in parts
         ]
         return {r[0] for r in await self._rows(statements)}
