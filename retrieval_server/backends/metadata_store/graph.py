@@ -239,8 +239,7 @@ class GraphQueries:
             related = f" AND g.relation IN ({','.join('?' * len(wanted))})"
             params = [*params, *wanted]
         first = f"SELECT * FROM (SELECT g.{{column}} FROM graph_edges g{join}{related} AND g.{{column}} = ? LIMIT 1) AS t{{i}}"
-        unique = list(dict.fromkeys(keys))
-        parts = [unique[i : i + ENTITIES_PER_STATEMENT // 2] for i in range(0, len(unique), ENTITIES_PER_STATEMENT // 2)]
+        parts = in_chunks(list(dict.fromkeys(keys)), ENTITIES_PER_STATEMENT // 2)
         columns = ("source_key", "target_key")
         statements = [
             (" UNION ALL ".join(first.format(column=c, i=2 * i + j) for i in range(len(part)) for j, c in enumerate(columns)),
@@ -261,8 +260,7 @@ class GraphQueries:
         join, params = _visible("m", access, document_ids)
         one = (f"SELECT * FROM (SELECT m.entity_key, m.chunk_id, m.mentions, m.document_id FROM graph_mentions m{join}"
                " AND m.entity_key = ? ORDER BY m.mentions DESC, m.document_id, m.chunk_id LIMIT ?) AS t{}")
-        unique = list(dict.fromkeys(keys))
-        parts = [unique[i : i + ENTITIES_PER_STATEMENT] for i in range(0, len(unique), ENTITIES_PER_STATEMENT)]
+        parts = in_chunks(list(dict.fromkeys(keys)), ENTITIES_PER_STATEMENT)
         ranked: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
         for key, chunk_id, mentions, document_id in await self._rows([
             (" UNION ALL ".join(one.format(i) for i in range(len(part))), [p for key in part for p in (*params, key, per_entity)])

@@ -11,8 +11,8 @@ from retrieval_server.domain import AccessFilter
 IN_CHUNK = 500
 
 
-def in_chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    return (items[i : i + IN_CHUNK] for i in range(0, len(items), IN_CHUNK))
+def in_chunks(items: Sequence[str], size: int = IN_CHUNK) -> Iterator[Sequence[str]]:
+    return (items[i : i + size] for i in range(0, len(items), size))
 
 
 def readable_clause(access: AccessFilter, document_ids: Sequence[str] = (), alias: str = "d") -> tuple[list[str], list[Any]]:
