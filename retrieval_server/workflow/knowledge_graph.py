@@ -23,7 +23,7 @@ from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.domain import AccessFilter
 from retrieval_server.knowledge import EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
-from retrieval_server.workflow.analysis import STOPWORDS
+from retrieval_server.stopwords import STOPWORDS
 from scoring_core import NameFilter
 
 if TYPE_CHECKING:

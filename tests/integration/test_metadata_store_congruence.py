@@ -93,6 +93,18 @@ async def test_full_text_search_respects_access(metadata_store: MetadataStore) -
     assert "glaciers" not in {d for d, _ in await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity()))}
 
 
+async def test_full_text_search_leaves_out_stopwords(metadata_store: MetadataStore) -> None:
+    for d in (Document("glaciers", "Glaciers of the Alps"), Document("history", "The history of the world")):
+        await metadata_store.replace_document(d, [])
+    public = AccessFilter.for_identity(Identity())
+    # A title sharing only "the" and "of" with the query is no match.
+    assert [d for d, _ in await metadata_store.search_documents("the glaciers of iceland", 10, public)] == ["glaciers"]
+    # The 16 terms searched are the query's first 16 that are not stopwords.
+    chatter = "what is it that we would have been about if there were any of those which could"
+    assert len(set(chatter.split())) > 16
+    assert [d for d, _ in await metadata_store.search_documents(f"{chatter} glaciers", 10, public)] == ["glaciers"]
+
+
 async def test_reads_neither_wait_for_nor_see_an_open_write(metadata_store: MetadataStore) -> None:
     import asyncio
 
