@@ -62,3 +62,15 @@ async def test_ties_above_the_cut_are_ordered_by_document_id_without_the_plain_s
         assert got[0][1] > got[1][1] == got[2][1] > 0
     finally:
         await store.close()
+
+
+async def test_a_query_of_stopwords_alone_still_searches_them(tmp_path: Path) -> None:
+    # MariaDB leaves out its own stopword list whatever the query; SQLite has no list of its own.
+    store = SqliteMetadataStore(tmp_path / "m.sqlite3")
+    await store.open()
+    try:
+        await _add(store, "band", "The Who")
+        await _add(store, "other", "Glaciers")
+        assert [d for d, _ in await store.search_documents("the who", 3, PUBLIC)] == ["band"]
+    finally:
+        await store.close()
