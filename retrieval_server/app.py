@@ -176,6 +176,7 @@ class Application:
             dense_fusion=s.dense_fusion,
             document_crossover_words=s.document_crossover_words,
             document_evidence=s.document_evidence,
+            metadata_stopwords=s.metadata_stopwords,
             keyword=KeywordOptions(
                 titled=s.keyword_title_field,
                 max_terms=s.query_max_terms,

@@ -198,7 +198,9 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # The metadata search runs alongside the vector legs; only mapping its documents to chunks waits for them.
     metadata_search = (
         asyncio.ensure_future(
-            _with_retries(deps, "metadata", lambda: deps.metadata.search_documents(o.query, max(3, o.top_k // 2), flt.access, o.document_ids))
+            _with_retries(deps, "metadata", lambda: deps.metadata.search_documents(
+                o.query, max(3, o.top_k // 2), flt.access, o.document_ids, keep_stopwords=deps.settings.metadata_stopwords
+            ))
         )
         if strategy is Strategy.HYBRID
         else None
@@ -531,7 +533,10 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
     """After expansion and relaxed thresholds found nothing: documents the caller may mean, then tips."""
     out: list[str] = []
     try:
-        for doc_id, _ in await deps.metadata.search_documents(state.options.query, 3, state.point_filter.access):
+        found = await deps.metadata.search_documents(
+            state.options.query, 3, state.point_filter.access, keep_stopwords=deps.settings.metadata_stopwords
+        )
+        for doc_id, _ in found:
             doc = await deps.metadata.get_document(doc_id)
             if doc is not None:
                 out.append(f"related document: {doc.title or doc_id}")

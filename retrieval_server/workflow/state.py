@@ -38,6 +38,8 @@ class WorkflowSettings:
     semantic_weight: float = 0.7
     keyword_weight: float = 0.3
     metadata_weight: float = 0.3
+    #: the metadata search keeps stop words among its terms
+    metadata_stopwords: bool = False
     score_normalization: str = "minmax"
     rerank_candidates: int = 50
     #: 0: no time budget for reranking (see Settings.rerank_budget_ms)

@@ -239,6 +239,25 @@ async def test_hybrid_uses_metadata_search(app: Application) -> None:
         assert _docs(alone) != ["handbook"], "the corpus must make the metadata leg necessary"
 
 
+async def test_the_metadata_leg_keeps_stop_words_only_when_asked_to(app: Application) -> None:
+    seen: list[bool] = []
+
+    class Recording:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(app.metadata, name)
+
+        async def search_documents(self, *args: Any, keep_stopwords: bool = False, **kwargs: Any) -> Any:
+            seen.append(keep_stopwords)
+            return await app.metadata.search_documents(*args, keep_stopwords=keep_stopwords, **kwargs)
+
+    for keep in (False, True):
+        query = QueryOptions("the charter of Nimbus", 1, strategy=Strategy.HYBRID)
+        await pipeline(app, metadata=Recording(), metadata_stopwords=keep).query(query)
+    assert seen == [False, True]
+    assert Application.workflow_settings(load_settings(metadata_stopwords=True)).metadata_stopwords
+    assert not app.pipeline.deps.settings.metadata_stopwords
+
+
 async def test_keyword_leg_searches_the_title_as_a_field(app: Application) -> None:
     """BM25F: words only in the title reach the keyword leg through the titled vector, not the plain one."""
     r = await app.pipeline.query(QueryOptions("Zephyr charter", 1, strategy=Strategy.KEYWORD))

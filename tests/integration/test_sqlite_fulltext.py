@@ -74,3 +74,19 @@ async def test_a_query_of_stopwords_alone_still_searches_them(tmp_path: Path) ->
         assert [d for d, _ in await store.search_documents("the who", 3, PUBLIC)] == ["band"]
     finally:
         await store.close()
+
+
+async def test_stop_words_are_searched_when_asked_to(tmp_path: Path) -> None:
+    # MariaDB leaves out its own stopword list whatever it is asked: only SQLite can keep them.
+    store = SqliteMetadataStore(tmp_path / "m.sqlite3")
+    await store.open()
+    try:
+        await _add(store, "glaciers", "Glaciers of the Alps")
+        await _add(store, "history", "The history of the world")
+        query = "the glaciers of iceland"
+        assert [d for d, _ in await store.search_documents(query, 3, PUBLIC)] == ["glaciers"]
+        kept = await store.search_documents(query, 3, PUBLIC, keep_stopwords=True)
+        assert [d for d, _ in kept] == ["glaciers", "history"]
+        assert kept == await MetadataStore.search_documents(store, query, 3, PUBLIC, keep_stopwords=True)
+    finally:
+        await store.close()

@@ -37,15 +37,15 @@ _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, con
 _ACCESS = {a.value: a for a in Access}
 
 
-def _terms(query: str, limit: int = 16) -> list[str]:
+def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list[str]:
     """Search terms: lower-cased words of 2+ characters, deduplicated, in query order, stopwords
-    left out unless the query has nothing else.
+    left out unless ``keep_stopwords`` or the query has nothing else.
 
     A stopword barely moves a title's score, yet every title holding it is a match to score:
     "of" alone matches thousands of titles. (MariaDB's full-text search leaves out its own
     stopword list in any case.)"""
     words = list(dict.fromkeys(w for w in re.findall(r"\w+", query.lower()) if len(w) >= 2))
-    content = [w for w in words if w not in STOPWORDS]
+    content = words if keep_stopwords else [w for w in words if w not in STOPWORDS]
     return (content or words)[:limit]
 
 
@@ -96,23 +96,23 @@ class MetadataStore(GraphQueries, ABC):
         """Dialect hook: make ``doc``'s title and metadata searchable."""
 
     async def search_documents(
-        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = (), *, keep_stopwords: bool = False
     ) -> list[tuple[str, float]]:
         """Full-text search over titles and metadata: ``[(document_id, score)]`` best first.
 
         The access rule is part of the query: public documents, plus owned or granted ones, or
         everything for SUPER_ADMIN.
         """
-        statement = self.search_statement(query, limit, access, document_ids)
+        statement = self.search_statement(query, limit, access, document_ids, keep_stopwords=keep_stopwords)
         if statement is None:
             return []
         return [(r[0], float(r[1])) for r in await self.read_statement(*statement)]
 
     def search_statement(
-        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = (), *, keep_stopwords: bool = False
     ) -> tuple[str, list[Any]] | None:
         """The SQL and parameters of :meth:`search_documents` (None: nothing to search for)."""
-        terms = _terms(query)
+        terms = _terms(query, keep_stopwords=keep_stopwords)
         if not terms or limit <= 0:
             return None
         source, score, params = self._fulltext(terms)

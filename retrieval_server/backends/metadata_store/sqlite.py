@@ -304,7 +304,9 @@ class SqliteMetadataStore(MetadataStore):
         except sqlite3.Error:
             return None
 
-    def ranked_search_statement(self, query: str, limit: int, access: AccessFilter) -> tuple[str, list[Any]] | None:
+    def ranked_search_statement(
+        self, query: str, limit: int, access: AccessFilter, *, keep_stopwords: bool = False
+    ) -> tuple[str, list[Any]] | None:
         """The best ``RANK_AHEAD x limit`` full-text matches by score alone, readable or not, and
         more (``TIE_ROOM`` times as many in all), each as ``(document_id, score, readable by the
         caller)``, ordered by score and document id; None when there is nothing to search for.
@@ -314,7 +316,7 @@ class SqliteMetadataStore(MetadataStore):
         is a column of the full-text table, read from its content table row by row, and reading
         it for every match (thousands when a query has a common word) was 40 % of the search
         (SciFact's queries: 13.2 against 7.9 ms)."""
-        terms = _terms(query)
+        terms = _terms(query, keep_stopwords=keep_stopwords)
         if not terms or limit <= 0:
             return None
         _, score, params = self._fulltext(terms)
@@ -328,7 +330,7 @@ class SqliteMetadataStore(MetadataStore):
         )
 
     async def search_documents(
-        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = ()
+        self, query: str, limit: int, access: AccessFilter, document_ids: Sequence[str] = (), *, keep_stopwords: bool = False
     ) -> list[tuple[str, float]]:
         """The same answer as the plain search (the base class's one statement), cheaper: the best
         matches by score alone, each with whether the caller may read it
@@ -336,12 +338,12 @@ class SqliteMetadataStore(MetadataStore):
         titles when a query has common words); the join and the access check of each are what
         this saves (a quarter of the search on SciFact). When they do not settle the answer
         (:func:`exact_answer`), the plain search gives it."""
-        statement = None if document_ids else self.ranked_search_statement(query, limit, access)
+        statement = None if document_ids else self.ranked_search_statement(query, limit, access, keep_stopwords=keep_stopwords)
         if statement is not None:
             answer = exact_answer(await self.read_statement(*statement), limit)
             if answer is not None:
                 return answer
-        return await super().search_documents(query, limit, access, document_ids)
+        return await super().search_documents(query, limit, access, document_ids, keep_stopwords=keep_stopwords)
 
     async def read_statement(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """On a reader with no transaction around it: one hop to the reader's thread instead of a
