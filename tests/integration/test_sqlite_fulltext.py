@@ -1,11 +1,14 @@
 """SQLite's full-text search ranks by score and rowid, and reads document ids only for what it keeps:
-ties must still come out in document-id order, as the plain statement gives them."""
+ties must still come out in document-id order, as the plain statement gives them. Its terms leave
+stop words out unless asked to keep them."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import RANK_AHEAD, SqliteMetadataStore
@@ -64,29 +67,28 @@ async def test_ties_above_the_cut_are_ordered_by_document_id_without_the_plain_s
         await store.close()
 
 
-async def test_a_query_of_stopwords_alone_still_searches_them(tmp_path: Path) -> None:
-    # MariaDB leaves out its own stopword list whatever the query; SQLite has no list of its own.
-    store = SqliteMetadataStore(tmp_path / "m.sqlite3")
-    await store.open()
-    try:
-        await _add(store, "band", "The Who")
-        await _add(store, "other", "Glaciers")
-        assert [d for d, _ in await store.search_documents("the who", 3, PUBLIC)] == ["band"]
-    finally:
-        await store.close()
+@pytest_asyncio.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteMetadataStore]:
+    opened = SqliteMetadataStore(tmp_path / "m.sqlite3")
+    await opened.open()
+    yield opened
+    await opened.close()
 
 
-async def test_stop_words_are_searched_when_asked_to(tmp_path: Path) -> None:
-    # MariaDB leaves out its own stopword list whatever it is asked: only SQLite can keep them.
-    store = SqliteMetadataStore(tmp_path / "m.sqlite3")
-    await store.open()
-    try:
-        await _add(store, "glaciers", "Glaciers of the Alps")
-        await _add(store, "history", "The history of the world")
-        query = "the glaciers of iceland"
-        assert [d for d, _ in await store.search_documents(query, 3, PUBLIC)] == ["glaciers"]
-        kept = await store.search_documents(query, 3, PUBLIC, keep_stopwords=True)
-        assert [d for d, _ in kept] == ["glaciers", "history"]
-        assert kept == await MetadataStore.search_documents(store, query, 3, PUBLIC, keep_stopwords=True)
-    finally:
-        await store.close()
+# MariaDB leaves out its own stopword list whatever it is asked: these hold for SQLite alone.
+
+
+async def test_a_query_of_stopwords_alone_still_searches_them(store: SqliteMetadataStore) -> None:
+    await _add(store, "band", "The Who")
+    await _add(store, "other", "Glaciers")
+    assert [d for d, _ in await store.search_documents("the who", 3, PUBLIC)] == ["band"]
+
+
+async def test_stop_words_are_searched_when_asked_to(store: SqliteMetadataStore) -> None:
+    await _add(store, "glaciers", "Glaciers of the Alps")
+    await _add(store, "history", "The history of the world")
+    query = "the glaciers of iceland"
+    assert [d for d, _ in await store.search_documents(query, 3, PUBLIC)] == ["glaciers"]
+    kept = await store.search_documents(query, 3, PUBLIC, keep_stopwords=True)
+    assert [d for d, _ in kept] == ["glaciers", "history"]
+    assert kept == await MetadataStore.search_documents(store, query, 3, PUBLIC, keep_stopwords=True)
