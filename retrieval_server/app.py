@@ -151,6 +151,8 @@ class Application:
             keyword_weight=s.keyword_weight,
             metadata_weight=s.metadata_weight,
             score_normalization=s.score_normalization,
+            fusion_unit=s.fusion_unit,
+            child_chunk_tokens=s.child_chunk_tokens,
             rerank_candidates=s.rerank_candidates,
             rerank_budget_ms=s.rerank_budget_ms,
             rerank_threshold=s.rerank_threshold,

@@ -150,6 +150,11 @@ class Settings(BaseSettings):
     keyword_weight: float = Field(0.3, ge=0)
     metadata_weight: float = Field(0.3, ge=0, description="weight of the metadata leg in fusion")
     score_normalization: Literal["minmax", "dbsf"] = "minmax"
+    fusion_unit: Literal["auto", "chunk", "parent"] = Field(
+        "auto",
+        description="what the legs' ranks are fused for: chunk, parent (each leg ranks a parent by its best child), "
+        "or auto, per parent for a query with more words than a child chunk holds tokens and per chunk otherwise",
+    )
 
     # Retrieval techniques (each can be switched off to measure it; see the README's quality table)
     parent_leg: bool = Field(False, description="index the parents' own vectors and search them as another dense leg (multi-granularity); an index built without them keeps the leg off")

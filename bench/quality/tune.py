@@ -32,7 +32,8 @@ from bench.quality import index as bench_index
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Fusion, Identity, QueryOptions, Role, Strategy, VectorHit
-from retrieval_server.workflow import dense_fusion, document_evidence, keyword_leg, nodes, parent_leg
+from retrieval_server.workflow import dense_fusion, document_evidence, keyword_leg, nodes, parent_leg, rank_fusion
+from retrieval_server.workflow.rank_fusion import FusionUnit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, leg_weights, query_features
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 
@@ -82,10 +83,13 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int, key
 
 
 def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, parent: str, keyword: str,
-         policy: AdaptivePolicy | None) -> dict[str, dict[str, float]]:
+         policy: AdaptivePolicy | None, unit: FusionUnit | None = None) -> dict[str, dict[str, float]]:
     """One setting replayed: ``parent`` is ``off``, ``full`` (a dense leg of its own weight) or
-    ``shared`` (children and parents share the dense weight, as the service does)."""
-    deps = dataclasses.replace(app.pipeline.deps, settings=dataclasses.replace(app.pipeline.deps.settings, rrf_k=rrf_k))
+    ``shared`` (children and parents share the dense weight, as the service does); ``unit`` is
+    what the ranks are fused for (``RETRIEVAL_FUSION_UNIT``; None: the service's setting)."""
+    settings = app.pipeline.deps.settings
+    settings = dataclasses.replace(settings, rrf_k=rrf_k, fusion_unit=unit or settings.fusion_unit)
+    deps = dataclasses.replace(app.pipeline.deps, settings=settings)
     run: dict[str, dict[str, float]] = {}
     for qid, r in retrieved.items():
         w = leg_weights(r.features, policy) if policy is not None else None
@@ -102,7 +106,8 @@ def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, par
             elif w is not None:
                 base *= w.dense if kind in ("dense", "parent") else w.keyword
             weights.append(base)
-        fused = nodes._fuse_lists(lists, weights, deps, Fusion.RRF, 10_000)
+        by_parent = rank_fusion.fuses_by_parent(r.features.tokens, deps.settings)
+        fused = rank_fusion.fuse_lists(lists, weights, deps.settings, Fusion.RRF, 10_000, by_parent=by_parent)
         docs: dict[str, float] = {}
         for h in fused:
             docs[h.document_id] = max(docs.get(h.document_id, float("-inf")), h.score)
@@ -158,7 +163,7 @@ def run_granularity(app: Application, retrieved: dict[str, Retrieved], shares: S
             lists.append(hits)
             weights.append(weight)
         # One list keeps its own order, as the service returns it; several are fused, then rescored.
-        fused = lists[0] if len(lists) == 1 else document_evidence.rescore(nodes._fuse_lists(lists, weights, deps, Fusion.RRF, 10_000), spread)
+        fused = lists[0] if len(lists) == 1 else document_evidence.rescore(rank_fusion.fuse_lists(lists, weights, deps.settings, Fusion.RRF, 10_000), spread)
         docs: dict[str, float] = {}
         for rank, h in enumerate(fused):
             docs.setdefault(h.document_id, -float(rank))
@@ -252,11 +257,11 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
         retrieved = await retrieve_all(app, queries, pool, keyword_variants=not granularity)
         if cache is not None:
             cache.write_bytes(pickle.dumps(retrieved))
+    # Also per kind of query (the id's prefix: q: long queries, t: titles, s: sentences).
+    kinds: dict[str, set[str]] = {}
+    for qid in retrieved:
+        kinds.setdefault(qid.split(":")[0], set()).add(qid)
     if granularity:
-        # Also per kind of query (the id's prefix: q: long queries, t: titles, s: sentences).
-        kinds: dict[str, set[str]] = {}
-        for qid in retrieved:
-            kinds.setdefault(qid.split(":")[0], set()).add(qid)
         rows: list[dict[str, object]] = []
         for name, shares in granularity_grid().items():
             for strategy, spread in itertools.product(("semantic", "hybrid"), SPREADS):
@@ -282,8 +287,12 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
         policy = AdaptivePolicy(rare_gain=rare, identifier_gain=ident, quoted_gain=quoted)
         run = _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=policy)
         adaptive.append({"rare_gain": rare, "identifier_gain": ident, "quoted_gain": quoted, "ndcg@10": score(qrels, run)})
+    units = []
+    for unit in ("chunk", "parent", "auto"):
+        run = _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=None, unit=unit)
+        units.append({"fusion_unit": unit, "ndcg@10": score(qrels, run), **_by_kind(qrels, run, kinds)})
     return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries), "best_fixed": fixed, "adaptive_base": base,
-            "best_adaptive": max(adaptive, key=lambda g: g["ndcg@10"]), "grid": grid, "adaptive": adaptive}
+            "best_adaptive": max(adaptive, key=lambda g: g["ndcg@10"]), "fusion_units": units, "grid": grid, "adaptive": adaptive}
 
 
 def replay_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.granularity:
         print(json.dumps(result, indent=2))
     else:
-        print(json.dumps({k: result[k] for k in ("dataset", "split", "queries", "best_fixed", "best_adaptive")}, indent=2))
+        print(json.dumps({k: result[k] for k in ("dataset", "split", "queries", "best_fixed", "best_adaptive", "fusion_units")}, indent=2))
     return 0
 
 

@@ -17,13 +17,13 @@ import numpy as np
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, QueryOptions, RetrievedContext, Strategy, VectorHit, version_of
-from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg
+from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg, rank_fusion
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
-from scoring_core import dedup_by_key, group_by_parent, rrf, score_fusion, threshold_with_fallback
+from scoring_core import dedup_by_key, group_by_parent, threshold_with_fallback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -299,27 +299,6 @@ async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs:
     return out
 
 
-def _fuse_lists(lists: list[list[VectorHit]], weights: list[float], deps: WorkflowDeps, fusion: Fusion, limit: int) -> list[VectorHit]:
-    """Fuse ranked hit lists through scoring_core; chunk ids become integer codes for the kernel."""
-    codes: dict[str, int] = {}
-    hit_of: dict[int, VectorHit] = {}
-    id_lists = []
-    for hits in lists:
-        ids = []
-        for h in hits:
-            code = codes.setdefault(h.chunk_id, len(codes))
-            hit_of.setdefault(code, h)
-            ids.append(code)
-        id_lists.append(np.asarray(ids, dtype=np.int64))
-    s = deps.settings
-    if fusion is Fusion.WEIGHTED:
-        score_lists = [np.asarray([h.score for h in hits], dtype=np.float64) for hits in lists]
-        fused = score_fusion(id_lists, score_lists, weights, s.score_normalization, limit=limit)  # type: ignore[arg-type]
-    else:
-        fused = rrf(id_lists, k=s.rrf_k, weights=weights, limit=limit)
-    return [hit_of[c].scored(sc) for c, sc in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True)]
-
-
 def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_shares: dict[str, float]) -> float:
     s, w = deps.settings, state.leg_weights
     kind = leg.split(":")[0]
@@ -344,11 +323,17 @@ async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.
         return {"fused": legs[0][1][: state.pool]}
     granularities = {leg.split(":")[0] for leg, _ in legs} & set(DENSE_GRANULARITIES)
-    shares = parent_leg.dense_shares(granularities, word_count(state.analysis.rewritten or state.options.query), deps.settings.document_crossover_words)
-    fused = _fuse_lists(
-        [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, shares) for leg, _ in legs], deps, fusion, state.pool
+    words = word_count(state.analysis.rewritten or state.options.query)
+    shares = parent_leg.dense_shares(granularities, words, deps.settings.document_crossover_words)
+    by_parent = rank_fusion.fuses_by_parent(words, deps.settings)
+    fused = rank_fusion.fuse_lists(
+        [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, shares) for leg, _ in legs], deps.settings, fusion, state.pool,
+        by_parent=by_parent,
     )
-    fused = document_evidence.rescore(fused, deps.settings.document_evidence)
+    if not by_parent:
+        # Fused per parent, a parent's children share its score: adding a sibling's score would count
+        # the same evidence twice.
+        fused = document_evidence.rescore(fused, deps.settings.document_evidence)
     return {"fused": fused}
 
 
@@ -514,7 +499,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         keys = np.asarray([codes.setdefault(h.chunk_id, len(codes)) for h in flat], dtype=np.int64)
         kept = dedup_by_key(keys, np.asarray([h.score for h in flat], dtype=np.float32))
         sub_hits = [flat[i] for i in kept]
-        fused = _fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps, Fusion.RRF, state.pool)
+        fused = rank_fusion.fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
     else:
         fused = state.fused
     return {"fused": fused, "sub_queries_done": True}

@@ -41,6 +41,10 @@ class WorkflowSettings:
     #: the metadata search keeps stop words among its terms
     metadata_stopwords: bool = False
     score_normalization: str = "minmax"
+    #: what the legs' ranks are fused for (see workflow.rank_fusion)
+    fusion_unit: Literal["auto", "chunk", "parent"] = "auto"
+    #: tokens in a child chunk: under ``auto``, a query with more words than this is fused per parent
+    child_chunk_tokens: int = 128
     rerank_candidates: int = 50
     #: 0: no time budget for reranking (see Settings.rerank_budget_ms)
     rerank_budget_ms: float = 0.0

@@ -89,6 +89,9 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     grid = json.loads(tuned.read_text())
     assert grid["split"] == "tune" and grid["queries"] == 1
     assert len(grid["grid"]) == 36 and all(0.0 <= g["ndcg@10"] <= 1.0 for g in grid["grid"] + grid["adaptive"])
+    assert [u["fusion_unit"] for u in grid["fusion_units"]] == ["chunk", "parent", "auto"]
+    # The one tuning query is short: auto fuses it per chunk.
+    assert grid["fusion_units"][2]["ndcg@10"] == grid["fusion_units"][0]["ndcg@10"]
     # The granularity grid: child, parent and document vectors, SEMANTIC and HYBRID, document evidence.
     granular = tmp_path / "granularity.json"
     assert tune_main(["--dataset", str(dataset), "--index-dir", str(index), "--bundled-model", "--pool", "16", "--granularity",

@@ -1,0 +1,79 @@
+"""Fusion of the legs' ranked hit lists through scoring_core, per chunk or per parent.
+
+The legs rank child chunks. A query no longer than a child can be matched by one child, and the
+legs mostly agree on which one: fusing chunks keeps that child's evidence together. A query
+with more words than a child holds tokens cannot fit in any child, so its parts are matched by
+different children of the same parent, one leg finding one and another leg another: fused per
+chunk, that parent's evidence is split over several fused scores and loses to a parent whose
+single child both legs happen to rank. Such queries are fused per parent: each leg ranks a
+parent by its best child (MaxP), and those ranks are fused. The parent is also the unit the
+service returns. On the tuning splits this lifts long queries and leaves every shorter query
+as it was (README, "Sixth round"); fusing every query per parent loses on sentence queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+
+from retrieval_server.domain import Fusion, VectorHit
+from retrieval_server.workflow.state import WorkflowSettings
+from scoring_core import rrf, score_fusion
+
+FusionUnit = Literal["auto", "chunk", "parent"]
+
+
+def fuses_by_parent(words: int, settings: WorkflowSettings) -> bool:
+    """Whether the legs of a query of ``words`` words (``adaptive.word_count``) are fused per
+    parent. Under ``auto``: when it has more words than a child chunk holds tokens. Every word is
+    at least one token, so such a query is certainly longer than a child; no length is guessed or
+    tuned."""
+    if settings.fusion_unit == "auto":
+        return words > settings.child_chunk_tokens
+    return settings.fusion_unit == "parent"
+
+
+def fuse_lists(
+    lists: list[list[VectorHit]], weights: list[float], settings: WorkflowSettings, fusion: Fusion, limit: int, *, by_parent: bool = False
+) -> list[VectorHit]:
+    """Ranked hit lists (best first) fused into one list of child hits, best first, at most
+    ``limit`` of them.
+
+    Per chunk, each hit scores its fused score. Per parent, every hit scores its parent's fused
+    score, so grouping ranks the parents as fused; within a parent the children keep their order
+    of the fusion per chunk (the child the legs agree on first)."""
+    if not by_parent:
+        return _fuse(lists, weights, settings, fusion, limit, lambda h: h.chunk_id)
+    parents = _fuse(lists, weights, settings, fusion, limit, lambda h: h.parent_chunk_id)
+    rank = {h.parent_chunk_id: i for i, h in enumerate(parents)}
+    chunks = _fuse(lists, weights, settings, fusion, sum(map(len, lists)), lambda h: h.chunk_id)
+    # sorted() is stable: the children of one parent stay together, in their per-chunk order.
+    ranked = sorted((h for h in chunks if h.parent_chunk_id in rank), key=lambda h: rank[h.parent_chunk_id])
+    return [h.scored(parents[rank[h.parent_chunk_id]].score) for h in ranked[:limit]]
+
+
+def _fuse(
+    lists: list[list[VectorHit]], weights: list[float], settings: WorkflowSettings, fusion: Fusion, limit: int, unit: Callable[[VectorHit], str]
+) -> list[VectorHit]:
+    """Fusion of the lists' units (integer codes for the kernels), each unit at its first, best
+    place in a list; the result holds each unit's first hit, rescored."""
+    codes: dict[str, int] = {}
+    hit_of: dict[int, VectorHit] = {}
+    firsts: list[dict[int, float]] = []
+    for hits in lists:
+        first: dict[int, float] = {}
+        for h in hits:
+            code = codes.setdefault(unit(h), len(codes))
+            if code not in first:
+                first[code] = h.score
+                hit_of.setdefault(code, h)
+        firsts.append(first)
+    id_lists = [np.fromiter(f, dtype=np.int64, count=len(f)) for f in firsts]
+    if fusion is Fusion.WEIGHTED:
+        score_lists = [np.fromiter(f.values(), dtype=np.float64, count=len(f)) for f in firsts]
+        fused = score_fusion(id_lists, score_lists, weights, settings.score_normalization, limit=limit)  # type: ignore[arg-type]
+    else:
+        fused = rrf(id_lists, k=settings.rrf_k, weights=weights, limit=limit)
+    return [hit_of[c].scored(sc) for c, sc in zip(fused.ids.tolist(), fused.scores.tolist(), strict=True)]
