@@ -150,10 +150,15 @@ class Settings(BaseSettings):
     keyword_weight: float = Field(0.3, ge=0)
     metadata_weight: float = Field(0.3, ge=0, description="weight of the metadata leg in fusion")
     score_normalization: Literal["minmax", "dbsf"] = "minmax"
+    long_query_windows: bool = Field(
+        True,
+        description="a query longer than a child chunk is also cut into child-sized windows, each searched "
+        "as a dense leg and fused per parent with the whole query's search",
+    )
     fusion_unit: Literal["auto", "chunk", "parent"] = Field(
-        "auto",
+        "chunk",
         description="what the legs' ranks are fused for: chunk, parent (each leg ranks a parent by its best child), "
-        "or auto, per parent for a query with more words than a child chunk holds tokens and per chunk otherwise",
+        "or auto, per parent for a query longer than a child chunk and per chunk otherwise",
     )
 
     # Retrieval techniques (each can be switched off to measure it; see the README's quality table)

@@ -32,7 +32,7 @@ from bench.quality import index as bench_index
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Fusion, Identity, QueryOptions, Role, Strategy, VectorHit
-from retrieval_server.workflow import dense_fusion, document_evidence, keyword_leg, nodes, parent_leg, rank_fusion
+from retrieval_server.workflow import dense_fusion, document_evidence, keyword_leg, nodes, parent_leg, query_windows, rank_fusion
 from retrieval_server.workflow.rank_fusion import FusionUnit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, leg_weights, query_features
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -47,6 +47,8 @@ GAINS = (-3.0, -2.0, -1.0, 0.0, 1.0, 2.0)
 class Retrieved:
     features: QueryFeatures
     legs: dict[str, list[VectorHit]]
+    #: longer than a child chunk (the service fuses it per parent under FUSION_UNIT=auto)
+    long_query: bool = False
 
 
 async def run_steps(state: QueryState, deps: WorkflowDeps, steps: Sequence[Callable[..., Awaitable[dict[str, object]]]]) -> None:
@@ -56,15 +58,21 @@ async def run_steps(state: QueryState, deps: WorkflowDeps, steps: Sequence[Calla
             setattr(state, k, v)
 
 
-async def retrieve_all(app: Application, queries: dict[str, str], pool: int, keyword_variants: bool = True) -> dict[str, Retrieved]:
+async def retrieve_all(app: Application, queries: dict[str, str], pool: int, keyword_variants: bool = True,
+                       windows: bool = True) -> dict[str, Retrieved]:
+    """Every leg of each query, as the service's fuse receives them: a long query's windows already
+    folded into its dense leg; ``windows=False`` keeps the whole query's cosines there instead (a
+    replay that fuses cosines needs them)."""
     deps = app.pipeline.deps
+    if not windows:
+        deps = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, long_query_windows=False))
     out: dict[str, Retrieved] = {}
     admin = Identity("tuner", Role.SUPER_ADMIN)
     for qid, text in queries.items():
         state = QueryState(options=QueryOptions(text, pool // deps.settings.child_candidates_per_context, strategy=Strategy.HYBRID,
                                                 use_cache=False, identity=admin))
         await run_steps(state, deps, (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve))
-        legs = dict(state.legs)
+        legs = dict(query_windows.fold(list(state.legs.items()), deps.settings, state.pool))
         if "parent:0" not in legs and deps.vectors.features.parent_vectors and state.query_vector is not None:
             hits = await deps.vectors.search_parents(state.query_vector, state.pool, state.point_filter)
             legs["parent:0"] = parent_leg.as_children(hits, legs)
@@ -78,7 +86,7 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int, key
             legs["keyword-plain:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, plain)
             prf = dataclasses.replace(kw, prf_docs=10)
             legs["keyword-prf:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, prf)
-        out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs)
+        out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs, state.long_query)
     return out
 
 
@@ -106,7 +114,7 @@ def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, par
             elif w is not None:
                 base *= w.dense if kind in ("dense", "parent") else w.keyword
             weights.append(base)
-        by_parent = rank_fusion.fuses_by_parent(r.features.tokens, deps.settings)
+        by_parent = rank_fusion.fuses_by_parent(r.long_query, deps.settings)
         fused = rank_fusion.fuse_lists(lists, weights, deps.settings, Fusion.RRF, 10_000, by_parent=by_parent)
         docs: dict[str, float] = {}
         for h in fused:
@@ -254,7 +262,7 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
     if cache is not None and cache.is_file():
         retrieved = pickle.loads(cache.read_bytes())
     else:
-        retrieved = await retrieve_all(app, queries, pool, keyword_variants=not granularity)
+        retrieved = await retrieve_all(app, queries, pool, keyword_variants=not granularity, windows=not granularity)
         if cache is not None:
             cache.write_bytes(pickle.dumps(retrieved))
     # Also per kind of query (the id's prefix: q: long queries, t: titles, s: sentences).
@@ -303,6 +311,7 @@ def replay_parser(prog: str, description: str | None) -> argparse.ArgumentParser
     p.add_argument("--index-dir", type=Path, required=True, help="an index built by bench.quality for this corpus")
     p.add_argument("--model-dir", type=Path, default=None, help="the index's model (default: as bench.quality)")
     p.add_argument("--bundled-model", action="store_true", help="the service's bundled int8 model")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a service setting, e.g. RETRIEVAL_LONG_QUERY_WINDOWS=false")
     p.add_argument("--output", type=Path)
     return p
 
@@ -319,6 +328,9 @@ def replay_inputs(args: argparse.Namespace) -> tuple[BeirDataset, dict[str, obje
                                     "read_only": True, "log_level": "WARNING"}
     if model_dir is not None:
         overrides["model_dir"] = model_dir.resolve()
+    for item in args.set:
+        name, _, value = item.partition("=")
+        overrides[name.removeprefix("RETRIEVAL_").lower()] = value
     return dataset, overrides
 
 
@@ -327,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", type=int, default=800, help="child hits per leg (bench.quality: top_k 200 contexts x 8 = 1600)")
     p.add_argument("--cache", type=Path, help="keep the retrieved legs here (pickle) and replay from them on the next run")
     p.add_argument("--granularity", action="store_true", help="only the grid of dense granularities (child, parent, document vectors; "
-                   "SEMANTIC and HYBRID RRF), without the keyword variants")
+                   "SEMANTIC and HYBRID RRF), without the keyword variants and a long query's windows (the replays fuse the whole query's cosines)")
     args = p.parse_args(argv)
     if (inputs := replay_inputs(args)) is None:
         return 2

@@ -91,6 +91,10 @@ class Chunker:
             i = k
         return out
 
+    def child_texts(self, text: str) -> list[str]:
+        """The texts of the children ``text`` would be cut into as a one-page document."""
+        return [c.content for c in self.chunk("text", [(1, text)])[1]]
+
     def chunk(
         self, document_id: str, pages: list[tuple[int, str]]
     ) -> tuple[list[ParentChunk], list[ChildChunk]]:

@@ -17,7 +17,7 @@ import numpy as np
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
 from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, QueryOptions, RetrievedContext, Strategy, VectorHit, version_of
-from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg, rank_fusion
+from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg, query_windows, rank_fusion
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.analysis import analyze
@@ -145,22 +145,31 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     }
     if o.strategy is Strategy.ADAPTIVE and iteration == 1:
         update["leg_weights"] = leg_weights(query_features(o.query, deps.sparse, deps.term_stats, s.adaptive), s.adaptive)
+    main = analysis.rewritten or o.query
+    windows = query_windows.cut(main, deps)
+    update["long_query"] = bool(windows)
     if _uses_dense(strategy):
         # Only what a dense leg will search for is embedded, and not here: retrieve embeds it while
         # the keyword, metadata and graph legs, which need no vector, already run.
-        main = analysis.rewritten or o.query
         extra = [*analysis.reformulations, *([analysis.hyde] if analysis.hyde else [])]
-        update["embed_texts"] = ([] if state.query_vector is not None and main == o.query else [main]) + extra
+        windows = windows if s.long_query_windows else []
+        update["embed_texts"] = ([] if state.query_vector is not None and main == o.query else [main]) + extra + windows
+        update["windows"] = len(windows)
     else:
-        update["embed_texts"] = []
+        update["embed_texts"], update["windows"] = [], 0
     return update
 
 
 async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: bool = False) -> list[np.ndarray] | None:
-    """The dense legs' vectors: the (rewritten) query's, then its variants'; None when the model failed."""
+    """The dense legs' vectors: the (rewritten) query's, then its variants', then its windows'; None when the model failed."""
     texts = state.embed_texts
+    # The windows (at most a child's tokens each) are embedded apart from the whole query (up to
+    # the model's 256): in one batch every text is padded to the longest.
+    split = len(texts) - state.windows
     try:
-        vectors = list(await deps.embedder.embed(texts, beside_work=beside_work)) if texts else []
+        vectors: list[np.ndarray] = []
+        for part in (texts[:split], texts[split:]):
+            vectors += list(await deps.embedder.embed(part, beside_work=beside_work)) if part else []
     except Exception:
         log.warning("query embedding failed; falling back to keyword search", exc_info=True)
         return None
@@ -184,6 +193,10 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         variants = len(state.analysis.reformulations) + (1 if state.analysis.hyde else 0)
         for i in range(1 + variants):
             jobs[f"dense:{i}"] = lambda i=i: _after_embedding(embedding, i, lambda v: deps.vectors.search_dense(v, pool, flt))
+        for j in range(state.windows):
+            jobs[f"{query_windows.KIND}:{j}"] = lambda i=1 + variants + j: _after_embedding(
+                embedding, i, lambda v: deps.vectors.search_dense(v, pool, flt)
+            )
         if deps.settings.parent_leg and deps.vectors.features.parent_vectors:
             jobs["parent:0"] = lambda: _after_embedding(embedding, 0, lambda v: deps.vectors.search_parents(v, pool, flt))
         if deps.settings.document_leg and deps.vectors.features.parent_vectors:
@@ -212,7 +225,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if embedding is not None and vectors is None:
         # An embedding failure degrades to keyword search instead of failing the request.
         _degrade(state, "dense:embedding_failed")
-        legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in DENSE_GRANULARITIES}
+        legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in (*DENSE_GRANULARITIES, query_windows.KIND)}
         if not keyword:
             legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
         if metadata_search is not None:
@@ -220,7 +233,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             metadata_search = None
         update["strategy"] = Strategy.KEYWORD
     elif vectors is not None:
-        update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1:]
+        update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1 : len(vectors) - state.windows]
     children = {k: v for k, v in legs.items() if k not in ("parent:0", "document:0")}
     for coarse in ("parent:0", "document:0"):
         if coarse in legs:
@@ -318,14 +331,14 @@ async def fuse(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     legs = [(leg, hits) for leg, hits in state.legs.items() if hits]
     if deps.settings.dense_fusion == "max_cosine":
         legs = dense_fusion.fold_granularities(legs)
+    legs = query_windows.fold(legs, deps.settings, state.pool)
     # The whole pool survives fusion: top_k parents need up to pool child hits; rerank takes its own cut.
     if len(legs) == 1:
         # One list: fusion would only rescale; the leg's own scores (cosine, BM25) mean more to callers.
         return {"fused": legs[0][1][: state.pool]}
     granularities = {leg.split(":")[0] for leg, _ in legs} & set(DENSE_GRANULARITIES)
-    words = word_count(state.analysis.rewritten or state.options.query)
-    shares = parent_leg.dense_shares(granularities, words, deps.settings.document_crossover_words)
-    by_parent = rank_fusion.fuses_by_parent(words, deps.settings)
+    shares = parent_leg.dense_shares(granularities, word_count(state.analysis.rewritten or state.options.query), deps.settings.document_crossover_words)
+    by_parent = rank_fusion.fuses_by_parent(state.long_query, deps.settings)
     fused = rank_fusion.fuse_lists(
         [hits for _, hits in legs], [_leg_weight(leg, state, deps, fusion, shares) for leg, _ in legs], deps.settings, fusion, state.pool,
         by_parent=by_parent,

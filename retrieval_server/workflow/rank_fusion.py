@@ -2,13 +2,16 @@
 
 The legs rank child chunks. A query no longer than a child can be matched by one child, and the
 legs mostly agree on which one: fusing chunks keeps that child's evidence together. A query
-with more words than a child holds tokens cannot fit in any child, so its parts are matched by
+with more tokens than a child holds cannot fit in any child, so its parts are matched by
 different children of the same parent, one leg finding one and another leg another: fused per
 chunk, that parent's evidence is split over several fused scores and loses to a parent whose
 single child both legs happen to rank. Such queries are fused per parent: each leg ranks a
 parent by its best child (MaxP), and those ranks are fused. The parent is also the unit the
 service returns. On the tuning splits this lifts long queries and leaves every shorter query
-as it was (README, "Sixth round"); fusing every query per parent loses on sentence queries.
+as it was, while fusing every query per parent loses on sentence queries; once a long query's
+windows are searched (``query_windows``), whose fold already gathers a parent's evidence on the
+dense side, fusing per chunk is the better of the two, so ``chunk`` is the default and ``auto``
+serves deployments that turn the windows off (README, "Sixth round").
 """
 
 from __future__ import annotations
@@ -25,13 +28,11 @@ from scoring_core import rrf, score_fusion
 FusionUnit = Literal["auto", "chunk", "parent"]
 
 
-def fuses_by_parent(words: int, settings: WorkflowSettings) -> bool:
-    """Whether the legs of a query of ``words`` words (``adaptive.word_count``) are fused per
-    parent. Under ``auto``: when it has more words than a child chunk holds tokens. Every word is
-    at least one token, so such a query is certainly longer than a child; no length is guessed or
-    tuned."""
+def fuses_by_parent(long_query: bool, settings: WorkflowSettings) -> bool:
+    """Whether a query's legs are fused per parent. Under ``auto``: when it is ``long_query``, longer
+    than a child chunk (``query_windows.cut`` finds windows in it); no length is guessed or tuned."""
     if settings.fusion_unit == "auto":
-        return words > settings.child_chunk_tokens
+        return long_query
     return settings.fusion_unit == "parent"
 
 

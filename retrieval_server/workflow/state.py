@@ -42,9 +42,11 @@ class WorkflowSettings:
     metadata_stopwords: bool = False
     score_normalization: str = "minmax"
     #: what the legs' ranks are fused for (see workflow.rank_fusion)
-    fusion_unit: Literal["auto", "chunk", "parent"] = "auto"
-    #: tokens in a child chunk: under ``auto``, a query with more words than this is fused per parent
+    fusion_unit: Literal["auto", "chunk", "parent"] = "chunk"
+    #: tokens in a child chunk: a query longer than this is fused per parent under ``auto``
     child_chunk_tokens: int = 128
+    #: a query longer than a child is also searched window by window (workflow.query_windows)
+    long_query_windows: bool = True
     rerank_candidates: int = 50
     #: 0: no time budget for reranking (see Settings.rerank_budget_ms)
     rerank_budget_ms: float = 0.0
@@ -98,6 +100,8 @@ class WorkflowDeps:
     assistant: Assistant | None = None
     #: the index's keyword statistics (ADAPTIVE's rare-term share); None: not kept
     term_stats: TermStatistics | None = None
+    #: a text's child-sized windows, cut as the indexer cuts documents (None: long queries are not windowed)
+    query_windows: Callable[[str], list[str]] | None = None
 
 
 @dataclass(slots=True)
@@ -112,8 +116,13 @@ class QueryState:
     query_vector: np.ndarray | None = None
     analysis: Analysis = field(default_factory=Analysis)
     variant_vectors: list[np.ndarray] = field(default_factory=list)
-    #: what retrieve embeds for the dense legs: the (rewritten) query unless its vector is known, then the variants
+    #: what retrieve embeds for the dense legs: the (rewritten) query unless its vector is known, then the variants,
+    #: then the query's windows
     embed_texts: list[str] = field(default_factory=list)
+    #: child-sized windows of a long query at the end of ``embed_texts``, each searched as a dense leg (workflow.query_windows)
+    windows: int = 0
+    #: the (rewritten) query is longer than a child chunk (workflow.query_windows.cut)
+    long_query: bool = False
     #: what the caller may read, set once per request before the cache is consulted
     point_filter: PointFilter = field(default_factory=PointFilter)
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)

@@ -684,3 +684,39 @@ async def test_enrich_reads_the_pools_versions_only_when_a_best_parent_has_a_sta
     contexts, reads = await _enrich(app, [stale_top, *hits], 2)
     assert reads == 1 and contexts == current
     assert all(not cid.endswith("-old") for _, _, kids in contexts for cid in kids)
+
+
+@pytest.mark.parametrize("windows", [True, False])
+async def test_a_long_query_is_also_searched_window_by_window(app: Application, windows: bool) -> None:
+    embedded: list[list[str]] = []
+    searched: list[int] = []
+
+    class Embedder:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(app.embedder, name)
+
+        async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
+            embedded.append(list(texts))
+            return await app.embedder.embed(texts, *args, **kwargs)
+
+    class Vectors:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(app.vectors, name)
+
+        async def search_dense(self, vector: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+            searched.append(1)
+            return await app.vectors.search_dense(vector, *args, **kwargs)
+
+    text = " ".join(["the flux capacitor overheated during the test run"] * 20)  # 160 words, more than a child's 128 tokens
+    r = await pipeline(app, embedder=Embedder(), vectors=Vectors(), long_query_windows=windows).query(
+        QueryOptions(text, 2, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    assert _docs(r)[0] == "codes"
+    if windows:
+        # The whole query alone, then its windows apart (each padded only to a child's length).
+        assert embedded[0] == [text] and len(embedded[1]) >= 2 and embedded[1] == app.chunker.child_texts(text)
+        assert len(searched) == 1 + len(embedded[1])
+    else:
+        assert embedded == [[text]] and len(searched) == 1
+    short = await pipeline(app, embedder=Embedder(), long_query_windows=windows).query(QueryOptions("flux capacitor overheated", 1, strategy=Strategy.SEMANTIC, use_cache=False))
+    assert embedded[-1] == ["flux capacitor overheated"] and _docs(short) == ["codes"]

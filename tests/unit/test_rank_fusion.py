@@ -16,7 +16,7 @@ from retrieval_server.workflow import nodes
 from retrieval_server.workflow.rank_fusion import fuse_lists, fuses_by_parent
 from retrieval_server.workflow.state import QueryState, WorkflowDeps, WorkflowSettings
 
-SETTINGS = WorkflowSettings(rrf_k=10.0)
+SETTINGS = WorkflowSettings(rrf_k=10.0, fusion_unit="auto")
 
 
 def _hit(chunk: str, score: float = 0.0) -> VectorHit:
@@ -69,21 +69,21 @@ def test_weighted_fusion_per_parent_takes_each_legs_best_child_score() -> None:
 
 
 def test_auto_fuses_per_parent_only_queries_longer_than_a_child() -> None:
-    auto = WorkflowSettings(child_chunk_tokens=128)
-    assert not fuses_by_parent(128, auto) and fuses_by_parent(129, auto)
-    assert fuses_by_parent(3, dataclasses.replace(auto, fusion_unit="parent"))
-    assert not fuses_by_parent(500, dataclasses.replace(auto, fusion_unit="chunk"))
+    auto = WorkflowSettings(fusion_unit="auto")
+    assert not fuses_by_parent(False, auto) and fuses_by_parent(True, auto)
+    assert fuses_by_parent(False, dataclasses.replace(auto, fusion_unit="parent"))
+    assert not fuses_by_parent(True, dataclasses.replace(auto, fusion_unit="chunk"))
     mapped = Application.workflow_settings(load_settings(fusion_unit="parent", child_chunk_tokens=64, parent_chunk_tokens=256))
     assert (mapped.fusion_unit, mapped.child_chunk_tokens) == ("parent", 64)
-    assert Application.workflow_settings(load_settings()).fusion_unit == "auto"
+    assert Application.workflow_settings(load_settings()).fusion_unit == "chunk"
 
 
-@pytest.mark.parametrize(("words", "first"), [(12, "b#p0c0"), (129, "a#p0c1")])
-def test_the_fuse_node_fuses_a_long_query_per_parent(words: int, first: str) -> None:
+@pytest.mark.parametrize(("long_query", "first"), [(False, "b#p0c0"), (True, "a#p0c1")])
+def test_the_fuse_node_fuses_a_long_query_per_parent(long_query: bool, first: str) -> None:
     deps = WorkflowDeps(embedder=None, sparse=None, vectors=None, metadata=None, analyzer=None, settings=SETTINGS)  # type: ignore[arg-type]
     dense, keyword = _split_evidence()
-    state = QueryState(options=QueryOptions(" ".join(["word"] * words), 5, strategy=Strategy.HYBRID), pool=40,
-                       legs={"dense:0": dense, "keyword:0": keyword})
+    state = QueryState(options=QueryOptions("a query", 5, strategy=Strategy.HYBRID), pool=40,
+                       legs={"dense:0": dense, "keyword:0": keyword}, long_query=long_query)
     fused = asyncio.run(nodes.fuse(state, deps))["fused"]
     assert fused[0].chunk_id == first
 
@@ -118,12 +118,12 @@ def test_document_evidence_applies_to_queries_fused_per_chunk_only() -> None:
     settings = dataclasses.replace(SETTINGS, document_evidence=0.25)
     deps = WorkflowDeps(embedder=None, sparse=None, vectors=None, metadata=None, analyzer=None, settings=settings)  # type: ignore[arg-type]
 
-    def fused(words: int) -> dict[str, float]:
-        state = QueryState(options=QueryOptions(" ".join(["word"] * words), 5, strategy=Strategy.HYBRID), pool=40,
-                           legs=dict(zip(("dense:0", "keyword:0"), _split_evidence(), strict=True)))
+    def fused(long_query: bool) -> dict[str, float]:
+        state = QueryState(options=QueryOptions("a query", 5, strategy=Strategy.HYBRID), pool=40,
+                           legs=dict(zip(("dense:0", "keyword:0"), _split_evidence(), strict=True)), long_query=long_query)
         return {h.chunk_id: h.score for h in asyncio.run(nodes.fuse(state, deps))["fused"]}
 
     sibling = 1 / 11 + 1 / 14  # a#p0c1 and a#p0c2 per chunk
-    assert fused(12)["a#p0c1"] == pytest.approx(sibling + 0.25 * sibling)
+    assert fused(False)["a#p0c1"] == pytest.approx(sibling + 0.25 * sibling)
     # Per parent the siblings already share the parent's score; nothing is added twice.
-    assert fused(129)["a#p0c1"] == pytest.approx(2 / 11) and fused(129)["a#p0c2"] == pytest.approx(2 / 11)
+    assert fused(True)["a#p0c1"] == pytest.approx(2 / 11) and fused(True)["a#p0c2"] == pytest.approx(2 / 11)

@@ -1,0 +1,58 @@
+"""A long query's windows: when a query is cut, and how its windows' searches fold into the dense leg."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
+from retrieval_server.domain import Fusion, VectorHit
+from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+from retrieval_server.workflow import query_windows
+from retrieval_server.workflow.rank_fusion import fuse_lists
+from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
+
+CHUNKER = Chunker(str(BUNDLED_TOKENIZER), ChunkSizes())
+
+
+def _hit(chunk: str, score: float = 0.0) -> VectorHit:
+    doc, rest = chunk.split("#")
+    return VectorHit(chunk, f"{doc}#{rest.split('c')[0]}", doc, 0, 0, chunk, 0, score)
+
+
+def _deps(**settings: object) -> WorkflowDeps:
+    return WorkflowDeps(embedder=None, sparse=None, vectors=None, metadata=None, analyzer=None,  # type: ignore[arg-type]
+                        settings=dataclasses.replace(WorkflowSettings(), **settings), query_windows=CHUNKER.child_texts)
+
+
+def test_only_a_query_longer_than_a_child_is_cut_and_into_the_childrens_windows() -> None:
+    long = ". ".join(f"Sentence {i} speaks of ledgers, harbours and the tides of trade" for i in range(30))
+    cut = query_windows.cut(long, _deps())
+    assert len(cut) > 1 and cut == [c.content for c in CHUNKER.chunk("text", [(1, long)])[1]]
+    assert query_windows.cut(long, dataclasses.replace(_deps(), query_windows=None)) == []
+    # One window: the text fits in a child, and is searched whole, as before.
+    fits = " ".join(["harbour"] * 100)
+    assert len(CHUNKER.child_texts(fits)) == 1 and query_windows.cut(fits, _deps()) == []
+    # No more characters than a child has tokens: not even tokenized.
+    called: list[str] = []
+    short = dataclasses.replace(_deps(), query_windows=lambda t: called.append(t) or [t, t])
+    assert query_windows.cut("x" * 128, short) == [] and called == []
+    assert query_windows.cut("x " * 65, short) == ["x " * 65] * 2 and called == ["x " * 65]
+
+
+def test_the_windows_and_the_whole_query_fold_into_one_dense_leg_fused_per_parent() -> None:
+    whole = [_hit("a#p0c0", 0.7), _hit("b#p0c0", 0.6)]
+    first, second = [_hit("b#p0c1", 0.8), _hit("a#p0c0", 0.5)], [_hit("b#p0c2", 0.9)]
+    keyword = [_hit("c#p0c0", 12.0)]
+    legs = [("keyword:0", keyword), ("dense:0", whole), ("window:0", first), ("window:1", second)]
+    folded = query_windows.fold(legs, WorkflowSettings(), 100)
+    assert [leg for leg, _ in folded] == ["keyword:0", "dense:0"] and folded[0][1] is keyword
+    expected = fuse_lists([whole, first, second], [1.0, 1.0, 1.0], WorkflowSettings(), Fusion.RRF, 100, by_parent=True)
+    assert folded[1][1] == expected
+    # b#p0 is first in two lists (its children c1, c2) and second in one: it passes a#p0.
+    assert folded[1][1][0].parent_chunk_id == "b#p0" and folded[1][1][0].score == pytest.approx(2 / 11 + 1 / 12)
+    plain = [("dense:0", whole), ("keyword:0", keyword)]
+    assert query_windows.fold(plain, WorkflowSettings(), 100) is plain
+    # Without the whole query's list (its search failed) the windows still make the dense leg.
+    assert [leg for leg, _ in query_windows.fold([("window:0", first), ("keyword:0", keyword)], WorkflowSettings(), 100)] == ["dense:0", "keyword:0"]
