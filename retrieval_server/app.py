@@ -155,6 +155,7 @@ class Application:
             fusion_unit=s.fusion_unit,
             child_chunk_tokens=s.child_chunk_tokens,
             long_query_windows=s.long_query_windows,
+            query_max_windows=s.query_max_windows,
             rerank_candidates=s.rerank_candidates,
             rerank_budget_ms=s.rerank_budget_ms,
             rerank_threshold=s.rerank_threshold,

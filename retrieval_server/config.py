@@ -125,6 +125,9 @@ class Settings(BaseSettings):
         65_536, ge=1, le=4_194_304, description="longest query in UTF-8 bytes; longer input is truncated for the model (max_seq_length)"
     )
     query_max_terms: int = Field(512, ge=1, le=100_000, description="distinct keyword terms of a query searched (the first ones)")
+    query_max_windows: int = Field(
+        8, ge=1, le=64, description="child-sized windows of a long query embedded and searched (the first ones): bounds what one query costs"
+    )
     top_k_default: int = Field(5, ge=1)
     top_k_max: int = Field(100, ge=1, le=10_000)
     search_top_k_default: int = Field(5, ge=1)

@@ -20,16 +20,20 @@ from retrieval_server.workflow.rank_fusion import fuse_lists
 
 #: the leg kind of a window's search: "window:0", "window:1", ...
 KIND = "window"
+#: characters a token spans, generously (about twice English's average): a query is cut from a
+#: prefix that holds its first windows whole, so a 64 KiB query is not tokenized to its end
+_CHARS_PER_TOKEN = 8
 
 
 def cut(text: str, deps: WorkflowDeps) -> list[str]:
-    """``text``'s child-sized windows when it is longer than a child chunk (the indexer would cut it
-    into several children), else none."""
-    if deps.query_windows is None or len(text) <= deps.settings.child_chunk_tokens:
+    """``text``'s first ``query_max_windows`` child-sized windows when it is longer than a child
+    chunk (the indexer would cut it into several children), else none."""
+    s = deps.settings
+    if deps.query_windows is None or len(text) <= s.child_chunk_tokens:
         # Every token spans at least one character: no longer a text fits in one child.
         return []
-    windows = deps.query_windows(text)
-    return windows if len(windows) > 1 else []
+    windows = deps.query_windows(text[: s.query_max_windows * s.child_chunk_tokens * _CHARS_PER_TOKEN])
+    return windows[: s.query_max_windows] if len(windows) > 1 else []
 
 
 def fold(legs: list[tuple[str, list[VectorHit]]], settings: WorkflowSettings, limit: int) -> list[tuple[str, list[VectorHit]]]:

@@ -47,6 +47,8 @@ class WorkflowSettings:
     child_chunk_tokens: int = 128
     #: a query longer than a child is also searched window by window (workflow.query_windows)
     long_query_windows: bool = True
+    #: at most this many windows of a query (its first ones) are embedded and searched
+    query_max_windows: int = 8
     rerank_candidates: int = 50
     #: 0: no time budget for reranking (see Settings.rerank_budget_ms)
     rerank_budget_ms: float = 0.0

@@ -6,7 +6,9 @@ import dataclasses
 
 import pytest
 
+from retrieval_server.app import Application
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
+from retrieval_server.config import load_settings
 from retrieval_server.domain import Fusion, VectorHit
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.workflow import query_windows
@@ -56,3 +58,17 @@ def test_the_windows_and_the_whole_query_fold_into_one_dense_leg_fused_per_paren
     assert query_windows.fold(plain, WorkflowSettings(), 100) is plain
     # Without the whole query's list (its search failed) the windows still make the dense leg.
     assert [leg for leg, _ in query_windows.fold([("window:0", first), ("keyword:0", keyword)], WorkflowSettings(), 100)] == ["dense:0", "keyword:0"]
+
+
+def test_a_huge_query_is_searched_in_its_first_windows_only() -> None:
+    huge = " ".join(f"Paragraph {i} recounts the harbour ledgers of the northern trading towns." for i in range(800))
+    assert len(huge.encode()) > 50_000 and len(CHUNKER.child_texts(huge)) > 100
+    cut = query_windows.cut(huge, _deps())
+    assert cut == CHUNKER.child_texts(huge)[:8]
+    assert len(query_windows.cut(huge, _deps(query_max_windows=3))) == 3
+
+
+def test_the_settings_reach_the_workflow() -> None:
+    mapped = Application.workflow_settings(load_settings(long_query_windows=False, query_max_windows=3))
+    assert (mapped.long_query_windows, mapped.query_max_windows) == (False, 3)
+    assert Application.workflow_settings(load_settings()).long_query_windows
