@@ -86,7 +86,9 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int, key
             legs["keyword-plain:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, plain)
             prf = dataclasses.replace(kw, prf_docs=10)
             legs["keyword-prf:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, prf)
-        out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs, state.long_query)
+        # Whatever the settings, so that every fusion unit replays (the service looks only when it needs to).
+        long_query = bool(query_windows.cut(state.analysis.rewritten or text, deps))
+        out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs, long_query)
     return out
 
 

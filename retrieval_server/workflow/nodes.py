@@ -146,13 +146,16 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     if o.strategy is Strategy.ADAPTIVE and iteration == 1:
         update["leg_weights"] = leg_weights(query_features(o.query, deps.sparse, deps.term_stats, s.adaptive), s.adaptive)
     main = analysis.rewritten or o.query
-    windows = query_windows.cut(main, deps)
+    searched = s.long_query_windows and _uses_dense(strategy)
+    # Tokenizing the query on the event loop only when its windows are searched or fusion asks
+    # whether it is long.
+    windows = query_windows.cut(main, deps) if searched or s.fusion_unit == "auto" else []
     update["long_query"] = bool(windows)
     if _uses_dense(strategy):
         # Only what a dense leg will search for is embedded, and not here: retrieve embeds it while
         # the keyword, metadata and graph legs, which need no vector, already run.
         extra = [*analysis.reformulations, *([analysis.hyde] if analysis.hyde else [])]
-        windows = windows if s.long_query_windows else []
+        windows = windows if searched else []
         update["embed_texts"] = ([] if state.query_vector is not None and main == o.query else [main]) + extra + windows
         update["windows"] = len(windows)
     else:

@@ -123,7 +123,8 @@ class QueryState:
     embed_texts: list[str] = field(default_factory=list)
     #: child-sized windows of a long query at the end of ``embed_texts``, each searched as a dense leg (workflow.query_windows)
     windows: int = 0
-    #: the (rewritten) query is longer than a child chunk (workflow.query_windows.cut)
+    #: the (rewritten) query is longer than a child chunk (workflow.query_windows.cut); looked at only
+    #: when its windows are searched or FUSION_UNIT is auto, and False otherwise
     long_query: bool = False
     #: what the caller may read, set once per request before the cache is consulted
     point_filter: PointFilter = field(default_factory=PointFilter)

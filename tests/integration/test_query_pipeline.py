@@ -720,3 +720,19 @@ async def test_a_long_query_is_also_searched_window_by_window(app: Application, 
         assert embedded == [[text]] and len(searched) == 1
     short = await pipeline(app, embedder=Embedder(), long_query_windows=windows).query(QueryOptions("flux capacitor overheated", 1, strategy=Strategy.SEMANTIC, use_cache=False))
     assert embedded[-1] == ["flux capacitor overheated"] and _docs(short) == ["codes"]
+
+
+async def test_a_query_is_tokenized_for_its_length_only_when_a_setting_needs_it(app: Application) -> None:
+    cut: list[str] = []
+
+    def windows(text: str) -> list[str]:
+        cut.append(text)
+        return app.chunker.child_texts(text)
+
+    text = " ".join(["the flux capacitor overheated during the test run"] * 20)
+    await pipeline(app, query_windows=windows).query(QueryOptions(text, 1, strategy=Strategy.KEYWORD, use_cache=False))
+    assert cut == []  # KEYWORD searches no windows, and fusion per chunk does not ask
+    await pipeline(app, query_windows=windows, fusion_unit="auto").query(QueryOptions(text, 1, strategy=Strategy.KEYWORD, use_cache=False))
+    assert cut == [text]
+    await pipeline(app, query_windows=windows, long_query_windows=False).query(QueryOptions(text, 1, strategy=Strategy.HYBRID, use_cache=False))
+    assert cut == [text]
