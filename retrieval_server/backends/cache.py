@@ -1,7 +1,12 @@
 """Semantic cache: an answer for a repeated (or near-identical) question, without retrieval.
 
 Lookup is an exact match on the normalized query first, then cosine similarity over cached query
-embeddings (scoring_core's CosineMatcher). Entries are partitioned:
+embeddings (scoring_core's CosineMatcher). A query answered by similarity is remembered under its
+own text, pointing at the entry that answered it, for as long as that entry lives: its repeats are
+exact hits, and the workflow embeds a query only on a lookup by text that misses. Without that, a
+paraphrase that a similar entry answers is never stored itself, so every repeat of it paid an
+embedding (on SciFact, a fifth of the queries are answered by an earlier, similar one). Entries
+are partitioned:
 
 * by configuration (strategy, top_k, filters, mode, ...): a hit always answers the same kind of
   request;
@@ -24,7 +29,7 @@ import hashlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -89,6 +94,8 @@ class _Entry:
     answer: CachedAnswer
     expires_at: float
     documents: frozenset[str]
+    #: the exact keys of the other queries a similarity match answered with this entry
+    aliases: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 class MemoryCache:
@@ -107,6 +114,8 @@ class MemoryCache:
         self._row_owner: dict[tuple[str, int], int] = {}
         self._entries: dict[int, _Entry] = {}
         self._exact: dict[tuple[str, int, str], int] = {}
+        #: a query answered by similarity -> (the entry that answered it, the similarity)
+        self._aliases: dict[tuple[str, int, str], tuple[int, float]] = {}
         self._by_document: dict[str, set[int]] = {}
         self._ids = itertools.count(1)
         self._lock = asyncio.Lock()
@@ -124,6 +133,9 @@ class MemoryCache:
                 self._matchers[e.config].remove(e.row)
         if self._exact.get((e.config, e.scope, e.query)) == entry_id:
             del self._exact[(e.config, e.scope, e.query)]
+        for key in e.aliases:
+            if self._aliases.get(key, (0, 0.0))[0] == entry_id:
+                del self._aliases[key]
         for d in e.documents:
             ids = self._by_document.get(d)
             if ids is not None:
@@ -134,12 +146,16 @@ class MemoryCache:
     async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
         now = self._clock()
         scope = partition_code(partition)
+        key = (config, scope, normalize_query(query))
         async with self._lock:
-            entry_id = self._exact.get((config, scope, normalize_query(query)))
+            entry_id, similarity = self._exact.get(key), None
+            if entry_id is None:
+                entry_id, similarity = self._aliases.get(key, (None, None))
             if entry_id is not None:
+                # Present: an entry's exact key and aliases are dropped with it.
                 e = self._entries[entry_id]
                 if e.expires_at > now:
-                    return e.answer
+                    return e.answer if similarity is None else CachedAnswer(e.answer.contexts, e.answer.strategy, similarity)
                 self._drop(entry_id)
             matcher = self._matchers.get(config)
             if vector is None or matcher is None:
@@ -152,6 +168,9 @@ class MemoryCache:
             e = self._entries.get(entry_id) if entry_id is not None else None
             if e is None or e.scope != scope:
                 return None
+            if len(self._aliases) < self._max:
+                self._aliases[key] = (entry_id, score)
+                e.aliases.append(key)
             return CachedAnswer(e.answer.contexts, e.answer.strategy, score)
 
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
@@ -162,6 +181,7 @@ class MemoryCache:
             old = self._exact.get((config, scope, norm))
             if old is not None:
                 self._drop(old)
+            self._aliases.pop((config, scope, norm), None)  # its own answer now
             matcher = self._matchers.get(config)
             if matcher is None:
                 matcher = self._matchers[config] = CosineMatcher(self._dim, self._similarity, initial_capacity=256, max_entries=self._max)

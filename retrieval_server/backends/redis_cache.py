@@ -4,7 +4,9 @@ Keys (all expire with the entry's TTL):
 
 * ``rc:e:{id}``: the entry as JSON (configuration, scope, query, strategy, cited documents, contexts)
 * ``rc:v:{id}``: the query embedding, float32 bytes
-* ``rc:x:{config}:{scope}:{query hash}``: exact-match index, the entry id
+* ``rc:x:{config}:{scope}:{query hash}``: exact-match index, the entry id; for a query a
+  similarity match answered, the id of the entry that did and the similarity (``"{id} {score}"``),
+  expiring with that entry, so that the query's repeats are exact hits
 * ``rc:s:{config}:{scope}``: sorted set of entry ids by expiry time, for the similarity scan
 * ``rc:d:{document}``: ids of the entries citing a document, for invalidation
 
@@ -67,6 +69,8 @@ class _Mirror:
     matcher: CosineMatcher
     row_of: dict[str, int] = field(default_factory=dict)
     id_of: dict[int, str] = field(default_factory=dict)
+    #: entry id -> when it expires (epoch seconds, its score in the sorted set)
+    expires_at: dict[str, float] = field(default_factory=dict)
 
 
 class RedisCache:
@@ -112,9 +116,12 @@ class RedisCache:
 
     async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
         scope = partition_code(partition)
-        entry_id = await self._redis.get(self._exact_key(config, scope, query))
-        if entry_id:
-            answer = await self._answer(entry_id.decode(), 1.0)
+        exact_key = self._exact_key(config, scope, query)
+        indexed = await self._redis.get(exact_key)
+        if indexed:
+            # An alias of an invalidated entry is left to expire: its entry is gone, so it misses.
+            entry_id, _, similarity = indexed.decode().partition(" ")
+            answer = await self._answer(entry_id, float(similarity) if similarity else 1.0)
             if answer is not None:
                 return answer
         if vector is None:
@@ -125,7 +132,11 @@ class RedisCache:
                 return None
             row, score = await self._executor.run(mirror.matcher.match, vector, self._clock(), 0)
             found = mirror.id_of.get(row) if row >= 0 else None
-        return await self._answer(found, score) if found is not None else None
+            expires_at = mirror.expires_at.get(found) if found is not None else None
+        answer = await self._answer(found, score) if found is not None else None
+        if answer is not None and expires_at is not None:
+            await self._redis.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
+        return answer
 
     async def _sync(self, config: str, scope: int) -> _Mirror:
         """Bring the local mirror of a partition up to date with Redis."""
@@ -138,6 +149,7 @@ class RedisCache:
         for gone in [i for i in mirror.row_of if i not in live]:
             row = mirror.row_of.pop(gone)
             mirror.id_of.pop(row, None)
+            mirror.expires_at.pop(gone, None)
             mirror.matcher.remove(row)
         new = [i for i in live if i not in mirror.row_of]
         if new:
@@ -149,7 +161,9 @@ class RedisCache:
                 evicted = mirror.id_of.get(row)
                 if evicted is not None:
                     mirror.row_of.pop(evicted, None)
+                    mirror.expires_at.pop(evicted, None)
                 mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
+                mirror.expires_at[entry_id] = live[entry_id]
         return mirror
 
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:

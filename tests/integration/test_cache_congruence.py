@@ -69,8 +69,47 @@ async def test_exact_and_similar_lookups(cache: SemanticCache) -> None:
     assert exact is not None and exact.similarity == 1.0 and exact.contexts == (_ctx("d1"),) and exact.strategy is Strategy.HYBRID
     similar = await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC)
     assert similar is not None and similar.similarity >= 0.95 and similar.contexts[0].document.document_id == "d1"
-    assert await cache.lookup("explain rrf", _vec(1, 1), "cfg", PUBLIC) is None  # cosine 0.71
+    assert await cache.lookup("describe rrf", _vec(1, 1), "cfg", PUBLIC) is None  # cosine 0.71
     assert await cache.lookup("What is RRF", _vec(1), "other-config", PUBLIC) is None
+
+
+async def test_a_query_answered_by_similarity_is_then_found_by_its_text(cache: SemanticCache) -> None:
+    """Its repeats need no embedding: a lookup without a vector finds the entry that answered it,
+    with the similarity it was answered at, until that entry is invalidated."""
+    await cache.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+    await cache.store("bm25 weights", _vec(0, 1), "cfg", PUBLIC, _answer(_ctx("d2")))
+    assert await cache.lookup("explain rrf", None, "cfg", PUBLIC) is None  # not seen yet
+    similar = await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC)
+    assert similar is not None and 0.95 <= similar.similarity < 1.0
+    again = await cache.lookup("  Explain RRF", None, "cfg", PUBLIC)
+    assert again is not None and again.contexts == (_ctx("d1"),) and again.similarity == pytest.approx(similar.similarity)
+    # Only where it was answered: not in another configuration or partition.
+    assert await cache.lookup("explain rrf", None, "other-config", PUBLIC) is None
+    assert await cache.lookup("explain rrf", None, "cfg", ALICE) is None
+    # Its own answer, once stored, replaces the alias.
+    await cache.store("explain rrf", _vec(1, 0.1), "cfg", PUBLIC, _answer(_ctx("d3")))
+    own = await cache.lookup("explain rrf", None, "cfg", PUBLIC)
+    assert own is not None and own.similarity == 1.0 and own.contexts == (_ctx("d3"),)
+    # An alias goes with the entry it points at.
+    assert await cache.lookup("weights of bm25", _vec(0, 1, 0.1), "cfg", PUBLIC) is not None
+    assert await cache.invalidate_documents(["d2"]) == 1
+    assert await cache.lookup("weights of bm25", None, "cfg", PUBLIC) is None
+    assert await cache.lookup("weights of bm25", _vec(0, 1, 0.1), "cfg", PUBLIC) is None
+    assert await cache.lookup("what is rrf", None, "cfg", PUBLIC) is not None
+
+
+async def test_memory_aliases_are_bounded_and_expire_with_their_entry(executor: BlockingExecutor) -> None:
+    now = [1000.0]
+    c = MemoryCache(DIM, executor, CachePolicy(ttl_s=10.0, max_entries=2), clock=lambda: now[0])
+    await c.store("q", _vec(1), "cfg", PUBLIC, _answer(_ctx("a")))
+    for i in range(4):
+        assert await c.lookup(f"paraphrase {i}", _vec(1, 0.01 * (i + 1)), "cfg", PUBLIC) is not None
+    # At most max_entries aliases are kept: the first two paraphrases are found by their text, the others are not.
+    found = [await c.lookup(f"paraphrase {i}", None, "cfg", PUBLIC) is not None for i in range(4)]
+    assert found == [True, True, False, False]
+    now[0] += 10.01
+    assert await c.lookup("paraphrase 0", None, "cfg", PUBLIC) is None
+    assert await c.lookup("q", None, "cfg", PUBLIC) is None
 
 
 async def test_partitions_by_caller_visibility(cache: SemanticCache) -> None:

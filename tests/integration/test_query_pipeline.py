@@ -322,6 +322,9 @@ async def test_cache_hit_ends_the_graph(app: Application) -> None:
     counting = CountingEmbedder(app.embedder)
     repeat = await pipeline(app, cache=p.deps.cache, embedder=counting).query(QueryOptions("northern valleys RAIN", 2))
     assert repeat.cached and _docs(repeat) == _docs(first) and counting.calls == 0
+    # So is a repeat of the question a similar one answered: it is remembered under its own text.
+    paraphrase = await pipeline(app, cache=p.deps.cache, embedder=counting).query(QueryOptions("rain in the Northern valleys", 2))
+    assert paraphrase.cached and _docs(paraphrase) == _docs(first) and counting.calls == 0
 
 
 async def test_cache_entries_are_dropped_when_a_cited_document_changes(app: Application, tmp_path: Path) -> None:
