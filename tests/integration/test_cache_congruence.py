@@ -161,6 +161,21 @@ async def test_redis_entries_expire(request: pytest.FixtureRequest, executor: Bl
         await c.close()
 
 
+async def test_redis_aliases_expire_with_their_entry(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """An alias key is never left without an expiry: it lives as long as the entry it points at."""
+    c = make("redis", request, executor, ttl_s=600.0)
+    assert isinstance(c, RedisCache)
+    try:
+        await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        assert await c.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC) is not None
+        alias = c._exact_key("cfg", 0, "explain rrf")
+        entry_id = (await c._redis.get(alias)).decode().split(" ")[0]
+        alias_ms, entry_ms = await c._redis.pttl(alias), await c._redis.pttl(c._k("e", entry_id))
+        assert 0 < alias_ms <= 600_000 and abs(alias_ms - entry_ms) < 5_000
+    finally:
+        await c.close()
+
+
 async def test_redis_entries_are_shared_between_processes(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     """Two clients on one prefix behave like two worker processes."""
     a, b = make("redis", request, executor, prefix="shared"), make("redis", request, executor, prefix="shared")
