@@ -107,7 +107,10 @@ class RedisCache:
         return self._k("x", config, scope, hashlib.sha256(normalize_query(query).encode()).hexdigest()[:32])
 
     async def _answer(self, entry_id: str, similarity: float) -> CachedAnswer | None:
-        raw = await self._redis.get(self._k("e", entry_id))
+        return self._decode(await self._redis.get(self._k("e", entry_id)), similarity)
+
+    @staticmethod
+    def _decode(raw: bytes | None, similarity: float) -> CachedAnswer | None:
         if not raw:
             return None
         entry = json.loads(raw)
@@ -133,10 +136,15 @@ class RedisCache:
             row, score = await self._executor.run(mirror.matcher.match, vector, self._clock(), 0)
             found = mirror.id_of.get(row) if row >= 0 else None
             expires_at = mirror.expires_at.get(found) if found is not None else None
-        answer = await self._answer(found, score) if found is not None else None
-        if answer is not None and expires_at is not None:
-            await self._redis.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
-        return answer
+        if found is None or expires_at is None:
+            return None
+        # The alias is written in the same round trip as the entry is read: should the entry be
+        # gone by then, the alias points at nothing and misses until it expires with it.
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.get(self._k("e", found))
+        pipe.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
+        raw, _ = await pipe.execute()
+        return self._decode(raw, score)
 
     async def _sync(self, config: str, scope: int) -> _Mirror:
         """Bring the local mirror of a partition up to date with Redis."""
