@@ -41,6 +41,7 @@ from retrieval_server.backends.embedder import resolve_model
 from retrieval_server.config import Settings
 from retrieval_server.domain import DocumentSource
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+from retrieval_server.ingest.indexer import embedded_texts
 from retrieval_server.ingest.loaders import load
 from scoring_core.encoders import BiEncoder
 
@@ -143,19 +144,30 @@ def _searches(target: str, queries: list[str], stop: threading.Event, warmed: th
     return latencies
 
 
+def _server_settings(environment: Mapping[str, str]) -> Settings:
+    """The settings the server reads: its environment's RETRIEVAL_ variables over this process's."""
+    fields = {name.removeprefix("RETRIEVAL_").lower(): value for name, value in environment.items() if name.startswith("RETRIEVAL_")}
+    return Settings(**{k: v for k, v in fields.items() if k in Settings.model_fields})
+
+
 def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path | None, documents: int, threads: int, log: Path,
             *, rounds: int = 3, queries: list[str] | None = None, alone_queries: int = 100, code: Path | None = None) -> IngestionFloor:
     """``rounds`` of (raw encoder, service) on the same chunks; with ``queries``, Search p50 at c=1
     alone and during one more round. ``code``: the checkout whose server to run (default: this one)."""
     _, payload = next(dataset.corpus_batches(documents))
-    s = Settings()
+    s = _server_settings(settings)
     model = resolve_model(model_dir)
     chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
+    # The texts the server embeds: every child, then (with parent vectors, the default) every parent.
     texts: list[str] = []
+    parent_texts: list[str] = []
     loaded_docs = load(DocumentSource(filename=f"{dataset.name}.jsonl", content=payload))
     for loaded in loaded_docs:
-        _, children = chunker.chunk(loaded.document_id, [(p.number, p.text) for p in loaded.pages])
-        texts += [c.content for c in children]
+        parents, children = chunker.chunk(loaded.document_id, [(p.number, p.text) for p in loaded.pages])
+        kids, coarse = embedded_texts(loaded.title, parents, children, child_title=s.child_title, parent_vectors=s.parent_leg or s.document_leg)
+        texts += kids
+        parent_texts += coarse
+    texts += parent_texts
     encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length, batch_size=s.embed_batch_size, threads=threads)
     encoder.encode(["warm up"])
 

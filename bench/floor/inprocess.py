@@ -29,7 +29,7 @@ from retrieval_server.backends.embedder import resolve_model
 from retrieval_server.backends.metadata_store.sql import in_chunks
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore, exact_answer
 from retrieval_server.backends.sparse import Bm25Encoder
-from retrieval_server.backends.vector_store import DENSE, SPARSE, SPARSE_TITLED
+from retrieval_server.backends.vector_store import DENSE, PARENT, SPARSE, SPARSE_TITLED
 from retrieval_server.backends.vector_store.edge import _filter, saved_features
 from retrieval_server.domain import AccessFilter, Identity, PointFilter
 from scoring_core.encoders import BiEncoder, CrossEncoder
@@ -58,6 +58,9 @@ class InProcessFloor:
     #: one thread per call: with ``cores`` of them at once this is what the cores allow
     embed_1thread_ms: float = 0.0
     dense_ms: dict[int, float] = field(default_factory=dict)
+    #: a query's dense searches as the service asks for them (one engine batch): the children's,
+    #: and the parents' where the index holds parent vectors (the parent leg is on by default)
+    dense_legs_ms: dict[int, float] = field(default_factory=dict)
     sparse_ms: dict[int, float] = field(default_factory=dict)
     fts_ms: float = 0.0
     #: documents (+ grants) of ``limit`` dense hits, the Search fetch
@@ -83,7 +86,7 @@ class InProcessFloor:
     def hybrid(self, top_k: int, pool: int) -> float:
         """Each call alone: the embedding, then the legs side by side (the slowest counts), then the
         rows of the answer. No request can be that fast on a machine whose cores the legs share."""
-        return self.embed_ms + max(self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms) + self.enrich_fetch_ms[top_k]
+        return self.embed_ms + max(self.dense_legs_ms[pool], self.sparse_ms[pool], self.fts_ms) + self.enrich_fetch_ms[top_k]
 
     def hybrid_made(self) -> tuple[str, float]:
         """The fastest schedule of a HYBRID query's calls made for real, and its median ms."""
@@ -91,11 +94,11 @@ class InProcessFloor:
 
     def serial(self, pool: int) -> float:
         """``retrieve`` with nothing overlapped: the embedding, then each leg in turn."""
-        return self.embed_ms + self.dense_ms[pool] + self.sparse_ms[pool] + self.fts_ms
+        return self.embed_ms + self.dense_legs_ms[pool] + self.sparse_ms[pool] + self.fts_ms
 
     def slowest_chain(self, pool: int) -> float:
         """``retrieve`` with everything overlapped: the embedding then the dense search, beside each other leg."""
-        return max(self.embed_ms + self.dense_ms[pool], self.sparse_ms[pool], self.fts_ms)
+        return max(self.embed_ms + self.dense_legs_ms[pool], self.sparse_ms[pool], self.fts_ms)
 
     #: requests/s of each scenario's direct calls made back to back on ``threads`` threads at once
     #: (single-threaded model runs): what this machine's cores allow, measured, shared as they are
@@ -151,11 +154,22 @@ def measure(
         params = qe.SearchParams(exact=exact, acorn=qe.AcornSearchParams(enable=True) if engine_filter else None)
         sparse = Bm25Encoder()
         # The keyword leg's vector: the titled one (BM25F) wherever the index holds it, as the service searches.
-        keyword_vector = SPARSE_TITLED if saved_features(index_dir / "vectors").title_field else SPARSE
+        features = saved_features(index_dir / "vectors")
+        keyword_vector = SPARSE_TITLED if features.title_field else SPARSE
+        granularities = (DENSE, PARENT) if features.parent_vectors else (DENSE,)
+
+        def request(vector: np.ndarray, limit: int, using: str) -> qe.QueryRequest:
+            v = np.asarray(vector, dtype=np.float32).tolist()
+            return qe.QueryRequest(limit=limit, query=qe.Query.Nearest(v, using=using), filter=engine_filter, params=params, with_payload=True)
 
         def nearest(vector: np.ndarray, limit: int) -> list[qe.ScoredPoint]:
-            v = np.asarray(vector, dtype=np.float32).tolist()
-            return shard.query(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(v, using=DENSE), filter=engine_filter, params=params, with_payload=True))
+            return shard.query(request(vector, limit, DENSE))
+
+        def dense_legs(vector: np.ndarray, limit: int) -> list[qe.ScoredPoint]:
+            """A query's dense searches in one engine batch, as the service's coalescer sends them; the children's hits."""
+            if len(granularities) == 1:
+                return nearest(vector, limit)
+            return shard.query_batch(qe.QueryBatchRequest([request(vector, limit, using) for using in granularities]))[0]
 
         def dense(q: str, limit: int) -> list[qe.ScoredPoint]:
             return nearest(vectors[q], limit)
@@ -206,6 +220,7 @@ def measure(
         limits = sorted({k * 3 for k in top_ks} | {k * candidates_per_context for k in top_ks})
         for limit in limits:
             floor.dense_ms[limit] = _median_ms(lambda q: dense(q, limit), queries)
+            floor.dense_legs_ms[limit] = _median_ms(lambda q: dense_legs(vectors[q], limit), queries)
             floor.sparse_ms[limit] = _median_ms(lambda q: keyword(q, limit), queries)
             hits = {q: dense(q, limit) for q in queries}
             floor.documents_ms[limit] = _median_ms(lambda q: documents(hits[q]), queries)
@@ -233,7 +248,7 @@ def measure(
 
         def hybrid_request(q: str) -> None:
             single.encode([q])
-            hits = dense(q, pool)
+            hits = dense_legs(vectors[q], pool)
             keyword(q, pool)
             fts(q)
             enrich(hits, hybrid_top_k)
@@ -254,13 +269,13 @@ def measure(
                 side = [legs.submit(keyword, q, pool), legs.submit(fts, q)]
                 if not embed_first:
                     vector = single.encode([q])[0]
-                hits = nearest(vector, pool)
+                hits = dense_legs(vector, pool)
                 for f in side:
                     f.result()
                 return hits
 
             def one_after_another(q: str) -> list[qe.ScoredPoint]:
-                hits = nearest(encoder.encode([q])[0], pool)
+                hits = dense_legs(encoder.encode([q])[0], pool)
                 keyword(q, pool)
                 fts(q)
                 return hits

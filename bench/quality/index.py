@@ -44,7 +44,7 @@ def default_index_dir(dataset: BeirDataset, suffix: str = "") -> Path:
 
 
 #: index-shaping settings whose default is spelled out, so that "unset" and "the default" share an index
-INDEX_DEFAULTS = {"RETRIEVAL_PARENT_LEG": "false"}
+INDEX_DEFAULTS = {"RETRIEVAL_PARENT_LEG": "true"}
 
 
 def index_settings(environ: dict[str, str], extra: dict[str, str]) -> dict[str, str]:

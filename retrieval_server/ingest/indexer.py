@@ -81,6 +81,16 @@ def _parent_text(title: str, content: str) -> str:
     return content if not title or content.startswith(title) else f"{title}\n\n{content}"
 
 
+def embedded_texts(
+    title: str, parents: Sequence[ParentChunk], children: Sequence[ChildChunk], *, child_title: bool, parent_vectors: bool
+) -> tuple[list[str], list[str]]:
+    """What one document's vectors embed: its children's texts, and its parents' (none without parent vectors)."""
+    # Contextual children: a passage out of its document loses the subject the title names once.
+    # Only the embedded text changes; the stored (and returned) chunk text stays the document's own.
+    kids = [_parent_text(title, c.content) if child_title else c.content for c in children]
+    return kids, [_parent_text(title, parent.content) for parent in parents] if parent_vectors else []
+
+
 @dataclass(slots=True)
 class _DocumentLock:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -280,12 +290,14 @@ class Indexer:
 
     def _texts(self, batch: list[_Prepared]) -> list[str]:
         """What a batch embeds: its children, then (with parent vectors) its parents."""
-        # Contextual children: a passage out of its document loses the subject the title names once.
-        # Only the embedded text changes; the stored (and returned) chunk text stays the document's own.
-        texts = [_parent_text(p.document.title, c.content) if self.child_title else c.content for p in batch for c in p.children]
-        if self._vectors.features.parent_vectors:
-            texts += [_parent_text(p.document.title, parent.content) for p in batch for parent in p.parents]
-        return texts
+        kids: list[str] = []
+        parents: list[str] = []
+        for p in batch:
+            k, ps = embedded_texts(p.document.title, p.parents, p.children, child_title=self.child_title,
+                                   parent_vectors=self._vectors.features.parent_vectors)
+            kids += k
+            parents += ps
+        return kids + parents
 
     async def _embed_batch(self, batch: list[_Prepared], errors: list[IngestFailure]) -> np.ndarray | None:
         """The batch's vectors (see :meth:`_texts`); None, with every document reported, when it cannot be stored."""

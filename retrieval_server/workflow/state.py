@@ -72,7 +72,7 @@ class WorkflowSettings:
     answer_min_similarity: float = 0.3
     answer_max_tokens: int = 512
     #: search the parents' own vectors (multi-granularity) when the index has them
-    parent_leg: bool = False
+    parent_leg: bool = True
     #: search the documents' first windows (first parents' vectors) when the index has them
     document_leg: bool = False
     #: how the same-vector dense legs combine: "max_cosine" (CombMAX, one leg) or "rrf" (legs sharing the dense weight)

@@ -13,6 +13,7 @@ from bench.floor import echo, ingestion, inprocess
 from bench.floor.report import Cell, Report
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.app import Application
+from retrieval_server.backends.vector_store.edge import saved_features
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource
 
@@ -63,6 +64,8 @@ async def test_the_echo_floor_answers_its_prepared_response() -> None:
 def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
     floor = inprocess.measure(index_dir, None, QUERIES, top_ks=(2, 4), candidates_per_context=2, threads=1)
     assert floor.embed_ms > 0 and floor.fts_ms > 0 and set(floor.dense_ms) == {4, 6, 8, 12}
+    # The default index holds parent vectors: a HYBRID query's dense searches include the parents'.
+    assert saved_features(index_dir / "vectors").parent_vectors and set(floor.dense_legs_ms) == set(floor.dense_ms)
     # What enrich reads grows with top_k: more parents and documents.
     assert 0 < floor.enrich_rows[2] < floor.enrich_rows[4]
     assert floor.slowest_chain(4) <= floor.serial(4)

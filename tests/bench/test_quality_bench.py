@@ -72,15 +72,15 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     assert "eclipse" not in dropped and dropped
     assert second["results"][0]["measures"]["mrr@10"] > rows["semantic"]["measures"]["mrr@10"]
 
-    # Query-time techniques are switched on the command line and share the index (the parent leg,
-    # off by default, too: its setting is part of the index's key).
+    # Query-time techniques are switched on the command line and share the index; the parent leg
+    # shapes the index (its setting is part of the index's key), so its default spelled out shares it too.
     labelled = tmp_path / "labelled.json"
-    assert main([*args[:-4], "--output", str(labelled), "--strategies", "hybrid-rrf", "--parent-leg", "off", "--title-field", "off",
+    assert main([*args[:-4], "--output", str(labelled), "--strategies", "hybrid-rrf", "--parent-leg", "on", "--title-field", "off",
                  "--prf", "3", "--label=-ablated"]) == 0
     third = json.loads(labelled.read_text())
     assert third["index"]["reused"] and [r["name"] for r in third["results"]] == ["hybrid-rrf-ablated"]
     assert {k: third["settings"][k] for k in ("RETRIEVAL_PARENT_LEG", "RETRIEVAL_KEYWORD_TITLE_FIELD", "RETRIEVAL_PRF_DOCS")} == {
-        "RETRIEVAL_PARENT_LEG": "false", "RETRIEVAL_KEYWORD_TITLE_FIELD": "false", "RETRIEVAL_PRF_DOCS": "3"}
+        "RETRIEVAL_PARENT_LEG": "true", "RETRIEVAL_KEYWORD_TITLE_FIELD": "false", "RETRIEVAL_PRF_DOCS": "3"}
 
     # The tuner replays the grid over one retrieval per tuning query, on the same index; never on test.
     tuned = tmp_path / "tune.json"

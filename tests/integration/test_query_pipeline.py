@@ -84,29 +84,41 @@ async def test_semantic_finds_meaning(app: Application) -> None:
 
 
 async def test_parent_leg_is_a_second_dense_granularity(app: Application, tmp_path: Path) -> None:
-    """Switched on, an index stores the parents' vectors and SEMANTIC also searches them; a chunk
+    """On (the default), an index stores the parents' vectors and SEMANTIC also searches them; a chunk
     scores its best cosine of the two granularities (DENSE_FUSION=max_cosine), or with rrf children
-    and parents share the dense weight. Off (the default), no parent is embedded at all."""
-    assert not app.vectors.features.parent_vectors
-    with_parents = Application(load_settings(data_dir=tmp_path, cache_backend="none", parent_leg=True))
-    await with_parents.open()
+    and parents share the dense weight. Off, a new index embeds no parent and the leg does not run."""
+    assert app.vectors.features.parent_vectors
+    wet = "will it be wet outside tomorrow"
+    r = await app.pipeline.query(QueryOptions(wet, 1, strategy=Strategy.SEMANTIC, use_cache=False))
+    assert _docs(r) == ["weather"]
+    legs = await _legs(app, wet, ROOT)
+    best = max(h.score for leg in ("dense:0", "parent:0") for h in legs[leg] if h.document_id == "weather")
+    assert r.contexts[0].score == pytest.approx(best) and 0.3 < best <= 1.0  # a cosine, not an RRF score
+    ranked = await pipeline(app, dense_fusion="rrf").query(QueryOptions(wet, 1, strategy=Strategy.SEMANTIC, use_cache=False))
+    k = app.settings.rrf_k
+    assert _docs(ranked) == ["weather"]
+    assert ranked.contexts[0].score == pytest.approx(0.5 / (k + 1) + 0.5 / (k + 1))  # both legs rank it first
+    assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
+    assert "rerank:unavailable" in r.metrics.degraded
+
+    embedded: list[int] = []
+    without = Application(load_settings(data_dir=tmp_path, cache_backend="none", parent_leg=False))
+    await without.open()
     try:
-        assert with_parents.vectors.features.parent_vectors
-        assert not (await with_parents.ingest(CORPUS)).errors
-        wet = "will it be wet outside tomorrow"
-        r = await with_parents.pipeline.query(QueryOptions(wet, 1, strategy=Strategy.SEMANTIC, use_cache=False))
-        assert _docs(r) == ["weather"]
-        legs = await _legs(with_parents, wet, ROOT)
-        best = max(h.score for leg in ("dense:0", "parent:0") for h in legs[leg] if h.document_id == "weather")
-        assert r.contexts[0].score == pytest.approx(best) and 0.3 < best <= 1.0  # a cosine, not an RRF score
-        ranked = await pipeline(with_parents, dense_fusion="rrf").query(QueryOptions(wet, 1, strategy=Strategy.SEMANTIC, use_cache=False))
-        k = with_parents.settings.rrf_k
-        assert _docs(ranked) == ["weather"]
-        assert ranked.contexts[0].score == pytest.approx(0.5 / (k + 1) + 0.5 / (k + 1))  # both legs rank it first
-        assert "analysis:hyde:skipped: needs an LLM" in r.metrics.degraded  # reported, not hidden
-        assert "rerank:unavailable" in r.metrics.degraded
+        assert not without.vectors.features.parent_vectors
+        encode = without.embedder.embed_background
+
+        async def counted(texts: list[str], **kwargs: Any) -> Any:
+            embedded.append(len(texts))
+            return await encode(texts, **kwargs)
+
+        without.embedder.embed_background = counted  # type: ignore[method-assign]
+        report = await without.ingest(CORPUS)
+        assert not report.errors and sum(embedded) == sum(d.child_chunks for d in report.documents)  # the children, and no parent
+        assert "parent:0" not in await _legs(without, wet, ROOT)
+        assert _docs(await without.pipeline.query(QueryOptions(wet, 1, strategy=Strategy.SEMANTIC, use_cache=False))) == ["weather"]
     finally:
-        await with_parents.close()
+        await without.close()
 
 
 async def _legs(app: Application, query: str, identity: Identity) -> dict[str, Any]:
@@ -121,8 +133,9 @@ async def test_document_leg_searches_each_documents_first_window(app: Applicatio
     """The document leg reads the first parents' vectors only, inside the access filter; its hits
     are children, so they fuse with the child leg's; off (the default) it does not run."""
     assert "document:0" not in await _legs(app, "flux capacitor", ROOT)
-    settings = load_settings(data_dir=tmp_path, cache_backend="none", document_leg=True, parent_chunk_tokens=24, child_chunk_tokens=12,
-                             child_overlap_tokens=0)
+    # The parent leg off: the document leg alone beside the children, though the index holds every parent's vector.
+    settings = load_settings(data_dir=tmp_path, cache_backend="none", document_leg=True, parent_leg=False, parent_chunk_tokens=24,
+                             child_chunk_tokens=12, child_overlap_tokens=0)
     with_documents = Application(settings)
     await with_documents.open()
     try:
