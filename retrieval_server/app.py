@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import scoring_core
 from retrieval_server.backends import model_choice
-from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes
+from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes, opening_bytes
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder, resolve_model
 from retrieval_server.backends.executor import BACKGROUND_NICE, BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
@@ -326,7 +326,8 @@ class Application:
                 raise Unavailable(
                     f"the data folder {path} is not writable; serve it with RETRIEVAL_READ_ONLY=true, or fix its permissions"
                 )
-        self.disk.check()
+        s = self.settings
+        self.disk.check(opening_bytes(s.embedded_vectors_dir) if s.vector_backend == "edge" else 0, "opening the vector index")
 
     async def open(self, *, warm_kernels: bool = True) -> None:
         """Open every backend; on any failure close what was opened (no thread may keep the process alive).

@@ -100,10 +100,15 @@ def test_a_volume_below_the_floor_is_refused_at_startup_without_sigbus(index: Pa
     seeded = Volume(tmp_path / "seeded", 24, seed=index)
     line = _fails_at_startup(seeded.command([*CLI, "serve"]), _env(seeded.mountpoint, free_port(), RETRIEVAL_MIN_FREE_DISK_MB="32"))
     assert "below the floor" in line
+    # Above the floor, but without room for what opening the index writes: the engine faults its
+    # vectors and payload index in whole (about 100 MiB for this one-document index), which used to be a SIGBUS.
+    roomy = Volume(tmp_path / "roomy", 96, seed=index)
+    line = _fails_at_startup(roomy.command([*CLI, "serve"]), _env(roomy.mountpoint, free_port(), RETRIEVAL_MIN_FREE_DISK_MB="16"))
+    assert "opening the vector index needs about" in line and "below the floor" in line
 
 
 def test_a_volume_that_fills_up_refuses_ingests_and_recovers(index: Path, tmp_path: Path, server_proc: list[subprocess.Popen[str]]) -> None:
-    volume = Volume(tmp_path / "fills", 96, seed=index)
+    volume = Volume(tmp_path / "fills", 160, seed=index)  # room for the index once open (see above)
     port = free_port()
     proc = subprocess.Popen(volume.command([*CLI, "serve"]), env=_env(volume.mountpoint, port, RETRIEVAL_MIN_FREE_DISK_MB="16"),
                             stderr=subprocess.DEVNULL, text=True)
