@@ -167,6 +167,7 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
         kids, coarse = embedded_texts(loaded.title, parents, children, child_title=s.child_title, parent_vectors=s.parent_leg or s.document_leg)
         texts += kids
         parent_texts += coarse
+    embedded = (len(texts), len(parent_texts))
     texts += parent_texts
     encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length, batch_size=s.embed_batch_size, threads=threads)
     encoder.encode(["warm up"])
@@ -191,6 +192,9 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
                 resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}.jsonl", content=renamed)])
                 if resp.errors:
                     raise RuntimeError(f"ingestion failed: {resp.errors[0].reason}")
+                stored = (sum(d.child_chunks for d in resp.documents), sum(d.parent_chunks for d in resp.documents) if embedded[1] else 0)
+                if stored != embedded:
+                    raise RuntimeError(f"the server stored {stored} (children, embedded parents) where the encoder embeds {embedded}: not the same texts")
                 return time.perf_counter() - t0
 
             for r in range(rounds):
