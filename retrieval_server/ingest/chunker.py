@@ -46,6 +46,10 @@ class Chunker:
         self._tok.no_padding()
         self.sizes = sizes
 
+    def count(self, text: str) -> int:
+        """Tokens in ``text``, as chunks count them (no [CLS]/[SEP])."""
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
     def _spans(self, text: str) -> list[_Span]:
         """Sentences of ``text`` as character spans, none longer than a child."""
         bounds, start = [], 0

@@ -73,6 +73,8 @@ class _Prepared:
     parents: list[ParentChunk]
     children: list[ChildChunk]
     previous: Document | None
+    #: tokens in the title, which embedded texts may lead with
+    title_tokens: int = 0
 
 
 def _parent_text(title: str, content: str) -> str:
@@ -249,31 +251,31 @@ class Indexer:
             granted_user_ids=tuple(sorted(grantees)),
         )
 
-        def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str]:
+        def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str, int]:
             parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
-            return parents, children, self._fingerprint(doc, loaded)
+            return parents, children, self._fingerprint(doc, loaded), self._chunker.count(doc.title) if doc.title else 0
 
-        parents, children, fingerprint = await self._executor.run(chunk, priority=Priority.BACKGROUND)
+        parents, children, fingerprint, title_tokens = await self._executor.run(chunk, priority=Priority.BACKGROUND)
         if not children:
             raise LoadError("no text to index")
         doc = dataclasses.replace(doc, content_hash=fingerprint)
         previous = await self._metadata.get_document(doc.document_id)
-        return _Prepared(doc, parents, children, previous)
+        return _Prepared(doc, parents, children, previous, title_tokens)
 
-    async def _embed(self, texts: list[str]) -> np.ndarray:
+    async def _embed(self, texts: list[str], tokens: list[int]) -> np.ndarray:
         """In pieces, so that queries never wait for ingestion's model runs.
 
-        Pieces are cut from the whole batch in order of length, as the encoder orders a batch of its
-        own: a piece pads to similar lengths, where pieces in document order would each pad to
-        their longest text. While no query comes, a piece is ``embed_piece`` texts (full batches:
-        the model's best throughput) on the queries' lane, stopped the moment a query needs that
-        lane. After that, and while queries keep coming to the model (``query_jobs`` moved during
-        a piece), pieces run beside the queries on one thread of their own (the query shares the
-        cores rather than waiting), one text at a time; once a piece passes with no query, they
-        go back to the queries' lane, doubling back to full size.
+        Pieces are cut from the whole batch in order of ``tokens`` (each text's), as the encoder
+        orders a batch of its own: a piece pads to similar lengths, where pieces in document order
+        would each pad to their longest text. While no query comes, a piece is ``embed_piece``
+        texts (full batches: the model's best throughput) on the queries' lane, stopped the moment
+        a query needs that lane. After that, and while queries keep coming to the model
+        (``query_jobs`` moved during a piece), pieces run beside the queries on one thread of their
+        own (the query shares the cores rather than waiting), one text at a time; once a piece
+        passes with no query, they go back to the queries' lane, doubling back to full size.
         """
         out = np.zeros((len(texts), self._embedder.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        order = sorted(range(len(texts)), key=tokens.__getitem__)
         size, start, beside = self._embed_piece, 0, False
         while start < len(order):
             idx = order[start : start + size]
@@ -288,20 +290,26 @@ class Indexer:
             size = 1 if beside else min(2 * size, self._embed_piece)
         return out
 
-    def _texts(self, batch: list[_Prepared]) -> list[str]:
-        """What a batch embeds: its children, then (with parent vectors) its parents."""
+    def _texts(self, batch: list[_Prepared]) -> tuple[list[str], list[int]]:
+        """What a batch embeds: its children, then (with parent vectors) its parents; and about how
+        many tokens each text has (its chunk's, plus the title's when the text leads with it), known
+        from chunking without tokenizing again."""
         kids: list[str] = []
         parents: list[str] = []
+        kid_tokens: list[int] = []
+        parent_tokens: list[int] = []
         for p in batch:
             k, ps = embedded_texts(p.document.title, p.parents, p.children, child_title=self.child_title,
                                    parent_vectors=self._vectors.features.parent_vectors)
             kids += k
             parents += ps
-        return kids + parents
+            kid_tokens += [c.tokens + (p.title_tokens if t != c.content else 0) for c, t in zip(p.children, k, strict=True)]
+            parent_tokens += [c.tokens + (p.title_tokens if t != c.content else 0) for c, t in zip(p.parents, ps, strict=False)]
+        return kids + parents, kid_tokens + parent_tokens
 
     async def _embed_batch(self, batch: list[_Prepared], errors: list[IngestFailure]) -> np.ndarray | None:
         """The batch's vectors (see :meth:`_texts`); None, with every document reported, when it cannot be stored."""
-        texts = self._texts(batch)
+        texts, tokens = self._texts(batch)
         if self._disk is not None:
             try:
                 self._disk.check(estimated_bytes(sum(len(x.encode()) for x in texts), len(texts), self._embedder.dim))
@@ -309,7 +317,7 @@ class Indexer:
                 errors.extend(IngestFailure(p.document.document_id, f"not stored: {exc}") for p in batch)
                 return None
         try:
-            return await self._embed(texts)
+            return await self._embed(texts, tokens)
         except Exception as exc:
             log.exception("embedding failed")
             errors.extend(IngestFailure(p.document.document_id, f"embedding failed: {exc}") for p in batch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -105,6 +106,29 @@ def test_int8_bi_encoder_fidelity(tmp_path: Path) -> None:
     assert cos.min() >= 0.98 and cos.mean() >= 0.99
     # The neighbourhood structure survives: same nearest passage for the query.
     assert int(np.argmax(a[:4] @ a[4])) == int(np.argmax(b[:4] @ b[4])) == 0
+
+
+def test_bi_encoder_batches_by_tokens_without_changing_an_embedding() -> None:
+    """Characters per token vary (digits, formulas): ordered by tokens, each text's embedding is
+    the one it gets alone."""
+    files = int8_model()
+    encoder = BiEncoder(files.model_path, files.tokenizer_path, batch_size=2)
+    texts = [*PASSAGES, QUERY, "CYP2C19*2 rs4244285 c.681G>A p.P227P", "Hydroxychloroquine", "a b c d e f g h i j k l"]
+    lengths = [len(e.ids) for e in encoder.tokenizer.encode_batch(texts)]
+    assert sorted(range(len(texts)), key=lengths.__getitem__) != sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    together = encoder.encode(texts)
+    alone = np.vstack([encoder.encode([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    widths: list[int] = []
+    run = encoder._run
+
+    def recorded(encodings: list[Any], interruption: Interruption | None = None) -> np.ndarray:
+        widths.append(max(len(e.ids) for e in encodings))
+        return run(encodings, interruption)
+
+    encoder._run = recorded  # type: ignore[method-assign]
+    encoder.encode(texts)
+    assert widths == [max(sorted(lengths)[i : i + 2]) for i in range(0, len(texts), 2)]
 
 
 def test_an_interrupted_run_raises_and_leaves_the_session_serving() -> None:

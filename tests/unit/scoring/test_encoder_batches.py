@@ -1,0 +1,44 @@
+"""How the encoders cut and pad their batches: in order of token count, each padded to its longest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scoring_core.encoders import by_token_count, padded
+
+
+@dataclass(frozen=True)
+class _Enc:
+    """What the helpers read of a tokenizers Encoding."""
+
+    ids: list[int]
+    type_ids: list[int]
+
+
+def _enc(n: int, first: int = 1) -> _Enc:
+    return _Enc(list(range(first, first + n)), [0] * (n // 2) + [1] * (n - n // 2))
+
+
+@given(st.lists(st.integers(1, 300), max_size=100), st.integers(1, 40))
+def test_batches_are_the_texts_in_order_of_token_count(lengths: list[int], batch_size: int) -> None:
+    batches = by_token_count([_enc(n) for n in lengths], batch_size)
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(len(lengths)))
+    assert [lengths[i] for i in flat] == sorted(lengths)
+    assert all(len(b) == batch_size for b in batches[:-1]) and all(0 < len(b) <= batch_size for b in batches)
+
+
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=20), st.integers(0, 5))
+def test_rows_are_padded_to_the_longest(lengths: list[int], pad: int) -> None:
+    encodings = [_enc(n, first=10) for n in lengths]
+    ids, mask, types = padded(encodings, pad)
+    width = max(lengths)
+    assert ids.shape == mask.shape == types.shape == (len(lengths), width) and ids.dtype == np.int64
+    for row, (e, n) in enumerate(zip(encodings, lengths, strict=True)):
+        assert ids[row].tolist() == e.ids + [pad] * (width - n)
+        assert mask[row].tolist() == [1] * n + [0] * (width - n)
+        assert types[row].tolist() == e.type_ids + [0] * (width - n)
