@@ -374,7 +374,16 @@ class Indexer:
                     continue
             log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
             out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
+        await self._recount()
         return out
+
+    async def _recount(self) -> None:
+        """After a batch of writes: the search policy's count of children (a hint for exact or
+        HNSW search; on failure the last one stays)."""
+        try:
+            await self._vectors.refresh_count()
+        except Exception:
+            log.warning("counting the vector store's points failed; the search policy keeps the last count", exc_info=True)
 
     async def _document_graph(self, p: _Prepared) -> DocumentGraph | None:
         """The document's knowledge graph; a failed extraction leaves the document without one."""
@@ -422,6 +431,7 @@ class Indexer:
             async with self._document_lock(doc_id):
                 await self.reconcile(doc_id)
         if pending:
+            await self._recount()
             log.info("recovered interrupted writes", extra={"documents": len(pending)})
         return pending
 
@@ -441,4 +451,5 @@ class Indexer:
                 existed = await self._metadata.delete_document(doc_id)
                 await self._reconcile_quietly(doc_id)
             (deleted if existed else missing).append(doc_id)
+        await self._recount()
         return deleted, missing

@@ -67,6 +67,17 @@ async def test_delete_removes_vectors_and_rows(app: Application) -> None:
     assert await app.metadata.get_document("b") is not None
 
 
+async def test_the_search_policy_counts_the_children_after_each_ingest_and_delete(app: Application) -> None:
+    """Writes leave the count alone; the indexer counts once its writes are done."""
+    policy = app.vectors.policy  # type: ignore[attr-defined]
+    assert policy.points == 0
+    report = await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock.")])
+    children = {d.document_id: d.child_chunks for d in report.documents}
+    assert policy.points == sum(children.values()) == await app.vectors.count() > children["b"]
+    await app.indexer.delete(["a"])
+    assert policy.points == children["b"] == await app.vectors.count()
+
+
 class _Killed(BaseException):
     """What a kill -9 leaves for the indexer: nothing of the write after this point runs, not even its cleanup."""
 

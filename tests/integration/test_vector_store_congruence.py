@@ -122,6 +122,7 @@ async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, e
     for start in range(0, n, 1000):
         await store.upsert([_point(docs[i % 200], i, vecs[i]) for i in range(start, min(start + 1000, n))])
     await store.optimize()
+    await store.refresh_count()
     assert not policy.exact and policy.points == n
     if isinstance(store, EdgeVectorStore):
         # The count adds each point's sparse vector (the inverted index) to the dense vectors in HNSW.
@@ -159,6 +160,7 @@ async def test_the_embedded_engine_builds_no_graph_that_exact_search_would_not_r
     for start in range(0, n, 1000):
         await store.upsert([_point(Document(f"d{i % 50}"), i, vecs[i]) for i in range(start, min(start + 1000, n))])
     await store.optimize()
+    await store.refresh_count()
     assert isinstance(store, EdgeVectorStore) and store.policy.exact
     # Only each point's sparse vector counts as indexed (the inverted index); with HNSW, 2n.
     assert store.shard.info().indexed_vectors_count == n

@@ -150,10 +150,10 @@ class EdgeVectorStore:
 
     async def open(self) -> None:
         self._shard = await self._executor.run(self._open)
-        await self._refresh_count()
+        await self.refresh_count()
 
-    async def _refresh_count(self) -> None:
-        # After each write: ingestion's work, not a query's (the engine counts every child, holding the GIL).
+    async def refresh_count(self) -> None:
+        # A writer's work, not a query's (the engine counts every child, holding the GIL).
         self.policy.points = await self._count([_CHILDREN], Priority.BACKGROUND)
 
     async def close(self) -> None:
@@ -190,7 +190,6 @@ class EdgeVectorStore:
         if not points:
             return
         await self._write([point_parts(p, self.features) for p in points])
-        await self._refresh_count()
 
     async def upsert_parents(self, points: Sequence[ParentPoint]) -> None:
         if points and self.features.parent_vectors:
@@ -201,7 +200,6 @@ class EdgeVectorStore:
         flt = qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))], must_not=must_not)
         async with self._write_lock:
             await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt), priority=Priority.BACKGROUND)
-        await self._refresh_count()
 
     def _request(self, query: qe.Query, limit: int, flt: PointFilter, with_vector: list[str] | None = None) -> qe.QueryRequest:
         engine_filter = _filter(flt)

@@ -111,9 +111,9 @@ class QdrantVectorStore:
         for name in INTEGER_INDEXED_FIELDS:
             if name not in indexed:
                 await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.INTEGER)
-        await self._refresh_count()
+        await self.refresh_count()
 
-    async def _refresh_count(self) -> None:
+    async def refresh_count(self) -> None:
         self.policy.points = await self.count()
 
     async def close(self) -> None:
@@ -137,7 +137,6 @@ class QdrantVectorStore:
         if not points:
             return
         await self._write([point_parts(p, self.features) for p in points])
-        await self._refresh_count()
 
     async def upsert_parents(self, points: Sequence[ParentPoint]) -> None:
         if points and self.features.parent_vectors:
@@ -154,7 +153,6 @@ class QdrantVectorStore:
             points_selector=models.FilterSelector(filter=models.Filter(must=[_document(document_id)], must_not=must_not)),
             wait=True,
         )
-        await self._refresh_count()
 
     def _params(self, engine_filter: models.Filter | None) -> models.SearchParams:
         exact = self.policy.exact
