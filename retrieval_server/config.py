@@ -114,7 +114,7 @@ class Settings(BaseSettings):
     parent_chunk_tokens: int = Field(384, ge=16, le=8192)
     child_chunk_tokens: int = Field(128, ge=8, le=512)
     child_overlap_tokens: int = Field(32, ge=0)
-    upsert_batch_size: int = Field(256, ge=1, le=10_000)
+    upsert_batch_size: int = Field(1024, ge=1, le=10_000)
     title_weight: int = Field(
         2, ge=0, le=10, description="BM25F weight of the document title in the titled keyword vector (at ingestion; 0: no title field)"
     )

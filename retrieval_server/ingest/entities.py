@@ -124,6 +124,8 @@ def _heading_word(tok: str) -> bool:
 
 
 def _kind(tok: str) -> str:
+    if tok.isalpha() and tok.islower():
+        return "other"  # most words of prose: every shape below needs a capital, a digit, "_" or "."
     if "_" in tok and any(c.isalpha() for c in tok):
         return "ident"
     if "." in tok:
@@ -203,7 +205,7 @@ class MentionFinder:
         toks = [
             _Tok(m.start(), m.end(), m.group(0), _kind(m.group(0)))
             for m in _TOKEN.finditer(sentence)
-            if not any(a <= m.start() < b for a, b in taken)
+            if not taken or not any(a <= m.start() < b for a, b in taken)
         ]
         letters = [t for t in toks if any(c.isalpha() for c in t.text)]
         shouting = len(letters) >= 3 and sum(t.text.isupper() for t in letters) > len(letters) / 2

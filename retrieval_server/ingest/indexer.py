@@ -116,7 +116,7 @@ class Indexer:
         metadata: MetadataStore,
         executor: BlockingExecutor,
         *,
-        batch_children: int = 256,
+        batch_children: int = 1024,
         embed_piece: int = 32,
         max_document_bytes: int | None = None,
         disk: DiskSpace | None = None,
