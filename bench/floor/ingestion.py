@@ -233,7 +233,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", type=Path, help="embedding model (default: as bench.quality)")
     p.add_argument("--documents", type=int, default=200, help="documents per ingested round (default 200)")
     p.add_argument("--rounds", type=int, default=3, help="ingestion rounds beside the raw encoder, per server (default 3)")
-    p.add_argument("--alone-queries", type=int, default=100, help="Search calls measured with nothing else running (default 100)")
+    p.add_argument("--alone-queries", type=int, default=100,
+                   help="Search calls measured with nothing else running (default 100); 0 skips the queries' rows")
     p.add_argument("--baseline-code", type=Path, help="another checkout whose server alternates with this one's")
     p.add_argument("--repeat", type=int, default=1, help="with --baseline-code: how many times the pair runs (default 1)")
     p.add_argument("--set", action="append", default=[], metavar="RETRIEVAL_X=Y", help="extra server setting (repeatable)")
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.repeat if args.baseline_code else 1):
         for name, code in codes:
             row = measure(dataset, settings, model_dir, args.documents, available_cores(), log_dir / "ingest-row.log", rounds=args.rounds,
-                          queries=queries, alone_queries=args.alone_queries, code=code)
+                          queries=queries if args.alone_queries > 0 else None, alone_queries=args.alone_queries, code=code)
             results[name].append(row.as_dict())
             print(f"[{i + 1}] {name}:\n  " + "\n  ".join(row.lines()), flush=True)
     if args.output:
