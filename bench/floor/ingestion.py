@@ -144,7 +144,7 @@ def _searches(target: str, queries: list[str], stop: threading.Event, warmed: th
     return latencies
 
 
-def _server_settings(environment: Mapping[str, str]) -> Settings:
+def settings_of(environment: Mapping[str, str]) -> Settings:
     """The settings the server reads: its environment's RETRIEVAL_ variables over this process's."""
     fields = {name.removeprefix("RETRIEVAL_").lower(): value for name, value in environment.items() if name.startswith("RETRIEVAL_")}
     return Settings(**{k: v for k, v in fields.items() if k in Settings.model_fields})
@@ -155,7 +155,7 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
     """``rounds`` of (raw encoder, service) on the same chunks; with ``queries``, Search p50 at c=1
     alone and during one more round. ``code``: the checkout whose server to run (default: this one)."""
     _, payload = next(dataset.corpus_batches(documents))
-    s = _server_settings(settings)
+    s = settings_of(settings)
     model = resolve_model(model_dir)
     chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
     # The texts the server embeds: every child, then (with parent vectors, the default) every parent.

@@ -123,10 +123,14 @@ def ingest_imports_ms(repeat: int = 3) -> float:
 
 def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Sequence[str]) -> tuple[float, float]:
     """``ingest --local`` of one file per text into a fresh folder; and the model's part of it,
-    measured in-process: a session load plus embedding the same chunks the indexer embeds."""
+    measured in-process: a session load plus embedding the texts the indexer embeds (each
+    document's children, and its parents where the index holds parent vectors)."""
+    from bench.floor.ingestion import settings_of
     from retrieval_server.backends.embedder import resolve_model
-    from retrieval_server.config import Settings
     from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+    from retrieval_server.domain import DocumentSource
+    from retrieval_server.ingest.indexer import embedded_texts
+    from retrieval_server.ingest.loaders import load
     from scoring_core.encoders import BiEncoder
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,12 +144,15 @@ def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Seq
         subprocess.run([sys.executable, "-m", "retrieval_server.cli", "ingest", "--local", "--quiet", *files], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = (time.perf_counter() - t0) * 1e3
-    s = Settings()
+    s = settings_of(settings)
     model = resolve_model(model_dir)
     chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
     t0 = time.perf_counter()
     encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length)
     for i, text in enumerate(texts):
-        _, children = chunker.chunk(f"doc{i}", [(0, text)])
-        encoder.encode([c.content for c in children])
+        for loaded in load(DocumentSource(filename=f"doc{i}.txt", content=text.encode())):
+            parents, children = chunker.chunk(loaded.document_id, [(p.number, p.text) for p in loaded.pages])
+            kids, coarse = embedded_texts(loaded.title, parents, children, child_title=s.child_title,
+                                          parent_vectors=s.parent_leg or s.document_leg)
+            encoder.encode(kids + coarse)
     return wall, (time.perf_counter() - t0) * 1e3
