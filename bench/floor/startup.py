@@ -127,8 +127,8 @@ def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Seq
     document's children, and its parents where the index holds parent vectors)."""
     from bench.floor.ingestion import settings_of
     from retrieval_server.backends.embedder import resolve_model
-    from retrieval_server.ingest.chunker import Chunker, ChunkSizes
     from retrieval_server.domain import DocumentSource
+    from retrieval_server.ingest.chunker import Chunker, ChunkSizes
     from retrieval_server.ingest.indexer import embedded_texts
     from retrieval_server.ingest.loaders import load
     from scoring_core.encoders import BiEncoder
