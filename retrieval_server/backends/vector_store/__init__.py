@@ -87,7 +87,7 @@ class VectorStore(Protocol):
         """Count the children again for the search policy (``SearchPolicy.points``). Writes leave
         the count as it was: the writer refreshes it once its writes are done (an ingest after
         each batch), because an exact count reads every child (2 ms at 20,000, holding the GIL),
-        and twice per document it was about 4 % of a 5,000-document ingest."""
+        and twice per document it came to an estimated 4 % of a 5,000-document ingest."""
         ...
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]: ...
