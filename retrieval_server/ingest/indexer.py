@@ -93,6 +93,12 @@ def embedded_texts(
     return kids, [_parent_text(title, parent.content) for parent in parents] if parent_vectors else []
 
 
+def _token_counts(chunks: Sequence[ParentChunk | ChildChunk], texts: Sequence[str], title_tokens: int) -> list[int]:
+    """About how many tokens each of the chunks' embedded ``texts`` has: the chunk's, plus the
+    title's when the text leads with it (see :func:`embedded_texts`)."""
+    return [c.tokens + (title_tokens if t != c.content else 0) for c, t in zip(chunks, texts, strict=True)]
+
+
 @dataclass(slots=True)
 class _DocumentLock:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -303,8 +309,9 @@ class Indexer:
                                    parent_vectors=self._vectors.features.parent_vectors)
             kids += k
             parents += ps
-            kid_tokens += [c.tokens + (p.title_tokens if t != c.content else 0) for c, t in zip(p.children, k, strict=True)]
-            parent_tokens += [c.tokens + (p.title_tokens if t != c.content else 0) for c, t in zip(p.parents, ps, strict=False)]
+            kid_tokens += _token_counts(p.children, k, p.title_tokens)
+            if ps:
+                parent_tokens += _token_counts(p.parents, ps, p.title_tokens)
         return kids + parents, kid_tokens + parent_tokens
 
     async def _embed_batch(self, batch: list[_Prepared], errors: list[IngestFailure]) -> np.ndarray | None:
