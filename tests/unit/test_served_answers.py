@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import asyncio
+import time
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api import served_answers
@@ -91,20 +91,14 @@ def test_a_request_that_turns_the_cache_off_is_never_looked_up() -> None:
     assert not served_answers.may_serve(pb.QueryRequest(query="q", use_cache=False))
 
 
-async def test_the_generation_is_read_once_per_loop_turn_and_kept_only_for_what_was_queued_before_the_read() -> None:
-    reads: list[int] = []
-
-    def read() -> int:
-        reads.append(len(reads) + 1)
-        return reads[-1]
-
-    generation = served_answers.PerLoopTurn(read)
-    loop = asyncio.get_running_loop()
-    seen: list[int] = []
-    loop.call_soon(lambda: seen.append(generation()))  # queued before the read: its request arrived before it
-    first = generation()
-    assert generation() == first and reads == [first]  # the same turn: no second read
-    loop.call_soon(lambda: seen.append(generation()))  # queued after the read: may follow a commit the read missed
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
-    assert seen == [first, first + 1] and generation() == first + 2
+def test_each_serving_reports_its_own_duration_and_leaves_earlier_bytes_as_they_were() -> None:
+    answers = ServedAnswers(2, ttl_s=10, clock=Clock())
+    answers.remember(((), "c", "q"), 1, OPTIONS, _result(), RESPONSE)
+    served = answers.get(((), "c", "q"), 1)
+    assert served is not None
+    first, first_ms = served_answers.serve(served, started=0.0)
+    second, second_ms = served_answers.serve(served, started=time.perf_counter())
+    assert second_ms < first_ms
+    for body, took_ms in ((first, first_ms), (second, second_ms)):
+        metrics = pb.QueryResponse.FromString(body).metrics
+        assert metrics.total_ms == took_ms and [(s.stage, s.duration_ms) for s in metrics.stages] == [("check_cache", took_ms)]

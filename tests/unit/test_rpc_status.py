@@ -1,0 +1,129 @@
+"""The servicer's wrappers: every way a call can end gets its status, and the RPC metrics record it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+
+from retrieval_server.api.servicer import _rpc, _rpc_stream
+from retrieval_server.domain import InvalidArgument, Unavailable
+
+
+class Context:
+    """What the wrappers use of grpc.aio's servicer context: abort raises, as grpc.aio's does."""
+
+    def __init__(self) -> None:
+        self.status: tuple[grpc.StatusCode, str] | None = None
+
+    def code(self) -> grpc.StatusCode | None:
+        return self.status[0] if self.status else None
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+        self.status = (code, details)
+        raise grpc.aio.AbortError()
+
+    async def abort_with_status(self, status: grpc.Status) -> None:
+        await self.abort(status.code, status.details)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.rpcs: list[tuple[str, str]] = []
+
+    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
+        assert seconds >= 0
+        self.rpcs.append((method, code))
+
+
+class App:
+    def __init__(self) -> None:
+        self.metrics = Metrics()
+
+
+class Servicer:
+    def __init__(self, error: BaseException | None) -> None:
+        self._app = App()
+        self._error = error
+
+    @_rpc
+    async def Unary(self, request: Any, context: Context) -> str:
+        if self._error is not None:
+            raise self._error
+        return "done"
+
+    @_rpc_stream
+    async def Stream(self, request: Any, context: Context) -> AsyncIterator[str]:
+        yield "first"
+        if self._error is not None:
+            raise self._error
+        yield "second"
+
+
+async def _stream(servicer: Servicer, context: Context) -> list[str]:
+    return [item async for item in servicer.Stream(None, context)]
+
+
+async def _unary(servicer: Servicer, context: Context) -> str:
+    return await servicer.Unary(None, context)
+
+
+CALLS = ((_unary, "Unary"), (_stream, "Stream"))
+
+
+async def test_a_call_that_returns_is_ok() -> None:
+    servicer, context = Servicer(None), Context()
+    assert await servicer.Unary(None, context) == "done"
+    assert await _stream(servicer, context) == ["first", "second"]
+    assert context.status is None and servicer._app.metrics.rpcs == [("Unary", "OK"), ("Stream", "OK")]
+
+
+@pytest.mark.parametrize(("error", "code"), [(InvalidArgument("top_k must be at most 100", "top_k"), grpc.StatusCode.INVALID_ARGUMENT),
+                                             (Unavailable("the vector store is down"), grpc.StatusCode.UNAVAILABLE)])
+async def test_a_domain_error_ends_the_call_with_its_status(error: Exception, code: grpc.StatusCode) -> None:
+    for call, name in CALLS:
+        servicer, context = Servicer(error), Context()
+        with pytest.raises(grpc.aio.AbortError):
+            await call(servicer, context)
+        assert context.status is not None and context.status[0] is code and str(error) in context.status[1]
+        assert servicer._app.metrics.rpcs == [(name, code.name)]
+
+
+async def test_an_unexpected_error_is_internal_and_its_text_is_not_sent(caplog: pytest.LogCaptureFixture) -> None:
+    for call, name in CALLS:
+        servicer, context = Servicer(RuntimeError("secret path /etc/x")), Context()
+        with pytest.raises(grpc.aio.AbortError):
+            await call(servicer, context)
+        assert context.status == (grpc.StatusCode.INTERNAL, f"internal error in {name}")
+        assert servicer._app.metrics.rpcs == [(name, "INTERNAL")]
+    assert "secret path" in caplog.text  # logged for the operator
+
+
+async def test_an_abort_keeps_its_code_and_a_cancelled_call_is_cancelled() -> None:
+    class Aborting(Servicer):
+        @_rpc
+        async def Unary(self, request: Any, context: Context) -> str:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "no")
+            return "unreachable"
+
+    servicer, context = Aborting(None), Context()
+    with pytest.raises(grpc.aio.AbortError):
+        await servicer.Unary(None, context)
+    assert context.status == (grpc.StatusCode.PERMISSION_DENIED, "no") and servicer._app.metrics.rpcs == [("Unary", "PERMISSION_DENIED")]
+
+    for call, name in CALLS:
+        servicer, context = Servicer(asyncio.CancelledError()), Context()
+        with pytest.raises(asyncio.CancelledError):
+            await call(servicer, context)
+        assert context.status is None and servicer._app.metrics.rpcs == [(name, "CANCELLED")]
+
+
+async def test_a_stream_the_caller_stops_reading_is_not_an_error() -> None:
+    servicer, context = Servicer(None), Context()
+    stream = servicer.Stream(None, context)
+    assert await stream.__anext__() == "first"
+    await stream.aclose()
+    assert context.status is None and servicer._app.metrics.rpcs == [("Stream", "OK")]
