@@ -52,10 +52,11 @@ def _failure_code(context: grpc.aio.ServicerContext, exc: BaseException) -> grpc
 
 async def _abort_for(name: str, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
     """End the call for ``exc``: a domain error with its status, anything unexpected as INTERNAL
-    (logged, never leaked). Returns only when ``exc`` already ended the call."""
+    (logged, never leaked); both raise. An abort, a cancellation or a stream the caller closed
+    has ended the call already: then this returns and the wrapper raises ``exc`` on."""
     if isinstance(exc, ServiceError):
         await context.abort_with_status(status_of(exc))
-    if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
+    elif isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
         log.exception("unhandled error in %s", name, exc_info=exc)
         await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}")
 
