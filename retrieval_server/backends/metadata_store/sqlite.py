@@ -15,6 +15,7 @@ import aiosqlite
 
 from retrieval_server.backends.metadata_store import MetadataStore, Tx, _terms, search_text
 from retrieval_server.backends.metadata_store.sql import readable_clause
+from retrieval_server.backends.metadata_store.wal_index import WalIndexHeader
 from retrieval_server.domain import AccessFilter, Document, ReadOnly, Unavailable
 
 T = TypeVar("T")
@@ -197,6 +198,7 @@ class SqliteMetadataStore(MetadataStore):
         self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._all_readers: list[aiosqlite.Connection] = []
         self._inline: sqlite3.Connection | None = None
+        self._wal_index: WalIndexHeader | None = None
 
     async def open(self) -> None:
         try:
@@ -241,8 +243,14 @@ class SqliteMetadataStore(MetadataStore):
         self._inline = sqlite3.connect(database, isolation_level=None, uri=uri)
         self._inline.execute("PRAGMA query_only=ON")
         self._inline.execute("PRAGMA busy_timeout=0")
+        # A read, so that this process's SQLite has mapped the wal-index before it is looked for.
+        self._inline.execute("PRAGMA data_version").fetchone()
+        self._wal_index = WalIndexHeader.open(Path(self._path).absolute())
 
     async def close(self) -> None:
+        if self._wal_index is not None:
+            wal_index, self._wal_index = self._wal_index, None
+            wal_index.close()
         if self._inline is not None:
             inline, self._inline = self._inline, None
             inline.close()
@@ -293,12 +301,20 @@ class SqliteMetadataStore(MetadataStore):
                 conn.execute("ROLLBACK")
             return await super().read_by_key(rows, read, one_statement=one_statement)
 
+    @property
+    def generation_source(self) -> str:
+        """Where :meth:`generation` is read: ``wal-index`` (shared memory) or ``data_version``."""
+        return "wal-index" if self._wal_index is not None else "data_version"
+
     def generation(self) -> int | None:
-        """SQLite's ``PRAGMA data_version`` on the event loop's connection: it changes when any
-        other connection (this process's writer, or another process's) commits, and costs
-        microseconds (it reads the WAL index, no lock)."""
+        """Changes whenever any connection (this process's writer, or another process's) commits:
+        the wal-index header in shared memory where it can be read (see
+        :mod:`~retrieval_server.backends.metadata_store.wal_index`), else SQLite's ``PRAGMA
+        data_version`` on the event loop's connection (a read transaction: two ``fcntl`` calls)."""
         if self._inline is None:
             return None
+        if self._wal_index is not None:
+            return self._wal_index.read()
         try:
             return int(self._inline.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.Error:
