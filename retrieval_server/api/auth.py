@@ -174,8 +174,9 @@ def authenticator_for(settings: Settings) -> Authenticator:
             keys = JwksFile(settings.jwt_jwks_file)
         else:
             keys = JwksUrl(settings.jwt_jwks_url or "", cache_s=settings.jwt_jwks_cache_s, min_refresh_s=settings.jwt_jwks_min_refresh_s)
+        # A verified token is accepted again, unchecked, at most as long as fetched keys are trusted.
         verifier = TokenVerifier(keys, settings.accepted_jwt_algorithms, issuer=settings.jwt_issuer,
-                                 audience=settings.jwt_audience, leeway_s=settings.jwt_leeway_s)
+                                 audience=settings.jwt_audience, leeway_s=settings.jwt_leeway_s, remember_s=settings.jwt_jwks_cache_s)
         return JwtAuthenticator(verifier, settings)
     return HeaderAuthenticator()
 

@@ -5,6 +5,15 @@ Keys come from a shared secret (HMAC), a JWKS file, or a JWKS URL fetched over H
 ``min_refresh_s``, so a flood of forged kids cannot hammer the identity provider), and kept
 when a fetch fails. Every failure is an :class:`Unauthenticated` with a stable reason and a
 message that helps the caller without saying anything about the keys.
+
+A token that verified is remembered (:class:`TokenVerifier`): verifying one costs tens of
+microseconds (PyJWT on this project's 2-core machine: 41 µs for RS256, 68 for ES256, 23 for
+HS256, plus 20 to read the header), more than a third of a cached answer's own CPU, and a caller
+sends the same token with every call until it expires. It is accepted again without its
+signature checked only while it has not expired (``exp`` plus the leeway), for at most
+``remember_s`` after it was verified (the server passes RETRIEVAL_JWT_JWKS_CACHE_S: as long as
+fetched keys are trusted anyway), and only while the key source has not changed (a new JWKS
+file, a new fetch) since.
 """
 
 from __future__ import annotations
@@ -13,8 +22,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import httpx
@@ -42,6 +54,10 @@ class KeySource(Protocol):
         """The verification key for a token's header; raise :class:`Unauthenticated` when there is none."""
         ...
 
+    def version(self) -> Hashable:
+        """Changes whenever the keys may have (a token verified before is then verified again)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -51,6 +67,9 @@ class SharedSecret:
 
     async def key_for(self, kid: str | None, alg: str) -> Any:
         return self._secret
+
+    def version(self) -> Hashable:
+        return 0
 
     async def close(self) -> None:
         return None
@@ -108,6 +127,14 @@ class JwksFile:
             raise _unknown_key()
         return key
 
+    def version(self) -> Hashable:
+        """The file's modification time and size (one ``stat``): a replaced file is another version."""
+        try:
+            self._load()
+        except (OSError, ValueError):
+            pass  # the keys read before stay in use (key_for says why when it is next called)
+        return self._stamp
+
     async def close(self) -> None:
         return None
 
@@ -149,19 +176,54 @@ class JwksUrl:
             raise _unknown_key()
         return key
 
+    def version(self) -> Hashable:
+        """How many fetches were made: each may have brought other keys."""
+        return self.fetches
+
     async def close(self) -> None:
         await self._client.aclose()
 
 
+@dataclass(frozen=True, slots=True)
+class _Verified:
+    claims: Mapping[str, Any]
+    #: accepted again until then (time.time()): ``exp`` plus the leeway, or ``remember_s`` after it was verified
+    until: float
+    #: the key source's version before it was verified
+    keys: Hashable
+
+
 class TokenVerifier:
-    def __init__(self, keys: KeySource, algorithms: tuple[str, ...], *, issuer: str | None, audience: str | None, leeway_s: float) -> None:
+    def __init__(self, keys: KeySource, algorithms: tuple[str, ...], *, issuer: str | None, audience: str | None, leeway_s: float,
+                 remember_s: float = 0.0, remember_max: int = 4096, clock: Callable[[], float] = time.time) -> None:
         self._keys = keys
         self._algorithms = algorithms
         self._issuer, self._audience, self._leeway = issuer, audience, leeway_s
         self._required = ["exp", *(["iss"] if issuer else []), *(["aud"] if audience else [])]
+        self._remember_s, self._remember_max, self._clock = remember_s, remember_max, clock
+        #: tokens that verified, the least recently used first
+        self._verified: OrderedDict[str, _Verified] = OrderedDict()
 
     async def verify(self, token: str) -> Mapping[str, Any]:
-        """The token's claims, once its signature, algorithm, issuer, audience and times check out."""
+        """The token's claims (read-only), once its signature, algorithm, issuer, audience and times
+        check out, or while a verification of the same token still holds (see the module's text)."""
+        known = self._verified.get(token)
+        if known is not None:
+            if self._clock() < known.until and known.keys == self._keys.version():
+                self._verified.move_to_end(token)
+                return known.claims
+            del self._verified[token]
+        # Read before the keys are used: should they change meanwhile, the next call verifies again.
+        keys = self._keys.version()
+        claims = MappingProxyType(await self._check(token))
+        if self._remember_s > 0 and self._remember_max > 0:
+            # exp is required, and a number once decode accepted it.
+            self._verified[token] = _Verified(claims, min(float(claims["exp"]) + self._leeway, self._clock() + self._remember_s), keys)
+            if len(self._verified) > self._remember_max:
+                self._verified.popitem(last=False)
+        return claims
+
+    async def _check(self, token: str) -> dict[str, Any]:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.DecodeError:
