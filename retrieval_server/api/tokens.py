@@ -11,9 +11,10 @@ microseconds (PyJWT on this project's 2-core machine: 41 µs for RS256, 68 for E
 HS256, plus 20 to read the header), more than a third of a cached answer's own CPU, and a caller
 sends the same token with every call until it expires. It is accepted again without its
 signature checked only while it has not expired (``exp`` plus the leeway), for at most
-``remember_s`` after it was verified (the server passes RETRIEVAL_JWT_JWKS_CACHE_S: as long as
-fetched keys are trusted anyway), and only while the key source has not changed (a new JWKS
-file, a new fetch) since.
+``remember_s`` after it was verified (the server passes RETRIEVAL_JWT_JWKS_CACHE_S), and only
+while the key source says its keys are the ones the token was verified with and may still be
+used without a fetch (:meth:`KeySource.version`): a JWKS file that changed, a fetch that brought
+other keys, or fetched keys older than their cache lifetime make it verified again.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ class KeySource(Protocol):
         """The verification key for a token's header; raise :class:`Unauthenticated` when there is none."""
         ...
 
-    def version(self) -> Hashable:
-        """Changes whenever the keys may have (a token verified before is then verified again)."""
+    def version(self) -> Hashable | None:
+        """Changes whenever the keys do (a token verified before is then verified again); None
+        while the keys in hand may no longer be used without a fetch (nothing is accepted unchecked)."""
         ...
 
     async def close(self) -> None: ...
@@ -68,7 +70,7 @@ class SharedSecret:
     async def key_for(self, kid: str | None, alg: str) -> Any:
         return self._secret
 
-    def version(self) -> Hashable:
+    def version(self) -> Hashable | None:
         return 0
 
     async def close(self) -> None:
@@ -127,7 +129,7 @@ class JwksFile:
             raise _unknown_key()
         return key
 
-    def version(self) -> Hashable:
+    def version(self) -> Hashable | None:
         """The file's modification time and size (one ``stat``): a replaced file is another version."""
         try:
             self._load()
@@ -145,9 +147,12 @@ class JwksUrl:
         self._client = httpx.AsyncClient(timeout=timeout_s)
         self._cache_s, self._min_refresh_s, self._clock = cache_s, min_refresh_s, clock
         self._keys: jwt.PyJWKSet | None = None
+        self._document: Any = None
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
         self.fetches = 0
+        #: how many times a fetch brought another key set
+        self._changes = 0
 
     async def _refresh(self) -> None:
         async with self._lock:
@@ -159,7 +164,13 @@ class JwksUrl:
             try:
                 resp = await self._client.get(self._url)
                 resp.raise_for_status()
-                self._keys = _key_set(resp.json())
+                document = resp.json()
+                keys = _key_set(document)
+                if document != self._document:
+                    # Counted only once the keys are replaced: a verification that ran during the
+                    # fetch used the old ones and is remembered under the old count.
+                    self._keys, self._document = keys, document
+                    self._changes += 1
             except (httpx.HTTPError, ValueError) as exc:
                 log.warning("cannot fetch the JWKS from %s: %s", self._url, exc)
                 if self._keys is None:
@@ -176,9 +187,12 @@ class JwksUrl:
             raise _unknown_key()
         return key
 
-    def version(self) -> Hashable:
-        """How many fetches were made: each may have brought other keys."""
-        return self.fetches
+    def version(self) -> Hashable | None:
+        """How many fetches brought another key set; None once the keys are older than ``cache_s``
+        (then only :meth:`key_for`, which fetches them again, may be trusted)."""
+        if self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
+            return None
+        return self._changes
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -187,7 +201,9 @@ class JwksUrl:
 @dataclass(frozen=True, slots=True)
 class _Verified:
     claims: Mapping[str, Any]
-    #: accepted again until then (time.time()): ``exp`` plus the leeway, or ``remember_s`` after it was verified
+    #: ``exp`` plus the leeway, on the wall clock (PyJWT's)
+    expires: float
+    #: ``remember_s`` after it was verified, on the monotonic clock
     until: float
     #: the key source's version before it was verified
     keys: Hashable
@@ -195,30 +211,37 @@ class _Verified:
 
 class TokenVerifier:
     def __init__(self, keys: KeySource, algorithms: tuple[str, ...], *, issuer: str | None, audience: str | None, leeway_s: float,
-                 remember_s: float = 0.0, remember_max: int = 4096, clock: Callable[[], float] = time.time) -> None:
+                 remember_s: float = 0.0, remember_max: int = 4096, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._keys = keys
         self._algorithms = algorithms
         self._issuer, self._audience, self._leeway = issuer, audience, leeway_s
         self._required = ["exp", *(["iss"] if issuer else []), *(["aud"] if audience else [])]
-        self._remember_s, self._remember_max, self._clock = remember_s, remember_max, clock
+        self._remember_s, self._remember_max = remember_s, remember_max
+        self._clock, self._monotonic = clock, monotonic
         #: tokens that verified, the least recently used first
         self._verified: OrderedDict[str, _Verified] = OrderedDict()
 
     async def verify(self, token: str) -> Mapping[str, Any]:
-        """The token's claims (read-only), once its signature, algorithm, issuer, audience and times
-        check out, or while a verification of the same token still holds (see the module's text)."""
+        """The token's claims, once its signature, algorithm, issuer, audience and times check out,
+        or while a verification of the same token still holds (see the module's text). Read-only:
+        the same mapping may be handed to later calls (nested values too: never change them)."""
         known = self._verified.get(token)
         if known is not None:
-            if self._clock() < known.until and known.keys == self._keys.version():
+            keys = self._keys.version()
+            if keys is not None and keys == known.keys and self._clock() < known.expires and self._monotonic() < known.until:
                 self._verified.move_to_end(token)
                 return known.claims
             del self._verified[token]
         # Read before the keys are used: should they change meanwhile, the next call verifies again.
         keys = self._keys.version()
         claims = MappingProxyType(await self._check(token))
-        if self._remember_s > 0 and self._remember_max > 0:
-            # exp is required, and a number once decode accepted it.
-            self._verified[token] = _Verified(claims, min(float(claims["exp"]) + self._leeway, self._clock() + self._remember_s), keys)
+        if keys is not None and self._remember_s > 0 and self._remember_max > 0:
+            try:
+                expires = float(claims["exp"]) + self._leeway
+            except (OverflowError, TypeError, ValueError):
+                return claims  # an exp no float holds: verified every time
+            self._verified[token] = _Verified(claims, expires, self._monotonic() + self._remember_s, keys)
             if len(self._verified) > self._remember_max:
                 self._verified.popitem(last=False)
         return claims

@@ -3,7 +3,9 @@ never past its expiry or ``remember_s``, never after the keys changed, never one
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from collections.abc import Hashable
 from pathlib import Path
@@ -11,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from retrieval_server.api.tokens import JwksFile, SharedSecret, TokenVerifier
+from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVerifier
 from retrieval_server.domain import Unauthenticated
+from tests.support.http_servers import get_json_server
 from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claims, hs256
 
 LEEWAY = 30.0
@@ -36,7 +39,7 @@ class CountingKeys:
         self.uses += 1
         return self.secret
 
-    def version(self) -> Hashable:
+    def version(self) -> Hashable | None:
         return self.generation
 
     async def close(self) -> None:
@@ -44,8 +47,9 @@ class CountingKeys:
 
 
 def _verifier(keys: Any, clock: Clock, *, remember_s: float = 300.0, remember_max: int = 4096) -> TokenVerifier:
+    # One clock for the wall (exp) and the monotonic (remember_s) parts, moved by the test.
     return TokenVerifier(keys, ("HS256", "RS256"), issuer=ISSUER, audience=AUDIENCE, leeway_s=LEEWAY, remember_s=remember_s,
-                         remember_max=remember_max, clock=clock)
+                         remember_max=remember_max, clock=clock, monotonic=clock)
 
 
 async def test_the_same_token_is_checked_once_and_another_token_is_checked_itself() -> None:
@@ -79,7 +83,7 @@ async def test_a_remembered_token_is_checked_again_once_it_expires_or_after_reme
     clock.now = exp + LEEWAY - 1
     await verifier.verify(token)
     assert keys.uses == 3
-    clock.now = exp + LEEWAY  # where PyJWT calls it expired: checked again (and refused then, by PyJWT's own clock)
+    clock.now = exp + LEEWAY  # where PyJWT calls it expired: checked again (PyJWT then reads its own clock)
     await verifier.verify(token)
     assert keys.uses == 4
 
@@ -153,3 +157,92 @@ async def test_a_replaced_jwks_file_is_another_version_and_revokes_what_its_old_
 def test_a_shared_secret_has_one_version() -> None:
     secret = SharedSecret(SECRET)
     assert secret.version() == secret.version()
+
+
+async def test_an_exp_no_float_holds_is_verified_every_time() -> None:
+    keys, clock = CountingKeys(), Clock()
+    verifier = _verifier(keys, clock)
+    token = hs256(claims("alice", exp=10**400))
+    for _ in range(2):
+        assert (await verifier.verify(token))["sub"] == "alice"
+    assert keys.uses == 2
+
+
+class _Idp:
+    """A JWKS endpoint whose keys the test replaces, and whose answers it can hold back."""
+
+    def __init__(self, keys: RsaKeys) -> None:
+        self.keys, self.released = keys, threading.Event()
+        self.released.set()
+
+    def __call__(self) -> Any:
+        self.released.wait(30)
+        return self.keys.jwks()
+
+
+async def test_a_jwks_url_is_another_version_only_when_a_fetch_brings_other_keys() -> None:
+    keys = RsaKeys()
+    keys.add("k1")
+    clock = Clock()
+    with get_json_server(_Idp(keys)) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0, clock=clock)
+        try:
+            assert source.version() is None  # nothing fetched yet
+            await source.key_for("k1", "RS256")
+            first = source.version()
+            assert first is not None
+            for i in range(3):  # unknown kids fetch again, the same keys come back
+                with pytest.raises(Unauthenticated):
+                    await source.key_for(f"forged-{i}", "RS256")
+            assert source.version() == first and len(idp.requests) == 4
+            keys.add("k2")
+            await source.key_for("k2", "RS256")
+            assert source.version() not in (None, first)
+            clock.now += 300
+            assert source.version() is None  # older than cache_s: only a fetch may be trusted
+        finally:
+            await source.close()
+
+
+async def test_a_token_whose_key_the_idp_dropped_is_refused_once_the_keys_age_or_a_fetch_brings_the_new_ones() -> None:
+    keys = RsaKeys()
+    keys.add("k1")
+    clock = Clock()
+    idp_keys = _Idp(keys)
+    with get_json_server(idp_keys) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0, clock=clock)
+        verifier = _verifier(source, clock, remember_s=300)
+        try:
+            old = keys.sign(claims("alice"), "k1")
+            await verifier.verify(old)  # keys fetched at 0
+            clock.now += 299
+            await verifier.verify(old)  # still the keys of 0, still remembered
+            keys.keys.pop("k1")
+            keys.add("k2")
+            clock.now += 2  # the keys are older than cache_s: what they verified is not trusted unchecked
+            with pytest.raises(Unauthenticated) as refused:
+                await verifier.verify(old)
+            assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+
+            # Verifications made while a fetch is on its way use the keys in hand and are remembered
+            # under their version: the fetch that brings other keys ends them.
+            bob, dave = keys.sign(claims("bob"), "k2"), keys.sign(claims("dave"), "k2")
+            await verifier.verify(bob)
+            keys.keys.pop("k2")
+            keys.add("k4")
+            idp_keys.released.clear()
+            asked = len(idp.requests)
+            fetching = asyncio.create_task(verifier.verify(keys.sign(claims("carol"), "k4")))  # an unknown kid: fetches
+            while len(idp.requests) == asked:
+                await asyncio.sleep(0.01)
+            assert (await verifier.verify(bob))["sub"] == "bob"  # remembered; the fetch has not answered
+            assert (await verifier.verify(dave))["sub"] == "dave"  # verified now, with the keys in hand
+            idp_keys.released.set()
+            assert (await fetching)["sub"] == "carol"
+            for token in (bob, dave):
+                with pytest.raises(Unauthenticated) as refused:
+                    await verifier.verify(token)
+                assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+        finally:
+            idp_keys.released.set()
+            await verifier.close()

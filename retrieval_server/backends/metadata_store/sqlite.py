@@ -243,8 +243,12 @@ class SqliteMetadataStore(MetadataStore):
         self._inline = sqlite3.connect(database, isolation_level=None, uri=uri)
         self._inline.execute("PRAGMA query_only=ON")
         self._inline.execute("PRAGMA busy_timeout=0")
-        # A read, so that this process's SQLite has mapped the wal-index before it is looked for.
-        self._inline.execute("PRAGMA data_version").fetchone()
+        # A read, so that this process's SQLite has mapped the wal-index before it is looked for;
+        # refused (busy_timeout 0: another process recovering the database), the PRAGMA serves.
+        try:
+            self._inline.execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error:
+            return
         self._wal_index = WalIndexHeader.open(Path(self._path).absolute())
 
     async def close(self) -> None:
