@@ -305,11 +305,6 @@ class SqliteMetadataStore(MetadataStore):
                 conn.execute("ROLLBACK")
             return await super().read_by_key(rows, read, one_statement=one_statement)
 
-    @property
-    def generation_source(self) -> str:
-        """Where :meth:`generation` is read: ``wal-index`` (shared memory) or ``data_version``."""
-        return "wal-index" if self._wal_index is not None else "data_version"
-
     def generation(self) -> int | None:
         """Changes whenever any connection (this process's writer, or another process's) commits:
         the wal-index header in shared memory where it can be read (see
