@@ -20,9 +20,9 @@ When an entry may be reused:
 * it is served only while the generation is unchanged: any commit (an ingest, a delete, a grant
   changed, by this process or another on the same store) makes every entry unusable, so a revoked
   grant, a deleted or replaced document is never served from here. A store that cannot tell its
-  generation cheaply (MySQL) gets no entries. The generation is read for every request: a few
-  microseconds (reading it once per turn of the event loop cost more: the expiry it scheduled
-  made the loop turn once more for each request);
+  generation cheaply (MySQL) gets no entries. The generation is read for every request (SQLite's
+  from shared memory: see its store); reading it once per turn of the event loop cost more, as
+  the expiry that scheduled made the loop turn once more for each request;
 * it lives at most the cache's TTL from when it was made (the generation, not the TTL, is what
   keeps it current).
 """
