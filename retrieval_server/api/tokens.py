@@ -150,7 +150,6 @@ class JwksUrl:
         self._document: Any = None
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
-        self.fetches = 0
         #: how many times a fetch brought another key set
         self._changes = 0
 
@@ -160,7 +159,6 @@ class JwksUrl:
             if self._fetched_at is not None and now - self._fetched_at < self._min_refresh_s:
                 return  # another caller just fetched, or a fetch is rate-limited
             self._fetched_at = now
-            self.fetches += 1
             try:
                 resp = await self._client.get(self._url)
                 resp.raise_for_status()
@@ -226,15 +224,14 @@ class TokenVerifier:
         """The token's claims, once its signature, algorithm, issuer, audience and times check out,
         or while a verification of the same token still holds (see the module's text). Read-only:
         the same mapping may be handed to later calls (nested values too: never change them)."""
+        # Read before any key is used: should the keys change meanwhile, the next call verifies again.
+        keys = self._keys.version()
         known = self._verified.get(token)
         if known is not None:
-            keys = self._keys.version()
             if keys is not None and keys == known.keys and self._clock() < known.expires and self._monotonic() < known.until:
                 self._verified.move_to_end(token)
                 return known.claims
             del self._verified[token]
-        # Read before the keys are used: should they change meanwhile, the next call verifies again.
-        keys = self._keys.version()
         claims = MappingProxyType(await self._check(token))
         if keys is not None and self._remember_s > 0 and self._remember_max > 0:
             try:

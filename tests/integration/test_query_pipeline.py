@@ -28,6 +28,7 @@ from retrieval_server.workflow.state import QueryState
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
+from tests.support.clock import Clock
 from tests.support.http_servers import json_server, tei_rerank, word_overlap
 
 ANON, ALICE, BOB, CAROL = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)
@@ -505,14 +506,6 @@ async def test_store_error_is_retried_then_degrades_to_partial_results(app: Appl
 async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Application) -> None:
     with pytest.raises(DeadlineExceeded, match="before any context was found"):
         await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class DeadlineOnSecondSearch:

@@ -7,14 +7,7 @@ import asyncio
 import pytest
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 class Refused(Exception):

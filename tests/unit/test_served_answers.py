@@ -6,14 +6,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api import served_answers
 from retrieval_server.api.served_answers import ServedAnswers
 from retrieval_server.domain import Identity, Mode, QueryMetrics, QueryOptions, QueryResult, Role, Strategy
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 OPTIONS = QueryOptions("q", 5, Strategy.HYBRID)
@@ -57,11 +50,17 @@ def test_the_least_recently_served_is_dropped_first() -> None:
     assert answers.get(((), "c", "a"), 1) and answers.get(((), "c", "c"), 1) and answers.get(((), "c", "b"), 1) is None
 
 
-def test_served_bytes_parse_as_the_response_with_this_requests_metrics() -> None:
+def _served() -> served_answers.ServedAnswer:
+    """An answer remembered and found again."""
     answers = ServedAnswers(2, ttl_s=10, clock=Clock())
     answers.remember(((), "c", "q"), 1, OPTIONS, _result(), RESPONSE)
     served = answers.get(((), "c", "q"), 1)
     assert served is not None
+    return served
+
+
+def test_served_bytes_parse_as_the_response_with_this_requests_metrics() -> None:
+    served = _served()
     body, took_ms = served_answers.serve(served, started=0.0)
     parsed = pb.QueryResponse.FromString(body)
     assert parsed.query == "q" and parsed.cached and parsed.metrics.cache_hit
@@ -92,10 +91,7 @@ def test_a_request_that_turns_the_cache_off_is_never_looked_up() -> None:
 
 
 def test_each_serving_reports_its_own_duration_and_leaves_earlier_bytes_as_they_were() -> None:
-    answers = ServedAnswers(2, ttl_s=10, clock=Clock())
-    answers.remember(((), "c", "q"), 1, OPTIONS, _result(), RESPONSE)
-    served = answers.get(((), "c", "q"), 1)
-    assert served is not None
+    served = _served()
     first, first_ms = served_answers.serve(served, started=0.0)
     second, second_ms = served_answers.serve(served, started=time.perf_counter())
     assert second_ms < first_ms

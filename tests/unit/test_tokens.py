@@ -8,16 +8,9 @@ import pytest
 
 from retrieval_server.api.tokens import JwksUrl
 from retrieval_server.domain import Unauthenticated, Unavailable
+from tests.support.clock import Clock
 from tests.support.http_servers import get_json_server
 from tests.support.tokens import RsaKeys
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_unknown_kids_cannot_hammer_the_identity_provider() -> None:

@@ -15,18 +15,11 @@ import pytest
 
 from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVerifier
 from retrieval_server.domain import Unauthenticated
+from tests.support.clock import Clock
 from tests.support.http_servers import get_json_server
 from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claims, hs256
 
 LEEWAY = 30.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class CountingKeys:
@@ -53,7 +46,7 @@ def _verifier(keys: Any, clock: Clock, *, remember_s: float = 300.0, remember_ma
 
 
 async def test_the_same_token_is_checked_once_and_another_token_is_checked_itself() -> None:
-    keys, clock = CountingKeys(), Clock()
+    keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock)
     alice, bob = hs256(claims("alice")), hs256(claims("bob"))
     for _ in range(3):
@@ -65,7 +58,7 @@ async def test_the_same_token_is_checked_once_and_another_token_is_checked_itsel
 
 
 async def test_a_remembered_token_is_checked_again_once_it_expires_or_after_remember_s() -> None:
-    keys, clock = CountingKeys(), Clock()
+    keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock, remember_s=60)
     token = hs256(claims("alice"))  # exp in 600 s
     await verifier.verify(token)
@@ -89,7 +82,7 @@ async def test_a_remembered_token_is_checked_again_once_it_expires_or_after_reme
 
 
 async def test_a_token_is_checked_again_when_the_keys_change_and_refused_when_its_key_is_gone() -> None:
-    keys, clock = CountingKeys(), Clock()
+    keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock)
     token = hs256(claims("alice"))
     await verifier.verify(token)
@@ -104,7 +97,7 @@ async def test_a_token_is_checked_again_when_the_keys_change_and_refused_when_it
 
 
 async def test_a_token_that_failed_is_checked_every_time() -> None:
-    keys, clock = CountingKeys(), Clock()
+    keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock)
     forged = hs256(claims("alice"), secret="not-the-secret-but-long-enough-012345")
     for _ in range(3):
@@ -114,7 +107,7 @@ async def test_a_token_that_failed_is_checked_every_time() -> None:
 
 
 async def test_at_most_remember_max_tokens_are_kept_the_least_recently_used_dropped() -> None:
-    keys, clock = CountingKeys(), Clock()
+    keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock, remember_max=2)
     a, b, c = (hs256(claims(u)) for u in "abc")
     for token in (a, b, a, c):  # c pushes out b, the least recently used
@@ -127,7 +120,7 @@ async def test_at_most_remember_max_tokens_are_kept_the_least_recently_used_drop
 
 
 async def test_remember_s_zero_checks_every_call() -> None:
-    keys, clock = CountingKeys(), Clock()
+    keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock, remember_s=0)
     token = hs256(claims("alice"))
     await verifier.verify(token)
@@ -142,7 +135,7 @@ async def test_a_replaced_jwks_file_is_another_version_and_revokes_what_its_old_
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(old.jwks()))
     source = JwksFile(path)
-    verifier = _verifier(source, Clock())
+    verifier = _verifier(source, Clock(time.time()))
     token = old.sign(claims("alice"), "k1")
     assert (await verifier.verify(token))["sub"] == "alice"
     first = source.version()
@@ -160,7 +153,7 @@ def test_a_shared_secret_has_one_version() -> None:
 
 
 async def test_an_exp_no_float_holds_is_verified_every_time() -> None:
-    keys, clock = CountingKeys(), Clock()
+    keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock)
     token = hs256(claims("alice", exp=10**400))
     for _ in range(2):
@@ -183,7 +176,7 @@ class _Idp:
 async def test_a_jwks_url_is_another_version_only_when_a_fetch_brings_other_keys() -> None:
     keys = RsaKeys()
     keys.add("k1")
-    clock = Clock()
+    clock = Clock(time.time())
     with get_json_server(_Idp(keys)) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0, clock=clock)
         try:
@@ -207,7 +200,7 @@ async def test_a_jwks_url_is_another_version_only_when_a_fetch_brings_other_keys
 async def test_a_token_whose_key_the_idp_dropped_is_refused_once_the_keys_age_or_a_fetch_brings_the_new_ones() -> None:
     keys = RsaKeys()
     keys.add("k1")
-    clock = Clock()
+    clock = Clock(time.time())
     idp_keys = _Idp(keys)
     with get_json_server(idp_keys) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0, clock=clock)
