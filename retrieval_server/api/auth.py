@@ -24,7 +24,7 @@ import grpc
 
 from retrieval_server.api.errors import status_of
 from retrieval_server.api.handlers import rewrap
-from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, identity_from_metadata
+from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, Role, ServiceError, Unauthenticated
@@ -59,8 +59,11 @@ class HeaderAuthenticator:
 
     mode = "none"
 
+    def __init__(self) -> None:
+        self._identities = HeaderIdentities()
+
     async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
-        return identity_from_metadata(metadata.items())
+        return self._identities(metadata)
 
     async def close(self) -> None:
         return None
@@ -82,6 +85,7 @@ class GatewayAuthenticator:
 
     def __init__(self, peers: Sequence[str]) -> None:
         self._peers = frozenset(peers)
+        self._identities = HeaderIdentities(verified_by="gateway")
 
     async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
         if not peer_names(context) & self._peers:
@@ -91,8 +95,7 @@ class GatewayAuthenticator:
                     "PEER_NOT_ALLOWED",
                 )
             return Identity()
-        identity = identity_from_metadata(metadata.items())
-        return Identity(identity.user_id, identity.role, verified_by="gateway")
+        return self._identities(metadata)
 
     async def close(self) -> None:
         return None

@@ -17,10 +17,6 @@ BeforeCall = Callable[[grpc.aio.ServicerContext], Awaitable[None]]
 CheckMessage = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 
 
-async def _nothing(*_: Any) -> None:
-    return None
-
-
 def rewrap(
     handler: grpc.RpcMethodHandler,
     *,
@@ -30,12 +26,15 @@ def rewrap(
 ) -> grpc.RpcMethodHandler:
     """``handler`` with another request deserializer; its behaviour first awaits ``before_call``
     and ``check_message`` on every request message (either may abort the call)."""
-    before = before_call or _nothing
-    check = check_message or _nothing
+    # What is not given is not awaited: a coroutine that does nothing still costs its creation.
+    before, check = before_call, check_message
     deserialize = deserializer or handler.request_deserializer
     serialize = handler.response_serializer
 
     def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        if check is None:
+            return requests
+
         async def gen() -> AsyncIterator[Any]:
             async for request in requests:
                 await check(request, context)
@@ -46,16 +45,20 @@ def rewrap(
     def unary_request(behavior: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.isasyncgenfunction(behavior):
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                await before(context)
-                await check(request, context)
+                if before is not None:
+                    await before(context)
+                if check is not None:
+                    await check(request, context)
                 async for item in behavior(request, context):
                     yield item
 
             return stream
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await before(context)
-            await check(request, context)
+            if before is not None:
+                await before(context)
+            if check is not None:
+                await check(request, context)
             return await behavior(request, context)
 
         return call
@@ -63,14 +66,16 @@ def rewrap(
     def stream_request(behavior: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.isasyncgenfunction(behavior):
             async def stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                await before(context)
+                if before is not None:
+                    await before(context)
                 async for item in behavior(checked(requests, context), context):
                     yield item
 
             return stream
 
         async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-            await before(context)
+            if before is not None:
+                await before(context)
             return await behavior(checked(requests, context), context)
 
         return call

@@ -1,8 +1,8 @@
-"""Who is calling. Until authentication lands, identity comes from call metadata."""
+"""Who is calling, as the identity headers say (``none`` and ``gateway`` authentication)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from retrieval_server.domain import Identity, InvalidArgument, Role
 from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier, trim
@@ -11,20 +11,44 @@ USER_ID_HEADER = "x-user-id"
 ROLE_HEADER = "x-user-role"
 
 
-def identity_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> Identity:
-    values = {k.lower(): (v.decode() if isinstance(v, bytes) else v) for k, v in (metadata or ())}
-    raw_user = values.get(USER_ID_HEADER, "")
+def identity_from_headers(user_id: str, role: str, verified_by: str = "headers") -> Identity:
+    """The identity the two headers' values (empty when absent) name; InvalidArgument when either is malformed."""
     try:
-        user_id = clean_identifier(raw_user, USER_ID_HEADER, MAX_USER_ID_CHARS) if trim(raw_user) else None
+        user = clean_identifier(user_id, USER_ID_HEADER, MAX_USER_ID_CHARS) if trim(user_id) else None
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
-    raw_role = values.get(ROLE_HEADER, "").strip().upper()
+    raw_role = role.strip().upper()
     if not raw_role:
-        role = Role.USER if user_id else Role.ANONYMOUS
-    else:
-        try:
-            role = Role(raw_role)
-        except ValueError:
-            allowed = ", ".join(r.value for r in Role)
-            raise InvalidArgument(f"{ROLE_HEADER} must be one of {allowed} (got '{raw_role}')") from None
-    return Identity(user_id=user_id, role=role)
+        return Identity(user_id=user, role=Role.USER if user else Role.ANONYMOUS, verified_by=verified_by)
+    try:
+        return Identity(user_id=user, role=Role(raw_role), verified_by=verified_by)
+    except ValueError:
+        allowed = ", ".join(r.value for r in Role)
+        raise InvalidArgument(f"{ROLE_HEADER} must be one of {allowed} (got '{raw_role}')") from None
+
+
+def identity_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> Identity:
+    values = {k.lower(): (v.decode() if isinstance(v, bytes) else v) for k, v in (metadata or ())}
+    return identity_from_headers(values.get(USER_ID_HEADER, ""), values.get(ROLE_HEADER, ""))
+
+
+class HeaderIdentities:
+    """:func:`identity_from_headers`, remembered per pair of header values.
+
+    A caller sends the same two headers on every call, and parsing them (Unicode normalization,
+    a category check per character) cost more than the rest of an answer served from the cache.
+    A pair that fails is not remembered. At most ``size`` pairs; the oldest is dropped first."""
+
+    def __init__(self, verified_by: str = "headers", size: int = 4096) -> None:
+        self._verified_by, self._size = verified_by, size
+        self._known: dict[tuple[str, str], Identity] = {}
+
+    def __call__(self, metadata: Mapping[str, str]) -> Identity:
+        key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""))
+        identity = self._known.get(key)
+        if identity is None:
+            identity = identity_from_headers(*key, self._verified_by)
+            if len(self._known) >= self._size:
+                del self._known[next(iter(self._known))]
+            self._known[key] = identity
+        return identity

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval_server.api import validation
-from retrieval_server.api.identity import identity_from_metadata
+from retrieval_server.api.identity import HeaderIdentities, identity_from_metadata
 from retrieval_server.config import load_settings
 from retrieval_server.domain import InvalidArgument, Role
 
@@ -37,3 +37,20 @@ def test_identity_from_metadata() -> None:
     assert admin.reads_everything
     with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
         identity_from_metadata([("x-user-role", "king")])
+
+
+def test_header_identities_are_remembered_per_pair_of_values_and_failures_are_not() -> None:
+    identities = HeaderIdentities(size=2)
+    alice = identities({"x-user-id": " alice ", "x-user-role": "admin"})
+    assert (alice.user_id, alice.role, alice.verified_by) == ("alice", Role.ADMIN, "headers")
+    assert identities({"x-user-id": " alice ", "x-user-role": "admin"}) is alice
+    # The same user with another role, or no headers at all, is another identity.
+    assert identities({"x-user-id": " alice "}).role is Role.USER
+    assert identities({}).role is Role.ANONYMOUS
+    # At most two pairs: the oldest (alice as admin) went; what comes back is parsed again, equal.
+    again = identities({"x-user-id": " alice ", "x-user-role": "admin"})
+    assert again == alice and again is not alice
+    for _ in range(2):  # a refused pair is refused every time
+        with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
+            identities({"x-user-id": "bob", "x-user-role": "king"})
+    assert HeaderIdentities(verified_by="gateway")({"x-user-id": "carol"}).verified_by == "gateway"
