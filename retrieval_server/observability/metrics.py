@@ -15,11 +15,14 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server
 
-from retrieval_server.observability.grpc_metrics import GrpcServerMetrics
+from retrieval.v1 import retrieval_pb2
+from retrieval_server.observability.grpc_metrics import GrpcServerMetrics, ServiceView
 
 if TYPE_CHECKING:
     from retrieval_server.config import Settings
 
+#: the service whose calls are also reported under its own names (retrieval_requests_total...)
+SERVICE = retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"].full_name
 # Retrieval latencies run from sub-millisecond cache hits to seconds with a cross-encoder.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -32,14 +35,13 @@ class ServiceMetrics:
         r = self.registry
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
-        self.requests = Counter("retrieval_requests", "RPCs by method and status code", ["method", "code"], registry=r)
-        self.latency = Histogram("retrieval_request_duration_seconds", "RPC latency", ["method"], buckets=_BUCKETS, registry=r)
         self.stages = Histogram("retrieval_stage_duration_seconds", "Query workflow stage latency", ["stage"], buckets=_BUCKETS, registry=r)
         self.cache = Counter("retrieval_query_cache", "Query answers by cache outcome", ["outcome"], registry=r)
         self.degraded = Counter("retrieval_degradations", "Query answers degraded, by what degraded", ["kind"], registry=r)
         self.ingested = Counter("retrieval_ingested_documents", "documents ingested (added or replaced)", registry=r)
         self.ingest_errors = Counter("retrieval_ingest_errors", "documents that failed to ingest", registry=r)
         self.grpc = GrpcServerMetrics(r, _BUCKETS)
+        r.register(ServiceView(self.grpc, SERVICE))
         self.events_published = Counter("retrieval_events_published", "RetrievalCompleted events confirmed by the broker", registry=r)
         self.events_dropped = Counter("retrieval_events_dropped", "RetrievalCompleted events dropped, by reason", ["reason"], registry=r)
         self.events_publish_errors = Counter(
@@ -60,10 +62,6 @@ class ServiceMetrics:
         if series is None:
             series = self._children[key] = metric.labels(*labels)
         return series
-
-    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
-        self._series(self.requests, method, code).inc()
-        self._series(self.latency, method).observe(seconds)
 
     def observe_query(self, stages: Iterable[tuple[str, float]], cache_hit: bool, degraded: Iterable[str]) -> None:
         for stage, ms in stages:

@@ -21,6 +21,9 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess, start_http_server
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from retrieval_server.observability.grpc_metrics import service_view
+from retrieval_server.observability.metrics import SERVICE
+
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -53,6 +56,17 @@ class WorkerCollector:
         yield from families.values()
 
 
+class _WithServiceView:
+    """The workers' summed families, and the service's own view of them (:func:`service_view`)."""
+
+    def __init__(self, workers: multiprocess.MultiProcessCollector) -> None:
+        self._workers = workers
+
+    def collect(self) -> list[Metric]:
+        families = list(self._workers.collect())
+        return families + service_view(families, SERVICE)
+
+
 class MultiprocessMetrics:
     """The run's metric directory and the endpoint serving the sum over all workers."""
 
@@ -62,7 +76,7 @@ class MultiprocessMetrics:
         os.environ[ENV] = str(self.directory)
         self.workers = WorkerCollector()
         self.registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(self.registry, path=str(self.directory))
+        self.registry.register(_WithServiceView(multiprocess.MultiProcessCollector(None, path=str(self.directory))))
         self.registry.register(self.workers)
         self._http: WSGIServer | None = None
 

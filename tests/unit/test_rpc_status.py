@@ -1,4 +1,5 @@
-"""The servicer's wrappers: every way a call can end gets its status, and the RPC metrics record it."""
+"""The servicer's wrappers behind the edge's metrics layer: every way a call can end gets its
+status, and retrieval_requests_total (a view of grpc_server_handled_total) records it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from typing import Any
 import grpc
 import pytest
 
+from prometheus_client import CollectorRegistry
+
 from retrieval_server.api.servicer import _rpc, _rpc_stream
 from retrieval_server.domain import InvalidArgument, Unavailable
+from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer, GrpcServerMetrics, ServiceView
+
+SERVICE = "retrieval.v1.RetrievalService"
 
 
 class Context:
@@ -22,6 +28,9 @@ class Context:
     def code(self) -> grpc.StatusCode | None:
         return self.status[0] if self.status else None
 
+    def time_remaining(self) -> float | None:
+        return None
+
     async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
         self.status = (code, details)
         raise grpc.aio.AbortError()
@@ -31,12 +40,17 @@ class Context:
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self.rpcs: list[tuple[str, str]] = []
+    """The grpc_server_* series and the service's view of them."""
 
-    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
-        assert seconds >= 0
-        self.rpcs.append((method, code))
+    def __init__(self) -> None:
+        self.grpc = GrpcServerMetrics(CollectorRegistry(), (0.1, 1.0))
+
+    @property
+    def rpcs(self) -> list[tuple[str, str]]:
+        """(method, code) of every call retrieval_requests_total counted, one entry per call."""
+        requests = ServiceView(self.grpc, SERVICE).collect()[0]
+        return sorted((s.labels["method"], s.labels["code"]) for s in requests.samples if s.name.endswith("_total")
+                      for _ in range(int(s.value)))
 
 
 class App:
@@ -63,12 +77,23 @@ class Servicer:
         yield "second"
 
 
+def _edge(servicer: Servicer, name: str) -> grpc.RpcMethodHandler:
+    """The servicer's method as the server calls it: inside the metrics layer."""
+    method = getattr(servicer, name)
+    handler = grpc.unary_stream_rpc_method_handler(method) if name == "Stream" else grpc.unary_unary_rpc_method_handler(method)
+    return GrpcMetricsLayer(servicer._app.metrics.grpc)(f"/{SERVICE}/{name}", handler)
+
+
+def _open_stream(servicer: Servicer, context: Context) -> AsyncIterator[str]:
+    return _edge(servicer, "Stream").unary_stream(None, context)
+
+
 async def _stream(servicer: Servicer, context: Context) -> list[str]:
-    return [item async for item in servicer.Stream(None, context)]
+    return [item async for item in _open_stream(servicer, context)]
 
 
 async def _unary(servicer: Servicer, context: Context) -> str:
-    return await servicer.Unary(None, context)
+    return await _edge(servicer, "Unary").unary_unary(None, context)
 
 
 CALLS = ((_unary, "Unary"), (_stream, "Stream"))
@@ -76,9 +101,9 @@ CALLS = ((_unary, "Unary"), (_stream, "Stream"))
 
 async def test_a_call_that_returns_is_ok() -> None:
     servicer, context = Servicer(None), Context()
-    assert await servicer.Unary(None, context) == "done"
+    assert await _unary(servicer, context) == "done"
     assert await _stream(servicer, context) == ["first", "second"]
-    assert context.status is None and servicer._app.metrics.rpcs == [("Unary", "OK"), ("Stream", "OK")]
+    assert context.status is None and servicer._app.metrics.rpcs == [("Stream", "OK"), ("Unary", "OK")]
 
 
 @pytest.mark.parametrize(("error", "code"), [(InvalidArgument("top_k must be at most 100", "top_k"), grpc.StatusCode.INVALID_ARGUMENT),
@@ -111,7 +136,7 @@ async def test_an_abort_keeps_its_code_and_a_cancelled_call_is_cancelled() -> No
 
     servicer, context = Aborting(None), Context()
     with pytest.raises(grpc.aio.AbortError):
-        await servicer.Unary(None, context)
+        await _unary(servicer, context)
     assert context.status == (grpc.StatusCode.PERMISSION_DENIED, "no") and servicer._app.metrics.rpcs == [("Unary", "PERMISSION_DENIED")]
 
     for call, name in CALLS:
@@ -121,9 +146,9 @@ async def test_an_abort_keeps_its_code_and_a_cancelled_call_is_cancelled() -> No
         assert context.status is None and servicer._app.metrics.rpcs == [(name, "CANCELLED")]
 
 
-async def test_a_stream_the_caller_stops_reading_is_not_an_error() -> None:
+async def test_a_stream_the_caller_stops_reading_is_cancelled_not_an_error() -> None:
     servicer, context = Servicer(None), Context()
-    stream = servicer.Stream(None, context)
+    stream = _open_stream(servicer, context)
     assert await stream.__anext__() == "first"
-    await stream.aclose()
-    assert context.status is None and servicer._app.metrics.rpcs == [("Stream", "OK")]
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert context.status is None and servicer._app.metrics.rpcs == [("Stream", "CANCELLED")]
