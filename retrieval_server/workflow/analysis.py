@@ -141,7 +141,15 @@ async def analyze(
         "decompose": lambda: analyzer.decompose(query),
     }
     tasks = {name: asyncio.ensure_future(asyncio.wait_for(job(), timeout_s)) for name, job in jobs.items()}
-    done, pending = await asyncio.wait(tasks.values(), timeout=total_timeout_s)
+    try:
+        done, pending = await asyncio.wait(tasks.values(), timeout=total_timeout_s)
+    except BaseException:
+        # The request was cancelled (its caller went away): so is its analysis. Each outcome is
+        # read when it comes, or asyncio would log an ERROR for every exception nobody read.
+        for task in tasks.values():
+            task.cancel()
+            task.add_done_callback(_read_outcome)
+        raise
     for task in pending:
         task.cancel()
     for name, task in tasks.items():
@@ -167,6 +175,11 @@ async def analyze(
         else:
             _apply(result, name, task.result())
     return result
+
+
+def _read_outcome(task: asyncio.Future[object]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _apply(result: Analysis, technique: str, value: object) -> None:
