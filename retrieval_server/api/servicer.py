@@ -107,7 +107,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             key, generation = served_answers.key_of(identity, request), self._generation()
             if (served := self._served.get(key, generation)) is not None:
                 body, took_ms = served_answers.serve(served, started)
-                self._app.metrics.observe_query(((served_answers.STAGE, took_ms),), True, ())
+                self._app.metrics.observe_served(served_answers.STAGE, took_ms)
                 if self._app.analytics.enabled:
                     # The event names this caller (super admins share entries).
                     options = dataclasses.replace(served.options, identity=identity)

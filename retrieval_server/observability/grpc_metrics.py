@@ -42,6 +42,43 @@ def go_code(code: grpc.StatusCode) -> str:
     return "".join(part.capitalize() for part in code.name.split("_"))
 
 
+_RECEIVED_HELP = "Total number of RPC stream messages received on the server."
+_SENT_HELP = "Total number of gRPC stream messages sent by the server."
+
+
+def message_counts(families: Iterable[Metric]) -> list[Metric]:
+    """``grpc_server_msg_received_total`` and ``grpc_server_msg_sent_total`` of every call, from
+    ``families`` (this process's, or the sum over workers).
+
+    A unary call receives its one message as it starts and sends one when it ends OK, so its
+    counts are read from ``grpc_server_started_total`` and ``grpc_server_handled_total{grpc_code="OK"}``
+    instead of counted a second time on every call; streaming calls' messages are counted as they pass."""
+    by_name = {family.name: family for family in families}
+    received = Metric("grpc_server_msg_received", _RECEIVED_HELP, "counter")
+    sent = Metric("grpc_server_msg_sent", _SENT_HELP, "counter")
+    for target in (received, sent):
+        if target.name in by_name:
+            target.samples += [s for s in by_name[target.name].samples if s.labels.get("grpc_type") != "unary"]
+    for target, source, code in ((received, "grpc_server_started", None), (sent, "grpc_server_handled", "OK")):
+        for sample in by_name[source].samples if source in by_name else ():
+            if sample.labels.get("grpc_type") != "unary" or sample.labels.get("grpc_code", code) != code:
+                continue
+            labels = {k: v for k, v in sample.labels.items() if k != "grpc_code"}
+            target.samples.append(sample._replace(name=target.name + sample.name[len(source):], labels=labels))
+    return [received, sent]
+
+
+class _MessageCounts:
+    """A collector: :func:`message_counts` of one process's series, at each scrape."""
+
+    def __init__(self, metrics: GrpcServerMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> list[Metric]:
+        m = self._metrics
+        return message_counts([*m.started.collect(), *m.handled.collect(), *m.received.collect(), *m.sent.collect()])
+
+
 class GrpcServerMetrics:
     def __init__(self, registry: CollectorRegistry, buckets: Iterable[float]) -> None:
         names = ["grpc_type", "grpc_service", "grpc_method"]
@@ -50,20 +87,22 @@ class GrpcServerMetrics:
             "grpc_server_handled", "Total number of RPCs completed on the server, regardless of success or failure.",
             [*names, "grpc_code"], registry=registry,
         )
-        self.received = Counter("grpc_server_msg_received", "Total number of RPC stream messages received on the server.", names, registry=registry)
-        self.sent = Counter("grpc_server_msg_sent", "Total number of gRPC stream messages sent by the server.", names, registry=registry)
+        # Streaming calls' messages; registered through message_counts, which adds the unary calls'.
+        self.received = Counter("grpc_server_msg_received", _RECEIVED_HELP, names, registry=None)
+        self.sent = Counter("grpc_server_msg_sent", _SENT_HELP, names, registry=None)
         self.handling = Histogram(
             "grpc_server_handling_seconds",
             "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
             names, buckets=tuple(buckets), registry=registry,
         )
+        registry.register(_MessageCounts(self))
 
     def preregister(self, services: Iterable[ServiceDescriptor]) -> None:
         """Create every method's series at zero, as go-grpc-prometheus does, so rates exist from the first scrape."""
         for service in services:
             for method in service.methods:
                 labels = (_TYPES[method.client_streaming, method.server_streaming], service.full_name, method.name)
-                for metric in (self.started, self.received, self.sent, self.handling):
+                for metric in (self.started, self.handling) if labels[0] == "unary" else (self.started, self.received, self.sent, self.handling):
                     metric.labels(*labels)
                 for code in grpc.StatusCode:
                     self.handled.labels(*labels, go_code(code))
@@ -228,6 +267,8 @@ class GrpcMetricsLayer:
         self, behavior: Callable[..., Awaitable[Any]], labels: tuple[str, str, str], request_streaming: bool, response_streaming: bool
     ) -> Callable[..., Awaitable[Any]]:
         series = _Series(self._m, labels)
+        if not request_streaming and not response_streaming:
+            return self._unary(behavior, series)
 
         async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
             call = _Call(series)
@@ -247,6 +288,27 @@ class GrpcMetricsLayer:
             if not response_streaming and code is grpc.StatusCode.OK:
                 call.sent()
             return response
+
+        return handle
+
+    @staticmethod
+    def _unary(behavior: Callable[..., Awaitable[Any]], series: _Series) -> Callable[..., Awaitable[Any]]:
+        """A unary call's messages are not counted: :func:`message_counts` reads them from
+        its started and handled series."""
+        started, handling = series.started, series.handling
+
+        async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started.inc()
+            start = time.perf_counter()
+            error: BaseException | None = None
+            try:
+                return await behavior(request, context)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                series.handled(_final_code(context, error)).inc()
+                handling.observe(time.perf_counter() - start)
 
         return handle
 

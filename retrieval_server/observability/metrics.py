@@ -37,6 +37,7 @@ class ServiceMetrics:
         PlatformCollector(registry=r)
         self.stages = Histogram("retrieval_stage_duration_seconds", "Query workflow stage latency", ["stage"], buckets=_BUCKETS, registry=r)
         self.cache = Counter("retrieval_query_cache", "Query answers by cache outcome", ["outcome"], registry=r)
+        self._hit = self.cache.labels("hit")
         self.degraded = Counter("retrieval_degradations", "Query answers degraded, by what degraded", ["kind"], registry=r)
         self.ingested = Counter("retrieval_ingested_documents", "documents ingested (added or replaced)", registry=r)
         self.ingest_errors = Counter("retrieval_ingest_errors", "documents that failed to ingest", registry=r)
@@ -70,6 +71,12 @@ class ServiceMetrics:
         for item in degraded:
             # "analysis:hyde:skipped: needs an LLM" -> "analysis:hyde": a bounded label set.
             self._series(self.degraded, ":".join(item.split(":")[:2])).inc()
+
+    def observe_served(self, stage: str, ms: float) -> None:
+        """:meth:`observe_query` of an answer served from the cache (one stage, a hit, nothing
+        degraded), without the generality it pays for on every served answer."""
+        self._series(self.stages, stage).observe(ms / 1e3)
+        self._hit.inc()
 
     def serve(self, host: str, port: int, **tls: Any) -> int:
         """Start the /metrics endpoint; returns the bound port (``port`` 0 picks a free one)."""

@@ -21,7 +21,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess, start_http_server
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from retrieval_server.observability.grpc_metrics import service_view
+from retrieval_server.observability.grpc_metrics import message_counts, service_view
 from retrieval_server.observability.metrics import SERVICE
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -56,15 +56,18 @@ class WorkerCollector:
         yield from families.values()
 
 
-class _WithServiceView:
-    """The workers' summed families, and the service's own view of them (:func:`service_view`)."""
+class _Summed:
+    """The workers' summed families, with the series made from them at scrape time
+    (:func:`message_counts`, :func:`service_view`), as one process's registry has them."""
 
     def __init__(self, workers: multiprocess.MultiProcessCollector) -> None:
         self._workers = workers
 
     def collect(self) -> list[Metric]:
         families = list(self._workers.collect())
-        return families + service_view(families, SERVICE)
+        counts = message_counts(families)
+        made = {family.name for family in counts}
+        return [f for f in families if f.name not in made] + counts + service_view(families, SERVICE)
 
 
 class MultiprocessMetrics:
@@ -76,7 +79,7 @@ class MultiprocessMetrics:
         os.environ[ENV] = str(self.directory)
         self.workers = WorkerCollector()
         self.registry = CollectorRegistry()
-        self.registry.register(_WithServiceView(multiprocess.MultiProcessCollector(None, path=str(self.directory))))
+        self.registry.register(_Summed(multiprocess.MultiProcessCollector(None, path=str(self.directory))))
         self.registry.register(self.workers)
         self._http: WSGIServer | None = None
 

@@ -64,6 +64,10 @@ def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path
             assert eventually(prom, SEARCH_OK, total) == total
             assert eventually(prom, 'sum(retrieval_requests_total{method="Search",code="OK"})', total) == total
             assert eventually(prom, 'sum(grpc_server_handling_seconds_count{grpc_method="Search"})', total) == total
+            # A unary call's messages are read from its started and handled series, summed over workers.
+            assert eventually(prom, 'sum(grpc_server_msg_received_total{grpc_method="Search"})', total) == total
+            assert eventually(prom, 'sum(grpc_server_msg_sent_total{grpc_method="Search"})', total) == total
+            assert query(prom, 'count(grpc_server_msg_sent_total{grpc_method="Search"})') == 1
             assert eventually(prom, "sum(retrieval_worker_up)", 2) == 2
             assert eventually(prom, 'count(process_resident_memory_bytes{worker=~"0|1"} > 10e6)', 2) == 2
             assert query(prom, "sum(retrieval_worker_restarts_total)") == 0
