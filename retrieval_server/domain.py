@@ -51,15 +51,17 @@ class Identity:
     groups: tuple[str, ...] = ()
     #: how the identity was established: "headers" (unauthenticated), "jwt", "gateway"
     verified_by: str = "headers"
+    #: names a grant or ownership may name for this caller: the user id and ``group:<name>``s
+    #: (made once: every request reads them, some several times)
+    principals: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        principals = {*([self.user_id] if self.user_id else []), *(f"group:{g}" for g in self.groups)}
+        object.__setattr__(self, "principals", tuple(sorted(principals)))
 
     @property
     def reads_everything(self) -> bool:
         return self.role is Role.SUPER_ADMIN
-
-    @property
-    def principals(self) -> tuple[str, ...]:
-        """Names a grant or ownership may name for this caller: the user id and ``group:<name>``s."""
-        return tuple(sorted({*([self.user_id] if self.user_id else []), *(f"group:{g}" for g in self.groups)}))
 
 
 @dataclass(frozen=True, slots=True)
