@@ -9,6 +9,7 @@ from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier, tr
 
 USER_ID_HEADER = "x-user-id"
 ROLE_HEADER = "x-user-role"
+_MAX_ROLE_CHARS = max(len(role.value) for role in Role) + 8
 
 
 def identity_from_headers(user_id: str, role: str, verified_by: str = "headers") -> Identity:
@@ -37,7 +38,9 @@ class HeaderIdentities:
 
     A caller sends the same two headers on every call, and parsing them (Unicode normalization,
     a category check per character) cost more than the rest of an answer served from the cache.
-    A pair that fails is not remembered. At most ``size`` pairs; the oldest is dropped first."""
+    A pair that fails is not remembered, nor one longer than an identity can be (white space
+    around a valid value still parses: 4,096 padded pairs would hold tens of MB). At most
+    ``size`` pairs; the oldest is dropped first."""
 
     def __init__(self, verified_by: str = "headers", size: int = 4096) -> None:
         self._verified_by, self._size = verified_by, size
@@ -48,6 +51,8 @@ class HeaderIdentities:
         identity = self._known.get(key)
         if identity is None:
             identity = identity_from_headers(*key, self._verified_by)
+            if len(key[0]) > MAX_USER_ID_CHARS or len(key[1]) > _MAX_ROLE_CHARS:
+                return identity
             if len(self._known) >= self._size:
                 del self._known[next(iter(self._known))]
             self._known[key] = identity

@@ -74,6 +74,10 @@ class _MessageCounts:
     def __init__(self, metrics: GrpcServerMetrics) -> None:
         self._metrics = metrics
 
+    def describe(self) -> list[Metric]:
+        # The names, so that a scrape asking for some (``?name[]=``) finds these too.
+        return [Metric("grpc_server_msg_received", _RECEIVED_HELP, "counter"), Metric("grpc_server_msg_sent", _SENT_HELP, "counter")]
+
     def collect(self) -> list[Metric]:
         m = self._metrics
         return message_counts([*m.started.collect(), *m.handled.collect(), *m.received.collect(), *m.sent.collect()])
@@ -158,6 +162,9 @@ class ServiceView:
 
     def __init__(self, metrics: GrpcServerMetrics, service: str) -> None:
         self._metrics, self._service = metrics, service
+
+    def describe(self) -> list[Metric]:
+        return service_view([], self._service)
 
     def collect(self) -> list[Metric]:
         return service_view([*self._metrics.handled.collect(), *self._metrics.handling.collect()], self._service)

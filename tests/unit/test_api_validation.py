@@ -54,3 +54,13 @@ def test_header_identities_are_remembered_per_pair_of_values_and_failures_are_no
         with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
             identities({"x-user-id": "bob", "x-user-role": "king"})
     assert HeaderIdentities(verified_by="gateway")({"x-user-id": "carol"}).verified_by == "gateway"
+
+
+def test_padded_header_values_are_parsed_but_not_remembered() -> None:
+    identities = HeaderIdentities()
+    padded = {"x-user-id": " " * 7000 + "u1", "x-user-role": " " * 7000 + "admin"}
+    first = identities(padded)
+    assert (first.user_id, first.role) == ("u1", Role.ADMIN)
+    again = identities(padded)
+    assert again == first and again is not first
+    assert identities({"x-user-id": "u1", "x-user-role": "admin"}) is identities({"x-user-id": "u1", "x-user-role": "admin"})
