@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from retrieval_server.domain import Identity, InvalidArgument, Role
 from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier, trim
@@ -26,11 +26,6 @@ def identity_from_headers(user_id: str, role: str, verified_by: str = "headers")
     except ValueError:
         allowed = ", ".join(r.value for r in Role)
         raise InvalidArgument(f"{ROLE_HEADER} must be one of {allowed} (got '{raw_role}')") from None
-
-
-def identity_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> Identity:
-    values = {k.lower(): (v.decode() if isinstance(v, bytes) else v) for k, v in (metadata or ())}
-    return identity_from_headers(values.get(USER_ID_HEADER, ""), values.get(ROLE_HEADER, ""))
 
 
 class HeaderIdentities:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -68,30 +68,18 @@ def message_counts(families: Iterable[Metric]) -> list[Metric]:
     return [received, sent]
 
 
-class _MessageCounts:
-    """A collector: :func:`message_counts` of one process's series, at each scrape."""
-
-    def __init__(self, metrics: GrpcServerMetrics) -> None:
-        self._metrics = metrics
-
-    def describe(self) -> list[Metric]:
-        # The names, so that a scrape asking for some (``?name[]=``) finds these too.
-        return [Metric("grpc_server_msg_received", _RECEIVED_HELP, "counter"), Metric("grpc_server_msg_sent", _SENT_HELP, "counter")]
-
-    def collect(self) -> list[Metric]:
-        m = self._metrics
-        return message_counts([*m.started.collect(), *m.handled.collect(), *m.received.collect(), *m.sent.collect()])
-
-
 class GrpcServerMetrics:
-    def __init__(self, registry: CollectorRegistry, buckets: Iterable[float]) -> None:
+    """The grpc_server_* series; ``service``'s calls are also reported under its own names
+    (:func:`service_view`)."""
+
+    def __init__(self, registry: CollectorRegistry, buckets: Iterable[float], service: str) -> None:
         names = ["grpc_type", "grpc_service", "grpc_method"]
         self.started = Counter("grpc_server_started", "Total number of RPCs started on the server.", names, registry=registry)
         self.handled = Counter(
             "grpc_server_handled", "Total number of RPCs completed on the server, regardless of success or failure.",
             [*names, "grpc_code"], registry=registry,
         )
-        # Streaming calls' messages; registered through message_counts, which adds the unary calls'.
+        # Streaming calls' messages; registered through scraped(), which adds the unary calls'.
         self.received = Counter("grpc_server_msg_received", _RECEIVED_HELP, names, registry=None)
         self.sent = Counter("grpc_server_msg_sent", _SENT_HELP, names, registry=None)
         self.handling = Histogram(
@@ -99,7 +87,7 @@ class GrpcServerMetrics:
             "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
             names, buckets=tuple(buckets), registry=registry,
         )
-        registry.register(_MessageCounts(self))
+        registry.register(_Scraped(self, service))
 
     def preregister(self, services: Iterable[ServiceDescriptor]) -> None:
         """Create every method's series at zero, as go-grpc-prometheus does, so rates exist from the first scrape."""
@@ -157,17 +145,26 @@ def service_view(families: Iterable[Metric], service: str) -> list[Metric]:
     return [requests, latency]
 
 
-class ServiceView:
-    """A collector: :func:`service_view` of ``metrics``, read at each scrape."""
+def scraped(families: Sequence[Metric], service: str) -> list[Metric]:
+    """The families made at scrape time from ``families`` (this process's, or the sum over
+    workers): :func:`message_counts` and :func:`service_view`."""
+    return message_counts(families) + service_view(families, service)
+
+
+class _Scraped:
+    """A collector: :func:`scraped` of one process's series, at each scrape."""
 
     def __init__(self, metrics: GrpcServerMetrics, service: str) -> None:
         self._metrics, self._service = metrics, service
 
     def describe(self) -> list[Metric]:
-        return service_view([], self._service)
+        # The names, so that a scrape asking for some (``?name[]=``) finds these too.
+        return scraped([], self._service)
 
     def collect(self) -> list[Metric]:
-        return service_view([*self._metrics.handled.collect(), *self._metrics.handling.collect()], self._service)
+        m = self._metrics
+        return scraped([family for metric in (m.started, m.handled, m.received, m.sent, m.handling) for family in metric.collect()],
+                       self._service)
 
 
 class _Series:

@@ -16,7 +16,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server
 
 from retrieval.v1 import retrieval_pb2
-from retrieval_server.observability.grpc_metrics import GrpcServerMetrics, ServiceView
+from retrieval_server.observability.grpc_metrics import GrpcServerMetrics
 
 if TYPE_CHECKING:
     from retrieval_server.config import Settings
@@ -41,8 +41,7 @@ class ServiceMetrics:
         self.degraded = Counter("retrieval_degradations", "Query answers degraded, by what degraded", ["kind"], registry=r)
         self.ingested = Counter("retrieval_ingested_documents", "documents ingested (added or replaced)", registry=r)
         self.ingest_errors = Counter("retrieval_ingest_errors", "documents that failed to ingest", registry=r)
-        self.grpc = GrpcServerMetrics(r, _BUCKETS)
-        r.register(ServiceView(self.grpc, SERVICE))
+        self.grpc = GrpcServerMetrics(r, _BUCKETS, SERVICE)
         self.events_published = Counter("retrieval_events_published", "RetrievalCompleted events confirmed by the broker", registry=r)
         self.events_dropped = Counter("retrieval_events_dropped", "RetrievalCompleted events dropped, by reason", ["reason"], registry=r)
         self.events_publish_errors = Counter(

@@ -21,7 +21,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess, start_http_server
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from retrieval_server.observability.grpc_metrics import message_counts, service_view
+from retrieval_server.observability.grpc_metrics import scraped
 from retrieval_server.observability.metrics import SERVICE
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -57,17 +57,17 @@ class WorkerCollector:
 
 
 class _Summed:
-    """The workers' summed families, with the series made from them at scrape time
-    (:func:`message_counts`, :func:`service_view`), as one process's registry has them."""
+    """The workers' summed families, with those made from them at scrape time
+    (:func:`~retrieval_server.observability.grpc_metrics.scraped`), as one process's registry has them."""
 
     def __init__(self, workers: multiprocess.MultiProcessCollector) -> None:
         self._workers = workers
 
     def collect(self) -> list[Metric]:
         families = list(self._workers.collect())
-        counts = message_counts(families)
-        made = {family.name for family in counts}
-        return [f for f in families if f.name not in made] + counts + service_view(families, SERVICE)
+        made = scraped(families, SERVICE)
+        names = {family.name for family in made}
+        return [f for f in families if f.name not in names] + made
 
 
 class MultiprocessMetrics:

@@ -12,7 +12,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -142,16 +142,11 @@ async def analyze(
     }
     tasks = {name: asyncio.ensure_future(asyncio.wait_for(job(), timeout_s)) for name, job in jobs.items()}
     try:
-        done, pending = await asyncio.wait(tasks.values(), timeout=total_timeout_s)
+        _, pending = await asyncio.wait(tasks.values(), timeout=total_timeout_s)
     except BaseException:
-        # The request was cancelled (its caller went away): so is its analysis. Each outcome is
-        # read when it comes, or asyncio would log an ERROR for every exception nobody read.
-        for task in tasks.values():
-            task.cancel()
-            task.add_done_callback(_read_outcome)
+        _abandon(tasks.values())  # the request was cancelled (its caller went away): so is its analysis
         raise
-    for task in pending:
-        task.cancel()
+    _abandon(pending)
     for name, task in tasks.items():
         if task in pending:
             result.dropped[name] = "timeout (total)"
@@ -175,6 +170,14 @@ async def analyze(
         else:
             _apply(result, name, task.result())
     return result
+
+
+def _abandon(tasks: Iterable[asyncio.Future[object]]) -> None:
+    """Cancel ``tasks``; each outcome is read when it comes (a technique may still end with an
+    exception), or asyncio would log an ERROR for every exception nobody read."""
+    for task in tasks:
+        task.cancel()
+        task.add_done_callback(_read_outcome)
 
 
 def _read_outcome(task: asyncio.Future[object]) -> None:

@@ -104,7 +104,7 @@ class Harness:
 @pytest_asyncio.fixture(scope="module")
 async def harness() -> AsyncIterator[Harness]:
     registry = CollectorRegistry()
-    metrics = GrpcServerMetrics(registry, (0.01, 0.1, 1.0))
+    metrics = GrpcServerMetrics(registry, (0.01, 0.1, 1.0), SERVICE)
     probe = Probe()
     server = grpc.aio.server()
     edge = Edge([GrpcMetricsLayer(metrics)])

@@ -1,4 +1,5 @@
-"""A request cancelled during query analysis cancels the analysis, and nothing is left unread."""
+"""A request cancelled during query analysis, or analysis past its total timeout, cancels the
+techniques, and nothing they raise is left unread."""
 
 from __future__ import annotations
 
@@ -68,5 +69,21 @@ async def test_a_cancelled_analysis_cancels_its_techniques_and_leaves_no_excepti
     # asyncio reports an unread exception when the task is collected; the request's traceback
     # holds analyze's frame, and so its tasks, until the request goes.
     del request
+    gc.collect()
+    assert unread == []
+
+
+async def test_techniques_past_the_total_timeout_are_cancelled_and_leave_no_exception_unread() -> None:
+    loop = asyncio.get_running_loop()
+    unread: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    analyzer = Held()
+    # A total timeout of 0: every technique has started (and waits) when it passes.
+    analysis = await analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=0)  # type: ignore[arg-type]
+    assert analysis.dropped == dict.fromkeys(("rewrite", "reformulate", "hyde", "decompose"), "timeout (total)")
+    analyzer.release.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert analyzer.cancelled == 4
     gc.collect()
     assert unread == []

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval_server.api import validation
-from retrieval_server.api.identity import HeaderIdentities, identity_from_metadata
+from retrieval_server.api.identity import HeaderIdentities, identity_from_headers
 from retrieval_server.config import load_settings
 from retrieval_server.domain import InvalidArgument, Role
 
@@ -29,14 +29,14 @@ def test_top_k_default_and_limits() -> None:
             validation.top_k(bad, 5, 100)
 
 
-def test_identity_from_metadata() -> None:
-    assert identity_from_metadata([]).role is Role.ANONYMOUS
-    alice = identity_from_metadata([("x-user-id", "alice")])
+def test_identity_from_headers() -> None:
+    assert identity_from_headers("", "").role is Role.ANONYMOUS
+    alice = identity_from_headers("alice", "")
     assert (alice.user_id, alice.role) == ("alice", Role.USER)
-    admin = identity_from_metadata([("x-user-id", "root"), ("x-user-role", "super_admin")])
+    admin = identity_from_headers("root", "super_admin")
     assert admin.reads_everything
     with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
-        identity_from_metadata([("x-user-role", "king")])
+        identity_from_headers("", "king")
 
 
 def test_header_identities_are_remembered_per_pair_of_values_and_failures_are_not() -> None:

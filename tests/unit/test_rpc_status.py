@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from retrieval_server.api.servicer import _rpc, _rpc_stream
 from retrieval_server.domain import InvalidArgument, Unavailable
-from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer, GrpcServerMetrics, ServiceView
+from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer, GrpcServerMetrics
 
 SERVICE = "retrieval.v1.RetrievalService"
 
@@ -43,12 +43,13 @@ class Metrics:
     """The grpc_server_* series and the service's view of them."""
 
     def __init__(self) -> None:
-        self.grpc = GrpcServerMetrics(CollectorRegistry(), (0.1, 1.0))
+        self.registry = CollectorRegistry()
+        self.grpc = GrpcServerMetrics(self.registry, (0.1, 1.0), SERVICE)
 
     @property
     def rpcs(self) -> list[tuple[str, str]]:
         """(method, code) of every call retrieval_requests_total counted, one entry per call."""
-        requests = ServiceView(self.grpc, SERVICE).collect()[0]
+        requests = next(family for family in self.registry.collect() if family.name == "retrieval_requests")
         return sorted((s.labels["method"], s.labels["code"]) for s in requests.samples if s.name.endswith("_total")
                       for _ in range(int(s.value)))
 
