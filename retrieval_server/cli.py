@@ -315,9 +315,10 @@ def _run_service(settings: Settings, args: argparse.Namespace) -> int:
             from retrieval_server.supervisor import supervise
 
             return supervise(settings)
+        from retrieval_server import event_loop
         from retrieval_server.server import serve
 
-        asyncio.run(serve(settings))
+        event_loop.run(serve(settings), settings.event_loop)
         return 0
     if args.command == "graph":
         return asyncio.run(_export_graph(settings, args))

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from retrieval_server.event_loop import EventLoop
+
 
 class Settings(BaseSettings):
     """Every knob of the service. ``Settings()`` reads the environment and validates it."""
@@ -35,6 +37,7 @@ class Settings(BaseSettings):
     metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); worker i of several processes: port + i")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
+    event_loop: EventLoop = Field("uvloop", description="a server process's event loop: uvloop, or the standard library's asyncio")
 
     metrics_host: str | None = Field(None, description="/metrics listen address; unset: the gRPC listen address")
     metrics_tls: bool = Field(False, description="serve /metrics over HTTPS with the gRPC port's certificate (and client CA)")

@@ -8,7 +8,6 @@ every worker writes to it directly.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import multiprocessing
 import signal
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
+from retrieval_server import event_loop
 from retrieval_server.config import Settings
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
@@ -62,7 +62,7 @@ def _run_worker(settings: Settings, worker: int, report: Connection) -> None:
     configure(settings.log_level, settings.log_format)
     log.info("worker starting", extra={"worker": worker})
     try:
-        asyncio.run(serve(settings, on_ready=lambda: report.send(READY)))
+        event_loop.run(serve(settings, on_ready=lambda: report.send(READY)), settings.event_loop)
     except Exception as exc:
         log.error("worker %d could not start: %s", worker, exc)
         report.send(str(exc) or type(exc).__name__)

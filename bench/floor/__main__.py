@@ -62,6 +62,8 @@ SCENARIOS = {
     for s in (
         Scenario("echo", echo.METHOD, _query(TOP_K, cache=True, rerank=False), service=echo.SERVICE, response_type=pb.QueryResponse,
                  description="transport floor: bare grpc.aio, one unary method, the cached answer's bytes"),
+        Scenario("echo-uvloop", echo.METHOD, _query(TOP_K, cache=True, rerank=False), service=echo.SERVICE, response_type=pb.QueryResponse,
+                 description="the same on uvloop, the service's event loop"),
         Scenario("query-cached", "Query", _query(TOP_K, cache=True, rerank=False), warm_cache=True, description="Query HYBRID from the cache"),
         Scenario("search", "Search", lambda q: pb.SearchRequest(query=q, top_k=TOP_K), description="Search, top 5"),
         Scenario("query-hybrid", "Query", _query(TOP_K, cache=False, rerank=False), description="Query HYBRID top 5, no rerank"),
@@ -104,13 +106,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @contextmanager
-def echo_server(response: pb.QueryResponse) -> Iterator[str]:
-    """The transport floor in a process of its own, as the service runs in one."""
+def echo_server(response: pb.QueryResponse, loop: str = "asyncio") -> Iterator[str]:
+    """The transport floor in a process of its own, as the service runs in one, on ``loop``."""
     with tempfile.TemporaryDirectory() as tmp:
         body = Path(tmp) / "response.bin"
         body.write_bytes(response.SerializeToString())
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.floor.echo", "--port", str(port), "--response", str(body)],
+        proc = subprocess.Popen([sys.executable, "-m", "bench.floor.echo", "--port", str(port), "--response", str(body), "--loop", loop],
                                 stdout=subprocess.PIPE, text=True)
         try:
             line = proc.stdout.readline() if proc.stdout else ""
@@ -192,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
                 if processes == 1:
                     with grpc.insecure_channel(server.target) as channel:
                         answer = cached.method_on(channel)(cached.build(queries[0]), timeout=60)
-                    with echo_server(answer) as echo_target:
+                    with echo_server(answer) as echo_target, echo_server(answer, "uvloop") as uvloop_target:
                         for c in (1, *args.load_concurrency):
-                            # The floor right before the measurement it is the floor of: the machine's load drifts.
+                            # The floors right before the measurement they are the floors of: the machine's load drifts.
                             cells.append(_run(runner, echo_target, "echo", queries, c, args.duration, 1, None))
+                            cells.append(_run(runner, uvloop_target, "echo-uvloop", queries, c, args.duration, 1, None))
                             cell("query-cached", c)
                     for name in ("search", "query-hybrid", "query-hybrid-top100", "query-hybrid-rerank"):
                         cell(name, 1)

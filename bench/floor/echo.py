@@ -1,11 +1,12 @@
 """The transport floor: a bare grpc.aio server with one unary method and nothing else.
 
-    python -m bench.floor.echo --port 50999 --response response.bin
+    python -m bench.floor.echo --port 50999 --response response.bin [--loop uvloop]
 
 It decodes each request as a ``QueryRequest`` and answers with the same prepared
 ``QueryResponse`` every time (a real answer captured from the service, so both servers send the
 same bytes): what gRPC, protobuf and one Python event loop cost on this machine, with no
-interceptor, no validation, no workflow.
+interceptor, no validation, no workflow. The standard asyncio loop by default (the floor as the
+performance issue defines it); ``--loop uvloop`` runs it on the loop the service uses.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import grpc
 
 from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_server import event_loop
 
 SERVICE = "bench.floor.Echo"
 METHOD = "Echo"
@@ -58,9 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.floor.echo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--response", type=Path, help="a serialized QueryResponse to answer with (default: an empty one)")
+    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio", help="the event loop (default: the standard one)")
     args = p.parse_args(argv)
     response = pb.QueryResponse.FromString(args.response.read_bytes()) if args.response else pb.QueryResponse()
-    asyncio.run(_serve(response, args.port))
+    event_loop.run(_serve(response, args.port), args.loop)
     return 0
 
 

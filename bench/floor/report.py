@@ -81,6 +81,10 @@ class Report:
                              "≤ 1.5×" if c == 32 else "", r <= 1.5 if c == 32 else None))
             if c == 1:
                 out.append(Ratio("query-cached", "c=1 p50 ms", cached.p50_ms, echo.p50_ms, "echo p50", _ratio(cached.p50_ms, echo.p50_ms), "", None))
+            if (uvloop := self.cell("echo-uvloop", c)) is not None:
+                # The service runs on uvloop: how much of the ratio above is the event loop, and how much is ours.
+                out.append(Ratio("query-cached", f"c={c} req/s, of echo on uvloop", cached.rps, uvloop.rps, "echo on uvloop req/s",
+                                 _ratio(cached.rps, uvloop.rps), "", None))
         search = self.cell("search", 1)
         if search is not None:
             floor = f.search_made_ms

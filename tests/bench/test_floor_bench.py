@@ -81,7 +81,7 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
         return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, stages or {})
 
     cells = [
-        cell("echo", 32, 1000.0, 1.0), cell("query-cached", 32, 900.0, 1.1, {"check_cache": 0.2}),
+        cell("echo", 32, 1000.0, 1.0), cell("echo-uvloop", 32, 1200.0, 0.9), cell("query-cached", 32, 900.0, 1.1, {"check_cache": 0.2}),
         cell("search", 1, 10.0, floor.search_made_ms * 1.2),
         cell("query-hybrid", 1, 10.0, fastest * 2, {"retrieve": 5.0, "enrich": 1.0}),
         cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}),
@@ -89,6 +89,9 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
     ]
     ratios = {(r.scenario, r.what): r for r in Report(floor, cells, cores=2).ratios(top_k=2, wide_top_k=4, candidates_per_context=2)}
     assert ratios["query-cached", "c=32 req/s"].ratio == 0.9 and ratios["query-cached", "c=32 req/s"].met
+    # The goal stays against the standard loop's echo; the uvloop echo is a reference beside it.
+    beside = ratios["query-cached", "c=32 req/s, of echo on uvloop"]
+    assert beside.ratio == 0.75 and beside.met is None and beside.floor == 1200.0
     assert ratios["search", "c=1 p50 ms"].met and not ratios["query-hybrid", "c=1 p50 ms"].met
     assert ratios["query-hybrid", "c=1 p50 ms"].ratio == pytest.approx(2.0, abs=0.01)
     assert ratios["query-hybrid", "c=1 p50 ms, of each call alone"].floor == pytest.approx(floor.hybrid(2, 4), abs=0.01)
@@ -126,7 +129,7 @@ def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) 
     assert code == 0
     report = json.loads(out.read_text())
     rows = {(r["scenario"], r["what"]) for r in report["ratios"]}
-    for row in [("query-cached", "c=2 req/s"), ("search", "c=1 p50 ms"), ("query-hybrid", "analyze + retrieve ms"),
+    for row in [("query-cached", "c=2 req/s"), ("query-cached", "c=2 req/s, of echo on uvloop"), ("search", "c=1 p50 ms"), ("query-hybrid", "analyze + retrieve ms"),
                 ("query-hybrid-top100", "enrich ms, top 100 / top 5"), ("query-hybrid-rerank", "rerank ms (20 pairs)"),
                 ("query-hybrid", "1 proc c=2 req/s")]:
         assert row in rows, row

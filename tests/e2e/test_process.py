@@ -52,21 +52,22 @@ def test_second_process_on_the_same_folder_is_refused(tmp_path: Path) -> None:
         server.wait(timeout=60)
 
 
-def drain(proc: subprocess.Popen[str]) -> tuple[list[str], threading.Event]:
+def drain(proc: subprocess.Popen[str], msg: str = "document stored") -> tuple[list[str], threading.Event]:
     """Read the process's stderr to the end in a thread (a full pipe would block its logging);
-    the event is set at its first "document stored" line."""
+    the event is set at its first line logging ``msg``, or at the end of the stream."""
     lines: list[str] = []
-    stored = threading.Event()
+    seen = threading.Event()
 
     def read() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append(line)
-            if '"msg": "document stored"' in line:
-                stored.set()
+            if f'"msg": "{msg}"' in line:
+                seen.set()
+        seen.set()
 
     threading.Thread(target=read, daemon=True).start()
-    return lines, stored
+    return lines, seen
 
 
 def _wait_serving(target: str, proc: subprocess.Popen[str]) -> None:
@@ -194,6 +195,34 @@ def test_two_processes_share_the_port_and_serve_read_only_copies(tmp_path: Path)
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=90) == 0
         assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: Path, loop: str) -> None:
+    (tmp_path / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
+    data = tmp_path / "data"
+    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "tides.txt")], env=_env(RETRIEVAL_DATA_DIR=str(data)),
+                            capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+    port = free_port()
+    env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_EVENT_LOOP=loop)
+    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
+    logs, serving = drain(server, "serving")
+    try:
+        _wait_serving(f"127.0.0.1:{port}", server)
+        serving.wait()  # logged right after health turns SERVING (or the stream ended)
+        started = [json.loads(line) for line in logs if '"msg": "serving"' in line]
+        assert started and started[0]["event_loop"] == loop, "".join(logs)
+        with RetrievalClient(f"127.0.0.1:{port}") as client:
+            # a miss, a cache hit through the workflow, then the response bytes kept for repeats
+            for _ in range(3):
+                assert client.query("what causes tides", top_k=1).contexts[0].document_id == "tides"
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=90) == 0
     finally:
         if server.poll() is None:
             server.kill()
