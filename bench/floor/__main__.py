@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = dict(kv.split("=", 1) for kv in args.set)
     starts = startup.StartupReport()
     if not args.no_startup:
+        startup.compile_project()
         starts.python_ms = startup.python_start_ms()
         starts.model_load_ms = startup.model_load_ms(model_dir)
         starts.serve_to_serving_ms = startup.serve_to_serving_ms(

@@ -9,10 +9,15 @@
 * ``ingest --local`` of two small files: the wall time beside the model's part (its session load
   and the embedding of the same chunks, in-process) and the imports of that path (a process that
   imports the application and exits): the command should be dominated by the model.
+
+The project's own modules are byte-compiled first (:func:`compile_project`), as ``pip install``
+leaves them: an editable checkout on a machine with ``PYTHONDONTWRITEBYTECODE`` set otherwise
+compiles them again at every start (about 80 ms here), which no installed service pays.
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 import statistics
 import subprocess
@@ -60,6 +65,17 @@ def _median_wall_ms(argv: Sequence[str], env: Mapping[str, str], repeat: int) ->
         subprocess.run(argv, env=dict(env), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def compile_project() -> None:
+    """Byte-compile the packages a server and the CLI import, as an install does."""
+    import retrieval.v1
+    import retrieval_client
+    import retrieval_server
+    import scoring_core
+
+    for package in (retrieval_server, scoring_core, retrieval_client, retrieval.v1):
+        compileall.compile_dir(Path(package.__file__).parent, quiet=1)
 
 
 def python_start_ms(repeat: int = 5) -> float:
