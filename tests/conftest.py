@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, settings
+
+from retrieval_server.event_loop import loop_factory
 
 # Keep test logs readable and the thread count fixed on the 2-core machines.
 os.environ.setdefault("RETRIEVAL_LOG_FORMAT", "text")
@@ -14,3 +18,9 @@ os.environ.setdefault("RETRIEVAL_MODEL", "int8")
 # hypothesis's 200 ms deadline, and generating one longer than its too_slow health check allows.
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
+
+
+def pytest_asyncio_loop_factories(config: object, item: object) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every async test on the loop a server runs on by default (RETRIEVAL_EVENT_LOOP); the standard
+    loop is served in tests/e2e/test_process.py."""
+    return {"uvloop": loop_factory("uvloop")}

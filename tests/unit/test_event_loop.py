@@ -1,0 +1,24 @@
+"""The event loops a server process can run on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from retrieval_server import event_loop
+
+
+async def _loop_module() -> str:
+    await asyncio.sleep(0)
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+
+@pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
+def test_run_uses_the_loop_it_is_given(kind: event_loop.EventLoop) -> None:
+    assert event_loop.run(_loop_module(), kind) == kind
+
+
+async def test_async_tests_run_on_the_servers_default_loop() -> None:
+    # tests/conftest.py: the suite runs where production does.
+    assert await _loop_module() == "uvloop"
