@@ -19,13 +19,21 @@ EventLoop = Literal["uvloop", "asyncio"]
 
 def loop_factory(kind: EventLoop) -> Callable[[], asyncio.AbstractEventLoop]:
     if kind == "uvloop":
-        import uvloop
-
+        try:
+            import uvloop
+        except ImportError:
+            raise RuntimeError("RETRIEVAL_EVENT_LOOP=uvloop needs the uvloop package (not made for Windows): "
+                               "install it, or set RETRIEVAL_EVENT_LOOP=asyncio") from None
         return uvloop.new_event_loop
     return asyncio.new_event_loop
 
 
 def run(main: Coroutine[Any, Any, T], kind: EventLoop) -> T:
     """``asyncio.run(main)`` on a loop of ``kind``."""
-    with asyncio.Runner(loop_factory=loop_factory(kind)) as runner:
+    try:
+        factory = loop_factory(kind)
+    except RuntimeError:
+        main.close()  # never to run: no "was never awaited" warning on top of the error
+        raise
+    with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)

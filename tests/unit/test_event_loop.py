@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import pytest
 
@@ -22,3 +23,11 @@ def test_run_uses_the_loop_it_is_given(kind: event_loop.EventLoop) -> None:
 async def test_async_tests_run_on_the_servers_default_loop() -> None:
     # tests/conftest.py: the suite runs where production does.
     assert await _loop_module() == "uvloop"
+
+
+def test_uvloop_missing_is_a_clear_error_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what an import finds on a platform without it
+    main = _loop_module()
+    with pytest.raises(RuntimeError, match="RETRIEVAL_EVENT_LOOP=asyncio"):
+        event_loop.run(main, "uvloop")
+    assert main.cr_frame is None  # closed, not left to warn that it was never awaited
