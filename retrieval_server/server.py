@@ -15,6 +15,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2
+from retrieval_server import event_loop
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
@@ -120,7 +121,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id,
                                "transport": "mutual TLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
-                               "auth_mode": settings.auth_mode, "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0]})
+                               "auth_mode": settings.auth_mode, "event_loop": event_loop.running()})
     if settings.auth_mode == "none":
         log.warning("identity is not authenticated: x-user-id and x-user-role are believed as sent (RETRIEVAL_AUTH_MODE=none); "
                     "use jwt or gateway wherever the port is reachable by others")

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+import pytest
 from hypothesis import HealthCheck, settings
 
+from retrieval_server.config import Settings
 from retrieval_server.event_loop import loop_factory
 
 # Keep test logs readable and the thread count fixed on the 2-core machines.
@@ -20,7 +22,7 @@ settings.register_profile("suite", deadline=None, suppress_health_check=[HealthC
 settings.load_profile("suite")
 
 
-def pytest_asyncio_loop_factories(config: object, item: object) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
     """Every async test on the loop a server runs on by default (RETRIEVAL_EVENT_LOOP); the standard
     loop is served in tests/e2e/test_process.py."""
-    return {"uvloop": loop_factory("uvloop")}
+    return {"default": loop_factory(Settings.model_fields["event_loop"].default)}

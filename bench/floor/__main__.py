@@ -6,7 +6,8 @@
 Floors:
 
 * transport: a bare grpc.aio server with one unary method (``bench.floor.echo``) answering the
-  same bytes as a cached Query, driven by the same load generator at the same concurrency;
+  same bytes as a cached Query, driven by the same load generator at the same concurrency, on the
+  standard asyncio loop (the goal's floor) and on uvloop (the service's loop: what is left is ours);
 * in-process: the same embedding and engine calls made directly, no gRPC, no workflow graph
   (``bench.floor.inprocess``), measured on the same index before the server starts;
 * what the cores allow under load: each scenario's in-process calls back to back on as many
@@ -46,6 +47,7 @@ from bench.load.settings import available_cores, server_settings
 from bench.quality import index as bench_index
 from bench.server_process import free_port, running_server
 from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_server.event_loop import EventLoop
 
 TOP_K = 5
 WIDE_TOP_K = 100
@@ -106,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @contextmanager
-def echo_server(response: pb.QueryResponse, loop: str = "asyncio") -> Iterator[str]:
+def echo_server(response: pb.QueryResponse, loop: EventLoop = "asyncio") -> Iterator[str]:
     """The transport floor in a process of its own, as the service runs in one, on ``loop``."""
     with tempfile.TemporaryDirectory() as tmp:
         body = Path(tmp) / "response.bin"
@@ -197,9 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                         answer = cached.method_on(channel)(cached.build(queries[0]), timeout=60)
                     with echo_server(answer) as echo_target, echo_server(answer, "uvloop") as uvloop_target:
                         for c in (1, *args.load_concurrency):
-                            # The floors right before the measurement they are the floors of: the machine's load drifts.
-                            cells.append(_run(runner, echo_target, "echo", queries, c, args.duration, 1, None))
+                            # The floors right before the measurement they are the floors of, the goal's last: the
+                            # machine's load drifts.
                             cells.append(_run(runner, uvloop_target, "echo-uvloop", queries, c, args.duration, 1, None))
+                            cells.append(_run(runner, echo_target, "echo", queries, c, args.duration, 1, None))
                             cell("query-cached", c)
                     for name in ("search", "query-hybrid", "query-hybrid-top100", "query-hybrid-rerank"):
                         cell(name, 1)

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import signal
 from pathlib import Path
+from typing import get_args
 
 import grpc
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.floor.echo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--response", type=Path, help="a serialized QueryResponse to answer with (default: an empty one)")
-    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio", help="the event loop (default: the standard one)")
+    p.add_argument("--loop", choices=get_args(event_loop.EventLoop), default="asyncio", help="the event loop (default: the standard one)")
     args = p.parse_args(argv)
     response = pb.QueryResponse.FromString(args.response.read_bytes()) if args.response else pb.QueryResponse()
     event_loop.run(_serve(response, args.port), args.loop)

@@ -52,18 +52,21 @@ def test_second_process_on_the_same_folder_is_refused(tmp_path: Path) -> None:
         server.wait(timeout=60)
 
 
-def drain(proc: subprocess.Popen[str], msg: str = "document stored") -> tuple[list[str], threading.Event]:
+def drain(proc: subprocess.Popen[str], msg: str = "document stored", count: int = 1) -> tuple[list[str], threading.Event]:
     """Read the process's stderr to the end in a thread (a full pipe would block its logging);
-    the event is set at its first line logging ``msg``, or at the end of the stream."""
+    the event is set once ``count`` lines have logged ``msg``, or at the end of the stream."""
     lines: list[str] = []
     seen = threading.Event()
 
     def read() -> None:
         assert proc.stderr is not None
+        found = 0
         for line in proc.stderr:
             lines.append(line)
             if f'"msg": "{msg}"' in line:
-                seen.set()
+                found += 1
+                if found == count:
+                    seen.set()
         seen.set()
 
     threading.Thread(target=read, daemon=True).start()
@@ -201,22 +204,26 @@ def test_two_processes_share_the_port_and_serve_read_only_copies(tmp_path: Path)
             server.wait()
 
 
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: Path, loop: str) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize(("loop", "processes"), [("uvloop", 1), ("asyncio", 1), ("asyncio", 2)])
+def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: Path, loop: str, processes: int) -> None:
     (tmp_path / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
     data = tmp_path / "data"
     ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "tides.txt")], env=_env(RETRIEVAL_DATA_DIR=str(data)),
                             capture_output=True, text=True, timeout=300)
     assert ingest.returncode == 0, ingest.stderr
     port = free_port()
-    env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_EVENT_LOOP=loop)
+    env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_EVENT_LOOP=loop,
+               RETRIEVAL_PROCESSES=str(processes))
     server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
-    logs, serving = drain(server, "serving")
+    # Each process (each worker of several) logs "serving" once its health is SERVING.
+    logs, serving = drain(server, "serving", count=processes)
     try:
         _wait_serving(f"127.0.0.1:{port}", server)
-        serving.wait()  # logged right after health turns SERVING (or the stream ended)
+        # A bound against a hang only (a server that never logs the line): it ends at the line.
+        assert serving.wait(timeout=300), "".join(logs)
         started = [json.loads(line) for line in logs if '"msg": "serving"' in line]
-        assert started and started[0]["event_loop"] == loop, "".join(logs)
+        assert [s["event_loop"] for s in started] == [loop] * processes, "".join(logs)
         with RetrievalClient(f"127.0.0.1:{port}") as client:
             # a miss, a cache hit through the workflow, then the response bytes kept for repeats
             for _ in range(3):
