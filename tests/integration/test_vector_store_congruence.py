@@ -79,6 +79,11 @@ async def test_document_filter(vector_store: VectorStore) -> None:
     vecs = await _fill(vector_store)
     hits = await vector_store.search_dense(vecs[0], 10, PointFilter(access=ROOT.access, document_ids=("priv", "other")))
     assert {h.document_id for h in hits} == {"priv", "other"}
+    # Both at once: the named documents, and of those only what the caller may read.
+    for flt, visible in [(ALICE, {"pub", "priv"}), (ANON, {"pub"})]:
+        named = PointFilter(access=flt.access, document_ids=("pub", "priv", "other"))
+        assert {h.document_id for h in await vector_store.search_dense(vecs[0], 10, named)} == visible
+        assert {h.document_id for h in await vector_store.search_sparse(SparseVector((7,), (1.0,)), 10, named)} == visible
 
 
 async def test_sparse_search_matches_terms(vector_store: VectorStore) -> None:

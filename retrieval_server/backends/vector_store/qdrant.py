@@ -45,12 +45,11 @@ warnings.filterwarnings("ignore", message="Local mode performs exact")
 
 def _filter(flt: PointFilter) -> models.Filter | None:
     should, must_any = access_clauses(flt)
-    must: list = [models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in must_any]
-    if should:
-        must.append(
-            models.Filter(should=[models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in should])
-        )
-    return models.Filter(must=must) if must else None
+    if not should and not must_any:
+        return None
+    # One level, as the embedded engine's filter (edge._filter): the same points, fewer checks per point.
+    return models.Filter(must=[models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in must_any] or None,
+                         should=[models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in should] or None)
 
 
 def _document(document_id: str) -> models.FieldCondition:
