@@ -21,8 +21,8 @@ EventLoop = Literal["uvloop", "asyncio"]
 def loop_factory(kind: EventLoop) -> Callable[[], asyncio.AbstractEventLoop]:
     """What makes a loop of ``kind``; raises RuntimeError, naming the setting, when uvloop is missing."""
     if kind == "uvloop":
-        # Imported here, not at the top: the settings module imports this one, and every CLI
-        # command reads the settings, most of them without ever running a server loop.
+        # Imported here, not at the top: the settings module imports this one, and commands that
+        # never run a server (ingest, graph export) read the settings too.
         try:
             import uvloop
         except ImportError:
