@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 # Only what every command needs: a client command (query, search, health, ...) is one RPC, and its
 # wall time is its imports. The service's settings, numpy, numba, onnxruntime and the engines are
@@ -369,5 +369,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def run() -> NoReturn:
+    """The console script: :func:`main`, then exit without the interpreter's teardown.
+
+    A command has closed everything it opened when ``main`` returns, and the teardown that
+    remains only frees the objects of some 600 modules one by one: 60-90 ms after ``ingest
+    --local``, longer than writing its two documents, and a wait for nothing after every
+    one-shot command (Instagram skips it for the same reason). ``serve`` keeps the usual exit,
+    so that anything its worker processes or the server registered to run at exit still runs.
+    """
+    argv = sys.argv[1:]
+    code = main(argv)
+    if argv[:1] == ["serve"]:
+        sys.exit(code)
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        sys.exit(code)  # a closed pipe: let the interpreter report it as it always does
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
