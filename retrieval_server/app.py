@@ -86,7 +86,10 @@ class Application:
         # lowest scheduling priority, so that a query's model run keeps the core they share.
         self.inference_beside = BlockingExecutor(1, name="inference-beside", nice=BACKGROUND_NICE)
         # Without a model folder the index says which MiniLM build embeds it: chosen in open().
-        files = resolve_model(settings.model_dir) if settings.model_dir is not None else None
+        files = (
+            resolve_model(settings.model_dir, settings.model_cache_dir or default_cache_dir())
+            if settings.model_dir is not None else None
+        )
         self.model_choice: model_choice.ModelChoice | None = None
         # The tracer copies these per call, so the span names the model open() binds.
         self._embedder_attributes = {"retrieval.model": files.model_id if files else ""}

