@@ -16,20 +16,19 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-import grpc
 import wrapt
 
 from retrieval_server import __version__
+from retrieval_server.observability.metrics import SERVICE
 
 if TYPE_CHECKING:
+    import grpc
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
     from retrieval_server.domain import QueryMetrics, QueryOptions, Strategy
 
 T = TypeVar("T")
-#: RPC spans for our service only: health probes and reflection would bury the traces that matter.
-TRACED_SERVICE = "retrieval.v1.RetrievalService"
 # Backend lifecycle calls are not work done for a request.
 _UNTRACED = {"open", "close"}
 
@@ -175,7 +174,8 @@ class Tracing:
             return []
         from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-        return [aio_server_interceptor(tracer_provider=self.provider, filter_=filters.service_name(TRACED_SERVICE))]
+        # Our service only: health probes and reflection would bury the traces that matter.
+        return [aio_server_interceptor(tracer_provider=self.provider, filter_=filters.service_name(SERVICE))]
 
     def wrap(self, backend: T, component: str, attributes: Mapping[str, Any] | None = None) -> T:
         """``backend`` with a span per call when tracing is on; ``backend`` itself otherwise."""
