@@ -86,10 +86,7 @@ class Application:
         # lowest scheduling priority, so that a query's model run keeps the core they share.
         self.inference_beside = BlockingExecutor(1, name="inference-beside", nice=BACKGROUND_NICE)
         # Without a model folder the index says which MiniLM build embeds it: chosen in open().
-        files = (
-            resolve_model(settings.model_dir, settings.model_cache_dir or default_cache_dir())
-            if settings.model_dir is not None else None
-        )
+        files = resolve_model(settings.model_dir, self._digest_cache()) if settings.model_dir is not None else None
         self.model_choice: model_choice.ModelChoice | None = None
         # The tracer copies these per call, so the span names the model open() binds.
         self._embedder_attributes = {"retrieval.model": files.model_id if files else ""}
@@ -280,6 +277,13 @@ class Application:
             redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=s.redis_key_prefix, timeout_s=s.cache_timeout_s)
             return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
+
+    def _digest_cache(self) -> Path | None:
+        """Where the model file's digest is remembered; None (hash at every start) without a home folder."""
+        try:
+            return self.settings.model_cache_dir or default_cache_dir()
+        except RuntimeError:  # Path.home() of a user without a home (no HOME, no passwd entry)
+            return None
 
     def _vector_store(self) -> VectorStore:
         s = self.settings

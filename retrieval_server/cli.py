@@ -229,11 +229,11 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
 def _quantize(source: Path, target: Path) -> int:
     import shutil
 
-    from scoring_core.quantize import quantize_dynamic_int8
-
     if not (source / "model.onnx").is_file():
         print(f"error: {source} has no model.onnx", file=sys.stderr)
         return 1
+    from scoring_core.quantize import quantize_dynamic_int8
+
     quantize_dynamic_int8(source / "model.onnx", target / "model.onnx")
     for extra in ("tokenizer.json", "config.json"):
         if (source / extra).is_file():
@@ -376,17 +376,20 @@ def run() -> NoReturn:
     remains only frees the objects of some 600 modules one by one: 60-90 ms after ``ingest
     --local``, longer than writing its two documents, and a wait for nothing after every
     one-shot command (Instagram skips it for the same reason). ``serve`` keeps the usual exit,
-    so that anything its worker processes or the server registered to run at exit still runs.
+    so that anything its worker processes or the server registered to run at exit still runs;
+    so does a process under a profiler or a tracer (cProfile, coverage), which writes its data
+    at exit.
     """
     argv = sys.argv[1:]
     code = main(argv)
-    if argv[:1] == ["serve"]:
+    if argv[:1] == ["serve"] or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
     logging.shutdown()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None when the process was started with it closed
+                stream.flush()
+    except (OSError, ValueError):
         sys.exit(code)  # a closed pipe: let the interpreter report it as it always does
     os._exit(code)
 

@@ -2,11 +2,13 @@
 
 The model file's digest names the vectors of an index, so every ``serve`` and every CLI command
 that opens the service needs it; hashing 90 MB takes about 50 ms, a twentieth of ``ingest
---local`` on two small files. A file whose device, inode, size and modification time (in
-nanoseconds) are what they were when it was hashed is taken to be the same file, the test git
-and make rely on. Replacing a model writes a new inode or a new mtime, so it is hashed again.
-As in git, a file modified just before it was hashed is not remembered: a file system stamps
-times in steps (up to 2 s on FAT), so a rewrite within the same step would keep its signature.
+--local`` on two small files. A file whose device, inode, size, modification time and change
+time (in nanoseconds) are what they were when it was hashed is taken to be the same file, the
+test git relies on. Any write changes the change time, which no tool can set back (``cp -p`` or
+``touch -r`` can set back the modification time), so a replaced model is hashed again. Like
+git's check for racily clean files, a file modified just before it was hashed is not
+remembered: a file system stamps times in steps (up to 2 s on FAT), so a write within the same
+step would keep its signature.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def sha256_hex(path: Path) -> str:
 
 
 def _signature(st: os.stat_result) -> list[int]:
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _read(cache: Path) -> dict[str, dict[str, object]]:
@@ -64,6 +66,8 @@ def cached_sha256(path: Path, cache_dir: Path | None) -> str:
     # A file rewritten while it was read may have mixed old and new bytes into the digest.
     if _signature(path.stat()) != signature or signature[3] > started_ns - SETTLED_NS:
         return digest
+    # Models of folders since removed are forgotten, so the file keeps to the models in use.
+    entries = {k: v for k, v in entries.items() if Path(k).exists()}
     entries[key] = {"stat": signature, "sha256": digest}
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)

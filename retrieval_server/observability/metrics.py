@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 #: the service whose calls are also reported under its own names (retrieval_requests_total...)
 #: (the contract's full name, written out so that a command that serves no RPC does not import the
-#: generated code; tests/unit/test_metrics.py checks it against the descriptor)
+#: generated code; tests/unit/test_service_name.py checks it against the descriptor)
 SERVICE = "retrieval.v1.RetrievalService"
 # Retrieval latencies run from sub-millisecond cache hits to seconds with a cross-encoder.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -50,14 +51,34 @@ def test_a_changed_file_is_hashed_again(tmp_path: Path, hashed: list[Path]) -> N
     model = tmp_path / "model.onnx"
     cache = tmp_path / "cache"
     _settled(model, b"a" * 64, hours_ago=2)
+    first_mtime = model.stat().st_mtime_ns
     first = cached_sha256(model, cache)
     _settled(model, b"b" * 64)  # same size and inode, another mtime
     assert cached_sha256(model, cache) == hashlib.sha256(b"b" * 64).hexdigest() != first
-    replacement = tmp_path / "new.onnx"
-    _settled(replacement, b"c" * 64, hours_ago=2)  # the first file's mtime, another inode
-    os.replace(replacement, model)
+
+    def restored(path: Path) -> None:  # what cp -p or touch -r leave: the first file's mtime
+        os.utime(path, ns=(first_mtime, first_mtime))
+
+    model.write_bytes(b"c" * 64)  # same size and inode, the mtime set back: only the ctime differs
+    restored(model)
     assert cached_sha256(model, cache) == hashlib.sha256(b"c" * 64).hexdigest()
-    assert len(hashed) == 3
+    replacement = tmp_path / "new.onnx"
+    replacement.write_bytes(b"d" * 64)
+    restored(replacement)
+    os.replace(replacement, model)  # same size and mtime, another inode
+    assert cached_sha256(model, cache) == hashlib.sha256(b"d" * 64).hexdigest()
+    assert len(hashed) == 4
+
+
+def test_models_of_removed_folders_are_forgotten(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    old, kept = tmp_path / "old.onnx", tmp_path / "kept.onnx"
+    _settled(old, b"old")
+    _settled(kept, b"kept")
+    cached_sha256(old, cache)
+    old.unlink()
+    cached_sha256(kept, cache)
+    assert list(json.loads((cache / CACHE_FILE).read_text())) == [str(kept.resolve())]
 
 
 def test_a_file_modified_just_now_is_not_remembered(tmp_path: Path, hashed: list[Path]) -> None:
