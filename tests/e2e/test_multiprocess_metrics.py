@@ -16,6 +16,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
 from tests.support.paths import inherited_env
 from tests.support.prometheus import eventually, prometheus_server, query
+from tests.support.subprocesses import reaped
 from tests.support.workers import listening_workers, on_new_connection
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
@@ -42,8 +43,7 @@ def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path
     (tmp_path / "docs" / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
     ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "docs")], env=env, capture_output=True, text=True, timeout=300)
     assert ingest.returncode == 0, ingest.stderr
-    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=(tmp_path / "server.log").open("w"), text=True)
-    try:
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=(tmp_path / "server.log").open("w"), text=True)) as server:
         wait_healthy(target, server, timeout_s=180, log=tmp_path / "server.log")
         deadline = time.monotonic() + 120
         while listening_processes(server.pid, port) < 2:
@@ -89,9 +89,5 @@ def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path
             assert eventually(prom, "sum(retrieval_worker_up)", 2) == 2
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=120) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
     log = (tmp_path / "server.log").read_text()
     assert "restarting it" in log

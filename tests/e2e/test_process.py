@@ -21,6 +21,7 @@ from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from bench.server_process import free_port, listening_processes, wait_healthy
 from tests.support.paths import inherited_env
+from tests.support.subprocesses import reaped
 from tests.support.workers import listening_workers, on_new_connection
 
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
@@ -171,8 +172,7 @@ def test_two_processes_share_the_port_and_serve_read_only_copies(tmp_path: Path)
     assert ingest.returncode == 0, ingest.stderr
     port = free_port()
     env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PROCESSES="2")
-    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
         _wait_serving(f"127.0.0.1:{port}", server)
         deadline = time.monotonic() + 300
         while listening_processes(server.pid, port) < 2:
@@ -200,10 +200,6 @@ def test_two_processes_share_the_port_and_serve_read_only_copies(tmp_path: Path)
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=90) == 0
         assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
 
 
 @pytest.mark.slow
@@ -217,10 +213,9 @@ def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: 
     port = free_port()
     env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_EVENT_LOOP=loop,
                RETRIEVAL_PROCESSES=str(processes))
-    server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
-    # Each process (each worker of several) logs "serving" once its health is SERVING.
-    logs, serving = drain(server, "serving", count=processes)
-    try:
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        # Each process (each worker of several) logs "serving" once its health is SERVING.
+        logs, serving = drain(server, "serving", count=processes)
         _wait_serving(f"127.0.0.1:{port}", server)
         # A bound against a hang only (a server that never logs the line): it ends at the line.
         assert serving.wait(timeout=300), "".join(logs)
@@ -232,7 +227,3 @@ def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: 
                 assert client.query("what causes tides", top_k=1).contexts[0].document_id == "tides"
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=90) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
