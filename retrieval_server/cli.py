@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 # Only what every command needs: a client command (query, search, health, ...) is one RPC, and its
 # wall time is its imports. The service's settings, numpy, numba, onnxruntime and the engines are
 # imported by the commands that run the service (tests/e2e/test_stream_and_ask.py checks).
+from retrieval_server import startup_gc
 from retrieval_server.domain import Access, DocumentSource, ServiceError
 from retrieval_server.ingest.loaders import LOADERS
 
@@ -53,6 +54,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace) -> int:
     files = list(_files(args.paths))
     app = Application(settings)
     await app.open(warm_kernels=False)
+    startup_gc.settle()
     try:
         sources, unreadable = [], []
         for f in files:
@@ -110,6 +112,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
 
     from retrieval_client import RetrievalClient, document_from_file
 
+    startup_gc.settle()  # a folder of files can take long
     files = list(_files(args.paths))
     done, errors = [], []
     batch_size = 32
@@ -183,6 +186,7 @@ def _ask(args: argparse.Namespace) -> int:
 
     from retrieval_server.ask import AskOptions, AskSession, as_json, interactive
 
+    startup_gc.settle()  # a conversation can go on
     console = Console(highlight=False)
     connection = _connection(args)
     session = AskSession(AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"]), console)
@@ -213,6 +217,7 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
     store = metadata_store_for(settings.model_copy(update={"read_only": True}))
     executor = BlockingExecutor(1)
     await store.open()
+    startup_gc.settle()
     try:
         identity = Identity(args.user, Role(args.role.upper())) if args.user else Identity("cli", Role.SUPER_ADMIN)
         graph = await KnowledgeGraph(store, executor).to_networkx(AccessFilter.for_identity(identity))
@@ -234,6 +239,7 @@ def _quantize(source: Path, target: Path) -> int:
         return 1
     from scoring_core.quantize import quantize_dynamic_int8
 
+    startup_gc.settle()  # the quantizer's graph of a large model is many objects
     quantize_dynamic_int8(source / "model.onnx", target / "model.onnx")
     for extra in ("tokenizer.json", "config.json"):
         if (source / extra).is_file():
@@ -314,11 +320,12 @@ def _run_service(settings: Settings, args: argparse.Namespace) -> int:
         if settings.processes > 1:
             from retrieval_server.supervisor import supervise
 
+            startup_gc.settle()  # the supervisor only waits on its workers from here
             return supervise(settings)
         from retrieval_server import event_loop
         from retrieval_server.server import serve
 
-        event_loop.run(serve(settings), settings.event_loop)
+        event_loop.run(serve(settings, on_ready=startup_gc.settle), settings.event_loop)
         return 0
     if args.command == "graph":
         return asyncio.run(_export_graph(settings, args))
@@ -381,6 +388,9 @@ def run() -> NoReturn:
     at exit.
     """
     argv = sys.argv[1:]
+    # Each command settles once started; those that never do (one RPC, writing the sample corpus)
+    # end soon after their imports.
+    startup_gc.defer_collection()
     code = main(argv)
     if argv[:1] == ["serve"] or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)

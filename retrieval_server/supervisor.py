@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
-from retrieval_server import event_loop
+from retrieval_server import event_loop, startup_gc
 from retrieval_server.config import Settings
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
@@ -57,12 +57,18 @@ def hold_port(host: str, port: int) -> socket.socket:
 
 def _run_worker(settings: Settings, worker: int, report: Connection) -> None:
     """A worker process: serve, and tell the supervisor once serving (or why it could not start)."""
+    startup_gc.defer_collection()
     from retrieval_server.server import serve
 
     configure(settings.log_level, settings.log_format)
     log.info("worker starting", extra={"worker": worker})
+
+    def ready() -> None:
+        startup_gc.settle()
+        report.send(READY)
+
     try:
-        event_loop.run(serve(settings, on_ready=lambda: report.send(READY)), settings.event_loop)
+        event_loop.run(serve(settings, on_ready=ready), settings.event_loop)
     except Exception as exc:
         log.error("worker %d could not start: %s", worker, exc)
         report.send(str(exc) or type(exc).__name__)
