@@ -7,6 +7,7 @@ import logging
 import os
 from pathlib import Path
 from collections.abc import Awaitable, Callable
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import scoring_core
@@ -43,18 +44,16 @@ from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranke
 from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
 from retrieval_server.workflow.adaptive import TermStatistics
-from retrieval_server.workflow.analysis import Analyzer, ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, load_glossary
-from retrieval_server.workflow.assistant import Assistant
-from retrieval_server.workflow.keyword_leg import KeywordOptions
-from retrieval_server.workflow.dense_feedback import DenseFeedback
-from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
-from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
-from retrieval_server.workflow.tools import TOOLS
-from retrieval_server.workflow.pipeline import QueryPipeline
-from retrieval_server.workflow.state import WorkflowDeps, WorkflowSettings
+from retrieval_server.workflow.analysis import load_glossary
 
 if TYPE_CHECKING:
+    # The query workflow is imported when the pipeline is built (Application.pipeline).
     from retrieval_server.backends.events import RabbitMqPublisher
+    from retrieval_server.workflow.analysis import Analyzer
+    from retrieval_server.workflow.assistant import Assistant
+    from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+    from retrieval_server.workflow.pipeline import QueryPipeline
+    from retrieval_server.workflow.state import WorkflowSettings
 
 log = logging.getLogger(__name__)
 #: index_info key: whether the index embeds its children with their titles (contextual children)
@@ -116,9 +115,27 @@ class Application:
         )
         self.reranker = self._reranker()
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
-        self.graph = KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=settings.graph_fuzzy_threshold)
         self.term_stats = TermStatistics()
-        self.pipeline = QueryPipeline(
+        self.events = self._events() if settings.events_url else None
+        self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
+        self._optimize_task: asyncio.Task[None] | None = None
+        self._optimize_again = False
+        self._closed = False
+
+    @cached_property
+    def graph(self) -> KnowledgeGraph:
+        from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+
+        return KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=self.settings.graph_fuzzy_threshold)
+
+    @cached_property
+    def pipeline(self) -> QueryPipeline:
+        """The query workflow, built when first asked for: a server builds it before it serves (its
+        servicer reads it), and a command that only ingests never imports it (about 22 ms)."""
+        from retrieval_server.workflow.pipeline import QueryPipeline
+        from retrieval_server.workflow.state import WorkflowDeps
+
+        return QueryPipeline(
             WorkflowDeps(
                 embedder=self.embedder,
                 sparse=self.sparse,
@@ -127,23 +144,22 @@ class Application:
                 analyzer=self._analyzer(),
                 reranker=self.reranker,
                 cache=self.cache,
-                settings=self.workflow_settings(settings),
+                settings=self.workflow_settings(self.settings),
                 graph=self.graph,
                 assistant=self._assistant(),
                 term_stats=self.term_stats,
                 query_windows=self.chunker.child_texts,
             ),
-            search_text_chars=settings.search_text_chars,
+            search_text_chars=self.settings.search_text_chars,
             observer=self.tracing.stage_observer(),
         )
-        self.events = self._events() if settings.events_url else None
-        self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
-        self._optimize_task: asyncio.Task[None] | None = None
-        self._optimize_again = False
-        self._closed = False
 
     @staticmethod
     def workflow_settings(s: Settings) -> WorkflowSettings:
+        from retrieval_server.workflow.dense_feedback import DenseFeedback
+        from retrieval_server.workflow.keyword_leg import KeywordOptions
+        from retrieval_server.workflow.state import WorkflowSettings
+
         return WorkflowSettings(
             child_candidates_per_context=s.child_candidates_per_context,
             fusion=Fusion(s.fusion),
@@ -222,6 +238,10 @@ class Application:
         return LlmGraphExtractor(model, classical, temperature=s.llm_graph_temperature) if model else classical
 
     def _assistant(self) -> Assistant:
+        from retrieval_server.workflow.assistant import Assistant
+        from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
+        from retrieval_server.workflow.tools import TOOLS
+
         s = self.settings
         tools = dict(TOOLS)
         router_model = self._chat("router")
@@ -230,6 +250,8 @@ class Application:
 
     def _analyzer(self) -> Analyzer:
         """LLM-backed techniques where a provider is configured; classical methods everywhere else."""
+        from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel
+
         s = self.settings
         classical = ClassicalAnalyzer(load_glossary(s.glossary_path))
         models = {}

@@ -153,9 +153,13 @@ def test_cli_ingest_local_imports_no_query_side_or_unconfigured_modules(tmp_path
     assert result["code"] == 0 and any(line.startswith("added    a") for line in printed), proc.stdout + proc.stderr
     # gRPC and the generated code included: a command that serves no RPC has none to count.
     unwanted = ("numba", "llvmlite", "networkx", "httpx", "rich", "aio_pika", "asyncmy", "redis", "qdrant_client", "opentelemetry.sdk",
-                "grpc", "google.protobuf", "retrieval")
+                "grpc", "google.protobuf", "retrieval", "rapidfuzz")
     loaded = {m for m in result["modules"] if any(m == u or m.startswith(u + ".") for u in unwanted)}
     assert not loaded, sorted(loaded)
+    # The query workflow is built when a server first asks for it; ingestion reads the term
+    # statistics (adaptive) and the glossary (analysis) only.
+    workflow = {m for m in result["modules"] if m.startswith("retrieval_server.workflow.")}
+    assert workflow <= {"retrieval_server.workflow.adaptive", "retrieval_server.workflow.analysis"}, sorted(workflow)
 
 
 @pytest.mark.slow
