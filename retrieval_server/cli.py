@@ -46,13 +46,14 @@ def _meta(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
-async def _ingest_local(settings: Settings, args: argparse.Namespace) -> int:
+async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
     from tqdm import tqdm
 
     from retrieval_server.app import Application
 
     files = list(_files(args.paths))
     app = Application(settings)
+    keep.append(app)
     await app.open(warm_kernels=False)
     startup_gc.settle()
     try:
@@ -313,7 +314,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _run_service(settings: Settings, args: argparse.Namespace) -> int:
+def _run_service(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
     import asyncio
 
     if args.command == "serve":
@@ -329,10 +330,12 @@ def _run_service(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     if args.command == "graph":
         return asyncio.run(_export_graph(settings, args))
-    return asyncio.run(_ingest_local(settings, args))
+    return asyncio.run(_ingest_local(settings, args, keep))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) -> int:
+    """Run one command. ``keep`` receives what the command closed but did not free (an application
+    and its model session): the caller frees it, or exits without freeing it (:func:`run`)."""
     args = _parser().parse_args(argv)
     settings = None
     if args.command in _SERVICE_COMMANDS or (args.command == "ingest" and args.local):
@@ -347,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure(settings.log_level, settings.log_format)
     try:
         if settings is not None:
-            return _run_service(settings, args)
+            return _run_service(settings, args, [] if keep is None else keep)
         if args.command == "sample-corpus":
             from retrieval_server.sample_corpus import write_sample_corpus
 
@@ -382,7 +385,9 @@ def run() -> NoReturn:
     A command has closed everything it opened when ``main`` returns, and the teardown that
     remains only frees the objects of some 600 modules one by one: 60-90 ms after ``ingest
     --local``, longer than writing its two documents, and a wait for nothing after every
-    one-shot command (Instagram skips it for the same reason). ``serve`` keeps the usual exit,
+    one-shot command (Instagram skips it for the same reason). That includes what the command
+    hands back to be freed (``keep``): the application of ``ingest --local`` and its model
+    session, whose memory took about 20 ms to give back. ``serve`` keeps the usual exit,
     so that anything its worker processes or the server registered to run at exit still runs;
     so does a process under a profiler or a tracer (cProfile, coverage), which writes its data
     at exit.
@@ -391,7 +396,8 @@ def run() -> NoReturn:
     # Each command settles once started; those that never do (one RPC, writing the sample corpus)
     # end soon after their imports.
     startup_gc.defer_collection()
-    code = main(argv)
+    keep: list[object] = []
+    code = main(argv, keep)
     if argv[:1] == ["serve"] or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
     logging.shutdown()
