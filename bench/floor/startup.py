@@ -2,12 +2,12 @@
 
 * ``serve`` to SERVING: from the process's start to a Health answer of SERVING (the index opened,
   the model loaded, numba's kernels loaded from its cache), beside a bare Python start and the
-  model's own load (an ONNX session made in-process);
+  model's own load (an ONNX session made in a new process, as the server makes its first);
 * each client command (``health``, ``search``, ``query``): the command's wall time beside the same
   RPC made from a warm in-process client: the difference is the command's own overhead
   (interpreter, imports, argument parsing, channel);
 * ``ingest --local`` of two small files: the wall time beside the model's part (its session load
-  and the embedding of the same chunks, in-process) and the imports of that path (a process that
+  and the embedding of the same chunks, in a new process) and the imports of that path (a process that
   imports the application and exits): the command should be dominated by the model.
 
 The project's own modules are byte-compiled first (:func:`compile_project`), as ``pip install``
@@ -102,11 +102,29 @@ def serve_to_serving_ms(settings: Mapping[str, str], log: Path, timeout_s: float
             proc.wait(timeout=60)
 
 
+def _in_new_process(function: str, env: Mapping[str, str], *args: str) -> float:
+    """``function(*args)`` of this module in a new process: the milliseconds it returns.
+
+    A model's part is measured where a command pays it, in a process that has made no session
+    yet: the first one also starts onnxruntime, and the first run of it warms up. In one process
+    the second load took 72-92 ms against 128-132 for the first, the second embedding of the same
+    texts 290 against 320-332 ms.
+    """
+    code = f"import sys; from bench.floor import startup; print(startup.{function}(*sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, *args], env=dict(env), check=True, capture_output=True, text=True)
+    return float(done.stdout.split()[-1])
+
+
 def model_load_ms(model_dir: Path | None) -> float:
+    """An ONNX session of the model, as a starting server makes it (in a new process)."""
+    return _in_new_process("model_load_here", service_env({}), str(model_dir or ""))
+
+
+def model_load_here(model_dir: str) -> float:
     from retrieval_server.backends.embedder import resolve_model
     from scoring_core.encoders import BiEncoder
 
-    files = resolve_model(model_dir)
+    files = resolve_model(Path(model_dir) if model_dir else None)
     t0 = time.perf_counter()
     BiEncoder(files.model_path, files.tokenizer_path)
     return (time.perf_counter() - t0) * 1e3
@@ -135,25 +153,18 @@ def command_overheads(target: str, query: str, repeat: int = 3) -> dict[str, tup
 
 
 def ingest_imports_ms(repeat: int = 3) -> float:
-    """What ``ingest --local`` imports before it does anything: the command's module and the application.
-    The process then leaves as the command does (``cli.run``), without the interpreter's teardown,
-    which would add the freeing of every imported module (about 55 ms) to a row about importing."""
-    return _median_wall_ms([sys.executable, "-c", "import os, retrieval_server.cli, retrieval_server.app; os._exit(0)"],
-                           service_env({}), repeat)
+    """What ``ingest --local`` imports before it does anything: the command's module and the
+    application, with collection deferred as the command defers it (``cli.run``). The process then
+    leaves as the command does, without the interpreter's teardown, which would add the freeing of
+    every imported module (about 55 ms) to a row about importing."""
+    code = "import os, retrieval_server.cli as c; c.startup_gc.defer_collection(); import retrieval_server.app; os._exit(0)"
+    return _median_wall_ms([sys.executable, "-c", code], service_env({}), repeat)
 
 
 def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Sequence[str]) -> tuple[float, float]:
     """``ingest --local`` of one file per text into a fresh folder; and the model's part of it,
-    measured in-process: a session load plus embedding the texts the indexer embeds (each
+    in a new process: a session load plus embedding the texts the indexer embeds (each
     document's children, and its parents where the index holds parent vectors)."""
-    from bench.floor.ingestion import settings_of
-    from retrieval_server.backends.embedder import resolve_model
-    from retrieval_server.domain import DocumentSource
-    from retrieval_server.ingest.chunker import Chunker, ChunkSizes
-    from retrieval_server.ingest.indexer import embedded_texts
-    from retrieval_server.ingest.loaders import load
-    from scoring_core.encoders import BiEncoder
-
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         for i, text in enumerate(texts):
@@ -165,15 +176,27 @@ def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Seq
         subprocess.run([sys.executable, "-m", "retrieval_server.cli", "ingest", "--local", "--quiet", *files], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = (time.perf_counter() - t0) * 1e3
-    s = settings_of(settings)
-    model = resolve_model(model_dir)
+        return wall, _in_new_process("ingest_model_here", service_env(settings), str(model_dir or ""), *files)
+
+
+def ingest_model_here(model_dir: str, *files: str) -> float:
+    from bench.floor.ingestion import settings_of
+    from retrieval_server.backends.embedder import resolve_model
+    from retrieval_server.domain import DocumentSource
+    from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+    from retrieval_server.ingest.indexer import embedded_texts
+    from retrieval_server.ingest.loaders import load
+    from scoring_core.encoders import BiEncoder
+
+    s = settings_of(os.environ)
+    model = resolve_model(Path(model_dir) if model_dir else None)
     chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
     t0 = time.perf_counter()
     encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length)
-    for i, text in enumerate(texts):
-        for loaded in load(DocumentSource(filename=f"doc{i}.txt", content=text.encode())):
+    for f in files:
+        for loaded in load(DocumentSource(filename=Path(f).name, content=Path(f).read_bytes())):
             parents, children = chunker.chunk(loaded.document_id, [(p.number, p.text) for p in loaded.pages])
             kids, coarse = embedded_texts(loaded.title, parents, children, child_title=s.child_title,
                                           parent_vectors=s.parent_leg or s.document_leg)
             encoder.encode(kids + coarse)
-    return wall, (time.perf_counter() - t0) * 1e3
+    return (time.perf_counter() - t0) * 1e3
