@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, int8_model
-from scoring_core.encoders import BiEncoder, CrossEncoder, Interrupted, Interruption
+from scoring_core.encoders import BiEncoder, CrossEncoder, Interrupted, Interruption, by_token_count
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from scoring_core.quantize import quantize_dynamic_int8
 from tests.support.paths import fp32_model_dir
@@ -128,7 +128,9 @@ def test_bi_encoder_batches_by_tokens_without_changing_an_embedding() -> None:
 
     encoder._run = recorded  # type: ignore[method-assign]
     encoder.encode(texts)
-    assert widths == [max(sorted(lengths)[i : i + 2]) for i in range(0, len(texts), 2)]
+    batches = by_token_count(encoder.tokenizer.encode_batch(texts), 2)
+    assert widths == [max(lengths[i] for i in b) for b in batches]
+    assert [lengths[i] for b in batches for i in b] == sorted(lengths)
 
 
 def test_an_interrupted_run_raises_and_leaves_the_session_serving() -> None:
