@@ -165,14 +165,10 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
 
 async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: bool = False) -> list[np.ndarray] | None:
     """The dense legs' vectors: the (rewritten) query's, then its variants', then its windows'; None when the model failed."""
-    texts = state.embed_texts
-    # The windows (at most a child's tokens each) are embedded apart from the whole query (up to
-    # the model's 256): in one batch every text is padded to the longest.
-    split = len(texts) - state.windows
+    # One call: the encoder runs the windows (at most a child's tokens each) apart from a whole
+    # query of up to the model's 256 (scoring_core.encoders.by_token_count).
     try:
-        vectors: list[np.ndarray] = []
-        for part in (texts[:split], texts[split:]):
-            vectors += list(await deps.embedder.embed(part, beside_work=beside_work)) if part else []
+        vectors = list(await deps.embedder.embed(state.embed_texts, beside_work=beside_work))
     except Exception:
         log.warning("query embedding failed; falling back to keyword search", exc_info=True)
         return None

@@ -722,9 +722,11 @@ async def test_a_long_query_is_also_searched_window_by_window(app: Application, 
     )
     assert _docs(r)[0] == "codes"
     if windows:
-        # The whole query alone, then its windows apart (each padded only to a child's length).
-        assert embedded[0] == [text] and len(embedded[1]) >= 2 and embedded[1] == app.chunker.child_texts(text)
-        assert len(searched) == 1 + len(embedded[1])
+        # The whole query, then its windows: one call (the encoder runs them apart from the
+        # whole query, each padded only to a child's length: scoring_core.encoders.by_token_count).
+        windows_cut = app.chunker.child_texts(text)
+        assert len(windows_cut) >= 2 and embedded == [[text, *windows_cut]]
+        assert len(searched) == 1 + len(windows_cut)
     else:
         assert embedded == [[text]] and len(searched) == 1
     short = await pipeline(app, embedder=Embedder(), long_query_windows=windows).query(QueryOptions("flux capacitor overheated", 1, strategy=Strategy.SEMANTIC, use_cache=False))
