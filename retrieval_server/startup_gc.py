@@ -2,8 +2,8 @@
 
 Start-up builds objects that live as long as the process: some 90,000 of them (module
 dictionaries, classes, the settings' and protobuf's schemas). While they are built the collector
-runs about 130 times and traverses them again and again without freeing anything: 25-30 ms of the
-imports of ``ingest --local``, a whole collection of them finds some 600 unreachable objects.
+runs about 130 times and traverses them again and again: 25-30 ms of the imports of ``ingest
+--local``, for garbage that a single collection at the end of start-up puts at some 600 objects.
 So a command runs its start-up without collecting (:func:`defer_collection`), then moves what
 start-up built to the collector's permanent generation and collects again from there
 (:func:`settle`): the later collections of a server, long-lived ones included, no longer traverse
@@ -22,6 +22,12 @@ def defer_collection() -> None:
 
 
 def settle() -> None:
-    """Start-up is over: what exists now lives on, and collection resumes for what comes next."""
+    """Start-up is over: what exists now lives on, and collection resumes for what comes next.
+
+    Nothing to do where collection was not deferred: a command run in-process (``cli.main``
+    from a test or a script) leaves its caller's collector as it was.
+    """
+    if gc.isenabled():
+        return
     gc.freeze()
     gc.enable()

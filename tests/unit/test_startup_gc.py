@@ -44,6 +44,14 @@ def test_settle_keeps_start_up_objects_and_collects_what_comes_after() -> None:
     assert before() is None
 
 
+def test_settle_freezes_nothing_where_collection_was_not_deferred() -> None:
+    """``cli.main`` called in-process: the caller's objects stay collectable."""
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    startup_gc.settle()
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
 def test_ingest_local_starts_up_without_collection_and_ingests_with_it(tmp_path: Path) -> None:
     """Through the console script's entry (``cli.run``), as a user runs the command."""
     (tmp_path / "a.txt").write_text("Tides are caused by the gravitational pull of the moon.")
