@@ -130,8 +130,9 @@ class Application:
 
     @cached_property
     def pipeline(self) -> QueryPipeline:
-        """The query workflow, built when first asked for: a server builds it before it serves (its
-        servicer reads it), and a command that only ingests never imports it (about 22 ms)."""
+        """The query workflow, built when first asked for: a server builds it before it opens the
+        application (``server.start_server``), and a command that only ingests never imports it
+        (about 22 ms)."""
         from retrieval_server.workflow.pipeline import QueryPipeline
         from retrieval_server.workflow.state import WorkflowDeps
 

@@ -69,6 +69,9 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     """Open the application (unless given an open one), bind, and start serving."""
     if app is None:
         app = Application(settings)
+        # Built before anything opens, so that a bad workflow setting (an LLM provider's URL, the
+        # glossary) is refused with nothing to close, and before the model is chosen or timed.
+        _ = app.pipeline
         await app.open()
     authenticator = authenticator_for(settings)
     max_bytes = settings.max_message_mb * 1024 * 1024
@@ -84,7 +87,11 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     )
     # Metrics first, so that refused calls are counted too; identity before any servicer runs.
     edge = Edge([GrpcMetricsLayer(app.metrics.grpc), reject_undecodable, Authenticate(authenticator)])
-    register(RetrievalServicer(app), edge)
+    try:
+        register(RetrievalServicer(app), edge)
+    except BaseException:
+        await app.close()
+        raise
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, edge)
     enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], edge)
