@@ -83,3 +83,55 @@ def test_ingest_local_starts_up_without_collection_and_ingests_with_it(tmp_path:
     assert record["opening"] is False
     assert record["ingesting"] is True
     assert record["frozen"] > 10_000  # the modules, classes and schemas start-up built
+
+
+_FAKE_SERVE = (
+    "import gc, json, sys\n"
+    "from retrieval_server import server\n"
+    "record = {}\n"
+    "async def serve(settings, on_ready=None):\n"
+    "    record['starting'] = gc.isenabled()\n"
+    "    if on_ready is not None:\n"
+    "        on_ready()\n"
+    "    record['ready'] = gc.isenabled()\n"
+    "    record['frozen'] = gc.get_freeze_count()\n"
+    "server.serve = serve  # what serving does is not the point: when collection resumes is\n"
+)
+
+
+def _run(script: str, tmp_path: Path) -> dict[str, object]:
+    env = inherited_env()
+    env.update(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_METRICS_ENABLED="false")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return record
+
+
+def test_serve_starts_up_without_collection_and_serves_with_it(tmp_path: Path) -> None:
+    script = _FAKE_SERVE + (
+        "from retrieval_server import cli\n"
+        "sys.argv = ['retrieval-server', 'serve']\n"
+        "try:\n"
+        "    cli.run()\n"
+        "finally:\n"
+        "    print(json.dumps(record))\n"
+    )
+    record = _run(script, tmp_path)
+    assert record["starting"] is False and record["ready"] is True
+    assert isinstance(record["frozen"], int) and record["frozen"] > 10_000
+
+
+def test_a_worker_starts_up_without_collection_and_reports_ready_with_it(tmp_path: Path) -> None:
+    script = _FAKE_SERVE + (
+        "from multiprocessing import Pipe\n"
+        "from retrieval_server import supervisor\n"
+        "from retrieval_server.config import load_settings\n"
+        "receiver, sender = Pipe(duplex=False)\n"
+        "supervisor._run_worker(load_settings(), 0, sender)\n"
+        "record['report'] = receiver.recv()\n"
+        "print(json.dumps(record))\n"
+    )
+    record = _run(script, tmp_path)
+    assert record["starting"] is False and record["ready"] is True and record["report"] == "ready"
+    assert isinstance(record["frozen"], int) and record["frozen"] > 10_000
