@@ -3,7 +3,7 @@
 * **throughput**: the service ingests ``documents`` of the dataset (one IngestDocuments call of a
   .jsonl, as bench.quality does) into a fresh data directory; the floor is the encoder alone
   embedding the same child chunks (loaded and chunked in-process with the service's loader and
-  chunker, the same batch size and threads, in full batches across documents), which is what
+  chunker, the same batch size and threads, in batches across documents), which is what
   ingestion cannot go below. The two alternate for ``rounds`` rounds (the machine's load drifts),
   each round ingesting the same documents under new ids; the ratio is reported as the median and
   the spread of the rounds.
@@ -174,7 +174,7 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
 
     def encode_s() -> float:
         t0 = time.perf_counter()
-        encoder.encode(texts)  # the encoder's best: full batches across documents, in order of length
+        encoder.encode(texts)  # the encoder's best: batches across documents, in order of length
         return time.perf_counter() - t0
 
     done: list[IngestionRound] = []

@@ -165,8 +165,8 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
 
 async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: bool = False) -> list[np.ndarray] | None:
     """The dense legs' vectors: the (rewritten) query's, then its variants', then its windows'; None when the model failed."""
-    # One call: the encoder runs the windows (at most a child's tokens each) apart from a whole
-    # query of up to the model's 256 (scoring_core.encoders.by_token_count).
+    # One call: the encoder runs texts of similar length together (scoring_core.encoders.by_token_count),
+    # so a window (at most a child's tokens) is not padded to a whole query of up to the model's 256.
     try:
         vectors = list(await deps.embedder.embed(state.embed_texts, beside_work=beside_work))
     except Exception:

@@ -722,8 +722,8 @@ async def test_a_long_query_is_also_searched_window_by_window(app: Application, 
     )
     assert _docs(r)[0] == "codes"
     if windows:
-        # The whole query, then its windows: one call (the encoder runs them apart from the
-        # whole query, each padded only to a child's length: scoring_core.encoders.by_token_count).
+        # The whole query, then its windows, in one call (the encoder cuts it into runs of texts of
+        # similar length: scoring_core.encoders.by_token_count).
         windows_cut = app.chunker.child_texts(text)
         assert len(windows_cut) >= 2 and embedded == [[text, *windows_cut]]
         assert len(searched) == 1 + len(windows_cut)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,3 +60,8 @@ def test_rows_are_padded_to_the_longest(lengths: list[int], pad: int) -> None:
         assert ids[row].tolist() == e.ids + [pad] * (width - n)
         assert mask[row].tolist() == [1] * n + [0] * (width - n)
         assert types[row].tolist() == e.type_ids + [0] * (width - n)
+
+
+def test_a_batch_size_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        by_token_count([_enc(3)], 0)
