@@ -275,10 +275,11 @@ class Indexer:
         orders a batch of its own: a piece pads to similar lengths, where pieces in document order
         would each pad to their longest text. While no query comes, a piece is ``embed_piece``
         texts (as many as the encoder runs at once; it cuts them where lengths jump) on the
-        queries' lane, stopped the moment a query needs that lane. After that, and while queries keep coming to the model
-        (``query_jobs`` moved during a piece), pieces run beside the queries on one thread of their
-        own (the query shares the cores rather than waiting), one text at a time; once a piece
-        passes with no query, they go back to the queries' lane, doubling back to full size.
+        queries' lane, stopped the moment a query needs that lane. After that, and while queries
+        keep coming to the model (``query_jobs`` moved during a piece), pieces run beside the
+        queries on one thread of their own (the query shares the cores rather than waiting), one
+        text at a time; once a piece passes with no query, they go back to the queries' lane,
+        doubling back to full size.
         """
         out = np.zeros((len(texts), self._embedder.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=tokens.__getitem__)
