@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,6 +150,22 @@ def settings_of(environment: Mapping[str, str]) -> Settings:
     return Settings(**{k: v for k, v in fields.items() if k in Settings.model_fields})
 
 
+def embedded_texts_of(sources: Iterable[DocumentSource], s: Settings, chunker: Chunker) -> tuple[list[str], list[str], int]:
+    """The texts the server embeds for ``sources``: every child, and (with parent vectors, the
+    default) every parent; and how many documents they hold."""
+    kids: list[str] = []
+    parents: list[str] = []
+    documents = 0
+    for source in sources:
+        for loaded in load(source):
+            documents += 1
+            p, c = chunker.chunk(loaded.document_id, [(page.number, page.text) for page in loaded.pages])
+            k, coarse = embedded_texts(loaded.title, p, c, child_title=s.child_title, parent_vectors=s.parent_leg or s.document_leg)
+            kids += k
+            parents += coarse
+    return kids, parents, documents
+
+
 def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path | None, documents: int, threads: int, log: Path,
             *, rounds: int = 3, queries: list[str] | None = None, alone_queries: int = 100, code: Path | None = None) -> IngestionFloor:
     """``rounds`` of (raw encoder, service) on the same chunks; with ``queries``, Search p50 at c=1
@@ -158,15 +174,7 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
     s = settings_of(settings)
     model = resolve_model(model_dir)
     chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
-    # The texts the server embeds: every child, then (with parent vectors, the default) every parent.
-    texts: list[str] = []
-    parent_texts: list[str] = []
-    loaded_docs = load(DocumentSource(filename=f"{dataset.name}.jsonl", content=payload))
-    for loaded in loaded_docs:
-        parents, children = chunker.chunk(loaded.document_id, [(p.number, p.text) for p in loaded.pages])
-        kids, coarse = embedded_texts(loaded.title, parents, children, child_title=s.child_title, parent_vectors=s.parent_leg or s.document_leg)
-        texts += kids
-        parent_texts += coarse
+    texts, parent_texts, documents_loaded = embedded_texts_of([DocumentSource(filename=f"{dataset.name}.jsonl", content=payload)], s, chunker)
     embedded = (len(texts), len(parent_texts))
     texts += parent_texts
     encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length, batch_size=s.embed_batch_size, threads=threads)
@@ -222,7 +230,7 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
     def pct(latencies: list[float], q: int) -> float:
         return round(float(np.percentile(latencies, q)), 2) if latencies else 0.0
 
-    return IngestionFloor(len(loaded_docs), len(texts), tuple(done), pct(alone, 50), pct(during, 50), len(during), pct(alone, 95),
+    return IngestionFloor(documents_loaded, len(texts), tuple(done), pct(alone, 50), pct(during, 50), len(during), pct(alone, 95),
                           pct(during, 95), during_s)
 
 

@@ -181,23 +181,17 @@ def ingest_local(settings: Mapping[str, str], model_dir: Path | None, texts: Seq
 
 
 def ingest_model_here(model_dir: str, *files: str) -> float:
-    from bench.floor.ingestion import settings_of
+    from bench.floor.ingestion import embedded_texts_of, settings_of
     from retrieval_server.backends.embedder import resolve_model
     from retrieval_server.domain import DocumentSource
     from retrieval_server.ingest.chunker import Chunker, ChunkSizes
-    from retrieval_server.ingest.indexer import embedded_texts
-    from retrieval_server.ingest.loaders import load
     from scoring_core.encoders import BiEncoder
 
     s = settings_of(os.environ)
     model = resolve_model(Path(model_dir) if model_dir else None)
     chunker = Chunker(str(model.tokenizer_path), ChunkSizes(s.parent_chunk_tokens, s.child_chunk_tokens, s.child_overlap_tokens))
+    kids, parents, _ = embedded_texts_of([DocumentSource(filename=Path(f).name, content=Path(f).read_bytes()) for f in files], s, chunker)
     t0 = time.perf_counter()
-    encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length)
-    for f in files:
-        for loaded in load(DocumentSource(filename=Path(f).name, content=Path(f).read_bytes())):
-            parents, children = chunker.chunk(loaded.document_id, [(p.number, p.text) for p in loaded.pages])
-            kids, coarse = embedded_texts(loaded.title, parents, children, child_title=s.child_title,
-                                          parent_vectors=s.parent_leg or s.document_leg)
-            encoder.encode(kids + coarse)
+    encoder = BiEncoder(model.model_path, model.tokenizer_path, max_length=s.max_seq_length, batch_size=s.embed_batch_size)
+    encoder.encode(kids + parents)  # one command's documents, embedded together as its indexer does
     return (time.perf_counter() - t0) * 1e3

@@ -75,14 +75,20 @@ def test_ingest_local_starts_up_without_collection_and_ingests_with_it(tmp_path:
         f"sys.argv = ['retrieval-server', 'ingest', '--local', '--quiet', {str(tmp_path / 'a.txt')!r}, {str(tmp_path / 'b.txt')!r}]\n"
         "cli.run()\n"
     )
-    env = inherited_env()
-    env["RETRIEVAL_DATA_DIR"] = str(tmp_path / "data")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    _run(script, tmp_path)
     record = json.loads(seen.read_text())
     assert record["opening"] is False
     assert record["ingesting"] is True
     assert record["frozen"] > 10_000  # the modules, classes and schemas start-up built
+
+
+def _run(script: str, tmp_path: Path) -> str:
+    """``script`` in a new interpreter with a fresh data folder; its stdout."""
+    env = inherited_env()
+    env.update(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_METRICS_ENABLED="false")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 _FAKE_SERVE = (
@@ -99,12 +105,8 @@ _FAKE_SERVE = (
 )
 
 
-def _run(script: str, tmp_path: Path) -> dict[str, object]:
-    env = inherited_env()
-    env.update(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_METRICS_ENABLED="false")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    record: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+def _printed_record(script: str, tmp_path: Path) -> dict[str, object]:
+    record: dict[str, object] = json.loads(_run(script, tmp_path).splitlines()[-1])
     return record
 
 
@@ -117,7 +119,7 @@ def test_serve_starts_up_without_collection_and_serves_with_it(tmp_path: Path) -
         "finally:\n"
         "    print(json.dumps(record))\n"
     )
-    record = _run(script, tmp_path)
+    record = _printed_record(script, tmp_path)
     assert record["starting"] is False and record["ready"] is True
     assert isinstance(record["frozen"], int) and record["frozen"] > 10_000
 
@@ -132,6 +134,6 @@ def test_a_worker_starts_up_without_collection_and_reports_ready_with_it(tmp_pat
         "record['report'] = receiver.recv()\n"
         "print(json.dumps(record))\n"
     )
-    record = _run(script, tmp_path)
+    record = _printed_record(script, tmp_path)
     assert record["starting"] is False and record["ready"] is True and record["report"] == "ready"
     assert isinstance(record["frozen"], int) and record["frozen"] > 10_000
