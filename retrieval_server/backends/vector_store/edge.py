@@ -13,6 +13,7 @@ import logging
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
@@ -32,6 +33,7 @@ from retrieval_server.backends.vector_store import (
     TermCounter,
     TermCounts,
     access_clauses,
+    check_size,
     hit_from_payload,
     hits_in_order,
     legacy_index_message,
@@ -53,8 +55,17 @@ UPSERT_PAGE = 32
 
 def saved_features(path: Path) -> IndexFeatures:
     """What the shard in ``path`` (which exists) was created with, from its saved config."""
-    saved = json.loads((path / "edge_config.json").read_text())
+    saved = _saved_config(path)
     return IndexFeatures.of(list(saved.get("vectors") or {}), list(saved.get("sparse_vectors") or {}))
+
+
+def _saved_config(path: Path) -> dict[str, Any]:
+    return json.loads((path / "edge_config.json").read_text())  # type: ignore[no-any-return]
+
+
+def _saved_size(path: Path) -> int | None:
+    size = ((_saved_config(path).get("vectors") or {}).get(DENSE) or {}).get("size")
+    return size if isinstance(size, int) else None
 
 
 def _filter(flt: PointFilter) -> qe.Filter | None:
@@ -125,7 +136,8 @@ class EdgeVectorStore:
         try:
             if config_file.exists():
                 # The engine refuses a config whose vectors differ from the stored ones: open an
-                # older index with the vectors it has.
+                # older index with the vectors it has, and say so when their size is not the model's.
+                check_size(f"the vector folder {self._path}", _saved_size(path), self._dim)
                 self.features = saved_features(path)
                 if lacking := self.features.lacking(self._wanted):
                     log.warning("%s: %s", self._path, legacy_index_message(lacking))

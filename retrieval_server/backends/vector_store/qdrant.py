@@ -26,6 +26,7 @@ from retrieval_server.backends.vector_store import (
     TermCounter,
     TermCounts,
     access_clauses,
+    check_size,
     hit_from_payload,
     hits_in_order,
     legacy_index_message,
@@ -99,6 +100,7 @@ class QdrantVectorStore:
             info = await self._client.get_collection(self._collection)
             params = info.config.params
             vectors = params.vectors if isinstance(params.vectors, dict) else {}
+            check_size(f"the collection {self._collection}", vectors[DENSE].size if DENSE in vectors else None, self._dim)
             self.features = IndexFeatures.of(list(vectors), list(params.sparse_vectors or {}))
             if lacking := self.features.lacking(self._wanted):
                 log.warning("collection %s: %s", self._collection, legacy_index_message(lacking))

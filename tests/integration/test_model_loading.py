@@ -1,0 +1,157 @@
+"""A model folder's session is made on a thread of its own while the application imports, is built
+and opens its stores; its embedding size, which the stores need first, is learnt once and remembered."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from retrieval_server import model_loading
+from retrieval_server.app import Application
+from retrieval_server.backends.model_dims import CACHE_FILE, known_dim, remember_dim
+from retrieval_server.backends.vector_store.edge import EdgeVectorStore
+from retrieval_server.config import Settings, load_settings
+from retrieval_server.domain import DocumentSource, Unavailable
+from scoring_core.model_builder import BertShape, build_sentence_encoder, random_weights
+from tests.support.paths import REPO, inherited_env
+
+#: 32 dimensions: not MiniLM's 384, so nothing can take the size from the default.
+TINY = BertShape(hidden=32, layers=1, heads=2, intermediate=64)
+DOC = DocumentSource(filename="fjords.txt", document_id="fjords", content=b"Fjords are valleys carved by glaciers and flooded by the sea.")
+#: Failure detection only: a loader that waits this long for the vector store has been serialized behind it.
+NEVER_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    build_sentence_encoder(folder / "model.onnx", random_weights(0, 0.02), TINY)
+    return folder
+
+
+def _settings(tmp_path: Path, model_dir: Path, data: str = "data") -> Settings:
+    return load_settings(data_dir=tmp_path / data, model_dir=model_dir, model_cache_dir=tmp_path / "cache", cache_backend="none",
+                         metrics_enabled=False, graph_enabled=False)
+
+
+async def test_the_size_is_learnt_from_the_first_session_then_known_before_the_next_is_made(tmp_path: Path, model_dir: Path) -> None:
+    settings = _settings(tmp_path, model_dir)
+    first = model_loading.start(settings)
+    assert first is not None and first.files.dim is None
+    app = Application(settings, model=first)
+    assert first.encoder.done() and app.embedder.dim == 32  # the stores were made with the session's size
+    await app.open()
+    try:
+        report = await app.ingest([DOC])
+        assert report.documents[0].child_chunks >= 1
+        assert (await app.embedder.embed(["sea"])).shape == (1, 32)
+    finally:
+        await app.close()
+    assert known_dim(first.files.model_id, tmp_path / "cache") == 32
+    second = model_loading.start(settings)
+    assert second is not None and second.files.dim == 32
+    second.encoder.result()
+
+
+async def test_the_vector_store_opens_while_the_session_is_being_made(tmp_path: Path, model_dir: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _settings(tmp_path, model_dir)
+    remember_dim(model_loading.start(settings).files.model_id, 32, tmp_path / "cache")  # type: ignore[union-attr]
+    vectors_open = threading.Event()
+    real_open, real_encoder = EdgeVectorStore.open, model_loading.new_encoder
+
+    async def open_(self: EdgeVectorStore) -> None:
+        await real_open(self)
+        vectors_open.set()
+
+    def encoder_after_the_vectors(*args: object, **kwargs: object) -> object:
+        # Waits for the vector store: an application that opened it only after the model would never get here in time.
+        if not vectors_open.wait(NEVER_S):
+            raise AssertionError("the vector store did not open while the model's session was being made")
+        return real_encoder(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EdgeVectorStore, "open", open_)
+    monkeypatch.setattr(model_loading, "new_encoder", encoder_after_the_vectors)
+    app = Application(settings)  # its size known: made without waiting for the session
+    assert app.embedder.model_id != "" and not vectors_open.is_set()
+    await app.open()
+    try:
+        assert vectors_open.is_set()
+        assert (await app.embedder.embed(["valley"])).shape == (1, 32)
+    finally:
+        await app.close()
+
+
+async def test_a_session_that_cannot_be_made_fails_the_opening_and_leaves_the_folders_usable(tmp_path: Path, model_dir: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.onnx").write_bytes(b"not an onnx graph")
+    settings = _settings(tmp_path, broken)
+    loading = model_loading.start(settings)
+    assert loading is not None
+    remember_dim(loading.files.model_id, 32, tmp_path / "cache")  # so that the failure comes in open(), beside the stores
+    app = Application(settings)
+    with pytest.raises(Exception, match="INVALID_PROTOBUF"):
+        await app.open()
+    # Closed on the way out: the same folders open for a working model.
+    app = Application(_settings(tmp_path, model_dir))
+    await app.open()
+    await app.close()
+
+
+async def test_a_wrong_remembered_size_is_refused_and_corrected(tmp_path: Path, model_dir: Path) -> None:
+    settings = _settings(tmp_path, model_dir)
+    model_id = model_loading.start(settings).files.model_id  # type: ignore[union-attr]
+    remember_dim(model_id, 48, tmp_path / "cache")  # as if edited by hand
+    app = Application(settings)
+    assert app.embedder.dim == 48
+    with pytest.raises(model_loading.WrongSize, match="embeds in 32 dimensions, but .* remembered 48"):
+        await app.open()
+    assert json.loads((tmp_path / "cache" / CACHE_FILE).read_text())[model_id] == 32
+    app = Application(_settings(tmp_path, model_dir, data="fresh"))
+    await app.open()
+    try:
+        assert app.embedder.dim == 32
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-local"])
+async def test_an_index_of_another_size_is_refused_naming_both_sizes(tmp_path: Path, model_dir: Path, backend: str) -> None:
+    """The vectors' size is the index's: a model folder of another size cannot open it, its size known beforehand or not."""
+    where = {"qdrant_path": str(tmp_path / "qdrant")} if backend == "qdrant-local" else {}
+    app = Application(load_settings(data_dir=tmp_path / "data", model_cache_dir=tmp_path / "cache", cache_backend="none",
+                                    metrics_enabled=False, graph_enabled=False, **where))
+    await app.open()
+    await app.ingest([DOC])
+    await app.close()
+    for _ in range(2):  # the first start learns the size, the second knows it
+        app = Application(_settings(tmp_path, model_dir).model_copy(update=where))
+        with pytest.raises(Unavailable, match="holds vectors of 384 dimensions, but the embedding model makes 32"):
+            await app.open()
+
+
+def test_ingest_local_starts_the_session_before_the_application_imports(tmp_path: Path, model_dir: Path) -> None:
+    doc = tmp_path / "fjords.txt"
+    doc.write_bytes(DOC.content)
+    probe = (
+        "import sys\n"
+        "from retrieval_server import cli, model_loading\n"
+        "real = model_loading.start\n"
+        "def start(settings):\n"
+        "    print('application imported when the model started:', 'retrieval_server.app' in sys.modules, flush=True)\n"
+        "    return real(settings)\n"
+        "model_loading.start = start\n"
+        "sys.exit(cli.main(['ingest', '--local', '--quiet', sys.argv[1]]))\n"
+    )
+    env = {**inherited_env(), "RETRIEVAL_DATA_DIR": str(tmp_path / "data"), "RETRIEVAL_MODEL_DIR": str(model_dir),
+           "RETRIEVAL_MODEL_CACHE_DIR": str(tmp_path / "cache"), "RETRIEVAL_GRAPH_ENABLED": "false"}
+    done = subprocess.run([sys.executable, "-c", probe, str(doc)], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "application imported when the model started: False" in done.stdout
+    assert "added    fjords" in done.stdout
