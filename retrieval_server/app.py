@@ -367,15 +367,22 @@ class Application:
         started: list[asyncio.Future[None]] = []
         try:
             self._preflight()
-            # The stores open, the model is bound (or chosen, once the metadata store can say which)
-            # and scoring_core's kernels load at once: each waits on something else (writes and
-            # syncs, a session being made on its own thread, numba's cache).
-            metadata = asyncio.ensure_future(self.metadata.open())
-            started += [metadata, asyncio.ensure_future(self.vectors.open()), asyncio.ensure_future(self._bind_model(metadata))]
+            # The stores open, a model folder's session is taken once made (on its own thread) and
+            # scoring_core's kernels load at once: each waits on something else (writes and syncs,
+            # the session, numba's cache). Choosing a MiniLM build waits for all of them: it may
+            # time both builds, which must not share the cores with the rest.
+            started += [asyncio.ensure_future(self.metadata.open()), asyncio.ensure_future(self.vectors.open())]
+            if self.settings.model_dir is not None:
+                started.append(asyncio.ensure_future(self.embedder.bind_loading()))
             if warm_kernels:
                 started.append(asyncio.ensure_future(self.executor.run(scoring_core.warm_up)))
+            # Not gather: its cancellation would cancel them, and a store abandoned on its thread stays open.
+            await asyncio.wait(started, return_when=asyncio.FIRST_EXCEPTION)
             for task in started:
-                await task
+                if task.done():
+                    task.result()  # the first failure, if any (the others are awaited before closing)
+            if self.settings.model_dir is None:
+                await self._choose_model()
             await self._check_model()
             if warm_kernels:
                 # A server's first HYBRID query must not load it (a command that only ingests may never need it).
@@ -388,11 +395,11 @@ class Application:
                 await self.indexer.recover(min_age_s=lease)
             if self.events is not None:
                 await self.events.start()
-        except BaseException:
-            # Not cancelled: a store whose opening were abandoned on its thread would stay open.
-            await asyncio.gather(*started, return_exceptions=True)
-            await self.close()
-            raise
+        except BaseException as exc:
+            chosen = await self._failed_opening(started, exc)
+            if chosen is exc:
+                raise
+            raise chosen from exc
         await self._refresh_term_stats()
 
     async def _refresh_term_stats(self) -> None:
@@ -402,13 +409,21 @@ class Application:
             # ADAPTIVE then decides without the rare-term share; nothing else depends on it.
             log.exception("reading keyword statistics failed")
 
-    async def _bind_model(self, metadata_open: Awaitable[None]) -> None:
-        """The model folder's session once made, else the index's MiniLM build (model_choice)."""
+    async def _failed_opening(self, started: list[asyncio.Future[None]], exc: BaseException) -> BaseException:
+        """Close once everything started has ended; what to raise: ``exc``, or a wrong remembered
+        model size, which explains the rest (a vector store refusing that size, say)."""
+        try:
+            results = await asyncio.shield(asyncio.gather(*started, return_exceptions=True))
+        finally:
+            await self.close()
+        others = [r for r in results if isinstance(r, Exception) and r is not exc]
+        for other in others:
+            log.error("opening also failed: %s", other, exc_info=other)
+        return next((r for r in others if isinstance(r, model_loading.WrongSize)), exc)
+
+    async def _choose_model(self) -> None:
+        """Bind the embedder to the index's MiniLM build (model_choice); a model folder's is bound in open()."""
         s = self.settings
-        if s.model_dir is not None:
-            await self.embedder.bind_loading()
-            return
-        await metadata_open
         stored = await self.metadata.get_info("embedding_model")
         recorded = model_choice.recorded_choice(await self.metadata.get_info(model_choice.INFO_KEY), stored)
         empty = await self.metadata.count_documents() == 0

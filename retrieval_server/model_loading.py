@@ -57,19 +57,19 @@ def start(settings: Settings) -> ModelLoading | None:
         try:
             encoder = new_encoder(files, max_length=settings.max_seq_length, batch_size=settings.embed_batch_size,
                                   threads=settings.embed_threads)
-        except BaseException as exc:
+            if files.dim != encoder.dim:
+                remember_dim(files.model_id, encoder.dim, cache)
+            if files.dim not in (None, encoder.dim):
+                raise WrongSize(
+                    f"{files.model_path} embeds in {encoder.dim} dimensions, but {cache} remembered {files.dim} for it (edited by "
+                    f"hand?); it remembers {encoder.dim} now. If this start created its data directory, that holds vectors of "
+                    "the wrong size: remove it")
+        except BaseException as exc:  # whatever it is, the waiting start must hear of it
             future.set_exception(exc)
-            return
-        if files.dim != encoder.dim:
-            remember_dim(files.model_id, encoder.dim, cache)
-        if files.dim not in (None, encoder.dim):
-            future.set_exception(WrongSize(
-                f"{files.model_path} embeds in {encoder.dim} dimensions, but {cache} remembered {files.dim} for it (edited by "
-                f"hand?); it remembers {encoder.dim} now. If this start created its data directory, that holds vectors of "
-                "the wrong size: remove it"))
-            return
-        future.set_result(encoder)
+        else:
+            future.set_result(encoder)
 
-    # A daemon: a command that fails before it needs the model must not wait for it to exit.
-    threading.Thread(target=load, name="model-loading", daemon=True).start()
+    # Not a daemon: a process that ends while onnxruntime is still making the session (a start
+    # that failed early) would be torn down under it, and onnxruntime aborts the process then.
+    threading.Thread(target=load, name="model-loading").start()
     return ModelLoading(files, future)

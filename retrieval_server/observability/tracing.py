@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 # Backend lifecycle calls are not work done for a request.
-_UNTRACED = {"open", "close"}
+_UNTRACED = {"open", "close", "bind_loading"}
 
 
 class TracedState(Protocol):

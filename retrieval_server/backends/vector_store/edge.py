@@ -175,7 +175,10 @@ class EdgeVectorStore:
         if self._shard is not None:
             shard, self._shard = self._shard, None
             async with self._write_lock:
-                await self._executor.run(shard.close)  # which flushes (qdrant-edge's documentation)
+                try:
+                    await self._executor.run(shard.flush)  # close flushes too, but cannot report a failure
+                finally:
+                    await self._executor.run(shard.close)
         if self._copy is not None:
             shutil.rmtree(self._copy, ignore_errors=True)
             self._copy = None
