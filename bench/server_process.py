@@ -68,8 +68,9 @@ def _wait_listening(pid: int, port: int, processes: int, timeout_s: float) -> No
         time.sleep(0.3)
 
 
-def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log: Path | None = None, tls: Tls | None = None) -> None:
-    """Poll the Health RPC until SERVING or DEGRADED; fail with the server's output if it exits first."""
+def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log: Path | None = None, tls: Tls | None = None,
+                 poll_s: float = 0.3) -> None:
+    """Poll the Health RPC every ``poll_s`` until SERVING or DEGRADED; fail with the server's output if it exits first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -81,7 +82,7 @@ def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log
                     return
         except grpc.RpcError:
             pass
-        time.sleep(0.3)
+        time.sleep(poll_s)
     raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s" + (f"; log: {log}" if log else ""))
 
 
