@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 import scoring_core
+from retrieval_server import model_loading
 from retrieval_server.backends import model_choice
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes, opening_bytes
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder
@@ -21,7 +22,6 @@ from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
-from retrieval_server import model_loading
 from retrieval_server.config import Settings
 from retrieval_server.domain import (
     ComponentHealth,
@@ -36,7 +36,6 @@ from retrieval_server.domain import (
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, GraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import Indexer
-from retrieval_server.model_loading import ModelLoading
 from retrieval_server.observability.analytics import Analytics
 from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.tracing import Tracing
@@ -74,7 +73,7 @@ def metadata_store_for(s: Settings) -> MetadataStore:
 class Application:
     """Everything a server or a CLI command needs, opened and closed together."""
 
-    def __init__(self, settings: Settings, tracing: Tracing | None = None, *, model: ModelLoading | None = None) -> None:
+    def __init__(self, settings: Settings, tracing: Tracing | None = None, *, model: model_loading.ModelLoading | None = None) -> None:
         """``model``: the configured model's session, already being made (``model_loading.start``); else started here."""
         self.settings = settings
         # First, so that the session is made while everything else is built and opened.

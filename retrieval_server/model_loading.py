@@ -4,11 +4,11 @@ Making an onnxruntime session does not hold the GIL (a thread counting beside on
 as alone), and takes about 130 ms for all-MiniLM-L6-v2 here. Started before the application's
 modules import (``ingest --local``) or when the application is made (a server), it runs beside
 those imports and beside the stores' opening: a new vector collection and its payload indexes
-are about 70 ms of writes and syncs, mostly outside the GIL too. ``Application.open`` waits for
-it after the vector store is open.
+are about 70 ms of writes and syncs, mostly outside the GIL too. ``Application.open`` takes the
+session once made, beside the stores' opening.
 
 Without a model folder the index says which MiniLM build embeds it, so the choice waits for the
-metadata store (``Application.open``) and there is nothing to start here.
+stores (``Application.open``) and there is nothing to start here.
 """
 
 from __future__ import annotations
