@@ -55,16 +55,19 @@ UPSERT_PAGE = 32
 
 def saved_features(path: Path) -> IndexFeatures:
     """What the shard in ``path`` (which exists) was created with, from its saved config."""
-    saved = _saved_config(path)
-    return IndexFeatures.of(list(saved.get("vectors") or {}), list(saved.get("sparse_vectors") or {}))
+    return _features(_saved_config(path))
 
 
 def _saved_config(path: Path) -> dict[str, Any]:
     return json.loads((path / "edge_config.json").read_text())  # type: ignore[no-any-return]
 
 
-def _saved_size(path: Path) -> int | None:
-    size = ((_saved_config(path).get("vectors") or {}).get(DENSE) or {}).get("size")
+def _features(saved: dict[str, Any]) -> IndexFeatures:
+    return IndexFeatures.of(list(saved.get("vectors") or {}), list(saved.get("sparse_vectors") or {}))
+
+
+def _size(saved: dict[str, Any]) -> int | None:
+    size = ((saved.get("vectors") or {}).get(DENSE) or {}).get("size")
     return size if isinstance(size, int) else None
 
 
@@ -137,8 +140,9 @@ class EdgeVectorStore:
             if config_file.exists():
                 # The engine refuses a config whose vectors differ from the stored ones: open an
                 # older index with the vectors it has, and say so when their size is not the model's.
-                check_size(f"the vector folder {self._path}", _saved_size(path), self._dim)
-                self.features = saved_features(path)
+                saved = _saved_config(path)
+                check_size(f"the vector folder {self._path}", _size(saved), self._dim)
+                self.features = _features(saved)
                 if lacking := self.features.lacking(self._wanted):
                     log.warning("%s: %s", self._path, legacy_index_message(lacking))
                 shard = qe.EdgeShard.load(str(path), self._config())
