@@ -14,6 +14,7 @@ import pytest
 
 from retrieval_server import model_loading
 from retrieval_server.app import Application
+from retrieval_server.backends.embedder import resolve_model
 from retrieval_server.backends.model_dims import CACHE_FILE, known_dim, remember_dim
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.config import Settings, load_settings
@@ -40,6 +41,11 @@ def _settings(tmp_path: Path, model_dir: Path, data: str = "data") -> Settings:
                          metrics_enabled=False, graph_enabled=False)
 
 
+def _model_id(settings: Settings) -> str:
+    """Without making a session: a session's thread would remember the size it learns, racing a hand edit made meanwhile."""
+    return resolve_model(settings.model_dir, model_loading.cache_dir(settings)).model_id
+
+
 async def test_the_size_is_learnt_from_the_first_session_then_known_before_the_next_is_made(tmp_path: Path, model_dir: Path) -> None:
     settings = _settings(tmp_path, model_dir)
     first = model_loading.start(settings)
@@ -62,7 +68,7 @@ async def test_the_size_is_learnt_from_the_first_session_then_known_before_the_n
 async def test_the_vector_store_opens_while_the_session_is_being_made(tmp_path: Path, model_dir: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _settings(tmp_path, model_dir)
-    remember_dim(model_loading.start(settings).files.model_id, 32, tmp_path / "cache")  # type: ignore[union-attr]
+    remember_dim(_model_id(settings), 32, tmp_path / "cache")
     vectors_open = threading.Event()
     real_open, real_encoder = EdgeVectorStore.open, model_loading.new_encoder
 
@@ -95,9 +101,7 @@ async def test_a_session_that_cannot_be_made_fails_the_opening_and_leaves_the_fo
     broken.mkdir()
     (broken / "model.onnx").write_bytes(b"not an onnx graph")
     settings = _settings(tmp_path, broken)
-    loading = model_loading.start(settings)
-    assert loading is not None
-    remember_dim(loading.files.model_id, 32, tmp_path / "cache")  # so that the failure comes in open(), beside the stores
+    remember_dim(_model_id(settings), 32, tmp_path / "cache")  # so that the failure comes in open(), beside the stores
     app = Application(settings)
     with pytest.raises(Exception, match="INVALID_PROTOBUF"):
         await app.open()
@@ -115,7 +119,7 @@ async def test_a_wrong_remembered_size_is_refused_and_corrected(tmp_path: Path, 
         await app.open()
         await app.ingest([DOC])
         await app.close()
-    model_id = model_loading.start(settings).files.model_id  # type: ignore[union-attr]
+    model_id = _model_id(settings)
     remember_dim(model_id, 48, tmp_path / "cache")  # as if edited by hand
     app = Application(settings)
     assert app.embedder.dim == 48
@@ -160,7 +164,7 @@ def test_a_start_that_fails_while_the_session_is_made_exits_with_its_error(tmp_p
     under it. A real model, whose session takes long enough to be still in the making when the
     start fails (the tiny one is made before: with a daemon thread this passed with it, and aborts with this)."""
     model_dir = fp32_model_dir()
-    remember_dim(model_loading.start(_settings(tmp_path, model_dir)).files.model_id, 384, tmp_path / "cache")  # type: ignore[union-attr]
+    remember_dim(_model_id(_settings(tmp_path, model_dir)), 384, tmp_path / "cache")
     env = {**inherited_env(), "RETRIEVAL_DATA_DIR": str(tmp_path / "data"), "RETRIEVAL_MODEL_DIR": str(model_dir),
            "RETRIEVAL_MODEL_CACHE_DIR": str(tmp_path / "cache"), "RETRIEVAL_PORT": "0", "RETRIEVAL_METRICS_ENABLED": "false",
            "RETRIEVAL_MIN_FREE_DISK_MB": str(10**12)}  # refused by the first check of open(), long before a session is made
