@@ -110,7 +110,7 @@ class WorkflowDeps:
 class QueryState:
     options: QueryOptions
     metrics: QueryMetrics = field(default_factory=QueryMetrics)
-    #: the strategy running now (ADAPTIVE resolves to KEYWORD or HYBRID; retries may widen it)
+    #: the strategy running now (ADAPTIVE runs as HYBRID with weighed legs; a failed embedding turns it to KEYWORD)
     strategy: Strategy = Strategy.SEMANTIC
     iteration: int = 0
     pool: int = 0

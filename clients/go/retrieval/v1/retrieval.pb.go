@@ -17,8 +17,8 @@
 // * Limits: every limit below is the default of a server setting, named in the comment
 //   (RETRIEVAL_<NAME> environment variables, see the README's configuration table). A request
 //   outside a limit gets INVALID_ARGUMENT naming the field and the limit.
-// * Lengths of strings are Unicode code points, after trimming leading and trailing whitespace
-//   where the comment says so. Token counts are tokens of the embedding model's tokenizer
+// * Lengths of strings are Unicode code points (bytes of UTF-8 where the comment says bytes),
+//   after trimming leading and trailing whitespace where the comment says so. Token counts are tokens of the embedding model's tokenizer
 //   (all-MiniLM-L6-v2 WordPiece by default).
 // * The request's gRPC deadline is the only time limit a caller sets; there is no timeout field.
 //
@@ -101,8 +101,10 @@ const (
 	// Dense + keyword + full-text search over document titles and metadata, in parallel, fused
 	// (see Fusion).
 	Strategy_STRATEGY_HYBRID Strategy = 3
-	// The server chooses per query: quoted phrases, identifiers and very short queries go
-	// KEYWORD, the rest HYBRID. Metrics.strategy_used says which one ran.
+	// Every HYBRID leg, weighed by the query's form: identifiers and quoted words as a share of
+	// its words, and the share of its terms that are rare in the index, shift the weight towards
+	// the keyword leg, and their absence towards the dense legs. No leg is dropped.
+	// Metrics.strategy_used says HYBRID.
 	Strategy_STRATEGY_ADAPTIVE Strategy = 4
 	// The knowledge-graph leg alone: the chunks that mention the entities the query names (exact,
 	// case-folded or fuzzy matches) and their neighbours up to two hops away, scored by hop
@@ -218,7 +220,7 @@ type Fusion int32
 const (
 	// Not set: the server's RETRIEVAL_FUSION (`rrf` by default).
 	Fusion_FUSION_UNSPECIFIED Fusion = 0
-	// Reciprocal Rank Fusion: sum of 1 / (k + rank) over the legs, k = RETRIEVAL_RRF_K (60).
+	// Reciprocal Rank Fusion: sum of 1 / (k + rank) over the legs, k = RETRIEVAL_RRF_K (10).
 	Fusion_FUSION_RRF Fusion = 1
 	// Weighted sum of per-leg normalized scores: RETRIEVAL_SEMANTIC_WEIGHT (0.7),
 	// RETRIEVAL_KEYWORD_WEIGHT (0.3), RETRIEVAL_METADATA_WEIGHT (0.3); normalization
@@ -557,8 +559,11 @@ type QueryRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The question, 1 to 4,096 characters after trimming (RETRIEVAL_QUERY_MIN_CHARS,
-	// RETRIEVAL_QUERY_MAX_CHARS).
+	// The question: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+	// (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). Long text is accepted: the model
+	// reads its first RETRIEVAL_MAX_SEQ_LENGTH (256) tokens, and its first
+	// RETRIEVAL_QUERY_MAX_WINDOWS (8) child-sized windows when it is longer than a child; keyword
+	// search reads its first RETRIEVAL_QUERY_MAX_TERMS (512) distinct terms.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// How many contexts to return at most: 1 to 100 (RETRIEVAL_TOP_K_MAX). 0 (unset): 5
 	// (RETRIEVAL_TOP_K_DEFAULT).
@@ -1040,8 +1045,8 @@ type Metrics struct {
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`
 	// True when the question was split into sub-queries that were searched and fused in.
 	DecompositionUsed bool `protobuf:"varint,8,opt,name=decomposition_used,json=decompositionUsed,proto3" json:"decomposition_used,omitempty"`
-	// The strategy that produced the answer: ADAPTIVE resolves to KEYWORD or HYBRID, and a failed
-	// query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.
+	// The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
+	// a failed query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.
 	StrategyUsed Strategy `protobuf:"varint,9,opt,name=strategy_used,json=strategyUsed,proto3,enum=retrieval.v1.Strategy" json:"strategy_used,omitempty"`
 	// MODE_GENERATION only (unset otherwise): what the router decided and why.
 	Route *RouteDecision `protobuf:"bytes,10,opt,name=route,proto3" json:"route,omitempty"`
@@ -1260,8 +1265,9 @@ type SearchRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The search text, 1 to 4,096 characters after trimming (RETRIEVAL_QUERY_MIN_CHARS,
-	// RETRIEVAL_QUERY_MAX_CHARS).
+	// The search text: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+	// (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). The model reads its first
+	// RETRIEVAL_MAX_SEQ_LENGTH (256) tokens.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// How many results to return at most: 1 to 20 (RETRIEVAL_SEARCH_TOP_K_MAX). 0 (unset): 5
 	// (RETRIEVAL_SEARCH_TOP_K_DEFAULT).

@@ -45,8 +45,8 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  * * Limits: every limit below is the default of a server setting, named in the comment
  *   (RETRIEVAL_<NAME> environment variables, see the README's configuration table). A request
  *   outside a limit gets INVALID_ARGUMENT naming the field and the limit.
- * * Lengths of strings are Unicode code points, after trimming leading and trailing whitespace
- *   where the comment says so. Token counts are tokens of the embedding model's tokenizer
+ * * Lengths of strings are Unicode code points (bytes of UTF-8 where the comment says bytes),
+ *   after trimming leading and trailing whitespace where the comment says so. Token counts are tokens of the embedding model's tokenizer
  *   (all-MiniLM-L6-v2 WordPiece by default).
  * * The request's gRPC deadline is the only time limit a caller sets; there is no timeout field.
  *
@@ -111,8 +111,10 @@ export enum Strategy {
    */
   STRATEGY_HYBRID = 3,
   /**
-   * STRATEGY_ADAPTIVE - The server chooses per query: quoted phrases, identifiers and very short queries go
-   * KEYWORD, the rest HYBRID. Metrics.strategy_used says which one ran.
+   * STRATEGY_ADAPTIVE - Every HYBRID leg, weighed by the query's form: identifiers and quoted words as a share of
+   * its words, and the share of its terms that are rare in the index, shift the weight towards
+   * the keyword leg, and their absence towards the dense legs. No leg is dropped.
+   * Metrics.strategy_used says HYBRID.
    */
   STRATEGY_ADAPTIVE = 4,
   /**
@@ -222,7 +224,7 @@ export function modeToJSON(object: Mode): string {
 export enum Fusion {
   /** FUSION_UNSPECIFIED - Not set: the server's RETRIEVAL_FUSION (`rrf` by default). */
   FUSION_UNSPECIFIED = 0,
-  /** FUSION_RRF - Reciprocal Rank Fusion: sum of 1 / (k + rank) over the legs, k = RETRIEVAL_RRF_K (60). */
+  /** FUSION_RRF - Reciprocal Rank Fusion: sum of 1 / (k + rank) over the legs, k = RETRIEVAL_RRF_K (10). */
   FUSION_RRF = 1,
   /**
    * FUSION_WEIGHTED - Weighted sum of per-leg normalized scores: RETRIEVAL_SEMANTIC_WEIGHT (0.7),
@@ -491,8 +493,11 @@ export interface QueryFilters {
 /** A question and how to answer it. Only `query` is required. */
 export interface QueryRequest {
   /**
-   * The question, 1 to 4,096 characters after trimming (RETRIEVAL_QUERY_MIN_CHARS,
-   * RETRIEVAL_QUERY_MAX_CHARS).
+   * The question: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+   * (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). Long text is accepted: the model
+   * reads its first RETRIEVAL_MAX_SEQ_LENGTH (256) tokens, and its first
+   * RETRIEVAL_QUERY_MAX_WINDOWS (8) child-sized windows when it is longer than a child; keyword
+   * search reads its first RETRIEVAL_QUERY_MAX_TERMS (512) distinct terms.
    */
   query: string;
   /**
@@ -652,8 +657,8 @@ export interface Metrics {
   /** True when the question was split into sub-queries that were searched and fused in. */
   decompositionUsed: boolean;
   /**
-   * The strategy that produced the answer: ADAPTIVE resolves to KEYWORD or HYBRID, and a failed
-   * query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.
+   * The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
+   * a failed query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.
    */
   strategyUsed: Strategy;
   /** MODE_GENERATION only (unset otherwise): what the router decided and why. */
@@ -691,8 +696,9 @@ export interface QueryResponse {
 /** A simple semantic search. */
 export interface SearchRequest {
   /**
-   * The search text, 1 to 4,096 characters after trimming (RETRIEVAL_QUERY_MIN_CHARS,
-   * RETRIEVAL_QUERY_MAX_CHARS).
+   * The search text: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+   * (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). The model reads its first
+   * RETRIEVAL_MAX_SEQ_LENGTH (256) tokens.
    */
   query: string;
   /**
