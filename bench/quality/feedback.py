@@ -4,7 +4,7 @@ best documents instead of BM25's own best hits.
     python -m bench.quality.feedback --dataset /work/quality-indexes/pydoc-long \\
         --index-dir /work/quality-indexes/pydoc-long-index --pool 160
 
-The service's RM3 (``RETRIEVAL_KEYWORD_PRF_DOCS``) takes its feedback from the keyword leg's first
+The service's RM3 (``RETRIEVAL_PRF_DOCS``) takes its feedback from the keyword leg's first
 pass; HYBRID's fused ranking is better than that pass (SciFact 0.722 against KEYWORD's 0.661), so
 its best documents should be better feedback (as in hybrid pseudo-relevance feedback). Each
 query's legs are retrieved once with the service's code (``bench.quality.tune.retrieve_all``);
