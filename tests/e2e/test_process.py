@@ -53,9 +53,10 @@ def test_second_process_on_the_same_folder_is_refused(tmp_path: Path) -> None:
         server.wait(timeout=60)
 
 
-def drain(proc: subprocess.Popen[str], msg: str = "document stored", count: int = 1) -> tuple[list[str], threading.Event]:
+def drain(proc: subprocess.Popen[str], msg: str = "document stored", count: int = 1) -> tuple[list[str], threading.Event, threading.Thread]:
     """Read the process's stderr to the end in a thread (a full pipe would block its logging);
-    the event is set once ``count`` lines have logged ``msg``, or at the end of the stream."""
+    the event is set once ``count`` lines have logged ``msg``, or at the end of the stream. The
+    lines are all there once the thread has ended (joined), not when the process has."""
     lines: list[str] = []
     seen = threading.Event()
 
@@ -70,8 +71,9 @@ def drain(proc: subprocess.Popen[str], msg: str = "document stored", count: int 
                     seen.set()
         seen.set()
 
-    threading.Thread(target=read, daemon=True).start()
-    return lines, seen
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, seen, reader
 
 
 def _wait_serving(target: str, proc: subprocess.Popen[str]) -> None:
@@ -88,7 +90,7 @@ async def test_sigterm_finishes_in_flight_calls_and_closes_backends(tmp_path: Pa
     env = _env(RETRIEVAL_DATA_DIR=str(tmp_path), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_GRACE_PERIOD_S="3600",
                RETRIEVAL_LOG_LEVEL="DEBUG", RETRIEVAL_UPSERT_BATCH_SIZE="16")
     server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
-    logs, stored = drain(server)
+    logs, stored, reader = drain(server)
     await asyncio.to_thread(wait_healthy, target, server, 600)
     docs = [
         pb.DocumentInput(document_id=f"doc{i}", filename=f"doc{i}.txt", content=f"Document {i} talks about topic {i % 17} at length. {'More words here. ' * 40}".encode())
@@ -102,6 +104,7 @@ async def test_sigterm_finishes_in_flight_calls_and_closes_backends(tmp_path: Pa
         resp = await call
     assert len(resp.documents) == 60 and not resp.errors
     assert await asyncio.to_thread(server.wait, 3600) == 0
+    await asyncio.to_thread(reader.join)  # the stream's end: its last lines may still be on their way when the process has ended
     assert '"msg": "stopped"' in "".join(logs)
 
     # Everything the in-flight call wrote was flushed and the folder was released.
@@ -219,7 +222,7 @@ def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: 
                RETRIEVAL_PROCESSES=str(processes))
     with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
         # Each process (each worker of several) logs "serving" once its health is SERVING.
-        logs, serving = drain(server, "serving", count=processes)
+        logs, serving, _ = drain(server, "serving", count=processes)
         _wait_serving(f"127.0.0.1:{port}", server)
         # A bound against a hang only (a server that never logs the line): it ends at the line.
         assert serving.wait(timeout=300), "".join(logs)
