@@ -25,7 +25,7 @@ def _comments(proto: Path) -> list[tuple[int, str]]:
 
 
 def _proto_identifiers() -> set[str]:
-    """Enum values and message names the contract defines (RETRIEVAL_METHOD_QUERY is one, not a setting)."""
+    """The enum values the contract defines (RETRIEVAL_METHOD_QUERY is one, not a setting)."""
     names: set[str] = set()
     for proto in PROTOS:
         names.update(re.findall(r"^\s*([A-Z][A-Z0-9_]*) = \d+;", proto.read_text(), flags=re.MULTILINE))

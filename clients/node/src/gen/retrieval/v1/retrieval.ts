@@ -46,8 +46,8 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   (RETRIEVAL_<NAME> environment variables, see the README's configuration table). A request
  *   outside a limit gets INVALID_ARGUMENT naming the field and the limit.
  * * Lengths of strings are Unicode code points (bytes of UTF-8 where the comment says bytes),
- *   after trimming leading and trailing whitespace where the comment says so. Token counts are tokens of the embedding model's tokenizer
- *   (all-MiniLM-L6-v2 WordPiece by default).
+ *   after trimming leading and trailing whitespace where the comment says so. Token counts are
+ *   tokens of the embedding model's tokenizer (all-MiniLM-L6-v2 WordPiece by default).
  * * The request's gRPC deadline is the only time limit a caller sets; there is no timeout field.
  *
  * Identity (call metadata, decided by the server's RETRIEVAL_AUTH_MODE)
