@@ -167,8 +167,10 @@ async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: 
     """The dense legs' vectors: the (rewritten) query's, then its variants', then its windows'; None when the model failed."""
     # One call: the encoder runs texts of similar length together (scoring_core.encoders.by_token_count),
     # so a window (at most a child's tokens) is not padded to a whole query of up to the model's 256.
+    # A retry may have nothing new to embed: a model job for no texts would still take a lane and,
+    # as a query's, stop an ingestion piece running there.
     try:
-        vectors = list(await deps.embedder.embed(state.embed_texts, beside_work=beside_work))
+        vectors = list(await deps.embedder.embed(state.embed_texts, beside_work=beside_work)) if state.embed_texts else []
     except Exception:
         log.warning("query embedding failed; falling back to keyword search", exc_info=True)
         return None

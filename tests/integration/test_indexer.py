@@ -242,7 +242,11 @@ async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queri
         big = _txt("big", " ".join(f"Sentence {i} tells how glaciers carve valleys over many thousands of years." for i in range(600)))
         ingest = asyncio.ensure_future(app.ingest([big]))
         await first_piece.wait()
+        jobs_before = app.inference.query_jobs()
         r = await app.pipeline.query(QueryOptions("what carves valleys", 1, use_cache=False))
+        # Only a query job stops a piece: the query's one model run is its only one (its retry,
+        # with nothing found to learn from, embeds nothing new).
+        assert app.inference.query_jobs() - jobs_before == 1
         assert not ingest.done(), "the query waited for the whole ingest"
         report = await ingest
     finally:

@@ -311,6 +311,32 @@ async def test_insufficient_results_retry_with_widened_parameters(app: Applicati
     assert r.metrics.sufficiency_score < 1.01 and _docs(r)[0] == "cooking"
 
 
+class _RecordingEmbedder:
+    """The app's embedder, recording what each call embeds."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls = inner, []  # type: list[list[str]]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        self.calls.append(list(texts))
+        return await self.inner.embed(texts, *args, **kwargs)
+
+
+async def test_a_retry_with_nothing_new_to_embed_takes_no_model_lane(app: Application) -> None:
+    # Nothing found, so the retry has no feedback to reformulate with: its query vector is the
+    # first pass's. A model job for no texts would still queue on the inference lanes and, as a
+    # query job, stop an ingestion piece that runs there.
+    embedder = _RecordingEmbedder(app.pipeline.deps.embedder)
+    r = await pipeline(app, embedder=embedder, sufficiency_threshold=1.01, max_iterations=2).query(
+        QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, document_ids=("no-such-doc",))
+    )
+    assert r.metrics.iterations == 2 and _stages(r).count("retrieve") == 2
+    assert embedder.calls == [["tomato sauce basil"]]
+
+
 async def test_max_iterations_then_sub_queries(app: Application) -> None:
     query = "what does error XK-4471 mean and how long should the tomato sauce simmer"
     r = await pipeline(app, sufficiency_threshold=1.01, max_iterations=1).query(QueryOptions(query, 4, strategy=Strategy.SEMANTIC))
