@@ -311,30 +311,16 @@ async def test_insufficient_results_retry_with_widened_parameters(app: Applicati
     assert r.metrics.sufficiency_score < 1.01 and _docs(r)[0] == "cooking"
 
 
-class _RecordingEmbedder:
-    """The app's embedder, recording what each call embeds."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.calls = inner, []  # type: list[list[str]]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
-        self.calls.append(list(texts))
-        return await self.inner.embed(texts, *args, **kwargs)
-
-
 async def test_a_retry_with_nothing_new_to_embed_takes_no_model_lane(app: Application) -> None:
     # Nothing found, so the retry has no feedback to reformulate with: its query vector is the
     # first pass's. A model job for no texts would still queue on the inference lanes and, as a
     # query job, stop an ingestion piece that runs there.
-    embedder = _RecordingEmbedder(app.pipeline.deps.embedder)
+    embedder = RecordingEmbedder(app.pipeline.deps.embedder)
     r = await pipeline(app, embedder=embedder, sufficiency_threshold=1.01, max_iterations=2).query(
         QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, document_ids=("no-such-doc",))
     )
     assert r.metrics.iterations == 2 and _stages(r).count("retrieve") == 2
-    assert embedder.calls == [["tomato sauce basil"]]
+    assert embedder.calls == [(["tomato sauce basil"], False)]
 
 
 async def test_max_iterations_then_sub_queries(app: Application) -> None:
@@ -359,12 +345,12 @@ async def test_cache_hit_ends_the_graph(app: Application) -> None:
     other = await p.query(QueryOptions("northern valleys rain", 3))  # another top_k: another answer
     assert not other.cached
     # An exact repeat is answered before the model runs (the embedding is most of a hit's cost).
-    counting = CountingEmbedder(app.embedder)
+    counting = RecordingEmbedder(app.embedder)
     repeat = await pipeline(app, cache=p.deps.cache, embedder=counting).query(QueryOptions("northern valleys RAIN", 2))
-    assert repeat.cached and _docs(repeat) == _docs(first) and counting.calls == 0
+    assert repeat.cached and _docs(repeat) == _docs(first) and counting.calls == []
     # So is a repeat of the question a similar one answered: it is remembered under its own text.
     paraphrase = await pipeline(app, cache=p.deps.cache, embedder=counting).query(QueryOptions("rain in the Northern valleys", 2))
-    assert paraphrase.cached and _docs(paraphrase) == _docs(first) and counting.calls == 0
+    assert paraphrase.cached and _docs(paraphrase) == _docs(first) and counting.calls == []
 
 
 async def test_cache_entries_are_dropped_when_a_cited_document_changes(app: Application, tmp_path: Path) -> None:
@@ -429,14 +415,15 @@ class BrokenEmbedder:
         raise RuntimeError("model crashed")
 
 
-class CountingEmbedder:
+class RecordingEmbedder:
+    """The app's embedder, recording each call's texts and ``beside_work``."""
+
     def __init__(self, inner: Any) -> None:
-        self._inner, self.calls = inner, 0
+        self._inner, self.calls = inner, []  # type: list[tuple[list[str], bool]]
         self.model_id, self.dim = inner.model_id, inner.dim
 
     async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
-        self.calls += 1
-        self.beside_work = kwargs.get("beside_work", False)
+        self.calls.append((list(texts), kwargs.get("beside_work", False)))
         return await self._inner.embed(texts, *args, **kwargs)
 
 
@@ -503,16 +490,16 @@ async def test_hybrid_legs_overlap_the_query_embedding_and_each_other(app: Appli
 
 async def test_the_query_is_embedded_on_one_thread_only_while_other_legs_run_beside_it(app: Application) -> None:
     for strategy, beside in ((Strategy.HYBRID, True), (Strategy.ADAPTIVE, True), (Strategy.SEMANTIC, False)):
-        embedder = CountingEmbedder(app.pipeline.deps.embedder)
+        embedder = RecordingEmbedder(app.pipeline.deps.embedder)
         r = await pipeline(app, embedder=embedder).query(QueryOptions("tomato sauce garlic", 2, strategy=strategy, use_cache=False))
         assert _docs(r)[0] == "cooking"
-        assert (embedder.calls, embedder.beside_work) == (1, beside), strategy
+        assert embedder.calls == [(["tomato sauce garlic"], beside)], strategy
 
 
 async def test_a_keyword_query_embeds_nothing(app: Application) -> None:
-    embedder = CountingEmbedder(app.pipeline.deps.embedder)
+    embedder = RecordingEmbedder(app.pipeline.deps.embedder)
     r = await pipeline(app, embedder=embedder).query(QueryOptions("basil garlic sauce", 2, strategy=Strategy.KEYWORD, use_cache=False))
-    assert _docs(r)[0] == "cooking" and embedder.calls == 0
+    assert _docs(r)[0] == "cooking" and embedder.calls == []
 
 
 async def test_embedding_failure_falls_back_to_keyword_search(app: Application) -> None:
