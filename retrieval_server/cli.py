@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -51,8 +52,6 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
 
     # Before the application's modules import, which the session's making then runs beside.
     model = model_loading.start(settings)
-    from tqdm import tqdm
-
     from retrieval_server.app import Application
 
     files = list(_files(args.paths))
@@ -81,8 +80,8 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                 )
             )
         # Counts documents, not files: one .jsonl file holds many.
-        with tqdm(unit="doc", disable=args.quiet or not sys.stderr.isatty()) as bar:
-            report = await app.ingest(sources, on_document=lambda _doc_id: bar.update(1))
+        with _progress(args.quiet, unit="doc") as advance:
+            report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
         print("optimizing the vector index...", file=sys.stderr)
         await app.wait_for_optimize()
     finally:
@@ -91,6 +90,19 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
         [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents],
         unreadable + [(e.source, e.reason) for e in report.errors],
     )
+
+
+@contextlib.contextmanager
+def _progress(quiet: bool, **bar: Any) -> Iterator[Callable[[int], object]]:
+    """How to advance a progress bar on stderr; a bar only when someone watches (a terminal, not
+    ``--quiet``), and otherwise tqdm is not even imported (15 ms of a scripted ingest's start)."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda _n: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(**bar) as shown:
+        yield shown.update
 
 
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]]) -> int:
@@ -113,17 +125,13 @@ def _connection(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ingest_remote(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from retrieval_client import RetrievalClient, document_from_file
 
     startup_gc.settle()  # a folder of files can take long
     files = list(_files(args.paths))
     done, errors = [], []
     batch_size = 32
-    with RetrievalClient(args.server, **_connection(args)) as client, tqdm(
-        total=len(files), unit="file", disable=args.quiet or not sys.stderr.isatty()
-    ) as bar:
+    with RetrievalClient(args.server, **_connection(args)) as client, _progress(args.quiet, total=len(files), unit="file") as advance:
         for i in range(0, len(files), batch_size):
             docs = []
             for f in files[i : i + batch_size]:
@@ -140,7 +148,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                 resp = client.ingest(docs)
                 done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents]
                 errors += [(e.source, e.reason) for e in resp.errors]
-            bar.update(len(files[i : i + batch_size]))
+            advance(len(files[i : i + batch_size]))
     return _print_ingest(done, errors)
 
 
