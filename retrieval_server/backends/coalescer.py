@@ -2,11 +2,12 @@
 
 An embedded engine answers a batch of searches for much less CPU per search than one search at a
 time (qdrant-edge: about 6 ms for one exact search over SciFact's 20k chunks, 2.5 ms each in a
-batch of 8, on the 2-core machine). A query's dense searches (its variants, the parent leg) are
-asked for in the same turn of the event loop once its embedding is ready, and under load other
-requests' searches arrive while a batch runs: each batch takes whatever is waiting, so a lone
-request is never delayed (it goes at the end of the current turn) and a busy engine sees ever
-larger batches instead of a growing queue.
+batch of 8, on the 2-core machine), and for less still when equal searches are next to each other
+(see :func:`~retrieval_server.backends.vector_store.edge.grouped_order`). A query's dense searches
+(its variants, the parent leg) are asked for in the same turn of the event loop once its embedding
+is ready, and under load other requests' searches arrive while a batch runs: each batch takes
+whatever is waiting, so a lone request is never delayed (it goes at the end of the current turn)
+and a busy engine sees ever larger batches instead of a growing queue.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import threading
 from pathlib import Path
 
@@ -420,13 +421,19 @@ class _CountingShard:
     def __init__(self, shard: qe.EdgeShard) -> None:
         self._shard = shard
         self.calls: list[tuple[str, int]] = []
+        #: per engine call, each request's (vector name, limit, filter) in the order the engine got them
+        self.sent: list[list[tuple[str, int, str]]] = []
+
+    def _record(self, kind: str, requests: list[qe.QueryRequest]) -> None:
+        self.calls.append((kind, len(requests)))
+        self.sent.append([(repr(r.query).rsplit("using=", 1)[1], r.limit, repr(r.filter)) for r in requests])
 
     def query(self, request: qe.QueryRequest) -> list[qe.ScoredPoint]:
-        self.calls.append(("query", 1))
+        self._record("query", [request])
         return self._shard.query(request)
 
     def query_batch(self, batch: qe.QueryBatchRequest) -> list[list[qe.ScoredPoint]]:
-        self.calls.append(("query_batch", len(batch.queries)))
+        self._record("query_batch", list(batch.queries))
         return self._shard.query_batch(batch)
 
     def __getattr__(self, name: str) -> object:
@@ -447,5 +454,40 @@ async def test_edge_searches_asked_for_together_are_one_engine_call(tmp_path: Pa
         assert [[(h.chunk_id, round(h.score, 5)) for h in hits] for hits in together] == [
             [(h.chunk_id, round(h.score, 5)) for h in hits] for hits in alone
         ]
+    finally:
+        await store.close()
+
+
+async def test_edge_batches_reach_the_engine_with_equal_searches_side_by_side(tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Two queries' child and parent searches, asked for interleaved (as concurrent requests ask for
+    them), reach the engine grouped by vector, limit and filter, which it answers in one pass per
+    group; each caller still gets its own answer."""
+    store = make_vector_store("edge", tmp_path, executor)
+    await store.open()
+    try:
+        vecs = await _fill(store)
+        rng = np.random.default_rng(9)
+        await store.upsert_parents([_parent(d, 0, 0, _unit(rng.normal(size=DIM))) for d in [PUBLIC, PRIVATE, GRANTED, OTHER]])
+        asks = [
+            lambda: store.search_dense(vecs[0], 10, ALICE),
+            lambda: store.search_parents(vecs[0], 10, ALICE),
+            lambda: store.search_sparse(SparseVector((7,), (1.0,)), 10, ROOT),
+            lambda: store.search_dense(vecs[1], 10, ALICE),
+            lambda: store.search_parents(vecs[1], 10, ALICE),
+            lambda: store.search_dense(vecs[2], 3, ALICE),
+            lambda: store.search_dense(vecs[3], 10, ROOT),
+            lambda: store.search_parents(vecs[2], 10, ALICE),
+        ]
+        alone = [await ask() for ask in asks]
+        counting = _CountingShard(store._shard)  # type: ignore[attr-defined]
+        store._shard = counting  # type: ignore[attr-defined,assignment]
+        together = await asyncio.gather(*(ask() for ask in asks))
+        assert counting.calls == [("query_batch", len(asks))]
+        groups = [key for key, _ in itertools.groupby(counting.sent[0])]
+        assert len(groups) == len(set(groups)) == 5  # dense/ALICE/10, parent/ALICE/10, sparse/ROOT, dense/ALICE/3, dense/ROOT
+        assert [[(h.chunk_id, round(h.score, 5)) for h in hits] for hits in together] == [
+            [(h.chunk_id, round(h.score, 5)) for h in hits] for hits in alone
+        ]
+        assert all(together)
     finally:
         await store.close()

@@ -11,7 +11,8 @@ import asyncio
 import json
 import logging
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,27 @@ def _size(saved: dict[str, Any]) -> int | None:
     return size if isinstance(size, int) else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """One search of a batch: the engine request, and what the engine must see equal to scan once for several."""
+
+    group: tuple[str, int, PointFilter]
+    request: qe.QueryRequest
+
+
+def grouped_order(groups: Sequence[Hashable]) -> list[int]:
+    """The positions of a batch with equal groups next to each other, groups in order of first appearance.
+
+    The engine answers a run of consecutive requests with equal parameters (vector name, limit,
+    filter) in one pass over the vectors, and starts a new pass wherever the next request differs:
+    two queries' child and parent searches interleaved (child, parent, child, parent) took 7.6 ms
+    on SciFact's index where the same four grouped took 5.1."""
+    positions: dict[Hashable, list[int]] = {}
+    for i, group in enumerate(groups):
+        positions.setdefault(group, []).append(i)
+    return [i for same in positions.values() for i in same]
+
+
 def _filter(flt: PointFilter) -> qe.Filter | None:
     should, must_any = access_clauses(flt)
     if not should and not must_any:
@@ -103,7 +125,10 @@ class EdgeVectorStore:
         self.policy = policy or SearchPolicy()
         self._shard: qe.EdgeShard | None = None
         self._write_lock = asyncio.Lock()
-        self._searches: Coalescer[qe.QueryRequest, list[VectorHit]] = Coalescer(self._run_batch, slots=executor.workers)
+        # One batch at a time: the engine holds the GIL for a whole call, so two batches at once
+        # never overlap; they only split what one would have shared (a run of equal searches is
+        # one pass). HYBRID at c=32 served 13 % more requests/s with one slot than with two.
+        self._searches: Coalescer[_Search, list[VectorHit]] = Coalescer(self._run_batch, slots=1)
         #: what a new index is created with; an existing one reports what it holds
         self._wanted = self.features = features
 
@@ -234,20 +259,25 @@ class EdgeVectorStore:
         return qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=with_vector is None,
                                with_vector=with_vector)
 
-    def _query_batch(self, requests: list[qe.QueryRequest]) -> list[list[VectorHit]]:
+    def _query_batch(self, searches: list[_Search]) -> list[list[VectorHit]]:
+        order = grouped_order([s.group for s in searches])
+        requests = [searches[i].request for i in order]
         results = self.shard.query_batch(qe.QueryBatchRequest(requests)) if len(requests) > 1 else [self.shard.query(requests[0])]
-        return [[hit_from_payload(p.payload or {}, p.score) for p in points] for points in results]
+        answers: list[list[VectorHit]] = [[] for _ in searches]
+        for i, points in zip(order, results, strict=True):
+            answers[i] = [hit_from_payload(p.payload or {}, p.score) for p in points]
+        return answers
 
-    async def _run_batch(self, requests: list[qe.QueryRequest]) -> list[list[VectorHit]]:
-        return await self._executor.run(self._query_batch, requests)
+    async def _run_batch(self, searches: list[_Search]) -> list[list[VectorHit]]:
+        return await self._executor.run(self._query_batch, searches)
 
-    async def _search(self, query: qe.Query, limit: int, flt: PointFilter) -> list[VectorHit]:
+    async def _search(self, query: qe.Query, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
         # Searches asked for together (a query's dense legs; other requests' under load) reach the engine as one batch.
-        return await self._searches.submit(self._request(query, limit, flt))
+        return await self._searches.submit(_Search((using, limit, flt), self._request(query, limit, flt)))
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
-        return await self._search(q, limit, flt)
+        return await self._search(q, DENSE, limit, flt)
 
     async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
@@ -259,13 +289,13 @@ class EdgeVectorStore:
             return []
         using = SPARSE_TITLED if titled and self.features.title_field else SPARSE
         q = qe.Query.Nearest(qe.SparseVector(indices=list(vector.indices), values=list(vector.values)), using=using)
-        return await self._search(q, limit, flt)
+        return await self._search(q, using, limit, flt)
 
     async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         if not self.features.parent_vectors:
             return []
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=PARENT)
-        return await self._search(q, limit, flt)
+        return await self._search(q, PARENT, limit, flt)
 
     def _term_page(self, limit: int, offset: object) -> tuple[list[list[int] | None], object]:
         records, offset = self.shard.scroll(
