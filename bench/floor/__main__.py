@@ -12,7 +12,8 @@ Floors:
   (``bench.floor.inprocess``), measured on the same index before the server starts;
 * what the cores allow under load: each scenario's in-process calls back to back on as many
   threads as cores, measured (on the machine as it is shared at the time);
-* the raw cross-encoder on the same pairs as the rerank row (the service's pair cache off);
+* the raw cross-encoder on the pairs the rerank stage scores (``bench.floor.rerank_pairs``; the
+  service's pair cache off), the rerank cell asking the same queries;
 * start-up and command overheads (``bench.floor.startup``); ingestion beside the raw encoder on
   the same chunks, and Search at c=1 alone and during an ingest (``bench.floor.ingestion``);
 * the int8/fp32 choice a new index makes, beside a longer measurement of both models
@@ -38,7 +39,7 @@ from pathlib import Path
 import grpc
 
 from bench.beir import BeirDataset, open_dataset, shared_dir
-from bench.floor import echo, embedding_model, ingestion, inprocess, startup
+from bench.floor import echo, embedding_model, ingestion, inprocess, rerank_pairs, startup
 from bench.floor.report import Cell, Report
 from bench.load import generator
 from bench.load.reranker import reranker_dir
@@ -160,13 +161,25 @@ def main(argv: list[str] | None = None) -> int:
     queries = list(dataset.queries().values())
     cores = available_cores()
 
+    extra = dict(kv.split("=", 1) for kv in args.set)
+
+    def settings_for(processes: int) -> dict[str, str]:
+        return server_settings(
+            base, index_dir, processes, reranker, RERANK_CANDIDATES,
+            # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
+            RETRIEVAL_RERANK_PAIR_CACHE="0",
+            RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT=str(CHILD_CANDIDATES),
+            **extra,
+        )
+
+    # The pairs the rerank stage scores, from the service itself, before a server holds the index.
+    rerank_calls = rerank_pairs.collect(settings_for(1), queries[: inprocess.RERANK_QUERIES], TOP_K)
     print(f"in-process floor on {min(len(queries), args.floor_queries)} queries ...", flush=True)
     floor = inprocess.measure(index_dir, model_dir, queries[: args.floor_queries], top_ks=(TOP_K, WIDE_TOP_K),
                               candidates_per_context=CHILD_CANDIDATES, threads=cores, reranker_dir=reranker,
-                              rerank_candidates=RERANK_CANDIDATES)
+                              rerank_calls=rerank_calls)
     print(json.dumps(asdict(floor)), flush=True)
 
-    extra = dict(kv.split("=", 1) for kv in args.set)
     starts = startup.StartupReport()
     if not args.no_startup:
         startup.compile_project()
@@ -180,19 +193,16 @@ def main(argv: list[str] | None = None) -> int:
     # would leave it calling into a closed one.
     with asyncio.Runner() as runner:
         for processes in args.processes:
-            settings = server_settings(
-                base, index_dir, processes, reranker, RERANK_CANDIDATES,
-                # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
-                RETRIEVAL_RERANK_PAIR_CACHE="0",
-                RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT=str(CHILD_CANDIDATES),
-                **extra,
-            )
-            with running_server(settings, log_dir / f"server-{processes}p.log") as server:
+            with running_server(settings_for(processes), log_dir / f"server-{processes}p.log") as server:
                 cached = SCENARIOS["query-cached"]
                 runner.run(generator.warm(server.target, cached, queries, connections=1 if processes == 1 else 8))
 
                 def cell(name: str, c: int) -> None:
-                    cells.append(_run(runner, server.target, name, queries, c, args.duration, processes, server.pid))
+                    # The rerank cell asks the queries whose pairs its floor scored: further down
+                    # the set the pairs are longer (SciFact's 10th to 40th queries: 120 tokens a pair
+                    # against 110 for the first ten, 15 % more model time).
+                    asked = queries[: inprocess.RERANK_QUERIES] if name == "query-hybrid-rerank" else queries
+                    cells.append(_run(runner, server.target, name, asked, c, args.duration, processes, server.pid))
 
                 if processes == 1:
                     with grpc.insecure_channel(server.target) as channel:

@@ -17,7 +17,7 @@ import sqlite3
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as qe
 
+from bench.floor.rerank_pairs import Calls
 from retrieval_server.backends.embedder import resolve_model
 from retrieval_server.backends.metadata_store.sql import in_chunks
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore, exact_answer
@@ -34,7 +35,7 @@ from retrieval_server.backends.vector_store.edge import _filter, saved_features
 from retrieval_server.domain import AccessFilter, Identity, PointFilter
 from scoring_core.encoders import BiEncoder, CrossEncoder
 
-#: queries the cross-encoder's floor is measured on
+#: queries the cross-encoder's floor is measured on (the first ones), and the only ones the rerank cell asks
 RERANK_QUERIES = 10
 #: the anonymous caller's filter: public documents (the benchmark's requests carry no identity)
 PUBLIC = PointFilter(access=AccessFilter.for_identity(Identity()))
@@ -123,8 +124,10 @@ def _throughput(call: Callable[[str], object], queries: list[str], threads: int)
 
 def measure(
     index_dir: Path, model_dir: Path | None, queries: list[str], *, top_ks: tuple[int, ...], candidates_per_context: int,
-    threads: int, reranker_dir: Path | None = None, rerank_candidates: int = 0,
+    threads: int, reranker_dir: Path | None = None, rerank_calls: Sequence[Calls] = (),
 ) -> InProcessFloor:
+    """``rerank_calls``: per query, the (query, passages) the service's rerank stage scores
+    (:func:`bench.floor.rerank_pairs.collect`), timed here on the raw cross-encoder."""
     files = resolve_model(model_dir)
     floor = InProcessFloor(threads=threads)
     encoder = BiEncoder(files.model_path, files.tokenizer_path, threads=threads)
@@ -232,15 +235,19 @@ def measure(
             wanted = {q: enrich_ids(dense(q, k * candidates_per_context), k) for q in queries}
             floor.enrich_fetch_ms[k] = _median_ms(lambda q: enrich_rows(*wanted[q]), queries)
             floor.enrich_rows[k] = statistics.mean(enrich_rows(*wanted[q]) for q in queries)
-        if reranker_dir is not None and rerank_candidates:
+        if reranker_dir is not None and rerank_calls:
             tokenizer = reranker_dir / "tokenizer.json"
             cross = CrossEncoder(reranker_dir / "model.onnx", tokenizer if tokenizer.is_file() else files.tokenizer_path, threads=threads)
-            # A cross-encoder run costs seconds here: a few queries give its median.
-            few = queries[:RERANK_QUERIES]
-            passages = {q: [str(h.payload["content"]) for h in dense(q, rerank_candidates)] for q in few}
             cross.score("warm up", ["warm up"])
-            floor.rerank_ms = _median_ms(lambda q: cross.score(q, passages[q]), few)
-            floor.rerank_pairs = rerank_candidates
+            # A cross-encoder run costs a large part of a second here: a few queries give its median.
+            per_query = []
+            for calls in rerank_calls:
+                t0 = time.perf_counter()
+                for query, passages in calls:
+                    cross.score(query, passages)
+                per_query.append((time.perf_counter() - t0) * 1e3)
+            floor.rerank_ms = round(statistics.median(per_query), 3)
+            floor.rerank_pairs = round(statistics.mean(sum(len(p) for _, p in calls) for calls in rerank_calls))
         # What the cores allow: each request's direct calls back to back, on as many threads as cores.
         def search_request(q: str) -> None:
             single.encode([q])
