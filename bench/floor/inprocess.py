@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import qdrant_edge as qe
@@ -35,17 +36,19 @@ from retrieval_server.backends.vector_store.edge import _filter, saved_features
 from retrieval_server.domain import AccessFilter, Identity, PointFilter
 from scoring_core.encoders import BiEncoder, CrossEncoder
 
+T = TypeVar("T")
+
 #: queries the cross-encoder's floor is measured on (the first ones), and the only ones the rerank cell asks
 RERANK_QUERIES = 10
 #: the anonymous caller's filter: public documents (the benchmark's requests carry no identity)
 PUBLIC = PointFilter(access=AccessFilter.for_identity(Identity()))
 
 
-def _median_ms(fn: Callable[[str], object], queries: list[str]) -> float:
+def _median_ms(fn: Callable[[T], object], items: Sequence[T]) -> float:
     times = []
-    for q in queries:
+    for item in items:
         t0 = time.perf_counter()
-        fn(q)
+        fn(item)
         times.append((time.perf_counter() - t0) * 1e3)
     return round(statistics.median(times), 3)
 
@@ -240,13 +243,7 @@ def measure(
             cross = CrossEncoder(reranker_dir / "model.onnx", tokenizer if tokenizer.is_file() else files.tokenizer_path, threads=threads)
             cross.score("warm up", ["warm up"])
             # A cross-encoder run costs a large part of a second here: a few queries give its median.
-            per_query = []
-            for calls in rerank_calls:
-                t0 = time.perf_counter()
-                for query, passages in calls:
-                    cross.score(query, passages)
-                per_query.append((time.perf_counter() - t0) * 1e3)
-            floor.rerank_ms = round(statistics.median(per_query), 3)
+            floor.rerank_ms = _median_ms(lambda calls: [cross.score(q, passages) for q, passages in calls], rerank_calls)
             floor.rerank_pairs = round(statistics.mean(sum(len(p) for _, p in calls) for calls in rerank_calls))
         # What the cores allow: each request's direct calls back to back, on as many threads as cores.
         def search_request(q: str) -> None:

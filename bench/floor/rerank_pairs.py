@@ -11,9 +11,9 @@ run once as the rerank cell asks it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from unittest import mock
 
 from retrieval_server.backends.reranker import Reranker
 from retrieval_server.domain import QueryOptions, Strategy
@@ -37,27 +37,13 @@ class _Recording:
         return await self.inner.rerank(query, texts)
 
 
-@contextlib.contextmanager
-def _environment(env: Mapping[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def collect(env: Mapping[str, str], queries: Sequence[str], top_k: int) -> list[Calls]:
     """Per query, the rerank calls of a HYBRID query with ``top_k`` and no cache, under the
     server's environment ``env`` (``RETRIEVAL_*``)."""
     from retrieval_server.app import Application
     from retrieval_server.config import load_settings
 
-    with _environment(env):
+    with mock.patch.dict(os.environ, env):
         settings = load_settings()
 
     async def run() -> list[Calls]:
