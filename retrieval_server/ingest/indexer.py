@@ -3,7 +3,8 @@
 Children and (when the index has parent vectors) parents are embedded in one batch: a parent's
 text is the document title followed by the parent's content, truncated by the embedder to its
 ``max_seq_length`` tokens, so a short document is embedded whole. Children also get the BM25F
-keyword vector (title as a field of weight ``title_weight``).
+keyword vector (title as a field of weight ``title_weight``). The keyword vectors and each
+document's knowledge graph need no dense vector, so they are made while the batch is embedded.
 
 Re-ingesting replaces a document without a window where it is missing: the new version's points
 are written first, beside the committed version's (a point's id is per chunk and version, so they
@@ -34,6 +35,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +77,22 @@ class _Prepared:
     previous: Document | None
     #: tokens in the title, which embedded texts may lead with
     title_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """What a document's writes need besides its dense vectors: its children's keyword vectors
+    (plain, and with the title as a field when the index has that field) and its knowledge graph."""
+
+    sparse: list[tuple[SparseVector, SparseVector | None]]
+    graph: DocumentGraph | None
+
+
+async def _discard(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait for it to end, whatever it ends with (nobody will read it)."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 def _parent_text(title: str, content: str) -> str:
@@ -183,8 +201,8 @@ class Indexer:
                 task, writing = writing, None
                 await task
 
-        async def write(batch: list[_Prepared], dense: np.ndarray) -> None:
-            done.extend(await self._write(batch, dense, errors))
+        async def write(batch: list[_Prepared], dense: np.ndarray, derived: asyncio.Task[list[_Derived]]) -> None:
+            done.extend(await self._write(batch, dense, await derived, errors))
             if on_document:
                 for p in batch:
                     on_document(p.document.document_id)
@@ -195,10 +213,19 @@ class Indexer:
             pending.clear()
             if not batch:
                 return
-            dense = await self._embed_batch(batch, errors)
-            await written()
-            if dense is not None:
-                writing = asyncio.create_task(write(batch, dense))
+            # The keyword vectors and the graph need no dense vector: they are made while the model
+            # embeds the batch, instead of one document at a time between its writes.
+            derived = asyncio.create_task(self._derive(batch))
+            try:
+                dense = await self._embed_batch(batch, errors)
+                await written()
+            except BaseException:
+                await _discard(derived)
+                raise
+            if dense is None:
+                await _discard(derived)
+                return
+            writing = asyncio.create_task(write(batch, dense, derived))
 
         try:
             for src in sources:
@@ -234,9 +261,7 @@ class Indexer:
             await written()
         except BaseException:
             if writing is not None:
-                writing.cancel()
-                with contextlib.suppress(BaseException):
-                    await writing
+                await _discard(writing)
             raise
         return IngestReport(tuple(done), tuple(errors))
 
@@ -331,26 +356,38 @@ class Indexer:
             errors.extend(IngestFailure(p.document.document_id, f"embedding failed: {exc}") for p in batch)
             return None
 
-    async def _write(self, batch: list[_Prepared], dense: np.ndarray, errors: list[IngestFailure]) -> list[IngestedDocument]:
-        with_parents = self._vectors.features.parent_vectors
-        out: list[IngestedDocument] = []
-        row = 0
-        parent_row = sum(len(p.children) for p in batch)
+    async def _derive(self, batch: list[_Prepared]) -> list[_Derived]:
+        """Each document's keyword vectors and graph, in the batch's order."""
+        titled = self._vectors.features.title_field
+        out: list[_Derived] = []
         for p in batch:
-            vecs = dense[row : row + len(p.children)]
-            row += len(p.children)
-            titled, document, title = self._vectors.features.title_field, p.document, p.document.title
 
-            def sparse_vectors(children: list[ChildChunk] = p.children) -> list[tuple[SparseVector, SparseVector | None]]:
+            def sparse_vectors(
+                children: list[ChildChunk] = p.children, title: str = p.document.title
+            ) -> list[tuple[SparseVector, SparseVector | None]]:
                 return [
                     (self._sparse.document(c.content), self._sparse.titled_document(c.content, title, self._title_weight) if titled else None)
                     for c in children
                 ]
 
             sparse = await self._executor.run(sparse_vectors, priority=Priority.BACKGROUND)
+            out.append(_Derived(sparse, await self._document_graph(p)))
+        return out
+
+    async def _write(
+        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure]
+    ) -> list[IngestedDocument]:
+        with_parents = self._vectors.features.parent_vectors
+        out: list[IngestedDocument] = []
+        row = 0
+        parent_row = sum(len(p.children) for p in batch)
+        for p, d in zip(batch, derived, strict=True):
+            vecs = dense[row : row + len(p.children)]
+            row += len(p.children)
+            document = p.document
             points = [
                 VectorPoint(child=c, document=document, dense=v, sparse=s, version=document.version, sparse_titled=st)
-                for c, v, (s, st) in zip(p.children, vecs, sparse, strict=True)
+                for c, v, (s, st) in zip(p.children, vecs, d.sparse, strict=True)
             ]
             parent_points: list[ParentPoint] = []
             if with_parents:
@@ -364,7 +401,7 @@ class Indexer:
                 ]
                 parent_row += len(p.parents)
             doc_id = p.document.document_id
-            graph = await self._document_graph(p)
+            graph = d.graph
             async with self._document_lock(doc_id):
                 try:
                     await self._metadata.begin_write(doc_id)

@@ -16,7 +16,7 @@ import pytest_asyncio
 from retrieval_server.app import Application
 from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DocumentSource, Identity, PointFilter, QueryOptions, Role
+from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, Role, Strategy
 from scoring_core.encoders import Interrupted
 from tests.support.pdf import make_pdf
 
@@ -344,3 +344,48 @@ async def test_an_index_keeps_the_contextual_children_it_was_built_with(tmp_path
                 await tx.execute("DELETE FROM index_info WHERE info_key = ?", ["child_title"])
         finally:
             await app.close()
+
+
+SERVICES = ("ProjectAlpha depends on AuthSvc for its logins. AuthSvc uses DatabaseSvc to keep the sessions. "
+            "DatabaseSvc replicates to the standby in another region every night.")
+
+
+async def test_keyword_vectors_and_the_graph_are_made_while_the_batch_is_embedded(app: Application) -> None:
+    """The embedding and the graph extraction each wait for the other to start: made one after the
+    other (the graph between a document's writes, after the embedding) the ingest could not go on,
+    and the bound turns that into a failure rather than a hang. What they make is stored as usual."""
+    started = {"embed": asyncio.Event(), "graph": asyncio.Event()}
+    indexer = app.indexer
+    embedder, extractor = indexer._embedder, indexer._graph  # noqa: SLF001 - holding the two stages
+    assert extractor is not None
+    extracted: list[Any] = []
+
+    async def hold(mine: str, other: str) -> None:
+        started[mine].set()
+        await asyncio.wait_for(started[other].wait(), 300)
+
+    class HeldEmbedder:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(embedder, name)
+
+        async def embed_background(self, texts: Any, **kwargs: Any) -> Any:
+            await hold("embed", "graph")
+            return await embedder.embed_background(texts, **kwargs)
+
+    class HeldGraph:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(extractor, name)
+
+        async def extract(self, parents: Any, children: Any) -> Any:
+            await hold("graph", "embed")
+            extracted.append(await extractor.extract(parents, children))
+            return extracted[-1]
+
+    indexer._embedder, indexer._graph = HeldEmbedder(), HeldGraph()  # type: ignore[assignment]  # noqa: SLF001
+    report = await app.ingest([_txt("services", SERVICES)])
+    assert not report.errors and [d.document_id for d in report.documents] == ["services"]
+    (graph,) = extracted
+    stored = await app.metadata.graph_entities(None, AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN)), document_ids=["services"])
+    assert set(stored) == {e.key for e in graph.entities} >= {"authsvc", "databasesvc"}
+    found = await app.pipeline.query(QueryOptions("DatabaseSvc standby region", 1, strategy=Strategy.KEYWORD, use_cache=False))
+    assert [c.document.document_id for c in found.contexts] == ["services"]
