@@ -2,9 +2,9 @@
 
 uvloop by default: a served answer that is already known costs the loop thread mostly event-loop
 bookkeeping (gRPC's completion callbacks, tasks, futures), which uvloop does in C. Measured beside
-the standard loop on the 2-core machine (bench/floor/HISTORY.md, session 22): 153–175 µs of server CPU per cached
-Query at c=32 against 179–191 µs. ``asyncio`` stays available for tools that need the standard
-loop, and for platforms uvloop is not made for (Windows).
+the standard loop on the 2-core machine (bench/floor/HISTORY.md, session 22): 153–175 µs of
+server CPU per cached Query at c=32 against 179–191 µs. ``asyncio`` stays available for tools
+that need the standard loop, and for platforms uvloop is not made for (Windows).
 """
 
 from __future__ import annotations
