@@ -9,7 +9,10 @@ Floors:
   same bytes as a cached Query, driven by the same load generator at the same concurrency, on the
   standard asyncio loop (the goal's floor) and on uvloop (the service's loop: what is left is ours);
 * in-process: the same embedding and engine calls made directly, no gRPC, no workflow graph
-  (``bench.floor.inprocess``), measured on the same index before the server starts;
+  (``bench.floor.inprocess``), measured on the same index before the first server starts and
+  again after each server stops; a server's cells are held to the mean of the floors on either
+  side of them (the table shows both), so that a drift of the shared host's load between a floor
+  and its cells moves both;
 * what the cores allow under load: each scenario's in-process calls back to back on as many
   threads as cores, measured (on the machine as it is shared at the time);
 * the raw cross-encoder on the pairs the rerank stage scores (``bench.floor.rerank_pairs``; the
@@ -174,11 +177,18 @@ def main(argv: list[str] | None = None) -> int:
 
     # The pairs the rerank stage scores, from the service itself, before a server holds the index.
     rerank_calls = rerank_pairs.collect(settings_for(1), queries[: inprocess.RERANK_QUERIES], TOP_K)
-    print(f"in-process floor on {min(len(queries), args.floor_queries)} queries ...", flush=True)
-    floor = inprocess.measure(index_dir, model_dir, queries[: args.floor_queries], top_ks=(TOP_K, WIDE_TOP_K),
-                              candidates_per_context=CHILD_CANDIDATES, threads=cores, reranker_dir=reranker,
-                              rerank_calls=rerank_calls)
-    print(json.dumps(asdict(floor)), flush=True)
+
+    def measure_floor(when: str) -> inprocess.InProcessFloor:
+        print(f"in-process floor on {min(len(queries), args.floor_queries)} queries, {when} ...", flush=True)
+        floor = inprocess.measure(index_dir, model_dir, queries[: args.floor_queries], top_ks=(TOP_K, WIDE_TOP_K),
+                                  candidates_per_context=CHILD_CANDIDATES, threads=cores, reranker_dir=reranker,
+                                  rerank_calls=rerank_calls)
+        print(json.dumps(asdict(floor)), flush=True)
+        return floor
+
+    # Before the first server, and again after each one stops (the engine opens a folder in one
+    # process at a time): each server's cells are held to the floors on either side of them.
+    floors = [measure_floor("before the servers")]
 
     starts = startup.StartupReport()
     if not args.no_startup:
@@ -221,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name in ("search", "query-hybrid", *(("query-cached",) if processes > 1 else ())):
                     for c in args.load_concurrency:
                         cell(name, c)
+            floors.append(measure_floor(f"after the {processes}-process server"))
 
     if not args.no_startup:
         two = [d for _, d in zip(range(2), _texts(dataset))]
@@ -232,14 +243,16 @@ def main(argv: list[str] | None = None) -> int:
                                    log_dir / "ingest-row.log", rounds=args.ingest_rounds, queries=queries)
         print("\n".join(ingest.lines()), flush=True)
     choice = embedding_model.measure()
-    report = Report(floor, cells, cores)
+    report = Report({p: (floors[i], floors[i + 1]) for i, p in enumerate(args.processes)}, cells, cores)
     out = {
         "dataset": dataset.name,
         "model": str(model_dir) if model_dir else "bundled",
         "reranker": reranker_note,
         "machine": {"cpus": cores, "platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()},
         "duration_s": args.duration,
-        "floor": asdict(floor),
+        # The floor the first server's cells (the c=1 rows among them) are held to; every measurement in order.
+        "floor": asdict(report.floor(args.processes[0])),
+        "floors": [asdict(f) for f in floors],
         "cells": [asdict(c) for c in cells],
         "ratios": [asdict(r) for r in report.ratios()],
         "startup": asdict(starts),

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TypeVar
 
@@ -107,6 +107,24 @@ class InProcessFloor:
     #: requests/s of each scenario's direct calls made back to back on ``threads`` threads at once
     #: (single-threaded model runs): what this machine's cores allow, measured, shared as they are
     capacity_rps: dict[str, float] = field(default_factory=dict)
+
+
+def mean_of(before: InProcessFloor, after: InProcessFloor) -> InProcessFloor:
+    """Each number the mean of two measurements of the same floor, taken before and after the cells
+    held to it: a host whose load drifts between them (a shared machine's does, by 10-40 % within
+    minutes) then moves the floor and the cells alike, to first order, instead of only the cells."""
+    values: dict[str, object] = {}
+    for f in fields(InProcessFloor):
+        a, b = getattr(before, f.name), getattr(after, f.name)
+        if isinstance(a, dict):
+            values[f.name] = {k: round((a[k] + b[k]) / 2, 3) for k in a if k in b}
+        elif isinstance(a, float):
+            values[f.name] = round((a + b) / 2, 3)
+        elif a != b:  # counts and settings: the same in both, or the two are not of the same floor
+            raise ValueError(f"{f.name} differs between the two measurements: {a} and {b}")
+        else:
+            values[f.name] = a
+    return InProcessFloor(**values)  # type: ignore[arg-type]
 
 
 #: How a HYBRID query's calls can be made: the service's way, and the two it could take instead.

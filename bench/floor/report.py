@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.floor.inprocess import SCHEDULES, InProcessFloor
+from bench.floor.inprocess import SCHEDULES, InProcessFloor, mean_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +55,44 @@ def _ratio(a: float, b: float) -> float:
     return round(a / b, 2) if b else float("nan")
 
 
+def _drift(before: float, after: float) -> str:
+    return f"; measured {before:g} before, {after:g} after"
+
+
 @dataclass(slots=True)
 class Report:
-    floor: InProcessFloor
+    #: by server process count: the in-process floor measured before that server started and after
+    #: it stopped; its cells are held to the mean of the two
+    brackets: dict[int, tuple[InProcessFloor, InProcessFloor]]
     cells: list[Cell]
     cores: int
+
+    def floor(self, processes: int = 1) -> InProcessFloor:
+        return mean_of(*self.brackets[processes])
 
     def cell(self, scenario: str, concurrency: int, processes: int = 1) -> Cell | None:
         return next((c for c in self.cells if (c.scenario, c.concurrency, c.processes) == (scenario, concurrency, processes)), None)
 
     def ratios(self, top_k: int = 5, wide_top_k: int = 100, candidates_per_context: int = 8) -> list[Ratio]:
-        f, out = self.floor, []
+        out: list[Ratio] = []
+        if 1 in self.brackets:
+            out += self._single_process(top_k, wide_top_k, candidates_per_context)
+        # Under load: what the cores allow, each request's direct calls back to back on every core at once.
+        for c in sorted(self.cells, key=lambda c: (c.scenario, c.processes, c.concurrency)):
+            if c.concurrency == 1 or c.processes not in self.brackets:
+                continue
+            before, after = (b.capacity_rps.get(c.scenario) for b in self.brackets[c.processes])
+            if before and after:
+                cap = self.floor(c.processes).capacity_rps[c.scenario]
+                r = _ratio(cap, c.rps)
+                out.append(Ratio(c.scenario, f"{c.processes} proc c={c.concurrency} req/s", c.rps, cap,
+                                 f"direct calls on {self.brackets[c.processes][0].threads} threads{_drift(before, after)}", r, "≤ 1.3×", r <= 1.3,
+                                 c.dominant()))
+        return out
+
+    def _single_process(self, top_k: int, wide_top_k: int, candidates_per_context: int) -> list[Ratio]:
+        f, out = self.floor(1), []
+        before, after = self.brackets[1]
         if f.made_top_k and f.made_top_k != top_k:
             raise ValueError(f"the requests made for real were at top_k {f.made_top_k}, the ratios asked for {top_k}")
         pool = top_k * candidates_per_context
@@ -89,12 +116,14 @@ class Report:
         if search is not None:
             floor = f.search_made_ms
             out.append(Ratio("search", "c=1 p50 ms", search.p50_ms, floor,
-                             f"embed, dense, documents made in turn (each alone: {f.search(top_k):.1f})", _ratio(search.p50_ms, floor),
+                             f"embed, dense, documents made in turn (each alone: {f.search(top_k):.1f}"
+                             f"{_drift(before.search_made_ms, after.search_made_ms)})", _ratio(search.p50_ms, floor),
                              "≤ 1.3×", search.p50_ms / floor <= 1.3))
         hybrid = self.cell("query-hybrid", 1)
         if hybrid is not None:
             schedule, floor = f.hybrid_made()
-            out.append(Ratio("query-hybrid", "c=1 p50 ms", hybrid.p50_ms, floor, f"the same calls made, fastest schedule: {schedule} ({SCHEDULES[schedule]})",
+            out.append(Ratio("query-hybrid", "c=1 p50 ms", hybrid.p50_ms, floor, f"the same calls made, fastest schedule: {schedule} ({SCHEDULES[schedule]}"
+                             f"{_drift(before.hybrid_made_ms[schedule], after.hybrid_made_ms[schedule])})",
                              _ratio(hybrid.p50_ms, floor), "≤ 1.3×", hybrid.p50_ms / floor <= 1.3, hybrid.dominant()))
             # No request reaches this on a machine whose cores its legs share; how far the calls themselves are from it.
             alone = f.hybrid(top_k, pool)
@@ -105,7 +134,8 @@ class Report:
             made = f.retrieve_made_ms[schedule]
             slowest, total = f.slowest_chain(pool), f.serial(pool)
             out.append(Ratio("query-hybrid", "analyze + retrieve ms", retrieve, made,
-                             f"the legs made, {schedule} (calls alone: slowest chain {slowest:.1f}, summed {total:.1f})",
+                             f"the legs made, {schedule} (calls alone: slowest chain {slowest:.1f}, summed {total:.1f}"
+                             f"{_drift(before.retrieve_made_ms[schedule], after.retrieve_made_ms[schedule])})",
                              _ratio(retrieve, made), "≈ made, < calls alone summed", retrieve < total))
         wide = self.cell("query-hybrid-top100", 1)
         if wide is not None and hybrid is not None:
@@ -116,20 +146,13 @@ class Report:
                              "≤ 3×", r <= 3.0, wide.dominant()))
             direct = f.enrich_fetch_ms.get(wide_top_k, 0.0)
             if direct:
-                out.append(Ratio("query-hybrid-top100", "enrich ms, top 100", e100, direct, "the same rows read directly",
+                out.append(Ratio("query-hybrid-top100", "enrich ms, top 100", e100, direct, f"the same rows read directly{_drift(before.enrich_fetch_ms[wide_top_k], after.enrich_fetch_ms[wide_top_k])}",
                                  _ratio(e100, direct), "", None))
         rerank = self.cell("query-hybrid-rerank", 1)
         if rerank is not None and f.rerank_ms:
             stage = rerank.stage_ms.get("rerank", 0.0)
-            out.append(Ratio("query-hybrid-rerank", f"rerank ms ({f.rerank_pairs} pairs)", stage, f.rerank_ms, "raw ONNX, same pairs",
+            out.append(Ratio("query-hybrid-rerank", f"rerank ms ({f.rerank_pairs} pairs)", stage, f.rerank_ms, f"raw ONNX, same pairs{_drift(before.rerank_ms, after.rerank_ms)}",
                              _ratio(stage, f.rerank_ms), "≤ 1.2×", stage / f.rerank_ms <= 1.2, rerank.dominant()))
-        # Under load: what the cores allow, each request's direct calls back to back on every core at once.
-        for c in sorted(self.cells, key=lambda c: (c.scenario, c.processes, c.concurrency)):
-            cap = f.capacity_rps.get(c.scenario)
-            if cap and c.concurrency > 1:
-                r = _ratio(cap, c.rps)
-                out.append(Ratio(c.scenario, f"{c.processes} proc c={c.concurrency} req/s", c.rps, cap,
-                                 f"direct calls on {f.threads} threads (measured)", r, "≤ 1.3×", r <= 1.3, c.dominant()))
         return out
 
     def table(self) -> str:

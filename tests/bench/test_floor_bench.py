@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
         cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}),
         cell("search", 8, floor.capacity_rps["search"] / 2, 10.0),
     ]
-    ratios = {(r.scenario, r.what): r for r in Report(floor, cells, cores=2).ratios(top_k=2, wide_top_k=4, candidates_per_context=2)}
+    ratios = {(r.scenario, r.what): r for r in Report({1: (floor, floor)}, cells, cores=2).ratios(top_k=2, wide_top_k=4, candidates_per_context=2)}
     assert ratios["query-cached", "c=32 req/s"].ratio == 0.9 and ratios["query-cached", "c=32 req/s"].met
     # The goal stays against the standard loop's echo; the uvloop echo is a reference beside it.
     beside = ratios["query-cached", "c=32 req/s, of echo on uvloop"]
@@ -113,6 +114,32 @@ def test_ingestion_beside_the_raw_encoder_and_queries_during_an_ingest(dataset: 
     assert "during an ingest" in row.lines()[-1]
 
 
+def test_cells_are_held_to_the_mean_of_the_floors_measured_before_and_after_them(index_dir: Path) -> None:
+    before = inprocess.measure(index_dir, None, QUERIES, top_ks=(2, 4), candidates_per_context=2, threads=1)
+    # The same floor on a host twice as busy afterwards: every time doubled, every rate halved.
+    after = dataclasses.replace(
+        before,
+        **{f.name: {k: v * 2 for k, v in getattr(before, f.name).items()} if isinstance(getattr(before, f.name), dict) else getattr(before, f.name) * 2
+           for f in dataclasses.fields(before) if isinstance(getattr(before, f.name), (dict, float)) and f.name not in ("capacity_rps", "enrich_rows")},
+        capacity_rps={k: v / 2 for k, v in before.capacity_rps.items()},
+    )
+    mean = inprocess.mean_of(before, after)
+    assert mean.search_made_ms == pytest.approx(1.5 * before.search_made_ms, abs=1e-3)
+    assert mean.capacity_rps["search"] == pytest.approx(0.75 * before.capacity_rps["search"], abs=0.1)
+    assert mean.enrich_rows == before.enrich_rows and mean.threads == before.threads
+    with pytest.raises(ValueError, match="threads"):
+        inprocess.mean_of(before, dataclasses.replace(before, threads=before.threads + 1))
+
+    search = Cell("search", 1, 1, 10.0, 1.5 * before.search_made_ms, 1.0, 1.0, 0, 1.0, {})
+    loaded = Cell("search", 2, 8, 0.75 * before.capacity_rps["search"], 10.0, 10.0, 10.0, 0, 1.0, {})
+    ratios = {(r.scenario, r.what): r for r in Report({1: (before, after), 2: (after, before)}, [search, loaded], cores=2).ratios(
+        top_k=2, wide_top_k=4, candidates_per_context=2)}
+    # Held to the mean, neither to the floor before (1.5) nor to the one after (0.75).
+    assert ratios["search", "c=1 p50 ms"].ratio == pytest.approx(1.0, abs=0.01)
+    assert f"{before.search_made_ms:g} before, {after.search_made_ms:g} after" in ratios["search", "c=1 p50 ms"].floor_is
+    assert ratios["search", "2 proc c=8 req/s"].ratio == pytest.approx(1.0, abs=0.01)
+
+
 def test_the_median_ratio_of_close_rounds_stays_within_their_spread() -> None:
     # 1.914 / 2.00 and 1.916 / 2.00: ratios 0.957 and 0.958, median 0.9575 (two decimals made it 0.96).
     row = ingestion.IngestionFloor(4, 4, (ingestion.IngestionRound(2.0, 1.914), ingestion.IngestionRound(2.0, 1.916)))
@@ -136,6 +163,7 @@ def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) 
                 ("query-hybrid", "1 proc c=2 req/s")]:
         assert row in rows, row
     assert 0 < report["floor"]["rerank_pairs"] <= 20 and report["floor"]["rerank_ms"] > 0
+    assert len(report["floors"]) == 2  # before the server and after it
     assert report["startup"]["serve_to_serving_ms"] > 0 and set(report["startup"]["commands"]) == {"health", "search", "query"}
     assert report["ingestion"]["documents"] == 2 and report["ingestion"]["ratio"] > 0 and len(report["ingestion"]["rounds"]) == 3
     assert report["ingestion"]["query_alone_ms"] > 0
