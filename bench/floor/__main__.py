@@ -35,14 +35,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
 import grpc
 
 from bench.beir import BeirDataset, open_dataset, shared_dir
-from bench.floor import echo, embedding_model, ingestion, inprocess, rerank_pairs, startup
+from bench.floor import echo, embedding_model, ingestion, inprocess, paired, rerank_pairs, startup
 from bench.floor.report import Cell, Report
 from bench.load import generator
 from bench.load.reranker import reranker_dir
@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--load-concurrency", type=_ints, default=[8, 32], help="closed-loop concurrency of the load rows (default 8,32)")
     p.add_argument("--duration", type=float, default=8.0, help="measured seconds per cell (after a 2 s warm-up)")
     p.add_argument("--floor-queries", type=int, default=100, help="queries the in-process floor is measured on")
+    p.add_argument("--paired-queries", type=int, default=300, help="queries of the c=1 Search and HYBRID rows, each made beside its floor")
     p.add_argument("--model-dir", type=Path, help="embedding model (default: as bench.quality)")
     p.add_argument("--reranker-model-dir", type=Path, help="real cross-encoder folder (default: one built here, random weights)")
     p.add_argument("--index-dir", type=Path, help="index data directory (default: bench.quality's for the dataset)")
@@ -199,9 +200,11 @@ def main(argv: list[str] | None = None) -> int:
             {**base, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_LOG_LEVEL": "WARNING", **extra}, log_dir / "startup.log")
         print(f"serve to SERVING {starts.serve_to_serving_ms:.0f} ms", flush=True)
     cells: list[Cell] = []
+    paired_floor = paired.PairedFloor()
     # One event loop for every cell: grpc.aio's poller outlives a loop, and a second asyncio.run
     # would leave it calling into a closed one.
-    with asyncio.Runner() as runner:
+    with asyncio.Runner() as runner, tempfile.TemporaryDirectory() as scratch, ExitStack() as stack:
+        copy = stack.enter_context(paired.index_copy(index_dir, Path(scratch))) if 1 in args.processes else None
         for processes in args.processes:
             with running_server(settings_for(processes), log_dir / f"server-{processes}p.log") as server:
                 cached = SCENARIOS["query-cached"]
@@ -224,7 +227,19 @@ def main(argv: list[str] | None = None) -> int:
                             cells.append(_run(runner, uvloop_target, "echo-uvloop", queries, c, args.duration, 1, None))
                             cells.append(_run(runner, echo_target, "echo", queries, c, args.duration, 1, None))
                             cell("query-cached", c)
-                    for name in ("search", "query-hybrid", "query-hybrid-top100", "query-hybrid-rerank"):
+                    # Search and HYBRID at c=1 query by query beside their floor, on the index's copy.
+                    assert copy is not None
+                    with inprocess.DirectCalls(copy, model_dir, cores) as direct:
+                        asked = queries[: args.paired_queries]
+                        samples, paired_floor.search_made_ms = runner.run(paired.search(server.target, SCENARIOS["search"], direct, asked, TOP_K))
+                        cells.append(Cell.of("search", 1, 1, samples.summary(), 0.0))
+                        print(cells[-1].line(), flush=True)
+                        samples, paired_floor.hybrid_made_ms, paired_floor.retrieve_made_ms = runner.run(
+                            paired.hybrid(server.target, SCENARIOS["query-hybrid"], direct, asked, TOP_K, TOP_K * CHILD_CANDIDATES))
+                        cells.append(Cell.of("query-hybrid", 1, 1, samples.summary(), 0.0))
+                        print(cells[-1].line(), flush=True)
+                        paired_floor.queries = len(asked)
+                    for name in ("query-hybrid-top100", "query-hybrid-rerank"):
                         cell(name, 1)
                     if not args.no_startup:
                         starts.commands = startup.command_overheads(server.target, queries[0])
@@ -243,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                                    log_dir / "ingest-row.log", rounds=args.ingest_rounds, queries=queries)
         print("\n".join(ingest.lines()), flush=True)
     choice = embedding_model.measure()
-    report = Report({p: (floors[i], floors[i + 1]) for i, p in enumerate(args.processes)}, cells, cores)
+    report = Report({p: (floors[i], floors[i + 1]) for i, p in enumerate(args.processes)}, cells, cores,
+                    paired_floor if paired_floor.queries else None)
     out = {
         "dataset": dataset.name,
         "model": str(model_dir) if model_dir else "bundled",
@@ -253,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         # The floor the first server's cells (the c=1 rows among them) are held to; every measurement in order.
         "floor": asdict(report.floor(args.processes[0])),
         "floors": [asdict(f) for f in floors],
+        "paired_floor": asdict(paired_floor),
         "cells": [asdict(c) for c in cells],
         "ratios": [asdict(r) for r in report.ratios()],
         "startup": asdict(starts),

@@ -143,189 +143,218 @@ def _throughput(call: Callable[[str], object], queries: list[str], threads: int)
         return round(len(queries) / (time.perf_counter() - t0), 1)
 
 
+class DirectCalls:
+    """A request's embedding, engine and SQL calls, made directly on an index folder, with the
+    arguments the service uses under its default settings. One process may hold the folder."""
+
+    def __init__(self, index_dir: Path, model_dir: Path | None, threads: int) -> None:
+        self.files = resolve_model(model_dir)
+        self.threads = threads
+        #: the query embedded on every core, and on one (the service's while other legs run)
+        self.encoder = BiEncoder(self.files.model_path, self.files.tokenizer_path, threads=threads)
+        self.single = BiEncoder(self.files.model_path, self.files.tokenizer_path, threads=1)
+        self.encoder.encode(["warm up"])
+        self.single.encode(["warm up"])
+        self._shard = qe.EdgeShard.load(str(index_dir / "vectors"))
+        self._uri = f"{(index_dir / 'metadata.sqlite3').absolute().as_uri()}?mode=ro"
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._filter = _filter(PUBLIC)
+        exact = int(self._shard.info().points_count) <= 200_000
+        self._params = qe.SearchParams(exact=exact, acorn=qe.AcornSearchParams(enable=True) if self._filter else None)
+        self._sparse = Bm25Encoder()
+        # The keyword leg's vector: the titled one (BM25F) wherever the index holds it, as the service searches.
+        features = saved_features(index_dir / "vectors")
+        self._keyword_vector = SPARSE_TITLED if features.title_field else SPARSE
+        self._granularities = (DENSE, PARENT) if features.parent_vectors else (DENSE,)
+        self._store = SqliteMetadataStore(index_dir / "metadata.sqlite3")
+        self._legs = ThreadPoolExecutor(2, thread_name_prefix="leg")
+        self._schedules: dict[int, dict[str, Callable[[str], list[qe.ScoredPoint]]]] = {}
+
+    def close(self) -> None:
+        self._legs.shutdown()
+        for c in self._connections:
+            c.close()
+        self._shard.close()
+
+    def __enter__(self) -> DirectCalls:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _conn(self) -> sqlite3.Connection:
+        """One connection per thread, as the service's readers: a shared one would serialize the threads."""
+        c = getattr(self._local, "db", None)
+        if c is None:
+            c = self._local.db = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+            self._connections.append(c)
+        return c
+
+    def _request(self, vector: np.ndarray, limit: int, using: str) -> qe.QueryRequest:
+        v = np.asarray(vector, dtype=np.float32).tolist()
+        return qe.QueryRequest(limit=limit, query=qe.Query.Nearest(v, using=using), filter=self._filter, params=self._params, with_payload=True)
+
+    def nearest(self, vector: np.ndarray, limit: int) -> list[qe.ScoredPoint]:
+        return self._shard.query(self._request(vector, limit, DENSE))
+
+    def dense_legs(self, vector: np.ndarray, limit: int) -> list[qe.ScoredPoint]:
+        """A query's dense searches in one engine batch, as the service's coalescer sends them; the children's hits."""
+        if len(self._granularities) == 1:
+            return self.nearest(vector, limit)
+        return self._shard.query_batch(qe.QueryBatchRequest([self._request(vector, limit, using) for using in self._granularities]))[0]
+
+    def keyword(self, q: str, limit: int) -> list[qe.ScoredPoint]:
+        s = self._sparse.query(q)
+        if not s.indices:
+            return []
+        query = qe.Query.Nearest(qe.SparseVector(indices=list(s.indices), values=list(s.values)), using=self._keyword_vector)
+        return self._shard.query(qe.QueryRequest(limit=limit, query=query, filter=self._filter, params=self._params, with_payload=True))
+
+    def fts(self, q: str) -> list[tuple[object, ...]]:
+        """The store's statements: the best matches by score with whether they are readable, and
+        the plain statement when those do not settle the answer."""
+        statement = self._store.ranked_search_statement(q, 3, PUBLIC.access)
+        if statement is None:
+            return []
+        answer = exact_answer(self._conn().execute(*statement).fetchall(), 3)
+        if answer is not None:
+            return list(answer)
+        plain = self._store.search_statement(q, 3, PUBLIC.access)
+        return self._conn().execute(*plain).fetchall() if plain else []
+
+    def rows(self, table: str, key: str, ids: list[str]) -> int:
+        n = 0
+        for part in in_chunks(ids):
+            n += len(self._conn().execute(f"SELECT * FROM {table} WHERE {key} IN ({','.join('?' * len(part))})", part).fetchall())
+        return n
+
+    def documents(self, hits: list[qe.ScoredPoint]) -> int:
+        ids = list(dict.fromkeys(str(h.payload["document_id"]) for h in hits))
+        return self.rows("documents", "document_id", ids) + self.rows("grants", "document_id", ids)
+
+    @staticmethod
+    def enrich_ids(hits: list[qe.ScoredPoint], top_k: int) -> tuple[list[str], list[str]]:
+        """The top_k parents of ``hits`` and their documents."""
+        parents = list(dict.fromkeys(str(h.payload["parent_chunk_id"]) for h in hits))[:top_k]
+        return parents, list(dict.fromkeys(p.rsplit("#", 1)[0] for p in parents))
+
+    def enrich_rows(self, parents: list[str], docs: list[str]) -> int:
+        """What enrich reads when every hit is current: those parents and their documents."""
+        return (self.rows("parent_chunks", "parent_chunk_id", parents) + self.rows("documents", "document_id", docs)
+                + self.rows("grants", "document_id", docs))
+
+    def enrich(self, hits: list[qe.ScoredPoint], top_k: int) -> int:
+        return self.enrich_rows(*self.enrich_ids(hits, top_k))
+
+    def search_made(self, q: str, top_k: int) -> None:
+        """A Search made for real: the query embedded on every core, its nearest children, their documents."""
+        self.documents(self.nearest(self.encoder.encode([q])[0], top_k * 3))
+
+    def schedules(self, pool: int) -> dict[str, Callable[[str], list[qe.ScoredPoint]]]:
+        """A HYBRID query's retrieval made for real in each of :data:`SCHEDULES`; each returns the dense hits."""
+
+        def legs_around(q: str, embed_first: bool) -> list[qe.ScoredPoint]:
+            """Keyword and full-text on the threads, dense here: started before the embedding
+            (which then runs on one thread) or after it (on every core)."""
+            if embed_first:
+                vector = self.encoder.encode([q])[0]
+            side = [self._legs.submit(self.keyword, q, pool), self._legs.submit(self.fts, q)]
+            if not embed_first:
+                vector = self.single.encode([q])[0]
+            hits = self.dense_legs(vector, pool)
+            for f in side:
+                f.result()
+            return hits
+
+        def one_after_another(q: str) -> list[qe.ScoredPoint]:
+            hits = self.dense_legs(self.encoder.encode([q])[0], pool)
+            self.keyword(q, pool)
+            self.fts(q)
+            return hits
+
+        return dict(zip(SCHEDULES, (lambda q: legs_around(q, embed_first=False), lambda q: legs_around(q, embed_first=True), one_after_another),
+                        strict=True))
+
+    def hybrid_made(self, q: str, turn: int, top_k: int, pool: int) -> dict[str, tuple[float, float]]:
+        """One HYBRID query made for real in every schedule, starting with the ``turn``-th (so that
+        over many queries the machine's drift and a query's first, coldest run fall on all alike):
+        ``{schedule: (whole ms, retrieval ms)}``, the whole including the rows `enrich` reads."""
+        schedules = self._schedules.get(pool)
+        if schedules is None:
+            schedules = self._schedules[pool] = self.schedules(pool)
+        names = list(schedules)
+        out = {}
+        for name in names[turn % len(names):] + names[: turn % len(names)]:
+            t0 = time.perf_counter()
+            hits = schedules[name](q)
+            t1 = time.perf_counter()
+            self.enrich(hits, top_k)
+            out[name] = ((time.perf_counter() - t0) * 1e3, (t1 - t0) * 1e3)
+        return out
+
+
 def measure(
     index_dir: Path, model_dir: Path | None, queries: list[str], *, top_ks: tuple[int, ...], candidates_per_context: int,
     threads: int, reranker_dir: Path | None = None, rerank_calls: Sequence[Calls] = (),
 ) -> InProcessFloor:
     """``rerank_calls``: per query, the (query, passages) the service's rerank stage scores
     (:func:`bench.floor.rerank_pairs.collect`), timed here on the raw cross-encoder."""
-    files = resolve_model(model_dir)
     floor = InProcessFloor(threads=threads)
-    encoder = BiEncoder(files.model_path, files.tokenizer_path, threads=threads)
-    single = BiEncoder(files.model_path, files.tokenizer_path, threads=1)
-    encoder.encode(["warm up"])
-    single.encode(["warm up"])
-    vectors = {q: encoder.encode([q])[0] for q in queries}
-    floor.embed_ms = _median_ms(lambda q: encoder.encode([q]), queries)
-    floor.embed_1thread_ms = _median_ms(lambda q: single.encode([q]), queries)
-
-    shard = qe.EdgeShard.load(str(index_dir / "vectors"))
-    uri = f"{(index_dir / 'metadata.sqlite3').absolute().as_uri()}?mode=ro"
-    local = threading.local()
-    connections: list[sqlite3.Connection] = []
-
-    def conn() -> sqlite3.Connection:
-        """One connection per thread, as the service's readers: a shared one would serialize the threads."""
-        c = getattr(local, "db", None)
-        if c is None:
-            c = local.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            connections.append(c)
-        return c
-
-    try:
-        engine_filter = _filter(PUBLIC)
-        exact = int(shard.info().points_count) <= 200_000
-        params = qe.SearchParams(exact=exact, acorn=qe.AcornSearchParams(enable=True) if engine_filter else None)
-        sparse = Bm25Encoder()
-        # The keyword leg's vector: the titled one (BM25F) wherever the index holds it, as the service searches.
-        features = saved_features(index_dir / "vectors")
-        keyword_vector = SPARSE_TITLED if features.title_field else SPARSE
-        granularities = (DENSE, PARENT) if features.parent_vectors else (DENSE,)
-
-        def request(vector: np.ndarray, limit: int, using: str) -> qe.QueryRequest:
-            v = np.asarray(vector, dtype=np.float32).tolist()
-            return qe.QueryRequest(limit=limit, query=qe.Query.Nearest(v, using=using), filter=engine_filter, params=params, with_payload=True)
-
-        def nearest(vector: np.ndarray, limit: int) -> list[qe.ScoredPoint]:
-            return shard.query(request(vector, limit, DENSE))
-
-        def dense_legs(vector: np.ndarray, limit: int) -> list[qe.ScoredPoint]:
-            """A query's dense searches in one engine batch, as the service's coalescer sends them; the children's hits."""
-            if len(granularities) == 1:
-                return nearest(vector, limit)
-            return shard.query_batch(qe.QueryBatchRequest([request(vector, limit, using) for using in granularities]))[0]
+    with DirectCalls(index_dir, model_dir, threads) as d:
+        vectors = {q: d.encoder.encode([q])[0] for q in queries}
+        floor.embed_ms = _median_ms(lambda q: d.encoder.encode([q]), queries)
+        floor.embed_1thread_ms = _median_ms(lambda q: d.single.encode([q]), queries)
 
         def dense(q: str, limit: int) -> list[qe.ScoredPoint]:
-            return nearest(vectors[q], limit)
-
-        def keyword(q: str, limit: int) -> list[qe.ScoredPoint]:
-            s = sparse.query(q)
-            if not s.indices:
-                return []
-            query = qe.Query.Nearest(qe.SparseVector(indices=list(s.indices), values=list(s.values)), using=keyword_vector)
-            return shard.query(qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=True))
-
-        store = SqliteMetadataStore(index_dir / "metadata.sqlite3")
-
-        def fts(q: str) -> list[tuple[object, ...]]:
-            """The store's statements: the best matches by score with whether they are readable, and
-            the plain statement when those do not settle the answer."""
-            statement = store.ranked_search_statement(q, 3, PUBLIC.access)
-            if statement is None:
-                return []
-            answer = exact_answer(conn().execute(*statement).fetchall(), 3)
-            if answer is not None:
-                return list(answer)
-            plain = store.search_statement(q, 3, PUBLIC.access)
-            return conn().execute(*plain).fetchall() if plain else []
-
-        def rows(table: str, key: str, ids: list[str]) -> int:
-            n = 0
-            for part in in_chunks(ids):
-                n += len(conn().execute(f"SELECT * FROM {table} WHERE {key} IN ({','.join('?' * len(part))})", part).fetchall())
-            return n
-
-        def documents(hits: list[qe.ScoredPoint]) -> int:
-            ids = list(dict.fromkeys(str(h.payload["document_id"]) for h in hits))
-            return rows("documents", "document_id", ids) + rows("grants", "document_id", ids)
-
-        def enrich_ids(hits: list[qe.ScoredPoint], top_k: int) -> tuple[list[str], list[str]]:
-            """The top_k parents of ``hits`` and their documents."""
-            parents = list(dict.fromkeys(str(h.payload["parent_chunk_id"]) for h in hits))[:top_k]
-            return parents, list(dict.fromkeys(p.rsplit("#", 1)[0] for p in parents))
-
-        def enrich_rows(parents: list[str], docs: list[str]) -> int:
-            """What enrich reads when every hit is current: those parents and their documents."""
-            return rows("parent_chunks", "parent_chunk_id", parents) + rows("documents", "document_id", docs) + rows("grants", "document_id", docs)
-
-        def enrich(hits: list[qe.ScoredPoint], top_k: int) -> int:
-            return enrich_rows(*enrich_ids(hits, top_k))
+            return d.nearest(vectors[q], limit)
 
         limits = sorted({k * 3 for k in top_ks} | {k * candidates_per_context for k in top_ks})
         for limit in limits:
             floor.dense_ms[limit] = _median_ms(lambda q: dense(q, limit), queries)
-            floor.dense_legs_ms[limit] = _median_ms(lambda q: dense_legs(vectors[q], limit), queries)
-            floor.sparse_ms[limit] = _median_ms(lambda q: keyword(q, limit), queries)
+            floor.dense_legs_ms[limit] = _median_ms(lambda q: d.dense_legs(vectors[q], limit), queries)
+            floor.sparse_ms[limit] = _median_ms(lambda q: d.keyword(q, limit), queries)
             hits = {q: dense(q, limit) for q in queries}
-            floor.documents_ms[limit] = _median_ms(lambda q: documents(hits[q]), queries)
-        floor.fts_ms = _median_ms(fts, queries)
+            floor.documents_ms[limit] = _median_ms(lambda q: d.documents(hits[q]), queries)
+        floor.fts_ms = _median_ms(d.fts, queries)
         for k in top_ks:
             # Only the reads are timed: enrich finds the ids in its hits, whose payloads the legs
             # converted. Reading them from the engine's payloads here (800 of them at top_k 100)
             # was about half of this floor.
-            wanted = {q: enrich_ids(dense(q, k * candidates_per_context), k) for q in queries}
-            floor.enrich_fetch_ms[k] = _median_ms(lambda q: enrich_rows(*wanted[q]), queries)
-            floor.enrich_rows[k] = statistics.mean(enrich_rows(*wanted[q]) for q in queries)
+            wanted = {q: d.enrich_ids(dense(q, k * candidates_per_context), k) for q in queries}
+            floor.enrich_fetch_ms[k] = _median_ms(lambda q: d.enrich_rows(*wanted[q]), queries)
+            floor.enrich_rows[k] = statistics.mean(d.enrich_rows(*wanted[q]) for q in queries)
         if reranker_dir is not None and rerank_calls:
             tokenizer = reranker_dir / "tokenizer.json"
-            cross = CrossEncoder(reranker_dir / "model.onnx", tokenizer if tokenizer.is_file() else files.tokenizer_path, threads=threads)
+            cross = CrossEncoder(reranker_dir / "model.onnx", tokenizer if tokenizer.is_file() else d.files.tokenizer_path, threads=threads)
             cross.score("warm up", ["warm up"])
             # A cross-encoder run costs a large part of a second here: a few queries give its median.
             floor.rerank_ms = _median_ms(lambda calls: [cross.score(q, passages) for q, passages in calls], rerank_calls)
             floor.rerank_pairs = round(statistics.mean(sum(len(p) for _, p in calls) for calls in rerank_calls))
+
+        search_top_k = hybrid_top_k = min(top_ks)
+        pool = hybrid_top_k * candidates_per_context
+
         # What the cores allow: each request's direct calls back to back, on as many threads as cores.
         def search_request(q: str) -> None:
-            single.encode([q])
-            documents(dense(q, search_top_k * 3))
+            d.single.encode([q])
+            d.documents(dense(q, search_top_k * 3))
 
         def hybrid_request(q: str) -> None:
-            single.encode([q])
-            hits = dense_legs(vectors[q], pool)
-            keyword(q, pool)
-            fts(q)
-            enrich(hits, hybrid_top_k)
+            d.single.encode([q])
+            hits = d.dense_legs(vectors[q], pool)
+            d.keyword(q, pool)
+            d.fts(q)
+            d.enrich(hits, hybrid_top_k)
 
-        search_top_k, hybrid_top_k = min(top_ks), min(top_ks)
-        pool = hybrid_top_k * candidates_per_context
         floor.capacity_rps = {name: _throughput(call, queries, threads) for name, call in (("search", search_request), ("query-hybrid", hybrid_request))}
 
         # Whole requests made for real: the embedding's vector is the one searched.
         floor.made_top_k = hybrid_top_k
-        floor.search_made_ms = _median_ms(lambda q: documents(nearest(encoder.encode([q])[0], search_top_k * 3)), queries)
-        with ThreadPoolExecutor(2, thread_name_prefix="leg") as legs:
-            def legs_around(q: str, embed_first: bool) -> list[qe.ScoredPoint]:
-                """Keyword and full-text on the threads, dense here: started before the embedding
-                (which then runs on one thread) or after it (on every core)."""
-                if embed_first:
-                    vector = encoder.encode([q])[0]
-                side = [legs.submit(keyword, q, pool), legs.submit(fts, q)]
-                if not embed_first:
-                    vector = single.encode([q])[0]
-                hits = dense_legs(vector, pool)
-                for f in side:
-                    f.result()
-                return hits
-
-            def one_after_another(q: str) -> list[qe.ScoredPoint]:
-                hits = dense_legs(encoder.encode([q])[0], pool)
-                keyword(q, pool)
-                fts(q)
-                return hits
-
-            schedules: dict[str, Callable[[str], list[qe.ScoredPoint]]] = dict(zip(
-                SCHEDULES, (lambda q: legs_around(q, embed_first=False), lambda q: legs_around(q, embed_first=True), one_after_another),
-                strict=True,
-            ))
-            for retrieve in schedules.values():
-                for q in queries[:2]:  # every leg thread's connection open
-                    retrieve(q)
-            whole: dict[str, list[float]] = {name: [] for name in schedules}
-            retrieval: dict[str, list[float]] = {name: [] for name in schedules}
-            # Query by query, each schedule in turn, each query starting with the next one: the
-            # machine's drift and a query's first (coldest) run fall on all of them alike.
-            names = list(schedules)
-            for i, q in enumerate(queries):
-                for name in names[i % len(names):] + names[: i % len(names)]:
-                    t0 = time.perf_counter()
-                    hits = schedules[name](q)
-                    t1 = time.perf_counter()
-                    enrich(hits, hybrid_top_k)
-                    retrieval[name].append((t1 - t0) * 1e3)
-                    whole[name].append((time.perf_counter() - t0) * 1e3)
-            floor.hybrid_made_ms = {name: round(statistics.median(v), 3) for name, v in whole.items()}
-            floor.retrieve_made_ms = {name: round(statistics.median(v), 3) for name, v in retrieval.items()}
-    finally:
-        for c in connections:
-            c.close()
-        shard.close()
+        floor.search_made_ms = _median_ms(lambda q: d.search_made(q, search_top_k), queries)
+        for q in queries[:2]:  # every leg thread's connection open
+            d.hybrid_made(q, 0, hybrid_top_k, pool)
+        made = [d.hybrid_made(q, i, hybrid_top_k, pool) for i, q in enumerate(queries)]
+        floor.hybrid_made_ms = {name: round(statistics.median(m[name][0] for m in made), 3) for name in SCHEDULES}
+        floor.retrieve_made_ms = {name: round(statistics.median(m[name][1] for m in made), 3) for name in SCHEDULES}
     return floor

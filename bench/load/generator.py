@@ -1,4 +1,5 @@
-"""A grpc.aio load generator: closed loop at fixed concurrency, or open loop at a fixed rate.
+"""A grpc.aio load generator: closed loop at fixed concurrency, open loop at a fixed rate, or one
+query at a time beside other work (:func:`interleaved`).
 
 Open-loop latency counts from when a request was due, not when it was sent, so a server that
 falls behind shows its queueing delay instead of hiding it (no coordinated omission).
@@ -11,6 +12,7 @@ import contextlib
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -177,4 +179,33 @@ async def open_loop(
     finally:
         for c in chans:
             await c.close()
+    return samples
+
+
+async def interleaved(
+    target: str, scenario: Scenario, queries: list[str], beside: Callable[[str, int], None], *, warm_up: int = 10,
+    timeout_s: float = 60.0, transport: Transport = PLAINTEXT,
+) -> Samples:
+    """Each query sent once, in turn, with ``beside(query, i)`` called next to it: after the
+    answer for even ``i``, before the request for odd ``i`` (so that neither side always runs
+    second). Only the calls are timed here; ``beside`` times its own work. The first ``warm_up``
+    queries are sent once before, not counted (``beside`` warms its own side)."""
+    samples = Samples()
+    channel = transport.channel(target, [("grpc.use_local_subchannel_pool", 1)])
+    try:
+        method = scenario.method_on(channel)
+        for q in queries[: min(warm_up, len(queries))]:
+            await _attempt(method, scenario.build(q), timeout_s)
+        t0 = time.perf_counter()
+        for i, q in enumerate(queries):
+            if i % 2:
+                beside(q, i)
+            req = scenario.build(q)
+            start = time.perf_counter()
+            _record(samples, await _attempt(method, req, timeout_s), (time.perf_counter() - start) * 1e3)
+            if not i % 2:
+                beside(q, i)
+        samples.elapsed_s = time.perf_counter() - t0
+    finally:
+        await channel.close()
     return samples

@@ -11,6 +11,7 @@ import pytest
 
 from bench.beir import BeirDataset
 from bench.floor import echo, ingestion, inprocess
+from bench.floor.paired import PairedFloor
 from bench.floor.report import Cell, Report
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.app import Application
@@ -136,8 +137,18 @@ def test_cells_are_held_to_the_mean_of_the_floors_measured_before_and_after_them
         top_k=2, wide_top_k=4, candidates_per_context=2)}
     # Held to the mean, neither to the floor before (1.5) nor to the one after (0.75).
     assert ratios["search", "c=1 p50 ms"].ratio == pytest.approx(1.0, abs=0.01)
-    assert f"{before.search_made_ms:g} before, {after.search_made_ms:g} after" in ratios["search", "c=1 p50 ms"].floor_is
+    assert f"before and after the server: {before.search_made_ms:g}, {after.search_made_ms:g})" in ratios["search", "c=1 p50 ms"].floor_is
     assert ratios["search", "2 proc c=8 req/s"].ratio == pytest.approx(1.0, abs=0.01)
+    # The 2-process server ran between the floors the other way round.
+    assert f"{after.capacity_rps['search']:g} before, {before.capacity_rps['search']:g} after" in ratios["search", "2 proc c=8 req/s"].floor_is
+
+    # Made beside the cells' own requests, the c=1 floors are those, whatever the floors around the server say.
+    beside = PairedFloor(20, search_made_ms=1.5 * before.search_made_ms / 1.25,
+                         hybrid_made_ms={s: 2 * v for s, v in before.hybrid_made_ms.items()}, retrieve_made_ms=dict(before.retrieve_made_ms))
+    ratios = {(r.scenario, r.what): r for r in Report({1: (before, after)}, [search], cores=2, paired=beside).ratios(
+        top_k=2, wide_top_k=4, candidates_per_context=2)}
+    assert ratios["search", "c=1 p50 ms"].ratio == pytest.approx(1.25, abs=0.01)
+    assert "query by query beside the service's requests (20 queries)" in ratios["search", "c=1 p50 ms"].floor_is
 
 
 def test_the_median_ratio_of_close_rounds_stays_within_their_spread() -> None:
@@ -164,6 +175,12 @@ def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) 
         assert row in rows, row
     assert 0 < report["floor"]["rerank_pairs"] <= 20 and report["floor"]["rerank_ms"] > 0
     assert len(report["floors"]) == 2  # before the server and after it
+    # Search and HYBRID at c=1: every query sent once, its floor made beside it.
+    assert report["paired_floor"]["queries"] == len(dataset.queries()) and report["paired_floor"]["search_made_ms"] > 0
+    assert set(report["paired_floor"]["hybrid_made_ms"]) == set(inprocess.SCHEDULES)
+    search = next(r for r in report["ratios"] if (r["scenario"], r["what"]) == ("search", "c=1 p50 ms"))
+    assert search["floor"] == report["paired_floor"]["search_made_ms"] and "query by query" in search["floor_is"]
+    assert next(c for c in report["cells"] if (c["scenario"], c["concurrency"]) == ("search", 1))["errors"] == 0
     assert report["startup"]["serve_to_serving_ms"] > 0 and set(report["startup"]["commands"]) == {"health", "search", "query"}
     assert report["ingestion"]["documents"] == 2 and report["ingestion"]["ratio"] > 0 and len(report["ingestion"]["rounds"]) == 3
     assert report["ingestion"]["query_alone_ms"] > 0
