@@ -12,7 +12,8 @@ Floors:
   (``bench.floor.inprocess``), measured on the same index before the first server starts and
   again after each server stops; a server's cells are held to the mean of the floors on either
   side of them (the table shows both), so that a drift of the shared host's load between a floor
-  and its cells moves both;
+  and its cells moves both. Search and HYBRID at c=1 are made query by query beside their floor's
+  calls, on a copy of the index (``bench.floor.paired``);
 * what the cores allow under load: each scenario's in-process calls back to back on as many
   threads as cores, measured (on the machine as it is shared at the time);
 * the raw cross-encoder on the pairs the rerank stage scores (``bench.floor.rerank_pairs``; the
