@@ -3,9 +3,9 @@
 Making an onnxruntime session does not hold the GIL (a thread counting beside one counted as fast
 as alone), and takes about 130 ms for all-MiniLM-L6-v2 here. Started before the application's
 modules import (``ingest --local``) or when the application is made (a server), it runs beside
-those imports and beside the stores' opening: a new vector collection and its payload indexes
-are about 70 ms of writes and syncs, mostly outside the GIL too. ``Application.open`` takes the
-session once made, beside the stores' opening.
+those imports and beside the stores' opening (a new vector collection is about 15 ms of writes
+and syncs; its payload indexes wait until it holds enough points to need them). ``Application.open``
+takes the session once made, beside the stores' opening.
 
 Without a model folder the index says which MiniLM build embeds it, so the choice waits for the
 stores (``Application.open``) and there is nothing to start here.

@@ -415,6 +415,67 @@ async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path
         await store.close()
 
 
+async def test_edge_payload_indexes_come_with_the_points_that_need_them(
+    tmp_path: Path, executor: BlockingExecutor, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new folder gets its payload indexes when a write brings it to ``PAYLOAD_INDEX_MIN_POINTS``,
+    a folder opened past it without them gets them at once, and every filter answers the same
+    without them as with them."""
+    from retrieval_server.backends.vector_store import INDEXED_FIELDS, INTEGER_INDEXED_FIELDS
+
+    indexed = {*INDEXED_FIELDS, *INTEGER_INDEXED_FIELDS}
+    rng = np.random.default_rng(4)
+    probes = [_unit(rng.normal(size=DIM)) for _ in range(3)]
+    parents = [_parent(d, 0, 0, _unit(rng.normal(size=DIM))) for d in [PUBLIC, PRIVATE, GRANTED, OTHER]]
+    filters = [ANON, ALICE, ROOT, PointFilter(access=ALICE.access, document_ids=("priv", "other")),
+               PointFilter(access=ROOT.access, first_parents=True)]
+
+    async def answers(store: EdgeVectorStore) -> list[list[str]]:
+        out = []
+        for f in filters:
+            for v in probes:
+                out.append([h.chunk_id for h in await store.search_dense(v, 10, f)])
+                out.append([h.chunk_id for h in await store.search_parents(v, 10, f)])
+            # Every point weighs term 7 alike: a tie, in whatever order the engine keeps.
+            out.append(sorted(h.chunk_id for h in await store.search_sparse(SparseVector((7,), (1.0,)), 10, f)))
+        return out
+
+    def schema(store: EdgeVectorStore) -> set[str]:
+        return set(store.shard.info().payload_schema)
+
+    monkeypatch.setattr(edge_module, "PAYLOAD_INDEX_MIN_POINTS", 8)
+    store = EdgeVectorStore(tmp_path / "grown", DIM, executor, features=IndexFeatures(parent_vectors=True, title_field=True))
+    await store.open()
+    try:
+        await _fill(store)  # four points, under the threshold
+        assert schema(store) == set()
+        await store.upsert_parents(parents)
+        assert schema(store) == indexed  # made by the write that brought the folder to eight points
+        with_indexes = await answers(store)
+        assert all(with_indexes)  # every filter lets something through: the comparisons below compare hits
+    finally:
+        await store.close()
+
+    # The same points in a folder that never reached the threshold, which is then lowered under them.
+    monkeypatch.setattr(edge_module, "PAYLOAD_INDEX_MIN_POINTS", 1_000)
+    other = EdgeVectorStore(tmp_path / "small", DIM, executor, features=IndexFeatures(parent_vectors=True, title_field=True))
+    await other.open()
+    try:
+        await _fill(other)
+        await other.upsert_parents(parents)
+        assert schema(other) == set()
+        assert await answers(other) == with_indexes
+    finally:
+        await other.close()
+    monkeypatch.setattr(edge_module, "PAYLOAD_INDEX_MIN_POINTS", 8)
+    await other.open()
+    try:
+        assert schema(other) == indexed
+        assert await answers(other) == with_indexes
+    finally:
+        await other.close()
+
+
 class _CountingShard:
     """The real shard, counting the engine calls a search makes."""
 
