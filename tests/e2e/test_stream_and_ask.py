@@ -135,9 +135,10 @@ async def test_ask_interactive_session(served: Served, capsys: pytest.CaptureFix
 
 
 #: What a command that only makes an RPC must not import: the service's settings, numerics, model
-#: runtime, engines and optional integrations (each costs tenths of a second at start-up).
+#: runtime, engines and optional integrations (each costs tenths of a second at start-up), and its
+#: domain (about 20 ms of dataclasses).
 HEAVY = ("numpy", "numba", "llvmlite", "onnxruntime", "tokenizers", "pydantic", "pydantic_settings", "retrieval_server.config",
-         "scoring_core", "networkx", "rich", "qdrant_client", "qdrant_edge", "opentelemetry", "httpx", "aiosqlite", "asyncmy",
+         "retrieval_server.domain", "retrieval_server.knowledge", "scoring_core", "networkx", "rich", "qdrant_client", "qdrant_edge", "opentelemetry", "httpx", "aiosqlite", "asyncmy",
          "redis", "aio_pika", "prometheus_client", "pypdf", "bs4", "jwt", "rapidfuzz")
 
 
