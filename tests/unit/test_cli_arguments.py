@@ -15,19 +15,16 @@ def test_the_access_and_strategy_choices_are_the_domains_values() -> None:
     assert sorted(cli.STRATEGY_CHOICES) == sorted(s.value for s in Strategy)
 
 
-def test_a_service_error_is_one_line_and_exit_code_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    def missing(args: argparse.Namespace) -> int:
-        raise NotFound("no such document: x")
+@pytest.mark.parametrize(("error", "line"), [
+    (NotFound("no such document: x"), "error: no such document: x"),  # a ServiceError: its message alone
+    (KeyError("field"), "error: health failed: KeyError: 'field'"),  # anything else: the command named
+])
+def test_a_failed_command_prints_one_line_and_exits_with_1(
+    error: Exception, line: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    def failing(args: argparse.Namespace) -> int:
+        raise error
 
-    monkeypatch.setattr(cli, "_remote", missing)
+    monkeypatch.setattr(cli, "_remote", failing)
     assert cli.main(["health"]) == 1
-    assert capsys.readouterr().err == "error: no such document: x\n"
-
-
-def test_any_other_failure_names_the_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    def broken(args: argparse.Namespace) -> int:
-        raise KeyError("field")
-
-    monkeypatch.setattr(cli, "_remote", broken)
-    assert cli.main(["health"]) == 1
-    assert capsys.readouterr().err == "error: health failed: KeyError: 'field'\n"
+    assert capsys.readouterr().err == line + "\n"
