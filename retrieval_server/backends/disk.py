@@ -47,7 +47,8 @@ def _faulted_in_at_open(path: Path) -> bool:
 def opening_bytes(vectors: Path) -> int:
     """What opening the vector index in ``vectors`` adds on disk: the unwritten part of the files
     the engine faults in (a one-document index with two dense vectors: 0.4 MiB on disk, 64 MiB
-    once open; its payload indexes add 2-4 MiB per field once it has them). Without room for it the engine dies of SIGBUS at start-up."""
+    once open; its payload indexes add 2-4 MiB per field once it has them). Without room for it
+    the engine dies of SIGBUS at start-up."""
     if not vectors.is_dir():
         return 0
     total = 0

@@ -193,9 +193,12 @@ class EdgeVectorStore:
 
     def _index_fields_if_due(self, shard: qe.EdgeShard) -> None:
         """The payload indexes the filters use, once the shard holds :data:`PAYLOAD_INDEX_MIN_POINTS`."""
-        if self._fields_indexed or shard.info().points_count < PAYLOAD_INDEX_MIN_POINTS:
+        if self._fields_indexed:
             return
-        have = set(shard.info().payload_schema)
+        info = shard.info()
+        if info.points_count < PAYLOAD_INDEX_MIN_POINTS:
+            return
+        have = set(info.payload_schema)
         for name in INDEXED_FIELDS:
             if name not in have:
                 shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
