@@ -138,8 +138,9 @@ async def test_ask_interactive_session(served: Served, capsys: pytest.CaptureFix
 #: runtime, engines and optional integrations (each costs tenths of a second at start-up), and its
 #: domain (about 20 ms of dataclasses).
 HEAVY = ("numpy", "numba", "llvmlite", "onnxruntime", "tokenizers", "pydantic", "pydantic_settings", "retrieval_server.config",
-         "retrieval_server.domain", "retrieval_server.knowledge", "scoring_core", "networkx", "rich", "qdrant_client", "qdrant_edge", "opentelemetry", "httpx", "aiosqlite", "asyncmy",
-         "redis", "aio_pika", "prometheus_client", "pypdf", "bs4", "jwt", "rapidfuzz")
+         "retrieval_server.domain", "retrieval_server.knowledge", "scoring_core", "networkx", "rich", "qdrant_client",
+         "qdrant_edge", "opentelemetry", "httpx", "aiosqlite", "asyncmy", "redis", "aio_pika", "prometheus_client", "pypdf",
+         "bs4", "jwt", "rapidfuzz")
 
 
 async def test_client_commands_import_only_the_client(served: Served) -> None:
