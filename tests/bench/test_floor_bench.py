@@ -34,7 +34,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> BeirDataset:
     (d / "qrels").mkdir(parents=True)
     (d / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": k, "text": v}) + "\n" for k, v in DOCS.items()))
     (d / "queries.jsonl").write_text("".join(json.dumps({"_id": str(i), "text": q}) + "\n" for i, q in enumerate(QUERIES)))
-    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n0\ttides\t1\n")
+    # Every query judged, so that the c=1 HYBRID row makes each of the floor's three schedules beside a request.
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{i}\t{k}\t1\n" for i, k in enumerate(DOCS)))
     return BeirDataset(d)
 
 
