@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.floor.inprocess import SCHEDULES, DirectCalls
+from bench.floor.inprocess import SCHEDULES, DirectCalls, schedule_medians
 from bench.load import generator
 from bench.load.scenarios import Scenario
 
@@ -81,6 +81,4 @@ async def hybrid(
         made[name].append(direct.hybrid_made(q, name, top_k, pool))
 
     samples = await generator.interleaved(target, scenario, queries, beside)
-    whole = {name: round(statistics.median(w for w, _ in m), 3) for name, m in made.items() if m}
-    retrieval = {name: round(statistics.median(r for _, r in m), 3) for name, m in made.items() if m}
-    return samples, whole, retrieval
+    return samples, *schedule_medians(made)
