@@ -16,7 +16,6 @@ Not a hot loop (a few hundred entities and chunks at most), so plain Python in t
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -126,4 +125,4 @@ async def graph_leg(state: QueryState, deps: WorkflowDeps) -> tuple[list[VectorH
     scored, trace = await expand(deps.graph, seeds, state.point_filter.access, o.document_ids, limits)
     score_of = dict(scored)
     hits = await deps.vectors.get_chunks([c for c, _ in scored])
-    return [dataclasses.replace(h, score=score_of[h.chunk_id]) for h in hits], matches, trace
+    return [h.scored(score_of[h.chunk_id]) for h in hits], matches, trace

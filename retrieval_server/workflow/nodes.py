@@ -309,7 +309,7 @@ async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs:
     for doc_id, score in docs:
         hit = best.get(doc_id) or first_chunks.get(doc_id)
         if hit is not None:
-            out.append(dataclasses.replace(hit, score=score))
+            out.append(hit.scored(score))
     return out
 
 

@@ -11,7 +11,6 @@ first child.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection
 
 from retrieval_server.domain import VectorHit
@@ -28,7 +27,7 @@ def as_children(parent_hits: list[VectorHit], other_legs: dict[str, list[VectorH
     out = []
     for p in parent_hits:
         child = best.get(p.parent_chunk_id)
-        out.append(dataclasses.replace(child[1] if child else p, score=p.score))
+        out.append((child[1] if child else p).scored(p.score))
     return out
 
 
