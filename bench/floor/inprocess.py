@@ -59,8 +59,6 @@ class InProcessFloor:
 
     threads: int
     embed_ms: float = 0.0
-    #: one thread per call: with ``cores`` of them at once this is what the cores allow
-    embed_1thread_ms: float = 0.0
     dense_ms: dict[int, float] = field(default_factory=dict)
     #: a query's dense searches as the service asks for them (one engine batch): the children's,
     #: and the parents' where the index holds parent vectors (the parent leg is on by default)
@@ -303,7 +301,6 @@ def measure(
     with DirectCalls(index_dir, model_dir, threads) as d:
         vectors = {q: d.encoder.encode([q])[0] for q in queries}
         floor.embed_ms = _median_ms(lambda q: d.encoder.encode([q]), queries)
-        floor.embed_1thread_ms = _median_ms(lambda q: d.single.encode([q]), queries)
 
         def dense(q: str, limit: int) -> list[qe.ScoredPoint]:
             return d.nearest(vectors[q], limit)

@@ -95,7 +95,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as work:
             models = prepare_models(args.model_dir, Path(work))
             rows = list(onnx_rows(models, BUNDLED_TOKENIZER, args.threads, lengths, batches))
-            rows += list(torch_rows(args.threads, lengths, 32, args.model_dir))
+            rows += list(torch_rows(args.threads, lengths, 32))
         for r in rows:
             encoders.append(r)
             print(f"| {r.model} | {r.runtime} | {r.tokens} | {r.batch} | {r.per_s:,.1f} |")

@@ -67,8 +67,9 @@ def onnx_rows(models: dict[str, Path], tokenizer: Path, threads: int, lengths: t
                 yield EncoderRow(f"{kind}-encoder", f"onnx {precision}", tokens, batch, n / secs)
 
 
-def torch_rows(threads: int, lengths: tuple[int, ...], batch: int, bi_dir: Path | None) -> Iterator[EncoderRow]:
-    """sentence-transformers baselines, when the bench-torch extra is installed."""
+def torch_rows(threads: int, lengths: tuple[int, ...], batch: int) -> Iterator[EncoderRow]:
+    """sentence-transformers baselines, when the bench-torch extra is installed: the same architecture
+    with random weights (throughput does not depend on the weights)."""
     try:
         import torch
         from sentence_transformers import CrossEncoder as StCrossEncoder

@@ -52,7 +52,7 @@ def _ids_equal(a: object, b: object, c: object | None) -> bool:
     return ids_a == ids_b and (ids_c is None or ids_a == ids_c)
 
 
-def kernel_cases(scale: float = 1.0) -> Iterator[KernelRow]:
+def kernel_cases() -> Iterator[KernelRow]:
     rng = np.random.default_rng(42)
     for per_list in (1_000, 10_000):
         lists = [rng.permutation(per_list * 2)[:per_list].astype(np.int64) for _ in range(4)]
