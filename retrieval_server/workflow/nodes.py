@@ -407,24 +407,32 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     child), so the answer is the same and the versions of the whole candidate pool (hundreds of
     documents at top_k 100) need not be read. Otherwise they are, and every stale hit is dropped
     before grouping. Rows read grow with top_k, not with the pool (top_k x 8 hits).
+
+    Each document is checked against the caller's filter as read here: the graph and metadata
+    legs choose chunks under the filter but read them by id, so a document made private between
+    the two reads comes back as its new, current version.
     """
     if not state.reranked:
         return {"contexts": []}
     top_k = state.options.top_k
-    contexts = await _contexts(state.reranked, top_k, deps, stale_aborts=True)
+    access = state.point_filter.access
+    contexts = await _contexts(state.reranked, top_k, access, deps, stale_aborts=True)
     if contexts is None:
         stored = await _with_retries(
             deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
         )
         versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
         current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
-        contexts = await _contexts(current, top_k, deps, stale_aborts=False) if current else []
+        contexts = await _contexts(current, top_k, access, deps, stale_aborts=False) if current else []
     return {"contexts": contexts}
 
 
-async def _contexts(hits: list[VectorHit], top_k: int, deps: WorkflowDeps, *, stale_aborts: bool) -> list[RetrievedContext] | None:
-    """The best ``top_k`` parents of ``hits`` with their documents. A parent whose hits are not all of
-    its document's stored version: None when ``stale_aborts``, else skipped (replaced between the reads)."""
+async def _contexts(
+    hits: list[VectorHit], top_k: int, access: AccessFilter, deps: WorkflowDeps, *, stale_aborts: bool
+) -> list[RetrievedContext] | None:
+    """The best ``top_k`` parents of ``hits`` with their documents, of those ``access`` may read. A
+    parent whose hits are not all of its document's stored version: None when ``stale_aborts``, else
+    skipped (replaced between the reads)."""
     codes: dict[str, int] = {}
     parent_codes = np.fromiter((codes.setdefault(h.parent_chunk_id, len(codes)) for h in hits), dtype=np.int64, count=len(hits))
     parent_ids = list(codes)
@@ -443,8 +451,8 @@ async def _contexts(hits: list[VectorHit], top_k: int, deps: WorkflowDeps, *, st
         for rank, pid in enumerate(wanted, start=start):
             parent = parents.get(pid)
             document = documents.get(parent.document_id) if parent is not None else None
-            if parent is None or document is None:
-                continue  # deleted: none of its hits count
+            if parent is None or document is None or not access.allows(document):
+                continue  # deleted, or no longer readable: none of its hits count
             kids = [hits[i] for i in children[offsets[rank] : offsets[rank + 1]]]
             version = document.version
             if any(h.version != version for h in kids):

@@ -1,0 +1,61 @@
+"""What a caller may read bounds the answer even when a document's access changes during the query.
+
+The graph and metadata legs choose chunks under the caller's filter and then read them by id; the
+dense and keyword legs search under the filter. A document re-ingested as private between those
+reads comes back as its new version, which the version check alone lets through: enrich checks
+each document it returns against the filter as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy, VectorHit
+
+PUBLIC = "The Ledger Keeper service uses LedgerDB. Ledger Keeper stores the quarterly keys."
+SECRET = "The Ledger Keeper service uses LedgerDB. Ledger Keeper keeps the root password hunter2-SECRET."
+
+
+def _keeper(text: str, **access: object) -> DocumentSource:
+    return DocumentSource(filename="keeper.txt", content=text.encode(), document_id="keeper", **access)  # type: ignore[arg-type]
+
+
+@pytest_asyncio.fixture
+async def app(tmp_path: Path) -> AsyncIterator[Application]:
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none", store_backoff_s=0.001))
+    await application.open()
+    yield application
+    await application.close()
+
+
+@pytest.mark.parametrize("strategy", [Strategy.GRAPH, Strategy.HYBRID])
+async def test_a_document_made_private_between_the_reads_is_not_served(
+    app: Application, monkeypatch: pytest.MonkeyPatch, strategy: Strategy
+) -> None:
+    assert not (await app.ingest([_keeper(PUBLIC)])).errors
+    vectors = app.pipeline.deps.vectors
+    read_by_id = vectors.get_chunks
+    regranted = False
+
+    async def after_an_admin_made_it_private(chunk_ids: Sequence[str]) -> list[VectorHit]:
+        nonlocal regranted
+        if not regranted:
+            regranted = True
+            assert not (await app.ingest([_keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
+        return await read_by_id(chunk_ids)
+
+    monkeypatch.setattr(vectors, "get_chunks", after_an_admin_made_it_private)
+    ask = QueryOptions("Ledger Keeper", 3, strategy=strategy, identity=Identity(), use_cache=False, rerank=False)
+    result = await app.pipeline.query(ask)
+    assert regranted, "the leg did not read chunks by id: the test did not exercise the race"
+    assert not [c.parent.content for c in result.contexts if "SECRET" in c.parent.content]
+    assert all(c.document.access is Access.PUBLIC for c in result.contexts)
+    # Its owner reads the new version.
+    alice = QueryOptions("Ledger Keeper root password", 3, strategy=strategy, identity=Identity("alice", Role.USER), use_cache=False, rerank=False)
+    assert any("SECRET" in c.parent.content for c in (await app.pipeline.query(alice)).contexts)
