@@ -236,7 +236,13 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
     from retrieval_server.app import metadata_store_for
     from retrieval_server.backends.executor import BlockingExecutor
     from retrieval_server.domain import AccessFilter, Identity, Role
+    from retrieval_server.identifiers import clean_user_id
     from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+
+    try:
+        identity = Identity(clean_user_id(args.user, "--user"), Role(args.role.upper())) if args.user else Identity("cli", Role.SUPER_ADMIN)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
     # An export only reads: read-only, so it can run beside a serving process.
     store = metadata_store_for(settings.model_copy(update={"read_only": True}))
@@ -244,7 +250,6 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
     await store.open()
     startup_gc.settle()
     try:
-        identity = Identity(args.user, Role(args.role.upper())) if args.user else Identity("cli", Role.SUPER_ADMIN)
         graph = await KnowledgeGraph(store, executor).to_networkx(AccessFilter.for_identity(identity))
     finally:
         await store.close()

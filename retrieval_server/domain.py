@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from retrieval_server.identifiers import GROUP_PREFIX
 from retrieval_server.knowledge import Answer, GraphTrace, RouteDecision
 
 if TYPE_CHECKING:  # only annotations: client commands import this module and need no numpy
@@ -56,7 +57,11 @@ class Identity:
     principals: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        principals = {*([self.user_id] if self.user_id else []), *(f"group:{g}" for g in self.groups)}
+        if self.user_id is not None and self.user_id.startswith(GROUP_PREFIX):
+            # The API refuses such ids with a status of its own (identifiers.clean_user_id); this
+            # keeps any other way of making an identity from reading a group's grants.
+            raise ValueError(f"a user id must not start with '{GROUP_PREFIX}' (got {self.user_id!r})")
+        principals = {*([self.user_id] if self.user_id else []), *(f"{GROUP_PREFIX}{g}" for g in self.groups)}
         object.__setattr__(self, "principals", tuple(sorted(principals)))
 
     @property

@@ -11,6 +11,9 @@ import unicodedata
 
 MAX_DOCUMENT_ID_CHARS = 200
 MAX_USER_ID_CHARS = 255
+#: how a grant names a group; a user id never starts with it, or a user named ``group:x`` would
+#: read what is granted to the group ``x``
+GROUP_PREFIX = "group:"
 
 
 def _invisible(ch: str) -> bool:
@@ -37,4 +40,13 @@ def clean_identifier(raw: str, field: str, max_chars: int) -> str:
         raise ValueError(f"{field} must be 1 to {max_chars} characters after trimming (got {len(value)})")
     if any(unicodedata.category(ch) == "Cc" for ch in value):
         raise ValueError(f"{field} must not contain control characters")
+    return value
+
+
+def clean_user_id(raw: str, field: str) -> str:
+    """A caller's user id as :func:`clean_identifier` cleans it; ValueError naming ``field`` also when
+    it starts with :data:`GROUP_PREFIX`."""
+    value = clean_identifier(raw, field, MAX_USER_ID_CHARS)
+    if value.startswith(GROUP_PREFIX):
+        raise ValueError(f"{field} must not start with '{GROUP_PREFIX}': grants name groups that way")
     return value

@@ -28,7 +28,7 @@ from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, HeaderIde
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, Role, ServiceError, Unauthenticated
-from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier
+from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier, clean_user_id
 
 SERVICE_PREFIX = "/retrieval.v1.RetrievalService/"
 #: RPCs that answer without credentials (but refuse invalid ones)
@@ -154,7 +154,7 @@ class JwtAuthenticator:
         claims = await self._verifier.verify(token.strip())
         raw_user = _claim(claims, self._user_claim)
         try:
-            user = clean_identifier(raw_user, f"the token's {self._user_claim} claim", MAX_USER_ID_CHARS) if isinstance(raw_user, str) else None
+            user = clean_user_id(raw_user, f"the token's {self._user_claim} claim") if isinstance(raw_user, str) else None
             groups = tuple(sorted({clean_identifier(g, "a group", MAX_USER_ID_CHARS) for g in _names(_claim(claims, self._groups_claim))}))  if self._groups_claim else ()
         except ValueError as exc:
             raise Unauthenticated(str(exc), "TOKEN_CLAIM_INVALID") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from retrieval_server.domain import Identity, InvalidArgument, Role
-from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier, trim
+from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_user_id, trim
 
 USER_ID_HEADER = "x-user-id"
 ROLE_HEADER = "x-user-role"
@@ -15,7 +15,7 @@ _MAX_ROLE_CHARS = max(len(role.value) for role in Role) + 8
 def identity_from_headers(user_id: str, role: str, verified_by: str = "headers") -> Identity:
     """The identity the two headers' values (empty when absent) name; InvalidArgument when either is malformed."""
     try:
-        user = clean_identifier(user_id, USER_ID_HEADER, MAX_USER_ID_CHARS) if trim(user_id) else None
+        user = clean_user_id(user_id, USER_ID_HEADER) if trim(user_id) else None
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
     raw_role = role.strip().upper()

@@ -165,6 +165,8 @@ async def test_hs256_tokens_verified_and_refused_with_stable_reasons(tmp_path: P
             "TOKEN_SIGNATURE": tampered(hs256(claims("alice", "USER")), sub="bob", role="SUPER_ADMIN"),
             "TOKEN_MALFORMED": "not-a-jwt",
             "TOKEN_CLAIM_MISSING": hs256(claims(None, "ADMIN")),
+            # A user named like a group would read what is granted to the group (eng-budget).
+            "TOKEN_CLAIM_INVALID": hs256(claims("group:eng", "USER")),
         }
         for expected, token in refused.items():
             with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -5,7 +5,7 @@ import pytest
 from retrieval_server.api import validation
 from retrieval_server.api.identity import HeaderIdentities, identity_from_headers
 from retrieval_server.config import load_settings
-from retrieval_server.domain import InvalidArgument, Role
+from retrieval_server.domain import Identity, InvalidArgument, Role
 
 
 def test_query_limits_after_trimming() -> None:
@@ -37,6 +37,12 @@ def test_identity_from_headers() -> None:
     assert admin.reads_everything
     with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
         identity_from_headers("", "king")
+    # Grants name groups as group:<name>: a user by that name would read the group's documents.
+    with pytest.raises(InvalidArgument, match="x-user-id must not start with 'group:'"):
+        identity_from_headers(" group:eng ", "")
+    with pytest.raises(ValueError, match="must not start with 'group:'"):
+        Identity("group:eng", Role.USER)
+    assert identity_from_headers("groupie", "").principals == ("groupie",)
 
 
 def test_header_identities_are_remembered_per_pair_of_values_and_failures_are_not() -> None:
