@@ -107,6 +107,18 @@ class GraphEntity:
 
 
 @dataclass(frozen=True, slots=True)
+class EntityLabel:
+    """An entity as a query's matches show it: its name and type as :class:`GraphEntity` gives them,
+    and every name the readable documents give it."""
+
+    name: str
+    entity_type: EntityType
+    #: whether a query named it exactly is decided by these: the names of documents the caller
+    #: cannot read must not show through
+    spellings: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class GraphEdge:
     source: str
     target: str

@@ -32,12 +32,18 @@ if TYPE_CHECKING:
 _WORD = re.compile(r"[A-Za-z0-9][\w\-.']*[A-Za-z0-9]|[A-Za-z0-9]")
 
 
+#: Fuzzy matches of one n-gram sent on to the access check, best first. Names the caller cannot
+#: read are among them (the check comes after), so more than the few that can be kept: readable
+#: ones must not be crowded out. Bounded all the same: names that differ by a digit or two can be
+#: thousands above the threshold.
+FUZZY_PER_GRAM = 10
+
+
 @dataclass(frozen=True, slots=True)
 class _Names:
     version: str | None
-    #: key -> the names stored for it
-    names: dict[str, tuple[str, ...]]
     keys: tuple[str, ...]
+    known: frozenset[str]
     #: the keys' bigram postings, for the fuzzy look-ups
     fuzzy: NameFilter
     #: the keys at either end of a stated relation in some document (readable or not)
@@ -70,7 +76,7 @@ class KnowledgeGraph:
         self._threshold = fuzzy_threshold
         self._max_words = max_ngram_words
         self._max_fuzzy = max_fuzzy_ngrams
-        self._names = _Names(None, {}, (), NameFilter([]), frozenset())
+        self._names = _Names(None, (), frozenset(), NameFilter([]), frozenset())
         self._loading = asyncio.Lock()
 
     async def _index(self) -> _Names:
@@ -80,14 +86,11 @@ class KnowledgeGraph:
             return self._names
         async with self._loading:
             if version != self._names.version:
-                names: dict[str, list[str]] = {}
-                for key, name in await self.store.graph_names():
-                    names.setdefault(key, []).append(name)
-                keys = tuple(names)
+                keys = tuple(await self.store.graph_keys())
                 # Built off the event loop: 11-14 ms for SciFact's 15,645 names.
                 fuzzy = await self._executor.run(NameFilter, keys)
                 stated = frozenset(await self.store.graph_stated_keys())
-                self._names = _Names(version, {k: tuple(v) for k, v in names.items()}, keys, fuzzy, stated)
+                self._names = _Names(version, keys, frozenset(keys), fuzzy, stated)
         return self._names
 
     async def match(self, query: str, access: AccessFilter, document_ids: Sequence[str] = ()) -> list[EntityMatch]:
@@ -108,11 +111,11 @@ class KnowledgeGraph:
                 first, last = words[i][2].lower(), words[i + n - 1][2].lower()
                 if not key or first in STOPWORDS or last in STOPWORDS:
                     continue
-                if key in index.names:
+                if key in index.known:
                     if n == 1 and len(key) < 3 and not any(c.isupper() for c in text):
                         continue  # "ai", "db" in lower case: too likely an ordinary word
-                    kind = MatchKind.EXACT if text in index.names[key] else MatchKind.CASE_FOLDED
-                    exact.append(_Candidate(start, end, n, key, kind, 1.0, text))
+                    # EXACT or CASE_FOLDED, as the names the caller may read decide (below).
+                    exact.append(_Candidate(start, end, n, key, MatchKind.EXACT, 1.0, text))
                 elif len(key) >= 5 and len(fuzzy_grams) < self._max_fuzzy:
                     fuzzy_grams.append((start, end, n, key, text))
         fuzzy: list[_Candidate] = []
@@ -128,11 +131,12 @@ class KnowledgeGraph:
             if label is None or any(c.start < b and a < c.end for a, b in taken) or any(m.key == c.key for m in out):
                 continue
             taken.append((c.start, c.end))
-            out.append(EntityMatch(c.key, label[0], label[1], c.text, c.kind, c.score))
+            kind = MatchKind.CASE_FOLDED if c.kind is MatchKind.EXACT and c.text not in label.spellings else c.kind
+            out.append(EntityMatch(c.key, label.name, label.entity_type, c.text, kind, c.score))
         return out
 
     def _fuzzy(self, grams: list[tuple[int, int, int, str, str]], index: _Names) -> list[list[_Candidate]]:
-        """The three best names (ties: the earlier name) at or above the threshold, for each n-gram.
+        """The best names (ties: the earlier name) at or above the threshold, for each n-gram.
 
         Only the names that can reach the threshold are scored (by rapidfuzz, in C++): on SciFact's
         15,645 names the filter leaves a few dozen per n-gram, and a query's fuzzy look-ups cost
@@ -146,7 +150,7 @@ class KnowledgeGraph:
                 continue
             row = process.cdist([key], [index.keys[i] for i in ids.tolist()], scorer=fuzz.ratio, score_cutoff=self._threshold, workers=1)[0]
             above = np.flatnonzero(row >= self._threshold)
-            best = above[np.argsort(-row[above], kind="stable")[:3]].tolist()
+            best = above[np.argsort(-row[above], kind="stable")[:FUZZY_PER_GRAM]].tolist()
             out.append([_Candidate(start, end, n, index.keys[ids[p]], MatchKind.FUZZY, float(row[p]) / 100.0, text) for p in best])
         return out
 
@@ -166,7 +170,7 @@ class KnowledgeGraph:
 
     async def names(self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = ()) -> dict[str, str]:
         """The name each of these entities goes by in the documents ``access`` may read."""
-        return {key: name for key, (name, _) in (await self.store.graph_labels(keys, access, document_ids)).items()}
+        return {key: label.name for key, label in (await self.store.graph_labels(keys, access, document_ids)).items()}
 
     async def edges(
         self,

@@ -16,7 +16,7 @@ from retrieval_server.backends.metadata_store.graph import ENTITIES_PER_STATEMEN
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 from retrieval_server.knowledge import DocumentGraph, EntityType, ExtractedEntity, ExtractedRelation, MatchKind, RelationType
-from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+from retrieval_server.workflow.knowledge_graph import FUZZY_PER_GRAM, KnowledgeGraph
 
 # What each caller may read, as the workflow hands it to the graph store.
 ANON, ALICE, BOB, CAROL = (AccessFilter.for_identity(i) for i in (Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)))
@@ -84,7 +84,7 @@ async def test_entities_edges_and_chunks_aggregate_over_documents(metadata_store
     # The cap keeps the chunks that name the entity most.
     assert (await metadata_store.graph_chunks(["projectalpha"], ROOT, per_entity=1)) == {"projectalpha": [("alpha#p0c0", 2)]}
     assert not await metadata_store.graph_edges(["unknown"], ROOT)  # an edge to a name the document does not list is not stored
-    assert ("shadowvault", "ShadowVault") in await metadata_store.graph_names()
+    assert "shadowvault" in await metadata_store.graph_keys()
     assert await metadata_store.graph_version() is not None
 
 
@@ -114,10 +114,16 @@ async def test_reingest_and_delete_leave_no_stale_graph(metadata_store: Metadata
     edges = {(e.source, e.relation, e.target) for e in await metadata_store.graph_edges(["projectalpha"], ROOT)}
     assert edges == {("projectalpha", R.USES, "billingsvc")}  # the old DEPENDS_ON AuthSvc is gone
     assert (await metadata_store.graph_entities(["authsvc"], ROOT))["authsvc"].document_ids == ("auth", "secret")
+    # Names that went with a document must leave the matchers' names too: the version changes.
+    version = await metadata_store.graph_version()
     await metadata_store.replace_document(Document("auth"), _parents("auth"))  # re-ingested without a graph
+    assert await metadata_store.graph_version() != version
     assert "databasesvc" in await metadata_store.graph_entities(None, ROOT)  # still known from "secret"
     assert "databasesvc" not in await metadata_store.graph_entities(None, ANON)
+    version = await metadata_store.graph_version()
     await metadata_store.delete_document("secret")
+    assert await metadata_store.graph_version() != version
+    assert "shadowvault" not in await metadata_store.graph_keys()
     everything = await metadata_store.graph_entities(None, ROOT)
     assert set(everything) == {"projectalpha", "billingsvc"}
     assert {(e.source, e.target) for e in await metadata_store.graph_edges(None, ROOT)} == {("projectalpha", "billingsvc")}
@@ -159,6 +165,29 @@ async def test_matching_exports_and_access(metadata_store: MetadataStore, execut
     assert "shadowvault" in (await graph.to_networkx(ALICE)).nodes
 
 
+async def test_matches_show_nothing_of_names_the_caller_cannot_read(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
+    """Whether a query named an entity exactly is decided by the names the caller may read, and names
+    the caller cannot read do not crowd a readable one out of the fuzzy look-up."""
+    await _load(metadata_store)
+    await metadata_store.replace_document(
+        Document("bobs", access=Access.PRIVATE, owner_id="bob"), _parents("bobs"), DocumentGraph((_entity("Auth-Svc", E.PROJECT, 9, "bobs#p0c0"),), ())
+    )
+    graph = KnowledgeGraph(metadata_store, executor)
+    # Only bob's private document writes it "Auth-Svc": to anyone else the query names AuthSvc case-folded.
+    assert [(m.name, m.kind) for m in await graph.match("who runs Auth-Svc", ANON)] == [("AuthSvc", MatchKind.CASE_FOLDED)]
+    assert [(m.name, m.kind) for m in await graph.match("who runs Auth-Svc", BOB)] == [("Auth-Svc", MatchKind.EXACT)]
+    assert [(m.name, m.kind) for m in await graph.match("who runs AuthSvc", BOB)] == [("Auth-Svc", MatchKind.EXACT)]
+    # Three private names closer to the query's typo than the public one (0.96 against 0.957).
+    await metadata_store.replace_document(Document("interleukin"), _parents("interleukin"),
+                                          DocumentGraph((_entity("Interleukin", E.CONCEPT, 1, "interleukin#p0c0"),), ()))
+    await metadata_store.replace_document(
+        Document("near", access=Access.PRIVATE, owner_id="bob"), _parents("near"),
+        DocumentGraph(tuple(_entity(f"Interleukinz{c}", E.CONCEPT, 1, "near#p0c0") for c in "abc"), ()),
+    )
+    assert [(m.name, m.kind) for m in await graph.match("Interleukinz levels", ANON)] == [("Interleukin", MatchKind.FUZZY)]
+    assert [m.name for m in await graph.match("Interleukinz levels", BOB)] == ["Interleukinza"]
+
+
 async def test_endpoints_are_the_keys_graph_edges_shows_for_every_reader(metadata_store: MetadataStore) -> None:
     await _load(metadata_store)
     keys = ["projectalpha", "authsvc", "databasesvc", "shadowvault", "unknown"]
@@ -192,28 +221,30 @@ async def test_labels_are_the_names_and_types_graph_entities_gives_every_reader(
         for scope in ((), ["auth", "bobs"], ["bobs"]):
             entities = await metadata_store.graph_entities(keys, who, scope)
             labels = await metadata_store.graph_labels(keys, who, scope)
-            assert labels == {k: (e.name, e.entity_type) for k, e in entities.items()}
-            seen.add(labels.get("authsvc"))
-    assert {("AuthSvc", E.SERVICE), ("Auth-Svc", E.PROJECT), None} <= seen  # the readers' views do differ
+            assert {k: (label.name, label.entity_type) for k, label in labels.items()} == {k: (e.name, e.entity_type) for k, e in entities.items()}
+            seen.add((label.name, label.entity_type, label.spellings) if (label := labels.get("authsvc")) else None)
+    # The readers' views do differ, and a name only an unreadable document gives is not among the spellings.
+    assert {("AuthSvc", E.SERVICE, frozenset({"AuthSvc"})), ("Auth-Svc", E.PROJECT, frozenset({"AuthSvc", "Auth-Svc"})), None} <= seen
     assert await metadata_store.graph_labels([], ROOT) == {}
 
 
 async def test_fuzzy_lookups_score_as_every_name_would(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
-    """The names the filter leaves, scored, give the three best of all names (ties: the earlier name)."""
+    """The names the filter leaves, scored, give the best of all names (ties: the earlier name), at most FUZZY_PER_GRAM."""
     stems = ["interleukin", "kinase", "receptor", "factor", "protein", "cell"]
     names = ["".join(p) + s for p in itertools.permutations(stems, 2) for s in ("", "s", "1", "a2")]
+    names += [f"cytokine{i:04d}" for i in range(30)]  # thirty names within the threshold of one another
     entities = tuple(_entity(n, E.CONCEPT, 1, "many#p0c0") for n in names)
     await metadata_store.replace_document(Document("many"), _parents("many"), DocumentGraph(entities, ()))
     graph = KnowledgeGraph(metadata_store, executor)
     index = await graph._index()
-    grams = [(0, 1, 1, g, g) for g in ("interleukinkinase", "kinasereceptr", "proteincel", "factorfactor", "cellprotein2", "zzzzz")]
+    grams = [(0, 1, 1, g, g) for g in ("interleukinkinase", "kinasereceptr", "proteincel", "factorfactor", "cellprotein2", "cytokine0007", "zzzzz")]
     found = graph._fuzzy(grams, index)
     scores = process.cdist([g[3] for g in grams], index.keys, scorer=fuzz.ratio)
     for gram, per, row in zip(grams, found, scores, strict=True):
         above = np.flatnonzero(row >= 88.0)
-        expected = [(index.keys[i], row[i] / 100.0) for i in above[np.argsort(-row[above], kind="stable")[:3]]]
+        expected = [(index.keys[i], row[i] / 100.0) for i in above[np.argsort(-row[above], kind="stable")[:FUZZY_PER_GRAM]]]
         assert [(c.key, c.score) for c in per] == expected, gram[3]
-    assert any(len(per) == 3 for per in found) and found[-1] == []
+    assert len(found[-2]) == FUZZY_PER_GRAM and any(0 < len(per) < FUZZY_PER_GRAM for per in found) and found[-1] == []
 
 
 async def test_related_keys_are_the_endpoints_for_every_reader_as_the_graph_grows(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from retrieval_server.backends.metadata_store.sqlite import INLINE_MAX_ROWS, SqliteMetadataStore
 from retrieval_server.config import Settings
 from retrieval_server.domain import AccessFilter, Document, Identity, ParentChunk
-from retrieval_server.knowledge import DocumentGraph, EntityType, ExtractedEntity, ExtractedRelation, RelationType
+from retrieval_server.knowledge import DocumentGraph, EntityLabel, EntityType, ExtractedEntity, ExtractedRelation, RelationType
 
 
 async def test_one_statement_reads_skip_the_transaction_and_two_statement_reads_keep_it(tmp_path: Path) -> None:
@@ -69,7 +69,9 @@ async def test_a_querys_graph_reads_are_one_statement_each_with_no_transaction(t
         for reader in store._all_readers:
             await reader.set_trace_callback(statements.append)
         anyone = AccessFilter.for_identity(Identity())
-        assert await store.graph_labels(["a", "b"], anyone) == {"a": ("A", EntityType.SERVICE), "b": ("B", EntityType.SERVICE)}
+        assert await store.graph_labels(["a", "b"], anyone) == {
+            "a": EntityLabel("A", EntityType.SERVICE, frozenset({"A"})), "b": EntityLabel("B", EntityType.SERVICE, frozenset({"B"}))
+        }
         assert await store.graph_endpoints(["a", "c"], anyone, relations=[RelationType.USES]) == {"a"}
         assert await store.graph_edge_weights(["b"], anyone) == [("a", "b", 1.0)]
         assert await store.graph_chunks(["a"], anyone) == {"a": [("d1#p0c0", 1)]}

@@ -194,6 +194,7 @@ class MetadataStore(GraphQueries, ABC):
         """Store ``doc`` with exactly ``parents`` (and its knowledge ``graph``); return whether a document was replaced."""
         async with self.transaction() as tx:
             replaced = bool(await tx.fetchall("SELECT 1 FROM documents WHERE document_id = ?", [doc.document_id]))
+            replaced_graph = replaced and await self._has_graph(tx, doc.document_id)
             # Children and graph rows of the old version go with the document row (ON DELETE CASCADE).
             await tx.execute("DELETE FROM documents WHERE document_id = ?", [doc.document_id])
             await tx.execute(
@@ -222,14 +223,18 @@ class MetadataStore(GraphQueries, ABC):
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     [(p.parent_chunk_id, p.document_id, p.chunk_index, p.content, p.tokens, p.page) for p in parents],
                 )
-            await self._write_graph(tx, doc.document_id, graph)
+            await self._write_graph(tx, doc.document_id, graph, replaced_graph=replaced_graph)
         return replaced
 
     async def delete_document(self, document_id: str) -> bool:
         """Delete the rows; the same transaction records a pending write until the vectors are gone too."""
         async with self.transaction() as tx:
             await self._record_pending(tx, document_id)
-            return await tx.execute("DELETE FROM documents WHERE document_id = ?", [document_id]) > 0
+            had_graph = await self._has_graph(tx, document_id)
+            deleted = await tx.execute("DELETE FROM documents WHERE document_id = ?", [document_id]) > 0
+            if had_graph:
+                await self._graph_changed(tx)
+            return deleted
 
     # Write-ahead intents: a document whose vectors may disagree with its rows (a write in flight, or
     # one a crash interrupted). Recovery makes the vectors match the committed rows, then clears it.

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
 from retrieval_server.domain import AccessFilter
-from retrieval_server.knowledge import DocumentGraph, EntityType, GraphEdge, GraphEntity, RelationType
+from retrieval_server.knowledge import DocumentGraph, EntityLabel, EntityType, GraphEdge, GraphEntity, RelationType
 
 if TYPE_CHECKING:
     from retrieval_server.backends.metadata_store import Tx
@@ -84,9 +84,23 @@ class GraphQueries:
                     rows += await tx.fetchall(sql, params)
         return rows
 
-    async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None) -> None:
-        """Called inside replace_document's transaction, after the old rows went with the document row."""
+    @staticmethod
+    async def _has_graph(tx: Tx, document_id: str) -> bool:
+        """Whether the document has graph rows: removing it changes the names entity matching knows."""
+        return bool(await tx.fetchall("SELECT 1 FROM graph_entities WHERE document_id = ? LIMIT 1", [document_id]))
+
+    @staticmethod
+    async def _graph_changed(tx: Tx) -> None:
+        """Entity matchers (in any process) reload their names when this changes."""
+        if not await tx.execute("UPDATE index_info SET info_value = ? WHERE info_key = ?", [uuid.uuid4().hex, GRAPH_VERSION]):
+            await tx.execute("INSERT INTO index_info (info_key, info_value) VALUES (?, ?)", [GRAPH_VERSION, uuid.uuid4().hex])
+
+    async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None, *, replaced_graph: bool) -> None:
+        """Called inside replace_document's transaction, after the old rows (``replaced_graph``: there
+        were some) went with the document row."""
         if graph is None or not graph.entities:
+            if replaced_graph:
+                await self._graph_changed(tx)
             return
         entities = [e for e in graph.entities if len(e.key) <= MAX_KEY_CHARS]
         keys = {e.key for e in entities}
@@ -108,9 +122,7 @@ class GraphQueries:
                 "INSERT INTO graph_edges (document_id, source_key, target_key, relation, weight, evidence) VALUES (?, ?, ?, ?, ?, ?)",
                 [(document_id, r.source, r.target, r.relation.value, r.weight, r.evidence[:1000]) for r in edges],
             )
-        # New names: entity matchers reload theirs when this changes.
-        if not await tx.execute("UPDATE index_info SET info_value = ? WHERE info_key = ?", [uuid.uuid4().hex, GRAPH_VERSION]):
-            await tx.execute("INSERT INTO index_info (info_key, info_value) VALUES (?, ?)", [GRAPH_VERSION, uuid.uuid4().hex])
+        await self._graph_changed(tx)
 
     async def graph_version(self) -> str | None:
         # Every query with a graph leg asks: one row by key, which the SQLite store reads without a
@@ -120,11 +132,11 @@ class GraphQueries:
         )
         return rows[0][0] if rows else None
 
-    async def graph_names(self) -> list[tuple[str, str]]:
-        """Every stored (key, name), whoever may read it: candidates for matching, never an answer."""
+    async def graph_keys(self) -> list[str]:
+        """Every stored entity key, whoever may read it: candidates for matching, never an answer."""
         async with self.snapshot() as tx:
-            rows = await tx.fetchall("SELECT DISTINCT entity_key, name FROM graph_entities ORDER BY entity_key, name")
-        return [(r[0], r[1]) for r in rows]
+            rows = await tx.fetchall("SELECT DISTINCT entity_key FROM graph_entities ORDER BY entity_key")
+        return [r[0] for r in rows]
 
     async def graph_stated_keys(self) -> set[str]:
         """Every entity key at either end of a stated (typed, not co-occurrence) relation, whoever may
@@ -155,12 +167,11 @@ class GraphQueries:
             for key, (name, entity_type, mentions) in _labels(r[:4] for r in rows).items()
         }
 
-    async def graph_labels(
-        self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = ()
-    ) -> dict[str, tuple[str, EntityType]]:
-        """The name and type of each of these entities that a readable document knows, as
-        :meth:`graph_entities` gives them, without their documents: the mentions are summed by the
-        store (a common entity has a row per document, thousands to read on the event loop)."""
+    async def graph_labels(self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = ()) -> dict[str, EntityLabel]:
+        """The label of each of these entities that a readable document knows: name and type as
+        :meth:`graph_entities` gives them, without their documents (the mentions are summed by the
+        store: a common entity has a row per document, thousands to read on the event loop), and
+        every readable name."""
         join, params = _visible("e", access, document_ids)
         base = f"SELECT e.entity_key, e.name, e.entity_type, SUM(e.mentions) FROM graph_entities e{join}"
         group = " GROUP BY e.entity_key, e.name, e.entity_type"
@@ -168,7 +179,10 @@ class GraphQueries:
             (base + f" AND e.entity_key IN ({','.join('?' * len(part))})" + group, [*params, *part])
             for part in in_chunks(list(dict.fromkeys(keys)))
         ])
-        return {key: (name, entity_type) for key, (name, entity_type, _) in _labels(rows).items()}
+        spellings: dict[str, set[str]] = defaultdict(set)
+        for key, name, *_ in rows:
+            spellings[key].add(name)
+        return {key: EntityLabel(name, entity_type, frozenset(spellings[key])) for key, (name, entity_type, _) in _labels(rows).items()}
 
     async def graph_edges(
         self,
