@@ -33,9 +33,9 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -68,6 +68,8 @@ from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
 from scoring_core.encoders import Interrupted
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 
 @dataclass(slots=True)
 class _Prepared:
@@ -86,6 +88,29 @@ class _Derived:
 
     sparse: list[tuple[SparseVector, SparseVector | None]]
     graph: DocumentGraph | None
+
+
+async def _to_the_end(write: Coroutine[Any, Any, T]) -> T:
+    """``write``'s result, run to its end even when the caller is cancelled meanwhile (a client's
+    cancel, an expired deadline); the cancellation is raised after it.
+
+    A document's write moves two stores in steps; cut between them, the vector points of a version
+    the rows do not have would stay until the next start's recovery (and, ranking before the
+    stored version's, hide it from searches). So a cancelled ingest or delete finishes, or
+    reconciles, the document it is at, and stops before the next."""
+    task = asyncio.ensure_future(write)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():  # the write itself was cancelled, not its caller
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 async def _discard(task: asyncio.Task[Any]) -> None:
@@ -401,26 +426,37 @@ class Indexer:
                 ]
                 parent_row += len(p.parents)
             doc_id = p.document.document_id
-            graph = d.graph
-            async with self._document_lock(doc_id):
-                try:
-                    await self._metadata.begin_write(doc_id)
-                    for i in range(0, len(points), self._batch):
-                        await self._vectors.upsert(points[i : i + self._batch])
-                    for i in range(0, len(parent_points), self._batch):
-                        await self._vectors.upsert_parents(parent_points[i : i + self._batch])
-                    replaced = await self._metadata.replace_document(p.document, p.parents, graph)
-                    await self._vectors.delete_document(doc_id, keep_version=p.document.version)
-                    await self._metadata.end_write(doc_id)
-                except Exception as exc:
-                    log.exception("storing %s failed", doc_id)
-                    await self._reconcile_quietly(doc_id)
-                    errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
-                    continue
+            try:
+                replaced = await _to_the_end(self._store(p, points, parent_points, d.graph))
+            except Exception as exc:
+                errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
+                continue
             log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
             out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
         await self._recount()
         return out
+
+    async def _store(
+        self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None
+    ) -> bool:
+        """One document into both stores (whether it replaced one); on failure the vectors are made
+        to match the committed rows again, and the failure is raised."""
+        doc_id = p.document.document_id
+        async with self._document_lock(doc_id):
+            try:
+                await self._metadata.begin_write(doc_id)
+                for i in range(0, len(points), self._batch):
+                    await self._vectors.upsert(points[i : i + self._batch])
+                for i in range(0, len(parent_points), self._batch):
+                    await self._vectors.upsert_parents(parent_points[i : i + self._batch])
+                replaced = await self._metadata.replace_document(p.document, p.parents, graph)
+                await self._vectors.delete_document(doc_id, keep_version=p.document.version)
+                await self._metadata.end_write(doc_id)
+            except Exception:
+                log.exception("storing %s failed", doc_id)
+                await self._reconcile_quietly(doc_id)
+                raise
+        return replaced
 
     async def _recount(self) -> None:
         """After a batch of writes: the search policy's count of children (a hint for exact or
@@ -452,6 +488,12 @@ class Indexer:
             entry.users -= 1
             if not entry.users:
                 del self._locks[document_id]
+
+    async def _delete_one(self, document_id: str) -> bool:
+        async with self._document_lock(document_id):
+            existed = await self._metadata.delete_document(document_id)
+            await self._reconcile_quietly(document_id)
+        return existed
 
     async def reconcile(self, document_id: str) -> None:
         """Make the document's vectors match its committed rows, then clear its pending write."""
@@ -492,9 +534,7 @@ class Indexer:
             raise InvalidArgument(str(exc)) from None
         deleted, missing = [], []
         for doc_id in dict.fromkeys(cleaned):
-            async with self._document_lock(doc_id):
-                existed = await self._metadata.delete_document(doc_id)
-                await self._reconcile_quietly(doc_id)
+            existed = await _to_the_end(self._delete_one(doc_id))
             (deleted if existed else missing).append(doc_id)
         await self._recount()
         return deleted, missing

@@ -123,6 +123,57 @@ async def test_a_replacement_interrupted_before_its_commit_keeps_the_committed_v
         await app.close()
 
 
+async def test_a_cancelled_ingest_finishes_the_document_it_is_writing_and_stops(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's cancel or an expired deadline cancels the call while a document is between its two
+    stores (new points written, rows not yet committed). Cut there, the new version's points would
+    stay until the next start and outrank the stored version in every search; the write runs to its
+    end instead, and the documents after it are not started."""
+    await app.ingest([_txt("glaciers", LONG)])
+    replace, entered, release = app.metadata.replace_document, asyncio.Event(), asyncio.Event()
+
+    async def slow_commit(*args: Any, **kwargs: Any) -> bool:
+        entered.set()
+        await release.wait()
+        return await replace(*args, **kwargs)
+
+    monkeypatch.setattr(app.metadata, "replace_document", slow_commit)
+    moraines = LONG.replace("glaciers", "moraines")
+    call = asyncio.create_task(app.ingest([_txt("glaciers", moraines), _txt("volcanoes", "Volcanoes erupt molten rock.")]))
+    await entered.wait()
+    call.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    stored = await app.metadata.get_document("glaciers")
+    assert stored is not None and await app.metadata.pending_writes() == []
+    assert await app.vectors.count("glaciers") == await app.vectors.count("glaciers", stored.version) > 0
+    assert "moraines" in (await app.pipeline.query(QueryOptions("history of moraines and ice sheets", 1))).contexts[0].parent.content
+    assert await app.metadata.get_document("volcanoes") is None and await app.vectors.count("volcanoes") == 0
+
+
+async def test_a_cancelled_delete_removes_the_document_it_is_at_and_stops(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled after a document's rows went and before its points did, a delete would leave the
+    points (filtered out only after the top-k cut, so they crowd the other documents out of
+    searches) until the next start; it removes them, and the ids after it are not deleted."""
+    await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock."), _txt("c", "Deserts are dry.")])
+    remove, entered, release = app.vectors.delete_document, asyncio.Event(), asyncio.Event()
+
+    async def slow_remove(*args: Any, **kwargs: Any) -> None:
+        entered.set()
+        await release.wait()
+        await remove(*args, **kwargs)
+
+    monkeypatch.setattr(app.vectors, "delete_document", slow_remove)
+    call = asyncio.create_task(app.delete(["a", "c"]))
+    await entered.wait()
+    call.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert await _state(app, "a") == (0, 0) and await app.metadata.pending_writes() == []
+    assert await app.metadata.get_document("c") is not None and await app.vectors.count("c") > 0
+
+
 async def test_broken_file_is_reported_and_the_batch_goes_on(app: Application) -> None:
     report = await app.ingest(
         [

@@ -47,14 +47,17 @@ type RetrievalServiceClient interface {
 	// document without filename and id, empty content, PRIVATE without owner_id, unknown access),
 	// UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
 	// RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-	// free-space floor), UNAVAILABLE, INTERNAL.
+	// free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
+	// being written is finished and the call stops before the next (the documents before it stay
+	// stored).
 	IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error)
 	// Admin: remove documents with their chunks, vectors, grants and the cached answers that
 	// cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
 	// error. Needs ADMIN or SUPER_ADMIN.
 	// Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
 	// id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-	// UNAVAILABLE, INTERNAL.
+	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
+	// deleted completely and the call stops before the next.
 	DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error)
 	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
 	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
@@ -182,14 +185,17 @@ type RetrievalServiceServer interface {
 	// document without filename and id, empty content, PRIVATE without owner_id, unknown access),
 	// UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
 	// RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-	// free-space floor), UNAVAILABLE, INTERNAL.
+	// free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
+	// being written is finished and the call stops before the next (the documents before it stay
+	// stored).
 	IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error)
 	// Admin: remove documents with their chunks, vectors, grants and the cached answers that
 	// cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
 	// error. Needs ADMIN or SUPER_ADMIN.
 	// Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
 	// id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-	// UNAVAILABLE, INTERNAL.
+	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
+	// deleted completely and the call stops before the next.
 	DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error)
 	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
 	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams),

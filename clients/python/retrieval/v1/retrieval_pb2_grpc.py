@@ -121,7 +121,9 @@ class RetrievalServiceServicer:
         document without filename and id, empty content, PRIVATE without owner_id, unknown access),
         UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
         RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-        free-space floor), UNAVAILABLE, INTERNAL.
+        free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
+        being written is finished and the call stops before the next (the documents before it stay
+        stored).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -133,7 +135,8 @@ class RetrievalServiceServicer:
         error. Needs ADMIN or SUPER_ADMIN.
         Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
         id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-        UNAVAILABLE, INTERNAL.
+        UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
+        deleted completely and the call stops before the next.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -5263,7 +5263,9 @@ export const RetrievalServiceService = {
    * document without filename and id, empty content, PRIVATE without owner_id, unknown access),
    * UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
    * RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-   * free-space floor), UNAVAILABLE, INTERNAL.
+   * free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
+   * being written is finished and the call stops before the next (the documents before it stay
+   * stored).
    */
   ingestDocuments: {
     path: "/retrieval.v1.RetrievalService/IngestDocuments" as const,
@@ -5282,7 +5284,8 @@ export const RetrievalServiceService = {
    * error. Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
    * id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-   * UNAVAILABLE, INTERNAL.
+   * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
+   * deleted completely and the call stops before the next.
    */
   deleteDocuments: {
     path: "/retrieval.v1.RetrievalService/DeleteDocuments" as const,
@@ -5350,7 +5353,9 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * document without filename and id, empty content, PRIVATE without owner_id, unknown access),
    * UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
    * RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-   * free-space floor), UNAVAILABLE, INTERNAL.
+   * free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
+   * being written is finished and the call stops before the next (the documents before it stay
+   * stored).
    */
   ingestDocuments: handleUnaryCall<IngestDocumentsRequest, IngestDocumentsResponse>;
   /**
@@ -5359,7 +5364,8 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * error. Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
    * id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-   * UNAVAILABLE, INTERNAL.
+   * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
+   * deleted completely and the call stops before the next.
    */
   deleteDocuments: handleUnaryCall<DeleteDocumentsRequest, DeleteDocumentsResponse>;
   /**
@@ -5451,7 +5457,9 @@ export interface RetrievalServiceClient extends Client {
    * document without filename and id, empty content, PRIVATE without owner_id, unknown access),
    * UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
    * RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-   * free-space floor), UNAVAILABLE, INTERNAL.
+   * free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
+   * being written is finished and the call stops before the next (the documents before it stay
+   * stored).
    */
   ingestDocuments(
     request: IngestDocumentsRequest,
@@ -5474,7 +5482,8 @@ export interface RetrievalServiceClient extends Client {
    * error. Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
    * id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-   * UNAVAILABLE, INTERNAL.
+   * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
+   * deleted completely and the call stops before the next.
    */
   deleteDocuments(
     request: DeleteDocumentsRequest,
