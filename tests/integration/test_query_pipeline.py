@@ -687,7 +687,7 @@ async def _pool(app: Application) -> list[Any]:
 async def _enrich(app: Application, hits: list[Any], top_k: int) -> tuple[list[Any], int]:
     metadata = CountingVersions(app.metadata)
     deps = dataclasses.replace(app.pipeline.deps, metadata=metadata)
-    state = QueryState(options=QueryOptions("q", top_k, identity=ROOT), reranked=hits)
+    state = QueryState(options=QueryOptions("q", top_k, identity=ROOT), reranked=hits, point_filter=PointFilter(access=AccessFilter.for_identity(ROOT)))
     out = await nodes.enrich(state, deps)
     return [(c.parent.parent_chunk_id, c.score, [e.chunk_id for e in c.children]) for c in out["contexts"]], metadata.version_reads
 
