@@ -8,9 +8,19 @@ grants, caller identities) now goes through :func:`clean_identifier`.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 
 MAX_DOCUMENT_ID_CHARS = 200
 MAX_USER_ID_CHARS = 255
+#: Limits of what a document says about itself. Every context of an answer carries them back
+#: (up to 100 a Query), so an unbounded field could make every answer citing the document larger
+#: than a client (4 MiB by default in gRPC) or the server (MAX_MESSAGE_MB) accepts. A URL of 8,192
+#: characters is what HTTP asks every implementation to handle (RFC 9110, 4.1).
+MAX_TITLE_CHARS = 1_024
+MAX_URL_CHARS = 8_192
+MAX_SOURCE_CHARS = 1_024
+MAX_FILENAME_CHARS = 1_024
+MAX_METADATA_BYTES = 16_384
 #: how a grant names a group; a user id never starts with it, or a user named ``group:x`` would
 #: read what is granted to the group ``x``
 GROUP_PREFIX = "group:"
@@ -50,3 +60,14 @@ def clean_user_id(raw: str, field: str) -> str:
     if value.startswith(GROUP_PREFIX):
         raise ValueError(f"{field} must not start with '{GROUP_PREFIX}': grants name groups that way")
     return value
+
+
+def check_descriptive_fields(title: str, url: str, source: str, metadata: Mapping[str, str]) -> None:
+    """ValueError naming the field and its limit when one is over it (the message starts with the
+    field's name, so that a caller can prefix where the document stands)."""
+    for name, value, limit in (("title", title, MAX_TITLE_CHARS), ("url", url, MAX_URL_CHARS), ("source", source, MAX_SOURCE_CHARS)):
+        if len(value) > limit:
+            raise ValueError(f"{name} must be at most {limit} characters (got {len(value)})")
+    size = sum(len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass")) for k, v in metadata.items())
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of UTF-8 in its keys and values (got {size})")

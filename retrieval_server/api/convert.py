@@ -23,6 +23,7 @@ from retrieval_server.domain import (
     StageMetric,
     Strategy,
 )
+from retrieval_server.identifiers import MAX_FILENAME_CHARS, check_descriptive_fields, trim
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
 _STRATEGY_IN = {
@@ -67,7 +68,13 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
         raise InvalidArgument(f"{field}.content must not be empty")
     if len(d.content) > max_bytes:
         raise InvalidArgument(f"{field}.content is {len(d.content)} bytes; at most {max_bytes} are accepted (RETRIEVAL_MAX_DOCUMENT_BYTES)")
-    if access is Access.PRIVATE and not d.owner_id:
+    if len(d.filename) > MAX_FILENAME_CHARS:
+        raise InvalidArgument(f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
+    try:
+        check_descriptive_fields(d.title, d.url, d.source, d.metadata)
+    except ValueError as exc:
+        raise InvalidArgument(f"{field}.{exc}") from None
+    if access is Access.PRIVATE and not trim(d.owner_id):
         raise InvalidArgument(f"{field}.owner_id is required for a PRIVATE document")
     return DocumentSource(
         filename=d.filename or f"{d.document_id}.txt",

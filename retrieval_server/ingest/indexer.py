@@ -46,6 +46,7 @@ from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import (
+    Access,
     ChildChunk,
     Document,
     DocumentSource,
@@ -60,7 +61,7 @@ from retrieval_server.domain import (
     VectorPoint,
     version_of,
 )
-from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, clean_identifier
+from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, clean_identifier, trim
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.graph_extraction import GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
@@ -292,20 +293,23 @@ class Indexer:
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:
-            owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if src.owner_id.strip() else ""
+            owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if trim(src.owner_id) else ""
             grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
+            if src.access is Access.PRIVATE and not owner:
+                raise ValueError("owner_id is required for a PRIVATE document")
+            doc = Document(
+                document_id=loaded.document_id,
+                title=loaded.title,
+                url=src.url or loaded.url,
+                source=src.source or src.filename,
+                access=src.access,
+                owner_id=owner,
+                metadata={**loaded.metadata, **src.metadata},
+                granted_user_ids=tuple(sorted(grantees)),
+            )
+            check_descriptive_fields(doc.title, doc.url, doc.source, doc.metadata)
         except ValueError as exc:
             raise LoadError(str(exc)) from None
-        doc = Document(
-            document_id=loaded.document_id,
-            title=loaded.title,
-            url=src.url or loaded.url,
-            source=src.source or src.filename,
-            access=src.access,
-            owner_id=owner,
-            metadata={**loaded.metadata, **src.metadata},
-            granted_user_ids=tuple(sorted(grantees)),
-        )
 
         def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str, int]:
             parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])

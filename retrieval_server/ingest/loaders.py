@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from retrieval_server.domain import DocumentSource
+from retrieval_server.identifiers import MAX_TITLE_CHARS
 
 
 class LoadError(Exception):
@@ -42,6 +43,12 @@ def _stem(filename: str) -> str:
     return PurePath(filename).stem or filename
 
 
+def _found_title(title: str) -> str:
+    """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
+    caller's field, so one over the limit is cut there instead of refusing the document."""
+    return title[:MAX_TITLE_CHARS]
+
+
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
     text = _text(src.content, "file")
     return [LoadedDocument(src.document_id or _stem(src.filename), src.title or _stem(src.filename), (Page(0, text),))]
@@ -50,7 +57,7 @@ def _load_text(src: DocumentSource) -> list[LoadedDocument]:
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
     text = _text(src.content, "file")
     heading = re.search(r"^#\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE)
-    title = src.title or (heading.group(1) if heading else _stem(src.filename))
+    title = src.title or (_found_title(heading.group(1)) if heading else _stem(src.filename))
     return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
 
 
@@ -60,7 +67,7 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     soup = BeautifulSoup(_text(src.content, "file"), "html.parser")
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
-    title = src.title or (soup.title.get_text(strip=True) if soup.title else "") or _stem(src.filename)
+    title = src.title or (_found_title(soup.title.get_text(strip=True)) if soup.title else "") or _stem(src.filename)
     body = soup.body or soup
     # Block elements become line breaks so sentences and paragraphs survive the flattening.
     text = re.sub(r"\n\s*\n+", "\n\n", body.get_text("\n")).strip()
@@ -78,7 +85,7 @@ def _load_pdf(src: DocumentSource) -> list[LoadedDocument]:
         raise LoadError(f"not a readable PDF: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not any(p.text.strip() for p in pages):
         raise LoadError("PDF has no extractable text (scanned images need OCR first)")
-    return [LoadedDocument(src.document_id or _stem(src.filename), src.title or meta_title or _stem(src.filename), pages)]
+    return [LoadedDocument(src.document_id or _stem(src.filename), src.title or _found_title(meta_title) or _stem(src.filename), pages)]
 
 
 def _load_jsonl(src: DocumentSource) -> list[LoadedDocument]:

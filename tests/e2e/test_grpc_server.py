@@ -196,6 +196,20 @@ async def test_document_filter_and_private_access(live: Live) -> None:
         ("IngestDocuments", pb.IngestDocumentsRequest(), "documents must not be empty"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE)]), "documents[0].owner_id is required"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt")]), "documents[0].content must not be empty"),
+        # A blank owner is no owner: the document would be private and nobody's.
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id=" \u200b ")]),
+         "documents[0].owner_id is required"),
+        # What a document says about itself comes back with every context citing it: bounded.
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", title="t" * 1_025)]),
+         "documents[0].title must be at most 1024 characters (got 1025)"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", url="u" * 8_193)]),
+         "documents[0].url must be at most 8192 characters (got 8193)"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", source="s" * 1_025)]),
+         "documents[0].source must be at most 1024 characters (got 1025)"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a" * 1_021 + ".txt", content=b"x")]),
+         "documents[0].filename must be at most 1024 characters (got 1025)"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", metadata={"note": "é" * 8_191})]),
+         "documents[0].metadata must be at most 16384 bytes of UTF-8 in its keys and values (got 16386)"),
         ("DeleteDocuments", pb.DeleteDocumentsRequest(), "document_ids must not be empty"),
     ],
 )

@@ -174,6 +174,23 @@ async def test_a_cancelled_delete_removes_the_document_it_is_at_and_stops(app: A
     assert await app.metadata.get_document("c") is not None and await app.vectors.count("c") > 0
 
 
+async def test_fields_over_their_limits_are_reported_per_document_whatever_the_entry(app: Application) -> None:
+    """A JSONL row (or a command's file) is held to the limits the API holds a request to; a title
+    the file gives itself is cut to the limit instead, as content."""
+    rows = b'{"_id": "fat", "title": "t", "text": "Glaciers move.", "metadata": {"note": "' + b"x" * 16_381 + b'"}}\n'
+    rows += b'{"_id": "thin", "title": "t", "text": "Glaciers move slowly."}\n'
+    heading = "# " + "Heading " * 200 + "\n\nGlaciers carve valleys."
+    report = await app.ingest([DocumentSource(filename="rows.jsonl", content=rows), _txt("lost", "Ice.", access=Access.PRIVATE, owner_id=" "),
+                               DocumentSource(filename="long.md", content=heading.encode())])
+    assert sorted(d.document_id for d in report.documents) == ["long", "thin"]
+    assert {e.source: e.reason for e in report.errors} == {
+        "rows.jsonl:fat": "metadata must be at most 16384 bytes of UTF-8 in its keys and values (got 16385)",
+        "lost.txt": "owner_id is required for a PRIVATE document",
+    }
+    long = await app.metadata.get_document("long")
+    assert long is not None and len(long.title) == 1_024 and long.title.startswith("Heading Heading")
+
+
 async def test_broken_file_is_reported_and_the_batch_goes_on(app: Application) -> None:
     report = await app.ingest(
         [

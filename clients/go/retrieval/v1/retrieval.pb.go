@@ -1668,7 +1668,7 @@ type DocumentInput struct {
 	// id replaces the document. Empty: the file name without extension (for `.jsonl`, each row's
 	// `_id`).
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
-	// File name; its extension selects the loader: `.txt`, `.md`/`.markdown`, `.html`/`.htm`,
+	// File name, at most 1,024 characters; its extension selects the loader: `.txt`, `.md`/`.markdown`, `.html`/`.htm`,
 	// `.pdf`, or `.jsonl` (BEIR rows with `_id`, `title`, `text` and optional `metadata`: one
 	// document per row). Empty: plain text, which then needs `document_id`. An unsupported
 	// extension is reported in IngestDocumentsResponse.errors.
@@ -1676,20 +1676,21 @@ type DocumentInput struct {
 	// The file's bytes, not empty; text formats are UTF-8. The whole request is limited to
 	// RETRIEVAL_MAX_MESSAGE_MB (64 MiB).
 	Content []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
-	// Title shown in results. Empty: the file's own title (HTML <title>, Markdown heading, PDF
-	// metadata) or the file name without extension.
+	// Title shown in results, at most 1,024 characters. Empty: the file's own title (HTML
+	// <title>, Markdown heading, PDF metadata; cut to 1,024 characters) or the file name without
+	// extension.
 	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
-	// URL shown in results. Empty: none.
+	// URL shown in results, at most 8,192 characters. Empty: none.
 	Url string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
-	// Free-form provenance, e.g. the original path. Empty: none.
+	// Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name.
 	Source string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
 	// Who may read it. Unset: ACCESS_PUBLIC.
 	Access Access `protobuf:"varint,7,opt,name=access,proto3,enum=retrieval.v1.Access" json:"access,omitempty"`
 	// The user who owns the document (an `x-user-id` or token subject); required for
-	// ACCESS_PRIVATE. Empty: no owner.
+	// ACCESS_PRIVATE (blank is no owner). Empty: no owner.
 	OwnerId string `protobuf:"bytes,8,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// Free-form key/value pairs, searched by HYBRID's metadata leg and returned as
-	// DocumentMetadata.extra. Empty: none.
+	// DocumentMetadata.extra; at most 16 KiB of UTF-8 in keys and values. Empty: none.
 	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
 	// Users granted read access to a private document; re-ingesting replaces the list. Empty:
 	// only the owner (and SUPER_ADMIN).

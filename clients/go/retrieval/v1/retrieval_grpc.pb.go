@@ -44,12 +44,12 @@ type RetrievalServiceClient interface {
 	// is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
 	// Needs ADMIN or SUPER_ADMIN.
 	// Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-	// document without filename and id, empty content, PRIVATE without owner_id, unknown access),
-	// UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-	// RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-	// free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
-	// being written is finished and the call stops before the next (the documents before it stay
-	// stored).
+	// document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
+	// title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+	// PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
+	// (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
+	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
+	// finished and the call stops before the next (the documents before it stay stored).
 	IngestDocuments(ctx context.Context, in *IngestDocumentsRequest, opts ...grpc.CallOption) (*IngestDocumentsResponse, error)
 	// Admin: remove documents with their chunks, vectors, grants and the cached answers that
 	// cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
@@ -182,12 +182,12 @@ type RetrievalServiceServer interface {
 	// is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
 	// Needs ADMIN or SUPER_ADMIN.
 	// Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-	// document without filename and id, empty content, PRIVATE without owner_id, unknown access),
-	// UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-	// RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-	// free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
-	// being written is finished and the call stops before the next (the documents before it stay
-	// stored).
+	// document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
+	// title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+	// PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
+	// (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
+	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
+	// finished and the call stops before the next (the documents before it stay stored).
 	IngestDocuments(context.Context, *IngestDocumentsRequest) (*IngestDocumentsResponse, error)
 	// Admin: remove documents with their chunks, vectors, grants and the cached answers that
 	// cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an

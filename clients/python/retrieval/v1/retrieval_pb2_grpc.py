@@ -118,12 +118,12 @@ class RetrievalServiceServicer:
         is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
         Needs ADMIN or SUPER_ADMIN.
         Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-        document without filename and id, empty content, PRIVATE without owner_id, unknown access),
-        UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-        RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-        free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
-        being written is finished and the call stops before the next (the documents before it stay
-        stored).
+        document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
+        title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+        PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
+        (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
+        UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
+        finished and the call stops before the next (the documents before it stay stored).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -777,7 +777,7 @@ export interface DocumentInput {
    */
   documentId: string;
   /**
-   * File name; its extension selects the loader: `.txt`, `.md`/`.markdown`, `.html`/`.htm`,
+   * File name, at most 1,024 characters; its extension selects the loader: `.txt`, `.md`/`.markdown`, `.html`/`.htm`,
    * `.pdf`, or `.jsonl` (BEIR rows with `_id`, `title`, `text` and optional `metadata`: one
    * document per row). Empty: plain text, which then needs `document_id`. An unsupported
    * extension is reported in IngestDocumentsResponse.errors.
@@ -789,24 +789,25 @@ export interface DocumentInput {
    */
   content: Buffer;
   /**
-   * Title shown in results. Empty: the file's own title (HTML <title>, Markdown heading, PDF
-   * metadata) or the file name without extension.
+   * Title shown in results, at most 1,024 characters. Empty: the file's own title (HTML
+   * <title>, Markdown heading, PDF metadata; cut to 1,024 characters) or the file name without
+   * extension.
    */
   title: string;
-  /** URL shown in results. Empty: none. */
+  /** URL shown in results, at most 8,192 characters. Empty: none. */
   url: string;
-  /** Free-form provenance, e.g. the original path. Empty: none. */
+  /** Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name. */
   source: string;
   /** Who may read it. Unset: ACCESS_PUBLIC. */
   access: Access;
   /**
    * The user who owns the document (an `x-user-id` or token subject); required for
-   * ACCESS_PRIVATE. Empty: no owner.
+   * ACCESS_PRIVATE (blank is no owner). Empty: no owner.
    */
   ownerId: string;
   /**
    * Free-form key/value pairs, searched by HYBRID's metadata leg and returned as
-   * DocumentMetadata.extra. Empty: none.
+   * DocumentMetadata.extra; at most 16 KiB of UTF-8 in keys and values. Empty: none.
    */
   metadata: { [key: string]: string };
   /**
@@ -5260,12 +5261,12 @@ export const RetrievalServiceService = {
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, PRIVATE without owner_id, unknown access),
-   * UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-   * RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-   * free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
-   * being written is finished and the call stops before the next (the documents before it stay
-   * stored).
+   * document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
+   * title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+   * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
+   * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
+   * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
+   * finished and the call stops before the next (the documents before it stay stored).
    */
   ingestDocuments: {
     path: "/retrieval.v1.RetrievalService/IngestDocuments" as const,
@@ -5350,12 +5351,12 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, PRIVATE without owner_id, unknown access),
-   * UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-   * RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-   * free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
-   * being written is finished and the call stops before the next (the documents before it stay
-   * stored).
+   * document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
+   * title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+   * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
+   * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
+   * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
+   * finished and the call stops before the next (the documents before it stay stored).
    */
   ingestDocuments: handleUnaryCall<IngestDocumentsRequest, IngestDocumentsResponse>;
   /**
@@ -5454,12 +5455,12 @@ export interface RetrievalServiceClient extends Client {
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, PRIVATE without owner_id, unknown access),
-   * UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
-   * RESOURCE_EXHAUSTED (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the
-   * free-space floor), UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document
-   * being written is finished and the call stops before the next (the documents before it stay
-   * stored).
+   * document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
+   * title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+   * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
+   * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
+   * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
+   * finished and the call stops before the next (the documents before it stay stored).
    */
   ingestDocuments(
     request: IngestDocumentsRequest,
