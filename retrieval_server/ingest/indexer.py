@@ -101,17 +101,16 @@ async def _to_the_end(write: Coroutine[Any, Any, T]) -> T:
     reconciles, the document it is at, and stops before the next."""
     task = asyncio.ensure_future(write)
     cancelled = False
-    while True:
+    while not task.done():
         try:
-            result = await asyncio.shield(task)
-            break
+            await asyncio.wait([task])  # unlike awaiting it, cancels only the waiting
         except asyncio.CancelledError:
-            if task.done():  # the write itself was cancelled, not its caller
-                raise
             cancelled = True
     if cancelled:
+        if not task.cancelled():
+            task.exception()  # a failure was logged and reconciled by the write; the cancellation wins
         raise asyncio.CancelledError
-    return result
+    return task.result()
 
 
 async def _discard(task: asyncio.Task[Any]) -> None:

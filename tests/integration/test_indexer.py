@@ -123,17 +123,23 @@ async def test_a_replacement_interrupted_before_its_commit_keeps_the_committed_v
         await app.close()
 
 
-async def test_a_cancelled_ingest_finishes_the_document_it_is_writing_and_stops(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("commit", ["commits", "fails"])
+async def test_a_cancelled_ingest_finishes_the_document_it_is_writing_and_stops(
+    app: Application, monkeypatch: pytest.MonkeyPatch, commit: str
+) -> None:
     """A client's cancel or an expired deadline cancels the call while a document is between its two
     stores (new points written, rows not yet committed). Cut there, the new version's points would
     stay until the next start and outrank the stored version in every search; the write runs to its
-    end instead, and the documents after it are not started."""
+    end instead (a commit that fails is reconciled), and the documents after it are not started."""
     await app.ingest([_txt("glaciers", LONG)])
+    before = await app.metadata.get_document("glaciers")
     replace, entered, release = app.metadata.replace_document, asyncio.Event(), asyncio.Event()
 
     async def slow_commit(*args: Any, **kwargs: Any) -> bool:
         entered.set()
         await release.wait()
+        if commit == "fails":
+            raise RuntimeError("the metadata store went away")
         return await replace(*args, **kwargs)
 
     monkeypatch.setattr(app.metadata, "replace_document", slow_commit)
@@ -146,8 +152,10 @@ async def test_a_cancelled_ingest_finishes_the_document_it_is_writing_and_stops(
         await call
     stored = await app.metadata.get_document("glaciers")
     assert stored is not None and await app.metadata.pending_writes() == []
+    assert (stored == before) is (commit == "fails")
     assert await app.vectors.count("glaciers") == await app.vectors.count("glaciers", stored.version) > 0
-    assert "moraines" in (await app.pipeline.query(QueryOptions("history of moraines and ice sheets", 1))).contexts[0].parent.content
+    found = (await app.pipeline.query(QueryOptions("history of moraines and ice sheets", 1))).contexts[0].parent.content
+    assert ("moraines" in found) is (commit == "commits")
     assert await app.metadata.get_document("volcanoes") is None and await app.vectors.count("volcanoes") == 0
 
 
