@@ -4,6 +4,10 @@ The graph and metadata legs choose chunks under the caller's filter and then rea
 dense and keyword legs search under the filter. A document re-ingested as private between those
 reads comes back as its new version, which the version check alone lets through: enrich checks
 each document it returns against the filter as well.
+
+GRAPH shows the race (it fails without enrich's check). HYBRID reads the chunk by id in its
+metadata leg too, but today its answer drops that hit for other reasons (the stale hits of its
+other legs lead); it is kept as a check of the same rule on the strategy most callers use.
 """
 
 from __future__ import annotations
