@@ -69,10 +69,16 @@ class Chunker:
             if n <= limit:
                 spans.append(_Span(s, e, max(n, 1)))
                 continue
+            # Each piece runs from where the previous one stopped to where the next one's first token
+            # starts, not over its own tokens' offsets only: characters the tokenizer drops (combining
+            # marks under strip_accents: Devanagari vowel signs, Arabic vowel marks) belong to no
+            # token, and one at a cut would be lost from both chunks.
             offsets = enc.offsets
-            for i in range(0, n, limit):
-                piece = offsets[i : i + limit]
-                spans.append(_Span(s + piece[0][0], s + piece[-1][1], len(piece)))
+            cuts = list(range(0, n, limit))
+            for k, i in enumerate(cuts):
+                start = s if k == 0 else s + offsets[i][0]
+                end = e if k == len(cuts) - 1 else s + offsets[i + limit][0]
+                spans.append(_Span(start, end, min(limit, n - i)))
         return spans
 
     def _windows(self, spans: list[_Span], limit: int, overlap: int) -> list[list[_Span]]:

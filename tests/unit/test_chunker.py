@@ -60,3 +60,27 @@ def test_parents_do_not_cross_pages(chunker: Chunker) -> None:
 
 def test_blank_text_gives_nothing(chunker: Chunker) -> None:
     assert chunker.chunk("doc", [(0, "  \n\n ")]) == ([], [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Devanagari vowel signs and Arabic vowel marks are combining marks (Mn) the tokenizer strips
+        # (BERT's strip_accents): no token's offsets cover them. Hindi ends sentences with '।', which
+        # is no sentence end here, so a paragraph is one long sentence cut at token boundaries.
+        "भारत एक विशाल देश है जिसमें अनेक भाषाएँ बोली जाती हैं और यहाँ की संस्कृति बहुत पुरानी है। " * 30,
+        "بِسْمِ اللَّهِ الرَّحْمَٰنِ الرَّحِيمِ الْحَمْدُ لِلَّهِ رَبِّ الْعَالَمِينَ " * 30,
+        ("e\u0301" * 50 + " ") * 30,  # decomposed accents (NFD text, as some PDFs and macOS give it)
+    ],
+    ids=["hindi", "arabic-vowelled", "decomposed-accents"],
+)
+def test_a_long_sentence_cut_at_token_boundaries_loses_no_character(chunker: Chunker, text: str) -> None:
+    parents, children = chunker.chunk("doc", [(0, text)])
+    assert len(parents) > 1
+    assert "".join("".join(p.content for p in parents).split()) == "".join(text.split())
+    # Children cover their parent: each child's characters are the parent's, in order, none dropped.
+    for parent in parents:
+        kids = [c for c in children if c.parent_chunk_id == parent.parent_chunk_id]
+        first, last = kids[0].content, kids[-1].content
+        assert "".join(parent.content.split()).startswith("".join(first.split()))
+        assert "".join(parent.content.split()).endswith("".join(last.split()))
