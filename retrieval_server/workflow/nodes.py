@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,7 +32,9 @@ T = TypeVar("T")
 def cache_config(o: QueryOptions) -> str:
     """What makes two requests answerable by the same cached result."""
     fusion = o.fusion.value if o.fusion else ""
-    return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{fusion}|{int(o.rerank)}|{','.join(sorted(o.document_ids))}"
+    # JSON, not a join: a document id may hold any separator (["x,y"] is not ["x", "y"]).
+    documents = json.dumps(sorted(o.document_ids))
+    return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{fusion}|{int(o.rerank)}|{documents}"
 
 
 def _uses_dense(strategy: Strategy) -> bool:

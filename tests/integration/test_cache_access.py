@@ -212,3 +212,14 @@ async def test_redis_absent_at_startup_degrades_and_recovers_by_itself(tmp_path:
             assert again.cached and "cache:unavailable" not in again.metrics.degraded
     finally:
         await application.close()
+
+
+async def test_a_document_filter_is_keyed_whatever_its_ids_hold(app: Application) -> None:
+    """A document id may hold a comma: the filter ["x,y"] is not the filter ["x", "y"], and an
+    answer cached for one must not answer the other with documents outside its filter."""
+    docs = [_doc(d, f"Document {d} on the salary review (zebra umbrella).") for d in ("x", "y", "x,y")]
+    assert not (await app.ingest(docs)).errors
+    two = await app.pipeline.query(QueryOptions(QUERY, 5, strategy=Strategy.HYBRID, document_ids=("x", "y")))
+    assert _docs(two) == {"x", "y"}
+    one = await app.pipeline.query(QueryOptions(QUERY, 5, strategy=Strategy.HYBRID, document_ids=("x,y",)))
+    assert _docs(one) == {"x,y"}, "an answer for another document filter was served from the cache"
