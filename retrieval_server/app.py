@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from pathlib import Path
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -125,6 +126,8 @@ class Application:
         self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
         self._optimize_task: asyncio.Task[None] | None = None
         self._optimize_again = False
+        #: one future per ingest or delete in progress, done when it ends (close waits for them)
+        self._writes: set[asyncio.Future[None]] = set()
         self._closed = False
 
     @cached_property
@@ -495,10 +498,24 @@ class Application:
             raise ReadOnly(f"this server is read-only ({why}); ingest and delete through a single-process server, "
                            "or run the processes against a Qdrant server (RETRIEVAL_QDRANT_URL)")
 
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """An ingest or delete in progress, which :meth:`close` lets end before it closes the stores."""
+        if self._closed:
+            raise Unavailable("the server is shutting down")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._writes.add(done)
+        try:
+            yield
+        finally:
+            self._writes.discard(done)
+            done.set_result(None)
+
     async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
         self._writable()
         self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
-        report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
+        async with self._writing():
+            report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
         self.metrics.ingested.inc(len(report.documents))
         self.metrics.ingest_errors.inc(len(report.errors))
         if report.documents:
@@ -508,7 +525,8 @@ class Application:
 
     async def delete(self, document_ids: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
         self._writable()
-        deleted, missing = await self.indexer.delete(document_ids)
+        async with self._writing():
+            deleted, missing = await self.indexer.delete(document_ids)
         await self._invalidate(deleted)
         return deleted, missing
 
@@ -605,6 +623,11 @@ class Application:
         if self._closed:
             return
         self._closed = True
+        # A server's stop cancels the calls still running when its grace period ends, and a cancelled
+        # write finishes the document it is at (Indexer): closing the stores under it would leave that
+        # document half-written, its pending write and new points waiting for the next start.
+        if self._writes:
+            await asyncio.wait(list(self._writes))
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
         self.metrics.close()
