@@ -273,7 +273,7 @@ class Indexer:
                     except LoadError as exc:
                         errors.append(IngestFailure(label, str(exc)))
                         continue
-                    if prepared.previous is not None and prepared.previous.content_hash == prepared.document.content_hash:
+                    if await self._unchanged(prepared):
                         await written()  # reported after the documents before it
                         done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True))
                         if on_document:
@@ -289,6 +289,15 @@ class Indexer:
                 await _discard(writing)
             raise
         return IngestReport(tuple(done), tuple(errors))
+
+    async def _unchanged(self, p: _Prepared) -> bool:
+        """Whether the document is stored as it is, so its write can be skipped. Not while its write
+        is pending: rows that committed before the vectors could follow (old points left, the
+        reconciliation failed too) would otherwise stay that way until the next start, however
+        often the caller retried; writing it again finishes the job."""
+        if p.previous is None or p.previous.content_hash != p.document.content_hash:
+            return False
+        return not await self._metadata.has_pending_write(p.document.document_id)
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:

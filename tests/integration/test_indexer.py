@@ -182,6 +182,38 @@ async def test_a_cancelled_delete_removes_the_document_it_is_at_and_stops(app: A
     assert await app.metadata.get_document("c") is not None and await app.vectors.count("c") > 0
 
 
+async def test_a_retry_repairs_a_replacement_whose_old_points_could_not_be_removed(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vector store fails once a replacement's rows have committed: removing the old version's
+    points fails, and so does the reconciliation after it. The caller is told the document failed
+    and sends it again once the store is back; that retry must finish the job (old points gone,
+    pending write cleared), not be skipped as unchanged while the stale points (filtered out only
+    after the top-k cut) crowd searches until the next restart."""
+    first = (await app.ingest([_txt("glaciers", LONG)])).documents[0]
+    old = await app.metadata.get_document("glaciers")
+    assert old is not None
+
+    async def vectors_down(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the vector store went away")
+
+    monkeypatch.setattr(app.vectors, "delete_document", vectors_down)
+    changed = _txt("glaciers", LONG.replace("glaciers", "moraines"))
+    report = await app.ingest([changed])
+    assert [e.source for e in report.errors] == ["glaciers"]
+    new = await app.metadata.get_document("glaciers")
+    assert new is not None and new.version != old.version  # the rows committed before the failure
+    assert await app.vectors.count("glaciers", old.version) == first.child_chunks
+    assert await app.metadata.pending_writes() == ["glaciers"]
+
+    monkeypatch.undo()  # the store is back; the caller retries
+    retry = await app.ingest([changed])
+    assert not retry.errors and [d.document_id for d in retry.documents] == ["glaciers"]
+    assert await app.vectors.count("glaciers", old.version) == 0
+    assert await app.vectors.count("glaciers") == await app.vectors.count("glaciers", new.version) > 0
+    assert await app.metadata.pending_writes() == []
+
+
 async def test_fields_over_their_limits_are_reported_per_document_whatever_the_entry(app: Application) -> None:
     """A JSONL row (or a command's file) is held to the limits the API holds a request to; a title
     the file gives itself is cut to the limit instead, as content."""

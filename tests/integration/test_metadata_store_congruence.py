@@ -167,3 +167,14 @@ async def test_the_two_step_metadata_search_answers_as_the_one_statement_search(
             for limit in (1, 3, 10):
                 got = await metadata_store.search_documents(query, limit, access)
                 assert got == await MetadataStore.search_documents(metadata_store, query, limit, access), (query, caller.user_id, limit)
+
+
+async def test_a_pending_write_is_seen_until_it_ends(metadata_store: MetadataStore) -> None:
+    """What lets an ingest of unchanged content finish a write that stopped half-way instead of skipping it."""
+    await metadata_store.replace_document(Document("pw1"), _parents("pw1", 1))
+    assert await metadata_store.has_pending_write("pw1") is False
+    await metadata_store.begin_write("pw1")
+    assert await metadata_store.has_pending_write("pw1") is True
+    assert await metadata_store.has_pending_write("pw2") is False
+    await metadata_store.end_write("pw1")
+    assert await metadata_store.has_pending_write("pw1") is False

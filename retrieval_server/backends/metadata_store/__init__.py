@@ -247,6 +247,11 @@ class MetadataStore(GraphQueries, ABC):
         async with self.transaction() as tx:
             await tx.execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
 
+    async def has_pending_write(self, document_id: str) -> bool:
+        """Whether the document's vectors may disagree with its rows (a write in flight, or one left unfinished)."""
+        async with self.snapshot() as tx:
+            return bool(await tx.fetchall("SELECT 1 FROM pending_writes WHERE document_id = ?", [document_id]))
+
     async def pending_writes(self, older_than: float | None = None) -> list[str]:
         """Documents with a pending write, oldest first; only those begun before ``older_than`` (epoch seconds)."""
         sql, params = "SELECT document_id FROM pending_writes", []
