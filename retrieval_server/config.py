@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -243,7 +244,7 @@ class Settings(BaseSettings):
     # Knowledge graph (entities and relations learned at ingestion; the graph leg at query time)
     graph_enabled: bool = Field(True, description="extract entities and relations when documents are ingested")
     graph_expansion: bool = Field(True, description="add the graph leg to HYBRID and ADAPTIVE when the query names known entities")
-    graph_hop_penalties: tuple[float, ...] = Field(
+    graph_hop_penalties: Annotated[tuple[float, ...], NoDecode] = Field(
         (1.0, 0.77, 0.63), min_length=1, max_length=4, description="score factor of each hop (JSON list); hops = its length - 1"
     )
     graph_max_chunks_per_hop: int = Field(20, ge=1, le=1000, description="chunks each hop may add to the graph leg")
@@ -302,6 +303,18 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         return tuple(x.strip() for x in value.split(",") if x.strip()) if isinstance(value, str) else value
+
+    @field_validator("graph_hop_penalties", mode="before")
+    @classmethod
+    def _json_list(cls, value: Any) -> Any:
+        # Decoded here, not by the settings source: its JSON error is a SettingsError that escapes
+        # load_settings as a traceback, where a ValueError is reported naming the variable.
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ValueError(f"expected a JSON list of numbers such as [1.0, 0.77, 0.63], got '{value}'") from None
 
     @field_validator("jwt_role_map", mode="before")
     @classmethod

@@ -33,6 +33,10 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         ("RETRIEVAL_LOG_LEVEL", "LOUD", "RETRIEVAL_LOG_LEVEL"),
         ("RETRIEVAL_CHILD_CHUNK_TOKENS", "500", "child_chunk_tokens must not exceed parent_chunk_tokens"),
         ("RETRIEVAL_MYSQL_DSN", "postgres://x", "mysql_dsn"),
+        # Not JSON: a settings error of its own before validation, which used to escape as a traceback.
+        ("RETRIEVAL_GRAPH_HOP_PENALTIES", "1.0,0.7", "RETRIEVAL_GRAPH_HOP_PENALTIES: expected a JSON list"),
+        ("RETRIEVAL_GRAPH_HOP_PENALTIES", '{"a": 1}', "RETRIEVAL_GRAPH_HOP_PENALTIES"),
+        ("RETRIEVAL_GRAPH_HOP_PENALTIES", "[1.0, 0.5, 0.7]", "must not grow with the hop"),
     ],
 )
 def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:
