@@ -16,14 +16,17 @@ from retrieval_server.event_loop import EventLoop
 class Settings(BaseSettings):
     """Every knob of the service. ``Settings()`` reads the environment and validates it."""
 
-    model_config = SettingsConfigDict(env_prefix="RETRIEVAL_", frozen=True, extra="ignore")
+    # No setting means anything by inf or nan, and the code cannot take them: a grace period of inf
+    # (or of 1e10 s) crashed the supervisor's shutdown (Process.join), a Redis TTL of inf every cache
+    # write, and a rerank threshold of nan kept no score at all; so they are refused as out of range.
+    model_config = SettingsConfigDict(env_prefix="RETRIEVAL_", frozen=True, extra="ignore", allow_inf_nan=False)
 
     # Server
     host: str = Field(
         "127.0.0.1", min_length=1, description="listen address; default: loopback with auth_mode 'none', all interfaces otherwise"
     )
     port: int = Field(50051, ge=0, le=65535)
-    grace_period_s: float = Field(10.0, ge=0, description="SIGTERM: time to finish in-flight calls")
+    grace_period_s: float = Field(10.0, ge=0, le=86_400, description="SIGTERM: time to finish in-flight calls (at most a day)")
     max_message_mb: int = Field(64, ge=1, le=2048, description="largest request (ingest) in MiB")
     workers: int = Field(2, ge=1, le=64, description="threads for the embedded engines and other blocking work")
     inference_lanes: int = Field(1, ge=1, le=64, description="model runs (embedding, rerank) at once; each uses embed_threads")

@@ -37,6 +37,11 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         ("RETRIEVAL_GRAPH_HOP_PENALTIES", "1.0,0.7", "RETRIEVAL_GRAPH_HOP_PENALTIES: expected a JSON list"),
         ("RETRIEVAL_GRAPH_HOP_PENALTIES", '{"a": 1}', "RETRIEVAL_GRAPH_HOP_PENALTIES"),
         ("RETRIEVAL_GRAPH_HOP_PENALTIES", "[1.0, 0.5, 0.7]", "must not grow with the hop"),
+        # Non-finite numbers, which every float setting used to take.
+        ("RETRIEVAL_GRACE_PERIOD_S", "inf", "RETRIEVAL_GRACE_PERIOD_S: Input should be a finite number"),
+        ("RETRIEVAL_RERANK_THRESHOLD", "nan", "RETRIEVAL_RERANK_THRESHOLD: Input should be a finite number"),
+        ("RETRIEVAL_CACHE_TTL_S", "inf", "RETRIEVAL_CACHE_TTL_S"),
+        ("RETRIEVAL_GRACE_PERIOD_S", "1e10", "RETRIEVAL_GRACE_PERIOD_S: Input should be less than or equal to 86400"),
     ],
 )
 def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:
