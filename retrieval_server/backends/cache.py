@@ -111,6 +111,8 @@ class MemoryCache:
         self._max = policy.max_entries
         self._clock = clock
         self._matchers: dict[str, CosineMatcher] = {}
+        #: entries per configuration: its matcher is freed with its last entry
+        self._per_config: dict[str, int] = {}
         self._row_owner: dict[tuple[str, int], int] = {}
         self._entries: dict[int, _Entry] = {}
         self._exact: dict[tuple[str, int, str], int] = {}
@@ -131,6 +133,13 @@ class MemoryCache:
             del self._row_owner[(e.config, e.row)]
             if release_row:
                 self._matchers[e.config].remove(e.row)
+        left = self._per_config[e.config] - 1
+        if left:
+            self._per_config[e.config] = left
+        else:
+            # Configurations are open-ended (every document filter is one): an empty one keeps nothing.
+            del self._per_config[e.config]
+            self._matchers.pop(e.config).close()
         if self._exact.get((e.config, e.scope, e.query)) == entry_id:
             del self._exact[(e.config, e.scope, e.query)]
         for key in e.aliases:
@@ -184,27 +193,41 @@ class MemoryCache:
             self._aliases.pop((config, scope, norm), None)  # its own answer now
             matcher = self._matchers.get(config)
             if matcher is None:
-                matcher = self._matchers[config] = CosineMatcher(self._dim, self._similarity, initial_capacity=256, max_entries=self._max)
-            row = -1
-            if vector is not None:
-                row = matcher.add(vector, expires_at=now + self._ttl, scope=scope)
-                evicted = self._row_owner.get((config, row))
-                if evicted is not None:  # the matcher evicted that entry's row and reused it
-                    self._drop(evicted, release_row=False)
+                # Grown by doubling as rows come: a configuration asked about once holds one row, not hundreds.
+                matcher = self._matchers[config] = CosineMatcher(self._dim, self._similarity, initial_capacity=1, max_entries=self._max)
+            # Registered before its row is added, so that the row the matcher evicts for it (possibly
+            # its configuration's last other entry) cannot free the matcher it is added to.
             entry_id = next(self._ids)
             docs = frozenset(c.document.document_id for c in answer.contexts)
-            self._entries[entry_id] = _Entry(config, scope, norm, row, answer, now + self._ttl, docs)
-            if row >= 0:
-                self._row_owner[(config, row)] = entry_id
+            entry = self._entries[entry_id] = _Entry(config, scope, norm, -1, answer, now + self._ttl, docs)
+            self._per_config[config] = self._per_config.get(config, 0) + 1
             self._exact[(config, scope, norm)] = entry_id
             for d in docs:
                 self._by_document.setdefault(d, set()).add(entry_id)
-            if len(self._entries) > self._max:
-                self._expire(now)
+            if vector is not None:
+                try:
+                    row = matcher.add(vector, expires_at=now + self._ttl, scope=scope)
+                except BaseException:
+                    self._drop(entry_id)
+                    raise
+                evicted = self._row_owner.get((config, row))
+                if evicted is not None:  # the matcher evicted that entry's row and reused it
+                    self._drop(evicted, release_row=False)
+                entry.row = row
+                self._row_owner[(config, row)] = entry_id
+            self._evict(now)
 
-    def _expire(self, now: float) -> None:
-        for entry_id in [i for i, e in self._entries.items() if e.expires_at <= now]:
-            self._drop(entry_id)
+    def _evict(self, now: float) -> None:
+        """Drop expired entries, then the oldest beyond ``max_entries``, across all configurations.
+
+        Every entry lives the same TTL, so insertion order (the dict's) is expiry order: the
+        oldest entries are both the first to expire and the ones to evict.
+        """
+        while self._entries:
+            oldest = next(iter(self._entries))
+            if len(self._entries) <= self._max and self._entries[oldest].expires_at > now:
+                break
+            self._drop(oldest)
 
     async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
         async with self._lock:

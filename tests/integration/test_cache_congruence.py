@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 
 import numpy as np
@@ -189,3 +191,47 @@ async def test_redis_entries_are_shared_between_processes(request: pytest.Fixtur
     finally:
         await a.close()
         await b.close()
+
+
+def _traced_growth(before: int) -> int:
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0] - before
+
+
+async def test_memory_entries_are_bounded_across_configurations(executor: BlockingExecutor) -> None:
+    """RETRIEVAL_CACHE_MAX_ENTRIES bounds the whole cache, not each configuration (strategy, top_k,
+    document filter, ...): a caller varying its options must not grow it past the bound."""
+    c = MemoryCache(DIM, executor, CachePolicy(ttl_s=60.0, max_entries=4))
+    for i in range(20):
+        await c.store(f"q{i}", _vec(1, i), f"cfg{i}", PUBLIC, _answer(_ctx(f"d{i}")))
+    assert len(c) == 4
+    assert await c.lookup("q0", None, "cfg0", PUBLIC) is None  # the oldest went first
+    assert await c.lookup("q19", None, "cfg19", PUBLIC) is not None
+
+
+async def test_memory_use_follows_entries_not_configurations(executor: BlockingExecutor) -> None:
+    """Entries spread over many configurations cost about what as many entries in one cost, and
+    a configuration whose entries are all gone holds no memory."""
+    dim, n = 384, 60  # the model's size: each configuration's matcher was allocated at up to 256 rows
+    vectors = np.random.default_rng(7).standard_normal((n, dim)).astype(np.float32)
+    one, spread = MemoryCache(dim, executor, CachePolicy(max_entries=n)), MemoryCache(dim, executor, CachePolicy(max_entries=n))
+    answers = [_answer(_ctx(f"d{i}")) for i in range(n)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(n):
+            await one.store(f"q{i}", vectors[i], "cfg", PUBLIC, answers[i])
+        in_one = _traced_growth(before)
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(n):
+            await spread.store(f"q{i}", vectors[i], f"cfg{i}", PUBLIC, answers[i])
+        in_many = _traced_growth(before)
+        # A matcher per configuration costs some; one allocated for many rows each cost 30 times more.
+        assert in_many < 3 * in_one, (in_one, in_many)
+        assert await spread.invalidate_documents([f"d{i}" for i in range(n)]) == n
+        assert _traced_growth(before) < in_one / 4, "emptied configurations still hold memory"
+    finally:
+        tracemalloc.stop()
+        await one.close()
+        await spread.close()
