@@ -447,10 +447,9 @@ async def _contexts(
     while len(contexts) < top_k and start < len(ranked):
         # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
         wanted = ranked[start : start + top_k - len(contexts)]
-        parents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents(wanted))
-        documents = await _with_retries(
-            deps, "documents", lambda: deps.metadata.get_documents(list({p.document_id for p in parents.values()}))
-        )
+        # One snapshot: a replacement committed between two reads would pair one version's parent
+        # text with the other's document (its version and its access).
+        parents, documents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents_and_documents(wanted))
         for rank, pid in enumerate(wanted, start=start):
             parent = parents.get(pid)
             document = documents.get(parent.document_id) if parent is not None else None

@@ -111,12 +111,12 @@ async def test_a_query_is_one_trace_joined_to_the_callers(traced: Traced) -> Non
     # The query is embedded by retrieve, beside the legs that need no vector.
     for name, stage in [("embedder.embed", "stage.retrieve"), ("vector_store.search_dense", "stage.retrieve"),
                         ("vector_store.search_sparse", "stage.retrieve"), ("metadata_store.search_documents", "stage.retrieve"),
-                        ("reranker.rerank", "stage.rerank"), ("metadata_store.get_parents", "stage.enrich")]:
+                        ("reranker.rerank", "stage.rerank"), ("metadata_store.get_parents_and_documents", "stage.enrich")]:
         assert name in backend, f"no {name} span; spans: {sorted(backend)}"
         assert _ancestors(backend[name], index)[0] == stage
     dense = backend["vector_store.search_dense"]
     assert dense.attributes["db.system.name"] == "qdrant" and dense.attributes["retrieval.results"] >= 1
-    assert backend["metadata_store.get_parents"].attributes["db.system.name"] == "sqlite"
+    assert backend["metadata_store.get_parents_and_documents"].attributes["db.system.name"] == "sqlite"
     assert backend["reranker.rerank"].status.status_code.name == "ERROR"  # TEI is not there
     assert backend["embedder.embed"].attributes["retrieval.items"] >= 1
 

@@ -12,14 +12,17 @@ other legs lead); it is kept as a check of the same rule on the strategy most ca
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
+from retrieval_server.backends.metadata_store.sqlite import _InlineTx, _SqliteTx
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy, VectorHit
 
 PUBLIC = "The Ledger Keeper service uses LedgerDB. Ledger Keeper stores the quarterly keys."
@@ -63,3 +66,46 @@ async def test_a_document_made_private_between_the_reads_is_not_served(
     # Its owner reads the new version.
     alice = QueryOptions("Ledger Keeper root password", 3, strategy=strategy, identity=Identity("alice", Role.USER), use_cache=False, rerank=False)
     assert any("SECRET" in c.parent.content for c in (await app.pipeline.query(alice)).contexts)
+
+
+async def test_a_replacement_committed_right_after_enrich_reads_the_parents_is_not_mixed(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A private document re-ingested as public with new text: its new points are written before its
+    rows commit, so a public query can find them while the rows still hold the private version. If
+    the commit lands right after enrich has read the parents, and the documents are read after it,
+    the parent text is the private version's and the document (version, access) the public one's:
+    the hits match that version, and the private text would be served to the public."""
+    assert not (await app.ingest([_keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
+    replace = app.metadata.replace_document
+    points_written, commit, committed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def commit_when_told(*args: Any, **kwargs: Any) -> bool:
+        points_written.set()
+        await commit.wait()
+        try:
+            return await replace(*args, **kwargs)
+        finally:
+            committed.set()
+
+    def then_the_commit(fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]) -> Callable[..., Awaitable[list[tuple[Any, ...]]]]:
+        async def fetch(self: object, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+            rows = await fetchall(self, sql, params)
+            if "FROM parent_chunks" in sql and not commit.is_set():
+                commit.set()
+                await committed.wait()
+            return rows
+
+        return fetch
+
+    monkeypatch.setattr(app.metadata, "replace_document", commit_when_told)
+    for tx in (_InlineTx, _SqliteTx):  # whichever connection the read takes
+        monkeypatch.setattr(tx, "fetchall", then_the_commit(tx.fetchall))
+    made_public = asyncio.create_task(app.ingest([_keeper(PUBLIC)]))
+    await points_written.wait()
+    ask = QueryOptions("Ledger Keeper quarterly keys", 3, strategy=Strategy.SEMANTIC, identity=Identity(), use_cache=False, rerank=False)
+    result = await app.pipeline.query(ask)
+    assert not (await made_public).errors
+    assert commit.is_set(), "enrich did not read parents while the replacement was in flight: the race was not exercised"
+    assert not [c.parent.content for c in result.contexts if "SECRET" in c.parent.content]
+    assert all(c.document.access is Access.PUBLIC for c in result.contexts)

@@ -270,20 +270,37 @@ class MetadataStore(GraphQueries, ABC):
         if not parent_ids:
             return {}
         unique = list(dict.fromkeys(parent_ids))
+        return await self.read_by_key(len(unique), lambda tx: self._parents(tx, unique), one_statement=len(unique) <= IN_CHUNK)
 
-        async def read(tx: Tx) -> dict[str, ParentChunk]:
-            out: dict[str, ParentChunk] = {}
-            for part in _chunks(unique):
-                marks = ",".join("?" * len(part))
-                for r in await tx.fetchall(
-                    "SELECT parent_chunk_id, document_id, chunk_index, content, tokens, page"
-                    f" FROM parent_chunks WHERE parent_chunk_id IN ({marks})",
-                    part,
-                ):
-                    out[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
-            return out
+    async def get_parents_and_documents(self, parent_ids: Sequence[str]) -> tuple[dict[str, ParentChunk], dict[str, Document]]:
+        """The requested parents and their documents, read in one snapshot.
 
-        return await self.read_by_key(len(unique), read, one_statement=len(unique) <= IN_CHUNK)
+        Read apart, a replacement committing between the two reads pairs the old version's parent
+        text with the new version's document: its version (which the new points' hits match) and
+        its access (a document made public would carry its private text to everyone)."""
+        if not parent_ids:
+            return {}, {}
+        unique = list(dict.fromkeys(parent_ids))
+
+        async def read(tx: Tx) -> tuple[dict[str, ParentChunk], dict[str, Document]]:
+            parents = await self._parents(tx, unique)
+            return parents, await self._documents(tx, [p.document_id for p in parents.values()])
+
+        # Sized by the parents, as the separate reads it replaces were: each ran inline up to the bound.
+        return await self.read_by_key(len(unique), read)
+
+    @staticmethod
+    async def _parents(tx: Tx, unique: Sequence[str]) -> dict[str, ParentChunk]:
+        out: dict[str, ParentChunk] = {}
+        for part in _chunks(unique):
+            marks = ",".join("?" * len(part))
+            for r in await tx.fetchall(
+                "SELECT parent_chunk_id, document_id, chunk_index, content, tokens, page"
+                f" FROM parent_chunks WHERE parent_chunk_id IN ({marks})",
+                part,
+            ):
+                out[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
+        return out
 
     async def count_documents(self) -> int:
         async with self.snapshot() as tx:
