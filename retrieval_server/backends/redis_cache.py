@@ -131,7 +131,7 @@ class RedisCache:
             return None
         async with self._lock:
             mirror = await self._sync(config, scope)
-            if not mirror.row_of:
+            if mirror is None:
                 return None
             row, score = await self._executor.run(mirror.matcher.match, vector, self._clock(), 0)
             found = mirror.id_of.get(row) if row >= 0 else None
@@ -146,14 +146,24 @@ class RedisCache:
         raw, _ = await pipe.execute()
         return self._decode(raw, score)
 
-    async def _sync(self, config: str, scope: int) -> _Mirror:
-        """Bring the local mirror of a partition up to date with Redis."""
+    async def _sync(self, config: str, scope: int) -> _Mirror | None:
+        """Bring the local mirror of a partition up to date with Redis; None when it has no entries.
+
+        Partitions are open-ended (one per reader and configuration): one with no live entries
+        keeps no mirror, or every reader ever asked about would hold one for the process's life.
+        """
         key = (config, scope)
-        mirror = self._mirrors.get(key)
-        if mirror is None:
-            mirror = self._mirrors[key] = _Mirror(CosineMatcher(self._dim, self._similarity, initial_capacity=256, max_entries=self._max))
         now = self._clock()
         live = {m.decode(): exp for m, exp in await self._redis.zrangebyscore(self._k("s", config, scope), now, "+inf", withscores=True)}
+        mirror = self._mirrors.get(key)
+        if not live:
+            if mirror is not None:
+                del self._mirrors[key]
+                mirror.matcher.close()
+            return None
+        if mirror is None:
+            # Grown by doubling as rows come: a partition with one entry holds one row, not hundreds.
+            mirror = self._mirrors[key] = _Mirror(CosineMatcher(self._dim, self._similarity, initial_capacity=1, max_entries=self._max))
         for gone in [i for i in mirror.row_of if i not in live]:
             row = mirror.row_of.pop(gone)
             mirror.id_of.pop(row, None)
@@ -172,7 +182,7 @@ class RedisCache:
                     mirror.expires_at.pop(evicted, None)
                 mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
                 mirror.expires_at[entry_id] = live[entry_id]
-        return mirror
+        return mirror if mirror.row_of else None
 
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()

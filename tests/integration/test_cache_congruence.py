@@ -235,3 +235,35 @@ async def test_memory_use_follows_entries_not_configurations(executor: BlockingE
         tracemalloc.stop()
         await one.close()
         await spread.close()
+
+
+async def test_redis_mirrors_of_emptied_partitions_hold_no_memory(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Each process mirrors the vectors of the partitions it is asked about, and partitions are
+    open-ended (one per reader and configuration): a partition whose entries are gone, or that
+    never had any, must not keep a mirror for the life of the process."""
+    dim, n = 384, 60  # the model's size: a mirror kept at 256 rows was 400 KB
+    c = RedisCache(request.getfixturevalue("redis_url"), dim, executor, prefix=f"t{next(_counter)}", timeout_s=30.0)
+    vectors = np.random.default_rng(7).standard_normal((n + 1, dim)).astype(np.float32)
+    readers = [AccessFilter(readers=(f"user{i}",)).partition for i in range(n)]
+    try:
+        # The connection exists and the matcher's kernel is compiled before memory is counted.
+        await c.store("warm", vectors[n], "cfg", PUBLIC, _answer(_ctx("warm")))
+        assert await c.lookup("warm up", vectors[n], "cfg", PUBLIC) is not None
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for i, reader in enumerate(readers):
+            assert await c.lookup("unseen", vectors[i], "cfg", reader) is None
+        never_stored = _traced_growth(before)
+        for i, reader in enumerate(readers):
+            await c.store(f"q{i}", vectors[i], "cfg", reader, _answer(_ctx(f"d{i}")))
+            assert await c.lookup(f"similar {i}", vectors[i], "cfg", reader) is not None
+        assert await c.invalidate_documents([f"d{i}" for i in range(n)]) == n
+        for i, reader in enumerate(readers):
+            assert await c.lookup(f"similar again {i}", vectors[i], "cfg", reader) is None
+        after = _traced_growth(before)
+        # A few KB per partition of allocator and client noise at most; a kept mirror is 100 times that.
+        assert never_stored < n * 4096 and after < n * 4096, (never_stored, after)
+    finally:
+        tracemalloc.stop()
+        await c.close()
