@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 from retrieval_server import event_loop, startup_gc
 from retrieval_server.config import Settings
@@ -55,8 +58,13 @@ def hold_port(host: str, port: int) -> socket.socket:
     return guard
 
 
-def _run_worker(settings: Settings, worker: int, report: Connection) -> None:
-    """A worker process: serve, and tell the supervisor once serving (or why it could not start)."""
+def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Path) -> None:
+    """A worker process: serve, and tell the supervisor once serving (or why it could not start).
+
+    Its temporary files, the private copy of the vector folder above all, go to ``scratch``, which
+    the supervisor removes once the worker has exited: a worker that is killed removes nothing.
+    """
+    tempfile.tempdir = str(scratch)
     startup_gc.defer_collection()
     from retrieval_server.server import serve
 
@@ -114,10 +122,15 @@ def supervise(settings: Settings) -> int:
         log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
     ctx = multiprocessing.get_context("spawn")
     stopping = False
+    scratch = Path(tempfile.mkdtemp(prefix="retrieval-workers-"))
 
     def start(worker: int, restart: bool = False) -> _Worker:
+        # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
+        own = scratch / str(worker)
+        shutil.rmtree(own, ignore_errors=True)
+        own.mkdir()
         receiver, sender = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender), name=f"retrieval-worker-{worker}")
+        proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender, own), name=f"retrieval-worker-{worker}")
         proc.start()
         sender.close()
         if metrics is not None and proc.pid is not None:
@@ -156,6 +169,7 @@ def supervise(settings: Settings) -> int:
         if w.process.is_alive():
             w.process.kill()
             w.process.join()
+    shutil.rmtree(scratch, ignore_errors=True)
     if metrics is not None:
         metrics.close()
     for guard in guards:

@@ -1,0 +1,83 @@
+"""A worker of a multi-process server killed and restarted: what it left behind is removed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.server_process import free_port
+from tests.support.paths import inherited_env
+from tests.support.subprocesses import reaped
+
+CLI = [sys.executable, "-m", "retrieval_server.cli"]
+
+
+class _Serving:
+    """Reads a server's JSON log to its end; ``wait(n)`` returns the pids of the first ``n``
+    processes that logged "serving" (None if the log ended first)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.pids: list[int] = []
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._ended = False
+        self._reader = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._reader.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            with self._changed:
+                self.lines.append(line)
+                if line.startswith("{") and json.loads(line).get("msg") == "serving":
+                    self.pids.append(json.loads(line)["pid"])
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def wait(self, n: int) -> list[int] | None:
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.pids) >= n or self._ended)
+            return self.pids[:n] if len(self.pids) >= n else None
+
+    def join(self) -> None:
+        self._reader.join()
+
+
+@pytest.mark.slow
+def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"  # the server's temporary folder, where read-only workers copy the index
+    scratch.mkdir()
+    env = inherited_env("PROMETHEUS_")
+    env.update(TMPDIR=str(scratch), RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_HOST="127.0.0.1",
+               RETRIEVAL_PORT=str(free_port()), RETRIEVAL_METRICS_PORT="0", RETRIEVAL_PROCESSES="2")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
+    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "docs")], env=env, capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        # A crash (the OOM killer, say): the worker cleans nothing up, and the supervisor restarts it.
+        killed = psutil.Process(first[0])
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        assert log.wait(3) is not None, "".join(log.lines[-20:])
+        assert len(list(scratch.rglob("retrieval-readonly-*"))) == 2  # the two live workers' copies, not the dead one's
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0
+        log.join()
+    assert "restarting it" in "".join(log.lines)
+    # Each copy is as large as the index: one left per crash would fill the disk of a server that
+    # keeps crashing, and refuse its next restart.
+    assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("retrieval-")) == []
