@@ -15,7 +15,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from retrieval_server.config import load_settings
+from retrieval_server.config import ConfigError, load_settings
 
 
 DEFAULT_TIMEOUT_S = 4.0
@@ -40,7 +40,12 @@ def main(argv: list[str]) -> int:
         parser.error("--timeout must be > 0 seconds")
     target = args.target
     if target is None:
-        s = load_settings()
+        try:
+            s = load_settings()
+        except ConfigError as exc:
+            # As the server reports it (cli.main): one message naming the variable, not a traceback.
+            print(exc, file=sys.stderr)
+            return 2
         target = f"127.0.0.1:{s.health_port or s.port}"
     return 0 if check(target, args.timeout) else 1
 

@@ -33,3 +33,11 @@ def test_the_probe_reports_an_absent_server_and_rejects_a_nonpositive_timeout(ca
     with pytest.raises(SystemExit) as exited:
         main(["127.0.0.1:1", "--timeout", "0"])
     assert exited.value.code == 2 and "--timeout must be > 0 seconds" in capsys.readouterr().err
+
+
+def test_the_probe_reports_invalid_settings_in_one_message(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Without an address the probe reads RETRIEVAL_HEALTH_PORT and RETRIEVAL_PORT from the settings.
+    monkeypatch.setenv("RETRIEVAL_PORT", "eighty")
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "invalid configuration" in err and "RETRIEVAL_PORT" in err
