@@ -561,11 +561,21 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
     return out
 
 
+#: what a passing failure degraded; asked again once it has passed, the request retrieves anew
+_TRANSIENT_DEGRADATIONS = frozenset({"deadline:partial_results", "dense:embedding_failed", "rerank:failed", "rerank:tei_failed_used_local"})
+
+
+def _transient(tag: str) -> bool:
+    """Whether ``tag`` says a failure (not the server's configuration, such as no reranker or the
+    rerank budget) shaped the answer: such an answer is not kept for the cache's TTL."""
+    return tag in _TRANSIENT_DEGRADATIONS or tag.endswith(":store_error")
+
+
 async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if deps.cache is None or not state.options.use_cache or state.cache_hit or not state.contexts:
         return {}
-    if "deadline:partial_results" in state.metrics.degraded:
-        return {}  # a partial answer must not be served to the next caller
+    if any(_transient(tag) for tag in state.metrics.degraded):
+        return {}  # a partial or failure-shaped answer must not be served to the next callers
     access = state.point_filter.access
     if not all(access.allows(c.document) for c in state.contexts):
         # Cannot happen while every leg applies the filter; if it ever does, never spread it further.

@@ -649,6 +649,30 @@ async def test_tei_failure_without_a_local_model_keeps_the_fused_order(app: Appl
     assert "rerank:failed" in r.metrics.degraded and _docs(r)[0] == "cooking"
 
 
+async def test_an_answer_a_failure_degraded_is_not_cached(app: Application) -> None:
+    """A reranker (or a leg) failing for a moment must not decide the answer to that question for
+    the cache's TTL: asked again once it works, the query is answered anew, not from the cache
+    with the fused order and no degradation reported."""
+    rerank = tei_rerank(word_overlap)
+    failing = [True]
+
+    def tei(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return (500, {"error": "boom"}) if failing[0] else rerank(path, body)
+
+    with json_server(tei) as server:
+        tei_client = TeiReranker(server.url)
+        p = pipeline(app, reranker=tei_client, cache=MemoryCache(app.embedder.dim, app.executor))
+        try:
+            failed = await p.query(QueryOptions("tomato sauce", 2))
+            assert "rerank:failed" in failed.metrics.degraded
+            failing[0] = False
+            again = await p.query(QueryOptions("tomato sauce", 2))
+        finally:
+            await tei_client.close()
+    assert not again.cached and "rerank:failed" not in again.metrics.degraded, "an answer degraded by a failure was served from the cache"
+    assert (await p.query(QueryOptions("tomato sauce", 2))).cached  # the healthy answer is cached
+
+
 async def test_a_long_query_is_truncated_for_the_model_not_refused(app: Application) -> None:
     """A 40 KB text runs every leg: the model reads its first tokens, keyword search its first terms."""
     text = "how long should the tomato sauce simmer? " + " ".join(f"filler{i}" for i in range(5000))
