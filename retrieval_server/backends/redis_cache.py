@@ -71,6 +71,8 @@ class _Mirror:
     id_of: dict[int, str] = field(default_factory=dict)
     #: entry id -> when it expires (epoch seconds, its score in the sorted set)
     expires_at: dict[str, float] = field(default_factory=dict)
+    #: when its last row expires: past it, the mirror is dropped without a lookup of its partition
+    until: float = 0.0
 
 
 class RedisCache:
@@ -98,6 +100,7 @@ class RedisCache:
         self._clock = clock
         self._p = prefix
         self._mirrors: dict[tuple[str, int], _Mirror] = {}
+        self._next_sweep = clock() + self._ttl
         self._lock = asyncio.Lock()
 
     def _k(self, kind: str, *parts: object) -> str:
@@ -130,6 +133,7 @@ class RedisCache:
         if vector is None:
             return None
         async with self._lock:
+            self._sweep()
             mirror = await self._sync(config, scope)
             if mirror is None:
                 return None
@@ -145,6 +149,16 @@ class RedisCache:
         pipe.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
         raw, _ = await pipe.execute()
         return self._decode(raw, score)
+
+    def _sweep(self) -> None:
+        """Once per TTL, drop the mirrors whose entries have all expired: a partition that is not
+        asked about again (a reader gone, a one-off option set) would otherwise keep its mirror."""
+        now = self._clock()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self._ttl
+        for key in [k for k, m in self._mirrors.items() if m.until <= now]:
+            self._mirrors.pop(key).matcher.close()
 
     async def _sync(self, config: str, scope: int) -> _Mirror | None:
         """Bring the local mirror of a partition up to date with Redis; None when it has no entries.
@@ -182,6 +196,7 @@ class RedisCache:
                     mirror.expires_at.pop(evicted, None)
                 mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
                 mirror.expires_at[entry_id] = live[entry_id]
+                mirror.until = max(mirror.until, live[entry_id])
         return mirror if mirror.row_of else None
 
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 
@@ -266,4 +267,23 @@ async def test_redis_mirrors_of_emptied_partitions_hold_no_memory(request: pytes
         assert never_stored < n * 4096 and after < n * 4096, (never_stored, after)
     finally:
         tracemalloc.stop()
+        await c.close()
+
+
+async def test_redis_mirrors_of_partitions_not_asked_about_again_are_dropped(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """A partition asked about once (a reader who never comes back) keeps no mirror once its
+    entries have expired, without a lookup of that partition."""
+    now = [time.time()]
+    c = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=60.0), clock=lambda: now[0],
+                   prefix=f"t{next(_counter)}", timeout_s=30.0)
+    readers = [AccessFilter(readers=(f"user{i}",)).partition for i in range(5)]
+    try:
+        for i, reader in enumerate(readers):
+            await c.store(f"q{i}", _vec(1, i), "cfg", reader, _answer(_ctx(f"d{i}")))
+            assert await c.lookup(f"similar {i}", _vec(1, i + 0.01), "cfg", reader) is not None
+        assert len(c._mirrors) == len(readers)
+        now[0] += 61.0  # every entry has expired (scores in the sorted sets are on this clock)
+        assert await c.lookup("another", _vec(0, 1), "cfg", PUBLIC) is None
+        assert not c._mirrors, "mirrors of expired partitions are kept"
+    finally:
         await c.close()
