@@ -88,6 +88,17 @@ def _load_pdf(src: DocumentSource) -> list[LoadedDocument]:
     return [LoadedDocument(src.document_id or _stem(src.filename), src.title or _found_title(meta_title) or _stem(src.filename), pages)]
 
 
+def _check_unicode(values: list[str], what: str) -> None:
+    """LoadError unless every value is Unicode text. JSON may escape a lone UTF-16 surrogate
+    (``\\ud800``), which json.loads turns into a str that the tokenizer, SQLite and UTF-8 encoding
+    all refuse, each with its own exception, after the file was accepted: the whole request failed."""
+    for value in values:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise LoadError(f"{what} is not valid Unicode (a lone surrogate)") from None
+
+
 def _load_jsonl(src: DocumentSource) -> list[LoadedDocument]:
     docs = []
     for n, line in enumerate(_text(src.content, "file").splitlines(), start=1):
@@ -108,6 +119,9 @@ def _load_jsonl(src: DocumentSource) -> list[LoadedDocument]:
         text = row["text"]
         meta = row.get("metadata") or {}
         url = str(meta.get("url", "")) if isinstance(meta, dict) else ""
+        metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+        for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
+            _check_unicode(values, f"line {n}: '{name}'")
         docs.append(
             LoadedDocument(
                 document_id=str(row["_id"]),
@@ -115,7 +129,7 @@ def _load_jsonl(src: DocumentSource) -> list[LoadedDocument]:
                 # The title leads the text so both the dense and the keyword legs see it.
                 pages=(Page(0, f"{title}\n\n{text}" if title else text),),
                 url=url,
-                metadata={str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {},
+                metadata=metadata,
             )
         )
     return docs

@@ -47,6 +47,12 @@ def test_beir_jsonl() -> None:
         ("x.pdf", b"%PDF-1.4 garbage", "PDF"),
         ("x.jsonl", '{"_id": "a", "text": "ok"}\n{broken', "line 2: invalid JSON"),
         ("x.jsonl", '{"title": "no id"}', "line 1: a BEIR row needs '_id' and 'text'"),
+        # JSON may escape a lone UTF-16 surrogate, which is no Unicode text: the tokenizer, SQLite and
+        # the fingerprint's encoding all refuse it, and the whole request used to fail with it.
+        ("x.jsonl", '{"_id": "a", "text": "ok"}\n{"_id": "b", "text": "broken \\ud800 text"}', "line 2: 'text' is not valid Unicode"),
+        ("x.jsonl", '{"_id": "\\udfff", "text": "ok"}', "line 1: '_id' is not valid Unicode"),
+        ("x.jsonl", '{"_id": "a", "title": "\\ud83d", "text": "ok"}', "line 1: 'title' is not valid Unicode"),
+        ("x.jsonl", '{"_id": "a", "text": "ok", "metadata": {"k": "\\ud800"}}', "line 1: 'metadata' is not valid Unicode"),
     ],
 )
 def test_broken_files_say_why(name: str, content: bytes | str, reason: str) -> None:
