@@ -38,7 +38,7 @@ LONG = " ".join(f"Paragraph sentence {i} describes the history of glaciers and i
 
 async def _state(app: Application, doc_id: str) -> tuple[int, int]:
     ids = [f"{doc_id}#p{i}" for i in range(200)]
-    return await app.vectors.count(doc_id), len(await app.metadata.get_parents(ids))
+    return await app.vectors.count(doc_id), len((await app.metadata.get_parents_and_documents(ids))[0])
 
 
 async def test_reingest_replaces_without_duplicates_or_orphans(app: Application) -> None:

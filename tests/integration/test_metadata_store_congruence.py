@@ -6,6 +6,11 @@ from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 
 
+async def read_parents(store: MetadataStore, parent_ids: list[str]) -> dict[str, ParentChunk]:
+    """The parents of what enrich reads (it reads their documents in the same snapshot)."""
+    return (await store.get_parents_and_documents(parent_ids))[0]
+
+
 def _parents(doc_id: str, n: int, text: str = "body") -> list[ParentChunk]:
     return [ParentChunk(f"{doc_id}#p{i}", doc_id, i, f"{text} {i} — ünïcödé 🙂", 10 + i, page=i + 1) for i in range(n)]
 
@@ -14,8 +19,8 @@ async def test_round_trip(metadata_store: MetadataStore) -> None:
     doc = Document("d1", "Title", "http://x", "src.pdf", Access.PRIVATE, "alice", {"lang": "en"}, ("bob", "carol"), "hash1")
     assert await metadata_store.replace_document(doc, _parents("d1", 3)) is False
     assert await metadata_store.get_document("d1") == doc
-    parents = await metadata_store.get_parents(["d1#p2", "d1#p0", "missing"])
-    assert set(parents) == {"d1#p0", "d1#p2"}
+    parents, documents = await metadata_store.get_parents_and_documents(["d1#p2", "d1#p0", "missing"])
+    assert set(parents) == {"d1#p0", "d1#p2"} and documents == {"d1": doc}
     assert parents["d1#p2"] == _parents("d1", 3)[2]
     assert await metadata_store.count_documents() == 1
 
@@ -23,7 +28,7 @@ async def test_round_trip(metadata_store: MetadataStore) -> None:
 async def test_replace_leaves_no_orphans(metadata_store: MetadataStore) -> None:
     await metadata_store.replace_document(Document("d1", granted_user_ids=("bob",)), _parents("d1", 5))
     assert await metadata_store.replace_document(Document("d1", title="v2"), _parents("d1", 2, "new")) is True
-    parents = await metadata_store.get_parents([f"d1#p{i}" for i in range(5)])
+    parents = await read_parents(metadata_store, [f"d1#p{i}" for i in range(5)])
     assert sorted(parents) == ["d1#p0", "d1#p1"] and parents["d1#p0"].content.startswith("new")
     doc = await metadata_store.get_document("d1")
     assert doc is not None and doc.title == "v2" and doc.granted_user_ids == ()
@@ -34,7 +39,7 @@ async def test_delete_removes_rows(metadata_store: MetadataStore) -> None:
     await metadata_store.replace_document(Document("d2"), _parents("d2", 1))
     assert await metadata_store.delete_document("d1") is True
     assert await metadata_store.delete_document("d1") is False
-    assert await metadata_store.get_parents(["d1#p0", "d2#p0"]) == {"d2#p0": _parents("d2", 1)[0]}
+    assert await read_parents(metadata_store, ["d1#p0", "d2#p0"]) == {"d2#p0": _parents("d2", 1)[0]}
     assert await metadata_store.list_document_ids() == ["d2"]
 
 
@@ -49,12 +54,12 @@ async def test_failed_transaction_changes_nothing(metadata_store: MetadataStore)
         raise AssertionError("a duplicate parent id must fail the transaction")
     doc = await metadata_store.get_document("d1")
     assert doc is not None and doc.title == "old"
-    assert len(await metadata_store.get_parents(["d1#p0", "d1#p1"])) == 2
+    assert len(await read_parents(metadata_store, ["d1#p0", "d1#p1"])) == 2
 
 
 async def test_many_ids_in_one_lookup(metadata_store: MetadataStore) -> None:
     await metadata_store.replace_document(Document("big"), _parents("big", 1200))
-    got = await metadata_store.get_parents([f"big#p{i}" for i in range(1200)])
+    got = await read_parents(metadata_store, [f"big#p{i}" for i in range(1200)])
     assert len(got) == 1200
 
 
@@ -113,7 +118,7 @@ async def test_reads_neither_wait_for_nor_see_an_open_write(metadata_store: Meta
         await tx.execute("UPDATE documents SET title = ? WHERE document_id = ?", ["uncommitted", "d1"])
         # While an ingest holds its transaction, queries go on reading the last committed state.
         doc = await asyncio.wait_for(metadata_store.get_document("d1"), timeout=120)  # a read that waits for the write never ends
-        parents = await asyncio.wait_for(metadata_store.get_parents(["d1#p0"]), timeout=120)
+        parents = await asyncio.wait_for(read_parents(metadata_store, ["d1#p0"]), timeout=120)
     assert doc is not None and doc.title == "committed" and list(parents) == ["d1#p0"]
     after = await metadata_store.get_document("d1")
     assert after is not None and after.title == "uncommitted"
@@ -127,7 +132,7 @@ async def test_cancelled_calls_leave_no_transaction_behind(metadata_store: Metad
     for i in range(60):
         calls = [
             asyncio.ensure_future(metadata_store.get_documents(["d1"])),
-            asyncio.ensure_future(metadata_store.get_parents(["d1#p0"])),
+            asyncio.ensure_future(read_parents(metadata_store, ["d1#p0"])),
             asyncio.ensure_future(metadata_store.replace_document(Document(f"x{i}"), _parents(f"x{i}", 1))),
         ]
         for _ in range(i % 6):  # cancel after a varying number of loop turns: before, inside and after BEGIN

@@ -19,8 +19,7 @@ async def test_one_statement_reads_skip_the_transaction_and_two_statement_reads_
         statements: list[str] = []
         store._inline.set_trace_callback(statements.append)  # type: ignore[union-attr]
         assert await store.document_versions(["d1", "gone"]) == {"d1": "h1"}
-        assert (await store.get_parents(["d1#p0"]))["d1#p0"].content == "text"
-        assert [s.split()[0] for s in statements] == ["SELECT", "SELECT"]
+        assert [s.split()[0] for s in statements] == ["SELECT"]
         statements.clear()
         doc = await store.get_document("d1")
         assert doc is not None and doc.granted_user_ids == ("bob",)
@@ -31,8 +30,8 @@ async def test_one_statement_reads_skip_the_transaction_and_two_statement_reads_
 
 
 async def test_what_enrich_reads_at_the_largest_default_top_k_stays_on_the_event_loops_connection(tmp_path: Path) -> None:
-    # enrich reads top_k parents, then their documents: at the default top_k_max both are read
-    # here, without a hop to a reader thread; a larger read still goes to a reader.
+    # enrich reads top_k parents and their documents in one snapshot: at the default top_k_max it
+    # is read here, without a hop to a reader thread; a larger read still goes to a reader.
     top_k = Settings.model_fields["top_k_max"].default
     assert top_k <= INLINE_MAX_ROWS
     store = SqliteMetadataStore(tmp_path / "m.sqlite3")
@@ -43,13 +42,13 @@ async def test_what_enrich_reads_at_the_largest_default_top_k_stays_on_the_event
                                          [ParentChunk(f"d{i}#p0", f"d{i}", 0, f"text {i}", 2)])
         statements: list[str] = []
         store._inline.set_trace_callback(statements.append)  # type: ignore[union-attr]
-        parents = await store.get_parents([f"d{i}#p0" for i in range(top_k)])
-        documents = await store.get_documents([p.document_id for p in parents.values()])
+        parents, documents = await store.get_parents_and_documents([f"d{i}#p0" for i in range(top_k)])
         assert len(parents) == len(documents) == top_k
         assert documents["d7"].metadata == {"k": "7"} and documents["d7"].title == "t7"
-        assert sum(s.startswith("SELECT") for s in statements) == 3  # parents; documents and their grants
+        # The parents, the documents and their grants, in one transaction.
+        assert [s.split()[0] for s in statements] == ["BEGIN", "SELECT", "SELECT", "SELECT", "COMMIT"]
         statements.clear()
-        wide = await store.get_parents([f"d{i}#p0" for i in range(INLINE_MAX_ROWS + 1)])
+        wide, _ = await store.get_parents_and_documents([f"d{i}#p0" for i in range(INLINE_MAX_ROWS + 1)])
         assert len(wide) == INLINE_MAX_ROWS + 1 and statements == []
     finally:
         await store.close()

@@ -265,13 +265,6 @@ class MetadataStore(GraphQueries, ABC):
         await tx.execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
         await tx.execute("INSERT INTO pending_writes (document_id, started_at) VALUES (?, ?)", [document_id, time.time()])
 
-    async def get_parents(self, parent_ids: Sequence[str]) -> dict[str, ParentChunk]:
-        """All requested parents in one round trip per 500 ids."""
-        if not parent_ids:
-            return {}
-        unique = list(dict.fromkeys(parent_ids))
-        return await self.read_by_key(len(unique), lambda tx: self._parents(tx, unique), one_statement=len(unique) <= IN_CHUNK)
-
     async def get_parents_and_documents(self, parent_ids: Sequence[str]) -> tuple[dict[str, ParentChunk], dict[str, Document]]:
         """The requested parents and their documents, read in one snapshot.
 
@@ -283,24 +276,19 @@ class MetadataStore(GraphQueries, ABC):
         unique = list(dict.fromkeys(parent_ids))
 
         async def read(tx: Tx) -> tuple[dict[str, ParentChunk], dict[str, Document]]:
-            parents = await self._parents(tx, unique)
+            parents: dict[str, ParentChunk] = {}
+            for part in _chunks(unique):
+                marks = ",".join("?" * len(part))
+                for r in await tx.fetchall(
+                    "SELECT parent_chunk_id, document_id, chunk_index, content, tokens, page"
+                    f" FROM parent_chunks WHERE parent_chunk_id IN ({marks})",
+                    part,
+                ):
+                    parents[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
             return parents, await self._documents(tx, [p.document_id for p in parents.values()])
 
-        # Sized by the parents, as the separate reads it replaces were: each ran inline up to the bound.
+        # Sized by the parents: they have at most as many documents.
         return await self.read_by_key(len(unique), read)
-
-    @staticmethod
-    async def _parents(tx: Tx, unique: Sequence[str]) -> dict[str, ParentChunk]:
-        out: dict[str, ParentChunk] = {}
-        for part in _chunks(unique):
-            marks = ",".join("?" * len(part))
-            for r in await tx.fetchall(
-                "SELECT parent_chunk_id, document_id, chunk_index, content, tokens, page"
-                f" FROM parent_chunks WHERE parent_chunk_id IN ({marks})",
-                part,
-            ):
-                out[r[0]] = ParentChunk(r[0], r[1], int(r[2]), r[3], int(r[4]), int(r[5] or 0))
-        return out
 
     async def count_documents(self) -> int:
         async with self.snapshot() as tx:
