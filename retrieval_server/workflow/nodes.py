@@ -561,14 +561,17 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
     return out
 
 
-#: what a passing failure degraded; asked again once it has passed, the request retrieves anew
-_TRANSIENT_DEGRADATIONS = frozenset({"deadline:partial_results", "dense:embedding_failed", "rerank:failed", "rerank:tei_failed_used_local"})
+#: what only a failure leaves in a degradation tag: a leg's ``store_error``, a failed embedding or
+#: rerank (``rerank:tei_failed_used_local`` too), an analysis technique that timed out, failed or
+#: fell back (``analysis:rewrite:llm_failed_used_classical``), the deadline's partial answer. The
+#: server's configuration (no reranker, the rerank budget, HyDE without an LLM) leaves none.
+_FAILURE_MARKS = ("failed", "timeout", "store_error", "deadline:")
 
 
 def _transient(tag: str) -> bool:
-    """Whether ``tag`` says a failure (not the server's configuration, such as no reranker or the
-    rerank budget) shaped the answer: such an answer is not kept for the cache's TTL."""
-    return tag in _TRANSIENT_DEGRADATIONS or tag.endswith(":store_error")
+    """Whether a passing failure shaped the answer: asked again once it has passed, the request
+    retrieves anew instead of being served that answer for the cache's TTL."""
+    return any(mark in tag for mark in _FAILURE_MARKS)
 
 
 async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

@@ -19,10 +19,12 @@ import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
+from retrieval_server.backends.llm import OpenAICompatibleChat
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
 from retrieval_server.workflow import dense_feedback, nodes
+from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import QueryState
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
@@ -671,6 +673,31 @@ async def test_an_answer_a_failure_degraded_is_not_cached(app: Application) -> N
             await tei_client.close()
     assert not again.cached and "rerank:failed" not in again.metrics.degraded, "an answer degraded by a failure was served from the cache"
     assert (await p.query(QueryOptions("tomato sauce", 2))).cached  # the healthy answer is cached
+
+
+async def test_an_answer_shaped_by_an_llm_fallback_is_not_cached(app: Application) -> None:
+    """The rewrite's model failing for a moment (the query searched unrewritten) must not decide
+    the answer either: once the model answers, the query is analysed and answered anew."""
+    failing = [True]
+
+    def llm(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if failing[0]:
+            return 500, {"error": "overloaded"}
+        return 200, {"choices": [{"message": {"role": "assistant", "content": "how long to simmer a tomato sauce"}}]}
+
+    with json_server(llm) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=60, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"rewrite": TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        p = pipeline(app, analyzer=analyzer, cache=MemoryCache(app.embedder.dim, app.executor))
+        try:
+            failed = await p.query(QueryOptions("tomato sauce", 2))
+            assert "analysis:rewrite:failed: LlmError" in failed.metrics.degraded, failed.metrics.degraded
+            failing[0] = False
+            again = await p.query(QueryOptions("tomato sauce", 2))
+        finally:
+            await model.close()
+    assert not again.cached, "an answer shaped by the model's failure was served from the cache"
+    assert not any("failed" in t for t in again.metrics.degraded)
 
 
 async def test_a_long_query_is_truncated_for_the_model_not_refused(app: Application) -> None:
