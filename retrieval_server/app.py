@@ -23,7 +23,7 @@ from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
-from retrieval_server.config import Settings
+from retrieval_server.config import Settings, answer_fingerprint
 from retrieval_server.domain import (
     ComponentHealth,
     ComponentState,
@@ -305,7 +305,8 @@ class Application:
         if s.cache_backend == "redis":
             from retrieval_server.backends.redis_cache import RedisCache
 
-            redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=s.redis_key_prefix, timeout_s=s.cache_timeout_s)
+            prefix = f"{s.redis_key_prefix}:{answer_fingerprint(s, self.embedder.model_id)}"
+            redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=prefix, timeout_s=s.cache_timeout_s)
             return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 from pathlib import Path
@@ -280,7 +281,7 @@ class Settings(BaseSettings):
         description="exact repeats answered with the bytes already sent, before the workflow (per process; 0: off)",
     )
     cache_timeout_s: float = Field(0.25, gt=0, le=60, description="Redis cache: longest wait per call before the cache is skipped")
-    redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index)")
+    redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index); keys go under <prefix>:<a digest of the answer-shaping settings>")
 
     write_lease_s: float = Field(
         600.0, ge=0, description="shared storage: a pending write older than this is abandoned and recovered at start-up"
@@ -440,6 +441,40 @@ class Settings(BaseSettings):
     @property
     def metadata_backend(self) -> Literal["sqlite", "mysql"]:
         return "mysql" if self.mysql_dsn else "sqlite"
+
+
+#: Settings that say how and where the server runs, not what it answers: they may differ between
+#: the workers and replicas sharing one Redis cache (paths, addresses, credentials, limits on time,
+#: size and resources) without splitting it. Every other setting names the cache's namespace
+#: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
+DEPLOYMENT_SETTINGS = frozenset({
+    "host", "port", "grace_period_s", "max_message_mb", "workers", "inference_lanes", "processes", "read_only",
+    "metrics_enabled", "health_port", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
+    "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
+    "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",
+    "jwt_role_claim", "jwt_role_map", "jwt_groups_claim", "jwt_leeway_s", "jwt_jwks_cache_s", "jwt_jwks_min_refresh_s",
+    "gateway_peers", "traces_exporter", "events_url", "events_exchange", "events_routing_key", "events_buffer",
+    "events_query", "events_hash_key", "events_publish_timeout_s", "data_dir", "qdrant_url", "vectors_dir",
+    "qdrant_path", "qdrant_api_key", "qdrant_collection", "qdrant_timeout_s", "mysql_dsn", "mysql_pool_size",
+    "mysql_timeout_s", "min_free_disk_mb", "model_dir", "model", "model_cache_dir", "embed_batch_size",
+    "embed_threads", "upsert_batch_size", "query_min_chars", "top_k_default", "top_k_max", "search_top_k_default",
+    "search_top_k_max", "search_text_chars", "max_documents_per_request", "max_document_bytes",
+    "reranker_model_dir", "tei_timeout_s", "tei_max_batch", "rerank_pair_cache", "analysis_timeout_s",
+    "analysis_total_timeout_s", "glossary_path", "llm_timeout_s", "llm_max_retries", "llm_backoff_s",
+    "openai_base_url", "openai_api_key", "anthropic_base_url", "anthropic_api_key", "gemini_base_url",
+    "gemini_api_key", "tool_timeout_s", "cache_backend", "redis_url", "cache_ttl_s", "cache_max_entries",
+    "cache_served_answers", "cache_timeout_s", "redis_key_prefix", "write_lease_s", "breaker_failures",
+    "breaker_cooldown_s", "store_retries", "store_backoff_s",
+})
+
+
+def answer_fingerprint(settings: Settings, model_id: str) -> str:
+    """A short digest of what shapes an answer: the embedding model (its digest, wherever its file
+    is) and every setting not in :data:`DEPLOYMENT_SETTINGS`. A Redis cache outlives a restart and
+    is shared by replicas: keyed by this, an answer computed under other fusion parameters, legs or
+    models is never served, and a changed configuration starts with an empty cache."""
+    shaping = {k: v for k, v in settings.model_dump(mode="json").items() if k not in DEPLOYMENT_SETTINGS}
+    return hashlib.sha256(json.dumps([model_id, shaping], sort_keys=True).encode()).hexdigest()[:12]
 
 
 #: Signing algorithms a token may use ('none' is never one of them).

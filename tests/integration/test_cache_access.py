@@ -124,6 +124,27 @@ async def test_a_cache_hit_reports_the_strategy_that_produced_the_answer(app: Ap
 # --- a cache that fails ------------------------------------------------------------------------
 
 
+async def test_a_shared_redis_keeps_answers_apart_by_the_settings_that_shape_them(tmp_path: Path, redis_url: str) -> None:
+    """Redis outlives a restart and is shared by replicas: a server with other fusion parameters is
+    not served the answers of the first, while one that differs only in how it runs (its port) is."""
+    prefix = f"t{os.urandom(4).hex()}"
+
+    async def ask_once(data: str, **settings: Any) -> Any:
+        application = Application(load_settings(data_dir=tmp_path / data, cache_backend="redis", redis_url=redis_url,
+                                                redis_key_prefix=prefix, cache_timeout_s=HEALTHY_REDIS_S, **settings))
+        await application.open()
+        try:
+            assert not (await application.ingest(CORPUS)).errors
+            return await _ask(application, ANON)
+        finally:
+            await application.close()
+
+    first = await ask_once("a")
+    assert not first.cached and "policy" in _docs(first)
+    assert not (await ask_once("b", rrf_k=61)).cached, "an answer computed under another RRF k was served"
+    assert (await ask_once("c", port=50999)).cached
+
+
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A redis-server this test may stop, freeze and kill."""

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from retrieval_server.config import ConfigError, load_settings
+from retrieval_server.config import DEPLOYMENT_SETTINGS, ConfigError, Settings, answer_fingerprint, load_settings
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,3 +128,17 @@ def test_authenticated_modes_listen_everywhere_and_parse_lists() -> None:
     assert s.jwt_role_map == {"realm-admin": "ADMIN", "root": "SUPER_ADMIN"}
     assert load_settings(host="0.0.0.0", allow_unauthenticated_remote=True).host == "0.0.0.0"
     assert load_settings(auth_mode="jwt", jwt_jwks_url="https://idp/jwks").accepted_jwt_algorithms == ("RS256", "ES256", "EdDSA")
+
+
+def test_the_answer_fingerprint_follows_what_shapes_answers_not_how_the_server_runs() -> None:
+    from retrieval_server.supervisor import worker_settings
+
+    assert DEPLOYMENT_SETTINGS <= set(Settings.model_fields), "a deployment setting that is not a setting"
+    base = load_settings()
+    same = answer_fingerprint(base, "onnx:abc")
+    assert answer_fingerprint(load_settings(port=6000, workers=7, redis_key_prefix="other", data_dir="/elsewhere"), "onnx:abc") == same
+    assert answer_fingerprint(worker_settings(base.model_copy(update={"processes": 2}), 1), "onnx:abc") == \
+        answer_fingerprint(base.model_copy(update={"processes": 2}), "onnx:abc"), "workers sharing a cache would split it"
+    assert answer_fingerprint(load_settings(rrf_k=61), "onnx:abc") != same
+    assert answer_fingerprint(load_settings(parent_leg=False), "onnx:abc") != same
+    assert answer_fingerprint(base, "onnx:def") != same
