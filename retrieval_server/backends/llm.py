@@ -135,9 +135,14 @@ class OpenAICompatibleChat(_HttpChat):
             },
         )
         try:
-            return str(data["choices"][0]["message"]["content"])
+            content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
+        if not isinstance(content, str):
+            # null when the model wrote no text (a refusal, a tool call, max_tokens spent reasoning):
+            # str() of it would be the words "None", searched for and answered with.
+            raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
+        return content
 
     async def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
         body = {

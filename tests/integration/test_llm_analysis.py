@@ -163,3 +163,18 @@ async def test_the_service_keeps_answering_when_the_llm_is_down(tmp_path: Path) 
     assert r.contexts and r.contexts[0].document.document_id == "f"
     assert any(d.startswith("analysis:hyde:failed") for d in r.metrics.degraded)
     assert len(server.requests) >= 3  # the model was asked, then worked around
+
+
+async def test_a_message_without_text_is_a_failed_call_not_the_text_none() -> None:
+    # OpenAI-compatible servers answer "content": null when the model wrote no text (a refusal, a
+    # tool call, a reasoning model that spent max_tokens thinking): that is no passage to search for.
+    with json_server(lambda path, body: (200, {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "length"}]})) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"hyde": TechniqueModel(model, 0.5)}, ClassicalAnalyzer())
+        try:
+            with pytest.raises(LlmError, match="no text"):
+                await model.complete("sys", "Write a short passage", temperature=0.5)
+            a = await analyze(analyzer, "what is small-to-big retrieval", [], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S)
+        finally:
+            await model.close()
+    assert a.hyde is None and a.dropped["hyde"] == "failed: LlmError"
