@@ -512,7 +512,9 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         if len(vectors):
             jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
         if state.strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
-            jobs.append(lambda q=sub: deps.vectors.search_sparse(deps.sparse.query(q), per, flt))
+            # Bounded as the keyword leg bounds the query: a part (a model's line, say) may be of any length.
+            max_terms = deps.settings.keyword.max_terms
+            jobs.append(lambda q=sub: deps.vectors.search_sparse(keyword_leg.query_vector(deps.sparse, q, max_terms), per, flt))
     results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
     flat = [h for r in results if not isinstance(r, BaseException) for h in r]
     if any(isinstance(r, BaseException) for r in results):

@@ -335,6 +335,31 @@ async def test_max_iterations_then_sub_queries(app: Application) -> None:
     assert {"codes", "cooking"} <= set(_docs(r))
 
 
+async def test_sub_queries_search_at_most_the_keyword_term_limit(app: Application) -> None:
+    # Decomposition's parts (the classical splitter's, or a model's lines of any length) are
+    # keyword-searched as the query is: with its first QUERY_MAX_TERMS distinct terms, no more.
+    searched: list[int] = []
+
+    class Vectors:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(app.vectors, name)
+
+        async def search_sparse(self, vector: Any, *args: Any, **kwargs: Any) -> Any:
+            searched.append(len(vector.indices))
+            return await app.vectors.search_sparse(vector, *args, **kwargs)
+
+    query = (
+        "what does error XK-4471 mean for the flux capacitor during the test run? "
+        "how long should the tomato sauce simmer slowly with basil and garlic"
+    )
+    keyword = dataclasses.replace(app.pipeline.deps.settings.keyword, max_terms=4)
+    r = await pipeline(app, vectors=Vectors(), keyword=keyword, sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions(query, 4, strategy=Strategy.KEYWORD, use_cache=False)
+    )
+    assert r.metrics.decomposition_used and "execute_sub_queries" in _stages(r)
+    assert searched and max(searched) <= 4, searched
+
+
 async def test_cache_hit_ends_the_graph(app: Application) -> None:
     p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor))
     first = await p.query(QueryOptions("northern valleys rain", 2))
