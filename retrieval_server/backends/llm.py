@@ -12,6 +12,7 @@ first token arrives, never after.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -58,11 +59,28 @@ class _HttpChat:
         self._backoff = backoff_s
         self._breaker = breaker or CircuitBreaker()
 
+    def _refused(self) -> LlmError:
+        return LlmError(f"{self.name}: circuit open after repeated failures")
+
     async def _post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> Any:
         """One call, retried on what is worth retrying; while the provider keeps failing (the breaker
         is open) calls fail at once, so every request does not pay the timeout."""
-        with self._breaker.calling(lambda: LlmError(f"{self.name}: circuit open after repeated failures")):
+        with self._breaker.calling(self._refused):
             return await self._post_with_retries(path, body, params)
+
+    def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+        """The answer's text as the model writes it, behind the same breaker as :meth:`_post`: a
+        streamed answer is the same provider, and while it is down must not pay its timeout either."""
+        return self._guarded(self._stream(system, prompt, temperature=temperature, max_tokens=max_tokens))
+
+    async def _guarded(self, tokens: AsyncIterator[str]) -> AsyncIterator[str]:
+        with self._breaker.calling(self._refused):
+            async with contextlib.aclosing(tokens):  # type: ignore[type-var]
+                async for token in tokens:
+                    yield token
+
+    def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
+        raise NotImplementedError
 
     async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None) -> Any:
         import httpx
@@ -144,7 +162,7 @@ class OpenAICompatibleChat(_HttpChat):
             raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
         return content
 
-    async def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+    async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
             "model": self._model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
@@ -187,7 +205,7 @@ class AnthropicChat(_HttpChat):
         except (KeyError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
 
-    async def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+    async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
             "model": self._model,
             "system": system,
@@ -227,7 +245,7 @@ class GeminiChat(_HttpChat):
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
 
-    async def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+    async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
             "systemInstruction": {"parts": [{"text": system}]},
             "contents": [{"role": "user", "parts": [{"text": prompt}]}],

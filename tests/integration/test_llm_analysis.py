@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from retrieval_server.app import Application
+from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.llm import AnthropicChat, GeminiChat, LlmError, OpenAICompatibleChat
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
-from tests.support.http_servers import json_server
+from tests.support.clock import Clock
+from tests.support.http_servers import Sse, json_server
 
 QUERY = "How does RRF work and why is reranking slow?"
 #: A time limit a local model server meets on a busy machine (where the limit is not what is tested).
@@ -178,3 +180,37 @@ async def test_a_message_without_text_is_a_failed_call_not_the_text_none() -> No
         finally:
             await model.close()
     assert a.hyde is None and a.dropped["hyde"] == "failed: LlmError"
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_streamed_answers_go_through_the_circuit_breaker(name: str, cls: Any, prefix: str) -> None:
+    """A streamed answer (StreamQuery, `ask`) is refused at once while the model's breaker is open,
+    and a stream that fails counts towards opening it, as a completion does."""
+    with json_server(lambda path, body: (503, {"error": "down"})) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0,
+                    breaker=CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock()))
+        try:
+            with pytest.raises(LlmError, match="503"):
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+            with pytest.raises(LlmError, match="circuit open"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            with pytest.raises(LlmError, match="circuit open"):
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert len(server.requests) == 1  # only the first stream reached the server
+
+
+async def test_a_stream_read_to_its_end_closes_the_breaker() -> None:
+    clock = Clock()
+    events = [(None, '{"choices": [{"delta": {"content": "ok"}}]}'), (None, "[DONE]")]
+    with json_server(lambda path, body: (200, Sse(events))) as server:
+        breaker = CircuitBreaker(failure_threshold=1, cooldown_s=1.0, clock=clock)
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            breaker.record_failure()
+            clock.now = 1.0  # the half-open trial is the stream
+            assert [t async for t in model.stream("sys", "prompt", temperature=0.1)] == ["ok"]
+        finally:
+            await model.close()
+    assert not breaker.is_open
