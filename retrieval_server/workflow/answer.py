@@ -14,6 +14,7 @@ the answer says so.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -125,30 +126,54 @@ def _numbered(contexts: Sequence[RetrievedContext], tools: Sequence[ToolResult])
     return "\n".join(parts)
 
 
-async def _ask(chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float) -> str:
-    """The model's text, streamed to a streaming caller as it arrives."""
+class _OutOfTime(Exception):
+    """The request's deadline came while the model was still writing."""
+
+
+async def _ask(
+    chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, time_left: float | None
+) -> str:
+    """The model's text, streamed to a streaming caller as it arrives, within ``time_left`` seconds
+    (the request's deadline: past it the caller is gone, and with it everything retrieved)."""
     max_tokens = deps.settings.answer_max_tokens
-    if state.events is None:
-        return await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens)
-    pieces = []
-    async for token in chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens):
-        pieces.append(token)
-        state.events(token)
-    return "".join(pieces)
+    limit = asyncio.timeout(time_left)
+    try:
+        async with limit:
+            if state.events is None:
+                return await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens)
+            pieces = []
+            async for token in chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens):
+                pieces.append(token)
+                state.events(token)
+            return "".join(pieces)
+    except TimeoutError as exc:
+        if not limit.expired():
+            raise
+        raise _OutOfTime(f"the deadline came after {time_left:.3f} s") from exc
 
 
-async def write_answer(state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float) -> AnswerOutcome:
+def _fallback_reason(exc: Exception) -> str:
+    return "answer:deadline_used_extractive" if isinstance(exc, _OutOfTime) else "answer:llm_failed_used_extractive"
+
+
+async def write_answer(
+    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None = None
+) -> AnswerOutcome:
+    """The answer; the model, when there is one, is given ``time_left`` seconds (None: no deadline)."""
     route = state.route.route if state.route else Route.RETRIEVE
     tools = tuple(state.tool_results)
     if route is Route.DIRECT_ANSWER:
-        return await _direct(state, deps, chat, temperature)
+        return await _direct(state, deps, chat, temperature, time_left)
     degraded: list[str] = []
     if chat is not None:
         try:
-            text = await _ask(chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature)
+            text = await _ask(
+                chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
+                time_left,
+            )
         except Exception as exc:
             log.warning("answer generation failed (%s); answering extractively", exc)
-            degraded.append("answer:llm_failed_used_extractive")
+            degraded.append(_fallback_reason(exc))
         else:
             outcome = _checked(text, state, chat.name, route, tools, degraded)
             if outcome is not None:
@@ -174,16 +199,16 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     return AnswerOutcome(answer, tuple(degraded))
 
 
-async def _direct(state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float) -> AnswerOutcome:
+async def _direct(state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None) -> AnswerOutcome:
     if chat is not None:
         try:
-            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature)).strip()
+            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, time_left)).strip()
             sentence = AnswerSentence(text)
             return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name))
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
-            outcome = await _direct(state, deps, None, temperature)
-            return AnswerOutcome(outcome.answer, ("answer:llm_failed_used_extractive",))
+            outcome = await _direct(state, deps, None, temperature, None)
+            return AnswerOutcome(outcome.answer, (_fallback_reason(exc),))
     if state.events is not None:
         state.events(DIRECT)
     return AnswerOutcome(Answer(DIRECT, (AnswerSentence(DIRECT),), (), Route.DIRECT_ANSWER, True, True, "extractive"))

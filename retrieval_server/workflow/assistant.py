@@ -92,10 +92,12 @@ async def generate(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     """The answer. Past the request's deadline there is no time for a model: extractive."""
     assistant = assistant_of(deps)
     chat = assistant.chat
-    if chat is not None and state.options.deadline is not None and time.monotonic() > state.options.deadline:
+    deadline = state.options.deadline
+    time_left = None if deadline is None else deadline - time.monotonic()
+    if chat is not None and time_left is not None and time_left <= 0:
         chat = None
         _degrade(state, "answer:deadline_used_extractive")
-    outcome = await write_answer(state, deps, chat, assistant.temperature)
+    outcome = await write_answer(state, deps, chat, assistant.temperature, time_left)
     for tag in outcome.degraded:
         _degrade(state, tag)
     return {"answer": outcome.answer}

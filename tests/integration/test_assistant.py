@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
@@ -291,6 +293,28 @@ async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> No
         finally:
             await model.close()
     assert refused.answer is not None and not refused.answer.supported and refused.answer.text == UNSUPPORTED
+
+
+async def test_an_answer_the_model_is_still_writing_at_the_deadline_is_answered_extractively(app: Application) -> None:
+    # The model never answers (until the test ends): the request's deadline, not the model's own
+    # timeout (a minute here), ends the wait, and the retrieved contexts are answered from.
+    release = threading.Event()
+
+    def held(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        release.wait(TOOL_S)
+        return 503, {"error": "too late"}
+
+    with json_server(held) as server:
+        model = _model(server.url)
+        try:
+            deadline = time.monotonic() + 2.0  # time to retrieve; if retrieval takes longer, the answer is the same
+            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3, deadline=deadline))
+            assert not release.is_set()
+        finally:
+            release.set()
+            await model.close()
+    assert r.contexts and r.answer is not None and r.answer.extractive and r.answer.supported
+    assert "answer:deadline_used_extractive" in r.metrics.degraded and "answer:llm_failed_used_extractive" not in r.metrics.degraded
 
 
 async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: Application) -> None:
