@@ -85,12 +85,17 @@ class TeiReranker:
                 )
                 resp.raise_for_status()
                 items = resp.json()
-                for item in items:
-                    scores[start + int(item["index"])] = float(item["score"])
-            except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as exc:
+                batch_scores = {int(item["index"]): float(item["score"]) for item in items}
+            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
                 raise RerankError(f"TEI /rerank failed: {exc}") from exc
-            if len(items) != len(batch):
-                raise RerankError(f"TEI /rerank returned {len(items)} scores for {len(batch)} texts")
+            # Each text exactly once: an index out of the batch would score another batch's text
+            # (or, negative, the last one), and a repeated one leave a text at 0.
+            if len(items) != len(batch) or set(batch_scores) != set(range(len(batch))):
+                raise RerankError(
+                    f"TEI /rerank returned {len(items)} scores with indexes {sorted(batch_scores)[:8]} for {len(batch)} texts"
+                )
+            for i, score in batch_scores.items():
+                scores[start + i] = score
         return scores
 
     async def close(self) -> None:

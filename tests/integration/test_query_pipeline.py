@@ -20,7 +20,7 @@ import pytest_asyncio
 from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
 from retrieval_server.backends.llm import OpenAICompatibleChat
-from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, TeiReranker
+from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, RerankError, TeiReranker
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
 from retrieval_server.workflow import dense_feedback, nodes
@@ -664,6 +664,30 @@ async def test_the_pair_length_setting_bounds_the_local_models_pairs(local_reran
     whole = CrossEncoder(model, tokenizer, max_length=512, activation="sigmoid").score("tomato sauce", passages)
     np.testing.assert_allclose(got, cut, rtol=1e-4, atol=1e-5)
     assert np.abs(cut - whole).max() > 1e-3, "the passages must be long enough for the cut to matter"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [{"index": 0, "score": 0.9}, {"index": 0, "score": 0.1}],  # one text twice, the other never
+        [{"index": 0, "score": 0.9}, {"index": -1, "score": 0.7}],  # a negative index
+        [{"index": 0, "score": 0.9}, {"index": 2, "score": 0.7}],  # past the batch: the next batch's text
+    ],
+    ids=["duplicate", "negative", "out_of_batch"],
+)
+async def test_tei_scores_that_do_not_name_each_text_once_are_a_failure(answer: list[dict[str, Any]]) -> None:
+    # Three texts in batches of two. Each malformed first answer has as many scores as texts, so
+    # a count check alone passes it, and one text would keep a score of 0 or take another's.
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return 200, answer if len(body["texts"]) == 2 else [{"index": 0, "score": 0.2}]
+
+    with json_server(handle) as tei:
+        client = TeiReranker(tei.url, max_batch=2)
+        try:
+            with pytest.raises(RerankError, match="index"):
+                await client.rerank("q", ["a", "b", "c"])
+        finally:
+            await client.close()
 
 
 async def test_tei_failure_without_a_local_model_keeps_the_fused_order(app: Application) -> None:
