@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -94,6 +95,9 @@ class TeiReranker:
                 raise RerankError(
                     f"TEI /rerank returned {len(items)} scores with indexes {sorted(batch_scores)[:8]} for {len(batch)} texts"
                 )
+            if not all(math.isfinite(score) for score in batch_scores.values()):
+                # JSON's NaN and Infinity parse; fusion and thresholds refuse them, failing the whole query.
+                raise RerankError(f"TEI /rerank returned a score that is not a finite number for {len(batch)} texts")
             for i, score in batch_scores.items():
                 scores[start + i] = score
         return scores

@@ -672,10 +672,11 @@ async def test_the_pair_length_setting_bounds_the_local_models_pairs(local_reran
         [{"index": 0, "score": 0.9}, {"index": 0, "score": 0.1}],  # one text twice, the other never
         [{"index": 0, "score": 0.9}, {"index": -1, "score": 0.7}],  # a negative index
         [{"index": 0, "score": 0.9}, {"index": 2, "score": 0.7}],  # past the batch: the next batch's text
+        [{"index": 0, "score": float("nan")}, {"index": 1, "score": 0.7}],  # JSON's NaN: the query would fail on it
     ],
-    ids=["duplicate", "negative", "out_of_batch"],
+    ids=["duplicate", "negative", "out_of_batch", "nan"],
 )
-async def test_tei_scores_that_do_not_name_each_text_once_are_a_failure(answer: list[dict[str, Any]]) -> None:
+async def test_tei_answers_that_do_not_score_each_text_once_are_a_failure(answer: list[dict[str, Any]]) -> None:
     # Three texts in batches of two. Each malformed first answer has as many scores as texts, so
     # a count check alone passes it, and one text would keep a score of 0 or take another's.
     def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -684,7 +685,7 @@ async def test_tei_scores_that_do_not_name_each_text_once_are_a_failure(answer: 
     with json_server(handle) as tei:
         client = TeiReranker(tei.url, max_batch=2)
         try:
-            with pytest.raises(RerankError, match="index"):
+            with pytest.raises(RerankError, match="TEI /rerank returned"):
                 await client.rerank("q", ["a", "b", "c"])
         finally:
             await client.close()
