@@ -7,6 +7,7 @@ still refused); its success closes the breaker, its failure opens it for another
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator
@@ -47,17 +48,27 @@ class CircuitBreaker:
     def reset(self) -> None:
         self.record_success()
 
+    def release_trial(self) -> None:
+        """A half-open trial ended with no verdict: the next call may be the trial."""
+        self._trial_in_flight = False
+
     @contextlib.contextmanager
     def calling(self, refused: Callable[[], Exception]) -> Iterator[None]:
         """Around one call: raise ``refused()`` while open; count how the call ends.
 
-        Any exception counts as a failure, cancellation included: a trial call cancelled by a
-        timeout must not leave the breaker waiting for a result that never comes.
+        A cancellation is no verdict on the dependency: the caller gave up (its client went away,
+        its deadline passed, a stream was left unread), and one request's four cancelled analysis
+        calls would otherwise open the breaker for every caller. It counts neither way, and a trial
+        it ends lets the next call be the trial. Whoever cancels a call for taking too long says so
+        with :meth:`record_failure`.
         """
         if not self.allow():
             raise refused()
         try:
             yield
+        except (asyncio.CancelledError, GeneratorExit):
+            self.release_trial()
+            raise
         except BaseException:
             self.record_failure()
             raise

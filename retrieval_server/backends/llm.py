@@ -42,6 +42,10 @@ class ChatModel(Protocol):
 
     def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]: ...
 
+    def gave_up(self) -> None:
+        """A call was cancelled for taking too long: the provider's failure (its breaker counts it;
+        a cancellation alone is no verdict)."""
+
     async def close(self) -> None: ...
 
 
@@ -58,6 +62,9 @@ class _HttpChat:
         self._retries = max_retries
         self._backoff = backoff_s
         self._breaker = breaker or CircuitBreaker()
+
+    def gave_up(self) -> None:
+        self._breaker.record_failure()
 
     def _refused(self) -> LlmError:
         return LlmError(f"{self.name}: circuit open after repeated failures")

@@ -44,6 +44,10 @@ class Analyzer(Protocol):
 
     async def decompose(self, query: str) -> list[str]: ...
 
+    def timed_out(self, technique: str) -> None:
+        """``technique`` was cancelled for taking too long (a cancellation alone, the request's, is
+        not the analyzer's fault)."""
+
 
 @dataclass(slots=True)
 class Analysis:
@@ -80,6 +84,9 @@ class ClassicalAnalyzer:
     def __init__(self, glossary: dict[str, str] | None = None, variants: int = 3) -> None:
         self._glossary = glossary or {}
         self._variants = variants
+
+    def timed_out(self, technique: str) -> None:
+        pass  # nothing remote to hold responsible
 
     async def rewrite(self, query: str) -> str:
         text = " ".join(query.split())
@@ -150,6 +157,7 @@ async def analyze(
     for name, task in tasks.items():
         if task in pending:
             result.dropped[name] = "timeout (total)"
+            analyzer.timed_out(name)
             continue
         exc = task.exception()
         if isinstance(exc, UsedFallback):
@@ -164,6 +172,7 @@ async def analyze(
             result.not_applicable[name] = str(exc)
         elif isinstance(exc, asyncio.TimeoutError):
             result.dropped[name] = "timeout"
+            analyzer.timed_out(name)
         elif exc is not None:
             log.warning("query analysis: %s failed: %s", name, exc)
             result.dropped[name] = f"failed: {type(exc).__name__}"
@@ -241,6 +250,10 @@ class LlmAnalyzer:
         self._models = models
         self._fallback = fallback
         self._variants = variants
+
+    def timed_out(self, technique: str) -> None:
+        if technique in self._models:
+            self._models[technique].model.gave_up()
 
     async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> str:
         tm = self._models[technique]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -150,6 +151,40 @@ async def test_slow_technique_is_dropped_not_waited_for() -> None:
             release.set()
             await model.close()
     assert a.dropped["hyde"] == "timeout" and a.hyde is None
+
+
+async def test_a_request_cancelled_mid_analysis_is_no_failure_of_the_model_a_technique_timing_out_is() -> None:
+    """A caller that goes away (or whose deadline passes) cancels its four analysis calls at once:
+    that must not open the model's breaker for every other caller. A technique cancelled for
+    taking too long is the model's failure, and counts."""
+    release, in_flight = threading.Event(), threading.Semaphore(0)
+
+    def held(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        in_flight.release()
+        release.wait()
+        return openai_handler(path, body)
+
+    with json_server(held) as server:
+        breaker = CircuitBreaker(failure_threshold=3, cooldown_s=3600.0, clock=Clock())
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        analyzer = LlmAnalyzer({t: TechniqueModel(model, temp) for t, temp in TEMPS.items()}, ClassicalAnalyzer())
+        try:
+            # A request's four analysis calls, cancelled together.
+            calls = [asyncio.ensure_future(model.complete("sys", f"Rewrite {t}", temperature=0.1)) for t in TEMPS]
+            for _ in calls:  # every call has reached the model
+                await asyncio.to_thread(in_flight.acquire)
+            for call in calls:
+                call.cancel()
+            for call in calls:
+                with pytest.raises(asyncio.CancelledError):
+                    await call
+            assert not breaker.is_open, "one cancelled request opened the breaker for every caller"
+            # The model never answers in time: the per-technique limit is the subject, however short.
+            a = await analyze(analyzer, QUERY, [], timeout_s=0.3, total_timeout_s=2 * LOCAL_S)
+        finally:
+            release.set()
+            await model.close()
+    assert a.dropped["hyde"] == "timeout" and breaker.is_open
 
 
 async def test_the_service_keeps_answering_when_the_llm_is_down(tmp_path: Path) -> None:

@@ -57,3 +57,33 @@ async def test_a_cancelled_trial_does_not_leave_the_breaker_stuck() -> None:
     with b.calling(Refused):  # a new trial is admitted after the next cool-down
         pass
     assert not b.is_open
+
+
+async def test_a_cancellation_counts_neither_way() -> None:
+    """A caller giving up is no verdict on the dependency: it neither opens a closed breaker nor
+    closes or reopens an open one, and a cancelled trial lets the next call be the trial."""
+    clock = Clock()
+    b = CircuitBreaker(failure_threshold=1, cooldown_s=1.0, clock=clock)
+
+    async def hangs() -> None:
+        with b.calling(Refused):
+            await asyncio.Event().wait()
+
+    for _ in range(3):
+        call = asyncio.ensure_future(hangs())
+        await asyncio.sleep(0)  # the call is inside the breaker
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    assert not b.is_open
+    b.record_failure()
+    clock.now = 1.0
+    call = asyncio.ensure_future(hangs())  # the half-open trial
+    await asyncio.sleep(0)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert b.is_open
+    with b.calling(Refused):  # the next call is the trial, at once
+        pass
+    assert not b.is_open
