@@ -47,16 +47,16 @@ def _enum(value: int, table: dict, field: str) -> object:
         raise InvalidArgument(f"{field} has unknown value {value}") from None
 
 
-def strategy_in(value: int) -> Strategy:
-    return _enum(value, _STRATEGY_IN, "strategy")  # type: ignore[return-value]
+def strategy_in(value: int, field: str = "strategy") -> Strategy:
+    return _enum(value, _STRATEGY_IN, field)  # type: ignore[return-value]
 
 
-def fusion_in(value: int) -> Fusion | None:
-    return _enum(value, _FUSION_IN, "fusion")  # type: ignore[return-value]
+def fusion_in(value: int, field: str = "fusion") -> Fusion | None:
+    return _enum(value, _FUSION_IN, field)  # type: ignore[return-value]
 
 
-def mode_in(value: int) -> Mode:
-    return _enum(value, _MODE_IN, "mode")  # type: ignore[return-value]
+def mode_in(value: int, field: str = "mode") -> Mode:
+    return _enum(value, _MODE_IN, field)  # type: ignore[return-value]
 
 
 def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSource:

@@ -135,7 +135,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self, request: pb.StreamQueryRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.StreamQueryResponse]:
         """Query, telling the caller each stage as it ends and the answer as it is written."""
-        options = self._query_options(request.query, context)
+        options = self._query_options(request.query, context, "query.")
         events: asyncio.Queue[pb.StreamQueryResponse | None] = asyncio.Queue()
 
         async def run() -> Any:
@@ -157,14 +157,16 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._answered(options, result)
         yield pb.StreamQueryResponse(response=self._out(result))
 
-    def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> QueryOptions:
+    def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext, at: str = "") -> QueryOptions:
+        """``at``: where ``request`` sits in the call's request (``query.`` in StreamQuery's), so that
+        every violation names its field by its path from the top (``query.top_k``)."""
         s, v = self._s, validation.Violations()
-        query = v.check(validation.query_text, request.query, s)
-        top_k = v.check(validation.top_k, request.top_k, s.top_k_default, s.top_k_max)
-        strategy = v.check(convert.strategy_in, request.strategy)
-        mode = v.check(convert.mode_in, request.mode)
-        fusion = v.check(convert.fusion_in, request.fusion)
-        document_ids = v.check(validation.document_ids, request.filters.document_ids, s.max_documents_per_request, "filters.document_ids")
+        query = v.check(validation.query_text, request.query, s, f"{at}query")
+        top_k = v.check(validation.top_k, request.top_k, s.top_k_default, s.top_k_max, f"{at}top_k")
+        strategy = v.check(convert.strategy_in, request.strategy, f"{at}strategy")
+        mode = v.check(convert.mode_in, request.mode, f"{at}mode")
+        fusion = v.check(convert.fusion_in, request.fusion, f"{at}fusion")
+        document_ids = v.check(validation.document_ids, request.filters.document_ids, s.max_documents_per_request, f"{at}filters.document_ids")
         v.raise_if_any()
         return QueryOptions(
             query=query,  # type: ignore[arg-type]

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -271,3 +273,24 @@ async def test_undecodable_requests_are_invalid_argument(live: Live, method: str
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert err.value.details() == f"the request is not a valid {message} protobuf message"
     assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
+
+
+async def test_stream_query_violations_name_fields_by_their_path_in_the_request(live: Live) -> None:
+    """StreamQueryRequest wraps the QueryRequest in its field `query`: BadRequest's field paths start
+    there, as every other RPC's name the field from the top of its request."""
+    request = pb.StreamQueryRequest(
+        query=pb.QueryRequest(query=" ", top_k=500, strategy=42, mode=9, fusion=7, filters=pb.QueryFilters(document_ids=["ok", " "]))
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        async for _ in live.stub.StreamQuery(request):
+            pass
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    status = rpc_status.from_call(err.value)
+    assert status is not None
+    [packed] = status.details
+    bad = error_details_pb2.BadRequest()
+    assert packed.Unpack(bad)
+    assert [v.field for v in bad.field_violations] == [
+        "query.query", "query.top_k", "query.strategy", "query.mode", "query.fusion", "query.filters.document_ids[1]"
+    ]
+    assert "query.top_k must be between 1 and 100 (got 500" in err.value.details()
