@@ -27,7 +27,7 @@ from retrieval_server.api.handlers import rewrap
 from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
-from retrieval_server.domain import Identity, Role, ServiceError, Unauthenticated
+from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
 from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier, clean_user_id
 
 SERVICE_PREFIX = "/retrieval.v1.RetrievalService/"
@@ -44,20 +44,37 @@ def current_identity() -> Identity:
 
 class Authenticator(Protocol):
     mode: str
+    #: the metadata keys it takes the caller's identity from
+    reads: frozenset[str]
 
     async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity: ...
 
     async def close(self) -> None: ...
 
 
-def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
-    return {k.lower(): (v.decode(errors="replace") if isinstance(v, bytes) else v) for k, v in (context.invocation_metadata() or ())}
+_IDENTITY_HEADERS = frozenset({USER_ID_HEADER, ROLE_HEADER})
+
+
+def _metadata(context: grpc.aio.ServicerContext, reads: frozenset[str]) -> dict[str, str]:
+    """The call's metadata, one value a key. A key in ``reads`` sent more than once is refused
+    rather than its last value believed: which value names the caller is a guess when, say, a
+    proxy added its own header beside the one the caller sent."""
+    out: dict[str, str] = {}
+    for k, v in context.invocation_metadata() or ():
+        key = k.lower()
+        if key in out and key in reads:
+            if key == "authorization":
+                raise Unauthenticated("the authorization metadata must be sent once", "TOKEN_MALFORMED")
+            raise InvalidArgument(f"{key} must be sent at most once", field=key)
+        out[key] = v.decode(errors="replace") if isinstance(v, bytes) else v
+    return out
 
 
 class HeaderAuthenticator:
     """``none``: what the headers say."""
 
     mode = "none"
+    reads = _IDENTITY_HEADERS
 
     def __init__(self) -> None:
         self._identities = HeaderIdentities()
@@ -82,6 +99,7 @@ class GatewayAuthenticator:
     """``gateway``: identity headers from the allow-listed gateways only."""
 
     mode = "gateway"
+    reads = _IDENTITY_HEADERS
 
     def __init__(self, peers: Sequence[str]) -> None:
         self._peers = frozenset(peers)
@@ -125,6 +143,7 @@ class JwtAuthenticator:
     """``jwt``: a verified bearer token; claims mapped to a user id, a role and groups."""
 
     mode = "jwt"
+    reads = frozenset({"authorization"})
 
     def __init__(self, verifier: TokenVerifier, settings: Settings) -> None:
         self._verifier = verifier
@@ -199,7 +218,7 @@ class Authenticate:
     def _verifier(self, required: bool) -> Callable[[grpc.aio.ServicerContext], Awaitable[None]]:
         async def verify(context: grpc.aio.ServicerContext) -> None:
             try:
-                identity = await self._auth.identify(_metadata(context), context, required)
+                identity = await self._auth.identify(_metadata(context, self._auth.reads), context, required)
             except ServiceError as exc:  # UNAUTHENTICATED, INVALID_ARGUMENT (a malformed header), UNAVAILABLE (no keys)
                 await context.abort_with_status(status_of(exc))
             _current.set(identity)

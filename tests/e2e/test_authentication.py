@@ -195,6 +195,26 @@ async def test_headers_never_outrank_the_token(tmp_path: Path) -> None:
             assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and reason(err.value) == "ROLE_REQUIRED"
 
 
+async def test_two_bearer_tokens_are_refused(tmp_path: Path) -> None:
+    """Which of two tokens names the caller is a guess: neither is believed (the last one used to be)."""
+    async with serving(tmp_path, jwt_secret=SECRET, **JWT) as srv:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}")
+        try:
+            from retrieval.v1 import retrieval_pb2_grpc
+
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            alice, root = hs256(claims("alice", "USER")), hs256(claims("root", "SUPER_ADMIN"))
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Query(pb.QueryRequest(query=QUESTION), metadata=(("authorization", f"Bearer {alice}"), ("authorization", f"Bearer {root}")))
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "TOKEN_MALFORMED"
+            # In this mode the identity headers are not read: sent twice, they are still ignored.
+            resp = await stub.Query(pb.QueryRequest(query=QUESTION, top_k=5, strategy=pb.STRATEGY_HYBRID, use_cache=False),
+                                    metadata=(("authorization", f"Bearer {alice}"), ("x-user-id", "bob"), ("x-user-id", "carol")))
+            assert docs(resp) & PRIVATE == {"alice-review"}
+        finally:
+            await channel.close()
+
+
 async def test_jwks_file_rs256_and_no_algorithm_confusion(tmp_path: Path) -> None:
     keys = RsaKeys()
     keys.add("k1")

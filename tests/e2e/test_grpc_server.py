@@ -294,3 +294,18 @@ async def test_stream_query_violations_name_fields_by_their_path_in_the_request(
         "query.query", "query.top_k", "query.strategy", "query.mode", "query.fusion", "query.filters.document_ids[1]"
     ]
     assert "query.top_k must be between 1 and 100 (got 500" in err.value.details()
+
+
+@pytest.mark.parametrize(
+    ("metadata", "header"),
+    [
+        ((("x-user-id", "ops"), ("x-user-role", "USER"), ("x-user-role", "ADMIN")), "x-user-role"),
+        ((("x-user-id", "alice"), ("x-user-id", "ops"), ("x-user-role", "ADMIN")), "x-user-id"),
+    ],
+)
+async def test_an_identity_header_sent_twice_is_refused(live: Live, metadata: tuple[tuple[str, str], ...], header: str) -> None:
+    """Two values for who is calling: neither is believed (the last one used to be, whoever sent it)."""
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=["no-such-document"]), metadata=metadata)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == f"{header} must be sent at most once"
