@@ -14,11 +14,15 @@ other. Defaults are Anserini's RM3 defaults (10 documents, 10 terms, 0.5).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import PointFilter, SparseVector, VectorHit
+
+#: a run of letters and digits: the BM25 tokenizer never puts a token across anything else
+_RUN = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +35,24 @@ class KeywordOptions:
 
 
 def query_vector(sparse: Bm25Encoder, text: str, max_terms: int) -> SparseVector:
-    """The query's BM25 terms in text order, at most ``max_terms`` of them."""
+    """The query's BM25 terms: its first ``max_terms`` distinct ones in text order, ids ascending."""
     v = sparse.query(text)
-    return SparseVector(v.indices[:max_terms], v.values[:max_terms])
+    if len(v.indices) <= max_terms:
+        return v
+    # The encoder lists term ids in id order (a hash of the term), so a cut of its list keeps
+    # whichever terms hash lowest, not the ones the query starts with. Its tokenizer splits at every
+    # character that is not a letter or digit, so each such run, encoded alone, gives the terms it
+    # gives in the text; only terms of the whole text are kept, in case a run ever tokenizes apart.
+    weight = dict(zip(v.indices, v.values, strict=True))
+    first: dict[int, None] = {}
+    for run in dict.fromkeys(_RUN.findall(text)):
+        for t in sparse.query(run).indices:
+            if t in weight:
+                first.setdefault(t)
+        if len(first) >= max_terms:
+            break
+    kept = sorted(list(first)[:max_terms])
+    return SparseVector(tuple(kept), tuple(weight[t] for t in kept))
 
 
 def rm3(query: SparseVector, feedback: list[tuple[SparseVector, float]], terms: int, query_weight: float) -> SparseVector:
