@@ -109,7 +109,14 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragm
                 lo = min(lo, scores[j])
                 hi = max(hi, scores[j])
         else:  # DBSF
-            if size < 2:
+            constant = True
+            for j in range(a + 1, b):
+                if scores[j] != scores[a]:
+                    constant = False
+                    break
+            # Equal scores have no spread, but their float mean can miss them by an ulp, and the
+            # resulting ~1e-17 deviation would map them to 0.5 +- 0.17, not the degenerate 0.5.
+            if constant:
                 lo = hi = scores[a]
             else:
                 mean = 0.0

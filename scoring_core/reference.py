@@ -52,7 +52,7 @@ def _normalize(scores: list[float], method: str) -> list[float]:
         return []
     if method == "minmax":
         lo, hi = min(scores), max(scores)
-    elif len(scores) < 2:
+    elif all(s == scores[0] for s in scores):  # no spread, whatever rounding the mean takes
         lo = hi = scores[0]
     else:
         mean = 0.0

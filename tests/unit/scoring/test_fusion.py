@@ -60,6 +60,24 @@ def test_degenerate_lists_normalize_to_half() -> None:
     assert score_fusion([[4, 5]], [[2.0, 2.0]], method="minmax").scores.tolist() == [0.5, 0.5]
 
 
+def test_dbsf_list_of_equal_scores_normalizes_to_half() -> None:
+    # 0.1 + 0.1 + 0.1 is not 0.3 in floating point: the mean is off by an ulp, which left a
+    # standard deviation of ~1e-17 and normalized the list to 0.375 instead of 0.5.
+    assert score_fusion([[1, 2, 3]], [[0.1, 0.1, 0.1]], method="dbsf").scores.tolist() == [0.5, 0.5, 0.5]
+    assert reference.score_fusion([[1, 2, 3]], [[0.1, 0.1, 0.1]], method="dbsf") == [(1, 0.5), (2, 0.5), (3, 0.5)]
+    # The ranking it changed: the constant leg's hits (0.5) belong above the other leg's 0.382.
+    fused = score_fusion([[1, 2, 3], [4, 5]], [[0.1, 0.1, 0.1], [1.0, 0.0]], method="dbsf")
+    assert fused.ids.tolist() == [4, 1, 2, 3, 5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-1e6, 1e6, allow_subnormal=False), st.integers(1, 40))
+def test_dbsf_constant_list_is_half_for_any_value(value: float, n: int) -> None:
+    fused = score_fusion([list(range(n))], [[value] * n], method="dbsf")
+    assert fused.scores.tolist() == [0.5] * n
+    assert [s for _, s in reference.score_fusion([list(range(n))], [[value] * n], method="dbsf")] == [0.5] * n
+
+
 ids = st.integers(0, 30)
 ranked = st.lists(ids, max_size=25)
 
