@@ -28,7 +28,8 @@ _F = "Tuple((int64[:], float64[:]))"
 
 @dataclass(frozen=True, slots=True)
 class Fused:
-    """Fused ranking: ``ids[i]`` has ``scores[i]``, best first."""
+    """Fused ranking: ``ids[i]`` has ``scores[i]``, best first. ``ids`` are uint64 when every
+    list was a uint64 array, int64 otherwise."""
 
     ids: np.ndarray
     scores: np.ndarray
@@ -136,13 +137,28 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragm
     return _sum_by_id(ids, contrib, list_of, limit)
 
 
+def _as_int64(x: np.ndarray | Sequence[int]) -> np.ndarray:
+    if isinstance(x, np.ndarray) and x.dtype == np.uint64:
+        return x.ravel().view(np.int64)  # the same 64 bits: ids only need to hash and compare equal
+    if isinstance(x, np.ndarray) and x.dtype == np.int64 and x.ndim == 1:
+        return x
+    return np.asarray(x, dtype=np.int64).ravel()
+
+
 def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     if not lists:
         return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    arrays = [x if isinstance(x, np.ndarray) and x.dtype == np.int64 and x.ndim == 1 else np.asarray(x, dtype=np.int64).ravel() for x in lists]
+    arrays = [_as_int64(x) for x in lists]
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
     np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
     return np.concatenate(arrays), offsets
+
+
+def _fused(lists: Sequence[np.ndarray | Sequence[int]], ids: np.ndarray, scores: np.ndarray) -> Fused:
+    # uint64 ids (Qdrant point ids, content_hashes) went through the kernel as their int64 bits;
+    # read back as int64, every id from 2**63 up would come out negative, an id nobody gave.
+    unsigned = bool(lists) and all(isinstance(x, np.ndarray) and x.dtype == np.uint64 for x in lists)
+    return Fused(ids.view(np.uint64) if unsigned else ids, scores)
 
 
 def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
@@ -170,7 +186,7 @@ def rrf(
         raise ValueError("k must be finite and >= 0")
     ids, offsets = _flatten(lists)
     out_ids, out_scores = _rrf_kernel(ids, offsets, _weights(weights, len(lists)), float(k), _limit(limit))
-    return Fused(out_ids, out_scores)
+    return _fused(lists, out_ids, out_scores)
 
 
 def score_fusion(
@@ -194,4 +210,4 @@ def score_fusion(
     out_ids, out_scores = _score_fusion_kernel(
         ids, np.ascontiguousarray(flat), offsets, _weights(weights, len(lists)), 0 if method == "minmax" else 1, _limit(limit)
     )
-    return Fused(out_ids, out_scores)
+    return _fused(lists, out_ids, out_scores)

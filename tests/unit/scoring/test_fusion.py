@@ -78,6 +78,19 @@ def test_dbsf_constant_list_is_half_for_any_value(value: float, n: int) -> None:
     assert [s for _, s in reference.score_fusion([list(range(n))], [[value] * n], method="dbsf")] == [0.5] * n
 
 
+def test_uint64_ids_come_back_as_given() -> None:
+    # Qdrant point ids and content_hashes() are uint64: half of them have the top bit set.
+    a = np.array([2**63 + 5, 7, 2**64 - 1], dtype=np.uint64)
+    b = np.array([7, 2**64 - 1], dtype=np.uint64)
+    lists = [a.tolist(), b.tolist()]
+    fused = rrf([a, b])
+    assert fused.ids.dtype == np.uint64
+    assert _pairs(fused) == reference.rrf(lists)
+    fused = score_fusion([a, b], [[0.9, 0.5, 0.1], [2.0, 1.0]], limit=2)
+    assert fused.ids.dtype == np.uint64
+    assert _pairs(fused) == reference.score_fusion(lists, [[0.9, 0.5, 0.1], [2.0, 1.0]])[:2]
+
+
 ids = st.integers(0, 30)
 ranked = st.lists(ids, max_size=25)
 
