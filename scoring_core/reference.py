@@ -125,6 +125,8 @@ def top_k(scores: Sequence[float], k: int) -> list[int]:
 
 def threshold_with_fallback(scores: Sequence[float], threshold: float = 0.3, fallback: int = 3) -> tuple[list[int], bool]:
     _check(scores)
+    if fallback < 0:
+        raise ValueError("fallback must be >= 0")
     kept = [i for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)) if scores[i] >= threshold]
     if kept or not scores:
         return kept, False

@@ -94,6 +94,8 @@ def threshold_with_fallback(scores: np.ndarray, threshold: float = 0.3, fallback
     s = as_scores(scores)
     if np.isnan(threshold):
         raise ValueError("threshold must not be NaN")
+    if fallback < 0:  # checked whether or not the fallback is needed, like top_k's k
+        raise ValueError("fallback must be >= 0")
     kept = _above_kernel(s, np.float32(threshold))
     if kept.shape[0] or s.shape[0] == 0:
         return kept, False

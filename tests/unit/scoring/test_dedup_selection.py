@@ -47,6 +47,16 @@ def test_nan_rejected_inf_ranked() -> None:
     assert top_k(np.array([0.1, np.inf, -np.inf]), 3).tolist() == [1, 0, 2]
 
 
+def test_negative_fallback_is_rejected_at_the_boundary() -> None:
+    # It crashed inside the kernel ("negative dimensions not allowed"), and only when the
+    # fallback was needed; the twin silently dropped the last candidate (a [:-1] slice).
+    for s in (np.array([0.1, 0.2]), np.array([0.5, 0.2])):
+        with pytest.raises(ValueError, match="fallback must be >= 0"):
+            threshold_with_fallback(s, 0.3, -1)
+        with pytest.raises(ValueError, match="fallback must be >= 0"):
+            reference.threshold_with_fallback(s.tolist(), 0.3, -1)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 15), score), max_size=120))
 def test_dedup_agrees(rows: list[tuple[int, float]]) -> None:
