@@ -21,6 +21,7 @@ class Held:
         self.release = asyncio.Event()
         self.started = 0
         self.cancelled = 0
+        self.timed_out_techniques: list[str] = []
 
     async def _wait(self, error: Exception) -> Any:
         self.started += 1
@@ -30,6 +31,9 @@ class Held:
             self.cancelled += 1
             raise
         raise error
+
+    def timed_out(self, technique: str) -> None:
+        self.timed_out_techniques.append(technique)
 
     async def rewrite(self, query: str) -> str:
         return await self._wait(NotApplicable("nothing to normalize or expand"))
@@ -66,6 +70,7 @@ async def test_a_cancelled_analysis_cancels_its_techniques_and_leaves_no_excepti
         await asyncio.sleep(0)
     assert request.cancelled()
     assert analyzer.cancelled == 4
+    assert analyzer.timed_out_techniques == []  # the request's cancellation is no technique's fault
     # asyncio reports an unread exception when the task is collected; the request's traceback
     # holds analyze's frame, and so its tasks, until the request goes.
     del request
@@ -81,6 +86,7 @@ async def test_techniques_past_the_total_timeout_are_cancelled_and_leave_no_exce
     # A total timeout of 0: every technique has started (and waits) when it passes.
     analysis = await analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=0)  # type: ignore[arg-type]
     assert analysis.dropped == dict.fromkeys(("rewrite", "reformulate", "hyde", "decompose"), "timeout (total)")
+    assert analyzer.timed_out_techniques == ["rewrite", "reformulate", "hyde", "decompose"]  # each held to account
     analyzer.release.set()
     for _ in range(10):
         await asyncio.sleep(0)

@@ -125,12 +125,14 @@ def test_serve_starts_up_without_collection_and_serves_with_it(tmp_path: Path) -
 
 
 def test_a_worker_starts_up_without_collection_and_reports_ready_with_it(tmp_path: Path) -> None:
+    (tmp_path / "scratch").mkdir()  # the worker's own temporary folder, which the supervisor makes
     script = _FAKE_SERVE + (
+        "import pathlib\n"
         "from multiprocessing import Pipe\n"
         "from retrieval_server import supervisor\n"
         "from retrieval_server.config import load_settings\n"
         "receiver, sender = Pipe(duplex=False)\n"
-        "supervisor._run_worker(load_settings(), 0, sender)\n"
+        f"supervisor._run_worker(load_settings(), 0, sender, pathlib.Path({str(tmp_path / 'scratch')!r}))\n"
         "record['report'] = receiver.recv()\n"
         "print(json.dumps(record))\n"
     )
