@@ -13,7 +13,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from retrieval.v1 import retrieval_pb2 as pb
+from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client import AsyncRetrievalClient, RetrievalClient
+from retrieval_server.domain import Access, DocumentSource
 from retrieval_server.server import start_server
 from tests.e2e.conftest import Live, e2e_settings
 from tests.support.pdf import make_pdf
@@ -104,6 +106,28 @@ async def test_empty_index_answers_with_no_contexts(tmp_path: Path) -> None:
             resp = await client.query("anything at all")
             assert list(resp.contexts) == [] and resp.metrics.total_ms > 0
             assert list((await client.search("anything")).results) == []
+    finally:
+        await running.stop(1.0)
+
+
+async def test_the_request_limit_does_not_cap_answers(tmp_path: Path) -> None:
+    """RETRIEVAL_MAX_MESSAGE_MB bounds what a caller may send. An answer is bounded by the server's
+    own limits (top_k_max, each field's), so capping it too would turn a valid query into
+    RESOURCE_EXHAUSTED after all its work once an operator lowers the request limit."""
+    settings = e2e_settings(tmp_path).model_copy(update={"max_message_mb": 1})
+    running = await start_server(settings)
+    try:
+        metadata = {f"key{i}": "v" * 1_000 for i in range(12)}  # 12 KB a document, carried by each context
+        docs = [DocumentSource(document_id=f"d{i}", filename=f"d{i}.txt", content=f"Tidal note {i} on moon and sea.".encode(),
+                               metadata=metadata, access=Access.PUBLIC) for i in range(100)]
+        assert not (await running.app.ingest(docs)).errors
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.max_receive_message_length", -1)]) as channel:
+            stub = pb_grpc.RetrievalServiceStub(channel)
+            resp = await stub.Query(pb.QueryRequest(query="tidal note moon sea", top_k=100, rerank=False))
+            assert len(resp.contexts) == 100 and resp.ByteSize() > 1024 * 1024
+            with pytest.raises(grpc.aio.AioRpcError) as err:  # the request limit still holds
+                await stub.Query(pb.QueryRequest(query="x" * (1024 * 1024 + 1)))
+            assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     finally:
         await running.stop(1.0)
 
