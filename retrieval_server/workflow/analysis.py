@@ -12,7 +12,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -44,9 +44,9 @@ class Analyzer(Protocol):
 
     async def decompose(self, query: str) -> list[str]: ...
 
-    def timed_out(self, technique: str) -> None:
-        """``technique`` was cancelled for taking too long (a cancellation alone, the request's, is
-        not the analyzer's fault)."""
+    def timed_out(self, techniques: Collection[str]) -> None:
+        """``techniques`` of one analysis were cancelled for taking too long (a cancellation alone,
+        the request's, is not the analyzer's fault)."""
 
 
 @dataclass(slots=True)
@@ -85,7 +85,7 @@ class ClassicalAnalyzer:
         self._glossary = glossary or {}
         self._variants = variants
 
-    def timed_out(self, technique: str) -> None:
+    def timed_out(self, techniques: Collection[str]) -> None:
         pass  # nothing remote to hold responsible
 
     async def rewrite(self, query: str) -> str:
@@ -154,10 +154,11 @@ async def analyze(
         _abandon(tasks.values())  # the request was cancelled (its caller went away): so is its analysis
         raise
     _abandon(pending)
+    timed_out = []
     for name, task in tasks.items():
         if task in pending:
             result.dropped[name] = "timeout (total)"
-            analyzer.timed_out(name)
+            timed_out.append(name)
             continue
         exc = task.exception()
         if isinstance(exc, UsedFallback):
@@ -172,12 +173,14 @@ async def analyze(
             result.not_applicable[name] = str(exc)
         elif isinstance(exc, asyncio.TimeoutError):
             result.dropped[name] = "timeout"
-            analyzer.timed_out(name)
+            timed_out.append(name)
         elif exc is not None:
             log.warning("query analysis: %s failed: %s", name, exc)
             result.dropped[name] = f"failed: {type(exc).__name__}"
         else:
             _apply(result, name, task.result())
+    if timed_out:
+        analyzer.timed_out(timed_out)
     return result
 
 
@@ -251,9 +254,12 @@ class LlmAnalyzer:
         self._fallback = fallback
         self._variants = variants
 
-    def timed_out(self, technique: str) -> None:
-        if technique in self._models:
-            self._models[technique].model.gave_up()
+    def timed_out(self, techniques: Collection[str]) -> None:
+        """One failure per model, however many of its techniques timed out: they were one
+        request's concurrent calls, and four of them must not open a breaker of threshold three."""
+        models = {id(tm.model): tm.model for t in techniques if (tm := self._models.get(t)) is not None}
+        for model in models.values():
+            model.gave_up()
 
     async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> str:
         tm = self._models[technique]
