@@ -59,8 +59,9 @@ class CircuitBreaker:
         A cancellation is no verdict on the dependency: the caller gave up (its client went away,
         its deadline passed, a stream was left unread), and one request's four cancelled analysis
         calls would otherwise open the breaker for every caller. It counts neither way, and a trial
-        it ends lets the next call be the trial. Whoever cancels a call for taking too long says so
-        with :meth:`record_failure`.
+        it ends lets the next call be the trial. Whoever cancels a call for passing the operator's
+        limit on it (an analysis technique's timeout, a tool's) says so with :meth:`record_failure`;
+        a request's own deadline is the caller's budget, and counts neither way.
         """
         if not self.allow():
             raise refused()

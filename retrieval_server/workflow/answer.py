@@ -126,8 +126,16 @@ def _numbered(contexts: Sequence[RetrievedContext], tools: Sequence[ToolResult])
     return "\n".join(parts)
 
 
+#: degradation tag of an answer written extractively because the request's deadline left the model no time
+DEADLINE_USED_EXTRACTIVE = "answer:deadline_used_extractive"
+
+
 class _OutOfTime(Exception):
-    """The request's deadline came while the model was still writing."""
+    """The request's deadline came while the model was still writing.
+
+    The caller's deadline is the caller's budget, not a verdict on the model: like a cancellation,
+    it leaves the model's circuit breaker as it was (a caller asking for 50 ms must not open the
+    breaker for every other caller)."""
 
 
 async def _ask(
@@ -153,11 +161,11 @@ async def _ask(
 
 
 def _fallback_reason(exc: Exception) -> str:
-    return "answer:deadline_used_extractive" if isinstance(exc, _OutOfTime) else "answer:llm_failed_used_extractive"
+    return DEADLINE_USED_EXTRACTIVE if isinstance(exc, _OutOfTime) else "answer:llm_failed_used_extractive"
 
 
 async def write_answer(
-    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None = None
+    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None
 ) -> AnswerOutcome:
     """The answer; the model, when there is one, is given ``time_left`` seconds (None: no deadline)."""
     route = state.route.route if state.route else Route.RETRIEVE

@@ -19,7 +19,7 @@ from typing import Any
 
 from retrieval_server.backends.llm import ChatModel
 from retrieval_server.knowledge import Route
-from retrieval_server.workflow.answer import write_answer
+from retrieval_server.workflow.answer import DEADLINE_USED_EXTRACTIVE, write_answer
 from retrieval_server.workflow.routing import Router, RuleRouter
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.tools import TOOLS, Tool, ToolContext, run_tool
@@ -96,7 +96,7 @@ async def generate(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     time_left = None if deadline is None else deadline - time.monotonic()
     if chat is not None and time_left is not None and time_left <= 0:
         chat = None
-        _degrade(state, "answer:deadline_used_extractive")
+        _degrade(state, DEADLINE_USED_EXTRACTIVE)
     outcome = await write_answer(state, deps, chat, assistant.temperature, time_left)
     for tag in outcome.degraded:
         _degrade(state, tag)

@@ -55,6 +55,8 @@ class Tool(Protocol):
     Params: ClassVar[type[BaseModel]]
     #: retrieval must run before it (it works on the retrieved contexts)
     needs_contexts: ClassVar[bool]
+    #: its time goes to the request's model when there is one, so a timeout is the model's failure
+    asks_the_model: ClassVar[bool]
 
     async def run(self, params: Any, ctx: ToolContext) -> tuple[Any, str]:
         """``(result, summary)``: a JSON-serializable result and one sentence for the answer."""
@@ -98,6 +100,7 @@ class LookupFacts:
     description = "What the knowledge graph knows about one entity: type, mentions, relations and source documents."
     Params = LookupFactsParams
     needs_contexts = False
+    asks_the_model = False
 
     async def run(self, params: LookupFactsParams, ctx: ToolContext) -> tuple[Any, str]:
         graph = _graph(ctx)
@@ -155,6 +158,7 @@ class Summarize:
     description = "Summarize the retrieved contexts in a few sentences (retrieval runs first)."
     Params = SummarizeParams
     needs_contexts = True
+    asks_the_model = True
 
     async def run(self, params: SummarizeParams, ctx: ToolContext) -> tuple[Any, str]:
         if not ctx.contexts:
@@ -209,6 +213,7 @@ class Calculate:
     description = "Safe arithmetic, and counts over the knowledge graph."
     Params = CalculateParams
     needs_contexts = False
+    asks_the_model = False
 
     async def run(self, params: CalculateParams, ctx: ToolContext) -> tuple[Any, str]:
         listed: dict[str, list[str]] = {}
@@ -288,6 +293,7 @@ class AnalyzeDependencies:
     description = "Direct and transitive dependencies and dependents of an entity, and the dependency cycles around it."
     Params = AnalyzeDependenciesParams
     needs_contexts = False
+    asks_the_model = False
     max_nodes = 500
 
     async def run(self, params: AnalyzeDependenciesParams, ctx: ToolContext) -> tuple[Any, str]:
@@ -371,6 +377,8 @@ async def run_tool(tools: Mapping[str, Tool], name: str, arguments: Mapping[str,
     try:
         result, summary = await asyncio.wait_for(tool.run(params, ctx), timeout_s)
     except TimeoutError:
+        if tool.asks_the_model and ctx.chat is not None:
+            ctx.chat.gave_up()  # the operator's limit on the call, not the request's: counts for its breaker
         return done(False, error=f"timed out after {timeout_s:g} s")
     except ToolError as exc:
         return done(False, error=str(exc))
