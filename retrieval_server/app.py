@@ -328,7 +328,7 @@ class Application:
                 policy=policy,
                 features=features,
             )
-        read_copy = (lambda source: copy_for_reading(source, None, s.min_free_disk_mb)) if s.read_only else None
+        read_copy = (lambda source: copy_for_reading(source, s.min_free_disk_mb)) if s.read_only else None
         return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy, read_copy=read_copy, features=features)
 
     def _metadata_store(self) -> MetadataStore:
@@ -515,20 +515,22 @@ class Application:
     async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
         self._writable()
         self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
+        # The write's follow-ups (optimize, cache invalidation) run inside it too: close() waits for
+        # them, rather than closing the stores they use.
         async with self._writing():
             report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
-        self.metrics.ingested.inc(len(report.documents))
-        self.metrics.ingest_errors.inc(len(report.errors))
-        if report.documents:
-            self.schedule_optimize()
-            await self._invalidate([d.document_id for d in report.documents if d.replaced])
+            self.metrics.ingested.inc(len(report.documents))
+            self.metrics.ingest_errors.inc(len(report.errors))
+            if report.documents:
+                self.schedule_optimize()
+                await self._invalidate([d.document_id for d in report.documents if d.replaced])
         return report
 
     async def delete(self, document_ids: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
         self._writable()
         async with self._writing():
             deleted, missing = await self.indexer.delete(document_ids)
-        await self._invalidate(deleted)
+            await self._invalidate(deleted)
         return deleted, missing
 
     async def _invalidate(self, document_ids: list[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -11,8 +12,9 @@ import pytest
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
-from retrieval_server.app import metadata_store_for
+from retrieval_server.app import Application, metadata_store_for
 from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource
 from retrieval_server.server import start_server
 
 
@@ -65,3 +67,27 @@ async def test_the_stores_close_only_after_the_document_being_written_is_finishe
         assert await metadata.count_documents() >= 2
     finally:
         await metadata.close()
+
+
+async def test_a_write_s_cache_invalidation_is_part_of_the_write_close_waits_for(tmp_path: Path) -> None:
+    """A replacing ingest drops cached answers after its write; close() waits for that too, rather
+    than closing the cache (and the stores the optimization uses) under it."""
+    application = Application(load_settings(data_dir=tmp_path, metrics_enabled=False))
+    await application.open()
+    source = DocumentSource(filename="a.txt", content=b"Reciprocal rank fusion combines ranked lists.", document_id="a")
+    await application.ingest([source])
+    assert application.cache is not None
+    invalidate = application.cache.invalidate_documents
+    in_write: list[bool] = []
+
+    async def watched(document_ids: list[str]) -> None:
+        in_write.append(bool(application._writes))  # what close() waits for
+        await invalidate(document_ids)
+
+    application.cache.invalidate_documents = watched  # type: ignore[method-assign]
+    try:
+        report = await application.ingest([replace(source, content=b"Rank fusion, second version.")])
+    finally:
+        await application.close()
+    assert [d.document_id for d in report.documents if d.replaced] == ["a"]
+    assert in_write == [True], "the cache was invalidated outside the write close() waits for"
