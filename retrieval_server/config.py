@@ -18,8 +18,8 @@ class Settings(BaseSettings):
     """Every knob of the service. ``Settings()`` reads the environment and validates it."""
 
     # No setting means anything by inf or nan, and the code cannot take them: a grace period of inf
-    # (or of 1e10 s) crashed the supervisor's shutdown (Process.join), a Redis TTL of inf every cache
-    # write, and a rerank threshold of nan kept no score at all; so they are refused as out of range.
+    # (or of 1e10 s) would crash the supervisor's shutdown (Process.join), a Redis TTL of inf every
+    # cache write, and a rerank threshold of nan would keep no score; so they are out of range.
     model_config = SettingsConfigDict(env_prefix="RETRIEVAL_", frozen=True, extra="ignore", allow_inf_nan=False)
 
     # Server
@@ -445,7 +445,9 @@ class Settings(BaseSettings):
 
 #: Settings that say how and where the server runs, not what it answers: they may differ between
 #: the workers and replicas sharing one Redis cache (paths, addresses, credentials, limits on time,
-#: size and resources) without splitting it. Every other setting names the cache's namespace
+#: size and resources) without splitting it. So may those used only around the cache, never in
+#: what it holds (the contexts): GENERATION's router, tools and written answer are decided for each
+#: request, after the cache is read. Every other setting names the cache's namespace
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
     "host", "port", "grace_period_s", "max_message_mb", "workers", "inference_lanes", "processes", "read_only",
@@ -465,6 +467,8 @@ DEPLOYMENT_SETTINGS = frozenset({
     "gemini_api_key", "tool_timeout_s", "cache_backend", "redis_url", "cache_ttl_s", "cache_max_entries",
     "cache_served_answers", "cache_timeout_s", "redis_key_prefix", "write_lease_s", "breaker_failures",
     "breaker_cooldown_s", "store_retries", "store_backoff_s",
+    "llm_router_provider", "llm_router_temperature", "llm_answer_provider", "llm_answer_temperature",
+    "answer_max_sentences", "answer_min_similarity", "answer_max_tokens",
 })
 
 

@@ -501,6 +501,8 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     subs = state.analysis.sub_queries
     per = max(3, state.options.top_k // len(subs))
     flt = state.point_filter
+    # Bounded as the keyword leg bounds the query: a part (a model's line, say) may be of any length.
+    max_terms = deps.settings.keyword.max_terms
     jobs: list[Callable[[], Awaitable[list[VectorHit]]]] = []
     vectors: Sequence[np.ndarray] = []
     if _uses_dense(state.strategy):
@@ -512,8 +514,6 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         if len(vectors):
             jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
         if state.strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
-            # Bounded as the keyword leg bounds the query: a part (a model's line, say) may be of any length.
-            max_terms = deps.settings.keyword.max_terms
             jobs.append(lambda q=sub: deps.vectors.search_sparse(keyword_leg.query_vector(deps.sparse, q, max_terms), per, flt))
     results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
     flat = [h for r in results if not isinstance(r, BaseException) for h in r]
@@ -568,12 +568,14 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
 #: fell back (``analysis:rewrite:llm_failed_used_classical``), the deadline's partial answer. The
 #: server's configuration (no reranker, the rerank budget, HyDE without an LLM) leaves none.
 _FAILURE_MARKS = ("failed", "timeout", "store_error", "deadline:")
+#: GENERATION's stages around the cache: they shape the request's answer, never the contexts cached
+_NOT_CACHED_STAGES = ("router:", "tool:", "answer:")
 
 
 def _transient(tag: str) -> bool:
-    """Whether a passing failure shaped the answer: asked again once it has passed, the request
-    retrieves anew instead of being served that answer for the cache's TTL."""
-    return any(mark in tag for mark in _FAILURE_MARKS)
+    """Whether a passing failure shaped the contexts: asked again once it has passed, the request
+    retrieves anew instead of being served them for the cache's TTL."""
+    return not tag.startswith(_NOT_CACHED_STAGES) and any(mark in tag for mark in _FAILURE_MARKS)
 
 
 async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

@@ -139,6 +139,9 @@ def test_the_answer_fingerprint_follows_what_shapes_answers_not_how_the_server_r
     assert answer_fingerprint(load_settings(port=6000, workers=7, redis_key_prefix="other", data_dir="/elsewhere"), "onnx:abc") == same
     assert answer_fingerprint(worker_settings(base.model_copy(update={"processes": 2}), 1), "onnx:abc") == \
         answer_fingerprint(base.model_copy(update={"processes": 2}), "onnx:abc"), "workers sharing a cache would split it"
+    # GENERATION's answer is written for each request from the cached contexts: its settings do not
+    # shape what the cache holds.
+    assert answer_fingerprint(load_settings(answer_max_tokens=64, llm_answer_temperature=0.9), "onnx:abc") == same
     assert answer_fingerprint(load_settings(rrf_k=61), "onnx:abc") != same
     assert answer_fingerprint(load_settings(parent_leg=False), "onnx:abc") != same
     assert answer_fingerprint(base, "onnx:def") != same
