@@ -79,8 +79,8 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         interceptors=app.tracing.server_interceptors(),
         options=[
             # What a caller may send. Answers are bounded by the server's own limits (top_k_max and
-            # each field's), and capped at this too they failed after all their work once the
-            # request limit was lowered; gRPC sends any size by default.
+            # each field's); capped at this too, a valid request would fail after all its work
+            # whenever the limit is set low. gRPC sends any size by default.
             ("grpc.max_receive_message_length", max_bytes),
             # Only the supervisor's workers share a port (it holds the port for them); a server of its
             # own must fail on a port in use, or the kernel would split connections between two indexes.

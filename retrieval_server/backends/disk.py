@@ -86,11 +86,12 @@ class DiskSpace:
             )
 
 
-def copy_for_reading(source: Path, scratch: Path | None, floor_mb: int) -> Path:
-    """A private copy of a folder to open read-only data from (the engine writes while it loads)."""
+def copy_for_reading(source: Path, floor_mb: int) -> Path:
+    """A private copy of a folder to open read-only data from (the engine writes while it loads), in
+    the process's temporary folder: a worker's is the one its supervisor removes after it exits."""
     import tempfile
 
-    target = Path(tempfile.mkdtemp(prefix="retrieval-readonly-", dir=scratch))
+    target = Path(tempfile.mkdtemp(prefix="retrieval-readonly-"))
     DiskSpace.of([target], floor_mb).check(folder_bytes(source))
     if source.is_dir():
         shutil.copytree(source, target, dirs_exist_ok=True)

@@ -91,7 +91,7 @@ def _load_pdf(src: DocumentSource) -> list[LoadedDocument]:
 def _check_unicode(values: list[str], what: str) -> None:
     """LoadError unless every value is Unicode text. JSON may escape a lone UTF-16 surrogate
     (``\\ud800``), which json.loads turns into a str that the tokenizer, SQLite and UTF-8 encoding
-    all refuse, each with its own exception, after the file was accepted: the whole request failed."""
+    all refuse later, each with its own exception: the whole request would fail, not the row."""
     for value in values:
         try:
             value.encode("utf-8")

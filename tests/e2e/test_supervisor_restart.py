@@ -45,7 +45,8 @@ class _Serving:
 
     def wait(self, n: int) -> list[int] | None:
         with self._changed:
-            self._changed.wait_for(lambda: len(self.pids) >= n or self._ended)
+            # The timeout only turns a hung server into a failure instead of a stalled suite.
+            self._changed.wait_for(lambda: len(self.pids) >= n or self._ended, timeout=600)
             return self.pids[:n] if len(self.pids) >= n else None
 
     def join(self) -> None:
