@@ -47,7 +47,10 @@ class Authenticator(Protocol):
     #: the metadata keys it takes the caller's identity from
     reads: frozenset[str]
 
-    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity: ...
+    async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        """The caller; ``metadata()`` reads the call's metadata, refusing a key of :attr:`reads`
+        sent twice (read only once the caller may name itself at all)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -79,8 +82,8 @@ class HeaderAuthenticator:
     def __init__(self) -> None:
         self._identities = HeaderIdentities()
 
-    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
-        return self._identities(metadata)
+    async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        return self._identities(metadata())
 
     async def close(self) -> None:
         return None
@@ -105,15 +108,17 @@ class GatewayAuthenticator:
         self._peers = frozenset(peers)
         self._identities = HeaderIdentities(verified_by="gateway")
 
-    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+    async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        # Who sent the headers before what they say: a peer that is no gateway is refused as such,
+        # however its headers are formed.
         if not peer_names(context) & self._peers:
-            if required or USER_ID_HEADER in metadata or ROLE_HEADER in metadata:
+            if required or any(k.lower() in _IDENTITY_HEADERS for k, _ in context.invocation_metadata() or ()):
                 raise Unauthenticated(
                     "this service takes calls through its gateway only: the client certificate is not one of the allowed gateways",
                     "PEER_NOT_ALLOWED",
                 )
             return Identity()
-        return self._identities(metadata)
+        return self._identities(metadata())
 
     async def close(self) -> None:
         return None
@@ -161,8 +166,8 @@ class JwtAuthenticator:
         # An authenticated caller without a recognised role is a USER.
         return max(roles, key=_PRIVILEGE.__getitem__, default=Role.USER)
 
-    async def identify(self, metadata: Mapping[str, str], context: grpc.aio.ServicerContext, required: bool) -> Identity:
-        header = metadata.get("authorization", "")
+    async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        header = metadata().get("authorization", "")
         if not header:
             if required:
                 raise Unauthenticated("this RPC needs 'authorization: Bearer <token>' metadata", "TOKEN_MISSING")
@@ -218,7 +223,7 @@ class Authenticate:
     def _verifier(self, required: bool) -> Callable[[grpc.aio.ServicerContext], Awaitable[None]]:
         async def verify(context: grpc.aio.ServicerContext) -> None:
             try:
-                identity = await self._auth.identify(_metadata(context, self._auth.reads), context, required)
+                identity = await self._auth.identify(lambda: _metadata(context, self._auth.reads), context, required)
             except ServiceError as exc:  # UNAUTHENTICATED, INVALID_ARGUMENT (a malformed header), UNAVAILABLE (no keys)
                 await context.abort_with_status(status_of(exc))
             _current.set(identity)

@@ -269,6 +269,16 @@ async def test_gateway_headers_are_trusted_from_allowed_peers_only(tmp_path: Pat
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await client.query(QUESTION, top_k=5)
                 assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "PEER_NOT_ALLOWED"
+        # Who sends identity headers comes before how they are formed: the intruder's repeated header
+        # is refused for the intruder, not as a malformed request.
+        intruder_tls = Tls(ca=ca.ca, cert=intruder.cert, key=intruder.key)
+        async with grpc.aio.secure_channel(target, intruder_tls.credentials(), options=intruder_tls.options()) as channel:
+            from retrieval.v1 import retrieval_pb2_grpc
+
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Query(pb.QueryRequest(query=QUESTION), metadata=(("x-user-role", "USER"), ("x-user-role", "ADMIN")))
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "PEER_NOT_ALLOWED"
 
 
 # --- errors a program can read, and the audit log -----------------------------------------------
