@@ -20,6 +20,16 @@ MAX_CHARS = 500
 MAX_NODES = 200
 MAX_EXPONENT = 1000
 MAX_MAGNITUDE = 1e300
+#: digits ``round`` may be asked for: past a float's range the answer is the number or 0, while
+#: CPython would compute ``10 ** ndigits`` first, holding the event loop for as long as that takes
+MAX_ROUND_DIGITS = 308
+
+
+def _round(number: Any, ndigits: Any = None) -> Any:
+    if isinstance(ndigits, int) and abs(ndigits) > MAX_ROUND_DIGITS:
+        raise ValueError(f"ndigits must be between -{MAX_ROUND_DIGITS} and {MAX_ROUND_DIGITS}")
+    return round(number) if ndigits is None else round(number, ndigits)
+
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -33,7 +43,7 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 MATH: dict[str, Callable[..., Any]] = {
     "abs": abs,
-    "round": round,
+    "round": _round,
     "min": min,
     "max": max,
     "sqrt": math.sqrt,

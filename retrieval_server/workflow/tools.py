@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -335,10 +336,9 @@ class AnalyzeDependencies:
             if transitive:
                 part += f" and {_listing([n for n, _ in transitive])} transitively"
             summary_parts.append(part)
-        cycles = [
-            [names.get(k, k) for k in cycle]
-            for cycle in nx.simple_cycles(g, length_bound=params.max_depth + 1)
-        ][:20]
+        # The first 20 only, as they come: a dense graph has more cycles than the tool's time allows
+        # to list, and the generator runs on the event loop, where the tool timeout cannot stop it.
+        cycles = [[names.get(k, k) for k in cycle] for cycle in itertools.islice(nx.simple_cycles(g, length_bound=params.max_depth + 1), 20)]
         result["cycles"] = sorted(cycles)
         summary = "; ".join(summary_parts)
         summary += f"; {len(cycles)} dependency cycle{'s' if len(cycles) != 1 else ''}" + (

@@ -57,6 +57,7 @@ def test_functions_constants_and_awaitables() -> None:
     assert asyncio.run(evaluate("sqrt(16) + max(1, 2, 3) * round(2.6)")) == 13.0
     assert asyncio.run(evaluate('count("abc") + count("ab", kind="SERVICE")', {"count": count})) == 15
     assert asyncio.run(evaluate("2 ** 10 - pi * 0")) == 1024
+    assert asyncio.run(evaluate("round(1234.5678, 2) + round(1234, -2) + round(5, -308)")) == 1234.57 + 1200
 
 
 @pytest.mark.parametrize(
@@ -76,6 +77,8 @@ def test_functions_constants_and_awaitables() -> None:
         ("1 + " * 300 + "1", "longer than"),
         ("True + 1", "only numbers"),
         ("abs(**{})", "not allowed"),
+        # CPython computes 10 ** 10 ** 7 for this, holding the event loop for seconds
+        ("round(7, -10 ** 7)", "ndigits must be between"),
     ],
 )
 def test_rejects_what_is_not_arithmetic(expression: str, why: str) -> None:
