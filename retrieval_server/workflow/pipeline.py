@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from retrieval_server.domain import AccessFilter, DeadlineExceeded, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
+from retrieval_server.knowledge import Answer, Route
 from retrieval_server.workflow import assistant, nodes, routers
 from retrieval_server.workflow.graph import END, Graph, Observer
 from retrieval_server.workflow.state import EventSink, QueryState, WorkflowDeps
@@ -93,8 +94,9 @@ class QueryPipeline:
         state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold, events=events)
         state = await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select", on_stage=events)
         state.metrics.total_ms = (time.perf_counter() - t0) * 1e3
-        if "deadline:partial_results" in state.metrics.degraded and not state.contexts and state.answer is None:
-            # Partial results are worth returning; an empty answer is not an answer.
+        if "deadline:partial_results" in state.metrics.degraded and not state.contexts and not _answered_without_contexts(state.answer):
+            # Partial results are worth returning; an empty answer is not an answer, nor is
+            # GENERATION's "the documents do not answer this" when nothing was searched.
             raise DeadlineExceeded(
                 f"the deadline passed after {state.metrics.total_ms:.0f} ms, before any context was found: allow more time"
             )
@@ -130,3 +132,8 @@ class QueryPipeline:
                 )
             )
         return out
+
+
+def _answered_without_contexts(answer: Answer | None) -> bool:
+    """A GENERATION answer that stands without contexts: a direct answer, or one from a tool's result."""
+    return answer is not None and (answer.route is Route.DIRECT_ANSWER or any(t.success for t in answer.tool_results))

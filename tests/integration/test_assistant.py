@@ -20,7 +20,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.llm import AnthropicChat, GeminiChat, OpenAICompatibleChat
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, AccessFilter, ChildChunk, DocumentSource, Identity, Mode, ParentChunk, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, AccessFilter, ChildChunk, DeadlineExceeded, DocumentSource, Identity, Mode, ParentChunk, QueryOptions, Role, Strategy
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
 from retrieval_server.knowledge import Route, RouteDecision, ToolCall
 from retrieval_server.workflow.answer import UNSUPPORTED
@@ -318,6 +318,14 @@ async def test_an_answer_the_model_is_still_writing_at_the_deadline_is_answered_
             await model.close()
     assert r.contexts and r.answer is not None and r.answer.extractive and r.answer.supported
     assert "answer:deadline_used_extractive" in r.metrics.degraded and "answer:llm_failed_used_extractive" not in r.metrics.degraded
+
+
+async def test_a_generation_request_whose_deadline_passed_before_retrieval_is_deadline_exceeded(app: Application) -> None:
+    """Nothing was searched: "the documents do not answer this" would be a false statement about them."""
+    answerable = _ask("What does AuthSvc handle?", top_k=3)
+    assert (await app.pipeline.query(answerable)).answer.supported  # type: ignore[union-attr]
+    with pytest.raises(DeadlineExceeded):
+        await app.pipeline.query(dataclasses.replace(answerable, deadline=time.monotonic()))
 
 
 async def test_a_model_summary_cut_by_the_tool_timeout_counts_against_the_model(app: Application) -> None:
