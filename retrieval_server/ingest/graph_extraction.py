@@ -233,11 +233,11 @@ class LlmGraphExtractor:
                     temperature=self._temperature,
                     max_tokens=1024,
                 )
-            graph = parse_llm_graph(answer, parent.content)
+            facts = _facts_from_llm(parse_llm_graph(answer, parent.content), parent.content)
         except Exception as exc:
             log.warning("LLM graph extraction failed for %s (%s); using the classical extractor", parent.parent_chunk_id, exc)
             return self._fallback.parent_facts(parent), False
-        return _facts_from_llm(graph, parent.content), True
+        return facts, True
 
     async def extract(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph:
         results = await asyncio.gather(*(self._parent(p) for p in parents))
@@ -254,11 +254,18 @@ def _facts_from_llm(graph: _LlmGraph, text: str) -> list[_SentenceFacts]:
         return []
     pattern = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(n) for n in sorted(types, key=len, reverse=True)) + r")(?!\w)", re.I)
     canonical = {n.lower(): n for n in types}
+
+    def named(found: str) -> str:
+        # The pattern's case-insensitive match and str.lower() disagree on a few letters (a dotted
+        # capital I, a long s): then the name is the one whose own pattern matches.
+        return canonical.get(found.lower()) or next(n for n in types if re.fullmatch(re.escape(n), found, re.I))
+
     out: list[_SentenceFacts] = []
     for sentence in sentences_of(text):
         mentions = [
-            Mention(m.start(), m.end(), m.group(0), entity_key(canonical[m.group(0).lower()]), types[canonical[m.group(0).lower()]], CUE)
+            Mention(m.start(), m.end(), m.group(0), entity_key(name), types[name], CUE)
             for m in pattern.finditer(sentence)
+            for name in (named(m.group(0)),)
         ]
         out.append(_SentenceFacts(sentence, [m for m in mentions if m.key]))
     for r in graph.relations:

@@ -441,3 +441,24 @@ async def test_llm_extraction_is_validated_and_falls_back_per_chunk() -> None:
     assert names["Billing Core"].chunk_ids == ("d#p0c0",)
     stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation.value != "CO_OCCURS"}
     assert stated == {("billingcore", "USES", "ledger"), ("projectalpha", "DEPENDS_ON", "authsvc")}
+
+
+async def test_llm_names_whose_case_folds_differently_are_located() -> None:
+    """re's case-insensitive match and str.lower() disagree on a dotted capital I: the text's
+    "Izmir Gateway" matches the model's "İzmir Gateway", whose lower case is another string. The
+    mention is the model's entity; a document's graph is not lost to a KeyError."""
+    answer = json.dumps({"entities": [{"name": "İzmir Gateway", "type": "SERVICE"}, {"name": "Billing", "type": "SERVICE"}],
+                         "relations": [{"source": "İzmir Gateway", "target": "Billing", "type": "CALLS"}]})
+    text = "İzmir Gateway calls Billing. The Izmir Gateway is fast."
+    parents = [ParentChunk("d#p0", "d", 0, text, 12)]
+    children = [ChildChunk("d#p0c0", "d#p0", "d", 0, 0, text, 12)]
+    with json_server(lambda path, body: (200, {"choices": [{"message": {"content": answer}}]})) as server:
+        model = _model(server.url)
+        try:
+            g = await LlmGraphExtractor(model, ClassicalGraphExtractor()).extract(parents, children)
+        finally:
+            await model.close()
+    assert g.extractor == "llm:openai:test-model"
+    names = {e.name: e for e in g.entities}
+    assert names["İzmir Gateway"].mentions == 2
+    assert {(r.source, r.relation.value, r.target) for r in g.relations if r.relation.value == "CALLS"} == {("izmirgateway", "CALLS", "billing")}
