@@ -223,38 +223,51 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         else None
     )
     graph_search = asyncio.ensure_future(graph_leg(state, deps)) if uses_graph(state, deps) else None
-    legs = await _run_legs(state, deps, jobs)
-    update: dict[str, Any] = {}
-    vectors = await embedding if embedding is not None else None
-    if embedding is not None and vectors is None:
-        # An embedding failure degrades to keyword search instead of failing the request.
-        _degrade(state, "dense:embedding_failed")
-        legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in (*DENSE_GRANULARITIES, query_windows.KIND)}
-        if not keyword:
-            legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
+    try:
+        legs = await _run_legs(state, deps, jobs)
+        update: dict[str, Any] = {}
+        vectors = await embedding if embedding is not None else None
+        if embedding is not None and vectors is None:
+            # An embedding failure degrades to keyword search instead of failing the request.
+            _degrade(state, "dense:embedding_failed")
+            legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in (*DENSE_GRANULARITIES, query_windows.KIND)}
+            if not keyword:
+                legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
+            if metadata_search is not None:
+                _abandon_legs(metadata_search)
+                metadata_search = None
+            update["strategy"] = Strategy.KEYWORD
+        elif vectors is not None:
+            update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1 : len(vectors) - state.windows]
+        children = {k: v for k, v in legs.items() if k not in ("parent:0", "document:0")}
+        for coarse in ("parent:0", "document:0"):
+            if coarse in legs:
+                legs[coarse] = parent_leg.as_children(legs[coarse], children)
         if metadata_search is not None:
-            metadata_search.cancel()
-            metadata_search = None
-        update["strategy"] = Strategy.KEYWORD
-    elif vectors is not None:
-        update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1 : len(vectors) - state.windows]
-    children = {k: v for k, v in legs.items() if k not in ("parent:0", "document:0")}
-    for coarse in ("parent:0", "document:0"):
-        if coarse in legs:
-            legs[coarse] = parent_leg.as_children(legs[coarse], children)
-    if metadata_search is not None:
-        try:
-            legs["metadata"] = await _metadata_leg(await metadata_search, deps, legs)
-        except Exception:
-            log.error("metadata leg failed", exc_info=True)
-            _degrade(state, "metadata:store_error")
-    graph_update = await _collect_graph(graph_search, state, legs) if graph_search is not None else {}
-    relevance = dict(state.dense_relevance)
-    for leg, hits in legs.items():
-        if leg.startswith("dense:"):
-            for h in hits:
-                relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
-    return {**update, "legs": legs, "dense_relevance": relevance, **graph_update}
+            try:
+                legs["metadata"] = await _metadata_leg(await metadata_search, deps, legs)
+            except Exception:
+                log.error("metadata leg failed", exc_info=True)
+                _degrade(state, "metadata:store_error")
+        graph_update = await _collect_graph(graph_search, state, legs) if graph_search is not None else {}
+        relevance = dict(state.dense_relevance)
+        for leg, hits in legs.items():
+            if leg.startswith("dense:"):
+                for h in hits:
+                    relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
+        return {**update, "legs": legs, "dense_relevance": relevance, **graph_update}
+    finally:
+        # A request cancelled (its caller gone, its deadline passed) or failed while its legs ran:
+        # the legs started beside them are not left spending the model and the stores on nobody.
+        _abandon_legs(embedding, metadata_search, graph_search)
+
+
+def _abandon_legs(*legs: asyncio.Future[Any] | None) -> None:
+    for leg in legs:
+        if leg is not None and not leg.done():
+            leg.cancel()
+            # Its outcome is read when it comes, or asyncio would log an error nobody read.
+            leg.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def _after_embedding(

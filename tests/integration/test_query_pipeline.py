@@ -543,6 +543,52 @@ async def test_store_error_is_retried_then_degrades_to_partial_results(app: Appl
     assert _docs(r)[0] == "cooking"  # the keyword and metadata legs still answered
 
 
+class _HeldUntilCancelled:
+    """Wraps a dependency: ``name`` waits until cancelled, and says when it started and when it was."""
+
+    def __init__(self, inner: Any, name: str, started: asyncio.Event, cancelled: list[str]) -> None:
+        self._inner, self._name, self._started, self._cancelled = inner, name, started, cancelled
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr != self._name:
+            return getattr(self._inner, attr)
+
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            self._started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self._cancelled.append(self._name)
+                raise
+
+        return held
+
+
+async def test_a_cancelled_query_cancels_the_legs_started_beside_its_searches(app: Application) -> None:
+    """The caller went away (or its deadline passed): its embedding, metadata search and graph
+    match stop with it instead of spending the model and the stores on nobody."""
+    deps = app.pipeline.deps
+    assert deps.graph is not None
+    cancelled: list[str] = []
+    started = {name: asyncio.Event() for name in ("embed", "search_documents", "match", "search_sparse")}
+    p = pipeline(
+        app,
+        embedder=_HeldUntilCancelled(deps.embedder, "embed", started["embed"], cancelled),
+        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", started["search_documents"], cancelled),
+        graph=_HeldUntilCancelled(deps.graph, "match", started["match"], cancelled),
+        vectors=_HeldUntilCancelled(deps.vectors, "search_sparse", started["search_sparse"], cancelled),
+    )
+    request = asyncio.ensure_future(p.query(QueryOptions("How long should tomato sauce simmer?", 3, strategy=Strategy.HYBRID, use_cache=False)))
+    for event in started.values():
+        await event.wait()
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    for _ in range(10):  # each leg hears of its cancellation at its next step
+        await asyncio.sleep(0)
+    assert sorted(cancelled) == ["embed", "match", "search_documents", "search_sparse"]
+
+
 async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Application) -> None:
     with pytest.raises(DeadlineExceeded, match="before any context was found"):
         await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
