@@ -24,7 +24,7 @@ from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
-from scoring_core import dedup_by_key, group_by_parent, threshold_with_fallback
+from scoring_core import group_by_parent, threshold_with_fallback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -510,7 +510,7 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Every sub-query searched in parallel, flattened, deduplicated, fused by RRF with the main results."""
+    """Every sub-query searched in parallel, its lists fused by RRF into one, which is fused by RRF with the main results."""
     subs = state.analysis.sub_queries
     per = max(3, state.options.top_k // len(subs))
     flt = state.point_filter
@@ -529,15 +529,15 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         if state.strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
             jobs.append(lambda q=sub: deps.vectors.search_sparse(keyword_leg.query_vector(deps.sparse, q, max_terms), per, flt))
     results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
-    flat = [h for r in results if not isinstance(r, BaseException) for h in r]
+    lists = [r for r in results if not isinstance(r, BaseException) and r]
     if any(isinstance(r, BaseException) for r in results):
         _degrade(state, "sub_queries:store_error")
     state.metrics.decomposition_used = True
-    if flat:
-        codes: dict[str, int] = {}
-        keys = np.asarray([codes.setdefault(h.chunk_id, len(codes)) for h in flat], dtype=np.int64)
-        kept = dedup_by_key(keys, np.asarray([h.score for h in flat], dtype=np.float32))
-        sub_hits = [flat[i] for i in kept]
+    if lists:
+        # Flattened and deduplicated by rank, not by raw score: cosines (at most 1) and BM25 scores
+        # (5-20) are on scales no comparison of the two means anything on. The sub-queries' list
+        # then weighs as much as the main results, however many parts the query had.
+        sub_hits = rank_fusion.fuse_lists(lists, [1.0] * len(lists), deps.settings, Fusion.RRF, state.pool)
         fused = rank_fusion.fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
     else:
         fused = state.fused
