@@ -139,21 +139,22 @@ class _OutOfTime(Exception):
 
 
 async def _ask(
-    chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, time_left: float | None
+    chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, time_left: float | None,
+    sent: list[str],
 ) -> str:
-    """The model's text, streamed to a streaming caller as it arrives, within ``time_left`` seconds
-    (the request's deadline: past it the caller is gone, and with it everything retrieved)."""
+    """The model's text, streamed to a streaming caller as it arrives (each piece sent is added to
+    ``sent``), within ``time_left`` seconds (the request's deadline: past it the caller is gone,
+    and with it everything retrieved)."""
     max_tokens = deps.settings.answer_max_tokens
     limit = asyncio.timeout(time_left)
     try:
         async with limit:
             if state.events is None:
                 return await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens)
-            pieces = []
             async for token in chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens):
-                pieces.append(token)
+                sent.append(token)
                 state.events(token)
-            return "".join(pieces)
+            return "".join(sent)
     except TimeoutError as exc:
         if not limit.expired():
             raise
@@ -173,11 +174,12 @@ async def write_answer(
     if route is Route.DIRECT_ANSWER:
         return await _direct(state, deps, chat, temperature, time_left)
     degraded: list[str] = []
+    sent: list[str] = []
     if chat is not None:
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                time_left,
+                time_left, sent,
             )
         except Exception as exc:
             log.warning("answer generation failed (%s); answering extractively", exc)
@@ -186,7 +188,10 @@ async def write_answer(
             outcome = _checked(text, state, chat.name, route, tools, degraded)
             if outcome is not None:
                 return outcome
-    answer = await _extractive(state, deps, route, tools)
+    # Once the model's text has reached a streaming caller, the pieces sent are the text as the
+    # model wrote it (StreamQueryResponse.answer_delta); its replacement arrives as the final
+    # response's Answer.text, not as more pieces run on after the rejected ones.
+    answer = await _extractive(state, deps, route, tools, stream=not sent)
     return AnswerOutcome(answer, tuple(degraded))
 
 
@@ -207,22 +212,25 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     return AnswerOutcome(answer, tuple(degraded))
 
 
-async def _direct(state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None) -> AnswerOutcome:
+async def _direct(
+    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None, stream: bool = True
+) -> AnswerOutcome:
     if chat is not None:
+        sent: list[str] = []
         try:
-            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, time_left)).strip()
+            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, time_left, sent)).strip()
             sentence = AnswerSentence(text)
             return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name))
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
-            outcome = await _direct(state, deps, None, temperature, None)
+            outcome = await _direct(state, deps, None, temperature, None, stream=not sent)
             return AnswerOutcome(outcome.answer, (_fallback_reason(exc),))
-    if state.events is not None:
+    if state.events is not None and stream:
         state.events(DIRECT)
     return AnswerOutcome(Answer(DIRECT, (AnswerSentence(DIRECT),), (), Route.DIRECT_ANSWER, True, True, "extractive"))
 
 
-async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools: tuple[ToolResult, ...]) -> Answer:
+async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools: tuple[ToolResult, ...], stream: bool = True) -> Answer:
     contexts = state.contexts
     sentences: list[AnswerSentence] = []
     for t in tools:
@@ -241,7 +249,7 @@ async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools
     if not supported:
         sentences.insert(0, AnswerSentence(UNSUPPORTED))
     text = render(sentences)
-    if state.events is not None:
+    if state.events is not None and stream:
         for i, s in enumerate(sentences):
             state.events((" " if i else "") + render([s]))
     return Answer(text, tuple(sentences), citations_for(sentences, contexts), route, True, supported, "extractive", tools)

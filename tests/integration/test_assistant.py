@@ -389,6 +389,22 @@ async def test_streamed_tokens_reach_the_caller(app: Application) -> None:
     assert r.answer is not None and r.answer.text == "AuthSvc is maintained by Alice Chen [1]."
 
 
+async def test_a_streamed_answer_the_check_replaces_is_replaced_by_the_final_response_only(app: Application) -> None:
+    """The pieces streamed are the text as the model wrote it; when the citation check rejects it,
+    the extractive replacement is the final response's text, not more pieces run on after the
+    rejected ones (which a chat UI would show as one answer)."""
+    text = "It is maintained by someone, I believe."  # cites nothing: replaced
+    events: list[Any] = []
+    with json_server(_llm({"numbered contexts": text})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append)
+        finally:
+            await model.close()
+    assert "answer:uncited_used_extractive" in r.metrics.degraded and r.answer is not None and r.answer.extractive
+    assert "".join(e for e in events if isinstance(e, str)) == text
+
+
 @pytest.mark.parametrize("protocol", ["anthropic", "gemini"])
 async def test_streaming_over_the_other_protocols(protocol: str) -> None:
     tokens = ["Auth", "Svc is ", "maintained [1]."]
