@@ -373,17 +373,24 @@ async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: 
         assert "router:llm_failed_used_rules" in r.metrics.degraded and r.metrics.route.route is Route.DIRECT_ANSWER  # type: ignore[union-attr]
 
 
-async def test_streamed_tokens_reach_the_caller(app: Application) -> None:
-    text = "AuthSvc is maintained by Alice Chen [1]."
+async def _streamed(app: Application, model_text: str) -> tuple[Any, list[Any], list[tuple[str, dict[str, Any]]]]:
+    """A streaming GENERATION query whose model writes ``model_text``: the result, the events
+    the caller heard, and the requests the model server got."""
     events: list[Any] = []
-    with json_server(_llm({"numbered contexts": text})) as server:
+    with json_server(_llm({"numbered contexts": model_text})) as server:
         model = _model(server.url)
         try:
             r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append)
         finally:
             await model.close()
+    return r, events, server.requests
+
+
+async def test_streamed_tokens_reach_the_caller(app: Application) -> None:
+    text = "AuthSvc is maintained by Alice Chen [1]."
+    r, events, requests = await _streamed(app, text)
     tokens = [e for e in events if isinstance(e, str)]
-    assert len(tokens) > 3 and "".join(tokens) == text and server.requests[0][1]["stream"] is True
+    assert len(tokens) > 3 and "".join(tokens) == text and requests[0][1]["stream"] is True
     stages = [e.stage for e in events if not isinstance(e, str)]
     assert stages == _stages(r)  # every stage, as it finished, in order
     assert r.answer is not None and r.answer.text == "AuthSvc is maintained by Alice Chen [1]."
@@ -394,13 +401,7 @@ async def test_a_streamed_answer_the_check_replaces_is_replaced_by_the_final_res
     the extractive replacement is the final response's text, not more pieces run on after the
     rejected ones (which a chat UI would show as one answer)."""
     text = "It is maintained by someone, I believe."  # cites nothing: replaced
-    events: list[Any] = []
-    with json_server(_llm({"numbered contexts": text})) as server:
-        model = _model(server.url)
-        try:
-            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append)
-        finally:
-            await model.close()
+    r, events, _ = await _streamed(app, text)
     assert "answer:uncited_used_extractive" in r.metrics.degraded and r.answer is not None and r.answer.extractive
     assert "".join(e for e in events if isinstance(e, str)) == text
 
@@ -431,6 +432,17 @@ async def test_streaming_over_the_other_protocols(protocol: str) -> None:
 # --- LLM graph extraction ------------------------------------------------------------------------------
 
 
+async def _extracted(handle: Any, parents: list[ParentChunk]) -> Any:
+    """The graph an LLM extractor makes of ``parents`` (one child each) through a model server answering with ``handle``."""
+    children = [ChildChunk(f"{p.parent_chunk_id}c{i}", p.parent_chunk_id, "d", i, p.chunk_index, p.content, p.tokens) for i, p in enumerate(parents)]
+    with json_server(handle) as server:
+        model = _model(server.url)
+        try:
+            return await LlmGraphExtractor(model, ClassicalGraphExtractor()).extract(parents, children)
+        finally:
+            await model.close()
+
+
 async def test_llm_extraction_is_validated_and_falls_back_per_chunk() -> None:
     good = json.dumps({"entities": [{"name": "Billing Core", "type": "SERVICE"}, {"name": "Ledger", "type": "SERVICE"}],
                        "relations": [{"source": "Billing Core", "target": "Ledger", "type": "USES"}]})
@@ -444,13 +456,7 @@ async def test_llm_extraction_is_validated_and_falls_back_per_chunk() -> None:
         ParentChunk("d#p0", "d", 0, "Billing Core writes every invoice to the Ledger.", 12),
         ParentChunk("d#p1", "d", 1, "ProjectAlpha depends on AuthSvc.", 8),
     ]
-    children = [ChildChunk(f"{p.parent_chunk_id}c{i}", p.parent_chunk_id, "d", i, p.chunk_index, p.content, p.tokens) for i, p in enumerate(parents)]
-    with json_server(handle) as server:
-        model = _model(server.url)
-        try:
-            g = await LlmGraphExtractor(model, ClassicalGraphExtractor()).extract(parents, children)
-        finally:
-            await model.close()
+    g = await _extracted(handle, parents)
     assert g.extractor == "llm:openai:test-model+classical"
     names = {e.name: e for e in g.entities}
     assert {"Billing Core", "Ledger", "ProjectAlpha", "AuthSvc"} <= set(names)  # the model's names, and the fallback's
@@ -466,14 +472,7 @@ async def test_llm_names_whose_case_folds_differently_are_located() -> None:
     answer = json.dumps({"entities": [{"name": "İzmir Gateway", "type": "SERVICE"}, {"name": "Billing", "type": "SERVICE"}],
                          "relations": [{"source": "İzmir Gateway", "target": "Billing", "type": "CALLS"}]})
     text = "İzmir Gateway calls Billing. The Izmir Gateway is fast."
-    parents = [ParentChunk("d#p0", "d", 0, text, 12)]
-    children = [ChildChunk("d#p0c0", "d#p0", "d", 0, 0, text, 12)]
-    with json_server(lambda path, body: (200, {"choices": [{"message": {"content": answer}}]})) as server:
-        model = _model(server.url)
-        try:
-            g = await LlmGraphExtractor(model, ClassicalGraphExtractor()).extract(parents, children)
-        finally:
-            await model.close()
+    g = await _extracted(lambda path, body: (200, {"choices": [{"message": {"content": answer}}]}), [ParentChunk("d#p0", "d", 0, text, 12)])
     assert g.extractor == "llm:openai:test-model"
     names = {e.name: e for e in g.entities}
     assert names["İzmir Gateway"].mentions == 2
