@@ -30,6 +30,9 @@ _META = re.compile(r"^(?:who are you|what are you|what can you do|help|how do i 
 _ARITHMETIC = re.compile(
     r"^(?:what is|what's|compute|calculate|evaluate|how much is)?\s*(?P<expr>[\d\s.+\-*/%()^]*\d[\d\s.+\-*/%()^]*)\s*\??$", re.I
 )
+#: what reads as arithmetic but is a date, or a code with leading zeros (which Python's arithmetic refuses anyway):
+#: "what is 2024-01-15?" is a question for the documents
+_NOT_ARITHMETIC = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|(?<![\d.])0\d")
 _HOW_MANY_DEPEND_ON = re.compile(
     r"\bhow many\s+(?P<type>[a-z]+)?\s*(?:\w+\s+)?(?:depend|rely|relies|use|call|need)s?\s+(?:up)?on\b|"
     r"\bhow many\s+(?P<type2>[a-z]+)?\s*(?:use|call|need)s?\b",
@@ -71,7 +74,7 @@ class RuleRouter:
         if _GREETING.match(text) or _META.match(text):
             return RouteDecision(Route.DIRECT_ANSWER, reason="a greeting or a question about the assistant itself")
         arithmetic = _ARITHMETIC.match(text)
-        if arithmetic and re.search(r"[+\-*/%^]", arithmetic.group("expr")):
+        if arithmetic and re.search(r"[+\-*/%^]", arithmetic.group("expr")) and not _NOT_ARITHMETIC.search(arithmetic.group("expr")):
             expr = arithmetic.group("expr").replace("^", "**").strip()
             return RouteDecision(Route.TOOL, (ToolCall("calculate", {"expression": expr}),), "an arithmetic expression")
         entity = matches[0] if matches else None
