@@ -89,10 +89,10 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         _degrade(state, "cache:unavailable")
         return {}
     if answer is None or not await _still_current(answer, state, deps):
-        return {"query_vector": vector}
+        return {"query_vector": vector, "cache_vector": vector}
     state.metrics.cache_hit = True
     state.metrics.strategy_used = answer.strategy
-    return {"query_vector": vector, "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+    return {"query_vector": vector, "cache_vector": vector, "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
 
 
 async def _still_current(answer: CachedAnswer, state: QueryState, deps: WorkflowDeps) -> bool:
@@ -601,9 +601,15 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         # Cannot happen while every leg applies the filter; if it ever does, never spread it further.
         log.error("an answer cites a document outside its access filter; not cached")
         return {}
+    # Keyed by the caller's query, by its text and its own vector: the query_vector retrieve used
+    # is the rewritten query's when analysis rewrote it, which a later caller's query is never
+    # compared with. Without a vector of its own (an embedding failed) the entry matches exactly only.
+    vector = state.cache_vector
+    if vector is None and state.analysis.rewritten in (None, state.options.query):
+        vector = state.query_vector
     try:
         await deps.cache.store(
-            state.options.query, state.query_vector, cache_config(state.options), access.partition, CachedAnswer(tuple(state.contexts), state.strategy)
+            state.options.query, vector, cache_config(state.options), access.partition, CachedAnswer(tuple(state.contexts), state.strategy)
         )
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)

@@ -115,7 +115,10 @@ class QueryState:
     iteration: int = 0
     pool: int = 0
     rerank_threshold: float = 0.3
+    #: the dense legs' query vector: the rewritten query's once retrieve has run
     query_vector: np.ndarray | None = None
+    #: the caller's query's own vector (check_cache's), which the cache keys its answer by
+    cache_vector: np.ndarray | None = None
     analysis: Analysis = field(default_factory=Analysis)
     variant_vectors: list[np.ndarray] = field(default_factory=list)
     #: what retrieve embeds for the dense legs: the (rewritten) query unless its vector is known, then the variants,

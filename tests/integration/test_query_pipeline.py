@@ -543,6 +543,29 @@ async def test_store_error_is_retried_then_degrades_to_partial_results(app: Appl
     assert _docs(r)[0] == "cooking"  # the keyword and metadata legs still answered
 
 
+async def test_a_rewritten_query_is_cached_under_its_own_vector(app: Application) -> None:
+    """The cache compares a later caller's query with the query asked, not with what analysis
+    rewrote it to: the entry is stored under the asked query's own embedding."""
+    stored: list[tuple[str, Any]] = []
+    cache = MemoryCache(app.embedder.dim, app.executor)
+    store = cache.store
+
+    async def recording(query: str, vector: Any, *args: Any) -> None:
+        stored.append((query, vector))
+        await store(query, vector, *args)
+
+    cache.store = recording  # type: ignore[method-assign]
+    asked = "how long to simmer tomato sauce"
+    p = pipeline(app, cache=cache, analyzer=ClassicalAnalyzer({"simmer": "cook gently just below boiling"}))
+    r = await p.query(QueryOptions(asked, 2, strategy=Strategy.HYBRID))
+    assert not r.cached
+    [(query, vector)] = stored
+    own, rewritten = await app.embedder.embed([asked, "how long to simmer (cook gently just below boiling) tomato sauce"])
+    assert query == asked and vector is not None
+    assert float(np.dot(vector, own)) > 0.9999 and float(np.dot(vector, rewritten)) < 0.999
+    assert (await p.query(QueryOptions("How long to simmer tomato sauce?", 2, strategy=Strategy.HYBRID))).cached
+
+
 class _HeldUntilCancelled:
     """Wraps a dependency: ``name`` waits until cancelled, and says when it started and when it was."""
 
