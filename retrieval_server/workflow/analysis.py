@@ -12,12 +12,13 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from retrieval_server.backends.llm import ChatModel
+from retrieval_server.workflow.abandon import abandon
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -151,9 +152,9 @@ async def analyze(
     try:
         _, pending = await asyncio.wait(tasks.values(), timeout=total_timeout_s)
     except BaseException:
-        _abandon(tasks.values())  # the request was cancelled (its caller went away): so is its analysis
+        abandon(tasks.values())  # the request was cancelled (its caller went away): so is its analysis
         raise
-    _abandon(pending)
+    abandon(pending)
     timed_out = []
     for name, task in tasks.items():
         if task in pending:
@@ -182,19 +183,6 @@ async def analyze(
     if timed_out:
         analyzer.timed_out(timed_out)
     return result
-
-
-def _abandon(tasks: Iterable[asyncio.Future[object]]) -> None:
-    """Cancel ``tasks``; each outcome is read when it comes (a technique may still end with an
-    exception), or asyncio would log an ERROR for every exception nobody read."""
-    for task in tasks:
-        task.cancel()
-        task.add_done_callback(_read_outcome)
-
-
-def _read_outcome(task: asyncio.Future[object]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 def _apply(result: Analysis, technique: str, value: object) -> None:

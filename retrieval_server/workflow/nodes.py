@@ -21,6 +21,7 @@ from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFi
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg, query_windows, rank_fusion
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
+from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -234,7 +235,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             if not keyword:
                 legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
             if metadata_search is not None:
-                _abandon_legs(metadata_search)
+                abandon([metadata_search])
                 metadata_search = None
             update["strategy"] = Strategy.KEYWORD
         elif vectors is not None:
@@ -259,15 +260,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     finally:
         # A request cancelled (its caller gone, its deadline passed) or failed while its legs ran:
         # the legs started beside them are not left spending the model and the stores on nobody.
-        _abandon_legs(embedding, metadata_search, graph_search)
-
-
-def _abandon_legs(*legs: asyncio.Future[Any] | None) -> None:
-    for leg in legs:
-        if leg is not None and not leg.done():
-            leg.cancel()
-            # Its outcome is read when it comes, or asyncio would log an error nobody read.
-            leg.add_done_callback(lambda f: f.cancelled() or f.exception())
+        abandon([embedding, metadata_search, graph_search])
 
 
 async def _after_embedding(
