@@ -160,9 +160,9 @@ def test_cli_ingest_local_imports_no_query_side_or_unconfigured_modules(tmp_path
     loaded = {m for m in result["modules"] if any(m == u or m.startswith(u + ".") for u in unwanted)}
     assert not loaded, sorted(loaded)
     # The query workflow is built when a server first asks for it; ingestion reads the term
-    # statistics (adaptive) and the glossary (analysis) only.
+    # statistics (adaptive) and the glossary (analysis, with its asyncio-only helper abandon) only.
     workflow = {m for m in result["modules"] if m.startswith("retrieval_server.workflow.")}
-    assert workflow <= {"retrieval_server.workflow.adaptive", "retrieval_server.workflow.analysis"}, sorted(workflow)
+    assert workflow <= {f"retrieval_server.workflow.{name}" for name in ("adaptive", "analysis", "abandon")}, sorted(workflow)
 
 
 @pytest.mark.slow
