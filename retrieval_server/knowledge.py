@@ -7,6 +7,7 @@ aggregated over the documents a caller may read (:class:`GraphEntity`, :class:`G
 from __future__ import annotations
 
 import enum
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,8 +56,9 @@ def entity_type_named(word: str) -> EntityType | None:
 
 
 def entity_key(name: str) -> str:
-    """The identity of an entity name: case-folded letters and digits ("Auth Service" = "AuthService")."""
-    return "".join(ch for ch in name.casefold() if ch.isalnum())
+    """The identity of an entity name: case-folded letters and digits ("Auth Service" = "AuthService"),
+    composed first (NFC), so that "Zu\u0308rich" is "zürich" as its composed spelling is, not "zurich"."""
+    return "".join(ch for ch in unicodedata.normalize("NFC", name).casefold() if ch.isalnum())
 
 
 # --- learned at ingestion, per document ---------------------------------------------------------

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from retrieval_server.knowledge import EntityType, entity_key
 
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-.]*[A-Za-z0-9]|[A-Za-z0-9]")
-_CAP = re.compile(r"[A-Z][a-z][a-z'\-]*")
-_ACRONYM = re.compile(r"[A-Z][A-Z0-9&]*[A-Z0-9]s?")
-_CAMEL = re.compile(r"(?=[A-Za-z0-9]*[a-z][0-9]*[A-Z])[A-Za-z][A-Za-z0-9]*")
+# Letters and digits of any script: names are not all ASCII ("José García", "Sjögren", "Ørsted").
+# Python's re has no class for upper- or lower-case letters beyond ASCII, so the shapes below are
+# read with str's own case predicates.
+_TOKEN = re.compile(r"[^\W_][\w\-.]*[^\W_]|[^\W_]")
 _ROMAN = re.compile(r"[IVXLC]+")
 
 # Function words and sentence openers that are capitalized only because they start a sentence.
@@ -123,6 +123,39 @@ def _heading_word(tok: str) -> bool:
     return tok.isalpha() and tok.isupper() and (len(tok.rstrip("s")) > 5 or tok.lower() in _OPENERS)
 
 
+def _capitalized(tok: str) -> bool:
+    """A capital, then lower-case letters ("Oslo", "García", "Lopez-Smith")."""
+    return len(tok) >= 2 and tok[0].isupper() and tok[1].isalpha() and tok[1].islower() and all(
+        (c.isalpha() and c.islower()) or c in "'-" for c in tok[2:]
+    )
+
+
+def _acronym_shaped(tok: str) -> bool:
+    """Two or more capitals and digits, opening with a capital, maybe a plural "s" ("JWT", "BM25", "APIs")."""
+    body = tok[:-1] if tok.endswith("s") else tok
+    return len(body) >= 2 and body[0].isupper() and all(c.isupper() or c.isdigit() for c in body)
+
+
+def _camel(tok: str) -> bool:
+    """Letters and digits opening with a letter, with a lower-case letter (maybe then digits) before a capital ("getUser", "oAuth2Client")."""
+    if not (tok[0].isalpha() and tok.isalnum()):
+        return False
+    after_lower = False
+    for c in tok:
+        if c.isupper() and after_lower:
+            return True
+        if c.islower():
+            after_lower = True
+        elif not c.isdigit():
+            after_lower = False
+    return False
+
+
+def _real_acronym(tok: str) -> bool:
+    """An acronym-shaped word that is one: not a listed non-name, not a heading's word."""
+    return tok.rstrip("s") not in _NOT_ACRONYMS and not _heading_word(tok)
+
+
 def _kind(tok: str) -> str:
     if tok.isalpha() and tok.islower():
         return "other"  # most words of prose: every shape below needs a capital, a digit, "_" or "."
@@ -133,22 +166,32 @@ def _kind(tok: str) -> str:
         if len(tok) >= 5 and all(p and p[0].isalpha() for p in parts):
             return "ident"
         return "other"
-    if _ACRONYM.fullmatch(tok) and sum(c.isupper() for c in tok) >= 2 and not _ROMAN.fullmatch(tok):
-        return "acronym" if tok.rstrip("s") not in _NOT_ACRONYMS and not _heading_word(tok) else "other"
-    if _CAMEL.fullmatch(tok):
+    if _acronym_shaped(tok) and sum(c.isupper() for c in tok) >= 2 and not _ROMAN.fullmatch(tok):
+        return "acronym" if _real_acronym(tok) else "other"
+    if _camel(tok):
         return "ident"
     has_digit, has_alpha = any(c.isdigit() for c in tok), any(c.isalpha() for c in tok)
     if has_digit and has_alpha and len(tok) >= 3 and (any(c.isupper() for c in tok) or "-" in tok):
         return "ident"
-    if _CAP.fullmatch(tok):
+    if "-" in tok and not tok.isupper() and any(_acronym_shaped(p) and not _ROMAN.fullmatch(p) and _real_acronym(p) for p in tok.split("-")):
+        # A compound around an acronym ("NF-κB", "TNF-α", "TNF-alpha") names one thing; in capitals
+        # throughout ("DO-NOT") it is a line shouting.
+        return "ident"
+    if _capitalized(tok):
         return "cap"
     return "other"
 
 
 def _words(name: str) -> list[str]:
-    """A name's words, CamelCase split: "DatabaseSvc" -> ["database", "svc"]."""
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", name)
-    return [w.lower() for w in re.split(r"[\s_\-.]+", spaced) if w]
+    """A name's words, CamelCase split: "DatabaseSvc" -> ["database", "svc"], "HTTPServer" -> ["http", "server"]."""
+    spaced = []
+    for i, c in enumerate(name):
+        if i and c.isupper():
+            before = name[i - 1]
+            if before.islower() or before.isdigit() or (before.isupper() and name[i + 1 : i + 2].islower()):
+                spaced.append(" ")
+        spaced.append(c)
+    return [w.lower() for w in re.split(r"[\s_\-.]+", "".join(spaced)) if w]
 
 
 def shape_type(name: str, kind: str) -> tuple[EntityType, int]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -146,6 +148,17 @@ LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument]]] = {
 }
 
 
+def _composed(doc: LoadedDocument) -> LoadedDocument:
+    """The document's title and text in NFC, as queries are: "Zürich" typed by a caller is one code
+    point where a file (a PDF's extraction, a macOS name) may spell it "u" and a combining mark, which
+    no keyword, name or title match would equate."""
+    return dataclasses.replace(
+        doc,
+        title=unicodedata.normalize("NFC", doc.title),
+        pages=tuple(Page(p.number, unicodedata.normalize("NFC", p.text)) for p in doc.pages),
+    )
+
+
 def load(src: DocumentSource) -> list[LoadedDocument]:
     """Parse one source into documents (several for .jsonl). Raises :class:`LoadError`, and only that.
 
@@ -158,7 +171,7 @@ def load(src: DocumentSource) -> list[LoadedDocument]:
     if loader is None:
         raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")
     try:
-        return loader(src)
+        return [_composed(doc) for doc in loader(src)]
     except LoadError:
         raise
     except Exception as exc:

@@ -23,7 +23,9 @@ from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
+# A letter of any script, then letters, digits or hyphens ("β-amyloid", "Sjögren"): a word the
+# ASCII class cut in two ("Sj", "gren") could be fed back as a term no document uses.
+_WORD = re.compile(r"[^\W\d_](?:[^\W_]|-)+")
 
 
 class NotApplicable(Exception):

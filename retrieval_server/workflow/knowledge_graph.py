@@ -29,7 +29,8 @@ from scoring_core import NameFilter
 if TYPE_CHECKING:
     import networkx as nx
 
-_WORD = re.compile(r"[A-Za-z0-9][\w\-.']*[A-Za-z0-9]|[A-Za-z0-9]")
+# Letters and digits of any script, as ingestion finds names (``ingest.entities``).
+_WORD = re.compile(r"[^\W_][\w\-.']*[^\W_]|[^\W_]")
 
 
 #: Fuzzy matches of one n-gram sent on to the access check, best first. Names the caller cannot

@@ -7,6 +7,7 @@ not name what the question names: dense and keyword search miss them, the graph 
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest_asyncio
 from bench.graph.corpus import make_wiki
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, QueryOptions, Role, Strategy
 from retrieval_server.knowledge import MatchKind
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.pipeline import QueryPipeline
@@ -159,3 +160,22 @@ async def test_hybrid_follows_stated_relations_only(app: Application) -> None:
     assert trace is not None and [m.name for m in trace.matches] == ["ZorblaxSvc"] and trace.hops == ()  # co-occurs only
     graph = await app.pipeline.query(QueryOptions("What about ZorblaxSvc?", 3, strategy=Strategy.GRAPH, use_cache=False))
     assert graph.metrics.graph is not None and graph.metrics.graph.hops and _docs(graph) == ["lunch"]
+
+
+async def test_names_beyond_ascii_and_decomposed_text_are_found_as_typed(app: Application) -> None:
+    """A file may spell "ü" as "u" and a combining mark (NFD: PDF extraction, macOS names); a caller
+    types it composed. Names of any script are names, and either spelling finds the document."""
+    text = "MünchenSvc depends on ZürichDB. José García maintains MünchenSvc; the Ørsted Team owns ZürichDB."
+    await app.ingest([_source("munich", unicodedata.normalize("NFD", text))])
+    r = await app.pipeline.query(QueryOptions("What does MünchenSvc depend on?", 3, strategy=Strategy.GRAPH, use_cache=False))
+    trace = r.metrics.graph
+    assert trace is not None and [(m.name, m.kind) for m in trace.matches] == [("MünchenSvc", MatchKind.EXACT)]
+    assert "ZürichDB" in trace.hops[1].entities and _docs(r)[0] == "munich"
+    team = await app.pipeline.query(QueryOptions("What does the Ørsted Team own?", 3, strategy=Strategy.GRAPH, use_cache=False))
+    assert team.metrics.graph is not None and [(m.name, m.kind) for m in team.metrics.graph.matches] == [("Ørsted Team", MatchKind.EXACT)]
+    entities = await app.graph.entities(None, AccessFilter(), ["munich"])
+    assert {e.name for e in entities.values()} >= {"MünchenSvc", "ZürichDB", "José García", "Ørsted Team"}
+    keyword = await app.pipeline.query(QueryOptions("José García", 3, strategy=Strategy.KEYWORD, use_cache=False))
+    assert _docs(keyword)[:1] == ["munich"]
+    [context] = [c for c in keyword.contexts if c.document.document_id == "munich"]
+    assert "José García" in context.parent.content  # stored composed, as it is shown

@@ -182,3 +182,32 @@ def test_llm_json_is_validated_against_the_text() -> None:
         except Exception:
             continue
         raise AssertionError(f"accepted {bad!r}")
+
+
+def test_names_of_any_script_keep_their_letters() -> None:
+    g = _extract(
+        "Project Zürich is led by José García. The Ørsted Institute uses GödelSvc and calls ΑλφαService. "
+        "Dr. Łukasz Nowak reviewed it at the Université de Montréal with Sjögren."
+    )
+    found = {e.name: e.entity_type for e in g.entities}
+    assert found == {
+        "Project Zürich": E.PROJECT,
+        "José García": E.PERSON,
+        "Ørsted Institute": E.ORGANIZATION,
+        "GödelSvc": E.SERVICE,
+        "ΑλφαService": E.SERVICE,
+        "Łukasz Nowak": E.PERSON,
+        "Université de Montréal": E.CONCEPT,
+        "Sjögren": E.CONCEPT,
+    }
+    stated = {(r.source, r.relation, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}
+    assert ("joségarcía", R.MAINTAINS, "projectzürich") in stated and ("ørstedinstitute", R.USES, "gödelsvc") in stated
+
+
+def test_a_compound_around_an_acronym_is_one_name() -> None:
+    g = _extract("Activation of NF-κB by TNF-α and IL-1β differs from TNF-alpha. DO-NOT RESTART is shouting.")
+    assert {e.name for e in g.entities} == {"NF-κB", "TNF-α", "IL-1β", "TNF-alpha"}
+
+
+def test_an_entity_key_is_the_same_for_composed_and_decomposed_spellings() -> None:
+    assert entity_key("Zu\u0308rich DB") == entity_key("Zürich DB") == "zürichdb"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 
 import pytest
 
@@ -18,6 +19,15 @@ def test_text_and_markdown() -> None:
     assert (doc.document_id, doc.title, doc.pages[0].text) == ("notes", "notes", "Hello there.")
     [md] = load(_src("guide.md", "intro\n# The Guide\nbody"))
     assert md.title == "The Guide"
+
+
+def test_text_and_title_are_composed_as_queries_are() -> None:
+    decomposed = unicodedata.normalize("NFD", "Sjögren and Ménière")
+    assert len(decomposed) == len("Sjögren and Ménière") + 3  # ö, é, è each a letter and a mark
+    [doc] = load(_src("n.md", f"# {decomposed}\n\n{decomposed} again"))
+    assert doc.title == "Sjögren and Ménière" and doc.pages[0].text == "# Sjögren and Ménière\n\nSjögren and Ménière again"
+    [row] = load(_src("c.jsonl", json.dumps({"_id": "1", "title": decomposed, "text": decomposed})))
+    assert row.title == "Sjögren and Ménière" and row.pages[0].text == "Sjögren and Ménière\n\nSjögren and Ménière"
 
 
 def test_html_drops_scripts_and_keeps_title() -> None:
