@@ -55,6 +55,12 @@ def sentences_of(text: str) -> list[str]:
     return out
 
 
+#: The classical rules' revision, part of every document's fingerprint (the LLM extractor falls back
+#: to them): re-ingesting a document whose names the rules now read differently extracts it again
+#: instead of skipping it as unchanged. 2: names in any script, compounds around an acronym.
+RULES_REVISION = 2
+
+
 class GraphExtractor(Protocol):
     name: str
 

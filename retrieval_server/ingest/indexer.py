@@ -63,7 +63,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, clean_identifier, trim
 from retrieval_server.ingest.chunker import Chunker
-from retrieval_server.ingest.graph_extraction import GraphExtractor
+from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
 from scoring_core.encoders import Interrupted
@@ -199,7 +199,7 @@ class Indexer:
                 "pages": [(p.number, p.text) for p in loaded.pages],
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "model": self._embedder.model_id,
-                "graph": self._graph.name if self._graph else None,
+                "graph": [self._graph.name, RULES_REVISION] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,
                 "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],

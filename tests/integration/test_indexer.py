@@ -59,6 +59,20 @@ async def test_reingest_replaces_without_duplicates_or_orphans(app: Application)
     assert "slow rivers" in result.contexts[0].parent.content
 
 
+async def test_new_extraction_rules_make_a_stored_document_changed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document whose graph the rules would now read differently is extracted again on its next
+    ingest, not skipped as unchanged."""
+    from retrieval_server.ingest import indexer
+
+    await app.ingest([_txt("ørsted", "The Ørsted Team maintains WindSvc.")])
+    before = await app.metadata.get_document("ørsted")
+    await app.ingest([_txt("ørsted", "The Ørsted Team maintains WindSvc.")])
+    assert (await app.metadata.get_document("ørsted")).content_hash == before.content_hash  # type: ignore[union-attr]
+    monkeypatch.setattr(indexer, "RULES_REVISION", indexer.RULES_REVISION + 1)
+    await app.ingest([_txt("ørsted", "The Ørsted Team maintains WindSvc.")])
+    assert (await app.metadata.get_document("ørsted")).content_hash != before.content_hash  # type: ignore[union-attr]
+
+
 async def test_delete_removes_vectors_and_rows(app: Application) -> None:
     await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock.")])
     deleted, missing = await app.indexer.delete(["a", "zzz"])
