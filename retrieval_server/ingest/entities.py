@@ -124,14 +124,14 @@ def _heading_word(tok: str) -> bool:
 
 
 def _capitalized(tok: str) -> bool:
-    """A capital, then lower-case letters ("Oslo", "García", "Lopez-Smith")."""
+    """A capital, then lower-case letters, apostrophes or hyphens ("Oslo", "García", "Ørsted")."""
     return len(tok) >= 2 and tok[0].isupper() and tok[1].isalpha() and tok[1].islower() and all(
         (c.isalpha() and c.islower()) or c in "'-" for c in tok[2:]
     )
 
 
 def _acronym_shaped(tok: str) -> bool:
-    """Two or more capitals and digits, opening with a capital, maybe a plural "s" ("JWT", "BM25", "APIs")."""
+    """A capital, then capitals or digits (two characters at least), maybe a plural "s" ("JWT", "BM25", "APIs")."""
     body = tok[:-1] if tok.endswith("s") else tok
     return len(body) >= 2 and body[0].isupper() and all(c.isupper() or c.isdigit() for c in body)
 
