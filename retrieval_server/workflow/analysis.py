@@ -26,6 +26,21 @@ log = logging.getLogger(__name__)
 # A letter of any script, then letters, digits or hyphens ("β-amyloid", "Sjögren"): a word the
 # ASCII class cut in two ("Sj", "gren") could be fed back as a term no document uses.
 _WORD = re.compile(r"[^\W\d_](?:[^\W_]|-)+")
+_BREAK = re.compile(r"[?;]\s*|\.\s+")
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` cut after "?" and ";", and after a full stop that a capital of any script follows
+    ("… in 2019. Ötzi …"); "e.g. the" is no sentence end. re has no class for capitals beyond
+    ASCII, so the capital is checked on the character itself."""
+    parts, start = [], 0
+    for m in _BREAK.finditer(text):
+        if m.group(0).startswith(".") and not text[m.end() : m.end() + 1].isupper():
+            continue
+        parts.append(text[start : m.start()])
+        start = m.end()
+    parts.append(text[start:])
+    return parts
 
 
 class NotApplicable(Exception):
@@ -125,7 +140,7 @@ class ClassicalAnalyzer:
 
     async def decompose(self, query: str) -> list[str]:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
-        parts = [p.strip(" ,") for p in re.split(r"[?;]\s*|\.\s+(?=[A-Z])", query) if p.strip(" ,.")]
+        parts = [p.strip(" ,") for p in _sentences(query) if p.strip(" ,.")]
         if len(parts) < 2:
             parts = [p.strip(" ,") for p in re.split(r",?\s+\b(?:and also|as well as|and|also|plus)\b\s+", query, flags=re.I)]
         parts = [p for p in parts if len(p.split()) >= 3]

@@ -1,10 +1,10 @@
-"""Pseudo-relevance feedback without an LLM: the terms the first pass's results share."""
+"""Query analysis without an LLM: pseudo-relevance feedback terms, and decomposition into sub-questions."""
 
 from __future__ import annotations
 
 import asyncio
 
-from retrieval_server.workflow.analysis import ClassicalAnalyzer
+from retrieval_server.workflow.analysis import ClassicalAnalyzer, NotApplicable
 
 
 def test_feedback_terms_keep_letters_of_any_script() -> None:
@@ -17,3 +17,20 @@ def test_feedback_terms_keep_letters_of_any_script() -> None:
     terms = variants[0].removeprefix("plaques in older adults ").split()
     # Cut at the first letter beyond ASCII, these were "amyloid" and "gren": words no document uses.
     assert set(terms) <= {"β-amyloid", "sjögren", "syndrome", "patients"} and len(terms) == 2, variants
+
+
+def test_decomposition_cuts_before_a_capital_of_any_script_only() -> None:
+    analyzer = ClassicalAnalyzer()
+    parts = asyncio.run(analyzer.decompose("Where was the iceman found in 1991. Ötzi was carried to which museum? How old is he"))
+    assert parts == ["Where was the iceman found in 1991", "Ötzi was carried to which museum", "How old is he"]
+    # A stop inside a sentence ("e.g. the") cuts nothing: one question, nothing to decompose.
+    single = "Which drugs, e.g. the statins, lower cholesterol in adults"
+    assert asyncio.run(_not_applicable(analyzer, single))
+
+
+async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
+    try:
+        await analyzer.decompose(query)
+    except NotApplicable:
+        return True
+    return False
