@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 
@@ -96,6 +98,18 @@ async def test_full_text_search_respects_access(metadata_store: MetadataStore) -
     assert await metadata_store.search_documents("!!", 10, AccessFilter.for_identity(Identity())) == []
     await metadata_store.delete_document("glaciers")
     assert "glaciers" not in {d for d, _ in await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity()))}
+
+
+async def test_a_decomposed_metadata_value_is_found_by_its_composed_spelling(metadata_store: MetadataStore) -> None:
+    """A caller's metadata may spell "ü" as "u" and a combining mark; the query (NFC) spells it
+    composed. Values are kept as sent (loaders compose titles and text, not a caller's fields);
+    both stores' full-text search equates the two spellings."""
+    decomposed = unicodedata.normalize("NFD", "Zürich")
+    await metadata_store.replace_document(Document("office", "Office handbook", metadata={"city": decomposed}), [])
+    await metadata_store.replace_document(Document("other", "Office parking", metadata={"city": "Basel"}), [])
+    public = AccessFilter.for_identity(Identity())
+    assert [d for d, _ in await metadata_store.search_documents("Zürich", 10, public)] == ["office"]
+    assert (await metadata_store.get_document("office")).metadata == {"city": decomposed}  # type: ignore[union-attr]
 
 
 async def test_full_text_search_leaves_out_stopwords(metadata_store: MetadataStore) -> None:
