@@ -26,7 +26,9 @@ from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 
 _WORD = re.compile(r"[\w][\w.-]*")
-_IDENTIFIER = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[\w.-]{2,}$|^[A-Z]{2,}[\w-]*$|^\w+_\w+$")
+# A letter (any script) and a digit together ("IL-10", "β1"), or snake_case.
+_CODE = re.compile(r"^(?=.*\d)(?=.*[^\W\d_])[\w.-]{2,}$|^\w+_\w+$")
+_WORDLIKE = re.compile(r"[\w-]+")
 _QUOTED = re.compile(r'"([^"]+)"')
 
 # bench.quality.tune on the pydoc-long tuning split (150 long queries, 150 titles) preferred a
@@ -85,10 +87,18 @@ def word_count(query: str) -> int:
     return len(_WORD.findall(query))
 
 
+def _identifier(word: str) -> bool:
+    """A code, or a word that opens with two capitals of any script ("DNA", "ÖBB"): re has no class
+    for capitals beyond ASCII, so those are read from the characters."""
+    if _CODE.match(word):
+        return True
+    return len(word) >= 2 and word[0].isupper() and word[1].isupper() and _WORDLIKE.fullmatch(word) is not None
+
+
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
     words = _WORD.findall(query)
     n = max(len(words), 1)
-    identifiers = sum(1 for w in words if _IDENTIFIER.match(w.strip(".-")))
+    identifiers = sum(1 for w in words if _identifier(w.strip(".-")))
     quoted = sum(len(_WORD.findall(m)) for m in _QUOTED.findall(query))
     rare = 0.0
     counts = stats.counts if stats is not None else None

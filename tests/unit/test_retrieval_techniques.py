@@ -71,6 +71,8 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     assert short.identifier_share == 1.0
     long = query_features("IL-10 " + "the patients improved markedly after the treatment " * 25, BM25, None, policy)
     assert long.tokens == 176 and long.identifier_share == pytest.approx(1 / 176)
+    # Codes and acronyms of any script; a word that only opens with a capital is neither.
+    assert query_features("ÖBB β1 Fahrplan", BM25, None, policy).identifier_share == pytest.approx(2 / 3)
     quoted = query_features('find "exact phrase here" now', BM25, None, policy)
     assert quoted.quoted_share == pytest.approx(3 / 5)
 
