@@ -131,9 +131,16 @@ def _capitalized(tok: str) -> bool:
 
 
 def _acronym_shaped(tok: str) -> bool:
-    """A capital, then capitals or digits (two characters at least), maybe a plural "s" ("JWT", "BM25", "APIs")."""
+    """A capital, then capitals or digits, two capitals at least, maybe a plural "s" ("JWT", "BM25",
+    "APIs"); not a Roman numeral."""
     body = tok[:-1] if tok.endswith("s") else tok
-    return len(body) >= 2 and body[0].isupper() and all(c.isupper() or c.isdigit() for c in body)
+    return (
+        len(body) >= 2
+        and body[0].isupper()
+        and all(c.isupper() or c.isdigit() for c in body)
+        and sum(c.isupper() for c in body) >= 2
+        and not _ROMAN.fullmatch(tok)
+    )
 
 
 def _camel(tok: str) -> bool:
@@ -166,14 +173,14 @@ def _kind(tok: str) -> str:
         if len(tok) >= 5 and all(p and p[0].isalpha() for p in parts):
             return "ident"
         return "other"
-    if _acronym_shaped(tok) and sum(c.isupper() for c in tok) >= 2 and not _ROMAN.fullmatch(tok):
+    if _acronym_shaped(tok):
         return "acronym" if _real_acronym(tok) else "other"
     if _camel(tok):
         return "ident"
     has_digit, has_alpha = any(c.isdigit() for c in tok), any(c.isalpha() for c in tok)
     if has_digit and has_alpha and len(tok) >= 3 and (any(c.isupper() for c in tok) or "-" in tok):
         return "ident"
-    if "-" in tok and not tok.isupper() and any(_acronym_shaped(p) and not _ROMAN.fullmatch(p) and _real_acronym(p) for p in tok.split("-")):
+    if "-" in tok and not tok.isupper() and any(_acronym_shaped(p) and _real_acronym(p) for p in tok.split("-")):
         # A compound around an acronym ("NF-κB", "TNF-α", "TNF-alpha") names one thing; in capitals
         # throughout ("DO-NOT") it is a line shouting.
         return "ident"
