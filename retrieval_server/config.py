@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     health_port: int | None = Field(
         None, ge=1, le=65535, description="also serve grpc.health.v1 alone, plaintext, on this port (probes when the main port needs TLS)"
     )
-    metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); worker i of several processes: port + i")
+    metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); with several processes the supervisor serves all of them here")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
     event_loop: EventLoop = Field("uvloop", description="a server process's event loop: uvloop, or the standard library's asyncio")
@@ -253,7 +253,7 @@ class Settings(BaseSettings):
     )
     graph_max_chunks_per_hop: int = Field(20, ge=1, le=1000, description="chunks each hop may add to the graph leg")
     graph_max_neighbors: int = Field(25, ge=1, le=1000, description="entities each hop expands to")
-    graph_fuzzy_threshold: float = Field(88.0, ge=50, le=100, description="rapidfuzz ratio (0-100) for a fuzzy entity match")
+    graph_fuzzy_threshold: float = Field(88.0, ge=50, le=100, description="rapidfuzz ratio (50-100) for a fuzzy entity match")
     graph_weight: float = Field(0.7, ge=0, description="weight of the graph leg in fusion")
     llm_graph_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
     llm_graph_temperature: float = Field(0.0, ge=0, le=2)
