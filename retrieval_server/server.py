@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2
 from retrieval_server import event_loop
+from retrieval_server.api.audit import refused_credentials
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
@@ -88,7 +89,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         ],
     )
     # Metrics first, so that refused calls are counted too; identity before any servicer runs.
-    edge = Edge([GrpcMetricsLayer(app.metrics.grpc), reject_undecodable, Authenticate(authenticator)])
+    edge = Edge([GrpcMetricsLayer(app.metrics.grpc), reject_undecodable, Authenticate(authenticator, on_refused=refused_credentials)])
     try:
         register(RetrievalServicer(app), edge)
     except BaseException:

@@ -3,7 +3,9 @@
 Who (the verified user id, role, and how they were verified; the peer address), what (the RPC,
 the documents named, what was stored or deleted), when (the line's timestamp) and the outcome
 (OK, or the status code it ended with). Lines go to the ``retrieval_server.audit`` logger, so
-operators can route them apart from the rest.
+operators can route them apart from the rest. A call whose credentials are refused is an
+attempted admin action too: :func:`refused_credentials` writes its line, with no user (none was
+proven) and the refusal's reason.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from typing import Any
 
 import grpc
 
-from retrieval_server.api.auth import current_identity
-from retrieval_server.api.errors import code_of
+from retrieval_server.api.auth import SERVICE_PREFIX, current_identity
+from retrieval_server.api.errors import code_of, reason_of
 from retrieval_server.domain import ServiceError
 
 log = logging.getLogger("retrieval_server.audit")
 #: document ids listed in one line; the count says how many there were
 MAX_LISTED = 100
+#: the admin RPCs (their full gRPC method names)
+AUDITED_METHODS = frozenset(f"{SERVICE_PREFIX}{rpc}" for rpc in ("IngestDocuments", "DeleteDocuments"))
 
 
 @contextlib.contextmanager
@@ -58,3 +62,26 @@ def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str
                 **record,
             },
         )
+
+
+def refused_credentials(method: str, context: grpc.aio.ServicerContext, exc: ServiceError) -> None:
+    """The line of an admin RPC refused before its caller was known (missing, invalid or expired
+    credentials; a peer that may not speak for users). Its request was never read, so the line
+    names no documents."""
+    if method not in AUDITED_METHODS:
+        return
+    log.info(
+        "admin action",
+        extra={
+            "audit": True,
+            "rpc": method.removeprefix(SERVICE_PREFIX),
+            "outcome": code_of(exc).name,
+            "reason": reason_of(exc),
+            "user": "",
+            "role": "",
+            "verified_by": "",
+            "peer": context.peer(),
+            "documents": [],
+            "document_count": 0,
+        },
+    )

@@ -212,19 +212,26 @@ class Authenticate:
     """Verify the caller of every RetrievalService RPC; refuse with UNAUTHENTICATED (and ErrorInfo).
     A layer of :class:`~retrieval_server.api.edge.Edge`."""
 
-    def __init__(self, authenticator: Authenticator) -> None:
+    def __init__(self, authenticator: Authenticator,
+                 on_refused: Callable[[str, grpc.aio.ServicerContext, ServiceError], None] | None = None) -> None:
         self._auth = authenticator
+        #: told of every refused call (the audit log's lines for admin RPCs)
+        self._on_refused = on_refused
 
     def __call__(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         if not method.startswith(SERVICE_PREFIX):
             return handler
-        return rewrap(handler, before_call=self._verifier(method not in OPEN_METHODS))
+        return rewrap(handler, before_call=self._verifier(method))
 
-    def _verifier(self, required: bool) -> Callable[[grpc.aio.ServicerContext], Awaitable[None]]:
+    def _verifier(self, method: str) -> Callable[[grpc.aio.ServicerContext], Awaitable[None]]:
+        required = method not in OPEN_METHODS
+
         async def verify(context: grpc.aio.ServicerContext) -> None:
             try:
                 identity = await self._auth.identify(lambda: _metadata(context, self._auth.reads), context, required)
             except ServiceError as exc:  # UNAUTHENTICATED, INVALID_ARGUMENT (a malformed header), UNAVAILABLE (no keys)
+                if self._on_refused is not None:
+                    self._on_refused(method, context, exc)
                 await context.abort_with_status(status_of(exc))
             _current.set(identity)
 

@@ -51,7 +51,7 @@ def _packed(message: object) -> any_pb2.Any:
 
 
 def status_of(exc: ServiceError) -> grpc.Status:
-    code, reason, retry_s = _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "INTERNAL", None))
+    code, _, retry_s = _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "INTERNAL", None))
     details = []
     if isinstance(exc, InvalidArgument):
         details.append(
@@ -60,7 +60,7 @@ def status_of(exc: ServiceError) -> grpc.Status:
             ]))
         )
     else:
-        details.append(_packed(error_details_pb2.ErrorInfo(reason=getattr(exc, "reason", reason), domain=DOMAIN)))
+        details.append(_packed(error_details_pb2.ErrorInfo(reason=reason_of(exc), domain=DOMAIN)))
     if retry_s is not None:
         details.append(_packed(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(retry_s)))))
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=str(exc), details=details)
@@ -69,3 +69,8 @@ def status_of(exc: ServiceError) -> grpc.Status:
 
 def code_of(exc: ServiceError) -> grpc.StatusCode:
     return _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "", None))[0]
+
+
+def reason_of(exc: ServiceError) -> str:
+    """The stable reason of its ErrorInfo: the error's own, else its kind's."""
+    return getattr(exc, "reason", None) or _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "INTERNAL", None))[1]

@@ -65,7 +65,8 @@ def to_message(event: RetrievalCompleted) -> events_pb2.RetrievalCompleted:
 
 
 def to_amqp(event: RetrievalCompleted) -> aio_pika.Message:
-    body = json_format.MessageToJson(to_message(event), indent=None).encode()
+    # Every field, its default included: a consumer reads "cacheHit": false rather than a missing key.
+    body = json_format.MessageToJson(to_message(event), indent=None, always_print_fields_with_no_presence=True).encode()
     return aio_pika.Message(
         body,
         content_type="application/json",

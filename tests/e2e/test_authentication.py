@@ -310,9 +310,22 @@ async def test_admin_actions_are_audited(tmp_path: Path, caplog: pytest.LogCaptu
             async with AsyncRetrievalClient(target, token=hs256(claims("mallory", "USER"))) as client:
                 with pytest.raises(grpc.aio.AioRpcError):
                     await client.ingest([pb.DocumentInput(filename="x.txt", content=b"x")])
+            # Attempts whose credentials are refused are admin actions too; a query is not one.
+            async with AsyncRetrievalClient(target, token=hs256(claims("ops", "ADMIN"), secret="another-secret-" * 3)) as client:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await client.delete(["policy"])
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await client.query(QUESTION)
+            async with AsyncRetrievalClient(target) as client:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await client.ingest([pb.DocumentInput(filename="x.txt", content=b"x")])
     lines = [r for r in caplog.records if r.name == "retrieval_server.audit"]
     assert [(r.rpc, r.user, r.role, r.verified_by, r.outcome) for r in lines] == [  # type: ignore[attr-defined]
         ("DeleteDocuments", "ops", "ADMIN", "jwt", "OK"),
         ("IngestDocuments", "mallory", "USER", "jwt", "PERMISSION_DENIED"),
+        ("DeleteDocuments", "", "", "", "UNAUTHENTICATED"),
+        ("IngestDocuments", "", "", "", "UNAUTHENTICATED"),
     ]
     assert lines[0].deleted == ["policy"] and lines[0].documents == ["policy", "missing"]  # type: ignore[attr-defined]
+    assert [r.reason for r in lines[2:]] == ["TOKEN_SIGNATURE", "TOKEN_MISSING"]  # type: ignore[attr-defined]
+    assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines[2:])  # type: ignore[attr-defined]

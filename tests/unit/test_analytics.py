@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 
 import pytest
 from google.protobuf import json_format
@@ -51,6 +52,9 @@ def test_the_event_carries_what_the_answer_was() -> None:
     assert message.strategy == pb.STRATEGY_HYBRID and message.method == events_pb2.RETRIEVAL_METHOD_QUERY
     parsed = json_format.Parse(to_amqp(event).body, events_pb2.RetrievalCompleted())
     assert parsed == message and parsed.timestamp.ToDatetime().timestamp() == pytest.approx(event.timestamp.timestamp(), abs=1e-6)
+    # Every field is in the JSON, an empty one too (the hashed query's text is ""): a consumer never meets a missing key.
+    body = json.loads(to_amqp(event).body)
+    assert set(body) == {f.json_name for f in events_pb2.RetrievalCompleted.DESCRIPTOR.fields} and body["query"] == ""
 
 
 def test_no_sink_means_no_event_is_built() -> None:
