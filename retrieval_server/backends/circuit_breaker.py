@@ -27,6 +27,11 @@ class CircuitBreaker:
     def is_open(self) -> bool:
         return self._opened_at is not None
 
+    @property
+    def failures(self) -> int:
+        """Failures since the last success."""
+        return self._failures
+
     def allow(self) -> bool:
         """Whether a call may go through now (in half-open state, only one trial at a time)."""
         if self._opened_at is None:

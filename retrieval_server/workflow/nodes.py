@@ -589,6 +589,8 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {}
     if any(_transient(tag) for tag in state.metrics.degraded):
         return {}  # a partial or failure-shaped answer must not be served to the next callers
+    if "cache:unavailable" in state.metrics.degraded:
+        return {}  # its lookup failed: waiting on it again would add its timeout to this answer
     access = state.point_filter.access
     if not all(access.allows(c.document) for c in state.contexts):
         # Cannot happen while every leg applies the filter; if it ever does, never spread it further.

@@ -86,6 +86,25 @@ async def test_super_admin_without_user_id_never_fills_the_public_partition(app:
     assert not PRIVATE & _docs(user)
 
 
+GRAPH_CORPUS = [
+    _doc("zebra-public", "ZebraSvc calls PayrollDB for the yearly salary review."),
+    _doc("zebra-private", "ZebraSvc depends on SalaryVault, which holds every salary.", access=Access.PRIVATE, owner_id="alice"),
+]
+
+
+@pytest.mark.parametrize("variant", ["ZebraSvc", "zebrasvc", "  ZebraSvc  "])
+async def test_graph_answers_are_cached_per_partition(app: Application, variant: str) -> None:
+    """GRAPH's leg reads the graph, not the vectors: its answers are partitioned like every strategy's."""
+    assert not (await app.ingest(GRAPH_CORPUS)).errors
+    first = await _ask(app, ROOT_NO_ID, "ZebraSvc", Strategy.GRAPH)
+    assert {"zebra-public", "zebra-private"} <= _docs(first)
+    assert (await _ask(app, ROOT_NO_ID, variant, Strategy.GRAPH)).cached
+    for who in (ANON, DAVE, BOB):
+        r = await _ask(app, who, variant, Strategy.GRAPH)
+        assert "zebra-public" in _docs(r) and "zebra-private" not in _docs(r), f"{who} was served a private document"
+    assert "zebra-private" in _docs(await _ask(app, Identity("alice", Role.USER), variant, Strategy.GRAPH))
+
+
 async def test_the_same_user_under_another_role_gets_another_partition(app: Application) -> None:
     as_root = await _ask(app, BOB_ROOT)
     assert "alice-review" in _docs(as_root)
@@ -173,8 +192,11 @@ async def test_redis_killed_degrades_and_deletes_still_apply(tmp_path: Path, own
         # A delete while Redis is unreachable commits and does not fail...
         deleted, _ = await application.delete(["policy"])
         assert deleted == ["policy"]
-        # ...and the breaker stops paying the timeout on every call.
-        assert application.cache is not None and application.cache.breaker.is_open
+        # ...and after its third failure (two lookups and the invalidation: a request whose lookup
+        # failed stores nothing) the breaker stops paying the timeout on every call.
+        assert application.cache is not None and not application.cache.breaker.is_open
+        await _ask(application, ANON)
+        assert application.cache.breaker.is_open
         # Health: a configured optional component that fails degrades the service, it does not stop it.
         report = await application.health()
         assert report.serving and report.degraded
@@ -192,6 +214,8 @@ async def test_redis_frozen_is_skipped_after_a_short_timeout(tmp_path: Path, own
         try:
             r = await _ask(application, ANON)
             assert "cache:unavailable" in r.metrics.degraded and "policy" in _docs(r)
+            # One request waits on the frozen cache once: its answer is not stored after the lookup failed.
+            assert application.cache is not None and application.cache.breaker.failures == 1
         finally:
             proc.send_signal(signal.SIGCONT)
     finally:
