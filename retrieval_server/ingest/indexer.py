@@ -505,6 +505,8 @@ class Indexer:
         async with self._document_lock(document_id):
             existed = await self._metadata.delete_document(document_id)
             await self._reconcile_quietly(document_id)
+        if existed:
+            log.debug("document deleted", extra={"document_id": document_id})
         return existed
 
     async def reconcile(self, document_id: str) -> None:

@@ -1,4 +1,4 @@
-"""kill -9 at random points of an ingest loses nothing committed and leaves nothing half-written.
+"""kill -9 at random points of an ingest or a delete loses nothing committed and leaves nothing half-written.
 
 Regression test for issue #9 defect 4 (orphan points after a crash). Each round re-ingests every
 document with new text (so every document is replaced) through the CLI (`ingest --local`) or the
@@ -7,7 +7,8 @@ of documents were stored plus a random jitter, so the kill lands anywhere in a d
 sequence. Then the data folder is opened (which runs recovery) and checked: every stored
 document has exactly its committed version's points, no deleted or uncommitted document has a
 point left, no write is pending, and Search finds what is stored. A last, uninterrupted ingest
-must leave every document with the right counts.
+must leave every document with the right counts. Deletes are killed the same way, after a random
+number of documents were deleted: every document is then either deleted (no row, no point) or whole.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -57,8 +59,9 @@ def _env(data: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _kill_after_stored(proc: subprocess.Popen[str], stored: int, jitter_s: float) -> int:
-    """Read the process's JSON log until ``stored`` documents were stored, wait ``jitter_s``, SIGKILL it.
+def _kill_after_stored(proc: subprocess.Popen[str], stored: int, jitter_s: float, event_name: str = "document stored") -> int:
+    """Read the process's JSON log until ``stored`` documents were stored (or deleted: ``event_name``),
+    wait ``jitter_s``, SIGKILL it.
 
     Returns how many were stored when the signal was sent (the process may have ended first).
     """
@@ -69,7 +72,7 @@ def _kill_after_stored(proc: subprocess.Popen[str], stored: int, jitter_s: float
             event = json.loads(line)
         except ValueError:
             continue
-        if event.get("msg") == "document stored":
+        if event.get("msg") == event_name:
             seen += 1
             if seen >= stored:
                 break
@@ -126,22 +129,27 @@ def _ingest_local(data: Path, folder: Path) -> subprocess.Popen[str]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _ingest_rpc(data: Path, folder: Path) -> subprocess.Popen[str]:
+def _serving(data: Path, call: Callable[[RetrievalClient], object]) -> subprocess.Popen[str]:
+    """A ``serve`` process on ``data``, and ``call`` made to it on a thread (the process gets killed mid-call)."""
     port = free_port()
     server = subprocess.Popen([*CLI, "serve"], env=_env(data, RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1"),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_healthy(f"127.0.0.1:{port}", server, timeout_s=180)
-    docs = [pb.DocumentInput(filename=f.name, content=f.read_bytes()) for f in sorted(folder.iterdir())]
 
     def send() -> None:
         with RetrievalClient(f"127.0.0.1:{port}", role="ADMIN", timeout=600) as client:
             try:
-                client.ingest(docs)
+                call(client)
             except grpc.RpcError:
                 pass  # the server is killed mid-call
 
     threading.Thread(target=send, daemon=True).start()
     return server
+
+
+def _ingest_rpc(data: Path, folder: Path) -> subprocess.Popen[str]:
+    docs = [pb.DocumentInput(filename=f.name, content=f.read_bytes()) for f in sorted(folder.iterdir())]
+    return _serving(data, lambda client: client.ingest(docs))
 
 
 @pytest.mark.slow
@@ -163,3 +171,20 @@ async def test_kill_9_during_ingest_leaves_no_orphan_and_no_half_document(tmp_pa
     done = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(folder)], env=_env(data), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     assert await _check(data, expected) == set(expected)
+
+
+@pytest.mark.slow
+async def test_kill_9_during_delete_leaves_every_document_deleted_or_whole(tmp_path: Path) -> None:
+    expected = await _expected_children(tmp_path)
+    data, folder = tmp_path / "data", tmp_path / "corpus"
+    rng = random.Random("crash-delete")
+    for revision in range(1, 4):
+        _write_corpus(folder, revision)
+        done = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(folder)], env=_env(data), capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        everything = [f"doc{i:02d}" for i in range(DOCS)]
+        proc = _serving(data, lambda client: client.delete(everything))
+        deleted = _kill_after_stored(proc, rng.randrange(1, DOCS - 4), rng.uniform(0.0, 0.05), "document deleted")
+        stored = await _check(data, expected)
+        # The deletes go in order: those logged before the kill are gone, the last few stay whole.
+        assert not stored & set(everything[:deleted])
