@@ -39,7 +39,9 @@ async def evaluate_seed(seed: int, ks: tuple[int, ...], model_dir: Path | None =
     """variant -> "<kind>@k" -> per-question recalls."""
     wiki = make_wiki(seed)
     with tempfile.TemporaryDirectory() as data:
-        app = Application(load_settings(data_dir=Path(data), cache_backend="none", model_dir=model_dir, metrics_enabled=False))
+        # The bundled int8 model unless a folder is given: the same model on every machine, where
+        # "auto" would time int8 against fp32 and could choose differently from run to run.
+        app = Application(load_settings(data_dir=Path(data), cache_backend="none", model_dir=model_dir, model="int8", metrics_enabled=False))
         await app.open()
         try:
             report = await app.ingest([DocumentSource(f"{d}.txt", text.encode(), document_id=d) for d, text in wiki.documents.items()])
