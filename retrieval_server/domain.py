@@ -404,6 +404,11 @@ class Unavailable(ServiceError):
     """A backend the request needs is down."""
 
 
+class TimedOut(Unavailable):
+    """A backend did not answer within its timeout: it is frozen, cut off or overloaded, and asking
+    it again at once would only wait as long again."""
+
+
 class DeadlineExceeded(ServiceError):
     """The caller's deadline left no time to produce any answer."""
 

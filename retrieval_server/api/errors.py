@@ -44,6 +44,14 @@ _MAPPING: dict[type[ServiceError], tuple[grpc.StatusCode, str, float | None]] = 
 }
 
 
+def _mapped(exc: ServiceError) -> tuple[grpc.StatusCode, str, float | None]:
+    """The mapping of the error's kind, or of the nearest kind it derives from (a TimedOut is an Unavailable)."""
+    for kind in type(exc).__mro__:
+        if kind in _MAPPING:
+            return _MAPPING[kind]
+    return grpc.StatusCode.INTERNAL, "INTERNAL", None
+
+
 def _packed(message: object) -> any_pb2.Any:
     out = any_pb2.Any()
     out.Pack(message)  # type: ignore[arg-type]
@@ -51,7 +59,7 @@ def _packed(message: object) -> any_pb2.Any:
 
 
 def status_of(exc: ServiceError) -> grpc.Status:
-    code, _, retry_s = _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "INTERNAL", None))
+    code, _, retry_s = _mapped(exc)
     details = []
     if isinstance(exc, InvalidArgument):
         details.append(
@@ -68,9 +76,9 @@ def status_of(exc: ServiceError) -> grpc.Status:
 
 
 def code_of(exc: ServiceError) -> grpc.StatusCode:
-    return _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "", None))[0]
+    return _mapped(exc)[0]
 
 
 def reason_of(exc: ServiceError) -> str:
     """The stable reason of its ErrorInfo: the error's own, else its kind's."""
-    return getattr(exc, "reason", None) or _MAPPING.get(type(exc), (grpc.StatusCode.INTERNAL, "INTERNAL", None))[1]
+    return getattr(exc, "reason", None) or _mapped(exc)[1]

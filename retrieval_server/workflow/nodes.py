@@ -17,7 +17,18 @@ import numpy as np
 
 from retrieval_server.backends.reranker import ScoringRate
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
-from retrieval_server.domain import AccessFilter, ChildEvidence, Fusion, PointFilter, QueryOptions, RetrievedContext, Strategy, VectorHit, version_of
+from retrieval_server.domain import (
+    AccessFilter,
+    ChildEvidence,
+    Fusion,
+    PointFilter,
+    QueryOptions,
+    RetrievedContext,
+    Strategy,
+    TimedOut,
+    VectorHit,
+    version_of,
+)
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg, query_windows, rank_fusion
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
@@ -43,11 +54,15 @@ def _uses_dense(strategy: Strategy) -> bool:
 
 
 async def _with_retries(deps: WorkflowDeps, what: str, call: Callable[[], Awaitable[T]]) -> T:
-    """A store call, retried with exponential backoff; the last error propagates."""
+    """A store call, retried with exponential backoff; the last error propagates. A call that
+    timed out is not retried: the store let its whole timeout pass, and a retry would wait as long
+    again (three times ``MYSQL_TIMEOUT_S`` per call against a frozen server)."""
     s = deps.settings
     for attempt in range(s.store_retries + 1):
         try:
             return await call()
+        except TimedOut:
+            raise
         except Exception:
             if attempt == s.store_retries:
                 raise

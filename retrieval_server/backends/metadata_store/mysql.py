@@ -12,7 +12,7 @@ import asyncmy
 from asyncmy import errors
 
 from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
-from retrieval_server.domain import Document, Unavailable
+from retrieval_server.domain import Document, TimedOut, Unavailable
 
 DDL = (
     """CREATE TABLE IF NOT EXISTS documents (
@@ -125,6 +125,15 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
     }
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """Whether the server let a timeout pass: asyncmy reports its read and connect timeouts as
+    errors whose message says so ("Lost connection to MySQL server during query (read timeout)")."""
+    if isinstance(exc, TimeoutError):  # asyncio.TimeoutError and socket.timeout are aliases of it
+        return True
+    message = str(exc).lower()
+    return "timeout" in message or "timed out" in message
+
+
 class MysqlMetadataStore(MetadataStore):
     def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False, timeout_s: float = 10.0) -> None:
         # A server that stops answering (frozen, partitioned) must fail a call, not hang it: asyncmy
@@ -183,4 +192,5 @@ class MysqlMetadataStore(MetadataStore):
                     await conn.commit()
         except (errors.OperationalError, errors.InterfaceError, OSError, asyncio.TimeoutError) as exc:
             # The server is down, restarting, frozen or unreachable: the request cannot be answered now.
-            raise Unavailable(f"MySQL at {self._args['host']}:{self._args['port']} is unavailable: {exc}") from exc
+            kind = TimedOut if _timed_out(exc) else Unavailable
+            raise kind(f"MySQL at {self._args['host']}:{self._args['port']} is unavailable: {exc}") from exc
