@@ -1,4 +1,5 @@
-"""Domain objects. Protobuf stays at the edge (api/); everything inside speaks these."""
+"""Domain objects. Protobuf stays at the edges (api/ for gRPC; backends/events.py writes the events'
+wire format); everything inside speaks these."""
 
 from __future__ import annotations
 
