@@ -112,6 +112,9 @@ class Application:
             ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
         )
         self.chat_models: dict[str, ChatModel] = {}
+        #: the circuit breakers of the optional dependencies, by Health component: an open one
+        #: (the dependency kept failing) is what Health reports, without calling the dependency
+        self._breakers: dict[str, list[tuple[str, CircuitBreaker]]] = {}
         self.indexer = Indexer(
             self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.executor,
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
@@ -231,7 +234,7 @@ class Application:
                 timeout_s=s.llm_timeout_s,
                 max_retries=s.llm_max_retries,
                 backoff_s=s.llm_backoff_s,
-                breaker=self._breaker(),
+                breaker=self._breaker("llm", provider),
             )
         model: ChatModel = self.tracing.wrap(
             self.chat_models[provider], "llm", {"gen_ai.system": provider, "gen_ai.request.model": getattr(s, f"{provider}_model")}
@@ -270,8 +273,18 @@ class Application:
                 models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
         return LlmAnalyzer(models, classical) if models else classical
 
-    def _breaker(self) -> CircuitBreaker:
-        return CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s)
+    def _breaker(self, component: str, name: str) -> CircuitBreaker:
+        breaker = CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s)
+        self._breakers.setdefault(component, []).append((name, breaker))
+        return breaker
+
+    def _tripped(self, component: str) -> ComponentHealth | None:
+        """The component as FAILING while one of its breakers is open, else None."""
+        tripped = [name for name, breaker in self._breakers.get(component, ()) if breaker.is_open]
+        if not tripped:
+            return None
+        return ComponentHealth(component, ComponentState.FAILING, False,
+                               f"{', '.join(tripped)}: circuit open after repeated failures (answers degrade without it)")
 
     def _reranker(self) -> Reranker | None:
         """TEI when configured (backed by the local model if there is one), else the local model, else none."""
@@ -284,7 +297,8 @@ class Application:
         )
         reranker: Reranker | None = local
         if s.tei_url:
-            tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none", breaker=self._breaker())
+            tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none",
+                              breaker=self._breaker("reranker", f"tei:{s.tei_url}"))
             reranker = FallbackReranker(tei, local) if local else tei
         # Traced inside: a span is a call to the model, not a pair served from memory.
         return MeasuredReranker(self.tracing.wrap(reranker, "reranker"), s.rerank_pair_cache) if reranker is not None else None
@@ -307,7 +321,7 @@ class Application:
 
             prefix = f"{s.redis_key_prefix}:{answer_fingerprint(s, self.embedder.model_id)}"
             redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=prefix, timeout_s=s.cache_timeout_s)
-            return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
+            return GuardedCache(redis, self._breaker("cache", "redis"), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
 
     def _vector_store(self) -> VectorStore:
@@ -589,9 +603,10 @@ class Application:
                 if self.cache is not None
                 else optional("cache", None, "off (RETRIEVAL_CACHE_BACKEND=none)")
             ),
-            optional("reranker", self.reranker, "not configured: fused order (set RETRIEVAL_RERANKER_MODEL_DIR or RETRIEVAL_TEI_URL)"),
+            self._tripped("reranker")
+            or optional("reranker", self.reranker, "not configured: fused order (set RETRIEVAL_RERANKER_MODEL_DIR or RETRIEVAL_TEI_URL)"),
             self._auth_health(),
-            ComponentHealth(
+            self._tripped("llm") or ComponentHealth(
                 "llm",
                 ComponentState.OK if self.chat_models else ComponentState.NOT_CONFIGURED,
                 False,

@@ -1,0 +1,53 @@
+"""Health reports an optional dependency that keeps failing (its circuit breaker open) as FAILING,
+which makes the service DEGRADED, without calling the dependency itself: TEI and an
+OpenAI-compatible LLM, each a local server speaking its protocol that answers 503."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import ComponentState, DocumentSource, QueryOptions, Strategy
+from tests.support.http_servers import json_server
+
+
+def _unavailable(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    return 503, {"error": "overloaded"}
+
+
+def _states(report: Any) -> dict[str, ComponentState]:
+    return {c.name: c.state for c in report.components}
+
+
+async def test_a_tripped_breaker_is_a_failing_component_and_a_degraded_service(tmp_path: Path) -> None:
+    with json_server(_unavailable) as tei, json_server(_unavailable) as llm:
+        app = Application(load_settings(
+            data_dir=tmp_path, cache_backend="none", tei_url=tei.url, llm_provider="openai", openai_base_url=llm.url + "/v1",
+            openai_model="test-model", openai_api_key="k", llm_max_retries=0, breaker_failures=1, breaker_cooldown_s=3600,
+        ))
+        await app.open()
+        try:
+            before = await app.health()
+            assert _states(before)["reranker"] is ComponentState.OK and _states(before)["llm"] is ComponentState.OK
+            assert before.serving and not before.degraded
+
+            # The ingest's graph extraction asks the LLM (and falls back to the classical rules)...
+            assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
+            assert len(llm.requests) >= 1 and _states(await app.health())["reranker"] is ComponentState.OK
+            # ...and a query asks TEI (and keeps the fused order).
+            result = await app.pipeline.query(QueryOptions("what raises the tides", 3, strategy=Strategy.HYBRID))
+            assert "rerank:failed" in result.metrics.degraded and result.contexts and len(tei.requests) >= 1
+
+            after = await app.health()
+            states = {c.name: c for c in after.components}
+            assert states["reranker"].state is ComponentState.FAILING and "circuit open" in states["reranker"].detail
+            assert states["llm"].state is ComponentState.FAILING and "openai" in states["llm"].detail
+            assert after.serving and after.degraded
+            # Health itself never calls them: asking again sends nothing.
+            sent = len(tei.requests) + len(llm.requests)
+            await app.health()
+            assert len(tei.requests) + len(llm.requests) == sent
+        finally:
+            await app.close()
