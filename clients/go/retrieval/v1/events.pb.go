@@ -78,8 +78,9 @@ func (RetrievalMethod) EnumDescriptor() ([]byte, []int) {
 	return file_retrieval_v1_events_proto_rawDescGZIP(), []int{0}
 }
 
-// RetrievalCompleted is published once per answered Query or Search call (status OK), after the
-// answer is sent, to the exchange RETRIEVAL_EVENTS_EXCHANGE (topic, durable; default
+// RetrievalCompleted is published once per answered Query, StreamQuery (as a Query) or Search
+// call (status OK), in the background once the answer is ready (a slow broker never delays it),
+// to the exchange RETRIEVAL_EVENTS_EXCHANGE (topic, durable; default
 // "retrieval.events") with routing key RETRIEVAL_EVENTS_ROUTING_KEY (default
 // "retrieval.completed"), as a persistent message with content type application/json, AMQP
 // type "retrieval.v1.RetrievalCompleted" and message id equal to event_id. Delivery is at least

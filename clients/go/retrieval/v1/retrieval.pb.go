@@ -16,7 +16,9 @@
 //   contract has no timestamps. Every new duration follows the same rule.
 // * Limits: every limit below is the default of a server setting, named in the comment
 //   (RETRIEVAL_<NAME> environment variables, see the README's configuration table). A request
-//   outside a limit gets INVALID_ARGUMENT naming the field and the limit.
+//   outside a limit gets INVALID_ARGUMENT naming the field and the limit. The exception is one
+//   document of an IngestDocuments batch whose id (or owner or grantee id) is invalid or repeated:
+//   it is reported in IngestDocumentsResponse.errors and the rest of the batch is stored.
 // * Lengths of strings are Unicode code points (bytes of UTF-8 where the comment says bytes),
 //   after trimming leading and trailing whitespace where the comment says so. Token counts are
 //   tokens of the embedding model's tokenizer (all-MiniLM-L6-v2 WordPiece by default).
@@ -98,12 +100,13 @@ const (
 	Strategy_STRATEGY_SEMANTIC Strategy = 1
 	// BM25 over sparse vectors in the same engine: best for exact names, codes and identifiers.
 	Strategy_STRATEGY_KEYWORD Strategy = 2
-	// Dense + keyword + full-text search over document titles and metadata, in parallel, fused
+	// Dense + keyword + full-text search over document titles and metadata, in parallel, plus the
+	// knowledge-graph leg when the query names known entities (RETRIEVAL_GRAPH_EXPANSION), fused
 	// (see Fusion).
 	Strategy_STRATEGY_HYBRID Strategy = 3
-	// Every HYBRID leg, weighed by the query's form: identifiers and quoted words as a share of
-	// its words, and the share of its terms that are rare in the index, shift the weight towards
-	// the keyword leg, and their absence towards the dense legs. No leg is dropped.
+	// Every HYBRID leg, weighed by the query's form: identifiers (codes, ALL-CAPS words,
+	// snake_case) and quoted words, as a share of its words, shift the weight towards the keyword
+	// leg; a query with neither is searched exactly as HYBRID. No leg is dropped.
 	// Metrics.strategy_used says HYBRID.
 	Strategy_STRATEGY_ADAPTIVE Strategy = 4
 	// The knowledge-graph leg alone: the chunks that mention the entities the query names (exact,
@@ -167,9 +170,10 @@ const (
 	Mode_MODE_UNSPECIFIED Mode = 0
 	// Contexts only; the caller's own model writes the answer.
 	Mode_MODE_RETRIEVAL_ONLY Mode = 1
-	// Contexts for answer generation by the server's LLM. Cached separately from
-	// MODE_RETRIEVAL_ONLY; without answer generation on the server it retrieves as
-	// MODE_RETRIEVAL_ONLY does.
+	// Contexts and a cited answer (QueryResponse.answer). A router first decides how to answer
+	// (the server's LLM, or rules without one): by retrieval, by a tool (arithmetic, dates, the
+	// graph), or directly (a greeting), the last two without contexts. Without an LLM the answer
+	// is put together from the contexts' sentences. Cached separately from MODE_RETRIEVAL_ONLY.
 	Mode_MODE_GENERATION Mode = 2
 )
 
@@ -214,17 +218,21 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 	return file_retrieval_v1_retrieval_proto_rawDescGZIP(), []int{1}
 }
 
-// How the legs of a HYBRID (or ADAPTIVE-chosen hybrid) search are combined.
+// How the ranked lists of a query are combined: the legs of HYBRID and ADAPTIVE, and for any
+// strategy the lists of its reformulations, sub-queries and long-query windows.
 type Fusion int32
 
 const (
 	// Not set: the server's RETRIEVAL_FUSION (`rrf` by default).
 	Fusion_FUSION_UNSPECIFIED Fusion = 0
-	// Reciprocal Rank Fusion: sum of 1 / (k + rank) over the legs, k = RETRIEVAL_RRF_K (10).
+	// Reciprocal Rank Fusion: sum of weight / (k + rank) over the lists, k = RETRIEVAL_RRF_K (10).
+	// The vector legs weigh 1 (ADAPTIVE's balance aside); the metadata and graph legs weigh
+	// RETRIEVAL_METADATA_WEIGHT (0.3) and RETRIEVAL_GRAPH_WEIGHT (0.7) relative to the larger of
+	// RETRIEVAL_SEMANTIC_WEIGHT and RETRIEVAL_KEYWORD_WEIGHT.
 	Fusion_FUSION_RRF Fusion = 1
 	// Weighted sum of per-leg normalized scores: RETRIEVAL_SEMANTIC_WEIGHT (0.7),
-	// RETRIEVAL_KEYWORD_WEIGHT (0.3), RETRIEVAL_METADATA_WEIGHT (0.3); normalization
-	// RETRIEVAL_SCORE_NORMALIZATION (`minmax`, or `dbsf`).
+	// RETRIEVAL_KEYWORD_WEIGHT (0.3), RETRIEVAL_METADATA_WEIGHT (0.3), RETRIEVAL_GRAPH_WEIGHT
+	// (0.7); normalization RETRIEVAL_SCORE_NORMALIZATION (`minmax`, or `dbsf`).
 	Fusion_FUSION_WEIGHTED Fusion = 2
 )
 
@@ -277,8 +285,10 @@ const (
 	ServingStatus_SERVING_STATUS_UNSPECIFIED ServingStatus = 0
 	// Working as configured.
 	ServingStatus_SERVING_STATUS_SERVING ServingStatus = 1
-	// Answering, but something configured and optional (reranker, cache) is failing: answers
-	// are degraded as Metrics.degraded says. An optional component that is not configured is not
+	// Answering, but something configured and optional (reranker, cache, LLM) is failing: answers
+	// are degraded as Metrics.degraded says. The cache is probed by the Health call; the reranker
+	// and the LLM are not called, they are failing while their circuit breaker is open (after
+	// RETRIEVAL_BREAKER_FAILURES failures in a row). An optional component that is not configured is not
 	// a reason for DEGRADED.
 	ServingStatus_SERVING_STATUS_DEGRADED ServingStatus = 2
 	// Not answering: a required component (vector_store, metadata_store, embedder) is down;
@@ -582,8 +592,11 @@ type QueryRequest struct {
 	// How HYBRID legs are combined. Unset: the server's RETRIEVAL_FUSION.
 	Fusion Fusion `protobuf:"varint,7,opt,name=fusion,proto3,enum=retrieval.v1.Fusion" json:"fusion,omitempty"`
 	// Whether the configured cross-encoder reorders the best RETRIEVAL_RERANK_CANDIDATES (50)
-	// fused candidates. Unset: true. False keeps the fused order. Without a reranker configured
-	// the fused order is kept either way and Metrics.degraded says `rerank:unavailable`.
+	// fused candidates. Only those go on, and those scoring below RETRIEVAL_RERANK_THRESHOLD (0.3)
+	// are dropped (the best RETRIEVAL_RERANK_FALLBACK, 3, are kept when none passes), so fewer
+	// than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
+	// reranker configured the fused order is kept either way, and Metrics.degraded says
+	// `rerank:unavailable` unless the request set false.
 	Rerank *bool `protobuf:"varint,8,opt,name=rerank,proto3,oneof" json:"rerank,omitempty"`
 }
 
@@ -682,7 +695,8 @@ type ChildChunk struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// Stable id `<document_id>#p<parent index>c<child index>`, e.g. `handbook#p3c1`.
+	// Stable id `<document_id>#p<parent index>c<child index>`, the child index counting the
+	// document's children from 0 (not the parent's), e.g. `handbook#p3c11`.
 	ChunkId string `protobuf:"bytes,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
 	// The child's text: at most RETRIEVAL_CHILD_CHUNK_TOKENS (128) tokens of whole sentences,
 	// overlapping its neighbour by RETRIEVAL_CHILD_OVERLAP_TOKENS (32).
@@ -761,7 +775,7 @@ type DocumentMetadata struct {
 	Page int32 `protobuf:"varint,3,opt,name=page,proto3" json:"page,omitempty"`
 	// Position of the parent chunk within its document, from 0.
 	ChunkIndex int32 `protobuf:"varint,4,opt,name=chunk_index,json=chunkIndex,proto3" json:"chunk_index,omitempty"`
-	// The provenance given at ingestion (DocumentInput.source); empty when none was given.
+	// The provenance given at ingestion (DocumentInput.source), else the file name.
 	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
 	// The free-form metadata given at ingestion (DocumentInput.metadata). Empty: none.
 	Extra map[string]string `protobuf:"bytes,6,rep,name=extra,proto3" json:"extra,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
@@ -955,7 +969,8 @@ type StageMetric struct {
 	unknownFields protoimpl.UnknownFields
 
 	// Stage name: `check_cache`, `analyze_query`, `build_access_filter`, `retrieve`, `fuse`,
-	// `rerank`, `enrich`, `check_sufficiency`, `execute_sub_queries`, `select`, `update_cache`.
+	// `rerank`, `enrich`, `check_sufficiency`, `execute_sub_queries`, `select`, `update_cache`;
+	// in MODE_GENERATION also `route`, `run_tools` and `generate`.
 	// A stage that ran twice (a retry) is listed twice.
 	Stage string `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
 	// Wall time of the stage on the server, in milliseconds.
@@ -1330,7 +1345,8 @@ type SearchResult struct {
 	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
 	// The id of the document the chunk comes from.
 	DocumentId string `protobuf:"bytes,2,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
-	// Position of the chunk's parent within its document, from 0.
+	// Position of the chunk among its document's child chunks, from 0 (the `c` index of its
+	// chunk id).
 	ChunkIndex int32 `protobuf:"varint,3,opt,name=chunk_index,json=chunkIndex,proto3" json:"chunk_index,omitempty"`
 	// The document's title.
 	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
@@ -1529,7 +1545,8 @@ type ComponentHealth struct {
 
 	// Component name: `vector_store`, `metadata_store`, `embedder` (required); `disk` (free space on
 	// the embedded stores' volume: below RETRIEVAL_MIN_FREE_DISK_MB ingestion is refused and the
-	// component is DEGRADED), `cache`, `reranker`, `llm` (optional).
+	// component is DEGRADED), `cache`, `reranker`, `llm` (optional); `auth` (how callers are
+	// identified: NOT_CONFIGURED when RETRIEVAL_AUTH_MODE is `none`).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The component's state.
 	Status ServingStatus `protobuf:"varint,2,opt,name=status,proto3,enum=retrieval.v1.ServingStatus" json:"status,omitempty"`
@@ -1599,7 +1616,8 @@ type HealthResponse struct {
 	// The overall state: NOT_SERVING if a required component is down, DEGRADED if an optional
 	// one is failing, SERVING otherwise.
 	Status ServingStatus `protobuf:"varint,1,opt,name=status,proto3,enum=retrieval.v1.ServingStatus" json:"status,omitempty"`
-	// One entry per component, each checked by this call.
+	// One entry per component: the stores and the cache probed by this call, the others as they
+	// stand (see SERVING_STATUS_DEGRADED).
 	Components []*ComponentHealth `protobuf:"bytes,2,rep,name=components,proto3" json:"components,omitempty"`
 	// The server's version, e.g. `0.1.0`.
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
@@ -1665,8 +1683,8 @@ type DocumentInput struct {
 	unknownFields protoimpl.UnknownFields
 
 	// Stable identifier, 1 to 200 characters without control characters; re-ingesting the same
-	// id replaces the document. Empty: the file name without extension (for `.jsonl`, each row's
-	// `_id`).
+	// id replaces the document. Empty: the file name without extension. Not used for `.jsonl`:
+	// each row's `_id` is its document's id.
 	DocumentId string `protobuf:"bytes,1,opt,name=document_id,json=documentId,proto3" json:"document_id,omitempty"`
 	// File name, at most 1,024 characters; its extension selects the loader: `.txt`, `.md`/`.markdown`, `.html`/`.htm`,
 	// `.pdf`, or `.jsonl` (BEIR rows with `_id`, `title`, `text` and optional `metadata`: one
@@ -1678,7 +1696,7 @@ type DocumentInput struct {
 	Content []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Title shown in results, at most 1,024 characters. Empty: the file's own title (HTML
 	// <title>, Markdown heading, PDF metadata; cut to 1,024 characters) or the file name without
-	// extension.
+	// extension. Not used for `.jsonl`: each row's `title` (empty when the row has none).
 	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
 	// URL shown in results, at most 8,192 characters. Empty: none.
 	Url string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
@@ -2378,9 +2396,11 @@ type GraphHop struct {
 	Hop int32 `protobuf:"varint,1,opt,name=hop,proto3" json:"hop,omitempty"`
 	// Score factor of this hop (RETRIEVAL_GRAPH_HOP_PENALTIES: 1.0, 0.77, 0.63).
 	Penalty float32 `protobuf:"fixed32,2,opt,name=penalty,proto3" json:"penalty,omitempty"`
-	// Names of the entities expanded at this hop (at most RETRIEVAL_GRAPH_MAX_NEIGHBORS, 25).
+	// Names of the entities expanded at this hop: at hop 0 every entity the query names, at later
+	// hops at most RETRIEVAL_GRAPH_MAX_NEIGHBORS (25).
 	Entities []string `protobuf:"bytes,3,rep,name=entities,proto3" json:"entities,omitempty"`
-	// Chunks this hop added (at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP, 20).
+	// Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), widened as the
+	// candidate pool is on the sufficiency check's retries (40 on the first).
 	Chunks int32 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
 }
 

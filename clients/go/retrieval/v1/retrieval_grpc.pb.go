@@ -44,8 +44,9 @@ type RetrievalServiceClient interface {
 	// is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
 	// Needs ADMIN or SUPER_ADMIN.
 	// Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-	// document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
-	// title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+	// document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
+	// (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
+	// metadata over its limit), UNAUTHENTICATED,
 	// PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
 	// (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
 	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -59,9 +60,10 @@ type RetrievalServiceClient interface {
 	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
 	// deleted completely and the call stops before the next.
 	DeleteDocuments(ctx context.Context, in *DeleteDocumentsRequest, opts ...grpc.CallOption) (*DeleteDocumentsResponse, error)
-	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
-	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
-	// and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes and (in
+	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
+	// the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
+	// Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
 	// status.
 	StreamQuery(ctx context.Context, in *StreamQueryRequest, opts ...grpc.CallOption) (RetrievalService_StreamQueryClient, error)
 }
@@ -182,8 +184,9 @@ type RetrievalServiceServer interface {
 	// is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
 	// Needs ADMIN or SUPER_ADMIN.
 	// Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-	// document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
-	// title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+	// document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
+	// (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
+	// metadata over its limit), UNAUTHENTICATED,
 	// PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
 	// (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
 	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -197,9 +200,10 @@ type RetrievalServiceServer interface {
 	// UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
 	// deleted completely and the call stops before the next.
 	DeleteDocuments(context.Context, *DeleteDocumentsRequest) (*DeleteDocumentsResponse, error)
-	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
-	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
-	// and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+	// Query for chat UIs: streams one StageMetric per workflow stage as it finishes and (in
+	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
+	// the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
+	// Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
 	// status.
 	StreamQuery(*StreamQueryRequest, RetrievalService_StreamQueryServer) error
 	mustEmbedUnimplementedRetrievalServiceServer()

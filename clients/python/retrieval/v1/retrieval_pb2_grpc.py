@@ -118,8 +118,9 @@ class RetrievalServiceServicer:
         is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
         Needs ADMIN or SUPER_ADMIN.
         Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-        document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
-        title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+        document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
+        (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
+        metadata over its limit), UNAUTHENTICATED,
         PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
         (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
         UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -143,9 +144,10 @@ class RetrievalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StreamQuery(self, request, context):
-        """Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
-        MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
-        and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+        """Query for chat UIs: streams one StageMetric per workflow stage as it finishes and (in
+        MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
+        the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
+        Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
         status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

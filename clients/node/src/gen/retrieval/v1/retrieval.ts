@@ -44,7 +44,9 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   contract has no timestamps. Every new duration follows the same rule.
  * * Limits: every limit below is the default of a server setting, named in the comment
  *   (RETRIEVAL_<NAME> environment variables, see the README's configuration table). A request
- *   outside a limit gets INVALID_ARGUMENT naming the field and the limit.
+ *   outside a limit gets INVALID_ARGUMENT naming the field and the limit. The exception is one
+ *   document of an IngestDocuments batch whose id (or owner or grantee id) is invalid or repeated:
+ *   it is reported in IngestDocumentsResponse.errors and the rest of the batch is stored.
  * * Lengths of strings are Unicode code points (bytes of UTF-8 where the comment says bytes),
  *   after trimming leading and trailing whitespace where the comment says so. Token counts are
  *   tokens of the embedding model's tokenizer (all-MiniLM-L6-v2 WordPiece by default).
@@ -106,14 +108,15 @@ export enum Strategy {
   /** STRATEGY_KEYWORD - BM25 over sparse vectors in the same engine: best for exact names, codes and identifiers. */
   STRATEGY_KEYWORD = 2,
   /**
-   * STRATEGY_HYBRID - Dense + keyword + full-text search over document titles and metadata, in parallel, fused
+   * STRATEGY_HYBRID - Dense + keyword + full-text search over document titles and metadata, in parallel, plus the
+   * knowledge-graph leg when the query names known entities (RETRIEVAL_GRAPH_EXPANSION), fused
    * (see Fusion).
    */
   STRATEGY_HYBRID = 3,
   /**
-   * STRATEGY_ADAPTIVE - Every HYBRID leg, weighed by the query's form: identifiers and quoted words as a share of
-   * its words, and the share of its terms that are rare in the index, shift the weight towards
-   * the keyword leg, and their absence towards the dense legs. No leg is dropped.
+   * STRATEGY_ADAPTIVE - Every HYBRID leg, weighed by the query's form: identifiers (codes, ALL-CAPS words,
+   * snake_case) and quoted words, as a share of its words, shift the weight towards the keyword
+   * leg; a query with neither is searched exactly as HYBRID. No leg is dropped.
    * Metrics.strategy_used says HYBRID.
    */
   STRATEGY_ADAPTIVE = 4,
@@ -180,9 +183,10 @@ export enum Mode {
   /** MODE_RETRIEVAL_ONLY - Contexts only; the caller's own model writes the answer. */
   MODE_RETRIEVAL_ONLY = 1,
   /**
-   * MODE_GENERATION - Contexts for answer generation by the server's LLM. Cached separately from
-   * MODE_RETRIEVAL_ONLY; without answer generation on the server it retrieves as
-   * MODE_RETRIEVAL_ONLY does.
+   * MODE_GENERATION - Contexts and a cited answer (QueryResponse.answer). A router first decides how to answer
+   * (the server's LLM, or rules without one): by retrieval, by a tool (arithmetic, dates, the
+   * graph), or directly (a greeting), the last two without contexts. Without an LLM the answer
+   * is put together from the contexts' sentences. Cached separately from MODE_RETRIEVAL_ONLY.
    */
   MODE_GENERATION = 2,
   UNRECOGNIZED = -1,
@@ -220,16 +224,24 @@ export function modeToJSON(object: Mode): string {
   }
 }
 
-/** How the legs of a HYBRID (or ADAPTIVE-chosen hybrid) search are combined. */
+/**
+ * How the ranked lists of a query are combined: the legs of HYBRID and ADAPTIVE, and for any
+ * strategy the lists of its reformulations, sub-queries and long-query windows.
+ */
 export enum Fusion {
   /** FUSION_UNSPECIFIED - Not set: the server's RETRIEVAL_FUSION (`rrf` by default). */
   FUSION_UNSPECIFIED = 0,
-  /** FUSION_RRF - Reciprocal Rank Fusion: sum of 1 / (k + rank) over the legs, k = RETRIEVAL_RRF_K (10). */
+  /**
+   * FUSION_RRF - Reciprocal Rank Fusion: sum of weight / (k + rank) over the lists, k = RETRIEVAL_RRF_K (10).
+   * The vector legs weigh 1 (ADAPTIVE's balance aside); the metadata and graph legs weigh
+   * RETRIEVAL_METADATA_WEIGHT (0.3) and RETRIEVAL_GRAPH_WEIGHT (0.7) relative to the larger of
+   * RETRIEVAL_SEMANTIC_WEIGHT and RETRIEVAL_KEYWORD_WEIGHT.
+   */
   FUSION_RRF = 1,
   /**
    * FUSION_WEIGHTED - Weighted sum of per-leg normalized scores: RETRIEVAL_SEMANTIC_WEIGHT (0.7),
-   * RETRIEVAL_KEYWORD_WEIGHT (0.3), RETRIEVAL_METADATA_WEIGHT (0.3); normalization
-   * RETRIEVAL_SCORE_NORMALIZATION (`minmax`, or `dbsf`).
+   * RETRIEVAL_KEYWORD_WEIGHT (0.3), RETRIEVAL_METADATA_WEIGHT (0.3), RETRIEVAL_GRAPH_WEIGHT
+   * (0.7); normalization RETRIEVAL_SCORE_NORMALIZATION (`minmax`, or `dbsf`).
    */
   FUSION_WEIGHTED = 2,
   UNRECOGNIZED = -1,
@@ -274,8 +286,10 @@ export enum ServingStatus {
   /** SERVING_STATUS_SERVING - Working as configured. */
   SERVING_STATUS_SERVING = 1,
   /**
-   * SERVING_STATUS_DEGRADED - Answering, but something configured and optional (reranker, cache) is failing: answers
-   * are degraded as Metrics.degraded says. An optional component that is not configured is not
+   * SERVING_STATUS_DEGRADED - Answering, but something configured and optional (reranker, cache, LLM) is failing: answers
+   * are degraded as Metrics.degraded says. The cache is probed by the Health call; the reranker
+   * and the LLM are not called, they are failing while their circuit breaker is open (after
+   * RETRIEVAL_BREAKER_FAILURES failures in a row). An optional component that is not configured is not
    * a reason for DEGRADED.
    */
   SERVING_STATUS_DEGRADED = 2,
@@ -526,8 +540,11 @@ export interface QueryRequest {
   fusion: Fusion;
   /**
    * Whether the configured cross-encoder reorders the best RETRIEVAL_RERANK_CANDIDATES (50)
-   * fused candidates. Unset: true. False keeps the fused order. Without a reranker configured
-   * the fused order is kept either way and Metrics.degraded says `rerank:unavailable`.
+   * fused candidates. Only those go on, and those scoring below RETRIEVAL_RERANK_THRESHOLD (0.3)
+   * are dropped (the best RETRIEVAL_RERANK_FALLBACK, 3, are kept when none passes), so fewer
+   * than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
+   * reranker configured the fused order is kept either way, and Metrics.degraded says
+   * `rerank:unavailable` unless the request set false.
    */
   rerank?: boolean | undefined;
 }
@@ -537,7 +554,10 @@ export interface QueryRequest {
  * searched. Returned as the evidence for its parent.
  */
 export interface ChildChunk {
-  /** Stable id `<document_id>#p<parent index>c<child index>`, e.g. `handbook#p3c1`. */
+  /**
+   * Stable id `<document_id>#p<parent index>c<child index>`, the child index counting the
+   * document's children from 0 (not the parent's), e.g. `handbook#p3c11`.
+   */
   chunkId: string;
   /**
    * The child's text: at most RETRIEVAL_CHILD_CHUNK_TOKENS (128) tokens of whole sentences,
@@ -567,7 +587,7 @@ export interface DocumentMetadata {
   page: number;
   /** Position of the parent chunk within its document, from 0. */
   chunkIndex: number;
-  /** The provenance given at ingestion (DocumentInput.source); empty when none was given. */
+  /** The provenance given at ingestion (DocumentInput.source), else the file name. */
   source: string;
   /** The free-form metadata given at ingestion (DocumentInput.metadata). Empty: none. */
   extra: { [key: string]: string };
@@ -614,7 +634,8 @@ export interface Context {
 export interface StageMetric {
   /**
    * Stage name: `check_cache`, `analyze_query`, `build_access_filter`, `retrieve`, `fuse`,
-   * `rerank`, `enrich`, `check_sufficiency`, `execute_sub_queries`, `select`, `update_cache`.
+   * `rerank`, `enrich`, `check_sufficiency`, `execute_sub_queries`, `select`, `update_cache`;
+   * in MODE_GENERATION also `route`, `run_tools` and `generate`.
    * A stage that ran twice (a retry) is listed twice.
    */
   stage: string;
@@ -714,7 +735,10 @@ export interface SearchResult {
   text: string;
   /** The id of the document the chunk comes from. */
   documentId: string;
-  /** Position of the chunk's parent within its document, from 0. */
+  /**
+   * Position of the chunk among its document's child chunks, from 0 (the `c` index of its
+   * chunk id).
+   */
   chunkIndex: number;
   /** The document's title. */
   title: string;
@@ -746,7 +770,8 @@ export interface ComponentHealth {
   /**
    * Component name: `vector_store`, `metadata_store`, `embedder` (required); `disk` (free space on
    * the embedded stores' volume: below RETRIEVAL_MIN_FREE_DISK_MB ingestion is refused and the
-   * component is DEGRADED), `cache`, `reranker`, `llm` (optional).
+   * component is DEGRADED), `cache`, `reranker`, `llm` (optional); `auth` (how callers are
+   * identified: NOT_CONFIGURED when RETRIEVAL_AUTH_MODE is `none`).
    */
   name: string;
   /** The component's state. */
@@ -762,7 +787,10 @@ export interface HealthResponse {
    * one is failing, SERVING otherwise.
    */
   status: ServingStatus;
-  /** One entry per component, each checked by this call. */
+  /**
+   * One entry per component: the stores and the cache probed by this call, the others as they
+   * stand (see SERVING_STATUS_DEGRADED).
+   */
   components: ComponentHealth[];
   /** The server's version, e.g. `0.1.0`. */
   version: string;
@@ -772,8 +800,8 @@ export interface HealthResponse {
 export interface DocumentInput {
   /**
    * Stable identifier, 1 to 200 characters without control characters; re-ingesting the same
-   * id replaces the document. Empty: the file name without extension (for `.jsonl`, each row's
-   * `_id`).
+   * id replaces the document. Empty: the file name without extension. Not used for `.jsonl`:
+   * each row's `_id` is its document's id.
    */
   documentId: string;
   /**
@@ -791,7 +819,7 @@ export interface DocumentInput {
   /**
    * Title shown in results, at most 1,024 characters. Empty: the file's own title (HTML
    * <title>, Markdown heading, PDF metadata; cut to 1,024 characters) or the file name without
-   * extension.
+   * extension. Not used for `.jsonl`: each row's `title` (empty when the row has none).
    */
   title: string;
   /** URL shown in results, at most 8,192 characters. Empty: none. */
@@ -916,9 +944,15 @@ export interface GraphHop {
   hop: number;
   /** Score factor of this hop (RETRIEVAL_GRAPH_HOP_PENALTIES: 1.0, 0.77, 0.63). */
   penalty: number;
-  /** Names of the entities expanded at this hop (at most RETRIEVAL_GRAPH_MAX_NEIGHBORS, 25). */
+  /**
+   * Names of the entities expanded at this hop: at hop 0 every entity the query names, at later
+   * hops at most RETRIEVAL_GRAPH_MAX_NEIGHBORS (25).
+   */
   entities: string[];
-  /** Chunks this hop added (at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP, 20). */
+  /**
+   * Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), widened as the
+   * candidate pool is on the sufficiency check's retries (40 on the first).
+   */
   chunks: number;
 }
 
@@ -5261,8 +5295,9 @@ export const RetrievalServiceService = {
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
-   * title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+   * document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
+   * (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
+   * metadata over its limit), UNAUTHENTICATED,
    * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
    * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -5300,9 +5335,10 @@ export const RetrievalServiceService = {
     responseDeserialize: (value: Buffer): DeleteDocumentsResponse => DeleteDocumentsResponse.decode(value),
   },
   /**
-   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
-   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
-   * and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes and (in
+   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
+   * the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
+   * Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
    * status.
    */
   streamQuery: {
@@ -5351,8 +5387,9 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
-   * title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+   * document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
+   * (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
+   * metadata over its limit), UNAUTHENTICATED,
    * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
    * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -5370,9 +5407,10 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    */
   deleteDocuments: handleUnaryCall<DeleteDocumentsRequest, DeleteDocumentsResponse>;
   /**
-   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
-   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
-   * and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes and (in
+   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
+   * the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
+   * Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
    * status.
    */
   streamQuery: handleServerStreamingCall<StreamQueryRequest, StreamQueryResponse>;
@@ -5455,8 +5493,9 @@ export interface RetrievalServiceClient extends Client {
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, PRIVATE without owner_id, unknown access, a
-   * title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
+   * document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
+   * (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
+   * metadata over its limit), UNAUTHENTICATED,
    * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
    * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -5502,9 +5541,10 @@ export interface RetrievalServiceClient extends Client {
     callback: (error: ServiceError | null, response: DeleteDocumentsResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes, then (in
-   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams),
-   * and ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
+   * Query for chat UIs: streams one StageMetric per workflow stage as it finishes and (in
+   * MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
+   * the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
+   * Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
    * status.
    */
   streamQuery(request: StreamQueryRequest, options?: Partial<CallOptions>): ClientReadableStream<StreamQueryResponse>;
