@@ -273,9 +273,11 @@ class Application:
                 models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
         return LlmAnalyzer(models, classical) if models else classical
 
-    def _breaker(self, component: str, name: str) -> CircuitBreaker:
+    def _breaker(self, component: str | None = None, name: str = "") -> CircuitBreaker:
+        """A breaker; one of a Health ``component`` (with its ``name``) is reported by :meth:`_tripped`."""
         breaker = CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s)
-        self._breakers.setdefault(component, []).append((name, breaker))
+        if component is not None:
+            self._breakers.setdefault(component, []).append((name, breaker))
         return breaker
 
     def _tripped(self, component: str) -> ComponentHealth | None:
@@ -321,7 +323,8 @@ class Application:
 
             prefix = f"{s.redis_key_prefix}:{answer_fingerprint(s, self.embedder.model_id)}"
             redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=prefix, timeout_s=s.cache_timeout_s)
-            return GuardedCache(redis, self._breaker("cache", "redis"), s.cache_timeout_s)
+            # Health probes the cache itself: its breaker is not what Health reports.
+            return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
 
     def _vector_store(self) -> VectorStore:
