@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     qdrant_timeout_s: float = Field(30.0, gt=0)
     mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
     mysql_pool_size: int = Field(8, ge=1, le=256)
-    mysql_timeout_s: float = Field(10.0, gt=0, le=3600, description="MySQL connect and read timeout: a server that stops answering fails the call")
+    mysql_timeout_s: float = Field(10.0, gt=0, le=3600, description="MySQL connect, read and pool-wait timeout: a server that stops answering, or a pool with every connection busy, fails the call")
     min_free_disk_mb: int = Field(
         128, ge=0, description="embedded stores: refuse writes (and start-up) while the volume has less free space"
     )

@@ -1,14 +1,17 @@
 """A store that lets its timeout pass is not asked again within the request; one that refuses at
-once is (it may be back a moment later). Against a real MariaDB, frozen (SIGSTOP) and stopped."""
+once is (it may be back a moment later); waiting for a pooled connection is bounded by the same
+timeout. Against a real MariaDB: frozen (SIGSTOP), stopped, and with every connection busy."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
 import pytest
 
 from retrieval_server.app import Application
+from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, Identity, QueryOptions, Role, Strategy, TimedOut, Unavailable
 from tests.support.mariadb import MariaDb
@@ -50,3 +53,32 @@ async def test_a_frozen_store_times_out_once_and_a_refusing_one_is_asked_again(t
     finally:
         await app.close()
         server.stop()
+
+
+async def test_waiting_for_a_busy_pool_ends_after_the_timeout(mariadb_dsn: str) -> None:
+    """Every connection busy (here the pool's one, held by a transaction that is still open): a
+    caller waits MYSQL_TIMEOUT_S for one, as it would for an answer, and the pool stays whole."""
+    store = MysqlMetadataStore(mariadb_dsn, pool_size=1, timeout_s=1.0)
+    await store.open()
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with store.transaction() as tx:
+            await tx.execute("SELECT 1")
+            held.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    try:
+        await held.wait()
+        # 60 s only turns a wait that never ends into a failure; the call is expected to end after 1 s.
+        with pytest.raises(TimedOut):
+            await asyncio.wait_for(store.get_document("anything"), 60)
+        assert not holder.done()
+        release.set()
+        await holder
+        assert await store.get_document("anything") is None  # the connection went back to the pool
+    finally:
+        release.set()
+        await holder
+        await store.close()

@@ -139,6 +139,7 @@ class MysqlMetadataStore(MetadataStore):
         # A server that stops answering (frozen, partitioned) must fail a call, not hang it: asyncmy
         # closes a connection whose read times out, and the pool drops it.
         self._args = {**parse_dsn(dsn), "connect_timeout": timeout_s, "read_timeout": timeout_s}
+        self._timeout_s = timeout_s
         self._pool_size = pool_size
         self._read_only = read_only
         self._pool: Any = None
@@ -179,7 +180,12 @@ class MysqlMetadataStore(MetadataStore):
         if self._pool is None:
             raise Unavailable("metadata store is not open")
         try:
-            async with self._pool.acquire() as conn:
+            # Waiting for a connection is bounded like reading from one: the pool opens new
+            # connections one at a time, holding its lock, so with a frozen server (or every
+            # connection busy) callers would otherwise queue behind each other's timeouts.
+            async with asyncio.timeout(self._timeout_s):
+                conn = await self._pool.acquire()
+            try:
                 await conn.begin()
                 try:
                     async with conn.cursor() as cur:
@@ -190,6 +196,8 @@ class MysqlMetadataStore(MetadataStore):
                     raise
                 else:
                     await conn.commit()
+            finally:
+                self._pool.release(conn)
         except (errors.OperationalError, errors.InterfaceError, OSError, asyncio.TimeoutError) as exc:
             # The server is down, restarting, frozen or unreachable: the request cannot be answered now.
             kind = TimedOut if _timed_out(exc) else Unavailable
