@@ -29,6 +29,26 @@ MAX_LISTED = 100
 AUDITED_METHODS = frozenset(f"{SERVICE_PREFIX}{rpc}" for rpc in ("IngestDocuments", "DeleteDocuments"))
 
 
+def _write(rpc: str, outcome: str, context: grpc.aio.ServicerContext, documents: Sequence[str], *, user: str | None = "",
+           role: str = "", verified_by: str = "", **extra: Any) -> None:
+    """One line, the same shape for every admin action."""
+    log.info(
+        "admin action",
+        extra={
+            "audit": True,
+            "rpc": rpc,
+            "outcome": outcome,
+            "user": user,
+            "role": role,
+            "verified_by": verified_by,
+            "peer": context.peer(),
+            "documents": list(documents[:MAX_LISTED]),
+            "document_count": len(documents),
+            **extra,
+        },
+    )
+
+
 @contextlib.contextmanager
 def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str]) -> Iterator[dict[str, Any]]:
     """Around an admin action; what the action adds to the yielded dict goes into the line."""
@@ -47,41 +67,13 @@ def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str
         outcome = "INTERNAL"
         raise
     finally:
-        log.info(
-            "admin action",
-            extra={
-                "audit": True,
-                "rpc": rpc,
-                "outcome": outcome,
-                "user": identity.user_id,
-                "role": identity.role.value,
-                "verified_by": identity.verified_by,
-                "peer": context.peer(),
-                "documents": list(documents[:MAX_LISTED]),
-                "document_count": len(documents),
-                **record,
-            },
-        )
+        _write(rpc, outcome, context, documents, user=identity.user_id, role=identity.role.value, verified_by=identity.verified_by,
+               **record)
 
 
 def refused_credentials(method: str, context: grpc.aio.ServicerContext, exc: ServiceError) -> None:
     """The line of an admin RPC refused before its caller was known (missing, invalid or expired
     credentials; a peer that may not speak for users). Its request was never read, so the line
     names no documents."""
-    if method not in AUDITED_METHODS:
-        return
-    log.info(
-        "admin action",
-        extra={
-            "audit": True,
-            "rpc": method.removeprefix(SERVICE_PREFIX),
-            "outcome": code_of(exc).name,
-            "reason": reason_of(exc),
-            "user": "",
-            "role": "",
-            "verified_by": "",
-            "peer": context.peer(),
-            "documents": [],
-            "document_count": 0,
-        },
-    )
+    if method in AUDITED_METHODS:
+        _write(method.removeprefix(SERVICE_PREFIX), code_of(exc).name, context, (), reason=reason_of(exc))
