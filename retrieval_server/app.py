@@ -195,6 +195,7 @@ class Application:
             analysis_total_timeout_s=s.analysis_total_timeout_s,
             store_retries=s.store_retries,
             store_backoff_s=s.store_backoff_s,
+            deadline_reserve_ms=s.deadline_reserve_ms,
             graph_expansion=s.graph_expansion,
             graph_hop_penalties=tuple(s.graph_hop_penalties),
             graph_max_chunks_per_hop=s.graph_max_chunks_per_hop,

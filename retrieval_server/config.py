@@ -295,6 +295,13 @@ class Settings(BaseSettings):
     store_retries: int = Field(2, ge=0, le=10, description="retries of a failed store call before degrading")
     store_backoff_s: float = Field(0.05, ge=0)
 
+    # Deadlines
+    deadline_reserve_ms: float = Field(
+        50.0, ge=0, le=60_000,
+        description="time a request with a deadline keeps for what follows retrieval: legs still running at the deadline "
+        "less this (or less half the time left, if that is less) are abandoned; reranking keeps half of it for enrichment",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _listen_where_safe(cls, data: Any) -> Any:
@@ -466,7 +473,7 @@ DEPLOYMENT_SETTINGS = frozenset({
     "openai_base_url", "openai_api_key", "anthropic_base_url", "anthropic_api_key", "gemini_base_url",
     "gemini_api_key", "tool_timeout_s", "cache_backend", "redis_url", "cache_ttl_s", "cache_max_entries",
     "cache_served_answers", "cache_timeout_s", "redis_key_prefix", "write_lease_s", "breaker_failures",
-    "breaker_cooldown_s", "store_retries", "store_backoff_s",
+    "breaker_cooldown_s", "store_retries", "store_backoff_s", "deadline_reserve_ms",
     "llm_router_provider", "llm_router_temperature", "llm_answer_provider", "llm_answer_temperature",
     "answer_max_sentences", "answer_min_similarity", "answer_max_tokens",
 })

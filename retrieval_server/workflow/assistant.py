@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,8 +91,7 @@ async def generate(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     """The answer. Past the request's deadline there is no time for a model: extractive."""
     assistant = assistant_of(deps)
     chat = assistant.chat
-    deadline = state.options.deadline
-    time_left = None if deadline is None else deadline - time.monotonic()
+    time_left = state.time_left()
     if chat is not None and time_left is not None and time_left <= 0:
         chat = None
         _degrade(state, DEADLINE_USED_EXTRACTIVE)

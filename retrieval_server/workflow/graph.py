@@ -6,6 +6,7 @@ An optional observer wraps the run and each stage (tracing spans); without one n
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -15,6 +16,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from retrieval_server.domain import QueryMetrics, StageMetric
 
 END = "__end__"
+#: degradation tag of an answer the deadline cut short
+PARTIAL_RESULTS = "deadline:partial_results"
 
 
 class HasMetrics(Protocol):
@@ -41,6 +44,7 @@ class Observer(Protocol[S]):  # type: ignore[misc]
 class _Step(Generic[S, D]):
     node: Node
     count: Callable[[S], int]
+    cut_at_deadline: bool
 
 
 class Graph(Generic[S, D]):
@@ -54,8 +58,10 @@ class Graph(Generic[S, D]):
         self._max_steps = max_steps
         self._observer: Observer[S] | None = None
 
-    def node(self, name: str, fn: Node, count: Callable[[S], int] = lambda _s: 0) -> Graph[S, D]:
-        self._steps[name] = _Step(fn, count)
+    def node(self, name: str, fn: Node, count: Callable[[S], int] = lambda _s: 0, *, cut_at_deadline: bool = False) -> Graph[S, D]:
+        """``cut_at_deadline``: a run of this node still going at the deadline is cancelled (its
+        update dropped) and the run jumps to ``on_deadline``, which answers with what earlier nodes made."""
+        self._steps[name] = _Step(fn, count, cut_at_deadline)
         return self
 
     def edge(self, src: str, dst: str | Router) -> Graph[S, D]:
@@ -85,7 +91,8 @@ class Graph(Generic[S, D]):
         on_stage: Callable[[StageMetric], None] | None = None,
     ) -> S:
         """Run from the start node. Past ``deadline`` (on the graph's clock), jump to ``on_deadline``
-        once, which finishes the request with what is ready. ``on_stage`` hears of each stage as it ends."""
+        once, which finishes the request with what is ready: before the next node, or at once from a
+        node made with ``cut_at_deadline``. ``on_stage`` hears of each stage as it ends."""
         if self._observer is None:
             return await self._run(state, deps, deadline, on_deadline, on_stage)
         with self._observer.run(state):
@@ -101,18 +108,40 @@ class Graph(Generic[S, D]):
                 return state
             if deadline is not None and on_deadline and not jumped and self._clock() > deadline:
                 jumped = True
-                state.metrics.degraded.append("deadline:partial_results")
+                state.metrics.degraded.append(PARTIAL_RESULTS)
                 name = on_deadline
             step = self._steps[name]
+            cut = deadline is not None and bool(on_deadline) and not jumped and step.cut_at_deadline
             with self._observer.stage(name, state) if self._observer is not None else _UNOBSERVED:
                 t0 = time.perf_counter()
-                update = await step.node(state, deps)
+                if cut:
+                    assert deadline is not None
+                    update, was_cut = await self._cut_at(deadline, step, state, deps)
+                else:
+                    update, was_cut = await step.node(state, deps), False
                 for key, value in (update or {}).items():
                     setattr(state, key, value)
                 stage = StageMetric(name, (time.perf_counter() - t0) * 1e3, step.count(state))
                 state.metrics.stages.append(stage)
             if on_stage is not None:
                 on_stage(stage)
+            if was_cut and on_deadline:
+                jumped = True
+                state.metrics.degraded.append(PARTIAL_RESULTS)
+                name = on_deadline
+                continue
             nxt = self._next[name]
             name = nxt if isinstance(nxt, str) else nxt(state)
         raise RuntimeError(f"graph did not finish within {self._max_steps} steps")
+
+    async def _cut_at(self, deadline: float, step: _Step[S, D], state: S, deps: D) -> tuple[dict[str, Any] | None, bool]:
+        """The node's update, or (None, True) when the deadline came first."""
+        # Relative to the loop's own clock: the graph's clock may be another (a test's).
+        timeout = asyncio.timeout(max(0.0, deadline - self._clock()))
+        try:
+            async with timeout:
+                return await step.node(state, deps), False
+        except TimeoutError:
+            if not timeout.expired():
+                raise  # the node's own timeout, not the deadline
+            return None, True

@@ -29,11 +29,12 @@ from retrieval_server.domain import (
     VectorHit,
     version_of,
 )
-from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, parent_leg, query_windows, rank_fusion
+from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, leg_cutoff, parent_leg, query_windows, rank_fusion
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
+from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from scoring_core import group_by_parent, threshold_with_fallback
@@ -201,7 +202,8 @@ async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: 
 
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     """Every leg at once: the query's embedding and the dense legs after it run beside the keyword,
-    metadata and graph legs, so the slowest chain, not the sum of them, is what a query waits for."""
+    metadata and graph legs, so the slowest chain, not the sum of them, is what a query waits for.
+    With a deadline, legs still running at its cut-off are abandoned (workflow.leg_cutoff)."""
     o, strategy, flt, pool = state.options, state.strategy, state.point_filter, state.pool
     text = state.analysis.rewritten or o.query
     dense = _uses_dense(strategy) and (state.query_vector is not None or bool(state.embed_texts))
@@ -239,16 +241,23 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         else None
     )
     graph_search = asyncio.ensure_future(graph_leg(state, deps)) if uses_graph(state, deps) else None
+    cutoff = leg_cutoff.when(state.time_left(), state.clock(), deps.settings.deadline_reserve_ms)
+    started = _start(deps, jobs)
     try:
-        legs = await _run_legs(state, deps, jobs)
+        searches = {name: f for name, f in (("metadata", metadata_search), ("graph", graph_search)) if f is not None}
+        await _settle(state, {**started, **searches}, cutoff)
+        legs = _finished(state, started)
         update: dict[str, Any] = {}
-        vectors = await embedding if embedding is not None else None
-        if embedding is not None and vectors is None:
+        vectors = embedding.result() if embedding is not None and embedding.done() else None
+        if embedding is not None and embedding.done() and vectors is None:
             # An embedding failure degrades to keyword search instead of failing the request.
             _degrade(state, "dense:embedding_failed")
             legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in (*DENSE_GRANULARITIES, query_windows.KIND)}
             if not keyword:
-                legs.update(await _run_legs(state, deps, _keyword_jobs(state, deps, text)))
+                fallback = _start(deps, _keyword_jobs(state, deps, text))
+                started.update(fallback)
+                await _settle(state, fallback, cutoff)
+                legs.update(_finished(state, fallback))
             if metadata_search is not None:
                 abandon([metadata_search])
                 metadata_search = None
@@ -259,13 +268,13 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         for coarse in ("parent:0", "document:0"):
             if coarse in legs:
                 legs[coarse] = parent_leg.as_children(legs[coarse], children)
-        if metadata_search is not None:
+        if metadata_search is not None and _ran(metadata_search):
             try:
-                legs["metadata"] = await _metadata_leg(await metadata_search, deps, legs)
+                legs["metadata"] = await _metadata_leg(metadata_search.result(), deps, legs)
             except Exception:
                 log.error("metadata leg failed", exc_info=True)
                 _degrade(state, "metadata:store_error")
-        graph_update = await _collect_graph(graph_search, state, legs) if graph_search is not None else {}
+        graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and _ran(graph_search) else {}
         relevance = dict(state.dense_relevance)
         for leg, hits in legs.items():
             if leg.startswith("dense:"):
@@ -275,7 +284,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     finally:
         # A request cancelled (its caller gone, its deadline passed) or failed while its legs ran:
         # the legs started beside them are not left spending the model and the stores on nobody.
-        abandon([embedding, metadata_search, graph_search])
+        abandon([embedding, metadata_search, graph_search, *started.values()])
 
 
 async def _after_embedding(
@@ -294,26 +303,43 @@ def _keyword_jobs(state: QueryState, deps: WorkflowDeps, text: str) -> dict[str,
     }
 
 
-async def _run_legs(state: QueryState, deps: WorkflowDeps, jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]]) -> dict[str, list[VectorHit]]:
-    results = await asyncio.gather(*(_with_retries(deps, leg, job) for leg, job in jobs.items()), return_exceptions=True)
+def _start(deps: WorkflowDeps, jobs: dict[str, Callable[[], Awaitable[list[VectorHit]]]]) -> dict[str, asyncio.Future[list[VectorHit]]]:
+    return {leg: asyncio.ensure_future(_with_retries(deps, leg, job)) for leg, job in jobs.items()}
+
+
+async def _settle(state: QueryState, futures: dict[str, asyncio.Future[Any]], cutoff: float | None) -> None:
+    """Every leg's outcome, or, past the request's cut-off, those of the legs that answered: the rest are abandoned and reported."""
+    for kind in dict.fromkeys(leg.split(":")[0] for leg in await leg_cutoff.settle(futures, cutoff, state.clock)):
+        _degrade(state, f"deadline:{kind}_skipped")
+
+
+def _ran(future: asyncio.Future[Any]) -> bool:
+    """It ended by itself (with a result or an error), not abandoned at the cut-off."""
+    return future.done() and not future.cancelled()
+
+
+def _finished(state: QueryState, started: dict[str, asyncio.Future[list[VectorHit]]]) -> dict[str, list[VectorHit]]:
     legs: dict[str, list[VectorHit]] = {}
-    for leg, res in zip(jobs, results, strict=True):
-        if isinstance(res, BaseException):
-            log.error("retrieval leg %s failed after retries: %s", leg, res)
+    for leg, task in started.items():
+        if not _ran(task):
+            continue
+        error = task.exception()
+        if error is not None:
+            log.error("retrieval leg %s failed after retries: %s", leg, error)
             _degrade(state, f"{leg.split(':')[0]}:store_error")
         else:
-            legs[leg] = res
+            legs[leg] = task.result()
     return legs
 
 
-async def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
+def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
     """The graph leg's hits join the legs; a graph failure drops the leg and is reported."""
-    try:
-        hits, matches, trace = await search
-    except Exception:
-        log.error("graph leg failed", exc_info=True)
+    error = search.exception()
+    if error is not None:
+        log.error("graph leg failed", exc_info=error)
         _degrade(state, "graph:store_error")
         return {}
+    hits, matches, trace = search.result()
     if hits:
         legs["graph"] = hits
     state.metrics.graph = trace
@@ -383,7 +409,10 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if deps.reranker is None:
         _degrade(state, "rerank:unavailable")
         return {"reranked": state.fused, "rerank_applied": False}
-    candidates = state.fused[: _rerank_limit(state, deps)]
+    limit = _rerank_limit(state, deps)
+    if limit is None:
+        return {"reranked": state.fused, "rerank_applied": False}
+    candidates = state.fused[:limit]
     texts = [c.content for c in candidates]
     query = state.analysis.rewritten or state.options.query
     try:
@@ -406,18 +435,30 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True}
 
 
-def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int:
+def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int | None:
     """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate
-    (never fewer than top_k: an answer's worth of candidates is always scored)."""
-    limit, budget = deps.settings.rerank_candidates, deps.settings.rerank_budget_ms
+    (never fewer than top_k: an answer's worth of candidates is always scored). A request's
+    deadline is a budget too (the time left, less half the reserve kept for enrichment), one that
+    does not stretch: when it holds fewer than top_k, nothing is reranked (None) and the fused
+    order stands, which beats no answer."""
+    limit, budget = min(deps.settings.rerank_candidates, len(state.fused)), deps.settings.rerank_budget_ms
     rate: ScoringRate | None = getattr(deps.reranker, "rate", None)
-    if budget <= 0 or rate is None:
+    if rate is None:
         return limit
-    fits = rate.pairs_within(budget)
-    if fits is None or max(fits, state.options.top_k) >= min(limit, len(state.fused)):
+    least = min(state.options.top_k, limit)
+    left = state.time_left()
+    fits = None if left is None else rate.pairs_within(left * 1e3 - deps.settings.deadline_reserve_ms / 2)
+    if fits is not None and fits < limit:
+        if fits < least:
+            _degrade(state, "deadline:rerank_skipped")
+            return None
+        _degrade(state, "deadline:rerank_capped")
+        limit = fits
+    fits = rate.pairs_within(budget) if budget > 0 else None
+    if fits is None or max(fits, least) >= limit:
         return limit
     _degrade(state, "rerank:budget")
-    return max(fits, state.options.top_k)
+    return max(fits, least)
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -556,7 +597,8 @@ async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     state.metrics.strategy_used = state.strategy
     contexts = state.contexts[: state.options.top_k]
     suggestions: list[str] = []
-    if not contexts and not state.cache_hit:
+    # Past the deadline an empty answer is DEADLINE_EXCEEDED: nothing would carry the suggestions.
+    if not contexts and not state.cache_hit and PARTIAL_RESULTS not in state.metrics.degraded:
         suggestions = await _suggestions(state, deps)
     return {"contexts": contexts, "suggestions": suggestions}
 
@@ -586,7 +628,7 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
 
 #: what only a failure leaves in a degradation tag: a leg's ``store_error``, a failed embedding or
 #: rerank (``rerank:tei_failed_used_local`` too), an analysis technique that timed out, failed or
-#: fell back (``analysis:rewrite:llm_failed_used_classical``), the deadline's partial answer. The
+#: fell back (``analysis:rewrite:llm_failed_used_classical``), whatever the deadline cut (``deadline:*``). The
 #: server's configuration (no reranker, the rerank budget, HyDE without an LLM) leaves none.
 _FAILURE_MARKS = ("failed", "timeout", "store_error", "deadline:")
 #: GENERATION's stages around the cache: they shape the request's answer, never the contexts cached

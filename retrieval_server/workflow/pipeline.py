@@ -32,7 +32,7 @@ import numpy as np
 from retrieval_server.domain import AccessFilter, DeadlineExceeded, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
 from retrieval_server.knowledge import Answer, Route
 from retrieval_server.workflow import assistant, nodes, routers
-from retrieval_server.workflow.graph import END, Graph, Observer
+from retrieval_server.workflow.graph import END, PARTIAL_RESULTS, Graph, Observer
 from retrieval_server.workflow.state import EventSink, QueryState, WorkflowDeps
 from scoring_core import content_hashes, dedup_by_key
 
@@ -43,13 +43,13 @@ def build_query_graph(deps: WorkflowDeps, clock: Callable[[], float] = time.mono
         Graph[QueryState, WorkflowDeps]("build_access_filter", clock=clock)
         .node("build_access_filter", nodes.build_access_filter)
         .node("check_cache", nodes.check_cache, lambda st: len(st.contexts) if st.cache_hit else 0)
-        .node("analyze_query", nodes.analyze_query, lambda st: 1 + len(st.analysis.reformulations) + len(st.analysis.sub_queries))
-        .node("retrieve", nodes.retrieve, lambda st: sum(len(h) for h in st.legs.values()))
-        .node("fuse", nodes.fuse, lambda st: len(st.fused))
-        .node("rerank", nodes.rerank, lambda st: len(st.reranked))
-        .node("enrich", nodes.enrich, lambda st: len(st.contexts))
-        .node("check_sufficiency", nodes.check_sufficiency, lambda st: len(st.contexts))
-        .node("execute_sub_queries", nodes.execute_sub_queries, lambda st: len(st.fused))
+        .node("analyze_query", nodes.analyze_query, lambda st: 1 + len(st.analysis.reformulations) + len(st.analysis.sub_queries), cut_at_deadline=True)
+        .node("retrieve", nodes.retrieve, lambda st: sum(len(h) for h in st.legs.values()), cut_at_deadline=True)
+        .node("fuse", nodes.fuse, lambda st: len(st.fused), cut_at_deadline=True)
+        .node("rerank", nodes.rerank, lambda st: len(st.reranked), cut_at_deadline=True)
+        .node("enrich", nodes.enrich, lambda st: len(st.contexts), cut_at_deadline=True)
+        .node("check_sufficiency", nodes.check_sufficiency, lambda st: len(st.contexts), cut_at_deadline=True)
+        .node("execute_sub_queries", nodes.execute_sub_queries, lambda st: len(st.fused), cut_at_deadline=True)
         .node("select", nodes.select, lambda st: len(st.contexts))
         .node("update_cache", nodes.update_cache)
         .node("route", assistant.route, lambda st: len(st.route.tool_calls) if st.route else 0)
@@ -81,6 +81,7 @@ class QueryPipeline:
     ) -> None:
         """``clock`` is what request deadlines (``QueryOptions.deadline``) are measured on."""
         self._deps = deps
+        self._clock = clock
         self._graph = build_query_graph(deps, clock).observe(observer)
         self._search_text_chars = search_text_chars
 
@@ -91,10 +92,10 @@ class QueryPipeline:
     async def query(self, options: QueryOptions, events: EventSink | None = None) -> QueryResult:
         """Run the graph; ``events`` (a streaming caller) hears of each finished stage and of the answer's text."""
         t0 = time.perf_counter()
-        state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold, events=events)
+        state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold, events=events, clock=self._clock)
         state = await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select", on_stage=events)
         state.metrics.total_ms = (time.perf_counter() - t0) * 1e3
-        if "deadline:partial_results" in state.metrics.degraded and not state.contexts and not _answered_without_contexts(state.answer):
+        if PARTIAL_RESULTS in state.metrics.degraded and not state.contexts and not _answered_without_contexts(state.answer):
             # Partial results are worth returning; an empty answer is not an answer, nor is
             # GENERATION's "the documents do not answer this" when nothing was searched.
             raise DeadlineExceeded(

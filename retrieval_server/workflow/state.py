@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -61,6 +62,8 @@ class WorkflowSettings:
     analysis_total_timeout_s: float = 30.0
     store_retries: int = 2
     store_backoff_s: float = 0.05
+    #: see Settings.deadline_reserve_ms
+    deadline_reserve_ms: float = 50.0
     #: the graph leg joins HYBRID and ADAPTIVE when the query names known entities
     graph_expansion: bool = True
     graph_hop_penalties: tuple[float, ...] = (1.0, 0.77, 0.63)
@@ -151,3 +154,10 @@ class QueryState:
     answer: Answer | None = None
     #: a streaming caller's sink (None: not streaming)
     events: EventSink | None = None
+    #: what ``options.deadline`` is measured on (the pipeline's clock)
+    clock: Callable[[], float] = time.monotonic
+
+    def time_left(self) -> float | None:
+        """Seconds until the request's deadline (None: no deadline; negative: past it)."""
+        deadline = self.options.deadline
+        return None if deadline is None else deadline - self.clock()

@@ -617,6 +617,107 @@ async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Applicat
         await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
 
 
+async def test_legs_still_running_at_the_cutoff_are_abandoned_and_the_others_answer(app: Application) -> None:
+    """A slow optional leg no longer costs the caller the answer the other legs found."""
+    deps = app.pipeline.deps
+    cancelled: list[str] = []
+    p = pipeline(
+        app,
+        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", asyncio.Event(), cancelled),
+        graph=_HeldUntilCancelled(deps.graph, "match", asyncio.Event(), cancelled),
+        deadline_reserve_ms=1000,  # the legs are given up 1 s before the deadline
+    )
+    query = QueryOptions("How long should tomato sauce simmer?", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=time.monotonic() + 2)
+    r = await asyncio.wait_for(p.query(query), 60)
+    assert _docs(r)[0] == "cooking" and sorted(cancelled) == ["match", "search_documents"]
+    assert {"deadline:metadata_skipped", "deadline:graph_skipped"} <= set(r.metrics.degraded)
+    assert "deadline:partial_results" not in r.metrics.degraded
+
+
+class _AnswersAt:
+    """Wraps a dependency: ``name`` answers once ``time.monotonic()`` reaches ``at``."""
+
+    def __init__(self, inner: Any, name: str, at: float) -> None:
+        self._inner, self._name, self._at = inner, name, at
+
+    def __getattr__(self, attr: str) -> Any:
+        method = getattr(self._inner, attr)
+        if attr != self._name:
+            return method
+
+        async def late(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(max(0.0, self._at - time.monotonic()))
+            return await method(*args, **kwargs)
+
+        return late
+
+
+async def test_with_no_leg_answered_at_the_cutoff_the_first_to_answer_is_used(app: Application) -> None:
+    deps = app.pipeline.deps
+    deadline = time.monotonic() + 2
+    cancelled: list[str] = []
+    p = pipeline(
+        app,
+        embedder=_HeldUntilCancelled(deps.embedder, "embed", asyncio.Event(), cancelled),
+        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", asyncio.Event(), cancelled),
+        graph=_HeldUntilCancelled(deps.graph, "match", asyncio.Event(), cancelled),
+        # The keyword leg answers half a second after the cut-off (1 s before the deadline), before the deadline.
+        vectors=_AnswersAt(deps.vectors, "search_sparse", deadline - 0.5),
+        deadline_reserve_ms=1000,
+    )
+    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=deadline)), 60)
+    assert _docs(r)[0] == "cooking" and sorted(cancelled) == ["embed", "match", "search_documents"]
+    assert {"deadline:dense_skipped", "deadline:metadata_skipped", "deadline:graph_skipped"} <= set(r.metrics.degraded)
+    assert "dense:embedding_failed" not in r.metrics.degraded  # given up, not failed: no keyword fallback was started
+
+
+async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Application) -> None:
+    """Every leg held: the deadline cuts retrieve, and the empty answer is DEADLINE_EXCEEDED at once,
+    without the suggestions' metadata search (held too) an empty answer otherwise gets."""
+    deps = app.pipeline.deps
+    cancelled: list[str] = []
+    p = pipeline(
+        app,
+        embedder=_HeldUntilCancelled(deps.embedder, "embed", asyncio.Event(), cancelled),
+        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", asyncio.Event(), cancelled),
+        graph=_HeldUntilCancelled(deps.graph, "match", asyncio.Event(), cancelled),
+        vectors=_HeldUntilCancelled(deps.vectors, "search_sparse", asyncio.Event(), cancelled),
+    )
+    query = QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=time.monotonic() + 0.5)
+    with pytest.raises(DeadlineExceeded, match="before any context was found"):
+        await asyncio.wait_for(p.query(query), 60)
+    for _ in range(10):  # each leg hears of its cancellation at its next step
+        await asyncio.sleep(0)
+    assert sorted(cancelled) == ["embed", "match", "search_documents", "search_sparse"]
+
+
+class _HeldOnSecondCall:
+    """A reranker whose first call scores every text 0.9 and whose second waits until cancelled."""
+
+    def __init__(self) -> None:
+        self.calls, self.cancelled = 0, False
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        self.calls += 1
+        if self.calls == 2:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+        return [0.9] * len(texts)
+
+
+async def test_a_stage_running_at_the_deadline_is_cut_and_the_first_pass_answers(app: Application) -> None:
+    reranker = _HeldOnSecondCall()
+    p = pipeline(app, reranker=reranker, rerank_threshold=0.0, sufficiency_threshold=1.01, max_iterations=2)
+    query = QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=time.monotonic() + 1)
+    r = await asyncio.wait_for(p.query(query), 60)
+    assert reranker.calls == 2 and reranker.cancelled
+    assert _docs(r)[0] == "cooking" and "deadline:partial_results" in r.metrics.degraded
+    assert _stages(r).count("rerank") == 2 and _stages(r)[-2:] == ["select", "update_cache"]
+
+
 class DeadlineOnSecondSearch:
     """A vector store whose second dense search takes the request past its deadline (moves the clock there)."""
 

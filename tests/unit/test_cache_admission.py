@@ -10,7 +10,7 @@ from retrieval_server.workflow.nodes import _transient
 @pytest.mark.parametrize("tag", [
     "dense:store_error", "dense:embedding_failed", "rerank:failed", "rerank:tei_failed_used_local",
     "analysis:rewrite:timeout", "analysis:hyde:llm_failed_used_classical (LlmError)", "analysis:decompose:timeout (total)",
-    "deadline:partial_results",
+    "deadline:partial_results", "deadline:metadata_skipped", "deadline:rerank_capped", "deadline:rerank_skipped",
 ])
 def test_a_passing_failure_that_shaped_the_contexts_keeps_them_out(tag: str) -> None:
     assert _transient(tag)

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 
 import pytest
 
 from retrieval_server.domain import QueryMetrics
-from retrieval_server.workflow.graph import END, Graph
+from retrieval_server.workflow.graph import END, Graph, Node
 
 
 @dataclass
@@ -37,3 +39,50 @@ def test_validate_rejects_dangling_edges() -> None:
         Graph[S, None]("a").node("a", inc).edge("a", "b").validate()
     with pytest.raises(ValueError, match="no outgoing edge"):
         Graph[S, None]("a").node("a", inc).validate()
+
+
+async def _record_end(state: S, deps: None) -> dict[str, int]:
+    return {"n": state.n + 100}
+
+
+def _with_deadline_jump(slow: Node, *, cut: bool) -> Graph[S, None]:
+    return (
+        Graph[S, None]("inc").node("inc", inc).node("slow", slow, cut_at_deadline=cut).node("after", inc).node("end", _record_end)
+        .edge("inc", "slow").edge("slow", "after").edge("after", END).edge("end", END)
+    )
+
+
+async def test_a_cuttable_node_running_at_the_deadline_is_cancelled_and_the_run_jumps() -> None:
+    cancelled = asyncio.Event()
+
+    async def held(state: S, deps: None) -> dict[str, int]:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return {"n": -1}
+
+    state = await _with_deadline_jump(held, cut=True).run(S(), None, deadline=time.monotonic() + 0.05, on_deadline="end")
+    assert cancelled.is_set() and state.n == 101  # inc's update kept, the held node's none, then the jump
+    assert [m.stage for m in state.metrics.stages] == ["inc", "slow", "end"]
+    assert state.metrics.degraded == ["deadline:partial_results"]
+
+
+async def test_a_node_not_made_cuttable_finishes_and_the_jump_comes_after_it() -> None:
+    async def late(state: S, deps: None) -> dict[str, int]:
+        released = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.1, released.set)
+        await released.wait()
+        return {"n": state.n + 10}
+
+    state = await _with_deadline_jump(late, cut=False).run(S(), None, deadline=time.monotonic() + 0.01, on_deadline="end")
+    assert state.n == 111 and [m.stage for m in state.metrics.stages] == ["inc", "slow", "end"]
+
+
+async def test_a_nodes_own_timeout_is_its_error_not_the_deadline() -> None:
+    async def times_out(state: S, deps: None) -> dict[str, int]:
+        raise TimeoutError("the node's own")
+
+    with pytest.raises(TimeoutError, match="the node's own"):
+        await _with_deadline_jump(times_out, cut=True).run(S(), None, deadline=time.monotonic() + 60, on_deadline="end")

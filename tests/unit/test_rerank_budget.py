@@ -1,7 +1,8 @@
-"""Reranking: repeated (query, text) pairs are not scored twice; a time budget caps the candidates."""
+"""Reranking: repeated (query, text) pairs are not scored twice; a time budget and the request's deadline cap the candidates."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranke
 from retrieval_server.domain import QueryOptions, VectorHit
 from retrieval_server.workflow import nodes
 from retrieval_server.workflow.state import QueryState, WorkflowDeps, WorkflowSettings
+from tests.support.clock import Clock
 
 
 class Model:
@@ -78,8 +80,8 @@ def _state(top_k: int, candidates: int) -> QueryState:
     return QueryState(options=QueryOptions("q", top_k), fused=[_hit(i) for i in range(candidates)], rerank_threshold=-1e9)
 
 
-def _deps(reranker: Any, budget_ms: float, candidates: int = 50) -> WorkflowDeps:
-    settings = WorkflowSettings(rerank_candidates=candidates, rerank_budget_ms=budget_ms)
+def _deps(reranker: Any, budget_ms: float, candidates: int = 50, reserve_ms: float = 50.0) -> WorkflowDeps:
+    settings = WorkflowSettings(rerank_candidates=candidates, rerank_budget_ms=budget_ms, deadline_reserve_ms=reserve_ms)
     return WorkflowDeps(embedder=None, sparse=None, vectors=None, metadata=None, analyzer=None, reranker=reranker, settings=settings)  # type: ignore[arg-type]
 
 
@@ -117,3 +119,42 @@ async def test_the_rate_comes_from_the_calls_the_model_really_made() -> None:
     assert reranker.rate.pairs_per_s == pytest.approx(10.0)
     await reranker.rerank("q", ["a", "b"])  # all remembered: no call, no measurement
     assert reranker.rate.pairs_per_s == pytest.approx(10.0) and len(model.asked) == 1
+
+
+def _rate(pairs_per_s: float = 100.0) -> ScoringRate:
+    """A measured rate, one per reranker: each call a reranker makes is measured into it."""
+    rate = ScoringRate()
+    rate.observe(int(pairs_per_s), 1.0)
+    return rate
+
+
+def _with_deadline(state: QueryState, time_left_s: float) -> QueryState:
+    clock = Clock(100.0)
+    state.clock, state.options = clock, dataclasses.replace(state.options, deadline=clock.now + time_left_s)
+    return state
+
+
+async def test_a_deadline_caps_the_candidates_at_what_fits_before_it() -> None:
+    model = Model()
+    # 200 ms left, 100 ms of it kept for enrichment (half the 200 ms reserve): 10 pairs fit.
+    state = _with_deadline(_state(top_k=3, candidates=20), 0.2)
+    deps = _deps(MeasuredReranker(model, 0, rate=_rate()), budget_ms=0, reserve_ms=200)
+    out = await nodes.rerank(state, deps)
+    assert len(model.asked[0]) == 10 and out["rerank_applied"]
+    assert state.metrics.degraded == ["deadline:rerank_capped"]
+    # The tighter of the deadline and the configured budget holds.
+    tighter = Model()
+    state = _with_deadline(_state(top_k=3, candidates=20), 0.2)
+    await nodes.rerank(state, _deps(MeasuredReranker(tighter, 0, rate=_rate()), budget_ms=50, reserve_ms=200))
+    assert len(tighter.asked[0]) == 5 and state.metrics.degraded == ["deadline:rerank_capped", "rerank:budget"]
+
+
+async def test_a_deadline_too_near_for_top_k_keeps_the_fused_order_and_one_far_off_changes_nothing() -> None:
+    model = Model()
+    state = _with_deadline(_state(top_k=3, candidates=20), 0.12)  # 20 ms left after the reserve: 2 pairs < top_k
+    out = await nodes.rerank(state, _deps(MeasuredReranker(model, 0, rate=_rate()), budget_ms=0, reserve_ms=200))
+    assert model.asked == [] and out == {"reranked": state.fused, "rerank_applied": False}
+    assert state.metrics.degraded == ["deadline:rerank_skipped"]
+    state = _with_deadline(_state(top_k=3, candidates=20), 10.0)
+    await nodes.rerank(state, _deps(MeasuredReranker(model, 0, rate=_rate()), budget_ms=0, reserve_ms=200))
+    assert len(model.asked[0]) == 20 and not state.metrics.degraded
