@@ -587,29 +587,44 @@ class _HeldUntilCancelled:
         return held
 
 
+#: the call each held leg makes, by the dependency that makes it
+_LEG_CALLS = {"embed": "embedder", "search_documents": "metadata", "match": "graph", "search_sparse": "vectors"}
+
+
+class Held:
+    """Legs held until cancelled: which started, which were cancelled."""
+
+    def __init__(self, *calls: str) -> None:
+        self.started = {call: asyncio.Event() for call in calls}
+        self.cancelled: list[str] = []
+
+    def pipeline(self, app: Application, **overrides: Any) -> QueryPipeline:
+        deps = app.pipeline.deps
+        held = {
+            _LEG_CALLS[call]: _HeldUntilCancelled(getattr(deps, _LEG_CALLS[call]), call, started, self.cancelled)
+            for call, started in self.started.items()
+        }
+        return pipeline(app, **held, **overrides)
+
+    async def all_cancelled(self) -> list[str]:
+        for _ in range(10):  # each leg hears of its cancellation at its next step
+            await asyncio.sleep(0)
+        return sorted(self.cancelled)
+
+
 async def test_a_cancelled_query_cancels_the_legs_started_beside_its_searches(app: Application) -> None:
     """The caller went away (or its deadline passed): its embedding, metadata search and graph
     match stop with it instead of spending the model and the stores on nobody."""
-    deps = app.pipeline.deps
-    assert deps.graph is not None
-    cancelled: list[str] = []
-    started = {name: asyncio.Event() for name in ("embed", "search_documents", "match", "search_sparse")}
-    p = pipeline(
-        app,
-        embedder=_HeldUntilCancelled(deps.embedder, "embed", started["embed"], cancelled),
-        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", started["search_documents"], cancelled),
-        graph=_HeldUntilCancelled(deps.graph, "match", started["match"], cancelled),
-        vectors=_HeldUntilCancelled(deps.vectors, "search_sparse", started["search_sparse"], cancelled),
-    )
+    assert app.pipeline.deps.graph is not None
+    held = Held("embed", "search_documents", "match", "search_sparse")
+    p = held.pipeline(app)
     request = asyncio.ensure_future(p.query(QueryOptions("How long should tomato sauce simmer?", 3, strategy=Strategy.HYBRID, use_cache=False)))
-    for event in started.values():
+    for event in held.started.values():
         await event.wait()
     request.cancel()
     with pytest.raises(asyncio.CancelledError):
         await request
-    for _ in range(10):  # each leg hears of its cancellation at its next step
-        await asyncio.sleep(0)
-    assert sorted(cancelled) == ["embed", "match", "search_documents", "search_sparse"]
+    assert await held.all_cancelled() == ["embed", "match", "search_documents", "search_sparse"]
 
 
 async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Application) -> None:
@@ -619,17 +634,11 @@ async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Applicat
 
 async def test_legs_still_running_at_the_cutoff_are_abandoned_and_the_others_answer(app: Application) -> None:
     """A slow optional leg no longer costs the caller the answer the other legs found."""
-    deps = app.pipeline.deps
-    cancelled: list[str] = []
-    p = pipeline(
-        app,
-        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", asyncio.Event(), cancelled),
-        graph=_HeldUntilCancelled(deps.graph, "match", asyncio.Event(), cancelled),
-        deadline_reserve_ms=1000,  # the legs are given up 1 s before the deadline
-    )
+    held = Held("search_documents", "match")
+    p = held.pipeline(app, deadline_reserve_ms=1000)  # the legs are given up 1 s before the deadline
     query = QueryOptions("How long should tomato sauce simmer?", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=time.monotonic() + 2)
     r = await asyncio.wait_for(p.query(query), 60)
-    assert _docs(r)[0] == "cooking" and sorted(cancelled) == ["match", "search_documents"]
+    assert _docs(r)[0] == "cooking" and await held.all_cancelled() == ["match", "search_documents"]
     assert {"deadline:metadata_skipped", "deadline:graph_skipped"} <= set(r.metrics.degraded)
     assert "deadline:partial_results" not in r.metrics.degraded
 
@@ -653,20 +662,12 @@ class _AnswersAt:
 
 
 async def test_with_no_leg_answered_at_the_cutoff_the_first_to_answer_is_used(app: Application) -> None:
-    deps = app.pipeline.deps
     deadline = time.monotonic() + 2
-    cancelled: list[str] = []
-    p = pipeline(
-        app,
-        embedder=_HeldUntilCancelled(deps.embedder, "embed", asyncio.Event(), cancelled),
-        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", asyncio.Event(), cancelled),
-        graph=_HeldUntilCancelled(deps.graph, "match", asyncio.Event(), cancelled),
-        # The keyword leg answers half a second after the cut-off (1 s before the deadline), before the deadline.
-        vectors=_AnswersAt(deps.vectors, "search_sparse", deadline - 0.5),
-        deadline_reserve_ms=1000,
-    )
+    held = Held("embed", "search_documents", "match")
+    # The keyword leg answers half a second after the cut-off (1 s before the deadline), before the deadline.
+    p = held.pipeline(app, vectors=_AnswersAt(app.pipeline.deps.vectors, "search_sparse", deadline - 0.5), deadline_reserve_ms=1000)
     r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=deadline)), 60)
-    assert _docs(r)[0] == "cooking" and sorted(cancelled) == ["embed", "match", "search_documents"]
+    assert _docs(r)[0] == "cooking" and await held.all_cancelled() == ["embed", "match", "search_documents"]
     assert {"deadline:dense_skipped", "deadline:metadata_skipped", "deadline:graph_skipped"} <= set(r.metrics.degraded)
     assert "dense:embedding_failed" not in r.metrics.degraded  # given up, not failed: no keyword fallback was started
 
@@ -674,21 +675,11 @@ async def test_with_no_leg_answered_at_the_cutoff_the_first_to_answer_is_used(ap
 async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Application) -> None:
     """Every leg held: the deadline cuts retrieve, and the empty answer is DEADLINE_EXCEEDED at once,
     without the suggestions' metadata search (held too) an empty answer otherwise gets."""
-    deps = app.pipeline.deps
-    cancelled: list[str] = []
-    p = pipeline(
-        app,
-        embedder=_HeldUntilCancelled(deps.embedder, "embed", asyncio.Event(), cancelled),
-        metadata=_HeldUntilCancelled(deps.metadata, "search_documents", asyncio.Event(), cancelled),
-        graph=_HeldUntilCancelled(deps.graph, "match", asyncio.Event(), cancelled),
-        vectors=_HeldUntilCancelled(deps.vectors, "search_sparse", asyncio.Event(), cancelled),
-    )
+    held = Held("embed", "search_documents", "match", "search_sparse")
     query = QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=time.monotonic() + 0.5)
     with pytest.raises(DeadlineExceeded, match="before any context was found"):
-        await asyncio.wait_for(p.query(query), 60)
-    for _ in range(10):  # each leg hears of its cancellation at its next step
-        await asyncio.sleep(0)
-    assert sorted(cancelled) == ["embed", "match", "search_documents", "search_sparse"]
+        await asyncio.wait_for(held.pipeline(app).query(query), 60)
+    assert await held.all_cancelled() == ["embed", "match", "search_documents", "search_sparse"]
 
 
 class _HeldOnSecondCall:
