@@ -24,9 +24,13 @@ def when(time_left: float | None, now: float, reserve_ms: float) -> float | None
     return now + time_left - min(reserve_ms / 1e3, max(time_left, 0.0) / 2)
 
 
-async def settle(futures: Mapping[str, asyncio.Future[Any]], cutoff: float | None, clock: Callable[[], float]) -> list[str]:
-    """Wait for every future, or until ``cutoff`` if one has answered by then (else until the first
-    answers: with nothing found, a leg past the cut-off is still the only chance of an answer).
+async def settle(
+    futures: Mapping[str, asyncio.Future[Any]], cutoff: float | None, clock: Callable[[], float], found: Callable[[Any], bool] = bool
+) -> list[str]:
+    """Wait for every future, or until ``cutoff`` if one has found something by then (``found`` of
+    its result), else until the first that does: with nothing found, a leg past the cut-off is
+    still the only chance of an answer. An empty list or a failure is not an answer: a dense leg
+    after a failed embedding returns [] at once, and must not have the keyword legs given up.
     Those still running are cancelled; their names are returned."""
     running = set(futures.values())
     if not running:
@@ -35,11 +39,11 @@ async def settle(futures: Mapping[str, asyncio.Future[Any]], cutoff: float | Non
         await asyncio.wait(running)
         return []
     _, running = await asyncio.wait(running, timeout=max(0.0, cutoff - clock()))
-    while running and not any(_answered(f) for f in futures.values()):
+    while running and not any(_found(f, found) for f in futures.values()):
         _, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
     abandon(running)
     return [name for name, f in futures.items() if f in running]
 
 
-def _answered(future: asyncio.Future[Any]) -> bool:
-    return future.done() and not future.cancelled() and future.exception() is None
+def _found(future: asyncio.Future[Any], found: Callable[[Any], bool]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None and found(future.result())

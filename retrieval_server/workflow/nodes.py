@@ -245,8 +245,8 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     started = _start(deps, jobs)
     try:
         searches = {name: f for name, f in (("metadata", metadata_search), ("graph", graph_search)) if f is not None}
-        await _settle(state, {**started, **searches}, cutoff)
-        legs = _finished(state, started)
+        abandoned = await _settle(state, {**started, **searches}, cutoff)
+        legs = _finished(state, started, abandoned)
         update: dict[str, Any] = {}
         vectors = embedding.result() if embedding is not None and embedding.done() else None
         if embedding is not None and embedding.done() and vectors is None:
@@ -256,8 +256,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             if not keyword:
                 fallback = _start(deps, _keyword_jobs(state, deps, text))
                 started.update(fallback)
-                await _settle(state, fallback, cutoff)
-                legs.update(_finished(state, fallback))
+                legs.update(_finished(state, fallback, await _settle(state, fallback, cutoff)))
             if metadata_search is not None:
                 abandon([metadata_search])
                 metadata_search = None
@@ -268,13 +267,13 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         for coarse in ("parent:0", "document:0"):
             if coarse in legs:
                 legs[coarse] = parent_leg.as_children(legs[coarse], children)
-        if metadata_search is not None and _ran(metadata_search):
+        if metadata_search is not None and "metadata" not in abandoned:
             try:
-                legs["metadata"] = await _metadata_leg(metadata_search.result(), deps, legs)
+                legs["metadata"] = await _metadata_leg(_outcome(metadata_search), deps, legs)
             except Exception:
                 log.error("metadata leg failed", exc_info=True)
                 _degrade(state, "metadata:store_error")
-        graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and _ran(graph_search) else {}
+        graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and "graph" not in abandoned else {}
         relevance = dict(state.dense_relevance)
         for leg, hits in legs.items():
             if leg.startswith("dense:"):
@@ -307,39 +306,48 @@ def _start(deps: WorkflowDeps, jobs: dict[str, Callable[[], Awaitable[list[Vecto
     return {leg: asyncio.ensure_future(_with_retries(deps, leg, job)) for leg, job in jobs.items()}
 
 
-async def _settle(state: QueryState, futures: dict[str, asyncio.Future[Any]], cutoff: float | None) -> None:
-    """Every leg's outcome, or, past the request's cut-off, those of the legs that answered: the rest are abandoned and reported."""
-    for kind in dict.fromkeys(leg.split(":")[0] for leg in await leg_cutoff.settle(futures, cutoff, state.clock)):
+async def _settle(state: QueryState, futures: dict[str, asyncio.Future[Any]], cutoff: float | None) -> set[str]:
+    """Every leg ends, or, past the request's cut-off, those that found something have: the rest
+    are abandoned, reported, and named in the set returned. Every other future is then done."""
+    abandoned = await leg_cutoff.settle(futures, cutoff, state.clock, _found)
+    for kind in dict.fromkeys(leg.split(":")[0] for leg in abandoned):
         _degrade(state, f"deadline:{kind}_skipped")
+    return set(abandoned)
 
 
-def _ran(future: asyncio.Future[Any]) -> bool:
-    """It ended by itself (with a result or an error), not abandoned at the cut-off."""
-    return future.done() and not future.cancelled()
+def _found(result: list[VectorHit] | tuple[list[VectorHit], Any, Any]) -> bool:
+    # The graph leg's result is (hits, entity matches, trace).
+    return bool(result[0] if isinstance(result, tuple) else result)
 
 
-def _finished(state: QueryState, started: dict[str, asyncio.Future[list[VectorHit]]]) -> dict[str, list[VectorHit]]:
+def _outcome(future: asyncio.Future[T]) -> T:
+    """A finished leg's result. Cancelled by anything but the cut-off, it failed like any store call."""
+    if future.cancelled():
+        raise RuntimeError("the leg was cancelled")
+    return future.result()
+
+
+def _finished(state: QueryState, started: dict[str, asyncio.Future[list[VectorHit]]], abandoned: set[str]) -> dict[str, list[VectorHit]]:
     legs: dict[str, list[VectorHit]] = {}
     for leg, task in started.items():
-        if not _ran(task):
+        if leg in abandoned:
             continue
-        error = task.exception()
-        if error is not None:
+        try:
+            legs[leg] = _outcome(task)
+        except Exception as error:
             log.error("retrieval leg %s failed after retries: %s", leg, error)
             _degrade(state, f"{leg.split(':')[0]}:store_error")
-        else:
-            legs[leg] = task.result()
     return legs
 
 
 def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
     """The graph leg's hits join the legs; a graph failure drops the leg and is reported."""
-    error = search.exception()
-    if error is not None:
-        log.error("graph leg failed", exc_info=error)
+    try:
+        hits, matches, trace = _outcome(search)
+    except Exception:
+        log.error("graph leg failed", exc_info=True)
         _degrade(state, "graph:store_error")
         return {}
-    hits, matches, trace = search.result()
     if hits:
         legs["graph"] = hits
     state.metrics.graph = trace

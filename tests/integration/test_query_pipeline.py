@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +62,11 @@ async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Applica
     await application.close()
 
 
-def pipeline(app: Application, **overrides: Any) -> QueryPipeline:
-    """The app's pipeline with some dependencies or settings replaced."""
+def pipeline(app: Application, clock: Callable[[], float] = time.monotonic, **overrides: Any) -> QueryPipeline:
+    """The app's pipeline with some dependencies or settings replaced; deadlines read on ``clock``."""
     settings = {k: overrides.pop(k) for k in list(overrides) if hasattr(app.pipeline.deps.settings, k)}
     deps = dataclasses.replace(app.pipeline.deps, settings=dataclasses.replace(app.pipeline.deps.settings, **settings), **overrides)
-    return QueryPipeline(deps)
+    return QueryPipeline(deps, clock=clock)
 
 
 def _docs(result: Any) -> list[str]:
@@ -632,22 +632,26 @@ async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Applicat
         await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
 
 
+# The deadline tests read deadlines on a test's clock that stands still: a busy machine's stalls do
+# not bring the deadline nearer, while the cut-offs and a stage's cut still come in real time,
+# counted from the start of the stage that waits for them.
+
+
 async def test_legs_still_running_at_the_cutoff_are_abandoned_and_the_others_answer(app: Application) -> None:
     """A slow optional leg no longer costs the caller the answer the other legs found."""
     held = Held("search_documents", "match")
-    p = held.pipeline(app, deadline_reserve_ms=1000)  # the legs are given up 1 s before the deadline
-    query = QueryOptions("How long should tomato sauce simmer?", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=time.monotonic() + 2)
-    r = await asyncio.wait_for(p.query(query), 60)
+    p = held.pipeline(app, clock=Clock(), deadline_reserve_ms=1000)  # the legs are given up 1 s before the deadline
+    r = await asyncio.wait_for(p.query(QueryOptions("How long should tomato sauce simmer?", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=2.0)), 60)
     assert _docs(r)[0] == "cooking" and await held.all_cancelled() == ["match", "search_documents"]
     assert {"deadline:metadata_skipped", "deadline:graph_skipped"} <= set(r.metrics.degraded)
     assert "deadline:partial_results" not in r.metrics.degraded
 
 
-class _AnswersAt:
-    """Wraps a dependency: ``name`` answers once ``time.monotonic()`` reaches ``at``."""
+class _AnswersAfter:
+    """Wraps a dependency: ``name`` answers ``delay_s`` seconds after it is called."""
 
-    def __init__(self, inner: Any, name: str, at: float) -> None:
-        self._inner, self._name, self._at = inner, name, at
+    def __init__(self, inner: Any, name: str, delay_s: float) -> None:
+        self._inner, self._name, self._delay_s = inner, name, delay_s
 
     def __getattr__(self, attr: str) -> Any:
         method = getattr(self._inner, attr)
@@ -655,30 +659,42 @@ class _AnswersAt:
             return method
 
         async def late(*args: Any, **kwargs: Any) -> Any:
-            await asyncio.sleep(max(0.0, self._at - time.monotonic()))
+            await asyncio.sleep(self._delay_s)
             return await method(*args, **kwargs)
 
         return late
 
 
 async def test_with_no_leg_answered_at_the_cutoff_the_first_to_answer_is_used(app: Application) -> None:
-    deadline = time.monotonic() + 2
     held = Held("embed", "search_documents", "match")
-    # The keyword leg answers half a second after the cut-off (1 s before the deadline), before the deadline.
-    p = held.pipeline(app, vectors=_AnswersAt(app.pipeline.deps.vectors, "search_sparse", deadline - 0.5), deadline_reserve_ms=1000)
-    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=deadline)), 60)
+    # The legs' cut-off comes 1.5 s into retrieve (the deadline 3 s away less the 1.5 s reserve); the
+    # keyword leg answers 0.5 s after it.
+    slow_keyword = _AnswersAfter(app.pipeline.deps.vectors, "search_sparse", 2.0)
+    p = held.pipeline(app, clock=Clock(), vectors=slow_keyword, deadline_reserve_ms=1500)
+    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=3.0)), 60)
     assert _docs(r)[0] == "cooking" and await held.all_cancelled() == ["embed", "match", "search_documents"]
     assert {"deadline:dense_skipped", "deadline:metadata_skipped", "deadline:graph_skipped"} <= set(r.metrics.degraded)
     assert "dense:embedding_failed" not in r.metrics.degraded  # given up, not failed: no keyword fallback was started
+
+
+async def test_after_a_failed_embedding_the_empty_dense_legs_do_not_cut_the_keyword_legs(app: Application) -> None:
+    """The dense legs of a failed embedding return nothing at once; that is no answer, so the keyword
+    legs, still running at the cut-off, are waited for."""
+    held = Held("search_documents", "match")
+    slow_keyword = _AnswersAfter(app.pipeline.deps.vectors, "search_sparse", 2.0)
+    p = held.pipeline(app, clock=Clock(), embedder=BrokenEmbedder(), vectors=slow_keyword, deadline_reserve_ms=1500)
+    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=3.0)), 60)
+    assert _docs(r)[0] == "cooking" and "dense:embedding_failed" in r.metrics.degraded
+    assert "deadline:keyword_skipped" not in r.metrics.degraded and r.metrics.strategy_used is Strategy.KEYWORD
 
 
 async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Application) -> None:
     """Every leg held: the deadline cuts retrieve, and the empty answer is DEADLINE_EXCEEDED at once,
     without the suggestions' metadata search (held too) an empty answer otherwise gets."""
     held = Held("embed", "search_documents", "match", "search_sparse")
-    query = QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=time.monotonic() + 0.5)
+    query = QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=0.5)
     with pytest.raises(DeadlineExceeded, match="before any context was found"):
-        await asyncio.wait_for(held.pipeline(app).query(query), 60)
+        await asyncio.wait_for(held.pipeline(app, clock=Clock()).query(query), 60)
     assert await held.all_cancelled() == ["embed", "match", "search_documents", "search_sparse"]
 
 
@@ -701,8 +717,8 @@ class _HeldOnSecondCall:
 
 async def test_a_stage_running_at_the_deadline_is_cut_and_the_first_pass_answers(app: Application) -> None:
     reranker = _HeldOnSecondCall()
-    p = pipeline(app, reranker=reranker, rerank_threshold=0.0, sufficiency_threshold=1.01, max_iterations=2)
-    query = QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=time.monotonic() + 1)
+    p = pipeline(app, clock=Clock(), reranker=reranker, rerank_threshold=0.0, sufficiency_threshold=1.01, max_iterations=2)
+    query = QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=2.0)
     r = await asyncio.wait_for(p.query(query), 60)
     assert reranker.calls == 2 and reranker.cancelled
     assert _docs(r)[0] == "cooking" and "deadline:partial_results" in r.metrics.degraded

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 
 import pytest
 
 from retrieval_server.domain import QueryMetrics
 from retrieval_server.workflow.graph import END, Graph, Node
+from tests.support.clock import Clock
 
 
 @dataclass
@@ -45,9 +45,11 @@ async def _record_end(state: S, deps: None) -> dict[str, int]:
     return {"n": state.n + 100}
 
 
-def _with_deadline_jump(slow: Node, *, cut: bool) -> Graph[S, None]:
+def _with_deadline_jump(slow: Node, *, cut: bool, clock: Clock) -> Graph[S, None]:
+    """The deadline is read on ``clock``, a test's, which moves only when told: no stall of a busy
+    machine moves it, while a node's cut comes on the loop's clock, relative to the node's start."""
     return (
-        Graph[S, None]("inc").node("inc", inc).node("slow", slow, cut_at_deadline=cut).node("after", inc).node("end", _record_end)
+        Graph[S, None]("inc", clock=clock).node("inc", inc).node("slow", slow, cut_at_deadline=cut).node("after", inc).node("end", _record_end)
         .edge("inc", "slow").edge("slow", "after").edge("after", END).edge("end", END)
     )
 
@@ -63,20 +65,21 @@ async def test_a_cuttable_node_running_at_the_deadline_is_cancelled_and_the_run_
             raise
         return {"n": -1}
 
-    state = await _with_deadline_jump(held, cut=True).run(S(), None, deadline=time.monotonic() + 0.05, on_deadline="end")
+    state = await _with_deadline_jump(held, cut=True, clock=Clock()).run(S(), None, deadline=0.05, on_deadline="end")
     assert cancelled.is_set() and state.n == 101  # inc's update kept, the held node's none, then the jump
     assert [m.stage for m in state.metrics.stages] == ["inc", "slow", "end"]
     assert state.metrics.degraded == ["deadline:partial_results"]
 
 
 async def test_a_node_not_made_cuttable_finishes_and_the_jump_comes_after_it() -> None:
+    clock = Clock()
+
     async def late(state: S, deps: None) -> dict[str, int]:
-        released = asyncio.Event()
-        asyncio.get_running_loop().call_later(0.1, released.set)
-        await released.wait()
+        clock.now = 2.0  # past the deadline while it runs
+        await asyncio.sleep(0)
         return {"n": state.n + 10}
 
-    state = await _with_deadline_jump(late, cut=False).run(S(), None, deadline=time.monotonic() + 0.01, on_deadline="end")
+    state = await _with_deadline_jump(late, cut=False, clock=clock).run(S(), None, deadline=1.0, on_deadline="end")
     assert state.n == 111 and [m.stage for m in state.metrics.stages] == ["inc", "slow", "end"]
 
 
@@ -85,4 +88,4 @@ async def test_a_nodes_own_timeout_is_its_error_not_the_deadline() -> None:
         raise TimeoutError("the node's own")
 
     with pytest.raises(TimeoutError, match="the node's own"):
-        await _with_deadline_jump(times_out, cut=True).run(S(), None, deadline=time.monotonic() + 60, on_deadline="end")
+        await _with_deadline_jump(times_out, cut=True, clock=Clock()).run(S(), None, deadline=60.0, on_deadline="end")

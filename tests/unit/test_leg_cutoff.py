@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_server.workflow import leg_cutoff
+from retrieval_server.workflow import leg_cutoff, nodes
 
 
 def test_the_cutoff_keeps_the_reserve_or_half_the_time_left() -> None:
@@ -42,11 +42,22 @@ async def test_legs_running_at_the_cutoff_are_cancelled_and_named() -> None:
     assert slow.cancelled() and slower.cancelled()
 
 
-async def test_a_failed_leg_is_not_an_answer_so_the_first_real_one_is_waited_for() -> None:
-    failed, first, last = _never(), _never(), _never()
+async def test_a_failure_or_an_empty_list_is_not_an_answer_so_the_first_real_one_is_waited_for() -> None:
+    failed, empty, first, last = _never(), _never(), _never(), _never()
     failed.set_exception(RuntimeError("down"))
+    empty.set_result([])  # a dense leg after a failed embedding
     loop = asyncio.get_running_loop()
-    # Both after the cut-off, which has passed: the first to answer ends the wait, the other is given up.
-    loop.call_soon(lambda: loop.call_soon(first.set_result, []))
-    given_up = await leg_cutoff.settle({"keyword:0": failed, "dense:0": first, "graph": last}, time.monotonic() - 1, time.monotonic)
-    assert given_up == ["graph"] and first.result() == [] and last.cancelled()
+    # After the cut-off, which has passed: the first to find something ends the wait, the other is given up.
+    loop.call_soon(lambda: loop.call_soon(first.set_result, ["hit"]))
+    futures = {"keyword:0": failed, "dense:0": empty, "keyword:1": first, "graph": last}
+    assert await leg_cutoff.settle(futures, time.monotonic() - 1, time.monotonic) == ["graph"]
+    assert last.cancelled()
+
+
+async def test_a_graph_leg_that_matched_entities_but_found_no_chunks_is_not_an_answer() -> None:
+    graph = _answered(([], ["entity"], "trace"))  # retrieve's graph result: (hits, matches, trace)
+    keyword = _never()
+    asyncio.get_running_loop().call_soon(keyword.set_result, ["hit"])
+    futures = {"graph": graph, "keyword:0": keyword}
+    assert await leg_cutoff.settle(futures, time.monotonic() - 1, time.monotonic, found=nodes._found) == []
+    assert keyword.result() == ["hit"]
