@@ -156,8 +156,11 @@ async def analyze(
     *,
     timeout_s: float,
     total_timeout_s: float,
+    time_left_s: float | None = None,
 ) -> Analysis:
-    """Run the four techniques concurrently; collect what succeeded, report the rest."""
+    """Run the four techniques concurrently; collect what succeeded, report the rest. With the
+    request's deadline ``time_left_s`` away, they get at most half of it: analysis only improves
+    a search, which needs the rest. A technique cut for the deadline is not the analyzer's fault."""
     result = Analysis()
     jobs: dict[str, Callable[[], Awaitable[object]]] = {
         "rewrite": lambda: analyzer.rewrite(query),
@@ -166,8 +169,10 @@ async def analyze(
         "decompose": lambda: analyzer.decompose(query),
     }
     tasks = {name: asyncio.ensure_future(asyncio.wait_for(job(), timeout_s)) for name, job in jobs.items()}
+    wait_s = total_timeout_s if time_left_s is None else min(total_timeout_s, max(0.0, time_left_s / 2))
+    by_deadline = wait_s < total_timeout_s
     try:
-        _, pending = await asyncio.wait(tasks.values(), timeout=total_timeout_s)
+        _, pending = await asyncio.wait(tasks.values(), timeout=wait_s)
     except BaseException:
         abandon(tasks.values())  # the request was cancelled (its caller went away): so is its analysis
         raise
@@ -175,8 +180,11 @@ async def analyze(
     timed_out = []
     for name, task in tasks.items():
         if task in pending:
-            result.dropped[name] = "timeout (total)"
-            timed_out.append(name)
+            if by_deadline:
+                result.dropped[name] = "timeout (deadline)"
+            else:
+                result.dropped[name] = "timeout (total)"
+                timed_out.append(name)
             continue
         exc = task.exception()
         if isinstance(exc, UsedFallback):

@@ -151,7 +151,8 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
         threshold = state.rerank_threshold / 2 if state.rerank_threshold > 0 else state.rerank_threshold - 0.5
     feedback = [c.parent.content for c in state.contexts[:5]]
     analysis = await analyze(
-        deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s
+        deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s,
+        time_left_s=state.time_left(),
     )
     if iteration == 1:
         state.metrics.degraded.extend(f"analysis:{technique}:{why}" for technique, why in analysis.dropped.items())
@@ -423,18 +424,27 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     candidates = state.fused[:limit]
     texts = [c.content for c in candidates]
     query = state.analysis.rewritten or state.options.query
+    # The measured rate may promise what a slow or frozen server does not keep: the time left is
+    # also a bound on the call itself.
+    within = _time_for_rerank(state, deps)
+    bound = asyncio.timeout(None if within is None else max(0.0, within))
     try:
-        # Duck-typed: a traced reranker forwards these to the one it wraps.
-        reporting = getattr(deps.reranker, "rerank_reporting", None)
-        if reporting is not None:
-            scores, degraded = await reporting(query, texts)
-            if degraded:
-                _degrade(state, degraded)
-        else:
-            scores = await deps.reranker.rerank(query, texts)
+        async with bound:
+            # Duck-typed: a traced reranker forwards these to the one it wraps.
+            reporting = getattr(deps.reranker, "rerank_reporting", None)
+            if reporting is not None:
+                scores, degraded = await reporting(query, texts)
+                if degraded:
+                    _degrade(state, degraded)
+            else:
+                scores = await deps.reranker.rerank(query, texts)
     except Exception:
-        log.error("reranking failed; keeping the fused order", exc_info=True)
-        _degrade(state, "rerank:failed")
+        if bound.expired():
+            log.warning("reranking had not ended %.0f ms before the deadline; keeping the fused order", deps.settings.deadline_reserve_ms / 2)
+            _degrade(state, "deadline:rerank_skipped")
+        else:
+            log.error("reranking failed; keeping the fused order", exc_info=True)
+            _degrade(state, "rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
     kept, fell_back = threshold_with_fallback(
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
@@ -454,8 +464,8 @@ def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int | None:
     if rate is None:
         return limit
     least = min(state.options.top_k, limit)
-    left = state.time_left()
-    fits = None if left is None else rate.pairs_within(left * 1e3 - deps.settings.deadline_reserve_ms / 2)
+    within = _time_for_rerank(state, deps)
+    fits = None if within is None else rate.pairs_within(within * 1e3)
     if fits is not None and fits < limit:
         if fits < least:
             _degrade(state, "deadline:rerank_skipped")
@@ -467,6 +477,13 @@ def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int | None:
         return limit
     _degrade(state, "rerank:budget")
     return max(fits, least)
+
+
+def _time_for_rerank(state: QueryState, deps: WorkflowDeps) -> float | None:
+    """Seconds reranking may take: the time left less half the deadline reserve, which enrichment
+    keeps (None: no deadline; negative: none)."""
+    left = state.time_left()
+    return None if left is None else left - deps.settings.deadline_reserve_ms / 2e3
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

@@ -699,30 +699,39 @@ async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Ap
 
 
 class _HeldOnSecondCall:
-    """A reranker whose first call scores every text 0.9 and whose second waits until cancelled."""
+    """Wraps a dependency: the first call of ``name`` goes through, the second waits until cancelled."""
 
-    def __init__(self) -> None:
+    def __init__(self, inner: Any, name: str) -> None:
+        self._inner, self._name = inner, name
         self.calls, self.cancelled = 0, False
 
-    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
-        self.calls += 1
-        if self.calls == 2:
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                self.cancelled = True
-                raise
-        return [0.9] * len(texts)
+    def __getattr__(self, attr: str) -> Any:
+        method = getattr(self._inner, attr)
+        if attr != self._name:
+            return method
+
+        async def second_held(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == 2:
+                try:
+                    await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    self.cancelled = True
+                    raise
+            return await method(*args, **kwargs)
+
+        return second_held
 
 
 async def test_a_stage_running_at_the_deadline_is_cut_and_the_first_pass_answers(app: Application) -> None:
-    reranker = _HeldOnSecondCall()
-    p = pipeline(app, clock=Clock(), reranker=reranker, rerank_threshold=0.0, sufficiency_threshold=1.01, max_iterations=2)
+    # The retry's enrich waits on the store past the deadline (a stage with no bound of its own).
+    metadata = _HeldOnSecondCall(app.pipeline.deps.metadata, "get_parents_and_documents")
+    p = pipeline(app, clock=Clock(), metadata=metadata, sufficiency_threshold=1.01, max_iterations=2)
     query = QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=2.0)
     r = await asyncio.wait_for(p.query(query), 60)
-    assert reranker.calls == 2 and reranker.cancelled
+    assert metadata.calls == 2 and metadata.cancelled
     assert _docs(r)[0] == "cooking" and "deadline:partial_results" in r.metrics.degraded
-    assert _stages(r).count("rerank") == 2 and _stages(r)[-2:] == ["select", "update_cache"]
+    assert _stages(r).count("enrich") == 2 and _stages(r)[-2:] == ["select", "update_cache"]
 
 
 class DeadlineOnSecondSearch:

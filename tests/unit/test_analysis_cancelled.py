@@ -1,5 +1,5 @@
-"""A request cancelled during query analysis, or analysis past its total timeout, cancels the
-techniques, and nothing they raise is left unread."""
+"""A request cancelled during query analysis, or analysis past its total timeout or half the time
+to the request's deadline, cancels the techniques, and nothing they raise is left unread."""
 
 from __future__ import annotations
 
@@ -94,3 +94,22 @@ async def test_techniques_past_the_total_timeout_are_cancelled_and_leave_no_exce
     assert analyzer.cancelled == 4
     gc.collect()
     assert unread == []
+
+
+async def test_a_near_deadline_gives_analysis_half_the_time_left_and_holds_no_technique_to_account() -> None:
+    analyzer = Held()
+    # 0 s left: the techniques are cut at once, for the request's deadline, not for their slowness.
+    analysis = await analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=60, time_left_s=0.0)  # type: ignore[arg-type]
+    assert analysis.dropped == dict.fromkeys(("rewrite", "reformulate", "hyde", "decompose"), "timeout (deadline)")
+    assert analyzer.timed_out_techniques == []
+    analyzer.release.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert analyzer.cancelled == 4
+    # A deadline further off than twice the total timeout leaves the total timeout in charge.
+    far = Held()
+    analysis = await analyze(far, "q", [], timeout_s=None, total_timeout_s=0, time_left_s=3600.0)  # type: ignore[arg-type]
+    assert set(analysis.dropped.values()) == {"timeout (total)"} and len(far.timed_out_techniques) == 1
+    far.release.set()
+    for _ in range(10):
+        await asyncio.sleep(0)

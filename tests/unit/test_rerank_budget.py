@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -158,3 +159,37 @@ async def test_a_deadline_too_near_for_top_k_keeps_the_fused_order_and_one_far_o
     state = _with_deadline(_state(top_k=3, candidates=20), 10.0)
     await nodes.rerank(state, _deps(MeasuredReranker(model, 0, rate=_rate()), budget_ms=0, reserve_ms=200))
     assert len(model.asked[0]) == 20 and not state.metrics.degraded
+
+
+class Frozen:
+    """A reranker that never answers (a frozen server); it measured fast before it froze."""
+
+    def __init__(self) -> None:
+        self.rate, self.cancelled = _rate(1e6), False
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return []
+
+
+async def test_a_reranker_that_has_not_answered_when_the_time_left_runs_out_is_given_up() -> None:
+    frozen = Frozen()
+    # 0.2 s left on a clock that stands still, less half of a 200 ms reserve: the call gets 0.1 s.
+    state = _with_deadline(_state(top_k=3, candidates=20), 0.2)
+    out = await asyncio.wait_for(nodes.rerank(state, _deps(frozen, budget_ms=0, reserve_ms=200)), 60)
+    assert frozen.cancelled and out == {"reranked": state.fused, "rerank_applied": False}
+    assert state.metrics.degraded == ["deadline:rerank_skipped"]
+
+
+async def test_a_rerankers_own_timeout_is_a_failure_not_the_deadline() -> None:
+    class TimesOut(Model):
+        async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+            raise TimeoutError("the client's own timeout")
+
+    state = _with_deadline(_state(top_k=3, candidates=20), 10.0)
+    await nodes.rerank(state, _deps(TimesOut(), budget_ms=0))
+    assert state.metrics.degraded == ["rerank:failed"]

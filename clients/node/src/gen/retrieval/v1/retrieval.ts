@@ -90,9 +90,12 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   retrieval leg) does not fail the call: the answer says what was degraded.
  * * FAILED_PRECONDITION: a write to a read-only server (RETRIEVAL_READ_ONLY, or several
  *   processes over embedded storage).
- * * DEADLINE_EXCEEDED: the caller's deadline left no time to produce any context. When some
- *   contexts are ready at the deadline they are returned with `deadline:partial_results` in
- *   Metrics.degraded instead.
+ * * DEADLINE_EXCEEDED: the caller's deadline left no time to produce any context. The deadline
+ *   bounds each stage instead of failing the call where it can: query analysis gets at most half
+ *   the time left, retrieval legs still running near the deadline are given up
+ *   (`deadline:<leg>_skipped`), reranking is capped or skipped (`deadline:rerank_capped`,
+ *   `deadline:rerank_skipped`), and contexts of an earlier pass ready at the deadline are
+ *   returned with `deadline:partial_results`, each in Metrics.degraded.
  * * INTERNAL: anything unexpected; the message is generic and the details are in the server log.
  */
 
