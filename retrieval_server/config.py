@@ -299,7 +299,7 @@ class Settings(BaseSettings):
     deadline_reserve_ms: float = Field(
         50.0, ge=0, le=60_000,
         description="time a request with a deadline keeps for what follows retrieval: legs still running at the deadline "
-        "less this (or less half the time left, if that is less) are abandoned; reranking keeps half of it for enrichment",
+        "less this (or less half the time left, if that is less) are abandoned; reranking leaves enrichment at least half of it",
     )
 
     @model_validator(mode="before")

@@ -149,6 +149,10 @@ class ClassicalAnalyzer:
         return parts[:4]
 
 
+#: why a technique cut for the request's deadline contributed nothing
+DEADLINE_CUT = "timeout (deadline)"
+
+
 async def analyze(
     analyzer: Analyzer,
     query: str,
@@ -181,7 +185,7 @@ async def analyze(
     for name, task in tasks.items():
         if task in pending:
             if by_deadline:
-                result.dropped[name] = "timeout (deadline)"
+                result.dropped[name] = DEADLINE_CUT
             else:
                 result.dropped[name] = "timeout (total)"
                 timed_out.append(name)

@@ -33,7 +33,7 @@ from retrieval_server.workflow import dense_feedback, dense_fusion, document_evi
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.analysis import analyze
+from retrieval_server.workflow.analysis import DEADLINE_CUT, analyze
 from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -154,8 +154,10 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
         deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s,
         time_left_s=state.time_left(),
     )
-    if iteration == 1:
-        state.metrics.degraded.extend(f"analysis:{technique}:{why}" for technique, why in analysis.dropped.items())
+    # A retry's drops repeat the first pass's, except those the deadline made: its answer must not be cached.
+    state.metrics.degraded.extend(
+        f"analysis:{technique}:{why}" for technique, why in analysis.dropped.items() if iteration == 1 or why == DEADLINE_CUT
+    )
     update: dict[str, Any] = {
         "iteration": iteration,
         "strategy": strategy,
@@ -427,7 +429,10 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # The measured rate may promise what a slow or frozen server does not keep: the time left is
     # also a bound on the call itself.
     within = _time_for_rerank(state, deps)
-    bound = asyncio.timeout(None if within is None else max(0.0, within))
+    if within is not None and within <= 0:
+        _degrade(state, "deadline:rerank_skipped")
+        return {"reranked": state.fused, "rerank_applied": False}
+    bound = asyncio.timeout(within)
     try:
         async with bound:
             # Duck-typed: a traced reranker forwards these to the one it wraps.
@@ -439,8 +444,11 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             else:
                 scores = await deps.reranker.rerank(query, texts)
     except Exception:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the request is being cancelled: a reranker that turned that into an error must not hide it
         if bound.expired():
-            log.warning("reranking had not ended %.0f ms before the deadline; keeping the fused order", deps.settings.deadline_reserve_ms / 2)
+            log.warning("reranking had not answered within its %.0f ms of the time left; keeping the fused order", (within or 0) * 1e3)
             _degrade(state, "deadline:rerank_skipped")
         else:
             log.error("reranking failed; keeping the fused order", exc_info=True)
@@ -456,9 +464,8 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int | None:
     """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate
     (never fewer than top_k: an answer's worth of candidates is always scored). A request's
-    deadline is a budget too (the time left, less half the reserve kept for enrichment), one that
-    does not stretch: when it holds fewer than top_k, nothing is reranked (None) and the fused
-    order stands, which beats no answer."""
+    deadline is a budget too (:func:`_time_for_rerank`), one that does not stretch: when it holds
+    fewer than top_k, nothing is reranked (None) and the fused order stands, which beats no answer."""
     limit, budget = min(deps.settings.rerank_candidates, len(state.fused)), deps.settings.rerank_budget_ms
     rate: ScoringRate | None = getattr(deps.reranker, "rate", None)
     if rate is None:
@@ -480,10 +487,11 @@ def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int | None:
 
 
 def _time_for_rerank(state: QueryState, deps: WorkflowDeps) -> float | None:
-    """Seconds reranking may take: the time left less half the deadline reserve, which enrichment
-    keeps (None: no deadline; negative: none)."""
+    """Seconds reranking may take: half the time left, and no more than leaves enrichment half the
+    deadline reserve (None: no deadline; ≤ 0: none). Like analysis, reranking only improves an
+    answer; a frozen reranker must not take the time its answer needs."""
     left = state.time_left()
-    return None if left is None else left - deps.settings.deadline_reserve_ms / 2e3
+    return None if left is None else min(left / 2, left - deps.settings.deadline_reserve_ms / 2e3)
 
 
 async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

@@ -698,6 +698,32 @@ async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Ap
     assert await held.all_cancelled() == ["embed", "match", "search_documents", "search_sparse"]
 
 
+class _FrozenAnalyzer:
+    """An LLM analyzer whose model never answers: every technique waits until cancelled."""
+
+    name = "frozen"
+
+    def __init__(self) -> None:
+        self.held_to_account: list[str] = []
+
+    def timed_out(self, techniques: Any) -> None:
+        self.held_to_account.extend(techniques)
+
+    async def _never(self, *args: Any) -> Any:
+        await asyncio.Event().wait()
+
+    rewrite = reformulate = hyde = decompose = _never
+
+
+async def test_analysis_cut_for_the_deadline_is_reported_and_the_search_answers(app: Application) -> None:
+    analyzer = _FrozenAnalyzer()
+    p = pipeline(app, clock=Clock(), analyzer=analyzer)
+    # 2 s left: analysis gets 1 s of it, the search the rest.
+    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=2.0)), 60)
+    assert _docs(r)[0] == "cooking" and analyzer.held_to_account == []
+    assert {f"analysis:{t}:timeout (deadline)" for t in ("rewrite", "reformulate", "hyde", "decompose")} <= set(r.metrics.degraded)
+
+
 class _HeldOnSecondCall:
     """Wraps a dependency: the first call of ``name`` goes through, the second waits until cancelled."""
 

@@ -113,3 +113,21 @@ async def test_a_near_deadline_gives_analysis_half_the_time_left_and_holds_no_te
     far.release.set()
     for _ in range(10):
         await asyncio.sleep(0)
+
+
+class Slow(Held):
+    """Every technique answers ``after`` seconds from its start."""
+
+    def __init__(self, after: float) -> None:
+        super().__init__()
+        self.after = after
+
+    async def _wait(self, error: Exception) -> Any:
+        await asyncio.sleep(self.after)
+        raise error
+
+
+async def test_analysis_gets_half_the_time_left_not_all_of_it() -> None:
+    # 0.4 s left: the techniques would answer at 0.3 s, after their 0.2 s.
+    analysis = await analyze(Slow(0.3), "q", [], timeout_s=None, total_timeout_s=60, time_left_s=0.4)  # type: ignore[arg-type]
+    assert analysis.dropped == dict.fromkeys(("rewrite", "reformulate", "hyde", "decompose"), "timeout (deadline)")

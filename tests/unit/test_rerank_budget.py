@@ -178,11 +178,34 @@ class Frozen:
 
 async def test_a_reranker_that_has_not_answered_when_the_time_left_runs_out_is_given_up() -> None:
     frozen = Frozen()
-    # 0.2 s left on a clock that stands still, less half of a 200 ms reserve: the call gets 0.1 s.
+    # 0.2 s left on a clock that stands still: the call gets 0.1 s (half of it; and half the 200 ms reserve is kept).
     state = _with_deadline(_state(top_k=3, candidates=20), 0.2)
     out = await asyncio.wait_for(nodes.rerank(state, _deps(frozen, budget_ms=0, reserve_ms=200)), 60)
     assert frozen.cancelled and out == {"reranked": state.fused, "rerank_applied": False}
     assert state.metrics.degraded == ["deadline:rerank_skipped"]
+
+
+async def test_reranking_gets_at_most_half_the_time_left_and_a_cut_call_teaches_nothing() -> None:
+    class AnswersAfter(Model):
+        async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+            await asyncio.sleep(1.5)
+            return await super().rerank(query, texts)
+
+    inner = AnswersAfter()
+    reranker = MeasuredReranker(inner, pair_cache_size=100)
+    # 2 s left, no reserve: the call gets 1 s, half of it, and the answer would come at 1.5 s.
+    state = _with_deadline(_state(top_k=3, candidates=5), 2.0)
+    out = await asyncio.wait_for(nodes.rerank(state, _deps(reranker, budget_ms=0, reserve_ms=0)), 60)
+    assert out["rerank_applied"] is False and state.metrics.degraded == ["deadline:rerank_skipped"]
+    assert inner.asked == [] and reranker.rate.pairs_per_s is None  # nothing scored, nothing measured
+    assert await reranker.rerank("q", ["a"]) == [1.0] and len(inner.asked) == 1  # nor remembered: a pair is scored anew
+
+
+async def test_no_time_left_for_reranking_skips_the_call() -> None:
+    model = Model()
+    state = _with_deadline(_state(top_k=3, candidates=5), 0.02)  # less than half a 50 ms reserve
+    await nodes.rerank(state, _deps(model, budget_ms=0))
+    assert model.asked == [] and state.metrics.degraded == ["deadline:rerank_skipped"]
 
 
 async def test_a_rerankers_own_timeout_is_a_failure_not_the_deadline() -> None:

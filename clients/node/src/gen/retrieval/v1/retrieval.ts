@@ -90,12 +90,13 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   retrieval leg) does not fail the call: the answer says what was degraded.
  * * FAILED_PRECONDITION: a write to a read-only server (RETRIEVAL_READ_ONLY, or several
  *   processes over embedded storage).
- * * DEADLINE_EXCEEDED: the caller's deadline left no time to produce any context. The deadline
- *   bounds each stage instead of failing the call where it can: query analysis gets at most half
- *   the time left, retrieval legs still running near the deadline are given up
- *   (`deadline:<leg>_skipped`), reranking is capped or skipped (`deadline:rerank_capped`,
- *   `deadline:rerank_skipped`), and contexts of an earlier pass ready at the deadline are
- *   returned with `deadline:partial_results`, each in Metrics.degraded.
+ * * DEADLINE_EXCEEDED: the deadline passed before any context was ready, or while a stage the
+ *   deadline does not cut still ran (the access check, the cache lookup, GENERATION's routing
+ *   and tools). Where it can, the deadline bounds a stage instead of failing the call: query
+ *   analysis and reranking each get at most half the time left, retrieval legs still running
+ *   near the deadline are given up (`deadline:<leg>_skipped`), reranking is capped or skipped
+ *   (`deadline:rerank_capped`, `deadline:rerank_skipped`), and contexts of an earlier pass ready
+ *   at the deadline are returned with `deadline:partial_results`, each in Metrics.degraded.
  * * INTERNAL: anything unexpected; the message is generic and the details are in the server log.
  */
 
