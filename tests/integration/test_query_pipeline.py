@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -566,25 +566,39 @@ async def test_a_rewritten_query_is_cached_under_its_own_vector(app: Application
     assert (await p.query(QueryOptions("How long to simmer tomato sauce?", 2, strategy=Strategy.HYBRID))).cached
 
 
-class _HeldUntilCancelled:
-    """Wraps a dependency: ``name`` waits until cancelled, and says when it started and when it was."""
+class _Intercepted:
+    """Wraps a dependency: its method ``name`` is called through ``around(method, *args, **kwargs)``."""
 
-    def __init__(self, inner: Any, name: str, started: asyncio.Event, cancelled: list[str]) -> None:
-        self._inner, self._name, self._started, self._cancelled = inner, name, started, cancelled
+    def __init__(self, inner: Any, name: str, around: Callable[..., Awaitable[Any]]) -> None:
+        self._inner, self._name, self._around = inner, name, around
 
     def __getattr__(self, attr: str) -> Any:
+        method = getattr(self._inner, attr)
         if attr != self._name:
-            return getattr(self._inner, attr)
+            return method
 
-        async def held(*args: Any, **kwargs: Any) -> Any:
-            self._started.set()
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                self._cancelled.append(self._name)
-                raise
+        async def intercepted(*args: Any, **kwargs: Any) -> Any:
+            return await self._around(method, *args, **kwargs)
 
-        return held
+        return intercepted
+
+
+async def _wait_until_cancelled(on_cancel: Callable[[], None]) -> None:
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        on_cancel()
+        raise
+
+
+def _answers_after(inner: Any, name: str, delay_s: float) -> _Intercepted:
+    """``name`` answers ``delay_s`` seconds after it is called."""
+
+    async def late(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(delay_s)
+        return await method(*args, **kwargs)
+
+    return _Intercepted(inner, name, late)
 
 
 #: the call each held leg makes, by the dependency that makes it
@@ -600,11 +614,15 @@ class Held:
 
     def pipeline(self, app: Application, **overrides: Any) -> QueryPipeline:
         deps = app.pipeline.deps
-        held = {
-            _LEG_CALLS[call]: _HeldUntilCancelled(getattr(deps, _LEG_CALLS[call]), call, started, self.cancelled)
-            for call, started in self.started.items()
-        }
+        held = {_LEG_CALLS[call]: _Intercepted(getattr(deps, _LEG_CALLS[call]), call, self._held(call)) for call in self.started}
         return pipeline(app, **held, **overrides)
+
+    def _held(self, call: str) -> Callable[..., Awaitable[Any]]:
+        async def held(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+            self.started[call].set()
+            await _wait_until_cancelled(lambda: self.cancelled.append(call))
+
+        return held
 
     async def all_cancelled(self) -> list[str]:
         for _ in range(10):  # each leg hears of its cancellation at its next step
@@ -647,29 +665,11 @@ async def test_legs_still_running_at_the_cutoff_are_abandoned_and_the_others_ans
     assert "deadline:partial_results" not in r.metrics.degraded
 
 
-class _AnswersAfter:
-    """Wraps a dependency: ``name`` answers ``delay_s`` seconds after it is called."""
-
-    def __init__(self, inner: Any, name: str, delay_s: float) -> None:
-        self._inner, self._name, self._delay_s = inner, name, delay_s
-
-    def __getattr__(self, attr: str) -> Any:
-        method = getattr(self._inner, attr)
-        if attr != self._name:
-            return method
-
-        async def late(*args: Any, **kwargs: Any) -> Any:
-            await asyncio.sleep(self._delay_s)
-            return await method(*args, **kwargs)
-
-        return late
-
-
 async def test_with_no_leg_answered_at_the_cutoff_the_first_to_answer_is_used(app: Application) -> None:
     held = Held("embed", "search_documents", "match")
     # The legs' cut-off comes 1.5 s into retrieve (the deadline 3 s away less the 1.5 s reserve); the
     # keyword leg answers 0.5 s after it.
-    slow_keyword = _AnswersAfter(app.pipeline.deps.vectors, "search_sparse", 2.0)
+    slow_keyword = _answers_after(app.pipeline.deps.vectors, "search_sparse", 2.0)
     p = held.pipeline(app, clock=Clock(), vectors=slow_keyword, deadline_reserve_ms=1500)
     r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=3.0)), 60)
     assert _docs(r)[0] == "cooking" and await held.all_cancelled() == ["embed", "match", "search_documents"]
@@ -681,7 +681,7 @@ async def test_after_a_failed_embedding_the_empty_dense_legs_do_not_cut_the_keyw
     """The dense legs of a failed embedding return nothing at once; that is no answer, so the keyword
     legs, still running at the cut-off, are waited for."""
     held = Held("search_documents", "match")
-    slow_keyword = _AnswersAfter(app.pipeline.deps.vectors, "search_sparse", 2.0)
+    slow_keyword = _answers_after(app.pipeline.deps.vectors, "search_sparse", 2.0)
     p = held.pipeline(app, clock=Clock(), embedder=BrokenEmbedder(), vectors=slow_keyword, deadline_reserve_ms=1500)
     r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=3.0)), 60)
     assert _docs(r)[0] == "cooking" and "dense:embedding_failed" in r.metrics.degraded
@@ -725,37 +725,26 @@ async def test_analysis_cut_for_the_deadline_is_reported_and_the_search_answers(
 
 
 class _HeldOnSecondCall:
-    """Wraps a dependency: the first call of ``name`` goes through, the second waits until cancelled."""
+    """The first call goes through, the second waits until cancelled."""
 
-    def __init__(self, inner: Any, name: str) -> None:
-        self._inner, self._name = inner, name
+    def __init__(self) -> None:
         self.calls, self.cancelled = 0, False
 
-    def __getattr__(self, attr: str) -> Any:
-        method = getattr(self._inner, attr)
-        if attr != self._name:
-            return method
-
-        async def second_held(*args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
-            if self.calls == 2:
-                try:
-                    await asyncio.Event().wait()
-                except asyncio.CancelledError:
-                    self.cancelled = True
-                    raise
-            return await method(*args, **kwargs)
-
-        return second_held
+    async def __call__(self, method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls == 2:
+            await _wait_until_cancelled(lambda: setattr(self, "cancelled", True))
+        return await method(*args, **kwargs)
 
 
 async def test_a_stage_running_at_the_deadline_is_cut_and_the_first_pass_answers(app: Application) -> None:
     # The retry's enrich waits on the store past the deadline (a stage with no bound of its own).
-    metadata = _HeldOnSecondCall(app.pipeline.deps.metadata, "get_parents_and_documents")
+    second = _HeldOnSecondCall()
+    metadata = _Intercepted(app.pipeline.deps.metadata, "get_parents_and_documents", second)
     p = pipeline(app, clock=Clock(), metadata=metadata, sufficiency_threshold=1.01, max_iterations=2)
     query = QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=2.0)
     r = await asyncio.wait_for(p.query(query), 60)
-    assert metadata.calls == 2 and metadata.cancelled
+    assert second.calls == 2 and second.cancelled
     assert _docs(r)[0] == "cooking" and "deadline:partial_results" in r.metrics.degraded
     assert _stages(r).count("enrich") == 2 and _stages(r)[-2:] == ["select", "update_cache"]
 
