@@ -102,11 +102,11 @@ class Graph(Generic[S, D]):
         self, state: S, deps: D, deadline: float | None, on_deadline: str | None, on_stage: Callable[[StageMetric], None] | None
     ) -> S:
         name = self._start if isinstance(self._start, str) else self._start(state)
-        jumped = False
+        jumped = was_cut = False
         for _ in range(self._max_steps):
             if name == END:
                 return state
-            if deadline is not None and on_deadline and not jumped and self._clock() > deadline:
+            if deadline is not None and on_deadline and not jumped and (was_cut or self._clock() > deadline):
                 jumped = True
                 state.metrics.degraded.append(PARTIAL_RESULTS)
                 name = on_deadline
@@ -125,11 +125,8 @@ class Graph(Generic[S, D]):
                 state.metrics.stages.append(stage)
             if on_stage is not None:
                 on_stage(stage)
-            if was_cut and on_deadline:
-                jumped = True
-                state.metrics.degraded.append(PARTIAL_RESULTS)
-                name = on_deadline
-                continue
+            if was_cut:
+                continue  # to the jump: the node's edge is not taken
             nxt = self._next[name]
             name = nxt if isinstance(nxt, str) else nxt(state)
         raise RuntimeError(f"graph did not finish within {self._max_steps} steps")

@@ -251,8 +251,10 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         abandoned = await _settle(state, {**started, **searches}, cutoff)
         legs = _finished(state, started, abandoned)
         update: dict[str, Any] = {}
-        vectors = embedding.result() if embedding is not None and embedding.done() else None
-        if embedding is not None and embedding.done() and vectors is None:
+        # Not done: the dense legs were given up at the cut-off while it ran, which is no failure.
+        embedded = embedding is not None and embedding.done()
+        vectors = embedding.result() if embedding is not None and embedded else None
+        if embedded and vectors is None:
             # An embedding failure degrades to keyword search instead of failing the request.
             _degrade(state, "dense:embedding_failed")
             legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in (*DENSE_GRANULARITIES, query_windows.KIND)}
@@ -420,7 +422,8 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if deps.reranker is None:
         _degrade(state, "rerank:unavailable")
         return {"reranked": state.fused, "rerank_applied": False}
-    limit = _rerank_limit(state, deps)
+    within = _time_for_rerank(state, deps)
+    limit = _rerank_limit(state, deps, within)
     if limit is None:
         return {"reranked": state.fused, "rerank_applied": False}
     candidates = state.fused[:limit]
@@ -428,10 +431,6 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     query = state.analysis.rewritten or state.options.query
     # The measured rate may promise what a slow or frozen server does not keep: the time left is
     # also a bound on the call itself.
-    within = _time_for_rerank(state, deps)
-    if within is not None and within <= 0:
-        _degrade(state, "deadline:rerank_skipped")
-        return {"reranked": state.fused, "rerank_applied": False}
     bound = asyncio.timeout(within)
     try:
         async with bound:
@@ -461,17 +460,20 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True}
 
 
-def _rerank_limit(state: QueryState, deps: WorkflowDeps) -> int | None:
+def _rerank_limit(state: QueryState, deps: WorkflowDeps, within: float | None) -> int | None:
     """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate
-    (never fewer than top_k: an answer's worth of candidates is always scored). A request's
-    deadline is a budget too (:func:`_time_for_rerank`), one that does not stretch: when it holds
-    fewer than top_k, nothing is reranked (None) and the fused order stands, which beats no answer."""
+    (never fewer than top_k: an answer's worth of candidates is always scored). The request's
+    deadline is a budget too (``within`` seconds, :func:`_time_for_rerank`), one that does not
+    stretch: when none is left, or it holds fewer than top_k, nothing is reranked (None) and the
+    fused order stands, which beats no answer."""
+    if within is not None and within <= 0:
+        _degrade(state, "deadline:rerank_skipped")
+        return None
     limit, budget = min(deps.settings.rerank_candidates, len(state.fused)), deps.settings.rerank_budget_ms
     rate: ScoringRate | None = getattr(deps.reranker, "rate", None)
     if rate is None:
         return limit
     least = min(state.options.top_k, limit)
-    within = _time_for_rerank(state, deps)
     fits = None if within is None else rate.pairs_within(within * 1e3)
     if fits is not None and fits < limit:
         if fits < least:

@@ -75,11 +75,11 @@ async def test_a_node_not_made_cuttable_finishes_and_the_jump_comes_after_it() -
     clock = Clock()
 
     async def late(state: S, deps: None) -> dict[str, int]:
-        clock.now = 2.0  # past the deadline while it runs
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.2)  # past where a cut would have come (0.05 s)
+        clock.now = 2.0  # and past the deadline on the graph's clock
         return {"n": state.n + 10}
 
-    state = await _with_deadline_jump(late, cut=False, clock=clock).run(S(), None, deadline=1.0, on_deadline="end")
+    state = await _with_deadline_jump(late, cut=False, clock=clock).run(S(), None, deadline=0.05, on_deadline="end")
     assert state.n == 111 and [m.stage for m in state.metrics.stages] == ["inc", "slow", "end"]
 
 
