@@ -91,25 +91,54 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {}
     o = state.options
     config, partition = cache_config(state.options), state.point_filter.access.partition
+    cache_until = _cache_until(state)
+    vector = None
     try:
         # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
-        answer = await deps.cache.lookup(o.query, None, config, partition)
-        vector = None
+        answer = await _cache_call(cache_until, deps.cache.lookup(o.query, None, config, partition))
         if answer is None:
             try:
                 vector = (await deps.embedder.embed([o.query]))[0]
             except Exception:
                 log.warning("query embedding failed in check_cache", exc_info=True)
-            answer = await deps.cache.lookup(o.query, vector, config, partition) if vector is not None else None
+            answer = await _cache_call(cache_until, deps.cache.lookup(o.query, vector, config, partition)) if vector is not None else None
+        current = answer is not None and await _cache_call(cache_until, _still_current(answer, state, deps))
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)
         _degrade(state, "cache:unavailable")
-        return {}
-    if answer is None or not await _still_current(answer, state, deps):
+        return {"query_vector": vector, "cache_vector": vector}
+    except _CacheTimeLeft:
+        _degrade(state, "deadline:cache_skipped")
+        return {"query_vector": vector, "cache_vector": vector}
+    if answer is None or not current:
         return {"query_vector": vector, "cache_vector": vector}
     state.metrics.cache_hit = True
     state.metrics.strategy_used = answer.strategy
     return {"query_vector": vector, "cache_vector": vector, "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+
+
+class _CacheTimeLeft(Exception):
+    """The cache took the time a request's deadline leaves it."""
+
+
+def _cache_until(state: QueryState) -> float | None:
+    """When, on the event loop's clock, the cache's calls are given up: like analysis, the cache
+    gets at most half the time left, as a slow one must not take the time a search needs."""
+    left = state.time_left()
+    return None if left is None else asyncio.get_running_loop().time() + max(0.0, left / 2)
+
+
+async def _cache_call(until: float | None, call: Awaitable[T]) -> T:
+    if until is None:
+        return await call
+    timeout = asyncio.timeout_at(until)
+    try:
+        async with timeout:
+            return await call
+    except TimeoutError:
+        if not timeout.expired():
+            raise  # the cache's own
+        raise _CacheTimeLeft() from None
 
 
 async def _still_current(answer: CachedAnswer, state: QueryState, deps: WorkflowDeps) -> bool:

@@ -724,6 +724,27 @@ async def test_analysis_cut_for_the_deadline_is_reported_and_the_search_answers(
     assert {f"analysis:{t}:timeout (deadline)" for t in ("rewrite", "reformulate", "hyde", "decompose")} <= set(r.metrics.degraded)
 
 
+async def test_a_cache_frozen_past_half_the_deadline_is_skipped_and_the_search_answers(app: Application) -> None:
+    """A cache whose own timeout outlasts the deadline (or a deadline shorter than it) must not take
+    the time the search needs: its lookup is given up at half the time left, like analysis."""
+    cache = MemoryCache(app.embedder.dim, app.executor)
+    lookup_cancelled: list[str] = []
+    stored: list[str] = []
+
+    async def frozen(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        await _wait_until_cancelled(lambda: lookup_cancelled.append(args[0]))
+
+    async def store(query: str, *args: Any) -> None:
+        stored.append(query)
+
+    cache.store = store  # type: ignore[method-assign]
+    p = pipeline(app, clock=Clock(), cache=_Intercepted(cache, "lookup", frozen))
+    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
+    assert _docs(r)[0] == "cooking" and lookup_cancelled == ["tomato sauce simmer"]
+    assert "deadline:cache_skipped" in r.metrics.degraded and not r.cached
+    assert stored == []  # a cut answer is not cached, and the frozen cache is not waited on again
+
+
 class _HeldOnSecondCall:
     """The first call goes through, the second waits until cancelled."""
 
