@@ -58,8 +58,9 @@ class CircuitBreaker:
         self._trial_in_flight = False
 
     @contextlib.contextmanager
-    def calling(self, refused: Callable[[], Exception]) -> Iterator[None]:
-        """Around one call: raise ``refused()`` while open; count how the call ends.
+    def calling(self, refused: Callable[[], Exception], neutral: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+        """Around one call: raise ``refused()`` while open; count how the call ends. An exception
+        of a ``neutral`` type says the request was at fault, not the dependency: it counts neither way.
 
         A cancellation is no verdict on the dependency: the caller gave up (its client went away,
         its deadline passed, a stream was left unread), and one request's four cancelled analysis
@@ -73,6 +74,9 @@ class CircuitBreaker:
         try:
             yield
         except (asyncio.CancelledError, GeneratorExit):
+            self.release_trial()
+            raise
+        except neutral:
             self.release_trial()
             raise
         except BaseException:

@@ -29,10 +29,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+#: statuses that refuse one request for what it holds (a prompt over the context window, content
+#: the provider will not take), not the provider failing
+_REQUEST_REFUSED = {400, 413, 422}
 
 
 class LlmError(Exception):
     """The model could not answer (after retries)."""
+
+
+class LlmRefused(LlmError):
+    """The provider refused this request for its content (400, 413, 422).
+
+    Not held against the provider's circuit breaker: otherwise one caller's oversized query, sent
+    to the four analysis techniques at once, would open the breaker for every caller."""
 
 
 class ChatModel(Protocol):
@@ -72,7 +82,7 @@ class _HttpChat:
     async def _post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> Any:
         """One call, retried on what is worth retrying; while the provider keeps failing (the breaker
         is open) calls fail at once, so every request does not pay the timeout."""
-        with self._breaker.calling(self._refused):
+        with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
             return await self._post_with_retries(path, body, params)
 
     def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
@@ -81,7 +91,7 @@ class _HttpChat:
         return self._guarded(self._stream(system, prompt, temperature=temperature, max_tokens=max_tokens))
 
     async def _guarded(self, tokens: AsyncIterator[str]) -> AsyncIterator[str]:
-        with self._breaker.calling(self._refused):
+        with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
             async with contextlib.aclosing(tokens):  # type: ignore[type-var]
                 async for token in tokens:
                     yield token
@@ -102,7 +112,7 @@ class _HttpChat:
             except (httpx.TransportError, httpx.HTTPStatusError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE):
-                    raise LlmError(f"{self.name}: {exc}") from exc
+                    raise self._error(exc, status) from exc
                 log.warning("%s: %s; retrying (attempt %d)", self.name, exc, attempt + 1)
                 await asyncio.sleep(self._backoff * 2**attempt)
             except ValueError as exc:
@@ -128,9 +138,12 @@ class _HttpChat:
             except (httpx.TransportError, httpx.HTTPStatusError, SSEError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 if started or attempt == self._retries or (status is not None and status not in _RETRYABLE):
-                    raise LlmError(f"{self.name}: {exc}") from exc
+                    raise self._error(exc, status) from exc
                 log.warning("%s: %s; retrying (attempt %d)", self.name, exc, attempt + 1)
                 await asyncio.sleep(self._backoff * 2**attempt)
+
+    def _error(self, exc: Exception, status: int | None) -> LlmError:
+        return (LlmRefused if status in _REQUEST_REFUSED else LlmError)(f"{self.name}: {exc}")
 
     @staticmethod
     def _json(event: ServerSentEvent, name: str) -> Any:

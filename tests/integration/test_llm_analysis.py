@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from retrieval_server.app import Application
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.llm import AnthropicChat, GeminiChat, LlmError, OpenAICompatibleChat
+from retrieval_server.backends.llm import AnthropicChat, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
@@ -238,6 +239,33 @@ async def test_streamed_answers_go_through_the_circuit_breaker(name: str, cls: A
         finally:
             await model.close()
     assert len(server.requests) == 1  # only the first stream reached the server
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_request_the_provider_refuses_for_its_content_leaves_the_breaker_closed(name: str, cls: Any, prefix: str) -> None:
+    """One caller's query over the model's context window (400), sent by four techniques at once,
+    must not open the breaker every other caller's analysis, routing and answers go through."""
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if "too long" in json.dumps(body):
+            return 400, {"error": {"code": "context_length_exceeded", "message": "maximum context length"}}
+        return 503, {"error": "down"}
+
+    with json_server(handler) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0,
+                    breaker=CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock()))
+        try:
+            for _ in range(3):
+                with pytest.raises(LlmRefused, match="400"):
+                    await model.complete("sys", "too long", temperature=0.1)
+                with pytest.raises(LlmRefused, match="400"):
+                    _ = [t async for t in model.stream("sys", "too long", temperature=0.1)]
+            with pytest.raises(LlmError, match="503"):  # the provider's own failure still counts
+                await model.complete("sys", "prompt", temperature=0.1)
+            with pytest.raises(LlmError, match="circuit open"):
+                await model.complete("sys", "too long", temperature=0.1)
+        finally:
+            await model.close()
+    assert len(server.requests) == 7
 
 
 async def test_a_stream_read_to_its_end_closes_the_breaker() -> None:
