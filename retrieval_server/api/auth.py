@@ -90,12 +90,13 @@ class HeaderAuthenticator:
 
 
 def peer_names(context: grpc.aio.ServicerContext) -> set[str]:
-    """The names in the peer's verified client certificate (SANs and CN); empty without mutual TLS."""
+    """The names in the peer's verified client certificate: its subject alternative names, or its
+    common name when it has none (RFC 6125: a certificate that names its subject in SANs is not
+    also that of the name in its CN, which a CA may issue from a client's request unchecked);
+    empty without mutual TLS."""
     auth = context.auth_context() or {}
-    names: set[str] = set()
-    for key in ("x509_subject_alternative_name", "x509_common_name"):
-        names.update(v.decode(errors="replace") if isinstance(v, bytes) else str(v) for v in auth.get(key, ()))
-    return names
+    names = auth.get("x509_subject_alternative_name") or auth.get("x509_common_name") or ()
+    return {v.decode(errors="replace") if isinstance(v, bytes) else str(v) for v in names}
 
 
 class GatewayAuthenticator:

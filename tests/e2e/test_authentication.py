@@ -7,6 +7,7 @@ here is a real grpc.aio server on loopback, called through the Python client or 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import socket
@@ -92,6 +93,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "server": ca.issue("server", dns=("localhost",), ips=("127.0.0.1",)),
         "gateway": ca.issue("gateway.internal", dns=("gateway.internal",), client=True),
         "intruder": ca.issue("intruder", dns=("intruder.internal",), client=True),
+        # A gateway's name in the CN only: its SANs say who it is.
+        "impostor": ca.issue("gateway.internal", dns=("impostor.internal",), client=True,
+                             cert_path=root / "impostor.pem", key_path=root / "impostor-key.pem"),
         "foreign": other.issue("foreign-client", client=True),
     }
 
@@ -264,8 +268,8 @@ async def test_gateway_headers_are_trusted_from_allowed_peers_only(tmp_path: Pat
         through_gateway = Tls(ca=ca.ca, cert=gateway.cert, key=gateway.key)
         async with AsyncRetrievalClient(target, tls=through_gateway, user_id="alice", role="USER") as client:
             assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid")) & PRIVATE == {"alice-review"}
-        for headers in ({"user_id": "alice", "role": "SUPER_ADMIN"}, {}):
-            async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca, cert=intruder.cert, key=intruder.key), **headers) as client:
+        for peer, headers in itertools.product((intruder, pki["impostor"]), ({"user_id": "alice", "role": "SUPER_ADMIN"}, {})):
+            async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca, cert=peer.cert, key=peer.key), **headers) as client:
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await client.query(QUESTION, top_k=5)
                 assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "PEER_NOT_ALLOWED"
