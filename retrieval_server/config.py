@@ -269,6 +269,9 @@ class Settings(BaseSettings):
         0.3, ge=-1, le=1, description="cosine a sentence needs to support an extractive answer (without a cross-encoder)"
     )
     answer_max_tokens: int = Field(512, ge=16, le=8192, description="longest generated answer")
+    answer_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="longest a model may take to write an answer (the request's deadline may cut it sooner); then extractive"
+    )
 
     # Semantic cache
     cache_backend: Literal["memory", "redis", "none"] = "memory"
@@ -475,7 +478,7 @@ DEPLOYMENT_SETTINGS = frozenset({
     "cache_served_answers", "cache_timeout_s", "redis_key_prefix", "write_lease_s", "breaker_failures",
     "breaker_cooldown_s", "store_retries", "store_backoff_s", "deadline_reserve_ms",
     "llm_router_provider", "llm_router_temperature", "llm_answer_provider", "llm_answer_temperature",
-    "answer_max_sentences", "answer_min_similarity", "answer_max_tokens",
+    "answer_max_sentences", "answer_min_similarity", "answer_max_tokens", "answer_timeout_s",
 })
 
 

@@ -29,6 +29,7 @@ from retrieval_server.ingest.chunker import split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
 from retrieval_server.workflow.sentences import sentences_of_contexts
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
+from retrieval_server.workflow.time_limit import Limit
 
 log = logging.getLogger(__name__)
 
@@ -131,22 +132,25 @@ DEADLINE_USED_EXTRACTIVE = "answer:deadline_used_extractive"
 
 
 class _OutOfTime(Exception):
-    """The request's deadline came while the model was still writing.
+    """The model was still writing when its time was up: the request's deadline, or ``ANSWER_TIMEOUT_S``.
 
     The caller's deadline is the caller's budget, not a verdict on the model: like a cancellation,
     it leaves the model's circuit breaker as it was (a caller asking for 50 ms must not open the
-    breaker for every other caller)."""
+    breaker for every other caller). The operator's limit is the model's failure."""
+
+    def __init__(self, within: Limit) -> None:
+        super().__init__(f"the {'deadline' if within.by_deadline else 'answer timeout'} came after {within.seconds:.3f} s")
+        self.by_deadline = within.by_deadline
 
 
 async def _ask(
-    chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, time_left: float | None,
-    sent: list[str],
+    chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, within: Limit, sent: list[str],
 ) -> str:
     """The model's text, streamed to a streaming caller as it arrives (each piece sent is added to
-    ``sent``), within ``time_left`` seconds (the request's deadline: past it the caller is gone,
-    and with it everything retrieved)."""
+    ``sent``), within ``within`` (past the request's deadline the caller is gone, and with it
+    everything retrieved)."""
     max_tokens = deps.settings.answer_max_tokens
-    limit = asyncio.timeout(time_left)
+    limit = asyncio.timeout(within.seconds)
     try:
         async with limit:
             if state.events is None:
@@ -158,28 +162,32 @@ async def _ask(
     except TimeoutError as exc:
         if not limit.expired():
             raise
-        raise _OutOfTime(f"the deadline came after {time_left:.3f} s") from exc
+        if not within.by_deadline:
+            chat.gave_up()
+        raise _OutOfTime(within) from exc
 
 
 def _fallback_reason(exc: Exception) -> str:
-    return DEADLINE_USED_EXTRACTIVE if isinstance(exc, _OutOfTime) else "answer:llm_failed_used_extractive"
+    if isinstance(exc, _OutOfTime):
+        return DEADLINE_USED_EXTRACTIVE if exc.by_deadline else "answer:timeout_used_extractive"
+    return "answer:llm_failed_used_extractive"
 
 
 async def write_answer(
-    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None
+    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, within: Limit
 ) -> AnswerOutcome:
-    """The answer; the model, when there is one, is given ``time_left`` seconds (None: no deadline)."""
+    """The answer; the model, when there is one, is given ``within``."""
     route = state.route.route if state.route else Route.RETRIEVE
     tools = tuple(state.tool_results)
     if route is Route.DIRECT_ANSWER:
-        return await _direct(state, deps, chat, temperature, time_left)
+        return await _direct(state, deps, chat, temperature, within)
     degraded: list[str] = []
     sent: list[str] = []
     if chat is not None:
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                time_left, sent,
+                within, sent,
             )
         except Exception as exc:
             log.warning("answer generation failed (%s); answering extractively", exc)
@@ -213,17 +221,17 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
 
 
 async def _direct(
-    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, time_left: float | None, stream: bool = True
+    state: QueryState, deps: WorkflowDeps, chat: ChatModel | None, temperature: float, within: Limit, stream: bool = True
 ) -> AnswerOutcome:
     if chat is not None:
         sent: list[str] = []
         try:
-            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, time_left, sent)).strip()
+            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent)).strip()
             sentence = AnswerSentence(text)
             return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name))
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
-            outcome = await _direct(state, deps, None, temperature, None, stream=not sent)
+            outcome = await _direct(state, deps, None, temperature, within, stream=not sent)
             return AnswerOutcome(outcome.answer, (_fallback_reason(exc),))
     if state.events is not None and stream:
         state.events(DIRECT)

@@ -21,6 +21,7 @@ from retrieval_server.knowledge import Route
 from retrieval_server.workflow.answer import DEADLINE_USED_EXTRACTIVE, write_answer
 from retrieval_server.workflow.routing import Router, RuleRouter
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
+from retrieval_server.workflow.time_limit import Limit
 from retrieval_server.workflow.tools import TOOLS, Tool, ToolContext, run_tool
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,9 @@ async def route(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             log.error("entity matching failed", exc_info=True)
             _degrade(state, "graph:store_error")
             matches = None
-    decision, degraded = await assistant_of(deps).router.decide(o.query, matches or [])
+    # Like analysis, routing only improves the request (the rules decide without a model): half the time left.
+    within = Limit.of(deps.settings.router_timeout_s, state.time_left(), share=0.5)
+    decision, degraded = await assistant_of(deps).router.decide(o.query, matches or [], within)
     if degraded:
         _degrade(state, degraded)
     state.metrics.route = decision
@@ -95,7 +98,7 @@ async def generate(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if chat is not None and time_left is not None and time_left <= 0:
         chat = None
         _degrade(state, DEADLINE_USED_EXTRACTIVE)
-    outcome = await write_answer(state, deps, chat, assistant.temperature, time_left)
+    outcome = await write_answer(state, deps, chat, assistant.temperature, Limit.of(deps.settings.answer_timeout_s, time_left))
     for tag in outcome.degraded:
         _degrade(state, tag)
     return {"answer": outcome.answer}

@@ -7,6 +7,7 @@ types, and falls back to the rules when the model fails or answers something inv
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from retrieval_server.backends.llm import ChatModel
 from retrieval_server.knowledge import EntityMatch, Route, RouteDecision, ToolCall, entity_type_named
+from retrieval_server.workflow.time_limit import Limit
 from retrieval_server.workflow.tools import Tool, describe_tools
 
 log = logging.getLogger(__name__)
@@ -58,15 +60,16 @@ _LOOKUP = re.compile(
 class Router(Protocol):
     name: str
 
-    async def decide(self, query: str, matches: Sequence[EntityMatch]) -> tuple[RouteDecision, str | None]:
-        """The decision, and a degradation to report (None when all went as configured)."""
+    async def decide(self, query: str, matches: Sequence[EntityMatch], within: Limit) -> tuple[RouteDecision, str | None]:
+        """The decision, and a degradation to report (None when all went as configured); a model
+        asked for it answers within ``within``."""
         ...
 
 
 class RuleRouter:
     name = "rules"
 
-    async def decide(self, query: str, matches: Sequence[EntityMatch]) -> tuple[RouteDecision, str | None]:
+    async def decide(self, query: str, matches: Sequence[EntityMatch], within: Limit) -> tuple[RouteDecision, str | None]:
         return self.rules(query, matches), None
 
     def rules(self, query: str, matches: Sequence[EntityMatch]) -> RouteDecision:
@@ -147,19 +150,27 @@ class LlmRouter:
         self._temperature = temperature
         self.name = f"llm:{model.name}"
 
-    async def decide(self, query: str, matches: Sequence[EntityMatch]) -> tuple[RouteDecision, str | None]:
+    async def decide(self, query: str, matches: Sequence[EntityMatch], within: Limit) -> tuple[RouteDecision, str | None]:
         entities = ", ".join(f"{m.name} ({m.entity_type.value})" for m in matches) or "none"
+        limit = asyncio.timeout(within.seconds)
         try:
-            answer = await self._model.complete(
-                _SYSTEM,
-                _PROMPT.format(tools=describe_tools(self._tools), entities=entities, query=query),
-                temperature=self._temperature,
-                max_tokens=300,
-            )
+            async with limit:
+                answer = await self._model.complete(
+                    _SYSTEM,
+                    _PROMPT.format(tools=describe_tools(self._tools), entities=entities, query=query),
+                    temperature=self._temperature,
+                    max_tokens=300,
+                )
             return self.parse(answer), None
         except Exception as exc:
-            log.warning("LLM router failed (%s); deciding by rules", exc)
-            return self._fallback.rules(query, matches), "router:llm_failed_used_rules"
+            if not limit.expired():
+                log.warning("LLM router failed (%s); deciding by rules", exc)
+                return self._fallback.rules(query, matches), "router:llm_failed_used_rules"
+            log.warning("LLM router took over %.3f s; deciding by rules", within.seconds)
+            if within.by_deadline:
+                return self._fallback.rules(query, matches), "router:deadline_used_rules"
+            self._model.gave_up()  # the operator's limit on the call: the provider's failure
+            return self._fallback.rules(query, matches), "router:timeout_used_rules"
 
     def parse(self, answer: str) -> RouteDecision:
         start, end = answer.find("{"), answer.rfind("}")

@@ -71,9 +71,12 @@ class WorkflowSettings:
     graph_max_neighbors: int = 25
     graph_weight: float = 0.7
     tool_timeout_s: float = 5.0
+    #: the router's model call, whole (an HTTP client's own timeout bounds each read only)
+    router_timeout_s: float = 10.0
     answer_max_sentences: int = 3
     answer_min_similarity: float = 0.3
     answer_max_tokens: int = 512
+    answer_timeout_s: float = 60.0
     #: search the parents' own vectors (multi-granularity) when the index has them
     parent_leg: bool = True
     #: search the documents' first windows (first parents' vectors) when the index has them

@@ -202,7 +202,7 @@ class _Fixed:
     def __init__(self, decision: RouteDecision) -> None:
         self._decision = decision
 
-    async def decide(self, query: str, matches: Any) -> tuple[RouteDecision, str | None]:
+    async def decide(self, query: str, matches: Any, within: Any) -> tuple[RouteDecision, str | None]:
         return self._decision, None
 
 
@@ -350,6 +350,69 @@ async def test_a_model_summary_cut_by_the_tool_timeout_counts_against_the_model(
             await model.close()
     assert not r.success and r.error.startswith("timed out")
     assert breaker.is_open
+
+
+def _held_model(release: threading.Event, breaker: CircuitBreaker) -> Any:
+    """A local OpenAI-compatible server that answers nothing until ``release`` (or the test's end),
+    and a client with a minute's HTTP timeout: only the service's own limits end the wait."""
+
+    def held(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        release.wait(TOOL_S)
+        return 503, {"error": "too late"}
+
+    return json_server(held), lambda url: OpenAICompatibleChat(url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0, breaker=breaker)
+
+
+def _limited(app: Application, clock: Clock | None = None, **settings: Any) -> Any:
+    """A pipeline with some workflow settings replaced and the assistant given by the caller."""
+    deps = app.pipeline.deps
+    deps = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, **settings))
+
+    def made(**assistant: Any) -> QueryPipeline:
+        with_assistant = dataclasses.replace(deps, assistant=dataclasses.replace(Assistant(), **assistant))
+        return QueryPipeline(with_assistant, clock=clock) if clock is not None else QueryPipeline(with_assistant)
+
+    return made
+
+
+@pytest.mark.parametrize("by", ["router_timeout", "deadline"])
+async def test_a_router_model_that_takes_too_long_gives_way_to_the_rules(app: Application, by: str) -> None:
+    """The router's call, whole, is bounded by LLM_TIMEOUT_S and by half the time the deadline leaves;
+    only the operator's limit is held against the model's breaker."""
+    release = threading.Event()
+    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=3600.0, clock=Clock())
+    server, chat = _held_model(release, breaker)
+    with server as running:
+        model = chat(running.url)
+        try:
+            if by == "deadline":  # 4 s on a clock that stands still: the router gets 2 s, retrieval the rest
+                made, query = _limited(app, Clock()), _ask("What does AuthSvc handle?", top_k=3, deadline=4.0)
+            else:
+                made, query = _limited(app, router_timeout_s=0.2), _ask("What does AuthSvc handle?", top_k=3)
+            r = await asyncio.wait_for(made(router=LlmRouter(model, TOOLS, RuleRouter())).query(query), TOOL_S / 2)
+        finally:
+            release.set()
+            await model.close()
+    assert r.metrics.route is not None and r.metrics.route.decided_by == "rules" and r.contexts
+    assert {"router_timeout": "router:timeout_used_rules", "deadline": "router:deadline_used_rules"}[by] in r.metrics.degraded
+    assert breaker.is_open is (by == "router_timeout")
+
+
+async def test_an_answer_the_model_is_still_writing_after_the_answer_timeout_is_answered_extractively(app: Application) -> None:
+    """Without a deadline, ANSWER_TIMEOUT_S ends the wait (the HTTP client's own timeout bounds each
+    read only), and counts against the model."""
+    release = threading.Event()
+    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=3600.0, clock=Clock())
+    server, chat = _held_model(release, breaker)
+    with server as running:
+        model = chat(running.url)
+        try:
+            r = await asyncio.wait_for(_limited(app, answer_timeout_s=0.2)(chat=model).query(_ask("What does AuthSvc handle?", top_k=3)), TOOL_S / 2)
+        finally:
+            release.set()
+            await model.close()
+    assert r.contexts and r.answer is not None and r.answer.extractive and r.answer.supported
+    assert "answer:timeout_used_extractive" in r.metrics.degraded and breaker.is_open
 
 
 async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: Application) -> None:
