@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import email.utils
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -45,6 +47,32 @@ class LlmRefused(LlmError):
     to the four analysis techniques at once, would open the breaker for every caller."""
 
 
+def retry_after_seconds(retry_after: str | None) -> float | None:
+    """A ``Retry-After`` header's wait: delay-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    if not retry_after:
+        return None
+    try:
+        return max(0.0, float(retry_after))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(retry_after)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
+
+
+def _error_code(response: Any) -> str | None:
+    """The provider's error code in an OpenAI-style body (``{"error": {"code": ...}}``), if any."""
+    try:
+        error = json.loads(response.content).get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("code") if isinstance(error, dict) else None
+
+
 class ChatModel(Protocol):
     name: str
 
@@ -69,6 +97,7 @@ class _HttpChat:
         import httpx
 
         self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
+        self._timeout_s = timeout_s
         self._retries = max_retries
         self._backoff = backoff_s
         self._breaker = breaker or CircuitBreaker()
@@ -111,10 +140,11 @@ class _HttpChat:
                 return resp.json()
             except (httpx.TransportError, httpx.HTTPStatusError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
-                if attempt == self._retries or (status is not None and status not in _RETRYABLE):
+                delay = self._retry_delay(exc, attempt)
+                if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
                     raise self._error(exc, status) from exc
-                log.warning("%s: %s; retrying (attempt %d)", self.name, exc, attempt + 1)
-                await asyncio.sleep(self._backoff * 2**attempt)
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, exc, delay, attempt + 1)
+                await asyncio.sleep(delay)
             except ValueError as exc:
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
         raise AssertionError("unreachable")
@@ -137,10 +167,28 @@ class _HttpChat:
                 return
             except (httpx.TransportError, httpx.HTTPStatusError, SSEError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
-                if started or attempt == self._retries or (status is not None and status not in _RETRYABLE):
+                delay = None if started else self._retry_delay(exc, attempt)
+                if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
                     raise self._error(exc, status) from exc
-                log.warning("%s: %s; retrying (attempt %d)", self.name, exc, attempt + 1)
-                await asyncio.sleep(self._backoff * 2**attempt)
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, exc, delay, attempt + 1)
+                await asyncio.sleep(delay)
+
+    def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
+        """Seconds before the next attempt: the backoff, or longer when the server says when to come
+        back (``Retry-After``). None when waiting cannot help: the server asks for more than a call's
+        timeout, or the account is out of quota (OpenAI's 429 ``insufficient_quota``)."""
+        import httpx
+
+        delay = self._backoff * 2**attempt
+        if not isinstance(exc, httpx.HTTPStatusError):
+            return delay
+        response = exc.response
+        if response.status_code == 429 and _error_code(response) == "insufficient_quota":
+            return None
+        asked = retry_after_seconds(response.headers.get("retry-after"))
+        if asked is None:
+            return delay
+        return max(delay, asked) if asked <= self._timeout_s else None
 
     def _error(self, exc: Exception, status: int | None) -> LlmError:
         return (LlmRefused if status in _REQUEST_REFUSED else LlmError)(f"{self.name}: {exc}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import json
 import threading
 from collections.abc import Callable
@@ -13,12 +15,12 @@ import pytest
 
 from retrieval_server.app import Application
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.llm import AnthropicChat, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat
+from retrieval_server.backends.llm import AnthropicChat, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat, retry_after_seconds
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
 from tests.support.clock import Clock
-from tests.support.http_servers import Sse, json_server
+from tests.support.http_servers import Sse, WithHeaders, json_server
 
 QUERY = "How does RRF work and why is reranking slow?"
 #: A time limit a local model server meets on a busy machine (where the limit is not what is tested).
@@ -115,6 +117,41 @@ async def test_client_errors_are_not_retried() -> None:
         finally:
             await model.close()
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "requests"),
+    [
+        (WithHeaders({"error": {"message": "slow down"}}, {"Retry-After": "0"}), 2),  # come back now: retried
+        (WithHeaders({"error": {"message": "slow down"}}, {"Retry-After": "3600"}), 1),  # longer than a call may take
+        ({"error": {"code": "insufficient_quota", "message": "check your plan"}}, 1),  # waiting cannot help
+    ],
+    ids=["retry-after-0", "retry-after-an-hour", "insufficient-quota"],
+)
+async def test_a_rate_limit_is_retried_only_when_waiting_can_help(reply: Any, requests: int) -> None:
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return (429, reply) if len(server.requests) == 1 else openai_handler(path, body)
+
+    with json_server(handler) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=0)
+        try:
+            if requests == 1:
+                with pytest.raises(LlmError, match="429"):
+                    await model.complete("sys", "Rewrite this", temperature=0.3)
+            else:
+                assert await model.complete("sys", "Rewrite this", temperature=0.3)
+        finally:
+            await model.close()
+    assert len(server.requests) == requests
+
+
+def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
+    soon = email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=120), usegmt=True)
+    waits = {h: retry_after_seconds(h) for h in ("7", "1.5", soon, "Wed, 21 Oct 2015 07:28:00 GMT", "soon", "", None)}
+    assert waits["7"] == 7.0 and waits["1.5"] == 1.5
+    assert waits[soon] is not None and 100 < waits[soon] <= 120
+    assert waits["Wed, 21 Oct 2015 07:28:00 GMT"] == 0.0  # a date past: at once
+    assert waits["soon"] is None and waits[""] is None and waits[None] is None
 
 
 async def test_failing_llm_falls_back_to_classical_methods() -> None:

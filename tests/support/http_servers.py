@@ -1,7 +1,7 @@
 """Small local HTTP servers that speak external services' wire protocols, for tests.
 
-They run in a thread on 127.0.0.1 and record what they received. A handler answers JSON, or
-Server-Sent Events (:class:`Sse`) as streaming LLM APIs do.
+They run in a thread on 127.0.0.1 and record what they received. A handler answers JSON (with
+extra headers: :class:`WithHeaders`), or Server-Sent Events (:class:`Sse`) as streaming LLM APIs do.
 """
 
 from __future__ import annotations
@@ -22,6 +22,14 @@ class Sse:
     """A handler's answer sent as Server-Sent Events: ``(event name or None, data)`` in order."""
 
     events: list[tuple[str | None, str]]
+
+
+@dataclass(frozen=True)
+class WithHeaders:
+    """A handler's JSON answer sent with extra response headers (``Retry-After``, say)."""
+
+    payload: Any
+    headers: dict[str, str]
 
 
 @dataclass
@@ -56,10 +64,13 @@ def json_server(handle: Handler) -> Iterator[LocalServer]:
                     self.wfile.flush()
                 self.close_connection = True
                 return
-            data = json.dumps(payload).encode()
+            extra = payload.headers if isinstance(payload, WithHeaders) else {}
+            data = json.dumps(payload.payload if isinstance(payload, WithHeaders) else payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in extra.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
