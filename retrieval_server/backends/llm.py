@@ -47,6 +47,23 @@ class LlmRefused(LlmError):
     to the four analysis techniques at once, would open the breaker for every caller."""
 
 
+class Completion(str):
+    """A model's text. ``truncated``: it stopped at ``max_tokens``, not where the model ended it
+    (OpenAI's ``finish_reason`` "length", Anthropic's ``stop_reason`` "max_tokens", Gemini's
+    ``finishReason`` "MAX_TOKENS"), so its last sentence may be cut short.
+
+    A string, so that whoever only needs the text reads it as one. A stream reports a cut by
+    yielding an empty, truncated Completion last."""
+
+    truncated: bool = False
+
+    @staticmethod
+    def of(text: str, truncated: bool) -> Completion:
+        completion = Completion(text)
+        completion.truncated = truncated
+        return completion
+
+
 def retry_after_seconds(retry_after: str | None) -> float | None:
     """A ``Retry-After`` header's wait: delay-seconds or an HTTP date (RFC 9110 §10.2.3)."""
     if not retry_after:
@@ -221,14 +238,15 @@ class OpenAICompatibleChat(_HttpChat):
             },
         )
         try:
-            content = data["choices"][0]["message"]["content"]
+            choice = data["choices"][0]
+            content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
         if not isinstance(content, str):
             # null when the model wrote no text (a refusal, a tool call, max_tokens spent reasoning):
             # str() of it would be the words "None", searched for and answered with.
             raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
-        return content
+        return Completion.of(content, choice.get("finish_reason") == "length")
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -245,10 +263,13 @@ class OpenAICompatibleChat(_HttpChat):
             try:
                 choices = data["choices"]
                 text = (choices[0].get("delta") or {}).get("content") if choices else None
+                finish = choices[0].get("finish_reason") if choices else None
             except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
                 yield str(text)
+            if finish == "length":
+                yield Completion.of("", True)
 
 
 class AnthropicChat(_HttpChat):
@@ -269,9 +290,10 @@ class AnthropicChat(_HttpChat):
             },
         )
         try:
-            return "".join(block["text"] for block in data["content"] if block.get("type") == "text")
+            text = "".join(block["text"] for block in data["content"] if block.get("type") == "text")
         except (KeyError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
+        return Completion.of(text, data.get("stop_reason") == "max_tokens")
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -291,6 +313,9 @@ class AnthropicChat(_HttpChat):
                 delta = self._json(event, self.name).get("delta") or {}
                 if delta.get("type") == "text_delta" and delta.get("text"):
                     yield str(delta["text"])
+            elif event.event == "message_delta":
+                if (self._json(event, self.name).get("delta") or {}).get("stop_reason") == "max_tokens":
+                    yield Completion.of("", True)
 
 
 class GeminiChat(_HttpChat):
@@ -309,9 +334,11 @@ class GeminiChat(_HttpChat):
             },
         )
         try:
-            return "".join(p.get("text", "") for p in data["candidates"][0]["content"]["parts"])
+            candidate = data["candidates"][0]
+            text = "".join(p.get("text", "") for p in candidate["content"]["parts"])
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
+        return Completion.of(text, candidate.get("finishReason") == "MAX_TOKENS")
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -322,11 +349,15 @@ class GeminiChat(_HttpChat):
         async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
             data = self._json(event, self.name)
             try:
-                text = "".join(p.get("text", "") for p in data["candidates"][0]["content"]["parts"])
-            except (KeyError, IndexError, TypeError) as exc:
+                candidate = data["candidates"][0]
+                # The last chunk may carry only why the model stopped, without content.
+                text = "".join(p.get("text", "") for p in (candidate.get("content") or {}).get("parts", ()))
+            except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
                 yield text
+            if candidate.get("finishReason") == "MAX_TOKENS":
+                yield Completion.of("", True)
 
 
 PROVIDERS = {"openai": OpenAICompatibleChat, "anthropic": AnthropicChat, "gemini": GeminiChat}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval_server.backends.llm import ChatModel
+from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
@@ -56,6 +56,10 @@ _DIRECT_SYSTEM = (
 class AnswerOutcome:
     answer: Answer
     degraded: tuple[str, ...] = ()
+
+
+#: a text that ends where a sentence does: its stop, closing quotes or brackets, citations after it
+_ENDS_A_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*\s*$")
 
 
 def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[AnswerSentence], int]:
@@ -155,10 +159,14 @@ async def _ask(
         async with limit:
             if state.events is None:
                 return await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens)
+            truncated = False
             async for token in chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens):
-                sent.append(token)
-                state.events(token)
-            return "".join(sent)
+                if isinstance(token, Completion) and token.truncated:
+                    truncated = True
+                if token:
+                    sent.append(token)
+                    state.events(token)
+            return Completion.of("".join(sent), truncated)
     except TimeoutError as exc:
         if not limit.expired():
             raise
@@ -210,6 +218,10 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
         sentences = [AnswerSentence(UNSUPPORTED)]
         return AnswerOutcome(Answer(UNSUPPORTED, tuple(sentences), (), route, False, False, model, tools), tuple(degraded))
     sentences, invalid = parse_cited(text, contexts)
+    if isinstance(text, Completion) and text.truncated and sentences and not _ENDS_A_SENTENCE.search(text):
+        # The model was stopped at ANSWER_MAX_TOKENS mid-sentence: that sentence goes.
+        sentences = sentences[:-1]
+        degraded.append("answer:truncated")
     if invalid:
         degraded.append("answer:invalid_citation_removed")
     cited = any(s.citations for s in sentences)

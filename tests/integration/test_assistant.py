@@ -469,6 +469,36 @@ async def test_a_streamed_answer_the_check_replaces_is_replaced_by_the_final_res
     assert "".join(e for e in events if isinstance(e, str)) == text
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        ("AuthSvc is maintained by Alice Chen [1]. It also hand", "AuthSvc is maintained by Alice Chen [1]."),
+        # A citation after the stop belongs to the sentence before it (and is rendered inside it).
+        ("AuthSvc is maintained by Alice Chen [1]. It handles tokens. [2]", "AuthSvc is maintained by Alice Chen [1]. It handles tokens [2]."),
+    ],
+    ids=["cut-mid-sentence", "cut-after-a-sentence"],
+)
+async def test_an_answer_stopped_at_max_tokens_loses_its_cut_sentence(app: Application, written: str, kept: str, streamed: bool) -> None:
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if not body.get("stream"):
+            return 200, {"choices": [{"message": {"role": "assistant", "content": written}, "finish_reason": "length"}]}
+        return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": written}}]})),
+                         (None, json.dumps({"choices": [{"delta": {}, "finish_reason": "length"}]})), (None, "[DONE]")])
+
+    events: list[Any] = []
+    with json_server(handle) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append if streamed else None)
+        finally:
+            await model.close()
+    assert r.answer is not None and not r.answer.extractive and r.answer.text == kept
+    assert ("answer:truncated" in r.metrics.degraded) is written.endswith("hand")
+    if streamed:
+        assert "".join(e for e in events if isinstance(e, str)) == written  # what was sent stays sent; the final text replaces it
+
+
 @pytest.mark.parametrize("protocol", ["anthropic", "gemini"])
 async def test_streaming_over_the_other_protocols(protocol: str) -> None:
     tokens = ["Auth", "Svc is ", "maintained [1]."]

@@ -15,7 +15,7 @@ import pytest
 
 from retrieval_server.app import Application
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.llm import AnthropicChat, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat, retry_after_seconds
+from retrieval_server.backends.llm import AnthropicChat, Completion, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat, retry_after_seconds
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
@@ -152,6 +152,43 @@ def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
     assert waits[soon] is not None and 100 < waits[soon] <= 120
     assert waits["Wed, 21 Oct 2015 07:28:00 GMT"] == 0.0  # a date past: at once
     assert waits["soon"] is None and waits[""] is None and waits[None] is None
+
+
+def _stopped(protocol: str, text: str, at_limit: bool, stream: bool) -> Any:
+    """A response of ``protocol`` with ``text``, saying the model stopped at max_tokens or by itself."""
+    if protocol == "openai":
+        reason = "length" if at_limit else "stop"
+        if stream:
+            return Sse([(None, json.dumps({"choices": [{"delta": {"content": text}}]})),
+                        (None, json.dumps({"choices": [{"delta": {}, "finish_reason": reason}]})), (None, "[DONE]")])
+        return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": reason}]}
+    if protocol == "anthropic":
+        reason = "max_tokens" if at_limit else "end_turn"
+        if stream:
+            return Sse([("content_block_delta", json.dumps({"type": "content_block_delta", "delta": {"type": "text_delta", "text": text}})),
+                        ("message_delta", json.dumps({"type": "message_delta", "delta": {"stop_reason": reason}})),
+                        ("message_stop", json.dumps({"type": "message_stop"}))])
+        return {"content": [{"type": "text", "text": text}], "stop_reason": reason}
+    reason = "MAX_TOKENS" if at_limit else "STOP"
+    if stream:  # Gemini's last chunk may carry only the reason
+        return Sse([(None, json.dumps({"candidates": [{"content": {"parts": [{"text": text}]}}]})),
+                    (None, json.dumps({"candidates": [{"finishReason": reason}]}))])
+    return {"candidates": [{"content": {"parts": [{"text": text}]}, "finishReason": reason}]}
+
+
+@pytest.mark.parametrize("at_limit", [True, False], ids=["at-max-tokens", "by-itself"])
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_completion_says_whether_max_tokens_cut_it(name: str, cls: Any, prefix: str, at_limit: bool) -> None:
+    with json_server(lambda path, body: (200, _stopped(name, "It is. It is not", at_limit, bool(body.get("stream")) or "streamGenerateContent" in path))) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            completion = await model.complete("sys", "prompt", temperature=0.1)
+            tokens = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert completion == "It is. It is not" and isinstance(completion, Completion) and completion.truncated is at_limit
+    assert "".join(tokens) == "It is. It is not"
+    assert any(isinstance(t, Completion) and t.truncated for t in tokens) is at_limit
 
 
 async def test_failing_llm_falls_back_to_classical_methods() -> None:
