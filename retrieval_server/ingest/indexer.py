@@ -323,7 +323,13 @@ class Indexer:
             parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
             return parents, children, self._fingerprint(doc, loaded), self._chunker.count(doc.title) if doc.title else 0
 
-        parents, children, fingerprint, title_tokens = await self._executor.run(chunk, priority=Priority.BACKGROUND)
+        try:
+            parents, children, fingerprint, title_tokens = await self._executor.run(chunk, priority=Priority.BACKGROUND)
+        except Exception as exc:
+            # Text the loaders let through and the tokenizer refuses is a bug of ours, but this
+            # document's: the rest of the request is still stored.
+            log.exception("chunking %s failed", doc.document_id)
+            raise LoadError(f"cannot chunk this document ({type(exc).__name__})") from None
         if not children:
             raise LoadError("no text to index")
         doc = dataclasses.replace(doc, content_hash=fingerprint)

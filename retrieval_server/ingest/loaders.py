@@ -148,14 +148,26 @@ LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument]]] = {
 }
 
 
+#: UTF-16 surrogates: in a str, never a pair, so never text
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text_of(value: str) -> str:
+    """NFC, as queries are: "Zürich" typed by a caller is one code point where a file (a PDF's
+    extraction, a macOS name) may spell it "u" and a combining mark, which no keyword, name or title
+    match would equate. A lone surrogate becomes U+FFFD: a PDF's ToUnicode map may name one
+    (pypdf decodes it as it is), which the tokenizer, the stores and UTF-8 all refuse, each with
+    its own exception, failing the whole request rather than one character."""
+    return unicodedata.normalize("NFC", _SURROGATE.sub("\ufffd", value))
+
+
 def _composed(doc: LoadedDocument) -> LoadedDocument:
-    """The document's title and text in NFC, as queries are: "Zürich" typed by a caller is one code
-    point where a file (a PDF's extraction, a macOS name) may spell it "u" and a combining mark, which
-    no keyword, name or title match would equate."""
     return dataclasses.replace(
         doc,
-        title=unicodedata.normalize("NFC", doc.title),
-        pages=tuple(Page(p.number, unicodedata.normalize("NFC", p.text)) for p in doc.pages),
+        title=_text_of(doc.title),
+        pages=tuple(Page(p.number, _text_of(p.text)) for p in doc.pages),
+        url=_text_of(doc.url),
+        metadata={_text_of(k): _text_of(v) for k, v in doc.metadata.items()},
     )
 
 

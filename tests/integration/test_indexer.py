@@ -267,6 +267,32 @@ async def test_a_jsonl_row_that_is_not_unicode_fails_its_file_not_the_request(ap
     assert [(e.source, e.reason) for e in report.errors] == [("rows.jsonl", "line 2: 'text' is not valid Unicode (a lone surrogate)")]
 
 
+async def test_a_pdf_whose_text_names_a_lone_surrogate_is_stored_with_a_replacement_character(app: Application) -> None:
+    """A PDF's ToUnicode map may send a glyph to a lone surrogate, which pypdf decodes as it is: that
+    character becomes U+FFFD, and neither the file nor the request around it fails."""
+    pdf = make_pdf(["Hello world, this PDF names \x01 a broken glyph."], title="Broken glyph", to_unicode={0x01: 0xD800})
+    report = await app.ingest([_txt("before", "Aardvarks dig burrows."), DocumentSource(filename="glyph.pdf", content=pdf),
+                               _txt("after", "Camels cross deserts.")])
+    assert [d.document_id for d in report.documents] == ["before", "glyph", "after"] and not report.errors
+    result = await app.pipeline.query(QueryOptions("PDF names a broken glyph", 1, use_cache=False))
+    assert result.contexts[0].document.document_id == "glyph" and "names \ufffd a broken" in result.contexts[0].parent.content
+
+
+async def test_a_document_the_chunker_fails_on_fails_alone(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    chunker = app.indexer._chunker
+    chunk = chunker.chunk
+
+    def failing(document_id: str, pages: Any) -> Any:
+        if document_id == "odd":
+            raise TypeError("TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]")
+        return chunk(document_id, pages)
+
+    monkeypatch.setattr(chunker, "chunk", failing)
+    report = await app.ingest([_txt("before", "Aardvarks dig burrows."), _txt("odd", "Anything."), _txt("after", "Camels cross deserts.")])
+    assert [d.document_id for d in report.documents] == ["before", "after"]
+    assert [(e.source, e.reason) for e in report.errors] == [("odd.txt", "cannot chunk this document (TypeError)")]
+
+
 async def test_pdf_pages_reach_the_contexts(app: Application) -> None:
     pdf = make_pdf(["Introduction to the regulations.", "Graduation requires one hundred and twenty credits."], title="Regs")
     await app.ingest([DocumentSource(filename="regs.pdf", content=pdf, url="http://example/regs.pdf")])

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 
-def make_pdf(pages: list[str], title: str = "") -> bytes:
+def make_pdf(pages: list[str], title: str = "", to_unicode: dict[int, int] | None = None) -> bytes:
+    """``to_unicode``: the font's ToUnicode map for these byte codes (to UTF-16 code units), each
+    other printable ASCII byte mapped to itself, as a PDF's own map may say anything."""
     objects: list[bytes] = []
     n_pages = len(pages)
-    # 1: catalog, 2: pages, 3: font, then per page: page object + content stream, last: info.
+    # 1: catalog, 2: pages, 3: font, then per page: page object + content stream, then info, last the map.
     kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(n_pages))
     objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
     objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n_pages} >>".encode())
-    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    cmap_ref = f" /ToUnicode {4 + 2 * n_pages + 1} 0 R" if to_unicode else ""
+    objects.append(f"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica{cmap_ref} >>".encode())
     for i, text in enumerate(pages):
         escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
         stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode()
@@ -20,6 +23,15 @@ def make_pdf(pages: list[str], title: str = "") -> bytes:
         )
         objects.append(b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream")
     objects.append(f"<< /Title ({title}) >>".encode())
+    if to_unicode:
+        pairs = {**{c: c for c in range(0x20, 0x7F)}, **to_unicode}
+        cmap = (
+            "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /X def "
+            "1 begincodespacerange <00> <FF> endcodespacerange "
+            f"{len(pairs)} beginbfchar " + " ".join(f"<{a:02X}> <{b:04X}>" for a, b in pairs.items()) +
+            " endbfchar endcmap CMapName currentdict /CMap defineresource pop end end"
+        ).encode()
+        objects.append(b"<< /Length " + str(len(cmap)).encode() + b" >>\nstream\n" + cmap + b"\nendstream")
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for num, body in enumerate(objects, start=1):
@@ -29,5 +41,5 @@ def make_pdf(pages: list[str], title: str = "") -> bytes:
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     for off in offsets:
         out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R /Info {len(objects)} 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R /Info {4 + 2 * n_pages} 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
