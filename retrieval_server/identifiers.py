@@ -21,6 +21,9 @@ MAX_URL_CHARS = 8_192
 MAX_SOURCE_CHARS = 1_024
 MAX_FILENAME_CHARS = 1_024
 MAX_METADATA_BYTES = 16_384
+#: users granted one document: every chunk of it carries its readers, and every query citing it
+#: reads them; more readers than this are a group's (``group:<name>``)
+MAX_GRANTEES = 1_000
 #: how a grant names a group; a user id never starts with it, or a user named ``group:x`` would
 #: read what is granted to the group ``x``
 GROUP_PREFIX = "group:"

@@ -61,7 +61,7 @@ from retrieval_server.domain import (
     VectorPoint,
     version_of,
 )
-from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, clean_identifier, trim
+from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_GRANTEES, MAX_USER_ID_CHARS, check_descriptive_fields, clean_identifier, trim
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
@@ -303,6 +303,8 @@ class Indexer:
         try:
             owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if trim(src.owner_id) else ""
             grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
+            if len(grantees) > MAX_GRANTEES:
+                raise ValueError(f"granted_user_ids must hold at most {MAX_GRANTEES} users (got {len(grantees)}): grant more through a group (group:<name>)")
             if src.access is Access.PRIVATE and not owner:
                 raise ValueError("owner_id is required for a PRIVATE document")
             doc = Document(

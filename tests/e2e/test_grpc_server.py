@@ -236,6 +236,9 @@ async def test_document_filter_and_private_access(live: Live) -> None:
          "documents[0].filename must be at most 1024 characters (got 1025)"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", metadata={"note": "é" * 8_191})]),
          "documents[0].metadata must be at most 16384 bytes of UTF-8 in its keys and values (got 16386)"),
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(
+            filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id="alice", granted_user_ids=[f"u{i}" for i in range(1_001)])]),
+         "documents[0].granted_user_ids must hold at most 1000 users (got 1001)"),
         ("DeleteDocuments", pb.DeleteDocumentsRequest(), "document_ids must not be empty"),
     ],
 )

@@ -293,6 +293,16 @@ async def test_a_document_the_chunker_fails_on_fails_alone(app: Application, mon
     assert [(e.source, e.reason) for e in report.errors] == [("odd.txt", "cannot chunk this document (TypeError)")]
 
 
+async def test_a_document_granted_to_more_users_than_the_limit_fails_alone(app: Application) -> None:
+    """Every chunk carries its document's readers, and every query citing it reads them: more than
+    MAX_GRANTEES is a group's job. The same ids repeated count once."""
+    many = tuple(f"u{i}" for i in range(1_001))
+    report = await app.ingest([_txt("wide", "Shared with a crowd.", access=Access.PRIVATE, owner_id="alice", granted_user_ids=many),
+                               _txt("near", "Shared with a few.", access=Access.PRIVATE, owner_id="alice", granted_user_ids=many[:1_000] * 2)])
+    assert [d.document_id for d in report.documents] == ["near"]
+    assert [(e.source, e.reason.split(":")[0]) for e in report.errors] == [("wide.txt", "granted_user_ids must hold at most 1000 users (got 1001)")]
+
+
 async def test_pdf_pages_reach_the_contexts(app: Application) -> None:
     pdf = make_pdf(["Introduction to the regulations.", "Graduation requires one hundred and twenty credits."], title="Regs")
     await app.ingest([DocumentSource(filename="regs.pdf", content=pdf, url="http://example/regs.pdf")])

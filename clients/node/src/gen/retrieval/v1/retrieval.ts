@@ -845,7 +845,7 @@ export interface DocumentInput {
   metadata: { [key: string]: string };
   /**
    * Users granted read access to a private document; re-ingesting replaces the list. Empty:
-   * only the owner (and SUPER_ADMIN).
+   * only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`).
    */
   grantedUserIds: string[];
 }
