@@ -178,7 +178,10 @@ def load(src: DocumentSource) -> list[LoadedDocument]:
     AttributeError on some malformed files): whatever a loader raises is this file's error, so
     one bad file never fails the rest of a batch.
     """
-    ext = PurePath(src.filename).suffix.lower()
+    name = PurePath(src.filename).name.lower()
+    # A name that is only an extension (".txt": a document_id ending in "/" and no filename) has no
+    # suffix to Python, as a dot file; it names its type all the same.
+    ext = PurePath(name).suffix or (name if name in LOADERS else "")
     loader = LOADERS.get(ext)
     if loader is None:
         raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")

@@ -21,6 +21,17 @@ def test_text_and_markdown() -> None:
     assert md.title == "The Guide"
 
 
+def test_a_name_that_is_only_an_extension_names_its_type() -> None:
+    """IngestDocuments names a document sent without a filename "<document_id>.txt": for an id ending
+    in "/" that is "notes/.txt", whose last part Python reads as a dot file without a suffix."""
+    [doc] = load(_src("notes/.txt", "Hello there.", document_id="notes/"))
+    assert (doc.document_id, doc.pages[0].text) == ("notes/", "Hello there.")
+    [md] = load(_src(".md", "intro\n# The Guide\nbody", document_id="guide"))
+    assert md.title == "The Guide"
+    with pytest.raises(LoadError, match=r"unsupported file type '\(none\)'"):
+        load(_src(".profile", "export X=1"))
+
+
 def test_text_and_title_are_composed_as_queries_are() -> None:
     decomposed = unicodedata.normalize("NFD", "Sjögren and Ménière")
     assert len(decomposed) == len("Sjögren and Ménière") + 3  # ö, é, è each a letter and a mark
