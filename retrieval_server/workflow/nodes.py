@@ -542,18 +542,24 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     the two reads comes back as its new, current version.
     """
     if not state.reranked:
-        return {"contexts": []}
+        return {"contexts": [], "search_again": False}
     top_k = state.options.top_k
     access = state.point_filter.access
     contexts = await _contexts(state.reranked, top_k, access, deps, stale_aborts=True)
-    if contexts is None:
-        stored = await _with_retries(
-            deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
-        )
-        versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
-        current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
-        contexts = await _contexts(current, top_k, access, deps, stale_aborts=False) if current else []
-    return {"contexts": contexts}
+    if contexts is not None:
+        return {"contexts": contexts, "search_again": False}
+    stored = await _with_retries(
+        deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
+    )
+    versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
+    current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
+    contexts = await _contexts(current, top_k, access, deps, stale_aborts=False) if current else []
+    # A document replaced since the search is stored all the same: its new version was never
+    # searched, and without another search it would be missing from the answer.
+    replaced = any(h.document_id in versions and h.version != versions[h.document_id] for h in state.reranked)
+    if replaced and not state.searched_again:
+        return {"contexts": contexts, "search_again": True, "searched_again": True}
+    return {"contexts": contexts, "search_again": False}
 
 
 async def _contexts(

@@ -15,6 +15,8 @@
                                                                | GENERATION
                                                  (run_tools ->) generate -> END
 
+    enrich goes back to retrieve, once, when a document it found was replaced since it was searched.
+
 The access filter comes first because it names the cache partition (an answer is looked up and
 stored under the filter it is computed with, so it never reaches a caller who reads another set)
 and bounds the router's entity matching. A GENERATION request then goes to the router
@@ -61,7 +63,7 @@ def build_query_graph(deps: WorkflowDeps, clock: Callable[[], float] = time.mono
         .edge("retrieve", "fuse")
         .edge("fuse", "rerank")
         .edge("rerank", "enrich")
-        .edge("enrich", "check_sufficiency")
+        .edge("enrich", routers.after_enrich)
         .edge("check_sufficiency", routers.make_after_sufficiency(s.sufficiency_threshold, s.max_iterations))
         .edge("execute_sub_queries", "rerank")
         .edge("select", "update_cache")
@@ -113,10 +115,15 @@ class QueryPipeline:
     async def search(self, query: str, top_k: int, identity: Identity) -> list[SearchResult]:
         """The MARP contract: dense search, duplicate texts removed, text trimmed."""
         vector = (await self._deps.embedder.embed([query]))[0]
-        # Fetch extra so that removing duplicate texts (and stale versions) still leaves top_k results.
-        hits = await self._deps.vectors.search_dense(vector, top_k * 3, PointFilter(access=AccessFilter.for_identity(identity)))
-        docs = await self._deps.metadata.get_documents(list({h.document_id for h in hits}))
-        current = [h for h in hits if h.document_id in docs and h.version == docs[h.document_id].version]
+        for searched_again in (False, True):
+            # Fetch extra so that removing duplicate texts (and stale versions) still leaves top_k results.
+            hits = await self._deps.vectors.search_dense(vector, top_k * 3, PointFilter(access=AccessFilter.for_identity(identity)))
+            docs = await self._deps.metadata.get_documents(list({h.document_id for h in hits}))
+            current = [h for h in hits if h.document_id in docs and h.version == docs[h.document_id].version]
+            # A document replaced since the search is stored all the same, at a version not searched:
+            # once more, rather than leave it out.
+            if searched_again or not any(h.document_id in docs and h.version != docs[h.document_id].version for h in hits):
+                break
         kept = dedup_by_key(content_hashes([h.content for h in current]), np.asarray([h.score for h in current], dtype=np.float32))
         out = []
         for h in (current[i] for i in kept[:top_k]):

@@ -29,6 +29,11 @@ def after_retrieval(state: QueryState) -> str:
     return "generate"
 
 
+def after_enrich(state: QueryState) -> str:
+    # After sub-queries, a search of the main query alone would drop their results: those hits go.
+    return "retrieve" if state.search_again and not state.sub_queries_done else "check_sufficiency"
+
+
 def make_after_route(tools: Mapping[str, Tool]) -> Callable[[QueryState], str]:
     def after_route(state: QueryState) -> str:
         return next_after_route(state, tools)

@@ -148,6 +148,9 @@ class QueryState:
     contexts: list[RetrievedContext] = field(default_factory=list)
     sufficiency: float = 0.0
     sub_queries_done: bool = False
+    #: enrich found hits of documents replaced since they were searched: search them again, once
+    search_again: bool = False
+    searched_again: bool = False
     cache_hit: bool = False
     suggestions: list[str] = field(default_factory=list)
     #: known entities the query names (None: not looked up yet)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 import threading
@@ -17,6 +18,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
 from tests.support.pdf import make_pdf
 
@@ -556,3 +558,62 @@ async def test_keyword_vectors_and_the_graph_are_made_while_the_batch_is_embedde
     assert set(stored) == {e.key for e in graph.entities} >= {"authsvc", "databasesvc"}
     found = await app.pipeline.query(QueryOptions("DatabaseSvc standby region", 1, strategy=Strategy.KEYWORD, use_cache=False))
     assert [c.document.document_id for c in found.contexts] == ["services"]
+
+
+# --- a document replaced while a query reads it -----------------------------------------------------
+
+LAMP_V1 = "Lighthouse keepers check the lamp every night. The lamp needs oil."
+LAMP_V2 = "Lighthouse keepers check the lamp every evening. The lamp needs kerosene."
+
+
+class _ReplacedAfterSearching:
+    """The vector store, with a re-ingest of ``lh`` committed right after each of the first
+    ``times`` dense searches: a concurrent writer finishing between a query's search and its read."""
+
+    def __init__(self, app: Application, times: int) -> None:
+        self._app, self._inner, self.left, self.searches = app, app.vectors, times, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def search_dense(self, *args: Any, **kwargs: Any) -> Any:
+        hits = await self._inner.search_dense(*args, **kwargs)
+        self.searches += 1
+        if self.left:
+            self.left -= 1
+            report = await self._app.ingest([_txt("lh", f"{LAMP_V2} Revision {self.searches}.")])
+            assert [d.document_id for d in report.documents] == ["lh"]
+        return hits
+
+
+@pytest.mark.parametrize("strategy", [Strategy.SEMANTIC, Strategy.HYBRID])
+async def test_a_document_replaced_between_search_and_enrich_is_searched_again(app: Application, strategy: Strategy) -> None:
+    """The document exists throughout: its old version's hits cannot be shown, so its new version is
+    searched for, once, rather than the answer going without it."""
+    await app.ingest([_txt("lh", LAMP_V1), _txt("harbour", "The harbour master logs every ship that docks.")])
+    vectors = _ReplacedAfterSearching(app, times=1)
+    deps = app.pipeline.deps
+    # One pass: the retry an insufficient answer gets is not what brings the document back.
+    one_pass = dataclasses.replace(deps.settings, max_iterations=1)
+    p = QueryPipeline(dataclasses.replace(deps, vectors=vectors, settings=one_pass))
+    r = await p.query(QueryOptions("lighthouse lamp", 1, strategy=strategy, use_cache=False))
+    assert [c.document.document_id for c in r.contexts] == ["lh"] and "Revision 1." in r.contexts[0].parent.content
+    assert [s.stage for s in r.metrics.stages].count("retrieve") == 2 and vectors.searches == 2
+
+
+async def test_a_document_replaced_at_every_search_is_searched_again_once_only(app: Application) -> None:
+    await app.ingest([_txt("lh", LAMP_V1)])
+    vectors = _ReplacedAfterSearching(app, times=5)
+    deps = app.pipeline.deps
+    one_pass = dataclasses.replace(deps.settings, max_iterations=1)  # no retry for an empty answer: only the search again
+    r = await QueryPipeline(dataclasses.replace(deps, vectors=vectors, settings=one_pass)).query(
+        QueryOptions("lighthouse lamp", 3, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    assert r.contexts == () and [s.stage for s in r.metrics.stages].count("retrieve") == 2 and vectors.searches == 2
+
+
+async def test_search_looks_again_for_a_document_replaced_since_its_search(app: Application) -> None:
+    await app.ingest([_txt("lh", LAMP_V1)])
+    vectors = _ReplacedAfterSearching(app, times=1)
+    found = await QueryPipeline(dataclasses.replace(app.pipeline.deps, vectors=vectors)).search("lighthouse lamp", 3, Identity())
+    assert {f.document_id for f in found} == {"lh"} and any("Revision 1." in f.text for f in found) and vectors.searches == 2
