@@ -157,7 +157,7 @@ def embedded_texts_of(sources: Iterable[DocumentSource], s: Settings, chunker: C
     parents: list[str] = []
     documents = 0
     for source in sources:
-        for loaded in load(source):
+        for loaded in load(source).documents:
             documents += 1
             p, c = chunker.chunk(loaded.document_id, [(page.number, page.text) for page in loaded.pages])
             k, coarse = embedded_texts(loaded.title, p, c, child_title=s.child_title, parent_vectors=s.parent_leg or s.document_leg)

@@ -258,10 +258,12 @@ class Indexer:
                     if self._max_bytes is not None and len(src.content) > self._max_bytes:
                         raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
                     # Parsing and chunking are CPU work: off the event loop, behind any query's work.
-                    loaded_docs = await self._executor.run(load, src, priority=Priority.BACKGROUND)
+                    loaded_source = await self._executor.run(load, src, priority=Priority.BACKGROUND)
                 except LoadError as exc:
                     errors.append(IngestFailure(src.filename or src.document_id, str(exc)))
                     continue
+                errors.extend(IngestFailure(f"{src.filename}:{row}", reason) for row, reason in loaded_source.failed)
+                loaded_docs = loaded_source.documents
                 for loaded in loaded_docs:
                     label = f"{src.filename}:{loaded.document_id}" if len(loaded_docs) > 1 else (src.filename or loaded.document_id)
                     try:

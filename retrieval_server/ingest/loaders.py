@@ -34,6 +34,19 @@ class LoadedDocument:
     metadata: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What one source holds: its documents, and, for a file of rows (JSONL), the rows that could
+    not be read, as (``line <n>``, why)."""
+
+    documents: list[LoadedDocument]
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+#: failed rows reported one by one for a file; the rest are counted in one more entry
+MAX_ROW_ERRORS = 100
+
+
 def _text(raw: bytes, what: str) -> str:
     try:
         return raw.decode("utf-8-sig")
@@ -101,43 +114,57 @@ def _check_unicode(values: list[str], what: str) -> None:
             raise LoadError(f"{what} is not valid Unicode (a lone surrogate)") from None
 
 
-def _load_jsonl(src: DocumentSource) -> list[LoadedDocument]:
-    docs = []
+def _row(n: int, line: str) -> LoadedDocument:
+    """One BEIR row. LoadError naming the line for a row that is not one."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise LoadError(f"line {n}: invalid JSON ({exc.msg})") from None
+    if not isinstance(row, dict) or "_id" not in row or "text" not in row:
+        raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
+    # bool is an int, and str(None) would become the id "None": only real strings and numbers.
+    if isinstance(row["_id"], bool) or not isinstance(row["_id"], (str, int)):
+        raise LoadError(f"line {n}: '_id' must be a string or a number (got {json.dumps(row['_id'])[:40]})")
+    if not isinstance(row["text"], str):
+        raise LoadError(f"line {n}: 'text' must be a string")
+    title = str(row.get("title") or "")
+    text = row["text"]
+    meta = row.get("metadata") or {}
+    url = str(meta.get("url", "")) if isinstance(meta, dict) else ""
+    metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
+        _check_unicode(values, f"line {n}: '{name}'")
+    return LoadedDocument(
+        document_id=str(row["_id"]),
+        title=title,
+        # The title leads the text so both the dense and the keyword legs see it.
+        pages=(Page(0, f"{title}\n\n{text}" if title else text),),
+        url=url,
+        metadata=metadata,
+    )
+
+
+def _load_jsonl(src: DocumentSource) -> Loaded:
+    """Each row its own document: a row that cannot be read is that row's error, and the others
+    are stored. A file none of whose rows can be read is not JSONL: one error, the first row's."""
+    docs: list[LoadedDocument] = []
+    failed: list[tuple[str, str]] = []
     for n, line in enumerate(_text(src.content, "file").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LoadError(f"line {n}: invalid JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or "_id" not in row or "text" not in row:
-            raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
-        # bool is an int, and str(None) would become the id "None": only real strings and numbers.
-        if isinstance(row["_id"], bool) or not isinstance(row["_id"], (str, int)):
-            raise LoadError(f"line {n}: '_id' must be a string or a number (got {json.dumps(row['_id'])[:40]})")
-        if not isinstance(row["text"], str):
-            raise LoadError(f"line {n}: 'text' must be a string")
-        title = str(row.get("title") or "")
-        text = row["text"]
-        meta = row.get("metadata") or {}
-        url = str(meta.get("url", "")) if isinstance(meta, dict) else ""
-        metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
-        for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
-            _check_unicode(values, f"line {n}: '{name}'")
-        docs.append(
-            LoadedDocument(
-                document_id=str(row["_id"]),
-                title=title,
-                # The title leads the text so both the dense and the keyword legs see it.
-                pages=(Page(0, f"{title}\n\n{text}" if title else text),),
-                url=url,
-                metadata=metadata,
-            )
-        )
-    return docs
+            docs.append(_row(n, line))
+        except LoadError as exc:
+            failed.append((f"line {n}", str(exc)))
+    if failed and not docs:
+        raise LoadError(failed[0][1] + (f" (and {len(failed) - 1} more rows)" if len(failed) > 1 else ""))
+    if len(failed) > MAX_ROW_ERRORS:
+        more = len(failed) - MAX_ROW_ERRORS
+        failed = [*failed[:MAX_ROW_ERRORS], (f"line {failed[MAX_ROW_ERRORS][0].split()[-1]}+", f"{more} more rows could not be read")]
+    return Loaded(docs, failed)
 
 
-LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument]]] = {
+LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument] | Loaded]] = {
     ".txt": _load_text,
     ".md": _load_markdown,
     ".markdown": _load_markdown,
@@ -171,8 +198,9 @@ def _composed(doc: LoadedDocument) -> LoadedDocument:
     )
 
 
-def load(src: DocumentSource) -> list[LoadedDocument]:
-    """Parse one source into documents (several for .jsonl). Raises :class:`LoadError`, and only that.
+def load(src: DocumentSource) -> Loaded:
+    """Parse one source into documents (several for .jsonl, with the rows that failed). Raises
+    :class:`LoadError`, and only that.
 
     Parsers of untrusted files fail in ways nobody lists (pypdf raises AssertionError and
     AttributeError on some malformed files): whatever a loader raises is this file's error, so
@@ -186,7 +214,10 @@ def load(src: DocumentSource) -> list[LoadedDocument]:
     if loader is None:
         raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")
     try:
-        return [_composed(doc) for doc in loader(src)]
+        loaded = loader(src)
+        if not isinstance(loaded, Loaded):
+            loaded = Loaded(loaded)
+        return Loaded([_composed(doc) for doc in loaded.documents], loaded.failed)
     except LoadError:
         raise
     except Exception as exc:

@@ -36,11 +36,12 @@ PYPDF_ATTRIBUTE = PDF.replace(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 
 
 def _loads_or_load_error(name: str, content: bytes) -> None:
     try:
-        docs = load(DocumentSource(filename=name, content=content))
+        loaded = load(DocumentSource(filename=name, content=content))
     except LoadError as exc:
         assert str(exc)
         return
-    for d in docs:
+    assert all(row and reason for row, reason in loaded.failed)
+    for d in loaded.documents:
         assert isinstance(d.document_id, str) and all(isinstance(p.text, str) for p in d.pages)
 
 

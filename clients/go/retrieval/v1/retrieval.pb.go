@@ -1954,8 +1954,9 @@ type IngestError struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The file name (or `<file name>:<document id>` for a row of a `.jsonl` file, or the document
-	// id) that failed.
+	// The file name (or `<file name>:<document id>` for a row of a `.jsonl` file, `<file
+	// name>:line <n>` for a row that could not be read, or the document id) that failed. The other
+	// rows of a `.jsonl` file are stored; one none of whose rows can be read is the file's error.
 	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	// Why, human-readable (e.g. `unsupported file type '.docx'`, `file is not UTF-8 text`).
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`

@@ -879,8 +879,9 @@ export interface IngestedDocument {
 /** One file or row that could not be ingested. */
 export interface IngestError {
   /**
-   * The file name (or `<file name>:<document id>` for a row of a `.jsonl` file, or the document
-   * id) that failed.
+   * The file name (or `<file name>:<document id>` for a row of a `.jsonl` file, `<file
+   * name>:line <n>` for a row that could not be read, or the document id) that failed. The other
+   * rows of a `.jsonl` file are stored; one none of whose rows can be read is the file's error.
    */
   source: string;
   /** Why, human-readable (e.g. `unsupported file type '.docx'`, `file is not UTF-8 text`). */
