@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import json
 import unicodedata
 
@@ -30,6 +31,16 @@ def test_a_name_that_is_only_an_extension_names_its_type() -> None:
     assert md.title == "The Guide"
     with pytest.raises(LoadError, match=r"unsupported file type '\(none\)'"):
         load(_src(".profile", "export X=1"))
+
+
+def test_markdown_drops_inline_files_and_keeps_their_alt_text() -> None:
+    image = base64.b64encode(bytes(range(256)) * 400).decode()
+    wrapped = "\n".join(image[i : i + 76] for i in range(0, len(image), 76))  # as encoders wrap it
+    text = (f"# Plan\n\n![the network diagram](data:image/png;base64,{image})\n\n[notes](data:text/plain;charset=utf-8;base64,{wrapped}) end.\n"
+            "A data: URI in prose, data:text/plain;base64,SGk= stays, words after it too.")
+    [doc] = load(_src("plan.md", text)).documents
+    assert doc.pages[0].text == ("# Plan\n\n![the network diagram]()\n\n[notes]() end.\n"
+                                 "A data: URI in prose, data:text/plain;base64,SGk= stays, words after it too.")
 
 
 def test_text_and_title_are_composed_as_queries_are() -> None:
