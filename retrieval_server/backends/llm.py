@@ -52,8 +52,9 @@ class Completion(str):
     (OpenAI's ``finish_reason`` "length", Anthropic's ``stop_reason`` "max_tokens", Gemini's
     ``finishReason`` "MAX_TOKENS"), so its last sentence may be cut short.
 
-    A string, so that whoever only needs the text reads it as one. A stream reports a cut by
-    yielding an empty, truncated Completion last."""
+    A string, so that whoever only needs the text reads it as one. A stream reports a cut (or an
+    end before the model's: no finish reason, no end event) by yielding an empty, truncated
+    Completion last."""
 
     truncated: bool = False
 
@@ -256,20 +257,22 @@ class OpenAICompatibleChat(_HttpChat):
             "max_tokens": max_tokens,
             "stream": True,
         }
+        finish = None
         async for event in self._events("/chat/completions", body):
             if event.data.strip() == "[DONE]":
-                return
+                finish = finish or "done"
+                break
             data = self._json(event, self.name)
             try:
                 choices = data["choices"]
                 text = (choices[0].get("delta") or {}).get("content") if choices else None
-                finish = choices[0].get("finish_reason") if choices else None
+                finish = (choices[0].get("finish_reason") if choices else None) or finish
             except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
                 yield str(text)
-            if finish == "length":
-                yield Completion.of("", True)
+        if finish in (None, "length"):
+            yield Completion.of("", True)  # stopped at max_tokens, or the stream ended before the model did
 
 
 class AnthropicChat(_HttpChat):
@@ -304,9 +307,11 @@ class AnthropicChat(_HttpChat):
             "max_tokens": max_tokens,
             "stream": True,
         }
+        stop = None
         async for event in self._events("/v1/messages", body):
             if event.event == "message_stop":
-                return
+                stop = stop or "message_stop"
+                break
             if event.event == "error":
                 raise LlmError(f"{self.name}: {event.data}")
             if event.event == "content_block_delta":
@@ -314,8 +319,9 @@ class AnthropicChat(_HttpChat):
                 if delta.get("type") == "text_delta" and delta.get("text"):
                     yield str(delta["text"])
             elif event.event == "message_delta":
-                if (self._json(event, self.name).get("delta") or {}).get("stop_reason") == "max_tokens":
-                    yield Completion.of("", True)
+                stop = (self._json(event, self.name).get("delta") or {}).get("stop_reason") or stop
+        if stop in (None, "max_tokens"):
+            yield Completion.of("", True)  # stopped at max_tokens, or the stream ended before the model did
 
 
 class GeminiChat(_HttpChat):
@@ -346,6 +352,7 @@ class GeminiChat(_HttpChat):
             "contents": [{"role": "user", "parts": [{"text": prompt}]}],
             "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
         }
+        finish = None
         async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
             data = self._json(event, self.name)
             try:
@@ -356,8 +363,9 @@ class GeminiChat(_HttpChat):
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
                 yield text
-            if candidate.get("finishReason") == "MAX_TOKENS":
-                yield Completion.of("", True)
+            finish = candidate.get("finishReason") or finish
+        if finish in (None, "MAX_TOKENS"):
+            yield Completion.of("", True)  # stopped at max_tokens, or the stream ended before the model did
 
 
 PROVIDERS = {"openai": OpenAICompatibleChat, "anthropic": AnthropicChat, "gemini": GeminiChat}

@@ -510,7 +510,9 @@ async def test_streaming_over_the_other_protocols(protocol: str) -> None:
             events += [("content_block_delta", json.dumps({"type": "content_block_delta", "delta": {"type": "text_delta", "text": t}})) for t in tokens]
             return 200, Sse([*events, ("message_stop", json.dumps({"type": "message_stop"}))])
         assert path == "/v1beta/models/gem:streamGenerateContent?alt=sse"
-        return 200, Sse([(None, json.dumps({"candidates": [{"content": {"parts": [{"text": t}]}}]})) for t in tokens])
+        last = len(tokens) - 1
+        return 200, Sse([(None, json.dumps({"candidates": [{"content": {"parts": [{"text": t}]}, **({"finishReason": "STOP"} if i == last else {})}]}))
+                         for i, t in enumerate(tokens)])
 
     with json_server(handle) as server:
         cls = AnthropicChat if protocol == "anthropic" else GeminiChat

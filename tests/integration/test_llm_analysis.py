@@ -191,6 +191,21 @@ async def test_a_completion_says_whether_max_tokens_cut_it(name: str, cls: Any, 
     assert any(isinstance(t, Completion) and t.truncated for t in tokens) is at_limit
 
 
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_stream_that_ends_before_the_model_says_so_is_reported_cut(name: str, cls: Any, prefix: str) -> None:
+    """No finish reason and no end event (a proxy closed the connection): as if max_tokens cut it."""
+    stream = _stopped(name, "It is. It is not", False, True)
+    cut = Sse([e for e in stream.events if "stop" not in e[1].lower() and "[DONE]" not in e[1] and e[0] != "message_stop"])
+    assert len(cut.events) == 1  # the text only
+    with json_server(lambda path, body: (200, cut)) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            tokens = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert "".join(tokens) == "It is. It is not" and isinstance(tokens[-1], Completion) and tokens[-1].truncated
+
+
 async def test_failing_llm_falls_back_to_classical_methods() -> None:
     with json_server(lambda path, body: (500, {"error": "down"})) as server:
         model = GeminiChat(server.url, "gemini-test", timeout_s=LOCAL_S, max_retries=1, backoff_s=0.01)
