@@ -8,7 +8,7 @@ grants, caller identities) now goes through :func:`clean_identifier`.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 MAX_DOCUMENT_ID_CHARS = 200
 MAX_USER_ID_CHARS = 255
@@ -63,6 +63,14 @@ def clean_user_id(raw: str, field: str) -> str:
     if value.startswith(GROUP_PREFIX):
         raise ValueError(f"{field} must not start with '{GROUP_PREFIX}': grants name groups that way")
     return value
+
+
+def check_grantees(user_ids: Iterable[str]) -> None:
+    """ValueError naming the field and its limit when more than :data:`MAX_GRANTEES` distinct users
+    (as trimmed) are granted one document."""
+    count = len({trim(u) for u in user_ids})
+    if count > MAX_GRANTEES:
+        raise ValueError(f"granted_user_ids must hold at most {MAX_GRANTEES} users (got {count}): grant more through a group (group:<name>)")
 
 
 def check_descriptive_fields(title: str, url: str, source: str, metadata: Mapping[str, str]) -> None:

@@ -23,7 +23,7 @@ from retrieval_server.domain import (
     StageMetric,
     Strategy,
 )
-from retrieval_server.identifiers import MAX_FILENAME_CHARS, MAX_GRANTEES, check_descriptive_fields, trim
+from retrieval_server.identifiers import MAX_FILENAME_CHARS, check_descriptive_fields, check_grantees, trim
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
 _STRATEGY_IN = {
@@ -72,14 +72,11 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
         raise InvalidArgument(f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
     try:
         check_descriptive_fields(d.title, d.url, d.source, d.metadata)
+        check_grantees(d.granted_user_ids)
     except ValueError as exc:
         raise InvalidArgument(f"{field}.{exc}") from None
     if access is Access.PRIVATE and not trim(d.owner_id):
         raise InvalidArgument(f"{field}.owner_id is required for a PRIVATE document")
-    if len(d.granted_user_ids) > MAX_GRANTEES:
-        raise InvalidArgument(
-            f"{field}.granted_user_ids must hold at most {MAX_GRANTEES} users (got {len(d.granted_user_ids)}): grant more through a group (group:<name>)"
-        )
     return DocumentSource(
         filename=d.filename or f"{d.document_id}.txt",
         content=d.content,

@@ -91,6 +91,21 @@ def _error_code(response: Any) -> str | None:
     return error.get("code") if isinstance(error, dict) else None
 
 
+def _names_the_credentials(response: Any) -> bool:
+    """Whether an error refuses the caller's key, not the request's content: Gemini answers an
+    invalid API key with 400 (``details[].reason`` ``API_KEY_INVALID``), which must count against
+    the breaker like any provider's 401, or a wrong key would never show in Health."""
+    try:
+        error = json.loads(response.content).get("error")
+    except (ValueError, AttributeError):
+        return False
+    if not isinstance(error, dict):
+        return False
+    details = error.get("details") if isinstance(error.get("details"), list) else []
+    reasons = [str(d.get("reason", "")) for d in details if isinstance(d, dict)]
+    return any("API_KEY" in r for r in reasons) or error.get("status") in ("UNAUTHENTICATED", "PERMISSION_DENIED")
+
+
 class ChatModel(Protocol):
     name: str
 
@@ -209,7 +224,10 @@ class _HttpChat:
         return max(delay, asked) if asked <= self._timeout_s else None
 
     def _error(self, exc: Exception, status: int | None) -> LlmError:
-        return (LlmRefused if status in _REQUEST_REFUSED else LlmError)(f"{self.name}: {exc}")
+        import httpx
+
+        refused = status in _REQUEST_REFUSED and not (isinstance(exc, httpx.HTTPStatusError) and _names_the_credentials(exc.response))
+        return (LlmRefused if refused else LlmError)(f"{self.name}: {exc}")
 
     @staticmethod
     def _json(event: ServerSentEvent, name: str) -> Any:

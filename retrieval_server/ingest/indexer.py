@@ -61,7 +61,7 @@ from retrieval_server.domain import (
     VectorPoint,
     version_of,
 )
-from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_GRANTEES, MAX_USER_ID_CHARS, check_descriptive_fields, clean_identifier, trim
+from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, trim
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
@@ -265,7 +265,7 @@ class Indexer:
                 errors.extend(IngestFailure(f"{src.filename}:{row}", reason) for row, reason in loaded_source.failed)
                 loaded_docs = loaded_source.documents
                 for loaded in loaded_docs:
-                    label = f"{src.filename}:{loaded.document_id}" if len(loaded_docs) > 1 else (src.filename or loaded.document_id)
+                    label = f"{src.filename}:{loaded.document_id}" if loaded_source.rows else (src.filename or loaded.document_id)
                     try:
                         doc_id = _clean_id(loaded.document_id)
                         if doc_id in seen:
@@ -304,9 +304,8 @@ class Indexer:
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:
             owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if trim(src.owner_id) else ""
+            check_grantees(src.granted_user_ids)
             grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
-            if len(grantees) > MAX_GRANTEES:
-                raise ValueError(f"granted_user_ids must hold at most {MAX_GRANTEES} users (got {len(grantees)}): grant more through a group (group:<name>)")
             if src.access is Access.PRIVATE and not owner:
                 raise ValueError("owner_id is required for a PRIVATE document")
             doc = Document(
@@ -324,16 +323,17 @@ class Indexer:
             raise LoadError(str(exc)) from None
 
         def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str, int]:
-            parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
-            return parents, children, self._fingerprint(doc, loaded), self._chunker.count(doc.title) if doc.title else 0
+            try:
+                parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
+                return parents, children, self._fingerprint(doc, loaded), self._chunker.count(doc.title) if doc.title else 0
+            except Exception as exc:
+                # Text the loaders let through and the tokenizer refuses is a bug of ours, but this
+                # document's: the rest of the request is still stored. (The executor's own errors,
+                # a shutdown's, are not this document's, and pass.)
+                log.exception("chunking %s failed", doc.document_id)
+                raise LoadError(f"cannot chunk this document ({type(exc).__name__})") from None
 
-        try:
-            parents, children, fingerprint, title_tokens = await self._executor.run(chunk, priority=Priority.BACKGROUND)
-        except Exception as exc:
-            # Text the loaders let through and the tokenizer refuses is a bug of ours, but this
-            # document's: the rest of the request is still stored.
-            log.exception("chunking %s failed", doc.document_id)
-            raise LoadError(f"cannot chunk this document ({type(exc).__name__})") from None
+        parents, children, fingerprint, title_tokens = await self._executor.run(chunk, priority=Priority.BACKGROUND)
         if not children:
             raise LoadError("no text to index")
         doc = dataclasses.replace(doc, content_hash=fingerprint)

@@ -41,6 +41,8 @@ class Loaded:
 
     documents: list[LoadedDocument]
     failed: list[tuple[str, str]] = field(default_factory=list)
+    #: a file of rows, each its own document (named ``<file>:<document id>`` in errors)
+    rows: bool = False
 
 
 #: failed rows reported one by one for a file; the rest are counted in one more entry
@@ -126,6 +128,8 @@ def _row(n: int, line: str) -> LoadedDocument:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
         raise LoadError(f"line {n}: invalid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # an integer over Python's 4,300 digits; nesting past its stack
+        raise LoadError(f"line {n}: unreadable JSON ({type(exc).__name__})") from None
     if not isinstance(row, dict) or "_id" not in row or "text" not in row:
         raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
     # bool is an int, and str(None) would become the id "None": only real strings and numbers.
@@ -167,7 +171,7 @@ def _load_jsonl(src: DocumentSource) -> Loaded:
     if len(failed) > MAX_ROW_ERRORS:
         more = len(failed) - MAX_ROW_ERRORS
         failed = [*failed[:MAX_ROW_ERRORS], (f"line {failed[MAX_ROW_ERRORS][0].split()[-1]}+", f"{more} more rows could not be read")]
-    return Loaded(docs, failed)
+    return Loaded(docs, failed, rows=True)
 
 
 LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument] | Loaded]] = {
@@ -223,7 +227,7 @@ def load(src: DocumentSource) -> Loaded:
         loaded = loader(src)
         if not isinstance(loaded, Loaded):
             loaded = Loaded(loaded)
-        return Loaded([_composed(doc) for doc in loaded.documents], loaded.failed)
+        return dataclasses.replace(loaded, documents=[_composed(doc) for doc in loaded.documents])
     except LoadError:
         raise
     except Exception as exc:

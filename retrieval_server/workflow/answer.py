@@ -29,6 +29,7 @@ from retrieval_server.ingest.chunker import split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
 from retrieval_server.workflow.sentences import sentences_of_contexts
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
+from retrieval_server.workflow.model_text import whole_sentences
 from retrieval_server.workflow.time_limit import Limit
 
 log = logging.getLogger(__name__)
@@ -56,10 +57,6 @@ _DIRECT_SYSTEM = (
 class AnswerOutcome:
     answer: Answer
     degraded: tuple[str, ...] = ()
-
-
-#: a text that ends where a sentence does: its stop, closing quotes or brackets, citations after it
-_ENDS_A_SENTENCE = re.compile(r"[.!?][\"'”’)\]]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*\s*$")
 
 
 def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[AnswerSentence], int]:
@@ -175,9 +172,19 @@ async def _ask(
         raise _OutOfTime(within) from exc
 
 
+class _CutShort(Exception):
+    """Nothing of the model's text was left once its unfinished sentence went."""
+
+
+#: degradation tag of a written answer whose last sentence max_tokens (or a closed stream) cut short, and which lost it
+TRUNCATED = "answer:truncated"
+
+
 def _fallback_reason(exc: Exception) -> str:
     if isinstance(exc, _OutOfTime):
         return DEADLINE_USED_EXTRACTIVE if exc.by_deadline else "answer:timeout_used_extractive"
+    if isinstance(exc, _CutShort):
+        return TRUNCATED
     return "answer:llm_failed_used_extractive"
 
 
@@ -217,11 +224,10 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     if text.strip().upper().startswith(NOT_ANSWERABLE):
         sentences = [AnswerSentence(UNSUPPORTED)]
         return AnswerOutcome(Answer(UNSUPPORTED, tuple(sentences), (), route, False, False, model, tools), tuple(degraded))
+    text, cut = whole_sentences(text)
+    if cut:
+        degraded.append(TRUNCATED)
     sentences, invalid = parse_cited(text, contexts)
-    if isinstance(text, Completion) and text.truncated and sentences and not _ENDS_A_SENTENCE.search(text):
-        # The model was stopped at ANSWER_MAX_TOKENS mid-sentence: that sentence goes.
-        sentences = sentences[:-1]
-        degraded.append("answer:truncated")
     if invalid:
         degraded.append("answer:invalid_citation_removed")
     cited = any(s.citations for s in sentences)
@@ -238,9 +244,12 @@ async def _direct(
     if chat is not None:
         sent: list[str] = []
         try:
-            text = (await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent)).strip()
+            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent))
+            text = text.strip()
+            if not text:
+                raise _CutShort("the model's answer was cut before its first sentence ended")
             sentence = AnswerSentence(text)
-            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name))
+            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name), (TRUNCATED,) if cut else ())
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
             outcome = await _direct(state, deps, None, temperature, within, stream=not sent)

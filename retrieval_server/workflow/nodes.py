@@ -221,6 +221,8 @@ async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: 
     # so a window (at most a child's tokens) is not padded to a whole query of up to the model's 256.
     # A retry may have nothing new to embed: a model job for no texts would still take a lane and,
     # as a query's, stop an ingestion piece running there.
+    if state.search_again and state.pass_vectors is not None:
+        return state.pass_vectors  # the same search once more: the same vectors
     try:
         vectors = list(await deps.embedder.embed(state.embed_texts, beside_work=beside_work)) if state.embed_texts else []
     except Exception:
@@ -297,6 +299,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             update["strategy"] = Strategy.KEYWORD
         elif vectors is not None:
             update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1 : len(vectors) - state.windows]
+            update["pass_vectors"] = vectors
         children = {k: v for k, v in legs.items() if k not in ("parent:0", "document:0")}
         for coarse in ("parent:0", "document:0"):
             if coarse in legs:
@@ -554,12 +557,18 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
     current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
     contexts = await _contexts(current, top_k, access, deps, stale_aborts=False) if current else []
-    # A document replaced since the search is stored all the same: its new version was never
-    # searched, and without another search it would be missing from the answer.
-    replaced = any(h.document_id in versions and h.version != versions[h.document_id] for h in state.reranked)
-    if replaced and not state.searched_again:
+    if replaced_since_searched(state.reranked, versions) and not state.searched_again:
         return {"contexts": contexts, "search_again": True, "searched_again": True}
     return {"contexts": contexts, "search_again": False}
+
+
+def replaced_since_searched(hits: Sequence[VectorHit], versions: dict[str, str]) -> bool:
+    """Whether a document is stored at a version none of its hits is of: replaced since the search,
+    its new version never searched, it would be missing from the answer. (A document with a hit of
+    its stored version as well is in the answer: the other hits are a write's in flight, or points
+    a failed write left, which another search would find again.)"""
+    stale = {h.document_id for h in hits if h.document_id in versions and h.version != versions[h.document_id]}
+    return bool(stale - {h.document_id for h in hits if h.version == versions.get(h.document_id)})
 
 
 async def _contexts(

@@ -122,7 +122,7 @@ class QueryPipeline:
             current = [h for h in hits if h.document_id in docs and h.version == docs[h.document_id].version]
             # A document replaced since the search is stored all the same, at a version not searched:
             # once more, rather than leave it out.
-            if searched_again or not any(h.document_id in docs and h.version != docs[h.document_id].version for h in hits):
+            if searched_again or not nodes.replaced_since_searched(hits, {d: doc.version for d, doc in docs.items()}):
                 break
         kept = dedup_by_key(content_hashes([h.content for h in current]), np.asarray([h.score for h in current], dtype=np.float32))
         out = []

@@ -151,6 +151,8 @@ class QueryState:
     #: enrich found hits of documents replaced since they were searched: search them again, once
     search_again: bool = False
     searched_again: bool = False
+    #: the dense legs' vectors of the last retrieve, in their order (searched again, they are reused)
+    pass_vectors: list[np.ndarray] | None = None
     cache_hit: bool = False
     suggestions: list[str] = field(default_factory=list)
     #: known entities the query names (None: not looked up yet)

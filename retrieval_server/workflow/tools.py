@@ -28,6 +28,7 @@ from retrieval_server.domain import AccessFilter, RetrievedContext
 from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEntity, RelationType, ToolResult, entity_type_named
 from retrieval_server.workflow.calculator import CalculationError, evaluate
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
+from retrieval_server.workflow.model_text import whole_sentences
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
 
 
@@ -172,7 +173,11 @@ class Summarize:
                 temperature=ctx.chat_temperature,
                 max_tokens=400,
             )
-            return {"summary": text.strip(), "model": ctx.chat.name}, text.strip()
+            summary, cut = whole_sentences(text)
+            summary = summary.strip()
+            if not summary:
+                raise ToolError("the model's summary was cut before its first sentence ended")
+            return {"summary": summary, "model": ctx.chat.name, **({"truncated": True} if cut else {})}, summary
         picked = await _central_sentences(ctx, params.max_sentences)
         text = " ".join(f"{s.text} [{s.context}]" for s in picked)
         return {"summary": text, "model": "extractive", "sentences": [{"text": s.text, "context": s.context} for s in picked]}, text

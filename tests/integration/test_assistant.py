@@ -499,6 +499,25 @@ async def test_an_answer_stopped_at_max_tokens_loses_its_cut_sentence(app: Appli
         assert "".join(e for e in events if isinstance(e, str)) == written  # what was sent stays sent; the final text replaces it
 
 
+async def test_a_direct_answer_and_a_summary_stopped_at_max_tokens_lose_their_cut_sentence(app: Application) -> None:
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        system = body["messages"][0]["content"]
+        text = "Hello! I can help with that. I am a retrie" if "summar" not in system.lower() else "AuthSvc issues tokens [1]. It does not"
+        return 200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "length"}]}
+
+    retrieved = await app.pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
+    with json_server(handle) as server:
+        model = _model(server.url)
+        try:
+            direct = await _with(app, chat=model).query(_ask("Hello"))
+            ctx = dataclasses.replace(_ctx(app, contexts=tuple(retrieved.contexts)), chat=model)
+            summary = await run_tool(TOOLS, "summarize", {}, ctx, TOOL_S)
+        finally:
+            await model.close()
+    assert direct.answer is not None and direct.answer.text == "Hello! I can help with that." and "answer:truncated" in direct.metrics.degraded
+    assert summary.success and summary.summary == "AuthSvc issues tokens [1]." and summary.result["truncated"] is True
+
+
 @pytest.mark.parametrize("protocol", ["anthropic", "gemini"])
 async def test_streaming_over_the_other_protocols(protocol: str) -> None:
     tokens = ["Auth", "Svc is ", "maintained [1]."]

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -568,22 +569,43 @@ LAMP_V2 = "Lighthouse keepers check the lamp every evening. The lamp needs keros
 
 class _ReplacedAfterSearching:
     """The vector store, with a re-ingest of ``lh`` committed right after each of the first
-    ``times`` dense searches: a concurrent writer finishing between a query's search and its read."""
+    ``times`` dense searches: a concurrent writer finishing between a query's search and its read.
+    Records the vectors searched, in order."""
 
     def __init__(self, app: Application, times: int) -> None:
-        self._app, self._inner, self.left, self.searches = app, app.vectors, times, 0
+        self._app, self._inner, self.left = app, app.vectors, times
+        self.searched: list[bytes] = []
+
+    @property
+    def searches(self) -> int:
+        return len(self.searched)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def search_dense(self, *args: Any, **kwargs: Any) -> Any:
-        hits = await self._inner.search_dense(*args, **kwargs)
-        self.searches += 1
+    async def search_dense(self, vector: Any, *args: Any, **kwargs: Any) -> Any:
+        self.searched.append(np.asarray(vector, dtype=np.float32).tobytes())
+        hits = await self._inner.search_dense(vector, *args, **kwargs)
         if self.left:
             self.left -= 1
             report = await self._app.ingest([_txt("lh", f"{LAMP_V2} Revision {self.searches}.")])
             assert [d.document_id for d in report.documents] == ["lh"]
         return hits
+
+
+class _PassMarks:
+    """The metadata store, marking where each search-again begins: enrich reads the stored versions
+    when it finds stale hits, then goes back to retrieve."""
+
+    def __init__(self, inner: Any, vectors: _ReplacedAfterSearching) -> None:
+        self._inner, self._vectors, self.marks = inner, vectors, []  # type: list[int]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def document_versions(self, *args: Any, **kwargs: Any) -> Any:
+        self.marks.append(self._vectors.searches)
+        return await self._inner.document_versions(*args, **kwargs)
 
 
 @pytest.mark.parametrize("strategy", [Strategy.SEMANTIC, Strategy.HYBRID])
@@ -617,3 +639,40 @@ async def test_search_looks_again_for_a_document_replaced_since_its_search(app: 
     vectors = _ReplacedAfterSearching(app, times=1)
     found = await QueryPipeline(dataclasses.replace(app.pipeline.deps, vectors=vectors)).search("lighthouse lamp", 3, Identity())
     assert {f.document_id for f in found} == {"lh"} and any("Revision 1." in f.text for f in found) and vectors.searches == 2
+
+
+async def test_searched_again_the_dense_legs_reuse_their_vectors_in_their_order(app: Application) -> None:
+    """A long query's dense legs search its vector, its variants' and its windows': searched again,
+    each leg searches the vector it searched before, and nothing is embedded again."""
+    await app.ingest([_txt("lh", LAMP_V1), _txt("harbour", "The harbour master logs every ship that docks.")])
+    query = "lighthouse lamp " + " ".join(f"keepers check the lamp and its oil on night {i}" for i in range(12))
+    embedder = _CountingEmbedder(app.pipeline.deps.embedder)
+    vectors = _ReplacedAfterSearching(app, times=1)
+    deps = app.pipeline.deps
+    metadata = _PassMarks(deps.metadata, vectors)
+    one_pass = dataclasses.replace(deps.settings, max_iterations=1)
+    r = await QueryPipeline(dataclasses.replace(deps, vectors=vectors, embedder=embedder, metadata=metadata, settings=one_pass)).query(
+        QueryOptions(query, 1, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    [split] = metadata.marks  # enrich read the versions once: after the first pass, which found stale hits
+    first, second = vectors.searched[:split], vectors.searched[split:]
+    assert len(first) > 2 and sorted(first) == sorted(second)  # the query's and its windows', each searched again
+    assert embedder.calls == 1 and [c.document.document_id for c in r.contexts] == ["lh"]
+
+
+class _CountingEmbedder:
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.calls = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def embed(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return await self._inner.embed(*args, **kwargs)
+
+
+async def test_a_jsonl_row_is_named_by_its_id_however_many_rows_are_read(app: Application) -> None:
+    rows = '{"_id": "a", "text": "Aardvarks dig.", "metadata": {"note": "' + "x" * 16_400 + '"}}\n{broken\n'
+    report = await app.ingest([DocumentSource(filename="one.jsonl", content=rows.encode())])
+    assert [e.source for e in report.errors] == ["one.jsonl:line 2", "one.jsonl:a"]

@@ -119,6 +119,22 @@ async def test_client_errors_are_not_retried() -> None:
     assert len(server.requests) == 1
 
 
+async def test_a_key_the_provider_refuses_with_400_counts_against_the_breaker() -> None:
+    """Gemini answers a wrong API key with 400 INVALID_ARGUMENT: the provider is unusable, not the
+    request, and Health must come to say so."""
+    key_invalid = {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT",
+                             "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}]}}
+    with json_server(lambda path, body: (400, key_invalid)) as server:
+        breaker = CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock())
+        model = GeminiChat(server.url, "m", "wrong", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match="400") as err:
+                await model.complete("sys", "prompt", temperature=0.1)
+        finally:
+            await model.close()
+    assert not isinstance(err.value, LlmRefused) and breaker.is_open
+
+
 @pytest.mark.parametrize(
     ("reply", "requests"),
     [

@@ -70,3 +70,17 @@ def test_padded_header_values_are_parsed_but_not_remembered() -> None:
     again = identities(padded)
     assert again == first and again is not first
     assert identities({"x-user-id": "u1", "x-user-role": "admin"}) is identities({"x-user-id": "u1", "x-user-role": "admin"})
+
+
+def test_grantees_are_counted_as_the_indexer_stores_them() -> None:
+    """Distinct users, as trimmed: the API refuses what the indexer would refuse, and only that."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.identifiers import MAX_GRANTEES
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    users = [f"u{i}" for i in range(MAX_GRANTEES)]
+    repeated = pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id="alice", granted_user_ids=users + [f" {u} " for u in users])
+    assert len(document_in(repeated, 0, 1 << 20).granted_user_ids) == 2 * MAX_GRANTEES
+    one_more = pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id="alice", granted_user_ids=[*users, "u-extra"])
+    with pytest.raises(InvalidArgument, match=r"documents\[3\]\.granted_user_ids must hold at most 1000 users \(got 1001\)"):
+        document_in(one_more, 3, 1 << 20)

@@ -107,3 +107,11 @@ def test_a_file_of_many_bad_rows_reports_the_first_hundred_and_counts_the_rest()
     loaded = load(_src("x.jsonl", "\n".join(['{"_id": "a", "text": "ok"}', *["{broken"] * 150])))
     assert [d.document_id for d in loaded.documents] == ["a"] and len(loaded.failed) == 101
     assert loaded.failed[99][0] == "line 101" and loaded.failed[100] == ("line 102+", "50 more rows could not be read")
+
+
+def test_json_python_cannot_hold_fails_its_row() -> None:
+    """An integer over Python's 4,300 digits, nesting past its stack: that row's error, not the file's."""
+    rows = ['{"_id": "a", "text": "ok"}', '{"_id": ' + "9" * 5_000 + ', "text": "t"}', "[" * 100_000, '{"_id": "d", "text": "fine"}']
+    loaded = load(_src("x.jsonl", "\n".join(rows)))
+    assert [d.document_id for d in loaded.documents] == ["a", "d"]
+    assert loaded.failed == [("line 2", "line 2: unreadable JSON (ValueError)"), ("line 3", "line 3: unreadable JSON (RecursionError)")]

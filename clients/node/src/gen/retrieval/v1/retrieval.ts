@@ -91,10 +91,10 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  * * FAILED_PRECONDITION: a write to a read-only server (RETRIEVAL_READ_ONLY, or several
  *   processes over embedded storage).
  * * DEADLINE_EXCEEDED: the deadline passed before any context was ready, or while a stage the
- *   deadline does not cut still ran (the access check, GENERATION's tools). Where it can, the
- *   deadline bounds a stage instead of failing the call: the cache lookup
- *   (`deadline:cache_skipped`), query analysis, GENERATION's routing and reranking each get at
- *   most half the time left, retrieval legs still running
+ *   deadline does not cut still ran (the access check, GENERATION's entity matching and tools).
+ *   Where it can, the deadline bounds a stage instead of failing the call: the cache lookup
+ *   (`deadline:cache_skipped`), query analysis, GENERATION's router model and reranking each get
+ *   at most half the time left, retrieval legs still running
  *   near the deadline are given up (`deadline:<leg>_skipped`), reranking is capped or skipped
  *   (`deadline:rerank_capped`, `deadline:rerank_skipped`), and contexts of an earlier pass ready
  *   at the deadline are returned with `deadline:partial_results`, each in Metrics.degraded.
