@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     health_port: int | None = Field(
         None, ge=1, le=65535, description="also serve grpc.health.v1 alone, plaintext, on this port (probes when the main port needs TLS)"
     )
+    health_interval_s: float = Field(
+        5.0, gt=0, le=3600, description="how often grpc.health.v1's RetrievalService status is brought in line with the required stores"
+    )
     metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); with several processes the supervisor serves all of them here")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
@@ -461,7 +464,7 @@ class Settings(BaseSettings):
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
     "host", "port", "grace_period_s", "max_message_mb", "workers", "inference_lanes", "processes", "read_only",
-    "metrics_enabled", "health_port", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
+    "metrics_enabled", "health_port", "health_interval_s", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",
     "jwt_role_claim", "jwt_role_map", "jwt_groups_claim", "jwt_leeway_s", "jwt_jwks_cache_s", "jwt_jwks_min_refresh_s",

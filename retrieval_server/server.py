@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
@@ -25,6 +26,7 @@ from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable
 from retrieval_server.app import Application
 from retrieval_server.config import Settings
+from retrieval_server.domain import ComponentState
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
 
@@ -45,9 +47,15 @@ class RunningServer:
     #: the plaintext server answering grpc.health.v1 alone on RETRIEVAL_HEALTH_PORT, if set
     health_server: grpc.aio.Server | None = None
     authenticator: Authenticator | None = None
+    #: keeps grpc.health.v1's RetrievalService status in line with the required stores
+    health_follower: asyncio.Task[None] | None = None
 
     async def stop(self, grace_s: float) -> None:
         """Stop accepting, let in-flight calls finish within ``grace_s``, then close the backends."""
+        if self.health_follower is not None:
+            self.health_follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.health_follower
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
         if self.health_server is not None:
@@ -128,6 +136,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         raise
     for name in ("", SERVICE_NAME):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    follower = asyncio.create_task(_follow_health(app, health, settings.health_interval_s))
     log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id,
                                "transport": "mutual TLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
@@ -135,7 +144,31 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     if settings.auth_mode == "none":
         log.warning("identity is not authenticated: x-user-id and x-user-role are believed as sent (RETRIEVAL_AUTH_MODE=none); "
                     "use jwt or gateway wherever the port is reachable by others")
-    return RunningServer(server, health, port, app, metrics_port, health_server, authenticator)
+    return RunningServer(server, health, port, app, metrics_port, health_server, authenticator, follower)
+
+
+async def _follow_health(app: Application, health: health_aio.HealthServicer, interval_s: float) -> None:
+    """RetrievalService's grpc.health.v1 status follows the components queries cannot do without
+    (the vector and metadata stores): NOT_SERVING while one fails, so that a load balancer or a
+    readiness probe (which ask this service by name) stop sending queries this process cannot
+    answer. The overall status ("") stays SERVING: the process is alive, and restarting it would
+    not bring a store back."""
+    serving = True
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            report = await app.health()
+        except Exception:
+            log.exception("health check failed")
+            continue
+        if report.serving != serving:
+            serving = report.serving
+            failing = [c.name for c in report.components if c.required and c.state is ComponentState.FAILING]
+            if failing:
+                log.warning("RetrievalService not serving: %s failing", ", ".join(failing))
+            else:
+                log.info("RetrievalService serving again")
+            await health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
 async def _health_only_server(settings: Settings, health: health_aio.HealthServicer) -> grpc.aio.Server:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.server_process import free_port
 from retrieval_server.config import load_settings
 from retrieval_server.healthcheck import check, main
-from retrieval_server.server import start_server
+from retrieval_server.server import SERVICE_NAME, start_server
 from tests.support.ports import refused_port
 
 
@@ -41,3 +43,34 @@ def test_the_probe_reports_invalid_settings_in_one_message(monkeypatch: pytest.M
     assert main([]) == 2
     err = capsys.readouterr().err
     assert "invalid configuration" in err and "RETRIEVAL_PORT" in err
+
+
+async def test_the_services_status_follows_the_stores_and_the_overall_status_stays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A readiness probe (which asks for retrieval.v1.RetrievalService) takes a process whose store
+    is down out of rotation, and back when it is up; liveness ("") does not restart it meanwhile."""
+    settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path, health_interval_s=0.05)
+    running = await start_server(settings)
+    ping = running.app.metadata.ping
+    down = asyncio.Event()
+
+    async def failing_ping() -> None:
+        if down.is_set():
+            raise ConnectionError("the store went away")
+        await ping()
+
+    monkeypatch.setattr(running.app.metadata, "ping", failing_ping)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            statuses = stub.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
+            seen = [(await asyncio.wait_for(statuses.read(), 60)).status]
+            down.set()
+            seen.append((await asyncio.wait_for(statuses.read(), 60)).status)
+            assert (await stub.Check(health_pb2.HealthCheckRequest(service=""))).status == health_pb2.HealthCheckResponse.SERVING
+            down.clear()
+            seen.append((await asyncio.wait_for(statuses.read(), 60)).status)
+            statuses.cancel()
+    finally:
+        await running.stop(1.0)
+    S, N = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+    assert seen == [S, N, S]
