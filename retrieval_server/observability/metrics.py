@@ -45,6 +45,10 @@ class ServiceMetrics:
         self.ingest_errors = Counter("retrieval_ingest_errors", "documents that failed to ingest", registry=r)
         self.events_published = Counter("retrieval_events_published", "RetrievalCompleted events confirmed by the broker", registry=r)
         self.events_dropped = Counter("retrieval_events_dropped", "RetrievalCompleted events dropped, by reason", ["reason"], registry=r)
+        for reason in ("buffer_full", "shutdown"):
+            # Exposed at 0 from the start: a series born at its first drop has no earlier sample,
+            # and increase() over it misses a single burst (the alert on it never fires).
+            self.events_dropped.labels(reason)
         self.events_publish_errors = Counter(
             "retrieval_events_publish_errors", "Failed attempts to publish an event (it is kept and retried)", registry=r
         )
