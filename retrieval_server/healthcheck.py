@@ -31,6 +31,14 @@ def check(target: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def probe_host(listen: str) -> str:
+    """Where a probe inside the container reaches a server listening on ``listen``: loopback when it
+    listens on every interface, else that address (a server bound to one does not answer on 127.0.0.1)."""
+    if listen in ("0.0.0.0", "::", "[::]", ""):
+        return "127.0.0.1"
+    return f"[{listen}]" if ":" in listen and not listen.startswith("[") else listen
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m retrieval_server.healthcheck", description="exit 0 when the server says SERVING")
     parser.add_argument("target", nargs="?", help="HOST:PORT (default: localhost on RETRIEVAL_HEALTH_PORT, else RETRIEVAL_PORT)")
@@ -46,7 +54,7 @@ def main(argv: list[str]) -> int:
             # As the server reports it (cli.main): one message naming the variable, not a traceback.
             print(exc, file=sys.stderr)
             return 2
-        target = f"127.0.0.1:{s.health_port or s.port}"
+        target = f"{probe_host(s.host)}:{s.health_port or s.port}"
     return 0 if check(target, args.timeout) else 1
 
 

@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.server_process import free_port
 from retrieval_server.config import load_settings
-from retrieval_server.healthcheck import check, main
+from retrieval_server.healthcheck import check, main, probe_host
 from retrieval_server.server import SERVICE_NAME, start_server
 from tests.support.ports import refused_port
 
@@ -74,3 +74,24 @@ async def test_the_services_status_follows_the_stores_and_the_overall_status_sta
         await running.stop(1.0)
     S, N = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
     assert seen == [S, N, S]
+
+
+@pytest.mark.parametrize(
+    ("listen", "probed"),
+    [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("127.0.0.2", "127.0.0.2"), ("10.1.2.3", "10.1.2.3"), ("fd00::5", "[fd00::5]")],
+)
+def test_the_probe_asks_where_the_server_listens(listen: str, probed: str) -> None:
+    assert probe_host(listen) == probed
+
+
+async def test_the_probe_finds_a_server_bound_to_one_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    settings = load_settings(host="127.0.0.2", port=port, metrics_enabled=False, data_dir=tmp_path)
+    running = await start_server(settings)
+    try:
+        monkeypatch.setenv("RETRIEVAL_HOST", "127.0.0.2")
+        monkeypatch.setenv("RETRIEVAL_PORT", str(port))
+        monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path))
+        assert await asyncio.to_thread(main, ["--timeout", "60"]) == 0
+    finally:
+        await running.stop(1.0)
