@@ -160,6 +160,17 @@ def test_python_timeout(target: str) -> None:
     assert err.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+def test_python_timeout_per_call_and_none(target: str) -> None:
+    """As in Go and TypeScript: 0 is no deadline, and a call may take its own."""
+    with RetrievalClient(target, timeout=1e-6) as hurried:
+        assert hurried.search("rank fusion", top_k=1, timeout=60).results  # its own deadline, not the client's
+    with RetrievalClient(target, timeout=0) as unbounded:
+        assert unbounded.health().version
+        with pytest.raises(grpc.RpcError) as err:
+            unbounded.query("rank fusion", timeout=1e-6)
+    assert err.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+
+
 # --- The README's examples --------------------------------------------------------------------
 
 SECTION = "## Calling from Go / TypeScript / Python / grpcurl"

@@ -120,8 +120,14 @@ class _Base:
         if role:
             md.append(("x-user-role", role))
         self._metadata = tuple(md)
-        self._timeout = timeout
+        self._timeout = timeout if timeout > 0 else None
         self._tls = tls
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        """Seconds for one call: ``timeout`` when given (0 or less: no deadline), else the client's."""
+        if timeout is None:
+            return self._timeout
+        return timeout if timeout > 0 else None
 
 
 class RetrievalClient(_Base):
@@ -147,31 +153,32 @@ class RetrievalClient(_Base):
         use_cache: bool = True,
         document_ids: Sequence[str] = (),
         mode: str = "retrieval",
+        timeout: float | None = None,
     ) -> pb.QueryResponse:
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode)
-        return self._stub.Query(req, metadata=self._metadata, timeout=self._timeout)
+        return self._stub.Query(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def stream_query(
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
-        mode: str = "generation",
+        mode: str = "generation", timeout: float | None = None,
     ) -> Iterator[pb.StreamQueryResponse]:
         """Stage events, then answer text as it is written, then the final QueryResponse."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode))
-        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._timeout)
+        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
-    def search(self, query: str, *, top_k: int = 0) -> pb.SearchResponse:
-        return self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._timeout)
+    def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
+        return self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._deadline(timeout))
 
-    def health(self) -> pb.HealthResponse:
-        return self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._timeout)
+    def health(self, *, timeout: float | None = None) -> pb.HealthResponse:
+        return self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._deadline(timeout))
 
-    def ingest(self, documents: Iterable[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+    def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
-        return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._timeout)
+        return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
-    def delete(self, document_ids: Sequence[str]) -> pb.DeleteDocumentsResponse:
+    def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
         req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
-        return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._timeout)
+        return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def close(self) -> None:
         self._channel.close()
@@ -207,31 +214,32 @@ class AsyncRetrievalClient(_Base):
         use_cache: bool = True,
         document_ids: Sequence[str] = (),
         mode: str = "retrieval",
+        timeout: float | None = None,
     ) -> pb.QueryResponse:
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode)
-        return await self._stub.Query(req, metadata=self._metadata, timeout=self._timeout)
+        return await self._stub.Query(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def stream_query(
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
-        mode: str = "generation",
+        mode: str = "generation", timeout: float | None = None,
     ) -> AsyncIterator[pb.StreamQueryResponse]:
         """Stage events, then answer text as it is written, then the final QueryResponse."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode))
-        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._timeout)  # type: ignore[no-any-return]
+        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))  # type: ignore[no-any-return]
 
-    async def search(self, query: str, *, top_k: int = 0) -> pb.SearchResponse:
-        return await self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._timeout)
+    async def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
+        return await self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._deadline(timeout))
 
-    async def health(self) -> pb.HealthResponse:
-        return await self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._timeout)
+    async def health(self, *, timeout: float | None = None) -> pb.HealthResponse:
+        return await self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._deadline(timeout))
 
-    async def ingest(self, documents: Iterable[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+    async def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
-        return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._timeout)
+        return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
-    async def delete(self, document_ids: Sequence[str]) -> pb.DeleteDocumentsResponse:
+    async def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
         req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
-        return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._timeout)
+        return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     async def close(self) -> None:
         await self._channel.close()
