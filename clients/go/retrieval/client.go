@@ -103,6 +103,7 @@ func New(target string, opts ...Option) (*Client, error) {
 		transport,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
 		grpc.WithChainUnaryInterceptor(callInterceptor(cfg)),
+		grpc.WithChainStreamInterceptor(streamInterceptor(cfg)),
 	}, cfg.dialOptions...)
 	conn, err := grpc.Dial(target, dial...)
 	if err != nil {
@@ -154,8 +155,8 @@ func isLoopback(target string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// callInterceptor adds the identity metadata and, when the context has no deadline, the default timeout.
-func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
+// identity is the metadata every call carries: the identity headers and the bearer token.
+func identity(cfg config) []string {
 	var pairs []string
 	if cfg.userID != "" {
 		pairs = append(pairs, "x-user-id", cfg.userID)
@@ -166,6 +167,47 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 	if cfg.token != "" {
 		pairs = append(pairs, "authorization", "Bearer "+cfg.token)
 	}
+	return pairs
+}
+
+// streamInterceptor does for streams (StreamQuery through Service()) what callInterceptor does for
+// unary calls. The default timeout's context is cancelled once the stream has ended.
+func streamInterceptor(cfg config) grpc.StreamClientInterceptor {
+	pairs := identity(cfg)
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if len(pairs) > 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
+		}
+		if _, ok := ctx.Deadline(); ok || cfg.timeout <= 0 {
+			return streamer(ctx, desc, cc, method, opts...)
+		}
+		ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		stream, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		return &cancelledAtEnd{ClientStream: stream, cancel: cancel}, nil
+	}
+}
+
+// cancelledAtEnd releases the default timeout's context when the stream ends (io.EOF or an error).
+type cancelledAtEnd struct {
+	grpc.ClientStream
+	cancel context.CancelFunc
+}
+
+func (s *cancelledAtEnd) RecvMsg(m interface{}) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil {
+		s.cancel()
+	}
+	return err
+}
+
+// callInterceptor adds the identity metadata and, when the context has no deadline, the default timeout.
+func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
+	pairs := identity(cfg)
 	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if len(pairs) > 0 {
 			ctx = metadata.AppendToOutgoingContext(ctx, pairs...)

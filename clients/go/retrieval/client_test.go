@@ -180,6 +180,37 @@ func TestIngestQueryDeleteAsAdmin(t *testing.T) {
 	}
 }
 
+func TestStreamsThroughServiceCarryTheIdentityAndTheTimeout(t *testing.T) {
+	alice := dial(t, retrieval.WithIdentity("alice", "USER"))
+	stream, err := alice.Service().StreamQuery(ctx(t), &retrievalv1.StreamQueryRequest{Query: &retrievalv1.QueryRequest{
+		Query: "salary review raise", TopK: 5, Strategy: retrievalv1.Strategy_STRATEGY_HYBRID,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final *retrievalv1.QueryResponse
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if r := msg.GetResponse(); r != nil {
+			final = r
+		}
+	}
+	if final == nil || len(final.Contexts) == 0 || final.Contexts[0].DocumentId != "alice-salary" {
+		t.Fatalf("alice's stream got %v: the identity did not travel with it", final)
+	}
+	hurried := dial(t, retrieval.WithTimeout(time.Nanosecond))
+	expired, err := hurried.Service().StreamQuery(context.Background(), &retrievalv1.StreamQueryRequest{Query: &retrievalv1.QueryRequest{Query: "rank fusion"}})
+	if err == nil {
+		_, err = expired.Recv()
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a stream without a context deadline: %v, want the default timeout's DeadlineExceeded", err)
+	}
+}
+
 func TestInvalidArgumentNamesTheField(t *testing.T) {
 	_, err := dial(t).Query(ctx(t), "anything", retrieval.TopK(1000))
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "top_k") {
