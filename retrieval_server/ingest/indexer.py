@@ -296,10 +296,15 @@ class Indexer:
         """Whether the document is stored as it is, so its write can be skipped. Not while its write
         is pending: rows that committed before the vectors could follow (old points left, the
         reconciliation failed too) would otherwise stay that way until the next start, however
-        often the caller retried; writing it again finishes the job."""
+        often the caller retried; writing it again finishes the job. Nor when its version's points
+        are not all there: two processes writing one document against shared stores, or a power
+        loss before the engine flushed, can leave rows whose points are gone with no write
+        pending, and only writing it again brings them back."""
         if p.previous is None or p.previous.content_hash != p.document.content_hash:
             return False
-        return not await self._metadata.has_pending_write(p.document.document_id)
+        if await self._metadata.has_pending_write(p.document.document_id):
+            return False
+        return await self._vectors.count(p.document.document_id, p.document.version) >= len(p.children)
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:

@@ -76,6 +76,29 @@ async def test_new_extraction_rules_make_a_stored_document_changed(app: Applicat
     assert (await app.metadata.get_document("ørsted")).content_hash != before.content_hash  # type: ignore[union-attr]
 
 
+async def test_an_unchanged_document_whose_points_are_gone_is_written_again(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows with no points and no write pending (two processes writing one document against shared
+    stores, a power loss before the engine flushed): the same content ingested again writes them,
+    where it used to be skipped as unchanged and the document stayed unsearchable for good."""
+    await app.ingest([_txt("glaciers", LONG)])
+    upserts: list[int] = []
+    upsert = app.vectors.upsert
+
+    async def counting(points: Any) -> None:
+        upserts.append(len(points))
+        await upsert(points)
+
+    monkeypatch.setattr(app.vectors, "upsert", counting)
+    await app.ingest([_txt("glaciers", LONG)])
+    assert upserts == []  # stored as it is: skipped
+    await app.vectors.delete_document("glaciers")
+    assert await app.vectors.count("glaciers") == 0 and await app.metadata.get_document("glaciers") is not None
+    await app.ingest([_txt("glaciers", LONG)])
+    assert upserts and await app.vectors.count("glaciers") > 0
+    result = await app.pipeline.query(QueryOptions("glaciers and ice sheets", 1, use_cache=False))
+    assert [c.document.document_id for c in result.contexts] == ["glaciers"]
+
+
 async def test_delete_removes_vectors_and_rows(app: Application) -> None:
     await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock.")])
     deleted, missing = await app.indexer.delete(["a", "zzz"])
