@@ -36,7 +36,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, GraphExtractor, LlmGraphExtractor
-from retrieval_server.ingest.indexer import Indexer
+from retrieval_server.ingest.indexer import Indexer, sweep_abandoned_writes
 from retrieval_server.observability.analytics import Analytics
 from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.tracing import Tracing
@@ -128,6 +128,7 @@ class Application:
         self.events = self._events() if settings.events_url else None
         self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
         self._optimize_task: asyncio.Task[None] | None = None
+        self._sweep_task: asyncio.Task[None] | None = None
         self._optimize_again = False
         #: one future per ingest or delete in progress, done when it ends (close waits for them)
         self._writes: set[asyncio.Future[None]] = set()
@@ -416,6 +417,10 @@ class Application:
                 # storage another process may be mid-write, so only intents older than the lease.
                 lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
                 await self.indexer.recover(min_age_s=lease)
+                if self.settings.shares_writable_storage:
+                    # A process killed mid-write and restarted at once skipped its own intents (they
+                    # were younger than the lease): they are reconciled once the lease has passed.
+                    self._sweep_task = asyncio.create_task(sweep_abandoned_writes(self.indexer, lease))
             if self.events is not None:
                 await self.events.start()
         except BaseException as exc:
@@ -654,6 +659,9 @@ class Application:
             await asyncio.wait(list(self._writes))
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
+        if self._sweep_task is not None:
+            self._sweep_task.cancel()
+            await asyncio.gather(self._sweep_task, return_exceptions=True)
         self.metrics.close()
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]
         if self.cache is not None:

@@ -290,7 +290,7 @@ class Settings(BaseSettings):
     redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index); keys go under <prefix>:<a digest of the answer-shaping settings>")
 
     write_lease_s: float = Field(
-        600.0, ge=0, description="shared storage: a pending write older than this is abandoned and recovered at start-up"
+        600.0, ge=0, description="shared storage: a pending write older than this is abandoned and recovered, at start-up and every half lease"
     )
 
     # Optional dependencies (Redis cache, TEI, LLM): each has its own circuit breaker

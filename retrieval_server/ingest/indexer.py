@@ -567,3 +567,16 @@ class Indexer:
             (deleted if existed else missing).append(doc_id)
         await self._recount()
         return deleted, missing
+
+
+async def sweep_abandoned_writes(indexer: Indexer, lease_s: float, every_s: float | None = None) -> None:
+    """With shared storage, reconcile the writes left pending longer than ``lease_s`` (a process
+    killed mid-write), every ``every_s`` (default: half the lease), for as long as the process runs:
+    start-up alone leaves a crash's intents to the next start at least a lease later."""
+    interval = every_s if every_s is not None else max(lease_s / 2, 1.0)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await indexer.recover(min_age_s=lease_s)
+        except Exception:
+            log.exception("reconciling abandoned writes failed; trying again in %.0f s", interval)

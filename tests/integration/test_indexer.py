@@ -7,6 +7,7 @@ import dataclasses
 import os
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.ingest.indexer import sweep_abandoned_writes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
 from tests.support.pdf import make_pdf
@@ -699,3 +701,27 @@ async def test_a_jsonl_row_is_named_by_its_id_however_many_rows_are_read(app: Ap
     rows = '{"_id": "a", "text": "Aardvarks dig.", "metadata": {"note": "' + "x" * 16_400 + '"}}\n{broken\n'
     report = await app.ingest([DocumentSource(filename="one.jsonl", content=rows.encode())])
     assert [e.source for e in report.errors] == ["one.jsonl:line 2", "one.jsonl:a"]
+
+
+async def test_abandoned_writes_are_reconciled_while_the_process_runs(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared storage: a process killed mid-delete left its intent, too young for the start-up's
+    recovery; the sweep reconciles it once the lease has passed, without another restart."""
+    await app.ingest([_txt("x", "Orphaned points outlive their rows."), _txt("y", "Kept.")])
+    await app.metadata.delete_document("x")  # the rows went, the kill came before the points did
+    assert await app.metadata.pending_writes(older_than=time.time() + 1) == ["x"] and await app.vectors.count("x") > 0
+    recover, recovered = app.indexer.recover, asyncio.Event()
+
+    async def watched(min_age_s: float = 0.0) -> list[str]:
+        done = await recover(min_age_s=min_age_s)
+        if done:
+            recovered.set()
+        return done
+
+    monkeypatch.setattr(app.indexer, "recover", watched)
+    sweep = asyncio.ensure_future(sweep_abandoned_writes(app.indexer, lease_s=0.0, every_s=0.01))
+    try:
+        await asyncio.wait_for(recovered.wait(), 60)
+    finally:
+        sweep.cancel()
+    assert await app.vectors.count("x") == 0 and await app.vectors.count("y") > 0
+    assert await app.metadata.pending_writes(older_than=time.time() + 1) == []
