@@ -4,6 +4,7 @@ by an LLM served by a local OpenAI-compatible server), and the degradations when
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import threading
@@ -352,15 +353,24 @@ async def test_a_model_summary_cut_by_the_tool_timeout_counts_against_the_model(
     assert breaker.is_open
 
 
-def _held_model(release: threading.Event, breaker: CircuitBreaker) -> Any:
-    """A local OpenAI-compatible server that answers nothing until ``release`` (or the test's end),
-    and a client with a minute's HTTP timeout: only the service's own limits end the wait."""
+@contextlib.asynccontextmanager
+async def _held_model() -> AsyncIterator[tuple[OpenAICompatibleChat, CircuitBreaker]]:
+    """A client, with its breaker, of a local OpenAI-compatible server that answers nothing until the
+    test ends; its HTTP timeout is a minute: only the service's own limits end the wait."""
+    release = threading.Event()
+    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=3600.0, clock=Clock())
 
     def held(path: str, body: dict[str, Any]) -> tuple[int, Any]:
         release.wait(TOOL_S)
         return 503, {"error": "too late"}
 
-    return json_server(held), lambda url: OpenAICompatibleChat(url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0, breaker=breaker)
+    with json_server(held) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            yield model, breaker
+        finally:
+            release.set()
+            await model.close()
 
 
 def _limited(app: Application, clock: Clock | None = None, **settings: Any) -> Any:
@@ -379,20 +389,12 @@ def _limited(app: Application, clock: Clock | None = None, **settings: Any) -> A
 async def test_a_router_model_that_takes_too_long_gives_way_to_the_rules(app: Application, by: str) -> None:
     """The router's call, whole, is bounded by LLM_TIMEOUT_S and by half the time the deadline leaves;
     only the operator's limit is held against the model's breaker."""
-    release = threading.Event()
-    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=3600.0, clock=Clock())
-    server, chat = _held_model(release, breaker)
-    with server as running:
-        model = chat(running.url)
-        try:
-            if by == "deadline":  # 4 s on a clock that stands still: the router gets 2 s, retrieval the rest
-                made, query = _limited(app, Clock()), _ask("What does AuthSvc handle?", top_k=3, deadline=4.0)
-            else:
-                made, query = _limited(app, router_timeout_s=0.2), _ask("What does AuthSvc handle?", top_k=3)
-            r = await asyncio.wait_for(made(router=LlmRouter(model, TOOLS, RuleRouter())).query(query), TOOL_S / 2)
-        finally:
-            release.set()
-            await model.close()
+    if by == "deadline":  # 4 s on a clock that stands still: the router gets 2 s, retrieval the rest
+        made, query = _limited(app, Clock()), _ask("What does AuthSvc handle?", top_k=3, deadline=4.0)
+    else:
+        made, query = _limited(app, router_timeout_s=0.2), _ask("What does AuthSvc handle?", top_k=3)
+    async with _held_model() as (model, breaker):
+        r = await asyncio.wait_for(made(router=LlmRouter(model, TOOLS, RuleRouter())).query(query), TOOL_S / 2)
     assert r.metrics.route is not None and r.metrics.route.decided_by == "rules" and r.contexts
     assert {"router_timeout": "router:timeout_used_rules", "deadline": "router:deadline_used_rules"}[by] in r.metrics.degraded
     assert breaker.is_open is (by == "router_timeout")
@@ -401,16 +403,8 @@ async def test_a_router_model_that_takes_too_long_gives_way_to_the_rules(app: Ap
 async def test_an_answer_the_model_is_still_writing_after_the_answer_timeout_is_answered_extractively(app: Application) -> None:
     """Without a deadline, ANSWER_TIMEOUT_S ends the wait (the HTTP client's own timeout bounds each
     read only), and counts against the model."""
-    release = threading.Event()
-    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=3600.0, clock=Clock())
-    server, chat = _held_model(release, breaker)
-    with server as running:
-        model = chat(running.url)
-        try:
-            r = await asyncio.wait_for(_limited(app, answer_timeout_s=0.2)(chat=model).query(_ask("What does AuthSvc handle?", top_k=3)), TOOL_S / 2)
-        finally:
-            release.set()
-            await model.close()
+    async with _held_model() as (model, breaker):
+        r = await asyncio.wait_for(_limited(app, answer_timeout_s=0.2)(chat=model).query(_ask("What does AuthSvc handle?", top_k=3)), TOOL_S / 2)
     assert r.contexts and r.answer is not None and r.answer.extractive and r.answer.supported
     assert "answer:timeout_used_extractive" in r.metrics.degraded and breaker.is_open
 
