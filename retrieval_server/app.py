@@ -417,7 +417,7 @@ class Application:
                 # storage another process may be mid-write, so only intents older than the lease.
                 lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
                 await self.indexer.recover(min_age_s=lease)
-                if self.settings.shares_writable_storage:
+                if self.settings.shares_writable_storage and lease > 0:
                     # A process killed mid-write and restarted at once skipped its own intents (they
                     # were younger than the lease): they are reconciled once the lease has passed.
                     self._sweep_task = asyncio.create_task(sweep_abandoned_writes(self.indexer, lease))

@@ -1,9 +1,10 @@
 """`python -m retrieval_server.healthcheck [HOST:PORT] [--timeout SECONDS]`: exit 0 when
 grpc.health.v1 says SERVING.
 
-For container health checks (Dockerfile HEALTHCHECK, compose). Without an address it asks
-localhost on RETRIEVAL_HEALTH_PORT when set (plaintext, also when the main port needs TLS),
-else on RETRIEVAL_PORT. The deadline (4 s) fits inside the image's HEALTHCHECK timeout of 5 s;
+For container health checks (Dockerfile HEALTHCHECK, compose). Without an address it asks the
+server where RETRIEVAL_HOST binds it (loopback when it listens on every interface), on
+RETRIEVAL_HEALTH_PORT when set (plaintext, also when the main port needs TLS), else on
+RETRIEVAL_PORT. The deadline (4 s) fits inside the image's HEALTHCHECK timeout of 5 s;
 a probe with a longer timeout of its own can pass a longer one.
 """
 
@@ -41,7 +42,7 @@ def probe_host(listen: str) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m retrieval_server.healthcheck", description="exit 0 when the server says SERVING")
-    parser.add_argument("target", nargs="?", help="HOST:PORT (default: localhost on RETRIEVAL_HEALTH_PORT, else RETRIEVAL_PORT)")
+    parser.add_argument("target", nargs="?", help="HOST:PORT (default: RETRIEVAL_HOST, or loopback for every interface, on RETRIEVAL_HEALTH_PORT, else RETRIEVAL_PORT)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the answer (default %(default)s)")
     args = parser.parse_args(argv)
     if args.timeout <= 0:

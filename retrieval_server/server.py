@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import socket
@@ -54,8 +53,7 @@ class RunningServer:
         """Stop accepting, let in-flight calls finish within ``grace_s``, then close the backends."""
         if self.health_follower is not None:
             self.health_follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.health_follower
+            await asyncio.gather(self.health_follower, return_exceptions=True)  # whatever ended it, the server still stops
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
         if self.health_server is not None:
@@ -158,17 +156,16 @@ async def _follow_health(app: Application, health: health_aio.HealthServicer, in
         await asyncio.sleep(interval_s)
         try:
             report = await app.health()
+            if report.serving != serving:
+                serving = report.serving
+                failing = [c.name for c in report.components if c.required and c.state is ComponentState.FAILING]
+                if failing:
+                    log.warning("RetrievalService not serving: %s failing", ", ".join(failing))
+                else:
+                    log.info("RetrievalService serving again")
+                await health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING)
         except Exception:
-            log.exception("health check failed")
-            continue
-        if report.serving != serving:
-            serving = report.serving
-            failing = [c.name for c in report.components if c.required and c.state is ComponentState.FAILING]
-            if failing:
-                log.warning("RetrievalService not serving: %s failing", ", ".join(failing))
-            else:
-                log.info("RetrievalService serving again")
-            await health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING)
+            log.exception("following the stores' health failed; trying again")
 
 
 async def _health_only_server(settings: Settings, health: health_aio.HealthServicer) -> grpc.aio.Server:

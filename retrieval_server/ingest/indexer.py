@@ -541,15 +541,21 @@ class Indexer:
 
     async def recover(self, min_age_s: float = 0.0) -> list[str]:
         """Reconcile every write left pending (by a crash, or a store that failed mid-way) at least
-        ``min_age_s`` ago."""
-        pending = await self._metadata.pending_writes(older_than=time.time() - min_age_s)
-        for doc_id in pending:
+        ``min_age_s`` ago; the documents reconciled."""
+        cutoff = time.time() - min_age_s
+        done = []
+        for doc_id in await self._metadata.pending_writes(older_than=cutoff):
             async with self._document_lock(doc_id):
+                # Another process may have begun writing it since the list was read (its intent
+                # is then new): that write is not abandoned, and is left alone.
+                if min_age_s and not await self._metadata.has_pending_write(doc_id, older_than=cutoff):
+                    continue
                 await self.reconcile(doc_id)
-        if pending:
+                done.append(doc_id)
+        if done:
             await self._recount()
-            log.info("recovered interrupted writes", extra={"documents": len(pending)})
-        return pending
+            log.info("recovered interrupted writes", extra={"documents": len(done)})
+        return done
 
     async def delete(self, document_ids: Sequence[str]) -> tuple[list[str], list[str]]:
         """Remove documents: rows first (queries stop seeing them), then their vectors.

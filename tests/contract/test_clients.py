@@ -164,6 +164,8 @@ def test_python_timeout_per_call_and_none(target: str) -> None:
     """As in Go and TypeScript: 0 is no deadline, and a call may take its own."""
     with RetrievalClient(target, timeout=1e-6) as hurried:
         assert hurried.search("rank fusion", top_k=1, timeout=60).results  # its own deadline, not the client's
+    with RetrievalClient(target, timeout=None) as none:
+        assert none.health().version
     with RetrievalClient(target, timeout=0) as unbounded:
         assert unbounded.health().version
         with pytest.raises(grpc.RpcError) as err:

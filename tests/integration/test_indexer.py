@@ -723,5 +723,24 @@ async def test_abandoned_writes_are_reconciled_while_the_process_runs(app: Appli
         await asyncio.wait_for(recovered.wait(), 60)
     finally:
         sweep.cancel()
+        await asyncio.gather(sweep, return_exceptions=True)
     assert await app.vectors.count("x") == 0 and await app.vectors.count("y") > 0
     assert await app.metadata.pending_writes(older_than=time.time() + 1) == []
+
+
+async def test_recovery_leaves_a_write_begun_after_it_listed_the_abandoned_ones(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared storage: another process began writing the document after recovery read its list
+    (the intent is renewed): that write is in flight, not abandoned, and its points stay."""
+    await app.ingest([_txt("x", "Points of a write in flight.")])
+    await app.metadata.delete_document("x")  # an intent, older than the cutoff below
+    listed = app.metadata.pending_writes
+
+    async def listed_then_renewed(*args: Any, **kwargs: Any) -> list[str]:
+        pending = await listed(*args, **kwargs)
+        await asyncio.sleep(0.001)  # another process's begin_write, stamped after the cutoff
+        await app.metadata.begin_write("x")
+        return pending
+
+    monkeypatch.setattr(app.metadata, "pending_writes", listed_then_renewed)
+    assert await app.indexer.recover(min_age_s=1e-9) == []
+    assert await app.vectors.count("x") > 0 and await app.metadata.has_pending_write("x")

@@ -191,18 +191,30 @@ func streamInterceptor(cfg config) grpc.StreamClientInterceptor {
 	}
 }
 
-// cancelledAtEnd releases the default timeout's context when the stream ends (io.EOF or an error).
+// cancelledAtEnd releases the default timeout's context when the stream ends: io.EOF or an error
+// from any of its calls. A caller that stops reading early holds it until the timeout, or until it
+// cancels its own context.
 type cancelledAtEnd struct {
 	grpc.ClientStream
 	cancel context.CancelFunc
 }
 
-func (s *cancelledAtEnd) RecvMsg(m interface{}) error {
-	err := s.ClientStream.RecvMsg(m)
+func (s *cancelledAtEnd) ended(err error) error {
 	if err != nil {
 		s.cancel()
 	}
 	return err
+}
+
+func (s *cancelledAtEnd) RecvMsg(m interface{}) error { return s.ended(s.ClientStream.RecvMsg(m)) }
+
+func (s *cancelledAtEnd) SendMsg(m interface{}) error { return s.ended(s.ClientStream.SendMsg(m)) }
+
+func (s *cancelledAtEnd) CloseSend() error { return s.ended(s.ClientStream.CloseSend()) }
+
+func (s *cancelledAtEnd) Header() (metadata.MD, error) {
+	md, err := s.ClientStream.Header()
+	return md, s.ended(err)
 }
 
 // callInterceptor adds the identity metadata and, when the context has no deadline, the default timeout.

@@ -109,7 +109,7 @@ def _is_loopback(target: str) -> bool:
 
 
 class _Base:
-    def __init__(self, target: str, user_id: str | None, role: str | None, token: str | None, tls: Tls | None, timeout: float) -> None:
+    def __init__(self, target: str, user_id: str | None, role: str | None, token: str | None, tls: Tls | None, timeout: float | None) -> None:
         md = []
         if token:
             if tls is None and not _is_loopback(target):
@@ -120,7 +120,7 @@ class _Base:
         if role:
             md.append(("x-user-role", role))
         self._metadata = tuple(md)
-        self._timeout = timeout if timeout > 0 else None
+        self._timeout = timeout if timeout and timeout > 0 else None
         self._tls = tls
 
     def _deadline(self, timeout: float | None) -> float | None:
@@ -136,7 +136,7 @@ class RetrievalClient(_Base):
 
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, token: str | None = None,
-        tls: Tls | None = None, timeout: float = 60.0,
+        tls: Tls | None = None, timeout: float | None = 60.0,
     ) -> None:
         super().__init__(target, user_id, role, token, tls, timeout)
         self._channel = (
@@ -195,7 +195,7 @@ class AsyncRetrievalClient(_Base):
 
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, token: str | None = None,
-        tls: Tls | None = None, timeout: float = 60.0,
+        tls: Tls | None = None, timeout: float | None = 60.0,
     ) -> None:
         super().__init__(target, user_id, role, token, tls, timeout)
         self._channel = (

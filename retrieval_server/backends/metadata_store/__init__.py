@@ -247,10 +247,14 @@ class MetadataStore(GraphQueries, ABC):
         async with self.transaction() as tx:
             await tx.execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
 
-    async def has_pending_write(self, document_id: str) -> bool:
-        """Whether the document's vectors may disagree with its rows (a write in flight, or one left unfinished)."""
+    async def has_pending_write(self, document_id: str, older_than: float | None = None) -> bool:
+        """Whether the document's vectors may disagree with its rows (a write in flight, or one left
+        unfinished); only a write begun before ``older_than`` (epoch seconds) when given."""
+        sql, params = "SELECT 1 FROM pending_writes WHERE document_id = ?", [document_id]
+        if older_than is not None:
+            sql, params = sql + " AND started_at <= ?", [document_id, older_than]
         async with self.snapshot() as tx:
-            return bool(await tx.fetchall("SELECT 1 FROM pending_writes WHERE document_id = ?", [document_id]))
+            return bool(await tx.fetchall(sql, params))
 
     async def pending_writes(self, older_than: float | None = None) -> list[str]:
         """Documents with a pending write, oldest first; only those begun before ``older_than`` (epoch seconds)."""
