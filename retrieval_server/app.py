@@ -603,17 +603,23 @@ class Application:
                 return ComponentHealth(name, ComponentState.NOT_CONFIGURED, False, detail)
             return ComponentHealth(name, ComponentState.OK, False, getattr(component, "name", type(component).__name__))
 
+        async def no_cache() -> ComponentHealth:
+            return optional("cache", None, "off (RETRIEVAL_CACHE_BACKEND=none)")
+
+        # At once: each ping may take its whole timeout when a store hangs, and the readiness
+        # status (server._follow_health) should turn within one of them, not their sum.
+        vectors, metadata, cache = await asyncio.gather(
+            probe("vector_store", self.vectors.ping, self.vectors.__class__.__name__, True),
+            probe("metadata_store", self.metadata.ping, self.metadata.__class__.__name__, True),
+            probe("cache", self.cache.ping, getattr(self.cache, "inner", self.cache).__class__.__name__, False) if self.cache is not None else no_cache(),
+        )
         components = [
-            await probe("vector_store", self.vectors.ping, self.vectors.__class__.__name__, True),
+            vectors,
             self._disk_health(),
-            await probe("metadata_store", self.metadata.ping, self.metadata.__class__.__name__, True),
+            metadata,
             ComponentHealth("embedder", ComponentState.OK, True,
                             f"{self.embedder.model_id} ({self.model_choice.describe()})" if self.model_choice else self.embedder.model_id),
-            (
-                await probe("cache", self.cache.ping, getattr(self.cache, "inner", self.cache).__class__.__name__, False)
-                if self.cache is not None
-                else optional("cache", None, "off (RETRIEVAL_CACHE_BACKEND=none)")
-            ),
+            cache,
             self._tripped("reranker")
             or optional("reranker", self.reranker, "not configured: fused order (set RETRIEVAL_RERANKER_MODEL_DIR or RETRIEVAL_TEI_URL)"),
             self._auth_health(),

@@ -4,6 +4,7 @@ OpenAI-compatible LLM, each a local server speaking its protocol that answers 50
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +52,27 @@ async def test_a_tripped_breaker_is_a_failing_component_and_a_degraded_service(t
             assert len(tei.requests) + len(llm.requests) == sent
         finally:
             await app.close()
+
+
+async def test_the_stores_are_pinged_at_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """Each ping of a hung store takes its whole timeout: one after another, a readiness probe
+    would wait for their sum. Here each store's ping answers only once the other's has started."""
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await app.open()
+    try:
+        started = {"vector": asyncio.Event(), "metadata": asyncio.Event()}
+
+        def after_the_other(mine: str, other: str) -> Any:
+            async def ping() -> None:
+                started[mine].set()
+                await started[other].wait()  # never, if the pings ran one after another: then FAILING at the timeout
+
+            return ping
+
+        monkeypatch.setattr(app.vectors, "ping", after_the_other("vector", "metadata"))
+        monkeypatch.setattr(app.metadata, "ping", after_the_other("metadata", "vector"))
+        report = await app.health()
+    finally:
+        await app.close()
+    states = _states(report)
+    assert states["vector_store"] is ComponentState.OK and states["metadata_store"] is ComponentState.OK
