@@ -82,25 +82,20 @@ def retry_after_seconds(retry_after: str | None) -> float | None:
     return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
 
 
-def _error_code(response: Any) -> str | None:
-    """The provider's error code in an OpenAI-style body (``{"error": {"code": ...}}``), if any."""
+def _error_body(response: Any) -> dict[str, Any]:
+    """The ``error`` object of a provider's error response (OpenAI, Anthropic and Gemini all send
+    ``{"error": {...}}``); empty when there is none."""
     try:
         error = json.loads(response.content).get("error")
     except (ValueError, AttributeError):
-        return None
-    return error.get("code") if isinstance(error, dict) else None
+        return {}
+    return error if isinstance(error, dict) else {}
 
 
-def _names_the_credentials(response: Any) -> bool:
+def _names_the_credentials(error: dict[str, Any]) -> bool:
     """Whether an error refuses the caller's key, not the request's content: Gemini answers an
     invalid API key with 400 (``details[].reason`` ``API_KEY_INVALID``), which must count against
     the breaker like any provider's 401, or a wrong key would never show in Health."""
-    try:
-        error = json.loads(response.content).get("error")
-    except (ValueError, AttributeError):
-        return False
-    if not isinstance(error, dict):
-        return False
     details = error.get("details") if isinstance(error.get("details"), list) else []
     reasons = [str(d.get("reason", "")) for d in details if isinstance(d, dict)]
     return any("API_KEY" in r for r in reasons) or error.get("status") in ("UNAUTHENTICATED", "PERMISSION_DENIED")
@@ -216,7 +211,7 @@ class _HttpChat:
         if not isinstance(exc, httpx.HTTPStatusError):
             return delay
         response = exc.response
-        if response.status_code == 429 and _error_code(response) == "insufficient_quota":
+        if response.status_code == 429 and _error_body(response).get("code") == "insufficient_quota":
             return None
         asked = retry_after_seconds(response.headers.get("retry-after"))
         if asked is None:
@@ -226,7 +221,7 @@ class _HttpChat:
     def _error(self, exc: Exception, status: int | None) -> LlmError:
         import httpx
 
-        refused = status in _REQUEST_REFUSED and not (isinstance(exc, httpx.HTTPStatusError) and _names_the_credentials(exc.response))
+        refused = status in _REQUEST_REFUSED and not (isinstance(exc, httpx.HTTPStatusError) and _names_the_credentials(_error_body(exc.response)))
         return (LlmRefused if refused else LlmError)(f"{self.name}: {exc}")
 
     @staticmethod

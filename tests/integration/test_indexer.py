@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identi
 from retrieval_server.ingest.indexer import sweep_abandoned_writes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
+from tests.support.intercept import Intercepted
 from tests.support.pdf import make_pdf
 
 
@@ -593,24 +594,24 @@ LAMP_V2 = "Lighthouse keepers check the lamp every evening. The lamp needs keros
 
 
 class _ReplacedAfterSearching:
-    """The vector store, with a re-ingest of ``lh`` committed right after each of the first
-    ``times`` dense searches: a concurrent writer finishing between a query's search and its read.
-    Records the vectors searched, in order."""
+    """Around the vector store's ``search_dense`` (tests.support.intercept): a re-ingest of ``lh``
+    committed right after each of the first ``times`` dense searches, a concurrent writer finishing
+    between a query's search and its read. Records the vectors searched, in order."""
 
     def __init__(self, app: Application, times: int) -> None:
-        self._app, self._inner, self.left = app, app.vectors, times
+        self._app, self.left = app, times
         self.searched: list[bytes] = []
 
     @property
     def searches(self) -> int:
         return len(self.searched)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def store(self) -> Intercepted:
+        return Intercepted(self._app.vectors, "search_dense", self)
 
-    async def search_dense(self, vector: Any, *args: Any, **kwargs: Any) -> Any:
+    async def __call__(self, search: Callable[..., Awaitable[Any]], vector: Any, *args: Any, **kwargs: Any) -> Any:
         self.searched.append(np.asarray(vector, dtype=np.float32).tobytes())
-        hits = await self._inner.search_dense(vector, *args, **kwargs)
+        hits = await search(vector, *args, **kwargs)
         if self.left:
             self.left -= 1
             report = await self._app.ingest([_txt("lh", f"{LAMP_V2} Revision {self.searches}.")])
@@ -618,52 +619,37 @@ class _ReplacedAfterSearching:
         return hits
 
 
-class _PassMarks:
-    """The metadata store, marking where each search-again begins: enrich reads the stored versions
-    when it finds stale hits, then goes back to retrieve."""
-
-    def __init__(self, inner: Any, vectors: _ReplacedAfterSearching) -> None:
-        self._inner, self._vectors, self.marks = inner, vectors, []  # type: list[int]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def document_versions(self, *args: Any, **kwargs: Any) -> Any:
-        self.marks.append(self._vectors.searches)
-        return await self._inner.document_versions(*args, **kwargs)
-
-
 @pytest.mark.parametrize("strategy", [Strategy.SEMANTIC, Strategy.HYBRID])
 async def test_a_document_replaced_between_search_and_enrich_is_searched_again(app: Application, strategy: Strategy) -> None:
     """The document exists throughout: its old version's hits cannot be shown, so its new version is
     searched for, once, rather than the answer going without it."""
     await app.ingest([_txt("lh", LAMP_V1), _txt("harbour", "The harbour master logs every ship that docks.")])
-    vectors = _ReplacedAfterSearching(app, times=1)
+    replacer = _ReplacedAfterSearching(app, times=1)
     deps = app.pipeline.deps
     # One pass: the retry an insufficient answer gets is not what brings the document back.
     one_pass = dataclasses.replace(deps.settings, max_iterations=1)
-    p = QueryPipeline(dataclasses.replace(deps, vectors=vectors, settings=one_pass))
+    p = QueryPipeline(dataclasses.replace(deps, vectors=replacer.store(), settings=one_pass))
     r = await p.query(QueryOptions("lighthouse lamp", 1, strategy=strategy, use_cache=False))
     assert [c.document.document_id for c in r.contexts] == ["lh"] and "Revision 1." in r.contexts[0].parent.content
-    assert [s.stage for s in r.metrics.stages].count("retrieve") == 2 and vectors.searches == 2
+    assert [s.stage for s in r.metrics.stages].count("retrieve") == 2 and replacer.searches == 2
 
 
 async def test_a_document_replaced_at_every_search_is_searched_again_once_only(app: Application) -> None:
     await app.ingest([_txt("lh", LAMP_V1)])
-    vectors = _ReplacedAfterSearching(app, times=5)
+    replacer = _ReplacedAfterSearching(app, times=5)
     deps = app.pipeline.deps
     one_pass = dataclasses.replace(deps.settings, max_iterations=1)  # no retry for an empty answer: only the search again
-    r = await QueryPipeline(dataclasses.replace(deps, vectors=vectors, settings=one_pass)).query(
+    r = await QueryPipeline(dataclasses.replace(deps, vectors=replacer.store(), settings=one_pass)).query(
         QueryOptions("lighthouse lamp", 3, strategy=Strategy.SEMANTIC, use_cache=False)
     )
-    assert r.contexts == () and [s.stage for s in r.metrics.stages].count("retrieve") == 2 and vectors.searches == 2
+    assert r.contexts == () and [s.stage for s in r.metrics.stages].count("retrieve") == 2 and replacer.searches == 2
 
 
 async def test_search_looks_again_for_a_document_replaced_since_its_search(app: Application) -> None:
     await app.ingest([_txt("lh", LAMP_V1)])
-    vectors = _ReplacedAfterSearching(app, times=1)
-    found = await QueryPipeline(dataclasses.replace(app.pipeline.deps, vectors=vectors)).search("lighthouse lamp", 3, Identity())
-    assert {f.document_id for f in found} == {"lh"} and any("Revision 1." in f.text for f in found) and vectors.searches == 2
+    replacer = _ReplacedAfterSearching(app, times=1)
+    found = await QueryPipeline(dataclasses.replace(app.pipeline.deps, vectors=replacer.store())).search("lighthouse lamp", 3, Identity())
+    assert {f.document_id for f in found} == {"lh"} and any("Revision 1." in f.text for f in found) and replacer.searches == 2
 
 
 async def test_searched_again_the_dense_legs_reuse_their_vectors_in_their_order(app: Application) -> None:
@@ -671,30 +657,28 @@ async def test_searched_again_the_dense_legs_reuse_their_vectors_in_their_order(
     each leg searches the vector it searched before, and nothing is embedded again."""
     await app.ingest([_txt("lh", LAMP_V1), _txt("harbour", "The harbour master logs every ship that docks.")])
     query = "lighthouse lamp " + " ".join(f"keepers check the lamp and its oil on night {i}" for i in range(12))
-    embedder = _CountingEmbedder(app.pipeline.deps.embedder)
-    vectors = _ReplacedAfterSearching(app, times=1)
+    replacer = _ReplacedAfterSearching(app, times=1)
+    marks: list[int] = []  # where enrich read the stored versions (it does when it finds stale hits)
+    embeddings: list[int] = []
+
+    async def marking(read: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        marks.append(replacer.searches)
+        return await read(*args, **kwargs)
+
+    async def counting(embed: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        embeddings.append(1)
+        return await embed(*args, **kwargs)
+
     deps = app.pipeline.deps
-    metadata = _PassMarks(deps.metadata, vectors)
     one_pass = dataclasses.replace(deps.settings, max_iterations=1)
-    r = await QueryPipeline(dataclasses.replace(deps, vectors=vectors, embedder=embedder, metadata=metadata, settings=one_pass)).query(
-        QueryOptions(query, 1, strategy=Strategy.SEMANTIC, use_cache=False)
-    )
-    [split] = metadata.marks  # enrich read the versions once: after the first pass, which found stale hits
-    first, second = vectors.searched[:split], vectors.searched[split:]
+    r = await QueryPipeline(dataclasses.replace(
+        deps, vectors=replacer.store(), embedder=Intercepted(deps.embedder, "embed", counting),
+        metadata=Intercepted(deps.metadata, "document_versions", marking), settings=one_pass,
+    )).query(QueryOptions(query, 1, strategy=Strategy.SEMANTIC, use_cache=False))
+    [split] = marks  # enrich read the versions once: after the first pass, which found stale hits
+    first, second = replacer.searched[:split], replacer.searched[split:]
     assert len(first) > 2 and sorted(first) == sorted(second)  # the query's and its windows', each searched again
-    assert embedder.calls == 1 and [c.document.document_id for c in r.contexts] == ["lh"]
-
-
-class _CountingEmbedder:
-    def __init__(self, inner: Any) -> None:
-        self._inner, self.calls = inner, 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def embed(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        return await self._inner.embed(*args, **kwargs)
+    assert len(embeddings) == 1 and [c.document.document_id for c in r.contexts] == ["lh"]
 
 
 async def test_a_jsonl_row_is_named_by_its_id_however_many_rows_are_read(app: Application) -> None:

@@ -32,6 +32,7 @@ from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.clock import Clock
 from tests.support.http_servers import json_server, tei_rerank, word_overlap
+from tests.support.intercept import Intercepted
 
 ANON, ALICE, BOB, CAROL = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)
 ROOT = Identity("root", Role.SUPER_ADMIN)
@@ -566,23 +567,6 @@ async def test_a_rewritten_query_is_cached_under_its_own_vector(app: Application
     assert (await p.query(QueryOptions("How long to simmer tomato sauce?", 2, strategy=Strategy.HYBRID))).cached
 
 
-class _Intercepted:
-    """Wraps a dependency: its method ``name`` is called through ``around(method, *args, **kwargs)``."""
-
-    def __init__(self, inner: Any, name: str, around: Callable[..., Awaitable[Any]]) -> None:
-        self._inner, self._name, self._around = inner, name, around
-
-    def __getattr__(self, attr: str) -> Any:
-        method = getattr(self._inner, attr)
-        if attr != self._name:
-            return method
-
-        async def intercepted(*args: Any, **kwargs: Any) -> Any:
-            return await self._around(method, *args, **kwargs)
-
-        return intercepted
-
-
 async def _wait_until_cancelled(on_cancel: Callable[[], None]) -> None:
     try:
         await asyncio.Event().wait()
@@ -591,14 +575,14 @@ async def _wait_until_cancelled(on_cancel: Callable[[], None]) -> None:
         raise
 
 
-def _answers_after(inner: Any, name: str, delay_s: float) -> _Intercepted:
+def _answers_after(inner: Any, name: str, delay_s: float) -> Intercepted:
     """``name`` answers ``delay_s`` seconds after it is called."""
 
     async def late(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         await asyncio.sleep(delay_s)
         return await method(*args, **kwargs)
 
-    return _Intercepted(inner, name, late)
+    return Intercepted(inner, name, late)
 
 
 #: the call each held leg makes, by the dependency that makes it
@@ -614,7 +598,7 @@ class Held:
 
     def pipeline(self, app: Application, **overrides: Any) -> QueryPipeline:
         deps = app.pipeline.deps
-        held = {_LEG_CALLS[call]: _Intercepted(getattr(deps, _LEG_CALLS[call]), call, self._held(call)) for call in self.started}
+        held = {_LEG_CALLS[call]: Intercepted(getattr(deps, _LEG_CALLS[call]), call, self._held(call)) for call in self.started}
         return pipeline(app, **held, **overrides)
 
     def _held(self, call: str) -> Callable[..., Awaitable[Any]]:
@@ -738,7 +722,7 @@ async def test_a_cache_frozen_past_half_the_deadline_is_skipped_and_the_search_a
         stored.append(query)
 
     cache.store = store  # type: ignore[method-assign]
-    p = pipeline(app, clock=Clock(), cache=_Intercepted(cache, "lookup", frozen))
+    p = pipeline(app, clock=Clock(), cache=Intercepted(cache, "lookup", frozen))
     r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
     assert _docs(r)[0] == "cooking" and lookup_cancelled == ["tomato sauce simmer"]
     assert "deadline:cache_skipped" in r.metrics.degraded and not r.cached
@@ -761,7 +745,7 @@ class _HeldOnSecondCall:
 async def test_a_stage_running_at_the_deadline_is_cut_and_the_first_pass_answers(app: Application) -> None:
     # The retry's enrich waits on the store past the deadline (a stage with no bound of its own).
     second = _HeldOnSecondCall()
-    metadata = _Intercepted(app.pipeline.deps.metadata, "get_parents_and_documents", second)
+    metadata = Intercepted(app.pipeline.deps.metadata, "get_parents_and_documents", second)
     p = pipeline(app, clock=Clock(), metadata=metadata, sufficiency_threshold=1.01, max_iterations=2)
     query = QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=2.0)
     r = await asyncio.wait_for(p.query(query), 60)
