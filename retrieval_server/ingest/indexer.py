@@ -20,8 +20,10 @@ fails, and at start-up for every intent left behind (with shared storage, only f
 than a lease, since another process may still be writing them). Reads also ignore points whose
 version is not the committed one, so a write in flight is never visible half-done.
 
-Writes of one document are serialized within a process; two processes writing the same document
-at the same moment (shared storage) are not coordinated: the last to commit wins its rows.
+Writes of one document are serialized: within a process, then across the processes sharing the
+stores by the metadata store's write lock (MySQL's GET_LOCK; a file lock beside a SQLite file).
+Interleaved, two writers' steps would leave one's rows with the other's points, and recovery
+would reconcile a write in flight. A lock's holder that dies lets it go.
 """
 
 from __future__ import annotations
@@ -505,11 +507,12 @@ class Indexer:
 
     @contextlib.asynccontextmanager
     async def _document_lock(self, document_id: str) -> AsyncIterator[None]:
-        """One write of a document at a time in this process; the lock lives while someone uses it."""
+        """One write of a document at a time: in this process (the lock lives while someone uses
+        it), then among the processes sharing the stores (the metadata store's write lock)."""
         entry = self._locks.setdefault(document_id, _DocumentLock())
         entry.users += 1
         try:
-            async with entry.lock:
+            async with entry.lock, self._metadata.write_lock(document_id):
                 yield
         finally:
             entry.users -= 1
@@ -546,9 +549,9 @@ class Indexer:
         done = []
         for doc_id in await self._metadata.pending_writes(older_than=cutoff):
             async with self._document_lock(doc_id):
-                # Another process may have begun writing it since the list was read (its intent
-                # is then new): that write is not abandoned, and is left alone.
-                if min_age_s and not await self._metadata.has_pending_write(doc_id, older_than=cutoff):
+                # Once the lock is ours no write of it is in flight. One may have ended (the intent
+                # is gone) or begun (it is new) since the list was read: that write was not abandoned.
+                if not await self._metadata.has_pending_write(doc_id, older_than=cutoff):
                     continue
                 await self.reconcile(doc_id)
                 done.append(doc_id)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,7 +14,9 @@ import asyncmy
 from asyncmy import errors
 
 from retrieval_server.backends.metadata_store import MetadataStore, Tx, search_text
-from retrieval_server.domain import Document, TimedOut, Unavailable
+from retrieval_server.domain import Document, ReadOnly, TimedOut, Unavailable
+
+log = logging.getLogger(__name__)
 
 DDL = (
     """CREATE TABLE IF NOT EXISTS documents (
@@ -134,6 +138,10 @@ def _timed_out(exc: BaseException) -> bool:
     return "timeout" in message or "timed out" in message
 
 
+#: what a call that could not reach the server raises
+_CONNECTION_ERRORS = (errors.OperationalError, errors.InterfaceError, OSError, asyncio.TimeoutError)
+
+
 class MysqlMetadataStore(MetadataStore):
     def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False, timeout_s: float = 10.0) -> None:
         # A server that stops answering (frozen, partitioned) must fail a call, not hang it: asyncmy
@@ -143,6 +151,8 @@ class MysqlMetadataStore(MetadataStore):
         self._pool_size = pool_size
         self._read_only = read_only
         self._pool: Any = None
+        #: connections that hold the documents' write locks (a lock lives as long as its session)
+        self._lock_pool: Any = None
 
     async def open(self) -> None:
         try:
@@ -156,12 +166,18 @@ class MysqlMetadataStore(MetadataStore):
         async with self.transaction() as tx:
             for stmt in DDL:
                 await tx.execute(stmt)
+        # Apart from the transactions' pool: writers holding every connection of one pool while
+        # their transactions wait for another would deadlock it. At most ``pool_size`` documents
+        # are written at once by this process.
+        self._lock_pool = await asyncmy.create_pool(minsize=0, maxsize=self._pool_size, autocommit=True, charset="utf8mb4", **self._args)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            pool.close()
-            await pool.wait_closed()
+        for name in ("_lock_pool", "_pool"):
+            pool = getattr(self, name)
+            if pool is not None:
+                setattr(self, name, None)
+                pool.close()
+                await pool.wait_closed()
 
     def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
         # Natural-language mode ranks by relevance; the same string goes to MATCH twice.
@@ -174,6 +190,66 @@ class MysqlMetadataStore(MetadataStore):
 
     async def _index_text(self, tx: Tx, doc: Document) -> None:
         await tx.execute("UPDATE documents SET search_text = ? WHERE document_id = ?", [search_text(doc), doc.document_id])
+
+    def _lock_name(self, document_id: str) -> str:
+        # Names are server-wide and at most 64 characters: the database's writers, one per document.
+        key = hashlib.sha256(f"{self._args['db']}\0{document_id}".encode()).hexdigest()[:40]
+        return f"retrieval:{key}"
+
+    @asynccontextmanager
+    async def write_lock(self, document_id: str) -> AsyncIterator[None]:
+        # GET_LOCK: the server lets it go with the session, so a writer killed mid-write does not
+        # leave it taken. Each wait ends well before the connection's read timeout.
+        if self._read_only:
+            raise ReadOnly("the metadata store is open read-only")
+        if self._lock_pool is None:
+            raise Unavailable("metadata store is not open")
+        pool, name, conn = self._lock_pool, self._lock_name(document_id), None
+        try:
+            # Not bounded like a transaction's: with every lock connection held by a write, the
+            # next write waits its turn (its connecting is bounded by the connect timeout).
+            conn = await pool.acquire()
+            async with conn.cursor() as cur:
+                wait_s = 0.0
+                while True:
+                    await cur.execute("SELECT GET_LOCK(%s, %s)", (name, wait_s))
+                    (got,) = await cur.fetchone()
+                    if got == 1:
+                        break
+                    if got is None:
+                        raise Unavailable(f"MySQL refused the write lock of {document_id!r}")
+                    if not wait_s:
+                        log.info("waiting for another writer's lock", extra={"lock": document_id})
+                    wait_s = self._timeout_s / 2
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()  # a lock granted as the wait failed or was cancelled goes with the session
+                pool.release(conn)
+            if isinstance(exc, _CONNECTION_ERRORS):
+                raise self._unavailable(exc) from exc
+            raise
+        try:
+            yield
+        finally:
+            await self._release_lock(pool, conn, name, document_id)
+
+    @staticmethod
+    async def _release_lock(pool: Any, conn: Any, name: str, document_id: str) -> None:
+        held = None
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute("SELECT RELEASE_LOCK(%s)", (name,))
+                (held,) = await cur.fetchone()
+        except Exception:
+            log.debug("releasing the write lock of %s failed", document_id, exc_info=True)
+        finally:
+            if held != 1:
+                conn.close()  # whatever the session may still hold goes with it
+            pool.release(conn)
+        if held != 1:
+            # The session ended at some point of the write (a restart, a network failure), and
+            # another writer may have interleaved with it: recovery, or writing it again, repairs that.
+            log.error("the write lock of %s may have been lost before its write ended", document_id)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
@@ -198,7 +274,10 @@ class MysqlMetadataStore(MetadataStore):
                     await conn.commit()
             finally:
                 self._pool.release(conn)
-        except (errors.OperationalError, errors.InterfaceError, OSError, asyncio.TimeoutError) as exc:
-            # The server is down, restarting, frozen or unreachable: the request cannot be answered now.
-            kind = TimedOut if _timed_out(exc) else Unavailable
-            raise kind(f"MySQL at {self._args['host']}:{self._args['port']} is unavailable: {exc}") from exc
+        except _CONNECTION_ERRORS as exc:
+            raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: BaseException) -> Unavailable:
+        """The server is down, restarting, frozen or unreachable: the request cannot be answered now."""
+        kind = TimedOut if _timed_out(exc) else Unavailable
+        return kind(f"MySQL at {self._args['host']}:{self._args['port']} is unavailable: {exc}")

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from retrieval_server.backends.metadata_store import MetadataStore, Tx, _terms, search_text
+from retrieval_server.backends.metadata_store.file_lock import file_lock
 from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.backends.metadata_store.wal_index import WalIndexHeader
 from retrieval_server.domain import AccessFilter, Document, ReadOnly, Unavailable
@@ -388,6 +389,17 @@ class SqliteMetadataStore(MetadataStore):
     async def _index_text(self, tx: Tx, doc: Document) -> None:
         await tx.execute("DELETE FROM documents_fts WHERE document_id = ?", [doc.document_id])
         await tx.execute("INSERT INTO documents_fts (document_id, text) VALUES (?, ?)", [doc.document_id, search_text(doc)])
+
+    @asynccontextmanager
+    async def write_lock(self, document_id: str) -> AsyncIterator[None]:
+        # Server processes on one host can share the file (a Qdrant server holding the vectors).
+        if self._read_only:
+            raise ReadOnly("the metadata store is open read-only")
+        if str(self._path) == ":memory:":  # a database of one connection: one process
+            yield
+            return
+        async with file_lock(Path(f"{self._path}.locks"), document_id):
+            yield
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:

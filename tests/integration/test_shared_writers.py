@@ -1,0 +1,216 @@
+"""Writers sharing the stores (several server processes, a Qdrant server): a document is written
+by one of them at a time, recovery never reconciles a write in flight, and a writer that dies lets
+go of its lock.
+
+Two indexers over one vector store, each with its own connections to the metadata store, stand for
+two processes: the cross-process lock is the metadata store's (MySQL's GET_LOCK, a file lock beside
+a SQLite file), and each indexer serializes only its own writes. The last test uses a real second
+process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from retrieval_server.app import Application
+from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
+from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource, QueryOptions
+from retrieval_server.ingest.indexer import Indexer
+from tests.support.intercept import Intercepted
+
+REPO = Path(__file__).resolve().parents[2]
+LONG = " ".join(f"Paragraph sentence {i} describes the history of glaciers and ice sheets." for i in range(30))
+WAITING = "waiting for another writer's lock"
+
+
+@dataclass
+class Writers:
+    app: Application
+    #: the other process's connections to the metadata store
+    other_store: MetadataStore
+    #: the store's kind and where it is, as the subprocess of the last test opens it
+    where: tuple[str, str]
+
+    def other(self, around_begin: Callable[..., Awaitable[Any]] | None = None) -> Indexer:
+        """The other process's indexer, its ``begin_write`` seen through ``around_begin``."""
+        store = Intercepted(self.other_store, "begin_write", around_begin) if around_begin else self.other_store
+        a = self.app
+        return Indexer(a.chunker, a.embedder, a.sparse, a.vectors, store, a.executor, child_title=a.indexer.child_title)
+
+
+@pytest_asyncio.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+async def writers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Writers]:
+    dsn = request.getfixturevalue("mariadb_dsn") if request.param == "mariadb" else None
+    app = Application(load_settings(data_dir=tmp_path, parent_chunk_tokens=64, child_chunk_tokens=24, child_overlap_tokens=8, mysql_dsn=dsn))
+    sqlite_path = tmp_path / "metadata.sqlite3"
+    await app.open()
+    other: MetadataStore = MysqlMetadataStore(dsn) if dsn else SqliteMetadataStore(sqlite_path)
+    await other.open()
+    try:
+        yield Writers(app, other, ("mysql", dsn) if dsn else ("sqlite", str(sqlite_path)))
+    finally:
+        await other.close()
+        await app.close()
+
+
+@pytest.fixture
+def lock_waits(caplog: pytest.LogCaptureFixture) -> Iterator[asyncio.Event]:
+    """Set when a writer finds a document's lock taken and waits for it."""
+    caplog.set_level(logging.INFO, logger="retrieval_server.backends.metadata_store")
+    seen = asyncio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == WAITING:
+                seen.set()
+
+    handler = Watch()
+    logger = logging.getLogger("retrieval_server.backends.metadata_store")
+    logger.addHandler(handler)
+    yield seen
+    logger.removeHandler(handler)
+
+
+def _txt(doc_id: str, text: str) -> DocumentSource:
+    return DocumentSource(filename=f"{doc_id}.txt", content=text.encode())
+
+
+def _held_before_commit(app: Application, monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, asyncio.Event]:
+    """Holds the app's next write after its new points are written and before its rows commit:
+    (set once it is held, set it to let it go on)."""
+    replace, held, resume = app.metadata.replace_document, asyncio.Event(), asyncio.Event()
+
+    async def slow_commit(*args: Any, **kwargs: Any) -> bool:
+        held.set()
+        await resume.wait()
+        return await replace(*args, **kwargs)
+
+    monkeypatch.setattr(app.metadata, "replace_document", slow_commit)
+    return held, resume
+
+
+async def _first(*events: asyncio.Event | asyncio.Task[Any]) -> None:
+    waits = [e if isinstance(e, asyncio.Task) else asyncio.ensure_future(e.wait()) for e in events]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        if w not in events:
+            w.cancel()
+
+
+async def _searchable(app: Application, doc_id: str) -> int:
+    """The document's points, checked to be all of its stored version's (0 if it has none)."""
+    stored = await app.metadata.get_document(doc_id)
+    assert stored is not None
+    points = await app.vectors.count(doc_id)
+    assert points == await app.vectors.count(doc_id, stored.version)
+    return points
+
+
+async def test_two_writers_of_one_document_take_turns(writers: Writers, lock_waits: asyncio.Event, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interleaved, the second writer's commit and cleanup would run between the first's points and
+    its rows: the first's cleanup then removes the second's points, and the first's rows point at
+    points the second removed. The document would be stored and unsearchable."""
+    app, doc = writers.app, f"shared-{uuid.uuid4().hex[:8]}"
+    held, resume = _held_before_commit(app, monkeypatch)
+    began = asyncio.Event()
+
+    async def begin(method: Callable[..., Awaitable[None]], *args: Any) -> None:
+        began.set()
+        await method(*args)
+
+    first = asyncio.create_task(app.ingest([_txt(doc, LONG)]))
+    await held.wait()
+    second = asyncio.create_task(writers.other(begin).ingest([_txt(doc, LONG.replace("glaciers", "moraines"))]))
+    try:
+        await _first(lock_waits, began, second)
+        took_turns = lock_waits.is_set() and not began.is_set()
+    finally:
+        resume.set()
+        reports = await asyncio.gather(first, second)
+    assert took_turns, "the second writer went ahead while the first was writing"
+    assert all(not r.errors for r in reports)
+    assert await _searchable(app, doc) == reports[1].documents[0].child_chunks > 0
+    assert await app.metadata.pending_writes() == []
+    found = await app.pipeline.query(QueryOptions("history of moraines and ice sheets", 1))
+    assert "moraines" in found.contexts[0].parent.content
+
+
+async def test_recovery_waits_for_a_write_in_flight_and_leaves_it(
+    writers: Writers, lock_waits: asyncio.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's recovery lists the write's intent while the write is between its points and
+    its rows. Reconciled then, its new points would go (no rows yet), and the rows committed after
+    would have none."""
+    app, doc = writers.app, f"shared-{uuid.uuid4().hex[:8]}"
+    held, resume = _held_before_commit(app, monkeypatch)
+    write = asyncio.create_task(app.ingest([_txt(doc, LONG)]))
+    await held.wait()
+    assert doc in await app.metadata.pending_writes()
+    recovery = asyncio.create_task(writers.other().recover(min_age_s=0.0))
+    try:
+        await _first(lock_waits, recovery)
+        waited = lock_waits.is_set() and not recovery.done()
+    finally:
+        resume.set()
+        report, reconciled = await asyncio.gather(write, recovery)
+    assert waited, "recovery reconciled a write in flight"
+    assert reconciled == []
+    assert await _searchable(app, doc) == report.documents[0].child_chunks > 0
+
+
+_HOLDER = """
+import asyncio, sys
+from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
+from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
+
+async def main() -> None:
+    kind, where, doc = sys.argv[1:]
+    store = SqliteMetadataStore(where) if kind == "sqlite" else MysqlMetadataStore(where)
+    await store.open()
+    async with store.write_lock(doc):
+        print("held", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_writer_killed_while_holding_the_lock_lets_it_go(writers: Writers, lock_waits: asyncio.Event) -> None:
+    """A real second process takes a document's lock and is killed (-9) with it: the lock is held
+    against this process while that process lives, and let go when it dies."""
+    doc = f"shared-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    holder = await asyncio.create_subprocess_exec(sys.executable, "-c", _HOLDER, *writers.where, doc, env=env, stdout=asyncio.subprocess.PIPE)
+    try:
+        assert await holder.stdout.readline() == b"held\n"  # type: ignore[union-attr]
+        taken = asyncio.Event()
+
+        async def take() -> None:
+            async with writers.other_store.write_lock(doc):
+                taken.set()
+
+        taking = asyncio.create_task(take())
+        await _first(lock_waits, taking)
+        assert lock_waits.is_set() and not taken.is_set(), "the lock was taken while another process held it"
+        holder.send_signal(signal.SIGKILL)
+        await holder.wait()
+        await taking
+        assert taken.is_set()
+    finally:
+        if holder.returncode is None:
+            holder.kill()
+            await holder.wait()
