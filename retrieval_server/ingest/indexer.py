@@ -299,14 +299,20 @@ class Indexer:
         is pending: rows that committed before the vectors could follow (old points left, the
         reconciliation failed too) would otherwise stay that way until the next start, however
         often the caller retried; writing it again finishes the job. Nor when its version's points
-        are not all there: two processes writing one document against shared stores, or a power
-        loss before the engine flushed, can leave rows whose points are gone with no write
-        pending, and only writing it again brings them back."""
+        (its children's, and its parents' with parent vectors) are not all there: a power loss
+        before the engine flushed, or a writer whose lock was lost midway, can leave rows whose
+        points are gone with no write pending, and only writing it again brings them back."""
         if p.previous is None or p.previous.content_hash != p.document.content_hash:
             return False
-        if await self._metadata.has_pending_write(p.document.document_id):
+        doc_id, version = p.document.document_id, p.document.version
+        if await self._metadata.has_pending_write(doc_id):
             return False
-        return await self._vectors.count(p.document.document_id, p.document.version) >= len(p.children)
+        if await self._vectors.count(doc_id, version) < len(p.children):
+            return False
+        # A parent has a point when it has a child (see _write): without it, the parent leg never
+        # finds the document.
+        with_points = len({c.parent_chunk_id for c in p.children}) if self._vectors.features.parent_vectors else 0
+        return not with_points or await self._vectors.count(doc_id, version, parents=True) >= with_points
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:

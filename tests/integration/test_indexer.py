@@ -102,6 +102,27 @@ async def test_an_unchanged_document_whose_points_are_gone_is_written_again(app:
     assert [c.document.document_id for c in result.contexts] == ["glaciers"]
 
 
+async def test_an_unchanged_document_whose_parent_points_are_gone_is_written_again(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows and child points, and no parent point (lost to a power loss before the engine flushed,
+    say): the parent leg never finds the document. The same content ingested again writes them,
+    where it used to be skipped as unchanged."""
+    assert app.vectors.features.parent_vectors
+    upsert_parents = app.vectors.upsert_parents
+
+    async def lost(points: Any) -> None:
+        return None
+
+    monkeypatch.setattr(app.vectors, "upsert_parents", lost)
+    report = await app.ingest([_txt("glaciers", LONG)])
+    stored = await app.metadata.get_document("glaciers")
+    assert stored is not None and await app.metadata.pending_writes() == []
+    assert await app.vectors.count("glaciers", stored.version) == report.documents[0].child_chunks
+    assert await app.vectors.count("glaciers", stored.version, parents=True) == 0
+    monkeypatch.setattr(app.vectors, "upsert_parents", upsert_parents)
+    await app.ingest([_txt("glaciers", LONG)])
+    assert await app.vectors.count("glaciers", stored.version, parents=True) == report.documents[0].parent_chunks > 0
+
+
 async def test_delete_removes_vectors_and_rows(app: Application) -> None:
     await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock.")])
     deleted, missing = await app.indexer.delete(["a", "zzz"])

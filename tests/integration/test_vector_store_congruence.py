@@ -230,16 +230,20 @@ async def test_parent_vectors_are_a_leg_of_their_own(vector_store: VectorStore) 
     assert (hits[0].chunk_id, hits[0].parent_chunk_id, hits[0].content) == ("granted#p0c0", "granted#p0", "text granted 0")
     assert {h.document_id for h in await vector_store.search_parents(parent_vecs[2], 10, ANON)} == {"pub"}
     assert {h.document_id for h in await vector_store.search_parents(parent_vecs[2], 10, ALICE)} == {"pub", "priv", "granted"}
-    # Child searches never see parent points, and counts are of children.
+    # Child searches never see parent points, and counts are of children unless asked for parents.
     for v in parent_vecs:
         assert len(await vector_store.search_dense(v, 10, ROOT)) == 4
     assert len(await vector_store.search_sparse(SparseVector((7,), (1.0,)), 10, ROOT)) == 4
     assert await vector_store.count() == 4 and await vector_store.count("pub") == 1
+    await vector_store.upsert_parents([_parent(PUBLIC, 1, 1, parent_vecs[1])])
+    assert await vector_store.count(parents=True) == 5 and await vector_store.count("pub", "v1", parents=True) == 2
+    assert await vector_store.count("pub", "v2", parents=True) == 0 and await vector_store.count() == 4
     assert child_vecs.shape == parent_vecs.shape
     # A new version's parents replace the old ones; deleting a document removes its parents.
     await vector_store.upsert_parents([_parent(PUBLIC, 1, 3, parent_vecs[0], "v2")])
     await vector_store.delete_document("pub", keep_version="v2")
     assert [h.chunk_id for h in await vector_store.search_parents(parent_vecs[0], 10, ANON)] == ["pub#p1c3"]
+    assert await vector_store.count("pub", parents=True) == await vector_store.count("pub", "v2", parents=True) == 1
     await vector_store.delete_document("pub")
     assert await vector_store.search_parents(parent_vecs[0], 10, ANON) == []
 

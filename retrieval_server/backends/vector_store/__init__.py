@@ -129,8 +129,8 @@ class VectorStore(Protocol):
         back (readers check versions)."""
         ...
 
-    async def count(self, document_id: str | None = None, version: str | None = None) -> int:
-        """Child chunks stored (parent points are not counted): all, of one document, of one version of it."""
+    async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
+        """Child chunks stored (or with ``parents``, parent points): all, of one document, of one version of it."""
         ...
 
     async def optimize(self) -> None:

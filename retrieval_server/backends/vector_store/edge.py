@@ -46,6 +46,7 @@ from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unav
 log = logging.getLogger(__name__)
 #: counts child chunks only: parent points carry no ``dense`` vector
 _CHILDREN = qe.HasVectorCondition(DENSE)
+_PARENTS = qe.HasVectorCondition(PARENT)
 #: points per engine call when reading the keyword statistics (about 5 ms of GIL each)
 TERM_PAGE = 256
 #: points per engine call when writing: the engine holds the GIL for the whole of an upsert, 0.07 to
@@ -356,8 +357,8 @@ class EdgeVectorStore:
 
         return hits_in_order(chunk_ids, await self._executor.run(read))
 
-    async def count(self, document_id: str | None = None, version: str | None = None) -> int:
-        must: list = [_CHILDREN]
+    async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
+        must: list = [_PARENTS if parents else _CHILDREN]
         must += [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v]
         return await self._count(must, Priority.QUERY)
 

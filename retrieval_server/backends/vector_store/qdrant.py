@@ -38,6 +38,7 @@ from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unav
 log = logging.getLogger(__name__)
 #: counts child chunks only: parent points carry no ``dense`` vector
 _CHILDREN = models.HasVectorCondition(has_vector=DENSE)
+_PARENTS = models.HasVectorCondition(has_vector=PARENT)
 
 # Local mode says that it ignores payload indexes and search params; the server uses them.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
@@ -224,8 +225,8 @@ class QdrantVectorStore:
             if offset is None or not records:
                 return hits_in_order(chunk_ids, payloads)
 
-    async def count(self, document_id: str | None = None, version: str | None = None) -> int:
-        must = [_CHILDREN]
+    async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
+        must = [_PARENTS if parents else _CHILDREN]
         must += [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v]
         flt = models.Filter(must=must)
         return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
