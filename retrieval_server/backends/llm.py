@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
+from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES, ResponseTooLarge, post_bounded, read_whole
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -161,7 +162,7 @@ class _HttpChat:
 
         for attempt in range(self._retries + 1):
             try:
-                resp = await self._client.post(path, json=body, params=params)
+                resp = await post_bounded(self._client, path, json=body, params=params)
                 if resp.status_code in _RETRYABLE and attempt < self._retries:
                     raise httpx.HTTPStatusError(f"retryable {resp.status_code}", request=resp.request, response=resp)
                 resp.raise_for_status()
@@ -175,6 +176,8 @@ class _HttpChat:
                 await asyncio.sleep(delay)
             except ValueError as exc:
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
+            except ResponseTooLarge as exc:
+                raise LlmError(f"{self.name}: {exc}") from exc
         raise AssertionError("unreachable")
 
     async def _events(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> AsyncIterator[ServerSentEvent]:
@@ -187,12 +190,17 @@ class _HttpChat:
             try:
                 async with aconnect_sse(self._client, "POST", path, json=body, params=params) as source:
                     if source.response.status_code >= 400:
-                        await source.response.aread()
-                        source.response.raise_for_status()
+                        (await read_whole(source.response)).raise_for_status()
+                    received = 0
                     async for event in source.aiter_sse():
                         started = True
+                        received += len(event.data)
+                        if received > MAX_RESPONSE_BYTES:
+                            raise LlmError(f"{self.name}: a streamed response longer than the limit of {MAX_RESPONSE_BYTES}")
                         yield event
                 return
+            except ResponseTooLarge as exc:
+                raise LlmError(f"{self.name}: {exc}") from exc
             except (httpx.TransportError, httpx.HTTPStatusError, SSEError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 delay = None if started else self._retry_delay(exc, attempt)

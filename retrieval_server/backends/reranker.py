@@ -18,6 +18,7 @@ from typing import Protocol
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.http_body import ResponseTooLarge, post_bounded
 from scoring_core.encoders import CrossEncoder
 
 log = logging.getLogger(__name__)
@@ -81,13 +82,13 @@ class TeiReranker:
         for start in range(0, len(texts), self._max_batch):
             batch = list(texts[start : start + self._max_batch])
             try:
-                resp = await self._client.post(
-                    "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True}
+                resp = await post_bounded(
+                    self._client, "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True}
                 )
                 resp.raise_for_status()
                 items = resp.json()
                 batch_scores = {int(item["index"]): float(item["score"]) for item in items}
-            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            except (httpx.HTTPError, ResponseTooLarge, ValueError, KeyError, TypeError) as exc:
                 raise RerankError(f"TEI /rerank failed: {exc}") from exc
             # Each text exactly once: an index out of the batch would score another batch's text
             # (or, negative, the last one), and a repeated one leave a text at 0.

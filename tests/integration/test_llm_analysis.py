@@ -15,12 +15,13 @@ import pytest
 
 from retrieval_server.app import Application
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
+from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.backends.llm import AnthropicChat, Completion, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat, retry_after_seconds
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
 from tests.support.clock import Clock
-from tests.support.http_servers import Sse, WithHeaders, json_server
+from tests.support.http_servers import Sse, Unsized, WithHeaders, json_server
 
 QUERY = "How does RRF work and why is reranking slow?"
 #: A time limit a local model server meets on a busy machine (where the limit is not what is tested).
@@ -220,6 +221,38 @@ async def test_a_stream_that_ends_before_the_model_says_so_is_reported_cut(name:
         finally:
             await model.close()
     assert "".join(tokens) == "It is. It is not" and isinstance(tokens[-1], Completion) and tokens[-1].truncated
+
+
+@pytest.mark.parametrize("sent", ["sized", "unsized", "streamed"])
+async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> None:
+    """A provider that misbehaves (a runaway generation, a wrong URL serving a file) cannot fill the
+    server's memory: the body is read up to MAX_RESPONSE_BYTES, then the call fails (and counts
+    against the breaker); the client goes on serving."""
+    huge = "x" * (MAX_RESPONSE_BYTES + 1)
+    calls: list[str] = []
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        calls.append(path)
+        if len(calls) > 1:
+            return openai_handler(path, body)
+        if sent == "streamed":
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": huge[:1 << 20]}}]}))] * 9)
+        reply = {"choices": [{"message": {"role": "assistant", "content": huge}}]}
+        return 200, Unsized(reply) if sent == "unsized" else reply
+
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0)
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match="limit"):
+                if sent == "streamed":
+                    [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+                else:
+                    await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.failures == 1
+            assert await model.complete("sys", "Rewrite this", temperature=0.1) == _answer("Rewrite this")
+        finally:
+            await model.close()
 
 
 async def test_failing_llm_falls_back_to_classical_methods() -> None:

@@ -19,6 +19,7 @@ import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
+from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.backends.llm import OpenAICompatibleChat
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, RerankError, TeiReranker
 from retrieval_server.config import load_settings
@@ -31,7 +32,7 @@ from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.clock import Clock
-from tests.support.http_servers import json_server, tei_rerank, word_overlap
+from tests.support.http_servers import Unsized, json_server, tei_rerank, word_overlap
 from tests.support.intercept import Intercepted
 
 ANON, ALICE, BOB, CAROL = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)
@@ -840,6 +841,20 @@ async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) ->
             await reranker.close()
     assert r.metrics.rerank_fallback_triggered
     assert sum(len(c.children) for c in r.contexts) == 3
+
+
+async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
+    """Read up to MAX_RESPONSE_BYTES, sent with a length or without: then the call fails (the
+    fused order or the local model answers instead), and the server's memory is not the limit."""
+    scores = [{"index": 0, "score": 0.5, "padding": "x" * MAX_RESPONSE_BYTES}]
+    for reply in (scores, Unsized(scores)):
+        with json_server(lambda path, body: (200, reply)) as tei:
+            client = TeiReranker(tei.url)
+            try:
+                with pytest.raises(RerankError, match="limit"):
+                    await client.rerank("q", ["a"])
+            finally:
+                await client.close()
 
 
 async def test_tei_failure_falls_back_to_the_local_model(app: Application, local_reranker_dir: Path) -> None:

@@ -1,7 +1,8 @@
 """Small local HTTP servers that speak external services' wire protocols, for tests.
 
 They run in a thread on 127.0.0.1 and record what they received. A handler answers JSON (with
-extra headers: :class:`WithHeaders`), or Server-Sent Events (:class:`Sse`) as streaming LLM APIs do.
+extra headers: :class:`WithHeaders`; without a length: :class:`Unsized`), or Server-Sent Events
+(:class:`Sse`) as streaming LLM APIs do.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ class WithHeaders:
 
     payload: Any
     headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Unsized:
+    """A handler's JSON answer sent without a Content-Length: the end of the connection ends it."""
+
+    payload: Any
 
 
 @dataclass
@@ -62,6 +70,14 @@ def json_server(handle: Handler) -> Iterator[LocalServer]:
                 for event, data in payload.events:
                     self.wfile.write(((f"event: {event}\n" if event else "") + f"data: {data}\n\n").encode())
                     self.wfile.flush()
+                self.close_connection = True
+                return
+            if isinstance(payload, Unsized):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(json.dumps(payload.payload).encode())
                 self.close_connection = True
                 return
             extra = payload.headers if isinstance(payload, WithHeaders) else {}
