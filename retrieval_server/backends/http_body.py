@@ -1,6 +1,6 @@
-"""A POST whose response is read whole only up to a size limit.
+"""An HTTP request whose response is read whole only up to a size limit.
 
-The HTTP services we call (TEI, the LLM providers) are the operator's, but one that misbehaves (a
+The HTTP services we call (TEI, the LLM providers, the identity provider's JWKS) are the operator's, but one that misbehaves (a
 proxy's error page, a runaway generation, a wrong URL serving a file) must not fill the server's
 memory: httpx reads a response whole, whatever its size."""
 
@@ -21,10 +21,12 @@ class ResponseTooLarge(Exception):
     """The response's body is larger than the limit."""
 
 
-async def post_bounded(client: httpx.AsyncClient, path: str, *, limit: int = MAX_RESPONSE_BYTES, **kwargs: Any) -> httpx.Response:
-    """``client.post(path, **kwargs)``, its body read whatever the status (an error's reason, a
-    Retry-After's account), up to ``limit`` bytes: see :func:`read_whole`."""
-    async with client.stream("POST", path, **kwargs) as response:
+async def request_bounded(
+    client: httpx.AsyncClient, method: str, url: str, *, limit: int = MAX_RESPONSE_BYTES, **kwargs: Any
+) -> httpx.Response:
+    """``client.request(method, url, **kwargs)``, its body read whatever the status (an error's
+    reason, a Retry-After's account), up to ``limit`` bytes: see :func:`read_whole`."""
+    async with client.stream(method, url, **kwargs) as response:
         return await read_whole(response, limit)
 
 

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES, ResponseTooLarge, post_bounded, read_whole
+from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES, ResponseTooLarge, request_bounded, read_whole
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -162,7 +162,7 @@ class _HttpChat:
 
         for attempt in range(self._retries + 1):
             try:
-                resp = await post_bounded(self._client, path, json=body, params=params)
+                resp = await request_bounded(self._client, "POST", path, json=body, params=params)
                 if resp.status_code in _RETRYABLE and attempt < self._retries:
                     raise httpx.HTTPStatusError(f"retryable {resp.status_code}", request=resp.request, response=resp)
                 resp.raise_for_status()

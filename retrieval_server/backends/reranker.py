@@ -18,7 +18,7 @@ from typing import Protocol
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.http_body import ResponseTooLarge, post_bounded
+from retrieval_server.backends.http_body import ResponseTooLarge, request_bounded
 from scoring_core.encoders import CrossEncoder
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,8 @@ class TeiReranker:
         for start in range(0, len(texts), self._max_batch):
             batch = list(texts[start : start + self._max_batch])
             try:
-                resp = await post_bounded(
-                    self._client, "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True}
+                resp = await request_bounded(
+                    self._client, "POST", "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True}
                 )
                 resp.raise_for_status()
                 items = resp.json()

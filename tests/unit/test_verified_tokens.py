@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVerifier
-from retrieval_server.domain import Unauthenticated
+from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
+from retrieval_server.domain import Unauthenticated, Unavailable
 from tests.support.clock import Clock
 from tests.support.http_servers import get_json_server
 from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claims, hs256
@@ -193,6 +194,23 @@ async def test_a_jwks_url_is_another_version_only_when_a_fetch_brings_other_keys
             assert source.version() not in (None, first)
             clock.now += 300
             assert source.version() is None  # older than cache_s: only a fetch may be trusted
+        finally:
+            await source.close()
+
+
+async def test_a_jwks_document_above_the_size_limit_is_not_read() -> None:
+    """Read up to MAX_RESPONSE_BYTES: past it the keys cannot be fetched (UNAVAILABLE until a fetch
+    succeeds), and the server's memory is not the limit."""
+    keys = RsaKeys()
+    keys.add("k1")
+    document = {**keys.jwks(), "padding": "x" * MAX_RESPONSE_BYTES}
+    with get_json_server(lambda: document) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0)
+        try:
+            with pytest.raises(Unavailable):
+                await source.key_for("k1", "RS256")
+            document.pop("padding")
+            assert await source.key_for("k1", "RS256") is not None
         finally:
             await source.close()
 
