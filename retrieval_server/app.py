@@ -189,6 +189,7 @@ class Application:
             rerank_budget_ms=s.rerank_budget_ms,
             rerank_threshold=s.rerank_threshold,
             rerank_fallback=s.rerank_fallback,
+            rerank_activation=s.rerank_activation,
             sufficiency_threshold=s.sufficiency_threshold,
             max_iterations=s.max_iterations,
             retry_pool_factor=s.retry_pool_factor,

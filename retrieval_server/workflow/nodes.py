@@ -33,7 +33,7 @@ from retrieval_server.workflow import dense_feedback, dense_fusion, document_evi
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.analysis import DEADLINE_CUT, analyze
+from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -183,10 +183,10 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
         deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s,
         time_left_s=state.time_left(),
     )
-    # A retry's drops repeat the first pass's, except those the deadline made: its answer must not be cached.
-    state.metrics.degraded.extend(
-        f"analysis:{technique}:{why}" for technique, why in analysis.dropped.items() if iteration == 1 or why == DEADLINE_CUT
-    )
+    # Every pass's: a technique may fail only on a retry, whose search then went without it (and
+    # the answer must not be cached). A drop the first pass reported is reported once.
+    for technique, why in analysis.dropped.items():
+        _degrade(state, f"analysis:{technique}:{why}")
     update: dict[str, Any] = {
         "iteration": iteration,
         "strategy": strategy,
@@ -612,15 +612,19 @@ def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x > -60 else 0.0
 
 
-def sufficiency_score(state: QueryState) -> float:
-    """0.3 × how many contexts (of top_k), 0.4 × mean relevance in [0, 1], 0.3 × document diversity."""
+def sufficiency_score(state: QueryState, rerank_activation: str = "sigmoid") -> float:
+    """0.3 × how many contexts (of top_k), 0.4 × mean relevance in [0, 1], 0.3 × document diversity.
+
+    Reranked, relevance is the reranker's probability: its score, or with ``rerank_activation``
+    "none" (raw logits) the score's sigmoid. Told apart by the setting, not by each score's range:
+    a logit of 0.2 read as a probability would count for less than one of -0.2."""
     contexts = state.contexts[: state.options.top_k]
     if not contexts:
         return 0.0
     count = min(1.0, len(contexts) / state.options.top_k)
     if state.rerank_applied:
-        # Rerank scores may be raw logits or probabilities; either way a sigmoid-free [0, 1] value is needed.
-        rel = [c.score if 0.0 <= c.score <= 1.0 else _sigmoid(c.score) for c in contexts]
+        raw = rerank_activation == "none"
+        rel = [_sigmoid(c.score) if raw else min(1.0, max(0.0, c.score)) for c in contexts]
     else:
         rel = [
             min(1.0, max(0.0, max((state.dense_relevance.get(ch.chunk_id, 0.5) for ch in c.children), default=0.5)))
@@ -631,7 +635,7 @@ def sufficiency_score(state: QueryState) -> float:
 
 
 async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    score = sufficiency_score(state)
+    score = sufficiency_score(state, deps.settings.rerank_activation)
     state.metrics.sufficiency_score = score
     state.metrics.iterations = state.iteration
     return {"sufficiency": score}
@@ -651,6 +655,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
             vectors = await deps.embedder.embed(subs)
         except Exception:
             log.warning("sub-query embedding failed; keyword search only", exc_info=True)
+            _degrade(state, "dense:embedding_failed")
     for i, sub in enumerate(subs):
         if len(vectors):
             jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))

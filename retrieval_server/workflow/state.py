@@ -55,6 +55,8 @@ class WorkflowSettings:
     rerank_budget_ms: float = 0.0
     rerank_threshold: float = 0.3
     rerank_fallback: int = 3
+    #: "none": the reranker's scores are raw logits (see Settings.rerank_activation)
+    rerank_activation: Literal["none", "sigmoid"] = "sigmoid"
     sufficiency_threshold: float = 0.6
     max_iterations: int = 2
     retry_pool_factor: float = 2.0

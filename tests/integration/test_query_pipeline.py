@@ -23,8 +23,12 @@ from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.backends.llm import OpenAICompatibleChat
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, RerankError, TeiReranker
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, AccessFilter, DeadlineExceeded, DocumentSource, Fusion, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.domain import (
+    Access, AccessFilter, DeadlineExceeded, Document, DocumentSource, Fusion, Identity, ParentChunk, PointFilter, QueryOptions,
+    RetrievedContext, Role, Strategy,
+)
 from retrieval_server.workflow import dense_feedback, nodes
+from retrieval_server.workflow.nodes import sufficiency_score
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import QueryState
@@ -969,6 +973,67 @@ async def test_an_answer_shaped_by_an_llm_fallback_is_not_cached(app: Applicatio
             await model.close()
     assert not again.cached, "an answer shaped by the model's failure was served from the cache"
     assert not any("failed" in t for t in again.metrics.degraded)
+
+
+async def test_a_technique_failing_only_on_the_retry_is_reported_and_the_answer_not_cached(app: Application) -> None:
+    """The retry searched without the rewrite its model failed to make: reported as on a first
+    pass, and asked again, the query is answered anew rather than from the cache."""
+    answered: list[int] = []
+
+    def llm(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        answered.append(1)
+        if len(answered) > 1:
+            return 500, {"error": "overloaded"}
+        return 200, {"choices": [{"message": {"role": "assistant", "content": "how long to simmer a tomato sauce"}}]}
+
+    with json_server(llm) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=60, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"rewrite": TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        p = pipeline(app, analyzer=analyzer, cache=MemoryCache(app.embedder.dim, app.executor), sufficiency_threshold=1.01, max_iterations=2)
+        try:
+            first = await p.query(QueryOptions("tomato sauce", 2, strategy=Strategy.HYBRID))
+            again = await p.query(QueryOptions("tomato sauce", 2, strategy=Strategy.HYBRID))
+        finally:
+            await model.close()
+    assert first.metrics.iterations == 2 and len(answered) >= 2
+    assert first.metrics.degraded.count("analysis:rewrite:failed: LlmError") == 1, first.metrics.degraded
+    assert not again.cached, "an answer the model's failure shaped was served from the cache"
+
+
+async def test_a_sub_query_embedding_failure_is_reported_and_the_answer_not_cached(app: Application) -> None:
+    """The sub-queries of a SEMANTIC query searched by keyword alone (the model failed after the
+    whole query's embedding): reported as the whole query's would be, and not cached."""
+    calls: list[int] = []
+
+    async def fails_after_the_first(embed: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("the model went away")
+        return await embed(*args, **kwargs)
+
+    cache = MemoryCache(app.embedder.dim, app.executor)
+    p = pipeline(app, embedder=Intercepted(app.embedder, "embed", fails_after_the_first), cache=cache, sufficiency_threshold=1.01, max_iterations=1)
+    query = QueryOptions("what does error XK-4471 mean and how long should the tomato sauce simmer", 4, strategy=Strategy.SEMANTIC)
+    first = await p.query(query)
+    assert first.metrics.decomposition_used and len(calls) == 2
+    assert "dense:embedding_failed" in first.metrics.degraded
+    assert not (await pipeline(app, cache=cache).query(query)).cached
+
+
+@pytest.mark.parametrize("activation", ["none", "sigmoid"])
+def test_sufficiency_reads_reranker_scores_by_the_configured_activation(activation: str) -> None:
+    """Raw logits go through a sigmoid whatever their range (a logit of 0.2 read as a probability
+    counted for less than one of -0.2); probabilities are read as they are."""
+    def context(doc_id: str, score: float) -> RetrievedContext:
+        return RetrievedContext(ParentChunk(f"{doc_id}#p0", doc_id, 0, "text", 1), Document(doc_id), score, ())
+
+    def scored(score: float) -> QueryState:
+        contexts = [context(f"d{i}", score) for i in range(3)]
+        return QueryState(options=QueryOptions("q", 3), contexts=contexts, rerank_applied=True)
+
+    scores = [-0.2, 0.2, 0.99, 1.01] if activation == "none" else [0.1, 0.5, 0.9, 1.0]
+    sufficiency = [sufficiency_score(scored(x), activation) for x in scores]
+    assert sufficiency == sorted(sufficiency) and len(set(sufficiency)) == len(sufficiency), sufficiency
 
 
 async def test_a_long_query_is_truncated_for_the_model_not_refused(app: Application) -> None:
