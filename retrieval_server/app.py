@@ -17,6 +17,7 @@ from retrieval_server.backends import model_choice
 from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, estimated_bytes, opening_bytes
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder
 from retrieval_server.backends.executor import BACKGROUND_NICE, BlockingExecutor
+from retrieval_server.backends.file_digest import cached_sha256, sha256_hex
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
@@ -326,11 +327,20 @@ class Application:
         if s.cache_backend == "redis":
             from retrieval_server.backends.redis_cache import RedisCache
 
-            prefix = f"{s.redis_key_prefix}:{answer_fingerprint(s, self.embedder.model_id)}"
+            prefix = f"{s.redis_key_prefix}:{answer_fingerprint(s, *self._answer_files())}"
             redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=prefix, timeout_s=s.cache_timeout_s)
             # Health probes the cache itself: its breaker is not what Health reports.
             return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
+
+    def _answer_files(self) -> tuple[str, str, str]:
+        """The digests of the files that shape answers besides the settings: the embedding model's,
+        the local reranker's and the glossary's (a path says nothing of what is in it); '' for none."""
+        s = self.settings
+        cache_dir = s.model_cache_dir or default_cache_dir()
+        reranker = cached_sha256(s.reranker_model_dir / "model.onnx", cache_dir) if s.reranker_model_dir else ""
+        glossary = sha256_hex(s.glossary_path) if s.glossary_path else ""
+        return self.embedder.model_id, reranker, glossary
 
     def _vector_store(self) -> VectorStore:
         s = self.settings

@@ -485,13 +485,14 @@ DEPLOYMENT_SETTINGS = frozenset({
 })
 
 
-def answer_fingerprint(settings: Settings, model_id: str) -> str:
-    """A short digest of what shapes an answer: the embedding model (its digest, wherever its file
-    is) and every setting not in :data:`DEPLOYMENT_SETTINGS`. A Redis cache outlives a restart and
-    is shared by replicas: keyed by this, an answer computed under other fusion parameters, legs or
-    models is never served, and a changed configuration starts with an empty cache."""
+def answer_fingerprint(settings: Settings, *files: str) -> str:
+    """A short digest of what shapes an answer: the files it depends on (``files``: the embedding
+    model's, the local reranker's and the glossary's digests, wherever they are) and every setting
+    not in :data:`DEPLOYMENT_SETTINGS`. A Redis cache outlives a restart and is shared by replicas:
+    keyed by this, an answer computed under other fusion parameters, legs, models or glossary is
+    never served, and a changed configuration starts with an empty cache."""
     shaping = {k: v for k, v in settings.model_dump(mode="json").items() if k not in DEPLOYMENT_SETTINGS}
-    return hashlib.sha256(json.dumps([model_id, shaping], sort_keys=True).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps([list(files), shaping], sort_keys=True).encode()).hexdigest()[:12]
 
 
 #: Signing algorithms a token may use ('none' is never one of them).

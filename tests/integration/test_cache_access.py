@@ -9,6 +9,7 @@ served from it; a cache that is down, frozen or gone is skipped and reported.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +22,7 @@ import pytest_asyncio
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy
+from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.redis_server import redis_server
 
 QUERY = "salary increase zebra umbrella"
@@ -162,6 +164,40 @@ async def test_a_shared_redis_keeps_answers_apart_by_the_settings_that_shape_the
     assert not first.cached and "policy" in _docs(first)
     assert not (await ask_once("b", rrf_k=61)).cached, "an answer computed under another RRF k was served"
     assert (await ask_once("c", port=50999)).cached
+
+
+async def test_a_shared_redis_keeps_answers_apart_by_the_reranker_and_the_glossary_in_use(tmp_path: Path, redis_url: str) -> None:
+    """Files shape answers as settings do: a local reranker (whether there is one, and which) and
+    the glossary (its content, wherever it is). An answer computed without a reranker was served
+    as if reranked, and one computed with another glossary's rewrite as if with this one's."""
+    prefix = f"t{os.urandom(4).hex()}"
+    shape = BertShape(hidden=32, layers=2, heads=2, intermediate=64)
+    for name, seed in (("r1", 3), ("r2", 4)):
+        (tmp_path / name).mkdir()
+        build_cross_encoder(tmp_path / name / "model.onnx", shape, seed=seed, init_std=0.3)
+    (tmp_path / "r1-copy").mkdir()
+    shutil.copy(tmp_path / "r1" / "model.onnx", tmp_path / "r1-copy" / "model.onnx")
+    for name, text in (("g1", "ZU = zebra umbrella\n"), ("g2", "ZU = zulu uniform\n"), ("g1-copy", "ZU = zebra umbrella\n")):
+        (tmp_path / f"{name}.txt").write_text(text)
+    runs = iter(range(100))
+
+    async def cached(**settings: Any) -> bool:
+        application = Application(load_settings(data_dir=tmp_path / f"data{next(runs)}", cache_backend="redis", redis_url=redis_url,
+                                                redis_key_prefix=prefix, cache_timeout_s=HEALTHY_REDIS_S, **settings))
+        await application.open()
+        try:
+            assert not (await application.ingest(CORPUS)).errors
+            return bool((await _ask(application, ANON)).cached)
+        finally:
+            await application.close()
+
+    assert not await cached()
+    assert not await cached(reranker_model_dir=tmp_path / "r1"), "an answer computed without a reranker was served"
+    assert not await cached(reranker_model_dir=tmp_path / "r2"), "another reranker's answer was served"
+    assert await cached(reranker_model_dir=tmp_path / "r1-copy")
+    assert not await cached(glossary_path=tmp_path / "g1.txt")
+    assert not await cached(glossary_path=tmp_path / "g2.txt"), "another glossary's answer was served"
+    assert await cached(glossary_path=tmp_path / "g1-copy.txt")
 
 
 @pytest.fixture
