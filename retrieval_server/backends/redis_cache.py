@@ -10,7 +10,14 @@ Keys (all expire with the entry's TTL):
 * ``rc:s:{config}:{scope}``: sorted set of entry ids by expiry time, for the similarity scan
 * ``rc:d:{document}``: ids of the entries citing a document, for invalidation
 
-``scope`` is the integer code of the access partition (:func:`partition_code`).
+``scope`` is the integer code of the access partition (:func:`partition_code`). The prefix given
+is followed by the entries' format (:data:`ENTRY_FORMAT`), so that servers of two versions sharing
+one Redis in a rolling upgrade keep apart instead of reading each other's entries.
+
+A partition holds at most ``max_entries`` entries: storing one more removes the oldest. A value
+that cannot be read (a vector of the wrong size, JSON another build wrote) is a miss, and is
+removed; it must not fail lookups, whose failures open the cache's circuit breaker for every
+partition.
 
 Each process mirrors the vectors of the partitions it is asked about in a local CosineMatcher,
 synchronised incrementally with the sorted set on every lookup (new ids loaded, gone ones removed),
@@ -29,6 +36,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import logging
+
 import numpy as np
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
@@ -39,6 +48,13 @@ from retrieval_server.backends.cache import CachedAnswer, CachePolicy, normalize
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from scoring_core import CosineMatcher
+
+log = logging.getLogger(__name__)
+
+#: the layout of the entries' JSON and keys: bumped whenever it changes (a field of Document, say)
+ENTRY_FORMAT = 1
+#: what reading an entry written by something else can raise
+_UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
 
 
 def _context_to_json(c: RetrievedContext) -> dict[str, Any]:
@@ -98,7 +114,7 @@ class RedisCache:
         self._similarity = policy.similarity
         self._max = policy.max_entries
         self._clock = clock
-        self._p = prefix
+        self._p = f"{prefix}:f{ENTRY_FORMAT}"
         self._mirrors: dict[tuple[str, int], _Mirror] = {}
         self._next_sweep = clock() + self._ttl
         self._lock = asyncio.Lock()
@@ -110,15 +126,20 @@ class RedisCache:
         return self._k("x", config, scope, hashlib.sha256(normalize_query(query).encode()).hexdigest()[:32])
 
     async def _answer(self, entry_id: str, similarity: float) -> CachedAnswer | None:
-        return self._decode(await self._redis.get(self._k("e", entry_id)), similarity)
+        return await self._decode(entry_id, await self._redis.get(self._k("e", entry_id)), similarity)
 
-    @staticmethod
-    def _decode(raw: bytes | None, similarity: float) -> CachedAnswer | None:
+    async def _decode(self, entry_id: str, raw: bytes | None, similarity: float) -> CachedAnswer | None:
+        """The entry's answer; None when it is gone, or cannot be read (then it goes)."""
         if not raw:
             return None
-        entry = json.loads(raw)
-        contexts = tuple(_context_from_json(c) for c in entry["contexts"])
-        return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity)
+        try:
+            entry = json.loads(raw)
+            contexts = tuple(_context_from_json(c) for c in entry["contexts"])
+            return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity)
+        except _UNREADABLE as exc:
+            log.warning("an unreadable cache entry is removed: %s", exc, extra={"entry": entry_id})
+            await self._redis.delete(self._k("e", entry_id), self._k("v", entry_id))
+            return None
 
     async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
         scope = partition_code(partition)
@@ -148,7 +169,7 @@ class RedisCache:
         pipe.get(self._k("e", found))
         pipe.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
         raw, _ = await pipe.execute()
-        return self._decode(raw, score)
+        return await self._decode(found, raw, score)
 
     def _sweep(self) -> None:
         """Once per TTL, drop the mirrors whose entries have all expired: a partition that is not
@@ -166,9 +187,12 @@ class RedisCache:
         Partitions are open-ended (one per reader and configuration): one with no live entries
         keeps no mirror, or every reader ever asked about would hold one for the process's life.
         """
-        key = (config, scope)
+        key, ids_key = (config, scope), self._k("s", config, scope)
         now = self._clock()
-        live = {m.decode(): exp for m, exp in await self._redis.zrangebyscore(self._k("s", config, scope), now, "+inf", withscores=True)}
+        # The newest ``max_entries`` only (an entry's score is when it expires): a store trims the
+        # rest, and a mirror loading more would evict, and load again, the overflow on every lookup.
+        newest = await self._redis.zrevrangebyscore(ids_key, "+inf", now, start=0, num=self._max, withscores=True)
+        live = {m.decode(): exp for m, exp in newest}
         mirror = self._mirrors.get(key)
         if not live:
             if mirror is not None:
@@ -186,10 +210,17 @@ class RedisCache:
         new = [i for i in live if i not in mirror.row_of]
         if new:
             blobs = await self._redis.mget([self._k("v", i) for i in new])
+            unusable = []
             for entry_id, blob in zip(new, blobs, strict=True):
-                if blob is None:
+                try:
+                    if blob is None:
+                        raise ValueError("its vector is gone")
+                    row = mirror.matcher.add(np.frombuffer(blob, dtype=np.float32), expires_at=live[entry_id], scope=0)
+                except ValueError as exc:
+                    # Loaded again on every lookup otherwise: only its exact key finds it now.
+                    log.warning("a cache entry's vector cannot be matched: %s", exc, extra={"entry": entry_id})
+                    unusable.append(entry_id)
                     continue
-                row = mirror.matcher.add(np.frombuffer(blob, dtype=np.float32), expires_at=live[entry_id], scope=0)
                 evicted = mirror.id_of.get(row)
                 if evicted is not None:
                     mirror.row_of.pop(evicted, None)
@@ -197,7 +228,17 @@ class RedisCache:
                 mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
                 mirror.expires_at[entry_id] = live[entry_id]
                 mirror.until = max(mirror.until, live[entry_id])
+            if unusable:
+                await self._redis.zrem(ids_key, *unusable)
         return mirror if mirror.row_of else None
+
+    def _matchable(self, vector: np.ndarray | None) -> bytes | None:
+        """The vector as stored, or None when no lookup could match it (a wrong size, zero, NaN)."""
+        if vector is None:
+            return None
+        v = np.asarray(vector, dtype=np.float32).reshape(-1)
+        norm = float(np.linalg.norm(v)) if v.shape[0] == self._dim else 0.0
+        return v.tobytes() if np.isfinite(norm) and norm > 0.0 else None
 
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()
@@ -209,18 +250,33 @@ class RedisCache:
             "config": config, "scope": scope, "query": normalize_query(query), "strategy": answer.strategy.value,
             "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts],
         }
+        blob = self._matchable(vector)
+        ids_key = self._k("s", config, scope)
         pipe = self._redis.pipeline(transaction=True)
         pipe.set(self._k("e", entry_id), json.dumps(entry), ex=ttl)
         pipe.set(self._exact_key(config, scope, query), entry_id, ex=ttl)
-        if vector is not None:
-            pipe.set(self._k("v", entry_id), np.asarray(vector, dtype=np.float32).tobytes(), ex=ttl)
-            pipe.zadd(self._k("s", config, scope), {entry_id: now + self._ttl})
-            pipe.zremrangebyscore(self._k("s", config, scope), "-inf", now)
-            pipe.expire(self._k("s", config, scope), ttl)
+        if blob is not None:
+            pipe.set(self._k("v", entry_id), blob, ex=ttl)
+            pipe.zadd(ids_key, {entry_id: now + self._ttl})
+            pipe.zremrangebyscore(ids_key, "-inf", now)
+            pipe.expire(ids_key, ttl)
         for d in docs:
             pipe.sadd(self._k("d", d), entry_id)
             pipe.expire(self._k("d", d), ttl)
-        await pipe.execute()
+        if blob is not None:
+            pipe.zcard(ids_key)
+        done = await pipe.execute()
+        if blob is not None and done[-1] > self._max:
+            await self._trim(ids_key, done[-1] - self._max)
+
+    async def _trim(self, ids_key: str, excess: int) -> None:
+        """Remove a partition's ``excess`` oldest entries (their exact keys then point at nothing)."""
+        oldest = [i.decode() for i in await self._redis.zrange(ids_key, 0, excess - 1)]
+        if oldest:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.zrem(ids_key, *oldest)
+            pipe.delete(*(self._k(kind, i) for i in oldest for kind in ("e", "v")))
+            await pipe.execute()
 
     async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
         doc_keys = [self._k("d", d) for d in document_ids]
@@ -233,10 +289,13 @@ class RedisCache:
         pipe = self._redis.pipeline(transaction=True)
         for entry_id, raw in zip(ids, entries, strict=True):
             pipe.delete(self._k("e", entry_id), self._k("v", entry_id))
-            if raw:
-                e = json.loads(raw)
-                pipe.zrem(self._k("s", e["config"], e["scope"]), entry_id)
-                pipe.delete(self._exact_key(e["config"], e["scope"], e["query"]))
+            try:
+                e = json.loads(raw) if raw else None
+                if e is not None:
+                    pipe.zrem(self._k("s", e["config"], e["scope"]), entry_id)
+                    pipe.delete(self._exact_key(e["config"], e["scope"], e["query"]))
+            except _UNREADABLE:
+                pass  # its own keys go; the others point at nothing and expire with it
         pipe.delete(*doc_keys)
         await pipe.execute()
         return len(ids)

@@ -194,6 +194,63 @@ async def test_redis_entries_are_shared_between_processes(request: pytest.Fixtur
         await b.close()
 
 
+async def _entry_ids(c: RedisCache) -> list[str]:
+    return sorted([k.decode().rsplit(":", 1)[1] async for k in c._redis.scan_iter(match=c._k("e", "*"))])
+
+
+async def test_redis_values_that_cannot_be_read_are_misses_and_removed(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """An entry another build wrote (JSON of another shape) or a vector of the wrong size is a miss,
+    and goes; lookups never fail on it (their failures would open the cache's breaker for every
+    partition, for as long as the value lived)."""
+    c = make("redis", request, executor)
+    assert isinstance(c, RedisCache)
+    try:
+        await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        await c.store("what is bm25", _vec(0, 1), "cfg", PUBLIC, _answer(_ctx("d2")))
+        rrf, bm25 = [(await c._redis.get(c._exact_key("cfg", 0, q))).decode() for q in ("what is rrf", "what is bm25")]
+        await c._redis.set(c._k("e", rrf), b'{"contexts": [{"document": {"language": "en"}}], "strategy": "HYBRID"}')
+        await c._redis.set(c._k("v", bm25), b"\x00" * 12)
+        for _ in range(3):
+            assert await c.lookup("what is rrf", None, "cfg", PUBLIC) is None
+            assert await c.lookup("explain bm25", _vec(0, 1, 0.1), "cfg", PUBLIC) is None
+        assert await _entry_ids(c) == [bm25]  # the unreadable entry went
+        assert [m.decode() for m in await c._redis.zrange(c._k("s", "cfg", 0), 0, -1)] == []  # neither vector is matched again
+        assert (await c.lookup("what is bm25", None, "cfg", PUBLIC)) is not None  # its exact key still finds it
+        await c.invalidate_documents(["d1", "d2"])
+        assert await _entry_ids(c) == []
+    finally:
+        await c.close()
+
+
+async def test_redis_stores_no_vector_a_lookup_could_not_match(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    c = make("redis", request, executor)
+    assert isinstance(c, RedisCache)
+    try:
+        for vector in (np.zeros(DIM, dtype=np.float32), np.full(DIM, np.nan, dtype=np.float32), np.ones(DIM + 1, dtype=np.float32)):
+            await c.store("what is rrf", vector, "cfg", PUBLIC, _answer(_ctx("d1")))
+        assert await c._redis.zcard(c._k("s", "cfg", 0)) == 0
+        assert await c.lookup("what is rrf", None, "cfg", PUBLIC) is not None  # found by its text
+        assert await c.lookup("explain rrf", _vec(1), "cfg", PUBLIC) is None
+    finally:
+        await c.close()
+
+
+async def test_redis_partitions_keep_the_newest_max_entries(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Storing past CACHE_MAX_ENTRIES removes a partition's oldest entries from Redis: it grew with
+    the queries, and each lookup loaded every entry past what the process mirrors, again and again."""
+    c = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0, max_entries=3),
+                   prefix=f"t{next(_counter)}", timeout_s=30.0)
+    try:
+        for i in range(5):
+            await c.store(f"question {i}", _vec(*([0.0] * i), 1), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+        assert await c._redis.zcard(c._k("s", "cfg", 0)) == 3 and len(await _entry_ids(c)) == 3
+        for i in range(5):
+            hit = await c.lookup(f"another question {i}", _vec(*([0.0] * i), 1), "cfg", PUBLIC)
+            assert (hit is not None) is (i >= 2), i
+    finally:
+        await c.close()
+
+
 def _traced_growth(before: int) -> int:
     gc.collect()
     return tracemalloc.get_traced_memory()[0] - before
