@@ -22,8 +22,9 @@ version is not the committed one, so a write in flight is never visible half-don
 
 Writes of one document are serialized: within a process, then across the processes sharing the
 stores by the metadata store's write lock (MySQL's GET_LOCK; a file lock beside a SQLite file).
-Interleaved, two writers' steps would leave one's rows with the other's points, and recovery
-would reconcile a write in flight. A lock's holder that dies lets it go.
+Interleaved, two writers' steps would leave one's rows with the other's points. Waiting for the
+lock can be cancelled (nothing is written yet); recovery skips a document whose lock is held (a
+write in flight) rather than wait for it. A lock's holder that dies lets it go.
 """
 
 from __future__ import annotations
@@ -462,7 +463,9 @@ class Indexer:
                 parent_row += len(p.parents)
             doc_id = p.document.document_id
             try:
-                replaced = await _to_the_end(self._store(p, points, parent_points, d.graph))
+                # Waiting for the document's lock can be cancelled; its write, once begun, runs to its end.
+                async with self._document_lock(doc_id):
+                    replaced = await _to_the_end(self._store(p, points, parent_points, d.graph))
             except Exception as exc:
                 errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
                 continue
@@ -474,23 +477,22 @@ class Indexer:
     async def _store(
         self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None
     ) -> bool:
-        """One document into both stores (whether it replaced one); on failure the vectors are made
-        to match the committed rows again, and the failure is raised."""
+        """One document into both stores (whether it replaced one), under its lock; on failure the
+        vectors are made to match the committed rows again, and the failure is raised."""
         doc_id = p.document.document_id
-        async with self._document_lock(doc_id):
-            try:
-                await self._metadata.begin_write(doc_id)
-                for i in range(0, len(points), self._batch):
-                    await self._vectors.upsert(points[i : i + self._batch])
-                for i in range(0, len(parent_points), self._batch):
-                    await self._vectors.upsert_parents(parent_points[i : i + self._batch])
-                replaced = await self._metadata.replace_document(p.document, p.parents, graph)
-                await self._vectors.delete_document(doc_id, keep_version=p.document.version)
-                await self._metadata.end_write(doc_id)
-            except Exception:
-                log.exception("storing %s failed", doc_id)
-                await self._reconcile_quietly(doc_id)
-                raise
+        try:
+            await self._metadata.begin_write(doc_id)
+            for i in range(0, len(points), self._batch):
+                await self._vectors.upsert(points[i : i + self._batch])
+            for i in range(0, len(parent_points), self._batch):
+                await self._vectors.upsert_parents(parent_points[i : i + self._batch])
+            replaced = await self._metadata.replace_document(p.document, p.parents, graph)
+            await self._vectors.delete_document(doc_id, keep_version=p.document.version)
+            await self._metadata.end_write(doc_id)
+        except Exception:
+            log.exception("storing %s failed", doc_id)
+            await self._reconcile_quietly(doc_id)
+            raise
         return replaced
 
     async def _recount(self) -> None:
@@ -512,23 +514,27 @@ class Indexer:
             return None
 
     @contextlib.asynccontextmanager
-    async def _document_lock(self, document_id: str) -> AsyncIterator[None]:
+    async def _document_lock(self, document_id: str, *, wait: bool = True) -> AsyncIterator[bool]:
         """One write of a document at a time: in this process (the lock lives while someone uses
-        it), then among the processes sharing the stores (the metadata store's write lock)."""
+        it), then among the processes sharing the stores (the metadata store's write lock). Yields
+        whether it is held: always when ``wait``; else False at once while a write holds it."""
         entry = self._locks.setdefault(document_id, _DocumentLock())
         entry.users += 1
         try:
-            async with entry.lock, self._metadata.write_lock(document_id):
-                yield
+            if not wait and entry.lock.locked():
+                yield False
+                return
+            async with entry.lock, self._metadata.write_lock(document_id, wait=wait) as held:
+                yield held
         finally:
             entry.users -= 1
             if not entry.users:
                 del self._locks[document_id]
 
     async def _delete_one(self, document_id: str) -> bool:
-        async with self._document_lock(document_id):
-            existed = await self._metadata.delete_document(document_id)
-            await self._reconcile_quietly(document_id)
+        """Under the document's lock: rows, then vectors."""
+        existed = await self._metadata.delete_document(document_id)
+        await self._reconcile_quietly(document_id)
         if existed:
             log.debug("document deleted", extra={"document_id": document_id})
         return existed
@@ -554,10 +560,12 @@ class Indexer:
         cutoff = time.time() - min_age_s
         done = []
         for doc_id in await self._metadata.pending_writes(older_than=cutoff):
-            async with self._document_lock(doc_id):
+            # A document whose lock is held has a write in flight: left alone, without waiting (a
+            # writer that hangs must not hold up the others' recovery); the next sweep sees it again.
+            async with self._document_lock(doc_id, wait=False) as held:
                 # Once the lock is ours no write of it is in flight. One may have ended (the intent
                 # is gone) or begun (it is new) since the list was read: that write was not abandoned.
-                if not await self._metadata.has_pending_write(doc_id, older_than=cutoff):
+                if not held or not await self._metadata.has_pending_write(doc_id, older_than=cutoff):
                     continue
                 await self.reconcile(doc_id)
                 done.append(doc_id)
@@ -578,7 +586,8 @@ class Indexer:
             raise InvalidArgument(str(exc)) from None
         deleted, missing = [], []
         for doc_id in dict.fromkeys(cleaned):
-            existed = await _to_the_end(self._delete_one(doc_id))
+            async with self._document_lock(doc_id):
+                existed = await _to_the_end(self._delete_one(doc_id))
             (deleted if existed else missing).append(doc_id)
         await self._recount()
         return deleted, missing

@@ -10,6 +10,7 @@ process."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -149,31 +150,32 @@ async def test_two_writers_of_one_document_take_turns(writers: Writers, lock_wai
     assert "moraines" in found.contexts[0].parent.content
 
 
-async def test_recovery_waits_for_a_write_in_flight_and_leaves_it(
-    writers: Writers, lock_waits: asyncio.Event, monkeypatch: pytest.MonkeyPatch
+async def test_recovery_leaves_a_write_in_flight_and_goes_on_to_the_abandoned_ones(
+    writers: Writers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process's recovery lists the write's intent while the write is between its points and
     its rows. Reconciled then, its new points would go (no rows yet), and the rows committed after
-    would have none."""
-    app, doc = writers.app, f"shared-{uuid.uuid4().hex[:8]}"
+    would have none. Recovery leaves it without waiting for it (a writer that hangs must not hold
+    up the rest), and reconciles the abandoned write listed after it."""
+    app, doc, abandoned = writers.app, f"shared-{uuid.uuid4().hex[:8]}", f"abandoned-{uuid.uuid4().hex[:8]}"
+    await app.ingest([_txt(abandoned, "Orphaned points outlive their rows.")])
     held, resume = _held_before_commit(app, monkeypatch)
     write = asyncio.create_task(app.ingest([_txt(doc, LONG)]))
-    await held.wait()
-    assert doc in await app.metadata.pending_writes()
-    recovery = asyncio.create_task(writers.other().recover(min_age_s=0.0))
     try:
-        await _first(lock_waits, recovery)
-        waited = lock_waits.is_set() and not recovery.done()
+        await held.wait()
+        await app.metadata.delete_document(abandoned)  # the rows went, a kill came before the points did
+        assert [d for d in await app.metadata.pending_writes() if d in (doc, abandoned)] == [doc, abandoned]
+        reconciled = await writers.other().recover(min_age_s=0.0)
     finally:
         resume.set()
-        report, reconciled = await asyncio.gather(write, recovery)
-    assert waited, "recovery reconciled a write in flight"
-    assert reconciled == []
+        report = await write
+    assert abandoned in reconciled and doc not in reconciled, "recovery reconciled a write in flight"
+    assert await app.vectors.count(abandoned) == 0
     assert await _searchable(app, doc) == report.documents[0].child_chunks > 0
 
 
 _HOLDER = """
-import asyncio, sys
+import asyncio, os, sys, traceback
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 
@@ -185,18 +187,34 @@ async def main() -> None:
         print("held", flush=True)
         await asyncio.Event().wait()
 
-asyncio.run(main())
+try:
+    asyncio.run(main())
+except BaseException:
+    traceback.print_exc()
+finally:
+    os._exit(1)  # whatever failed: the store's threads must not keep the process (and the test) waiting
 """
+
+
+@contextlib.asynccontextmanager
+async def _held_elsewhere(writers: Writers, doc: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A real second process holding the document's lock until it is killed."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    holder = await asyncio.create_subprocess_exec(sys.executable, "-c", _HOLDER, *writers.where, doc, env=env, stdout=asyncio.subprocess.PIPE)
+    try:
+        assert await holder.stdout.readline() == b"held\n", "the holder did not take the lock"  # type: ignore[union-attr]
+        yield holder
+    finally:
+        if holder.returncode is None:
+            holder.kill()
+            await holder.wait()
 
 
 async def test_a_writer_killed_while_holding_the_lock_lets_it_go(writers: Writers, lock_waits: asyncio.Event) -> None:
     """A real second process takes a document's lock and is killed (-9) with it: the lock is held
     against this process while that process lives, and let go when it dies."""
     doc = f"shared-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    holder = await asyncio.create_subprocess_exec(sys.executable, "-c", _HOLDER, *writers.where, doc, env=env, stdout=asyncio.subprocess.PIPE)
-    try:
-        assert await holder.stdout.readline() == b"held\n"  # type: ignore[union-attr]
+    async with _held_elsewhere(writers, doc) as holder:
         taken = asyncio.Event()
 
         async def take() -> None:
@@ -210,7 +228,20 @@ async def test_a_writer_killed_while_holding_the_lock_lets_it_go(writers: Writer
         await holder.wait()
         await taking
         assert taken.is_set()
-    finally:
-        if holder.returncode is None:
-            holder.kill()
-            await holder.wait()
+
+
+async def test_an_ingest_waiting_for_another_writer_can_be_cancelled(writers: Writers, lock_waits: asyncio.Event) -> None:
+    """Nothing is written while it waits, so a client's cancel (or a shutdown) ends it at once; its
+    write used to run to its end once the other process let go, and the shutdown waited for that."""
+    app, doc = writers.app, f"shared-{uuid.uuid4().hex[:8]}"
+    async with _held_elsewhere(writers, doc) as holder:
+        call = asyncio.create_task(app.ingest([_txt(doc, LONG)]))
+        await _first(lock_waits, call)
+        assert lock_waits.is_set() and not call.done()
+        call.cancel()
+        holder.kill()  # the lock comes free: a write that outlived its cancel would now go ahead
+        await holder.wait()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    assert await app.metadata.get_document(doc) is None and doc not in await app.metadata.pending_writes()
+    assert await app.vectors.count(doc) == 0

@@ -237,12 +237,13 @@ class MetadataStore(GraphQueries, ABC):
             return deleted
 
     @abstractmethod
-    def write_lock(self, document_id: str) -> AbstractAsyncContextManager[None]:
+    def write_lock(self, document_id: str, *, wait: bool = True) -> AbstractAsyncContextManager[bool]:
         """Held while the document's rows and vectors are written or reconciled, against every
         process writing through this store (shared storage): two writers interleaving their steps
-        leave one's rows with the other's points. Waits for the holder; a holder that dies (its
-        process, or its connection) lets it go. Callers in one process serialize first: the lock
-        is not reentrant."""
+        leave one's rows with the other's points. Waits for the holder (cancellably), or with
+        ``wait`` false yields False at once while another holds it; yields True once held. A
+        holder that dies (its process, or its connection) lets it go. Callers in one process
+        serialize first: the lock is not reentrant."""
 
     # Write-ahead intents: a document whose vectors may disagree with its rows (a write in flight, or
     # one a crash interrupted). Recovery makes the vectors match the committed rows, then clears it.

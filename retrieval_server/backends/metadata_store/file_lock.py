@@ -19,7 +19,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-#: files the names share; two of a handful of concurrent writes share one about once in a few hundred
+#: files the names share: of five writes at once, two share one about one time in 25
 STRIPES = 256
 #: the longest pause between two tries while another process holds the file (from 1 ms, doubling)
 MAX_PAUSE_S = 0.05
@@ -30,13 +30,15 @@ def stripe_of(name: str) -> str:
 
 
 @asynccontextmanager
-async def file_lock(folder: Path, name: str) -> AsyncIterator[None]:
-    """Hold ``name``'s file in ``folder`` (created if missing) exclusively while the block runs.
+async def file_lock(folder: Path, name: str, *, wait: bool = True) -> AsyncIterator[bool]:
+    """Hold ``name``'s file in ``folder`` (created if missing) exclusively while the block runs;
+    yields whether it is held (always, unless ``wait`` is false and another holder has it).
 
     Tries without blocking and pauses between tries: a blocking ``flock`` would hold a thread that
-    cannot be cancelled, and the holder's write takes milliseconds to seconds."""
+    cannot be cancelled, and the holder's write takes milliseconds to seconds. (Read-only is enough
+    for ``flock``, and lets processes of other users sharing the folder take it too.)"""
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / stripe_of(name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(folder / stripe_of(name), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
         pause = 0.0
         while True:
@@ -44,10 +46,13 @@ async def file_lock(folder: Path, name: str) -> AsyncIterator[None]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not wait:
+                    yield False
+                    return
                 if not pause:
                     log.info("waiting for another writer's lock", extra={"lock": name})
                 pause = min(2 * pause, MAX_PAUSE_S) if pause else 0.001
                 await asyncio.sleep(pause)
-        yield
+        yield True
     finally:
         os.close(fd)  # releases the lock

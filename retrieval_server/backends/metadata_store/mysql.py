@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -138,6 +139,10 @@ def _timed_out(exc: BaseException) -> bool:
     return "timeout" in message or "timed out" in message
 
 
+#: how often a held write lock's session is used (kept from proxies' idle timeouts, and checked)
+LOCK_KEEPALIVE_S = 30.0
+#: the idle timeout of the sessions that hold write locks (the server's maximum is a year)
+LOCK_SESSION_IDLE_S = 7 * 24 * 3600
 #: what a call that could not reach the server raises
 _CONNECTION_ERRORS = (errors.OperationalError, errors.InterfaceError, OSError, asyncio.TimeoutError)
 
@@ -153,6 +158,7 @@ class MysqlMetadataStore(MetadataStore):
         self._pool: Any = None
         #: connections that hold the documents' write locks (a lock lives as long as its session)
         self._lock_pool: Any = None
+        self._lock_slots: asyncio.Semaphore | None = None
 
     async def open(self) -> None:
         try:
@@ -168,8 +174,13 @@ class MysqlMetadataStore(MetadataStore):
                 await tx.execute(stmt)
         # Apart from the transactions' pool: writers holding every connection of one pool while
         # their transactions wait for another would deadlock it. At most ``pool_size`` documents
-        # are written at once by this process.
-        self._lock_pool = await asyncmy.create_pool(minsize=0, maxsize=self._pool_size, autocommit=True, charset="utf8mb4", **self._args)
+        # are written at once by this process. A held lock's session must outlive the server's
+        # idle timeout (8 h by default, often less), whatever the write takes.
+        self._lock_pool = await asyncmy.create_pool(
+            minsize=0, maxsize=self._pool_size, autocommit=True, charset="utf8mb4",
+            init_command=f"SET SESSION wait_timeout = {LOCK_SESSION_IDLE_S}", **self._args,
+        )
+        self._lock_slots = asyncio.Semaphore(self._pool_size)
 
     async def close(self) -> None:
         for name in ("_lock_pool", "_pool"):
@@ -197,41 +208,81 @@ class MysqlMetadataStore(MetadataStore):
         return f"retrieval:{key}"
 
     @asynccontextmanager
-    async def write_lock(self, document_id: str) -> AsyncIterator[None]:
+    async def write_lock(self, document_id: str, *, wait: bool = True) -> AsyncIterator[bool]:
         # GET_LOCK: the server lets it go with the session, so a writer killed mid-write does not
-        # leave it taken. Each wait ends well before the connection's read timeout.
+        # leave it taken (a host cut off keeps its session until TCP gives up on it).
         if self._read_only:
             raise ReadOnly("the metadata store is open read-only")
-        if self._lock_pool is None:
+        if self._lock_pool is None or self._lock_slots is None:
             raise Unavailable("metadata store is not open")
-        pool, name, conn = self._lock_pool, self._lock_name(document_id), None
-        try:
-            # Not bounded like a transaction's: with every lock connection held by a write, the
-            # next write waits its turn (its connecting is bounded by the connect timeout).
-            conn = await pool.acquire()
-            async with conn.cursor() as cur:
-                wait_s = 0.0
-                while True:
-                    await cur.execute("SELECT GET_LOCK(%s, %s)", (name, wait_s))
-                    (got,) = await cur.fetchone()
-                    if got == 1:
-                        break
-                    if got is None:
-                        raise Unavailable(f"MySQL refused the write lock of {document_id!r}")
-                    if not wait_s:
-                        log.info("waiting for another writer's lock", extra={"lock": document_id})
-                    wait_s = self._timeout_s / 2
-        except BaseException as exc:
-            if conn is not None:
-                conn.close()  # a lock granted as the wait failed or was cancelled goes with the session
+        pool, name = self._lock_pool, self._lock_name(document_id)
+        # A write waits for a free slot of the lock pool without a bound, as for the lock itself;
+        # taking a connection then is bounded like a transaction's (the pool opens connections one
+        # at a time holding its lock: against a frozen server, writes would queue behind each other's timeouts).
+        async with self._lock_slots:
+            conn = None
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    conn = await pool.acquire()
+                held = await self._take(conn, name, document_id, wait)
+            except BaseException as exc:
+                if conn is not None:
+                    conn.close()  # a lock granted as the wait failed or was cancelled goes with the session
+                    pool.release(conn)
+                if isinstance(exc, _CONNECTION_ERRORS):
+                    raise self._unavailable(exc) from exc
+                raise
+            if not held:
                 pool.release(conn)
-            if isinstance(exc, _CONNECTION_ERRORS):
-                raise self._unavailable(exc) from exc
-            raise
-        try:
-            yield
-        finally:
-            await self._release_lock(pool, conn, name, document_id)
+                yield False
+                return
+            stop = asyncio.Event()
+            keeping = asyncio.create_task(self._keep(conn, name, document_id, stop))
+            try:
+                yield True
+            finally:
+                stop.set()
+                await asyncio.gather(keeping, return_exceptions=True)
+                await self._release_lock(pool, conn, name, document_id)
+
+    async def _take(self, conn: Any, name: str, document_id: str, wait: bool) -> bool:
+        """GET_LOCK on ``conn``: whether it is held (always, when ``wait``). The server waits in
+        whole seconds (MySQL rounds the timeout), each wait ending before the connection's read
+        timeout; under 2 s of timeout, the waiting is done here between tries."""
+        server_wait, pause = int(self._timeout_s / 2), 0.0
+        async with conn.cursor() as cur:
+            for attempt in itertools.count():
+                await cur.execute("SELECT GET_LOCK(%s, %s)", (name, server_wait if attempt else 0))
+                (got,) = await cur.fetchone()
+                if got == 1:
+                    return True
+                if got is None:
+                    raise Unavailable(f"MySQL refused the write lock of {document_id!r}")
+                if not wait:
+                    return False
+                if not attempt:
+                    log.info("waiting for another writer's lock", extra={"lock": document_id})
+                if not server_wait:
+                    pause = min(2 * pause, self._timeout_s / 2) if pause else 0.01
+                    await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    async def _keep(conn: Any, name: str, document_id: str, stop: asyncio.Event) -> None:
+        """While a write holds the lock: its session is kept busy (an idle one is closed by a
+        proxy's idle timeout, and the lock with it), and a lock lost meanwhile is said at once."""
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), LOCK_KEEPALIVE_S)
+                return
+            except TimeoutError:
+                pass
+            async with conn.cursor() as cur:
+                await cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (name,))
+                (mine,) = await cur.fetchone()
+            if mine != 1:
+                log.error("the write lock of %s was lost while its write ran", document_id)
+                return
 
     @staticmethod
     async def _release_lock(pool: Any, conn: Any, name: str, document_id: str) -> None:

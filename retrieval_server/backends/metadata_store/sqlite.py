@@ -391,15 +391,16 @@ class SqliteMetadataStore(MetadataStore):
         await tx.execute("INSERT INTO documents_fts (document_id, text) VALUES (?, ?)", [doc.document_id, search_text(doc)])
 
     @asynccontextmanager
-    async def write_lock(self, document_id: str) -> AsyncIterator[None]:
+    async def write_lock(self, document_id: str, *, wait: bool = True) -> AsyncIterator[bool]:
         # Server processes on one host can share the file (a Qdrant server holding the vectors).
         if self._read_only:
             raise ReadOnly("the metadata store is open read-only")
         if str(self._path) == ":memory:":  # a database of one connection: one process
-            yield
+            yield True
             return
-        async with file_lock(Path(f"{self._path}.locks"), document_id):
-            yield
+        # Beside the file itself, however it is reached (a link, a relative path).
+        async with file_lock(Path(f"{Path(self._path).resolve()}.locks"), document_id, wait=wait) as held:
+            yield held
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
