@@ -25,7 +25,7 @@ import pytest
 import pytest_asyncio
 
 from retrieval_server.app import Application
-from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store import MetadataStore, mysql
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.config import load_settings
@@ -245,3 +245,35 @@ async def test_an_ingest_waiting_for_another_writer_can_be_cancelled(writers: Wr
             await call
     assert await app.metadata.get_document(doc) is None and doc not in await app.metadata.pending_writes()
     assert await app.vectors.count(doc) == 0
+
+
+@pytest.mark.mariadb
+async def test_a_write_lock_lost_while_held_is_reported_at_once(mariadb_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MySQL: the lock's session ended midway (killed here; a restart, a network failure, an idle
+    timeout): the writer hears of it from the session's periodic use, not only when it lets go."""
+    monkeypatch.setattr(mysql, "LOCK_KEEPALIVE_S", 0.01)
+    lost = asyncio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "was lost while its write ran" in record.getMessage():
+                lost.set()
+
+    handler, logger = Watch(), logging.getLogger(mysql.__name__)
+    logger.addHandler(handler)
+    store, admin = MysqlMetadataStore(mariadb_dsn), MysqlMetadataStore(mariadb_dsn)
+    await store.open()
+    await admin.open()
+    try:
+        doc = f"shared-{uuid.uuid4().hex[:8]}"
+        async with store.write_lock(doc):
+            async with admin.transaction() as tx:
+                [(holder,)] = await tx.fetchall("SELECT IS_USED_LOCK(?)", [store._lock_name(doc)])
+                await tx.execute(f"KILL CONNECTION {int(holder)}")
+            await lost.wait()
+        async with admin.write_lock(doc, wait=False) as held:
+            assert held  # the killed session's lock went with it
+    finally:
+        logger.removeHandler(handler)
+        await admin.close()
+        await store.close()

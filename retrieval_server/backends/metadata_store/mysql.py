@@ -277,9 +277,13 @@ class MysqlMetadataStore(MetadataStore):
                 return
             except TimeoutError:
                 pass
-            async with conn.cursor() as cur:
-                await cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (name,))
-                (mine,) = await cur.fetchone()
+            mine = None
+            try:
+                async with conn.cursor() as cur:
+                    await cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (name,))
+                    (mine,) = await cur.fetchone()
+            except Exception:
+                log.debug("checking the write lock of %s failed", document_id, exc_info=True)
             if mine != 1:
                 log.error("the write lock of %s was lost while its write ran", document_id)
                 return
