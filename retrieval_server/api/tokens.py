@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import httpx
 import jwt
 
-from retrieval_server.backends.http_body import ResponseTooLarge, request_bounded
+from retrieval_server.backends.http_body import ResponseRefused, request_bounded
 from retrieval_server.domain import Unauthenticated, Unavailable
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class JwksUrl:
                     # fetch used the old ones and is remembered under the old count.
                     self._keys, self._document = keys, document
                     self._changes += 1
-            except (httpx.HTTPError, ResponseTooLarge, ValueError) as exc:
+            except (httpx.HTTPError, ResponseRefused, ValueError) as exc:
                 log.warning("cannot fetch the JWKS from %s: %s", self._url, exc)
                 if self._keys is None:
                     raise Unavailable("the identity provider's signing keys cannot be fetched right now") from exc

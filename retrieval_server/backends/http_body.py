@@ -1,11 +1,17 @@
-"""An HTTP request whose response is read whole only up to a size limit.
+"""HTTP responses read only up to a size limit, counted as they arrive.
 
-The HTTP services we call (TEI, the LLM providers, the identity provider's JWKS) are the operator's, but one that misbehaves (a
-proxy's error page, a runaway generation, a wrong URL serving a file) must not fill the server's
-memory: httpx reads a response whole, whatever its size."""
+The HTTP services we call (TEI, the LLM providers, the identity provider's JWKS) are the operator's,
+but one that misbehaves (a proxy's error page, a runaway generation, a wrong URL serving a file)
+must not fill the server's memory: httpx reads a response whole, whatever its size, a compressed
+one decodes each read whole (a 64 KiB read of zeros is 64 MiB), and an SSE parser holds an event
+or a line whole until it ends. So the body is read raw, inflated at most up to the limit, and
+counted before anything else holds it."""
 
 from __future__ import annotations
 
+import codecs
+import zlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -13,12 +19,14 @@ if TYPE_CHECKING:
 
 #: far above what our clients read (a completion of a few thousand tokens, a batch's scores)
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+#: the encodings :func:`body_chunks` inflates within the limit; asked for instead of httpx's default
+ACCEPT_ENCODING = {"Accept-Encoding": "gzip, deflate"}
 #: headers that describe the body as sent, not as read (decoded, whole)
 _AS_SENT = {b"content-encoding", b"content-length", b"transfer-encoding"}
 
 
-class ResponseTooLarge(Exception):
-    """The response's body is larger than the limit."""
+class ResponseRefused(Exception):
+    """The response's body is larger than the limit, or in an encoding that was not asked for."""
 
 
 async def request_bounded(
@@ -26,23 +34,83 @@ async def request_bounded(
 ) -> httpx.Response:
     """``client.request(method, url, **kwargs)``, its body read whatever the status (an error's
     reason, a Retry-After's account), up to ``limit`` bytes: see :func:`read_whole`."""
-    async with client.stream(method, url, **kwargs) as response:
+    headers = {**ACCEPT_ENCODING, **kwargs.pop("headers", {})}
+    async with client.stream(method, url, headers=headers, **kwargs) as response:
         return await read_whole(response, limit)
 
 
 async def read_whole(response: httpx.Response, limit: int = MAX_RESPONSE_BYTES) -> httpx.Response:
-    """A streamed ``response`` read whole (decoded) as a response of its own, or
-    :class:`ResponseTooLarge` as soon as it passes ``limit`` bytes (the caller's closing of the
-    stream drops the connection)."""
+    """A streamed ``response`` read whole (decoded) as a response of its own; :class:`ResponseRefused`
+    as soon as it passes ``limit`` bytes (the caller's closing of the stream drops the connection)."""
     import httpx
 
+    body = b"".join([chunk async for chunk in body_chunks(response, limit)])
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _AS_SENT]
+    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
+
+
+async def body_chunks(response: httpx.Response, limit: int = MAX_RESPONSE_BYTES) -> AsyncIterator[bytes]:
+    """A streamed ``response``'s body, decoded, chunk by chunk; :class:`ResponseRefused` before
+    more than ``limit`` decoded bytes are held."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise ResponseTooLarge(f"a response of {declared} bytes, above the limit of {limit}")
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            raise ResponseTooLarge(f"a response above the limit of {limit} bytes")
-    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _AS_SENT]
-    return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=response.request)
+        raise ResponseRefused(f"a response of {declared} bytes, above the limit of {limit}")
+    inflate = _Inflater.of(response.headers.get("content-encoding", ""))
+    total = 0
+    async for raw in response.aiter_raw():
+        chunk = inflate(raw, limit - total + 1) if inflate else raw
+        total += len(chunk)
+        if total > limit:
+            raise ResponseRefused(f"a response above the limit of {limit} bytes")
+        yield chunk
+
+
+class BoundedText:
+    """A streamed response as an SSE parser reads it (``headers``, ``aiter_text``), its body
+    bounded as :func:`body_chunks` bounds it."""
+
+    def __init__(self, response: httpx.Response, limit: int = MAX_RESPONSE_BYTES) -> None:
+        self._response, self._limit = response, limit
+        self.headers = response.headers
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        decoder = codecs.getincrementaldecoder(self._response.encoding or "utf-8")(errors="replace")
+        async for chunk in body_chunks(self._response, self._limit):
+            if text := decoder.decode(chunk):
+                yield text
+        if tail := decoder.decode(b"", final=True):
+            yield tail
+
+
+class _Inflater:
+    """gzip or deflate, inflated no further than asked; None for a body sent as it is."""
+
+    def __init__(self, wbits: int, raw_fallback: bool) -> None:
+        self._inflate = zlib.decompressobj(wbits)
+        self._raw_fallback, self._started = raw_fallback, False
+
+    @classmethod
+    def of(cls, encoding: str) -> _Inflater | None:
+        encoding = encoding.strip().lower()
+        if encoding in ("", "identity"):
+            return None
+        if encoding in ("gzip", "x-gzip"):
+            return cls(16 + zlib.MAX_WBITS, raw_fallback=False)
+        if encoding == "deflate":  # zlib-wrapped as the RFC says, or raw as some servers send it
+            return cls(zlib.MAX_WBITS, raw_fallback=True)
+        raise ResponseRefused(f"a response in the encoding {encoding!r}, which was not asked for")
+
+    def __call__(self, data: bytes, at_most: int) -> bytes:
+        """``data`` inflated: at most ``at_most`` bytes, the rest of it left unread."""
+        try:
+            try:
+                out = self._inflate.decompress(data, at_most)
+            except zlib.error:
+                if not self._raw_fallback or self._started:
+                    raise
+                self._inflate, self._raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
+                out = self._inflate.decompress(data, at_most)
+        except zlib.error as exc:
+            raise ResponseRefused(f"a response whose compression is broken: {exc}") from exc
+        self._started = True
+        return out

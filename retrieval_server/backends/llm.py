@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES, ResponseTooLarge, request_bounded, read_whole
+from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, read_whole, request_bounded
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -176,30 +176,28 @@ class _HttpChat:
                 await asyncio.sleep(delay)
             except ValueError as exc:
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
-            except ResponseTooLarge as exc:
+            except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
         raise AssertionError("unreachable")
 
     async def _events(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> AsyncIterator[ServerSentEvent]:
         """The response's Server-Sent Events; connection failures are retried until the first event."""
         import httpx
-        from httpx_sse import SSEError, aconnect_sse
+        from httpx_sse import EventSource, SSEError
 
+        headers = {**ACCEPT_ENCODING, "Accept": "text/event-stream", "Cache-Control": "no-store"}
         for attempt in range(self._retries + 1):
             started = False
             try:
-                async with aconnect_sse(self._client, "POST", path, json=body, params=params) as source:
-                    if source.response.status_code >= 400:
-                        (await read_whole(source.response)).raise_for_status()
-                    received = 0
-                    async for event in source.aiter_sse():
+                async with self._client.stream("POST", path, json=body, params=params, headers=headers) as response:
+                    if response.status_code >= 400:
+                        (await read_whole(response)).raise_for_status()
+                    # The body counted as it arrives, before the parser holds a line or an event whole.
+                    async for event in EventSource(BoundedText(response)).aiter_sse():  # type: ignore[arg-type]
                         started = True
-                        received += len(event.data)
-                        if received > MAX_RESPONSE_BYTES:
-                            raise LlmError(f"{self.name}: a streamed response longer than the limit of {MAX_RESPONSE_BYTES}")
                         yield event
                 return
-            except ResponseTooLarge as exc:
+            except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
             except (httpx.TransportError, httpx.HTTPStatusError, SSEError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None

@@ -90,6 +90,13 @@ class _Mirror:
     #: when its last row expires: past it, the mirror is dropped without a lookup of its partition
     until: float = 0.0
 
+    def forget(self, entry_id: str) -> None:
+        row = self.row_of.pop(entry_id, None)
+        if row is not None:
+            self.id_of.pop(row, None)
+            self.matcher.remove(row)
+        self.expires_at.pop(entry_id, None)
+
 
 class RedisCache:
     def __init__(
@@ -125,11 +132,12 @@ class RedisCache:
     def _exact_key(self, config: str, scope: int, query: str) -> str:
         return self._k("x", config, scope, hashlib.sha256(normalize_query(query).encode()).hexdigest()[:32])
 
-    async def _answer(self, entry_id: str, similarity: float) -> CachedAnswer | None:
-        return await self._decode(entry_id, await self._redis.get(self._k("e", entry_id)), similarity)
+    async def _answer(self, entry_id: str, similarity: float, config: str, scope: int) -> CachedAnswer | None:
+        return await self._decode(entry_id, await self._redis.get(self._k("e", entry_id)), similarity, config, scope)
 
-    async def _decode(self, entry_id: str, raw: bytes | None, similarity: float) -> CachedAnswer | None:
-        """The entry's answer; None when it is gone, or cannot be read (then it goes)."""
+    async def _decode(self, entry_id: str, raw: bytes | None, similarity: float, config: str, scope: int) -> CachedAnswer | None:
+        """The entry's answer; None when it is gone, or cannot be read (then it goes: from Redis,
+        and from this process's mirror, which would match it again and again)."""
         if not raw:
             return None
         try:
@@ -138,7 +146,14 @@ class RedisCache:
             return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity)
         except _UNREADABLE as exc:
             log.warning("an unreadable cache entry is removed: %s", exc, extra={"entry": entry_id})
-            await self._redis.delete(self._k("e", entry_id), self._k("v", entry_id))
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.delete(self._k("e", entry_id), self._k("v", entry_id))
+            pipe.zrem(self._k("s", config, scope), entry_id)
+            await pipe.execute()
+            async with self._lock:
+                mirror = self._mirrors.get((config, scope))
+                if mirror is not None:
+                    mirror.forget(entry_id)
             return None
 
     async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
@@ -148,7 +163,7 @@ class RedisCache:
         if indexed:
             # An alias of an invalidated entry is left to expire: its entry is gone, so it misses.
             entry_id, _, similarity = indexed.decode().partition(" ")
-            answer = await self._answer(entry_id, float(similarity) if similarity else 1.0)
+            answer = await self._answer(entry_id, float(similarity) if similarity else 1.0, config, scope)
             if answer is not None:
                 return answer
         if vector is None:
@@ -169,7 +184,7 @@ class RedisCache:
         pipe.get(self._k("e", found))
         pipe.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
         raw, _ = await pipe.execute()
-        return await self._decode(found, raw, score)
+        return await self._decode(found, raw, score, config, scope)
 
     def _sweep(self) -> None:
         """Once per TTL, drop the mirrors whose entries have all expired: a partition that is not
@@ -203,10 +218,7 @@ class RedisCache:
             # Grown by doubling as rows come: a partition with one entry holds one row, not hundreds.
             mirror = self._mirrors[key] = _Mirror(CosineMatcher(self._dim, self._similarity, initial_capacity=1, max_entries=self._max))
         for gone in [i for i in mirror.row_of if i not in live]:
-            row = mirror.row_of.pop(gone)
-            mirror.id_of.pop(row, None)
-            mirror.expires_at.pop(gone, None)
-            mirror.matcher.remove(row)
+            mirror.forget(gone)
         new = [i for i in live if i not in mirror.row_of]
         if new:
             blobs = await self._redis.mget([self._k("v", i) for i in new])

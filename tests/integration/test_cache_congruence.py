@@ -222,6 +222,25 @@ async def test_redis_values_that_cannot_be_read_are_misses_and_removed(request: 
         await c.close()
 
 
+async def test_redis_an_unreadable_entry_this_process_mirrors_stops_matching(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Found unreadable by a similarity match, an entry leaves the partition's sorted set and this
+    process's mirror too: else each similar lookup matched it again (and missed) until its TTL,
+    never reaching the readable entry beside it."""
+    c = make("redis", request, executor)
+    assert isinstance(c, RedisCache)
+    try:
+        await c.store("what is rrf", _vec(1, 0.02), "cfg", PUBLIC, _answer(_ctx("bad")))
+        await c.store("what is rrf fusion", _vec(1, 0.2), "cfg", PUBLIC, _answer(_ctx("good")))
+        assert (await c.lookup("explain rrf", _vec(1), "cfg", PUBLIC)) is not None  # the partition is mirrored
+        bad = (await c._redis.get(c._exact_key("cfg", 0, "what is rrf"))).decode()
+        await c._redis.set(c._k("e", bad), b'{"contexts": 1}')
+        assert await c.lookup("explain rrf again", _vec(1), "cfg", PUBLIC) is None  # the bad one, closest, is read and goes
+        hit = await c.lookup("explain rrf once more", _vec(1), "cfg", PUBLIC)
+        assert hit is not None and hit.contexts[0].document.document_id == "good"
+    finally:
+        await c.close()
+
+
 async def test_redis_stores_no_vector_a_lookup_could_not_match(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     c = make("redis", request, executor)
     assert isinstance(c, RedisCache)

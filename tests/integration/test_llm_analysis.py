@@ -15,13 +15,13 @@ import pytest
 
 from retrieval_server.app import Application
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
+from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES, ResponseRefused, body_chunks
 from retrieval_server.backends.llm import AnthropicChat, Completion, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat, retry_after_seconds
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
 from tests.support.clock import Clock
-from tests.support.http_servers import Sse, Unsized, WithHeaders, json_server
+from tests.support.http_servers import Sse, Streamed, Unsized, WithHeaders, json_server
 
 QUERY = "How does RRF work and why is reranking slow?"
 #: A time limit a local model server meets on a busy machine (where the limit is not what is tested).
@@ -253,6 +253,47 @@ async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> No
             assert await model.complete("sys", "Rewrite this", temperature=0.1) == _answer("Rewrite this")
         finally:
             await model.close()
+
+
+async def test_a_streamed_answer_is_counted_as_it_arrives_not_event_by_event() -> None:
+    """One event that never ends (a line of 96 MiB without a newline): the parser would hold it
+    whole before any count; the client stops reading past the limit, and the call fails."""
+    total = 96 * 1024 * 1024
+    piece = b"x" * (64 * 1024)
+    endless = Streamed({"Content-Type": "text/event-stream"}, [b"data: ", *([piece] * (total // len(piece)))])
+    with json_server(lambda path, body: (200, endless)) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="limit"):
+                [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+        while not server.sent:  # the server notices the client went
+            await asyncio.sleep(0.01)
+    assert server.sent[0] < 3 * MAX_RESPONSE_BYTES, f"{server.sent[0]} bytes were read of a stream past the limit"
+
+
+async def test_a_compressed_response_is_inflated_no_further_than_the_limit() -> None:
+    """64 KiB of gzip that inflate to 64 MiB: read raw and inflated within the limit, where httpx
+    inflated each read whole (64 MiB at once) before anything could count it."""
+    import gzip
+
+    import httpx
+
+    bomb = gzip.compress(b"\0" * (64 * 1024 * 1024))
+    assert len(bomb) < 128 * 1024
+    reply = Streamed({"Content-Type": "application/json", "Content-Encoding": "gzip"}, [bomb])
+    with json_server(lambda path, body: (200, reply)) as server:
+        async with httpx.AsyncClient() as client, client.stream("POST", server.url + "/v1/chat/completions", json={}) as response:
+            seen = 0
+            with pytest.raises(ResponseRefused, match="limit"):
+                async for chunk in body_chunks(response):
+                    seen += len(chunk)
+                    assert seen <= MAX_RESPONSE_BYTES
+    small = Streamed({"Content-Type": "application/json", "Content-Encoding": "gzip"}, [gzip.compress(b'{"ok": true}')])
+    with json_server(lambda path, body: (200, small)) as server:
+        async with httpx.AsyncClient() as client, client.stream("POST", server.url + "/", json={}) as response:
+            assert b"".join([c async for c in body_chunks(response)]) == b'{"ok": true}'
 
 
 async def test_failing_llm_falls_back_to_classical_methods() -> None:

@@ -277,3 +277,34 @@ async def test_a_write_lock_lost_while_held_is_reported_at_once(mariadb_dsn: str
         logger.removeHandler(handler)
         await admin.close()
         await store.close()
+
+
+@pytest.mark.mariadb
+async def test_a_write_lock_cancelled_twice_still_lets_go(mariadb_dsn: str) -> None:
+    """A second cancellation (a client's cancel, then the deadline or a shutdown) landing while the
+    lock's periodic check ends: the lock's session is closed all the same. It used to stay out of
+    the pool holding the lock, for every writer of the document and for a week, and the store's
+    close waited for it for ever."""
+    store = MysqlMetadataStore(mariadb_dsn)
+    await store.open()
+    try:
+        entered, doc = asyncio.Event(), f"shared-{uuid.uuid4().hex[:8]}"
+
+        async def write() -> None:
+            async with store.write_lock(doc):
+                entered.set()
+                await asyncio.Event().wait()
+
+        task = asyncio.create_task(write())
+        await entered.wait()
+        task.cancel()
+        await asyncio.sleep(0)  # the task runs to its release, and waits there for the check to end
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        pool = store._lock_pool
+        assert pool.size == pool.freesize, "a lock connection was left out of the pool"
+        async with store.write_lock(doc) as held:
+            assert held
+    finally:
+        await store.close()

@@ -1,15 +1,15 @@
 """Small local HTTP servers that speak external services' wire protocols, for tests.
 
 They run in a thread on 127.0.0.1 and record what they received. A handler answers JSON (with
-extra headers: :class:`WithHeaders`; without a length: :class:`Unsized`), or Server-Sent Events
-(:class:`Sse`) as streaming LLM APIs do.
+extra headers: :class:`WithHeaders`; without a length: :class:`Unsized`), Server-Sent Events
+(:class:`Sse`) as streaming LLM APIs do, or any bytes under any headers (:class:`Streamed`).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,11 +40,22 @@ class Unsized:
     payload: Any
 
 
+@dataclass(frozen=True)
+class Streamed:
+    """A handler's answer sent as ``chunks`` (bytes, as they are) under ``headers``, without a
+    length, until they end or the client goes: how much was sent is recorded."""
+
+    headers: dict[str, str]
+    chunks: Iterable[bytes]
+
+
 @dataclass
 class LocalServer:
     url: str
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    #: bytes of each Streamed answer sent before it ended or the client went
+    sent: list[int] = field(default_factory=list)
 
 
 @contextmanager
@@ -70,6 +81,22 @@ def json_server(handle: Handler) -> Iterator[LocalServer]:
                 for event, data in payload.events:
                     self.wfile.write(((f"event: {event}\n" if event else "") + f"data: {data}\n\n").encode())
                     self.wfile.flush()
+                self.close_connection = True
+                return
+            if isinstance(payload, Streamed):
+                self.send_response(status)
+                for name, value in {**payload.headers, "Connection": "close"}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                sent = 0
+                try:
+                    for chunk in payload.chunks:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                        sent += len(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                record.sent.append(sent)
                 self.close_connection = True
                 return
             if isinstance(payload, Unsized):

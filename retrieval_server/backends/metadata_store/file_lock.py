@@ -1,51 +1,56 @@
-"""A lock by name held across the processes of one host: ``flock`` on one of a folder's files.
+"""A lock by name held across the processes of one host: an open file description lock (Linux's
+``F_OFD_SETLK``) on one byte of a lock file, at an offset the name hashes to.
 
-Names share ``STRIPES`` files, so two names may wait for each other (never deadlock: a holder
-takes one name at a time). A file per name would leave a file behind for every document ever
-written. ``flock`` locks belong to the open file, not the process: two holders in one process
-exclude each other too, and a holder that dies (its process killed) lets go with its descriptor.
+One byte per name, so two names never wait for each other (a 62-bit hash), and one file for every
+name (a file per document would be left behind for every document ever written). The lock belongs
+to the open file, not the process: two holders in one process exclude each other too, and a holder
+that dies (its process killed) lets go with its descriptor. (POSIX record locks, ``lockf``, are
+the process's: a second descriptor closed anywhere in it would release them all.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import hashlib
 import logging
 import os
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-#: files the names share: of five writes at once, two share one about one time in 25
-STRIPES = 256
-#: the longest pause between two tries while another process holds the file (from 1 ms, doubling)
+#: the longest pause between two tries while another process holds the name (from 1 ms, doubling)
 MAX_PAUSE_S = 0.05
+#: ``struct flock`` on 64-bit Linux: l_type, l_whence, l_start, l_len, l_pid (and padding)
+_FLOCK = struct.Struct("hhqqi4x")
 
 
-def stripe_of(name: str) -> str:
-    return f"{hashlib.sha256(name.encode()).digest()[0] % STRIPES:02x}"
+def offset_of(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") >> 2
 
 
 @asynccontextmanager
-async def file_lock(folder: Path, name: str, *, wait: bool = True) -> AsyncIterator[bool]:
-    """Hold ``name``'s file in ``folder`` (created if missing) exclusively while the block runs;
-    yields whether it is held (always, unless ``wait`` is false and another holder has it).
+async def file_lock(path: Path, name: str, *, wait: bool = True) -> AsyncIterator[bool]:
+    """Hold ``name`` in the lock file ``path`` (created if missing) exclusively while the block
+    runs; yields whether it is held (always, unless ``wait`` is false and another holder has it).
 
-    Tries without blocking and pauses between tries: a blocking ``flock`` would hold a thread that
-    cannot be cancelled, and the holder's write takes milliseconds to seconds. (Read-only is enough
-    for ``flock``, and lets processes of other users sharing the folder take it too.)"""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / stripe_of(name), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    Tries without blocking and pauses between tries: a blocking lock would hold a thread that
+    cannot be cancelled, and the holder's write takes milliseconds to seconds."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    request = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, offset_of(name), 1, 0)
     try:
         pause = 0.0
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, request)
                 break
-            except BlockingIOError:
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
                 if not wait:
                     yield False
                     return

@@ -183,12 +183,16 @@ class MysqlMetadataStore(MetadataStore):
         self._lock_slots = asyncio.Semaphore(self._pool_size)
 
     async def close(self) -> None:
-        for name in ("_lock_pool", "_pool"):
-            pool = getattr(self, name)
-            if pool is not None:
-                setattr(self, name, None)
-                pool.close()
-                await pool.wait_closed()
+        if self._lock_pool is not None:
+            # Its sessions are closed even if a lock were still held: a lock must not outlive the
+            # store (the application waits for its writes before closing it).
+            locks, self._lock_pool = self._lock_pool, None
+            locks.terminate()
+            await locks.wait_closed()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
+            await pool.wait_closed()
 
     def _fulltext(self, terms: list[str]) -> tuple[str, str, list[Any]]:
         # Natural-language mode ranks by relevance; the same string goes to MATCH twice.
@@ -215,11 +219,14 @@ class MysqlMetadataStore(MetadataStore):
             raise ReadOnly("the metadata store is open read-only")
         if self._lock_pool is None or self._lock_slots is None:
             raise Unavailable("metadata store is not open")
-        pool, name = self._lock_pool, self._lock_name(document_id)
+        pool, name, slots = self._lock_pool, self._lock_name(document_id), self._lock_slots
+        if not wait and slots.locked():
+            yield False  # every slot is a write in flight (or one waiting for another process)
+            return
         # A write waits for a free slot of the lock pool without a bound, as for the lock itself;
         # taking a connection then is bounded like a transaction's (the pool opens connections one
         # at a time holding its lock: against a frozen server, writes would queue behind each other's timeouts).
-        async with self._lock_slots:
+        async with slots:
             conn = None
             try:
                 async with asyncio.timeout(self._timeout_s):
@@ -242,7 +249,14 @@ class MysqlMetadataStore(MetadataStore):
                 yield True
             finally:
                 stop.set()
-                await asyncio.gather(keeping, return_exceptions=True)
+                try:
+                    await asyncio.gather(keeping, return_exceptions=True)
+                except BaseException:
+                    # Cancelled again while the check ended: the session, and the lock, go now.
+                    keeping.cancel()
+                    conn.close()
+                    pool.release(conn)
+                    raise
                 await self._release_lock(pool, conn, name, document_id)
 
     async def _take(self, conn: Any, name: str, document_id: str, wait: bool) -> bool:

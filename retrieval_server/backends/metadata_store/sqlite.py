@@ -399,7 +399,7 @@ class SqliteMetadataStore(MetadataStore):
             yield True
             return
         # Beside the file itself, however it is reached (a link, a relative path).
-        async with file_lock(Path(f"{Path(self._path).resolve()}.locks"), document_id, wait=wait) as held:
+        async with file_lock(Path(f"{Path(self._path).resolve()}.write-lock"), document_id, wait=wait) as held:
             yield held
 
     @asynccontextmanager
