@@ -23,7 +23,7 @@ from retrieval_server.domain import (
     StageMetric,
     Strategy,
 )
-from retrieval_server.identifiers import MAX_FILENAME_CHARS, check_descriptive_fields, check_grantees, trim
+from retrieval_server.identifiers import MAX_FILENAME_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, trim
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
 _STRATEGY_IN = {
@@ -73,9 +73,10 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     try:
         check_descriptive_fields(d.title, d.url, d.source, d.metadata)
         check_grantees(d.granted_user_ids)
+        owner = trim(d.owner_id, "owner_id", MAX_USER_ID_CHARS)
     except ValueError as exc:
         raise InvalidArgument(f"{field}.{exc}") from None
-    if access is Access.PRIVATE and not trim(d.owner_id):
+    if access is Access.PRIVATE and not owner:
         raise InvalidArgument(f"{field}.owner_id is required for a PRIVATE document")
     return DocumentSource(
         filename=d.filename or f"{d.document_id}.txt",

@@ -15,7 +15,7 @@ _MAX_ROLE_CHARS = max(len(role.value) for role in Role) + 8
 def identity_from_headers(user_id: str, role: str, verified_by: str = "headers") -> Identity:
     """The identity the two headers' values (empty when absent) name; InvalidArgument when either is malformed."""
     try:
-        user = clean_user_id(user_id, USER_ID_HEADER) if trim(user_id) else None
+        user = clean_user_id(user_id, USER_ID_HEADER) if trim(user_id, USER_ID_HEADER, MAX_USER_ID_CHARS) else None
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
     raw_role = role.strip().upper()

@@ -16,7 +16,10 @@ def query_text(raw: str, s: Settings, field: str = "query") -> str:
     """Long text is accepted up to ``query_max_bytes`` (UTF-8); the model reads its first
     ``max_seq_length`` tokens and keyword search its first ``query_max_terms`` distinct terms."""
     # Zero-width characters trim like white space: a query of nothing else is empty.
-    text = trim(raw)
+    try:
+        text = trim(raw, field, s.query_max_bytes)  # no more characters than bytes
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
     if len(text) < s.query_min_chars:
         raise InvalidArgument(f"{field} must be at least {s.query_min_chars} characters after trimming (got {len(text)})")
     size = len(text.encode("utf-8"))

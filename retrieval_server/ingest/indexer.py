@@ -317,7 +317,7 @@ class Indexer:
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:
-            owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if trim(src.owner_id) else ""
+            owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if trim(src.owner_id, "owner_id", MAX_USER_ID_CHARS) else ""
             check_grantees(src.granted_user_ids)
             grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
             if src.access is Access.PRIVATE and not owner:

@@ -21,6 +21,28 @@ def test_query_limits_after_trimming() -> None:
         validation.query_text("é" * 32_769, s)
 
 
+def test_text_that_would_take_normalization_long_is_refused_first() -> None:
+    """NFC puts a run of combining marks in order in time quadratic in its length (a 160 KB run
+    held the event loop 5 s before the size check refused it), and the trimming loop is Python's:
+    both now see only text of bounded length and runs, refused in linear time, naming the field."""
+    s = load_settings()
+    marks = "a" + "\u0301\u0323" * 140_000
+    with pytest.raises(InvalidArgument, match="query must be at most 65536 characters after trimming"):
+        validation.query_text(marks, s)
+    with pytest.raises(InvalidArgument, match="query must not hold more than 30 combining marks in a row"):
+        validation.query_text("a" + "\u0301\u0323" * 16_000, s)
+    assert validation.query_text("Vie\u0302\u0323t Nam, a\u0301", s) == "Việt Nam, á"  # a few marks: composed
+    with pytest.raises(InvalidArgument, match="query must be at most 65536 characters after trimming"):
+        validation.query_text(" \u200b" * 200_000 + "x", s)
+    assert validation.query_text(" \u200b" * 1_000 + "x", s) == "x"
+    with pytest.raises(InvalidArgument, match=r"filters.document_ids\[0\] must not hold more than 30 combining marks"):
+        validation.document_ids(["a" + "\u0301" * 31], 10, "filters.document_ids")
+    with pytest.raises(InvalidArgument, match=r"filters.document_ids\[0\] must be at most 200 characters after trimming"):
+        validation.document_ids(["a" + "\u0301\u0323" * 40_000], 10, "filters.document_ids")
+    with pytest.raises(InvalidArgument, match="x-user-id must not hold more than 30"):
+        identity_from_headers("a" + "\u0301" * 31, "")
+
+
 def test_top_k_default_and_limits() -> None:
     assert validation.top_k(0, 5, 100) == 5
     assert validation.top_k(100, 5, 100) == 100
