@@ -95,7 +95,10 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         ],
     )
     # Metrics first, so that refused calls are counted too; identity before any servicer runs.
-    edge = Edge([GrpcMetricsLayer(app.metrics.grpc), reject_undecodable, Authenticate(authenticator, on_refused=refused_credentials)])
+    edge = Edge([
+        GrpcMetricsLayer(app.metrics.grpc), reject_undecodable(settings.max_documents_per_request),
+        Authenticate(authenticator, on_refused=refused_credentials),
+    ])
     try:
         register(RetrievalServicer(app), edge)
     except BaseException:

@@ -302,6 +302,40 @@ async def test_undecodable_requests_are_invalid_argument(live: Live, method: str
     assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
 
 
+async def test_requests_too_heavy_to_parse_are_refused_before_parsing(live: Live) -> None:
+    """Parsing takes 16 to 80 times the wire size for messages of many small entries, and runs
+    before authentication: a Query over MAX_REQUEST_BYTES, or an ingest of more documents than a
+    request may hold, is refused on its size or its count on the wire, and the server goes on."""
+    from retrieval_server.api.undecodable import MAX_REQUEST_BYTES
+
+    empty_ids = pb.QueryRequest(query="ok", filters=pb.QueryFilters(document_ids=[""] * (MAX_REQUEST_BYTES // 2 + 1)))
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.Query(empty_ids)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == f"the request is {empty_ids.ByteSize()} bytes; this method reads at most {MAX_REQUEST_BYTES}"
+    limit = live.running.app.settings.max_documents_per_request
+    many = pb.IngestDocumentsRequest(documents=[pb.DocumentInput() for _ in range(limit + 1)])
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.IngestDocuments(many)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == f"documents may list at most {limit} files (RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST)"
+    assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
+
+
+def test_the_wire_count_of_a_field_agrees_with_the_parser() -> None:
+    from hypothesis import given, settings, strategies as st
+
+    from retrieval_server.api.undecodable import entries_over
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.text(max_size=30), max_size=12), st.integers(0, 12))
+    def agree(ids: list[str], limit: int) -> None:
+        request = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=i, content=i.encode()) for i in ids])
+        assert entries_over(request.SerializeToString(), 1, limit) is (len(ids) > limit)
+
+    agree()
+
+
 async def test_stream_query_violations_name_fields_by_their_path_in_the_request(live: Live) -> None:
     """StreamQueryRequest wraps the QueryRequest in its field `query`: BadRequest's field paths start
     there, as every other RPC's name the field from the top of its request."""
