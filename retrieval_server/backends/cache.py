@@ -47,6 +47,12 @@ def normalize_query(query: str) -> str:
     return " ".join(query.casefold().split())
 
 
+def query_key(query: str) -> str:
+    """The exact-match key of a query: a digest of its normalized text (up to 64 KiB), so that
+    every entry and alias costs the same whatever the query's length."""
+    return hashlib.sha256(normalize_query(query).encode()).hexdigest()[:32]
+
+
 def partition_code(partition: str) -> int:
     """The partition as the matcher's integer scope: 0 for the public one, a stable hash otherwise."""
     if partition == PUBLIC_PARTITION:
@@ -155,7 +161,7 @@ class MemoryCache:
     async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
         now = self._clock()
         scope = partition_code(partition)
-        key = (config, scope, normalize_query(query))
+        key = (config, scope, query_key(query))
         async with self._lock:
             entry_id, similarity = self._exact.get(key), None
             if entry_id is None:
@@ -185,7 +191,7 @@ class MemoryCache:
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()
         scope = partition_code(partition)
-        norm = normalize_query(query)
+        norm = query_key(query)
         async with self._lock:
             old = self._exact.get((config, scope, norm))
             if old is not None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import time
 import uuid
@@ -44,7 +43,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.asyncio.retry import Retry
 
-from retrieval_server.backends.cache import CachedAnswer, CachePolicy, normalize_query, partition_code
+from retrieval_server.backends.cache import CachedAnswer, CachePolicy, normalize_query, partition_code, query_key
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from scoring_core import CosineMatcher
@@ -130,7 +129,7 @@ class RedisCache:
         return ":".join([self._p, kind, *map(str, parts)])
 
     def _exact_key(self, config: str, scope: int, query: str) -> str:
-        return self._k("x", config, scope, hashlib.sha256(normalize_query(query).encode()).hexdigest()[:32])
+        return self._k("x", config, scope, query_key(query))
 
     async def _answer(self, entry_id: str, similarity: float, config: str, scope: int) -> CachedAnswer | None:
         return await self._decode(entry_id, await self._redis.get(self._k("e", entry_id)), similarity, config, scope)

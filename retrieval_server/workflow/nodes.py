@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -45,8 +46,9 @@ T = TypeVar("T")
 def cache_config(o: QueryOptions) -> str:
     """What makes two requests answerable by the same cached result."""
     fusion = o.fusion.value if o.fusion else ""
-    # JSON, not a join: a document id may hold any separator (["x,y"] is not ["x", "y"]).
-    documents = json.dumps(sorted(o.document_ids))
+    # JSON, not a join: a document id may hold any separator (["x,y"] is not ["x", "y"]). A digest
+    # of it: a filter holds up to 1,000 ids (200 KB), and every entry and Redis key carries this.
+    documents = hashlib.sha256(json.dumps(sorted(o.document_ids)).encode()).hexdigest()[:32] if o.document_ids else ""
     return f"{o.strategy.value}|{o.top_k}|{o.mode.value}|{fusion}|{int(o.rerank)}|{documents}"
 
 

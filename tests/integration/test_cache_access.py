@@ -295,6 +295,22 @@ async def test_redis_absent_at_startup_degrades_and_recovers_by_itself(tmp_path:
         await application.close()
 
 
+def test_cache_keys_cost_the_same_whatever_the_filter_and_the_query_hold() -> None:
+    """A filter of 1,000 ids of 200 characters made a 200 KB configuration, carried by every
+    entry and Redis key, and a 64 KiB query a 64 KiB exact key: 1,000 such queries held 194 MiB."""
+    from retrieval_server.backends.cache import query_key
+    from retrieval_server.workflow.nodes import cache_config
+
+    ids = tuple(f"{i:03d}" + "d" * 197 for i in range(1_000))
+    wide = cache_config(QueryOptions(QUERY, 5, document_ids=ids))
+    assert len(wide) < 100 and wide == cache_config(QueryOptions(QUERY, 5, document_ids=tuple(reversed(ids))))
+    assert wide != cache_config(QueryOptions(QUERY, 5, document_ids=ids[:-1]))
+    assert cache_config(QueryOptions(QUERY, 5, document_ids=("x", "y"))) != cache_config(QueryOptions(QUERY, 5, document_ids=("x,y",)))
+    long_query = "salary " * 9_000
+    assert len(query_key(long_query)) == len(query_key("q")) == 32
+    assert query_key(f"  {long_query.upper()} ") == query_key(long_query) != query_key(long_query + "x")
+
+
 async def test_a_document_filter_is_keyed_whatever_its_ids_hold(app: Application) -> None:
     """A document id may hold a comma: the filter ["x,y"] is not the filter ["x", "y"], and an
     answer cached for one must not answer the other with documents outside its filter."""
