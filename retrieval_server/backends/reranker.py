@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from retrieval_server.backends.executor import BlockingExecutor
@@ -48,7 +50,12 @@ class OnnxReranker:
         self.name = f"onnx:{model_dir.name}"
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
-        return (await self._executor.run(self._model.score, query, list(texts))).tolist()
+        scores = await self._executor.run(self._model.score, query, list(texts))
+        if not np.isfinite(scores).all():
+            # A broken export (fp16 overflow, say): fusion and thresholds refuse NaN, failing the
+            # whole query where the fused order should answer.
+            raise RerankError(f"the local reranker returned a score that is not a finite number for {len(texts)} texts")
+        return scores.tolist()
 
 
 class TeiReranker:

@@ -861,6 +861,14 @@ async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
                 await client.close()
 
 
+async def test_a_local_reranker_scoring_nan_leaves_the_fused_order(app: Application, tmp_path: Path) -> None:
+    """A broken export (NaN weights here; fp16 overflow in the field) scores NaN: the query keeps
+    the fused order and says so, as for TEI, where the NaN failed the whole query as INTERNAL."""
+    build_cross_encoder(tmp_path / "model.onnx", BertShape(hidden=32, layers=2, heads=2, intermediate=64), seed=3, init_std=float("nan"))
+    r = await pipeline(app, reranker=OnnxReranker(tmp_path, app.executor)).query(QueryOptions("tomato sauce", 2, use_cache=False))
+    assert "rerank:failed" in r.metrics.degraded and _docs(r)[0] == "cooking"
+
+
 async def test_tei_failure_falls_back_to_the_local_model(app: Application, local_reranker_dir: Path) -> None:
     local = OnnxReranker(local_reranker_dir, app.executor)
     with json_server(lambda path, body: (503, {"error": "overloaded"})) as tei:
