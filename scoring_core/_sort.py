@@ -69,11 +69,16 @@ def argsort_desc_f32(x):  # pragma: no cover - compiled
     return radix_argsort32(desc_keys_f32(x))
 
 
+#: a run of equal float32 keys longer than this is settled by a merge sort, not by insertion
+#: (quadratic: 40,000 equal keys took a second)
+INSERTION_RUN = 32
+
+
 @kernel("int64[::1](float64[::1])", nogil=True)
 def argsort_desc_f64(x):  # pragma: no cover - compiled
     # Sort on the float32 rounding (4 byte passes, not 8): rounding is monotone, so the order is
-    # only undecided inside runs of equal float32 keys, which a stable insertion sort on the
-    # exact values settles.
+    # only undecided inside runs of equal float32 keys, which a stable sort on the exact values
+    # settles: by insertion for a short run, by a merge sort for a long one.
     keys = desc_keys_f32(x.astype(np.float32))
     order = radix_argsort32(keys)
     n = x.shape[0]
@@ -82,6 +87,16 @@ def argsort_desc_f64(x):  # pragma: no cover - compiled
         j = i + 1
         while j < n and keys[order[j]] == keys[order[i]]:
             j += 1
+        if j - i > INSERTION_RUN:
+            run = order[i:j].copy()
+            negated = np.empty(j - i, np.float64)
+            for a in range(j - i):
+                negated[a] = -(x[run[a]] + 0.0)
+            settled = np.argsort(negated, kind="mergesort")
+            for a in range(j - i):
+                order[i + a] = run[settled[a]]
+            i = j
+            continue
         for a in range(i + 1, j):
             item = order[a]
             v = x[item] + 0.0

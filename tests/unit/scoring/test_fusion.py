@@ -127,3 +127,17 @@ def test_rrf_agrees_at_service_scale(n_lists: int, size: int) -> None:
     rng = np.random.default_rng(size)
     lists = [rng.permutation(size * 2)[:size] for _ in range(n_lists)]
     assert _pairs(rrf(lists)) == reference.rrf([l.tolist() for l in lists])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([1.0, -2.5, 0.0, -0.0]), min_size=1, max_size=6), st.integers(0, 200), st.data())
+def test_the_float64_sort_settles_long_runs_of_equal_float32_keys(bases: list[float], run: int, data: st.DataObject) -> None:
+    """Fused scores that differ only below float32's precision: the order is stable and descending
+    on the exact values whatever the run's length (a long run was settled by insertion, in
+    quadratic time; now by a merge sort past INSERTION_RUN)."""
+    from scoring_core._sort import argsort_desc_f64
+
+    offsets = data.draw(st.lists(st.integers(0, 3), min_size=run, max_size=run))
+    x = np.array([b + o * 1e-12 for b in bases for o in offsets] + bases, dtype=np.float64)
+    x = x[np.random.default_rng(data.draw(st.integers(0, 2**32))).permutation(len(x))]
+    assert argsort_desc_f64(x).tolist() == np.argsort(-(x + 0.0), kind="stable").tolist()
