@@ -40,6 +40,9 @@ def _invisible(ch: str) -> bool:
 MAX_COMBINING_RUN = 30
 #: how much longer than its limit text may come before trimming (white space around it)
 RAW_SLACK = 4
+#: the characters of combining class 0 that decompose into combining marks only (Tibetan vowel
+#: signs, each two marks): NFC orders their marks as it orders a run of them
+_TWO_MARKS = frozenset("\u0f73\u0f75\u0f81")
 
 
 def trim(text: str, field: str = "text", max_chars: int | None = None) -> str:
@@ -55,7 +58,7 @@ def trim(text: str, field: str = "text", max_chars: int | None = None) -> str:
     if not text.isascii():
         run = 0
         for ch in text:
-            run = run + 1 if unicodedata.combining(ch) else 0
+            run = run + 1 if unicodedata.combining(ch) else run + 2 if ch in _TWO_MARKS else 0
             if run > MAX_COMBINING_RUN:
                 raise ValueError(f"{field} must not hold more than {MAX_COMBINING_RUN} combining marks in a row")
     text = unicodedata.normalize("NFC", text)

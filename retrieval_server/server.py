@@ -22,7 +22,7 @@ from retrieval_server.api.auth import Authenticate, Authenticator, authenticator
 from retrieval_server.api.edge import Edge
 from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
-from retrieval_server.api.undecodable import reject_undecodable
+from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
 from retrieval_server.config import Settings
 from retrieval_server.domain import ComponentState
@@ -96,7 +96,8 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     )
     # Metrics first, so that refused calls are counted too; identity before any servicer runs.
     edge = Edge([
-        GrpcMetricsLayer(app.metrics.grpc), reject_undecodable(settings.max_documents_per_request),
+        GrpcMetricsLayer(app.metrics.grpc),
+        reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request)),
         Authenticate(authenticator, on_refused=refused_credentials),
     ])
     try:

@@ -305,7 +305,8 @@ async def test_undecodable_requests_are_invalid_argument(live: Live, method: str
 async def test_requests_too_heavy_to_parse_are_refused_before_parsing(live: Live) -> None:
     """Parsing takes 16 to 80 times the wire size for messages of many small entries, and runs
     before authentication: a Query over MAX_REQUEST_BYTES, or an ingest of more documents than a
-    request may hold, is refused on its size or its count on the wire, and the server goes on."""
+    request may hold (an unknown group before them included), is refused on its size or its count
+    on the wire, and the server goes on."""
     from retrieval_server.api.undecodable import MAX_REQUEST_BYTES
 
     empty_ids = pb.QueryRequest(query="ok", filters=pb.QueryFilters(document_ids=[""] * (MAX_REQUEST_BYTES // 2 + 1)))
@@ -319,10 +320,15 @@ async def test_requests_too_heavy_to_parse_are_refused_before_parsing(live: Live
         await live.stub.IngestDocuments(many)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details() == f"documents may list at most {limit} files (RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST)"
+    ingest = live.channel.unary_unary("/retrieval.v1.RetrievalService/IngestDocuments", request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await ingest(b"\x9b\x06\x9c\x06" + many.SerializeToString())  # an unknown group, which the parser takes
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == "the request is not a valid IngestDocumentsRequest protobuf message"
     assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
 
 
-def test_the_wire_count_of_a_field_agrees_with_the_parser() -> None:
+def test_the_wire_count_agrees_with_the_parser_and_takes_as_many_steps() -> None:
     from hypothesis import given, settings, strategies as st
 
     from retrieval_server.api.undecodable import entries_over
@@ -331,9 +337,26 @@ def test_the_wire_count_of_a_field_agrees_with_the_parser() -> None:
     @given(st.lists(st.text(max_size=30), max_size=12), st.integers(0, 12))
     def agree(ids: list[str], limit: int) -> None:
         request = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=i, content=i.encode()) for i in ids])
-        assert entries_over(request.SerializeToString(), 1, limit) is (len(ids) > limit)
+        assert entries_over(request.SerializeToString(), limit) is (len(ids) > limit)
 
     agree()
+    documents = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=str(i)) for i in range(5)]).SerializeToString()
+    # What the parser would take and read on past (an unknown group first), or take its time over
+    # (a varint of a megabyte, a megabyte of unknown fields), is not the message.
+    assert entries_over(b"\x9b\x06\x9c\x06" + documents, 1_000) is None
+    assert entries_over(b"\x08" + b"\xff" * 1_000_000, 1_000) is None
+    assert entries_over(b"\x10\x00" * 4_000_000, 1_000) is True  # found in 1,001 steps
+    assert entries_over(b"\x0a\x05ab", 1_000) is None  # a length past the end
+
+
+def test_the_request_size_follows_the_settings_that_make_requests_larger() -> None:
+    """A query of the longest text the settings allow, with a filter of the most and longest ids,
+    fits in half: raising QUERY_MAX_BYTES or MAX_DOCUMENTS_PER_REQUEST raises it."""
+    from retrieval_server.api.undecodable import MAX_REQUEST_BYTES, request_bytes
+
+    assert request_bytes(65_536, 1_000) == MAX_REQUEST_BYTES
+    biggest = pb.QueryRequest(query="字" * (4_194_304 // 3), filters=pb.QueryFilters(document_ids=["字" * 200] * 5_000))
+    assert 2 * biggest.ByteSize() <= request_bytes(4_194_304, 5_000) * 1.01
 
 
 async def test_stream_query_violations_name_fields_by_their_path_in_the_request(live: Live) -> None:

@@ -79,9 +79,9 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  * * INVALID_ARGUMENT: a field outside its limits or an unknown enum value; google.rpc.BadRequest
  *   with one field violation per invalid field (e.g. `top_k`, `documents[3].owner_id`). Also,
  *   before the request is parsed (and authenticated), a request of any RPC but IngestDocuments
- *   larger than 2 MiB, or an IngestDocuments request of more than
- *   RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST documents; and a text field holding a run of more than
- *   30 combining marks.
+ *   larger than 2 MiB (more when RETRIEVAL_QUERY_MAX_BYTES or RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
+ *   are raised), or an IngestDocuments request of more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
+ *   documents; and a text field holding a run of more than 30 combining marks.
  * * UNAUTHENTICATED: credentials missing, malformed, expired or forged; google.rpc.ErrorInfo
  *   with a stable reason (e.g. TOKEN_EXPIRED).
  * * PERMISSION_DENIED: an authenticated caller without the role an RPC needs; ErrorInfo reason
