@@ -147,6 +147,19 @@ LOCK_SESSION_IDLE_S = 7 * 24 * 3600
 _CONNECTION_ERRORS = (errors.OperationalError, errors.InterfaceError, OSError, asyncio.TimeoutError)
 
 
+async def _ask_lock_session(conn: Any, sql: str, name: str, document_id: str) -> Any:
+    """The one value ``sql`` answers about the lock ``name`` on the session holding it; None when
+    the session cannot answer (it ended: a restart, a network failure, an idle timeout)."""
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute(sql, (name,))
+            (value,) = await cur.fetchone()
+        return value
+    except Exception:
+        log.debug("the session of the write lock of %s did not answer", document_id, exc_info=True)
+        return None
+
+
 class MysqlMetadataStore(MetadataStore):
     def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False, timeout_s: float = 10.0) -> None:
         # A server that stops answering (frozen, partitioned) must fail a call, not hang it: asyncmy
@@ -291,14 +304,7 @@ class MysqlMetadataStore(MetadataStore):
                 return
             except TimeoutError:
                 pass
-            mine = None
-            try:
-                async with conn.cursor() as cur:
-                    await cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (name,))
-                    (mine,) = await cur.fetchone()
-            except Exception:
-                log.debug("checking the write lock of %s failed", document_id, exc_info=True)
-            if mine != 1:
+            if await _ask_lock_session(conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", name, document_id) != 1:
                 log.error("the write lock of %s was lost while its write ran", document_id)
                 return
 
@@ -306,11 +312,7 @@ class MysqlMetadataStore(MetadataStore):
     async def _release_lock(pool: Any, conn: Any, name: str, document_id: str) -> None:
         held = None
         try:
-            async with conn.cursor() as cur:
-                await cur.execute("SELECT RELEASE_LOCK(%s)", (name,))
-                (held,) = await cur.fetchone()
-        except Exception:
-            log.debug("releasing the write lock of %s failed", document_id, exc_info=True)
+            held = await _ask_lock_session(conn, "SELECT RELEASE_LOCK(%s)", name, document_id)
         finally:
             if held != 1:
                 conn.close()  # whatever the session may still hold goes with it
