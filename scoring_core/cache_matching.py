@@ -41,6 +41,18 @@ def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, calle
     return best, best_score
 
 
+def matchable(vector: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
+    """``vector`` as float32 and its norm; ValueError when no lookup could match it (another
+    size, zero, not finite)."""
+    v = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if v.shape[0] != dim:
+        raise ValueError(f"vector has {v.shape[0]} dims, expected {dim}")
+    norm = float(np.linalg.norm(v))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise ValueError("vector must be finite and non-zero")
+    return v, norm
+
+
 class CosineMatcher:
     """A growable store of cached query vectors with per-row expiry and scope.
 
@@ -115,12 +127,7 @@ class CosineMatcher:
 
     def add(self, vector: np.ndarray, expires_at: float, scope: int = PUBLIC) -> int:
         """Store a vector (normalized here); return its row."""
-        v = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if v.shape[0] != self.dim:
-            raise ValueError(f"vector has {v.shape[0]} dims, expected {self.dim}")
-        norm = float(np.linalg.norm(v))
-        if not np.isfinite(norm) or norm == 0.0:
-            raise ValueError("vector must be finite and non-zero")
+        v, norm = matchable(vector, self.dim)
         row = self._slot()
         self._matrix[row] = v / norm
         self._expires[row] = expires_at

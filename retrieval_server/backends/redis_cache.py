@@ -47,6 +47,7 @@ from retrieval_server.backends.cache import CachedAnswer, CachePolicy, normalize
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from scoring_core import CosineMatcher
+from scoring_core.cache_matching import matchable
 
 log = logging.getLogger(__name__)
 
@@ -247,9 +248,10 @@ class RedisCache:
         """The vector as stored, or None when no lookup could match it (a wrong size, zero, NaN)."""
         if vector is None:
             return None
-        v = np.asarray(vector, dtype=np.float32).reshape(-1)
-        norm = float(np.linalg.norm(v)) if v.shape[0] == self._dim else 0.0
-        return v.tobytes() if np.isfinite(norm) and norm > 0.0 else None
+        try:
+            return matchable(vector, self._dim)[0].tobytes()
+        except ValueError:
+            return None
 
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()
