@@ -325,28 +325,58 @@ async def test_requests_too_heavy_to_parse_are_refused_before_parsing(live: Live
         await ingest(b"\x9b\x06\x9c\x06" + many.SerializeToString())  # an unknown group, which the parser takes
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details() == "the request is not a valid IngestDocumentsRequest protobuf message"
+    crowded = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id="d", content=b"x", granted_user_ids=[""] * 200_000)])
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.IngestDocuments(crowded)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("the documents may hold at most 100016 fields in all, each granted user and metadata entry counting one")
     assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
 
 
 def test_the_wire_count_agrees_with_the_parser_and_takes_as_many_steps() -> None:
     from hypothesis import given, settings, strategies as st
 
-    from retrieval_server.api.undecodable import entries_over
+    from retrieval_server.api.undecodable import weigh_ingest
 
     @settings(max_examples=200, deadline=None)
-    @given(st.lists(st.text(max_size=30), max_size=12), st.integers(0, 12))
+    @given(st.lists(st.text(max_size=30), max_size=12), st.integers(1, 12))
     def agree(ids: list[str], limit: int) -> None:
-        request = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=i, content=i.encode()) for i in ids])
-        assert entries_over(request.SerializeToString(), limit) is (len(ids) > limit)
+        request = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=i, content=i.encode(), metadata={i: i}) for i in ids])
+        assert (weigh_ingest(request.SerializeToString(), limit) is None) is (len(ids) <= limit)
 
     agree()
+    invalid = "the request is not a valid IngestDocumentsRequest protobuf message"
     documents = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=str(i)) for i in range(5)]).SerializeToString()
-    # What the parser would take and read on past (an unknown group first), or take its time over
-    # (a varint of a megabyte, a megabyte of unknown fields), is not the message.
-    assert entries_over(b"\x9b\x06\x9c\x06" + documents, 1_000) is None
-    assert entries_over(b"\x08" + b"\xff" * 1_000_000, 1_000) is None
-    assert entries_over(b"\x10\x00" * 4_000_000, 1_000) is True  # found in 1,001 steps
-    assert entries_over(b"\x0a\x05ab", 1_000) is None  # a length past the end
+    # What the parser would take and read on past (an unknown group first, or within a document),
+    # or take its time over (a varint of a megabyte, a megabyte of unknown fields), is not the message.
+    assert weigh_ingest(b"\x9b\x06\x9c\x06" + documents, 1_000) == invalid
+    assert weigh_ingest(documents + b"\x0a\x04\x9b\x06\x9c\x06", 1_000) == invalid
+    assert weigh_ingest(b"\x08" + b"\xff" * 1_000_000, 1_000) == invalid
+    assert weigh_ingest(b"\x10\x00" * 4_000_000, 1_000).startswith("documents may list at most 1000 files")  # in 1,001 steps
+    assert weigh_ingest(b"\x0a\x05ab", 1_000) == invalid  # a length past the end
+    assert weigh_ingest(documents + b"\x0a\x02\x52\x05", 1_000) == invalid  # within a document too
+
+
+def test_the_fields_within_the_documents_of_an_ingest_are_counted_before_parsing() -> None:
+    """Grantees and metadata entries are parsed before they are counted, at 17 times their wire
+    size for empty ones: the documents of one request hold FIELDS_PER_DOCUMENT fields each and
+    SHARED_FIELDS more among them, counted on the wire in as many steps."""
+    from retrieval_server.api.undecodable import FIELDS_PER_DOCUMENT, SHARED_FIELDS, weigh_ingest
+
+    def request(grantees: int, entries: int, documents: int = 1) -> bytes:
+        # Eight fields set besides, each once, as a client sends them.
+        doc = pb.DocumentInput(document_id="d", filename="d.txt", content=b"x", title="t", url="u", source="s", access=pb.ACCESS_PRIVATE, owner_id="o")
+        first = pb.DocumentInput(granted_user_ids=[""] * grantees, metadata={str(i): "" for i in range(entries)})
+        first.MergeFrom(doc)
+        return pb.IngestDocumentsRequest(documents=[first] + [doc] * (documents - 1)).SerializeToString()
+
+    shared = SHARED_FIELDS + FIELDS_PER_DOCUMENT - 8  # what one document may hold beyond its eight
+    assert weigh_ingest(request(shared // 2, shared - shared // 2), 1_000) is None
+    refused = weigh_ingest(request(shared // 2, shared - shared // 2 + 1), 1_000)
+    assert refused is not None and refused.startswith(f"the documents may hold at most {SHARED_FIELDS + FIELDS_PER_DOCUMENT} fields in all")
+    # Each further document brings its own share.
+    assert weigh_ingest(request(shared + FIELDS_PER_DOCUMENT - 8, 0, documents=2), 1_000) is None
+    assert weigh_ingest(request(shared + FIELDS_PER_DOCUMENT - 7, 0, documents=2), 1_000) is not None
 
 
 def test_the_request_size_follows_the_settings_that_make_requests_larger() -> None:

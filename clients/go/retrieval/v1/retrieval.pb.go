@@ -53,7 +53,8 @@
 //   before the request is parsed (and authenticated), a request of any RPC but IngestDocuments
 //   larger than 2 MiB (more when RETRIEVAL_QUERY_MAX_BYTES or RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
 //   are raised), or an IngestDocuments request of more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
-//   documents; and a text field holding a run of more than 30 combining marks.
+//   documents or of more than 16 fields a document and 100,000 among them (each granted user and
+//   metadata entry counts one); and a text field holding a run of more than 30 combining marks.
 // * UNAUTHENTICATED: credentials missing, malformed, expired or forged; google.rpc.ErrorInfo
 //   with a stable reason (e.g. TOKEN_EXPIRED).
 // * PERMISSION_DENIED: an authenticated caller without the role an RPC needs; ErrorInfo reason

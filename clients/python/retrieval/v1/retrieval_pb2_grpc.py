@@ -117,10 +117,10 @@ class RetrievalServiceServicer:
         replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
         is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
         Needs ADMIN or SUPER_ADMIN.
-        Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-        document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
-        (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
-        metadata over its limit), UNAUTHENTICATED,
+        Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
+        fields in them than the limit above, a document without filename and id, empty content,
+        content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
+        unknown access, a title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
         PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
         (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
         UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is

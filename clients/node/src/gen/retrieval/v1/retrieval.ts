@@ -81,7 +81,8 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   before the request is parsed (and authenticated), a request of any RPC but IngestDocuments
  *   larger than 2 MiB (more when RETRIEVAL_QUERY_MAX_BYTES or RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
  *   are raised), or an IngestDocuments request of more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
- *   documents; and a text field holding a run of more than 30 combining marks.
+ *   documents or of more than 16 fields a document and 100,000 among them (each granted user and
+ *   metadata entry counts one); and a text field holding a run of more than 30 combining marks.
  * * UNAUTHENTICATED: credentials missing, malformed, expired or forged; google.rpc.ErrorInfo
  *   with a stable reason (e.g. TOKEN_EXPIRED).
  * * PERMISSION_DENIED: an authenticated caller without the role an RPC needs; ErrorInfo reason
@@ -5304,10 +5305,10 @@ export const RetrievalServiceService = {
    * replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
-   * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
-   * (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
-   * metadata over its limit), UNAUTHENTICATED,
+   * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
+   * fields in them than the limit above, a document without filename and id, empty content,
+   * content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
+   * unknown access, a title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
    * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
    * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -5396,10 +5397,10 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
-   * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
-   * (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
-   * metadata over its limit), UNAUTHENTICATED,
+   * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
+   * fields in them than the limit above, a document without filename and id, empty content,
+   * content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
+   * unknown access, a title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
    * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
    * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
@@ -5502,10 +5503,10 @@ export interface RetrievalServiceClient extends Client {
    * replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
    * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
    * Needs ADMIN or SUPER_ADMIN.
-   * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, a
-   * document without filename and id, empty content, content over RETRIEVAL_MAX_DOCUMENT_BYTES
-   * (16 MiB), PRIVATE without owner_id, unknown access, a title, url, source, filename or
-   * metadata over its limit), UNAUTHENTICATED,
+   * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
+   * fields in them than the limit above, a document without filename and id, empty content,
+   * content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
+   * unknown access, a title, url, source, filename or metadata over its limit), UNAUTHENTICATED,
    * PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server), RESOURCE_EXHAUSTED
    * (request larger than RETRIEVAL_MAX_MESSAGE_MB, or disk below the free-space floor),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being written is
