@@ -138,8 +138,10 @@ def _claim(claims: Mapping[str, Any], path: str) -> Any:
 
 
 def _names(value: Any) -> list[str]:
+    """A claim's names: a string is one name, whatever it holds. Split on spaces or commas, the
+    one group "Sales EMEA" read documents granted to the groups "Sales" and "EMEA"."""
     if isinstance(value, str):
-        return value.replace(",", " ").split()
+        return [value]
     if isinstance(value, (list, tuple)):
         return [v for v in value if isinstance(v, str)]
     return []
@@ -160,8 +162,9 @@ class JwtAuthenticator:
         roles = []
         for name in _names(_claim(claims, self._role_claim)):
             role = self._role_map.get(name) if self._role_map else None
-            if role is None and name.upper() in ("SUPER_ADMIN", "ADMIN", "USER") and not self._role_map:
-                role = Role(name.upper())
+            # Exactly as written: an identity provider's own "admin" role is not ours.
+            if role is None and name in ("SUPER_ADMIN", "ADMIN", "USER") and not self._role_map:
+                role = Role(name)
             if role is not None:
                 roles.append(role)
         # An authenticated caller without a recognised role is a USER.

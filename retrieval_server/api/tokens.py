@@ -111,6 +111,8 @@ class JwksFile:
         self._path = path
         self._stamp: tuple[float, int] | None = None
         self._keys: jwt.PyJWKSet | None = None
+        #: why the file cannot be read, as last logged: said once, not with every call
+        self._problem: str | None = None
         self._load()
 
     def _load(self) -> None:
@@ -123,8 +125,11 @@ class JwksFile:
     async def key_for(self, kid: str | None, alg: str) -> Any:
         try:
             self._load()
-        except (OSError, ValueError):
-            log.exception("cannot read the JWKS file %s; keeping the keys read before", self._path)
+            self._problem = None
+        except (OSError, ValueError) as exc:
+            if str(exc) != self._problem:
+                log.warning("cannot read the JWKS file %s (%s); keeping the keys read before", self._path, exc)
+                self._problem = str(exc)
         key = _pick(self._keys, kid)
         if key is None:
             raise _unknown_key()
@@ -182,6 +187,10 @@ class JwksUrl:
         if key is None:
             await self._refresh()  # a rotated key: fetch again (rate-limited)
             key = _pick(self._keys, kid)
+        if self._keys is None:
+            # Never fetched (the fetch just failed, or a failed one holds back the next): no token
+            # can be checked, which is not the caller's fault.
+            raise Unavailable("the identity provider's signing keys cannot be fetched right now")
         if key is None:
             raise _unknown_key()
         return key
@@ -270,6 +279,10 @@ class TokenVerifier:
                 if isinstance(exc, kind):
                     raise Unauthenticated(message, reason) from None
             raise  # unreachable: InvalidTokenError is the last row
+        except (jwt.PyJWTError, TypeError, ValueError):
+            # The key its kid names is of another type than its algorithm (ES256 naming an RSA key):
+            # PyJWT raises outside InvalidTokenError, which grpc answered as UNKNOWN.
+            raise Unauthenticated("the token's algorithm does not fit the key it names", "TOKEN_ALGORITHM") from None
 
     async def close(self) -> None:
         await self._keys.close()

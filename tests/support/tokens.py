@@ -78,3 +78,12 @@ def hmac_signed_with(payload: dict[str, Any], key: bytes, kid: str) -> str:
     signing_input = header + b"." + body
     signature = jwt.utils.base64url_encode(hmac.new(key, signing_input, hashlib.sha256).digest())
     return (signing_input + b"." + signature).decode()
+
+
+def claiming_alg(payload: dict[str, Any], alg: str, kid: str) -> str:
+    """A token whose header claims ``alg`` and names ``kid``, with a signature of zeros: a forgery
+    naming a key of another type than its algorithm (ES256 naming an RSA key, say)."""
+    header = jwt.utils.base64url_encode(json.dumps({"alg": alg, "typ": "JWT", "kid": kid}).encode())
+    body = jwt.utils.base64url_encode(json.dumps(payload).encode())
+    return (header + b"." + body + b"." + jwt.utils.base64url_encode(b"\0" * 64)).decode()
+

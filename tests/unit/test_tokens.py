@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,9 +55,36 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
             assert await source.key_for("k1", "RS256") is not None  # stale but known keys serve
         finally:
             await source.close()
-    down = JwksUrl("http://127.0.0.1:9/jwks", cache_s=10, min_refresh_s=0, clock=clock)
+    # Never fetched, every call is UNAVAILABLE, also while a failed fetch holds back the next one:
+    # no token can be checked yet, and a caller told its token is bad would drop it.
+    down = JwksUrl("http://127.0.0.1:9/jwks", cache_s=10, min_refresh_s=30, clock=clock)
     try:
-        with pytest.raises(Unavailable):
-            await down.key_for("k1", "RS256")
+        for _ in range(3):
+            with pytest.raises(Unavailable):
+                await down.key_for("k1", "RS256")
     finally:
         await down.close()
+
+
+async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
+    """A string claim is one name (the group "Sales EMEA" is not the groups "Sales" and "EMEA"),
+    and without a role map only the role names themselves, as written, are roles."""
+    from retrieval_server.api.auth import authenticator_for
+    from retrieval_server.config import load_settings
+    from retrieval_server.domain import Role
+    from tests.support.tokens import SECRET, claims, hs256
+
+    auth = authenticator_for(load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_secret=SECRET, jwt_groups_claim="groups"))
+
+    async def identify(**extra: Any) -> Any:
+        token = hs256(claims("dave", **extra))
+        return await auth.identify(lambda: {"authorization": f"Bearer {token}"}, None, True)  # type: ignore[arg-type]
+
+    try:
+        for groups in ("Sales EMEA", ["Sales EMEA"]):
+            assert (await identify(groups=groups)).principals == ("dave", "group:Sales EMEA")
+        assert (await identify(groups="Sales,EMEA")).principals == ("dave", "group:Sales,EMEA")
+        for written, role in (("ADMIN", Role.ADMIN), ("admin", Role.USER), ("Not ADMIN", Role.USER), (["USER", "SUPER_ADMIN"], Role.SUPER_ADMIN)):
+            assert (await identify(role=written)).role is role
+    finally:
+        await auth.close()
