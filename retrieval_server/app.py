@@ -131,6 +131,8 @@ class Application:
         self._optimize_task: asyncio.Task[None] | None = None
         self._sweep_task: asyncio.Task[None] | None = None
         self._optimize_again = False
+        #: why each store's last health probe failed, as logged: said when it changes, not at every probe
+        self._health_problems: dict[str, str] = {}
         #: one future per ingest or delete in progress, done when it ends (close waits for them)
         self._writes: set[asyncio.Future[None]] = set()
         self._closed = False
@@ -606,7 +608,14 @@ class Application:
             try:
                 await asyncio.wait_for(ping(), timeout=5)
             except Exception as exc:
-                return ComponentHealth(name, ComponentState.FAILING, required, str(exc) or type(exc).__name__)
+                # Health answers callers without credentials: a driver's message (a host, a user)
+                # goes to the log, the caller reads its kind.
+                problem = str(exc) or type(exc).__name__
+                if self._health_problems.get(name) != problem:
+                    log.warning("health: %s is failing: %s", name, problem)
+                    self._health_problems[name] = problem
+                return ComponentHealth(name, ComponentState.FAILING, required, f"{type(exc).__name__} (the server's log says more)")
+            self._health_problems.pop(name, None)
             return ComponentHealth(name, ComponentState.OK, required, detail)
 
         def optional(name: str, component: object, detail: str) -> ComponentHealth:

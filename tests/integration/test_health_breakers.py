@@ -76,3 +76,25 @@ async def test_the_stores_are_pinged_at_once(tmp_path: Path, monkeypatch: Any) -
         await app.close()
     states = _states(report)
     assert states["vector_store"] is ComponentState.OK and states["metadata_store"] is ComponentState.OK
+
+
+async def test_a_failing_store_is_named_without_what_its_driver_says(tmp_path: Path, monkeypatch: Any, caplog: Any) -> None:
+    """Health answers callers without credentials: a driver's message (hosts, users) is logged,
+    once while it stays the same, and the caller reads its kind."""
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await app.open()
+    try:
+        async def refused() -> None:
+            raise ConnectionError("(1045, \"Access denied for user 'retrieval'@'10.1.2.3'\")")
+
+        monkeypatch.setattr(app.metadata, "ping", refused)
+        with caplog.at_level("WARNING", logger="retrieval_server.app"):
+            reports = [await app.health() for _ in range(3)]
+    finally:
+        await app.close()
+    for report in reports:
+        metadata = {c.name: c for c in report.components}["metadata_store"]
+        assert metadata.state is ComponentState.FAILING and metadata.detail == "ConnectionError (the server's log says more)"
+    assert [r.getMessage() for r in caplog.records if "10.1.2.3" in r.getMessage()] == [
+        "health: metadata_store is failing: (1045, \"Access denied for user 'retrieval'@'10.1.2.3'\")"
+    ]

@@ -1560,7 +1560,8 @@ type ComponentHealth struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The component's state.
 	Status ServingStatus `protobuf:"varint,2,opt,name=status,proto3,enum=retrieval.v1.ServingStatus" json:"status,omitempty"`
-	// Human-readable: the implementation or model in use, what is not configured, or the error.
+	// Human-readable: the implementation or model in use, what is not configured, or the kind of
+	// error (a store's own message, which may name hosts or users, goes to the server's log only).
 	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 }
 

@@ -786,7 +786,10 @@ export interface ComponentHealth {
   name: string;
   /** The component's state. */
   status: ServingStatus;
-  /** Human-readable: the implementation or model in use, what is not configured, or the error. */
+  /**
+   * Human-readable: the implementation or model in use, what is not configured, or the kind of
+   * error (a store's own message, which may name hosts or users, goes to the server's log only).
+   */
   detail: string;
 }
 
