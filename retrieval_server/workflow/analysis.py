@@ -108,11 +108,17 @@ class ClassicalAnalyzer:
 
     async def rewrite(self, query: str) -> str:
         text = " ".join(query.split())
-        expanded = []
+        lowered = text.lower()
+        expanded, done = [], set()
         for token in text.split(" "):
-            core = token.strip(".,;:!?()\"'")
-            expansion = self._glossary.get(core.lower())
-            expanded.append(f"{token} ({expansion})" if expansion and expansion.lower() not in text.lower() else token)
+            core = token.strip(".,;:!?()\"'").lower()
+            expansion = self._glossary.get(core)
+            # Once per abbreviation: a query repeating one grew tenfold, each copy expanded.
+            if expansion and core not in done and expansion.lower() not in lowered:
+                expanded.append(f"{token} ({expansion})")
+                done.add(core)
+            else:
+                expanded.append(token)
         rewritten = " ".join(expanded)
         if rewritten == query:
             raise NotApplicable("nothing to normalize or expand")

@@ -40,7 +40,10 @@ DIRECT = (
     "I answer questions about the indexed documents. Ask about a service, a project or a topic they cover, "
     "or ask me to look up what is known about an entity, count or analyze its dependencies, or summarize what I find."
 )
-_CITATION = re.compile(r"\s*\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+#: a run of markers ("[1]", "[1][3]", "[1, 3]"), not right after a word or a bracket: "argv[0]"
+#: and "rows[1][2]" index something, and were cut from the text and counted as citations; at most
+#: four digits, as no answer has more contexts (a longer number overflowed int() into INTERNAL)
+_CITATION = re.compile(r"\s*(?<![\w\])])(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -67,7 +70,7 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
     sentences: list[AnswerSentence] = []
     invalid = 0
     for raw in split_sentences(text):
-        lead = re.match(r"^(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])+", raw)
+        lead = re.match(r"^(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+", raw)
         if lead and sentences:
             moved, raw = lead.group(0), raw[lead.end() :].strip()
             prev = sentences[-1]
@@ -86,8 +89,8 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
 
 def _markers(text: str, n_contexts: int) -> tuple[list[int], int]:
     valid, invalid = [], 0
-    for group in _CITATION.findall(text):
-        for part in re.split(r"\s*[,;]\s*", group):
+    for run in _CITATION.finditer(text):
+        for part in re.findall(r"\d+", run.group(0)):
             k = int(part)
             if 1 <= k <= n_contexts:
                 valid.append(k)
@@ -231,7 +234,8 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     if invalid:
         degraded.append("answer:invalid_citation_removed")
     cited = any(s.citations for s in sentences)
-    if not sentences or (contexts and not cited and not any(t.success for t in tools)):
+    # With no contexts too: what the model wrote then came from its own knowledge.
+    if not sentences or (not cited and not any(t.success for t in tools)):
         degraded.append("answer:uncited_used_extractive")
         return None
     answer = Answer(render(sentences), tuple(sentences), citations_for(sentences, contexts), route, False, True, model, tools)

@@ -137,10 +137,14 @@ class _Evaluator:
         return await self.eval(node)
 
 
-def _bounded(value: Any) -> Any:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-            raise CalculationError("the result is not a finite number")
-        if abs(value) > MAX_MAGNITUDE:
-            raise CalculationError("the result is too large")
+def _bounded(value: Any) -> int | float:
+    """``value`` when it is a finite number within :data:`MAX_MAGNITUDE`. Anything else stops the
+    calculation where it appears: ``max("ab")`` is the string "b", and ``* 10**8`` repeated it
+    into gigabytes before the result was found not to be a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CalculationError(f"only numbers can be calculated with, not {type(value).__name__} values")
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise CalculationError("the result is not a finite number")
+    if abs(value) > MAX_MAGNITUDE:
+        raise CalculationError("the result is too large")
     return value

@@ -283,6 +283,15 @@ async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> No
         finally:
             await model.close()
     assert "answer:uncited_used_extractive" in uncited.metrics.degraded and uncited.answer.extractive  # type: ignore[union-attr]
+    # With nothing retrieved (the filter names no document), what the model writes is its own knowledge.
+    with json_server(_llm({"numbered contexts": "The capital of France is Paris."})) as server:
+        model = _model(server.url)
+        try:
+            nothing = await _with(app, chat=model).query(_ask("What is the capital of France?", top_k=3, document_ids=("no-such-doc",)))
+        finally:
+            await model.close()
+    assert not nothing.contexts and "answer:uncited_used_extractive" in nothing.metrics.degraded
+    assert nothing.answer is not None and not nothing.answer.supported and nothing.answer.text == UNSUPPORTED
     with json_server(_llm({"numbered contexts": 503})) as server:
         model = _model(server.url)
         try:

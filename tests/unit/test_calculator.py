@@ -79,6 +79,9 @@ def test_functions_constants_and_awaitables() -> None:
         ("abs(**{})", "not allowed"),
         # CPython computes 10 ** 10 ** 7 for this, holding the event loop for seconds
         ("round(7, -10 ** 7)", "ndigits must be between"),
+        # A string a function returns stops there: it was repeated into gigabytes before the end
+        ('max("ab") * 10 ** 8', "only numbers can be calculated with, not str"),
+        ('-min("a")', "only numbers can be calculated with"),
     ],
 )
 def test_rejects_what_is_not_arithmetic(expression: str, why: str) -> None:

@@ -34,3 +34,16 @@ async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
     except NotApplicable:
         return True
     return False
+
+
+async def test_the_glossary_expands_each_abbreviation_once() -> None:
+    """A query repeating an abbreviation grew tenfold, each copy expanded (and the query lowered
+    again for every word: quadratic)."""
+    from retrieval_server.workflow.analysis import ClassicalAnalyzer
+
+    analyzer = ClassicalAnalyzer({"api": "application programming interface", "db": "database"})
+    assert await analyzer.rewrite("api limits of the db api, api keys") == (
+        "api (application programming interface) limits of the db (database) api, api keys"
+    )
+    long = await analyzer.rewrite("api " * 10_000)
+    assert long.count("application programming interface") == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval_server.knowledge import Route
+from retrieval_server.knowledge import EntityMatch, EntityType, MatchKind, Route
 from retrieval_server.workflow.routing import RuleRouter
 
 
@@ -20,3 +20,40 @@ def test_arithmetic_goes_to_the_calculator(question: str, expression: str) -> No
 def test_dates_and_codes_go_to_the_documents(question: str) -> None:
     """Read as arithmetic they fail (leading zeros) or answer nonsense (2024-01-15 = 2008)."""
     assert RuleRouter().rules(question, []).route is Route.RETRIEVE
+
+
+@pytest.mark.parametrize("question", ["help", "Help!", "what can you do for me?", "who are you?", "What do you do here?"])
+def test_questions_about_the_assistant_are_answered_directly(question: str) -> None:
+    assert RuleRouter().rules(question, []).route is Route.DIRECT_ANSWER
+
+
+@pytest.mark.parametrize("question", [
+    "Help me find how AuthSvc rotates its signing keys", "help: LedgerDB backup fails with error 42",
+    "What do you do when LedgerDB runs out of disk?",
+])
+def test_a_question_that_only_opens_like_one_about_the_assistant_goes_to_the_documents(question: str) -> None:
+    """The whole question decides: one that opens with "help" or "what do you do" is about the documents."""
+    assert RuleRouter().rules(question, []).route is Route.RETRIEVE
+
+
+def _match(name: str) -> EntityMatch:
+    return EntityMatch(name.lower(), name, EntityType.SERVICE, name, MatchKind.EXACT, 1.0)
+
+
+@pytest.mark.parametrize(("question", "function"), [
+    ("how many services depend on AuthSvc?", "count_dependents"), ("how many of them rely on AuthSvc", "count_dependents"),
+    ("how many use AuthSvc", "count_dependents"), ("how many services does AuthSvc depend on?", "count_dependencies"),
+])
+def test_counting_questions_go_to_the_calculator(question: str, function: str) -> None:
+    decision = RuleRouter().rules(question, [_match("AuthSvc")])
+    assert decision.route is Route.TOOL and decision.tool_calls[0].arguments["expression"].startswith(f"{function}(")
+
+
+@pytest.mark.parametrize("question", [
+    "1" * 40_000 + "x", "how many " + "a" * 40_000, "what does " * 4_000 + "x", "how many does " * 3_000 + "x", "9 " * 20_000 + "?",
+])
+def test_the_rules_read_a_long_question_in_one_pass(question: str) -> None:
+    """Runs the patterns could split every way took quadratic or worse time on the event loop
+    (the second: 68 s at 65,000 letters). Now each is read once: this returns at once, and hung before."""
+    assert RuleRouter().rules(question, [_match("AuthSvc")]).route is Route.RETRIEVE
+
