@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from retrieval_server.domain import DocumentSource
-from retrieval_server.identifiers import MAX_TITLE_CHARS
+from retrieval_server.identifiers import MAX_TITLE_CHARS, stream_safe
 
 
 class LoadError(Exception):
@@ -60,10 +60,12 @@ def _stem(filename: str) -> str:
     return PurePath(filename).stem or filename
 
 
-def _found_title(title: str) -> str:
+def _found_title(title: object) -> str:
     """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
-    caller's field, so one over the limit is cut there instead of refusing the document."""
-    return title[:MAX_TITLE_CHARS]
+    caller's field, so one over the limit is cut there instead of refusing the document; cut once
+    normalized, which may lengthen it (U+0958 is two code points in NFC). Anything but a string
+    (a PDF's /Title may be a number or an array) is no title."""
+    return _text_of(title)[:MAX_TITLE_CHARS] if isinstance(title, str) else ""
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
@@ -73,14 +75,24 @@ def _load_text(src: DocumentSource) -> list[LoadedDocument]:
 
 #: an inline file as a link's or an image's target (``![diagram](data:image/png;base64,...)``): its
 #: bytes as base64, no words. Left in, one 3 MB image made fifteen thousand chunks of noise to
-#: embed and search.
-_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]*;base64,[^)]*(\))")
+#: embed and search. The media type is bounded (RFC 6838: 127 characters a name, with parameters),
+#: and only text up to the last ")" is searched: a start that cannot end read on to the end of the
+#: text, from every start (quadratic: 112 KB of "](data:" took a minute).
+_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)]*+(\))")
+#: a heading's text, read in one pass (the lazy pattern before was cubic in a line of spaces)
+_HEADING = re.compile(r"^#[ \t]+(\S[^\n]*)$", flags=re.MULTILINE)
+
+
+def _without_data_uris(text: str) -> str:
+    last = text.rfind(")") + 1
+    return _DATA_URI.sub(r"\1\2", text[:last]) + text[last:]
 
 
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
-    text = _DATA_URI.sub(r"\1\2", _text(src.content, "file"))
-    heading = re.search(r"^#\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE)
-    title = src.title or (_found_title(heading.group(1)) if heading else _stem(src.filename))
+    text = _without_data_uris(_text(src.content, "file"))
+    heading = _HEADING.search(text)
+    # "# Title ##": closing hashes are not the title's
+    title = src.title or (_found_title(heading.group(1).rstrip().rstrip("#").rstrip()) if heading else _stem(src.filename))
     return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
 
 
@@ -103,7 +115,7 @@ def _load_pdf(src: DocumentSource) -> list[LoadedDocument]:
     try:
         reader = PdfReader(io.BytesIO(src.content))
         pages = tuple(Page(i + 1, page.extract_text() or "") for i, page in enumerate(reader.pages))
-        meta_title = (reader.metadata.title if reader.metadata else None) or ""
+        meta_title = reader.metadata.title if reader.metadata else None
     except Exception as exc:
         raise LoadError(f"not a readable PDF: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not any(p.text.strip() for p in pages):
@@ -159,7 +171,10 @@ def _load_jsonl(src: DocumentSource) -> Loaded:
     are stored. A file none of whose rows can be read is not JSONL: one error, the first row's."""
     docs: list[LoadedDocument] = []
     failed: list[tuple[str, str]] = []
-    for n, line in enumerate(_text(src.content, "file").splitlines(), start=1):
+    # Rows end at line feeds only: JSON holds U+2028, U+2029 and U+0085 unescaped inside strings,
+    # where splitlines() cut a row in two.
+    for n, line in enumerate(_text(src.content, "file").split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -194,8 +209,10 @@ def _text_of(value: str) -> str:
     extraction, a macOS name) may spell it "u" and a combining mark, which no keyword, name or title
     match would equate. A lone surrogate becomes U+FFFD: a PDF's ToUnicode map may name one
     (pypdf decodes it as it is), which the tokenizer, the stores and UTF-8 all refuse, each with
-    its own exception, failing the whole request rather than one character."""
-    return unicodedata.normalize("NFC", _SURROGATE.sub("\ufffd", value))
+    its own exception, failing the whole request rather than one character. Made stream-safe
+    first (:func:`~retrieval_server.identifiers.stream_safe`): a file's runs of combining marks
+    are its own, and normalizing a long one takes quadratic time."""
+    return unicodedata.normalize("NFC", stream_safe(_SURROGATE.sub("\ufffd", value)))
 
 
 def _composed(doc: LoadedDocument) -> LoadedDocument:
