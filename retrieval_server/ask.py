@@ -10,7 +10,6 @@ Interactive commands: ``:trace on|off``, ``:strategy NAME``, ``:user ID``, ``:ro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,8 @@ class AskOptions:
     trace: bool = False
     token: str | None = None
     tls: Tls | None = None
+    #: seconds each question may take (0 or None: no limit)
+    timeout: float | None = 60.0
 
 
 def trace_tree(resp: pb.QueryResponse) -> Tree:
@@ -95,7 +96,7 @@ class AskSession:
 
     def _connect(self) -> RetrievalClient:
         o = self.options
-        return self._factory(o.server, user_id=o.user, role=o.role, token=o.token, tls=o.tls)
+        return self._factory(o.server, user_id=o.user, role=o.role, token=o.token, tls=o.tls, timeout=o.timeout)
 
     def close(self) -> None:
         self._client.close()
@@ -188,9 +189,3 @@ def _describe(exc: Exception) -> str:
     if callable(code) and callable(details):
         return f"{code().name}: {details()}"
     return str(exc)
-
-
-def as_json(resp: pb.QueryResponse) -> str:
-    from google.protobuf.json_format import MessageToDict
-
-    return json.dumps(MessageToDict(resp, preserving_proto_field_name=True), indent=2)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -58,6 +57,60 @@ def _meta(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+#: what one ingest call carries at most: files, and bytes (the server reads 64 MiB a request by
+#: default, and ``--local`` holds a call's files in memory); a larger file goes alone
+BATCH_FILES = 32
+BATCH_BYTES = 32 * 1024 * 1024
+
+
+def _batches(files: Sequence[Path]) -> Iterator[list[Path]]:
+    """``files`` in order, in runs of at most :data:`BATCH_FILES` files and :data:`BATCH_BYTES`
+    (by their sizes now; one that cannot be read is left for its reading to report)."""
+    batch: list[Path] = []
+    size = 0
+    for f in files:
+        try:
+            n = f.stat().st_size
+        except OSError:
+            n = 0
+        if batch and (len(batch) == BATCH_FILES or size + n > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(f)
+        size += n
+    if batch:
+        yield batch
+
+
+def _derived_id(f: Path, document_id: str) -> str | None:
+    """The id the server gives a file's document (None for a file of rows, each with its own),
+    as its entry points clean it: the name without its extension, unless given."""
+    import unicodedata
+
+    if not document_id and f.suffix.lower() == ".jsonl":
+        return None
+    return unicodedata.normalize("NFC", (document_id or f.stem).strip())
+
+
+class _Ids:
+    """The documents a run has sent, by id: a second file with the id of another (two folders'
+    index.txt, say) is that file's error. In one request the server refuses it; in the next one,
+    it silently replaced the first."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, str] = {}
+
+    def taken(self, f: Path, document_id: str) -> str | None:
+        """Why ``f`` is not sent (None: it is, and its id is now taken)."""
+        doc_id = _derived_id(f, document_id)
+        if doc_id is None:
+            return None
+        if doc_id in self._files:
+            return f"document_id '{doc_id}' is also {self._files[doc_id]}'s: give the files other names, or ingest them apart"
+        self._files[doc_id] = str(f)
+        return None
+
+
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
     from retrieval_server import model_loading
 
@@ -71,37 +124,44 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     keep.append(app)
     await app.open(warm_kernels=False)
     startup_gc.settle()
+    done: list[tuple[str, int, int, bool]] = []
+    errors: list[tuple[str, str]] = []
+    ids = _Ids()
     try:
-        sources, unreadable = [], []
-        for f in files:
-            try:
-                content = f.read_bytes()
-            except OSError as exc:
-                unreadable.append((str(f), exc.strerror or str(exc)))
-                continue
-            sources.append(
-                DocumentSource(
-                    filename=f.name,
-                    content=content,
-                    document_id=args.document_id or "",
-                    source=str(f),
-                    access=Access(args.access),
-                    owner_id=args.owner or "",
-                    metadata=_meta(args.meta),
-                    granted_user_ids=tuple(args.grant),
-                )
-            )
         # Counts documents, not files: one .jsonl file holds many.
         with _progress(args.quiet, unit="doc") as advance:
-            report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
+            # A batch at a time: the files of a folder are not all held in memory at once.
+            for batch in _batches(files):
+                sources = []
+                for f in batch:
+                    if (why := ids.taken(f, args.document_id or "")) is not None:
+                        errors.append((str(f), why))
+                        continue
+                    try:
+                        content = f.read_bytes()
+                    except OSError as exc:
+                        errors.append((str(f), exc.strerror or str(exc)))
+                        continue
+                    sources.append(
+                        DocumentSource(
+                            filename=f.name,
+                            content=content,
+                            document_id=args.document_id or "",
+                            source=str(f),
+                            access=Access(args.access),
+                            owner_id=args.owner or "",
+                            metadata=_meta(args.meta),
+                            granted_user_ids=tuple(args.grant),
+                        )
+                    )
+                report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
+                done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
+                errors += [(e.source, e.reason) for e in report.errors]
         print("optimizing the vector index...", file=sys.stderr)
         await app.wait_for_optimize()
     finally:
         await app.close()
-    return _print_ingest(
-        [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents],
-        unreadable + [(e.source, e.reason) for e in report.errors],
-    )
+    return _print_ingest(done, errors)
 
 
 @contextlib.contextmanager
@@ -117,13 +177,19 @@ def _progress(quiet: bool, **bar: Any) -> Iterator[Callable[[int], object]]:
         yield shown.update
 
 
+#: the exit code of an ingest that stored some documents and failed others (listed on stderr)
+SOME_FAILED = 3
+
+
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]]) -> int:
+    """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
+    some were, 1 when none was."""
     for doc_id, parents, children, replaced in done:
         print(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)")
     for source, reason in errors:
         print(f"FAILED   {source}: {reason}", file=sys.stderr)
     print(f"{len(done)} documents indexed, {len(errors)} failed", file=sys.stderr)
-    return 1 if errors and not done else 0
+    return 0 if not errors else SOME_FAILED if done else 1
 
 
 def _connection(args: argparse.Namespace) -> dict[str, Any]:
@@ -137,38 +203,70 @@ def _connection(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ingest_remote(args: argparse.Namespace) -> int:
+    import grpc
+
     from retrieval_client import RetrievalClient, document_from_file
 
     startup_gc.settle()  # a folder of files can take long
     files = list(_files(args.paths))
-    done, errors = [], []
-    batch_size = 32
-    with RetrievalClient(args.server, **_connection(args)) as client, _progress(args.quiet, total=len(files), unit="file") as advance:
-        for i in range(0, len(files), batch_size):
-            docs = []
-            for f in files[i : i + batch_size]:
-                try:
-                    docs.append(
-                        document_from_file(
-                            f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
-                            granted_user_ids=args.grant, metadata=_meta(args.meta),
+    done: list[tuple[str, int, int, bool]] = []
+    errors: list[tuple[str, str]] = []
+    ids = _Ids()
+    # What the server refuses of a request for one of its files: such a batch is sent again a
+    # file at a time, so that only that file fails.
+    one_file_refused = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
+    # No deadline unless asked: a large file takes minutes to embed, and one cut short is lost.
+    timeout = 0 if args.timeout is None else args.timeout
+    with RetrievalClient(args.server, timeout=timeout, **_connection(args)) as client, \
+            _progress(args.quiet, total=len(files), unit="file") as advance:
+
+        def send(docs: list[Any]) -> None:
+            resp = client.ingest(docs)
+            done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
+            errors.extend((e.source, e.reason) for e in resp.errors)
+
+        try:
+            for batch in _batches(files):
+                docs = []
+                for f in batch:
+                    if (why := ids.taken(f, args.document_id or "")) is not None:
+                        errors.append((str(f), why))
+                        continue
+                    try:
+                        docs.append(
+                            document_from_file(
+                                f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
+                                granted_user_ids=args.grant, metadata=_meta(args.meta),
+                            )
                         )
-                    )
-                except OSError as exc:
-                    errors.append((str(f), exc.strerror or str(exc)))
-            if docs:
-                resp = client.ingest(docs)
-                done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents]
-                errors += [(e.source, e.reason) for e in resp.errors]
-            advance(len(files[i : i + batch_size]))
+                    except OSError as exc:
+                        errors.append((str(f), exc.strerror or str(exc)))
+                try:
+                    if docs:
+                        send(docs)
+                except grpc.RpcError as exc:
+                    if exc.code() not in one_file_refused:  # type: ignore[attr-defined]
+                        raise
+                    for doc in docs:
+                        try:
+                            send([doc])
+                        except grpc.RpcError as alone:
+                            if alone.code() not in one_file_refused:  # type: ignore[attr-defined]
+                                raise
+                            errors.append((doc.source, f"{alone.code().name}: {alone.details()}"))  # type: ignore[attr-defined]
+                advance(len(batch))
+        except grpc.RpcError:
+            # What was stored before the run stopped is said too; main says why it stopped.
+            _print_ingest(done, errors)
+            raise
     return _print_ingest(done, errors)
 
 
 def _print_query(resp: object, as_json: bool) -> None:
-    from google.protobuf.json_format import MessageToDict
+    from retrieval_client import to_json
 
     if as_json:
-        print(json.dumps(MessageToDict(resp, preserving_proto_field_name=True), indent=2))  # type: ignore[arg-type]
+        print(to_json(resp))  # type: ignore[arg-type]
         return
     contexts = getattr(resp, "contexts", None)
     if contexts is not None:
@@ -189,7 +287,8 @@ def _print_query(resp: object, as_json: bool) -> None:
 def _remote(args: argparse.Namespace) -> int:
     from retrieval_client import RetrievalClient
 
-    with RetrievalClient(args.server, **_connection(args)) as client:
+    timeout = 60.0 if args.timeout is None else args.timeout
+    with RetrievalClient(args.server, timeout=timeout, **_connection(args)) as client:
         if args.command == "query":
             _print_query(client.query(args.text, top_k=args.top_k, strategy=args.strategy), args.json)
         elif args.command == "search":
@@ -198,10 +297,10 @@ def _remote(args: argparse.Namespace) -> int:
             resp = client.delete(args.document_ids)
             print(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}")
         elif args.command == "health":
-            from google.protobuf.json_format import MessageToDict
+            from retrieval_client import to_json
 
             resp = client.health()
-            print(json.dumps(MessageToDict(resp, preserving_proto_field_name=True), indent=2))
+            print(to_json(resp))
             return 0 if resp.status in (1, 2) else 1  # SERVING or DEGRADED
     return 0
 
@@ -209,12 +308,17 @@ def _remote(args: argparse.Namespace) -> int:
 def _ask(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from retrieval_server.ask import AskOptions, AskSession, as_json, interactive
+    from retrieval_client import to_json
+    from retrieval_server.ask import AskOptions, AskSession, interactive
 
     startup_gc.settle()  # a conversation can go on
     console = Console(highlight=False)
     connection = _connection(args)
-    session = AskSession(AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"]), console)
+    session = AskSession(
+        AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"],
+                   60.0 if args.timeout is None else args.timeout),
+        console,
+    )
     try:
         if args.question is None:
             return interactive(session, console, Path(args.history).expanduser())
@@ -223,7 +327,7 @@ def _ask(args: argparse.Namespace) -> int:
             console.quiet = True
             resp = session.ask(args.question)
             console.quiet = False
-            print(as_json(resp) if resp is not None else "{}")
+            print(to_json(resp) if resp is not None else "{}")
             return 0
         return 0 if session.ask(args.question) is not None else 1
     finally:
@@ -294,6 +398,8 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--tls-cert", help="client certificate (PEM) for mutual TLS")
         sp.add_argument("--tls-key", help="the client certificate's private key (PEM)")
         sp.add_argument("--tls-server-name", help="name to check in the server's certificate (when --server is an IP address)")
+        sp.add_argument("--timeout", type=float, default=None,
+                        help="seconds each call may take, 0 for no limit (default: 60; ingest: no limit)")
 
     ing = sub.add_parser("ingest", help="index files or folders (.txt .md .html .pdf .jsonl)")
     ing.add_argument("paths", nargs="+")

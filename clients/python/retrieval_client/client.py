@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,8 @@ from types import TracebackType
 from typing import Self
 
 import grpc
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
@@ -22,6 +25,7 @@ _STRATEGIES = {
     "graph": pb.STRATEGY_GRAPH,
 }
 _MODES = {"retrieval": pb.MODE_RETRIEVAL_ONLY, "generation": pb.MODE_GENERATION}
+_ACCESS = {"public": pb.ACCESS_PUBLIC, "private": pb.ACCESS_PRIVATE}
 _MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
 
@@ -37,8 +41,13 @@ def document_from_file(
     url: str = "",
     metadata: dict[str, str] | None = None,
 ) -> pb.DocumentInput:
-    """A file as an ingest input; its extension selects the server's loader."""
+    """A file as an ingest input; its extension selects the server's loader. ``access`` is
+    "public" or "private" (any case); anything else is a ValueError, not a public document."""
     p = Path(path)
+    try:
+        level = _ACCESS[access.lower()]
+    except KeyError:
+        raise ValueError(f"access must be one of {', '.join(_ACCESS)} (got {access!r})") from None
     return pb.DocumentInput(
         document_id=document_id,
         filename=p.name,
@@ -46,7 +55,7 @@ def document_from_file(
         title=title,
         url=url,
         source=str(p),
-        access=pb.ACCESS_PRIVATE if access.lower() == "private" else pb.ACCESS_PUBLIC,
+        access=level,
         owner_id=owner_id,
         metadata=metadata or {},
         granted_user_ids=list(granted_user_ids),
@@ -249,3 +258,10 @@ class AsyncRetrievalClient(_Base):
 
     async def __aexit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         await self.close()
+
+
+def to_json(message: Message) -> str:
+    """A response as indented JSON, with the proto's field names and every field, zero values
+    included: left out, a first chunk's ``chunk_index`` (0) or an empty ``contexts`` vanished."""
+    return json.dumps(MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True), indent=2)
+

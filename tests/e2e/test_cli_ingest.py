@@ -1,0 +1,97 @@
+"""``retrieval-server ingest`` against a running server: batches within the server's limits, a
+file the server refuses fails alone, ids that two files would share are caught before sending,
+and the exit code says whether some files failed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_server import cli
+from retrieval_server.config import load_settings
+from retrieval_server.server import start_server
+
+pytestmark = pytest.mark.slow
+
+
+def _text(words: str, size: int) -> bytes:
+    """``words``, padded with spaces to ``size`` bytes: large on the wire, a few tokens to embed."""
+    return (words + " " * size)[:size].encode()
+
+
+async def test_a_folder_is_ingested_within_the_servers_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "alpha.txt").write_bytes(_text("Alpacas graze on high plateaus.", 600_000))
+    (docs / "beta.txt").write_bytes(_text("Beavers build dams across streams.", 600_000))
+    (docs / "gamma.txt").write_bytes(_text("Gannets dive for fish at sea.", 600_000))
+    (docs / "huge.txt").write_bytes(_text("Hippos wallow in rivers.", 1_300_000))
+    (docs / "sub" / "alpha.txt").write_bytes(b"Another alpha: the id the first one has.")
+    settings = load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=tmp_path / "data", max_message_mb=1,
+                             max_document_bytes=1_048_576)
+    running = await start_server(settings)
+    try:
+        # The three 600 KB files are one batch by the client's count and bytes, and over the
+        # server's 1 MiB: sent again one at a time, each lands; the 1.3 MB file alone is refused.
+        code = await asyncio.to_thread(cli.main, ["ingest", str(docs), "--server", f"127.0.0.1:{running.port}", "--quiet"])
+        stored = set(await running.app.metadata.get_documents(["alpha", "beta", "gamma", "huge"]))
+    finally:
+        await running.stop(1.0)
+    out, err = capsys.readouterr()
+    assert code == cli.SOME_FAILED and stored == {"alpha", "beta", "gamma"}
+    assert f"FAILED   {docs / 'huge.txt'}: RESOURCE_EXHAUSTED" in err
+    assert f"FAILED   {docs / 'sub' / 'alpha.txt'}: document_id 'alpha' is also {docs / 'alpha.txt'}'s" in err
+    assert "3 documents indexed, 2 failed" in err and out.count("added") == 3
+
+
+def test_batches_hold_at_most_their_files_and_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "BATCH_BYTES", 100)
+    monkeypatch.setattr(cli, "BATCH_FILES", 3)
+    sizes = [10, 10, 10, 10, 60, 50, 200, 1]
+    files = []
+    for i, size in enumerate(sizes):
+        (f := tmp_path / f"f{i}.txt").write_bytes(b"x" * size)
+        files.append(f)
+    files.append(tmp_path / "missing.txt")
+    assert [[f.name for f in b] for b in cli._batches(files)] == [
+        ["f0.txt", "f1.txt", "f2.txt"], ["f3.txt", "f4.txt"], ["f5.txt"], ["f6.txt"], ["f7.txt", "missing.txt"],
+    ]
+
+
+def test_the_exit_code_says_whether_some_documents_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli._print_ingest([("a", 1, 1, False)], []) == 0
+    assert cli._print_ingest([("a", 1, 1, False)], [("b.txt", "why")]) == cli.SOME_FAILED
+    assert cli._print_ingest([], [("b.txt", "why")]) == 1
+
+
+def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large file takes minutes to embed, and a deadline cut a batch short, losing it all: an
+    ingest has no deadline unless ``--timeout`` sets one; the other commands keep 60 s."""
+    import retrieval_client
+
+    asked: list[float | None] = []
+
+    class Client:
+        def __init__(self, target: str, *, timeout: float | None = 60.0, **_: object) -> None:
+            asked.append(timeout)
+
+        def __enter__(self) -> Client:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+        def ingest(self, docs: list[object]) -> pb.IngestDocumentsResponse:
+            return pb.IngestDocumentsResponse()
+
+        def search(self, text: str, top_k: int) -> pb.SearchResponse:
+            return pb.SearchResponse()
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", Client)
+    (tmp_path / "a.txt").write_text("Aardvarks dig.")
+    for argv in (["ingest", str(tmp_path / "a.txt")], ["ingest", str(tmp_path / "a.txt"), "--timeout", "5"], ["search", "x"], ["search", "x", "--timeout", "0"]):
+        cli.main([*argv, "--quiet"] if argv[0] == "ingest" else argv)
+    assert asked == [0, 5.0, 60.0, 0]
