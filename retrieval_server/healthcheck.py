@@ -4,14 +4,18 @@ grpc.health.v1 says SERVING.
 For container health checks (Dockerfile HEALTHCHECK, compose). Without an address it asks the
 server where RETRIEVAL_HOST binds it (loopback when it listens on every interface), on
 RETRIEVAL_HEALTH_PORT when set (plaintext, also when the main port needs TLS), else on
-RETRIEVAL_PORT. The deadline (4 s) fits inside the image's HEALTHCHECK timeout of 5 s;
-a probe with a longer timeout of its own can pass a longer one.
+RETRIEVAL_PORT: over TLS when the server serves it, trusting the certificate chain it serves
+(RETRIEVAL_TLS_CERT) for the first name that certificate gives; a main port that requires client
+certificates needs RETRIEVAL_HEALTH_PORT. The deadline (4 s) fits inside the image's HEALTHCHECK
+timeout of 5 s; a probe with a longer timeout of its own can pass a longer one.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -22,8 +26,34 @@ from retrieval_server.config import ConfigError, load_settings
 DEFAULT_TIMEOUT_S = 4.0
 
 
-def check(target: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
-    with grpc.insecure_channel(target) as channel:
+@dataclass(frozen=True, slots=True)
+class ServedTls:
+    """How a probe beside the server reaches its TLS port: the chain it serves, trusted as it is
+    (the probe asks the server about itself), and a name that chain's certificate is for."""
+
+    chain: bytes
+    name: str
+
+    @classmethod
+    def of(cls, cert_file: Path) -> ServedTls:
+        from cryptography import x509
+
+        chain = cert_file.read_bytes()
+        leaf = x509.load_pem_x509_certificate(chain)
+        try:
+            names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            name = next(iter(names.get_values_for_type(x509.DNSName)), None) or str(next(iter(names.get_values_for_type(x509.IPAddress))))
+        except (x509.ExtensionNotFound, StopIteration):
+            name = str(leaf.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value)
+        return cls(chain, name)
+
+    def channel(self, target: str) -> grpc.Channel:
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=self.chain),
+                                   options=[("grpc.ssl_target_name_override", self.name)])
+
+
+def check(target: str, timeout_s: float = DEFAULT_TIMEOUT_S, tls: ServedTls | None = None) -> bool:
+    with tls.channel(target) if tls else grpc.insecure_channel(target) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
         except grpc.RpcError as exc:
@@ -47,7 +77,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error("--timeout must be > 0 seconds")
-    target = args.target
+    target, tls = args.target, None
     if target is None:
         try:
             s = load_settings()
@@ -56,7 +86,13 @@ def main(argv: list[str]) -> int:
             print(exc, file=sys.stderr)
             return 2
         target = f"{probe_host(s.host)}:{s.health_port or s.port}"
-    return 0 if check(target, args.timeout) else 1
+        if s.health_port is None and s.tls_cert is not None:
+            if s.tls_client_ca is not None:
+                print("the main port requires client certificates (mutual TLS): set RETRIEVAL_HEALTH_PORT, which the probe asks in plaintext",
+                      file=sys.stderr)
+                return 2
+            tls = ServedTls.of(s.tls_cert)
+    return 0 if check(target, args.timeout, tls) else 1
 
 
 if __name__ == "__main__":

@@ -95,3 +95,29 @@ async def test_the_probe_finds_a_server_bound_to_one_address(tmp_path: Path, mon
         assert await asyncio.to_thread(main, ["--timeout", "60"]) == 0
     finally:
         await running.stop(1.0)
+
+
+@pytest.mark.parametrize("names", [{"dns": ("retrieval.test",)}, {"ips": ("127.0.0.1",)}, {}])
+async def test_the_probe_asks_a_tls_port_over_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                  names: dict[str, tuple[str, ...]]) -> None:
+    """Without a health port, a server serving TLS is asked over TLS, trusting the chain it serves
+    for the name its certificate gives (a DNS name, an address, else its common name): asked in
+    plaintext, a healthy TLS container was reported unhealthy for ever. With mutual TLS the probe
+    has no certificate to show, and says to set the health port."""
+    from tests.support.pki import Authority
+
+    ca = Authority(tmp_path / "pki", "probe-ca")
+    served = ca.issue("retrieval-server", **names)  # type: ignore[arg-type]
+    port = free_port()
+    settings = load_settings(host="127.0.0.1", port=port, metrics_enabled=False, data_dir=tmp_path / "data", tls_cert=served.cert, tls_key=served.key)
+    running = await start_server(settings)
+    try:
+        for name, value in (("RETRIEVAL_HOST", "127.0.0.1"), ("RETRIEVAL_PORT", str(port)), ("RETRIEVAL_DATA_DIR", str(tmp_path / "data")),
+                            ("RETRIEVAL_TLS_CERT", str(served.cert)), ("RETRIEVAL_TLS_KEY", str(served.key))):
+            monkeypatch.setenv(name, value)
+        assert await asyncio.to_thread(main, ["--timeout", "60"]) == 0
+        monkeypatch.setenv("RETRIEVAL_TLS_CLIENT_CA", str(ca.ca))
+        assert await asyncio.to_thread(main, ["--timeout", "60"]) == 2
+        assert "set RETRIEVAL_HEALTH_PORT" in capsys.readouterr().err
+    finally:
+        await running.stop(1.0)
