@@ -103,7 +103,8 @@ class Settings(BaseSettings):
     )
     qdrant_api_key: str | None = None
     qdrant_collection: str = "retrieval_chunks"
-    qdrant_timeout_s: float = Field(30.0, gt=0)
+    # Whole seconds: qdrant-client takes an int (0.5 became 0, and every call failed).
+    qdrant_timeout_s: int = Field(30, ge=1, description="Qdrant request timeout, in whole seconds")
     mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
     mysql_pool_size: int = Field(8, ge=1, le=256)
     mysql_timeout_s: float = Field(10.0, gt=0, le=3600, description="MySQL connect, read and pool-wait timeout: a server that stops answering, or a pool with every connection busy, fails the call")

@@ -42,6 +42,9 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         ("RETRIEVAL_RERANK_THRESHOLD", "nan", "RETRIEVAL_RERANK_THRESHOLD: Input should be a finite number"),
         ("RETRIEVAL_CACHE_TTL_S", "inf", "RETRIEVAL_CACHE_TTL_S"),
         ("RETRIEVAL_GRACE_PERIOD_S", "1e10", "RETRIEVAL_GRACE_PERIOD_S: Input should be less than or equal to 86400"),
+        # qdrant-client counts in whole seconds: 0.5 became 0, and every call to the server failed.
+        ("RETRIEVAL_QDRANT_TIMEOUT_S", "0.5", "RETRIEVAL_QDRANT_TIMEOUT_S"),
+        ("RETRIEVAL_QDRANT_TIMEOUT_S", "0", "RETRIEVAL_QDRANT_TIMEOUT_S"),
     ],
 )
 def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:

@@ -67,7 +67,7 @@ class QdrantVectorStore:
         url: str | None = None,
         path: str | None = None,
         api_key: str | None = None,
-        timeout_s: float = 30.0,
+        timeout_s: int = 30,
         policy: SearchPolicy | None = None,
         features: IndexFeatures = IndexFeatures(),
     ) -> None:
@@ -77,7 +77,7 @@ class QdrantVectorStore:
         #: what a new collection is created with; an existing one reports what it holds
         self._wanted = self.features = features
         if url:
-            self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=int(timeout_s))
+            self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=timeout_s)
         elif path == ":memory:":
             self._client = AsyncQdrantClient(location=":memory:")
         else:
