@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -200,6 +202,8 @@ class SqliteMetadataStore(MetadataStore):
         self._all_readers: list[aiosqlite.Connection] = []
         self._inline: sqlite3.Connection | None = None
         self._wal_index: WalIndexHeader | None = None
+        #: the private copy a read-only store on a read-only volume reads from, when it has a WAL
+        self._copy_dir: Path | None = None
 
     async def open(self) -> None:
         try:
@@ -226,10 +230,24 @@ class SqliteMetadataStore(MetadataStore):
         path = Path(self._path).absolute()
         if not path.is_file():
             raise Unavailable(f"no index at {path.parent} to serve read-only: ingest into it first")
-        # On a read-only volume SQLite cannot create the WAL's shared-memory file: nothing can change
-        # the file there, so it may be opened as immutable.
-        immutable = "" if os.access(path.parent, os.W_OK) else "&immutable=1"
-        return f"{path.as_uri()}?mode=ro{immutable}"
+        if os.access(path.parent, os.W_OK):
+            return f"{path.as_uri()}?mode=ro"
+        # On a read-only volume SQLite cannot create the WAL's shared-memory file, and so cannot read
+        # the WAL. Without one (a writer that closed checkpointed it) nothing can change the file
+        # there, and it is opened as immutable; with one (a writer stopped uncleanly), its commits
+        # are only there: the database and its WAL are read from a private copy. Immutable, the
+        # server had served an older state, or no tables at all.
+        wal = path.with_name(path.name + "-wal")
+        if not (wal.is_file() and wal.stat().st_size):
+            return f"{path.as_uri()}?mode=ro&immutable=1"
+        self._copy_dir = Path(tempfile.mkdtemp(prefix="retrieval-readonly-metadata-"))
+        try:
+            for source in (path, wal):
+                shutil.copyfile(source, self._copy_dir / source.name)
+        except OSError as exc:
+            raise Unavailable(f"cannot copy {path} and its write-ahead log to read them: {exc.strerror or exc}") from None
+        self._path = self._copy_dir / path.name
+        return f"{self._path.as_uri()}?mode=ro"
 
     async def _open_readers(self, database: str, uri: bool) -> None:
         for _ in range(self._reader_count):
@@ -266,6 +284,9 @@ class SqliteMetadataStore(MetadataStore):
             conn, self._conn = self._conn, None
             async with self._lock:
                 await conn.close()
+        if self._copy_dir is not None:
+            copy_dir, self._copy_dir = self._copy_dir, None
+            shutil.rmtree(copy_dir, ignore_errors=True)
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncIterator[Tx]:
