@@ -15,13 +15,28 @@ from tokenizers import Tokenizer
 
 from retrieval_server.domain import ChildChunk, ParentChunk
 
-# A sentence ends at . ! ? (plus closing quotes/brackets) before whitespace, or at a blank line.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n\s*\n")
+# A sentence ends at . ! ? and the closing quotes or brackets after it, before whitespace; or at a
+# blank line.
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?P<closers>[\"')\]]*)\s+|\n\s*\n")
+
+
+def _sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """Where each sentence of ``text`` starts and ends, its closing quotes and brackets included
+    (they were cut from every sentence's end: 'He said "Stop."' lost its quote), blank ones left out."""
+    bounds, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        end = m.start() + len(m.group("closers") or "")
+        if text[start:end].strip():
+            bounds.append((start, end))
+        start = m.end()
+    if text[start:].strip():
+        bounds.append((start, len(text)))
+    return bounds
 
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text`` as the chunker sees them, stripped, empty ones dropped."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    return [text[s:e].strip() for s, e in _sentence_bounds(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +50,46 @@ class ChunkSizes:
 class _Span:
     start: int
     end: int
+    #: its tokens, a token that runs past MAX_TOKEN_CHARS counting once per MAX_TOKEN_CHARS
     tokens: int
+
+
+#: the longest word WordPiece splits into tokens; a longer one is a single [UNK]. A token whose
+#: text (to the next token) runs longer counts as one per this many characters, so that a chunk's
+#: characters are bounded with its tokens: a 3.2 MB hex dump was one child of 7 tokens, and every
+#: answer citing it 9.6 MB, over a gRPC client's 4 MiB.
+MAX_TOKEN_CHARS = 100
+
+
+def _weight(chars: int) -> int:
+    return max(1, -(-chars // MAX_TOKEN_CHARS))
+
+
+def _cut(start: int, end: int, token_starts: list[int], limit: int) -> list[_Span]:
+    """``text[start:end]`` (one sentence, its tokens starting at ``token_starts``) in pieces of at
+    most ``limit`` tokens as :data:`MAX_TOKEN_CHARS` counts them; a token longer than a child is
+    cut at characters.
+
+    Each token runs from where it starts to where the next one starts, not over its own offsets
+    only: characters the tokenizer drops (combining marks under strip_accents: Devanagari vowel
+    signs, Arabic vowel marks) belong to no token, and one at a cut would be lost from both chunks."""
+    extents = list(zip([start, *token_starts[1:]], [*token_starts[1:], end], strict=True)) if token_starts else [(start, end)]
+    pieces: list[_Span] = []
+    piece, weight = start, 0
+    for a, b in extents:
+        w = _weight(b - a)
+        if weight and weight + w > limit:
+            pieces.append(_Span(piece, a, weight))
+            piece, weight = a, 0
+        if w > limit:
+            step = limit * MAX_TOKEN_CHARS
+            pieces += [_Span(c, min(c + step, b), _weight(min(c + step, b) - c)) for c in range(a, b, step)]
+            piece = b
+            continue
+        weight += w
+    if weight:
+        pieces.append(_Span(piece, end, weight))
+    return pieces
 
 
 class Chunker:
@@ -52,13 +106,7 @@ class Chunker:
 
     def _spans(self, text: str) -> list[_Span]:
         """Sentences of ``text`` as character spans, none longer than a child."""
-        bounds, start = [], 0
-        for m in _SENTENCE_END.finditer(text):
-            if text[start : m.start()].strip():
-                bounds.append((start, m.start()))
-            start = m.end()
-        if text[start:].strip():
-            bounds.append((start, len(text)))
+        bounds = _sentence_bounds(text)
         if not bounds:
             return []
         encs = self._tok.encode_batch([text[s:e] for s, e in bounds], add_special_tokens=False)
@@ -66,19 +114,10 @@ class Chunker:
         limit = self.sizes.child_tokens
         for (s, e), enc in zip(bounds, encs, strict=True):
             n = len(enc.ids)
-            if n <= limit:
+            if n <= limit and e - s <= limit * MAX_TOKEN_CHARS:
                 spans.append(_Span(s, e, max(n, 1)))
-                continue
-            # Each piece runs from where the previous one stopped to where the next one's first token
-            # starts, not over its own tokens' offsets only: characters the tokenizer drops (combining
-            # marks under strip_accents: Devanagari vowel signs, Arabic vowel marks) belong to no
-            # token, and one at a cut would be lost from both chunks.
-            offsets = enc.offsets
-            cuts = list(range(0, n, limit))
-            for k, i in enumerate(cuts):
-                start = s if k == 0 else s + offsets[i][0]
-                end = e if k == len(cuts) - 1 else s + offsets[i + limit][0]
-                spans.append(_Span(start, end, min(limit, n - i)))
+            else:
+                spans += _cut(s, e, [s + a for a, _ in enc.offsets], limit)
         return spans
 
     def _windows(self, spans: list[_Span], limit: int, overlap: int) -> list[list[_Span]]:

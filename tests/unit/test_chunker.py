@@ -84,3 +84,45 @@ def test_a_long_sentence_cut_at_token_boundaries_loses_no_character(chunker: Chu
         first, last = kids[0].content, kids[-1].content
         assert "".join(parent.content.split()).startswith("".join(first.split()))
         assert "".join(parent.content.split()).endswith("".join(last.split()))
+
+
+def test_closing_quotes_and_brackets_stay_with_their_sentence(chunker: Chunker) -> None:
+    """They were cut from every sentence's end: a child read 'He said "Stop the deploy. Then (see
+    the runbook. we rolled back.'"""
+    text = 'He said "Stop the deploy." Then (see the runbook.) we rolled back. She asked "why?" [Done.]'
+    parents, children = chunker.chunk("doc", [(0, text)])
+    assert [p.content for p in parents] == [text] and all(c.content in text for c in children)
+    assert children[0].content.startswith('He said "Stop the deploy." Then (see the runbook.) we')
+
+
+def test_the_chunks_of_any_text_hold_every_character_in_order(chunker: Chunker) -> None:
+    """Parents, in order, are the text without its white space, for text of sentence ends,
+    closers, blank lines, long words and marks in any mix."""
+    from hypothesis import given, settings, strategies as st
+
+    words = st.sampled_from(["alpha", "Beta.", "gamma!", '"quote."', "(see", "it.)", "[x?]", "\n\n", "x" * 120, "y" * 3_000, " " * 300, "e\u0301", "日本語の文", "🙂"])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(words, min_size=1, max_size=80))
+    def holds(parts: list[str]) -> None:
+        text = " ".join(parts)
+        parents, children = chunker.chunk("doc", [(0, text)])
+        assert "".join("".join(p.content for p in parents).split()) == "".join(text.split())
+        assert all(len(c.content) <= chunker.sizes.child_tokens * 100 for c in children)
+
+    holds()
+
+
+@pytest.mark.parametrize("text", ["0123456789abcdef" * 20_000, "word " + "9f" * 50_000 + " end.", "\u0301" * 6_000, "a" + " " * 9_000 + "b."])
+def test_a_chunk_holds_at_most_its_tokens_in_characters(chunker: Chunker, text: str) -> None:
+    """A word over WordPiece's 100 characters is one [UNK] token: a 3.2 MB hex dump was one child
+    of 7 tokens, and every answer citing it 9.6 MB. A token counts once per 100 characters it runs
+    to the next (so do characters the tokenizer drops, and runs of white space)."""
+    from retrieval_server.ingest.chunker import MAX_TOKEN_CHARS
+
+    sizes = chunker.sizes
+    parents, children = chunker.chunk("doc", [(0, text)])
+    assert "".join("".join(p.content for p in parents).split()) == "".join(text.split())
+    assert max(len(c.content) for c in children) <= sizes.child_tokens * MAX_TOKEN_CHARS
+    assert max(len(p.content) for p in parents) <= sizes.parent_tokens * MAX_TOKEN_CHARS
+    assert all(c.tokens <= sizes.child_tokens for c in children) and all(p.tokens <= sizes.parent_tokens for p in parents)
