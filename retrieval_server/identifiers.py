@@ -27,6 +27,9 @@ MAX_METADATA_BYTES = 16_384
 #: users granted one document: every chunk of it carries its readers, and every query citing it
 #: reads them; more readers than this are a group's (``group:<name>``)
 MAX_GRANTEES = 1_000
+#: groups a caller's token may name: every read lists the caller's principals, and a few thousand
+#: made statements the stores refuse (an identity provider with more sends an overage claim)
+MAX_GROUPS = 1_000
 #: how a grant names a group; a user id never starts with it, or a user named ``group:x`` would
 #: read what is granted to the group ``x``
 GROUP_PREFIX = "group:"

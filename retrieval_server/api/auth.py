@@ -28,7 +28,7 @@ from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, HeaderIde
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
-from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_identifier, clean_user_id
+from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS, clean_identifier, clean_user_id
 
 SERVICE_PREFIX = "/retrieval.v1.RetrievalService/"
 #: RPCs that answer without credentials (but refuse invalid ones)
@@ -184,6 +184,9 @@ class JwtAuthenticator:
         try:
             user = clean_user_id(raw_user, f"the token's {self._user_claim} claim") if isinstance(raw_user, str) else None
             groups = tuple(sorted({clean_identifier(g, "a group", MAX_USER_ID_CHARS) for g in _names(_claim(claims, self._groups_claim))}))  if self._groups_claim else ()
+            if len(groups) > MAX_GROUPS:
+                # Every read names each of them, twice: 2,000 made a graph statement SQLite refuses.
+                raise ValueError(f"the token's {self._groups_claim} claim names {len(groups)} groups; at most {MAX_GROUPS} are read")
         except ValueError as exc:
             raise Unauthenticated(str(exc), "TOKEN_CLAIM_INVALID") from None
         if user is None:

@@ -313,3 +313,18 @@ async def test_an_older_schema_gets_the_ranked_mentions_index(metadata_store: Me
     async with metadata_store.transaction() as tx:
         names = {r[0] for r in await tx.fetchall(listing)}
     assert "graph_mentions_rank" in names and "graph_mentions_key" not in names
+
+
+async def test_a_reader_of_many_groups_within_a_filter_of_many_documents_is_answered(metadata_store: MetadataStore) -> None:
+    """Each key's part of a statement repeats the access filter: a token's thousand groups with a
+    filter of a thousand ids made statements of 300,000 parameters, which SQLite refuses (the
+    graph leg failed). Statements now hold as many keys as fit."""
+    from retrieval_server.identifiers import MAX_GROUPS
+
+    await _load(metadata_store)
+    many_groups = AccessFilter.for_identity(Identity("carol", Role.USER, tuple(f"group:g{i}" for i in range(MAX_GROUPS))))
+    ids = ["alpha", "auth", "secret", *(f"missing-{i}" for i in range(997))]
+    keys = [f"nobody{i}" for i in range(ENTITIES_PER_STATEMENT)] + ["authsvc", "shadowvault"]
+    assert await metadata_store.graph_endpoints(keys, many_groups, ids) == {"authsvc", "shadowvault"}
+    chunks = await metadata_store.graph_chunks(keys, many_groups, ids)
+    assert set(chunks) == {"authsvc", "shadowvault"}

@@ -72,6 +72,7 @@ async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
     from retrieval_server.api.auth import authenticator_for
     from retrieval_server.config import load_settings
     from retrieval_server.domain import Role
+    from retrieval_server.identifiers import MAX_GROUPS
     from tests.support.tokens import SECRET, claims, hs256
 
     auth = authenticator_for(load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_secret=SECRET, jwt_groups_claim="groups"))
@@ -86,5 +87,10 @@ async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
         assert (await identify(groups="Sales,EMEA")).principals == ("dave", "group:Sales,EMEA")
         for written, role in (("ADMIN", Role.ADMIN), ("admin", Role.USER), ("Not ADMIN", Role.USER), (["USER", "SUPER_ADMIN"], Role.SUPER_ADMIN)):
             assert (await identify(role=written)).role is role
+        # Every read names each group: a token of more than MAX_GROUPS is refused, not read.
+        assert len((await identify(groups=[f"g{i}" for i in range(MAX_GROUPS)])).principals) == MAX_GROUPS + 1
+        with pytest.raises(Unauthenticated, match=f"names {MAX_GROUPS + 1} groups; at most {MAX_GROUPS} are read") as refused:
+            await identify(groups=[f"g{i}" for i in range(MAX_GROUPS + 1)])
+        assert refused.value.reason == "TOKEN_CLAIM_INVALID"
     finally:
         await auth.close()

@@ -30,6 +30,15 @@ GRAPH_VERSION = "graph_version"
 #: Entities per UNION ALL statement of :meth:`GraphQueries.graph_chunks` (SQLite allows 500 parts;
 #: :meth:`GraphQueries.graph_endpoints` reads two per entity, so half as many).
 ENTITIES_PER_STATEMENT = 100
+#: parameters one statement may bind: SQLite's default bound is 32,766, and each key's part
+#: repeats the access filter's (two per principal, one per document id of the request's filter)
+PARAMETERS_PER_STATEMENT = 30_000
+
+
+def _keys_per_statement(most: int, per_key: int) -> int:
+    """How many keys one statement asks about: at most ``most``, and no more than fit
+    :data:`PARAMETERS_PER_STATEMENT` at ``per_key`` parameters each."""
+    return max(1, min(most, PARAMETERS_PER_STATEMENT // per_key))
 
 
 def _visible(alias: str, access: AccessFilter, document_ids: Sequence[str]) -> tuple[str, list[Any]]:
@@ -253,7 +262,7 @@ class GraphQueries:
             related = f" AND g.relation IN ({','.join('?' * len(wanted))})"
             params = [*params, *wanted]
         first = f"SELECT * FROM (SELECT g.{{column}} FROM graph_edges g{join}{related} AND g.{{column}} = ? LIMIT 1) AS t{{i}}"
-        parts = in_chunks(list(dict.fromkeys(keys)), ENTITIES_PER_STATEMENT // 2)
+        parts = in_chunks(list(dict.fromkeys(keys)), _keys_per_statement(ENTITIES_PER_STATEMENT // 2, 2 * (len(params) + 1)))
         columns = ("source_key", "target_key")
         statements = [
             (" UNION ALL ".join(first.format(column=c, i=2 * i + j) for i in range(len(part)) for j, c in enumerate(columns)),
@@ -274,7 +283,7 @@ class GraphQueries:
         join, params = _visible("m", access, document_ids)
         one = (f"SELECT * FROM (SELECT m.entity_key, m.chunk_id, m.mentions, m.document_id FROM graph_mentions m{join}"
                " AND m.entity_key = ? ORDER BY m.mentions DESC, m.document_id, m.chunk_id LIMIT ?) AS t{}")
-        parts = in_chunks(list(dict.fromkeys(keys)), ENTITIES_PER_STATEMENT)
+        parts = in_chunks(list(dict.fromkeys(keys)), _keys_per_statement(ENTITIES_PER_STATEMENT, len(params) + 2))
         ranked: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
         for key, chunk_id, mentions, document_id in await self._rows([
             (" UNION ALL ".join(one.format(i) for i in range(len(part))), [p for key in part for p in (*params, key, per_entity)])
