@@ -328,7 +328,7 @@ def _ask(args: argparse.Namespace) -> int:
             resp = session.ask(args.question)
             console.quiet = False
             print(to_json(resp) if resp is not None else "{}")
-            return 0
+            return 0 if resp is not None else 1  # as without --json: no answer is a failure
         return 0 if session.ask(args.question) is not None else 1
     finally:
         session.close()
