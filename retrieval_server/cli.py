@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 # Only what every command needs: a client command (query, search, health, ...) is one RPC, and its
 # wall time is its imports. The service's settings, numpy, numba, onnxruntime and the engines are
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from retrieval_server.config import Settings
 
 log = logging.getLogger("retrieval_server.cli")
+T = TypeVar("T")
 
 #: Commands that run (part of) the service in this process: they read RETRIEVAL_* settings.
 _SERVICE_COMMANDS = frozenset({"serve", "graph"})
@@ -111,6 +112,21 @@ class _Ids:
         return None
 
 
+def _readable(batch: Sequence[Path], ids: _Ids, document_id: str, errors: list[tuple[str, str]], read: Callable[[Path], T]) -> list[T]:
+    """What ``read`` makes of each file of ``batch`` whose id no earlier file took and that can be
+    read; the others go to ``errors`` with the reason."""
+    out = []
+    for f in batch:
+        if (why := ids.taken(f, document_id)) is not None:
+            errors.append((str(f), why))
+            continue
+        try:
+            out.append(read(f))
+        except OSError as exc:
+            errors.append((str(f), exc.strerror or str(exc)))
+    return out
+
+
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
     from retrieval_server import model_loading
 
@@ -132,28 +148,16 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
         with _progress(args.quiet, unit="doc") as advance:
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
-                sources = []
-                for f in batch:
-                    if (why := ids.taken(f, args.document_id or "")) is not None:
-                        errors.append((str(f), why))
-                        continue
-                    try:
-                        content = f.read_bytes()
-                    except OSError as exc:
-                        errors.append((str(f), exc.strerror or str(exc)))
-                        continue
-                    sources.append(
-                        DocumentSource(
-                            filename=f.name,
-                            content=content,
-                            document_id=args.document_id or "",
-                            source=str(f),
-                            access=Access(args.access),
-                            owner_id=args.owner or "",
-                            metadata=_meta(args.meta),
-                            granted_user_ids=tuple(args.grant),
-                        )
-                    )
+                sources = _readable(batch, ids, args.document_id or "", errors, lambda f: DocumentSource(
+                    filename=f.name,
+                    content=f.read_bytes(),
+                    document_id=args.document_id or "",
+                    source=str(f),
+                    access=Access(args.access),
+                    owner_id=args.owner or "",
+                    metadata=_meta(args.meta),
+                    granted_user_ids=tuple(args.grant),
+                ))
                 report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
                 done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
                 errors += [(e.source, e.reason) for e in report.errors]
@@ -227,20 +231,10 @@ def _ingest_remote(args: argparse.Namespace) -> int:
 
         try:
             for batch in _batches(files):
-                docs = []
-                for f in batch:
-                    if (why := ids.taken(f, args.document_id or "")) is not None:
-                        errors.append((str(f), why))
-                        continue
-                    try:
-                        docs.append(
-                            document_from_file(
-                                f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
-                                granted_user_ids=args.grant, metadata=_meta(args.meta),
-                            )
-                        )
-                    except OSError as exc:
-                        errors.append((str(f), exc.strerror or str(exc)))
+                docs = _readable(batch, ids, args.document_id or "", errors, lambda f: document_from_file(
+                    f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
+                    granted_user_ids=args.grant, metadata=_meta(args.meta),
+                ))
                 try:
                     if docs:
                         send(docs)
