@@ -84,13 +84,17 @@ def _batches(files: Sequence[Path]) -> Iterator[list[Path]]:
 
 
 def _derived_id(f: Path, document_id: str) -> str | None:
-    """The id the server gives a file's document (None for a file of rows, each with its own),
+    """The id the server gives a file's document (None for a file of rows, each with its own id),
     as its entry points clean it: the name without its extension, unless given."""
-    import unicodedata
+    from retrieval_server.identifiers import trim
 
-    if not document_id and f.suffix.lower() == ".jsonl":
+    if f.suffix.lower() == ".jsonl":
         return None
-    return unicodedata.normalize("NFC", (document_id or f.stem).strip())
+    raw = document_id or f.stem
+    try:
+        return trim(raw)
+    except ValueError:
+        return raw  # the server refuses it, and says why
 
 
 class _Ids:
@@ -145,7 +149,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     ids = _Ids()
     try:
         # Counts documents, not files: one .jsonl file holds many.
-        with _progress(args.quiet, unit="doc") as advance:
+        with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors):
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
                 sources = _readable(batch, ids, args.document_id or "", errors, lambda f: DocumentSource(
@@ -181,6 +185,17 @@ def _progress(quiet: bool, **bar: Any) -> Iterator[Callable[[int], object]]:
         yield shown.update
 
 
+@contextlib.contextmanager
+def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]]) -> Iterator[None]:
+    """An ingest's batches: should one stop the run, what earlier ones stored is listed before
+    main says why it stopped (it was lost, and the run looked as if it had stored nothing)."""
+    try:
+        yield
+    except Exception:
+        _print_ingest(done, errors)
+        raise
+
+
 #: the exit code of an ingest that stored some documents and failed others (listed on stderr)
 SOME_FAILED = 3
 
@@ -206,6 +221,16 @@ def _connection(args: argparse.Namespace) -> dict[str, Any]:
     return {"user_id": args.user, "role": args.role, "token": args.token, "tls": tls}
 
 
+def _one_file_refused(exc: Any) -> bool:
+    """Whether the server refused a request (a ``grpc.RpcError``) for one of its files: a field over
+    its limit, a message over the size it reads. Such a batch is sent again a file at a time, so
+    that only that file fails; anything else (a full disk, an unreachable server) stops the run."""
+    import grpc
+
+    code, details = exc.code(), exc.details() or ""
+    return code is grpc.StatusCode.INVALID_ARGUMENT or (code is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details)
+
+
 def _ingest_remote(args: argparse.Namespace) -> int:
     import grpc
 
@@ -216,9 +241,6 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     done: list[tuple[str, int, int, bool]] = []
     errors: list[tuple[str, str]] = []
     ids = _Ids()
-    # What the server refuses of a request for one of its files: such a batch is sent again a
-    # file at a time, so that only that file fails.
-    one_file_refused = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
     # No deadline unless asked: a large file takes minutes to embed, and one cut short is lost.
     timeout = 0 if args.timeout is None else args.timeout
     with RetrievalClient(args.server, timeout=timeout, **_connection(args)) as client, \
@@ -229,7 +251,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
 
-        try:
+        with _listed_if_stopped(done, errors):
             for batch in _batches(files):
                 docs = _readable(batch, ids, args.document_id or "", errors, lambda f: document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
@@ -239,20 +261,16 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                     if docs:
                         send(docs)
                 except grpc.RpcError as exc:
-                    if exc.code() not in one_file_refused:  # type: ignore[attr-defined]
+                    if not _one_file_refused(exc):
                         raise
                     for doc in docs:
                         try:
                             send([doc])
                         except grpc.RpcError as alone:
-                            if alone.code() not in one_file_refused:  # type: ignore[attr-defined]
+                            if not _one_file_refused(alone):
                                 raise
                             errors.append((doc.source, f"{alone.code().name}: {alone.details()}"))  # type: ignore[attr-defined]
                 advance(len(batch))
-        except grpc.RpcError:
-            # What was stored before the run stopped is said too; main says why it stopped.
-            _print_ingest(done, errors)
-            raise
     return _print_ingest(done, errors)
 
 

@@ -32,7 +32,8 @@ class ServedTls:
     (the probe asks the server about itself), and a name that chain's certificate is for."""
 
     chain: bytes
-    name: str
+    #: None: the certificate names nothing, and the target's host is checked
+    name: str | None
 
     @classmethod
     def of(cls, cert_file: Path) -> ServedTls:
@@ -44,12 +45,13 @@ class ServedTls:
             names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
             name = next(iter(names.get_values_for_type(x509.DNSName)), None) or str(next(iter(names.get_values_for_type(x509.IPAddress))))
         except (x509.ExtensionNotFound, StopIteration):
-            name = str(leaf.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value)
+            common = leaf.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+            name = str(common[0].value) if common else None
         return cls(chain, name)
 
     def channel(self, target: str) -> grpc.Channel:
         return grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=self.chain),
-                                   options=[("grpc.ssl_target_name_override", self.name)])
+                                   options=[("grpc.ssl_target_name_override", self.name)] if self.name else [])
 
 
 def check(target: str, timeout_s: float = DEFAULT_TIMEOUT_S, tls: ServedTls | None = None) -> bool:

@@ -105,17 +105,23 @@ class Chunker:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
     def _spans(self, text: str) -> list[_Span]:
-        """Sentences of ``text`` as character spans, none longer than a child."""
+        """Sentences of ``text`` as character spans, none longer than a child. Each runs from where
+        the one before it ended, the white space between them included, so that its tokens (as
+        :data:`MAX_TOKEN_CHARS` counts them) bound every character a chunk of them spans."""
         bounds = _sentence_bounds(text)
         if not bounds:
             return []
+        bounds = [(bounds[i - 1][1] if i else s, e) for i, (s, e) in enumerate(bounds)]
         encs = self._tok.encode_batch([text[s:e] for s, e in bounds], add_special_tokens=False)
         spans: list[_Span] = []
         limit = self.sizes.child_tokens
         for (s, e), enc in zip(bounds, encs, strict=True):
-            n = len(enc.ids)
-            if n <= limit and e - s <= limit * MAX_TOKEN_CHARS:
-                spans.append(_Span(s, e, max(n, 1)))
+            # At least one token per MAX_TOKEN_CHARS of the sentence, so that a window of sentences
+            # holds no more characters than its tokens allow either (each token counts at least
+            # that, when cut): sentences of one long word each were two tokens apiece.
+            tokens = max(len(enc.ids), _weight(e - s))
+            if tokens <= limit:
+                spans.append(_Span(s, e, tokens))
             else:
                 spans += _cut(s, e, [s + a for a, _ in enc.offsets], limit)
         return spans
@@ -152,6 +158,9 @@ class Chunker:
         for page, text in pages:
             spans = self._spans(text)
             for group in self._windows(spans, self.sizes.parent_tokens, 0):
+                content = text[group[0].start : group[-1].end].strip()
+                if not content:
+                    continue  # pieces of a long run of white space, cut like a long word
                 p_index = len(parents)
                 parent_id = f"{document_id}#p{p_index}"
                 parents.append(
@@ -159,12 +168,15 @@ class Chunker:
                         parent_chunk_id=parent_id,
                         document_id=document_id,
                         chunk_index=p_index,
-                        content=text[group[0].start : group[-1].end].strip(),
+                        content=content,
                         tokens=sum(s.tokens for s in group),
                         page=page,
                     )
                 )
                 for window in self._windows(group, self.sizes.child_tokens, self.sizes.child_overlap_tokens):
+                    words = [t for s in window if (t := text[s.start : s.end].strip())]
+                    if not words:
+                        continue
                     c_index = len(children)
                     children.append(
                         ChildChunk(
@@ -173,7 +185,7 @@ class Chunker:
                             document_id=document_id,
                             chunk_index=c_index,
                             parent_index=p_index,
-                            content=" ".join(text[s.start : s.end].strip() for s in window),
+                            content=" ".join(words),
                             tokens=sum(s.tokens for s in window),
                             page=page,
                         )

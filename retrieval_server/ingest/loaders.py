@@ -83,6 +83,16 @@ _DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)]*+(\))")
 _HEADING = re.compile(r"^#[ \t]+(\S[^\n]*)$", flags=re.MULTILINE)
 
 
+def _heading_text(line: str) -> str:
+    """A heading without its closing hashes, which CommonMark takes only after a space: "Title ##"
+    is "Title", "Learning C#" keeps its hash, and "##" is an empty heading."""
+    line = line.rstrip()
+    bare = line.rstrip("#")
+    if not bare:
+        return ""
+    return bare.rstrip() if bare != line and bare[-1] in " \t" else line
+
+
 def _without_data_uris(text: str) -> str:
     last = text.rfind(")") + 1
     return _DATA_URI.sub(r"\1\2", text[:last]) + text[last:]
@@ -91,8 +101,7 @@ def _without_data_uris(text: str) -> str:
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
     text = _without_data_uris(_text(src.content, "file"))
     heading = _HEADING.search(text)
-    # "# Title ##": closing hashes are not the title's
-    title = src.title or (_found_title(heading.group(1).rstrip().rstrip("#").rstrip()) if heading else _stem(src.filename))
+    title = src.title or (_found_title(_heading_text(heading.group(1))) if heading else "") or _stem(src.filename)
     return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
 
 
@@ -166,15 +175,17 @@ def _row(n: int, line: str) -> LoadedDocument:
     )
 
 
+_ROW_END = re.compile(r"\r\n?|\n")
+
+
 def _load_jsonl(src: DocumentSource) -> Loaded:
     """Each row its own document: a row that cannot be read is that row's error, and the others
     are stored. A file none of whose rows can be read is not JSONL: one error, the first row's."""
     docs: list[LoadedDocument] = []
     failed: list[tuple[str, str]] = []
-    # Rows end at line feeds only: JSON holds U+2028, U+2029 and U+0085 unescaped inside strings,
-    # where splitlines() cut a row in two.
-    for n, line in enumerate(_text(src.content, "file").split("\n"), start=1):
-        line = line.removesuffix("\r")
+    # Rows end at line breaks JSON cannot hold inside a string (LF, CR, CR LF): it holds U+2028,
+    # U+2029 and U+0085 unescaped there, where splitlines() cut a row in two.
+    for n, line in enumerate(_ROW_END.split(_text(src.content, "file")), start=1):
         if not line.strip():
             continue
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import grpc
 import pytest
 
 from retrieval.v1 import retrieval_pb2 as pb
@@ -95,3 +96,58 @@ def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatc
     for argv in (["ingest", str(tmp_path / "a.txt")], ["ingest", str(tmp_path / "a.txt"), "--timeout", "5"], ["search", "x"], ["search", "x", "--timeout", "0"]):
         cli.main([*argv, "--quiet"] if argv[0] == "ingest" else argv)
     assert asked == [0, 5.0, 60.0, 0]
+
+
+class _Refused(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_a_full_disk_stops_the_run_and_what_was_stored_is_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """RESOURCE_EXHAUSTED is one file's only when it is about the message's size: a full disk
+    (DISK_FULL) stops the run instead of uploading every file alone. What earlier batches stored is
+    listed before the error; and two names that the server cleans to one id (a zero-width space)
+    are one id here too."""
+    import retrieval_client
+
+    monkeypatch.setattr(cli, "BATCH_FILES", 2)
+    sent: list[list[str]] = []
+
+    class Client:
+        def __init__(self, *_: object, **__: object) -> None:
+            pass
+
+        def __enter__(self) -> Client:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+        def ingest(self, docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+            sent.append([d.filename for d in docs])
+            if len(sent) > 1:
+                raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, "disk below the free-space floor (DISK_FULL), retry in 60 s")
+            return pb.IngestDocumentsResponse(documents=[pb.IngestedDocument(document_id=Path(d.filename).stem) for d in docs])
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", Client)
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "a.txt").write_text("Aardvarks dig.")
+    (tmp_path / "x" / "b.txt").write_text("Bees hum.")
+    (tmp_path / "y").mkdir()
+    hidden = tmp_path / "y" / "a\u200b.txt"  # a zero-width space, which the server trims
+    hidden.write_text("Another aardvark.")
+    for i in range(6):
+        (tmp_path / "y" / f"c{i}.txt").write_text("Cats nap.")
+    assert cli.main(["ingest", str(tmp_path / "x"), str(tmp_path / "y"), "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert sent == [["a.txt", "b.txt"], ["c0.txt"]]  # the second batch (its other file refused here): stopped, nothing sent alone
+    assert out.splitlines() == ["added    a  (0 parents, 0 children)", "added    b  (0 parents, 0 children)"]
+    assert f"FAILED   {hidden}: document_id 'a' is also" in err
+    assert "error: RESOURCE_EXHAUSTED: disk below the free-space floor" in err

@@ -113,7 +113,11 @@ def test_the_chunks_of_any_text_hold_every_character_in_order(chunker: Chunker) 
     holds()
 
 
-@pytest.mark.parametrize("text", ["0123456789abcdef" * 20_000, "word " + "9f" * 50_000 + " end.", "\u0301" * 6_000, "a" + " " * 9_000 + "b."])
+@pytest.mark.parametrize("text", [
+    "0123456789abcdef" * 20_000, "word " + "9f" * 50_000 + " end.", "\u0301" * 6_000, "a" + " " * 9_000 + "b.",
+    ("ab" * 6_000 + ". ") * 40,  # sentences of one long word each: two tokens apiece, uncut
+    "a." + " " * 9_000 + "b.",  # white space between sentences
+])
 def test_a_chunk_holds_at_most_its_tokens_in_characters(chunker: Chunker, text: str) -> None:
     """A word over WordPiece's 100 characters is one [UNK] token: a 3.2 MB hex dump was one child
     of 7 tokens, and every answer citing it 9.6 MB. A token counts once per 100 characters it runs
@@ -126,3 +130,4 @@ def test_a_chunk_holds_at_most_its_tokens_in_characters(chunker: Chunker, text: 
     assert max(len(c.content) for c in children) <= sizes.child_tokens * MAX_TOKEN_CHARS
     assert max(len(p.content) for p in parents) <= sizes.parent_tokens * MAX_TOKEN_CHARS
     assert all(c.tokens <= sizes.child_tokens for c in children) and all(p.tokens <= sizes.parent_tokens for p in parents)
+    assert all(c.content for c in children) and all(p.content for p in parents)  # no chunk of white space alone

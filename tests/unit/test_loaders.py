@@ -122,7 +122,7 @@ def test_long_runs_of_combining_marks_are_made_stream_safe() -> None:
     quadratic in its length (160 KB of two alternating marks took 7.7 s, holding the GIL). A
     combining grapheme joiner after every 30 marks (UAX #15) keeps it linear; shorter runs, and
     text with none, are kept as they are."""
-    from retrieval_server.identifiers import COMBINING_GRAPHEME_JOINER as CGJ, MAX_COMBINING_RUN
+    from retrieval_server.identifiers import COMBINING_GRAPHEME_JOINER as CGJ, MAX_COMBINING_RUN, MAX_TITLE_CHARS
 
     run = "\u0301\u0316" * 40_000  # classes 230 and 220: every mark out of order
     [doc] = load(_src("marks.txt", "a" + run + " end")).documents
@@ -132,8 +132,16 @@ def test_long_runs_of_combining_marks_are_made_stream_safe() -> None:
     assert unicodedata.is_normalized("NFC", text)
     within = "e" + "\u0301" * MAX_COMBINING_RUN + " Zürich 漢字"
     assert load(_src("ok.txt", within)).documents[0].pages[0].text == unicodedata.normalize("NFC", within)
-    # Tibetan vowel signs that decompose into two marks count as two.
+    # Marks that decompose into two (Tibetan vowel signs, U+0344) count as two: a text and its NFC
+    # count alike, so normalizing never makes a run longer (a found title grew past its limit).
     assert load(_src("t.txt", "\u0f40" + "\u0f73" * 16)).documents[0].pages[0].text.count(CGJ) == 1
+    from retrieval_server.identifiers import stream_safe
+
+    for raw in ("a" + "\u0344" * 16, ("a" + "\u0344" * 30) * 3, "\u0f40" + "\u0f73\u0301" * 20):
+        safe = unicodedata.normalize("NFC", stream_safe(raw))
+        assert CGJ in safe and stream_safe(safe) == safe
+    [titled] = load(_src("g.md", "# " + ("a" + "\u0344" * 30) * 40 + "\nbody")).documents
+    assert len(titled.title) <= MAX_TITLE_CHARS
 
 
 def test_markdown_patterns_read_hostile_lines_in_one_pass() -> None:
@@ -144,6 +152,9 @@ def test_markdown_patterns_read_hostile_lines_in_one_pass() -> None:
     assert doc.title == "a" + " " * 1_000 + "x"
     assert load(_src("t.md", "#   Release notes ##  \nbody")).documents[0].title == "Release notes"
     assert load(_src("n.md", "#\n\nNot a heading")).documents[0].title == "n"
+    # CommonMark: closing hashes only after a space; a heading of hashes alone is empty.
+    assert load(_src("c.md", "# Learning C#\nbody")).documents[0].title == "Learning C#"
+    assert load(_src("e.md", "# ##\nbody")).documents[0].title == "e"
 
 
 def test_a_title_the_file_gives_is_cut_once_normalized() -> None:
@@ -166,3 +177,5 @@ def test_jsonl_rows_end_at_line_feeds_only() -> None:
     loaded = load(_src("c.jsonl", "\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n{bad\n"))
     assert [(d.document_id, d.pages[0].text) for d in loaded.documents] == [("a", rows[0]["text"]), ("b", "plain")]
     assert [where for where, _ in loaded.failed] == ["line 3"]
+    # Old Mac line ends: a raw CR cannot be inside a JSON string either.
+    assert [d.document_id for d in load(_src("m.jsonl", "\r".join(json.dumps(r) for r in rows))).documents] == ["a", "b"]
