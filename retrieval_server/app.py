@@ -308,7 +308,7 @@ class Application:
         reranker: Reranker | None = local
         if s.tei_url:
             tei = TeiReranker(s.tei_url, timeout_s=s.tei_timeout_s, max_batch=s.tei_max_batch, raw_scores=s.rerank_activation == "none",
-                              breaker=self._breaker("reranker", f"tei:{s.tei_url}"))
+                              breaker=self._breaker("reranker", "tei"))
             reranker = FallbackReranker(tei, local) if local else tei
         # Traced inside: a span is a call to the model, not a pair served from memory.
         return MeasuredReranker(self.tracing.wrap(reranker, "reranker"), s.rerank_pair_cache) if reranker is not None else None

@@ -141,7 +141,7 @@ def _names(value: Any) -> list[str]:
     """A claim's names: a string is one name, whatever it holds. Split on spaces or commas, the
     one group "Sales EMEA" read documents granted to the groups "Sales" and "EMEA"."""
     if isinstance(value, str):
-        return [value]
+        return [value] if value.strip() else []  # "": no groups, as some mappers say it
     if isinstance(value, (list, tuple)):
         return [v for v in value if isinstance(v, str)]
     return []

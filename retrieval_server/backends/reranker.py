@@ -75,7 +75,8 @@ class TeiReranker:
         self._max_batch = max_batch
         self._raw = raw_scores
         self._breaker = breaker or CircuitBreaker()
-        self.name = f"tei:{url}"
+        # Health shows it to callers without credentials: the URL (a host, perhaps a password) is not.
+        self.name = "tei"
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         """Scores in input order; while TEI keeps failing (the breaker is open) it fails at once."""

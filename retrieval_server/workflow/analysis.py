@@ -113,12 +113,14 @@ class ClassicalAnalyzer:
         for token in text.split(" "):
             core = token.strip(".,;:!?()\"'").lower()
             expansion = self._glossary.get(core)
-            # Once per abbreviation: a query repeating one grew tenfold, each copy expanded.
+            # Once per abbreviation, and looked at once: a query repeating one grew tenfold, each
+            # copy expanded, or searched the whole query again for its expansion.
             if expansion and core not in done and expansion.lower() not in lowered:
                 expanded.append(f"{token} ({expansion})")
-                done.add(core)
             else:
                 expanded.append(token)
+            if expansion:
+                done.add(core)
         rewritten = " ".join(expanded)
         if rewritten == query:
             raise NotApplicable("nothing to normalize or expand")

@@ -40,10 +40,12 @@ DIRECT = (
     "I answer questions about the indexed documents. Ask about a service, a project or a topic they cover, "
     "or ask me to look up what is known about an entity, count or analyze its dependencies, or summarize what I find."
 )
-#: a run of markers ("[1]", "[1][3]", "[1, 3]"), not right after a word or a bracket: "argv[0]"
-#: and "rows[1][2]" index something, and were cut from the text and counted as citations; at most
-#: four digits, as no answer has more contexts (a longer number overflowed int() into INTERNAL)
-_CITATION = re.compile(r"\s*(?<![\w\])])(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
+_MARKERS = r"(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+"
+#: a run of markers ("[1]", "[1][3]", "[1, 3]") of at most four digits, as no answer has more
+#: contexts (a longer number overflowed int() into INTERNAL). After a space or a stop, anywhere;
+#: right after a word or a closing parenthesis ("Chen[1].") only at the end of a sentence, and not
+#: [0]: "argv[0]" and "rows[1][2] first" index something, and were cut from the text and cited.
+_CITATION = re.compile(rf"\s*(?:(?<![\w\])]){_MARKERS}|(?<=[\w)])(?!\[0+\])(?={_MARKERS}(?:[.!?]|\s*$)){_MARKERS})")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "

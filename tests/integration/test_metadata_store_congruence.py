@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import unicodedata
 
+import pytest
+
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 
@@ -218,3 +220,21 @@ async def test_writers_of_different_new_documents_never_fail_each_other(metadata
     for start in range(0, len(ids), 8):
         assert all(await asyncio.gather(*(metadata_store.delete_document(d) for d in ids[start : start + 8])))
     assert await metadata_store.count_documents() == 0
+
+
+@pytest.mark.mariadb
+async def test_a_server_logging_statements_takes_writes_at_repeatable_read(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A binary log in STATEMENT format refuses writes at READ COMMITTED (error 1665): there every
+    write failed as UNAVAILABLE. The store sees the format at open and keeps REPEATABLE READ."""
+    from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
+    from tests.support.mariadb import mariadb_server
+
+    with mariadb_server(tmp_path_factory.mktemp("statement-log"), ["--log-bin=binlog", "--binlog-format=STATEMENT", "--server-id=1"]) as dsn:
+        store = MysqlMetadataStore(dsn)
+        await store.open()
+        try:
+            assert await store.replace_document(Document("d1", title="logged"), _parents("d1", 1)) is False
+            assert (await store.get_document("d1")).title == "logged"  # type: ignore[union-attr]
+            assert await store.delete_document("d1")
+        finally:
+            await store.close()

@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,7 +19,9 @@ class MariaDb(ControlledProcess):
     """One server: installed once in ``workdir``, then started, stopped, frozen and thawed at will
     on the same port and data (fault-injection tests restart it under load)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, binary_log: Sequence[str] = ()) -> None:
+        """``binary_log``: options that turn the binary log on (without them it is off)."""
+        self._binary_log = list(binary_log) or ["--skip-log-bin"]
         self._mariadbd = require_binary("mariadb-server", "/usr/sbin/mariadbd")
         self._client = shutil.which("mariadb") or "/usr/bin/mariadb"
         self.workdir, self.port = workdir, free_port()
@@ -49,7 +51,7 @@ class MariaDb(ControlledProcess):
                 f"--pid-file={self.workdir / 'mysqld.pid'}",
                 f"--log-error={self.workdir / 'error.log'}",
                 "--innodb-buffer-pool-size=64M",
-                "--skip-log-bin",
+                *self._binary_log,
                 *self._user,
             ],
             stdout=subprocess.DEVNULL,
@@ -74,9 +76,9 @@ class MariaDb(ControlledProcess):
 
 
 @contextmanager
-def mariadb_server(workdir: Path) -> Iterator[str]:
+def mariadb_server(workdir: Path, binary_log: Sequence[str] = ()) -> Iterator[str]:
     """Yield a DSN ``mysql://rt:rt@127.0.0.1:PORT/retrieval_test``."""
-    server = MariaDb(workdir)
+    server = MariaDb(workdir, binary_log)
     server.start(setup=True)
     try:
         yield server.dsn

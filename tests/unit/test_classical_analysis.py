@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, NotApplicable
 
 
@@ -47,3 +49,6 @@ async def test_the_glossary_expands_each_abbreviation_once() -> None:
     )
     long = await analyzer.rewrite("api " * 10_000)
     assert long.count("application programming interface") == 1
+    # Its expansion there already, a repeated abbreviation is looked at once, not once a copy.
+    with pytest.raises(NotApplicable):
+        await analyzer.rewrite("api " * 10_000 + "application programming interface")

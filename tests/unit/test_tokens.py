@@ -85,6 +85,8 @@ async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
         for groups in ("Sales EMEA", ["Sales EMEA"]):
             assert (await identify(groups=groups)).principals == ("dave", "group:Sales EMEA")
         assert (await identify(groups="Sales,EMEA")).principals == ("dave", "group:Sales,EMEA")
+        for none in ("", " "):  # how some mappers say "no groups"
+            assert (await identify(groups=none)).principals == ("dave",)
         for written, role in (("ADMIN", Role.ADMIN), ("admin", Role.USER), ("Not ADMIN", Role.USER), (["USER", "SUPER_ADMIN"], Role.SUPER_ADMIN)):
             assert (await identify(role=written)).role is role
         # Every read names each group: a token of more than MAX_GROUPS is refused, not read.

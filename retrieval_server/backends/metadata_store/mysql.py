@@ -175,6 +175,8 @@ class MysqlMetadataStore(MetadataStore):
         #: connections that hold the documents' write locks (a lock lives as long as its session)
         self._lock_pool: Any = None
         self._lock_slots: asyncio.Semaphore | None = None
+        #: whether writes run at READ COMMITTED (not where the binary log records statements)
+        self._read_committed = True
 
     async def open(self) -> None:
         try:
@@ -185,6 +187,13 @@ class MysqlMetadataStore(MetadataStore):
             raise Unavailable(f"MySQL is unreachable at {self._args['host']}:{self._args['port']}: {exc}") from exc
         if self._read_only:
             return  # a read-only account cannot create tables; the schema is the writer's job
+        async with self.snapshot() as tx:
+            [(binary_log, log_format)] = await tx.fetchall("SELECT @@log_bin, @@binlog_format")
+        if binary_log and str(log_format).upper() == "STATEMENT":
+            # Such a log refuses writes at READ COMMITTED (error 1665): they stay at REPEATABLE READ.
+            self._read_committed = False
+            log.warning("MySQL logs statements (binlog_format=STATEMENT): writes run at REPEATABLE READ, where writers of new"
+                        " documents at once can deadlock each other; MIXED or ROW lets them run at READ COMMITTED")
         async with self.transaction() as tx:
             for stmt in DDL:
                 await tx.execute(stmt)
@@ -329,8 +338,9 @@ class MysqlMetadataStore(MetadataStore):
         """A write, at READ COMMITTED. At InnoDB's REPEATABLE READ, deleting a row that is not
         there yet (a new document's, its pending write's) locks the gap where it would be, and two
         writers of new documents in one gap then deadlocked on their inserts: 56 of 80 such writes,
-        8 at a time, failed. Writes of one document are serialized by its write lock anyway."""
-        return self._transaction(read_committed=True)
+        8 at a time, failed. Writes of one document are serialized by its write lock anyway. (Not
+        on a server whose binary log records statements, which refuses such writes.)"""
+        return self._transaction(read_committed=self._read_committed)
 
     def snapshot(self) -> AbstractAsyncContextManager[Tx]:
         """Reads: one consistent view across statements, at the session's REPEATABLE READ."""
