@@ -295,9 +295,8 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
                 fallback = _start(deps, _keyword_jobs(state, deps, text))
                 started.update(fallback)
                 legs.update(_finished(state, fallback, await _settle(state, fallback, cutoff)))
-            if metadata_search is not None:
-                abandon([metadata_search])
-                metadata_search = None
+            # The legs that need no vector (metadata, graph) are kept: a HYBRID query only the
+            # metadata leg could answer came back empty, its suggestions naming the document.
             update["strategy"] = Strategy.KEYWORD
         elif vectors is not None:
             update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1 : len(vectors) - state.windows]
@@ -494,20 +493,32 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True}
 
 
+def _answer_worth(fused: Sequence[VectorHit], top_k: int) -> int:
+    """How many of the first fused hits hold ``top_k`` parents (all of them, when fewer do)."""
+    parents: set[str] = set()
+    for i, hit in enumerate(fused):
+        parents.add(hit.parent_chunk_id)
+        if len(parents) == top_k:
+            return i + 1
+    return len(fused)
+
+
 def _rerank_limit(state: QueryState, deps: WorkflowDeps, within: float | None) -> int | None:
-    """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate
-    (never fewer than top_k: an answer's worth of candidates is always scored). The request's
+    """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate;
+    never fewer than the hits that hold top_k parents (an answer's worth is always scored). The request's
     deadline is a budget too (``within`` seconds, :func:`_time_for_rerank`), one that does not
     stretch: when none is left, or it holds fewer than top_k, nothing is reranked (None) and the
     fused order stands, which beats no answer."""
     if within is not None and within <= 0:
         _degrade(state, "deadline:rerank_skipped")
         return None
-    limit, budget = min(deps.settings.rerank_candidates, len(state.fused)), deps.settings.rerank_budget_ms
+    # At least an answer's worth: a top_k past RERANK_CANDIDATES (or parents of several hits each)
+    # was cut to the parents of RERANK_CANDIDATES hits, 50 contexts for a top_k of 60.
+    least = _answer_worth(state.fused, state.options.top_k)
+    limit, budget = max(least, min(deps.settings.rerank_candidates, len(state.fused))), deps.settings.rerank_budget_ms
     rate: ScoringRate | None = getattr(deps.reranker, "rate", None)
     if rate is None:
         return limit
-    least = min(state.options.top_k, limit)
     fits = None if within is None else rate.pairs_within(within * 1e3)
     if fits is not None and fits < limit:
         if fits < least:

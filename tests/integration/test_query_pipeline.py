@@ -541,6 +541,13 @@ async def test_embedding_failure_falls_back_to_keyword_search(app: Application) 
     assert "dense:embedding_failed" in r.metrics.degraded and r.metrics.strategy_used is Strategy.KEYWORD
 
 
+async def test_a_failed_embedding_keeps_the_legs_that_need_no_vector(app: Application) -> None:
+    """Only the metadata leg finds the handbook by its team ("Nimbus"): it was given up with the
+    dense legs, and the answer came back empty, its suggestions naming the handbook."""
+    r = await pipeline(app, embedder=BrokenEmbedder()).query(QueryOptions("Nimbus", 1, strategy=Strategy.HYBRID, use_cache=False))
+    assert _docs(r) == ["handbook"] and "dense:embedding_failed" in r.metrics.degraded
+
+
 async def test_store_error_is_retried_then_degrades_to_partial_results(app: Application) -> None:
     store = FailingDense(app.vectors)
     r = await pipeline(app, vectors=store, store_retries=2).query(QueryOptions("tomato sauce garlic", 2, strategy=Strategy.HYBRID))
@@ -817,21 +824,24 @@ async def test_tei_rerank_orders_by_the_server_and_splits_batches(app: Applicati
     assert all(body["query"] and body["truncate"] is True for _, body in tei.requests)
 
 
-async def test_rerank_off_per_request_keeps_the_fused_order_and_caps_only_reranking(app: Application) -> None:
+async def test_rerank_off_per_request_keeps_the_fused_order_and_reranking_scores_an_answers_worth(app: Application) -> None:
     with json_server(tei_rerank(word_overlap)) as tei:
         reranker = TeiReranker(tei.url)
         try:
             p = pipeline(app, reranker=reranker, rerank_threshold=0.0, rerank_candidates=2, sufficiency_threshold=0.0)
             off = await p.query(QueryOptions("flux capacitor", 6, strategy=Strategy.HYBRID, rerank=False))
             calls_after_off = len(tei.requests)
-            on = await p.query(QueryOptions("flux capacitor", 6, strategy=Strategy.HYBRID))
+            small = await p.query(QueryOptions("flux capacitor", 1, strategy=Strategy.HYBRID, use_cache=False))
+            large = await p.query(QueryOptions("flux capacitor", 6, strategy=Strategy.HYBRID, use_cache=False))
         finally:
             await reranker.close()
     assert calls_after_off == 0 and "rerank:unavailable" not in off.metrics.degraded
     # Without rerank, the candidate cap does not apply: more child hits than rerank_candidates survive.
     assert sum(len(c.children) for c in off.contexts) > 2
-    assert len(tei.requests) == 1 and len(tei.requests[0][1]["texts"]) == 2
-    assert sum(len(c.children) for c in on.contexts) <= 2
+    # Reranked, RERANK_CANDIDATES hits are scored, or as many as hold top_k parents when that is
+    # more: a top_k past the cap was cut to the parents of the candidates (50 contexts for 60).
+    assert [len(body["texts"]) for _, body in tei.requests] == [2, sum(len(c.children) for c in large.contexts)]
+    assert len(small.contexts) == 1 and len(large.contexts) == len(off.contexts) > 2
 
 
 async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) -> None:
