@@ -318,6 +318,5 @@ class MetadataStore(GraphQueries, ABC):
 
     async def set_info(self, key: str, value: str) -> None:
         async with self.transaction() as tx:
-            await tx.execute("DELETE FROM index_info WHERE info_key = ?", [key])
-            await tx.execute("INSERT INTO index_info (info_key, info_value) VALUES (?, ?)", [key, value])
+            await tx.execute(self.UPSERT_INFO, [key, value])
 

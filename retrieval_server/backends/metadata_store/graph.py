@@ -69,6 +69,10 @@ def _labels(rows: Iterable[Sequence[Any]]) -> dict[str, tuple[str, EntityType, i
 class GraphQueries:
     """Mixed into :class:`MetadataStore`: graph writes inside its transactions, graph reads on its snapshots."""
 
+    #: one statement that sets an index_info row, there or not: in two (delete or update, then
+    #: insert), two first writers at once both inserted it, and one failed on the duplicate key
+    UPSERT_INFO: str
+
     def snapshot(self) -> AbstractAsyncContextManager[Tx]:
         raise NotImplementedError
 
@@ -98,11 +102,9 @@ class GraphQueries:
         """Whether the document has graph rows: removing it changes the names entity matching knows."""
         return bool(await tx.fetchall("SELECT 1 FROM graph_entities WHERE document_id = ? LIMIT 1", [document_id]))
 
-    @staticmethod
-    async def _graph_changed(tx: Tx) -> None:
+    async def _graph_changed(self, tx: Tx) -> None:
         """Entity matchers (in any process) reload their names when this changes."""
-        if not await tx.execute("UPDATE index_info SET info_value = ? WHERE info_key = ?", [uuid.uuid4().hex, GRAPH_VERSION]):
-            await tx.execute("INSERT INTO index_info (info_key, info_value) VALUES (?, ?)", [GRAPH_VERSION, uuid.uuid4().hex])
+        await tx.execute(self.UPSERT_INFO, [GRAPH_VERSION, uuid.uuid4().hex])
 
     async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None, *, replaced_graph: bool) -> None:
         """Called inside replace_document's transaction, after the old rows (``replaced_graph``: there

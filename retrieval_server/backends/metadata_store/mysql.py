@@ -93,9 +93,6 @@ DDL = (
     # Tables created before the ranked mentions index get it (and lose the one it replaces).
     "CREATE INDEX IF NOT EXISTS graph_mentions_rank ON graph_mentions (entity_key, mentions DESC, document_id, chunk_id)",
     "DROP INDEX IF EXISTS graph_mentions_key ON graph_mentions",
-    # There from the start, so that a write's update of it never has to insert it: two first
-    # graph writes at once both inserted it, and one failed on the duplicate key.
-    "INSERT IGNORE INTO index_info (info_key, info_value) VALUES ('graph_version', '0')",
 )
 
 
@@ -164,6 +161,8 @@ async def _ask_lock_session(conn: Any, sql: str, name: str, document_id: str) ->
 
 
 class MysqlMetadataStore(MetadataStore):
+    UPSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON DUPLICATE KEY UPDATE info_value = VALUES(info_value)"
+
     def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False, timeout_s: float = 10.0) -> None:
         # A server that stops answering (frozen, partitioned) must fail a call, not hang it: asyncmy
         # closes a connection whose read times out, and the pool drops it.

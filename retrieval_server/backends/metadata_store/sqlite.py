@@ -189,6 +189,8 @@ class _InlineTx:
 
 
 class SqliteMetadataStore(MetadataStore):
+    UPSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON CONFLICT (info_key) DO UPDATE SET info_value = excluded.info_value"
+
     def __init__(self, path: Path | str, readers: int = 2, read_only: bool = False) -> None:
         self._path = path
         self._read_only = read_only
