@@ -659,8 +659,6 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     subs = state.analysis.sub_queries
     per = max(3, state.options.top_k // len(subs))
     flt = state.point_filter
-    # Bounded as the keyword leg bounds the query: a part (a model's line, say) may be of any length.
-    max_terms = deps.settings.keyword.max_terms
     jobs: list[Callable[[], Awaitable[list[VectorHit]]]] = []
     vectors: Sequence[np.ndarray] = []
     if _uses_dense(state.strategy):
@@ -673,7 +671,9 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         if len(vectors):
             jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
         if state.strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
-            jobs.append(lambda q=sub: deps.vectors.search_sparse(keyword_leg.query_vector(deps.sparse, q, max_terms), per, flt))
+            # As the keyword leg searches (its term limit, the title field, RM3 when on): a part
+            # only a title matches found nothing.
+            jobs.append(lambda q=sub: keyword_leg.search(deps.vectors, deps.sparse, q, per, flt, deps.settings.keyword))
     results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
     lists = [r for r in results if not isinstance(r, BaseException) and r]
     if any(isinstance(r, BaseException) for r in results):

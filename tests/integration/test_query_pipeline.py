@@ -341,6 +341,22 @@ async def test_max_iterations_then_sub_queries(app: Application) -> None:
     assert {"codes", "cooking"} <= set(_docs(r))
 
 
+async def test_sub_queries_search_as_the_keyword_leg_does(app: Application) -> None:
+    """With the title as a field, as the main keyword leg: a part only a title matches found nothing."""
+    titled: list[bool] = []
+
+    async def record(method: Any, *args: Any, **kwargs: Any) -> Any:
+        titled.append(kwargs.get("titled", False))
+        return await method(*args, **kwargs)
+
+    query = "what does error XK-4471 mean and what is the zephyr charter"
+    r = await pipeline(app, vectors=Intercepted(app.vectors, "search_sparse", record), sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions(query, 4, strategy=Strategy.HYBRID, use_cache=False)
+    )
+    assert r.metrics.decomposition_used and len(titled) > 1 and all(titled)
+    assert {"codes", "handbook"} <= set(_docs(r))
+
+
 async def test_sub_queries_search_at_most_the_keyword_term_limit(app: Application) -> None:
     # Decomposition's parts (the classical splitter's, or a model's lines of any length) are
     # keyword-searched as the query is: with its first QUERY_MAX_TERMS distinct terms, no more.
