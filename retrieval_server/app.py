@@ -688,7 +688,8 @@ class Application:
         if self._sweep_task is not None:
             self._sweep_task.cancel()
             await asyncio.gather(self._sweep_task, return_exceptions=True)
-        self.metrics.close()
+        # Off the event loop: shutting the endpoint down waits for its loop's next poll (0.5 s).
+        await asyncio.to_thread(self.metrics.close)
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]
         if self.cache is not None:
             closers.append(self.cache.close)

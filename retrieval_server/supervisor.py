@@ -8,8 +8,10 @@ every worker writes to it directly.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
+import os
 import shutil
 import signal
 import socket
@@ -30,6 +32,8 @@ from retrieval_server.observability.multiprocess import MultiprocessMetrics
 log = logging.getLogger(__name__)
 
 READY = "ready"
+#: prctl(2): the signal a process gets when its parent dies
+PR_SET_PDEATHSIG = 1
 
 
 def worker_settings(settings: Settings, worker: int) -> Settings:
@@ -58,12 +62,28 @@ def hold_port(host: str, port: int) -> socket.socket:
     return guard
 
 
+def _stop_with_the_supervisor() -> int | None:
+    """Have the kernel send this worker SIGTERM when the supervisor dies (killed, out of memory):
+    a worker left behind kept serving with nobody to restart it, and kept the port, so that no new
+    server could start. Returns the supervisor's pid (None where Linux's prctl is missing)."""
+    parent = multiprocessing.parent_process()
+    if parent is None or not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent.pid:
+        os.kill(os.getpid(), signal.SIGTERM)  # it died before the request was made
+    return parent.pid
+
+
 def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Path) -> None:
     """A worker process: serve, and tell the supervisor once serving (or why it could not start).
 
     Its temporary files, the private copy of the vector folder above all, go to ``scratch``, which
-    the supervisor removes once the worker has exited: a worker that is killed removes nothing.
+    the supervisor removes once the worker has exited: a worker that is killed removes nothing. A
+    worker whose supervisor died stops, and removes them itself.
     """
+    supervisor = _stop_with_the_supervisor()
     tempfile.tempdir = str(scratch)
     startup_gc.defer_collection()
     from retrieval_server.server import serve
@@ -81,6 +101,9 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
         log.error("worker %d could not start: %s", worker, exc)
         report.send(str(exc) or type(exc).__name__)
         sys.exit(1)
+    finally:
+        if supervisor is not None and os.getppid() != supervisor:
+            shutil.rmtree(scratch, ignore_errors=True)  # nobody else will
 
 
 @dataclass(slots=True)
@@ -143,6 +166,7 @@ def supervise(settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
     workers = [start(i) for i in range(settings.processes)]
     log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
     failed: str | None = None

@@ -37,6 +37,7 @@ _STRATEGIES = {
     Strategy.KEYWORD: pb.STRATEGY_KEYWORD,
     Strategy.HYBRID: pb.STRATEGY_HYBRID,
     Strategy.ADAPTIVE: pb.STRATEGY_ADAPTIVE,
+    Strategy.GRAPH: pb.STRATEGY_GRAPH,
 }
 _METHODS = {"query": events_pb2.RETRIEVAL_METHOD_QUERY, "search": events_pb2.RETRIEVAL_METHOD_SEARCH}
 

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector
 
+from retrieval_server.observability.metrics_http import serve_metrics
 
 if TYPE_CHECKING:
     from retrieval_server.config import Settings
@@ -92,7 +93,7 @@ class ServiceMetrics:
 
     def serve(self, host: str, port: int, **tls: Any) -> int:
         """Start the /metrics endpoint; returns the bound port (``port`` 0 picks a free one)."""
-        self._http, _thread = start_http_server(port, addr=host, registry=self.registry, **tls)
+        self._http = serve_metrics(self.registry, host, port, **tls)
         return int(self._http.server_port)
 
     def close(self) -> None:
@@ -107,7 +108,7 @@ def metrics_address(settings: Settings) -> str:
 
 
 def metrics_tls(settings: Settings) -> dict[str, Any]:
-    """start_http_server's TLS arguments: the gRPC port's certificate (and client CA) when METRICS_TLS."""
+    """serve_metrics's TLS arguments: the gRPC port's certificate (and client CA) when METRICS_TLS."""
     if not settings.metrics_tls or settings.tls_cert is None or settings.tls_key is None:
         return {}
     out: dict[str, Any] = {"certfile": str(settings.tls_cert), "keyfile": str(settings.tls_key)}

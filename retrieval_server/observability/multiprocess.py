@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from retrieval_server.observability.grpc_metrics import scraped
 from retrieval_server.observability.metrics import SERVICE
+from retrieval_server.observability.metrics_http import serve_metrics
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -84,7 +85,7 @@ class MultiprocessMetrics:
         self._http: WSGIServer | None = None
 
     def serve(self, host: str, port: int, **tls: Any) -> int:
-        self._http, _thread = start_http_server(port, addr=host, registry=self.registry, **tls)
+        self._http = serve_metrics(self.registry, host, port, **tls)
         return int(self._http.server_port)
 
     def worker_started(self, worker: int, pid: int, *, restart: bool) -> None:

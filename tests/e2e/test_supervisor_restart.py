@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -82,3 +83,35 @@ def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
     # Each copy is as large as the index: one left per crash would fill the disk of a server that
     # keeps crashing, and refuse its next restart.
     assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("retrieval-")) == []
+
+
+@pytest.mark.slow
+def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
+    """Killed (the OOM killer, say), the supervisor can neither stop its workers nor remove their
+    files: they kept serving with nobody to restart them, kept the port, so that no new server
+    could start, and kept their copies of the index. The kernel now sends them SIGTERM."""
+    import socket
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    port = free_port()
+    env = inherited_env("PROMETHEUS_")
+    env.update(TMPDIR=str(scratch), RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_HOST="127.0.0.1",
+               RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_PORT="0", RETRIEVAL_PROCESSES="2")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
+    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "docs")], env=env, capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        workers = log.wait(2)
+        assert workers is not None, "".join(log.lines[-20:])
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=60)
+        for pid in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(pid).wait(timeout=300)  # the bound only turns a worker that stays into a failure
+        log.join()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # free again: a new server can start
+    assert list(scratch.rglob("retrieval-readonly-*")) == []

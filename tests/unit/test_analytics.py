@@ -61,3 +61,13 @@ def test_no_sink_means_no_event_is_built() -> None:
     analytics = Analytics(None)
     assert not analytics.enabled
     analytics.search_answered("q", 5, Identity(), 0, 1.0)  # nothing to publish to: returns at once
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+def test_an_event_can_be_made_for_every_strategy(strategy: Strategy) -> None:
+    """A GRAPH answer's event had no strategy to travel as: it failed to serialize, was put back at
+    the head of the buffer for ever, and the buffer filled behind it."""
+    import dataclasses
+
+    message = to_message(dataclasses.replace(_answer("hash"), strategy=strategy))
+    assert pb.Strategy.Name(message.strategy) == f"STRATEGY_{strategy.name}"

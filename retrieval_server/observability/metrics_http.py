@@ -1,0 +1,78 @@
+"""``/metrics`` over HTTP or HTTPS: prometheus-client's WSGI app, one thread per connection, each
+connection's TLS handshake and reads bounded in time.
+
+prometheus-client's own server wraps its listening socket in TLS, so every handshake ran in its
+accept loop: one client that connected and sent nothing stalled every scrape, and the server's
+shutdown with them (a SIGTERM waited until that client left). And each idle connection, over
+plain HTTP too, kept a thread waiting for its request for ever.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+#: seconds a connection may take for its handshake, and for each read and write after it
+CONNECTION_TIMEOUT_S = 10.0
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """Scrapes are not logged: every few seconds, from every Prometheus."""
+
+
+class _BoundedServer(ThreadingWSGIServer):
+    """Accepts at once; a connection's handshake, and its reads and writes, run in its own thread
+    within :data:`CONNECTION_TIMEOUT_S` each."""
+
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = self.socket.accept()
+        conn.settimeout(CONNECTION_TIMEOUT_S)
+        return conn, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            secured = self.tls.wrap_socket(request, server_side=True)
+        except OSError:
+            return  # no handshake in time, or a failed one: nothing to answer
+        try:
+            super().finish_request(secured, client_address)
+        finally:
+            secured.close()
+
+
+def _tls_context(certfile: str, keyfile: str, client_cafile: str | None, client_auth_required: bool) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certfile=certfile, keyfile=keyfile)
+    if client_cafile is not None:
+        context.load_verify_locations(cafile=client_cafile)
+    if client_auth_required:
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def serve_metrics(
+    registry: CollectorRegistry, host: str, port: int, *, certfile: str | None = None, keyfile: str | None = None,
+    client_cafile: str | None = None, client_auth_required: bool = False,
+) -> WSGIServer:
+    """Serve ``registry`` on ``host``:``port`` (0 picks a free one) in a daemon thread; HTTPS
+    with ``certfile`` and ``keyfile``, requiring client certificates with ``client_auth_required``.
+    ``shutdown()`` then ``server_close()`` stop it."""
+    family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    server_class = type("MetricsServer", (_BoundedServer,), {"address_family": family})
+    httpd = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+    if certfile and keyfile:
+        httpd.tls = _tls_context(certfile, keyfile, client_cafile, client_auth_required)  # type: ignore[attr-defined]
+    threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
+    return httpd
