@@ -27,7 +27,7 @@ from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
-from retrieval_server.workflow.sentences import sentences_of_contexts
+from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.model_text import whole_sentences
 from retrieval_server.workflow.time_limit import Limit
@@ -290,27 +290,31 @@ async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools
     return Answer(text, tuple(sentences), citations_for(sentences, contexts), route, True, supported, "extractive", tools)
 
 
+#: the extractive answer's sentences were not ranked by the deadline: the contexts' first ones
+ANSWER_UNRANKED = "deadline:answer_unranked"
+
+
 async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSentence]:
-    """The contexts' sentences that best support the question, above the support threshold, best first."""
+    """The contexts' sentences that best support the question, above the support threshold, best
+    first. With a deadline, ranking them (a model's run over up to 80 sentences, seconds for long
+    ones) gets the time left less half the reserve; past it, each context's first sentence answers,
+    in the contexts' order (``deadline:answer_unranked``). The deadline had passed with the
+    contexts ready in 25 ms, and DEADLINE_EXCEEDED came instead of them."""
     candidates = sentences_of_contexts(state.contexts)
     if not candidates:
         return []
-    texts = [s.text for s in candidates]
-    query = state.options.query
-    scores: np.ndarray | None = None
-    threshold = deps.settings.answer_min_similarity
-    if deps.reranker is not None and state.options.rerank:
-        try:
-            limit = deps.settings.rerank_candidates
-            scores = np.asarray(await deps.reranker.rerank(query, texts[:limit]), dtype=np.float32)
-            candidates, threshold = candidates[:limit], deps.settings.rerank_threshold
-        except Exception:
-            log.warning("reranking answer sentences failed; using the embedder", exc_info=True)
-            scores = None
-    if scores is None:
-        vectors = await deps.embedder.embed(texts)
-        qv = state.query_vector if state.query_vector is not None else (await deps.embedder.embed([query]))[0]
-        scores = np.asarray(vectors @ qv, dtype=np.float32)
+    left = state.time_left()
+    within = None if left is None else max(0.0, left - deps.settings.deadline_reserve_ms / 2e3)
+    try:
+        async with asyncio.timeout(within):
+            candidates, scores, threshold = await _ranked(state, deps, candidates)
+    except TimeoutError:
+        if ANSWER_UNRANKED not in state.metrics.degraded:
+            state.metrics.degraded.append(ANSWER_UNRANKED)
+        firsts: dict[int, Sentence] = {}
+        for s in candidates:
+            firsts.setdefault(s.context, s)
+        return [AnswerSentence(s.text, (s.context,)) for s in list(firsts.values())[: deps.settings.answer_max_sentences]]
     order = np.argsort(-scores, kind="stable")
     out: list[AnswerSentence] = []
     seen: set[str] = set()
@@ -323,3 +327,23 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
         seen.add(s.text.lower())
         out.append(AnswerSentence(s.text, (s.context,)))
     return out
+
+
+async def _ranked(state: QueryState, deps: WorkflowDeps, candidates: list[Sentence]) -> tuple[list[Sentence], np.ndarray, float]:
+    """The candidates scored against the question (by the reranker, else by the embedder), and the
+    threshold of that score."""
+    texts = [s.text for s in candidates]
+    query = state.options.query
+    if deps.reranker is not None and state.options.rerank:
+        try:
+            limit = deps.settings.rerank_candidates
+            scores = np.asarray(await deps.reranker.rerank(query, texts[:limit]), dtype=np.float32)
+            return candidates[:limit], scores, deps.settings.rerank_threshold
+        except Exception:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the deadline's cut, which must not read as the reranker's failure
+            log.warning("reranking answer sentences failed; using the embedder", exc_info=True)
+    vectors = await deps.embedder.embed(texts)
+    qv = state.query_vector if state.query_vector is not None else (await deps.embedder.embed([query]))[0]
+    return candidates, np.asarray(vectors @ qv, dtype=np.float32), deps.settings.answer_min_similarity

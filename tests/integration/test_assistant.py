@@ -28,9 +28,11 @@ from retrieval_server.workflow.answer import UNSUPPORTED
 from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.routing import LlmRouter, RuleRouter
+from retrieval_server.workflow.sentences import sentences_of_contexts
 from retrieval_server.workflow.tools import TOOLS, ToolContext, run_tool
 from tests.support.clock import Clock
 from tests.support.http_servers import Sse, json_server
+from tests.support.intercept import Intercepted
 
 WIKI = make_wiki(7)
 #: A time limit for a tool call or a local model server that a busy machine meets (where the limit is not what is tested).
@@ -328,6 +330,28 @@ async def test_an_answer_the_model_is_still_writing_at_the_deadline_is_answered_
             await model.close()
     assert r.contexts and r.answer is not None and r.answer.extractive and r.answer.supported
     assert "answer:deadline_used_extractive" in r.metrics.degraded and "answer:llm_failed_used_extractive" not in r.metrics.degraded
+
+
+async def test_the_extractive_answers_ranking_ends_at_the_deadline(app: Application) -> None:
+    """Ranking the contexts' sentences is a model's run over up to 80 of them (seconds for long
+    ones): the deadline passed with the contexts ready, and DEADLINE_EXCEEDED came instead of them.
+    Here the ranking never ends: the deadline does, and each context's first sentence answers."""
+    embedder = app.pipeline.deps.embedder
+
+    async def held(method: Any, texts: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(texts) > 1:  # the sentences; the query alone is embedded for retrieval
+            await asyncio.Event().wait()
+        return await method(texts, *args, **kwargs)
+
+    deps = dataclasses.replace(app.pipeline.deps, embedder=Intercepted(embedder, "embed", held))
+    deadline = time.monotonic() + 2.0  # time to retrieve; if retrieval takes longer, the answer is the same
+    # The bound only turns a ranking the deadline does not end into a failure instead of a hang.
+    r = await asyncio.wait_for(QueryPipeline(deps).query(_ask("What does AuthSvc handle?", top_k=3, deadline=deadline)), 120)
+    assert r.contexts and r.answer is not None and r.answer.extractive and "deadline:answer_unranked" in r.metrics.degraded
+    firsts: dict[int, str] = {}
+    for sentence in sentences_of_contexts(r.contexts):
+        firsts.setdefault(sentence.context, sentence.text)
+    assert r.answer.sentences and [(s.citations[0], s.text) for s in r.answer.sentences] == list(firsts.items())[: len(r.answer.sentences)]
 
 
 async def test_a_generation_request_whose_deadline_passed_before_retrieval_is_deadline_exceeded(app: Application) -> None:
