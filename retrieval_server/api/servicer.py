@@ -152,8 +152,10 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         finally:
             if not task.done():  # the caller went away: stop the work
                 task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+            # Awaited done too: a failure that ended it as the caller went away was never read, and
+            # asyncio logged it as an error ("Task exception was never retrieved").
+            with contextlib.suppress(BaseException):
+                await task
         self._answered(options, result)
         yield pb.StreamQueryResponse(response=self._out(result))
 

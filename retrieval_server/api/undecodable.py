@@ -25,7 +25,9 @@ from typing import Any
 import grpc
 
 from retrieval_server.api.edge import Layer
+from retrieval_server.api.errors import status_of
 from retrieval_server.api.handlers import rewrap
+from retrieval_server.domain import InvalidArgument
 from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS
 
 #: what a request of any method but IngestDocuments may weigh, at least (see request_bytes)
@@ -42,6 +44,8 @@ SHARED_FIELDS = 100_000
 @dataclass(frozen=True, slots=True)
 class _Undecodable:
     reason: str
+    #: the field the google.rpc.BadRequest names: the documents of an ingest, else the request
+    field: str = "request"
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
@@ -124,11 +128,11 @@ def weigh_ingest(raw: bytes, max_documents: int) -> str | None:
     return None
 
 
-def _safe(deserializer: Callable[[bytes], Any], message_type: str, weigh: Callable[[bytes], str | None]) -> Callable[[bytes], Any]:
+def _safe(deserializer: Callable[[bytes], Any], message_type: str, weigh: Callable[[bytes], str | None], field: str) -> Callable[[bytes], Any]:
     def deserialize(raw: bytes) -> Any:
         too_heavy = weigh(raw)
         if too_heavy is not None:
-            return _Undecodable(too_heavy)
+            return _Undecodable(too_heavy, field)
         try:
             return deserializer(raw)
         except Exception:
@@ -139,7 +143,8 @@ def _safe(deserializer: Callable[[bytes], Any], message_type: str, weigh: Callab
 
 async def _reject_undecodable(request: Any, context: grpc.aio.ServicerContext) -> None:
     if isinstance(request, _Undecodable):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
+        # With its google.rpc.BadRequest, as every INVALID_ARGUMENT (it came without details).
+        await context.abort_with_status(status_of(InvalidArgument(request.reason, field=request.field)))
 
 
 def request_bytes(query_max_bytes: int, max_ids: int) -> int:
@@ -164,7 +169,8 @@ def reject_undecodable(max_documents: int, max_bytes: int = MAX_REQUEST_BYTES) -
         if deserializer is None:
             return handler
         name = getattr(deserializer, "__qualname__", "request").split(".")[0]
-        checked = _safe(deserializer, name, partial(weigh_ingest, max_documents=max_documents) if method == INGEST_METHOD else weigh)
+        ingest = method == INGEST_METHOD
+        checked = _safe(deserializer, name, partial(weigh_ingest, max_documents=max_documents) if ingest else weigh, "documents" if ingest else "request")
         return rewrap(handler, deserializer=checked, check_message=_reject_undecodable)
 
     return layer

@@ -330,6 +330,11 @@ async def test_requests_too_heavy_to_parse_are_refused_before_parsing(live: Live
         await live.stub.IngestDocuments(crowded)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details().startswith("the documents may hold at most 100016 fields in all, each granted user and metadata entry counting one")
+    # With its google.rpc.BadRequest naming the field, as every INVALID_ARGUMENT (it came without).
+    status = rpc_status.from_call(err.value)
+    assert status is not None
+    bad = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(bad) and [(v.field, v.description) for v in bad.field_violations] == [("documents", err.value.details())]
     assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
 
 

@@ -63,6 +63,9 @@ def test_identity_from_headers() -> None:
     assert admin.reads_everything
     with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
         identity_from_headers("", "king")
+    # ANONYMOUS is no role a caller names: with a user id it read that user's documents.
+    with pytest.raises(InvalidArgument, match=r"x-user-role must be one of SUPER_ADMIN, ADMIN, USER \(got 'ANONYMOUS'\)"):
+        identity_from_headers("bob", "anonymous")
     # Grants name groups as group:<name>: a user by that name would read the group's documents.
     with pytest.raises(InvalidArgument, match="x-user-id must not start with 'group:'"):
         identity_from_headers(" group:eng ", "")
