@@ -8,6 +8,7 @@ grants, caller identities) now goes through :func:`clean_identifier`.
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 
@@ -103,6 +104,21 @@ def stream_safe(text: str) -> str:
                 done, count = i, weight
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+#: UTF-16 surrogates: in a str, never a pair, so never text
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def composed(value: str) -> str:
+    """A document's text as it is stored: NFC, as queries are ("Zürich" typed by a caller is one
+    code point where a file, a PDF's extraction or a macOS name, may spell it "u" and a combining
+    mark, which no keyword, name or title match would equate). A lone surrogate becomes U+FFFD: a
+    PDF's ToUnicode map may name one (pypdf decodes it as it is), which the tokenizer, the stores
+    and UTF-8 all refuse, each with its own exception, failing the whole request rather than one
+    character. Made stream-safe first (:func:`stream_safe`): a document's runs of combining marks
+    are its own, and normalizing a long one takes quadratic time."""
+    return unicodedata.normalize("NFC", stream_safe(_SURROGATE.sub("\ufffd", value)))
 
 
 def trim(text: str, field: str = "text", max_chars: int | None = None) -> str:

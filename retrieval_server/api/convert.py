@@ -23,7 +23,7 @@ from retrieval_server.domain import (
     StageMetric,
     Strategy,
 )
-from retrieval_server.identifiers import MAX_FILENAME_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, trim
+from retrieval_server.identifiers import MAX_FILENAME_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, composed, trim
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
 _STRATEGY_IN = {
@@ -71,7 +71,9 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     if len(d.filename) > MAX_FILENAME_CHARS:
         raise InvalidArgument(f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
     try:
-        check_descriptive_fields(d.title, d.url, d.source, d.metadata)
+        # As they are stored: normalizing may lengthen them (U+0958 is two code points in NFC), and
+        # a title accepted here was refused when the document was stored.
+        check_descriptive_fields(composed(d.title), composed(d.url), composed(d.source), {composed(k): composed(v) for k, v in d.metadata.items()})
         check_grantees(d.granted_user_ids)
         owner = trim(d.owner_id, "owner_id", MAX_USER_ID_CHARS)
     except ValueError as exc:

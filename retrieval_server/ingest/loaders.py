@@ -6,13 +6,12 @@ import dataclasses
 import io
 import json
 import re
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from retrieval_server.domain import DocumentSource
-from retrieval_server.identifiers import MAX_TITLE_CHARS, stream_safe
+from retrieval_server.identifiers import MAX_TITLE_CHARS, composed
 
 
 class LoadError(Exception):
@@ -65,7 +64,7 @@ def _found_title(title: object) -> str:
     caller's field, so one over the limit is cut there instead of refusing the document; cut once
     normalized, which may lengthen it (U+0958 is two code points in NFC). Anything but a string
     (a PDF's /Title may be a number or an array) is no title."""
-    return _text_of(title)[:MAX_TITLE_CHARS] if isinstance(title, str) else ""
+    return composed(title)[:MAX_TITLE_CHARS] if isinstance(title, str) else ""
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
@@ -211,28 +210,13 @@ LOADERS: dict[str, Callable[[DocumentSource], list[LoadedDocument] | Loaded]] = 
 }
 
 
-#: UTF-16 surrogates: in a str, never a pair, so never text
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _text_of(value: str) -> str:
-    """NFC, as queries are: "Zürich" typed by a caller is one code point where a file (a PDF's
-    extraction, a macOS name) may spell it "u" and a combining mark, which no keyword, name or title
-    match would equate. A lone surrogate becomes U+FFFD: a PDF's ToUnicode map may name one
-    (pypdf decodes it as it is), which the tokenizer, the stores and UTF-8 all refuse, each with
-    its own exception, failing the whole request rather than one character. Made stream-safe
-    first (:func:`~retrieval_server.identifiers.stream_safe`): a file's runs of combining marks
-    are its own, and normalizing a long one takes quadratic time."""
-    return unicodedata.normalize("NFC", stream_safe(_SURROGATE.sub("\ufffd", value)))
-
-
 def _composed(doc: LoadedDocument) -> LoadedDocument:
     return dataclasses.replace(
         doc,
-        title=_text_of(doc.title),
-        pages=tuple(Page(p.number, _text_of(p.text)) for p in doc.pages),
-        url=_text_of(doc.url),
-        metadata={_text_of(k): _text_of(v) for k, v in doc.metadata.items()},
+        title=composed(doc.title),
+        pages=tuple(Page(p.number, composed(p.text)) for p in doc.pages),
+        url=composed(doc.url),
+        metadata={composed(k): composed(v) for k, v in doc.metadata.items()},
     )
 
 

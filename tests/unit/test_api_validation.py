@@ -113,3 +113,17 @@ def test_grantees_are_counted_as_the_indexer_stores_them() -> None:
     one_more = pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id="alice", granted_user_ids=[*users, "u-extra"])
     with pytest.raises(InvalidArgument, match=r"documents\[3\]\.granted_user_ids must hold at most 1000 users \(got 1001\)"):
         document_in(one_more, 3, 1 << 20)
+
+
+def test_descriptive_fields_are_held_to_their_limits_as_stored() -> None:
+    """Normalizing may lengthen a title (U+0958 is two code points in NFC): one the request check
+    let through was refused when its document was stored, as that document's error."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.identifiers import MAX_TITLE_CHARS
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    fits = pb.DocumentInput(filename="a.txt", content=b"x", title="a" * MAX_TITLE_CHARS)
+    assert document_in(fits, 0, 1 << 20).title == fits.title
+    grows = pb.DocumentInput(filename="a.txt", content=b"x", title=chr(0x958) * MAX_TITLE_CHARS)
+    with pytest.raises(InvalidArgument, match=rf"documents\[2\]\.title must be at most {MAX_TITLE_CHARS} characters \(got {2 * MAX_TITLE_CHARS}\)"):
+        document_in(grows, 2, 1 << 20)
