@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     port: int = Field(50051, ge=0, le=65535)
     grace_period_s: float = Field(10.0, ge=0, le=86_400, description="SIGTERM: time to finish in-flight calls (at most a day)")
     max_message_mb: int = Field(64, ge=1, le=2048, description="largest request (ingest) in MiB")
+    max_response_bytes: int = Field(
+        4 * 1024 * 1024 - 64 * 1024, ge=65_536,
+        description="largest Query answer: its last contexts go past it (gRPC clients read 4 MiB by default)",
+    )
     workers: int = Field(2, ge=1, le=64, description="threads for the embedded engines and other blocking work")
     inference_lanes: int = Field(1, ge=1, le=64, description="model runs (embedding, rerank) at once; each uses embed_threads")
     processes: int = Field(
@@ -464,7 +468,7 @@ class Settings(BaseSettings):
 #: request, after the cache is read. Every other setting names the cache's namespace
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
-    "host", "port", "grace_period_s", "max_message_mb", "workers", "inference_lanes", "processes", "read_only",
+    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "read_only",
     "metrics_enabled", "health_port", "health_interval_s", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",

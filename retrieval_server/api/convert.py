@@ -233,6 +233,27 @@ def query_out(r: QueryResult, contexts: Callable[[RetrievedContext], pb.Context]
     )
 
 
+#: an answer's last contexts left out to keep it within RETRIEVAL_MAX_RESPONSE_BYTES
+CONTEXTS_CAPPED = "response:contexts_capped"
+
+
+def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
+    """``response`` without its last contexts past ``max_bytes`` (at least one kept), saying so in
+    its metrics: documents within every limit of their own made 100 contexts of 4.9 MB, which a
+    client reading gRPC's default 4 MiB refuses whole. Not an answer that cites them (GENERATION)."""
+    size = response.ByteSize()
+    if size <= max_bytes or response.HasField("answer"):
+        return response
+    keep = len(response.contexts)
+    while keep > 1 and size > max_bytes:
+        keep -= 1
+        item = response.contexts[keep].ByteSize()
+        size -= 1 + (item.bit_length() + 6) // 7 + item  # its tag, its length, itself
+    del response.contexts[keep:]
+    response.metrics.degraded.append(CONTEXTS_CAPPED)
+    return response
+
+
 def search_out(query: str, results: list[SearchResult]) -> pb.SearchResponse:
     return pb.SearchResponse(
         query=query,

@@ -123,7 +123,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
     def _out(self, result: QueryResult) -> pb.QueryResponse:
         # A cache hit serves contexts that were served before: their messages are kept.
-        return convert.query_out(result, self._cached_contexts if result.cached else convert.context_out)
+        response = convert.query_out(result, self._cached_contexts if result.cached else convert.context_out)
+        return convert.within_size(response, self._s.max_response_bytes)
 
     def _answered(self, options: QueryOptions, result: QueryResult) -> None:
         m = result.metrics

@@ -111,9 +111,9 @@ async def test_empty_index_answers_with_no_contexts(tmp_path: Path) -> None:
 
 
 async def test_the_request_limit_does_not_cap_answers(tmp_path: Path) -> None:
-    """RETRIEVAL_MAX_MESSAGE_MB bounds what a caller may send. An answer is bounded by the server's
-    own limits (top_k_max, each field's), so capping it too would turn a valid query into
-    RESOURCE_EXHAUSTED after all its work once an operator lowers the request limit."""
+    """RETRIEVAL_MAX_MESSAGE_MB bounds what a caller may send. An answer is bounded by
+    RETRIEVAL_MAX_RESPONSE_BYTES, so capping it by the request limit too would turn a valid query
+    into RESOURCE_EXHAUSTED after all its work once an operator lowers the request limit."""
     settings = e2e_settings(tmp_path).model_copy(update={"max_message_mb": 1})
     running = await start_server(settings)
     try:
@@ -128,6 +128,27 @@ async def test_the_request_limit_does_not_cap_answers(tmp_path: Path) -> None:
             with pytest.raises(grpc.aio.AioRpcError) as err:  # the request limit still holds
                 await stub.Query(pb.QueryRequest(query="x" * (1024 * 1024 + 1)))
             assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        await running.stop(1.0)
+
+
+async def test_an_answer_over_the_response_limit_leaves_out_its_last_contexts(tmp_path: Path) -> None:
+    """Documents within every limit of their own made 100 contexts of 4.9 MB, which a client
+    reading gRPC's default 4 MiB refused whole: past RETRIEVAL_MAX_RESPONSE_BYTES the last
+    contexts are left out, and the answer says so."""
+    limit = 65_536
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_response_bytes": limit}))
+    try:
+        metadata = {f"key{i}": "v" * 1_000 for i in range(12)}  # 12 KB a document, carried by each context
+        docs = [DocumentSource(document_id=f"d{i}", filename=f"d{i}.txt", content=f"Tidal note {i} on moon and sea.".encode(),
+                               metadata=metadata, access=Access.PUBLIC) for i in range(20)]
+        assert not (await running.app.ingest(docs)).errors
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = pb_grpc.RetrievalServiceStub(channel)
+            resp = await stub.Query(pb.QueryRequest(query="tidal note moon sea", top_k=20, rerank=False))
+            assert 1 <= len(resp.contexts) < 20 and resp.ByteSize() <= limit and "response:contexts_capped" in resp.metrics.degraded
+            streamed = [m async for m in stub.StreamQuery(pb.StreamQueryRequest(query=pb.QueryRequest(query="tidal note moon sea", top_k=20, rerank=False)))]
+            assert streamed[-1].response.ByteSize() <= limit and "response:contexts_capped" in streamed[-1].response.metrics.degraded
     finally:
         await running.stop(1.0)
 

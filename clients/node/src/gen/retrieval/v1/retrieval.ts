@@ -707,7 +707,11 @@ export interface Metrics {
 export interface QueryResponse {
   /** The query as the server used it (trimmed). */
   query: string;
-  /** The best contexts, at most top_k, best first. Empty when nothing readable matched. */
+  /**
+   * The best contexts, at most top_k, best first. Empty when nothing readable matched. Fewer
+   * when they would weigh more than RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last
+   * ones are left out, and Metrics.degraded says `response:contexts_capped`.
+   */
   contexts: Context[];
   /** Timings and the path through the pipeline. */
   metrics:

@@ -1,0 +1,30 @@
+"""A Query answer within RETRIEVAL_MAX_RESPONSE_BYTES: gRPC clients read 4 MiB by default."""
+
+from __future__ import annotations
+
+from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_server.api.convert import CONTEXTS_CAPPED, within_size
+
+
+def _response(sizes: list[int], **extra: object) -> pb.QueryResponse:
+    return pb.QueryResponse(query="q", contexts=[pb.Context(document_id=f"d{i}", content="x" * n) for i, n in enumerate(sizes)], **extra)  # type: ignore[arg-type]
+
+
+def test_the_last_contexts_go_until_the_answer_fits() -> None:
+    for sizes, limit in (([10_000] * 10, 45_000), ([100, 200_000, 300], 150_000), ([50, 60, 70, 80] * 30, 1_000)):
+        capped = within_size(_response(sizes), limit)
+        kept = len(capped.contexts)
+        assert capped.ByteSize() <= limit or kept == 1
+        assert [c.document_id for c in capped.contexts] == [f"d{i}" for i in range(kept)]
+        # The last one left out would not have fit: no more is dropped than must be.
+        assert _response(sizes[: kept + 1]).ByteSize() > limit - len(CONTEXTS_CAPPED) - 2
+        assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED]
+
+
+def test_an_answer_that_fits_or_cites_its_contexts_is_kept_whole() -> None:
+    small = _response([100, 200])
+    assert within_size(small, 10_000) is small and not small.metrics.degraded
+    cited = _response([10_000] * 10, answer=pb.Answer(text="It is [10]."))
+    assert len(within_size(cited, 20_000).contexts) == 10  # its text cites [10]
+    huge = _response([500_000])
+    assert len(within_size(huge, 100_000).contexts) == 1  # at least one
