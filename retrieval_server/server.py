@@ -188,13 +188,15 @@ async def _health_only_server(settings: Settings, health: health_aio.HealthServi
 
 async def serve(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully. ``on_ready`` is called once serving."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Before it starts: a SIGTERM as it comes up (a supervisor killed as its workers start) ended it
+    # at once, without its cleanup; now it stops once started.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     running = await start_server(settings)
     if on_ready is not None:
         on_ready()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down", extra={"grace_s": settings.grace_period_s})
     await running.stop(settings.grace_period_s)

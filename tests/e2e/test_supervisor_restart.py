@@ -54,18 +54,24 @@ class _Serving:
         self._reader.join()
 
 
-@pytest.mark.slow
-def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
-    scratch = tmp_path / "tmp"  # the server's temporary folder, where read-only workers copy the index
+def _two_workers(tmp_path: Path, port: int) -> tuple[dict[str, str], Path]:
+    """The environment of a two-process server over a one-document index, and its temporary
+    folder, where read-only workers copy the index."""
+    scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = inherited_env("PROMETHEUS_")
     env.update(TMPDIR=str(scratch), RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_HOST="127.0.0.1",
-               RETRIEVAL_PORT=str(free_port()), RETRIEVAL_METRICS_PORT="0", RETRIEVAL_PROCESSES="2")
+               RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_PORT="0", RETRIEVAL_PROCESSES="2")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
     ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "docs")], env=env, capture_output=True, text=True, timeout=300)
     assert ingest.returncode == 0, ingest.stderr
+    return env, scratch
 
+
+@pytest.mark.slow
+def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
+    env, scratch = _two_workers(tmp_path, free_port())
     with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
         log = _Serving(server)
         first = log.wait(2)
@@ -92,16 +98,8 @@ def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     could start, and kept their copies of the index. The kernel now sends them SIGTERM."""
     import socket
 
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
     port = free_port()
-    env = inherited_env("PROMETHEUS_")
-    env.update(TMPDIR=str(scratch), RETRIEVAL_LOG_FORMAT="json", RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_HOST="127.0.0.1",
-               RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_PORT="0", RETRIEVAL_PROCESSES="2")
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
-    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "docs")], env=env, capture_output=True, text=True, timeout=300)
-    assert ingest.returncode == 0, ingest.stderr
+    env, scratch = _two_workers(tmp_path, port)
     with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
         log = _Serving(server)
         workers = log.wait(2)
@@ -114,4 +112,4 @@ def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
         log.join()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # free again: a new server can start
-    assert list(scratch.rglob("retrieval-readonly-*")) == []
+    assert list(scratch.rglob("retrieval-readonly-*")) == [], "".join(log.lines[-30:])
