@@ -23,7 +23,9 @@ from retrieval_server.domain import (
     StageMetric,
     Strategy,
 )
-from retrieval_server.identifiers import MAX_FILENAME_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, composed, trim
+from retrieval_server.identifiers import (
+    MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_fields, check_grantees, composed, trim,
+)
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
 _STRATEGY_IN = {
@@ -71,9 +73,11 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     if len(d.filename) > MAX_FILENAME_CHARS:
         raise InvalidArgument(f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
     try:
-        # As they are stored: normalizing may lengthen them (U+0958 is two code points in NFC), and
-        # a title accepted here was refused when the document was stored.
-        check_descriptive_fields(composed(d.title), composed(d.url), composed(d.source), {composed(k): composed(v) for k, v in d.metadata.items()})
+        # As they are stored: the title normalized, which may lengthen it (U+0958 is two code
+        # points in NFC: a title accepted here was refused when the document was stored), once
+        # its length before allows it (normalizing megabytes held the event loop for seconds).
+        title = composed(d.title) if len(d.title) <= RAW_SLACK * MAX_TITLE_CHARS else d.title
+        check_descriptive_fields(title, d.url, d.source, d.metadata)
         check_grantees(d.granted_user_ids)
         owner = trim(d.owner_id, "owner_id", MAX_USER_ID_CHARS)
     except ValueError as exc:
@@ -244,8 +248,10 @@ def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
     size = response.ByteSize()
     if size <= max_bytes or response.HasField("answer"):
         return response
+    # Room for the tag said below: its bytes, its field's, and the metrics' length growing by one.
+    budget = max_bytes - len(CONTEXTS_CAPPED) - 3
     keep = len(response.contexts)
-    while keep > 1 and size > max_bytes:
+    while keep > 1 and size > budget:
         keep -= 1
         item = response.contexts[keep].ByteSize()
         size -= 1 + (item.bit_length() + 6) // 7 + item  # its tag, its length, itself

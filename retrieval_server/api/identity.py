@@ -24,8 +24,10 @@ def identity_from_headers(user_id: str, role: str, verified_by: str = "headers")
     raw_role = role.strip().upper()
     if not raw_role:
         return Identity(user_id=user, role=Role.USER if user else Role.ANONYMOUS, verified_by=verified_by)
-    # ANONYMOUS is what a caller without headers is, not a role one names: with a user id it read
-    # that user's documents while calling itself anonymous.
+    # ANONYMOUS is what a caller without a user id is: named with one, it read that user's
+    # documents while calling itself anonymous.
+    if raw_role == Role.ANONYMOUS.value and user is None:
+        return Identity(role=Role.ANONYMOUS, verified_by=verified_by)
     if raw_role not in _NAMED_ROLES:
         raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got '{raw_role}')")
     return Identity(user_id=user, role=Role(raw_role), verified_by=verified_by)

@@ -304,11 +304,15 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
     if not candidates:
         return []
     left = state.time_left()
-    within = None if left is None else max(0.0, left - deps.settings.deadline_reserve_ms / 2e3)
+    bound = asyncio.timeout(None if left is None else max(0.0, left - deps.settings.deadline_reserve_ms / 2e3))
     try:
-        async with asyncio.timeout(within):
+        async with bound:
             candidates, scores, threshold = await _ranked(state, deps, candidates)
-    except TimeoutError:
+    except Exception:
+        # The deadline's cut: a TimeoutError, or whatever a model made of its cancellation. Any
+        # other failure (an embedder's own timeout among them) is not the deadline's.
+        if not bound.expired():
+            raise
         if ANSWER_UNRANKED not in state.metrics.degraded:
             state.metrics.degraded.append(ANSWER_UNRANKED)
         firsts: dict[int, Sentence] = {}
@@ -342,7 +346,7 @@ async def _ranked(state: QueryState, deps: WorkflowDeps, candidates: list[Senten
         except Exception:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                raise  # the deadline's cut, which must not read as the reranker's failure
+                raise  # the deadline's cut (see _supporting), which must not read as the reranker's failure
             log.warning("reranking answer sentences failed; using the embedder", exc_info=True)
     vectors = await deps.embedder.embed(texts)
     qv = state.query_vector if state.query_vector is not None else (await deps.embedder.embed([query]))[0]

@@ -145,8 +145,9 @@ async def test_an_answer_over_the_response_limit_leaves_out_its_last_contexts(tm
         assert not (await running.app.ingest(docs)).errors
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
             stub = pb_grpc.RetrievalServiceStub(channel)
-            resp = await stub.Query(pb.QueryRequest(query="tidal note moon sea", top_k=20, rerank=False))
-            assert 1 <= len(resp.contexts) < 20 and resp.ByteSize() <= limit and "response:contexts_capped" in resp.metrics.degraded
+            for _ in range(3):  # computed, from the cache, and (were it remembered) served again: each says it was cut
+                resp = await stub.Query(pb.QueryRequest(query="tidal note moon sea", top_k=20, rerank=False))
+                assert 1 <= len(resp.contexts) < 20 and resp.ByteSize() <= limit and "response:contexts_capped" in resp.metrics.degraded
             streamed = [m async for m in stub.StreamQuery(pb.StreamQueryRequest(query=pb.QueryRequest(query="tidal note moon sea", top_k=20, rerank=False)))]
             assert streamed[-1].response.ByteSize() <= limit and "response:contexts_capped" in streamed[-1].response.metrics.degraded
     finally:

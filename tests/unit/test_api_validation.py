@@ -66,6 +66,7 @@ def test_identity_from_headers() -> None:
     # ANONYMOUS is no role a caller names: with a user id it read that user's documents.
     with pytest.raises(InvalidArgument, match=r"x-user-role must be one of SUPER_ADMIN, ADMIN, USER \(got 'ANONYMOUS'\)"):
         identity_from_headers("bob", "anonymous")
+    assert identity_from_headers("", "anonymous").role is Role.ANONYMOUS  # what a caller without a user id is anyway
     # Grants name groups as group:<name>: a user by that name would read the group's documents.
     with pytest.raises(InvalidArgument, match="x-user-id must not start with 'group:'"):
         identity_from_headers(" group:eng ", "")

@@ -11,13 +11,14 @@ def _response(sizes: list[int], **extra: object) -> pb.QueryResponse:
 
 
 def test_the_last_contexts_go_until_the_answer_fits() -> None:
-    for sizes, limit in (([10_000] * 10, 45_000), ([100, 200_000, 300], 150_000), ([50, 60, 70, 80] * 30, 1_000)):
+    # The last: just over, by less than the tag (it overshot by the tag's 25 bytes).
+    for sizes, limit in (([10_000] * 10, 45_000), ([100, 200_000, 300], 150_000), ([50, 60, 70, 80] * 30, 1_000), ([30_000, 30_000, 100], 60_030)):
         capped = within_size(_response(sizes), limit)
         kept = len(capped.contexts)
-        assert capped.ByteSize() <= limit or kept == 1
+        assert capped.ByteSize() <= limit or kept == 1  # the tag it says included
         assert [c.document_id for c in capped.contexts] == [f"d{i}" for i in range(kept)]
-        # The last one left out would not have fit: no more is dropped than must be.
-        assert _response(sizes[: kept + 1]).ByteSize() > limit - len(CONTEXTS_CAPPED) - 2
+        # The last one left out would not have fit with the tag: no more is dropped than must be.
+        assert _response(sizes[: kept + 1]).ByteSize() > limit - len(CONTEXTS_CAPPED) - 3
         assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED]
 
 

@@ -1,0 +1,67 @@
+"""How an answer's citation markers are read, and how its extractive sentences are chosen."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_citations_are_markers_after_a_space_or_a_stop_not_indexes() -> None:
+    """``argv[0]`` and ``rows[1][2]`` index something: they were cut from the text and counted as
+    citations; a marker right after a word counts only where it ends the sentence. A marker of more than four digits is no citation (one of 4,301 overflowed int()
+    into INTERNAL)."""
+    from types import SimpleNamespace
+
+    from retrieval_server.workflow.answer import parse_cited
+
+    contexts = [SimpleNamespace()] * 3
+    sentences, invalid = parse_cited(
+        "The name is in sys.argv[0] [1]. Read rows[1][2] first [2][3]. It holds [" + "9" * 4_400 + "]. Done. [1, 2]", contexts  # type: ignore[arg-type]
+    )
+    assert [(s.text, s.citations) for s in sentences] == [
+        ("The name is in sys.argv[0].", (1,)), ("Read rows[1][2] first.", (2, 3)), ("It holds [" + "9" * 4_400 + "].", ()), ("Done.", (1, 2)),
+    ]
+    assert invalid == 0
+    # Right after a word or a parenthesis, a marker ending its sentence is a citation, as models write them.
+    sentences, _ = parse_cited("Billing is owned by Alice Chen[1]. It runs on Postgres (version 15)[2]. Bob leads it[2][3]", contexts)  # type: ignore[arg-type]
+    assert [(s.text, s.citations) for s in sentences] == [
+        ("Billing is owned by Alice Chen.", (1,)), ("It runs on Postgres (version 15).", (2,)), ("Bob leads it", (2, 3)),
+    ]
+    sentences, _ = parse_cited("Stored in sys.argv[1] when present [1]. Then x[0].", contexts)  # type: ignore[arg-type]
+    assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Then x[0].", ())]
+
+
+async def test_the_deadline_cut_of_a_ranking_answers_unranked_and_nothing_else_does() -> None:
+    """A reranker may turn the deadline's cancellation into its own error: still the deadline's
+    cut, answered with each context's first sentence. An embedder's own TimeoutError, without a
+    deadline, is a failure, not the deadline."""
+    import asyncio
+    import time
+    from types import SimpleNamespace
+
+    from retrieval_server.domain import Document, ParentChunk, QueryOptions, RetrievedContext
+    from retrieval_server.workflow.answer import ANSWER_UNRANKED, _supporting
+    from retrieval_server.workflow.state import QueryState
+
+    class CancelledIntoError:
+        async def rerank(self, query: str, texts: list[str]) -> list[float]:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                raise RuntimeError("request cancelled") from None
+            return []
+
+    class TimingOut:
+        async def embed(self, texts: list[str]) -> None:
+            raise TimeoutError("the model's own timeout")
+
+    context = RetrievedContext(ParentChunk("d#p0", "d", 0, "Tides follow the moon every single day. The sea rises twice daily here.", 12), Document("d"), 0.9, ())
+    settings = SimpleNamespace(deadline_reserve_ms=100.0, rerank_candidates=50, rerank_threshold=0.3, answer_min_similarity=0.5, answer_max_sentences=4)
+    cut = QueryState(options=QueryOptions(query="what do tides follow", top_k=3, deadline=time.monotonic() + 0.3))
+    cut.contexts = [context]
+    out = await _supporting(cut, SimpleNamespace(settings=settings, reranker=CancelledIntoError(), embedder=TimingOut()))  # type: ignore[arg-type]
+    assert [s.text for s in out] == ["Tides follow the moon every single day."] and ANSWER_UNRANKED in cut.metrics.degraded
+    undated = QueryState(options=QueryOptions(query="what do tides follow", top_k=3))
+    undated.contexts = [context]
+    with pytest.raises(TimeoutError, match="the model's own timeout"):
+        await _supporting(undated, SimpleNamespace(settings=settings, reranker=None, embedder=TimingOut()))  # type: ignore[arg-type]
+    assert ANSWER_UNRANKED not in undated.metrics.degraded
