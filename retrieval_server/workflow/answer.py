@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -307,7 +307,7 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
     bound = asyncio.timeout(None if left is None else max(0.0, left - deps.settings.deadline_reserve_ms / 2e3))
     try:
         async with bound:
-            candidates, scores, threshold = await _ranked(state, deps, candidates)
+            candidates, scores, threshold = await _ranked(state, deps, candidates, bound.expired)
     except Exception:
         # The deadline's cut: a TimeoutError, or whatever a model made of its cancellation. Any
         # other failure (an embedder's own timeout among them) is not the deadline's.
@@ -333,9 +333,11 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
     return out
 
 
-async def _ranked(state: QueryState, deps: WorkflowDeps, candidates: list[Sentence]) -> tuple[list[Sentence], np.ndarray, float]:
+async def _ranked(
+    state: QueryState, deps: WorkflowDeps, candidates: list[Sentence], cut: Callable[[], bool]
+) -> tuple[list[Sentence], np.ndarray, float]:
     """The candidates scored against the question (by the reranker, else by the embedder), and the
-    threshold of that score."""
+    threshold of that score. ``cut``: whether the deadline has cut the ranking."""
     texts = [s.text for s in candidates]
     query = state.options.query
     if deps.reranker is not None and state.options.rerank:
@@ -344,9 +346,8 @@ async def _ranked(state: QueryState, deps: WorkflowDeps, candidates: list[Senten
             scores = np.asarray(await deps.reranker.rerank(query, texts[:limit]), dtype=np.float32)
             return candidates[:limit], scores, deps.settings.rerank_threshold
         except Exception:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # the deadline's cut (see _supporting), which must not read as the reranker's failure
+            if cut():
+                raise  # the deadline's, whatever the reranker made of it: not its failure, and no time to embed
             log.warning("reranking answer sentences failed; using the embedder", exc_info=True)
     vectors = await deps.embedder.embed(texts)
     qv = state.query_vector if state.query_vector is not None else (await deps.embedder.embed([query]))[0]

@@ -51,7 +51,10 @@ async def test_the_deadline_cut_of_a_ranking_answers_unranked_and_nothing_else_d
             return []
 
     class TimingOut:
+        embedded: list[list[str]] = []
+
         async def embed(self, texts: list[str]) -> None:
+            self.embedded.append(texts)
             raise TimeoutError("the model's own timeout")
 
     context = RetrievedContext(ParentChunk("d#p0", "d", 0, "Tides follow the moon every single day. The sea rises twice daily here.", 12), Document("d"), 0.9, ())
@@ -60,6 +63,7 @@ async def test_the_deadline_cut_of_a_ranking_answers_unranked_and_nothing_else_d
     cut.contexts = [context]
     out = await _supporting(cut, SimpleNamespace(settings=settings, reranker=CancelledIntoError(), embedder=TimingOut()))  # type: ignore[arg-type]
     assert [s.text for s in out] == ["Tides follow the moon every single day."] and ANSWER_UNRANKED in cut.metrics.degraded
+    assert TimingOut.embedded == []  # no time left to embed the sentences instead
     undated = QueryState(options=QueryOptions(query="what do tides follow", top_k=3))
     undated.contexts = [context]
     with pytest.raises(TimeoutError, match="the model's own timeout"):
