@@ -313,8 +313,7 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
         # other failure (an embedder's own timeout among them) is not the deadline's.
         if not bound.expired():
             raise
-        if ANSWER_UNRANKED not in state.metrics.degraded:
-            state.metrics.degraded.append(ANSWER_UNRANKED)
+        state.degrade(ANSWER_UNRANKED)
         firsts: dict[int, Sentence] = {}
         for s in candidates:
             firsts.setdefault(s.context, s)

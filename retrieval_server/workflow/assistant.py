@@ -40,11 +40,6 @@ def assistant_of(deps: WorkflowDeps) -> Assistant:
     return deps.assistant if deps.assistant is not None else Assistant()
 
 
-def _degrade(state: QueryState, tag: str) -> None:
-    if tag not in state.metrics.degraded:
-        state.metrics.degraded.append(tag)
-
-
 async def route(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     """Decide between retrieving, running tools and answering directly; the known entities the query
     names inform the decision (and seed the graph leg later)."""
@@ -55,13 +50,13 @@ async def route(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             matches = await deps.graph.match(o.query, state.point_filter.access, o.document_ids)
         except Exception:
             log.error("entity matching failed", exc_info=True)
-            _degrade(state, "graph:store_error")
+            state.degrade("graph:store_error")
             matches = None
     # Like analysis, routing only improves the request (the rules decide without a model): half the time left.
     within = Limit.of(deps.settings.router_timeout_s, state.time_left(), share=0.5)
     decision, degraded = await assistant_of(deps).router.decide(o.query, matches or [], within)
     if degraded:
-        _degrade(state, degraded)
+        state.degrade(degraded)
     state.metrics.route = decision
     return {"route": decision, "entity_matches": matches}
 
@@ -86,7 +81,7 @@ async def run_tools(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     )
     for r in results:
         if not r.success:
-            _degrade(state, f"tool:{r.name}:{'timeout' if r.error.startswith('timed out') else 'failed'}")
+            state.degrade(f"tool:{r.name}:{'timeout' if r.error.startswith('timed out') else 'failed'}")
     return {"tool_results": list(results)}
 
 
@@ -97,10 +92,10 @@ async def generate(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     time_left = state.time_left()
     if chat is not None and time_left is not None and time_left <= 0:
         chat = None
-        _degrade(state, DEADLINE_USED_EXTRACTIVE)
+        state.degrade(DEADLINE_USED_EXTRACTIVE)
     outcome = await write_answer(state, deps, chat, assistant.temperature, Limit.of(deps.settings.answer_timeout_s, time_left))
     for tag in outcome.degraded:
-        _degrade(state, tag)
+        state.degrade(tag)
     return {"answer": outcome.answer}
 
 

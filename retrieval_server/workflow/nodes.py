@@ -107,10 +107,10 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         current = answer is not None and await _cache_call(cache_until, _still_current(answer, state, deps))
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)
-        _degrade(state, "cache:unavailable")
+        state.degrade("cache:unavailable")
         return {"query_vector": vector, "cache_vector": vector}
     except _CacheTimeLeft:
-        _degrade(state, "deadline:cache_skipped")
+        state.degrade("deadline:cache_skipped")
         return {"query_vector": vector, "cache_vector": vector}
     if answer is None or not current:
         return {"query_vector": vector, "cache_vector": vector}
@@ -161,12 +161,6 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
     return False
 
 
-def _degrade(state: QueryState, tag: str) -> None:
-    """Report what the answer lacks, once per kind."""
-    if tag not in state.metrics.degraded:
-        state.metrics.degraded.append(tag)
-
-
 async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     s, o = deps.settings, state.options
     iteration = state.iteration + 1
@@ -188,7 +182,7 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     # Every pass's: a technique may fail only on a retry, whose search then went without it (and
     # the answer must not be cached). A drop the first pass reported is reported once.
     for technique, why in analysis.dropped.items():
-        _degrade(state, f"analysis:{technique}:{why}")
+        state.degrade(f"analysis:{technique}:{why}")
     update: dict[str, Any] = {
         "iteration": iteration,
         "strategy": strategy,
@@ -289,7 +283,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         vectors = embedding.result() if embedding is not None and embedded else None
         if embedded and vectors is None:
             # An embedding failure degrades to keyword search instead of failing the request.
-            _degrade(state, "dense:embedding_failed")
+            state.degrade("dense:embedding_failed")
             legs = {leg: hits for leg, hits in legs.items() if leg.split(":")[0] not in (*DENSE_GRANULARITIES, query_windows.KIND)}
             if not keyword:
                 fallback = _start(deps, _keyword_jobs(state, deps, text))
@@ -310,7 +304,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
                 legs["metadata"] = await _metadata_leg(_outcome(metadata_search), deps, legs)
             except Exception:
                 log.error("metadata leg failed", exc_info=True)
-                _degrade(state, "metadata:store_error")
+                state.degrade("metadata:store_error")
         graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and "graph" not in abandoned else {}
         relevance = dict(state.dense_relevance)
         for leg, hits in legs.items():
@@ -349,7 +343,7 @@ async def _settle(state: QueryState, futures: dict[str, asyncio.Future[Any]], cu
     are abandoned, reported, and named in the set returned. Every other future is then done."""
     abandoned = await leg_cutoff.settle(futures, cutoff, state.clock, _found)
     for kind in dict.fromkeys(leg.split(":")[0] for leg in abandoned):
-        _degrade(state, f"deadline:{kind}_skipped")
+        state.degrade(f"deadline:{kind}_skipped")
     return set(abandoned)
 
 
@@ -374,7 +368,7 @@ def _finished(state: QueryState, started: dict[str, asyncio.Future[list[VectorHi
             legs[leg] = _outcome(task)
         except Exception as error:
             log.error("retrieval leg %s failed after retries: %s", leg, error)
-            _degrade(state, f"{leg.split(':')[0]}:store_error")
+            state.degrade(f"{leg.split(':')[0]}:store_error")
     return legs
 
 
@@ -384,7 +378,7 @@ def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[st
         hits, matches, trace = _outcome(search)
     except Exception:
         log.error("graph leg failed", exc_info=True)
-        _degrade(state, "graph:store_error")
+        state.degrade("graph:store_error")
         return {}
     if hits:
         legs["graph"] = hits
@@ -453,7 +447,7 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if not state.options.rerank:
         return {"reranked": state.fused, "rerank_applied": False}
     if deps.reranker is None:
-        _degrade(state, "rerank:unavailable")
+        state.degrade("rerank:unavailable")
         return {"reranked": state.fused, "rerank_applied": False}
     within = _time_for_rerank(state, deps)
     limit = _rerank_limit(state, deps, within)
@@ -472,7 +466,7 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             if reporting is not None:
                 scores, degraded = await reporting(query, texts)
                 if degraded:
-                    _degrade(state, degraded)
+                    state.degrade(degraded)
             else:
                 scores = await deps.reranker.rerank(query, texts)
     except Exception:
@@ -481,10 +475,10 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             raise  # the request is being cancelled: a reranker that turned that into an error must not hide it
         if bound.expired():
             log.warning("reranking had not answered within its %.0f ms of the time left; keeping the fused order", (within or 0) * 1e3)
-            _degrade(state, "deadline:rerank_skipped")
+            state.degrade("deadline:rerank_skipped")
         else:
             log.error("reranking failed; keeping the fused order", exc_info=True)
-            _degrade(state, "rerank:failed")
+            state.degrade("rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
     kept, fell_back = threshold_with_fallback(
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
@@ -510,7 +504,7 @@ def _rerank_limit(state: QueryState, deps: WorkflowDeps, within: float | None) -
     stretch: when none is left, or it holds fewer than top_k, nothing is reranked (None) and the
     fused order stands, which beats no answer."""
     if within is not None and within <= 0:
-        _degrade(state, "deadline:rerank_skipped")
+        state.degrade("deadline:rerank_skipped")
         return None
     # At least an answer's worth: a top_k past RERANK_CANDIDATES (or parents of several hits each)
     # was cut to the parents of RERANK_CANDIDATES hits, 50 contexts for a top_k of 60.
@@ -522,14 +516,14 @@ def _rerank_limit(state: QueryState, deps: WorkflowDeps, within: float | None) -
     fits = None if within is None else rate.pairs_within(within * 1e3)
     if fits is not None and fits < limit:
         if fits < least:
-            _degrade(state, "deadline:rerank_skipped")
+            state.degrade("deadline:rerank_skipped")
             return None
-        _degrade(state, "deadline:rerank_capped")
+        state.degrade("deadline:rerank_capped")
         limit = fits
     fits = rate.pairs_within(budget) if budget > 0 else None
     if fits is None or max(fits, least) >= limit:
         return limit
-    _degrade(state, "rerank:budget")
+    state.degrade("rerank:budget")
     return max(fits, least)
 
 
@@ -666,7 +660,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
             vectors = await deps.embedder.embed(subs)
         except Exception:
             log.warning("sub-query embedding failed; keyword search only", exc_info=True)
-            _degrade(state, "dense:embedding_failed")
+            state.degrade("dense:embedding_failed")
     for i, sub in enumerate(subs):
         if len(vectors):
             jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
@@ -677,7 +671,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
     lists = [r for r in results if not isinstance(r, BaseException) and r]
     if any(isinstance(r, BaseException) for r in results):
-        _degrade(state, "sub_queries:store_error")
+        state.degrade("sub_queries:store_error")
     state.metrics.decomposition_used = True
     if lists:
         # Flattened and deduplicated by rank, not by raw score: cosines (at most 1) and BM25 scores
@@ -762,5 +756,5 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         )
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)
-        _degrade(state, "cache:unavailable")
+        state.degrade("cache:unavailable")
     return {}

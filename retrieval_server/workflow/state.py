@@ -171,3 +171,8 @@ class QueryState:
         """Seconds until the request's deadline (None: no deadline; negative: past it)."""
         deadline = self.options.deadline
         return None if deadline is None else deadline - self.clock()
+
+    def degrade(self, tag: str) -> None:
+        """Report what the answer lacks, once per kind."""
+        if tag not in self.metrics.degraded:
+            self.metrics.degraded.append(tag)
