@@ -94,6 +94,8 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     def ready() -> None:
         startup_gc.settle()
         report.send(READY)
+        # After the report: from here on the supervisor restarts this worker if it dies.
+        log.info("worker ready", extra={"worker": worker})
 
     try:
         event_loop.run(serve(settings, on_ready=ready), settings.event_loop)

@@ -22,7 +22,9 @@ CLI = [sys.executable, "-m", "retrieval_server.cli"]
 
 class _Serving:
     """Reads a server's JSON log to its end; ``wait(n)`` returns the pids of the first ``n``
-    processes that logged "serving" (None if the log ended first)."""
+    workers that logged "worker ready", which they do once the supervisor knows it (None if the log
+    ended first). Killed between "serving" and that report, a worker counts as one that could not
+    start, and the supervisor stops."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.pids: list[int] = []
@@ -37,7 +39,7 @@ class _Serving:
         for line in proc.stderr:
             with self._changed:
                 self.lines.append(line)
-                if line.startswith("{") and json.loads(line).get("msg") == "serving":
+                if line.startswith("{") and json.loads(line).get("msg") == "worker ready":
                     self.pids.append(json.loads(line)["pid"])
                 self._changed.notify_all()
         with self._changed:
