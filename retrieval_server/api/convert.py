@@ -244,9 +244,11 @@ CONTEXTS_CAPPED = "response:contexts_capped"
 def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
     """``response`` without its last contexts past ``max_bytes`` (at least one kept), saying so in
     its metrics: documents within every limit of their own made 100 contexts of 4.9 MB, which a
-    client reading gRPC's default 4 MiB refuses whole. Not an answer that cites them (GENERATION)."""
+    client reading gRPC's default 4 MiB refuses whole. A GENERATION answer's too: leaving out the
+    last keeps the others' numbers, which its text cites, and a citation of one left out still
+    names its chunk, document and title."""
     size = response.ByteSize()
-    if size <= max_bytes or response.HasField("answer"):
+    if size <= max_bytes:
         return response
     # Room for the tag said below: its bytes, its field's, and the metrics' length growing by one.
     budget = max_bytes - len(CONTEXTS_CAPPED) - 3

@@ -101,9 +101,9 @@ class ServedAnswers:
 
     def remember(self, key: Key, generation: int | None, options: QueryOptions, result: QueryResult, response: pb.QueryResponse) -> None:
         """Keep ``result`` (the workflow's answer to ``options``, sent as ``response``) if it may be served again."""
-        # Not one the edge cut to its size either: a replay (without the metrics) would not say so.
+        # Nothing degraded, the edge's cut to size among it: a replay (without the metrics) would not say so.
         if (generation is None or self._size <= 0 or not options.use_cache or options.mode is not Mode.RETRIEVAL_ONLY
-                or not result.cached or result.metrics.degraded or result.answer is not None or response.metrics.degraded):
+                or not result.cached or result.metrics.degraded or result.answer is not None):
             return
         body = pb.QueryResponse()
         body.CopyFrom(response)

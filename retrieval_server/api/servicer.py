@@ -115,21 +115,23 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 return body
         options = self._query_options(request, context)
         result = await self._app.pipeline.query(options)
-        self._answered(options, result)
-        response = self._out(result)
+        response = self._respond(options, result)
         if key is not None:
             self._served.remember(key, generation, options, result, response)
         return response
 
-    def _out(self, result: QueryResult) -> pb.QueryResponse:
+    def _respond(self, options: QueryOptions, result: QueryResult) -> pb.QueryResponse:
+        """The response, within the size limit, and the request recorded as answered: what the limit
+        left out is counted among its degradations, as the workflow's are."""
         # A cache hit serves contexts that were served before: their messages are kept.
         response = convert.query_out(result, self._cached_contexts if result.cached else convert.context_out)
-        return convert.within_size(response, self._s.max_response_bytes)
-
-    def _answered(self, options: QueryOptions, result: QueryResult) -> None:
+        response = convert.within_size(response, self._s.max_response_bytes)
         m = result.metrics
+        if convert.CONTEXTS_CAPPED in response.metrics.degraded:
+            m.degraded.append(convert.CONTEXTS_CAPPED)
         self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
         self._app.analytics.query_answered(options, result)
+        return response
 
     @_rpc_stream
     async def StreamQuery(
@@ -157,8 +159,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             # asyncio logged it as an error ("Task exception was never retrieved").
             with contextlib.suppress(BaseException):
                 await task
-        self._answered(options, result)
-        yield pb.StreamQueryResponse(response=self._out(result))
+        yield pb.StreamQueryResponse(response=self._respond(options, result))
 
     def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext, at: str = "") -> QueryOptions:
         """``at``: where ``request`` sits in the call's request (``query.`` in StreamQuery's), so that

@@ -135,7 +135,8 @@ async def test_the_request_limit_does_not_cap_answers(tmp_path: Path) -> None:
 async def test_an_answer_over_the_response_limit_leaves_out_its_last_contexts(tmp_path: Path) -> None:
     """Documents within every limit of their own made 100 contexts of 4.9 MB, which a client
     reading gRPC's default 4 MiB refused whole: past RETRIEVAL_MAX_RESPONSE_BYTES the last
-    contexts are left out, and the answer says so."""
+    contexts are left out, a GENERATION answer's too, and the answer says so, as the degradations
+    metric does."""
     limit = 65_536
     running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_response_bytes": limit}))
     try:
@@ -150,6 +151,11 @@ async def test_an_answer_over_the_response_limit_leaves_out_its_last_contexts(tm
                 assert 1 <= len(resp.contexts) < 20 and resp.ByteSize() <= limit and "response:contexts_capped" in resp.metrics.degraded
             streamed = [m async for m in stub.StreamQuery(pb.StreamQueryRequest(query=pb.QueryRequest(query="tidal note moon sea", top_k=20, rerank=False)))]
             assert streamed[-1].response.ByteSize() <= limit and "response:contexts_capped" in streamed[-1].response.metrics.degraded
+            written = await stub.Query(pb.QueryRequest(query="tidal note moon sea", top_k=20, rerank=False, mode=pb.MODE_GENERATION))
+            assert written.answer.text and 1 <= len(written.contexts) < 20 and written.ByteSize() <= limit
+            assert "response:contexts_capped" in written.metrics.degraded
+        capped = running.app.metrics.registry.get_sample_value("retrieval_degradations_total", {"kind": "response:contexts_capped"})
+        assert capped == 5  # three Query calls, one stream, one GENERATION
     finally:
         await running.stop(1.0)
 

@@ -22,10 +22,13 @@ def test_the_last_contexts_go_until_the_answer_fits() -> None:
         assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED]
 
 
-def test_an_answer_that_fits_or_cites_its_contexts_is_kept_whole() -> None:
+def test_an_answer_that_fits_is_kept_whole_and_one_that_does_not_keeps_at_least_one_context() -> None:
     small = _response([100, 200])
     assert within_size(small, 10_000) is small and not small.metrics.degraded
-    cited = _response([10_000] * 10, answer=pb.Answer(text="It is [10]."))
-    assert len(within_size(cited, 20_000).contexts) == 10  # its text cites [10]
+    # A written answer's contexts too: the others keep the numbers its text cites them by.
+    cited = _response([10_000] * 10, answer=pb.Answer(text="It is [1] and [10].", citations=[pb.Citation(marker=10, document_id="d9")]))
+    capped = within_size(cited, 20_000)
+    assert [c.document_id for c in capped.contexts] == ["d0"] and capped.answer.citations[0].document_id == "d9"
+    assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED]
     huge = _response([500_000])
     assert len(within_size(huge, 100_000).contexts) == 1  # at least one
