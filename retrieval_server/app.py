@@ -453,6 +453,12 @@ class Application:
     async def _failed_opening(self, started: list[asyncio.Future[None]], exc: BaseException) -> BaseException:
         """Close once everything started has ended; what to raise: ``exc``, or a wrong remembered
         model size, which explains the rest (a vector store refusing that size, say)."""
+        if isinstance(exc, asyncio.CancelledError):
+            # A stop while starting: what is still opening is given up, or a store that does not
+            # answer would hold the stop for its whole timeout. A store opening on a thread ends
+            # there unheld, and the process's exit closes it.
+            for task in started:
+                task.cancel()
         try:
             results = await asyncio.shield(asyncio.gather(*started, return_exceptions=True))
         finally:

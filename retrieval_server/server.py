@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
@@ -80,6 +81,15 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         # glossary) is refused with nothing to close, and before the model is chosen or timed.
         _ = app.pipeline
         await app.open()
+    try:
+        return await _serving(settings, app)
+    except BaseException:
+        # A failure, or a stop while it starts (serve's cancellation): nothing opened may outlive it.
+        await app.close()
+        raise
+
+
+async def _serving(settings: Settings, app: Application) -> RunningServer:
     authenticator = authenticator_for(settings)
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
@@ -100,11 +110,7 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request)),
         Authenticate(authenticator, on_refused=refused_credentials),
     ])
-    try:
-        register(RetrievalServicer(app), edge)
-    except BaseException:
-        await app.close()
-        raise
+    register(RetrievalServicer(app), edge)
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, edge)
     enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], edge)
@@ -120,24 +126,21 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
     except RuntimeError:
         port = 0
     if port == 0:
-        await app.close()
         raise OSError(f"cannot listen on {settings.host}:{settings.port}: {bind_error(settings.host, settings.port)}")
     metrics_port = None
     if settings.metrics_enabled:
         try:
             metrics_port = app.metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
         except OSError as exc:
-            await app.close()
             raise OSError(f"cannot serve metrics on {metrics_address(settings)}:{settings.metrics_port}: {exc}") from exc
     await server.start()
     try:
         health_server = await _health_only_server(settings, health) if settings.health_port else None
-    except OSError:
+        for name in ("", SERVICE_NAME):
+            await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    except BaseException:
         await server.stop(None)
-        await app.close()
         raise
-    for name in ("", SERVICE_NAME):
-        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     follower = asyncio.create_task(_follow_health(app, health, settings.health_interval_s))
     log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id,
@@ -191,10 +194,22 @@ async def serve(settings: Settings, on_ready: Callable[[], None] | None = None) 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Before it starts: a SIGTERM as it comes up (a supervisor killed as its workers start) ended it
-    # at once, without its cleanup; now it stops once started.
+    # at once, without its cleanup.
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    running = await start_server(settings)
+    starting = asyncio.ensure_future(start_server(settings))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        # The start-up is given up, closing what it opened: waiting for it, a start that hangs (on
+        # a store that does not answer) could only be ended by SIGKILL.
+        log.info("stopped while starting")
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        return
+    stopping.cancel()
+    running = starting.result()
     if on_ready is not None:
         on_ready()
     await stop.wait()

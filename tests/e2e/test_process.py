@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -115,6 +116,27 @@ async def test_sigterm_finishes_in_flight_calls_and_closes_backends(tmp_path: Pa
         assert await app.vectors.count() == sum(d.child_chunks for d in resp.documents)
     finally:
         await app.close()
+
+
+def test_sigterm_while_a_store_does_not_answer_ends_the_start_up(tmp_path: Path) -> None:
+    """A start-up waiting on a store that never answers stops on SIGTERM, closing what it opened;
+    it used to wait out the store's timeout (an hour here), and only SIGKILL ended it sooner."""
+    with socket.socket() as silent:  # accepts MySQL's connection, and never greets it
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        env = _env(RETRIEVAL_DATA_DIR=str(tmp_path), RETRIEVAL_PORT=str(free_port()), RETRIEVAL_HOST="127.0.0.1",
+                   RETRIEVAL_MYSQL_DSN=f"mysql://u:p@127.0.0.1:{silent.getsockname()[1]}/db", RETRIEVAL_MYSQL_TIMEOUT_S="3600")
+        server = subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)
+        with reaped(server):
+            logs, _, reader = drain(server)
+            silent.settimeout(600)
+            connection, _ = silent.accept()  # the server is starting: its signal handlers are in place
+            with connection:
+                server.send_signal(signal.SIGTERM)
+                # The bound turns the old wait (the store's hour) into a failure; the stop takes seconds.
+                assert server.wait(timeout=600) == 0
+            reader.join()
+    assert '"msg": "stopped while starting"' in "".join(logs)
 
 
 def test_cli_ingest_reports_broken_files_and_goes_on(tmp_path: Path) -> None:
