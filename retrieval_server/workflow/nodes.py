@@ -149,9 +149,12 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
     This makes a deleted or replaced document unservable even when the invalidation never reached
     the cache (Redis down, another process's cache): the metadata store is the source of truth.
     """
-    cited = {c.document.document_id: c.document for c in answer.contexts}
-    versions = await _with_retries(deps, "cache versions", lambda: deps.metadata.document_versions(list(cited)))
-    stale = [d for d, doc in cited.items() if versions.get(d) != doc.content_hash or not state.point_filter.access.allows(doc)]
+    # Each context's document, not one per id: an answer holding two versions of a document passed
+    # as long as its last context was of the stored one.
+    cited = [c.document for c in answer.contexts]
+    versions = await _with_retries(deps, "cache versions", lambda: deps.metadata.document_versions(list({d.document_id for d in cited})))
+    access = state.point_filter.access
+    stale = list({d.document_id for d in cited if versions.get(d.document_id) != d.content_hash or not access.allows(d)})
     if not stale:
         return True
     try:
@@ -591,6 +594,9 @@ async def _contexts(
     ranked = [parent_ids[p] for p in grouped.parents.tolist()]
     offsets, children = grouped.offsets.tolist(), grouped.children.tolist()
     contexts: list[RetrievedContext] = []
+    # Each document at the version its first read found: a replacement committed between two
+    # batches would otherwise put both versions in one answer (and the old one in the cache).
+    versions: dict[str, str] = {}
     start = 0
     while len(contexts) < top_k and start < len(ranked):
         # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
@@ -605,7 +611,7 @@ async def _contexts(
                 continue  # deleted, or no longer readable: none of its hits count
             kids = [hits[i] for i in children[offsets[rank] : offsets[rank + 1]]]
             version = document.version
-            if any(h.version != version for h in kids):
+            if any(h.version != version for h in kids) or versions.setdefault(document.document_id, version) != version:
                 if stale_aborts:
                     return None
                 continue

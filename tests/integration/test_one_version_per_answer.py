@@ -1,0 +1,95 @@
+"""An answer holds each document at one version, and the cache serves none that holds an older one.
+
+Parent ids are not versioned (``policy#p1``), and a replacement writes its points before its rows
+commit: a query's hits can hold the old version's parents and the new one's. Enrich reads parents
+in batches when some are skipped, so a commit between two batches could give one answer both
+versions, and the cache kept it while its last context was of the stored version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from retrieval_server.app import Application
+from retrieval_server.backends.cache import CachedAnswer
+from retrieval_server.config import load_settings
+from retrieval_server.domain import AccessFilter, DocumentSource, QueryOptions, Strategy
+from retrieval_server.workflow.nodes import cache_config
+
+FILL = " ".join(f"Paragraph filler sentence number {i} talks about harbours, ledgers and quiet winter roads." for i in range(30))
+V1 = "OLDTEXT zebra zebra zebra umbrella. The old policy said zebra umbrella twice."
+# Three parents: the first without the query's word, the other two with it once.
+V2 = f"NEWTEXT intro. {FILL}\n\nNEWTEXT second part mentions zebra once. {FILL}\n\nNEWTEXT third part mentions zebra once. {FILL}"
+ASK = QueryOptions("zebra", 2, strategy=Strategy.KEYWORD, rerank=False)
+
+
+def _policy(text: str) -> DocumentSource:
+    return DocumentSource(filename="policy.txt", content=text.encode(), document_id="policy")
+
+
+@pytest_asyncio.fixture
+async def app(tmp_path: Path) -> AsyncIterator[Application]:
+    application = Application(load_settings(data_dir=tmp_path))
+    await application.open()
+    yield application
+    await application.close()
+
+
+async def test_a_replacement_committed_between_enrichs_reads_leaves_one_version_in_the_answer(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert not (await app.ingest([_policy(V1)])).errors
+    replace = app.metadata.replace_document
+    points_written, commit, committed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def commit_when_told(*args: Any, **kwargs: Any) -> Any:  # the new version's points are written first
+        points_written.set()
+        await commit.wait()
+        try:
+            return await replace(*args, **kwargs)
+        finally:
+            committed.set()
+
+    read = app.metadata.get_parents_and_documents
+    batches: list[list[str]] = []
+
+    async def then_the_commit(parent_ids: Sequence[str]) -> Any:
+        out = await read(parent_ids)
+        batches.append(list(parent_ids))
+        if not commit.is_set():  # the replacement commits between enrich's first batch and the next
+            commit.set()
+            await committed.wait()
+            # Stored after the ingest's invalidation, as when it could not reach another process's cache.
+            await replacing
+        return out
+
+    monkeypatch.setattr(app.metadata, "replace_document", commit_when_told)
+    monkeypatch.setattr(app.metadata, "get_parents_and_documents", then_the_commit)
+    replacing = asyncio.create_task(app.ingest([_policy(V2)]))
+    await points_written.wait()
+    first = await app.pipeline.query(ASK)
+    assert not (await replacing).errors
+    assert len(batches) >= 2  # the race this is about: a parent skipped in the first batch, the next read after the commit
+    assert len({c.document.content_hash for c in first.contexts}) <= 1
+    monkeypatch.setattr(app.metadata, "get_parents_and_documents", read)
+    again = await app.pipeline.query(ASK)
+    assert again.contexts and not any("OLDTEXT" in c.parent.content for c in again.contexts)
+
+
+async def test_a_cached_answer_holding_a_replaced_version_is_not_served(app: Application) -> None:
+    assert not (await app.ingest([_policy(V1)])).errors
+    old = (await app.pipeline.query(ASK)).contexts[0]
+    assert not (await app.ingest([_policy(V2)])).errors
+    current = await app.pipeline.query(ASK)
+    assert not current.cached and current.contexts
+    # Both versions, the stored one last: the check read one document per id, the last context's.
+    mixed = CachedAnswer((old, *current.contexts), Strategy.KEYWORD)
+    await app.pipeline.deps.cache.store(ASK.query, None, cache_config(ASK), AccessFilter.for_identity(ASK.identity).partition, mixed)  # type: ignore[union-attr]
+    again = await app.pipeline.query(ASK)
+    assert not any("OLDTEXT" in c.parent.content for c in again.contexts) and not again.cached
