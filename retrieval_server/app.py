@@ -141,7 +141,7 @@ class Application:
     def graph(self) -> KnowledgeGraph:
         from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 
-        return KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=self.settings.graph_fuzzy_threshold)
+        return KnowledgeGraph(self.metadata, self.executor, fuzzy_threshold=self.settings.graph_fuzzy_threshold, max_matches=self.settings.graph_max_neighbors)
 
     @cached_property
     def pipeline(self) -> QueryPipeline:

@@ -260,7 +260,7 @@ class Settings(BaseSettings):
         (1.0, 0.77, 0.63), min_length=1, max_length=4, description="score factor of each hop (JSON list); hops = its length - 1"
     )
     graph_max_chunks_per_hop: int = Field(20, ge=1, le=1000, description="chunks each hop may add to the graph leg")
-    graph_max_neighbors: int = Field(25, ge=1, le=1000, description="entities each hop expands to")
+    graph_max_neighbors: int = Field(25, ge=1, le=1000, description="entities each hop expands to, and entities a query's matches seed it with")
     graph_fuzzy_threshold: float = Field(88.0, ge=50, le=100, description="rapidfuzz ratio (50-100) for a fuzzy entity match")
     graph_weight: float = Field(0.7, ge=0, description="weight of the graph leg in fusion")
     llm_graph_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"

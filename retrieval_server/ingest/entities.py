@@ -28,8 +28,8 @@ from retrieval_server.knowledge import EntityType, entity_key
 
 # Letters and digits of any script: names are not all ASCII ("José García", "Sjögren", "Ørsted").
 # Python's re has no class for upper- or lower-case letters beyond ASCII, so the shapes below are
-# read with str's own case predicates.
-_TOKEN = re.compile(r"[^\W_][\w\-.]*[^\W_]|[^\W_]")
+# read with str's own case predicates. The query side finds names in a question with it too.
+NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*[^\W_]|[^\W_]")
 _ROMAN = re.compile(r"[IVXLC]+")
 
 # Function words and sentence openers that are capitalized only because they start a sentence.
@@ -158,6 +158,11 @@ def _camel(tok: str) -> bool:
     return False
 
 
+def acronym_singular(tok: str) -> str:
+    """A plural acronym's singular ("APIs": "API"), which names the same thing; else ``tok``."""
+    return tok[:-1] if tok.endswith("s") and tok[-2:-1].isupper() and _acronym_shaped(tok) else tok
+
+
 def _real_acronym(tok: str) -> bool:
     """An acronym-shaped word that is one: not a listed non-name, not a heading's word."""
     return tok.rstrip("s") not in _NOT_ACRONYMS and not _heading_word(tok)
@@ -254,7 +259,7 @@ class MentionFinder:
                 taken.append((m.start(), m.end()))
         toks = [
             _Tok(m.start(), m.end(), m.group(0), _kind(m.group(0)))
-            for m in _TOKEN.finditer(sentence)
+            for m in NAME_TOKEN.finditer(sentence)
             if not taken or not any(a <= m.start() < b for a, b in taken)
         ]
         letters = [t for t in toks if any(c.isalpha() for c in t.text)]
@@ -277,9 +282,7 @@ class MentionFinder:
                 continue
             if t.kind == "acronym":
                 if not shouting:
-                    # A plural acronym ("APIs") names the same thing as its singular.
-                    singular = t.text[:-1] if t.text.endswith("s") and t.text[-2:-1].isupper() else t.text
-                    out.append(self._typed(sentence, t.start, t.end, t.text, entity_key(singular), "acronym"))
+                    out.append(self._typed(sentence, t.start, t.end, t.text, entity_key(acronym_singular(t.text)), "acronym"))
                 i += 1
                 continue
             if t.kind != "cap":

@@ -5,13 +5,13 @@ word n-grams of the query (at most ``max_ngram_words`` words) are looked up by k
 case-folded matches), and at most ``max_fuzzy_ngrams`` of them are compared with rapidfuzz
 against every name that can reach the threshold (fuzzy matches, on the executor; scoring_core's
 :class:`NameFilter` rules out the others by length and shared bigrams). Candidates are then kept
-only if a document the caller may read knows them.
+only if a document the caller may read knows them, and at most ``max_matches`` (the graph leg's
+first hop, as ``GRAPH_MAX_NEIGHBORS`` bounds the others).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,22 +22,24 @@ from rapidfuzz import fuzz, process
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.domain import AccessFilter
-from retrieval_server.knowledge import EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
+from retrieval_server.ingest.entities import NAME_TOKEN, acronym_singular
+from retrieval_server.knowledge import EntityLabel, EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
 from retrieval_server.stopwords import STOPWORDS
 from scoring_core import NameFilter
 
 if TYPE_CHECKING:
     import networkx as nx
 
-# Letters and digits of any script, as ingestion finds names (``ingest.entities``).
-_WORD = re.compile(r"[^\W_][\w\-.']*[^\W_]|[^\W_]")
-
-
-#: Fuzzy matches of one n-gram sent on to the access check, best first. Names the caller cannot
-#: read are among them (the check comes after), so more than the few that can be kept: readable
-#: ones must not be crowded out. Bounded all the same: names that differ by a digit or two can be
-#: thousands above the threshold.
+#: Fuzzy matches of one n-gram sent to the access check at a time, best first. Names the caller
+#: cannot read are among them (the check comes after): a round that finds none readable checks the
+#: next ones, up to FUZZY_ROUNDS, so that unreadable names near a readable one neither crowd it out
+#: nor show, by its absence, that they exist. Bounded all the same: names that differ by a digit or
+#: two can be thousands above the threshold.
 FUZZY_PER_GRAM = 10
+FUZZY_ROUNDS = 10
+#: A question of more words has its n-grams made on the executor: a 64 KB one's took half a second,
+#: which on the event loop would hold every other request.
+_INLINE_WORDS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +51,19 @@ class _Names:
     fuzzy: NameFilter
     #: the keys at either end of a stated relation in some document (readable or not)
     stated: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Gram:
+    """Words of the query that may name an entity."""
+
+    start: int
+    end: int
+    words: int
+    key: str
+    text: str
+    #: a stored name's key, readable by the caller or not
+    known: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +86,14 @@ class KnowledgeGraph:
         fuzzy_threshold: float = 88.0,
         max_ngram_words: int = 4,
         max_fuzzy_ngrams: int = 64,
+        max_matches: int = 25,
     ) -> None:
         self.store = store
         self._executor = executor
         self._threshold = fuzzy_threshold
         self._max_words = max_ngram_words
         self._max_fuzzy = max_fuzzy_ngrams
+        self._max_matches = max_matches
         self._names = _Names(None, (), frozenset(), NameFilter([]), frozenset())
         self._loading = asyncio.Lock()
 
@@ -95,13 +112,41 @@ class KnowledgeGraph:
         return self._names
 
     async def match(self, query: str, access: AccessFilter, document_ids: Sequence[str] = ()) -> list[EntityMatch]:
-        """Known entities the query names, longest and surest first, without overlaps."""
+        """Known entities the query names, longest and surest first, without overlaps, at most
+        ``max_matches``. What the caller cannot read changes nothing: a word that is exactly an
+        unreadable name is looked up fuzzily as an unknown word is, and fuzzy look-ups pass over
+        unreadable names to readable ones."""
         index = await self._index()
         if not index.keys:
             return []
-        words = [(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(query)]
-        exact: list[_Candidate] = []
-        fuzzy_grams: list[tuple[int, int, int, str, str]] = []
+        words = [(m.start(), m.end(), m.group(0)) for m in NAME_TOKEN.finditer(query)]
+        grams = await self._executor.run(self._grams, query, words, index) if len(words) > _INLINE_WORDS else self._grams(query, words, index)
+        known = {g.key for g in grams if g.known}
+        labels = dict(await self.store.graph_labels(known, access, document_ids)) if known else {}
+        candidates = [_Candidate(g.start, g.end, g.words, g.key, MatchKind.EXACT, 1.0, g.text) for g in grams if g.key in labels]
+        unmatched = [g for g in grams if g.key not in labels and len(g.key) >= 5][: self._max_fuzzy]
+        if unmatched:
+            candidates += await self._readable_fuzzy(unmatched, index, access, document_ids, labels)
+        candidates.sort(key=lambda c: (c.kind is MatchKind.FUZZY, -c.words, -c.score, c.start))
+        taken = bytearray(len(query))  # the characters a match has taken
+        keys: set[str] = set()
+        out: list[EntityMatch] = []
+        for c in candidates:
+            if c.key in keys or 1 in taken[c.start : c.end]:
+                continue
+            taken[c.start : c.end] = b"\x01" * (c.end - c.start)
+            keys.add(c.key)
+            label = labels[c.key]
+            kind = MatchKind.CASE_FOLDED if c.kind is MatchKind.EXACT and c.text not in label.spellings else c.kind
+            out.append(EntityMatch(c.key, label.name, label.entity_type, c.text, kind, c.score))
+            if len(out) >= self._max_matches:
+                break
+        return out
+
+    def _grams(self, query: str, words: list[tuple[int, int, str]], index: _Names) -> list[_Gram]:
+        """The query's runs of up to ``max_ngram_words`` words that may name an entity: a known name's
+        key, or one long enough for a fuzzy look-up."""
+        out: list[_Gram] = []
         for i in range(len(words)):
             for n in range(1, self._max_words + 1):
                 if i + n > len(words):
@@ -112,47 +157,59 @@ class KnowledgeGraph:
                 first, last = words[i][2].lower(), words[i + n - 1][2].lower()
                 if not key or first in STOPWORDS or last in STOPWORDS:
                     continue
+                if n == 1 and key not in index.known and (singular := acronym_singular(text)) != text:
+                    key = entity_key(singular)  # "APIs" names what ingestion keeps as "API"
                 if key in index.known:
                     if n == 1 and len(key) < 3 and not any(c.isupper() for c in text):
                         continue  # "ai", "db" in lower case: too likely an ordinary word
-                    # EXACT or CASE_FOLDED, as the names the caller may read decide (below).
-                    exact.append(_Candidate(start, end, n, key, MatchKind.EXACT, 1.0, text))
-                elif len(key) >= 5 and len(fuzzy_grams) < self._max_fuzzy:
-                    fuzzy_grams.append((start, end, n, key, text))
-        fuzzy: list[_Candidate] = []
-        if fuzzy_grams:
-            found = await self._executor.run(self._fuzzy, fuzzy_grams, index)
-            fuzzy = [c for per in found for c in per]
-        candidates = sorted(exact + fuzzy, key=lambda c: (c.kind is MatchKind.FUZZY, -c.words, -c.score, c.start))
-        visible = await self.store.graph_labels({c.key for c in candidates}, access, document_ids)
-        taken: list[tuple[int, int]] = []
-        out: list[EntityMatch] = []
-        for c in candidates:
-            label = visible.get(c.key)
-            if label is None or any(c.start < b and a < c.end for a, b in taken) or any(m.key == c.key for m in out):
-                continue
-            taken.append((c.start, c.end))
-            kind = MatchKind.CASE_FOLDED if c.kind is MatchKind.EXACT and c.text not in label.spellings else c.kind
-            out.append(EntityMatch(c.key, label.name, label.entity_type, c.text, kind, c.score))
+                    out.append(_Gram(start, end, n, key, text, True))
+                elif len(key) >= 5:
+                    out.append(_Gram(start, end, n, key, text, False))
         return out
 
-    def _fuzzy(self, grams: list[tuple[int, int, int, str, str]], index: _Names) -> list[list[_Candidate]]:
-        """The best names (ties: the earlier name) at or above the threshold, for each n-gram.
+    async def _readable_fuzzy(
+        self, grams: list[_Gram], index: _Names, access: AccessFilter, document_ids: Sequence[str], labels: dict[str, EntityLabel]
+    ) -> list[_Candidate]:
+        """Each n-gram's best readable names at or above the threshold, by rounds of FUZZY_PER_GRAM;
+        ``labels`` gains theirs."""
+        ranked = await self._executor.run(self._fuzzy, grams, index)
+        found: list[_Candidate] = []
+        checked = set(labels)
+        pending = set(range(len(ranked)))
+        for r in range(FUZZY_ROUNDS):
+            batch = {i: ranked[i][r * FUZZY_PER_GRAM : (r + 1) * FUZZY_PER_GRAM] for i in pending}
+            batch = {i: cs for i, cs in batch.items() if cs}
+            if not batch:
+                break
+            keys = {c.key for cs in batch.values() for c in cs} - checked
+            if keys:
+                labels.update(await self.store.graph_labels(keys, access, document_ids))
+                checked |= keys
+            for i, cs in batch.items():
+                readable = [c for c in cs if c.key in labels]
+                if readable:
+                    found += readable
+                    pending.discard(i)
+        return found
+
+    def _fuzzy(self, grams: list[_Gram], index: _Names) -> list[list[_Candidate]]:
+        """The names at or above the threshold (ties: the earlier name) for each n-gram, best first,
+        as many as the access check's rounds may ask for.
 
         Only the names that can reach the threshold are scored (by rapidfuzz, in C++): on SciFact's
         15,645 names the filter leaves a few dozen per n-gram, and a query's fuzzy look-ups cost
         0.24 ms of CPU (0.66 with the filter's earlier numpy version; 3.5-4.5 ms on a slower machine
         for scoring every name in one ``cdist`` call); the filter's kernel releases the GIL."""
         out = []
-        for start, end, n, key, text in grams:
-            ids = index.fuzzy.candidates(key, self._threshold)
+        for g in grams:
+            ids = index.fuzzy.candidates(g.key, self._threshold)
             if not len(ids):
                 out.append([])
                 continue
-            row = process.cdist([key], [index.keys[i] for i in ids.tolist()], scorer=fuzz.ratio, score_cutoff=self._threshold, workers=1)[0]
+            row = process.cdist([g.key], [index.keys[i] for i in ids.tolist()], scorer=fuzz.ratio, score_cutoff=self._threshold, workers=1)[0]
             above = np.flatnonzero(row >= self._threshold)
-            best = above[np.argsort(-row[above], kind="stable")[:FUZZY_PER_GRAM]].tolist()
-            out.append([_Candidate(start, end, n, index.keys[ids[p]], MatchKind.FUZZY, float(row[p]) / 100.0, text) for p in best])
+            best = above[np.argsort(-row[above], kind="stable")[: FUZZY_PER_GRAM * FUZZY_ROUNDS]].tolist()
+            out.append([_Candidate(g.start, g.end, g.words, index.keys[ids[p]], MatchKind.FUZZY, float(row[p]) / 100.0, g.text) for p in best])
         return out
 
     async def resolve(self, name: str, access: AccessFilter, document_ids: Sequence[str] = ()) -> GraphEntity | None:

@@ -16,7 +16,7 @@ from retrieval_server.backends.metadata_store.graph import ENTITIES_PER_STATEMEN
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 from retrieval_server.knowledge import DocumentGraph, EntityType, ExtractedEntity, ExtractedRelation, MatchKind, RelationType
-from retrieval_server.workflow.knowledge_graph import FUZZY_PER_GRAM, KnowledgeGraph
+from retrieval_server.workflow.knowledge_graph import FUZZY_PER_GRAM, FUZZY_ROUNDS, KnowledgeGraph, _Gram
 
 # What each caller may read, as the workflow hands it to the graph store.
 ANON, ALICE, BOB, CAROL = (AccessFilter.for_identity(i) for i in (Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)))
@@ -177,15 +177,44 @@ async def test_matches_show_nothing_of_names_the_caller_cannot_read(metadata_sto
     assert [(m.name, m.kind) for m in await graph.match("who runs Auth-Svc", ANON)] == [("AuthSvc", MatchKind.CASE_FOLDED)]
     assert [(m.name, m.kind) for m in await graph.match("who runs Auth-Svc", BOB)] == [("Auth-Svc", MatchKind.EXACT)]
     assert [(m.name, m.kind) for m in await graph.match("who runs AuthSvc", BOB)] == [("Auth-Svc", MatchKind.EXACT)]
-    # Three private names closer to the query's typo than the public one (0.96 against 0.957).
+    # Twenty-six private names closer to the query's typo than the public one (0.96 against 0.957),
+    # more than one round of the fuzzy look-up's access check.
     await metadata_store.replace_document(Document("interleukin"), _parents("interleukin"),
                                           DocumentGraph((_entity("Interleukin", E.CONCEPT, 1, "interleukin#p0c0"),), ()))
     await metadata_store.replace_document(
         Document("near", access=Access.PRIVATE, owner_id="bob"), _parents("near"),
-        DocumentGraph(tuple(_entity(f"Interleukinz{c}", E.CONCEPT, 1, "near#p0c0") for c in "abc"), ()),
+        DocumentGraph(tuple(_entity(f"Interleukinz{c}", E.CONCEPT, 1, "near#p0c0") for c in "abcdefghijklmnopqrstuvwxyz"), ()),
     )
     assert [(m.name, m.kind) for m in await graph.match("Interleukinz levels", ANON)] == [("Interleukin", MatchKind.FUZZY)]
     assert [m.name for m in await graph.match("Interleukinz levels", BOB)] == ["Interleukinza"]
+    # A word that is exactly a name only a private document knows is looked up fuzzily, as any
+    # unknown word: it found nothing, which told the caller that the private name exists.
+    await metadata_store.replace_document(Document("service"), _parents("service"),
+                                          DocumentGraph((_entity("AuthService", E.SERVICE, 1, "service#p0c0"),), ()))
+    asked = "What does AuthServce use?"
+    before = [(m.name, m.kind) for m in await graph.match(asked, ANON)]
+    await metadata_store.replace_document(Document("typo", access=Access.PRIVATE, owner_id="bob"), _parents("typo"),
+                                          DocumentGraph((_entity("AuthServce", E.PROJECT, 1, "typo#p0c0"),), ()))
+    assert [(m.name, m.kind) for m in await graph.match(asked, ANON)] == before == [("AuthService", MatchKind.FUZZY)]
+    assert [(m.name, m.kind) for m in await graph.match(asked, BOB)] == [("AuthServce", MatchKind.EXACT)]
+
+
+async def test_a_question_finds_names_as_ingestion_keeps_them_and_at_most_max_matches(
+    metadata_store: MetadataStore, executor: BlockingExecutor
+) -> None:
+    # Ingestion keeps "the JWT's claims" as JWT and "APIs" as API.
+    graph_of = DocumentGraph((_entity("JWT", E.CONCEPT, 1, "jwt#p0c0"), _entity("API", E.CONCEPT, 1, "jwt#p0c0")), ())
+    await metadata_store.replace_document(Document("jwt"), _parents("jwt"), graph_of)
+    graph = KnowledgeGraph(metadata_store, executor)
+    assert [m.name for m in await graph.match("When does the JWT's signature expire?", ANON)] == ["JWT"]
+    assert [m.name for m in await graph.match("Which APIs does it expose?", ANON)] == ["API"]
+    names = tuple(_entity(f"Svc{i:05d}", E.SERVICE, 1, "many#p0c0") for i in range(400))
+    await metadata_store.replace_document(Document("many"), _parents("many"), DocumentGraph(names, ()))
+    capped = KnowledgeGraph(metadata_store, executor, max_matches=7)
+    # Past the words matched inline: the n-grams are made on the executor, with the same result.
+    asked = " ".join(e.name for e in names)
+    assert [m.name for m in await capped.match(asked, ANON)] == [e.name for e in names[:7]]
+    assert len(await graph.match(asked, ANON)) == 25
 
 
 async def test_endpoints_are_the_keys_graph_edges_shows_for_every_reader(metadata_store: MetadataStore) -> None:
@@ -229,22 +258,25 @@ async def test_labels_are_the_names_and_types_graph_entities_gives_every_reader(
 
 
 async def test_fuzzy_lookups_score_as_every_name_would(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
-    """The names the filter leaves, scored, give the best of all names (ties: the earlier name), at most FUZZY_PER_GRAM."""
+    """The names the filter leaves, scored, give the best of all names (ties: the earlier name), at
+    most as many as the access check's rounds ask for."""
     stems = ["interleukin", "kinase", "receptor", "factor", "protein", "cell"]
     names = ["".join(p) + s for p in itertools.permutations(stems, 2) for s in ("", "s", "1", "a2")]
-    names += [f"cytokine{i:04d}" for i in range(30)]  # thirty names within the threshold of one another
+    near = "quorumsensingabc"  # 160 names one letter from it: all within the threshold
+    names += [near[:i] + d + near[i + 1 :] for i in range(len(near)) for d in "0123456789"]
     entities = tuple(_entity(n, E.CONCEPT, 1, "many#p0c0") for n in names)
     await metadata_store.replace_document(Document("many"), _parents("many"), DocumentGraph(entities, ()))
     graph = KnowledgeGraph(metadata_store, executor)
     index = await graph._index()
-    grams = [(0, 1, 1, g, g) for g in ("interleukinkinase", "kinasereceptr", "proteincel", "factorfactor", "cellprotein2", "cytokine0007", "zzzzz")]
+    grams = [_Gram(0, 1, 1, g, g, False) for g in ("interleukinkinase", "kinasereceptr", "proteincel", "factorfactor", "cellprotein2", near, "zzzzz")]
     found = graph._fuzzy(grams, index)
-    scores = process.cdist([g[3] for g in grams], index.keys, scorer=fuzz.ratio)
+    scores = process.cdist([g.key for g in grams], index.keys, scorer=fuzz.ratio)
+    most = FUZZY_PER_GRAM * FUZZY_ROUNDS
     for gram, per, row in zip(grams, found, scores, strict=True):
         above = np.flatnonzero(row >= 88.0)
-        expected = [(index.keys[i], row[i] / 100.0) for i in above[np.argsort(-row[above], kind="stable")[:FUZZY_PER_GRAM]]]
-        assert [(c.key, c.score) for c in per] == expected, gram[3]
-    assert len(found[-2]) == FUZZY_PER_GRAM and any(0 < len(per) < FUZZY_PER_GRAM for per in found) and found[-1] == []
+        expected = [(index.keys[i], row[i] / 100.0) for i in above[np.argsort(-row[above], kind="stable")[:most]]]
+        assert [(c.key, c.score) for c in per] == expected, gram.key
+    assert len(found[-2]) == most and any(0 < len(per) < FUZZY_PER_GRAM for per in found) and found[-1] == []
 
 
 async def test_related_keys_are_the_endpoints_for_every_reader_as_the_graph_grows(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
