@@ -131,6 +131,18 @@ def test_entities_carry_mentions_and_the_chunks_that_mention_them() -> None:
     assert {e.name for e in g.entities} == {"AuthService", "DatabaseSvc"}  # "Later", "Nothing" open sentences
 
 
+def test_an_entitys_chunks_count_its_eight_most_used_spellings() -> None:
+    """Each spelling is counted in every child of every parent that names the entity: one name
+    written thousands of ways made a document's graph quadratic in its length."""
+    spellings = ["abcdefghijkl"[:i] + "_" + "abcdefghijkl"[i:] for i in range(1, 12)]  # eleven, one key
+    text = " ".join(f"See {s} here." for s in [spellings[0]] * 3 + spellings[1:])
+    parent = ParentChunk("doc#p0", "doc", 0, text, 60)
+    g = ClassicalGraphExtractor().extract_now([parent], [ChildChunk("doc#p0c0", "doc#p0", "doc", 0, 0, text, 60)])
+    [entity] = [e for e in g.entities if e.key == "abcdefghijkl"]
+    assert entity.mentions == 13  # every mention, each spelling's
+    assert entity.chunk_mentions == (3 + 7,)  # in its chunk: the most used spelling's three, and seven others once
+
+
 def test_passive_lists_and_and_clauses() -> None:
     g = _extract("TokenStore is used by AuthService, ProfileSvc and AdminPortal. SearchSvc depends on IndexStore and calls RankerSvc.")
     stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}
