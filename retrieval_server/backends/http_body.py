@@ -10,6 +10,7 @@ counted before anything else holds it."""
 from __future__ import annotations
 
 import codecs
+import re
 import zlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,20 @@ MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 ACCEPT_ENCODING = {"Accept-Encoding": "gzip, deflate"}
 #: headers that describe the body as sent, not as read (decoded, whole)
 _AS_SENT = {b"content-encoding", b"content-length", b"transfer-encoding"}
+
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+
+
+def failure_text(exc: BaseException) -> str:
+    """What an HTTP call's failure may say where a caller reads it (a tool's result, an answer): the
+    status and its reason, or the transport's error. httpx's own text for a status quotes the whole
+    URL, with the user and password an operator may have put in it."""
+    import httpx
+
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".rstrip()
+    return _USERINFO.sub("", str(exc)) or type(exc).__name__
 
 
 class ResponseRefused(Exception):

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, read_whole, request_bounded
+from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -171,8 +171,8 @@ class _HttpChat:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 delay = self._retry_delay(exc, attempt)
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
-                    raise self._error(exc, status) from exc
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, exc, delay, attempt + 1)
+                    raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
                 await asyncio.sleep(delay)
             except ValueError as exc:
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
@@ -203,8 +203,8 @@ class _HttpChat:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 delay = None if started else self._retry_delay(exc, attempt)
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
-                    raise self._error(exc, status) from exc
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, exc, delay, attempt + 1)
+                    raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
                 await asyncio.sleep(delay)
 
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
@@ -228,7 +228,7 @@ class _HttpChat:
         import httpx
 
         refused = status in _REQUEST_REFUSED and not (isinstance(exc, httpx.HTTPStatusError) and _names_the_credentials(_error_body(exc.response)))
-        return (LlmRefused if refused else LlmError)(f"{self.name}: {exc}")
+        return (LlmRefused if refused else LlmError)(f"{self.name}: {failure_text(exc)}")
 
     @staticmethod
     def _json(event: ServerSentEvent, name: str) -> Any:
@@ -239,6 +239,15 @@ class _HttpChat:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+# Why a model stopped when its text is whole. Any other reason stops it short: max_tokens, and
+# also a provider's filter (OpenAI "content_filter", Anthropic "refusal", Gemini "SAFETY",
+# "RECITATION", ...), which can stop a stream mid-sentence. None: a response that gives no reason
+# (OpenAI-compatible servers may not); a stream that ends without one is cut (below).
+_OPENAI_FINISHED = frozenset({"stop", "done", None})  # "done": [DONE] with no reason before it
+_ANTHROPIC_FINISHED = frozenset({"end_turn", "stop_sequence", "message_stop", None})
+_GEMINI_FINISHED = frozenset({"STOP", None})
 
 
 class OpenAICompatibleChat(_HttpChat):
@@ -266,7 +275,7 @@ class OpenAICompatibleChat(_HttpChat):
             # null when the model wrote no text (a refusal, a tool call, max_tokens spent reasoning):
             # str() of it would be the words "None", searched for and answered with.
             raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
-        return Completion.of(content, choice.get("finish_reason") == "length")
+        return Completion.of(content, choice.get("finish_reason") not in _OPENAI_FINISHED)
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -290,8 +299,8 @@ class OpenAICompatibleChat(_HttpChat):
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
                 yield str(text)
-        if finish in (None, "length"):
-            yield Completion.of("", True)  # stopped at max_tokens, or the stream ended before the model did
+        if finish is None or finish not in _OPENAI_FINISHED:
+            yield Completion.of("", True)  # stopped short (max_tokens, a filter), or the stream ended before the model did
 
 
 class AnthropicChat(_HttpChat):
@@ -315,7 +324,7 @@ class AnthropicChat(_HttpChat):
             text = "".join(block["text"] for block in data["content"] if block.get("type") == "text")
         except (KeyError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, data.get("stop_reason") == "max_tokens")
+        return Completion.of(text, data.get("stop_reason") not in _ANTHROPIC_FINISHED)
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -339,8 +348,8 @@ class AnthropicChat(_HttpChat):
                     yield str(delta["text"])
             elif event.event == "message_delta":
                 stop = (self._json(event, self.name).get("delta") or {}).get("stop_reason") or stop
-        if stop in (None, "max_tokens"):
-            yield Completion.of("", True)  # stopped at max_tokens, or the stream ended before the model did
+        if stop is None or stop not in _ANTHROPIC_FINISHED:
+            yield Completion.of("", True)  # stopped short (max_tokens, a refusal), or the stream ended before the model did
 
 
 class GeminiChat(_HttpChat):
@@ -360,10 +369,11 @@ class GeminiChat(_HttpChat):
         )
         try:
             candidate = data["candidates"][0]
-            text = "".join(p.get("text", "") for p in candidate["content"]["parts"])
-        except (KeyError, IndexError, TypeError) as exc:
+            # No content when the model stopped before writing (its thinking spent maxOutputTokens).
+            text = "".join(p.get("text", "") for p in (candidate.get("content") or {}).get("parts", ()))
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, candidate.get("finishReason") == "MAX_TOKENS")
+        return Completion.of(text, candidate.get("finishReason") not in _GEMINI_FINISHED)
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -383,8 +393,8 @@ class GeminiChat(_HttpChat):
             if text:
                 yield text
             finish = candidate.get("finishReason") or finish
-        if finish in (None, "MAX_TOKENS"):
-            yield Completion.of("", True)  # stopped at max_tokens, or the stream ended before the model did
+        if finish is None or finish not in _GEMINI_FINISHED:
+            yield Completion.of("", True)  # stopped short (MAX_TOKENS, SAFETY, ...), or the stream ended before the model did
 
 
 PROVIDERS = {"openai": OpenAICompatibleChat, "anthropic": AnthropicChat, "gemini": GeminiChat}

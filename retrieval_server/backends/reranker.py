@@ -20,7 +20,7 @@ import numpy as np
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.http_body import ResponseRefused, request_bounded
+from retrieval_server.backends.http_body import ResponseRefused, failure_text, request_bounded
 from scoring_core.encoders import CrossEncoder
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,9 @@ class TeiReranker:
                 resp.raise_for_status()
                 items = resp.json()
                 batch_scores = {int(item["index"]): float(item["score"]) for item in items}
-            except (httpx.HTTPError, ResponseRefused, ValueError, KeyError, TypeError) as exc:
+            except httpx.HTTPError as exc:
+                raise RerankError(f"TEI /rerank failed: {failure_text(exc)}") from None  # httpx's text names the URL
+            except (ResponseRefused, ValueError, KeyError, TypeError) as exc:
                 raise RerankError(f"TEI /rerank failed: {exc}") from exc
             # Each text exactly once: an index out of the batch would score another batch's text
             # (or, negative, the last one), and a repeated one leave a text at 0.

@@ -171,47 +171,66 @@ def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
     assert waits["soon"] is None and waits[""] is None and waits[None] is None
 
 
-def _stopped(protocol: str, text: str, at_limit: bool, stream: bool) -> Any:
-    """A response of ``protocol`` with ``text``, saying the model stopped at max_tokens or by itself."""
+#: why each protocol's model stopped: at max_tokens, by a provider's filter (which can stop it
+#: mid-sentence, as max_tokens does), or by itself
+_REASONS = {
+    "openai": {"limit": "length", "filter": "content_filter", "itself": "stop"},
+    "anthropic": {"limit": "max_tokens", "filter": "refusal", "itself": "end_turn"},
+    "gemini": {"limit": "MAX_TOKENS", "filter": "SAFETY", "itself": "STOP"},
+}
+
+
+def _stopped(protocol: str, text: str, how: str, stream: bool) -> Any:
+    """A response of ``protocol`` with ``text``, saying why the model stopped (``_REASONS``)."""
+    reason = _REASONS[protocol][how]
     if protocol == "openai":
-        reason = "length" if at_limit else "stop"
         if stream:
             return Sse([(None, json.dumps({"choices": [{"delta": {"content": text}}]})),
                         (None, json.dumps({"choices": [{"delta": {}, "finish_reason": reason}]})), (None, "[DONE]")])
         return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": reason}]}
     if protocol == "anthropic":
-        reason = "max_tokens" if at_limit else "end_turn"
         if stream:
             return Sse([("content_block_delta", json.dumps({"type": "content_block_delta", "delta": {"type": "text_delta", "text": text}})),
                         ("message_delta", json.dumps({"type": "message_delta", "delta": {"stop_reason": reason}})),
                         ("message_stop", json.dumps({"type": "message_stop"}))])
         return {"content": [{"type": "text", "text": text}], "stop_reason": reason}
-    reason = "MAX_TOKENS" if at_limit else "STOP"
     if stream:  # Gemini's last chunk may carry only the reason
         return Sse([(None, json.dumps({"candidates": [{"content": {"parts": [{"text": text}]}}]})),
                     (None, json.dumps({"candidates": [{"finishReason": reason}]}))])
     return {"candidates": [{"content": {"parts": [{"text": text}]}, "finishReason": reason}]}
 
 
-@pytest.mark.parametrize("at_limit", [True, False], ids=["at-max-tokens", "by-itself"])
+@pytest.mark.parametrize("how", ["limit", "filter", "itself"])
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
-async def test_a_completion_says_whether_max_tokens_cut_it(name: str, cls: Any, prefix: str, at_limit: bool) -> None:
-    with json_server(lambda path, body: (200, _stopped(name, "It is. It is not", at_limit, bool(body.get("stream")) or "streamGenerateContent" in path))) as server:
+async def test_a_completion_says_whether_it_was_stopped_short(name: str, cls: Any, prefix: str, how: str) -> None:
+    with json_server(lambda path, body: (200, _stopped(name, "It is. It is not", how, bool(body.get("stream")) or "streamGenerateContent" in path))) as server:
         model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
         try:
             completion = await model.complete("sys", "prompt", temperature=0.1)
             tokens = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
         finally:
             await model.close()
-    assert completion == "It is. It is not" and isinstance(completion, Completion) and completion.truncated is at_limit
+    short = how != "itself"
+    assert completion == "It is. It is not" and isinstance(completion, Completion) and completion.truncated is short
     assert "".join(tokens) == "It is. It is not"
-    assert any(isinstance(t, Completion) and t.truncated for t in tokens) is at_limit
+    assert any(isinstance(t, Completion) and t.truncated for t in tokens) is short
+
+
+async def test_a_gemini_answer_without_content_is_an_empty_cut_one() -> None:
+    """Gemini 2.5's thinking can spend maxOutputTokens before any text: the candidate has no parts."""
+    with json_server(lambda path, body: (200, {"candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS"}]})) as server:
+        model = GeminiChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            completion = await model.complete("sys", "prompt", temperature=0.1)
+        finally:
+            await model.close()
+    assert completion == "" and isinstance(completion, Completion) and completion.truncated
 
 
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_a_stream_that_ends_before_the_model_says_so_is_reported_cut(name: str, cls: Any, prefix: str) -> None:
     """No finish reason and no end event (a proxy closed the connection): as if max_tokens cut it."""
-    stream = _stopped(name, "It is. It is not", False, True)
+    stream = _stopped(name, "It is. It is not", "itself", True)
     cut = Sse([e for e in stream.events if "stop" not in e[1].lower() and "[DONE]" not in e[1] and e[0] != "message_stop"])
     assert len(cut.events) == 1  # the text only
     with json_server(lambda path, body: (200, cut)) as server:
@@ -460,3 +479,33 @@ async def test_a_stream_read_to_its_end_closes_the_breaker() -> None:
         finally:
             await model.close()
     assert not breaker.is_open
+
+
+async def test_a_failed_call_never_repeats_the_urls_password(caplog: pytest.LogCaptureFixture) -> None:
+    """httpx's text for a status names the whole URL: a caller read it in a tool's failure and in
+    the extractive answer that said so, and a log in every traceback of the error."""
+    from retrieval_server.backends.reranker import RerankError, TeiReranker
+
+    with json_server(lambda path, body: (503, {"error": {"message": "overloaded"}})) as server:
+        base = server.url.replace("http://", "http://svc:S3cretPassw0rd@")
+        model = OpenAICompatibleChat(base + "/v1", "m", "sk", timeout_s=LOCAL_S, max_retries=1, backoff_s=0)
+        tei = TeiReranker(base, timeout_s=LOCAL_S)
+        failures: list[BaseException] = []
+        try:
+            with caplog.at_level("WARNING"):
+                for call in (lambda: model.complete("sys", "prompt", temperature=0.1), lambda: _drained(model), lambda: tei.rerank("q", ["a"])):
+                    with pytest.raises((LlmError, RerankError)) as err:
+                        await call()
+                    failures.append(err.value)
+        finally:
+            await model.close()
+            await tei.close()
+    for failure in failures:
+        assert "503" in str(failure) and "S3cret" not in str(failure), failure
+        assert failure.__cause__ is None and failure.__suppress_context__  # no traceback quotes httpx's text
+    assert "retrying" in caplog.text and "S3cret" not in caplog.text
+
+
+async def _drained(model: OpenAICompatibleChat) -> None:
+    async for _ in model.stream("sys", "prompt", temperature=0.1):
+        pass
