@@ -9,6 +9,7 @@ counted before anything else holds it."""
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import re
 import zlib
@@ -48,10 +49,20 @@ async def request_bounded(
     client: httpx.AsyncClient, method: str, url: str, *, limit: int = MAX_RESPONSE_BYTES, **kwargs: Any
 ) -> httpx.Response:
     """``client.request(method, url, **kwargs)``, its body read whatever the status (an error's
-    reason, a Retry-After's account), up to ``limit`` bytes: see :func:`read_whole`."""
+    reason, a Retry-After's account), up to ``limit`` bytes: see :func:`read_whole`. The whole call
+    within the client's timeout (``httpx.ReadTimeout`` past it): httpx's bounds each read, and a
+    server sending a byte a little more often than that was waited for until the limit."""
+    import httpx
+
     headers = {**ACCEPT_ENCODING, **kwargs.pop("headers", {})}
-    async with client.stream(method, url, headers=headers, **kwargs) as response:
-        return await read_whole(response, limit)
+    whole = asyncio.timeout(client.timeout.read)
+    try:
+        async with whole, client.stream(method, url, headers=headers, **kwargs) as response:
+            return await read_whole(response, limit)
+    except TimeoutError:
+        if not whole.expired():
+            raise
+        raise httpx.ReadTimeout(f"no whole response within {client.timeout.read:g} s") from None
 
 
 async def read_whole(response: httpx.Response, limit: int = MAX_RESPONSE_BYTES) -> httpx.Response:

@@ -7,7 +7,7 @@ import datetime
 import email.utils
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -509,3 +509,29 @@ async def test_a_failed_call_never_repeats_the_urls_password(caplog: pytest.LogC
 async def _drained(model: OpenAICompatibleChat) -> None:
     async for _ in model.stream("sys", "prompt", temperature=0.1):
         pass
+
+
+async def test_a_response_dripped_a_byte_at_a_time_ends_within_the_timeout() -> None:
+    """httpx's timeout bounds each read: a body sent a byte more often than that was read until the
+    8 MiB limit. The whole call is now held to the timeout (1 s here; the drip never ends)."""
+    import time
+
+    from retrieval_server.backends.reranker import RerankError, TeiReranker
+
+    def drip() -> Iterator[bytes]:
+        while True:  # until the client goes
+            yield b" "
+            time.sleep(0.05)
+
+    with json_server(lambda path, body: (200, Streamed({"Content-Type": "application/json"}, drip()))) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=1.0, max_retries=0, backoff_s=0)
+        tei = TeiReranker(server.url, timeout_s=1.0)
+        try:
+            # The bound only turns the old code's wait into a failure.
+            with pytest.raises(LlmError, match="no whole response within 1 s"):
+                await asyncio.wait_for(model.complete("sys", "prompt", temperature=0.1), 120)
+            with pytest.raises(RerankError, match="no whole response within 1 s"):
+                await asyncio.wait_for(tei.rerank("q", ["a"]), 120)
+        finally:
+            await model.close()
+            await tei.close()
