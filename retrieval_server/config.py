@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -524,7 +525,22 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "settings"
-            name = f"RETRIEVAL_{field.upper()}" if err["loc"] else "settings"
-            lines.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
+            message = err["msg"].removeprefix("Value error, ")
+            if err["loc"]:
+                lines.append(f"RETRIEVAL_{'.'.join(str(p) for p in err['loc']).upper()}: {message}")
+            else:
+                lines.append(_named(message))  # settings that conflict: each by its variable
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+
+
+def _named(message: str) -> str:
+    """A check of several settings, its fields written as the variables that set them: the snake-case
+    names, and the one it starts with ("host 0.0.0.0 is not ..."); not inside a path or a file name."""
+    fields = Settings.model_fields
+    first = message.split(" ", 1)[0]
+
+    def variable(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"RETRIEVAL_{word.upper()}" if word in fields and ("_" in word or m.start() == 0 and word == first) else word
+
+    return re.sub(r"(?<![\w/.\-])[a-z][a-z0-9_]*(?![\w/.\-])", variable, message)

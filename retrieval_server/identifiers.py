@@ -121,16 +121,17 @@ def composed(value: str) -> str:
     return unicodedata.normalize("NFC", stream_safe(_SURROGATE.sub("\ufffd", value)))
 
 
-def trim(text: str, field: str = "text", max_chars: int | None = None) -> str:
+def trim(text: str, field: str = "text", max_chars: int | None = None, unit: str = "characters") -> str:
     """NFC, without leading or trailing white space or zero-width characters.
 
     ValueError naming ``field`` when the text, without the white space around it, is longer than
     :data:`RAW_SLACK` times ``max_chars`` (the limit it is held to after trimming) or holds a run
     of more than :data:`MAX_COMBINING_RUN` combining marks: both are checked first, in linear
-    time, so that neither normalizing nor trimming can take long."""
+    time, so that neither normalizing nor trimming can take long. ``unit``: what the limit counts,
+    as its message says (a query's is bytes of UTF-8, never fewer than its characters)."""
     text = text.strip()  # C's speed for the common padding; zero-width characters go below
     if max_chars is not None and len(text) > RAW_SLACK * max_chars:
-        raise ValueError(f"{field} must be at most {max_chars} characters after trimming (got {len(text)} before)")
+        raise ValueError(f"{field} must be at most {max_chars} {unit} after trimming (got {len(text)} characters before)")
     if not text.isascii():
         run = 0
         for ch in text:

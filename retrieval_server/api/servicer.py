@@ -45,7 +45,8 @@ async def _abort_for(name: str, context: grpc.aio.ServicerContext, exc: BaseExce
         await context.abort_with_status(status_of(exc))
     elif isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
         log.exception("unhandled error in %s", name, exc_info=exc)
-        await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}")
+        # With its ErrorInfo (reason INTERNAL), as every other error has its details.
+        await context.abort_with_status(status_of(ServiceError(f"internal error in {name}")))
 
 
 def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:

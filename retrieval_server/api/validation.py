@@ -17,7 +17,7 @@ def query_text(raw: str, s: Settings, field: str = "query") -> str:
     ``max_seq_length`` tokens and keyword search its first ``query_max_terms`` distinct terms."""
     # Zero-width characters trim like white space: a query of nothing else is empty.
     try:
-        text = trim(raw, field, s.query_max_bytes)  # no more characters than bytes
+        text = trim(raw, field, s.query_max_bytes, "bytes in UTF-8")  # no more characters than bytes
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
     if len(text) < s.query_min_chars:

@@ -27,7 +27,8 @@ def test_text_that_would_take_normalization_long_is_refused_first() -> None:
     both now see only text of bounded length and runs, refused in linear time, naming the field."""
     s = load_settings()
     marks = "a" + "\u0301\u0323" * 140_000
-    with pytest.raises(InvalidArgument, match="query must be at most 65536 characters after trimming"):
+    # The limit as it is, in bytes: the raw length is checked against it in characters (never fewer).
+    with pytest.raises(InvalidArgument, match=r"query must be at most 65536 bytes in UTF-8 after trimming \(got 280001 characters before\)"):
         validation.query_text(marks, s)
     with pytest.raises(InvalidArgument, match="query must not hold more than 30 combining marks in a row"):
         validation.query_text("a" + "\u0301\u0323" * 16_000, s)
@@ -36,7 +37,7 @@ def test_text_that_would_take_normalization_long_is_refused_first() -> None:
     with pytest.raises(InvalidArgument, match="query must not hold more than 30 combining marks in a row"):
         validation.query_text("a" + "\u0f73" * 16_000, s)
     assert validation.query_text("\u0f40\u0f73", s) == "\u0f40\u0f71\u0f72"  # accepted (NFC decomposes it)
-    with pytest.raises(InvalidArgument, match="query must be at most 65536 characters after trimming"):
+    with pytest.raises(InvalidArgument, match="query must be at most 65536 bytes in UTF-8 after trimming"):
         validation.query_text(" \u200b" * 200_000 + "x", s)
     assert validation.query_text(" \u200b" * 1_000 + "x", s) == "x"
     with pytest.raises(InvalidArgument, match=r"filters.document_ids\[0\] must not hold more than 30 combining marks"):

@@ -31,8 +31,10 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         ("RETRIEVAL_PORT", "70000", "RETRIEVAL_PORT"),
         ("RETRIEVAL_TOP_K_MAX", "0", "RETRIEVAL_TOP_K_MAX"),
         ("RETRIEVAL_LOG_LEVEL", "LOUD", "RETRIEVAL_LOG_LEVEL"),
-        ("RETRIEVAL_CHILD_CHUNK_TOKENS", "500", "child_chunk_tokens must not exceed parent_chunk_tokens"),
-        ("RETRIEVAL_MYSQL_DSN", "postgres://x", "mysql_dsn"),
+        ("RETRIEVAL_CHILD_CHUNK_TOKENS", "500", "RETRIEVAL_CHILD_CHUNK_TOKENS must not exceed RETRIEVAL_PARENT_CHUNK_TOKENS"),
+        # Checks of several settings name each by its variable too, not inside a file name.
+        ("RETRIEVAL_MYSQL_DSN", "postgres://x", "RETRIEVAL_MYSQL_DSN must start with"),
+        ("RETRIEVAL_MODEL_DIR", "/tmp/model_dir", "RETRIEVAL_MODEL_DIR /tmp/model_dir has no model.onnx"),
         # Not JSON: a settings error of its own before validation, which used to escape as a traceback.
         ("RETRIEVAL_GRAPH_HOP_PENALTIES", "1.0,0.7", "RETRIEVAL_GRAPH_HOP_PENALTIES: expected a JSON list"),
         ("RETRIEVAL_GRAPH_HOP_PENALTIES", '{"a": 1}', "RETRIEVAL_GRAPH_HOP_PENALTIES"),
@@ -64,7 +66,7 @@ def test_model_dir_without_model_is_rejected(tmp_path: Path) -> None:
     [
         ({"processes": 2, "qdrant_path": ":memory:"}, "qdrant-client local mode is one process per folder"),
         ({"processes": 2, "port": 0}, "needs a fixed port"),
-        ({"processes": 2, "qdrant_url": "http://qdrant:6333"}, "cache_backend 'redis' or 'none'"),
+        ({"processes": 2, "qdrant_url": "http://qdrant:6333"}, "RETRIEVAL_CACHE_BACKEND 'redis' or 'none'"),
     ],
 )
 def test_several_processes_need_storage_they_can_share(overrides: dict[str, object], expected: str) -> None:
@@ -85,7 +87,7 @@ def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path
 
 
 @pytest.mark.parametrize(("overrides", "variable"), [
-    ({"events_url": "http://rabbit:5672"}, "events_url"),
+    ({"events_url": "http://rabbit:5672"}, "RETRIEVAL_EVENTS_URL must start with"),
     ({"events_buffer": 0}, "RETRIEVAL_EVENTS_BUFFER"),
     ({"events_query": "plain"}, "RETRIEVAL_EVENTS_QUERY"),
     ({"traces_exporter": "jaeger"}, "RETRIEVAL_TRACES_EXPORTER"),
@@ -107,7 +109,7 @@ SECRET = "s" * 32
     ("overrides", "expected"),
     [
         ({"host": "0.0.0.0"}, "is not a loopback address"),
-        ({"auth_mode": "jwt"}, "exactly one of jwt_secret, jwt_jwks_file, jwt_jwks_url"),
+        ({"auth_mode": "jwt"}, "exactly one of RETRIEVAL_JWT_SECRET, RETRIEVAL_JWT_JWKS_FILE, RETRIEVAL_JWT_JWKS_URL"),
         ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_jwks_url": "http://idp/jwks"}, "exactly one of"),
         ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_algorithms": "RS256"}, "RS256 cannot be verified with a shared secret"),
         ({"auth_mode": "jwt", "jwt_jwks_url": "http://idp/jwks", "jwt_algorithms": "HS256"}, "HS256 cannot be verified with public keys"),
@@ -116,8 +118,8 @@ SECRET = "s" * 32
         ({"auth_mode": "jwt", "jwt_jwks_url": "ftp://idp/jwks"}, "http:// or https://"),
         ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_role_map": "admin=OWNER"}, "unknown roles"),
         ({"auth_mode": "gateway"}, "needs mutual TLS"),
-        ({"tls_key": "/etc/hostname"}, "tls_cert and tls_key go together"),
-        ({"metrics_tls": True}, "metrics_tls needs tls_cert"),
+        ({"tls_key": "/etc/hostname"}, "RETRIEVAL_TLS_CERT and RETRIEVAL_TLS_KEY go together"),
+        ({"metrics_tls": True}, "RETRIEVAL_METRICS_TLS needs RETRIEVAL_TLS_CERT"),
     ],
 )
 def test_security_settings_are_checked(overrides: dict[str, object], expected: str) -> None:

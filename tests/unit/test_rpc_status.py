@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 import pytest
 
+from google.rpc import error_details_pb2, status_pb2
 from prometheus_client import CollectorRegistry
 
 from retrieval_server.api.servicer import _rpc, _rpc_stream
@@ -24,6 +25,7 @@ class Context:
 
     def __init__(self) -> None:
         self.status: tuple[grpc.StatusCode, str] | None = None
+        self.trailing: tuple[tuple[str, str | bytes], ...] = ()
 
     def code(self) -> grpc.StatusCode | None:
         return self.status[0] if self.status else None
@@ -36,6 +38,7 @@ class Context:
         raise grpc.aio.AbortError()
 
     async def abort_with_status(self, status: grpc.Status) -> None:
+        self.trailing = status.trailing_metadata
         await self.abort(status.code, status.details)
 
 
@@ -125,6 +128,11 @@ async def test_an_unexpected_error_is_internal_and_its_text_is_not_sent(caplog: 
             await call(servicer, context)
         assert context.status == (grpc.StatusCode.INTERNAL, f"internal error in {name}")
         assert servicer._app.metrics.rpcs == [(name, "INTERNAL")]
+        # Its details, as every error's: an ErrorInfo whose reason a program can read.
+        [(_, packed)] = [m for m in context.trailing if m[0] == "grpc-status-details-bin"]
+        [detail] = status_pb2.Status.FromString(packed).details
+        info = error_details_pb2.ErrorInfo()
+        assert detail.Unpack(info) and info.reason == "INTERNAL" and info.domain == "retrieval.v1"
     assert "secret path" in caplog.text  # logged for the operator
 
 

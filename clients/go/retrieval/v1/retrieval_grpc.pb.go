@@ -37,7 +37,8 @@ type RetrievalServiceClient interface {
 	// answer is in the response, not the call status: a store that is down gives OK with
 	// SERVING_STATUS_NOT_SERVING. Load balancers can also use the standard grpc.health.v1 service
 	// on the same port.
-	// Errors: UNAUTHENTICATED (credentials sent but invalid), INTERNAL.
+	// Errors: UNAUTHENTICATED (credentials sent but invalid), INVALID_ARGUMENT (malformed identity
+	// headers), UNAVAILABLE (a JWKS URL's keys never fetched, with a token sent), INTERNAL.
 	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
 	// Admin: add documents, or replace the stored ones with the same ids (their chunks are
 	// replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
@@ -177,7 +178,8 @@ type RetrievalServiceServer interface {
 	// answer is in the response, not the call status: a store that is down gives OK with
 	// SERVING_STATUS_NOT_SERVING. Load balancers can also use the standard grpc.health.v1 service
 	// on the same port.
-	// Errors: UNAUTHENTICATED (credentials sent but invalid), INTERNAL.
+	// Errors: UNAUTHENTICATED (credentials sent but invalid), INVALID_ARGUMENT (malformed identity
+	// headers), UNAVAILABLE (a JWKS URL's keys never fetched, with a token sent), INTERNAL.
 	Health(context.Context, *HealthRequest) (*HealthResponse, error)
 	// Admin: add documents, or replace the stored ones with the same ids (their chunks are
 	// replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read

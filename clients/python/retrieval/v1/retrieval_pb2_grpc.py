@@ -106,7 +106,8 @@ class RetrievalServiceServicer:
         answer is in the response, not the call status: a store that is down gives OK with
         SERVING_STATUS_NOT_SERVING. Load balancers can also use the standard grpc.health.v1 service
         on the same port.
-        Errors: UNAUTHENTICATED (credentials sent but invalid), INTERNAL.
+        Errors: UNAUTHENTICATED (credentials sent but invalid), INVALID_ARGUMENT (malformed identity
+        headers), UNAVAILABLE (a JWKS URL's keys never fetched, with a token sent), INTERNAL.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

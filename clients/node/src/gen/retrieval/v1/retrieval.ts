@@ -82,14 +82,15 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   larger than 2 MiB (more when RETRIEVAL_QUERY_MAX_BYTES or RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
  *   are raised), or an IngestDocuments request of more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST
  *   documents or of more than 16 fields a document and 100,000 among them (each granted user and
- *   metadata entry counts one); and a text field holding a run of more than 30 combining marks.
+ *   metadata entry counts one); and a query, id, user id, owner or grantee holding a run of more
+ *   than 30 combining marks (a title's or metadata's run gets a joiner, U+034F, after every 30).
  * * UNAUTHENTICATED: credentials missing, malformed, expired or forged; google.rpc.ErrorInfo
  *   with a stable reason (e.g. TOKEN_EXPIRED).
  * * PERMISSION_DENIED: an authenticated caller without the role an RPC needs; ErrorInfo reason
  *   ROLE_REQUIRED.
- * * RESOURCE_EXHAUSTED: a request larger than RETRIEVAL_MAX_MESSAGE_MB (64 MiB), or a write
- *   while the data disk is below the server's free-space floor; google.rpc.RetryInfo for the
- *   latter.
+ * * RESOURCE_EXHAUSTED: a request larger than RETRIEVAL_MAX_MESSAGE_MB (64 MiB), refused by gRPC
+ *   itself without details, or a write while the data disk is below the server's free-space
+ *   floor, with google.rpc.RetryInfo.
  * * UNAVAILABLE: a backend the request needs (vector store, metadata store) is down;
  *   RetryInfo says when to try again. A failing optional backend (reranker, LLM, cache, one
  *   retrieval leg) does not fail the call: the answer says what was degraded.
@@ -103,7 +104,8 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   near the deadline are given up (`deadline:<leg>_skipped`), reranking is capped or skipped
  *   (`deadline:rerank_capped`, `deadline:rerank_skipped`), and contexts of an earlier pass ready
  *   at the deadline are returned with `deadline:partial_results`, each in Metrics.degraded.
- * * INTERNAL: anything unexpected; the message is generic and the details are in the server log.
+ * * INTERNAL: anything unexpected; the message is generic, ErrorInfo reason INTERNAL, and the
+ *   details are in the server log.
  */
 
 /** Which retrieval legs a Query runs. */
@@ -681,7 +683,8 @@ export interface Metrics {
   rerankFallbackTriggered: boolean;
   /**
    * What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
-   * `keyword:store_error`, `analysis:hyde:skipped: needs an LLM`, `deadline:partial_results`).
+   * `keyword:store_error`, `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
+   * `deadline:partial_results`, `response:contexts_capped`).
    * Empty: nothing was.
    */
   degraded: string[];
@@ -5298,7 +5301,8 @@ export const RetrievalServiceService = {
    * answer is in the response, not the call status: a store that is down gives OK with
    * SERVING_STATUS_NOT_SERVING. Load balancers can also use the standard grpc.health.v1 service
    * on the same port.
-   * Errors: UNAUTHENTICATED (credentials sent but invalid), INTERNAL.
+   * Errors: UNAUTHENTICATED (credentials sent but invalid), INVALID_ARGUMENT (malformed identity
+   * headers), UNAVAILABLE (a JWKS URL's keys never fetched, with a token sent), INTERNAL.
    */
   health: {
     path: "/retrieval.v1.RetrievalService/Health" as const,
@@ -5398,7 +5402,8 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * answer is in the response, not the call status: a store that is down gives OK with
    * SERVING_STATUS_NOT_SERVING. Load balancers can also use the standard grpc.health.v1 service
    * on the same port.
-   * Errors: UNAUTHENTICATED (credentials sent but invalid), INTERNAL.
+   * Errors: UNAUTHENTICATED (credentials sent but invalid), INVALID_ARGUMENT (malformed identity
+   * headers), UNAVAILABLE (a JWKS URL's keys never fetched, with a token sent), INTERNAL.
    */
   health: handleUnaryCall<HealthRequest, HealthResponse>;
   /**
@@ -5490,7 +5495,8 @@ export interface RetrievalServiceClient extends Client {
    * answer is in the response, not the call status: a store that is down gives OK with
    * SERVING_STATUS_NOT_SERVING. Load balancers can also use the standard grpc.health.v1 service
    * on the same port.
-   * Errors: UNAUTHENTICATED (credentials sent but invalid), INTERNAL.
+   * Errors: UNAUTHENTICATED (credentials sent but invalid), INVALID_ARGUMENT (malformed identity
+   * headers), UNAVAILABLE (a JWKS URL's keys never fetched, with a token sent), INTERNAL.
    */
   health(
     request: HealthRequest,
