@@ -49,9 +49,9 @@ class LlmRefused(LlmError):
 
 
 class Completion(str):
-    """A model's text. ``truncated``: it stopped at ``max_tokens``, not where the model ended it
-    (OpenAI's ``finish_reason`` "length", Anthropic's ``stop_reason`` "max_tokens", Gemini's
-    ``finishReason`` "MAX_TOKENS"), so its last sentence may be cut short.
+    """A model's text. ``truncated``: it stopped short, not where the model ended it (at
+    ``max_tokens``, or by a provider's filter: see ``_OPENAI_FINISHED`` and the others), so its
+    last sentence may be cut.
 
     A string, so that whoever only needs the text reads it as one. A stream reports a cut (or an
     end before the model's: no finish reason, no end event) by yielding an empty, truncated

@@ -11,13 +11,14 @@ import asyncio
 import logging
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from retrieval_server.backends.llm import ChatModel
+from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.stopwords import STOPWORDS
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 # ASCII class cut in two ("Sj", "gren") could be fed back as a term no document uses.
 _WORD = re.compile(r"[^\W\d_](?:[^\W_]|-)+")
 _BREAK = re.compile(r"[?;]\s*|\.\s+")
+_CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
 
 
 def _sentences(text: str) -> list[str]:
@@ -90,7 +92,8 @@ def load_glossary(path: Path | None) -> dict[str, str]:
         if "=" in line:
             abbr, expansion = (x.strip() for x in line.split("=", 1))
             if abbr and expansion:
-                out[abbr.lower()] = expansion
+                # Composed, as queries and documents are: a file written decomposed (macOS) never matched.
+                out[unicodedata.normalize("NFC", abbr).lower()] = unicodedata.normalize("NFC", expansion)
     return out
 
 
@@ -150,7 +153,9 @@ class ClassicalAnalyzer:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
         parts = [p.strip(" ,") for p in _sentences(query) if p.strip(" ,.")]
         if len(parts) < 2:
-            parts = [p.strip(" ,") for p in re.split(r",?\s+\b(?:and also|as well as|and|also|plus)\b\s+", query, flags=re.I)]
+            # On single spaces: from each start inside a run of them, \s+ took the rest of the run
+            # and gave it back a space at a time, quadratic (61 s on the event loop at 64 KB).
+            parts = [p.strip(" ,") for p in _CLAUSES.split(" ".join(query.split()))]
         parts = [p for p in parts if len(p.split()) >= 3]
         if len(parts) < 2:
             raise NotApplicable("a single question")
@@ -251,11 +256,21 @@ _PROMPTS = {
 }
 
 
-def _lines(text: str) -> list[str]:
+def _lines(text: str, query: str) -> list[str]:
+    """The model's lines without list markers and quotes, each once (whatever its case and spacing),
+    leaving out "NONE", the query itself, and lines that end in a colon: a preamble ("Here is the
+    rewritten query:") or a heading ("Sub-questions:"), which were searched as queries. A text
+    ``truncated`` (a Completion cut short) loses its last line, cut too."""
+    lines = text.splitlines()
+    if getattr(text, "truncated", False):
+        lines = lines[:-1]
+    seen = {" ".join(query.casefold().split())}
     out = []
-    for line in text.splitlines():
+    for line in lines:
         line = re.sub(r"^\s*(?:(?:[-*•]|\d+[.)])\s*)+", "", line).strip().strip('"')
-        if line and line.upper() != "NONE":
+        key = " ".join(line.casefold().split())
+        if line and line.upper() != "NONE" and not line.endswith(":") and key not in seen:
+            seen.add(key)
             out.append(line)
     return out
 
@@ -299,20 +314,20 @@ class LlmAnalyzer:
             except NotApplicable:
                 raise exc from None
             raise UsedFallback(value, f"llm_failed_used_classical ({type(exc).__name__})") from exc
-        return answer.strip()
+        return Completion.of(answer.strip(), getattr(answer, "truncated", False))
 
     async def rewrite(self, query: str) -> str:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
-        lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)))
-        if not lines or lines[0] == query:
-            raise NotApplicable("the model kept the query")
+        lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
+        if not lines:
+            raise NotApplicable("the model kept the query, or its one line was cut short")
         return lines[0]
 
     async def reformulate(self, query: str, feedback: Sequence[str]) -> list[str]:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
-        lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)))
+        lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)), query)
         if not lines:
             raise NotApplicable("no variants")
         return lines[:5]
@@ -328,7 +343,7 @@ class LlmAnalyzer:
     async def decompose(self, query: str) -> list[str]:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
-        lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)))
+        lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)), query)
         if len(lines) < 2:
             raise NotApplicable("a single question")
         return lines[:4]

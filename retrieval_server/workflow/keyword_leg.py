@@ -21,7 +21,7 @@ from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import PointFilter, SparseVector, VectorHit
 
-#: a run of letters and digits: the BM25 tokenizer never puts a token across anything else
+#: a run of letters and digits: what the BM25 tokenizer makes one token of, in most scripts
 _RUN = re.compile(r"[^\W_]+")
 
 
@@ -40,13 +40,19 @@ def query_vector(sparse: Bm25Encoder, text: str, max_terms: int) -> SparseVector
     if len(v.indices) <= max_terms:
         return v
     # The encoder lists term ids in id order (a hash of the term), so a cut of its list keeps
-    # whichever terms hash lowest, not the ones the query starts with. Its tokenizer splits at every
-    # character that is not a letter or digit, so each such run, encoded alone, gives the terms it
-    # gives in the text; only terms of the whole text are kept, in case a run ever tokenizes apart.
+    # whichever terms hash lowest, not the ones the query starts with. Its tokenizer never puts a
+    # token across white space, and mostly splits at every character that is not a letter or digit:
+    # each word's runs of those, encoded alone, give its terms in text order. Not where a run ends
+    # inside a token: Python's \w leaves out combining marks, which the tokenizer keeps in a word
+    # (Devanagari's vowel signs), and such a word's runs gave terms the text has not, so a long
+    # Hindi query kept none of its own. Then the word's terms are taken whole.
     weight = dict(zip(v.indices, v.values, strict=True))
     first: dict[int, None] = {}
-    for run in dict.fromkeys(_RUN.findall(text)):
-        for t in sparse.query(run).indices:
+    for word in dict.fromkeys(text.split()):
+        terms = [t for run in _RUN.findall(word) for t in sparse.query(run).indices]
+        if not all(t in weight for t in terms):
+            terms = list(sparse.query(word).indices)
+        for t in terms:
             if t in weight:
                 first.setdefault(t)
         if len(first) >= max_terms:

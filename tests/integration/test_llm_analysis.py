@@ -535,3 +535,32 @@ async def test_a_response_dripped_a_byte_at_a_time_ends_within_the_timeout() -> 
         finally:
             await model.close()
             await tei.close()
+
+
+async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> None:
+    """Each line a model writes becomes a search: a preamble ("...:"), a heading, the query itself
+    and repeats were searched as queries, and a rewrite max_tokens cut replaced the query."""
+    answers = {
+        "Rewrite": ("Sure! Here is the rewritten query:\n" + QUERY, "stop"),
+        "Write 3": (f"Variants:\n1. {QUERY}\n2. RRF explained\n3. rrf  EXPLAINED\n4. why rerankers are", "length"),
+        "If this": ("Sub-questions:\n- How does RRF work?\n- How does RRF work?\n- Why is reranking slow?", "stop"),
+    }
+
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        prompt = body["messages"][1]["content"]
+        text, reason = next((a for start, a in answers.items() if prompt.startswith(start)), ("", "stop"))
+        return 200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": reason}]}
+
+    with json_server(handler) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({t: TechniqueModel(model, temp) for t, temp in TEMPS.items() if t != "hyde"}, ClassicalAnalyzer())
+        try:
+            a = await analyze(analyzer, QUERY, [], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S)
+            answers["Rewrite"] = ("How does reciprocal rank fusion (RRF) work, and why is cross-encoder", "length")
+            cut = await analyze(analyzer, QUERY, [], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S)
+        finally:
+            await model.close()
+    assert a.rewritten is None and "rewrite" in a.not_applicable  # its one line was the preamble's query
+    assert a.reformulations == ["RRF explained"]  # not the query, once, and not the line max_tokens cut
+    assert a.sub_queries == ["How does RRF work?", "Why is reranking slow?"]
+    assert cut.rewritten is None and "cut short" in cut.not_applicable["rewrite"]

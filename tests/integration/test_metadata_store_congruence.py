@@ -98,6 +98,10 @@ async def test_full_text_search_respects_access(metadata_store: MetadataStore) -
     geology = await metadata_store.search_documents("geology", 10, AccessFilter.for_identity(Identity()))
     assert [d for d, _ in geology] == ["glaciers"]  # metadata values are searchable
     assert await metadata_store.search_documents("!!", 10, AccessFilter.for_identity(Identity())) == []
+    # "İ" lower-cased is "i" and a combining dot: the query's word was cut at the dot.
+    await metadata_store.replace_document(Document("tr", "İzmir İstanbul"), [])
+    for asked in ("İstanbul", "istanbul", "İZMİR"):
+        assert [d for d, _ in await metadata_store.search_documents(asked, 10, AccessFilter.for_identity(Identity()))] == ["tr"], asked
     await metadata_store.delete_document("glaciers")
     assert "glaciers" not in {d for d, _ in await metadata_store.search_documents("alps", 10, AccessFilter.for_identity(Identity()))}
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import unicodedata
+from pathlib import Path
 
 import pytest
 
-from retrieval_server.workflow.analysis import ClassicalAnalyzer, NotApplicable
+from retrieval_server.workflow.analysis import ClassicalAnalyzer, NotApplicable, load_glossary
 
 
 def test_feedback_terms_keep_letters_of_any_script() -> None:
@@ -28,6 +30,14 @@ def test_decomposition_cuts_before_a_capital_of_any_script_only() -> None:
     # A stop inside a sentence ("e.g. the") cuts nothing: one question, nothing to decompose.
     single = "Which drugs, e.g. the statins, lower cholesterol in adults"
     assert asyncio.run(_not_applicable(analyzer, single))
+
+
+def test_decomposition_splits_clauses_whatever_white_space_joins_them() -> None:
+    analyzer = ClassicalAnalyzer()
+    parts = asyncio.run(analyzer.decompose("what does the cache hold \n and   how does the reranker score pairs"))
+    assert parts == ["what does the cache hold", "how does the reranker score pairs"]
+    # A run of spaces took the split quadratic time (61 s at 64 KB, on the event loop).
+    assert asyncio.run(_not_applicable(analyzer, "what" + " " * 20_000 + "is it"))
 
 
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
@@ -52,3 +62,12 @@ async def test_the_glossary_expands_each_abbreviation_once() -> None:
     # Its expansion there already, a repeated abbreviation is looked at once, not once a copy.
     with pytest.raises(NotApplicable):
         await analyzer.rewrite("api " * 10_000 + "application programming interface")
+
+
+def test_a_glossary_written_decomposed_expands_composed_queries(tmp_path: Path) -> None:
+    """Queries and documents are composed (NFC); a glossary saved decomposed (as macOS writes names) never matched."""
+    path = tmp_path / "glossary.txt"
+    path.write_text(unicodedata.normalize("NFD", "Ö1 = Österreich 1\n"), encoding="utf-8")
+    glossary = load_glossary(path)
+    assert glossary == {"ö1": "Österreich 1"}
+    assert asyncio.run(ClassicalAnalyzer(glossary).rewrite("Ö1 news")) == "Ö1 (Österreich 1) news"

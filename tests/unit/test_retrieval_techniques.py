@@ -57,6 +57,13 @@ def test_a_bounded_query_keeps_the_terms_it_starts_with() -> None:
     assert query_vector(BM25, "The glacier, the GLACIER; of retreat! ice_sheet", 3) == BM25.query("glacier retreat ice")
     assert query_vector(BM25, "IL-10 DNA binding", 2) == BM25.query("IL 10")
     assert query_vector(BM25, "only these two", 5) == BM25.query("only these two")
+    # Words the tokenizer keeps whole where \w would cut them (Devanagari's vowel signs and viramas
+    # are combining marks): the first words' terms, not none of them.
+    hindi = ["किताबें", "पुस्तकालय", "विद्यालय", "शिक्षिका"]
+    signs = "\u093f\u0940\u0941\u0947\u094b\u0948"
+    filler = [chr(0x915 + i % 36) + signs[i % 6] + chr(0x915 + i // 36 % 36) + signs[i // 216 % 6] for i in range(1_500)]
+    long = query_vector(BM25, " ".join(hindi + filler), 512)
+    assert set(BM25.query(" ".join(hindi)).indices) <= set(long.indices) and len(long.indices) == 512
 
 
 def test_titled_document_repeats_the_title_as_a_weighted_field() -> None:
@@ -75,6 +82,10 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     assert query_features("ÖBB β1 Fahrplan", BM25, None, policy).identifier_share == pytest.approx(2 / 3)
     quoted = query_features('find "exact phrase here" now', BM25, None, policy)
     assert quoted.quoted_share == pytest.approx(3 / 5)
+    # snake_case, an underscore inside word characters; not at an end, not beside a stop (which the
+    # old pattern read in time quadratic in the word: 12 s for this one at 64 KB).
+    snake = ["snake_case", "__init", "a_" * 4_000 + "a.b", "_a", "a_"]
+    assert [query_features(w, BM25, None, policy).identifier_share for w in snake] == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
 def test_rare_share_uses_the_index_statistics() -> None:

@@ -44,7 +44,10 @@ def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list
     A stopword barely moves a title's score, yet every title holding it is a match to score:
     "of" alone matches thousands of titles. (MariaDB's full-text search leaves out its own
     stopword list in any case.)"""
-    words = list(dict.fromkeys(w for w in re.findall(r"\w+", query.lower()) if len(w) >= 2))
+    # Words first, then lower-cased: "İ".lower() is "i" and a combining dot, which \w does not
+    # match, so "İstanbul" became "stanbul". Without the dot: the title is indexed "istanbul".
+    lowered = (w.lower().replace("i\u0307", "i") for w in re.findall(r"\w+", query))
+    words = list(dict.fromkeys(w for w in lowered if len(w) >= 2))
     content = words if keep_stopwords else [w for w in words if w not in STOPWORDS]
     return (content or words)[:limit]
 
