@@ -380,15 +380,15 @@ class Settings(BaseSettings):
         if self.mysql_dsn and not self.mysql_dsn.startswith(("mysql://", "mariadb://")):
             raise ValueError("mysql_dsn must start with mysql:// or mariadb://")
         if self.model_dir is not None and not (self.model_dir / "model.onnx").is_file():
-            raise ValueError(f"model_dir {self.model_dir} has no model.onnx")
+            raise ValueError(f"model_dir '{self.model_dir}' has no model.onnx")
         if self.reranker_model_dir is not None and not (self.reranker_model_dir / "model.onnx").is_file():
-            raise ValueError(f"reranker_model_dir {self.reranker_model_dir} has no model.onnx")
+            raise ValueError(f"reranker_model_dir '{self.reranker_model_dir}' has no model.onnx")
         if self.cache_backend == "redis" and not self.redis_url:
             raise ValueError("cache_backend 'redis' needs redis_url")
         if any(not 0 < p <= 1 for p in self.graph_hop_penalties) or list(self.graph_hop_penalties) != sorted(self.graph_hop_penalties, reverse=True):
             raise ValueError("graph_hop_penalties must lie in (0, 1] and must not grow with the hop")
         if self.glossary_path is not None and not self.glossary_path.is_file():
-            raise ValueError(f"glossary_path {self.glossary_path} does not exist")
+            raise ValueError(f"glossary_path '{self.glossary_path}' does not exist")
         self._check_security()
         return self
 
@@ -398,7 +398,7 @@ class Settings(BaseSettings):
         for name in ("tls_cert", "tls_key", "tls_client_ca", "jwt_jwks_file"):
             path = getattr(self, name)
             if path is not None and not path.is_file():
-                raise ValueError(f"{name} {path} is not a readable file")
+                raise ValueError(f"{name} '{path}' is not a readable file")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca needs tls_cert and tls_key (mutual TLS is TLS first)")
         if self.metrics_tls and self.tls_cert is None:
@@ -409,7 +409,7 @@ class Settings(BaseSettings):
         if self.auth_mode == "none":
             if not self.allow_unauthenticated_remote and not is_loopback(self.host):
                 raise ValueError(
-                    f"host {self.host} is not a loopback address, and auth_mode 'none' trusts whatever identity a caller claims: "
+                    f"host '{self.host}' is not a loopback address, and auth_mode 'none' trusts whatever identity a caller claims: "
                     "set RETRIEVAL_AUTH_MODE=jwt or gateway, or RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE=true"
                 )
         elif self.auth_mode == "jwt":
@@ -535,12 +535,13 @@ def load_settings(**overrides: object) -> Settings:
 
 def _named(message: str) -> str:
     """A check of several settings, its fields written as the variables that set them: the snake-case
-    names, and the one it starts with ("host 0.0.0.0 is not ..."); not inside a path or a file name."""
-    fields = Settings.model_fields
-    first = message.split(" ", 1)[0]
+    names, and the one it starts with ("host '0.0.0.0' is not ..."); not a value (quoted), nor inside
+    a path or a file name."""
 
     def variable(m: re.Match[str]) -> str:
         word = m.group(0)
-        return f"RETRIEVAL_{word.upper()}" if word in fields and ("_" in word or m.start() == 0 and word == first) else word
+        if word.startswith("'") or word not in Settings.model_fields or not ("_" in word or m.start() == 0):
+            return word
+        return f"RETRIEVAL_{word.upper()}"
 
-    return re.sub(r"(?<![\w/.\-])[a-z][a-z0-9_]*(?![\w/.\-])", variable, message)
+    return re.sub(r"'[^']*'|(?<![\w/.\-])[a-z][a-z0-9_]*(?![\w/.\-])", variable, message)

@@ -75,13 +75,15 @@ def bind_error(host: str, port: int) -> str:
 
 async def start_server(settings: Settings, app: Application | None = None) -> RunningServer:
     """Open the application (unless given an open one), bind, and start serving."""
+    opening = app is None
     if app is None:
         app = Application(settings)
         # Built before anything opens, so that a bad workflow setting (an LLM provider's URL, the
         # glossary) is refused with nothing to close, and before the model is chosen or timed.
         _ = app.pipeline
-        await app.open()
     try:
+        if opening:
+            await app.open()
         return await _serving(settings, app)
     except BaseException:
         # A failure, or a stop while it starts (serve's cancellation): nothing opened may outlive it.

@@ -130,6 +130,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         m = result.metrics
         if convert.CONTEXTS_CAPPED in response.metrics.degraded:
             m.degraded.append(convert.CONTEXTS_CAPPED)
+            result = dataclasses.replace(result, contexts=result.contexts[: len(response.contexts)])  # as sent
         self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
         self._app.analytics.query_answered(options, result)
         return response

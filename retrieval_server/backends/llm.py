@@ -369,9 +369,16 @@ class GeminiChat(_HttpChat):
         )
         try:
             candidate = data["candidates"][0]
-            # No content when the model stopped before writing (its thinking spent maxOutputTokens).
-            text = "".join(p.get("text", "") for p in (candidate.get("content") or {}).get("parts", ()))
+            parts = (candidate.get("content") or {}).get("parts")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise LlmError(f"{self.name}: unexpected response shape") from exc
+        if not isinstance(parts, list):
+            # No content: the model stopped before writing (its thinking spent maxOutputTokens, a
+            # filter). A failure, as OpenAI's null content is, not an answer of no words.
+            raise LlmError(f"{self.name}: the response has no text (finishReason {candidate.get('finishReason')})")
+        try:
+            text = "".join(p.get("text", "") for p in parts)
+        except (TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
         return Completion.of(text, candidate.get("finishReason") not in _GEMINI_FINISHED)
 

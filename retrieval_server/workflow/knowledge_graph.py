@@ -157,8 +157,8 @@ class KnowledgeGraph:
                 first, last = words[i][2].lower(), words[i + n - 1][2].lower()
                 if not key or first in STOPWORDS or last in STOPWORDS:
                     continue
-                if n == 1 and key not in index.known and (singular := acronym_singular(text)) != text:
-                    key = entity_key(singular)  # "APIs" names what ingestion keeps as "API"
+                if n == 1 and (singular := acronym_singular(text)) != text:
+                    key = entity_key(singular)  # "APIs" names what ingestion keeps as "API", always
                 if key in index.known:
                     if n == 1 and len(key) < 3 and not any(c.isupper() for c in text):
                         continue  # "ai", "db" in lower case: too likely an ordinary word

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -28,3 +31,88 @@ async def test_a_workflow_that_cannot_be_built_is_refused_before_the_application
     with pytest.raises(UnicodeDecodeError):
         await start_server(settings)
     assert opened == []  # no store, thread or model to close, no model chosen or timed
+
+
+async def test_a_start_cancelled_after_the_stores_opened_closes_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve cancels the start-up on SIGTERM: past open()'s own cleanup (its last step reads the
+    keyword statistics), start_server closes what opened."""
+    from retrieval_server.workflow.adaptive import TermStatistics
+
+    settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path)
+    reading, never = asyncio.Event(), asyncio.Event()
+    closed: list[Application] = []
+    real_close = Application.close
+
+    async def held(self: TermStatistics, *args: object) -> None:
+        reading.set()
+        await never.wait()
+
+    async def close(self: Application) -> None:
+        closed.append(self)
+        await real_close(self)
+
+    monkeypatch.setattr(TermStatistics, "refresh", held)
+    monkeypatch.setattr(Application, "close", close)
+    starting = asyncio.ensure_future(start_server(settings))
+    await reading.wait()
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert len(closed) == 1
+
+
+async def test_a_read_only_start_cancelled_while_copying_the_index_leaves_nothing_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy and the shard opened on a thread after the cancellation are closed and removed:
+    abandoned, the job went on and left both, open and on disk."""
+    import qdrant_edge as qe
+
+    import retrieval_server.app as app_module
+
+    data = tmp_path / "data"
+    writer = Application(load_settings(data_dir=data))
+    await writer.open()
+    await writer.close()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the read-only copy goes
+    copied, go_on, loaded = threading.Event(), threading.Event(), threading.Event()
+    shards: list[_Recorded] = []
+    real_copy, real_shards = app_module.copy_for_reading, qe.EdgeShard
+
+    def held(source: Path, floor_mb: int) -> Path:  # a large index, whose copy takes a while
+        target = real_copy(source, floor_mb)
+        copied.set()
+        go_on.wait()
+        return target
+
+    class Shards:
+        @staticmethod
+        def load(*args: object) -> _Recorded:
+            shards.append(_Recorded(real_shards.load(*args)))
+            loaded.set()
+            return shards[-1]
+
+    monkeypatch.setattr(app_module, "copy_for_reading", held)
+    monkeypatch.setattr(qe, "EdgeShard", Shards)
+    starting = asyncio.ensure_future(start_server(load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=data, read_only=True)))
+    await asyncio.to_thread(copied.wait)
+    starting.cancel()
+    go_on.set()  # the copy ends on its thread after the cancellation, and the shard is loaded
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert await asyncio.to_thread(loaded.wait, 60)  # the bound only turns a job that never loads into a failure
+    assert [s.closed for s in shards] == [True] and list(scratch.iterdir()) == []
+
+
+class _Recorded:
+    """A shard that says whether it was closed."""
+
+    def __init__(self, shard: object) -> None:
+        self._shard, self.closed = shard, False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._shard, name)
+
+    def close(self) -> None:
+        self.closed = True
+        self._shard.close()  # type: ignore[attr-defined]

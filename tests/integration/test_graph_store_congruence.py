@@ -208,6 +208,10 @@ async def test_a_question_finds_names_as_ingestion_keeps_them_and_at_most_max_ma
     graph = KnowledgeGraph(metadata_store, executor)
     assert [m.name for m in await graph.match("When does the JWT's signature expire?", ANON)] == ["JWT"]
     assert [m.name for m in await graph.match("Which APIs does it expose?", ANON)] == ["API"]
+    # Whatever a private name's key: "Apis" (a genus, say) in bob's document changes nothing for others.
+    await metadata_store.replace_document(Document("bee", access=Access.PRIVATE, owner_id="bob"), _parents("bee"),
+                                          DocumentGraph((_entity("Apis", E.CONCEPT, 1, "bee#p0c0"),), ()))
+    assert [m.name for m in await graph.match("Which APIs does it expose?", ANON)] == ["API"]
     names = tuple(_entity(f"Svc{i:05d}", E.SERVICE, 1, "many#p0c0") for i in range(400))
     await metadata_store.replace_document(Document("many"), _parents("many"), DocumentGraph(names, ()))
     capped = KnowledgeGraph(metadata_store, executor, max_matches=7)

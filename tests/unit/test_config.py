@@ -34,7 +34,8 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         ("RETRIEVAL_CHILD_CHUNK_TOKENS", "500", "RETRIEVAL_CHILD_CHUNK_TOKENS must not exceed RETRIEVAL_PARENT_CHUNK_TOKENS"),
         # Checks of several settings name each by its variable too, not inside a file name.
         ("RETRIEVAL_MYSQL_DSN", "postgres://x", "RETRIEVAL_MYSQL_DSN must start with"),
-        ("RETRIEVAL_MODEL_DIR", "/tmp/model_dir", "RETRIEVAL_MODEL_DIR /tmp/model_dir has no model.onnx"),
+        ("RETRIEVAL_MODEL_DIR", "/tmp/model_dir", "RETRIEVAL_MODEL_DIR '/tmp/model_dir' has no model.onnx"),
+        ("RETRIEVAL_MODEL_DIR", "tls_cert", "RETRIEVAL_MODEL_DIR 'tls_cert' has no model.onnx"),  # a value is not a name
         # Not JSON: a settings error of its own before validation, which used to escape as a traceback.
         ("RETRIEVAL_GRAPH_HOP_PENALTIES", "1.0,0.7", "RETRIEVAL_GRAPH_HOP_PENALTIES: expected a JSON list"),
         ("RETRIEVAL_GRAPH_HOP_PENALTIES", '{"a": 1}', "RETRIEVAL_GRAPH_HOP_PENALTIES"),

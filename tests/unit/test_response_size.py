@@ -32,3 +32,29 @@ def test_an_answer_that_fits_is_kept_whole_and_one_that_does_not_keeps_at_least_
     assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED]
     huge = _response([500_000])
     assert len(within_size(huge, 100_000).contexts) == 1  # at least one
+
+
+def test_an_answer_cut_to_size_is_recorded_as_sent() -> None:
+    """The metric and the analytics event count the cut, and the event the contexts sent."""
+    from types import SimpleNamespace
+
+    from retrieval_server.api.servicer import RetrievalServicer
+    from retrieval_server.domain import Document, Mode, ParentChunk, QueryMetrics, QueryOptions, QueryResult, RetrievedContext
+    from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route
+    from retrieval_server.observability.analytics import Analytics
+
+    events: list[object] = []
+    observed: list[list[str]] = []
+    app = SimpleNamespace(analytics=Analytics(SimpleNamespace(publish=events.append)),
+                          metrics=SimpleNamespace(observe_query=lambda stages, cached, degraded: observed.append(list(degraded))))
+    servicer = object.__new__(RetrievalServicer)  # only what _respond reads
+    servicer._app, servicer._s, servicer._cached_contexts = app, SimpleNamespace(max_response_bytes=30_000), None
+    contexts = tuple(RetrievedContext(ParentChunk(f"d{i}#p0", f"d{i}", 0, "x" * 10_000, 100), Document(f"d{i}", title=f"T{i}"), 1.0, ())
+                     for i in range(5))
+    answer = Answer("Tides follow the moon [1].", (AnswerSentence("Tides follow the moon [1].", (1,)),),
+                    (Citation(1, "d0#p0", "d0", "T0"),), Route.RETRIEVE, False, True, "m")
+    sent = servicer._respond(QueryOptions("tides", 5, mode=Mode.GENERATION), QueryResult("tides", contexts, QueryMetrics(), answer=answer))
+    assert 1 <= len(sent.contexts) < 5 and list(sent.metrics.degraded) == [CONTEXTS_CAPPED]
+    assert observed == [[CONTEXTS_CAPPED]]
+    [event] = events
+    assert event.result_count == len(sent.contexts) and CONTEXTS_CAPPED in event.degraded  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ never from a query.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -215,7 +216,16 @@ class EdgeVectorStore:
         return self._shard
 
     async def open(self) -> None:
-        self._shard = await self._executor.run(self._open)
+        job = asyncio.ensure_future(self._executor.run(self._open))
+        try:
+            self._shard = await asyncio.shield(job)
+        except asyncio.CancelledError:
+            # A stop while starting: the job goes on on its thread, and what it opens (the shard, a
+            # read-only copy of the folder) is closed once it ends, not left open or on disk.
+            with contextlib.suppress(Exception):
+                self._shard = await job
+            await self.close()
+            raise
         await self.refresh_count()
 
     async def refresh_count(self) -> None:

@@ -1029,8 +1029,10 @@ export interface Citation {
 export interface Answer {
   /**
    * The answer with [n] markers after the sentences that use context n. Every marker points at
-   * a returned context: a model's citation that points nowhere is removed (and reported in
-   * Metrics.degraded as answer:invalid_citation_removed).
+   * a context the answer was written from: a model's citation that points nowhere is removed
+   * (and reported in Metrics.degraded as answer:invalid_citation_removed). Each is returned,
+   * unless the response was cut to its size (response:contexts_capped): then a marker past the
+   * last returned context is known by its Citation (chunk, document and title).
    */
   text: string;
   /** The answer sentence by sentence, with each sentence's citations. */
