@@ -245,7 +245,9 @@ class _HttpChat:
 # also a provider's filter (OpenAI "content_filter", Anthropic "refusal", Gemini "SAFETY",
 # "RECITATION", ...), which can stop a stream mid-sentence. None: a response that gives no reason
 # (OpenAI-compatible servers may not); a stream that ends without one is cut (below).
-_OPENAI_FINISHED = frozenset({"stop", "done", None})  # "done": [DONE] with no reason before it
+# "done": [DONE] with no reason before it; "eos_token" and "stop_sequence": Hugging Face TGI's
+# OpenAI-compatible API ends a whole text with them.
+_OPENAI_FINISHED = frozenset({"stop", "eos_token", "stop_sequence", "done", None})
 _ANTHROPIC_FINISHED = frozenset({"end_turn", "stop_sequence", "message_stop", None})
 _GEMINI_FINISHED = frozenset({"STOP", None})
 

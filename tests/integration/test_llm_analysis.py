@@ -216,6 +216,19 @@ async def test_a_completion_says_whether_it_was_stopped_short(name: str, cls: An
     assert any(isinstance(t, Completion) and t.truncated for t in tokens) is short
 
 
+@pytest.mark.parametrize("reason", ["eos_token", "stop_sequence"])
+async def test_tgis_reasons_for_a_whole_text_are_not_a_cut(reason: str) -> None:
+    """Hugging Face TGI's OpenAI-compatible API ends a whole answer with these, not "stop"."""
+    body = {"choices": [{"message": {"role": "assistant", "content": "It is. It is not"}, "finish_reason": reason}]}
+    with json_server(lambda path, _: (200, body)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            completion = await model.complete("sys", "prompt", temperature=0.1)
+        finally:
+            await model.close()
+    assert isinstance(completion, Completion) and not completion.truncated
+
+
 async def test_a_gemini_answer_without_content_is_a_failure_as_openais_null_content_is() -> None:
     """Gemini 2.5's thinking can spend maxOutputTokens before any text: the candidate has no parts.
     It raised as an unexpected shape; as no words, analysis took it for "not applicable" and fell
