@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import httpx
 import jwt
 
-from retrieval_server.backends.http_body import ResponseRefused, request_bounded
+from retrieval_server.backends.http_body import ResponseRefused, failure_text, request_bounded, without_userinfo
 from retrieval_server.domain import Unauthenticated, Unavailable
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ class JwksUrl:
                     self._keys, self._document = keys, document
                     self._changes += 1
             except (httpx.HTTPError, ResponseRefused, ValueError) as exc:
-                log.warning("cannot fetch the JWKS from %s: %s", self._url, exc)
+                log.warning("cannot fetch the JWKS from %s: %s", without_userinfo(self._url), failure_text(exc))
                 if self._keys is None:
                     raise Unavailable("the identity provider's signing keys cannot be fetched right now") from exc
 

@@ -30,6 +30,11 @@ _AS_SENT = {b"content-encoding", b"content-length", b"transfer-encoding"}
 _USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
 
 
+def without_userinfo(url: str) -> str:
+    """``url`` without the user and password an operator may have put in it, for a log line."""
+    return _USERINFO.sub("", url)
+
+
 def failure_text(exc: BaseException) -> str:
     """What an HTTP call's failure may say where a caller reads it (a tool's result, an answer): the
     status and its reason, or the transport's error. httpx's own text for a status quotes the whole
@@ -38,7 +43,7 @@ def failure_text(exc: BaseException) -> str:
 
     if isinstance(exc, httpx.HTTPStatusError):
         return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".rstrip()
-    return _USERINFO.sub("", str(exc)) or type(exc).__name__
+    return without_userinfo(str(exc)) or type(exc).__name__
 
 
 class ResponseRefused(Exception):

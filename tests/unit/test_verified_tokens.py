@@ -17,7 +17,7 @@ from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVe
 from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.domain import Unauthenticated, Unavailable
 from tests.support.clock import Clock
-from tests.support.http_servers import get_json_server
+from tests.support.http_servers import get_json_server, json_server
 from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claims, hs256
 
 LEEWAY = 30.0
@@ -257,3 +257,15 @@ async def test_a_token_whose_key_the_idp_dropped_is_refused_once_the_keys_age_or
         finally:
             idp_keys.released.set()
             await verifier.close()
+
+
+async def test_a_failed_fetch_is_logged_without_the_urls_password(caplog: pytest.LogCaptureFixture) -> None:
+    """httpx's text for a status quotes the whole URL, with its user and password."""
+    with json_server(lambda path, body: (200, {})) as idp:  # answers GET with 501
+        source = JwksUrl(idp.url.replace("http://", "http://svc:S3cretPassw0rd@") + "/jwks", cache_s=300, min_refresh_s=0)
+        try:
+            with caplog.at_level("WARNING"), pytest.raises(Unavailable):
+                await source.key_for("k1", "RS256")
+        finally:
+            await source.close()
+    assert "cannot fetch the JWKS" in caplog.text and "HTTP 501" in caplog.text and "S3cret" not in caplog.text
