@@ -24,6 +24,7 @@ from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.backends.metadata_store.sqlite import _InlineTx, _SqliteTx
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy, VectorHit
+from tests.support.held_commit import HeldCommit
 
 PUBLIC = "The Ledger Keeper service uses LedgerDB. Ledger Keeper stores the quarterly keys."
 SECRET = "The Ledger Keeper service uses LedgerDB. Ledger Keeper keeps the root password hunter2-SECRET."
@@ -77,35 +78,25 @@ async def test_a_replacement_committed_right_after_enrich_reads_the_parents_is_n
     the parent text is the private version's and the document (version, access) the public one's:
     the hits match that version, and the private text would be served to the public."""
     assert not (await app.ingest([_keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
-    replace = app.metadata.replace_document
-    points_written, commit, committed = asyncio.Event(), asyncio.Event(), asyncio.Event()
-
-    async def commit_when_told(*args: Any, **kwargs: Any) -> bool:
-        points_written.set()
-        await commit.wait()
-        try:
-            return await replace(*args, **kwargs)
-        finally:
-            committed.set()
+    held = HeldCommit(app.metadata)
 
     def then_the_commit(fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]) -> Callable[..., Awaitable[list[tuple[Any, ...]]]]:
         async def fetch(self: object, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
             rows = await fetchall(self, sql, params)
-            if "FROM parent_chunks" in sql and not commit.is_set():
-                commit.set()
-                await committed.wait()
+            if "FROM parent_chunks" in sql and not held.released.is_set():
+                await held.release()
             return rows
 
         return fetch
 
-    monkeypatch.setattr(app.metadata, "replace_document", commit_when_told)
+    monkeypatch.setattr(app.metadata, "replace_document", held.replace_document)
     for tx in (_InlineTx, _SqliteTx):  # whichever connection the read takes
         monkeypatch.setattr(tx, "fetchall", then_the_commit(tx.fetchall))
     made_public = asyncio.create_task(app.ingest([_keeper(PUBLIC)]))
-    await points_written.wait()
+    await held.points_written.wait()
     ask = QueryOptions("Ledger Keeper quarterly keys", 3, strategy=Strategy.SEMANTIC, identity=Identity(), use_cache=False, rerank=False)
     result = await app.pipeline.query(ask)
     assert not (await made_public).errors
-    assert commit.is_set(), "enrich did not read parents while the replacement was in flight: the race was not exercised"
+    assert held.released.is_set(), "enrich did not read parents while the replacement was in flight: the race was not exercised"
     assert not [c.parent.content for c in result.contexts if "SECRET" in c.parent.content]
     assert all(c.document.access is Access.PUBLIC for c in result.contexts)

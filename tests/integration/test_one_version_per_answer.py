@@ -21,6 +21,7 @@ from retrieval_server.backends.cache import CachedAnswer
 from retrieval_server.config import load_settings
 from retrieval_server.domain import AccessFilter, DocumentSource, QueryOptions, Strategy
 from retrieval_server.workflow.nodes import cache_config
+from tests.support.held_commit import HeldCommit
 
 FILL = " ".join(f"Paragraph filler sentence number {i} talks about harbours, ledgers and quiet winter roads." for i in range(30))
 V1 = "OLDTEXT zebra zebra zebra umbrella. The old policy said zebra umbrella twice."
@@ -45,34 +46,23 @@ async def test_a_replacement_committed_between_enrichs_reads_leaves_one_version_
     app: Application, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert not (await app.ingest([_policy(V1)])).errors
-    replace = app.metadata.replace_document
-    points_written, commit, committed = asyncio.Event(), asyncio.Event(), asyncio.Event()
-
-    async def commit_when_told(*args: Any, **kwargs: Any) -> Any:  # the new version's points are written first
-        points_written.set()
-        await commit.wait()
-        try:
-            return await replace(*args, **kwargs)
-        finally:
-            committed.set()
-
+    held = HeldCommit(app.metadata)
     read = app.metadata.get_parents_and_documents
     batches: list[list[str]] = []
 
     async def then_the_commit(parent_ids: Sequence[str]) -> Any:
         out = await read(parent_ids)
         batches.append(list(parent_ids))
-        if not commit.is_set():  # the replacement commits between enrich's first batch and the next
-            commit.set()
-            await committed.wait()
+        if not held.released.is_set():  # the replacement commits between enrich's first batch and the next
+            await held.release()
             # Stored after the ingest's invalidation, as when it could not reach another process's cache.
             await replacing
         return out
 
-    monkeypatch.setattr(app.metadata, "replace_document", commit_when_told)
+    monkeypatch.setattr(app.metadata, "replace_document", held.replace_document)
     monkeypatch.setattr(app.metadata, "get_parents_and_documents", then_the_commit)
     replacing = asyncio.create_task(app.ingest([_policy(V2)]))
-    await points_written.wait()
+    await held.points_written.wait()
     first = await app.pipeline.query(ASK)
     assert not (await replacing).errors
     assert len(batches) >= 2  # the race this is about: a parent skipped in the first batch, the next read after the commit
