@@ -455,8 +455,8 @@ class Application:
         model size, which explains the rest (a vector store refusing that size, say)."""
         if isinstance(exc, asyncio.CancelledError):
             # A stop while starting: what is still opening is given up, or a store that does not
-            # answer would hold the stop for its whole timeout. A store opening on a thread ends
-            # there unheld, and the process's exit closes it.
+            # answer would hold the stop for its whole timeout. A store opening on a thread lets
+            # that job end and closes what it made (EdgeVectorStore.open).
             for task in started:
                 task.cancel()
         try:
