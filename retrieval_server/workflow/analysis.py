@@ -256,13 +256,13 @@ _PROMPTS = {
 }
 
 
-def _lines(text: str, query: str) -> list[str]:
+def _lines(text: Completion, query: str) -> list[str]:
     """The model's lines without list markers and quotes, each once (whatever its case and spacing),
     leaving out "NONE", the query itself, and lines that end in a colon: a preamble ("Here is the
     rewritten query:") or a heading ("Sub-questions:"), which were searched as queries. A text
     ``truncated`` (a Completion cut short) loses its last line, cut too."""
     lines = text.splitlines()
-    if getattr(text, "truncated", False):
+    if text.truncated:
         lines = lines[:-1]
     seen = {" ".join(query.casefold().split())}
     out = []
@@ -301,7 +301,7 @@ class LlmAnalyzer:
         for model in models.values():
             model.gave_up()
 
-    async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> str:
+    async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> Completion:
         tm = self._models[technique]
         try:
             answer = await tm.model.complete(

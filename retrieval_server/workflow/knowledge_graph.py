@@ -126,7 +126,7 @@ class KnowledgeGraph:
         candidates = [_Candidate(g.start, g.end, g.words, g.key, MatchKind.EXACT, 1.0, g.text) for g in grams if g.key in labels]
         unmatched = [g for g in grams if g.key not in labels and len(g.key) >= 5][: self._max_fuzzy]
         if unmatched:
-            candidates += await self._readable_fuzzy(unmatched, index, access, document_ids, labels)
+            candidates += await self._readable_fuzzy(unmatched, index, access, document_ids, labels, known)
         candidates.sort(key=lambda c: (c.kind is MatchKind.FUZZY, -c.words, -c.score, c.start))
         taken = bytearray(len(query))  # the characters a match has taken
         keys: set[str] = set()
@@ -168,13 +168,15 @@ class KnowledgeGraph:
         return out
 
     async def _readable_fuzzy(
-        self, grams: list[_Gram], index: _Names, access: AccessFilter, document_ids: Sequence[str], labels: dict[str, EntityLabel]
+        self, grams: list[_Gram], index: _Names, access: AccessFilter, document_ids: Sequence[str], labels: dict[str, EntityLabel],
+        asked: set[str],
     ) -> list[_Candidate]:
         """Each n-gram's best readable names at or above the threshold, by rounds of FUZZY_PER_GRAM;
-        ``labels`` gains theirs."""
+        ``labels`` gains theirs. ``asked``: the keys whose labels were read already (an unreadable
+        exact name comes back first among its own fuzzy matches: it is not asked for again)."""
         ranked = await self._executor.run(self._fuzzy, grams, index)
         found: list[_Candidate] = []
-        checked = set(labels)
+        checked = set(asked)
         pending = set(range(len(ranked)))
         for r in range(FUZZY_ROUNDS):
             batch = {i: ranked[i][r * FUZZY_PER_GRAM : (r + 1) * FUZZY_PER_GRAM] for i in pending}
