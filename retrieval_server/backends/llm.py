@@ -38,7 +38,12 @@ _REQUEST_REFUSED = {400, 413, 422}
 
 
 class LlmError(Exception):
-    """The model could not answer (after retries)."""
+    """The model could not answer (after retries). ``provider_error``: the ``error`` object of the
+    provider's answer, when it sent one."""
+
+    def __init__(self, message: str, provider_error: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.provider_error = provider_error or {}
 
 
 class LlmRefused(LlmError):
@@ -227,8 +232,9 @@ class _HttpChat:
     def _error(self, exc: Exception, status: int | None) -> LlmError:
         import httpx
 
-        refused = status in _REQUEST_REFUSED and not (isinstance(exc, httpx.HTTPStatusError) and _names_the_credentials(_error_body(exc.response)))
-        return (LlmRefused if refused else LlmError)(f"{self.name}: {failure_text(exc)}")
+        error = _error_body(exc.response) if isinstance(exc, httpx.HTTPStatusError) else {}
+        refused = status in _REQUEST_REFUSED and not _names_the_credentials(error)
+        return (LlmRefused if refused else LlmError)(f"{self.name}: {failure_text(exc)}", error)
 
     @staticmethod
     def _json(event: ServerSentEvent, name: str) -> Any:
@@ -252,22 +258,61 @@ _ANTHROPIC_FINISHED = frozenset({"end_turn", "stop_sequence", "message_stop", No
 _GEMINI_FINISHED = frozenset({"STOP", None})
 
 
+def _refused_parameter(error: dict[str, Any]) -> str | None:
+    """The request parameter an OpenAI 400 says this model does not take, of those a request can
+    do without: ``max_tokens`` (reasoning models, o1 to gpt-5, take ``max_completion_tokens``) or a
+    ``temperature`` other than the default. OpenAI names it in ``param``; a proxy may only say so in
+    the message."""
+    param = error.get("param")
+    if param in ("max_tokens", "temperature"):
+        return str(param)
+    message = str(error.get("message", ""))
+    if "'max_tokens'" in message and "max_completion_tokens" in message:
+        return "max_tokens"
+    return None
+
+
 class OpenAICompatibleChat(_HttpChat):
+    """OpenAI's chat completions. Sends ``max_tokens``, which OpenAI-compatible servers (Ollama,
+    vLLM, llama.cpp, TGI) take; a model that refuses it, or a temperature, with a 400 naming the
+    parameter gets ``max_completion_tokens`` (or the default temperature) from then on, the call
+    sent again once."""
+
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
         super().__init__(base_url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {}, **kw)
         self._model = model
         self.name = f"openai:{model}"
+        self._refuses: set[str] = set()
+
+    def _body(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+        }
+        if "temperature" not in self._refuses:
+            body["temperature"] = temperature
+        body["max_completion_tokens" if "max_tokens" in self._refuses else "max_tokens"] = max_tokens
+        return body
+
+    def _learned(self, exc: LlmRefused) -> bool:
+        """Whether the refusal names a parameter this client can leave out, not known before: then
+        the call is worth sending again without it."""
+        param = _refused_parameter(exc.provider_error)
+        if param is None or param in self._refuses:
+            return False
+        self._refuses.add(param)
+        log.info("%s: the model refuses %s; sending %s from now on", self.name, param,
+                 "max_completion_tokens" if param == "max_tokens" else "the default temperature")
+        return True
 
     async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str:
-        data = await self._post(
-            "/chat/completions",
-            {
-                "model": self._model,
-                "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-                "temperature": temperature,
-                "max_tokens": max_tokens,
-            },
-        )
+        while True:
+            try:
+                data = await self._post("/chat/completions", self._body(system, prompt, temperature=temperature, max_tokens=max_tokens))
+                break
+            except LlmRefused as exc:
+                if not self._learned(exc):
+                    raise
         try:
             choice = data["choices"][0]
             content = choice["message"]["content"]
@@ -280,27 +325,27 @@ class OpenAICompatibleChat(_HttpChat):
         return Completion.of(content, choice.get("finish_reason") not in _OPENAI_FINISHED)
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
-        body = {
-            "model": self._model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            "stream": True,
-        }
-        finish = None
-        async for event in self._events("/chat/completions", body):
-            if event.data.strip() == "[DONE]":
-                finish = finish or "done"
-                break
-            data = self._json(event, self.name)
+        while True:
+            body = {**self._body(system, prompt, temperature=temperature, max_tokens=max_tokens), "stream": True}
             try:
-                choices = data["choices"]
-                text = (choices[0].get("delta") or {}).get("content") if choices else None
-                finish = (choices[0].get("finish_reason") if choices else None) or finish
-            except (KeyError, IndexError, TypeError, AttributeError) as exc:
-                raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
-            if text:
-                yield str(text)
+                finish = None
+                async for event in self._events("/chat/completions", body):
+                    if event.data.strip() == "[DONE]":
+                        finish = finish or "done"
+                        break
+                    data = self._json(event, self.name)
+                    try:
+                        choices = data["choices"]
+                        text = (choices[0].get("delta") or {}).get("content") if choices else None
+                        finish = (choices[0].get("finish_reason") if choices else None) or finish
+                    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+                        raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
+                    if text:
+                        yield str(text)
+                break
+            except LlmRefused as exc:  # an error status, before any event
+                if not self._learned(exc):
+                    raise
         if finish is None or finish not in _OPENAI_FINISHED:
             yield Completion.of("", True)  # stopped short (max_tokens, a filter), or the stream ended before the model did
 

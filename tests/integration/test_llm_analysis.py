@@ -229,6 +229,57 @@ async def test_tgis_reasons_for_a_whole_text_are_not_a_cut(reason: str) -> None:
     assert isinstance(completion, Completion) and not completion.truncated
 
 
+def _reasoning_model(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """OpenAI's answers for a reasoning model (o1 to gpt-5): ``max_tokens`` and a temperature other
+    than 1 refused with a 400 naming the parameter, as api.openai.com words them."""
+    if "max_tokens" in body:
+        return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                          "Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                               "param": "max_tokens", "code": "unsupported_parameter"}}
+    if body.get("temperature", 1) != 1:
+        return 400, {"error": {"message": f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                                          "Only the default (1) value is supported.", "type": "invalid_request_error",
+                               "param": "temperature", "code": "unsupported_value"}}
+    if body.get("stream"):
+        return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": "streamed"}, "finish_reason": "stop"}]})), (None, "[DONE]")])
+    return 200, {"choices": [{"message": {"role": "assistant", "content": "answered"}, "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+async def test_a_model_that_refuses_max_tokens_and_a_temperature_is_sent_what_it_takes(stream: bool) -> None:
+    """RETRIEVAL_OPENAI_MODEL=o4-mini (or gpt-5) answers, where every call was a 400 and every
+    technique fell back to the classical path; after the first call, no call is refused again."""
+    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock())
+    with json_server(_reasoning_model) as server:
+        model = OpenAICompatibleChat(server.url, "o4-mini", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            for _ in range(2):
+                if stream:
+                    assert "".join([t async for t in model.stream("sys", "prompt", temperature=0.3, max_tokens=64)]) == "streamed"
+                else:
+                    assert await model.complete("sys", "prompt", temperature=0.3, max_tokens=64) == "answered"
+        finally:
+            await model.close()
+    bodies = [body for _, body in server.requests]
+    assert len(bodies) == 4  # the refused max_tokens, the refused temperature, then one call each
+    assert bodies[-1]["max_completion_tokens"] == 64 and "max_tokens" not in bodies[-1] and "temperature" not in bodies[-1]
+    assert not breaker.is_open
+
+
+async def test_a_refusal_of_another_parameter_is_not_sent_again() -> None:
+    """Only max_tokens and the temperature are left out: a 400 naming anything else (the model, the
+    messages) is the request's fault and returned as it was."""
+    refusal = {"error": {"message": "Invalid value for 'messages'", "type": "invalid_request_error", "param": "messages", "code": None}}
+    with json_server(lambda path, body: (400, refusal)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=0)
+        try:
+            with pytest.raises(LlmRefused, match="400"):
+                await model.complete("sys", "prompt", temperature=0.3)
+        finally:
+            await model.close()
+    assert len(server.requests) == 1 and server.requests[0][1]["max_tokens"] == 256
+
+
 async def test_a_gemini_answer_without_content_is_a_failure_as_openais_null_content_is() -> None:
     """Gemini 2.5's thinking can spend maxOutputTokens before any text: the candidate has no parts.
     It raised as an unexpected shape; as no words, analysis took it for "not applicable" and fell
