@@ -99,6 +99,16 @@ def _identifier(word: str) -> bool:
     return len(word) >= 2 and word[0].isupper() and word[1].isupper() and _WORDLIKE.fullmatch(word) is not None
 
 
+def missing_exact_terms(query: str, text: str) -> list[str]:
+    """What the query asks for to the letter and ``text`` leaves out, each once in order: its
+    identifiers as written, then its quoted phrases (with their quotes). Case is ignored."""
+    words = [w.strip(".-") for w in _WORD.findall(query)]
+    wanted = [w for w in words if _identifier(w)] + [f'"{" ".join(m.split())}"' for m in _QUOTED.findall(query) if m.strip()]
+    written = {w.strip(".-").casefold() for w in _WORD.findall(text)}
+    flat = " ".join(text.casefold().split())
+    return [t for t in dict.fromkeys(wanted) if (t.casefold() not in flat if t.startswith('"') else t.casefold() not in written)]
+
+
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
     words = _WORD.findall(query)
     n = max(len(words), 1)

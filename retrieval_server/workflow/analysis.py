@@ -20,6 +20,7 @@ from typing import Protocol
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
+from retrieval_server.workflow.adaptive import missing_exact_terms
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -248,7 +249,8 @@ class UsedFallback(Exception):
 
 _SYSTEM = "You transform search queries for a retrieval system. Answer with the requested text only, no commentary."
 _PROMPTS = {
-    "rewrite": "Rewrite this search query to be clear and specific, expanding abbreviations. One line.\nQuery: {query}",
+    "rewrite": "Rewrite this search query to be clear and specific, expanding abbreviations. Keep every code, "
+    "identifier and quoted phrase as written. One line.\nQuery: {query}",
     "reformulate": "Write {n} different phrasings of this search query, one per line, using synonyms.\nQuery: {query}",
     "hyde": "Write a short passage (3-4 sentences) that would answer this question.\nQuestion: {query}",
     "decompose": "If this question has several parts, split it into 2 to 4 self-contained sub-questions, one per line. "
@@ -273,6 +275,14 @@ def _lines(text: Completion, query: str) -> list[str]:
             seen.add(key)
             out.append(line)
     return out
+
+
+def _with_exact_terms(rewrite: str, query: str) -> str:
+    """The rewrite, with the query's identifiers and quoted phrases it left out added at its end:
+    it replaces the query in every leg, and a code the model dropped or expanded ("E1234", "RRF")
+    would no longer be searched for as the documents write it."""
+    missing = missing_exact_terms(query, rewrite)
+    return f"{rewrite} ({' '.join(missing)})" if missing else rewrite
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +332,7 @@ class LlmAnalyzer:
         lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
         if not lines:
             raise NotApplicable("the model kept the query, or its one line was cut short")
-        return lines[0]
+        return _with_exact_terms(lines[0], query)
 
     async def reformulate(self, query: str, feedback: Sequence[str]) -> list[str]:
         if "reformulate" not in self._models:

@@ -630,3 +630,27 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
     assert a.reformulations == ["RRF explained"]  # not the query, once, and not the line max_tokens cut
     assert a.sub_queries == ["How does RRF work?", "Why is reranking slow?"]
     assert cut.rewritten is None and "cut short" in cut.not_applicable["rewrite"]
+
+
+@pytest.mark.parametrize(
+    ("query", "rewrite", "searched"),
+    [
+        ('Why does E1234 come from parse_config with "strict mode" on?', "Why does the configuration parser fail in strict mode?",
+         'Why does the configuration parser fail in strict mode? (E1234 parse_config "strict mode")'),
+        ("How does RRF work?", "How does reciprocal rank fusion work?", "How does reciprocal rank fusion work? (RRF)"),
+        ("How does RRF work?", "How does reciprocal rank fusion (rrf) work?", "How does reciprocal rank fusion (rrf) work?"),
+    ],
+    ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept"],
+)
+async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, rewrite: str, searched: str) -> None:
+    """The rewrite replaces the query in every leg: a code or quoted phrase the model dropped was no
+    longer searched for as the documents write it."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": rewrite}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"rewrite": TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            assert await analyzer.rewrite(query) == searched
+        finally:
+            await model.close()
+    assert "Keep every code" in server.requests[0][1]["messages"][1]["content"]
