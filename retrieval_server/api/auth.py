@@ -17,6 +17,7 @@ Health RPC (credentials sent to it are still verified).
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -29,6 +30,8 @@ from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecr
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
 from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS, clean_identifier, clean_user_id
+
+log = logging.getLogger(__name__)
 
 SERVICE_PREFIX = "/retrieval.v1.RetrievalService/"
 #: RPCs that answer without credentials (but refuse invalid ones)
@@ -236,7 +239,12 @@ class Authenticate:
         async def verify(context: grpc.aio.ServicerContext) -> None:
             try:
                 identity = await self._auth.identify(lambda: _metadata(context, self._auth.reads), context, required)
-            except ServiceError as exc:  # UNAUTHENTICATED, INVALID_ARGUMENT (a malformed header), UNAVAILABLE (no keys)
+            except Exception as exc:  # UNAUTHENTICATED, INVALID_ARGUMENT (a malformed header), UNAVAILABLE (no keys)
+                if not isinstance(exc, ServiceError):
+                    # Still refused, and audited: an unforeseen failure was answered UNKNOWN
+                    # without details, and an admin call refused that way left no audit line.
+                    log.exception("verifying the credentials of %s failed", method)
+                    exc = ServiceError(f"internal error verifying the credentials of {method.rsplit('/', 1)[-1]}")
                 if self._on_refused is not None:
                     self._on_refused(method, context, exc)
                 await context.abort_with_status(status_of(exc))

@@ -256,7 +256,9 @@ class TokenVerifier:
     async def _check(self, token: str) -> dict[str, Any]:
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.DecodeError:
+        except jwt.InvalidTokenError:
+            # DecodeError, and also InvalidTokenError itself for a header PyJWT reads but refuses (a
+            # kid that is not a string, a crit it does not know), which grpc answered as UNKNOWN.
             raise Unauthenticated("the token is not a well-formed JWT", "TOKEN_MALFORMED") from None
         alg = header.get("alg")
         # 'none' and any algorithm outside the allow-list are refused before a key is looked at.

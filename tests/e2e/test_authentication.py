@@ -30,7 +30,7 @@ from retrieval_server.domain import Access, DocumentSource
 from retrieval_server.server import RunningServer, start_server
 from tests.support.http_servers import get_json_server
 from tests.support.pki import Authority
-from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claiming_alg, claims, hmac_signed_with, hs256, tampered, unsigned
+from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claiming_alg, claims, hmac_signed_with, hs256, reheaded, tampered, unsigned
 
 pytestmark = pytest.mark.slow
 
@@ -178,6 +178,11 @@ async def test_hs256_tokens_verified_and_refused_with_stable_reasons(tmp_path: P
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, expected
             assert reason(err.value) == expected, (expected, err.value.details())
             assert SECRET not in (err.value.details() or "")
+        # Headers PyJWT reads but refuses: they were answered UNKNOWN, without details.
+        for header in ({"alg": "HS256", "kid": 5}, {"alg": "HS256", "crit": ["x"], "x": 1}):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await _query(target, reheaded(hs256(claims("alice", "SUPER_ADMIN")), header))
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "TOKEN_MALFORMED", header
         # Health answers without credentials, and refuses invalid ones.
         async with AsyncRetrievalClient(target) as client:
             assert (await client.health()).status == pb.SERVING_STATUS_SERVING
@@ -325,13 +330,17 @@ async def test_admin_actions_are_audited(tmp_path: Path, caplog: pytest.LogCaptu
             async with AsyncRetrievalClient(target) as client:
                 with pytest.raises(grpc.aio.AioRpcError):
                     await client.ingest([pb.DocumentInput(filename="x.txt", content=b"x")])
+            async with AsyncRetrievalClient(target, token=reheaded(hs256(claims("ops", "ADMIN")), {"alg": "HS256", "kid": 5})) as client:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await client.delete(["policy"])
     lines = [r for r in caplog.records if r.name == "retrieval_server.audit"]
     assert [(r.rpc, r.user, r.role, r.verified_by, r.outcome) for r in lines] == [  # type: ignore[attr-defined]
         ("DeleteDocuments", "ops", "ADMIN", "jwt", "OK"),
         ("IngestDocuments", "mallory", "USER", "jwt", "PERMISSION_DENIED"),
         ("DeleteDocuments", "", "", "", "UNAUTHENTICATED"),
         ("IngestDocuments", "", "", "", "UNAUTHENTICATED"),
+        ("DeleteDocuments", "", "", "", "UNAUTHENTICATED"),
     ]
     assert lines[0].deleted == ["policy"] and lines[0].documents == ["policy", "missing"]  # type: ignore[attr-defined]
-    assert [r.reason for r in lines[2:]] == ["TOKEN_SIGNATURE", "TOKEN_MISSING"]  # type: ignore[attr-defined]
+    assert [r.reason for r in lines[2:]] == ["TOKEN_SIGNATURE", "TOKEN_MISSING", "TOKEN_MALFORMED"]  # type: ignore[attr-defined]
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines[2:])  # type: ignore[attr-defined]

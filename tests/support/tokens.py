@@ -67,6 +67,12 @@ def tampered(token: str, **changes: Any) -> str:
     return f"{header}.{new_payload}.{signature}"
 
 
+def reheaded(token: str, header: dict[str, Any]) -> str:
+    """The token with ``header`` for its header and the original signature kept."""
+    _, payload, signature = token.split(".")
+    return f"{jwt.utils.base64url_encode(json.dumps(header).encode()).decode()}.{payload}.{signature}"
+
+
 def hmac_signed_with(payload: dict[str, Any], key: bytes, kid: str) -> str:
     """HS256 over the token with ``key`` (an RSA public key's PEM, say) as the secret: the algorithm-
     confusion attack, built by hand since PyJWT refuses to make it."""

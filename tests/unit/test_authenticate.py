@@ -1,0 +1,47 @@
+"""The authentication layer refuses, and audits, a call whose credentials fail to verify in a way
+no one foresaw, as it does an invalid token: never UNKNOWN without details or an audit line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import grpc
+import pytest
+
+from google.rpc import error_details_pb2, status_pb2
+
+from retrieval_server.api.auth import SERVICE_PREFIX, Authenticate
+from retrieval_server.domain import Identity, ServiceError
+from tests.unit.test_rpc_status import Context
+
+
+class Failing:
+    mode = "jwt"
+    reads = frozenset({"authorization"})
+
+    async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
+        metadata()
+        raise KeyError("a failure outside the domain's errors")
+
+    async def close(self) -> None:
+        pass
+
+
+class CallContext(Context):
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", "Bearer x"),)
+
+
+async def test_an_unforeseen_failure_verifying_credentials_is_refused_with_details_and_audited() -> None:
+    refused: list[tuple[str, ServiceError]] = []
+    method = f"{SERVICE_PREFIX}DeleteDocuments"
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: None)
+    wrapped = Authenticate(Failing(), on_refused=lambda m, ctx, exc: refused.append((m, exc)))(method, handler)
+    context = CallContext()
+    with pytest.raises(grpc.aio.AbortError):
+        await wrapped.unary_unary(b"", context)
+    assert context.code() == grpc.StatusCode.INTERNAL
+    status = status_pb2.Status.FromString(dict(context.trailing)["grpc-status-details-bin"])
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info) and info.reason == "INTERNAL"
+    assert [m for m, _ in refused] == [method]
