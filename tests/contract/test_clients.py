@@ -154,6 +154,18 @@ def test_python_invalid_argument_names_the_field(target: str) -> None:
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT and "top_k" in (err.value.details() or "")
 
 
+def test_python_identity_values_are_what_grpc_metadata_carries(target: str) -> None:
+    """As in Go and TypeScript. A token read from a file (its newline) made every call INTERNAL
+    "Invalid metadata", as did a user id beyond ASCII, which is now refused without repeating it."""
+    with RetrievalClient(target, token="a-token\n", user_id="alice") as client:  # auth mode none: the token is not read
+        assert client.health().version
+    for identity in ({"user_id": "zoë"}, {"role": "ADMIN\r\n"}, {"token": "secret\x00token"}):
+        with pytest.raises(ValueError, match="printable ASCII") as err:
+            RetrievalClient(target, **identity)  # type: ignore[arg-type]
+        assert not any(v.strip() in str(err.value) for v in identity.values())
+    RetrievalClient("dns:///localhost:50051", token="t").close()
+
+
 def test_python_timeout(target: str) -> None:
     with RetrievalClient(target, timeout=1e-6) as client, pytest.raises(grpc.RpcError) as err:
         client.search("rank fusion", top_k=1)

@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -95,6 +96,13 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// Read from a file, a token ends in a newline.
+	cfg.token = strings.TrimSpace(cfg.token)
+	for _, v := range []struct{ name, value string }{{"token", cfg.token}, {"user id", cfg.userID}, {"role", cfg.role}} {
+		if !printableASCII(v.value) {
+			return nil, fmt.Errorf("retrieval: the %s must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)", v.name)
+		}
+	}
 	transport, err := transportOption(target, &cfg)
 	if err != nil {
 		return nil, err
@@ -143,7 +151,20 @@ func transportOption(target string, cfg *config) (grpc.DialOption, error) {
 	return grpc.WithTransportCredentials(credentials.NewTLS(tc)), nil
 }
 
+// printableASCII says whether gRPC metadata carries s as it is (the other clients refuse the rest,
+// and the server is owed a header the protocol allows).
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// isLoopback reads the host of "host:port", "[v6]:port" or "dns:///host:port".
 func isLoopback(target string) bool {
+	target = target[strings.LastIndex(target, "/")+1:]
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
 		host = target

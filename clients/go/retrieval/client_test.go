@@ -244,6 +244,22 @@ func TestBearerTokenNeedsTLSBeyondLoopback(t *testing.T) {
 	c.Close()
 }
 
+func TestIdentityValuesAreWhatMetadataCarries(t *testing.T) {
+	// A loopback target written with its resolver's scheme is loopback too.
+	c, err := retrieval.New("dns:///localhost:50051", retrieval.WithBearerToken("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	// The same rule as the other clients: a user id beyond ASCII is refused, without repeating it.
+	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithIdentity("zoë", "USER")); err == nil || strings.Contains(err.Error(), "zoë") {
+		t.Errorf("a user id beyond ASCII: %v", err)
+	}
+	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithBearerToken("secret\x00token")); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a token with a control character: %v", err)
+	}
+}
+
 // echoServer answers Health with the identity metadata and the peer's certificate subject.
 type echoServer struct {
 	retrievalv1.UnimplementedRetrievalServiceServer
@@ -334,7 +350,7 @@ func TestTLS(t *testing.T) {
 
 	client, err := retrieval.New(addr,
 		retrieval.WithTLS(retrieval.TLS{CAFile: p.ca, CertFile: p.clientCert, KeyFile: p.clientKey}),
-		retrieval.WithIdentity("alice", "ADMIN"), retrieval.WithBearerToken("token-123"))
+		retrieval.WithIdentity("alice", "ADMIN"), retrieval.WithBearerToken("token-123\n")) // as read from a file
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,9 +76,21 @@ export interface SearchOptions extends CallOptions {
   topK?: number;
 }
 
+/** Reads the host of "host:port", "[v6]:port" or "dns:///host:port". */
 function isLoopback(target: string): boolean {
-  const host = target.replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
+  const host = target.slice(target.lastIndexOf("/") + 1).replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
   return host === "localhost" || (isIP(host) === 4 && host.startsWith("127.")) || host === "::1";
+}
+
+/**
+ * `value` as gRPC metadata carries it: printable ASCII. Refused otherwise, as by the other clients,
+ * with an error that does not repeat it (grpc-js's own error quotes the whole value, a token too).
+ */
+function metadataValue(name: string, value: string): string {
+  if (!/^[\x20-\x7e]*$/.test(value)) {
+    throw new Error(`the ${name} must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)`);
+  }
+  return value;
 }
 
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
@@ -99,7 +111,8 @@ function channelCredentials(target: string, options: ClientOptions): grpc.Channe
 export class RetrievalClient {
   /** The generated stub on this client's channel (add `metadata()` and a deadline yourself). */
   readonly service: RetrievalServiceClient;
-  private readonly identity: grpc.Metadata;
+  // #private: util.inspect and console.log of a client would print a private field, and the token in it.
+  readonly #identity: grpc.Metadata;
   private readonly timeoutMs: number;
 
   constructor(target = "localhost:50051", options: ClientOptions = {}) {
@@ -109,17 +122,19 @@ export class RetrievalClient {
       ...(options.tls?.serverName ? { "grpc.ssl_target_name_override": options.tls.serverName } : {}),
       ...options.channelOptions,
     };
+    // Read from a file, a token ends in a newline.
+    options = { ...options, bearerToken: options.bearerToken?.trim() };
+    this.#identity = new grpc.Metadata();
+    if (options.userId) this.#identity.set("x-user-id", metadataValue("user id", options.userId));
+    if (options.role) this.#identity.set("x-user-role", metadataValue("role", options.role));
+    if (options.bearerToken) this.#identity.set("authorization", `Bearer ${metadataValue("token", options.bearerToken)}`);
     this.service = new RetrievalServiceClient(target, channelCredentials(target, options), channelOptions);
-    this.identity = new grpc.Metadata();
-    if (options.userId) this.identity.set("x-user-id", options.userId);
-    if (options.role) this.identity.set("x-user-role", options.role);
-    if (options.bearerToken) this.identity.set("authorization", `Bearer ${options.bearerToken}`);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
 
   /** A copy of the identity metadata every call of this client sends. */
   metadata(): grpc.Metadata {
-    return this.identity.clone();
+    return this.#identity.clone();
   }
 
   private callOptions(options: CallOptions): Partial<grpc.CallOptions> {

@@ -6,6 +6,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { inspect } from "node:util";
 import { after, before, describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
@@ -120,6 +121,23 @@ describe("against the live server", live, () => {
 test("a bearer token needs TLS beyond loopback", () => {
   assert.throws(() => new RetrievalClient("retrieval.example:50051", { bearerToken: "t" }), /plaintext/);
   new RetrievalClient("127.0.0.1:50051", { bearerToken: "t" }).close();
+  new RetrievalClient("dns:///localhost:50051", { bearerToken: "t" }).close();
+});
+
+test("identity values are what gRPC metadata carries, and the token is never shown", () => {
+  // The same rule as the other clients, refused without repeating the value (grpc-js's error quoted it).
+  assert.throws(() => new RetrievalClient("127.0.0.1:50051", { userId: "zoë" }), (err: Error) => /printable ASCII/.test(err.message) && !err.message.includes("zoë"));
+  assert.throws(
+    () => new RetrievalClient("127.0.0.1:50051", { bearerToken: "secret\u0000token" }),
+    (err: Error) => /token must be printable ASCII/.test(err.message) && !err.message.includes("secret"),
+  );
+  const c = new RetrievalClient("127.0.0.1:50051", { bearerToken: "secret-token" });
+  try {
+    assert.ok(!inspect(c, { depth: 10, showHidden: true }).includes("secret-token"));
+    assert.equal(c.metadata().get("authorization")[0], "Bearer secret-token");
+  } finally {
+    c.close();
+  }
 });
 
 describe("TLS", () => {
@@ -169,7 +187,7 @@ describe("TLS", () => {
       tls: { caFile: path("ca.pem"), certFile: path("client.pem"), keyFile: path("client-key.pem") },
       userId: "alice",
       role: "ADMIN",
-      bearerToken: "token-123",
+      bearerToken: "token-123\n", // as read from a file
     });
     try {
       const r = await c.health();

@@ -105,6 +105,14 @@ class Tls:
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
 
 
+def _metadata_value(name: str, value: str) -> str:
+    """``value`` as gRPC metadata carries it: printable ASCII. Refused otherwise with an error that
+    does not repeat it (grpc would fail every call as INTERNAL "Invalid metadata")."""
+    if not all(" " <= c <= "~" for c in value):
+        raise ValueError(f"the {name} must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)")
+    return value
+
+
 def _is_loopback(target: str) -> bool:
     """Whether a gRPC target (``host:port``, ``[v6]:port``, ``dns:///host:port``) names this machine."""
     address = target.rsplit("/", 1)[-1]
@@ -120,14 +128,15 @@ def _is_loopback(target: str) -> bool:
 class _Base:
     def __init__(self, target: str, user_id: str | None, role: str | None, token: str | None, tls: Tls | None, timeout: float | None) -> None:
         md = []
+        token = token.strip() if token else token  # read from a file, it ends in a newline
         if token:
             if tls is None and not _is_loopback(target):
                 raise ValueError("a bearer token travels only over TLS (or to a loopback address): pass tls=Tls(...)")
-            md.append(("authorization", f"Bearer {token}"))
+            md.append(("authorization", f"Bearer {_metadata_value('token', token)}"))
         if user_id:
-            md.append(("x-user-id", user_id))
+            md.append(("x-user-id", _metadata_value("user id", user_id)))
         if role:
-            md.append(("x-user-role", role))
+            md.append(("x-user-role", _metadata_value("role", role)))
         self._metadata = tuple(md)
         self._timeout = timeout if timeout and timeout > 0 else None
         self._tls = tls
