@@ -13,6 +13,7 @@ import * as grpc from "@grpc/grpc-js";
 
 import {
   Access,
+  errorDetails,
   RetrievalClient,
   RetrievalServiceService,
   ServingStatus,
@@ -105,6 +106,17 @@ describe("against the live server", live, () => {
     await assert.rejects(client().query("anything", { topK: 1000 }), (err: grpc.ServiceError) => {
       assert.equal(err.code, grpc.status.INVALID_ARGUMENT);
       assert.match(err.details, /top_k/);
+      const violations = errorDetails(err).badRequest?.fieldViolations ?? [];
+      assert.deepEqual(violations.map((v) => v.field), ["top_k"]);
+      assert.match(violations[0].description, /between 1 and 100/);
+      return true;
+    });
+  });
+
+  test("an error's reason is read from its details", async () => {
+    await assert.rejects(client({ userId: "bob", role: "USER" }).delete(["fusion-guide"]), (err: grpc.ServiceError) => {
+      assert.equal(err.code, grpc.status.PERMISSION_DENIED);
+      assert.deepEqual(errorDetails(err), { errorInfo: { reason: "ROLE_REQUIRED", domain: "retrieval.v1", metadata: {} } });
       return true;
     });
   });
