@@ -64,4 +64,8 @@ def configure(level: str, fmt: str) -> None:
     # DEBUG is for this service's own events: libraries (aiosqlite logs every statement, numba every
     # compilation step) stay at INFO or above.
     root.setLevel(max(logging.getLevelName(level), logging.INFO))
+    # httpx logs every request at INFO with its whole URL, a user and password in it too (an LLM's,
+    # TEI's or a JWKS URL): the service says what failed itself, without them (http_body.failure_text).
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.getLevelName(level), logging.WARNING))
     logging.getLogger("retrieval_server").setLevel(level)

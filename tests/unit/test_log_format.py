@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
-from retrieval_server.observability.logging import TextFormatter
+import httpx
+import pytest
+
+from retrieval_server.observability.logging import TextFormatter, configure
+from tests.support.http_servers import json_server
 
 
 def test_text_lines_carry_their_fields_one_line_each() -> None:
@@ -16,3 +21,26 @@ def test_text_lines_carry_their_fields_one_line_each() -> None:
     assert "\n" not in line and line.endswith(' admin action rpc="DeleteDocuments" user="mallory\\nFAKE admin action" documents=["doc-1", "doc-2"]')
     plain = logging.LogRecord("x", logging.INFO, __file__, 1, "no fields", None, None)
     assert TextFormatter().format(plain).endswith("INFO x no fields")
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    root, loggers = logging.getLogger(), {name: logging.getLogger(name).level for name in ("httpx", "httpcore", "retrieval_server")}
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+    for name, was in loggers.items():
+        logging.getLogger(name).setLevel(was)
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_a_urls_password_never_reaches_the_log(restored_logging: None, capsys: pytest.CaptureFixture[str], level: str) -> None:
+    """httpx logged every LLM, TEI and JWKS request at INFO with the whole URL, password included."""
+    configure(level, "json")
+    with json_server(lambda path, body: (500, {"error": "down"})) as server:
+        url = server.url.replace("http://", "http://svc:LLMPASS321@")
+        with httpx.Client() as client:
+            assert client.post(f"{url}/v1/chat/completions", json={}).status_code == 500
+    logging.getLogger("retrieval_server.test").warning("a line of the service's own")
+    err = capsys.readouterr().err
+    assert "a line of the service's own" in err and "LLMPASS321" not in err
