@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,15 @@ def test_service_monitor_scrapes_the_metrics_port() -> None:
     scraped = [s for s in selected if endpoint["port"] in {p["name"] for p in s["spec"]["ports"]}]
     assert len(scraped) == 1, "exactly one Service exposes the metrics port to the monitor"
     assert endpoint["path"] == "/metrics"
+
+
+def test_what_the_service_writes_under_the_read_only_root_is_mounted() -> None:
+    """The data folder, numba's cache, the user cache folder (model digests, onnxruntime's files,
+    which it otherwise warned of in plain text amid the JSON log lines) and /tmp."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    env = dict(re.findall(r"(RETRIEVAL_DATA_DIR|NUMBA_CACHE_DIR)=(\S+)", dockerfile))
+    home = re.findall(r"^WORKDIR (\S+)", dockerfile, re.M)[-1]  # the runtime stage's
+    [container] = _one("Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounted = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
+    assert {env["RETRIEVAL_DATA_DIR"], env["NUMBA_CACHE_DIR"], f"{home}/.cache", "/tmp"} <= mounted
