@@ -212,6 +212,18 @@ class VectorHit:
     #: the document version the point was written for (see :attr:`Document.version`)
     version: str = ""
 
+    @property
+    def point(self) -> tuple[str, str]:
+        """The chunk at its version, what fusion tells hits apart by: while a replacement is written
+        (or after one that failed), a chunk has a point of each version, and keeping only one could
+        keep the uncommitted one, which enrich drops, and lose the chunk from the answer."""
+        return (self.chunk_id, self.version)
+
+    @property
+    def parent_point(self) -> tuple[str, str]:
+        """The parent at its version (see :attr:`point`)."""
+        return (self.parent_chunk_id, self.version)
+
     def scored(self, score: float) -> VectorHit:
         """This hit with another score; positional, because fusion rescores hundreds per request
         and ``dataclasses.replace`` costs twice as much."""

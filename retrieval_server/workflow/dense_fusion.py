@@ -24,12 +24,12 @@ SAME_VECTOR = ("dense:0", "parent:0", "document:0")
 def max_cosine(lists: list[list[VectorHit]]) -> list[VectorHit]:
     """One list of chunks, each with its best cosine over ``lists`` (hits of the coarser legs are
     already mapped onto children: ``parent_leg.as_children``), best first."""
-    best: dict[str, VectorHit] = {}
+    best: dict[tuple[str, str], VectorHit] = {}
     for hits in lists:
         for h in hits:
-            known = best.get(h.chunk_id)
+            known = best.get(h.point)
             if known is None or h.score > known.score:
-                best[h.chunk_id] = h
+                best[h.point] = h
     return sorted(best.values(), key=lambda h: -h.score)
 
 

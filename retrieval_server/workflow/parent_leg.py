@@ -18,15 +18,15 @@ from retrieval_server.domain import VectorHit
 
 def as_children(parent_hits: list[VectorHit], other_legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
     """Parent hits (in rank order, carrying their first child) mapped onto the best-ranked child hit."""
-    best: dict[str, tuple[int, VectorHit]] = {}
+    best: dict[tuple[str, str], tuple[int, VectorHit]] = {}
     for hits in other_legs.values():
         for rank, h in enumerate(hits):
-            known = best.get(h.parent_chunk_id)
+            known = best.get(h.parent_point)
             if known is None or rank < known[0]:
-                best[h.parent_chunk_id] = (rank, h)
+                best[h.parent_point] = (rank, h)
     out = []
     for p in parent_hits:
-        child = best.get(p.parent_chunk_id)
+        child = best.get(p.parent_point)
         out.append((child[1] if child else p).scored(p.score))
     return out
 

@@ -16,7 +16,7 @@ serves deployments that turn the windows off (README, "Sixth round").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Literal
 
 import numpy as np
@@ -46,21 +46,29 @@ def fuse_lists(
     score, so grouping ranks the parents as fused; within a parent the children keep their order
     of the fusion per chunk (the child the legs agree on first)."""
     if not by_parent:
-        return _fuse(lists, weights, settings, fusion, limit, lambda h: h.chunk_id)
-    parents = _fuse(lists, weights, settings, fusion, limit, lambda h: h.parent_chunk_id)
-    rank = {h.parent_chunk_id: i for i, h in enumerate(parents)}
-    chunks = _fuse(lists, weights, settings, fusion, sum(map(len, lists)), lambda h: h.chunk_id)
+        return _fuse(lists, weights, settings, fusion, limit, _point)
+    parents = _fuse(lists, weights, settings, fusion, limit, _parent_point)
+    rank = {h.parent_point: i for i, h in enumerate(parents)}
+    chunks = _fuse(lists, weights, settings, fusion, sum(map(len, lists)), _point)
     # sorted() is stable: the children of one parent stay together, in their per-chunk order.
-    ranked = sorted((h for h in chunks if h.parent_chunk_id in rank), key=lambda h: rank[h.parent_chunk_id])
-    return [h.scored(parents[rank[h.parent_chunk_id]].score) for h in ranked[:limit]]
+    ranked = sorted((h for h in chunks if h.parent_point in rank), key=lambda h: rank[h.parent_point])
+    return [h.scored(parents[rank[h.parent_point]].score) for h in ranked[:limit]]
+
+
+def _point(h: VectorHit) -> tuple[str, str]:
+    return h.point
+
+
+def _parent_point(h: VectorHit) -> tuple[str, str]:
+    return h.parent_point
 
 
 def _fuse(
-    lists: list[list[VectorHit]], weights: list[float], settings: WorkflowSettings, fusion: Fusion, limit: int, unit: Callable[[VectorHit], str]
+    lists: list[list[VectorHit]], weights: list[float], settings: WorkflowSettings, fusion: Fusion, limit: int, unit: Callable[[VectorHit], Hashable]
 ) -> list[VectorHit]:
     """Fusion of the lists' units (integer codes for the kernels), each unit at its first, best
     place in a list; the result holds each unit's first hit, rescored."""
-    codes: dict[str, int] = {}
+    codes: dict[Hashable, int] = {}
     hit_of: dict[int, VectorHit] = {}
     firsts: list[dict[int, float]] = []
     for hits in lists:

@@ -83,3 +83,35 @@ async def test_a_cached_answer_holding_a_replaced_version_is_not_served(app: App
     await app.pipeline.deps.cache.store(ASK.query, None, cache_config(ASK), AccessFilter.for_identity(ASK.identity).partition, mixed)  # type: ignore[union-attr]
     again = await app.pipeline.query(ASK)
     assert not any("OLDTEXT" in c.parent.content for c in again.contexts) and not again.cached
+
+
+@pytest.mark.parametrize("strategy", [Strategy.SEMANTIC, Strategy.HYBRID, Strategy.KEYWORD])
+async def test_a_replacement_in_flight_leaves_the_committed_version_in_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: Strategy
+) -> None:
+    """While a replacement's points are written and its rows not committed, each chunk has a point
+    of each version. Fusion kept one per chunk id, the first, which could be the new version's (its
+    unchanged paragraph scores the same): enrich dropped it, and the stored version was missing
+    from SEMANTIC and HYBRID answers."""
+    app = Application(load_settings(data_dir=tmp_path, parent_chunk_tokens=24, child_chunk_tokens=24, child_overlap_tokens=0))
+    await app.open()
+    try:
+        await _in_flight(app, monkeypatch, strategy)
+    finally:
+        await app.close()
+
+
+async def _in_flight(app: Application, monkeypatch: pytest.MonkeyPatch, strategy: Strategy) -> None:
+    keeper = "Lighthouse keepers trim the lamp wick every night before the ships pass the rocks."
+    assert not (await app.ingest([_policy(f"{keeper}\n\nThe harbour ledger lists grain and timber."),
+                                  DocumentSource(filename="o.txt", content=b"Bakers knead dough at dawn.", document_id="other")])).errors
+    stored = (await app.metadata.document_versions(["policy"]))["policy"]
+    held = HeldCommit(app.metadata)
+    monkeypatch.setattr(app.metadata, "replace_document", held.replace_document)
+    replacing = asyncio.create_task(app.ingest([_policy(f"{keeper}\n\nThe harbour ledger now lists coal and copper.")]))
+    await held.points_written.wait()
+    during = await app.pipeline.query(QueryOptions("lighthouse lamp wick at night", 3, strategy=strategy, use_cache=False, rerank=False))
+    await held.release()
+    assert not (await replacing).errors
+    assert during.contexts[0].document.document_id == "policy" and during.contexts[0].document.content_hash == stored
+    assert [m.stage for m in during.metrics.stages].count("retrieve") == 1  # found at once, not by searching again
