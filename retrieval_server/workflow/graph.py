@@ -110,6 +110,10 @@ class Graph(Generic[S, D]):
                 jumped = True
                 state.metrics.degraded.append(PARTIAL_RESULTS)
                 name = on_deadline
+            # Reached on its own, it finishes the request as well: a deadline passed from here on
+            # jumped back to it, ran it again and called a whole answer partial (or, with no
+            # context, a failure).
+            jumped = jumped or name == on_deadline
             step = self._steps[name]
             cut = deadline is not None and bool(on_deadline) and not jumped and step.cut_at_deadline
             with self._observer.stage(name, state) if self._observer is not None else _UNOBSERVED:
@@ -121,7 +125,8 @@ class Graph(Generic[S, D]):
                     update, was_cut = await step.node(state, deps), False
                 for key, value in (update or {}).items():
                     setattr(state, key, value)
-                stage = StageMetric(name, (time.perf_counter() - t0) * 1e3, step.count(state))
+                # A cut stage produced nothing: the state still holds the previous pass's output.
+                stage = StageMetric(name, (time.perf_counter() - t0) * 1e3, 0 if was_cut else step.count(state))
                 state.metrics.stages.append(stage)
             if on_stage is not None:
                 on_stage(stage)

@@ -49,7 +49,7 @@ def _with_deadline_jump(slow: Node, *, cut: bool, clock: Clock) -> Graph[S, None
     """The deadline is read on ``clock``, a test's, which moves only when told: no stall of a busy
     machine moves it, while a node's cut comes on the loop's clock, relative to the node's start."""
     return (
-        Graph[S, None]("inc", clock=clock).node("inc", inc).node("slow", slow, cut_at_deadline=cut).node("after", inc).node("end", _record_end)
+        Graph[S, None]("inc", clock=clock).node("inc", inc).node("slow", slow, lambda s: s.n, cut_at_deadline=cut).node("after", inc).node("end", _record_end)
         .edge("inc", "slow").edge("slow", "after").edge("after", END).edge("end", END)
     )
 
@@ -67,7 +67,7 @@ async def test_a_cuttable_node_running_at_the_deadline_is_cancelled_and_the_run_
 
     state = await _with_deadline_jump(held, cut=True, clock=Clock()).run(S(), None, deadline=0.05, on_deadline="end")
     assert cancelled.is_set() and state.n == 101  # inc's update kept, the held node's none, then the jump
-    assert [m.stage for m in state.metrics.stages] == ["inc", "slow", "end"]
+    assert [(m.stage, m.count) for m in state.metrics.stages] == [("inc", 0), ("slow", 0), ("end", 0)]  # the cut stage made nothing
     assert state.metrics.degraded == ["deadline:partial_results"]
 
 
@@ -89,3 +89,21 @@ async def test_a_nodes_own_timeout_is_its_error_not_the_deadline() -> None:
 
     with pytest.raises(TimeoutError, match="the node's own"):
         await _with_deadline_jump(times_out, cut=True, clock=Clock()).run(S(), None, deadline=60.0, on_deadline="end")
+
+
+async def test_a_deadline_passed_after_the_finishing_node_ran_is_no_jump_back_to_it() -> None:
+    """The pipeline's on_deadline node (select) also runs on its own after the last pass: a deadline
+    crossed in it or after it ran it again, and called a whole answer partial."""
+    clock = Clock()
+
+    async def finishing(state: S, deps: None) -> dict[str, int]:
+        clock.now = 2.0  # past the deadline while it runs
+        return {"n": state.n + 100}
+
+    graph = (
+        Graph[S, None]("inc", clock=clock).node("inc", inc).node("end", finishing).node("after", inc)
+        .edge("inc", "end").edge("end", "after").edge("after", END)
+    )
+    state = await graph.run(S(), None, deadline=1.0, on_deadline="end")
+    assert state.n == 102 and [m.stage for m in state.metrics.stages] == ["inc", "end", "after"]
+    assert state.metrics.degraded == []

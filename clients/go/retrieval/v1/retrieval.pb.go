@@ -987,7 +987,8 @@ type StageMetric struct {
 	Stage string `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
 	// Wall time of the stage on the server, in milliseconds.
 	DurationMs float64 `protobuf:"fixed64,2,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	// Items the stage produced (hits, candidates, contexts); 0 for stages that produce none.
+	// Items the stage produced (hits, candidates, contexts); 0 for stages that produce none, and
+	// for a stage cut at the request's deadline (what it made is not used).
 	Count int32 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
 }
 

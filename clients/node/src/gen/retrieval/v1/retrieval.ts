@@ -653,7 +653,10 @@ export interface StageMetric {
   stage: string;
   /** Wall time of the stage on the server, in milliseconds. */
   durationMs: number;
-  /** Items the stage produced (hits, candidates, contexts); 0 for stages that produce none. */
+  /**
+   * Items the stage produced (hits, candidates, contexts); 0 for stages that produce none, and
+   * for a stage cut at the request's deadline (what it made is not used).
+   */
   count: number;
 }
 
