@@ -108,15 +108,19 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)
         state.degrade("cache:unavailable")
-        return {"query_vector": vector, "cache_vector": vector}
+        return _own_vector(o.query, vector)
     except _CacheTimeLeft:
         state.degrade("deadline:cache_skipped")
-        return {"query_vector": vector, "cache_vector": vector}
+        return _own_vector(o.query, vector)
     if answer is None or not current:
-        return {"query_vector": vector, "cache_vector": vector}
+        return _own_vector(o.query, vector)
     state.metrics.cache_hit = True
     state.metrics.strategy_used = answer.strategy
-    return {"query_vector": vector, "cache_vector": vector, "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+    return {**_own_vector(o.query, vector), "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+
+
+def _own_vector(query: str, vector: np.ndarray | None) -> dict[str, Any]:
+    return {"query_vector": vector, "query_vector_text": query, "cache_vector": vector}
 
 
 class _CacheTimeLeft(Exception):
@@ -207,7 +211,7 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
         # the keyword, metadata and graph legs, which need no vector, already run.
         extra = [*analysis.reformulations, *([analysis.hyde] if analysis.hyde else [])]
         windows = windows if searched else []
-        update["embed_texts"] = ([] if state.query_vector is not None and main == o.query else [main]) + extra + windows
+        update["embed_texts"] = ([] if _known_vector(state, main) else [main]) + extra + windows
         update["windows"] = len(windows)
     else:
         update["embed_texts"], update["windows"] = [], 0
@@ -227,10 +231,16 @@ async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: 
     except Exception:
         log.warning("query embedding failed; falling back to keyword search", exc_info=True)
         return None
-    main = state.analysis.rewritten or state.options.query
-    if state.query_vector is None or main != state.options.query:
+    if not _known_vector(state, state.analysis.rewritten or state.options.query):
         return vectors
     return [state.query_vector, *vectors]
+
+
+def _known_vector(state: QueryState, main: str) -> bool:
+    """Whether the vector in hand is of ``main``, the text this pass searches: a retry whose rewrite
+    contributed nothing (cut for the deadline, failed) searched the previous rewrite's vector as
+    the query's own."""
+    return state.query_vector is not None and state.query_vector_text == main
 
 
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -297,6 +307,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             update["strategy"] = Strategy.KEYWORD
         elif vectors is not None:
             update["query_vector"], update["variant_vectors"] = vectors[0], vectors[1 : len(vectors) - state.windows]
+            update["query_vector_text"] = text
             update["pass_vectors"] = vectors
         children = {k: v for k, v in legs.items() if k not in ("parent:0", "document:0")}
         for coarse in ("parent:0", "document:0"):
@@ -754,7 +765,7 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # is the rewritten query's when analysis rewrote it, which a later caller's query is never
     # compared with. Without a vector of its own (an embedding failed) the entry matches exactly only.
     vector = state.cache_vector
-    if vector is None and state.analysis.rewritten in (None, state.options.query):
+    if vector is None and state.query_vector_text == state.options.query:
         vector = state.query_vector
     try:
         await deps.cache.store(

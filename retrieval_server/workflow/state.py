@@ -125,6 +125,8 @@ class QueryState:
     rerank_threshold: float = 0.3
     #: the dense legs' query vector: the rewritten query's once retrieve has run
     query_vector: np.ndarray | None = None
+    #: the text ``query_vector`` is the vector of (the caller's query, or a pass's rewrite of it)
+    query_vector_text: str | None = None
     #: the caller's query's own vector (check_cache's), which the cache keys its answer by
     cache_vector: np.ndarray | None = None
     analysis: Analysis = field(default_factory=Analysis)

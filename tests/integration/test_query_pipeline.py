@@ -29,7 +29,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.nodes import sufficiency_score
-from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel
+from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.state import QueryState
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
@@ -329,6 +329,34 @@ async def test_a_retry_with_nothing_new_to_embed_takes_no_model_lane(app: Applic
     )
     assert r.metrics.iterations == 2 and _stages(r).count("retrieve") == 2
     assert embedder.calls == [(["tomato sauce basil"], False)]
+
+
+async def test_a_retry_whose_rewrite_says_nothing_searches_the_querys_own_vector(app: Application) -> None:
+    """The first pass's rewrite was searched on the retry as the query's own vector, when the
+    retry's rewrite contributed nothing (cut for the deadline, failed, not applicable)."""
+    rewrites = iter(["weather forecast: heavy rain in the northern valleys"])
+
+    class FirstPassRewrites(ClassicalAnalyzer):
+        async def rewrite(self, query: str) -> str:
+            rewrite = next(rewrites, None)
+            if rewrite is None:
+                raise NotApplicable("nothing this time")
+            return rewrite
+
+    searched: list[np.ndarray] = []
+
+    async def record(method: Any, vector: Any, *args: Any, **kwargs: Any) -> Any:
+        searched.append(np.asarray(vector))
+        return await method(vector, *args, **kwargs)
+
+    r = await pipeline(app, analyzer=FirstPassRewrites(), vectors=Intercepted(app.vectors, "search_dense", record),
+                       sufficiency_threshold=1.01, max_iterations=2, parent_leg=False, document_leg=False).query(
+        QueryOptions("tomato sauce", 2, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    own, rewritten = await app.embedder.embed(["tomato sauce", "weather forecast: heavy rain in the northern valleys"])
+    assert r.metrics.iterations == 2 and len(searched) == 2
+    assert float(searched[0] @ rewritten) > 0.999 and float(searched[1] @ own) > 0.999
+    assert _docs(r)[0] == "cooking"
 
 
 async def test_max_iterations_then_sub_queries(app: Application) -> None:
