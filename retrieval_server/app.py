@@ -84,6 +84,10 @@ class Application:
         self.tracing = tracing or Tracing.from_settings(settings.traces_exporter)
         traced = self.tracing.wrap
         self.executor = BlockingExecutor(settings.workers)
+        # Ingestion's parsing, chunking and graph extraction on a thread of their own: a job cannot be
+        # interrupted, and on the shared pool two files slow to read (a PDF whose pages share one
+        # large content stream) held both threads while queries' engine calls waited behind them.
+        self.ingest_work = BlockingExecutor(1, name="ingest")
         # Model runs get their own lanes: each run already uses every intra-op thread, so running
         # more at once than there are lanes only oversubscribes the cores and lowers throughput.
         self.inference = BlockingExecutor(settings.inference_lanes, name="inference")
@@ -117,7 +121,7 @@ class Application:
         #: (the dependency kept failing) is what Health reports, without calling the dependency
         self._breakers: dict[str, list[tuple[str, CircuitBreaker]]] = {}
         self.indexer = Indexer(
-            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.executor,
+            self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.ingest_work,
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
             title_weight=settings.title_weight, query_jobs=self.inference.query_jobs,
@@ -253,7 +257,7 @@ class Application:
         s = self.settings
         if not s.graph_enabled:
             return None
-        classical = ClassicalGraphExtractor(load_glossary(s.glossary_path), self.executor)
+        classical = ClassicalGraphExtractor(load_glossary(s.glossary_path), self.ingest_work)
         model = self._chat("graph")
         return LlmGraphExtractor(model, classical, temperature=s.llm_graph_temperature) if model else classical
 
@@ -712,5 +716,6 @@ class Application:
             await self.events.close(self.settings.events_publish_timeout_s)
         self.inference.shutdown()
         self.inference_beside.shutdown()
+        self.ingest_work.shutdown()
         self.executor.shutdown()
         self.tracing.shutdown()

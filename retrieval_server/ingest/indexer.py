@@ -261,7 +261,7 @@ class Indexer:
                     if self._max_bytes is not None and len(src.content) > self._max_bytes:
                         raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
                     # Parsing and chunking are CPU work: off the event loop, behind any query's work.
-                    loaded_source = await self._executor.run(load, src, priority=Priority.BACKGROUND)
+                    loaded_source = await self._executor.run(load, src, self._max_bytes, priority=Priority.BACKGROUND)
                 except LoadError as exc:
                     errors.append(IngestFailure(src.filename or src.document_id, str(exc)))
                     continue

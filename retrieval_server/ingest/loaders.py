@@ -117,13 +117,25 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
 
 
-def _load_pdf(src: DocumentSource) -> list[LoadedDocument]:
+def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedDocument]:
+    """``max_chars``: the most text the PDF may hold. Its pages may share one content stream, which
+    pypdf reads again for each: a 12 KB file of 60 pages gave 6 million characters in a minute, and
+    a 1 MB one would have taken hours."""
     from pypdf import PdfReader
 
     try:
         reader = PdfReader(io.BytesIO(src.content))
-        pages = tuple(Page(i + 1, page.extract_text() or "") for i, page in enumerate(reader.pages))
+        found: list[Page] = []
+        chars = 0
+        for i, page in enumerate(reader.pages):
+            found.append(Page(i + 1, page.extract_text() or ""))
+            chars += len(found[-1].text)
+            if max_chars is not None and chars > max_chars:
+                raise LoadError(f"its text is over {max_chars} characters by page {i + 1}, more than a text file of the largest size may hold (RETRIEVAL_MAX_DOCUMENT_BYTES)")
+        pages = tuple(found)
         meta_title = reader.metadata.title if reader.metadata else None
+    except LoadError:
+        raise
     except Exception as exc:
         raise LoadError(f"not a readable PDF: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not any(p.text.strip() for p in pages):
@@ -220,9 +232,10 @@ def _composed(doc: LoadedDocument) -> LoadedDocument:
     )
 
 
-def load(src: DocumentSource) -> Loaded:
+def load(src: DocumentSource, max_text_chars: int | None = None) -> Loaded:
     """Parse one source into documents (several for .jsonl, with the rows that failed). Raises
-    :class:`LoadError`, and only that.
+    :class:`LoadError`, and only that. ``max_text_chars`` bounds the text of a format whose text
+    may be larger than its bytes (PDF); the others hold no more than their bytes.
 
     Parsers of untrusted files fail in ways nobody lists (pypdf raises AssertionError and
     AttributeError on some malformed files): whatever a loader raises is this file's error, so
@@ -236,7 +249,7 @@ def load(src: DocumentSource) -> Loaded:
     if loader is None:
         raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")
     try:
-        loaded = loader(src)
+        loaded = _load_pdf(src, max_text_chars) if loader is _load_pdf else loader(src)
         if not isinstance(loaded, Loaded):
             loaded = Loaded(loaded)
         return dataclasses.replace(loaded, documents=[_composed(doc) for doc in loaded.documents])

@@ -20,6 +20,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.ingest import indexer as indexer_module
 from retrieval_server.ingest.indexer import sweep_abandoned_writes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
@@ -341,6 +342,34 @@ async def test_a_document_the_chunker_fails_on_fails_alone(app: Application, mon
     report = await app.ingest([_txt("before", "Aardvarks dig burrows."), _txt("odd", "Anything."), _txt("after", "Camels cross deserts.")])
     assert [d.document_id for d in report.documents] == ["before", "after"]
     assert [(e.source, e.reason) for e in report.errors] == [("odd.txt", "cannot chunk this document (TypeError)")]
+
+
+async def test_files_are_read_on_ingestions_own_thread_while_queries_are_answered(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a file cannot be interrupted: on the pool the engines' calls use, two files slow to
+    read (a PDF whose pages share one large content stream) held both threads, and every query
+    waited behind them."""
+    assert not (await app.ingest([_txt("glaciers", LONG)])).errors
+    started, release = threading.Event(), threading.Event()
+    threads: list[str] = []
+    read = indexer_module.load
+
+    def held(src: DocumentSource, *args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        started.set()
+        release.wait()
+        return read(src, *args)
+
+    monkeypatch.setattr(indexer_module, "load", held)
+    ingests = [asyncio.create_task(app.ingest([_txt(f"slow{i}", "Slow files are read slowly.")])) for i in range(2)]
+    try:
+        await asyncio.to_thread(started.wait)
+        assert threads[0].startswith("ingest")  # checked first: on the shared pool the query below would wait forever
+        answer = await app.pipeline.query(QueryOptions("history of glaciers", 2, strategy=Strategy.HYBRID, use_cache=False))
+    finally:
+        release.set()
+    reports = await asyncio.gather(*ingests)
+    assert [c.document.document_id for c in answer.contexts][:1] == ["glaciers"]
+    assert all(not r.errors for r in reports) and len(threads) == 2 and all(t.startswith("ingest") for t in threads)
 
 
 async def test_a_document_granted_to_more_users_than_the_limit_fails_alone(app: Application) -> None:

@@ -179,3 +179,12 @@ def test_jsonl_rows_end_at_line_feeds_only() -> None:
     assert [where for where, _ in loaded.failed] == ["line 3"]
     # Old Mac line ends: a raw CR cannot be inside a JSON string either.
     assert [d.document_id for d in load(_src("m.jsonl", "\r".join(json.dumps(r) for r in rows))).documents] == ["a", "b"]
+
+
+def test_a_pdf_with_more_text_than_a_text_file_may_hold_is_refused_by_the_page_that_passes_it() -> None:
+    """A PDF's pages may share one content stream, read again for each: 12 KB made 6 million
+    characters in a minute, and a 1 MB file would have held the ingest thread for hours."""
+    pdf = make_pdf(["word " * 2000] * 6)
+    with pytest.raises(LoadError, match="over 25000 characters by page 3"):
+        load(_src("pages.pdf", pdf), max_text_chars=25_000)
+    assert len(load(_src("pages.pdf", pdf), max_text_chars=60_000).documents[0].pages) == 6
