@@ -121,6 +121,13 @@ def _readable(batch: Sequence[Path], ids: _Ids, document_id: str, errors: list[t
     read; the others go to ``errors`` with the reason."""
     out = []
     for f in batch:
+        try:
+            str(f).encode("utf-8")
+        except UnicodeEncodeError:
+            # Its name became lone surrogates, which neither a request nor a store takes (nor a
+            # terminal prints: the bytes are shown escaped).
+            errors.append((str(f).encode("utf-8", "backslashreplace").decode(), "its path is not UTF-8 text: rename it"))
+            continue
         if (why := ids.taken(f, document_id)) is not None:
             errors.append((str(f), why))
             continue

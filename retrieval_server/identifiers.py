@@ -155,7 +155,16 @@ def clean_identifier(raw: str, field: str, max_chars: int) -> str:
         raise ValueError(f"{field} must be 1 to {max_chars} characters after trimming (got {len(value)})")
     if any(unicodedata.category(ch) == "Cc" for ch in value):
         raise ValueError(f"{field} must not contain control characters")
+    _check_unicode(value, field)
     return value
+
+
+def _check_unicode(value: str, field: str) -> None:
+    """ValueError naming ``field`` when ``value`` holds a lone surrogate: what Python makes of a
+    file name that is not UTF-8, which the stores refuse with an error of their own that failed
+    the whole ingest (gRPC carries only UTF-8, so only a command's or a library's call has one)."""
+    if _SURROGATE.search(value):
+        raise ValueError(f"{field} must be Unicode text (it holds a lone surrogate, as a file name that is not UTF-8 does)")
 
 
 def clean_user_id(raw: str, field: str) -> str:
@@ -181,6 +190,9 @@ def check_descriptive_fields(title: str, url: str, source: str, metadata: Mappin
     for name, value, limit in (("title", title, MAX_TITLE_CHARS), ("url", url, MAX_URL_CHARS), ("source", source, MAX_SOURCE_CHARS)):
         if len(value) > limit:
             raise ValueError(f"{name} must be at most {limit} characters (got {len(value)})")
+        _check_unicode(value, name)
+    for key, value in metadata.items():
+        _check_unicode(key + value, "metadata")
     size = sum(len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass")) for k, v in metadata.items())
     if size > MAX_METADATA_BYTES:
         raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of UTF-8 in its keys and values (got {size})")

@@ -5,6 +5,8 @@ and the exit code says whether some files failed."""
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -98,6 +100,29 @@ def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatc
     assert asked == [0, 5.0, 60.0, 0]
 
 
+def _client(ingest: Callable[[list[pb.DocumentInput]], pb.IngestDocumentsResponse]) -> type:
+    """retrieval_client.RetrievalClient as the command uses it, each ingest answered by ``ingest``."""
+
+    class Client:
+        def __init__(self, *_: object, **__: object) -> None:
+            pass
+
+        def __enter__(self) -> Client:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+        def ingest(self, docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+            return ingest(docs)
+
+    return Client
+
+
+def _stored(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+    return pb.IngestDocumentsResponse(documents=[pb.IngestedDocument(document_id=Path(d.filename).stem) for d in docs])
+
+
 class _Refused(grpc.RpcError):
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
         self._code, self._details = code, details
@@ -120,23 +145,13 @@ def test_a_full_disk_stops_the_run_and_what_was_stored_is_listed(tmp_path: Path,
     monkeypatch.setattr(cli, "BATCH_FILES", 2)
     sent: list[list[str]] = []
 
-    class Client:
-        def __init__(self, *_: object, **__: object) -> None:
-            pass
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.append([d.filename for d in docs])
+        if len(sent) > 1:
+            raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, "disk below the free-space floor (DISK_FULL), retry in 60 s")
+        return _stored(docs)
 
-        def __enter__(self) -> Client:
-            return self
-
-        def __exit__(self, *_: object) -> None:
-            pass
-
-        def ingest(self, docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
-            sent.append([d.filename for d in docs])
-            if len(sent) > 1:
-                raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, "disk below the free-space floor (DISK_FULL), retry in 60 s")
-            return pb.IngestDocumentsResponse(documents=[pb.IngestedDocument(document_id=Path(d.filename).stem) for d in docs])
-
-    monkeypatch.setattr(retrieval_client, "RetrievalClient", Client)
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "a.txt").write_text("Aardvarks dig.")
     (tmp_path / "x" / "b.txt").write_text("Bees hum.")
@@ -151,3 +166,23 @@ def test_a_full_disk_stops_the_run_and_what_was_stored_is_listed(tmp_path: Path,
     assert out.splitlines() == ["added    a  (0 parents, 0 children)", "added    b  (0 parents, 0 children)"]
     assert f"FAILED   {hidden}: document_id 'a' is also" in err
     assert "error: RESOURCE_EXHAUSTED: disk below the free-space floor" in err
+
+
+def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its name becomes lone surrogates, which a request refuses (and the local stores): the
+    whole run stopped, nothing stored."""
+    import retrieval_client
+
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.filename for d in docs)
+        return _stored(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    (tmp_path / "good.txt").write_text("Glaciers carve valleys.")
+    (Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.txt"))).write_text("Coffee.")
+    assert cli.main(["ingest", str(tmp_path), "--quiet"]) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert sent == ["good.txt"] and out.splitlines() == ["added    good  (0 parents, 0 children)"]
+    assert f"FAILED   {tmp_path}/caf\\udce9.txt: its path is not UTF-8 text: rename it" in err

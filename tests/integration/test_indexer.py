@@ -372,6 +372,24 @@ async def test_files_are_read_on_ingestions_own_thread_while_queries_are_answere
     assert all(not r.errors for r in reports) and len(threads) == 2 and all(t.startswith("ingest") for t in threads)
 
 
+async def test_a_name_that_is_not_utf8_fails_its_document_alone(app: Application) -> None:
+    """Python reads a file name that is not UTF-8 as lone surrogates, which the stores refused with
+    an error of their own: the whole ingest failed, nothing stored."""
+    odd = os.fsdecode(b"caf\xe9.txt")
+    report = await app.ingest([
+        _txt("before", "Aardvarks dig burrows."),
+        DocumentSource(filename=odd, content=b"Coffee is brewed."),
+        DocumentSource(filename="named.txt", content=b"Coffee is ground.", source=f"/data/{odd}"),
+        _txt("after", "Camels cross deserts."),
+    ])
+    assert [d.document_id for d in report.documents] == ["before", "after"]
+    assert [e.reason for e in report.errors] == [
+        "document_id must be Unicode text (it holds a lone surrogate, as a file name that is not UTF-8 does)",
+        "source must be Unicode text (it holds a lone surrogate, as a file name that is not UTF-8 does)",
+    ]
+    assert await app.metadata.list_document_ids() == ["after", "before"]
+
+
 async def test_a_document_granted_to_more_users_than_the_limit_fails_alone(app: Application) -> None:
     """Every chunk carries its document's readers, and every query citing it reads them: more than
     MAX_GRANTEES is a group's job. The same ids repeated count once."""
