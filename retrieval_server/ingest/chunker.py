@@ -61,6 +61,43 @@ class _Span:
 MAX_TOKEN_CHARS = 100
 
 
+#: The longest piece of a sentence tokenized at once, and the most text tokenized in one call: a
+#: longer sentence is cut at white space first (WordPiece splits there anyway), and sentences go
+#: to the tokenizer this many characters at a time. Tokenized whole, 16 MiB of text without a full
+#: stop took 4.7 GB: every token's Encoding, and the offsets of each in Python lists, at once.
+SENTENCE_PIECE_CHARS = 1 << 16
+ENCODE_CHARS = 1 << 20
+
+
+def _pieces(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """``text[start:end]`` in pieces of at most :data:`SENTENCE_PIECE_CHARS`, each cut after white
+    space in its last half when it has some there (else at the limit: one very long word)."""
+    out = []
+    while end - start > SENTENCE_PIECE_CHARS:
+        cut = start + SENTENCE_PIECE_CHARS
+        floor = start + SENTENCE_PIECE_CHARS // 2
+        while cut > floor and not text[cut - 1].isspace():
+            cut -= 1
+        cut = cut if cut > floor else start + SENTENCE_PIECE_CHARS
+        out.append((start, cut))
+        start = cut
+    out.append((start, end))
+    return out
+
+
+def _encode_batches(bounds: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """``bounds`` in runs of at most :data:`ENCODE_CHARS` characters (at least one bound each)."""
+    batches: list[list[tuple[int, int]]] = [[]]
+    chars = 0
+    for s, e in bounds:
+        if batches[-1] and chars + (e - s) > ENCODE_CHARS:
+            batches.append([])
+            chars = 0
+        batches[-1].append((s, e))
+        chars += e - s
+    return batches
+
+
 def _weight(chars: int) -> int:
     return max(1, -(-chars // MAX_TOKEN_CHARS))
 
@@ -111,19 +148,20 @@ class Chunker:
         bounds = _sentence_bounds(text)
         if not bounds:
             return []
-        bounds = [(bounds[i - 1][1] if i else s, e) for i, (s, e) in enumerate(bounds)]
-        encs = self._tok.encode_batch([text[s:e] for s, e in bounds], add_special_tokens=False)
+        bounds = [piece for i, (s, e) in enumerate(bounds) for piece in _pieces(text, bounds[i - 1][1] if i else s, e)]
         spans: list[_Span] = []
         limit = self.sizes.child_tokens
-        for (s, e), enc in zip(bounds, encs, strict=True):
-            # At least one token per MAX_TOKEN_CHARS of the sentence, so that a window of sentences
-            # holds no more characters than its tokens allow either (each token counts at least
-            # that, when cut): sentences of one long word each were two tokens apiece.
-            tokens = max(len(enc.ids), _weight(e - s))
-            if tokens <= limit:
-                spans.append(_Span(s, e, tokens))
-            else:
-                spans += _cut(s, e, [s + a for a, _ in enc.offsets], limit)
+        for batch in _encode_batches(bounds):
+            encs = self._tok.encode_batch([text[s:e] for s, e in batch], add_special_tokens=False)
+            for (s, e), enc in zip(batch, encs, strict=True):
+                # At least one token per MAX_TOKEN_CHARS of the sentence, so that a window of sentences
+                # holds no more characters than its tokens allow either (each token counts at least
+                # that, when cut): sentences of one long word each were two tokens apiece.
+                tokens = max(len(enc.ids), _weight(e - s))
+                if tokens <= limit:
+                    spans.append(_Span(s, e, tokens))
+                else:
+                    spans += _cut(s, e, [s + a for a, _ in enc.offsets], limit)
         return spans
 
     def _windows(self, spans: list[_Span], limit: int, overlap: int) -> list[list[_Span]]:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
@@ -131,3 +133,40 @@ def test_a_chunk_holds_at_most_its_tokens_in_characters(chunker: Chunker, text: 
     assert max(len(p.content) for p in parents) <= sizes.parent_tokens * MAX_TOKEN_CHARS
     assert all(c.tokens <= sizes.child_tokens for c in children) and all(p.tokens <= sizes.parent_tokens for p in parents)
     assert all(c.content for c in children) and all(p.content for p in parents)  # no chunk of white space alone
+
+
+class _Recording:
+    """The chunker's tokenizer, recording the texts of each batch it is given."""
+
+    def __init__(self, tok: Any) -> None:
+        self._tok, self.batches = tok, []  # type: list[list[str]]
+
+    def encode_batch(self, texts: list[str], **kw: Any) -> Any:
+        self.batches.append(texts)
+        return self._tok.encode_batch(texts, **kw)
+
+    def encode(self, text: str, **kw: Any) -> Any:
+        return self._tok.encode(text, **kw)
+
+
+def test_text_is_tokenized_in_bounded_pieces_and_chunked_the_same(chunker: Chunker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tokenized whole, 16 MiB of text without a full stop took 4.7 GB: a long sentence is cut at
+    white space first (WordPiece splits there anyway), and the sentences go in bounded batches."""
+    from retrieval_server.ingest import chunker as module
+
+    sentences = _text(300)
+    long_sentence = " ".join(f"word{i}" for i in range(3000))
+    whole = chunker.chunk("doc", [(0, sentences)])
+    monkeypatch.setattr(module, "SENTENCE_PIECE_CHARS", 1_000)
+    monkeypatch.setattr(module, "ENCODE_CHARS", 4_000)
+    recording = _Recording(chunker._tok)
+    monkeypatch.setattr(chunker, "_tok", recording)
+    assert chunker.chunk("doc", [(0, sentences)]) == whole
+    assert len(recording.batches) > 1 and all(sum(map(len, b)) <= 4_000 for b in recording.batches)
+    recording.batches.clear()
+    parents, children = chunker.chunk("doc", [(0, long_sentence)])
+    pieces = [t for b in recording.batches for t in b]
+    assert len(pieces) > 1 and max(map(len, pieces)) <= 1_000
+    assert all(t[-1].isspace() for t in pieces[:-1]) and "".join(pieces) == long_sentence  # cut after white space, nothing lost
+    assert "".join("".join(p.content for p in parents).split()) == "".join(long_sentence.split())
+    assert all(c.tokens <= chunker.sizes.child_tokens for c in children)
