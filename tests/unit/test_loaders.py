@@ -188,3 +188,20 @@ def test_a_pdf_with_more_text_than_a_text_file_may_hold_is_refused_by_the_page_t
     with pytest.raises(LoadError, match="over 25000 characters by page 3"):
         load(_src("pages.pdf", pdf), max_text_chars=25_000)
     assert len(load(_src("pages.pdf", pdf), max_text_chars=60_000).documents[0].pages) == 6
+
+
+def test_html_with_more_tags_than_a_page_has_is_refused_before_it_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BeautifulSoup holds about 600 bytes a tag: 16 MiB of "<b>" took 3.4 GB."""
+    from retrieval_server.ingest import loaders
+
+    monkeypatch.setattr(loaders, "MAX_HTML_TAGS", 100)
+    with pytest.raises(LoadError, match="more than 100 tags"):
+        load(_src("tags.html", "<b>" * 101))
+    assert "text" in load(_src("ok.html", "<p>text</p>" * 50)).documents[0].pages[0].text
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_a_markdown_heading_ends_at_any_line_end(newline: str) -> None:
+    """A file of CR line ends (old Mac) had its whole text for its title."""
+    text = newline.join(["Intro line.", "# Title ##", "Body text line two.", "Third line."])
+    assert load(_src("notes.md", text)).documents[0].title == "Title"
