@@ -44,9 +44,21 @@ def _write(rpc: str, outcome: str, context: grpc.aio.ServicerContext, documents:
             "peer": context.peer(),
             "documents": list(documents[:MAX_LISTED]),
             "document_count": len(documents),
-            **extra,
+            **_listed(extra),
         },
     )
+
+
+def _listed(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with each list held to :data:`MAX_LISTED` entries and counted in ``<name>_count``:
+    a JSONL file's ingest stored a document per row, and its line listed every id (megabytes)."""
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if isinstance(value, list):
+            out[name], out[f"{name}_count"] = value[:MAX_LISTED], len(value)
+        else:
+            out[name] = value
+    return out
 
 
 @contextlib.contextmanager

@@ -344,3 +344,15 @@ async def test_admin_actions_are_audited(tmp_path: Path, caplog: pytest.LogCaptu
     assert lines[0].deleted == ["policy"] and lines[0].documents == ["policy", "missing"]  # type: ignore[attr-defined]
     assert [r.reason for r in lines[2:]] == ["TOKEN_SIGNATURE", "TOKEN_MISSING", "TOKEN_MALFORMED"]  # type: ignore[attr-defined]
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines[2:])  # type: ignore[attr-defined]
+
+
+async def test_an_audit_line_lists_at_most_a_hundred_ids_and_counts_them(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A JSONL file stores a document per row: its line listed every id, megabytes for a corpus."""
+    rows = "\n".join(json.dumps({"_id": f"row{i}", "text": f"Row {i} is about kites."}) for i in range(150))
+    async with serving(tmp_path, jwt_secret=SECRET, **JWT) as srv:
+        with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+            async with AsyncRetrievalClient(f"127.0.0.1:{srv.port}", token=hs256(claims("ops", "ADMIN"))) as client:
+                report = await client.ingest([pb.DocumentInput(filename="rows.jsonl", content=rows.encode())])
+    [line] = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert len(report.documents) == 150
+    assert line.stored == [f"row{i}" for i in range(100)] and line.stored_count == 150  # type: ignore[attr-defined]
