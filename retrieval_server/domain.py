@@ -4,6 +4,7 @@ wire format); everything inside speaks these."""
 from __future__ import annotations
 
 import enum
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -212,23 +213,20 @@ class VectorHit:
     #: the document version the point was written for (see :attr:`Document.version`)
     version: str = ""
 
-    @property
-    def point(self) -> tuple[str, str]:
-        """The chunk at its version, what fusion tells hits apart by: while a replacement is written
-        (or after one that failed), a chunk has a point of each version, and keeping only one could
-        keep the uncommitted one, which enrich drops, and lose the chunk from the answer."""
-        return (self.chunk_id, self.version)
-
-    @property
-    def parent_point(self) -> tuple[str, str]:
-        """The parent at its version (see :attr:`point`)."""
-        return (self.parent_chunk_id, self.version)
-
     def scored(self, score: float) -> VectorHit:
         """This hit with another score; positional, because fusion rescores hundreds per request
         and ``dataclasses.replace`` costs twice as much."""
         return VectorHit(self.chunk_id, self.parent_chunk_id, self.document_id, self.chunk_index, self.parent_index, self.content,
                          self.page, score, self.version)
+
+
+#: A hit's chunk at its version, what fusion tells hits apart by: while a replacement is written
+#: (or after one that failed), a chunk has a point of each version, and keeping one per chunk id
+#: could keep the uncommitted one, which enrich drops, and lose the chunk from the answer. Read in
+#: C: these key every hit of every list, and a Python call a hit made fusion twice as slow.
+point_of = operator.attrgetter("chunk_id", "version")
+#: a hit's parent at its version (see point_of)
+parent_point_of = operator.attrgetter("parent_chunk_id", "version")
 
 
 class Fusion(enum.StrEnum):

@@ -13,7 +13,7 @@ ones (README, "Fourth round").
 
 from __future__ import annotations
 
-from retrieval_server.domain import VectorHit
+from retrieval_server.domain import VectorHit, point_of
 
 #: the legs that search the query's own vector (variant 0); other variants (reformulations, HyDE)
 #: and the feedback search use other vectors, whose cosines are not comparable, and stay legs of
@@ -27,9 +27,10 @@ def max_cosine(lists: list[list[VectorHit]]) -> list[VectorHit]:
     best: dict[tuple[str, str], VectorHit] = {}
     for hits in lists:
         for h in hits:
-            known = best.get(h.point)
+            point = point_of(h)
+            known = best.get(point)
             if known is None or h.score > known.score:
-                best[h.point] = h
+                best[point] = h
     return sorted(best.values(), key=lambda h: -h.score)
 
 

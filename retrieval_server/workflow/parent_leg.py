@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from retrieval_server.domain import VectorHit
+from retrieval_server.domain import VectorHit, parent_point_of
 
 
 def as_children(parent_hits: list[VectorHit], other_legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
@@ -21,12 +21,13 @@ def as_children(parent_hits: list[VectorHit], other_legs: dict[str, list[VectorH
     best: dict[tuple[str, str], tuple[int, VectorHit]] = {}
     for hits in other_legs.values():
         for rank, h in enumerate(hits):
-            known = best.get(h.parent_point)
+            point = parent_point_of(h)
+            known = best.get(point)
             if known is None or rank < known[0]:
-                best[h.parent_point] = (rank, h)
+                best[point] = (rank, h)
     out = []
     for p in parent_hits:
-        child = best.get(p.parent_point)
+        child = best.get(parent_point_of(p))
         out.append((child[1] if child else p).scored(p.score))
     return out
 

@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from retrieval_server.domain import Fusion, VectorHit
+from retrieval_server.domain import Fusion, VectorHit, parent_point_of, point_of
 from retrieval_server.workflow.state import WorkflowSettings
 from scoring_core import rrf, score_fusion
 
@@ -46,21 +46,13 @@ def fuse_lists(
     score, so grouping ranks the parents as fused; within a parent the children keep their order
     of the fusion per chunk (the child the legs agree on first)."""
     if not by_parent:
-        return _fuse(lists, weights, settings, fusion, limit, _point)
-    parents = _fuse(lists, weights, settings, fusion, limit, _parent_point)
-    rank = {h.parent_point: i for i, h in enumerate(parents)}
-    chunks = _fuse(lists, weights, settings, fusion, sum(map(len, lists)), _point)
+        return _fuse(lists, weights, settings, fusion, limit, point_of)
+    parents = _fuse(lists, weights, settings, fusion, limit, parent_point_of)
+    rank = {parent_point_of(h): i for i, h in enumerate(parents)}
+    chunks = _fuse(lists, weights, settings, fusion, sum(map(len, lists)), point_of)
     # sorted() is stable: the children of one parent stay together, in their per-chunk order.
-    ranked = sorted((h for h in chunks if h.parent_point in rank), key=lambda h: rank[h.parent_point])
-    return [h.scored(parents[rank[h.parent_point]].score) for h in ranked[:limit]]
-
-
-def _point(h: VectorHit) -> tuple[str, str]:
-    return h.point
-
-
-def _parent_point(h: VectorHit) -> tuple[str, str]:
-    return h.parent_point
+    ranked = sorted((h for h in chunks if parent_point_of(h) in rank), key=lambda h: rank[parent_point_of(h)])
+    return [h.scored(parents[rank[parent_point_of(h)]].score) for h in ranked[:limit]]
 
 
 def _fuse(
