@@ -259,14 +259,14 @@ _GEMINI_FINISHED = frozenset({"STOP", None})
 
 
 def _refused_parameter(error: dict[str, Any]) -> str | None:
-    """The request parameter an OpenAI 400 says this model does not take, of those a request can
-    do without: ``max_tokens`` (reasoning models, o1 to gpt-5, take ``max_completion_tokens``) or a
-    ``temperature`` other than the default. OpenAI names it in ``param``; a proxy may only say so in
-    the message."""
-    param = error.get("param")
-    if param in ("max_tokens", "temperature"):
+    """The request parameter an OpenAI 400 says this model does not take at all, of those a request
+    can do without: ``max_tokens`` (reasoning models, o1 to gpt-5, take ``max_completion_tokens``)
+    or a ``temperature`` other than the default. OpenAI names it in ``param`` with the code
+    ``unsupported_parameter`` or ``unsupported_value``; a proxy may only say so in the message. A
+    value out of range (``invalid_value``: max_tokens over the model's limit) is not one."""
+    param, code, message = error.get("param"), error.get("code"), str(error.get("message", ""))
+    if param in ("max_tokens", "temperature") and code in ("unsupported_parameter", "unsupported_value"):
         return str(param)
-    message = str(error.get("message", ""))
     if "'max_tokens'" in message and "max_completion_tokens" in message:
         return "max_tokens"
     return None
@@ -294,24 +294,27 @@ class OpenAICompatibleChat(_HttpChat):
         body["max_completion_tokens" if "max_tokens" in self._refuses else "max_tokens"] = max_tokens
         return body
 
-    def _learned(self, exc: LlmRefused) -> bool:
-        """Whether the refusal names a parameter this client can leave out, not known before: then
-        the call is worth sending again without it."""
+    def _learned(self, exc: LlmRefused, sent: dict[str, Any]) -> bool:
+        """Whether the refusal names a parameter this client can leave out and ``sent`` (the
+        refused body) held: then the call is worth sending again without it. Another call sent
+        before the first refusal came back is refused too, and sent again as well."""
         param = _refused_parameter(exc.provider_error)
-        if param is None or param in self._refuses:
+        if param is None or param not in sent:
             return False
-        self._refuses.add(param)
-        log.info("%s: the model refuses %s; sending %s from now on", self.name, param,
-                 "max_completion_tokens" if param == "max_tokens" else "the default temperature")
+        if param not in self._refuses:
+            self._refuses.add(param)
+            log.info("%s: the model refuses %s; sending %s from now on", self.name, param,
+                     "max_completion_tokens" if param == "max_tokens" else "the default temperature")
         return True
 
     async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str:
         while True:
+            body = self._body(system, prompt, temperature=temperature, max_tokens=max_tokens)
             try:
-                data = await self._post("/chat/completions", self._body(system, prompt, temperature=temperature, max_tokens=max_tokens))
+                data = await self._post("/chat/completions", body)
                 break
             except LlmRefused as exc:
-                if not self._learned(exc):
+                if not self._learned(exc, body):
                     raise
         try:
             choice = data["choices"][0]
@@ -344,7 +347,7 @@ class OpenAICompatibleChat(_HttpChat):
                         yield str(text)
                 break
             except LlmRefused as exc:  # an error status, before any event
-                if not self._learned(exc):
+                if not self._learned(exc, body):
                     raise
         if finish is None or finish not in _OPENAI_FINISHED:
             yield Completion.of("", True)  # stopped short (max_tokens, a filter), or the stream ended before the model did

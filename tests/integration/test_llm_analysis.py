@@ -266,11 +266,31 @@ async def test_a_model_that_refuses_max_tokens_and_a_temperature_is_sent_what_it
     assert not breaker.is_open
 
 
-async def test_a_refusal_of_another_parameter_is_not_sent_again() -> None:
-    """Only max_tokens and the temperature are left out: a 400 naming anything else (the model, the
-    messages) is the request's fault and returned as it was."""
-    refusal = {"error": {"message": "Invalid value for 'messages'", "type": "invalid_request_error", "param": "messages", "code": None}}
-    with json_server(lambda path, body: (400, refusal)) as server:
+async def test_calls_sent_before_the_first_refusal_came_back_are_sent_again_too() -> None:
+    """Analysis asks its four techniques at once, on one client: the calls refused after the first
+    refusal taught the client failed, and the techniques fell back to the classical methods."""
+    with json_server(_reasoning_model) as server:
+        model = OpenAICompatibleChat(server.url, "o4-mini", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            answers = await asyncio.gather(*(model.complete("sys", f"prompt {i}", temperature=0.3) for i in range(4)))
+        finally:
+            await model.close()
+    assert answers == ["answered"] * 4
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        {"message": "Invalid value for 'messages'", "type": "invalid_request_error", "param": "messages", "code": None},
+        {"message": "max_tokens is too large: 100000. This model supports at most 16384 completion tokens.",
+         "type": "invalid_request_error", "param": "max_tokens", "code": "invalid_value"},
+    ],
+    ids=["another-parameter", "a-value-out-of-range"],
+)
+async def test_a_refusal_of_another_parameter_or_value_is_not_sent_again(refusal: dict[str, Any]) -> None:
+    """Only a parameter the model does not take at all is left out: a 400 naming anything else (the
+    messages, a max_tokens over the model's limit) is the request's fault and returned as it was."""
+    with json_server(lambda path, body: (400, {"error": refusal})) as server:
         model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=0)
         try:
             with pytest.raises(LlmRefused, match="400"):
