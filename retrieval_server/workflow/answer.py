@@ -349,5 +349,7 @@ async def _ranked(
                 raise  # the deadline's, whatever the reranker made of it: not its failure, and no time to embed
             log.warning("reranking answer sentences failed; using the embedder", exc_info=True)
     vectors = await deps.embedder.embed(texts)
-    qv = state.query_vector if state.query_vector is not None else (await deps.embedder.embed([query]))[0]
+    # The question's own vector: the dense legs' is a rewrite's when analysis rewrote it.
+    own = state.own_query_vector()
+    qv = own if own is not None else (await deps.embedder.embed([query]))[0]
     return candidates, np.asarray(vectors @ qv, dtype=np.float32), deps.settings.answer_min_similarity

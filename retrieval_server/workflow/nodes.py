@@ -764,9 +764,7 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # Keyed by the caller's query, by its text and its own vector: the query_vector retrieve used
     # is the rewritten query's when analysis rewrote it, which a later caller's query is never
     # compared with. Without a vector of its own (an embedding failed) the entry matches exactly only.
-    vector = state.cache_vector
-    if vector is None and state.query_vector_text == state.options.query:
-        vector = state.query_vector
+    vector = state.own_query_vector()
     try:
         await deps.cache.store(
             state.options.query, vector, cache_config(state.options), access.partition, CachedAnswer(tuple(state.contexts), state.strategy)

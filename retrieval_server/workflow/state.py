@@ -174,6 +174,13 @@ class QueryState:
         deadline = self.options.deadline
         return None if deadline is None else deadline - self.clock()
 
+    def own_query_vector(self) -> np.ndarray | None:
+        """The vector of the caller's query itself, when one is in hand: the cache's, or the dense
+        legs' when no rewrite changed the text they searched (then it is a rewrite's)."""
+        if self.cache_vector is not None:
+            return self.cache_vector
+        return self.query_vector if self.query_vector_text == self.options.query else None
+
     def degrade(self, tag: str) -> None:
         """Report what the answer lacks, once per kind."""
         if tag not in self.metrics.degraded:

@@ -25,7 +25,7 @@ from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, R
 from retrieval_server.config import load_settings
 from retrieval_server.domain import (
     Access, AccessFilter, DeadlineExceeded, Document, DocumentSource, Fusion, Identity, ParentChunk, PointFilter, QueryOptions,
-    RetrievedContext, Role, Strategy,
+    Mode, RetrievedContext, Role, Strategy,
 )
 from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.nodes import sufficiency_score
@@ -357,6 +357,22 @@ async def test_a_retry_whose_rewrite_says_nothing_searches_the_querys_own_vector
     assert r.metrics.iterations == 2 and len(searched) == 2
     assert float(searched[0] @ rewritten) > 0.999 and float(searched[1] @ own) > 0.999
     assert _docs(r)[0] == "cooking"
+
+
+async def test_an_extractive_answer_ranks_its_sentences_against_the_question_not_its_rewrite(app: Application) -> None:
+    """Without a reranker the sentences were scored against the dense legs' vector, the rewrite's
+    when analysis rewrote the question (a reranker scores them against the question itself)."""
+
+    class Rewrites(ClassicalAnalyzer):
+        async def rewrite(self, query: str) -> str:
+            return "weather forecast: heavy rain in the northern valleys"
+
+    embedder = RecordingEmbedder(app.pipeline.deps.embedder)
+    r = await pipeline(app, analyzer=Rewrites(), embedder=embedder, sufficiency_threshold=0.0).query(
+        QueryOptions("tomato sauce", 2, strategy=Strategy.SEMANTIC, mode=Mode.GENERATION, use_cache=False, rerank=False)
+    )
+    assert r.answer is not None and r.answer.text
+    assert (["tomato sauce"], False) in embedder.calls  # the question's own vector, for the sentences
 
 
 async def test_max_iterations_then_sub_queries(app: Application) -> None:
