@@ -259,17 +259,19 @@ _PROMPTS = {
 
 
 def _lines(text: Completion, query: str) -> list[str]:
-    """The model's lines without list markers and quotes, each once (whatever its case and spacing),
-    leaving out "NONE", the query itself, and lines that end in a colon: a preamble ("Here is the
-    rewritten query:") or a heading ("Sub-questions:"), which were searched as queries. A text
-    ``truncated`` (a Completion cut short) loses its last line, cut too."""
+    """The model's lines without list markers and the quotes around a whole line, each once
+    (whatever its case and spacing), leaving out "NONE", the query itself, and lines that end in a
+    colon: a preamble ("Here is the rewritten query:") or a heading ("Sub-questions:"), which were
+    searched as queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too."""
     lines = text.splitlines()
     if text.truncated:
         lines = lines[:-1]
     seen = {" ".join(query.casefold().split())}
     out = []
     for line in lines:
-        line = re.sub(r"^\s*(?:(?:[-*•]|\d+[.)])\s*)+", "", line).strip().strip('"')
+        line = re.sub(r"^\s*(?:(?:[-*•]|\d+[.)])\s*)+", "", line).strip()
+        if len(line) > 1 and line[0] == line[-1] == '"' and line.count('"') == 2:
+            line = line[1:-1].strip()  # the whole line quoted; a quoted phrase at either end keeps its quotes
         key = " ".join(line.casefold().split())
         if line and line.upper() != "NONE" and not line.endswith(":") and key not in seen:
             seen.add(key)

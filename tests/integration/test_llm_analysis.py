@@ -659,8 +659,12 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
          'Why does the configuration parser fail in strict mode? (E1234 parse_config "strict mode")'),
         ("How does RRF work?", "How does reciprocal rank fusion work?", "How does reciprocal rank fusion work? (RRF)"),
         ("How does RRF work?", "How does reciprocal rank fusion (rrf) work?", "How does reciprocal rank fusion (rrf) work?"),
+        ('errors about "disk full" on NAS', '"disk full" errors on network attached storage (NAS)',
+         '"disk full" errors on network attached storage (NAS)'),
+        ('errors about "disk full" on NAS', 'NAS errors reporting "disk full"', 'NAS errors reporting "disk full"'),
+        ("How does RRF work?", '"How does reciprocal rank fusion (RRF) work?"', "How does reciprocal rank fusion (RRF) work?"),
     ],
-    ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept"],
+    ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept", "a-phrase-first", "a-phrase-last", "the-line-quoted"],
 )
 async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, rewrite: str, searched: str) -> None:
     """The rewrite replaces the query in every leg: a code or quoted phrase the model dropped was no
