@@ -125,12 +125,25 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
 
 
+#: A PDF's text in characters per byte of the file, at most. Flate packs text 3 to 5 times and a
+#: page's content stream spends bytes on fonts and positions, so a real file holds a few characters
+#: a byte at most; a small file may hold up to PDF_MIN_TEXT_CHARS.
+PDF_TEXT_PER_BYTE = 16
+PDF_MIN_TEXT_CHARS = 1 << 20
+
+
 def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedDocument]:
-    """``max_chars``: the most text the PDF may hold. Its pages may share one content stream, which
-    pypdf reads again for each: a 12 KB file of 60 pages gave 6 million characters in a minute, and
-    a 1 MB one would have taken hours."""
+    """Its text is held to :data:`PDF_TEXT_PER_BYTE` characters a byte (at least
+    :data:`PDF_MIN_TEXT_CHARS`), and to ``max_chars``. Its pages may share one content stream, which
+    pypdf reads again for each, at about 0.1 million characters a second: a 12 KB file of 60 pages
+    made 6 million characters in a minute, and a 1 MB one would have taken hours."""
     from pypdf import PdfReader
 
+    limit = max(PDF_MIN_TEXT_CHARS, PDF_TEXT_PER_BYTE * len(src.content))
+    if max_chars is not None and max_chars < limit:
+        limit, why = max_chars, "more than a text file of the largest size may hold (RETRIEVAL_MAX_DOCUMENT_BYTES)"
+    else:
+        why = f"more than {PDF_TEXT_PER_BYTE} a byte of the file, as pages that share one content stream make"
     try:
         reader = PdfReader(io.BytesIO(src.content))
         found: list[Page] = []
@@ -138,8 +151,8 @@ def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedD
         for i, page in enumerate(reader.pages):
             found.append(Page(i + 1, page.extract_text() or ""))
             chars += len(found[-1].text)
-            if max_chars is not None and chars > max_chars:
-                raise LoadError(f"its text is over {max_chars} characters by page {i + 1}, more than a text file of the largest size may hold (RETRIEVAL_MAX_DOCUMENT_BYTES)")
+            if chars > limit:
+                raise LoadError(f"its text is over {limit} characters by page {i + 1}, {why}")
         pages = tuple(found)
         meta_title = reader.metadata.title if reader.metadata else None
     except LoadError:

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import unicodedata
 
 import pytest
 
 from retrieval_server.domain import DocumentSource
 from retrieval_server.ingest.loaders import LoadError, load
-from tests.support.pdf import make_pdf
+from tests.support.pdf import make_pdf, make_shared_stream_pdf
 
 
 def _src(name: str, content: bytes | str, **kw: object) -> DocumentSource:
@@ -205,3 +206,18 @@ def test_a_markdown_heading_ends_at_any_line_end(newline: str) -> None:
     """A file of CR line ends (old Mac) had its whole text for its title."""
     text = newline.join(["Intro line.", "# Title ##", "Body text line two.", "Third line."])
     assert load(_src("notes.md", text)).documents[0].title == "Title"
+
+
+def test_a_pdf_holds_at_most_a_few_characters_a_byte_of_its_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the largest document allowed: a 13 KB file whose 2,000 pages share one content
+    stream held the ingest thread 33 s before the 16 Mi characters were reached."""
+    from retrieval_server.ingest import loaders
+
+    pdf = make_shared_stream_pdf(pages=20, words=2000)
+    monkeypatch.setattr(loaders, "PDF_MIN_TEXT_CHARS", 0)
+    with pytest.raises(LoadError, match=r"by page \d+, more than 16 a byte of the file") as refused:
+        load(_src("shared.pdf", pdf), max_text_chars=10**9)
+    page = int(re.search(r"by page (\d+)", str(refused.value)).group(1))  # type: ignore[union-attr]
+    assert 1 < page < 20 and 16 * len(pdf) < page * 10_000
+    monkeypatch.setattr(loaders, "PDF_MIN_TEXT_CHARS", 10**6)
+    assert len(load(_src("shared.pdf", pdf)).documents[0].pages) == 20  # a small file may hold up to the floor
