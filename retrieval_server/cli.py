@@ -126,7 +126,7 @@ def _readable(batch: Sequence[Path], ids: _Ids, document_id: str, errors: list[t
         except UnicodeEncodeError:
             # Its name became lone surrogates, which neither a request nor a store takes (nor a
             # terminal prints: the bytes are shown escaped).
-            errors.append((str(f).encode("utf-8", "backslashreplace").decode(), "its path is not UTF-8 text: rename it"))
+            errors.append((os.fsencode(f).decode("utf-8", "backslashreplace"), "its path is not UTF-8 text: rename it"))
             continue
         if (why := ids.taken(f, document_id)) is not None:
             errors.append((str(f), why))

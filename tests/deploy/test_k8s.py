@@ -107,7 +107,8 @@ def test_what_the_service_writes_under_the_read_only_root_is_mounted() -> None:
     which it otherwise warned of in plain text amid the JSON log lines) and /tmp."""
     dockerfile = (REPO / "Dockerfile").read_text()
     env = dict(re.findall(r"(RETRIEVAL_DATA_DIR|NUMBA_CACHE_DIR)=(\S+)", dockerfile))
-    home = re.findall(r"^WORKDIR (\S+)", dockerfile, re.M)[-1]  # the runtime stage's
+    user = re.search(r"useradd --create-home .*?(\S+)$", dockerfile, re.M).group(1)  # type: ignore[union-attr]
+    home = f"/home/{user}"  # where useradd makes it: Path.home(), whose .cache the service writes
     [container] = _one("Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     mounted = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}

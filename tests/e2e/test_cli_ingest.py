@@ -185,4 +185,4 @@ def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: 
     assert cli.main(["ingest", str(tmp_path), "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
     assert sent == ["good.txt"] and out.splitlines() == ["added    good  (0 parents, 0 children)"]
-    assert f"FAILED   {tmp_path}/caf\\udce9.txt: its path is not UTF-8 text: rename it" in err
+    assert f"FAILED   {tmp_path}/caf\\xe9.txt: its path is not UTF-8 text: rename it" in err  # its bytes, escaped
