@@ -419,6 +419,35 @@ async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path
         await store.close()
 
 
+async def test_two_servers_opening_an_empty_qdrant_at_once_both_open() -> None:
+    """Workers (RETRIEVAL_PROCESSES) or replicas starting together each found no collection, and
+    the second to create it failed its start: the supervisor then stopped them all."""
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    first, second = QdrantVectorStore("chunks", DIM, path=":memory:"), QdrantVectorStore("chunks", DIM, path=":memory:")
+    await second._client.close()  # noqa: SLF001
+    second._client = first._client  # noqa: SLF001 - one Qdrant, as a server is to every replica
+    real, asked, both_asked = first._client.collection_exists, [], asyncio.Event()
+
+    async def both_look_first(name: str) -> bool:
+        found = await real(name)
+        asked.append(found)
+        if len(asked) == 2:
+            both_asked.set()
+        await both_asked.wait()
+        return found
+
+    first._client.collection_exists = both_look_first  # type: ignore[method-assign]  # noqa: SLF001
+    try:
+        await asyncio.gather(first.open(), second.open())
+        assert asked[:2] == [False, False]
+        v = _unit(np.ones(DIM))
+        await first.upsert([_point(PUBLIC, 0, v)])
+        assert [h.chunk_id for h in await second.search_dense(v, 5, ANON)] == ["pub#p0c0"]
+    finally:
+        await first.close()
+
+
 async def test_edge_payload_indexes_come_with_the_points_that_need_them(
     tmp_path: Path, executor: BlockingExecutor, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

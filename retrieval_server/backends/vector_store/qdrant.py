@@ -83,19 +83,30 @@ class QdrantVectorStore:
         else:
             self._client = AsyncQdrantClient(path=path)
 
-    async def open(self) -> None:
+    async def _created(self) -> bool:
+        """Whether this call made the collection; False when another did since it was looked for
+        (workers and replicas starting at once on an empty Qdrant: the server refuses the second)."""
+        dense = models.VectorParams(size=self._dim, distance=models.Distance.COSINE)
+        sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
         try:
-            exists = await self._client.collection_exists(self._collection)
-        except Exception as exc:
-            raise Unavailable(f"Qdrant is unreachable: {exc}") from exc
-        if not exists:
-            dense = models.VectorParams(size=self._dim, distance=models.Distance.COSINE)
-            sparse = models.SparseVectorParams(modifier=models.Modifier.IDF)
             await self._client.create_collection(
                 self._collection,
                 vectors_config={DENSE: dense, **({PARENT: dense} if self.features.parent_vectors else {})},
                 sparse_vectors_config={SPARSE: sparse, **({SPARSE_TITLED: sparse} if self.features.title_field else {})},
             )
+        except Exception:
+            if not await self._client.collection_exists(self._collection):
+                raise
+            return False
+        return True
+
+    async def open(self) -> None:
+        try:
+            exists = await self._client.collection_exists(self._collection)
+        except Exception as exc:
+            raise Unavailable(f"Qdrant is unreachable: {exc}") from exc
+        created = not exists and await self._created()
+        if created:
             indexed: set[str] = set()
         else:
             info = await self._client.get_collection(self._collection)
