@@ -162,10 +162,18 @@ class RedisCache:
         indexed = await self._redis.get(exact_key)
         if indexed:
             # An alias of an invalidated entry is left to expire: its entry is gone, so it misses.
-            entry_id, _, similarity = indexed.decode().partition(" ")
-            answer = await self._answer(entry_id, float(similarity) if similarity else 1.0, config, scope)
-            if answer is not None:
-                return answer
+            try:
+                entry_id, _, similarity = indexed.decode().partition(" ")
+                found_as = float(similarity) if similarity else 1.0
+            except _UNREADABLE as exc:
+                # A miss, and removed, as an unreadable entry is: raised, it failed every repeat of
+                # the query, each one counted against the breaker, until the key expired.
+                log.warning("an unreadable exact-match key is removed: %s", exc)
+                await self._redis.delete(exact_key)
+            else:
+                answer = await self._answer(entry_id, found_as, config, scope)
+                if answer is not None:
+                    return answer
         if vector is None:
             return None
         async with self._lock:
@@ -257,7 +265,7 @@ class RedisCache:
         now = self._clock()
         scope = partition_code(partition)
         entry_id = uuid.uuid4().hex
-        ttl = max(1, int(round(self._ttl)))
+        ttl_ms = max(1, int(self._ttl * 1000))  # as the memory cache and the sorted set's scores keep it, not whole seconds
         docs = sorted({c.document.document_id for c in answer.contexts})
         entry = {
             "config": config, "scope": scope, "query": normalize_query(query), "strategy": answer.strategy.value,
@@ -266,16 +274,16 @@ class RedisCache:
         blob = self._matchable(vector)
         ids_key = self._k("s", config, scope)
         pipe = self._redis.pipeline(transaction=True)
-        pipe.set(self._k("e", entry_id), json.dumps(entry), ex=ttl)
-        pipe.set(self._exact_key(config, scope, query), entry_id, ex=ttl)
+        pipe.set(self._k("e", entry_id), json.dumps(entry), px=ttl_ms)
+        pipe.set(self._exact_key(config, scope, query), entry_id, px=ttl_ms)
         if blob is not None:
-            pipe.set(self._k("v", entry_id), blob, ex=ttl)
+            pipe.set(self._k("v", entry_id), blob, px=ttl_ms)
             pipe.zadd(ids_key, {entry_id: now + self._ttl})
             pipe.zremrangebyscore(ids_key, "-inf", now)
-            pipe.expire(ids_key, ttl)
+            pipe.pexpire(ids_key, ttl_ms)
         for d in docs:
             pipe.sadd(self._k("d", d), entry_id)
-            pipe.expire(self._k("d", d), ttl)
+            pipe.pexpire(self._k("d", d), ttl_ms)
         if blob is not None:
             pipe.zcard(ids_key)
         done = await pipe.execute()

@@ -164,6 +164,20 @@ async def test_redis_entries_expire(request: pytest.FixtureRequest, executor: Bl
         await c.close()
 
 
+async def test_redis_keys_live_the_ttl_to_the_millisecond(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Rounded to whole seconds, a TTL of 0.3 s let Redis serve an entry the memory cache had
+    dropped, and one of 1.4 s dropped it early."""
+    c = make("redis", request, executor, ttl_s=600.9)
+    assert isinstance(c, RedisCache)
+    try:
+        await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        entry_id = (await c._redis.get(c._exact_key("cfg", 0, "what is rrf"))).decode()
+        for key in (c._k("e", entry_id), c._k("v", entry_id), c._exact_key("cfg", 0, "what is rrf"), c._k("s", "cfg", 0), c._k("d", "d1")):
+            assert 600_000 < await c._redis.pttl(key) <= 600_900, key
+    finally:
+        await c.close()
+
+
 async def test_redis_aliases_expire_with_their_entry(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     """An alias key is never left without an expiry: it lives as long as the entry it points at."""
     c = make("redis", request, executor, ttl_s=600.0)
@@ -214,6 +228,10 @@ async def test_redis_values_that_cannot_be_read_are_misses_and_removed(request: 
             assert await c.lookup("what is rrf", None, "cfg", PUBLIC) is None
             assert await c.lookup("explain bm25", _vec(0, 1, 0.1), "cfg", PUBLIC) is None
         assert await _entry_ids(c) == [bm25]  # the unreadable entry went
+        for unreadable in (b"0123abcd 0.97x", b"\xff\xfe"):  # an exact-match key another build wrote
+            await c._redis.set(c._exact_key("cfg", 0, "what is hnsw"), unreadable)
+            assert await c.lookup("what is hnsw", None, "cfg", PUBLIC) is None
+            assert await c._redis.get(c._exact_key("cfg", 0, "what is hnsw")) is None
         assert [m.decode() for m in await c._redis.zrange(c._k("s", "cfg", 0), 0, -1)] == []  # neither vector is matched again
         assert (await c.lookup("what is bm25", None, "cfg", PUBLIC)) is not None  # its exact key still finds it
         await c.invalidate_documents(["d1", "d2"])
