@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from typing import Any
 import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 
@@ -381,3 +382,75 @@ async def test_redis_mirrors_of_partitions_not_asked_about_again_are_dropped(req
         assert not c._mirrors, "mirrors of expired partitions are kept"
     finally:
         await c.close()
+
+
+async def test_redis_lookups_read_what_was_stored_since_not_the_whole_partition(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Read whole on every lookup, a partition of 20,000 entries took 0.2 s a lookup, past the
+    cache's timeout. What another process stores is still found at once, what it invalidates is
+    never served, and the whole partition is read again every FULL_SYNC_S."""
+    from retrieval_server.backends.redis_cache import FULL_SYNC_S
+
+    now, prefix = [time.time()], f"t{next(_counter)}"
+    a = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), clock=lambda: now[0],
+                   prefix=prefix, timeout_s=30.0)
+    b = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), prefix=prefix, timeout_s=30.0)
+    whole_reads: list[int] = []
+    read = a._redis.zrevrangebyscore
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        whole_reads.append(1)
+        return await read(*args, **kwargs)
+
+    a._redis.zrevrangebyscore = counted  # type: ignore[method-assign]
+    try:
+        for i in range(30):
+            await b.store(f"q{i}", _vec(1, i), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+        assert await a.lookup("similar 0", _vec(1, 0.01), "cfg", PUBLIC) is not None
+        for i in range(5):
+            now[0] += 1.0
+            await b.store(f"new {i}", _vec(0, 1, i), "cfg", PUBLIC, _answer(_ctx(f"n{i}")))
+            hit = await a.lookup(f"similar new {i}", _vec(0, 1, i + 0.01), "cfg", PUBLIC)
+            assert hit is not None and hit.contexts[0].document.document_id == f"n{i}"
+        assert len(whole_reads) == 1
+        await b.invalidate_documents(["d0"])
+        assert await a.lookup("similar 0 again", _vec(1, 0.01), "cfg", PUBLIC) is None
+        assert await a.lookup("similar 0 once more", _vec(1, 0.01), "cfg", PUBLIC) is None
+        now[0] += FULL_SYNC_S
+        assert await a.lookup("similar 1", _vec(1, 1.01), "cfg", PUBLIC) is not None
+        assert len(whole_reads) == 2
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_redis_a_partition_read_whole_goes_on_when_the_lookup_is_cut(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """A lookup is held to the cache's timeout (0.25 s): a partition too large to read in that
+    time was read again, and cut again, by every lookup, and the breaker opened."""
+    prefix = f"t{next(_counter)}"
+    a = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), prefix=prefix, timeout_s=30.0)
+    b = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), prefix=prefix, timeout_s=30.0)
+    started, release, reads = asyncio.Event(), asyncio.Event(), []
+    read = a._redis.zrevrangebyscore
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        started.set()
+        await release.wait()
+        return await read(*args, **kwargs)
+
+    a._redis.zrevrangebyscore = slow  # type: ignore[method-assign]
+    try:
+        await b.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        cut = asyncio.ensure_future(a.lookup("explain rrf", _vec(1, 0.05), "cfg", PUBLIC))
+        await started.wait()
+        cut.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cut
+        [reading] = a._full_reads.values()
+        release.set()
+        await reading
+        hit = await a.lookup("explain rrf again", _vec(1, 0.05), "cfg", PUBLIC)
+        assert hit is not None and hit.contexts[0].document.document_id == "d1" and len(reads) == 1
+    finally:
+        await a.close()
+        await b.close()
