@@ -228,6 +228,9 @@ class RedisCache:
             self._mirrors.pop(key).matcher.close()
             if (reading := self._full_reads.pop(key, None)) is not None:
                 reading.cancel()
+        # Reads a cut first lookup left, of partitions not asked about since: their results (or errors) go.
+        for key in [k for k, r in self._full_reads.items() if r.done() and k not in self._mirrors]:
+            self._full_reads.pop(key).cancel()
 
     async def _sync(self, config: str, scope: int) -> _Mirror | None:
         """Bring the local mirror of a partition up to date with Redis; None when it has no entries.
@@ -239,66 +242,79 @@ class RedisCache:
         now = self._clock()
         mirror = self._mirrors.get(key)
         reading = self._full_reads.get(key)
+        if reading is not None and reading.done() and (reading.cancelled() or reading.exception() is not None):
+            # An earlier lookup's read that failed: its error is not this lookup's, and it reads again.
+            del self._full_reads[key]
+            reading = None
         if reading is None and (mirror is None or now >= mirror.full_sync_at):
             # On a task of its own: a lookup cut by the cache's timeout leaves it reading, and a later
             # lookup takes what it read (a large partition takes longer than a lookup may). With a
             # mirror in hand, lookups go on reading what is new until it is done.
             reading = self._full_reads[key] = asyncio.ensure_future(self._newest_entries(ids_key, now))
-        whole = reading is not None and (mirror is None or reading.done())
-        if whole:
-            assert reading is not None
+        if reading is not None and (mirror is None or reading.done()):
             try:
-                live = await asyncio.shield(reading)
+                whole = await asyncio.shield(reading)
             finally:
                 if reading.done():
                     self._full_reads.pop(key, None)
-            empty = not live
-        else:
-            assert mirror is not None
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.zcount(ids_key, now, "+inf")
-            pipe.zrangebyscore(ids_key, max(now, mirror.newest - SYNC_SKEW_S), "+inf", start=0, num=self._max, withscores=True)
-            count, newer = await pipe.execute()
-            live, empty = {m.decode(): exp for m, exp in newer}, not count
-        if empty:
-            if mirror is not None:
-                del self._mirrors[key]
-                mirror.matcher.close()
-            return None
+            if whole:
+                mirror = mirror or self._new_mirror(key)
+                # Below what the read returned: expired or trimmed. A removal within its range (an
+                # invalidation) is forgotten when a match finds the entry gone.
+                lowest = min(whole.values())
+                for gone in [i for i, exp in mirror.expires_at.items() if i not in whole and exp < lowest]:
+                    mirror.forget(gone)
+                await self._add(mirror, ids_key, whole, now)
+                mirror.full_sync_at = now + FULL_SYNC_S
         if mirror is None:
-            # Grown by doubling as rows come: a partition with one entry holds one row, not hundreds.
-            mirror = self._mirrors[key] = _Mirror(CosineMatcher(self._dim, self._similarity, initial_capacity=1, max_entries=self._max))
-        if whole:
-            # Entries newer than the read saw came from lookups since it began: kept.
-            seen_until = max(live.values())
-            for gone in [i for i, exp in mirror.expires_at.items() if i not in live and exp <= seen_until]:
-                mirror.forget(gone)
-            mirror.full_sync_at = now + FULL_SYNC_S
-        mirror.newest = max([mirror.newest, *live.values()])
-        new = [i for i in live if i not in mirror.row_of]
-        if new:
-            blobs = await self._redis.mget([self._k("v", i) for i in new])
-            unusable = []
-            for entry_id, blob in zip(new, blobs, strict=True):
-                try:
-                    if blob is None:
-                        raise ValueError("its vector is gone")
-                    row = mirror.matcher.add(np.frombuffer(blob, dtype=np.float32), expires_at=live[entry_id], scope=0)
-                except ValueError as exc:
-                    # Loaded again on every lookup otherwise: only its exact key finds it now.
-                    log.warning("a cache entry's vector cannot be matched: %s", exc, extra={"entry": entry_id})
-                    unusable.append(entry_id)
-                    continue
-                evicted = mirror.id_of.get(row)
-                if evicted is not None:
-                    mirror.row_of.pop(evicted, None)
-                    mirror.expires_at.pop(evicted, None)
-                mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
-                mirror.expires_at[entry_id] = live[entry_id]
-                mirror.until = max(mirror.until, live[entry_id])
-            if unusable:
-                await self._redis.zrem(ids_key, *unusable)
+            return None
+        # What was stored since the last read (after a whole read, since it began).
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.zcount(ids_key, now, "+inf")
+        pipe.zrangebyscore(ids_key, max(now, mirror.newest - SYNC_SKEW_S), "+inf", start=0, num=self._max, withscores=True)
+        count, newer = await pipe.execute()
+        if not count:
+            del self._mirrors[key]
+            mirror.matcher.close()
+            return None
+        await self._add(mirror, ids_key, {m.decode(): exp for m, exp in newer}, now)
         return mirror if mirror.row_of else None
+
+    def _new_mirror(self, key: tuple[str, int]) -> _Mirror:
+        # Grown by doubling as rows come: a partition with one entry holds one row, not hundreds.
+        mirror = self._mirrors[key] = _Mirror(CosineMatcher(self._dim, self._similarity, initial_capacity=1, max_entries=self._max))
+        return mirror
+
+    async def _add(self, mirror: _Mirror, ids_key: str, live: dict[str, float], now: float) -> None:
+        """The entries of ``live`` the mirror lacks, oldest first: a full matcher evicts the row it
+        took longest ago, which is then the entry that expires first, as Redis trims a partition."""
+        # A writer whose clock runs ahead, or whose TTL is longer, must not move the read past
+        # everyone else's entries.
+        mirror.newest = min(max([mirror.newest, *live.values()]), now + self._ttl + SYNC_SKEW_S)
+        new = sorted((i for i in live if i not in mirror.row_of), key=live.__getitem__)
+        if not new:
+            return
+        blobs = await self._redis.mget([self._k("v", i) for i in new])
+        unusable = []
+        for entry_id, blob in zip(new, blobs, strict=True):
+            if blob is None:
+                continue  # removed since it was listed (invalidated, trimmed): its vector went with it
+            try:
+                row = mirror.matcher.add(np.frombuffer(blob, dtype=np.float32), expires_at=live[entry_id], scope=0)
+            except ValueError as exc:
+                # Loaded again on every lookup otherwise: only its exact key finds it now.
+                log.warning("a cache entry's vector cannot be matched: %s", exc, extra={"entry": entry_id})
+                unusable.append(entry_id)
+                continue
+            evicted = mirror.id_of.get(row)
+            if evicted is not None:
+                mirror.row_of.pop(evicted, None)
+                mirror.expires_at.pop(evicted, None)
+            mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
+            mirror.expires_at[entry_id] = live[entry_id]
+            mirror.until = max(mirror.until, live[entry_id])
+        if unusable:
+            await self._redis.zrem(ids_key, *unusable)
 
     async def _newest_entries(self, ids_key: str, now: float) -> dict[str, float]:
         """The partition's newest ``max_entries`` live entries and when each expires (an entry's score

@@ -7,7 +7,7 @@ import gc
 import time
 from typing import Any
 import tracemalloc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -451,6 +451,87 @@ async def test_redis_a_partition_read_whole_goes_on_when_the_lookup_is_cut(reque
         await reading
         hit = await a.lookup("explain rrf again", _vec(1, 0.05), "cfg", PUBLIC)
         assert hit is not None and hit.contexts[0].document.document_id == "d1" and len(reads) == 1
+    finally:
+        await a.close()
+        await b.close()
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _process(request: pytest.FixtureRequest, executor: BlockingExecutor, prefix: str, clock: Callable[[], float], **policy: Any) -> RedisCache:
+    """A RedisCache as one process sees it (two on one prefix are two processes)."""
+    return RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(**policy), clock=clock, prefix=prefix, timeout_s=30.0)
+
+
+async def test_redis_a_full_partition_mirrors_the_entries_redis_keeps(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """A whole read added the newest entry first, so the next new one evicted it, not the entry
+    Redis trimmed: a live entry went unmatched."""
+    clock, prefix = _Clock(time.time()), f"t{next(_counter)}"
+    a, b = (_process(request, executor, prefix, clock, ttl_s=100.0, max_entries=4) for _ in range(2))
+    try:
+        for i in range(1, 5):
+            await b.store(f"q{i}", _vec(*[0.0] * i, 1), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+            clock.now += 1
+        assert (await a.lookup("like 2", _vec(0, 0, 1, 0.01), "cfg", PUBLIC)) is not None  # a reads the partition whole
+        await b.store("q5", _vec(0, 0, 0, 0, 0, 1), "cfg", PUBLIC, _answer(_ctx("d5")))  # Redis trims q1
+        for i in (5, 4, 3, 2):
+            hit = await a.lookup(f"like {i} again", _vec(*[0.0] * i, 1, 0.01), "cfg", PUBLIC)
+            assert hit is not None and hit.contexts[0].document.document_id == f"d{i}", i
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_redis_a_writer_whose_clock_runs_ahead_hides_no_one_elses_entries(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """An entry's score is its writer's clock plus the TTL: one scored ahead moved the read past
+    every other process's entries until the next whole read."""
+    clock, ahead, prefix = _Clock(time.time()), _Clock(time.time() + 30), f"t{next(_counter)}"
+    a, b = _process(request, executor, prefix, clock, ttl_s=600.0), _process(request, executor, prefix, clock, ttl_s=600.0)
+    fast = _process(request, executor, prefix, ahead, ttl_s=600.0)
+    try:
+        await fast.store("ahead", _vec(1), "cfg", PUBLIC, _answer(_ctx("ahead")))
+        assert (await a.lookup("like ahead", _vec(1, 0.01), "cfg", PUBLIC)) is not None
+        for i in range(3):
+            clock.now += 1
+            await b.store(f"q{i}", _vec(0, 1, i), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+            hit = await a.lookup(f"like {i}", _vec(0, 1, i + 0.01), "cfg", PUBLIC)
+            assert hit is not None and hit.contexts[0].document.document_id == f"d{i}", i
+    finally:
+        for c in (a, b, fast):
+            await c.close()
+
+
+async def test_redis_a_failed_read_is_no_later_lookups_error(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """A whole read left failing by a cut first lookup raised its error in the next lookup of the
+    partition, with Redis well again, and the breaker counted it."""
+    clock, prefix = _Clock(time.time()), f"t{next(_counter)}"
+    a, b = _process(request, executor, prefix, clock), _process(request, executor, prefix, clock)
+    read, started, fail = a._redis.zrevrangebyscore, asyncio.Event(), asyncio.Event()
+
+    async def fails_once(*args: Any, **kwargs: Any) -> Any:
+        if not fail.is_set():
+            started.set()
+            await fail.wait()
+            raise TimeoutError("Timeout reading from socket")
+        return await read(*args, **kwargs)
+
+    a._redis.zrevrangebyscore = fails_once  # type: ignore[method-assign]
+    try:
+        await b.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        cut = asyncio.ensure_future(a.lookup("explain rrf", _vec(1, 0.05), "cfg", PUBLIC))
+        await started.wait()
+        cut.cancel()
+        [reading] = a._full_reads.values()
+        fail.set()
+        await asyncio.gather(cut, reading, return_exceptions=True)
+        hit = await a.lookup("explain rrf again", _vec(1, 0.05), "cfg", PUBLIC)
+        assert hit is not None and hit.contexts[0].document.document_id == "d1"
     finally:
         await a.close()
         await b.close()
