@@ -127,9 +127,10 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
 
 #: A PDF's text in characters per byte of the file, at most. Flate packs text 3 to 5 times and a
 #: page's content stream spends bytes on fonts and positions, so a real file holds a few characters
-#: a byte at most; a small file may hold up to PDF_MIN_TEXT_CHARS.
+#: a byte at most; a small file may hold up to PDF_MIN_TEXT_CHARS (16 a byte of 16 KiB). The
+#: limit is checked after each page: one page can still make what pypdf lets one stream hold.
 PDF_TEXT_PER_BYTE = 16
-PDF_MIN_TEXT_CHARS = 1 << 20
+PDF_MIN_TEXT_CHARS = 1 << 18
 
 
 def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedDocument]:
