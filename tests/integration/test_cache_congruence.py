@@ -423,39 +423,6 @@ async def test_redis_lookups_read_what_was_stored_since_not_the_whole_partition(
         await b.close()
 
 
-async def test_redis_a_partition_read_whole_goes_on_when_the_lookup_is_cut(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
-    """A lookup is held to the cache's timeout (0.25 s): a partition too large to read in that
-    time was read again, and cut again, by every lookup, and the breaker opened."""
-    prefix = f"t{next(_counter)}"
-    a = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), prefix=prefix, timeout_s=30.0)
-    b = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), prefix=prefix, timeout_s=30.0)
-    started, release, reads = asyncio.Event(), asyncio.Event(), []
-    read = a._redis.zrevrangebyscore
-
-    async def slow(*args: Any, **kwargs: Any) -> Any:
-        reads.append(1)
-        started.set()
-        await release.wait()
-        return await read(*args, **kwargs)
-
-    a._redis.zrevrangebyscore = slow  # type: ignore[method-assign]
-    try:
-        await b.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
-        cut = asyncio.ensure_future(a.lookup("explain rrf", _vec(1, 0.05), "cfg", PUBLIC))
-        await started.wait()
-        cut.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await cut
-        [reading] = a._full_reads.values()
-        release.set()
-        await reading
-        hit = await a.lookup("explain rrf again", _vec(1, 0.05), "cfg", PUBLIC)
-        assert hit is not None and hit.contexts[0].document.document_id == "d1" and len(reads) == 1
-    finally:
-        await a.close()
-        await b.close()
-
-
 class _Clock:
     def __init__(self, now: float) -> None:
         self.now = now
@@ -507,31 +474,39 @@ async def test_redis_a_writer_whose_clock_runs_ahead_hides_no_one_elses_entries(
             await c.close()
 
 
-async def test_redis_a_failed_read_is_no_later_lookups_error(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
-    """A whole read left failing by a cut first lookup raised its error in the next lookup of the
-    partition, with Redis well again, and the breaker counted it."""
+@pytest.mark.parametrize("read_fails", [False, True], ids=["read", "fails"])
+async def test_redis_a_partition_read_whole_outlives_the_lookup_that_was_cut(
+    request: pytest.FixtureRequest, executor: BlockingExecutor, read_fails: bool
+) -> None:
+    """A lookup is held to the cache's timeout (0.25 s): a partition too large to read in that
+    time was read again, and cut again, by every lookup, and the breaker opened. A read that fails
+    after its lookup was cut is no later lookup's error (it was raised there, with Redis well again)."""
     clock, prefix = _Clock(time.time()), f"t{next(_counter)}"
     a, b = _process(request, executor, prefix, clock), _process(request, executor, prefix, clock)
-    read, started, fail = a._redis.zrevrangebyscore, asyncio.Event(), asyncio.Event()
+    read, started, release, reads = a._redis.zrevrangebyscore, asyncio.Event(), asyncio.Event(), []
 
-    async def fails_once(*args: Any, **kwargs: Any) -> Any:
-        if not fail.is_set():
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        if len(reads) == 1:
             started.set()
-            await fail.wait()
-            raise TimeoutError("Timeout reading from socket")
+            await release.wait()
+            if read_fails:
+                raise TimeoutError("Timeout reading from socket")
         return await read(*args, **kwargs)
 
-    a._redis.zrevrangebyscore = fails_once  # type: ignore[method-assign]
+    a._redis.zrevrangebyscore = held  # type: ignore[method-assign]
     try:
         await b.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
         cut = asyncio.ensure_future(a.lookup("explain rrf", _vec(1, 0.05), "cfg", PUBLIC))
         await started.wait()
         cut.cancel()
         [reading] = a._full_reads.values()
-        fail.set()
+        release.set()
         await asyncio.gather(cut, reading, return_exceptions=True)
+        assert cut.cancelled() and reading.done()
         hit = await a.lookup("explain rrf again", _vec(1, 0.05), "cfg", PUBLIC)
         assert hit is not None and hit.contexts[0].document.document_id == "d1"
+        assert len(reads) == (2 if read_fails else 1)  # what the cut lookup's read found serves the next one
     finally:
         await a.close()
         await b.close()

@@ -32,6 +32,12 @@ def make_pdf(pages: list[str], title: str = "", to_unicode: dict[int, int] | Non
             " endbfchar endcmap CMapName currentdict /CMap defineresource pop end end"
         ).encode()
         objects.append(b"<< /Length " + str(len(cmap)).encode() + b" >>\nstream\n" + cmap + b"\nendstream")
+    return _written(objects, f" /Info {4 + 2 * n_pages} 0 R")
+
+
+def _written(objects: list[bytes], trailer: str = "") -> bytes:
+    """The file of ``objects`` (numbered from 1, the first the catalog), its cross-reference table
+    and trailer (``trailer``: more of its entries)."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for num, body in enumerate(objects, start=1):
@@ -41,7 +47,7 @@ def make_pdf(pages: list[str], title: str = "", to_unicode: dict[int, int] | Non
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     for off in offsets:
         out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R /Info {4 + 2 * n_pages} 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{trailer} >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
 
 
@@ -59,12 +65,4 @@ def make_shared_stream_pdf(pages: int, words: int) -> bytes:
         b"<< /Length " + str(len(stream)).encode() + b" /Filter /FlateDecode >>\nstream\n" + stream + b"\nendstream",
     ]
     objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>"] * pages
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for num, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += f"{num} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode() + b"".join(f"{off:010d} 00000 n \n".encode() for off in offsets)
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
+    return _written(objects)
