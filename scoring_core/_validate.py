@@ -6,7 +6,12 @@ import numpy as np
 
 
 def as_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
-    """Return ``scores`` as a contiguous float32 vector; NaN is rejected, never silently ranked."""
+    """Return ``scores`` as a contiguous float32 vector; NaN is rejected, never silently ranked.
+
+    The kernels rank float32 (a model's scores are): float64 input is rounded to nearest, so
+    values closer than float32 can tell apart tie (and keep their input order), and values
+    beyond its range become ±inf. Their reference twins rank the same rounding.
+    """
     arr = np.ascontiguousarray(scores, dtype=np.float32)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")

@@ -130,6 +130,9 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragm
                 std = np.sqrt(var / (size - 1))
                 lo = mean - 3.0 * std
                 hi = mean + 3.0 * std
+        if not np.isfinite(hi - lo):
+            # Finite scores whose spread overflows would be normalized to NaN and ranked.
+            raise ValueError("scores span too wide a range to normalize")
         for j in range(a, b):
             norm = 0.5 if hi == lo else (scores[j] - lo) / (hi - lo)
             contrib[j] = weights[lst] * norm

@@ -7,6 +7,7 @@ broken by input position, so the output is deterministic. The result is CSR-shap
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,9 +85,11 @@ def group_by_parent(parent_codes: np.ndarray, scores: np.ndarray, n_parents: int
     n_parents : int
         Number of distinct parent codes the caller may use.
     """
+    # One integer for the check and the kernel: a float 2.5 would admit code 2 to 2 slots.
+    n = max(operator.index(n_parents), 0)
     s = as_scores(scores)
-    codes = as_codes(parent_codes, max(n_parents, 0), "parent_codes")
+    codes = as_codes(parent_codes, n, "parent_codes")
     if codes.shape[0] != s.shape[0]:
         raise ValueError(f"parent_codes and scores differ in length: {codes.shape[0]} != {s.shape[0]}")
-    parents, parent_scores, offsets, children = _group_kernel(codes, s, np.int64(max(n_parents, 0)))
+    parents, parent_scores, offsets, children = _group_kernel(codes, s, np.int64(n))
     return GroupedHits(parents, parent_scores, offsets, children)

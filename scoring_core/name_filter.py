@@ -86,6 +86,8 @@ class NameFilter:
 
     def candidates(self, query: str, threshold: float) -> np.ndarray:
         """Indices (ascending) of the names that may reach ``threshold`` (0-100) against ``query``."""
+        if not 0.0 <= threshold <= 100.0:  # NaN too: the kernel's bounds assume a ratio
+            raise ValueError(f"threshold must lie in [0, 100], got {threshold}")
         points = np.frombuffer(query.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).copy()
         return _candidates(points, float(threshold), self._bigrams, self._rank_start, self._slot_start, self._ids, self._starts,
                            self._order)

@@ -1,11 +1,14 @@
 """Plain-Python twins of the numba kernels: the tests' oracle, and the benchmarks' baseline.
 
 Each function computes the same result as its kernel, written for clarity rather than speed.
+Like the kernels, the ones that rank scores rank their float32 rounding (see
+:func:`scoring_core._validate.as_scores`).
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 
 
@@ -13,8 +16,7 @@ def group_by_parent(
     parent_codes: Sequence[int], scores: Sequence[float]
 ) -> list[tuple[int, float, list[int]]]:
     """Return ``[(parent, best_score, [child indices best first]), ...]`` best parent first."""
-    if any(math.isnan(s) for s in scores):
-        raise ValueError("scores contains NaN")
+    scores = _as_float32(scores)
     children: dict[int, list[int]] = {}
     for i, p in enumerate(parent_codes):
         children.setdefault(p, []).append(i)
@@ -27,9 +29,12 @@ def group_by_parent(
     return groups
 
 
-def _check(scores: Sequence[float]) -> None:
-    if any(math.isnan(s) for s in scores):
+def _as_float32(scores: Sequence[float]) -> list[float]:
+    """The scores rounded to float32 (to nearest, as numpy does); NaN raises."""
+    rounded = list(array("f", scores))
+    if any(math.isnan(s) for s in rounded):
         raise ValueError("scores contains NaN")
+    return rounded
 
 
 def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
@@ -64,6 +69,8 @@ def _normalize(scores: list[float], method: str) -> list[float]:
             var += (s - mean) * (s - mean)
         std = math.sqrt(var / (len(scores) - 1))
         lo, hi = mean - 3.0 * std, mean + 3.0 * std
+    if not math.isfinite(hi - lo):
+        raise ValueError("scores span too wide a range to normalize")
     return [0.5 if hi == lo else (s - lo) / (hi - lo) for s in scores]
 
 
@@ -90,7 +97,7 @@ def score_fusion(
 
 def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
     """Index of the best candidate per key, best first."""
-    _check(scores)
+    scores = _as_float32(scores)
     best: dict[int, int] = {}
     for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
         best.setdefault(keys[i], i)
@@ -99,7 +106,7 @@ def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
 
 def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[float], threshold: float = 0.85) -> list[int]:
     """Greedy in score order: drop a candidate whose cosine to a kept one reaches ``threshold``."""
-    _check(scores)
+    scores = _as_float32(scores)
 
     def dot(a: Sequence[float], b: Sequence[float]) -> float:
         acc = 0.0
@@ -119,12 +126,13 @@ def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[floa
 
 
 def top_k(scores: Sequence[float], k: int) -> list[int]:
-    _check(scores)
+    scores = _as_float32(scores)
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
 
 
 def threshold_with_fallback(scores: Sequence[float], threshold: float = 0.3, fallback: int = 3) -> tuple[list[int], bool]:
-    _check(scores)
+    """The float32 scores are compared with the threshold as given, not with its rounding."""
+    scores = _as_float32(scores)
     if fallback < 0:
         raise ValueError("fallback must be >= 0")
     kept = [i for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)) if scores[i] >= threshold]
@@ -158,6 +166,8 @@ def cache_match(
 
 def fuzzy_candidates(names: Sequence[str], query: str, threshold: float) -> list[int]:
     """The names that pass :class:`scoring_core.name_filter.NameFilter`'s two bounds, one by one."""
+    if not 0.0 <= threshold <= 100.0:
+        raise ValueError(f"threshold must lie in [0, 100], got {threshold}")
 
     def bigrams(text: str) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -73,9 +73,9 @@ def _top_k_kernel(scores, k):  # pragma: no cover - compiled
     return out_i
 
 
-@kernel("int64[:](float32[::1], float32)", nogil=True)
+@kernel("int64[:](float32[::1], float64)", nogil=True)
 def _above_kernel(scores, threshold):  # pragma: no cover - compiled
-    idx = np.flatnonzero(scores >= threshold)
+    idx = np.flatnonzero(scores.astype(np.float64) >= threshold)  # not at the threshold's float32 rounding
     return idx[argsort_desc_f32(scores[idx])]
 
 
@@ -96,7 +96,7 @@ def threshold_with_fallback(scores: np.ndarray, threshold: float = 0.3, fallback
         raise ValueError("threshold must not be NaN")
     if fallback < 0:  # checked whether or not the fallback is needed, like top_k's k
         raise ValueError("fallback must be >= 0")
-    kept = _above_kernel(s, np.float32(threshold))
+    kept = _above_kernel(s, float(threshold))
     if kept.shape[0] or s.shape[0] == 0:
         return kept, False
     return _top_k_kernel(s, int(fallback)), True

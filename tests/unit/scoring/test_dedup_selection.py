@@ -94,3 +94,29 @@ def test_selection_at_service_scale() -> None:
     s = np.round(np.random.default_rng(0).random(10_000), 3).astype(np.float32)
     assert top_k(s, 100).tolist() == reference.top_k(s.tolist(), 100)
     assert dedup_by_key(np.arange(10_000) % 977, s).tolist() == reference.dedup_by_key((np.arange(10_000) % 977).tolist(), s.tolist())
+
+
+wide = st.floats(allow_nan=False)  # float64: beyond float32's range and closer than it can tell apart
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), wide), max_size=60), st.integers(0, 8), wide)
+def test_float64_scores_rank_as_their_float32_rounding_in_kernel_and_twin(rows: list[tuple[int, float]], k: int, threshold: float) -> None:
+    keys = [key for key, _ in rows]
+    values = [v for _, v in rows]
+    s = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        assert top_k(s, k).tolist() == reference.top_k(values, k)
+        assert dedup_by_key(np.asarray(keys, dtype=np.int64), s).tolist() == reference.dedup_by_key(keys, values)
+        idx, fell = threshold_with_fallback(s, threshold, 2)
+    assert (idx.tolist(), fell) == reference.threshold_with_fallback(values, threshold, 2)
+
+
+def test_a_score_below_the_threshold_is_not_kept_by_its_float32_rounding() -> None:
+    # float32(0.30000001788) rounds down to the score's own float32 value: compared there, the
+    # score below the threshold was kept.
+    below, threshold = np.float32(0.30000001192), 0.30000001788
+    assert float(below) < threshold and np.float32(threshold) == below
+    idx, fell = threshold_with_fallback(np.array([below]), threshold, 0)
+    assert (idx.tolist(), fell) == ([], True)
+    assert reference.threshold_with_fallback([float(below)], threshold, 0) == ([], True)

@@ -50,6 +50,15 @@ def test_invalid_inputs_are_rejected() -> None:
         score_fusion([[1, 2]], [[0.1]])
 
 
+@pytest.mark.parametrize(("method", "scores"), [("minmax", [1e308, -1e308, 0.0]), ("dbsf", [2e154, -2e154, 0.0])])
+def test_finite_scores_whose_spread_overflows_are_rejected(method: str, scores: list[float]) -> None:
+    # Their normalization was NaN, which the kernel ranked last and its twin first.
+    with pytest.raises(ValueError, match="too wide a range"):
+        score_fusion([[1, 2, 3]], [scores], method=method)
+    with pytest.raises(ValueError, match="too wide a range"):
+        reference.score_fusion([[1, 2, 3]], [scores], method=method)
+
+
 def test_weighted_minmax_semantic_keyword() -> None:
     fused = score_fusion([[1, 2, 3], [3, 1]], [[0.9, 0.5, 0.1], [10.0, 2.0]], weights=[0.7, 0.3])
     assert _pairs(fused) == [(1, pytest.approx(0.7)), (2, pytest.approx(0.35)), (3, pytest.approx(0.3))]

@@ -46,6 +46,13 @@ def test_codes_out_of_range_are_rejected() -> None:
         group_by_parent(np.array([0]), np.array([0.1, 0.2]), 2)
 
 
+def test_a_parent_count_that_is_not_an_integer_is_rejected() -> None:
+    # 2.5 let code 2 pass the check while the kernel made 2 slots: it wrote out of bounds.
+    with pytest.raises(TypeError):
+        group_by_parent(np.array([2, 0, 1]), np.array([1.0, 2.0, 3.0]), 2.5)  # type: ignore[arg-type]
+    assert group_by_parent(np.array([2, 0, 1]), np.array([1.0, 2.0, 3.0]), np.int64(3)).parents.tolist() == [1, 0, 2]
+
+
 scores = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, width=32)
 
 
@@ -66,3 +73,13 @@ def test_agrees_with_reference_at_service_scale() -> None:
     vals = np.round(rng.random(10_000), 2).astype(np.float32)
     expected = reference.group_by_parent(codes.tolist(), vals.tolist())
     assert _as_groups(group_by_parent(codes, vals, 2_000)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(allow_nan=False)), max_size=60))
+def test_float64_scores_rank_as_their_float32_rounding_in_both(rows: list[tuple[int, float]]) -> None:
+    codes = [p for p, _ in rows]
+    vals = np.asarray([s for _, s in rows], dtype=np.float64)
+    with np.errstate(over="ignore"):
+        got = _as_groups(group_by_parent(np.asarray(codes, dtype=np.int64), vals, 6))
+    assert got == reference.group_by_parent(codes, vals.tolist())

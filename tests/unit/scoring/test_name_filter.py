@@ -70,3 +70,12 @@ def test_no_names_and_short_queries() -> None:
     assert NameFilter([""]).candidates("", 100.0).tolist() == [0]
     assert np.issubdtype(NameFilter(["ab"]).candidates("ab", 88.0).dtype, np.integer)
     assert NameFilter(["ab\ud800c", "abc"]).candidates("abc", 60.0).tolist() == [0, 1]  # a lone surrogate is a character too
+
+
+@pytest.mark.parametrize("t", [-1.0, float("-inf"), -1e300, 100.5, 200.0, float("nan")])
+def test_a_threshold_outside_the_ratio_scale_is_rejected(t: float) -> None:
+    # -inf and -1e300 found no names (an undefined float-to-int conversion) where rapidfuzz keeps
+    # every one; 200 divided by zero.
+    for candidates in (NameFilter(["abc", "abd"]).candidates, lambda q, t: reference.fuzzy_candidates(["abc", "abd"], q, t)):
+        with pytest.raises(ValueError, match=r"threshold must lie in \[0, 100\]"):
+            candidates("abc", t)
