@@ -8,6 +8,7 @@ techniques ask it (see :mod:`retrieval_server.backends.llm`); without one, class
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import re
@@ -25,10 +26,27 @@ from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
 
-# A letter of any script, then letters, digits or hyphens ("β-amyloid", "Sjögren"): a word the
-# ASCII class cut in two ("Sj", "gren") could be fed back as a term no document uses.
-_WORD = re.compile(r"[^\W\d_](?:[^\W_]|-)+")
-_BREAK = re.compile(r"[?;]\s*|\.\s+")
+#: where Unicode places combining marks: the first two planes and plane 14's variation selectors
+#: (planes 2 and 3 hold ideographs only); reading all 17 planes took 0.1 s, these a third of it
+_MARK_PLANES = (range(0x20000), range(0xE0000, 0xE1000))
+
+
+@functools.cache
+def _word() -> re.Pattern[str]:
+    """A letter of any script, then letters, digits, hyphens or combining marks ("β-amyloid",
+    "Sjögren", "सरकार"): a word cut in two ("Sj", "gren"; "सरक" without its vowel sign) could be
+    fed back as a term no document uses. re's \\w has no combining marks; their class is read from
+    unicodedata once, at the first feedback, not at every import."""
+    marks = [c for plane in _MARK_PLANES for c in plane if unicodedata.category(chr(c)).startswith("M")]
+    ranges, first = [], 0
+    for i in range(1, len(marks) + 1):
+        if i == len(marks) or marks[i] != marks[i - 1] + 1:
+            ranges.append(f"{re.escape(chr(marks[first]))}-{re.escape(chr(marks[i - 1]))}")
+            first = i
+    return re.compile(rf"[^\W\d_](?:[^\W_]|-|[{''.join(ranges)}])+")
+
+
+_BREAK = re.compile(r"[?;？；]\s*|\.\s+")
 _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
 
 
@@ -134,8 +152,9 @@ class ClassicalAnalyzer:
         """Pseudo-relevance feedback: the query plus terms that the top results share."""
         if not feedback:
             raise NotApplicable("needs the results of a first pass")
-        query_terms = {w.lower() for w in _WORD.findall(query)}
-        docs = [Counter(w.lower() for w in _WORD.findall(text)) for text in feedback]
+        word = _word()
+        query_terms = {w.lower() for w in word.findall(query)}
+        docs = [Counter(w.lower() for w in word.findall(text)) for text in feedback]
         df = Counter(t for d in docs for t in d)
         scores = {
             t: sum(d[t] for d in docs) * math.log(1 + df[t])
@@ -157,10 +176,16 @@ class ClassicalAnalyzer:
             # On single spaces: from each start inside a run of them, \s+ took the rest of the run
             # and gave it back a space at a time, quadratic (61 s on the event loop at 64 KB).
             parts = [p.strip(" ,") for p in _CLAUSES.split(" ".join(query.split()))]
-        parts = [p for p in parts if len(p.split()) >= 3]
-        if len(parts) < 2:
+        # Each part once, and not one of stop words only ("the of the"): a repeated question was
+        # searched twice and weighed double in the sub-queries' fusion.
+        kept: dict[str, str] = {}
+        for p in parts:
+            words = p.split()
+            if len(words) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in words):
+                kept.setdefault(" ".join(p.casefold().split()), p)
+        if len(kept) < 2:
             raise NotApplicable("a single question")
-        return parts[:4]
+        return list(kept.values())[:4]
 
 
 #: why a technique cut for the request's deadline contributed nothing
@@ -258,22 +283,34 @@ _PROMPTS = {
 }
 
 
+#: a list marker ("- ", "* ", "1. ", "2) "), however many; "*" only before a space, not bold's "**"
+_LIST_MARKER = re.compile(r"^\s*(?:(?:[-•]|\*(?=\s)|\d+[.)])\s*)+")
+_HEADING = re.compile(r"^\s*#{1,6}\s")
+#: a whole line in bold or italics
+_EMPHASIZED = re.compile(r"(\*\*|__|\*)(.+)\1")
+
+
 def _lines(text: Completion, query: str) -> list[str]:
-    """The model's lines without list markers and the quotes around a whole line, each once
-    (whatever its case and spacing), leaving out "NONE", the query itself, and lines that end in a
-    colon: a preamble ("Here is the rewritten query:") or a heading ("Sub-questions:"), which were
-    searched as queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too."""
+    """The model's lines without list markers, and without the quotes or the Markdown emphasis
+    around a whole line, each once (whatever its case and spacing), leaving out "NONE", the query
+    itself, Markdown headings ("### Rewritten query") and lines that end in a colon: a preamble
+    ("Here is the rewritten query:") or a heading ("**Sub-questions:**"), which were searched as
+    queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too."""
     lines = text.splitlines()
     if text.truncated:
         lines = lines[:-1]
     seen = {" ".join(query.casefold().split())}
     out = []
     for line in lines:
-        line = re.sub(r"^\s*(?:(?:[-*•]|\d+[.)])\s*)+", "", line).strip()
+        if _HEADING.match(line):
+            continue
+        line = _LIST_MARKER.sub("", line).strip()
+        if emphasized := _EMPHASIZED.fullmatch(line):
+            line = emphasized.group(2).strip()
         if len(line) > 1 and line[0] == line[-1] == '"' and line.count('"') == 2:
             line = line[1:-1].strip()  # the whole line quoted; a quoted phrase at either end keeps its quotes
         key = " ".join(line.casefold().split())
-        if line and line.upper() != "NONE" and not line.endswith(":") and key not in seen:
+        if line and line.rstrip(".!").upper() != "NONE" and not line.endswith(":") and key not in seen:
             seen.add(key)
             out.append(line)
     return out

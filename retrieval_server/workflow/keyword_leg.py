@@ -44,14 +44,16 @@ def query_vector(sparse: Bm25Encoder, text: str, max_terms: int) -> SparseVector
     # token across white space, and mostly splits at every character that is not a letter or digit:
     # each word's runs of those, encoded alone, give its terms in text order. Not where a run ends
     # inside a token: Python's \w leaves out combining marks, which the tokenizer keeps in a word
-    # (Devanagari's vowel signs), and such a word's runs gave terms the text has not, so a long
-    # Hindi query kept none of its own. Then the word's terms are taken whole.
+    # (Devanagari's vowel signs), and such a word's runs gave other terms than the word's own, so a
+    # long Hindi query kept none of its own (or, when another word had those terms, lost this
+    # word's). Then the word's terms are taken whole.
     weight = dict(zip(v.indices, v.values, strict=True))
     first: dict[int, None] = {}
     for word in dict.fromkeys(text.split()):
         terms = [t for run in _RUN.findall(word) for t in sparse.query(run).indices]
-        if not all(t in weight for t in terms):
-            terms = list(sparse.query(word).indices)
+        whole = sparse.query(word).indices
+        if set(terms) != set(whole):
+            terms = list(whole)
         for t in terms:
             if t in weight:
                 first.setdefault(t)

@@ -6,10 +6,13 @@ import re
 
 from retrieval_server.backends.llm import Completion
 
-#: where a sentence ends: its stop, closing quotes or brackets, then citations after it ("... fails. [2]")
-_SENTENCE_END = r"[.!?][\"'”’)\]]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*"
-_ENDS_A_SENTENCE = re.compile(_SENTENCE_END + r"\s*$")
-_SENTENCE_ENDS = re.compile(_SENTENCE_END + r"(?=\s)")
+#: after a stop: closing quotes or brackets, then citations ("... fails. [2]")
+_CLOSE = r"[\"'”’)\]」』）]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*"
+#: the stops of scripts written without a space after them (CJK's 。！？, Devanagari's danda,
+#: Arabic's question mark): a Japanese answer cut short lost every sentence, none seen to end
+_STOP_ALONE = r"[。！？।॥؟]"
+_ENDS_A_SENTENCE = re.compile(rf"(?:[.!?]|{_STOP_ALONE}){_CLOSE}\s*$")
+_SENTENCE_ENDS = re.compile(rf"[.!?]{_CLOSE}(?=\s)|{_STOP_ALONE}{_CLOSE}")
 
 
 def whole_sentences(text: str) -> tuple[str, bool]:

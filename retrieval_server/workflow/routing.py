@@ -37,8 +37,8 @@ _META = re.compile(
 #: for 32,000 digits, on the event loop); the digit it needs is checked apart
 _ARITHMETIC = re.compile(r"^(?:what is|what's|compute|calculate|evaluate|how much is)?\s*(?P<expr>[\d\s.+\-*/%()^]++)\??$", re.I)
 #: what reads as arithmetic but is a date, or a code with leading zeros (which Python's arithmetic refuses anyway):
-#: "what is 2024-01-15?" is a question for the documents
-_NOT_ARITHMETIC = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|(?<![\d.])0\d")
+#: "what is 2024-01-15?" and "what is 12/25/2024?" are questions for the documents
+_NOT_ARITHMETIC = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{4}\b|(?<![\d.])0\d")
 #: words matched whole (possessive): a long word after "how many" was split every way between
 #: the type and the next word (68 s for 65,000 letters, on the event loop)
 _HOW_MANY_DEPEND_ON = re.compile(

@@ -19,7 +19,7 @@ from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES, ResponseRefu
 from retrieval_server.backends.llm import AnthropicChat, Completion, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat, retry_after_seconds
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
-from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, TechniqueModel, analyze
+from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel, analyze
 from tests.support.clock import Clock
 from tests.support.http_servers import Sse, Streamed, Unsized, WithHeaders, json_server
 
@@ -653,6 +653,35 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
 
 
 @pytest.mark.parametrize(
+    ("technique", "answer", "expected"),
+    [
+        ("rewrite", "**Rewritten query:**\nHow does reciprocal rank fusion (RRF) work?", "How does reciprocal rank fusion (RRF) work?"),
+        ("rewrite", "### Rewritten query\nHow does reciprocal rank fusion (RRF) work?", "How does reciprocal rank fusion (RRF) work?"),
+        ("rewrite", "**How does reciprocal rank fusion (RRF) work?**", "How does reciprocal rank fusion (RRF) work?"),
+        ("decompose", "**Sub-questions:**\n* How does RRF work?\n* Why is reranking slow?", ["How does RRF work?", "Why is reranking slow?"]),
+        ("decompose", "## Sub-questions\n1. How does RRF work?\n2. Why is reranking slow?", ["How does RRF work?", "Why is reranking slow?"]),
+        ("decompose", "None.\nThe question has only one part.", None),
+    ],
+    ids=["bold-label", "heading", "bold-line", "bold-heading-and-bullets", "heading-and-numbers", "none-with-a-stop"],
+)
+async def test_markdown_around_the_models_lines_is_not_searched(technique: str, answer: str, expected: object) -> None:
+    """A heading in Markdown ("**Rewritten query:**", "### Sub-questions") ended in "**" or in no
+    colon at all: it replaced the query in every leg, or became a sub-query; "None." was one too."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            if expected is None:
+                with pytest.raises(NotApplicable):
+                    await getattr(analyzer, technique)(QUERY)
+            else:
+                assert await getattr(analyzer, technique)(QUERY) == expected
+        finally:
+            await model.close()
+
+
+@pytest.mark.parametrize(
     ("query", "rewrite", "searched"),
     [
         ('Why does E1234 come from parse_config with "strict mode" on?', "Why does the configuration parser fail in strict mode?",
@@ -663,8 +692,11 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
          '"disk full" errors on network attached storage (NAS)'),
         ('errors about "disk full" on NAS', 'NAS errors reporting "disk full"', 'NAS errors reporting "disk full"'),
         ("How does RRF work?", '"How does reciprocal rank fusion (RRF) work?"', "How does reciprocal rank fusion (RRF) work?"),
+        ("errors about “disk full” on NAS", "storage errors on NAS", 'storage errors on NAS ("disk full")'),
+        ("errors about «disk full» on NAS", "NAS errors reporting “disk full”", "NAS errors reporting “disk full”"),
     ],
-    ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept", "a-phrase-first", "a-phrase-last", "the-line-quoted"],
+    ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept", "a-phrase-first", "a-phrase-last", "the-line-quoted",
+         "typographic-quotes-dropped", "guillemets-kept-as-curly-quotes"],
 )
 async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, rewrite: str, searched: str) -> None:
     """The rewrite replaces the query in every leg: a code or quoted phrase the model dropped was no

@@ -23,6 +23,22 @@ def test_feedback_terms_keep_letters_of_any_script() -> None:
     assert set(terms) <= {"β-amyloid", "sjögren", "syndrome", "patients"} and len(terms) == 2, variants
 
 
+def test_feedback_terms_keep_their_combining_marks() -> None:
+    # re's \w has no combining marks: "सरकार" (government) was read as "सरक" and "र", and "सरक", a
+    # word no document uses, was fed back.
+    feedback = ["भारत सरकार ने नई नीति घोषित की", "सरकार का बजट बढ़ा और नीति बदली"]
+    variants = asyncio.run(ClassicalAnalyzer(variants=1).reformulate("नई योजना", feedback))
+    assert variants == ["नई योजना नीति सरकार"], variants
+
+
+def test_decomposition_keeps_each_part_once_and_not_stop_words_alone() -> None:
+    analyzer = ClassicalAnalyzer()
+    parts = asyncio.run(analyzer.decompose("What does error XK-4471 mean? what does  error XK-4471 mean? How long to simmer the sauce?"))
+    assert parts == ["What does error XK-4471 mean", "How long to simmer the sauce"]
+    assert asyncio.run(_not_applicable(analyzer, "What is error XK-4471? What is error XK-4471?"))
+    assert asyncio.run(_not_applicable(analyzer, "the of the and to the is and it is the"))
+
+
 def test_decomposition_cuts_before_a_capital_of_any_script_only() -> None:
     analyzer = ClassicalAnalyzer()
     parts = asyncio.run(analyzer.decompose("Where was the iceman found in 1991. Ötzi was carried to which museum? How old is he"))

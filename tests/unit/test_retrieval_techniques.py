@@ -64,6 +64,11 @@ def test_a_bounded_query_keeps_the_terms_it_starts_with() -> None:
     filler = [chr(0x915 + i % 36) + signs[i % 6] + chr(0x915 + i // 36 % 36) + signs[i // 216 % 6] for i in range(1_500)]
     long = query_vector(BM25, " ".join(hindi + filler), 512)
     assert set(BM25.query(" ".join(hindi)).indices) <= set(long.indices) and len(long.indices) == 512
+    # A word whose runs' terms other words of the query have: its own term was left out.
+    first = "कतब"[0] + "\u093f" + "त" + "\u093e" + "ब"
+    runs = ["क", "त", "ब"]
+    many = query_vector(BM25, " ".join([first, *filler, *runs]), 512)
+    assert set(BM25.query(first).indices) <= set(many.indices)
 
 
 def test_titled_document_repeats_the_title_as_a_weighted_field() -> None:
@@ -82,6 +87,10 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     assert query_features("ÖBB β1 Fahrplan", BM25, None, policy).identifier_share == pytest.approx(2 / 3)
     quoted = query_features('find "exact phrase here" now', BM25, None, policy)
     assert quoted.quoted_share == pytest.approx(3 / 5)
+    # The quotes a phone or a word processor types, guillemets and CJK brackets quote as well.
+    for marks in ("“”", "«»", "„“", "「」"):
+        typed = query_features(f"find {marks[0]}exact phrase here{marks[1]} now", BM25, None, policy)
+        assert typed.quoted_share == pytest.approx(3 / 5), marks
     # snake_case, an underscore inside word characters; not at an end, not beside a stop (which the
     # old pattern read in time quadratic in the word: 12 s for this one at 64 KB).
     snake = ["snake_case", "__init", "a_" * 4_000 + "a.b", "_a", "a_"]

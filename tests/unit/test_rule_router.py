@@ -16,9 +16,10 @@ def test_arithmetic_goes_to_the_calculator(question: str, expression: str) -> No
     assert decision.route is Route.TOOL and [(c.name, c.arguments) for c in decision.tool_calls] == [("calculate", {"expression": expression})]
 
 
-@pytest.mark.parametrize("question", ["what is 2024-01-15?", "what is 2024-1-5", "what is 007 - 1?"])
+@pytest.mark.parametrize("question", ["what is 2024-01-15?", "what is 2024-1-5", "what is 007 - 1?", "what is 12/25/2024?", "what is 1/5/2024"])
 def test_dates_and_codes_go_to_the_documents(question: str) -> None:
-    """Read as arithmetic they fail (leading zeros) or answer nonsense (2024-01-15 = 2008)."""
+    """Read as arithmetic they fail (leading zeros) or answer nonsense (2024-01-15 = 2008,
+    12/25/2024 = 0.000237)."""
     assert RuleRouter().rules(question, []).route is Route.RETRIEVE
 
 
