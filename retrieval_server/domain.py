@@ -358,6 +358,12 @@ class DocumentSource:
     metadata: dict[str, str] = field(default_factory=dict)
     granted_user_ids: tuple[str, ...] = ()
 
+    @property
+    def name(self) -> str:
+        """The file name its type and default title are read from: the caller's, or, for a document
+        sent with an id and no file name, the id as a text file."""
+        return self.filename or f"{self.document_id}.txt"
+
 
 @dataclass(frozen=True, slots=True)
 class IngestedDocument:

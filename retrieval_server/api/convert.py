@@ -85,7 +85,7 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     if access is Access.PRIVATE and not owner:
         raise InvalidArgument(f"{field}.owner_id is required for a PRIVATE document")
     return DocumentSource(
-        filename=d.filename or f"{d.document_id}.txt",
+        filename=d.filename,
         content=d.content,
         document_id=d.document_id,
         title=d.title,

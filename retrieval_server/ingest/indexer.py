@@ -68,11 +68,15 @@ from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHAR
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
-from retrieval_server.ingest.loaders import LoadError, LoadedDocument, load
+from retrieval_server.ingest.loaders import MAX_ROW_ERRORS, LoadError, LoadedDocument, load
 from scoring_core.encoders import Interrupted
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: errors one ingest reports (a file's rows are MAX_ROW_ERRORS of them); the rest are counted in
+#: one more, so that an answer stays within a client's 4 MiB (a file name is 1,024 characters)
+MAX_REPORTED_ERRORS = 1_000
 
 
 @dataclass(slots=True)
@@ -266,8 +270,8 @@ class Indexer:
                     errors.append(IngestFailure(src.filename or src.document_id, str(exc)))
                     continue
                 errors.extend(IngestFailure(f"{src.filename}:{row}", reason) for row, reason in loaded_source.failed)
-                loaded_docs = loaded_source.documents
-                for loaded in loaded_docs:
+                listed = unlisted = 0
+                for loaded in loaded_source.documents:
                     label = f"{src.filename}:{loaded.document_id}" if loaded_source.rows else (src.filename or loaded.document_id)
                     try:
                         doc_id = _clean_id(loaded.document_id)
@@ -276,7 +280,13 @@ class Indexer:
                         seen.add(doc_id)
                         prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id))
                     except LoadError as exc:
-                        errors.append(IngestFailure(label, str(exc)))
+                        # Listed as a file's unreadable rows are: a 1 MB file of 20,000 repeated
+                        # ids answered with 20,000 errors (22 MB, over a client's 4 MiB).
+                        if listed < MAX_ROW_ERRORS:
+                            listed += 1
+                            errors.append(IngestFailure(label, str(exc)))
+                        else:
+                            unlisted += 1
                         continue
                     if await self._unchanged(prepared):
                         await written()  # reported after the documents before it
@@ -287,12 +297,16 @@ class Indexer:
                     pending.append(prepared)
                     if sum(len(p.children) for p in pending) >= self._batch:
                         await flush()
+                if unlisted:
+                    errors.append(IngestFailure(src.filename or src.document_id, f"{unlisted} more rows could not be stored"))
             await flush()
             await written()
         except BaseException:
             if writing is not None:
                 await _discard(writing)
             raise
+        if len(errors) > MAX_REPORTED_ERRORS:
+            errors[MAX_REPORTED_ERRORS:] = [IngestFailure("", f"{len(errors) - MAX_REPORTED_ERRORS} more errors")]
         return IngestReport(tuple(done), tuple(errors))
 
     async def _unchanged(self, p: _Prepared) -> bool:
@@ -326,7 +340,7 @@ class Indexer:
                 document_id=loaded.document_id,
                 title=loaded.title,
                 url=src.url or loaded.url,
-                source=src.source or src.filename,
+                source=src.source or src.name,
                 access=src.access,
                 owner_id=owner,
                 metadata={**loaded.metadata, **src.metadata},

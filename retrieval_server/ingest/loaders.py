@@ -69,7 +69,7 @@ def _found_title(title: object) -> str:
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
     text = _text(src.content, "file")
-    return [LoadedDocument(src.document_id or _stem(src.filename), src.title or _stem(src.filename), (Page(0, text),))]
+    return [LoadedDocument(src.document_id or _stem(src.name), src.title or _stem(src.name), (Page(0, text),))]
 
 
 #: an inline file as a link's or an image's target (``![diagram](data:image/png;base64,...)``): its
@@ -101,8 +101,8 @@ def _without_data_uris(text: str) -> str:
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
     text = _without_data_uris(_text(src.content, "file"))
     heading = _HEADING.search(text)
-    title = src.title or (_found_title(_heading_text(heading.group(1))) if heading else "") or _stem(src.filename)
-    return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
+    title = src.title or (_found_title(_heading_text(heading.group(1))) if heading else "") or _stem(src.name)
+    return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
 
 
 #: BeautifulSoup holds about 600 bytes a tag: 16 MiB of "<b>" (5.6 million tags) took 3.4 GB and
@@ -118,11 +118,11 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     soup = BeautifulSoup(_text(src.content, "file"), "html.parser")
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
-    title = src.title or (_found_title(soup.title.get_text(strip=True)) if soup.title else "") or _stem(src.filename)
+    title = src.title or (_found_title(soup.title.get_text(strip=True)) if soup.title else "") or _stem(src.name)
     body = soup.body or soup
     # Block elements become line breaks so sentences and paragraphs survive the flattening.
     text = re.sub(r"\n\s*\n+", "\n\n", body.get_text("\n")).strip()
-    return [LoadedDocument(src.document_id or _stem(src.filename), title, (Page(0, text),))]
+    return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
 
 
 #: A PDF's text in characters per byte of the file, at most. Flate packs text 3 to 5 times and a
@@ -162,7 +162,7 @@ def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedD
         raise LoadError(f"not a readable PDF: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not any(p.text.strip() for p in pages):
         raise LoadError("PDF has no extractable text (scanned images need OCR first)")
-    return [LoadedDocument(src.document_id or _stem(src.filename), src.title or _found_title(meta_title) or _stem(src.filename), pages)]
+    return [LoadedDocument(src.document_id or _stem(src.name), src.title or _found_title(meta_title) or _stem(src.name), pages)]
 
 
 def _check_unicode(values: list[str], what: str) -> None:
@@ -263,7 +263,7 @@ def load(src: DocumentSource, max_text_chars: int | None = None) -> Loaded:
     AttributeError on some malformed files): whatever a loader raises is this file's error, so
     one bad file never fails the rest of a batch.
     """
-    name = PurePath(src.filename).name.lower()
+    name = PurePath(src.name).name.lower()
     # A name that is only an extension (".txt": a document_id ending in "/" and no filename) has no
     # suffix to Python, as a dot file; it names its type all the same.
     ext = PurePath(name).suffix or (name if name in LOADERS else "")

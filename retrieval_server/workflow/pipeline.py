@@ -124,13 +124,16 @@ class QueryPipeline:
             # once more, rather than leave it out.
             if searched_again or not nodes.replaced_since_searched(hits, {d: doc.version for d, doc in docs.items()}):
                 break
-        kept = dedup_by_key(content_hashes([h.content for h in current]), np.asarray([h.score for h in current], dtype=np.float32))
+        # The texts as returned, trimmed: two chunks that differ only past the trim came back as one text twice.
+        texts = [h.content[: self._search_text_chars] for h in current]
+        kept = dedup_by_key(content_hashes(texts), np.asarray([h.score for h in current], dtype=np.float32))
         out = []
-        for h in (current[i] for i in kept[:top_k]):
+        for i in kept[:top_k]:
+            h = current[i]
             doc = docs[h.document_id]
             out.append(
                 SearchResult(
-                    text=h.content[: self._search_text_chars],
+                    text=texts[i],
                     document_id=h.document_id,
                     chunk_index=h.chunk_index,
                     title=doc.title,

@@ -429,6 +429,21 @@ async def test_private_documents_reach_only_their_readers(app: Application) -> N
         assert ("secret" in {r.document_id for r in found}) is sees, identity
 
 
+async def test_search_returns_no_two_results_with_the_same_text_as_trimmed(tmp_path: Path) -> None:
+    """Duplicates were found on the whole text and the text trimmed after: two chunks differing
+    only past the trim came back as the same text twice."""
+    application = Application(load_settings(data_dir=tmp_path, search_text_chars=40))
+    await application.open()
+    try:
+        same = "Glaciers carve deep valleys in the mountains"
+        await application.ingest([_txt("alpha", same + " of Norway."), _txt("beta", same + " of Chile."), _txt("other", "Volcanoes erupt.")])
+        found = await application.pipeline.search("glaciers carve valleys", 5, Identity())
+    finally:
+        await application.close()
+    texts = [r.text for r in found]
+    assert len(texts) == len(set(texts)) and texts[0] == same[:40] and len(found) == 2, texts
+
+
 async def test_one_bad_pdf_does_not_fail_the_batch(app: Application) -> None:
     from tests.unit.test_loader_fuzz import PYPDF_ASSERTION
 
@@ -753,6 +768,27 @@ async def test_a_jsonl_row_is_named_by_its_id_however_many_rows_are_read(app: Ap
     rows = '{"_id": "a", "text": "Aardvarks dig.", "metadata": {"note": "' + "x" * 16_400 + '"}}\n{broken\n'
     report = await app.ingest([DocumentSource(filename="one.jsonl", content=rows.encode())])
     assert [e.source for e in report.errors] == ["one.jsonl:line 2", "one.jsonl:a"]
+
+
+async def test_a_files_rows_that_cannot_be_stored_are_listed_as_its_unreadable_ones(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1 MB file of 20,000 repeated ids answered with an error each: 22 MB, over a client's 4 MiB."""
+    rows = "".join('{"_id": "a", "text": "Aardvarks dig."}\n' for _ in range(250))
+    report = await app.ingest([DocumentSource(filename="many.jsonl", content=rows.encode())])
+    assert [d.document_id for d in report.documents] == ["a"]
+    assert [e.source for e in report.errors] == ["many.jsonl:a"] * 100 + ["many.jsonl"]
+    assert report.errors[-1].reason == "149 more rows could not be stored"
+    # And a request of many files lists the first errors, then counts the rest.
+    monkeypatch.setattr(indexer_module, "MAX_REPORTED_ERRORS", 3)
+    report = await app.ingest([DocumentSource(filename=f"f{i}.docx", content=b"x") for i in range(5)])
+    assert [e.source for e in report.errors] == ["f0.docx", "f1.docx", "f2.docx", ""] and report.errors[-1].reason == "2 more errors"
+
+
+async def test_a_document_sent_without_a_file_name_is_named_by_its_id(app: Application) -> None:
+    report = await app.ingest([DocumentSource(filename="", content=b"\xffnot text", document_id="notes"),
+                               DocumentSource(filename="", content=b"Tides follow the moon.", document_id="tides")])
+    assert [(e.source, e.reason.split(" (")[0]) for e in report.errors] == [("notes", "file is not UTF-8 text")]  # not "notes.txt"
+    [doc] = (await app.metadata.get_documents(["tides"])).values()
+    assert (doc.title, doc.source) == ("tides", "tides.txt")  # read as a text file named by its id, as before
 
 
 async def test_abandoned_writes_are_reconciled_while_the_process_runs(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:

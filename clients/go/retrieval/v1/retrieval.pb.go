@@ -1962,15 +1962,19 @@ func (x *IngestedDocument) GetReplaced() bool {
 	return false
 }
 
-// One file or row that could not be ingested.
+// One file or row that could not be ingested. A `.jsonl` file lists its first 100 rows that
+// could not be read and its first 100 that could not be stored, then one error (`<file
+// name>:line <n>+`, or the file name) counting the rest of each; a response lists 1,000 errors
+// at most, then one with an empty source counting the rest.
 type IngestError struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
 	// The file name (or `<file name>:<document id>` for a row of a `.jsonl` file, `<file
-	// name>:line <n>` for a row that could not be read, or the document id) that failed. The other
-	// rows of a `.jsonl` file are stored; one none of whose rows can be read is the file's error.
+	// name>:line <n>` for a row that could not be read, or the document id of a document sent
+	// without a file name) that failed. The other rows of a `.jsonl` file are stored; one none of
+	// whose rows can be read is the file's error.
 	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
 	// Why, human-readable (e.g. `unsupported file type '.docx'`, `file is not UTF-8 text`).
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`

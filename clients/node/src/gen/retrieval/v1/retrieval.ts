@@ -896,12 +896,18 @@ export interface IngestedDocument {
   replaced: boolean;
 }
 
-/** One file or row that could not be ingested. */
+/**
+ * One file or row that could not be ingested. A `.jsonl` file lists its first 100 rows that
+ * could not be read and its first 100 that could not be stored, then one error (`<file
+ * name>:line <n>+`, or the file name) counting the rest of each; a response lists 1,000 errors
+ * at most, then one with an empty source counting the rest.
+ */
 export interface IngestError {
   /**
    * The file name (or `<file name>:<document id>` for a row of a `.jsonl` file, `<file
-   * name>:line <n>` for a row that could not be read, or the document id) that failed. The other
-   * rows of a `.jsonl` file are stored; one none of whose rows can be read is the file's error.
+   * name>:line <n>` for a row that could not be read, or the document id of a document sent
+   * without a file name) that failed. The other rows of a `.jsonl` file are stored; one none of
+   * whose rows can be read is the file's error.
    */
   source: string;
   /** Why, human-readable (e.g. `unsupported file type '.docx'`, `file is not UTF-8 text`). */
