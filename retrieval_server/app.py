@@ -329,7 +329,7 @@ class Application:
         s = self.settings
         if s.cache_backend == "none":
             return None
-        policy = CachePolicy(s.cache_ttl_s, s.cache_similarity, s.cache_max_entries)
+        policy = CachePolicy(s.cache_ttl_s, s.cache_similarity, s.cache_max_entries, s.cache_max_mb * 2**20)
         if s.cache_backend == "redis":
             from retrieval_server.backends.redis_cache import RedisCache
 

@@ -288,10 +288,12 @@ class Settings(BaseSettings):
     cache_ttl_s: float = Field(3600.0, gt=0)
     cache_similarity: float = Field(0.95, ge=0, le=1)
     cache_max_entries: int = Field(100_000, ge=1)
+    cache_max_mb: int = Field(256, ge=1, le=1_048_576, description="in-memory cache: the text its answers hold, in MiB of characters")
     cache_served_answers: int = Field(
         1024, ge=0, le=1_000_000,
         description="exact repeats answered with the bytes already sent, before the workflow (per process; 0: off)",
     )
+    cache_served_answers_mb: int = Field(64, ge=1, le=1_048_576, description="the bytes those answers hold, in MiB (per process)")
     cache_timeout_s: float = Field(0.25, gt=0, le=60, description="Redis cache: longest wait per call before the cache is skipped")
     redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index); keys go under <prefix>:<a digest of the answer-shaping settings>")
 
@@ -484,7 +486,7 @@ DEPLOYMENT_SETTINGS = frozenset({
     "analysis_total_timeout_s", "glossary_path", "llm_timeout_s", "llm_max_retries", "llm_backoff_s",
     "openai_base_url", "openai_api_key", "anthropic_base_url", "anthropic_api_key", "gemini_base_url",
     "gemini_api_key", "tool_timeout_s", "cache_backend", "redis_url", "cache_ttl_s", "cache_max_entries",
-    "cache_served_answers", "cache_timeout_s", "redis_key_prefix", "write_lease_s", "breaker_failures",
+    "cache_max_mb", "cache_served_answers", "cache_served_answers_mb", "cache_timeout_s", "redis_key_prefix", "write_lease_s", "breaker_failures",
     "breaker_cooldown_s", "store_retries", "store_backoff_s", "deadline_reserve_ms",
     "llm_router_provider", "llm_router_temperature", "llm_answer_provider", "llm_answer_temperature",
     "answer_max_sentences", "answer_min_similarity", "answer_max_tokens", "answer_timeout_s",

@@ -58,20 +58,47 @@ def _packed(message: object) -> any_pb2.Any:
     return out
 
 
+#: UTF-8 bytes of a status's message, and of a violation's field and description, sent: the
+#: message (percent-encoded) and the details (which repeat it, base64-encoded) travel in
+#: trailers, and a gRPC C-core client (Python, C++) refuses trailers over 8 KiB: a request with a
+#: thousand invalid documents, or a header value echoed whole, reached its caller as
+#: RESOURCE_EXHAUSTED, no field named
+MAX_MESSAGE_BYTES = 512
+MAX_VIOLATION_BYTES = 256
+#: bytes of the violations listed; the rest are counted in one more, with no field
+MAX_VIOLATIONS_BYTES = 1_536
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` bytes of UTF-8, an ellipsis where it was cut."""
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= limit:
+        return encoded.decode("utf-8")
+    return encoded[: limit - 3].decode("utf-8", "ignore") + "…"
+
+
+def _violations(violations: tuple[tuple[str, str], ...]) -> list[error_details_pb2.BadRequest.FieldViolation]:
+    out, used = [], 0
+    for n, (field, description) in enumerate(violations):
+        field, description = _cut(field, MAX_VIOLATION_BYTES), _cut(description, MAX_VIOLATION_BYTES)
+        used += len(field.encode()) + len(description.encode())
+        if used > MAX_VIOLATIONS_BYTES:
+            out.append(error_details_pb2.BadRequest.FieldViolation(description=f"{len(violations) - n} more invalid fields"))
+            break
+        out.append(error_details_pb2.BadRequest.FieldViolation(field=field, description=description))
+    return out
+
+
 def status_of(exc: ServiceError) -> grpc.Status:
     code, _, retry_s = _mapped(exc)
     details = []
     if isinstance(exc, InvalidArgument):
-        details.append(
-            _packed(error_details_pb2.BadRequest(field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=f, description=d) for f, d in exc.violations
-            ]))
-        )
+        details.append(_packed(error_details_pb2.BadRequest(field_violations=_violations(exc.violations))))
     else:
         details.append(_packed(error_details_pb2.ErrorInfo(reason=reason_of(exc), domain=DOMAIN)))
     if retry_s is not None:
         details.append(_packed(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(retry_s)))))
-    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=str(exc), details=details)
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=_cut(str(exc), MAX_MESSAGE_BYTES), details=details)
     return rpc_status.to_status(status)
 
 

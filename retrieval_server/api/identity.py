@@ -29,7 +29,8 @@ def identity_from_headers(user_id: str, role: str, verified_by: str = "headers")
     if raw_role == Role.ANONYMOUS.value and user is None:
         return Identity(role=Role.ANONYMOUS, verified_by=verified_by)
     if raw_role not in _NAMED_ROLES:
-        raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got '{raw_role}')")
+        got = raw_role if len(raw_role) <= _MAX_ROLE_CHARS else raw_role[:_MAX_ROLE_CHARS] + "…"
+        raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got '{got}')")
     return Identity(user_id=user, role=Role(raw_role), verified_by=verified_by)
 
 

@@ -78,11 +78,15 @@ def may_serve(request: pb.QueryRequest) -> bool:
 
 
 class ServedAnswers:
-    """At most ``size`` answers, the least recently served dropped first."""
+    """At most ``size`` answers holding at most ``max_bytes`` in their bodies, the least recently
+    served dropped first. Counted alone, 1,024 answers of 2.6 MiB (a top-100 answer over documents
+    at their metadata limits) held 2.6 GiB."""
 
-    def __init__(self, size: int, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, size: int, ttl_s: float, max_bytes: int = 64 * 2**20, clock: Callable[[], float] = time.monotonic) -> None:
         self._size = size
         self._ttl = ttl_s
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._clock = clock
         self._answers: OrderedDict[Key, ServedAnswer] = OrderedDict()
 
@@ -94,7 +98,7 @@ class ServedAnswers:
         if answer is None:
             return None
         if generation is None or answer.generation != generation or answer.expires_at <= self._clock():
-            del self._answers[key]
+            self._bytes -= len(self._answers.pop(key).body)
             return None
         self._answers.move_to_end(key)
         return answer
@@ -110,11 +114,16 @@ class ServedAnswers:
         body.ClearField("metrics")
         metrics = pb.Metrics(stages=[pb.StageMetric(stage=STAGE, count=len(result.contexts))], cache_hit=True,
                              strategy_used=convert.strategy_out(result.metrics.strategy_used))
-        self._answers[key] = ServedAnswer(body.SerializeToString(), result, options, generation, self._clock() + self._ttl,
-                                          pb.QueryResponse(metrics=metrics))
-        self._answers.move_to_end(key)
-        if len(self._answers) > self._size:
-            self._answers.popitem(last=False)
+        serialized = body.SerializeToString()
+        if len(serialized) > self._max_bytes:
+            return
+        replaced = self._answers.pop(key, None)
+        if replaced is not None:
+            self._bytes -= len(replaced.body)
+        self._answers[key] = ServedAnswer(serialized, result, options, generation, self._clock() + self._ttl, pb.QueryResponse(metrics=metrics))
+        self._bytes += len(serialized)
+        while len(self._answers) > self._size or self._bytes > self._max_bytes:
+            self._bytes -= len(self._answers.popitem(last=False)[1].body)
 
 
 def serve(answer: ServedAnswer, started: float) -> tuple[bytes, float]:

@@ -94,7 +94,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._cached_contexts = convert.ContextsOut()
         # Off when a stage would go unrecorded: no cache to verify with, or every stage traced.
         self._reuse = app.pipeline.deps.cache is not None and not app.tracing.enabled and self._s.cache_served_answers > 0
-        self._served = served_answers.ServedAnswers(self._s.cache_served_answers, self._s.cache_ttl_s)
+        self._served = served_answers.ServedAnswers(self._s.cache_served_answers, self._s.cache_ttl_s, self._s.cache_served_answers_mb * 2**20)
         self._generation = app.metadata.generation
 
     @_rpc

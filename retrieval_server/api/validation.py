@@ -45,6 +45,10 @@ def document_ids(ids: Sequence[str], maximum: int, field: str) -> tuple[str, ...
         raise InvalidArgument(str(exc)) from None
 
 
+#: violations the message names (the BadRequest lists more: see :mod:`retrieval_server.api.errors`)
+MESSAGE_VIOLATIONS = 3
+
+
 class Violations:
     """Every invalid field of a request, reported together (one google.rpc.BadRequest violation each)."""
 
@@ -64,4 +68,6 @@ class Violations:
 
     def raise_if_any(self) -> None:
         if self._found:
-            raise InvalidArgument("; ".join(d for _, d in self._found), violations=tuple(self._found))
+            shown = "; ".join(d for _, d in self._found[:MESSAGE_VIOLATIONS])
+            more = len(self._found) - MESSAGE_VIOLATIONS
+            raise InvalidArgument(shown + (f"; and {more} more" if more > 0 else ""), violations=tuple(self._found))

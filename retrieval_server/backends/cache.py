@@ -66,6 +66,22 @@ class CachePolicy:
     ttl_s: float = 3600.0
     similarity: float = 0.95
     max_entries: int = 100_000
+    #: in memory: the text its entries hold, as counted by :func:`answer_chars`
+    max_chars: int = 256 * 2**20
+
+
+def answer_chars(contexts: Iterable[RetrievedContext]) -> int:
+    """The characters an answer holds (its texts and what its documents say of themselves), with
+    a few hundred for each object around them: its size in memory, near enough to bound it. A
+    top-100 answer over documents at their metadata limits holds megabytes, and 100,000 entries
+    counted one each could hold more memory than the machine has."""
+    total = 0
+    for c in contexts:
+        d = c.document
+        total += 512 + len(c.parent.content) + sum(256 + len(e.content) for e in c.children)
+        total += len(d.document_id) + len(d.title) + len(d.url) + len(d.source) + len(d.owner_id)
+        total += sum(len(k) + len(v) for k, v in d.metadata.items()) + sum(len(u) for u in d.granted_user_ids)
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +118,8 @@ class _Entry:
     documents: frozenset[str]
     #: the exact keys of the other queries a similarity match answered with this entry
     aliases: list[tuple[str, int, str]] = field(default_factory=list)
+    #: :func:`answer_chars` of its answer
+    chars: int = 0
 
 
 class MemoryCache:
@@ -115,6 +133,8 @@ class MemoryCache:
         self._ttl = policy.ttl_s
         self._similarity = policy.similarity
         self._max = policy.max_entries
+        self._max_chars = policy.max_chars
+        self._chars = 0
         self._clock = clock
         self._matchers: dict[str, CosineMatcher] = {}
         #: entries per configuration: its matcher is freed with its last entry
@@ -135,6 +155,7 @@ class MemoryCache:
         e = self._entries.pop(entry_id, None)
         if e is None:
             return
+        self._chars -= e.chars
         if e.row >= 0 and self._row_owner.get((e.config, e.row)) == entry_id:
             del self._row_owner[(e.config, e.row)]
             if release_row:
@@ -192,11 +213,14 @@ class MemoryCache:
         now = self._clock()
         scope = partition_code(partition)
         norm = query_key(query)
+        chars = answer_chars(answer.contexts)
         async with self._lock:
             old = self._exact.get((config, scope, norm))
             if old is not None:
                 self._drop(old)
             self._aliases.pop((config, scope, norm), None)  # its own answer now
+            if chars > self._max_chars:
+                return  # it would push out every other entry, and then itself
             matcher = self._matchers.get(config)
             if matcher is None:
                 # Grown by doubling as rows come: a configuration asked about once holds one row, not hundreds.
@@ -205,7 +229,8 @@ class MemoryCache:
             # its configuration's last other entry) cannot free the matcher it is added to.
             entry_id = next(self._ids)
             docs = frozenset(c.document.document_id for c in answer.contexts)
-            entry = self._entries[entry_id] = _Entry(config, scope, norm, -1, answer, now + self._ttl, docs)
+            entry = self._entries[entry_id] = _Entry(config, scope, norm, -1, answer, now + self._ttl, docs, chars=chars)
+            self._chars += chars
             self._per_config[config] = self._per_config.get(config, 0) + 1
             self._exact[(config, scope, norm)] = entry_id
             for d in docs:
@@ -224,14 +249,14 @@ class MemoryCache:
             self._evict(now)
 
     def _evict(self, now: float) -> None:
-        """Drop expired entries, then the oldest beyond ``max_entries``, across all configurations.
+        """Drop expired entries, then the oldest beyond ``max_entries`` or ``max_chars``, across all configurations.
 
         Every entry lives the same TTL, so insertion order (the dict's) is expiry order: the
         oldest entries are both the first to expire and the ones to evict.
         """
         while self._entries:
             oldest = next(iter(self._entries))
-            if len(self._entries) <= self._max and self._entries[oldest].expires_at > now:
+            if len(self._entries) <= self._max and self._chars <= self._max_chars and self._entries[oldest].expires_at > now:
                 break
             self._drop(oldest)
 

@@ -279,6 +279,30 @@ async def test_invalid_arguments_name_field_and_limit(live: Live, rpc: str, requ
     assert (await live.stub.Health(pb.HealthRequest())).status != pb.SERVING_STATUS_NOT_SERVING
 
 
+async def test_many_invalid_fields_or_a_long_header_still_reach_the_caller_as_invalid_argument(live: Live) -> None:
+    """The message and the BadRequest travel in trailers, which a gRPC C-core client refuses over
+    8 KiB: a thousand empty documents, or a role header of 5,000 characters echoed whole, reached
+    the caller as RESOURCE_EXHAUSTED ("Stream removed"), no field named."""
+    empty = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename=f"d{i}.txt") for i in range(1_000)])
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.IngestDocuments(empty, metadata=ADMIN)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("documents[0].content must not be empty; documents[1].content")
+    assert err.value.details().endswith("; and 997 more")
+    status = rpc_status.from_call(err.value)
+    assert status is not None
+    bad = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(bad)
+    listed = [(v.field, v.description) for v in bad.field_violations]
+    assert listed[0] == ("documents[0].content", "documents[0].content must not be empty")
+    assert listed[-1][0] == "" and listed[-1][1] == f"{1_000 - len(listed) + 1} more invalid fields"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.Query(pb.QueryRequest(query="ok"), metadata=(("x-user-role", "W" * 5_000),))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and err.value.details().startswith("x-user-role must be one of")
+    assert len(err.value.details()) < 200
+    assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
+
+
 async def test_admin_rpcs_need_an_admin_role(live: Live) -> None:
     for md in ((), (("x-user-id", "alice"),)):
         with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache
+from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache, answer_chars
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import RedisCache
 from retrieval_server.backends.cache import CachedAnswer
@@ -114,6 +114,23 @@ async def test_memory_aliases_are_bounded_and_expire_with_their_entry(executor: 
     now[0] += 10.01
     assert await c.lookup("paraphrase 0", None, "cfg", PUBLIC) is None
     assert await c.lookup("q", None, "cfg", PUBLIC) is None
+
+
+async def test_memory_holds_at_most_its_characters_the_oldest_dropped_first(executor: BlockingExecutor) -> None:
+    """Counted by entries alone, 100,000 top-100 answers over documents at their metadata limits
+    could hold more memory than the machine has."""
+    one = answer_chars(_answer(_ctx("d0")).contexts)
+    c = MemoryCache(DIM, executor, CachePolicy(ttl_s=60.0, max_chars=3 * one))
+    for i in range(5):
+        await c.store(f"q{i}", _vec(1, i), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+    assert [await c.lookup(f"q{i}", None, "cfg", PUBLIC) is not None for i in range(5)] == [False, False, True, True, True]
+    # An answer larger than the whole budget is not kept (it would push out every other, then itself),
+    # and the one it would have replaced is gone: it is no answer to that question any more.
+    await c.store("q4", _vec(1, 4), "cfg", PUBLIC, _answer(*(_ctx(f"big{i}") for i in range(4))))
+    assert await c.lookup("q4", None, "cfg", PUBLIC) is None and await c.lookup("q3", None, "cfg", PUBLIC) is not None
+    big = _ctx("big")
+    bigger = RetrievedContext(big.parent, Document("big", metadata={"note": "x" * 10_000}), 0.5, big.children)
+    assert answer_chars((bigger,)) - answer_chars((big,)) >= 10_000 - len(big.document.title) - len("zedkv")
 
 
 async def test_partitions_by_caller_visibility(cache: SemanticCache) -> None:

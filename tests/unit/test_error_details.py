@@ -67,3 +67,17 @@ def test_bad_request_has_one_violation_per_field() -> None:
     # A single message names its field first: that is the violation's field.
     _, single = _details(status_of(InvalidArgument("documents[3].content must not be empty")))
     assert single["BadRequest"].field_violations[0].field == "documents[3].content"  # type: ignore[attr-defined]
+
+
+def test_the_trailers_stay_small_whatever_the_violations() -> None:
+    """A C-core client refuses trailers over 8 KiB: the message and each violation are cut (by UTF-8
+    bytes, since the message is percent-encoded), and violations past a budget are counted."""
+    violations = tuple((f"documents[{i}].title", "é" * 2_000) for i in range(1_000))
+    status = status_of(InvalidArgument("; ".join(d for _, d in violations[:3]), violations=violations))
+    decoded, details = _details(status)
+    assert len(status.details.encode()) <= 512 and status.details.endswith("…")
+    listed = details["BadRequest"].field_violations  # type: ignore[attr-defined]
+    assert all(len(v.description.encode()) <= 256 for v in listed)
+    assert listed[-1].field == "" and listed[-1].description == f"{1_000 - len(listed) + 1} more invalid fields"
+    trailers = sum(len(k) + len(v) for k, v in status.trailing_metadata)
+    assert trailers < 4_096, trailers

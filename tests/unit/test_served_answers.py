@@ -50,6 +50,21 @@ def test_the_least_recently_served_is_dropped_first() -> None:
     assert answers.get(((), "c", "a"), 1) and answers.get(((), "c", "c"), 1) and answers.get(((), "c", "b"), 1) is None
 
 
+def test_the_answers_bytes_are_bounded_too() -> None:
+    """Counted alone, 1,024 answers of 2.6 MiB held 2.6 GiB."""
+    big = pb.QueryResponse(query="q", cached=True, suggestions=["s" * 1_000])
+    size = len(big.SerializeToString())
+    answers = ServedAnswers(100, ttl_s=10, max_bytes=3 * size, clock=Clock())
+    for q in "abcd":
+        answers.remember(((), "c", q), 1, OPTIONS, _result(), big)
+    assert len(answers) == 3 and answers.get(((), "c", "a"), 1) is None and answers.get(((), "c", "d"), 1) is not None
+    answers.remember(((), "c", "d"), 1, OPTIONS, _result(), big)  # the same key again: counted once
+    assert len(answers) == 3 and answers.get(((), "c", "b"), 1) is not None
+    huge = pb.QueryResponse(query="q", cached=True, suggestions=["s" * 4_000])
+    answers.remember(((), "c", "e"), 1, OPTIONS, _result(), huge)  # larger than the whole budget: not kept
+    assert answers.get(((), "c", "e"), 1) is None and len(answers) == 3
+
+
 def _served() -> served_answers.ServedAnswer:
     """An answer remembered and found again."""
     answers = ServedAnswers(2, ttl_s=10, clock=Clock())
