@@ -80,8 +80,9 @@ def print_answer_details(console: Console, resp: pb.QueryResponse) -> None:
     kind = "extractive" if a.extractive else escape(a.model)
     console.print(f"[dim]({_ROUTE.get(a.route, '?')}, {kind}{'' if a.supported else ', not supported by the documents'})[/dim]")
     for c in a.citations:
-        ctx = resp.contexts[c.marker - 1]
-        console.print(f"  [{c.marker}] {escape(c.title or c.document_id)} ({c.parent_chunk_id}): {escape(' '.join(ctx.content.split())[:160])}")
+        # A context left out to keep the answer within its size (response:contexts_capped) is still cited.
+        text = " ".join(resp.contexts[c.marker - 1].content.split())[:160] if c.marker <= len(resp.contexts) else "(left out of the response)"
+        console.print(f"  [{c.marker}] {escape(c.title or c.document_id)} ({escape(c.parent_chunk_id)}): {escape(text)}")
     for t in a.tool_results:
         result = t.summary if t.success else f"failed: {t.error}"
         console.print(f"  tool {t.name}: {escape(result)}")

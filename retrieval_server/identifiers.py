@@ -110,6 +110,12 @@ def stream_safe(text: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (which UTF-8, so protobuf, refuses) as U+FFFD; ``text``
+    itself, whatever its str subclass, when it has none."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def composed(value: str) -> str:
     """A document's text as it is stored: NFC, as queries are ("Zürich" typed by a caller is one
     code point where a file, a PDF's extraction or a macOS name, may spell it "u" and a combining
@@ -118,7 +124,7 @@ def composed(value: str) -> str:
     and UTF-8 all refuse, each with its own exception, failing the whole request rather than one
     character. Made stream-safe first (:func:`stream_safe`): a document's runs of combining marks
     are its own, and normalizing a long one takes quadratic time."""
-    return unicodedata.normalize("NFC", stream_safe(_SURROGATE.sub("\ufffd", value)))
+    return unicodedata.normalize("NFC", stream_safe(without_surrogates(value)))
 
 
 def trim(text: str, field: str = "text", max_chars: int | None = None, unit: str = "characters") -> str:

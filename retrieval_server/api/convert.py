@@ -257,8 +257,9 @@ def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
         keep -= 1
         item = response.contexts[keep].ByteSize()
         size -= 1 + (item.bit_length() + 6) // 7 + item  # its tag, its length, itself
-    del response.contexts[keep:]
-    response.metrics.degraded.append(CONTEXTS_CAPPED)
+    if keep < len(response.contexts):  # a tool's answer has none to leave out
+        del response.contexts[keep:]
+        response.metrics.degraded.append(CONTEXTS_CAPPED)
     return response
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded
+from retrieval_server.identifiers import without_surrogates
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -66,7 +67,8 @@ class Completion(str):
 
     @staticmethod
     def of(text: str, truncated: bool) -> Completion:
-        completion = Completion(text)
+        # JSON may hold half an emoji ("\\ud83d"), which protobuf cannot send: Query failed INTERNAL.
+        completion = Completion(without_surrogates(text))
         completion.truncated = truncated
         return completion
 
@@ -157,7 +159,7 @@ class _HttpChat:
         with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
             async with contextlib.aclosing(tokens):  # type: ignore[type-var]
                 async for token in tokens:
-                    yield token
+                    yield without_surrogates(token)
 
     def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         raise NotImplementedError
@@ -258,6 +260,12 @@ _ANTHROPIC_FINISHED = frozenset({"end_turn", "stop_sequence", "message_stop", No
 _GEMINI_FINISHED = frozenset({"STOP", None})
 
 
+def _finished(reason: object, finished: frozenset[str | None]) -> bool:
+    """Whether the model ended its text itself; a reason that is no string (a list, an object) is
+    no known one, and was looked up in the set (TypeError: unhashable)."""
+    return (reason is None or isinstance(reason, str)) and reason in finished
+
+
 def _refused_parameter(error: dict[str, Any]) -> str | None:
     """The request parameter an OpenAI 400 says this model does not take at all, of those a request
     can do without: ``max_tokens`` (reasoning models, o1 to gpt-5, take ``max_completion_tokens``)
@@ -325,7 +333,7 @@ class OpenAICompatibleChat(_HttpChat):
             # null when the model wrote no text (a refusal, a tool call, max_tokens spent reasoning):
             # str() of it would be the words "None", searched for and answered with.
             raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
-        return Completion.of(content, choice.get("finish_reason") not in _OPENAI_FINISHED)
+        return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         while True:
@@ -343,13 +351,15 @@ class OpenAICompatibleChat(_HttpChat):
                         finish = (choices[0].get("finish_reason") if choices else None) or finish
                     except (KeyError, IndexError, TypeError, AttributeError) as exc:
                         raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
+                    if text and not isinstance(text, str):
+                        raise LlmError(f"{self.name}: unexpected streamed event shape (content {type(text).__name__})")
                     if text:
-                        yield str(text)
+                        yield text
                 break
             except LlmRefused as exc:  # an error status, before any event
                 if not self._learned(exc, body):
                     raise
-        if finish is None or finish not in _OPENAI_FINISHED:
+        if finish is None or not _finished(finish, _OPENAI_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a filter), or the stream ended before the model did
 
 
@@ -372,9 +382,9 @@ class AnthropicChat(_HttpChat):
         )
         try:
             text = "".join(block["text"] for block in data["content"] if block.get("type") == "text")
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, data.get("stop_reason") not in _ANTHROPIC_FINISHED)
+        return Completion.of(text, not _finished(data.get("stop_reason"), _ANTHROPIC_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -393,13 +403,24 @@ class AnthropicChat(_HttpChat):
             if event.event == "error":
                 raise LlmError(f"{self.name}: {event.data}")
             if event.event == "content_block_delta":
-                delta = self._json(event, self.name).get("delta") or {}
+                delta = self._delta(event)
                 if delta.get("type") == "text_delta" and delta.get("text"):
-                    yield str(delta["text"])
+                    if not isinstance(delta["text"], str):
+                        raise LlmError(f"{self.name}: unexpected streamed event shape (text {type(delta['text']).__name__})")
+                    yield delta["text"]
             elif event.event == "message_delta":
-                stop = (self._json(event, self.name).get("delta") or {}).get("stop_reason") or stop
-        if stop is None or stop not in _ANTHROPIC_FINISHED:
+                stop = self._delta(event).get("stop_reason") or stop
+        if stop is None or not _finished(stop, _ANTHROPIC_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a refusal), or the stream ended before the model did
+
+
+    def _delta(self, event: ServerSentEvent) -> dict[str, Any]:
+        """The event's ``delta`` object; an event or a delta that is no object is a malformed stream."""
+        data = self._json(event, self.name)
+        delta = (data.get("delta") or {}) if isinstance(data, dict) else None
+        if not isinstance(delta, dict):
+            raise LlmError(f"{self.name}: unexpected streamed event shape")
+        return delta
 
 
 class GeminiChat(_HttpChat):
@@ -430,7 +451,7 @@ class GeminiChat(_HttpChat):
             text = "".join(p.get("text", "") for p in parts)
         except (TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, candidate.get("finishReason") not in _GEMINI_FINISHED)
+        return Completion.of(text, not _finished(candidate.get("finishReason"), _GEMINI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -450,7 +471,7 @@ class GeminiChat(_HttpChat):
             if text:
                 yield text
             finish = candidate.get("finishReason") or finish
-        if finish is None or finish not in _GEMINI_FINISHED:
+        if finish is None or not _finished(finish, _GEMINI_FINISHED):
             yield Completion.of("", True)  # stopped short (MAX_TOKENS, SAFETY, ...), or the stream ended before the model did
 
 

@@ -87,13 +87,13 @@ class _Evaluator:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise CalculationError(f"only numbers are allowed here, not {node.value!r}")
-            return node.value
+            return _bounded(node.value)  # a literal of 400 digits and ".0" is float infinity
         if isinstance(node, ast.Name):
             if node.id in _CONSTANTS:
                 return _CONSTANTS[node.id]
             raise CalculationError(f"unknown name '{node.id}'")
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](await self.eval(node.operand))
+            return _bounded(_UNARY[type(node.op)](await self.eval(node.operand)))
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             left, right = await self.eval(node.left), await self.eval(node.right)
             if isinstance(node.op, ast.Pow) and (abs(right) > MAX_EXPONENT or (abs(left) > 1 and abs(right) * math.log10(abs(left)) > 300)):
@@ -126,7 +126,7 @@ class _Evaluator:
                 value = await value
         except CalculationError:
             raise
-        except (TypeError, ValueError, OverflowError) as exc:
+        except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:  # log(8, 1) divides by zero
             raise CalculationError(f"{node.func.id}: {exc}") from None
         return _bounded(value)
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from retrieval_server.backends.llm import ChatModel
+from retrieval_server.identifiers import without_surrogates
 from retrieval_server.knowledge import EntityMatch, Route, RouteDecision, ToolCall, entity_type_named
 from retrieval_server.workflow.calculator import MAX_CHARS
 from retrieval_server.workflow.time_limit import Limit
@@ -198,4 +199,5 @@ class LlmRouter:
         route = Route(decision.action)
         if route is Route.TOOL and not calls:
             raise ValueError("action 'tool' without tools")
-        return RouteDecision(route, tuple(calls) if route is Route.TOOL else (), decision.reason[:500], self.name)
+        # The answer's JSON may spell half an emoji ("\\ud83d"), which protobuf cannot send.
+        return RouteDecision(route, tuple(calls) if route is Route.TOOL else (), without_surrogates(decision.reason[:500]), self.name)

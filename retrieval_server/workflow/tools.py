@@ -97,6 +97,12 @@ class LookupFactsParams(_Params):
     entity: str = Field(min_length=1, max_length=200, description="the entity's name")
 
 
+#: relations (the stated ones first, then by weight) and source documents a lookup lists
+MAX_LISTED = 100
+#: chunks naming the entity a lookup counts; past it, ``chunks_more`` says there are more
+MAX_COUNTED_CHUNKS = 1_000
+
+
 class LookupFacts:
     name = "lookup_facts"
     description = "What the knowledge graph knows about one entity: type, mentions, relations and source documents."
@@ -119,15 +125,21 @@ class LookupFacts:
             }
             for e in sorted(edges, key=lambda e: (e.relation is RelationType.CO_OCCURS, -e.weight, e.source, e.target))
         ]
-        documents = await graph.store.get_documents(list(entity.document_ids))
-        chunks = await graph.chunks([entity.key], ctx.access, ctx.document_ids, per_entity=1000)
+        sources = list(entity.document_ids)[:MAX_LISTED]
+        documents = await graph.store.get_documents(sources)
+        chunks = len((await graph.chunks([entity.key], ctx.access, ctx.document_ids, per_entity=MAX_COUNTED_CHUNKS + 1)).get(entity.key, []))
+        # Lists bounded, with what they leave out counted: a hub entity named by 4,000 documents made
+        # an answer over the response limit, which only contexts are cut to meet.
         result = {
             "name": entity.name,
             "type": entity.entity_type.value,
             "mentions": entity.mentions,
-            "chunks": len(chunks.get(entity.key, [])),
-            "relations": relations,
-            "sources": [{"document_id": d, "title": documents[d].title if d in documents else ""} for d in entity.document_ids],
+            "chunks": min(chunks, MAX_COUNTED_CHUNKS),
+            "chunks_more": chunks > MAX_COUNTED_CHUNKS,
+            "relations": relations[:MAX_LISTED],
+            "relations_total": len(relations),
+            "sources": [{"document_id": d, "title": documents[d].title if d in documents else ""} for d in sources],
+            "sources_total": len(entity.document_ids),
         }
         typed = [r for r in relations if r["relation"] != RelationType.CO_OCCURS.value]
         facts = [

@@ -29,6 +29,7 @@ from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.routing import LlmRouter, RuleRouter
 from retrieval_server.workflow.sentences import sentences_of_contexts
+from retrieval_server.workflow import tools as tools_module
 from retrieval_server.workflow.tools import TOOLS, ToolContext, run_tool
 from tests.support.clock import Clock
 from tests.support.http_servers import Sse, json_server
@@ -150,6 +151,19 @@ async def test_lookup_facts(app: Application) -> None:
     private = await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=BOB), TOOL_S)
     assert not private.success and "no known entity" in private.error
     assert (await run_tool(TOOLS, "lookup_facts", {"entity": "ProjectZephyr"}, _ctx(app, identity=ALICE), TOOL_S)).success
+
+
+async def test_lookup_facts_lists_are_bounded_and_counted(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub entity named by 4,000 documents made a tool's answer over the response limit, which
+    only contexts are cut to meet; and a count of chunks read through a cap said the cap."""
+    whole = await run_tool(TOOLS, "lookup_facts", {"entity": "authsvc"}, _ctx(app), TOOL_S)
+    assert len(whole.result["relations"]) > 1 and whole.result["chunks"] > 1 and not whole.result["chunks_more"]
+    monkeypatch.setattr(tools_module, "MAX_LISTED", 1)
+    monkeypatch.setattr(tools_module, "MAX_COUNTED_CHUNKS", 1)
+    r = await run_tool(TOOLS, "lookup_facts", {"entity": "authsvc"}, _ctx(app), TOOL_S)
+    assert r.result["relations"] == whole.result["relations"][:1] and r.result["relations_total"] == len(whole.result["relations"])
+    assert r.result["sources"] == whole.result["sources"][:1] and r.result["sources_total"] == len(whole.result["sources"])
+    assert r.result["chunks"] == 1 and r.result["chunks_more"]
 
 
 async def test_calculate_is_safe(app: Application) -> None:

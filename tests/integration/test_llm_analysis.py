@@ -314,6 +314,54 @@ async def test_a_gemini_answer_without_content_is_a_failure_as_openais_null_cont
 
 
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_half_an_emoji_in_a_models_text_becomes_a_replacement_character(name: str, cls: Any, prefix: str) -> None:
+    """JSON may spell a lone surrogate ("\\ud83d"), which UTF-8, so protobuf, refuses: Query failed INTERNAL."""
+    text = "AuthSvc \ud83d handles login."
+    with json_server(lambda path, body: (200, _stopped(name, text, "itself", bool(body.get("stream")) or "streamGenerateContent" in path))) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            completion = await model.complete("sys", "prompt", temperature=0.1)
+            streamed = "".join([t async for t in model.stream("sys", "prompt", temperature=0.1)])
+        finally:
+            await model.close()
+    assert completion == streamed == "AuthSvc \ufffd handles login." and isinstance(completion, Completion)
+
+
+@pytest.mark.parametrize(
+    ("name", "cls", "reply", "outcome"),
+    [
+        # A finish reason that is no string was looked up in a set: TypeError (unhashable)
+        ("openai", OpenAICompatibleChat, {"choices": [{"message": {"content": "Hi."}, "finish_reason": ["stop"]}]}, "cut"),
+        ("anthropic", AnthropicChat, {"content": [{"type": "text", "text": "Hi."}], "stop_reason": {"r": 1}}, "cut"),
+        ("gemini", GeminiChat, {"candidates": [{"content": {"parts": [{"text": "Hi."}]}, "finishReason": ["STOP"]}]}, "cut"),
+        # A content block that is no object: AttributeError
+        ("anthropic", AnthropicChat, {"content": ["Hi."]}, "shape"),
+        # Streamed: a delta whose text is an object was passed on as its str(); an event that is no object
+        ("openai", OpenAICompatibleChat, Sse([(None, json.dumps({"choices": [{"delta": {"content": {"a": 1}}}]}))]), "shape"),
+        ("anthropic", AnthropicChat, Sse([("content_block_delta", json.dumps({"delta": {"type": "text_delta", "text": {"a": 1}}}))]), "shape"),
+        ("anthropic", AnthropicChat, Sse([("content_block_delta", json.dumps("text"))]), "shape"),
+        ("anthropic", AnthropicChat, Sse([("message_delta", json.dumps({"delta": "end_turn"}))]), "shape"),
+    ],
+)
+async def test_a_payload_of_an_odd_shape_is_an_llm_error_or_a_cut(name: str, cls: Any, reply: Any, outcome: str) -> None:
+    prefix = "/v1" if name == "openai" else ""
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            if outcome == "cut":
+                completion = await model.complete("sys", "prompt", temperature=0.1)
+                assert completion == "Hi." and completion.truncated  # no known reason: not where the model ended it
+            elif isinstance(reply, Sse):
+                with pytest.raises(LlmError, match="unexpected streamed event shape"):
+                    [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+            else:
+                with pytest.raises(LlmError, match="unexpected response shape"):
+                    await model.complete("sys", "prompt", temperature=0.1)
+        finally:
+            await model.close()
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_a_stream_that_ends_before_the_model_says_so_is_reported_cut(name: str, cls: Any, prefix: str) -> None:
     """No finish reason and no end event (a proxy closed the connection): as if max_tokens cut it."""
     stream = _stopped(name, "It is. It is not", "itself", True)

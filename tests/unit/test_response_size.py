@@ -32,6 +32,9 @@ def test_an_answer_that_fits_is_kept_whole_and_one_that_does_not_keeps_at_least_
     assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED]
     huge = _response([500_000])
     assert len(within_size(huge, 100_000).contexts) == 1  # at least one
+    assert not huge.metrics.degraded  # and none left out: it says nothing was
+    tool = pb.QueryResponse(query="q", answer=pb.Answer(tool_results=[pb.ToolResult(name="lookup_facts", result_json="x" * 200_000)]))
+    assert not within_size(tool, 100_000).metrics.degraded
 
 
 def test_an_answer_cut_to_size_is_recorded_as_sent() -> None:

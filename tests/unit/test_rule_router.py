@@ -58,3 +58,14 @@ def test_the_rules_read_a_long_question_in_one_pass(question: str) -> None:
     (the second: 68 s at 65,000 letters). Now each is read once: this returns at once, and hung before."""
     assert RuleRouter().rules(question, [_match("AuthSvc")]).route is Route.RETRIEVE
 
+
+
+def test_the_llm_routers_reason_never_holds_half_an_emoji() -> None:
+    """The model's JSON may spell a lone surrogate ("\\ud83d"): protobuf could not send the reason."""
+    from types import SimpleNamespace
+
+    from retrieval_server.workflow.routing import LlmRouter
+
+    router = LlmRouter(SimpleNamespace(name="m"), {}, RuleRouter())  # type: ignore[arg-type]
+    decision = router.parse('{"action": "retrieve", "tools": [], "reason": "asks \\ud83d about AuthSvc"}')
+    assert decision.route is Route.RETRIEVE and decision.reason == "asks \ufffd about AuthSvc"
