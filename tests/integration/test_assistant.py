@@ -166,6 +166,32 @@ async def test_lookup_facts_lists_are_bounded_and_counted(app: Application, monk
     assert r.result["chunks"] == 1 and r.result["chunks_more"]
 
 
+async def test_analyze_dependencies_stops_at_its_node_cap_within_a_level() -> None:
+    """The cap was checked once a level: a hub's level added all its 1,200 dependencies, and every
+    edge touching the level either way went through the cycle search."""
+    from retrieval_server.knowledge import EntityType, GraphEdge, GraphEntity, RelationType
+
+    hub = [GraphEdge("x", f"lib{i}", RelationType.DEPENDS_ON, 1.0) for i in range(1_200)]
+    users = [GraphEdge(f"svc{j}", "lib0", RelationType.DEPENDS_ON, 1.0) for j in range(50)]  # into the level: no dependency of x
+
+    class Hub:
+        async def resolve(self, name: str, access: AccessFilter, document_ids: Any = ()) -> GraphEntity:
+            return GraphEntity("x", "X", EntityType.SERVICE, 1, ("d",))
+
+        async def edges(self, keys: Any, access: AccessFilter, document_ids: Any = (), relations: Any = None) -> list[GraphEdge]:
+            keys = set(keys)
+            return [e for e in hub + users if e.source in keys or e.target in keys]
+
+        async def entities(self, keys: Any, access: AccessFilter, document_ids: Any = ()) -> dict[str, GraphEntity]:
+            return {k: GraphEntity(k, k, EntityType.SERVICE, 1, ("d",)) for k in keys}
+
+    ctx = ToolContext("q", AccessFilter.for_identity(Identity()), (), Hub(), (), None)  # type: ignore[arg-type]
+    r = await run_tool(TOOLS, "analyze_dependencies", {"entity": "X", "direction": "dependencies", "max_depth": 2}, ctx, TOOL_S)
+    assert r.success, r.error
+    found = r.result["dependencies"]["direct"] + [t["entity"] for t in r.result["dependencies"]["transitive"]]
+    assert len(found) == tools_module.AnalyzeDependencies.max_nodes - 1 and not any(n.startswith("svc") for n in found)
+
+
 async def test_calculate_is_safe(app: Application) -> None:
     ok = await run_tool(TOOLS, "calculate", {"expression": "(2 + 3) * 4 ** 2 / 8"}, _ctx(app), TOOL_S)
     assert ok.success and ok.result["value"] == 10
