@@ -192,13 +192,25 @@ def _progress(quiet: bool, **bar: Any) -> Iterator[Callable[[int], object]]:
         yield shown.update
 
 
+#: the longest timeout a gRPC deadline holds: from 1e10 s it overflowed, and the call failed at once
+MAX_TIMEOUT_S = 1e9
+
+
+def seconds(text: str) -> float:
+    """A command's ``--timeout``: a number of seconds from 0 to :data:`MAX_TIMEOUT_S` (not inf, not nan)."""
+    value = float(text)
+    if not 0 <= value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT_S:.0e} seconds (got {text})")
+    return value
+
+
 @contextlib.contextmanager
 def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]]) -> Iterator[None]:
     """An ingest's batches: should one stop the run, what earlier ones stored is listed before
     main says why it stopped (it was lost, and the run looked as if it had stored nothing)."""
     try:
         yield
-    except Exception:
+    except BaseException:  # Ctrl-C too
         _print_ingest(done, errors)
         raise
 
@@ -363,7 +375,10 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
     from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 
     try:
-        identity = Identity(clean_user_id(args.user, "--user"), Role(args.role.upper())) if args.user else Identity("cli", Role.SUPER_ADMIN)
+        # An empty --user (an unset variable in a script) is refused as a user id, not read as no user:
+        # it exported every user's private graph.
+        identity = (Identity(clean_user_id(args.user, "--user"), Role(args.role.upper())) if args.user is not None
+                    else Identity("cli", Role.SUPER_ADMIN))
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
 
@@ -417,7 +432,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--tls-cert", help="client certificate (PEM) for mutual TLS")
         sp.add_argument("--tls-key", help="the client certificate's private key (PEM)")
         sp.add_argument("--tls-server-name", help="name to check in the server's certificate (when --server is an IP address)")
-        sp.add_argument("--timeout", type=float, default=None,
+        sp.add_argument("--timeout", type=seconds, default=None,
                         help="seconds each call may take, 0 for no limit (default: 60; ingest: no limit)")
 
     ing = sub.add_parser("ingest", help="index files or folders (.txt .md .html .pdf .jsonl)")
@@ -518,6 +533,10 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         if args.command == "ingest":
             return _ingest_remote(args)
         return _remote(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: what an ingest stored is listed (see _listed_if_stopped), then one line, as a stop.
+        print(f"error: {args.command} interrupted", file=sys.stderr)
+        return 1
     except Exception as exc:
         if isinstance(exc, OSError) or _is_service_error(exc):
             print(f"error: {exc}", file=sys.stderr)

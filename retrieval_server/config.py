@@ -324,6 +324,13 @@ class Settings(BaseSettings):
             data = {**data, "host": "127.0.0.1" if str(data.get("auth_mode") or "none") == "none" else "0.0.0.0"}
         return data
 
+    @field_validator("host", "metrics_host", mode="after")
+    @classmethod
+    def _bare_address(cls, value: str | None) -> str | None:
+        # "[::1]" as "::1": sockets take the bare address, and gRPC's target is made of it by
+        # listen_address (the bracketed form failed in one, the bare form in the other).
+        return value[1:-1] if value and value.startswith("[") and value.endswith("]") else value
+
     @field_validator("jwt_algorithms", "gateway_peers", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
@@ -505,6 +512,11 @@ def answer_fingerprint(settings: Settings, *files: str) -> str:
 
 #: Signing algorithms a token may use ('none' is never one of them).
 JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+def listen_address(host: str, port: int) -> str:
+    """``host:port`` as gRPC and messages write it: an IPv6 address in brackets ("[::1]:50051")."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def is_loopback(host: str) -> bool:

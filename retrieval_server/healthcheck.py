@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from retrieval_server.cli import seconds
 from retrieval_server.config import ConfigError, load_settings
 
 
@@ -75,7 +76,7 @@ def probe_host(listen: str) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m retrieval_server.healthcheck", description="exit 0 when the server says SERVING")
     parser.add_argument("target", nargs="?", help="HOST:PORT (default: RETRIEVAL_HOST, or loopback for every interface, on RETRIEVAL_HEALTH_PORT, else RETRIEVAL_PORT)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the answer (default %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the answer (default %(default)s)")
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error("--timeout must be > 0 seconds")

@@ -25,7 +25,7 @@ from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
-from retrieval_server.config import Settings
+from retrieval_server.config import Settings, listen_address
 from retrieval_server.domain import ComponentState
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
@@ -67,7 +67,7 @@ class RunningServer:
 def bind_error(host: str, port: int) -> str:
     """Why ``host:port`` cannot be bound (grpc only says that it failed)."""
     try:
-        with socket.create_server((host, port)):
+        with socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
             return "the address could not be bound"
     except OSError as exc:
         return (exc.strerror or str(exc)).lower()
@@ -122,19 +122,19 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
          reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]]
     )
     credentials = server_credentials(settings)
-    address = f"{settings.host}:{settings.port}"
+    address = listen_address(settings.host, settings.port)
     try:
         port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     except RuntimeError:
         port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {settings.host}:{settings.port}: {bind_error(settings.host, settings.port)}")
+        raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port)}")
     metrics_port = None
     if settings.metrics_enabled:
         try:
             metrics_port = app.metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
         except OSError as exc:
-            raise OSError(f"cannot serve metrics on {metrics_address(settings)}:{settings.metrics_port}: {exc}") from exc
+            raise OSError(f"cannot serve metrics on {listen_address(metrics_address(settings), settings.metrics_port)}: {exc}") from exc
     await server.start()
     try:
         health_server = await _health_only_server(settings, health) if settings.health_port else None
@@ -144,7 +144,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
         await server.stop(None)
         raise
     follower = asyncio.create_task(_follow_health(app, health, settings.health_interval_s))
-    log.info("serving", extra={"address": f"{settings.host}:{port}", "metrics_port": metrics_port, "vector_store": settings.vector_backend,
+    log.info("serving", extra={"address": listen_address(settings.host, port), "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id,
                                "transport": "mutual TLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
                                "auth_mode": settings.auth_mode, "event_loop": event_loop.running()})
@@ -182,11 +182,12 @@ async def _health_only_server(settings: Settings, health: health_aio.HealthServi
     server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0)])
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     try:
-        port = server.add_insecure_port(f"{settings.host}:{settings.health_port}")
+        port = server.add_insecure_port(listen_address(settings.host, settings.health_port))
     except RuntimeError:
         port = 0
     if port == 0:
-        raise OSError(f"cannot listen on the health port {settings.host}:{settings.health_port}: {bind_error(settings.host, settings.health_port)}")
+        raise OSError(f"cannot listen on the health port {listen_address(settings.host, settings.health_port)}: "
+                      f"{bind_error(settings.host, settings.health_port)}")
     await server.start()
     return server
 

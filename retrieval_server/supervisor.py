@@ -23,7 +23,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from retrieval_server import event_loop, startup_gc
-from retrieval_server.config import Settings
+from retrieval_server.config import Settings, listen_address
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
@@ -52,11 +52,15 @@ def hold_port(host: str, port: int) -> socket.socket:
     """
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     with socket.socket(family, kind, proto) as probe:
+        # SO_REUSEADDR, as gRPC binds: without it the last run's connections, in TIME_WAIT for a
+        # minute after a stop, made a restart fail with "address already in use".
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as exc:
-            raise OSError(f"cannot listen on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from None
+            raise OSError(f"cannot listen on {listen_address(host, port)}: {(exc.strerror or str(exc)).lower()}") from None
     guard = socket.socket(family, kind, proto)
+    guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     guard.bind(address)
     return guard
@@ -143,7 +147,7 @@ def supervise(settings: Settings) -> int:
             metrics.close()
             for guard in guards:
                 guard.close()
-            raise OSError(f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {exc}") from exc
+            raise OSError(f"cannot serve metrics on {listen_address(metrics_address(settings), settings.metrics_port)}: {exc}") from exc
         log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
     ctx = multiprocessing.get_context("spawn")
     stopping = False

@@ -116,3 +116,44 @@ class _Recorded:
     def close(self) -> None:
         self.closed = True
         self._shard.close()  # type: ignore[attr-defined]
+
+
+async def test_an_ipv6_address_is_served(tmp_path: Path) -> None:
+    """"::1" made the target "::1:PORT", which gRPC cannot read; "[::1]" failed in the sockets."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    running = await start_server(load_settings(host="[::1]", port=0, metrics_enabled=False, data_dir=tmp_path / "data"))
+    try:
+        async with grpc.aio.insecure_channel(f"[::1]:{running.port}") as channel:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        await running.stop(0)
+
+
+async def test_a_writer_and_a_reader_of_copies_never_share_a_vector_folder(tmp_path: Path) -> None:
+    """A read-only server (and each worker of RETRIEVAL_PROCESSES > 1) reads a copy made at start:
+    an ingest beside it succeeded, and the copies, behind SQLite, left every replaced document out."""
+    from retrieval_server.domain import Unavailable
+
+    data = tmp_path / "data"
+    writer = Application(load_settings(data_dir=data))
+    await writer.open()
+    try:
+        with pytest.raises(Unavailable, match="open in another process"):
+            await Application(load_settings(data_dir=data, read_only=True)).open()
+    finally:
+        await writer.close()
+    readers = [Application(load_settings(data_dir=data, read_only=True)) for _ in range(2)]
+    for reader in readers:
+        await reader.open()  # readers share it
+    try:
+        with pytest.raises(Unavailable, match="open in another process"):
+            await Application(load_settings(data_dir=data)).open()
+    finally:
+        for reader in readers:
+            await reader.close()
+    again = Application(load_settings(data_dir=data))
+    await again.open()  # once they are gone
+    await again.close()

@@ -163,6 +163,16 @@ async def test_client_commands_import_only_the_client(served: Served) -> None:
     assert not loaded, sorted(loaded)
 
 
+async def test_graph_export_refuses_an_empty_user(served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """An unset variable in a script (--user "") was read as no user: every user's private graph."""
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(served.data_dir))
+    out = tmp_path / "graph.graphml"
+    with pytest.raises(SystemExit, match="--user must be 1 to"):
+        await asyncio.to_thread(cli.main, ["graph", "export", str(out), "--user", ""])
+    assert not out.exists()
+
+
 async def test_graph_export_writes_graphml(served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(served.data_dir))
     out = tmp_path / "graph.graphml"

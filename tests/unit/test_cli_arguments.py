@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import socket
 
 import pytest
 
 from retrieval_server import cli
+from retrieval_server.config import listen_address, load_settings
 from retrieval_server.domain import Access, NotFound, Strategy
+from retrieval_server.supervisor import hold_port
 
 
 def test_the_access_and_strategy_choices_are_the_domains_values() -> None:
@@ -28,3 +31,45 @@ def test_a_failed_command_prints_one_line_and_exits_with_1(
     monkeypatch.setattr(cli, "_remote", failing)
     assert cli.main(["health"]) == 1
     assert capsys.readouterr().err == line + "\n"
+
+
+@pytest.mark.parametrize("text", ["inf", "nan", "-1", "1e10"])
+def test_a_timeout_gRPC_cannot_hold_is_refused(text: str) -> None:
+    # 1e10 s and inf overflowed the deadline: every call failed at once with DEADLINE_EXCEEDED.
+    with pytest.raises(argparse.ArgumentTypeError, match="must be 0 to 1e"):
+        cli.seconds(text)
+    assert cli.seconds("0") == 0 and cli.seconds("1e9") == 1e9
+    with pytest.raises(SystemExit):
+        cli.main(["search", "x", "--timeout", text])
+
+
+def test_ctrl_c_lists_what_was_stored_and_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def interrupted(args: argparse.Namespace) -> int:
+        with cli._listed_if_stopped([("tides", 1, 2, False)], []):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_ingest_remote", interrupted)
+    assert cli.main(["ingest", "somewhere"]) == 1
+    out, err = capsys.readouterr()
+    assert "tides" in out and err.strip().splitlines()[-1] == "error: ingest interrupted" and "Traceback" not in err
+
+
+def test_a_port_left_in_time_wait_by_the_last_run_can_be_held_again() -> None:
+    """A stopping server closes its clients' connections first; its side waits a minute in
+    TIME_WAIT, and the supervisor's bind (without SO_REUSEADDR) failed: "address already in use"."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()  # the server's side first
+    assert client.recv(1) == b""  # its FIN has arrived
+    client.close()
+    listener.close()
+    hold_port("127.0.0.1", port).close()
+
+
+def test_an_ipv6_listen_address_is_taken_bare_or_in_brackets() -> None:
+    for host in ("::1", "[::1]"):
+        s = load_settings(host=host, metrics_enabled=False)
+        assert s.host == "::1" and listen_address(s.host, 50051) == "[::1]:50051"
+    assert listen_address("127.0.0.1", 1) == "127.0.0.1:1"

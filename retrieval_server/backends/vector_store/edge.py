@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import qdrant_edge as qe
 
 from retrieval_server.backends.coalescer import Coalescer
 from retrieval_server.backends.executor import BlockingExecutor, Priority
+from retrieval_server.backends.vector_store import folder_use
 from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
@@ -128,6 +130,8 @@ class EdgeVectorStore:
         self._path = path
         self._read_copy = read_copy
         self._copy: Path | None = None
+        #: the descriptor holding the folder's lock (see folder_use)
+        self._use: int | None = None
         self._dim = dim
         self._executor = executor
         self.policy = policy or SearchPolicy()
@@ -166,6 +170,19 @@ class EdgeVectorStore:
         return max(1, -(-self.policy.exact_max_points * self._dim * 4 // 1024))
 
     def _open(self) -> qe.EdgeShard:
+        self._use = folder_use.hold(self._path, reading=self._read_copy is not None)
+        try:
+            return self._open_held()
+        except BaseException:
+            self._let_go()
+            raise
+
+    def _let_go(self) -> None:
+        if self._use is not None:
+            os.close(self._use)
+            self._use = None
+
+    def _open_held(self) -> qe.EdgeShard:
         if self._read_copy is not None:
             self._copy = self._read_copy(self._path)
         path = self._copy or self._path
@@ -243,6 +260,7 @@ class EdgeVectorStore:
         if self._copy is not None:
             shutil.rmtree(self._copy, ignore_errors=True)
             self._copy = None
+        self._let_go()
 
     def _upsert_page(self, parts: Sequence[PointParts]) -> None:
         op = qe.UpdateOperation.upsert_points(
