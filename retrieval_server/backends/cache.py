@@ -25,6 +25,7 @@ reached the cache (Redis down) cannot serve a deleted or replaced document.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import itertools
 import time
@@ -91,6 +92,9 @@ class CachedAnswer:
     strategy: Strategy
     #: 1.0 for an exact match
     similarity: float = 1.0
+    #: the knowledge graph's version when its relations brought contexts in: their documents need
+    #: not be among the contexts, so only an unchanged graph keeps the answer current
+    graph_version: str | None = None
 
 
 class SemanticCache(Protocol):
@@ -191,7 +195,7 @@ class MemoryCache:
                 # Present: an entry's exact key and aliases are dropped with it.
                 e = self._entries[entry_id]
                 if e.expires_at > now:
-                    return e.answer if similarity is None else CachedAnswer(e.answer.contexts, e.answer.strategy, similarity)
+                    return e.answer if similarity is None else dataclasses.replace(e.answer, similarity=similarity)
                 self._drop(entry_id)
             matcher = self._matchers.get(config)
             if vector is None or matcher is None:
@@ -207,7 +211,7 @@ class MemoryCache:
             if len(self._aliases) < self._max:
                 self._aliases[key] = (entry_id, score)
                 e.aliases.append(key)
-            return CachedAnswer(e.answer.contexts, e.answer.strategy, score)
+            return dataclasses.replace(e.answer, similarity=score)
 
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()

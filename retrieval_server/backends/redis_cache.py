@@ -162,7 +162,7 @@ class RedisCache:
         try:
             entry = json.loads(raw)
             contexts = tuple(_context_from_json(c) for c in entry["contexts"])
-            return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity)
+            return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity, entry.get("graph_version"))
         except _UNREADABLE as exc:
             log.warning("an unreadable cache entry is removed: %s", exc, extra={"entry": entry_id})
             pipe = self._redis.pipeline(transaction=True)
@@ -346,7 +346,7 @@ class RedisCache:
         docs = sorted({c.document.document_id for c in answer.contexts})
         entry = {
             "config": config, "scope": scope, "query": normalize_query(query), "strategy": answer.strategy.value,
-            "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts],
+            "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts], "graph_version": answer.graph_version,
         }
         blob = self._matchable(vector)
         ids_key = self._k("s", config, scope)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from retrieval_server.domain import AccessFilter, Strategy, VectorHit
 from retrieval_server.knowledge import EntityMatch, GraphHop, GraphTrace, RelationType
@@ -111,6 +111,7 @@ async def graph_leg(state: QueryState, deps: WorkflowDeps) -> tuple[list[VectorH
     """The leg's ranked chunks under the request's access filter, the entities it started from, and its trace."""
     assert deps.graph is not None
     o, s = state.options, deps.settings
+    version = await deps.graph.version()  # before anything is read: a change after it makes the answer stale, not current
     matches = state.entity_matches
     if matches is None:
         matches = await deps.graph.match(o.query, state.point_filter.access, o.document_ids)
@@ -125,4 +126,4 @@ async def graph_leg(state: QueryState, deps: WorkflowDeps) -> tuple[list[VectorH
     scored, trace = await expand(deps.graph, seeds, state.point_filter.access, o.document_ids, limits)
     score_of = dict(scored)
     hits = await deps.vectors.get_chunks([c for c, _ in scored])
-    return [h.scored(score_of[h.chunk_id]) for h in hits], matches, trace
+    return [h.scored(score_of[h.chunk_id]) for h in hits], matches, replace(trace, graph_version=version)

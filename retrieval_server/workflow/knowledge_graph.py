@@ -97,6 +97,10 @@ class KnowledgeGraph:
         self._names = _Names(None, (), frozenset(), NameFilter([]), frozenset())
         self._loading = asyncio.Lock()
 
+    async def version(self) -> str | None:
+        """Changes whenever an ingest or a delete (in any process) changes the graph."""
+        return await self.store.graph_version()
+
     async def _index(self) -> _Names:
         """The known names, reloaded when an ingest (in any process) changed the graph."""
         version = await self.store.graph_version()

@@ -155,6 +155,10 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
     """
     # Each context's document, not one per id: an answer holding two versions of a document passed
     # as long as its last context was of the stored one.
+    if answer.graph_version is not None and deps.graph is not None and await deps.graph.version() != answer.graph_version:
+        # Its relations may have come from documents deleted or made private since, which it does
+        # not cite; answered again, it is stored again (the graph changes only on writes).
+        return False
     cited = [c.document for c in answer.contexts]
     versions = await _with_retries(deps, "cache versions", lambda: deps.metadata.document_versions(list({d.document_id for d in cited})))
     access = state.point_filter.access
@@ -749,6 +753,12 @@ def _transient(tag: str) -> bool:
     return not tag.startswith(_NOT_CACHED_STAGES) and any(mark in tag for mark in _FAILURE_MARKS)
 
 
+def _graph_version_used(state: QueryState) -> str | None:
+    """The graph's version, when the answer's graph leg followed relations to its contexts."""
+    trace = state.metrics.graph
+    return trace.graph_version if trace is not None and trace.followed_relations else None
+
+
 async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if deps.cache is None or not state.options.use_cache or state.cache_hit or not state.contexts:
         return {}
@@ -767,7 +777,8 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     vector = state.own_query_vector()
     try:
         await deps.cache.store(
-            state.options.query, vector, cache_config(state.options), access.partition, CachedAnswer(tuple(state.contexts), state.strategy)
+            state.options.query, vector, cache_config(state.options), access.partition,
+            CachedAnswer(tuple(state.contexts), state.strategy, graph_version=_graph_version_used(state)),
         )
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)

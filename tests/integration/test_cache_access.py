@@ -107,6 +107,27 @@ async def test_graph_answers_are_cached_per_partition(app: Application, variant:
     assert "zebra-private" in _docs(await _ask(app, Identity("alice", Role.USER), variant, Strategy.GRAPH))
 
 
+@pytest.mark.parametrize("change", ["deleted", "made private"])
+async def test_a_graph_answer_is_not_served_once_a_relation_it_followed_is_gone(app: Application, change: str) -> None:
+    """A cached answer was checked against the documents it cites only: the document stating the
+    relation its graph leg followed is not among them, and once deleted (or made private) the
+    relation's answer was still served from the cache for the TTL."""
+    heavy = [_doc(f"orion{i:02d}", "OrionSvc handles requests. OrionSvc logs requests. OrionSvc retries requests.") for i in range(20)]
+    relation = _doc("relation", "OrionSvc depends on VaultKeeper.")
+    vault = _doc("vault", "VaultKeeper stores secrets. VaultKeeper rotates keys. VaultKeeper audits access.")
+    assert not (await app.ingest([*heavy, relation, vault])).errors
+    question = QueryOptions("What does OrionSvc depend on?", 21, strategy=Strategy.GRAPH, identity=BOB)
+    first = await app.pipeline.query(question)
+    assert "vault" in _docs(first) and "relation" not in _docs(first)  # there by the relation, which it does not cite
+    assert (await app.pipeline.query(question)).cached
+    if change == "deleted":
+        await app.delete(["relation"])
+    else:
+        assert not (await app.ingest([_doc("relation", relation.content.decode(), access=Access.PRIVATE, owner_id="alice")])).errors
+    again = await app.pipeline.query(question)
+    assert not again.cached and "vault" not in _docs(again)
+
+
 async def test_the_same_user_under_another_role_gets_another_partition(app: Application) -> None:
     as_root = await _ask(app, BOB_ROOT)
     assert "alice-review" in _docs(as_root)
