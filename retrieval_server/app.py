@@ -323,7 +323,7 @@ class Application:
 
         s = self.settings
         return RabbitMqPublisher(s.events_url, s.events_exchange, s.events_routing_key, self.metrics,
-                                 buffer=s.events_buffer, publish_timeout_s=s.events_publish_timeout_s)
+                                 buffer=s.events_buffer, buffer_bytes=s.events_buffer_mb * 2**20, publish_timeout_s=s.events_publish_timeout_s)
 
     def _cache(self) -> SemanticCache | None:
         s = self.settings

@@ -95,6 +95,7 @@ class Settings(BaseSettings):
     events_exchange: str = Field("retrieval.events", min_length=1, max_length=255, description="topic exchange (declared durable)")
     events_routing_key: str = Field("retrieval.completed", min_length=1, max_length=255)
     events_buffer: int = Field(10_000, ge=1, le=1_000_000, description="events held while the broker is slow or down; beyond: dropped, counted")
+    events_buffer_mb: int = Field(64, ge=1, le=65_536, description="what those events may weigh, in MiB (their query texts, mostly)")
     events_query: Literal["hash", "text", "none"] = Field("hash", description="how the query travels in events: SHA-256 hash, text, or not at all")
     events_hash_key: str | None = Field(None, description="key for HMAC-SHA-256 query hashes (unset: plain SHA-256)")
     events_publish_timeout_s: float = Field(5.0, gt=0, le=300, description="broker confirm timeout; also the flush time at shutdown")
@@ -483,7 +484,7 @@ DEPLOYMENT_SETTINGS = frozenset({
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",
     "jwt_role_claim", "jwt_role_map", "jwt_groups_claim", "jwt_leeway_s", "jwt_jwks_cache_s", "jwt_jwks_min_refresh_s",
-    "gateway_peers", "traces_exporter", "events_url", "events_exchange", "events_routing_key", "events_buffer",
+    "gateway_peers", "traces_exporter", "events_url", "events_exchange", "events_routing_key", "events_buffer", "events_buffer_mb",
     "events_query", "events_hash_key", "events_publish_timeout_s", "data_dir", "qdrant_url", "vectors_dir",
     "qdrant_path", "qdrant_api_key", "qdrant_collection", "qdrant_timeout_s", "mysql_dsn", "mysql_pool_size",
     "mysql_timeout_s", "min_free_disk_mb", "model_dir", "model", "model_cache_dir", "embed_batch_size",

@@ -80,10 +80,15 @@ def to_amqp(event: RetrievalCompleted) -> aio_pika.Message:
     )
 
 
+def _weight(event: RetrievalCompleted) -> int:
+    """About the bytes an event holds: its texts, and a few hundred for the rest."""
+    return 256 + len(event.query) + len(event.user_id) + sum(len(d) for d in event.degraded)
+
+
 class RabbitMqPublisher:
     def __init__(
         self, url: str, exchange: str, routing_key: str, metrics: ServiceMetrics, *, buffer: int = 10_000,
-        publish_timeout_s: float = 5.0, retry_backoff_s: float = 0.5,
+        buffer_bytes: int = 64 * 2**20, publish_timeout_s: float = 5.0, retry_backoff_s: float = 0.5,
     ) -> None:
         self._url = url
         self._where = f"{URL(url).host}:{URL(url).port}"
@@ -91,6 +96,10 @@ class RabbitMqPublisher:
         self._routing_key = routing_key
         self._m = metrics
         self._capacity = buffer
+        #: what the events held may weigh (see _weight): 10,000 events of a 64 KiB query text
+        #: (RETRIEVAL_EVENTS_QUERY=text) held 630 MiB while the broker was down
+        self._capacity_bytes = buffer_bytes
+        self._bytes = 0
         self._timeout = publish_timeout_s
         self._backoff = retry_backoff_s
         self._buffer: deque[RetrievalCompleted] = deque()
@@ -110,7 +119,8 @@ class RabbitMqPublisher:
 
     def publish(self, event: RetrievalCompleted) -> None:
         """Buffer the event for the background sender; never waits. Full buffer: drop it, counted."""
-        if self.pending >= self._capacity:
+        weight = _weight(event)
+        if self.pending >= self._capacity or self._bytes + weight > self._capacity_bytes:
             self._m.events_dropped.labels("buffer_full").inc()
             if self._dropped_since_log == 0:
                 log.warning("analytics buffer full (%d events): dropping RetrievalCompleted events until %s catches up",
@@ -118,6 +128,7 @@ class RabbitMqPublisher:
             self._dropped_since_log += 1
             return
         self._buffer.append(event)
+        self._bytes += weight
         self._m.events_buffered.set(self.pending)
         self._drained.clear()
         self._ready.set()
@@ -158,6 +169,7 @@ class RabbitMqPublisher:
             results = await asyncio.gather(*(self._send(exchange, e) for e in batch), return_exceptions=True)
             failed = [e for e, r in zip(batch, results, strict=True) if isinstance(r, BaseException)]
             self._buffer.extendleft(reversed(failed))
+            self._bytes -= sum(_weight(e) for e, r in zip(batch, results, strict=True) if not isinstance(r, BaseException))
             self._in_flight = 0
             self._m.events_buffered.set(self.pending)
             self._m.events_published.inc(len(batch) - len(failed))

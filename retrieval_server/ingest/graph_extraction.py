@@ -61,8 +61,9 @@ def sentences_of(text: str) -> list[str]:
 
 #: The classical rules' revision, part of every document's fingerprint (the LLM extractor falls back
 #: to them): re-ingesting a document whose names the rules now read differently extracts it again
-#: instead of skipping it as unchanged. 2: names in any script, compounds around an acronym.
-RULES_REVISION = 2
+#: instead of skipping it as unchanged. 2: names in any script, compounds around an acronym. 3: a
+#: chunk's mentions counted in whole words.
+RULES_REVISION = 3
 
 
 class GraphExtractor(Protocol):
@@ -110,9 +111,11 @@ def assemble(
     order = {p.parent_chunk_id: p.chunk_index for p in parents}
     entities = []
     for key, names in surfaces.items():
-        counted = [form for form, _ in forms[key].most_common(_FORMS_COUNTED)]
+        # Whole words, as names are found: counted as substrings, "api" was in "rapid" and "capital",
+        # and a chunk naming it once outranked one naming it three times.
+        counted = [re.compile(rf"(?<!\w){re.escape(form)}(?!\w)") for form, _ in forms[key].most_common(_FORMS_COUNTED)]
         counts = [
-            (c.chunk_id, sum(lowered[c.chunk_id].count(form) for form in counted))
+            (c.chunk_id, sum(len(form.findall(lowered[c.chunk_id])) for form in counted))
             for pid in sorted(in_parent[key], key=lambda p: order.get(p, 0))
             for c in children_of[pid]
         ]

@@ -131,6 +131,18 @@ def test_entities_carry_mentions_and_the_chunks_that_mention_them() -> None:
     assert {e.name for e in g.entities} == {"AuthService", "DatabaseSvc"}  # "Later", "Nothing" open sentences
 
 
+def test_a_chunks_mentions_are_counted_in_whole_words() -> None:
+    """Counted as substrings, "api" was in "rapid", "capital" and "therapists": the chunk naming it
+    once outranked the one naming it three times, and a child that never names it was linked to it."""
+    thrice, once = "The API serves the API docs and the API keys.", "The API is rapid, capital for therapists."
+    never = "Rapid capital flows to therapists."
+    parent = ParentChunk("doc#p0", "doc", 0, f"{thrice} {once} {never}", 60)
+    children = [ChildChunk(f"doc#p0c{i}", "doc#p0", "doc", i, 0, t, 20) for i, t in enumerate((thrice, once, never))]
+    g = ClassicalGraphExtractor().extract_now([parent], children)
+    [api] = [e for e in g.entities if e.key == "api"]
+    assert dict(zip(api.chunk_ids, api.chunk_mentions, strict=True)) == {"doc#p0c0": 3, "doc#p0c1": 1}
+
+
 def test_an_entitys_chunks_count_its_eight_most_used_spellings() -> None:
     """Each spelling is counted in every child of every parent that names the entity: one name
     written thousands of ways made a document's graph quadratic in its length."""

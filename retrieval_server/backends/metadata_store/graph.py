@@ -277,7 +277,8 @@ class GraphQueries:
         self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = (), per_entity: int = 50
     ) -> dict[str, list[tuple[str, int]]]:
         """``(chunk_id, mentions)`` of the child chunks that name each entity, in readable documents:
-        the ``per_entity`` that name it most (ties in document order).
+        the ``per_entity`` that name it most (ties by document id, then chunk id as text: "p10c0"
+        before "p2c0", not in the document's order, which no stored column holds).
 
         One ordered, limited read per entity (``graph_mentions_rank`` is in that order), so a
         common entity costs its ``per_entity`` rows, not all of its mentions: "DNA" has 1,113 in
