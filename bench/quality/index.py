@@ -16,6 +16,7 @@ from bench.beir import BeirDataset, shared_dir
 from retrieval.v1 import retrieval_pb2 as pb
 from bench.transport import PLAINTEXT, Transport
 from retrieval_client import RetrievalClient
+from retrieval_server.ingest.graph_extraction import RULES_REVISION
 
 MARKER = "bench-index.json"
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -77,7 +78,7 @@ def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: P
     """Everything that changes what the index holds; equal keys mean the index can be reused."""
     key: dict[str, object] = {
         "corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir),
-        "layout": LAYOUT,
+        "layout": LAYOUT, "graph_rules": RULES_REVISION,
     }
     if truncate_tokens:
         key["truncate_tokens"] = truncate_tokens
