@@ -9,6 +9,7 @@ every worker writes to it directly.
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import multiprocessing
 import os
@@ -48,21 +49,31 @@ def hold_port(host: str, port: int) -> socket.socket:
     """Fail as a single server would when the port is taken; then hold it for the workers.
 
     The held socket is bound with SO_REUSEPORT but never listens: the workers' listening sockets
-    can join it, while any other server (which binds without SO_REUSEPORT) finds the port in use.
+    can join it, while any other server or supervisor (none binds with SO_REUSEPORT alone) finds
+    the port in use. Unless the last run's connections are still in TIME_WAIT (a minute after a
+    stop), which refuse a socket without SO_REUSEADDR: a restart failed with "address already in
+    use". The probe, with SO_REUSEADDR as gRPC binds, has then found no server on the port, and
+    the held socket takes SO_REUSEADDR too; until the workers listen, another server could then
+    bind the port as well (two sockets with SO_REUSEADDR may, while neither listens).
     """
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     with socket.socket(family, kind, proto) as probe:
-        # SO_REUSEADDR, as gRPC binds: without it the last run's connections, in TIME_WAIT for a
-        # minute after a stop, made a restart fail with "address already in use".
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as exc:
             raise OSError(f"cannot listen on {listen_address(host, port)}: {(exc.strerror or str(exc)).lower()}") from None
     guard = socket.socket(family, kind, proto)
-    guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    guard.bind(address)
+    try:
+        guard.bind(address)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            guard.close()
+            raise
+        log.info("the port's last connections are in TIME_WAIT: held with SO_REUSEADDR", extra={"port": port})
+        guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        guard.bind(address)
     return guard
 
 

@@ -286,8 +286,8 @@ _PROMPTS = {
 #: a list marker ("- ", "* ", "1. ", "2) "), however many; "*" only before a space, not bold's "**"
 _LIST_MARKER = re.compile(r"^\s*(?:(?:[-•]|\*(?=\s)|\d+[.)])\s*)+")
 _HEADING = re.compile(r"^\s*#{1,6}\s")
-#: a whole line in bold or italics
-_EMPHASIZED = re.compile(r"(\*\*|__|\*)(.+)\1")
+#: a whole line in bold or italics, its marker nowhere inside ("__init__ versus __new__" is no emphasis)
+_EMPHASIZED = re.compile(r"(\*\*|__|\*)((?:(?!\1).)+)\1")
 
 
 def _lines(text: Completion, query: str) -> list[str]:

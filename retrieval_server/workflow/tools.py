@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.llm import ChatModel
 from retrieval_server.domain import AccessFilter, RetrievedContext
-from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEntity, RelationType, ToolResult, entity_type_named
+from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEdge, GraphEntity, RelationType, ToolResult, entity_type_named
 from retrieval_server.workflow.calculator import CalculationError, evaluate
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.model_text import whole_sentences
@@ -327,6 +327,7 @@ class AnalyzeDependencies:
                 continue
             depth = {entity.key: 0}
             frontier = [entity.key]
+            fetched: list[GraphEdge] = []
             for level in range(1, params.max_depth + 1):
                 if not frontier or len(depth) >= self.max_nodes:
                     break
@@ -335,17 +336,19 @@ class AnalyzeDependencies:
                 # edge touching it either way, a level of 450 entities and 450,000 edges held the
                 # event loop 9 s, past the tool's timeout, which cannot stop it.
                 leaving = set(frontier)
-                for e in await graph.edges(frontier, ctx.access, ctx.document_ids, DEPENDENCY_RELATIONS):
+                edges = await graph.edges(frontier, ctx.access, ctx.document_ids, DEPENDENCY_RELATIONS)
+                fetched.extend(edges)
+                for e in edges:
                     src, dst = (e.source, e.target) if direction == "dependencies" else (e.target, e.source)
-                    if src not in leaving:
-                        continue
-                    if dst not in depth:
-                        if len(depth) >= self.max_nodes:
-                            continue
+                    if src in leaving and dst not in depth and len(depth) < self.max_nodes:
                         depth[dst] = level
                         nxt.append(dst)
-                    g.add_edge(e.source, e.target, relation=e.relation.value)
                 frontier = nxt
+            # Every edge read among what was found, either way: one into the entity, read at the first
+            # level, closes a cycle through the deepest.
+            for e in fetched:
+                if e.source in depth and e.target in depth:
+                    g.add_edge(e.source, e.target, relation=e.relation.value)
             result[direction] = depth
         names = {k: e.name for k, e in (await graph.entities(list(g.nodes), ctx.access, ctx.document_ids)).items()}
         summary_parts = []

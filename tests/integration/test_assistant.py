@@ -190,6 +190,12 @@ async def test_analyze_dependencies_stops_at_its_node_cap_within_a_level() -> No
     assert r.success, r.error
     found = r.result["dependencies"]["direct"] + [t["entity"] for t in r.result["dependencies"]["transitive"]]
     assert len(found) == tools_module.AnalyzeDependencies.max_nodes - 1 and not any(n.startswith("svc") for n in found)
+    # A cycle closing on the deepest level back into the entity is found: its last edge was read
+    # at the first level, as one into the entity.
+    hub[:], users[:] = [GraphEdge("x", "b", RelationType.DEPENDS_ON, 1.0), GraphEdge("b", "c", RelationType.DEPENDS_ON, 1.0),
+                        GraphEdge("c", "x", RelationType.DEPENDS_ON, 1.0)], []
+    r = await run_tool(TOOLS, "analyze_dependencies", {"entity": "X", "direction": "dependencies", "max_depth": 2}, ctx, TOOL_S)
+    assert [sorted(cycle) for cycle in r.result["cycles"]] == [["b", "c", "x"]], r.result
 
 
 async def test_calculate_is_safe(app: Application) -> None:

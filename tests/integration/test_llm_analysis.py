@@ -706,11 +706,12 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
         ("rewrite", "**Rewritten query:**\nHow does reciprocal rank fusion (RRF) work?", "How does reciprocal rank fusion (RRF) work?"),
         ("rewrite", "### Rewritten query\nHow does reciprocal rank fusion (RRF) work?", "How does reciprocal rank fusion (RRF) work?"),
         ("rewrite", "**How does reciprocal rank fusion (RRF) work?**", "How does reciprocal rank fusion (RRF) work?"),
+        ("rewrite", "__init__ versus __new__", "__init__ versus __new__ (RRF)"),  # its markers inside: no emphasis
         ("decompose", "**Sub-questions:**\n* How does RRF work?\n* Why is reranking slow?", ["How does RRF work?", "Why is reranking slow?"]),
         ("decompose", "## Sub-questions\n1. How does RRF work?\n2. Why is reranking slow?", ["How does RRF work?", "Why is reranking slow?"]),
         ("decompose", "None.\nThe question has only one part.", None),
     ],
-    ids=["bold-label", "heading", "bold-line", "bold-heading-and-bullets", "heading-and-numbers", "none-with-a-stop"],
+    ids=["bold-label", "heading", "bold-line", "dunder-names", "bold-heading-and-bullets", "heading-and-numbers", "none-with-a-stop"],
 )
 async def test_markdown_around_the_models_lines_is_not_searched(technique: str, answer: str, expected: object) -> None:
     """A heading in Markdown ("**Rewritten query:**", "### Sub-questions") ended in "**" or in no

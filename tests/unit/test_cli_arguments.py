@@ -68,6 +68,20 @@ def test_a_port_left_in_time_wait_by_the_last_run_can_be_held_again() -> None:
     hold_port("127.0.0.1", port).close()
 
 
+def test_a_held_port_refuses_another_supervisor_and_a_single_server() -> None:
+    held = hold_port("127.0.0.1", 0)
+    port = held.getsockname()[1]
+    try:
+        with pytest.raises(OSError, match="address already in use"):
+            hold_port("127.0.0.1", port)
+        with socket.socket() as single:  # as gRPC binds one process: SO_REUSEADDR, no SO_REUSEPORT
+            single.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            with pytest.raises(OSError):
+                single.bind(("127.0.0.1", port))
+    finally:
+        held.close()
+
+
 def test_an_ipv6_listen_address_is_taken_bare_or_in_brackets() -> None:
     for host in ("::1", "[::1]"):
         s = load_settings(host=host, metrics_enabled=False)

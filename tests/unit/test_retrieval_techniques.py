@@ -91,6 +91,9 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     for marks in ("“”", "«»", "„“", "「」"):
         typed = query_features(f"find {marks[0]}exact phrase here{marks[1]} now", BM25, None, policy)
         assert typed.quoted_share == pytest.approx(3 / 5), marks
+        # Unclosed opening marks quote nothing, and are read once each (their search ran to the
+        # end of the query from each: 18 s on the event loop for 64 KiB of "« ").
+        assert query_features(f"{marks[0]} " * 20_000, BM25, None, policy).quoted_share == 0.0
     # snake_case, an underscore inside word characters; not at an end, not beside a stop (which the
     # old pattern read in time quadratic in the word: 12 s for this one at 64 KB).
     snake = ["snake_case", "__init", "a_" * 4_000 + "a.b", "_a", "a_"]
