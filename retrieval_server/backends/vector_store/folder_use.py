@@ -24,16 +24,17 @@ def lock_file(folder: Path) -> Path:
 
 
 def hold(folder: Path, *, reading: bool) -> int | None:
-    """The descriptor holding the lock (closing it lets go), or None for a reader of a folder on a
-    read-only volume, which nobody can write. Raises :class:`Unavailable` when another process
-    holds it the other way (or writes it, for a writer)."""
+    """The descriptor holding the lock (closing it lets go), or None where no lock file can be made
+    beside the folder (a read-only volume, or a folder mounted below a read-only one): no other
+    process can make one there either. Raises :class:`Unavailable` when another process holds it
+    the other way (or writes it, for a writer)."""
     path = lock_file(folder)
     try:
         if not reading:
             path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        if reading and exc.errno in (errno.EROFS, errno.EACCES, errno.ENOENT):
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.ENOENT):
             return None
         raise
     try:
