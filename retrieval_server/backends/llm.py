@@ -413,7 +413,6 @@ class AnthropicChat(_HttpChat):
         if stop is None or not _finished(stop, _ANTHROPIC_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a refusal), or the stream ended before the model did
 
-
     def _delta(self, event: ServerSentEvent) -> dict[str, Any]:
         """The event's ``delta`` object; an event or a delta that is no object is a malformed stream."""
         data = self._json(event, self.name)

@@ -332,7 +332,7 @@ class AnalyzeDependencies:
                 if not frontier or len(depth) >= self.max_nodes:
                     break
                 nxt = []
-                # A set, and only the edges leaving the frontier kept: looked up in the list, for every
+                # The frontier as a set, and the cap within the level: looked up in the list, for every
                 # edge touching it either way, a level of 450 entities and 450,000 edges held the
                 # event loop 9 s, past the tool's timeout, which cannot stop it.
                 leaving = set(frontier)
