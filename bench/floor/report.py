@@ -19,13 +19,16 @@ class Cell:
     p99_ms: float
     errors: int
     cpu_cores: float
+    #: mean per request (what dominates)
     stage_ms: dict[str, float] = field(default_factory=dict)
+    #: median per request (beside the floors, which are medians)
+    stage_p50_ms: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
     def of(scenario: str, processes: int, concurrency: int, summary: dict[str, object], cpu_cores: float) -> Cell:
         return Cell(scenario, processes, concurrency, float(summary["rps"]), float(summary["p50_ms"]),  # type: ignore[arg-type]
                     float(summary["p95_ms"]), float(summary["p99_ms"]), int(summary["errors"]),  # type: ignore[arg-type]
-                    cpu_cores, dict(summary["stage_ms"]))  # type: ignore[call-overload]
+                    cpu_cores, dict(summary["stage_ms"]), dict(summary["stage_p50_ms"]))  # type: ignore[call-overload]
 
     def dominant(self) -> str:
         if not self.stage_ms:
@@ -138,7 +141,7 @@ class Report:
             out.append(Ratio("query-hybrid", "c=1 p50 ms, of each call alone", hybrid.p50_ms, round(alone, 2),
                              "embed + slowest leg + rows, each timed alone", _ratio(hybrid.p50_ms, alone), "", None))
             # retrieve embeds the query beside the legs that need no vector.
-            retrieve = hybrid.stage_ms.get("retrieve", 0.0) + hybrid.stage_ms.get("analyze_query", 0.0)
+            retrieve = hybrid.stage_p50_ms.get("retrieve", 0.0) + hybrid.stage_p50_ms.get("analyze_query", 0.0)
             legs = made.retrieve_made_ms[schedule]
             slowest, total = f.slowest_chain(pool), f.serial(pool)
             out.append(Ratio("query-hybrid", "analyze + retrieve ms", retrieve, legs,
@@ -147,7 +150,7 @@ class Report:
                              _ratio(retrieve, legs), "≈ made, < calls alone summed", retrieve < total))
         wide = self.cell("query-hybrid-top100", 1)
         if wide is not None and hybrid is not None:
-            e100, e5 = wide.stage_ms.get("enrich", 0.0), hybrid.stage_ms.get("enrich", 0.0)
+            e100, e5 = wide.stage_p50_ms.get("enrich", 0.0), hybrid.stage_p50_ms.get("enrich", 0.0)
             rows = f.enrich_rows.get(wide_top_k, 0.0) / max(f.enrich_rows.get(top_k, 1.0), 1.0)
             r = _ratio(e100, e5)
             out.append(Ratio("query-hybrid-top100", "enrich ms, top 100 / top 5", e100, e5, f"top 5 (rows read ×{rows:.1f})", r,
@@ -158,7 +161,7 @@ class Report:
                                  _ratio(e100, direct), "", None))
         rerank = self.cell("query-hybrid-rerank", 1)
         if rerank is not None and f.rerank_ms:
-            stage = rerank.stage_ms.get("rerank", 0.0)
+            stage = rerank.stage_p50_ms.get("rerank", 0.0)
             out.append(Ratio("query-hybrid-rerank", f"rerank ms ({f.rerank_pairs} pairs)", stage, f.rerank_ms, f"raw ONNX, same pairs{_drift(before.rerank_ms, after.rerank_ms)}",
                              _ratio(stage, f.rerank_ms), "≤ 1.2×", stage / f.rerank_ms <= 1.2, rerank.dominant()))
         return out

@@ -109,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     extra = {**technique_settings(args), **dict(item.split("=", 1) for item in args.set)}
     if args.mteb_protocol:
         extra = {**MTEB_SETTINGS, **extra}
-    index_dir = (args.index_dir or bench_index.default_index_dir(dataset, "-mteb" if args.mteb_protocol else "")).resolve()
+    shaping = bench_index.index_settings(dict(os.environ), extra)
+    suffix, baseline = ("-mteb", bench_index.index_settings({}, MTEB_SETTINGS)) if args.mteb_protocol else ("", bench_index.INDEX_DEFAULTS)
+    index_dir = (args.index_dir or bench_index.default_index_dir(dataset, suffix, shaping, baseline)).resolve()
     settings = {
-        **bench_index.index_settings(dict(os.environ), extra),
+        **shaping,
         "RETRIEVAL_DATA_DIR": str(index_dir),
         "RETRIEVAL_CACHE_BACKEND": "none",
         "RETRIEVAL_TOP_K_MAX": str(max(contexts, 1)),

@@ -15,6 +15,7 @@ legs are fused again with the service's fusion. Prints nDCG@10 of the baseline a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -29,9 +30,10 @@ from retrieval_server.workflow import keyword_leg
 SETTINGS = ((10, 10, 0.5), (5, 10, 0.5), (3, 10, 0.5), (10, 20, 0.5), (10, 10, 0.7), (5, 10, 0.7))
 
 
-def first_pass(app: Application, retrieved: dict[str, Retrieved]) -> dict[str, dict[str, float]]:
+async def first_pass(app: Application, retrieved: dict[str, Retrieved]) -> dict[str, dict[str, float]]:
     """HYBRID RRF with the service's settings, no feedback: the baseline and the feedback's source."""
-    return _run(app, retrieved, rrf_k=app.pipeline.deps.settings.rrf_k, parent="off", keyword="keyword", policy=None)
+    s = app.pipeline.deps.settings
+    return await _run(app, retrieved, rrf_k=s.rrf_k, parent="on" if s.parent_leg else "off", keyword="keyword", policy=None)
 
 
 async def fused_feedback(app: Application, queries: dict[str, str], retrieved: dict[str, Retrieved], first: dict[str, dict[str, float]],
@@ -53,8 +55,8 @@ async def fused_feedback(app: Application, queries: dict[str, str], retrieved: d
         expanded = keyword_leg.rm3(q, feedback, terms, query_weight)
         legs = dict(r.legs)
         legs["keyword:0"] = await deps.vectors.search_sparse(expanded, pool, everything, titled=s.keyword.titled)
-        again[qid] = Retrieved(r.features, legs)
-    return first_pass(app, again)
+        again[qid] = dataclasses.replace(r, legs=legs)
+    return await first_pass(app, again)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             queries, qrels = dataset.queries(), dataset.qrels()
             retrieved = await retrieve_all(app, queries, args.pool, keyword_variants=False)
-            first = first_pass(app, retrieved)
+            first = await first_pass(app, retrieved)
             rows: list[dict[str, object]] = [{"feedback": "off", "ndcg@10": score(qrels, first)}]
             for setting in SETTINGS:
                 run = await fused_feedback(app, queries, retrieved, first, args.pool, setting)

@@ -40,12 +40,18 @@ def default_model_dir() -> Path | None:
     return d if (d / "model.onnx").is_file() else None
 
 
-def default_index_dir(dataset: BeirDataset, suffix: str = "") -> Path:
-    return RESULTS / "quality-index" / f"{dataset.name}{suffix}"
-
-
 #: index-shaping settings whose default is spelled out, so that "unset" and "the default" share an index
 INDEX_DEFAULTS = {"RETRIEVAL_PARENT_LEG": "true"}
+
+
+def default_index_dir(dataset: BeirDataset, suffix: str = "", shaping: dict[str, str] | None = None,
+                      baseline: dict[str, str] = INDEX_DEFAULTS) -> Path:
+    """The folder of ``dataset``'s index. ``shaping``: the index-shaping settings in force; each
+    that differs from ``baseline`` names the folder too, so that building an index another way
+    (``--parent-leg off``) leaves the default one in place instead of replacing it."""
+    shaped = sorted((k, v) for k, v in (shaping or {}).items() if baseline.get(k) != v)
+    named = "".join(f"-{k.removeprefix('RETRIEVAL_').lower()}={v}" for k, v in shaped)
+    return RESULTS / "quality-index" / f"{dataset.name}{suffix}{named}"
 
 
 def index_settings(environ: dict[str, str], extra: dict[str, str]) -> dict[str, str]:

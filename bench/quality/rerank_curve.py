@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from bench.beir import BeirDataset
 from bench.quality.tune import replay_inputs, replay_parser, run_steps, score
 from retrieval_server.app import Application
@@ -87,9 +89,8 @@ async def measure(overrides: dict[str, object], dataset: BeirDataset, reranker_d
                     for rank, h in enumerate(reranked):
                         docs.setdefault(h.document_id, -float(rank))
                     run[qid] = docs
-                ordered = sorted(times)
                 scored = statistics.mean(min(c, len(st.fused)) for st in fused.values())
-                point = CurvePoint(tokens, c, scored, score(qrels, run), statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))])
+                point = CurvePoint(tokens, c, scored, score(qrels, run), float(np.percentile(times, 50)), float(np.percentile(times, 95)))
                 points.append(point)
                 print(json.dumps(dataclasses.asdict(point)), flush=True)
         finally:

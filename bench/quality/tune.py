@@ -46,7 +46,10 @@ GAINS = (-3.0, -2.0, -1.0, 0.0, 1.0, 2.0)
 @dataclasses.dataclass(slots=True)
 class Retrieved:
     features: QueryFeatures
+    #: as retrieve leaves them for fuse (a long query's windows are legs of their own)
     legs: dict[str, list[VectorHit]]
+    #: what the legs searched for (the rewritten query)
+    text: str
     #: longer than a child chunk (the service fuses it per parent under FUSION_UNIT=auto)
     long_query: bool = False
 
@@ -60,9 +63,9 @@ async def run_steps(state: QueryState, deps: WorkflowDeps, steps: Sequence[Calla
 
 async def retrieve_all(app: Application, queries: dict[str, str], pool: int, keyword_variants: bool = True,
                        windows: bool = True) -> dict[str, Retrieved]:
-    """Every leg of each query, as the service's fuse receives them: a long query's windows already
-    folded into its dense leg; ``windows=False`` keeps the whole query's cosines there instead (a
-    replay that fuses cosines needs them)."""
+    """Every leg of each query, as the service's fuse receives them, plus the parent and document
+    legs when the settings leave them out, and the keyword leg's variants. ``windows=False``: no
+    search for a long query's windows (a replay that fuses cosines needs the whole query's)."""
     deps = app.pipeline.deps
     if not windows:
         deps = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, long_query_windows=False))
@@ -72,14 +75,15 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int, key
         state = QueryState(options=QueryOptions(text, pool // deps.settings.child_candidates_per_context, strategy=Strategy.HYBRID,
                                                 use_cache=False, identity=admin))
         await run_steps(state, deps, (nodes.build_access_filter, nodes.analyze_query, nodes.retrieve))
-        legs = dict(query_windows.fold(list(state.legs.items()), deps.settings, state.pool))
+        legs = dict(state.legs)
+        children = {k: v for k, v in legs.items() if k not in ("parent:0", "document:0")}
         if "parent:0" not in legs and deps.vectors.features.parent_vectors and state.query_vector is not None:
             hits = await deps.vectors.search_parents(state.query_vector, state.pool, state.point_filter)
-            legs["parent:0"] = parent_leg.as_children(hits, legs)
+            legs["parent:0"] = parent_leg.as_children(hits, children)
         if "document:0" not in legs and deps.vectors.features.parent_vectors and state.query_vector is not None:
             first = dataclasses.replace(state.point_filter, first_parents=True)
             hits = await deps.vectors.search_parents(state.query_vector, state.pool, first)
-            legs["document:0"] = parent_leg.as_children(hits, {k: v for k, v in legs.items() if k != "parent:0"})
+            legs["document:0"] = parent_leg.as_children(hits, children)
         if keyword_variants:
             kw = deps.settings.keyword
             plain = dataclasses.replace(kw, titled=False)
@@ -87,40 +91,46 @@ async def retrieve_all(app: Application, queries: dict[str, str], pool: int, key
             prf = dataclasses.replace(kw, prf_docs=10)
             legs["keyword-prf:0"] = await keyword_leg.search(deps.vectors, deps.sparse, text, state.pool, state.point_filter, prf)
         # Whatever the settings, so that every fusion unit replays (the service looks only when it needs to).
-        long_query = bool(query_windows.cut(state.analysis.rewritten or text, deps))
-        out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs, long_query)
+        searched = state.analysis.rewritten or text
+        long_query = bool(query_windows.cut(searched, deps))
+        out[qid] = Retrieved(query_features(text, deps.sparse, deps.term_stats, deps.settings.adaptive), legs, searched, long_query)
     return out
 
 
-def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, parent: str, keyword: str,
-         policy: AdaptivePolicy | None, unit: FusionUnit | None = None) -> dict[str, dict[str, float]]:
-    """One setting replayed: ``parent`` is ``off``, ``full`` (a dense leg of its own weight) or
-    ``shared`` (children and parents share the dense weight, as the service does); ``unit`` is
-    what the ranks are fused for (``RETRIEVAL_FUSION_UNIT``; None: the service's setting)."""
+#: what the replay keeps of the fused list: everything (bench.quality ranks documents by their best chunk)
+FUSED_POOL = 10_000
+
+
+async def _run(app: Application, retrieved: dict[str, Retrieved], *, rrf_k: float, parent: str, keyword: str,
+               policy: AdaptivePolicy | None, unit: FusionUnit | None = None) -> dict[str, dict[str, float]]:
+    """One setting replayed through the service's own fusion (``nodes.fuse``: its dense fusion,
+    leg weights, a long query's windows and document evidence): ``parent`` is ``on`` or ``off``
+    (the parent leg kept or left out), ``keyword`` which keyword leg stands as the service's,
+    ``policy`` ADAPTIVE's weighing (None: HYBRID's), ``unit`` what the ranks are fused for
+    (``RETRIEVAL_FUSION_UNIT``; None: the service's setting)."""
     settings = app.pipeline.deps.settings
     settings = dataclasses.replace(settings, rrf_k=rrf_k, fusion_unit=unit or settings.fusion_unit)
     deps = dataclasses.replace(app.pipeline.deps, settings=settings)
     run: dict[str, dict[str, float]] = {}
     for qid, r in retrieved.items():
-        w = leg_weights(r.features, policy) if policy is not None else None
-        lists, weights = [], []
+        legs: dict[str, list[VectorHit]] = {}
         for leg, hits in r.legs.items():
-            kind = leg.split(":")[0]
-            if not hits or kind == "document" or (kind == "parent" and parent == "off") or (kind.startswith("keyword") and kind != keyword):
-                continue
-            lists.append(hits)
-            base = 0.5 if parent == "shared" and kind in ("dense", "parent") else 1.0
-            if kind == "metadata":
-                s = deps.settings
-                base = s.metadata_weight / max(s.semantic_weight, s.keyword_weight, 1e-9)
-            elif w is not None:
-                base *= w.dense if kind in ("dense", "parent") else w.keyword
-            weights.append(base)
-        by_parent = rank_fusion.fuses_by_parent(r.long_query, deps.settings)
-        fused = rank_fusion.fuse_lists(lists, weights, deps.settings, Fusion.RRF, 10_000, by_parent=by_parent)
+            kind, _, n = leg.partition(":")
+            if kind.startswith("keyword"):
+                if kind == keyword:
+                    legs[f"keyword:{n}"] = hits
+            elif not ((kind == "parent" and parent == "off") or (kind == "document" and not settings.document_leg)):
+                legs[leg] = hits
+        state = QueryState(options=QueryOptions(r.text, 1, strategy=Strategy.HYBRID, fusion=Fusion.RRF), pool=FUSED_POOL,
+                           legs=legs, long_query=r.long_query)
+        if policy is not None:
+            state.leg_weights = leg_weights(r.features, policy)
+        fused = (await nodes.fuse(state, deps))["fused"]
+        # By rank, as bench.quality scores the service's answers: equal RRF scores are ordered by
+        # the fusion, not by the evaluator's tie rule (document id).
         docs: dict[str, float] = {}
-        for h in fused:
-            docs[h.document_id] = max(docs.get(h.document_id, float("-inf")), h.score)
+        for rank, h in enumerate(fused):
+            docs.setdefault(h.document_id, -float(rank))
         run[qid] = docs
     return run
 
@@ -285,21 +295,21 @@ async def tune(app: Application, dataset: BeirDataset, pool: int, cache: Path | 
         return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries),
                 "mean_words": sum(r.features.tokens for r in retrieved.values()) / max(len(retrieved), 1), "granularity": rows}
     grid = []
-    for rrf_k, parent, keyword in itertools.product(RRF_K, ("shared", "full", "off"), ("keyword", "keyword-plain", "keyword-prf")):
+    for rrf_k, parent, keyword in itertools.product(RRF_K, ("on", "off"), ("keyword", "keyword-plain", "keyword-prf")):
         grid.append({"rrf_k": rrf_k, "parent": parent, "keyword": keyword,
-                     "ndcg@10": score(qrels, _run(app, retrieved, rrf_k=rrf_k, parent=parent, keyword=keyword, policy=None))})
+                     "ndcg@10": score(qrels, await _run(app, retrieved, rrf_k=rrf_k, parent=parent, keyword=keyword, policy=None))})
     fixed = max(grid, key=lambda g: g["ndcg@10"])
     # ADAPTIVE's gains are tuned on top of the service's configured legs, as it will run.
     s = app.pipeline.deps.settings
-    base = {"rrf_k": s.rrf_k, "parent": "shared" if s.parent_leg else "off", "keyword": "keyword" if s.keyword.titled else "keyword-plain"}
+    base = {"rrf_k": s.rrf_k, "parent": "on" if s.parent_leg else "off", "keyword": "keyword" if s.keyword.titled else "keyword-plain"}
     adaptive = []
     for rare, ident, quoted in itertools.product(GAINS, GAINS, (0.0, 1.0, 2.0)):
         policy = AdaptivePolicy(rare_gain=rare, identifier_gain=ident, quoted_gain=quoted)
-        run = _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=policy)
+        run = await _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=policy)
         adaptive.append({"rare_gain": rare, "identifier_gain": ident, "quoted_gain": quoted, "ndcg@10": score(qrels, run)})
     units = []
     for unit in ("chunk", "parent", "auto"):
-        run = _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=None, unit=unit)
+        run = await _run(app, retrieved, rrf_k=float(base["rrf_k"]), parent=str(base["parent"]), keyword=str(base["keyword"]), policy=None, unit=unit)
         units.append({"fusion_unit": unit, "ndcg@10": score(qrels, run), **_by_kind(qrels, run, kinds)})
     return {"dataset": dataset.name, "split": dataset.split, "queries": len(queries), "best_fixed": fixed, "adaptive_base": base,
             "best_adaptive": max(adaptive, key=lambda g: g["ndcg@10"]), "fusion_units": units, "grid": grid, "adaptive": adaptive}

@@ -80,14 +80,16 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
     schedule, fastest = floor.hybrid_made()
     assert fastest == min(floor.hybrid_made_ms.values()) and floor.hybrid_made_ms[schedule] == fastest
 
-    def cell(scenario: str, c: int, rps: float, p50: float, stages: dict[str, float] | None = None) -> Cell:
-        return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, stages or {})
+    def cell(scenario: str, c: int, rps: float, p50: float, stages: dict[str, float] | None = None,
+             means: dict[str, float] | None = None) -> Cell:
+        return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, means or stages or {}, stages or {})
 
     cells = [
         cell("echo", 32, 1000.0, 1.0), cell("echo-uvloop", 32, 1200.0, 0.9), cell("query-cached", 32, 900.0, 1.1, {"check_cache": 0.2}),
         cell("search", 1, 10.0, floor.search_made_ms * 1.2),
         cell("query-hybrid", 1, 10.0, fastest * 2, {"retrieve": 5.0, "enrich": 1.0}),
-        cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}),
+        # Stage times are held to the floors by their medians, as the floors are; a few slow requests raise the mean.
+        cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}, means={"retrieve": 9.0, "enrich": 4.0}),
         cell("search", 8, floor.capacity_rps["search"] / 2, 10.0),
     ]
     ratios = {(r.scenario, r.what): r for r in Report({1: (floor, floor)}, cells, cores=2).ratios(top_k=2, wide_top_k=4, candidates_per_context=2)}

@@ -88,7 +88,7 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     assert tune_main(["--dataset", str(dataset), "--index-dir", str(index), "--bundled-model", "--pool", "16", "--output", str(tuned)]) == 0
     grid = json.loads(tuned.read_text())
     assert grid["split"] == "tune" and grid["queries"] == 1
-    assert len(grid["grid"]) == 36 and all(0.0 <= g["ndcg@10"] <= 1.0 for g in grid["grid"] + grid["adaptive"])
+    assert len(grid["grid"]) == 24 and all(0.0 <= g["ndcg@10"] <= 1.0 for g in grid["grid"] + grid["adaptive"])
     assert [u["fusion_unit"] for u in grid["fusion_units"]] == ["chunk", "parent", "auto"]
     # The one tuning query is short: auto fuses it per chunk.
     assert grid["fusion_units"][2]["ndcg@10"] == grid["fusion_units"][0]["ndcg@10"]
@@ -105,7 +105,7 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     assert feedback_main(["--dataset", str(dataset), "--split", "test", "--index-dir", str(index)]) == 2
     assert feedback_main(["--dataset", str(dataset), "--index-dir", str(index), "--bundled-model", "--pool", "16", "--output", str(fed)]) == 0
     settings = json.loads(fed.read_text())["rows"]
-    default = next(g for g in grid["grid"] if g["rrf_k"] == 10.0 and g["parent"] == "off" and g["keyword"] == "keyword")
+    default = next(g for g in grid["grid"] if g["rrf_k"] == 10.0 and g["parent"] == "on" and g["keyword"] == "keyword")
     assert settings[0] == {"feedback": "off", "ndcg@10": default["ndcg@10"]} and len(settings) == 1 + len(FEEDBACK_SETTINGS)
     assert all(0.0 <= r["ndcg@10"] <= 1.0 for r in settings)
 
