@@ -221,7 +221,9 @@ class Indexer:
         done: list[IngestedDocument] = []
         errors: list[IngestFailure] = []
         pending: list[_Prepared] = []
-        seen: set[str] = set()
+        #: each document's place in the request: batches are written while the next are embedded,
+        #: and a document found unchanged is done before the batch ahead of it is written
+        order: dict[str, int] = {}
         # Two stages: while a batch is written (keyword vectors, graph, stores), the next one is
         # loaded, chunked and embedded, so the model does not wait for the rest. Batches are written
         # in order, one at a time; a document is reported once it is written.
@@ -275,9 +277,9 @@ class Indexer:
                     label = f"{src.filename}:{loaded.document_id}" if loaded_source.rows else (src.filename or loaded.document_id)
                     try:
                         doc_id = _clean_id(loaded.document_id)
-                        if doc_id in seen:
+                        if doc_id in order:
                             raise LoadError(f"document_id '{doc_id}' appears twice in one request")
-                        seen.add(doc_id)
+                        order[doc_id] = len(order)
                         prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id))
                     except LoadError as exc:
                         # Listed as a file's unreadable rows are: a 1 MB file of 20,000 repeated
@@ -289,7 +291,6 @@ class Indexer:
                             unlisted += 1
                         continue
                     if await self._unchanged(prepared):
-                        await written()  # reported after the documents before it
                         done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True))
                         if on_document:
                             on_document(doc_id)
@@ -307,7 +308,7 @@ class Indexer:
             raise
         if len(errors) > MAX_REPORTED_ERRORS:
             errors[MAX_REPORTED_ERRORS:] = [IngestFailure("", f"{len(errors) - MAX_REPORTED_ERRORS} more errors")]
-        return IngestReport(tuple(done), tuple(errors))
+        return IngestReport(tuple(sorted(done, key=lambda d: order[d.document_id])), tuple(errors))
 
     async def _unchanged(self, p: _Prepared) -> bool:
         """Whether the document is stored as it is, so its write can be skipped. Not while its write

@@ -66,6 +66,14 @@ async def test_reingest_replaces_without_duplicates_or_orphans(app: Application)
     assert "slow rivers" in result.contexts[0].parent.content
 
 
+async def test_the_documents_are_reported_in_request_order_whether_written_or_found_unchanged(app: Application) -> None:
+    await app.ingest([_txt("glaciers", LONG)])
+    # The new ones wait in a batch to be embedded while the unchanged one is already done.
+    report = await app.ingest([_txt("owls", "Owls hunt at night."), _txt("glaciers", LONG), _txt("bats", "Bats navigate by echolocation.")])
+    assert not report.errors
+    assert [(d.document_id, d.replaced) for d in report.documents] == [("owls", False), ("glaciers", True), ("bats", False)]
+
+
 async def test_new_extraction_rules_make_a_stored_document_changed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
     """A document whose graph the rules would now read differently is extracted again on its next
     ingest, not skipped as unchanged."""
