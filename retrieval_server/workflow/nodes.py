@@ -30,6 +30,7 @@ from retrieval_server.domain import (
     VectorHit,
     version_of,
 )
+from retrieval_server.ingest.chunker import MAX_TOKEN_CHARS
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, leg_cutoff, parent_leg, query_windows, rank_fusion
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
@@ -98,6 +99,10 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     try:
         # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
         answer = await _cache_call(cache_until, deps.cache.lookup(o.query, None, config, partition))
+        if answer is None and not _vector_holds_all_of(o.query, deps):
+            # Matched by a vector of its first tokens, a long question would be served the answer
+            # to another that opens the same way: it matches exactly only, and retrieve embeds it.
+            return {}
         if answer is None:
             try:
                 vector = (await deps.embedder.embed([o.query]))[0]
@@ -117,6 +122,16 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     state.metrics.cache_hit = True
     state.metrics.strategy_used = answer.strategy
     return {**_own_vector(o.query, vector), "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+
+
+def _vector_holds_all_of(query: str, deps: WorkflowDeps) -> bool:
+    """Whether the model reads all of ``query`` (it reads the first ``model_tokens``): when it does
+    not, two queries that differ past that point have the same vector. Conservative: a query of
+    more characters than tokens can span (a longest word is one token) counts as longer."""
+    room = deps.settings.model_tokens - 2
+    if len(query) <= room:
+        return True  # every token spans at least one character
+    return deps.count_tokens is not None and len(query) <= room * MAX_TOKEN_CHARS and deps.count_tokens(query) <= room
 
 
 def _own_vector(query: str, vector: np.ndarray | None) -> dict[str, Any]:
@@ -773,8 +788,9 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {}
     # Keyed by the caller's query, by its text and its own vector: the query_vector retrieve used
     # is the rewritten query's when analysis rewrote it, which a later caller's query is never
-    # compared with. Without a vector of its own (an embedding failed) the entry matches exactly only.
-    vector = state.own_query_vector()
+    # compared with. Without a vector of its own (an embedding failed), or with one of its first
+    # tokens only (check_cache), the entry matches exactly only.
+    vector = state.own_query_vector() if _vector_holds_all_of(state.options.query, deps) else None
     try:
         await deps.cache.store(
             state.options.query, vector, cache_config(state.options), access.partition,

@@ -46,6 +46,8 @@ class WorkflowSettings:
     fusion_unit: Literal["auto", "chunk", "parent"] = "chunk"
     #: tokens in a child chunk: a query longer than this is fused per parent under ``auto``
     child_chunk_tokens: int = 128
+    #: tokens the embedding model reads of a text, [CLS] and [SEP] among them (MAX_SEQ_LENGTH)
+    model_tokens: int = 256
     #: a query longer than a child is also searched window by window (workflow.query_windows)
     long_query_windows: bool = True
     #: at most this many windows of a query (its first ones) are embedded and searched
@@ -112,6 +114,9 @@ class WorkflowDeps:
     term_stats: TermStatistics | None = None
     #: a text's child-sized windows, cut as the indexer cuts documents (None: long queries are not windowed)
     query_windows: Callable[[str], list[str]] | None = None
+    #: a text's tokens as the embedding model counts them, without [CLS] and [SEP] (None: the
+    #: semantic cache matches a query longer than ``model_tokens`` characters exactly only)
+    count_tokens: Callable[[str], int] | None = None
 
 
 @dataclass(slots=True)

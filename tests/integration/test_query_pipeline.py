@@ -446,6 +446,21 @@ async def test_cache_hit_ends_the_graph(app: Application) -> None:
     assert paraphrase.cached and _docs(paraphrase) == _docs(first) and counting.calls == []
 
 
+async def test_a_query_longer_than_the_model_reads_is_matched_exactly_only(app: Application) -> None:
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor))
+    # The same opening past the model's 256 tokens: the same vector for two different questions.
+    preamble = " ".join(["You are a helpful assistant. Answer from the retrieved documents only, citing them."] * 20)
+    rain = f"{preamble} Question: will it rain in the northern valleys?"
+    sauce = f"{preamble} Question: how long does the tomato sauce simmer?"
+    first = await p.query(QueryOptions(rain, 1, strategy=Strategy.HYBRID))
+    assert not first.cached and _docs(first) == ["weather"]
+    other = await p.query(QueryOptions(sauce, 1, strategy=Strategy.HYBRID))
+    assert not other.cached and _docs(other) == ["cooking"]
+    # Its exact repeat is still served from the cache.
+    again = await p.query(QueryOptions(rain, 1, strategy=Strategy.HYBRID))
+    assert again.cached and _docs(again) == ["weather"]
+
+
 async def test_cache_entries_are_dropped_when_a_cited_document_changes(app: Application, tmp_path: Path) -> None:
     application = Application(load_settings(data_dir=tmp_path))
     await application.open()
