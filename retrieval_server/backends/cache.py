@@ -45,7 +45,9 @@ T = TypeVar("T")
 
 
 def normalize_query(query: str) -> str:
-    return " ".join(query.casefold().split())
+    """Case and spacing set aside. Lower case, not casefold: casefold makes "Straße" "strasse",
+    which the keyword leg and the full-text search tell apart, and one would get the other's answer."""
+    return " ".join(query.lower().split())
 
 
 def query_key(query: str) -> str:

@@ -8,7 +8,9 @@ Keys (all expire with the entry's TTL):
   similarity match answered, the id of the entry that did and the similarity (``"{id} {score}"``),
   expiring with that entry, so that the query's repeats are exact hits
 * ``rc:s:{config}:{scope}``: sorted set of entry ids by expiry time, for the similarity scan
-* ``rc:d:{document}``: ids of the entries citing a document, for invalidation
+* ``rc:d:{document}``: the entries citing a document, for invalidation: each as the JSON array
+  ``[id, config, scope, query hash]``, all that removing it takes, so that an invalidation reads
+  no entry (the entries citing a popular document once took longer to read than the timeout)
 
 ``scope`` is the integer code of the access partition (:func:`partition_code`). The prefix given
 is followed by the entries' format (:data:`ENTRY_FORMAT`), so that servers of two versions sharing
@@ -55,8 +57,9 @@ from scoring_core.cache_matching import matchable
 
 log = logging.getLogger(__name__)
 
-#: the layout of the entries' JSON and keys: bumped whenever it changes (a field of Document, say)
-ENTRY_FORMAT = 1
+#: the layout of the entries' JSON and keys: bumped whenever it changes (a field of Document, say;
+#: 2: the members of a document's set name each entry's keys)
+ENTRY_FORMAT = 2
 #: what reading an entry written by something else can raise
 _UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
 #: how much older than the newest entry a mirror holds a new one may look (an entry's score is
@@ -350,6 +353,7 @@ class RedisCache:
         }
         blob = self._matchable(vector)
         ids_key = self._k("s", config, scope)
+        citing = json.dumps([entry_id, config, scope, query_key(query)])
         pipe = self._redis.pipeline(transaction=True)
         pipe.set(self._k("e", entry_id), json.dumps(entry), px=ttl_ms)
         pipe.set(self._exact_key(config, scope, query), entry_id, px=ttl_ms)
@@ -359,7 +363,7 @@ class RedisCache:
             pipe.zremrangebyscore(ids_key, "-inf", now)
             pipe.pexpire(ids_key, ttl_ms)
         for d in docs:
-            pipe.sadd(self._k("d", d), entry_id)
+            pipe.sadd(self._k("d", d), citing)
             pipe.pexpire(self._k("d", d), ttl_ms)
         if blob is not None:
             pipe.zcard(ids_key)
@@ -380,27 +384,31 @@ class RedisCache:
         doc_keys = [self._k("d", d) for d in document_ids]
         if not doc_keys:
             return 0
-        ids = [i.decode() for i in await self._redis.sunion(doc_keys)]
-        if not ids:
+        citing = await self._redis.sunion(doc_keys)
+        if not citing:
             return 0
-        entries = await self._redis.mget([self._k("e", i) for i in ids])
-        pipe = self._redis.pipeline(transaction=True)
-        mirrored: list[tuple[str, int, str]] = []
-        for entry_id, raw in zip(ids, entries, strict=True):
-            pipe.delete(self._k("e", entry_id), self._k("v", entry_id))
+        keys: list[str] = []
+        by_partition: dict[tuple[str, int], list[str]] = {}
+        for member in citing:
             try:
-                e = json.loads(raw) if raw else None
-                if e is not None:
-                    pipe.zrem(self._k("s", e["config"], e["scope"]), entry_id)
-                    pipe.delete(self._exact_key(e["config"], e["scope"], e["query"]))
-                    mirrored.append((e["config"], int(e["scope"]), entry_id))
+                entry_id, config, scope, query_hash = json.loads(member)
+                scope = int(scope)
             except _UNREADABLE:
-                pass  # its own keys go; the others point at nothing and expire with it
+                continue  # not of this format: its entry expires with it
+            keys += (self._k("e", entry_id), self._k("v", entry_id), self._k("x", config, scope, query_hash))
+            by_partition.setdefault((config, scope), []).append(entry_id)
+        # A few commands of many keys each: thousands of entries are removed well within the
+        # timeout. Unlinked, their answers' memory (MBs) is freed on a thread of Redis's own.
+        pipe = self._redis.pipeline(transaction=True)
+        if keys:
+            pipe.unlink(*keys)
+        for (config, scope), entry_ids in by_partition.items():
+            pipe.zrem(self._k("s", config, scope), *entry_ids)
         pipe.delete(*doc_keys)
         await pipe.execute()
-        for config, scope, entry_id in mirrored:  # other processes forget them when a match finds them gone
-            await self._forget(config, scope, entry_id)
-        return len(ids)
+        for (config, scope), entry_ids in by_partition.items():  # other processes forget them when a match finds them gone
+            await self._forget(config, scope, *entry_ids)
+        return sum(len(set(ids)) for ids in by_partition.values())
 
     async def ping(self) -> None:
         await self._redis.ping()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import time
 from typing import Any
@@ -75,6 +76,12 @@ async def test_exact_and_similar_lookups(cache: SemanticCache) -> None:
     assert similar is not None and similar.similarity >= 0.95 and similar.contexts[0].document.document_id == "d1"
     assert await cache.lookup("describe rrf", _vec(1, 1), "cfg", PUBLIC) is None  # cosine 0.71
     assert await cache.lookup("What is RRF", _vec(1), "other-config", PUBLIC) is None
+
+
+async def test_an_exact_match_sets_case_aside_not_letters(cache: SemanticCache) -> None:
+    await cache.store("Straße in Zürich", None, "cfg", PUBLIC, _answer(_ctx("d1")))
+    assert await cache.lookup("STRAßE  in zürich", None, "cfg", PUBLIC) is not None
+    assert await cache.lookup("strasse in zürich", None, "cfg", PUBLIC) is None
 
 
 async def test_a_query_answered_by_similarity_is_then_found_by_its_text(cache: SemanticCache) -> None:
@@ -153,6 +160,31 @@ async def test_invalidation_by_document(cache: SemanticCache) -> None:
     assert await cache.invalidate_documents(["b", "nope"]) == 1
     assert await cache.lookup("q1", _vec(1), "cfg", PUBLIC) is None
     assert await cache.lookup("q2", _vec(0, 1), "cfg", PUBLIC) is not None
+
+
+async def test_redis_an_invalidation_reads_no_entry(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """The entries citing a popular document, read whole to find their keys, took longer than the
+    cache's timeout: nothing was removed, and every stale hit's retry counted against the breaker."""
+    import redis.asyncio as aioredis
+
+    c = make("redis", request, executor)
+    server = aioredis.Redis.from_url(request.getfixturevalue("redis_url"))
+    try:
+        page = "a long cited passage " * 500  # 10 KB a context
+        for i in range(40):
+            ctx = _ctx("popular")
+            await c.store(f"question {i}", _vec(1, i / 40), f"cfg{i % 3}", PUBLIC if i % 2 else ALICE,
+                          _answer(RetrievedContext(dataclasses.replace(ctx.parent, content=page), ctx.document, 0.5, ctx.children), _ctx(f"other{i}")))
+        before = (await server.info("stats"))["total_net_output_bytes"]
+        assert await c.invalidate_documents(["popular"]) == 40
+        sent = (await server.info("stats"))["total_net_output_bytes"] - before
+        assert sent < 40 * len(page) / 10, sent
+        # Gone by their text and by their vector.
+        assert all([await c.lookup(f"question {i}", None, f"cfg{i % 3}", PUBLIC if i % 2 else ALICE) is None for i in range(40)])
+        assert await c.lookup("question", _vec(1, 0.5), "cfg0", ALICE) is None
+    finally:
+        await server.aclose()
+        await c.close()
 
 
 async def test_memory_entries_expire(executor: BlockingExecutor) -> None:
