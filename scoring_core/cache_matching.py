@@ -142,6 +142,23 @@ class CosineMatcher:
             self._live[row] = 0
             self._free.append(row)
 
+    def shrink(self) -> dict[int, int]:
+        """When at most a quarter of the allocated rows are live, the live rows moved to the front
+        of arrays of twice their number, in their order (ties and eviction order kept): a matcher
+        that once held many rows must not keep their memory for its last few. Returns where each
+        moved row went ({} when nothing was done); rows that were free are gone."""
+        live = np.flatnonzero(self._live[: self._rows])
+        if 4 * len(live) > self.capacity or self.capacity == 1:
+            return {}
+        cap = max(1, 2 * len(live))
+        for name in ("_matrix", "_live", "_expires", "_scope", "_added"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[: len(live)] = old[live]
+            setattr(self, name, new)
+        self._rows, self._free = len(live), []
+        return {int(old): new for new, old in enumerate(live) if int(old) != new}
+
     def expire(self, now: float) -> int:
         """Free every row expired at ``now``; return how many."""
         dead = np.flatnonzero((self._live[: self._rows] == 1) & (self._expires[: self._rows] <= now))

@@ -169,6 +169,9 @@ class MemoryCache:
         left = self._per_config[e.config] - 1
         if left:
             self._per_config[e.config] = left
+            if release_row and 4 * left <= self._matchers[e.config].capacity:
+                # Not while a store is placing its row (release_row=False): it is not registered yet.
+                self._rows_moved(e.config, self._matchers[e.config].shrink())
         else:
             # Configurations are open-ended (every document filter is one): an empty one keeps nothing.
             del self._per_config[e.config]
@@ -184,6 +187,13 @@ class MemoryCache:
                 ids.discard(entry_id)
                 if not ids:
                     del self._by_document[d]
+
+    def _rows_moved(self, config: str, moved: dict[int, int]) -> None:
+        owners = [(new, self._row_owner.pop((config, old), None)) for old, new in moved.items()]
+        for new, entry_id in owners:
+            if entry_id is not None:
+                self._row_owner[(config, new)] = entry_id
+                self._entries[entry_id].row = new
 
     async def lookup(self, query: str, vector: np.ndarray | None, config: str, partition: str) -> CachedAnswer | None:
         now = self._clock()

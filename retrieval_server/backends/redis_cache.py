@@ -113,6 +113,12 @@ class _Mirror:
         if row is not None:
             self.id_of.pop(row, None)
             self.matcher.remove(row)
+            if 4 * len(self.row_of) <= self.matcher.capacity:
+                # A partition that once held many entries must not keep their memory for its last few.
+                owners = [(new, self.id_of.pop(old, None)) for old, new in self.matcher.shrink().items()]
+                for new, moved in owners:
+                    if moved is not None:
+                        self.id_of[new], self.row_of[moved] = moved, new
         self.expires_at.pop(entry_id, None)
 
 

@@ -382,6 +382,30 @@ async def test_memory_use_follows_entries_not_configurations(executor: BlockingE
         await spread.close()
 
 
+async def test_memory_a_configuration_left_with_a_few_entries_gives_the_others_rows_back(executor: BlockingExecutor) -> None:
+    """A configuration's vectors grow by doubling; they also shrink, or one that once held many
+    entries kept them all (traffic moving from one top_k to another piled matrices up)."""
+    dim, n = 384, 2048
+    vectors = np.random.default_rng(3).standard_normal((n, dim)).astype(np.float32)
+    c = MemoryCache(dim, executor, CachePolicy(max_entries=n))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(n):
+            await c.store(f"q{i}", vectors[i], "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+        full = _traced_growth(before)
+        assert await c.invalidate_documents([f"d{i}" for i in range(n - 2)]) == n - 2
+        kept = _traced_growth(before)
+        assert kept < full / 4, (full, kept)
+        for i in (n - 2, n - 1):
+            found = await c.lookup(f"paraphrase {i}", vectors[i], "cfg", PUBLIC)
+            assert found is not None and found.similarity > 0.999
+    finally:
+        tracemalloc.stop()
+        await c.close()
+
+
 async def test_redis_mirrors_of_emptied_partitions_hold_no_memory(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     """Each process mirrors the vectors of the partitions it is asked about, and partitions are
     open-ended (one per reader and configuration): a partition whose entries are gone, or that
@@ -411,6 +435,25 @@ async def test_redis_mirrors_of_emptied_partitions_hold_no_memory(request: pytes
         assert never_stored < n * 4096 and after < n * 4096, (never_stored, after)
     finally:
         tracemalloc.stop()
+        await c.close()
+
+
+async def test_redis_a_mirror_left_with_a_few_entries_gives_the_others_rows_back(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    dim, n = 384, 512
+    c = RedisCache(request.getfixturevalue("redis_url"), dim, executor, prefix=f"t{next(_counter)}", timeout_s=30.0)
+    vectors = np.random.default_rng(5).standard_normal((n, dim)).astype(np.float32)
+    try:
+        for i in range(n):
+            await c.store(f"q{i}", vectors[i], "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+        assert await c.lookup("similar", vectors[0], "cfg", PUBLIC) is not None
+        mirror = next(iter(c._mirrors.values()))
+        assert mirror.matcher.capacity >= n
+        assert await c.invalidate_documents([f"d{i}" for i in range(n - 2)]) == n - 2
+        assert mirror.matcher.capacity <= 8 and len(mirror.row_of) == 2
+        for i in (n - 2, n - 1):
+            found = await c.lookup(f"similar {i}", vectors[i], "cfg", PUBLIC)
+            assert found is not None and found.contexts[0].document.document_id == f"d{i}"
+    finally:
         await c.close()
 
 

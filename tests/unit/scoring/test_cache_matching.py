@@ -48,6 +48,41 @@ def test_growth_reuse_and_eviction_without_rebuilding() -> None:
     assert m.match(_unit(-1, 0), now=0)[0] == newest
 
 
+def test_a_matcher_emptied_to_a_quarter_shrinks_and_its_rows_move_in_order() -> None:
+    m = CosineMatcher(2, initial_capacity=1, max_entries=64)
+    rows = [m.add(_unit(1, i / 8), expires_at=10 + i) for i in range(16)]
+    assert m.capacity == 16 and m.shrink() == {}  # every row live
+    for r in rows[:12]:
+        m.remove(r)
+    moved = m.shrink()
+    assert m.capacity == 8 and len(m) == 4 and moved == {12: 0, 13: 1, 14: 2, 15: 3}
+    assert m.match(_unit(1, 15 / 8), now=0)[0] == 3
+    # Eviction order is kept: full again, the oldest live row (once 12) goes first.
+    more = [m.add(_unit(-1, i / 8), expires_at=50) for i in range(60)]
+    assert m.capacity == 64 and len(m) == 64 and m.match(_unit(1, 12 / 8), now=0)[0] == 0
+    m.add(_unit(0, -1), expires_at=50)
+    assert m.match(_unit(1, 12 / 8), now=0)[0] != 0 and m.match(_unit(1, 13 / 8), now=0)[0] == 1
+    assert len(more) == 60
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), max_size=60), st.integers(0, 5))
+def test_a_shrunk_matcher_matches_as_before(entries, probe) -> None:  # type: ignore[no-untyped-def]
+    m = CosineMatcher(3, initial_capacity=1, max_entries=32)
+    direction = [_unit(1, 0, 0), _unit(0, 1, 0), _unit(0, 0, 1), _unit(1, 1, 0), _unit(0, 1, 1), _unit(1, 0, 1)]
+    for d, removed in entries:
+        row = m.add(direction[d], expires_at=100, scope=d % 2)
+        if removed:
+            m.remove(row)
+    before = [m.match(direction[probe], now=0, caller_scope=s) for s in (0, 1)]
+    live_before, capacity = len(m), m.capacity
+    moved = m.shrink()
+    assert len(m) == live_before and (m.capacity <= max(1, 2 * live_before) or m.capacity == capacity)
+    after = [m.match(direction[probe], now=0, caller_scope=s) for s in (0, 1)]
+    for (row, score), (row2, score2) in zip(before, after, strict=True):
+        assert moved.get(row, row) == row2 and (row == -1 or score == score2)
+
+
 def test_bad_vectors_are_rejected() -> None:
     m = CosineMatcher(2)
     with pytest.raises(ValueError, match="dims"):
