@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api import convert
-from retrieval_server.domain import Identity, Mode, QueryMetrics, QueryOptions, QueryResult, StageMetric
+from retrieval_server.domain import Identity, Mode, QueryOptions, QueryResult, Strategy
 
 Key = tuple[tuple[bool, tuple[str, ...]], bytes]
 #: the stage a served answer reports: the cache was checked, and answered
@@ -47,8 +47,10 @@ STAGE = "check_cache"
 class ServedAnswer:
     #: the response without its metrics, serialized
     body: bytes
-    #: what the workflow returned (its contexts, strategy), for this request's metrics and events
-    result: QueryResult
+    #: what the events say of it (the workflow's result is not kept: its contexts would double
+    #: what the body's bound counts)
+    strategy: Strategy
+    contexts: int
     #: the options of the request it answered (the same bytes give the same options)
     options: QueryOptions
     generation: int
@@ -78,8 +80,8 @@ def may_serve(request: pb.QueryRequest) -> bool:
 
 
 class ServedAnswers:
-    """At most ``size`` answers holding at most ``max_bytes`` in their bodies, the least recently
-    served dropped first. Counted alone, 1,024 answers of 2.6 MiB (a top-100 answer over documents
+    """At most ``size`` answers holding at most ``max_bytes`` in their bodies (all they hold of
+    their contexts), the least recently served dropped first. Counted alone, 1,024 answers of 2.6 MiB (a top-100 answer over documents
     at their metadata limits) held 2.6 GiB."""
 
     def __init__(self, size: int, ttl_s: float, max_bytes: int = 64 * 2**20, clock: Callable[[], float] = time.monotonic) -> None:
@@ -120,7 +122,8 @@ class ServedAnswers:
         replaced = self._answers.pop(key, None)
         if replaced is not None:
             self._bytes -= len(replaced.body)
-        self._answers[key] = ServedAnswer(serialized, result, options, generation, self._clock() + self._ttl, pb.QueryResponse(metrics=metrics))
+        self._answers[key] = ServedAnswer(serialized, result.metrics.strategy_used, len(result.contexts), options, generation,
+                                          self._clock() + self._ttl, pb.QueryResponse(metrics=metrics))
         self._bytes += len(serialized)
         while len(self._answers) > self._size or self._bytes > self._max_bytes:
             self._bytes -= len(self._answers.popitem(last=False)[1].body)
@@ -136,10 +139,3 @@ def serve(answer: ServedAnswer, started: float) -> tuple[bytes, float]:
     # Serialized messages concatenate as a merge: the body has no metrics field, so these are the response's.
     return answer.body + answer.metrics.SerializeToString(), took_ms
 
-
-def served_result(answer: ServedAnswer, took_ms: float) -> QueryResult:
-    """What :func:`serve` answered, as the workflow's result (for the events)."""
-    cached = answer.result
-    metrics = QueryMetrics(total_ms=took_ms, stages=[StageMetric(STAGE, took_ms, len(cached.contexts))], cache_hit=True,
-                           strategy_used=cached.metrics.strategy_used)
-    return QueryResult(cached.query, cached.contexts, metrics, cached=True, suggestions=cached.suggestions)

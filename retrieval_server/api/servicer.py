@@ -112,7 +112,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 if self._app.analytics.enabled:
                     # The event names this caller (super admins share entries).
                     options = dataclasses.replace(served.options, identity=identity)
-                    self._app.analytics.query_answered(options, served_answers.served_result(served, took_ms))
+                    self._app.analytics.query_served(options, served.strategy, served.contexts, took_ms)
                 return body
         options = self._query_options(request, context)
         result = await self._app.pipeline.query(options)

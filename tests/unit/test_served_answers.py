@@ -5,7 +5,9 @@ import time
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api import served_answers
 from retrieval_server.api.served_answers import ServedAnswers
-from retrieval_server.domain import Identity, Mode, QueryMetrics, QueryOptions, QueryResult, Role, Strategy
+from retrieval_server.domain import (
+    Document, Identity, Mode, ParentChunk, QueryMetrics, QueryOptions, QueryResult, RetrievedContext, Role, Strategy,
+)
 from tests.support.clock import Clock
 
 
@@ -81,8 +83,39 @@ def test_served_bytes_parse_as_the_response_with_this_requests_metrics() -> None
     assert parsed.query == "q" and parsed.cached and parsed.metrics.cache_hit
     assert parsed.metrics.strategy_used == pb.STRATEGY_HYBRID and [s.stage for s in parsed.metrics.stages] == ["check_cache"]
     assert parsed.metrics.total_ms != 7.0 and parsed.metrics.total_ms == took_ms
-    result = served_answers.served_result(served, took_ms)
-    assert result.cached and result.metrics.total_ms == took_ms and result.metrics.stages[0].stage == "check_cache"
+    assert (served.strategy, served.contexts) == (Strategy.HYBRID, 0)
+
+
+def test_an_answer_holds_its_contexts_only_in_its_body() -> None:
+    """The workflow's result kept beside the body held its contexts' text twice, uncounted."""
+    import gc
+    import tracemalloc
+
+    def answer(i: int) -> tuple[QueryResult, pb.QueryResponse]:
+        text = f"{i} " + "passage text " * 1_500  # 20 KB
+        doc = Document(f"d{i}", title="t")
+        contexts = (RetrievedContext(ParentChunk(f"d{i}#p0", f"d{i}", 0, text, 100), doc, 0.5, ()),)
+        result = QueryResult("q", contexts, QueryMetrics(cache_hit=True, strategy_used=Strategy.HYBRID), cached=True)
+        return result, pb.QueryResponse(query="q", cached=True, contexts=[pb.Context(content=text)])
+
+    answers = ServedAnswers(100, ttl_s=10, clock=Clock())
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        bodies = 0
+        for i in range(20):
+            result, response = answer(i)
+            answers.remember(((), "c", str(i)), 1, OPTIONS, result, response)
+            bodies += len(response.SerializeToString())
+            del result, response
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(answers) == 20 and held < 1.5 * bodies, (held, bodies)
+    served = answers.get(((), "c", "3"), 1)
+    assert served is not None and served.contexts == 1
 
 
 def test_the_key_names_the_callers_principals_and_the_request_as_sent() -> None:
