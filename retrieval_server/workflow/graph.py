@@ -91,8 +91,10 @@ class Graph(Generic[S, D]):
         on_stage: Callable[[StageMetric], None] | None = None,
     ) -> S:
         """Run from the start node. Past ``deadline`` (on the graph's clock), jump to ``on_deadline``
-        once, which finishes the request with what is ready: before the next node, or at once from a
-        node made with ``cut_at_deadline``. ``on_stage`` hears of each stage as it ends."""
+        once, which finishes the request with what is ready: before the next node made with
+        ``cut_at_deadline`` (the work the deadline may replace), or at once from one. Other nodes run
+        past it: they finish an answer that is whole (tools and the answer of a GENERATION request,
+        after the cache or after retrieval). ``on_stage`` hears of each stage as it ends."""
         if self._observer is None:
             return await self._run(state, deps, deadline, on_deadline, on_stage)
         with self._observer.run(state):
@@ -106,7 +108,7 @@ class Graph(Generic[S, D]):
         for _ in range(self._max_steps):
             if name == END:
                 return state
-            if deadline is not None and on_deadline and not jumped and (was_cut or self._clock() > deadline):
+            if deadline is not None and on_deadline and not jumped and (was_cut or (self._steps[name].cut_at_deadline and self._clock() > deadline)):
                 jumped = True
                 state.metrics.degraded.append(PARTIAL_RESULTS)
                 name = on_deadline

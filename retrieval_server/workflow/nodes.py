@@ -86,7 +86,16 @@ async def build_access_filter(state: QueryState, deps: WorkflowDeps) -> dict[str
     if identity.principals and not identity.reads_everything:
         reads_private = await _with_retries(deps, "access", lambda: deps.metadata.reads_private(identity))
     access = AccessFilter.for_identity(identity, reads_private)
-    return {"point_filter": PointFilter(access=access, document_ids=state.options.document_ids)}
+    # The strategy the request runs, reported as such when no pass gets to say (a GENERATION
+    # request answered without retrieval, a deadline before the first pass).
+    strategy = _runs_as(state.options.strategy)
+    state.metrics.strategy_used = strategy
+    return {"point_filter": PointFilter(access=access, document_ids=state.options.document_ids), "strategy": strategy}
+
+
+def _runs_as(strategy: Strategy) -> Strategy:
+    # ADAPTIVE runs every hybrid leg and weighs them by the query's form (workflow/adaptive.py).
+    return Strategy.HYBRID if strategy is Strategy.ADAPTIVE else strategy
 
 
 async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -190,8 +199,7 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
 async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     s, o = deps.settings, state.options
     iteration = state.iteration + 1
-    # ADAPTIVE runs every hybrid leg and weighs them by the query's form (workflow/adaptive.py).
-    strategy = Strategy.HYBRID if o.strategy is Strategy.ADAPTIVE else o.strategy
+    strategy = _runs_as(o.strategy)
     if iteration == 1:
         pool = o.top_k * s.child_candidates_per_context
         threshold = s.rerank_threshold

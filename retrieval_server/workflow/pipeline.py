@@ -50,7 +50,8 @@ def build_query_graph(deps: WorkflowDeps, clock: Callable[[], float] = time.mono
         .node("fuse", nodes.fuse, lambda st: len(st.fused), cut_at_deadline=True)
         .node("rerank", nodes.rerank, lambda st: len(st.reranked), cut_at_deadline=True)
         .node("enrich", nodes.enrich, lambda st: len(st.contexts), cut_at_deadline=True)
-        .node("check_sufficiency", nodes.check_sufficiency, lambda st: len(st.contexts), cut_at_deadline=True)
+        # Not cut, nor jumped over: no I/O, and it counts the pass that ran (metrics.iterations).
+        .node("check_sufficiency", nodes.check_sufficiency, lambda st: len(st.contexts))
         .node("execute_sub_queries", nodes.execute_sub_queries, lambda st: len(st.fused), cut_at_deadline=True)
         .node("select", nodes.select, lambda st: len(st.contexts))
         .node("update_cache", nodes.update_cache)

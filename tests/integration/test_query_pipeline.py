@@ -31,7 +31,9 @@ from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.nodes import sufficiency_score
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel
 from retrieval_server.workflow.pipeline import QueryPipeline
+from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.state import QueryState
+from retrieval_server.workflow.tools import TOOLS, Calculate
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
@@ -867,6 +869,59 @@ async def test_a_deadline_during_a_retry_returns_the_first_pass_flagged(app: App
     assert vectors.searches == 2 and _stages(r).count("retrieve") == 2
     assert "deadline:partial_results" in r.metrics.degraded and _docs(r)[0] == "cooking"
     assert _stages(r)[-2:] == ["select", "update_cache"]
+
+
+class _CalculatePastTheDeadline(Calculate):
+    """The calculator, taking the request past its deadline (the test's clock moves there)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    async def run(self, params: Any, ctx: Any) -> Any:
+        self._clock.now = 100.0
+        return await super().run(params, ctx)
+
+
+async def test_a_tool_answer_finished_past_the_deadline_is_whole_not_partial(app: Application) -> None:
+    clock = Clock()
+    p = pipeline(app, clock=clock, assistant=Assistant(tools={**TOOLS, "calculate": _CalculatePastTheDeadline(clock)}))
+    r = await p.query(QueryOptions("what is 2+2", 3, strategy=Strategy.KEYWORD, mode=Mode.GENERATION, use_cache=False, deadline=50.0))
+    assert r.answer is not None and r.answer.text.startswith("2+2 = 4")
+    assert _stages(r) == ["build_access_filter", "route", "run_tools", "generate"] and "deadline:partial_results" not in r.metrics.degraded
+    # No retrieval ran: the strategy reported is the one asked for (it was SEMANTIC, whatever was asked).
+    assert r.metrics.strategy_used is Strategy.KEYWORD
+
+
+async def test_a_generation_cache_hit_verified_past_the_deadline_is_whole_not_partial(app: Application) -> None:
+    clock = Clock()
+    cache = MemoryCache(app.embedder.dim, app.executor)
+    q = "How long should tomato sauce simmer?"
+    first = await pipeline(app, cache=cache).query(QueryOptions(q, 2, strategy=Strategy.HYBRID, mode=Mode.GENERATION))
+    assert first.contexts and not first.cached
+
+    async def versions_past_the_deadline(method: Any, *args: Any, **kwargs: Any) -> Any:
+        clock.now = 100.0
+        return await method(*args, **kwargs)
+
+    metadata = Intercepted(app.pipeline.deps.metadata, "document_versions", versions_past_the_deadline)
+    r = await pipeline(app, clock=clock, cache=cache, metadata=metadata).query(
+        QueryOptions(q, 2, strategy=Strategy.HYBRID, mode=Mode.GENERATION, deadline=50.0))
+    assert r.cached and "select" not in _stages(r) and "deadline:partial_results" not in r.metrics.degraded
+
+
+async def test_a_pass_enriched_by_the_deadline_counts_as_a_pass(app: Application) -> None:
+    clock = Clock()
+
+    async def enriched_at_the_deadline(method: Any, *args: Any, **kwargs: Any) -> Any:
+        out = await method(*args, **kwargs)
+        clock.now = 100.0
+        return out
+
+    metadata = Intercepted(app.pipeline.deps.metadata, "get_parents_and_documents", enriched_at_the_deadline)
+    r = await pipeline(app, clock=clock, metadata=metadata).query(
+        QueryOptions("tomato sauce basil", 2, strategy=Strategy.SEMANTIC, use_cache=False, deadline=50.0))
+    assert r.contexts and r.metrics.iterations == 1 and r.metrics.sufficiency_score > 0
+    assert _stages(r)[-4:] == ["enrich", "check_sufficiency", "select", "update_cache"]
 
 
 async def test_no_results_answer_empty_with_suggestions(app: Application) -> None:

@@ -49,7 +49,8 @@ def _with_deadline_jump(slow: Node, *, cut: bool, clock: Clock) -> Graph[S, None
     """The deadline is read on ``clock``, a test's, which moves only when told: no stall of a busy
     machine moves it, while a node's cut comes on the loop's clock, relative to the node's start."""
     return (
-        Graph[S, None]("inc", clock=clock).node("inc", inc).node("slow", slow, lambda s: s.n, cut_at_deadline=cut).node("after", inc).node("end", _record_end)
+        Graph[S, None]("inc", clock=clock).node("inc", inc).node("slow", slow, lambda s: s.n, cut_at_deadline=cut)
+        .node("after", inc, cut_at_deadline=True).node("end", _record_end)
         .edge("inc", "slow").edge("slow", "after").edge("after", END).edge("end", END)
     )
 
@@ -81,6 +82,23 @@ async def test_a_node_not_made_cuttable_finishes_and_the_jump_comes_after_it() -
 
     state = await _with_deadline_jump(late, cut=False, clock=clock).run(S(), None, deadline=0.05, on_deadline="end")
     assert state.n == 111 and [m.stage for m in state.metrics.stages] == ["inc", "slow", "end"]
+
+
+async def test_past_the_deadline_a_node_not_made_cuttable_runs_and_nothing_is_partial() -> None:
+    """Only the work the deadline may replace is jumped over: a GENERATION request whose tools ran
+    past it goes on to its answer, which is whole."""
+    clock = Clock()
+
+    async def late(state: S, deps: None) -> dict[str, int]:
+        clock.now = 2.0
+        return {"n": state.n + 10}
+
+    graph = (
+        Graph[S, None]("inc", clock=clock).node("inc", late).node("answer", inc).node("end", _record_end)
+        .edge("inc", "answer").edge("answer", END).edge("end", END)
+    )
+    state = await graph.run(S(), None, deadline=1.0, on_deadline="end")
+    assert state.n == 11 and [m.stage for m in state.metrics.stages] == ["inc", "answer"] and state.metrics.degraded == []
 
 
 async def test_a_nodes_own_timeout_is_its_error_not_the_deadline() -> None:
