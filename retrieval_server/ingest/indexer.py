@@ -64,7 +64,9 @@ from retrieval_server.domain import (
     VectorPoint,
     version_of,
 )
-from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, trim
+from retrieval_server.identifiers import (
+    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, composed, trim,
+)
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
@@ -337,14 +339,15 @@ class Indexer:
             grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
             if src.access is Access.PRIVATE and not owner:
                 raise ValueError("owner_id is required for a PRIVATE document")
+            # The caller's fields are stored as a file's are (loaders compose those): NFC, stream-safe.
             doc = Document(
                 document_id=loaded.document_id,
                 title=loaded.title,
-                url=src.url or loaded.url,
-                source=src.source or src.name,
+                url=composed(src.url) or loaded.url,
+                source=composed(src.source or src.name),
                 access=src.access,
                 owner_id=owner,
-                metadata={**loaded.metadata, **src.metadata},
+                metadata={**loaded.metadata, **{composed(k): composed(v) for k, v in src.metadata.items()}},
                 granted_user_ids=tuple(sorted(grantees)),
             )
             check_descriptive_fields(doc.title, doc.url, doc.source, doc.metadata)

@@ -74,6 +74,19 @@ async def test_the_documents_are_reported_in_request_order_whether_written_or_fo
     assert [(d.document_id, d.replaced) for d in report.documents] == [("owls", False), ("glaciers", True), ("bats", False)]
 
 
+async def test_the_callers_url_source_and_metadata_are_stored_composed_as_a_files_are(app: Application) -> None:
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", "Zürich")
+    marks = "a" + "\u0301\u0300" * 20
+    report = await app.ingest([_txt("branch", "Quarterly figures of the branch office.", url=f"https://x.test/{nfd}", source=nfd,
+                                    metadata={"city": nfd, nfd: "key", "marks": marks})])
+    assert not report.errors
+    doc = (await app.metadata.get_documents(["branch"]))["branch"]
+    assert doc.url == "https://x.test/Zürich" and doc.source == "Zürich"
+    assert doc.metadata["city"] == "Zürich" and doc.metadata["Zürich"] == "key" and "\u034f" in doc.metadata["marks"]
+
+
 async def test_new_extraction_rules_make_a_stored_document_changed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
     """A document whose graph the rules would now read differently is extracted again on its next
     ingest, not skipped as unchanged."""
