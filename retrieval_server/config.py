@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import ipaddress
 import json
+import os
 import re
+import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -15,12 +20,42 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from retrieval_server.event_loop import EventLoop
 
 
+#: the URL settings and the schemes each takes
+URL_SCHEMES = {
+    "jwt_jwks_url": ("http", "https"), "tei_url": ("http", "https"), "qdrant_url": ("http", "https"),
+    "openai_base_url": ("http", "https"), "anthropic_base_url": ("http", "https"), "gemini_base_url": ("http", "https"),
+    "events_url": ("amqp", "amqps"), "mysql_dsn": ("mysql", "mariadb"), "redis_url": ("redis", "rediss", "unix"),
+}
+
+
+def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
+    """Why ``value`` is not a URL of one of ``schemes`` naming a host (a socket's path, for unix);
+    None when it is one. Checked at start-up: a malformed one failed each call that used it."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises on a port that is no number, or out of range
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    if parts.scheme not in schemes:
+        return f"must start with {' or '.join(f'{s}://' for s in schemes)}"
+    if not (parts.path if parts.scheme == "unix" else parts.hostname):
+        return "names no host"
+    return None
+
+
+#: the longest duration a setting takes (a few take less): no wait means anything past it
+DAY_S = 86_400
+
+
 class Settings(BaseSettings):
     """Every knob of the service. ``Settings()`` reads the environment and validates it."""
 
     # No setting means anything by inf or nan, and the code cannot take them: a grace period of inf
     # (or of 1e10 s) would crash the supervisor's shutdown (Process.join), a Redis TTL of inf every
-    # cache write, and a rerank threshold of nan would keep no score; so they are out of range.
+    # cache write, and a rerank threshold of nan would keep no score; so they are out of range. Nor
+    # do huge finite values, which crashed the same way at run time (a Redis TTL of 1e16 s, a retry
+    # pool factor of 1e300, an HNSW ef of 2**64): every number has an upper bound, and a C int's
+    # where one is passed on (gRPC's message sizes).
     model_config = SettingsConfigDict(env_prefix="RETRIEVAL_", frozen=True, extra="ignore", allow_inf_nan=False)
 
     # Server
@@ -29,9 +64,9 @@ class Settings(BaseSettings):
     )
     port: int = Field(50051, ge=0, le=65535)
     grace_period_s: float = Field(10.0, ge=0, le=86_400, description="SIGTERM: time to finish in-flight calls (at most a day)")
-    max_message_mb: int = Field(64, ge=1, le=2048, description="largest request (ingest) in MiB")
+    max_message_mb: int = Field(64, ge=1, le=2047, description="largest request (ingest) in MiB")
     max_response_bytes: int = Field(
-        4 * 1024 * 1024 - 64 * 1024, ge=65_536,
+        4 * 1024 * 1024 - 64 * 1024, ge=65_536, le=2**31 - 1,
         description="largest Query answer: its last contexts go past it (gRPC clients read 4 MiB by default)",
     )
     workers: int = Field(2, ge=1, le=64, description="threads for the embedded engines and other blocking work")
@@ -81,8 +116,8 @@ class Settings(BaseSettings):
     )
     jwt_groups_claim: str | None = Field(None, description="claim (or dotted path) holding groups; documents granted to group:<name> become readable")
     jwt_leeway_s: float = Field(30.0, ge=0, le=600, description="clock skew allowed on exp and nbf")
-    jwt_jwks_cache_s: float = Field(300.0, gt=0, description="how long fetched JWKS keys are used before the next fetch")
-    jwt_jwks_min_refresh_s: float = Field(30.0, ge=0, description="an unknown kid refetches the JWKS at most this often")
+    jwt_jwks_cache_s: float = Field(300.0, gt=0, le=DAY_S, description="how long fetched JWKS keys are used before the next fetch")
+    jwt_jwks_min_refresh_s: float = Field(30.0, ge=0, le=DAY_S, description="an unknown kid refetches the JWKS at most this often")
     gateway_peers: Annotated[tuple[str, ...], NoDecode] = Field(
         (), description="gateway mode: certificate names (SAN DNS/URI or CN) of the peers whose identity headers are trusted, comma-separated"
     )
@@ -110,12 +145,12 @@ class Settings(BaseSettings):
     qdrant_api_key: str | None = None
     qdrant_collection: str = "retrieval_chunks"
     # Whole seconds: qdrant-client takes an int (0.5 became 0, and every call failed).
-    qdrant_timeout_s: int = Field(30, ge=1, description="Qdrant request timeout, in whole seconds")
+    qdrant_timeout_s: int = Field(30, ge=1, le=3600, description="Qdrant request timeout, in whole seconds")
     mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
     mysql_pool_size: int = Field(8, ge=1, le=256)
     mysql_timeout_s: float = Field(10.0, gt=0, le=3600, description="MySQL connect, read and pool-wait timeout: a server that stops answering, or a pool with every connection busy, fails the call")
     min_free_disk_mb: int = Field(
-        128, ge=0, description="embedded stores: refuse writes (and start-up) while the volume has less free space"
+        128, ge=0, le=2**30, description="embedded stores: refuse writes (and start-up) while the volume has less free space"
     )
 
     # Embedding model
@@ -150,26 +185,26 @@ class Settings(BaseSettings):
     top_k_max: int = Field(100, ge=1, le=10_000)
     search_top_k_default: int = Field(5, ge=1)
     search_top_k_max: int = Field(20, ge=1, le=1000)
-    search_text_chars: int = Field(800, ge=1)
-    max_documents_per_request: int = Field(1000, ge=1)
+    search_text_chars: int = Field(800, ge=1, le=1_000_000)
+    max_documents_per_request: int = Field(1000, ge=1, le=1_000_000)
     max_document_bytes: int = Field(
-        16 * 1024 * 1024, ge=1, description="largest file (raw bytes) one ingest input may carry; larger: INVALID_ARGUMENT"
+        16 * 1024 * 1024, ge=1, le=2**31 - 1, description="largest file (raw bytes) one ingest input may carry; larger: INVALID_ARGUMENT"
     )
     child_candidates_per_context: int = Field(
         8, ge=1, le=100, description="child hits fetched per requested context (small-to-big)"
     )
     exact_search: bool = Field(False, description="always brute-force vector search")
     exact_search_max_points: int = Field(
-        200_000, ge=0, description="brute-force search while the collection holds at most this many points (recall 1.0)"
+        200_000, ge=0, le=10**9, description="brute-force search while the collection holds at most this many points (recall 1.0)"
     )
-    hnsw_ef: int = Field(512, ge=1, description="HNSW candidate list size for larger collections")
+    hnsw_ef: int = Field(512, ge=1, le=100_000, description="HNSW candidate list size for larger collections")
 
     # Fusion
     fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: float = Field(10.0, ge=0, description="RRF constant (chosen on the pydoc-long tuning split; see README)")
-    semantic_weight: float = Field(0.7, ge=0)
-    keyword_weight: float = Field(0.3, ge=0)
-    metadata_weight: float = Field(0.3, ge=0, description="weight of the metadata leg in fusion")
+    rrf_k: float = Field(10.0, ge=0, le=1e6, description="RRF constant (chosen on the pydoc-long tuning split; see README)")
+    semantic_weight: float = Field(0.7, ge=0, le=1e6)
+    keyword_weight: float = Field(0.3, ge=0, le=1e6)
+    metadata_weight: float = Field(0.3, ge=0, le=1e6, description="weight of the metadata leg in fusion")
     score_normalization: Literal["minmax", "dbsf"] = "minmax"
     long_query_windows: bool = Field(
         True,
@@ -201,14 +236,14 @@ class Settings(BaseSettings):
     dense_prf_docs: int = Field(0, ge=0, le=20, description="dense pseudo-relevance feedback (Rocchio): nearest child chunks whose centroid moves the query vector for a second dense search, fused with the others (0: off)")
     dense_prf_weight: float = Field(0.6, ge=0, le=1, description="dense feedback: the centroid's share of the moved query vector")
     idf_sample_points: int = Field(
-        100_000, ge=0, description="child chunks read for the IDF statistics ADAPTIVE uses (0: ADAPTIVE without IDF)"
+        100_000, ge=0, le=10**9, description="child chunks read for the IDF statistics ADAPTIVE uses (0: ADAPTIVE without IDF)"
     )
 
     # Rerank
     reranker_model_dir: Path | None = Field(None, description="local ONNX cross-encoder (model.onnx + tokenizer.json)")
     tei_url: str | None = Field(None, description="Text Embeddings Inference server for /rerank")
-    tei_timeout_s: float = Field(10.0, gt=0)
-    tei_max_batch: int = Field(32, ge=1, description="texts per /rerank call (the server's --max-client-batch-size)")
+    tei_timeout_s: float = Field(10.0, gt=0, le=3600)
+    tei_max_batch: int = Field(32, ge=1, le=100_000, description="texts per /rerank call (the server's --max-client-batch-size)")
     rerank_candidates: int = Field(50, ge=1, le=1000, description="fused candidates sent to the reranker")
     rerank_max_tokens: int = Field(
         512, ge=16, le=8192,
@@ -216,7 +251,7 @@ class Settings(BaseSettings):
         "at most the model's own limit (512 for ms-marco MiniLM); TEI truncates at its --max-input-length",
     )
     rerank_threshold: float = 0.3
-    rerank_fallback: int = Field(3, ge=1)
+    rerank_fallback: int = Field(3, ge=1, le=1000)
     rerank_activation: Literal["none", "sigmoid"] = "sigmoid"
     rerank_budget_ms: float = Field(
         0.0, ge=0, le=600_000,
@@ -227,11 +262,11 @@ class Settings(BaseSettings):
     # Sufficiency loop and sub-queries
     sufficiency_threshold: float = Field(0.6, ge=0, le=1.01)
     max_iterations: int = Field(2, ge=1, le=5, description="retrieval passes before giving up on sufficiency")
-    retry_pool_factor: float = Field(2.0, ge=1.0, description="candidate pool growth per retry")
+    retry_pool_factor: float = Field(2.0, ge=1.0, le=100, description="candidate pool growth per retry")
 
     # Query analysis
-    analysis_timeout_s: float = Field(10.0, gt=0, description="per technique")
-    analysis_total_timeout_s: float = Field(30.0, gt=0)
+    analysis_timeout_s: float = Field(10.0, gt=0, le=3600, description="per technique")
+    analysis_total_timeout_s: float = Field(30.0, gt=0, le=3600)
     glossary_path: Path | None = Field(None, description="abbreviation glossary: one 'abbr = expansion' per line")
     llm_provider: Literal["none", "openai", "anthropic", "gemini"] = Field("none", description="default model for every technique")
     llm_rewrite_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
@@ -242,9 +277,9 @@ class Settings(BaseSettings):
     llm_reformulate_temperature: float = Field(0.7, ge=0, le=2)
     llm_hyde_temperature: float = Field(0.5, ge=0, le=2)
     llm_decompose_temperature: float = Field(0.4, ge=0, le=2)
-    llm_timeout_s: float = Field(10.0, gt=0)
+    llm_timeout_s: float = Field(10.0, gt=0, le=3600)
     llm_max_retries: int = Field(2, ge=0, le=10)
-    llm_backoff_s: float = Field(0.5, ge=0)
+    llm_backoff_s: float = Field(0.5, ge=0, le=60)
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None
     openai_model: str = "gpt-4o-mini"
@@ -264,7 +299,7 @@ class Settings(BaseSettings):
     graph_max_chunks_per_hop: int = Field(20, ge=1, le=1000, description="chunks each hop may add to the graph leg")
     graph_max_neighbors: int = Field(25, ge=1, le=1000, description="entities each hop expands to, and entities a query's matches seed it with")
     graph_fuzzy_threshold: float = Field(88.0, ge=50, le=100, description="rapidfuzz ratio (50-100) for a fuzzy entity match")
-    graph_weight: float = Field(0.7, ge=0, description="weight of the graph leg in fusion")
+    graph_weight: float = Field(0.7, ge=0, le=1e6, description="weight of the graph leg in fusion")
     llm_graph_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
     llm_graph_temperature: float = Field(0.0, ge=0, le=2)
 
@@ -273,7 +308,7 @@ class Settings(BaseSettings):
     llm_router_temperature: float = Field(0.0, ge=0, le=2)
     llm_answer_provider: Literal["default", "none", "openai", "anthropic", "gemini"] = "default"
     llm_answer_temperature: float = Field(0.2, ge=0, le=2)
-    tool_timeout_s: float = Field(5.0, gt=0, description="per tool call")
+    tool_timeout_s: float = Field(5.0, gt=0, le=3600, description="per tool call")
     answer_max_sentences: int = Field(3, ge=1, le=20, description="sentences in an extractive answer")
     answer_min_similarity: float = Field(
         0.3, ge=-1, le=1, description="cosine a sentence needs to support an extractive answer (without a cross-encoder)"
@@ -286,9 +321,9 @@ class Settings(BaseSettings):
     # Semantic cache
     cache_backend: Literal["memory", "redis", "none"] = "memory"
     redis_url: str | None = Field(None, description="redis://host:port/db for the shared cache")
-    cache_ttl_s: float = Field(3600.0, gt=0)
+    cache_ttl_s: float = Field(3600.0, gt=0, le=30 * DAY_S)
     cache_similarity: float = Field(0.95, ge=0, le=1)
-    cache_max_entries: int = Field(100_000, ge=1)
+    cache_max_entries: int = Field(100_000, ge=1, le=10**8)
     cache_max_mb: int = Field(256, ge=1, le=1_048_576, description="in-memory cache: the text its answers hold, in MiB of characters")
     cache_served_answers: int = Field(
         1024, ge=0, le=1_000_000,
@@ -299,16 +334,16 @@ class Settings(BaseSettings):
     redis_key_prefix: str = Field("rc", min_length=1, max_length=64, description="Redis cache: key prefix (one per index); keys go under <prefix>:<a digest of the answer-shaping settings>")
 
     write_lease_s: float = Field(
-        600.0, ge=0, description="shared storage: a pending write older than this is abandoned and recovered, at start-up and every half lease"
+        600.0, ge=0, le=DAY_S, description="shared storage: a pending write older than this is abandoned and recovered, at start-up and every half lease"
     )
 
     # Optional dependencies (Redis cache, TEI, LLM): each has its own circuit breaker
-    breaker_failures: int = Field(3, ge=1, description="consecutive failures of an optional dependency that open its circuit breaker")
-    breaker_cooldown_s: float = Field(5.0, ge=0, description="open-circuit time before one trial call to the dependency")
+    breaker_failures: int = Field(3, ge=1, le=10_000, description="consecutive failures of an optional dependency that open its circuit breaker")
+    breaker_cooldown_s: float = Field(5.0, ge=0, le=DAY_S, description="open-circuit time before one trial call to the dependency")
 
     # Store errors
     store_retries: int = Field(2, ge=0, le=10, description="retries of a failed store call before degrading")
-    store_backoff_s: float = Field(0.05, ge=0)
+    store_backoff_s: float = Field(0.05, ge=0, le=60)
 
     # Deadlines
     deadline_reserve_ms: float = Field(
@@ -385,10 +420,11 @@ class Settings(BaseSettings):
         if self.processes > 1 and self.qdrant_url and self.cache_backend == "memory":
             raise ValueError("processes > 1 with writable shared storage needs cache_backend 'redis' or 'none': "
                              "an in-process cache would miss invalidations made by the other processes")
-        if self.events_url and not self.events_url.startswith(("amqp://", "amqps://")):
-            raise ValueError("events_url must start with amqp:// or amqps://")
-        if self.mysql_dsn and not self.mysql_dsn.startswith(("mysql://", "mariadb://")):
-            raise ValueError("mysql_dsn must start with mysql:// or mariadb://")
+        for name, schemes in URL_SCHEMES.items():
+            if (value := getattr(self, name)) and (problem := url_problem(value, schemes)):
+                raise ValueError(f"{name} {problem}")
+        if self.mysql_dsn and not urlsplit(self.mysql_dsn).path.strip("/"):
+            raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
         if self.model_dir is not None and not (self.model_dir / "model.onnx").is_file():
             raise ValueError(f"model_dir '{self.model_dir}' has no model.onnx")
         if self.reranker_model_dir is not None and not (self.reranker_model_dir / "model.onnx").is_file():
@@ -399,6 +435,11 @@ class Settings(BaseSettings):
             raise ValueError("graph_hop_penalties must lie in (0, 1] and must not grow with the hop")
         if self.glossary_path is not None and not self.glossary_path.is_file():
             raise ValueError(f"glossary_path '{self.glossary_path}' does not exist")
+        if self.glossary_path is not None:
+            try:
+                self.glossary_path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"glossary_path '{self.glossary_path}' cannot be read as UTF-8 text: {exc}") from None
         self._check_security()
         return self
 
@@ -411,6 +452,19 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name} '{path}' is not a readable file")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca needs tls_cert and tls_key (mutual TLS is TLS first)")
+        # Loaded once here, so that a file that is not PEM, or a key of another certificate, is
+        # named at start-up (later it read as a port that could not be bound).
+        if self.tls_cert is not None and self.tls_key is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            try:
+                context.load_cert_chain(self.tls_cert, self.tls_key)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError(f"tls_cert and tls_key are not a PEM certificate chain and its private key: {exc}") from None
+            if self.tls_client_ca is not None:
+                try:
+                    context.load_verify_locations(cafile=self.tls_client_ca)
+                except (ssl.SSLError, OSError) as exc:
+                    raise ValueError(f"tls_client_ca '{self.tls_client_ca}' holds no PEM certificate: {exc}") from None
         if self.metrics_tls and self.tls_cert is None:
             raise ValueError("metrics_tls needs tls_cert and tls_key")
         unknown_roles = {r for r in self.jwt_role_map.values() if r not in ("SUPER_ADMIN", "ADMIN", "USER")}
@@ -433,8 +487,6 @@ class Settings(BaseSettings):
                 # A secret verifies HMAC only and keys verify signatures only: no algorithm confusion.
                 if alg.startswith("HS") != symmetric:
                     raise ValueError(f"jwt_algorithms: {alg} cannot be verified with {'a shared secret' if symmetric else 'public keys'}")
-            if self.jwt_jwks_url and not self.jwt_jwks_url.startswith(("http://", "https://")):
-                raise ValueError("jwt_jwks_url must be an http:// or https:// URL")
         else:
             if self.tls_client_ca is None or not self.gateway_peers:
                 raise ValueError("auth_mode 'gateway' needs mutual TLS (tls_cert, tls_key, tls_client_ca) and gateway_peers")
@@ -533,8 +585,30 @@ class ConfigError(Exception):
     """An invalid setting, with one line per problem naming the environment variable."""
 
 
+#: RETRIEVAL_* variables that are no setting: the command line's (the server it calls, its token)
+#: and the test suite's (the shared data, a client test's server)
+NOT_SETTINGS = frozenset({"RETRIEVAL_SERVER", "RETRIEVAL_TOKEN", "RETRIEVAL_SHARED_DIR", "RETRIEVAL_TEST_TARGET"})
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The RETRIEVAL_* variables of ``environ`` that name no setting, each with the closest one: a
+    misspelt one was ignored without a word (a typo in RETRIEVAL_JWT_AUDIENCE turned the audience
+    check off)."""
+    settings = sorted(f"RETRIEVAL_{name.upper()}" for name in Settings.model_fields)
+    lines = []
+    for name in sorted(environ):
+        upper = name.upper()  # read case-insensitively, as the settings are
+        if upper.startswith("RETRIEVAL_") and upper not in NOT_SETTINGS and upper.removeprefix("RETRIEVAL_").lower() not in Settings.model_fields:
+            close = difflib.get_close_matches(upper, settings, n=1)
+            lines.append(f"{name}: no such setting" + (f" (did you mean {close[0]}?)" if close else ""))
+    return lines
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Read the environment (plus ``overrides``); raise :class:`ConfigError` on invalid values."""
+    """Read the environment (plus ``overrides``); raise :class:`ConfigError` on invalid values, and
+    on a RETRIEVAL_* variable that names no setting."""
+    if unknown := unknown_variables(os.environ):
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(unknown))
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:

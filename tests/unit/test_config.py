@@ -48,6 +48,21 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         # qdrant-client counts in whole seconds: 0.5 became 0, and every call to the server failed.
         ("RETRIEVAL_QDRANT_TIMEOUT_S", "0.5", "RETRIEVAL_QDRANT_TIMEOUT_S"),
         ("RETRIEVAL_QDRANT_TIMEOUT_S", "0", "RETRIEVAL_QDRANT_TIMEOUT_S"),
+        # Huge finite numbers, each of which crashed at run time (every retried Query, every cache
+        # write, every search; gRPC's message size is a C int).
+        ("RETRIEVAL_RETRY_POOL_FACTOR", "1e300", "RETRIEVAL_RETRY_POOL_FACTOR: Input should be less than or equal to 100"),
+        ("RETRIEVAL_CACHE_TTL_S", "1e16", "RETRIEVAL_CACHE_TTL_S: Input should be less than or equal to 2592000"),
+        ("RETRIEVAL_HNSW_EF", str(2**64), "RETRIEVAL_HNSW_EF: Input should be less than or equal to 100000"),
+        ("RETRIEVAL_MAX_MESSAGE_MB", "2048", "RETRIEVAL_MAX_MESSAGE_MB: Input should be less than or equal to 2047"),
+        # URLs a call could not use, named at start-up rather than failing each call.
+        ("RETRIEVAL_REDIS_URL", "http://cache:6379", "RETRIEVAL_REDIS_URL must start with redis:// or rediss:// or unix://"),
+        ("RETRIEVAL_TEI_URL", "https://[::1", "RETRIEVAL_TEI_URL is not a URL"),
+        ("RETRIEVAL_QDRANT_URL", "http://qdrant:port", "RETRIEVAL_QDRANT_URL is not a URL"),
+        ("RETRIEVAL_OPENAI_BASE_URL", "https:///v1", "RETRIEVAL_OPENAI_BASE_URL names no host"),
+        ("RETRIEVAL_MYSQL_DSN", "mysql://u:p@db:3306", "RETRIEVAL_MYSQL_DSN needs a database name"),
+        # A misspelt variable, which was ignored: here the audience check went off without a word.
+        ("RETRIEVAL_JWT_AUDIENCES", "retrieval", "RETRIEVAL_JWT_AUDIENCES: no such setting (did you mean RETRIEVAL_JWT_AUDIENCE?)"),
+        ("retrieval_readonly", "true", "retrieval_readonly: no such setting (did you mean RETRIEVAL_READ_ONLY?)"),
     ],
 )
 def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:
@@ -55,6 +70,49 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: 
     with pytest.raises(ConfigError) as err:
         load_settings()
     assert expected in str(err.value)
+
+
+def test_the_command_lines_and_the_tests_own_variables_are_no_typos(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RETRIEVAL_SERVER", "RETRIEVAL_TOKEN", "RETRIEVAL_SHARED_DIR", "RETRIEVAL_TEST_TARGET"):
+        monkeypatch.setenv(name, "x")
+    assert load_settings().port == 50051
+
+
+def test_a_certificate_pair_that_cannot_be_loaded_is_named_at_start_up(tmp_path: Path) -> None:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def pair(name: str) -> tuple[Path, Path]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+                .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+        (tmp_path / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (tmp_path / f"{name}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                                 serialization.NoEncryption()))
+        return tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+
+    (a_cert, a_key), (_, b_key) = pair("a"), pair("b")
+    assert load_settings(tls_cert=a_cert, tls_key=a_key).tls_cert == a_cert
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("not a certificate")
+    for cert, key in ((not_pem, a_key), (a_cert, b_key)):
+        with pytest.raises(ConfigError, match="RETRIEVAL_TLS_CERT and RETRIEVAL_TLS_KEY are not a PEM certificate chain"):
+            load_settings(tls_cert=cert, tls_key=key)
+    with pytest.raises(ConfigError, match="RETRIEVAL_TLS_CLIENT_CA .* holds no PEM certificate"):
+        load_settings(tls_cert=a_cert, tls_key=a_key, tls_client_ca=not_pem)
+
+
+def test_a_glossary_that_is_not_utf8_is_named_at_start_up(tmp_path: Path) -> None:
+    glossary = tmp_path / "glossary.txt"
+    glossary.write_bytes("k8s = Kubernetes\nStra\u00dfe = street\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="RETRIEVAL_GLOSSARY_PATH .* cannot be read as UTF-8"):
+        load_settings(glossary_path=glossary)
 
 
 def test_model_dir_without_model_is_rejected(tmp_path: Path) -> None:
