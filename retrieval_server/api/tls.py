@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 
 from retrieval_server.config import Settings
+from retrieval_server.file_stamps import file_stamps
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +24,8 @@ class CertificateFiles:
         self._paths = tuple(p for p in (cert, key, client_ca) if p is not None)
         self._cert, self._key, self._ca = cert, key, client_ca
         self._lock = threading.Lock()  # handshakes may run on several threads
-        self._stamp = self._stamps()
+        self._stamp = file_stamps(self._paths)
         self.initial = self._read()
-
-    def _stamps(self) -> tuple[tuple[int, int], ...]:
-        return tuple((p.stat().st_mtime_ns, p.stat().st_size) for p in self._paths)
 
     def _read(self) -> grpc.ServerCertificateConfiguration:
         return grpc.ssl_server_certificate_configuration(
@@ -39,7 +37,7 @@ class CertificateFiles:
         """grpc's fetcher: a new configuration when the files changed, None to keep the current one."""
         with self._lock:
             try:
-                stamp = self._stamps()
+                stamp = file_stamps(self._paths)
                 if stamp == self._stamp:
                     return None
                 config = self._read()

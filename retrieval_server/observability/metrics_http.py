@@ -9,14 +9,20 @@ plain HTTP too, kept a thread waiting for its request for ever.
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 import threading
+from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
+
+from retrieval_server.file_stamps import file_stamps
+
+log = logging.getLogger(__name__)
 
 #: seconds a connection may take for its handshake, and for each read and write after it
 CONNECTION_TIMEOUT_S = 10.0
@@ -27,11 +33,35 @@ class _QuietHandler(WSGIRequestHandler):
         """Scrapes are not logged: every few seconds, from every Prometheus."""
 
 
+class TlsFiles:
+    """The TLS context of a certificate, its key and a client CA as the files are now: read again
+    when one changed (a rotation in place), as the gRPC port's are; while a rotation is half done
+    (a file replaced, not yet its partner), the last context serves."""
+
+    def __init__(self, certfile: str, keyfile: str, client_cafile: str | None, client_auth_required: bool) -> None:
+        self._paths = [Path(p) for p in (certfile, keyfile, client_cafile) if p is not None]
+        self._args = (certfile, keyfile, client_cafile, client_auth_required)
+        self._lock = threading.Lock()  # handshakes run on the connections' threads
+        self._stamp = file_stamps(self._paths)
+        self._context = _tls_context(*self._args)
+
+    def context(self) -> ssl.SSLContext:
+        with self._lock:
+            try:
+                stamp = file_stamps(self._paths)
+                if stamp != self._stamp:
+                    self._context, self._stamp = _tls_context(*self._args), stamp
+                    log.info("certificate files changed: /metrics serves the new certificate", extra={"cert": self._args[0]})
+            except (OSError, ssl.SSLError):
+                log.warning("certificate files unreadable; /metrics keeps the current certificate", exc_info=True)
+            return self._context
+
+
 class _BoundedServer(ThreadingWSGIServer):
     """Accepts at once; a connection's handshake, and its reads and writes, run in its own thread
     within :data:`CONNECTION_TIMEOUT_S` each."""
 
-    tls: ssl.SSLContext | None = None
+    tls: TlsFiles | None = None
 
     def get_request(self) -> tuple[socket.socket, Any]:
         conn, address = self.socket.accept()
@@ -43,7 +73,7 @@ class _BoundedServer(ThreadingWSGIServer):
             super().finish_request(request, client_address)
             return
         try:
-            secured = self.tls.wrap_socket(request, server_side=True)
+            secured = self.tls.context().wrap_socket(request, server_side=True)
         except OSError:
             return  # no handshake in time, or a failed one: nothing to answer
         try:
@@ -73,6 +103,6 @@ def serve_metrics(
     server_class = type("MetricsServer", (_BoundedServer,), {"address_family": family})
     httpd = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
     if certfile and keyfile:
-        httpd.tls = _tls_context(certfile, keyfile, client_cafile, client_auth_required)  # type: ignore[attr-defined]
+        httpd.tls = TlsFiles(certfile, keyfile, client_cafile, client_auth_required)  # type: ignore[attr-defined]
     threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()
     return httpd

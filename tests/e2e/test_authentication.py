@@ -135,11 +135,15 @@ async def test_tls_and_mutual_tls_refuse_clients_without_a_trusted_certificate(t
 async def test_a_rotated_certificate_is_served_without_a_restart(tmp_path: Path, pki: dict[str, Any]) -> None:
     ca = pki["ca"]
     first = ca.issue("rotating", dns=("localhost",), ips=("127.0.0.1",), cert_path=tmp_path / "server.pem", key_path=tmp_path / "server-key.pem")
-    async with serving(tmp_path / "data", tls_cert=first.cert, tls_key=first.key) as srv:
-        assert await asyncio.to_thread(_served_serial, srv.port, ca.ca) == first.serial
+    async with serving(tmp_path / "data", tls_cert=first.cert, tls_key=first.key, metrics_tls=True) as srv:
+        assert srv.metrics_port is not None
+        for port in (srv.port, srv.metrics_port):
+            assert await asyncio.to_thread(_served_serial, port, ca.ca) == first.serial
         second = ca.issue("rotating", dns=("localhost",), ips=("127.0.0.1",), cert_path=first.cert, key_path=first.key)
         assert second.serial != first.serial
-        assert await asyncio.to_thread(_served_serial, srv.port, ca.ca) == second.serial
+        # /metrics (with the gRPC port's certificate) follows the files too.
+        for port in (srv.port, srv.metrics_port):
+            assert await asyncio.to_thread(_served_serial, port, ca.ca) == second.serial
         async with AsyncRetrievalClient(f"127.0.0.1:{srv.port}", tls=Tls(ca=ca.ca)) as client:
             assert (await client.health()).status == pb.SERVING_STATUS_SERVING
 
