@@ -745,9 +745,12 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
         found = await deps.metadata.search_documents(
             state.options.query, 3, state.point_filter.access, keep_stopwords=deps.settings.metadata_stopwords
         )
+        documents = await deps.metadata.get_documents([doc_id for doc_id, _ in found])
         for doc_id, _ in found:
-            doc = await deps.metadata.get_document(doc_id)
-            if doc is not None:
+            # Read again after the search: a document made private in between is no longer the
+            # caller's to hear of, title or id.
+            doc = documents.get(doc_id)
+            if doc is not None and state.point_filter.access.allows(doc):
                 out.append(f"related document: {doc.title or doc_id}")
     except Exception:
         log.warning("suggestions: metadata search failed", exc_info=True)

@@ -125,8 +125,11 @@ class LookupFacts:
             }
             for e in sorted(edges, key=lambda e: (e.relation is RelationType.CO_OCCURS, -e.weight, e.source, e.target))
         ]
-        sources = list(entity.document_ids)[:MAX_LISTED]
-        documents = await graph.store.get_documents(sources)
+        named = list(entity.document_ids)[:MAX_LISTED]
+        documents = await graph.store.get_documents(named)
+        # As they are now: a document made private since the entity was read is not the caller's
+        # to hear of.
+        sources = [d for d in named if d in documents and ctx.access.allows(documents[d])]
         chunks = len((await graph.chunks([entity.key], ctx.access, ctx.document_ids, per_entity=MAX_COUNTED_CHUNKS + 1)).get(entity.key, []))
         # Lists bounded, with what they leave out counted: a hub entity named by 4,000 documents made
         # an answer over the response limit, which only contexts are cut to meet.
@@ -138,7 +141,7 @@ class LookupFacts:
             "chunks_more": chunks > MAX_COUNTED_CHUNKS,
             "relations": relations[:MAX_LISTED],
             "relations_total": len(relations),
-            "sources": [{"document_id": d, "title": documents[d].title if d in documents else ""} for d in sources],
+            "sources": [{"document_id": d, "title": documents[d].title} for d in sources],
             "sources_total": len(entity.document_ids),
         }
         typed = [r for r in relations if r["relation"] != RelationType.CO_OCCURS.value]

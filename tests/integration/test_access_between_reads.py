@@ -100,3 +100,52 @@ async def test_a_replacement_committed_right_after_enrich_reads_the_parents_is_n
     assert held.released.is_set(), "enrich did not read parents while the replacement was in flight: the race was not exercised"
     assert not [c.parent.content for c in result.contexts if "SECRET" in c.parent.content]
     assert all(c.document.access is Access.PUBLIC for c in result.contexts)
+
+
+async def test_suggestions_name_no_document_made_private_since_their_search(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not (await app.ingest([DocumentSource(filename="plan.txt", document_id="plan", title="Harbour schedule",
+                                                 content=b"The harbour schedule lists ferries and tugboats.")])).errors
+    search = app.metadata.search_documents
+    regranted = False
+
+    async def then_an_admin_makes_it_private(*args: Any, **kwargs: Any) -> Any:
+        nonlocal regranted
+        found = await search(*args, **kwargs)
+        if not regranted:
+            regranted = True
+            assert not (await app.ingest([DocumentSource(filename="plan.txt", document_id="plan", title="SECRET merger with Acme",
+                                                         content=b"Confidential: the merger closes Friday.", access=Access.PRIVATE,
+                                                         owner_id="alice")])).errors
+        return found
+
+    monkeypatch.setattr(app.metadata, "search_documents", then_an_admin_makes_it_private)
+    # A filter that matches nothing: the answer is empty, and its suggestions name related documents.
+    ask = QueryOptions("harbour schedule", 3, strategy=Strategy.SEMANTIC, identity=Identity("bob", Role.USER), document_ids=("none",),
+                       use_cache=False)
+    result = await app.pipeline.query(ask)
+    assert regranted and result.contexts == ()
+    assert "remove the document filter" in result.suggestions and not [s for s in result.suggestions if "SECRET" in s or "plan" in s]
+
+
+async def test_lookup_facts_names_no_source_made_private_since_the_entity_was_read(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrieval_server.domain import AccessFilter
+    from retrieval_server.workflow.tools import LookupFacts, LookupFactsParams, ToolContext
+
+    assert not (await app.ingest([_keeper(PUBLIC)])).errors
+    graph = app.pipeline.deps.graph
+    assert graph is not None
+    edges = graph.edges
+    regranted = False
+
+    async def then_an_admin_makes_it_private(*args: Any, **kwargs: Any) -> Any:
+        nonlocal regranted
+        if not regranted:
+            regranted = True
+            assert not (await app.ingest([DocumentSource(filename="keeper.txt", document_id="keeper", title="SECRET: root password rotation",
+                                                         content=SECRET.encode(), access=Access.PRIVATE, owner_id="alice")])).errors
+        return await edges(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "edges", then_an_admin_makes_it_private)
+    ctx = ToolContext(query="what is Ledger Keeper", access=AccessFilter(), document_ids=(), graph=graph, contexts=[], embedder=app.embedder)
+    result, _ = await LookupFacts().run(LookupFactsParams(entity="Ledger Keeper"), ctx)
+    assert regranted and result["sources"] == []
