@@ -30,7 +30,6 @@ from retrieval_server.domain import (
     VectorHit,
     version_of,
 )
-from retrieval_server.ingest.chunker import MAX_TOKEN_CHARS
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, leg_cutoff, parent_leg, query_windows, rank_fusion
 from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
@@ -108,7 +107,7 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     try:
         # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
         answer = await _cache_call(cache_until, deps.cache.lookup(o.query, None, config, partition))
-        if answer is None and not _vector_holds_all_of(o.query, deps):
+        if answer is None and not _vector_holds_all_of(state, deps):
             # Matched by a vector of its first tokens, a long question would be served the answer
             # to another that opens the same way: it matches exactly only, and retrieve embeds it.
             return {}
@@ -133,14 +132,34 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     return {**_own_vector(o.query, vector), "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
 
 
-def _vector_holds_all_of(query: str, deps: WorkflowDeps) -> bool:
-    """Whether the model reads all of ``query`` (it reads the first ``model_tokens``): when it does
-    not, two queries that differ past that point have the same vector. Conservative: a query of
-    more characters than tokens can span (a longest word is one token) counts as longer."""
+def _vector_holds_all_of(state: QueryState, deps: WorkflowDeps) -> bool:
+    """Whether the model reads all of the query (it reads the first ``model_tokens``): when it does
+    not, two queries that differ past that point have the same vector. Counted once a request."""
+    if state.query_in_one_vector is None:
+        state.query_in_one_vector = _read_whole(state.options.query, deps)
+    return state.query_in_one_vector
+
+
+#: English averages four to five characters a token
+_CHARS_PER_TOKEN_AT_MOST = 16
+
+
+def _read_whole(query: str, deps: WorkflowDeps) -> bool:
+    """Counted in tokens: no count of characters tells (a Hangul syllable is two or three tokens,
+    as are some Indic vowel signs), on prefixes growing fourfold, so that a long query is known
+    long from its first thousand characters. Conservative: a query of more than
+    :data:`_CHARS_PER_TOKEN_AT_MOST` characters a token counts as longer (it would take runs no
+    question has, long words or white space, and their tokenizing takes time), and a word cut at a
+    prefix's end may count a token more."""
     room = deps.settings.model_tokens - 2
-    if len(query) <= room:
-        return True  # every token spans at least one character
-    return deps.count_tokens is not None and len(query) <= room * MAX_TOKEN_CHARS and deps.count_tokens(query) <= room
+    if deps.count_tokens is None or len(query) > room * _CHARS_PER_TOKEN_AT_MOST:
+        return False
+    size = 4 * room
+    while deps.count_tokens(query[:size]) <= room:
+        if size >= len(query):
+            return True
+        size *= 4
+    return False
 
 
 def _own_vector(query: str, vector: np.ndarray | None) -> dict[str, Any]:
@@ -801,7 +820,7 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # is the rewritten query's when analysis rewrote it, which a later caller's query is never
     # compared with. Without a vector of its own (an embedding failed), or with one of its first
     # tokens only (check_cache), the entry matches exactly only.
-    vector = state.own_query_vector() if _vector_holds_all_of(state.options.query, deps) else None
+    vector = state.own_query_vector() if _vector_holds_all_of(state, deps) else None
     try:
         await deps.cache.store(
             state.options.query, vector, cache_config(state.options), access.partition,

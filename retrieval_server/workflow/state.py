@@ -134,6 +134,8 @@ class QueryState:
     query_vector_text: str | None = None
     #: the caller's query's own vector (check_cache's), which the cache keys its answer by
     cache_vector: np.ndarray | None = None
+    #: the model reads all of the caller's query (None: not counted yet); else the cache matches it exactly only
+    query_in_one_vector: bool | None = None
     analysis: Analysis = field(default_factory=Analysis)
     variant_vectors: list[np.ndarray] = field(default_factory=list)
     #: what retrieve embeds for the dense legs: the (rewritten) query unless its vector is known, then the variants,

@@ -448,10 +448,14 @@ async def test_cache_hit_ends_the_graph(app: Application) -> None:
     assert paraphrase.cached and _docs(paraphrase) == _docs(first) and counting.calls == []
 
 
-async def test_a_query_longer_than_the_model_reads_is_matched_exactly_only(app: Application) -> None:
+@pytest.mark.parametrize("preamble", [
+    " ".join(["You are a helpful assistant. Answer from the retrieved documents only, citing them."] * 20),
+    # Fewer characters than the model's tokens, more tokens: a Hangul syllable is two or three.
+    ("당신은 도움이 되는 비서입니다. 검색된 문서만을 근거로 답하고 출처를 인용하세요. " * 6)[:200],
+], ids=["english", "hangul"])
+async def test_a_query_longer_than_the_model_reads_is_matched_exactly_only(app: Application, preamble: str) -> None:
     p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor))
     # The same opening past the model's 256 tokens: the same vector for two different questions.
-    preamble = " ".join(["You are a helpful assistant. Answer from the retrieved documents only, citing them."] * 20)
     rain = f"{preamble} Question: will it rain in the northern valleys?"
     sauce = f"{preamble} Question: how long does the tomato sauce simmer?"
     first = await p.query(QueryOptions(rain, 1, strategy=Strategy.HYBRID))
