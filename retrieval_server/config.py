@@ -588,6 +588,9 @@ class ConfigError(Exception):
 #: RETRIEVAL_* variables that are no setting: the command line's (the server it calls, its token)
 #: and the test suite's (the shared data, a client test's server)
 NOT_SETTINGS = frozenset({"RETRIEVAL_SERVER", "RETRIEVAL_TOKEN", "RETRIEVAL_SHARED_DIR", "RETRIEVAL_TEST_TARGET"})
+#: what Kubernetes service links (and Docker links) set for a Service named retrieval: its address
+#: (deploy/k8s turns them off; RETRIEVAL_PORT=tcp://... among them is refused as the port it is not)
+_SERVICE_LINK = re.compile(r"RETRIEVAL_(SERVICE_(HOST|PORT(_\w+)?)|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)")
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
@@ -598,7 +601,8 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     lines = []
     for name in sorted(environ):
         upper = name.upper()  # read case-insensitively, as the settings are
-        if upper.startswith("RETRIEVAL_") and upper not in NOT_SETTINGS and upper.removeprefix("RETRIEVAL_").lower() not in Settings.model_fields:
+        if (upper.startswith("RETRIEVAL_") and upper not in NOT_SETTINGS and not _SERVICE_LINK.fullmatch(upper)
+                and upper.removeprefix("RETRIEVAL_").lower() not in Settings.model_fields):
             close = difflib.get_close_matches(upper, settings, n=1)
             lines.append(f"{name}: no such setting" + (f" (did you mean {close[0]}?)" if close else ""))
     return lines

@@ -53,6 +53,8 @@ def test_an_invalid_manifest_is_rejected() -> None:
 def test_deployment_probes_grace_period_and_security() -> None:
     config = _one("ConfigMap")["data"]
     pod = _one("Deployment")["spec"]["template"]["spec"]
+    # The Service is named retrieval: its links would set RETRIEVAL_PORT=tcp://... in the pod.
+    assert pod["enableServiceLinks"] is False
     [container] = pod["containers"]
     health_port = int(config["RETRIEVAL_HEALTH_PORT"])
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):

@@ -75,6 +75,12 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: 
 def test_the_command_lines_and_the_tests_own_variables_are_no_typos(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("RETRIEVAL_SERVER", "RETRIEVAL_TOKEN", "RETRIEVAL_SHARED_DIR", "RETRIEVAL_TEST_TARGET"):
         monkeypatch.setenv(name, "x")
+    # Nor are the addresses Kubernetes service links set for a Service named retrieval.
+    links = {"RETRIEVAL_SERVICE_HOST": "10.0.0.7", "RETRIEVAL_SERVICE_PORT": "50051", "RETRIEVAL_SERVICE_PORT_GRPC": "50051",
+             "RETRIEVAL_PORT_50051_TCP": "tcp://10.0.0.7:50051", "RETRIEVAL_PORT_50051_TCP_PROTO": "tcp",
+             "RETRIEVAL_PORT_50051_TCP_PORT": "50051", "RETRIEVAL_PORT_50051_TCP_ADDR": "10.0.0.7"}
+    for name, value in links.items():
+        monkeypatch.setenv(name, value)
     assert load_settings().port == 50051
 
 
