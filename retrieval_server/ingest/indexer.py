@@ -340,6 +340,10 @@ class Indexer:
             if src.access is Access.PRIVATE and not owner:
                 raise ValueError("owner_id is required for a PRIVATE document")
             # The caller's fields are stored as a file's are (loaders compose those): NFC, stream-safe.
+            metadata = {composed(k): composed(v) for k, v in src.metadata.items()}
+            if len(metadata) < len(src.metadata):
+                same = sorted(k for k in src.metadata if k != composed(k))
+                raise ValueError(f"metadata keys {same[:3]} are keys the request also sends composed (NFC): send each key once")
             doc = Document(
                 document_id=loaded.document_id,
                 title=loaded.title,
@@ -347,7 +351,7 @@ class Indexer:
                 source=composed(src.source or src.name),
                 access=src.access,
                 owner_id=owner,
-                metadata={**loaded.metadata, **{composed(k): composed(v) for k, v in src.metadata.items()}},
+                metadata={**loaded.metadata, **metadata},
                 granted_user_ids=tuple(sorted(grantees)),
             )
             check_descriptive_fields(doc.title, doc.url, doc.source, doc.metadata)

@@ -85,6 +85,9 @@ async def test_the_callers_url_source_and_metadata_are_stored_composed_as_a_file
     doc = (await app.metadata.get_documents(["branch"]))["branch"]
     assert doc.url == "https://x.test/Zürich" and doc.source == "Zürich"
     assert doc.metadata["city"] == "Zürich" and doc.metadata["Zürich"] == "key" and "\u034f" in doc.metadata["marks"]
+    # Two keys that are one once composed: the document is refused, no value silently dropped.
+    twice = await app.ingest([_txt("offices", "Two offices.", metadata={nfd: "office A", "Zürich": "office B"})])
+    assert not twice.documents and "send each key once" in twice.errors[0].reason
 
 
 async def test_new_extraction_rules_make_a_stored_document_changed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
