@@ -152,6 +152,8 @@ def _read_whole(query: str, deps: WorkflowDeps) -> bool:
     question has, long words or white space, and their tokenizing takes time), and a word cut at a
     prefix's end may count a token more."""
     room = deps.settings.model_tokens - 2
+    if query.isascii() and len(query) <= room:
+        return True  # an ASCII character is at most one token
     if deps.count_tokens is None or len(query) > room * _CHARS_PER_TOKEN_AT_MOST:
         return False
     size = 4 * room

@@ -29,8 +29,9 @@ def cut(text: str, deps: WorkflowDeps) -> list[str]:
     """``text``'s first ``query_max_windows`` child-sized windows when it is longer than a child
     chunk (the indexer would cut it into several children), else none."""
     s = deps.settings
-    if deps.query_windows is None or len(text) <= s.child_chunk_tokens:
-        # Every token spans at least one character: no longer a text fits in one child.
+    if deps.query_windows is None or (text.isascii() and len(text) <= s.child_chunk_tokens):
+        # An ASCII character is at most one token: no longer an ASCII text fits in one child. Not
+        # so elsewhere (a Hangul syllable is two or three tokens): other text is cut to tell.
         return []
     windows = deps.query_windows(text[: s.query_max_windows * s.child_chunk_tokens * _CHARS_PER_TOKEN])
     return windows[: s.query_max_windows] if len(windows) > 1 else []

@@ -36,11 +36,14 @@ def test_only_a_query_longer_than_a_child_is_cut_and_into_the_childrens_windows(
     # One window: the text fits in a child, and is searched whole, as before.
     fits = " ".join(["harbour"] * 100)
     assert len(CHUNKER.child_texts(fits)) == 1 and query_windows.cut(fits, _deps()) == []
-    # No more characters than a child has tokens: not even tokenized.
+    # No more ASCII characters than a child has tokens: not even tokenized.
     called: list[str] = []
     short = dataclasses.replace(_deps(), query_windows=lambda t: called.append(t) or [t, t])
     assert query_windows.cut("x" * 128, short) == [] and called == []
     assert query_windows.cut("x " * 65, short) == ["x " * 65] * 2 and called == ["x " * 65]
+    # Fewer characters than a child has tokens, more tokens: a Hangul syllable is two or three.
+    hangul = "검색된 문서만을 근거로 답하세요. " * 6
+    assert len(hangul) < 128 < CHUNKER.count(hangul) and len(query_windows.cut(hangul, _deps())) > 1
 
 
 def test_the_windows_and_the_whole_query_fold_into_one_dense_leg_fused_per_parent() -> None:
