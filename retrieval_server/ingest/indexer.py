@@ -340,6 +340,9 @@ class Indexer:
             if src.access is Access.PRIVATE and not owner:
                 raise ValueError("owner_id is required for a PRIVATE document")
             # The caller's fields are stored as a file's are (loaders compose those): NFC, stream-safe.
+            # Checked as sent first: composing makes a lone surrogate U+FFFD, which the caller's
+            # field (a file name that is not UTF-8) is refused for instead.
+            check_descriptive_fields(loaded.title, src.url, src.source or src.name, src.metadata)
             metadata = {composed(k): composed(v) for k, v in src.metadata.items()}
             if len(metadata) < len(src.metadata):
                 same = sorted(k for k in src.metadata if k != composed(k))

@@ -17,9 +17,10 @@ from retrieval_server.server import start_server
 async def test_a_workflow_that_cannot_be_built_is_refused_before_the_application_opens(tmp_path: Path,
                                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     glossary = tmp_path / "glossary.txt"
-    glossary.write_bytes(b"db = data\xffbase\n")  # not UTF-8: only the query analysis reads it here
+    glossary.write_bytes(b"db = database\n")
     settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path / "data", glossary_path=glossary,
                              graph_enabled=False)
+    glossary.write_bytes(b"db = data\xffbase\n")  # no longer UTF-8 once the settings were read: only the query analysis reads it here
     opened: list[Application] = []
     real_open = Application.open
 

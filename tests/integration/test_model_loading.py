@@ -167,7 +167,7 @@ def test_a_start_that_fails_while_the_session_is_made_exits_with_its_error(tmp_p
     remember_dim(_model_id(_settings(tmp_path, model_dir)), 384, tmp_path / "cache")
     env = {**inherited_env(), "RETRIEVAL_DATA_DIR": str(tmp_path / "data"), "RETRIEVAL_MODEL_DIR": str(model_dir),
            "RETRIEVAL_MODEL_CACHE_DIR": str(tmp_path / "cache"), "RETRIEVAL_PORT": "0", "RETRIEVAL_METRICS_ENABLED": "false",
-           "RETRIEVAL_MIN_FREE_DISK_MB": str(10**12)}  # refused by the first check of open(), long before a session is made
+           "RETRIEVAL_MIN_FREE_DISK_MB": str(2**30)}  # refused by the first check of open(), long before a session is made
     done = subprocess.run([sys.executable, "-m", "retrieval_server.cli", "serve"], cwd=REPO, env=env, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 1, done.stderr
