@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from retrieval_server.backends.llm import ChatModel
 from retrieval_server.domain import AccessFilter, RetrievedContext
 from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEdge, GraphEntity, RelationType, ToolResult, entity_type_named
 from retrieval_server.workflow.calculator import CalculationError, evaluate
+from retrieval_server.workflow.cycles import bounded_cycles
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.model_text import whole_sentences
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
@@ -320,10 +320,8 @@ class AnalyzeDependencies:
     async def run(self, params: AnalyzeDependenciesParams, ctx: ToolContext) -> tuple[Any, str]:
         graph = _graph(ctx)
         entity = await _entity(ctx, params.entity)
-        import networkx as nx  # imported by the one tool that uses it: a few tenths of a second
-
-        g = nx.DiGraph()
-        g.add_node(entity.key)
+        nodes = {entity.key: None}  # in the order found: the entity first
+        successors: dict[str, dict[str, None]] = {}
         result: dict[str, Any] = {"entity": entity.name, "type": entity.entity_type.value}
         for direction in ("dependencies", "dependents"):
             if params.direction not in (direction, "both"):
@@ -351,9 +349,10 @@ class AnalyzeDependencies:
             # level, closes a cycle through the deepest.
             for e in fetched:
                 if e.source in depth and e.target in depth:
-                    g.add_edge(e.source, e.target, relation=e.relation.value)
+                    nodes.update(dict.fromkeys((e.source, e.target)))
+                    successors.setdefault(e.source, {})[e.target] = None
             result[direction] = depth
-        names = {k: e.name for k, e in (await graph.entities(list(g.nodes), ctx.access, ctx.document_ids)).items()}
+        names = {k: e.name for k, e in (await graph.entities(list(nodes), ctx.access, ctx.document_ids)).items()}
         summary_parts = []
         for direction in ("dependencies", "dependents"):
             if direction not in result:
@@ -367,12 +366,13 @@ class AnalyzeDependencies:
             if transitive:
                 part += f" and {_listing([n for n, _ in transitive])} transitively"
             summary_parts.append(part)
-        # The first 20 only, as they come: a dense graph has more cycles than the tool's time allows
-        # to list, and the generator runs on the event loop, where the tool timeout cannot stop it.
-        cycles = [[names.get(k, k) for k in cycle] for cycle in itertools.islice(nx.simple_cycles(g, length_bound=params.max_depth + 1), 20)]
+        # Within a budget of steps: the search runs on the event loop, where the tool timeout cannot stop it.
+        found, complete = bounded_cycles(list(nodes), {k: list(v) for k, v in successors.items()}, params.max_depth + 1)
+        cycles = [[names.get(k, k) for k in cycle] for cycle in found]
         result["cycles"] = sorted(cycles)
+        result["cycles_complete"] = complete
         summary = "; ".join(summary_parts)
-        summary += f"; {len(cycles)} dependency cycle{'s' if len(cycles) != 1 else ''}" + (
+        summary += f"; {len(cycles)}{'' if complete else ' or more'} dependency cycle{'s' if len(cycles) != 1 else ''}" + (
             f": {' ; '.join(' -> '.join([*c, c[0]]) for c in result['cycles'][:3])}" if cycles else ""
         )
         return result, summary + "."

@@ -198,6 +198,31 @@ async def test_analyze_dependencies_stops_at_its_node_cap_within_a_level() -> No
     assert [sorted(cycle) for cycle in r.result["cycles"]] == [["b", "c", "x"]], r.result
 
 
+async def test_a_dependency_ring_without_short_cycles_is_searched_within_a_budget() -> None:
+    """A ring of 160 services, each depending on the next 20, has no cycle of 6 or fewer: networkx
+    searched the whole component on the event loop (6 s, past the tool's timeout, which cannot stop it)."""
+    from retrieval_server.knowledge import EntityType, GraphEdge, GraphEntity, RelationType
+
+    n, k = 160, 20
+    ring = [GraphEdge(f"s{i}", f"s{(i + j) % n}", RelationType.DEPENDS_ON, 1.0) for i in range(n) for j in range(1, k + 1)]
+
+    class Ring:
+        async def resolve(self, name: str, access: AccessFilter, document_ids: Any = ()) -> GraphEntity:
+            return GraphEntity("s0", "S0", EntityType.SERVICE, 1, ("d",))
+
+        async def edges(self, keys: Any, access: AccessFilter, document_ids: Any = (), relations: Any = None) -> list[GraphEdge]:
+            keys = set(keys)
+            return [e for e in ring if e.source in keys or e.target in keys]
+
+        async def entities(self, keys: Any, access: AccessFilter, document_ids: Any = ()) -> dict[str, GraphEntity]:
+            return {key: GraphEntity(key, key.upper(), EntityType.SERVICE, 1, ("d",)) for key in keys}
+
+    ctx = ToolContext("q", AccessFilter.for_identity(Identity()), (), Ring(), (), None)  # type: ignore[arg-type]
+    r = await run_tool(TOOLS, "analyze_dependencies", {"entity": "S0", "direction": "both", "max_depth": 5}, ctx, TOOL_S)
+    assert r.success, r.error
+    assert r.result["cycles"] == [] and r.result["cycles_complete"] is False and "0 or more dependency cycles" in r.summary
+
+
 async def test_calculate_is_safe(app: Application) -> None:
     ok = await run_tool(TOOLS, "calculate", {"expression": "(2 + 3) * 4 ** 2 / 8"}, _ctx(app), TOOL_S)
     assert ok.success and ok.result["value"] == 10
