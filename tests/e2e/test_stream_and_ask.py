@@ -140,7 +140,7 @@ async def test_ask_interactive_session(served: Served, capsys: pytest.CaptureFix
 HEAVY = ("numpy", "numba", "llvmlite", "onnxruntime", "tokenizers", "pydantic", "pydantic_settings", "retrieval_server.config",
          "retrieval_server.domain", "retrieval_server.knowledge", "scoring_core", "networkx", "rich", "qdrant_client",
          "qdrant_edge", "opentelemetry", "httpx", "aiosqlite", "asyncmy", "redis", "aio_pika", "prometheus_client", "pypdf",
-         "bs4", "jwt", "rapidfuzz")
+         "bs4", "lxml", "jwt", "rapidfuzz")
 
 
 async def test_client_commands_import_only_the_client(served: Served) -> None:
