@@ -205,13 +205,14 @@ def seconds(text: str) -> float:
 
 
 @contextlib.contextmanager
-def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]]) -> Iterator[None]:
+def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: list[int] | None = None) -> Iterator[None]:
     """An ingest's batches: should one stop the run, what earlier ones stored is listed before
-    main says why it stopped (it was lost, and the run looked as if it had stored nothing)."""
+    main says why it stopped (it was lost, and the run looked as if it had stored nothing).
+    ``unlisted``: the counts of documents the server stored without listing them."""
     try:
         yield
     except BaseException:  # Ctrl-C too
-        _print_ingest(done, errors)
+        _print_ingest(done, errors, sum(unlisted or ()))
         raise
 
 
@@ -219,15 +220,17 @@ def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tupl
 SOME_FAILED = 3
 
 
-def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]]) -> int:
+def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
-    some were, 1 when none was."""
+    some were, 1 when none was. ``unlisted``: documents the server stored without listing them."""
     for doc_id, parents, children, replaced in done:
         print(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)")
+    if unlisted:
+        print(f"...      {unlisted} more stored, not listed by the server")
     for source, reason in errors:
         print(f"FAILED   {source}: {reason}", file=sys.stderr)
-    print(f"{len(done)} documents indexed, {len(errors)} failed", file=sys.stderr)
-    return 0 if not errors else SOME_FAILED if done else 1
+    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed", file=sys.stderr)
+    return 0 if not errors else SOME_FAILED if done or unlisted else 1
 
 
 def _connection(args: argparse.Namespace) -> dict[str, Any]:
@@ -259,6 +262,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     files = list(_files(args.paths))
     done: list[tuple[str, int, int, bool]] = []
     errors: list[tuple[str, str]] = []
+    unlisted: list[int] = []
     ids = _Ids()
     # No deadline unless asked: a large file takes minutes to embed, and one cut short is lost.
     timeout = 0 if args.timeout is None else args.timeout
@@ -269,8 +273,9 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             resp = client.ingest(docs)
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
+            unlisted.append(resp.documents_not_listed)
 
-        with _listed_if_stopped(done, errors):
+        with _listed_if_stopped(done, errors, unlisted):
             for batch in _batches(files):
                 docs = _readable(batch, ids, args.document_id or "", errors, lambda f: document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
@@ -290,7 +295,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                                 raise
                             errors.append((doc.source, f"{alone.code().name}: {alone.details()}"))  # type: ignore[attr-defined]
                 advance(len(batch))
-    return _print_ingest(done, errors)
+    return _print_ingest(done, errors, sum(unlisted))
 
 
 def _print_query(resp: object, as_json: bool) -> None:

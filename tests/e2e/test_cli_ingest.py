@@ -68,6 +68,11 @@ def test_the_exit_code_says_whether_some_documents_failed(capsys: pytest.Capture
     assert cli._print_ingest([("a", 1, 1, False)], []) == 0
     assert cli._print_ingest([("a", 1, 1, False)], [("b.txt", "why")]) == cli.SOME_FAILED
     assert cli._print_ingest([], [("b.txt", "why")]) == 1
+    # Stored without being listed (past the server's response limit): stored all the same.
+    capsys.readouterr()
+    assert cli._print_ingest([], [("b.txt", "why")], unlisted=5) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert "5 more stored, not listed by the server" in out and "5 documents indexed, 1 failed" in err
 
 
 def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import grpc
@@ -156,6 +157,26 @@ async def test_an_answer_over_the_response_limit_leaves_out_its_last_contexts(tm
             assert "response:contexts_capped" in written.metrics.degraded
         capped = running.app.metrics.registry.get_sample_value("retrieval_degradations_total", {"kind": "response:contexts_capped"})
         assert capped == 5  # three Query calls, one stream, one GENERATION
+    finally:
+        await running.stop(1.0)
+
+
+async def test_an_ingest_answer_lists_the_stored_documents_that_fit_and_counts_the_others(tmp_path: Path) -> None:
+    """A JSONL file of 21,000 rows answered 4.4 MB: a client reading gRPC's default 4 MiB refused
+    it, every row stored."""
+    limit = 65_536
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_response_bytes": limit}))
+    try:
+        rows = "\n".join(json.dumps({"_id": f"row-{i:05d}-" + "x" * 100, "text": f"Row {i} of the ledger."}) for i in range(1_500))
+        rows += "\n" + json.dumps({"_id": "", "text": "no id"})  # an error, listed first
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = pb_grpc.RetrievalServiceStub(channel)
+            resp = await stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="rows.jsonl", content=rows.encode())]),
+                                              metadata=ADMIN)
+        assert resp.ByteSize() <= limit and len(resp.errors) == 1
+        assert 100 < len(resp.documents) < 1_500 and len(resp.documents) + resp.documents_not_listed == 1_500
+        assert [d.document_id for d in resp.documents] == [f"row-{i:05d}-" + "x" * 100 for i in range(len(resp.documents))]
+        assert await running.app.metadata.count_documents() == 1_500
     finally:
         await running.stop(1.0)
 

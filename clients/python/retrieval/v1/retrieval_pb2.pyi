@@ -329,12 +329,14 @@ class IngestError(_message.Message):
     def __init__(self, source: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class IngestDocumentsResponse(_message.Message):
-    __slots__ = ("documents", "errors")
+    __slots__ = ("documents", "errors", "documents_not_listed")
     DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_NOT_LISTED_FIELD_NUMBER: _ClassVar[int]
     documents: _containers.RepeatedCompositeFieldContainer[IngestedDocument]
     errors: _containers.RepeatedCompositeFieldContainer[IngestError]
-    def __init__(self, documents: _Optional[_Iterable[_Union[IngestedDocument, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[IngestError, _Mapping]]] = ...) -> None: ...
+    documents_not_listed: int
+    def __init__(self, documents: _Optional[_Iterable[_Union[IngestedDocument, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[IngestError, _Mapping]]] = ..., documents_not_listed: _Optional[int] = ...) -> None: ...
 
 class DeleteDocumentsRequest(_message.Message):
     __slots__ = ("document_ids",)

@@ -916,10 +916,18 @@ export interface IngestError {
 
 /** The outcome of IngestDocuments. */
 export interface IngestDocumentsResponse {
-  /** Every document that is now stored, in request order (several for one `.jsonl` file). */
+  /**
+   * Every document that is now stored, in request order (several for one `.jsonl` file), as many
+   * as fit in RETRIEVAL_MAX_RESPONSE_BYTES with the errors; `documents_not_listed` counts the rest.
+   */
   documents: IngestedDocument[];
   /** Every file or row that was not ingested, with the reason. Empty: all were. */
   errors: IngestError[];
+  /**
+   * Documents stored after the last one listed, not listed: a `.jsonl` file of tens of thousands
+   * of rows would make an answer over the 4 MiB a gRPC client reads by default. 0: all are listed.
+   */
+  documentsNotListed: number;
 }
 
 /** Documents to remove. */
@@ -3682,7 +3690,7 @@ export const IngestError: MessageFns<IngestError> = {
 };
 
 function createBaseIngestDocumentsResponse(): IngestDocumentsResponse {
-  return { documents: [], errors: [] };
+  return { documents: [], errors: [], documentsNotListed: 0 };
 }
 
 export const IngestDocumentsResponse: MessageFns<IngestDocumentsResponse> = {
@@ -3692,6 +3700,9 @@ export const IngestDocumentsResponse: MessageFns<IngestDocumentsResponse> = {
     }
     for (const v of message.errors) {
       IngestError.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.documentsNotListed !== 0) {
+      writer.uint32(24).int32(message.documentsNotListed);
     }
     return writer;
   },
@@ -3725,6 +3736,14 @@ export const IngestDocumentsResponse: MessageFns<IngestDocumentsResponse> = {
             message.errors.push(IngestError.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.documentsNotListed = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3743,6 +3762,11 @@ export const IngestDocumentsResponse: MessageFns<IngestDocumentsResponse> = {
         ? object.documents.map((e: any) => IngestedDocument.fromJSON(e))
         : [],
       errors: globalThis.Array.isArray(object?.errors) ? object.errors.map((e: any) => IngestError.fromJSON(e)) : [],
+      documentsNotListed: isSet(object.documentsNotListed)
+        ? globalThis.Number(object.documentsNotListed)
+        : isSet(object.documents_not_listed)
+        ? globalThis.Number(object.documents_not_listed)
+        : 0,
     };
   },
 
@@ -3754,6 +3778,9 @@ export const IngestDocumentsResponse: MessageFns<IngestDocumentsResponse> = {
     if (message.errors?.length) {
       obj.errors = message.errors.map((e) => IngestError.toJSON(e));
     }
+    if (message.documentsNotListed !== 0) {
+      obj.documentsNotListed = Math.round(message.documentsNotListed);
+    }
     return obj;
   },
 
@@ -3764,6 +3791,7 @@ export const IngestDocumentsResponse: MessageFns<IngestDocumentsResponse> = {
     const message = createBaseIngestDocumentsResponse();
     message.documents = object.documents?.map((e) => IngestedDocument.fromPartial(e)) || [];
     message.errors = object.errors?.map((e) => IngestError.fromPartial(e)) || [];
+    message.documentsNotListed = object.documentsNotListed ?? 0;
     return message;
   },
 };
