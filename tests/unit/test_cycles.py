@@ -24,12 +24,23 @@ def test_every_short_cycle_is_found_once_as_networkx_finds_them(edges: list[tupl
     assert complete and len(found) == len(expected) and {_canonical(c) for c in found} == expected
 
 
-def test_the_cycles_through_the_entity_come_first() -> None:
-    successors = {"x": ["a"], "a": ["b", "x"], "b": ["a"], "c": ["d"], "d": ["c"]}
+def test_the_shortest_cycles_come_first_those_through_the_entity_first_among_them() -> None:
+    successors = {"x": ["a", "c"], "a": ["b", "x"], "b": ["a"], "c": ["d"], "d": ["x", "c"]}
     found, complete = bounded_cycles(["x", "c", "d", "a", "b"], successors, 3)
-    assert complete and found[0] == ["x", "a"] and sorted(map(sorted, found)) == [["a", "b"], ["a", "x"], ["c", "d"]]
+    assert complete and found == [["x", "a"], ["c", "d"], ["a", "b"], ["x", "c", "d"]]
     first, complete = bounded_cycles(["x", "c", "d", "a", "b"], successors, 3, max_cycles=1)
     assert first == [["x", "a"]] and not complete
+
+
+def test_a_short_cycle_through_the_entity_is_found_behind_a_large_component() -> None:
+    """Depth first to the longest at once, the budget went below the entity's first dependencies
+    (a ring without short cycles) and never reached x -> a -> x."""
+    n, k = 160, 20
+    successors: dict[str, list[str]] = {f"s{i}": [f"s{(i + j) % n}" for j in range(1, k + 1)] for i in range(n)}
+    successors["x"] = [f"s{i}" for i in range(19)] + ["a"]
+    successors["a"] = ["x"]
+    found, complete = bounded_cycles(["x", *[f"s{i}" for i in range(n)], "a"], successors, 6, max_steps=10_000)
+    assert found == [["x", "a"]] and not complete
 
 
 def test_a_large_component_without_a_short_cycle_stops_at_the_budget() -> None:
