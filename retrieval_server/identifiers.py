@@ -127,6 +127,16 @@ def composed(value: str) -> str:
     return unicodedata.normalize("NFC", stream_safe(without_surrogates(value)))
 
 
+def composed_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """``metadata`` as it is stored, keys and values :func:`composed`. ValueError when two keys are
+    one once composed ("Zu\u0308rich" and "Zürich"): one value would be dropped without a word."""
+    out = {composed(k): composed(v) for k, v in metadata.items()}
+    if len(out) < len(metadata):
+        same = sorted(k for k in metadata if k != composed(k))
+        raise ValueError(f"metadata keys {same[:3]} are other keys once composed (NFC): send each key once")
+    return out
+
+
 def trim(text: str, field: str = "text", max_chars: int | None = None, unit: str = "characters") -> str:
     """NFC, without leading or trailing white space or zero-width characters.
 

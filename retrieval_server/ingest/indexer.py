@@ -65,7 +65,7 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.identifiers import (
-    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, composed, trim,
+    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, composed, composed_metadata, trim,
 )
 from retrieval_server.ingest.chunker import Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
@@ -343,10 +343,7 @@ class Indexer:
             # Checked as sent first: composing makes a lone surrogate U+FFFD, which the caller's
             # field (a file name that is not UTF-8) is refused for instead.
             check_descriptive_fields(loaded.title, src.url, src.source or src.name, src.metadata)
-            metadata = {composed(k): composed(v) for k, v in src.metadata.items()}
-            if len(metadata) < len(src.metadata):
-                same = sorted(k for k in src.metadata if k != composed(k))
-                raise ValueError(f"metadata keys {same[:3]} are keys the request also sends composed (NFC): send each key once")
+            metadata = composed_metadata(src.metadata)
             doc = Document(
                 document_id=loaded.document_id,
                 title=loaded.title,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from retrieval_server.domain import DocumentSource
-from retrieval_server.identifiers import MAX_TITLE_CHARS, composed
+from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata
 
 
 class LoadError(Exception):
@@ -110,6 +110,21 @@ def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
 MAX_HTML_TAGS = 1_000_000
 
 
+def _without_comments(html: str) -> str:
+    """``html`` without its comments, one left open taking the rest (as HTML reads it): libxml2
+    keeps a comment of over 10,000,000 characters as text, which was then indexed. In one pass:
+    each search goes on from where the last one ended."""
+    out, at = [], 0
+    while (start := html.find("<!--", at)) >= 0:
+        out.append(html[at:start])
+        end = html.find("-->", start + 4)
+        if end < 0:
+            return "".join(out)
+        at = end + 3
+    out.append(html[at:])
+    return "".join(out)
+
+
 def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     from bs4 import BeautifulSoup
 
@@ -117,7 +132,7 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
         raise LoadError(f"it has more than {MAX_HTML_TAGS} tags ({tags} '<'): convert it to text first")
     # libxml2's parser: html.parser rescanned the rest of the file for each tag, comment or
     # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s).
-    soup = BeautifulSoup(_text(src.content, "file"), "lxml")
+    soup = BeautifulSoup(_without_comments(_text(src.content, "file")), "lxml")
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
     title = src.title or (_found_title(soup.title.get_text(strip=True)) if soup.title else "") or _stem(src.name)
@@ -200,6 +215,10 @@ def _row(n: int, line: str) -> LoadedDocument:
     metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
     for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
         _check_unicode(values, f"line {n}: '{name}'")
+    try:
+        composed_metadata(metadata)  # the row's own error, not one of its values dropped when it is stored
+    except ValueError as exc:
+        raise LoadError(f"line {n}: {exc}") from None
     return LoadedDocument(
         document_id=str(row["_id"]),
         title=title,
@@ -252,7 +271,7 @@ def _composed(doc: LoadedDocument) -> LoadedDocument:
         title=composed(doc.title),
         pages=tuple(Page(p.number, composed(p.text)) for p in doc.pages),
         url=composed(doc.url),
-        metadata={composed(k): composed(v) for k, v in doc.metadata.items()},
+        metadata=composed_metadata(doc.metadata),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import dataclasses
 import os
 import sys
@@ -88,6 +89,12 @@ async def test_the_callers_url_source_and_metadata_are_stored_composed_as_a_file
     # Two keys that are one once composed: the document is refused, no value silently dropped.
     twice = await app.ingest([_txt("offices", "Two offices.", metadata={nfd: "office A", "Zürich": "office B"})])
     assert not twice.documents and "send each key once" in twice.errors[0].reason
+    # So is a JSONL row's, alone: the other rows are stored.
+    rows = "\n".join(json.dumps(r) for r in ({"_id": "twice", "text": "Two offices.", "metadata": {nfd: "A", "Zürich": "B"}},
+                                              {"_id": "once", "text": "One office.", "metadata": {"Zürich": "B"}}))
+    report = await app.ingest([DocumentSource(filename="offices.jsonl", content=rows.encode())])
+    assert [d.document_id for d in report.documents] == ["once"]
+    assert [(e.source, "send each key once" in e.reason) for e in report.errors] == [("offices.jsonl:line 1", True)]
 
 
 async def test_new_extraction_rules_make_a_stored_document_changed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -199,6 +199,13 @@ def test_html_with_constructs_left_open_is_read_in_one_pass(opened: str) -> None
     assert doc.pages[0].text.startswith("Before.")
 
 
+def test_html_comments_are_no_text_however_long() -> None:
+    """libxml2 keeps a comment of over 10,000,000 characters as text."""
+    draft = "<!-- " + "old draft " * 1_050_000 + "-->"
+    [doc] = load(_src("c.html", f"<html><body>{draft}<p>Visible text.</p><!-- left open <p>hidden</p></body></html>"), 10**8).documents
+    assert doc.pages[0].text == "Visible text."
+
+
 def test_html_with_more_tags_than_a_page_has_is_refused_before_it_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     """BeautifulSoup holds about 600 bytes a tag: 16 MiB of "<b>" took 3.4 GB."""
     from retrieval_server.ingest import loaders
