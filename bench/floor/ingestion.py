@@ -200,6 +200,8 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
                 resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}.jsonl", content=renamed)])
                 if resp.errors:
                     raise RuntimeError(f"ingestion failed: {resp.errors[0].reason}")
+                if resp.documents_not_listed:
+                    raise RuntimeError(f"{resp.documents_not_listed} documents stored past the answer's size limit, their chunks not counted: use fewer --documents")
                 stored = (sum(d.child_chunks for d in resp.documents), sum(d.parent_chunks for d in resp.documents) if embedded[1] else 0)
                 if stored != embedded:
                     raise RuntimeError(f"the server stored {stored} (children, embedded parents) where the encoder embeds {embedded}: not the same texts")

@@ -136,7 +136,8 @@ def ingest(target: str, dataset: BeirDataset, batch: int, progress: bool, transf
     ) as bar:
         for n, (count, payload) in enumerate(dataset.corpus_batches(batch, transform)):
             resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}-{n:05d}.jsonl", content=payload)])
-            docs += len(resp.documents)
+            # Documents past the answer's size limit are stored but not listed: counted, their chunks not.
+            docs += len(resp.documents) + resp.documents_not_listed
             parents += sum(d.parent_chunks for d in resp.documents)
             children += sum(d.child_chunks for d in resp.documents)
             errors.extend(f"{e.source}: {e.reason}" for e in resp.errors)
