@@ -570,7 +570,7 @@ class Application:
         async with self._writing():
             report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
             self.metrics.ingested.inc(len(report.documents))
-            self.metrics.ingest_errors.inc(len(report.errors))
+            self.metrics.ingest_errors.inc(len(report.errors) + report.errors_not_listed)
             if report.documents:
                 self.schedule_optimize()
                 await self._invalidate([d.document_id for d in report.documents if d.replaced])

@@ -172,6 +172,8 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                 report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
                 done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
                 errors += [(e.source, e.reason) for e in report.errors]
+                if report.errors_not_listed:
+                    errors.append(("", f"{report.errors_not_listed} more errors"))
         print("optimizing the vector index...", file=sys.stderr)
         await app.wait_for_optimize()
     finally:

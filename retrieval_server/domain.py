@@ -383,6 +383,8 @@ class IngestFailure:
 class IngestReport:
     documents: tuple[IngestedDocument, ...]
     errors: tuple[IngestFailure, ...]
+    #: errors past the first ``MAX_REPORTED_ERRORS``, counted only
+    errors_not_listed: int = 0
 
 
 class ServiceError(Exception):

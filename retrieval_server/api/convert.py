@@ -14,6 +14,7 @@ from retrieval_server.domain import (
     HealthReport,
     DocumentSource,
     Fusion,
+    IngestReport,
     InvalidArgument,
     Mode,
     QueryMetrics,
@@ -261,6 +262,44 @@ def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
         del response.contexts[keep:]
         response.metrics.degraded.append(CONTEXTS_CAPPED)
     return response
+
+
+#: an error's source and reason as an ingest answer lists them, at most: a JSONL row's source holds
+#: its id, which may be hundreds of KB of pasted text, and 100 of them answered 13.5 MB
+LISTED_SOURCE_CHARS, LISTED_REASON_CHARS = 300, 1_000
+#: bytes a repeated field's entry adds to its own: its tag and length
+_ENTRY_BYTES = 6
+
+
+def _listed(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def ingest_out(report: IngestReport, max_bytes: int) -> pb.IngestDocumentsResponse:
+    """The errors, then the stored documents, in their order, while they fit in ``max_bytes`` (the
+    response limit: a JSONL file of 21,000 rows answered 4.4 MB, which a client reading gRPC's
+    default 4 MiB refused, every row stored); the errors left out are counted by one with an
+    empty source, the documents by ``documents_not_listed``."""
+    room = max_bytes - 64  # the count of errors left out, and documents_not_listed
+    errors, more = [], report.errors_not_listed
+    for e in report.errors:
+        entry = pb.IngestError(source=_listed(e.source, LISTED_SOURCE_CHARS), reason=_listed(e.reason, LISTED_REASON_CHARS))
+        size = entry.ByteSize() + _ENTRY_BYTES
+        if more > report.errors_not_listed or size > room:
+            more += 1  # the rest are counted, in their order
+            continue
+        room -= size
+        errors.append(entry)
+    if more:
+        errors.append(pb.IngestError(source="", reason=f"{more} more errors"))
+    documents = []
+    for d in report.documents:
+        entry = pb.IngestedDocument(document_id=d.document_id, parent_chunks=d.parent_chunks, child_chunks=d.child_chunks, replaced=d.replaced)
+        room -= entry.ByteSize() + _ENTRY_BYTES
+        if room < 0:
+            break
+        documents.append(entry)
+    return pb.IngestDocumentsResponse(documents=documents, errors=errors, documents_not_listed=len(report.documents) - len(documents))
 
 
 def search_out(query: str, results: list[SearchResult]) -> pb.SearchResponse:

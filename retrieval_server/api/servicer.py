@@ -219,19 +219,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             v.raise_if_any()
             report = await self._app.ingest([s for s in sources if s is not None])
             record.update(stored=[d.document_id for d in report.documents], failed=len(report.errors))
-        errors = [pb.IngestError(source=e.source, reason=e.reason) for e in report.errors]
-        # Listed while they fit in the response limit, the errors (at most 1,000) first: a JSONL file
-        # of 21,000 rows answered 4.4 MB, which a client reading gRPC's default 4 MiB refused, every
-        # row stored. Each entry costs its bytes and at most 6 of field tag and length.
-        room = self._s.max_response_bytes - sum(e.ByteSize() + 6 for e in errors)
-        listed = []
-        for d in report.documents:
-            entry = pb.IngestedDocument(document_id=d.document_id, parent_chunks=d.parent_chunks, child_chunks=d.child_chunks, replaced=d.replaced)
-            room -= entry.ByteSize() + 6
-            if room < 0:
-                break
-            listed.append(entry)
-        return pb.IngestDocumentsResponse(documents=listed, errors=errors, documents_not_listed=len(report.documents) - len(listed))
+        return convert.ingest_out(report, self._s.max_response_bytes)
 
     @_rpc
     async def DeleteDocuments(

@@ -308,9 +308,8 @@ class Indexer:
             if writing is not None:
                 await _discard(writing)
             raise
-        if len(errors) > MAX_REPORTED_ERRORS:
-            errors[MAX_REPORTED_ERRORS:] = [IngestFailure("", f"{len(errors) - MAX_REPORTED_ERRORS} more errors")]
-        return IngestReport(tuple(sorted(done, key=lambda d: order[d.document_id])), tuple(errors))
+        return IngestReport(tuple(sorted(done, key=lambda d: order[d.document_id])), tuple(errors[:MAX_REPORTED_ERRORS]),
+                            max(0, len(errors) - MAX_REPORTED_ERRORS))
 
     async def _unchanged(self, p: _Prepared) -> bool:
         """Whether the document is stored as it is, so its write can be skipped. Not while its write

@@ -177,6 +177,18 @@ async def test_an_ingest_answer_lists_the_stored_documents_that_fit_and_counts_t
         assert 100 < len(resp.documents) < 1_500 and len(resp.documents) + resp.documents_not_listed == 1_500
         assert [d.document_id for d in resp.documents] == [f"row-{i:05d}-" + "x" * 100 for i in range(len(resp.documents))]
         assert await running.app.metadata.count_documents() == 1_500
+        # Errors take their part of it too, each cut to length: 100 rows whose ids are pasted text
+        # (130 KB each, 4 KB here) answered 13.5 MB.
+        def pasted(f: int) -> pb.DocumentInput:
+            rows = [json.dumps({"_id": f"{f}-{i} " + "pasted text " * 350, "text": "x"}) for i in range(100)]
+            return pb.DocumentInput(filename=f"pasted{f}.jsonl", content="\n".join([*rows, json.dumps({"_id": f"fine{f}", "text": "Fine."})]).encode())
+
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = pb_grpc.RetrievalServiceStub(channel)
+            resp = await stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[pasted(f) for f in range(3)]), metadata=ADMIN)
+        assert resp.ByteSize() <= limit and len(resp.documents) + resp.documents_not_listed == 3
+        assert all(len(e.source) <= 300 for e in resp.errors) and 100 < len(resp.errors) < 300
+        assert resp.errors[-1].source == "" and resp.errors[-1].reason == f"{300 - (len(resp.errors) - 1)} more errors"
     finally:
         await running.stop(1.0)
 
