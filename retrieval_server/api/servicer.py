@@ -218,7 +218,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             sources = [v.check(convert.document_in, d, i, self._s.max_document_bytes) for i, d in enumerate(request.documents[:limit])]
             v.raise_if_any()
             report = await self._app.ingest([s for s in sources if s is not None])
-            record.update(stored=[d.document_id for d in report.documents], failed=len(report.errors))
+            record.update(stored=[d.document_id for d in report.documents], failed=len(report.errors) + report.errors_not_listed)
         return convert.ingest_out(report, self._s.max_response_bytes)
 
     @_rpc
