@@ -127,6 +127,15 @@ def composed(value: str) -> str:
     return unicodedata.normalize("NFC", stream_safe(without_surrogates(value)))
 
 
+def cut_utf8(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` bytes of UTF-8, an ellipsis where it was cut (what a response
+    may carry of a caller's text: a status message, an ingest error's source)."""
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= limit:
+        return encoded.decode("utf-8")
+    return encoded[: limit - 3].decode("utf-8", "ignore") + "…"
+
+
 def composed_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     """``metadata`` as it is stored, keys and values :func:`composed`. ValueError when two keys are
     one once composed ("Zu\u0308rich" and "Zürich"): one value would be dropped without a word."""

@@ -25,7 +25,7 @@ from retrieval_server.domain import (
     Strategy,
 )
 from retrieval_server.identifiers import (
-    MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_fields, check_grantees, composed, trim,
+    MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_fields, check_grantees, composed, cut_utf8, trim,
 )
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
@@ -264,15 +264,11 @@ def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
     return response
 
 
-#: an error's source and reason as an ingest answer lists them, at most: a JSONL row's source holds
-#: its id, which may be hundreds of KB of pasted text, and 100 of them answered 13.5 MB
-LISTED_SOURCE_CHARS, LISTED_REASON_CHARS = 300, 1_000
+#: an error's source and reason as an ingest answer lists them, at most, in bytes of UTF-8: a JSONL
+#: row's source holds its id, which may be hundreds of KB of pasted text, and 100 answered 13.5 MB
+LISTED_SOURCE_BYTES, LISTED_REASON_BYTES = 300, 1_000
 #: bytes a repeated field's entry adds to its own: its tag and length
 _ENTRY_BYTES = 6
-
-
-def _listed(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def ingest_out(report: IngestReport, max_bytes: int) -> pb.IngestDocumentsResponse:
@@ -283,7 +279,7 @@ def ingest_out(report: IngestReport, max_bytes: int) -> pb.IngestDocumentsRespon
     room = max_bytes - 64  # the count of errors left out, and documents_not_listed
     errors, more = [], report.errors_not_listed
     for e in report.errors:
-        entry = pb.IngestError(source=_listed(e.source, LISTED_SOURCE_CHARS), reason=_listed(e.reason, LISTED_REASON_CHARS))
+        entry = pb.IngestError(source=cut_utf8(e.source, LISTED_SOURCE_BYTES), reason=cut_utf8(e.reason, LISTED_REASON_BYTES))
         size = entry.ByteSize() + _ENTRY_BYTES
         if more > report.errors_not_listed or size > room:
             more += 1  # the rest are counted, in their order

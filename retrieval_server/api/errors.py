@@ -28,6 +28,7 @@ from retrieval_server.domain import (
     Unauthenticated,
     Unavailable,
 )
+from retrieval_server.identifiers import cut_utf8
 
 DOMAIN = "retrieval.v1"
 
@@ -69,18 +70,10 @@ MAX_VIOLATION_BYTES = 256
 MAX_VIOLATIONS_BYTES = 1_536
 
 
-def _cut(text: str, limit: int) -> str:
-    """``text`` in at most ``limit`` bytes of UTF-8, an ellipsis where it was cut."""
-    encoded = text.encode("utf-8", "replace")
-    if len(encoded) <= limit:
-        return encoded.decode("utf-8")
-    return encoded[: limit - 3].decode("utf-8", "ignore") + "…"
-
-
 def _violations(violations: tuple[tuple[str, str], ...]) -> list[error_details_pb2.BadRequest.FieldViolation]:
     out, used = [], 0
     for n, (field, description) in enumerate(violations):
-        field, description = _cut(field, MAX_VIOLATION_BYTES), _cut(description, MAX_VIOLATION_BYTES)
+        field, description = cut_utf8(field, MAX_VIOLATION_BYTES), cut_utf8(description, MAX_VIOLATION_BYTES)
         used += len(field.encode()) + len(description.encode())
         if used > MAX_VIOLATIONS_BYTES:
             out.append(error_details_pb2.BadRequest.FieldViolation(description=f"{len(violations) - n} more invalid fields"))
@@ -98,7 +91,7 @@ def status_of(exc: ServiceError) -> grpc.Status:
         details.append(_packed(error_details_pb2.ErrorInfo(reason=reason_of(exc), domain=DOMAIN)))
     if retry_s is not None:
         details.append(_packed(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(retry_s)))))
-    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=_cut(str(exc), MAX_MESSAGE_BYTES), details=details)
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=cut_utf8(str(exc), MAX_MESSAGE_BYTES), details=details)
     return rpc_status.to_status(status)
 
 

@@ -187,7 +187,7 @@ async def test_an_ingest_answer_lists_the_stored_documents_that_fit_and_counts_t
             stub = pb_grpc.RetrievalServiceStub(channel)
             resp = await stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[pasted(f) for f in range(3)]), metadata=ADMIN)
         assert resp.ByteSize() <= limit and len(resp.documents) + resp.documents_not_listed == 3
-        assert all(len(e.source) <= 300 for e in resp.errors) and 100 < len(resp.errors) < 300
+        assert all(len(e.source.encode()) <= 300 for e in resp.errors) and 100 < len(resp.errors) < 300
         assert resp.errors[-1].source == "" and resp.errors[-1].reason == f"{300 - (len(resp.errors) - 1)} more errors"
     finally:
         await running.stop(1.0)

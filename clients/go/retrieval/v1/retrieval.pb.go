@@ -1966,7 +1966,7 @@ func (x *IngestedDocument) GetReplaced() bool {
 // could not be read and its first 100 that could not be stored, then one error (`<file
 // name>:line <n>+`, or the file name) counting the rest of each; a response lists 1,000 errors
 // at most, as many as fit in RETRIEVAL_MAX_RESPONSE_BYTES, then one with an empty source
-// counting the rest. A source is cut to 300 characters and a reason to 1,000 (ending in "…").
+// counting the rest. A source is cut to 300 bytes of UTF-8 and a reason to 1,000 (ending in "…").
 type IngestError struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache

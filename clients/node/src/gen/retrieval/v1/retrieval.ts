@@ -901,7 +901,7 @@ export interface IngestedDocument {
  * could not be read and its first 100 that could not be stored, then one error (`<file
  * name>:line <n>+`, or the file name) counting the rest of each; a response lists 1,000 errors
  * at most, as many as fit in RETRIEVAL_MAX_RESPONSE_BYTES, then one with an empty source
- * counting the rest. A source is cut to 300 characters and a reason to 1,000 (ending in "…").
+ * counting the rest. A source is cut to 300 bytes of UTF-8 and a reason to 1,000 (ending in "…").
  */
 export interface IngestError {
   /**
