@@ -201,6 +201,17 @@ def clean_user_id(raw: str, field: str) -> str:
     return value
 
 
+def exact_identity(raw: str, field: str, max_chars: int = MAX_USER_ID_CHARS, user: bool = True) -> str:
+    """A caller's user id (or, ``user=False``, group) taken as sent: ValueError naming ``field``
+    when it is invalid or not what :func:`clean_user_id` makes of it. An identity provider tells
+    "alice" from "alice\u200b" and " hr ": trimmed, either read the other's documents. Ids that
+    arrive with documents are trimmed instead, so that an admin's typing finds them again."""
+    value = clean_user_id(raw, field) if user else clean_identifier(raw, field, max_chars)
+    if value != raw:
+        raise ValueError(f"{field} must be sent as it is stored: in NFC, without white space or invisible characters around it (got {raw[:40]!r})")
+    return value
+
+
 def check_grantees(user_ids: Iterable[str]) -> None:
     """ValueError naming the field and its limit when more than :data:`MAX_GRANTEES` distinct users
     (as trimmed) are granted one document."""

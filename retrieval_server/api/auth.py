@@ -29,7 +29,7 @@ from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, HeaderIde
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
-from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS, clean_identifier, clean_user_id
+from retrieval_server.identifiers import MAX_GROUPS, exact_identity
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +93,17 @@ class HeaderAuthenticator:
 
 
 def peer_names(context: grpc.aio.ServicerContext) -> set[str]:
-    """The names in the peer's verified client certificate: its subject alternative names, or its
-    common name when it has none (RFC 6125: a certificate that names its subject in SANs is not
-    also that of the name in its CN, which a CA may issue from a client's request unchecked);
-    empty without mutual TLS."""
+    """The names in the peer's verified client certificate: its DNS and URI subject alternative
+    names, or its common name when it has no SAN at all (RFC 6125: a certificate that names its
+    subject in SANs is not also that of the name in its CN, which a CA may issue from a client's
+    request unchecked); empty without mutual TLS. grpc lists e-mail and IP SANs among the SANs
+    too: a CA checks an e-mail address far less than a host name, and one spelled like a
+    gateway's name made its holder a gateway."""
     auth = context.auth_context() or {}
-    names = auth.get("x509_subject_alternative_name") or auth.get("x509_common_name") or ()
+    if auth.get("x509_subject_alternative_name"):
+        names = [*auth.get("peer_dns", ()), *auth.get("peer_uri", ())]
+    else:
+        names = auth.get("x509_common_name") or []
     return {v.decode(errors="replace") if isinstance(v, bytes) else str(v) for v in names}
 
 
@@ -184,16 +189,19 @@ class JwtAuthenticator:
             raise Unauthenticated("the authorization metadata must be 'Bearer <token>'", "TOKEN_MALFORMED")
         claims = await self._verifier.verify(token.strip())
         raw_user = _claim(claims, self._user_claim)
+        if raw_user is None:
+            raise Unauthenticated(f"the token has no '{self._user_claim}' claim naming the user", "TOKEN_CLAIM_MISSING")
         try:
-            user = clean_user_id(raw_user, f"the token's {self._user_claim} claim") if isinstance(raw_user, str) else None
-            groups = tuple(sorted({clean_identifier(g, "a group", MAX_USER_ID_CHARS) for g in _names(_claim(claims, self._groups_claim))}))  if self._groups_claim else ()
+            if not isinstance(raw_user, str):
+                raise ValueError(f"the token's {self._user_claim} claim must be a string (got {type(raw_user).__name__})")
+            user = exact_identity(raw_user, f"the token's {self._user_claim} claim")
+            groups = tuple(sorted({exact_identity(g, f"a group of the token's {self._groups_claim} claim", user=False)
+                                   for g in _names(_claim(claims, self._groups_claim))})) if self._groups_claim else ()
             if len(groups) > MAX_GROUPS:
                 # Every read names each of them, twice: 2,000 made a graph statement SQLite refuses.
                 raise ValueError(f"the token's {self._groups_claim} claim names {len(groups)} groups; at most {MAX_GROUPS} are read")
         except ValueError as exc:
             raise Unauthenticated(str(exc), "TOKEN_CLAIM_INVALID") from None
-        if user is None:
-            raise Unauthenticated(f"the token has no '{self._user_claim}' claim naming the user", "TOKEN_CLAIM_MISSING")
         return Identity(user, self._role(claims), groups, verified_by="jwt")
 
     async def close(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from retrieval_server.domain import Identity, InvalidArgument, Role
-from retrieval_server.identifiers import MAX_USER_ID_CHARS, clean_user_id, trim
+from retrieval_server.identifiers import MAX_USER_ID_CHARS, exact_identity
 
 USER_ID_HEADER = "x-user-id"
 ROLE_HEADER = "x-user-role"
@@ -18,7 +18,10 @@ _NAMED_ROLES = tuple(r.value for r in Role if r is not Role.ANONYMOUS)
 def identity_from_headers(user_id: str, role: str, verified_by: str = "headers") -> Identity:
     """The identity the two headers' values (empty when absent) name; InvalidArgument when either is malformed."""
     try:
-        user = clean_user_id(user_id, USER_ID_HEADER) if trim(user_id, USER_ID_HEADER, MAX_USER_ID_CHARS) else None
+        # Space and tab around a header's value are no part of it (RFC 9110, 5.5); anything else
+        # that trimming would drop names another account, and is refused.
+        user_id = user_id.strip(" \t")
+        user = exact_identity(user_id, USER_ID_HEADER) if user_id else None
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
     raw_role = role.strip().upper()

@@ -29,6 +29,7 @@ from retrieval_server.domain import (
     QueryResult,
     Role,
     ServiceError,
+    Unauthenticated,
 )
 
 log = logging.getLogger(__name__)
@@ -264,6 +265,11 @@ def register(servicer: RetrievalServicer, edge: Edge) -> None:
 
 def _require_admin(rpc: str) -> None:
     identity = current_identity()
+    if identity.role is Role.ANONYMOUS:
+        # No credentials at all: UNAUTHENTICATED, as jwt mode says it (TOKEN_MISSING), so that a
+        # client's log-in logic acts the same whatever the server's mode.
+        raise Unauthenticated(f"{rpc} needs an authenticated caller with the role ADMIN or SUPER_ADMIN; the call names no one",
+                              "CREDENTIALS_MISSING")
     if identity.role not in _ADMIN_ROLES:
         who = f"{identity.user_id} ({identity.role.value}, verified by {identity.verified_by})" if identity.user_id else "an anonymous caller"
         raise PermissionDenied(f"{rpc} needs the role ADMIN or SUPER_ADMIN; the caller is {who}")

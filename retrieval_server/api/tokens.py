@@ -46,6 +46,8 @@ _REASONS: tuple[tuple[type[Exception], str, str], ...] = (
     (jwt.MissingRequiredClaimError, "TOKEN_CLAIM_MISSING", "the token lacks a required claim"),
     (jwt.InvalidSignatureError, "TOKEN_SIGNATURE", "the token's signature does not verify"),
     (jwt.InvalidAlgorithmError, "TOKEN_ALGORITHM", "the token's algorithm is not accepted"),
+    (jwt.exceptions.InvalidSubjectError, "TOKEN_CLAIM_INVALID", "the token's sub claim must be a string"),
+    (jwt.exceptions.InvalidJTIError, "TOKEN_CLAIM_INVALID", "the token's jti claim must be a string"),
     (jwt.DecodeError, "TOKEN_MALFORMED", "the token is not a well-formed JWT"),
     (jwt.InvalidTokenError, "TOKEN_INVALID", "the token is not valid"),
 )
@@ -274,7 +276,9 @@ class TokenVerifier:
                 issuer=self._issuer,
                 audience=self._audience,
                 leeway=self._leeway,
-                options={"require": self._required, "verify_aud": self._audience is not None},
+                # PyJWT's own rule without an audience set: a token naming one is for another
+                # service (a shared realm mints them for every app in it) and is refused.
+                options={"require": self._required},
             )
         except jwt.InvalidTokenError as exc:
             for kind, reason, message in _REASONS:

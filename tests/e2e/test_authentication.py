@@ -96,6 +96,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         # A gateway's name in the CN only: its SANs say who it is.
         "impostor": ca.issue("gateway.internal", dns=("impostor.internal",), client=True,
                              cert_path=root / "impostor.pem", key_path=root / "impostor-key.pem"),
+        # A gateway's name as an e-mail address, which CAs check far less than a host name.
+        "mailer": ca.issue("mailer", emails=("gateway.internal",), client=True),
         "foreign": other.issue("foreign-client", client=True),
     }
 
@@ -279,7 +281,7 @@ async def test_gateway_headers_are_trusted_from_allowed_peers_only(tmp_path: Pat
         through_gateway = Tls(ca=ca.ca, cert=gateway.cert, key=gateway.key)
         async with AsyncRetrievalClient(target, tls=through_gateway, user_id="alice", role="USER") as client:
             assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid")) & PRIVATE == {"alice-review"}
-        for peer, headers in itertools.product((intruder, pki["impostor"]), ({"user_id": "alice", "role": "SUPER_ADMIN"}, {})):
+        for peer, headers in itertools.product((intruder, pki["impostor"], pki["mailer"]), ({"user_id": "alice", "role": "SUPER_ADMIN"}, {})):
             async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca, cert=peer.cert, key=peer.key), **headers) as client:
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await client.query(QUESTION, top_k=5)

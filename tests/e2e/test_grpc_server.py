@@ -337,10 +337,11 @@ async def test_many_invalid_fields_or_a_long_header_still_reach_the_caller_as_in
 
 
 async def test_admin_rpcs_need_an_admin_role(live: Live) -> None:
-    for md in ((), (("x-user-id", "alice"),)):
+    # Without credentials the caller is not authenticated; with a user id but no role, not allowed.
+    for md, code in (((), grpc.StatusCode.UNAUTHENTICATED), ((("x-user-id", "alice"),), grpc.StatusCode.PERMISSION_DENIED)):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await live.stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=["volcanoes"]), metadata=md)
-        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert err.value.code() == code
     resp = await live.stub.Query(pb.QueryRequest(query="molten rock", top_k=3))
     assert "volcanoes" in {c.document_id for c in resp.contexts}
     with pytest.raises(grpc.aio.AioRpcError) as err:

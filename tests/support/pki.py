@@ -47,12 +47,12 @@ class Authority:
         self.ca = folder / f"{name}-ca.pem"
         self.ca.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, common_name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), client: bool = False,
+    def issue(self, common_name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), emails: tuple[str, ...] = (), client: bool = False,
               cert_path: Path | None = None, key_path: Path | None = None) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         serial = x509.random_serial_number()
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips] + [x509.RFC822Name(e) for e in emails]
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(common_name))

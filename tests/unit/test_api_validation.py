@@ -93,6 +93,15 @@ def test_header_identities_are_remembered_per_pair_of_values_and_failures_are_no
     assert HeaderIdentities(verified_by="gateway")({"x-user-id": "carol"}).verified_by == "gateway"
 
 
+def test_a_header_user_id_is_the_account_it_names_not_one_trimming_makes_of_it() -> None:
+    """Space and tab around a header value are no part of it; a zero-width space or a no-break
+    space is, and "alice\u200b" trimmed to "alice" read alice's documents."""
+    assert identity_from_headers("\talice ", "").user_id == "alice"
+    for forged in ("alice\u200b", "\ufeffalice", "alice\xa0", "Zu\u0308rich"):
+        with pytest.raises(InvalidArgument, match="x-user-id must be sent as it is stored"):
+            identity_from_headers(forged, "")
+
+
 def test_padded_header_values_are_parsed_but_not_remembered() -> None:
     identities = HeaderIdentities()
     padded = {"x-user-id": " " * 7000 + "u1", "x-user-role": " " * 7000 + "admin"}

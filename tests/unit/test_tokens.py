@@ -73,9 +73,9 @@ async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
     from retrieval_server.config import load_settings
     from retrieval_server.domain import Role
     from retrieval_server.identifiers import MAX_GROUPS
-    from tests.support.tokens import SECRET, claims, hs256
+    from tests.support.tokens import AUDIENCE, SECRET, claims, hs256
 
-    auth = authenticator_for(load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_secret=SECRET, jwt_groups_claim="groups"))
+    auth = authenticator_for(load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_secret=SECRET, jwt_groups_claim="groups", jwt_audience=AUDIENCE))
 
     async def identify(**extra: Any) -> Any:
         token = hs256(claims("dave", **extra))
@@ -94,5 +94,60 @@ async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
         with pytest.raises(Unauthenticated, match=f"names {MAX_GROUPS + 1} groups; at most {MAX_GROUPS} are read") as refused:
             await identify(groups=[f"g{i}" for i in range(MAX_GROUPS + 1)])
         assert refused.value.reason == "TOKEN_CLAIM_INVALID"
+    finally:
+        await auth.close()
+
+
+async def _identify(auth: Any, payload: dict[str, Any]) -> Any:
+    from tests.support.tokens import hs256
+
+    token = hs256(payload)
+    return await auth.identify(lambda: {"authorization": f"Bearer {token}"}, None, True)
+
+
+async def test_a_user_or_group_is_taken_as_the_token_names_it_never_trimmed_into_another(tmp_path: Path) -> None:
+    """"alice\u200b" is another account of the identity provider than "alice": trimmed, it read
+    alice's documents. So is the group " hr " another than "hr"."""
+    from retrieval_server.api.auth import authenticator_for
+    from retrieval_server.config import load_settings
+    from tests.support.tokens import AUDIENCE, SECRET, claims
+
+    auth = authenticator_for(load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_secret=SECRET, jwt_audience=AUDIENCE,
+                                           jwt_groups_claim="groups", jwt_user_claim="preferred_username"))
+    try:
+        assert (await _identify(auth, claims("x", preferred_username="alice", groups=["hr"]))).principals == ("alice", "group:hr")
+        for user, groups in (("alice\u200b", []), ("\ufeffalice", []), ("alice\xa0", []), (" alice", []), ("Zu\u0308rich", []),
+                             ("mallory", ["hr\u200b"]), ("mallory", [" hr "])):
+            with pytest.raises(Unauthenticated, match="must be sent as it is stored") as refused:
+                await _identify(auth, claims("x", preferred_username=user, groups=groups))
+            assert refused.value.reason == "TOKEN_CLAIM_INVALID"
+        # A claim that is there but no string is invalid, not missing, and says what it holds.
+        for value, kind in ((12345, "int"), (["alice"], "list")):
+            with pytest.raises(Unauthenticated, match=f"preferred_username claim must be a string \\(got {kind}\\)") as refused:
+                await _identify(auth, claims("x", preferred_username=value))
+            assert refused.value.reason == "TOKEN_CLAIM_INVALID"
+        with pytest.raises(Unauthenticated, match="no 'preferred_username' claim") as refused:
+            await _identify(auth, claims("x"))
+        assert refused.value.reason == "TOKEN_CLAIM_MISSING"
+        with pytest.raises(Unauthenticated, match="sub claim must be a string") as refused:
+            await _identify(auth, {**claims("x", preferred_username="alice"), "sub": 12345})
+        assert refused.value.reason == "TOKEN_CLAIM_INVALID"
+    finally:
+        await auth.close()
+
+
+async def test_without_an_audience_set_a_token_meant_for_another_service_is_refused(tmp_path: Path) -> None:
+    """One realm of an identity provider mints tokens for every app in it: one naming another
+    audience is not for us, even when RETRIEVAL_JWT_AUDIENCE is unset."""
+    from retrieval_server.api.auth import authenticator_for
+    from retrieval_server.config import load_settings
+    from tests.support.tokens import SECRET, claims
+
+    auth = authenticator_for(load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_secret=SECRET))
+    try:
+        with pytest.raises(Unauthenticated) as refused:
+            await _identify(auth, claims("alice", aud="billing-service"))
+        assert refused.value.reason == "TOKEN_AUDIENCE"
+        assert (await _identify(auth, claims("alice", aud=None))).principals == ("alice",)
     finally:
         await auth.close()
