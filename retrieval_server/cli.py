@@ -512,7 +512,14 @@ def _run_service(settings: Settings, args: argparse.Namespace, keep: list[object
 def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) -> int:
     """Run one command. ``keep`` receives what the command closed but did not free (an application
     and its model session): the caller frees it, or exits without freeing it (:func:`run`)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "ingest" and args.document_id is not None:
+        # Refused before anything is sent: the second file failed as another's id, after the
+        # first was stored, with advice (rename the files) that did not apply.
+        named = sum(1 for f in _files(args.paths) if f.suffix.lower() != ".jsonl")
+        if named > 1:
+            parser.error(f"--document-id names one file; {named} were given")
     settings = None
     if args.command in _SERVICE_COMMANDS or (args.command == "ingest" and args.local):
         from retrieval_server.config import ConfigError, load_settings

@@ -41,6 +41,13 @@ def _invisible(ch: str) -> bool:
     return ch.isspace() or unicodedata.category(ch) == "Cf"
 
 
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` holds a character that is neither white space nor a format or control
+    character: zero-width spaces, BOMs or NULs alone tokenize to nothing, and a chunk of them,
+    embedded from an empty input, topped searches it has nothing to do with."""
+    return any(not (ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc")) for ch in text)
+
+
 #: the longest run of combining marks text may hold (UAX #15's stream-safe bound): NFC puts a run
 #: in order by insertion, in time quadratic in its length (a 160 KB run held the event loop 5 s);
 #: no language stacks more than a handful on one letter

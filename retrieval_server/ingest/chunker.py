@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer
 
 from retrieval_server.domain import ChildChunk, ParentChunk
+from retrieval_server.identifiers import has_visible_text
 
 # A sentence ends at . ! ? and the closing quotes or brackets after it, before whitespace; or at a
 # blank line.
@@ -197,7 +198,7 @@ class Chunker:
             spans = self._spans(text)
             for group in self._windows(spans, self.sizes.parent_tokens, 0):
                 content = text[group[0].start : group[-1].end].strip()
-                if not content:
+                if not has_visible_text(content):
                     continue  # pieces of a long run of white space, cut like a long word
                 p_index = len(parents)
                 parent_id = f"{document_id}#p{p_index}"
@@ -213,7 +214,7 @@ class Chunker:
                 )
                 for window in self._windows(group, self.sizes.child_tokens, self.sizes.child_overlap_tokens):
                     words = [t for s in window if (t := text[s.start : s.end].strip())]
-                    if not words:
+                    if not has_visible_text("".join(words)):
                         continue
                     c_index = len(children)
                     children.append(

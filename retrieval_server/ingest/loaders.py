@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import Any
 
 from retrieval_server.domain import DocumentSource
 from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata
@@ -78,9 +80,14 @@ def _load_text(src: DocumentSource) -> list[LoadedDocument]:
 #: and only text up to the last ")" is searched: a start that cannot end read on to the end of the
 #: text, from every start (quadratic: 112 KB of "](data:" took a minute).
 _DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)]*+(\))")
-#: a heading's text, read in one pass (the lazy pattern before was cubic in a line of spaces); a
-#: line ends at LF, CRLF or CR alone (old Mac files: their whole text was taken for the title)
-_HEADING = re.compile(r"(?:^|(?<=\r))#[ \t]+(\S[^\r\n]*)", flags=re.MULTILINE)
+#: the same file as a reference definition's target (``[logo]: data:image/png;base64,...``) or an
+#: HTML image's source in Markdown (``<img src="data:...">``), each ending at white space or a quote
+_DATA_TARGET = re.compile(r"(^[ ]{0,3}\[[^\]\r\n]{1,999}\]:[ \t]*|\bsrc[ \t]*=[ \t]*[\"']?)<?data:[^,\s\"'>]{0,300};base64,[^\s\"'>]*+>?",
+                          flags=re.MULTILINE | re.IGNORECASE)
+#: a heading's text, read in one pass (the lazy pattern before was cubic in a line of spaces)
+_HEADING = re.compile(r"#[ \t]+(\S.*)")
+#: a code fence's opening or closing line: its character and length (CommonMark)
+_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
 
 
 def _heading_text(line: str) -> str:
@@ -95,13 +102,36 @@ def _heading_text(line: str) -> str:
 
 def _without_data_uris(text: str) -> str:
     last = text.rfind(")") + 1
-    return _DATA_URI.sub(r"\1\2", text[:last]) + text[last:]
+    return _DATA_TARGET.sub(r"\1", _DATA_URI.sub(r"\1\2", text[:last]) + text[last:])
+
+
+def _markdown_title(text: str) -> str:
+    """The text of the first ``# `` heading outside front matter and code blocks: a shell comment
+    in a fenced block, or a YAML comment in front matter, is no heading. A line ends at LF, CRLF
+    or CR alone (old Mac files: their whole text was taken for the title)."""
+    lines = iter(text.splitlines())
+    first = next(lines, "")
+    if first.rstrip() == "---":  # front matter: up to its closing line
+        for line in lines:
+            if line.rstrip() in ("---", "..."):
+                break
+        first = ""
+    fence = ""
+    for line in itertools.chain((first,), lines):
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) and not line[opened.end():].strip():
+                fence = ""
+        elif opened:
+            fence = opened.group(1)
+        elif heading := _HEADING.match(line):
+            return _heading_text(heading.group(1))
+    return ""
 
 
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
     text = _without_data_uris(_text(src.content, "file"))
-    heading = _HEADING.search(text)
-    title = src.title or (_found_title(_heading_text(heading.group(1))) if heading else "") or _stem(src.name)
+    title = src.title or _found_title(_markdown_title(text)) or _stem(src.name)
     return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
 
 
@@ -110,18 +140,36 @@ def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
 MAX_HTML_TAGS = 1_000_000
 
 
-def _without_comments(html: str) -> str:
-    """``html`` without its comments, one left open taking the rest (as HTML reads it): libxml2
-    keeps a comment of over 10,000,000 characters as text, which was then indexed. In one pass:
-    each search goes on from where the last one ended."""
-    out, at = [], 0
-    while (start := html.find("<!--", at)) >= 0:
-        out.append(html[at:start])
-        end = html.find("-->", start + 4)
-        if end < 0:
-            return "".join(out)
-        at = end + 3
-    out.append(html[at:])
+#: elements that end a line of text; any other tag sits inside a word or a sentence
+#: ("H<sub>2</sub>O", "<b>un</b>believable"), whose text must stay together
+_BLOCKS = frozenset({
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hgroup",
+    "hr", "legend", "li", "main", "nav", "ol", "option", "p", "pre", "section", "summary", "table", "tbody", "td",
+    "tfoot", "th", "thead", "tr", "ul",
+})
+
+
+def _page_text(root: Any) -> str:
+    """The text of ``root`` as a page shows it: block elements become line breaks so sentences and
+    paragraphs survive the flattening, inline ones join their text. Walked with a stack, not
+    recursion (a page nests deeper than Python recurses) nor by inserting line breaks into the
+    tree (bs4 finds a node's place among its siblings by a scan: 500,000 paragraphs never ended)."""
+    from bs4 import CData, NavigableString, Tag
+
+    out: list[str] = []
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if node is None:  # a block element's end
+            out.append("\n")
+        elif isinstance(node, Tag):
+            if node.name in _BLOCKS:
+                out.append("\n")
+                stack.append(None)
+            stack.extend(reversed(node.contents))
+        elif type(node) in (NavigableString, CData):  # not comments, doctypes or declarations
+            out.append(node)
     return "".join(out)
 
 
@@ -131,14 +179,14 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     if (tags := src.content.count(b"<")) > MAX_HTML_TAGS:
         raise LoadError(f"it has more than {MAX_HTML_TAGS} tags ({tags} '<'): convert it to text first")
     # libxml2's parser: html.parser rescanned the rest of the file for each tag, comment or
-    # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s).
-    soup = BeautifulSoup(_without_comments(_text(src.content, "file")), "lxml")
+    # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s). Without
+    # huge_tree, libxml2 keeps a comment of over 10,000,000 characters as text, which was indexed.
+    soup = BeautifulSoup(_text(src.content, "file"), "lxml", huge_tree=True)
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
     title = src.title or (_found_title(soup.title.get_text(strip=True)) if soup.title else "") or _stem(src.name)
     body = soup.body or soup
-    # Block elements become line breaks so sentences and paragraphs survive the flattening.
-    text = re.sub(r"\n\s*\n+", "\n\n", body.get_text("\n")).strip()
+    text = re.sub(r"\n\s*\n+", "\n\n", _page_text(body)).strip()
     return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
 
 

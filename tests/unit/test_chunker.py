@@ -170,3 +170,12 @@ def test_text_is_tokenized_in_bounded_pieces_and_chunked_the_same(chunker: Chunk
     assert all(t[-1].isspace() for t in pieces[:-1]) and "".join(pieces) == long_sentence  # cut after white space, nothing lost
     assert "".join("".join(p.content for p in parents).split()) == "".join(long_sentence.split())
     assert all(c.tokens <= chunker.sizes.child_tokens for c in children)
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b\u200b", "\u200e\u200f\u2060\ufeff", "\x00\x00 \x00", " \u200b\n\u00ad "])
+def test_text_of_invisible_characters_alone_makes_no_chunk(chunker: Chunker, text: str) -> None:
+    """Zero-width spaces, marks, BOMs or NULs tokenize to nothing: a chunk of them was embedded
+    from an empty input and topped searches it had nothing to do with."""
+    assert chunker.chunk("doc", [(0, text)]) == ([], [])
+    parents, children = chunker.chunk("doc", [(0, text + " Visible words." + text)])
+    assert len(parents) == len(children) == 1 and "Visible words." in children[0].content

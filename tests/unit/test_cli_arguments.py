@@ -87,3 +87,23 @@ def test_an_ipv6_listen_address_is_taken_bare_or_in_brackets() -> None:
         s = load_settings(host=host, metrics_enabled=False)
         assert s.host == "::1" and listen_address(s.host, 50051) == "[::1]:50051"
     assert listen_address("127.0.0.1", 1) == "127.0.0.1:1"
+
+
+def test_a_document_id_for_several_files_is_refused_before_anything_is_sent(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pathlib import Path
+
+    folder = Path(str(tmp_path))
+    for name in ("a.txt", "b.txt", "rows.jsonl"):
+        (folder / name).write_text("text")
+    sent: list[object] = []
+    monkeypatch.setattr(cli, "_ingest_remote", lambda args: sent.append(args) or 0)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["ingest", "--document-id", "handbook", str(folder / "a.txt"), str(folder / "b.txt")])
+    assert stopped.value.code == 2 and "--document-id names one file; 2 were given" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["ingest", "--document-id", "handbook", str(folder)])
+    assert not sent
+    # One file, beside files of rows that carry their own ids, is what the option is for.
+    assert cli.main(["ingest", "--document-id", "handbook", str(folder / "a.txt"), str(folder / "rows.jsonl")]) == 0 and len(sent) == 1

@@ -206,6 +206,30 @@ def test_html_comments_are_no_text_however_long() -> None:
     assert doc.pages[0].text == "Visible text."
 
 
+@pytest.mark.parametrize("html", [
+    "<p>Intro.</p><script>if (s.startsWith('<!--')) skip();</script><p>Refund policy: 30 days.</p>",
+    "<p>Intro. <a title='<!--'>link</a></p><p>Refund policy: 30 days.</p>",
+    "<p>Intro.</p><textarea><!-- example</textarea><p>Refund policy: 30 days.</p>",
+    "<p>Intro.</p><!--><p>Refund policy: 30 days.</p>",
+    "<p>Intro.</p><!---><p>Refund policy: 30 days.</p>",
+    "<p>Intro.</p><!-- note --!><p>Refund policy: 30 days.</p>",
+])
+def test_html_comments_are_where_html_reads_them_not_wherever_a_comment_opener_is_written(html: str) -> None:
+    """A search for "<!--" took one in a script, an attribute or a textarea for a comment, and
+    missed the ones HTML closes early: the rest of the page was dropped without a word."""
+    [doc] = load(_src("p.html", html)).documents
+    assert doc.pages[0].text.startswith("Intro.") and doc.pages[0].text.endswith("Refund policy: 30 days.")
+
+
+def test_html_inline_tags_keep_their_words_whole_and_blocks_end_lines() -> None:
+    html = ("<p>Water is H<sub>2</sub>O. The <b>un</b>believable results came from <a href=x>re</a>ranking.</p>"
+            "<ul><li>one</li><li>two</li></ul>line<br>break<table><tr><td>a</td><td>b</td></tr></table>")
+    [doc] = load(_src("p.html", html)).documents
+    lines = doc.pages[0].text.split("\n")
+    assert "Water is H2O. The unbelievable results came from reranking." in lines
+    assert {"one", "two", "line", "break", "a", "b"} <= set(lines)
+
+
 def test_html_with_more_tags_than_a_page_has_is_refused_before_it_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     """BeautifulSoup holds about 600 bytes a tag: 16 MiB of "<b>" took 3.4 GB."""
     from retrieval_server.ingest import loaders
@@ -236,3 +260,24 @@ def test_a_pdf_holds_at_most_a_few_characters_a_byte_of_its_file(monkeypatch: py
     assert 1 < page < 20 and 16 * len(pdf) < page * 10_000
     monkeypatch.setattr(loaders, "PDF_MIN_TEXT_CHARS", 10**6)
     assert len(load(_src("shared.pdf", pdf)).documents[0].pages) == 20  # a small file may hold up to the floor
+
+
+def test_a_markdown_title_is_no_comment_in_code_or_front_matter() -> None:
+    code = "Intro.\n\n```bash\n# install the toolchain first\nmake\n```\n\n# Build server guide\n\nText."
+    assert load(_src("b.md", code)).documents[0].title == "Build server guide"
+    tilde = "~~~~\n# not this\n~~~\n# nor this\n~~~~\n# Guide"  # a shorter fence closes nothing
+    assert load(_src("t.md", tilde)).documents[0].title == "Guide"
+    front = "---\ntitle: x\n# internal: yes\n---\n# Handbook\nbody"
+    assert load(_src("f.md", front)).documents[0].title == "Handbook"
+
+
+def test_markdown_files_inline_in_any_form_are_no_text() -> None:
+    """A reference definition's target or an HTML image's source as an inline file: a 300 KB
+    image made 1,837 children of base64."""
+    blob = "iVBORw0KGgo" * 30_000
+    for text in (f"Logo below.\n\n![logo][l]\n\n[l]: data:image/png;base64,{blob}\n\nAfter.",
+                 f"Logo below.\n\n   [l]: <data:image/png;base64,{blob}>\nAfter.",
+                 f'Logo below. <img alt="logo" src="data:image/png;base64,{blob}"> After.',
+                 f"Logo below. <img src=data:image/png;base64,{blob}> After."):
+        page = load(_src("m.md", text)).documents[0].pages[0].text
+        assert blob[:40] not in page and page.startswith("Logo below.") and page.rstrip().endswith("After."), text[:40]
