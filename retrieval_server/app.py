@@ -125,7 +125,7 @@ class Application:
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
             title_weight=settings.title_weight, query_jobs=self.inference.query_jobs,
-            child_title=settings.child_title,
+            child_title=settings.child_title, model_tokens=settings.max_seq_length,
         )
         self.reranker = self._reranker()
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})

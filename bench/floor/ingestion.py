@@ -41,7 +41,7 @@ from retrieval_server.backends.embedder import resolve_model
 from retrieval_server.config import Settings
 from retrieval_server.domain import DocumentSource
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
-from retrieval_server.ingest.indexer import embedded_texts
+from retrieval_server.ingest.indexer import children_title, embedded_texts
 from retrieval_server.ingest.loaders import load
 from scoring_core.encoders import BiEncoder
 
@@ -160,7 +160,8 @@ def embedded_texts_of(sources: Iterable[DocumentSource], s: Settings, chunker: C
         for loaded in load(source).documents:
             documents += 1
             p, c = chunker.chunk(loaded.document_id, [(page.number, page.text) for page in loaded.pages])
-            k, coarse = embedded_texts(loaded.title, p, c, child_title=s.child_title, parent_vectors=s.parent_leg or s.document_leg)
+            k, coarse = embedded_texts(loaded.title, p, c, child_title=s.child_title, parent_vectors=s.parent_leg or s.document_leg,
+                                       children_title=children_title(chunker, loaded.title, s.max_seq_length))
             kids += k
             parents += coarse
     return kids, parents, documents

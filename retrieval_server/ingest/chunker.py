@@ -142,6 +142,13 @@ class Chunker:
         """Tokens in ``text``, as chunks count them (no [CLS]/[SEP])."""
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
+    def cut(self, text: str, tokens: int) -> str:
+        """``text`` up to the end of its ``tokens``-th token (all of it when it has no more)."""
+        encoding = self._tok.encode(text, add_special_tokens=False)
+        if len(encoding.ids) <= tokens:
+            return text
+        return text[: encoding.offsets[tokens - 1][1]] if tokens > 0 else ""
+
     def _spans(self, text: str) -> list[_Span]:
         """Sentences of ``text`` as character spans, none longer than a child. Each runs from where
         the one before it ended, the white space between them included, so that its tokens (as

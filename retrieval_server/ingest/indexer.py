@@ -89,6 +89,9 @@ class _Prepared:
     previous: Document | None
     #: tokens in the title, which embedded texts may lead with
     title_tokens: int = 0
+    #: the title children lead with (``child_title``): cut to what the model reads beside a child
+    children_title: str = ""
+    children_title_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +138,23 @@ def _parent_text(title: str, content: str) -> str:
     return content if not title or content.startswith(title) else f"{title}\n\n{content}"
 
 
+def children_title(chunker: Chunker, title: str, model_tokens: int) -> str:
+    """The title as children lead with it (``child_title``): a child and its title must fit in
+    what the model reads ([CLS] and [SEP] besides), or a long title pushed the child's last
+    sentences out of its vector."""
+    return chunker.cut(title, max(0, model_tokens - 2 - chunker.sizes.child_tokens))
+
+
 def embedded_texts(
-    title: str, parents: Sequence[ParentChunk], children: Sequence[ChildChunk], *, child_title: bool, parent_vectors: bool
+    title: str, parents: Sequence[ParentChunk], children: Sequence[ChildChunk], *, child_title: bool, parent_vectors: bool,
+    children_title: str | None = None,
 ) -> tuple[list[str], list[str]]:
-    """What one document's vectors embed: its children's texts, and its parents' (none without parent vectors)."""
+    """What one document's vectors embed: its children's texts, and its parents' (none without
+    parent vectors). ``children_title``: the title as children lead with it (default ``title``)."""
     # Contextual children: a passage out of its document loses the subject the title names once.
     # Only the embedded text changes; the stored (and returned) chunk text stays the document's own.
-    kids = [_parent_text(title, c.content) if child_title else c.content for c in children]
+    kid_title = title if children_title is None else children_title
+    kids = [_parent_text(kid_title, c.content) if child_title else c.content for c in children]
     return kids, [_parent_text(title, parent.content) for parent in parents] if parent_vectors else []
 
 
@@ -182,6 +195,7 @@ class Indexer:
         title_weight: int = 2,
         query_jobs: Callable[[], int] | None = None,
         child_title: bool = False,
+        model_tokens: int = 256,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -199,6 +213,7 @@ class Indexer:
         self._query_jobs = query_jobs
         #: contextual children; the application binds it to what the index was created with
         self.child_title = child_title
+        self._model_tokens = model_tokens
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
@@ -357,10 +372,12 @@ class Indexer:
         except ValueError as exc:
             raise LoadError(str(exc)) from None
 
-        def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str, int]:
+        def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str, int, str]:
             try:
                 parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
-                return parents, children, self._fingerprint(doc, loaded), self._chunker.count(doc.title) if doc.title else 0
+                kid_title = children_title(self._chunker, doc.title, self._model_tokens) if self.child_title else ""
+                return (parents, children, self._fingerprint(doc, loaded), self._chunker.count(doc.title) if doc.title else 0,
+                        kid_title)
             except Exception as exc:
                 # Text the loaders let through and the tokenizer refuses is a bug of ours, but this
                 # document's: the rest of the request is still stored. (The executor's own errors,
@@ -368,12 +385,13 @@ class Indexer:
                 log.exception("chunking %s failed", doc.document_id)
                 raise LoadError(f"cannot chunk this document ({type(exc).__name__})") from None
 
-        parents, children, fingerprint, title_tokens = await self._executor.run(chunk, priority=Priority.BACKGROUND)
+        parents, children, fingerprint, title_tokens, kid_title = await self._executor.run(chunk, priority=Priority.BACKGROUND)
         if not children:
             raise LoadError("no text to index")
         doc = dataclasses.replace(doc, content_hash=fingerprint)
         previous = await self._metadata.get_document(doc.document_id)
-        return _Prepared(doc, parents, children, previous, title_tokens)
+        kid_title_tokens = title_tokens if kid_title == doc.title else self._model_tokens - 2 - self._chunker.sizes.child_tokens
+        return _Prepared(doc, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
 
     async def _embed(self, texts: list[str], tokens: list[int]) -> np.ndarray:
         """In pieces, so that queries never wait for ingestion's model runs.
@@ -414,10 +432,10 @@ class Indexer:
         parent_tokens: list[int] = []
         for p in batch:
             k, ps = embedded_texts(p.document.title, p.parents, p.children, child_title=self.child_title,
-                                   parent_vectors=self._vectors.features.parent_vectors)
+                                   parent_vectors=self._vectors.features.parent_vectors, children_title=p.children_title)
             kids += k
             parents += ps
-            kid_tokens += _token_counts(p.children, k, p.title_tokens)
+            kid_tokens += _token_counts(p.children, k, p.children_title_tokens)
             if ps:
                 parent_tokens += _token_counts(p.parents, ps, p.title_tokens)
         return kids + parents, kid_tokens + parent_tokens

@@ -604,6 +604,28 @@ async def test_contextual_children_embed_the_title_and_return_their_own_text(tmp
         await app.close()
 
 
+async def test_a_long_title_leaves_each_child_whole_in_what_the_model_reads(tmp_path: Path) -> None:
+    """A title of more tokens than the model has beside a child pushed the child's last sentences
+    out of its vector: children lead with the title cut to fit."""
+    from retrieval_server.ingest.indexer import children_title
+
+    title = " ".join(f"Annual infrastructure report volume {i}" for i in range(20))
+    app = Application(load_settings(data_dir=tmp_path, parent_chunk_tokens=64, child_chunk_tokens=24, child_overlap_tokens=8,
+                                    child_title=True, max_seq_length=64))
+    await app.open()
+    try:
+        assert not (await app.ingest([_txt("glaciers", LONG, title=title)])).errors
+        kid_title = children_title(app.chunker, title, 64)
+        assert title.startswith(kid_title) and len(kid_title) < len(title)
+        child = (await app.vectors.get_chunks(["glaciers#p0c0"]))[0]
+        fitted, whole = await app.embedder.embed([f"{kid_title}\n\n{child.content}", f"{title}\n\n{child.content}"])
+        top = (await app.vectors.search_dense(fitted, 1, PointFilter()))[0]
+        assert top.chunk_id == child.chunk_id and top.score > 0.999
+        assert [h for h in await app.vectors.search_dense(whole, 100, PointFilter()) if h.chunk_id == child.chunk_id][0].score < 0.99
+    finally:
+        await app.close()
+
+
 async def _titled_embedding_matches(app: Application, doc_id: str, title: str) -> bool:
     """Whether the document's first child is stored as the embedding of title + text."""
     child = (await app.vectors.get_chunks([f"{doc_id}#p0c0"]))[0]

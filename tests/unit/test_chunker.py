@@ -179,3 +179,18 @@ def test_text_of_invisible_characters_alone_makes_no_chunk(chunker: Chunker, tex
     assert chunker.chunk("doc", [(0, text)]) == ([], [])
     parents, children = chunker.chunk("doc", [(0, text + " Visible words." + text)])
     assert len(parents) == len(children) == 1 and "Visible words." in children[0].content
+
+
+def test_a_child_and_the_title_it_leads_with_fit_in_what_the_model_reads() -> None:
+    """With RETRIEVAL_CHILD_TITLE, a 1,000-character title pushed the last sentences of each
+    128-token child past the model's 256 tokens: no search found them."""
+    from retrieval_server.ingest.indexer import children_title, embedded_texts
+
+    chunker = Chunker(str(BUNDLED_TOKENIZER), ChunkSizes())
+    title = " ".join(f"Annual infrastructure report volume {i}" for i in range(40))[:1_000]
+    parents, children = chunker.chunk("d", [(0, _text(200))])
+    kid_title = children_title(chunker, title, 256)
+    assert title.startswith(kid_title) and chunker.count(kid_title) == 256 - 2 - 128
+    kids, _ = embedded_texts(title, parents, children, child_title=True, parent_vectors=False, children_title=kid_title)
+    assert all(k.endswith(c.content) and chunker.count(k) <= 256 - 2 for k, c in zip(kids, children))
+    assert children_title(chunker, "Short title", 256) == "Short title"
