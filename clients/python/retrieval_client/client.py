@@ -30,6 +30,14 @@ _MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
 
 
+def _id_list(name: str, ids: Iterable[str]) -> list[str]:
+    """``ids`` as the list a request holds. A str is refused although it is an iterable of str:
+    taken as one, ``delete("cache-notes")`` deleted document "e", and a grant to "bob" granted b and o."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} takes a list of ids, not one string (got {ids!r})")
+    return list(ids)
+
+
 def document_from_file(
     path: Path | str,
     *,
@@ -58,7 +66,7 @@ def document_from_file(
         access=level,
         owner_id=owner_id,
         metadata=metadata or {},
-        granted_user_ids=list(granted_user_ids),
+        granted_user_ids=_id_list("granted_user_ids", granted_user_ids),
     )
 
 
@@ -77,7 +85,7 @@ def _query_request(
         strategy=strat,
         mode=_MODES[mode.lower()],
         use_cache=use_cache,
-        filters=pb.QueryFilters(document_ids=list(document_ids)),
+        filters=pb.QueryFilters(document_ids=_id_list("document_ids", document_ids)),
     )
 
 
@@ -195,7 +203,7 @@ class RetrievalClient(_Base):
         return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
-        req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
+        req = pb.DeleteDocumentsRequest(document_ids=_id_list("document_ids", document_ids))
         return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def close(self) -> None:
@@ -256,7 +264,7 @@ class AsyncRetrievalClient(_Base):
         return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     async def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
-        req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
+        req = pb.DeleteDocumentsRequest(document_ids=_id_list("document_ids", document_ids))
         return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     async def close(self) -> None:
