@@ -266,13 +266,13 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     errors: list[tuple[str, str]] = []
     unlisted: list[int] = []
     ids = _Ids()
-    # No deadline unless asked: a large file takes minutes to embed, and one cut short is lost.
-    timeout = 0 if args.timeout is None else args.timeout
-    with RetrievalClient(args.server, timeout=timeout, **_connection(args)) as client, \
+    with RetrievalClient(args.server, **_connection(args)) as client, \
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
         def send(docs: list[Any]) -> None:
-            resp = client.ingest(docs)
+            # Per call: the client's default timeout does not bound an ingest (a large file takes
+            # minutes to embed, and one cut short is lost), only a timeout the call is given.
+            resp = client.ingest(docs, timeout=args.timeout)
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
             unlisted.append(resp.documents_not_listed)
@@ -332,7 +332,7 @@ def _remote(args: argparse.Namespace) -> int:
         elif args.command == "search":
             _print_query(client.search(args.text, top_k=args.top_k), args.json)
         elif args.command == "delete":
-            resp = client.delete(args.document_ids)
+            resp = client.delete(args.document_ids, timeout=timeout)  # the client's default does not bound a delete
             print(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}")
         elif args.command == "health":
             from retrieval_client import to_json

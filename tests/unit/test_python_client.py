@@ -92,3 +92,30 @@ async def test_the_async_client_refuses_one_string_for_ids_too() -> None:
         assert not stub.calls
         await client.delete(["cache-notes"])
     assert list(stub.calls["DeleteDocuments"][0].document_ids) == ["cache-notes"]  # type: ignore[attr-defined]
+
+
+def test_the_default_timeout_does_not_bound_an_ingest_or_a_delete() -> None:
+    """A 1 MB ingest of 16 documents took longer than the default 60 s and was cut short, storing
+    part of the batch with no answer saying which: only a timeout the call is given bounds one."""
+    doc = pb.DocumentInput(document_id="d", filename="d.txt", content=b"Aardvarks dig.")
+    with RetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub()
+        client.ingest([doc])
+        client.delete(["d"])
+        client.search("aardvarks")
+        assert {m: t for m, (_, t) in stub.calls.items()} == {"IngestDocuments": None, "DeleteDocuments": None, "Search": 60.0}
+        client.ingest([doc], timeout=5)
+        client.delete(["d"], timeout=7)
+        assert (stub.calls["IngestDocuments"][1], stub.calls["DeleteDocuments"][1]) == (5, 7)
+
+
+async def test_the_async_clients_default_timeout_does_not_bound_an_ingest_or_a_delete() -> None:
+    doc = pb.DocumentInput(document_id="d", filename="d.txt", content=b"Aardvarks dig.")
+    async with AsyncRetrievalClient(NOWHERE, timeout=30) as client:
+        client._stub = stub = RecordingStub(awaitable=True)
+        await client.ingest([doc])
+        await client.delete(["d"])
+        await client.search("aardvarks")
+        assert {m: t for m, (_, t) in stub.calls.items()} == {"IngestDocuments": None, "DeleteDocuments": None, "Search": 30}
+        await client.ingest([doc], timeout=5)
+        assert stub.calls["IngestDocuments"][1] == 5

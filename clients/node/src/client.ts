@@ -22,7 +22,7 @@ import {
   Strategy,
 } from "./gen/retrieval/v1/retrieval";
 
-/** Bounds a call that has no deadline of its own (the Python client's default). */
+/** Bounds a call that has no deadline of its own (the Python client's default), except ingest and delete. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
 
 // Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
@@ -49,7 +49,7 @@ export interface ClientOptions {
   bearerToken?: string;
   /** Connect over TLS (mutual TLS with a client certificate). Unset: plaintext. */
   tls?: TlsOptions;
-  /** Bounds each call without a deadline, in milliseconds (default 60,000; 0: no bound). */
+  /** Bounds each call without a deadline, in milliseconds (default 60,000; 0: no bound); not ingest and delete. */
   timeoutMs?: number;
   /** More @grpc/grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
@@ -137,18 +137,24 @@ export class RetrievalClient {
     return this.#identity.clone();
   }
 
-  private callOptions(options: CallOptions): Partial<grpc.CallOptions> {
+  /**
+   * A call's deadline: its own, else the client's default timeout unless `bounded` is false (ingest
+   * and delete: a large batch takes minutes, and one cut short by a default the caller never chose
+   * stops part-way with no answer saying what was stored).
+   */
+  private callOptions(options: CallOptions, bounded: boolean): Partial<grpc.CallOptions> {
     if (options.deadline !== undefined) return { deadline: options.deadline };
-    return this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
+    return bounded && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
   }
 
   private unary<Req, Res>(
     method: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => grpc.ClientUnaryCall,
     request: Req,
     options: CallOptions,
+    bounded = true,
   ): Promise<Res> {
     return new Promise((resolve, reject) => {
-      method.call(this.service, request, this.metadata(), this.callOptions(options), (err, res) => (err ? reject(err) : resolve(res)));
+      method.call(this.service, request, this.metadata(), this.callOptions(options, bounded), (err, res) => (err ? reject(err) : resolve(res)));
     });
   }
 
@@ -174,14 +180,17 @@ export class RetrievalClient {
     return this.unary(this.service.health, {}, options);
   }
 
-  /** Adds or replaces documents (needs ADMIN or SUPER_ADMIN); unreadable files come back in `errors`. */
+  /**
+   * Adds or replaces documents (needs ADMIN or SUPER_ADMIN); unreadable files come back in `errors`.
+   * Only `options.deadline` bounds it, not the client's default timeout.
+   */
   ingest(documents: DeepPartial<DocumentInput>[], options: CallOptions = {}): Promise<IngestDocumentsResponse> {
-    return this.unary(this.service.ingestDocuments, { documents: documents.map((d) => DocumentInput.fromPartial(d)) }, options);
+    return this.unary(this.service.ingestDocuments, { documents: documents.map((d) => DocumentInput.fromPartial(d)) }, options, false);
   }
 
-  /** Removes documents (needs ADMIN or SUPER_ADMIN). */
+  /** Removes documents (needs ADMIN or SUPER_ADMIN). Only `options.deadline` bounds it, not the client's default timeout. */
   delete(documentIds: string[], options: CallOptions = {}): Promise<DeleteDocumentsResponse> {
-    return this.unary(this.service.deleteDocuments, { documentIds }, options);
+    return this.unary(this.service.deleteDocuments, { documentIds }, options, false);
   }
 
   close(): void {

@@ -152,6 +152,48 @@ test("identity values are what gRPC metadata carries, and the token is never sho
   }
 });
 
+describe("the default timeout", () => {
+  // A 1 MB ingest of 16 documents took longer than the default 60 s and was cut short, storing part
+  // of the batch with no answer saying which: only a call's own deadline bounds ingest and delete.
+  let server: grpc.Server;
+  let addr: string;
+  const deadlines: grpc.Deadline[] = [];
+  before(async () => {
+    server = new grpc.Server();
+    const recorded =
+      <Res>(response: Res) =>
+      (call: grpc.ServerUnaryCall<unknown, Res>, callback: grpc.sendUnaryData<Res>) => {
+        deadlines.push(call.getDeadline());
+        callback(null, response);
+      };
+    server.addService(RetrievalServiceService, {
+      search: recorded({ results: [] }),
+      ingestDocuments: recorded({ documents: [], errors: [], documentsNotListed: 0 }),
+      deleteDocuments: recorded({ deleted: [], notFound: [] }),
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    addr = `127.0.0.1:${port}`;
+  });
+  after(() => server.forceShutdown());
+
+  test("does not bound an ingest or a delete, only a call's own deadline does", async () => {
+    const c = new RetrievalClient(addr);
+    try {
+      await c.ingest([{ documentId: "d", filename: "d.txt", content: Buffer.from("Aardvarks dig.") }]);
+      await c.delete(["d"]);
+      await c.search("aardvarks");
+      assert.deepEqual(deadlines.map((d) => d === Infinity), [true, true, false]);
+      await c.ingest([], { deadline: Date.now() + 60_000 });
+      await c.delete([], { deadline: Date.now() + 60_000 });
+      assert.deepEqual(deadlines.slice(3).map((d) => d === Infinity), [false, false]);
+    } finally {
+      c.close();
+    }
+  });
+});
+
 describe("TLS", () => {
   const dir = mkdtempSync(join(tmpdir(), "retrieval-tls-"));
   const path = (name: string) => join(dir, name);

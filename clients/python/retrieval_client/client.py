@@ -149,10 +149,12 @@ class _Base:
         self._timeout = timeout if timeout and timeout > 0 else None
         self._tls = tls
 
-    def _deadline(self, timeout: float | None) -> float | None:
-        """Seconds for one call: ``timeout`` when given (0 or less: no deadline), else the client's."""
+    def _deadline(self, timeout: float | None, *, write: bool = False) -> float | None:
+        """Seconds for one call: ``timeout`` when given (0 or less: no deadline), else the client's,
+        except for a ``write`` (ingest, delete): a large batch takes minutes, and one cut short by
+        a default the caller never chose stops part-way with no answer saying what was stored."""
         if timeout is None:
-            return self._timeout
+            return None if write else self._timeout
         return timeout if timeout > 0 else None
 
 
@@ -200,11 +202,11 @@ class RetrievalClient(_Base):
 
     def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
-        return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
         req = pb.DeleteDocumentsRequest(document_ids=_id_list("document_ids", document_ids))
-        return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     def close(self) -> None:
         self._channel.close()
@@ -261,11 +263,11 @@ class AsyncRetrievalClient(_Base):
 
     async def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
-        return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     async def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
         req = pb.DeleteDocumentsRequest(document_ids=_id_list("document_ids", document_ids))
-        return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     async def close(self) -> None:
         await self._channel.close()
