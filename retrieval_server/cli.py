@@ -194,12 +194,12 @@ def _progress(quiet: bool, **bar: Any) -> Iterator[Callable[[int], object]]:
         yield shown.update
 
 
-#: the longest timeout a gRPC deadline holds: from 1e10 s it overflowed, and the call failed at once
-MAX_TIMEOUT_S = 1e9
-
-
 def seconds(text: str) -> float:
-    """A command's ``--timeout``: a number of seconds from 0 to :data:`MAX_TIMEOUT_S` (not inf, not nan)."""
+    """A command's ``--timeout``: a number of seconds from 0 to the longest a gRPC deadline holds
+    (not inf, not nan)."""
+    # The client's limit: only the commands that call a server take --timeout, and they import it anyway.
+    from retrieval_client import MAX_TIMEOUT_S
+
     value = float(text)
     if not 0 <= value <= MAX_TIMEOUT_S:
         raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT_S:.0e} seconds (got {text})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from google.protobuf.message import Message
 
-from retrieval_client import AsyncRetrievalClient, RetrievalClient, document_from_file, pb, to_json
+from retrieval_client import MAX_TIMEOUT_S, AsyncRetrievalClient, RetrievalClient, document_from_file, pb, to_json
 
 #: no server listens here; the channels connect lazily, and these tests never reach one
 NOWHERE = "127.0.0.1:1"
@@ -119,3 +120,33 @@ async def test_the_async_clients_default_timeout_does_not_bound_an_ingest_or_a_d
         assert {m: t for m, (_, t) in stub.calls.items()} == {"IngestDocuments": None, "DeleteDocuments": None, "Search": 30}
         await client.ingest([doc], timeout=5)
         assert stub.calls["IngestDocuments"][1] == 5
+
+
+def test_an_infinite_or_huge_timeout_is_no_deadline_or_the_longest_one_grpc_holds() -> None:
+    """timeout=inf, or 1e10 s and more, overflowed the deadline: the call failed at once with
+    DEADLINE_EXCEEDED, without reaching the server."""
+    with RetrievalClient(NOWHERE, timeout=math.inf) as unbounded, RetrievalClient(NOWHERE, timeout=1e10) as long:
+        unbounded._stub = stub = RecordingStub()
+        unbounded.search("aardvarks")
+        assert stub.calls["Search"][1] is None
+        long._stub = stub = RecordingStub()
+        long.search("aardvarks")
+        assert stub.calls["Search"][1] == MAX_TIMEOUT_S == 1e9
+        for asked, sent in ((math.inf, None), (1e12, MAX_TIMEOUT_S), (1e9, 1e9), (0, None), (2.5, 2.5)):
+            long.query("aardvarks", timeout=asked)
+            assert stub.calls["Query"][1] == sent, asked
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1.0, -math.inf])
+async def test_a_negative_or_nan_timeout_is_refused_naming_it(timeout: float) -> None:
+    with pytest.raises(ValueError, match=r"^timeout must be 0 to inf seconds, 0 and inf for no deadline \(got "):
+        RetrievalClient(NOWHERE, timeout=timeout)
+    with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
+        AsyncRetrievalClient(NOWHERE, timeout=timeout)
+    with RetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub()
+        with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
+            client.search("aardvarks", timeout=timeout)
+        with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
+            client.ingest([], timeout=timeout)
+    assert not stub.calls

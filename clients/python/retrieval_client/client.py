@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,9 @@ _MODES = {"retrieval": pb.MODE_RETRIEVAL_ONLY, "generation": pb.MODE_GENERATION}
 _ACCESS = {"public": pb.ACCESS_PUBLIC, "private": pb.ACCESS_PRIVATE}
 _MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
+#: the longest timeout a gRPC deadline holds: from 1e10 s it overflowed, and the call failed at once
+#: with DEADLINE_EXCEEDED without reaching the server (the CLI's --timeout shares this limit)
+MAX_TIMEOUT_S = 1e9
 
 
 def _id_list(name: str, ids: Iterable[str]) -> list[str]:
@@ -113,6 +117,16 @@ class Tls:
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
 
 
+def _seconds(timeout: float) -> float | None:
+    """``timeout`` as a call's deadline in seconds: 0 and inf are none, and a longer one than a
+    deadline holds is :data:`MAX_TIMEOUT_S` (31 years: no call tells the two apart)."""
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be 0 to inf seconds, 0 and inf for no deadline (got {timeout!r})")
+    if timeout == 0 or math.isinf(timeout):
+        return None
+    return min(timeout, MAX_TIMEOUT_S)
+
+
 def _metadata_value(name: str, value: str) -> str:
     """``value`` as gRPC metadata carries it: printable ASCII. Refused otherwise with an error that
     does not repeat it (grpc would fail every call as INTERNAL "Invalid metadata")."""
@@ -146,16 +160,16 @@ class _Base:
         if role:
             md.append(("x-user-role", _metadata_value("role", role)))
         self._metadata = tuple(md)
-        self._timeout = timeout if timeout and timeout > 0 else None
+        self._timeout = None if timeout is None else _seconds(timeout)
         self._tls = tls
 
     def _deadline(self, timeout: float | None, *, write: bool = False) -> float | None:
-        """Seconds for one call: ``timeout`` when given (0 or less: no deadline), else the client's,
+        """Seconds for one call: ``timeout`` when given (0 or inf: no deadline), else the client's,
         except for a ``write`` (ingest, delete): a large batch takes minutes, and one cut short by
         a default the caller never chose stops part-way with no answer saying what was stored."""
         if timeout is None:
             return None if write else self._timeout
-        return timeout if timeout > 0 else None
+        return _seconds(timeout)
 
 
 class RetrievalClient(_Base):
