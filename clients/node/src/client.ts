@@ -93,6 +93,18 @@ function metadataValue(name: string, value: string): string {
   return value;
 }
 
+/**
+ * `topK` as the request's int32. Checked here since the encoder would fail a fraction or a number
+ * beyond int32 as INTERNAL "Request message serialization failure"; the range it takes is the server's to say.
+ */
+function int32TopK(topK: number | undefined): number {
+  if (topK === undefined) return 0;
+  if (!Number.isInteger(topK) || topK < -(2 ** 31) || topK > 2 ** 31 - 1) {
+    throw new RangeError(`topK must be an integer from -2147483648 to 2147483647 (got ${topK})`);
+  }
+  return topK;
+}
+
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
   const tls = options.tls;
   if (!tls) {
@@ -158,11 +170,11 @@ export class RetrievalClient {
     });
   }
 
-  /** Runs the full retrieval pipeline; the best contexts come first. */
-  query(query: string, options: QueryOptions = {}): Promise<QueryResponse> {
+  /** Runs the full retrieval pipeline; the best contexts come first. A topK that is no int32 integer rejects with a RangeError. */
+  async query(query: string, options: QueryOptions = {}): Promise<QueryResponse> {
     const request = QueryRequest.fromPartial({
       query,
-      topK: options.topK ?? 0,
+      topK: int32TopK(options.topK),
       strategy: options.strategy ?? Strategy.STRATEGY_UNSPECIFIED,
       useCache: options.useCache,
       filters: options.documentIds ? { documentIds: options.documentIds } : undefined,
@@ -170,9 +182,9 @@ export class RetrievalClient {
     return this.unary(this.service.query, request, options);
   }
 
-  /** One semantic search: flat, deduplicated chunk results, best first. */
-  search(query: string, options: SearchOptions = {}): Promise<SearchResponse> {
-    return this.unary(this.service.search, { query, topK: options.topK ?? 0 }, options);
+  /** One semantic search: flat, deduplicated chunk results, best first. A topK that is no int32 integer rejects with a RangeError. */
+  async search(query: string, options: SearchOptions = {}): Promise<SearchResponse> {
+    return this.unary(this.service.search, { query, topK: int32TopK(options.topK) }, options);
   }
 
   /** The service's status and one status per component. */
