@@ -194,12 +194,12 @@ def _progress(quiet: bool, **bar: Any) -> Iterator[Callable[[int], object]]:
         yield shown.update
 
 
-#: the longest timeout a gRPC deadline holds: from 1e10 s it overflowed, and the call failed at once
-MAX_TIMEOUT_S = 1e9
-
-
 def seconds(text: str) -> float:
-    """A command's ``--timeout``: a number of seconds from 0 to :data:`MAX_TIMEOUT_S` (not inf, not nan)."""
+    """A command's ``--timeout``: a number of seconds from 0 to the longest a gRPC deadline holds
+    (not inf, not nan)."""
+    # The client's limit: only the commands that call a server take --timeout, and they import it anyway.
+    from retrieval_client import MAX_TIMEOUT_S
+
     value = float(text)
     if not 0 <= value <= MAX_TIMEOUT_S:
         raise argparse.ArgumentTypeError(f"must be 0 to {MAX_TIMEOUT_S:.0e} seconds (got {text})")
@@ -266,13 +266,13 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     errors: list[tuple[str, str]] = []
     unlisted: list[int] = []
     ids = _Ids()
-    # No deadline unless asked: a large file takes minutes to embed, and one cut short is lost.
-    timeout = 0 if args.timeout is None else args.timeout
-    with RetrievalClient(args.server, timeout=timeout, **_connection(args)) as client, \
+    with RetrievalClient(args.server, **_connection(args)) as client, \
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
         def send(docs: list[Any]) -> None:
-            resp = client.ingest(docs)
+            # Per call: the client's default timeout does not bound an ingest (a large file takes
+            # minutes to embed, and one cut short is lost), only a timeout the call is given.
+            resp = client.ingest(docs, timeout=args.timeout)
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
             unlisted.append(resp.documents_not_listed)
@@ -332,7 +332,7 @@ def _remote(args: argparse.Namespace) -> int:
         elif args.command == "search":
             _print_query(client.search(args.text, top_k=args.top_k), args.json)
         elif args.command == "delete":
-            resp = client.delete(args.document_ids)
+            resp = client.delete(args.document_ids, timeout=timeout)  # the client's default does not bound a delete
             print(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}")
         elif args.command == "health":
             from retrieval_client import to_json

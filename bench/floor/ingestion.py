@@ -193,12 +193,12 @@ def measure(dataset: BeirDataset, settings: Mapping[str, str], model_dir: Path |
     with tempfile.TemporaryDirectory() as tmp:
         server_settings = {**settings, "RETRIEVAL_DATA_DIR": str(Path(tmp) / "data"), "RETRIEVAL_PROCESSES": "1",
                            "RETRIEVAL_EMBED_THREADS": str(threads), "RETRIEVAL_CACHE_BACKEND": "none"}
-        with running_server(server_settings, log, code=code) as server, RetrievalClient(server.target, role="ADMIN", timeout=3600) as client:
+        with running_server(server_settings, log, code=code) as server, RetrievalClient(server.target, role="ADMIN") as client:
 
             def ingest(suffix: str) -> float:
                 _, renamed = next(dataset.corpus_batches(documents, transform=_renamed(suffix)))
                 t0 = time.perf_counter()
-                resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}.jsonl", content=renamed)])
+                resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}.jsonl", content=renamed)], timeout=3600)
                 if resp.errors:
                     raise RuntimeError(f"ingestion failed: {resp.errors[0].reason}")
                 if resp.documents_not_listed:

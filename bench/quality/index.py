@@ -131,11 +131,11 @@ def ingest(target: str, dataset: BeirDataset, batch: int, progress: bool, transf
     t0 = time.perf_counter()
     docs = parents = children = 0
     errors: list[str] = []
-    with RetrievalClient(target, role="ADMIN", timeout=3600, tls=transport.tls) as client, tqdm(
+    with RetrievalClient(target, role="ADMIN", tls=transport.tls) as client, tqdm(
         total=dataset.corpus_size(), desc=f"ingest {dataset.name}", unit="doc", disable=not progress
     ) as bar:
         for n, (count, payload) in enumerate(dataset.corpus_batches(batch, transform)):
-            resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}-{n:05d}.jsonl", content=payload)])
+            resp = client.ingest([pb.DocumentInput(filename=f"{dataset.name}-{n:05d}.jsonl", content=payload)], timeout=3600)
             # Documents past the answer's size limit are stored but not listed: counted, their chunks not.
             docs += len(resp.documents) + resp.documents_not_listed
             parents += sum(d.parent_chunks for d in resp.documents)

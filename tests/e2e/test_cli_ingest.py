@@ -77,14 +77,15 @@ def test_the_exit_code_says_whether_some_documents_failed(capsys: pytest.Capture
 
 def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A large file takes minutes to embed, and a deadline cut a batch short, losing it all: an
-    ingest has no deadline unless ``--timeout`` sets one; the other commands keep 60 s."""
+    ingest has no deadline unless ``--timeout`` sets one; the other commands keep 60 s. The
+    client's default timeout does not bound an ingest or a delete, so theirs is given per call."""
     import retrieval_client
 
-    asked: list[float | None] = []
+    asked: list[tuple[str, float | None]] = []
 
     class Client:
         def __init__(self, target: str, *, timeout: float | None = 60.0, **_: object) -> None:
-            asked.append(timeout)
+            self.timeout = timeout
 
         def __enter__(self) -> Client:
             return self
@@ -92,17 +93,24 @@ def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatc
         def __exit__(self, *_: object) -> None:
             pass
 
-        def ingest(self, docs: list[object]) -> pb.IngestDocumentsResponse:
+        def ingest(self, docs: list[object], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
+            asked.append(("ingest", timeout))
             return pb.IngestDocumentsResponse()
 
+        def delete(self, document_ids: list[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
+            asked.append(("delete", timeout))
+            return pb.DeleteDocumentsResponse()
+
         def search(self, text: str, top_k: int) -> pb.SearchResponse:
+            asked.append(("search", self.timeout))
             return pb.SearchResponse()
 
     monkeypatch.setattr(retrieval_client, "RetrievalClient", Client)
     (tmp_path / "a.txt").write_text("Aardvarks dig.")
-    for argv in (["ingest", str(tmp_path / "a.txt")], ["ingest", str(tmp_path / "a.txt"), "--timeout", "5"], ["search", "x"], ["search", "x", "--timeout", "0"]):
+    for argv in (["ingest", str(tmp_path / "a.txt")], ["ingest", str(tmp_path / "a.txt"), "--timeout", "5"], ["search", "x"],
+                 ["search", "x", "--timeout", "0"], ["delete", "a"], ["delete", "a", "--timeout", "5"]):
         cli.main([*argv, "--quiet"] if argv[0] == "ingest" else argv)
-    assert asked == [0, 5.0, 60.0, 0]
+    assert asked == [("ingest", None), ("ingest", 5.0), ("search", 60.0), ("search", 0), ("delete", 60.0), ("delete", 5.0)]
 
 
 def _client(ingest: Callable[[list[pb.DocumentInput]], pb.IngestDocumentsResponse]) -> type:
@@ -118,7 +126,7 @@ def _client(ingest: Callable[[list[pb.DocumentInput]], pb.IngestDocumentsRespons
         def __exit__(self, *_: object) -> None:
             pass
 
-        def ingest(self, docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        def ingest(self, docs: list[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
             return ingest(docs)
 
     return Client

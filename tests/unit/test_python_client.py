@@ -3,11 +3,37 @@
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from google.protobuf.message import Message
 
-from retrieval_client import document_from_file, pb, to_json
+from retrieval_client import MAX_TIMEOUT_S, AsyncRetrievalClient, RetrievalClient, document_from_file, pb, to_json
+
+#: no server listens here; the channels connect lazily, and these tests never reach one
+NOWHERE = "127.0.0.1:1"
+
+
+class RecordingStub:
+    """Stands in for the generated stub: records each call's request and timeout, answers None."""
+
+    def __init__(self, awaitable: bool = False) -> None:
+        self.calls: dict[str, tuple[Message, float | None]] = {}
+        self._awaitable = awaitable
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        def call(request: Message, *, metadata: object, timeout: float | None) -> Any:
+            self.calls[method] = (request, timeout)
+            return self._answer() if self._awaitable else None
+
+        return call
+
+    @staticmethod
+    async def _answer() -> None:
+        return None
 
 
 @pytest.mark.parametrize(("written", "access"), [("public", pb.ACCESS_PUBLIC), ("Private", pb.ACCESS_PRIVATE), ("PRIVATE", pb.ACCESS_PRIVATE)])
@@ -29,3 +55,98 @@ def test_json_keeps_fields_whose_value_is_zero() -> None:
     first = json.loads(to_json(pb.SearchResponse(results=[pb.SearchResult(document_id="d", chunk_index=0)])))
     assert first["results"][0]["chunk_index"] == 0 and first["results"][0]["document_id"] == "d"
     assert json.loads(to_json(pb.SearchResponse()))["results"] == []
+
+
+def test_one_string_where_ids_are_taken_is_refused_not_split_into_characters(tmp_path: Path) -> None:
+    """A str is an iterable of str: delete("cache-notes") deleted document "e", and a grant to "bob" granted users b and o."""
+    (tmp_path / "a.txt").write_text("Aardvarks dig.")
+    with pytest.raises(TypeError, match=r"^granted_user_ids takes a list of ids, not one string \(got 'bob'\)$"):
+        document_from_file(tmp_path / "a.txt", access="private", owner_id="alice", granted_user_ids="bob")
+    with RetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub()
+        for call in (
+            lambda: client.delete("cache-notes"),
+            lambda: client.delete(b"cache-notes"),  # type: ignore[arg-type]
+            lambda: client.query("fusion", document_ids="fusion-guide"),
+            lambda: client.stream_query("fusion", document_ids="fusion-guide"),
+        ):
+            with pytest.raises(TypeError, match="^document_ids takes a list of ids, not one string"):
+                call()
+        assert not stub.calls
+        client.delete(["cache-notes"])
+        client.query("fusion", document_ids=("fusion-guide", "cache-notes"))
+    assert list(stub.calls["DeleteDocuments"][0].document_ids) == ["cache-notes"]  # type: ignore[attr-defined]
+    assert list(stub.calls["Query"][0].filters.document_ids) == ["fusion-guide", "cache-notes"]  # type: ignore[attr-defined]
+    granted = document_from_file(tmp_path / "a.txt", access="private", owner_id="alice", granted_user_ids=["bob"])
+    assert list(granted.granted_user_ids) == ["bob"]
+
+
+async def test_the_async_client_refuses_one_string_for_ids_too() -> None:
+    async with AsyncRetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub(awaitable=True)
+        with pytest.raises(TypeError, match="^document_ids takes a list of ids, not one string \\(got 'cache-notes'\\)$"):
+            await client.delete("cache-notes")
+        with pytest.raises(TypeError, match="^document_ids takes a list of ids"):
+            await client.query("fusion", document_ids="fusion-guide")
+        with pytest.raises(TypeError, match="^document_ids takes a list of ids"):
+            client.stream_query("fusion", document_ids="fusion-guide")
+        assert not stub.calls
+        await client.delete(["cache-notes"])
+    assert list(stub.calls["DeleteDocuments"][0].document_ids) == ["cache-notes"]  # type: ignore[attr-defined]
+
+
+def test_the_default_timeout_does_not_bound_an_ingest_or_a_delete() -> None:
+    """A 1 MB ingest of 16 documents took longer than the default 60 s and was cut short, storing
+    part of the batch with no answer saying which: only a timeout the call is given bounds one."""
+    doc = pb.DocumentInput(document_id="d", filename="d.txt", content=b"Aardvarks dig.")
+    with RetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub()
+        client.ingest([doc])
+        client.delete(["d"])
+        client.search("aardvarks")
+        assert {m: t for m, (_, t) in stub.calls.items()} == {"IngestDocuments": None, "DeleteDocuments": None, "Search": 60.0}
+        client.ingest([doc], timeout=5)
+        client.delete(["d"], timeout=7)
+        assert (stub.calls["IngestDocuments"][1], stub.calls["DeleteDocuments"][1]) == (5, 7)
+
+
+async def test_the_async_clients_default_timeout_does_not_bound_an_ingest_or_a_delete() -> None:
+    doc = pb.DocumentInput(document_id="d", filename="d.txt", content=b"Aardvarks dig.")
+    async with AsyncRetrievalClient(NOWHERE, timeout=30) as client:
+        client._stub = stub = RecordingStub(awaitable=True)
+        await client.ingest([doc])
+        await client.delete(["d"])
+        await client.search("aardvarks")
+        assert {m: t for m, (_, t) in stub.calls.items()} == {"IngestDocuments": None, "DeleteDocuments": None, "Search": 30}
+        await client.ingest([doc], timeout=5)
+        assert stub.calls["IngestDocuments"][1] == 5
+
+
+def test_an_infinite_or_huge_timeout_is_no_deadline_or_the_longest_one_grpc_holds() -> None:
+    """timeout=inf, or 1e10 s and more, overflowed the deadline: the call failed at once with
+    DEADLINE_EXCEEDED, without reaching the server."""
+    with RetrievalClient(NOWHERE, timeout=math.inf) as unbounded, RetrievalClient(NOWHERE, timeout=1e10) as long:
+        unbounded._stub = stub = RecordingStub()
+        unbounded.search("aardvarks")
+        assert stub.calls["Search"][1] is None
+        long._stub = stub = RecordingStub()
+        long.search("aardvarks")
+        assert stub.calls["Search"][1] == MAX_TIMEOUT_S == 1e9
+        for asked, sent in ((math.inf, None), (1e12, MAX_TIMEOUT_S), (1e9, 1e9), (0, None), (2.5, 2.5)):
+            long.query("aardvarks", timeout=asked)
+            assert stub.calls["Query"][1] == sent, asked
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1.0, -math.inf])
+async def test_a_negative_or_nan_timeout_is_refused_naming_it(timeout: float) -> None:
+    with pytest.raises(ValueError, match=r"^timeout must be 0 to inf seconds, 0 and inf for no deadline \(got "):
+        RetrievalClient(NOWHERE, timeout=timeout)
+    with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
+        AsyncRetrievalClient(NOWHERE, timeout=timeout)
+    with RetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub()
+        with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
+            client.search("aardvarks", timeout=timeout)
+        with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
+            client.ingest([], timeout=timeout)
+    assert not stub.calls

@@ -2,7 +2,8 @@
 //
 // It offers the calls of the Python and TypeScript clients (Query, Search, Health, Ingest,
 // Delete) with the same options, on one gRPC connection that carries the caller's identity
-// (x-user-id / x-user-role headers, or a bearer token) and a default timeout. The generated
+// (x-user-id / x-user-role headers, or a bearer token) and a default timeout (not for Ingest
+// and Delete, which only their context's deadline bounds). The generated
 // stubs are in the retrievalv1 package; Service returns them bound to the same connection for
 // anything the helpers do not cover.
 package retrieval
@@ -26,8 +27,17 @@ import (
 	retrievalv1 "github.com/retrieval-platform/retrieval-service/clients/go/retrieval/v1"
 )
 
-// DefaultTimeout bounds a call whose context has no deadline (the Python client's default).
+// DefaultTimeout bounds a call whose context has no deadline (the Python client's default),
+// except Ingest and Delete.
 const DefaultTimeout = 60 * time.Second
+
+// unboundedByDefault are the calls the client's timeout does not bound, only a context deadline:
+// a large ingest takes minutes to embed, and one cut short by a default the caller never chose
+// stops part-way with no answer saying what was stored.
+var unboundedByDefault = map[string]bool{
+	"/retrieval.v1.RetrievalService/IngestDocuments": true,
+	"/retrieval.v1.RetrievalService/DeleteDocuments": true,
+}
 
 // maxMessageBytes matches the Python client: larger than the server's own limit
 // (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the server is the one that says no.
@@ -72,8 +82,9 @@ func WithTLS(t TLS) Option {
 	return func(c *config) { c.tls = &t }
 }
 
-// WithTimeout bounds each call whose context has no deadline (default DefaultTimeout). A
-// context deadline always wins. Zero or negative: no bound.
+// WithTimeout bounds each call whose context has no deadline (default DefaultTimeout), except
+// Ingest and Delete, which only a context deadline bounds. A context deadline always wins. Zero
+// or negative: no bound.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
 }
@@ -238,14 +249,15 @@ func (s *cancelledAtEnd) Header() (metadata.MD, error) {
 	return md, s.ended(err)
 }
 
-// callInterceptor adds the identity metadata and, when the context has no deadline, the default timeout.
+// callInterceptor adds the identity metadata and, when the context has no deadline, the default
+// timeout (not to IngestDocuments and DeleteDocuments).
 func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 	pairs := identity(cfg)
 	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if len(pairs) > 0 {
 			ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
 		}
-		if _, ok := ctx.Deadline(); !ok && cfg.timeout > 0 {
+		if _, ok := ctx.Deadline(); !ok && cfg.timeout > 0 && !unboundedByDefault[method] {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
 			defer cancel()
@@ -258,7 +270,8 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 func (c *Client) Close() error { return c.conn.Close() }
 
 // Service is the generated stub on the client's connection (identity and default timeout
-// included), for requests the helpers do not build, e.g. a QueryRequest with Fusion or Rerank.
+// included, the timeout not on IngestDocuments and DeleteDocuments), for requests the helpers do
+// not build, e.g. a QueryRequest with Fusion or Rerank.
 func (c *Client) Service() retrievalv1.RetrievalServiceClient { return c.svc }
 
 // QueryOption sets a field of a QueryRequest.
@@ -304,12 +317,14 @@ func (c *Client) Health(ctx context.Context) (*retrievalv1.HealthResponse, error
 }
 
 // Ingest adds or replaces documents (needs the ADMIN or SUPER_ADMIN role). Files that cannot
-// be read are listed in the response's Errors; the rest are stored.
+// be read are listed in the response's Errors; the rest are stored. Only ctx's deadline bounds
+// it, not the client's timeout.
 func (c *Client) Ingest(ctx context.Context, docs ...*retrievalv1.DocumentInput) (*retrievalv1.IngestDocumentsResponse, error) {
 	return c.svc.IngestDocuments(ctx, &retrievalv1.IngestDocumentsRequest{Documents: docs})
 }
 
-// Delete removes documents (needs the ADMIN or SUPER_ADMIN role).
+// Delete removes documents (needs the ADMIN or SUPER_ADMIN role). Only ctx's deadline bounds
+// it, not the client's timeout.
 func (c *Client) Delete(ctx context.Context, ids ...string) (*retrievalv1.DeleteDocumentsResponse, error) {
 	return c.svc.DeleteDocuments(ctx, &retrievalv1.DeleteDocumentsRequest{DocumentIds: ids})
 }

@@ -233,6 +233,74 @@ func TestDeadlines(t *testing.T) {
 	}
 }
 
+// deadlineServer says, for each call it answers, whether the call came with a deadline.
+type deadlineServer struct {
+	retrievalv1.UnimplementedRetrievalServiceServer
+	hadDeadline chan bool
+}
+
+func (s deadlineServer) record(ctx context.Context) {
+	_, ok := ctx.Deadline()
+	s.hadDeadline <- ok
+}
+
+func (s deadlineServer) Search(ctx context.Context, _ *retrievalv1.SearchRequest) (*retrievalv1.SearchResponse, error) {
+	s.record(ctx)
+	return &retrievalv1.SearchResponse{}, nil
+}
+
+func (s deadlineServer) IngestDocuments(ctx context.Context, _ *retrievalv1.IngestDocumentsRequest) (*retrievalv1.IngestDocumentsResponse, error) {
+	s.record(ctx)
+	return &retrievalv1.IngestDocumentsResponse{}, nil
+}
+
+func (s deadlineServer) DeleteDocuments(ctx context.Context, _ *retrievalv1.DeleteDocumentsRequest) (*retrievalv1.DeleteDocumentsResponse, error) {
+	s.record(ctx)
+	return &retrievalv1.DeleteDocumentsResponse{}, nil
+}
+
+// A 1 MB ingest of 16 documents took longer than the default 60 s and was cut short, storing part
+// of the batch with no answer saying which: only the context's deadline bounds Ingest and Delete.
+func TestDefaultTimeoutDoesNotBoundIngestOrDelete(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := deadlineServer{hadDeadline: make(chan bool, 1)}
+	server := grpc.NewServer()
+	retrievalv1.RegisterRetrievalServiceServer(server, srv)
+	go server.Serve(lis)
+	t.Cleanup(server.Stop)
+	c, err := retrieval.New(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	calls := map[string]func(context.Context) error{
+		"Ingest": func(ctx context.Context) error {
+			_, err := c.Ingest(ctx, &retrievalv1.DocumentInput{DocumentId: "d"})
+			return err
+		},
+		"Delete": func(ctx context.Context) error { _, err := c.Delete(ctx, "d"); return err },
+		"Search": func(ctx context.Context) error { _, err := c.Search(ctx, "aardvarks", 1); return err },
+	}
+	hadDeadline := func(name string, ctx context.Context) bool {
+		if err := calls[name](ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return <-srv.hadDeadline
+	}
+	for name, want := range map[string]bool{"Ingest": false, "Delete": false, "Search": true} {
+		if got := hadDeadline(name, context.Background()); got != want {
+			t.Errorf("%s without a context deadline: the call had a deadline %v, want %v", name, got, want)
+		}
+		if !hadDeadline(name, ctx(t)) {
+			t.Errorf("%s with a context deadline: the call had none", name)
+		}
+	}
+}
+
 func TestBearerTokenNeedsTLSBeyondLoopback(t *testing.T) {
 	if _, err := retrieval.New("retrieval.example:50051", retrieval.WithBearerToken("t")); err == nil {
 		t.Fatal("a plaintext token to a remote host was accepted")

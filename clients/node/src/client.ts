@@ -22,7 +22,7 @@ import {
   Strategy,
 } from "./gen/retrieval/v1/retrieval";
 
-/** Bounds a call that has no deadline of its own (the Python client's default). */
+/** Bounds a call that has no deadline of its own (the Python client's default), except ingest and delete. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
 
 // Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
@@ -49,7 +49,7 @@ export interface ClientOptions {
   bearerToken?: string;
   /** Connect over TLS (mutual TLS with a client certificate). Unset: plaintext. */
   tls?: TlsOptions;
-  /** Bounds each call without a deadline, in milliseconds (default 60,000; 0: no bound). */
+  /** Bounds each call without a deadline, in milliseconds (default 60,000; 0: no bound); not ingest and delete. */
   timeoutMs?: number;
   /** More @grpc/grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
@@ -91,6 +91,18 @@ function metadataValue(name: string, value: string): string {
     throw new Error(`the ${name} must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)`);
   }
   return value;
+}
+
+/**
+ * `topK` as the request's int32. Checked here since the encoder would fail a fraction or a number
+ * beyond int32 as INTERNAL "Request message serialization failure"; the range it takes is the server's to say.
+ */
+function int32TopK(topK: number | undefined): number {
+  if (topK === undefined) return 0;
+  if (!Number.isInteger(topK) || topK < -(2 ** 31) || topK > 2 ** 31 - 1) {
+    throw new RangeError(`topK must be an integer from -2147483648 to 2147483647 (got ${topK})`);
+  }
+  return topK;
 }
 
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
@@ -137,26 +149,32 @@ export class RetrievalClient {
     return this.#identity.clone();
   }
 
-  private callOptions(options: CallOptions): Partial<grpc.CallOptions> {
+  /**
+   * A call's deadline: its own, else the client's default timeout unless `bounded` is false (ingest
+   * and delete: a large batch takes minutes, and one cut short by a default the caller never chose
+   * stops part-way with no answer saying what was stored).
+   */
+  private callOptions(options: CallOptions, bounded: boolean): Partial<grpc.CallOptions> {
     if (options.deadline !== undefined) return { deadline: options.deadline };
-    return this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
+    return bounded && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
   }
 
   private unary<Req, Res>(
     method: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => grpc.ClientUnaryCall,
     request: Req,
     options: CallOptions,
+    bounded = true,
   ): Promise<Res> {
     return new Promise((resolve, reject) => {
-      method.call(this.service, request, this.metadata(), this.callOptions(options), (err, res) => (err ? reject(err) : resolve(res)));
+      method.call(this.service, request, this.metadata(), this.callOptions(options, bounded), (err, res) => (err ? reject(err) : resolve(res)));
     });
   }
 
-  /** Runs the full retrieval pipeline; the best contexts come first. */
-  query(query: string, options: QueryOptions = {}): Promise<QueryResponse> {
+  /** Runs the full retrieval pipeline; the best contexts come first. A topK that is no int32 integer rejects with a RangeError. */
+  async query(query: string, options: QueryOptions = {}): Promise<QueryResponse> {
     const request = QueryRequest.fromPartial({
       query,
-      topK: options.topK ?? 0,
+      topK: int32TopK(options.topK),
       strategy: options.strategy ?? Strategy.STRATEGY_UNSPECIFIED,
       useCache: options.useCache,
       filters: options.documentIds ? { documentIds: options.documentIds } : undefined,
@@ -164,9 +182,9 @@ export class RetrievalClient {
     return this.unary(this.service.query, request, options);
   }
 
-  /** One semantic search: flat, deduplicated chunk results, best first. */
-  search(query: string, options: SearchOptions = {}): Promise<SearchResponse> {
-    return this.unary(this.service.search, { query, topK: options.topK ?? 0 }, options);
+  /** One semantic search: flat, deduplicated chunk results, best first. A topK that is no int32 integer rejects with a RangeError. */
+  async search(query: string, options: SearchOptions = {}): Promise<SearchResponse> {
+    return this.unary(this.service.search, { query, topK: int32TopK(options.topK) }, options);
   }
 
   /** The service's status and one status per component. */
@@ -174,14 +192,17 @@ export class RetrievalClient {
     return this.unary(this.service.health, {}, options);
   }
 
-  /** Adds or replaces documents (needs ADMIN or SUPER_ADMIN); unreadable files come back in `errors`. */
+  /**
+   * Adds or replaces documents (needs ADMIN or SUPER_ADMIN); unreadable files come back in `errors`.
+   * Only `options.deadline` bounds it, not the client's default timeout.
+   */
   ingest(documents: DeepPartial<DocumentInput>[], options: CallOptions = {}): Promise<IngestDocumentsResponse> {
-    return this.unary(this.service.ingestDocuments, { documents: documents.map((d) => DocumentInput.fromPartial(d)) }, options);
+    return this.unary(this.service.ingestDocuments, { documents: documents.map((d) => DocumentInput.fromPartial(d)) }, options, false);
   }
 
-  /** Removes documents (needs ADMIN or SUPER_ADMIN). */
+  /** Removes documents (needs ADMIN or SUPER_ADMIN). Only `options.deadline` bounds it, not the client's default timeout. */
   delete(documentIds: string[], options: CallOptions = {}): Promise<DeleteDocumentsResponse> {
-    return this.unary(this.service.deleteDocuments, { documentIds }, options);
+    return this.unary(this.service.deleteDocuments, { documentIds }, options, false);
   }
 
   close(): void {

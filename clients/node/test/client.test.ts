@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect } from "node:util";
-import { after, before, describe, test } from "node:test";
+import { after, before, beforeEach, describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
 
@@ -27,8 +27,8 @@ const target = process.env.RETRIEVAL_TEST_TARGET;
 const live = { skip: target ? false : "RETRIEVAL_TEST_TARGET is not set: tests/contract/test_clients.py starts a seeded server and sets it" };
 
 const clients: RetrievalClient[] = [];
-function client(options: ClientOptions = {}): RetrievalClient {
-  const c = new RetrievalClient(target, options);
+function client(options: ClientOptions = {}, at = target): RetrievalClient {
+  const c = new RetrievalClient(at, options);
   clients.push(c);
   return c;
 }
@@ -150,6 +150,64 @@ test("identity values are what gRPC metadata carries, and the token is never sho
   } finally {
     c.close();
   }
+});
+
+describe("against a local server that records each call", () => {
+  let server: grpc.Server;
+  let addr: string;
+  const calls: { method: string; deadline: grpc.Deadline; request: unknown }[] = [];
+  before(async () => {
+    server = new grpc.Server();
+    const recorded =
+      <Res>(method: string, response: Res) =>
+      (call: grpc.ServerUnaryCall<unknown, Res>, callback: grpc.sendUnaryData<Res>) => {
+        calls.push({ method, deadline: call.getDeadline(), request: call.request });
+        callback(null, response);
+      };
+    server.addService(RetrievalServiceService, {
+      query: recorded("query", { contexts: [], suggestions: [] }),
+      search: recorded("search", { results: [] }),
+      ingestDocuments: recorded("ingestDocuments", { documents: [], errors: [], documentsNotListed: 0 }),
+      deleteDocuments: recorded("deleteDocuments", { deleted: [], notFound: [] }),
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    addr = `127.0.0.1:${port}`;
+  });
+  after(() => server.forceShutdown());
+  beforeEach(() => calls.splice(0));
+
+  // A 1 MB ingest of 16 documents took longer than the default 60 s and was cut short, storing part
+  // of the batch with no answer saying which: only a call's own deadline bounds ingest and delete.
+  test("the default timeout does not bound an ingest or a delete, only a call's own deadline does", async () => {
+    const c = client({}, addr);
+    await c.ingest([{ documentId: "d", filename: "d.txt", content: Buffer.from("Aardvarks dig.") }]);
+    await c.delete(["d"]);
+    await c.search("aardvarks");
+    await c.ingest([], { deadline: Date.now() + 60_000 });
+    await c.delete([], { deadline: Date.now() + 60_000 });
+    const unbounded = calls.map((x) => [x.method, x.deadline === Infinity]);
+    assert.deepEqual(unbounded, [["ingestDocuments", true], ["deleteDocuments", true], ["search", false], ["ingestDocuments", false], ["deleteDocuments", false]]);
+  });
+
+  // 1.5 or 2 ** 31 failed as INTERNAL "Request message serialization failure".
+  test("a topK that is no int32 integer is a RangeError naming it, and is not sent", async () => {
+    const c = client({}, addr);
+    for (const topK of [1.5, 2 ** 31, -(2 ** 31) - 1, NaN, Infinity]) {
+      const refused = (err: Error) => err instanceof RangeError && err.message === `topK must be an integer from -2147483648 to 2147483647 (got ${topK})`;
+      await assert.rejects(c.query("aardvarks", { topK }), refused);
+      await assert.rejects(c.search("aardvarks", { topK }), refused);
+    }
+    assert.equal(calls.length, 0);
+    // Integers of int32 are sent, for the server to say which it takes.
+    await c.query("aardvarks", { topK: 2 ** 31 - 1 });
+    await c.search("aardvarks", { topK: -(2 ** 31) });
+    assert.deepEqual(
+      calls.map((x) => (x.request as { topK: number }).topK),
+      [2 ** 31 - 1, -(2 ** 31)],
+    );
+  });
 });
 
 describe("TLS", () => {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,17 @@ _MODES = {"retrieval": pb.MODE_RETRIEVAL_ONLY, "generation": pb.MODE_GENERATION}
 _ACCESS = {"public": pb.ACCESS_PUBLIC, "private": pb.ACCESS_PRIVATE}
 _MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
+#: the longest timeout a gRPC deadline holds: from 1e10 s it overflowed, and the call failed at once
+#: with DEADLINE_EXCEEDED without reaching the server (the CLI's --timeout shares this limit)
+MAX_TIMEOUT_S = 1e9
+
+
+def _id_list(name: str, ids: Iterable[str]) -> list[str]:
+    """``ids`` as the list a request holds. A str is refused although it is an iterable of str:
+    taken as one, ``delete("cache-notes")`` deleted document "e", and a grant to "bob" granted b and o."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{name} takes a list of ids, not one string (got {ids!r})")
+    return list(ids)
 
 
 def document_from_file(
@@ -58,7 +70,7 @@ def document_from_file(
         access=level,
         owner_id=owner_id,
         metadata=metadata or {},
-        granted_user_ids=list(granted_user_ids),
+        granted_user_ids=_id_list("granted_user_ids", granted_user_ids),
     )
 
 
@@ -77,7 +89,7 @@ def _query_request(
         strategy=strat,
         mode=_MODES[mode.lower()],
         use_cache=use_cache,
-        filters=pb.QueryFilters(document_ids=list(document_ids)),
+        filters=pb.QueryFilters(document_ids=_id_list("document_ids", document_ids)),
     )
 
 
@@ -103,6 +115,16 @@ class Tls:
 
     def options(self) -> list[tuple[str, str]]:
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def _seconds(timeout: float) -> float | None:
+    """``timeout`` as a call's deadline in seconds: 0 and inf are none, and a longer one than a
+    deadline holds is :data:`MAX_TIMEOUT_S` (31 years: no call tells the two apart)."""
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be 0 to inf seconds, 0 and inf for no deadline (got {timeout!r})")
+    if timeout == 0 or math.isinf(timeout):
+        return None
+    return min(timeout, MAX_TIMEOUT_S)
 
 
 def _metadata_value(name: str, value: str) -> str:
@@ -138,14 +160,16 @@ class _Base:
         if role:
             md.append(("x-user-role", _metadata_value("role", role)))
         self._metadata = tuple(md)
-        self._timeout = timeout if timeout and timeout > 0 else None
+        self._timeout = None if timeout is None else _seconds(timeout)
         self._tls = tls
 
-    def _deadline(self, timeout: float | None) -> float | None:
-        """Seconds for one call: ``timeout`` when given (0 or less: no deadline), else the client's."""
+    def _deadline(self, timeout: float | None, *, write: bool = False) -> float | None:
+        """Seconds for one call: ``timeout`` when given (0 or inf: no deadline), else the client's,
+        except for a ``write`` (ingest, delete): a large batch takes minutes, and one cut short by
+        a default the caller never chose stops part-way with no answer saying what was stored."""
         if timeout is None:
-            return self._timeout
-        return timeout if timeout > 0 else None
+            return None if write else self._timeout
+        return _seconds(timeout)
 
 
 class RetrievalClient(_Base):
@@ -192,11 +216,11 @@ class RetrievalClient(_Base):
 
     def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
-        return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
-        req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
-        return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        req = pb.DeleteDocumentsRequest(document_ids=_id_list("document_ids", document_ids))
+        return self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     def close(self) -> None:
         self._channel.close()
@@ -253,11 +277,11 @@ class AsyncRetrievalClient(_Base):
 
     async def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
-        return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return await self._stub.IngestDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     async def delete(self, document_ids: Sequence[str], *, timeout: float | None = None) -> pb.DeleteDocumentsResponse:
-        req = pb.DeleteDocumentsRequest(document_ids=list(document_ids))
-        return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        req = pb.DeleteDocumentsRequest(document_ids=_id_list("document_ids", document_ids))
+        return await self._stub.DeleteDocuments(req, metadata=self._metadata, timeout=self._deadline(timeout, write=True))
 
     async def close(self) -> None:
         await self._channel.close()
