@@ -460,7 +460,10 @@ class SqliteMetadataStore(MetadataStore):
             try:
                 yield _SqliteTx(self._conn)
             except BaseException:
-                await self._conn.execute("ROLLBACK")
+                # SQLite ends the transaction itself on some errors (a full disk, an I/O error): a
+                # ROLLBACK then fails, and its error would take the place of the one that ended it.
+                if self._conn.in_transaction:
+                    await self._conn.execute("ROLLBACK")
                 raise
             else:
                 await self._conn.execute("COMMIT")
