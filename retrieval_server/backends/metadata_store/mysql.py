@@ -253,8 +253,7 @@ class MysqlMetadataStore(MetadataStore):
         async with slots:
             conn = None
             try:
-                async with asyncio.timeout(self._timeout_s):
-                    conn = await pool.acquire()
+                conn = await self._acquire(pool)
                 held = await self._take(conn, name, document_id, wait)
             except BaseException as exc:
                 if conn is not None:
@@ -350,11 +349,7 @@ class MysqlMetadataStore(MetadataStore):
         if self._pool is None:
             raise Unavailable("metadata store is not open")
         try:
-            # Waiting for a connection is bounded like reading from one: the pool opens new
-            # connections one at a time, holding its lock, so with a frozen server (or every
-            # connection busy) callers would otherwise queue behind each other's timeouts.
-            async with asyncio.timeout(self._timeout_s):
-                conn = await self._pool.acquire()
+            conn = await self._acquire(self._pool)
             try:
                 if read_committed:
                     async with conn.cursor() as cur:  # for the next transaction only
@@ -373,6 +368,24 @@ class MysqlMetadataStore(MetadataStore):
                 self._pool.release(conn)
         except _CONNECTION_ERRORS as exc:
             raise self._unavailable(exc) from exc
+
+    async def _acquire(self, pool: Any) -> Any:
+        """A connection of ``pool``, waited for like an answer: the pool opens new connections one
+        at a time, holding its lock, so with a frozen server (or every connection busy) callers
+        would otherwise queue behind each other's timeouts."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await pool.acquire()
+        except TimeoutError:
+            # The timeout's own error says nothing ("unavailable: "): what was waited for is.
+            if pool.size - pool.freesize >= pool.maxsize:
+                raise TimedOut(
+                    f"no MySQL connection free within {self._timeout_s:g} s: all {pool.maxsize} pooled connections are"
+                    " busy (RETRIEVAL_MYSQL_POOL_SIZE sets how many)"
+                ) from None
+            raise TimedOut(
+                f"MySQL at {self._args['host']}:{self._args['port']} gave no connection within {self._timeout_s:g} s"
+            ) from None
 
     def _unavailable(self, exc: BaseException) -> Unavailable:
         """The server is down, restarting, frozen or unreachable: the request cannot be answered now."""
