@@ -250,3 +250,41 @@ async def test_a_server_logging_statements_takes_writes_at_repeatable_read(tmp_p
             assert await store.delete_document("d1")
         finally:
             await store.close()
+
+
+@pytest.mark.mariadb
+async def test_opening_an_existing_schema_logs_nothing_and_migrates_the_mentions_index(
+    mariadb_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each open of an existing schema logged ten driver warnings (the server's notes: a table that
+    exists, an index that exists, one that does not). The notes are off for the schema statements
+    alone: a note after open is logged again."""
+    import logging
+
+    from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
+
+    store = MysqlMetadataStore(mariadb_dsn, pool_size=1)
+    await store.open()
+    try:
+        async with store.transaction() as tx:  # the mentions index as it was before the ranked one
+            await tx.execute("DROP INDEX IF EXISTS graph_mentions_rank ON graph_mentions")
+            await tx.execute("CREATE INDEX graph_mentions_key ON graph_mentions (entity_key)")
+    finally:
+        await store.close()
+    with caplog.at_level(logging.INFO):
+        await store.open()
+        try:
+            async with store.snapshot() as tx:
+                indexes = {r[0] for r in await tx.fetchall(
+                    "SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'graph_mentions'"
+                )}
+                assert [r[0] for r in await tx.fetchall("SELECT @@session.sql_notes")] == [1]
+            await store.close()
+            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+            assert "graph_mentions_rank" in indexes and "graph_mentions_key" not in indexes
+            await store.open()  # once more, on the schema as it now is
+            async with store.snapshot() as tx:
+                await tx.execute("DROP TABLE IF EXISTS no_such_table")  # a note, for the driver to log
+        finally:
+            await store.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == ["Unknown table 'retrieval_test.no_such_table'"]

@@ -90,9 +90,6 @@ DDL = (
   KEY graph_edges_target (target_key),
   CONSTRAINT fk_graph_edge_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
-    # Tables created before the ranked mentions index get it (and lose the one it replaces).
-    "CREATE INDEX IF NOT EXISTS graph_mentions_rank ON graph_mentions (entity_key, mentions DESC, document_id, chunk_id)",
-    "DROP INDEX IF EXISTS graph_mentions_key ON graph_mentions",
 )
 
 
@@ -194,8 +191,15 @@ class MysqlMetadataStore(MetadataStore):
             log.warning("MySQL logs statements (binlog_format=STATEMENT): writes run at REPEATABLE READ, where writers of new"
                         " documents at once can deadlock each other; MIXED or ROW lets them run at READ COMMITTED")
         async with self.transaction() as tx:
-            for stmt in DDL:
-                await tx.execute(stmt)
+            # The server notes each thing that already exists, and asyncmy logs every note as a
+            # warning: ten lines on each open. Notes are off for these statements only; warnings stay.
+            await tx.execute("SET @retrieval_sql_notes = @@session.sql_notes, SESSION sql_notes = 0")
+            try:
+                for stmt in DDL:
+                    await tx.execute(stmt)
+                await self._migrate_indexes(tx)
+            finally:
+                await tx.execute("SET SESSION sql_notes = @retrieval_sql_notes")
         # Apart from the transactions' pool: writers holding every connection of one pool while
         # their transactions wait for another would deadlock it. At most ``pool_size`` documents
         # are written at once by this process. A held lock's session must outlive the server's
@@ -205,6 +209,21 @@ class MysqlMetadataStore(MetadataStore):
             init_command=f"SET SESSION wait_timeout = {LOCK_SESSION_IDLE_S}", **self._args,
         )
         self._lock_slots = asyncio.Semaphore(self._pool_size)
+
+    @staticmethod
+    async def _migrate_indexes(tx: Tx) -> None:
+        """Tables created before the ranked mentions index get it (and lose the one it replaces)."""
+        present = {r[0] for r in await tx.fetchall(
+            "SELECT index_name FROM information_schema.statistics"
+            " WHERE table_schema = DATABASE() AND table_name = 'graph_mentions'"
+        )}
+        # IF [NOT] EXISTS still: another process may be opening the same database.
+        if "graph_mentions_rank" not in present:
+            await tx.execute(
+                "CREATE INDEX IF NOT EXISTS graph_mentions_rank ON graph_mentions (entity_key, mentions DESC, document_id, chunk_id)"
+            )
+        if "graph_mentions_key" in present:
+            await tx.execute("DROP INDEX IF EXISTS graph_mentions_key ON graph_mentions")
 
     async def close(self) -> None:
         if self._lock_pool is not None:
