@@ -169,15 +169,18 @@ async def test_cancelled_calls_leave_no_transaction_behind(metadata_store: Metad
     assert got is not None and got.title == "ok"
 
 
-async def test_the_two_step_metadata_search_answers_as_the_one_statement_search(metadata_store: MetadataStore) -> None:
-    """Whatever a store does to search faster, the answer is the one statement's: same documents,
-    same scores, same order, for every caller, limit and query (private documents crowding the
-    best matches force the SQLite store's fallback)."""
+async def test_metadata_search_answers_as_every_match_filtered_by_the_access_rule(metadata_store: MetadataStore) -> None:
+    """Whatever a store does to search faster, the answer is every match (the one statement with no
+    access rule) kept by :meth:`AccessFilter.allows` and cut to the limit: same documents, same
+    scores, same order, for every caller, limit and query (private documents crowding the best
+    matches force the SQLite store's fallback). Compared with the one statement's answer instead,
+    this said nothing of MariaDB, whose search is that statement."""
     import random
 
     rng = random.Random(5)
     words = ["alpine", "glacier", "river", "the", "of", "valley", "snow", "rock", "ice", "lake"]
     users = ["alice", "bob", "carol"]
+    docs: dict[str, Document] = {}
     for i in range(120):
         private = i % 3 != 0
         owner = rng.choice(users) if private else ""
@@ -185,13 +188,18 @@ async def test_the_two_step_metadata_search_answers_as_the_one_statement_search(
         doc = Document(f"doc{i:03d}", title, access=Access.PRIVATE if private else Access.PUBLIC, owner_id=owner,
                        granted_user_ids=(rng.choice(users),) if private and i % 5 == 0 else ())
         await metadata_store.replace_document(doc, _parents(doc.document_id, 1))
+        docs[doc.document_id] = doc
+    everything = AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN))
     callers = [Identity(), Identity("alice", Role.USER), Identity("carol", Role.USER), Identity("root", Role.SUPER_ADMIN)]
     for query in ["the glacier", "of the", "snow lake river", "ice", "nothing here"]:
+        matches = await MetadataStore.search_documents(metadata_store, query, len(docs), everything)
         for caller in callers:
             access = AccessFilter.for_identity(caller)
+            readable = [(d, s) for d, s in matches if access.allows(docs[d])]
             for limit in (1, 3, 10):
                 got = await metadata_store.search_documents(query, limit, access)
-                assert got == await MetadataStore.search_documents(metadata_store, query, limit, access), (query, caller.user_id, limit)
+                assert got == readable[:limit], (query, caller.user_id, limit)
+    assert any(docs[d].access is Access.PRIVATE for d, _ in await metadata_store.search_documents("glacier", 10, everything))
 
 
 async def test_a_pending_write_is_seen_until_it_ends(metadata_store: MetadataStore) -> None:
@@ -242,3 +250,41 @@ async def test_a_server_logging_statements_takes_writes_at_repeatable_read(tmp_p
             assert await store.delete_document("d1")
         finally:
             await store.close()
+
+
+@pytest.mark.mariadb
+async def test_opening_an_existing_schema_logs_nothing_and_migrates_the_mentions_index(
+    mariadb_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each open of an existing schema logged ten driver warnings (the server's notes: a table that
+    exists, an index that exists, one that does not). The notes are off for the schema statements
+    alone: a note after open is logged again."""
+    import logging
+
+    from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
+
+    store = MysqlMetadataStore(mariadb_dsn, pool_size=1)
+    await store.open()
+    try:
+        async with store.transaction() as tx:  # the mentions index as it was before the ranked one
+            await tx.execute("DROP INDEX IF EXISTS graph_mentions_rank ON graph_mentions")
+            await tx.execute("CREATE INDEX graph_mentions_key ON graph_mentions (entity_key)")
+    finally:
+        await store.close()
+    with caplog.at_level(logging.INFO):
+        await store.open()
+        try:
+            async with store.snapshot() as tx:
+                indexes = {r[0] for r in await tx.fetchall(
+                    "SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'graph_mentions'"
+                )}
+                assert [r[0] for r in await tx.fetchall("SELECT @@session.sql_notes")] == [1]
+            await store.close()
+            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+            assert "graph_mentions_rank" in indexes and "graph_mentions_key" not in indexes
+            await store.open()  # once more, on the schema as it now is
+            async with store.snapshot() as tx:
+                await tx.execute("DROP TABLE IF EXISTS no_such_table")  # a note, for the driver to log
+        finally:
+            await store.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == ["Unknown table 'retrieval_test.no_such_table'"]

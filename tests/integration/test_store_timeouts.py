@@ -56,29 +56,32 @@ async def test_a_frozen_store_times_out_once_and_a_refusing_one_is_asked_again(t
 
 
 async def test_waiting_for_a_busy_pool_ends_after_the_timeout(mariadb_dsn: str) -> None:
-    """Every connection busy (here the pool's one, held by a transaction that is still open): a
-    caller waits MYSQL_TIMEOUT_S for one, as it would for an answer, and the pool stays whole."""
-    store = MysqlMetadataStore(mariadb_dsn, pool_size=1, timeout_s=1.0)
+    """Every connection busy (here the pool's two, held by transactions that are still open): a
+    caller waits MYSQL_TIMEOUT_S for one, as it would for an answer, is told why (it was told
+    "MySQL at host:port is unavailable: ", the timeout's empty message), and the pool stays whole."""
+    store = MysqlMetadataStore(mariadb_dsn, pool_size=2, timeout_s=1.0)
     await store.open()
-    held, release = asyncio.Event(), asyncio.Event()
+    held, release = [asyncio.Event(), asyncio.Event()], asyncio.Event()
 
-    async def hold() -> None:
+    async def hold(taken: asyncio.Event) -> None:
         async with store.transaction() as tx:
             await tx.execute("SELECT 1")
-            held.set()
+            taken.set()
             await release.wait()
 
-    holder = asyncio.create_task(hold())
+    holders = [asyncio.create_task(hold(taken)) for taken in held]
     try:
-        await held.wait()
+        for taken in held:
+            await taken.wait()
         # 60 s only turns a wait that never ends into a failure; the call is expected to end after 1 s.
-        with pytest.raises(TimedOut):
+        busy = r"^no MySQL connection free within 1 s: all 2 pooled connections are busy \(RETRIEVAL_MYSQL_POOL_SIZE"
+        with pytest.raises(TimedOut, match=busy):
             await asyncio.wait_for(store.get_document("anything"), 60)
-        assert not holder.done()
+        assert not any(h.done() for h in holders)
         release.set()
-        await holder
-        assert await store.get_document("anything") is None  # the connection went back to the pool
+        await asyncio.gather(*holders)
+        assert await store.get_document("anything") is None  # the connections went back to the pool
     finally:
         release.set()
-        await holder
+        await asyncio.gather(*holders)
         await store.close()

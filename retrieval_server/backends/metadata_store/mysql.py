@@ -90,9 +90,6 @@ DDL = (
   KEY graph_edges_target (target_key),
   CONSTRAINT fk_graph_edge_document FOREIGN KEY (document_id) REFERENCES documents(document_id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin""",
-    # Tables created before the ranked mentions index get it (and lose the one it replaces).
-    "CREATE INDEX IF NOT EXISTS graph_mentions_rank ON graph_mentions (entity_key, mentions DESC, document_id, chunk_id)",
-    "DROP INDEX IF EXISTS graph_mentions_key ON graph_mentions",
 )
 
 
@@ -194,8 +191,15 @@ class MysqlMetadataStore(MetadataStore):
             log.warning("MySQL logs statements (binlog_format=STATEMENT): writes run at REPEATABLE READ, where writers of new"
                         " documents at once can deadlock each other; MIXED or ROW lets them run at READ COMMITTED")
         async with self.transaction() as tx:
-            for stmt in DDL:
-                await tx.execute(stmt)
+            # The server notes each thing that already exists, and asyncmy logs every note as a
+            # warning: ten lines on each open. Notes are off for these statements only; warnings stay.
+            await tx.execute("SET @retrieval_sql_notes = @@session.sql_notes, SESSION sql_notes = 0")
+            try:
+                for stmt in DDL:
+                    await tx.execute(stmt)
+                await self._migrate_indexes(tx)
+            finally:
+                await tx.execute("SET SESSION sql_notes = @retrieval_sql_notes")
         # Apart from the transactions' pool: writers holding every connection of one pool while
         # their transactions wait for another would deadlock it. At most ``pool_size`` documents
         # are written at once by this process. A held lock's session must outlive the server's
@@ -205,6 +209,21 @@ class MysqlMetadataStore(MetadataStore):
             init_command=f"SET SESSION wait_timeout = {LOCK_SESSION_IDLE_S}", **self._args,
         )
         self._lock_slots = asyncio.Semaphore(self._pool_size)
+
+    @staticmethod
+    async def _migrate_indexes(tx: Tx) -> None:
+        """Tables created before the ranked mentions index get it (and lose the one it replaces)."""
+        present = {r[0] for r in await tx.fetchall(
+            "SELECT index_name FROM information_schema.statistics"
+            " WHERE table_schema = DATABASE() AND table_name = 'graph_mentions'"
+        )}
+        # IF [NOT] EXISTS still: another process may be opening the same database.
+        if "graph_mentions_rank" not in present:
+            await tx.execute(
+                "CREATE INDEX IF NOT EXISTS graph_mentions_rank ON graph_mentions (entity_key, mentions DESC, document_id, chunk_id)"
+            )
+        if "graph_mentions_key" in present:
+            await tx.execute("DROP INDEX IF EXISTS graph_mentions_key ON graph_mentions")
 
     async def close(self) -> None:
         if self._lock_pool is not None:
@@ -253,8 +272,7 @@ class MysqlMetadataStore(MetadataStore):
         async with slots:
             conn = None
             try:
-                async with asyncio.timeout(self._timeout_s):
-                    conn = await pool.acquire()
+                conn = await self._acquire(pool)
                 held = await self._take(conn, name, document_id, wait)
             except BaseException as exc:
                 if conn is not None:
@@ -350,11 +368,7 @@ class MysqlMetadataStore(MetadataStore):
         if self._pool is None:
             raise Unavailable("metadata store is not open")
         try:
-            # Waiting for a connection is bounded like reading from one: the pool opens new
-            # connections one at a time, holding its lock, so with a frozen server (or every
-            # connection busy) callers would otherwise queue behind each other's timeouts.
-            async with asyncio.timeout(self._timeout_s):
-                conn = await self._pool.acquire()
+            conn = await self._acquire(self._pool)
             try:
                 if read_committed:
                     async with conn.cursor() as cur:  # for the next transaction only
@@ -373,6 +387,24 @@ class MysqlMetadataStore(MetadataStore):
                 self._pool.release(conn)
         except _CONNECTION_ERRORS as exc:
             raise self._unavailable(exc) from exc
+
+    async def _acquire(self, pool: Any) -> Any:
+        """A connection of ``pool``, waited for like an answer: the pool opens new connections one
+        at a time, holding its lock, so with a frozen server (or every connection busy) callers
+        would otherwise queue behind each other's timeouts."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await pool.acquire()
+        except TimeoutError:
+            # The timeout's own error says nothing ("unavailable: "): what was waited for is.
+            if pool.size - pool.freesize >= pool.maxsize:
+                raise TimedOut(
+                    f"no MySQL connection free within {self._timeout_s:g} s: all {pool.maxsize} pooled connections are"
+                    " busy (RETRIEVAL_MYSQL_POOL_SIZE sets how many)"
+                ) from None
+            raise TimedOut(
+                f"MySQL at {self._args['host']}:{self._args['port']} gave no connection within {self._timeout_s:g} s"
+            ) from None
 
     def _unavailable(self, exc: BaseException) -> Unavailable:
         """The server is down, restarting, frozen or unreachable: the request cannot be answered now."""

@@ -61,6 +61,11 @@ def exact_answer(ranked: Sequence[Sequence[Any]], limit: int) -> list[tuple[str,
     return kept[:limit] if len(kept) >= limit or complete else None
 
 
+#: A document's full-text row goes with it (a replace inserts the new version's): by rowid, a lookup.
+FTS_DELETE_TRIGGER = """CREATE TRIGGER IF NOT EXISTS documents_fts_delete AFTER DELETE ON documents BEGIN
+  DELETE FROM documents_fts WHERE rowid = old.fts_rowid;
+END"""
+
 DDL = """
 CREATE TABLE IF NOT EXISTS documents (
   document_id TEXT PRIMARY KEY,
@@ -71,7 +76,11 @@ CREATE TABLE IF NOT EXISTS documents (
   owner_id TEXT NOT NULL DEFAULT '',
   metadata TEXT NOT NULL DEFAULT '{}',
   content_hash TEXT NOT NULL DEFAULT '',
-  updated_at REAL NOT NULL
+  updated_at REAL NOT NULL,
+  -- The rowid of the document's row of documents_fts, which is deleted by it: found by document_id
+  -- (a column FTS5 cannot index) it took a scan of every title on every replace and delete. A
+  -- column of its own: VACUUM may renumber the implicit rowid of a table keyed by text.
+  fts_rowid INTEGER
 );
 CREATE TABLE IF NOT EXISTS parent_chunks (
   parent_chunk_id TEXT PRIMARY KEY,
@@ -90,9 +99,7 @@ CREATE TABLE IF NOT EXISTS grants (
 CREATE VIRTUAL TABLE IF NOT EXISTS documents_fts USING fts5(
   document_id UNINDEXED, text, tokenize = 'porter unicode61'
 );
-CREATE TRIGGER IF NOT EXISTS documents_fts_delete AFTER DELETE ON documents BEGIN
-  DELETE FROM documents_fts WHERE document_id = old.document_id;
-END;
+""" + FTS_DELETE_TRIGGER + """;
 CREATE TABLE IF NOT EXISTS index_info (
   info_key TEXT PRIMARY KEY,
   info_value TEXT NOT NULL
@@ -225,8 +232,24 @@ class SqliteMetadataStore(MetadataStore):
         await self._conn.execute("PRAGMA foreign_keys=ON")
         await self._conn.execute("PRAGMA busy_timeout=5000")
         await self._conn.executescript(DDL)
+        await self._add_fts_rowids(self._conn)
         if str(self._path) != ":memory:":  # a second connection to :memory: would be another database
             await self._open_readers(str(self._path), uri=False)
+
+    async def _add_fts_rowids(self, conn: aiosqlite.Connection) -> None:
+        """A database made before ``documents.fts_rowid`` gets it: the rowids are read in one pass
+        over documents_fts (a look-up by document id there is a scan), and the trigger deletes by them."""
+        if any(c[1] == "fts_rowid" for c in await conn.execute_fetchall("PRAGMA table_info(documents)")):
+            return
+        async with self.transaction() as tx:
+            # Again inside the write lock: another process opening the same file may have just done it.
+            if any(c[1] == "fts_rowid" for c in await tx.fetchall("PRAGMA table_info(documents)")):
+                return
+            await tx.execute("ALTER TABLE documents ADD COLUMN fts_rowid INTEGER")
+            rows = await tx.fetchall("SELECT rowid, document_id FROM documents_fts")
+            await tx.executemany("UPDATE documents SET fts_rowid = ? WHERE document_id = ?", rows)
+            await tx.execute("DROP TRIGGER documents_fts_delete")
+            await tx.execute(FTS_DELETE_TRIGGER)
 
     def _read_only_uri(self) -> str:
         path = Path(self._path).absolute()
@@ -410,8 +433,9 @@ class SqliteMetadataStore(MetadataStore):
         return source, "-bm25(documents_fts)", [match]
 
     async def _index_text(self, tx: Tx, doc: Document) -> None:
-        await tx.execute("DELETE FROM documents_fts WHERE document_id = ?", [doc.document_id])
+        # The old version's row went with its documents row (FTS_DELETE_TRIGGER).
         await tx.execute("INSERT INTO documents_fts (document_id, text) VALUES (?, ?)", [doc.document_id, search_text(doc)])
+        await tx.execute("UPDATE documents SET fts_rowid = last_insert_rowid() WHERE document_id = ?", [doc.document_id])
 
     @asynccontextmanager
     async def write_lock(self, document_id: str, *, wait: bool = True) -> AsyncIterator[bool]:
@@ -436,7 +460,10 @@ class SqliteMetadataStore(MetadataStore):
             try:
                 yield _SqliteTx(self._conn)
             except BaseException:
-                await self._conn.execute("ROLLBACK")
+                # SQLite ends the transaction itself on some errors (a full disk, an I/O error): a
+                # ROLLBACK then fails, and its error would take the place of the one that ended it.
+                if self._conn.in_transaction:
+                    await self._conn.execute("ROLLBACK")
                 raise
             else:
                 await self._conn.execute("COMMIT")
