@@ -40,7 +40,10 @@ _BUCKETS = (
 
 @dataclass
 class ServiceMetrics:
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    # Described by collecting them once, the process and platform collectors can be asked for by
+    # name (/metrics?name[]=process_resident_memory_bytes): a registry finds collectors by the
+    # names they describe, and theirs describe none.
+    registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=True))
 
     def __post_init__(self) -> None:
         r = self.registry

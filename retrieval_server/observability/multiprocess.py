@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -71,6 +71,29 @@ class _Summed:
         return [f for f in families if f.name not in names] + made
 
 
+class _NamedAtScrape(CollectorRegistry):
+    """The supervisor's registry, whose ``/metrics?name[]=`` filter reads the names of what it
+    collects. prometheus-client's picks collectors by the names they described when registered,
+    and the workers' families exist only once a worker wrote them: a scrape asking for any name
+    returned nothing."""
+
+    def restricted_registry(self, names: Iterable[str]) -> _Restricted:  # type: ignore[override]
+        return _Restricted(self, frozenset(names))
+
+
+class _Restricted:
+    def __init__(self, registry: CollectorRegistry, names: frozenset[str]) -> None:
+        self._registry, self._names = registry, names
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            samples = [s for s in family.samples if s.name in self._names]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type)
+                kept.samples = samples
+                yield kept
+
+
 class MultiprocessMetrics:
     """The run's metric directory and the endpoint serving the sum over all workers."""
 
@@ -79,7 +102,7 @@ class MultiprocessMetrics:
         # Read by prometheus-client in each worker at import; the workers inherit it when spawned.
         os.environ[ENV] = str(self.directory)
         self.workers = WorkerCollector()
-        self.registry = CollectorRegistry()
+        self.registry = _NamedAtScrape()
         self.registry.register(_Summed(multiprocess.MultiProcessCollector(None, path=str(self.directory))))
         self.registry.register(self.workers)
         self._http: WSGIServer | None = None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from retrieval.v1 import retrieval_pb2
 from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.metrics_http import CONNECTION_TIMEOUT_S, MAX_CONNECTIONS, serve_metrics
 from tests.support.pki import Authority
@@ -117,3 +118,22 @@ def test_a_connection_gets_its_time_in_all_not_per_read(tmp_path: Path, tls: boo
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_scrape_can_ask_for_series_by_name() -> None:
+    """``?name[]=`` finds a collector by the names it described: the process and platform
+    collectors describe none, and were never found."""
+    metrics = ServiceMetrics()
+    metrics.grpc.preregister([retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"]])
+    metrics.ingested.inc(3)
+    port = metrics.serve("127.0.0.1", 0)
+    try:
+        for name, line in (("retrieval_ingested_documents_total", "retrieval_ingested_documents_total 3.0"),
+                           ("process_resident_memory_bytes", "process_resident_memory_bytes "),
+                           ("python_info", "python_info{"),
+                           ("retrieval_requests_total", 'retrieval_requests_total{code="OK",method="Query"} 0.0')):
+            page = _scrape(f"http://127.0.0.1:{port}/metrics?name[]={name}")
+            assert line in page, name
+            assert "retrieval_query_cache" not in page
+    finally:
+        metrics.close()
