@@ -6,6 +6,8 @@ worker imports it, so each worker's counters and histograms are written to files
 supervisor serves their sum on the metrics port, with its own series: restarts and liveness per
 worker, and each worker's process metrics (CPU, memory, file descriptors) labelled by worker.
 A worker that dies keeps its counts in the sum, so totals never go backwards on a restart.
+The directory is named after the supervisor's pid: one that was killed cannot remove its own,
+and the next to start does.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from retrieval_server.observability.metrics import SERVICE
 from retrieval_server.observability.metrics_http import serve_metrics
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: the run's directory in the temporary one is this, the supervisor's pid, "-" and a random part
+PREFIX = "retrieval-metrics-"
 
 
 class WorkerCollector:
@@ -98,7 +102,8 @@ class MultiprocessMetrics:
     """The run's metric directory and the endpoint serving the sum over all workers."""
 
     def __init__(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="retrieval-metrics-"))
+        _remove_dead_runs()
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         # Read by prometheus-client in each worker at import; the workers inherit it when spawned.
         os.environ[ENV] = str(self.directory)
         self.workers = WorkerCollector()
@@ -128,3 +133,22 @@ class MultiprocessMetrics:
             self._http = None
         shutil.rmtree(self.directory, ignore_errors=True)
         os.environ.pop(ENV, None)
+
+
+def _remove_dead_runs() -> None:
+    """The directories of supervisors no longer running: one killed (SIGKILL, the OOM killer)
+    left its workers' files behind, in a /tmp that may be memory (a Kubernetes emptyDir)."""
+    for run in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+        pid = run.name[len(PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(run, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import pytest
 from bench.server_process import free_port, listening_processes, wait_healthy
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
-from retrieval_server.observability.multiprocess import MultiprocessMetrics
+from retrieval_server.observability.multiprocess import PREFIX, MultiprocessMetrics
 from tests.support.paths import inherited_env
 from tests.support.prometheus import eventually, prometheus_server, query
 from tests.support.subprocesses import reaped
@@ -122,5 +123,23 @@ def test_a_scrape_of_the_workers_sum_can_ask_for_series_by_name() -> None:
                 page = resp.read().decode()
             assert line in page, name
             assert "grpc_server_started_total" not in page
+    finally:
+        metrics.close()
+
+
+def test_a_supervisor_removes_the_directories_of_supervisors_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One killed with SIGKILL left its directory, and its workers' files, in /tmp for good."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = tmp_path / f"{PREFIX}{gone.stdout.strip()}-abc"
+    running = tmp_path / f"{PREFIX}{os.getppid()}-abc"  # pytest's parent: running
+    other = tmp_path / "retrieval-metrics-elsewhere"
+    for directory in (dead, running, other):
+        directory.mkdir()
+        (directory / "counter_1.db").write_bytes(b"")
+    metrics = MultiprocessMetrics()
+    try:
+        assert metrics.directory.parent == tmp_path and metrics.directory.name.startswith(f"{PREFIX}{os.getpid()}-")
+        assert not dead.exists() and running.exists() and other.exists()
     finally:
         metrics.close()
