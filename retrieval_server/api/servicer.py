@@ -31,6 +31,7 @@ from retrieval_server.domain import (
     ServiceError,
     Unauthenticated,
 )
+from retrieval_server.observability.metrics import CacheOutcome
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,9 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if convert.CONTEXTS_CAPPED in response.metrics.degraded:
             m.degraded.append(convert.CONTEXTS_CAPPED)
             result = dataclasses.replace(result, contexts=result.contexts[: len(response.contexts)])  # as sent
-        self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), result.cached, m.degraded)
+        consulted = options.use_cache and self._app.pipeline.deps.cache is not None
+        cache: CacheOutcome = "hit" if result.cached else "miss" if consulted else "bypassed"
+        self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), cache, m.degraded)
         self._app.analytics.query_answered(options, result)
         return response
 

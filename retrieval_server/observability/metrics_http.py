@@ -1,10 +1,11 @@
-"""``/metrics`` over HTTP or HTTPS: prometheus-client's WSGI app, one thread per connection, each
-connection's TLS handshake and reads bounded in time.
+"""``/metrics`` over HTTP or HTTPS: prometheus-client's WSGI app, one thread per connection, a few
+connections at once, each with its TLS handshake, request and response bounded in time.
 
 prometheus-client's own server wraps its listening socket in TLS, so every handshake ran in its
 accept loop: one client that connected and sent nothing stalled every scrape, and the server's
 shutdown with them (a SIGTERM waited until that client left). And each idle connection, over
-plain HTTP too, kept a thread waiting for its request for ever.
+plain HTTP too, kept a thread waiting for its request for ever; with a timeout on each read, so
+did a client sending a byte every few seconds, and as many threads as clients.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -24,8 +28,10 @@ from retrieval_server.file_stamps import file_stamps
 
 log = logging.getLogger(__name__)
 
-#: seconds a connection may take for its handshake, and for each read and write after it
+#: seconds a connection may take in all: its handshake, its request and the response
 CONNECTION_TIMEOUT_S = 10.0
+#: connections served at once; one more is closed as it is accepted (a scrape needs one)
+MAX_CONNECTIONS = 16
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -57,33 +63,103 @@ class TlsFiles:
             return self._context
 
 
+class _Deadline:
+    """A connection's socket whose every handshake step, read and write waits only for what is
+    left of the connection's time: a timeout per operation let a peer sending a byte every few
+    seconds hold its thread for ever."""
+
+    deadline = float("inf")
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+
+    def _time_left(self) -> None:
+        left = self.deadline - self.clock()
+        if left <= 0:
+            raise TimeoutError("the connection's time is up")
+        self.settimeout(left)  # type: ignore[attr-defined]
+
+    def recv_into(self, *args: Any, **kwargs: Any) -> int:
+        self._time_left()
+        return super().recv_into(*args, **kwargs)  # type: ignore[misc]
+
+    def send(self, *args: Any, **kwargs: Any) -> int:
+        self._time_left()
+        return super().send(*args, **kwargs)  # type: ignore[misc]
+
+    def sendall(self, *args: Any, **kwargs: Any) -> None:
+        self._time_left()
+        super().sendall(*args, **kwargs)  # type: ignore[misc]
+
+
+class _TimedSocket(_Deadline, socket.socket):
+    pass
+
+
+class _TimedSslSocket(_Deadline, ssl.SSLSocket):
+    def do_handshake(self, *args: Any, **kwargs: Any) -> None:
+        self._time_left()
+        super().do_handshake(*args, **kwargs)
+
+
 class _BoundedServer(ThreadingWSGIServer):
-    """Accepts at once; a connection's handshake, and its reads and writes, run in its own thread
-    within :data:`CONNECTION_TIMEOUT_S` each."""
+    """Accepts at once; serves at most :data:`MAX_CONNECTIONS` connections, each in its own
+    thread and within :data:`CONNECTION_TIMEOUT_S` of its accept, handshake included."""
 
     tls: TlsFiles | None = None
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
     def get_request(self) -> tuple[socket.socket, Any]:
         conn, address = self.socket.accept()
-        conn.settimeout(CONNECTION_TIMEOUT_S)
-        return conn, address
+        timed = _TimedSocket(conn.family, conn.type, conn.proto, fileno=conn.detach())
+        timed.clock = self.clock
+        timed.deadline = self.clock() + CONNECTION_TIMEOUT_S
+        return timed, address
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # a thread each would let clients take the process's memory
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread started to release it
+            raise
 
     def finish_request(self, request: Any, client_address: Any) -> None:
+        # The slot is free before the connection closes: a client that saw it close may connect again.
+        try:
+            self._finish(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _finish(self, request: _TimedSocket, client_address: Any) -> None:
         if self.tls is None:
             super().finish_request(request, client_address)
             return
+        deadline = request.deadline
+        secured = self.tls.context().wrap_socket(request, server_side=True, do_handshake_on_connect=False)
         try:
-            secured = self.tls.context().wrap_socket(request, server_side=True)
-        except OSError:
-            return  # no handshake in time, or a failed one: nothing to answer
-        try:
+            secured.clock, secured.deadline = self.clock, deadline
+            try:
+                secured.do_handshake()
+            except OSError:
+                return  # no handshake in time, or a failed one: nothing to answer
             super().finish_request(secured, client_address)
         finally:
             secured.close()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # out of time, or the peer left: nothing to answer, and not worth a traceback
+        super().handle_error(request, client_address)
+
 
 def _tls_context(certfile: str, keyfile: str, client_cafile: str | None, client_auth_required: bool) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.sslsocket_class = _TimedSslSocket
     context.load_cert_chain(certfile=certfile, keyfile=keyfile)
     if client_cafile is not None:
         context.load_verify_locations(cafile=client_cafile)

@@ -6,6 +6,8 @@ worker imports it, so each worker's counters and histograms are written to files
 supervisor serves their sum on the metrics port, with its own series: restarts and liveness per
 worker, and each worker's process metrics (CPU, memory, file descriptors) labelled by worker.
 A worker that dies keeps its counts in the sum, so totals never go backwards on a restart.
+The directory is named after the supervisor's pid: one that was killed cannot remove its own,
+and the next to start does.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -26,6 +28,8 @@ from retrieval_server.observability.metrics import SERVICE
 from retrieval_server.observability.metrics_http import serve_metrics
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: the run's directory in the temporary one is this, the supervisor's pid, "-" and a random part
+PREFIX = "retrieval-metrics-"
 
 
 class WorkerCollector:
@@ -71,15 +75,39 @@ class _Summed:
         return [f for f in families if f.name not in names] + made
 
 
+class _NamedAtScrape(CollectorRegistry):
+    """The supervisor's registry, whose ``/metrics?name[]=`` filter reads the names of what it
+    collects. prometheus-client's picks collectors by the names they described when registered,
+    and the workers' families exist only once a worker wrote them: a scrape asking for any name
+    returned nothing."""
+
+    def restricted_registry(self, names: Iterable[str]) -> _Restricted:  # type: ignore[override]
+        return _Restricted(self, frozenset(names))
+
+
+class _Restricted:
+    def __init__(self, registry: CollectorRegistry, names: frozenset[str]) -> None:
+        self._registry, self._names = registry, names
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            samples = [s for s in family.samples if s.name in self._names]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type)
+                kept.samples = samples
+                yield kept
+
+
 class MultiprocessMetrics:
     """The run's metric directory and the endpoint serving the sum over all workers."""
 
     def __init__(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="retrieval-metrics-"))
+        _remove_dead_runs()
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         # Read by prometheus-client in each worker at import; the workers inherit it when spawned.
         os.environ[ENV] = str(self.directory)
         self.workers = WorkerCollector()
-        self.registry = CollectorRegistry()
+        self.registry = _NamedAtScrape()
         self.registry.register(_Summed(multiprocess.MultiProcessCollector(None, path=str(self.directory))))
         self.registry.register(self.workers)
         self._http: WSGIServer | None = None
@@ -105,3 +133,22 @@ class MultiprocessMetrics:
             self._http = None
         shutil.rmtree(self.directory, ignore_errors=True)
         os.environ.pop(ENV, None)
+
+
+def _remove_dead_runs() -> None:
+    """The directories of supervisors no longer running: one killed (SIGKILL, the OOM killer)
+    left its workers' files behind, in a /tmp that may be memory (a Kubernetes emptyDir)."""
+    for run in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+        pid = run.name[len(PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(run, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

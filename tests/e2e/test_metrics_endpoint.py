@@ -1,18 +1,21 @@
 """/metrics over HTTP and HTTPS: a client that connects and says nothing holds up neither the
-scrapes nor the server's shutdown, with or without TLS, and mutual TLS refuses a client without
-a certificate."""
+scrapes nor the server's shutdown, with or without TLS; mutual TLS refuses a client without a
+certificate; connections are few at once, and each has its time in all."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import ssl
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from retrieval.v1 import retrieval_pb2
 from retrieval_server.observability.metrics import ServiceMetrics
+from retrieval_server.observability.metrics_http import CONNECTION_TIMEOUT_S, MAX_CONNECTIONS, serve_metrics
 from tests.support.pki import Authority
 
 
@@ -55,3 +58,82 @@ async def test_mutual_tls_refuses_a_client_without_a_certificate(tmp_path: Path)
         assert "retrieval_query_cache" in await asyncio.to_thread(_scrape, f"https://127.0.0.1:{port}/metrics", known)
     finally:
         await asyncio.to_thread(metrics.close)
+
+
+def _answer(conn: socket.socket) -> bytes:
+    """What the server answers a scrape on ``conn``: b"" when it closed the connection instead."""
+    conn.settimeout(60)
+    data = b""
+    try:
+        conn.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        while chunk := conn.recv(65536):
+            data += chunk
+    except (BrokenPipeError, ConnectionResetError):
+        return b""
+    return data
+
+
+def test_connections_past_the_cap_are_closed_at_once() -> None:
+    """Without a cap, 400 connections held 277 threads in the serving process."""
+    httpd = serve_metrics(ServiceMetrics().registry, "127.0.0.1", 0)
+    address = ("127.0.0.1", httpd.server_port)
+    held = [socket.create_connection(address) for _ in range(MAX_CONNECTIONS)]
+    try:
+        # Accepted in order: the held ones have every slot when the next one comes.
+        with socket.create_connection(address) as extra:
+            assert _answer(extra) == b""
+        assert _answer(held[0]).startswith(b"HTTP/1.0 200")  # a held one is served
+        # Its slot was given back before it was closed: a new connection has it.
+        with socket.create_connection(address) as again:
+            assert _answer(again).startswith(b"HTTP/1.0 200")
+    finally:
+        for conn in held:
+            conn.close()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_a_connection_gets_its_time_in_all_not_per_read(tmp_path: Path, tls: bool) -> None:
+    """A timeout on each read let a client sending a byte every 5 s hold its thread for ever. Here
+    the clock reads the connection's whole time gone by its first read (or handshake): it is
+    closed unanswered, as a trickling client would be."""
+    ca = Authority(tmp_path / "pki", "metrics-ca")
+    served = ca.issue("localhost", dns=("localhost",), ips=("127.0.0.1",))
+    options = {"certfile": str(served.cert), "keyfile": str(served.key)} if tls else {}
+    httpd = serve_metrics(ServiceMetrics().registry, "127.0.0.1", 0, **options)
+    readings = iter([0.0])  # the accept's; every later reading is at the deadline
+    httpd.clock = lambda: next(readings, CONNECTION_TIMEOUT_S)  # type: ignore[attr-defined]
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{httpd.server_port}/metrics"
+    context = ssl.create_default_context(cafile=str(ca.ca)) if tls else None
+    try:
+        if tls:
+            with pytest.raises(OSError):  # the handshake is refused
+                _scrape(url, context)
+        else:
+            with socket.create_connection(("127.0.0.1", httpd.server_port)) as conn:
+                assert _answer(conn) == b""
+        httpd.clock = time.monotonic  # type: ignore[attr-defined]
+        assert "retrieval_query_cache" in _scrape(url, context)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_scrape_can_ask_for_series_by_name() -> None:
+    """``?name[]=`` finds a collector by the names it described: the process and platform
+    collectors describe none, and were never found."""
+    metrics = ServiceMetrics()
+    metrics.grpc.preregister([retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"]])
+    metrics.ingested.inc(3)
+    port = metrics.serve("127.0.0.1", 0)
+    try:
+        for name, line in (("retrieval_ingested_documents_total", "retrieval_ingested_documents_total 3.0"),
+                           ("process_resident_memory_bytes", "process_resident_memory_bytes "),
+                           ("python_info", "python_info{"),
+                           ("retrieval_requests_total", 'retrieval_requests_total{code="OK",method="Query"} 0.0')):
+            page = _scrape(f"http://127.0.0.1:{port}/metrics?name[]={name}")
+            assert line in page, name
+            assert "retrieval_query_cache" not in page
+    finally:
+        metrics.close()

@@ -1,11 +1,15 @@
-"""Two worker processes, one metrics port: a real Prometheus sees the whole server's totals."""
+"""Two worker processes, one metrics port: a real Prometheus sees the whole server's totals, and a
+scrape can ask for some series by name."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import pytest
 from bench.server_process import free_port, listening_processes, wait_healthy
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc
+from retrieval_server.observability.multiprocess import PREFIX, MultiprocessMetrics
 from tests.support.paths import inherited_env
 from tests.support.prometheus import eventually, prometheus_server, query
 from tests.support.subprocesses import reaped
@@ -91,3 +96,50 @@ def test_one_scrape_returns_the_sum_over_workers_and_survives_a_restart(tmp_path
         assert server.wait(timeout=120) == 0
     log = (tmp_path / "server.log").read_text()
     assert "restarting it" in log
+
+
+_WORKER = """
+from retrieval.v1 import retrieval_pb2
+from retrieval_server.observability.metrics import ServiceMetrics
+m = ServiceMetrics()
+m.grpc.preregister([retrieval_pb2.DESCRIPTOR.services_by_name["RetrievalService"]])
+m.ingested.inc(3)
+"""
+
+
+def test_a_scrape_of_the_workers_sum_can_ask_for_series_by_name() -> None:
+    """prometheus-client's ``?name[]=`` picks collectors by the names they described when
+    registered; the workers' families are known once they are written, and none was found."""
+    metrics = MultiprocessMetrics()  # as the supervisor: the workers inherit its directory
+    try:
+        subprocess.run([sys.executable, "-c", _WORKER], env=os.environ.copy(), check=True, timeout=120)
+        metrics.worker_started(0, os.getpid(), restart=False)
+        port = metrics.serve("127.0.0.1", 0)
+        for name, line in (("retrieval_ingested_documents_total", "retrieval_ingested_documents_total 3.0"),
+                           ("retrieval_requests_total", 'retrieval_requests_total{code="OK",method="Query"} 0.0'),
+                           ("retrieval_worker_up", 'retrieval_worker_up{worker="0"} 1.0'),
+                           ("process_resident_memory_bytes", 'process_resident_memory_bytes{worker="0"}')):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?name[]={name}", timeout=60) as resp:
+                page = resp.read().decode()
+            assert line in page, name
+            assert "grpc_server_started_total" not in page
+    finally:
+        metrics.close()
+
+
+def test_a_supervisor_removes_the_directories_of_supervisors_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One killed with SIGKILL left its directory, and its workers' files, in /tmp for good."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead = tmp_path / f"{PREFIX}{gone.stdout.strip()}-abc"
+    running = tmp_path / f"{PREFIX}{os.getppid()}-abc"  # pytest's parent: running
+    other = tmp_path / "retrieval-metrics-elsewhere"
+    for directory in (dead, running, other):
+        directory.mkdir()
+        (directory / "counter_1.db").write_bytes(b"")
+    metrics = MultiprocessMetrics()
+    try:
+        assert metrics.directory.parent == tmp_path and metrics.directory.name.startswith(f"{PREFIX}{os.getpid()}-")
+        assert not dead.exists() and running.exists() and other.exists()
+    finally:
+        metrics.close()

@@ -40,7 +40,9 @@ async def test_prometheus_scrapes_requests_stages_and_errors(live: Live, prometh
     assert await _eventually(prometheus, 'retrieval_requests_total{method="Query",code="OK"}', 3) >= 3
     assert await _eventually(prometheus, 'retrieval_requests_total{method="Query",code="INVALID_ARGUMENT"}', 1) == 1
     assert await _eventually(prometheus, 'retrieval_stage_duration_seconds_count{stage="retrieve"}', 3) >= 3
-    assert await _eventually(prometheus, 'retrieval_query_cache_total{outcome="miss"}', 3) >= 3
+    # use_cache=false: the cache was not asked, which is not a miss (the hit ratio's alert reads misses).
+    assert await _eventually(prometheus, 'retrieval_query_cache_total{outcome="bypassed"}', 3) >= 3
+    assert await _query(prometheus, 'retrieval_query_cache_total{outcome="miss"}') is None
     assert await _eventually(prometheus, "process_resident_memory_bytes", 1) > 10e6
 
 

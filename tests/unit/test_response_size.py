@@ -48,7 +48,7 @@ def test_an_answer_cut_to_size_is_recorded_as_sent() -> None:
 
     events: list[object] = []
     observed: list[list[str]] = []
-    app = SimpleNamespace(analytics=Analytics(SimpleNamespace(publish=events.append)),
+    app = SimpleNamespace(analytics=Analytics(SimpleNamespace(publish=events.append)), pipeline=SimpleNamespace(deps=SimpleNamespace(cache=None)),
                           metrics=SimpleNamespace(observe_query=lambda stages, cached, degraded: observed.append(list(degraded))))
     servicer = object.__new__(RetrievalServicer)  # only what _respond reads
     servicer._app, servicer._s, servicer._cached_contexts = app, SimpleNamespace(max_response_bytes=30_000), None
