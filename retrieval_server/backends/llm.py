@@ -95,7 +95,7 @@ def _error_body(response: Any) -> dict[str, Any]:
     ``{"error": {...}}``); empty when there is none."""
     try:
         error = json.loads(response.content).get("error")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # nested past the parser: no error object either
         return {}
     return error if isinstance(error, dict) else {}
 
@@ -181,7 +181,7 @@ class _HttpChat:
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
                 log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
                 await asyncio.sleep(delay)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
             except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
@@ -242,7 +242,7 @@ class _HttpChat:
     def _json(event: ServerSentEvent, name: str) -> Any:
         try:
             return json.loads(event.data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise LlmError(f"{name}: invalid JSON in a streamed event") from exc
 
     async def close(self) -> None:

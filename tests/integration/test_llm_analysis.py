@@ -408,6 +408,31 @@ async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> No
             await model.close()
 
 
+async def test_json_nested_past_the_parsers_depth_is_an_llm_error() -> None:
+    """A body within the size limit nested 100,000 deep raised RecursionError, which no model
+    consumer's fallback catches; in a 400 it also counted against the breaker, as no refusal."""
+    nested = b"[" * 100_000
+    replies = iter([
+        (200, Streamed({"Content-Type": "application/json"}, [nested])),
+        (400, Streamed({"Content-Type": "application/json"}, [b'{"error": ' + nested])),
+        (200, Sse([(None, nested.decode())])),
+    ])
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0)
+    with json_server(lambda path, body: next(replies)) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match="invalid JSON"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.failures == 1
+            with pytest.raises(LlmRefused, match="400"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.failures == 1  # the request's refusal, not the provider's failure
+            with pytest.raises(LlmError, match="invalid JSON"):
+                [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+
+
 async def test_a_streamed_answer_is_counted_as_it_arrives_not_event_by_event() -> None:
     """One event that never ends (a line of 96 MiB without a newline): the parser would hold it
     whole before any count; the client stops reading past the limit, and the call fails."""
