@@ -6,7 +6,9 @@
 
 ``stream`` yields the answer's text as the model writes it, over Server-Sent Events (``"stream":
 true``; Gemini's ``:streamGenerateContent?alt=sse``). A failed connection is retried until the
-first token arrives, never after.
+first token arrives, never after. A server that ignores ``"stream": true`` and answers one JSON
+completion has its text yielded as one piece; any other content type fails at once, unretried
+(the provider billed the whole answer).
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ class LlmRefused(LlmError):
     to the four analysis techniques at once, would open the breaker for every caller."""
 
 
+class _WholeAnswer(Exception):
+    """A streamed call answered with one JSON completion: ``data``, to be read as ``complete`` reads it."""
+
+    def __init__(self, data: Any) -> None:
+        super().__init__("a whole completion instead of a stream")
+        self.data = data
+
+
 class Completion(str):
     """A model's text. ``truncated``: it stopped short, not where the model ended it (at
     ``max_tokens``, or by a provider's filter: see ``_OPENAI_FINISHED`` and the others), so its
@@ -95,7 +105,7 @@ def _error_body(response: Any) -> dict[str, Any]:
     ``{"error": {...}}``); empty when there is none."""
     try:
         error = json.loads(response.content).get("error")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # nested past the parser: no error object either
         return {}
     return error if isinstance(error, dict) else {}
 
@@ -157,11 +167,18 @@ class _HttpChat:
 
     async def _guarded(self, tokens: AsyncIterator[str]) -> AsyncIterator[str]:
         with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
-            async with contextlib.aclosing(tokens):  # type: ignore[type-var]
-                async for token in tokens:
-                    yield without_surrogates(token)
+            try:
+                async with contextlib.aclosing(tokens):  # type: ignore[type-var]
+                    async for token in tokens:
+                        yield without_surrogates(token)
+            except _WholeAnswer as whole:
+                yield self._completion(whole.data)
 
     def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
+        raise NotImplementedError
+
+    def _completion(self, data: Any) -> Completion:
+        """The text of a whole (not streamed) response's JSON."""
         raise NotImplementedError
 
     async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None) -> Any:
@@ -181,16 +198,17 @@ class _HttpChat:
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
                 log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
                 await asyncio.sleep(delay)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
             except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
         raise AssertionError("unreachable")
 
     async def _events(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> AsyncIterator[ServerSentEvent]:
-        """The response's Server-Sent Events; connection failures are retried until the first event."""
+        """The response's Server-Sent Events; connection failures are retried until the first event.
+        A whole JSON completion instead of them is raised as :class:`_WholeAnswer`, for :meth:`_guarded`."""
         import httpx
-        from httpx_sse import EventSource, SSEError
+        from httpx_sse import EventSource
 
         headers = {**ACCEPT_ENCODING, "Accept": "text/event-stream", "Cache-Control": "no-store"}
         for attempt in range(self._retries + 1):
@@ -199,6 +217,17 @@ class _HttpChat:
                 async with self._client.stream("POST", path, json=body, params=params, headers=headers) as response:
                     if response.status_code >= 400:
                         (await read_whole(response)).raise_for_status()
+                    content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+                    if content_type != "text/event-stream":
+                        # Not retried: a server that ignores "stream": true bills the whole answer each time.
+                        if content_type != "application/json":
+                            raise LlmError(f"{self.name}: a streamed answer came as {content_type or 'no content type'!r}, "
+                                           "not text/event-stream")
+                        try:
+                            data = (await read_whole(response)).json()
+                        except (ValueError, RecursionError) as exc:
+                            raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
+                        raise _WholeAnswer(data)
                     # The body counted as it arrives, before the parser holds a line or an event whole.
                     async for event in EventSource(BoundedText(response)).aiter_sse():  # type: ignore[arg-type]
                         started = True
@@ -206,7 +235,7 @@ class _HttpChat:
                 return
             except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
-            except (httpx.TransportError, httpx.HTTPStatusError, SSEError) as exc:
+            except (httpx.TransportError, httpx.HTTPStatusError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 delay = None if started else self._retry_delay(exc, attempt)
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
@@ -242,7 +271,7 @@ class _HttpChat:
     def _json(event: ServerSentEvent, name: str) -> Any:
         try:
             return json.loads(event.data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise LlmError(f"{name}: invalid JSON in a streamed event") from exc
 
     async def close(self) -> None:
@@ -324,6 +353,9 @@ class OpenAICompatibleChat(_HttpChat):
             except LlmRefused as exc:
                 if not self._learned(exc, body):
                     raise
+        return self._completion(data)
+
+    def _completion(self, data: Any) -> Completion:
         try:
             choice = data["choices"][0]
             content = choice["message"]["content"]
@@ -380,6 +412,9 @@ class AnthropicChat(_HttpChat):
                 "max_tokens": max_tokens,
             },
         )
+        return self._completion(data)
+
+    def _completion(self, data: Any) -> Completion:
         try:
             text = "".join(block["text"] for block in data["content"] if block.get("type") == "text")
         except (KeyError, TypeError, AttributeError) as exc:
@@ -437,6 +472,9 @@ class GeminiChat(_HttpChat):
                 "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
             },
         )
+        return self._completion(data)
+
+    def _completion(self, data: Any) -> Completion:
         try:
             candidate = data["candidates"][0]
             parts = (candidate.get("content") or {}).get("parts")

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -95,10 +95,12 @@ class TeiReranker:
                 )
                 resp.raise_for_status()
                 items = resp.json()
-                batch_scores = {int(item["index"]): float(item["score"]) for item in items}
+                batch_scores = dict(_scored(item) for item in items)
             except httpx.HTTPError as exc:
                 raise RerankError(f"TEI /rerank failed: {failure_text(exc)}") from None  # httpx's text names the URL
-            except (ResponseRefused, ValueError, KeyError, TypeError) as exc:
+            # A body within the size limit may still be JSON nested past the parser's recursion, or
+            # a number no float holds (a 400-digit score): the local model answers instead.
+            except (ResponseRefused, ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
                 raise RerankError(f"TEI /rerank failed: {exc}") from exc
             # Each text exactly once: an index out of the batch would score another batch's text
             # (or, negative, the last one), and a repeated one leave a text at 0.
@@ -115,6 +117,17 @@ class TeiReranker:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def _scored(item: Any) -> tuple[int, float]:
+    """One item of TEI's answer: its index, a JSON integer (int() truncated 1.7 to 1 and failed on
+    1e400 with OverflowError), and its score, a number (float() took "0.5")."""
+    index, score = item["index"], item["score"]
+    if type(index) is not int:
+        raise TypeError(f"index {str(index)[:40]!r} is not an integer")
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        raise TypeError(f"score {str(score)[:40]!r} is not a number")
+    return index, float(score)
 
 
 class FallbackReranker:

@@ -16,9 +16,13 @@ from tokenizers import Tokenizer
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.identifiers import has_visible_text
 
-# A sentence ends at . ! ? and the closing quotes or brackets after it, before whitespace; or at a
-# blank line.
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?P<closers>[\"')\]]*)\s+|\n\s*\n")
+#: the stops of scripts written without a space after them (CJK's 。！？, Devanagari's danda,
+#: Arabic's question mark): a Chinese or Japanese paragraph was one sentence, none seen to end
+STOP_ALONE = r"[。！？।॥؟]"
+# A sentence ends at . ! ? and the closing quotes or brackets after it, before whitespace; at a
+# stop of STOP_ALONE and its closers, space or not; or at a blank line.
+_CLOSERS = r"[\"')\]」』）]*"
+_SENTENCE_END = re.compile(rf"(?:(?<=[.!?])(?={_CLOSERS}\s)|(?<={STOP_ALONE}))(?P<closers>{_CLOSERS})\s*|\n\s*\n")
 
 
 def _sentence_bounds(text: str) -> list[tuple[int, int]]:

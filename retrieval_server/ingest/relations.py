@@ -4,7 +4,8 @@ Names joined only by list words ("A, B and C") form a group; the text between tw
 groups decides the relation: "X depends on Y", "Y is used by X" (passive: the direction turns),
 "X, which calls Y", "X and Y both depend on Z", "X, our billing API, uses Y". A clause opened by
 "and" ("X depends on Y and uses Z") keeps the subject of the clause before it. Negated phrases
-("no longer depends on", "does not use") state nothing. Names that share a sentence without a
+("no longer depends on", "does not use") and negated subjects ("Neither X nor Y uses Z", "None of
+X and Y call Z") state nothing. Names that share a sentence without a
 stated relation co-occur, the weakest relation.
 """
 
@@ -46,7 +47,11 @@ _PHRASES: list[tuple[RelationType, str, bool]] = [
     (R.MAINTAINS, r"maintains|maintain|owns|own|leads|lead|manages|manage|runs|built|developed|wrote", False),
 ]
 _NEGATION = re.compile(r"\b(?:not|no longer|never|n't|nor|without|instead of|rather than|replaced|stopped|removed)\b", re.I)
-_LIST = re.compile(r"\s*(?:,|&|/|\band\b|\bor\b|\bas well as\b)+\s*(?:(?:and|or)\s+)?(?:the\s+)?", re.I)
+# "nor" joins a list too, so that "Neither X nor Y" is one subject that the negation covers whole.
+_LIST = re.compile(r"\s*(?:,|&|/|\band\b|\bor\b|\bnor\b|\bas well as\b)+\s*(?:(?:and|or|nor)\s+)?(?:the\s+)?", re.I)
+# A negation ahead of the subject, in its clause or inside its list ("Neither X nor Y").
+_NEGATED_SUBJECT = re.compile(r"\b(?:neither|nor|none\s+of|no|not)\b", re.I)
+_CLAUSE_BREAK = re.compile(r"[,;:()]")
 # Optional lead-in: "service", ", which", ", our billing API," (an appositive), "and".
 _LEAD = r"^\s*(?:'s\s+)?" + _NOUNS + r"(?:,[^,;:()]{1,60},\s*|\([^()]{1,60}\)\s*)?(?:,?\s*(?:which|that|who)\s+)?" + _ADVERBS
 _COMPILED = [
@@ -70,6 +75,20 @@ def _relation(gap: str) -> tuple[RelationType, bool] | None:
         if pattern.match(gap):
             return rel, passive
     return None
+
+
+def _negated_subject(sentence: str, group: Sequence[Mention], prev_end: int | None) -> bool:
+    """Whether a negation opens the clause of the group as its subject ("Neither X nor Y ...").
+
+    prev_end is where the name before the group ends (None for the sentence's first group). Text
+    from there without a clause break is the phrase whose object the group is ("X does not use Y,
+    which calls Z"): its negation was that phrase's, and the group's own clause opens at the group.
+    """
+    before = sentence[prev_end or 0 : group[0].start]
+    breaks = [m.end() for m in _CLAUSE_BREAK.finditer(before)]
+    lead = before[breaks[-1] :] if breaks else before if prev_end is None else ""
+    inside = (sentence[a.end : b.start] for a, b in zip(group, group[1:], strict=False))
+    return any(_NEGATED_SUBJECT.search(text) for text in (lead, *inside))
 
 
 def relations_in_sentence(sentence: str, mentions: Sequence[Mention], max_names: int = 12) -> list[SentenceRelation]:
@@ -109,6 +128,9 @@ def relations_in_sentence(sentence: str, mentions: Sequence[Mention], max_names:
             if subject is None:
                 continue  # "... and uses Z" after a clause we could not read: its subject is unknown
             left = subject  # "X depends on Y and uses Z": X uses Z
+        elif _negated_subject(sentence, left, groups[k - 1][-1].end if k else None):
+            subject = None  # "Neither X nor Y uses Z and calls W": the and-clause is negated too
+            continue
         sources, targets = (right, left) if passive else (left, right)
         for s in sources:
             for t in targets:

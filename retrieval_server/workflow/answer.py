@@ -25,7 +25,7 @@ import numpy as np
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.domain import RetrievedContext
-from retrieval_server.ingest.chunker import split_sentences
+from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
@@ -45,10 +45,12 @@ _MARKERS = r"(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+"
 #: contexts (a longer number overflowed int() into INTERNAL). After a space or a stop, anywhere;
 #: right after a word or a closing parenthesis ("Chen[1].") only at the end of a sentence, and not
 #: [0]: "argv[0]" and "rows[1][2] first" index something, and were cut from the text and cited.
+#: A sentence's end is a CJK stop too ("负责登录[1]。"): a Chinese answer cited nothing, and fell back.
 #: A match starts where a run of white space does (or at a marker right after a word): from every
 #: place inside a run, \s* took the rest of it again, quadratic (6 s on the event loop for 8,000
 #: spaces in a model's answer).
-_CITATION = re.compile(rf"(?<!\s)\s*(?:(?<![\w\])]){_MARKERS}|(?<=[\w)])(?!\[0+\])(?={_MARKERS}(?:[.!?]|\s*$)){_MARKERS})")
+_CITATION = re.compile(rf"(?<!\s)\s*(?:(?<![\w\])]){_MARKERS}|(?<=[\w)])(?!\[0+\])(?={_MARKERS}(?:[.!?]|{STOP_ALONE}|\s*$)){_MARKERS})")
+_STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -109,7 +111,7 @@ def render(sentences: Sequence[AnswerSentence]) -> str:
     out = []
     for s in sentences:
         marks = "".join(f" [{c}]" for c in s.citations)
-        body, end = (s.text[:-1], s.text[-1]) if s.text[-1:] in ".!?" else (s.text, "")
+        body, end = (s.text[:-1], s.text[-1]) if _STOP.fullmatch(s.text[-1:]) else (s.text, "")
         out.append(body + marks + end)
     return " ".join(out)
 

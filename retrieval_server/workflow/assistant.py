@@ -75,6 +75,7 @@ async def run_tools(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         chat=assistant.chat,
         chat_temperature=assistant.temperature,
         query_vector=state.own_query_vector(),
+        degrade=state.degrade,
     )
     results = await asyncio.gather(
         *(run_tool(assistant.tools, c.name, c.arguments, ctx, deps.settings.tool_timeout_s) for c in calls)

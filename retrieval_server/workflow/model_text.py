@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 
 from retrieval_server.backends.llm import Completion
+from retrieval_server.ingest.chunker import STOP_ALONE
 
 #: after a stop: closing quotes or brackets, then citations ("... fails. [2]")
 _CLOSE = r"[\"'”’)\]」』）]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*"
-#: the stops of scripts written without a space after them (CJK's 。！？, Devanagari's danda,
-#: Arabic's question mark): a Japanese answer cut short lost every sentence, none seen to end
-_STOP_ALONE = r"[。！？।॥؟]"
-_ENDS_A_SENTENCE = re.compile(rf"(?:[.!?]|{_STOP_ALONE}){_CLOSE}\s*$")
-_SENTENCE_ENDS = re.compile(rf"[.!?]{_CLOSE}(?=\s)|{_STOP_ALONE}{_CLOSE}")
+# STOP_ALONE: without it, a Japanese answer cut short lost every sentence, none seen to end.
+_ENDS_A_SENTENCE = re.compile(rf"(?:[.!?]|{STOP_ALONE}){_CLOSE}\s*$")
+_SENTENCE_ENDS = re.compile(rf"[.!?]{_CLOSE}(?=\s)|{STOP_ALONE}{_CLOSE}")
 
 
 def whole_sentences(text: str) -> tuple[str, bool]:

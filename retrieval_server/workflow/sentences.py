@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.graph_extraction import sentences_of
+
+
+#: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
+#: Han character one token). Counted by split(), a Japanese sentence was one word, never a candidate.
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: their punctuation (、。「」, full-width ！？（）), which is no word of its own
+_UNSPACED_MARKS = re.compile(r"[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]")
+
+
+def _words(text: str) -> int:
+    return len(_UNSPACED.findall(text)) + len(_UNSPACED_MARKS.sub(" ", _UNSPACED.sub(" ", text)).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +35,7 @@ def sentences_of_contexts(contexts: Sequence[RetrievedContext], limit: int = 80,
     out: list[Sentence] = []
     for i, c in enumerate(contexts, 1):
         for j, text in enumerate(sentences_of(c.parent.content)):
-            if len(text.split()) >= min_words and not text.lstrip().startswith("#"):
+            if _words(text) >= min_words and not text.lstrip().startswith("#"):
                 out.append(Sentence(text, i, j))
                 if len(out) >= limit:
                     return out

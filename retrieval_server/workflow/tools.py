@@ -1,7 +1,7 @@
 """Tools the router can call: small objects with typed parameters, each run under a timeout.
 
 * ``lookup_facts``: what the knowledge graph knows about an entity (type, mentions, relations, sources).
-* ``summarize``: the retrieved contexts in a few sentences (an LLM, or extractive without one).
+* ``summarize``: the retrieved contexts in a few sentences (an LLM, or extractive without one or when it fails).
 * ``calculate``: safe arithmetic plus counts over the graph (``count_dependents("AuthService", "SERVICE")``).
 * ``analyze_dependencies``: direct and transitive dependencies and dependents of an entity, and cycles.
 
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -22,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval_server.backends.embedder import Embedder
-from retrieval_server.backends.llm import ChatModel
+from retrieval_server.backends.llm import ChatModel, LlmError
 from retrieval_server.domain import AccessFilter, RetrievedContext
 from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEdge, GraphEntity, RelationType, ToolResult, entity_type_named
 from retrieval_server.workflow.calculator import CalculationError, evaluate
@@ -31,9 +32,15 @@ from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.model_text import whole_sentences
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
 
+log = logging.getLogger(__name__)
+
 
 class ToolError(Exception):
     """The tool ran but has no answer (unknown entity, no graph, nothing to summarize)."""
+
+
+def _no_report(tag: str) -> None:
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +56,8 @@ class ToolContext:
     chat: ChatModel | None = None
     chat_temperature: float = 0.2
     query_vector: np.ndarray | None = None
+    #: reports what a tool that still succeeded did without (the request's degradations)
+    degrade: Callable[[str], None] = _no_report
 
 
 class Tool(Protocol):
@@ -168,6 +177,8 @@ class SummarizeParams(_Params):
 
 _SUMMARY_SYSTEM = "You summarize documents faithfully. Use only the numbered contexts; cite them as [n]."
 _SUMMARY_PROMPT = "Summarize these contexts in at most {n} sentences for the question: {query}\n\n{contexts}"
+#: the model failed (its breaker counts it): the summary is the extractive one, as answers fall back
+SUMMARY_LLM_FAILED = "tool:summarize:llm_failed_used_extractive"
 
 
 class Summarize:
@@ -181,21 +192,29 @@ class Summarize:
         if not ctx.contexts:
             raise ToolError("nothing was retrieved to summarize")
         if ctx.chat is not None:
-            numbered = "\n\n".join(f"[{i}] {c.parent.content}" for i, c in enumerate(ctx.contexts, 1))
-            text = await ctx.chat.complete(
-                _SUMMARY_SYSTEM,
-                _SUMMARY_PROMPT.format(n=params.max_sentences, query=ctx.query, contexts=numbered),
-                temperature=ctx.chat_temperature,
-                max_tokens=400,
-            )
-            summary, cut = whole_sentences(text)
-            summary = summary.strip()
-            if not summary:
-                raise ToolError("the model's summary was cut before its first sentence ended")
-            return {"summary": summary, "model": ctx.chat.name, **({"truncated": True} if cut else {})}, summary
+            try:
+                return await self._written(params, ctx, ctx.chat)
+            except LlmError as exc:
+                log.warning("summary by the model failed (%s); summarizing extractively", exc)
+                ctx.degrade(SUMMARY_LLM_FAILED)
         picked = await _central_sentences(ctx, params.max_sentences)
         text = " ".join(f"{s.text} [{s.context}]" for s in picked)
         return {"summary": text, "model": "extractive", "sentences": [{"text": s.text, "context": s.context} for s in picked]}, text
+
+    @staticmethod
+    async def _written(params: SummarizeParams, ctx: ToolContext, chat: ChatModel) -> tuple[Any, str]:
+        numbered = "\n\n".join(f"[{i}] {c.parent.content}" for i, c in enumerate(ctx.contexts, 1))
+        text = await chat.complete(
+            _SUMMARY_SYSTEM,
+            _SUMMARY_PROMPT.format(n=params.max_sentences, query=ctx.query, contexts=numbered),
+            temperature=ctx.chat_temperature,
+            max_tokens=400,
+        )
+        summary, cut = whole_sentences(text)
+        summary = summary.strip()
+        if not summary:
+            raise ToolError("the model's summary was cut before its first sentence ended")
+        return {"summary": summary, "model": chat.name, **({"truncated": True} if cut else {})}, summary
 
 
 async def _central_sentences(ctx: ToolContext, n: int) -> list[Sentence]:
@@ -414,5 +433,6 @@ async def run_tool(tools: Mapping[str, Tool], name: str, arguments: Mapping[str,
     except ToolError as exc:
         return done(False, error=str(exc))
     except Exception as exc:
-        return done(False, error=f"failed: {type(exc).__name__}: {exc}")
+        # Not "failed: ...": every reader of a failed result says that already ("The x tool failed: ").
+        return done(False, error=f"{type(exc).__name__}: {exc}")
     return done(True, result, summary=summary)

@@ -254,6 +254,37 @@ async def test_summarize_extracts_from_the_contexts(app: Application) -> None:
     assert r.answer is not None and r.answer.citations and all(1 <= c.marker <= len(r.contexts) for c in r.answer.citations)
 
 
+async def test_a_summary_whose_model_fails_is_the_extractive_one(app: Application) -> None:
+    """Every other model consumer falls back when the model fails; summarize failed, and the answer
+    read 'The summarize tool failed: failed: LlmError: ...'."""
+    with json_server(lambda path, body: (503, {"error": "down"})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("Summarize what AuthSvc does", top_k=3))
+        finally:
+            await model.close()
+    [tool] = r.answer.tool_results  # type: ignore[union-attr]
+    assert tool.name == "summarize" and tool.success and tool.result["model"] == "extractive" and tool.summary
+    assert "tool:summarize:llm_failed_used_extractive" in r.metrics.degraded and "tool:summarize:failed" not in r.metrics.degraded
+    assert any("/chat/completions" in path and "summarize" in body["messages"][0]["content"] for path, body in server.requests)
+
+
+async def test_a_tools_unexpected_error_is_said_once_as_a_failure() -> None:
+    class _Broken:
+        name: ClassVar[str] = "broken"
+        description: ClassVar[str] = "raises"
+        Params: ClassVar[type[BaseModel]] = _SlowParams
+        needs_contexts: ClassVar[bool] = False
+        asks_the_model: ClassVar[bool] = False
+
+        async def run(self, params: Any, ctx: Any) -> tuple[Any, str]:
+            raise RuntimeError("disk on fire")
+
+    ctx = ToolContext("q", AccessFilter.for_identity(Identity()), (), None, (), None)  # type: ignore[arg-type]
+    r = await run_tool({"broken": _Broken()}, "broken", {}, ctx, TOOL_S)  # type: ignore[dict-item]
+    assert not r.success and r.error == "RuntimeError: disk on fire"  # its readers say "failed" themselves
+
+
 class _SlowParams(BaseModel):
     pass
 

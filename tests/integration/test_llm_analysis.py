@@ -408,6 +408,65 @@ async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> No
             await model.close()
 
 
+async def test_json_nested_past_the_parsers_depth_is_an_llm_error() -> None:
+    """A body within the size limit nested 100,000 deep raised RecursionError, which no model
+    consumer's fallback catches; in a 400 it also counted against the breaker, as no refusal."""
+    nested = b"[" * 100_000
+    replies = iter([
+        (200, Streamed({"Content-Type": "application/json"}, [nested])),
+        (400, Streamed({"Content-Type": "application/json"}, [b'{"error": ' + nested])),
+        (200, Sse([(None, nested.decode())])),
+    ])
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0)
+    with json_server(lambda path, body: next(replies)) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match="invalid JSON"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.failures == 1
+            with pytest.raises(LlmRefused, match="400"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.failures == 1  # the request's refusal, not the provider's failure
+            with pytest.raises(LlmError, match="invalid JSON"):
+                [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+
+
+_WHOLE = {
+    "openai": {"choices": [{"message": {"role": "assistant", "content": "It is. It is not"}, "finish_reason": "length"}]},
+    "anthropic": {"content": [{"type": "text", "text": "It is. It is not"}], "stop_reason": "max_tokens"},
+    "gemini": {"candidates": [{"content": {"parts": [{"text": "It is. It is not"}]}, "finishReason": "MAX_TOKENS"}]},
+}
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_stream_answered_with_one_json_completion_is_its_text_in_one_piece(name: str, cls: Any, prefix: str) -> None:
+    """A server that ignores "stream": true and answers application/json: the call was sent again
+    max_retries times (the provider billing the whole answer each time), then failed."""
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0)
+    with json_server(lambda path, body: (200, _WHOLE[name])) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=0, breaker=breaker)
+        try:
+            tokens = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert tokens == ["It is. It is not"] and isinstance(tokens[0], Completion) and tokens[0].truncated  # stopped at max_tokens
+    assert len(server.requests) == 1 and breaker.failures == 0
+
+
+async def test_a_stream_answered_in_another_content_type_fails_at_once() -> None:
+    page = Streamed({"Content-Type": "text/html; charset=utf-8"}, [b"<html>proxy login</html>"])
+    with json_server(lambda path, body: (200, page)) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="came as 'text/html', not text/event-stream"):
+                [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert len(server.requests) == 1
+
+
 async def test_a_streamed_answer_is_counted_as_it_arrives_not_event_by_event() -> None:
     """One event that never ends (a line of 96 MiB without a newline): the parser would hold it
     whole before any count; the client stops reading past the limit, and the call fails."""

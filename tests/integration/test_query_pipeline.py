@@ -38,7 +38,7 @@ from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.clock import Clock
-from tests.support.http_servers import Unsized, json_server, tei_rerank, word_overlap
+from tests.support.http_servers import Streamed, Unsized, json_server, tei_rerank, word_overlap
 from tests.support.intercept import Intercepted
 
 ANON, ALICE, BOB, CAROL = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)
@@ -1003,6 +1003,36 @@ async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
                     await client.rerank("q", ["a"])
             finally:
                 await client.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'[{"index": 0, "score": 1' + b"0" * 400 + b"}]",
+        b'[{"index": 1e400, "score": 0.1}]',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'[{"index": 0.0, "score": 0.1}]',
+        b'[{"index": 0, "score": "0.1"}]',
+    ],
+    ids=["score-no-float-holds", "index-1e400", "nested-past-the-parser", "index-not-an-integer", "score-a-string"],
+)
+async def test_a_malformed_tei_answer_within_the_size_limit_falls_back_to_the_local_model(body: bytes) -> None:
+    """OverflowError (float() of a 400-digit integer, int() of 1e400) and RecursionError (JSON
+    nested past the parser) escaped as themselves: no RerankError, so the local model never
+    answered (rerank:failed). int() took 0.0 for an index, float() "0.1" for a score."""
+
+    class Local:
+        name = "onnx:local"
+
+        async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+            return [0.5] * len(texts)
+
+    with json_server(lambda path, _: (200, Streamed({"Content-Type": "application/json"}, [body]))) as tei:
+        client = TeiReranker(tei.url)
+        try:
+            assert await FallbackReranker(client, Local()).rerank_reporting("q", ["a"]) == ([0.5], "rerank:tei_failed_used_local")
+        finally:
+            await client.close()
 
 
 async def test_a_local_reranker_scoring_nan_leaves_the_fused_order(app: Application, tmp_path: Path) -> None:

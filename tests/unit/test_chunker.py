@@ -97,6 +97,15 @@ def test_closing_quotes_and_brackets_stay_with_their_sentence(chunker: Chunker) 
     assert children[0].content.startswith('He said "Stop the deploy." Then (see the runbook.) we')
 
 
+def test_sentences_end_at_stops_that_take_no_space() -> None:
+    """A Chinese or Japanese paragraph was one sentence: 。！？ end one without a space after them."""
+    from retrieval_server.ingest.chunker import split_sentences
+
+    assert split_sentences("AuthSvc 负责登录。它把数据存储在 LedgerDB 中！是吗？好") == ["AuthSvc 负责登录。", "它把数据存储在 LedgerDB 中！", "是吗？", "好"]
+    assert split_sentences("彼は「止まれ。」次です。") == ["彼は「止まれ。」", "次です。"]
+    assert split_sentences("Pi is 3.14 here. He said \"Stop.\" Then left!") == ["Pi is 3.14 here.", "He said \"Stop.\"", "Then left!"]
+
+
 def test_the_chunks_of_any_text_hold_every_character_in_order(chunker: Chunker) -> None:
     """Parents, in order, are the text without its white space, for text of sentence ends,
     closers, blank lines, long words and marks in any mix."""

@@ -44,6 +44,47 @@ def test_a_citation_is_looked_for_where_a_run_of_white_space_starts_not_inside_i
     assert [(s.text, s.citations) for s in sentences] == [("Tides rise daily.", (1,))]
 
 
+def test_citations_and_sentences_of_scripts_whose_stops_take_no_space() -> None:
+    """'负责登录[1]。' cited nothing (a sentence ended only at . ! ? before a space): a correctly
+    cited Chinese answer was replaced by the extractive one."""
+    from retrieval_server.workflow.answer import parse_cited, render
+
+    contexts = [object()] * 2
+    for text, want in [
+        ("AuthSvc handles login[1]. LedgerDB stores balances[2].", [("AuthSvc handles login.", (1,)), ("LedgerDB stores balances.", (2,))]),
+        ("AuthSvc 负责登录[1]。LedgerDB 存储余额[2]。", [("AuthSvc 负责登录。", (1,)), ("LedgerDB 存储余额。", (2,))]),
+        ("AuthSvcはログインを担当します[1]。LedgerDBは残高を保存します！[2]", [("AuthSvcはログインを担当します。", (1,)), ("LedgerDBは残高を保存します！", (2,))]),
+    ]:
+        sentences, invalid = parse_cited(text, contexts)  # type: ignore[arg-type]
+        assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0), text
+    sentences, _ = parse_cited("AuthSvc 负责登录[1]。", contexts)  # type: ignore[arg-type]
+    assert render(sentences) == "AuthSvc 负责登录 [1]。"  # the marker before the stop, as for "."
+
+
+def test_extractive_candidates_of_chinese_and_japanese_contexts() -> None:
+    """Words were counted by split(): a Japanese context (no spaces) had no sentence of four, and the
+    extractive answer said the documents do not answer; a Chinese one was one sentence."""
+    from types import SimpleNamespace
+
+    from retrieval_server.workflow.sentences import sentences_of_contexts
+
+    texts = [
+        "AuthSvc handles user login and sessions. It stores session data in LedgerDB. See below.",
+        "AuthSvc 负责用户登录和会话管理。它把会话数据存储在 LedgerDB 中。概述。",
+        "AuthSvcはユーザーのログインを担当します。セッションはLedgerDBに保存されます。概要",
+    ]
+    contexts = [SimpleNamespace(parent=SimpleNamespace(content=t)) for t in texts]
+    found = [(s.context, s.text) for s in sentences_of_contexts(contexts)]  # type: ignore[arg-type]
+    assert found == [
+        (1, "AuthSvc handles user login and sessions."),
+        (1, "It stores session data in LedgerDB."),  # "See below." is too short, as "概述。" and "概要" are
+        (2, "AuthSvc 负责用户登录和会话管理。"),
+        (2, "它把会话数据存储在 LedgerDB 中。"),
+        (3, "AuthSvcはユーザーのログインを担当します。"),
+        (3, "セッションはLedgerDBに保存されます。"),
+    ]
+
+
 async def test_the_deadline_cut_of_a_ranking_answers_unranked_and_nothing_else_does() -> None:
     """A reranker may turn the deadline's cancellation into its own error: still the deadline's
     cut, answered with each context's first sentence. An embedder's own TimeoutError, without a

@@ -173,6 +173,29 @@ def test_negation_states_nothing_but_the_names_still_co_occur() -> None:
     assert g.relations[0].weight == 0.25
 
 
+def test_a_negated_subject_states_nothing() -> None:
+    """ "Neither X nor Y uses Z" was stored as Y uses Z, "None of X and Y call Z" as two calls."""
+    for text in (
+        "Neither AuthService nor BillingService uses LedgerDB.",
+        "Neither AuthService nor BillingService depends on LedgerDB any more.",
+        "None of AuthService and BillingService call PaymentGateway.",
+        "AuthService calls TokenStore; neither BillingService nor CartSvc uses LedgerDB and calls PaymentGateway.",
+    ):
+        g = _extract(text)
+        stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}
+        assert stated <= {("authservice", "CALLS", "tokenstore")}, text
+    # Controls: the negation is the subject's only in its own clause, and lists without one still state.
+    controls = {
+        "AuthService and BillingService use LedgerDB.": {("authservice", "USES", "ledgerdb"), ("billingservice", "USES", "ledgerdb")},
+        "AuthService does not use LedgerDB, which calls PaymentGateway.": {("ledgerdb", "CALLS", "paymentgateway")},
+        "If no cache is warm, AuthService calls LedgerDB.": {("authservice", "CALLS", "ledgerdb")},
+        "Neither is slow: AuthService calls LedgerDB.": {("authservice", "CALLS", "ledgerdb")},
+    }
+    for text, want in controls.items():
+        g = _extract(text)
+        assert {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS} == want, text
+
+
 def test_repeated_statements_add_weight() -> None:
     g = _extract("ProjectAlpha depends on AuthService. As the design says, ProjectAlpha depends on AuthService.")
     [edge] = [r for r in g.relations if r.relation is R.DEPENDS_ON]
