@@ -92,6 +92,15 @@ def _pick(keys: jwt.PyJWKSet | None, kid: str | None) -> Any | None:
         return None
 
 
+def _parsed(text: str | bytes) -> Any:
+    """JSON as Python; ValueError also for JSON nested deeper than the parser goes, which raised
+    RecursionError past every handler (a JWKS endpoint's answer ended the call as INTERNAL)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested deeper than the parser reads") from None
+
+
 def _key_set(data: Any) -> jwt.PyJWKSet:
     """A JWKS document as keys; ValueError when it is not one."""
     if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
@@ -121,7 +130,7 @@ class JwksFile:
         st = self._path.stat()
         stamp = (st.st_mtime, st.st_size)
         if stamp != self._stamp:
-            self._keys = _key_set(json.loads(self._path.read_text()))
+            self._keys = _key_set(_parsed(self._path.read_bytes()))
             self._stamp = stamp
 
     async def key_for(self, kid: str | None, alg: str) -> Any:
@@ -170,7 +179,7 @@ class JwksUrl:
             try:
                 resp = await request_bounded(self._client, "GET", self._url)
                 resp.raise_for_status()
-                document = resp.json()
+                document = _parsed(resp.content)
                 keys = _key_set(document)
                 if document != self._document:
                     # Counted only once the keys are replaced: a verification that ran during the

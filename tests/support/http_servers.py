@@ -215,13 +215,15 @@ class ControlledServer:
 
 @contextmanager
 def get_json_server(body: Callable[[], Any]) -> Iterator[LocalServer]:
-    """Answer every GET with ``body()`` as JSON (a JWKS endpoint, say); count the requests."""
+    """Answer every GET with ``body()`` as JSON (a JWKS endpoint, say), or as it is when it is
+    bytes (JSON no encoder would write); count the requests."""
     record = LocalServer(url="")
 
     class _H(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             record.requests.append((self.path, {}))
-            data = json.dumps(body()).encode()
+            answer = body()
+            data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -44,7 +44,7 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
     state: dict[str, Any] = {"up": True}
 
     def body() -> Any:
-        return keys.jwks() if state["up"] else "not a jwks"
+        return keys.jwks() if state["up"] else state.get("answer", "not a jwks")
 
     with get_json_server(body) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=10, min_refresh_s=0, clock=clock)
@@ -53,6 +53,9 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
             state["up"] = False
             clock.now = 20
             assert await source.key_for("k1", "RS256") is not None  # stale but known keys serve
+            state["answer"] = b"[" * 100_000 + b"]" * 100_000  # deeper than the parser goes
+            clock.now = 40
+            assert await source.key_for("k1", "RS256") is not None
         finally:
             await source.close()
     # Never fetched, every call is UNAVAILABLE, also while a failed fetch holds back the next one:
