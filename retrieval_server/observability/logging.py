@@ -69,3 +69,6 @@ def configure(level: str, fmt: str) -> None:
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.getLevelName(level), logging.WARNING))
     logging.getLogger("retrieval_server").setLevel(level)
+    # Libraries' warnings (qdrant-client's "Api key is used with an insecure connection") went to
+    # stderr as plain text among the JSON lines: they are log records like any other.
+    logging.captureWarnings(True)

@@ -12,6 +12,8 @@ trace. The tracer provider belongs to the application; no global provider is set
 from __future__ import annotations
 
 import inspect
+import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
@@ -28,9 +30,12 @@ if TYPE_CHECKING:
 
     from retrieval_server.domain import QueryMetrics, QueryOptions, Strategy
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 # Backend lifecycle calls are not work done for a request.
 _UNTRACED = {"open", "close", "bind_loading"}
+#: how long a stop waits for the last spans to be exported (part of a pod's grace period)
+FLUSH_S = 2.0
 
 
 class TracedState(Protocol):
@@ -187,9 +192,17 @@ class Tracing:
         return StageSpans(self._tracer) if self._tracer is not None else None
 
     def shutdown(self) -> None:
-        """Export what is buffered, then stop."""
-        if self.provider is not None:
-            self.provider.shutdown()
+        """Export what is buffered, waiting at most :data:`FLUSH_S`, then stop: a collector that
+        accepts connections but never answers held the stop for the exporter's whole timeout
+        (10 s), past a pod's grace period. The export goes on in a daemon thread, which the
+        process's exit ends."""
+        if self.provider is None:
+            return
+        flush = threading.Thread(target=self.provider.shutdown, name="trace-flush", daemon=True)
+        flush.start()
+        flush.join(FLUSH_S)
+        if flush.is_alive():
+            log.warning("the last spans were not exported within %.0f s; stopping without them", FLUSH_S)
 
 
 def current_trace_id() -> str:

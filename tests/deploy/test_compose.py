@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.deploy.promql import REPO
-from tests.deploy.settings_names import AUTHENTICATION, known_variables
+from tests.deploy.settings_names import AUTHENTICATION, known_variables, load_as_served
 
 DEPLOY = REPO / "deploy"
 
@@ -52,3 +55,17 @@ def test_the_service_runs_several_workers_with_authentication_and_real_settings(
     env_example = {line.split("=")[0] for line in (DEPLOY / ".env.example").read_text().splitlines() if "=" in line and not line.startswith("#")}
     text = (DEPLOY / "compose.yaml").read_text()
     assert all(f"${{{name}" in text for name in env_example)
+
+
+def test_the_service_settings_load_as_the_server_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With deploy/.env.example's values put in, as compose does."""
+    example = dict(line.split("=", 1) for line in (DEPLOY / ".env.example").read_text().splitlines() if "=" in line and not line.startswith("#"))
+
+    def put_in(value: object) -> str:
+        # ${NAME:-default} falls back to its default; ${NAME:?why} has no value without NAME
+        return re.sub(r"\$\{(\w+)(?::([-?])([^}]*))?\}",
+                      lambda m: example.get(m.group(1)) or (m.group(3) if m.group(2) == "-" else ""), str(value))
+
+    env = {k: put_in(v) for k, v in _compose()["services"]["retrieval"]["environment"].items()}
+    settings = load_as_served(env, tmp_path, monkeypatch)
+    assert settings.auth_mode == "jwt" and settings.processes == int(env["RETRIEVAL_PROCESSES"])

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.deploy.promql import REPO
-from tests.deploy.settings_names import AUTHENTICATION, known_variables
+from tests.deploy.settings_names import AUTHENTICATION, known_variables, load_as_served
 
 K8S = REPO / "deploy" / "k8s"
 VERSION = "1.30.0"  # the oldest Kubernetes these manifests target (native gRPC probes are GA since 1.27)
@@ -81,6 +81,13 @@ def test_configured_variables_are_real_settings() -> None:
     assert AUTHENTICATION <= retrieval
     assert {n for n in names if not n.startswith("RETRIEVAL_")} <= {
         "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"}
+
+
+def test_the_configured_settings_load_as_the_server_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    container = _one("Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {**_one("ConfigMap")["data"], **_one("Secret")["stringData"], **{e["name"]: e["value"] for e in container.get("env", []) if "value" in e}}
+    settings = load_as_served({k: v for k, v in env.items() if k.startswith("RETRIEVAL_")}, tmp_path, monkeypatch)
+    assert settings.auth_mode == "jwt" and settings.processes == int(env["RETRIEVAL_PROCESSES"])
 
 
 def test_selectors_agree() -> None:

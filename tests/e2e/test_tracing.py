@@ -167,3 +167,29 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_stop_waits_a_bounded_time_for_a_collector_that_never_answers(caplog: pytest.LogCaptureFixture) -> None:
+    """The exporter waits 10 s for a collector that accepts connections but never answers: the
+    stop waited with it, past a pod's grace period (25 s of calls + 5 of events + 5)."""
+    import threading
+
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    released, exporting = threading.Event(), threading.Event()
+
+    class Hung(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            exporting.set()
+            released.wait()
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Hung()))
+    with provider.get_tracer("t").start_as_current_span("last"):
+        pass
+    try:
+        Tracing(provider).shutdown()
+        assert exporting.is_set() and "the last spans were not exported within 2 s" in caplog.text
+    finally:
+        released.set()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,6 +113,36 @@ def test_a_certificate_pair_that_cannot_be_loaded_is_named_at_start_up(tmp_path:
             load_settings(tls_cert=cert, tls_key=key)
     with pytest.raises(ConfigError, match="RETRIEVAL_TLS_CLIENT_CA .* holds no PEM certificate"):
         load_settings(tls_cert=a_cert, tls_key=a_key, tls_client_ca=not_pem)
+    # A key this process may not read (written 0600 by another user, as openssl does, and mounted
+    # with the host's mode) is named as such, not as a file that is no PEM. Checked in a forked
+    # child that becomes another user when this one is root, whom no mode stops.
+    import multiprocessing
+    import os
+    import shutil
+    import tempfile
+
+    def check(cert: str, key: str, out: Any) -> None:
+        try:
+            if os.getuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            load_settings(tls_cert=cert, tls_key=key)
+            out.send("loaded")
+        except BaseException as exc:  # whatever it is, said in the parent
+            out.send(f"{type(exc).__name__}: {exc}")
+
+    with tempfile.TemporaryDirectory() as shared:  # pytest's folders are private to this user
+        Path(shared).chmod(0o755)
+        cert, key = shutil.copy(a_cert, shared), shutil.copy(a_key, shared)
+        Path(cert).chmod(0o644)
+        Path(key).chmod(0o600 if os.getuid() == 0 else 0)
+        ours, theirs = multiprocessing.get_context("fork").Pipe()
+        child = multiprocessing.get_context("fork").Process(target=check, args=(cert, key, theirs))
+        child.start()
+        theirs.close()
+        said = ours.recv()
+        child.join()
+    assert "RETRIEVAL_TLS_KEY" in said and "cannot be read by this process" in said, said
 
 
 def test_a_glossary_that_is_not_utf8_is_named_at_start_up(tmp_path: Path) -> None:
