@@ -417,6 +417,12 @@ class Settings(BaseSettings):
             raise ValueError("processes > 1 needs the embedded default or qdrant_url: qdrant-client local mode is one process per folder")
         if self.processes > 1 and self.port == 0:
             raise ValueError("processes > 1 needs a fixed port (the processes share it)")
+        # Found here rather than at bind time, where it read as "address already in use" without
+        # naming the setting (and, with several processes, without naming the health port at all).
+        if self.health_port is not None and self.health_port == self.port:
+            raise ValueError(f"port and health_port are both {self.port}: the health service needs a port of its own")
+        if self.metrics_enabled and self.metrics_port and self.metrics_port == self.port and _overlap(self.metrics_host or self.host, self.host):
+            raise ValueError(f"port and metrics_port are both {self.port}: /metrics needs a port of its own, or a metrics_host other than RETRIEVAL_HOST")
         if self.processes > 1 and self.qdrant_url and self.cache_backend == "memory":
             raise ValueError("processes > 1 with writable shared storage needs cache_backend 'redis' or 'none': "
                              "an in-process cache would miss invalidations made by the other processes")
@@ -570,6 +576,20 @@ JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256",
 def listen_address(host: str, port: int) -> str:
     """``host:port`` as gRPC and messages write it: an IPv6 address in brackets ("[::1]:50051")."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether listening on one host blocks the same port on the other: the same address, or a
+    wildcard one (0.0.0.0, ::), which takes the port on every interface."""
+    if a == b:
+        return True
+    for host in (a, b):
+        try:
+            if ipaddress.ip_address(host).is_unspecified:
+                return True
+        except ValueError:
+            pass
+    return False
 
 
 def is_loopback(host: str) -> bool:
