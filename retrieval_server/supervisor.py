@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -35,6 +36,19 @@ log = logging.getLogger(__name__)
 READY = "ready"
 #: prctl(2): the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
+#: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
+RESTART_BACKOFF_S = 1.0
+RESTART_BACKOFF_MAX_S = 60.0
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds before starting again a worker whose restart failed ``failures`` times in a row.
+
+    What fails a restart is often passing (the data folder briefly away, memory short while the
+    model loads, MySQL restarting): stopping the whole server for it stopped the healthy workers
+    too; retrying at once would spin on a cause that lasts.
+    """
+    return min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** min(failures - 1, 16))
 
 
 def worker_settings(settings: Settings, worker: int) -> Settings:
@@ -127,6 +141,7 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
 class _Worker:
     process: BaseProcess
     report: Connection
+    restarted: bool
     ready: bool = False
     failure: str = ""
 
@@ -145,9 +160,10 @@ class _Worker:
 def supervise(settings: Settings) -> int:
     """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that dies after it served.
 
-    A worker that dies before it reported serving failed to start (bad index, bad settings): the
-    supervisor stops the others and raises with that worker's reason. One metrics endpoint serves
-    the sum of every worker's metrics.
+    A worker that dies before it first reported serving failed to start (bad index, bad settings):
+    the supervisor stops the others and raises with that worker's reason. A restarted one that
+    does is started again after :func:`restart_delay` while the others serve. One metrics endpoint
+    serves the sum of every worker's metrics.
     """
     guards = [hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p]
     metrics = MultiprocessMetrics() if settings.metrics_enabled else None
@@ -175,7 +191,7 @@ def supervise(settings: Settings) -> int:
         sender.close()
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid, restart=restart)
-        return _Worker(proc, receiver)
+        return _Worker(proc, receiver, restarted=restart)
 
     def stop(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -184,28 +200,49 @@ def supervise(settings: Settings) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
-    workers = [start(i) for i in range(settings.processes)]
+    workers: list[_Worker | None] = [start(i) for i in range(settings.processes)]
+    failures = [0] * settings.processes  # failed restarts in a row, per worker
+    due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
     failed: str | None = None
     while not stopping:
-        # Wakes on a report or a worker's exit; the timeout only bounds how late SIGTERM is noticed.
-        wait([w.report for w in workers] + [w.process.sentinel for w in workers], timeout=0.5)
+        live = [w for w in workers if w is not None]
+        waits = [due[i] - time.monotonic() for i, w in enumerate(workers) if w is None]
+        # Wakes on a report, a worker's exit or a restart that is due; the 0.5 s only bounds how late SIGTERM is noticed.
+        wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=max(0.0, min([0.5, *waits])))
         for i, w in enumerate(workers):
+            if stopping:
+                break
+            if w is None:
+                if time.monotonic() >= due[i]:
+                    workers[i] = start(i, restart=True)
+                continue
             w.read_reports()
-            if w.process.is_alive() or stopping:
+            if w.ready:
+                failures[i] = 0
+            if w.process.is_alive():
                 continue
             if metrics is not None and w.process.pid is not None:
                 metrics.worker_exited(i, w.process.pid)
-            if not w.ready:
-                failed = f"worker {i} could not start: {w.failure or f'exit code {w.process.exitcode}'}"
+            reason = w.failure or f"exit code {w.process.exitcode}"
+            if not w.ready and not w.restarted:
+                failed = f"worker {i} could not start: {reason}"
                 stopping = True
                 break
+            if not w.ready:
+                failures[i] += 1
+                delay = restart_delay(failures[i])
+                log.error("worker %d could not start again: %s; retrying in %g s", i, reason, delay, extra={"worker": i, "retry_in_s": delay})
+                workers[i] = None
+                due[i] = time.monotonic() + delay
+                continue
             log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
             workers[i] = start(i, restart=True)
-    for w in workers:
+    live = [w for w in workers if w is not None]
+    for w in live:
         if w.process.is_alive():
             w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
-    for w in workers:
+    for w in live:
         w.process.join(settings.grace_period_s + 30)
         if w.process.is_alive():
             w.process.kill()

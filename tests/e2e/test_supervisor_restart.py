@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -47,10 +49,19 @@ class _Serving:
             self._changed.notify_all()
 
     def wait(self, n: int) -> list[int] | None:
+        return self.pids[:n] if self.until(lambda: len(self.pids) >= n) else None
+
+    def until(self, done: Callable[[], bool]) -> bool:
+        """Wait until ``done()`` (asked each time a line comes) or the log's end; whether it is done."""
         with self._changed:
             # The timeout only turns a hung server into a failure instead of a stalled suite.
-            self._changed.wait_for(lambda: len(self.pids) >= n or self._ended, timeout=600)
-            return self.pids[:n] if len(self.pids) >= n else None
+            self._changed.wait_for(lambda: done() or self._ended, timeout=600)
+            return done()
+
+    def messages(self, text: str) -> list[dict[str, Any]]:
+        """The JSON records logged so far whose message holds ``text``."""
+        with self._changed:
+            return [record for line in self.lines if line.startswith("{") and text in (record := json.loads(line))["msg"]]
 
     def join(self) -> None:
         self._reader.join()
@@ -91,6 +102,32 @@ def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
     # Each copy is as large as the index: one left per crash would fill the disk of a server that
     # keeps crashing, and refuse its next restart.
     assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("retrieval-")) == []
+
+
+@pytest.mark.slow
+def test_a_restart_that_fails_is_retried_while_the_other_worker_serves(tmp_path: Path) -> None:
+    """A crashed worker whose restart fails (here its data folder is briefly away; memory short
+    while the model loads, or MySQL restarting, do the same) stopped the whole server, the healthy
+    worker too. It is now started again, 1 s later, then 2 s, ..., until it serves."""
+    env, _ = _two_workers(tmp_path, free_port())
+    data, away = tmp_path / "data", tmp_path / "data.away"
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        data.rename(away)
+        killed = psutil.Process(first[0])
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        # Two failed restarts, so that the second waits twice as long as the first.
+        log.until(lambda: len(log.messages("could not start again")) >= 2)
+        away.rename(data)
+        assert [m["retry_in_s"] for m in log.messages("could not start again")[:2]] == [1, 2], "".join(log.lines[-20:])
+        assert log.wait(3) is not None, "".join(log.lines[-20:])  # the third attempt serves
+        assert psutil.Process(first[1]).is_running()  # the healthy worker was never stopped
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0
+        log.join()
 
 
 @pytest.mark.slow
