@@ -165,20 +165,14 @@ def supervise(settings: Settings) -> int:
     does is started again after :func:`restart_delay` while the others serve. One metrics endpoint
     serves the sum of every worker's metrics.
     """
-    guards = [hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p]
-    metrics = MultiprocessMetrics() if settings.metrics_enabled else None
-    if metrics is not None:
-        try:
-            port = metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
-        except OSError as exc:
-            metrics.close()
-            for guard in guards:
-                guard.close()
-            raise OSError(f"cannot serve metrics on {listen_address(metrics_address(settings), settings.metrics_port)}: {exc}") from exc
-        log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
+    guards: list[socket.socket] = []
+    metrics: MultiprocessMetrics | None = None
+    scratch = Path(tempfile.mkdtemp(prefix="retrieval-workers-"))
     ctx = multiprocessing.get_context("spawn")
     stopping = False
-    scratch = Path(tempfile.mkdtemp(prefix="retrieval-workers-"))
+    workers: list[_Worker | None] = []
+    failures = [0] * settings.processes  # failed restarts in a row, per worker
+    due = [0.0] * settings.processes  # when a worker whose restart failed is started again
 
     def start(worker: int, restart: bool = False) -> _Worker:
         # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
@@ -193,65 +187,89 @@ def supervise(settings: Settings) -> int:
             metrics.worker_started(worker, proc.pid, restart=restart)
         return _Worker(proc, receiver, restarted=restart)
 
+    def retry_later(worker: int, reason: str) -> None:
+        failures[worker] += 1
+        delay = restart_delay(failures[worker])
+        log.error("worker %d could not start again: %s; retrying in %g s", worker, reason, delay, extra={"worker": worker, "retry_in_s": delay})
+        workers[worker] = None
+        due[worker] = time.monotonic() + delay
+
+    def restart(worker: int) -> None:
+        try:
+            workers[worker] = start(worker, restart=True)
+        except OSError as exc:
+            # A spawn refused (ENOMEM, EAGAIN, EMFILE) or the scratch folder gone (a tmp cleaner):
+            # raised from here, it left the other workers serving unsupervised, and the supervisor
+            # hung joining them.
+            retry_later(worker, str(exc))
+
     def stop(signum: int, _frame: object) -> None:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
-    workers: list[_Worker | None] = [start(i) for i in range(settings.processes)]
-    failures = [0] * settings.processes  # failed restarts in a row, per worker
-    due = [0.0] * settings.processes  # when a worker whose restart failed is started again
-    log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
     failed: str | None = None
-    while not stopping:
+    # Whatever ends the supervision, the workers are stopped and everything held is let go: an
+    # error that escaped with workers running hung the exit (multiprocessing joins them), and
+    # SIGTERM could no longer stop it.
+    try:
+        guards.extend(hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p)
+        if settings.metrics_enabled:
+            metrics = MultiprocessMetrics()
+            try:
+                port = metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
+            except OSError as exc:
+                raise OSError(f"cannot serve metrics on {listen_address(metrics_address(settings), settings.metrics_port)}: {exc}") from exc
+            log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
+        for i in range(settings.processes):
+            workers.append(start(i))
+        log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
+        while not stopping:
+            live = [w for w in workers if w is not None]
+            waits = [due[i] - time.monotonic() for i, w in enumerate(workers) if w is None]
+            # Wakes on a report, a worker's exit or a restart that is due; the 0.5 s only bounds how late SIGTERM is noticed.
+            wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=max(0.0, min([0.5, *waits])))
+            for i, w in enumerate(workers):
+                if stopping:
+                    break
+                if w is None:
+                    if time.monotonic() >= due[i]:
+                        restart(i)
+                    continue
+                w.read_reports()
+                if w.ready:
+                    failures[i] = 0
+                if w.process.is_alive():
+                    continue
+                if metrics is not None and w.process.pid is not None:
+                    metrics.worker_exited(i, w.process.pid)
+                reason = w.failure or f"exit code {w.process.exitcode}"
+                if not w.ready and not w.restarted:
+                    failed = f"worker {i} could not start: {reason}"
+                    stopping = True
+                    break
+                if not w.ready:
+                    retry_later(i, reason)
+                    continue
+                log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
+                restart(i)
+    finally:
         live = [w for w in workers if w is not None]
-        waits = [due[i] - time.monotonic() for i, w in enumerate(workers) if w is None]
-        # Wakes on a report, a worker's exit or a restart that is due; the 0.5 s only bounds how late SIGTERM is noticed.
-        wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=max(0.0, min([0.5, *waits])))
-        for i, w in enumerate(workers):
-            if stopping:
-                break
-            if w is None:
-                if time.monotonic() >= due[i]:
-                    workers[i] = start(i, restart=True)
-                continue
-            w.read_reports()
-            if w.ready:
-                failures[i] = 0
+        for w in live:
             if w.process.is_alive():
-                continue
-            if metrics is not None and w.process.pid is not None:
-                metrics.worker_exited(i, w.process.pid)
-            reason = w.failure or f"exit code {w.process.exitcode}"
-            if not w.ready and not w.restarted:
-                failed = f"worker {i} could not start: {reason}"
-                stopping = True
-                break
-            if not w.ready:
-                failures[i] += 1
-                delay = restart_delay(failures[i])
-                log.error("worker %d could not start again: %s; retrying in %g s", i, reason, delay, extra={"worker": i, "retry_in_s": delay})
-                workers[i] = None
-                due[i] = time.monotonic() + delay
-                continue
-            log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
-            workers[i] = start(i, restart=True)
-    live = [w for w in workers if w is not None]
-    for w in live:
-        if w.process.is_alive():
-            w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
-    for w in live:
-        w.process.join(settings.grace_period_s + 30)
-        if w.process.is_alive():
-            w.process.kill()
-            w.process.join()
-    shutil.rmtree(scratch, ignore_errors=True)
-    if metrics is not None:
-        metrics.close()
-    for guard in guards:
-        guard.close()
+                w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
+        for w in live:
+            w.process.join(settings.grace_period_s + 30)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+        shutil.rmtree(scratch, ignore_errors=True)
+        if metrics is not None:
+            metrics.close()
+        for guard in guards:
+            guard.close()
     if failed:
         raise Unavailable(failed)
     log.info("stopped")

@@ -131,6 +131,35 @@ def test_a_restart_that_fails_is_retried_while_the_other_worker_serves(tmp_path:
 
 
 @pytest.mark.slow
+def test_a_restart_that_cannot_be_spawned_leaves_the_supervisor_stoppable(tmp_path: Path) -> None:
+    """A restart whose spawn raised (here: the workers' folder removed by a tmp cleaner; ENOMEM
+    or EAGAIN after an OOM kill take the same path) escaped the supervisor with the other worker
+    serving: the exit hung joining it, SIGTERM only set a flag. The restart is now retried, and
+    SIGTERM stops everything with exit 0."""
+    import shutil
+
+    env, scratch = _two_workers(tmp_path, free_port())
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        for folder in scratch.glob("retrieval-workers-*"):
+            shutil.rmtree(folder)
+        killed = psutil.Process(first[0])
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        # The escaped error was printed as the CLI's "error:" line while the supervisor stayed.
+        log.until(lambda: bool(log.messages("could not start again")) or any(line.startswith("error:") for line in log.lines))
+        assert log.messages("could not start again"), "".join(log.lines[-20:])
+        assert psutil.Process(first[1]).is_running()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0, "".join(log.lines[-20:])
+        log.join()
+    assert not psutil.pid_exists(first[1]) or psutil.Process(first[1]).status() == psutil.STATUS_ZOMBIE
+    assert not any(line.startswith("error:") for line in log.lines)
+
+
+@pytest.mark.slow
 def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     """Killed (the OOM killer, say), the supervisor can neither stop its workers nor remove their
     files: they kept serving with nobody to restart them, kept the port, so that no new server
