@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     processes: int = Field(
         1, ge=1, le=64, description="server processes sharing the port (SO_REUSEPORT); embedded storage is then served read-only"
     )
+    worker_heartbeat_s: float = Field(
+        5.0, ge=0.1, le=3600,
+        description="with several processes: how often each worker's event loop reports to the supervisor, which kills and restarts "
+        "a worker silent for 6 times as long (hung)",
+    )
     read_only: bool = Field(False, description="refuse IngestDocuments and DeleteDocuments; serve what is stored")
     metrics_enabled: bool = Field(True, description="serve Prometheus metrics over HTTP")
     health_port: int | None = Field(
@@ -537,7 +542,7 @@ class Settings(BaseSettings):
 #: request, after the cache is read. Every other setting names the cache's namespace
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
-    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "read_only",
+    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "read_only",
     "metrics_enabled", "health_port", "health_interval_s", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",

@@ -8,6 +8,7 @@ every worker writes to it directly.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import errno
 import logging
@@ -34,6 +35,9 @@ from retrieval_server.observability.multiprocess import MultiprocessMetrics
 log = logging.getLogger(__name__)
 
 READY = "ready"
+HEARTBEAT = "alive"
+#: heartbeats a worker may miss before the supervisor takes it for hung
+HEARTBEATS_MISSED = 6
 #: prctl(2): the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
 #: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
@@ -105,6 +109,18 @@ def _stop_with_the_supervisor() -> int | None:
     return parent.pid
 
 
+async def _heartbeat(report: Connection, interval_s: float) -> None:
+    """Tell the supervisor, from the event loop, that it still turns: a hung worker (a deadlock, a
+    call that never returns on the loop) kept its share of new connections (SO_REUSEPORT) without
+    answering them, and nobody noticed."""
+    while True:
+        try:
+            report.send(HEARTBEAT)
+        except OSError:
+            return  # the supervisor is gone, and this worker is being stopped with it
+        await asyncio.sleep(interval_s)
+
+
 def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Path) -> None:
     """A worker process: serve, and tell the supervisor once serving (or why it could not start).
 
@@ -120,10 +136,13 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     configure(settings.log_level, settings.log_format)
     log.info("worker starting", extra={"worker": worker})
 
+    beating: list[asyncio.Task[None]] = []  # held: the loop keeps only a weak reference to a task
+
     def ready() -> None:
         startup_gc.settle()
         report.send(READY)
-        # After the report: from here on the supervisor restarts this worker if it dies.
+        # After the report: from here on the supervisor restarts this worker if it dies, or stops beating.
+        beating.append(asyncio.get_running_loop().create_task(_heartbeat(report, settings.worker_heartbeat_s)))
         log.info("worker ready", extra={"worker": worker})
 
     try:
@@ -144,6 +163,8 @@ class _Worker:
     restarted: bool
     ready: bool = False
     failure: str = ""
+    last_heard: float = 0.0  # time.monotonic() of its last report
+    killed: bool = False
 
     def read_reports(self) -> None:
         while self.report.poll():
@@ -151,10 +172,16 @@ class _Worker:
                 message = self.report.recv()
             except EOFError:
                 return
+            self.last_heard = time.monotonic()
             if message == READY:
                 self.ready = True
-            else:
+            elif message != HEARTBEAT:
                 self.failure = message
+
+    def hung(self, limit_s: float) -> bool:
+        """Whether it served, and has been silent longer than ``limit_s``: read its reports first,
+        so that a supervisor that was itself stopped a while counts what waited in the pipe."""
+        return self.ready and not self.killed and time.monotonic() - self.last_heard > limit_s
 
 
 def supervise(settings: Settings) -> int:
@@ -173,6 +200,7 @@ def supervise(settings: Settings) -> int:
     workers: list[_Worker | None] = []
     failures = [0] * settings.processes  # failed restarts in a row, per worker
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
+    silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
 
     def start(worker: int, restart: bool = False) -> _Worker:
         # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
@@ -229,7 +257,8 @@ def supervise(settings: Settings) -> int:
         while not stopping:
             live = [w for w in workers if w is not None]
             waits = [due[i] - time.monotonic() for i, w in enumerate(workers) if w is None]
-            # Wakes on a report, a worker's exit or a restart that is due; the 0.5 s only bounds how late SIGTERM is noticed.
+            # Wakes on a report (heartbeats too), a worker's exit or a restart that is due; the 0.5 s
+            # bounds how late SIGTERM, or a worker that stopped beating, is noticed.
             wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=max(0.0, min([0.5, *waits])))
             for i, w in enumerate(workers):
                 if stopping:
@@ -241,6 +270,10 @@ def supervise(settings: Settings) -> int:
                 w.read_reports()
                 if w.ready:
                     failures[i] = 0
+                if w.hung(silence_s) and w.process.is_alive():
+                    log.error("worker %d sent no heartbeat for %g s; killing it", i, silence_s, extra={"worker": i, "worker_pid": w.process.pid})
+                    w.process.kill()  # its exit, next, restarts it
+                    w.killed = True
                 if w.process.is_alive():
                     continue
                 if metrics is not None and w.process.pid is not None:

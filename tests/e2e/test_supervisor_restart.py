@@ -160,6 +160,29 @@ def test_a_restart_that_cannot_be_spawned_leaves_the_supervisor_stoppable(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_hung_worker_is_killed_and_restarted(tmp_path: Path) -> None:
+    """A worker that stops answering (SIGSTOP here; a deadlock, or a call that never returns on its
+    event loop) kept its share of new connections and was never noticed. Its heartbeats stop, and
+    after 6 of them missed the supervisor kills it and starts another."""
+    env, _ = _two_workers(tmp_path, free_port())
+    env["RETRIEVAL_WORKER_HEARTBEAT_S"] = "0.5"
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        hung = psutil.Process(first[0])
+        hung.suspend()
+        replaced = log.wait(3)
+        assert replaced is not None, "".join(log.lines[-20:])
+        assert [m["worker_pid"] for m in log.messages("sent no heartbeat")] == [first[0]]
+        assert replaced[2] != first[0] and not hung.is_running()
+        assert psutil.Process(first[1]).is_running()  # the one that kept beating was left alone
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0
+        log.join()
+
+
+@pytest.mark.slow
 def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     """Killed (the OOM killer, say), the supervisor can neither stop its workers nor remove their
     files: they kept serving with nobody to restart them, kept the port, so that no new server
