@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -38,6 +39,8 @@ READY = "ready"
 HEARTBEAT = "alive"
 #: heartbeats a worker may miss before the supervisor takes it for hung
 HEARTBEATS_MISSED = 6
+#: the workers' folder in the temporary directory: this, the supervisor's pid, "-", a random part
+SCRATCH_PREFIX = "retrieval-workers-"
 #: prctl(2): the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
 #: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
@@ -93,6 +96,41 @@ def hold_port(host: str, port: int) -> socket.socket:
         guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         guard.bind(address)
     return guard
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
+
+
+def remove_stale_scratch(folder: Path) -> list[Path]:
+    """Remove from ``folder`` the workers' folders of supervisors that were killed (SIGKILL, the OOM
+    killer), which nobody else removes: in Kubernetes /tmp is a small memory volume that outlives
+    a container's restarts. Returns those removed.
+
+    A folder is stale when it is this user's and the pid in its name is not alive, or is this
+    process's own: a container restarted gives the new supervisor the pid of the old one, and
+    this one has not made its folder yet. (So a temporary directory is not to be shared between
+    pid namespaces, where another supervisor's pid means nothing here.)
+    """
+    removed = []
+    for path in folder.glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = path.name.removeprefix(SCRATCH_PREFIX).partition("-")[0]
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not pid.isdigit() or int(pid) <= 0 or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        if int(pid) == os.getpid() or not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def _stop_with_the_supervisor() -> int | None:
@@ -194,7 +232,9 @@ def supervise(settings: Settings) -> int:
     """
     guards: list[socket.socket] = []
     metrics: MultiprocessMetrics | None = None
-    scratch = Path(tempfile.mkdtemp(prefix="retrieval-workers-"))
+    if stale := remove_stale_scratch(Path(tempfile.gettempdir())):
+        log.info("removed the workers' folders of supervisors that were killed", extra={"folders": [str(p) for p in stale]})
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
     ctx = multiprocessing.get_context("spawn")
     stopping = False
     workers: list[_Worker | None] = []

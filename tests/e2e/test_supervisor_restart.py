@@ -204,3 +204,15 @@ def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # free again: a new server can start
     assert list(scratch.rglob("retrieval-readonly-*")) == [], "".join(log.lines[-30:])
+    # The workers' folder itself, the supervisor's, stays; the next supervisor removes it (in
+    # Kubernetes /tmp is a small memory volume that outlives the container's restarts).
+    killed = list(scratch.glob(f"retrieval-workers-{server.pid}-*"))
+    assert len(killed) == 1, sorted(p.name for p in scratch.iterdir())
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as again:
+        log = _Serving(again)
+        assert log.wait(2) is not None, "".join(log.lines[-20:])
+        assert not killed[0].exists()
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=300) == 0
+        log.join()
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("retrieval-workers-")] == []
