@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     processes: int = Field(
         1, ge=1, le=64, description="server processes sharing the port (SO_REUSEPORT); embedded storage is then served read-only"
     )
+    worker_heartbeat_s: float = Field(
+        5.0, ge=0.1, le=3600,
+        description="with several processes: how often each worker's event loop reports to the supervisor, which kills and restarts "
+        "a worker silent for 6 times as long (hung)",
+    )
     read_only: bool = Field(False, description="refuse IngestDocuments and DeleteDocuments; serve what is stored")
     metrics_enabled: bool = Field(True, description="serve Prometheus metrics over HTTP")
     health_port: int | None = Field(
@@ -417,6 +422,12 @@ class Settings(BaseSettings):
             raise ValueError("processes > 1 needs the embedded default or qdrant_url: qdrant-client local mode is one process per folder")
         if self.processes > 1 and self.port == 0:
             raise ValueError("processes > 1 needs a fixed port (the processes share it)")
+        # Found here rather than at bind time, where it read as "address already in use" without
+        # naming the setting (and, with several processes, without naming the health port at all).
+        if self.health_port is not None and self.health_port == self.port:
+            raise ValueError(f"port and health_port are both {self.port}: the health service needs a port of its own")
+        if self.metrics_enabled and self.metrics_port and self.metrics_port == self.port and _overlap(self.metrics_host or self.host, self.host):
+            raise ValueError(f"port and metrics_port are both {self.port}: /metrics needs a port of its own, or a metrics_host other than RETRIEVAL_HOST")
         if self.processes > 1 and self.qdrant_url and self.cache_backend == "memory":
             raise ValueError("processes > 1 with writable shared storage needs cache_backend 'redis' or 'none': "
                              "an in-process cache would miss invalidations made by the other processes")
@@ -541,7 +552,7 @@ class Settings(BaseSettings):
 #: request, after the cache is read. Every other setting names the cache's namespace
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
-    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "read_only",
+    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "read_only",
     "metrics_enabled", "health_port", "health_interval_s", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",
@@ -580,6 +591,20 @@ JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256",
 def listen_address(host: str, port: int) -> str:
     """``host:port`` as gRPC and messages write it: an IPv6 address in brackets ("[::1]:50051")."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether listening on one host blocks the same port on the other: the same address, or a
+    wildcard one (0.0.0.0, ::), which takes the port on every interface."""
+    if a == b:
+        return True
+    for host in (a, b):
+        try:
+            if ipaddress.ip_address(host).is_unspecified:
+                return True
+        except ValueError:
+            pass
+    return False
 
 
 def is_loopback(host: str) -> bool:

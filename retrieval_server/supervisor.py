@@ -8,6 +8,7 @@ every worker writes to it directly.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import errno
 import logging
@@ -16,8 +17,10 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -33,8 +36,26 @@ from retrieval_server.observability.multiprocess import MultiprocessMetrics
 log = logging.getLogger(__name__)
 
 READY = "ready"
+HEARTBEAT = "alive"
+#: heartbeats a worker may miss before the supervisor takes it for hung
+HEARTBEATS_MISSED = 6
+#: the workers' folder in the temporary directory: this, the supervisor's pid, "-", a random part
+SCRATCH_PREFIX = "retrieval-workers-"
 #: prctl(2): the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
+#: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
+RESTART_BACKOFF_S = 1.0
+RESTART_BACKOFF_MAX_S = 60.0
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds before starting again a worker whose restart failed ``failures`` times in a row.
+
+    What fails a restart is often passing (the data folder briefly away, memory short while the
+    model loads, MySQL restarting): stopping the whole server for it stopped the healthy workers
+    too; retrying at once would spin on a cause that lasts.
+    """
+    return min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** min(failures - 1, 16))
 
 
 def worker_settings(settings: Settings, worker: int) -> Settings:
@@ -77,6 +98,41 @@ def hold_port(host: str, port: int) -> socket.socket:
     return guard
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    return True
+
+
+def remove_stale_scratch(folder: Path) -> list[Path]:
+    """Remove from ``folder`` the workers' folders of supervisors that were killed (SIGKILL, the OOM
+    killer), which nobody else removes: in Kubernetes /tmp is a small memory volume that outlives
+    a container's restarts. Returns those removed.
+
+    A folder is stale when it is this user's and the pid in its name is not alive, or is this
+    process's own: a container restarted gives the new supervisor the pid of the old one, and
+    this one has not made its folder yet. (So a temporary directory is not to be shared between
+    pid namespaces, where another supervisor's pid means nothing here.)
+    """
+    removed = []
+    for path in folder.glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = path.name.removeprefix(SCRATCH_PREFIX).partition("-")[0]
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not pid.isdigit() or int(pid) <= 0 or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        if int(pid) == os.getpid() or not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 def _stop_with_the_supervisor() -> int | None:
     """Have the kernel send this worker SIGTERM when the supervisor dies (killed, out of memory):
     a worker left behind kept serving with nobody to restart it, and kept the port, so that no new
@@ -89,6 +145,18 @@ def _stop_with_the_supervisor() -> int | None:
     if os.getppid() != parent.pid:
         os.kill(os.getpid(), signal.SIGTERM)  # it died before the request was made
     return parent.pid
+
+
+async def _heartbeat(report: Connection, interval_s: float) -> None:
+    """Tell the supervisor, from the event loop, that it still turns: a hung worker (a deadlock, a
+    call that never returns on the loop) kept its share of new connections (SO_REUSEPORT) without
+    answering them, and nobody noticed."""
+    while True:
+        try:
+            report.send(HEARTBEAT)
+        except OSError:
+            return  # the supervisor is gone, and this worker is being stopped with it
+        await asyncio.sleep(interval_s)
 
 
 def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Path) -> None:
@@ -106,10 +174,13 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     configure(settings.log_level, settings.log_format)
     log.info("worker starting", extra={"worker": worker})
 
+    beating: list[asyncio.Task[None]] = []  # held: the loop keeps only a weak reference to a task
+
     def ready() -> None:
         startup_gc.settle()
         report.send(READY)
-        # After the report: from here on the supervisor restarts this worker if it dies.
+        # After the report: from here on the supervisor restarts this worker if it dies, or stops beating.
+        beating.append(asyncio.get_running_loop().create_task(_heartbeat(report, settings.worker_heartbeat_s)))
         log.info("worker ready", extra={"worker": worker})
 
     try:
@@ -127,8 +198,11 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
 class _Worker:
     process: BaseProcess
     report: Connection
+    restarted: bool
     ready: bool = False
     failure: str = ""
+    last_heard: float = 0.0  # time.monotonic() of its last report
+    killed: bool = False
 
     def read_reports(self) -> None:
         while self.report.poll():
@@ -136,33 +210,37 @@ class _Worker:
                 message = self.report.recv()
             except EOFError:
                 return
+            self.last_heard = time.monotonic()
             if message == READY:
                 self.ready = True
-            else:
+            elif message != HEARTBEAT:
                 self.failure = message
+
+    def hung(self, limit_s: float) -> bool:
+        """Whether it served, and has been silent longer than ``limit_s``: read its reports first,
+        so that a supervisor that was itself stopped a while counts what waited in the pipe."""
+        return self.ready and not self.killed and time.monotonic() - self.last_heard > limit_s
 
 
 def supervise(settings: Settings) -> int:
     """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that dies after it served.
 
-    A worker that dies before it reported serving failed to start (bad index, bad settings): the
-    supervisor stops the others and raises with that worker's reason. One metrics endpoint serves
-    the sum of every worker's metrics.
+    A worker that dies before it first reported serving failed to start (bad index, bad settings):
+    the supervisor stops the others and raises with that worker's reason. A restarted one that
+    does is started again after :func:`restart_delay` while the others serve. One metrics endpoint
+    serves the sum of every worker's metrics.
     """
-    guards = [hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p]
-    metrics = MultiprocessMetrics() if settings.metrics_enabled else None
-    if metrics is not None:
-        try:
-            port = metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
-        except OSError as exc:
-            metrics.close()
-            for guard in guards:
-                guard.close()
-            raise OSError(f"cannot serve metrics on {listen_address(metrics_address(settings), settings.metrics_port)}: {exc}") from exc
-        log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
+    guards: list[socket.socket] = []
+    metrics: MultiprocessMetrics | None = None
+    if stale := remove_stale_scratch(Path(tempfile.gettempdir())):
+        log.info("removed the workers' folders of supervisors that were killed", extra={"folders": [str(p) for p in stale]})
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
     ctx = multiprocessing.get_context("spawn")
     stopping = False
-    scratch = Path(tempfile.mkdtemp(prefix="retrieval-workers-"))
+    workers: list[_Worker | None] = []
+    failures = [0] * settings.processes  # failed restarts in a row, per worker
+    due = [0.0] * settings.processes  # when a worker whose restart failed is started again
+    silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
 
     def start(worker: int, restart: bool = False) -> _Worker:
         # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
@@ -175,46 +253,96 @@ def supervise(settings: Settings) -> int:
         sender.close()
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid, restart=restart)
-        return _Worker(proc, receiver)
+        return _Worker(proc, receiver, restarted=restart)
+
+    def retry_later(worker: int, reason: str) -> None:
+        failures[worker] += 1
+        delay = restart_delay(failures[worker])
+        log.error("worker %d could not start again: %s; retrying in %g s", worker, reason, delay, extra={"worker": worker, "retry_in_s": delay})
+        workers[worker] = None
+        due[worker] = time.monotonic() + delay
+
+    def restart(worker: int) -> None:
+        try:
+            workers[worker] = start(worker, restart=True)
+        except OSError as exc:
+            # A spawn refused (ENOMEM, EAGAIN, EMFILE) or the scratch folder gone (a tmp cleaner):
+            # raised from here, it left the other workers serving unsupervised, and the supervisor
+            # hung joining them.
+            retry_later(worker, str(exc))
 
     def stop(signum: int, _frame: object) -> None:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
-    workers = [start(i) for i in range(settings.processes)]
-    log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
     failed: str | None = None
-    while not stopping:
-        # Wakes on a report or a worker's exit; the timeout only bounds how late SIGTERM is noticed.
-        wait([w.report for w in workers] + [w.process.sentinel for w in workers], timeout=0.5)
-        for i, w in enumerate(workers):
-            w.read_reports()
-            if w.process.is_alive() or stopping:
-                continue
-            if metrics is not None and w.process.pid is not None:
-                metrics.worker_exited(i, w.process.pid)
-            if not w.ready:
-                failed = f"worker {i} could not start: {w.failure or f'exit code {w.process.exitcode}'}"
-                stopping = True
-                break
-            log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
-            workers[i] = start(i, restart=True)
-    for w in workers:
-        if w.process.is_alive():
-            w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
-    for w in workers:
-        w.process.join(settings.grace_period_s + 30)
-        if w.process.is_alive():
-            w.process.kill()
-            w.process.join()
-    shutil.rmtree(scratch, ignore_errors=True)
-    if metrics is not None:
-        metrics.close()
-    for guard in guards:
-        guard.close()
+    # Whatever ends the supervision, the workers are stopped and everything held is let go: an
+    # error that escaped with workers running hung the exit (multiprocessing joins them), and
+    # SIGTERM could no longer stop it.
+    try:
+        guards.extend(hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p)
+        if settings.metrics_enabled:
+            metrics = MultiprocessMetrics()
+            try:
+                port = metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
+            except OSError as exc:
+                raise OSError(f"cannot serve metrics on {listen_address(metrics_address(settings), settings.metrics_port)}: {exc}") from exc
+            log.info("serving metrics", extra={"metrics_port": port, "metrics_dir": str(metrics.directory)})
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
+        for i in range(settings.processes):
+            workers.append(start(i))
+        log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
+        while not stopping:
+            live = [w for w in workers if w is not None]
+            waits = [due[i] - time.monotonic() for i, w in enumerate(workers) if w is None]
+            # Wakes on a report (heartbeats too), a worker's exit or a restart that is due; the 0.5 s
+            # bounds how late SIGTERM, or a worker that stopped beating, is noticed.
+            wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=max(0.0, min([0.5, *waits])))
+            for i, w in enumerate(workers):
+                if stopping:
+                    break
+                if w is None:
+                    if time.monotonic() >= due[i]:
+                        restart(i)
+                    continue
+                w.read_reports()
+                if w.ready:
+                    failures[i] = 0
+                if w.hung(silence_s) and w.process.is_alive():
+                    log.error("worker %d sent no heartbeat for %g s; killing it", i, silence_s, extra={"worker": i, "worker_pid": w.process.pid})
+                    w.process.kill()  # its exit, next, restarts it
+                    w.killed = True
+                if w.process.is_alive():
+                    continue
+                if metrics is not None and w.process.pid is not None:
+                    metrics.worker_exited(i, w.process.pid)
+                reason = w.failure or f"exit code {w.process.exitcode}"
+                if not w.ready and not w.restarted:
+                    failed = f"worker {i} could not start: {reason}"
+                    stopping = True
+                    break
+                if not w.ready:
+                    retry_later(i, reason)
+                    continue
+                log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
+                restart(i)
+    finally:
+        live = [w for w in workers if w is not None]
+        for w in live:
+            if w.process.is_alive():
+                w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
+        for w in live:
+            w.process.join(settings.grace_period_s + 30)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+        shutil.rmtree(scratch, ignore_errors=True)
+        if metrics is not None:
+            metrics.close()
+        for guard in guards:
+            guard.close()
     if failed:
         raise Unavailable(failed)
     log.info("stopped")

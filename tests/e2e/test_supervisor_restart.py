@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -47,10 +49,19 @@ class _Serving:
             self._changed.notify_all()
 
     def wait(self, n: int) -> list[int] | None:
+        return self.pids[:n] if self.until(lambda: len(self.pids) >= n) else None
+
+    def until(self, done: Callable[[], bool]) -> bool:
+        """Wait until ``done()`` (asked each time a line comes) or the log's end; whether it is done."""
         with self._changed:
             # The timeout only turns a hung server into a failure instead of a stalled suite.
-            self._changed.wait_for(lambda: len(self.pids) >= n or self._ended, timeout=600)
-            return self.pids[:n] if len(self.pids) >= n else None
+            self._changed.wait_for(lambda: done() or self._ended, timeout=600)
+            return done()
+
+    def messages(self, text: str) -> list[dict[str, Any]]:
+        """The JSON records logged so far whose message holds ``text``."""
+        with self._changed:
+            return [record for line in self.lines if line.startswith("{") and text in (record := json.loads(line))["msg"]]
 
     def join(self) -> None:
         self._reader.join()
@@ -94,6 +105,84 @@ def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_restart_that_fails_is_retried_while_the_other_worker_serves(tmp_path: Path) -> None:
+    """A crashed worker whose restart fails (here its data folder is briefly away; memory short
+    while the model loads, or MySQL restarting, do the same) stopped the whole server, the healthy
+    worker too. It is now started again, 1 s later, then 2 s, ..., until it serves."""
+    env, _ = _two_workers(tmp_path, free_port())
+    data, away = tmp_path / "data", tmp_path / "data.away"
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        data.rename(away)
+        killed = psutil.Process(first[0])
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        # Two failed restarts, so that the second waits twice as long as the first.
+        log.until(lambda: len(log.messages("could not start again")) >= 2)
+        away.rename(data)
+        assert [m["retry_in_s"] for m in log.messages("could not start again")[:2]] == [1, 2], "".join(log.lines[-20:])
+        assert log.wait(3) is not None, "".join(log.lines[-20:])  # the third attempt serves
+        assert psutil.Process(first[1]).is_running()  # the healthy worker was never stopped
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0
+        log.join()
+
+
+@pytest.mark.slow
+def test_a_restart_that_cannot_be_spawned_leaves_the_supervisor_stoppable(tmp_path: Path) -> None:
+    """A restart whose spawn raised (here: the workers' folder removed by a tmp cleaner; ENOMEM
+    or EAGAIN after an OOM kill take the same path) escaped the supervisor with the other worker
+    serving: the exit hung joining it, SIGTERM only set a flag. The restart is now retried, and
+    SIGTERM stops everything with exit 0."""
+    import shutil
+
+    env, scratch = _two_workers(tmp_path, free_port())
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        for folder in scratch.glob("retrieval-workers-*"):
+            shutil.rmtree(folder)
+        killed = psutil.Process(first[0])
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        # The escaped error was printed as the CLI's "error:" line while the supervisor stayed.
+        log.until(lambda: bool(log.messages("could not start again")) or any(line.startswith("error:") for line in log.lines))
+        assert log.messages("could not start again"), "".join(log.lines[-20:])
+        assert psutil.Process(first[1]).is_running()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0, "".join(log.lines[-20:])
+        log.join()
+    assert not psutil.pid_exists(first[1]) or psutil.Process(first[1]).status() == psutil.STATUS_ZOMBIE
+    assert not any(line.startswith("error:") for line in log.lines)
+
+
+@pytest.mark.slow
+def test_a_hung_worker_is_killed_and_restarted(tmp_path: Path) -> None:
+    """A worker that stops answering (SIGSTOP here; a deadlock, or a call that never returns on its
+    event loop) kept its share of new connections and was never noticed. Its heartbeats stop, and
+    after 6 of them missed the supervisor kills it and starts another."""
+    env, _ = _two_workers(tmp_path, free_port())
+    env["RETRIEVAL_WORKER_HEARTBEAT_S"] = "0.5"
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        hung = psutil.Process(first[0])
+        hung.suspend()
+        replaced = log.wait(3)
+        assert replaced is not None, "".join(log.lines[-20:])
+        assert [m["worker_pid"] for m in log.messages("sent no heartbeat")] == [first[0]]
+        assert replaced[2] != first[0] and not hung.is_running()
+        assert psutil.Process(first[1]).is_running()  # the one that kept beating was left alone
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0
+        log.join()
+
+
+@pytest.mark.slow
 def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     """Killed (the OOM killer, say), the supervisor can neither stop its workers nor remove their
     files: they kept serving with nobody to restart them, kept the port, so that no new server
@@ -115,3 +204,15 @@ def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # free again: a new server can start
     assert list(scratch.rglob("retrieval-readonly-*")) == [], "".join(log.lines[-30:])
+    # The workers' folder itself, the supervisor's, stays; the next supervisor removes it (in
+    # Kubernetes /tmp is a small memory volume that outlives the container's restarts).
+    killed = list(scratch.glob(f"retrieval-workers-{server.pid}-*"))
+    assert len(killed) == 1, sorted(p.name for p in scratch.iterdir())
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as again:
+        log = _Serving(again)
+        assert log.wait(2) is not None, "".join(log.lines[-20:])
+        assert not killed[0].exists()
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=300) == 0
+        log.join()
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("retrieval-workers-")] == []

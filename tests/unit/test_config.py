@@ -170,6 +170,29 @@ def test_several_processes_need_storage_they_can_share(overrides: dict[str, obje
         load_settings(**overrides)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"port": 50051, "health_port": 50051}, "RETRIEVAL_PORT and RETRIEVAL_HEALTH_PORT are both 50051"),
+        ({"port": 50051, "health_port": 50051, "processes": 2}, "RETRIEVAL_PORT and RETRIEVAL_HEALTH_PORT are both 50051"),
+        ({"port": 50051, "metrics_port": 50051}, "RETRIEVAL_PORT and RETRIEVAL_METRICS_PORT are both 50051"),
+        # A wildcard address takes the port on every interface, the gRPC one's too.
+        ({"port": 50051, "metrics_port": 50051, "metrics_host": "0.0.0.0"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
+    ],
+)
+def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], expected: str) -> None:
+    """Found at bind time, it read as "address already in use", with two processes without naming
+    the health port."""
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(**overrides)
+
+
+def test_metrics_may_share_the_port_number_on_another_address_or_when_off() -> None:
+    assert load_settings(port=50051, metrics_port=50051, metrics_host="127.0.0.2").metrics_port == 50051
+    assert not load_settings(port=50051, metrics_port=50051, metrics_enabled=False).metrics_enabled
+    assert load_settings(port=0, metrics_port=0).port == 0  # each any free port
+
+
 def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path: Path) -> None:
     from retrieval_server.supervisor import worker_settings
 
