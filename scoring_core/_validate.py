@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
+import operator
+from collections.abc import Sequence
+
 import numpy as np
 
 
@@ -20,11 +24,38 @@ def as_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
     return arr
 
 
-def as_codes(codes: np.ndarray, upper: int, name: str) -> np.ndarray:
-    """Return ``codes`` as a contiguous int64 vector with every value in [0, upper)."""
-    arr = np.ascontiguousarray(codes, dtype=np.int64)
+def as_integers(values: np.ndarray | Sequence[int], name: str) -> np.ndarray:
+    """Return ``values`` (ids, keys, codes) as a contiguous int64 vector.
+
+    Anything but integers (bool counts as 0 and 1, as in Python) is refused: a float id column
+    cast to int64 truncates 1.2 and 1.7 into the same id and NaN into INT64_MIN, so distinct items
+    would merge.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "biu" and arr.size:
+        # numpy infers float64 for Python ints beyond int64: those are integers still.
+        if isinstance(values, np.ndarray) or not all(isinstance(v, numbers.Integral) for v in values):
+            raise ValueError(f"{name} must be integers, got {arr.dtype}")
+        try:
+            arr = np.array(values, dtype=np.int64)
+        except OverflowError:
+            raise ValueError(f"{name} must fit in int64") from None
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def as_count(value: int, name: str) -> int:
+    """``value`` as an int; a float such as 2.7 raises TypeError rather than being truncated."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+
+
+def as_codes(codes: np.ndarray, upper: int, name: str) -> np.ndarray:
+    """Return ``codes`` as a contiguous int64 vector with every value in [0, upper)."""
+    arr = as_integers(codes, name)
     if arr.size and (arr.min() < 0 or arr.max() >= upper):
         raise ValueError(f"{name} must lie in [0, {upper})")
     return arr

@@ -21,6 +21,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f64
+from scoring_core._validate import as_count, as_integers
 from scoring_core.selection import _top_k_kernel
 
 _F = "Tuple((int64[:], float64[:]))"
@@ -140,18 +141,16 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragm
     return _sum_by_id(ids, contrib, list_of, limit)
 
 
-def _as_int64(x: np.ndarray | Sequence[int]) -> np.ndarray:
+def _as_int64(x: np.ndarray | Sequence[int], name: str) -> np.ndarray:
     if isinstance(x, np.ndarray) and x.dtype == np.uint64:
         return x.ravel().view(np.int64)  # the same 64 bits: ids only need to hash and compare equal
-    if isinstance(x, np.ndarray) and x.dtype == np.int64 and x.ndim == 1:
-        return x
-    return np.asarray(x, dtype=np.int64).ravel()
+    return as_integers(x, name)
 
 
 def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     if not lists:
         return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    arrays = [_as_int64(x) for x in lists]
+    arrays = [_as_int64(x, f"lists[{i}]") for i, x in enumerate(lists)]
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
     np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
     return np.concatenate(arrays), offsets
@@ -176,9 +175,12 @@ def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
 
 
 def _limit(limit: int | None) -> int:
-    if limit is not None and limit < 0:
+    if limit is None:
+        return -1
+    n = as_count(limit, "limit")
+    if n < 0:
         raise ValueError("limit must be >= 0")
-    return -1 if limit is None else int(limit)
+    return n
 
 
 def rrf(

@@ -50,6 +50,43 @@ def test_invalid_inputs_are_rejected() -> None:
         score_fusion([[1, 2]], [[0.1]])
 
 
+@pytest.mark.parametrize("ids", [[1.2, 1.7, 2.0], [float("nan"), 3.0], np.array([1.0, 2.0]), np.array(["a", "b"])])
+def test_ids_that_are_not_integers_are_refused_by_kernel_and_twin(ids: list[float] | np.ndarray) -> None:
+    # A float id column was cast to int64: 1.2 and 1.7 fused into the one id 1, NaN into INT64_MIN.
+    lists = [[5, 6], ids]
+    scores = [[0.5] * len(x) for x in lists]
+    with pytest.raises(ValueError, match=r"lists\[1\] must be integers"):
+        rrf(lists)
+    with pytest.raises(ValueError, match=r"lists\[1\] must be integers"):
+        score_fusion(lists, scores)
+    with pytest.raises(ValueError, match="lists must be integers"):
+        reference.rrf([list(x) for x in lists])
+    with pytest.raises(ValueError, match="lists must be integers"):
+        reference.score_fusion([list(x) for x in lists], scores)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5) | st.floats(0, 5), max_size=6), max_size=3))
+def test_kernel_and_twin_refuse_the_same_ids(lists: list[list[float]]) -> None:
+    refused = any(isinstance(x, float) for ids in lists for x in ids)
+    for fuse in (rrf, reference.rrf):
+        if refused:
+            with pytest.raises(ValueError, match="must be integers"):
+                fuse(lists)  # type: ignore[arg-type]
+        else:
+            fused = fuse(lists)  # type: ignore[arg-type]
+            assert (fused if isinstance(fused, list) else _pairs(fused)) == reference.rrf(lists)  # type: ignore[arg-type]
+
+
+def test_a_limit_that_is_not_an_integer_is_refused() -> None:
+    # 2.5 was truncated to 2.
+    with pytest.raises(TypeError, match="limit must be an integer"):
+        rrf([[1, 2, 3, 4]], limit=2.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limit must be an integer"):
+        score_fusion([[1, 2, 3, 4]], [[4.0, 3.0, 2.0, 1.0]], limit=2.5)  # type: ignore[arg-type]
+    assert len(rrf([[1, 2, 3, 4]], limit=np.int64(2))) == 2  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(("method", "scores"), [("minmax", [1e308, -1e308, 0.0]), ("dbsf", [2e154, -2e154, 0.0])])
 def test_finite_scores_whose_spread_overflows_are_rejected(method: str, scores: list[float]) -> None:
     # Their normalization was NaN, which the kernel ranked last and its twin first.
