@@ -25,24 +25,30 @@ def as_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
 
 
 def as_integers(values: np.ndarray | Sequence[int], name: str) -> np.ndarray:
-    """Return ``values`` (ids, keys, codes) as a contiguous int64 vector.
+    """Return ``values`` (ids, keys, codes) as a contiguous int64 vector, or uint64 when they are
+    uint64 or Python ints beyond int64 that fit uint64 (Qdrant point ids, content hashes).
 
     Anything but integers (bool counts as 0 and 1, as in Python) is refused: a float id column
     cast to int64 truncates 1.2 and 1.7 into the same id and NaN into INT64_MIN, so distinct items
     would merge.
     """
     arr = np.asarray(values)
-    if arr.dtype.kind not in "biu" and arr.size:
-        # numpy infers float64 for Python ints beyond int64: those are integers still.
-        if isinstance(values, np.ndarray) or not all(isinstance(v, numbers.Integral) for v in values):
-            raise ValueError(f"{name} must be integers, got {arr.dtype}")
-        try:
-            arr = np.array(values, dtype=np.int64)
-        except OverflowError:
-            raise ValueError(f"{name} must fit in int64") from None
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    return np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.dtype.kind not in "biu" and arr.size:
+        # numpy infers float64 (or object) for Python ints beyond int64: integers still, each placed
+        # exactly by the dtype chosen from their range, never through a float.
+        items = arr.tolist() if arr.dtype == object else [] if isinstance(values, np.ndarray) else list(values)
+        if not items or not all(isinstance(v, numbers.Integral) for v in items):
+            raise ValueError(f"{name} must be integers, got {arr.dtype}")
+        lo, hi = min(items), max(items)
+        if -(2**63) <= lo and hi < 2**63:
+            arr = np.array(items, dtype=np.int64)
+        elif lo >= 0 and hi < 2**64:
+            arr = np.array(items, dtype=np.uint64)
+        else:
+            raise ValueError(f"{name} must fit in int64, or in uint64 when none is negative")
+    return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype == np.uint64 else np.int64)
 
 
 def as_count(value: int, name: str) -> int:
@@ -58,4 +64,4 @@ def as_codes(codes: np.ndarray, upper: int, name: str) -> np.ndarray:
     arr = as_integers(codes, name)
     if arr.size and (arr.min() < 0 or arr.max() >= upper):
         raise ValueError(f"{name} must lie in [0, {upper})")
-    return arr
+    return arr.astype(np.int64, copy=False)

@@ -41,12 +41,15 @@ def _as_float32(scores: Sequence[float]) -> list[float]:
 
 def _check_integers(values: Iterable[int], name: str) -> None:
     """Refuse what the kernels refuse (:func:`scoring_core._validate.as_integers`): a float id,
-    even 2.0, or NaN."""
+    even 2.0, or NaN; ids that fit neither int64 nor uint64 (-1 and 2**64 - 1 are the same bits)."""
+    values = list(values)
     for v in values:
         try:
             operator.index(v)
         except TypeError:
             raise ValueError(f"{name} must be integers, got {v!r}") from None
+    if values and not (-(2**63) <= min(values) and max(values) < 2**63 or 0 <= min(values) and max(values) < 2**64):
+        raise ValueError(f"{name} must fit in int64, or in uint64 when none is negative")
 
 
 def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
