@@ -41,6 +41,13 @@ def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, calle
     return best, best_score
 
 
+def self_match_rounding(dim: int) -> float:
+    """How far below 1 the float32 score of a ``dim``-vector against itself may fall: ``dim``
+    products summed (the recursive-sum bound, ``dim`` units of 2**-24) after the norms, whose own
+    float32 sums and divisions may take as many units again."""
+    return (2 * dim + 4) * 2.0**-24
+
+
 def matchable(vector: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
     """``vector`` as float32 and its norm; ValueError when no lookup could match it (another
     size, zero, not finite)."""
@@ -61,7 +68,11 @@ class CosineMatcher:
     dim : int
         Vector dimension.
     threshold : float
-        Minimum cosine similarity for a match (default 0.95).
+        Minimum cosine similarity for a match, in [0, 1] (default 0.95), compared as given: a
+        float32 score of 0.94999998 does not reach 0.95. The float32 score of a vector against
+        itself may miss 1 by the sum's and the normalizations' rounding, at most
+        ``(2 * dim + 4) * 2**-24`` (4.6e-5 at 384 dims): a threshold above ``1`` minus that is
+        taken as that, so that a vector stored always matches itself, at a threshold of 1 too.
     initial_capacity, max_entries : int
         Rows allocated up front; the most rows ever held (the oldest live row is evicted beyond).
     threads : int
@@ -77,8 +88,11 @@ class CosineMatcher:
     ) -> None:
         if dim < 1 or initial_capacity < 1 or max_entries < 1:
             raise ValueError("dim, initial_capacity and max_entries must be positive")
+        if not 0.0 <= threshold <= 1.0:  # NaN too: it, or 1.5, silently matched nothing
+            raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
         self.dim = dim
-        self.threshold = np.float32(threshold)
+        self.threshold = float(threshold)
+        self._least = min(self.threshold, 1.0 - self_match_rounding(dim))
         self.max_entries = max_entries
         cap = min(initial_capacity, max_entries)
         self._matrix = np.zeros((cap, dim), dtype=np.float32)
@@ -187,7 +201,8 @@ class CosineMatcher:
             ))
             # Ranges are in row order and each keeps its first maximum: the first strict maximum wins.
             row, score = max(parts, key=lambda rs: rs[1]) if parts else (-1, -np.inf)
-        if row >= 0 and score >= self.threshold:
+        # As Python floats: against a float32 score numpy would round the threshold to float32 first.
+        if row >= 0 and float(score) >= self._least:
             return int(row), float(score)
         return -1, float("nan")
 

@@ -171,7 +171,14 @@ def cache_match(
     threshold: float,
     include_public: bool = True,
 ) -> tuple[int, float]:
-    """Best live, unexpired row in the caller's scope (plus public = 0 rows) with cosine >= threshold."""
+    """Best live, unexpired row in the caller's scope (plus public = 0 rows) with cosine >= threshold.
+
+    A threshold closer to 1 than :func:`scoring_core.cache_matching.self_match_rounding` is taken
+    as 1 minus that, as :class:`~scoring_core.CosineMatcher` takes it: a stored vector matches itself.
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
+    threshold = min(threshold, 1.0 - (2 * len(query) + 4) * 2.0**-24)
     best, best_score = -1, -math.inf
     visible = (0, caller) if include_public else (caller,)
     for i, row in enumerate(matrix):
