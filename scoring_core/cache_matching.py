@@ -11,6 +11,7 @@ streaming read of the live part of the matrix.
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -58,6 +59,11 @@ def matchable(vector: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
     if not np.isfinite(norm) or norm == 0.0:
         raise ValueError("vector must be finite and non-zero")
     return v, norm
+
+
+def _check_now(now: float) -> None:
+    if math.isnan(now):  # no row would count as expired at it: every expired row would be served
+        raise ValueError("now must not be NaN")
 
 
 class CosineMatcher:
@@ -140,7 +146,9 @@ class CosineMatcher:
         return victim
 
     def add(self, vector: np.ndarray, expires_at: float, scope: int = PUBLIC) -> int:
-        """Store a vector (normalized here); return its row."""
+        """Store a vector (normalized here) until ``expires_at`` (inf: never); return its row."""
+        if math.isnan(expires_at):  # it compares false with every time: never expired, never freed
+            raise ValueError("expires_at must not be NaN (inf never expires)")
         v, norm = matchable(vector, self.dim)
         row = self._slot()
         self._matrix[row] = v / norm
@@ -175,6 +183,7 @@ class CosineMatcher:
 
     def expire(self, now: float) -> int:
         """Free every row expired at ``now``; return how many."""
+        _check_now(now)
         dead = np.flatnonzero((self._live[: self._rows] == 1) & (self._expires[: self._rows] <= now))
         self._live[dead] = 0
         self._free.extend(int(r) for r in dead)
@@ -183,6 +192,7 @@ class CosineMatcher:
     def match(self, query: np.ndarray, now: float, caller_scope: int = PUBLIC, include_public: bool = True) -> tuple[int, float]:
         """Best live row with cosine >= threshold in ``caller_scope`` (and the public scope unless
         ``include_public`` is False): ``(row, score)`` or ``(-1, nan)``."""
+        _check_now(now)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ValueError(f"query has {q.shape[0]} dims, expected {self.dim}")

@@ -178,6 +178,10 @@ def cache_match(
     """
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
+    if math.isnan(now):
+        raise ValueError("now must not be NaN")
+    if any(math.isnan(e) for e in expires_at):
+        raise ValueError("expires_at must not be NaN (inf never expires)")
     threshold = min(threshold, 1.0 - (2 * len(query) + 4) * 2.0**-24)
     best, best_score = -1, -math.inf
     visible = (0, caller) if include_public else (caller,)

@@ -122,6 +122,25 @@ def test_a_score_below_the_threshold_is_never_served() -> None:
     assert served and min(served) >= 0.95
 
 
+def test_nan_times_are_rejected_and_inf_never_expires() -> None:
+    # A NaN expiry compared false with every time: the row was never expired nor freed. A NaN now
+    # found no row expired, so expired rows were served.
+    m = CosineMatcher(2, threshold=0.5)
+    with pytest.raises(ValueError, match="expires_at must not be NaN"):
+        m.add(_unit(1, 0), expires_at=float("nan"))
+    assert len(m) == 0
+    m.add(_unit(1, 0), expires_at=5.0)
+    for call in (lambda: m.match(_unit(1, 0), now=float("nan")), lambda: m.expire(float("nan"))):
+        with pytest.raises(ValueError, match="now must not be NaN"):
+            call()
+    with pytest.raises(ValueError, match="now must not be NaN"):
+        reference.cache_match([[1.0, 0.0]], [1], [5.0], [0], [1.0, 0.0], float("nan"), 0, 0.5)
+    with pytest.raises(ValueError, match="expires_at must not be NaN"):
+        reference.cache_match([[1.0, 0.0]], [1], [float("nan")], [0], [1.0, 0.0], 0.0, 0, 0.5)
+    forever = m.add(_unit(0, 1), expires_at=float("inf"))
+    assert m.expire(1e300) == 1 and m.match(_unit(0, 1), now=1e300)[0] == forever
+
+
 vec = st.lists(st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]), min_size=4, max_size=4).filter(any)
 
 
