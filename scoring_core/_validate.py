@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
+import operator
+from collections.abc import Sequence
+
 import numpy as np
 
 
@@ -20,11 +24,44 @@ def as_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
     return arr
 
 
-def as_codes(codes: np.ndarray, upper: int, name: str) -> np.ndarray:
-    """Return ``codes`` as a contiguous int64 vector with every value in [0, upper)."""
-    arr = np.ascontiguousarray(codes, dtype=np.int64)
+def as_integers(values: np.ndarray | Sequence[int], name: str) -> np.ndarray:
+    """Return ``values`` (ids, keys, codes) as a contiguous int64 vector, or uint64 when they are
+    uint64 or Python ints beyond int64 that fit uint64 (Qdrant point ids, content hashes).
+
+    Anything but integers (bool counts as 0 and 1, as in Python) is refused: a float id column
+    cast to int64 truncates 1.2 and 1.7 into the same id and NaN into INT64_MIN, so distinct items
+    would merge.
+    """
+    arr = np.asarray(values)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind not in "biu" and arr.size:
+        # numpy infers float64 (or object) for Python ints beyond int64: integers still, each placed
+        # exactly by the dtype chosen from their range, never through a float.
+        items = arr.tolist() if arr.dtype == object else [] if isinstance(values, np.ndarray) else list(values)
+        if not items or not all(isinstance(v, numbers.Integral) for v in items):
+            raise ValueError(f"{name} must be integers, got {arr.dtype}")
+        lo, hi = min(items), max(items)
+        if -(2**63) <= lo and hi < 2**63:
+            arr = np.array(items, dtype=np.int64)
+        elif lo >= 0 and hi < 2**64:
+            arr = np.array(items, dtype=np.uint64)
+        else:
+            raise ValueError(f"{name} must fit in int64, or in uint64 when none is negative")
+    return np.ascontiguousarray(arr, dtype=np.uint64 if arr.dtype == np.uint64 else np.int64)
+
+
+def as_count(value: int, name: str) -> int:
+    """``value`` as an int; a float such as 2.7 raises TypeError rather than being truncated."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+
+
+def as_codes(codes: np.ndarray, upper: int, name: str) -> np.ndarray:
+    """Return ``codes`` as a contiguous int64 vector with every value in [0, upper)."""
+    arr = as_integers(codes, name)
     if arr.size and (arr.min() < 0 or arr.max() >= upper):
         raise ValueError(f"{name} must lie in [0, {upper})")
-    return arr
+    return arr.astype(np.int64, copy=False)

@@ -11,6 +11,7 @@ streaming read of the live part of the matrix.
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -41,6 +42,13 @@ def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, calle
     return best, best_score
 
 
+def self_match_rounding(dim: int) -> float:
+    """How far below 1 the float32 score of a ``dim``-vector against itself may fall: ``dim``
+    products summed (the recursive-sum bound, ``dim`` units of 2**-24) after the norms, whose own
+    float32 sums and divisions may take as many units again."""
+    return (2 * dim + 4) * 2.0**-24
+
+
 def matchable(vector: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
     """``vector`` as float32 and its norm; ValueError when no lookup could match it (another
     size, zero, not finite)."""
@@ -53,6 +61,11 @@ def matchable(vector: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
     return v, norm
 
 
+def _check_now(now: float) -> None:
+    if math.isnan(now):  # no row would count as expired at it: every expired row would be served
+        raise ValueError("now must not be NaN")
+
+
 class CosineMatcher:
     """A growable store of cached query vectors with per-row expiry and scope.
 
@@ -61,7 +74,11 @@ class CosineMatcher:
     dim : int
         Vector dimension.
     threshold : float
-        Minimum cosine similarity for a match (default 0.95).
+        Minimum cosine similarity for a match, in [0, 1] (default 0.95), compared as given: a
+        float32 score of 0.94999998 does not reach 0.95. The float32 score of a vector against
+        itself may miss 1 by the sum's and the normalizations' rounding, at most
+        ``(2 * dim + 4) * 2**-24`` (4.6e-5 at 384 dims): a threshold above ``1`` minus that is
+        taken as that, so that a vector stored always matches itself, at a threshold of 1 too.
     initial_capacity, max_entries : int
         Rows allocated up front; the most rows ever held (the oldest live row is evicted beyond).
     threads : int
@@ -77,8 +94,11 @@ class CosineMatcher:
     ) -> None:
         if dim < 1 or initial_capacity < 1 or max_entries < 1:
             raise ValueError("dim, initial_capacity and max_entries must be positive")
+        if not 0.0 <= threshold <= 1.0:  # NaN too: it, or 1.5, silently matched nothing
+            raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
         self.dim = dim
-        self.threshold = np.float32(threshold)
+        self.threshold = float(threshold)
+        self._least = min(self.threshold, 1.0 - self_match_rounding(dim))
         self.max_entries = max_entries
         cap = min(initial_capacity, max_entries)
         self._matrix = np.zeros((cap, dim), dtype=np.float32)
@@ -126,7 +146,9 @@ class CosineMatcher:
         return victim
 
     def add(self, vector: np.ndarray, expires_at: float, scope: int = PUBLIC) -> int:
-        """Store a vector (normalized here); return its row."""
+        """Store a vector (normalized here) until ``expires_at`` (inf: never); return its row."""
+        if math.isnan(expires_at):  # it compares false with every time: never expired, never freed
+            raise ValueError("expires_at must not be NaN (inf never expires)")
         v, norm = matchable(vector, self.dim)
         row = self._slot()
         self._matrix[row] = v / norm
@@ -161,6 +183,7 @@ class CosineMatcher:
 
     def expire(self, now: float) -> int:
         """Free every row expired at ``now``; return how many."""
+        _check_now(now)
         dead = np.flatnonzero((self._live[: self._rows] == 1) & (self._expires[: self._rows] <= now))
         self._live[dead] = 0
         self._free.extend(int(r) for r in dead)
@@ -169,6 +192,7 @@ class CosineMatcher:
     def match(self, query: np.ndarray, now: float, caller_scope: int = PUBLIC, include_public: bool = True) -> tuple[int, float]:
         """Best live row with cosine >= threshold in ``caller_scope`` (and the public scope unless
         ``include_public`` is False): ``(row, score)`` or ``(-1, nan)``."""
+        _check_now(now)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ValueError(f"query has {q.shape[0]} dims, expected {self.dim}")
@@ -187,7 +211,8 @@ class CosineMatcher:
             ))
             # Ranges are in row order and each keeps its first maximum: the first strict maximum wins.
             row, score = max(parts, key=lambda rs: rs[1]) if parts else (-1, -np.inf)
-        if row >= 0 and score >= self.threshold:
+        # As Python floats: against a float32 score numpy would round the threshold to float32 first.
+        if row >= 0 and float(score) >= self._least:
             return int(row), float(score)
         return -1, float("nan")
 

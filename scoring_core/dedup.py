@@ -17,7 +17,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
-from scoring_core._validate import as_scores
+from scoring_core._validate import as_integers, as_scores
 
 
 @kernel("int64[:](int64[::1], float32[::1])", nogil=True)
@@ -83,7 +83,7 @@ def _near_dup_kernel(emb, scores, threshold):  # pragma: no cover - compiled
 def dedup_by_key(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """Indices of the best candidate per key, best first. NaN scores raise ``ValueError``."""
     s = as_scores(scores)
-    k = np.ascontiguousarray(keys).view(np.int64) if np.asarray(keys).dtype == np.uint64 else np.ascontiguousarray(keys, dtype=np.int64)
+    k = as_integers(keys, "keys").view(np.int64)  # uint64 keys as their bits: the kernel only compares them
     if k.shape != s.shape:
         raise ValueError(f"keys and scores differ in shape: {k.shape} != {s.shape}")
     return _dedup_kernel(k, s)

@@ -7,12 +7,54 @@ normalization are ours because the exported graph stops at ``last_hidden_state``
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
+
+log = logging.getLogger(__name__)
+
+#: Models that number positions from their padding id + 1: XLM-R's 514 positions hold 512 tokens.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+
+
+def position_limit(model_path: Path) -> int | None:
+    """The most tokens the model at ``model_path`` takes: ``max_position_embeddings`` of the
+    ``config.json`` beside it, else the rows of the graph's position-embedding table (an
+    initializer named for it, or the one gathered at a ``Range`` of positions); None when neither
+    tells. Past it the position look-up fails the whole batch with an opaque broadcast error."""
+    config = model_path.parent / "config.json"
+    if config.is_file():
+        c = json.loads(config.read_text(encoding="utf-8"))
+        if isinstance(c.get("max_position_embeddings"), int):
+            offset = c.get("pad_token_id", 1) + 1 if c.get("model_type") in _OFFSET_POSITIONS else 0
+            return int(c["max_position_embeddings"]) - offset
+    import onnx
+
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    tables = {t.name: int(t.dims[0]) for t in graph.initializer if len(t.dims) == 2}
+    for name, rows in tables.items():
+        if "position_embeddings" in name:
+            return rows
+    ranges = {out for n in graph.node if n.op_type == "Range" for out in n.output}
+    for n in graph.node:
+        if n.op_type == "Gather" and n.input[0] in tables and n.input[1] in ranges:
+            return tables[n.input[0]]
+    return None
+
+
+def fit_positions(model_path: Path, max_length: int) -> int:
+    """``max_length``, or the model's :func:`position_limit` when that is lower (with a warning):
+    a server whose token setting passes its model's table still starts, and truncates there."""
+    limit = position_limit(model_path)
+    if limit is None or max_length <= limit:
+        return max_length
+    log.warning("max_length %d is beyond the %d positions of %s: texts are truncated at %d tokens", max_length, limit, model_path, limit)
+    return limit
 
 
 def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
@@ -142,6 +184,7 @@ class BiEncoder:
         batch_size: int = 32,
         threads: int | None = None,
     ) -> None:
+        max_length = fit_positions(model_path, max_length)
         self.tokenizer = load_tokenizer(tokenizer_path, max_length)
         self._pad_id = pad_id(self.tokenizer)
         self.session = _session(model_path, threads)
@@ -214,6 +257,7 @@ class CrossEncoder:
     ) -> None:
         if activation not in ("none", "sigmoid"):
             raise ValueError("activation must be 'none' or 'sigmoid'")
+        max_length = fit_positions(model_path, max_length)
         self.max_length = max_length
         self.max_query_tokens = max_query_tokens or max_length // 2
         self.batch_size = batch_size

@@ -21,6 +21,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f64
+from scoring_core._validate import as_count, as_integers
 from scoring_core.selection import _top_k_kernel
 
 _F = "Tuple((int64[:], float64[:]))"
@@ -29,7 +30,7 @@ _F = "Tuple((int64[:], float64[:]))"
 @dataclass(frozen=True, slots=True)
 class Fused:
     """Fused ranking: ``ids[i]`` has ``scores[i]``, best first. ``ids`` are uint64 when every
-    list was a uint64 array, int64 otherwise."""
+    list was a uint64 array or some id was 2**63 or more (a Python int), int64 otherwise."""
 
     ids: np.ndarray
     scores: np.ndarray
@@ -140,28 +141,21 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragm
     return _sum_by_id(ids, contrib, list_of, limit)
 
 
-def _as_int64(x: np.ndarray | Sequence[int]) -> np.ndarray:
-    if isinstance(x, np.ndarray) and x.dtype == np.uint64:
-        return x.ravel().view(np.int64)  # the same 64 bits: ids only need to hash and compare equal
-    if isinstance(x, np.ndarray) and x.dtype == np.int64 and x.ndim == 1:
-        return x
-    return np.asarray(x, dtype=np.int64).ravel()
-
-
-def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    if not lists:
-        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    arrays = [_as_int64(x) for x in lists]
+def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The lists as one int64 id array with its offsets, and whether the ids are uint64 ones."""
+    if len(lists) == 0:  # not `not lists`: a 2-D array of lists has no truth value
+        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), False
+    arrays = [as_integers(x, f"lists[{i}]") for i, x in enumerate(lists)]
+    # uint64 ids (Qdrant point ids, content_hashes) go through the kernel as their int64 bits, which
+    # for an id from 2**63 up are a negative id's: the two would fuse as one.
+    high = any(a.dtype == np.uint64 and a.size and int(a.max()) >= 2**63 for a in arrays)
+    if high and any(a.dtype == np.int64 and a.size and int(a.min()) < 0 for a in arrays):
+        raise ValueError("lists mix ids from 2**63 up with negative ids (the same 64 bits)")
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
     np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
-    return np.concatenate(arrays), offsets
-
-
-def _fused(lists: Sequence[np.ndarray | Sequence[int]], ids: np.ndarray, scores: np.ndarray) -> Fused:
-    # uint64 ids (Qdrant point ids, content_hashes) went through the kernel as their int64 bits;
-    # read back as int64, every id from 2**63 up would come out negative, an id nobody gave.
-    unsigned = bool(lists) and all(isinstance(x, np.ndarray) and x.dtype == np.uint64 for x in lists)
-    return Fused(ids.view(np.uint64) if unsigned else ids, scores)
+    # Read back as int64, every id from 2**63 up would come out negative, an id nobody gave.
+    unsigned = high or all(a.dtype == np.uint64 for a in arrays)
+    return np.concatenate([a.view(np.int64) for a in arrays]), offsets, unsigned
 
 
 def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
@@ -176,9 +170,12 @@ def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
 
 
 def _limit(limit: int | None) -> int:
-    if limit is not None and limit < 0:
+    if limit is None:
+        return -1
+    n = as_count(limit, "limit")
+    if n < 0:
         raise ValueError("limit must be >= 0")
-    return -1 if limit is None else int(limit)
+    return n
 
 
 def rrf(
@@ -187,9 +184,9 @@ def rrf(
     """Reciprocal Rank Fusion of ranked id lists (best first); ``limit`` keeps only the best ones."""
     if not (np.isfinite(k) and k >= 0):
         raise ValueError("k must be finite and >= 0")
-    ids, offsets = _flatten(lists)
+    ids, offsets, unsigned = _flatten(lists)
     out_ids, out_scores = _rrf_kernel(ids, offsets, _weights(weights, len(lists)), float(k), _limit(limit))
-    return _fused(lists, out_ids, out_scores)
+    return Fused(out_ids.view(np.uint64) if unsigned else out_ids, out_scores)
 
 
 def score_fusion(
@@ -204,8 +201,8 @@ def score_fusion(
         raise ValueError("lists and scores must have the same number of lists")
     if method not in ("minmax", "dbsf"):
         raise ValueError("method must be 'minmax' or 'dbsf'")
-    ids, offsets = _flatten(lists)
-    flat = np.concatenate([np.asarray(s, dtype=np.float64).ravel() for s in scores]) if scores else np.zeros(0)
+    ids, offsets, unsigned = _flatten(lists)
+    flat = np.concatenate([np.asarray(s, dtype=np.float64).ravel() for s in scores]) if len(scores) else np.zeros(0)
     if flat.shape != ids.shape or any(len(a) != len(b) for a, b in zip(lists, scores, strict=True)):
         raise ValueError("each list needs one score per id")
     if not np.isfinite(flat).all():
@@ -213,4 +210,4 @@ def score_fusion(
     out_ids, out_scores = _score_fusion_kernel(
         ids, np.ascontiguousarray(flat), offsets, _weights(weights, len(lists)), 0 if method == "minmax" else 1, _limit(limit)
     )
-    return _fused(lists, out_ids, out_scores)
+    return Fused(out_ids.view(np.uint64) if unsigned else out_ids, out_scores)

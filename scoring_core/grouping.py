@@ -7,14 +7,13 @@ broken by input position, so the output is deterministic. The result is CSR-shap
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
-from scoring_core._validate import as_codes, as_scores
+from scoring_core._validate import as_codes, as_count, as_scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +85,7 @@ def group_by_parent(parent_codes: np.ndarray, scores: np.ndarray, n_parents: int
         Number of distinct parent codes the caller may use.
     """
     # One integer for the check and the kernel: a float 2.5 would admit code 2 to 2 slots.
-    n = max(operator.index(n_parents), 0)
+    n = max(as_count(n_parents, "n_parents"), 0)
     s = as_scores(scores)
     codes = as_codes(parent_codes, n, "parent_codes")
     if codes.shape[0] != s.shape[0]:

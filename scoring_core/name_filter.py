@@ -102,7 +102,11 @@ def _candidates(query, threshold, bigrams, rank_start, slot_start, ids, starts, 
     # are numbered by length, so these lengths' names are one range of numbers, [low, high).
     longest = starts.shape[0] - 2
     if loose < 1.0:
-        longest = min(longest, np.int64(math.ceil((length * (1.0 + loose) + _EPSILON) / (1.0 - loose))) + 1)
+        # In float: for a tiny positive threshold the bound passes int64's range, and converting it
+        # there gave a negative bound that kept no name at all.
+        bound = np.ceil((length * (1.0 + loose) + _EPSILON) / (1.0 - loose)) + 1.0
+        if bound < longest:
+            longest = np.int64(bound)
     shortest = max(0, np.int64(math.floor((length * (1.0 - loose) - _EPSILON) / (1.0 + loose))) - 1)
     if shortest > longest:
         return np.zeros(0, dtype=np.int64)

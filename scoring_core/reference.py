@@ -8,8 +8,9 @@ Like the kernels, the ones that rank scores rank their float32 rounding (see
 from __future__ import annotations
 
 import math
+import operator
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 
 def group_by_parent(
@@ -17,6 +18,7 @@ def group_by_parent(
 ) -> list[tuple[int, float, list[int]]]:
     """Return ``[(parent, best_score, [child indices best first]), ...]`` best parent first."""
     scores = _as_float32(scores)
+    _check_integers(parent_codes, "parent_codes")
     children: dict[int, list[int]] = {}
     for i, p in enumerate(parent_codes):
         children.setdefault(p, []).append(i)
@@ -37,8 +39,22 @@ def _as_float32(scores: Sequence[float]) -> list[float]:
     return rounded
 
 
+def _check_integers(values: Iterable[int], name: str) -> None:
+    """Refuse what the kernels refuse (:func:`scoring_core._validate.as_integers`): a float id,
+    even 2.0, or NaN; ids that fit neither int64 nor uint64 (-1 and 2**64 - 1 are the same bits)."""
+    values = list(values)
+    for v in values:
+        try:
+            operator.index(v)
+        except TypeError:
+            raise ValueError(f"{name} must be integers, got {v!r}") from None
+    if values and not (-(2**63) <= min(values) and max(values) < 2**63 or 0 <= min(values) and max(values) < 2**64):
+        raise ValueError(f"{name} must fit in int64, or in uint64 when none is negative")
+
+
 def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
     """``[(id, score), ...]`` best first; the way LangChain's EnsembleRetriever fuses."""
+    _check_integers([doc for ranked in lists for doc in ranked], "lists")
     w = list(weights) if weights is not None else [1.0] * len(lists)
     fused: dict[int, float] = {}
     for weight, ranked in zip(w, lists, strict=True):
@@ -81,6 +97,7 @@ def score_fusion(
     method: str = "minmax",
 ) -> list[tuple[int, float]]:
     """Weighted sum of per-list normalized scores, best first."""
+    _check_integers([doc for ids in lists for doc in ids], "lists")
     w = list(weights) if weights is not None else [1.0] * len(lists)
     fused: dict[int, float] = {}
     for weight, ids, raw in zip(w, lists, scores, strict=True):
@@ -98,6 +115,7 @@ def score_fusion(
 def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
     """Index of the best candidate per key, best first."""
     scores = _as_float32(scores)
+    _check_integers(keys, "keys")
     best: dict[int, int] = {}
     for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
         best.setdefault(keys[i], i)
@@ -133,6 +151,7 @@ def top_k(scores: Sequence[float], k: int) -> list[int]:
 def threshold_with_fallback(scores: Sequence[float], threshold: float = 0.3, fallback: int = 3) -> tuple[list[int], bool]:
     """The float32 scores are compared with the threshold as given, not with its rounding."""
     scores = _as_float32(scores)
+    fallback = operator.index(fallback)  # as the kernel does, whether or not the fallback is needed
     if fallback < 0:
         raise ValueError("fallback must be >= 0")
     kept = [i for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)) if scores[i] >= threshold]
@@ -152,7 +171,18 @@ def cache_match(
     threshold: float,
     include_public: bool = True,
 ) -> tuple[int, float]:
-    """Best live, unexpired row in the caller's scope (plus public = 0 rows) with cosine >= threshold."""
+    """Best live, unexpired row in the caller's scope (plus public = 0 rows) with cosine >= threshold.
+
+    A threshold closer to 1 than :func:`scoring_core.cache_matching.self_match_rounding` is taken
+    as 1 minus that, as :class:`~scoring_core.CosineMatcher` takes it: a stored vector matches itself.
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
+    if math.isnan(now):
+        raise ValueError("now must not be NaN")
+    if any(math.isnan(e) for e in expires_at):
+        raise ValueError("expires_at must not be NaN (inf never expires)")
+    threshold = min(threshold, 1.0 - (2 * len(query) + 4) * 2.0**-24)
     best, best_score = -1, -math.inf
     visible = (0, caller) if include_public else (caller,)
     for i, row in enumerate(matrix):

@@ -10,7 +10,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
-from scoring_core._validate import as_scores
+from scoring_core._validate import as_count, as_scores
 
 
 @kernel(["boolean(float32, int64, float32, int64)", "boolean(float64, int64, float64, int64)"], inline="always")
@@ -81,9 +81,10 @@ def _above_kernel(scores, threshold):  # pragma: no cover - compiled
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` best scores, best first. NaN raises; ±inf rank as extremes."""
+    k = as_count(k, "k")
     if k < 0:
         raise ValueError("k must be >= 0")
-    return _top_k_kernel(as_scores(scores), int(k))
+    return _top_k_kernel(as_scores(scores), k)
 
 
 def threshold_with_fallback(scores: np.ndarray, threshold: float = 0.3, fallback: int = 3) -> tuple[np.ndarray, bool]:
@@ -94,9 +95,10 @@ def threshold_with_fallback(scores: np.ndarray, threshold: float = 0.3, fallback
     s = as_scores(scores)
     if np.isnan(threshold):
         raise ValueError("threshold must not be NaN")
+    fallback = as_count(fallback, "fallback")
     if fallback < 0:  # checked whether or not the fallback is needed, like top_k's k
         raise ValueError("fallback must be >= 0")
     kept = _above_kernel(s, float(threshold))
     if kept.shape[0] or s.shape[0] == 0:
         return kept, False
-    return _top_k_kernel(s, int(fallback)), True
+    return _top_k_kernel(s, fallback), True

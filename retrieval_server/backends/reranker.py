@@ -46,6 +46,9 @@ class OnnxReranker:
             model_dir / "model.onnx", tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, activation=activation, threads=threads,
             max_length=max_tokens,
         )
+        if self._model.max_length < max_tokens:
+            log.warning("RETRIEVAL_RERANK_MAX_TOKENS=%d is more than the reranker %s takes: pairs are cut at its %d tokens",
+                        max_tokens, model_dir, self._model.max_length)
         self._executor = executor
         self.name = f"onnx:{model_dir.name}"
 

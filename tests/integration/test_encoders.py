@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, int8_model
-from scoring_core.encoders import BiEncoder, CrossEncoder, Interrupted, Interruption, by_token_count
+from scoring_core.encoders import BiEncoder, CrossEncoder, Interrupted, Interruption, by_token_count, position_limit
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from scoring_core.quantize import quantize_dynamic_int8
 from tests.support.paths import fp32_model_dir
@@ -145,3 +147,35 @@ def test_an_interrupted_run_raises_and_leaves_the_session_serving() -> None:
         encoder.encode(texts, stopped)
     assert "terminate" in str(caught.value.__cause__)
     assert np.array_equal(encoder.encode(texts), plain)
+
+
+def test_a_max_length_beyond_the_position_table_is_cut_to_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """RETRIEVAL_RERANK_MAX_TOKENS may be 8192: past the model's positions a long passage failed the
+    whole rerank with onnxruntime's broadcast error."""
+    model = build_cross_encoder(tmp_path / "model.onnx", BertShape(hidden=32, layers=1, heads=2, intermediate=64, max_positions=64), seed=1,
+                                init_std=0.3)
+    long = "Berlin has 3.7 million people. " * 30
+    with caplog.at_level(logging.WARNING, logger="scoring_core.encoders"):
+        ce = CrossEncoder(model, BUNDLED_TOKENIZER, max_length=128)
+    assert ce.max_length == 64 and "max_length 128 is beyond the 64 positions" in caplog.text
+    scores = ce.score(QUERY, [long, PASSAGES[1]])
+    assert np.isfinite(scores).all()
+    assert scores.tolist() == CrossEncoder(model, BUNDLED_TOKENIZER, max_length=64).score(QUERY, [long, PASSAGES[1]]).tolist()
+    assert CrossEncoder(model, BUNDLED_TOKENIZER, max_length=32).max_length == 32  # below the table: as asked
+    # A config.json beside the model is read first (RoBERTa-style models count positions from padding id + 1).
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlm-roberta", "max_position_embeddings": 50, "pad_token_id": 1}))
+    assert position_limit(model) == 48 and CrossEncoder(model, BUNDLED_TOKENIZER, max_length=128).max_length == 48
+
+
+def test_the_local_reranker_names_the_setting_it_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from retrieval_server.backends.executor import BlockingExecutor
+    from retrieval_server.backends.reranker import OnnxReranker
+
+    build_cross_encoder(tmp_path / "model.onnx", BertShape(hidden=32, layers=1, heads=2, intermediate=64, max_positions=64), seed=1)
+    executor = BlockingExecutor(1)
+    try:
+        with caplog.at_level(logging.WARNING):
+            OnnxReranker(tmp_path, executor, max_tokens=8192)
+    finally:
+        executor.shutdown()
+    assert "RETRIEVAL_RERANK_MAX_TOKENS=8192" in caplog.text and "64 tokens" in caplog.text

@@ -93,6 +93,54 @@ def test_bad_vectors_are_rejected() -> None:
         m.add(np.array([np.nan, 1.0]), expires_at=1)
 
 
+@pytest.mark.parametrize("threshold", [float("nan"), 1.5, -0.1, float("inf")])
+def test_a_threshold_outside_0_1_is_rejected(threshold: float) -> None:
+    # NaN and 1.5 were accepted and then matched nothing, silently turning the cache off.
+    with pytest.raises(ValueError, match=r"threshold must lie in \[0, 1\]"):
+        CosineMatcher(2, threshold=threshold)
+    with pytest.raises(ValueError, match=r"threshold must lie in \[0, 1\]"):
+        reference.cache_match([[1.0, 0.0]], [1], [1.0], [0], [1.0, 0.0], 0.0, 0, threshold)
+
+
+def test_a_stored_vector_always_matches_itself_at_threshold_1() -> None:
+    # Its float32 score is 1 only up to rounding: about 3 in 10 missed their own row.
+    vectors = np.random.default_rng(0).normal(size=(1000, 384)).astype(np.float32)
+    m = CosineMatcher(384, threshold=1.0, initial_capacity=1000)
+    rows = [m.add(v, expires_at=1e9) for v in vectors]
+    assert [m.match(v, now=0.0)[0] for v in vectors] == rows
+
+
+def test_a_score_below_the_threshold_is_never_served() -> None:
+    # The threshold was rounded to float32 first: 0.95 became 0.94999998, which scores reached.
+    m = CosineMatcher(2, threshold=0.95)
+    m.add(np.array([1.0, 0.0]), expires_at=1e9)
+    served = []
+    for c in np.linspace(0.9499999, 0.9500001, 400):
+        row, score = m.match(np.array([c, np.sqrt(1 - c * c)]), now=0.0)
+        if row == 0:
+            served.append(score)
+    assert served and min(served) >= 0.95
+
+
+def test_nan_times_are_rejected_and_inf_never_expires() -> None:
+    # A NaN expiry compared false with every time: the row was never expired nor freed. A NaN now
+    # found no row expired, so expired rows were served.
+    m = CosineMatcher(2, threshold=0.5)
+    with pytest.raises(ValueError, match="expires_at must not be NaN"):
+        m.add(_unit(1, 0), expires_at=float("nan"))
+    assert len(m) == 0
+    m.add(_unit(1, 0), expires_at=5.0)
+    for call in (lambda: m.match(_unit(1, 0), now=float("nan")), lambda: m.expire(float("nan"))):
+        with pytest.raises(ValueError, match="now must not be NaN"):
+            call()
+    with pytest.raises(ValueError, match="now must not be NaN"):
+        reference.cache_match([[1.0, 0.0]], [1], [5.0], [0], [1.0, 0.0], float("nan"), 0, 0.5)
+    with pytest.raises(ValueError, match="expires_at must not be NaN"):
+        reference.cache_match([[1.0, 0.0]], [1], [float("nan")], [0], [1.0, 0.0], 0.0, 0, 0.5)
+    forever = m.add(_unit(0, 1), expires_at=float("inf"))
+    assert m.expire(1e300) == 1 and m.match(_unit(0, 1), now=1e300)[0] == forever
+
+
 vec = st.lists(st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0, 2.0]), min_size=4, max_size=4).filter(any)
 
 
@@ -111,7 +159,7 @@ def test_agrees_with_reference(entries, query, now, caller, threshold, include_p
     q = np.asarray(query, dtype=np.float32) / np.linalg.norm(query)
     row, score = m.match(np.asarray(query), now, caller, include_public)
     ref_row, ref_score = reference.cache_match(
-        matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), q.tolist(), now, caller, float(np.float32(threshold)), include_public
+        matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), q.tolist(), now, caller, threshold, include_public
     )
     # float32 vs float64 sums may differ in the last bits right at the threshold, either way.
     if ref_row == -1:

@@ -57,6 +57,57 @@ def test_negative_fallback_is_rejected_at_the_boundary() -> None:
             reference.threshold_with_fallback(s.tolist(), 0.3, -1)
 
 
+@pytest.mark.parametrize("keys", [[0.1, 0.9], [float("nan"), 1.0], np.array([1.0, 2.0])])
+def test_keys_that_are_not_integers_are_refused_by_kernel_and_twin(keys: list[float] | np.ndarray) -> None:
+    # They were truncated to int64: 0.1 and 0.9 became one key 0 and one of the two was dropped.
+    with pytest.raises(ValueError, match="keys must be integers"):
+        dedup_by_key(keys, np.array([0.5, 0.4]))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keys must be integers"):
+        reference.dedup_by_key(list(keys), [0.5, 0.4])
+
+
+def test_counts_that_are_not_integers_are_refused_by_kernel_and_twin() -> None:
+    # k = 2.7 was truncated to 2; a fallback of 1.5 only failed in the twin, and only when needed.
+    s = np.array([0.3, 0.9, 0.1])
+    with pytest.raises(TypeError, match="k must be an integer"):
+        top_k(s, 2.7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.top_k(s.tolist(), 2.7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="fallback must be an integer"):
+        threshold_with_fallback(s, 0.3, 1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.threshold_with_fallback(s.tolist(), 0.3, 1.5)  # type: ignore[arg-type]
+    assert top_k(s, np.int64(2)).tolist() == reference.top_k(s.tolist(), np.int64(2)) == [1, 0]  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5) | st.floats(0, 5), score), max_size=20))
+def test_kernel_and_twin_refuse_the_same_keys(rows: list[tuple[float, float]]) -> None:
+    keys = [k for k, _ in rows]
+    s = [v for _, v in rows]
+    if any(isinstance(k, float) for k in keys):
+        for dedup in (dedup_by_key, reference.dedup_by_key):
+            with pytest.raises(ValueError, match="keys must be integers"):
+                dedup(keys, np.asarray(s, dtype=np.float32))  # type: ignore[arg-type]
+    else:
+        assert dedup_by_key(keys, np.asarray(s, dtype=np.float32)).tolist() == reference.dedup_by_key(keys, s)  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(2**63 - 2, 2**63 + 1) | st.integers(2**64 - 2, 2**64 + 1) | st.integers(-2, 2), score), max_size=12))
+def test_python_int_keys_near_2_63_and_2_64_agree_with_the_twin(rows: list[tuple[int, float]]) -> None:
+    # Keys from 2**63 up raised OverflowError, naming nothing, where the twin deduplicated them.
+    keys = [k for k, _ in rows]
+    s = [v for _, v in rows]
+    fits = not keys or (-(2**63) <= min(keys) and max(keys) < 2**63) or (0 <= min(keys) and max(keys) < 2**64)
+    if fits:
+        assert dedup_by_key(keys, np.asarray(s)).tolist() == reference.dedup_by_key(keys, s)  # type: ignore[arg-type]
+    else:
+        for dedup in (dedup_by_key, reference.dedup_by_key):
+            with pytest.raises(ValueError, match="keys must fit in int64, or in uint64 when none is negative"):
+                dedup(keys, s)  # type: ignore[arg-type]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 15), score), max_size=120))
 def test_dedup_agrees(rows: list[tuple[int, float]]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -48,6 +50,43 @@ def test_invalid_inputs_are_rejected() -> None:
         score_fusion([[1, 2]], [[0.1, float("inf")]])
     with pytest.raises(ValueError, match="one score per id"):
         score_fusion([[1, 2]], [[0.1]])
+
+
+@pytest.mark.parametrize("ids", [[1.2, 1.7, 2.0], [float("nan"), 3.0], np.array([1.0, 2.0]), np.array(["a", "b"])])
+def test_ids_that_are_not_integers_are_refused_by_kernel_and_twin(ids: list[float] | np.ndarray) -> None:
+    # A float id column was cast to int64: 1.2 and 1.7 fused into the one id 1, NaN into INT64_MIN.
+    lists = [[5, 6], ids]
+    scores = [[0.5] * len(x) for x in lists]
+    with pytest.raises(ValueError, match=r"lists\[1\] must be integers"):
+        rrf(lists)
+    with pytest.raises(ValueError, match=r"lists\[1\] must be integers"):
+        score_fusion(lists, scores)
+    with pytest.raises(ValueError, match="lists must be integers"):
+        reference.rrf([list(x) for x in lists])
+    with pytest.raises(ValueError, match="lists must be integers"):
+        reference.score_fusion([list(x) for x in lists], scores)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5) | st.floats(0, 5), max_size=6), max_size=3))
+def test_kernel_and_twin_refuse_the_same_ids(lists: list[list[float]]) -> None:
+    refused = any(isinstance(x, float) for ids in lists for x in ids)
+    for fuse in (rrf, reference.rrf):
+        if refused:
+            with pytest.raises(ValueError, match="must be integers"):
+                fuse(lists)  # type: ignore[arg-type]
+        else:
+            fused = fuse(lists)  # type: ignore[arg-type]
+            assert (fused if isinstance(fused, list) else _pairs(fused)) == reference.rrf(lists)  # type: ignore[arg-type]
+
+
+def test_a_limit_that_is_not_an_integer_is_refused() -> None:
+    # 2.5 was truncated to 2.
+    with pytest.raises(TypeError, match="limit must be an integer"):
+        rrf([[1, 2, 3, 4]], limit=2.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limit must be an integer"):
+        score_fusion([[1, 2, 3, 4]], [[4.0, 3.0, 2.0, 1.0]], limit=2.5)  # type: ignore[arg-type]
+    assert len(rrf([[1, 2, 3, 4]], limit=np.int64(2))) == 2  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("method", "scores"), [("minmax", [1e308, -1e308, 0.0]), ("dbsf", [2e154, -2e154, 0.0])])
@@ -98,6 +137,46 @@ def test_uint64_ids_come_back_as_given() -> None:
     fused = score_fusion([a, b], [[0.9, 0.5, 0.1], [2.0, 1.0]], limit=2)
     assert fused.ids.dtype == np.uint64
     assert _pairs(fused) == reference.score_fusion(lists, [[0.9, 0.5, 0.1], [2.0, 1.0]])[:2]
+
+
+def _outcome(fuse: Callable[[], list[tuple[int, float]]]) -> tuple[str, list[tuple[int, float]] | None]:
+    try:
+        return "ok", fuse()
+    except ValueError:
+        return "ValueError", None
+
+
+# Python ints about both ends of the int64 and uint64 ranges, as qdrant-client and tolist() give them.
+wide_id = st.integers(2**63 - 2, 2**63 + 1) | st.integers(2**64 - 2, 2**64 + 1) | st.integers(0, 3) | st.integers(-(2**63) - 1, -(2**63) + 1) | st.just(-1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(wide_id, max_size=6), max_size=3), st.data())
+def test_python_int_ids_near_2_63_and_2_64_agree_with_the_twin(lists: list[list[int]], data: st.DataObject) -> None:
+    # Ids from 2**63 up raised OverflowError, naming nothing, where the twin fused them.
+    scores = [data.draw(st.lists(st.floats(-5, 5), min_size=len(l), max_size=len(l))) for l in lists]
+    assert _outcome(lambda: _pairs(rrf(lists))) == _outcome(lambda: reference.rrf(lists))
+    assert _outcome(lambda: _pairs(score_fusion(lists, scores))) == _outcome(lambda: reference.score_fusion(lists, scores))
+
+
+def test_ids_beyond_uint64_or_colliding_with_negative_ones_are_refused() -> None:
+    assert _pairs(rrf([[2**63 + 5, 7]])) == reference.rrf([[2**63 + 5, 7]])
+    assert rrf([[2**63 + 5, 7]]).ids.dtype == np.uint64 and rrf([[7], [2**64 - 1]]).ids.tolist() == [7, 2**64 - 1]
+    with pytest.raises(ValueError, match=r"lists\[0\] must fit in int64, or in uint64 when none is negative"):
+        rrf([[2**64, 1]])
+    with pytest.raises(ValueError, match=r"lists\[1\] must fit in int64, or in uint64"):
+        rrf([[1], [2**64 - 1, -1]])  # the same 64 bits
+    with pytest.raises(ValueError, match="ids from 2\\*\\*63 up with negative ids"):
+        rrf([np.array([2**64 - 1], dtype=np.uint64), np.array([-1])])
+
+
+def test_lists_given_as_one_2d_array() -> None:
+    # `if not lists` raised numpy's "truth value of an array is ambiguous".
+    ranked = np.array([[1, 2, 3], [3, 2, 1]])
+    assert _pairs(rrf(ranked)) == reference.rrf(ranked.tolist())  # type: ignore[arg-type]
+    scores = np.array([[0.9, 0.5, 0.1], [0.8, 0.4, 0.2]])
+    assert _pairs(score_fusion(ranked, scores)) == reference.score_fusion(ranked.tolist(), scores.tolist())  # type: ignore[arg-type]
+    assert rrf(np.array([[4, 5]])).ids.tolist() == [4, 5]  # type: ignore[arg-type]
 
 
 ids = st.integers(0, 30)

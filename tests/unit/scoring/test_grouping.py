@@ -46,9 +46,18 @@ def test_codes_out_of_range_are_rejected() -> None:
         group_by_parent(np.array([0]), np.array([0.1, 0.2]), 2)
 
 
+def test_codes_that_are_not_integers_are_rejected_by_kernel_and_twin() -> None:
+    # 0.2 and 0.9 were truncated to the one parent 0.
+    for codes in ([0.2, 0.9], np.array([0.0, 1.0]), [float("nan"), 0]):
+        with pytest.raises(ValueError, match="parent_codes must be integers"):
+            group_by_parent(codes, np.array([1.0, 2.0]), 2)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="parent_codes must be integers"):
+            reference.group_by_parent(list(codes), [1.0, 2.0])
+
+
 def test_a_parent_count_that_is_not_an_integer_is_rejected() -> None:
     # 2.5 let code 2 pass the check while the kernel made 2 slots: it wrote out of bounds.
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="n_parents must be an integer"):
         group_by_parent(np.array([2, 0, 1]), np.array([1.0, 2.0, 3.0]), 2.5)  # type: ignore[arg-type]
     assert group_by_parent(np.array([2, 0, 1]), np.array([1.0, 2.0, 3.0]), np.int64(3)).parents.tolist() == [1, 0, 2]
 

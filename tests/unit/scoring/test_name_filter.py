@@ -63,6 +63,17 @@ def test_a_pair_exactly_on_the_threshold_is_kept(threshold: float, longer: int, 
     assert NameFilter([a]).candidates(b, threshold).tolist() == [0]
 
 
+@pytest.mark.parametrize("t", [1e-10, 1e-13, 1e-14, 1e-15, 5e-324])
+def test_a_tiny_positive_threshold_keeps_what_rapidfuzz_keeps(t: float) -> None:
+    # With 1e-14 and a long query the longest length worth a look overflowed int64: no name was kept.
+    listed = ["a" * 600 + "b", "ab", "a", "b" * 900]
+    query = "a" * 600
+    kept = {i for i, name in enumerate(listed) if fuzz.ratio(query, name, score_cutoff=t) >= t}
+    got = NameFilter(listed).candidates(query, t).tolist()
+    assert kept <= set(got) and kept == {0, 1, 2}
+    assert got == reference.fuzzy_candidates(listed, query, t)
+
+
 def test_no_names_and_short_queries() -> None:
     assert NameFilter([]).candidates("anything", 88.0).tolist() == []
     assert NameFilter(["a", "ab", "abc"]).candidates("a", 50.0).tolist() == reference.fuzzy_candidates(["a", "ab", "abc"], "a", 50.0)
