@@ -669,7 +669,7 @@ class Application:
         transport = "mutual TLS" if s.tls_client_ca else "TLS" if s.tls else "plaintext"
         if s.auth_mode == "none":
             return ComponentHealth("auth", ComponentState.NOT_CONFIGURED, False,
-                                   f"identity is NOT authenticated: x-user-id/x-user-role are believed as sent (RETRIEVAL_AUTH_MODE=none, {transport})")
+                                   f"identity is NOT authenticated: x-user-id/x-user-role/x-user-groups are believed as sent (RETRIEVAL_AUTH_MODE=none, {transport})")
         detail = (f"bearer tokens ({', '.join(s.accepted_jwt_algorithms)})" if s.auth_mode == "jwt"
                   else f"identity headers from {len(s.gateway_peers)} allowed gateway peer(s)")
         return ComponentHealth("auth", ComponentState.OK, False, f"{s.auth_mode}: {detail}, {transport}")

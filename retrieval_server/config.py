@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     tls_key: Path | None = Field(None, description="PEM private key of tls_cert")
     tls_client_ca: Path | None = Field(None, description="PEM CA bundle: clients must present a certificate it signed (mutual TLS)")
     auth_mode: Literal["none", "jwt", "gateway"] = Field(
-        "none", description="none: x-user-id/x-user-role headers trusted (development, loopback only); jwt: verified bearer tokens; "
+        "none", description="none: x-user-id/x-user-role/x-user-groups headers trusted (development, loopback only); jwt: verified bearer tokens; "
         "gateway: headers trusted from allow-listed mutual-TLS peers only"
     )
     allow_unauthenticated_remote: bool = Field(

@@ -149,7 +149,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
                                "transport": "mutual TLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
                                "auth_mode": settings.auth_mode, "event_loop": event_loop.running()})
     if settings.auth_mode == "none":
-        log.warning("identity is not authenticated: x-user-id and x-user-role are believed as sent (RETRIEVAL_AUTH_MODE=none); "
+        log.warning("identity is not authenticated: x-user-id, x-user-role and x-user-groups are believed as sent (RETRIEVAL_AUTH_MODE=none); "
                     "use jwt or gateway wherever the port is reachable by others")
     return RunningServer(server, health, port, app, metrics_port, health_server, authenticator, follower)
 

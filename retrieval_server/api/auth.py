@@ -1,7 +1,7 @@
 """Who is calling: one authenticator per RETRIEVAL_AUTH_MODE, applied as a layer of the server's edge.
 
-* ``none`` (development): ``x-user-id`` / ``x-user-role`` are believed. The settings keep such a
-  server on loopback unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE says otherwise.
+* ``none`` (development): ``x-user-id`` / ``x-user-role`` / ``x-user-groups`` are believed. The
+  settings keep such a server on loopback unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE says otherwise.
 * ``jwt``: ``authorization: Bearer <token>`` verified (signature, algorithm, issuer, audience,
   time); the user id, role and groups come from its claims. Identity headers are ignored: a
   header never outranks the token.
@@ -25,7 +25,7 @@ import grpc
 
 from retrieval_server.api.errors import status_of
 from retrieval_server.api.handlers import rewrap
-from retrieval_server.api.identity import ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
+from retrieval_server.api.identity import GROUPS_HEADER, ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
@@ -58,7 +58,7 @@ class Authenticator(Protocol):
     async def close(self) -> None: ...
 
 
-_IDENTITY_HEADERS = frozenset({USER_ID_HEADER, ROLE_HEADER})
+_IDENTITY_HEADERS = frozenset({USER_ID_HEADER, ROLE_HEADER, GROUPS_HEADER})
 
 
 def _metadata(context: grpc.aio.ServicerContext, reads: frozenset[str]) -> dict[str, str]:

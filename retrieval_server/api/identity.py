@@ -5,18 +5,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from retrieval_server.domain import Identity, InvalidArgument, Role
-from retrieval_server.identifiers import MAX_USER_ID_CHARS, exact_identity
+from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS, exact_identity
 
 USER_ID_HEADER = "x-user-id"
 ROLE_HEADER = "x-user-role"
+GROUPS_HEADER = "x-user-groups"
 _MAX_ROLE_CHARS = max(len(role.value) for role in Role) + 8
 
 
 _NAMED_ROLES = tuple(r.value for r in Role if r is not Role.ANONYMOUS)
 
 
-def identity_from_headers(user_id: str, role: str, verified_by: str = "headers") -> Identity:
-    """The identity the two headers' values (empty when absent) name; InvalidArgument when either is malformed."""
+def groups_from_header(value: str) -> tuple[str, ...]:
+    """The distinct groups an ``x-user-groups`` value names, sorted; InvalidArgument when one is
+    malformed or there are more than :data:`MAX_GROUPS`.
+
+    A comma-separated list (RFC 9110, 5.6.1): space and tab around an item are no part of it, and
+    an empty item is none. Each group is taken exactly, as a token's are: "hr\u200b" trimmed to
+    "hr" read that group's documents."""
+    names = {item.strip(" \t") for item in value.split(",")} - {""}
+    # Counted before each is checked: every read lists them, and a header of thousands is refused
+    # without normalizing each one (a valid name is as sent, so the count is the same).
+    if len(names) > MAX_GROUPS:
+        raise InvalidArgument(f"{GROUPS_HEADER} must name at most {MAX_GROUPS} groups (got {len(names)})")
+    try:
+        return tuple(exact_identity(name, GROUPS_HEADER, user=False) for name in sorted(names))
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by: str = "headers") -> Identity:
+    """The identity the headers' values (empty when absent) name; InvalidArgument when one is malformed."""
     try:
         # Space and tab around a header's value are no part of it (RFC 9110, 5.5); anything else
         # that trimming would drop names another account, and is refused.
@@ -24,9 +43,13 @@ def identity_from_headers(user_id: str, role: str, verified_by: str = "headers")
         user = exact_identity(user_id, USER_ID_HEADER) if user_id else None
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
+    member_of = groups_from_header(groups) if groups else ()
+    if member_of and user is None:
+        # Groups are a user's: the anonymous caller would read a group's documents as no one.
+        raise InvalidArgument(f"{GROUPS_HEADER} must come with {USER_ID_HEADER}: groups are those of a user")
     raw_role = role.strip().upper()
     if not raw_role:
-        return Identity(user_id=user, role=Role.USER if user else Role.ANONYMOUS, verified_by=verified_by)
+        return Identity(user, Role.USER if user else Role.ANONYMOUS, member_of, verified_by=verified_by)
     # ANONYMOUS is what a caller without a user id is: named with one, it read that user's
     # documents while calling itself anonymous.
     if raw_role == Role.ANONYMOUS.value and user is None:
@@ -34,28 +57,28 @@ def identity_from_headers(user_id: str, role: str, verified_by: str = "headers")
     if raw_role not in _NAMED_ROLES:
         got = raw_role if len(raw_role) <= _MAX_ROLE_CHARS else raw_role[:_MAX_ROLE_CHARS] + "…"
         raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got '{got}')")
-    return Identity(user_id=user, role=Role(raw_role), verified_by=verified_by)
+    return Identity(user, Role(raw_role), member_of, verified_by=verified_by)
 
 
 class HeaderIdentities:
-    """:func:`identity_from_headers`, remembered per pair of header values.
+    """:func:`identity_from_headers`, remembered per set of the three header values.
 
-    A caller sends the same two headers on every call, and parsing them (Unicode normalization,
+    A caller sends the same headers on every call, and parsing them (Unicode normalization,
     a category check per character) cost more than the rest of an answer served from the cache.
-    A pair that fails is not remembered, nor one longer than an identity can be (white space
-    around a valid value still parses: 4,096 padded pairs would hold tens of MB). At most
-    ``size`` pairs; the oldest is dropped first."""
+    A set that fails is not remembered, nor one longer than its identity can be written (white
+    space around a valid value, or empty and repeated groups, still parse: 4,096 padded sets
+    would hold tens of MB). At most ``size`` sets; the oldest is dropped first."""
 
     def __init__(self, verified_by: str = "headers", size: int = 4096) -> None:
         self._verified_by, self._size = verified_by, size
-        self._known: dict[tuple[str, str], Identity] = {}
+        self._known: dict[tuple[str, str, str], Identity] = {}
 
     def __call__(self, metadata: Mapping[str, str]) -> Identity:
-        key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""))
+        key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""), metadata.get(GROUPS_HEADER, ""))
         identity = self._known.get(key)
         if identity is None:
-            identity = identity_from_headers(*key, self._verified_by)
-            if len(key[0]) > MAX_USER_ID_CHARS or len(key[1]) > _MAX_ROLE_CHARS:
+            identity = identity_from_headers(*key, verified_by=self._verified_by)
+            if len(key[0]) > MAX_USER_ID_CHARS or len(key[1]) > _MAX_ROLE_CHARS or len(key[2]) > len(", ".join(identity.groups)):
                 return identity
             if len(self._known) >= self._size:
                 del self._known[next(iter(self._known))]

@@ -157,7 +157,8 @@ JWT = {"auth_mode": "jwt", "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
 
 
 async def _query(target: str, token: str | None, **headers: str) -> pb.QueryResponse:
-    async with AsyncRetrievalClient(target, token=token, user_id=headers.get("user"), role=headers.get("role")) as client:
+    groups = headers["groups"].split(",") if "groups" in headers else ()
+    async with AsyncRetrievalClient(target, token=token, user_id=headers.get("user"), role=headers.get("role"), groups=groups) as client:
         return await client.query(QUESTION, top_k=5, strategy="hybrid", use_cache=False)
 
 
@@ -202,7 +203,7 @@ async def test_headers_never_outrank_the_token(tmp_path: Path) -> None:
     async with serving(tmp_path, jwt_secret=SECRET, **JWT) as srv:
         target = f"127.0.0.1:{srv.port}"
         alice = hs256(claims("alice", "USER"))
-        for headers in ({"user": "bob"}, {"user": "bob", "role": "SUPER_ADMIN"}, {"role": "SUPER_ADMIN"}):
+        for headers in ({"user": "bob"}, {"user": "bob", "role": "SUPER_ADMIN"}, {"role": "SUPER_ADMIN"}, {"user": "alice", "groups": "eng"}):
             assert docs(await _query(target, alice, **headers)) & PRIVATE == {"alice-review"}, headers
         async with AsyncRetrievalClient(target, token=alice, role="SUPER_ADMIN") as client:
             with pytest.raises(grpc.aio.AioRpcError) as err:
@@ -281,7 +282,13 @@ async def test_gateway_headers_are_trusted_from_allowed_peers_only(tmp_path: Pat
         through_gateway = Tls(ca=ca.ca, cert=gateway.cert, key=gateway.key)
         async with AsyncRetrievalClient(target, tls=through_gateway, user_id="alice", role="USER") as client:
             assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid")) & PRIVATE == {"alice-review"}
-        for peer, headers in itertools.product((intruder, pki["impostor"], pki["mailer"]), ({"user_id": "alice", "role": "SUPER_ADMIN"}, {})):
+        # The gateway forwards the user's groups: a member reads what is granted to the group, no one else does.
+        for user, groups, readable in (("dave", ["eng"], {"eng-budget"}), ("dave", ["sales", "eng"], {"eng-budget"}),
+                                       ("erin", ["sales"], set()), ("dave", [], set())):
+            async with AsyncRetrievalClient(target, tls=through_gateway, user_id=user, groups=groups) as client:
+                assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid", use_cache=False)) & PRIVATE == readable, (user, groups)
+        for peer, headers in itertools.product((intruder, pki["impostor"], pki["mailer"]),
+                                               ({"user_id": "alice", "role": "SUPER_ADMIN"}, {"user_id": "dave", "groups": ["eng"]}, {})):
             async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca, cert=peer.cert, key=peer.key), **headers) as client:
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await client.query(QUESTION, top_k=5)
@@ -295,6 +302,11 @@ async def test_gateway_headers_are_trusted_from_allowed_peers_only(tmp_path: Pat
             stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await stub.Query(pb.QueryRequest(query=QUESTION), metadata=(("x-user-role", "USER"), ("x-user-role", "ADMIN")))
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "PEER_NOT_ALLOWED"
+            # Health answers a peer without credentials, but groups are credentials: refused as any identity header is.
+            assert (await stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Health(pb.HealthRequest(), metadata=(("x-user-groups", "eng"),))
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "PEER_NOT_ALLOWED"
 
 

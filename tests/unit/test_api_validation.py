@@ -112,6 +112,45 @@ def test_padded_header_values_are_parsed_but_not_remembered() -> None:
     assert identities({"x-user-id": "u1", "x-user-role": "admin"}) is identities({"x-user-id": "u1", "x-user-role": "admin"})
 
 
+def test_groups_header_is_a_list_of_exact_group_names() -> None:
+    """x-user-groups carries a caller's groups through a gateway, as a token's groups claim does:
+    documents granted to group:<name> were unreadable there."""
+    dave = identity_from_headers("dave", "", "eng")
+    assert (dave.groups, dave.principals) == (("eng",), ("dave", "group:eng"))
+    # RFC 9110 list syntax: space and tab around an item are no part of it, an empty item is none.
+    assert identity_from_headers("dave", "admin", " eng ,\thr,, ,eng,").groups == ("eng", "hr")
+    assert identity_from_headers("dave", "", " , ").groups == ()
+    assert identity_from_headers("dave", "", "Sales EMEA").groups == ("Sales EMEA",)
+    for forged in ("eng\u200b", "\xa0eng", "Zu\u0308rich", "e\x01ng"):
+        with pytest.raises(InvalidArgument, match="^x-user-groups must ") as err:
+            identity_from_headers("dave", "", f"hr, {forged}")
+        assert err.value.violations[0][0] == "x-user-groups"
+    with pytest.raises(InvalidArgument, match=r"^x-user-groups must be 1 to 255 characters after trimming \(got 256\)"):
+        identity_from_headers("dave", "", "g" * 256)
+    most = ",".join(f"g{i}" for i in range(1_000))
+    assert len(identity_from_headers("dave", "", f"{most},g0").groups) == 1_000
+    with pytest.raises(InvalidArgument, match=r"^x-user-groups must name at most 1000 groups \(got 1001\)"):
+        identity_from_headers("dave", "", f"{most},g1000")
+    # Groups are a user's: without one, the anonymous caller read a group's documents.
+    for role in ("", "anonymous", "ADMIN"):
+        with pytest.raises(InvalidArgument, match="^x-user-groups must come with x-user-id"):
+            identity_from_headers("", role, "eng")
+
+
+def test_header_identities_are_remembered_per_groups_too_and_padded_groups_are_not() -> None:
+    identities = HeaderIdentities()
+    member = identities({"x-user-id": "dave", "x-user-groups": "eng, hr"})
+    assert member.groups == ("eng", "hr") and identities({"x-user-id": "dave", "x-user-groups": "eng, hr"}) is member
+    assert identities({"x-user-id": "dave"}).groups == ()
+    padded = {"x-user-id": "dave", "x-user-groups": "eng," + " ," * 5_000}
+    first = identities(padded)
+    assert first.groups == ("eng",)
+    again = identities(padded)
+    assert again == first and again is not first
+    with pytest.raises(InvalidArgument, match="x-user-groups must come with x-user-id"):
+        identities({"x-user-groups": "eng"})
+
+
 def test_grantees_are_counted_as_the_indexer_stores_them() -> None:
     """Distinct users, as trimmed: the API refuses what the indexer would refuse, and only that."""
     from retrieval_server.api.convert import document_in

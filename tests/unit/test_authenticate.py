@@ -10,7 +10,7 @@ import pytest
 
 from google.rpc import error_details_pb2, status_pb2
 
-from retrieval_server.api.auth import SERVICE_PREFIX, Authenticate
+from retrieval_server.api.auth import SERVICE_PREFIX, Authenticate, HeaderAuthenticator, current_identity
 from retrieval_server.domain import Identity, ServiceError
 from tests.unit.test_rpc_status import Context
 
@@ -45,3 +45,34 @@ async def test_an_unforeseen_failure_verifying_credentials_is_refused_with_detai
     info = error_details_pb2.ErrorInfo()
     assert status.details[0].Unpack(info) and info.reason == "INTERNAL"
     assert [m for m, _ in refused] == [method]
+
+
+class HeadersContext(Context):
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        super().__init__()
+        self._metadata = metadata
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+
+async def test_groups_header_sent_twice_is_refused_naming_it() -> None:
+    """Which of two lists names the caller's groups is a guess, as with the other identity headers:
+    a proxy may add its own beside the one the caller sent."""
+    method = f"{SERVICE_PREFIX}Query"
+    seen: list[Identity] = []
+
+    async def behavior(request: bytes, context: grpc.aio.ServicerContext) -> None:
+        seen.append(current_identity())
+
+    handler = grpc.unary_unary_rpc_method_handler(behavior)
+    wrapped = Authenticate(HeaderAuthenticator())(method, handler)
+    await wrapped.unary_unary(b"", HeadersContext((("x-user-id", "dave"), ("x-user-groups", "eng, hr"))))
+    assert seen[0].principals == ("dave", "group:eng", "group:hr")
+    context = HeadersContext((("x-user-id", "dave"), ("x-user-groups", "eng"), ("X-User-Groups", "hr")))
+    with pytest.raises(grpc.aio.AbortError):
+        await wrapped.unary_unary(b"", context)
+    assert context.status == (grpc.StatusCode.INVALID_ARGUMENT, "x-user-groups must be sent at most once")
+    status = status_pb2.Status.FromString(dict(context.trailing)["grpc-status-details-bin"])
+    bad = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(bad) and [v.field for v in bad.field_violations] == ["x-user-groups"]

@@ -18,15 +18,18 @@ NOWHERE = "127.0.0.1:1"
 
 
 class RecordingStub:
-    """Stands in for the generated stub: records each call's request and timeout, answers None."""
+    """Stands in for the generated stub: records each call's request and timeout (and the last
+    call's metadata), answers None."""
 
     def __init__(self, awaitable: bool = False) -> None:
         self.calls: dict[str, tuple[Message, float | None]] = {}
+        self.metadata: object = None
         self._awaitable = awaitable
 
     def __getattr__(self, method: str) -> Callable[..., Any]:
         def call(request: Message, *, metadata: object, timeout: float | None) -> Any:
             self.calls[method] = (request, timeout)
+            self.metadata = metadata
             return self._answer() if self._awaitable else None
 
         return call
@@ -93,6 +96,35 @@ async def test_the_async_client_refuses_one_string_for_ids_too() -> None:
         assert not stub.calls
         await client.delete(["cache-notes"])
     assert list(stub.calls["DeleteDocuments"][0].document_ids) == ["cache-notes"]  # type: ignore[attr-defined]
+
+
+def test_groups_travel_as_one_comma_separated_header() -> None:
+    """Documents granted to group:<name> were unreadable through a gateway: no client could say
+    which groups its user is in."""
+    with RetrievalClient(NOWHERE, user_id="dave", groups=["eng", "Sales EMEA"]) as client:
+        client._stub = stub = RecordingStub()
+        client.health()
+    assert stub.metadata == (("x-user-id", "dave"), ("x-user-groups", "eng,Sales EMEA"))
+    with RetrievalClient(NOWHERE, user_id="dave", groups=[]) as client:
+        client._stub = stub = RecordingStub()
+        client.health()
+    assert stub.metadata == (("x-user-id", "dave"),)
+    # The server splits the value on commas: "eng,hr" would be two groups.
+    with pytest.raises(ValueError, match="^a group must not contain a comma: x-user-groups separates groups with it \\(got 'eng,hr'\\)$"):
+        RetrievalClient(NOWHERE, user_id="dave", groups=["sales", "eng,hr"])
+    with pytest.raises(TypeError, match="^groups takes a list of ids, not one string"):
+        RetrievalClient(NOWHERE, user_id="dave", groups="eng")
+    with pytest.raises(ValueError, match="the group must be printable ASCII"):
+        RetrievalClient(NOWHERE, user_id="dave", groups=["zoë"])
+
+
+async def test_the_async_client_sends_groups_too() -> None:
+    async with AsyncRetrievalClient(NOWHERE, user_id="dave", groups=("eng", "hr")) as client:
+        client._stub = stub = RecordingStub(awaitable=True)
+        await client.health()
+    assert stub.metadata == (("x-user-id", "dave"), ("x-user-groups", "eng,hr"))
+    with pytest.raises(ValueError, match="a group must not contain a comma"):
+        AsyncRetrievalClient(NOWHERE, groups=["a,b"])
 
 
 def test_the_default_timeout_does_not_bound_an_ingest_or_a_delete() -> None:

@@ -2,7 +2,7 @@
 //
 // It offers the calls of the Python and TypeScript clients (Query, Search, Health, Ingest,
 // Delete) with the same options, on one gRPC connection that carries the caller's identity
-// (x-user-id / x-user-role headers, or a bearer token) and a default timeout (not for Ingest
+// (x-user-id / x-user-role / x-user-groups headers, or a bearer token) and a default timeout (not for Ingest
 // and Delete, which only their context's deadline bounds). The generated
 // stubs are in the retrievalv1 package; Service returns them bound to the same connection for
 // anything the helpers do not cover.
@@ -55,6 +55,7 @@ type TLS struct {
 
 type config struct {
 	userID, role, token string
+	groups              []string
 	tls                 *TLS
 	timeout             time.Duration
 	dialOptions         []grpc.DialOption
@@ -68,6 +69,13 @@ type Option func(*config)
 // caller, a user id without a role is a USER.
 func WithIdentity(userID, role string) Option {
 	return func(c *config) { c.userID, c.role = userID, role }
+}
+
+// WithGroups sends the user's groups as one x-user-groups header, comma-separated, on every call
+// (RETRIEVAL_AUTH_MODE none, or a gateway in gateway mode): documents granted to group:<name> are
+// theirs. New refuses a group that holds a comma, which the server would read as two.
+func WithGroups(groups ...string) Option {
+	return func(c *config) { c.groups = append([]string(nil), groups...) }
 }
 
 // WithBearerToken sends "authorization: Bearer <token>" on every call (RETRIEVAL_AUTH_MODE jwt).
@@ -112,6 +120,14 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, v := range []struct{ name, value string }{{"token", cfg.token}, {"user id", cfg.userID}, {"role", cfg.role}} {
 		if !printableASCII(v.value) {
 			return nil, fmt.Errorf("retrieval: the %s must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)", v.name)
+		}
+	}
+	for _, g := range cfg.groups {
+		if !printableASCII(g) {
+			return nil, errors.New("retrieval: the group must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)")
+		}
+		if strings.Contains(g, ",") {
+			return nil, fmt.Errorf("retrieval: a group must not contain a comma: x-user-groups separates groups with it (got %q)", g)
 		}
 	}
 	transport, err := transportOption(target, &cfg)
@@ -195,6 +211,9 @@ func identity(cfg config) []string {
 	}
 	if cfg.role != "" {
 		pairs = append(pairs, "x-user-role", cfg.role)
+	}
+	if len(cfg.groups) > 0 {
+		pairs = append(pairs, "x-user-groups", strings.Join(cfg.groups, ","))
 	}
 	if cfg.token != "" {
 		pairs = append(pairs, "authorization", "Bearer "+cfg.token)

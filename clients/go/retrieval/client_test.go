@@ -326,6 +326,13 @@ func TestIdentityValuesAreWhatMetadataCarries(t *testing.T) {
 	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithBearerToken("secret\x00token")); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Errorf("a token with a control character: %v", err)
 	}
+	// The server splits x-user-groups on commas: "eng,hr" would be two groups.
+	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithGroups("sales", "eng,hr")); err == nil || !strings.Contains(err.Error(), `a group must not contain a comma: x-user-groups separates groups with it (got "eng,hr")`) {
+		t.Errorf("a group with a comma: %v", err)
+	}
+	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithGroups("zoë")); err == nil || strings.Contains(err.Error(), "zoë") {
+		t.Errorf("a group beyond ASCII: %v", err)
+	}
 }
 
 // echoServer answers Health with the identity metadata and the peer's certificate subject.
@@ -336,7 +343,7 @@ type echoServer struct {
 func (echoServer) Health(ctx context.Context, _ *retrievalv1.HealthRequest) (*retrievalv1.HealthResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	resp := &retrievalv1.HealthResponse{Status: retrievalv1.ServingStatus_SERVING_STATUS_SERVING}
-	for _, key := range []string{"x-user-id", "x-user-role", "authorization"} {
+	for _, key := range []string{"x-user-id", "x-user-role", "x-user-groups", "authorization"} {
 		resp.Components = append(resp.Components, &retrievalv1.ComponentHealth{Name: key, Detail: strings.Join(md.Get(key), ",")})
 	}
 	return resp, nil
@@ -418,7 +425,8 @@ func TestTLS(t *testing.T) {
 
 	client, err := retrieval.New(addr,
 		retrieval.WithTLS(retrieval.TLS{CAFile: p.ca, CertFile: p.clientCert, KeyFile: p.clientKey}),
-		retrieval.WithIdentity("alice", "ADMIN"), retrieval.WithBearerToken("token-123\n")) // as read from a file
+		retrieval.WithIdentity("alice", "ADMIN"), retrieval.WithGroups("eng", "Sales EMEA"),
+		retrieval.WithBearerToken("token-123\n")) // as read from a file
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +439,7 @@ func TestTLS(t *testing.T) {
 	for _, c := range resp.Components {
 		got[c.Name] = c.Detail
 	}
-	want := map[string]string{"x-user-id": "alice", "x-user-role": "ADMIN", "authorization": "Bearer token-123"}
+	want := map[string]string{"x-user-id": "alice", "x-user-role": "ADMIN", "x-user-groups": "eng,Sales EMEA", "authorization": "Bearer token-123"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: got %q, want %q", k, got[k], v)

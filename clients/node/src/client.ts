@@ -1,8 +1,8 @@
 // A small promise-based client for retrieval.v1.RetrievalService on @grpc/grpc-js.
 //
 // It offers the calls of the Python and Go clients (query, search, health, ingest, delete) with
-// the same options, on one channel that carries the caller's identity (x-user-id / x-user-role,
-// or a bearer token) and a default timeout. `service` is the generated stub for anything else.
+// the same options, on one channel that carries the caller's identity (x-user-id / x-user-role /
+// x-user-groups, or a bearer token) and a default timeout. `service` is the generated stub for anything else.
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { basename } from "node:path";
@@ -45,6 +45,8 @@ export interface ClientOptions {
   userId?: string;
   /** x-user-role: SUPER_ADMIN, ADMIN or USER. Unset: USER when userId is set. */
   role?: string;
+  /** x-user-groups, comma-separated: the user's groups, for documents granted to `group:<name>`. A group holding a comma is refused. */
+  groups?: string[];
   /** Sent as `authorization: Bearer <token>` (RETRIEVAL_AUTH_MODE jwt); needs TLS beyond loopback. */
   bearerToken?: string;
   /** Connect over TLS (mutual TLS with a client certificate). Unset: plaintext. */
@@ -93,6 +95,17 @@ function metadataValue(name: string, value: string): string {
   return value;
 }
 
+/** `groups` as the one x-user-groups value; a group holding a comma, which the server would read as two, is refused naming it. */
+function groupsValue(groups: string[]): string {
+  for (const group of groups) {
+    metadataValue("group", group);
+    if (group.includes(",")) {
+      throw new Error(`a group must not contain a comma: x-user-groups separates groups with it (got ${JSON.stringify(group)})`);
+    }
+  }
+  return groups.join(",");
+}
+
 /**
  * `topK` as the request's int32. Checked here since the encoder would fail a fraction or a number
  * beyond int32 as INTERNAL "Request message serialization failure"; the range it takes is the server's to say.
@@ -139,6 +152,7 @@ export class RetrievalClient {
     this.#identity = new grpc.Metadata();
     if (options.userId) this.#identity.set("x-user-id", metadataValue("user id", options.userId));
     if (options.role) this.#identity.set("x-user-role", metadataValue("role", options.role));
+    if (options.groups?.length) this.#identity.set("x-user-groups", groupsValue(options.groups));
     if (options.bearerToken) this.#identity.set("authorization", `Bearer ${metadataValue("token", options.bearerToken)}`);
     this.service = new RetrievalServiceClient(target, channelCredentials(target, options), channelOptions);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;

@@ -136,6 +136,21 @@ test("a bearer token needs TLS beyond loopback", () => {
   new RetrievalClient("dns:///localhost:50051", { bearerToken: "t" }).close();
 });
 
+test("groups travel as one x-user-groups value, and a group holding a comma is refused", () => {
+  const c = new RetrievalClient("127.0.0.1:50051", { userId: "dave", groups: ["eng", "hr"] });
+  try {
+    assert.deepEqual(c.metadata().get("x-user-groups"), ["eng,hr"]);
+  } finally {
+    c.close();
+  }
+  // The server splits the value on commas: "eng,hr" would be two groups.
+  assert.throws(
+    () => new RetrievalClient("127.0.0.1:50051", { userId: "dave", groups: ["sales", "eng,hr"] }),
+    (err: Error) => err.message === 'a group must not contain a comma: x-user-groups separates groups with it (got "eng,hr")',
+  );
+  assert.throws(() => new RetrievalClient("127.0.0.1:50051", { groups: ["zoë"] }), (err: Error) => /group must be printable ASCII/.test(err.message) && !err.message.includes("zoë"));
+});
+
 test("identity values are what gRPC metadata carries, and the token is never shown", () => {
   // The same rule as the other clients, refused without repeating the value (grpc-js's error quoted it).
   assert.throws(() => new RetrievalClient("127.0.0.1:50051", { userId: "zoë" }), (err: Error) => /printable ASCII/.test(err.message) && !err.message.includes("zoë"));
@@ -232,7 +247,7 @@ describe("TLS", () => {
     // Health answers with the identity metadata it received.
     server.addService(RetrievalServiceService, {
       health: (call: grpc.ServerUnaryCall<unknown, HealthResponse>, callback: grpc.sendUnaryData<HealthResponse>) => {
-        const components = ["x-user-id", "x-user-role", "authorization"].map((name) => ({
+        const components = ["x-user-id", "x-user-role", "x-user-groups", "authorization"].map((name) => ({
           name,
           status: ServingStatus.SERVING_STATUS_SERVING,
           detail: call.metadata.get(name).join(","),
@@ -257,6 +272,7 @@ describe("TLS", () => {
       tls: { caFile: path("ca.pem"), certFile: path("client.pem"), keyFile: path("client-key.pem") },
       userId: "alice",
       role: "ADMIN",
+      groups: ["eng", "Sales EMEA"],
       bearerToken: "token-123\n", // as read from a file
     });
     try {
@@ -264,6 +280,7 @@ describe("TLS", () => {
       assert.deepEqual(Object.fromEntries(r.components.map((x) => [x.name, x.detail])), {
         "x-user-id": "alice",
         "x-user-role": "ADMIN",
+        "x-user-groups": "eng,Sales EMEA",
         authorization: "Bearer token-123",
       });
     } finally {

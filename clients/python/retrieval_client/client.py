@@ -147,8 +147,20 @@ def _is_loopback(target: str) -> bool:
         return False
 
 
+def _groups_value(groups: Sequence[str]) -> str:
+    """``groups`` as the one x-user-groups value, comma-separated; ValueError naming a group that
+    holds a comma, which the server would read as two groups."""
+    names = [_metadata_value("group", g) for g in _id_list("groups", groups)]
+    for name in names:
+        if "," in name:
+            raise ValueError(f"a group must not contain a comma: x-user-groups separates groups with it (got {name!r})")
+    return ",".join(names)
+
+
 class _Base:
-    def __init__(self, target: str, user_id: str | None, role: str | None, token: str | None, tls: Tls | None, timeout: float | None) -> None:
+    def __init__(
+        self, target: str, user_id: str | None, role: str | None, groups: Sequence[str], token: str | None, tls: Tls | None, timeout: float | None,
+    ) -> None:
         md = []
         token = token.strip() if token else token  # read from a file, it ends in a newline
         if token:
@@ -159,6 +171,8 @@ class _Base:
             md.append(("x-user-id", _metadata_value("user id", user_id)))
         if role:
             md.append(("x-user-role", _metadata_value("role", role)))
+        if value := _groups_value(groups):
+            md.append(("x-user-groups", value))
         self._metadata = tuple(md)
         self._timeout = None if timeout is None else _seconds(timeout)
         self._tls = tls
@@ -173,14 +187,15 @@ class _Base:
 
 
 class RetrievalClient(_Base):
-    """A blocking client. ``token`` is a JWT sent as ``authorization: Bearer``; ``user_id`` and
-    ``role`` are the identity headers (servers in auth mode ``none``, or behind a gateway)."""
+    """A blocking client. ``token`` is a JWT sent as ``authorization: Bearer``; ``user_id``,
+    ``role`` and ``groups`` (the user's groups, for documents granted to ``group:<name>``) are the
+    identity headers (servers in auth mode ``none``, or behind a gateway)."""
 
     def __init__(
-        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, token: str | None = None,
-        tls: Tls | None = None, timeout: float | None = 60.0,
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] = (),
+        token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0,
     ) -> None:
-        super().__init__(target, user_id, role, token, tls, timeout)
+        super().__init__(target, user_id, role, groups, token, tls, timeout)
         self._channel = (
             grpc.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options()) if tls else grpc.insecure_channel(target, options=_OPTIONS)
         )
@@ -236,10 +251,10 @@ class AsyncRetrievalClient(_Base):
     """The asyncio client; the same options as :class:`RetrievalClient`."""
 
     def __init__(
-        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, token: str | None = None,
-        tls: Tls | None = None, timeout: float | None = 60.0,
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] = (),
+        token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0,
     ) -> None:
-        super().__init__(target, user_id, role, token, tls, timeout)
+        super().__init__(target, user_id, role, groups, token, tls, timeout)
         self._channel = (
             grpc.aio.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options())
             if tls

@@ -54,16 +54,20 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *
  * Identity (call metadata, decided by the server's RETRIEVAL_AUTH_MODE)
  *
- * * `none` (development, the default): the `x-user-id` (at most 255 characters) and
- *   `x-user-role` (SUPER_ADMIN, ADMIN or USER, case-insensitive) headers are trusted as sent. A
- *   user id without a role is a USER; no headers at all is the anonymous caller. The server
- *   then listens on loopback only, unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE is set.
+ * * `none` (development, the default): the `x-user-id` (at most 255 characters),
+ *   `x-user-role` (SUPER_ADMIN, ADMIN or USER, case-insensitive) and `x-user-groups` headers
+ *   are trusted as sent. A user id without a role is a USER; no headers at all is the anonymous
+ *   caller. `x-user-groups` is the user's groups, comma-separated (space and tab around a name
+ *   and empty names are ignored; each name as stored, at most 255 characters; at most 1,000
+ *   groups; only with `x-user-id`): documents granted to `group:<name>` are theirs. Each header
+ *   is sent at most once; INVALID_ARGUMENT otherwise. The server then listens on loopback only,
+ *   unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE is set.
  * * `jwt`: `authorization: Bearer <token>` is verified (signature, issuer, audience, expiry);
- *   the user id and role come from the token's claims (RETRIEVAL_JWT_* settings). Identity
- *   headers cannot override them: they are ignored or refused.
- * * `gateway`: `x-user-id` / `x-user-role` are trusted only from peers authenticated by mutual
- *   TLS whose certificate is on the server's allow-list (an API gateway that verified the user);
- *   the same headers from any other peer are refused with UNAUTHENTICATED.
+ *   the user id, role and groups come from the token's claims (RETRIEVAL_JWT_* settings).
+ *   Identity headers cannot override them: they are ignored or refused.
+ * * `gateway`: `x-user-id` / `x-user-role` / `x-user-groups` are trusted only from peers
+ *   authenticated by mutual TLS whose certificate is on the server's allow-list (an API gateway
+ *   that verified the user); the same headers from any other peer are refused with UNAUTHENTICATED.
  *
  * What a caller may read: SUPER_ADMIN reads every document; ADMIN and USER read public documents
  * plus the private ones they own or are granted; the anonymous caller reads public documents
