@@ -16,6 +16,9 @@ def test_a_librarys_warning_is_a_json_line_like_any_other(capsys: pytest.Capture
     among the JSON lines."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    # Another test's configure() may have captured warnings under pytest's own recorder, which
+    # logging then keeps as "captured" after pytest put its display back.
+    logging.captureWarnings(False)
     try:
         configure("INFO", "json")
         with warnings.catch_warnings():
