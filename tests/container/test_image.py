@@ -25,7 +25,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient
 from retrieval_server.healthcheck import check
 from tests.support.paths import REPO, require_binary
-from tests.support.tokens import SECRET, claims, hs256
+from tests.support.tokens import AUDIENCE, SECRET, claims, hs256
 
 pytestmark = [pytest.mark.slow, pytest.mark.container]
 # runc, and limits the sandbox allows (podman's defaults raise RLIMIT_NPROC, which is refused here).
@@ -82,7 +82,8 @@ def test_the_image_serves_as_an_unprivileged_user_and_stops_gracefully(image: st
     name = f"retrieval-test-{uuid.uuid4().hex[:8]}"
     _run("podman", "run", "-d", "--name", name, *RUNTIME, "--network", "host",
          "-e", "RETRIEVAL_HOST=127.0.0.1", "-e", f"RETRIEVAL_PORT={port}", "-e", f"RETRIEVAL_METRICS_PORT={metrics_port}",
-         "-e", f"RETRIEVAL_HEALTH_PORT={health_port}", "-e", f"RETRIEVAL_JWT_SECRET={SECRET}", image)
+         "-e", f"RETRIEVAL_HEALTH_PORT={health_port}", "-e", f"RETRIEVAL_JWT_SECRET={SECRET}",
+         "-e", f"RETRIEVAL_JWT_AUDIENCE={AUDIENCE}", image)
     try:
         deadline = time.monotonic() + 600  # the first start compiles the numba kernels
         while not check(f"127.0.0.1:{health_port}", timeout_s=2):
