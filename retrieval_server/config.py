@@ -593,14 +593,27 @@ def listen_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _addresses(host: str) -> set[str]:
+    """The addresses a listener on ``host`` takes, as far as known without a name lookup (which
+    settings do not wait on): ``localhost`` is both loopback addresses, as gRPC binds it."""
+    if host.lower() == "localhost":
+        return {"127.0.0.1", "::1"}
+    try:
+        return {str(ipaddress.ip_address(host.strip("[]")))}
+    except ValueError:
+        return {host.lower()}
+
+
 def _overlap(a: str, b: str) -> bool:
-    """Whether listening on one host blocks the same port on the other: the same address, or a
-    wildcard one (0.0.0.0, ::), which takes the port on every interface."""
-    if a == b:
+    """Whether listening on one host blocks the same port on the other: an address in common
+    (``localhost`` and 127.0.0.1 share one), or a wildcard one (0.0.0.0, ::), which takes the port
+    on every interface."""
+    ours, theirs = _addresses(a), _addresses(b)
+    if ours & theirs:
         return True
-    for host in (a, b):
+    for address in ours | theirs:
         try:
-            if ipaddress.ip_address(host).is_unspecified:
+            if ipaddress.ip_address(address).is_unspecified:
                 return True
         except ValueError:
             pass

@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import socket
-import stat
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.multiprocess import MultiprocessMetrics
+from retrieval_server.stale_runs import remove_stale_runs
 
 log = logging.getLogger(__name__)
 
@@ -96,41 +96,6 @@ def hold_port(host: str, port: int) -> socket.socket:
         guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         guard.bind(address)
     return guard
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's
-    return True
-
-
-def remove_stale_scratch(folder: Path) -> list[Path]:
-    """Remove from ``folder`` the workers' folders of supervisors that were killed (SIGKILL, the OOM
-    killer), which nobody else removes: in Kubernetes /tmp is a small memory volume that outlives
-    a container's restarts. Returns those removed.
-
-    A folder is stale when it is this user's and the pid in its name is not alive, or is this
-    process's own: a container restarted gives the new supervisor the pid of the old one, and
-    this one has not made its folder yet. (So a temporary directory is not to be shared between
-    pid namespaces, where another supervisor's pid means nothing here.)
-    """
-    removed = []
-    for path in folder.glob(f"{SCRATCH_PREFIX}*-*"):
-        pid = path.name.removeprefix(SCRATCH_PREFIX).partition("-")[0]
-        try:
-            info = path.lstat()
-        except OSError:
-            continue
-        if not pid.isdigit() or int(pid) <= 0 or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            continue
-        if int(pid) == os.getpid() or not _alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
 
 
 def _stop_with_the_supervisor() -> int | None:
@@ -232,7 +197,7 @@ def supervise(settings: Settings) -> int:
     """
     guards: list[socket.socket] = []
     metrics: MultiprocessMetrics | None = None
-    if stale := remove_stale_scratch(Path(tempfile.gettempdir())):
+    if stale := remove_stale_runs(Path(tempfile.gettempdir()), SCRATCH_PREFIX):
         log.info("removed the workers' folders of supervisors that were killed", extra={"folders": [str(p) for p in stale]})
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
     ctx = multiprocessing.get_context("spawn")

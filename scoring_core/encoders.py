@@ -18,8 +18,9 @@ from tokenizers import Encoding, Tokenizer
 
 log = logging.getLogger(__name__)
 
-#: Models that number positions from their padding id + 1: XLM-R's 514 positions hold 512 tokens.
-_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert")
+#: Models that number positions from their padding id + 1: XLM-R's 514 positions hold 512 tokens
+#: (so do MPNet's, all-mpnet-base-v2's among them).
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text")
 
 
 def position_limit(model_path: Path) -> int | None:
@@ -28,11 +29,14 @@ def position_limit(model_path: Path) -> int | None:
     initializer named for it, or the one gathered at a ``Range`` of positions); None when neither
     tells. Past it the position look-up fails the whole batch with an opaque broadcast error."""
     config = model_path.parent / "config.json"
-    if config.is_file():
-        c = json.loads(config.read_text(encoding="utf-8"))
-        if isinstance(c.get("max_position_embeddings"), int):
-            offset = c.get("pad_token_id", 1) + 1 if c.get("model_type") in _OFFSET_POSITIONS else 0
-            return int(c["max_position_embeddings"]) - offset
+    try:
+        c = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    except (OSError, ValueError):
+        c = {}  # the graph tells instead
+    if isinstance(c, dict) and isinstance(c.get("max_position_embeddings"), int):
+        pad = c.get("pad_token_id")
+        offset = (pad if isinstance(pad, int) else 1) + 1 if c.get("model_type") in _OFFSET_POSITIONS else 0
+        return int(c["max_position_embeddings"]) - offset
     import onnx
 
     graph = onnx.load(str(model_path), load_external_data=False).graph

@@ -49,8 +49,10 @@ _PHRASES: list[tuple[RelationType, str, bool]] = [
 _NEGATION = re.compile(r"\b(?:not|no longer|never|n't|nor|without|instead of|rather than|replaced|stopped|removed)\b", re.I)
 # "nor" joins a list too, so that "Neither X nor Y" is one subject that the negation covers whole.
 _LIST = re.compile(r"\s*(?:,|&|/|\band\b|\bor\b|\bnor\b|\bas well as\b)+\s*(?:(?:and|or|nor)\s+)?(?:the\s+)?", re.I)
-# A negation ahead of the subject, in its clause or inside its list ("Neither X nor Y").
+# A negation inside the subject's list ("Neither X nor Y"), or right ahead of it in its clause:
+# one further ahead is another phrase's ("There is no doubt that X calls Y").
 _NEGATED_SUBJECT = re.compile(r"\b(?:neither|nor|none\s+of|no|not)\b", re.I)
+_NEGATED_LEAD = re.compile(r"\b(?:neither|none\s+of|no|not)\s+(?:(?:the|our|a|an|its|their)\s+)?$", re.I)
 _CLAUSE_BREAK = re.compile(r"[,;:()]")
 # Optional lead-in: "service", ", which", ", our billing API," (an appositive), "and".
 _LEAD = r"^\s*(?:'s\s+)?" + _NOUNS + r"(?:,[^,;:()]{1,60},\s*|\([^()]{1,60}\)\s*)?(?:,?\s*(?:which|that|who)\s+)?" + _ADVERBS
@@ -88,7 +90,7 @@ def _negated_subject(sentence: str, group: Sequence[Mention], prev_end: int | No
     breaks = [m.end() for m in _CLAUSE_BREAK.finditer(before)]
     lead = before[breaks[-1] :] if breaks else before if prev_end is None else ""
     inside = (sentence[a.end : b.start] for a, b in zip(group, group[1:], strict=False))
-    return any(_NEGATED_SUBJECT.search(text) for text in (lead, *inside))
+    return bool(_NEGATED_LEAD.search(lead)) or any(_NEGATED_SUBJECT.search(text) for text in inside)
 
 
 def relations_in_sentence(sentence: str, mentions: Sequence[Mention], max_names: int = 12) -> list[SentenceRelation]:

@@ -26,6 +26,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from retrieval_server.observability.grpc_metrics import scraped
 from retrieval_server.observability.metrics import SERVICE
 from retrieval_server.observability.metrics_http import serve_metrics
+from retrieval_server.stale_runs import remove_stale_runs
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: the run's directory in the temporary one is this, the supervisor's pid, "-" and a random part
@@ -102,7 +103,8 @@ class MultiprocessMetrics:
     """The run's metric directory and the endpoint serving the sum over all workers."""
 
     def __init__(self) -> None:
-        _remove_dead_runs()
+        # A killed supervisor left its workers' files behind, in a /tmp that may be memory.
+        remove_stale_runs(Path(tempfile.gettempdir()), PREFIX)
         self.directory = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         # Read by prometheus-client in each worker at import; the workers inherit it when spawned.
         os.environ[ENV] = str(self.directory)
@@ -133,22 +135,3 @@ class MultiprocessMetrics:
             self._http = None
         shutil.rmtree(self.directory, ignore_errors=True)
         os.environ.pop(ENV, None)
-
-
-def _remove_dead_runs() -> None:
-    """The directories of supervisors no longer running: one killed (SIGKILL, the OOM killer)
-    left its workers' files behind, in a /tmp that may be memory (a Kubernetes emptyDir)."""
-    for run in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
-        pid = run.name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(run, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True

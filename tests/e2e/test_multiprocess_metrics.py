@@ -134,12 +134,14 @@ def test_a_supervisor_removes_the_directories_of_supervisors_gone(tmp_path: Path
     dead = tmp_path / f"{PREFIX}{gone.stdout.strip()}-abc"
     running = tmp_path / f"{PREFIX}{os.getppid()}-abc"  # pytest's parent: running
     other = tmp_path / "retrieval-metrics-elsewhere"
-    for directory in (dead, running, other):
+    # A container restarted gives the new supervisor the old one's pid (1, as the entry point).
+    own = tmp_path / f"{PREFIX}{os.getpid()}-old"
+    for directory in (dead, running, other, own):
         directory.mkdir()
         (directory / "counter_1.db").write_bytes(b"")
     metrics = MultiprocessMetrics()
     try:
         assert metrics.directory.parent == tmp_path and metrics.directory.name.startswith(f"{PREFIX}{os.getpid()}-")
-        assert not dead.exists() and running.exists() and other.exists()
+        assert not dead.exists() and not own.exists() and running.exists() and other.exists()
     finally:
         metrics.close()

@@ -165,6 +165,14 @@ def test_a_max_length_beyond_the_position_table_is_cut_to_it(tmp_path: Path, cap
     # A config.json beside the model is read first (RoBERTa-style models count positions from padding id + 1).
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlm-roberta", "max_position_embeddings": 50, "pad_token_id": 1}))
     assert position_limit(model) == 48 and CrossEncoder(model, BUNDLED_TOKENIZER, max_length=128).max_length == 48
+    # MPNet (all-mpnet-base-v2) numbers positions so too; a null padding id is RoBERTa's 1; a
+    # config.json that is not JSON leaves the graph to tell.
+    for config, limit in (({"model_type": "mpnet", "max_position_embeddings": 50, "pad_token_id": 1}, 48),
+                          ({"model_type": "roberta", "max_position_embeddings": 50, "pad_token_id": None}, 48)):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        assert position_limit(model) == limit, config
+    (tmp_path / "config.json").write_text("{not json")
+    assert position_limit(model) == 64
 
 
 def test_the_local_reranker_names_the_setting_it_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -178,6 +178,9 @@ def test_several_processes_need_storage_they_can_share(overrides: dict[str, obje
         ({"port": 50051, "metrics_port": 50051}, "RETRIEVAL_PORT and RETRIEVAL_METRICS_PORT are both 50051"),
         # A wildcard address takes the port on every interface, the gRPC one's too.
         ({"port": 50051, "metrics_port": 50051, "metrics_host": "0.0.0.0"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
+        # One address spelled two ways: gRPC binds localhost on both loopback addresses.
+        ({"host": "127.0.0.1", "port": 50051, "metrics_port": 50051, "metrics_host": "localhost"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
+        ({"host": "localhost", "port": 50051, "metrics_port": 50051, "metrics_host": "::1"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
     ],
 )
 def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], expected: str) -> None:

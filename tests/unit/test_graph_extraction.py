@@ -190,6 +190,10 @@ def test_a_negated_subject_states_nothing() -> None:
         "AuthService does not use LedgerDB, which calls PaymentGateway.": {("ledgerdb", "CALLS", "paymentgateway")},
         "If no cache is warm, AuthService calls LedgerDB.": {("authservice", "CALLS", "ledgerdb")},
         "Neither is slow: AuthService calls LedgerDB.": {("authservice", "CALLS", "ledgerdb")},
+        # A negation further ahead in the clause is another phrase's.
+        "There is no doubt that AuthService calls LedgerDB.": {("authservice", "CALLS", "ledgerdb")},
+        "It is not surprising that AuthService calls LedgerDB.": {("authservice", "CALLS", "ledgerdb")},
+        "No matter the load AuthService calls LedgerDB.": {("authservice", "CALLS", "ledgerdb")},
     }
     for text, want in controls.items():
         g = _extract(text)

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from retrieval_server.supervisor import remove_stale_scratch, restart_delay
+from retrieval_server.stale_runs import remove_stale_runs
+from retrieval_server.supervisor import SCRATCH_PREFIX, restart_delay
 
 
 def test_a_restart_that_keeps_failing_is_tried_again_less_and_less_often_up_to_a_minute() -> None:
@@ -34,5 +35,5 @@ def test_the_workers_folders_of_supervisors_that_are_gone_are_removed(tmp_path: 
     kept[2].write_text("")
     kept[3].symlink_to(alive)
     kept[4].mkdir()
-    assert sorted(remove_stale_scratch(tmp_path)) == sorted([dead, own])
+    assert sorted(remove_stale_runs(tmp_path, SCRATCH_PREFIX)) == sorted([dead, own])
     assert sorted(tmp_path.iterdir()) == sorted(kept)

@@ -61,9 +61,13 @@ def exact_answer(ranked: Sequence[Sequence[Any]], limit: int) -> list[tuple[str,
     return kept[:limit] if len(kept) >= limit or complete else None
 
 
-#: A document's full-text row goes with it (a replace inserts the new version's): by rowid, a lookup.
+#: A document's full-text row goes with it (a replace inserts the new version's): by rowid, a
+#: lookup. A row an earlier release wrote (after a rollback, or beside this one during an update)
+#: has no fts_rowid: it is found by a scan, as that release found it; without this, its text stayed
+#: searchable under the document's id after a replace, and for good after a delete.
 FTS_DELETE_TRIGGER = """CREATE TRIGGER IF NOT EXISTS documents_fts_delete AFTER DELETE ON documents BEGIN
   DELETE FROM documents_fts WHERE rowid = old.fts_rowid;
+  DELETE FROM documents_fts WHERE old.fts_rowid IS NULL AND document_id = old.document_id;
 END"""
 
 DDL = """
@@ -236,19 +240,28 @@ class SqliteMetadataStore(MetadataStore):
         if str(self._path) != ":memory:":  # a second connection to :memory: would be another database
             await self._open_readers(str(self._path), uri=False)
 
+    async def _fts_current(self, conn: aiosqlite.Connection | Tx) -> bool:
+        """Whether documents has ``fts_rowid`` and the delete trigger is this release's."""
+        fetch = conn.execute_fetchall if isinstance(conn, aiosqlite.Connection) else conn.fetchall
+        columns = await fetch("PRAGMA table_info(documents)")
+        trigger = await fetch("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'documents_fts_delete'")
+        return any(c[1] == "fts_rowid" for c in columns) and [r[0] for r in trigger] == [FTS_DELETE_TRIGGER.replace(" IF NOT EXISTS", "")]
+
     async def _add_fts_rowids(self, conn: aiosqlite.Connection) -> None:
         """A database made before ``documents.fts_rowid`` gets it: the rowids are read in one pass
-        over documents_fts (a look-up by document id there is a scan), and the trigger deletes by them."""
-        if any(c[1] == "fts_rowid" for c in await conn.execute_fetchall("PRAGMA table_info(documents)")):
+        over documents_fts (a look-up by document id there is a scan), and the trigger deletes by
+        them; an older trigger is replaced."""
+        if await self._fts_current(conn):
             return
         async with self.transaction() as tx:
             # Again inside the write lock: another process opening the same file may have just done it.
-            if any(c[1] == "fts_rowid" for c in await tx.fetchall("PRAGMA table_info(documents)")):
+            if await self._fts_current(tx):
                 return
-            await tx.execute("ALTER TABLE documents ADD COLUMN fts_rowid INTEGER")
-            rows = await tx.fetchall("SELECT rowid, document_id FROM documents_fts")
-            await tx.executemany("UPDATE documents SET fts_rowid = ? WHERE document_id = ?", rows)
-            await tx.execute("DROP TRIGGER documents_fts_delete")
+            if not any(c[1] == "fts_rowid" for c in await tx.fetchall("PRAGMA table_info(documents)")):
+                await tx.execute("ALTER TABLE documents ADD COLUMN fts_rowid INTEGER")
+                rows = await tx.fetchall("SELECT rowid, document_id FROM documents_fts")
+                await tx.executemany("UPDATE documents SET fts_rowid = ? WHERE document_id = ?", rows)
+            await tx.execute("DROP TRIGGER IF EXISTS documents_fts_delete")
             await tx.execute(FTS_DELETE_TRIGGER)
 
     def _read_only_uri(self) -> str:
