@@ -270,12 +270,9 @@ async def test_a_summary_whose_model_fails_is_the_extractive_one(app: Applicatio
 
 
 async def test_a_tools_unexpected_error_is_said_once_as_a_failure() -> None:
-    class _Broken:
+    class _Broken(_Slow):
         name: ClassVar[str] = "broken"
         description: ClassVar[str] = "raises"
-        Params: ClassVar[type[BaseModel]] = _SlowParams
-        needs_contexts: ClassVar[bool] = False
-        asks_the_model: ClassVar[bool] = False
 
         async def run(self, params: Any, ctx: Any) -> tuple[Any, str]:
             raise RuntimeError("disk on fire")
