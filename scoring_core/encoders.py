@@ -23,11 +23,13 @@ log = logging.getLogger(__name__)
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text")
 
 
-def position_limit(model_path: Path) -> int | None:
+def position_limit(model_path: Path, *, graph: bool = True) -> int | None:
     """The most tokens the model at ``model_path`` takes: ``max_position_embeddings`` of the
-    ``config.json`` beside it, else the rows of the graph's position-embedding table (an
-    initializer named for it, or the one gathered at a ``Range`` of positions); None when neither
-    tells. Past it the position look-up fails the whole batch with an opaque broadcast error."""
+    ``config.json`` beside it, else (with ``graph``) the rows of the graph's position-embedding
+    table (an initializer named for it, or the one gathered at a ``Range`` of positions); None when
+    neither tells. Past it the position look-up fails the whole batch with an opaque broadcast
+    error. Reading the graph parses the whole file with the onnx package (protobuf): a file it
+    cannot parse is left to onnxruntime, whose error says what is wrong with it."""
     config = model_path.parent / "config.json"
     try:
         c = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
@@ -37,24 +39,29 @@ def position_limit(model_path: Path) -> int | None:
         pad = c.get("pad_token_id")
         offset = (pad if isinstance(pad, int) else 1) + 1 if c.get("model_type") in _OFFSET_POSITIONS else 0
         return int(c["max_position_embeddings"]) - offset
+    if not graph:
+        return None
     import onnx
 
-    graph = onnx.load(str(model_path), load_external_data=False).graph
-    tables = {t.name: int(t.dims[0]) for t in graph.initializer if len(t.dims) == 2}
+    try:
+        model = onnx.load(str(model_path), load_external_data=False).graph
+    except Exception:  # protobuf's DecodeError, OSError, ...: the session says it better
+        return None
+    tables = {t.name: int(t.dims[0]) for t in model.initializer if len(t.dims) == 2}
     for name, rows in tables.items():
         if "position_embeddings" in name:
             return rows
-    ranges = {out for n in graph.node if n.op_type == "Range" for out in n.output}
-    for n in graph.node:
+    ranges = {out for n in model.node if n.op_type == "Range" for out in n.output}
+    for n in model.node:
         if n.op_type == "Gather" and n.input[0] in tables and n.input[1] in ranges:
             return tables[n.input[0]]
     return None
 
 
-def fit_positions(model_path: Path, max_length: int) -> int:
+def fit_positions(model_path: Path, max_length: int, *, graph: bool = True) -> int:
     """``max_length``, or the model's :func:`position_limit` when that is lower (with a warning):
     a server whose token setting passes its model's table still starts, and truncates there."""
-    limit = position_limit(model_path)
+    limit = position_limit(model_path, graph=graph)
     if limit is None or max_length <= limit:
         return max_length
     log.warning("max_length %d is beyond the %d positions of %s: texts are truncated at %d tokens", max_length, limit, model_path, limit)
@@ -188,7 +195,10 @@ class BiEncoder:
         batch_size: int = 32,
         threads: int | None = None,
     ) -> None:
-        max_length = fit_positions(model_path, max_length)
+        # Its length is held to 512 by the settings, which BERT-style models take; a config.json
+        # says otherwise. The graph is not read: it cost the ingest command protobuf and a parse
+        # of the whole model before the first text.
+        max_length = fit_positions(model_path, max_length, graph=False)
         self.tokenizer = load_tokenizer(tokenizer_path, max_length)
         self._pad_id = pad_id(self.tokenizer)
         self.session = _session(model_path, threads)
