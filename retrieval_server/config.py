@@ -79,6 +79,11 @@ class Settings(BaseSettings):
         description="with several processes: how often each worker's event loop reports to the supervisor, which kills and restarts "
         "a worker silent for 6 times as long (hung)",
     )
+    worker_start_timeout_s: float = Field(
+        600.0, ge=1, le=DAY_S,
+        description="with several processes: how long a restarted worker may take to report serving before it is killed and "
+        "started again later (a start that hangs sent no heartbeat to miss)",
+    )
     read_only: bool = Field(False, description="refuse IngestDocuments and DeleteDocuments; serve what is stored")
     metrics_enabled: bool = Field(True, description="serve Prometheus metrics over HTTP")
     health_port: int | None = Field(
@@ -552,7 +557,7 @@ class Settings(BaseSettings):
 #: request, after the cache is read. Every other setting names the cache's namespace
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
-    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "read_only",
+    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "worker_start_timeout_s", "read_only",
     "metrics_enabled", "health_port", "health_interval_s", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",

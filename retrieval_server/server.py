@@ -26,6 +26,7 @@ from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
 from retrieval_server.config import Settings, listen_address
+from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
 from retrieval_server.domain import ComponentState
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
@@ -91,6 +92,11 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         raise
 
 
+#: a call's metadata, at most: MAX_GROUPS group names of MAX_USER_ID_CHARS and their commas, with
+#: room for a token and the other headers
+MAX_METADATA_BYTES = MAX_GROUPS * (MAX_USER_ID_CHARS + 1) + 64 * 1024
+
+
 async def _serving(settings: Settings, app: Application) -> RunningServer:
     authenticator = authenticator_for(settings)
     max_bytes = settings.max_message_mb * 1024 * 1024
@@ -104,6 +110,11 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
             # Only the supervisor's workers share a port (it holds the port for them); a server of its
             # own must fail on a port in use, or the kernel would split connections between two indexes.
             ("grpc.so_reuseport", 1 if settings.processes > 1 else 0),
+            # What a caller's metadata may hold: x-user-groups (or a token's groups claim) of
+            # MAX_GROUPS names is up to 256 KB. gRPC's 8 KiB soft limit refused 400 groups at
+            # random, RESOURCE_EXHAUSTED naming nothing, before the limit that names the header.
+            ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+            ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
         ],
     )
     # Metrics first, so that refused calls are counted too; identity before any servicer runs.
@@ -192,8 +203,9 @@ async def _health_only_server(settings: Settings, health: health_aio.HealthServi
     return server
 
 
-async def serve(settings: Settings, on_ready: Callable[[], None] | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully. ``on_ready`` is called once serving."""
+async def serve(settings: Settings, on_ready: Callable[[], None] | None = None, on_stopping: Callable[[], None] | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully. ``on_ready`` is called once serving,
+    ``on_stopping`` once a signal came, before the drain."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Before it starts: a SIGTERM as it comes up (a supervisor killed as its workers start) ended it
@@ -216,6 +228,8 @@ async def serve(settings: Settings, on_ready: Callable[[], None] | None = None) 
     if on_ready is not None:
         on_ready()
     await stop.wait()
+    if on_stopping is not None:
+        on_stopping()
     log.info("shutting down", extra={"grace_s": settings.grace_period_s})
     await running.stop(settings.grace_period_s)
     log.info("stopped")

@@ -20,7 +20,7 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -148,8 +148,15 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
         beating.append(asyncio.get_running_loop().create_task(_heartbeat(report, settings.worker_heartbeat_s)))
         log.info("worker ready", extra={"worker": worker})
 
+    def stopping() -> None:
+        # The supervisor reads no reports while it waits for its workers to stop: beats written
+        # meanwhile filled the pipe, and the write then held the event loop, and the drain, until
+        # the worker was killed.
+        for task in beating:
+            task.cancel()
+
     try:
-        event_loop.run(serve(settings, on_ready=ready), settings.event_loop)
+        event_loop.run(serve(settings, on_ready=ready, on_stopping=stopping), settings.event_loop)
     except Exception as exc:
         log.error("worker %d could not start: %s", worker, exc)
         report.send(str(exc) or type(exc).__name__)
@@ -168,6 +175,7 @@ class _Worker:
     failure: str = ""
     last_heard: float = 0.0  # time.monotonic() of its last report
     killed: bool = False
+    started_at: float = field(default_factory=time.monotonic)
 
     def read_reports(self) -> None:
         while self.report.poll():
@@ -185,6 +193,12 @@ class _Worker:
         """Whether it served, and has been silent longer than ``limit_s``: read its reports first,
         so that a supervisor that was itself stopped a while counts what waited in the pipe."""
         return self.ready and not self.killed and time.monotonic() - self.last_heard > limit_s
+
+    def stuck_starting(self, limit_s: float) -> bool:
+        """Whether it was restarted and has not reported serving for longer than ``limit_s``: a
+        start that hangs beats no heartbeat, and its slot stayed dead without a word. (A first
+        start is the deployment's to bound: a startup probe.)"""
+        return self.restarted and not self.ready and not self.killed and time.monotonic() - self.started_at > limit_s
 
 
 def supervise(settings: Settings) -> int:
@@ -278,6 +292,11 @@ def supervise(settings: Settings) -> int:
                 if w.hung(silence_s) and w.process.is_alive():
                     log.error("worker %d sent no heartbeat for %g s; killing it", i, silence_s, extra={"worker": i, "worker_pid": w.process.pid})
                     w.process.kill()  # its exit, next, restarts it
+                    w.killed = True
+                if w.stuck_starting(settings.worker_start_timeout_s) and w.process.is_alive():
+                    w.failure = f"it did not report serving within {settings.worker_start_timeout_s:g} s (RETRIEVAL_WORKER_START_TIMEOUT_S)"
+                    log.error("worker %d %s; killing it", i, w.failure, extra={"worker": i, "worker_pid": w.process.pid})
+                    w.process.kill()  # its exit, next, schedules another start
                     w.killed = True
                 if w.process.is_alive():
                     continue

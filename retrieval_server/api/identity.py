@@ -14,6 +14,8 @@ _MAX_ROLE_CHARS = max(len(role.value) for role in Role) + 8
 
 
 _NAMED_ROLES = tuple(r.value for r in Role if r is not Role.ANONYMOUS)
+#: what CPython spends on a short string besides its characters
+_STRING_OVERHEAD = 56
 
 
 def groups_from_header(value: str) -> tuple[str, ...]:
@@ -67,20 +69,31 @@ class HeaderIdentities:
     a category check per character) cost more than the rest of an answer served from the cache.
     A set that fails is not remembered, nor one longer than its identity can be written (white
     space around a valid value, or empty and repeated groups, still parse: 4,096 padded sets
-    would hold tens of MB). At most ``size`` sets; the oldest is dropped first."""
+    would hold tens of MB). At most ``size`` sets, and groups of at most ``group_bytes`` in all
+    (each counted as its characters and a string's overhead, twice: as sent and as a principal):
+    4,096 users of 300 groups each held 233 MiB. The oldest is dropped first."""
 
-    def __init__(self, verified_by: str = "headers", size: int = 4096) -> None:
-        self._verified_by, self._size = verified_by, size
+    def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = 16 * 1024 * 1024) -> None:
+        self._verified_by, self._size, self._group_bytes = verified_by, size, group_bytes
         self._known: dict[tuple[str, str, str], Identity] = {}
+        self._held = 0
+
+    @staticmethod
+    def _weight(key: tuple[str, str, str], identity: Identity) -> int:
+        return 2 * len(key[2]) + 2 * _STRING_OVERHEAD * len(identity.groups)
 
     def __call__(self, metadata: Mapping[str, str]) -> Identity:
         key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""), metadata.get(GROUPS_HEADER, ""))
         identity = self._known.get(key)
         if identity is None:
             identity = identity_from_headers(*key, verified_by=self._verified_by)
-            if len(key[0]) > MAX_USER_ID_CHARS or len(key[1]) > _MAX_ROLE_CHARS or len(key[2]) > len(", ".join(identity.groups)):
+            weight = self._weight(key, identity)
+            if (len(key[0]) > MAX_USER_ID_CHARS or len(key[1]) > _MAX_ROLE_CHARS or len(key[2]) > len(", ".join(identity.groups))
+                    or weight > self._group_bytes):
                 return identity
-            if len(self._known) >= self._size:
-                del self._known[next(iter(self._known))]
+            while self._known and (len(self._known) >= self._size or self._held + weight > self._group_bytes):
+                oldest = next(iter(self._known))
+                self._held -= self._weight(oldest, self._known.pop(oldest))
             self._known[key] = identity
+            self._held += weight
         return identity

@@ -336,6 +336,20 @@ async def test_many_invalid_fields_or_a_long_header_still_reach_the_caller_as_in
     assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
 
 
+async def test_a_caller_of_as_many_groups_as_allowed_is_served_and_one_more_is_named(live: Live) -> None:
+    """gRPC's 8 KiB of metadata refused 400 ordinary group names at random, RESOURCE_EXHAUSTED
+    naming nothing, long before the limit of 1,000 that names the header."""
+    from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
+
+    longest = ",".join(f"{i:04d}" + "g" * (MAX_USER_ID_CHARS - 4) for i in range(MAX_GROUPS))
+    resp = await live.stub.Query(pb.QueryRequest(query="molten rock", top_k=3), metadata=(("x-user-id", "alice"), ("x-user-groups", longest)))
+    assert "volcanoes" in {c.document_id for c in resp.contexts}
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await live.stub.Query(pb.QueryRequest(query="molten rock"),
+                              metadata=(("x-user-id", "alice"), ("x-user-groups", ",".join(f"g{i}" for i in range(MAX_GROUPS + 1)))))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "x-user-groups must name at most 1000 groups" in err.value.details()
+
+
 async def test_admin_rpcs_need_an_admin_role(live: Live) -> None:
     # Without credentials the caller is not authenticated; with a user id but no role, not allowed.
     for md, code in (((), grpc.StatusCode.UNAUTHENTICATED), ((("x-user-id", "alice"),), grpc.StatusCode.PERMISSION_DENIED)):

@@ -183,6 +183,31 @@ def test_a_hung_worker_is_killed_and_restarted(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_restarted_worker_that_hangs_while_starting_is_killed(tmp_path: Path) -> None:
+    """A start that hangs beats no heartbeat: its slot stayed dead, and nothing was logged."""
+    env, _ = _two_workers(tmp_path, free_port())
+    env["RETRIEVAL_WORKER_START_TIMEOUT_S"] = "3"
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        psutil.Process(first[0]).kill()
+
+        def replacement() -> list[int]:
+            return [m["pid"] for m in log.messages("worker starting") if m["pid"] not in first]
+
+        assert log.until(lambda: bool(replacement())), "".join(log.lines[-20:])
+        stuck = psutil.Process(replacement()[0])
+        stuck.suspend()  # before it reports serving: its start hangs
+        assert log.until(lambda: bool(log.messages("did not report serving within 3 s"))), "".join(log.lines[-20:])
+        assert log.messages("did not report serving within 3 s")[0]["worker_pid"] == stuck.pid
+        assert psutil.Process(first[1]).is_running()  # the one serving was left alone
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0
+        log.join()
+
+
+@pytest.mark.slow
 def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     """Killed (the OOM killer, say), the supervisor can neither stop its workers nor remove their
     files: they kept serving with nobody to restart them, kept the port, so that no new server

@@ -151,6 +151,19 @@ def test_header_identities_are_remembered_per_groups_too_and_padded_groups_are_n
         identities({"x-user-groups": "eng"})
 
 
+def test_header_identities_hold_their_groups_to_a_budget_of_bytes() -> None:
+    """4,096 users of 300 groups each held 233 MiB a process: the oldest go to stay in budget."""
+    groups = ",".join(f"group-{i:04d}" for i in range(300))
+    identities = HeaderIdentities(group_bytes=200_000)
+    first = [identities({"x-user-id": f"u{i}", "x-user-groups": groups}) for i in range(20)]
+    assert 0 < identities._held <= 200_000 and len(identities._known) < 20
+    assert identities({"x-user-id": "u19", "x-user-groups": groups}) is first[19]  # the newest kept
+    assert identities({"x-user-id": "u0", "x-user-groups": groups}) is not first[0]  # the oldest gone
+    alone = HeaderIdentities(group_bytes=1_000)
+    alone({"x-user-id": "u", "x-user-groups": groups})  # over the whole budget: parsed, not kept
+    assert not alone._known and alone._held == 0
+
+
 def test_grantees_are_counted_as_the_indexer_stores_them() -> None:
     """Distinct users, as trimmed: the API refuses what the indexer would refuse, and only that."""
     from retrieval_server.api.convert import document_in

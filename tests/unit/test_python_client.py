@@ -116,6 +116,14 @@ def test_groups_travel_as_one_comma_separated_header() -> None:
         RetrievalClient(NOWHERE, user_id="dave", groups="eng")
     with pytest.raises(ValueError, match="the group must be printable ASCII"):
         RetrievalClient(NOWHERE, user_id="dave", groups=["zoë"])
+    # The server drops space around a group, and an empty one: " hr" read hr's documents.
+    for group in (" hr", "hr ", ""):
+        with pytest.raises(ValueError, match="a group must be a name without space around it"):
+            RetrievalClient(NOWHERE, user_id="dave", groups=[group])
+    with RetrievalClient(NOWHERE, user_id="dave", groups=None) as client:  # as user_id=None and role=None
+        client._stub = stub = RecordingStub()
+        client.health()
+    assert stub.metadata == (("x-user-id", "dave"),)
 
 
 async def test_the_async_client_sends_groups_too() -> None:

@@ -129,6 +129,10 @@ func New(target string, opts ...Option) (*Client, error) {
 		if strings.Contains(g, ",") {
 			return nil, fmt.Errorf("retrieval: a group must not contain a comma: x-user-groups separates groups with it (got %q)", g)
 		}
+		// The server drops space and tab around a group, and an empty one, where a token's such group is refused.
+		if g == "" || g != strings.Trim(g, " \t") {
+			return nil, fmt.Errorf("retrieval: a group must be a name without space around it (got %q)", g)
+		}
 	}
 	transport, err := transportOption(target, &cfg)
 	if err != nil {

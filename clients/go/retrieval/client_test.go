@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -332,6 +333,12 @@ func TestIdentityValuesAreWhatMetadataCarries(t *testing.T) {
 	}
 	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithGroups("zoë")); err == nil || strings.Contains(err.Error(), "zoë") {
 		t.Errorf("a group beyond ASCII: %v", err)
+	}
+	// The server drops space around a group, and an empty one: " hr" read hr's documents.
+	for _, g := range []string{" hr", "hr ", ""} {
+		if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithGroups(g)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("a group must be a name without space around it (got %q)", g)) {
+			t.Errorf("group %q: %v", g, err)
+		}
 	}
 }
 

@@ -95,12 +95,16 @@ function metadataValue(name: string, value: string): string {
   return value;
 }
 
-/** `groups` as the one x-user-groups value; a group holding a comma, which the server would read as two, is refused naming it. */
+/** `groups` as the one x-user-groups value; a group the server would read as another (a comma, space around it, empty) is refused naming it. */
 function groupsValue(groups: string[]): string {
   for (const group of groups) {
     metadataValue("group", group);
     if (group.includes(",")) {
       throw new Error(`a group must not contain a comma: x-user-groups separates groups with it (got ${JSON.stringify(group)})`);
+    }
+    // The server drops space and tab around a group, and an empty one, where a token's such group is refused.
+    if (group === "" || group !== group.replace(/^[ \t]+|[ \t]+$/g, "")) {
+      throw new Error(`a group must be a name without space around it (got ${JSON.stringify(group)})`);
     }
   }
   return groups.join(",");

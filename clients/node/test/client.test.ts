@@ -149,6 +149,13 @@ test("groups travel as one x-user-groups value, and a group holding a comma is r
     (err: Error) => err.message === 'a group must not contain a comma: x-user-groups separates groups with it (got "eng,hr")',
   );
   assert.throws(() => new RetrievalClient("127.0.0.1:50051", { groups: ["zoë"] }), (err: Error) => /group must be printable ASCII/.test(err.message) && !err.message.includes("zoë"));
+  // The server drops space around a group, and an empty one: " hr" read hr's documents.
+  for (const group of [" hr", "hr ", ""]) {
+    assert.throws(
+      () => new RetrievalClient("127.0.0.1:50051", { userId: "dave", groups: [group] }),
+      (err: Error) => err.message === `a group must be a name without space around it (got ${JSON.stringify(group)})`,
+    );
+  }
 });
 
 test("identity values are what gRPC metadata carries, and the token is never shown", () => {

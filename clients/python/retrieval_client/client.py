@@ -147,19 +147,22 @@ def _is_loopback(target: str) -> bool:
         return False
 
 
-def _groups_value(groups: Sequence[str]) -> str:
-    """``groups`` as the one x-user-groups value, comma-separated; ValueError naming a group that
-    holds a comma, which the server would read as two groups."""
-    names = [_metadata_value("group", g) for g in _id_list("groups", groups)]
+def _groups_value(groups: Sequence[str] | None) -> str:
+    """``groups`` as the one x-user-groups value, comma-separated; ValueError naming a group the
+    server would read as another: one holding a comma (two groups), empty or with space or tab
+    around it (the server drops them, where a token's such group is refused)."""
+    names = [_metadata_value("group", g) for g in _id_list("groups", groups or ())]
     for name in names:
         if "," in name:
             raise ValueError(f"a group must not contain a comma: x-user-groups separates groups with it (got {name!r})")
+        if not name or name != name.strip(" \t"):
+            raise ValueError(f"a group must be a name without space around it (got {name!r})")
     return ",".join(names)
 
 
 class _Base:
     def __init__(
-        self, target: str, user_id: str | None, role: str | None, groups: Sequence[str], token: str | None, tls: Tls | None, timeout: float | None,
+        self, target: str, user_id: str | None, role: str | None, groups: Sequence[str] | None, token: str | None, tls: Tls | None, timeout: float | None,
     ) -> None:
         md = []
         token = token.strip() if token else token  # read from a file, it ends in a newline
@@ -192,7 +195,7 @@ class RetrievalClient(_Base):
     identity headers (servers in auth mode ``none``, or behind a gateway)."""
 
     def __init__(
-        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] = (),
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
         token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0,
     ) -> None:
         super().__init__(target, user_id, role, groups, token, tls, timeout)
@@ -251,7 +254,7 @@ class AsyncRetrievalClient(_Base):
     """The asyncio client; the same options as :class:`RetrievalClient`."""
 
     def __init__(
-        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] = (),
+        self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
         token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0,
     ) -> None:
         super().__init__(target, user_id, role, groups, token, tls, timeout)
