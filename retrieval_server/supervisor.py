@@ -211,9 +211,7 @@ def supervise(settings: Settings) -> int:
     """
     guards: list[socket.socket] = []
     metrics: MultiprocessMetrics | None = None
-    if stale := remove_stale_runs(Path(tempfile.gettempdir()), SCRATCH_PREFIX):
-        log.info("removed the workers' folders of supervisors that were killed", extra={"folders": [str(p) for p in stale]})
-    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+    scratch: Path | None = None
     ctx = multiprocessing.get_context("spawn")
     stopping = False
     workers: list[_Worker | None] = []
@@ -223,6 +221,7 @@ def supervise(settings: Settings) -> int:
 
     def start(worker: int, restart: bool = False) -> _Worker:
         # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
+        assert scratch is not None  # made once the port is held, before the first start
         own = scratch / str(worker)
         shutil.rmtree(own, ignore_errors=True)
         own.mkdir()
@@ -260,6 +259,11 @@ def supervise(settings: Settings) -> int:
     # SIGTERM could no longer stop it.
     try:
         guards.extend(hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p)
+        # Once the port is ours: a killed supervisor's workers, still draining, hold it, and serve
+        # from the folders swept here.
+        if stale := remove_stale_runs(Path(tempfile.gettempdir()), SCRATCH_PREFIX):
+            log.info("removed the workers' folders of supervisors that were killed", extra={"folders": [str(p) for p in stale]})
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         if settings.metrics_enabled:
             metrics = MultiprocessMetrics()
             try:
@@ -322,7 +326,8 @@ def supervise(settings: Settings) -> int:
             if w.process.is_alive():
                 w.process.kill()
                 w.process.join()
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
         if metrics is not None:
             metrics.close()
         for guard in guards:

@@ -207,6 +207,24 @@ def test_a_restarted_worker_that_hangs_while_starting_is_killed(tmp_path: Path) 
         log.join()
 
 
+def test_a_supervisor_that_cannot_take_the_port_sweeps_nothing(tmp_path: Path) -> None:
+    """A killed supervisor's workers drain on, holding the port and serving from their folder: a new
+    supervisor swept that folder away before it found the port taken."""
+    import socket
+
+    port = free_port()
+    env, scratch = _two_workers(tmp_path, port)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    draining = scratch / f"retrieval-workers-{gone.stdout.strip()}-old"
+    (draining / "0").mkdir(parents=True)
+    with socket.socket() as worker:  # the old workers' listener
+        worker.bind(("127.0.0.1", port))
+        worker.listen()
+        run = subprocess.run([*CLI, "serve"], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and "address already in use" in run.stderr, run.stderr[-2000:]
+    assert (draining / "0").is_dir()
+
+
 @pytest.mark.slow
 def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
     """Killed (the OOM killer, say), the supervisor can neither stop its workers nor remove their
