@@ -95,7 +95,7 @@ _FAKE_SERVE = (
     "import gc, json, sys\n"
     "from retrieval_server import server\n"
     "record = {}\n"
-    "async def serve(settings, on_ready=None):\n"
+    "async def serve(settings, on_ready=None, on_stopping=None):\n"
     "    record['starting'] = gc.isenabled()\n"
     "    if on_ready is not None:\n"
     "        on_ready()\n"
