@@ -224,8 +224,8 @@ class Chunker:
                     )
                 )
                 for window in self._windows(group, self.sizes.child_tokens, self.sizes.child_overlap_tokens):
-                    words = [t for s in window if (t := text[s.start : s.end].strip())]
-                    if not has_visible_text("".join(words)):
+                    child_text = " ".join(t for s in window if (t := text[s.start : s.end].strip()))
+                    if not has_visible_text(child_text):
                         continue
                     c_index = len(children)
                     children.append(
@@ -235,7 +235,7 @@ class Chunker:
                             document_id=document_id,
                             chunk_index=c_index,
                             parent_index=p_index,
-                            content=" ".join(words),
+                            content=child_text,
                             tokens=sum(s.tokens for s in window),
                             page=page,
                         )

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,22 +82,30 @@ def _two_workers(tmp_path: Path, port: int) -> tuple[dict[str, str], Path]:
     return env, scratch
 
 
-@pytest.mark.slow
-def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
-    env, scratch = _two_workers(tmp_path, free_port())
+@contextlib.contextmanager
+def _two_serving(env: dict[str, str]) -> Iterator[tuple[_Serving, list[int]]]:
+    """``serve`` with ``env`` until both workers are ready: its log and the workers' pids. Left
+    without an error, it is stopped with SIGTERM and must exit 0."""
     with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
         log = _Serving(server)
         first = log.wait(2)
         assert first is not None, "".join(log.lines[-20:])
+        yield log, first
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0, "".join(log.lines[-20:])
+        log.join()
+
+
+@pytest.mark.slow
+def test_a_killed_workers_copy_of_the_index_is_removed(tmp_path: Path) -> None:
+    env, scratch = _two_workers(tmp_path, free_port())
+    with _two_serving(env) as (log, first):
         # A crash (the OOM killer, say): the worker cleans nothing up, and the supervisor restarts it.
         killed = psutil.Process(first[0])
         killed.send_signal(signal.SIGKILL)
         killed.wait(timeout=60)
         assert log.wait(3) is not None, "".join(log.lines[-20:])
         assert len(list(scratch.rglob("retrieval-readonly-*"))) == 2  # the two live workers' copies, not the dead one's
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=300) == 0
-        log.join()
     assert "restarting it" in "".join(log.lines)
     # Each copy is as large as the index: one left per crash would fill the disk of a server that
     # keeps crashing, and refuse its next restart.
@@ -111,10 +119,7 @@ def test_a_restart_that_fails_is_retried_while_the_other_worker_serves(tmp_path:
     worker too. It is now started again, 1 s later, then 2 s, ..., until it serves."""
     env, _ = _two_workers(tmp_path, free_port())
     data, away = tmp_path / "data", tmp_path / "data.away"
-    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
-        log = _Serving(server)
-        first = log.wait(2)
-        assert first is not None, "".join(log.lines[-20:])
+    with _two_serving(env) as (log, first):
         data.rename(away)
         killed = psutil.Process(first[0])
         killed.send_signal(signal.SIGKILL)
@@ -125,9 +130,6 @@ def test_a_restart_that_fails_is_retried_while_the_other_worker_serves(tmp_path:
         assert [m["retry_in_s"] for m in log.messages("could not start again")[:2]] == [1, 2], "".join(log.lines[-20:])
         assert log.wait(3) is not None, "".join(log.lines[-20:])  # the third attempt serves
         assert psutil.Process(first[1]).is_running()  # the healthy worker was never stopped
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=300) == 0
-        log.join()
 
 
 @pytest.mark.slow
@@ -139,10 +141,7 @@ def test_a_restart_that_cannot_be_spawned_leaves_the_supervisor_stoppable(tmp_pa
     import shutil
 
     env, scratch = _two_workers(tmp_path, free_port())
-    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
-        log = _Serving(server)
-        first = log.wait(2)
-        assert first is not None, "".join(log.lines[-20:])
+    with _two_serving(env) as (log, first):
         for folder in scratch.glob("retrieval-workers-*"):
             shutil.rmtree(folder)
         killed = psutil.Process(first[0])
@@ -152,9 +151,6 @@ def test_a_restart_that_cannot_be_spawned_leaves_the_supervisor_stoppable(tmp_pa
         log.until(lambda: bool(log.messages("could not start again")) or any(line.startswith("error:") for line in log.lines))
         assert log.messages("could not start again"), "".join(log.lines[-20:])
         assert psutil.Process(first[1]).is_running()
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=300) == 0, "".join(log.lines[-20:])
-        log.join()
     assert not psutil.pid_exists(first[1]) or psutil.Process(first[1]).status() == psutil.STATUS_ZOMBIE
     assert not any(line.startswith("error:") for line in log.lines)
 
@@ -166,10 +162,7 @@ def test_a_hung_worker_is_killed_and_restarted(tmp_path: Path) -> None:
     after 6 of them missed the supervisor kills it and starts another."""
     env, _ = _two_workers(tmp_path, free_port())
     env["RETRIEVAL_WORKER_HEARTBEAT_S"] = "0.5"
-    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
-        log = _Serving(server)
-        first = log.wait(2)
-        assert first is not None, "".join(log.lines[-20:])
+    with _two_serving(env) as (log, first):
         hung = psutil.Process(first[0])
         hung.suspend()
         replaced = log.wait(3)
@@ -177,9 +170,6 @@ def test_a_hung_worker_is_killed_and_restarted(tmp_path: Path) -> None:
         assert [m["worker_pid"] for m in log.messages("sent no heartbeat")] == [first[0]]
         assert replaced[2] != first[0] and not hung.is_running()
         assert psutil.Process(first[1]).is_running()  # the one that kept beating was left alone
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=300) == 0
-        log.join()
 
 
 @pytest.mark.slow
@@ -187,10 +177,7 @@ def test_a_restarted_worker_that_hangs_while_starting_is_killed(tmp_path: Path) 
     """A start that hangs beats no heartbeat: its slot stayed dead, and nothing was logged."""
     env, _ = _two_workers(tmp_path, free_port())
     env["RETRIEVAL_WORKER_START_TIMEOUT_S"] = "3"
-    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
-        log = _Serving(server)
-        first = log.wait(2)
-        assert first is not None, "".join(log.lines[-20:])
+    with _two_serving(env) as (log, first):
         psutil.Process(first[0]).kill()
 
         def replacement() -> list[int]:
@@ -202,9 +189,6 @@ def test_a_restarted_worker_that_hangs_while_starting_is_killed(tmp_path: Path) 
         assert log.until(lambda: bool(log.messages("did not report serving within 3 s"))), "".join(log.lines[-20:])
         assert log.messages("did not report serving within 3 s")[0]["worker_pid"] == stuck.pid
         assert psutil.Process(first[1]).is_running()  # the one serving was left alone
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=300) == 0
-        log.join()
 
 
 def test_a_supervisor_that_cannot_take_the_port_sweeps_nothing(tmp_path: Path) -> None:
