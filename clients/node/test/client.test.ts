@@ -3,7 +3,7 @@
 // the client puts on the wire.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect } from "node:util";
@@ -272,7 +272,11 @@ describe("TLS", () => {
     );
     addr = `127.0.0.1:${port}`;
   });
-  after(() => server.forceShutdown());
+  // The folder holds private keys: it goes with the server.
+  after(() => {
+    server.forceShutdown();
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   test("mutual TLS carries the identity and the token", async () => {
     const c = new RetrievalClient(addr, {
