@@ -8,9 +8,11 @@ Keys (all expire with the entry's TTL):
   similarity match answered, the id of the entry that did and the similarity (``"{id} {score}"``),
   expiring with that entry, so that the query's repeats are exact hits
 * ``rc:s:{config}:{scope}``: sorted set of entry ids by expiry time, for the similarity scan
-* ``rc:d:{document}``: the entries citing a document, for invalidation: each as the JSON array
-  ``[id, config, scope, query hash]``, all that removing it takes, so that an invalidation reads
-  no entry (the entries citing a popular document once took longer to read than the timeout)
+* ``rc:d:{document}``: sorted set of the entries citing a document by expiry time, for
+  invalidation: each as the JSON array ``[id, config, scope, query hash]``, all that removing it
+  takes, so that an invalidation reads no entry (the entries citing a popular document once took
+  longer to read than the timeout). A store drops the members that have expired: kept, they made
+  the set of a document cited every few seconds grow for as long as it was cited
 
 ``scope`` is the integer code of the access partition (:func:`partition_code`). The prefix given
 is followed by the entries' format (:data:`ENTRY_FORMAT`), so that servers of two versions sharing
@@ -58,8 +60,9 @@ from scoring_core.cache_matching import matchable
 log = logging.getLogger(__name__)
 
 #: the layout of the entries' JSON and keys: bumped whenever it changes (a field of Document, say;
-#: 2: the members of a document's set name each entry's keys)
-ENTRY_FORMAT = 2
+#: 2: the members of a document's set name each entry's keys; 3: a document's set is sorted by
+#: expiry, which a server of format 2, adding to it as to a plain set, would fail on)
+ENTRY_FORMAT = 3
 #: what reading an entry written by something else can raise
 _UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
 #: how much older than the newest entry a mirror holds a new one may look (an entry's score is
@@ -69,6 +72,8 @@ SYNC_SKEW_S = 1.0
 FULL_SYNC_S = 60.0
 #: entries read per call when a partition is read whole (the event loop parses each reply)
 SYNC_PAGE = 2000
+#: members of a document's set an invalidation reads and removes per round trip
+INVALIDATE_PAGE = 2000
 
 
 def _context_to_json(c: RetrievedContext) -> dict[str, Any]:
@@ -369,7 +374,8 @@ class RedisCache:
             pipe.zremrangebyscore(ids_key, "-inf", now)
             pipe.pexpire(ids_key, ttl_ms)
         for d in docs:
-            pipe.sadd(self._k("d", d), citing)
+            pipe.zadd(self._k("d", d), {citing: now + self._ttl})
+            pipe.zremrangebyscore(self._k("d", d), "-inf", now)
             pipe.pexpire(self._k("d", d), ttl_ms)
         if blob is not None:
             pipe.zcard(ids_key)
@@ -378,7 +384,13 @@ class RedisCache:
             await self._trim(ids_key, done[-1] - self._max)
 
     async def _trim(self, ids_key: str, excess: int) -> None:
-        """Remove a partition's ``excess`` oldest entries (their exact keys then point at nothing)."""
+        """Remove a partition's ``excess`` oldest entries (their exact keys then point at nothing).
+
+        Their documents' sets keep them until they expire, as an entry Redis evicts stays there:
+        finding those sets would take reading each entry's JSON, and a set so holds no more than the
+        entries citing its document stored within one TTL, which an invalidation removes a page at
+        a time.
+        """
         oldest = [i.decode() for i in await self._redis.zrange(ids_key, 0, excess - 1)]
         if oldest:
             pipe = self._redis.pipeline(transaction=True)
@@ -387,12 +399,27 @@ class RedisCache:
             await pipe.execute()
 
     async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
-        doc_keys = [self._k("d", d) for d in document_ids]
-        if not doc_keys:
-            return 0
-        citing = await self._redis.sunion(doc_keys)
-        if not citing:
-            return 0
+        removed = 0
+        for doc_key in dict.fromkeys(self._k("d", d) for d in document_ids):
+            while True:
+                # A page at a time, each removed for good: a set too large for one call's timeout
+                # is finished by the next calls instead of failing whole every time. The members
+                # expired (by more than the writers' clocks may differ) go first, unread: Redis
+                # removed their entries.
+                pipe = self._redis.pipeline(transaction=True)
+                pipe.zremrangebyscore(doc_key, "-inf", self._clock() - SYNC_SKEW_S)
+                pipe.zrange(doc_key, 0, INVALIDATE_PAGE - 1)
+                _, citing = await pipe.execute()
+                if citing:
+                    removed += await self._remove_citing(doc_key, citing)
+                if len(citing) < INVALIDATE_PAGE:
+                    break
+        return removed
+
+    async def _remove_citing(self, doc_key: str, citing: list[bytes]) -> int:
+        """Remove the entries of these members of a document's set, and them from it; return how
+        many entries there were (one another document's page removed, or Redis expired, is not one)."""
+        entries: list[str] = []
         keys: list[str] = []
         by_partition: dict[tuple[str, int], list[str]] = {}
         for member in citing:
@@ -400,21 +427,22 @@ class RedisCache:
                 entry_id, config, scope, query_hash = json.loads(member)
                 scope = int(scope)
             except _UNREADABLE:
-                continue  # not of this format: its entry expires with it
-            keys += (self._k("e", entry_id), self._k("v", entry_id), self._k("x", config, scope, query_hash))
+                continue  # not of this format: it goes with the page
+            entries.append(self._k("e", entry_id))
+            keys += (self._k("v", entry_id), self._k("x", config, scope, query_hash))
             by_partition.setdefault((config, scope), []).append(entry_id)
-        # A few commands of many keys each: thousands of entries are removed well within the
-        # timeout. Unlinked, their answers' memory (MBs) is freed on a thread of Redis's own.
+        # Unlinked, the answers' memory (MBs) is freed on a thread of Redis's own.
         pipe = self._redis.pipeline(transaction=True)
-        if keys:
+        if entries:
+            pipe.unlink(*entries)
             pipe.unlink(*keys)
         for (config, scope), entry_ids in by_partition.items():
             pipe.zrem(self._k("s", config, scope), *entry_ids)
-        pipe.delete(*doc_keys)
-        await pipe.execute()
+        pipe.zrem(doc_key, *citing)
+        done = await pipe.execute()
         for (config, scope), entry_ids in by_partition.items():  # other processes forget them when a match finds them gone
             await self._forget(config, scope, *entry_ids)
-        return sum(len(set(ids)) for ids in by_partition.values())
+        return done[0] if entries else 0
 
     async def ping(self) -> None:
         await self._redis.ping()

@@ -187,6 +187,102 @@ async def test_redis_an_invalidation_reads_no_entry(request: pytest.FixtureReque
         await c.close()
 
 
+async def test_redis_a_documents_set_holds_the_entries_not_expired(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Every store citing a document added to its set, and renewed its TTL: the set of a document
+    cited every few seconds grew for as long as it was (280,000 members), past what an invalidation
+    could remove within the cache's timeout."""
+    clock = _Clock(time.time())
+    c = _process(request, executor, f"t{next(_counter)}", clock, ttl_s=10.0)
+    try:
+        for i in range(100):
+            await c.store(f"question {i}", _vec(1, i), "cfg", PUBLIC, _answer(_ctx("popular"), _ctx(f"d{i}")))
+            clock.now += 1.0  # a store a second, each expiring 10 s later (scores are on this clock)
+        live = await c._redis.zcount(c._k("s", "cfg", 0), clock.now, "+inf")
+        assert live == 10 and await c._redis.zcard(c._k("d", "popular")) <= live + 1
+    finally:
+        await c.close()
+
+
+async def test_redis_an_invalidation_removes_a_large_set_a_page_at_a_time(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """The entries citing a document were removed in one transaction: a set larger than the
+    cache's timeout allowed was never removed, each retry (every stale hit's) failed whole and
+    counted against the breaker, and three opened it for every partition. Each page removed stays
+    removed, so a call cut by the timeout leaves less for the next."""
+    import redis.asyncio as aioredis
+
+    from retrieval_server.backends.cache import GuardedCache
+    from retrieval_server.backends.circuit_breaker import CircuitBreaker
+
+    c = make("redis", request, executor, ttl_s=600.0)
+    assert isinstance(c, RedisCache)
+    server = aioredis.Redis.from_url(request.getfixturevalue("redis_url"))
+    doc_key, now = c._k("d", "popular"), time.time()
+    try:
+        for i in range(3):
+            await c.store(f"question {i}", _vec(1, i), "cfg", PUBLIC, _answer(_ctx("popular")))
+        # Entries that Redis has already removed, expiring before the three real ones; and expired ones.
+        for start in range(0, 50_000, 10_000):
+            await server.zadd(doc_key, {f'["{start + i:032x}", "cfg", 0, "{i:032x}"]': now + 300 for i in range(10_000)})
+        await server.zadd(doc_key, {f'["{i:032x}", "cfg", 0, "gone"]': now - 300 for i in range(10_000)})
+        live = 50_000 + 3
+        pipeline, progress, never = c._redis.pipeline, asyncio.Event(), asyncio.Event()
+
+        def cut_after_progress(*args: Any, **kwargs: Any) -> Any:
+            pipe = pipeline(*args, **kwargs)
+            execute = pipe.execute
+
+            async def held(*a: Any, **k: Any) -> Any:
+                if progress.is_set():
+                    await never.wait()  # the call's timeout strikes here
+                result = await execute(*a, **k)
+                if await server.zcount(doc_key, now, "+inf") < live:
+                    progress.set()
+                return result
+
+            pipe.execute = held
+            return pipe
+
+        c._redis.pipeline = cut_after_progress  # type: ignore[method-assign]
+        cut, progressed = asyncio.ensure_future(c.invalidate_documents(["popular"])), asyncio.ensure_future(progress.wait())
+        await asyncio.wait([cut, progressed], return_when=asyncio.FIRST_COMPLETED)
+        for task in (cut, progressed):
+            task.cancel()
+        await asyncio.gather(cut, progressed, return_exceptions=True)
+        c._redis.pipeline = pipeline  # type: ignore[method-assign]
+        assert 0 < await server.zcard(doc_key) < live  # what the cut call removed stayed removed
+        assert await server.zcount(doc_key, "-inf", now) == 0  # the expired went unread
+        guarded = GuardedCache(c, CircuitBreaker(3, 5.0), 30.0)
+        assert await guarded.invalidate_documents(["popular"]) == 3
+        assert not guarded.breaker.failures and not await server.exists(doc_key)
+        assert all([await c.lookup(f"question {i}", None, "cfg", PUBLIC) is None for i in range(3)])
+    finally:
+        await server.aclose()
+        await c.close()
+
+
+async def test_redis_a_documents_set_of_the_previous_format_is_left_to_its_servers(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Format 2 kept a document's entries in a plain set: servers of both formats sharing one key
+    in a rolling upgrade would each fail on the other's type (WRONGTYPE), and their stores and
+    invalidations would open their breakers. Keys carry the format, so each keeps to its own."""
+    import redis.asyncio as aioredis
+
+    prefix = f"t{next(_counter)}"
+    c = make("redis", request, executor, prefix=prefix)
+    assert isinstance(c, RedisCache)
+    server = aioredis.Redis.from_url(request.getfixturevalue("redis_url"))
+    previous = f"{prefix}:f2:d:d1"
+    try:
+        await server.sadd(previous, '["0123", "cfg", 0, "abcd"]')
+        await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        assert await c.lookup("explain rrf", _vec(1, 0.05), "cfg", PUBLIC) is not None
+        assert await c.invalidate_documents(["d1"]) == 1
+        assert await c.lookup("what is rrf", None, "cfg", PUBLIC) is None
+        assert await server.type(previous) == b"set" and await server.scard(previous) == 1
+    finally:
+        await server.aclose()
+        await c.close()
+
+
 async def test_memory_entries_expire(executor: BlockingExecutor) -> None:
     now = [1000.0]
     c = MemoryCache(DIM, executor, CachePolicy(ttl_s=1.0), clock=lambda: now[0])
