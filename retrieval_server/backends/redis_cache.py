@@ -7,7 +7,9 @@ Keys (all expire with the entry's TTL):
 * ``rc:x:{config}:{scope}:{query hash}``: exact-match index, the entry id; for a query a
   similarity match answered, the id of the entry that did and the similarity (``"{id} {score}"``),
   expiring with that entry, so that the query's repeats are exact hits
-* ``rc:s:{config}:{scope}``: sorted set of entry ids by expiry time, for the similarity scan
+* ``rc:s:{config}:{scope}``: sorted set of the ids of the entries with a vector by expiry time,
+  for the similarity scan
+* ``rc:a:{config}:{scope}``: sorted set of every entry id by expiry time, for the partition's bound
 * ``rc:d:{document}``: sorted set of the entries citing a document by expiry time, for
   invalidation: each as the JSON array ``[id, config, scope, query hash]``, all that removing it
   takes, so that an invalidation reads no entry (the entries citing a popular document once took
@@ -61,7 +63,8 @@ log = logging.getLogger(__name__)
 
 #: the layout of the entries' JSON and keys: bumped whenever it changes (a field of Document, say;
 #: 2: the members of a document's set name each entry's keys; 3: a document's set is sorted by
-#: expiry, which a server of format 2, adding to it as to a plain set, would fail on)
+#: expiry, which a server of format 2, adding to it as to a plain set, would fail on; every entry
+#: is in its partition's rc:a set)
 ENTRY_FORMAT = 3
 #: what reading an entry written by something else can raise
 _UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
@@ -182,6 +185,7 @@ class RedisCache:
             pipe = self._redis.pipeline(transaction=True)
             pipe.delete(self._k("e", entry_id), self._k("v", entry_id))
             pipe.zrem(self._k("s", config, scope), entry_id)
+            pipe.zrem(self._k("a", config, scope), entry_id)
             await pipe.execute()
             await self._forget(config, scope, entry_id)
             return None
@@ -363,27 +367,29 @@ class RedisCache:
             "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts], "graph_version": answer.graph_version,
         }
         blob = self._matchable(vector)
-        ids_key = self._k("s", config, scope)
+        all_key, ids_key = self._k("a", config, scope), self._k("s", config, scope)
         citing = json.dumps([entry_id, config, scope, query_key(query)])
         pipe = self._redis.pipeline(transaction=True)
         pipe.set(self._k("e", entry_id), json.dumps(entry), px=ttl_ms)
         pipe.set(self._exact_key(config, scope, query), entry_id, px=ttl_ms)
         if blob is not None:
             pipe.set(self._k("v", entry_id), blob, px=ttl_ms)
-            pipe.zadd(ids_key, {entry_id: now + self._ttl})
-            pipe.zremrangebyscore(ids_key, "-inf", now)
-            pipe.pexpire(ids_key, ttl_ms)
+        # Every entry counts against the partition's bound (counted by its vectors alone, one of
+        # max_entries 10 kept 300 answers stored without one); mirrors read only those they can match.
+        for key in (all_key, ids_key) if blob is not None else (all_key,):
+            pipe.zadd(key, {entry_id: now + self._ttl})
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.pexpire(key, ttl_ms)
         for d in docs:
             pipe.zadd(self._k("d", d), {citing: now + self._ttl})
             pipe.zremrangebyscore(self._k("d", d), "-inf", now)
             pipe.pexpire(self._k("d", d), ttl_ms)
-        if blob is not None:
-            pipe.zcard(ids_key)
+        pipe.zcard(all_key)
         done = await pipe.execute()
-        if blob is not None and done[-1] > self._max:
-            await self._trim(ids_key, done[-1] - self._max)
+        if done[-1] > self._max:
+            await self._trim(config, scope, done[-1] - self._max)
 
-    async def _trim(self, ids_key: str, excess: int) -> None:
+    async def _trim(self, config: str, scope: int, excess: int) -> None:
         """Remove a partition's ``excess`` oldest entries (their exact keys then point at nothing).
 
         Their documents' sets keep them until they expire, as an entry Redis evicts stays there:
@@ -391,10 +397,12 @@ class RedisCache:
         entries citing its document stored within one TTL, which an invalidation removes a page at
         a time.
         """
-        oldest = [i.decode() for i in await self._redis.zrange(ids_key, 0, excess - 1)]
+        all_key = self._k("a", config, scope)
+        oldest = [i.decode() for i in await self._redis.zrange(all_key, 0, excess - 1)]
         if oldest:
             pipe = self._redis.pipeline(transaction=True)
-            pipe.zrem(ids_key, *oldest)
+            pipe.zrem(all_key, *oldest)
+            pipe.zrem(self._k("s", config, scope), *oldest)
             pipe.delete(*(self._k(kind, i) for i in oldest for kind in ("e", "v")))
             await pipe.execute()
 
@@ -438,6 +446,7 @@ class RedisCache:
             pipe.unlink(*keys)
         for (config, scope), entry_ids in by_partition.items():
             pipe.zrem(self._k("s", config, scope), *entry_ids)
+            pipe.zrem(self._k("a", config, scope), *entry_ids)
         pipe.zrem(doc_key, *citing)
         done = await pipe.execute()
         for (config, scope), entry_ids in by_partition.items():  # other processes forget them when a match finds them gone

@@ -434,6 +434,21 @@ async def test_redis_partitions_keep_the_newest_max_entries(request: pytest.Fixt
         await c.close()
 
 
+async def test_redis_entries_without_a_vector_count_against_max_entries(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """Only entries with a vector were counted and trimmed: a partition of max_entries 10 kept the
+    300 answers stored without one (a query too long for the model, an embedder that failed)."""
+    c = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0, max_entries=3),
+                   prefix=f"t{next(_counter)}", timeout_s=30.0)
+    try:
+        for i in range(6):
+            await c.store(f"question {i}", _vec(1, i) if i % 2 else None, "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+        assert len(await _entry_ids(c)) == 3
+        assert [await c.lookup(f"question {i}", None, "cfg", PUBLIC) is not None for i in range(6)] == [False] * 3 + [True] * 3
+        assert await c._redis.zcard(c._k("s", "cfg", 0)) == 2  # the similarity scan lists only the vectors
+    finally:
+        await c.close()
+
+
 def _traced_growth(before: int) -> int:
     gc.collect()
     return tracemalloc.get_traced_memory()[0] - before
