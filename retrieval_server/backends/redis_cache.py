@@ -306,13 +306,8 @@ class RedisCache:
     async def _add(self, mirror: _Mirror, ids_key: str, live: dict[str, float], now: float) -> None:
         """The entries of ``live`` the mirror lacks, oldest first: a full matcher evicts the row it
         took longest ago, which is then the entry that expires first, as Redis trims a partition."""
-        # A writer whose clock runs ahead, or whose TTL is longer, must not move the read past
-        # everyone else's entries.
-        mirror.newest = min(max([mirror.newest, *live.values()]), now + self._ttl + SYNC_SKEW_S)
         new = sorted((i for i in live if i not in mirror.row_of), key=live.__getitem__)
-        if not new:
-            return
-        blobs = await self._redis.mget([self._k("v", i) for i in new])
+        blobs = await self._redis.mget([self._k("v", i) for i in new]) if new else []
         unusable = []
         for entry_id, blob in zip(new, blobs, strict=True):
             if blob is None:
@@ -331,6 +326,10 @@ class RedisCache:
             mirror.row_of[entry_id], mirror.id_of[row] = row, entry_id
             mirror.expires_at[entry_id] = live[entry_id]
             mirror.until = max(mirror.until, live[entry_id])
+        # Only now that they are matched: moved before reading their vectors, a lookup cut there left
+        # them out of this mirror until its next whole read. A writer whose clock runs ahead, or
+        # whose TTL is longer, must not move the read past everyone else's entries.
+        mirror.newest = min(max([mirror.newest, *live.values()]), now + self._ttl + SYNC_SKEW_S)
         if unusable:
             await self._redis.zrem(ids_key, *unusable)
 

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache, answer_chars
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.redis_cache import RedisCache
+from retrieval_server.backends.redis_cache import SYNC_SKEW_S, RedisCache
 from retrieval_server.backends.cache import CachedAnswer
 from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role, Strategy
 from tests.support.redis_server import redis_server
@@ -713,3 +713,36 @@ async def test_redis_a_partition_read_whole_outlives_the_lookup_that_was_cut(
     finally:
         await a.close()
         await b.close()
+
+
+async def test_redis_a_lookup_cut_while_reading_new_vectors_leaves_them_to_the_next(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """A lookup moved its mirror past the entries it listed before reading their vectors: cut
+    there (by the cache's timeout, or the request's deadline), it left them out of this process's
+    matches until the next whole read of the partition, a minute later."""
+    clock, prefix = _Clock(time.time()), f"t{next(_counter)}"
+    writer, reader = _process(request, executor, prefix, clock, ttl_s=600.0), _process(request, executor, prefix, clock, ttl_s=600.0)
+    mget, started, never = reader._redis.mget, asyncio.Event(), asyncio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        await never.wait()
+
+    try:
+        await writer.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        assert await reader.lookup("explain rrf", _vec(1, 0.01), "cfg", PUBLIC) is not None  # the reader mirrors the partition
+        await writer.store("what is bm25", _vec(0, 1), "cfg", PUBLIC, _answer(_ctx("d2")))
+        clock.now += 2 * SYNC_SKEW_S
+        await writer.store("what is hnsw", _vec(0, 0, 1), "cfg", PUBLIC, _answer(_ctx("d3")))
+        reader._redis.mget = held  # type: ignore[method-assign]
+        cut, reading = asyncio.ensure_future(reader.lookup("explain bm25", _vec(0, 1, 0.01), "cfg", PUBLIC)), asyncio.ensure_future(started.wait())
+        await asyncio.wait([cut, reading], return_when=asyncio.FIRST_COMPLETED)
+        for task in (cut, reading):
+            task.cancel()
+        await asyncio.gather(cut, reading, return_exceptions=True)
+        reader._redis.mget = mget  # type: ignore[method-assign]
+        for words, vector, doc in (("explain bm25 again", _vec(0, 1, 0.01), "d2"), ("explain hnsw", _vec(0, 0, 1, 0.01), "d3")):
+            hit = await reader.lookup(words, vector, "cfg", PUBLIC)
+            assert hit is not None and hit.contexts[0].document.document_id == doc, words
+    finally:
+        await writer.close()
+        await reader.close()
