@@ -117,6 +117,20 @@ def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
     assert "corpus.jsonl is missing" in capsys.readouterr().err
 
 
+def test_a_blank_qrels_line_is_skipped_and_a_malformed_one_named(tmp_path: Path) -> None:
+    (tmp_path / "qrels").mkdir()
+    qrels = tmp_path / "qrels" / "test.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\ttides\t1\n\nq2\tbread\t2\n\n")
+    assert BeirDataset(tmp_path).qrels() == {"q1": {"tides": 1}, "q2": {"bread": 2}}
+    for line in ("q3 bread 1", "q3\tbread", "q3\tbread\t1\textra", "q3\tbread\tyes"):
+        qrels.write_text(f"query-id\tcorpus-id\tscore\nq1\ttides\t1\n\n{line}\n")
+        with pytest.raises(ValueError, match=rf"test\.tsv:4: expected query-id, corpus-id and an integer score, separated by tabs"):
+            BeirDataset(tmp_path).qrels()
+    qrels.write_text("")
+    with pytest.raises(ValueError, match="expected a 'query-id corpus-id score' header, got"):
+        BeirDataset(tmp_path).qrels()
+
+
 @pytest.mark.slow
 def test_a_configured_cross_encoder_adds_the_rerank_rows(dataset: Path, tmp_path: Path) -> None:
     from scoring_core.model_builder import BertShape, build_cross_encoder
