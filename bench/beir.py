@@ -46,11 +46,19 @@ class BeirDataset:
         out: dict[str, dict[str, int]] = {}
         with self.qrels_file.open(encoding="utf-8", newline="") as fh:
             rows = csv.reader(fh, delimiter="\t")
-            header = next(rows)
+            header = next(rows, [])
             if header[:2] != ["query-id", "corpus-id"]:
                 raise ValueError(f"{self.qrels_file}: expected a 'query-id corpus-id score' header, got {header}")
-            for qid, did, score in rows:
-                out.setdefault(qid, {})[did] = int(score)
+            for row in rows:
+                # A blank line holds no judgement (a file may end with one).
+                if not "".join(row).strip():
+                    continue
+                try:
+                    qid, did, score = row
+                    out.setdefault(qid, {})[did] = int(score)
+                except ValueError:
+                    raise ValueError(f"{self.qrels_file}:{rows.line_num}: expected query-id, corpus-id and an integer score, "
+                                     f"separated by tabs; got {row}") from None
         return out
 
     def queries(self) -> dict[str, str]:

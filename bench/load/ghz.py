@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         bench_index.ensure(dataset, index_dir, base, model_dir, batch=200, progress=True, log=DATA_DIR / "ingest.log")
         reranker, _ = reranker_dir(None)
         settings = {**base, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_RERANKER_MODEL_DIR": str(reranker),
-                    "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES), "RETRIEVAL_LOG_LEVEL": "WARNING"}
+                    "RETRIEVAL_RERANK_CANDIDATES": str(RERANK_CANDIDATES), "RETRIEVAL_LOG_LEVEL": "WARNING",
+                    # As in bench.load: every run repeats the same queries, which must reach the cross-encoder.
+                    "RETRIEVAL_RERANK_PAIR_CACHE": "0"}
         with running_server(settings, DATA_DIR / "server.log") as server:
             run(server.target)
     args.output.write_text(json.dumps(rows, indent=2))

@@ -23,5 +23,10 @@ def server_settings(base: Mapping[str, str], index_dir: Path, processes: int, re
         # The cores are split between the processes instead of oversubscribed.
         "RETRIEVAL_EMBED_THREADS": str(max(1, available_cores() // processes)),
         "RETRIEVAL_LOG_LEVEL": "WARNING",
+        # Every cell on a server asks the same queries from the first, so remembered (query, text)
+        # scores would answer the rerank stage from the second cell on: the reranked rows would time
+        # a dictionary lookup, not the cross-encoder (and bench.floor's rerank row, held to the raw
+        # model on the same pairs, would compare nothing).
+        "RETRIEVAL_RERANK_PAIR_CACHE": "0",
         **overrides,
     }

@@ -16,6 +16,7 @@ from bench.beir import BeirDataset, shared_dir
 from retrieval.v1 import retrieval_pb2 as pb
 from bench.transport import PLAINTEXT, Transport
 from retrieval_client import RetrievalClient
+from retrieval_server.backends.file_digest import sha256_hex
 from retrieval_server.ingest.graph_extraction import RULES_REVISION
 
 MARKER = "bench-index.json"
@@ -28,6 +29,8 @@ INDEX_SETTINGS = (
     "RETRIEVAL_PARENT_LEG",
     # Contextual children: the title is part of every child's embedded text.
     "RETRIEVAL_CHILD_TITLE",
+    # The entities and relations extracted at ingestion, and the glossary's expansions among them.
+    "RETRIEVAL_GRAPH_ENABLED", "RETRIEVAL_GLOSSARY_PATH",
 )
 #: what the service writes per chunk; an index of an older layout is rebuilt
 #: (2: parent vectors and the BM25F title field)
@@ -41,7 +44,22 @@ def default_model_dir() -> Path | None:
 
 
 #: index-shaping settings whose default is spelled out, so that "unset" and "the default" share an index
-INDEX_DEFAULTS = {"RETRIEVAL_PARENT_LEG": "true"}
+INDEX_DEFAULTS = {"RETRIEVAL_PARENT_LEG": "true", "RETRIEVAL_GRAPH_ENABLED": "true"}
+#: index-shaping settings that name an index only when they differ from these: the indexes built
+#: before they shaped one were built so, and their keys must still match
+UNKEYED_BEFORE = {"RETRIEVAL_GRAPH_ENABLED": "true"}
+
+
+def _by_content(settings: dict[str, str], digits: int = 64) -> dict[str, str]:
+    """``settings`` with the glossary named by its content: the same path may hold another glossary
+    later, and a copy of it elsewhere builds the same index."""
+    path = settings.get("RETRIEVAL_GLOSSARY_PATH")
+    if path is None:
+        return settings
+    if not Path(path).is_file():
+        raise ValueError(f"RETRIEVAL_GLOSSARY_PATH '{path}' is not a file")
+    rest = {k: v for k, v in settings.items() if k != "RETRIEVAL_GLOSSARY_PATH"}
+    return {**rest, "RETRIEVAL_GLOSSARY_SHA256": sha256_hex(Path(path))[:digits]}
 
 
 def default_index_dir(dataset: BeirDataset, suffix: str = "", shaping: dict[str, str] | None = None,
@@ -49,7 +67,7 @@ def default_index_dir(dataset: BeirDataset, suffix: str = "", shaping: dict[str,
     """The folder of ``dataset``'s index. ``shaping``: the index-shaping settings in force; each
     that differs from ``baseline`` names the folder too, so that building an index another way
     (``--parent-leg off``) leaves the default one in place instead of replacing it."""
-    shaped = sorted((k, v) for k, v in (shaping or {}).items() if baseline.get(k) != v)
+    shaped = sorted((k, v) for k, v in _by_content(shaping or {}, digits=12).items() if baseline.get(k) != v)
     named = "".join(f"-{k.removeprefix('RETRIEVAL_').lower()}={v}" for k, v in shaped)
     return RESULTS / "quality-index" / f"{dataset.name}{suffix}{named}"
 
@@ -83,7 +101,9 @@ def model_fingerprint(model_dir: Path | None) -> str:
 def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: Path | None, truncate_tokens: int = 0) -> dict[str, object]:
     """Everything that changes what the index holds; equal keys mean the index can be reused."""
     key: dict[str, object] = {
-        "corpus_sha256": dataset.corpus_sha256(), "settings": dict(sorted(index_settings.items())), "model": model_fingerprint(model_dir),
+        "corpus_sha256": dataset.corpus_sha256(),
+        "settings": dict(sorted((k, v) for k, v in _by_content(index_settings).items() if UNKEYED_BEFORE.get(k) != v)),
+        "model": model_fingerprint(model_dir),
         "layout": LAYOUT, "graph_rules": RULES_REVISION,
     }
     if truncate_tokens:

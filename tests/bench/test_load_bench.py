@@ -12,7 +12,8 @@ import pytest_asyncio
 from bench.load import generator
 from bench.load.ghz import command, summarize
 from bench.load.resources import ResourceSampler
-from bench.load.scenarios import SCENARIOS
+from bench.load.scenarios import RERANK_CANDIDATES, SCENARIOS
+from bench.load.settings import server_settings
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource
 from retrieval_server.server import RunningServer, start_server
@@ -98,3 +99,10 @@ async def test_the_generator_speaks_mutual_tls(tmp_path: Path) -> None:
         assert s["requests"] == s["errors"] > 0  # a plaintext client cannot talk to it
     finally:
         await running.stop(1.0)
+
+
+def test_the_load_server_scores_every_rerank_pair(tmp_path: Path) -> None:
+    # Every cell asks the same queries from the first, so remembered pair scores would time the cache, not the cross-encoder.
+    settings = server_settings({}, tmp_path / "index", 2, tmp_path / "reranker", RERANK_CANDIDATES)
+    assert settings["RETRIEVAL_RERANK_PAIR_CACHE"] == "0"
+    assert server_settings({}, tmp_path, 1, tmp_path, RERANK_CANDIDATES, RETRIEVAL_RERANK_PAIR_CACHE="100")["RETRIEVAL_RERANK_PAIR_CACHE"] == "100"

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.beir import BeirDataset
+from bench.quality import index as bench_index
 from bench.quality.__main__ import main
 from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
 from bench.quality.feedback import main as feedback_main
@@ -115,6 +117,20 @@ def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
     assert "corpus.jsonl is missing" in capsys.readouterr().err
 
 
+def test_a_blank_qrels_line_is_skipped_and_a_malformed_one_named(tmp_path: Path) -> None:
+    (tmp_path / "qrels").mkdir()
+    qrels = tmp_path / "qrels" / "test.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\ttides\t1\n\nq2\tbread\t2\n\n")
+    assert BeirDataset(tmp_path).qrels() == {"q1": {"tides": 1}, "q2": {"bread": 2}}
+    for line in ("q3 bread 1", "q3\tbread", "q3\tbread\t1\textra", "q3\tbread\tyes"):
+        qrels.write_text(f"query-id\tcorpus-id\tscore\nq1\ttides\t1\n\n{line}\n")
+        with pytest.raises(ValueError, match=rf"test\.tsv:4: expected query-id, corpus-id and an integer score, separated by tabs"):
+            BeirDataset(tmp_path).qrels()
+    qrels.write_text("")
+    with pytest.raises(ValueError, match="expected a 'query-id corpus-id score' header, got"):
+        BeirDataset(tmp_path).qrels()
+
+
 @pytest.mark.slow
 def test_a_configured_cross_encoder_adds_the_rerank_rows(dataset: Path, tmp_path: Path) -> None:
     from scoring_core.model_builder import BertShape, build_cross_encoder
@@ -176,3 +192,31 @@ def test_the_curve_recommends_the_fastest_setting_within_the_tolerance_of_the_be
     assert recommend([best, close, cheap], 0.005) == close
     assert recommend([best, close, cheap], 0.0) == best
     assert recommend([best, close, cheap], 0.1) == cheap
+
+
+def test_the_graph_setting_and_the_glossary_shape_the_index(dataset: Path, tmp_path: Path) -> None:
+    beir = BeirDataset(dataset)
+
+    def folder_and_key(extra: dict[str, str]) -> tuple[Path, dict[str, object]]:
+        shaping = bench_index.index_settings({}, extra)
+        return bench_index.default_index_dir(beir, "", shaping), bench_index.index_key(beir, shaping, None)
+
+    default = folder_and_key({})
+    # The default spelled out is the default index, keyed as before the graph setting shaped one (still reused).
+    assert folder_and_key({"RETRIEVAL_GRAPH_ENABLED": "true"}) == default
+    assert default[1]["settings"] == {"RETRIEVAL_PARENT_LEG": "true"}
+    glossary = tmp_path / "glossary.txt"
+    glossary.write_text("EHR = electronic health record\n")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "glossary.txt").write_text(glossary.read_text())
+    graph_off = folder_and_key({"RETRIEVAL_GRAPH_ENABLED": "false"})
+    with_glossary = folder_and_key({"RETRIEVAL_GLOSSARY_PATH": str(glossary)})
+    # A glossary is known by its content: a copy elsewhere builds the same index, an edit another.
+    assert folder_and_key({"RETRIEVAL_GLOSSARY_PATH": str(tmp_path / "copy" / "glossary.txt")}) == with_glossary
+    glossary.write_text("EHR = electronic health record\nICU = intensive care unit\n")
+    edited = folder_and_key({"RETRIEVAL_GLOSSARY_PATH": str(glossary)})
+    shaped = [default, graph_off, with_glossary, edited]
+    assert len({f for f, _ in shaped}) == len({json.dumps(k, sort_keys=True) for _, k in shaped}) == 4
+    assert all(f.parent == default[0].parent for f, _ in shaped)
+    with pytest.raises(ValueError, match="RETRIEVAL_GLOSSARY_PATH '.*missing.txt' is not a file"):
+        folder_and_key({"RETRIEVAL_GLOSSARY_PATH": str(tmp_path / "missing.txt")})
