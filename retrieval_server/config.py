@@ -433,6 +433,12 @@ class Settings(BaseSettings):
             raise ValueError(f"port and health_port are both {self.port}: the health service needs a port of its own")
         if self.metrics_enabled and self.metrics_port and self.metrics_port == self.port and _overlap(self.metrics_host or self.host, self.host):
             raise ValueError(f"port and metrics_port are both {self.port}: /metrics needs a port of its own, or a metrics_host other than RETRIEVAL_HOST")
+        # The health service listens on the gRPC host, so /metrics on the same number blocks it as
+        # it would the main port: at start-up, after the model had loaded, naming no setting.
+        if (self.metrics_enabled and self.health_port is not None and self.metrics_port == self.health_port
+                and _overlap(self.metrics_host or self.host, self.host)):
+            raise ValueError(f"health_port and metrics_port are both {self.health_port}: /metrics needs a port of its own, "
+                             "or a metrics_host other than RETRIEVAL_HOST")
         if self.processes > 1 and self.qdrant_url and self.cache_backend == "memory":
             raise ValueError("processes > 1 with writable shared storage needs cache_backend 'redis' or 'none': "
                              "an in-process cache would miss invalidations made by the other processes")

@@ -181,6 +181,9 @@ def test_several_processes_need_storage_they_can_share(overrides: dict[str, obje
         # One address spelled two ways: gRPC binds localhost on both loopback addresses.
         ({"host": "127.0.0.1", "port": 50051, "metrics_port": 50051, "metrics_host": "localhost"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
         ({"host": "localhost", "port": 50051, "metrics_port": 50051, "metrics_host": "::1"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
+        # The health service listens on the gRPC address too.
+        ({"health_port": 8081, "metrics_port": 8081}, "RETRIEVAL_HEALTH_PORT and RETRIEVAL_METRICS_PORT are both 8081"),
+        ({"health_port": 8081, "metrics_port": 8081, "metrics_host": "0.0.0.0"}, "RETRIEVAL_HEALTH_PORT and RETRIEVAL_METRICS_PORT"),
     ],
 )
 def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], expected: str) -> None:
@@ -194,6 +197,8 @@ def test_metrics_may_share_the_port_number_on_another_address_or_when_off() -> N
     assert load_settings(port=50051, metrics_port=50051, metrics_host="127.0.0.2").metrics_port == 50051
     assert not load_settings(port=50051, metrics_port=50051, metrics_enabled=False).metrics_enabled
     assert load_settings(port=0, metrics_port=0).port == 0  # each any free port
+    assert load_settings(health_port=8081, metrics_port=8081, metrics_host="127.0.0.2").health_port == 8081
+    assert not load_settings(health_port=8081, metrics_port=8081, metrics_enabled=False).metrics_enabled
 
 
 def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path: Path) -> None:
