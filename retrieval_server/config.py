@@ -43,6 +43,10 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
     return None
 
 
+#: what Qdrant refuses in a collection name
+QDRANT_NAME_FORBIDDEN = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x1f")
+
+
 #: the longest duration a setting takes (a few take less): no wait means anything past it
 DAY_S = 86_400
 
@@ -153,7 +157,7 @@ class Settings(BaseSettings):
         None, description="qdrant-client local mode (a folder or ':memory:') instead of qdrant-edge"
     )
     qdrant_api_key: str | None = None
-    qdrant_collection: str = "retrieval_chunks"
+    qdrant_collection: str = Field("retrieval_chunks", max_length=255, description="Qdrant collection name (none of < > : \" / \\ | ? *)")
     # Whole seconds: qdrant-client takes an int (0.5 became 0, and every call failed).
     qdrant_timeout_s: int = Field(30, ge=1, le=3600, description="Qdrant request timeout, in whole seconds")
     mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
@@ -376,6 +380,29 @@ class Settings(BaseSettings):
         # "[::1]" as "::1": sockets take the bare address, and gRPC's target is made of it by
         # listen_address (the bracketed form failed in one, the bare form in the other).
         return value[1:-1] if value and value.startswith("[") and value.endswith("]") else value
+
+    @field_validator(
+        "jwt_issuer", "jwt_audience", "jwt_groups_claim", "events_hash_key", "qdrant_api_key", "qdrant_collection",
+        "openai_model", "anthropic_model", "gemini_model", "openai_base_url", "anthropic_base_url", "gemini_base_url", mode="after",
+    )
+    @classmethod
+    def _not_empty(cls, value: str | None) -> str | None:
+        # An empty value (a secret or a template that rendered to nothing) was taken as one: an
+        # issuer or audience of "" refused every token as lacking the claim, a hash key of "" hashed
+        # without a key, an API key of "" was sent, and a model or collection of "" failed each call.
+        if value == "":
+            raise ValueError("is empty: set a value, or leave the variable unset")
+        return value
+
+    @field_validator("qdrant_collection", mode="after")
+    @classmethod
+    def _qdrant_name(cls, value: str) -> str:
+        # Qdrant refuses these in a collection name (its validate_collection_name): found at start-up
+        # rather than when the collection is first created.
+        if bad := [c for c in QDRANT_NAME_FORBIDDEN if c in value]:
+            raise ValueError(f"{value!r} holds {', '.join(map(repr, bad))}: a Qdrant collection name may hold none of "
+                             "< > : \" / \\ | ? * \\0 \\x1f")
+        return value
 
     @field_validator("jwt_algorithms", "gateway_peers", mode="before")
     @classmethod

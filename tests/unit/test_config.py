@@ -73,6 +73,24 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: 
     assert expected in str(err.value)
 
 
+@pytest.mark.parametrize("var", ["RETRIEVAL_JWT_ISSUER", "RETRIEVAL_JWT_AUDIENCE", "RETRIEVAL_JWT_GROUPS_CLAIM", "RETRIEVAL_EVENTS_HASH_KEY",
+                                 "RETRIEVAL_QDRANT_API_KEY", "RETRIEVAL_QDRANT_COLLECTION", "RETRIEVAL_OPENAI_MODEL",
+                                 "RETRIEVAL_GEMINI_BASE_URL"])
+def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
+    """An issuer or audience of "" refused every token as lacking the claim, a hash key of "" hashed
+    queries without a key: a secret or template that rendered to nothing, found only by its effects."""
+    monkeypatch.setenv(var, "")
+    with pytest.raises(ConfigError, match=f"{var}: is empty: set a value, or leave the variable unset"):
+        load_settings()
+
+
+@pytest.mark.parametrize("name", ["a/b", "chunks?v=2", "c:d", "a\\b", "a" * 256])
+def test_a_collection_name_qdrant_refuses_is_named_at_start_up(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv("RETRIEVAL_QDRANT_COLLECTION", name)
+    with pytest.raises(ConfigError, match=r"RETRIEVAL_QDRANT_COLLECTION: .*(a Qdrant collection name may hold none of|at most 255 characters)"):
+        load_settings()
+
+
 def test_the_command_lines_and_the_tests_own_variables_are_no_typos(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("RETRIEVAL_SERVER", "RETRIEVAL_TOKEN", "RETRIEVAL_SHARED_DIR", "RETRIEVAL_TEST_TARGET"):
         monkeypatch.setenv(name, "x")
