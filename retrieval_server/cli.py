@@ -551,6 +551,12 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         # Ctrl-C: what an ingest stored is listed (see _listed_if_stopped), then one line, as a stop.
         print(f"error: {args.command} interrupted", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader of stdout stopped reading (| head, grep -q): it has what it wanted, which is
+        # no failure of the command. The commands write to no other pipe (a server's failures are
+        # RpcErrors).
+        _discard_stdout()
+        return 0
     except Exception as exc:
         if isinstance(exc, OSError) or _is_service_error(exc):
             print(f"error: {exc}", file=sys.stderr)
@@ -564,6 +570,15 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         log.debug("command failed", exc_info=True)
         print(f"error: {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _discard_stdout() -> None:
+    """Send what stdout still holds to /dev/null: its reader has gone, and the flush at exit would
+    otherwise fail on the closed pipe again, reported by the interpreter (the Python
+    documentation's pattern for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def run() -> NoReturn:
@@ -591,9 +606,14 @@ def run() -> NoReturn:
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:  # None when the process was started with it closed
-                stream.flush()
+                try:
+                    stream.flush()
+                except BrokenPipeError:
+                    if stream is not sys.stdout:
+                        raise
+                    _discard_stdout()  # as in main: output nobody reads any more is no error
     except (OSError, ValueError):
-        sys.exit(code)  # a closed pipe: let the interpreter report it as it always does
+        sys.exit(code)  # let the interpreter report it as it always does
     os._exit(code)
 
 
