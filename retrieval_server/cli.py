@@ -519,6 +519,9 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         named = sum(1 for f in _files(args.paths) if f.suffix.lower() != ".jsonl")
         if named > 1:
             parser.error(f"--document-id names one file; {named} were given")
+    if args.command == "ingest" and args.grant and args.access != "private":
+        # A public document is read by every caller: the grant changed nothing, without a word.
+        parser.error("--grant needs --access private (a public document is read by everyone)")
     if getattr(args, "token", None) and args.token.strip() and not (args.command == "ingest" and args.local):
         from retrieval_client.client import _is_loopback
 

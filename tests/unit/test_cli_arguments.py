@@ -137,3 +137,15 @@ def test_a_token_for_a_remote_plaintext_server_is_a_usage_error(monkeypatch: pyt
                     ["--server", "10.0.0.1:50051", "--tls-ca", "ca.pem"]):
         assert cli.main(["query", "x", *allowed]) == 0
     assert len(called) == 4
+
+
+def test_a_grant_on_a_public_document_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--access defaults to public, which every caller reads: the grant was stored and meant nothing."""
+    sent: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_ingest_remote", lambda args: sent.append(args) or 0)
+    for access in ([], ["--access", "public"]):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["ingest", "notes.md", "--owner", "alice", "--grant", "bob", *access])
+        assert stopped.value.code == 2 and "--grant needs --access private" in capsys.readouterr().err
+    assert not sent
+    assert cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice", "--grant", "bob"]) == 0 and len(sent) == 1
