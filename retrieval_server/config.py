@@ -264,7 +264,8 @@ class Settings(BaseSettings):
         description="local cross-encoder: tokens per (query, passage) pair, the passage truncated to fit (the query to half); "
         "at most the model's own limit (512 for ms-marco MiniLM); TEI truncates at its --max-input-length",
     )
-    rerank_threshold: float = 0.3
+    # Raw logits of a cross-encoder lie within about ±15; with the sigmoid the scores are 0 to 1 (_consistent).
+    rerank_threshold: float = Field(0.3, ge=-1000, le=1000, description="keep reranked scores at least this high (0 to 1 with the sigmoid)")
     rerank_fallback: int = Field(3, ge=1, le=1000)
     rerank_activation: Literal["none", "sigmoid"] = "sigmoid"
     rerank_budget_ms: float = Field(
@@ -448,6 +449,9 @@ class Settings(BaseSettings):
             raise ValueError("search_top_k_default must not exceed search_top_k_max")
         if self.query_min_chars > self.query_max_bytes:
             raise ValueError("query_min_chars must not exceed query_max_bytes")
+        if self.rerank_activation == "sigmoid" and not 0 <= self.rerank_threshold <= 1:
+            raise ValueError(f"rerank_threshold {self.rerank_threshold} is no probability: with rerank_activation 'sigmoid' "
+                             "scores lie in [0, 1], so must the threshold (-1000 to 1000 with 'none', raw logits)")
         if self.qdrant_url and self.qdrant_path:
             raise ValueError("set only one of qdrant_url and qdrant_path")
         if self.processes > 1 and self.qdrant_path:

@@ -52,6 +52,10 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         # Huge finite numbers, each of which crashed at run time (every retried Query, every cache
         # write, every search; gRPC's message size is a C int).
         ("RETRIEVAL_RETRY_POOL_FACTOR", "1e300", "RETRIEVAL_RETRY_POOL_FACTOR: Input should be less than or equal to 100"),
+        # A reranker's scores are probabilities with the default sigmoid: 1.5 kept none of them.
+        ("RETRIEVAL_RERANK_THRESHOLD", "1.5", "RETRIEVAL_RERANK_THRESHOLD 1.5 is no probability: with RETRIEVAL_RERANK_ACTIVATION 'sigmoid' scores lie in [0, 1]"),
+        ("RETRIEVAL_RERANK_THRESHOLD", "-0.1", "RETRIEVAL_RERANK_THRESHOLD -0.1 is no probability"),
+        ("RETRIEVAL_RERANK_THRESHOLD", "1e300", "RETRIEVAL_RERANK_THRESHOLD: Input should be less than or equal to 1000"),
         ("RETRIEVAL_CACHE_TTL_S", "1e16", "RETRIEVAL_CACHE_TTL_S: Input should be less than or equal to 2592000"),
         ("RETRIEVAL_HNSW_EF", str(2**64), "RETRIEVAL_HNSW_EF: Input should be less than or equal to 100000"),
         ("RETRIEVAL_MAX_MESSAGE_MB", "2048", "RETRIEVAL_MAX_MESSAGE_MB: Input should be less than or equal to 2047"),
@@ -217,6 +221,16 @@ def test_metrics_may_share_the_port_number_on_another_address_or_when_off() -> N
     assert load_settings(port=0, metrics_port=0).port == 0  # each any free port
     assert load_settings(health_port=8081, metrics_port=8081, metrics_host="127.0.0.2").health_port == 8081
     assert not load_settings(health_port=8081, metrics_port=8081, metrics_enabled=False).metrics_enabled
+
+
+def test_raw_rerank_logits_take_a_threshold_outside_0_to_1_within_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRIEVAL_RERANK_ACTIVATION", "none")
+    for value in ("-2.5", "4"):
+        monkeypatch.setenv("RETRIEVAL_RERANK_THRESHOLD", value)
+        assert load_settings().rerank_threshold == float(value)
+    monkeypatch.setenv("RETRIEVAL_RERANK_THRESHOLD", "-1e300")
+    with pytest.raises(ConfigError, match="RETRIEVAL_RERANK_THRESHOLD: Input should be greater than or equal to -1000"):
+        load_settings()
 
 
 def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path: Path) -> None:
