@@ -24,6 +24,11 @@ RUN --mount=type=secret,id=pip_ca \
 FROM ${BASE_IMAGE}
 RUN useradd --create-home --uid 10001 retrieval
 COPY --from=build /opt/retrieval /opt/retrieval
+# The model cache (the fp32 graph built below, digests, timings) outside the home folder, whose
+# .cache a deployment mounts an empty volume over (deploy/k8s), which hid the graph built here:
+# each pod built it again. Writable where the root file system is; where it is read-only, the
+# digests and timings are only not kept.
+RUN mkdir /opt/retrieval-models && chown 10001 /opt/retrieval-models
 # Authenticated by default (then listening on every interface): a deployment supplies the token
 # keys (RETRIEVAL_JWT_SECRET, _JWKS_FILE or _JWKS_URL, plus _ISSUER and _AUDIENCE) and, normally,
 # RETRIEVAL_TLS_CERT / _KEY; or chooses RETRIEVAL_AUTH_MODE=gateway behind a mutual-TLS gateway.
@@ -31,14 +36,15 @@ ENV PATH=/opt/retrieval/bin:$PATH \
     RETRIEVAL_DATA_DIR=/home/retrieval/data \
     RETRIEVAL_AUTH_MODE=jwt \
     RETRIEVAL_PORT=50051 \
-    NUMBA_CACHE_DIR=/home/retrieval/.numba
+    NUMBA_CACHE_DIR=/home/retrieval/.numba \
+    RETRIEVAL_MODEL_CACHE_DIR=/opt/retrieval-models
 USER 10001
 WORKDIR /home/retrieval
 RUN mkdir -p /home/retrieval/data /home/retrieval/.numba
 # The fp32 model's weights ship in a package (above; without them an index built in fp32, which
 # the scripts' environment picks where it is the faster, could not be served): its ONNX graph is
 # built here once rather than at every container's first start.
-RUN python3 -c "from retrieval_server.backends.minilm_fp32 import default_cache_dir, fp32_model; fp32_model(default_cache_dir())"
+RUN python3 -c "import os, pathlib; from retrieval_server.backends.minilm_fp32 import fp32_model; fp32_model(pathlib.Path(os.environ['RETRIEVAL_MODEL_CACHE_DIR']))"
 VOLUME ["/home/retrieval/data"]
 EXPOSE 50051 9464
 # grpc.health.v1 on the health port when one is set (RETRIEVAL_HEALTH_PORT), else the main port.

@@ -48,14 +48,13 @@ def _files(paths: Sequence[str]) -> Iterator[Path]:
             yield p
 
 
-def _meta(pairs: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--meta expects key=value, got '{pair}'")
-        out[key] = value
-    return out
+def key_value(text: str) -> tuple[str, str]:
+    """An ``--meta`` pair, read with the other arguments: malformed, it is a usage error before the
+    run starts (it was found at the first file, after ``--local`` had loaded the model)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expects key=value, got '{text}'")
+    return key, value
 
 
 #: what one ingest call carries at most: files, and bytes (the server reads 64 MiB a request by
@@ -166,7 +165,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     source=str(f),
                     access=Access(args.access),
                     owner_id=args.owner or "",
-                    metadata=_meta(args.meta),
+                    metadata=dict(args.meta),
                     granted_user_ids=tuple(args.grant),
                 ))
                 report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
@@ -281,7 +280,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             for batch in _batches(files):
                 docs = _readable(batch, ids, args.document_id or "", errors, lambda f: document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
-                    granted_user_ids=args.grant, metadata=_meta(args.meta),
+                    granted_user_ids=args.grant, metadata=dict(args.meta),
                 ))
                 try:
                     if docs:
@@ -447,7 +446,7 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--access", choices=ACCESS_CHOICES, default="public")
     ing.add_argument("--owner", help="owner of private documents")
     ing.add_argument("--grant", action="append", default=[], help="user granted read access (repeatable)")
-    ing.add_argument("--meta", action="append", default=[], help="metadata key=value (repeatable)")
+    ing.add_argument("--meta", action="append", default=[], type=key_value, help="metadata key=value (repeatable)")
     ing.add_argument("--document-id", help="id for a single file (default: file name without extension)")
     ing.add_argument("--quiet", action="store_true", help="no progress bar")
     ing.add_argument("--local", action="store_true", help="write to RETRIEVAL_DATA_DIR directly, without a server")
@@ -520,6 +519,16 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         named = sum(1 for f in _files(args.paths) if f.suffix.lower() != ".jsonl")
         if named > 1:
             parser.error(f"--document-id names one file; {named} were given")
+    if args.command == "ingest" and args.grant and args.access != "private":
+        # A public document is read by every caller: the grant changed nothing, without a word.
+        parser.error("--grant needs --access private (a public document is read by everyone)")
+    if getattr(args, "token", None) and args.token.strip() and not (args.command == "ingest" and args.local):
+        from retrieval_client.client import _is_loopback
+
+        # The client's own refusal read as a failed query, with advice for its Python API.
+        tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
+        if not tls and not _is_loopback(args.server):
+            parser.error("--token needs --tls (or a loopback --server): a bearer token ($RETRIEVAL_TOKEN too) travels only over TLS")
     settings = None
     if args.command in _SERVICE_COMMANDS or (args.command == "ingest" and args.local):
         from retrieval_server.config import ConfigError, load_settings
@@ -551,6 +560,12 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         # Ctrl-C: what an ingest stored is listed (see _listed_if_stopped), then one line, as a stop.
         print(f"error: {args.command} interrupted", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader of stdout stopped reading (| head, grep -q): it has what it wanted, which is
+        # no failure of the command. The commands write to no other pipe (a server's failures are
+        # RpcErrors).
+        _discard_stdout()
+        return 0
     except Exception as exc:
         if isinstance(exc, OSError) or _is_service_error(exc):
             print(f"error: {exc}", file=sys.stderr)
@@ -564,6 +579,15 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         log.debug("command failed", exc_info=True)
         print(f"error: {args.command} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _discard_stdout() -> None:
+    """Send what stdout still holds to /dev/null: its reader has gone, and the flush at exit would
+    otherwise fail on the closed pipe again, reported by the interpreter (the Python
+    documentation's pattern for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def run() -> NoReturn:
@@ -591,9 +615,14 @@ def run() -> NoReturn:
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:  # None when the process was started with it closed
-                stream.flush()
+                try:
+                    stream.flush()
+                except BrokenPipeError:
+                    if stream is not sys.stdout:
+                        raise
+                    _discard_stdout()  # as in main: output nobody reads any more is no error
     except (OSError, ValueError):
-        sys.exit(code)  # a closed pipe: let the interpreter report it as it always does
+        sys.exit(code)  # let the interpreter report it as it always does
     os._exit(code)
 
 

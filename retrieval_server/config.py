@@ -43,6 +43,10 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
     return None
 
 
+#: what Qdrant refuses in a collection name
+QDRANT_NAME_FORBIDDEN = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x1f")
+
+
 #: the longest duration a setting takes (a few take less): no wait means anything past it
 DAY_S = 86_400
 
@@ -153,7 +157,7 @@ class Settings(BaseSettings):
         None, description="qdrant-client local mode (a folder or ':memory:') instead of qdrant-edge"
     )
     qdrant_api_key: str | None = None
-    qdrant_collection: str = "retrieval_chunks"
+    qdrant_collection: str = Field("retrieval_chunks", max_length=255, description="Qdrant collection name (none of < > : \" / \\ | ? *)")
     # Whole seconds: qdrant-client takes an int (0.5 became 0, and every call failed).
     qdrant_timeout_s: int = Field(30, ge=1, le=3600, description="Qdrant request timeout, in whole seconds")
     mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
@@ -260,7 +264,8 @@ class Settings(BaseSettings):
         description="local cross-encoder: tokens per (query, passage) pair, the passage truncated to fit (the query to half); "
         "at most the model's own limit (512 for ms-marco MiniLM); TEI truncates at its --max-input-length",
     )
-    rerank_threshold: float = 0.3
+    # Raw logits of a cross-encoder lie within about ±15; with the sigmoid the scores are 0 to 1 (_consistent).
+    rerank_threshold: float = Field(0.3, ge=-1000, le=1000, description="keep reranked scores at least this high (0 to 1 with the sigmoid)")
     rerank_fallback: int = Field(3, ge=1, le=1000)
     rerank_activation: Literal["none", "sigmoid"] = "sigmoid"
     rerank_budget_ms: float = Field(
@@ -377,6 +382,29 @@ class Settings(BaseSettings):
         # listen_address (the bracketed form failed in one, the bare form in the other).
         return value[1:-1] if value and value.startswith("[") and value.endswith("]") else value
 
+    @field_validator(
+        "jwt_issuer", "jwt_audience", "jwt_groups_claim", "events_hash_key", "qdrant_api_key", "qdrant_collection",
+        "openai_model", "anthropic_model", "gemini_model", "openai_base_url", "anthropic_base_url", "gemini_base_url", mode="after",
+    )
+    @classmethod
+    def _not_empty(cls, value: str | None) -> str | None:
+        # An empty value (a secret or a template that rendered to nothing) was taken as one: an
+        # issuer or audience of "" refused every token as lacking the claim, a hash key of "" hashed
+        # without a key, an API key of "" was sent, and a model or collection of "" failed each call.
+        if value == "":
+            raise ValueError("is empty: set a value, or leave the variable unset")
+        return value
+
+    @field_validator("qdrant_collection", mode="after")
+    @classmethod
+    def _qdrant_name(cls, value: str) -> str:
+        # Qdrant refuses these in a collection name (its validate_collection_name): found at start-up
+        # rather than when the collection is first created.
+        if bad := [c for c in QDRANT_NAME_FORBIDDEN if c in value]:
+            raise ValueError(f"{value!r} holds {', '.join(map(repr, bad))}: a Qdrant collection name may hold none of "
+                             "< > : \" / \\ | ? * \\0 \\x1f")
+        return value
+
     @field_validator("jwt_algorithms", "gateway_peers", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
@@ -421,6 +449,9 @@ class Settings(BaseSettings):
             raise ValueError("search_top_k_default must not exceed search_top_k_max")
         if self.query_min_chars > self.query_max_bytes:
             raise ValueError("query_min_chars must not exceed query_max_bytes")
+        if self.rerank_activation == "sigmoid" and not 0 <= self.rerank_threshold <= 1:
+            raise ValueError(f"rerank_threshold {self.rerank_threshold} is no probability: with rerank_activation 'sigmoid' "
+                             "scores lie in [0, 1], so must the threshold (-1000 to 1000 with 'none', raw logits)")
         if self.qdrant_url and self.qdrant_path:
             raise ValueError("set only one of qdrant_url and qdrant_path")
         if self.processes > 1 and self.qdrant_path:
@@ -433,6 +464,12 @@ class Settings(BaseSettings):
             raise ValueError(f"port and health_port are both {self.port}: the health service needs a port of its own")
         if self.metrics_enabled and self.metrics_port and self.metrics_port == self.port and _overlap(self.metrics_host or self.host, self.host):
             raise ValueError(f"port and metrics_port are both {self.port}: /metrics needs a port of its own, or a metrics_host other than RETRIEVAL_HOST")
+        # The health service listens on the gRPC host, so /metrics on the same number blocks it as
+        # it would the main port: at start-up, after the model had loaded, naming no setting.
+        if (self.metrics_enabled and self.health_port is not None and self.metrics_port == self.health_port
+                and _overlap(self.metrics_host or self.host, self.host)):
+            raise ValueError(f"health_port and metrics_port are both {self.health_port}: /metrics needs a port of its own, "
+                             "or a metrics_host other than RETRIEVAL_HOST")
         if self.processes > 1 and self.qdrant_url and self.cache_backend == "memory":
             raise ValueError("processes > 1 with writable shared storage needs cache_backend 'redis' or 'none': "
                              "an in-process cache would miss invalidations made by the other processes")

@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     shaping = bench_index.index_settings(dict(os.environ), extra)
     suffix, baseline = ("-mteb", bench_index.index_settings({}, MTEB_SETTINGS)) if args.mteb_protocol else ("", bench_index.INDEX_DEFAULTS)
     index_dir = (args.index_dir or bench_index.default_index_dir(dataset, suffix, shaping, baseline)).resolve()
+    activation = {**os.environ, **shaping, **extra}.get("RETRIEVAL_RERANK_ACTIVATION", "sigmoid")
     settings = {
         **shaping,
         "RETRIEVAL_DATA_DIR": str(index_dir),
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         "RETRIEVAL_TOP_K_MAX": str(max(contexts, 1)),
         "RETRIEVAL_RERANK_CANDIDATES": str(args.rerank_candidates),
         # Ranking is measured: the answer-size threshold would cut Recall@100, not change the order.
-        "RETRIEVAL_RERANK_THRESHOLD": "-1e30",
+        # The lowest threshold the settings take keeps every candidate (a probability is at least 0).
+        "RETRIEVAL_RERANK_THRESHOLD": "0" if activation == "sigmoid" else "-1000",
         **extra,
     }
     if model_dir is not None:

@@ -122,3 +122,18 @@ def test_what_the_service_writes_under_the_read_only_root_is_mounted() -> None:
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     mounted = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
     assert {env["RETRIEVAL_DATA_DIR"], env["NUMBA_CACHE_DIR"], f"{home}/.cache", "/tmp"} <= mounted
+
+
+def test_no_mount_hides_the_model_cache_the_image_built() -> None:
+    """The image builds the fp32 graph into the model cache once; an emptyDir over ~/.cache, where
+    it was, hid it, and every pod built it again (2 s, ~650 MB at its peak)."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    user = re.search(r"useradd --create-home .*?(\S+)$", dockerfile, re.M).group(1)  # type: ignore[union-attr]
+    found = re.search(r"RETRIEVAL_MODEL_CACHE_DIR=(\S+)", dockerfile)
+    cache = found.group(1) if found else f"/home/{user}/.cache/retrieval-server"  # the default: the user cache folder's
+    [container] = _one("Deployment")["spec"]["template"]["spec"]["containers"]
+    hiding = [m["mountPath"] for m in container["volumeMounts"] if cache == m["mountPath"] or cache.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert not hiding, f"{hiding} hides the model cache {cache}"
+    assert re.search(r"^RUN .*fp32_model\(.*RETRIEVAL_MODEL_CACHE_DIR", dockerfile, re.M), "the graph is built where the server looks"
+    config = _one("ConfigMap").get("data", {})
+    assert "RETRIEVAL_MODEL_CACHE_DIR" not in config and all(e["name"] != "RETRIEVAL_MODEL_CACHE_DIR" for e in container.get("env", []))

@@ -107,3 +107,45 @@ def test_a_document_id_for_several_files_is_refused_before_anything_is_sent(
     assert not sent
     # One file, beside files of rows that carry their own ids, is what the option is for.
     assert cli.main(["ingest", "--document-id", "handbook", str(folder / "a.txt"), str(folder / "rows.jsonl")]) == 0 and len(sent) == 1
+
+
+def test_a_malformed_meta_pair_is_a_usage_error_before_the_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """It was found at the first file: after the run's report ("0 documents indexed"), with exit 1,
+    and after --local had loaded the model."""
+    sent: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_ingest_remote", lambda args: sent.append(args) or 0)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["ingest", "notes.md", "--meta", "team=search", "--meta", "foo"])
+    assert stopped.value.code == 2 and "argument --meta: expects key=value, got 'foo'" in capsys.readouterr().err
+    assert not sent
+    assert cli.main(["ingest", "notes.md", "--meta", "team=search", "--meta", "q=a=b"]) == 0
+    assert dict(sent[0].meta) == {"team": "search", "q": "a=b"}
+
+
+def test_a_token_for_a_remote_plaintext_server_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The client's refusal read as a failed query, with advice for the Python API (tls=Tls(...))."""
+    called: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_remote", lambda args: called.append(args) or 0)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["query", "x", "--token", "abc", "--server", "10.0.0.1:50051"])
+    assert stopped.value.code == 2 and "--token needs --tls (or a loopback --server)" in capsys.readouterr().err
+    monkeypatch.setenv("RETRIEVAL_TOKEN", "abc")  # the same token, from the environment
+    with pytest.raises(SystemExit):
+        cli.main(["search", "x", "--server", "retrieval.example:50051"])
+    assert not called
+    for allowed in (["--server", "localhost:50051"], ["--server", "[::1]:50051"], ["--server", "10.0.0.1:50051", "--tls"],
+                    ["--server", "10.0.0.1:50051", "--tls-ca", "ca.pem"]):
+        assert cli.main(["query", "x", *allowed]) == 0
+    assert len(called) == 4
+
+
+def test_a_grant_on_a_public_document_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--access defaults to public, which every caller reads: the grant was stored and meant nothing."""
+    sent: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_ingest_remote", lambda args: sent.append(args) or 0)
+    for access in ([], ["--access", "public"]):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["ingest", "notes.md", "--owner", "alice", "--grant", "bob", *access])
+        assert stopped.value.code == 2 and "--grant needs --access private" in capsys.readouterr().err
+    assert not sent
+    assert cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice", "--grant", "bob"]) == 0 and len(sent) == 1

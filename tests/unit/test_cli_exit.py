@@ -32,6 +32,38 @@ def test_a_closed_stdout_is_not_an_error(tmp_path: Path) -> None:
     assert (tmp_path / "corpus").is_dir()
 
 
+#: search, its answer a long one (no server needed): more than a pipe holds, so that the command is
+#: still writing when its reader goes
+LONG_ANSWER = ("import sys\n"
+               "from retrieval_server import cli\n"
+               "cli._remote = lambda args: [print(f'line {i}') for i in range(200_000)] and 0\n"
+               "sys.argv = ['retrieval-server', 'search', 'x']\n"
+               "cli.run()\n")
+
+
+def _with_reader_gone(command: list[str], read_first: int) -> subprocess.CompletedProcess[str]:
+    """``command`` writing to a pipe whose reader reads ``read_first`` bytes (0: none) and then
+    closes it, as ``| head`` does; the exit code and stderr are returned."""
+    read_end, write_end = os.pipe()
+    with subprocess.Popen(command, stdout=write_end, stderr=subprocess.PIPE, text=True, env=BUFFERED) as child:
+        os.close(write_end)
+        if read_first:
+            assert os.read(read_end, read_first)  # blocks until the command has written
+        os.close(read_end)
+        _, err = child.communicate(timeout=120)
+    return subprocess.CompletedProcess(command, child.returncode, "", err)
+
+
+def test_a_reader_that_stops_reading_is_no_error(tmp_path: Path) -> None:
+    """search --json | head: the closed pipe was "error: [Errno 32] Broken pipe" and exit 1."""
+    mid_output = _with_reader_gone([sys.executable, "-c", LONG_ANSWER], read_first=10)
+    assert (mid_output.returncode, mid_output.stderr) == (0, "")
+    # Output small enough to wait in the buffer until the exit's flush, the reader gone before.
+    at_exit = _with_reader_gone([*CLI, "sample-corpus", str(tmp_path / "corpus")], read_first=0)
+    assert (at_exit.returncode, at_exit.stderr) == (0, "")
+    assert (tmp_path / "corpus").is_dir()
+
+
 def test_a_profiled_command_keeps_the_exit_that_writes_the_profile(tmp_path: Path) -> None:
     profile = tmp_path / "cli.prof"
     done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "retrieval_server.cli", "sample-corpus",

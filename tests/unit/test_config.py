@@ -52,6 +52,10 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         # Huge finite numbers, each of which crashed at run time (every retried Query, every cache
         # write, every search; gRPC's message size is a C int).
         ("RETRIEVAL_RETRY_POOL_FACTOR", "1e300", "RETRIEVAL_RETRY_POOL_FACTOR: Input should be less than or equal to 100"),
+        # A reranker's scores are probabilities with the default sigmoid: 1.5 kept none of them.
+        ("RETRIEVAL_RERANK_THRESHOLD", "1.5", "RETRIEVAL_RERANK_THRESHOLD 1.5 is no probability: with RETRIEVAL_RERANK_ACTIVATION 'sigmoid' scores lie in [0, 1]"),
+        ("RETRIEVAL_RERANK_THRESHOLD", "-0.1", "RETRIEVAL_RERANK_THRESHOLD -0.1 is no probability"),
+        ("RETRIEVAL_RERANK_THRESHOLD", "1e300", "RETRIEVAL_RERANK_THRESHOLD: Input should be less than or equal to 1000"),
         ("RETRIEVAL_CACHE_TTL_S", "1e16", "RETRIEVAL_CACHE_TTL_S: Input should be less than or equal to 2592000"),
         ("RETRIEVAL_HNSW_EF", str(2**64), "RETRIEVAL_HNSW_EF: Input should be less than or equal to 100000"),
         ("RETRIEVAL_MAX_MESSAGE_MB", "2048", "RETRIEVAL_MAX_MESSAGE_MB: Input should be less than or equal to 2047"),
@@ -71,6 +75,24 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: 
     with pytest.raises(ConfigError) as err:
         load_settings()
     assert expected in str(err.value)
+
+
+@pytest.mark.parametrize("var", ["RETRIEVAL_JWT_ISSUER", "RETRIEVAL_JWT_AUDIENCE", "RETRIEVAL_JWT_GROUPS_CLAIM", "RETRIEVAL_EVENTS_HASH_KEY",
+                                 "RETRIEVAL_QDRANT_API_KEY", "RETRIEVAL_QDRANT_COLLECTION", "RETRIEVAL_OPENAI_MODEL",
+                                 "RETRIEVAL_GEMINI_BASE_URL"])
+def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
+    """An issuer or audience of "" refused every token as lacking the claim, a hash key of "" hashed
+    queries without a key: a secret or template that rendered to nothing, found only by its effects."""
+    monkeypatch.setenv(var, "")
+    with pytest.raises(ConfigError, match=f"{var}: is empty: set a value, or leave the variable unset"):
+        load_settings()
+
+
+@pytest.mark.parametrize("name", ["a/b", "chunks?v=2", "c:d", "a\\b", "a" * 256])
+def test_a_collection_name_qdrant_refuses_is_named_at_start_up(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv("RETRIEVAL_QDRANT_COLLECTION", name)
+    with pytest.raises(ConfigError, match=r"RETRIEVAL_QDRANT_COLLECTION: .*(a Qdrant collection name may hold none of|at most 255 characters)"):
+        load_settings()
 
 
 def test_the_command_lines_and_the_tests_own_variables_are_no_typos(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,6 +203,9 @@ def test_several_processes_need_storage_they_can_share(overrides: dict[str, obje
         # One address spelled two ways: gRPC binds localhost on both loopback addresses.
         ({"host": "127.0.0.1", "port": 50051, "metrics_port": 50051, "metrics_host": "localhost"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
         ({"host": "localhost", "port": 50051, "metrics_port": 50051, "metrics_host": "::1"}, "RETRIEVAL_METRICS_HOST other than RETRIEVAL_HOST"),
+        # The health service listens on the gRPC address too.
+        ({"health_port": 8081, "metrics_port": 8081}, "RETRIEVAL_HEALTH_PORT and RETRIEVAL_METRICS_PORT are both 8081"),
+        ({"health_port": 8081, "metrics_port": 8081, "metrics_host": "0.0.0.0"}, "RETRIEVAL_HEALTH_PORT and RETRIEVAL_METRICS_PORT"),
     ],
 )
 def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], expected: str) -> None:
@@ -194,6 +219,18 @@ def test_metrics_may_share_the_port_number_on_another_address_or_when_off() -> N
     assert load_settings(port=50051, metrics_port=50051, metrics_host="127.0.0.2").metrics_port == 50051
     assert not load_settings(port=50051, metrics_port=50051, metrics_enabled=False).metrics_enabled
     assert load_settings(port=0, metrics_port=0).port == 0  # each any free port
+    assert load_settings(health_port=8081, metrics_port=8081, metrics_host="127.0.0.2").health_port == 8081
+    assert not load_settings(health_port=8081, metrics_port=8081, metrics_enabled=False).metrics_enabled
+
+
+def test_raw_rerank_logits_take_a_threshold_outside_0_to_1_within_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRIEVAL_RERANK_ACTIVATION", "none")
+    for value in ("-2.5", "4"):
+        monkeypatch.setenv("RETRIEVAL_RERANK_THRESHOLD", value)
+        assert load_settings().rerank_threshold == float(value)
+    monkeypatch.setenv("RETRIEVAL_RERANK_THRESHOLD", "-1e300")
+    with pytest.raises(ConfigError, match="RETRIEVAL_RERANK_THRESHOLD: Input should be greater than or equal to -1000"):
+        load_settings()
 
 
 def test_several_processes_over_embedded_storage_are_read_only_replicas(tmp_path: Path) -> None:

@@ -1734,7 +1734,8 @@ type DocumentInput struct {
 	// DocumentMetadata.extra; at most 16 KiB of UTF-8 in keys and values. Empty: none.
 	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
 	// Users granted read access to a private document; re-ingesting replaces the list. Empty:
-	// only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`).
+	// only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`). On
+	// an ACCESS_PUBLIC document they change nothing: every caller reads it.
 	GrantedUserIds []string `protobuf:"bytes,10,rep,name=granted_user_ids,json=grantedUserIds,proto3" json:"granted_user_ids,omitempty"`
 }
 

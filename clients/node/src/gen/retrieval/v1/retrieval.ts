@@ -869,7 +869,8 @@ export interface DocumentInput {
   metadata: { [key: string]: string };
   /**
    * Users granted read access to a private document; re-ingesting replaces the list. Empty:
-   * only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`).
+   * only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`). On
+   * an ACCESS_PUBLIC document they change nothing: every caller reads it.
    */
   grantedUserIds: string[];
 }
