@@ -37,7 +37,7 @@ from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
-from retrieval_server.workflow.state import QueryState, WorkflowDeps
+from retrieval_server.workflow.state import QueryState, ScoredPass, WorkflowDeps
 from scoring_core import group_by_parent, threshold_with_fallback
 
 log = logging.getLogger(__name__)
@@ -708,9 +708,13 @@ def sufficiency_score(state: QueryState, rerank_activation: str = "sigmoid") -> 
 
 async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     score = sufficiency_score(state, deps.settings.rerank_activation)
-    state.metrics.sufficiency_score = score
     state.metrics.iterations = state.iteration
-    return {"sufficiency": score}
+    best = state.best
+    # On a tie the later pass: it searched a wider pool.
+    if best is None or score >= best.sufficiency:
+        best = ScoredPass(score, state.contexts, state.strategy, state.metrics.graph)
+    state.metrics.sufficiency_score = best.sufficiency
+    return {"sufficiency": score, "best": best}
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -750,6 +754,11 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    best = state.best
+    if best is not None:
+        # The best pass answers, reported as it ran. None scored (the deadline came first): what
+        # the state holds is all there is.
+        state.contexts, state.strategy, state.metrics.graph = best.contexts, best.strategy, best.graph
     state.metrics.strategy_used = state.strategy
     contexts = state.contexts[: state.options.top_k]
     suggestions: list[str] = []
