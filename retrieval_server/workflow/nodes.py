@@ -545,8 +545,7 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     kept, fell_back = threshold_with_fallback(
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
     )
-    state.metrics.rerank_fallback_triggered = state.metrics.rerank_fallback_triggered or fell_back
-    return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True}
+    return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True, "rerank_fell_back": fell_back}
 
 
 def _answer_worth(fused: Sequence[VectorHit], top_k: int) -> int:
@@ -712,9 +711,15 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
     best = state.best
     # On a tie the later pass: it searched a wider pool.
     if best is None or score >= best.sufficiency:
-        best = ScoredPass(score, state.contexts, state.strategy, state.metrics.graph)
+        best = _this_pass(state, score)
     state.metrics.sufficiency_score = best.sufficiency
     return {"sufficiency": score, "best": best}
+
+
+def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:
+    # A pass that did not rerank did not fall back, whatever an earlier pass's rerank did.
+    fell_back = state.rerank_applied and state.rerank_fell_back
+    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back)
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -754,11 +759,11 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    best = state.best
-    if best is not None:
-        # The best pass answers, reported as it ran. None scored (the deadline came first): what
-        # the state holds is all there is.
-        state.contexts, state.strategy, state.metrics.graph = best.contexts, best.strategy, best.graph
+    # The best pass answers, reported as it ran. None scored (the deadline came first): what the
+    # state holds is all there is.
+    best = state.best or _this_pass(state, state.sufficiency)
+    state.contexts, state.strategy, state.metrics.graph = best.contexts, best.strategy, best.graph
+    state.metrics.rerank_fallback_triggered = best.rerank_fell_back
     state.metrics.strategy_used = state.strategy
     contexts = state.contexts[: state.options.top_k]
     suggestions: list[str] = []

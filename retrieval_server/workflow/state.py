@@ -129,6 +129,8 @@ class ScoredPass:
     strategy: Strategy
     #: its graph leg's trace, which also pins a cached answer to the graph's version
     graph: GraphTrace | None
+    #: no candidate reached its rerank threshold, so the best RERANK_FALLBACK were kept
+    rerank_fell_back: bool
 
 
 @dataclass(slots=True)
@@ -168,6 +170,8 @@ class QueryState:
     fused: list[VectorHit] = field(default_factory=list)
     reranked: list[VectorHit] = field(default_factory=list)
     rerank_applied: bool = False
+    #: the last rerank that scored kept its fallback (read only with ``rerank_applied``)
+    rerank_fell_back: bool = False
     contexts: list[RetrievedContext] = field(default_factory=list)
     sufficiency: float = 0.0
     #: the pass the request answers with: a retry that found less (its dense legs cut at the

@@ -1034,6 +1034,25 @@ async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) ->
     assert sum(len(c.children) for c in r.contexts) == 3
 
 
+@pytest.mark.parametrize(("top_k", "retry_answers"), [(20, True), (3, False)])
+async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k: int, retry_answers: bool) -> None:
+    """The first pass falls back (the cooking chunk scores 0.2, one word in five, under 0.3); the
+    retry, at half the threshold, keeps that chunk alone. The flag is the answering pass's: False
+    when the retry answers (top_k 20: its one context at 0.2 beats three mostly at 0), True when
+    the first pass does (top_k 3: its three contexts fill top_k)."""
+    with json_server(tei_rerank(word_overlap)) as tei:
+        reranker = TeiReranker(tei.url)
+        try:
+            r = await pipeline(app, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=1.01, max_iterations=2).query(
+                QueryOptions("simmer qqq www eee rrr", top_k, strategy=Strategy.SEMANTIC, use_cache=False)
+            )
+        finally:
+            await reranker.close()
+    assert r.metrics.iterations == 2
+    assert len(r.contexts) == (1 if retry_answers else 3) and _docs(r)[0] == "cooking"
+    assert r.metrics.rerank_fallback_triggered is not retry_answers
+
+
 async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
     """Read up to MAX_RESPONSE_BYTES, sent with a length or without: then the call fails (the
     fused order or the local model answers instead), and the server's memory is not the limit."""

@@ -684,8 +684,9 @@ export interface Metrics {
    */
   sufficiencyScore: number;
   /**
-   * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3), so the best
-   * RETRIEVAL_RERANK_FALLBACK (3) were kept anyway.
+   * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; halved on each
+   * retry), so the best RETRIEVAL_RERANK_FALLBACK (3) were kept anyway, in the pass whose
+   * contexts are returned.
    */
   rerankFallbackTriggered: boolean;
   /**
