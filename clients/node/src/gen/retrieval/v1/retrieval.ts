@@ -242,7 +242,11 @@ export function modeToJSON(object: Mode): string {
 
 /**
  * How the ranked lists of a query are combined: the legs of HYBRID and ADAPTIVE, and for any
- * strategy the lists of its reformulations, sub-queries and long-query windows.
+ * strategy the searches of its reformulations and HyDE passage, which are legs of their own,
+ * weighed as the query's own search of their kind. Two combinations are RRF whatever is asked:
+ * a long query's window searches with its whole-query search (per parent, into one dense leg),
+ * and the sub-queries' lists, fused into one and that with the main results (their cosines and
+ * BM25 scores share no scale).
  */
 export enum Fusion {
   /** FUSION_UNSPECIFIED - Not set: the server's RETRIEVAL_FUSION (`rrf` by default). */
