@@ -719,7 +719,7 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
 def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:
     # A pass that did not rerank did not fall back, whatever an earlier pass's rerank did.
     fell_back = state.rerank_applied and state.rerank_fell_back
-    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back)
+    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back, state.decomposed)
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -746,7 +746,6 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     lists = [r for r in results if not isinstance(r, BaseException) and r]
     if any(isinstance(r, BaseException) for r in results):
         state.degrade("sub_queries:store_error")
-    state.metrics.decomposition_used = True
     if lists:
         # Flattened and deduplicated by rank, not by raw score: cosines (at most 1) and BM25 scores
         # (5-20) are on scales no comparison of the two means anything on. The sub-queries' list
@@ -755,7 +754,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         fused = rank_fusion.fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
     else:
         fused = state.fused
-    return {"fused": fused, "sub_queries_done": True}
+    return {"fused": fused, "sub_queries_done": True, "decomposed": bool(lists)}
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -763,7 +762,7 @@ async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # state holds is all there is.
     best = state.best or _this_pass(state, state.sufficiency)
     state.contexts, state.strategy, state.metrics.graph = best.contexts, best.strategy, best.graph
-    state.metrics.rerank_fallback_triggered = best.rerank_fell_back
+    state.metrics.rerank_fallback_triggered, state.metrics.decomposition_used = best.rerank_fell_back, best.decomposed
     state.metrics.strategy_used = state.strategy
     contexts = state.contexts[: state.options.top_k]
     suggestions: list[str] = []

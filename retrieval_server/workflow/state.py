@@ -131,6 +131,8 @@ class ScoredPass:
     graph: GraphTrace | None
     #: no candidate reached its rerank threshold, so the best RERANK_FALLBACK were kept
     rerank_fell_back: bool
+    #: the sub-queries' hits were fused into its candidates
+    decomposed: bool
 
 
 @dataclass(slots=True)
@@ -178,6 +180,8 @@ class QueryState:
     #: deadline, say) must not replace an earlier, better answer (None: no pass scored yet)
     best: ScoredPass | None = None
     sub_queries_done: bool = False
+    #: the sub-queries found something, which was fused into this pass's candidates
+    decomposed: bool = False
     #: enrich found hits of documents replaced since they were searched: search them again, once
     search_again: bool = False
     searched_again: bool = False

@@ -386,6 +386,41 @@ async def test_max_iterations_then_sub_queries(app: Application) -> None:
     assert {"codes", "cooking"} <= set(_docs(r))
 
 
+class SearchesFailOnceSet:
+    """A vector store whose dense and keyword searches fail once ``failing`` is set."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.failing = inner, False
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+        if name not in ("search_dense", "search_sparse"):
+            return method
+
+        async def search(*args: Any, **kwargs: Any) -> Any:
+            if self.failing:
+                raise ConnectionError("vector store unreachable")
+            return await method(*args, **kwargs)
+
+        return search
+
+
+async def test_sub_queries_that_found_nothing_are_not_reported_as_used(app: Application) -> None:
+    """Every sub-query search failed: nothing was fused in, and the answer is the main search's."""
+    vectors = SearchesFailOnceSet(app.vectors)
+
+    def after(event: Any) -> None:
+        if isinstance(event, StageMetric) and event.stage == "check_sufficiency":
+            vectors.failing = True
+
+    query = "what does error XK-4471 mean and how long should the tomato sauce simmer"
+    r = await pipeline(app, vectors=vectors, sufficiency_threshold=1.01, max_iterations=1, store_retries=0).query(
+        QueryOptions(query, 4, strategy=Strategy.HYBRID, use_cache=False), events=after
+    )
+    assert "execute_sub_queries" in _stages(r) and "sub_queries:store_error" in r.metrics.degraded
+    assert r.contexts and not r.metrics.decomposition_used
+
+
 async def test_sub_queries_search_as_the_keyword_leg_does(app: Application) -> None:
     """With the title as a field, as the main keyword leg: a part only a title matches found nothing."""
     titled: list[bool] = []

@@ -1081,7 +1081,8 @@ type Metrics struct {
 	// `deadline:partial_results`, `response:contexts_capped`).
 	// Empty: nothing was.
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`
-	// True when the question was split into sub-queries that were searched and fused in.
+	// True when the question was split into sub-queries whose hits were fused into the pass
+	// whose contexts are returned (False when they found nothing, or that pass scored lower).
 	DecompositionUsed bool `protobuf:"varint,8,opt,name=decomposition_used,json=decompositionUsed,proto3" json:"decomposition_used,omitempty"`
 	// The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
 	// a failed query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.

@@ -700,7 +700,10 @@ export interface Metrics {
    * Empty: nothing was.
    */
   degraded: string[];
-  /** True when the question was split into sub-queries that were searched and fused in. */
+  /**
+   * True when the question was split into sub-queries whose hits were fused into the pass
+   * whose contexts are returned (False when they found nothing, or that pass scored lower).
+   */
   decompositionUsed: boolean;
   /**
    * The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
