@@ -37,7 +37,7 @@ from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
-from retrieval_server.workflow.state import QueryState, WorkflowDeps
+from retrieval_server.workflow.state import QueryState, ScoredPass, WorkflowDeps
 from scoring_core import group_by_parent, threshold_with_fallback
 
 log = logging.getLogger(__name__)
@@ -545,8 +545,7 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     kept, fell_back = threshold_with_fallback(
         np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
     )
-    state.metrics.rerank_fallback_triggered = state.metrics.rerank_fallback_triggered or fell_back
-    return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True}
+    return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True, "rerank_fell_back": fell_back}
 
 
 def _answer_worth(fused: Sequence[VectorHit], top_k: int) -> int:
@@ -708,9 +707,19 @@ def sufficiency_score(state: QueryState, rerank_activation: str = "sigmoid") -> 
 
 async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     score = sufficiency_score(state, deps.settings.rerank_activation)
-    state.metrics.sufficiency_score = score
     state.metrics.iterations = state.iteration
-    return {"sufficiency": score}
+    best = state.best
+    # On a tie the later pass: it searched a wider pool.
+    if best is None or score >= best.sufficiency:
+        best = _this_pass(state, score)
+    state.metrics.sufficiency_score = best.sufficiency
+    return {"sufficiency": score, "best": best}
+
+
+def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:
+    # A pass that did not rerank did not fall back, whatever an earlier pass's rerank did.
+    fell_back = state.rerank_applied and state.rerank_fell_back
+    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back, state.decomposed)
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -737,7 +746,6 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     lists = [r for r in results if not isinstance(r, BaseException) and r]
     if any(isinstance(r, BaseException) for r in results):
         state.degrade("sub_queries:store_error")
-    state.metrics.decomposition_used = True
     if lists:
         # Flattened and deduplicated by rank, not by raw score: cosines (at most 1) and BM25 scores
         # (5-20) are on scales no comparison of the two means anything on. The sub-queries' list
@@ -746,10 +754,15 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         fused = rank_fusion.fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
     else:
         fused = state.fused
-    return {"fused": fused, "sub_queries_done": True}
+    return {"fused": fused, "sub_queries_done": True, "decomposed": bool(lists)}
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
+    # The best pass answers, reported as it ran. None scored (the deadline came first): what the
+    # state holds is all there is.
+    best = state.best or _this_pass(state, state.sufficiency)
+    state.contexts, state.strategy, state.metrics.graph = best.contexts, best.strategy, best.graph
+    state.metrics.rerank_fallback_triggered, state.metrics.decomposition_used = best.rerank_fell_back, best.decomposed
     state.metrics.strategy_used = state.strategy
     contexts = state.contexts[: state.options.top_k]
     suggestions: list[str] = []

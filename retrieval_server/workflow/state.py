@@ -19,7 +19,7 @@ from retrieval_server.workflow.keyword_leg import KeywordOptions
 from retrieval_server.workflow.dense_feedback import DenseFeedback
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, StageMetric, Strategy, VectorHit
-from retrieval_server.knowledge import Answer, EntityMatch, RouteDecision, ToolResult
+from retrieval_server.knowledge import Answer, EntityMatch, GraphTrace, RouteDecision, ToolResult
 from retrieval_server.workflow.analysis import Analysis, Analyzer
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 
@@ -119,6 +119,22 @@ class WorkflowDeps:
     count_tokens: Callable[[str], int] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ScoredPass:
+    """A retrieval pass check_sufficiency scored, with what the response reports of it."""
+
+    sufficiency: float
+    contexts: list[RetrievedContext]
+    #: what it ran as (a failed embedding turns a pass to KEYWORD)
+    strategy: Strategy
+    #: its graph leg's trace, which also pins a cached answer to the graph's version
+    graph: GraphTrace | None
+    #: no candidate reached its rerank threshold, so the best RERANK_FALLBACK were kept
+    rerank_fell_back: bool
+    #: the sub-queries' hits were fused into its candidates
+    decomposed: bool
+
+
 @dataclass(slots=True)
 class QueryState:
     options: QueryOptions
@@ -156,9 +172,16 @@ class QueryState:
     fused: list[VectorHit] = field(default_factory=list)
     reranked: list[VectorHit] = field(default_factory=list)
     rerank_applied: bool = False
+    #: the last rerank that scored kept its fallback (read only with ``rerank_applied``)
+    rerank_fell_back: bool = False
     contexts: list[RetrievedContext] = field(default_factory=list)
     sufficiency: float = 0.0
+    #: the pass the request answers with: a retry that found less (its dense legs cut at the
+    #: deadline, say) must not replace an earlier, better answer (None: no pass scored yet)
+    best: ScoredPass | None = None
     sub_queries_done: bool = False
+    #: the sub-queries found something, which was fused into this pass's candidates
+    decomposed: bool = False
     #: enrich found hits of documents replaced since they were searched: search them again, once
     search_again: bool = False
     searched_again: bool = False

@@ -25,7 +25,7 @@ from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, R
 from retrieval_server.config import load_settings
 from retrieval_server.domain import (
     Access, AccessFilter, DeadlineExceeded, Document, DocumentSource, Fusion, Identity, ParentChunk, PointFilter, QueryOptions,
-    Mode, RetrievedContext, Role, Strategy,
+    Mode, RetrievedContext, Role, StageMetric, Strategy,
 )
 from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.nodes import sufficiency_score
@@ -358,7 +358,6 @@ async def test_a_retry_whose_rewrite_says_nothing_searches_the_querys_own_vector
     own, rewritten = await app.embedder.embed(["tomato sauce", "weather forecast: heavy rain in the northern valleys"])
     assert r.metrics.iterations == 2 and len(searched) == 2
     assert float(searched[0] @ rewritten) > 0.999 and float(searched[1] @ own) > 0.999
-    assert _docs(r)[0] == "cooking"
 
 
 async def test_an_extractive_answer_ranks_its_sentences_against_the_question_not_its_rewrite(app: Application) -> None:
@@ -385,6 +384,41 @@ async def test_max_iterations_then_sub_queries(app: Application) -> None:
     assert stages[i + 1 : i + 4] == ["rerank", "enrich", "check_sufficiency"]
     assert stages.count("execute_sub_queries") == 1 and r.metrics.decomposition_used
     assert {"codes", "cooking"} <= set(_docs(r))
+
+
+class SearchesFailOnceSet:
+    """A vector store whose dense and keyword searches fail once ``failing`` is set."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.failing = inner, False
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+        if name not in ("search_dense", "search_sparse"):
+            return method
+
+        async def search(*args: Any, **kwargs: Any) -> Any:
+            if self.failing:
+                raise ConnectionError("vector store unreachable")
+            return await method(*args, **kwargs)
+
+        return search
+
+
+async def test_sub_queries_that_found_nothing_are_not_reported_as_used(app: Application) -> None:
+    """Every sub-query search failed: nothing was fused in, and the answer is the main search's."""
+    vectors = SearchesFailOnceSet(app.vectors)
+
+    def after(event: Any) -> None:
+        if isinstance(event, StageMetric) and event.stage == "check_sufficiency":
+            vectors.failing = True
+
+    query = "what does error XK-4471 mean and how long should the tomato sauce simmer"
+    r = await pipeline(app, vectors=vectors, sufficiency_threshold=1.01, max_iterations=1, store_retries=0).query(
+        QueryOptions(query, 4, strategy=Strategy.HYBRID, use_cache=False), events=after
+    )
+    assert "execute_sub_queries" in _stages(r) and "sub_queries:store_error" in r.metrics.degraded
+    assert r.contexts and not r.metrics.decomposition_used
 
 
 async def test_sub_queries_search_as_the_keyword_leg_does(app: Application) -> None:
@@ -875,6 +909,50 @@ async def test_a_deadline_during_a_retry_returns_the_first_pass_flagged(app: App
     assert _stages(r)[-2:] == ["select", "update_cache"]
 
 
+class DenseHeldOnRetry:
+    """A vector store whose dense searches (of children and of parents) wait until cancelled once
+    ``retrying`` is set."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner, self.retrying, self.cancelled = inner, False, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def search_dense(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._held(self._inner.search_dense, *args, **kwargs)
+
+    async def search_parents(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._held(self._inner.search_parents, *args, **kwargs)
+
+    async def _held(self, method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        if self.retrying:
+            await _wait_until_cancelled(lambda: setattr(self, "cancelled", self.cancelled + 1))
+        return await method(*args, **kwargs)
+
+
+async def test_a_retry_that_found_less_does_not_replace_the_first_pass(app: Application) -> None:
+    """The retry's dense legs are given up at its cut-off, and its keyword-only contexts score
+    below the first pass's: the answer is the first pass's, as it was, not the retry's."""
+    query = QueryOptions("tomato sauce basil", 4, strategy=Strategy.HYBRID, use_cache=False)
+    first = await pipeline(app, sufficiency_threshold=1.01, max_iterations=1).query(query)
+    clock, vectors = Clock(), DenseHeldOnRetry(app.vectors)
+
+    def after(event: Any) -> None:
+        if isinstance(event, StageMetric) and event.stage == "check_sufficiency":
+            # 2 s left: the retry's legs are given up 1 s into its retrieve (the reserve is 1 s).
+            vectors.retrying, clock.now = True, 98.0
+
+    p = pipeline(app, clock=clock, vectors=vectors, deadline_reserve_ms=1000, sufficiency_threshold=1.01, max_iterations=2)
+    r = await asyncio.wait_for(p.query(dataclasses.replace(query, deadline=100.0), events=after), 60)
+    enriched = [s.count for s in r.metrics.stages if s.stage == "enrich"]
+    assert r.metrics.iterations == 2 and vectors.cancelled and "deadline:dense_skipped" in r.metrics.degraded
+    assert len(enriched) == 2 and enriched[1] < enriched[0] == len(first.contexts)
+    assert [c.parent.parent_chunk_id for c in r.contexts] == [c.parent.parent_chunk_id for c in first.contexts]
+    assert r.metrics.sufficiency_score == pytest.approx(first.metrics.sufficiency_score)
+    assert r.metrics.strategy_used is Strategy.HYBRID
+
+
 class _CalculatePastTheDeadline(Calculate):
     """The calculator, taking the request past its deadline (the test's clock moves there)."""
 
@@ -989,6 +1067,25 @@ async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) ->
             await reranker.close()
     assert r.metrics.rerank_fallback_triggered
     assert sum(len(c.children) for c in r.contexts) == 3
+
+
+@pytest.mark.parametrize(("top_k", "retry_answers"), [(20, True), (3, False)])
+async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k: int, retry_answers: bool) -> None:
+    """The first pass falls back (the cooking chunk scores 0.2, one word in five, under 0.3); the
+    retry, at half the threshold, keeps that chunk alone. The flag is the answering pass's: False
+    when the retry answers (top_k 20: its one context at 0.2 beats three mostly at 0), True when
+    the first pass does (top_k 3: its three contexts fill top_k)."""
+    with json_server(tei_rerank(word_overlap)) as tei:
+        reranker = TeiReranker(tei.url)
+        try:
+            r = await pipeline(app, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=1.01, max_iterations=2).query(
+                QueryOptions("simmer qqq www eee rrr", top_k, strategy=Strategy.SEMANTIC, use_cache=False)
+            )
+        finally:
+            await reranker.close()
+    assert r.metrics.iterations == 2
+    assert len(r.contexts) == (1 if retry_answers else 3) and _docs(r)[0] == "cooking"
+    assert r.metrics.rerank_fallback_triggered is not retry_answers
 
 
 async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:

@@ -235,7 +235,11 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 }
 
 // How the ranked lists of a query are combined: the legs of HYBRID and ADAPTIVE, and for any
-// strategy the lists of its reformulations, sub-queries and long-query windows.
+// strategy the searches of its reformulations and HyDE passage, which are legs of their own,
+// weighed as the query's own search of their kind. Two combinations are RRF whatever is asked:
+// a long query's window searches with its whole-query search (per parent, into one dense leg),
+// and the sub-queries' lists, fused into one and that with the main results (their cosines and
+// BM25 scores share no scale).
 type Fusion int32
 
 const (
@@ -1068,15 +1072,17 @@ type Metrics struct {
 	// mean relevance + 0.3 x document diversity). Below RETRIEVAL_SUFFICIENCY_THRESHOLD (0.6) the
 	// server retries and decomposes.
 	SufficiencyScore float32 `protobuf:"fixed32,5,opt,name=sufficiency_score,json=sufficiencyScore,proto3" json:"sufficiency_score,omitempty"`
-	// True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3), so the best
-	// RETRIEVAL_RERANK_FALLBACK (3) were kept anyway.
+	// True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; halved on each
+	// retry), so the best RETRIEVAL_RERANK_FALLBACK (3) were kept anyway, in the pass whose
+	// contexts are returned.
 	RerankFallbackTriggered bool `protobuf:"varint,6,opt,name=rerank_fallback_triggered,json=rerankFallbackTriggered,proto3" json:"rerank_fallback_triggered,omitempty"`
 	// What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
 	// `keyword:store_error`, `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
 	// `deadline:partial_results`, `response:contexts_capped`).
 	// Empty: nothing was.
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`
-	// True when the question was split into sub-queries that were searched and fused in.
+	// True when the question was split into sub-queries whose hits were fused into the pass
+	// whose contexts are returned (False when they found nothing, or that pass scored lower).
 	DecompositionUsed bool `protobuf:"varint,8,opt,name=decomposition_used,json=decompositionUsed,proto3" json:"decomposition_used,omitempty"`
 	// The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
 	// a failed query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.

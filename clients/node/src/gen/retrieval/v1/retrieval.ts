@@ -242,7 +242,11 @@ export function modeToJSON(object: Mode): string {
 
 /**
  * How the ranked lists of a query are combined: the legs of HYBRID and ADAPTIVE, and for any
- * strategy the lists of its reformulations, sub-queries and long-query windows.
+ * strategy the searches of its reformulations and HyDE passage, which are legs of their own,
+ * weighed as the query's own search of their kind. Two combinations are RRF whatever is asked:
+ * a long query's window searches with its whole-query search (per parent, into one dense leg),
+ * and the sub-queries' lists, fused into one and that with the main results (their cosines and
+ * BM25 scores share no scale).
  */
 export enum Fusion {
   /** FUSION_UNSPECIFIED - Not set: the server's RETRIEVAL_FUSION (`rrf` by default). */
@@ -684,8 +688,9 @@ export interface Metrics {
    */
   sufficiencyScore: number;
   /**
-   * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3), so the best
-   * RETRIEVAL_RERANK_FALLBACK (3) were kept anyway.
+   * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; halved on each
+   * retry), so the best RETRIEVAL_RERANK_FALLBACK (3) were kept anyway, in the pass whose
+   * contexts are returned.
    */
   rerankFallbackTriggered: boolean;
   /**
@@ -695,7 +700,10 @@ export interface Metrics {
    * Empty: nothing was.
    */
   degraded: string[];
-  /** True when the question was split into sub-queries that were searched and fused in. */
+  /**
+   * True when the question was split into sub-queries whose hits were fused into the pass
+   * whose contexts are returned (False when they found nothing, or that pass scored lower).
+   */
   decompositionUsed: boolean;
   /**
    * The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
