@@ -5,8 +5,10 @@ embeddings (scoring_core's CosineMatcher). A query answered by similarity is rem
 own text, pointing at the entry that answered it, for as long as that entry lives: its repeats are
 exact hits, and the workflow embeds a query only on a lookup by text that misses. Without that, a
 paraphrase that a similar entry answers is never stored itself, so every repeat of it paid an
-embedding (on SciFact, a fifth of the queries are answered by an earlier, similar one). Entries
-are partitioned:
+embedding (on SciFact, a fifth of the queries are answered by an earlier, similar one). An answer
+carries the query it was stored for: the workflow serves one found by similarity only to a query
+naming the same identifiers (a cosine does not tell "E1234" from "E1235"; see check_cache).
+Entries are partitioned:
 
 * by configuration (strategy, top_k, filters, mode, ...): a hit always answers the same kind of
   request;
@@ -69,7 +71,7 @@ class CachePolicy:
     ttl_s: float = 3600.0
     similarity: float = 0.95
     max_entries: int = 100_000
-    #: in memory: the text its entries hold, as counted by :func:`answer_chars`
+    #: in memory: the text its entries hold, as counted by :func:`answer_chars`, and their queries
     max_chars: int = 256 * 2**20
 
 
@@ -97,6 +99,9 @@ class CachedAnswer:
     #: the knowledge graph's version when its relations brought contexts in: their documents need
     #: not be among the contexts, so only an unchanged graph keeps the answer current
     graph_version: str | None = None
+    #: the query it was stored for, as sent (the cache sets it): a similarity match is served only
+    #: to a query asking for the same identifiers (see the workflow's check_cache)
+    query: str = ""
 
 
 class SemanticCache(Protocol):
@@ -229,7 +234,8 @@ class MemoryCache:
         now = self._clock()
         scope = partition_code(partition)
         norm = query_key(query)
-        chars = answer_chars(answer.contexts)
+        answer = dataclasses.replace(answer, query=query)
+        chars = answer_chars(answer.contexts) + len(query)
         async with self._lock:
             old = self._exact.get((config, scope, norm))
             if old is not None:

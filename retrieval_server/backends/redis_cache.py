@@ -53,7 +53,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.asyncio.retry import Retry
 
-from retrieval_server.backends.cache import CachedAnswer, CachePolicy, normalize_query, partition_code, query_key
+from retrieval_server.backends.cache import CachedAnswer, CachePolicy, partition_code, query_key
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from scoring_core import CosineMatcher
@@ -179,7 +179,7 @@ class RedisCache:
         try:
             entry = json.loads(raw)
             contexts = tuple(_context_from_json(c) for c in entry["contexts"])
-            return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity, entry.get("graph_version"))
+            return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity, entry.get("graph_version"), entry["query"])
         except _UNREADABLE as exc:
             log.warning("an unreadable cache entry is removed: %s", exc, extra={"entry": entry_id})
             pipe = self._redis.pipeline(transaction=True)
@@ -362,7 +362,7 @@ class RedisCache:
         ttl_ms = max(1, int(self._ttl * 1000))  # as the memory cache and the sorted set's scores keep it, not whole seconds
         docs = sorted({c.document.document_id for c in answer.contexts})
         entry = {
-            "config": config, "scope": scope, "query": normalize_query(query), "strategy": answer.strategy.value,
+            "config": config, "scope": scope, "query": query, "strategy": answer.strategy.value,
             "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts], "graph_version": answer.graph_version,
         }
         blob = self._matchable(vector)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from retrieval_server.backends.reranker import ScoringRate
-from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable
+from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, normalize_query
 from retrieval_server.domain import (
     AccessFilter,
     ChildEvidence,
@@ -31,7 +31,7 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, leg_cutoff, parent_leg, query_windows, rank_fusion
-from retrieval_server.workflow.adaptive import leg_weights, query_features, word_count
+from retrieval_server.workflow.adaptive import identifier_words, leg_weights, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
@@ -107,16 +107,19 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     try:
         # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
         answer = await _cache_call(cache_until, deps.cache.lookup(o.query, None, config, partition))
-        if answer is None and not _vector_holds_all_of(state, deps):
-            # Matched by a vector of its first tokens, a long question would be served the answer
-            # to another that opens the same way: it matches exactly only, and retrieve embeds it.
-            return {}
+        if answer is None and not _matched_by_vector(state, deps):
+            return {}  # retrieve embeds it, if its legs need a vector
         if answer is None:
             try:
                 vector = (await deps.embedder.embed([o.query]))[0]
             except Exception:
                 log.warning("query embedding failed in check_cache", exc_info=True)
             answer = await _cache_call(cache_until, deps.cache.lookup(o.query, vector, config, partition)) if vector is not None else None
+        if answer is not None and not _answers(answer, o):
+            # A miss, without looking further: the best match asks for other identifiers. (Found by
+            # the text, it is the cache's note of an earlier such match, which a lookup by the vector
+            # would find first again.)
+            answer = None
         current = answer is not None and await _cache_call(cache_until, _still_current(answer, state, deps))
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)
@@ -130,6 +133,24 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     state.metrics.cache_hit = True
     state.metrics.strategy_used = answer.strategy
     return {**_own_vector(o.query, vector), "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+
+
+def _matched_by_vector(state: QueryState, deps: WorkflowDeps) -> bool:
+    """Whether the cache may answer the request with the answer to a similar query. Not KEYWORD's:
+    it is what callers send for exact names and codes, which a cosine of 0.97 ("error code E1234",
+    "error code E1235") does not tell apart. Nor a query longer than the model reads: matched by a
+    vector of its first tokens, it would be served the answer to another that opens the same way."""
+    return state.options.strategy is not Strategy.KEYWORD and _vector_holds_all_of(state, deps)
+
+
+def _answers(answer: CachedAnswer, options: QueryOptions) -> bool:
+    """Whether a cached answer answers this query: stored for the same normalized text, or, found by
+    similarity, for one naming the same identifiers (:func:`identifier_words`). The strategy is
+    checked too: a KEYWORD query's text may find a server's note of a similarity match made before
+    KEYWORD matched exactly only."""
+    if normalize_query(answer.query) == normalize_query(options.query):
+        return True
+    return options.strategy is not Strategy.KEYWORD and identifier_words(answer.query) == identifier_words(options.query)
 
 
 def _vector_holds_all_of(state: QueryState, deps: WorkflowDeps) -> bool:
@@ -833,9 +854,9 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {}
     # Keyed by the caller's query, by its text and its own vector: the query_vector retrieve used
     # is the rewritten query's when analysis rewrote it, which a later caller's query is never
-    # compared with. Without a vector of its own (an embedding failed), or with one of its first
-    # tokens only (check_cache), the entry matches exactly only.
-    vector = state.own_query_vector() if _vector_holds_all_of(state, deps) else None
+    # compared with. Without a vector of its own (an embedding failed), with one of its first
+    # tokens only, or for KEYWORD (see _matched_by_vector), the entry matches exactly only.
+    vector = state.own_query_vector() if _matched_by_vector(state, deps) else None
     try:
         await deps.cache.store(
             state.options.query, vector, cache_config(state.options), access.partition,

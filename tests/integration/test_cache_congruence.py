@@ -126,7 +126,7 @@ async def test_memory_aliases_are_bounded_and_expire_with_their_entry(executor: 
 async def test_memory_holds_at_most_its_characters_the_oldest_dropped_first(executor: BlockingExecutor) -> None:
     """Counted by entries alone, 100,000 top-100 answers over documents at their metadata limits
     could hold more memory than the machine has."""
-    one = answer_chars(_answer(_ctx("d0")).contexts)
+    one = answer_chars(_answer(_ctx("d0")).contexts) + len("q0")  # the query it answers is kept with it
     c = MemoryCache(DIM, executor, CachePolicy(ttl_s=60.0, max_chars=3 * one))
     for i in range(5):
         await c.store(f"q{i}", _vec(1, i), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))

@@ -604,8 +604,10 @@ type QueryRequest struct {
 	Mode Mode `protobuf:"varint,4,opt,name=mode,proto3,enum=retrieval.v1.Mode" json:"mode,omitempty"`
 	// Whether the semantic cache may answer and store this call. Unset: true. The cache matches
 	// the normalized query exactly, then by cosine similarity >= RETRIEVAL_CACHE_SIMILARITY (0.95)
-	// among calls with the same options and the same readable documents; entries live
-	// RETRIEVAL_CACHE_TTL_S (3,600 s) and are dropped when a document they cite changes.
+	// among calls with the same options and the same readable documents, and only when both
+	// queries name the same identifiers (codes, words with a digit, ALL-CAPS acronyms); a
+	// STRATEGY_KEYWORD call is matched exactly only. Entries live RETRIEVAL_CACHE_TTL_S (3,600 s)
+	// and are dropped when a document they cite changes.
 	UseCache *bool `protobuf:"varint,5,opt,name=use_cache,json=useCache,proto3,oneof" json:"use_cache,omitempty"`
 	// Restrictions on the searched documents. Unset: none.
 	Filters *QueryFilters `protobuf:"bytes,6,opt,name=filters,proto3" json:"filters,omitempty"`

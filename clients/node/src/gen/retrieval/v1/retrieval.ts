@@ -546,8 +546,10 @@ export interface QueryRequest {
   /**
    * Whether the semantic cache may answer and store this call. Unset: true. The cache matches
    * the normalized query exactly, then by cosine similarity >= RETRIEVAL_CACHE_SIMILARITY (0.95)
-   * among calls with the same options and the same readable documents; entries live
-   * RETRIEVAL_CACHE_TTL_S (3,600 s) and are dropped when a document they cite changes.
+   * among calls with the same options and the same readable documents, and only when both
+   * queries name the same identifiers (codes, words with a digit, ALL-CAPS acronyms); a
+   * STRATEGY_KEYWORD call is matched exactly only. Entries live RETRIEVAL_CACHE_TTL_S (3,600 s)
+   * and are dropped when a document they cite changes.
    */
   useCache?:
     | boolean

@@ -1,0 +1,93 @@
+"""A cached answer is never served to a query that asks for another code, number or acronym.
+
+MiniLM gives 0.98 between "invoice INV-20231 status" and "invoice INV-20232 status", over the
+cache's 0.95: the second was served the first's answer, under every strategy, KEYWORD included
+(which the server recommends for exact names and codes). Run against both caches (in-process and a
+real redis-server), through the Application.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from retrieval_server.app import Application
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource, QueryOptions, QueryResult, Strategy
+from retrieval_server.workflow.adaptive import identifier_words
+from tests.support.redis_server import redis_server
+
+HEALTHY_REDIS_S = 5.0
+INVOICES = [
+    DocumentSource(filename="a.txt", content=b"Invoice INV-20231 was paid in full on 3 March by bank transfer.", document_id="inv-20231"),
+    DocumentSource(filename="b.txt", content=b"Invoice INV-20232 is overdue; a reminder was sent on 9 April.", document_id="inv-20232"),
+]
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest_asyncio.fixture(params=["memory", "redis"])
+async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Application]:
+    extra: dict[str, Any] = {}
+    if request.param == "redis":
+        extra = {"cache_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
+                 "redis_key_prefix": f"t{os.urandom(4).hex()}", "cache_timeout_s": HEALTHY_REDIS_S}
+    application = Application(load_settings(data_dir=tmp_path, **extra))
+    await application.open()
+    assert not (await application.ingest(INVOICES)).errors
+    yield application
+    await application.close()
+
+
+async def _ask(app: Application, text: str, strategy: Strategy, use_cache: bool = True) -> QueryResult:
+    return await app.pipeline.query(QueryOptions(text, 2, strategy=strategy, use_cache=use_cache))
+
+
+def _ids(result: QueryResult) -> list[str]:
+    return [c.document.document_id for c in result.contexts]
+
+
+@pytest.mark.parametrize("strategy", [Strategy.KEYWORD, Strategy.SEMANTIC, Strategy.HYBRID, Strategy.ADAPTIVE])
+async def test_a_query_for_another_code_is_not_served_its_neighbours_answer(app: Application, strategy: Strategy) -> None:
+    first = await _ask(app, "invoice INV-20232 status", strategy)
+    assert not first.cached and first.contexts
+    other = await _ask(app, "invoice INV-20231 status", strategy)
+    assert not other.cached, "served the answer cached for INV-20232"
+    assert _ids(other) == _ids(await _ask(app, "invoice INV-20231 status", strategy, use_cache=False))
+    # Its own answer is stored in place of the note of the refused match: a repeat is served it.
+    again = await _ask(app, "invoice INV-20231 status", strategy)
+    assert again.cached and _ids(again) == _ids(other)
+    assert _ids(await _ask(app, "  Invoice INV-20232   STATUS ", strategy)) == _ids(first)
+
+
+@pytest.mark.parametrize("strategy", [Strategy.SEMANTIC, Strategy.HYBRID])
+async def test_a_paraphrase_naming_the_same_identifiers_is_served_from_the_cache(app: Application, strategy: Strategy) -> None:
+    first = await _ask(app, "was the invoice paid by bank transfer", strategy)
+    assert not first.cached and first.contexts
+    paraphrase = await _ask(app, "was the invoice paid via bank transfer", strategy)
+    assert paraphrase.cached and _ids(paraphrase) == _ids(first)
+    await _ask(app, "was invoice INV-20231 paid by bank transfer", strategy)
+    assert (await _ask(app, "was invoice inv-20231 paid via bank transfer", strategy)).cached
+
+
+async def test_keyword_is_served_by_the_exact_text_only(app: Application) -> None:
+    first = await _ask(app, "was the invoice paid by bank transfer", Strategy.KEYWORD)
+    assert not first.cached and first.contexts
+    assert not (await _ask(app, "was the invoice paid via bank transfer", Strategy.KEYWORD)).cached
+    assert (await _ask(app, "Was the invoice  paid by bank transfer", Strategy.KEYWORD)).cached
+
+
+def test_identifier_words_are_codes_numbers_and_acronyms_in_lower_case() -> None:
+    assert identifier_words("Invoice INV-20231 status, error E1234 in python 3.11.") == {"inv-20231", "e1234", "3.11"}
+    assert identifier_words("is TLS on for parse_config") == {"tls", "parse_config"}
+    assert identifier_words("CVE-2021-44228 mitigation") != identifier_words("CVE-2021-45046 mitigation")
+    assert identifier_words("was the invoice paid by bank transfer") == frozenset()
