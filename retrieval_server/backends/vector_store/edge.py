@@ -28,6 +28,7 @@ from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
     INTEGER_INDEXED_FIELDS,
+    NEW_INDEX,
     PARENT,
     SPARSE,
     SPARSE_TITLED,
@@ -37,7 +38,7 @@ from retrieval_server.backends.vector_store import (
     TermCounter,
     TermCounts,
     access_clauses,
-    check_size,
+    check_schema,
     hit_from_payload,
     hits_in_order,
     legacy_index_message,
@@ -77,9 +78,9 @@ def _features(saved: dict[str, Any]) -> IndexFeatures:
     return IndexFeatures.of(list(saved.get("vectors") or {}), list(saved.get("sparse_vectors") or {}))
 
 
-def _size(saved: dict[str, Any]) -> int | None:
-    size = ((saved.get("vectors") or {}).get(DENSE) or {}).get("size")
-    return size if isinstance(size, int) else None
+def _check_schema(where: str, saved: dict[str, Any], dim: int) -> None:
+    dense = {n: (v.get("size"), v.get("distance")) for n, v in (saved.get("vectors") or {}).items()}
+    check_schema(where, dense, {n: v.get("modifier") for n, v in (saved.get("sparse_vectors") or {}).items()}, dim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +192,9 @@ class EdgeVectorStore:
         try:
             if config_file.exists():
                 # The engine refuses a config whose vectors differ from the stored ones: open an
-                # older index with the vectors it has, and say so when their size is not the model's.
+                # older index with the vectors it has, and say so when they are not the service's.
                 saved = _saved_config(path)
-                check_size(f"the vector folder {self._path}", _size(saved), self._dim)
+                _check_schema(f"the vector folder {self._path}", saved, self._dim)
                 self.features = _features(saved)
                 if lacking := self.features.lacking(self._wanted):
                     log.warning("%s: %s", self._path, legacy_index_message(lacking))
@@ -206,6 +207,10 @@ class EdgeVectorStore:
                     f"vector folder {self._path} is open in another process "
                     "(qdrant-edge allows one process per folder)"
                 ) from exc
+            if "incompatible" in str(exc):
+                # Segments that differ from the saved config the check above read (it was edited or lost).
+                raise Unavailable(f"the vector folder {self._path} does not hold the vectors the service creates ({exc}): "
+                                  f"use {NEW_INDEX}") from exc
             raise
         self._index_fields_if_due(shard)
         return shard
