@@ -286,6 +286,39 @@ async def test_titled_keyword_vector_is_searched_on_request(vector_store: Vector
     assert [h.chunk_id for h in await vector_store.search_sparse(title_only, 5, ANON, titled=True)] == ["pub#p0c0"]
 
 
+@pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
+async def test_keyword_scores_after_re_ingests_are_a_fresh_stores(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """A re-ingest writes the new version and deletes the old: in qdrant-edge the deleted points
+    counted in BM25's IDF until a vacuum, which its defaults never ran in a small index, so ten
+    edits of one document swapped a ranking (and a restart swapped it back)."""
+    x, y, filler = 100, 200, 300
+    v = _unit(np.ones(DIM))
+    # x in two documents, y in three: x is the rarer term, until C's deleted versions count.
+    docs = [_point(Document("A"), 0, v, terms=(x, filler)), _point(Document("B"), 0, v, terms=(y, filler)),
+            _point(Document("C"), 0, v, terms=(x, filler))]
+    docs += [_point(Document(f"n{i}"), 0, v, terms=(y if i < 2 else filler,)) for i in range(20)]
+    query = SparseVector((x, y), (1.0, 1.0))
+
+    async def scores(store: VectorStore) -> list[tuple[str, float]]:
+        return sorted((h.document_id, round(h.score, 4)) for h in await store.search_sparse(query, 5, ROOT))
+
+    fresh = make_vector_store(kind, tmp_path / "fresh", executor)
+    edited = make_vector_store(kind, tmp_path / "edited", executor)
+    await fresh.open()
+    await edited.open()
+    try:
+        await fresh.upsert(docs)
+        await edited.upsert(docs)
+        for k in range(2, 12):
+            await edited.upsert([_point(Document("C"), 0, v, version=f"v{k}", terms=(x, filler))])
+            await edited.delete_document("C", keep_version=f"v{k}")
+        await edited.optimize()
+        assert await scores(edited) == await scores(fresh)
+    finally:
+        await fresh.close()
+        await edited.close()
+
+
 async def test_term_counts_are_document_frequencies(vector_store: VectorStore) -> None:
     await _fill(vector_store)  # terms (7, i) per document
     await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, _unit(np.ones(DIM)))])
