@@ -580,6 +580,9 @@ class Application:
         self._writable()
         async with self._writing():
             deleted, missing = await self.indexer.delete(document_ids)
+            if deleted:
+                # The embedded engine vacuums deleted points only in optimize(): until then they count in BM25's IDF.
+                self.schedule_optimize()
             await self._invalidate(deleted)
         return deleted, missing
 

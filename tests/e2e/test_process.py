@@ -54,6 +54,31 @@ def test_second_process_on_the_same_folder_is_refused(tmp_path: Path) -> None:
         server.wait(timeout=60)
 
 
+@pytest.mark.parametrize("backend", ["edge", "qdrant-local"])
+def test_an_index_of_other_vectors_is_a_clear_startup_error(tmp_path: Path, backend: str) -> None:
+    """A Dot-distance index (made by something else) is refused with one line naming it, not served."""
+    import qdrant_edge as qe
+    from qdrant_client import QdrantClient, models
+
+    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_PORT=str(free_port()), RETRIEVAL_HOST="127.0.0.1")
+    if backend == "edge":
+        (tmp_path / "data" / "vectors").mkdir(parents=True)
+        qe.EdgeShard.create(str(tmp_path / "data" / "vectors"), qe.EdgeConfig(
+            vectors={"dense": qe.EdgeVectorParams(size=384, distance=qe.Distance.Dot)},
+            sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)})).close()
+    else:
+        env["RETRIEVAL_QDRANT_PATH"] = str(tmp_path / "qdrant")
+        client = QdrantClient(path=str(tmp_path / "qdrant"))
+        client.create_collection("retrieval_chunks", vectors_config={"dense": models.VectorParams(size=384, distance=models.Distance.DOT)},
+                                 sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)})
+        client.close()
+    proc = subprocess.run([*CLI, "serve"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "compares 'dense' vectors by Dot distance" in errors[0] and "a new RETRIEVAL_DATA_DIR" in errors[0]
+
+
 def drain(proc: subprocess.Popen[str], msg: str = "document stored", count: int = 1) -> tuple[list[str], threading.Event, threading.Thread]:
     """Read the process's stderr to the end in a thread (a full pipe would block its logging);
     the event is set once ``count`` lines have logged ``msg``, or at the end of the stream. The

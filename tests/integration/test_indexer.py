@@ -163,6 +163,34 @@ async def test_delete_removes_vectors_and_rows(app: Application) -> None:
     assert await app.metadata.get_document("b") is not None
 
 
+async def test_a_delete_takes_its_documents_out_of_the_keyword_scores(app: Application, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The embedded engine vacuums deleted points only in optimize(), and until then they count in
+    BM25's IDF: a delete schedules it as an ingest does, so the scores become a fresh index's."""
+    kept = [_txt("harbour", "The harbour keeps a gauge."), _txt("island", "The island has a ferry."),
+            *(_txt(f"l{i}", f"Lighthouse number {i} stands on the rocks.") for i in range(10))]
+    gone = [_txt(f"g{i}", f"The gauge museum number {i}.") for i in range(6)]
+    root = Identity("root", Role.SUPER_ADMIN)
+
+    async def scores(application: Application) -> list[tuple[str, float]]:
+        answer = await application.pipeline.query(QueryOptions("gauge ferry", 5, strategy=Strategy.KEYWORD, use_cache=False,
+                                                                rerank=False, identity=root))
+        return [(c.document.document_id, round(c.score, 4)) for c in answer.contexts]
+
+    await app.ingest([*kept, *gone])
+    await app.wait_for_optimize()
+    assert (await app.delete([f"g{i}" for i in range(6)]))[0] == [f"g{i}" for i in range(6)]
+    await app.wait_for_optimize()
+    fresh = Application(app.settings.model_copy(update={"data_dir": tmp_path_factory.mktemp("fresh")}))
+    await fresh.open()
+    try:
+        await fresh.ingest(kept)
+        await fresh.wait_for_optimize()
+        assert sorted(d for d, _ in await scores(fresh)) == ["harbour", "island"]
+        assert await scores(app) == await scores(fresh)
+    finally:
+        await fresh.close()
+
+
 async def test_the_search_policy_counts_the_children_after_each_ingest_and_delete(app: Application) -> None:
     """Writes leave the count alone; the indexer counts once its writes are done."""
     policy = app.vectors.policy  # type: ignore[attr-defined]

@@ -185,7 +185,7 @@ async def test_an_index_of_another_size_is_refused_naming_both_sizes(tmp_path: P
     await app.close()
     for _ in range(2):  # the first start learns the size, the second knows it
         app = Application(_settings(tmp_path, model_dir).model_copy(update=where))
-        with pytest.raises(Unavailable, match="holds vectors of 384 dimensions, but the embedding model makes 32"):
+        with pytest.raises(Unavailable, match="holds 'dense' vectors of 384 dimensions, but the embedding model makes 32"):
             await app.open()
 
 

@@ -29,6 +29,7 @@ from retrieval_server.domain import (
     PointFilter,
     Role,
     SparseVector,
+    Unavailable,
     VectorPoint,
 )
 from tests.integration.conftest import DIM, make_vector_store
@@ -285,6 +286,39 @@ async def test_titled_keyword_vector_is_searched_on_request(vector_store: Vector
     assert [h.chunk_id for h in await vector_store.search_sparse(title_only, 5, ANON, titled=True)] == ["pub#p0c0"]
 
 
+@pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
+async def test_keyword_scores_after_re_ingests_are_a_fresh_stores(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """A re-ingest writes the new version and deletes the old: in qdrant-edge the deleted points
+    counted in BM25's IDF until a vacuum, which its defaults never ran in a small index, so ten
+    edits of one document swapped a ranking (and a restart swapped it back)."""
+    x, y, filler = 100, 200, 300
+    v = _unit(np.ones(DIM))
+    # x in two documents, y in three: x is the rarer term, until C's deleted versions count.
+    docs = [_point(Document("A"), 0, v, terms=(x, filler)), _point(Document("B"), 0, v, terms=(y, filler)),
+            _point(Document("C"), 0, v, terms=(x, filler))]
+    docs += [_point(Document(f"n{i}"), 0, v, terms=(y if i < 2 else filler,)) for i in range(20)]
+    query = SparseVector((x, y), (1.0, 1.0))
+
+    async def scores(store: VectorStore) -> list[tuple[str, float]]:
+        return sorted((h.document_id, round(h.score, 4)) for h in await store.search_sparse(query, 5, ROOT))
+
+    fresh = make_vector_store(kind, tmp_path / "fresh", executor)
+    edited = make_vector_store(kind, tmp_path / "edited", executor)
+    await fresh.open()
+    await edited.open()
+    try:
+        await fresh.upsert(docs)
+        await edited.upsert(docs)
+        for k in range(2, 12):
+            await edited.upsert([_point(Document("C"), 0, v, version=f"v{k}", terms=(x, filler))])
+            await edited.delete_document("C", keep_version=f"v{k}")
+        await edited.optimize()
+        assert await scores(edited) == await scores(fresh)
+    finally:
+        await fresh.close()
+        await edited.close()
+
+
 async def test_term_counts_are_document_frequencies(vector_store: VectorStore) -> None:
     await _fill(vector_store)  # terms (7, i) per document
     await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, _unit(np.ones(DIM)))])
@@ -387,6 +421,83 @@ async def test_an_index_from_before_parent_vectors_keeps_working(kind: str, tmp_
         assert await store.count() == 1
     finally:
         await store.close()
+
+
+async def _existing_index(kind: str, path: Path, dense: dict[str, tuple[int, str]], sparse: dict[str, bool],
+                          unnamed: tuple[int, str] | None = None) -> None:
+    """An index made by the engine itself, not by the service: ``dense`` maps names to size and
+    distance, ``sparse`` names to whether they have the IDF modifier."""
+    if kind == "edge":
+        config = qe.EdgeConfig(vectors={n: qe.EdgeVectorParams(size=size, distance=getattr(qe.Distance, d)) for n, (size, d) in dense.items()},
+                               sparse_vectors={n: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf if idf else None) for n, idf in sparse.items()})
+        (path / "edge").mkdir()
+        qe.EdgeShard.create(str(path / "edge"), config).close()
+        return
+    client = AsyncQdrantClient(path=str(path / "qdrant-local"))
+    vectors = {n: models.VectorParams(size=size, distance=models.Distance(d)) for n, (size, d) in dense.items()}
+    await client.create_collection(
+        "chunks", vectors_config=models.VectorParams(size=unnamed[0], distance=models.Distance(unnamed[1])) if unnamed else vectors,
+        sparse_vectors_config={n: models.SparseVectorParams(modifier=models.Modifier.IDF if idf else None) for n, idf in sparse.items()})
+    await client.close()
+
+
+COSINE = (DIM, "Cosine")
+MISMATCHES = {
+    "dot distance": ({DENSE: (DIM, "Dot")}, {SPARSE: True}, r"compares 'dense' vectors by Dot distance, but .* \(Cosine distance\)"),
+    "euclid distance": ({DENSE: (DIM, "Euclid")}, {SPARSE: True}, r"compares 'dense' vectors by Euclid distance"),
+    "no dense vector": ({"embedding": COSINE}, {SPARSE: True}, r"holds no 'dense' vector \(dense vectors: 'embedding'\)"),
+    "bm25 without IDF": ({DENSE: COSINE}, {SPARSE: False}, r"holds 'bm25' keyword vectors with modifier none, but BM25 needs the IDF"),
+    "no bm25": ({DENSE: COSINE}, {}, r"holds no 'bm25' keyword vector"),
+    "parent by dot": ({DENSE: COSINE, "parent": (DIM, "Dot")}, {SPARSE: True}, r"compares 'parent' vectors by Dot distance"),
+    "parent of another size": ({DENSE: COSINE, "parent": (DIM + 4, "Cosine")}, {SPARSE: True},
+                               rf"holds 'parent' vectors of {DIM + 4} dimensions, but the embedding model makes {DIM}"),
+    "titled without IDF": ({DENSE: COSINE}, {SPARSE: True, "bm25_titled": False}, r"holds 'bm25_titled' keyword vectors with modifier none"),
+}
+
+
+@pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
+@pytest.mark.parametrize("case", MISMATCHES)
+async def test_an_index_of_other_vectors_is_refused_naming_what_it_holds(case: str, kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Opened, a Dot or Euclid index served scores that fusion and the sufficiency check took for
+    cosines, one without IDF weighed every term alike, one without ``dense`` failed every call."""
+    dense, sparse, message = MISMATCHES[case]
+    await _existing_index(kind, tmp_path, dense, sparse)
+    store = make_vector_store(kind, tmp_path, executor)
+    try:
+        with pytest.raises(Unavailable, match=message) as refused:
+            await store.open()
+        where = f"vector folder {tmp_path / 'edge'}" if kind == "edge" else "collection chunks"
+        assert where in str(refused.value) and "a new RETRIEVAL_DATA_DIR" in str(refused.value)
+    finally:
+        await store.close()
+
+
+async def test_a_collection_of_one_unnamed_vector_is_refused(tmp_path: Path, executor: BlockingExecutor) -> None:
+    await _existing_index("qdrant-local", tmp_path, {}, {}, unnamed=(DIM + 4, "Cosine"))
+    store = make_vector_store("qdrant-local", tmp_path, executor)
+    try:
+        with pytest.raises(Unavailable, match=r"holds no 'dense' vector \(dense vectors: one unnamed vector\)"):
+            await store.open()
+    finally:
+        await store.close()
+
+
+async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailable(tmp_path: Path, executor: BlockingExecutor) -> None:
+    """The engine compares its config with the segments themselves; a saved config edited (or
+    written by another version) to claim Cosine does not get a Dot index served."""
+    await _existing_index("edge", tmp_path, {DENSE: (DIM, "Dot")}, {SPARSE: True})
+    saved = tmp_path / "edge" / "edge_config.json"
+    saved.write_text(saved.read_text().replace('"Dot"', '"Cosine"'))
+    store = make_vector_store("edge", tmp_path, executor)
+    try:
+        with pytest.raises(Unavailable, match=r"does not hold the vectors the service creates .*expected distance Cosine, but got Dot"):
+            await store.open()
+    finally:
+        await store.close()
+    # The folder is let go: a new index in its place opens.
+    (tmp_path / "edge").rename(tmp_path / "refused")
+    await store.open()
+    await store.close()
 
 
 async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ the stored shape is the same whichever engine holds it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,11 +56,40 @@ class IndexFeatures:
                                               ("the title field", self.title_field, wanted.title_field)) if want and not have]
 
 
-def check_size(where: str, stored: int | None, dim: int) -> None:
+#: what an index the service cannot serve needs instead
+NEW_INDEX = "a new RETRIEVAL_DATA_DIR (or RETRIEVAL_QDRANT_COLLECTION) for the service to create its index in"
+
+
+def check_size(where: str, name: str, stored: int | None, dim: int) -> None:
     """An index's vectors have one size: a model of another cannot search or extend it."""
     if stored is not None and stored != dim:
-        raise Unavailable(f"{where} holds vectors of {stored} dimensions, but the embedding model makes {dim}: use the model it "
-                          "was built with (RETRIEVAL_MODEL_DIR, RETRIEVAL_MODEL) or a new RETRIEVAL_DATA_DIR (or collection)")
+        raise Unavailable(f"{where} holds {name!r} vectors of {stored} dimensions, but the embedding model makes {dim}: use the "
+                          f"model it was built with (RETRIEVAL_MODEL_DIR, RETRIEVAL_MODEL) or {NEW_INDEX}")
+
+
+def check_schema(where: str, dense: Mapping[str, tuple[int | None, str | None]], sparse: Mapping[str, str | None], dim: int) -> None:
+    """An existing index's vectors as its engine reports them (``dense``: name to size and distance;
+    ``sparse``: name to modifier) must be the ones this service creates: a dense score is taken
+    for a cosine (``max_cosine`` fusion, the sufficiency check), BM25 without the engine's IDF
+    weighs every term alike, and every write and search names its vector (an index without
+    ``dense`` opened, then failed each call)."""
+    if DENSE not in dense:
+        held = ", ".join(repr(n) if n else "one unnamed vector" for n in dense) or "none"
+        raise Unavailable(f"{where} holds no {DENSE!r} vector (dense vectors: {held}), but the service writes and searches "
+                          f"{DENSE!r}: use {NEW_INDEX}")
+    for name in (DENSE, PARENT):
+        if name in dense:
+            size, distance = dense[name]
+            if (distance or "").lower() != "cosine":
+                raise Unavailable(f"{where} compares {name!r} vectors by {distance} distance, but the service reads their "
+                                  f"scores as cosines (Cosine distance): use {NEW_INDEX}")
+            check_size(where, name, size, dim)
+    if SPARSE not in sparse:
+        raise Unavailable(f"{where} holds no {SPARSE!r} keyword vector, but the service writes and searches {SPARSE!r}: use {NEW_INDEX}")
+    for name in (SPARSE, SPARSE_TITLED):
+        if name in sparse and (sparse[name] or "").lower() != "idf":
+            raise Unavailable(f"{where} holds {name!r} keyword vectors with modifier {sparse[name] or 'none'}, but BM25 needs the "
+                              f"IDF modifier: use {NEW_INDEX}")
 
 
 def legacy_index_message(lacking: Sequence[str]) -> str:

@@ -26,7 +26,7 @@ from retrieval_server.backends.vector_store import (
     TermCounter,
     TermCounts,
     access_clauses,
-    check_size,
+    check_schema,
     hit_from_payload,
     hits_in_order,
     legacy_index_message,
@@ -111,9 +111,12 @@ class QdrantVectorStore:
         else:
             info = await self._client.get_collection(self._collection)
             params = info.config.params
-            vectors = params.vectors if isinstance(params.vectors, dict) else {}
-            check_size(f"the collection {self._collection}", vectors[DENSE].size if DENSE in vectors else None, self._dim)
-            self.features = IndexFeatures.of(list(vectors), list(params.sparse_vectors or {}))
+            # One unnamed vector is reported bare, under the name "" here.
+            vectors = params.vectors if isinstance(params.vectors, dict) else {"": params.vectors} if params.vectors else {}
+            sparse = params.sparse_vectors or {}
+            check_schema(f"the collection {self._collection}", {n: (v.size, v.distance.value) for n, v in vectors.items()},
+                         {n: v.modifier.value if v.modifier else None for n, v in sparse.items()}, self._dim)
+            self.features = IndexFeatures.of(list(vectors), list(sparse))
             if lacking := self.features.lacking(self._wanted):
                 log.warning("collection %s: %s", self._collection, legacy_index_message(lacking))
             indexed = set(info.payload_schema or {})
