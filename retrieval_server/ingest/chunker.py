@@ -44,6 +44,14 @@ def split_sentences(text: str) -> list[str]:
     return [text[s:e].strip() for s, e in _sentence_bounds(text)]
 
 
+#: The chunker's revision, part of every document's fingerprint: bump it with every change to the
+#: chunks it makes (their ids, texts or token counts). Without it a document re-ingested after such
+#: a change counted as unchanged, or was written over its own version, and the points of chunks the
+#: new chunking no longer makes stayed, cited as evidence. 1: first counted (every document stored
+#: before it is written once more on its next ingest).
+CHUNKER_REVISION = 1
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkSizes:
     parent_tokens: int = 384
