@@ -44,6 +44,15 @@ def split_sentences(text: str) -> list[str]:
     return [text[s:e].strip() for s, e in _sentence_bounds(text)]
 
 
+#: The chunker's revision, part of every document's fingerprint: bump it with every change to the
+#: chunks it makes (their ids, texts or token counts). Without it a document re-ingested after such
+#: a change counted as unchanged, or was written over its own version, and the points of chunks the
+#: new chunking no longer makes stayed, cited as evidence. 1: first counted (every document stored
+#: before it is written once more on its next ingest). 2: no space added between two sentences
+#: the source has none between (CJK), so that a child's text is its parent's.
+CHUNKER_REVISION = 2
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkSizes:
     parent_tokens: int = 384
@@ -132,6 +141,26 @@ def _cut(start: int, end: int, token_starts: list[int], limit: int) -> list[_Spa
     if weight:
         pieces.append(_Span(piece, end, weight))
     return pieces
+
+
+def _joined(text: str, spans: list[_Span]) -> str:
+    """The text of ``spans`` (consecutive), each stripped, with one space where the source has white
+    space between two and none where it has none. Joined with a space always, a child of Chinese
+    text read '岩石。 第1段' where its parent (a slice of the source) read '岩石。第1段'. Not a slice
+    itself: children have always had one space where the source has a line break or several (a
+    title and its text, a blank line apart), and a slice would change nearly every stored child."""
+    out: list[str] = []
+    end = -1
+    for s in spans:
+        piece = text[s.start : s.end]
+        if not (stripped := piece.strip()):
+            continue
+        start = s.start + len(piece) - len(piece.lstrip())
+        if out and start > end:
+            out.append(" ")
+        out.append(stripped)
+        end = start + len(stripped)
+    return "".join(out)
 
 
 class Chunker:
@@ -224,7 +253,7 @@ class Chunker:
                     )
                 )
                 for window in self._windows(group, self.sizes.child_tokens, self.sizes.child_overlap_tokens):
-                    child_text = " ".join(t for s in window if (t := text[s.start : s.end].strip()))
+                    child_text = _joined(text, window)
                     if not has_visible_text(child_text):
                         continue
                     c_index = len(children)

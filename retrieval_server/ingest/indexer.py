@@ -9,7 +9,8 @@ document's knowledge graph need no dense vector, so they are made while the batc
 Re-ingesting replaces a document without a window where it is missing: the new version's points
 are written first, beside the committed version's (a point's id is per chunk and version, so they
 never overwrite them), then its rows in one transaction, then whatever points belong to other
-versions are deleted. An unchanged document (same content hash) is skipped.
+versions, or to chunks the version no longer has, are deleted. An unchanged document (same content
+hash, and exactly its chunks' points stored) is skipped.
 
 Crash consistency: before its vectors change, a document gets a pending-write intent in the
 metadata store (committed first; a delete records it in the same transaction as removing the
@@ -67,7 +68,7 @@ from retrieval_server.domain import (
 from retrieval_server.identifiers import (
     MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, composed, composed_metadata, trim,
 )
-from retrieval_server.ingest.chunker import Chunker
+from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.ingest.loaders import MAX_ROW_ERRORS, LoadError, LoadedDocument, load
@@ -222,6 +223,7 @@ class Indexer:
                 "doc": [doc.title, doc.url, doc.source, doc.access.value, doc.owner_id, doc.metadata, doc.readers],
                 "pages": [(p.number, p.text) for p in loaded.pages],
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
+                "chunker": CHUNKER_REVISION,
                 "model": self._embedder.model_id,
                 "graph": [self._graph.name, RULES_REVISION] if self._graph else None,
                 "title_weight": self._title_weight,
@@ -331,20 +333,21 @@ class Indexer:
         is pending: rows that committed before the vectors could follow (old points left, the
         reconciliation failed too) would otherwise stay that way until the next start, however
         often the caller retried; writing it again finishes the job. Nor when its version's points
-        (its children's, and its parents' with parent vectors) are not all there: a power loss
-        before the engine flushed, or a writer whose lock was lost midway, can leave rows whose
-        points are gone with no write pending, and only writing it again brings them back."""
+        (its children's, and its parents' with parent vectors) are not exactly its chunks' number: a
+        power loss before the engine flushed, or a writer whose lock was lost midway, can leave rows
+        whose points are gone with no write pending, and only writing it again brings them back;
+        more points than chunks are another chunking's, which writing it again removes."""
         if p.previous is None or p.previous.content_hash != p.document.content_hash:
             return False
         doc_id, version = p.document.document_id, p.document.version
         if await self._metadata.has_pending_write(doc_id):
             return False
-        if await self._vectors.count(doc_id, version) < len(p.children):
+        if await self._vectors.count(doc_id, version) != len(p.children):
             return False
         # A parent has a point when it has a child (see _write): without it, the parent leg never
         # finds the document.
         with_points = len({c.parent_chunk_id for c in p.children}) if self._vectors.features.parent_vectors else 0
-        return not with_points or await self._vectors.count(doc_id, version, parents=True) >= with_points
+        return not with_points or await self._vectors.count(doc_id, version, parents=True) == with_points
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:
@@ -526,7 +529,9 @@ class Indexer:
             for i in range(0, len(parent_points), self._batch):
                 await self._vectors.upsert_parents(parent_points[i : i + self._batch])
             replaced = await self._metadata.replace_document(p.document, p.parents, graph)
-            await self._vectors.delete_document(doc_id, keep_version=p.document.version)
+            # The chunks too: a version written over itself (a chunker changed with no revision
+            # bumped) keeps only the points of the chunks it has now.
+            await self._vectors.delete_document(doc_id, keep_version=p.document.version, keep_chunks=[c.chunk_id for c in p.children])
             await self._metadata.end_write(doc_id)
         except Exception:
             log.exception("storing %s failed", doc_id)

@@ -5,8 +5,8 @@ document with new text (so every document is replaced) through the CLI (`ingest 
 IngestDocuments RPC of a `serve` process, and kills the process with SIGKILL after a random number
 of documents were stored plus a random jitter, so the kill lands anywhere in a document's write
 sequence. Then the data folder is opened (which runs recovery) and checked: every stored
-document has exactly its committed version's points, no deleted or uncommitted document has a
-point left, no write is pending, and Search finds what is stored. A last, uninterrupted ingest
+document has exactly its committed version's points (children, and a parent point per parent
+row), no deleted or uncommitted document has a point left, no write is pending, and Search finds what is stored. A last, uninterrupted ingest
 must leave every document with the right counts. Deletes are killed the same way, after a random
 number of documents were deleted: every document is then either deleted (no row, no point) or whole.
 """
@@ -89,19 +89,30 @@ async def _check(data: Path, expected_children: dict[str, int]) -> set[str]:
     try:
         assert await app.metadata.pending_writes() == [], "recovery left a pending write"
         stored = set(await app.metadata.list_document_ids())
-        total = 0
+        assert app.vectors.features.parent_vectors
+        total = total_parents = 0
         for i in range(DOCS):
             doc_id = f"doc{i:02d}"
             points = await app.vectors.count(doc_id)
+            parent_points = await app.vectors.count(doc_id, parents=True)
             doc = await app.metadata.get_document(doc_id)
             if doc is None:
                 assert points == 0, f"{doc_id}: {points} orphan points without a document row"
+                assert parent_points == 0, f"{doc_id}: {parent_points} orphan parent points without a document row"
                 continue
             current = await app.vectors.count(doc_id, doc.version)
             assert current == points, f"{doc_id}: {points - current} points of an uncommitted version"
             assert current == expected_children[doc_id], f"{doc_id}: half-written ({current} of {expected_children[doc_id]} points)"
             total += current
+            # Every parent row has a child here, so a parent point each (its children are at most
+            # the document's, as are its parents).
+            rows, _ = await app.metadata.get_parents_and_documents([f"{doc_id}#p{p}" for p in range(expected_children[doc_id])])
+            current_parents = await app.vectors.count(doc_id, doc.version, parents=True)
+            assert current_parents == parent_points, f"{doc_id}: {parent_points - current_parents} parent points of an uncommitted version"
+            assert current_parents == len(rows) > 0, f"{doc_id}: {current_parents} parent points for {len(rows)} parent rows"
+            total_parents += current_parents
         assert await app.vectors.count() == total
+        assert await app.vectors.count(parents=True) == total_parents
         for doc_id in stored:
             i = int(doc_id[3:])
             results = await app.pipeline.search(f"the {WORDS[i]} survey", 1, Identity())

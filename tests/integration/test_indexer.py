@@ -111,6 +111,55 @@ async def test_new_extraction_rules_make_a_stored_document_changed(app: Applicat
     assert (await app.metadata.get_document("ørsted")).content_hash != before.content_hash  # type: ignore[union-attr]
 
 
+async def _points(app: Application, doc_id: str, most_children: int) -> dict[str, str]:
+    """The document's stored child points, chunk id to text (a child's id names its parent, whose
+    index is at most the child's)."""
+    ids = [f"{doc_id}#p{p}c{c}" for c in range(most_children) for p in range(c + 1)]
+    return {h.chunk_id: h.content for h in await app.vectors.get_chunks(ids)}
+
+
+@pytest.mark.parametrize("sizes", [(48, 16, 4), (96, 40, 8)], ids=["more-chunks", "fewer-chunks"])
+async def test_a_document_chunked_anew_under_the_same_version_keeps_only_the_new_chunks(
+    app: Application, monkeypatch: pytest.MonkeyPatch, sizes: tuple[int, int, int]
+) -> None:
+    """A chunker changed without its revision bumped: re-ingesting a document left the points of
+    the chunks the new chunking no longer makes (for good, and cited as evidence), or, with as
+    many chunks or fewer, was skipped as unchanged."""
+    from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
+    from retrieval_server.ingest.chunker import Chunker, ChunkSizes
+
+    first = (await app.ingest([_txt("glaciers", LONG)])).documents[0]
+    version = (await app.metadata.get_document("glaciers")).version  # type: ignore[union-attr]
+    stored = app.indexer._chunker
+    other = Chunker(str(BUNDLED_TOKENIZER), ChunkSizes(*sizes))
+    monkeypatch.setattr(stored, "chunk", other.chunk)  # the chunker's code changed, its sizes and revision did not
+    parents, children = other.chunk("glaciers", [(1, LONG)])
+    more = sizes[1] < stored.sizes.child_tokens
+    assert (len(children) > first.child_chunks) if more else (len(children) < first.child_chunks)
+
+    await app.ingest([_txt("glaciers", LONG)])
+    assert (await app.metadata.get_document("glaciers")).version == version  # type: ignore[union-attr]
+    assert await _points(app, "glaciers", 200) == {c.chunk_id: c.content for c in children}
+    assert await app.vectors.count("glaciers") == len(children)
+    assert await app.vectors.count("glaciers", parents=True) == len(parents)
+    result = await app.pipeline.query(QueryOptions("history of glaciers and ice sheets", 10, use_cache=False))
+    cited = [(k.chunk_id, k.content) for c in result.contexts for k in c.children]
+    assert cited and set(cited) <= {(c.chunk_id, c.content) for c in children}
+
+
+async def test_a_new_chunker_revision_makes_a_stored_document_changed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document the chunker would now cut differently is written again on its next ingest."""
+    from retrieval_server.ingest import indexer
+
+    await app.ingest([_txt("glaciers", LONG)])
+    before = await app.metadata.get_document("glaciers")
+    monkeypatch.setattr(indexer, "CHUNKER_REVISION", indexer.CHUNKER_REVISION + 1)
+    assert (await app.ingest([_txt("glaciers", LONG)])).documents[0].replaced
+    after = await app.metadata.get_document("glaciers")
+    assert before is not None and after is not None and after.version != before.version
+    assert await app.vectors.count("glaciers") == await app.vectors.count("glaciers", after.version) > 0
+
+
 async def test_an_unchanged_document_whose_points_are_gone_is_written_again(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows with no points and no write pending (two processes writing one document against shared
     stores, a power loss before the engine flushed): the same content ingested again writes them,

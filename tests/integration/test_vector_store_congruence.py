@@ -108,6 +108,22 @@ async def test_upsert_is_idempotent_and_versions_replace(vector_store: VectorSto
     assert await vector_store.count() == 0
 
 
+async def test_a_version_written_over_itself_keeps_only_the_chunks_it_has_now(vector_store: VectorStore) -> None:
+    """A document re-ingested under its own version after the chunker changed: the points of the
+    chunks the new chunking no longer makes go, children and parents, in the same delete."""
+    v = _unit(np.ones(DIM))
+    kids = [ChildChunk(f"pub#p{c // 2}c{c}", f"pub#p{c // 2}", "pub", c, c // 2, f"text {c}", 5) for c in range(6)]
+    await vector_store.upsert([VectorPoint(k, PUBLIC, v, SparseVector((1,), (1.0,)), "v1") for k in kids])
+    await vector_store.upsert_parents([_parent(PUBLIC, p, 2 * p, v) for p in range(3)])
+    await vector_store.upsert([_point(PUBLIC, 9, v, "v0")])
+    await vector_store.delete_document("pub", keep_version="v1", keep_chunks=["pub#p0c0", "pub#p0c1", "pub#p1c2"])
+    assert sorted(h.chunk_id for h in await vector_store.get_chunks([k.chunk_id for k in kids] + ["pub#p0c9"])) == [
+        "pub#p0c0", "pub#p0c1", "pub#p1c2"]
+    assert await vector_store.count("pub") == await vector_store.count("pub", "v1") == 3
+    assert sorted(h.parent_chunk_id for h in await vector_store.search_parents(v, 10, ANON)) == ["pub#p0", "pub#p1"]
+    assert await vector_store.count("pub", parents=True) == 2
+
+
 async def test_empty_store_answers_empty(vector_store: VectorStore) -> None:
     assert await vector_store.search_dense(_unit(np.ones(DIM)), 5, ANON) == []
 

@@ -190,3 +190,19 @@ def test_descriptive_fields_are_held_to_their_limits_as_stored() -> None:
     grows = pb.DocumentInput(filename="a.txt", content=b"x", title=chr(0x958) * MAX_TITLE_CHARS)
     with pytest.raises(InvalidArgument, match=rf"documents\[2\]\.title must be at most {MAX_TITLE_CHARS} characters \(got {2 * MAX_TITLE_CHARS}\)"):
         document_in(grows, 2, 1 << 20)
+
+
+def test_the_readme_states_the_id_limits_the_checks_apply() -> None:
+    """The README gave ids 1 to 200 characters, read as owners' and grantees' too; user ids take 255."""
+    from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, clean_identifier
+    from tests.support.paths import REPO
+
+    row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| ids |"))
+    assert f"document ids 1 to {MAX_DOCUMENT_ID_CHARS} characters" in row
+    assert f"user ids (`owner_id`, `granted_user_ids`, `x-user-id`) and `x-user-groups` names at most {MAX_USER_ID_CHARS}" in row
+    assert identity_from_headers("u" * MAX_USER_ID_CHARS, "").user_id == "u" * MAX_USER_ID_CHARS
+    with pytest.raises(InvalidArgument, match=rf"x-user-id must be 1 to {MAX_USER_ID_CHARS} characters"):
+        identity_from_headers("u" * (MAX_USER_ID_CHARS + 1), "")
+    assert clean_identifier("d" * MAX_DOCUMENT_ID_CHARS, "document_ids", MAX_DOCUMENT_ID_CHARS)
+    with pytest.raises(ValueError, match=rf"document_ids must be 1 to {MAX_DOCUMENT_ID_CHARS} characters"):
+        clean_identifier("d" * (MAX_DOCUMENT_ID_CHARS + 1), "document_ids", MAX_DOCUMENT_ID_CHARS)

@@ -124,6 +124,30 @@ def test_the_chunks_of_any_text_hold_every_character_in_order(chunker: Chunker) 
     holds()
 
 
+def test_a_childs_text_is_its_parents(chunker: Chunker) -> None:
+    """A child is cited as evidence inside its parent: joined with a space, a child of Chinese text
+    read '岩石。 第1段' where its parent read '岩石。第1段' (none of 14 was in its parent). White space
+    between two sentences is one space in a child, as it always was (a title a blank line above its
+    text): the child is then its parent's text with each run of white space one space."""
+    from hypothesis import given, settings, strategies as st
+
+    sentences = st.sampled_from(["Glaciers carve valleys.", "Is it slow?", "冰川缓慢移动并侵蚀岩石。", "它把数据存储在 LedgerDB 中！",
+                                 "彼は「止まれ。」", "AuthSvc 负责登录。", "Pi is 3.14 here.", "word " * 30, "長" * 40])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.tuples(sentences, st.sampled_from(["", " ", " ", "\n\n", "  \n"])), min_size=1, max_size=60))
+    def inside(parts: list[tuple[str, str]]) -> None:
+        text = "".join(s + gap for s, gap in parts)
+        parents, children = chunker.chunk("doc", [(0, text)])
+        by_id = {p.parent_chunk_id: p.content for p in parents}
+        for c in children:
+            if all(gap in ("", " ") for _, gap in parts):
+                assert c.content in by_id[c.parent_chunk_id]
+            assert " ".join(c.content.split()) in " ".join(by_id[c.parent_chunk_id].split())
+
+    inside()
+
+
 @pytest.mark.parametrize("text", [
     "0123456789abcdef" * 20_000, "word " + "9f" * 50_000 + " end.", "\u0301" * 6_000, "a" + " " * 9_000 + "b.",
     ("ab" * 6_000 + ". ") * 40,  # sentences of one long word each: two tokens apiece, uncut

@@ -15,7 +15,7 @@ the stored shape is the same whichever engine holds it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -115,8 +115,10 @@ class VectorStore(Protocol):
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None: ...
 
-    async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
-        """Remove the document's points; with ``keep_version``, only those of other versions."""
+    async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
+        """Remove the document's points; with ``keep_version``, only those of other versions, and with
+        ``keep_chunks`` as well, those of that version whose chunk id is not one of them. A parent
+        point carries its first child's chunk id, so it stays when that child does."""
         ...
 
     async def refresh_count(self) -> None:

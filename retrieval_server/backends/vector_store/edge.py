@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,8 +313,13 @@ class EdgeVectorStore:
         if points and self.features.parent_vectors:
             await self._write([parent_parts(p) for p in points])
 
-    async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
-        must_not = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))] if keep_version else None
+    async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
+        must_not: list[qe.Filter] | None = None
+        if keep_version:
+            kept = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))]
+            if keep_chunks is not None:
+                kept.append(qe.FieldCondition(key="chunk_id", match=qe.MatchAny(any=list(keep_chunks))))
+            must_not = [qe.Filter(must=kept)]
         flt = qe.Filter(must=[qe.FieldCondition(key="document_id", match=qe.MatchValue(document_id))], must_not=must_not)
         async with self._write_lock:
             await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt), priority=Priority.BACKGROUND)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 from qdrant_client import AsyncQdrantClient, models
@@ -158,12 +158,13 @@ class QdrantVectorStore:
         if points and self.features.parent_vectors:
             await self._write([parent_parts(p) for p in points])
 
-    async def delete_document(self, document_id: str, keep_version: str | None = None) -> None:
-        must_not = (
-            [models.FieldCondition(key="version", match=models.MatchValue(value=keep_version))]
-            if keep_version
-            else None
-        )
+    async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
+        must_not: list[models.Filter] | None = None
+        if keep_version:
+            kept = [models.FieldCondition(key="version", match=models.MatchValue(value=keep_version))]
+            if keep_chunks is not None:
+                kept.append(models.FieldCondition(key="chunk_id", match=models.MatchAny(any=list(keep_chunks))))
+            must_not = [models.Filter(must=kept)]
         await self._client.delete(
             self._collection,
             points_selector=models.FilterSelector(filter=models.Filter(must=[_document(document_id)], must_not=must_not)),
