@@ -17,6 +17,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from bench.transport import PLAINTEXT, Transport
 from retrieval_client import RetrievalClient
 from retrieval_server.backends.file_digest import sha256_hex
+from retrieval_server.ingest.chunker import CHUNKER_REVISION
 from retrieval_server.ingest.graph_extraction import RULES_REVISION
 
 MARKER = "bench-index.json"
@@ -104,7 +105,7 @@ def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: P
         "corpus_sha256": dataset.corpus_sha256(),
         "settings": dict(sorted((k, v) for k, v in _by_content(index_settings).items() if UNKEYED_BEFORE.get(k) != v)),
         "model": model_fingerprint(model_dir),
-        "layout": LAYOUT, "graph_rules": RULES_REVISION,
+        "layout": LAYOUT, "graph_rules": RULES_REVISION, "chunker": CHUNKER_REVISION,
     }
     if truncate_tokens:
         key["truncate_tokens"] = truncate_tokens

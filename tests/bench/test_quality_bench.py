@@ -220,3 +220,14 @@ def test_the_graph_setting_and_the_glossary_shape_the_index(dataset: Path, tmp_p
     assert all(f.parent == default[0].parent for f, _ in shaped)
     with pytest.raises(ValueError, match="RETRIEVAL_GLOSSARY_PATH '.*missing.txt' is not a file"):
         folder_and_key({"RETRIEVAL_GLOSSARY_PATH": str(tmp_path / "missing.txt")})
+
+
+def test_an_index_of_another_chunker_or_graph_rules_is_not_reused(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    beir = BeirDataset(dataset)
+    shaping = bench_index.index_settings({}, {})
+    now = bench_index.index_key(beir, shaping, None)
+    monkeypatch.setattr(bench_index, "CHUNKER_REVISION", bench_index.CHUNKER_REVISION + 1)
+    assert bench_index.index_key(beir, shaping, None) != now
+    monkeypatch.undo()
+    monkeypatch.setattr(bench_index, "RULES_REVISION", bench_index.RULES_REVISION + 1)
+    assert bench_index.index_key(beir, shaping, None) != now
