@@ -224,10 +224,15 @@ SOME_FAILED = 3
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them."""
-    for doc_id, parents, children, replaced in done:
-        print(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)")
-    if unlisted:
-        print(f"...      {unlisted} more stored, not listed by the server")
+    try:
+        for doc_id, parents, children, replaced in done:
+            print(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)")
+        if unlisted:
+            print(f"...      {unlisted} more stored, not listed by the server")
+    except BrokenPipeError:
+        # Its reader stopped reading (| head): the failures and the exit code are still the run's,
+        # where main's catch would have ended it with 0 and nothing on stderr.
+        _discard_stdout()
     for source, reason in errors:
         print(f"FAILED   {source}: {reason}", file=sys.stderr)
     print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed", file=sys.stderr)
@@ -563,7 +568,8 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     except BrokenPipeError:
         # The reader of stdout stopped reading (| head, grep -q): it has what it wanted, which is
         # no failure of the command. The commands write to no other pipe (a server's failures are
-        # RpcErrors).
+        # RpcErrors). An ingest, whose failures come after its listing, catches it itself
+        # (_print_ingest), so that they are not taken for a success here.
         _discard_stdout()
         return 0
     except Exception as exc:

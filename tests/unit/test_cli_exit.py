@@ -70,3 +70,20 @@ def test_a_profiled_command_keeps_the_exit_that_writes_the_profile(tmp_path: Pat
                            str(tmp_path / "corpus")], capture_output=True, text=True, timeout=120, env=BUFFERED)
     assert done.returncode == 0, done.stderr
     assert profile.stat().st_size > 0
+
+
+#: ingest's report (no server needed): more documents stored than a pipe holds, and one that failed
+FAILED_INGEST = ("import sys\n"
+                 "from retrieval_server import cli\n"
+                 "cli._ingest_remote = lambda args: cli._print_ingest([(f'doc{i}', 1, 1, False) for i in range(5000)],\n"
+                 "                                                    [('bad.pdf', 'not a readable PDF')])\n"
+                 "sys.argv = ['retrieval-server', 'ingest', 'x']\n"
+                 "cli.run()\n")
+
+
+def test_an_ingest_whose_reader_stops_reading_still_reports_its_failures() -> None:
+    """ingest | head -1: the closed pipe ended the command with 0, its FAILED lines and summary unwritten."""
+    done = _with_reader_gone([sys.executable, "-c", FAILED_INGEST], read_first=10)
+    assert done.returncode == 3, done.stderr
+    assert "FAILED   bad.pdf: not a readable PDF\n" in done.stderr
+    assert "5000 documents indexed, 1 failed\n" in done.stderr
