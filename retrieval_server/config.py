@@ -384,13 +384,17 @@ class Settings(BaseSettings):
 
     @field_validator(
         "jwt_issuer", "jwt_audience", "jwt_groups_claim", "events_hash_key", "qdrant_api_key", "qdrant_collection",
-        "openai_model", "anthropic_model", "gemini_model", "openai_base_url", "anthropic_base_url", "gemini_base_url", mode="after",
+        "openai_model", "anthropic_model", "gemini_model", "openai_base_url", "anthropic_base_url", "gemini_base_url",
+        "tls_cert", "tls_key", "tls_client_ca", "jwt_jwks_file", "data_dir", "vectors_dir", "model_dir", "model_cache_dir",
+        "reranker_model_dir", "glossary_path", mode="before",
     )
     @classmethod
-    def _not_empty(cls, value: str | None) -> str | None:
+    def _not_empty(cls, value: Any) -> Any:
         # An empty value (a secret or a template that rendered to nothing) was taken as one: an
         # issuer or audience of "" refused every token as lacking the claim, a hash key of "" hashed
         # without a key, an API key of "" was sent, and a model or collection of "" failed each call.
+        # A path of "" is Path("."), so before the conversion: the data went to the working
+        # directory, and a missing file was reported as '.'.
         if value == "":
             raise ValueError("is empty: set a value, or leave the variable unset")
         return value

@@ -79,10 +79,15 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: 
 
 @pytest.mark.parametrize("var", ["RETRIEVAL_JWT_ISSUER", "RETRIEVAL_JWT_AUDIENCE", "RETRIEVAL_JWT_GROUPS_CLAIM", "RETRIEVAL_EVENTS_HASH_KEY",
                                  "RETRIEVAL_QDRANT_API_KEY", "RETRIEVAL_QDRANT_COLLECTION", "RETRIEVAL_OPENAI_MODEL",
-                                 "RETRIEVAL_GEMINI_BASE_URL"])
+                                 "RETRIEVAL_GEMINI_BASE_URL",
+                                 # Paths: "" was Path("."), the working directory.
+                                 "RETRIEVAL_DATA_DIR", "RETRIEVAL_VECTORS_DIR", "RETRIEVAL_MODEL_CACHE_DIR", "RETRIEVAL_MODEL_DIR",
+                                 "RETRIEVAL_RERANKER_MODEL_DIR", "RETRIEVAL_TLS_CERT", "RETRIEVAL_TLS_KEY", "RETRIEVAL_TLS_CLIENT_CA",
+                                 "RETRIEVAL_JWT_JWKS_FILE", "RETRIEVAL_GLOSSARY_PATH"])
 def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
     """An issuer or audience of "" refused every token as lacking the claim, a hash key of "" hashed
-    queries without a key: a secret or template that rendered to nothing, found only by its effects."""
+    queries without a key, a data folder of "" wrote to the working directory: a secret or template
+    that rendered to nothing, found only by its effects."""
     monkeypatch.setenv(var, "")
     with pytest.raises(ConfigError, match=f"{var}: is empty: set a value, or leave the variable unset"):
         load_settings()
