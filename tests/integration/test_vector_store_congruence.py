@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import re
 import threading
 from pathlib import Path
 
@@ -507,6 +508,24 @@ async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailabl
     store = make_vector_store("edge", tmp_path, executor)
     try:
         with pytest.raises(Unavailable, match=r"does not hold the vectors the service creates .*expected distance Cosine, but got Dot"):
+            await store.open()
+    finally:
+        await store.close()
+    # The folder is let go: a new index in its place opens.
+    (tmp_path / "edge").rename(tmp_path / "refused")
+    await store.open()
+    await store.close()
+
+
+async def test_edge_segments_without_their_saved_config_are_refused_as_unavailable(tmp_path: Path, executor: BlockingExecutor) -> None:
+    """A lost edge_config.json made the open create an index over the segments, which the engine
+    refused with a bare Exception and no advice."""
+    await _existing_index("edge", tmp_path, {DENSE: (DIM, "Cosine")}, {SPARSE: True})
+    (tmp_path / "edge" / "edge_config.json").unlink()
+    store = make_vector_store("edge", tmp_path, executor)
+    try:
+        with pytest.raises(Unavailable, match=rf"the vector folder {re.escape(str(tmp_path / 'edge'))} holds segments but no edge_config.json: "
+                                              r"use a new RETRIEVAL_DATA_DIR"):
             await store.open()
     finally:
         await store.close()

@@ -223,9 +223,12 @@ class EdgeVectorStore:
                     "(qdrant-edge allows one process per folder)"
                 ) from exc
             if "incompatible" in str(exc):
-                # Segments that differ from the saved config the check above read (it was edited or lost).
+                # Segments that differ from the saved config the check above read (it was edited).
                 raise Unavailable(f"the vector folder {self._path} does not hold the vectors the service creates ({exc}): "
                                   f"use {NEW_INDEX}") from exc
+            if "already contains segment data" in str(exc):
+                # The saved config was lost: what the segments hold is unknown, so neither opened nor created over.
+                raise Unavailable(f"the vector folder {self._path} holds segments but no edge_config.json: use {NEW_INDEX}") from exc
             raise
         self._index_fields_if_due(shard)
         return shard
