@@ -233,9 +233,9 @@ describe("against a local server that records each call", () => {
 });
 
 describe("TLS", () => {
-  const dir = mkdtempSync(join(tmpdir(), "retrieval-tls-"));
+  let dir: string;
   const path = (name: string) => join(dir, name);
-  let server: grpc.Server;
+  let server: grpc.Server | undefined;
   let addr: string;
 
   // A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
@@ -247,12 +247,15 @@ describe("TLS", () => {
   }
 
   before(async () => {
+    // Made here, not when the suite is declared: after() removes it even when this fails (no openssl).
+    dir = mkdtempSync(join(tmpdir(), "retrieval-tls-"));
     execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("ca-key.pem"), "-out", path("ca.pem"), "-days", "1", "-subj", "/CN=test CA"], { stdio: "pipe" });
     issue("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
     issue("client", "extendedKeyUsage=clientAuth\n");
-    server = new grpc.Server();
+    const echo = new grpc.Server();
+    server = echo;
     // Health answers with the identity metadata it received.
-    server.addService(RetrievalServiceService, {
+    echo.addService(RetrievalServiceService, {
       health: (call: grpc.ServerUnaryCall<unknown, HealthResponse>, callback: grpc.sendUnaryData<HealthResponse>) => {
         const components = ["x-user-id", "x-user-role", "x-user-groups", "authorization"].map((name) => ({
           name,
@@ -268,14 +271,14 @@ describe("TLS", () => {
       true,
     );
     const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync("127.0.0.1:0", credentials, (err, p) => (err ? reject(err) : resolve(p))),
+      echo.bindAsync("127.0.0.1:0", credentials, (err, p) => (err ? reject(err) : resolve(p))),
     );
     addr = `127.0.0.1:${port}`;
   });
   // The folder holds private keys: it goes with the server.
   after(() => {
-    server.forceShutdown();
-    rmSync(dir, { recursive: true, force: true });
+    server?.forceShutdown();
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   test("mutual TLS carries the identity and the token", async () => {
