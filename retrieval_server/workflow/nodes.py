@@ -730,11 +730,15 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
     score = sufficiency_score(state, deps.settings.rerank_activation)
     state.metrics.iterations = state.iteration
     best = state.best
-    # On a tie the later pass: it searched a wider pool.
-    if best is None or score >= best.sufficiency:
+    # The later pass answers: it searched a wider pool, or the caller's own words where an earlier
+    # pass searched a rewrite (each pass's relevance is measured against the text it searched, so
+    # an off-topic rewrite's hits score high). Unless it lost a leg or a stage on its way (the
+    # deadline, a failure) and found less than an earlier pass did.
+    lost = any(_transient(tag) for tag in state.pass_degraded)
+    if best is None or not lost or score >= best.sufficiency:
         best = _this_pass(state, score)
     state.metrics.sufficiency_score = best.sufficiency
-    return {"sufficiency": score, "best": best}
+    return {"sufficiency": score, "best": best, "pass_degraded": set()}
 
 
 def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:

@@ -1084,7 +1084,8 @@ type Metrics struct {
 	// Empty: nothing was.
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`
 	// True when the question was split into sub-queries whose hits were fused into the pass
-	// whose contexts are returned (False when they found nothing, or that pass scored lower).
+	// whose contexts are returned (False when they found nothing, or that pass lost a leg or a
+	// stage and scored lower than an earlier pass).
 	DecompositionUsed bool `protobuf:"varint,8,opt,name=decomposition_used,json=decompositionUsed,proto3" json:"decomposition_used,omitempty"`
 	// The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
 	// a failed query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.

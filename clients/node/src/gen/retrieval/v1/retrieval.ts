@@ -704,7 +704,8 @@ export interface Metrics {
   degraded: string[];
   /**
    * True when the question was split into sub-queries whose hits were fused into the pass
-   * whose contexts are returned (False when they found nothing, or that pass scored lower).
+   * whose contexts are returned (False when they found nothing, or that pass lost a leg or a
+   * stage and scored lower than an earlier pass).
    */
   decompositionUsed: boolean;
   /**
