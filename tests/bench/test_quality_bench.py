@@ -202,9 +202,11 @@ def test_the_graph_setting_and_the_glossary_shape_the_index(dataset: Path, tmp_p
         return bench_index.default_index_dir(beir, "", shaping), bench_index.index_key(beir, shaping, None)
 
     default = folder_and_key({})
-    # The default spelled out is the default index, keyed as before the graph setting shaped one (still reused).
+    # The default spelled out is the default index, in the dataset's own folder, its key naming
+    # the graph setting like any other.
     assert folder_and_key({"RETRIEVAL_GRAPH_ENABLED": "true"}) == default
-    assert default[1]["settings"] == {"RETRIEVAL_PARENT_LEG": "true"}
+    assert default[0].name == beir.name
+    assert default[1]["settings"] == {"RETRIEVAL_PARENT_LEG": "true", "RETRIEVAL_GRAPH_ENABLED": "true"}
     glossary = tmp_path / "glossary.txt"
     glossary.write_text("EHR = electronic health record\n")
     (tmp_path / "copy").mkdir()
