@@ -321,6 +321,14 @@ async def test_insufficient_results_retry_with_widened_parameters(app: Applicati
     assert r.metrics.sufficiency_score < 1.01 and _docs(r)[0] == "cooking"
 
 
+@pytest.mark.parametrize(("threshold", "on_retry"), [(0.3, 0.15), (0.0, -0.5), (-2.0, -2.5)])
+async def test_a_retry_halves_the_rerank_threshold_or_lowers_it_from_zero_down(app: Application, threshold: float, on_retry: float) -> None:
+    # Halved, a threshold at or below 0 (a raw logit, or 0 with the sigmoid) would not relax.
+    state = QueryState(options=QueryOptions("tomato sauce", 3, strategy=Strategy.KEYWORD), rerank_threshold=threshold,
+                       iteration=1, pool=30, strategy=Strategy.KEYWORD)
+    assert (await nodes.analyze_query(state, app.pipeline.deps))["rerank_threshold"] == pytest.approx(on_retry)
+
+
 async def test_a_retry_with_nothing_new_to_embed_takes_no_model_lane(app: Application) -> None:
     # Nothing found, so the retry has no feedback to reformulate with: its query vector is the
     # first pass's. A model job for no texts would still queue on the inference lanes and, as a
