@@ -8,44 +8,23 @@ real redis-server), through the Application.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 import pytest_asyncio
 
 from retrieval_server.app import Application
-from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions, QueryResult, Strategy
 from retrieval_server.workflow.adaptive import identifier_words, name_the_same_identifiers
-from tests.support.redis_server import redis_server
+from tests.integration.conftest import AppWithCorpus
 
-HEALTHY_REDIS_S = 5.0
 INVOICES = [
     DocumentSource(filename="a.txt", content=b"Invoice INV-20231 was paid in full on 3 March by bank transfer.", document_id="inv-20231"),
     DocumentSource(filename="b.txt", content=b"Invoice INV-20232 is overdue; a reminder was sent on 9 April.", document_id="inv-20232"),
 ]
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
-
-
-@pytest_asyncio.fixture(params=["memory", "redis"])
-async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Application]:
-    extra: dict[str, Any] = {}
-    if request.param == "redis":
-        extra = {"cache_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
-                 "redis_key_prefix": f"t{os.urandom(4).hex()}", "cache_timeout_s": HEALTHY_REDIS_S}
-    application = Application(load_settings(data_dir=tmp_path, **extra))
-    await application.open()
-    assert not (await application.ingest(INVOICES)).errors
-    yield application
-    await application.close()
+@pytest_asyncio.fixture
+async def app(app_on_each_cache: AppWithCorpus) -> Application:
+    return await app_on_each_cache(INVOICES)
 
 
 async def _ask(app: Application, text: str, strategy: Strategy, use_cache: bool = True) -> QueryResult:
