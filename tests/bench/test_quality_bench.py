@@ -9,7 +9,7 @@ import pytest
 
 from bench.beir import BeirDataset
 from bench.quality import index as bench_index
-from bench.quality.__main__ import main
+from bench.quality.__main__ import main, server_settings
 from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
 from bench.quality.feedback import main as feedback_main
 from bench.quality.rerank_curve import CurvePoint, recommend
@@ -115,6 +115,12 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dataset", str(tmp_path)]) == 2
     assert "corpus.jsonl is missing" in capsys.readouterr().err
+
+
+def test_the_quality_server_scores_every_rerank_pair(tmp_path: Path) -> None:
+    # The rerank rows share a server and many (query, text) pairs: remembered scores would time the second row's cache.
+    assert server_settings({}, tmp_path, 200, 100, {})["RETRIEVAL_RERANK_PAIR_CACHE"] == "0"
+    assert server_settings({}, tmp_path, 200, 100, {"RETRIEVAL_RERANK_PAIR_CACHE": "100"})["RETRIEVAL_RERANK_PAIR_CACHE"] == "100"
 
 
 def test_a_blank_qrels_line_is_skipped_and_a_malformed_one_named(tmp_path: Path) -> None:
