@@ -86,6 +86,27 @@ def technique_settings(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
+def server_settings(shaping: dict[str, str], index_dir: Path, contexts: int, rerank_candidates: int,
+                    extra: dict[str, str]) -> dict[str, str]:
+    """The quality server's settings: the index's, then the bench's own, then ``extra`` (the
+    technique switches and ``--set``), which win."""
+    activation = {**os.environ, **shaping, **extra}.get("RETRIEVAL_RERANK_ACTIVATION", "sigmoid")
+    return {
+        **shaping,
+        "RETRIEVAL_DATA_DIR": str(index_dir),
+        "RETRIEVAL_CACHE_BACKEND": "none",
+        "RETRIEVAL_TOP_K_MAX": str(max(contexts, 1)),
+        "RETRIEVAL_RERANK_CANDIDATES": str(rerank_candidates),
+        # Ranking is measured: the answer-size threshold would cut Recall@100, not change the order.
+        # The lowest threshold the settings take keeps every candidate (a probability is at least 0).
+        "RETRIEVAL_RERANK_THRESHOLD": "0" if activation == "sigmoid" else "-1000",
+        # The rerank rows share a server and rerank many of the same (query, text) pairs: remembered
+        # scores would time the second row's rerank stage as a dictionary lookup.
+        "RETRIEVAL_RERANK_PAIR_CACHE": "0",
+        **extra,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     transport = Transport.from_args(args)
@@ -112,18 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     shaping = bench_index.index_settings(dict(os.environ), extra)
     suffix, baseline = ("-mteb", bench_index.index_settings({}, MTEB_SETTINGS)) if args.mteb_protocol else ("", bench_index.INDEX_DEFAULTS)
     index_dir = (args.index_dir or bench_index.default_index_dir(dataset, suffix, shaping, baseline)).resolve()
-    activation = {**os.environ, **shaping, **extra}.get("RETRIEVAL_RERANK_ACTIVATION", "sigmoid")
-    settings = {
-        **shaping,
-        "RETRIEVAL_DATA_DIR": str(index_dir),
-        "RETRIEVAL_CACHE_BACKEND": "none",
-        "RETRIEVAL_TOP_K_MAX": str(max(contexts, 1)),
-        "RETRIEVAL_RERANK_CANDIDATES": str(args.rerank_candidates),
-        # Ranking is measured: the answer-size threshold would cut Recall@100, not change the order.
-        # The lowest threshold the settings take keeps every candidate (a probability is at least 0).
-        "RETRIEVAL_RERANK_THRESHOLD": "0" if activation == "sigmoid" else "-1000",
-        **extra,
-    }
+    settings = server_settings(shaping, index_dir, contexts, args.rerank_candidates, extra)
     if model_dir is not None:
         settings["RETRIEVAL_MODEL_DIR"] = str(model_dir.resolve())
     if args.reranker_model_dir:

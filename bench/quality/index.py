@@ -46,9 +46,6 @@ def default_model_dir() -> Path | None:
 
 #: index-shaping settings whose default is spelled out, so that "unset" and "the default" share an index
 INDEX_DEFAULTS = {"RETRIEVAL_PARENT_LEG": "true", "RETRIEVAL_GRAPH_ENABLED": "true"}
-#: index-shaping settings that name an index only when they differ from these: the indexes built
-#: before they shaped one were built so, and their keys must still match
-UNKEYED_BEFORE = {"RETRIEVAL_GRAPH_ENABLED": "true"}
 
 
 def _by_content(settings: dict[str, str], digits: int = 64) -> dict[str, str]:
@@ -103,7 +100,7 @@ def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: P
     """Everything that changes what the index holds; equal keys mean the index can be reused."""
     key: dict[str, object] = {
         "corpus_sha256": dataset.corpus_sha256(),
-        "settings": dict(sorted((k, v) for k, v in _by_content(index_settings).items() if UNKEYED_BEFORE.get(k) != v)),
+        "settings": dict(sorted(_by_content(index_settings).items())),
         "model": model_fingerprint(model_dir),
         "layout": LAYOUT, "graph_rules": RULES_REVISION, "chunker": CHUNKER_REVISION,
     }

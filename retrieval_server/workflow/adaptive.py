@@ -117,6 +117,17 @@ def identifier_words(query: str) -> frozenset[str]:
     return frozenset(w.lower() for w in words if _identifier(w) or any(ch.isdigit() for ch in w))
 
 
+def name_the_same_identifiers(a: str, b: str) -> bool:
+    """Whether each query's identifiers (:func:`identifier_words`) are among the other's words,
+    case aside. Not the two sets compared: an acronym is read as one in capitals only, so "is TLS
+    enabled" names "tls" and "is tls enabled?" names nothing, though they ask the same."""
+    return identifier_words(a) <= _lower_words(b) and identifier_words(b) <= _lower_words(a)
+
+
+def _lower_words(query: str) -> frozenset[str]:
+    return frozenset(w.strip(".-").lower() for w in _WORD.findall(query))
+
+
 def missing_exact_terms(query: str, text: str) -> list[str]:
     """What the query asks for to the letter and ``text`` leaves out, each once in order: its
     identifiers as written, then its quoted phrases (in ASCII quotes, whichever the query used).

@@ -31,7 +31,7 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, leg_cutoff, parent_leg, query_windows, rank_fusion
-from retrieval_server.workflow.adaptive import identifier_words, leg_weights, query_features, word_count
+from retrieval_server.workflow.adaptive import leg_weights, name_the_same_identifiers, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
@@ -145,12 +145,12 @@ def _matched_by_vector(state: QueryState, deps: WorkflowDeps) -> bool:
 
 def _answers(answer: CachedAnswer, options: QueryOptions) -> bool:
     """Whether a cached answer answers this query: stored for the same normalized text, or, found by
-    similarity, for one naming the same identifiers (:func:`identifier_words`). The strategy is
-    checked too: a KEYWORD query's text may find a server's note of a similarity match made before
-    KEYWORD matched exactly only."""
+    similarity, for one naming the same identifiers (:func:`name_the_same_identifiers`). The
+    strategy is checked too: a KEYWORD query's text may find a server's note of a similarity match
+    made before KEYWORD matched exactly only."""
     if normalize_query(answer.query) == normalize_query(options.query):
         return True
-    return options.strategy is not Strategy.KEYWORD and identifier_words(answer.query) == identifier_words(options.query)
+    return options.strategy is not Strategy.KEYWORD and name_the_same_identifiers(answer.query, options.query)
 
 
 def _vector_holds_all_of(state: QueryState, deps: WorkflowDeps) -> bool:
@@ -730,11 +730,15 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
     score = sufficiency_score(state, deps.settings.rerank_activation)
     state.metrics.iterations = state.iteration
     best = state.best
-    # On a tie the later pass: it searched a wider pool.
-    if best is None or score >= best.sufficiency:
+    # The later pass answers: it searched a wider pool, or the caller's own words where an earlier
+    # pass searched a rewrite (each pass's relevance is measured against the text it searched, so
+    # an off-topic rewrite's hits score high). Unless it lost a leg or a stage on its way (the
+    # deadline, a failure) and found less than an earlier pass did.
+    lost = any(_transient(tag) for tag in state.pass_degraded)
+    if best is None or not lost or score >= best.sufficiency:
         best = _this_pass(state, score)
     state.metrics.sufficiency_score = best.sufficiency
-    return {"sufficiency": score, "best": best}
+    return {"sufficiency": score, "best": best, "pass_degraded": set()}
 
 
 def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:

@@ -176,9 +176,12 @@ class QueryState:
     rerank_fell_back: bool = False
     contexts: list[RetrievedContext] = field(default_factory=list)
     sufficiency: float = 0.0
-    #: the pass the request answers with: a retry that found less (its dense legs cut at the
-    #: deadline, say) must not replace an earlier, better answer (None: no pass scored yet)
+    #: the pass the request answers with: the last, unless it lost a leg or a stage (its dense legs
+    #: cut at the deadline, say) and found less than an earlier one (None: no pass scored yet)
     best: ScoredPass | None = None
+    #: the tags the running pass reported, those an earlier pass reported already too (the
+    #: metrics hold each once): whether this pass lost a leg or a stage decides which pass answers
+    pass_degraded: set[str] = field(default_factory=set)
     sub_queries_done: bool = False
     #: the sub-queries found something, which was fused into this pass's candidates
     decomposed: bool = False
@@ -213,5 +216,6 @@ class QueryState:
 
     def degrade(self, tag: str) -> None:
         """Report what the answer lacks, once per kind."""
+        self.pass_degraded.add(tag)
         if tag not in self.metrics.degraded:
             self.metrics.degraded.append(tag)

@@ -9,7 +9,7 @@ import pytest
 
 from bench.beir import BeirDataset
 from bench.quality import index as bench_index
-from bench.quality.__main__ import main
+from bench.quality.__main__ import main, server_settings
 from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
 from bench.quality.feedback import main as feedback_main
 from bench.quality.rerank_curve import CurvePoint, recommend
@@ -117,6 +117,12 @@ def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
     assert "corpus.jsonl is missing" in capsys.readouterr().err
 
 
+def test_the_quality_server_scores_every_rerank_pair(tmp_path: Path) -> None:
+    # The rerank rows share a server and many (query, text) pairs: remembered scores would time the second row's cache.
+    assert server_settings({}, tmp_path, 200, 100, {})["RETRIEVAL_RERANK_PAIR_CACHE"] == "0"
+    assert server_settings({}, tmp_path, 200, 100, {"RETRIEVAL_RERANK_PAIR_CACHE": "100"})["RETRIEVAL_RERANK_PAIR_CACHE"] == "100"
+
+
 def test_a_blank_qrels_line_is_skipped_and_a_malformed_one_named(tmp_path: Path) -> None:
     (tmp_path / "qrels").mkdir()
     qrels = tmp_path / "qrels" / "test.tsv"
@@ -202,9 +208,11 @@ def test_the_graph_setting_and_the_glossary_shape_the_index(dataset: Path, tmp_p
         return bench_index.default_index_dir(beir, "", shaping), bench_index.index_key(beir, shaping, None)
 
     default = folder_and_key({})
-    # The default spelled out is the default index, keyed as before the graph setting shaped one (still reused).
+    # The default spelled out is the default index, in the dataset's own folder, its key naming
+    # the graph setting like any other.
     assert folder_and_key({"RETRIEVAL_GRAPH_ENABLED": "true"}) == default
-    assert default[1]["settings"] == {"RETRIEVAL_PARENT_LEG": "true"}
+    assert default[0].name == beir.name
+    assert default[1]["settings"] == {"RETRIEVAL_PARENT_LEG": "true", "RETRIEVAL_GRAPH_ENABLED": "true"}
     glossary = tmp_path / "glossary.txt"
     glossary.write_text("EHR = electronic health record\n")
     (tmp_path / "copy").mkdir()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
+from retrieval_server.app import Application
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.mysql import MysqlMetadataStore
@@ -15,7 +17,10 @@ from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+from retrieval_server.config import load_settings
+from retrieval_server.domain import DocumentSource
 from tests.support.mariadb import mariadb_server
+from tests.support.redis_server import HEALTHY_REDIS_S, redis_server
 
 DIM = 8
 
@@ -25,6 +30,38 @@ def mariadb_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with mariadb_server(tmp_path_factory.mktemp("mariadb")) as dsn:
         yield dsn
 
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+#: opens an Application, its corpus ingested, with the cache the test runs against
+AppWithCorpus = Callable[[Sequence[DocumentSource]], Awaitable[Application]]
+
+
+@pytest_asyncio.fixture(params=["memory", "redis"])
+async def app_on_each_cache(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AppWithCorpus]:
+    """An Application with the in-process cache, then with a real redis-server's (a key prefix of
+    its own, as the server is shared by the module's tests)."""
+    opened: list[Application] = []
+
+    async def open_app(corpus: Sequence[DocumentSource]) -> Application:
+        extra: dict[str, object] = {}
+        if request.param == "redis":
+            extra = {"cache_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
+                     "redis_key_prefix": f"t{os.urandom(4).hex()}", "cache_timeout_s": HEALTHY_REDIS_S}
+        application = Application(load_settings(data_dir=tmp_path, **extra))
+        await application.open()
+        opened.append(application)
+        assert not (await application.ingest(list(corpus))).errors
+        return application
+
+    yield open_app
+    for application in opened:
+        await application.close()
 
 @pytest.fixture(scope="session")
 def executor() -> Iterator[BlockingExecutor]:

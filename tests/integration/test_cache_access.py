@@ -12,7 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,10 @@ from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy
 from scoring_core.model_builder import BertShape, build_cross_encoder
-from tests.support.redis_server import redis_server
+from tests.integration.conftest import AppWithCorpus
+from tests.support.redis_server import HEALTHY_REDIS_S, redis_server
 
 QUERY = "salary increase zebra umbrella"
-# A per-call limit a healthy Redis meets on a busy machine; a frozen one costs a call this long
-# before the breaker opens.
-HEALTHY_REDIS_S = 5.0
 ANON = Identity()
 ROOT_NO_ID = Identity(None, Role.SUPER_ADMIN)
 BOB_ROOT, BOB = Identity("bob", Role.SUPER_ADMIN), Identity("bob", Role.USER)
@@ -50,23 +48,9 @@ CORPUS = [
 PRIVATE = {"alice-review", "bob-review"}
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
-
-
-@pytest_asyncio.fixture(params=["memory", "redis"])
-async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Application]:
-    extra: dict[str, Any] = {}
-    if request.param == "redis":
-        extra = {"cache_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
-                 "redis_key_prefix": f"t{os.urandom(4).hex()}", "cache_timeout_s": HEALTHY_REDIS_S}
-    application = Application(load_settings(data_dir=tmp_path, **extra))
-    await application.open()
-    assert not (await application.ingest(CORPUS)).errors
-    yield application
-    await application.close()
+@pytest_asyncio.fixture
+async def app(app_on_each_cache: AppWithCorpus) -> Application:
+    return await app_on_each_cache(CORPUS)
 
 
 def _docs(result: Any) -> set[str]:

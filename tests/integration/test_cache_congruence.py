@@ -8,7 +8,7 @@ import gc
 import time
 from typing import Any
 import tracemalloc
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 import pytest
@@ -19,17 +19,10 @@ from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import SYNC_SKEW_S, RedisCache
 from retrieval_server.backends.cache import CachedAnswer
 from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role, Strategy
-from tests.support.redis_server import redis_server
 
 DIM = 8
 PUBLIC, ALICE, BOB = "public", AccessFilter(readers=("alice",)).partition, AccessFilter(readers=("bob",)).partition
 ROOT = AccessFilter.for_identity(Identity("alice", Role.SUPER_ADMIN)).partition
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
 
 
 _counter = iter(range(10**6))

@@ -8,44 +8,23 @@ real redis-server), through the Application.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 import pytest_asyncio
 
 from retrieval_server.app import Application
-from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions, QueryResult, Strategy
-from retrieval_server.workflow.adaptive import identifier_words
-from tests.support.redis_server import redis_server
+from retrieval_server.workflow.adaptive import identifier_words, name_the_same_identifiers
+from tests.integration.conftest import AppWithCorpus
 
-HEALTHY_REDIS_S = 5.0
 INVOICES = [
     DocumentSource(filename="a.txt", content=b"Invoice INV-20231 was paid in full on 3 March by bank transfer.", document_id="inv-20231"),
     DocumentSource(filename="b.txt", content=b"Invoice INV-20232 is overdue; a reminder was sent on 9 April.", document_id="inv-20232"),
 ]
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
-
-
-@pytest_asyncio.fixture(params=["memory", "redis"])
-async def app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Application]:
-    extra: dict[str, Any] = {}
-    if request.param == "redis":
-        extra = {"cache_backend": "redis", "redis_url": request.getfixturevalue("redis_url"),
-                 "redis_key_prefix": f"t{os.urandom(4).hex()}", "cache_timeout_s": HEALTHY_REDIS_S}
-    application = Application(load_settings(data_dir=tmp_path, **extra))
-    await application.open()
-    assert not (await application.ingest(INVOICES)).errors
-    yield application
-    await application.close()
+@pytest_asyncio.fixture
+async def app(app_on_each_cache: AppWithCorpus) -> Application:
+    return await app_on_each_cache(INVOICES)
 
 
 async def _ask(app: Application, text: str, strategy: Strategy, use_cache: bool = True) -> QueryResult:
@@ -77,6 +56,9 @@ async def test_a_paraphrase_naming_the_same_identifiers_is_served_from_the_cache
     assert paraphrase.cached and _ids(paraphrase) == _ids(first)
     await _ask(app, "was invoice INV-20231 paid by bank transfer", strategy)
     assert (await _ask(app, "was invoice inv-20231 paid via bank transfer", strategy)).cached
+    # An acronym is one only in capitals: asked in lower case, it is the same question.
+    await _ask(app, "was the TLS invoice paid by bank transfer", strategy)
+    assert (await _ask(app, "was the tls invoice paid by bank transfer?", strategy)).cached
 
 
 async def test_keyword_is_served_by_the_exact_text_only(app: Application) -> None:
@@ -91,3 +73,16 @@ def test_identifier_words_are_codes_numbers_and_acronyms_in_lower_case() -> None
     assert identifier_words("is TLS on for parse_config") == {"tls", "parse_config"}
     assert identifier_words("CVE-2021-44228 mitigation") != identifier_words("CVE-2021-45046 mitigation")
     assert identifier_words("was the invoice paid by bank transfer") == frozenset()
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("is TLS enabled for the server", "is tls enabled for the server?", True),
+    ("how do I rotate the JWT signing key", "how do i rotate the jwt signing key?", True),
+    ("invoice INV-20231 status", "invoice inv-20231 status?", True),
+    ("error code E1234", "error code E1235", False),
+    ("invoice INV-20231 status", "invoice INV-20232 status", False),
+    ("is TLS on", "is TLS on for parse_config", False),
+    ("is tls on", "is TLS on for parse_config", False),
+])
+def test_identifiers_are_compared_case_aside(a: str, b: str, same: bool) -> None:
+    assert name_the_same_identifiers(a, b) is same and name_the_same_identifiers(b, a) is same

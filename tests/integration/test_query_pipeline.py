@@ -321,6 +321,14 @@ async def test_insufficient_results_retry_with_widened_parameters(app: Applicati
     assert r.metrics.sufficiency_score < 1.01 and _docs(r)[0] == "cooking"
 
 
+@pytest.mark.parametrize(("threshold", "on_retry"), [(0.3, 0.15), (0.0, -0.5), (-2.0, -2.5)])
+async def test_a_retry_halves_the_rerank_threshold_or_lowers_it_from_zero_down(app: Application, threshold: float, on_retry: float) -> None:
+    # Halved, a threshold at or below 0 (a raw logit, or 0 with the sigmoid) would not relax.
+    state = QueryState(options=QueryOptions("tomato sauce", 3, strategy=Strategy.KEYWORD), rerank_threshold=threshold,
+                       iteration=1, pool=30, strategy=Strategy.KEYWORD)
+    assert (await nodes.analyze_query(state, app.pipeline.deps))["rerank_threshold"] == pytest.approx(on_retry)
+
+
 async def test_a_retry_with_nothing_new_to_embed_takes_no_model_lane(app: Application) -> None:
     # Nothing found, so the retry has no feedback to reformulate with: its query vector is the
     # first pass's. A model job for no texts would still queue on the inference lanes and, as a
@@ -358,6 +366,9 @@ async def test_a_retry_whose_rewrite_says_nothing_searches_the_querys_own_vector
     own, rewritten = await app.embedder.embed(["tomato sauce", "weather forecast: heavy rain in the northern valleys"])
     assert r.metrics.iterations == 2 and len(searched) == 2
     assert float(searched[0] @ rewritten) > 0.999 and float(searched[1] @ own) > 0.999
+    # The retry, which searched the caller's own words, answers: the first pass's off-topic hits
+    # scored higher only against the rewrite they matched.
+    assert _docs(r)[0] == "cooking"
 
 
 async def test_an_extractive_answer_ranks_its_sentences_against_the_question_not_its_rewrite(app: Application) -> None:
@@ -953,6 +964,26 @@ async def test_a_retry_that_found_less_does_not_replace_the_first_pass(app: Appl
     assert r.metrics.strategy_used is Strategy.HYBRID
 
 
+@pytest.mark.parametrize("tag, first_pass_answers", [
+    ("dense:store_error", True),  # reported by the first pass too: the retry lost the leg all the same
+    ("rerank:unavailable", False),  # the configuration, not a loss: the retry answers
+])
+async def test_a_retry_that_lost_a_leg_the_first_pass_lost_too_does_not_replace_it(
+    app: Application, tag: str, first_pass_answers: bool
+) -> None:
+    r = await pipeline(app, sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions("tomato sauce basil", 4, strategy=Strategy.HYBRID, use_cache=False))
+    state = QueryState(options=QueryOptions("tomato sauce basil", 4), iteration=1, contexts=list(r.contexts))
+    state.degrade(tag)
+    first = (await nodes.check_sufficiency(state, app.pipeline.deps))["best"]
+    state.best, state.pass_degraded, state.iteration, state.contexts = first, set(), 2, list(r.contexts[:1])
+    state.degrade(tag)
+    assert state.metrics.degraded == [tag]
+    retry = await nodes.check_sufficiency(state, app.pipeline.deps)
+    assert retry["sufficiency"] < first.sufficiency
+    assert (retry["best"] is first) is first_pass_answers
+
+
 class _CalculatePastTheDeadline(Calculate):
     """The calculator, taking the request past its deadline (the test's clock moves there)."""
 
@@ -1069,21 +1100,34 @@ async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) ->
     assert sum(len(c.children) for c in r.contexts) == 3
 
 
-@pytest.mark.parametrize(("top_k", "retry_answers"), [(20, True), (3, False)])
-async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k: int, retry_answers: bool) -> None:
+@pytest.mark.parametrize(("top_k", "retry_loses_a_leg", "retry_answers"), [(20, False, True), (3, False, True), (3, True, False)])
+async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k: int, retry_loses_a_leg: bool, retry_answers: bool) -> None:
     """The first pass falls back (the cooking chunk scores 0.2, one word in five, under 0.3); the
     retry, at half the threshold, keeps that chunk alone. The flag is the answering pass's: False
-    when the retry answers (top_k 20: its one context at 0.2 beats three mostly at 0), True when
-    the first pass does (top_k 3: its three contexts fill top_k)."""
+    when the retry answers, True when the first pass does (top_k 3: its three contexts fill top_k,
+    and the retry, which lost its parent leg, found less)."""
+    retrying = False
+
+    async def fail_on_retry(method: Any, *args: Any, **kwargs: Any) -> Any:
+        if retrying and retry_loses_a_leg:
+            raise RuntimeError("parent leg down")
+        return await method(*args, **kwargs)
+
+    def after(event: Any) -> None:
+        nonlocal retrying
+        if isinstance(event, StageMetric) and event.stage == "check_sufficiency":
+            retrying = True
+
     with json_server(tei_rerank(word_overlap)) as tei:
         reranker = TeiReranker(tei.url)
         try:
-            r = await pipeline(app, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=1.01, max_iterations=2).query(
-                QueryOptions("simmer qqq www eee rrr", top_k, strategy=Strategy.SEMANTIC, use_cache=False)
+            r = await pipeline(app, reranker=reranker, vectors=Intercepted(app.vectors, "search_parents", fail_on_retry), store_retries=0,
+                               rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=1.01, max_iterations=2).query(
+                QueryOptions("simmer qqq www eee rrr", top_k, strategy=Strategy.SEMANTIC, use_cache=False), events=after
             )
         finally:
             await reranker.close()
-    assert r.metrics.iterations == 2
+    assert r.metrics.iterations == 2 and ("parent:store_error" in r.metrics.degraded) is retry_loses_a_leg
     assert len(r.contexts) == (1 if retry_answers else 3) and _docs(r)[0] == "cooking"
     assert r.metrics.rerank_fallback_triggered is not retry_answers
 

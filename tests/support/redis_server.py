@@ -15,6 +15,10 @@ from bench.server_process import free_port
 from tests.support.controlled_process import ControlledProcess
 from tests.support.paths import require_binary
 
+#: A per-call limit a healthy Redis meets on a busy machine; a frozen one costs a call this long
+#: before the breaker opens.
+HEALTHY_REDIS_S = 5.0
+
 
 class Redis(ControlledProcess):
     """One server that a test may stop, restart on the same port, freeze and thaw."""

@@ -1074,9 +1074,9 @@ type Metrics struct {
 	// mean relevance + 0.3 x document diversity). Below RETRIEVAL_SUFFICIENCY_THRESHOLD (0.6) the
 	// server retries and decomposes.
 	SufficiencyScore float32 `protobuf:"fixed32,5,opt,name=sufficiency_score,json=sufficiencyScore,proto3" json:"sufficiency_score,omitempty"`
-	// True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; halved on each
-	// retry), so the best RETRIEVAL_RERANK_FALLBACK (3) were kept anyway, in the pass whose
-	// contexts are returned.
+	// True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; on each retry
+	// halved, or lowered by 0.5 when at or below 0), so the best RETRIEVAL_RERANK_FALLBACK (3) were
+	// kept anyway, in the pass whose contexts are returned.
 	RerankFallbackTriggered bool `protobuf:"varint,6,opt,name=rerank_fallback_triggered,json=rerankFallbackTriggered,proto3" json:"rerank_fallback_triggered,omitempty"`
 	// What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
 	// `keyword:store_error`, `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
@@ -1084,7 +1084,8 @@ type Metrics struct {
 	// Empty: nothing was.
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`
 	// True when the question was split into sub-queries whose hits were fused into the pass
-	// whose contexts are returned (False when they found nothing, or that pass scored lower).
+	// whose contexts are returned (False when they found nothing, or that pass lost a leg or a
+	// stage and scored lower than an earlier pass).
 	DecompositionUsed bool `protobuf:"varint,8,opt,name=decomposition_used,json=decompositionUsed,proto3" json:"decomposition_used,omitempty"`
 	// The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
 	// a failed query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.

@@ -690,9 +690,9 @@ export interface Metrics {
    */
   sufficiencyScore: number;
   /**
-   * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; halved on each
-   * retry), so the best RETRIEVAL_RERANK_FALLBACK (3) were kept anyway, in the pass whose
-   * contexts are returned.
+   * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; on each retry
+   * halved, or lowered by 0.5 when at or below 0), so the best RETRIEVAL_RERANK_FALLBACK (3) were
+   * kept anyway, in the pass whose contexts are returned.
    */
   rerankFallbackTriggered: boolean;
   /**
@@ -704,7 +704,8 @@ export interface Metrics {
   degraded: string[];
   /**
    * True when the question was split into sub-queries whose hits were fused into the pass
-   * whose contexts are returned (False when they found nothing, or that pass scored lower).
+   * whose contexts are returned (False when they found nothing, or that pass lost a leg or a
+   * stage and scored lower than an earlier pass).
    */
   decompositionUsed: boolean;
   /**
