@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -499,33 +500,26 @@ async def test_a_collection_of_one_unnamed_vector_is_refused(tmp_path: Path, exe
         await store.close()
 
 
-async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailable(tmp_path: Path, executor: BlockingExecutor) -> None:
-    """The engine compares its config with the segments themselves; a saved config edited (or
-    written by another version) to claim Cosine does not get a Dot index served."""
-    await _existing_index("edge", tmp_path, {DENSE: (DIM, "Dot")}, {SPARSE: True})
-    saved = tmp_path / "edge" / "edge_config.json"
+def _claim_cosine(saved: Path) -> None:
     saved.write_text(saved.read_text().replace('"Dot"', '"Cosine"'))
-    store = make_vector_store("edge", tmp_path, executor)
-    try:
-        with pytest.raises(Unavailable, match=r"does not hold the vectors the service creates .*expected distance Cosine, but got Dot"):
-            await store.open()
-    finally:
-        await store.close()
-    # The folder is let go: a new index in its place opens.
-    (tmp_path / "edge").rename(tmp_path / "refused")
-    await store.open()
-    await store.close()
 
 
-async def test_edge_segments_without_their_saved_config_are_refused_as_unavailable(tmp_path: Path, executor: BlockingExecutor) -> None:
-    """A lost edge_config.json made the open create an index over the segments, which the engine
-    refused with a bare Exception and no advice."""
-    await _existing_index("edge", tmp_path, {DENSE: (DIM, "Cosine")}, {SPARSE: True})
-    (tmp_path / "edge" / "edge_config.json").unlink()
+@pytest.mark.parametrize(("distance", "damage", "refusal"), [
+    # The engine compares its config with the segments themselves: a saved config edited (or
+    # written by another version) to claim Cosine does not get a Dot index served.
+    ("Dot", _claim_cosine, r"does not hold the vectors the service creates .*expected distance Cosine, but got Dot"),
+    # A lost edge_config.json made the open create an index over the segments, which the engine
+    # refused with a bare Exception and no advice.
+    ("Cosine", Path.unlink, r"holds segments but no edge_config.json: use a new RETRIEVAL_DATA_DIR"),
+], ids=["config-edited", "config-lost"])
+async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailable(
+    tmp_path: Path, executor: BlockingExecutor, distance: str, damage: Callable[[Path], object], refusal: str,
+) -> None:
+    await _existing_index("edge", tmp_path, {DENSE: (DIM, distance)}, {SPARSE: True})
+    damage(tmp_path / "edge" / "edge_config.json")
     store = make_vector_store("edge", tmp_path, executor)
     try:
-        with pytest.raises(Unavailable, match=rf"the vector folder {re.escape(str(tmp_path / 'edge'))} holds segments but no edge_config.json: "
-                                              r"use a new RETRIEVAL_DATA_DIR"):
+        with pytest.raises(Unavailable, match=rf"the vector folder {re.escape(str(tmp_path / 'edge'))} .*{refusal}"):
             await store.open()
     finally:
         await store.close()
