@@ -12,6 +12,8 @@ first hop, as ``GRAPH_MAX_NEIGHBORS`` bounds the others).
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -277,8 +279,24 @@ class KnowledgeGraph:
         edges = await self.edges(None, access, document_ids)
         g = nx.MultiDiGraph()
         for e in entities.values():
-            g.add_node(e.key, name=e.name, entity_type=e.entity_type.value, mentions=e.mentions, documents=",".join(e.document_ids))
+            g.add_node(_xml_text(e.key), name=_xml_text(e.name), entity_type=e.entity_type.value, mentions=e.mentions,
+                       documents=_id_list(e.document_ids))
         for edge in edges:
-            g.add_edge(edge.source, edge.target, key=edge.relation.value, relation=edge.relation.value, weight=edge.weight,
-                       documents=",".join(edge.document_ids))
+            g.add_edge(_xml_text(edge.source), _xml_text(edge.target), key=edge.relation.value, relation=edge.relation.value,
+                       weight=edge.weight, documents=_id_list(edge.document_ids))
         return g
+
+
+#: what XML 1.0, and so GraphML, cannot hold: C0 controls but tab and line ends, surrogates, U+FFFE
+#: and U+FFFF. An id or a name of a document's text may hold U+FFFE, and one such made every export fail.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def _id_list(document_ids: Iterable[str]) -> str:
+    """Document ids as a JSON array, escaped to ASCII: an id may hold a comma (joined by commas, one
+    read as two) or a character XML cannot, and a reader must get each id back as stored."""
+    return json.dumps(list(document_ids))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import itertools
 import random
 
@@ -163,6 +164,22 @@ async def test_matching_exports_and_access(metadata_store: MetadataStore, execut
     assert "shadowvault" not in back.nodes and back.nodes["authsvc"]["entity_type"] == "SERVICE"
     assert {(s, t, d["relation"]) for s, t, d in back.edges(data=True)} >= {("projectalpha", "authsvc", "DEPENDS_ON")}
     assert "shadowvault" in (await graph.to_networkx(ALICE)).nodes
+
+
+async def test_an_export_gives_back_every_document_id_as_stored(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
+    """Ids joined by commas read "runbook,billing" as two documents, and one holding U+FFFE (as a
+    name of a document's text may) made writing the GraphML fail for the whole index."""
+    odd = ["runbook,billing", "billing\ufffe"]
+    for doc_id in odd:
+        graph = DocumentGraph((_entity("LedgerSvc", E.SERVICE, 1, f"{doc_id}#p0c0"), _entity("Pay\ufffeSvc", E.SERVICE, 1, f"{doc_id}#p0c0")),
+                              (_rel("LedgerSvc", R.USES, "PaySvc"),))
+        await metadata_store.replace_document(Document(doc_id), _parents(doc_id), graph)
+    buffer = io.BytesIO()
+    nx.write_graphml(await KnowledgeGraph(metadata_store, executor).to_networkx(ROOT), buffer)
+    back = nx.read_graphml(io.BytesIO(buffer.getvalue()))
+    assert sorted(json.loads(back.nodes["ledgersvc"]["documents"])) == sorted(odd)
+    assert back.nodes["paysvc"]["name"] == "Pay\ufffdSvc"  # what XML cannot hold, replaced
+    assert [sorted(json.loads(d["documents"])) for _, _, d in back.edges(data=True)] == [sorted(odd)]
 
 
 async def test_matches_show_nothing_of_names_the_caller_cannot_read(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
