@@ -480,24 +480,24 @@ async def test_an_index_of_other_vectors_is_refused_naming_what_it_holds(case: s
     cosines, one without IDF weighed every term alike, one without ``dense`` failed every call."""
     dense, sparse, message = MISMATCHES[case]
     await _existing_index(kind, tmp_path, dense, sparse)
-    store = make_vector_store(kind, tmp_path, executor)
+    refusal = await _refusal(make_vector_store(kind, tmp_path, executor), message)
+    where = f"vector folder {tmp_path / 'edge'}" if kind == "edge" else "collection chunks"
+    assert where in refusal and "a new RETRIEVAL_DATA_DIR" in refusal
+
+
+async def _refusal(store: VectorStore, match: str) -> str:
+    """What opening ``store`` is refused with (Unavailable, matching ``match``); the store is closed after."""
     try:
-        with pytest.raises(Unavailable, match=message) as refused:
+        with pytest.raises(Unavailable, match=match) as refused:
             await store.open()
-        where = f"vector folder {tmp_path / 'edge'}" if kind == "edge" else "collection chunks"
-        assert where in str(refused.value) and "a new RETRIEVAL_DATA_DIR" in str(refused.value)
+        return str(refused.value)
     finally:
         await store.close()
 
 
 async def test_a_collection_of_one_unnamed_vector_is_refused(tmp_path: Path, executor: BlockingExecutor) -> None:
     await _existing_index("qdrant-local", tmp_path, {}, {}, unnamed=(DIM + 4, "Cosine"))
-    store = make_vector_store("qdrant-local", tmp_path, executor)
-    try:
-        with pytest.raises(Unavailable, match=r"holds no 'dense' vector \(dense vectors: one unnamed vector\)"):
-            await store.open()
-    finally:
-        await store.close()
+    await _refusal(make_vector_store("qdrant-local", tmp_path, executor), r"holds no 'dense' vector \(dense vectors: one unnamed vector\)")
 
 
 def _claim_cosine(saved: Path) -> None:
@@ -518,11 +518,7 @@ async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailabl
     await _existing_index("edge", tmp_path, {DENSE: (DIM, distance)}, {SPARSE: True})
     damage(tmp_path / "edge" / "edge_config.json")
     store = make_vector_store("edge", tmp_path, executor)
-    try:
-        with pytest.raises(Unavailable, match=rf"the vector folder {re.escape(str(tmp_path / 'edge'))} .*{refusal}"):
-            await store.open()
-    finally:
-        await store.close()
+    await _refusal(store, rf"the vector folder {re.escape(str(tmp_path / 'edge'))} .*{refusal}")
     # The folder is let go: a new index in its place opens.
     (tmp_path / "edge").rename(tmp_path / "refused")
     await store.open()
