@@ -189,8 +189,11 @@ class PairScores:
     @staticmethod
     def key(query: str, text: str) -> bytes:
         h = hashlib.blake2b(digest_size=16)
-        h.update(query.encode())
-        h.update(b"\0")
+        # The query's length, not a separator, ends it: either string may hold any character, NUL
+        # too, and ("a\0b", "c") joined by NUL was ("a", "b\0c").
+        q = query.encode()
+        h.update(len(q).to_bytes(8, "little"))
+        h.update(q)
         h.update(text.encode())
         return h.digest()
 

@@ -40,6 +40,14 @@ async def test_a_repeated_pair_is_scored_once() -> None:
     assert model.asked[-1] == ["a"]  # a pair is the query and the text
 
 
+async def test_pairs_that_join_to_the_same_string_are_scored_apart() -> None:
+    model = Model()
+    reranker = MeasuredReranker(model, pair_cache_size=100)
+    await reranker.rerank("tax\0invoice", ["paid"])
+    await reranker.rerank("tax", ["invoice\0paid"])
+    assert model.asked == [["paid"], ["invoice\0paid"]]
+
+
 async def test_the_pair_cache_keeps_the_most_recent_and_can_be_off() -> None:
     model = Model()
     reranker = MeasuredReranker(model, pair_cache_size=2)
