@@ -242,6 +242,13 @@ class MeasuredReranker:
             if degraded is None:
                 self.rate.observe(len(unique), self._clock() - start)
             fresh = dict(zip(unique, scores, strict=True))
+            if degraded is not None and isinstance(self.inner, FallbackReranker) and len(todo) < len(texts):
+                # The remembered scores are the configured model's, on another scale than the
+                # fallback's: ranked together, what was cached decided the order and what passed
+                # the threshold. One request's ranking holds one model's scores.
+                cached = list(dict.fromkeys(t for t in texts if t not in fresh))
+                fresh.update(zip(cached, await self.inner.fallback.rerank(query, cached), strict=True))
+                known = [None] * len(texts)
         out = [s if s is not None else fresh[texts[i]] for i, s in enumerate(known)]
         if self._pairs is not None and degraded is None:
             # A fallback model's scores are not the configured model's: they are not remembered.

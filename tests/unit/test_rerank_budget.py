@@ -17,17 +17,17 @@ from tests.support.clock import Clock
 
 
 class Model:
-    """Scores a text by its length; records what it was asked to score."""
+    """Scores a text by its length (times `scale`); records what it was asked to score."""
 
-    def __init__(self, name: str = "model", fail: bool = False) -> None:
-        self.name, self.fail = name, fail
+    def __init__(self, name: str = "model", fail: bool = False, scale: float = 1.0) -> None:
+        self.name, self.fail, self.scale = name, fail, scale
         self.asked: list[list[str]] = []
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         self.asked.append(list(texts))
         if self.fail:
             raise RerankError("down")
-        return [float(len(t)) for t in texts]
+        return [self.scale * len(t) for t in texts]
 
 
 async def test_a_repeated_pair_is_scored_once() -> None:
@@ -69,6 +69,19 @@ async def test_a_fallback_models_scores_are_reported_and_not_remembered() -> Non
     primary.fail = False
     assert await reranker.rerank_reporting("q", ["a"]) == ([1.0], None)
     assert primary.asked == [["a"], ["a"]]
+
+
+async def test_a_degraded_answer_scores_the_remembered_pairs_with_the_fallback_too() -> None:
+    """Remembered scores are the primary model's: beside the fallback's (another scale) they
+    decided the order and what passed the threshold by what happened to be cached."""
+    primary, local = Model("tei"), Model("local", scale=10.0)
+    reranker = MeasuredReranker(FallbackReranker(primary, local), pair_cache_size=100)
+    await reranker.rerank("q", ["a", "bb"])
+    primary.fail = True
+    scores, degraded = await reranker.rerank_reporting("q", ["a", "bb", "ccc", "a"])
+    assert degraded == "rerank:tei_failed_used_local"
+    assert scores == [10.0, 20.0, 30.0, 10.0]
+    assert local.asked == [["ccc"], ["a", "bb"]]  # each pair once
 
 
 def test_the_rate_is_measured_per_pair_and_follows_the_load() -> None:
