@@ -255,7 +255,10 @@ class CrossEncoder:
 
     Pairs are tokenized together ([CLS] query [SEP] passage [SEP]); only the passage is truncated,
     after the query was capped at ``max_query_tokens``. Pairs are batched in order of length so a
-    batch pads to similar lengths. Scores are raw logits (the ms-marco convention) or their sigmoid.
+    batch pads to similar lengths. A score is the relevance logit (one label, the ms-marco
+    convention) or, for a softmax classifier of two labels ``[irrelevant, relevant]``, the margin
+    ``relevant - irrelevant``, whose sigmoid is its softmax probability of relevance; raw, or its
+    sigmoid with ``activation``. A model of more labels raises ``ValueError``.
     """
 
     def __init__(
@@ -285,6 +288,11 @@ class CrossEncoder:
         self._pad_id = pad_id(self.tokenizer)
         self.session = _session(model_path, threads)
         self._input_names = {i.name for i in self.session.get_inputs()}
+        width = self.session.get_outputs()[0].shape[-1]
+        self.labels = width if isinstance(width, int) else self._logits(self.tokenizer.encode_batch([("label probe", "probe")])).shape[1]
+        if self.labels not in (1, 2):
+            raise ValueError(f"the cross-encoder {model_path} has {self.labels} logits per pair: only one (relevance) "
+                             "or two ([irrelevant, relevant]) can be read as relevance")
 
     def _cap_query(self, query: str) -> str:
         enc = self._counter.encode(query, add_special_tokens=False)
@@ -292,14 +300,20 @@ class CrossEncoder:
             return query
         return query[: enc.offsets[self.max_query_tokens - 1][1]]
 
-    def _run(self, encodings: list[Encoding]) -> np.ndarray:
+    def _logits(self, encodings: list[Encoding]) -> np.ndarray:
         ids, mask, types = padded(encodings, self._pad_id)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = types
-        logits = self.session.run(None, feeds)[0]
-        # One label: the relevance logit. Several (e.g. [irrelevant, relevant]): the last.
-        return np.asarray(logits[:, -1], dtype=np.float32)
+        return np.asarray(self.session.run(None, feeds)[0])
+
+    def _run(self, encodings: list[Encoding]) -> np.ndarray:
+        logits = self._logits(encodings)
+        if self.labels == 2:
+            # The 'relevant' logit alone ranks a pair with logits (5, 3), P(relevant) 0.12, above
+            # one with (0, 2), 0.88; the margin ranks by that probability.
+            return (logits[:, 1] - logits[:, 0]).astype(np.float32)
+        return np.asarray(logits[:, 0], dtype=np.float32)
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """One score per passage, in the input order."""

@@ -4,7 +4,7 @@ No cross-encoder weights can be downloaded on the project's machines, so tests b
 and benchmarks build one with the exact shape of cross-encoder/ms-marco-MiniLM-L-6-v2
 (6 layers, hidden 384, 12 heads, intermediate 1536): inference cost does not depend on the
 weights. That graph has the inputs and output of a Hugging Face export (``input_ids``,
-``attention_mask``, ``token_type_ids`` → ``logits [batch, 1]``).
+``attention_mask``, ``token_type_ids`` → ``logits [batch, labels]``, one label unless asked).
 
 A sentence encoder is built from a Hugging Face ``BertModel``'s tensors (e.g. a
 ``model.safetensors`` read with ``safetensors.numpy``; no torch) and outputs
@@ -194,11 +194,13 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def build_cross_encoder(path: Path, shape: BertShape = MINILM_L6, seed: int = 0, init_std: float = 0.02) -> Path:
+def build_cross_encoder(path: Path, shape: BertShape = MINILM_L6, seed: int = 0, init_std: float = 0.02, labels: int = 1) -> Path:
     """Write a sequence-classification ``model.onnx`` for ``shape`` to ``path`` (a file path) and return it.
 
     ``init_std`` is the weights' standard deviation: BERT's 0.02 makes the logits of an untrained
-    model almost constant; tests that compare rankings use a larger one.
+    model almost constant; tests that compare rankings use a larger one. ``labels`` is the number
+    of logits per pair (2: a softmax classifier's ``[irrelevant, relevant]``); the weights before
+    the classifier do not depend on it.
     """
     from onnx import TensorProto, helper
 
@@ -209,8 +211,9 @@ def build_cross_encoder(path: Path, shape: BertShape = MINILM_L6, seed: int = 0,
     cls = g.node("Gather", [x, g.const(np.array(0, np.int64))], axis=1)
     pooled = g.node("Tanh", [g.node("Add", [g.node("MatMul", [cls, g.const(w("pooler.dense.weight", (h, h)).T.copy())]),
                                             g.const(w("pooler.dense.bias", (h,)))])])
-    g.node("Add", [g.node("MatMul", [pooled, g.const(w("classifier.weight", (1, h)).T.copy())]), g.const(w("classifier.bias", (1,)))], "logits")
-    return _save(g, "bert_sequence_classification", helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1]), path)
+    g.node("Add", [g.node("MatMul", [pooled, g.const(w("classifier.weight", (labels, h)).T.copy())]), g.const(w("classifier.bias", (labels,)))],
+           "logits")
+    return _save(g, "bert_sequence_classification", helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", labels]), path)
 
 
 def build_sentence_encoder(path: Path, weights: Weights, shape: BertShape = MINILM_L6) -> Path:

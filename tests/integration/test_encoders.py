@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,11 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _direct(model: Path, query: str, passage: str, max_length: int = 512) -> float:
-    """One pair through onnxruntime by hand: the oracle for batching and padding."""
+    return float(_direct_logits(model, query, passage, max_length)[0])
+
+
+def _direct_logits(model: Path, query: str, passage: str, max_length: int = 512) -> np.ndarray:
+    """One pair's logits through onnxruntime by hand: the oracle for batching and padding."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(BUNDLED_TOKENIZER))
@@ -46,7 +51,7 @@ def _direct(model: Path, query: str, passage: str, max_length: int = 512) -> flo
         "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
         "token_type_ids": np.array([enc.type_ids], dtype=np.int64),
     }
-    return float(sess.run(None, feeds)[0][0, 0])
+    return sess.run(None, feeds)[0][0]
 
 
 def test_scores_match_a_direct_onnxruntime_call(tiny_model: Path) -> None:
@@ -85,6 +90,27 @@ def test_rerank_semantics_and_sigmoid(tiny_model: Path) -> None:
     sig = CrossEncoder(tiny_model, BUNDLED_TOKENIZER, activation="sigmoid").score(QUERY, PASSAGES)
     np.testing.assert_allclose(sig, 1 / (1 + np.exp(-raw.score(QUERY, PASSAGES))), rtol=1e-5)
     assert raw.score(QUERY, []).shape == (0,)
+
+
+def test_a_two_label_classifier_scores_its_softmax_probability_of_relevance(tmp_path: Path) -> None:
+    """[irrelevant, relevant] logits: the last one alone ranked (5, 3), P 0.12, above (0, 2), P 0.88."""
+    model = build_cross_encoder(tmp_path / "model.onnx", TINY, seed=1, init_std=0.3, labels=2)
+    logits = np.array([_direct_logits(model, QUERY, p) for p in PASSAGES], dtype=np.float64)
+    softmax = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    ce = CrossEncoder(model, BUNDLED_TOKENIZER, activation="sigmoid", batch_size=3)
+    assert ce.labels == 2
+    scores = ce.score(QUERY, PASSAGES)
+    np.testing.assert_allclose(scores, softmax[:, 1], rtol=1e-4, atol=1e-5)
+    assert np.argsort(-softmax[:, 1]).tolist() != np.argsort(-logits[:, 1]).tolist(), "the model must tell the two apart"
+    assert [i for i, _ in ce.rerank(QUERY, PASSAGES)] == np.argsort(-softmax[:, 1], kind="stable").tolist()
+    raw = CrossEncoder(model, BUNDLED_TOKENIZER).score(QUERY, PASSAGES)
+    np.testing.assert_allclose(raw, logits[:, 1] - logits[:, 0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_model_of_more_than_two_labels_is_refused_by_name(tmp_path: Path) -> None:
+    model = build_cross_encoder(tmp_path / "three" / "model.onnx", TINY, seed=1, labels=3)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'three' / 'model.onnx'} has 3 logits per pair")):
+        CrossEncoder(model, BUNDLED_TOKENIZER)
 
 
 def test_int8_cross_encoder_keeps_the_ranking_signal(tiny_model: Path, tmp_path: Path) -> None:
