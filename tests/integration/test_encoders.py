@@ -213,3 +213,30 @@ def test_the_local_reranker_names_the_setting_it_cut(tmp_path: Path, caplog: pyt
     finally:
         executor.shutdown()
     assert "RETRIEVAL_RERANK_MAX_TOKENS=8192" in caplog.text and "64 tokens" in caplog.text
+
+
+@pytest.mark.parametrize("config", [{"model_type": "xlm-roberta", "vocab_size": 250002}, {"model_type": "bert", "vocab_size": 1000},
+                                    {"model_type": "roberta"}])
+def test_a_model_folder_without_a_tokenizer_the_bundled_one_does_not_fit_is_refused(tmp_path: Path, config: dict[str, Any]) -> None:
+    """The bundled MiniLM tokenizer fed an XLM-R model ids of other words, and a smaller vocabulary ids past its table."""
+    from retrieval_server.backends.embedder import resolve_model
+    from retrieval_server.backends.executor import BlockingExecutor
+    from retrieval_server.backends.reranker import OnnxReranker
+
+    build_cross_encoder(tmp_path / "model.onnx", BertShape(hidden=32, layers=1, heads=2, intermediate=64), seed=1)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    refusal = re.escape(f"model folder {tmp_path} has no tokenizer.json")
+    executor = BlockingExecutor(1)
+    try:
+        with pytest.raises(ValueError, match=refusal):
+            OnnxReranker(tmp_path, executor)
+        with pytest.raises(ValueError, match=refusal):
+            resolve_model(tmp_path)
+        (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "vocab_size": 30522}))
+        assert resolve_model(tmp_path).tokenizer_path == BUNDLED_TOKENIZER  # where it fits
+        OnnxReranker(tmp_path, executor)
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        (tmp_path / "tokenizer.json").write_bytes(BUNDLED_TOKENIZER.read_bytes())  # the folder's own is taken as it is
+        assert resolve_model(tmp_path).tokenizer_path == tmp_path / "tokenizer.json"
+    finally:
+        executor.shutdown()
