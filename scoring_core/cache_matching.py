@@ -21,7 +21,10 @@ from scoring_core._jit import kernel
 PUBLIC = 0
 
 
-@kernel("Tuple((int64, float32))(float32[:, ::1], float32[::1], uint8[::1], float64[::1], int64[::1], int64, int64, float64, int64, boolean)", nogil=True, fastmath=True)
+# fastmath without its no-inf and no-NaN flags: a row that never expires holds expires_at = inf,
+# which fastmath=True lets LLVM assume away; reassociation is what vectorizes the dot product.
+@kernel("Tuple((int64, float32))(float32[:, ::1], float32[::1], uint8[::1], float64[::1], int64[::1], int64, int64, float64, int64, boolean)", nogil=True,
+        fastmath={"reassoc", "contract", "arcp"})
 def _best_in_rows(matrix, query, live, expires_at, scope, start, end, now, caller, include_public):  # pragma: no cover - compiled
     """Best visible row in [start, end): (row, score), or (-1, -inf). The first row wins ties."""
     d = query.shape[0]
