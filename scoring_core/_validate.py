@@ -9,6 +9,19 @@ from collections.abc import Sequence
 import numpy as np
 
 
+#: The largest count a kernel takes: its counts are int64.
+MAX_COUNT = 2**63 - 1
+
+
+def as_reals(values: np.ndarray | Sequence[float], dtype: type[np.floating], name: str) -> np.ndarray:
+    """Return ``values`` as a contiguous ``dtype`` array; anything but real numbers (bool counts
+    as 0 and 1) raises TypeError, as in the twins: numpy reads the string "0.1" as 0.1."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "biuf" and (arr.dtype != object or not all(isinstance(v, numbers.Real) for v in arr.ravel().tolist())):
+        raise TypeError(f"{name} must be real numbers, got {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
 def as_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
     """Return ``scores`` as a contiguous float32 vector; NaN is rejected, never silently ranked.
 
@@ -16,7 +29,7 @@ def as_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
     values closer than float32 can tell apart tie (and keep their input order), and values
     beyond its range become ±inf. Their reference twins rank the same rounding.
     """
-    arr = np.ascontiguousarray(scores, dtype=np.float32)
+    arr = as_reals(scores, np.float32, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if np.isnan(arr).any():
@@ -52,11 +65,15 @@ def as_integers(values: np.ndarray | Sequence[int], name: str) -> np.ndarray:
 
 
 def as_count(value: int, name: str) -> int:
-    """``value`` as an int; a float such as 2.7 raises TypeError rather than being truncated."""
+    """``value`` as an int; a float such as 2.7 raises TypeError rather than being truncated, one
+    above :data:`MAX_COUNT` ValueError rather than numba's OverflowError, which names nothing."""
     try:
-        return operator.index(value)
+        n = operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {value!r}") from None
+    if n > MAX_COUNT:
+        raise ValueError(f"{name} must be at most 2**63 - 1, got {n}")
+    return n
 
 
 def as_codes(codes: np.ndarray, upper: int, name: str) -> np.ndarray:

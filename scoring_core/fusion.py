@@ -21,7 +21,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f64
-from scoring_core._validate import as_count, as_integers
+from scoring_core._validate import as_count, as_integers, as_reals
 from scoring_core.selection import _top_k_kernel
 
 _F = "Tuple((int64[:], float64[:]))"
@@ -202,7 +202,7 @@ def score_fusion(
     if method not in ("minmax", "dbsf"):
         raise ValueError("method must be 'minmax' or 'dbsf'")
     ids, offsets, unsigned = _flatten(lists)
-    flat = np.concatenate([np.asarray(s, dtype=np.float64).ravel() for s in scores]) if len(scores) else np.zeros(0)
+    flat = np.concatenate([as_reals(s, np.float64, f"scores[{i}]").ravel() for i, s in enumerate(scores)]) if len(scores) else np.zeros(0)
     if flat.shape != ids.shape or any(len(a) != len(b) for a, b in zip(lists, scores, strict=True)):
         raise ValueError("each list needs one score per id")
     if not np.isfinite(flat).all():

@@ -42,13 +42,14 @@ class GroupedHits:
 
 
 @kernel("Tuple((int64[:], float32[:], int64[:], int64[:]))(int64[::1], float32[::1], int64)", nogil=True)
-def _group_kernel(parent_codes, scores, n_parents):  # pragma: no cover - compiled
+def _group_kernel(parent_codes, scores, n_codes):  # pragma: no cover - compiled
+    # Codes lie in [0, n_codes), and n_codes is at most the rows' count (see group_by_parent).
     n = scores.shape[0]
     order = argsort_desc_f32(scores)  # stable: ties by input position
-    rank_of = np.full(n_parents, -1, dtype=np.int64)
-    counts = np.zeros(min(n, n_parents), dtype=np.int64)
-    parents = np.empty(min(n, n_parents), dtype=np.int64)
-    parent_scores = np.empty(min(n, n_parents), dtype=np.float32)
+    rank_of = np.full(n_codes, -1, dtype=np.int64)
+    counts = np.zeros(n_codes, dtype=np.int64)
+    parents = np.empty(n_codes, dtype=np.int64)
+    parent_scores = np.empty(n_codes, dtype=np.float32)
     m = 0
     for i in range(n):
         c = order[i]
@@ -90,5 +91,13 @@ def group_by_parent(parent_codes: np.ndarray, scores: np.ndarray, n_parents: int
     codes = as_codes(parent_codes, n, "parent_codes")
     if codes.shape[0] != s.shape[0]:
         raise ValueError(f"parent_codes and scores differ in length: {codes.shape[0]} != {s.shape[0]}")
-    parents, parent_scores, offsets, children = _group_kernel(codes, s, np.int64(n))
+    # The kernel keeps a slot per code: codes past the rows' count (n_parents may be 2**40) are
+    # numbered densely first, so its memory follows the rows. The order does not depend on the codes.
+    span = int(codes.max()) + 1 if codes.size else 0
+    if span <= codes.shape[0]:
+        parents, parent_scores, offsets, children = _group_kernel(codes, s, np.int64(span))
+    else:
+        present, dense = np.unique(codes, return_inverse=True)
+        parents, parent_scores, offsets, children = _group_kernel(np.ascontiguousarray(dense, dtype=np.int64), s, np.int64(present.shape[0]))
+        parents = present[parents]
     return GroupedHits(parents, parent_scores, offsets, children)

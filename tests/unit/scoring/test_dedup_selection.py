@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -78,6 +80,26 @@ def test_counts_that_are_not_integers_are_refused_by_kernel_and_twin() -> None:
     with pytest.raises(TypeError):
         reference.threshold_with_fallback(s.tolist(), 0.3, 1.5)  # type: ignore[arg-type]
     assert top_k(s, np.int64(2)).tolist() == reference.top_k(s.tolist(), np.int64(2)) == [1, 0]  # type: ignore[arg-type]
+
+
+def test_counts_past_int64_are_refused_naming_the_count() -> None:
+    # numba's OverflowError ("int too big to convert") named neither the argument nor the limit.
+    s = np.array([0.3, 0.9, 0.1])
+    with pytest.raises(ValueError, match=re.escape("k must be at most 2**63 - 1")):
+        top_k(s, 2**63)
+    with pytest.raises(ValueError, match=re.escape("fallback must be at most 2**63 - 1")):
+        threshold_with_fallback(s, 5.0, 2**63)
+    assert top_k(s, 2**63 - 1).tolist() == [1, 0, 2]
+    assert threshold_with_fallback(s, 5.0, 2**63 - 1)[0].tolist() == [1, 0, 2]
+
+
+@pytest.mark.parametrize("scores", [["0.3", "0.9"], np.array(["0.3", "0.9"]), [0.3, "0.9"]])
+def test_scores_that_are_not_numbers_are_refused_by_kernel_and_twin(scores: list[object] | np.ndarray) -> None:
+    # numpy read the string "0.9" as 0.9; the twins refused it.
+    with pytest.raises(TypeError, match="scores must be real numbers"):
+        top_k(scores, 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.top_k(list(scores), 1)  # type: ignore[arg-type]
 
 
 @settings(max_examples=200, deadline=None)

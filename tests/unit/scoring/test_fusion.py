@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -87,6 +88,20 @@ def test_a_limit_that_is_not_an_integer_is_refused() -> None:
     with pytest.raises(TypeError, match="limit must be an integer"):
         score_fusion([[1, 2, 3, 4]], [[4.0, 3.0, 2.0, 1.0]], limit=2.5)  # type: ignore[arg-type]
     assert len(rrf([[1, 2, 3, 4]], limit=np.int64(2))) == 2  # type: ignore[arg-type]
+
+
+def test_a_limit_past_int64_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=re.escape("limit must be at most 2**63 - 1")):
+        rrf([[1, 2]], limit=2**63)
+    assert _pairs(rrf([[1, 2]], limit=2**63 - 1)) == reference.rrf([[1, 2]])
+
+
+def test_scores_that_are_not_numbers_are_refused_like_the_twin() -> None:
+    # numpy read the strings as floats and fused them; the twin refused them.
+    with pytest.raises(TypeError, match=re.escape("scores[1] must be real numbers")):
+        score_fusion([[1, 2], [2, 1]], [[0.1, 0.2], ["0.1", "0.2"]])
+    with pytest.raises(TypeError):
+        reference.score_fusion([[1, 2], [2, 1]], [[0.1, 0.2], ["0.1", "0.2"]])  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize(("method", "scores"), [("minmax", [1e308, -1e308, 0.0]), ("dbsf", [2e154, -2e154, 0.0])])

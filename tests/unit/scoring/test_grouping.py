@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -60,6 +62,15 @@ def test_a_parent_count_that_is_not_an_integer_is_rejected() -> None:
     with pytest.raises(TypeError, match="n_parents must be an integer"):
         group_by_parent(np.array([2, 0, 1]), np.array([1.0, 2.0, 3.0]), 2.5)  # type: ignore[arg-type]
     assert group_by_parent(np.array([2, 0, 1]), np.array([1.0, 2.0, 3.0]), np.int64(3)).parents.tolist() == [1, 0, 2]
+
+
+def test_a_parent_count_far_beyond_the_rows_costs_no_memory_and_one_past_int64_is_refused() -> None:
+    # The kernel made a slot per possible code: 2**40 of them failed with MemoryError, 2**63 with
+    # an OverflowError naming nothing.
+    codes, s = np.array([2**40 - 1, 7, 2**40 - 1]), np.array([0.1, 0.2, 0.3])
+    assert _as_groups(group_by_parent(codes, s, 2**40)) == reference.group_by_parent(codes.tolist(), s.tolist())
+    with pytest.raises(ValueError, match=re.escape("n_parents must be at most 2**63 - 1")):
+        group_by_parent(np.array([0, 1]), np.array([0.1, 0.2]), 2**63)
 
 
 scores = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, width=32)
