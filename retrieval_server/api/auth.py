@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from retrieval_server.api.errors import status_of
+from retrieval_server.api.errors import abort
 from retrieval_server.api.handlers import rewrap
 from retrieval_server.api.identity import GROUPS_HEADER, ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
@@ -255,7 +255,7 @@ class Authenticate:
                     exc = ServiceError(f"internal error verifying the credentials of {method.rsplit('/', 1)[-1]}")
                 if self._on_refused is not None:
                     self._on_refused(method, context, exc)
-                await context.abort_with_status(status_of(exc))
+                await abort(context, exc)
             _current.set(identity)
 
         return verify

@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 
 from retrieval_server.api.edge import Layer
-from retrieval_server.api.errors import status_of
+from retrieval_server.api.errors import abort
 from retrieval_server.api.handlers import rewrap
 from retrieval_server.domain import InvalidArgument
 from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS
@@ -144,7 +144,7 @@ def _safe(deserializer: Callable[[bytes], Any], message_type: str, weigh: Callab
 async def _reject_undecodable(request: Any, context: grpc.aio.ServicerContext) -> None:
     if isinstance(request, _Undecodable):
         # With its google.rpc.BadRequest, as every INVALID_ARGUMENT (it came without details).
-        await context.abort_with_status(status_of(InvalidArgument(request.reason, field=request.field)))
+        await abort(context, InvalidArgument(request.reason, field=request.field))
 
 
 def request_bytes(query_max_bytes: int, max_ids: int) -> int:
