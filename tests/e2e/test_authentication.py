@@ -360,8 +360,27 @@ async def test_admin_actions_are_audited(tmp_path: Path, caplog: pytest.LogCaptu
         ("DeleteDocuments", "", "", "", "UNAUTHENTICATED"),
     ]
     assert lines[0].deleted == ["policy"] and lines[0].documents == ["policy", "missing"]  # type: ignore[attr-defined]
+    assert lines[0].documents_truncated is False and lines[0].deleted_truncated is False  # type: ignore[attr-defined]
     assert [r.reason for r in lines[2:]] == ["TOKEN_SIGNATURE", "TOKEN_MISSING", "TOKEN_MALFORMED"]  # type: ignore[attr-defined]
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines[2:])  # type: ignore[attr-defined]
+
+
+async def test_an_audit_line_cuts_each_id_a_refused_caller_sent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A refused caller's ids are never validated: one of 40 MB made a 40 MB line."""
+    from retrieval.v1 import retrieval_pb2_grpc
+
+    long_id = "y" * 100_000
+    async with serving(tmp_path) as srv:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            with caplog.at_level(logging.INFO, logger="retrieval_server.audit"), pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=long_id, content=b"x"),
+                                                                                pb.DocumentInput(filename="short.txt", content=b"x")]),
+                                           metadata=[("x-user-id", "mallory")])
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    [line] = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert line.documents == ["y" * 256 + "…", "short.txt"] and line.document_count == 2  # type: ignore[attr-defined]
+    assert line.documents_truncated is True  # type: ignore[attr-defined]
 
 
 async def test_an_audit_line_lists_at_most_a_hundred_ids_and_counts_them(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
