@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import grpc
 
 from retrieval_server.api.errors import abort
-from retrieval_server.api.handlers import rewrap
+from retrieval_server.api.handlers import Refused, rewrap
 from retrieval_server.api.identity import GROUPS_HEADER, ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
@@ -230,8 +230,7 @@ class Authenticate:
     """Verify the caller of every RetrievalService RPC; refuse with UNAUTHENTICATED (and ErrorInfo).
     A layer of :class:`~retrieval_server.api.edge.Edge`."""
 
-    def __init__(self, authenticator: Authenticator,
-                 on_refused: Callable[[str, grpc.aio.ServicerContext, ServiceError], None] | None = None) -> None:
+    def __init__(self, authenticator: Authenticator, on_refused: Refused | None = None) -> None:
         self._auth = authenticator
         #: told of every refused call (the audit log's lines for admin RPCs)
         self._on_refused = on_refused
