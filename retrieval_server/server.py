@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2
 from retrieval_server import event_loop
-from retrieval_server.api.audit import refused_credentials
+from retrieval_server.api.audit import refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
@@ -120,8 +120,9 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     # Metrics first, so that refused calls are counted too; identity before any servicer runs.
     edge = Edge([
         GrpcMetricsLayer(app.metrics.grpc),
-        reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request)),
-        Authenticate(authenticator, on_refused=refused_credentials),
+        reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request),
+                           on_refused=refused),
+        Authenticate(authenticator, on_refused=refused),
     ])
     register(RetrievalServicer(app), edge)
     health = health_aio.HealthServicer()

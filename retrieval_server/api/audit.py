@@ -3,9 +3,9 @@
 Who (the verified user id, role, and how they were verified; the peer address), what (the RPC,
 the documents named, what was stored or deleted), when (the line's timestamp) and the outcome
 (OK, or the status code it ended with). Lines go to the ``retrieval_server.audit`` logger, so
-operators can route them apart from the rest. A call whose credentials are refused is an
-attempted admin action too: :func:`refused_credentials` writes its line, with no user (none was
-proven) and the refusal's reason.
+operators can route them apart from the rest. A call refused before its caller is known (its
+credentials, or a request too heavy to read or not a valid message) is an attempted admin action
+too: :func:`refused` writes its line, with no user (none was proven) and the refusal's reason.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from retrieval_server.domain import ServiceError
 log = logging.getLogger("retrieval_server.audit")
 #: document ids listed in one line; the count says how many there were
 MAX_LISTED = 100
+#: characters of each listed id (or file name): a longer one is cut, ends in "…", and its list's
+#: ``<name>_truncated`` says so. A refused caller's ids are never validated: a 40 MB id made a
+#: 40 MB line.
+MAX_LISTED_CHARS = 256
 #: the admin RPCs (their full gRPC method names)
 AUDITED_METHODS = frozenset(f"{SERVICE_PREFIX}{rpc}" for rpc in ("IngestDocuments", "DeleteDocuments"))
 
@@ -32,6 +36,7 @@ AUDITED_METHODS = frozenset(f"{SERVICE_PREFIX}{rpc}" for rpc in ("IngestDocument
 def _write(rpc: str, outcome: str, context: grpc.aio.ServicerContext, documents: Sequence[str], *, user: str | None = "",
            role: str = "", verified_by: str = "", **extra: Any) -> None:
     """One line, the same shape for every admin action."""
+    listed, truncated = _cut(documents)
     log.info(
         "admin action",
         extra={
@@ -42,20 +47,34 @@ def _write(rpc: str, outcome: str, context: grpc.aio.ServicerContext, documents:
             "role": role,
             "verified_by": verified_by,
             "peer": context.peer(),
-            "documents": list(documents[:MAX_LISTED]),
+            "documents": listed,
             "document_count": len(documents),
+            "documents_truncated": truncated,
             **_listed(extra),
         },
     )
 
 
+def _cut(values: Sequence[Any]) -> tuple[list[Any], bool]:
+    """The first :data:`MAX_LISTED` of ``values``, each string held to :data:`MAX_LISTED_CHARS`
+    characters, and whether any was cut."""
+    listed, truncated = [], False
+    for value in values[:MAX_LISTED]:
+        if isinstance(value, str) and len(value) > MAX_LISTED_CHARS:
+            value, truncated = value[:MAX_LISTED_CHARS] + "…", True
+        listed.append(value)
+    return listed, truncated
+
+
 def _listed(fields: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` with each list held to :data:`MAX_LISTED` entries and counted in ``<name>_count``:
-    a JSONL file's ingest stored a document per row, and its line listed every id (megabytes)."""
+    """``fields`` with each list cut as :func:`_cut` does, counted in ``<name>_count`` and flagged
+    in ``<name>_truncated``: a JSONL file's ingest stored a document per row, and its line listed
+    every id (megabytes)."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
         if isinstance(value, list):
-            out[name], out[f"{name}_count"] = value[:MAX_LISTED], len(value)
+            out[name], out[f"{name}_truncated"] = _cut(value)
+            out[f"{name}_count"] = len(value)
         else:
             out[name] = value
     return out
@@ -83,9 +102,9 @@ def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str
                **record)
 
 
-def refused_credentials(method: str, context: grpc.aio.ServicerContext, exc: ServiceError) -> None:
+def refused(method: str, context: grpc.aio.ServicerContext, exc: ServiceError) -> None:
     """The line of an admin RPC refused before its caller was known (missing, invalid or expired
-    credentials; a peer that may not speak for users). Its request was never read, so the line
-    names no documents."""
+    credentials; a peer that may not speak for users; a request too heavy to read, or not a valid
+    message). Its request was never read, so the line names no documents."""
     if method in AUDITED_METHODS:
         _write(method.removeprefix(SERVICE_PREFIX), code_of(exc).name, context, (), reason=reason_of(exc))

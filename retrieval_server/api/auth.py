@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 import grpc
 
-from retrieval_server.api.errors import status_of
-from retrieval_server.api.handlers import rewrap
+from retrieval_server.api.errors import abort
+from retrieval_server.api.handlers import Refused, rewrap
 from retrieval_server.api.identity import GROUPS_HEADER, ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
@@ -230,8 +230,7 @@ class Authenticate:
     """Verify the caller of every RetrievalService RPC; refuse with UNAUTHENTICATED (and ErrorInfo).
     A layer of :class:`~retrieval_server.api.edge.Edge`."""
 
-    def __init__(self, authenticator: Authenticator,
-                 on_refused: Callable[[str, grpc.aio.ServicerContext, ServiceError], None] | None = None) -> None:
+    def __init__(self, authenticator: Authenticator, on_refused: Refused | None = None) -> None:
         self._auth = authenticator
         #: told of every refused call (the audit log's lines for admin RPCs)
         self._on_refused = on_refused
@@ -255,7 +254,7 @@ class Authenticate:
                     exc = ServiceError(f"internal error verifying the credentials of {method.rsplit('/', 1)[-1]}")
                 if self._on_refused is not None:
                     self._on_refused(method, context, exc)
-                await context.abort_with_status(status_of(exc))
+                await abort(context, exc)
             _current.set(identity)
 
         return verify

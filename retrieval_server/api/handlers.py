@@ -13,8 +13,12 @@ from typing import Any
 
 import grpc
 
+from retrieval_server.domain import ServiceError
+
 BeforeCall = Callable[[grpc.aio.ServicerContext], Awaitable[None]]
 CheckMessage = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
+#: told by a layer of each call it refuses: its full method name, its context and the error
+Refused = Callable[[str, grpc.aio.ServicerContext, ServiceError], None]
 
 
 def rewrap(

@@ -20,7 +20,7 @@ from retrieval_server.api import convert, served_answers, validation
 from retrieval_server.api.audit import audited
 from retrieval_server.api.auth import current_identity
 from retrieval_server.api.edge import Edge
-from retrieval_server.api.errors import status_of
+from retrieval_server.api.errors import abort
 from retrieval_server.app import Application
 from retrieval_server.domain import (
     InvalidArgument,
@@ -44,11 +44,11 @@ async def _abort_for(name: str, context: grpc.aio.ServicerContext, exc: BaseExce
     (logged, never leaked); both raise. An abort, a cancellation or a stream the caller closed
     has ended the call already: then this returns and ``exc`` propagates."""
     if isinstance(exc, ServiceError):
-        await context.abort_with_status(status_of(exc))
+        await abort(context, exc)
     elif isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
         log.exception("unhandled error in %s", name, exc_info=exc)
         # With its ErrorInfo (reason INTERNAL), as every other error has its details.
-        await context.abort_with_status(status_of(ServiceError(f"internal error in {name}")))
+        await abort(context, ServiceError(f"internal error in {name}"))
 
 
 def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:

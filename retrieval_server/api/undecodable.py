@@ -25,8 +25,8 @@ from typing import Any
 import grpc
 
 from retrieval_server.api.edge import Layer
-from retrieval_server.api.errors import status_of
-from retrieval_server.api.handlers import rewrap
+from retrieval_server.api.errors import abort
+from retrieval_server.api.handlers import CheckMessage, Refused, rewrap
 from retrieval_server.domain import InvalidArgument
 from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS
 
@@ -141,10 +141,16 @@ def _safe(deserializer: Callable[[bytes], Any], message_type: str, weigh: Callab
     return deserialize
 
 
-async def _reject_undecodable(request: Any, context: grpc.aio.ServicerContext) -> None:
-    if isinstance(request, _Undecodable):
-        # With its google.rpc.BadRequest, as every INVALID_ARGUMENT (it came without details).
-        await context.abort_with_status(status_of(InvalidArgument(request.reason, field=request.field)))
+def _rejecting(method: str, on_refused: Refused | None) -> CheckMessage:
+    async def reject(request: Any, context: grpc.aio.ServicerContext) -> None:
+        if isinstance(request, _Undecodable):
+            # With its google.rpc.BadRequest, as every INVALID_ARGUMENT (it came without details).
+            exc = InvalidArgument(request.reason, field=request.field)
+            if on_refused is not None:
+                on_refused(method, context, exc)
+            await abort(context, exc)
+
+    return reject
 
 
 def request_bytes(query_max_bytes: int, max_ids: int) -> int:
@@ -153,11 +159,12 @@ def request_bytes(query_max_bytes: int, max_ids: int) -> int:
     return max(MAX_REQUEST_BYTES, 2 * (query_max_bytes + max_ids * (4 * MAX_DOCUMENT_ID_CHARS + 8)))
 
 
-def reject_undecodable(max_documents: int, max_bytes: int = MAX_REQUEST_BYTES) -> Layer:
+def reject_undecodable(max_documents: int, max_bytes: int = MAX_REQUEST_BYTES, on_refused: Refused | None = None) -> Layer:
     """A layer of :class:`~retrieval_server.api.edge.Edge`: each handler with a deserializer that
     never raises, answering a request that is undecodable, or too heavy to parse, with
     INVALID_ARGUMENT: an ingest of more than ``max_documents`` documents, a request of another
-    method over ``max_bytes`` (see :func:`request_bytes`)."""
+    method over ``max_bytes`` (see :func:`request_bytes`). ``on_refused`` is told of each such
+    call, as :class:`~retrieval_server.api.auth.Authenticate`'s is (the audit log's lines)."""
 
     def weigh(raw: bytes) -> str | None:
         if len(raw) > max_bytes:
@@ -171,6 +178,6 @@ def reject_undecodable(max_documents: int, max_bytes: int = MAX_REQUEST_BYTES) -
         name = getattr(deserializer, "__qualname__", "request").split(".")[0]
         ingest = method == INGEST_METHOD
         checked = _safe(deserializer, name, partial(weigh_ingest, max_documents=max_documents) if ingest else weigh, "documents" if ingest else "request")
-        return rewrap(handler, deserializer=checked, check_message=_reject_undecodable)
+        return rewrap(handler, deserializer=checked, check_message=_rejecting(method, on_refused))
 
     return layer

@@ -20,11 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder
 
 from retrieval_server.file_stamps import file_stamps
+from retrieval_server.identifiers import cut_utf8
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,29 @@ MAX_CONNECTIONS = 16
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Scrapes are not logged: every few seconds, from every Prometheus."""
+
+
+#: bytes of an unreadable Accept header a log line repeats (a client's text)
+MAX_LOGGED_ACCEPT_BYTES = 256
+
+
+def _readable_accept(app: WSGIApplication) -> WSGIApplication:
+    """``app`` answering a scrape whose Accept header prometheus-client cannot read in the plain
+    text format, as prometheus-client answers any media type it does not know. Its encoder choice
+    raised on ``version=abc``: HTTP 500, and wsgiref's traceback on stderr among the JSON log lines."""
+
+    def readable(environ: WSGIEnvironment, start_response: StartResponse) -> Any:
+        accept = environ.get("HTTP_ACCEPT")
+        if accept:
+            try:
+                choose_encoder(accept)
+            except Exception:
+                log.warning("a scrape's Accept header is unreadable; answered in the plain text format",
+                            extra={"accept": cut_utf8(accept, MAX_LOGGED_ACCEPT_BYTES)})
+                environ = {k: v for k, v in environ.items() if k != "HTTP_ACCEPT"}
+        return app(environ, start_response)
+
+    return readable
 
 
 class TlsFiles:
@@ -177,7 +202,7 @@ def serve_metrics(
     ``shutdown()`` then ``server_close()`` stop it."""
     family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("MetricsServer", (_BoundedServer,), {"address_family": family})
-    httpd = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+    httpd = make_server(host, port, _readable_accept(make_wsgi_app(registry)), server_class, handler_class=_QuietHandler)
     if certfile and keyfile:
         httpd.tls = TlsFiles(certfile, keyfile, client_cafile, client_auth_required)  # type: ignore[attr-defined]
     threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()

@@ -360,8 +360,48 @@ async def test_admin_actions_are_audited(tmp_path: Path, caplog: pytest.LogCaptu
         ("DeleteDocuments", "", "", "", "UNAUTHENTICATED"),
     ]
     assert lines[0].deleted == ["policy"] and lines[0].documents == ["policy", "missing"]  # type: ignore[attr-defined]
+    assert lines[0].documents_truncated is False and lines[0].deleted_truncated is False  # type: ignore[attr-defined]
     assert [r.reason for r in lines[2:]] == ["TOKEN_SIGNATURE", "TOKEN_MISSING", "TOKEN_MALFORMED"]  # type: ignore[attr-defined]
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines[2:])  # type: ignore[attr-defined]
+
+
+async def test_an_admin_call_refused_before_its_request_is_read_is_audited(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Too many documents, or bytes that are not the message, are refused before the caller is
+    identified: such an attempt left no line."""
+    async with serving(tmp_path, max_documents_per_request=2) as srv:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+            ingest = channel.unary_unary("/retrieval.v1.RetrievalService/IngestDocuments")
+            delete = channel.unary_unary("/retrieval.v1.RetrievalService/DeleteDocuments")
+            query = channel.unary_unary("/retrieval.v1.RetrievalService/Query")
+            too_many = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename=f"{i}.txt", content=b"x") for i in range(3)])
+            with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+                for call, body in ((ingest, too_many.SerializeToString()), (delete, b"\xff"), (query, b"\xff")):
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await call(body, metadata=[("x-user-id", "mallory"), ("x-user-role", "ADMIN")])
+                    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    lines = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert [(r.rpc, r.user, r.outcome, r.reason, r.documents) for r in lines] == [  # type: ignore[attr-defined]
+        ("IngestDocuments", "", "INVALID_ARGUMENT", "INVALID_ARGUMENT", []),
+        ("DeleteDocuments", "", "INVALID_ARGUMENT", "INVALID_ARGUMENT", []),
+    ]
+
+
+async def test_an_audit_line_cuts_each_id_a_refused_caller_sent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A refused caller's ids are never validated: one of 40 MB made a 40 MB line."""
+    from retrieval.v1 import retrieval_pb2_grpc
+
+    long_id = "y" * 100_000
+    async with serving(tmp_path) as srv:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            with caplog.at_level(logging.INFO, logger="retrieval_server.audit"), pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id=long_id, content=b"x"),
+                                                                                pb.DocumentInput(filename="short.txt", content=b"x")]),
+                                           metadata=[("x-user-id", "mallory")])
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    [line] = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert line.documents == ["y" * 256 + "…", "short.txt"] and line.document_count == 2  # type: ignore[attr-defined]
+    assert line.documents_truncated is True  # type: ignore[attr-defined]
 
 
 async def test_an_audit_line_lists_at_most_a_hundred_ids_and_counts_them(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

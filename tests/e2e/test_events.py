@@ -22,6 +22,7 @@ from retrieval_server.app import Application
 from retrieval_server.backends.events import RabbitMqPublisher
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource
+from retrieval_server.observability.analytics import Analytics, RetrievalCompleted
 from retrieval_server.server import RunningServer, start_server
 from tests.support.rabbitmq import RabbitMq, rabbitmq_server
 
@@ -111,6 +112,36 @@ async def live(broker: RabbitMq, tmp_path_factory: pytest.TempPathFactory) -> As
     yield live
     await channel.close()
     await running.stop(1.0)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[RetrievalCompleted] = []
+
+    def publish(self, event: RetrievalCompleted) -> None:
+        self.events.append(event)
+
+
+async def test_the_query_hash_is_of_the_query_the_response_names(tmp_path: Path) -> None:
+    """The text as the server used it (NFC, zero-width characters trimmed), not as the caller sent
+    it: a consumer can match an event to the answer it has."""
+    settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path)
+    app = Application(settings)
+    await app.open()
+    sink = Sink()
+    app.analytics = Analytics(sink, "hash")
+    running = await start_server(settings, app)
+    sent = "  cafe\u0301 au lait\u200b "
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            query = await stub.Query(pb.QueryRequest(query=sent, rerank=False))
+            search = await stub.Search(pb.SearchRequest(query=sent))
+    finally:
+        await running.stop(1.0)
+    assert query.query == search.query == "caf\u00e9 au lait"
+    assert [e.query_sha256 for e in sink.events] == [hashlib.sha256("caf\u00e9 au lait".encode()).hexdigest()] * 2
+    assert hashlib.sha256(sent.strip().encode()).hexdigest() != sink.events[0].query_sha256
 
 
 async def test_each_answered_request_publishes_one_persistent_event(live: Live, broker: RabbitMq) -> None:

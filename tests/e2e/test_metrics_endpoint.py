@@ -5,15 +5,19 @@ certificate; connections are few at once, and each has its time in all."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import socket
 import ssl
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from retrieval.v1 import retrieval_pb2
+from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.metrics_http import CONNECTION_TIMEOUT_S, MAX_CONNECTIONS, serve_metrics
 from tests.support.pki import Authority
@@ -137,3 +141,30 @@ def test_a_scrape_can_ask_for_series_by_name() -> None:
             assert "retrieval_query_cache" not in page
     finally:
         metrics.close()
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    root, loggers = logging.getLogger(), {name: logging.getLogger(name).level for name in ("httpx", "httpcore", "retrieval_server")}
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+    for name, was in loggers.items():
+        logging.getLogger(name).setLevel(was)
+
+
+def test_an_unreadable_accept_header_is_answered_in_plain_text(restored_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """prometheus-client's encoder choice raised on the version: HTTP 500, and wsgiref wrote a
+    traceback to stderr among the JSON log lines."""
+    configure("INFO", "json")
+    metrics = ServiceMetrics()
+    port = metrics.serve("127.0.0.1", 0)
+    try:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": "application/openmetrics-text; version=abc"})
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            assert "retrieval_query_cache" in resp.read().decode()
+    finally:
+        metrics.close()
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]  # every line JSON
+    assert [line["accept"] for line in lines if "Accept header" in line["msg"]] == ["application/openmetrics-text; version=abc"]

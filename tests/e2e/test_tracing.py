@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -14,7 +15,7 @@ import grpc
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -33,9 +34,21 @@ CALLER_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
 
 
+class RpcSpans(SpanProcessor):
+    """Hands over each RetrievalService call's span as it ends, while :attr:`ended` is set: a call
+    that aborts has sent its status before its span ends, so its caller may look too early."""
+
+    def __init__(self) -> None:
+        self.ended: asyncio.Queue[ReadableSpan] | None = None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.ended is not None and span.name.startswith("/retrieval.v1.RetrievalService/"):
+            self.ended.put_nowait(span)
+
+
 class Traced:
-    def __init__(self, running: RunningServer, exporter: InMemorySpanExporter, channel: grpc.aio.Channel) -> None:
-        self.running, self.exporter, self.channel = running, exporter, channel
+    def __init__(self, running: RunningServer, exporter: InMemorySpanExporter, rpc_spans: RpcSpans, channel: grpc.aio.Channel) -> None:
+        self.running, self.exporter, self.rpc_spans, self.channel = running, exporter, rpc_spans, channel
         self.stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
 
 
@@ -44,6 +57,8 @@ async def traced(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Trac
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    rpc_spans = RpcSpans()
+    provider.add_span_processor(rpc_spans)
     # A TEI server that is not there: reranking fails inside the trace and says so in the log.
     with refused_port() as tei_port:
         settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path_factory.mktemp("traced"),
@@ -58,7 +73,7 @@ async def traced(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Trac
         await app.wait_for_optimize()
         running = await start_server(settings, app)
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
-        yield Traced(running, exporter, channel)
+        yield Traced(running, exporter, rpc_spans, channel)
         await channel.close()
         await running.stop(1.0)
 
@@ -140,6 +155,38 @@ async def test_a_cache_hit_is_traced_with_its_outcome(traced: Traced) -> None:
     assert rpc.attributes["retrieval.cache_hit"] is True
     # Without the caller's traceparent the RPC span starts a trace of its own.
     assert rpc.parent is None
+
+
+@pytest.mark.parametrize(("call", "code", "span_status"), [
+    ("empty_query", grpc.StatusCode.INVALID_ARGUMENT, "UNSET"),
+    ("non_admin_ingest", grpc.StatusCode.PERMISSION_DENIED, "UNSET"),
+    ("store_fails", grpc.StatusCode.INTERNAL, "ERROR"),
+])
+async def test_a_failed_call_is_traced_with_its_status(traced: Traced, monkeypatch: pytest.MonkeyPatch, call: str,
+                                                       code: grpc.StatusCode, span_status: str) -> None:
+    """The span's code is the caller's; its status is ERROR only for the codes OpenTelemetry's gRPC
+    conventions count as a server's fault (a caller's mistake is not)."""
+
+    async def fails(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(traced.running.app.pipeline, "search", fails)
+    ended: asyncio.Queue[ReadableSpan] = asyncio.Queue()
+    monkeypatch.setattr(traced.rpc_spans, "ended", ended)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        if call == "empty_query":
+            await traced.stub.Query(pb.QueryRequest(query="   "))
+        elif call == "non_admin_ingest":
+            await traced.stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"hi")]),
+                                              metadata=[("x-user-id", "bob")])
+        else:
+            await traced.stub.Search(pb.SearchRequest(query="tides"))
+    assert err.value.code() == code
+    # The rich details still reach the caller.
+    assert any(key == "grpc-status-details-bin" for key, _ in err.value.trailing_metadata())
+    rpc = await ended.get()
+    assert rpc.attributes["rpc.grpc.status_code"] == code.value[0]
+    assert rpc.status.status_code.name == span_status
 
 
 async def test_health_probes_and_reflection_are_not_traced(traced: Traced) -> None:

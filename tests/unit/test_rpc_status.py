@@ -33,13 +33,10 @@ class Context:
     def time_remaining(self) -> float | None:
         return None
 
-    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: tuple[tuple[str, str | bytes], ...] = ()) -> None:
         self.status = (code, details)
+        self.trailing = trailing_metadata
         raise grpc.aio.AbortError()
-
-    async def abort_with_status(self, status: grpc.Status) -> None:
-        self.trailing = status.trailing_metadata
-        await self.abort(status.code, status.details)
 
 
 class Metrics:

@@ -106,12 +106,15 @@ type RetrievalCompleted struct {
 	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
 	// The RPC that answered.
 	Method RetrievalMethod `protobuf:"varint,6,opt,name=method,proto3,enum=retrieval.v1.RetrievalMethod" json:"method,omitempty"`
-	// The query text as the caller sent it (trimmed); set only when the server runs with
-	// RETRIEVAL_EVENTS_QUERY=text, empty otherwise.
+	// The query as the server used it (QueryResponse.query, SearchResponse.query): Unicode NFC,
+	// with white space and zero-width characters trimmed from both ends. Set only when the server
+	// runs with RETRIEVAL_EVENTS_QUERY=text, empty otherwise.
 	Query string `protobuf:"bytes,7,opt,name=query,proto3" json:"query,omitempty"`
-	// Lower-case hex SHA-256 of the trimmed query text (HMAC-SHA-256 keyed with
-	// RETRIEVAL_EVENTS_HASH_KEY when that is set); set only with RETRIEVAL_EVENTS_QUERY=hash (the
-	// default), empty otherwise. Equal queries have equal hashes.
+	// Lower-case hex SHA-256 of the UTF-8 bytes of the query as the server used it (as `query`
+	// above: QueryResponse.query, not the text the caller sent); HMAC-SHA-256 keyed with
+	// RETRIEVAL_EVENTS_HASH_KEY when that is set. Set only with RETRIEVAL_EVENTS_QUERY=hash (the
+	// default), empty otherwise. Queries that differ only in normal form or in what is trimmed have
+	// equal hashes.
 	QuerySha256 string `protobuf:"bytes,8,opt,name=query_sha256,json=querySha256,proto3" json:"query_sha256,omitempty"`
 	// The caller's user id; empty for an anonymous caller.
 	UserId string `protobuf:"bytes,9,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`

@@ -91,14 +91,17 @@ export interface RetrievalCompleted {
   /** The RPC that answered. */
   method: RetrievalMethod;
   /**
-   * The query text as the caller sent it (trimmed); set only when the server runs with
-   * RETRIEVAL_EVENTS_QUERY=text, empty otherwise.
+   * The query as the server used it (QueryResponse.query, SearchResponse.query): Unicode NFC,
+   * with white space and zero-width characters trimmed from both ends. Set only when the server
+   * runs with RETRIEVAL_EVENTS_QUERY=text, empty otherwise.
    */
   query: string;
   /**
-   * Lower-case hex SHA-256 of the trimmed query text (HMAC-SHA-256 keyed with
-   * RETRIEVAL_EVENTS_HASH_KEY when that is set); set only with RETRIEVAL_EVENTS_QUERY=hash (the
-   * default), empty otherwise. Equal queries have equal hashes.
+   * Lower-case hex SHA-256 of the UTF-8 bytes of the query as the server used it (as `query`
+   * above: QueryResponse.query, not the text the caller sent); HMAC-SHA-256 keyed with
+   * RETRIEVAL_EVENTS_HASH_KEY when that is set. Set only with RETRIEVAL_EVENTS_QUERY=hash (the
+   * default), empty otherwise. Queries that differ only in normal form or in what is trimmed have
+   * equal hashes.
    */
   querySha256: string;
   /** The caller's user id; empty for an anonymous caller. */
