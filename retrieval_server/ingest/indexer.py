@@ -193,6 +193,7 @@ class Indexer:
         max_document_bytes: int | None = None,
         disk: DiskSpace | None = None,
         graph: GraphExtractor | None = None,
+        glossary: str = "",
         title_weight: int = 2,
         query_jobs: Callable[[], int] | None = None,
         child_title: bool = False,
@@ -210,6 +211,8 @@ class Indexer:
         self._disk = disk
         self._locks: dict[str, _DocumentLock] = {}
         self._graph = graph
+        #: the glossary's digest ('' for none): the graph's names depend on what is in it
+        self._glossary = glossary
         self._title_weight = title_weight
         self._query_jobs = query_jobs
         #: contextual children; the application binds it to what the index was created with
@@ -225,7 +228,7 @@ class Indexer:
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "chunker": CHUNKER_REVISION,
                 "model": self._embedder.model_id,
-                "graph": [self._graph.name, RULES_REVISION] if self._graph else None,
+                "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,
                 "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],

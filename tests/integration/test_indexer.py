@@ -111,6 +111,29 @@ async def test_new_extraction_rules_make_a_stored_document_changed(app: Applicat
     assert (await app.metadata.get_document("ørsted")).content_hash != before.content_hash  # type: ignore[union-attr]
 
 
+async def test_a_new_glossary_makes_a_stored_document_changed(tmp_path: Path) -> None:
+    """The glossary makes an abbreviation and its expansion one entity: changed (by its content, at
+    the same path too), a stored document is extracted again on its next ingest, not skipped as
+    unchanged with the old glossary's graph."""
+    glossary = tmp_path / "glossary.txt"
+
+    async def entities(glossary_path: Path | None) -> set[str]:
+        app = Application(load_settings(data_dir=tmp_path / "data", glossary_path=glossary_path, cache_backend="none"))
+        await app.open()
+        try:
+            assert not (await app.ingest([_txt("ops", "The SRE team maintains Alerting. Site Reliability Engineering owns PagerBridge.")])).errors
+            return set(await app.metadata.graph_entities(None, AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN))))
+        finally:
+            await app.close()
+
+    apart = {"sre", "sitereliabilityengineering", "alerting", "pagerbridge"}
+    assert await entities(None) == apart
+    glossary.write_text("SRE = Site Reliability Engineering\n")
+    assert await entities(glossary) == {"sre", "alerting", "pagerbridge"}
+    glossary.write_text("SLO = Service Level Objective\n")
+    assert await entities(glossary) == apart
+
+
 async def _points(app: Application, doc_id: str, most_children: int) -> dict[str, str]:
     """The document's stored child points, chunk id to text (a child's id names its parent, whose
     index is at most the child's)."""
