@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -490,7 +491,7 @@ class Indexer:
         for p, d in zip(batch, derived, strict=True):
             vecs = dense[row : row + len(p.children)]
             row += len(p.children)
-            document = p.document
+            p.document = document = self._settled(p.document, d.graph)
             points = [
                 VectorPoint(child=c, document=document, dense=v, sparse=s, version=document.version, sparse_titled=st)
                 for c, v, (s, st) in zip(p.children, vecs, d.sparse, strict=True)
@@ -541,6 +542,20 @@ class Indexer:
             await self._reconcile_quietly(doc_id)
             raise
         return replaced
+
+    def _settled(self, document: Document, graph: DocumentGraph | None) -> Document:
+        """``document`` as it is stored: when its graph is not the configured extractor's (the LLM
+        fell back to the classical rules for some chunk, its provider down) or it has none (the
+        extraction failed), with a fingerprint no ingest computes. Stored with its own, its next
+        ingest was skipped as unchanged, and the fallback's graph stayed for good."""
+        if self._graph is None or (graph is not None and graph.extractor == self._graph.name):
+            return document
+        if graph is None:
+            log.warning("%s is stored without a graph; its next ingest extracts it again", document.document_id)
+        else:
+            log.warning("the graph of %s was built by %s, the fallback of %s; its next ingest extracts it again",
+                        document.document_id, graph.extractor, self._graph.name)
+        return dataclasses.replace(document, content_hash=secrets.token_hex(32))
 
     async def _recount(self) -> None:
         """After a batch of writes: the search policy's count of children (a hint for exact or
