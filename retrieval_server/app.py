@@ -124,7 +124,7 @@ class Application:
             self.chunker, self.embedder, self.sparse, self.vectors, self.metadata, self.ingest_work,
             batch_children=settings.upsert_batch_size, embed_piece=settings.embed_batch_size,
             max_document_bytes=settings.max_document_bytes, disk=self.disk, graph=self._graph_extractor(),
-            title_weight=settings.title_weight, query_jobs=self.inference.query_jobs,
+            glossary=self._glossary_digest(), title_weight=settings.title_weight, query_jobs=self.inference.query_jobs,
             child_title=settings.child_title, model_tokens=settings.max_seq_length,
         )
         self.reranker = self._reranker()
@@ -347,8 +347,11 @@ class Application:
         s = self.settings
         cache_dir = s.model_cache_dir or default_cache_dir()
         reranker = cached_sha256(s.reranker_model_dir / "model.onnx", cache_dir) if s.reranker_model_dir else ""
-        glossary = sha256_hex(s.glossary_path) if s.glossary_path else ""
-        return self.embedder.model_id, reranker, glossary
+        return self.embedder.model_id, reranker, self._glossary_digest()
+
+    def _glossary_digest(self) -> str:
+        """The glossary's SHA-256 (a path says nothing of what is in it); '' for none."""
+        return sha256_hex(self.settings.glossary_path) if self.settings.glossary_path else ""
 
     def _vector_store(self) -> VectorStore:
         s = self.settings

@@ -64,8 +64,9 @@ def sentences_of(text: str) -> list[str]:
 #: instead of skipping it as unchanged. 2: names in any script, compounds around an acronym. 3: a
 #: chunk's mentions counted in whole words. 4: a negated subject ("Neither X nor Y uses Z") states nothing.
 #: 5: sentences end at 。！？ without a space after them. 6: only a negation right ahead of the subject
-#: negates it ("There is no doubt that X calls Y" states that X calls Y again).
-RULES_REVISION = 6
+#: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
+#: splits with a line break or other white space is linked to the chunks that name it.
+RULES_REVISION = 7
 
 
 class GraphExtractor(Protocol):
@@ -109,7 +110,10 @@ def assemble(
     children_of: dict[str, list[ChildChunk]] = defaultdict(list)
     for c in children:
         children_of[c.parent_chunk_id].append(c)
-    lowered = {c.chunk_id: c.content.lower() for c in children}
+    # White space collapsed as sentences_of collapses it, where the names were found: "Maria\nLopez"
+    # (a wrapped line, a no-break space, two spaces) is the name "Maria Lopez", which the raw text
+    # does not contain, and the entity was linked to no chunk.
+    lowered = {c.chunk_id: " ".join(c.content.split()).lower() for c in children}
     order = {p.parent_chunk_id: p.chunk_index for p in parents}
     entities = []
     for key, names in surfaces.items():

@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -193,6 +194,7 @@ class Indexer:
         max_document_bytes: int | None = None,
         disk: DiskSpace | None = None,
         graph: GraphExtractor | None = None,
+        glossary: str = "",
         title_weight: int = 2,
         query_jobs: Callable[[], int] | None = None,
         child_title: bool = False,
@@ -210,6 +212,8 @@ class Indexer:
         self._disk = disk
         self._locks: dict[str, _DocumentLock] = {}
         self._graph = graph
+        #: the glossary's digest ('' for none): the graph's names depend on what is in it
+        self._glossary = glossary
         self._title_weight = title_weight
         self._query_jobs = query_jobs
         #: contextual children; the application binds it to what the index was created with
@@ -225,7 +229,7 @@ class Indexer:
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "chunker": CHUNKER_REVISION,
                 "model": self._embedder.model_id,
-                "graph": [self._graph.name, RULES_REVISION] if self._graph else None,
+                "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,
                 "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
@@ -487,7 +491,7 @@ class Indexer:
         for p, d in zip(batch, derived, strict=True):
             vecs = dense[row : row + len(p.children)]
             row += len(p.children)
-            document = p.document
+            p.document = document = self._settled(p.document, d.graph)
             points = [
                 VectorPoint(child=c, document=document, dense=v, sparse=s, version=document.version, sparse_titled=st)
                 for c, v, (s, st) in zip(p.children, vecs, d.sparse, strict=True)
@@ -538,6 +542,20 @@ class Indexer:
             await self._reconcile_quietly(doc_id)
             raise
         return replaced
+
+    def _settled(self, document: Document, graph: DocumentGraph | None) -> Document:
+        """``document`` as it is stored: when its graph is not the configured extractor's (the LLM
+        fell back to the classical rules for some chunk, its provider down) or it has none (the
+        extraction failed), with a fingerprint no ingest computes. Stored with its own, its next
+        ingest was skipped as unchanged, and the fallback's graph stayed for good."""
+        if self._graph is None or (graph is not None and graph.extractor == self._graph.name):
+            return document
+        if graph is None:
+            log.warning("%s is stored without a graph; its next ingest extracts it again", document.document_id)
+        else:
+            log.warning("the graph of %s was built by %s, the fallback of %s; its next ingest extracts it again",
+                        document.document_id, graph.extractor, self._graph.name)
+        return dataclasses.replace(document, content_hash=secrets.token_hex(32))
 
     async def _recount(self) -> None:
         """After a batch of writes: the search policy's count of children (a hint for exact or

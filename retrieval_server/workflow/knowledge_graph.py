@@ -247,6 +247,13 @@ class KnowledgeGraph:
     ) -> list[GraphEdge]:
         return await self.store.graph_edges(keys, access, document_ids, relations)
 
+    async def entities_and_edges(
+        self, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str] = ()
+    ) -> tuple[dict[str, GraphEntity], list[GraphEdge]]:
+        """The edges touching ``keys`` (``None``: all) and the entities at their ends (and ``keys``'),
+        in one snapshot of the store: every end of an edge is an entity read."""
+        return await self.store.graph_entities_and_edges(keys, access, document_ids)
+
     async def edge_weights(self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = ()) -> list[tuple[str, str, float]]:
         """``(source, target, weight)`` of each relation touching ``keys``, summed over the readable documents."""
         return await self.store.graph_edge_weights(keys, access, document_ids)
@@ -275,8 +282,7 @@ class KnowledgeGraph:
         """What ``access`` may see, as a networkx graph (one edge per relation type)."""
         import networkx as nx  # a few tenths of a second to import, for an export only
 
-        entities = await self.entities(None, access, document_ids)
-        edges = await self.edges(None, access, document_ids)
+        entities, edges = await self.entities_and_edges(None, access, document_ids)
         g = nx.MultiDiGraph()
         for e in entities.values():
             g.add_node(_xml_text(e.key), name=_xml_text(e.name), entity_type=e.entity_type.value, mentions=e.mentions,

@@ -122,8 +122,7 @@ class LookupFacts:
     async def run(self, params: LookupFactsParams, ctx: ToolContext) -> tuple[Any, str]:
         graph = _graph(ctx)
         entity = await _entity(ctx, params.entity)
-        edges = await graph.edges([entity.key], ctx.access, ctx.document_ids)
-        others = await graph.entities({e.source for e in edges} | {e.target for e in edges}, ctx.access, ctx.document_ids)
+        others, edges = await graph.entities_and_edges([entity.key], ctx.access, ctx.document_ids)
         name = {k: e.name for k, e in others.items()}
         relations = [
             {

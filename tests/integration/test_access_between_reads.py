@@ -134,7 +134,7 @@ async def test_lookup_facts_names_no_source_made_private_since_the_entity_was_re
     assert not (await app.ingest([_keeper(PUBLIC)])).errors
     graph = app.pipeline.deps.graph
     assert graph is not None
-    edges = graph.edges
+    neighbourhood = graph.entities_and_edges
     regranted = False
 
     async def then_an_admin_makes_it_private(*args: Any, **kwargs: Any) -> Any:
@@ -143,9 +143,9 @@ async def test_lookup_facts_names_no_source_made_private_since_the_entity_was_re
             regranted = True
             assert not (await app.ingest([DocumentSource(filename="keeper.txt", document_id="keeper", title="SECRET: root password rotation",
                                                          content=SECRET.encode(), access=Access.PRIVATE, owner_id="alice")])).errors
-        return await edges(*args, **kwargs)
+        return await neighbourhood(*args, **kwargs)
 
-    monkeypatch.setattr(graph, "edges", then_an_admin_makes_it_private)
+    monkeypatch.setattr(graph, "entities_and_edges", then_an_admin_makes_it_private)
     ctx = ToolContext(query="what is Ledger Keeper", access=AccessFilter(), document_ids=(), graph=graph, contexts=[], embedder=app.embedder)
     result, _ = await LookupFacts().run(LookupFactsParams(entity="Ledger Keeper"), ctx)
     assert regranted and result["sources"] == []

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import itertools
 import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import networkx as nx
 import numpy as np
+import pytest
 from rapidfuzz import fuzz, process
 
 from retrieval_server.backends.executor import BlockingExecutor
@@ -180,6 +184,77 @@ async def test_an_export_gives_back_every_document_id_as_stored(metadata_store: 
     assert sorted(json.loads(back.nodes["ledgersvc"]["documents"])) == sorted(odd)
     assert back.nodes["paysvc"]["name"] == "Pay\ufffdSvc"  # what XML cannot hold, replaced
     assert [sorted(json.loads(d["documents"])) for _, _, d in back.edges(data=True)] == [sorted(odd)]
+
+
+class _CommitBetweenReads:
+    """``store``'s snapshots, with ``commit`` run once right after the first graph read made once
+    :attr:`armed`: a writer that commits between two reads of one export or look-up."""
+
+    def __init__(self, store: MetadataStore, commit: Callable[[], Awaitable[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+        self.armed, self.committed = True, False
+        snapshot = store.snapshot
+
+        @contextlib.asynccontextmanager
+        async def interleaved() -> AsyncIterator[Any]:
+            async with snapshot() as tx:
+                fetchall = tx.fetchall
+
+                async def fetch(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+                    rows = await fetchall(sql, params)
+                    if self.armed and not self.committed and "FROM graph_" in sql:
+                        self.committed = True
+                        await commit()
+                    return rows
+
+                monkeypatch.setattr(tx, "fetchall", fetch)
+                yield tx
+
+        monkeypatch.setattr(store, "snapshot", interleaved)
+
+
+def _uses(a: str, b: str) -> DocumentGraph:
+    return DocumentGraph((_entity(a, E.SERVICE, 1), _entity(b, E.SERVICE, 1)), (_rel(a, R.USES, b),))
+
+
+async def test_an_export_reads_its_nodes_and_edges_in_one_snapshot(
+    metadata_store: MetadataStore, executor: BlockingExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read in two snapshots, a document committed between them (an ingest beside the read-only
+    export) gave edges whose ends were nodes without name, type, mentions or documents."""
+    await metadata_store.replace_document(Document("a"), _parents("a"), _uses("AuthSvc", "UserDb"))
+    between = _CommitBetweenReads(
+        metadata_store, lambda: metadata_store.replace_document(Document("b"), _parents("b"), _uses("BillingSvc", "LedgerDb")), monkeypatch
+    )
+    exported = await KnowledgeGraph(metadata_store, executor).to_networkx(ROOT)
+    assert between.committed
+    assert {n: d.get("name") for n, d in exported.nodes(data=True)} == {"authsvc": "AuthSvc", "userdb": "UserDb"}
+    assert list(exported.edges(keys=True)) == [("authsvc", "userdb", "USES")]
+
+
+async def test_lookup_facts_reads_the_relations_and_their_ends_in_one_snapshot(
+    metadata_store: MetadataStore, executor: BlockingExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relations, then the names at their other ends, read apart: a document replaced between
+    the reads named a neighbour ""."""
+    from retrieval_server.workflow.tools import LookupFacts, LookupFactsParams, ToolContext
+
+    await metadata_store.replace_document(Document("a"), _parents("a"), _uses("AuthSvc", "UserDb"))
+    graph = KnowledgeGraph(metadata_store, executor)
+    alone = DocumentGraph((_entity("AuthSvc", E.SERVICE, 1),), ())
+    between = _CommitBetweenReads(metadata_store, lambda: metadata_store.replace_document(Document("a"), _parents("a"), alone), monkeypatch)
+    between.armed = False
+    resolve = graph.resolve
+
+    async def then_arm(*args: Any, **kwargs: Any) -> Any:
+        found = await resolve(*args, **kwargs)
+        between.armed = True  # the commit lands after the entity is known, between the reads that follow
+        return found
+
+    monkeypatch.setattr(graph, "resolve", then_arm)
+    ctx = ToolContext(query="what is AuthSvc", access=ROOT, document_ids=(), graph=graph, contexts=[], embedder=None)  # type: ignore[arg-type]
+    result, _ = await LookupFacts().run(LookupFactsParams(entity="AuthSvc"), ctx)
+    assert between.committed
+    assert [(r["direction"], r["relation"], r["entity"]) for r in result["relations"]] == [("out", "USES", "UserDb")]
 
 
 async def test_matches_show_nothing_of_names_the_caller_cannot_read(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:

@@ -19,10 +19,13 @@ import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
+from retrieval_server.backends.llm import LlmError
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, Role, Strategy
 from retrieval_server.ingest import indexer as indexer_module
+from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import sweep_abandoned_writes
+from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
 from tests.support.intercept import Intercepted
@@ -109,6 +112,74 @@ async def test_new_extraction_rules_make_a_stored_document_changed(app: Applicat
     monkeypatch.setattr(indexer, "RULES_REVISION", indexer.RULES_REVISION + 1)
     await app.ingest([_txt("ørsted", "The Ørsted Team maintains WindSvc.")])
     assert (await app.metadata.get_document("ørsted")).content_hash != before.content_hash  # type: ignore[union-attr]
+
+
+async def test_a_new_glossary_makes_a_stored_document_changed(tmp_path: Path) -> None:
+    """The glossary makes an abbreviation and its expansion one entity: changed (by its content, at
+    the same path too), a stored document is extracted again on its next ingest, not skipped as
+    unchanged with the old glossary's graph."""
+    glossary = tmp_path / "glossary.txt"
+
+    async def entities(glossary_path: Path | None) -> set[str]:
+        app = Application(load_settings(data_dir=tmp_path / "data", glossary_path=glossary_path, cache_backend="none"))
+        await app.open()
+        try:
+            assert not (await app.ingest([_txt("ops", "The SRE team maintains Alerting. Site Reliability Engineering owns PagerBridge.")])).errors
+            return set(await app.metadata.graph_entities(None, AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN))))
+        finally:
+            await app.close()
+
+    apart = {"sre", "sitereliabilityengineering", "alerting", "pagerbridge"}
+    assert await entities(None) == apart
+    glossary.write_text("SRE = Site Reliability Engineering\n")
+    assert await entities(glossary) == {"sre", "alerting", "pagerbridge"}
+    glossary.write_text("SLO = Service Level Objective\n")
+    assert await entities(glossary) == apart
+
+
+class _ChatModel:
+    """A graph model whose provider is down until ``up``."""
+
+    name = "fake:model"
+
+    def __init__(self) -> None:
+        self.up = False
+
+    async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str:
+        if not self.up:
+            raise LlmError("provider unavailable")
+        return json.dumps({"entities": [{"name": "settlement pipeline", "type": "SERVICE"}, {"name": "ledger cluster", "type": "SERVICE"}],
+                           "relations": [{"source": "settlement pipeline", "target": "ledger cluster", "type": "DEPENDS_ON"}]})
+
+
+async def _no_graph(*chunks: Any) -> DocumentGraph:
+    raise RuntimeError("extraction failed")
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["llm-fell-back", "extraction-failed"])
+async def test_a_graph_not_built_by_the_configured_extractor_is_extracted_again_on_the_next_ingest(
+    app: Application, monkeypatch: pytest.MonkeyPatch, caplog: Any, failed: bool
+) -> None:
+    """A graph the classical rules built while the LLM was down, or a document stored without one:
+    stored with the document's own fingerprint, the next ingest (the provider back) skipped it as
+    unchanged and the graph stayed so for good."""
+    model = _ChatModel()
+    monkeypatch.setattr(app.indexer, "_graph", LlmGraphExtractor(model, ClassicalGraphExtractor()))  # type: ignore[arg-type]
+    text = "The settlement pipeline is run nightly. Settlement relies on the ledger cluster operated by Finance Ops."
+    root = AccessFilter.for_identity(Identity("root", Role.SUPER_ADMIN))
+    with monkeypatch.context() as down:
+        if failed:
+            down.setattr(app.indexer._graph, "extract", _no_graph)
+        assert not (await app.ingest([_txt("s", text)])).errors
+    assert "ledgercluster" not in await app.metadata.graph_entities(None, root)
+    assert any("its next ingest extracts it again" in r.getMessage() for r in caplog.records)
+    model.up = True
+    assert (await app.ingest([_txt("s", text)])).documents[0].replaced
+    assert {"settlementpipeline", "ledgercluster"} <= set(await app.metadata.graph_entities(None, root))
+    # Built by the model, the graph is the one the next ingest would make: that one is skipped.
+    settled = await app.metadata.get_document("s")
+    await app.ingest([_txt("s", text)])
+    assert await app.metadata.get_document("s") == settled
 
 
 async def _points(app: Application, doc_id: str, most_children: int) -> dict[str, str]:

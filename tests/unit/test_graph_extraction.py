@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, parse_llm_graph
 from retrieval_server.knowledge import DocumentGraph, EntityType, RelationType, entity_key
@@ -141,6 +143,17 @@ def test_a_chunks_mentions_are_counted_in_whole_words() -> None:
     g = ClassicalGraphExtractor().extract_now([parent], children)
     [api] = [e for e in g.entities if e.key == "api"]
     assert dict(zip(api.chunk_ids, api.chunk_mentions, strict=True)) == {"doc#p0c0": 3, "doc#p0c1": 1}
+
+
+@pytest.mark.parametrize("gap", ["\n", "\r\n", "\u00a0", "  "], ids=["LF", "CRLF", "NBSP", "two spaces"])
+def test_a_name_the_text_splits_with_white_space_is_linked_to_its_chunk(gap: str) -> None:
+    """Names are found in sentences with white space collapsed: searched in the child's raw text,
+    "Maria\nLopez" was linked to no chunk, and the graph leg matched it and returned nothing."""
+    text = f"The review was led by Maria{gap}Lopez and Project{gap}Falcon depends on LedgerDB."
+    parent = ParentChunk("d#p0", "d", 0, text, 20)
+    g = ClassicalGraphExtractor().extract_now([parent], [ChildChunk("d#p0c0", "d#p0", "d", 0, 0, text, 20)])
+    linked = {e.name: dict(zip(e.chunk_ids, e.chunk_mentions, strict=True)) for e in g.entities}
+    assert linked["Maria Lopez"] == linked["Project Falcon"] == {"d#p0c0": 1}, linked
 
 
 def test_an_entitys_chunks_count_its_eight_most_used_spellings() -> None:

@@ -161,15 +161,32 @@ class GraphQueries:
         self, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str] = ()
     ) -> dict[str, GraphEntity]:
         """The entities with these keys (``None``: all) as the readable documents describe them."""
+        async with self.snapshot() as tx:
+            return await self._entities(tx, keys, access, document_ids)
+
+    async def graph_entities_and_edges(
+        self, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str] = ()
+    ) -> tuple[dict[str, GraphEntity], list[GraphEdge]]:
+        """The edges touching these keys (``None``: all) and the entities at their ends and with these
+        keys (``None``: all), read in one snapshot. Read apart, a document committed between the two
+        reads gave edges whose ends no entity described: nodes without a name in an export, a
+        neighbour named "" by lookup_facts."""
+        wanted = None if keys is None else list(keys)
+        async with self.snapshot() as tx:
+            edges = await self._edges(tx, wanted, access, document_ids)
+            ends = None if wanted is None else [*wanted, *(key for e in edges for key in (e.source, e.target))]
+            return await self._entities(tx, ends, access, document_ids), edges
+
+    @staticmethod
+    async def _entities(tx: Tx, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str]) -> dict[str, GraphEntity]:
         join, params = _visible("e", access, document_ids)
         base = f"SELECT e.entity_key, e.name, e.entity_type, e.mentions, e.document_id FROM graph_entities e{join}"
         rows: list[tuple[Any, ...]] = []
-        async with self.snapshot() as tx:
-            if keys is None:
-                rows = await tx.fetchall(base, params)
-            else:
-                for part in in_chunks(list(dict.fromkeys(keys))):
-                    rows += await tx.fetchall(base + f" AND e.entity_key IN ({','.join('?' * len(part))})", [*params, *part])
+        if keys is None:
+            rows = await tx.fetchall(base, params)
+        else:
+            for part in in_chunks(list(dict.fromkeys(keys))):
+                rows += await tx.fetchall(base + f" AND e.entity_key IN ({','.join('?' * len(part))})", [*params, *part])
         docs: dict[str, list[str]] = defaultdict(list)
         for key, *_, doc_id in rows:
             docs[key].append(doc_id)
@@ -203,6 +220,13 @@ class GraphQueries:
         relations: Iterable[RelationType] | None = None,
     ) -> list[GraphEdge]:
         """Edges touching these keys (``None``: all), weights summed over the readable documents."""
+        async with self.snapshot() as tx:
+            return await self._edges(tx, keys, access, document_ids, relations)
+
+    @staticmethod
+    async def _edges(
+        tx: Tx, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str], relations: Iterable[RelationType] | None = None,
+    ) -> list[GraphEdge]:
         join, params = _visible("g", access, document_ids)
         base = f"SELECT g.source_key, g.target_key, g.relation, g.weight, g.document_id FROM graph_edges g{join}"
         if relations is not None:
@@ -210,15 +234,14 @@ class GraphQueries:
             base += f" AND g.relation IN ({','.join('?' * len(wanted))})"
             params = [*params, *wanted]
         rows: list[tuple[Any, ...]] = []
-        async with self.snapshot() as tx:
-            if keys is None:
-                rows = await tx.fetchall(base, params)
-            else:
-                for part in in_chunks(list(dict.fromkeys(keys))):
-                    marks = ",".join("?" * len(part))
-                    # Two indexed lookups instead of an OR that would scan.
-                    rows += await tx.fetchall(base + f" AND g.source_key IN ({marks})", [*params, *part])
-                    rows += await tx.fetchall(base + f" AND g.target_key IN ({marks}) AND g.source_key NOT IN ({marks})", [*params, *part, *part])
+        if keys is None:
+            rows = await tx.fetchall(base, params)
+        else:
+            for part in in_chunks(list(dict.fromkeys(keys))):
+                marks = ",".join("?" * len(part))
+                # Two indexed lookups instead of an OR that would scan.
+                rows += await tx.fetchall(base + f" AND g.source_key IN ({marks})", [*params, *part])
+                rows += await tx.fetchall(base + f" AND g.target_key IN ({marks}) AND g.source_key NOT IN ({marks})", [*params, *part, *part])
         weight: dict[tuple[str, str, str], float] = defaultdict(float)
         docs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         for source, target, relation, w, doc_id in rows:
