@@ -64,6 +64,14 @@ def _sentences(text: str) -> list[str]:
     return parts
 
 
+def _key(text: str) -> str:
+    """What tells two sub-queries or a rewrite and its query apart: their words, case and the
+    punctuation at a word's ends aside. Told apart by case and spacing alone, "What is error
+    XK-4471?" and "What is error XK-4471." were both searched, and a rewrite that only dropped the
+    query's "?" was embedded as a change. A lone mark ("work ?") is no word."""
+    return " ".join(w for w in (w.strip(".,;:!?…") for w in text.casefold().split()) if w)
+
+
 class NotApplicable(Exception):
     """The technique has nothing to offer for this query: dropped silently."""
 
@@ -144,7 +152,8 @@ class ClassicalAnalyzer:
             if expansion:
                 done.add(core)
         rewritten = " ".join(expanded)
-        if rewritten == query:
+        # Only white space or a final mark changed: the same words, embedded again for nothing.
+        if _key(rewritten) == _key(query):
             raise NotApplicable("nothing to normalize or expand")
         return rewritten
 
@@ -182,7 +191,7 @@ class ClassicalAnalyzer:
         for p in parts:
             words = p.split()
             if len(words) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in words):
-                kept.setdefault(" ".join(p.casefold().split()), p)
+                kept.setdefault(_key(p), p)
         if len(kept) < 2:
             raise NotApplicable("a single question")
         return list(kept.values())[:4]
@@ -299,7 +308,7 @@ def _lines(text: Completion, query: str) -> list[str]:
     lines = text.splitlines()
     if text.truncated:
         lines = lines[:-1]
-    seen = {" ".join(query.casefold().split())}
+    seen = {_key(query)}
     out = []
     for line in lines:
         if _HEADING.match(line):
@@ -309,8 +318,8 @@ def _lines(text: Completion, query: str) -> list[str]:
             line = emphasized.group(2).strip()
         if len(line) > 1 and line[0] == line[-1] == '"' and line.count('"') == 2:
             line = line[1:-1].strip()  # the whole line quoted; a quoted phrase at either end keeps its quotes
-        key = " ".join(line.casefold().split())
-        if line and line.rstrip(".!").upper() != "NONE" and not line.endswith(":") and key not in seen:
+        key = _key(line)
+        if key and line.rstrip(".!").upper() != "NONE" and not line.endswith(":") and key not in seen:
             seen.add(key)
             out.append(line)
     return out

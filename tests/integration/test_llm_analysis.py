@@ -818,3 +818,22 @@ async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, r
         finally:
             await model.close()
     assert "Keep every code" in server.requests[0][1]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("technique", "answer"),
+    [("rewrite", "How does RRF work"), ("rewrite", "how does RRF work ?"), ("decompose", "How does RRF work and why is reranking slow\nHow does RRF work and why is reranking slow.")],
+    ids=["rewrite-without-its-mark", "rewrite-with-a-mark-apart", "sub-queries-differing-in-their-mark"],
+)
+async def test_a_line_differing_only_in_its_final_mark_is_no_other_query(technique: str, answer: str) -> None:
+    """A rewrite that only dropped the query's "?" was embedded as a change, and a sub-question
+    repeated with "." for "?" searched twice."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            with pytest.raises(NotApplicable):
+                await getattr(analyzer, technique)(QUERY if technique == "decompose" else "How does RRF work?")
+        finally:
+            await model.close()

@@ -36,6 +36,10 @@ def test_decomposition_keeps_each_part_once_and_not_stop_words_alone() -> None:
     parts = asyncio.run(analyzer.decompose("What does error XK-4471 mean? what does  error XK-4471 mean? How long to simmer the sauce?"))
     assert parts == ["What does error XK-4471 mean", "How long to simmer the sauce"]
     assert asyncio.run(_not_applicable(analyzer, "What is error XK-4471? What is error XK-4471?"))
+    # Nor once more for another final mark, or a mark standing apart.
+    for repeated in ("What is error XK-4471? What is error XK-4471.", "How do I rotate keys; how do I rotate keys...",
+                     "How do I rotate keys? How do I rotate keys ?"):
+        assert asyncio.run(_not_applicable(analyzer, repeated)), repeated
     assert asyncio.run(_not_applicable(analyzer, "the of the and to the is and it is the"))
 
 
@@ -78,6 +82,9 @@ async def test_the_glossary_expands_each_abbreviation_once() -> None:
     # Its expansion there already, a repeated abbreviation is looked at once, not once a copy.
     with pytest.raises(NotApplicable):
         await analyzer.rewrite("api " * 10_000 + "application programming interface")
+    # White space and a final mark are no rewrite: the same words would be embedded again.
+    with pytest.raises(NotApplicable):
+        await analyzer.rewrite("what  is  the   policy ?")
 
 
 def test_a_glossary_written_decomposed_expands_composed_queries(tmp_path: Path) -> None:
