@@ -3,7 +3,7 @@
 Features hold up on long and short queries because they are shares, not presences: one acronym
 in a 200-word question is a small share of its tokens.
 
-- ``tokens``: words in the query;
+- ``tokens``: words in the query, each Han or kana character one;
 - ``rare_share``: of the query's keyword terms that the index knows, the share that are rare by
   the index's own statistics (in at most ``RARE_DF`` of the chunks sampled);
 - ``identifier_share``: tokens that look like codes (letters with digits, ALL-CAPS, snake_case);
@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 
-_WORD = re.compile(r"[\w][\w.-]*")
+#: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
+#: Han character one token). Here rather than with the answers' sentences, which count words so too:
+#: ingestion reads this module, and no other of the query workflow.
+UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: a Han or kana character, each a word of its own, or a run of other word characters, dots and
+#: hyphens that no such character ends: read as one run, a Japanese sentence holding a year
+#: ("2024年の東京…") was one word, and a code
+_WORD = re.compile(rf"{UNSPACED.pattern}|(?:(?!{UNSPACED.pattern})\w)(?:(?!{UNSPACED.pattern})[\w.-])*")
 # A letter (any script) and a digit together ("IL-10", "β1"); snake_case is read from the
 # characters (see _identifier).
 _CODE = re.compile(r"^(?=.*\d)(?=.*[^\W\d_])[\w.-]{2,}$")
