@@ -802,13 +802,20 @@ async def test_markdown_around_the_models_lines_is_not_searched(technique: str, 
         ("How does RRF work?", '"How does reciprocal rank fusion (RRF) work?"', "How does reciprocal rank fusion (RRF) work?"),
         ("errors about “disk full” on NAS", "storage errors on NAS", 'storage errors on NAS ("disk full")'),
         ("errors about «disk full» on NAS", "NAS errors reporting “disk full”", "NAS errors reporting “disk full”"),
+        ("invoice 20231187 not paid", "unpaid invoice", "unpaid invoice (20231187)"),
+        ("why does the upgrade to 3.11 break asyncio", "why does upgrading Python break asyncio", "why does upgrading Python break asyncio (3.11)"),
+        ("mail from billing@acme.io about refunds", "emails from the billing team about refunds",
+         "emails from the billing team about refunds (billing@acme.io)"),
+        ("error at https://acme.io/api/v2/orders?page=2.", "error in the orders API", "error in the orders API (https://acme.io/api/v2/orders?page=2)"),
+        ("error at https://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders"),
     ],
     ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept", "a-phrase-first", "a-phrase-last", "the-line-quoted",
-         "typographic-quotes-dropped", "guillemets-kept-as-curly-quotes"],
+         "typographic-quotes-dropped", "guillemets-kept-as-curly-quotes", "a-number-dropped", "a-version-dropped", "an-email-dropped",
+         "a-url-dropped-whole", "a-url-kept"],
 )
 async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, rewrite: str, searched: str) -> None:
-    """The rewrite replaces the query in every leg: a code or quoted phrase the model dropped was no
-    longer searched for as the documents write it."""
+    """The rewrite replaces the query in every leg: a code, number, version, address or quoted
+    phrase the model dropped was no longer searched for as the documents write it."""
     reply = {"choices": [{"message": {"role": "assistant", "content": rewrite}, "finish_reason": "stop"}]}
     with json_server(lambda path, body: (200, reply)) as server:
         model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
