@@ -104,6 +104,11 @@ def word_count(query: str) -> int:
     return len(_WORD.findall(query))
 
 
+def words(text: str) -> list[str]:
+    """The words of ``text`` as ADAPTIVE reads them, without the stops and hyphens at their ends."""
+    return [w.strip(".-") for w in _WORD.findall(text)]
+
+
 def _identifier(word: str) -> bool:
     """A code, or a word that opens with two capitals of any script ("DNA", "ÖBB"): re has no class
     for capitals beyond ASCII, so those are read from the characters."""

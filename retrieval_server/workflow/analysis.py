@@ -21,7 +21,7 @@ from typing import Protocol
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import missing_exact_terms
+from retrieval_server.workflow.adaptive import missing_exact_terms, words
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,19 @@ def _key(text: str) -> str:
     XK-4471?" and "What is error XK-4471." were both searched, and a rewrite that only dropped the
     query's "?" was embedded as a change. A lone mark ("work ?") is no word."""
     return " ".join(w for w in (w.strip(".,;:!?…") for w in text.casefold().split()) if w)
+
+
+def _content_words(text: str) -> set[str]:
+    """The words of ``text`` that say what it is about: its words and identifiers, case aside,
+    without the stop words."""
+    return {w.casefold() for w in words(text)} - STOPWORDS
+
+
+def _a_question(part: str) -> bool:
+    """Whether ``part`` of a query can be searched on its own: three words at least, not all of them
+    stop words ("the of the")."""
+    tokens = part.split()
+    return len(tokens) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in tokens)
 
 
 class NotApplicable(Exception):
@@ -189,8 +202,7 @@ class ClassicalAnalyzer:
         # searched twice and weighed double in the sub-queries' fusion.
         kept: dict[str, str] = {}
         for p in parts:
-            words = p.split()
-            if len(words) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in words):
+            if _a_question(p):
                 kept.setdefault(_key(p), p)
         if len(kept) < 2:
             raise NotApplicable("a single question")
@@ -325,6 +337,35 @@ def _lines(text: Completion, query: str) -> list[str]:
     return out
 
 
+#: a label the model wrote before its line ("Query:", "Rewritten query:", "Sub-question 1:"), as
+#: the prompt labels the query: the line is the model's framing, or the prompt echoed
+_LABEL = re.compile(
+    r"^\W*(?:[^\W\d_][\w-]*\s+){0,2}(?:query|question|sub-?question|rewrite|phrasing|variant|reformulation|passage|answer)s?"
+    r"(?:\s+\d+)?\s*:",
+    re.I,
+)
+
+
+def _prompt_heads(prompt: str) -> list[str]:
+    """The first words (keys, :func:`_key`) of each line of ``prompt``: a line of the answer that
+    starts with one echoes the prompt."""
+    return [head for line in prompt.splitlines() if (head := " ".join(_key(line).split()[:4]))]
+
+
+def _echoes(line: str, heads: Sequence[str]) -> bool:
+    key = _key(line)
+    return any(key.startswith(head) for head in heads)
+
+
+def _on_topic(lines: list[str], query: str, prompt: str) -> list[str]:
+    """The ``lines`` that may stand for ``query`` in a search: not the prompt echoed, not behind a
+    label, and sharing a word or an identifier with the query (so holding a word at all). Each
+    becomes a search, and a rewrite replaces the query in every leg: a chat preamble ("Certainly.",
+    "Sure! Here's a clearer version of your query."), the prompt or a lone "?" replaced it."""
+    heads, wanted = _prompt_heads(prompt), _content_words(query)
+    return [line for line in lines if not _LABEL.match(line) and not _echoes(line, heads) and _content_words(line) & wanted]
+
+
 def _with_exact_terms(rewrite: str, query: str) -> str:
     """The rewrite, with the query's identifiers and quoted phrases it left out added at its end:
     it replaces the query in every leg, and a code the model dropped or expanded ("E1234", "RRF")
@@ -359,11 +400,14 @@ class LlmAnalyzer:
         for model in models.values():
             model.gave_up()
 
+    def _prompt(self, technique: str, query: str) -> str:
+        return _PROMPTS[technique].format(query=query, n=self._variants)
+
     async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> Completion:
         tm = self._models[technique]
         try:
             answer = await tm.model.complete(
-                _SYSTEM, _PROMPTS[technique].format(query=query, n=self._variants), temperature=tm.temperature,
+                _SYSTEM, self._prompt(technique, query), temperature=tm.temperature,
                 max_tokens=300 if technique == "hyde" else 200,
             )
         except Exception as exc:
@@ -378,14 +422,16 @@ class LlmAnalyzer:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
         lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
+        lines = _on_topic(lines, query, self._prompt("rewrite", query))
         if not lines:
-            raise NotApplicable("the model kept the query, or its one line was cut short")
+            raise NotApplicable("no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
         return _with_exact_terms(lines[0], query)
 
     async def reformulate(self, query: str, feedback: Sequence[str]) -> list[str]:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
         lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)), query)
+        lines = _on_topic(lines, query, self._prompt("reformulate", query))
         if not lines:
             raise NotApplicable("no variants")
         return lines[:5]
@@ -394,14 +440,18 @@ class LlmAnalyzer:
         if "hyde" not in self._models:
             return await self._fallback.hyde(query)
         text = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
-        if not text:
+        # Free-form, but not the prompt echoed: its instruction would be embedded as the passage.
+        heads = _prompt_heads(self._prompt("hyde", query))
+        passage = "\n".join(line for line in text.splitlines() if not _echoes(line, heads)).strip()
+        if not passage:
             raise NotApplicable("empty passage")
-        return text
+        return passage
 
     async def decompose(self, query: str) -> list[str]:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
         lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)), query)
+        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", query)) if _a_question(line)]
         if len(lines) < 2:
             raise NotApplicable("a single question")
         return lines[:4]
