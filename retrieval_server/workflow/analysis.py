@@ -123,7 +123,9 @@ class Analysis:
 
 
 def load_glossary(path: Path | None) -> dict[str, str]:
-    """``abbr = expansion`` lines; blank lines and ``#`` comments ignored."""
+    """``abbr = expansion`` lines; blank lines and ``#`` comments ignored. An abbreviation written
+    all in capitals is kept so (:class:`ClassicalAnalyzer` matches it in capitals only), any other
+    in lower case."""
     if path is None:
         return {}
     out = {}
@@ -133,7 +135,8 @@ def load_glossary(path: Path | None) -> dict[str, str]:
             abbr, expansion = (x.strip() for x in line.split("=", 1))
             if abbr and expansion:
                 # Composed, as queries and documents are: a file written decomposed (macOS) never matched.
-                out[unicodedata.normalize("NFC", abbr).lower()] = unicodedata.normalize("NFC", expansion)
+                abbr = unicodedata.normalize("NFC", abbr)
+                out[abbr if abbr.isupper() else abbr.lower()] = unicodedata.normalize("NFC", expansion)
     return out
 
 
@@ -143,7 +146,10 @@ class ClassicalAnalyzer:
     name = "classical"
 
     def __init__(self, glossary: dict[str, str] | None = None, variants: int = 3) -> None:
-        self._glossary = glossary or {}
+        # An abbreviation written in capitals is matched in capitals only: read case-insensitively,
+        # "US" and "IT" expanded "contact us about it", and "REST" the verb in "let it rest".
+        self._acronyms = {k: v for k, v in (glossary or {}).items() if k.isupper()}
+        self._glossary = {k.lower(): v for k, v in (glossary or {}).items() if not k.isupper()}
         self._variants = variants
 
     def timed_out(self, techniques: Collection[str]) -> None:
@@ -154,8 +160,9 @@ class ClassicalAnalyzer:
         lowered = text.lower()
         expanded, done = [], set()
         for token in text.split(" "):
-            core = token.strip(".,;:!?()\"'").lower()
-            expansion = self._glossary.get(core)
+            core = token.strip(".,;:!?()\"'")
+            core = core if core in self._acronyms else core.lower()
+            expansion = self._acronyms.get(core) or self._glossary.get(core)
             # Once per abbreviation, and looked at once: a query repeating one grew tenfold, each
             # copy expanded, or searched the whole query again for its expansion.
             if expansion and core not in done and expansion.lower() not in lowered:

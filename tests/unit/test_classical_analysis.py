@@ -92,5 +92,21 @@ def test_a_glossary_written_decomposed_expands_composed_queries(tmp_path: Path) 
     path = tmp_path / "glossary.txt"
     path.write_text(unicodedata.normalize("NFD", "Ö1 = Österreich 1\n"), encoding="utf-8")
     glossary = load_glossary(path)
-    assert glossary == {"ö1": "Österreich 1"}
+    assert glossary == {"Ö1": "Österreich 1"}
     assert asyncio.run(ClassicalAnalyzer(glossary).rewrite("Ö1 news")) == "Ö1 (Österreich 1) news"
+
+
+async def test_an_abbreviation_written_in_capitals_expands_only_in_capitals(tmp_path: Path) -> None:
+    """Matched whatever its case, "US" and "IT" expanded "contact us about it", and "REST" the verb."""
+    path = tmp_path / "glossary.txt"
+    path.write_text("US = United States\nIT = information technology\nREST = representational state transfer\napi = application programming interface\n",
+                    encoding="utf-8")
+    analyzer = ClassicalAnalyzer(load_glossary(path))
+    for plain in ("how do I contact us about it", "let the service rest overnight", "Us and It"):
+        with pytest.raises(NotApplicable):
+            await analyzer.rewrite(plain)
+    assert await analyzer.rewrite("IT budget in the US") == "IT (information technology) budget in the US (United States)"
+    # A key in lower case still matches any case.
+    assert await analyzer.rewrite("REST API limits") == (
+        "REST (representational state transfer) API (application programming interface) limits"
+    )
