@@ -8,6 +8,7 @@ techniques ask it (see :mod:`retrieval_server.backends.llm`); without one, class
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 import math
@@ -48,20 +49,86 @@ def _word() -> re.Pattern[str]:
 
 _BREAK = re.compile(r"[?;？；]\s*|\.\s+")
 _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
+#: what no cut falls inside: a URL ("?limit=100"), a quoted phrase ("salt and pepper"), and
+#: parentheses and brackets, which hold code ("for (i = 0; i < n; i++)") or an aside. A URL starts
+#: only where no character of its scheme precedes: tried from every character of a long word, the
+#: search ran quadratic.
+_WHOLE = re.compile(
+    r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+"
+    r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
+)
+#: a short abbreviation that a full stop ends inside a sentence: initials ("U.S", "e.g", "J") or a
+#: title ("Dr. Smith"); looked for in the few characters before the stop
+_ABBREVIATION = re.compile(r"(?<![\w.])(?:(?:[^\W\d_]\.)*[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
+#: a clause opening with one negates the one before ("lung cancer and not about mice"), asks nothing of its own
+_NEGATIONS = frozenset({"not", "no", "without", "nor"})
+#: a clause opening with one asks a question of its own, however short the one before
+_QUESTION_WORDS = frozenset({"how", "what", "why", "when", "where", "which", "who", "whom", "whose"})
+_FIRST_WORD = re.compile(r"[\w'’-]+")
 
 
-def _sentences(text: str) -> list[str]:
-    """``text`` cut after "?" and ";", and after a full stop that a capital of any script follows
-    ("… in 2019. Ötzi …"); "e.g. the" is no sentence end. re has no class for capitals beyond
-    ASCII, so the capital is checked on the character itself."""
-    parts, start = [], 0
+def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
+    """Whether ``at`` falls inside one of ``spans`` (in order, apart)."""
+    i = bisect.bisect_right(spans, (at, math.inf)) - 1
+    return i >= 0 and spans[i][0] < at < spans[i][1]
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` is cut: after "?" and ";", and after a full stop that a capital of any script
+    follows ("… in 2019. Ötzi …") and that ends no abbreviation ("Dr. Smith", "the U.S. Army");
+    never inside a URL, quotes or brackets. re has no class for capitals beyond ASCII, so the
+    capital is checked on the character itself."""
+    whole = [m.span() for m in _WHOLE.finditer(text)]
+    cuts = []
     for m in _BREAK.finditer(text):
-        if m.group(0).startswith(".") and not text[m.end() : m.end() + 1].isupper():
+        if _inside(whole, m.start()):
             continue
-        parts.append(text[start : m.start()])
-        start = m.end()
-    parts.append(text[start:])
-    return parts
+        if m.group(0).startswith(".") and (
+            not text[m.end() : m.end() + 1].isupper() or _ABBREVIATION.search(text, max(0, m.start() - 8), m.start())
+        ):
+            continue
+        cuts.append(m.span())
+    return cuts
+
+
+def _clauses(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` (single-spaced) is cut into clauses: at "and", "also", "plus", "as well as",
+    never inside a URL, quotes or brackets, and only where the right side asks something of its
+    own: not a negation of the left ("and not about mice"), and either a question of its own ("and
+    why …") or after a left side of 3 content words at least. With fewer, the left side is a
+    fragment that needs the right one's object: "the causes and symptoms of diabetes" is one
+    question, not "the causes"."""
+    whole = [m.span() for m in _WHOLE.finditer(text)]
+    cuts, left, at = [], 0, 0
+    for m in _CLAUSES.finditer(text):
+        # Counted a piece at a time: counted over the whole left side at each "and", a long query
+        # of them took quadratic time.
+        left += len(_content_words(text[at : m.start()]))
+        at = m.end()
+        first = _FIRST_WORD.match(text, m.end())
+        opens = first.group(0).casefold() if first else ""
+        if _inside(whole, m.start()) or opens in _NEGATIONS or (left < 3 and opens not in _QUESTION_WORDS):
+            continue
+        cuts.append(m.span())
+        left = 0
+    return cuts
+
+
+def _parts(text: str, cuts: Sequence[tuple[int, int]]) -> list[str]:
+    """``text`` cut at ``cuts``; a part without a content word of its own ("And why?") stays
+    attached to the one before, as it was written."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for cut_start, cut_end in [*cuts, (len(text), len(text))]:
+        part = text[start:cut_start]
+        # Nothing between two cuts, or after the last "?", is no part at all.
+        if part.strip(" ,."):
+            if spans and not _content_words(part):
+                spans[-1] = (spans[-1][0], cut_start)
+            else:
+                spans.append((start, cut_start))
+        start = cut_end
+    return [text[a:b] for a, b in spans]
 
 
 def _key(text: str) -> str:
@@ -200,11 +267,12 @@ class ClassicalAnalyzer:
 
     async def decompose(self, query: str) -> list[str]:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
-        parts = [p.strip(" ,") for p in _sentences(query) if p.strip(" ,.")]
+        parts = [p.strip(" ,") for p in _parts(query, _sentences(query))]
         if len(parts) < 2:
             # On single spaces: from each start inside a run of them, \s+ took the rest of the run
             # and gave it back a space at a time, quadratic (61 s on the event loop at 64 KB).
-            parts = [p.strip(" ,") for p in _CLAUSES.split(" ".join(query.split()))]
+            text = " ".join(query.split())
+            parts = [p.strip(" ,") for p in _parts(text, _clauses(text))]
         # Each part once, and not one of stop words only ("the of the"): a repeated question was
         # searched twice and weighed double in the sub-queries' fusion.
         kept: dict[str, str] = {}

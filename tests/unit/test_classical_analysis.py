@@ -60,6 +60,33 @@ def test_decomposition_splits_clauses_whatever_white_space_joins_them() -> None:
     assert asyncio.run(_not_applicable(analyzer, "what" + " " * 20_000 + "is it"))
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "papers about lung cancer and not about mice",  # "not about mice" was searched for mice
+        "What are the causes and symptoms of type 2 diabetes",  # "What are the causes" lost its object
+        "Why does https://api.example.com/v1/users?limit=100&page=2 return 500 errors for all users",
+        "What did Dr. Smith say about the vaccine trial results",
+        "What is the U.S. Army budget for 2024",
+        "for (i = 0; i < n; i++) loop off by one error in C",
+        'recipes with "salt and pepper; lemon and thyme" for roast chicken',
+    ],
+    ids=["negation", "shared-object", "url", "title", "initials", "code", "quotes"],
+)
+def test_decomposition_leaves_one_question_whole(query: str) -> None:
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
+
+
+def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> None:
+    analyzer = ClassicalAnalyzer()
+    assert asyncio.run(analyzer.decompose("What is the U.S. Army budget? How does Dr. Smith rate it?")) == [
+        "What is the U.S. Army budget", "How does Dr. Smith rate it"]
+    assert asyncio.run(analyzer.decompose("How do I set up SSO for our team and also configure SCIM provisioning")) == [
+        "How do I set up SSO for our team", "configure SCIM provisioning"]
+    assert asyncio.run(analyzer.decompose('find "salt and pepper" recipes and reviews of cast iron pans')) == [
+        'find "salt and pepper" recipes', "reviews of cast iron pans"]
+
+
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
     try:
         await analyzer.decompose(query)
