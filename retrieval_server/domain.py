@@ -288,6 +288,10 @@ class QueryMetrics:
     route: RouteDecision | None = None
     #: entities the query named and the hops the graph leg expanded (None: the leg did not run)
     graph: GraphTrace | None = None
+    #: the rewrite the answering pass searched in the caller's words' stead ("" when it searched those)
+    rewritten_query: str = ""
+    #: the sub-queries whose hits were fused into the answering pass
+    sub_queries: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

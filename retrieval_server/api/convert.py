@@ -116,6 +116,8 @@ def metrics_out(m: QueryMetrics) -> pb.Metrics:
         strategy_used=strategy_out(m.strategy_used),
         route=route_out(m.route) if m.route else None,
         graph=graph_out(m.graph) if m.graph else None,
+        rewritten_query=m.rewritten_query,
+        sub_queries=m.sub_queries,
     )
 
 

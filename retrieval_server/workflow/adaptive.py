@@ -3,7 +3,7 @@
 Features hold up on long and short queries because they are shares, not presences: one acronym
 in a 200-word question is a small share of its tokens.
 
-- ``tokens``: words in the query;
+- ``tokens``: words in the query, each Han or kana character one;
 - ``rare_share``: of the query's keyword terms that the index knows, the share that are rare by
   the index's own statistics (in at most ``RARE_DF`` of the chunks sampled);
 - ``identifier_share``: tokens that look like codes (letters with digits, ALL-CAPS, snake_case);
@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 
-_WORD = re.compile(r"[\w][\w.-]*")
+#: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
+#: Han character one token). Here rather than with the answers' sentences, which count words so too:
+#: ingestion reads this module, and no other of the query workflow.
+UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: a Han or kana character, each a word of its own, or a run of other word characters, dots and
+#: hyphens that no such character ends: read as one run, a Japanese sentence holding a year
+#: ("2024年の東京…") was one word, and a code
+_WORD = re.compile(rf"{UNSPACED.pattern}|(?:(?!{UNSPACED.pattern})\w)(?:(?!{UNSPACED.pattern})[\w.-])*")
 # A letter (any script) and a digit together ("IL-10", "β1"); snake_case is read from the
 # characters (see _identifier).
 _CODE = re.compile(r"^(?=.*\d)(?=.*[^\W\d_])[\w.-]{2,}$")
@@ -97,6 +104,11 @@ def word_count(query: str) -> int:
     return len(_WORD.findall(query))
 
 
+def words(text: str) -> list[str]:
+    """The words of ``text`` as ADAPTIVE reads them, without the stops and hyphens at their ends."""
+    return [w.strip(".-") for w in _WORD.findall(text)]
+
+
 def _identifier(word: str) -> bool:
     """A code, or a word that opens with two capitals of any script ("DNA", "ÖBB"): re has no class
     for capitals beyond ASCII, so those are read from the characters."""
@@ -107,14 +119,19 @@ def _identifier(word: str) -> bool:
     return len(word) >= 2 and word[0].isupper() and word[1].isupper() and _WORDLIKE.fullmatch(word) is not None
 
 
+def _names_one_thing(word: str) -> bool:
+    """An identifier (as :func:`_identifier` reads them) or a word holding a digit ("3.11", "2024",
+    "20231187"): what a query asks for to the letter."""
+    return _identifier(word) or any(ch.isdigit() for ch in word)
+
+
 def identifier_words(query: str) -> frozenset[str]:
-    """The words of ``query`` that name one thing exactly, in lower case: its identifiers (as
-    :func:`_identifier` reads them) and every word holding a digit ("3.11", "2024"). A sentence
-    embedding hardly tells two of them apart (cosine 0.97 between "error code E1234" and "error
-    code E1235"), so two queries asking for different ones are different questions however close
-    their vectors are."""
+    """The words of ``query`` that name one thing exactly (:func:`_names_one_thing`), in lower
+    case. A sentence embedding hardly tells two of them apart (cosine 0.97 between "error code
+    E1234" and "error code E1235"), so two queries asking for different ones are different
+    questions however close their vectors are."""
     words = (w.strip(".-") for w in _WORD.findall(query))
-    return frozenset(w.lower() for w in words if _identifier(w) or any(ch.isdigit() for ch in w))
+    return frozenset(w.lower() for w in words if _names_one_thing(w))
 
 
 def name_the_same_identifiers(a: str, b: str) -> bool:
@@ -128,16 +145,27 @@ def _lower_words(query: str) -> frozenset[str]:
     return frozenset(w.strip(".-").lower() for w in _WORD.findall(query))
 
 
+#: a URL or an e-mail address, which the word pattern reads as pieces ("billing", "acme.io"). Each
+#: starts only where no character of its own pattern precedes: tried from every character of a
+#: long word, the search ran quadratic.
+_ADDRESS = re.compile(r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S*[^\s.,;:!?)\]\"'»”]|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
+
+
 def missing_exact_terms(query: str, text: str) -> list[str]:
     """What the query asks for to the letter and ``text`` leaves out, each once in order: its
-    identifiers as written, then its quoted phrases (in ASCII quotes, whichever the query used).
-    A phrase counts as kept when ``text`` quotes it in any of those marks. Case is ignored."""
-    words = [w.strip(".-") for w in _WORD.findall(query)]
+    URLs and e-mail addresses, its words that name one thing (:func:`_names_one_thing`: codes,
+    acronyms, numbers and versions) as written, then its quoted phrases (in ASCII quotes, whichever
+    the query used). A phrase counts as kept when ``text`` quotes it in any of those marks. Case is
+    ignored."""
+    folded = text.casefold()
+    addresses = [a for a in _ADDRESS.findall(query) if a.casefold() not in folded]
+    # The words of an address are its own: kept or added back whole, not as pieces ("v2", "acme.io").
+    words = [w.strip(".-") for w in _WORD.findall(_ADDRESS.sub(" ", query))]
     written = {w.strip(".-").casefold() for w in _WORD.findall(text)}
     quoted = {phrase.casefold() for phrase in _quoted(text)}
-    identifiers = [w for w in words if _identifier(w) and w.casefold() not in written]
+    identifiers = [w for w in words if _names_one_thing(w) and w.casefold() not in written]
     phrases = [f'"{phrase}"' for phrase in _quoted(query) if phrase.casefold() not in quoted]
-    return list(dict.fromkeys(identifiers + phrases))
+    return list(dict.fromkeys(addresses + identifiers + phrases))
 
 
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:

@@ -8,6 +8,7 @@ techniques ask it (see :mod:`retrieval_server.backends.llm`); without one, class
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import logging
 import math
@@ -21,7 +22,7 @@ from typing import Protocol
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import missing_exact_terms
+from retrieval_server.workflow.adaptive import missing_exact_terms, words
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -48,20 +49,107 @@ def _word() -> re.Pattern[str]:
 
 _BREAK = re.compile(r"[?;？；]\s*|\.\s+")
 _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
+#: what no cut falls inside: a URL ("?limit=100"), a quoted phrase ("salt and pepper"), and
+#: parentheses and brackets, which hold code ("for (i = 0; i < n; i++)") or an aside. A URL starts
+#: only where no character of its scheme precedes: tried from every character of a long word, the
+#: search ran quadratic.
+_WHOLE = re.compile(
+    r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+"
+    r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
+)
+#: a short abbreviation that a full stop ends inside a sentence: initials ("U.S", "e.g", "J") or a
+#: title ("Dr. Smith"); looked for in the few characters before the stop
+_ABBREVIATION = re.compile(r"(?<![\w.])(?:(?:[^\W\d_]\.)*[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
+#: a clause opening with one negates the one before ("lung cancer and not about mice"), asks nothing of its own
+_NEGATIONS = frozenset({"not", "no", "without", "nor"})
+#: a clause opening with one asks a question of its own, however short the one before
+_QUESTION_WORDS = frozenset({"how", "what", "why", "when", "where", "which", "who", "whom", "whose"})
+_FIRST_WORD = re.compile(r"[\w'’-]+")
 
 
-def _sentences(text: str) -> list[str]:
-    """``text`` cut after "?" and ";", and after a full stop that a capital of any script follows
-    ("… in 2019. Ötzi …"); "e.g. the" is no sentence end. re has no class for capitals beyond
-    ASCII, so the capital is checked on the character itself."""
-    parts, start = [], 0
+def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
+    """Whether ``at`` falls inside one of ``spans`` (in order, apart)."""
+    i = bisect.bisect_right(spans, (at, math.inf)) - 1
+    return i >= 0 and spans[i][0] < at < spans[i][1]
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` is cut: after "?" and ";", and after a full stop that a capital of any script
+    follows ("… in 2019. Ötzi …") and that ends no abbreviation ("Dr. Smith", "the U.S. Army");
+    never inside a URL, quotes or brackets. re has no class for capitals beyond ASCII, so the
+    capital is checked on the character itself."""
+    whole = [m.span() for m in _WHOLE.finditer(text)]
+    cuts = []
     for m in _BREAK.finditer(text):
-        if m.group(0).startswith(".") and not text[m.end() : m.end() + 1].isupper():
+        if _inside(whole, m.start()):
             continue
-        parts.append(text[start : m.start()])
-        start = m.end()
-    parts.append(text[start:])
-    return parts
+        if m.group(0).startswith(".") and (
+            not text[m.end() : m.end() + 1].isupper() or _ABBREVIATION.search(text, max(0, m.start() - 8), m.start())
+        ):
+            continue
+        cuts.append(m.span())
+    return cuts
+
+
+def _clauses(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` (single-spaced) is cut into clauses: at "and", "also", "plus", "as well as",
+    never inside a URL, quotes or brackets, and only where the right side asks something of its
+    own: not a negation of the left ("and not about mice"), and either a question of its own ("and
+    why …") or after a left side of 3 content words at least. With fewer, the left side is a
+    fragment that needs the right one's object: "the causes and symptoms of diabetes" is one
+    question, not "the causes"."""
+    whole = [m.span() for m in _WHOLE.finditer(text)]
+    cuts, left, at = [], 0, 0
+    for m in _CLAUSES.finditer(text):
+        # Counted a piece at a time: counted over the whole left side at each "and", a long query
+        # of them took quadratic time.
+        left += len(_content_words(text[at : m.start()]))
+        at = m.end()
+        first = _FIRST_WORD.match(text, m.end())
+        opens = first.group(0).casefold() if first else ""
+        if _inside(whole, m.start()) or opens in _NEGATIONS or (left < 3 and opens not in _QUESTION_WORDS):
+            continue
+        cuts.append(m.span())
+        left = 0
+    return cuts
+
+
+def _parts(text: str, cuts: Sequence[tuple[int, int]]) -> list[str]:
+    """``text`` cut at ``cuts``; a part without a content word of its own ("And why?") stays
+    attached to the one before, as it was written."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for cut_start, cut_end in [*cuts, (len(text), len(text))]:
+        part = text[start:cut_start]
+        # Nothing between two cuts, or after the last "?", is no part at all.
+        if part.strip(" ,."):
+            if spans and not _content_words(part):
+                spans[-1] = (spans[-1][0], cut_start)
+            else:
+                spans.append((start, cut_start))
+        start = cut_end
+    return [text[a:b] for a, b in spans]
+
+
+def _key(text: str) -> str:
+    """What tells two sub-queries or a rewrite and its query apart: their words, case and the
+    punctuation at a word's ends aside. Told apart by case and spacing alone, "What is error
+    XK-4471?" and "What is error XK-4471." were both searched, and a rewrite that only dropped the
+    query's "?" was embedded as a change. A lone mark ("work ?") is no word."""
+    return " ".join(w for w in (w.strip(".,;:!?…") for w in text.casefold().split()) if w)
+
+
+def _content_words(text: str) -> set[str]:
+    """The words of ``text`` that say what it is about: its words and identifiers, case aside,
+    without the stop words."""
+    return {w.casefold() for w in words(text)} - STOPWORDS
+
+
+def _a_question(part: str) -> bool:
+    """Whether ``part`` of a query can be searched on its own: three words at least, not all of them
+    stop words ("the of the")."""
+    tokens = part.split()
+    return len(tokens) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in tokens)
 
 
 class NotApplicable(Exception):
@@ -102,7 +190,9 @@ class Analysis:
 
 
 def load_glossary(path: Path | None) -> dict[str, str]:
-    """``abbr = expansion`` lines; blank lines and ``#`` comments ignored."""
+    """``abbr = expansion`` lines; blank lines and ``#`` comments ignored. An abbreviation written
+    all in capitals is kept so (:class:`ClassicalAnalyzer` matches it in capitals only), any other
+    in lower case."""
     if path is None:
         return {}
     out = {}
@@ -112,7 +202,8 @@ def load_glossary(path: Path | None) -> dict[str, str]:
             abbr, expansion = (x.strip() for x in line.split("=", 1))
             if abbr and expansion:
                 # Composed, as queries and documents are: a file written decomposed (macOS) never matched.
-                out[unicodedata.normalize("NFC", abbr).lower()] = unicodedata.normalize("NFC", expansion)
+                abbr = unicodedata.normalize("NFC", abbr)
+                out[abbr if abbr.isupper() else abbr.lower()] = unicodedata.normalize("NFC", expansion)
     return out
 
 
@@ -122,7 +213,10 @@ class ClassicalAnalyzer:
     name = "classical"
 
     def __init__(self, glossary: dict[str, str] | None = None, variants: int = 3) -> None:
-        self._glossary = glossary or {}
+        # An abbreviation written in capitals is matched in capitals only: read case-insensitively,
+        # "US" and "IT" expanded "contact us about it", and "REST" the verb in "let it rest".
+        self._acronyms = {k: v for k, v in (glossary or {}).items() if k.isupper()}
+        self._glossary = {k.lower(): v for k, v in (glossary or {}).items() if not k.isupper()}
         self._variants = variants
 
     def timed_out(self, techniques: Collection[str]) -> None:
@@ -133,8 +227,9 @@ class ClassicalAnalyzer:
         lowered = text.lower()
         expanded, done = [], set()
         for token in text.split(" "):
-            core = token.strip(".,;:!?()\"'").lower()
-            expansion = self._glossary.get(core)
+            core = token.strip(".,;:!?()\"'")
+            core = core if core in self._acronyms else core.lower()
+            expansion = self._acronyms.get(core) or self._glossary.get(core)
             # Once per abbreviation, and looked at once: a query repeating one grew tenfold, each
             # copy expanded, or searched the whole query again for its expansion.
             if expansion and core not in done and expansion.lower() not in lowered:
@@ -144,7 +239,8 @@ class ClassicalAnalyzer:
             if expansion:
                 done.add(core)
         rewritten = " ".join(expanded)
-        if rewritten == query:
+        # Only white space or a final mark changed: the same words, embedded again for nothing.
+        if _key(rewritten) == _key(query):
             raise NotApplicable("nothing to normalize or expand")
         return rewritten
 
@@ -171,18 +267,18 @@ class ClassicalAnalyzer:
 
     async def decompose(self, query: str) -> list[str]:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
-        parts = [p.strip(" ,") for p in _sentences(query) if p.strip(" ,.")]
+        parts = [p.strip(" ,") for p in _parts(query, _sentences(query))]
         if len(parts) < 2:
             # On single spaces: from each start inside a run of them, \s+ took the rest of the run
             # and gave it back a space at a time, quadratic (61 s on the event loop at 64 KB).
-            parts = [p.strip(" ,") for p in _CLAUSES.split(" ".join(query.split()))]
+            text = " ".join(query.split())
+            parts = [p.strip(" ,") for p in _parts(text, _clauses(text))]
         # Each part once, and not one of stop words only ("the of the"): a repeated question was
         # searched twice and weighed double in the sub-queries' fusion.
         kept: dict[str, str] = {}
         for p in parts:
-            words = p.split()
-            if len(words) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in words):
-                kept.setdefault(" ".join(p.casefold().split()), p)
+            if _a_question(p):
+                kept.setdefault(_key(p), p)
         if len(kept) < 2:
             raise NotApplicable("a single question")
         return list(kept.values())[:4]
@@ -299,7 +395,7 @@ def _lines(text: Completion, query: str) -> list[str]:
     lines = text.splitlines()
     if text.truncated:
         lines = lines[:-1]
-    seen = {" ".join(query.casefold().split())}
+    seen = {_key(query)}
     out = []
     for line in lines:
         if _HEADING.match(line):
@@ -309,11 +405,40 @@ def _lines(text: Completion, query: str) -> list[str]:
             line = emphasized.group(2).strip()
         if len(line) > 1 and line[0] == line[-1] == '"' and line.count('"') == 2:
             line = line[1:-1].strip()  # the whole line quoted; a quoted phrase at either end keeps its quotes
-        key = " ".join(line.casefold().split())
-        if line and line.rstrip(".!").upper() != "NONE" and not line.endswith(":") and key not in seen:
+        key = _key(line)
+        if key and line.rstrip(".!").upper() != "NONE" and not line.endswith(":") and key not in seen:
             seen.add(key)
             out.append(line)
     return out
+
+
+#: a label the model wrote before its line ("Query:", "Rewritten query:", "Sub-question 1:"), as
+#: the prompt labels the query: the line is the model's framing, or the prompt echoed
+_LABEL = re.compile(
+    r"^\W*(?:[^\W\d_][\w-]*\s+){0,2}(?:query|question|sub-?question|rewrite|phrasing|variant|reformulation|passage|answer)s?"
+    r"(?:\s+\d+)?\s*:",
+    re.I,
+)
+
+
+def _prompt_heads(prompt: str) -> list[str]:
+    """The first words (keys, :func:`_key`) of each line of ``prompt``: a line of the answer that
+    starts with one echoes the prompt."""
+    return [head for line in prompt.splitlines() if (head := " ".join(_key(line).split()[:4]))]
+
+
+def _echoes(line: str, heads: Sequence[str]) -> bool:
+    key = _key(line)
+    return any(key.startswith(head) for head in heads)
+
+
+def _on_topic(lines: list[str], query: str, prompt: str) -> list[str]:
+    """The ``lines`` that may stand for ``query`` in a search: not the prompt echoed, not behind a
+    label, and sharing a word or an identifier with the query (so holding a word at all). Each
+    becomes a search, and a rewrite replaces the query in every leg: a chat preamble ("Certainly.",
+    "Sure! Here's a clearer version of your query."), the prompt or a lone "?" replaced it."""
+    heads, wanted = _prompt_heads(prompt), _content_words(query)
+    return [line for line in lines if not _LABEL.match(line) and not _echoes(line, heads) and _content_words(line) & wanted]
 
 
 def _with_exact_terms(rewrite: str, query: str) -> str:
@@ -350,11 +475,14 @@ class LlmAnalyzer:
         for model in models.values():
             model.gave_up()
 
+    def _prompt(self, technique: str, query: str) -> str:
+        return _PROMPTS[technique].format(query=query, n=self._variants)
+
     async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> Completion:
         tm = self._models[technique]
         try:
             answer = await tm.model.complete(
-                _SYSTEM, _PROMPTS[technique].format(query=query, n=self._variants), temperature=tm.temperature,
+                _SYSTEM, self._prompt(technique, query), temperature=tm.temperature,
                 max_tokens=300 if technique == "hyde" else 200,
             )
         except Exception as exc:
@@ -369,14 +497,16 @@ class LlmAnalyzer:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
         lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
+        lines = _on_topic(lines, query, self._prompt("rewrite", query))
         if not lines:
-            raise NotApplicable("the model kept the query, or its one line was cut short")
+            raise NotApplicable("no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
         return _with_exact_terms(lines[0], query)
 
     async def reformulate(self, query: str, feedback: Sequence[str]) -> list[str]:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
         lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)), query)
+        lines = _on_topic(lines, query, self._prompt("reformulate", query))
         if not lines:
             raise NotApplicable("no variants")
         return lines[:5]
@@ -385,14 +515,18 @@ class LlmAnalyzer:
         if "hyde" not in self._models:
             return await self._fallback.hyde(query)
         text = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
-        if not text:
+        # Free-form, but not the prompt echoed: its instruction would be embedded as the passage.
+        heads = _prompt_heads(self._prompt("hyde", query))
+        passage = "\n".join(line for line in text.splitlines() if not _echoes(line, heads)).strip()
+        if not passage:
             raise NotApplicable("empty passage")
-        return text
+        return passage
 
     async def decompose(self, query: str) -> list[str]:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
         lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)), query)
+        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", query)) if _a_question(line)]
         if len(lines) < 2:
             raise NotApplicable("a single question")
         return lines[:4]

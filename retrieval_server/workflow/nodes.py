@@ -744,7 +744,8 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
 def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:
     # A pass that did not rerank did not fall back, whatever an earlier pass's rerank did.
     fell_back = state.rerank_applied and state.rerank_fell_back
-    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back, state.decomposed)
+    subs = tuple(state.analysis.sub_queries) if state.decomposed else ()
+    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back, state.decomposed, state.analysis.rewritten, subs)
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -788,6 +789,7 @@ async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     best = state.best or _this_pass(state, state.sufficiency)
     state.contexts, state.strategy, state.metrics.graph = best.contexts, best.strategy, best.graph
     state.metrics.rerank_fallback_triggered, state.metrics.decomposition_used = best.rerank_fell_back, best.decomposed
+    state.metrics.rewritten_query, state.metrics.sub_queries = best.rewritten or "", list(best.sub_queries)
     state.metrics.strategy_used = state.strategy
     contexts = state.contexts[: state.options.top_k]
     suggestions: list[str] = []

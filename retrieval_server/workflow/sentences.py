@@ -8,17 +8,15 @@ from dataclasses import dataclass
 
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.graph_extraction import sentences_of
+from retrieval_server.workflow.adaptive import UNSPACED
 
-
-#: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
-#: Han character one token). Counted by split(), a Japanese sentence was one word, never a candidate.
-_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-#: their punctuation (、。「」, full-width ！？（）), which is no word of its own
+#: the punctuation of Han and kana text (、。「」, full-width ！？（）), which is no word of its own
 _UNSPACED_MARKS = re.compile(r"[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]")
 
 
 def _words(text: str) -> int:
-    return len(_UNSPACED.findall(text)) + len(_UNSPACED_MARKS.sub(" ", _UNSPACED.sub(" ", text)).split())
+    # Counted by split(), a Japanese sentence was one word, never a candidate.
+    return len(UNSPACED.findall(text)) + len(_UNSPACED_MARKS.sub(" ", UNSPACED.sub(" ", text)).split())
 
 
 @dataclass(frozen=True, slots=True)

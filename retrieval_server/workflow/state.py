@@ -133,6 +133,10 @@ class ScoredPass:
     rerank_fell_back: bool
     #: the sub-queries' hits were fused into its candidates
     decomposed: bool
+    #: what it searched in the caller's words' stead: analysis's rewrite (None: their words), and
+    #: the sub-queries whose hits it fused
+    rewritten: str | None
+    sub_queries: tuple[str, ...]
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ def _answer(prompt: str) -> str:
     if prompt.startswith("Rewrite"):
         return "How does reciprocal rank fusion (RRF) work, and why is cross-encoder reranking slow?"
     if prompt.startswith("Write 3"):
-        return "1. reciprocal rank fusion explained\n2. - combining ranked lists with RRF\n3) why rerankers are slow"
+        return "1. reciprocal rank fusion (RRF) explained\n2. - combining ranked lists with RRF\n3) why rerankers are slow"
     if prompt.startswith("Write a short passage"):
         return "Reciprocal rank fusion sums 1/(k + rank) over the lists. Cross-encoders score every pair."
     return "How does RRF work?\nWhy is reranking slow?"
@@ -74,7 +74,7 @@ async def test_every_technique_through_the_protocol(name: str, cls: Any, handler
         finally:
             await model.close()
     assert a.rewritten and "reciprocal rank fusion" in a.rewritten
-    assert a.reformulations == ["reciprocal rank fusion explained", "combining ranked lists with RRF", "why rerankers are slow"]
+    assert a.reformulations == ["reciprocal rank fusion (RRF) explained", "combining ranked lists with RRF", "why rerankers are slow"]
     assert a.hyde and a.hyde.startswith("Reciprocal rank fusion")
     assert a.sub_queries == ["How does RRF work?", "Why is reranking slow?"]
     assert a.dropped == {}
@@ -765,7 +765,7 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
         ("rewrite", "**Rewritten query:**\nHow does reciprocal rank fusion (RRF) work?", "How does reciprocal rank fusion (RRF) work?"),
         ("rewrite", "### Rewritten query\nHow does reciprocal rank fusion (RRF) work?", "How does reciprocal rank fusion (RRF) work?"),
         ("rewrite", "**How does reciprocal rank fusion (RRF) work?**", "How does reciprocal rank fusion (RRF) work?"),
-        ("rewrite", "__init__ versus __new__", "__init__ versus __new__ (RRF)"),  # its markers inside: no emphasis
+        ("rewrite", "__init__ versus __new__ reranking", "__init__ versus __new__ reranking (RRF)"),  # its markers inside: no emphasis
         ("decompose", "**Sub-questions:**\n* How does RRF work?\n* Why is reranking slow?", ["How does RRF work?", "Why is reranking slow?"]),
         ("decompose", "## Sub-questions\n1. How does RRF work?\n2. Why is reranking slow?", ["How does RRF work?", "Why is reranking slow?"]),
         ("decompose", "None.\nThe question has only one part.", None),
@@ -802,13 +802,20 @@ async def test_markdown_around_the_models_lines_is_not_searched(technique: str, 
         ("How does RRF work?", '"How does reciprocal rank fusion (RRF) work?"', "How does reciprocal rank fusion (RRF) work?"),
         ("errors about “disk full” on NAS", "storage errors on NAS", 'storage errors on NAS ("disk full")'),
         ("errors about «disk full» on NAS", "NAS errors reporting “disk full”", "NAS errors reporting “disk full”"),
+        ("invoice 20231187 not paid", "unpaid invoice", "unpaid invoice (20231187)"),
+        ("why does the upgrade to 3.11 break asyncio", "why does upgrading Python break asyncio", "why does upgrading Python break asyncio (3.11)"),
+        ("mail from billing@acme.io about refunds", "emails from the billing team about refunds",
+         "emails from the billing team about refunds (billing@acme.io)"),
+        ("error at https://acme.io/api/v2/orders?page=2.", "error in the orders API", "error in the orders API (https://acme.io/api/v2/orders?page=2)"),
+        ("error at https://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders"),
     ],
     ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept", "a-phrase-first", "a-phrase-last", "the-line-quoted",
-         "typographic-quotes-dropped", "guillemets-kept-as-curly-quotes"],
+         "typographic-quotes-dropped", "guillemets-kept-as-curly-quotes", "a-number-dropped", "a-version-dropped", "an-email-dropped",
+         "a-url-dropped-whole", "a-url-kept"],
 )
 async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, rewrite: str, searched: str) -> None:
-    """The rewrite replaces the query in every leg: a code or quoted phrase the model dropped was no
-    longer searched for as the documents write it."""
+    """The rewrite replaces the query in every leg: a code, number, version, address or quoted
+    phrase the model dropped was no longer searched for as the documents write it."""
     reply = {"choices": [{"message": {"role": "assistant", "content": rewrite}, "finish_reason": "stop"}]}
     with json_server(lambda path, body: (200, reply)) as server:
         model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
@@ -818,3 +825,73 @@ async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, r
         finally:
             await model.close()
     assert "Keep every code" in server.requests[0][1]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("technique", "answer"),
+    [("rewrite", "How does RRF work"), ("rewrite", "how does RRF work ?"), ("decompose", "How does RRF work and why is reranking slow\nHow does RRF work and why is reranking slow.")],
+    ids=["rewrite-without-its-mark", "rewrite-with-a-mark-apart", "sub-queries-differing-in-their-mark"],
+)
+async def test_a_line_differing_only_in_its_final_mark_is_no_other_query(technique: str, answer: str) -> None:
+    """A rewrite that only dropped the query's "?" was embedded as a change, and a sub-question
+    repeated with "." for "?" searched twice."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            with pytest.raises(NotApplicable):
+                await getattr(analyzer, technique)(QUERY if technique == "decompose" else "How does RRF work?")
+        finally:
+            await model.close()
+
+
+def _echo(prompt: str) -> str:
+    return prompt
+
+
+@pytest.mark.parametrize(
+    ("technique", "answer", "expected"),
+    [
+        ("rewrite", "Certainly.\n\nHow does reciprocal rank fusion (RRF) work?", "How does reciprocal rank fusion (RRF) work?"),
+        ("rewrite", "Sure! Here's a clearer version of your query.\nHow does reciprocal rank fusion (RRF) work?",
+         "How does reciprocal rank fusion (RRF) work?"),
+        ("rewrite", "Rewritten query: How does reciprocal rank fusion (RRF) work?", None),
+        ("rewrite", "?", None),
+        ("rewrite", "...\nCertainly.", None),
+        ("rewrite", _echo, None),
+        ("rewrite", "Comment fonctionne la fusion des classements ?", None),  # another language: no word in common
+        ("reformulate", _echo, None),
+        ("reformulate", "Sure, here you go.\nRRF explained\nQuery: RRF in detail", ["RRF explained"]),
+        ("decompose", "1. ?\n2. ...\n3. a", None),
+        ("decompose", "Sure! Here are the sub-questions.\nWhat is RRF?\nHow is RRF computed?", ["What is RRF?", "How is RRF computed?"]),
+        ("decompose", "Question 1: How does RRF work?\nQuestion 2: Why is reranking slow?", None),
+        ("decompose", _echo, None),
+        ("hyde", lambda prompt: f"{prompt}\nRRF sums 1/(k + rank) over the lists.", "RRF sums 1/(k + rank) over the lists."),
+        ("hyde", _echo, None),
+    ],
+    ids=["certainly", "sure-heres", "labelled", "a-mark", "dots-and-a-preamble", "prompt-echoed", "another-language",
+         "variants-prompt-echoed", "variants-preamble-and-label", "junk-sub-queries", "sub-queries-preamble", "labelled-sub-queries",
+         "sub-queries-prompt-echoed", "passage-after-the-prompt", "passage-prompt-echoed"],
+)
+async def test_a_line_that_is_not_about_the_query_is_not_searched(technique: str, answer: str | Callable[[str], str], expected: object) -> None:
+    """A rewrite replaces the query in every leg, and each variant or sub-question is a search: a
+    chat preamble, the prompt echoed or a lone "?" became the query, with nothing in the response
+    to say so. A line must share a word with the query; none does, and the caller's words are searched."""
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        text = answer(body["messages"][1]["content"]) if callable(answer) else answer
+        return 200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+    query = "How does RRF work and why is reranking slow?" if technique == "decompose" else "How does RRF work?"
+    with json_server(handler) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        call = (lambda: analyzer.reformulate(query, ["feedback"])) if technique == "reformulate" else (lambda: getattr(analyzer, technique)(query))
+        try:
+            if expected is None:
+                with pytest.raises(NotApplicable):
+                    await call()
+            else:
+                assert await call() == expected
+        finally:
+            await model.close()

@@ -397,6 +397,27 @@ async def test_max_iterations_then_sub_queries(app: Application) -> None:
     assert {"codes", "cooking"} <= set(_docs(r))
 
 
+async def test_the_response_says_what_was_searched_in_the_callers_stead(app: Application) -> None:
+    """The response named the caller's query only: a rewrite searched in every leg, and the
+    sub-queries fused into the answer, were nowhere in it."""
+    from retrieval_server.api.convert import metrics_out
+
+    class Rewrites(ClassicalAnalyzer):
+        async def rewrite(self, query: str) -> str:
+            return f"{query} (XK-4471 error code)"
+
+    query = "what does error XK-4471 mean and how long should the tomato sauce simmer"
+    r = await pipeline(app, analyzer=Rewrites(), sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions(query, 4, strategy=Strategy.SEMANTIC, use_cache=False))
+    subs = ["what does error XK-4471 mean", "how long should the tomato sauce simmer"]
+    assert (r.metrics.rewritten_query, r.metrics.sub_queries) == (f"{query} (XK-4471 error code)", subs)
+    sent = metrics_out(r.metrics)
+    assert (sent.rewritten_query, list(sent.sub_queries)) == (f"{query} (XK-4471 error code)", subs)
+    # The caller's own words searched, and answered without sub-queries: both empty.
+    plain = await pipeline(app, sufficiency_threshold=0.0).query(QueryOptions("tomato sauce", 2, strategy=Strategy.SEMANTIC, use_cache=False))
+    assert plain.metrics.rewritten_query == "" and plain.metrics.sub_queries == []
+
+
 class SearchesFailOnceSet:
     """A vector store whose dense and keyword searches fail once ``failing`` is set."""
 
@@ -429,7 +450,7 @@ async def test_sub_queries_that_found_nothing_are_not_reported_as_used(app: Appl
         QueryOptions(query, 4, strategy=Strategy.HYBRID, use_cache=False), events=after
     )
     assert "execute_sub_queries" in _stages(r) and "sub_queries:store_error" in r.metrics.degraded
-    assert r.contexts and not r.metrics.decomposition_used
+    assert r.contexts and not r.metrics.decomposition_used and r.metrics.sub_queries == []
 
 
 async def test_sub_queries_search_as_the_keyword_leg_does(app: Application) -> None:

@@ -36,6 +36,10 @@ def test_decomposition_keeps_each_part_once_and_not_stop_words_alone() -> None:
     parts = asyncio.run(analyzer.decompose("What does error XK-4471 mean? what does  error XK-4471 mean? How long to simmer the sauce?"))
     assert parts == ["What does error XK-4471 mean", "How long to simmer the sauce"]
     assert asyncio.run(_not_applicable(analyzer, "What is error XK-4471? What is error XK-4471?"))
+    # Nor once more for another final mark, or a mark standing apart.
+    for repeated in ("What is error XK-4471? What is error XK-4471.", "How do I rotate keys; how do I rotate keys...",
+                     "How do I rotate keys? How do I rotate keys ?"):
+        assert asyncio.run(_not_applicable(analyzer, repeated)), repeated
     assert asyncio.run(_not_applicable(analyzer, "the of the and to the is and it is the"))
 
 
@@ -54,6 +58,33 @@ def test_decomposition_splits_clauses_whatever_white_space_joins_them() -> None:
     assert parts == ["what does the cache hold", "how does the reranker score pairs"]
     # A run of spaces took the split quadratic time (61 s at 64 KB, on the event loop).
     assert asyncio.run(_not_applicable(analyzer, "what" + " " * 20_000 + "is it"))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "papers about lung cancer and not about mice",  # "not about mice" was searched for mice
+        "What are the causes and symptoms of type 2 diabetes",  # "What are the causes" lost its object
+        "Why does https://api.example.com/v1/users?limit=100&page=2 return 500 errors for all users",
+        "What did Dr. Smith say about the vaccine trial results",
+        "What is the U.S. Army budget for 2024",
+        "for (i = 0; i < n; i++) loop off by one error in C",
+        'recipes with "salt and pepper; lemon and thyme" for roast chicken',
+    ],
+    ids=["negation", "shared-object", "url", "title", "initials", "code", "quotes"],
+)
+def test_decomposition_leaves_one_question_whole(query: str) -> None:
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
+
+
+def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> None:
+    analyzer = ClassicalAnalyzer()
+    assert asyncio.run(analyzer.decompose("What is the U.S. Army budget? How does Dr. Smith rate it?")) == [
+        "What is the U.S. Army budget", "How does Dr. Smith rate it"]
+    assert asyncio.run(analyzer.decompose("How do I set up SSO for our team and also configure SCIM provisioning")) == [
+        "How do I set up SSO for our team", "configure SCIM provisioning"]
+    assert asyncio.run(analyzer.decompose('find "salt and pepper" recipes and reviews of cast iron pans')) == [
+        'find "salt and pepper" recipes', "reviews of cast iron pans"]
 
 
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
@@ -78,6 +109,9 @@ async def test_the_glossary_expands_each_abbreviation_once() -> None:
     # Its expansion there already, a repeated abbreviation is looked at once, not once a copy.
     with pytest.raises(NotApplicable):
         await analyzer.rewrite("api " * 10_000 + "application programming interface")
+    # White space and a final mark are no rewrite: the same words would be embedded again.
+    with pytest.raises(NotApplicable):
+        await analyzer.rewrite("what  is  the   policy ?")
 
 
 def test_a_glossary_written_decomposed_expands_composed_queries(tmp_path: Path) -> None:
@@ -85,5 +119,21 @@ def test_a_glossary_written_decomposed_expands_composed_queries(tmp_path: Path) 
     path = tmp_path / "glossary.txt"
     path.write_text(unicodedata.normalize("NFD", "Ö1 = Österreich 1\n"), encoding="utf-8")
     glossary = load_glossary(path)
-    assert glossary == {"ö1": "Österreich 1"}
+    assert glossary == {"Ö1": "Österreich 1"}
     assert asyncio.run(ClassicalAnalyzer(glossary).rewrite("Ö1 news")) == "Ö1 (Österreich 1) news"
+
+
+async def test_an_abbreviation_written_in_capitals_expands_only_in_capitals(tmp_path: Path) -> None:
+    """Matched whatever its case, "US" and "IT" expanded "contact us about it", and "REST" the verb."""
+    path = tmp_path / "glossary.txt"
+    path.write_text("US = United States\nIT = information technology\nREST = representational state transfer\napi = application programming interface\n",
+                    encoding="utf-8")
+    analyzer = ClassicalAnalyzer(load_glossary(path))
+    for plain in ("how do I contact us about it", "let the service rest overnight", "Us and It"):
+        with pytest.raises(NotApplicable):
+            await analyzer.rewrite(plain)
+    assert await analyzer.rewrite("IT budget in the US") == "IT (information technology) budget in the US (United States)"
+    # A key in lower case still matches any case.
+    assert await analyzer.rewrite("REST API limits") == (
+        "REST (representational state transfer) API (application programming interface) limits"
+    )

@@ -18,7 +18,7 @@ from bench.quality.tune import CosineFusion, cosine_fused
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts
 from retrieval_server.domain import SparseVector, VectorHit
-from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features
+from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features, word_count
 from retrieval_server.workflow.keyword_leg import query_vector, rm3
 from retrieval_server.workflow.dense_feedback import rocchio
 from retrieval_server.workflow.dense_fusion import fold_granularities, max_cosine
@@ -98,6 +98,12 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     # old pattern read in time quadratic in the word: 12 s for this one at 64 KB).
     snake = ["snake_case", "__init", "a_" * 4_000 + "a.b", "_a", "a_"]
     assert [query_features(w, BM25, None, policy).identifier_share for w in snake] == [1.0, 1.0, 0.0, 0.0, 0.0]
+    # Han and kana, written without spaces, are a word a character: a Japanese sentence with a
+    # year in it was one word and a code, its whole share an identifier's.
+    japanese = query_features("2024年の東京オリンピックの結果はどうでしたか", BM25, None, policy)
+    assert (japanese.tokens, japanese.identifier_share) == (21, 0.0)
+    assert query_features("エラーE1234の原因", BM25, None, policy).identifier_share == pytest.approx(1 / 7)
+    assert word_count("東京オリンピックの結果はどうでしたか") == 18
 
 
 def test_rare_share_uses_the_index_statistics() -> None:

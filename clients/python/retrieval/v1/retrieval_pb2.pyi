@@ -172,7 +172,7 @@ class StageMetric(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., duration_ms: _Optional[float] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Metrics(_message.Message):
-    __slots__ = ("total_ms", "stages", "cache_hit", "iterations", "sufficiency_score", "rerank_fallback_triggered", "degraded", "decomposition_used", "strategy_used", "route", "graph")
+    __slots__ = ("total_ms", "stages", "cache_hit", "iterations", "sufficiency_score", "rerank_fallback_triggered", "degraded", "decomposition_used", "strategy_used", "route", "graph", "rewritten_query", "sub_queries")
     TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
     CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +184,8 @@ class Metrics(_message.Message):
     STRATEGY_USED_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     GRAPH_FIELD_NUMBER: _ClassVar[int]
+    REWRITTEN_QUERY_FIELD_NUMBER: _ClassVar[int]
+    SUB_QUERIES_FIELD_NUMBER: _ClassVar[int]
     total_ms: float
     stages: _containers.RepeatedCompositeFieldContainer[StageMetric]
     cache_hit: bool
@@ -195,7 +197,9 @@ class Metrics(_message.Message):
     strategy_used: Strategy
     route: RouteDecision
     graph: GraphTrace
-    def __init__(self, total_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageMetric, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., iterations: _Optional[int] = ..., sufficiency_score: _Optional[float] = ..., rerank_fallback_triggered: _Optional[bool] = ..., degraded: _Optional[_Iterable[str]] = ..., decomposition_used: _Optional[bool] = ..., strategy_used: _Optional[_Union[Strategy, str]] = ..., route: _Optional[_Union[RouteDecision, _Mapping]] = ..., graph: _Optional[_Union[GraphTrace, _Mapping]] = ...) -> None: ...
+    rewritten_query: str
+    sub_queries: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, total_ms: _Optional[float] = ..., stages: _Optional[_Iterable[_Union[StageMetric, _Mapping]]] = ..., cache_hit: _Optional[bool] = ..., iterations: _Optional[int] = ..., sufficiency_score: _Optional[float] = ..., rerank_fallback_triggered: _Optional[bool] = ..., degraded: _Optional[_Iterable[str]] = ..., decomposition_used: _Optional[bool] = ..., strategy_used: _Optional[_Union[Strategy, str]] = ..., route: _Optional[_Union[RouteDecision, _Mapping]] = ..., graph: _Optional[_Union[GraphTrace, _Mapping]] = ..., rewritten_query: _Optional[str] = ..., sub_queries: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("query", "contexts", "metrics", "cached", "suggestions", "answer")

@@ -721,12 +721,28 @@ export interface Metrics {
    * The graph leg's trace: the entities the query named and each hop's expansion. Unset when
    * the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE, or the graph disabled).
    */
-  graph: GraphTrace | undefined;
+  graph:
+    | GraphTrace
+    | undefined;
+  /**
+   * What the answering pass searched in the caller's stead: the query's rewrite (query analysis,
+   * with the codes, numbers, addresses and quoted phrases it left out added back at its end).
+   * Empty when the caller's own words were searched.
+   */
+  rewrittenQuery: string;
+  /**
+   * The sub-queries the question was split into, when their hits were fused into the answering
+   * pass (decomposition_used). Empty otherwise.
+   */
+  subQueries: string[];
 }
 
 /** The answer to a Query. */
 export interface QueryResponse {
-  /** The query as the server used it (trimmed). */
+  /**
+   * The caller's query, trimmed. What was searched instead of it, if anything, is in
+   * Metrics.rewritten_query and Metrics.sub_queries.
+   */
   query: string;
   /**
    * The best contexts, at most top_k, best first. Empty when nothing readable matched. Fewer
@@ -2054,6 +2070,8 @@ function createBaseMetrics(): Metrics {
     strategyUsed: 0,
     route: undefined,
     graph: undefined,
+    rewrittenQuery: "",
+    subQueries: [],
   };
 }
 
@@ -2091,6 +2109,12 @@ export const Metrics: MessageFns<Metrics> = {
     }
     if (message.graph !== undefined) {
       GraphTrace.encode(message.graph, writer.uint32(90).fork()).join();
+    }
+    if (message.rewrittenQuery !== "") {
+      writer.uint32(98).string(message.rewrittenQuery);
+    }
+    for (const v of message.subQueries) {
+      writer.uint32(106).string(v!);
     }
     return writer;
   },
@@ -2196,6 +2220,22 @@ export const Metrics: MessageFns<Metrics> = {
             message.graph = GraphTrace.decode(reader, reader.uint32());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.rewrittenQuery = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.subQueries.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2245,6 +2285,16 @@ export const Metrics: MessageFns<Metrics> = {
         : 0,
       route: isSet(object.route) ? RouteDecision.fromJSON(object.route) : undefined,
       graph: isSet(object.graph) ? GraphTrace.fromJSON(object.graph) : undefined,
+      rewrittenQuery: isSet(object.rewrittenQuery)
+        ? globalThis.String(object.rewrittenQuery)
+        : isSet(object.rewritten_query)
+        ? globalThis.String(object.rewritten_query)
+        : "",
+      subQueries: globalThis.Array.isArray(object?.subQueries)
+        ? object.subQueries.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.sub_queries)
+        ? object.sub_queries.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -2283,6 +2333,12 @@ export const Metrics: MessageFns<Metrics> = {
     if (message.graph !== undefined) {
       obj.graph = GraphTrace.toJSON(message.graph);
     }
+    if (message.rewrittenQuery !== "") {
+      obj.rewrittenQuery = message.rewrittenQuery;
+    }
+    if (message.subQueries?.length) {
+      obj.subQueries = message.subQueries;
+    }
     return obj;
   },
 
@@ -2306,6 +2362,8 @@ export const Metrics: MessageFns<Metrics> = {
     message.graph = (object.graph !== undefined && object.graph !== null)
       ? GraphTrace.fromPartial(object.graph)
       : undefined;
+    message.rewrittenQuery = object.rewrittenQuery ?? "";
+    message.subQueries = object.subQueries?.map((e) => e) || [];
     return message;
   },
 };
