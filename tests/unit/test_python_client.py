@@ -190,3 +190,26 @@ async def test_a_negative_or_nan_timeout_is_refused_naming_it(timeout: float) ->
         with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
             client.ingest([], timeout=timeout)
     assert not stub.calls
+
+
+@pytest.mark.parametrize(("top_k", "error"), [(2**31, ValueError), (-(2**31) - 1, ValueError), (1.5, TypeError), (2.0, TypeError), ("3", TypeError), (True, TypeError)])
+async def test_a_top_k_that_is_no_int32_is_refused_naming_it(top_k: object, error: type[Exception]) -> None:
+    """As by the Node client's RangeError: protobuf refused 2**31 with "Value out of range" and
+    1.5 with a TypeError about a float, neither naming top_k; True was sent as 1."""
+    expected = rf"^top_k must be an integer from -2147483648 to 2147483647 \(got {top_k!r}\)$"
+    with RetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub()
+        for call in (lambda: client.query("fusion", top_k=top_k), lambda: client.search("fusion", top_k=top_k),  # type: ignore[arg-type]
+                     lambda: client.stream_query("fusion", top_k=top_k)):  # type: ignore[arg-type]
+            with pytest.raises(error, match=expected):
+                call()
+        client.search("fusion", top_k=2**31 - 1)
+        client.query("fusion", top_k=-(2**31))
+    assert not {"StreamQuery"} & stub.calls.keys()
+    assert (stub.calls["Search"][0].top_k, stub.calls["Query"][0].top_k) == (2**31 - 1, -(2**31))  # type: ignore[attr-defined]
+    async with AsyncRetrievalClient(NOWHERE) as aclient:
+        aclient._stub = RecordingStub(awaitable=True)
+        with pytest.raises(error, match=expected):
+            await aclient.search("fusion", top_k=top_k)  # type: ignore[arg-type]
+        with pytest.raises(error, match=expected):
+            await aclient.query("fusion", top_k=top_k)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
+import numbers
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,18 @@ def document_from_file(
     )
 
 
+def _int32_top_k(top_k: int) -> int:
+    """``top_k`` as the request's int32, the range the server reads being its own to say. Checked
+    here as the Node client's topK is: protobuf refused 2**31 with "Value out of range" and 1.5
+    with a TypeError about a float, neither naming the field."""
+    message = f"top_k must be an integer from -2147483648 to 2147483647 (got {top_k!r})"
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
+        raise TypeError(message)
+    if not -(2**31) <= top_k < 2**31:
+        raise ValueError(message)
+    return int(top_k)
+
+
 def _query_request(
     query: str, top_k: int, strategy: str, use_cache: bool, document_ids: Sequence[str], mode: str = "retrieval"
 ) -> pb.QueryRequest:
@@ -85,7 +98,7 @@ def _query_request(
         raise ValueError(f"mode must be one of {', '.join(_MODES)}")
     return pb.QueryRequest(
         query=query,
-        top_k=top_k,
+        top_k=_int32_top_k(top_k),
         strategy=strat,
         mode=_MODES[mode.lower()],
         use_cache=use_cache,
@@ -227,7 +240,7 @@ class RetrievalClient(_Base):
         return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
-        return self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._deadline(timeout))
+        return self._stub.Search(pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), metadata=self._metadata, timeout=self._deadline(timeout))
 
     def health(self, *, timeout: float | None = None) -> pb.HealthResponse:
         return self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._deadline(timeout))
@@ -288,7 +301,7 @@ class AsyncRetrievalClient(_Base):
         return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))  # type: ignore[no-any-return]
 
     async def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
-        return await self._stub.Search(pb.SearchRequest(query=query, top_k=top_k), metadata=self._metadata, timeout=self._deadline(timeout))
+        return await self._stub.Search(pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), metadata=self._metadata, timeout=self._deadline(timeout))
 
     async def health(self, *, timeout: float | None = None) -> pb.HealthResponse:
         return await self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._deadline(timeout))
