@@ -132,11 +132,16 @@ def test_a_token_for_a_remote_plaintext_server_is_a_usage_error(monkeypatch: pyt
     monkeypatch.setenv("RETRIEVAL_TOKEN", "abc")  # the same token, from the environment
     with pytest.raises(SystemExit):
         cli.main(["search", "x", "--server", "retrieval.example:50051"])
+    # Read as loopback from the text after the last "/", which gRPC drops: the token went to 192.0.2.2.
+    for remote in ("dns:///192.0.2.2:50051?x=/127.0.0.1", "ipv4:192.0.2.2:50051#/localhost", "ipv4:127.0.0.1:1,192.0.2.2:50051"):
+        with pytest.raises(SystemExit):
+            cli.main(["health", "--server", remote])
     assert not called
     for allowed in (["--server", "localhost:50051"], ["--server", "[::1]:50051"], ["--server", "10.0.0.1:50051", "--tls"],
-                    ["--server", "10.0.0.1:50051", "--tls-ca", "ca.pem"]):
+                    ["--server", "10.0.0.1:50051", "--tls-ca", "ca.pem"], ["--server", "ipv4:127.0.0.1:1,127.0.0.2:1"],
+                    ["--server", "unix:/run/retrieval.sock"]):
         assert cli.main(["query", "x", *allowed]) == 0
-    assert len(called) == 4
+    assert len(called) == 6
 
 
 def test_a_grant_on_a_public_document_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,31 @@ async def test_a_top_k_that_is_no_int32_is_refused_naming_it(top_k: object, erro
             await aclient.search("fusion", top_k=top_k)  # type: ignore[arg-type]
         with pytest.raises(error, match=expected):
             await aclient.query("fusion", top_k=top_k)  # type: ignore[arg-type]
+
+
+#: targets that reach another machine, or may: each was read as loopback from the text after its
+#: last "/" (a query, a fragment), or from one address of a list, or is a scheme not known to be local
+REMOTE_TARGETS = [
+    "192.0.2.2:50051", "dns:///192.0.2.2:50051?x=/127.0.0.1", "dns:///192.0.2.2:50051#/localhost",
+    "ipv4:192.0.2.2:50051?x=/localhost", "ipv4:192.0.2.2:50051#/localhost", "ipv4:127.0.0.1:1,192.0.2.2:50051",
+    "ipv6:[::1]:1,[2001:db8::2]:50051", "ipv4:localhost:50051", "dns:///127.0.0.1%3A50051", "dns://192.0.2.53/localhost:50051",
+    "xds:///localhost:50051", "unix-abstract:retrieval", "localhost:50051/x", "localhost.example:50051", "::ffff:192.0.2.2",
+]
+LOCAL_TARGETS = [
+    "localhost:50051", "localhost", "127.0.0.2:50051", "[::1]:50051", "::1", "dns:///localhost:50051", "dns:localhost:50051",
+    "dns:/[::1]:50051", "ipv4:127.0.0.1:1,127.0.0.2:2", "ipv4:///127.0.0.1:50051", "ipv6:[::1]:50051", "ipv6:::1",
+    "unix:/run/retrieval.sock", "unix:///run/retrieval.sock", "unix:retrieval.sock",
+]
+
+
+@pytest.mark.parametrize("target", REMOTE_TARGETS)
+def test_a_token_goes_in_clear_to_no_target_that_may_reach_another_machine(target: str) -> None:
+    """gRPC drops a target's query and fragment: the token went in clear to 192.0.2.2."""
+    for client in (RetrievalClient, AsyncRetrievalClient):
+        with pytest.raises(ValueError, match=r"^a bearer token travels only over TLS, or to this machine .* got " + re.escape(repr(target))):
+            client(target, token="secret")
+
+
+@pytest.mark.parametrize("target", LOCAL_TARGETS)
+def test_a_token_goes_in_clear_to_this_machine(target: str) -> None:
+    RetrievalClient(target, token="secret").close()

@@ -6,6 +6,7 @@ import ipaddress
 import json
 import math
 import numbers
+import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,16 +149,56 @@ def _metadata_value(name: str, value: str) -> str:
     return value
 
 
-def _is_loopback(target: str) -> bool:
-    """Whether a gRPC target (``host:port``, ``[v6]:port``, ``dns:///host:port``) names this machine."""
-    address = target.rsplit("/", 1)[-1]
-    host = address[1 : address.index("]")] if address.startswith("[") else address.rsplit(":", 1)[0]
-    if host == "localhost":
+#: a host[:port] as gRPC's dns resolver reads it: "localhost:50051", "127.0.0.1", "[::1]:50051"
+_HOST_PORT = re.compile(r"(?:\[(?P<bracketed>[^\]]*)\]|(?P<host>[^:\[\]]*))(?::[0-9]+)?")
+
+
+def _loopback_address(address: str, *, names: bool) -> bool:
+    """Whether one ``host[:port]`` of a target is a loopback address, or ``localhost`` when
+    ``names`` (the dns resolver's; an ipv4: or ipv6: list holds addresses only)."""
+    try:
+        return ipaddress.ip_address(address).is_loopback  # a bare IPv6 address, whose colons are no port
+    except ValueError:
+        pass
+    if not (match := _HOST_PORT.fullmatch(address)):
+        return False
+    host = match["bracketed"] if match["bracketed"] is not None else match["host"]
+    if names and host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _resolver_path(rest: str) -> str | None:
+    """What a resolver reads of ``scheme:rest``: its path, less one leading "/". None when the
+    target names an authority: for dns: a DNS server, which may answer "localhost" with any address."""
+    if rest.startswith("//"):
+        authority, _, path = rest[2:].partition("/")
+        return None if authority else path
+    return rest.removeprefix("/")
+
+
+def _is_loopback(target: str) -> bool:
+    """Whether a gRPC target reaches this machine only, read as gRPC reads it
+    (https://github.com/grpc/grpc/blob/master/doc/naming.md): ``host:port``, ``[v6]:port``, or
+    ``dns:``, ``ipv4:`` or ``ipv6:`` with every address of the list a loopback one, or a
+    ``unix:`` socket, which no other machine reaches. Any other scheme is not known to be local."""
+    # gRPC drops a query and a fragment and decodes %-escapes, so a host read from the text around
+    # them is not the one it connects to: "dns:///192.0.2.2:50051?x=/localhost" is 192.0.2.2.
+    if any(c in target for c in "?#%"):
+        return False
+    scheme, _, rest = target.partition(":")
+    if scheme == "unix":
+        return True
+    if scheme == "dns":
+        path = _resolver_path(rest)
+        return path is not None and _loopback_address(path, names=True)
+    if scheme in ("ipv4", "ipv6"):
+        path = _resolver_path(rest)
+        return path is not None and all(_loopback_address(address, names=False) for address in path.split(","))
+    return _loopback_address(target, names=True)  # no scheme: gRPC reads it as dns:///<target>
 
 
 def _groups_value(groups: Sequence[str] | None) -> str:
@@ -181,7 +222,10 @@ class _Base:
         token = token.strip() if token else token  # read from a file, it ends in a newline
         if token:
             if tls is None and not _is_loopback(target):
-                raise ValueError("a bearer token travels only over TLS (or to a loopback address): pass tls=Tls(...)")
+                raise ValueError(
+                    "a bearer token travels only over TLS, or to this machine (localhost, 127.0.0.0/8, ::1 or a unix: socket, "
+                    f"in a target without '?', '#' or '%'; got {target!r}): pass tls=Tls(...)"
+                )
             md.append(("authorization", f"Bearer {_metadata_value('token', token)}"))
         if user_id:
             md.append(("x-user-id", _metadata_value("user id", user_id)))
