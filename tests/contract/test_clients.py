@@ -134,6 +134,18 @@ def test_python_private_documents_follow_the_identity(target: str) -> None:
     assert seen_by_alice[:1] == ["alice-salary"]
 
 
+def test_python_fusion_rerank_and_the_stub_with_the_identity(target: str) -> None:
+    """QueryRequest.fusion and .rerank were out of the client's reach, and its stub private."""
+    with RetrievalClient(target, user_id="alice", role="USER") as alice:
+        reranked = alice.query("salary review raise", strategy="hybrid", use_cache=False)
+        kept = alice.query("salary review raise", strategy="hybrid", fusion="weighted", rerank=False, use_cache=False)
+        through_stub = alice.service.Search(pb.SearchRequest(query="salary review raise", top_k=5), metadata=alice.metadata, timeout=30)
+    # No reranker here: only a query that did not ask for one leaves it unreported.
+    assert "rerank:unavailable" in reranked.metrics.degraded and "rerank:unavailable" not in kept.metrics.degraded
+    assert kept.contexts[0].document_id == "alice-salary"
+    assert through_stub.results[0].document_id == "alice-salary"  # alice's, read as hers
+
+
 def test_python_ingest_query_delete_as_admin(target: str) -> None:
     doc = pb.DocumentInput(document_id="python-client-note", filename="note.txt", content=b"The Python client ingested this note about cobalt gliders.")
     with RetrievalClient(target, user_id="bob", role="USER") as user, pytest.raises(grpc.RpcError) as denied:

@@ -242,3 +242,36 @@ def test_a_token_goes_in_clear_to_no_target_that_may_reach_another_machine(targe
 @pytest.mark.parametrize("target", LOCAL_TARGETS)
 def test_a_token_goes_in_clear_to_this_machine(target: str) -> None:
     RetrievalClient(target, token="secret").close()
+
+
+async def test_a_query_sets_fusion_and_rerank_or_leaves_them_unset() -> None:
+    """They were out of the client's reach."""
+    with RetrievalClient(NOWHERE) as client:
+        client._stub = stub = RecordingStub()
+        client.query("fusion")
+        plain = stub.calls["Query"][0]
+        assert (plain.fusion, plain.HasField("rerank")) == (pb.FUSION_UNSPECIFIED, False)  # type: ignore[attr-defined]
+        client.query("fusion", fusion="Weighted", rerank=False)
+        asked = stub.calls["Query"][0]
+        assert (asked.fusion, asked.HasField("rerank"), asked.rerank) == (pb.FUSION_WEIGHTED, True, False)  # type: ignore[attr-defined]
+        with pytest.raises(ValueError, match=r"^fusion must be one of rrf, weighted, or None for the server's \(got 'rfr'\)$"):
+            client.stream_query("fusion", fusion="rfr")
+        client.stream_query("fusion", fusion="rrf", rerank=True)
+        streamed = stub.calls["StreamQuery"][0].query  # type: ignore[attr-defined]
+        assert (streamed.fusion, streamed.rerank) == (pb.FUSION_RRF, True)
+    async with AsyncRetrievalClient(NOWHERE) as aclient:
+        aclient._stub = astub = RecordingStub(awaitable=True)
+        await aclient.query("fusion", fusion="rrf", rerank=False)
+        assert (astub.calls["Query"][0].fusion, astub.calls["Query"][0].rerank) == (pb.FUSION_RRF, False)  # type: ignore[attr-defined]
+        with pytest.raises(ValueError, match="^fusion must be one of rrf, weighted"):
+            aclient.stream_query("fusion", fusion="sum")
+
+
+async def test_the_stub_and_the_identity_metadata_are_public() -> None:
+    """As Node's service and metadata(), Go's Service(): for the calls the client does not make."""
+    with RetrievalClient(NOWHERE, user_id="dave", role="ADMIN", groups=["eng"]) as client:
+        assert client.metadata == (("x-user-id", "dave"), ("x-user-role", "ADMIN"), ("x-user-groups", "eng"))
+        assert callable(client.service.StreamQuery) and callable(client.service.IngestDocuments)
+    async with AsyncRetrievalClient(NOWHERE, token="t") as aclient:
+        assert aclient.metadata == (("authorization", "Bearer t"),)
+        assert callable(aclient.service.Health)

@@ -27,6 +27,7 @@ _STRATEGIES = {
     "adaptive": pb.STRATEGY_ADAPTIVE,
     "graph": pb.STRATEGY_GRAPH,
 }
+_FUSIONS = {"rrf": pb.FUSION_RRF, "weighted": pb.FUSION_WEIGHTED}
 _MODES = {"retrieval": pb.MODE_RETRIEVAL_ONLY, "generation": pb.MODE_GENERATION}
 _ACCESS = {"public": pb.ACCESS_PUBLIC, "private": pb.ACCESS_PRIVATE}
 _MAX_MESSAGE = 256 * 1024 * 1024
@@ -89,14 +90,18 @@ def _int32_top_k(top_k: int) -> int:
 
 
 def _query_request(
-    query: str, top_k: int, strategy: str, use_cache: bool, document_ids: Sequence[str], mode: str = "retrieval"
+    query: str, top_k: int, strategy: str, use_cache: bool, document_ids: Sequence[str], mode: str = "retrieval",
+    fusion: str | None = None, rerank: bool | None = None,
 ) -> pb.QueryRequest:
+    """``fusion`` None and ``rerank`` None leave the fields unset: the server's RETRIEVAL_FUSION, and reranking."""
     try:
         strat = _STRATEGIES[strategy.lower()]
     except KeyError:
         raise ValueError(f"strategy must be one of {', '.join(_STRATEGIES)}") from None
     if mode.lower() not in _MODES:
         raise ValueError(f"mode must be one of {', '.join(_MODES)}")
+    if fusion is not None and fusion.lower() not in _FUSIONS:
+        raise ValueError(f"fusion must be one of {', '.join(_FUSIONS)}, or None for the server's (got {fusion!r})")
     return pb.QueryRequest(
         query=query,
         top_k=_int32_top_k(top_k),
@@ -104,6 +109,8 @@ def _query_request(
         mode=_MODES[mode.lower()],
         use_cache=use_cache,
         filters=pb.QueryFilters(document_ids=_id_list("document_ids", document_ids)),
+        fusion=pb.FUSION_UNSPECIFIED if fusion is None else _FUSIONS[fusion.lower()],
+        rerank=rerank,
     )
 
 
@@ -215,6 +222,8 @@ def _groups_value(groups: Sequence[str] | None) -> str:
 
 
 class _Base:
+    _stub: pb_grpc.RetrievalServiceStub
+
     def __init__(
         self, target: str, user_id: str | None, role: str | None, groups: Sequence[str] | None, token: str | None, tls: Tls | None, timeout: float | None,
     ) -> None:
@@ -236,6 +245,17 @@ class _Base:
         self._metadata = tuple(md)
         self._timeout = None if timeout is None else _seconds(timeout)
         self._tls = tls
+
+    @property
+    def service(self) -> pb_grpc.RetrievalServiceStub:
+        """The generated stub on this client's channel, for what the client's calls do not offer:
+        pass ``metadata=client.metadata`` and a ``timeout`` yourself."""
+        return self._stub
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The identity metadata every call of this client sends."""
+        return self._metadata
 
     def _deadline(self, timeout: float | None, *, write: bool = False) -> float | None:
         """Seconds for one call: ``timeout`` when given (0 or inf: no deadline), else the client's,
@@ -270,17 +290,21 @@ class RetrievalClient(_Base):
         use_cache: bool = True,
         document_ids: Sequence[str] = (),
         mode: str = "retrieval",
+        fusion: str | None = None,
+        rerank: bool | None = None,
         timeout: float | None = None,
     ) -> pb.QueryResponse:
-        req = _query_request(query, top_k, strategy, use_cache, document_ids, mode)
+        """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
+        RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
+        req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
         return self._stub.Query(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def stream_query(
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
-        mode: str = "generation", timeout: float | None = None,
+        mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> Iterator[pb.StreamQueryResponse]:
         """Stage events, then answer text as it is written, then the final QueryResponse."""
-        req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode))
+        req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
         return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
@@ -331,17 +355,21 @@ class AsyncRetrievalClient(_Base):
         use_cache: bool = True,
         document_ids: Sequence[str] = (),
         mode: str = "retrieval",
+        fusion: str | None = None,
+        rerank: bool | None = None,
         timeout: float | None = None,
     ) -> pb.QueryResponse:
-        req = _query_request(query, top_k, strategy, use_cache, document_ids, mode)
+        """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
+        RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
+        req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
         return await self._stub.Query(req, metadata=self._metadata, timeout=self._deadline(timeout))
 
     def stream_query(
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
-        mode: str = "generation", timeout: float | None = None,
+        mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> AsyncIterator[pb.StreamQueryResponse]:
         """Stage events, then answer text as it is written, then the final QueryResponse."""
-        req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode))
+        req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
         return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))  # type: ignore[no-any-return]
 
     async def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
