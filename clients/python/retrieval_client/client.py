@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import math
 import numbers
+import random
 import re
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import grpc
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
+from google.rpc import error_details_pb2, status_pb2
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
@@ -35,6 +39,14 @@ _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_m
 #: the longest timeout a gRPC deadline holds: from 1e10 s it overflowed, and the call failed at once
 #: with DEADLINE_EXCEEDED without reaching the server (the CLI's --timeout shares this limit)
 MAX_TIMEOUT_S = 1e9
+#: how many times Query, Search, Health and a StreamQuery before its first message are tried again
+#: after UNAVAILABLE (4 attempts in all), as in the Go and TypeScript clients. Never an ingest or a
+#: delete: a retried ingest reports what its first attempt stored as replaced, a retried delete
+#: what it deleted as not found.
+DEFAULT_RETRIES = 3
+#: the backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients
+_FIRST_BACKOFF_S = 0.2
+_MAX_BACKOFF_S = 2.0
 
 
 def _id_list(name: str, ids: Iterable[str]) -> list[str]:
@@ -221,12 +233,64 @@ def _groups_value(groups: Sequence[str] | None) -> str:
     return ",".join(names)
 
 
+def _retry_delay(error: grpc.RpcError) -> float:
+    """The wait the server asks for in its google.rpc.RetryInfo, 0 without one."""
+    for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key != "grpc-status-details-bin":
+            continue
+        try:
+            details = status_pb2.Status.FromString(value).details
+        except DecodeError:
+            return 0.0
+        for detail in details:
+            info = error_details_pb2.RetryInfo()
+            if detail.Unpack(info):
+                return info.retry_delay.ToTimedelta().total_seconds()
+    return 0.0
+
+
+class _Attempts:
+    """The attempts of one call that is tried again after UNAVAILABLE, the server's answer while a
+    backend it needs is down, within the call's deadline (``timeout``, None: none)."""
+
+    def __init__(self, retries: int, timeout: float | None) -> None:
+        self._retries = retries
+        self._timeout = timeout
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._backoff = _FIRST_BACKOFF_S
+        self._waited = False
+
+    def timeout(self) -> float | None:
+        """The next attempt's timeout: what the waits and the attempts before it left of the call's."""
+        if self._deadline is None or not self._waited:
+            return self._timeout
+        return max(self._deadline - time.monotonic(), 0.0)
+
+    def wait(self, error: grpc.RpcError) -> float | None:
+        """Seconds to wait before trying again after ``error``; None: it is the call's answer."""
+        if self._retries == 0 or error.code() is not grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+            return None
+        # Jittered to half to all of the backoff, so that clients that failed together do not come back together.
+        wait = max(random.uniform(self._backoff / 2, self._backoff), _retry_delay(error))
+        if self._deadline is not None and time.monotonic() + wait >= self._deadline:
+            # No time would be left to try: the server's UNAVAILABLE says more than a DEADLINE_EXCEEDED would.
+            return None
+        self._retries -= 1
+        self._backoff = min(2 * self._backoff, _MAX_BACKOFF_S)
+        self._waited = True
+        return wait
+
+
 class _Base:
     _stub: pb_grpc.RetrievalServiceStub
 
     def __init__(
         self, target: str, user_id: str | None, role: str | None, groups: Sequence[str] | None, token: str | None, tls: Tls | None, timeout: float | None,
+        retries: int,
     ) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an integer from 0 (no retry) up (got {retries!r})")
+        self._retries = retries
         md = []
         token = token.strip() if token else token  # read from a file, it ends in a newline
         if token:
@@ -269,13 +333,15 @@ class _Base:
 class RetrievalClient(_Base):
     """A blocking client. ``token`` is a JWT sent as ``authorization: Bearer``; ``user_id``,
     ``role`` and ``groups`` (the user's groups, for documents granted to ``group:<name>``) are the
-    identity headers (servers in auth mode ``none``, or behind a gateway)."""
+    identity headers (servers in auth mode ``none``, or behind a gateway). ``retries``: how many
+    times a query, search, health or stream_query (before its first message) is tried again after
+    UNAVAILABLE, 0 for none; never past the call's deadline, and never an ingest or a delete."""
 
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
-        token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0,
+        token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0, retries: int = DEFAULT_RETRIES,
     ) -> None:
-        super().__init__(target, user_id, role, groups, token, tls, timeout)
+        super().__init__(target, user_id, role, groups, token, tls, timeout, retries)
         self._channel = (
             grpc.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options()) if tls else grpc.insecure_channel(target, options=_OPTIONS)
         )
@@ -297,21 +363,53 @@ class RetrievalClient(_Base):
         """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
         RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
-        return self._stub.Query(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return self._retried("Query", req, timeout)  # type: ignore[no-any-return]
 
     def stream_query(
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
         mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> Iterator[pb.StreamQueryResponse]:
-        """Stage events, then answer text as it is written, then the final QueryResponse."""
+        """Stage events, then answer text as it is written, then the final QueryResponse. Closing
+        the iterator cancels the call."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
-        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        attempts = _Attempts(self._retries, self._deadline(timeout))
+        return self._stream(req, attempts, self._stub.StreamQuery(req, metadata=self._metadata, timeout=attempts.timeout()))
 
     def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
-        return self._stub.Search(pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), metadata=self._metadata, timeout=self._deadline(timeout))
+        return self._retried("Search", pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), timeout)  # type: ignore[no-any-return]
 
     def health(self, *, timeout: float | None = None) -> pb.HealthResponse:
-        return self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._deadline(timeout))
+        return self._retried("Health", pb.HealthRequest(), timeout)  # type: ignore[no-any-return]
+
+    def _retried(self, method: str, request: Message, timeout: float | None) -> Any:
+        attempts = _Attempts(self._retries, self._deadline(timeout))
+        while True:
+            try:
+                return getattr(self._stub, method)(request, metadata=self._metadata, timeout=attempts.timeout())
+            except grpc.RpcError as error:
+                if (wait := attempts.wait(error)) is None:
+                    raise
+            time.sleep(wait)
+
+    def _stream(self, request: pb.StreamQueryRequest, attempts: _Attempts, call: Any) -> Iterator[pb.StreamQueryResponse]:
+        """``call``'s messages, the call tried again until its first one arrives: after it, the
+        caller has read part of an answer that another attempt would give again."""
+        while True:
+            try:
+                first = next(call)
+                break
+            except StopIteration:
+                return
+            except grpc.RpcError as error:
+                if (wait := attempts.wait(error)) is None:
+                    raise
+            time.sleep(wait)
+            call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
+        try:
+            yield first
+            yield from call
+        finally:
+            call.cancel()
 
     def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
@@ -336,9 +434,9 @@ class AsyncRetrievalClient(_Base):
 
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
-        token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0,
+        token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0, retries: int = DEFAULT_RETRIES,
     ) -> None:
-        super().__init__(target, user_id, role, groups, token, tls, timeout)
+        super().__init__(target, user_id, role, groups, token, tls, timeout, retries)
         self._channel = (
             grpc.aio.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options())
             if tls
@@ -362,21 +460,51 @@ class AsyncRetrievalClient(_Base):
         """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
         RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
-        return await self._stub.Query(req, metadata=self._metadata, timeout=self._deadline(timeout))
+        return await self._retried("Query", req, timeout)  # type: ignore[no-any-return]
 
     def stream_query(
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
         mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> AsyncIterator[pb.StreamQueryResponse]:
-        """Stage events, then answer text as it is written, then the final QueryResponse."""
+        """Stage events, then answer text as it is written, then the final QueryResponse. Closing
+        the iterator (``aclose()``) cancels the call."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
-        return self._stub.StreamQuery(req, metadata=self._metadata, timeout=self._deadline(timeout))  # type: ignore[no-any-return]
+        attempts = _Attempts(self._retries, self._deadline(timeout))
+        return self._stream(req, attempts, self._stub.StreamQuery(req, metadata=self._metadata, timeout=attempts.timeout()))
 
     async def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
-        return await self._stub.Search(pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), metadata=self._metadata, timeout=self._deadline(timeout))
+        return await self._retried("Search", pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), timeout)  # type: ignore[no-any-return]
 
     async def health(self, *, timeout: float | None = None) -> pb.HealthResponse:
-        return await self._stub.Health(pb.HealthRequest(), metadata=self._metadata, timeout=self._deadline(timeout))
+        return await self._retried("Health", pb.HealthRequest(), timeout)  # type: ignore[no-any-return]
+
+    async def _retried(self, method: str, request: Message, timeout: float | None) -> Any:
+        attempts = _Attempts(self._retries, self._deadline(timeout))
+        while True:
+            try:
+                return await getattr(self._stub, method)(request, metadata=self._metadata, timeout=attempts.timeout())
+            except grpc.RpcError as error:
+                if (wait := attempts.wait(error)) is None:
+                    raise
+            await asyncio.sleep(wait)
+
+    async def _stream(self, request: pb.StreamQueryRequest, attempts: _Attempts, call: Any) -> AsyncIterator[pb.StreamQueryResponse]:
+        """As :meth:`RetrievalClient._stream`: tried again until the first message arrives."""
+        while True:
+            try:
+                message = await call.read()
+                break
+            except grpc.RpcError as error:
+                if (wait := attempts.wait(error)) is None:
+                    raise
+            await asyncio.sleep(wait)
+            call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
+        try:
+            while message is not grpc.aio.EOF:
+                yield message
+                message = await call.read()
+        finally:
+            call.cancel()
 
     async def ingest(self, documents: Iterable[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
         req = pb.IngestDocumentsRequest(documents=list(documents))
