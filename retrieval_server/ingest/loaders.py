@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import Any
 
 from retrieval_server.domain import DocumentSource
-from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata
+from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata, has_visible_text
 
 
 class LoadError(Exception):
@@ -65,8 +65,14 @@ def _found_title(title: object) -> str:
     """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
     caller's field, so one over the limit is cut there instead of refusing the document; cut once
     normalized, which may lengthen it (U+0958 is two code points in NFC). Anything but a string
-    (a PDF's /Title may be a number or an array) is no title."""
-    return composed(title)[:MAX_TITLE_CHARS] if isinstance(title, str) else ""
+    (a PDF's /Title may be a number or an array) is no title, nor is one of white space, format or
+    control characters alone (a /Title of "   " or "\\000" replaced the file name with nothing to
+    read). White space is collapsed: a title is shown on one line, and a PDF's or an HTML
+    <title>'s padding and line breaks were kept in every result."""
+    if not isinstance(title, str):
+        return ""
+    title = " ".join(composed(title).split())
+    return title[:MAX_TITLE_CHARS] if has_visible_text(title) else ""
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
@@ -184,7 +190,7 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     soup = BeautifulSoup(_text(src.content, "file"), "lxml", huge_tree=True)
     for tag in soup(["script", "style", "noscript", "template"]):
         tag.decompose()
-    title = src.title or (_found_title(soup.title.get_text(strip=True)) if soup.title else "") or _stem(src.name)
+    title = src.title or (_found_title(soup.title.get_text()) if soup.title else "") or _stem(src.name)
     body = soup.body or soup
     text = re.sub(r"\n\s*\n+", "\n\n", _page_text(body)).strip()
     return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]

@@ -150,7 +150,7 @@ def test_markdown_patterns_read_hostile_lines_in_one_pass() -> None:
     never close (quadratic: 112 KB took a minute) are read in one pass; the heading's closing
     hashes go."""
     [doc] = load(_src("h.md", "# a" + " " * 1_000 + "x\n\n" + "](data:" * 50_000)).documents
-    assert doc.title == "a" + " " * 1_000 + "x"
+    assert doc.title == "a x"
     assert load(_src("t.md", "#   Release notes ##  \nbody")).documents[0].title == "Release notes"
     assert load(_src("n.md", "#\n\nNot a heading")).documents[0].title == "n"
     # CommonMark: closing hashes only after a space; a heading of hashes alone is empty.
@@ -169,6 +169,25 @@ def test_a_title_the_file_gives_is_cut_once_normalized() -> None:
     for title in (b"5", b"[1]"):
         [doc] = load(_src("glaciers.pdf", pdf.replace(b"/Title (x)", b"/Title " + title))).documents
         assert doc.title == "glaciers" and doc.pages[0].text.startswith("Glaciers carve")
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("report.pdf", make_pdf(["Some text."], title="   ")),
+    ("report.pdf", make_pdf(["Some text."], title="\\000")),  # a NUL, escaped in the PDF string
+    ("report.pdf", make_pdf(["Some text."], title="\\376\\377")),  # UTF-16's byte order mark alone
+    ("report.html", "<title> \u200b\n </title><p>Some text.</p>"),
+    ("report.md", "# \u200b\u200b\n\nSome text."),
+], ids=["pdf-spaces", "pdf-nul", "pdf-bom", "html-zero-width", "md-zero-width"])
+def test_a_title_with_nothing_to_read_is_the_file_name(name: str, content: bytes | str) -> None:
+    """A title of white space, format or control characters alone replaced the file name."""
+    assert load(_src(name, content)).documents[0].title == "report"
+
+
+def test_a_title_the_file_gives_is_on_one_line() -> None:
+    """A PDF's padding and an HTML <title>'s line breaks were kept in every result citing it."""
+    pdf = make_pdf(["Some text."], title="  Padded   Title \\n")
+    assert load(_src("p.pdf", pdf)).documents[0].title == "Padded Title"
+    assert load(_src("h.html", "<title>\n  Multi\n  line\n</title><p>b</p>")).documents[0].title == "Multi line"
 
 
 def test_jsonl_rows_end_at_line_feeds_only() -> None:
