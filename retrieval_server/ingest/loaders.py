@@ -188,11 +188,12 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s). Without
     # huge_tree, libxml2 keeps a comment of over 10,000,000 characters as text, which was indexed.
     soup = BeautifulSoup(_text(src.content, "file"), "lxml", huge_tree=True)
-    for tag in soup(["script", "style", "noscript", "template"]):
-        tag.decompose()
     title = src.title or (_found_title(soup.title.get_text()) if soup.title else "") or _stem(src.name)
-    body = soup.body or soup
-    text = re.sub(r"\n\s*\n+", "\n\n", _page_text(body)).strip()
+    # The whole tree, not its <body>: libxml2 keeps text after </html> or in a second <body> as
+    # their own elements beside the first body, and all of it was dropped.
+    for tag in soup(["head", "title", "script", "style", "noscript", "template"]):
+        tag.decompose()
+    text = re.sub(r"\n\s*\n+", "\n\n", _page_text(soup)).strip()
     return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
 
 

@@ -59,6 +59,18 @@ def test_html_drops_scripts_and_keeps_title() -> None:
     assert "evil" not in doc.pages[0].text and "One." in doc.pages[0].text and "Two." in doc.pages[0].text
 
 
+@pytest.mark.parametrize("html", [
+    "<html><head><title>T</title></head><body><p>First.</p></body></html>\n<p>Second.</p>",
+    "<p>First.</p></body></html><p>Second.</p>",
+    "<body><p>First.</p></body><body><p>Second.</p></body>",
+])
+def test_html_text_outside_the_first_body_is_kept(html: str) -> None:
+    """libxml2 keeps text after </html> or in a second <body> beside the first body, and only that
+    body was read: the rest was dropped without a word."""
+    [doc] = load(_src("p.html", html)).documents
+    assert doc.pages[0].text == "First.\n\nSecond."
+
+
 def test_pdf_keeps_page_numbers() -> None:
     [doc] = load(_src("report.pdf", make_pdf(["First page text.", "Second page text."], title="Report"))).documents
     assert doc.title == "Report"
