@@ -84,8 +84,12 @@ def _load_text(src: DocumentSource) -> list[LoadedDocument]:
 #: bytes as base64, no words. Left in, one 3 MB image made fifteen thousand chunks of noise to
 #: embed and search. The media type is bounded (RFC 6838: 127 characters a name, with parameters),
 #: and only text up to the last ")" is searched: a start that cannot end read on to the end of the
-#: text, from every start (quadratic: 112 KB of "](data:" took a minute).
-_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)]*+(\))")
+#: text, from every start (quadratic: 112 KB of "](data:" took a minute). The base64 ends at white
+#: space (but for the line breaks of a wrapped one, each followed by more of it), then a title on
+#: one line: read up to any ")", a link left open took every paragraph up to the next one. It ends
+#: at "]" too, which base64 never holds, so that no start reads past the next one.
+_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\n?|\n)[^)\]\s]++)*+"
+                       r"(?:[ \t]+\"[^\"\r\n]*\"|[ \t]+'[^'\r\n]*')?[ \t]*(\))")
 #: the same file as a reference definition's target (``[logo]: data:image/png;base64,...``) or an
 #: HTML image's source in Markdown (``<img src="data:...">``), each ending at white space or a quote
 _DATA_TARGET = re.compile(r"(^[ ]{0,3}\[[^\]\r\n]{1,999}\]:[ \t]*|\bsrc[ \t]*=[ \t]*[\"']?)<?data:[^,\s\"'>]{0,300};base64,[^\s\"'>]*+>?",

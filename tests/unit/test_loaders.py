@@ -44,6 +44,15 @@ def test_markdown_drops_inline_files_and_keeps_their_alt_text() -> None:
                                  "A data: URI in prose, data:text/plain;base64,SGk= stays, words after it too.")
 
 
+def test_a_markdown_inline_file_left_open_drops_no_text() -> None:
+    """Its base64 was read up to the next ")" whatever came between: every paragraph up to one."""
+    text = ('# Guide\n\n![logo](data:image/png;base64,iVBORw0KGgo= "Logo\n\nParagraph one about refunds.\n\n'
+            "Paragraph two about shipping.\n\nSee the appendix (page 4).\n")
+    assert load(_src("g.md", text)).documents[0].pages[0].text == text
+    titled = "![a](data:image/png;base64,AAAA \"title (v2)\") Text after.\n![b](data:image/png;base64,AAAA 'b' )"
+    assert load(_src("t.md", titled)).documents[0].pages[0].text == "![a]() Text after.\n![b]()"
+
+
 def test_text_and_title_are_composed_as_queries_are() -> None:
     decomposed = unicodedata.normalize("NFD", "Sjögren and Ménière")
     assert len(decomposed) == len("Sjögren and Ménière") + 3  # ö, é, è each a letter and a mark
