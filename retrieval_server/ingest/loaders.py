@@ -252,6 +252,10 @@ def _check_unicode(values: list[str], what: str) -> None:
             raise LoadError(f"{what} is not valid Unicode (a lone surrogate)") from None
 
 
+def _json_value(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def _row(n: int, line: str) -> LoadedDocument:
     """One BEIR row. LoadError naming the line for a row that is not one."""
     try:
@@ -262,16 +266,21 @@ def _row(n: int, line: str) -> LoadedDocument:
         raise LoadError(f"line {n}: unreadable JSON ({type(exc).__name__})") from None
     if not isinstance(row, dict) or "_id" not in row or "text" not in row:
         raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
-    # bool is an int, and str(None) would become the id "None": only real strings and numbers.
+    # bool is an int, and str(None) would become the id "None": only real strings and integers.
     if isinstance(row["_id"], bool) or not isinstance(row["_id"], (str, int)):
-        raise LoadError(f"line {n}: '_id' must be a string or a number (got {json.dumps(row['_id'])[:40]})")
+        raise LoadError(f"line {n}: '_id' must be a string or an integer (got {json.dumps(row['_id'])[:40]})")
     if not isinstance(row["text"], str):
         raise LoadError(f"line {n}: 'text' must be a string")
-    title = str(row.get("title") or "")
+    if (title := row.get("title")) is None:
+        title = ""
+    elif not isinstance(title, str):
+        raise LoadError(f"line {n}: 'title' must be a string (got {json.dumps(title)[:40]})")
     text = row["text"]
     meta = row.get("metadata") or {}
-    url = str(meta.get("url", "")) if isinstance(meta, dict) else ""
-    metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list
+    # "['nlp', 'ir']". A null is no value.
+    metadata = {str(k): _json_value(v) for k, v in meta.items() if v is not None} if isinstance(meta, dict) else {}
+    url = metadata.get("url", "")
     for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
         _check_unicode(values, f"line {n}: '{name}'")
     try:

@@ -93,6 +93,29 @@ def test_beir_jsonl() -> None:
     assert docs[0].url == "http://x/1" and docs[0].pages[0].text.startswith("T1")
 
 
+def test_jsonl_metadata_values_are_stored_as_json_writes_them() -> None:
+    """str() stored null as "None", true as "True" and a list as "['nlp', 'ir']"; a null is no value."""
+    row = {"_id": "d1", "title": None, "text": "Body.", "metadata": {
+        "year": 2020, "tags": ["nlp", "ir"], "peer_reviewed": True, "doi": None, "authors": [{"name": "Ana"}], "ratio": 1e-7,
+        "place": "Zürich", "url": "https://x/1"}}
+    [doc] = load(_src("c.jsonl", json.dumps(row))).documents
+    assert (doc.title, doc.url) == ("", "https://x/1")
+    assert doc.metadata == {"year": "2020", "tags": '["nlp", "ir"]', "peer_reviewed": "true", "authors": '[{"name": "Ana"}]',
+                            "ratio": "1e-07", "place": "Zürich", "url": "https://x/1"}
+
+
+def test_a_jsonl_title_that_is_no_string_fails_its_row() -> None:
+    rows = ['{"_id": 1.0, "text": "a"}', '{"_id": "zero", "title": 0, "text": "b"}', '{"_id": "list", "title": ["A", "B"], "text": "c"}',
+            '{"_id": 7, "text": "d"}']
+    loaded = load(_src("c.jsonl", "\n".join(rows)))
+    assert [(d.document_id, d.title) for d in loaded.documents] == [("7", "")]
+    assert loaded.failed == [
+        ("line 1", "line 1: '_id' must be a string or an integer (got 1.0)"),
+        ("line 2", "line 2: 'title' must be a string (got 0)"),
+        ("line 3", "line 3: 'title' must be a string (got [\"A\", \"B\"])"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("name", "content", "reason"),
     [
