@@ -7,6 +7,7 @@ import io
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -209,6 +210,12 @@ PDF_TEXT_PER_BYTE = 16
 PDF_MIN_TEXT_CHARS = 1 << 18
 
 
+#: the Latin ligatures (U+FB00 to U+FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) as the letters they join: a PDF's font
+#: may map a glyph to one, and "ﬁnancial" matched no query for "financial" in either leg (NFC keeps
+#: them). Only these: NFKC would fold much a document means as written (superscripts, "½", "™").
+_LIGATURES = {c: unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
+
+
 def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedDocument]:
     """Its text is held to :data:`PDF_TEXT_PER_BYTE` characters a byte (at least
     :data:`PDF_MIN_TEXT_CHARS`), and to ``max_chars``. Its pages may share one content stream, which
@@ -226,12 +233,14 @@ def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedD
         found: list[Page] = []
         chars = 0
         for i, page in enumerate(reader.pages):
-            found.append(Page(i + 1, page.extract_text() or ""))
+            found.append(Page(i + 1, (page.extract_text() or "").translate(_LIGATURES)))
             chars += len(found[-1].text)
             if chars > limit:
                 raise LoadError(f"its text is over {limit} characters by page {i + 1}, {why}")
         pages = tuple(found)
         meta_title = reader.metadata.title if reader.metadata else None
+        if isinstance(meta_title, str):
+            meta_title = meta_title.translate(_LIGATURES)
     except LoadError:
         raise
     except Exception as exc:

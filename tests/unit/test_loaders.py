@@ -86,6 +86,15 @@ def test_pdf_keeps_page_numbers() -> None:
     assert [(p.number, p.text.strip()) for p in doc.pages] == [(1, "First page text."), (2, "Second page text.")]
 
 
+def test_pdf_ligatures_are_their_letters() -> None:
+    """A font that maps its glyphs to U+FB01 and U+FB03: "ﬁnancial oﬃce" was found by neither leg
+    for "financial office" (NFC keeps ligatures). Only those fold: "½" stays as written."""
+    title = "\\376\\377\\373\\001\\000l\\000e"  # "ﬁle" in UTF-16, as a /Title holds it, escaped
+    pdf = make_pdf(["\x01nancial o\x02ce, \x03 off"], title=title, to_unicode={1: 0xFB01, 2: 0xFB03, 3: 0xBD})
+    [doc] = load(_src("l.pdf", pdf)).documents
+    assert (doc.title, doc.pages[0].text) == ("file", "financial office, \u00bd off")
+
+
 def test_beir_jsonl() -> None:
     rows = [{"_id": "d1", "title": "T1", "text": "Body one.", "metadata": {"url": "http://x/1"}}, {"_id": "d2", "text": "Body two."}]
     docs = load(_src("corpus.jsonl", "\n".join(json.dumps(r) for r in rows))).documents
