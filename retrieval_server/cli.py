@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -97,16 +97,17 @@ def _derived_id(f: Path, document_id: str) -> str | None:
 
 
 class _Ids:
-    """The documents a run has sent, by id: a second file with the id of another (two folders'
-    index.txt, say) is that file's error. In one request the server refuses it; in the next one,
-    it silently replaced the first."""
+    """The documents of a run, by id, with the file each came from: a later file with the id of an
+    earlier one (two folders' index.txt, a file named as a JSONL row's id) is that file's error. In
+    one request the server refuses it; in a later one, it silently replaced the first."""
 
-    def __init__(self) -> None:
+    def __init__(self, document_id: str) -> None:
+        self._document_id = document_id
         self._files: dict[str, str] = {}
 
-    def taken(self, f: Path, document_id: str) -> str | None:
+    def taken(self, f: Path) -> str | None:
         """Why ``f`` is not sent (None: it is, and its id is now taken)."""
-        doc_id = _derived_id(f, document_id)
+        doc_id = _derived_id(f, self._document_id)
         if doc_id is None:
             return None
         if doc_id in self._files:
@@ -114,8 +115,25 @@ class _Ids:
         self._files[doc_id] = str(f)
         return None
 
+    def stored(self, sources: Sequence[str], document_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """Takes the ids of the documents stored from files ``sources`` (one request's), which the
+        rows of a JSONL file only now tell; the errors of the rows that replaced a document an
+        earlier request of the run stored (a row's id is not known before it is sent)."""
+        derived = {s: _derived_id(Path(s), self._document_id) for s in sources}
+        rows = " or ".join(s for s, doc_id in derived.items() if doc_id is None)
+        errors: list[tuple[str, str]] = []
+        for doc_id in document_ids:
+            if doc_id in derived.values() or not rows:
+                continue
+            if doc_id in self._files:
+                errors.append((f"{rows}:{doc_id}", f"document_id '{doc_id}' is also {self._files[doc_id]}'s, stored before in this run, "
+                                                   "which this row replaced: give the documents other ids, or ingest them apart"))
+            else:
+                self._files[doc_id] = rows
+        return errors
 
-def _readable(batch: Sequence[Path], ids: _Ids, document_id: str, errors: list[tuple[str, str]], read: Callable[[Path], T]) -> list[T]:
+
+def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], read: Callable[[Path], T]) -> list[T]:
     """What ``read`` makes of each file of ``batch`` whose id no earlier file took and that can be
     read; the others go to ``errors`` with the reason."""
     out = []
@@ -127,7 +145,7 @@ def _readable(batch: Sequence[Path], ids: _Ids, document_id: str, errors: list[t
             # terminal prints: the bytes are shown escaped).
             errors.append((os.fsencode(f).decode("utf-8", "backslashreplace"), "its path is not UTF-8 text: rename it"))
             continue
-        if (why := ids.taken(f, document_id)) is not None:
+        if (why := ids.taken(f)) is not None:
             errors.append((str(f), why))
             continue
         try:
@@ -152,13 +170,13 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     startup_gc.settle()
     done: list[tuple[str, int, int, bool]] = []
     errors: list[tuple[str, str]] = []
-    ids = _Ids()
+    ids = _Ids(args.document_id or "")
     try:
         # Counts documents, not files: one .jsonl file holds many.
         with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors):
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
-                sources = _readable(batch, ids, args.document_id or "", errors, lambda f: DocumentSource(
+                sources = _readable(batch, ids, errors, lambda f: DocumentSource(
                     filename=f.name,
                     content=f.read_bytes(),
                     document_id=args.document_id or "",
@@ -171,6 +189,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                 report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
                 done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
                 errors += [(e.source, e.reason) for e in report.errors]
+                errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
                 if report.errors_not_listed:
                     errors.append(("", f"{report.errors_not_listed} more errors"))
         print("optimizing the vector index...", file=sys.stderr)
@@ -269,7 +288,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     done: list[tuple[str, int, int, bool]] = []
     errors: list[tuple[str, str]] = []
     unlisted: list[int] = []
-    ids = _Ids()
+    ids = _Ids(args.document_id or "")
     with RetrievalClient(args.server, **_connection(args)) as client, \
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
@@ -279,11 +298,12 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             resp = client.ingest(docs, timeout=args.timeout)
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
+            errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
             unlisted.append(resp.documents_not_listed)
 
         with _listed_if_stopped(done, errors, unlisted):
             for batch in _batches(files):
-                docs = _readable(batch, ids, args.document_id or "", errors, lambda f: document_from_file(
+                docs = _readable(batch, ids, errors, lambda f: document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
                     granted_user_ids=args.grant, metadata=dict(args.meta),
                 ))

@@ -199,3 +199,43 @@ def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: 
     out, err = capsys.readouterr()
     assert sent == ["good.txt"] and out.splitlines() == ["added    good  (0 parents, 0 children)"]
     assert f"FAILED   {tmp_path}/caf\\xe9.txt: its path is not UTF-8 text: rename it" in err  # its bytes, escaped
+
+
+def _stored_rows(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+    """As the server answers: a .jsonl file's documents are its rows, each by its ``_id``."""
+    import json
+
+    ids = [json.loads(line)["_id"] if d.filename.endswith(".jsonl") else Path(d.filename).stem
+           for d in docs for line in (d.content.decode().splitlines() if d.filename.endswith(".jsonl") else [""])]
+    return pb.IngestDocumentsResponse(documents=[pb.IngestedDocument(document_id=i) for i in ids])
+
+
+def test_a_jsonl_rows_id_is_taken_for_the_rest_of_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Only files' own ids were remembered: a file named as a row of an earlier request's JSONL
+    replaced that row without a word, and the run exited 0. A row whose id an earlier request's file
+    took cannot be seen before it is sent: it is reported as what replaced that file's document."""
+    import retrieval_client
+
+    monkeypatch.setattr(cli, "BATCH_FILES", 1)  # as two files 33 apart in a folder
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.filename for d in docs)
+        return _stored_rows(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (rows := tmp_path / "a" / "rows.jsonl").write_text('{"_id": "notes", "text": "A row."}\n{"_id": "other", "text": "B."}\n')
+    (notes := tmp_path / "b" / "notes.txt").write_text("Notes.")
+    assert cli.main(["ingest", str(tmp_path / "a"), str(tmp_path / "b"), "--quiet"]) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert sent == ["rows.jsonl"] and [line.split()[:2] for line in out.splitlines()] == [["added", "notes"], ["added", "other"]]
+    assert f"FAILED   {notes}: document_id 'notes' is also {rows}'s" in err and "2 documents indexed, 1 failed" in err
+
+    sent.clear()
+    assert cli.main(["ingest", str(tmp_path / "b"), str(tmp_path / "a"), "--quiet"]) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert sent == ["notes.txt", "rows.jsonl"]
+    assert f"FAILED   {rows}:notes: document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
