@@ -37,15 +37,55 @@ def _is_service_error(exc: BaseException) -> bool:
     return domain is not None and isinstance(exc, domain.ServiceError)
 
 
-def _files(paths: Sequence[str]) -> Iterator[Path]:
+def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path]:
+    """The files ``paths`` name, and in the folders they name (links to folders followed, each
+    folder read once: a link may loop) every file of a supported type, in order. In a folder, a
+    name starting with "." (``.git``, an editor's backup) is skipped, as ``ls`` skips it; a hidden
+    file named is read. A folder that cannot be read and a link to nothing go to ``errors`` (they
+    were skipped without a word)."""
     from retrieval_server.ingest.loaders import LOADERS
 
+    def unreadable(exc: OSError) -> None:
+        errors.append((str(exc.filename), exc.strerror or str(exc)))
+
+    def dangling(path: str) -> bool:
+        if os.path.islink(path) and not os.path.exists(path):
+            errors.append((path, f"a symbolic link to {os.readlink(path)}, which does not exist"))
+            return True
+        return False
+
+    seen: set[tuple[int, int]] = set()
     for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            yield from sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in LOADERS)
-        else:
-            yield p
+        if not os.path.isdir(raw):
+            if not dangling(raw):
+                yield Path(raw)
+            continue
+        for folder, folders, names in os.walk(raw, onerror=unreadable, followlinks=True):
+            try:
+                st = os.stat(folder)
+            except OSError as exc:
+                unreadable(exc)
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                folders.clear()
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            folders[:] = sorted(f for f in folders if not f.startswith("."))
+            for name in sorted(n for n in names if not n.startswith(".")):
+                f = os.path.join(folder, name)
+                if not dangling(f) and os.path.splitext(name)[1].lower() in LOADERS:
+                    yield Path(f)
+
+
+def _nothing_to_ingest(paths: Sequence[str], errors: list[tuple[str, str]]) -> int:
+    """A run that found no file: exit 1, and say which files it reads (it exited 0, "0 documents
+    indexed, 0 failed", as if a folder of .docx files had been ingested)."""
+    from retrieval_server.ingest.loaders import LOADERS
+
+    print(f"no file to ingest in {', '.join(paths)}: a folder's files are read when their names end in "
+          f"{', '.join(sorted(LOADERS))} and do not start with '.'", file=sys.stderr)
+    _print_ingest([], errors)
+    return 1
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -158,18 +198,19 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
     from retrieval_server import model_loading
 
+    errors: list[tuple[str, str]] = []
+    if not (files := list(_files(args.paths, errors))):
+        return _nothing_to_ingest(args.paths, errors)
     # Before the application's modules import, which the session's making then runs beside.
     model = model_loading.start(settings)
     from retrieval_server.app import Application
     from retrieval_server.domain import Access, DocumentSource
 
-    files = list(_files(args.paths))
     app = Application(settings, model=model)
     keep.append(app)
     await app.open(warm_kernels=False)
     startup_gc.settle()
     done: list[tuple[str, int, int, bool]] = []
-    errors: list[tuple[str, str]] = []
     ids = _Ids(args.document_id or "")
     try:
         # Counts documents, not files: one .jsonl file holds many.
@@ -284,9 +325,10 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     from retrieval_client import RetrievalClient, document_from_file
 
     startup_gc.settle()  # a folder of files can take long
-    files = list(_files(args.paths))
-    done: list[tuple[str, int, int, bool]] = []
     errors: list[tuple[str, str]] = []
+    if not (files := list(_files(args.paths, errors))):
+        return _nothing_to_ingest(args.paths, errors)
+    done: list[tuple[str, int, int, bool]] = []
     unlisted: list[int] = []
     ids = _Ids(args.document_id or "")
     with RetrievalClient(args.server, **_connection(args)) as client, \
@@ -541,7 +583,7 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.document_id is not None:
         # Refused before anything is sent: the second file failed as another's id, after the
         # first was stored, with advice (rename the files) that did not apply.
-        named = sum(1 for f in _files(args.paths) if f.suffix.lower() != ".jsonl")
+        named = sum(1 for f in _files(args.paths, []) if f.suffix.lower() != ".jsonl")
         if named > 1:
             parser.error(f"--document-id names one file; {named} were given")
     if args.command == "ingest" and args.grant and args.access != "private":

@@ -239,3 +239,54 @@ def test_a_jsonl_rows_id_is_taken_for_the_rest_of_the_run(tmp_path: Path, monkey
     out, err = capsys.readouterr()
     assert sent == ["notes.txt", "rows.jsonl"]
     assert f"FAILED   {rows}:notes: document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
+
+
+def test_a_folder_walk_reports_what_it_cannot_read_and_skips_hidden_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder it could not list, a link to nothing and a link to a folder were skipped without a
+    word, and .git's files were ingested. Links to folders are followed, each folder read once
+    (a link may loop); a hidden file named is read."""
+    import retrieval_client
+
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.source for d in docs)
+        return _stored(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    for folder in (docs / "sub", docs / ".git", docs / "locked", outside):
+        folder.mkdir(parents=True)
+    for f in (docs / "a.txt", docs / ".draft.txt", docs / ".git" / "HEAD.txt", docs / "sub" / "b.md", docs / "locked" / "l.txt",
+              outside / "c.txt"):
+        f.write_text(f"The text of {f.name}.")
+    (docs / "linked").symlink_to(outside)
+    (docs / "sub" / "loop").symlink_to(docs)
+    (docs / "broken.txt").symlink_to(tmp_path / "missing.txt")
+    scandir = os.scandir
+
+    def locked(path: str) -> object:  # as chmod 000 does for anyone but root
+        if str(path) == str(docs / "locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", locked)
+    assert cli.main(["ingest", str(docs), str(docs / ".draft.txt"), "--quiet"]) == cli.SOME_FAILED
+    _, err = capsys.readouterr()
+    assert sent == [str(docs / "a.txt"), str(docs / "linked" / "c.txt"), str(docs / "sub" / "b.md"), str(docs / ".draft.txt")]
+    assert f"FAILED   {docs / 'broken.txt'}: a symbolic link to {tmp_path / 'missing.txt'}, which does not exist" in err
+    assert f"FAILED   {docs / 'locked'}: Permission denied" in err and "4 documents indexed, 2 failed" in err
+
+
+def test_a_run_that_finds_nothing_to_ingest_fails_and_says_what_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """It exited 0, "0 documents indexed, 0 failed"."""
+    import retrieval_client
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(_stored))
+    (tmp_path / "report.docx").write_bytes(b"PK")
+    (tmp_path / ".notes.txt").write_text("Hidden.")
+    assert cli.main(["ingest", str(tmp_path), "--quiet"]) == 1
+    _, err = capsys.readouterr()
+    assert f"no file to ingest in {tmp_path}: a folder's files are read when their names end in .htm, .html, .jsonl, .markdown, .md, .pdf, .txt" in err
