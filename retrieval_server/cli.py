@@ -192,6 +192,8 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
             out.append(read(f))
         except OSError as exc:
             errors.append((str(f), exc.strerror or str(exc)))
+        except ValueError as exc:  # not a regular file, or over the size limit: not read
+            errors.append((str(f), str(exc)))
     return out
 
 
@@ -203,6 +205,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
         return _nothing_to_ingest(args.paths, errors)
     # Before the application's modules import, which the session's making then runs beside.
     model = model_loading.start(settings)
+    from retrieval_client import file_bytes
     from retrieval_server.app import Application
     from retrieval_server.domain import Access, DocumentSource
 
@@ -219,7 +222,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
             for batch in _batches(files):
                 sources = _readable(batch, ids, errors, lambda f: DocumentSource(
                     filename=f.name,
-                    content=f.read_bytes(),
+                    content=file_bytes(f, settings.max_document_bytes, "RETRIEVAL_MAX_DOCUMENT_BYTES"),
                     document_id=args.document_id or "",
                     source=str(f),
                     access=Access(args.access),

@@ -290,3 +290,45 @@ def test_a_run_that_finds_nothing_to_ingest_fails_and_says_what_it_reads(tmp_pat
     assert cli.main(["ingest", str(tmp_path), "--quiet"]) == 1
     _, err = capsys.readouterr()
     assert f"no file to ingest in {tmp_path}: a folder's files are read when their names end in .htm, .html, .jsonl, .markdown, .md, .pdf, .txt" in err
+
+
+def test_a_file_too_large_or_not_regular_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A 1 GB file took 1.3 GB of memory before the server refused it, and a FIFO's read waited for
+    a writer. Both are refused by what stat says: the FIFO is not opened (its writer, here, is let
+    go at the end, by a reader held open until it is done), the large file not read (sparse: its
+    size costs no disk)."""
+    import threading
+
+    import retrieval_client
+
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.filename for d in docs)
+        return _stored(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    (tmp_path / "ok.txt").write_text("Otters float.")
+    huge = tmp_path / "huge.txt"
+    huge.touch()
+    os.truncate(huge, 256 * 1024 * 1024 + 1)
+    os.mkfifo(pipe := tmp_path / "pipe.txt")
+
+    def write() -> None:
+        with open(pipe, "wb") as w:  # waits for a reader
+            w.write(b"Text a reader of the FIFO gets.")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert cli.main(["ingest", str(tmp_path), "--quiet"]) == cli.SOME_FAILED
+    finally:
+        reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+        writer.join()
+        os.close(reader)
+    _, err = capsys.readouterr()
+    assert sent == ["ok.txt"]
+    assert (f"FAILED   {huge}: its size, 268435457 bytes, is over the limit of 268435456 bytes (the largest request this client sends)"
+            in err)
+    assert f"FAILED   {pipe}: not a regular file (a FIFO)" in err

@@ -190,3 +190,14 @@ async def test_a_negative_or_nan_timeout_is_refused_naming_it(timeout: float) ->
         with pytest.raises(ValueError, match="^timeout must be 0 to inf seconds"):
             client.ingest([], timeout=timeout)
     assert not stub.calls
+
+
+def test_a_file_is_read_within_its_limit_only(tmp_path: Path) -> None:
+    from retrieval_client import file_bytes
+
+    (f := tmp_path / "a.txt").write_bytes(b"x" * 10)
+    assert file_bytes(f, max_bytes=10) == b"x" * 10
+    with pytest.raises(ValueError, match=r"its size, 10 bytes, is over the limit of 9 bytes \(RETRIEVAL_MAX_DOCUMENT_BYTES\)"):
+        file_bytes(f, max_bytes=9, limit="RETRIEVAL_MAX_DOCUMENT_BYTES")
+    with pytest.raises(ValueError, match=r"not a regular file \(a folder\)"):
+        document_from_file(tmp_path)
