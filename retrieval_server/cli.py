@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -37,15 +37,55 @@ def _is_service_error(exc: BaseException) -> bool:
     return domain is not None and isinstance(exc, domain.ServiceError)
 
 
-def _files(paths: Sequence[str]) -> Iterator[Path]:
+def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path]:
+    """The files ``paths`` name, and in the folders they name (links to folders followed, each
+    folder read once: a link may loop) every file of a supported type, in order. In a folder, a
+    name starting with "." (``.git``, an editor's backup) is skipped, as ``ls`` skips it; a hidden
+    file named is read. A folder that cannot be read and a link to nothing go to ``errors`` (they
+    were skipped without a word)."""
     from retrieval_server.ingest.loaders import LOADERS
 
+    def unreadable(exc: OSError) -> None:
+        errors.append((str(exc.filename), exc.strerror or str(exc)))
+
+    def dangling(path: str) -> bool:
+        if os.path.islink(path) and not os.path.exists(path):
+            errors.append((path, f"a symbolic link to {os.readlink(path)}, which does not exist"))
+            return True
+        return False
+
+    seen: set[tuple[int, int]] = set()
     for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            yield from sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in LOADERS)
-        else:
-            yield p
+        if not os.path.isdir(raw):
+            if not dangling(raw):
+                yield Path(raw)
+            continue
+        for folder, folders, names in os.walk(raw, onerror=unreadable, followlinks=True):
+            try:
+                st = os.stat(folder)
+            except OSError as exc:
+                unreadable(exc)
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                folders.clear()
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            folders[:] = sorted(f for f in folders if not f.startswith("."))
+            for name in sorted(n for n in names if not n.startswith(".")):
+                f = os.path.join(folder, name)
+                if not dangling(f) and os.path.splitext(name)[1].lower() in LOADERS:
+                    yield Path(f)
+
+
+def _nothing_to_ingest(paths: Sequence[str], errors: list[tuple[str, str]]) -> int:
+    """A run that found no file: exit 1, and say which files it reads (it exited 0, "0 documents
+    indexed, 0 failed", as if a folder of .docx files had been ingested)."""
+    from retrieval_server.ingest.loaders import LOADERS
+
+    print(f"no file to ingest in {', '.join(paths)}: a folder's files are read when their names end in "
+          f"{', '.join(sorted(LOADERS))} and do not start with '.'", file=sys.stderr)
+    _print_ingest([], errors)
+    return 1
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -97,16 +137,17 @@ def _derived_id(f: Path, document_id: str) -> str | None:
 
 
 class _Ids:
-    """The documents a run has sent, by id: a second file with the id of another (two folders'
-    index.txt, say) is that file's error. In one request the server refuses it; in the next one,
-    it silently replaced the first."""
+    """The documents of a run, by id, with the file each came from: a later file with the id of an
+    earlier one (two folders' index.txt, a file named as a JSONL row's id) is that file's error. In
+    one request the server refuses it; in a later one, it silently replaced the first."""
 
-    def __init__(self) -> None:
+    def __init__(self, document_id: str) -> None:
+        self._document_id = document_id
         self._files: dict[str, str] = {}
 
-    def taken(self, f: Path, document_id: str) -> str | None:
+    def taken(self, f: Path) -> str | None:
         """Why ``f`` is not sent (None: it is, and its id is now taken)."""
-        doc_id = _derived_id(f, document_id)
+        doc_id = _derived_id(f, self._document_id)
         if doc_id is None:
             return None
         if doc_id in self._files:
@@ -114,8 +155,25 @@ class _Ids:
         self._files[doc_id] = str(f)
         return None
 
+    def stored(self, sources: Sequence[str], document_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """Takes the ids of the documents stored from files ``sources`` (one request's), which the
+        rows of a JSONL file only now tell; the errors of the rows that replaced a document an
+        earlier request of the run stored (a row's id is not known before it is sent)."""
+        derived = {s: _derived_id(Path(s), self._document_id) for s in sources}
+        rows = " or ".join(s for s, doc_id in derived.items() if doc_id is None)
+        errors: list[tuple[str, str]] = []
+        for doc_id in document_ids:
+            if doc_id in derived.values() or not rows:
+                continue
+            if doc_id in self._files:
+                errors.append((f"{rows}:{doc_id}", f"document_id '{doc_id}' is also {self._files[doc_id]}'s, stored before in this run, "
+                                                   "which this row replaced: give the documents other ids, or ingest them apart"))
+            else:
+                self._files[doc_id] = rows
+        return errors
 
-def _readable(batch: Sequence[Path], ids: _Ids, document_id: str, errors: list[tuple[str, str]], read: Callable[[Path], T]) -> list[T]:
+
+def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], read: Callable[[Path], T]) -> list[T]:
     """What ``read`` makes of each file of ``batch`` whose id no earlier file took and that can be
     read; the others go to ``errors`` with the reason."""
     out = []
@@ -127,40 +185,44 @@ def _readable(batch: Sequence[Path], ids: _Ids, document_id: str, errors: list[t
             # terminal prints: the bytes are shown escaped).
             errors.append((os.fsencode(f).decode("utf-8", "backslashreplace"), "its path is not UTF-8 text: rename it"))
             continue
-        if (why := ids.taken(f, document_id)) is not None:
+        if (why := ids.taken(f)) is not None:
             errors.append((str(f), why))
             continue
         try:
             out.append(read(f))
         except OSError as exc:
             errors.append((str(f), exc.strerror or str(exc)))
+        except ValueError as exc:  # not a regular file, or over the size limit: not read
+            errors.append((str(f), str(exc)))
     return out
 
 
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
     from retrieval_server import model_loading
 
+    errors: list[tuple[str, str]] = []
+    if not (files := list(_files(args.paths, errors))):
+        return _nothing_to_ingest(args.paths, errors)
     # Before the application's modules import, which the session's making then runs beside.
     model = model_loading.start(settings)
+    from retrieval_client import file_bytes
     from retrieval_server.app import Application
     from retrieval_server.domain import Access, DocumentSource
 
-    files = list(_files(args.paths))
     app = Application(settings, model=model)
     keep.append(app)
     await app.open(warm_kernels=False)
     startup_gc.settle()
     done: list[tuple[str, int, int, bool]] = []
-    errors: list[tuple[str, str]] = []
-    ids = _Ids()
+    ids = _Ids(args.document_id or "")
     try:
         # Counts documents, not files: one .jsonl file holds many.
         with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors):
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
-                sources = _readable(batch, ids, args.document_id or "", errors, lambda f: DocumentSource(
+                sources = _readable(batch, ids, errors, lambda f: DocumentSource(
                     filename=f.name,
-                    content=f.read_bytes(),
+                    content=file_bytes(f, settings.max_document_bytes, "RETRIEVAL_MAX_DOCUMENT_BYTES"),
                     document_id=args.document_id or "",
                     source=str(f),
                     access=Access(args.access),
@@ -171,6 +233,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                 report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
                 done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
                 errors += [(e.source, e.reason) for e in report.errors]
+                errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
                 if report.errors_not_listed:
                     errors.append(("", f"{report.errors_not_listed} more errors"))
         print("optimizing the vector index...", file=sys.stderr)
@@ -265,11 +328,12 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     from retrieval_client import RetrievalClient, document_from_file
 
     startup_gc.settle()  # a folder of files can take long
-    files = list(_files(args.paths))
-    done: list[tuple[str, int, int, bool]] = []
     errors: list[tuple[str, str]] = []
+    if not (files := list(_files(args.paths, errors))):
+        return _nothing_to_ingest(args.paths, errors)
+    done: list[tuple[str, int, int, bool]] = []
     unlisted: list[int] = []
-    ids = _Ids()
+    ids = _Ids(args.document_id or "")
     with RetrievalClient(args.server, **_connection(args)) as client, \
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
@@ -279,11 +343,12 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             resp = client.ingest(docs, timeout=args.timeout)
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
+            errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
             unlisted.append(resp.documents_not_listed)
 
         with _listed_if_stopped(done, errors, unlisted):
             for batch in _batches(files):
-                docs = _readable(batch, ids, args.document_id or "", errors, lambda f: document_from_file(
+                docs = _readable(batch, ids, errors, lambda f: document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
                     granted_user_ids=args.grant, metadata=dict(args.meta),
                 ))
@@ -521,7 +586,7 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.document_id is not None:
         # Refused before anything is sent: the second file failed as another's id, after the
         # first was stored, with advice (rename the files) that did not apply.
-        named = sum(1 for f in _files(args.paths) if f.suffix.lower() != ".jsonl")
+        named = sum(1 for f in _files(args.paths, []) if f.suffix.lower() != ".jsonl")
         if named > 1:
             parser.error(f"--document-id names one file; {named} were given")
     if args.command == "ingest" and args.grant and args.access != "private":

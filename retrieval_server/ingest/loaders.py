@@ -7,13 +7,14 @@ import io
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
 from retrieval_server.domain import DocumentSource
-from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata
+from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata, has_visible_text
 
 
 class LoadError(Exception):
@@ -65,8 +66,14 @@ def _found_title(title: object) -> str:
     """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
     caller's field, so one over the limit is cut there instead of refusing the document; cut once
     normalized, which may lengthen it (U+0958 is two code points in NFC). Anything but a string
-    (a PDF's /Title may be a number or an array) is no title."""
-    return composed(title)[:MAX_TITLE_CHARS] if isinstance(title, str) else ""
+    (a PDF's /Title may be a number or an array) is no title, nor is one of white space, format or
+    control characters alone (a /Title of "   " or "\\000" replaced the file name with nothing to
+    read). White space is collapsed: a title is shown on one line, and a PDF's or an HTML
+    <title>'s padding and line breaks were kept in every result."""
+    if not isinstance(title, str):
+        return ""
+    title = " ".join(composed(title).split())
+    return title[:MAX_TITLE_CHARS] if has_visible_text(title) else ""
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
@@ -78,8 +85,12 @@ def _load_text(src: DocumentSource) -> list[LoadedDocument]:
 #: bytes as base64, no words. Left in, one 3 MB image made fifteen thousand chunks of noise to
 #: embed and search. The media type is bounded (RFC 6838: 127 characters a name, with parameters),
 #: and only text up to the last ")" is searched: a start that cannot end read on to the end of the
-#: text, from every start (quadratic: 112 KB of "](data:" took a minute).
-_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)]*+(\))")
+#: text, from every start (quadratic: 112 KB of "](data:" took a minute). The base64 ends at white
+#: space (but for the line breaks of a wrapped one, each followed by more of it), then a title on
+#: one line: read up to any ")", a link left open took every paragraph up to the next one. It ends
+#: at "]" too, which base64 never holds, so that no start reads past the next one.
+_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\n?|\n)[^)\]\s]++)*+"
+                       r"(?:[ \t]+\"[^\"\r\n]*\"|[ \t]+'[^'\r\n]*')?[ \t]*(\))")
 #: the same file as a reference definition's target (``[logo]: data:image/png;base64,...``) or an
 #: HTML image's source in Markdown (``<img src="data:...">``), each ending at white space or a quote
 _DATA_TARGET = re.compile(r"(^[ ]{0,3}\[[^\]\r\n]{1,999}\]:[ \t]*|\bsrc[ \t]*=[ \t]*[\"']?)<?data:[^,\s\"'>]{0,300};base64,[^\s\"'>]*+>?",
@@ -182,11 +193,12 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s). Without
     # huge_tree, libxml2 keeps a comment of over 10,000,000 characters as text, which was indexed.
     soup = BeautifulSoup(_text(src.content, "file"), "lxml", huge_tree=True)
-    for tag in soup(["script", "style", "noscript", "template"]):
+    title = src.title or (_found_title(soup.title.get_text()) if soup.title else "") or _stem(src.name)
+    # The whole tree, not its <body>: libxml2 keeps text after </html> or in a second <body> as
+    # their own elements beside the first body, and all of it was dropped.
+    for tag in soup(["head", "title", "script", "style", "noscript", "template"]):
         tag.decompose()
-    title = src.title or (_found_title(soup.title.get_text(strip=True)) if soup.title else "") or _stem(src.name)
-    body = soup.body or soup
-    text = re.sub(r"\n\s*\n+", "\n\n", _page_text(body)).strip()
+    text = re.sub(r"\n\s*\n+", "\n\n", _page_text(soup)).strip()
     return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
 
 
@@ -196,6 +208,12 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
 #: limit is checked after each page: one page can still make what pypdf lets one stream hold.
 PDF_TEXT_PER_BYTE = 16
 PDF_MIN_TEXT_CHARS = 1 << 18
+
+
+#: the Latin ligatures (U+FB00 to U+FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) as the letters they join: a PDF's font
+#: may map a glyph to one, and "ﬁnancial" matched no query for "financial" in either leg (NFC keeps
+#: them). Only these: NFKC would fold much a document means as written (superscripts, "½", "™").
+_LIGATURES = {c: unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
 
 
 def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedDocument]:
@@ -215,12 +233,14 @@ def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedD
         found: list[Page] = []
         chars = 0
         for i, page in enumerate(reader.pages):
-            found.append(Page(i + 1, page.extract_text() or ""))
+            found.append(Page(i + 1, (page.extract_text() or "").translate(_LIGATURES)))
             chars += len(found[-1].text)
             if chars > limit:
                 raise LoadError(f"its text is over {limit} characters by page {i + 1}, {why}")
         pages = tuple(found)
         meta_title = reader.metadata.title if reader.metadata else None
+        if isinstance(meta_title, str):
+            meta_title = meta_title.translate(_LIGATURES)
     except LoadError:
         raise
     except Exception as exc:
@@ -241,6 +261,10 @@ def _check_unicode(values: list[str], what: str) -> None:
             raise LoadError(f"{what} is not valid Unicode (a lone surrogate)") from None
 
 
+def _json_value(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def _row(n: int, line: str) -> LoadedDocument:
     """One BEIR row. LoadError naming the line for a row that is not one."""
     try:
@@ -251,16 +275,21 @@ def _row(n: int, line: str) -> LoadedDocument:
         raise LoadError(f"line {n}: unreadable JSON ({type(exc).__name__})") from None
     if not isinstance(row, dict) or "_id" not in row or "text" not in row:
         raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
-    # bool is an int, and str(None) would become the id "None": only real strings and numbers.
+    # bool is an int, and str(None) would become the id "None": only real strings and integers.
     if isinstance(row["_id"], bool) or not isinstance(row["_id"], (str, int)):
-        raise LoadError(f"line {n}: '_id' must be a string or a number (got {json.dumps(row['_id'])[:40]})")
+        raise LoadError(f"line {n}: '_id' must be a string or an integer (got {json.dumps(row['_id'])[:40]})")
     if not isinstance(row["text"], str):
         raise LoadError(f"line {n}: 'text' must be a string")
-    title = str(row.get("title") or "")
+    if (title := row.get("title")) is None:
+        title = ""
+    elif not isinstance(title, str):
+        raise LoadError(f"line {n}: 'title' must be a string (got {json.dumps(title)[:40]})")
     text = row["text"]
     meta = row.get("metadata") or {}
-    url = str(meta.get("url", "")) if isinstance(meta, dict) else ""
-    metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list
+    # "['nlp', 'ir']". A null is no value.
+    metadata = {str(k): _json_value(v) for k, v in meta.items() if v is not None} if isinstance(meta, dict) else {}
+    url = metadata.get("url", "")
     for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
         _check_unicode(values, f"line {n}: '{name}'")
     try:

@@ -199,3 +199,136 @@ def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: 
     out, err = capsys.readouterr()
     assert sent == ["good.txt"] and out.splitlines() == ["added    good  (0 parents, 0 children)"]
     assert f"FAILED   {tmp_path}/caf\\xe9.txt: its path is not UTF-8 text: rename it" in err  # its bytes, escaped
+
+
+def _stored_rows(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+    """As the server answers: a .jsonl file's documents are its rows, each by its ``_id``."""
+    import json
+
+    ids = [json.loads(line)["_id"] if d.filename.endswith(".jsonl") else Path(d.filename).stem
+           for d in docs for line in (d.content.decode().splitlines() if d.filename.endswith(".jsonl") else [""])]
+    return pb.IngestDocumentsResponse(documents=[pb.IngestedDocument(document_id=i) for i in ids])
+
+
+def test_a_jsonl_rows_id_is_taken_for_the_rest_of_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Only files' own ids were remembered: a file named as a row of an earlier request's JSONL
+    replaced that row without a word, and the run exited 0. A row whose id an earlier request's file
+    took cannot be seen before it is sent: it is reported as what replaced that file's document."""
+    import retrieval_client
+
+    monkeypatch.setattr(cli, "BATCH_FILES", 1)  # as two files 33 apart in a folder
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.filename for d in docs)
+        return _stored_rows(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (rows := tmp_path / "a" / "rows.jsonl").write_text('{"_id": "notes", "text": "A row."}\n{"_id": "other", "text": "B."}\n')
+    (notes := tmp_path / "b" / "notes.txt").write_text("Notes.")
+    assert cli.main(["ingest", str(tmp_path / "a"), str(tmp_path / "b"), "--quiet"]) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert sent == ["rows.jsonl"] and [line.split()[:2] for line in out.splitlines()] == [["added", "notes"], ["added", "other"]]
+    assert f"FAILED   {notes}: document_id 'notes' is also {rows}'s" in err and "2 documents indexed, 1 failed" in err
+
+    sent.clear()
+    assert cli.main(["ingest", str(tmp_path / "b"), str(tmp_path / "a"), "--quiet"]) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert sent == ["notes.txt", "rows.jsonl"]
+    assert f"FAILED   {rows}:notes: document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
+
+
+def test_a_folder_walk_reports_what_it_cannot_read_and_skips_hidden_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder it could not list, a link to nothing and a link to a folder were skipped without a
+    word, and .git's files were ingested. Links to folders are followed, each folder read once
+    (a link may loop); a hidden file named is read."""
+    import retrieval_client
+
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.source for d in docs)
+        return _stored(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    for folder in (docs / "sub", docs / ".git", docs / "locked", outside):
+        folder.mkdir(parents=True)
+    for f in (docs / "a.txt", docs / ".draft.txt", docs / ".git" / "HEAD.txt", docs / "sub" / "b.md", docs / "locked" / "l.txt",
+              outside / "c.txt"):
+        f.write_text(f"The text of {f.name}.")
+    (docs / "linked").symlink_to(outside)
+    (docs / "sub" / "loop").symlink_to(docs)
+    (docs / "broken.txt").symlink_to(tmp_path / "missing.txt")
+    scandir = os.scandir
+
+    def locked(path: str) -> object:  # as chmod 000 does for anyone but root
+        if str(path) == str(docs / "locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", locked)
+    assert cli.main(["ingest", str(docs), str(docs / ".draft.txt"), "--quiet"]) == cli.SOME_FAILED
+    _, err = capsys.readouterr()
+    assert sent == [str(docs / "a.txt"), str(docs / "linked" / "c.txt"), str(docs / "sub" / "b.md"), str(docs / ".draft.txt")]
+    assert f"FAILED   {docs / 'broken.txt'}: a symbolic link to {tmp_path / 'missing.txt'}, which does not exist" in err
+    assert f"FAILED   {docs / 'locked'}: Permission denied" in err and "4 documents indexed, 2 failed" in err
+
+
+def test_a_run_that_finds_nothing_to_ingest_fails_and_says_what_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """It exited 0, "0 documents indexed, 0 failed"."""
+    import retrieval_client
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(_stored))
+    (tmp_path / "report.docx").write_bytes(b"PK")
+    (tmp_path / ".notes.txt").write_text("Hidden.")
+    assert cli.main(["ingest", str(tmp_path), "--quiet"]) == 1
+    _, err = capsys.readouterr()
+    assert f"no file to ingest in {tmp_path}: a folder's files are read when their names end in .htm, .html, .jsonl, .markdown, .md, .pdf, .txt" in err
+
+
+def test_a_file_too_large_or_not_regular_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A 1 GB file took 1.3 GB of memory before the server refused it, and a FIFO's read waited for
+    a writer. Both are refused by what stat says: the FIFO is not opened (its writer, here, is let
+    go at the end, by a reader held open until it is done), the large file not read (sparse: its
+    size costs no disk)."""
+    import threading
+
+    import retrieval_client
+
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.filename for d in docs)
+        return _stored(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    (tmp_path / "ok.txt").write_text("Otters float.")
+    huge = tmp_path / "huge.txt"
+    huge.touch()
+    os.truncate(huge, 256 * 1024 * 1024 + 1)
+    os.mkfifo(pipe := tmp_path / "pipe.txt")
+
+    def write() -> None:
+        with open(pipe, "wb") as w:  # waits for a reader
+            w.write(b"Text a reader of the FIFO gets.")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert cli.main(["ingest", str(tmp_path), "--quiet"]) == cli.SOME_FAILED
+    finally:
+        reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+        writer.join()
+        os.close(reader)
+    _, err = capsys.readouterr()
+    assert sent == ["ok.txt"]
+    assert (f"FAILED   {huge}: its size, 268435457 bytes, is over the limit of 268435456 bytes (the largest request this client sends)"
+            in err)
+    assert f"FAILED   {pipe}: not a regular file (a FIFO)" in err

@@ -85,10 +85,10 @@ def test_mutated_files_load_or_fail_as_that_files_error(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("row", "reason"),
-    [({"_id": None, "text": "t"}, "'_id' must be a string or a number (got null)"),
-     ({"_id": True, "text": "t"}, "'_id' must be a string or a number (got true)"),
+    [({"_id": None, "text": "t"}, "'_id' must be a string or an integer (got null)"),
+     ({"_id": True, "text": "t"}, "'_id' must be a string or an integer (got true)"),
      ({"_id": "a", "text": None}, "'text' must be a string")],
 )
-def test_jsonl_ids_are_strings_or_numbers_never_none(row: dict[str, object], reason: str) -> None:
+def test_jsonl_ids_are_strings_or_integers_never_none(row: dict[str, object], reason: str) -> None:
     with pytest.raises(LoadError, match=reason.replace("(", r"\(").replace(")", r"\)")):
         load(DocumentSource(filename="rows.jsonl", content=json.dumps(row).encode()))

@@ -44,6 +44,15 @@ def test_markdown_drops_inline_files_and_keeps_their_alt_text() -> None:
                                  "A data: URI in prose, data:text/plain;base64,SGk= stays, words after it too.")
 
 
+def test_a_markdown_inline_file_left_open_drops_no_text() -> None:
+    """Its base64 was read up to the next ")" whatever came between: every paragraph up to one."""
+    text = ('# Guide\n\n![logo](data:image/png;base64,iVBORw0KGgo= "Logo\n\nParagraph one about refunds.\n\n'
+            "Paragraph two about shipping.\n\nSee the appendix (page 4).\n")
+    assert load(_src("g.md", text)).documents[0].pages[0].text == text
+    titled = "![a](data:image/png;base64,AAAA \"title (v2)\") Text after.\n![b](data:image/png;base64,AAAA 'b' )"
+    assert load(_src("t.md", titled)).documents[0].pages[0].text == "![a]() Text after.\n![b]()"
+
+
 def test_text_and_title_are_composed_as_queries_are() -> None:
     decomposed = unicodedata.normalize("NFD", "Sjögren and Ménière")
     assert len(decomposed) == len("Sjögren and Ménière") + 3  # ö, é, è each a letter and a mark
@@ -59,10 +68,31 @@ def test_html_drops_scripts_and_keeps_title() -> None:
     assert "evil" not in doc.pages[0].text and "One." in doc.pages[0].text and "Two." in doc.pages[0].text
 
 
+@pytest.mark.parametrize("html", [
+    "<html><head><title>T</title></head><body><p>First.</p></body></html>\n<p>Second.</p>",
+    "<p>First.</p></body></html><p>Second.</p>",
+    "<body><p>First.</p></body><body><p>Second.</p></body>",
+])
+def test_html_text_outside_the_first_body_is_kept(html: str) -> None:
+    """libxml2 keeps text after </html> or in a second <body> beside the first body, and only that
+    body was read: the rest was dropped without a word."""
+    [doc] = load(_src("p.html", html)).documents
+    assert doc.pages[0].text == "First.\n\nSecond."
+
+
 def test_pdf_keeps_page_numbers() -> None:
     [doc] = load(_src("report.pdf", make_pdf(["First page text.", "Second page text."], title="Report"))).documents
     assert doc.title == "Report"
     assert [(p.number, p.text.strip()) for p in doc.pages] == [(1, "First page text."), (2, "Second page text.")]
+
+
+def test_pdf_ligatures_are_their_letters() -> None:
+    """A font that maps its glyphs to U+FB01 and U+FB03: "ﬁnancial oﬃce" was found by neither leg
+    for "financial office" (NFC keeps ligatures). Only those fold: "½" stays as written."""
+    title = "\\376\\377\\373\\001\\000l\\000e"  # "ﬁle" in UTF-16, as a /Title holds it, escaped
+    pdf = make_pdf(["\x01nancial o\x02ce, \x03 off"], title=title, to_unicode={1: 0xFB01, 2: 0xFB03, 3: 0xBD})
+    [doc] = load(_src("l.pdf", pdf)).documents
+    assert (doc.title, doc.pages[0].text) == ("file", "financial office, \u00bd off")
 
 
 def test_beir_jsonl() -> None:
@@ -70,6 +100,29 @@ def test_beir_jsonl() -> None:
     docs = load(_src("corpus.jsonl", "\n".join(json.dumps(r) for r in rows))).documents
     assert [d.document_id for d in docs] == ["d1", "d2"]
     assert docs[0].url == "http://x/1" and docs[0].pages[0].text.startswith("T1")
+
+
+def test_jsonl_metadata_values_are_stored_as_json_writes_them() -> None:
+    """str() stored null as "None", true as "True" and a list as "['nlp', 'ir']"; a null is no value."""
+    row = {"_id": "d1", "title": None, "text": "Body.", "metadata": {
+        "year": 2020, "tags": ["nlp", "ir"], "peer_reviewed": True, "doi": None, "authors": [{"name": "Ana"}], "ratio": 1e-7,
+        "place": "Zürich", "url": "https://x/1"}}
+    [doc] = load(_src("c.jsonl", json.dumps(row))).documents
+    assert (doc.title, doc.url) == ("", "https://x/1")
+    assert doc.metadata == {"year": "2020", "tags": '["nlp", "ir"]', "peer_reviewed": "true", "authors": '[{"name": "Ana"}]',
+                            "ratio": "1e-07", "place": "Zürich", "url": "https://x/1"}
+
+
+def test_a_jsonl_title_that_is_no_string_fails_its_row() -> None:
+    rows = ['{"_id": 1.0, "text": "a"}', '{"_id": "zero", "title": 0, "text": "b"}', '{"_id": "list", "title": ["A", "B"], "text": "c"}',
+            '{"_id": 7, "text": "d"}']
+    loaded = load(_src("c.jsonl", "\n".join(rows)))
+    assert [(d.document_id, d.title) for d in loaded.documents] == [("7", "")]
+    assert loaded.failed == [
+        ("line 1", "line 1: '_id' must be a string or an integer (got 1.0)"),
+        ("line 2", "line 2: 'title' must be a string (got 0)"),
+        ("line 3", "line 3: 'title' must be a string (got [\"A\", \"B\"])"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -150,7 +203,7 @@ def test_markdown_patterns_read_hostile_lines_in_one_pass() -> None:
     never close (quadratic: 112 KB took a minute) are read in one pass; the heading's closing
     hashes go."""
     [doc] = load(_src("h.md", "# a" + " " * 1_000 + "x\n\n" + "](data:" * 50_000)).documents
-    assert doc.title == "a" + " " * 1_000 + "x"
+    assert doc.title == "a x"
     assert load(_src("t.md", "#   Release notes ##  \nbody")).documents[0].title == "Release notes"
     assert load(_src("n.md", "#\n\nNot a heading")).documents[0].title == "n"
     # CommonMark: closing hashes only after a space; a heading of hashes alone is empty.
@@ -169,6 +222,25 @@ def test_a_title_the_file_gives_is_cut_once_normalized() -> None:
     for title in (b"5", b"[1]"):
         [doc] = load(_src("glaciers.pdf", pdf.replace(b"/Title (x)", b"/Title " + title))).documents
         assert doc.title == "glaciers" and doc.pages[0].text.startswith("Glaciers carve")
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("report.pdf", make_pdf(["Some text."], title="   ")),
+    ("report.pdf", make_pdf(["Some text."], title="\\000")),  # a NUL, escaped in the PDF string
+    ("report.pdf", make_pdf(["Some text."], title="\\376\\377")),  # UTF-16's byte order mark alone
+    ("report.html", "<title> \u200b\n </title><p>Some text.</p>"),
+    ("report.md", "# \u200b\u200b\n\nSome text."),
+], ids=["pdf-spaces", "pdf-nul", "pdf-bom", "html-zero-width", "md-zero-width"])
+def test_a_title_with_nothing_to_read_is_the_file_name(name: str, content: bytes | str) -> None:
+    """A title of white space, format or control characters alone replaced the file name."""
+    assert load(_src(name, content)).documents[0].title == "report"
+
+
+def test_a_title_the_file_gives_is_on_one_line() -> None:
+    """A PDF's padding and an HTML <title>'s line breaks were kept in every result citing it."""
+    pdf = make_pdf(["Some text."], title="  Padded   Title \\n")
+    assert load(_src("p.pdf", pdf)).documents[0].title == "Padded Title"
+    assert load(_src("h.html", "<title>\n  Multi\n  line\n</title><p>b</p>")).documents[0].title == "Multi line"
 
 
 def test_jsonl_rows_end_at_line_feeds_only() -> None:

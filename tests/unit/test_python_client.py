@@ -275,3 +275,14 @@ async def test_the_stub_and_the_identity_metadata_are_public() -> None:
     async with AsyncRetrievalClient(NOWHERE, token="t") as aclient:
         assert aclient.metadata == (("authorization", "Bearer t"),)
         assert callable(aclient.service.Health)
+
+
+def test_a_file_is_read_within_its_limit_only(tmp_path: Path) -> None:
+    from retrieval_client import file_bytes
+
+    (f := tmp_path / "a.txt").write_bytes(b"x" * 10)
+    assert file_bytes(f, max_bytes=10) == b"x" * 10
+    with pytest.raises(ValueError, match=r"its size, 10 bytes, is over the limit of 9 bytes \(RETRIEVAL_MAX_DOCUMENT_BYTES\)"):
+        file_bytes(f, max_bytes=9, limit="RETRIEVAL_MAX_DOCUMENT_BYTES")
+    with pytest.raises(ValueError, match=r"not a regular file \(a folder\)"):
+        document_from_file(tmp_path)

@@ -5,7 +5,16 @@
         response = client.query("What is small-to-big retrieval?", top_k=3)
 """
 
-from retrieval_client.client import DEFAULT_RETRIES, MAX_TIMEOUT_S, AsyncRetrievalClient, RetrievalClient, Tls, document_from_file, to_json
+from retrieval_client.client import (
+    DEFAULT_RETRIES,
+    MAX_TIMEOUT_S,
+    AsyncRetrievalClient,
+    RetrievalClient,
+    Tls,
+    document_from_file,
+    file_bytes,
+    to_json,
+)
 from retrieval.v1 import retrieval_pb2 as pb
 
-__all__ = ["DEFAULT_RETRIES", "MAX_TIMEOUT_S", "AsyncRetrievalClient", "RetrievalClient", "Tls", "document_from_file", "pb", "to_json"]
+__all__ = ["DEFAULT_RETRIES", "MAX_TIMEOUT_S", "AsyncRetrievalClient", "RetrievalClient", "Tls", "document_from_file", "file_bytes", "pb", "to_json"]
