@@ -15,10 +15,11 @@ the answer says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
-from retrieval_server.workflow.model_text import whole_sentences
+from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
 from retrieval_server.workflow.time_limit import Limit
 
 log = logging.getLogger(__name__)
@@ -156,30 +157,54 @@ class _OutOfTime(Exception):
 
 async def _ask(
     chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, within: Limit, sent: list[str],
+    degraded: list[str],
 ) -> str:
     """The model's text, streamed to a streaming caller as it arrives (each piece sent is added to
     ``sent``), within ``within`` (past the request's deadline the caller is gone, and with it
-    everything retrieved)."""
+    everything retrieved), and within what ``ANSWER_MAX_TOKENS`` can hold (``answer:runaway_cut``)."""
     max_tokens = deps.settings.answer_max_tokens
     limit = asyncio.timeout(within.seconds)
     try:
         async with limit:
             if state.events is None:
-                return await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens)
-            truncated = False
-            async for token in chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens):
-                if isinstance(token, Completion) and token.truncated:
-                    truncated = True
-                if token:
-                    sent.append(token)
-                    state.events(token)
-            return Completion.of("".join(sent), truncated)
+                text, over = within_budget(await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens), max_tokens)
+            else:
+                tokens = chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens)
+                text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN)
     except TimeoutError as exc:
         if not limit.expired():
             raise
         if not within.by_deadline:
             chat.gave_up()
         raise _OutOfTime(within) from exc
+    if over:
+        degraded.append(RUNAWAY)
+    return text
+
+
+#: degradation tag of a model's text cut where it ran past what ANSWER_MAX_TOKENS can hold: the
+#: model ignored max_tokens (see CHARS_PER_TOKEN)
+RUNAWAY = "answer:runaway_cut"
+
+
+async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], sent: list[str], budget: int) -> tuple[Completion, bool]:
+    """The streamed text, each piece sent on as it comes, and whether it ran past ``budget``
+    characters: then the stream is closed (which ends the model's call) and the text is a cut one."""
+    truncated = over = False
+    size = 0
+    async with contextlib.aclosing(tokens):  # type: ignore[type-var]
+        async for token in tokens:
+            if isinstance(token, Completion) and token.truncated:
+                truncated = True
+            if size + len(token) > budget:
+                token, over = token[: budget - size], True
+            if token:
+                sent.append(token)
+                events(token)
+                size += len(token)
+            if over:
+                break
+    return Completion.of("".join(sent), truncated or over), over
 
 
 class _CutShort(Exception):
@@ -212,7 +237,7 @@ async def write_answer(
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                within, sent,
+                within, sent, degraded,
             )
         except Exception as exc:
             log.warning("answer generation failed (%s); answering extractively", exc)
@@ -254,13 +279,14 @@ async def _direct(
 ) -> AnswerOutcome:
     if chat is not None:
         sent: list[str] = []
+        degraded: list[str] = []
         try:
-            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent))
+            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded))
             text = text.strip()
             if not text:
                 raise _CutShort("the model's answer was cut before its first sentence ended")
             sentence = AnswerSentence(text)
-            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name), (TRUNCATED,) if cut else ())
+            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name), (*degraded, *((TRUNCATED,) if cut else ())))
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
             outcome = await _direct(state, deps, None, temperature, within, stream=not sent)

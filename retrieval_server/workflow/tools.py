@@ -29,7 +29,7 @@ from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEd
 from retrieval_server.workflow.calculator import CalculationError, evaluate
 from retrieval_server.workflow.cycles import bounded_cycles
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
-from retrieval_server.workflow.model_text import whole_sentences
+from retrieval_server.workflow.model_text import whole_sentences, within_budget
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,9 @@ _SUMMARY_SYSTEM = "You summarize documents faithfully. Use only the numbered con
 _SUMMARY_PROMPT = "Summarize these contexts in at most {n} sentences for the question: {query}\n\n{contexts}"
 #: the model failed (its breaker counts it): the summary is the extractive one, as answers fall back
 SUMMARY_LLM_FAILED = "tool:summarize:llm_failed_used_extractive"
+#: the model ignored max_tokens: its summary is cut where it ran past what they can hold
+SUMMARY_RUNAWAY = "tool:summarize:runaway_cut"
+_SUMMARY_MAX_TOKENS = 400
 
 
 class Summarize:
@@ -203,12 +206,17 @@ class Summarize:
     @staticmethod
     async def _written(params: SummarizeParams, ctx: ToolContext, chat: ChatModel) -> tuple[Any, str]:
         numbered = "\n\n".join(f"[{i}] {c.parent.content}" for i, c in enumerate(ctx.contexts, 1))
-        text = await chat.complete(
-            _SUMMARY_SYSTEM,
-            _SUMMARY_PROMPT.format(n=params.max_sentences, query=ctx.query, contexts=numbered),
-            temperature=ctx.chat_temperature,
-            max_tokens=400,
+        text, over = within_budget(
+            await chat.complete(
+                _SUMMARY_SYSTEM,
+                _SUMMARY_PROMPT.format(n=params.max_sentences, query=ctx.query, contexts=numbered),
+                temperature=ctx.chat_temperature,
+                max_tokens=_SUMMARY_MAX_TOKENS,
+            ),
+            _SUMMARY_MAX_TOKENS,
         )
+        if over:
+            ctx.degrade(SUMMARY_RUNAWAY)
         summary, cut = whole_sentences(text)
         summary = summary.strip()
         if not summary:

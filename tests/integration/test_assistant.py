@@ -644,6 +644,40 @@ async def test_a_direct_answer_and_a_summary_stopped_at_max_tokens_lose_their_cu
     assert summary.success and summary.summary == "AuthSvc issues tokens [1]." and summary.result["truncated"] is True
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
+async def test_a_model_ignoring_max_tokens_is_cut_at_what_they_can_hold(app: Application, streamed: bool) -> None:
+    """A model ignoring max_tokens wrote 7.9 MB: a 27 MB response no default client reads, and its
+    check held the event loop for a minute. Its text is cut at ANSWER_MAX_TOKENS' worth of
+    characters, the stream closed there; its summary the same."""
+    from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
+
+    runaway = "AuthSvc handles sign-in [1]. " * 20_000  # 580,000 characters, far past 64 tokens' worth
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if body.get("stream"):
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": runaway[i : i + 5_000]}}]}))
+                             for i in range(0, len(runaway), 5_000)] + [(None, "[DONE]")])
+        return 200, {"choices": [{"message": {"role": "assistant", "content": runaway}, "finish_reason": "stop"}]}
+
+    events: list[Any] = []
+    retrieved = await app.pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
+    with json_server(handle) as server:
+        model = _model(server.url)
+        try:
+            r = await _limited(app, answer_max_tokens=64)(chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append if streamed else None)
+            ctx = dataclasses.replace(_ctx(app, contexts=tuple(retrieved.contexts)), chat=model, degrade=(tags := []).append)
+            summary = await run_tool(TOOLS, "summarize", {}, ctx, TOOL_S)
+        finally:
+            await model.close()
+    budget = 64 * CHARS_PER_TOKEN
+    assert r.answer is not None and not r.answer.extractive and "answer:runaway_cut" in r.metrics.degraded
+    assert 0 < len(r.answer.text) <= budget and r.answer.sentences[0].text == "AuthSvc handles sign-in."
+    if streamed:
+        assert len("".join(e for e in events if isinstance(e, str))) == budget
+    assert summary.success and 0 < len(summary.summary) <= 400 * CHARS_PER_TOKEN and summary.result["truncated"] is True
+    assert tags == ["tool:summarize:runaway_cut"]
+
+
 @pytest.mark.parametrize("protocol", ["anthropic", "gemini"])
 async def test_streaming_over_the_other_protocols(protocol: str) -> None:
     tokens = ["Auth", "Svc is ", "maintained [1]."]
