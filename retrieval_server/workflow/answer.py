@@ -300,7 +300,11 @@ async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools
     contexts = state.contexts
     sentences: list[AnswerSentence] = []
     for t in tools:
-        if t.success:
+        if t.success and t.name == "summarize" and t.result["model"] == "extractive":
+            # An extractive summary's sentences, each with its context: its rendered text is not
+            # read again, as a model's is.
+            sentences.extend(AnswerSentence(s["text"], (s["context"],)) for s in t.result["sentences"])
+        elif t.success:
             # A summary written from the contexts cites them already.
             cited, _ = parse_cited(t.summary, contexts)
             sentences.extend(cited)

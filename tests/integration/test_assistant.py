@@ -254,6 +254,30 @@ async def test_summarize_extracts_from_the_contexts(app: Application) -> None:
     assert r.answer is not None and r.answer.citations and all(1 <= c.marker <= len(r.contexts) for c in r.answer.citations)
 
 
+async def test_a_documents_own_reference_markers_are_not_cited(tmp_path: Any) -> None:
+    """"... benchmarks [2]." copied into an extractive answer or summary read as a citation of
+    another context, and "[7]" of none: a document's bracketed numbers go in parentheses, and the
+    summary's sentences keep their contexts as the tool found them, not as its text reads."""
+    docs = {
+        "zeta": "ZetaCache stores session tokens in memory for fast lookups, as shown in earlier benchmarks [2]. "
+                "ZetaCache evicts the least recently used session token when memory is full [7].",
+        "other": "The billing service sends monthly invoices to every customer account by email.",
+    }
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none", tool_timeout_s=TOOL_S))
+    await application.open()
+    try:
+        assert not (await application.ingest([_source(d, t) for d, t in docs.items()])).errors
+        for question in ("How does ZetaCache store session tokens?", "Summarize how ZetaCache stores session tokens"):
+            r = await application.pipeline.query(_ask(question, top_k=2))
+            a = r.answer
+            assert a is not None and a.extractive and "[7]" not in a.text and "benchmarks (2) [" in a.text and "full (7) [" in a.text, question
+            for s in a.sentences:
+                [cited] = s.citations
+                assert ("ZetaCache" in s.text) is (r.contexts[cited - 1].document.document_id == "zeta"), (question, s)
+    finally:
+        await application.close()
+
+
 async def test_a_summary_whose_model_fails_is_the_extractive_one(app: Application) -> None:
     """Every other model consumer falls back when the model fails; summarize failed, and the answer
     read 'The summarize tool failed: failed: LlmError: ...'."""
