@@ -249,7 +249,7 @@ async def write_answer(
     # Once the model's text has reached a streaming caller, the pieces sent are the text as the
     # model wrote it (StreamQueryResponse.answer_delta); its replacement arrives as the final
     # response's Answer.text, not as more pieces run on after the rejected ones.
-    answer = await _extractive(state, deps, route, tools, stream=not sent)
+    answer = await _extractive(state, deps, route, tools, degraded, stream=not sent)
     return AnswerOutcome(answer, tuple(degraded))
 
 
@@ -296,17 +296,24 @@ async def _direct(
     return AnswerOutcome(Answer(DIRECT, (AnswerSentence(DIRECT),), (), Route.DIRECT_ANSWER, True, True, "extractive"))
 
 
-async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools: tuple[ToolResult, ...], stream: bool = True) -> Answer:
+async def _extractive(
+    state: QueryState, deps: WorkflowDeps, route: Route, tools: tuple[ToolResult, ...], degraded: list[str], stream: bool = True
+) -> Answer:
     contexts = state.contexts
     sentences: list[AnswerSentence] = []
+    written_by: str | None = None
     for t in tools:
         if t.success and t.name == "summarize" and t.result["model"] == "extractive":
             # An extractive summary's sentences, each with its context: its rendered text is not
             # read again, as a model's is.
             sentences.extend(AnswerSentence(s["text"], (s["context"],)) for s in t.result["sentences"])
         elif t.success:
-            # A summary written from the contexts cites them already.
-            cited, _ = parse_cited(t.summary, contexts)
+            # A summary written from the contexts cites them already; a model's is checked as its answer is.
+            cited, invalid = parse_cited(t.summary, contexts)
+            if invalid:
+                degraded.append("answer:invalid_citation_removed")
+            if t.name == "summarize":
+                written_by = t.result["model"]
             sentences.extend(cited)
         else:
             sentences.append(AnswerSentence(f"The {t.name} tool failed: {t.error}."))
@@ -322,7 +329,8 @@ async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools
     if state.events is not None and stream:
         for i, s in enumerate(sentences):
             state.events((" " if i else "") + render([s]))
-    return Answer(text, tuple(sentences), citations_for(sentences, contexts), route, True, supported, "extractive", tools)
+    # A model's summary makes the answer the model's (Answer.extractive: no model wrote it).
+    return Answer(text, tuple(sentences), citations_for(sentences, contexts), route, written_by is None, supported, written_by or "extractive", tools)
 
 
 #: the extractive answer's sentences were not ranked by the deadline: the contexts' first ones

@@ -293,6 +293,23 @@ async def test_a_summary_whose_model_fails_is_the_extractive_one(app: Applicatio
     assert any("/chat/completions" in path and "summarize" in body["messages"][0]["content"] for path, body in server.requests)
 
 
+async def test_a_summary_the_model_wrote_is_its_answer_when_the_answer_model_fails(app: Application) -> None:
+    """The summary's text, written by the model, was returned as extractive=True, model="extractive"
+    (no model wrote it, its sentences copied from the contexts) when the answer's call failed."""
+    summary = "AuthSvc handles sign-in [1]. It was written in 1887 [9]."
+    with json_server(_llm({"You summarize": summary, "numbered contexts": 503})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("Summarize what AuthSvc does", top_k=3))
+        finally:
+            await model.close()
+    a = r.answer
+    assert a is not None and [t.result["model"] for t in a.tool_results] == ["openai:test-model"]
+    assert not a.extractive and a.model == "openai:test-model" and "answer:llm_failed_used_extractive" in r.metrics.degraded
+    assert [(s.text, s.citations) for s in a.sentences] == [("AuthSvc handles sign-in.", (1,)), ("It was written in 1887.", ())]
+    assert "answer:invalid_citation_removed" in r.metrics.degraded and "[9]" not in a.text
+
+
 async def test_a_tools_unexpected_error_is_said_once_as_a_failure() -> None:
     class _Broken(_Slow):
         name: ClassVar[str] = "broken"
