@@ -558,6 +558,34 @@ def _limited(app: Application, clock: Clock | None = None, **settings: Any) -> A
     return made
 
 
+async def test_a_summary_model_still_writing_at_the_deadline_gives_way_to_the_extractive_summary(app: Application) -> None:
+    """The summary model was waited for up to TOOL_TIMEOUT_S whatever the deadline: a held model
+    gave DEADLINE_EXCEEDED with the contexts ready in 40 ms. On a clock that stands still, the
+    deadline leaves 4 s: the model gets half of what the tools may take, the answer's model the rest."""
+    release = threading.Event()
+    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=3600.0, clock=Clock())
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if "summarize" in body["messages"][0]["content"]:
+            release.wait(TOOL_S)
+            return 503, {"error": "too late"}
+        return 200, {"choices": [{"message": {"role": "assistant", "content": "AuthSvc handles sign-in [1]."}}]}
+
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            # The tool timeout is a minute: only the deadline can end the wait in time.
+            made = _limited(app, Clock(), tool_timeout_s=TOOL_S)
+            r = await asyncio.wait_for(made(chat=model).query(_ask("Summarize what AuthSvc does", top_k=3, deadline=4.0)), TOOL_S / 2)
+        finally:
+            release.set()
+            await model.close()
+    [tool] = r.answer.tool_results  # type: ignore[union-attr]
+    assert tool.name == "summarize" and tool.success and tool.result["model"] == "extractive" and tool.summary
+    assert "tool:summarize:deadline_used_extractive" in r.metrics.degraded and not breaker.is_open
+    assert r.answer is not None and r.answer.text == "AuthSvc handles sign-in [1]." and r.contexts
+
+
 @pytest.mark.parametrize("by", ["router_timeout", "deadline"])
 async def test_a_router_model_that_takes_too_long_gives_way_to_the_rules(app: Application, by: str) -> None:
     """The router's call, whole, is bounded by LLM_TIMEOUT_S and by half the time the deadline leaves;
