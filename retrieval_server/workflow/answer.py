@@ -335,6 +335,8 @@ async def _extractive(
 
 #: the extractive answer's sentences were not ranked by the deadline: the contexts' first ones
 ANSWER_UNRANKED = "deadline:answer_unranked"
+#: the extractive answer's sentences were not ranked, the model failing: the contexts' first ones
+RANKING_FAILED = "answer:ranking_failed_unranked"
 
 
 async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSentence]:
@@ -342,7 +344,8 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
     first. With a deadline, ranking them (a model's run over up to 80 sentences, seconds for long
     ones) gets the time left less half the reserve; past it, each context's first sentence answers,
     in the contexts' order (``deadline:answer_unranked``). The deadline had passed with the
-    contexts ready in 25 ms, and DEADLINE_EXCEEDED came instead of them."""
+    contexts ready in 25 ms, and DEADLINE_EXCEEDED came instead of them. A ranking that fails
+    answers the same way (``answer:ranking_failed_unranked``): it failed the request INTERNAL."""
     candidates = sentences_of_contexts(state.contexts)
     if not candidates:
         return []
@@ -353,10 +356,13 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
             candidates, scores, threshold = await _ranked(state, deps, candidates, bound.expired)
     except Exception:
         # The deadline's cut: a TimeoutError, or whatever a model made of its cancellation. Any
-        # other failure (an embedder's own timeout among them) is not the deadline's.
-        if not bound.expired():
-            raise
-        state.degrade(ANSWER_UNRANKED)
+        # other failure (an embedder's own timeout among them) is the model's: like a failing
+        # tool or answer model, it degrades the request (which has its contexts), never fails it.
+        if bound.expired():
+            state.degrade(ANSWER_UNRANKED)
+        else:
+            log.error("ranking the answer's sentences failed; answering with the contexts' first ones", exc_info=True)
+            state.degrade(RANKING_FAILED)
         firsts: dict[int, Sentence] = {}
         for s in candidates:
             firsts.setdefault(s.context, s)

@@ -494,6 +494,26 @@ async def test_the_extractive_answers_ranking_ends_at_the_deadline(app: Applicat
     assert r.answer.sentences and [(s.citations[0], s.text) for s in r.answer.sentences] == list(firsts.items())[: len(r.answer.sentences)]
 
 
+async def test_an_extractive_answer_whose_ranking_fails_answers_unranked(app: Application) -> None:
+    """The embedder failing on the answer's sentences failed the request INTERNAL, its contexts
+    found (mid-StreamQuery too): each context's first sentence answers, as at the deadline."""
+    async def failing(method: Any, texts: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(texts) > 1:  # the sentences; the query alone is embedded for retrieval
+            raise RuntimeError("onnxruntime: Non-zero status code returned while running MatMul node")
+        return await method(texts, *args, **kwargs)
+
+    deps = dataclasses.replace(app.pipeline.deps, embedder=Intercepted(app.pipeline.deps.embedder, "embed", failing))
+    events: list[Any] = []
+    r = await QueryPipeline(deps).query(_ask("What does AuthSvc handle?", top_k=3, rerank=False), events.append)
+    assert r.contexts and r.answer is not None and r.answer.extractive and r.answer.supported
+    assert "answer:ranking_failed_unranked" in r.metrics.degraded and "deadline:answer_unranked" not in r.metrics.degraded
+    firsts: dict[int, str] = {}
+    for sentence in sentences_of_contexts(r.contexts):
+        firsts.setdefault(sentence.context, sentence.text)
+    assert [(s.citations[0], s.text) for s in r.answer.sentences] == list(firsts.items())
+    assert "".join(e for e in events if isinstance(e, str)) == r.answer.text
+
+
 async def test_a_generation_request_whose_deadline_passed_before_retrieval_is_deadline_exceeded(app: Application) -> None:
     """Nothing was searched: "the documents do not answer this" would be a false statement about them."""
     answerable = _ask("What does AuthSvc handle?", top_k=3)
