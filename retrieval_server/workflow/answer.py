@@ -139,6 +139,8 @@ def _numbered(contexts: Sequence[RetrievedContext], tools: Sequence[ToolResult])
     return "\n".join(parts)
 
 
+#: degradation tag of an answer the model said NOT_ANSWERABLE to although a tool answered: the tools' summaries
+NOT_ANSWERABLE_USED_TOOLS = "answer:not_answerable_used_extractive"
 #: degradation tag of an answer written extractively because the request's deadline left the model no time
 DEADLINE_USED_EXTRACTIVE = "answer:deadline_used_extractive"
 
@@ -257,6 +259,10 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     """The model's answer after the citation check, or None when it must be replaced by the extractive one."""
     contexts = state.contexts
     if text.strip().upper().startswith(NOT_ANSWERABLE):
+        if any(t.success for t in tools):
+            # A tool's answer (the calculator's count) is an answer the model did not see as one.
+            degraded.append(NOT_ANSWERABLE_USED_TOOLS)
+            return None
         sentences = [AnswerSentence(UNSUPPORTED)]
         return AnswerOutcome(Answer(UNSUPPORTED, tuple(sentences), (), route, False, False, model, tools), tuple(degraded))
     text, cut = whole_sentences(text)

@@ -450,6 +450,22 @@ async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> No
     assert refused.answer is not None and not refused.answer.supported and refused.answer.text == UNSUPPORTED
 
 
+async def test_a_model_that_cannot_answer_from_a_tools_result_gives_way_to_it(app: Application) -> None:
+    """The calculator counted, the model replied NOT_ANSWERABLE, and the answer read "The documents
+    I can read do not answer this question.", supported=False."""
+    store = "LedgerDB"
+    with json_server(_llm({"numbered contexts": "NOT_ANSWERABLE"})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask(f"How many services depend on {store}?"))
+        finally:
+            await model.close()
+    expected = sorted(s for s, stores in WIKI.uses.items() if store in stores)
+    [tool] = r.answer.tool_results  # type: ignore[union-attr]
+    assert tool.name == "calculate" and tool.success and "answer:not_answerable_used_extractive" in r.metrics.degraded
+    assert r.answer is not None and r.answer.supported and r.answer.extractive and f"= {len(expected)}" in r.answer.text
+
+
 async def test_an_answer_the_model_is_still_writing_at_the_deadline_is_answered_extractively(app: Application) -> None:
     # The model never answers (until the test ends): the request's deadline, not the model's own
     # timeout (a minute here), ends the wait, and the retrieved contexts are answered from. That the
