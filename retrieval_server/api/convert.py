@@ -263,7 +263,30 @@ def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
     if keep < len(response.contexts):  # a tool's answer has none to leave out
         del response.contexts[keep:]
         response.metrics.degraded.append(CONTEXTS_CAPPED)
+    if response.HasField("answer") and (size := response.ByteSize()) > max_bytes:
+        _answer_within(response, size - max_bytes + len(ANSWER_CAPPED) + 3)
     return response
+
+
+#: an answer's last sentences, and the end of its text, left out to keep it within RETRIEVAL_MAX_RESPONSE_BYTES
+ANSWER_CAPPED = "response:answer_capped"
+
+
+def _answer_within(response: pb.QueryResponse, excess: int) -> None:
+    """The last resort of :func:`within_size`, its one context kept: the answer's last sentences
+    and the end of its text left out, ``excess`` bytes and more. The model's text is bounded by
+    ANSWER_MAX_TOKENS; this bounds the response whatever wrote it. The text renders the sentences:
+    it loses about as many bytes as they do, and what they could not."""
+    answer = response.answer
+    cut = 0
+    while answer.sentences and 2 * cut < excess:
+        item = answer.sentences[-1].ByteSize()
+        cut += 1 + (item.bit_length() + 6) // 7 + item
+        del answer.sentences[-1]
+    text = answer.text.encode()
+    if cut or text:  # a tool's result is bounded by its tool
+        answer.text = cut_utf8(answer.text, max(0, len(text) - max(cut, excess - cut)))
+        response.metrics.degraded.append(ANSWER_CAPPED)
 
 
 #: an error's source and reason as an ingest answer lists them, at most, in bytes of UTF-8: a JSONL

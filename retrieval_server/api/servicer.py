@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from retrieval_server.domain import (
     QueryResult,
     Role,
     ServiceError,
+    StageMetric,
     Unauthenticated,
 )
 from retrieval_server.observability.metrics import CacheOutcome
@@ -83,6 +85,48 @@ def _rpc_stream(fn: Callable[..., AsyncIterator[R]]) -> Callable[..., AsyncItera
     return wrapper
 
 
+#: events a StreamQuery holds for a caller reading slower than the answer is written, past which
+#: each answer piece is joined to the last one held
+STREAM_HELD_EVENTS = 64
+
+
+class _Events:
+    """A StreamQuery's events on their way to its caller. The pipeline never waits for the caller
+    (a stalled reader would hold the answer's model, and the stages after it), and what the
+    caller has not read is bounded: past ``most`` held events, an answer piece is joined to the
+    last piece held, so their concatenation is still the text as written, in fewer pieces. A
+    stage is held as it is (a request has a few). An unbounded queue held about 66 MB for a
+    reader that stalled while the model streamed."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        # a stage, the pieces of one answer_delta to come, or None: the end
+        self._held: deque[StageMetric | list[str] | None] = deque()
+        self._ready = asyncio.Event()
+
+    def put(self, event: StageMetric | str) -> None:
+        if isinstance(event, str):
+            last = self._held[-1] if self._held else None
+            if isinstance(last, list) and len(self._held) >= self._most:
+                last.append(event)  # joined when read: a str grown piece by piece is quadratic
+            else:
+                self._held.append([event])
+        else:
+            self._held.append(event)
+        self._ready.set()
+
+    def close(self) -> None:
+        self._held.append(None)
+        self._ready.set()
+
+    async def get(self) -> StageMetric | str | None:
+        while not self._held:
+            self._ready.clear()
+            await self._ready.wait()
+        event = self._held.popleft()
+        return "".join(event) if isinstance(event, list) else event
+
+
 def _deadline(context: grpc.aio.ServicerContext) -> float | None:
     """The caller's deadline on our clock, with a margin to serialize and send what is ready."""
     remaining = context.time_remaining()
@@ -133,6 +177,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         if convert.CONTEXTS_CAPPED in response.metrics.degraded:
             m.degraded.append(convert.CONTEXTS_CAPPED)
             result = dataclasses.replace(result, contexts=result.contexts[: len(response.contexts)])  # as sent
+        if convert.ANSWER_CAPPED in response.metrics.degraded:
+            m.degraded.append(convert.ANSWER_CAPPED)
         consulted = options.use_cache and self._app.pipeline.deps.cache is not None
         cache: CacheOutcome = "hit" if result.cached else "miss" if consulted else "bypassed"
         self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), cache, m.degraded)
@@ -145,18 +191,18 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     ) -> AsyncIterator[pb.StreamQueryResponse]:
         """Query, telling the caller each stage as it ends and the answer as it is written."""
         options = self._query_options(request.query, context, "query.")
-        events: asyncio.Queue[pb.StreamQueryResponse | None] = asyncio.Queue()
+        events = _Events(STREAM_HELD_EVENTS)
 
         async def run() -> Any:
             try:
-                return await self._app.pipeline.query(options, lambda e: events.put_nowait(convert.stream_event_out(e)))
+                return await self._app.pipeline.query(options, events.put)
             finally:
-                events.put_nowait(None)
+                events.close()
 
         task = asyncio.ensure_future(run())
         try:
             while (event := await events.get()) is not None:
-                yield event
+                yield convert.stream_event_out(event)
             result = await task
         finally:
             if not task.done():  # the caller went away: stop the work

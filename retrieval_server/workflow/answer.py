@@ -15,10 +15,11 @@ the answer says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
-from retrieval_server.workflow.model_text import whole_sentences
+from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
 from retrieval_server.workflow.time_limit import Limit
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,8 @@ def _numbered(contexts: Sequence[RetrievedContext], tools: Sequence[ToolResult])
     return "\n".join(parts)
 
 
+#: degradation tag of an answer the model said NOT_ANSWERABLE to although a tool answered: the tools' summaries
+NOT_ANSWERABLE_USED_TOOLS = "answer:not_answerable_used_extractive"
 #: degradation tag of an answer written extractively because the request's deadline left the model no time
 DEADLINE_USED_EXTRACTIVE = "answer:deadline_used_extractive"
 
@@ -156,30 +159,54 @@ class _OutOfTime(Exception):
 
 async def _ask(
     chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, within: Limit, sent: list[str],
+    degraded: list[str],
 ) -> str:
     """The model's text, streamed to a streaming caller as it arrives (each piece sent is added to
     ``sent``), within ``within`` (past the request's deadline the caller is gone, and with it
-    everything retrieved)."""
+    everything retrieved), and within what ``ANSWER_MAX_TOKENS`` can hold (``answer:runaway_cut``)."""
     max_tokens = deps.settings.answer_max_tokens
     limit = asyncio.timeout(within.seconds)
     try:
         async with limit:
             if state.events is None:
-                return await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens)
-            truncated = False
-            async for token in chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens):
-                if isinstance(token, Completion) and token.truncated:
-                    truncated = True
-                if token:
-                    sent.append(token)
-                    state.events(token)
-            return Completion.of("".join(sent), truncated)
+                text, over = within_budget(await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens), max_tokens)
+            else:
+                tokens = chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens)
+                text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN)
     except TimeoutError as exc:
         if not limit.expired():
             raise
         if not within.by_deadline:
             chat.gave_up()
         raise _OutOfTime(within) from exc
+    if over:
+        degraded.append(RUNAWAY)
+    return text
+
+
+#: degradation tag of a model's text cut where it ran past what ANSWER_MAX_TOKENS can hold: the
+#: model ignored max_tokens (see CHARS_PER_TOKEN)
+RUNAWAY = "answer:runaway_cut"
+
+
+async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], sent: list[str], budget: int) -> tuple[Completion, bool]:
+    """The streamed text, each piece sent on as it comes, and whether it ran past ``budget``
+    characters: then the stream is closed (which ends the model's call) and the text is a cut one."""
+    truncated = over = False
+    size = 0
+    async with contextlib.aclosing(tokens):  # type: ignore[type-var]
+        async for token in tokens:
+            if isinstance(token, Completion) and token.truncated:
+                truncated = True
+            if size + len(token) > budget:
+                token, over = token[: budget - size], True
+            if token:
+                sent.append(token)
+                events(token)
+                size += len(token)
+            if over:
+                break
+    return Completion.of("".join(sent), truncated or over), over
 
 
 class _CutShort(Exception):
@@ -212,7 +239,7 @@ async def write_answer(
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                within, sent,
+                within, sent, degraded,
             )
         except Exception as exc:
             log.warning("answer generation failed (%s); answering extractively", exc)
@@ -224,7 +251,7 @@ async def write_answer(
     # Once the model's text has reached a streaming caller, the pieces sent are the text as the
     # model wrote it (StreamQueryResponse.answer_delta); its replacement arrives as the final
     # response's Answer.text, not as more pieces run on after the rejected ones.
-    answer = await _extractive(state, deps, route, tools, stream=not sent)
+    answer = await _extractive(state, deps, route, tools, degraded, stream=not sent)
     return AnswerOutcome(answer, tuple(degraded))
 
 
@@ -232,6 +259,10 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     """The model's answer after the citation check, or None when it must be replaced by the extractive one."""
     contexts = state.contexts
     if text.strip().upper().startswith(NOT_ANSWERABLE):
+        if any(t.success for t in tools):
+            # A tool's answer (the calculator's count) is an answer the model did not see as one.
+            degraded.append(NOT_ANSWERABLE_USED_TOOLS)
+            return None
         sentences = [AnswerSentence(UNSUPPORTED)]
         return AnswerOutcome(Answer(UNSUPPORTED, tuple(sentences), (), route, False, False, model, tools), tuple(degraded))
     text, cut = whole_sentences(text)
@@ -254,13 +285,14 @@ async def _direct(
 ) -> AnswerOutcome:
     if chat is not None:
         sent: list[str] = []
+        degraded: list[str] = []
         try:
-            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent))
+            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded))
             text = text.strip()
             if not text:
                 raise _CutShort("the model's answer was cut before its first sentence ended")
             sentence = AnswerSentence(text)
-            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name), (TRUNCATED,) if cut else ())
+            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name), (*degraded, *((TRUNCATED,) if cut else ())))
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
             outcome = await _direct(state, deps, None, temperature, within, stream=not sent)
@@ -270,13 +302,24 @@ async def _direct(
     return AnswerOutcome(Answer(DIRECT, (AnswerSentence(DIRECT),), (), Route.DIRECT_ANSWER, True, True, "extractive"))
 
 
-async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools: tuple[ToolResult, ...], stream: bool = True) -> Answer:
+async def _extractive(
+    state: QueryState, deps: WorkflowDeps, route: Route, tools: tuple[ToolResult, ...], degraded: list[str], stream: bool = True
+) -> Answer:
     contexts = state.contexts
     sentences: list[AnswerSentence] = []
+    written_by: str | None = None
     for t in tools:
-        if t.success:
-            # A summary written from the contexts cites them already.
-            cited, _ = parse_cited(t.summary, contexts)
+        if t.success and t.name == "summarize" and t.result["model"] == "extractive":
+            # An extractive summary's sentences, each with its context: its rendered text is not
+            # read again, as a model's is.
+            sentences.extend(AnswerSentence(s["text"], (s["context"],)) for s in t.result["sentences"])
+        elif t.success:
+            # A summary written from the contexts cites them already; a model's is checked as its answer is.
+            cited, invalid = parse_cited(t.summary, contexts)
+            if invalid:
+                degraded.append("answer:invalid_citation_removed")
+            if t.name == "summarize":
+                written_by = t.result["model"]
             sentences.extend(cited)
         else:
             sentences.append(AnswerSentence(f"The {t.name} tool failed: {t.error}."))
@@ -292,11 +335,14 @@ async def _extractive(state: QueryState, deps: WorkflowDeps, route: Route, tools
     if state.events is not None and stream:
         for i, s in enumerate(sentences):
             state.events((" " if i else "") + render([s]))
-    return Answer(text, tuple(sentences), citations_for(sentences, contexts), route, True, supported, "extractive", tools)
+    # A model's summary makes the answer the model's (Answer.extractive: no model wrote it).
+    return Answer(text, tuple(sentences), citations_for(sentences, contexts), route, written_by is None, supported, written_by or "extractive", tools)
 
 
 #: the extractive answer's sentences were not ranked by the deadline: the contexts' first ones
 ANSWER_UNRANKED = "deadline:answer_unranked"
+#: the extractive answer's sentences were not ranked, the model failing: the contexts' first ones
+RANKING_FAILED = "answer:ranking_failed_unranked"
 
 
 async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSentence]:
@@ -304,7 +350,8 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
     first. With a deadline, ranking them (a model's run over up to 80 sentences, seconds for long
     ones) gets the time left less half the reserve; past it, each context's first sentence answers,
     in the contexts' order (``deadline:answer_unranked``). The deadline had passed with the
-    contexts ready in 25 ms, and DEADLINE_EXCEEDED came instead of them."""
+    contexts ready in 25 ms, and DEADLINE_EXCEEDED came instead of them. A ranking that fails
+    answers the same way (``answer:ranking_failed_unranked``): it failed the request INTERNAL."""
     candidates = sentences_of_contexts(state.contexts)
     if not candidates:
         return []
@@ -315,10 +362,13 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
             candidates, scores, threshold = await _ranked(state, deps, candidates, bound.expired)
     except Exception:
         # The deadline's cut: a TimeoutError, or whatever a model made of its cancellation. Any
-        # other failure (an embedder's own timeout among them) is not the deadline's.
-        if not bound.expired():
-            raise
-        state.degrade(ANSWER_UNRANKED)
+        # other failure (an embedder's own timeout among them) is the model's: like a failing
+        # tool or answer model, it degrades the request (which has its contexts), never fails it.
+        if bound.expired():
+            state.degrade(ANSWER_UNRANKED)
+        else:
+            log.error("ranking the answer's sentences failed; answering with the contexts' first ones", exc_info=True)
+            state.degrade(RANKING_FAILED)
         firsts: dict[int, Sentence] = {}
         for s in candidates:
             firsts.setdefault(s.context, s)

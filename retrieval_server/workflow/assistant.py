@@ -62,9 +62,16 @@ async def route(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 
 
 async def run_tools(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """The router's tool calls, concurrently, each under the tool timeout."""
+    """The router's tool calls, concurrently, each under the tool timeout and the request's
+    deadline less the reserve the answer needs: what was found in time reaches the caller."""
     assistant, o = assistant_of(deps), state.options
     calls = state.route.tool_calls if state.route else ()
+    reserve_s = deps.settings.deadline_reserve_ms / 1e3
+
+    def time_left() -> float | None:
+        left = state.time_left()
+        return None if left is None else left - reserve_s
+
     ctx = ToolContext(
         query=o.query,
         access=state.point_filter.access,
@@ -76,6 +83,7 @@ async def run_tools(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         chat_temperature=assistant.temperature,
         query_vector=state.own_query_vector(),
         degrade=state.degrade,
+        time_left=time_left,
     )
     results = await asyncio.gather(
         *(run_tool(assistant.tools, c.name, c.arguments, ctx, deps.settings.tool_timeout_s) for c in calls)

@@ -13,6 +13,19 @@ _CLOSE = r"[\"'”’)\]」』）]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*"
 _ENDS_A_SENTENCE = re.compile(rf"(?:[.!?]|{STOP_ALONE}){_CLOSE}\s*$")
 _SENTENCE_ENDS = re.compile(rf"[.!?]{_CLOSE}(?=\s)|{STOP_ALONE}{_CLOSE}")
 
+#: characters a token of a model's text spans at most in practice: English averages about 4, and
+#: the longest tokens of common vocabularies (runs of white space or punctuation) about 16. A model
+#: ignoring max_tokens wrote 7.9 MB (a degenerate repetition), past the response limit, and its
+#: check held the event loop for a minute: its text is cut at max_tokens times this.
+CHARS_PER_TOKEN = 16
+
+
+def within_budget(text: str, max_tokens: int) -> tuple[str, bool]:
+    """``text``, cut (as a truncated :class:`Completion`) when it runs past what ``max_tokens``
+    can hold (see :data:`CHARS_PER_TOKEN`), and whether it was."""
+    budget = max_tokens * CHARS_PER_TOKEN
+    return (text, False) if len(text) <= budget else (Completion.of(text[:budget], True), True)
+
 
 def whole_sentences(text: str) -> tuple[str, bool]:
     """``text`` without the sentence max_tokens (or a closed stream) cut short, and whether there

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,8 +30,9 @@ from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEd
 from retrieval_server.workflow.calculator import CalculationError, evaluate
 from retrieval_server.workflow.cycles import bounded_cycles
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
-from retrieval_server.workflow.model_text import whole_sentences
+from retrieval_server.workflow.model_text import whole_sentences, within_budget
 from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
+from retrieval_server.workflow.time_limit import Limit
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,10 @@ class ToolError(Exception):
 
 def _no_report(tag: str) -> None:
     pass
+
+
+def _no_deadline() -> float | None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,8 @@ class ToolContext:
     query_vector: np.ndarray | None = None
     #: reports what a tool that still succeeded did without (the request's degradations)
     degrade: Callable[[str], None] = _no_report
+    #: seconds the request's deadline leaves the tools, the answer's reserve kept (None: no deadline)
+    time_left: Callable[[], float | None] = _no_deadline
 
 
 class Tool(Protocol):
@@ -178,6 +186,11 @@ _SUMMARY_SYSTEM = "You summarize documents faithfully. Use only the numbered con
 _SUMMARY_PROMPT = "Summarize these contexts in at most {n} sentences for the question: {query}\n\n{contexts}"
 #: the model failed (its breaker counts it): the summary is the extractive one, as answers fall back
 SUMMARY_LLM_FAILED = "tool:summarize:llm_failed_used_extractive"
+#: the request's deadline cut the model's summary: the summary is the extractive one
+SUMMARY_DEADLINE = "tool:summarize:deadline_used_extractive"
+#: the model ignored max_tokens: its summary is cut where it ran past what they can hold
+SUMMARY_RUNAWAY = "tool:summarize:runaway_cut"
+_SUMMARY_MAX_TOKENS = 400
 
 
 class Summarize:
@@ -191,11 +204,23 @@ class Summarize:
         if not ctx.contexts:
             raise ToolError("nothing was retrieved to summarize")
         if ctx.chat is not None:
+            # Like routing, half the time left: the answer's model writes from the summary after it.
+            within = Limit.of(math.inf, ctx.time_left(), share=0.5)
+            bound = asyncio.timeout(within.seconds if within.by_deadline else None)
             try:
-                return await self._written(params, ctx, ctx.chat)
-            except LlmError as exc:
-                log.warning("summary by the model failed (%s); summarizing extractively", exc)
-                ctx.degrade(SUMMARY_LLM_FAILED)
+                async with bound:
+                    return await self._written(params, ctx, ctx.chat)
+            except Exception as exc:
+                # The deadline's cut: a TimeoutError, or whatever the model made of its cancellation;
+                # the caller's budget, not the model's failure (its breaker counts neither way).
+                if bound.expired():
+                    log.warning("summary by the model cut by the deadline after %.3f s; summarizing extractively", within.seconds)
+                    ctx.degrade(SUMMARY_DEADLINE)
+                elif isinstance(exc, LlmError):
+                    log.warning("summary by the model failed (%s); summarizing extractively", exc)
+                    ctx.degrade(SUMMARY_LLM_FAILED)
+                else:
+                    raise
         picked = await _central_sentences(ctx, params.max_sentences)
         text = " ".join(f"{s.text} [{s.context}]" for s in picked)
         return {"summary": text, "model": "extractive", "sentences": [{"text": s.text, "context": s.context} for s in picked]}, text
@@ -203,12 +228,17 @@ class Summarize:
     @staticmethod
     async def _written(params: SummarizeParams, ctx: ToolContext, chat: ChatModel) -> tuple[Any, str]:
         numbered = "\n\n".join(f"[{i}] {c.parent.content}" for i, c in enumerate(ctx.contexts, 1))
-        text = await chat.complete(
-            _SUMMARY_SYSTEM,
-            _SUMMARY_PROMPT.format(n=params.max_sentences, query=ctx.query, contexts=numbered),
-            temperature=ctx.chat_temperature,
-            max_tokens=400,
+        text, over = within_budget(
+            await chat.complete(
+                _SUMMARY_SYSTEM,
+                _SUMMARY_PROMPT.format(n=params.max_sentences, query=ctx.query, contexts=numbered),
+                temperature=ctx.chat_temperature,
+                max_tokens=_SUMMARY_MAX_TOKENS,
+            ),
+            _SUMMARY_MAX_TOKENS,
         )
+        if over:
+            ctx.degrade(SUMMARY_RUNAWAY)
         summary, cut = whole_sentences(text)
         summary = summary.strip()
         if not summary:
@@ -410,7 +440,8 @@ def describe_tools(tools: Mapping[str, Tool]) -> str:
 
 
 async def run_tool(tools: Mapping[str, Tool], name: str, arguments: Mapping[str, Any], ctx: ToolContext, timeout_s: float) -> ToolResult:
-    """Validate, run under ``timeout_s``, and report; never raises."""
+    """Validate, run under ``timeout_s`` and the time the request's deadline leaves it
+    (``ctx.time_left``), and report; never raises."""
     t0 = time.perf_counter()
 
     def done(success: bool, result: Any = None, error: str = "", summary: str = "") -> ToolResult:
@@ -423,12 +454,13 @@ async def run_tool(tools: Mapping[str, Tool], name: str, arguments: Mapping[str,
         params = tool.Params.model_validate(dict(arguments))
     except ValidationError as exc:
         return done(False, error="invalid arguments: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    within = Limit.of(timeout_s, ctx.time_left())
     try:
-        result, summary = await asyncio.wait_for(tool.run(params, ctx), timeout_s)
+        result, summary = await asyncio.wait_for(tool.run(params, ctx), within.seconds)
     except TimeoutError:
-        if tool.asks_the_model and ctx.chat is not None:
+        if tool.asks_the_model and ctx.chat is not None and not within.by_deadline:
             ctx.chat.gave_up()  # the operator's limit on the call, not the request's: counts for its breaker
-        return done(False, error=f"timed out after {timeout_s:g} s")
+        return done(False, error=f"timed out after {within.seconds:g} s" + (" (deadline)" if within.by_deadline else ""))
     except ToolError as exc:
         return done(False, error=str(exc))
     except Exception as exc:

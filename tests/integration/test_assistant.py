@@ -254,6 +254,30 @@ async def test_summarize_extracts_from_the_contexts(app: Application) -> None:
     assert r.answer is not None and r.answer.citations and all(1 <= c.marker <= len(r.contexts) for c in r.answer.citations)
 
 
+async def test_a_documents_own_reference_markers_are_not_cited(tmp_path: Any) -> None:
+    """"... benchmarks [2]." copied into an extractive answer or summary read as a citation of
+    another context, and "[7]" of none: a document's bracketed numbers go in parentheses, and the
+    summary's sentences keep their contexts as the tool found them, not as its text reads."""
+    docs = {
+        "zeta": "ZetaCache stores session tokens in memory for fast lookups, as shown in earlier benchmarks [2]. "
+                "ZetaCache evicts the least recently used session token when memory is full [7].",
+        "other": "The billing service sends monthly invoices to every customer account by email.",
+    }
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none", tool_timeout_s=TOOL_S))
+    await application.open()
+    try:
+        assert not (await application.ingest([_source(d, t) for d, t in docs.items()])).errors
+        for question in ("How does ZetaCache store session tokens?", "Summarize how ZetaCache stores session tokens"):
+            r = await application.pipeline.query(_ask(question, top_k=2))
+            a = r.answer
+            assert a is not None and a.extractive and "[7]" not in a.text and "benchmarks (2) [" in a.text and "full (7) [" in a.text, question
+            for s in a.sentences:
+                [cited] = s.citations
+                assert ("ZetaCache" in s.text) is (r.contexts[cited - 1].document.document_id == "zeta"), (question, s)
+    finally:
+        await application.close()
+
+
 async def test_a_summary_whose_model_fails_is_the_extractive_one(app: Application) -> None:
     """Every other model consumer falls back when the model fails; summarize failed, and the answer
     read 'The summarize tool failed: failed: LlmError: ...'."""
@@ -267,6 +291,23 @@ async def test_a_summary_whose_model_fails_is_the_extractive_one(app: Applicatio
     assert tool.name == "summarize" and tool.success and tool.result["model"] == "extractive" and tool.summary
     assert "tool:summarize:llm_failed_used_extractive" in r.metrics.degraded and "tool:summarize:failed" not in r.metrics.degraded
     assert any("/chat/completions" in path and "summarize" in body["messages"][0]["content"] for path, body in server.requests)
+
+
+async def test_a_summary_the_model_wrote_is_its_answer_when_the_answer_model_fails(app: Application) -> None:
+    """The summary's text, written by the model, was returned as extractive=True, model="extractive"
+    (no model wrote it, its sentences copied from the contexts) when the answer's call failed."""
+    summary = "AuthSvc handles sign-in [1]. It was written in 1887 [9]."
+    with json_server(_llm({"You summarize": summary, "numbered contexts": 503})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("Summarize what AuthSvc does", top_k=3))
+        finally:
+            await model.close()
+    a = r.answer
+    assert a is not None and [t.result["model"] for t in a.tool_results] == ["openai:test-model"]
+    assert not a.extractive and a.model == "openai:test-model" and "answer:llm_failed_used_extractive" in r.metrics.degraded
+    assert [(s.text, s.citations) for s in a.sentences] == [("AuthSvc handles sign-in.", (1,)), ("It was written in 1887.", ())]
+    assert "answer:invalid_citation_removed" in r.metrics.degraded and "[9]" not in a.text
 
 
 async def test_a_tools_unexpected_error_is_said_once_as_a_failure() -> None:
@@ -409,6 +450,22 @@ async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> No
     assert refused.answer is not None and not refused.answer.supported and refused.answer.text == UNSUPPORTED
 
 
+async def test_a_model_that_cannot_answer_from_a_tools_result_gives_way_to_it(app: Application) -> None:
+    """The calculator counted, the model replied NOT_ANSWERABLE, and the answer read "The documents
+    I can read do not answer this question.", supported=False."""
+    store = "LedgerDB"
+    with json_server(_llm({"numbered contexts": "NOT_ANSWERABLE"})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask(f"How many services depend on {store}?"))
+        finally:
+            await model.close()
+    expected = sorted(s for s, stores in WIKI.uses.items() if store in stores)
+    [tool] = r.answer.tool_results  # type: ignore[union-attr]
+    assert tool.name == "calculate" and tool.success and "answer:not_answerable_used_extractive" in r.metrics.degraded
+    assert r.answer is not None and r.answer.supported and r.answer.extractive and f"= {len(expected)}" in r.answer.text
+
+
 async def test_an_answer_the_model_is_still_writing_at_the_deadline_is_answered_extractively(app: Application) -> None:
     # The model never answers (until the test ends): the request's deadline, not the model's own
     # timeout (a minute here), ends the wait, and the retrieved contexts are answered from. That the
@@ -451,6 +508,26 @@ async def test_the_extractive_answers_ranking_ends_at_the_deadline(app: Applicat
     for sentence in sentences_of_contexts(r.contexts):
         firsts.setdefault(sentence.context, sentence.text)
     assert r.answer.sentences and [(s.citations[0], s.text) for s in r.answer.sentences] == list(firsts.items())[: len(r.answer.sentences)]
+
+
+async def test_an_extractive_answer_whose_ranking_fails_answers_unranked(app: Application) -> None:
+    """The embedder failing on the answer's sentences failed the request INTERNAL, its contexts
+    found (mid-StreamQuery too): each context's first sentence answers, as at the deadline."""
+    async def failing(method: Any, texts: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(texts) > 1:  # the sentences; the query alone is embedded for retrieval
+            raise RuntimeError("onnxruntime: Non-zero status code returned while running MatMul node")
+        return await method(texts, *args, **kwargs)
+
+    deps = dataclasses.replace(app.pipeline.deps, embedder=Intercepted(app.pipeline.deps.embedder, "embed", failing))
+    events: list[Any] = []
+    r = await QueryPipeline(deps).query(_ask("What does AuthSvc handle?", top_k=3, rerank=False), events.append)
+    assert r.contexts and r.answer is not None and r.answer.extractive and r.answer.supported
+    assert "answer:ranking_failed_unranked" in r.metrics.degraded and "deadline:answer_unranked" not in r.metrics.degraded
+    firsts: dict[int, str] = {}
+    for sentence in sentences_of_contexts(r.contexts):
+        firsts.setdefault(sentence.context, sentence.text)
+    assert [(s.citations[0], s.text) for s in r.answer.sentences] == list(firsts.items())
+    assert "".join(e for e in events if isinstance(e, str)) == r.answer.text
 
 
 async def test_a_generation_request_whose_deadline_passed_before_retrieval_is_deadline_exceeded(app: Application) -> None:
@@ -515,6 +592,34 @@ def _limited(app: Application, clock: Clock | None = None, **settings: Any) -> A
         return QueryPipeline(with_assistant, clock=clock) if clock is not None else QueryPipeline(with_assistant)
 
     return made
+
+
+async def test_a_summary_model_still_writing_at_the_deadline_gives_way_to_the_extractive_summary(app: Application) -> None:
+    """The summary model was waited for up to TOOL_TIMEOUT_S whatever the deadline: a held model
+    gave DEADLINE_EXCEEDED with the contexts ready in 40 ms. On a clock that stands still, the
+    deadline leaves 4 s: the model gets half of what the tools may take, the answer's model the rest."""
+    release = threading.Event()
+    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=3600.0, clock=Clock())
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if "summarize" in body["messages"][0]["content"]:
+            release.wait(TOOL_S)
+            return 503, {"error": "too late"}
+        return 200, {"choices": [{"message": {"role": "assistant", "content": "AuthSvc handles sign-in [1]."}}]}
+
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            # The tool timeout is a minute: only the deadline can end the wait in time.
+            made = _limited(app, Clock(), tool_timeout_s=TOOL_S)
+            r = await asyncio.wait_for(made(chat=model).query(_ask("Summarize what AuthSvc does", top_k=3, deadline=4.0)), TOOL_S / 2)
+        finally:
+            release.set()
+            await model.close()
+    [tool] = r.answer.tool_results  # type: ignore[union-attr]
+    assert tool.name == "summarize" and tool.success and tool.result["model"] == "extractive" and tool.summary
+    assert "tool:summarize:deadline_used_extractive" in r.metrics.degraded and not breaker.is_open
+    assert r.answer is not None and r.answer.text == "AuthSvc handles sign-in [1]." and r.contexts
 
 
 @pytest.mark.parametrize("by", ["router_timeout", "deadline"])
@@ -642,6 +747,40 @@ async def test_a_direct_answer_and_a_summary_stopped_at_max_tokens_lose_their_cu
             await model.close()
     assert direct.answer is not None and direct.answer.text == "Hello! I can help with that." and "answer:truncated" in direct.metrics.degraded
     assert summary.success and summary.summary == "AuthSvc issues tokens [1]." and summary.result["truncated"] is True
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
+async def test_a_model_ignoring_max_tokens_is_cut_at_what_they_can_hold(app: Application, streamed: bool) -> None:
+    """A model ignoring max_tokens wrote 7.9 MB: a 27 MB response no default client reads, and its
+    check held the event loop for a minute. Its text is cut at ANSWER_MAX_TOKENS' worth of
+    characters, the stream closed there; its summary the same."""
+    from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
+
+    runaway = "AuthSvc handles sign-in [1]. " * 20_000  # 580,000 characters, far past 64 tokens' worth
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if body.get("stream"):
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": runaway[i : i + 5_000]}}]}))
+                             for i in range(0, len(runaway), 5_000)] + [(None, "[DONE]")])
+        return 200, {"choices": [{"message": {"role": "assistant", "content": runaway}, "finish_reason": "stop"}]}
+
+    events: list[Any] = []
+    retrieved = await app.pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
+    with json_server(handle) as server:
+        model = _model(server.url)
+        try:
+            r = await _limited(app, answer_max_tokens=64)(chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append if streamed else None)
+            ctx = dataclasses.replace(_ctx(app, contexts=tuple(retrieved.contexts)), chat=model, degrade=(tags := []).append)
+            summary = await run_tool(TOOLS, "summarize", {}, ctx, TOOL_S)
+        finally:
+            await model.close()
+    budget = 64 * CHARS_PER_TOKEN
+    assert r.answer is not None and not r.answer.extractive and "answer:runaway_cut" in r.metrics.degraded
+    assert 0 < len(r.answer.text) <= budget and r.answer.sentences[0].text == "AuthSvc handles sign-in."
+    if streamed:
+        assert len("".join(e for e in events if isinstance(e, str))) == budget
+    assert summary.success and 0 < len(summary.summary) <= 400 * CHARS_PER_TOKEN and summary.result["truncated"] is True
+    assert tags == ["tool:summarize:runaway_cut"]
 
 
 @pytest.mark.parametrize("protocol", ["anthropic", "gemini"])

@@ -37,6 +37,22 @@ def test_an_answer_that_fits_is_kept_whole_and_one_that_does_not_keeps_at_least_
     assert not within_size(tool, 100_000).metrics.degraded
 
 
+def test_an_answer_too_large_alone_loses_its_last_sentences_and_the_end_of_its_text() -> None:
+    """The last resort, with one context left: a model's 7.9 MB answer made a 27 MB response, which
+    every default client refused whole."""
+    from retrieval_server.api.convert import ANSWER_CAPPED
+
+    sentences = [pb.AnswerSentence(text=f"Sentence {i} is here.", citations=[1]) for i in range(20_000)]
+    text = " ".join(f"Sentence {i} is here [1]." for i in range(20_000))
+    big = _response([1_000, 1_000], answer=pb.Answer(text=text, sentences=sentences, citations=[pb.Citation(marker=1, document_id="d0")]))
+    capped = within_size(big, 100_000)
+    assert capped.ByteSize() <= 100_000 and [c.document_id for c in capped.contexts] == ["d0"]
+    assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED, ANSWER_CAPPED]
+    kept = capped.answer.sentences
+    assert 0 < len(kept) < 20_000 and [s.text for s in kept] == [s.text for s in sentences[: len(kept)]]
+    assert text.startswith(capped.answer.text.removesuffix("…")) and capped.answer.citations[0].document_id == "d0"
+
+
 def test_an_answer_cut_to_size_is_recorded_as_sent() -> None:
     """The metric and the analytics event count the cut, and the event the contexts sent."""
     from types import SimpleNamespace

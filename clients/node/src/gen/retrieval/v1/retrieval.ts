@@ -1118,7 +1118,9 @@ export interface StreamQueryResponse {
     | undefined;
   /**
    * The next piece of the answer's text, in order; their concatenation is the text as written,
-   * before the citation check (the final response's Answer.text is authoritative).
+   * before the citation check (the final response's Answer.text is authoritative). A caller
+   * reading slower than the text is written gets it in fewer, longer pieces: past 64 events
+   * unread, the server joins each further piece to the last one it holds.
    */
   answerDelta?:
     | string
