@@ -28,7 +28,7 @@ from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
-from retrieval_server.workflow.sentences import Sentence, sentences_of_contexts
+from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
 from retrieval_server.workflow.time_limit import Limit
@@ -41,16 +41,6 @@ DIRECT = (
     "I answer questions about the indexed documents. Ask about a service, a project or a topic they cover, "
     "or ask me to look up what is known about an entity, count or analyze its dependencies, or summarize what I find."
 )
-_MARKERS = r"(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+"
-#: a run of markers ("[1]", "[1][3]", "[1, 3]") of at most four digits, as no answer has more
-#: contexts (a longer number overflowed int() into INTERNAL). After a space or a stop, anywhere;
-#: right after a word or a closing parenthesis ("Chen[1].") only at the end of a sentence, and not
-#: [0]: "argv[0]" and "rows[1][2] first" index something, and were cut from the text and cited.
-#: A sentence's end is a CJK stop too ("负责登录[1]。"): a Chinese answer cited nothing, and fell back.
-#: A match starts where a run of white space does (or at a marker right after a word): from every
-#: place inside a run, \s* took the rest of it again, quadratic (6 s on the event loop for 8,000
-#: spaces in a model's answer).
-_CITATION = re.compile(rf"(?<!\s)\s*(?:(?<![\w\])]){_MARKERS}|(?<=[\w)])(?!\[0+\])(?={_MARKERS}(?:[.!?]|{STOP_ALONE}|\s*$)){_MARKERS})")
 _STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
 
 _GROUNDED_SYSTEM = (

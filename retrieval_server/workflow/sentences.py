@@ -7,16 +7,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retrieval_server.domain import RetrievedContext
+from retrieval_server.ingest.chunker import STOP_ALONE
 from retrieval_server.ingest.graph_extraction import sentences_of
 from retrieval_server.workflow.adaptive import UNSPACED
 
 #: the punctuation of Han and kana text (、。「」, full-width ！？（）), which is no word of its own
 _UNSPACED_MARKS = re.compile(r"[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]")
 
+_MARKERS = r"(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+"
+#: a run of markers ("[1]", "[1][3]", "[1, 3]") of at most four digits, as no answer has more
+#: contexts (a longer number overflowed int() into INTERNAL). After a space or a stop, anywhere;
+#: right after a word or a closing parenthesis ("Chen[1].") only at the end of a sentence, and not
+#: [0]: "argv[0]" and "rows[1][2] first" index something, and were cut from the text and cited.
+#: A sentence's end is a CJK stop too ("负责登录[1]。"): a Chinese answer cited nothing, and fell back.
+#: A match starts where a run of white space does (or at a marker right after a word): from every
+#: place inside a run, \s* took the rest of it again, quadratic (6 s on the event loop for 8,000
+#: spaces in a model's answer).
+CITATION = re.compile(rf"(?<!\s)\s*(?:(?<![\w\])]){_MARKERS}|(?<=[\w)])(?!\[0+\])(?={_MARKERS}(?:[.!?]|{STOP_ALONE}|\s*$)){_MARKERS})")
 
-#: a document's own reference markers ("benchmarks [2].", "[3, 4]"): copied into an answer, they
-#: read as citations of its contexts, of another one or of none
-_BRACKETED_NUMBERS = re.compile(r"\[(\s*\d+(?:\s*[,;]\s*\d+)*\s*)\]")
+
+def _uncited(text: str) -> str:
+    """A document's own reference markers ("benchmarks [2].", "full [7]."), in parentheses: copied
+    into an answer they read as citations of its contexts, of another one or of none. Only what an
+    answer's citations are read from: "argv[0]" is copied as written."""
+    return CITATION.sub(lambda m: m.group(0).replace("[", "(").replace("]", ")"), text)
 
 
 def _words(text: str) -> int:
@@ -40,7 +54,7 @@ def sentences_of_contexts(contexts: Sequence[RetrievedContext], limit: int = 80,
     for i, c in enumerate(contexts, 1):
         for j, text in enumerate(sentences_of(c.parent.content)):
             if _words(text) >= min_words and not text.lstrip().startswith("#"):
-                out.append(Sentence(_BRACKETED_NUMBERS.sub(r"(\1)", text), i, j))
+                out.append(Sentence(_uncited(text), i, j))
                 if len(out) >= limit:
                     return out
     return out

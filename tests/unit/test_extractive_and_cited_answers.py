@@ -30,6 +30,25 @@ def test_citations_are_markers_after_a_space_or_a_stop_not_indexes() -> None:
     assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Then x[0].", ())]
 
 
+def test_a_documents_own_markers_are_copied_in_parentheses_and_its_indexes_as_written() -> None:
+    """A document's "[2]" copied into an extractive answer read as a citation of another context;
+    rewriting every bracketed number also turned "argv[0]" into "argv(0)". What the answer's
+    citations are read from is rewritten, nothing else."""
+    from retrieval_server.domain import Document, ParentChunk, RetrievedContext
+    from retrieval_server.workflow.answer import parse_cited
+    from retrieval_server.workflow.sentences import sentences_of_contexts
+
+    text = ("The name is read from sys.argv[0] at start-up. Earlier benchmarks agree on this point [2]. "
+            "Read rows[1][2] before the header row. Memory fills up under load[7]. [3, 4] Both runs were repeated.")
+    context = RetrievedContext(ParentChunk("d#p0", "d", 0, text, 40), Document("d"), 0.9, ())
+    copied = [s.text for s in sentences_of_contexts([context])]
+    assert copied == [
+        "The name is read from sys.argv[0] at start-up.", "Earlier benchmarks agree on this point (2).",
+        "Read rows[1][2] before the header row.", "Memory fills up under load(7).", "(3, 4) Both runs were repeated.",
+    ]
+    assert all(parse_cited(s, [context] * 9)[0][0].citations == () for s in copied)
+
+
 def test_a_citation_is_looked_for_where_a_run_of_white_space_starts_not_inside_it() -> None:
     """From every place inside a run, the pattern's leading \\s* took the rest of the run again:
     quadratic, 6 s on the event loop for 8,000 spaces in a model's answer."""
