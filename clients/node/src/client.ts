@@ -25,6 +25,13 @@ import {
 /** Bounds a call that has no deadline of its own (the Python client's default), except ingest and delete. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
 
+/**
+ * The furthest deadline a call is given, in milliseconds from now: 1e9 s (31 years), the Python
+ * client's MAX_TIMEOUT_S. grpc-js cannot write one beyond 1e8 hours and throws outside the call's
+ * promise, which never settles (or the process ends); no call tells the two apart.
+ */
+export const MAX_TIMEOUT_MS = 1e12;
+
 // Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
 // server is the one that says no.
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
@@ -51,13 +58,20 @@ export interface ClientOptions {
   bearerToken?: string;
   /** Connect over TLS (mutual TLS with a client certificate). Unset: plaintext. */
   tls?: TlsOptions;
-  /** Bounds each call without a deadline, in milliseconds (default 60,000; 0: no bound); not ingest and delete. */
+  /**
+   * Bounds each call without a deadline, in milliseconds (default 60,000; 0 and Infinity: no bound,
+   * beyond MAX_TIMEOUT_MS: MAX_TIMEOUT_MS; NaN or negative: a RangeError); not ingest and delete.
+   */
   timeoutMs?: number;
   /** More @grpc/grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
 }
 
-/** Per call: a deadline (a Date or milliseconds since the epoch) wins over the default timeout. */
+/**
+ * Per call: a deadline (a Date or milliseconds since the epoch) wins over the default timeout.
+ * Infinity is none, one beyond MAX_TIMEOUT_MS from now is MAX_TIMEOUT_MS from now, and NaN (an
+ * invalid Date) rejects with a RangeError.
+ */
 export interface CallOptions {
   deadline?: Date | number;
 }
@@ -122,6 +136,23 @@ function int32TopK(topK: number | undefined): number {
   return topK;
 }
 
+/** `timeoutMs` as the client keeps it: 0 for no bound (Infinity too). */
+function checkedTimeoutMs(timeoutMs: number): number {
+  if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs < 0) {
+    throw new RangeError(`timeoutMs must be 0 to Infinity milliseconds, 0 and Infinity for no deadline (got ${timeoutMs})`);
+  }
+  return timeoutMs === Infinity ? 0 : Math.min(timeoutMs, MAX_TIMEOUT_MS);
+}
+
+/** A call's own deadline in milliseconds since the epoch, at most MAX_TIMEOUT_MS from now; undefined: none. */
+function clampedDeadline(deadline: Date | number): number | undefined {
+  const ms = deadline instanceof Date ? deadline.getTime() : deadline;
+  if (typeof ms !== "number" || Number.isNaN(ms)) {
+    throw new RangeError(`deadline must be a Date or milliseconds since the epoch (got ${String(deadline)})`);
+  }
+  return ms === Infinity ? undefined : Math.min(ms, Date.now() + MAX_TIMEOUT_MS);
+}
+
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
   const tls = options.tls;
   if (!tls) {
@@ -158,8 +189,8 @@ export class RetrievalClient {
     if (options.role) this.#identity.set("x-user-role", metadataValue("role", options.role));
     if (options.groups?.length) this.#identity.set("x-user-groups", groupsValue(options.groups));
     if (options.bearerToken) this.#identity.set("authorization", `Bearer ${metadataValue("token", options.bearerToken)}`);
+    this.timeoutMs = checkedTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     this.service = new RetrievalServiceClient(target, channelCredentials(target, options), channelOptions);
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
 
   /** A copy of the identity metadata every call of this client sends. */
@@ -173,7 +204,10 @@ export class RetrievalClient {
    * stops part-way with no answer saying what was stored).
    */
   private callOptions(options: CallOptions, bounded: boolean): Partial<grpc.CallOptions> {
-    if (options.deadline !== undefined) return { deadline: options.deadline };
+    if (options.deadline !== undefined) {
+      const deadline = clampedDeadline(options.deadline);
+      return deadline === undefined ? {} : { deadline };
+    }
     return bounded && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
   }
 

@@ -14,6 +14,7 @@ import * as grpc from "@grpc/grpc-js";
 import {
   Access,
   errorDetails,
+  MAX_TIMEOUT_MS,
   RetrievalClient,
   RetrievalServiceService,
   ServingStatus,
@@ -211,6 +212,25 @@ describe("against a local server that records each call", () => {
     await c.delete([], { deadline: Date.now() + 60_000 });
     const unbounded = calls.map((x) => [x.method, x.deadline === Infinity]);
     assert.deepEqual(unbounded, [["ingestDocuments", true], ["deleteDocuments", true], ["search", false], ["ingestDocuments", false], ["deleteDocuments", false]]);
+  });
+
+  // grpc-js threw "Deadline is too far in the future" outside the call's promise, which never settled.
+  test("a far deadline is MAX_TIMEOUT_MS from now, Infinity none, and NaN or a negative timeout a RangeError", async () => {
+    await client({ timeoutMs: Number.MAX_SAFE_INTEGER }, addr).search("aardvarks");
+    await client({}, addr).query("aardvarks", { deadline: new Date(8.64e15) });
+    await client({ timeoutMs: Infinity }, addr).search("aardvarks");
+    await client({}, addr).search("aardvarks", { deadline: Infinity });
+    const bounds = calls.map((x) => x.deadline === Infinity || Number(x.deadline) - Date.now() <= MAX_TIMEOUT_MS);
+    const unbounded = calls.map((x) => x.deadline === Infinity);
+    assert.deepEqual([bounds, unbounded], [[true, true, true, true], [false, false, true, true]]);
+    for (const timeoutMs of [NaN, -1]) {
+      assert.throws(
+        () => new RetrievalClient(addr, { timeoutMs }),
+        (err: Error) => err instanceof RangeError && err.message === `timeoutMs must be 0 to Infinity milliseconds, 0 and Infinity for no deadline (got ${timeoutMs})`,
+      );
+    }
+    await assert.rejects(client({}, addr).health({ deadline: new Date(NaN) }), (err: Error) => err instanceof RangeError && /^deadline must be a Date or milliseconds since the epoch/.test(err.message));
+    assert.equal(calls.length, 4);
   });
 
   // 1.5 or 2 ** 31 failed as INTERNAL "Request message serialization failure".
