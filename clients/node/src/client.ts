@@ -2,7 +2,8 @@
 //
 // It offers the calls of the Python and Go clients (query, search, health, ingest, delete) with
 // the same options, on one channel that carries the caller's identity (x-user-id / x-user-role /
-// x-user-groups, or a bearer token) and a default timeout. `service` is the generated stub for anything else.
+// x-user-groups, or a bearer token) and a default timeout. `service` is the generated stub for
+// anything else, on the same channel with the same identity and timeout.
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { basename } from "node:path";
@@ -18,6 +19,7 @@ import {
   QueryRequest,
   QueryResponse,
   RetrievalServiceClient,
+  RetrievalServiceService,
   SearchResponse,
   Strategy,
 } from "./gen/retrieval/v1/retrieval";
@@ -31,6 +33,10 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
  * promise, which never settles (or the process ends); no call tells the two apart.
  */
 export const MAX_TIMEOUT_MS = 1e12;
+
+// Only a call's own deadline bounds these: a large ingest takes minutes to embed, and one cut short
+// by a default the caller never chose stops part-way with no answer saying what was stored.
+const UNBOUNDED_BY_DEFAULT = new Set<string>([RetrievalServiceService.ingestDocuments.path, RetrievalServiceService.deleteDocuments.path]);
 
 // Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
 // server is the one that says no.
@@ -144,13 +150,13 @@ function checkedTimeoutMs(timeoutMs: number): number {
   return timeoutMs === Infinity ? 0 : Math.min(timeoutMs, MAX_TIMEOUT_MS);
 }
 
-/** A call's own deadline in milliseconds since the epoch, at most MAX_TIMEOUT_MS from now; undefined: none. */
-function clampedDeadline(deadline: Date | number): number | undefined {
+/** A call's own deadline in milliseconds since the epoch, at most MAX_TIMEOUT_MS from now (Infinity: none). */
+function clampedDeadline(deadline: Date | number): number {
   const ms = deadline instanceof Date ? deadline.getTime() : deadline;
   if (typeof ms !== "number" || Number.isNaN(ms)) {
     throw new RangeError(`deadline must be a Date or milliseconds since the epoch (got ${String(deadline)})`);
   }
-  return ms === Infinity ? undefined : Math.min(ms, Date.now() + MAX_TIMEOUT_MS);
+  return ms === Infinity ? ms : Math.min(ms, Date.now() + MAX_TIMEOUT_MS);
 }
 
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
@@ -169,7 +175,12 @@ function channelCredentials(target: string, options: ClientOptions): grpc.Channe
 }
 
 export class RetrievalClient {
-  /** The generated stub on this client's channel (add `metadata()` and a deadline yourself). */
+  /**
+   * The generated stub on this client's channel. Its calls carry the client's identity (a key the
+   * call's own metadata sets is left to it) and, without a deadline of their own, the default
+   * timeout (not ingestDocuments and deleteDocuments); a call given interceptors of its own runs
+   * those instead (grpc-js), and then carries neither.
+   */
   readonly service: RetrievalServiceClient;
   // #private: util.inspect and console.log of a client would print a private field, and the token in it.
   readonly #identity: grpc.Metadata;
@@ -190,24 +201,31 @@ export class RetrievalClient {
     if (options.groups?.length) this.#identity.set("x-user-groups", groupsValue(options.groups));
     if (options.bearerToken) this.#identity.set("authorization", `Bearer ${metadataValue("token", options.bearerToken)}`);
     this.timeoutMs = checkedTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    this.service = new RetrievalServiceClient(target, channelCredentials(target, options), channelOptions);
+    this.service = new RetrievalServiceClient(target, channelCredentials(target, options), { ...channelOptions, interceptors: [this.#carryIdentityAndTimeout] });
   }
+
+  #carryIdentityAndTimeout: grpc.Interceptor = (options, nextCall) => {
+    if (options.deadline === undefined && this.timeoutMs > 0 && !UNBOUNDED_BY_DEFAULT.has(options.method_definition.path)) {
+      options = { ...options, deadline: Date.now() + this.timeoutMs };
+    }
+    return new grpc.InterceptingCall(nextCall(options), {
+      start: (metadata, listener, next) => {
+        for (const [key, value] of Object.entries(this.#identity.getMap())) {
+          if (metadata.get(key).length === 0) metadata.set(key, value);
+        }
+        next(metadata, listener);
+      },
+    });
+  };
 
   /** A copy of the identity metadata every call of this client sends. */
   metadata(): grpc.Metadata {
     return this.#identity.clone();
   }
 
-  /**
-   * A call's deadline: its own, else the client's default timeout unless `bounded` is false (ingest
-   * and delete: a large batch takes minutes, and one cut short by a default the caller never chose
-   * stops part-way with no answer saying what was stored).
-   */
+  /** A call's deadline: its own, else the client's default timeout unless `bounded` is false (ingest and delete). */
   private callOptions(options: CallOptions, bounded: boolean): Partial<grpc.CallOptions> {
-    if (options.deadline !== undefined) {
-      const deadline = clampedDeadline(options.deadline);
-      return deadline === undefined ? {} : { deadline };
-    }
+    if (options.deadline !== undefined) return { deadline: clampedDeadline(options.deadline) };
     return bounded && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
   }
 
@@ -218,7 +236,7 @@ export class RetrievalClient {
     bounded = true,
   ): Promise<Res> {
     return new Promise((resolve, reject) => {
-      method.call(this.service, request, this.metadata(), this.callOptions(options, bounded), (err, res) => (err ? reject(err) : resolve(res)));
+      method.call(this.service, request, new grpc.Metadata(), this.callOptions(options, bounded), (err, res) => (err ? reject(err) : resolve(res)));
     });
   }
 

@@ -19,6 +19,7 @@ import {
   RetrievalServiceService,
   ServingStatus,
   Strategy,
+  StreamQueryRequest,
   type ClientOptions,
   type HealthResponse,
   type QueryResponse,
@@ -178,13 +179,13 @@ test("identity values are what gRPC metadata carries, and the token is never sho
 describe("against a local server that records each call", () => {
   let server: grpc.Server;
   let addr: string;
-  const calls: { method: string; deadline: grpc.Deadline; request: unknown }[] = [];
+  const calls: { method: string; deadline: grpc.Deadline; request: unknown; metadata: grpc.Metadata }[] = [];
   before(async () => {
     server = new grpc.Server();
     const recorded =
       <Res>(method: string, response: Res) =>
       (call: grpc.ServerUnaryCall<unknown, Res>, callback: grpc.sendUnaryData<Res>) => {
-        calls.push({ method, deadline: call.getDeadline(), request: call.request });
+        calls.push({ method, deadline: call.getDeadline(), request: call.request, metadata: call.metadata });
         callback(null, response);
       };
     server.addService(RetrievalServiceService, {
@@ -192,6 +193,10 @@ describe("against a local server that records each call", () => {
       search: recorded("search", { results: [] }),
       ingestDocuments: recorded("ingestDocuments", { documents: [], errors: [], documentsNotListed: 0 }),
       deleteDocuments: recorded("deleteDocuments", { deleted: [], notFound: [] }),
+      streamQuery: (call: grpc.ServerWritableStream<unknown, unknown>) => {
+        calls.push({ method: "streamQuery", deadline: call.getDeadline(), request: call.request, metadata: call.metadata });
+        call.end();
+      },
     });
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
@@ -212,6 +217,28 @@ describe("against a local server that records each call", () => {
     await c.delete([], { deadline: Date.now() + 60_000 });
     const unbounded = calls.map((x) => [x.method, x.deadline === Infinity]);
     assert.deepEqual(unbounded, [["ingestDocuments", true], ["deleteDocuments", true], ["search", false], ["ingestDocuments", false], ["deleteDocuments", false]]);
+  });
+
+  // They went out anonymous and unbounded, where Go's Service() carries both.
+  test("calls through `service` carry the identity and the default timeout", async () => {
+    const alice = client({ userId: "alice", role: "USER" }, addr);
+    const unary = <Res>(call: (cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown) =>
+      new Promise<Res>((resolve, reject) => call((err, res) => (err ? reject(err) : resolve(res))));
+    await unary((cb) => alice.service.search({ query: "aardvarks", topK: 0 }, cb));
+    await unary((cb) => alice.service.deleteDocuments({ documentIds: [] }, cb));
+    // The call's own metadata (not doubled) and deadline, none here.
+    await unary((cb) => alice.service.search({ query: "aardvarks", topK: 0 }, alice.metadata(), { deadline: Infinity }, cb));
+    const stream = alice.service.streamQuery(StreamQueryRequest.fromPartial({ query: { query: "aardvarks" } }));
+    await new Promise((resolve, reject) => stream.on("data", () => {}).on("end", resolve).on("error", reject));
+    assert.deepEqual(
+      calls.map((x) => [x.method, x.metadata.get("x-user-id"), x.metadata.get("x-user-role"), x.deadline === Infinity]),
+      [
+        ["search", ["alice"], ["USER"], false],
+        ["deleteDocuments", ["alice"], ["USER"], true],
+        ["search", ["alice"], ["USER"], true],
+        ["streamQuery", ["alice"], ["USER"], false],
+      ],
+    );
   });
 
   // grpc-js threw "Deadline is too far in the future" outside the call's promise, which never settled.
