@@ -2,14 +2,16 @@
 //
 // It offers the calls of the Python and Go clients (query, search, health, ingest, delete) with
 // the same options, on one channel that carries the caller's identity (x-user-id / x-user-role /
-// x-user-groups, or a bearer token) and a default timeout. `service` is the generated stub for
-// anything else, on the same channel with the same identity and timeout.
+// x-user-groups, or a bearer token) and a default timeout, and tries query, search and health again
+// after UNAVAILABLE. `service` is the generated stub for anything else, on the same channel with
+// the same identity and timeout.
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { basename } from "node:path";
 
 import * as grpc from "@grpc/grpc-js";
 
+import { errorDetails } from "./error_details";
 import {
   type DeepPartial,
   DeleteDocumentsResponse,
@@ -33,6 +35,15 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
  * promise, which never settles (or the process ends); no call tells the two apart.
  */
 export const MAX_TIMEOUT_MS = 1e12;
+
+/** How many times query, search and health are tried again after UNAVAILABLE: 4 attempts in all, as in the Python and Go clients. */
+export const DEFAULT_RETRIES = 3;
+
+// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients.
+const FIRST_BACKOFF_MS = 200;
+const MAX_BACKOFF_MS = 2_000;
+// setTimeout fires at once when asked to wait longer.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 // Only a call's own deadline bounds these: a large ingest takes minutes to embed, and one cut short
 // by a default the caller never chose stops part-way with no answer saying what was stored.
@@ -69,6 +80,12 @@ export interface ClientOptions {
    * beyond MAX_TIMEOUT_MS: MAX_TIMEOUT_MS; NaN or negative: a RangeError); not ingest and delete.
    */
   timeoutMs?: number;
+  /**
+   * How many times query, search and health are tried again after UNAVAILABLE, the server's answer
+   * while a backend it needs is down (default 3; 0: none); an integer from 0, else a RangeError.
+   * Ingest and delete are never retried.
+   */
+  retries?: number;
   /** More @grpc/grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
 }
@@ -159,6 +176,17 @@ function clampedDeadline(deadline: Date | number): number {
   return ms === Infinity ? ms : Math.min(ms, Date.now() + MAX_TIMEOUT_MS);
 }
 
+/**
+ * The wait after the attempt-th attempt failed with `err`: the backoff, jittered to half to all of
+ * it so that clients that failed together do not come back together, or the server's RetryInfo
+ * delay when longer.
+ */
+function retryWaitMs(attempt: number, err: grpc.ServiceError): number {
+  const backoff = Math.min(FIRST_BACKOFF_MS * 2 ** (attempt - 1), MAX_BACKOFF_MS);
+  const delay = errorDetails(err).retryInfo?.retryDelay;
+  return Math.max(backoff / 2 + Math.random() * (backoff / 2), delay ? delay.seconds * 1000 + delay.nanos / 1e6 : 0);
+}
+
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
   const tls = options.tls;
   if (!tls) {
@@ -185,6 +213,7 @@ export class RetrievalClient {
   // #private: util.inspect and console.log of a client would print a private field, and the token in it.
   readonly #identity: grpc.Metadata;
   private readonly timeoutMs: number;
+  private readonly retries: number;
 
   constructor(target = "localhost:50051", options: ClientOptions = {}) {
     const channelOptions: grpc.ChannelOptions = {
@@ -201,6 +230,10 @@ export class RetrievalClient {
     if (options.groups?.length) this.#identity.set("x-user-groups", groupsValue(options.groups));
     if (options.bearerToken) this.#identity.set("authorization", `Bearer ${metadataValue("token", options.bearerToken)}`);
     this.timeoutMs = checkedTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    this.retries = options.retries ?? DEFAULT_RETRIES;
+    if (!Number.isInteger(this.retries) || this.retries < 0) {
+      throw new RangeError(`retries must be an integer from 0 (got ${options.retries})`);
+    }
     this.service = new RetrievalServiceClient(target, channelCredentials(target, options), { ...channelOptions, interceptors: [this.#carryIdentityAndTimeout] });
   }
 
@@ -223,21 +256,41 @@ export class RetrievalClient {
     return this.#identity.clone();
   }
 
-  /** A call's deadline: its own, else the client's default timeout unless `bounded` is false (ingest and delete). */
-  private callOptions(options: CallOptions, bounded: boolean): Partial<grpc.CallOptions> {
+  /**
+   * A call's deadline: its own, else the client's default timeout unless `readOnly` is false (ingest
+   * and delete). Fixed here, not by the stub's interceptor, for its retries to share it.
+   */
+  private callOptions(options: CallOptions, readOnly: boolean): Partial<grpc.CallOptions> {
     if (options.deadline !== undefined) return { deadline: clampedDeadline(options.deadline) };
-    return bounded && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
+    return readOnly && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
   }
 
-  private unary<Req, Res>(
+  /**
+   * One call, tried again after UNAVAILABLE when `readOnly`: a call that changes nothing answers
+   * the second time as it would have the first, where a retried ingest reports the documents its
+   * first attempt stored as replaced, and a retried delete the ones it deleted as not found.
+   */
+  private async unary<Req, Res>(
     method: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => grpc.ClientUnaryCall,
     request: Req,
     options: CallOptions,
-    bounded = true,
+    readOnly = true,
   ): Promise<Res> {
-    return new Promise((resolve, reject) => {
-      method.call(this.service, request, new grpc.Metadata(), this.callOptions(options, bounded), (err, res) => (err ? reject(err) : resolve(res)));
-    });
+    const callOptions = this.callOptions(options, readOnly);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await new Promise<Res>((resolve, reject) => {
+          method.call(this.service, request, new grpc.Metadata(), callOptions, (err, res) => (err ? reject(err) : resolve(res)));
+        });
+      } catch (err) {
+        const error = err as grpc.ServiceError;
+        if (!readOnly || attempt > this.retries || error.code !== grpc.status.UNAVAILABLE) throw err;
+        const wait = retryWaitMs(attempt, error);
+        // No time would be left for the next attempt: the server's answer says more than a DEADLINE_EXCEEDED would.
+        if (wait >= Number(callOptions.deadline ?? Infinity) - Date.now() || wait > MAX_TIMER_MS) throw err;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
   }
 
   /** Runs the full retrieval pipeline; the best contexts come first. A topK that is no int32 integer rejects with a RangeError. */

@@ -6,17 +6,22 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { performance } from "node:perf_hooks";
 import { inspect } from "node:util";
 import { after, before, beforeEach, describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
 
+import { Any } from "../src/gen/google/protobuf/any";
+import { Status } from "../src/gen/google/rpc/status";
 import {
   Access,
+  ErrorInfo,
   errorDetails,
   MAX_TIMEOUT_MS,
   RetrievalClient,
   RetrievalServiceService,
+  RetryInfo,
   ServingStatus,
   Strategy,
   StreamQueryRequest,
@@ -276,6 +281,85 @@ describe("against a local server that records each call", () => {
       calls.map((x) => (x.request as { topK: number }).topK),
       [2 ** 31 - 1, -(2 ** 31)],
     );
+  });
+});
+
+describe("against a local server answering UNAVAILABLE while a backend is down", () => {
+  let server: grpc.Server;
+  let addr: string;
+  // Each method's first `failures` calls are answered as the server does while a backend is down.
+  let failures = 0;
+  let retryDelayMs = 0;
+  const attempts: Record<string, number[]> = {};
+  before(async () => {
+    server = new grpc.Server();
+    const flaky =
+      <Res>(method: string, response: Res) =>
+      (_call: grpc.ServerUnaryCall<unknown, Res>, callback: grpc.sendUnaryData<Res>) => {
+        const seen = (attempts[method] ??= []);
+        seen.push(performance.now());
+        if (seen.length > failures) return callback(null, response);
+        const details = [
+          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason: "BACKEND_UNAVAILABLE", domain: "retrieval.v1", metadata: {} }).finish()) }),
+          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay: { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 } }).finish()) }),
+        ];
+        const metadata = new grpc.Metadata();
+        metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "metadata store unavailable", details }).finish()));
+        callback({ code: grpc.status.UNAVAILABLE, details: "metadata store unavailable", metadata });
+      };
+    server.addService(RetrievalServiceService, {
+      query: flaky("query", { contexts: [], suggestions: [] }),
+      search: flaky("search", { results: [] }),
+      health: flaky("health", { status: ServingStatus.SERVING_STATUS_SERVING, components: [], version: "flaky" }),
+      ingestDocuments: flaky("ingestDocuments", { documents: [], errors: [], documentsNotListed: 0 }),
+      deleteDocuments: flaky("deleteDocuments", { deleted: [], notFound: [] }),
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    addr = `127.0.0.1:${port}`;
+  });
+  after(() => server.forceShutdown());
+  beforeEach(() => Object.keys(attempts).forEach((method) => delete attempts[method]));
+  const tries = (method: string) => attempts[method]?.length ?? 0;
+
+  // The client gave up at once.
+  test("query, search and health are tried again, after the RetryInfo delay", async () => {
+    [failures, retryDelayMs] = [1, 300];
+    const c = client({}, addr);
+    await c.query("aardvarks");
+    await c.search("aardvarks");
+    await c.health();
+    for (const method of ["query", "search", "health"]) {
+      assert.equal(tries(method), 2, method);
+      // Less a millisecond: libuv times its timers in whole milliseconds.
+      assert.ok(attempts[method][1] - attempts[method][0] >= retryDelayMs - 1, `${method}: the second attempt came before the RetryInfo delay`);
+    }
+  });
+
+  test("retries stop at their count and before the deadline", async () => {
+    [failures, retryDelayMs] = [100, 1];
+    assert.equal(await code(client({}, addr).query("aardvarks")), grpc.status.UNAVAILABLE);
+    assert.equal(tries("query"), 4);
+    assert.equal(await code(client({ retries: 0 }, addr).search("aardvarks")), grpc.status.UNAVAILABLE);
+    assert.equal(tries("search"), 1);
+    // A RetryInfo delay beyond the deadline: no wait that could only end in DEADLINE_EXCEEDED.
+    [failures, retryDelayMs] = [1, 3_600_000];
+    assert.equal(await code(client({}, addr).health()), grpc.status.UNAVAILABLE);
+    assert.equal(tries("health"), 1);
+    for (const retries of [-1, 1.5]) {
+      assert.throws(() => new RetrievalClient(addr, { retries }), (err: Error) => err instanceof RangeError && err.message === `retries must be an integer from 0 (got ${retries})`);
+    }
+  });
+
+  // A retried ingest would report the documents its first attempt stored as replaced, a retried
+  // delete the ones it deleted as not found.
+  test("ingest and delete are not retried", async () => {
+    [failures, retryDelayMs] = [1, 1];
+    const c = client({}, addr);
+    assert.equal(await code(c.ingest([{ documentId: "d", filename: "d.txt", content: Buffer.from("Aardvarks dig.") }])), grpc.status.UNAVAILABLE);
+    assert.equal(await code(c.delete(["d"])), grpc.status.UNAVAILABLE);
+    assert.deepEqual([tries("ingestDocuments"), tries("deleteDocuments")], [1, 1]);
   });
 });
 
