@@ -69,7 +69,7 @@ export interface ClientOptions {
   userId?: string;
   /** x-user-role: SUPER_ADMIN, ADMIN or USER. Unset: USER when userId is set. */
   role?: string;
-  /** x-user-groups, comma-separated: the user's groups, for documents granted to `group:<name>`. A group holding a comma is refused. */
+  /** x-user-groups, comma-separated: the user's groups, for documents granted to `group:<name>`. A group holding a comma is refused, and anything but an array of strings is a TypeError. */
   groups?: string[];
   /** Sent as `authorization: Bearer <token>` (RETRIEVAL_AUTH_MODE jwt); needs TLS beyond loopback. */
   bearerToken?: string;
@@ -106,7 +106,7 @@ export interface QueryOptions extends CallOptions {
   strategy?: Strategy;
   /** Let the semantic cache answer and store the call (unset: true). */
   useCache?: boolean;
-  /** Restrict retrieval to these documents. */
+  /** Restrict retrieval to these documents (anything but an array of strings rejects with a TypeError). */
   documentIds?: string[];
 }
 
@@ -128,6 +128,17 @@ function isLoopback(target: string): boolean {
 function metadataValue(name: string, value: string): string {
   if (!/^[\x20-\x7e]*$/.test(value)) {
     throw new Error(`the ${name} must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)`);
+  }
+  return value;
+}
+
+/**
+ * `value` checked to be an array of strings: a plain-JS caller's string went out as one id per
+ * character (ts-proto iterates it), and `delete("doc")` deleted documents "d", "o" and "c".
+ */
+function stringArray(name: string, value: unknown): string[] {
+  if (!Array.isArray(value) || !value.every((item) => typeof item === "string")) {
+    throw new TypeError(`${name} must be an array of strings (got ${Array.isArray(value) ? "an array holding other values" : typeof value})`);
   }
   return value;
 }
@@ -227,7 +238,8 @@ export class RetrievalClient {
     this.#identity = new grpc.Metadata();
     if (options.userId) this.#identity.set("x-user-id", metadataValue("user id", options.userId));
     if (options.role) this.#identity.set("x-user-role", metadataValue("role", options.role));
-    if (options.groups?.length) this.#identity.set("x-user-groups", groupsValue(options.groups));
+    const groups = options.groups === undefined ? "" : groupsValue(stringArray("groups", options.groups));
+    if (groups) this.#identity.set("x-user-groups", groups);
     if (options.bearerToken) this.#identity.set("authorization", `Bearer ${metadataValue("token", options.bearerToken)}`);
     this.timeoutMs = checkedTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     this.retries = options.retries ?? DEFAULT_RETRIES;
@@ -300,7 +312,7 @@ export class RetrievalClient {
       topK: int32TopK(options.topK),
       strategy: options.strategy ?? Strategy.STRATEGY_UNSPECIFIED,
       useCache: options.useCache,
-      filters: options.documentIds ? { documentIds: options.documentIds } : undefined,
+      filters: options.documentIds ? { documentIds: stringArray("documentIds", options.documentIds) } : undefined,
     });
     return this.unary(this.service.query, request, options);
   }
@@ -323,9 +335,12 @@ export class RetrievalClient {
     return this.unary(this.service.ingestDocuments, { documents: documents.map((d) => DocumentInput.fromPartial(d)) }, options, false);
   }
 
-  /** Removes documents (needs ADMIN or SUPER_ADMIN). Only `options.deadline` bounds it, not the client's default timeout. */
-  delete(documentIds: string[], options: CallOptions = {}): Promise<DeleteDocumentsResponse> {
-    return this.unary(this.service.deleteDocuments, { documentIds }, options, false);
+  /**
+   * Removes documents (needs ADMIN or SUPER_ADMIN). Only `options.deadline` bounds it, not the
+   * client's default timeout. `documentIds` that is not an array of strings rejects with a TypeError.
+   */
+  async delete(documentIds: string[], options: CallOptions = {}): Promise<DeleteDocumentsResponse> {
+    return this.unary(this.service.deleteDocuments, { documentIds: stringArray("documentIds", documentIds) }, options, false);
   }
 
   close(): void {

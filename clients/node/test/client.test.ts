@@ -246,6 +246,19 @@ describe("against a local server that records each call", () => {
     );
   });
 
+  // A plain-JS caller's string went out as one id per character: delete("doc") deleted "d", "o" and "c".
+  test("document ids and groups that are no array of strings are a TypeError naming them, and are not sent", async () => {
+    const c = client({}, addr);
+    for (const [value, got] of [["doc", "string"], [["doc", 7], "an array holding other values"], [null, "object"]]) {
+      const refused = (name: string) => (err: Error) => err instanceof TypeError && err.message === `${name} must be an array of strings (got ${got})`;
+      await assert.rejects(c.delete(value as string[]), refused("documentIds"));
+      assert.throws(() => new RetrievalClient(addr, { groups: value as string[] }), refused("groups"));
+      // A null filter is no filter, as an unset one.
+      if (value !== null) await assert.rejects(c.query("aardvarks", { documentIds: value as string[] }), refused("documentIds"));
+    }
+    assert.equal(calls.length, 0);
+  });
+
   // grpc-js threw "Deadline is too far in the future" outside the call's promise, which never settled.
   test("a far deadline is MAX_TIMEOUT_MS from now, Infinity none, and NaN or a negative timeout a RangeError", async () => {
     await client({ timeoutMs: Number.MAX_SAFE_INTEGER }, addr).search("aardvarks");
