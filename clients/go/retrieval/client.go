@@ -240,18 +240,95 @@ func printableASCII(s string) bool {
 	return true
 }
 
-// isLoopback reads the host of "host:port", "[v6]:port" or "dns:///host:port".
+// isLoopback says whether every address target names is this machine's, reading it as gRPC
+// does: "host:port", "[v6]:port" or a host alone, after no scheme, "dns:" (with "//authority/" or
+// not) or "ipv4:" / "ipv6:" (a comma-separated list). Any other scheme is refused, and so is a
+// target holding '?' or '#': gRPC reads the host before them, where reading it after the last '/'
+// took "dns:///192.0.2.2:50051?x=/127.0.0.1" for loopback.
 func isLoopback(target string) bool {
-	target = target[strings.LastIndex(target, "/")+1:]
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		host = target
+	if strings.ContainsAny(target, "?#") {
+		return false
 	}
-	if host == "localhost" {
-		return true
+	scheme, path := "", target
+	if i := strings.Index(target, ":"); i > 0 && schemeSyntax(target[:i]) {
+		switch target[:i] {
+		case "dns", "ipv4", "ipv6":
+			scheme, path = target[:i], target[i+1:]
+		default:
+			// "localhost:50051" is a host and its port, "unix:/run/x" or "passthrough:///x" a scheme.
+			if !isPort(target[i+1:]) {
+				return false
+			}
+		}
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	authority := ""
+	if scheme != "" && strings.HasPrefix(path, "//") {
+		end := strings.Index(path[2:], "/")
+		if end < 0 {
+			return false
+		}
+		authority, path = path[2:2+end], path[3+end:]
+	}
+	addresses := []string{path}
+	if scheme == "ipv4" || scheme == "ipv6" {
+		if authority != "" {
+			return false
+		}
+		addresses = strings.Split(path, ",")
+	}
+	for _, address := range addresses {
+		host := hostOf(address)
+		ip := net.ParseIP(host)
+		// A DNS server the target names may answer anything for "localhost".
+		if !(host == "localhost" && authority == "") && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
+}
+
+// schemeSyntax says whether s can be a URI scheme (RFC 3986): a letter, then letters, digits, '+', '-' or '.'.
+func schemeSyntax(s string) bool {
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isPort(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// hostOf is the host of "host:port", "[v6]:port", a host alone or a bare IPv6 address; "" when
+// address is none of them.
+func hostOf(address string) string {
+	if strings.HasPrefix(address, "[") {
+		end := strings.Index(address, "]")
+		if end < 0 || address[end+1:] != "" && !(address[end+1] == ':' && isPort(address[end+2:])) {
+			return ""
+		}
+		return address[1:end]
+	}
+	switch strings.Count(address, ":") {
+	case 0:
+		return address
+	case 1:
+		host, port, _ := strings.Cut(address, ":")
+		if !isPort(port) {
+			return ""
+		}
+		return host
+	default:
+		return address
+	}
 }
 
 // identity is the metadata every call carries: the identity headers and the bearer token.

@@ -437,14 +437,30 @@ func TestIngestAndDeleteAreNotRetried(t *testing.T) {
 }
 
 func TestBearerTokenNeedsTLSBeyondLoopback(t *testing.T) {
-	if _, err := retrieval.New("retrieval.example:50051", retrieval.WithBearerToken("t")); err == nil {
-		t.Fatal("a plaintext token to a remote host was accepted")
+	for _, target := range []string{
+		"127.0.0.1:50051", "localhost:50051", "localhost", "[::1]:50051", "::1", "dns:///localhost:50051",
+		"dns:127.0.0.1:50051", "dns://192.0.2.53/127.0.0.1:50051", "ipv4:127.0.0.1:50051,127.0.0.2:50051", "ipv6:[::1]:50051",
+	} {
+		c, err := retrieval.New(target, retrieval.WithBearerToken("t"))
+		if err != nil {
+			t.Errorf("%s: %v", target, err)
+			continue
+		}
+		c.Close()
 	}
-	c, err := retrieval.New("127.0.0.1:50051", retrieval.WithBearerToken("t"))
-	if err != nil {
-		t.Fatal(err)
+	// gRPC reads the host before '?' or '#', so each of these names 192.0.2.2 (newer gRPC versions resolve them).
+	for _, target := range []string{
+		"retrieval.example:50051", "192.0.2.2:50051", "dns:///192.0.2.2:50051?x=/127.0.0.1", "dns:///192.0.2.2:50051#/localhost",
+		"ipv4:192.0.2.2:50051#/localhost", "passthrough:///192.0.2.2:50051?/localhost", "ipv4:127.0.0.1:50051,192.0.2.2:50051",
+		"dns://192.0.2.53/localhost:50051", "dns:///192.0.2.2/127.0.0.1:50051", "localhost:50051@192.0.2.2", "unix:///run/retrieval.sock",
+	} {
+		if c, err := retrieval.New(target, retrieval.WithBearerToken("t")); err == nil || !strings.Contains(err.Error(), "a bearer token over plaintext") {
+			t.Errorf("%s: a plaintext token was accepted (%v)", target, err)
+			if c != nil {
+				c.Close()
+			}
+		}
 	}
-	c.Close()
 }
 
 func TestIdentityValuesAreWhatMetadataCarries(t *testing.T) {

@@ -115,10 +115,41 @@ export interface SearchOptions extends CallOptions {
   topK?: number;
 }
 
-/** Reads the host of "host:port", "[v6]:port" or "dns:///host:port". */
+/**
+ * Whether every address `target` names is this machine's, read as gRPC reads it: "host:port",
+ * "[v6]:port" or a host alone, after no scheme, "dns:" (with "//authority/" or not) or "ipv4:" /
+ * "ipv6:" (a comma-separated list). Any other scheme is refused, and so is a target holding '?' or
+ * '#': gRPC reads the host before them, where reading it after the last '/' took
+ * "dns:///192.0.2.2:50051?x=/127.0.0.1" for loopback.
+ */
 function isLoopback(target: string): boolean {
-  const host = target.slice(target.lastIndexOf("/") + 1).replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
-  return host === "localhost" || (isIP(host) === 4 && host.startsWith("127.")) || host === "::1";
+  if (/[?#]/.test(target)) return false;
+  let [scheme, path] = ["", target];
+  const prefix = /^([A-Za-z][A-Za-z0-9+.-]*):(.*)$/s.exec(target);
+  if (prefix && ["dns", "ipv4", "ipv6"].includes(prefix[1])) [scheme, path] = [prefix[1], prefix[2]];
+  // "localhost:50051" is a host and its port, "unix:/run/x" or "passthrough:///x" a scheme.
+  else if (prefix && !/^\d+$/.test(prefix[2])) return false;
+  let authority = "";
+  if (scheme && path.startsWith("//")) {
+    const end = path.indexOf("/", 2);
+    if (end < 0) return false;
+    [authority, path] = [path.slice(2, end), path.slice(end + 1)];
+  }
+  if (scheme.startsWith("ipv") && authority) return false;
+  return (scheme.startsWith("ipv") ? path.split(",") : [path]).every((address) => {
+    const host = hostOf(address);
+    // A DNS server the target names may answer anything for "localhost".
+    return (host === "localhost" && !authority) || (isIP(host) === 4 && host.startsWith("127.")) || host === "::1";
+  });
+}
+
+/** The host of "host:port", "[v6]:port", a host alone or a bare IPv6 address; "" when `address` is none of them. */
+function hostOf(address: string): string {
+  const bracketed = /^\[([^\]]*)\](?::\d+)?$/.exec(address);
+  if (bracketed) return bracketed[1];
+  const colons = address.split(":").length - 1;
+  if (colons === 1) return /^([^:]*):\d+$/.exec(address)?.[1] ?? "";
+  return address.startsWith("[") ? "" : address;
 }
 
 /**

@@ -138,9 +138,20 @@ describe("against the live server", live, () => {
 });
 
 test("a bearer token needs TLS beyond loopback", () => {
-  assert.throws(() => new RetrievalClient("retrieval.example:50051", { bearerToken: "t" }), /plaintext/);
-  new RetrievalClient("127.0.0.1:50051", { bearerToken: "t" }).close();
-  new RetrievalClient("dns:///localhost:50051", { bearerToken: "t" }).close();
+  for (const loopback of [
+    "127.0.0.1:50051", "localhost:50051", "localhost", "[::1]:50051", "::1", "dns:///localhost:50051",
+    "dns:127.0.0.1:50051", "dns://192.0.2.53/127.0.0.1:50051", "ipv4:127.0.0.1:50051,127.0.0.2:50051", "ipv6:[::1]:50051",
+  ]) {
+    new RetrievalClient(loopback, { bearerToken: "t" }).close();
+  }
+  // gRPC reads the host before '?' or '#', so each of these names 192.0.2.2.
+  for (const remote of [
+    "retrieval.example:50051", "192.0.2.2:50051", "dns:///192.0.2.2:50051?x=/127.0.0.1", "dns:///192.0.2.2:50051#/localhost",
+    "ipv4:192.0.2.2:50051#/localhost", "passthrough:///192.0.2.2:50051?/localhost", "ipv4:127.0.0.1:50051,192.0.2.2:50051",
+    "dns://192.0.2.53/localhost:50051", "dns:///192.0.2.2/127.0.0.1:50051", "localhost:50051@192.0.2.2", "unix:///run/retrieval.sock",
+  ]) {
+    assert.throws(() => new RetrievalClient(remote, { bearerToken: "t" }), /a bearer token over plaintext/, remote);
+  }
 });
 
 test("groups travel as one x-user-groups value, and a group holding a comma is refused", () => {
