@@ -3,7 +3,8 @@
 // It offers the calls of the Python and TypeScript clients (Query, Search, Health, Ingest,
 // Delete) with the same options, on one gRPC connection that carries the caller's identity
 // (x-user-id / x-user-role / x-user-groups headers, or a bearer token) and a default timeout (not for Ingest
-// and Delete, which only their context's deadline bounds). The generated
+// and Delete, which only their context's deadline bounds), and tries Query, Search and Health
+// again after UNAVAILABLE (see WithRetries). The generated
 // stubs are in the retrievalv1 package; Service returns them bound to the same connection for
 // anything the helpers do not cover.
 package retrieval
@@ -14,15 +15,20 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	retrievalv1 "github.com/retrieval-platform/retrieval-service/clients/go/retrieval/v1"
 )
@@ -38,6 +44,33 @@ var unboundedByDefault = map[string]bool{
 	"/retrieval.v1.RetrievalService/IngestDocuments": true,
 	"/retrieval.v1.RetrievalService/DeleteDocuments": true,
 }
+
+// DefaultRetries is how many times Query, Search and Health are tried again after UNAVAILABLE: 4
+// attempts in all, as in the Python and TypeScript clients.
+const DefaultRetries = 3
+
+// retried are the calls tried again after UNAVAILABLE: they change nothing, so a second attempt
+// answers as the first would have. Not IngestDocuments and DeleteDocuments: a retried ingest
+// reports the documents its first attempt stored as replaced, a retried delete the ones it deleted
+// as not found.
+var retried = map[string]bool{
+	"/retrieval.v1.RetrievalService/Query":  true,
+	"/retrieval.v1.RetrievalService/Search": true,
+	"/retrieval.v1.RetrievalService/Health": true,
+}
+
+// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients.
+const (
+	firstBackoff = 200 * time.Millisecond
+	maxBackoff   = 2 * time.Second
+)
+
+// jitter is not math/rand's global source, which Go before 1.20 seeds alike in every process:
+// clients that failed together would come back together.
+var jitter = struct {
+	sync.Mutex
+	*rand.Rand
+}{Rand: rand.New(rand.NewSource(time.Now().UnixNano()))}
 
 // maxMessageBytes matches the Python client: larger than the server's own limit
 // (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the server is the one that says no.
@@ -58,6 +91,7 @@ type config struct {
 	groups              []string
 	tls                 *TLS
 	timeout             time.Duration
+	retries             int
 	dialOptions         []grpc.DialOption
 }
 
@@ -97,6 +131,16 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
 }
 
+// WithRetries sets how many times Query, Search and Health (through Service too) are tried again
+// after UNAVAILABLE, the server's answer while a backend it needs is down (default
+// DefaultRetries; 0: none). The wait before each is the jittered backoff, 0.2 s doubling to at
+// most 2 s, or the server's RetryInfo delay when longer; a wait that would end at or past the
+// call's deadline is not started and the call returns the UNAVAILABLE. Ingest and Delete are never
+// retried. New refuses a negative n.
+func WithRetries(n int) Option {
+	return func(c *config) { c.retries = n }
+}
+
 // WithDialOptions adds gRPC dial options (interceptors, keepalive, ...).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *config) { c.dialOptions = append(c.dialOptions, opts...) }
@@ -111,9 +155,12 @@ type Client struct {
 // New connects to target ("host:port"). The connection is made lazily, so New does not wait for
 // the server; the first call does.
 func New(target string, opts ...Option) (*Client, error) {
-	cfg := config{timeout: DefaultTimeout}
+	cfg := config{timeout: DefaultTimeout, retries: DefaultRetries}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.retries < 0 {
+		return nil, fmt.Errorf("retrieval: WithRetries takes 0 or more retries (got %d)", cfg.retries)
 	}
 	// Read from a file, a token ends in a newline.
 	cfg.token = strings.TrimSpace(cfg.token)
@@ -193,18 +240,95 @@ func printableASCII(s string) bool {
 	return true
 }
 
-// isLoopback reads the host of "host:port", "[v6]:port" or "dns:///host:port".
+// isLoopback says whether every address target names is this machine's, reading it as gRPC
+// does: "host:port", "[v6]:port" or a host alone, after no scheme, "dns:" (with "//authority/" or
+// not) or "ipv4:" / "ipv6:" (a comma-separated list). Any other scheme is refused, and so is a
+// target holding '?' or '#': gRPC reads the host before them, where reading it after the last '/'
+// took "dns:///192.0.2.2:50051?x=/127.0.0.1" for loopback.
 func isLoopback(target string) bool {
-	target = target[strings.LastIndex(target, "/")+1:]
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		host = target
+	if strings.ContainsAny(target, "?#") {
+		return false
 	}
-	if host == "localhost" {
-		return true
+	scheme, path := "", target
+	if i := strings.Index(target, ":"); i > 0 && schemeSyntax(target[:i]) {
+		switch target[:i] {
+		case "dns", "ipv4", "ipv6":
+			scheme, path = target[:i], target[i+1:]
+		default:
+			// "localhost:50051" is a host and its port, "unix:/run/x" or "passthrough:///x" a scheme.
+			if !isPort(target[i+1:]) {
+				return false
+			}
+		}
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	authority := ""
+	if scheme != "" && strings.HasPrefix(path, "//") {
+		end := strings.Index(path[2:], "/")
+		if end < 0 {
+			return false
+		}
+		authority, path = path[2:2+end], path[3+end:]
+	}
+	addresses := []string{path}
+	if scheme == "ipv4" || scheme == "ipv6" {
+		if authority != "" {
+			return false
+		}
+		addresses = strings.Split(path, ",")
+	}
+	for _, address := range addresses {
+		host := hostOf(address)
+		ip := net.ParseIP(host)
+		// A DNS server the target names may answer anything for "localhost".
+		if !(host == "localhost" && authority == "") && (ip == nil || !ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
+}
+
+// schemeSyntax says whether s can be a URI scheme (RFC 3986): a letter, then letters, digits, '+', '-' or '.'.
+func schemeSyntax(s string) bool {
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isPort(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// hostOf is the host of "host:port", "[v6]:port", a host alone or a bare IPv6 address; "" when
+// address is none of them.
+func hostOf(address string) string {
+	if strings.HasPrefix(address, "[") {
+		end := strings.Index(address, "]")
+		if end < 0 || address[end+1:] != "" && !(address[end+1] == ':' && isPort(address[end+2:])) {
+			return ""
+		}
+		return address[1:end]
+	}
+	switch strings.Count(address, ":") {
+	case 0:
+		return address
+	case 1:
+		host, port, _ := strings.Cut(address, ":")
+		if !isPort(port) {
+			return ""
+		}
+		return host
+	default:
+		return address
+	}
 }
 
 // identity is the metadata every call carries: the identity headers and the bearer token.
@@ -273,7 +397,7 @@ func (s *cancelledAtEnd) Header() (metadata.MD, error) {
 }
 
 // callInterceptor adds the identity metadata and, when the context has no deadline, the default
-// timeout (not to IngestDocuments and DeleteDocuments).
+// timeout (not to IngestDocuments and DeleteDocuments), and retries the retried calls within it.
 func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 	pairs := identity(cfg)
 	return func(ctx context.Context, method string, req, reply interface{}, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -285,16 +409,56 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 			ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
 			defer cancel()
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		for attempt := 1; ; attempt++ {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if err == nil || attempt > cfg.retries || !retried[method] || status.Code(err) != codes.Unavailable {
+				return err
+			}
+			wait := retryWait(attempt, err)
+			// No time would be left for the next attempt: the server's answer says more than a
+			// DEADLINE_EXCEEDED would.
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+				return err
+			}
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return status.FromContextError(ctx.Err()).Err()
+			case <-timer.C:
+			}
+		}
 	}
+}
+
+// retryWait is the wait after the attempt-th attempt failed with err: the backoff, jittered to half
+// to all of it so that clients that failed together do not come back together, or the server's
+// RetryInfo delay when longer.
+func retryWait(attempt int, err error) time.Duration {
+	backoff := firstBackoff
+	for i := 1; i < attempt && backoff < maxBackoff; i++ {
+		backoff *= 2
+	}
+	if backoff > maxBackoff {
+		backoff = maxBackoff
+	}
+	jitter.Lock()
+	wait := backoff/2 + time.Duration(jitter.Int63n(int64(backoff/2)+1))
+	jitter.Unlock()
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.RetryInfo); ok && info.GetRetryDelay().AsDuration() > wait {
+			wait = info.GetRetryDelay().AsDuration()
+		}
+	}
+	return wait
 }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Service is the generated stub on the client's connection (identity and default timeout
-// included, the timeout not on IngestDocuments and DeleteDocuments), for requests the helpers do
-// not build, e.g. a QueryRequest with Fusion or Rerank.
+// Service is the generated stub on the client's connection (identity, default timeout and retries
+// included, the timeout not on IngestDocuments and DeleteDocuments, the retries on Query, Search
+// and Health only), for requests the helpers do not build, e.g. a QueryRequest with Fusion or Rerank.
 func (c *Client) Service() retrievalv1.RetrievalServiceClient { return c.svc }
 
 // QueryOption sets a field of a QueryRequest.

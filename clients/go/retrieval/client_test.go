@@ -19,14 +19,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/retrieval-platform/retrieval-service/clients/go/retrieval"
 	retrievalv1 "github.com/retrieval-platform/retrieval-service/clients/go/retrieval/v1"
@@ -302,15 +305,162 @@ func TestDefaultTimeoutDoesNotBoundIngestOrDelete(t *testing.T) {
 	}
 }
 
-func TestBearerTokenNeedsTLSBeyondLoopback(t *testing.T) {
-	if _, err := retrieval.New("retrieval.example:50051", retrieval.WithBearerToken("t")); err == nil {
-		t.Fatal("a plaintext token to a remote host was accepted")
+// flakyServer answers the first `failures` calls of each method as the server does while a
+// backend it needs is down (UNAVAILABLE, ErrorInfo BACKEND_UNAVAILABLE, RetryInfo retryDelay), and
+// records when each call came.
+type flakyServer struct {
+	retrievalv1.UnimplementedRetrievalServiceServer
+	failures   int
+	retryDelay time.Duration
+	mu         sync.Mutex
+	calls      map[string][]time.Time
+}
+
+func (s *flakyServer) answer(method string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[method] = append(s.calls[method], time.Now())
+	if len(s.calls[method]) > s.failures {
+		return nil
 	}
-	c, err := retrieval.New("127.0.0.1:50051", retrieval.WithBearerToken("t"))
+	st, err := status.New(codes.Unavailable, "metadata store unavailable").WithDetails(
+		&errdetails.ErrorInfo{Reason: "BACKEND_UNAVAILABLE", Domain: "retrieval.v1"},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(s.retryDelay)})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+func (s *flakyServer) attempts(method string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.calls[method]...)
+}
+
+func (s *flakyServer) Query(context.Context, *retrievalv1.QueryRequest) (*retrievalv1.QueryResponse, error) {
+	return &retrievalv1.QueryResponse{}, s.answer("Query")
+}
+
+func (s *flakyServer) Search(context.Context, *retrievalv1.SearchRequest) (*retrievalv1.SearchResponse, error) {
+	return &retrievalv1.SearchResponse{}, s.answer("Search")
+}
+
+func (s *flakyServer) Health(context.Context, *retrievalv1.HealthRequest) (*retrievalv1.HealthResponse, error) {
+	return &retrievalv1.HealthResponse{}, s.answer("Health")
+}
+
+func (s *flakyServer) IngestDocuments(context.Context, *retrievalv1.IngestDocumentsRequest) (*retrievalv1.IngestDocumentsResponse, error) {
+	return &retrievalv1.IngestDocumentsResponse{}, s.answer("Ingest")
+}
+
+func (s *flakyServer) DeleteDocuments(context.Context, *retrievalv1.DeleteDocumentsRequest) (*retrievalv1.DeleteDocumentsResponse, error) {
+	return &retrievalv1.DeleteDocumentsResponse{}, s.answer("Delete")
+}
+
+// serveFlaky starts a flakyServer and returns it with a client of it.
+func serveFlaky(t *testing.T, failures int, retryDelay time.Duration, opts ...retrieval.Option) (*flakyServer, *retrieval.Client) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	srv := &flakyServer{failures: failures, retryDelay: retryDelay, calls: map[string][]time.Time{}}
+	server := grpc.NewServer()
+	retrievalv1.RegisterRetrievalServiceServer(server, srv)
+	go server.Serve(lis)
+	t.Cleanup(server.Stop)
+	c, err := retrieval.New(lis.Addr().String(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
+// The server answers UNAVAILABLE with a RetryInfo while a backend is down; the client gave up at once.
+func TestQuerySearchAndHealthAreRetriedAfterUnavailable(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	srv, c := serveFlaky(t, 1, delay)
+	calls := map[string]func() error{
+		"Query":  func() error { _, err := c.Query(ctx(t), "aardvarks"); return err },
+		"Search": func() error { _, err := c.Search(ctx(t), "aardvarks", 1); return err },
+		"Health": func() error { _, err := c.Health(ctx(t)); return err },
+	}
+	for name, call := range calls {
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v, want its second attempt's answer", name, err)
+		}
+		at := srv.attempts(name)
+		if len(at) != 2 {
+			t.Fatalf("%s: %d attempts, want 2", name, len(at))
+		}
+		if waited := at[1].Sub(at[0]); waited < delay {
+			t.Errorf("%s: the second attempt came %v after the first, before the RetryInfo delay %v", name, waited, delay)
+		}
+	}
+	// Through the generated stub too.
+	if _, err := c.Service().Query(ctx(t), &retrievalv1.QueryRequest{Query: "aardvarks"}); err != nil || len(srv.attempts("Query")) != 3 {
+		t.Errorf("Service().Query: %v, %d attempts in all, want its answer after 3", err, len(srv.attempts("Query")))
+	}
+}
+
+func TestRetriesStopAtTheirCountAndBeforeTheDeadline(t *testing.T) {
+	srv, c := serveFlaky(t, 100, time.Millisecond)
+	if _, err := c.Query(ctx(t), "aardvarks"); status.Code(err) != codes.Unavailable || len(srv.attempts("Query")) != 4 {
+		t.Errorf("always unavailable: %v after %d attempts, want Unavailable after 4", err, len(srv.attempts("Query")))
+	}
+	srv, c = serveFlaky(t, 100, time.Millisecond, retrieval.WithRetries(0))
+	if _, err := c.Search(ctx(t), "aardvarks", 1); status.Code(err) != codes.Unavailable || len(srv.attempts("Search")) != 1 {
+		t.Errorf("WithRetries(0): %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Search")))
+	}
+	// A RetryInfo delay beyond the deadline: no wait that could only end in DEADLINE_EXCEEDED.
+	srv, c = serveFlaky(t, 1, time.Hour)
+	if _, err := c.Health(ctx(t)); status.Code(err) != codes.Unavailable || len(srv.attempts("Health")) != 1 {
+		t.Errorf("retry delay past the deadline: %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Health")))
+	}
+	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithRetries(-1)); err == nil || !strings.Contains(err.Error(), "WithRetries takes 0 or more retries (got -1)") {
+		t.Errorf("WithRetries(-1): %v", err)
+	}
+}
+
+// A retried ingest would report the documents its first attempt stored as replaced, a retried
+// delete the ones it deleted as not found.
+func TestIngestAndDeleteAreNotRetried(t *testing.T) {
+	srv, c := serveFlaky(t, 1, time.Millisecond)
+	if _, err := c.Ingest(ctx(t), &retrievalv1.DocumentInput{DocumentId: "d"}); status.Code(err) != codes.Unavailable || len(srv.attempts("Ingest")) != 1 {
+		t.Errorf("Ingest: %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Ingest")))
+	}
+	if _, err := c.Delete(ctx(t), "d"); status.Code(err) != codes.Unavailable || len(srv.attempts("Delete")) != 1 {
+		t.Errorf("Delete: %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Delete")))
+	}
+}
+
+func TestBearerTokenNeedsTLSBeyondLoopback(t *testing.T) {
+	for _, target := range []string{
+		"127.0.0.1:50051", "localhost:50051", "localhost", "[::1]:50051", "::1", "dns:///localhost:50051",
+		"dns:127.0.0.1:50051", "dns://192.0.2.53/127.0.0.1:50051", "ipv4:127.0.0.1:50051,127.0.0.2:50051", "ipv6:[::1]:50051",
+	} {
+		c, err := retrieval.New(target, retrieval.WithBearerToken("t"))
+		if err != nil {
+			t.Errorf("%s: %v", target, err)
+			continue
+		}
+		c.Close()
+	}
+	// gRPC reads the host before '?' or '#', so each of these names 192.0.2.2 (newer gRPC versions resolve them).
+	for _, target := range []string{
+		"retrieval.example:50051", "192.0.2.2:50051", "dns:///192.0.2.2:50051?x=/127.0.0.1", "dns:///192.0.2.2:50051#/localhost",
+		"ipv4:192.0.2.2:50051#/localhost", "passthrough:///192.0.2.2:50051?/localhost", "ipv4:127.0.0.1:50051,192.0.2.2:50051",
+		"dns://192.0.2.53/localhost:50051", "dns:///192.0.2.2/127.0.0.1:50051", "localhost:50051@192.0.2.2", "unix:///run/retrieval.sock",
+	} {
+		if c, err := retrieval.New(target, retrieval.WithBearerToken("t")); err == nil || !strings.Contains(err.Error(), "a bearer token over plaintext") {
+			t.Errorf("%s: a plaintext token was accepted (%v)", target, err)
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
 }
 
 func TestIdentityValuesAreWhatMetadataCarries(t *testing.T) {

@@ -2,13 +2,16 @@
 //
 // It offers the calls of the Python and Go clients (query, search, health, ingest, delete) with
 // the same options, on one channel that carries the caller's identity (x-user-id / x-user-role /
-// x-user-groups, or a bearer token) and a default timeout. `service` is the generated stub for anything else.
+// x-user-groups, or a bearer token) and a default timeout, and tries query, search and health again
+// after UNAVAILABLE. `service` is the generated stub for anything else, on the same channel with
+// the same identity and timeout.
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { basename } from "node:path";
 
 import * as grpc from "@grpc/grpc-js";
 
+import { errorDetails } from "./error_details";
 import {
   type DeepPartial,
   DeleteDocumentsResponse,
@@ -18,12 +21,33 @@ import {
   QueryRequest,
   QueryResponse,
   RetrievalServiceClient,
+  RetrievalServiceService,
   SearchResponse,
   Strategy,
 } from "./gen/retrieval/v1/retrieval";
 
 /** Bounds a call that has no deadline of its own (the Python client's default), except ingest and delete. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
+
+/**
+ * The furthest deadline a call is given, in milliseconds from now: 1e9 s (31 years), the Python
+ * client's MAX_TIMEOUT_S. grpc-js cannot write one beyond 1e8 hours and throws outside the call's
+ * promise, which never settles (or the process ends); no call tells the two apart.
+ */
+export const MAX_TIMEOUT_MS = 1e12;
+
+/** How many times query, search and health are tried again after UNAVAILABLE: 4 attempts in all, as in the Python and Go clients. */
+export const DEFAULT_RETRIES = 3;
+
+// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients.
+const FIRST_BACKOFF_MS = 200;
+const MAX_BACKOFF_MS = 2_000;
+// setTimeout fires at once when asked to wait longer.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+// Only a call's own deadline bounds these: a large ingest takes minutes to embed, and one cut short
+// by a default the caller never chose stops part-way with no answer saying what was stored.
+const UNBOUNDED_BY_DEFAULT = new Set<string>([RetrievalServiceService.ingestDocuments.path, RetrievalServiceService.deleteDocuments.path]);
 
 // Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
 // server is the one that says no.
@@ -45,19 +69,32 @@ export interface ClientOptions {
   userId?: string;
   /** x-user-role: SUPER_ADMIN, ADMIN or USER. Unset: USER when userId is set. */
   role?: string;
-  /** x-user-groups, comma-separated: the user's groups, for documents granted to `group:<name>`. A group holding a comma is refused. */
+  /** x-user-groups, comma-separated: the user's groups, for documents granted to `group:<name>`. A group holding a comma is refused, and anything but an array of strings is a TypeError. */
   groups?: string[];
   /** Sent as `authorization: Bearer <token>` (RETRIEVAL_AUTH_MODE jwt); needs TLS beyond loopback. */
   bearerToken?: string;
   /** Connect over TLS (mutual TLS with a client certificate). Unset: plaintext. */
   tls?: TlsOptions;
-  /** Bounds each call without a deadline, in milliseconds (default 60,000; 0: no bound); not ingest and delete. */
+  /**
+   * Bounds each call without a deadline, in milliseconds (default 60,000; 0 and Infinity: no bound,
+   * beyond MAX_TIMEOUT_MS: MAX_TIMEOUT_MS; NaN or negative: a RangeError); not ingest and delete.
+   */
   timeoutMs?: number;
+  /**
+   * How many times query, search and health are tried again after UNAVAILABLE, the server's answer
+   * while a backend it needs is down (default 3; 0: none); an integer from 0, else a RangeError.
+   * Ingest and delete are never retried.
+   */
+  retries?: number;
   /** More @grpc/grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
 }
 
-/** Per call: a deadline (a Date or milliseconds since the epoch) wins over the default timeout. */
+/**
+ * Per call: a deadline (a Date or milliseconds since the epoch) wins over the default timeout.
+ * Infinity is none, one beyond MAX_TIMEOUT_MS from now is MAX_TIMEOUT_MS from now, and NaN (an
+ * invalid Date) rejects with a RangeError.
+ */
 export interface CallOptions {
   deadline?: Date | number;
 }
@@ -69,7 +106,7 @@ export interface QueryOptions extends CallOptions {
   strategy?: Strategy;
   /** Let the semantic cache answer and store the call (unset: true). */
   useCache?: boolean;
-  /** Restrict retrieval to these documents. */
+  /** Restrict retrieval to these documents (anything but an array of strings rejects with a TypeError). */
   documentIds?: string[];
 }
 
@@ -78,10 +115,41 @@ export interface SearchOptions extends CallOptions {
   topK?: number;
 }
 
-/** Reads the host of "host:port", "[v6]:port" or "dns:///host:port". */
+/**
+ * Whether every address `target` names is this machine's, read as gRPC reads it: "host:port",
+ * "[v6]:port" or a host alone, after no scheme, "dns:" (with "//authority/" or not) or "ipv4:" /
+ * "ipv6:" (a comma-separated list). Any other scheme is refused, and so is a target holding '?' or
+ * '#': gRPC reads the host before them, where reading it after the last '/' took
+ * "dns:///192.0.2.2:50051?x=/127.0.0.1" for loopback.
+ */
 function isLoopback(target: string): boolean {
-  const host = target.slice(target.lastIndexOf("/") + 1).replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1");
-  return host === "localhost" || (isIP(host) === 4 && host.startsWith("127.")) || host === "::1";
+  if (/[?#]/.test(target)) return false;
+  let [scheme, path] = ["", target];
+  const prefix = /^([A-Za-z][A-Za-z0-9+.-]*):(.*)$/s.exec(target);
+  if (prefix && ["dns", "ipv4", "ipv6"].includes(prefix[1])) [scheme, path] = [prefix[1], prefix[2]];
+  // "localhost:50051" is a host and its port, "unix:/run/x" or "passthrough:///x" a scheme.
+  else if (prefix && !/^\d+$/.test(prefix[2])) return false;
+  let authority = "";
+  if (scheme && path.startsWith("//")) {
+    const end = path.indexOf("/", 2);
+    if (end < 0) return false;
+    [authority, path] = [path.slice(2, end), path.slice(end + 1)];
+  }
+  if (scheme.startsWith("ipv") && authority) return false;
+  return (scheme.startsWith("ipv") ? path.split(",") : [path]).every((address) => {
+    const host = hostOf(address);
+    // A DNS server the target names may answer anything for "localhost".
+    return (host === "localhost" && !authority) || (isIP(host) === 4 && host.startsWith("127.")) || host === "::1";
+  });
+}
+
+/** The host of "host:port", "[v6]:port", a host alone or a bare IPv6 address; "" when `address` is none of them. */
+function hostOf(address: string): string {
+  const bracketed = /^\[([^\]]*)\](?::\d+)?$/.exec(address);
+  if (bracketed) return bracketed[1];
+  const colons = address.split(":").length - 1;
+  if (colons === 1) return /^([^:]*):\d+$/.exec(address)?.[1] ?? "";
+  return address.startsWith("[") ? "" : address;
 }
 
 /**
@@ -91,6 +159,17 @@ function isLoopback(target: string): boolean {
 function metadataValue(name: string, value: string): string {
   if (!/^[\x20-\x7e]*$/.test(value)) {
     throw new Error(`the ${name} must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)`);
+  }
+  return value;
+}
+
+/**
+ * `value` checked to be an array of strings: a plain-JS caller's string went out as one id per
+ * character (ts-proto iterates it), and `delete("doc")` deleted documents "d", "o" and "c".
+ */
+function stringArray(name: string, value: unknown): string[] {
+  if (!Array.isArray(value) || !value.every((item) => typeof item === "string")) {
+    throw new TypeError(`${name} must be an array of strings (got ${Array.isArray(value) ? "an array holding other values" : typeof value})`);
   }
   return value;
 }
@@ -122,6 +201,34 @@ function int32TopK(topK: number | undefined): number {
   return topK;
 }
 
+/** `timeoutMs` as the client keeps it: 0 for no bound (Infinity too). */
+function checkedTimeoutMs(timeoutMs: number): number {
+  if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs < 0) {
+    throw new RangeError(`timeoutMs must be 0 to Infinity milliseconds, 0 and Infinity for no deadline (got ${timeoutMs})`);
+  }
+  return timeoutMs === Infinity ? 0 : Math.min(timeoutMs, MAX_TIMEOUT_MS);
+}
+
+/** A call's own deadline in milliseconds since the epoch, at most MAX_TIMEOUT_MS from now (Infinity: none). */
+function clampedDeadline(deadline: Date | number): number {
+  const ms = deadline instanceof Date ? deadline.getTime() : deadline;
+  if (typeof ms !== "number" || Number.isNaN(ms)) {
+    throw new RangeError(`deadline must be a Date or milliseconds since the epoch (got ${String(deadline)})`);
+  }
+  return ms === Infinity ? ms : Math.min(ms, Date.now() + MAX_TIMEOUT_MS);
+}
+
+/**
+ * The wait after the attempt-th attempt failed with `err`: the backoff, jittered to half to all of
+ * it so that clients that failed together do not come back together, or the server's RetryInfo
+ * delay when longer.
+ */
+function retryWaitMs(attempt: number, err: grpc.ServiceError): number {
+  const backoff = Math.min(FIRST_BACKOFF_MS * 2 ** (attempt - 1), MAX_BACKOFF_MS);
+  const delay = errorDetails(err).retryInfo?.retryDelay;
+  return Math.max(backoff / 2 + Math.random() * (backoff / 2), delay ? delay.seconds * 1000 + delay.nanos / 1e6 : 0);
+}
+
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
   const tls = options.tls;
   if (!tls) {
@@ -138,11 +245,17 @@ function channelCredentials(target: string, options: ClientOptions): grpc.Channe
 }
 
 export class RetrievalClient {
-  /** The generated stub on this client's channel (add `metadata()` and a deadline yourself). */
+  /**
+   * The generated stub on this client's channel. Its calls carry the client's identity (a key the
+   * call's own metadata sets is left to it) and, without a deadline of their own, the default
+   * timeout (not ingestDocuments and deleteDocuments); a call given interceptors of its own runs
+   * those instead (grpc-js), and then carries neither.
+   */
   readonly service: RetrievalServiceClient;
   // #private: util.inspect and console.log of a client would print a private field, and the token in it.
   readonly #identity: grpc.Metadata;
   private readonly timeoutMs: number;
+  private readonly retries: number;
 
   constructor(target = "localhost:50051", options: ClientOptions = {}) {
     const channelOptions: grpc.ChannelOptions = {
@@ -156,11 +269,30 @@ export class RetrievalClient {
     this.#identity = new grpc.Metadata();
     if (options.userId) this.#identity.set("x-user-id", metadataValue("user id", options.userId));
     if (options.role) this.#identity.set("x-user-role", metadataValue("role", options.role));
-    if (options.groups?.length) this.#identity.set("x-user-groups", groupsValue(options.groups));
+    const groups = options.groups === undefined ? "" : groupsValue(stringArray("groups", options.groups));
+    if (groups) this.#identity.set("x-user-groups", groups);
     if (options.bearerToken) this.#identity.set("authorization", `Bearer ${metadataValue("token", options.bearerToken)}`);
-    this.service = new RetrievalServiceClient(target, channelCredentials(target, options), channelOptions);
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.timeoutMs = checkedTimeoutMs(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    this.retries = options.retries ?? DEFAULT_RETRIES;
+    if (!Number.isInteger(this.retries) || this.retries < 0) {
+      throw new RangeError(`retries must be an integer from 0 (got ${options.retries})`);
+    }
+    this.service = new RetrievalServiceClient(target, channelCredentials(target, options), { ...channelOptions, interceptors: [this.#carryIdentityAndTimeout] });
   }
+
+  #carryIdentityAndTimeout: grpc.Interceptor = (options, nextCall) => {
+    if (options.deadline === undefined && this.timeoutMs > 0 && !UNBOUNDED_BY_DEFAULT.has(options.method_definition.path)) {
+      options = { ...options, deadline: Date.now() + this.timeoutMs };
+    }
+    return new grpc.InterceptingCall(nextCall(options), {
+      start: (metadata, listener, next) => {
+        for (const [key, value] of Object.entries(this.#identity.getMap())) {
+          if (metadata.get(key).length === 0) metadata.set(key, value);
+        }
+        next(metadata, listener);
+      },
+    });
+  };
 
   /** A copy of the identity metadata every call of this client sends. */
   metadata(): grpc.Metadata {
@@ -168,24 +300,40 @@ export class RetrievalClient {
   }
 
   /**
-   * A call's deadline: its own, else the client's default timeout unless `bounded` is false (ingest
-   * and delete: a large batch takes minutes, and one cut short by a default the caller never chose
-   * stops part-way with no answer saying what was stored).
+   * A call's deadline: its own, else the client's default timeout unless `readOnly` is false (ingest
+   * and delete). Fixed here, not by the stub's interceptor, for its retries to share it.
    */
-  private callOptions(options: CallOptions, bounded: boolean): Partial<grpc.CallOptions> {
-    if (options.deadline !== undefined) return { deadline: options.deadline };
-    return bounded && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
+  private callOptions(options: CallOptions, readOnly: boolean): Partial<grpc.CallOptions> {
+    if (options.deadline !== undefined) return { deadline: clampedDeadline(options.deadline) };
+    return readOnly && this.timeoutMs > 0 ? { deadline: Date.now() + this.timeoutMs } : {};
   }
 
-  private unary<Req, Res>(
+  /**
+   * One call, tried again after UNAVAILABLE when `readOnly`: a call that changes nothing answers
+   * the second time as it would have the first, where a retried ingest reports the documents its
+   * first attempt stored as replaced, and a retried delete the ones it deleted as not found.
+   */
+  private async unary<Req, Res>(
     method: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => grpc.ClientUnaryCall,
     request: Req,
     options: CallOptions,
-    bounded = true,
+    readOnly = true,
   ): Promise<Res> {
-    return new Promise((resolve, reject) => {
-      method.call(this.service, request, this.metadata(), this.callOptions(options, bounded), (err, res) => (err ? reject(err) : resolve(res)));
-    });
+    const callOptions = this.callOptions(options, readOnly);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await new Promise<Res>((resolve, reject) => {
+          method.call(this.service, request, new grpc.Metadata(), callOptions, (err, res) => (err ? reject(err) : resolve(res)));
+        });
+      } catch (err) {
+        const error = err as grpc.ServiceError;
+        if (!readOnly || attempt > this.retries || error.code !== grpc.status.UNAVAILABLE) throw err;
+        const wait = retryWaitMs(attempt, error);
+        // No time would be left for the next attempt: the server's answer says more than a DEADLINE_EXCEEDED would.
+        if (wait >= Number(callOptions.deadline ?? Infinity) - Date.now() || wait > MAX_TIMER_MS) throw err;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
   }
 
   /** Runs the full retrieval pipeline; the best contexts come first. A topK that is no int32 integer rejects with a RangeError. */
@@ -195,7 +343,7 @@ export class RetrievalClient {
       topK: int32TopK(options.topK),
       strategy: options.strategy ?? Strategy.STRATEGY_UNSPECIFIED,
       useCache: options.useCache,
-      filters: options.documentIds ? { documentIds: options.documentIds } : undefined,
+      filters: options.documentIds ? { documentIds: stringArray("documentIds", options.documentIds) } : undefined,
     });
     return this.unary(this.service.query, request, options);
   }
@@ -218,9 +366,12 @@ export class RetrievalClient {
     return this.unary(this.service.ingestDocuments, { documents: documents.map((d) => DocumentInput.fromPartial(d)) }, options, false);
   }
 
-  /** Removes documents (needs ADMIN or SUPER_ADMIN). Only `options.deadline` bounds it, not the client's default timeout. */
-  delete(documentIds: string[], options: CallOptions = {}): Promise<DeleteDocumentsResponse> {
-    return this.unary(this.service.deleteDocuments, { documentIds }, options, false);
+  /**
+   * Removes documents (needs ADMIN or SUPER_ADMIN). Only `options.deadline` bounds it, not the
+   * client's default timeout. `documentIds` that is not an array of strings rejects with a TypeError.
+   */
+  async delete(documentIds: string[], options: CallOptions = {}): Promise<DeleteDocumentsResponse> {
+    return this.unary(this.service.deleteDocuments, { documentIds: stringArray("documentIds", documentIds) }, options, false);
   }
 
   close(): void {

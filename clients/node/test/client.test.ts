@@ -6,18 +6,25 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { performance } from "node:perf_hooks";
 import { inspect } from "node:util";
 import { after, before, beforeEach, describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
 
+import { Any } from "../src/gen/google/protobuf/any";
+import { Status } from "../src/gen/google/rpc/status";
 import {
   Access,
+  ErrorInfo,
   errorDetails,
+  MAX_TIMEOUT_MS,
   RetrievalClient,
   RetrievalServiceService,
+  RetryInfo,
   ServingStatus,
   Strategy,
+  StreamQueryRequest,
   type ClientOptions,
   type HealthResponse,
   type QueryResponse,
@@ -131,9 +138,20 @@ describe("against the live server", live, () => {
 });
 
 test("a bearer token needs TLS beyond loopback", () => {
-  assert.throws(() => new RetrievalClient("retrieval.example:50051", { bearerToken: "t" }), /plaintext/);
-  new RetrievalClient("127.0.0.1:50051", { bearerToken: "t" }).close();
-  new RetrievalClient("dns:///localhost:50051", { bearerToken: "t" }).close();
+  for (const loopback of [
+    "127.0.0.1:50051", "localhost:50051", "localhost", "[::1]:50051", "::1", "dns:///localhost:50051",
+    "dns:127.0.0.1:50051", "dns://192.0.2.53/127.0.0.1:50051", "ipv4:127.0.0.1:50051,127.0.0.2:50051", "ipv6:[::1]:50051",
+  ]) {
+    new RetrievalClient(loopback, { bearerToken: "t" }).close();
+  }
+  // gRPC reads the host before '?' or '#', so each of these names 192.0.2.2.
+  for (const remote of [
+    "retrieval.example:50051", "192.0.2.2:50051", "dns:///192.0.2.2:50051?x=/127.0.0.1", "dns:///192.0.2.2:50051#/localhost",
+    "ipv4:192.0.2.2:50051#/localhost", "passthrough:///192.0.2.2:50051?/localhost", "ipv4:127.0.0.1:50051,192.0.2.2:50051",
+    "dns://192.0.2.53/localhost:50051", "dns:///192.0.2.2/127.0.0.1:50051", "localhost:50051@192.0.2.2", "unix:///run/retrieval.sock",
+  ]) {
+    assert.throws(() => new RetrievalClient(remote, { bearerToken: "t" }), /a bearer token over plaintext/, remote);
+  }
 });
 
 test("groups travel as one x-user-groups value, and a group holding a comma is refused", () => {
@@ -177,13 +195,13 @@ test("identity values are what gRPC metadata carries, and the token is never sho
 describe("against a local server that records each call", () => {
   let server: grpc.Server;
   let addr: string;
-  const calls: { method: string; deadline: grpc.Deadline; request: unknown }[] = [];
+  const calls: { method: string; deadline: grpc.Deadline; request: unknown; metadata: grpc.Metadata }[] = [];
   before(async () => {
     server = new grpc.Server();
     const recorded =
       <Res>(method: string, response: Res) =>
       (call: grpc.ServerUnaryCall<unknown, Res>, callback: grpc.sendUnaryData<Res>) => {
-        calls.push({ method, deadline: call.getDeadline(), request: call.request });
+        calls.push({ method, deadline: call.getDeadline(), request: call.request, metadata: call.metadata });
         callback(null, response);
       };
     server.addService(RetrievalServiceService, {
@@ -191,6 +209,10 @@ describe("against a local server that records each call", () => {
       search: recorded("search", { results: [] }),
       ingestDocuments: recorded("ingestDocuments", { documents: [], errors: [], documentsNotListed: 0 }),
       deleteDocuments: recorded("deleteDocuments", { deleted: [], notFound: [] }),
+      streamQuery: (call: grpc.ServerWritableStream<unknown, unknown>) => {
+        calls.push({ method: "streamQuery", deadline: call.getDeadline(), request: call.request, metadata: call.metadata });
+        call.end();
+      },
     });
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
@@ -213,6 +235,60 @@ describe("against a local server that records each call", () => {
     assert.deepEqual(unbounded, [["ingestDocuments", true], ["deleteDocuments", true], ["search", false], ["ingestDocuments", false], ["deleteDocuments", false]]);
   });
 
+  // They went out anonymous and unbounded, where Go's Service() carries both.
+  test("calls through `service` carry the identity and the default timeout", async () => {
+    const alice = client({ userId: "alice", role: "USER" }, addr);
+    const unary = <Res>(call: (cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown) =>
+      new Promise<Res>((resolve, reject) => call((err, res) => (err ? reject(err) : resolve(res))));
+    await unary((cb) => alice.service.search({ query: "aardvarks", topK: 0 }, cb));
+    await unary((cb) => alice.service.deleteDocuments({ documentIds: [] }, cb));
+    // The call's own metadata (not doubled) and deadline, none here.
+    await unary((cb) => alice.service.search({ query: "aardvarks", topK: 0 }, alice.metadata(), { deadline: Infinity }, cb));
+    const stream = alice.service.streamQuery(StreamQueryRequest.fromPartial({ query: { query: "aardvarks" } }));
+    await new Promise((resolve, reject) => stream.on("data", () => {}).on("end", resolve).on("error", reject));
+    assert.deepEqual(
+      calls.map((x) => [x.method, x.metadata.get("x-user-id"), x.metadata.get("x-user-role"), x.deadline === Infinity]),
+      [
+        ["search", ["alice"], ["USER"], false],
+        ["deleteDocuments", ["alice"], ["USER"], true],
+        ["search", ["alice"], ["USER"], true],
+        ["streamQuery", ["alice"], ["USER"], false],
+      ],
+    );
+  });
+
+  // A plain-JS caller's string went out as one id per character: delete("doc") deleted "d", "o" and "c".
+  test("document ids and groups that are no array of strings are a TypeError naming them, and are not sent", async () => {
+    const c = client({}, addr);
+    for (const [value, got] of [["doc", "string"], [["doc", 7], "an array holding other values"], [null, "object"]]) {
+      const refused = (name: string) => (err: Error) => err instanceof TypeError && err.message === `${name} must be an array of strings (got ${got})`;
+      await assert.rejects(c.delete(value as string[]), refused("documentIds"));
+      assert.throws(() => new RetrievalClient(addr, { groups: value as string[] }), refused("groups"));
+      // A null filter is no filter, as an unset one.
+      if (value !== null) await assert.rejects(c.query("aardvarks", { documentIds: value as string[] }), refused("documentIds"));
+    }
+    assert.equal(calls.length, 0);
+  });
+
+  // grpc-js threw "Deadline is too far in the future" outside the call's promise, which never settled.
+  test("a far deadline is MAX_TIMEOUT_MS from now, Infinity none, and NaN or a negative timeout a RangeError", async () => {
+    await client({ timeoutMs: Number.MAX_SAFE_INTEGER }, addr).search("aardvarks");
+    await client({}, addr).query("aardvarks", { deadline: new Date(8.64e15) });
+    await client({ timeoutMs: Infinity }, addr).search("aardvarks");
+    await client({}, addr).search("aardvarks", { deadline: Infinity });
+    const bounds = calls.map((x) => x.deadline === Infinity || Number(x.deadline) - Date.now() <= MAX_TIMEOUT_MS);
+    const unbounded = calls.map((x) => x.deadline === Infinity);
+    assert.deepEqual([bounds, unbounded], [[true, true, true, true], [false, false, true, true]]);
+    for (const timeoutMs of [NaN, -1]) {
+      assert.throws(
+        () => new RetrievalClient(addr, { timeoutMs }),
+        (err: Error) => err instanceof RangeError && err.message === `timeoutMs must be 0 to Infinity milliseconds, 0 and Infinity for no deadline (got ${timeoutMs})`,
+      );
+    }
+    await assert.rejects(client({}, addr).health({ deadline: new Date(NaN) }), (err: Error) => err instanceof RangeError && /^deadline must be a Date or milliseconds since the epoch/.test(err.message));
+    assert.equal(calls.length, 4);
+  });
+
   // 1.5 or 2 ** 31 failed as INTERNAL "Request message serialization failure".
   test("a topK that is no int32 integer is a RangeError naming it, and is not sent", async () => {
     const c = client({}, addr);
@@ -229,6 +305,85 @@ describe("against a local server that records each call", () => {
       calls.map((x) => (x.request as { topK: number }).topK),
       [2 ** 31 - 1, -(2 ** 31)],
     );
+  });
+});
+
+describe("against a local server answering UNAVAILABLE while a backend is down", () => {
+  let server: grpc.Server;
+  let addr: string;
+  // Each method's first `failures` calls are answered as the server does while a backend is down.
+  let failures = 0;
+  let retryDelayMs = 0;
+  const attempts: Record<string, number[]> = {};
+  before(async () => {
+    server = new grpc.Server();
+    const flaky =
+      <Res>(method: string, response: Res) =>
+      (_call: grpc.ServerUnaryCall<unknown, Res>, callback: grpc.sendUnaryData<Res>) => {
+        const seen = (attempts[method] ??= []);
+        seen.push(performance.now());
+        if (seen.length > failures) return callback(null, response);
+        const details = [
+          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason: "BACKEND_UNAVAILABLE", domain: "retrieval.v1", metadata: {} }).finish()) }),
+          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay: { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 } }).finish()) }),
+        ];
+        const metadata = new grpc.Metadata();
+        metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "metadata store unavailable", details }).finish()));
+        callback({ code: grpc.status.UNAVAILABLE, details: "metadata store unavailable", metadata });
+      };
+    server.addService(RetrievalServiceService, {
+      query: flaky("query", { contexts: [], suggestions: [] }),
+      search: flaky("search", { results: [] }),
+      health: flaky("health", { status: ServingStatus.SERVING_STATUS_SERVING, components: [], version: "flaky" }),
+      ingestDocuments: flaky("ingestDocuments", { documents: [], errors: [], documentsNotListed: 0 }),
+      deleteDocuments: flaky("deleteDocuments", { deleted: [], notFound: [] }),
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    addr = `127.0.0.1:${port}`;
+  });
+  after(() => server.forceShutdown());
+  beforeEach(() => Object.keys(attempts).forEach((method) => delete attempts[method]));
+  const tries = (method: string) => attempts[method]?.length ?? 0;
+
+  // The client gave up at once.
+  test("query, search and health are tried again, after the RetryInfo delay", async () => {
+    [failures, retryDelayMs] = [1, 300];
+    const c = client({}, addr);
+    await c.query("aardvarks");
+    await c.search("aardvarks");
+    await c.health();
+    for (const method of ["query", "search", "health"]) {
+      assert.equal(tries(method), 2, method);
+      // Less a millisecond: libuv times its timers in whole milliseconds.
+      assert.ok(attempts[method][1] - attempts[method][0] >= retryDelayMs - 1, `${method}: the second attempt came before the RetryInfo delay`);
+    }
+  });
+
+  test("retries stop at their count and before the deadline", async () => {
+    [failures, retryDelayMs] = [100, 1];
+    assert.equal(await code(client({}, addr).query("aardvarks")), grpc.status.UNAVAILABLE);
+    assert.equal(tries("query"), 4);
+    assert.equal(await code(client({ retries: 0 }, addr).search("aardvarks")), grpc.status.UNAVAILABLE);
+    assert.equal(tries("search"), 1);
+    // A RetryInfo delay beyond the deadline: no wait that could only end in DEADLINE_EXCEEDED.
+    [failures, retryDelayMs] = [1, 3_600_000];
+    assert.equal(await code(client({}, addr).health()), grpc.status.UNAVAILABLE);
+    assert.equal(tries("health"), 1);
+    for (const retries of [-1, 1.5]) {
+      assert.throws(() => new RetrievalClient(addr, { retries }), (err: Error) => err instanceof RangeError && err.message === `retries must be an integer from 0 (got ${retries})`);
+    }
+  });
+
+  // A retried ingest would report the documents its first attempt stored as replaced, a retried
+  // delete the ones it deleted as not found.
+  test("ingest and delete are not retried", async () => {
+    [failures, retryDelayMs] = [1, 1];
+    const c = client({}, addr);
+    assert.equal(await code(c.ingest([{ documentId: "d", filename: "d.txt", content: Buffer.from("Aardvarks dig.") }])), grpc.status.UNAVAILABLE);
+    assert.equal(await code(c.delete(["d"])), grpc.status.UNAVAILABLE);
+    assert.deepEqual([tries("ingestDocuments"), tries("deleteDocuments")], [1, 1]);
   });
 });
 
