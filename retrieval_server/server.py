@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,7 +24,7 @@ from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
-from retrieval_server.config import Settings, listen_address
+from retrieval_server.config import Settings, bind_error, listen_address
 from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
 from retrieval_server.domain import ComponentState
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
@@ -63,15 +62,6 @@ class RunningServer:
         if self.authenticator is not None:
             await self.authenticator.close()
         await self.app.close()
-
-
-def bind_error(host: str, port: int) -> str:
-    """Why ``host:port`` cannot be bound (grpc only says that it failed)."""
-    try:
-        with socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
-            return "the address could not be bound"
-    except OSError as exc:
-        return (exc.strerror or str(exc)).lower()
 
 
 async def start_server(settings: Settings, app: Application | None = None) -> RunningServer:
@@ -134,12 +124,13 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     )
     credentials = server_credentials(settings)
     address = listen_address(settings.host, settings.port)
+    _refuse_a_port_in_use(settings, settings.port, f"cannot listen on {address}")
     try:
         port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     except RuntimeError:
         port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port)}")
+        raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port) or 'the address could not be bound'}")
     metrics_port = None
     if settings.metrics_enabled:
         try:
@@ -163,6 +154,14 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
         log.warning("identity is not authenticated: x-user-id, x-user-role and x-user-groups are believed as sent (RETRIEVAL_AUTH_MODE=none); "
                     "use jwt or gateway wherever the port is reachable by others")
     return RunningServer(server, health, port, app, metrics_port, health_server, authenticator, follower)
+
+
+def _refuse_a_port_in_use(settings: Settings, port: int, what: str) -> None:
+    """Fail, as ``what``, when any address of the listen host is taken on ``port``: gRPC serves once
+    one of them binds, beside another server holding the rest. A supervisor's workers are spared:
+    it made this check, and holds the port for them."""
+    if settings.processes == 1 and (why := bind_error(settings.host, port)):
+        raise OSError(f"{what}: {why}")
 
 
 async def _follow_health(app: Application, health: health_aio.HealthServicer, interval_s: float) -> None:
@@ -192,13 +191,14 @@ async def _health_only_server(settings: Settings, health: health_aio.HealthServi
     """grpc.health.v1 alone, plaintext: Kubernetes' gRPC probes cannot speak TLS."""
     server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0)])
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    what = f"cannot listen on the health port {listen_address(settings.host, settings.health_port)}"
+    _refuse_a_port_in_use(settings, settings.health_port, what)
     try:
         port = server.add_insecure_port(listen_address(settings.host, settings.health_port))
     except RuntimeError:
         port = 0
     if port == 0:
-        raise OSError(f"cannot listen on the health port {listen_address(settings.host, settings.health_port)}: "
-                      f"{bind_error(settings.host, settings.health_port)}")
+        raise OSError(f"{what}: {bind_error(settings.host, settings.health_port) or 'the address could not be bound'}")
     await server.start()
     return server
 

@@ -26,7 +26,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from retrieval_server import event_loop, startup_gc
-from retrieval_server.config import Settings, listen_address
+from retrieval_server.config import ADDRESS_NOT_HERE, Settings, bind_error, listen_address, listen_sockaddrs
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
@@ -66,36 +66,51 @@ def worker_settings(settings: Settings, worker: int) -> Settings:
     return settings.model_copy(update=update)
 
 
-def hold_port(host: str, port: int) -> socket.socket:
+def hold_port(host: str, port: int) -> list[socket.socket]:
     """Fail as a single server would when the port is taken; then hold it for the workers.
 
-    The held socket is bound with SO_REUSEPORT but never listens: the workers' listening sockets
-    can join it, while any other server or supervisor (none binds with SO_REUSEPORT alone) finds
-    the port in use. Unless the last run's connections are still in TIME_WAIT (a minute after a
-    stop), which refuse a socket without SO_REUSEADDR: a restart failed with "address already in
-    use". The probe, with SO_REUSEADDR as gRPC binds, has then found no server on the port, and
-    the held socket takes SO_REUSEADDR too; until the workers listen, another server could then
-    bind the port as well (two sockets with SO_REUSEADDR may, while neither listens).
+    Every address of ``host`` is checked and held (:func:`listen_sockaddrs`), as gRPC listens on
+    each: a name of several (``localhost``) was held on its first alone, and a server already on
+    that one did not stop the supervisor. The held sockets are bound with SO_REUSEPORT but never
+    listen: the workers' listening sockets can join them, while any other server or supervisor
+    (none binds with SO_REUSEPORT alone) finds the port in use. Unless the last run's connections
+    are still in TIME_WAIT (a minute after a stop), which refuse a socket without SO_REUSEADDR: a
+    restart failed with "address already in use". The probe, with SO_REUSEADDR as gRPC binds, has
+    then found no server on the port, and the held socket takes SO_REUSEADDR too; until the
+    workers listen, another server could then bind the port as well (two sockets with
+    SO_REUSEADDR may, while neither listens).
     """
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise OSError(f"cannot listen on {listen_address(host, port)}: {(exc.strerror or str(exc)).lower()}") from None
-    guard = socket.socket(family, kind, proto)
-    guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    if why := bind_error(host, port):
+        raise OSError(f"cannot listen on {listen_address(host, port)}: {why}")
+    guards: list[socket.socket] = []
     try:
-        guard.bind(address)
-    except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
+        for family, address in listen_sockaddrs(host, port):
+            if guards and port == 0:
+                address = (address[0], guards[0].getsockname()[1], *address[2:])  # one port for all
+            try:
+                guard = socket.socket(family, socket.SOCK_STREAM)
+            except OSError as exc:
+                if exc.errno not in ADDRESS_NOT_HERE:
+                    raise
+                continue  # no IPv6 here: gRPC skips the address too
+            guards.append(guard)
+            guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            try:
+                guard.bind(address)
+            except OSError as exc:
+                if exc.errno in ADDRESS_NOT_HERE:
+                    guards.pop().close()
+                    continue
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                log.info("the port's last connections are in TIME_WAIT: held with SO_REUSEADDR", extra={"port": port})
+                guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                guard.bind(address)
+    except BaseException:
+        for guard in guards:
             guard.close()
-            raise
-        log.info("the port's last connections are in TIME_WAIT: held with SO_REUSEADDR", extra={"port": port})
-        guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        guard.bind(address)
-    return guard
+        raise
+    return guards
 
 
 def _stop_with_the_supervisor() -> int | None:
@@ -258,7 +273,9 @@ def supervise(settings: Settings) -> int:
     # error that escaped with workers running hung the exit (multiprocessing joins them), and
     # SIGTERM could no longer stop it.
     try:
-        guards.extend(hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p)
+        for p in (settings.port, settings.health_port):
+            if p:
+                guards.extend(hold_port(settings.host, p))
         # Once the port is ours: a killed supervisor's workers, still draining, hold it, and serve
         # from the folders swept here.
         if stale := remove_stale_runs(Path(tempfile.gettempdir()), SCRATCH_PREFIX):
