@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval_server.domain import ResourceExhausted
+from retrieval_server.stale_runs import own_folder
 
 MIB = 1024 * 1024
+#: a private copy of the vector folder in the temporary directory: this, the pid, "-", a random part
+READ_COPY_PREFIX = "retrieval-readonly-"
 
 
 def estimated_bytes(content_bytes: int, children: int = 0, dim: int = 384) -> int:
@@ -88,10 +91,9 @@ class DiskSpace:
 
 def copy_for_reading(source: Path, floor_mb: int) -> Path:
     """A private copy of a folder to open read-only data from (the engine writes while it loads), in
-    the process's temporary folder: a worker's is the one its supervisor removes after it exits."""
-    import tempfile
-
-    target = Path(tempfile.mkdtemp(prefix="retrieval-readonly-"))
+    the process's temporary folder: a worker's is the one its supervisor removes after it exits;
+    another process's, left by a kill, is removed by the next to copy there (:func:`own_folder`)."""
+    target = own_folder(READ_COPY_PREFIX)
     DiskSpace.of([target], floor_mb).check(folder_bytes(source))
     if source.is_dir():
         shutil.copytree(source, target, dirs_exist_ok=True)
