@@ -43,6 +43,11 @@ HEARTBEATS_MISSED = 6
 SCRATCH_PREFIX = "retrieval-workers-"
 #: prctl(2): the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
+#: what a stopping worker may take beyond its grace period and the event flush: closing the stores,
+#: of which the last spans' export takes at most 2 s (README: terminationGracePeriodSeconds)
+STOP_MARGIN_S = 5.0
+#: the exit code of a supervisor that had to kill a worker that did not stop in time
+WORKER_KILLED = 1
 #: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
 RESTART_BACKOFF_S = 1.0
 RESTART_BACKOFF_MAX_S = 60.0
@@ -222,7 +227,9 @@ def supervise(settings: Settings) -> int:
     A worker that dies before it first reported serving failed to start (bad index, bad settings):
     the supervisor stops the others and raises with that worker's reason. A restarted one that
     does is started again after :func:`restart_delay` while the others serve. One metrics endpoint
-    serves the sum of every worker's metrics.
+    serves the sum of every worker's metrics. Returns 0, or :data:`WORKER_KILLED` when a worker had
+    to be killed at the stop (still running after the grace period, the event flush and
+    :data:`STOP_MARGIN_S`).
     """
     guards: list[socket.socket] = []
     metrics: MultiprocessMetrics | None = None
@@ -269,6 +276,7 @@ def supervise(settings: Settings) -> int:
         stopping = True
 
     failed: str | None = None
+    killed: list[int] = []  # the workers that did not stop in time
     # Whatever ends the supervision, the workers are stopped and everything held is let go: an
     # error that escaped with workers running hung the exit (multiprocessing joins them), and
     # SIGTERM could no longer stop it.
@@ -334,15 +342,21 @@ def supervise(settings: Settings) -> int:
                 log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
                 restart(i)
     finally:
-        live = [w for w in workers if w is not None]
-        for w in live:
+        live = [(i, w) for i, w in enumerate(workers) if w is not None]
+        for _, w in live:
             if w.process.is_alive():
                 w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
-        for w in live:
-            w.process.join(settings.grace_period_s + 30)
+        # One deadline for them all, as they stop together: each waited for in turn, N hung workers
+        # held the stop N times as long, past any termination grace period.
+        limit_s = settings.grace_period_s + settings.events_publish_timeout_s + STOP_MARGIN_S
+        deadline = time.monotonic() + limit_s
+        for i, w in live:
+            w.process.join(max(0.0, deadline - time.monotonic()))
             if w.process.is_alive():
+                log.error("worker %d did not stop within %g s; killing it", i, limit_s, extra={"worker": i, "worker_pid": w.process.pid})
                 w.process.kill()
                 w.process.join()
+                killed.append(i)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
         if metrics is not None:
@@ -351,5 +365,9 @@ def supervise(settings: Settings) -> int:
             guard.close()
     if failed:
         raise Unavailable(failed)
+    if killed:
+        # Their in-flight calls were cut off and what they held was not closed: no clean stop.
+        log.error("stopped, killing workers %s", ", ".join(map(str, killed)), extra={"killed": killed})
+        return WORKER_KILLED
     log.info("stopped")
     return 0
