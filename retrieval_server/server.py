@@ -204,13 +204,18 @@ async def _health_only_server(settings: Settings, health: health_aio.HealthServi
 
 
 async def serve(settings: Settings, on_ready: Callable[[], None] | None = None, on_stopping: Callable[[], None] | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully. ``on_ready`` is called once serving,
-    ``on_stopping`` once a signal came, before the drain."""
+    """Run until SIGTERM, SIGINT or SIGHUP, then shut down gracefully. ``on_ready`` is called once
+    serving, ``on_stopping`` once a signal came, before the drain. SIGHUP is left alone where it is
+    ignored: by a supervisor's worker, whose stop comes as SIGTERM, and under ``nohup``."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Before it starts: a SIGTERM as it comes up (a supervisor killed as its workers start) ended it
-    # at once, without its cleanup.
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # at once, without its cleanup. SIGHUP too (the terminal closed): its default ended the server
+    # with calls in flight.
+    stop_signals = [signal.SIGTERM, signal.SIGINT]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        stop_signals.append(signal.SIGHUP)
+    for sig in stop_signals:
         loop.add_signal_handler(sig, stop.set)
     starting = asyncio.ensure_future(start_server(settings))
     stopping = asyncio.ensure_future(stop.wait())

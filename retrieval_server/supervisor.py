@@ -151,6 +151,9 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     the supervisor removes once the worker has exited: a worker that is killed removes nothing. A
     worker whose supervisor died stops, and removes them itself.
     """
+    # A hangup reaches the whole process group (the terminal closed): its default killed the
+    # workers with calls in flight, while the supervisor forwards it to them as SIGTERM.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor = _stop_with_the_supervisor()
     tempfile.tempdir = str(scratch)
     startup_gc.defer_collection()
@@ -222,7 +225,7 @@ class _Worker:
 
 
 def supervise(settings: Settings) -> int:
-    """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that dies after it served.
+    """Run ``settings.processes`` workers until SIGTERM, SIGINT or SIGHUP; restart one that dies after it served.
 
     A worker that dies before it first reported serving failed to start (bad index, bad settings):
     the supervisor stops the others and raises with that worker's reason. A restarted one that

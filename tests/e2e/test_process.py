@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -281,3 +282,27 @@ def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: 
                 assert client.query("what causes tides", top_k=1).contexts[0].document_id == "tides"
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=90) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_hangup_of_the_process_group_stops_every_process_gracefully(tmp_path: Path, processes: int) -> None:
+    """A closed terminal sends SIGHUP to its whole process group: its default killed a single
+    server, and a supervisor's workers, with their calls in flight. Each now drains ("shutting
+    down"), a worker on the SIGTERM its supervisor forwards."""
+    (tmp_path / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
+    data = tmp_path / "data"
+    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "tides.txt")], env=_env(RETRIEVAL_DATA_DIR=str(data)),
+                            capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+    env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(free_port()), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PROCESSES=str(processes))
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)) as server:
+        logs, serving, reader = drain(server, "serving", count=processes)
+        assert serving.wait(timeout=300) and server.poll() is None, "".join(logs)
+        os.killpg(server.pid, signal.SIGHUP)
+        assert server.wait(timeout=300) == 0, "".join(logs)
+        reader.join()
+    records = [json.loads(line) for line in logs if line.startswith("{")]
+    stopped = [r["pid"] for r in records if r["logger"] == "retrieval_server.server" and r["msg"] == "stopped"]
+    served = [r["pid"] for r in records if r["msg"] == "serving"]
+    assert sorted(stopped) == sorted(served) and len(served) == processes, "".join(logs)
