@@ -15,7 +15,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2
-from retrieval_server import event_loop
+from retrieval_server import early_stop, event_loop
 from retrieval_server.api.audit import refused_credentials
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
@@ -217,6 +217,8 @@ async def serve(settings: Settings, on_ready: Callable[[], None] | None = None, 
         stop_signals.append(signal.SIGHUP)
     for sig in stop_signals:
         loop.add_signal_handler(sig, stop.set)
+    if early_stop.requested():
+        stop.set()  # it came before the handlers: the start-up is given up at once
     starting = asyncio.ensure_future(start_server(settings))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)

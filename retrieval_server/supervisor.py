@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from retrieval_server import event_loop, startup_gc
+from retrieval_server import early_stop, event_loop, startup_gc
 from retrieval_server.config import ADDRESS_NOT_HERE, Settings, bind_error, listen_address, listen_sockaddrs
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
@@ -302,7 +302,10 @@ def supervise(settings: Settings) -> int:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
+        stopping = early_stop.requested()  # no worker is started for a stop that came first
         for i in range(settings.processes):
+            if stopping:
+                break
             workers.append(start(i))
         log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
         while not stopping:

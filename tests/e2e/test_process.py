@@ -306,3 +306,36 @@ def test_a_hangup_of_the_process_group_stops_every_process_gracefully(tmp_path: 
     stopped = [r["pid"] for r in records if r["logger"] == "retrieval_server.server" and r["msg"] == "stopped"]
     served = [r["pid"] for r in records if r["msg"] == "serving"]
     assert sorted(stopped) == sorted(served) and len(served) == processes, "".join(logs)
+
+
+#: ``serve`` through the console script's entry point, sent SIGTERM once that has begun: as soon as
+#: a process can be (Popen returning is sooner still, before Python has started)
+SIGTERM_AT_ENTRY = """
+import os, signal, sys
+from retrieval_server import cli
+serve = cli.main
+def main(argv, keep):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return serve(argv, keep)
+cli.main = main
+sys.argv = ["retrieval-server", "serve"]
+cli.run()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_sigterm_as_serve_starts_stops_it_cleanly(tmp_path: Path, processes: int) -> None:
+    """Until serve handled SIGTERM (the settings read, the server's modules imported), the signal
+    took its default: as PID 1 (the image's entry point) one that has none is dropped, and docker
+    stop waited out its timeout. It is caught from the entry point on, and stops the start-up."""
+    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_PORT=str(free_port()), RETRIEVAL_HOST="127.0.0.1",
+               RETRIEVAL_PROCESSES=str(processes))
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AT_ENTRY], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    messages = [json.loads(line)["msg"] for line in done.stderr.splitlines() if line.startswith("{")]
+    if processes == 1:
+        assert messages == ["stopped while starting"], done.stderr
+    else:
+        assert messages[-1] == "stopped" and "worker starting" not in messages, done.stderr  # no worker was started
