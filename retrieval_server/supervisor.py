@@ -118,6 +118,21 @@ def hold_port(host: str, port: int) -> list[socket.socket]:
     return guards
 
 
+def start_ignoring_interrupts(proc: BaseProcess) -> None:
+    """Start ``proc`` with SIGINT and SIGHUP ignored, as it inherits an ignored signal through exec
+    until it installs its own handlers (the server does once it starts serving; SIGINT then stops
+    it gracefully, SIGHUP stays ignored, as its supervisor forwards the stop): a Ctrl-C to the
+    process group while the workers imported their modules printed a KeyboardInterrupt traceback
+    from each. The supervisor's own handlers are back once the process is started, a signal in
+    those few milliseconds lost to it."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGHUP)}
+    try:
+        proc.start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _stop_with_the_supervisor() -> int | None:
     """Have the kernel send this worker SIGTERM when the supervisor dies (killed, out of memory):
     a worker left behind kept serving with nobody to restart it, and kept the port, so that no new
@@ -152,7 +167,8 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     worker whose supervisor died stops, and removes them itself.
     """
     # A hangup reaches the whole process group (the terminal closed): its default killed the
-    # workers with calls in flight, while the supervisor forwards it to them as SIGTERM.
+    # workers with calls in flight, while the supervisor forwards it to them as SIGTERM. (Started
+    # by the supervisor, it is ignored from the start: see start_ignoring_interrupts.)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor = _stop_with_the_supervisor()
     tempfile.tempdir = str(scratch)
@@ -252,7 +268,7 @@ def supervise(settings: Settings) -> int:
         own.mkdir()
         receiver, sender = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender, own), name=f"retrieval-worker-{worker}")
-        proc.start()
+        start_ignoring_interrupts(proc)
         sender.close()
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid, restart=restart)
