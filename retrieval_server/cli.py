@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 # wall time is its imports. The service's settings, numpy, numba, onnxruntime and the engines are
 # imported by the commands that run the service, and so is the domain (its 37 dataclasses are
 # about 20 ms of a command's start): tests/e2e/test_stream_and_ask.py checks.
-from retrieval_server import startup_gc
+from retrieval_server import early_stop, startup_gc
 
 if TYPE_CHECKING:
     from retrieval_server.config import Settings
@@ -675,6 +675,8 @@ def run() -> NoReturn:
     at exit.
     """
     argv = sys.argv[1:]
+    if argv[:1] == ["serve"]:
+        early_stop.catch()  # before anything slow: see early_stop
     # Each command settles once started; those that never do (one RPC, writing the sample corpus)
     # end soon after their imports.
     startup_gc.defer_collection()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import ipaddress
 import json
 import os
 import re
+import socket
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -637,6 +639,51 @@ JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256",
 def listen_address(host: str, port: int) -> str:
     """``host:port`` as gRPC and messages write it: an IPv6 address in brackets ("[::1]:50051")."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+#: why a listening socket cannot take one of a name's addresses that this host does not have (::1
+#: without IPv6): gRPC skips such an address and binds the others
+ADDRESS_NOT_HERE = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT})
+
+
+def listen_sockaddrs(host: str, port: int) -> list[tuple[socket.AddressFamily, tuple[Any, ...]]]:
+    """Every address gRPC listens on for ``host:port`` (families and socket addresses): all that
+    the name resolves to, and for ``localhost`` both loopback addresses, which gRPC's resolver
+    gives it whatever /etc/hosts says."""
+    found = [(family, address) for family, _, _, _, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)]
+    if host.lower() == "localhost":
+        found += [(socket.AF_INET, ("127.0.0.1", port)), (socket.AF_INET6, ("::1", port, 0, 0))]
+    unique: dict[tuple[socket.AddressFamily, str], tuple[socket.AddressFamily, tuple[Any, ...]]] = {}
+    for family, address in found:
+        unique.setdefault((family, address[0]), (family, address))
+    return list(unique.values())
+
+
+def bind_error(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on as gRPC binds it (SO_REUSEADDR), or None if it can.
+
+    Every address of the name is tried: gRPC serves when any one of them binds, so a second server
+    on a name of several addresses (``localhost``), one of them another server's, served beside it,
+    the kernel sharing their clients out between two indexes. An address this host does not have
+    is skipped, as gRPC skips it, unless no address is left.
+    """
+    try:
+        addresses = listen_sockaddrs(host, port)
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()
+    missing = "the address could not be bound"
+    bound = False
+    for family, address in addresses:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+            bound = True
+        except OSError as exc:
+            if exc.errno not in ADDRESS_NOT_HERE:
+                return (exc.strerror or str(exc)).lower()
+            missing = (exc.strerror or str(exc)).lower()
+    return None if bound else missing
 
 
 def _addresses(host: str) -> set[str]:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2
-from retrieval_server import event_loop
+from retrieval_server import early_stop, event_loop
 from retrieval_server.api.audit import refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
@@ -25,7 +24,7 @@ from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
-from retrieval_server.config import Settings, listen_address
+from retrieval_server.config import Settings, bind_error, listen_address
 from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
 from retrieval_server.domain import ComponentState
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
@@ -63,15 +62,6 @@ class RunningServer:
         if self.authenticator is not None:
             await self.authenticator.close()
         await self.app.close()
-
-
-def bind_error(host: str, port: int) -> str:
-    """Why ``host:port`` cannot be bound (grpc only says that it failed)."""
-    try:
-        with socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET):
-            return "the address could not be bound"
-    except OSError as exc:
-        return (exc.strerror or str(exc)).lower()
 
 
 async def start_server(settings: Settings, app: Application | None = None) -> RunningServer:
@@ -135,12 +125,13 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     )
     credentials = server_credentials(settings)
     address = listen_address(settings.host, settings.port)
+    _refuse_a_port_in_use(settings, settings.port, f"cannot listen on {address}")
     try:
         port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     except RuntimeError:
         port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port)}")
+        raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port) or 'the address could not be bound'}")
     metrics_port = None
     if settings.metrics_enabled:
         try:
@@ -164,6 +155,14 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
         log.warning("identity is not authenticated: x-user-id, x-user-role and x-user-groups are believed as sent (RETRIEVAL_AUTH_MODE=none); "
                     "use jwt or gateway wherever the port is reachable by others")
     return RunningServer(server, health, port, app, metrics_port, health_server, authenticator, follower)
+
+
+def _refuse_a_port_in_use(settings: Settings, port: int, what: str) -> None:
+    """Fail, as ``what``, when any address of the listen host is taken on ``port``: gRPC serves once
+    one of them binds, beside another server holding the rest. A supervisor's workers are spared:
+    it made this check, and holds the port for them."""
+    if settings.processes == 1 and (why := bind_error(settings.host, port)):
+        raise OSError(f"{what}: {why}")
 
 
 async def _follow_health(app: Application, health: health_aio.HealthServicer, interval_s: float) -> None:
@@ -193,26 +192,34 @@ async def _health_only_server(settings: Settings, health: health_aio.HealthServi
     """grpc.health.v1 alone, plaintext: Kubernetes' gRPC probes cannot speak TLS."""
     server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0)])
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    what = f"cannot listen on the health port {listen_address(settings.host, settings.health_port)}"
+    _refuse_a_port_in_use(settings, settings.health_port, what)
     try:
         port = server.add_insecure_port(listen_address(settings.host, settings.health_port))
     except RuntimeError:
         port = 0
     if port == 0:
-        raise OSError(f"cannot listen on the health port {listen_address(settings.host, settings.health_port)}: "
-                      f"{bind_error(settings.host, settings.health_port)}")
+        raise OSError(f"{what}: {bind_error(settings.host, settings.health_port) or 'the address could not be bound'}")
     await server.start()
     return server
 
 
 async def serve(settings: Settings, on_ready: Callable[[], None] | None = None, on_stopping: Callable[[], None] | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully. ``on_ready`` is called once serving,
-    ``on_stopping`` once a signal came, before the drain."""
+    """Run until SIGTERM, SIGINT or SIGHUP, then shut down gracefully. ``on_ready`` is called once
+    serving, ``on_stopping`` once a signal came, before the drain. SIGHUP is left alone where it is
+    ignored: by a supervisor's worker, whose stop comes as SIGTERM, and under ``nohup``."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Before it starts: a SIGTERM as it comes up (a supervisor killed as its workers start) ended it
-    # at once, without its cleanup.
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # at once, without its cleanup. SIGHUP too (the terminal closed): its default ended the server
+    # with calls in flight.
+    stop_signals = [signal.SIGTERM, signal.SIGINT]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        stop_signals.append(signal.SIGHUP)
+    for sig in stop_signals:
         loop.add_signal_handler(sig, stop.set)
+    if early_stop.requested():
+        stop.set()  # it came before the handlers: the start-up is given up at once
     starting = asyncio.ensure_future(start_server(settings))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)

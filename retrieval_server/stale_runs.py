@@ -1,10 +1,12 @@
-"""The temporary folders of supervisors that were killed, which nobody else removes."""
+"""The temporary folders of processes that were killed (supervisors, read-only servers), which nobody else removes."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import stat
+import tempfile
+import threading
 from pathlib import Path
 
 
@@ -42,3 +44,22 @@ def remove_stale_runs(folder: Path, prefix: str) -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+_swept: set[tuple[str, str]] = set()
+_sweeping = threading.Lock()
+
+
+def own_folder(prefix: str) -> Path:
+    """A new folder ``<prefix><pid>-...`` of this process in the temporary directory, for what only
+    it may use (a private copy of the index). The first time a process makes one of ``prefix``
+    there, the folders of that prefix whose process is gone are removed first: a server that is
+    killed removes nothing, and each restart of one that keeps being killed left a copy as large
+    as the index. Later calls sweep nothing, as this process's own folders are then its live ones.
+    """
+    folder = tempfile.gettempdir()
+    with _sweeping:
+        if (folder, prefix) not in _swept:
+            remove_stale_runs(Path(folder), prefix)
+            _swept.add((folder, prefix))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=folder))

@@ -25,8 +25,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from retrieval_server import event_loop, startup_gc
-from retrieval_server.config import Settings, listen_address
+from retrieval_server import early_stop, event_loop, startup_gc
+from retrieval_server.config import ADDRESS_NOT_HERE, Settings, bind_error, listen_address, listen_sockaddrs
 from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
@@ -43,6 +43,11 @@ HEARTBEATS_MISSED = 6
 SCRATCH_PREFIX = "retrieval-workers-"
 #: prctl(2): the signal a process gets when its parent dies
 PR_SET_PDEATHSIG = 1
+#: what a stopping worker may take beyond its grace period and the event flush: closing the stores,
+#: of which the last spans' export takes at most 2 s (README: terminationGracePeriodSeconds)
+STOP_MARGIN_S = 5.0
+#: the exit code of a supervisor that had to kill a worker that did not stop in time
+WORKER_KILLED = 1
 #: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
 RESTART_BACKOFF_S = 1.0
 RESTART_BACKOFF_MAX_S = 60.0
@@ -66,36 +71,66 @@ def worker_settings(settings: Settings, worker: int) -> Settings:
     return settings.model_copy(update=update)
 
 
-def hold_port(host: str, port: int) -> socket.socket:
+def hold_port(host: str, port: int) -> list[socket.socket]:
     """Fail as a single server would when the port is taken; then hold it for the workers.
 
-    The held socket is bound with SO_REUSEPORT but never listens: the workers' listening sockets
-    can join it, while any other server or supervisor (none binds with SO_REUSEPORT alone) finds
-    the port in use. Unless the last run's connections are still in TIME_WAIT (a minute after a
-    stop), which refuse a socket without SO_REUSEADDR: a restart failed with "address already in
-    use". The probe, with SO_REUSEADDR as gRPC binds, has then found no server on the port, and
-    the held socket takes SO_REUSEADDR too; until the workers listen, another server could then
-    bind the port as well (two sockets with SO_REUSEADDR may, while neither listens).
+    Every address of ``host`` is checked and held (:func:`listen_sockaddrs`), as gRPC listens on
+    each: a name of several (``localhost``) was held on its first alone, and a server already on
+    that one did not stop the supervisor. The held sockets are bound with SO_REUSEPORT but never
+    listen: the workers' listening sockets can join them, while any other server or supervisor
+    (none binds with SO_REUSEPORT alone) finds the port in use. Unless the last run's connections
+    are still in TIME_WAIT (a minute after a stop), which refuse a socket without SO_REUSEADDR: a
+    restart failed with "address already in use". The probe, with SO_REUSEADDR as gRPC binds, has
+    then found no server on the port, and the held socket takes SO_REUSEADDR too; until the
+    workers listen, another server could then bind the port as well (two sockets with
+    SO_REUSEADDR may, while neither listens).
     """
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise OSError(f"cannot listen on {listen_address(host, port)}: {(exc.strerror or str(exc)).lower()}") from None
-    guard = socket.socket(family, kind, proto)
-    guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    if why := bind_error(host, port):
+        raise OSError(f"cannot listen on {listen_address(host, port)}: {why}")
+    guards: list[socket.socket] = []
     try:
-        guard.bind(address)
-    except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
+        for family, address in listen_sockaddrs(host, port):
+            if guards and port == 0:
+                address = (address[0], guards[0].getsockname()[1], *address[2:])  # one port for all
+            try:
+                guard = socket.socket(family, socket.SOCK_STREAM)
+            except OSError as exc:
+                if exc.errno not in ADDRESS_NOT_HERE:
+                    raise
+                continue  # no IPv6 here: gRPC skips the address too
+            guards.append(guard)
+            guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            try:
+                guard.bind(address)
+            except OSError as exc:
+                if exc.errno in ADDRESS_NOT_HERE:
+                    guards.pop().close()
+                    continue
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                log.info("the port's last connections are in TIME_WAIT: held with SO_REUSEADDR", extra={"port": port})
+                guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                guard.bind(address)
+    except BaseException:
+        for guard in guards:
             guard.close()
-            raise
-        log.info("the port's last connections are in TIME_WAIT: held with SO_REUSEADDR", extra={"port": port})
-        guard.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        guard.bind(address)
-    return guard
+        raise
+    return guards
+
+
+def start_ignoring_interrupts(proc: BaseProcess) -> None:
+    """Start ``proc`` with SIGINT and SIGHUP ignored, as it inherits an ignored signal through exec
+    until it installs its own handlers (the server does once it starts serving; SIGINT then stops
+    it gracefully, SIGHUP stays ignored, as its supervisor forwards the stop): a Ctrl-C to the
+    process group while the workers imported their modules printed a KeyboardInterrupt traceback
+    from each. The supervisor's own handlers are back once the process is started, a signal in
+    those few milliseconds lost to it."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGHUP)}
+    try:
+        proc.start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _stop_with_the_supervisor() -> int | None:
@@ -131,6 +166,10 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     the supervisor removes once the worker has exited: a worker that is killed removes nothing. A
     worker whose supervisor died stops, and removes them itself.
     """
+    # A hangup reaches the whole process group (the terminal closed): its default killed the
+    # workers with calls in flight, while the supervisor forwards it to them as SIGTERM. (Started
+    # by the supervisor, it is ignored from the start: see start_ignoring_interrupts.)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor = _stop_with_the_supervisor()
     tempfile.tempdir = str(scratch)
     startup_gc.defer_collection()
@@ -202,12 +241,14 @@ class _Worker:
 
 
 def supervise(settings: Settings) -> int:
-    """Run ``settings.processes`` workers until SIGTERM/SIGINT; restart one that dies after it served.
+    """Run ``settings.processes`` workers until SIGTERM, SIGINT or SIGHUP; restart one that dies after it served.
 
     A worker that dies before it first reported serving failed to start (bad index, bad settings):
     the supervisor stops the others and raises with that worker's reason. A restarted one that
     does is started again after :func:`restart_delay` while the others serve. One metrics endpoint
-    serves the sum of every worker's metrics.
+    serves the sum of every worker's metrics. Returns 0, or :data:`WORKER_KILLED` when a worker had
+    to be killed at the stop (still running after the grace period, the event flush and
+    :data:`STOP_MARGIN_S`).
     """
     guards: list[socket.socket] = []
     metrics: MultiprocessMetrics | None = None
@@ -227,7 +268,7 @@ def supervise(settings: Settings) -> int:
         own.mkdir()
         receiver, sender = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender, own), name=f"retrieval-worker-{worker}")
-        proc.start()
+        start_ignoring_interrupts(proc)
         sender.close()
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid, restart=restart)
@@ -254,11 +295,14 @@ def supervise(settings: Settings) -> int:
         stopping = True
 
     failed: str | None = None
+    killed: list[int] = []  # the workers that did not stop in time
     # Whatever ends the supervision, the workers are stopped and everything held is let go: an
     # error that escaped with workers running hung the exit (multiprocessing joins them), and
     # SIGTERM could no longer stop it.
     try:
-        guards.extend(hold_port(settings.host, p) for p in (settings.port, settings.health_port) if p)
+        for p in (settings.port, settings.health_port):
+            if p:
+                guards.extend(hold_port(settings.host, p))
         # Once the port is ours: a killed supervisor's workers, still draining, hold it, and serve
         # from the folders swept here.
         if stale := remove_stale_runs(Path(tempfile.gettempdir()), SCRATCH_PREFIX):
@@ -274,7 +318,10 @@ def supervise(settings: Settings) -> int:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGHUP, stop)  # its default would end the supervisor without its workers
+        stopping = early_stop.requested()  # no worker is started for a stop that came first
         for i in range(settings.processes):
+            if stopping:
+                break
             workers.append(start(i))
         log.info("supervising", extra={"processes": settings.processes, "port": settings.port, "read_only": not settings.shares_writable_storage})
         while not stopping:
@@ -317,15 +364,21 @@ def supervise(settings: Settings) -> int:
                 log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
                 restart(i)
     finally:
-        live = [w for w in workers if w is not None]
-        for w in live:
+        live = [(i, w) for i, w in enumerate(workers) if w is not None]
+        for _, w in live:
             if w.process.is_alive():
                 w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
-        for w in live:
-            w.process.join(settings.grace_period_s + 30)
+        # One deadline for them all, as they stop together: each waited for in turn, N hung workers
+        # held the stop N times as long, past any termination grace period.
+        limit_s = settings.grace_period_s + settings.events_publish_timeout_s + STOP_MARGIN_S
+        deadline = time.monotonic() + limit_s
+        for i, w in live:
+            w.process.join(max(0.0, deadline - time.monotonic()))
             if w.process.is_alive():
+                log.error("worker %d did not stop within %g s; killing it", i, limit_s, extra={"worker": i, "worker_pid": w.process.pid})
                 w.process.kill()
                 w.process.join()
+                killed.append(i)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
         if metrics is not None:
@@ -334,5 +387,9 @@ def supervise(settings: Settings) -> int:
             guard.close()
     if failed:
         raise Unavailable(failed)
+    if killed:
+        # Their in-flight calls were cut off and what they held was not closed: no clean stop.
+        log.error("stopped, killing workers %s", ", ".join(map(str, killed)), extra={"killed": killed})
+        return WORKER_KILLED
     log.info("stopped")
     return 0

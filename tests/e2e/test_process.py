@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -281,3 +282,60 @@ def test_serve_runs_on_the_configured_event_loop_and_stops_on_sigterm(tmp_path: 
                 assert client.query("what causes tides", top_k=1).contexts[0].document_id == "tides"
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=90) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_hangup_of_the_process_group_stops_every_process_gracefully(tmp_path: Path, processes: int) -> None:
+    """A closed terminal sends SIGHUP to its whole process group: its default killed a single
+    server, and a supervisor's workers, with their calls in flight. Each now drains ("shutting
+    down"), a worker on the SIGTERM its supervisor forwards."""
+    (tmp_path / "tides.txt").write_text("Tides are caused by the gravitational pull of the moon on the oceans.")
+    data = tmp_path / "data"
+    ingest = subprocess.run([*CLI, "ingest", "--local", "--quiet", str(tmp_path / "tides.txt")], env=_env(RETRIEVAL_DATA_DIR=str(data)),
+                            capture_output=True, text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+    env = _env(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(free_port()), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PROCESSES=str(processes))
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)) as server:
+        logs, serving, reader = drain(server, "serving", count=processes)
+        assert serving.wait(timeout=300) and server.poll() is None, "".join(logs)
+        os.killpg(server.pid, signal.SIGHUP)
+        assert server.wait(timeout=300) == 0, "".join(logs)
+        reader.join()
+    records = [json.loads(line) for line in logs if line.startswith("{")]
+    stopped = [r["pid"] for r in records if r["logger"] == "retrieval_server.server" and r["msg"] == "stopped"]
+    served = [r["pid"] for r in records if r["msg"] == "serving"]
+    assert sorted(stopped) == sorted(served) and len(served) == processes, "".join(logs)
+
+
+#: ``serve`` through the console script's entry point, sent SIGTERM once that has begun: as soon as
+#: a process can be (Popen returning is sooner still, before Python has started)
+SIGTERM_AT_ENTRY = """
+import os, signal, sys
+from retrieval_server import cli
+serve = cli.main
+def main(argv, keep):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return serve(argv, keep)
+cli.main = main
+sys.argv = ["retrieval-server", "serve"]
+cli.run()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_sigterm_as_serve_starts_stops_it_cleanly(tmp_path: Path, processes: int) -> None:
+    """Until serve handled SIGTERM (the settings read, the server's modules imported), the signal
+    took its default: as PID 1 (the image's entry point) one that has none is dropped, and docker
+    stop waited out its timeout. It is caught from the entry point on, and stops the start-up."""
+    env = _env(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_PORT=str(free_port()), RETRIEVAL_HOST="127.0.0.1",
+               RETRIEVAL_PROCESSES=str(processes))
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AT_ENTRY], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    messages = [json.loads(line)["msg"] for line in done.stderr.splitlines() if line.startswith("{")]
+    if processes == 1:
+        assert messages == ["stopped while starting"], done.stderr
+    else:
+        assert messages[-1] == "stopped" and "worker starting" not in messages, done.stderr  # no worker was started

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.slow
 def _env(data: Path, port: int, **extra: str) -> dict[str, str]:
     env = inherited_env()
     env.update(RETRIEVAL_DATA_DIR=str(data), RETRIEVAL_PORT=str(port), RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_METRICS_PORT="0",
-               RETRIEVAL_LOG_FORMAT="json", **extra)
+               RETRIEVAL_LOG_FORMAT="json")
+    env.update(extra)
     return env
 
 
@@ -142,6 +143,11 @@ def test_a_second_server_on_a_port_in_use_fails(tmp_path: Path, server_proc: lis
     # Nor may a supervisor of several processes join it.
     line = _fails_at_startup([*CLI, "serve"], _env(tmp_path / "c", port, RETRIEVAL_PROCESSES="2"))
     assert "address already in use" in line
+    # Nor a server on a name of several addresses, one of them the first's: gRPC binds the others
+    # and serves, and the clients of localhost:port were shared out between two indexes.
+    for processes in ("1", "2"):
+        line = _fails_at_startup([*CLI, "serve"], _env(tmp_path / "d", port, RETRIEVAL_HOST="localhost", RETRIEVAL_PROCESSES=processes))
+        assert "address already in use" in line and f"localhost:{port}" in line
     with RetrievalClient(f"127.0.0.1:{port}") as client:
         assert client.health().status == pb.SERVING_STATUS_SERVING
 

@@ -243,3 +243,24 @@ def test_workers_stop_with_a_supervisor_that_was_killed(tmp_path: Path) -> None:
         assert again.wait(timeout=300) == 0
         log.join()
     assert [p.name for p in scratch.iterdir() if p.name.startswith("retrieval-workers-")] == []
+
+
+@pytest.mark.slow
+def test_workers_that_do_not_stop_are_killed_at_one_deadline_and_the_exit_says_so(tmp_path: Path) -> None:
+    """Two hung workers (SIGSTOP: a drain that never ends): each was waited for in turn, grace +
+    30 s apiece, then killed without a word, and the supervisor exited 0."""
+    env, _ = _two_workers(tmp_path, free_port())
+    env.update(RETRIEVAL_GRACE_PERIOD_S="0", RETRIEVAL_EVENTS_PUBLISH_TIMEOUT_S="0.1")
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        pids = log.wait(2)
+        assert pids is not None, "".join(log.lines[-20:])
+        for pid in pids:
+            psutil.Process(pid).suspend()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 1, "".join(log.lines[-20:])
+        log.join()
+    killed = log.messages("did not stop within 5.1 s; killing it")
+    assert sorted(m["worker"] for m in killed) == [0, 1] and all(m["level"] == "ERROR" for m in killed), "".join(log.lines[-20:])
+    assert [m["level"] for m in log.messages("stopped")] == ["ERROR"]  # "stopped, killing workers 0, 1", not a clean "stopped"
+    assert log.messages("stopped")[0]["killed"] == [0, 1]

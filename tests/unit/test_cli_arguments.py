@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from retrieval_server import cli
-from retrieval_server.config import listen_address, load_settings
+from retrieval_server.config import bind_error, listen_address, load_settings
 from retrieval_server.domain import Access, NotFound, Strategy
 from retrieval_server.supervisor import hold_port
 
@@ -65,11 +65,12 @@ def test_a_port_left_in_time_wait_by_the_last_run_can_be_held_again() -> None:
     assert client.recv(1) == b""  # its FIN has arrived
     client.close()
     listener.close()
-    hold_port("127.0.0.1", port).close()
+    for guard in hold_port("127.0.0.1", port):
+        guard.close()
 
 
 def test_a_held_port_refuses_another_supervisor_and_a_single_server() -> None:
-    held = hold_port("127.0.0.1", 0)
+    [held] = hold_port("127.0.0.1", 0)
     port = held.getsockname()[1]
     try:
         with pytest.raises(OSError, match="address already in use"):
@@ -80,6 +81,43 @@ def test_a_held_port_refuses_another_supervisor_and_a_single_server() -> None:
                 single.bind(("127.0.0.1", port))
     finally:
         held.close()
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+def test_every_address_of_localhost_is_held_as_grpc_listens_on_each() -> None:
+    """gRPC binds localhost's two loopback addresses and serves once one binds: the supervisor held
+    only the first, so a server could take [::1] of its port and share its clients."""
+    held = hold_port("localhost", 0)
+    port = held[0].getsockname()[1]
+    try:
+        assert sorted(g.getsockname()[0] for g in held) == ["127.0.0.1", "::1"]
+        with socket.socket(socket.AF_INET6) as single:
+            single.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            with pytest.raises(OSError):
+                single.bind(("::1", port))
+    finally:
+        for guard in held:
+            guard.close()
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+def test_localhost_is_in_use_when_any_of_its_addresses_is() -> None:
+    for taken in ("127.0.0.1", "::1"):
+        with socket.create_server((taken, 0), family=socket.AF_INET6 if ":" in taken else socket.AF_INET) as other:
+            port = other.getsockname()[1]
+            assert bind_error("localhost", port) == "address already in use"
+            with pytest.raises(OSError, match="address already in use"):
+                hold_port("localhost", port)
+    assert bind_error("localhost", port) is None
 
 
 def test_an_ipv6_listen_address_is_taken_bare_or_in_brackets() -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import subprocess
 import sys
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from retrieval_server.stale_runs import remove_stale_runs
-from retrieval_server.supervisor import SCRATCH_PREFIX, restart_delay
+from retrieval_server.supervisor import SCRATCH_PREFIX, restart_delay, start_ignoring_interrupts
 
 
 def test_a_restart_that_keeps_failing_is_tried_again_less_and_less_often_up_to_a_minute() -> None:
@@ -37,3 +40,24 @@ def test_the_workers_folders_of_supervisors_that_are_gone_are_removed(tmp_path: 
     kept[4].mkdir()
     assert sorted(remove_stale_runs(tmp_path, SCRATCH_PREFIX)) == sorted([dead, own])
     assert sorted(tmp_path.iterdir()) == sorted(kept)
+
+
+def _report_dispositions(report: Connection) -> None:
+    report.send([signal.getsignal(sig) is signal.SIG_IGN for sig in (signal.SIGINT, signal.SIGHUP)])
+
+
+def test_a_worker_starts_with_interrupts_ignored_and_the_supervisor_keeps_its_handlers() -> None:
+    """A Ctrl-C to the process group while the workers imported their modules printed a
+    KeyboardInterrupt traceback from each (spawned, a worker inherits an ignored signal only)."""
+    ctx = multiprocessing.get_context("spawn")
+    receiver, sender = ctx.Pipe(duplex=False)
+    before = [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGHUP)]
+    proc = ctx.Process(target=_report_dispositions, args=(sender,))
+    start_ignoring_interrupts(proc)
+    sender.close()
+    try:
+        assert receiver.recv() == [True, True]
+    finally:
+        proc.join()
+    assert proc.exitcode == 0
+    assert [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGHUP)] == before

@@ -7,7 +7,6 @@ import contextlib
 import os
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,8 +19,12 @@ from retrieval_server.backends.metadata_store.file_lock import file_lock
 from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.backends.metadata_store.wal_index import WalIndexHeader
 from retrieval_server.domain import AccessFilter, Document, ReadOnly, Unavailable
+from retrieval_server.stale_runs import own_folder
 
 T = TypeVar("T")
+
+#: a private copy of the database and its WAL in the temporary directory: this, the pid, "-", a random part
+READ_COPY_PREFIX = "retrieval-readonly-metadata-"
 #: full-text matches wanted from the ranking before the access filter, per result (see search_documents)
 RANK_AHEAD = 4
 #: the ranking fetches this many times the matches wanted: room for a tie at the cut (see exact_prefix)
@@ -278,7 +281,7 @@ class SqliteMetadataStore(MetadataStore):
         wal = path.with_name(path.name + "-wal")
         if not (wal.is_file() and wal.stat().st_size):
             return f"{path.as_uri()}?mode=ro&immutable=1"
-        self._copy_dir = Path(tempfile.mkdtemp(prefix="retrieval-readonly-metadata-"))
+        self._copy_dir = own_folder(READ_COPY_PREFIX)
         try:
             for source in (path, wal):
                 shutil.copyfile(source, self._copy_dir / source.name)
