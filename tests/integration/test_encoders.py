@@ -232,9 +232,10 @@ def test_a_model_folder_without_a_tokenizer_the_bundled_one_does_not_fit_is_refu
             OnnxReranker(tmp_path, executor)
         with pytest.raises(ValueError, match=refusal):
             resolve_model(tmp_path)
-        (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "vocab_size": 30522}))
-        assert resolve_model(tmp_path).tokenizer_path == BUNDLED_TOKENIZER  # where it fits
-        OnnxReranker(tmp_path, executor)
+        for family in ("bert", "distilbert", "electra"):  # where it fits: BERT's uncased WordPiece, as before the check
+            (tmp_path / "config.json").write_text(json.dumps({"model_type": family, "vocab_size": 30522}))
+            assert resolve_model(tmp_path).tokenizer_path == BUNDLED_TOKENIZER
+            OnnxReranker(tmp_path, executor)
         (tmp_path / "config.json").write_text(json.dumps(config))
         (tmp_path / "tokenizer.json").write_bytes(BUNDLED_TOKENIZER.read_bytes())  # the folder's own is taken as it is
         assert resolve_model(tmp_path).tokenizer_path == tmp_path / "tokenizer.json"
