@@ -421,15 +421,23 @@ _LABEL = re.compile(
 )
 
 
-def _prompt_heads(prompt: str) -> list[str]:
-    """The first words (keys, :func:`_key`) of each line of ``prompt``: a line of the answer that
-    starts with one echoes the prompt."""
-    return [head for line in prompt.splitlines() if (head := " ".join(_key(line).split()[:4]))]
+def _head_words(text: str) -> list[str]:
+    """The words of ``text`` as :func:`_key` reads them, but a label's colon kept: "Query:" in the
+    prompt is the query's label, and a line starting "Query expansion ..." no echo of it."""
+    return [w for w in (w.strip(".,;!?…") for w in text.casefold().split()) if w]
 
 
-def _echoes(line: str, heads: Sequence[str]) -> bool:
-    key = _key(line)
-    return any(key.startswith(head) for head in heads)
+def _prompt_heads(prompt: str) -> list[list[str]]:
+    """The first words of each line of ``prompt``, written without the query: a line of the
+    answer that starts with them echoes the prompt. Not the query's lines: a multi-line query's
+    would be heads, and a sub-question repeating one of them an echo."""
+    return [head for line in prompt.splitlines() if (head := _head_words(line)[:4])]
+
+
+def _echoes(line: str, heads: Sequence[list[str]]) -> bool:
+    # Whole words: a head ending "api" is no echo in a line's "apis".
+    words = _head_words(line)
+    return any(words[: len(head)] == head for head in heads)
 
 
 def _on_topic(lines: list[str], query: str, prompt: str) -> list[str]:
@@ -497,7 +505,7 @@ class LlmAnalyzer:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
         lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
-        lines = _on_topic(lines, query, self._prompt("rewrite", query))
+        lines = _on_topic(lines, query, self._prompt("rewrite", ""))
         if not lines:
             raise NotApplicable("no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
         return _with_exact_terms(lines[0], query)
@@ -506,7 +514,7 @@ class LlmAnalyzer:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
         lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)), query)
-        lines = _on_topic(lines, query, self._prompt("reformulate", query))
+        lines = _on_topic(lines, query, self._prompt("reformulate", ""))
         if not lines:
             raise NotApplicable("no variants")
         return lines[:5]
@@ -516,7 +524,7 @@ class LlmAnalyzer:
             return await self._fallback.hyde(query)
         text = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
         # Free-form, but not the prompt echoed: its instruction would be embedded as the passage.
-        heads = _prompt_heads(self._prompt("hyde", query))
+        heads = _prompt_heads(self._prompt("hyde", ""))
         passage = "\n".join(line for line in text.splitlines() if not _echoes(line, heads)).strip()
         if not passage:
             raise NotApplicable("empty passage")
@@ -526,7 +534,7 @@ class LlmAnalyzer:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
         lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)), query)
-        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", query)) if _a_question(line)]
+        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", "")) if _a_question(line)]
         if len(lines) < 2:
             raise NotApplicable("a single question")
         return lines[:4]
