@@ -59,7 +59,7 @@ _WHOLE = re.compile(
 )
 #: a short abbreviation that a full stop ends inside a sentence: initials ("U.S", "e.g", "J") or a
 #: title ("Dr. Smith"); looked for in the few characters before the stop
-_ABBREVIATION = re.compile(r"(?<![\w.])(?:(?:[^\W\d_]\.)*[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
+_ABBREVIATION = re.compile(r"(?<![\w.])(?:(?P<letter>[^\W\d_])|(?:[^\W\d_]\.)+[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
 #: a clause opening with one negates the one before ("lung cancer and not about mice"), asks nothing of its own
 _NEGATIONS = frozenset({"not", "no", "without", "nor"})
 #: a clause opening with one asks a question of its own, however short the one before
@@ -83,12 +83,21 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     for m in _BREAK.finditer(text):
         if _inside(whole, m.start()):
             continue
-        if m.group(0).startswith(".") and (
-            not text[m.end() : m.end() + 1].isupper() or _ABBREVIATION.search(text, max(0, m.start() - 8), m.start())
-        ):
+        if m.group(0).startswith(".") and (not text[m.end() : m.end() + 1].isupper() or _abbreviated(text, m.start(), m.end())):
             continue
         cuts.append(m.span())
     return cuts
+
+
+def _abbreviated(text: str, stop: int, after: int) -> bool:
+    """Whether the full stop at ``stop`` ends an abbreviation, the next word at ``after``. A lone
+    letter is an initial only before a name ("J. Smith", "John F. Kennedy"): before a function
+    word a sentence starts ("plan B. Is it cheaper?", "vitamin D. The dose ...")."""
+    abbreviation = _ABBREVIATION.search(text, max(0, stop - 8), stop)
+    if abbreviation is None or abbreviation.group("letter") is None:
+        return abbreviation is not None
+    following = _FIRST_WORD.match(text, after)
+    return following is None or following.group(0).casefold() not in STOPWORDS
 
 
 def _clauses(text: str) -> list[tuple[int, int]]:
