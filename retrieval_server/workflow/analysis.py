@@ -22,7 +22,7 @@ from typing import Protocol
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import missing_exact_terms, words
+from retrieval_server.workflow.adaptive import URL, missing_exact_terms, words
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -49,13 +49,11 @@ def _word() -> re.Pattern[str]:
 
 _BREAK = re.compile(r"[?;？；]\s*|\.\s+")
 _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
-#: what no cut falls inside: a URL ("?limit=100"), a quoted phrase ("salt and pepper"), and
-#: parentheses and brackets, which hold code ("for (i = 0; i < n; i++)") or an aside. A URL starts
-#: only where no character of its scheme precedes: tried from every character of a long word, the
-#: search ran quadratic.
+#: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
+#: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
+#: i++)") or an aside
 _WHOLE = re.compile(
-    r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+"
-    r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
+    URL + r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
 )
 #: a short abbreviation that a full stop ends inside a sentence: initials ("U.S", "e.g", "J") or a
 #: title ("Dr. Smith"); looked for in the few characters before the stop

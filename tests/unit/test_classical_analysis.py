@@ -86,6 +86,9 @@ def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> 
         "How do I set up SSO for our team", "configure SCIM provisioning"]
     assert asyncio.run(analyzer.decompose('find "salt and pepper" recipes and reviews of cast iron pans')) == [
         'find "salt and pepper" recipes', "reviews of cast iron pans"]
+    # The mark after a URL is the sentence's, not the URL's (read as the URL's, it was no cut).
+    assert asyncio.run(analyzer.decompose("Is the page https://status.example.com/api? How do I check the queue?")) == [
+        "Is the page https://status.example.com/api", "How do I check the queue"]
 
 
 @pytest.mark.parametrize(
