@@ -193,10 +193,13 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s). Without
     # huge_tree, libxml2 keeps a comment of over 10,000,000 characters as text, which was indexed.
     soup = BeautifulSoup(_text(src.content, "file"), "lxml", huge_tree=True)
-    title = src.title or (_found_title(soup.title.get_text()) if soup.title else "") or _stem(src.name)
+    # An SVG's <title> is the accessible text of a drawing (a chart's "Revenue by quarter"): the
+    # body's content, neither the page's title nor left out with it.
+    titles = [t for t in soup("title") if t.find_parent("svg") is None]
+    title = src.title or (_found_title(titles[0].get_text()) if titles else "") or _stem(src.name)
     # The whole tree, not its <body>: libxml2 keeps text after </html> or in a second <body> as
     # their own elements beside the first body, and all of it was dropped.
-    for tag in soup(["head", "title", "script", "style", "noscript", "template"]):
+    for tag in [*titles, *soup(["head", "script", "style", "noscript", "template"])]:
         tag.decompose()
     text = re.sub(r"\n\s*\n+", "\n\n", _page_text(soup)).strip()
     return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]

@@ -80,6 +80,16 @@ def test_html_text_outside_the_first_body_is_kept(html: str) -> None:
     assert doc.pages[0].text == "First.\n\nSecond."
 
 
+def test_an_svg_title_is_the_text_of_its_drawing_not_the_pages_title() -> None:
+    """Every <title> was dropped with the page's: a chart's accessible text, which the loader
+    before indexed, was lost."""
+    chart = "<svg><title>Revenue by quarter chart</title><rect/></svg>"
+    [doc] = load(_src("p.html", f"<html><head><title>Report</title></head><body><p>Sales grew.</p>{chart}</body></html>")).documents
+    assert (doc.title, doc.pages[0].text) == ("Report", "Sales grew.\nRevenue by quarter chart")
+    [untitled] = load(_src("p.html", f"<html><body>{chart}<p>Body text.</p></body></html>")).documents
+    assert (untitled.title, untitled.pages[0].text) == ("p", "Revenue by quarter chart\nBody text.")
+
+
 def test_pdf_keeps_page_numbers() -> None:
     [doc] = load(_src("report.pdf", make_pdf(["First page text.", "Second page text."], title="Report"))).documents
     assert doc.title == "Report"
