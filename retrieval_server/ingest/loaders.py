@@ -86,10 +86,11 @@ def _load_text(src: DocumentSource) -> list[LoadedDocument]:
 #: embed and search. The media type is bounded (RFC 6838: 127 characters a name, with parameters),
 #: and only text up to the last ")" is searched: a start that cannot end read on to the end of the
 #: text, from every start (quadratic: 112 KB of "](data:" took a minute). The base64 ends at white
-#: space (but for the line breaks of a wrapped one, each followed by more of it), then a title on
-#: one line: read up to any ")", a link left open took every paragraph up to the next one. It ends
-#: at "]" too, which base64 never holds, so that no start reads past the next one.
-_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\n?|\n)[^)\]\s]++)*+"
+#: space (but for the line breaks of a wrapped one, each followed by more of it, after the
+#: indentation and the ">" of the list item or block quote holding it), then a title on one line:
+#: read up to any ")", a link left open took every paragraph up to the next one. It ends at "]"
+#: too, which base64 never holds, so that no start reads past the next one.
+_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\n?|\n)(?:[ \t]*+>)*+[ \t]*+[^)\]\s]++)*+"
                        r"(?:[ \t]+\"[^\"\r\n]*\"|[ \t]+'[^'\r\n]*')?[ \t]*(\))")
 #: the same file as a reference definition's target (``[logo]: data:image/png;base64,...``) or an
 #: HTML image's source in Markdown (``<img src="data:...">``), each ending at white space or a quote

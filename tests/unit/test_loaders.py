@@ -44,6 +44,17 @@ def test_markdown_drops_inline_files_and_keeps_their_alt_text() -> None:
                                  "A data: URI in prose, data:text/plain;base64,SGk= stays, words after it too.")
 
 
+@pytest.mark.parametrize(("opening", "indent"), [("- ", "  "), ("- ", "\t"), ("> ", "> "), ("> > ", "  > > ")],
+                         ids=["list-item", "tab", "block-quote", "nested-quote"])
+def test_a_wrapped_inline_file_indented_as_its_list_item_or_quote_is_dropped(opening: str, indent: str) -> None:
+    """Its lines after the first, indented to stay in the list item or quote, ended the base64
+    at the first line break: the file was left in, every line of it."""
+    image = base64.b64encode(bytes(range(256)) * 4).decode()
+    wrapped = f"\n{indent}".join(image[i : i + 76] for i in range(0, len(image), 76))
+    text = f"{opening}See ![logo](data:image/png;base64,{wrapped}) here.\n{indent}After."
+    assert load(_src("l.md", text)).documents[0].pages[0].text == f"{opening}See ![logo]() here.\n{indent}After."
+
+
 def test_a_markdown_inline_file_left_open_drops_no_text() -> None:
     """Its base64 was read up to the next ")" whatever came between: every paragraph up to one."""
     text = ('# Guide\n\n![logo](data:image/png;base64,iVBORw0KGgo= "Logo\n\nParagraph one about refunds.\n\n'
