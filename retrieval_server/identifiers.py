@@ -136,10 +136,14 @@ def composed(value: str) -> str:
 
 def cut_utf8(text: str, limit: int) -> str:
     """``text`` in at most ``limit`` bytes of UTF-8, an ellipsis where it was cut (what a response
-    may carry of a caller's text: a status message, an ingest error's source)."""
+    may carry of a caller's text: a status message, an ingest error's source). Below 3 bytes the
+    ellipsis does not fit and is left out: the cut must keep the limit, which a response's size
+    depends on."""
     encoded = text.encode("utf-8", "replace")
     if len(encoded) <= limit:
         return encoded.decode("utf-8")
+    if limit < len("…".encode()):
+        return encoded[: max(limit, 0)].decode("utf-8", "ignore")
     return encoded[: limit - 3].decode("utf-8", "ignore") + "…"
 
 

@@ -93,6 +93,10 @@ class DocumentGraph:
     relations: tuple[ExtractedRelation, ...] = ()
     #: which extractor produced it: "classical", "llm:<model>", or "llm:<model>+classical" after a fallback
     extractor: str = "classical"
+    #: a chunk fell back because the model did not answer (down, timed out, its breaker open): the
+    #: next extraction may give another graph. Not when the model answered and its answer was
+    #: refused (no valid graph for the text): the next would get that answer again.
+    provisional: bool = False
 
 
 # --- read back, over the documents a caller may read ---------------------------------------------

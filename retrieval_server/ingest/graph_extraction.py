@@ -15,6 +15,7 @@ chunks (the searched units) whose text contains one of its names.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -229,6 +230,11 @@ def parse_llm_graph(answer: str, text: str) -> _LlmGraph:
     return _LlmGraph(entities=entities, relations=relations)
 
 
+#: where a chunk's facts come from: the model's answer; the classical rules, the model's answer
+#: refused (no valid graph for the text); or the rules, the model not answering
+_Source = Literal["model", "refused", "unanswered"]
+
+
 class LlmGraphExtractor:
     """JSON extraction by a chat model per parent chunk; the classical extractor where it fails."""
 
@@ -239,8 +245,8 @@ class LlmGraphExtractor:
         self._slots = asyncio.Semaphore(concurrency)
         self.name = f"llm:{model.name}"
 
-    async def _parent(self, parent: ParentChunk) -> tuple[list[_SentenceFacts], bool]:
-        """The parent's facts, and whether the model produced them."""
+    async def _parent(self, parent: ParentChunk) -> tuple[list[_SentenceFacts], _Source]:
+        """The parent's facts, and where they come from."""
         try:
             async with self._slots:
                 answer = await self._model.complete(
@@ -253,17 +259,22 @@ class LlmGraphExtractor:
                     temperature=self._temperature,
                     max_tokens=1024,
                 )
-            facts = _facts_from_llm(parse_llm_graph(answer, parent.content), parent.content)
         except Exception as exc:
             log.warning("LLM graph extraction failed for %s (%s); using the classical extractor", parent.parent_chunk_id, exc)
-            return self._fallback.parent_facts(parent), False
-        return facts, True
+            return self._fallback.parent_facts(parent), "unanswered"
+        try:
+            facts = _facts_from_llm(parse_llm_graph(answer, parent.content), parent.content)
+        except Exception as exc:
+            log.warning("the model's graph of %s was refused (%s); using the classical extractor", parent.parent_chunk_id, exc)
+            return self._fallback.parent_facts(parent), "refused"
+        return facts, "model"
 
     async def extract(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph:
         results = await asyncio.gather(*(self._parent(p) for p in parents))
-        by_model = all(ok for _, ok in results)
-        name = self.name if by_model else f"{self.name}+classical"
-        return assemble(parents, children, {p.parent_chunk_id: facts for p, (facts, _) in zip(parents, results, strict=True)}, name)
+        sources = {source for _, source in results}
+        name = self.name if sources <= {"model"} else f"{self.name}+classical"
+        graph = assemble(parents, children, {p.parent_chunk_id: facts for p, (facts, _) in zip(parents, results, strict=True)}, name)
+        return dataclasses.replace(graph, provisional="unanswered" in sources)
 
 
 def _facts_from_llm(graph: _LlmGraph, text: str) -> list[_SentenceFacts]:

@@ -544,17 +544,19 @@ class Indexer:
         return replaced
 
     def _settled(self, document: Document, graph: DocumentGraph | None) -> Document:
-        """``document`` as it is stored: when its graph is not the configured extractor's (the LLM
-        fell back to the classical rules for some chunk, its provider down) or it has none (the
+        """``document`` as it is stored: when its graph is provisional (the LLM did not answer for
+        some chunk, its provider down, and the classical rules stood in) or it has none (the
         extraction failed), with a fingerprint no ingest computes. Stored with its own, its next
-        ingest was skipped as unchanged, and the fallback's graph stayed for good."""
-        if self._graph is None or (graph is not None and graph.extractor == self._graph.name):
+        ingest was skipped as unchanged, and the fallback's graph stayed for good. A graph the
+        rules built where the model's answer was refused is settled: the next ingest would get
+        that answer again, and a new version (and answers cached citing it dropped) every time."""
+        if self._graph is None or (graph is not None and not graph.provisional):
             return document
         if graph is None:
             log.warning("%s is stored without a graph; its next ingest extracts it again", document.document_id)
         else:
-            log.warning("the graph of %s was built by %s, the fallback of %s; its next ingest extracts it again",
-                        document.document_id, graph.extractor, self._graph.name)
+            log.warning("the graph of %s was built by %s, the model not answering for some chunk; its next ingest extracts it again",
+                        document.document_id, graph.extractor)
         return dataclasses.replace(document, content_hash=secrets.token_hex(32))
 
     async def _recount(self) -> None:

@@ -86,10 +86,11 @@ def _load_text(src: DocumentSource) -> list[LoadedDocument]:
 #: embed and search. The media type is bounded (RFC 6838: 127 characters a name, with parameters),
 #: and only text up to the last ")" is searched: a start that cannot end read on to the end of the
 #: text, from every start (quadratic: 112 KB of "](data:" took a minute). The base64 ends at white
-#: space (but for the line breaks of a wrapped one, each followed by more of it), then a title on
-#: one line: read up to any ")", a link left open took every paragraph up to the next one. It ends
-#: at "]" too, which base64 never holds, so that no start reads past the next one.
-_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\n?|\n)[^)\]\s]++)*+"
+#: space (but for the line breaks of a wrapped one, each followed by more of it, after the
+#: indentation and the ">" of the list item or block quote holding it), then a title on one line:
+#: read up to any ")", a link left open took every paragraph up to the next one. It ends at "]"
+#: too, which base64 never holds, so that no start reads past the next one.
+_DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\n?|\n)(?:[ \t]*+>)*+[ \t]*+[^)\]\s]++)*+"
                        r"(?:[ \t]+\"[^\"\r\n]*\"|[ \t]+'[^'\r\n]*')?[ \t]*(\))")
 #: the same file as a reference definition's target (``[logo]: data:image/png;base64,...``) or an
 #: HTML image's source in Markdown (``<img src="data:...">``), each ending at white space or a quote
@@ -193,10 +194,13 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s). Without
     # huge_tree, libxml2 keeps a comment of over 10,000,000 characters as text, which was indexed.
     soup = BeautifulSoup(_text(src.content, "file"), "lxml", huge_tree=True)
-    title = src.title or (_found_title(soup.title.get_text()) if soup.title else "") or _stem(src.name)
+    # An SVG's <title> is the accessible text of a drawing (a chart's "Revenue by quarter"): the
+    # body's content, neither the page's title nor left out with it.
+    titles = [t for t in soup("title") if t.find_parent("svg") is None]
+    title = src.title or (_found_title(titles[0].get_text()) if titles else "") or _stem(src.name)
     # The whole tree, not its <body>: libxml2 keeps text after </html> or in a second <body> as
     # their own elements beside the first body, and all of it was dropped.
-    for tag in soup(["head", "title", "script", "style", "noscript", "template"]):
+    for tag in [*titles, *soup(["head", "script", "style", "noscript", "template"])]:
         tag.decompose()
     text = re.sub(r"\n\s*\n+", "\n\n", _page_text(soup)).strip()
     return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]

@@ -130,8 +130,7 @@ def identifier_words(query: str) -> frozenset[str]:
     case. A sentence embedding hardly tells two of them apart (cosine 0.97 between "error code
     E1234" and "error code E1235"), so two queries asking for different ones are different
     questions however close their vectors are."""
-    words = (w.strip(".-") for w in _WORD.findall(query))
-    return frozenset(w.lower() for w in words if _names_one_thing(w))
+    return frozenset(w.lower() for w in words(query) if _names_one_thing(w))
 
 
 def name_the_same_identifiers(a: str, b: str) -> bool:
@@ -142,13 +141,16 @@ def name_the_same_identifiers(a: str, b: str) -> bool:
 
 
 def _lower_words(query: str) -> frozenset[str]:
-    return frozenset(w.strip(".-").lower() for w in _WORD.findall(query))
+    return frozenset(w.lower() for w in words(query))
 
 
-#: a URL or an e-mail address, which the word pattern reads as pieces ("billing", "acme.io"). Each
-#: starts only where no character of its own pattern precedes: tried from every character of a
-#: long word, the search ran quadratic.
-_ADDRESS = re.compile(r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S*[^\s.,;:!?)\]\"'»”]|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
+#: a URL, without the marks after it that end a sentence or an aside; the query's analysis cuts
+#: never inside one. It starts only where no character of its scheme precedes: tried from every
+#: character of a long word, the search ran quadratic.
+URL = r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S*[^\s.,;:!?)\]\"'»”]"
+#: a URL or an e-mail address, which the word pattern reads as pieces ("billing", "acme.io"). An
+#: address too starts only where no character of its own pattern precedes.
+_ADDRESS = re.compile(rf"{URL}|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def missing_exact_terms(query: str, text: str) -> list[str]:
@@ -160,26 +162,25 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
     folded = text.casefold()
     addresses = [a for a in _ADDRESS.findall(query) if a.casefold() not in folded]
     # The words of an address are its own: kept or added back whole, not as pieces ("v2", "acme.io").
-    words = [w.strip(".-") for w in _WORD.findall(_ADDRESS.sub(" ", query))]
-    written = {w.strip(".-").casefold() for w in _WORD.findall(text)}
+    written = {w.casefold() for w in words(text)}
     quoted = {phrase.casefold() for phrase in _quoted(text)}
-    identifiers = [w for w in words if _names_one_thing(w) and w.casefold() not in written]
+    identifiers = [w for w in words(_ADDRESS.sub(" ", query)) if _names_one_thing(w) and w.casefold() not in written]
     phrases = [f'"{phrase}"' for phrase in _quoted(query) if phrase.casefold() not in quoted]
     return list(dict.fromkeys(addresses + identifiers + phrases))
 
 
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
-    words = _WORD.findall(query)
-    n = max(len(words), 1)
-    identifiers = sum(1 for w in words if _identifier(w.strip(".-")))
-    quoted = sum(len(_WORD.findall(phrase)) for phrase in _quoted(query))
+    tokens = words(query)
+    n = max(len(tokens), 1)
+    identifiers = sum(1 for w in tokens if _identifier(w))
+    quoted = sum(word_count(phrase) for phrase in _quoted(query))
     rare = 0.0
     counts = stats.counts if stats is not None else None
     if counts is not None and counts.points > 0:
         known = [counts.df[t] for t in set(sparse.query(query).indices) if t in counts.df]
         if known:
             rare = sum(1 for df in known if df <= policy.rare_df * counts.points) / len(known)
-    return QueryFeatures(len(words), rare, identifiers / n, min(quoted / n, 1.0))
+    return QueryFeatures(len(tokens), rare, identifiers / n, min(quoted / n, 1.0))
 
 
 def leg_weights(features: QueryFeatures, policy: AdaptivePolicy) -> LegWeights:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import missing_exact_terms, words
+from retrieval_server.workflow.adaptive import URL, missing_exact_terms, words
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -49,17 +49,15 @@ def _word() -> re.Pattern[str]:
 
 _BREAK = re.compile(r"[?;？；]\s*|\.\s+")
 _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
-#: what no cut falls inside: a URL ("?limit=100"), a quoted phrase ("salt and pepper"), and
-#: parentheses and brackets, which hold code ("for (i = 0; i < n; i++)") or an aside. A URL starts
-#: only where no character of its scheme precedes: tried from every character of a long word, the
-#: search ran quadratic.
+#: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
+#: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
+#: i++)") or an aside
 _WHOLE = re.compile(
-    r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S+"
-    r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
+    URL + r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
 )
 #: a short abbreviation that a full stop ends inside a sentence: initials ("U.S", "e.g", "J") or a
 #: title ("Dr. Smith"); looked for in the few characters before the stop
-_ABBREVIATION = re.compile(r"(?<![\w.])(?:(?:[^\W\d_]\.)*[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
+_ABBREVIATION = re.compile(r"(?<![\w.])(?:(?P<letter>[^\W\d_])|(?:[^\W\d_]\.)+[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
 #: a clause opening with one negates the one before ("lung cancer and not about mice"), asks nothing of its own
 _NEGATIONS = frozenset({"not", "no", "without", "nor"})
 #: a clause opening with one asks a question of its own, however short the one before
@@ -83,12 +81,21 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     for m in _BREAK.finditer(text):
         if _inside(whole, m.start()):
             continue
-        if m.group(0).startswith(".") and (
-            not text[m.end() : m.end() + 1].isupper() or _ABBREVIATION.search(text, max(0, m.start() - 8), m.start())
-        ):
+        if m.group(0).startswith(".") and (not text[m.end() : m.end() + 1].isupper() or _abbreviated(text, m.start(), m.end())):
             continue
         cuts.append(m.span())
     return cuts
+
+
+def _abbreviated(text: str, stop: int, after: int) -> bool:
+    """Whether the full stop at ``stop`` ends an abbreviation, the next word at ``after``. A lone
+    letter is an initial only before a name ("J. Smith", "John F. Kennedy"): before a function
+    word a sentence starts ("plan B. Is it cheaper?", "vitamin D. The dose ...")."""
+    abbreviation = _ABBREVIATION.search(text, max(0, stop - 8), stop)
+    if abbreviation is None or abbreviation.group("letter") is None:
+        return abbreviation is not None
+    following = _FIRST_WORD.match(text, after)
+    return following is None or following.group(0).casefold() not in STOPWORDS
 
 
 def _clauses(text: str) -> list[tuple[int, int]]:
@@ -421,15 +428,23 @@ _LABEL = re.compile(
 )
 
 
-def _prompt_heads(prompt: str) -> list[str]:
-    """The first words (keys, :func:`_key`) of each line of ``prompt``: a line of the answer that
-    starts with one echoes the prompt."""
-    return [head for line in prompt.splitlines() if (head := " ".join(_key(line).split()[:4]))]
+def _head_words(text: str) -> list[str]:
+    """The words of ``text`` as :func:`_key` reads them, but a label's colon kept: "Query:" in the
+    prompt is the query's label, and a line starting "Query expansion ..." no echo of it."""
+    return [w for w in (w.strip(".,;!?…") for w in text.casefold().split()) if w]
 
 
-def _echoes(line: str, heads: Sequence[str]) -> bool:
-    key = _key(line)
-    return any(key.startswith(head) for head in heads)
+def _prompt_heads(prompt: str) -> list[list[str]]:
+    """The first words of each line of ``prompt``, written without the query: a line of the
+    answer that starts with them echoes the prompt. Not the query's lines: a multi-line query's
+    would be heads, and a sub-question repeating one of them an echo."""
+    return [head for line in prompt.splitlines() if (head := _head_words(line)[:4])]
+
+
+def _echoes(line: str, heads: Sequence[list[str]]) -> bool:
+    # Whole words: a head ending "api" is no echo in a line's "apis".
+    words = _head_words(line)
+    return any(words[: len(head)] == head for head in heads)
 
 
 def _on_topic(lines: list[str], query: str, prompt: str) -> list[str]:
@@ -497,7 +512,7 @@ class LlmAnalyzer:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
         lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
-        lines = _on_topic(lines, query, self._prompt("rewrite", query))
+        lines = _on_topic(lines, query, self._prompt("rewrite", ""))
         if not lines:
             raise NotApplicable("no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
         return _with_exact_terms(lines[0], query)
@@ -506,7 +521,7 @@ class LlmAnalyzer:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
         lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)), query)
-        lines = _on_topic(lines, query, self._prompt("reformulate", query))
+        lines = _on_topic(lines, query, self._prompt("reformulate", ""))
         if not lines:
             raise NotApplicable("no variants")
         return lines[:5]
@@ -516,7 +531,7 @@ class LlmAnalyzer:
             return await self._fallback.hyde(query)
         text = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
         # Free-form, but not the prompt echoed: its instruction would be embedded as the passage.
-        heads = _prompt_heads(self._prompt("hyde", query))
+        heads = _prompt_heads(self._prompt("hyde", ""))
         passage = "\n".join(line for line in text.splitlines() if not _echoes(line, heads)).strip()
         if not passage:
             raise NotApplicable("empty passage")
@@ -526,7 +541,7 @@ class LlmAnalyzer:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
         lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)), query)
-        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", query)) if _a_question(line)]
+        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", "")) if _a_question(line)]
         if len(lines) < 2:
             raise NotApplicable("a single question")
         return lines[:4]

@@ -182,6 +182,27 @@ async def test_a_graph_not_built_by_the_configured_extractor_is_extracted_again_
     assert await app.metadata.get_document("s") == settled
 
 
+class _Unparsable:
+    """A graph model that answers, always with what no graph is made of."""
+
+    name = "fake:model"
+
+    async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str:
+        return "I cannot help with that."
+
+
+async def test_a_graph_the_rules_built_because_the_models_answer_was_refused_is_settled(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next ingest gets the same answer: given a fingerprint no ingest computes, the document
+    was embedded again and given a new version (dropping the answers cached citing it) at every
+    ingest, for good."""
+    monkeypatch.setattr(app.indexer, "_graph", LlmGraphExtractor(_Unparsable(), ClassicalGraphExtractor()))  # type: ignore[arg-type]
+    text = "The settlement pipeline is run nightly. Settlement relies on the ledger cluster operated by Finance Ops."
+    assert not (await app.ingest([_txt("s", text)])).errors
+    stored = await app.metadata.get_document("s")
+    again = await app.ingest([_txt("s", text)])
+    assert not again.errors and await app.metadata.get_document("s") == stored
+
+
 async def _points(app: Application, doc_id: str, most_children: int) -> dict[str, str]:
     """The document's stored child points, chunk id to text (a child's id names its parent, whose
     index is at most the child's)."""

@@ -895,3 +895,34 @@ async def test_a_line_that_is_not_about_the_query_is_not_searched(technique: str
                 assert await call() == expected
         finally:
             await model.close()
+
+
+@pytest.mark.parametrize(
+    ("technique", "query", "answer", "expected"),
+    [
+        ("decompose", "What is HNSW?\nHow does RRF work in hybrid search?", "What is HNSW?\nHow does RRF work in hybrid search?",
+         ["What is HNSW?", "How does RRF work in hybrid search?"]),
+        ("reformulate", "context:\nhow to rotate TLS certificates",
+         "how to renew TLS certificates\nhow to rotate TLS certificates automatically\nTLS certificate rotation steps",
+         ["how to renew TLS certificates", "how to rotate TLS certificates automatically", "TLS certificate rotation steps"]),
+        ("reformulate", "what is query expansion", "query expansion explained\nQuery: query expansion", ["query expansion explained"]),
+    ],
+    ids=["sub-questions-of-a-multi-line-query", "variants-of-a-multi-line-query", "a-variant-starting-with-the-label-word"],
+)
+async def test_a_line_repeating_the_querys_own_line_is_no_echo_of_the_prompt(
+    technique: str, query: str, answer: str, expected: list[str]
+) -> None:
+    """Only the prompt's own words make an echo: a multi-line query's lines counted as prompt
+    lines, and a sub-question or variant starting like one of them was dropped (a two-question
+    query was "a single question")."""
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return 200, {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+
+    with json_server(handler) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            got = await (analyzer.reformulate(query, []) if technique == "reformulate" else analyzer.decompose(query))
+            assert got == expected
+        finally:
+            await model.close()

@@ -68,10 +68,11 @@ def test_decomposition_splits_clauses_whatever_white_space_joins_them() -> None:
         "Why does https://api.example.com/v1/users?limit=100&page=2 return 500 errors for all users",
         "What did Dr. Smith say about the vaccine trial results",
         "What is the U.S. Army budget for 2024",
+        "What did J. Smith say about RRF",
         "for (i = 0; i < n; i++) loop off by one error in C",
         'recipes with "salt and pepper; lemon and thyme" for roast chicken',
     ],
-    ids=["negation", "shared-object", "url", "title", "initials", "code", "quotes"],
+    ids=["negation", "shared-object", "url", "title", "initials", "an-initial", "code", "quotes"],
 )
 def test_decomposition_leaves_one_question_whole(query: str) -> None:
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
@@ -85,6 +86,24 @@ def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> 
         "How do I set up SSO for our team", "configure SCIM provisioning"]
     assert asyncio.run(analyzer.decompose('find "salt and pepper" recipes and reviews of cast iron pans')) == [
         'find "salt and pepper" recipes', "reviews of cast iron pans"]
+    # The mark after a URL is the sentence's, not the URL's (read as the URL's, it was no cut).
+    assert asyncio.run(analyzer.decompose("Is the page https://status.example.com/api? How do I check the queue?")) == [
+        "Is the page https://status.example.com/api", "How do I check the queue"]
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("What is plan B. Is it cheaper than plan A?", ["What is plan B", "Is it cheaper than plan A"]),
+        ("How much vitamin D. The dose for adults over 60?", ["How much vitamin D", "The dose for adults over 60"]),
+        ("What did John F. Kennedy say. What about the U.S. Army?", ["What did John F. Kennedy say", "What about the U.S. Army"]),
+    ],
+    ids=["plan-b", "vitamin-d", "initial-then-a-sentence"],
+)
+def test_a_letter_before_a_full_stop_ends_a_sentence_when_a_function_word_follows(query: str, parts: list[str]) -> None:
+    """Any lone letter before a full stop was an initial, and "plan B. Is it ..." one question: an
+    initial comes before a name, a sentence usually starts with a function word."""
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
 
 
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:

@@ -44,6 +44,17 @@ def test_markdown_drops_inline_files_and_keeps_their_alt_text() -> None:
                                  "A data: URI in prose, data:text/plain;base64,SGk= stays, words after it too.")
 
 
+@pytest.mark.parametrize(("opening", "indent"), [("- ", "  "), ("- ", "\t"), ("> ", "> "), ("> > ", "  > > ")],
+                         ids=["list-item", "tab", "block-quote", "nested-quote"])
+def test_a_wrapped_inline_file_indented_as_its_list_item_or_quote_is_dropped(opening: str, indent: str) -> None:
+    """Its lines after the first, indented to stay in the list item or quote, ended the base64
+    at the first line break: the file was left in, every line of it."""
+    image = base64.b64encode(bytes(range(256)) * 4).decode()
+    wrapped = f"\n{indent}".join(image[i : i + 76] for i in range(0, len(image), 76))
+    text = f"{opening}See ![logo](data:image/png;base64,{wrapped}) here.\n{indent}After."
+    assert load(_src("l.md", text)).documents[0].pages[0].text == f"{opening}See ![logo]() here.\n{indent}After."
+
+
 def test_a_markdown_inline_file_left_open_drops_no_text() -> None:
     """Its base64 was read up to the next ")" whatever came between: every paragraph up to one."""
     text = ('# Guide\n\n![logo](data:image/png;base64,iVBORw0KGgo= "Logo\n\nParagraph one about refunds.\n\n'
@@ -78,6 +89,16 @@ def test_html_text_outside_the_first_body_is_kept(html: str) -> None:
     body was read: the rest was dropped without a word."""
     [doc] = load(_src("p.html", html)).documents
     assert doc.pages[0].text == "First.\n\nSecond."
+
+
+def test_an_svg_title_is_the_text_of_its_drawing_not_the_pages_title() -> None:
+    """Every <title> was dropped with the page's: a chart's accessible text, which the loader
+    before indexed, was lost."""
+    chart = "<svg><title>Revenue by quarter chart</title><rect/></svg>"
+    [doc] = load(_src("p.html", f"<html><head><title>Report</title></head><body><p>Sales grew.</p>{chart}</body></html>")).documents
+    assert (doc.title, doc.pages[0].text) == ("Report", "Sales grew.\nRevenue by quarter chart")
+    [untitled] = load(_src("p.html", f"<html><body>{chart}<p>Body text.</p></body></html>")).documents
+    assert (untitled.title, untitled.pages[0].text) == ("p", "Revenue by quarter chart\nBody text.")
 
 
 def test_pdf_keeps_page_numbers() -> None:

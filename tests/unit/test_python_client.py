@@ -18,6 +18,19 @@ from retrieval_client import MAX_TIMEOUT_S, AsyncRetrievalClient, RetrievalClien
 NOWHERE = "127.0.0.1:1"
 
 
+class _Ended:
+    """A stream call that ended without a message."""
+
+    def __iter__(self) -> _Ended:
+        return self
+
+    def __next__(self) -> Message:
+        raise StopIteration
+
+    def cancel(self) -> None:
+        pass
+
+
 class RecordingStub:
     """Stands in for the generated stub: records each call's request and timeout (and the last
     call's metadata), answers None."""
@@ -31,6 +44,8 @@ class RecordingStub:
         def call(request: Message, *, metadata: object, timeout: float | None) -> Any:
             self.calls[method] = (request, timeout)
             self.metadata = metadata
+            if method == "StreamQuery" and not self._awaitable:
+                return _Ended()
             return self._answer() if self._awaitable else None
 
         return call
@@ -256,7 +271,7 @@ async def test_a_query_sets_fusion_and_rerank_or_leaves_them_unset() -> None:
         assert (asked.fusion, asked.HasField("rerank"), asked.rerank) == (pb.FUSION_WEIGHTED, True, False)  # type: ignore[attr-defined]
         with pytest.raises(ValueError, match=r"^fusion must be one of rrf, weighted, or None for the server's \(got 'rfr'\)$"):
             client.stream_query("fusion", fusion="rfr")
-        client.stream_query("fusion", fusion="rrf", rerank=True)
+        assert list(client.stream_query("fusion", fusion="rrf", rerank=True)) == []  # read: the call starts at the first read
         streamed = stub.calls["StreamQuery"][0].query  # type: ignore[attr-defined]
         assert (streamed.fusion, streamed.rerank) == (pb.FUSION_RRF, True)
     async with AsyncRetrievalClient(NOWHERE) as aclient:

@@ -3,6 +3,7 @@ method on each connection as the real one does while a backend it needs is down.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import Counter
@@ -216,3 +217,66 @@ def test_each_attempt_has_what_is_left_of_the_calls_deadline(monkeypatch: pytest
         client.search("fusion")
     assert timeouts[0] == 10 and len(timeouts) == 2 and timeouts[1] is not None and 0 < timeouts[1] <= 10 - slept[0]
     assert 0.1 <= slept[0] <= 0.2  # the first backoff, jittered to half to all of it
+
+
+class Writing(pb_grpc.RetrievalServiceServicer):
+    """A StreamQuery that sends one message, then writes on (a long answer) until its call ends;
+    ``ended`` holds, by query, an event set when the call of that query ended."""
+
+    def __init__(self) -> None:
+        self.ended: dict[str, threading.Event] = {}
+
+    def StreamQuery(self, request: pb.StreamQueryRequest, context: grpc.ServicerContext) -> Iterator[pb.StreamQueryResponse]:
+        ended = self.ended.setdefault(request.query.query, threading.Event())
+        context.add_callback(ended.set)
+        yield pb.StreamQueryResponse(answer_delta="Reciprocal rank fusion")
+        if request.query.query != "read":
+            ended.wait()
+
+
+@pytest.fixture
+def writing() -> Iterator[tuple[Writing, str]]:
+    servicer = Writing()
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    pb_grpc.add_RetrievalServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    server.stop(None)
+
+
+def _no_call_left_running(servicer: Writing) -> bool:
+    """Whether each call the server saw has ended. A call after the closed ones has come and gone
+    first: a call the client made when the stream was made arrived before it. The wait's bound is
+    what the call is given to end in once the client cancels it."""
+    assert "read" in servicer.ended
+    return all(ended.wait(30) for ended in servicer.ended.values())
+
+
+def test_closing_a_stream_cancels_its_call_read_or_not(writing: tuple[Writing, str]) -> None:
+    """Closed before its first read, a stream never ran its generator's finally: its call, made
+    with the stream, went on writing on the server."""
+    servicer, target = writing
+    with RetrievalClient(target) as client:
+        # Held, as a caller may hold it: dropped, its call was cancelled when collected.
+        closed = client.stream_query("closed before reading")
+        closed.close()
+        stream = client.stream_query("closed after one message")
+        assert next(stream).answer_delta == "Reciprocal rank fusion"
+        stream.close()
+        assert [m.answer_delta for m in client.stream_query("read")] == ["Reciprocal rank fusion"]
+        assert _no_call_left_running(servicer)
+        del closed
+
+
+async def test_closing_an_async_stream_cancels_its_call_read_or_not(writing: tuple[Writing, str]) -> None:
+    servicer, target = writing
+    async with AsyncRetrievalClient(target) as client:
+        closed = client.stream_query("closed before reading")
+        await closed.aclose()  # type: ignore[attr-defined]
+        stream = client.stream_query("closed after one message")
+        assert (await anext(stream)).answer_delta == "Reciprocal rank fusion"
+        await stream.aclose()  # type: ignore[attr-defined]
+        assert [m.answer_delta async for m in client.stream_query("read")] == ["Reciprocal rank fusion"]
+        assert await asyncio.to_thread(_no_call_left_running, servicer)
+        del closed

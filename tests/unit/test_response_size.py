@@ -53,6 +53,27 @@ def test_an_answer_too_large_alone_loses_its_last_sentences_and_the_end_of_its_t
     assert text.startswith(capped.answer.text.removesuffix("…")) and capped.answer.citations[0].document_id == "d0"
 
 
+def test_an_answer_of_one_long_sentence_is_cut_within_the_limit() -> None:
+    """Its one sentence left out, the bytes still to cut reached the whole text: the cut's limit
+    fell below the ellipsis and the text was kept whole, the response over the limit while it
+    said the answer was capped."""
+    from retrieval_server.api.convert import ANSWER_CAPPED
+
+    sentence = "It repeats " + "again and " * 4_000 + "again."
+    answer = pb.Answer(text=sentence + " [1]", sentences=[pb.AnswerSentence(text=sentence, citations=[1])],
+                       citations=[pb.Citation(marker=1, document_id="d0")])
+    capped = within_size(_response([30_000], answer=answer), 65_536)
+    assert capped.ByteSize() <= 65_536 and list(capped.metrics.degraded) == [ANSWER_CAPPED]
+    assert (sentence + " [1]").startswith(capped.answer.text.removesuffix("…"))
+
+
+def test_a_text_cut_below_the_ellipsis_keeps_the_limit() -> None:
+    from retrieval_server.identifiers import cut_utf8
+
+    assert [cut_utf8("abcdefgh", limit) for limit in (-1, 0, 1, 2, 3, 4, 8)] == ["", "", "a", "ab", "…", "a…", "abcdefgh"]
+    assert cut_utf8("ééé", 3) == "…" and cut_utf8("ééé", 1) == ""  # never half a character
+
+
 def test_an_answer_cut_to_size_is_recorded_as_sent() -> None:
     """The metric and the analytics event count the cut, and the event the contexts sent."""
     from types import SimpleNamespace

@@ -41,9 +41,9 @@ _OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_m
 #: with DEADLINE_EXCEEDED without reaching the server (the CLI's --timeout shares this limit)
 MAX_TIMEOUT_S = 1e9
 #: how many times Query, Search, Health and a StreamQuery before its first message are tried again
-#: after UNAVAILABLE (4 attempts in all), as in the Go and TypeScript clients. Never an ingest or a
-#: delete: a retried ingest reports what its first attempt stored as replaced, a retried delete
-#: what it deleted as not found.
+#: after UNAVAILABLE (4 attempts in all); the Go and TypeScript clients try Query, Search and
+#: Health again as many times, never a stream. Never an ingest or a delete: a retried ingest
+#: reports what its first attempt stored as replaced, a retried delete what it deleted as not found.
 DEFAULT_RETRIES = 3
 #: the backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients
 _FIRST_BACKOFF_S = 0.2
@@ -401,8 +401,7 @@ class RetrievalClient(_Base):
         """Stage events, then answer text as it is written, then the final QueryResponse. Closing
         the iterator cancels the call."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
-        attempts = _Attempts(self._retries, self._deadline(timeout))
-        return self._stream(req, attempts, self._stub.StreamQuery(req, metadata=self._metadata, timeout=attempts.timeout()))
+        return self._stream(req, self._deadline(timeout))
 
     def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
         return self._retried("Search", pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), timeout)  # type: ignore[no-any-return]
@@ -420,21 +419,25 @@ class RetrievalClient(_Base):
                     raise
             time.sleep(wait)
 
-    def _stream(self, request: pb.StreamQueryRequest, attempts: _Attempts, call: Any) -> Iterator[pb.StreamQueryResponse]:
-        """``call``'s messages, the call tried again until its first one arrives: after it, the
-        caller has read part of an answer that another attempt would give again."""
-        while True:
-            try:
-                first = next(call)
-                break
-            except StopIteration:
-                return
-            except grpc.RpcError as error:
-                if (wait := attempts.wait(error)) is None:
-                    raise
-            time.sleep(wait)
-            call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
+    def _stream(self, request: pb.StreamQueryRequest, timeout: float | None) -> Iterator[pb.StreamQueryResponse]:
+        """The call's messages, the call tried again until its first one arrives: after it, the
+        caller has read part of an answer that another attempt would give again. Started at the
+        first read: a generator closed before it never runs its ``finally``, and a call started
+        when it was made was left running on the server."""
+        attempts = _Attempts(self._retries, timeout)
+        call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
         try:
+            while True:
+                try:
+                    first = next(call)
+                    break
+                except StopIteration:
+                    return
+                except grpc.RpcError as error:
+                    if (wait := attempts.wait(error)) is None:
+                        raise
+                time.sleep(wait)
+                call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
             yield first
             yield from call
         finally:
@@ -498,8 +501,7 @@ class AsyncRetrievalClient(_Base):
         """Stage events, then answer text as it is written, then the final QueryResponse. Closing
         the iterator (``aclose()``) cancels the call."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
-        attempts = _Attempts(self._retries, self._deadline(timeout))
-        return self._stream(req, attempts, self._stub.StreamQuery(req, metadata=self._metadata, timeout=attempts.timeout()))
+        return self._stream(req, self._deadline(timeout))
 
     async def search(self, query: str, *, top_k: int = 0, timeout: float | None = None) -> pb.SearchResponse:
         return await self._retried("Search", pb.SearchRequest(query=query, top_k=_int32_top_k(top_k)), timeout)  # type: ignore[no-any-return]
@@ -517,18 +519,21 @@ class AsyncRetrievalClient(_Base):
                     raise
             await asyncio.sleep(wait)
 
-    async def _stream(self, request: pb.StreamQueryRequest, attempts: _Attempts, call: Any) -> AsyncIterator[pb.StreamQueryResponse]:
-        """As :meth:`RetrievalClient._stream`: tried again until the first message arrives."""
-        while True:
-            try:
-                message = await call.read()
-                break
-            except grpc.RpcError as error:
-                if (wait := attempts.wait(error)) is None:
-                    raise
-            await asyncio.sleep(wait)
-            call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
+    async def _stream(self, request: pb.StreamQueryRequest, timeout: float | None) -> AsyncIterator[pb.StreamQueryResponse]:
+        """As :meth:`RetrievalClient._stream`: started at the first read, tried again until the
+        first message arrives."""
+        attempts = _Attempts(self._retries, timeout)
+        call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
         try:
+            while True:
+                try:
+                    message = await call.read()
+                    break
+                except grpc.RpcError as error:
+                    if (wait := attempts.wait(error)) is None:
+                        raise
+                await asyncio.sleep(wait)
+                call = self._stub.StreamQuery(request, metadata=self._metadata, timeout=attempts.timeout())
             while message is not grpc.aio.EOF:
                 yield message
                 message = await call.read()
