@@ -9,7 +9,6 @@ import math
 import numbers
 import random
 import re
-import stat
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+from retrieval_client.files import MAX_MESSAGE, file_bytes
 
 _STRATEGIES = {
     "semantic": pb.STRATEGY_SEMANTIC,
@@ -35,8 +35,7 @@ _STRATEGIES = {
 _FUSIONS = {"rrf": pb.FUSION_RRF, "weighted": pb.FUSION_WEIGHTED}
 _MODES = {"retrieval": pb.MODE_RETRIEVAL_ONLY, "generation": pb.MODE_GENERATION}
 _ACCESS = {"public": pb.ACCESS_PUBLIC, "private": pb.ACCESS_PRIVATE}
-_MAX_MESSAGE = 256 * 1024 * 1024
-_OPTIONS = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
+_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)]
 #: the longest timeout a gRPC deadline holds: from 1e10 s it overflowed, and the call failed at once
 #: with DEADLINE_EXCEEDED without reaching the server (the CLI's --timeout shares this limit)
 MAX_TIMEOUT_S = 1e9
@@ -56,32 +55,6 @@ def _id_list(name: str, ids: Iterable[str]) -> list[str]:
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"{name} takes a list of ids, not one string (got {ids!r})")
     return list(ids)
-
-
-#: what each kind of file but a regular one is, for the error that refuses it
-_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
-def file_bytes(path: Path | str, max_bytes: int = _MAX_MESSAGE, limit: str = "the largest request this client sends") -> bytes:
-    """The bytes of the regular file ``path``, at most ``max_bytes`` (``limit`` names what sets
-    it), checked before it is read: a 1 GB file took 1.3 GB of memory before the server refused it,
-    and reading a FIFO waited for a writer that may never come. ValueError for anything but a
-    regular file, which is not opened, and for one over ``max_bytes``; OSError when it cannot be
-    read."""
-    p = Path(path)
-    st = p.stat()
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "of an unknown kind")
-        raise ValueError(f"not a regular file ({kind})")
-    too_large = f"over the limit of {max_bytes} bytes ({limit})"
-    if st.st_size > max_bytes:
-        raise ValueError(f"its size, {st.st_size} bytes, is {too_large}")
-    with p.open("rb") as f:
-        content = f.read(max_bytes + 1)
-    if len(content) > max_bytes:  # it grew since
-        raise ValueError(f"its size is {too_large}")
-    return content
 
 
 def document_from_file(
