@@ -140,17 +140,21 @@ class RabbitMqPublisher:
     async def _connect(self) -> aio_pika.abc.AbstractExchange:
         delay = self._backoff
         while True:
+            # Held before connecting, not taken from connect_robust(): connect() starts the
+            # connection's reconnect loop, which only the connection's close() ends, and an attempt
+            # that times out or is cancelled (close() below, at shutdown) would return no connection
+            # to close; its loop went on reconnecting, and the server never exited.
+            self._connection = aio_pika.RobustConnection(URL(self._url))
             try:
-                self._connection = await aio_pika.connect_robust(self._url, timeout=self._timeout)
+                await self._connection.connect(timeout=self._timeout)
                 channel = await self._connection.channel(publisher_confirms=True)
                 exchange = await channel.declare_exchange(self._exchange_name, aio_pika.ExchangeType.TOPIC, durable=True)
                 log.info("publishing RetrievalCompleted events", extra={"broker": self._where, "exchange": self._exchange_name})
                 self.connected.set()
                 return exchange
             except Exception as exc:
-                if self._connection is not None:
-                    await self._connection.close()
-                    self._connection = None
+                await self._connection.close()
+                self._connection = None
                 log.warning("cannot reach RabbitMQ at %s (%s); retrying in %.1f s", self._where, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -189,7 +193,8 @@ class RabbitMqPublisher:
         await exchange.publish(to_amqp(event), self._routing_key, mandatory=False, timeout=self._timeout)
 
     async def close(self, flush_timeout_s: float) -> None:
-        """Give buffered events up to ``flush_timeout_s`` to go out, then disconnect."""
+        """Give buffered events up to ``flush_timeout_s`` to go out, then disconnect (also a
+        connection the sender was still making)."""
         if self._task is not None:
             if self.connected.is_set():
                 try:

@@ -154,11 +154,15 @@ class _HttpChat:
     def _refused(self) -> LlmError:
         return LlmError(f"{self.name}: circuit open after repeated failures")
 
-    async def _post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> Any:
-        """One call, retried on what is worth retrying; while the provider keeps failing (the breaker
-        is open) calls fail at once, so every request does not pay the timeout."""
+    async def _post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> Completion:
+        """One call's text, retried on what is worth retrying; while the provider keeps failing (the
+        breaker is open) calls fail at once, so every request does not pay the timeout.
+
+        The text is read inside the breaker: a provider answering 200 with JSON that holds no
+        completion (a gateway's error object, a wrong base URL) fails every call, and counted as a
+        success it kept the breaker closed and Health reporting the LLM OK."""
         with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
-            return await self._post_with_retries(path, body, params)
+            return self._completion(await self._post_with_retries(path, body, params))
 
     def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
         """The answer's text as the model writes it, behind the same breaker as :meth:`_post`: a
@@ -348,12 +352,10 @@ class OpenAICompatibleChat(_HttpChat):
         while True:
             body = self._body(system, prompt, temperature=temperature, max_tokens=max_tokens)
             try:
-                data = await self._post("/chat/completions", body)
-                break
+                return await self._post("/chat/completions", body)
             except LlmRefused as exc:
                 if not self._learned(exc, body):
                     raise
-        return self._completion(data)
 
     def _completion(self, data: Any) -> Completion:
         try:
@@ -402,7 +404,7 @@ class AnthropicChat(_HttpChat):
         self.name = f"anthropic:{model}"
 
     async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str:
-        data = await self._post(
+        return await self._post(
             "/v1/messages",
             {
                 "model": self._model,
@@ -412,7 +414,6 @@ class AnthropicChat(_HttpChat):
                 "max_tokens": max_tokens,
             },
         )
-        return self._completion(data)
 
     def _completion(self, data: Any) -> Completion:
         try:
@@ -464,7 +465,7 @@ class GeminiChat(_HttpChat):
         self.name = f"gemini:{model}"
 
     async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str:
-        data = await self._post(
+        return await self._post(
             f"/v1beta/models/{self._model}:generateContent",
             {
                 "systemInstruction": {"parts": [{"text": system}]},
@@ -472,7 +473,6 @@ class GeminiChat(_HttpChat):
                 "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
             },
         )
-        return self._completion(data)
 
     def _completion(self, data: Any) -> Completion:
         try:

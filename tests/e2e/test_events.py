@@ -1,10 +1,15 @@
-"""RetrievalCompleted events through a real RabbitMQ: delivery, a broker outage, a frozen broker."""
+"""RetrievalCompleted events through a real RabbitMQ: delivery, a broker outage, a frozen broker;
+and a broker address that accepts connections and never answers, at shutdown."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
+import signal
+import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -23,8 +28,12 @@ from retrieval_server.backends.events import RabbitMqPublisher
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource
 from retrieval_server.observability.analytics import Analytics, RetrievalCompleted
+from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.server import RunningServer, start_server
+from bench.server_process import free_port, wait_healthy
+from tests.support.paths import inherited_env
 from tests.support.rabbitmq import RabbitMq, rabbitmq_server
+from tests.support.subprocesses import reaped
 
 CAPACITY = 8
 QUEUE = "analytics-under-test"
@@ -217,3 +226,54 @@ async def test_a_frozen_broker_never_holds_up_a_request(live: Live, broker: Rabb
     await _until(lambda: live.publisher.pending == 0)
     events = [_event(m) for m in await _take(broker.url, CAPACITY)]
     assert {e.query_sha256 for e in events} == {hashlib.sha256(f"frozen {i}".encode()).hexdigest() for i in range(CAPACITY)}
+
+
+async def test_close_ends_a_connection_still_being_made() -> None:
+    """A broker that accepts the connection and never answers: close() ends the attempt and the
+    connection's reconnect loop with it. That loop used to be left running (connect_robust()
+    returns no connection when cancelled), shrugging off cancellation every 5 s."""
+    arrived = asyncio.Event()
+    handlers: set[asyncio.Task[object]] = set()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.add(asyncio.current_task())  # type: ignore[arg-type]
+        arrived.set()
+        await reader.read()  # never answers; ends when the publisher hangs up
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    before = asyncio.all_tasks()
+    publisher = RabbitMqPublisher(f"amqp://guest:guest@127.0.0.1:{port}/", "x", "y", ServiceMetrics(), publish_timeout_s=300)
+    try:
+        await publisher.start()
+        await arrived.wait()  # the AMQP handshake has begun and waits for the broker's answer
+        await asyncio.wait_for(publisher.close(1.0), 600)  # only a hang guard
+        left = asyncio.all_tasks() - before - handlers - {asyncio.current_task()}
+        assert left == set(), [repr(t)[:200] for t in left]
+    finally:
+        server.close()
+
+
+def test_sigterm_stops_a_server_whose_broker_never_answers(tmp_path: Path) -> None:
+    """RETRIEVAL_EVENTS_URL at a port that takes connections and never answers the AMQP handshake:
+    serve still exits 0 on SIGTERM (it logged "stopped" and went on reconnecting)."""
+    with socket.socket() as hole:  # the kernel completes the TCP handshake; nothing ever accepts or answers
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(64)
+        port = free_port()
+        env = inherited_env()
+        # The connection attempt outlasts the test: SIGTERM always arrives while it is being made.
+        env.update(RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_PORT="0", RETRIEVAL_DATA_DIR=str(tmp_path / "data"),
+                   RETRIEVAL_EVENTS_URL=f"amqp://guest:guest@127.0.0.1:{hole.getsockname()[1]}/", RETRIEVAL_EVENTS_PUBLISH_TIMEOUT_S="300")
+        log = tmp_path / "server.log"
+        with log.open("wb") as out:
+            server = subprocess.Popen([sys.executable, "-m", "retrieval_server.cli", "serve"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        with reaped(server):
+            # SERVING comes after the application opened, which started the sender's connection attempt.
+            wait_healthy(f"127.0.0.1:{port}", server, 600, log)
+            server.send_signal(signal.SIGTERM)
+            try:
+                code = server.wait(timeout=600)  # only a hang guard
+            except subprocess.TimeoutExpired:
+                pytest.fail("still running after SIGTERM:\n" + log.read_text(errors="replace")[-3000:])
+            assert code == 0, log.read_text(errors="replace")[-3000:]

@@ -8,6 +8,7 @@ served from it; a cache that is down, frozen or gone is skipped and reported.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -18,8 +19,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import redis.exceptions
 
 from retrieval_server.app import Application
+from retrieval_server.backends.cache import CacheUnavailable, GuardedCache
+from retrieval_server.backends.redis_cache import RedisCache
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy
 from scoring_core.model_builder import BertShape, build_cross_encoder
@@ -257,6 +261,40 @@ async def test_redis_frozen_is_skipped_after_a_short_timeout(tmp_path: Path, own
             assert "cache:unavailable" in r.metrics.degraded and "policy" in _docs(r)
             # One request waits on the frozen cache once: its answer is not stored after the lookup failed.
             assert application.cache is not None and application.cache.breaker.failures == 1
+        finally:
+            proc.send_signal(signal.SIGCONT)
+    finally:
+        await application.close()
+
+
+async def test_the_cache_timeout_is_what_bounds_a_call_to_a_frozen_redis(tmp_path: Path, own_redis: tuple[str, subprocess.Popen[bytes]]) -> None:
+    """The Reliability table's CACHE_TIMEOUT_S (0.25 s) bounds a call to a frozen Redis. Timing
+    the call would be a wall-clock test; instead: the setting's default is the documented one, it
+    reaches both bounds (the Redis client's socket timeouts and the guard's wait), and against a
+    frozen Redis the client's own timeout ends the call, which the guard turns into
+    CacheUnavailable (``cache:unavailable``). A setting dropped on its way (the client left with
+    its own default or none: a frozen call then hangs until the guard below gives up) fails here,
+    where the other Redis tests, at HEALTHY_REDIS_S, would pass."""
+    assert load_settings().cache_timeout_s == 0.25
+    url, proc = own_redis
+    # Not the default of any layer: a layer that ignored the setting would show another value.
+    settings = load_settings(data_dir=tmp_path / "data", cache_backend="redis", redis_url=url, cache_timeout_s=0.5)
+    application = Application(settings)
+    await application.open()
+    try:
+        guarded = application.cache
+        assert isinstance(guarded, GuardedCache) and isinstance(guarded.inner, RedisCache)
+        assert guarded._timeout == settings.cache_timeout_s
+        client = guarded.inner._redis.connection_pool.connection_kwargs
+        assert client["socket_timeout"] == client["socket_connect_timeout"] == settings.cache_timeout_s
+        proc.send_signal(signal.SIGSTOP)  # before any call: the connection is made, nothing answers it
+        try:
+            # Redis's TimeoutError, not asyncio's from the hang guard (which only stops a hung test).
+            with pytest.raises(redis.exceptions.TimeoutError):
+                await asyncio.wait_for(guarded.inner.lookup("q", None, "c", "public"), 600)
+            with pytest.raises(CacheUnavailable, match="TimeoutError"):
+                await guarded.lookup("q", None, "c", "public")
+            assert guarded.breaker.failures == 1
         finally:
             proc.send_signal(signal.SIGCONT)
     finally:

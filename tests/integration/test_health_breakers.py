@@ -57,6 +57,27 @@ async def test_a_tripped_breaker_is_a_failing_component_and_a_degraded_service(t
             await app.close()
 
 
+async def test_an_llm_answering_200_without_a_completion_is_failing(tmp_path: Path) -> None:
+    """Every call fails when the provider answers 200 with JSON that is no completion (a gateway's
+    error object, a wrong base URL): Health says so, as it does for a 503. The answer counted as a
+    success, since its text was read only after the breaker had judged the call."""
+    with json_server(lambda path, body: (200, {"error": {"message": "upstream overloaded"}})) as llm:
+        app = Application(load_settings(
+            data_dir=tmp_path, cache_backend="none", llm_provider="openai", openai_base_url=llm.url + "/v1",
+            openai_model="test-model", openai_api_key="k", llm_max_retries=0, breaker_failures=1, breaker_cooldown_s=3600,
+        ))
+        await app.open()
+        try:
+            assert _states(await app.health())["llm"] is ComponentState.OK
+            # The ingest's graph extraction asks the LLM, and falls back to the classical rules.
+            assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
+            assert len(llm.requests) >= 1
+            after = await app.health()
+            assert _states(after)["llm"] is ComponentState.FAILING and after.degraded
+        finally:
+            await app.close()
+
+
 async def test_the_stores_are_pinged_at_once(tmp_path: Path, monkeypatch: Any) -> None:
     """Each ping of a hung store takes its whole timeout: one after another, a readiness probe
     would wait for their sum. Here each store's ping answers only once the other's has started."""

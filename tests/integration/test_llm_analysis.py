@@ -633,6 +633,25 @@ async def test_streamed_answers_go_through_the_circuit_breaker(name: str, cls: A
 
 
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_answers_that_hold_no_completion_open_the_breaker(name: str, cls: Any, prefix: str) -> None:
+    """200 with JSON of another shape (a gateway's error object) fails every call: each counts
+    towards opening the breaker, as a 503 does, not as a success."""
+    with json_server(lambda path, body: (200, {"error": {"message": "upstream overloaded"}})) as server:
+        breaker = CircuitBreaker(failure_threshold=2, cooldown_s=60.0, clock=Clock())
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            for _ in range(2):
+                with pytest.raises(LlmError, match="unexpected response shape"):
+                    await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.is_open
+            with pytest.raises(LlmError, match="circuit open"):
+                await model.complete("sys", "prompt", temperature=0.1)
+        finally:
+            await model.close()
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_a_request_the_provider_refuses_for_its_content_leaves_the_breaker_closed(name: str, cls: Any, prefix: str) -> None:
     """One caller's query over the model's context window (400), sent by four techniques at once,
     must not open the breaker every other caller's analysis, routing and answers go through."""
