@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,3 +27,15 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> M
     """Every async test on the loop a server runs on by default (RETRIEVAL_EVENT_LOOP); the standard
     loop is served in tests/e2e/test_process.py."""
     return {"default": loop_factory(Settings.model_fields["event_loop"].default)}
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """The root logger's handlers and level, and the levels of the loggers the server configures,
+    as they were: a test that configures logging as the server does leaves the next test's alone."""
+    root, loggers = logging.getLogger(), {name: logging.getLogger(name).level for name in ("httpx", "httpcore", "retrieval_server")}
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+    for name, was in loggers.items():
+        logging.getLogger(name).setLevel(was)

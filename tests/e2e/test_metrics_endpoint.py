@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 import ssl
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -141,16 +139,6 @@ def test_a_scrape_can_ask_for_series_by_name() -> None:
             assert "retrieval_query_cache" not in page
     finally:
         metrics.close()
-
-
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    root, loggers = logging.getLogger(), {name: logging.getLogger(name).level for name in ("httpx", "httpcore", "retrieval_server")}
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
-    for name, was in loggers.items():
-        logging.getLogger(name).setLevel(was)
 
 
 def test_an_unreadable_accept_header_is_answered_in_plain_text(restored_logging: None, capsys: pytest.CaptureFixture[str]) -> None:

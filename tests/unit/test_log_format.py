@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -21,16 +20,6 @@ def test_text_lines_carry_their_fields_one_line_each() -> None:
     assert "\n" not in line and line.endswith(' admin action rpc="DeleteDocuments" user="mallory\\nFAKE admin action" documents=["doc-1", "doc-2"]')
     plain = logging.LogRecord("x", logging.INFO, __file__, 1, "no fields", None, None)
     assert TextFormatter().format(plain).endswith("INFO x no fields")
-
-
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    root, loggers = logging.getLogger(), {name: logging.getLogger(name).level for name in ("httpx", "httpcore", "retrieval_server")}
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:], root.level = handlers, level
-    for name, was in loggers.items():
-        logging.getLogger(name).setLevel(was)
 
 
 @pytest.mark.parametrize("level", ["INFO", "DEBUG"])
