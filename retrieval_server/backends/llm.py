@@ -291,6 +291,8 @@ class _HttpChat:
 _OPENAI_FINISHED = frozenset({"stop", "eos_token", "stop_sequence", "done", None})
 _ANTHROPIC_FINISHED = frozenset({"end_turn", "stop_sequence", "message_stop", None})
 _GEMINI_FINISHED = frozenset({"STOP", None})
+#: Gemini's finish reasons for a candidate its filters stopped: a refusal of this request's content
+_GEMINI_REFUSED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"})
 
 
 def _finished(reason: object, finished: frozenset[str | None]) -> bool:
@@ -365,7 +367,10 @@ class OpenAICompatibleChat(_HttpChat):
             raise LlmError(f"{self.name}: unexpected response shape") from exc
         if not isinstance(content, str):
             # null when the model wrote no text (a refusal, a tool call, max_tokens spent reasoning):
-            # str() of it would be the words "None", searched for and answered with.
+            # str() of it would be the words "None", searched for and answered with. A refusal of
+            # this request's content is no failure of the provider (see LlmRefused).
+            if (choice.get("message") or {}).get("refusal") or choice.get("finish_reason") == "content_filter":
+                raise LlmRefused(f"{self.name}: the model refused this request's content")
             raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
         return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
@@ -475,6 +480,9 @@ class GeminiChat(_HttpChat):
         )
 
     def _completion(self, data: Any) -> Completion:
+        blocked = data.get("promptFeedback", {}).get("blockReason") if isinstance(data, dict) and isinstance(data.get("promptFeedback"), dict) else None
+        if blocked:  # the prompt itself refused: no candidates at all
+            raise LlmRefused(f"{self.name}: the model refused this request's content (blockReason {blocked})")
         try:
             candidate = data["candidates"][0]
             parts = (candidate.get("content") or {}).get("parts")
@@ -482,8 +490,12 @@ class GeminiChat(_HttpChat):
             raise LlmError(f"{self.name}: unexpected response shape") from exc
         if not isinstance(parts, list):
             # No content: the model stopped before writing (its thinking spent maxOutputTokens, a
-            # filter). A failure, as OpenAI's null content is, not an answer of no words.
-            raise LlmError(f"{self.name}: the response has no text (finishReason {candidate.get('finishReason')})")
+            # filter). A failure, as OpenAI's null content is, not an answer of no words; but a
+            # filter's stop refuses this request's content, no failure of the provider.
+            finish = candidate.get("finishReason")
+            if finish in _GEMINI_REFUSED:
+                raise LlmRefused(f"{self.name}: the model refused this request's content (finishReason {finish})")
+            raise LlmError(f"{self.name}: the response has no text (finishReason {finish})")
         try:
             text = "".join(p.get("text", "") for p in parts)
         except (TypeError, AttributeError) as exc:

@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from retrieval_server.backends.executor import BlockingExecutor, Priority
-from retrieval_server.backends.llm import ChatModel
+from retrieval_server.backends.llm import ChatModel, LlmRefused
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.chunker import split_sentences
 from retrieval_server.ingest.entities import CUE, Mention, MentionFinder
@@ -259,6 +259,10 @@ class LlmGraphExtractor:
                     temperature=self._temperature,
                     max_tokens=1024,
                 )
+        except LlmRefused as exc:
+            # The model refused this chunk's content (too long for it, a filter): it will again.
+            log.warning("the model refused the graph of %s (%s); using the classical extractor", parent.parent_chunk_id, exc)
+            return self._fallback.parent_facts(parent), "refused"
         except Exception as exc:
             log.warning("LLM graph extraction failed for %s (%s); using the classical extractor", parent.parent_chunk_id, exc)
             return self._fallback.parent_facts(parent), "unanswered"

@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
-from retrieval_server.backends.llm import LlmError
+from retrieval_server.backends.llm import LlmError, LlmRefused
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, Role, Strategy
 from retrieval_server.ingest import indexer as indexer_module
@@ -191,11 +191,23 @@ class _Unparsable:
         return "I cannot help with that."
 
 
-async def test_a_graph_the_rules_built_because_the_models_answer_was_refused_is_settled(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+class _RefusingContent:
+    """A provider that refuses the chunk for what it holds (over its context window, a filter)."""
+
+    name = "refusing"
+
+    async def complete(self, system: str, prompt: str, **_: object) -> str:
+        raise LlmRefused("refusing: HTTP 400 context_length_exceeded")
+
+
+@pytest.mark.parametrize("model", [_Unparsable, _RefusingContent], ids=["answer-refused", "content-refused"])
+async def test_a_graph_the_rules_built_because_the_models_answer_was_refused_is_settled(
+    app: Application, monkeypatch: pytest.MonkeyPatch, model: type
+) -> None:
     """The next ingest gets the same answer: given a fingerprint no ingest computes, the document
     was embedded again and given a new version (dropping the answers cached citing it) at every
-    ingest, for good."""
-    monkeypatch.setattr(app.indexer, "_graph", LlmGraphExtractor(_Unparsable(), ClassicalGraphExtractor()))  # type: ignore[arg-type]
+    ingest, for good. So does a chunk whose content the model refuses (a 400, a filter)."""
+    monkeypatch.setattr(app.indexer, "_graph", LlmGraphExtractor(model(), ClassicalGraphExtractor()))  # type: ignore[arg-type]
     text = "The settlement pipeline is run nightly. Settlement relies on the ledger cluster operated by Finance Ops."
     assert not (await app.ingest([_txt("s", text)])).errors
     stored = await app.metadata.get_document("s")

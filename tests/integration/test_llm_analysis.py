@@ -651,6 +651,40 @@ async def test_answers_that_hold_no_completion_open_the_breaker(name: str, cls: 
     assert len(server.requests) == 2
 
 
+#: a content filter's answers, HTTP 200 without a completion: a refusal of this request's content
+FILTERED = [
+    ("openai-refusal", OpenAICompatibleChat, "/v1",
+     {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I can't help with that."}, "finish_reason": "stop"}]}),
+    ("openai-content-filter", OpenAICompatibleChat, "/v1", {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "content_filter"}]}),
+    ("gemini-prompt-blocked", GeminiChat, "", {"promptFeedback": {"blockReason": "SAFETY"}}),
+    ("gemini-candidate-stopped", GeminiChat, "", {"candidates": [{"finishReason": "SAFETY"}]}),
+]
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix", "filtered"), FILTERED, ids=[f[0] for f in FILTERED])
+async def test_a_content_filters_refusal_leaves_the_breaker_closed(name: str, cls: Any, prefix: str, filtered: dict[str, Any]) -> None:
+    """Counted as a failure, one caller's blocked query, sent by the four techniques at once,
+    opened the breaker for every other caller (their harmless queries got "circuit open")."""
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if "blocked" in json.dumps(body):
+            return 200, filtered
+        return 200, {"error": "not a completion"}  # the provider's own failure, which counts
+
+    with json_server(handler) as server:
+        breaker = CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock())
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            for _ in range(4):
+                with pytest.raises(LlmRefused, match="refused this request's content"):
+                    await model.complete("sys", "blocked", temperature=0.1)
+            assert not breaker.is_open
+            with pytest.raises(LlmError, match="unexpected response shape"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.is_open
+        finally:
+            await model.close()
+
+
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_a_request_the_provider_refuses_for_its_content_leaves_the_breaker_closed(name: str, cls: Any, prefix: str) -> None:
     """One caller's query over the model's context window (400), sent by four techniques at once,
