@@ -301,3 +301,21 @@ def test_a_file_is_read_within_its_limit_only(tmp_path: Path) -> None:
         file_bytes(f, max_bytes=9, limit="RETRIEVAL_MAX_DOCUMENT_BYTES")
     with pytest.raises(ValueError, match=r"not a regular file \(a folder\)"):
         document_from_file(tmp_path)
+
+
+def test_the_package_loads_its_names_on_first_use_and_lists_them() -> None:
+    """file_bytes alone loads no gRPC (ingest --local), while a bare `import retrieval_client`
+    still reaches `retrieval_client.client` and lists its names, as when it imported them all."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, retrieval_client\n"
+        "from retrieval_client import file_bytes\n"
+        "light = 'grpc' not in sys.modules\n"
+        "names = set(dir(retrieval_client))\n"
+        "print(light, retrieval_client.client.RetrievalClient is retrieval_client.RetrievalClient,"
+        " set(retrieval_client.__all__) <= names, retrieval_client.pb.QueryRequest.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    assert out == ["True", "True", "True", "QueryRequest"]

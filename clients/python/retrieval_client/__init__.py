@@ -28,7 +28,16 @@ __all__ = ["DEFAULT_RETRIES", "MAX_TIMEOUT_S", "AsyncRetrievalClient", "Retrieva
 
 def __getattr__(name: str) -> Any:
     if name == "pb":
-        return importlib.import_module("retrieval.v1.retrieval_pb2")
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'retrieval_client' has no attribute {name!r}")
+        value = importlib.import_module("retrieval.v1.retrieval_pb2")
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+    elif name in ("client", "files"):  # `retrieval_client.client.X` after a bare `import retrieval_client`, as before
+        return importlib.import_module(f"retrieval_client.{name}")
+    else:
+        raise AttributeError(f"module 'retrieval_client' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
