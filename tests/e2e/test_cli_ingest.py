@@ -136,6 +136,21 @@ def _stored(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
     return pb.IngestDocumentsResponse(documents=[pb.IngestedDocument(document_id=Path(d.filename).stem) for d in docs])
 
 
+def _recording(monkeypatch: pytest.MonkeyPatch, answer: Callable[[list[pb.DocumentInput]], pb.IngestDocumentsResponse] = _stored) -> list[str]:
+    """The command's client replaced by one that answers each ingest with ``answer``; the file
+    names it was sent, in order."""
+    import retrieval_client
+
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.filename for d in docs)
+        return answer(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    return sent
+
+
 class _Refused(grpc.RpcError):
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
         self._code, self._details = code, details
@@ -184,15 +199,7 @@ def test_a_full_disk_stops_the_run_and_what_was_stored_is_listed(tmp_path: Path,
 def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Its name becomes lone surrogates, which a request refuses (and the local stores): the
     whole run stopped, nothing stored."""
-    import retrieval_client
-
-    sent: list[str] = []
-
-    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
-        sent.extend(d.filename for d in docs)
-        return _stored(docs)
-
-    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    sent = _recording(monkeypatch)
     (tmp_path / "good.txt").write_text("Glaciers carve valleys.")
     (Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.txt"))).write_text("Coffee.")
     assert cli.main(["ingest", str(tmp_path), "--quiet"]) == cli.SOME_FAILED
@@ -215,16 +222,8 @@ def test_a_jsonl_rows_id_is_taken_for_the_rest_of_the_run(tmp_path: Path, monkey
     """Only files' own ids were remembered: a file named as a row of an earlier request's JSONL
     replaced that row without a word, and the run exited 0. A row whose id an earlier request's file
     took cannot be seen before it is sent: it is reported as what replaced that file's document."""
-    import retrieval_client
-
     monkeypatch.setattr(cli, "BATCH_FILES", 1)  # as two files 33 apart in a folder
-    sent: list[str] = []
-
-    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
-        sent.extend(d.filename for d in docs)
-        return _stored_rows(docs)
-
-    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    sent = _recording(monkeypatch, _stored_rows)
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (rows := tmp_path / "a" / "rows.jsonl").write_text('{"_id": "notes", "text": "A row."}\n{"_id": "other", "text": "B."}\n')
@@ -300,15 +299,7 @@ def test_a_file_too_large_or_not_regular_is_refused_unread(tmp_path: Path, monke
     size costs no disk)."""
     import threading
 
-    import retrieval_client
-
-    sent: list[str] = []
-
-    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
-        sent.extend(d.filename for d in docs)
-        return _stored(docs)
-
-    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    sent = _recording(monkeypatch)
     (tmp_path / "ok.txt").write_text("Otters float.")
     huge = tmp_path / "huge.txt"
     huge.touch()
