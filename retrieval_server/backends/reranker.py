@@ -6,6 +6,7 @@ score with an ``index``; we put them back in place).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import math
@@ -64,7 +65,7 @@ class TeiReranker:
 
     Request ``{"query", "texts", "raw_scores", "truncate"}``; response ``[{"index", "score"}]``.
     Large candidate lists are split into calls of at most ``max_batch`` texts (TEI rejects
-    bigger ones with 413/422).
+    bigger ones with 413/422), sent at once.
     """
 
     def __init__(
@@ -85,36 +86,43 @@ class TeiReranker:
             return await self._rerank(query, texts)
 
     async def _rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        batches = [list(texts[start : start + self._max_batch]) for start in range(0, len(texts), self._max_batch)]
+        if len(batches) == 1:
+            return await self._score_batch(query, batches[0])
+        # TEI batches the requests it has in hand on its own: a long candidate list's calls sent at
+        # once cost about the slowest call, one after another their sum. The first failure cancels
+        # the others.
+        try:
+            async with asyncio.TaskGroup() as group:
+                calls = [group.create_task(self._score_batch(query, batch)) for batch in batches]
+        except* RerankError as failed:
+            raise failed.exceptions[0] from None
+        return [score for call in calls for score in call.result()]
+
+    async def _score_batch(self, query: str, batch: list[str]) -> list[float]:
         import httpx
 
-        scores: list[float] = [0.0] * len(texts)
-        for start in range(0, len(texts), self._max_batch):
-            batch = list(texts[start : start + self._max_batch])
-            try:
-                resp = await request_bounded(
-                    self._client, "POST", "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True}
-                )
-                resp.raise_for_status()
-                items = resp.json()
-                batch_scores = dict(_scored(item) for item in items)
-            except httpx.HTTPError as exc:
-                raise RerankError(f"TEI /rerank failed: {failure_text(exc)}") from None  # httpx's text names the URL
-            # A body within the size limit may still be JSON nested past the parser's recursion, or
-            # a number no float holds (a 400-digit score): the local model answers instead.
-            except (ResponseRefused, ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
-                raise RerankError(f"TEI /rerank failed: {exc}") from exc
-            # Each text exactly once: an index out of the batch would score another batch's text
-            # (or, negative, the last one), and a repeated one leave a text at 0.
-            if len(items) != len(batch) or set(batch_scores) != set(range(len(batch))):
-                raise RerankError(
-                    f"TEI /rerank returned {len(items)} scores with indexes {sorted(batch_scores)[:8]} for {len(batch)} texts"
-                )
-            if not all(math.isfinite(score) for score in batch_scores.values()):
-                # JSON's NaN and Infinity parse; fusion and thresholds refuse them, failing the whole query.
-                raise RerankError(f"TEI /rerank returned a score that is not a finite number for {len(batch)} texts")
-            for i, score in batch_scores.items():
-                scores[start + i] = score
-        return scores
+        try:
+            resp = await request_bounded(
+                self._client, "POST", "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True}
+            )
+            resp.raise_for_status()
+            items = resp.json()
+            batch_scores = dict(_scored(item) for item in items)
+        except httpx.HTTPError as exc:
+            raise RerankError(f"TEI /rerank failed: {failure_text(exc)}") from None  # httpx's text names the URL
+        # A body within the size limit may still be JSON nested past the parser's recursion, or
+        # a number no float holds (a 400-digit score): the local model answers instead.
+        except (ResponseRefused, ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+            raise RerankError(f"TEI /rerank failed: {exc}") from exc
+        # Each text exactly once: an index out of the batch would score another batch's text
+        # (or, negative, the last one), and a repeated one leave a text at 0.
+        if len(items) != len(batch) or set(batch_scores) != set(range(len(batch))):
+            raise RerankError(f"TEI /rerank returned {len(items)} scores with indexes {sorted(batch_scores)[:8]} for {len(batch)} texts")
+        if not all(math.isfinite(score) for score in batch_scores.values()):
+            # JSON's NaN and Infinity parse; fusion and thresholds refuse them, failing the whole query.
+            raise RerankError(f"TEI /rerank returned a score that is not a finite number for {len(batch)} texts")
+        return [batch_scores[i] for i in range(len(batch))]
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -1086,6 +1087,46 @@ async def test_tei_rerank_orders_by_the_server_and_splits_batches(app: Applicati
     assert _docs(r)[0] == "cooking" and "rerank:unavailable" not in r.metrics.degraded
     assert len(tei.requests) >= 2 and all(len(body["texts"]) <= 2 for _, body in tei.requests)
     assert all(body["query"] and body["truncate"] is True for _, body in tei.requests)
+
+
+async def test_tei_batches_of_one_request_are_sent_together_and_put_back_in_order() -> None:
+    """Each call waits until the other three batches have arrived: calls sent one after another
+    never get there (the first fails at its timeout), and the scores must still come back in the
+    texts' order across batches."""
+    arrived = threading.Barrier(4)
+    score = tei_rerank(lambda q, t: float(t.split()[-1]), max_batch=2)
+
+    def together(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        try:
+            arrived.wait(timeout=60)
+        except threading.BrokenBarrierError:
+            return 503, {"error": "the other batches never came", "error_type": "Overloaded"}
+        return score(path, body)
+
+    texts = [f"text {n}" for n in (7, 3, 9, 1, 4, 8, 2)]
+    with json_server(together) as tei:
+        reranker = TeiReranker(tei.url, max_batch=2, timeout_s=30)
+        try:
+            scores = await reranker.rerank("q", texts)
+        finally:
+            await reranker.close()
+    assert scores == [7.0, 3.0, 9.0, 1.0, 4.0, 8.0, 2.0]
+    assert sorted(len(body["texts"]) for _, body in tei.requests) == [1, 2, 2, 2]
+
+
+async def test_one_failed_tei_batch_fails_the_rerank() -> None:
+    def second_fails(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if "b" in body["texts"]:
+            return 424, {"error": "model backend failed", "error_type": "Backend"}
+        return tei_rerank(word_overlap)(path, body)
+
+    with json_server(second_fails) as tei:
+        reranker = TeiReranker(tei.url, max_batch=1)
+        try:
+            with pytest.raises(RerankError, match="424"):
+                await reranker.rerank("q", ["a", "b", "c"])
+        finally:
+            await reranker.close()
 
 
 async def test_rerank_off_per_request_keeps_the_fused_order_and_reranking_scores_an_answers_worth(app: Application) -> None:
