@@ -401,6 +401,17 @@ class Settings(BaseSettings):
             raise ValueError("is empty: set a value, or leave the variable unset")
         return value
 
+    @field_validator(
+        "qdrant_url", "tei_url", "events_url", "redis_url", "mysql_dsn", "jwt_jwks_url", "qdrant_path", "metrics_host",
+        "openai_api_key", "anthropic_api_key", "gemini_api_key", mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # An optional URL, path or key set to nothing means none (README): kept as "", it passed
+        # truth tests as unset but not `is None` ones, so two processes over embedded storage took
+        # an empty RETRIEVAL_QDRANT_URL for a shared server and both opened the folder for writing.
+        return None if value == "" else value
+
     @field_validator("qdrant_collection", mode="after")
     @classmethod
     def _qdrant_name(cls, value: str) -> str:

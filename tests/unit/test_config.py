@@ -93,6 +93,21 @@ def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPa
         load_settings()
 
 
+@pytest.mark.parametrize("var", ["RETRIEVAL_QDRANT_URL", "RETRIEVAL_TEI_URL", "RETRIEVAL_EVENTS_URL", "RETRIEVAL_REDIS_URL",
+                                 "RETRIEVAL_MYSQL_DSN", "RETRIEVAL_JWT_JWKS_URL", "RETRIEVAL_QDRANT_PATH", "RETRIEVAL_METRICS_HOST",
+                                 "RETRIEVAL_OPENAI_API_KEY", "RETRIEVAL_ANTHROPIC_API_KEY", "RETRIEVAL_GEMINI_API_KEY"])
+def test_an_empty_optional_url_path_or_key_reads_as_unset(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
+    monkeypatch.setenv(var, "")
+    assert getattr(load_settings(), var.removeprefix("RETRIEVAL_").lower()) is None
+
+
+def test_an_empty_qdrant_url_leaves_several_processes_on_embedded_storage(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Taken as a Qdrant server, "" had each worker open the embedded folder for writing: the second failed."""
+    monkeypatch.setenv("RETRIEVAL_QDRANT_URL", "")
+    s = load_settings(processes=2, data_dir=tmp_path)
+    assert s.vector_backend == "edge" and not s.shares_writable_storage
+
+
 @pytest.mark.parametrize("name", ["a/b", "chunks?v=2", "c:d", "a\\b", "a" * 256])
 def test_a_collection_name_qdrant_refuses_is_named_at_start_up(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setenv("RETRIEVAL_QDRANT_COLLECTION", name)
