@@ -93,6 +93,28 @@ def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPa
         load_settings()
 
 
+@pytest.mark.parametrize(("var", "value"), [
+    ("RETRIEVAL_JWT_ISSUER", "https://id.example.org/\n"), ("RETRIEVAL_JWT_AUDIENCE", "retrieval-service\n"),
+    ("RETRIEVAL_JWT_SECRET", "s" * 32 + "\n"), ("RETRIEVAL_EVENTS_HASH_KEY", " key"), ("RETRIEVAL_QDRANT_API_KEY", "key\r\n"),
+    ("RETRIEVAL_OPENAI_API_KEY", "sk-abc\n"), ("RETRIEVAL_MYSQL_DSN", "mysql://u:p@db:3306/retrieval\n"),
+    ("RETRIEVAL_QDRANT_URL", "\thttp://qdrant:6333"), ("RETRIEVAL_DATA_DIR", "data "),
+])
+def test_white_space_around_a_value_is_refused(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
+    """A secret made from a file (kubectl --from-file, echo) ends in a newline: an issuer so padded
+    started the server, which then refused every token as from another issuer."""
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=f"{var}: has leading or trailing white space \\(a file's newline\\?\\)"):
+        load_settings()
+
+
+@pytest.mark.parametrize("var", ["RETRIEVAL_JWT_AUDIENCE", "RETRIEVAL_DATA_DIR", "RETRIEVAL_QDRANT_COLLECTION", "RETRIEVAL_OPENAI_MODEL",
+                                 "RETRIEVAL_HOST", "RETRIEVAL_QDRANT_URL", "RETRIEVAL_OPENAI_API_KEY"])
+def test_a_value_of_white_space_only_is_refused(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
+    monkeypatch.setenv(var, " \n")
+    with pytest.raises(ConfigError, match=f"{var}: is only white space: set a value, or leave the variable unset"):
+        load_settings()
+
+
 @pytest.mark.parametrize("var", ["RETRIEVAL_QDRANT_URL", "RETRIEVAL_TEI_URL", "RETRIEVAL_EVENTS_URL", "RETRIEVAL_REDIS_URL",
                                  "RETRIEVAL_MYSQL_DSN", "RETRIEVAL_JWT_JWKS_URL", "RETRIEVAL_QDRANT_PATH", "RETRIEVAL_METRICS_HOST",
                                  "RETRIEVAL_OPENAI_API_KEY", "RETRIEVAL_ANTHROPIC_API_KEY", "RETRIEVAL_GEMINI_API_KEY"])
