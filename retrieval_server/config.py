@@ -33,11 +33,18 @@ URL_SCHEMES = {
 def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
     """Why ``value`` is not a URL of one of ``schemes`` naming a host (a socket's path, for unix);
     None when it is one. Checked at start-up: a malformed one failed each call that used it."""
+    # The parser's own message is never passed on: it quotes the part it failed on, which for a
+    # password holding / ? or # is a piece of the password ("Port could not be cast to integer
+    # value as 'Zk3'"), and misleads as much, the URL ending at that character.
     try:
         parts = urlsplit(value)
+    except ValueError:
+        return "is not a URL (an unclosed '[' around its host, or characters in it that are not a host name's)"
+    try:
         parts.port  # noqa: B018 - raises on a port that is no number, or out of range
-    except ValueError as exc:
-        return f"is not a URL ({exc})"
+    except ValueError:
+        return ("is not a URL: the ':' after its host is not followed by a port number (0 to 65535); "
+                "percent-encode any / ? # @ : in its user name or password")
     if parts.scheme not in schemes:
         return f"must start with {' or '.join(f'{s}://' for s in schemes)}"
     if not (parts.path if parts.scheme == "unix" else parts.hostname):

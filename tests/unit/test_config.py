@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -91,6 +92,25 @@ def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(var, "")
     with pytest.raises(ConfigError, match=f"{var}: is empty: set a value, or leave the variable unset"):
         load_settings()
+
+
+@pytest.mark.parametrize(("var", "url", "password"), [
+    ("RETRIEVAL_MYSQL_DSN", "mysql://retrieval:{}@mariadb:3306/retrieval", "Zk3/q9+Tx2"),
+    ("RETRIEVAL_MYSQL_DSN", "mysql://retrieval:{}@mariadb:3306/retrieval", "r#8Lw0pQ"),
+    ("RETRIEVAL_REDIS_URL", "redis://:{}@redis:6379/0", "Wq7?xK9j"),
+    ("RETRIEVAL_EVENTS_URL", "amqp://retrieval:{}@rabbitmq:5672/", "Zk3/q9+Tx2"),
+])
+def test_a_password_that_ends_a_url_early_is_named_and_not_shown(monkeypatch: pytest.MonkeyPatch, var: str, url: str, password: str) -> None:
+    """The parser's message quoted the password up to its / ? or # as a port ("Port could not be
+    cast to integer value as 'Zk3'"): the error misled, and printed part of a secret."""
+    monkeypatch.setenv(var, url.format(password))
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    message = str(err.value)
+    assert f"{var} is not a URL" in message and "percent-encode any / ? # @ : in its user name or password" in message
+    assert not any(password[i:i + 3] in message for i in range(len(password) - 2)), message
+    monkeypatch.setenv(var, url.format(quote(password, safe="")))  # percent-encoded, as the message says
+    load_settings()
 
 
 @pytest.mark.parametrize(("var", "value"), [
