@@ -11,7 +11,7 @@ import os
 import re
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from retrieval_server.backends.http_body import without_userinfo
 from retrieval_server.event_loop import EventLoop
 
 
@@ -128,7 +129,7 @@ class Settings(BaseSettings):
     allow_unauthenticated_remote: bool = Field(
         False, description="auth_mode 'none' on a non-loopback address (anyone who reaches the port can claim any role)"
     )
-    jwt_secret: str | None = Field(None, min_length=32, description="HS256/384/512 shared secret (at least 32 characters)")
+    jwt_secret: str | None = Field(None, min_length=32, repr=False, description="HS256/384/512 shared secret (at least 32 characters)")
     jwt_jwks_file: Path | None = Field(None, description="JWKS JSON file with the public keys (RS*, PS*, ES*, EdDSA)")
     jwt_jwks_url: str | None = Field(None, description="JWKS URL (http or https), fetched, cached, refreshed on an unknown kid")
     jwt_issuer: str | None = Field(None, description="required 'iss' claim")
@@ -159,7 +160,7 @@ class Settings(BaseSettings):
     events_buffer: int = Field(10_000, ge=1, le=1_000_000, description="events held while the broker is slow or down; beyond: dropped, counted")
     events_buffer_mb: int = Field(64, ge=1, le=65_536, description="what those events may weigh, in MiB (their query texts, mostly)")
     events_query: Literal["hash", "text", "none"] = Field("hash", description="how the query travels in events: SHA-256 hash, text, or not at all")
-    events_hash_key: str | None = Field(None, description="key for HMAC-SHA-256 query hashes (unset: plain SHA-256)")
+    events_hash_key: str | None = Field(None, repr=False, description="key for HMAC-SHA-256 query hashes (unset: plain SHA-256)")
     events_publish_timeout_s: float = Field(5.0, gt=0, le=300, description="broker confirm timeout; also the flush time at shutdown")
 
     # Storage
@@ -169,7 +170,7 @@ class Settings(BaseSettings):
     qdrant_path: str | None = Field(
         None, description="qdrant-client local mode (a folder or ':memory:') instead of qdrant-edge"
     )
-    qdrant_api_key: str | None = None
+    qdrant_api_key: str | None = Field(None, repr=False)
     qdrant_collection: str = Field("retrieval_chunks", max_length=255, description="Qdrant collection name (none of < > : \" / \\ | ? *)")
     # Whole seconds: qdrant-client takes an int (0.5 became 0, and every call failed).
     qdrant_timeout_s: int = Field(30, ge=1, le=3600, description="Qdrant request timeout, in whole seconds")
@@ -309,13 +310,13 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(2, ge=0, le=10)
     llm_backoff_s: float = Field(0.5, ge=0, le=60)
     openai_base_url: str = "https://api.openai.com/v1"
-    openai_api_key: str | None = None
+    openai_api_key: str | None = Field(None, repr=False)
     openai_model: str = "gpt-4o-mini"
     anthropic_base_url: str = "https://api.anthropic.com"
-    anthropic_api_key: str | None = None
+    anthropic_api_key: str | None = Field(None, repr=False)
     anthropic_model: str = "claude-sonnet-4-5"
     gemini_base_url: str = "https://generativelanguage.googleapis.com"
-    gemini_api_key: str | None = None
+    gemini_api_key: str | None = Field(None, repr=False)
     gemini_model: str = "gemini-2.5-flash-lite"
 
     # Knowledge graph (entities and relations learned at ingestion; the graph leg at query time)
@@ -379,6 +380,12 @@ class Settings(BaseSettings):
         description="time a request with a deadline keeps for what follows retrieval: legs still running at the deadline "
         "less this (or less half the time left, if that is less) are abandoned; reranking leaves enrichment at least half of it",
     )
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # repr() and str() are what a log line or a traceback shows of the settings: the secrets
+        # are left out (repr=False), and so are the user and password a URL may hold.
+        for name, value in super().__repr_args__():
+            yield name, without_userinfo(value) if name in URL_SCHEMES and isinstance(value, str) else value
 
     @model_validator(mode="before")
     @classmethod

@@ -27,7 +27,8 @@ ACCEPT_ENCODING = {"Accept-Encoding": "gzip, deflate"}
 _AS_SENT = {b"content-encoding", b"content-length", b"transfer-encoding"}
 
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]*@")
+#: up to the authority's last @, as URL parsers read it: a password holding an @ is left out whole
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 
 def without_userinfo(url: str) -> str:

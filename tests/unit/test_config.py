@@ -371,3 +371,20 @@ def test_the_answer_fingerprint_follows_what_shapes_answers_not_how_the_server_r
     assert answer_fingerprint(load_settings(rrf_k=61), "onnx:abc") != same
     assert answer_fingerprint(load_settings(parent_leg=False), "onnx:abc") != same
     assert answer_fingerprint(base, "onnx:def") != same
+
+
+def test_repr_and_str_of_the_settings_show_no_secret() -> None:
+    """What a log line or a traceback shows of the settings: every secret was in it, the passwords
+    inside URLs too."""
+    secrets = {"jwt_secret": "JWTSECRET-" + "x" * 32, "events_hash_key": "HASHKEY", "qdrant_api_key": "QDRANTKEY",
+               "openai_api_key": "OPENAIKEY", "anthropic_api_key": "ANTHROPICKEY", "gemini_api_key": "GEMINIKEY"}
+    urls = {"mysql_dsn": "mysql://u:MYSQLPW@db:3306/retrieval", "redis_url": "redis://:REDIS%40PW@redis:6379/0",
+            "events_url": "amqp://u:AMQP@PW@rabbitmq:5672/", "tei_url": "http://u:TEIPW@tei:8080",
+            "openai_base_url": "https://u:LLMPW@llm.example.org/v1"}
+    s = load_settings(auth_mode="jwt", **secrets, **urls)
+    keys = load_settings(auth_mode="jwt", jwt_jwks_url="https://u:JWKSPW@id.example.org/jwks")
+    shown = repr(s) + str(s) + repr(keys) + str(keys)
+    for word in ("JWTSECRET", "HASHKEY", "QDRANTKEY", "OPENAIKEY", "ANTHROPICKEY", "GEMINIKEY", "MYSQLPW", "REDIS", "AMQP", "PW"):
+        assert word not in shown, word
+    assert "mysql_dsn='mysql://db:3306/retrieval'" in shown and "events_url='amqp://rabbitmq:5672/'" in shown
+    assert s.jwt_secret == secrets["jwt_secret"] and s.mysql_dsn == urls["mysql_dsn"]  # what the code reads is unchanged
