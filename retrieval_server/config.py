@@ -580,6 +580,16 @@ class Settings(BaseSettings):
         unknown_roles = {r for r in self.jwt_role_map.values() if r not in ("SUPER_ADMIN", "ADMIN", "USER")}
         if unknown_roles:
             raise ValueError(f"jwt_role_map maps to unknown roles {sorted(unknown_roles)}: use SUPER_ADMIN, ADMIN or USER")
+        # A setting of another mode was ignored, with no word but the log's usual warning in mode
+        # 'none': a JWT secret or issuer left there (the default mode outside the image) had the
+        # headers believed by an operator who took tokens to be checked.
+        other_modes = [name for name in sorted(self.model_fields_set) if getattr(self, name) not in (None, (), {})
+                       and ((name.startswith("jwt_") and self.auth_mode != "jwt") or (name == "gateway_peers" and self.auth_mode != "gateway"))]
+        if other_modes:
+            one = len(other_modes) == 1
+            raise ValueError(f"{', '.join(other_modes)} {'is' if one else 'are'} set but auth_mode is '{self.auth_mode}', which ignores "
+                             f"{'it' if one else 'them'} (RETRIEVAL_JWT_* are read in mode 'jwt', gateway_peers in mode 'gateway'): "
+                             f"choose that mode, or leave {'it' if one else 'them'} unset")
         if self.auth_mode == "none":
             if not self.allow_unauthenticated_remote and not is_loopback(self.host):
                 raise ValueError(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -346,6 +347,26 @@ SECRET = "s" * 32
 def test_security_settings_are_checked(overrides: dict[str, object], expected: str) -> None:
     with pytest.raises(ConfigError, match=expected):
         load_settings(**overrides)
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    ({"jwt_secret": SECRET}, "RETRIEVAL_JWT_SECRET is set but RETRIEVAL_AUTH_MODE is 'none', which ignores it"),
+    ({"host": "0.0.0.0", "allow_unauthenticated_remote": True, "jwt_issuer": "https://id/", "gateway_peers": "gw"},
+     "RETRIEVAL_GATEWAY_PEERS, RETRIEVAL_JWT_ISSUER are set but RETRIEVAL_AUTH_MODE is 'none', which ignores them"),
+    ({"auth_mode": "jwt", "jwt_secret": SECRET, "gateway_peers": "gw"}, "RETRIEVAL_GATEWAY_PEERS is set but RETRIEVAL_AUTH_MODE is 'jwt'"),
+    ({"auth_mode": "gateway", "gateway_peers": "gw", "jwt_audience": "retrieval"}, "RETRIEVAL_JWT_AUDIENCE is set but RETRIEVAL_AUTH_MODE is 'gateway'"),
+])
+def test_a_setting_of_another_auth_mode_is_refused_not_ignored(overrides: dict[str, object], expected: str) -> None:
+    """With the default mode 'none', a JWT secret or issuer was ignored and the headers believed, by
+    an operator who took tokens to be checked."""
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_settings(**overrides)
+
+
+def test_an_empty_setting_of_another_auth_mode_reads_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRIEVAL_JWT_JWKS_URL", "")
+    monkeypatch.setenv("RETRIEVAL_GATEWAY_PEERS", "")
+    assert load_settings().auth_mode == "none"
 
 
 def test_authenticated_modes_listen_everywhere_and_parse_lists() -> None:
