@@ -65,6 +65,18 @@ QDRANT_NAME_FORBIDDEN = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x
 DAY_S = 86_400
 
 
+def _file_in_the_way(path: Path) -> Path | None:
+    """What keeps ``path`` from being a folder: a file there or at a folder on the way to it. None
+    when it is a folder or can be made one (or cannot be looked at: opening it says why)."""
+    for where in (path, *path.parents):
+        try:
+            if where.exists():
+                return None if where.is_dir() else where
+        except OSError:
+            return None
+    return None
+
+
 class Settings(BaseSettings):
     """Every knob of the service. ``Settings()`` reads the environment and validates it."""
 
@@ -525,6 +537,12 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name} {problem}")
         if self.mysql_dsn and not urlsplit(self.mysql_dsn).path.strip("/"):
             raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
+        # Found here, not when the folder is first opened or made: "[Errno 20] Not a directory" or
+        # "[Errno 17] File exists" from deep in the start-up, naming no setting.
+        for name in ("data_dir", "vectors_dir", "model_cache_dir", "qdrant_path"):
+            if (folder := getattr(self, name)) is not None and folder != ":memory:" and (file := _file_in_the_way(Path(folder))):
+                raise ValueError(f"{name} '{folder}' is a file, not a folder" if file == Path(folder)
+                                 else f"{name} '{folder}' cannot be a folder: '{file}' is a file")
         if self.model_dir is not None and not (self.model_dir / "model.onnx").is_file():
             raise ValueError(f"model_dir '{self.model_dir}' has no model.onnx")
         if self.reranker_model_dir is not None and not (self.reranker_model_dir / "model.onnx").is_file():
@@ -560,6 +578,15 @@ class Settings(BaseSettings):
                 raise ValueError(unreadable) from None
             if not os.access(path, os.R_OK):
                 raise ValueError(unreadable)
+        if self.jwt_jwks_file is not None:
+            # Parsed here as the server parses it: a file that is no JWKS failed the start-up later
+            # with the parser's error alone ("serve failed: JSONDecodeError"), naming no setting.
+            from retrieval_server.api.tokens import read_jwks
+
+            try:
+                read_jwks(self.jwt_jwks_file)
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"jwt_jwks_file '{self.jwt_jwks_file}' cannot be read as a JWKS: {exc}") from None
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("tls_client_ca needs tls_cert and tls_key (mutual TLS is TLS first)")
         # Loaded once here, so that a file that is not PEM, or a key of another certificate, is

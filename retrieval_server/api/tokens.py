@@ -111,6 +111,12 @@ def _key_set(data: Any) -> jwt.PyJWKSet:
         raise ValueError(f"unusable JWKS: {exc}") from exc
 
 
+def read_jwks(path: Path) -> jwt.PyJWKSet:
+    """The keys of a JWKS file; OSError when it cannot be read, ValueError when it holds no usable
+    JWKS. Also what the settings check at start-up, so that such a file is named there."""
+    return _key_set(_parsed(path.read_bytes()))
+
+
 def _unknown_key() -> Unauthenticated:
     return Unauthenticated("the token was signed with a key this service does not know (kid)", "TOKEN_KEY_UNKNOWN")
 
@@ -130,7 +136,7 @@ class JwksFile:
         st = self._path.stat()
         stamp = (st.st_mtime, st.st_size)
         if stamp != self._stamp:
-            self._keys = _key_set(_parsed(self._path.read_bytes()))
+            self._keys = read_jwks(self._path)
             self._stamp = stamp
 
     async def key_for(self, kid: str | None, alg: str) -> Any:

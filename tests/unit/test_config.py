@@ -237,6 +237,30 @@ def test_a_glossary_that_is_not_utf8_is_named_at_start_up(tmp_path: Path) -> Non
         load_settings(glossary_path=glossary)
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("not json", "Expecting value"), ('{"keys": []}', "did not contain any keys"), ('{"kid": "a"}', "not a JWKS document"),
+])
+def test_a_jwks_file_that_holds_no_keys_is_named_at_start_up(tmp_path: Path, text: str, expected: str) -> None:
+    """It failed the start-up later as "serve failed: JSONDecodeError ...", exit 1, naming no setting."""
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(text)
+    with pytest.raises(ConfigError, match=f"RETRIEVAL_JWT_JWKS_FILE '{jwks}' cannot be read as a JWKS: .*{expected}"):
+        load_settings(auth_mode="jwt", jwt_jwks_file=jwks)
+
+
+@pytest.mark.parametrize("name", ["data_dir", "vectors_dir", "model_cache_dir", "qdrant_path"])
+def test_a_folder_setting_naming_a_file_is_refused_at_start_up(tmp_path: Path, name: str) -> None:
+    """It failed where the folder was first opened or made ("[Errno 20] Not a directory", "[Errno
+    17] File exists"), naming no setting."""
+    file = tmp_path / "a-file"
+    file.write_text("")
+    with pytest.raises(ConfigError, match=f"RETRIEVAL_{name.upper()} '{file}' is a file, not a folder"):
+        load_settings(**{name: str(file)})
+    with pytest.raises(ConfigError, match=f"RETRIEVAL_{name.upper()} '{file / 'sub'}' cannot be a folder: '{file}' is a file"):
+        load_settings(**{name: str(file / "sub")})
+    assert load_settings(**{name: str(tmp_path / "to-be-made" / "sub")})  # absent: made when first used
+
+
 def test_model_dir_without_model_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no model.onnx"):
         load_settings(model_dir=tmp_path)
