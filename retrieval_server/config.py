@@ -792,7 +792,7 @@ def _overlap(a: str, b: str) -> bool:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    if host.lower() == "localhost":  # host names are case-insensitive, as the resolver reads them
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -398,6 +398,7 @@ def test_authenticated_modes_listen_everywhere_and_parse_lists() -> None:
     assert s.host == "0.0.0.0" and s.accepted_jwt_algorithms == ("HS256", "HS512")
     assert s.jwt_role_map == {"realm-admin": "ADMIN", "root": "SUPER_ADMIN"}
     assert load_settings(host="0.0.0.0", allow_unauthenticated_remote=True).host == "0.0.0.0"
+    assert load_settings(host="LOCALHOST").host == "LOCALHOST"  # a loopback name in any case: no authentication needed
     assert load_settings(auth_mode="jwt", jwt_jwks_url="https://idp/jwks").accepted_jwt_algorithms == ("RS256", "ES256", "EdDSA")
 
 
