@@ -491,7 +491,10 @@ class Settings(BaseSettings):
             name, sep, role = pair.partition("=")
             if not sep or not name.strip():
                 raise ValueError(f"expected name=ROLE pairs, got '{pair}'")
-            out[name.strip()] = role.strip().upper()
+            name, role = name.strip(), role.strip().upper()
+            # The last one won without a word: which role the name had depended on the order.
+            if out.setdefault(name, role) != role:
+                raise ValueError(f"'{name}' is mapped to both {out[name]} and {role}: map each name once")
         return out
 
     @model_validator(mode="after")

@@ -363,6 +363,9 @@ SECRET = "s" * 32
         ({"auth_mode": "jwt", "jwt_secret": "short"}, "RETRIEVAL_JWT_SECRET"),
         ({"auth_mode": "jwt", "jwt_jwks_url": "ftp://idp/jwks"}, "http:// or https://"),
         ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_role_map": "admin=OWNER"}, "unknown roles"),
+        # The last pair won without a word.
+        ({"auth_mode": "jwt", "jwt_secret": SECRET, "jwt_role_map": "ops=SUPER_ADMIN,ops=USER"},
+         "RETRIEVAL_JWT_ROLE_MAP: 'ops' is mapped to both SUPER_ADMIN and USER: map each name once"),
         ({"auth_mode": "gateway"}, "needs mutual TLS"),
         ({"tls_key": "/etc/hostname"}, "RETRIEVAL_TLS_CERT and RETRIEVAL_TLS_KEY go together"),
         ({"metrics_tls": True}, "RETRIEVAL_METRICS_TLS needs RETRIEVAL_TLS_CERT"),
@@ -397,6 +400,7 @@ def test_authenticated_modes_listen_everywhere_and_parse_lists() -> None:
     s = load_settings(auth_mode="jwt", jwt_secret=SECRET, jwt_role_map="realm-admin=admin, root=SUPER_ADMIN", jwt_algorithms="HS256, HS512")
     assert s.host == "0.0.0.0" and s.accepted_jwt_algorithms == ("HS256", "HS512")
     assert s.jwt_role_map == {"realm-admin": "ADMIN", "root": "SUPER_ADMIN"}
+    assert load_settings(auth_mode="jwt", jwt_secret=SECRET, jwt_role_map="ops=ADMIN, ops=admin").jwt_role_map == {"ops": "ADMIN"}
     assert load_settings(host="0.0.0.0", allow_unauthenticated_remote=True).host == "0.0.0.0"
     assert load_settings(host="LOCALHOST").host == "LOCALHOST"  # a loopback name in any case: no authentication needed
     assert load_settings(auth_mode="jwt", jwt_jwks_url="https://idp/jwks").accepted_jwt_algorithms == ("RS256", "ES256", "EdDSA")
