@@ -192,6 +192,22 @@ def test_descriptive_fields_are_held_to_their_limits_as_stored() -> None:
         document_in(grows, 2, 1 << 20)
 
 
+def test_a_document_gets_one_violation_per_invalid_field() -> None:
+    """The first failing check was the only one reported: a caller fixing one field learned of the next
+    from the next call."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.identifiers import MAX_SOURCE_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    doc = pb.DocumentInput(filename="a.txt", content=b"x", title="t" * (MAX_TITLE_CHARS + 1), url="u" * (MAX_URL_CHARS + 1),
+                           source="s" * (MAX_SOURCE_CHARS + 1), access=99)
+    with pytest.raises(InvalidArgument) as refused:
+        document_in(doc, 1, 1 << 20)
+    assert [f for f, _ in refused.value.violations] == [f"documents[1].{f}" for f in ("access", "title", "url", "source")]
+    assert [d.split(" ", 1)[0] for _, d in refused.value.violations] == [f for f, _ in refused.value.violations]
+    assert f"at most {MAX_URL_CHARS} characters (got {MAX_URL_CHARS + 1})" in refused.value.violations[2][1]
+
+
 def test_the_readme_states_the_id_limits_the_checks_apply() -> None:
     """The README gave ids 1 to 200 characters, read as owners' and grantees' too; user ids take 255."""
     from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, clean_identifier
