@@ -7,6 +7,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api.validation import Violations
 from retrieval_server.domain import (
@@ -48,11 +50,14 @@ _FUSION_IN = {pb.FUSION_UNSPECIFIED: None, pb.FUSION_RRF: Fusion.RRF, pb.FUSION_
 _ACCESS_IN = {pb.ACCESS_UNSPECIFIED: Access.PUBLIC, pb.ACCESS_PUBLIC: Access.PUBLIC, pb.ACCESS_PRIVATE: Access.PRIVATE}
 
 
-def _enum(value: int, table: dict, field: str) -> object:
+def _enum(value: int, table: dict, enum: EnumTypeWrapper, field: str) -> object:
+    """``table``'s entry for ``value``; InvalidArgument listing the values accepted, by name in
+    ``enum`` and number: a caller sending an unknown one may be built from another version of the proto."""
     try:
         return table[value]
     except KeyError:
-        raise InvalidArgument(f"{field} has unknown value {value}") from None
+        known = ", ".join(f"{enum.Name(k)}={k}" for k in table)
+        raise InvalidArgument(f"{field} has unknown value {value} (one of {known})") from None
 
 
 def _check_field(v: Violations, at: str, check: Callable[..., T], *args: Any) -> T | None:
@@ -67,21 +72,21 @@ def _check_field(v: Violations, at: str, check: Callable[..., T], *args: Any) ->
 
 
 def strategy_in(value: int, field: str = "strategy") -> Strategy:
-    return _enum(value, _STRATEGY_IN, field)  # type: ignore[return-value]
+    return _enum(value, _STRATEGY_IN, pb.Strategy, field)  # type: ignore[return-value]
 
 
 def fusion_in(value: int, field: str = "fusion") -> Fusion | None:
-    return _enum(value, _FUSION_IN, field)  # type: ignore[return-value]
+    return _enum(value, _FUSION_IN, pb.Fusion, field)  # type: ignore[return-value]
 
 
 def mode_in(value: int, field: str = "mode") -> Mode:
-    return _enum(value, _MODE_IN, field)  # type: ignore[return-value]
+    return _enum(value, _MODE_IN, pb.Mode, field)  # type: ignore[return-value]
 
 
 def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSource:
     """InvalidArgument with one violation per invalid field of the document."""
     field, v = f"documents[{index}]", Violations()
-    access: Access | None = v.check(_enum, d.access, _ACCESS_IN, f"{field}.access")  # type: ignore[assignment]
+    access: Access | None = v.check(_enum, d.access, _ACCESS_IN, pb.Access, f"{field}.access")  # type: ignore[assignment]
     if not d.filename and not d.document_id:
         v.add(field, f"{field} needs a filename (its extension selects the loader) or a document_id")
     if not d.content:

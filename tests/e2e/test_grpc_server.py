@@ -272,7 +272,7 @@ async def test_document_filter_and_private_access(live: Live) -> None:
         ("Query", pb.QueryRequest(query="é" * 32_769), "query must be at most 65536 bytes in UTF-8 after trimming (got 65538)"),
         ("Query", pb.QueryRequest(query="ok", top_k=101), "top_k must be between 1 and 100"),
         ("Query", pb.QueryRequest(query="ok", top_k=-3), "top_k must be between 1 and 100"),
-        ("Query", pb.QueryRequest(query="ok", strategy=42), "strategy has unknown value 42"),
+        ("Query", pb.QueryRequest(query="ok", strategy=42), "strategy has unknown value 42 (one of STRATEGY_UNSPECIFIED=0, STRATEGY_SEMANTIC=1,"),
         ("Query", pb.QueryRequest(query="ok", filters=pb.QueryFilters(document_ids=["a", " "])), "filters.document_ids[1] must be 1 to 200 characters after trimming (got 0)"),
         ("Query", pb.QueryRequest(query="\u200b\u200c\u200d\ufeff \u2060"), "query must be at least 1 characters after trimming (got 0)"),
         ("DeleteDocuments", pb.DeleteDocumentsRequest(document_ids=["a\x07b"]), "document_ids[0] must not contain control characters"),

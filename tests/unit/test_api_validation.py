@@ -208,6 +208,25 @@ def test_a_document_gets_one_violation_per_invalid_field() -> None:
     assert f"at most {MAX_URL_CHARS} characters (got {MAX_URL_CHARS + 1})" in refused.value.violations[2][1]
 
 
+def test_an_unknown_enum_value_is_refused_with_the_values_accepted() -> None:
+    from retrieval_server.api.convert import document_in, fusion_in, mode_in, strategy_in
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    for convert, field, accepted in [
+        (strategy_in, "strategy", "STRATEGY_UNSPECIFIED=0, STRATEGY_SEMANTIC=1, STRATEGY_KEYWORD=2, STRATEGY_HYBRID=3, STRATEGY_ADAPTIVE=4, STRATEGY_GRAPH=5"),
+        (mode_in, "mode", "MODE_UNSPECIFIED=0, MODE_RETRIEVAL_ONLY=1, MODE_GENERATION=2"),
+        (fusion_in, "fusion", "FUSION_UNSPECIFIED=0, FUSION_RRF=1, FUSION_WEIGHTED=2"),
+    ]:
+        with pytest.raises(InvalidArgument) as refused:
+            convert(99)
+        assert refused.value.violations == ((field, f"{field} has unknown value 99 (one of {accepted})"),)
+    with pytest.raises(InvalidArgument) as refused:
+        document_in(pb.DocumentInput(filename="a.txt", content=b"x", access=7), 0, 1 << 20)
+    assert refused.value.violations == (
+        ("documents[0].access", "documents[0].access has unknown value 7 (one of ACCESS_UNSPECIFIED=0, ACCESS_PUBLIC=1, ACCESS_PRIVATE=2)"),
+    )
+
+
 def test_the_readme_states_the_id_limits_the_checks_apply() -> None:
     """The README gave ids 1 to 200 characters, read as owners' and grantees' too; user ids take 255."""
     from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, clean_identifier
