@@ -509,6 +509,16 @@ async def test_fields_over_their_limits_are_reported_per_document_whatever_the_e
     assert long is not None and len(long.title) == 1_024 and long.title.startswith("Heading Heading")
 
 
+async def test_a_group_cannot_own_a_document(app: Application) -> None:
+    """A private document owned by "group:hr" was readable by every member of hr: ownership is a
+    user's (a grant gives a group its reading), and a group owner is that document's error."""
+    report = await app.ingest([_txt("bands", "Quarterly salary bands for the engineering team.", access=Access.PRIVATE, owner_id="group:hr"),
+                               _txt("menu", "The cafeteria serves soup on Fridays.")])
+    assert [d.document_id for d in report.documents] == ["menu"]
+    assert [(e.source, e.reason) for e in report.errors] == [("bands.txt", "owner_id must not start with 'group:': grants name groups that way")]
+    assert await app.metadata.get_document("bands") is None
+
+
 async def test_broken_file_is_reported_and_the_batch_goes_on(app: Application) -> None:
     report = await app.ingest(
         [
