@@ -62,6 +62,16 @@ def _stem(filename: str) -> str:
     return PurePath(filename).stem or filename
 
 
+def _document_id(src: DocumentSource) -> str:
+    """The caller's id, else the file's name without its extension: LoadError for a name that is an
+    extension alone (".txt", which PurePath takes for a dot file's whole name: it was the id)."""
+    if src.document_id:
+        return src.document_id
+    if PurePath(src.name).name.lower() in LOADERS:
+        raise LoadError(f"needs a document_id: its file name '{src.name}' is an extension alone")
+    return _stem(src.name)
+
+
 def _found_title(title: object) -> str:
     """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
     caller's field, so one over the limit is cut there instead of refusing the document; cut once
@@ -78,7 +88,7 @@ def _found_title(title: object) -> str:
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
     text = _text(src.content, "file")
-    return [LoadedDocument(src.document_id or _stem(src.name), src.title or _stem(src.name), (Page(0, text),))]
+    return [LoadedDocument(_document_id(src), src.title or _stem(src.name), (Page(0, text),))]
 
 
 #: an inline file as a link's or an image's target (``![diagram](data:image/png;base64,...)``): its
@@ -144,7 +154,7 @@ def _markdown_title(text: str) -> str:
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
     text = _without_data_uris(_text(src.content, "file"))
     title = src.title or _found_title(_markdown_title(text)) or _stem(src.name)
-    return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
+    return [LoadedDocument(_document_id(src), title, (Page(0, text),))]
 
 
 #: BeautifulSoup holds about 600 bytes a tag: 16 MiB of "<b>" (5.6 million tags) took 3.4 GB and
@@ -203,7 +213,7 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     for tag in [*titles, *soup(["head", "script", "style", "noscript", "template"])]:
         tag.decompose()
     text = re.sub(r"\n\s*\n+", "\n\n", _page_text(soup)).strip()
-    return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
+    return [LoadedDocument(_document_id(src), title, (Page(0, text),))]
 
 
 #: A PDF's text in characters per byte of the file, at most. Flate packs text 3 to 5 times and a
@@ -251,7 +261,7 @@ def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedD
         raise LoadError(f"not a readable PDF: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not any(p.text.strip() for p in pages):
         raise LoadError("PDF has no extractable text (scanned images need OCR first)")
-    return [LoadedDocument(src.document_id or _stem(src.name), src.title or _found_title(meta_title) or _stem(src.name), pages)]
+    return [LoadedDocument(_document_id(src), src.title or _found_title(meta_title) or _stem(src.name), pages)]
 
 
 def _check_unicode(values: list[str], what: str) -> None:

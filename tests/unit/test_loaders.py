@@ -32,6 +32,10 @@ def test_a_name_that_is_only_an_extension_names_its_type() -> None:
     assert md.title == "The Guide"
     with pytest.raises(LoadError, match=r"unsupported file type '\(none\)'"):
         load(_src(".profile", "export X=1"))
+    # Without an id, it names no document: ".txt" was its id.
+    for name in (".txt", "notes/.MD"):
+        with pytest.raises(LoadError, match=rf"needs a document_id: its file name '{re.escape(name)}' is an extension alone"):
+            load(_src(name, "Hello there."))
 
 
 def test_markdown_drops_inline_files_and_keeps_their_alt_text() -> None:
