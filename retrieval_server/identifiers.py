@@ -134,6 +134,12 @@ def composed(value: str) -> str:
     return unicodedata.normalize("NFC", stream_safe(without_surrogates(value)))
 
 
+def one_line(text: str) -> str:
+    """``text``'s words with one space between them: a title is shown on one line, and padding or
+    line breaks around or inside it were kept in every result."""
+    return " ".join(text.split())
+
+
 def cut_utf8(text: str, limit: int) -> str:
     """``text`` in at most ``limit`` bytes of UTF-8, an ellipsis where it was cut (what a response
     may carry of a caller's text: a status message, an ingest error's source). Below 3 bytes the

@@ -30,7 +30,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.identifiers import (
     MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_field, check_grantees, check_metadata, composed,
-    cut_utf8, trim,
+    cut_utf8, one_line, trim,
 )
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 
@@ -95,10 +95,10 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
         v.add(f"{field}.content", f"{field}.content is {len(d.content)} bytes; at most {max_bytes} are accepted (RETRIEVAL_MAX_DOCUMENT_BYTES)")
     if len(d.filename) > MAX_FILENAME_CHARS:
         v.add(f"{field}.filename", f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
-    # As they are stored: the title normalized, which may lengthen it (U+0958 is two code points in
-    # NFC: a title accepted here was refused when the document was stored), once its length before
-    # allows it (normalizing megabytes held the event loop for seconds).
-    title = composed(d.title) if len(d.title) <= RAW_SLACK * MAX_TITLE_CHARS else d.title
+    # As they are stored: the title on one line and normalized, which may lengthen it (U+0958 is two
+    # code points in NFC: a title accepted here was refused when the document was stored), once its
+    # length before allows it (normalizing megabytes held the event loop for seconds).
+    title = one_line(composed(d.title)) if len(d.title) <= RAW_SLACK * MAX_TITLE_CHARS else d.title
     for name, value in (("title", title), ("url", d.url), ("source", d.source)):
         _check_field(v, field, check_descriptive_field, name, value)
     _check_field(v, field, check_metadata, d.metadata)

@@ -190,6 +190,12 @@ def test_descriptive_fields_are_held_to_their_limits_as_stored() -> None:
     grows = pb.DocumentInput(filename="a.txt", content=b"x", title=chr(0x958) * MAX_TITLE_CHARS)
     with pytest.raises(InvalidArgument, match=rf"documents\[2\]\.title must be at most {MAX_TITLE_CHARS} characters \(got {2 * MAX_TITLE_CHARS}\)"):
         document_in(grows, 2, 1 << 20)
+    # Stored on one line: its padding does not count, and white space inside it counts once.
+    padded = pb.DocumentInput(filename="a.txt", content=b"x", title=" \n" + "a" * (MAX_TITLE_CHARS - 2) + " \t b\n ")
+    assert document_in(padded, 0, 1 << 20)
+    spaced = pb.DocumentInput(filename="a.txt", content=b"x", title="a" * MAX_TITLE_CHARS + "  b")
+    with pytest.raises(InvalidArgument, match=rf"documents\[0\]\.title must be at most {MAX_TITLE_CHARS} characters \(got {MAX_TITLE_CHARS + 2}\)"):
+        document_in(spaced, 0, 1 << 20)
 
 
 def test_a_document_gets_one_violation_per_invalid_field() -> None:
