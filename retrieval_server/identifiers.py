@@ -134,6 +134,12 @@ def composed(value: str) -> str:
     return unicodedata.normalize("NFC", stream_safe(without_surrogates(value)))
 
 
+def one_line(text: str) -> str:
+    """``text``'s words with one space between them: a title is shown on one line, and padding or
+    line breaks around or inside it were kept in every result."""
+    return " ".join(text.split())
+
+
 def cut_utf8(text: str, limit: int) -> str:
     """``text`` in at most ``limit`` bytes of UTF-8, an ellipsis where it was cut (what a response
     may carry of a caller's text: a status message, an ingest error's source). Below 3 bytes the
@@ -231,15 +237,31 @@ def check_grantees(user_ids: Iterable[str]) -> None:
         raise ValueError(f"granted_user_ids must hold at most {MAX_GRANTEES} users (got {count}): grant more through a group (group:<name>)")
 
 
-def check_descriptive_fields(title: str, url: str, source: str, metadata: Mapping[str, str]) -> None:
-    """ValueError naming the field and its limit when one is over it (the message starts with the
-    field's name, so that a caller can prefix where the document stands)."""
-    for name, value, limit in (("title", title, MAX_TITLE_CHARS), ("url", url, MAX_URL_CHARS), ("source", source, MAX_SOURCE_CHARS)):
-        if len(value) > limit:
-            raise ValueError(f"{name} must be at most {limit} characters (got {len(value)})")
-        _check_unicode(value, name)
+#: the limit of each field a document describes itself with, in characters
+DESCRIPTIVE_LIMITS = {"title": MAX_TITLE_CHARS, "url": MAX_URL_CHARS, "source": MAX_SOURCE_CHARS}
+
+
+def check_descriptive_field(name: str, value: str) -> None:
+    """ValueError starting with ``name`` (a key of :data:`DESCRIPTIVE_LIMITS`) when ``value`` is over
+    its limit or not Unicode text."""
+    limit = DESCRIPTIVE_LIMITS[name]
+    if len(value) > limit:
+        raise ValueError(f"{name} must be at most {limit} characters (got {len(value)})")
+    _check_unicode(value, name)
+
+
+def check_metadata(metadata: Mapping[str, str]) -> None:
+    """ValueError starting with ``metadata`` when its keys and values are over their limit or not Unicode text."""
     for key, value in metadata.items():
         _check_unicode(key + value, "metadata")
     size = sum(len(k.encode("utf-8", "surrogatepass")) + len(v.encode("utf-8", "surrogatepass")) for k, v in metadata.items())
     if size > MAX_METADATA_BYTES:
         raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes of UTF-8 in its keys and values (got {size})")
+
+
+def check_descriptive_fields(title: str, url: str, source: str, metadata: Mapping[str, str]) -> None:
+    """ValueError naming the first field over its limit, and the limit (the message starts with the
+    field's name, so that a caller can prefix where the document stands)."""
+    for name, value in (("title", title), ("url", url), ("source", source)):
+        check_descriptive_field(name, value)
+    check_metadata(metadata)

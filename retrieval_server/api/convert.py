@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
 from retrieval.v1 import retrieval_pb2 as pb
+from retrieval_server.api.validation import Violations
 from retrieval_server.domain import (
     Access,
     ComponentHealth,
@@ -25,9 +29,12 @@ from retrieval_server.domain import (
     Strategy,
 )
 from retrieval_server.identifiers import (
-    MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_fields, check_grantees, composed, cut_utf8, trim,
+    MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_field, check_grantees, check_metadata, composed,
+    cut_utf8, one_line, trim,
 )
 from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
+
+T = TypeVar("T")
 
 _STRATEGY_IN = {
     pb.STRATEGY_UNSPECIFIED: Strategy.SEMANTIC,
@@ -43,48 +50,64 @@ _FUSION_IN = {pb.FUSION_UNSPECIFIED: None, pb.FUSION_RRF: Fusion.RRF, pb.FUSION_
 _ACCESS_IN = {pb.ACCESS_UNSPECIFIED: Access.PUBLIC, pb.ACCESS_PUBLIC: Access.PUBLIC, pb.ACCESS_PRIVATE: Access.PRIVATE}
 
 
-def _enum(value: int, table: dict, field: str) -> object:
+def _enum(value: int, table: dict, enum: EnumTypeWrapper, field: str) -> object:
+    """``table``'s entry for ``value``; InvalidArgument listing the values accepted, by name in
+    ``enum`` and number: a caller sending an unknown one may be built from another version of the proto."""
     try:
         return table[value]
     except KeyError:
-        raise InvalidArgument(f"{field} has unknown value {value}") from None
+        known = ", ".join(f"{enum.Name(k)}={k}" for k in table)
+        raise InvalidArgument(f"{field} has unknown value {value} (one of {known})") from None
+
+
+def _check_field(v: Violations, at: str, check: Callable[..., T], *args: Any) -> T | None:
+    """``check(*args)``, or None with its ValueError, whose message starts with the field's name,
+    recorded as a violation of that field under ``at`` (where the document stands)."""
+    try:
+        return check(*args)
+    except ValueError as exc:
+        message = f"{at}.{exc}"
+        v.add(message.split(" ", 1)[0], message)
+        return None
 
 
 def strategy_in(value: int, field: str = "strategy") -> Strategy:
-    return _enum(value, _STRATEGY_IN, field)  # type: ignore[return-value]
+    return _enum(value, _STRATEGY_IN, pb.Strategy, field)  # type: ignore[return-value]
 
 
 def fusion_in(value: int, field: str = "fusion") -> Fusion | None:
-    return _enum(value, _FUSION_IN, field)  # type: ignore[return-value]
+    return _enum(value, _FUSION_IN, pb.Fusion, field)  # type: ignore[return-value]
 
 
 def mode_in(value: int, field: str = "mode") -> Mode:
-    return _enum(value, _MODE_IN, field)  # type: ignore[return-value]
+    return _enum(value, _MODE_IN, pb.Mode, field)  # type: ignore[return-value]
 
 
 def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSource:
-    field = f"documents[{index}]"
-    access: Access = _enum(d.access, _ACCESS_IN, f"{field}.access")  # type: ignore[assignment]
+    """InvalidArgument with one violation per invalid field of the document."""
+    field, v = f"documents[{index}]", Violations()
+    access: Access | None = v.check(_enum, d.access, _ACCESS_IN, pb.Access, f"{field}.access")  # type: ignore[assignment]
     if not d.filename and not d.document_id:
-        raise InvalidArgument(f"{field} needs a filename (its extension selects the loader) or a document_id")
+        v.add(field, f"{field} needs a filename (its extension selects the loader) or a document_id")
     if not d.content:
-        raise InvalidArgument(f"{field}.content must not be empty")
+        v.add(f"{field}.content", f"{field}.content must not be empty")
     if len(d.content) > max_bytes:
-        raise InvalidArgument(f"{field}.content is {len(d.content)} bytes; at most {max_bytes} are accepted (RETRIEVAL_MAX_DOCUMENT_BYTES)")
+        v.add(f"{field}.content", f"{field}.content is {len(d.content)} bytes; at most {max_bytes} are accepted (RETRIEVAL_MAX_DOCUMENT_BYTES)")
     if len(d.filename) > MAX_FILENAME_CHARS:
-        raise InvalidArgument(f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
-    try:
-        # As they are stored: the title normalized, which may lengthen it (U+0958 is two code
-        # points in NFC: a title accepted here was refused when the document was stored), once
-        # its length before allows it (normalizing megabytes held the event loop for seconds).
-        title = composed(d.title) if len(d.title) <= RAW_SLACK * MAX_TITLE_CHARS else d.title
-        check_descriptive_fields(title, d.url, d.source, d.metadata)
-        check_grantees(d.granted_user_ids)
-        owner = trim(d.owner_id, "owner_id", MAX_USER_ID_CHARS)
-    except ValueError as exc:
-        raise InvalidArgument(f"{field}.{exc}") from None
-    if access is Access.PRIVATE and not owner:
-        raise InvalidArgument(f"{field}.owner_id is required for a PRIVATE document")
+        v.add(f"{field}.filename", f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
+    # As they are stored: the title on one line and normalized, which may lengthen it (U+0958 is two
+    # code points in NFC: a title accepted here was refused when the document was stored), once its
+    # length before allows it (normalizing megabytes held the event loop for seconds).
+    title = one_line(composed(d.title)) if len(d.title) <= RAW_SLACK * MAX_TITLE_CHARS else d.title
+    for name, value in (("title", title), ("url", d.url), ("source", d.source)):
+        _check_field(v, field, check_descriptive_field, name, value)
+    _check_field(v, field, check_metadata, d.metadata)
+    _check_field(v, field, check_grantees, d.granted_user_ids)
+    owner = _check_field(v, field, trim, d.owner_id, "owner_id", MAX_USER_ID_CHARS)
+    if access is Access.PRIVATE and owner == "":
+        v.add(f"{field}.owner_id", f"{field}.owner_id is required for a PRIVATE document")
+    v.raise_if_any()
+    assert access is not None
     return DocumentSource(
         filename=d.filename,
         content=d.content,

@@ -67,7 +67,8 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.identifiers import (
-    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, composed, composed_metadata, trim,
+    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, clean_user_id, composed,
+    composed_metadata, trim,
 )
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
@@ -355,7 +356,9 @@ class Indexer:
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
         try:
-            owner = clean_identifier(src.owner_id, "owner_id", MAX_USER_ID_CHARS) if trim(src.owner_id, "owner_id", MAX_USER_ID_CHARS) else ""
+            # A user's, never a group's: a private document owned by "group:hr" was the whole group's
+            # to read, which only a grant may give.
+            owner = clean_user_id(src.owner_id, "owner_id") if trim(src.owner_id, "owner_id", MAX_USER_ID_CHARS) else ""
             check_grantees(src.granted_user_ids)
             grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
             if src.access is Access.PRIVATE and not owner:

@@ -14,7 +14,7 @@ from pathlib import PurePath
 from typing import Any
 
 from retrieval_server.domain import DocumentSource
-from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata, has_visible_text
+from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata, has_visible_text, one_line
 
 
 class LoadError(Exception):
@@ -62,23 +62,39 @@ def _stem(filename: str) -> str:
     return PurePath(filename).stem or filename
 
 
+def _document_id(src: DocumentSource) -> str:
+    """The caller's id, else the file's name without its extension: LoadError for a name that is an
+    extension alone (".txt", which PurePath takes for a dot file's whole name: it was the id)."""
+    if src.document_id:
+        return src.document_id
+    if PurePath(src.name).name.lower() in LOADERS:
+        raise LoadError(f"needs a document_id: its file name '{src.name}' is an extension alone")
+    return _stem(src.name)
+
+
 def _found_title(title: object) -> str:
     """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
     caller's field, so one over the limit is cut there instead of refusing the document; cut once
     normalized, which may lengthen it (U+0958 is two code points in NFC). Anything but a string
     (a PDF's /Title may be a number or an array) is no title, nor is one of white space, format or
     control characters alone (a /Title of "   " or "\\000" replaced the file name with nothing to
-    read). White space is collapsed: a title is shown on one line, and a PDF's or an HTML
-    <title>'s padding and line breaks were kept in every result."""
+    read). White space is collapsed (:func:`one_line`): a PDF's or an HTML <title>'s padding and
+    line breaks were kept in every result."""
     if not isinstance(title, str):
         return ""
-    title = " ".join(composed(title).split())
+    title = one_line(composed(title))
     return title[:MAX_TITLE_CHARS] if has_visible_text(title) else ""
+
+
+def _title(src: DocumentSource, found: str = "") -> str:
+    """The caller's title on one line, else the file's own (``found``), else its name without its
+    extension: a caller's title of white space alone was stored, over the file's."""
+    return one_line(src.title) or found or _stem(src.name)
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
     text = _text(src.content, "file")
-    return [LoadedDocument(src.document_id or _stem(src.name), src.title or _stem(src.name), (Page(0, text),))]
+    return [LoadedDocument(_document_id(src), _title(src), (Page(0, text),))]
 
 
 #: an inline file as a link's or an image's target (``![diagram](data:image/png;base64,...)``): its
@@ -143,8 +159,7 @@ def _markdown_title(text: str) -> str:
 
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:
     text = _without_data_uris(_text(src.content, "file"))
-    title = src.title or _found_title(_markdown_title(text)) or _stem(src.name)
-    return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
+    return [LoadedDocument(_document_id(src), _title(src, _found_title(_markdown_title(text))), (Page(0, text),))]
 
 
 #: BeautifulSoup holds about 600 bytes a tag: 16 MiB of "<b>" (5.6 million tags) took 3.4 GB and
@@ -197,13 +212,13 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     # An SVG's <title> is the accessible text of a drawing (a chart's "Revenue by quarter"): the
     # body's content, neither the page's title nor left out with it.
     titles = [t for t in soup("title") if t.find_parent("svg") is None]
-    title = src.title or (_found_title(titles[0].get_text()) if titles else "") or _stem(src.name)
+    title = _title(src, _found_title(titles[0].get_text()) if titles else "")
     # The whole tree, not its <body>: libxml2 keeps text after </html> or in a second <body> as
     # their own elements beside the first body, and all of it was dropped.
     for tag in [*titles, *soup(["head", "script", "style", "noscript", "template"])]:
         tag.decompose()
     text = re.sub(r"\n\s*\n+", "\n\n", _page_text(soup)).strip()
-    return [LoadedDocument(src.document_id or _stem(src.name), title, (Page(0, text),))]
+    return [LoadedDocument(_document_id(src), title, (Page(0, text),))]
 
 
 #: A PDF's text in characters per byte of the file, at most. Flate packs text 3 to 5 times and a
@@ -251,7 +266,7 @@ def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedD
         raise LoadError(f"not a readable PDF: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not any(p.text.strip() for p in pages):
         raise LoadError("PDF has no extractable text (scanned images need OCR first)")
-    return [LoadedDocument(src.document_id or _stem(src.name), src.title or _found_title(meta_title) or _stem(src.name), pages)]
+    return [LoadedDocument(_document_id(src), _title(src, _found_title(meta_title)), pages)]
 
 
 def _check_unicode(values: list[str], what: str) -> None:

@@ -77,6 +77,11 @@ def build_query_graph(deps: WorkflowDeps, clock: Callable[[], float] = time.mono
     return graph
 
 
+#: hits Search fetches per result asked for, at most: past that many copies of fewer texts it
+#: answers with fewer than top_k results (each wider page is another search of the engine)
+SEARCH_HITS_PER_RESULT = 50
+
+
 class QueryPipeline:
     def __init__(
         self, deps: WorkflowDeps, *, search_text_chars: int = 800, observer: Observer[QueryState] | None = None,
@@ -116,18 +121,26 @@ class QueryPipeline:
     async def search(self, query: str, top_k: int, identity: Identity) -> list[SearchResult]:
         """The MARP contract: dense search, duplicate texts removed, text trimmed."""
         vector = (await self._deps.embedder.embed([query]))[0]
-        for searched_again in (False, True):
-            # Fetch extra so that removing duplicate texts (and stale versions) still leaves top_k results.
-            hits = await self._deps.vectors.search_dense(vector, top_k * 3, PointFilter(access=AccessFilter.for_identity(identity)))
+        access = PointFilter(access=AccessFilter.for_identity(identity))
+        # Fetch extra so that removing duplicate texts (and stale versions) still leaves top_k results.
+        limit, searched_again = top_k * 3, False
+        while True:
+            hits = await self._deps.vectors.search_dense(vector, limit, access)
             docs = await self._deps.metadata.get_documents(list({h.document_id for h in hits}))
             current = [h for h in hits if h.document_id in docs and h.version == docs[h.document_id].version]
             # A document replaced since the search is stored all the same, at a version not searched:
             # once more, rather than leave it out.
-            if searched_again or not nodes.replaced_since_searched(hits, {d: doc.version for d, doc in docs.items()}):
+            if not searched_again and nodes.replaced_since_searched(hits, {d: doc.version for d, doc in docs.items()}):
+                searched_again = True
+                continue
+            # The texts as returned, trimmed: two chunks that differ only past the trim came back as one text twice.
+            texts = [h.content[: self._search_text_chars] for h in current]
+            kept = dedup_by_key(content_hashes(texts), np.asarray([h.score for h in current], dtype=np.float32))
+            # Copies of one text (a file mirrored under many ids) filled a page that held one result:
+            # a wider page, while the engine has more and up to the cap, finds the distinct texts.
+            if len(kept) >= top_k or len(hits) < limit or limit >= top_k * SEARCH_HITS_PER_RESULT:
                 break
-        # The texts as returned, trimmed: two chunks that differ only past the trim came back as one text twice.
-        texts = [h.content[: self._search_text_chars] for h in current]
-        kept = dedup_by_key(content_hashes(texts), np.asarray([h.score for h in current], dtype=np.float32))
+            limit = min(limit * 4, top_k * SEARCH_HITS_PER_RESULT)
         out = []
         for i in kept[:top_k]:
             h = current[i]

@@ -32,10 +32,18 @@ LONG_TEXT = " ".join(
     f"The committee reviewed item {i} of the annual report and approved the budget for regional libraries."
     for i in range(12)
 )
+#: a document stored before each refused call, which it must leave as it was
+INTACT = "Lighthouses guide ships past the reef with a lamp that turns all night."
 
 
 def _doc(doc_id: str, text: str, **kw: object) -> pb.DocumentInput:
     return pb.DocumentInput(document_id=doc_id, filename=f"{doc_id}.txt", content=text.encode(), **kw)  # type: ignore[arg-type]
+
+
+async def _intact(live: Live) -> list[tuple[str, str, str]]:
+    """The stored document "intact" as a query finds it (not from the cache): id, text and title."""
+    found = await live.stub.Query(pb.QueryRequest(query="lighthouse reef lamp", use_cache=False, filters=pb.QueryFilters(document_ids=["intact"])))
+    return [(c.document_id, c.content, c.metadata.title) for c in found.contexts]
 
 
 async def _reflect(live: Live, **request: str) -> reflection_pb2.ServerReflectionResponse:
@@ -272,7 +280,7 @@ async def test_document_filter_and_private_access(live: Live) -> None:
         ("Query", pb.QueryRequest(query="é" * 32_769), "query must be at most 65536 bytes in UTF-8 after trimming (got 65538)"),
         ("Query", pb.QueryRequest(query="ok", top_k=101), "top_k must be between 1 and 100"),
         ("Query", pb.QueryRequest(query="ok", top_k=-3), "top_k must be between 1 and 100"),
-        ("Query", pb.QueryRequest(query="ok", strategy=42), "strategy has unknown value 42"),
+        ("Query", pb.QueryRequest(query="ok", strategy=42), "strategy has unknown value 42 (one of STRATEGY_UNSPECIFIED=0, STRATEGY_SEMANTIC=1,"),
         ("Query", pb.QueryRequest(query="ok", filters=pb.QueryFilters(document_ids=["a", " "])), "filters.document_ids[1] must be 1 to 200 characters after trimming (got 0)"),
         ("Query", pb.QueryRequest(query="\u200b\u200c\u200d\ufeff \u2060"), "query must be at least 1 characters after trimming (got 0)"),
         ("DeleteDocuments", pb.DeleteDocumentsRequest(document_ids=["a\x07b"]), "document_ids[0] must not contain control characters"),
@@ -304,12 +312,16 @@ async def test_document_filter_and_private_access(live: Live) -> None:
     ],
 )
 async def test_invalid_arguments_name_field_and_limit(live: Live, rpc: str, request_: object, needle: str) -> None:
+    await live.stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[_doc("intact", INTACT, title="Reef Light")]), metadata=ADMIN)
+    stored = await _intact(live)
+    assert stored == [("intact", INTACT, "Reef Light")]
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await getattr(live.stub, rpc)(request_, metadata=ADMIN)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert needle in err.value.details()
     # The server keeps serving, and what was stored is intact.
     assert (await live.stub.Health(pb.HealthRequest())).status != pb.SERVING_STATUS_NOT_SERVING
+    assert await _intact(live) == stored
 
 
 async def test_many_invalid_fields_or_a_long_header_still_reach_the_caller_as_invalid_argument(live: Live) -> None:

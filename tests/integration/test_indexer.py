@@ -26,6 +26,7 @@ from retrieval_server.ingest import indexer as indexer_module
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import sweep_abandoned_writes
 from retrieval_server.knowledge import DocumentGraph
+from retrieval_server.workflow import pipeline as pipeline_module
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
 from tests.support.intercept import Intercepted
@@ -508,6 +509,16 @@ async def test_fields_over_their_limits_are_reported_per_document_whatever_the_e
     assert long is not None and len(long.title) == 1_024 and long.title.startswith("Heading Heading")
 
 
+async def test_a_group_cannot_own_a_document(app: Application) -> None:
+    """A private document owned by "group:hr" was readable by every member of hr: ownership is a
+    user's (a grant gives a group its reading), and a group owner is that document's error."""
+    report = await app.ingest([_txt("bands", "Quarterly salary bands for the engineering team.", access=Access.PRIVATE, owner_id="group:hr"),
+                               _txt("menu", "The cafeteria serves soup on Fridays.")])
+    assert [d.document_id for d in report.documents] == ["menu"]
+    assert [(e.source, e.reason) for e in report.errors] == [("bands.txt", "owner_id must not start with 'group:': grants name groups that way")]
+    assert await app.metadata.get_document("bands") is None
+
+
 async def test_broken_file_is_reported_and_the_batch_goes_on(app: Application) -> None:
     report = await app.ingest(
         [
@@ -654,6 +665,34 @@ async def test_search_returns_no_two_results_with_the_same_text_as_trimmed(tmp_p
         await application.close()
     texts = [r.text for r in found]
     assert len(texts) == len(set(texts)) and texts[0] == same[:40] and len(found) == 2, texts
+
+
+MIRRORED = "Glaciers are slow rivers of ice that form where snow accumulates faster than it melts."
+DISTINCT = [
+    "Glacier ice flows downhill under its own weight, carving valleys over centuries.",
+    "Ice sheets and glaciers store most of the fresh water on Earth.",
+    "Glacial retreat is a visible sign of a warming climate in mountain regions.",
+    "Crevasses open where a glacier flows over uneven bedrock and the ice cracks.",
+    "Moraines are ridges of rock debris left behind by advancing and retreating glaciers.",
+]
+
+
+async def test_search_looks_past_copies_of_one_text_for_top_k_distinct_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fifteen copies of one text filled the 3 x top_k hits fetched: top_k=3 answered with one
+    result. Wider pages are fetched up to SEARCH_HITS_PER_RESULT hits a result, and no further."""
+    application = Application(load_settings(data_dir=tmp_path))
+    await application.open()
+    try:
+        await application.ingest([_txt(f"mirror{i}", MIRRORED) for i in range(15)] + [_txt(f"other{i}", t) for i, t in enumerate(DISTINCT)])
+        found = {k: await application.pipeline.search("glaciers rivers of ice", k, Identity()) for k in (3, 6)}
+        monkeypatch.setattr(pipeline_module, "SEARCH_HITS_PER_RESULT", 3)
+        capped = await application.pipeline.search("glaciers rivers of ice", 3, Identity())
+    finally:
+        await application.close()
+    assert [len(found[3]), len(found[6])] == [3, 6], {k: [r.document_id for r in v] for k, v in found.items()}
+    assert sorted(r.text for r in found[6]) == sorted([MIRRORED, *DISTINCT])
+    # The cap reached (9 hits), fewer results: the copies rank first and fill it
+    assert [r.text for r in capped] == [MIRRORED]
 
 
 async def test_one_bad_pdf_does_not_fail_the_batch(app: Application) -> None:

@@ -190,6 +190,47 @@ def test_descriptive_fields_are_held_to_their_limits_as_stored() -> None:
     grows = pb.DocumentInput(filename="a.txt", content=b"x", title=chr(0x958) * MAX_TITLE_CHARS)
     with pytest.raises(InvalidArgument, match=rf"documents\[2\]\.title must be at most {MAX_TITLE_CHARS} characters \(got {2 * MAX_TITLE_CHARS}\)"):
         document_in(grows, 2, 1 << 20)
+    # Stored on one line: its padding does not count, and white space inside it counts once.
+    padded = pb.DocumentInput(filename="a.txt", content=b"x", title=" \n" + "a" * (MAX_TITLE_CHARS - 2) + " \t b\n ")
+    assert document_in(padded, 0, 1 << 20)
+    spaced = pb.DocumentInput(filename="a.txt", content=b"x", title="a" * MAX_TITLE_CHARS + "  b")
+    with pytest.raises(InvalidArgument, match=rf"documents\[0\]\.title must be at most {MAX_TITLE_CHARS} characters \(got {MAX_TITLE_CHARS + 2}\)"):
+        document_in(spaced, 0, 1 << 20)
+
+
+def test_a_document_gets_one_violation_per_invalid_field() -> None:
+    """The first failing check was the only one reported: a caller fixing one field learned of the next
+    from the next call."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.identifiers import MAX_SOURCE_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    doc = pb.DocumentInput(filename="a.txt", content=b"x", title="t" * (MAX_TITLE_CHARS + 1), url="u" * (MAX_URL_CHARS + 1),
+                           source="s" * (MAX_SOURCE_CHARS + 1), access=99)
+    with pytest.raises(InvalidArgument) as refused:
+        document_in(doc, 1, 1 << 20)
+    assert [f for f, _ in refused.value.violations] == [f"documents[1].{f}" for f in ("access", "title", "url", "source")]
+    assert [d.split(" ", 1)[0] for _, d in refused.value.violations] == [f for f, _ in refused.value.violations]
+    assert f"at most {MAX_URL_CHARS} characters (got {MAX_URL_CHARS + 1})" in refused.value.violations[2][1]
+
+
+def test_an_unknown_enum_value_is_refused_with_the_values_accepted() -> None:
+    from retrieval_server.api.convert import document_in, fusion_in, mode_in, strategy_in
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    for convert, field, accepted in [
+        (strategy_in, "strategy", "STRATEGY_UNSPECIFIED=0, STRATEGY_SEMANTIC=1, STRATEGY_KEYWORD=2, STRATEGY_HYBRID=3, STRATEGY_ADAPTIVE=4, STRATEGY_GRAPH=5"),
+        (mode_in, "mode", "MODE_UNSPECIFIED=0, MODE_RETRIEVAL_ONLY=1, MODE_GENERATION=2"),
+        (fusion_in, "fusion", "FUSION_UNSPECIFIED=0, FUSION_RRF=1, FUSION_WEIGHTED=2"),
+    ]:
+        with pytest.raises(InvalidArgument) as refused:
+            convert(99)
+        assert refused.value.violations == ((field, f"{field} has unknown value 99 (one of {accepted})"),)
+    with pytest.raises(InvalidArgument) as refused:
+        document_in(pb.DocumentInput(filename="a.txt", content=b"x", access=7), 0, 1 << 20)
+    assert refused.value.violations == (
+        ("documents[0].access", "documents[0].access has unknown value 7 (one of ACCESS_UNSPECIFIED=0, ACCESS_PUBLIC=1, ACCESS_PRIVATE=2)"),
+    )
 
 
 def test_the_readme_states_the_id_limits_the_checks_apply() -> None:

@@ -32,6 +32,27 @@ def test_a_name_that_is_only_an_extension_names_its_type() -> None:
     assert md.title == "The Guide"
     with pytest.raises(LoadError, match=r"unsupported file type '\(none\)'"):
         load(_src(".profile", "export X=1"))
+    # Without an id, it names no document: ".txt" was its id.
+    for name in (".txt", "notes/.MD"):
+        with pytest.raises(LoadError, match=rf"needs a document_id: its file name '{re.escape(name)}' is an extension alone"):
+            load(_src(name, "Hello there."))
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("h.md", "# Heading Here\n\nText about lava."),
+    ("h.html", "<html><head><title>Heading Here</title></head><body>Text about lava.</body></html>"),
+    ("h.txt", "Text about lava."),
+])
+def test_a_callers_title_is_stored_on_one_line_and_a_blank_one_is_none(name: str, content: str) -> None:
+    """A title of white space was stored over the file's own, and a padded one as sent."""
+    own = "h" if name.endswith(".txt") else "Heading Here"
+    assert load(_src(name, content, title=" \t\n ")).documents[0].title == own
+    assert load(_src(name, content, title="  Padded \n Title \n")).documents[0].title == "Padded Title"
+
+
+def test_a_pdfs_blank_title_from_the_caller_leaves_its_own() -> None:
+    pdf = make_pdf(["Text about lava."], title="Lava Fields")
+    assert load(_src("f.pdf", pdf, title="   ")).documents[0].title == "Lava Fields"
 
 
 def test_markdown_drops_inline_files_and_keeps_their_alt_text() -> None:
