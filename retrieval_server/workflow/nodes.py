@@ -103,15 +103,21 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     o = state.options
     config, partition = cache_config(state.options), state.point_filter.access.partition
     cache_until = _cache_until(state)
-    vector = None
+    vector: np.ndarray | None = None
+    embedding: asyncio.Future[np.ndarray] | None = None
     try:
         # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
         answer = await _cache_call(cache_until, deps.cache.lookup(o.query, None, config, partition))
         if answer is None and not _matched_by_vector(state, deps):
             return {}  # retrieve embeds it, if its legs need a vector
         if answer is None:
+            # A task of its own, waited for within the cache's time only: with every model lane busy
+            # the wait is given up like a lookup's, and the job goes on for retrieve to await.
+            embedding = asyncio.ensure_future(deps.embedder.embed([o.query]))
             try:
-                vector = (await deps.embedder.embed([o.query]))[0]
+                vector = (await _cache_call(cache_until, asyncio.shield(embedding)))[0]
+            except _CacheTimeLeft:
+                raise
             except Exception:
                 log.warning("query embedding failed in check_cache", exc_info=True)
             answer = await _cache_call(cache_until, deps.cache.lookup(o.query, vector, config, partition)) if vector is not None else None
@@ -127,7 +133,12 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return _own_vector(o.query, vector)
     except _CacheTimeLeft:
         state.degrade("deadline:cache_skipped")
-        return _own_vector(o.query, vector)
+        # Cut while the model ran: the search awaits that job rather than embed the query again.
+        pending = {"query_embedding": embedding} if vector is None and embedding is not None else {}
+        return {**_own_vector(o.query, vector), **pending}
+    except BaseException:
+        abandon([embedding])  # cancelled: a job still queued is not run for nobody
+        raise
     if answer is None or not current:
         return _own_vector(o.query, vector)
     state.metrics.cache_hit = True
@@ -295,21 +306,42 @@ async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: 
     # as a query's, stop an ingestion piece running there.
     if state.search_again and state.pass_vectors is not None:
         return state.pass_vectors  # the same search once more: the same vectors
+    main = state.analysis.rewritten or state.options.query
+    pending = _pending_vector(state, main)
     try:
-        vectors = list(await deps.embedder.embed(state.embed_texts, beside_work=beside_work)) if state.embed_texts else []
+        if pending is not None:
+            # Shielded: given up at the legs' cut-off, this wait ends, not the job, which a retry's
+            # dense legs await again (the request's end abandons it).
+            own, vectors = await asyncio.gather(asyncio.shield(pending), _embedded(deps, state.embed_texts, beside_work))
+            return [own[0], *vectors]
+        vectors = await _embedded(deps, state.embed_texts, beside_work)
     except Exception:
         log.warning("query embedding failed; falling back to keyword search", exc_info=True)
         return None
-    if not _known_vector(state, state.analysis.rewritten or state.options.query):
-        return vectors
-    return [state.query_vector, *vectors]
+    return [state.query_vector, *vectors] if _in_hand(state, main) else vectors
+
+
+async def _embedded(deps: WorkflowDeps, texts: list[str], beside_work: bool) -> list[np.ndarray]:
+    return list(await deps.embedder.embed(texts, beside_work=beside_work)) if texts else []
 
 
 def _known_vector(state: QueryState, main: str) -> bool:
-    """Whether the vector in hand is of ``main``, the text this pass searches: a retry whose rewrite
-    contributed nothing (cut for the deadline, failed) searched the previous rewrite's vector as
-    the query's own."""
+    """Whether the vector of ``main``, the text this pass searches, is in hand or on its way."""
+    return _in_hand(state, main) or _pending_vector(state, main) is not None
+
+
+def _in_hand(state: QueryState, main: str) -> bool:
+    """Whether the vector in hand is of ``main``: a retry whose rewrite contributed nothing (cut
+    for the deadline, failed) searched the previous rewrite's vector as the query's own."""
     return state.query_vector is not None and state.query_vector_text == main
+
+
+def _pending_vector(state: QueryState, main: str) -> asyncio.Future[np.ndarray] | None:
+    """check_cache's embedding of the caller's query, when ``main`` is that query and no vector of
+    it is in hand: the cache gave up waiting for the job (every model lane busy), which goes on."""
+    if state.query_embedding is None or main != state.options.query or _in_hand(state, main):
+        return None
+    return state.query_embedding
 
 
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -318,7 +350,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     With a deadline, legs still running at its cut-off are abandoned (workflow.leg_cutoff)."""
     o, strategy, flt, pool = state.options, state.strategy, state.point_filter, state.pool
     text = state.analysis.rewritten or o.query
-    dense = _uses_dense(strategy) and (state.query_vector is not None or bool(state.embed_texts))
+    dense = _uses_dense(strategy) and (state.query_vector is not None or state.query_embedding is not None or bool(state.embed_texts))
     # HYBRID's keyword and full-text searches take a core while the query is embedded: the
     # embedding then runs on one thread instead of waiting for a thread that shares their core.
     embedding = asyncio.ensure_future(_query_vectors(state, deps, beside_work=strategy is Strategy.HYBRID)) if dense else None

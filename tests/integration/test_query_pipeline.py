@@ -889,6 +889,39 @@ async def test_a_cache_frozen_past_half_the_deadline_is_skipped_and_the_search_a
     assert stored == []  # a cut answer is not cached, and the frozen cache is not waited on again
 
 
+async def test_a_query_embedding_the_cache_cannot_wait_for_goes_on_to_the_dense_legs(app: Application) -> None:
+    """Every model lane busy with another request's job: the cache's embedding of the query is
+    given up at the cache's half of the time left, like a lookup, and the keyword legs answer. The
+    search awaits that same job instead of embedding the query again, and gives it up at the legs'
+    cut-off like any dense leg."""
+    release, running = threading.Event(), threading.Semaphore(0)
+
+    def busy() -> None:
+        running.release()
+        release.wait()
+
+    embedded: list[list[str]] = []
+
+    async def counted(method: Callable[..., Awaitable[Any]], texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        embedded.append(list(texts))
+        return await method(texts, *args, **kwargs)
+
+    lanes = [asyncio.ensure_future(app.inference.run(busy)) for _ in range(app.inference.workers)]
+    try:
+        for _ in lanes:
+            await asyncio.to_thread(running.acquire)
+        embedder = Intercepted(app.pipeline.deps.embedder, "embed", counted)
+        p = pipeline(app, clock=Clock(), embedder=embedder, cache=MemoryCache(app.embedder.dim, app.executor), deadline_reserve_ms=1000)
+        r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
+    finally:
+        release.set()
+        await asyncio.gather(*lanes)
+    assert _docs(r)[0] == "cooking" and not r.cached
+    assert {"deadline:cache_skipped", "deadline:dense_skipped"} <= set(r.metrics.degraded)
+    assert "dense:embedding_failed" not in r.metrics.degraded
+    assert embedded == [["tomato sauce simmer"]]  # once: the search awaited the cache's job
+
+
 class _HeldOnSecondCall:
     """The first call goes through, the second waits until cancelled."""
 
