@@ -206,7 +206,8 @@ class _CacheTimeLeft(Exception):
 
 def _cache_until(state: QueryState) -> float | None:
     """When, on the event loop's clock, the cache's calls are given up: like analysis, the cache
-    gets at most half the time left, as a slow one must not take the time a search needs."""
+    gets at most half the time left, as a slow one must not take the time a search needs (or,
+    storing, the time to send the answer)."""
     left = state.time_left()
     return None if left is None else asyncio.get_running_loop().time() + max(0.0, left / 2)
 
@@ -895,12 +896,16 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # compared with. Without a vector of its own (an embedding failed), with one of its first
     # tokens only, or for KEYWORD (see _matched_by_vector), the entry matches exactly only.
     vector = state.own_query_vector() if _matched_by_vector(state, deps) else None
+    # Within the lookups' bound: the answer is ready, and a slow store (Redis's writes paused for
+    # a failover) must not turn it into DEADLINE_EXCEEDED.
     try:
-        await deps.cache.store(
+        await _cache_call(_cache_until(state), deps.cache.store(
             state.options.query, vector, cache_config(state.options), access.partition,
             CachedAnswer(tuple(state.contexts), state.strategy, graph_version=_graph_version_used(state)),
-        )
+        ))
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)
         state.degrade("cache:unavailable")
+    except _CacheTimeLeft:
+        state.degrade("deadline:cache_store_skipped")
     return {}

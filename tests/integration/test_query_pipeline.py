@@ -922,6 +922,21 @@ async def test_a_query_embedding_the_cache_cannot_wait_for_goes_on_to_the_dense_
     assert embedded == [["tomato sauce simmer"]]  # once: the search awaited the cache's job
 
 
+async def test_a_cache_store_frozen_past_half_the_time_left_is_given_up_and_the_answer_returned(app: Application) -> None:
+    """The answer is ready: a store that does not end (Redis's writes paused during a failover)
+    is given up at half the time left, as the lookups are, instead of costing the caller it."""
+    store_cancelled: list[str] = []
+
+    async def frozen(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        await _wait_until_cancelled(lambda: store_cancelled.append(args[0]))
+
+    cache = Intercepted(MemoryCache(app.embedder.dim, app.executor), "store", frozen)
+    p = pipeline(app, clock=Clock(), cache=cache)
+    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
+    assert _docs(r)[0] == "cooking" and store_cancelled == ["tomato sauce simmer"]
+    assert "deadline:cache_store_skipped" in r.metrics.degraded and "deadline:partial_results" not in r.metrics.degraded
+
+
 class _HeldOnSecondCall:
     """The first call goes through, the second waits until cancelled."""
 
