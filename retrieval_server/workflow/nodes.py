@@ -835,11 +835,15 @@ async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
     """After expansion and relaxed thresholds found nothing: documents the caller may mean, then tips."""
     out: list[str] = []
+    # Within the time left (the deadline already keeps the time to send the answer): an empty
+    # answer with the hints below beats DEADLINE_EXCEEDED behind a slow full-text search.
+    bound = asyncio.timeout(state.time_left())
     try:
-        found = await deps.metadata.search_documents(
-            state.options.query, 3, state.point_filter.access, keep_stopwords=deps.settings.metadata_stopwords
-        )
-        documents = await deps.metadata.get_documents([doc_id for doc_id, _ in found])
+        async with bound:
+            found = await deps.metadata.search_documents(
+                state.options.query, 3, state.point_filter.access, keep_stopwords=deps.settings.metadata_stopwords
+            )
+            documents = await deps.metadata.get_documents([doc_id for doc_id, _ in found])
         for doc_id, _ in found:
             # Read again after the search: a document made private in between is no longer the
             # caller's to hear of, title or id.
@@ -847,7 +851,10 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
             if doc is not None and state.point_filter.access.allows(doc):
                 out.append(f"related document: {doc.title or doc_id}")
     except Exception:
-        log.warning("suggestions: metadata search failed", exc_info=True)
+        if bound.expired():
+            state.degrade("deadline:suggestions_skipped")
+        else:
+            log.warning("suggestions: metadata search failed", exc_info=True)
     if state.options.document_ids:
         out.append("remove the document filter")
     if len(state.options.query.split()) > 6:

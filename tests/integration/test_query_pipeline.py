@@ -1115,6 +1115,19 @@ async def test_no_results_answer_empty_with_suggestions(app: Application) -> Non
     assert any("Zephyr Charter" in s for s in r.suggestions) and "remove the document filter" in r.suggestions
 
 
+async def test_suggestions_the_time_left_does_not_hold_are_cut_to_the_hints(app: Application) -> None:
+    """An empty answer is an answer: a metadata search for its suggestions that does not end (a
+    loaded MySQL's full-text search) is given up at the deadline, and the hints that need no store
+    come back, instead of DEADLINE_EXCEEDED."""
+    held = Held("search_documents")  # SEMANTIC runs no metadata leg: the suggestions' search alone
+    p = held.pipeline(app, clock=Clock())
+    query = QueryOptions("zephyr charter", 3, strategy=Strategy.SEMANTIC, use_cache=False, document_ids=("no-such-doc",), deadline=2.0)
+    r = await asyncio.wait_for(p.query(query), 60)
+    assert r.contexts == () and await held.all_cancelled() == ["search_documents"]
+    assert list(r.suggestions) == ["remove the document filter", "try the KEYWORD strategy for exact names and codes"]
+    assert "deadline:suggestions_skipped" in r.metrics.degraded and "deadline:partial_results" not in r.metrics.degraded
+
+
 # --- rerank -----------------------------------------------------------------------------------
 
 
