@@ -234,6 +234,11 @@ class Fusion(enum.StrEnum):
     WEIGHTED = "weighted"
 
 
+#: what a request keeps of its caller's deadline to serialize and send what is ready
+#: (``QueryOptions.deadline`` is the caller's deadline less this)
+SEND_MARGIN_S = 0.05
+
+
 @dataclass(frozen=True, slots=True)
 class QueryOptions:
     query: str
@@ -247,7 +252,8 @@ class QueryOptions:
     fusion: Fusion | None = None
     #: False: keep the fused order even when a reranker is configured
     rerank: bool = True
-    #: time.monotonic() by which an answer is due (the caller's gRPC deadline), or None
+    #: time.monotonic() by which an answer is due (the caller's gRPC deadline less
+    #: :data:`SEND_MARGIN_S`), or None
     deadline: float | None = None
 
 

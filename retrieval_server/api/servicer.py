@@ -26,6 +26,7 @@ from retrieval_server.app import Application
 from retrieval_server.domain import (
     InvalidArgument,
     PermissionDenied,
+    SEND_MARGIN_S,
     QueryOptions,
     QueryResult,
     Role,
@@ -130,7 +131,7 @@ class _Events:
 def _deadline(context: grpc.aio.ServicerContext) -> float | None:
     """The caller's deadline on our clock, with a margin to serialize and send what is ready."""
     remaining = context.time_remaining()
-    return None if remaining is None else time.monotonic() + max(0.0, remaining - 0.05)
+    return None if remaining is None else time.monotonic() + max(0.0, remaining - SEND_MARGIN_S)
 
 
 class RetrievalServicer(pb_grpc.RetrievalServiceServicer):

@@ -103,15 +103,21 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     o = state.options
     config, partition = cache_config(state.options), state.point_filter.access.partition
     cache_until = _cache_until(state)
-    vector = None
+    vector: np.ndarray | None = None
+    embedding: asyncio.Future[np.ndarray] | None = None
     try:
         # A repeated question is answered before the model runs: the embedding is most of a cache hit's cost.
         answer = await _cache_call(cache_until, deps.cache.lookup(o.query, None, config, partition))
         if answer is None and not _matched_by_vector(state, deps):
             return {}  # retrieve embeds it, if its legs need a vector
         if answer is None:
+            # A task of its own, waited for within the cache's time only: with every model lane busy
+            # the wait is given up like a lookup's, and the job goes on for retrieve to await.
+            embedding = asyncio.ensure_future(deps.embedder.embed([o.query]))
             try:
-                vector = (await deps.embedder.embed([o.query]))[0]
+                vector = (await _cache_call(cache_until, asyncio.shield(embedding)))[0]
+            except _CacheTimeLeft:
+                raise
             except Exception:
                 log.warning("query embedding failed in check_cache", exc_info=True)
             answer = await _cache_call(cache_until, deps.cache.lookup(o.query, vector, config, partition)) if vector is not None else None
@@ -127,7 +133,12 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return _own_vector(o.query, vector)
     except _CacheTimeLeft:
         state.degrade("deadline:cache_skipped")
-        return _own_vector(o.query, vector)
+        # Cut while the model ran: the search awaits that job rather than embed the query again.
+        pending = {"query_embedding": embedding} if vector is None and embedding is not None else {}
+        return {**_own_vector(o.query, vector), **pending}
+    except BaseException:
+        abandon([embedding])  # cancelled: a job still queued is not run for nobody
+        raise
     if answer is None or not current:
         return _own_vector(o.query, vector)
     state.metrics.cache_hit = True
@@ -195,7 +206,8 @@ class _CacheTimeLeft(Exception):
 
 def _cache_until(state: QueryState) -> float | None:
     """When, on the event loop's clock, the cache's calls are given up: like analysis, the cache
-    gets at most half the time left, as a slow one must not take the time a search needs."""
+    gets at most half the time left, as a slow one must not take the time a search needs (or,
+    storing, the time to send the answer)."""
     left = state.time_left()
     return None if left is None else asyncio.get_running_loop().time() + max(0.0, left / 2)
 
@@ -295,21 +307,42 @@ async def _query_vectors(state: QueryState, deps: WorkflowDeps, *, beside_work: 
     # as a query's, stop an ingestion piece running there.
     if state.search_again and state.pass_vectors is not None:
         return state.pass_vectors  # the same search once more: the same vectors
+    main = state.analysis.rewritten or state.options.query
+    pending = _pending_vector(state, main)
     try:
-        vectors = list(await deps.embedder.embed(state.embed_texts, beside_work=beside_work)) if state.embed_texts else []
+        if pending is not None:
+            # Shielded: given up at the legs' cut-off, this wait ends, not the job, which a retry's
+            # dense legs await again (the request's end abandons it).
+            own, vectors = await asyncio.gather(asyncio.shield(pending), _embedded(deps, state.embed_texts, beside_work))
+            return [own[0], *vectors]
+        vectors = await _embedded(deps, state.embed_texts, beside_work)
     except Exception:
         log.warning("query embedding failed; falling back to keyword search", exc_info=True)
         return None
-    if not _known_vector(state, state.analysis.rewritten or state.options.query):
-        return vectors
-    return [state.query_vector, *vectors]
+    return [state.query_vector, *vectors] if _in_hand(state, main) else vectors
+
+
+async def _embedded(deps: WorkflowDeps, texts: list[str], beside_work: bool) -> list[np.ndarray]:
+    return list(await deps.embedder.embed(texts, beside_work=beside_work)) if texts else []
 
 
 def _known_vector(state: QueryState, main: str) -> bool:
-    """Whether the vector in hand is of ``main``, the text this pass searches: a retry whose rewrite
-    contributed nothing (cut for the deadline, failed) searched the previous rewrite's vector as
-    the query's own."""
+    """Whether the vector of ``main``, the text this pass searches, is in hand or on its way."""
+    return _in_hand(state, main) or _pending_vector(state, main) is not None
+
+
+def _in_hand(state: QueryState, main: str) -> bool:
+    """Whether the vector in hand is of ``main``: a retry whose rewrite contributed nothing (cut
+    for the deadline, failed) searched the previous rewrite's vector as the query's own."""
     return state.query_vector is not None and state.query_vector_text == main
+
+
+def _pending_vector(state: QueryState, main: str) -> asyncio.Future[np.ndarray] | None:
+    """check_cache's embedding of the caller's query, when ``main`` is that query and no vector of
+    it is in hand: the cache gave up waiting for the job (every model lane busy), which goes on."""
+    if state.query_embedding is None or main != state.options.query or _in_hand(state, main):
+        return None
+    return state.query_embedding
 
 
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -318,7 +351,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     With a deadline, legs still running at its cut-off are abandoned (workflow.leg_cutoff)."""
     o, strategy, flt, pool = state.options, state.strategy, state.point_filter, state.pool
     text = state.analysis.rewritten or o.query
-    dense = _uses_dense(strategy) and (state.query_vector is not None or bool(state.embed_texts))
+    dense = _uses_dense(strategy) and (state.query_vector is not None or state.query_embedding is not None or bool(state.embed_texts))
     # HYBRID's keyword and full-text searches take a core while the query is embedded: the
     # embedding then runs on one thread instead of waiting for a thread that shares their core.
     embedding = asyncio.ensure_future(_query_vectors(state, deps, beside_work=strategy is Strategy.HYBRID)) if dense else None
@@ -802,11 +835,15 @@ async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
     """After expansion and relaxed thresholds found nothing: documents the caller may mean, then tips."""
     out: list[str] = []
+    # Within the time left (the deadline already keeps the time to send the answer): an empty
+    # answer with the hints below beats DEADLINE_EXCEEDED behind a slow full-text search.
+    bound = asyncio.timeout(state.time_left())
     try:
-        found = await deps.metadata.search_documents(
-            state.options.query, 3, state.point_filter.access, keep_stopwords=deps.settings.metadata_stopwords
-        )
-        documents = await deps.metadata.get_documents([doc_id for doc_id, _ in found])
+        async with bound:
+            found = await deps.metadata.search_documents(
+                state.options.query, 3, state.point_filter.access, keep_stopwords=deps.settings.metadata_stopwords
+            )
+            documents = await deps.metadata.get_documents([doc_id for doc_id, _ in found])
         for doc_id, _ in found:
             # Read again after the search: a document made private in between is no longer the
             # caller's to hear of, title or id.
@@ -814,7 +851,10 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
             if doc is not None and state.point_filter.access.allows(doc):
                 out.append(f"related document: {doc.title or doc_id}")
     except Exception:
-        log.warning("suggestions: metadata search failed", exc_info=True)
+        if bound.expired():
+            state.degrade("deadline:suggestions_skipped")
+        else:
+            log.warning("suggestions: metadata search failed", exc_info=True)
     if state.options.document_ids:
         out.append("remove the document filter")
     if len(state.options.query.split()) > 6:
@@ -863,12 +903,16 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # compared with. Without a vector of its own (an embedding failed), with one of its first
     # tokens only, or for KEYWORD (see _matched_by_vector), the entry matches exactly only.
     vector = state.own_query_vector() if _matched_by_vector(state, deps) else None
+    # Within the lookups' bound: the answer is ready, and a slow store (Redis's writes paused for
+    # a failover) must not turn it into DEADLINE_EXCEEDED.
     try:
-        await deps.cache.store(
+        await _cache_call(_cache_until(state), deps.cache.store(
             state.options.query, vector, cache_config(state.options), access.partition,
             CachedAnswer(tuple(state.contexts), state.strategy, graph_version=_graph_version_used(state)),
-        )
+        ))
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)
         state.degrade("cache:unavailable")
+    except _CacheTimeLeft:
+        state.degrade("deadline:cache_store_skipped")
     return {}

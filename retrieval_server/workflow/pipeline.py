@@ -31,9 +31,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from retrieval_server.domain import AccessFilter, DeadlineExceeded, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
+from retrieval_server.domain import SEND_MARGIN_S, AccessFilter, DeadlineExceeded, Identity, PointFilter, QueryOptions, QueryResult, SearchResult
 from retrieval_server.knowledge import Answer, Route
 from retrieval_server.workflow import assistant, nodes, routers
+from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.graph import END, PARTIAL_RESULTS, Graph, Observer
 from retrieval_server.workflow.state import EventSink, QueryState, WorkflowDeps
 from scoring_core import content_hashes, dedup_by_key
@@ -100,14 +101,23 @@ class QueryPipeline:
     async def query(self, options: QueryOptions, events: EventSink | None = None) -> QueryResult:
         """Run the graph; ``events`` (a streaming caller) hears of each finished stage and of the answer's text."""
         t0 = time.perf_counter()
+        budget = None if options.deadline is None else max(0.0, options.deadline - self._clock())
         state = QueryState(options=options, rerank_threshold=self._deps.settings.rerank_threshold, events=events, clock=self._clock)
-        state = await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select", on_stage=events)
+        try:
+            await self._graph.run(state, self._deps, deadline=options.deadline, on_deadline="select", on_stage=events)
+        finally:
+            # check_cache's embedding that no retrieve awaited (the deadline came first, or the
+            # strategy searches no vector): not run for nobody when it is still queued.
+            abandon([state.query_embedding])
         state.metrics.total_ms = (time.perf_counter() - t0) * 1e3
         if PARTIAL_RESULTS in state.metrics.degraded and not state.contexts and not _answered_without_contexts(state.answer):
             # Partial results are worth returning; an empty answer is not an answer, nor is
             # GENERATION's "the documents do not answer this" when nothing was searched.
+            # The budget the caller's deadline left, not the time taken: at a short deadline the
+            # margin kept to send the answer is most of it, which "after 0 ms" hid.
             raise DeadlineExceeded(
-                f"the deadline passed after {state.metrics.total_ms:.0f} ms, before any context was found: allow more time"
+                f"the call's deadline left {(budget or 0.0) * 1e3:.0f} ms for the work after the {SEND_MARGIN_S * 1e3:.0f} ms "
+                "kept to send the answer; nothing was found in that time: allow more time"
             )
         return QueryResult(
             options.query,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,6 +155,9 @@ class QueryState:
     query_vector_text: str | None = None
     #: the caller's query's own vector (check_cache's), which the cache keys its answer by
     cache_vector: np.ndarray | None = None
+    #: check_cache's embedding of the caller's query, still running when the cache's time ran out:
+    #: retrieve awaits it rather than embed the query again (None: none such)
+    query_embedding: asyncio.Future[np.ndarray] | None = None
     #: the model reads all of the caller's query (None: not counted yet); else the cache matches it exactly only
     query_in_one_vector: bool | None = None
     analysis: Analysis = field(default_factory=Analysis)

@@ -790,7 +790,7 @@ async def test_a_cancelled_query_cancels_the_legs_started_beside_its_searches(ap
 
 
 async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Application) -> None:
-    with pytest.raises(DeadlineExceeded, match="before any context was found"):
+    with pytest.raises(DeadlineExceeded, match="left 0 ms for the work after the 50 ms kept to send the answer; nothing was found"):
         await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
 
 
@@ -837,7 +837,8 @@ async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Ap
     without the suggestions' metadata search (held too) an empty answer otherwise gets."""
     held = Held("embed", "search_documents", "match", "search_sparse")
     query = QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=0.5)
-    with pytest.raises(DeadlineExceeded, match="before any context was found"):
+    # The budget the deadline left, read on the pipeline's clock (a test's, standing still at 0).
+    with pytest.raises(DeadlineExceeded, match="left 500 ms for the work after the 50 ms kept to send the answer; nothing was found in that time"):
         await asyncio.wait_for(held.pipeline(app, clock=Clock()).query(query), 60)
     assert await held.all_cancelled() == ["embed", "match", "search_documents", "search_sparse"]
 
@@ -887,6 +888,54 @@ async def test_a_cache_frozen_past_half_the_deadline_is_skipped_and_the_search_a
     assert _docs(r)[0] == "cooking" and lookup_cancelled == ["tomato sauce simmer"]
     assert "deadline:cache_skipped" in r.metrics.degraded and not r.cached
     assert stored == []  # a cut answer is not cached, and the frozen cache is not waited on again
+
+
+async def test_a_query_embedding_the_cache_cannot_wait_for_goes_on_to_the_dense_legs(app: Application) -> None:
+    """Every model lane busy with another request's job: the cache's embedding of the query is
+    given up at the cache's half of the time left, like a lookup, and the keyword legs answer. The
+    search awaits that same job instead of embedding the query again, and gives it up at the legs'
+    cut-off like any dense leg."""
+    release, running = threading.Event(), threading.Semaphore(0)
+
+    def busy() -> None:
+        running.release()
+        release.wait()
+
+    embedded: list[list[str]] = []
+
+    async def counted(method: Callable[..., Awaitable[Any]], texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        embedded.append(list(texts))
+        return await method(texts, *args, **kwargs)
+
+    lanes = [asyncio.ensure_future(app.inference.run(busy)) for _ in range(app.inference.workers)]
+    try:
+        for _ in lanes:
+            await asyncio.to_thread(running.acquire)
+        embedder = Intercepted(app.pipeline.deps.embedder, "embed", counted)
+        p = pipeline(app, clock=Clock(), embedder=embedder, cache=MemoryCache(app.embedder.dim, app.executor), deadline_reserve_ms=1000)
+        r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
+    finally:
+        release.set()
+        await asyncio.gather(*lanes)
+    assert _docs(r)[0] == "cooking" and not r.cached
+    assert {"deadline:cache_skipped", "deadline:dense_skipped"} <= set(r.metrics.degraded)
+    assert "dense:embedding_failed" not in r.metrics.degraded
+    assert embedded == [["tomato sauce simmer"]]  # once: the search awaited the cache's job
+
+
+async def test_a_cache_store_frozen_past_half_the_time_left_is_given_up_and_the_answer_returned(app: Application) -> None:
+    """The answer is ready: a store that does not end (Redis's writes paused during a failover)
+    is given up at half the time left, as the lookups are, instead of costing the caller it."""
+    store_cancelled: list[str] = []
+
+    async def frozen(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        await _wait_until_cancelled(lambda: store_cancelled.append(args[0]))
+
+    cache = Intercepted(MemoryCache(app.embedder.dim, app.executor), "store", frozen)
+    p = pipeline(app, clock=Clock(), cache=cache)
+    r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
+    assert _docs(r)[0] == "cooking" and store_cancelled == ["tomato sauce simmer"]
+    assert "deadline:cache_store_skipped" in r.metrics.degraded and "deadline:partial_results" not in r.metrics.degraded
 
 
 class _HeldOnSecondCall:
@@ -1065,6 +1114,19 @@ async def test_no_results_answer_empty_with_suggestions(app: Application) -> Non
     )
     assert r.contexts == () and r.metrics.iterations == 2  # expanded and relaxed before giving up
     assert any("Zephyr Charter" in s for s in r.suggestions) and "remove the document filter" in r.suggestions
+
+
+async def test_suggestions_the_time_left_does_not_hold_are_cut_to_the_hints(app: Application) -> None:
+    """An empty answer is an answer: a metadata search for its suggestions that does not end (a
+    loaded MySQL's full-text search) is given up at the deadline, and the hints that need no store
+    come back, instead of DEADLINE_EXCEEDED."""
+    held = Held("search_documents")  # SEMANTIC runs no metadata leg: the suggestions' search alone
+    p = held.pipeline(app, clock=Clock())
+    query = QueryOptions("zephyr charter", 3, strategy=Strategy.SEMANTIC, use_cache=False, document_ids=("no-such-doc",), deadline=2.0)
+    r = await asyncio.wait_for(p.query(query), 60)
+    assert r.contexts == () and await held.all_cancelled() == ["search_documents"]
+    assert list(r.suggestions) == ["remove the document filter", "try the KEYWORD strategy for exact names and codes"]
+    assert "deadline:suggestions_skipped" in r.metrics.degraded and "deadline:partial_results" not in r.metrics.degraded
 
 
 # --- rerank -----------------------------------------------------------------------------------

@@ -102,12 +102,15 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   processes over embedded storage).
  * * DEADLINE_EXCEEDED: the deadline passed before any context was ready, or while a stage the
  *   deadline does not cut still ran (the access check, GENERATION's entity matching and tools).
- *   Where it can, the deadline bounds a stage instead of failing the call: the cache lookup
- *   (`deadline:cache_skipped`), query analysis, GENERATION's router model and reranking each get
- *   at most half the time left, retrieval legs still running
- *   near the deadline are given up (`deadline:<leg>_skipped`), reranking is capped or skipped
- *   (`deadline:rerank_capped`, `deadline:rerank_skipped`), and contexts of an earlier pass ready
- *   at the deadline are returned with `deadline:partial_results`, each in Metrics.degraded.
+ *   Where it can, the deadline bounds a stage instead of failing the call: the cache lookup and
+ *   the query's embedding for it (`deadline:cache_skipped`), query analysis, GENERATION's router
+ *   model, reranking and the store of a finished answer in the cache
+ *   (`deadline:cache_store_skipped`) each get at most half the time left, retrieval legs still
+ *   running near the deadline are given up (`deadline:<leg>_skipped`), reranking is capped or
+ *   skipped (`deadline:rerank_capped`, `deadline:rerank_skipped`), an empty answer's suggested
+ *   titles are left out when their search outlasts the deadline (`deadline:suggestions_skipped`),
+ *   and contexts of an earlier pass ready at the deadline are returned with
+ *   `deadline:partial_results`, each in Metrics.degraded.
  * * INTERNAL: anything unexpected; the message is generic, ErrorInfo reason INTERNAL, and the
  *   details are in the server log.
  */
