@@ -481,6 +481,10 @@ def _quantize(source: Path, target: Path) -> int:
     if not (source / "model.onnx").is_file():
         print(f"error: {source} has no model.onnx", file=sys.stderr)
         return 1
+    if target.resolve() == source.resolve() or (target.exists() and target.samefile(source)):
+        # The fp32 model was overwritten with its int8 copy, then the tokenizer's copy onto itself failed.
+        print(f"error: TARGET {target} is SOURCE {source}: the int8 model goes to another folder", file=sys.stderr)
+        return 1
     from scoring_core.quantize import quantize_dynamic_int8
 
     startup_gc.settle()  # the quantizer's graph of a large model is many objects
