@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -35,6 +36,17 @@ def _is_service_error(exc: BaseException) -> bool:
     """A ServiceError can only come from a command that imported the domain."""
     domain = sys.modules.get("retrieval_server.domain")
     return domain is not None and isinstance(exc, domain.ServiceError)
+
+
+def printable(text: str) -> str:
+    """``text`` from a server (a document's title or content, an answer, an error) as a terminal
+    shows it and does not obey it: its control and other invisible characters (ESC, a bidi
+    override) written escaped, as ``\\x1b``; line breaks, tabs and spaces kept. A document holding
+    ESC [2J cleared the screen of whoever queried it, and OSC 52 wrote their clipboard."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" or unicodedata.category(c) == "Zs" else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
 
 
 def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path]:
@@ -289,7 +301,7 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them."""
     try:
         for doc_id, parents, children, replaced in done:
-            print(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)")
+            print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
         if unlisted:
             print(f"...      {unlisted} more stored, not listed by the server")
     except BrokenPipeError:
@@ -297,7 +309,7 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         # where main's catch would have ended it with 0 and nothing on stderr.
         _discard_stdout()
     for source, reason in errors:
-        print(f"FAILED   {source}: {reason}", file=sys.stderr)
+        print(printable(f"FAILED   {source}: {reason}"), file=sys.stderr)
     print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed", file=sys.stderr)
     return 0 if not errors else SOME_FAILED if done or unlisted else 1
 
@@ -375,20 +387,21 @@ def _print_query(resp: object, as_json: bool) -> None:
     if as_json:
         print(to_json(resp))  # type: ignore[arg-type]
         return
+    # Each line holds a document's text, which must not reach a terminal as control sequences.
     contexts = getattr(resp, "contexts", None)
     if contexts is not None:
         m = resp.metrics  # type: ignore[attr-defined]
         stages = ", ".join(f"{s.stage} {s.duration_ms:.1f}ms" for s in m.stages)
-        print(f"{len(contexts)} contexts in {m.total_ms:.1f} ms ({stages})" + (f"; degraded: {', '.join(m.degraded)}" if m.degraded else ""))
+        print(printable(f"{len(contexts)} contexts in {m.total_ms:.1f} ms ({stages})" + (f"; degraded: {', '.join(m.degraded)}" if m.degraded else "")))
         for i, c in enumerate(contexts, 1):
             page = f", page {c.metadata.page}" if c.metadata.page else ""
-            print(f"\n[{i}] {c.score:.3f}  {c.metadata.title or c.document_id} ({c.parent_chunk_id}{page})")
-            print("    " + " ".join(c.content.split())[:300])
+            print(printable(f"\n[{i}] {c.score:.3f}  {c.metadata.title or c.document_id} ({c.parent_chunk_id}{page})"))
+            print(printable("    " + " ".join(c.content.split())[:300]))
             for child in c.child_chunks[:2]:
-                print(f"    > {child.score:.3f} {' '.join(child.content.split())[:160]}")
+                print(printable(f"    > {child.score:.3f} {' '.join(child.content.split())[:160]}"))
     else:
         for i, r in enumerate(resp.results, 1):  # type: ignore[attr-defined]
-            print(f"[{i}] {r.score:.3f}  {r.title} ({r.document_id} #{r.chunk_index}): {' '.join(r.text.split())[:200]}")
+            print(printable(f"[{i}] {r.score:.3f}  {r.title} ({r.document_id} #{r.chunk_index}): {' '.join(r.text.split())[:200]}"))
 
 
 def _remote(args: argparse.Namespace) -> int:
@@ -402,7 +415,7 @@ def _remote(args: argparse.Namespace) -> int:
             _print_query(client.search(args.text, top_k=args.top_k), args.json)
         elif args.command == "delete":
             resp = client.delete(args.document_ids, timeout=timeout)  # the client's default does not bound a delete
-            print(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}")
+            print(printable(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}"))
         elif args.command == "health":
             from retrieval_client import to_json
 
@@ -648,7 +661,7 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         import grpc
 
         if isinstance(exc, grpc.RpcError):
-            print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            print(f"error: {exc.code().name}: {printable(str(exc.details()))}", file=sys.stderr)  # type: ignore[attr-defined]
             return 1
         # One line for the operator; the traceback goes to the log at DEBUG.
         log.debug("command failed", exc_info=True)
