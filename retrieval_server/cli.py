@@ -466,10 +466,12 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
     try:
         # An empty --user (an unset variable in a script) is refused as a user id, not read as no user:
         # it exported every user's private graph.
-        identity = (Identity(clean_user_id(args.user, "--user"), Role(args.role.upper())) if args.user is not None
-                    else Identity("cli", Role.SUPER_ADMIN))
+        user = clean_user_id(args.user, "--user") if args.user is not None else None
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
+    # As a server reads the headers --user and --role send: a role alone is an anonymous caller's,
+    # who reads the public documents only (SUPER_ADMIN: all). It was ignored, and all exported.
+    identity = Identity("cli", Role.SUPER_ADMIN) if user is None and args.role is None else Identity(user, Role(args.role or "USER"))
 
     # An export only reads: read-only, so it can run beside a serving process.
     store = metadata_store_for(settings.model_copy(update={"read_only": True}))
@@ -562,7 +564,8 @@ def _parser() -> argparse.ArgumentParser:
     ex = gsub.add_parser("export", help="write the graph as GraphML (networkx) for inspection")
     ex.add_argument("output", help="file to write, e.g. graph.graphml")
     ex.add_argument("--user", help="export only what this user may read (default: everything)")
-    ex.add_argument("--role", default="USER", choices=["USER", "ADMIN", "SUPER_ADMIN"])
+    ex.add_argument("--role", choices=["USER", "ADMIN", "SUPER_ADMIN"],
+                    help="the caller's role (default: USER with --user); without --user, an anonymous caller's: the public documents, all for SUPER_ADMIN")
 
     de = sub.add_parser("delete", help="delete documents")
     de.add_argument("document_ids", nargs="+")
