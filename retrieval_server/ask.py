@@ -10,6 +10,8 @@ Interactive commands: ``:trace on|off``, ``:strategy NAME``, ``:user ID``, ``:ro
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,15 @@ STRATEGIES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
 _ROUTE = {pb.ROUTE_RETRIEVE: "retrieve", pb.ROUTE_TOOL: "tool", pb.ROUTE_DIRECT_ANSWER: "direct_answer"}
 _MATCH = {pb.ENTITY_MATCH_KIND_EXACT: "exact", pb.ENTITY_MATCH_KIND_CASE_FOLDED: "case-folded", pb.ENTITY_MATCH_KIND_FUZZY: "fuzzy"}
 HELP = ":trace on|off   :strategy semantic|keyword|hybrid|adaptive|graph   :user ID   :role ROLE   :top-k N   :help   :quit"
+
+
+class AnswerConsole(Console):
+    """rich's Console, but a reader of stdout that stops reading (| head) is left to cli.main,
+    which ends the command with 0 and no message as it ends every other: rich's own way was exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # what is still printed (an interactive session's last line) goes nowhere
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def _text(served: str) -> str:
@@ -181,6 +192,8 @@ def interactive(session: AskSession, console: Console, history: Path) -> int:
                 continue
             try:
                 session.ask(line)
+            except BrokenPipeError:
+                raise  # nobody reads the answers any more
             except Exception as exc:  # a failed call (server down, bad argument) must not end the session
                 console.print(f"[red]error:[/red] {_text(_describe(exc))}")
     finally:

@@ -426,13 +426,11 @@ def _remote(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from retrieval_client import to_json
-    from retrieval_server.ask import AskOptions, AskSession, interactive
+    from retrieval_server.ask import AnswerConsole, AskOptions, AskSession, interactive
 
     startup_gc.settle()  # a conversation can go on
-    console = Console(highlight=False)
+    console = AnswerConsole(highlight=False)
     connection = _connection(args)
     session = AskSession(
         AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"],
