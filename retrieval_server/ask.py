@@ -157,9 +157,16 @@ class AskSession:
             o.strategy = arg.lower()
             self._console.print(f"strategy {o.strategy}")
         elif name in ("user", "role"):
+            before = getattr(o, name)
             setattr(o, name, arg or None)
+            try:
+                client = self._connect()
+            except ValueError as exc:  # a user id gRPC metadata cannot carry: the session goes on as before
+                setattr(o, name, before)
+                self._console.print(f"[red]error:[/red] {_text(str(exc))}")
+                return True
             self._client.close()
-            self._client = self._connect()
+            self._client = client
             self._console.print(f"asking as {o.user or 'anonymous'}" + (f" ({o.role})" if o.role else ""))
         elif name == "top-k" and arg.isdigit() and int(arg) > 0:
             o.top_k = int(arg)
