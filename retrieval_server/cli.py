@@ -415,7 +415,12 @@ def _remote(args: argparse.Namespace) -> int:
             _print_query(client.search(args.text, top_k=args.top_k), args.json)
         elif args.command == "delete":
             resp = client.delete(args.document_ids, timeout=timeout)  # the client's default does not bound a delete
-            print(printable(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}"))
+            if args.json:  # ids may hold ", " or be "-": the text below is for reading, not parsing
+                from retrieval_client import to_json
+
+                print(to_json(resp))
+            else:
+                print(printable(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}"))
         elif args.command == "health":
             from retrieval_client import to_json
 
@@ -567,6 +572,7 @@ def _parser() -> argparse.ArgumentParser:
 
     de = sub.add_parser("delete", help="delete documents")
     de.add_argument("document_ids", nargs="+")
+    de.add_argument("--json", action="store_true", help="print the response as JSON (deleted, not_found)")
     client_opts(de, role="ADMIN")
     client_opts(sub.add_parser("health", help="component health of a running server"))
     sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")

@@ -115,3 +115,17 @@ def test_printable_keeps_text_and_white_space() -> None:
     for kept in ("plain", "Zürich 東京 naïve", "two\nlines\tand\u00a0a no-break space"):
         assert cli.printable(kept) == kept
     assert cli.printable("a\rb\u202ec\x00") == r"a\rb\u202ec\x00"
+
+
+def test_delete_json_lists_ids_holding_commas_and_dashes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The only output was "deleted: a, b, -; not found: -", which no script could split back into ids."""
+
+    class Deleting(Client):
+        def delete(self, document_ids: list[str], **_: Any) -> pb.DeleteDocumentsResponse:
+            return pb.DeleteDocumentsResponse(deleted=document_ids[:2], not_found=document_ids[2:])
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", Deleting)
+    assert cli.main(["delete", "a, b", "-", "c", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"deleted": ["a, b", "-"], "not_found": ["c"]}
+    assert cli.main(["delete", "a, b", "-"]) == 0
+    assert capsys.readouterr().out == "deleted: a, b, -; not found: -\n"
