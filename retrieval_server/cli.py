@@ -520,7 +520,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the gRPC server (settings from RETRIEVAL_* variables)")
 
     def client_opts(sp: argparse.ArgumentParser, role: str | None = None) -> None:
-        sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER", "localhost:50051"),
+        # An empty RETRIEVAL_SERVER (a template rendered without it) is unset, as an empty setting is.
+        sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER") or "localhost:50051",
                         help="address of a running server (default: $RETRIEVAL_SERVER, else localhost:50051)")
         sp.add_argument("--user", default=None, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
         sp.add_argument("--role", default=role, help="caller's role (x-user-role)")
@@ -616,6 +617,9 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.grant and args.access != "private":
         # A public document is read by every caller: the grant changed nothing, without a word.
         parser.error("--grant needs --access private (a public document is read by everyone)")
+    if getattr(args, "server", None) is not None and not args.server.strip() and not (args.command == "ingest" and args.local):
+        # gRPC's own refusal was four lines of its C core and "Failed to create channel to ''".
+        parser.error("--server must name a server (HOST:PORT); it is empty")
     if getattr(args, "token", None) and args.token.strip() and not (args.command == "ingest" and args.local):
         from retrieval_client.client import _is_loopback
 
