@@ -627,6 +627,16 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
         if not tls and not _is_loopback(args.server):
             parser.error("--token needs --tls (or a loopback --server): a bearer token ($RETRIEVAL_TOKEN too) travels only over TLS")
+    for flag, pem in (("--tls-ca", getattr(args, "tls_ca", None)), ("--tls-cert", getattr(args, "tls_cert", None))):
+        if pem and not (args.command == "ingest" and args.local):
+            from retrieval_client.client import _pem_certificates
+
+            try:
+                _pem_certificates(pem, flag)
+            except ValueError as exc:  # gRPC's own refusal was lines of its C core, then UNAVAILABLE naming no file
+                parser.error(str(exc))
+            except OSError:
+                pass  # the command reports it, as any file it cannot read
     settings = None
     if args.command in _SERVICE_COMMANDS or (args.command == "ingest" and args.local):
         from retrieval_server.config import ConfigError, load_settings

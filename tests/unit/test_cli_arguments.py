@@ -209,3 +209,18 @@ def test_an_empty_server_address_is_the_default_from_the_environment_and_refused
             cli.main(["search", "x", "--server", empty])
         assert stopped.value.code == 2 and "--server must name a server (HOST:PORT); it is empty" in capsys.readouterr().err
     assert len(called) == 2
+
+
+def test_a_tls_file_that_is_not_pem_is_a_usage_error_naming_it(tmp_path: object, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """--tls-ca garbage.pem was lines of gRPC's C core, then "error: UNAVAILABLE" naming no file."""
+    from pathlib import Path
+
+    (garbage := Path(str(tmp_path)) / "bad.pem").write_text("garbage\n")
+    called: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_remote", lambda args: called.append(args) or 0)
+    for flag in ("--tls-ca", "--tls-cert"):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["health", flag, str(garbage)])
+        assert stopped.value.code == 2 and f"error: {flag} {garbage} holds no PEM certificate" in capsys.readouterr().err
+    assert not called
