@@ -463,18 +463,12 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
     from retrieval_server.app import metadata_store_for
     from retrieval_server.backends.executor import BlockingExecutor
     from retrieval_server.domain import AccessFilter, Identity, Role
-    from retrieval_server.identifiers import clean_user_id
     from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 
-    try:
-        # An empty --user (an unset variable in a script) is refused as a user id, not read as no user:
-        # it exported every user's private graph.
-        user = clean_user_id(args.user, "--user") if args.user is not None else None
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from None
     # As a server reads the headers --user and --role send: a role alone is an anonymous caller's,
     # who reads the public documents only (SUPER_ADMIN: all). It was ignored, and all exported.
-    identity = Identity("cli", Role.SUPER_ADMIN) if user is None and args.role is None else Identity(user, Role(args.role or "USER"))
+    identity = (Identity("cli", Role.SUPER_ADMIN) if args.user is None and args.role is None
+                else Identity(args.user, Role(args.role or "USER")))
 
     # An export only reads: read-only, so it can run beside a serving process.
     store = metadata_store_for(settings.model_copy(update={"read_only": True}))
@@ -637,6 +631,15 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
                 parser.error(str(exc))
             except OSError:
                 pass  # the command reports it, as any file it cannot read
+    if args.command == "graph" and args.user is not None:
+        from retrieval_server.identifiers import clean_user_id
+
+        try:
+            # An empty --user (an unset variable in a script) is refused as a user id, not read as no
+            # user: it exported every user's private graph.
+            args.user = clean_user_id(args.user, "--user")
+        except ValueError as exc:
+            parser.error(str(exc))
     settings = None
     if args.command in _SERVICE_COMMANDS or (args.command == "ingest" and args.local):
         from retrieval_server.config import ConfigError, load_settings

@@ -165,11 +165,13 @@ async def test_client_commands_import_only_the_client(served: Served) -> None:
 
 async def test_graph_export_refuses_an_empty_user(served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """An unset variable in a script (--user "") was read as no user: every user's private graph."""
+    """An unset variable in a script (--user "") was read as no user: every user's private graph. Then
+    it was refused with exit 1 and no "error:", unlike every other usage error."""
     monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(served.data_dir))
     out = tmp_path / "graph.graphml"
-    with pytest.raises(SystemExit, match="--user must be 1 to"):
+    with pytest.raises(SystemExit) as stopped:
         await asyncio.to_thread(cli.main, ["graph", "export", str(out), "--user", ""])
+    assert stopped.value.code == 2 and "error: --user must be 1 to" in capsys.readouterr().err
     assert not out.exists()
 
 
