@@ -436,6 +436,9 @@ def _ask(args: argparse.Namespace) -> int:
 
     startup_gc.settle()  # a conversation can go on
     console = AnswerConsole(highlight=False)
+    # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
+    # trailing spaces of its own in the middle of an answer.
+    console.soft_wrap = not console.is_terminal
     connection = _connection(args)
     session = AskSession(
         AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"],

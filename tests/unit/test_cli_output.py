@@ -62,8 +62,9 @@ class Client:
         return r
 
     def stream_query(self, question: str, **_: Any) -> Iterator[pb.StreamQueryResponse]:
-        for token in ANSWER.split(" "):
-            yield pb.StreamQueryResponse(answer_delta=token + " ")
+        words = ANSWER.split(" ")
+        for i, word in enumerate(words):
+            yield pb.StreamQueryResponse(answer_delta=word if i == len(words) - 1 else word + " ")
         yield pb.StreamQueryResponse(response=_answer())
 
 
@@ -129,3 +130,16 @@ def test_delete_json_lists_ids_holding_commas_and_dashes(monkeypatch: pytest.Mon
     assert json.loads(capsys.readouterr().out) == {"deleted": ["a, b", "-"], "not_found": ["c"]}
     assert cli.main(["delete", "a, b", "-"]) == 0
     assert capsys.readouterr().out == "deleted: a, b, -; not found: -\n"
+
+
+def test_ask_into_a_pipe_writes_each_line_whole(client: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a terminal, rich wrapped at 80 columns: newlines and trailing spaces inside the answer and its citations."""
+    long = "The budget covers " + ", ".join(f"item {i}" for i in range(60)) + " [1]."
+    monkeypatch.setattr("tests.unit.test_cli_output.ANSWER", long)
+    monkeypatch.setattr("tests.unit.test_cli_output.TITLE", "A title " + "long " * 30)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert cli.main(["ask", "zeppelin", "--trace"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert long in lines and f"checked: {long}" in lines
+    assert any(line.startswith("  [1] A title " + "long " * 30) for line in lines)
+    assert not [line for line in lines if line != line.rstrip()]
