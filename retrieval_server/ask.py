@@ -10,6 +10,8 @@ Interactive commands: ``:trace on|off``, ``:strategy NAME``, ``:user ID``, ``:ro
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,11 +22,26 @@ from rich.tree import Tree
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient, Tls
+from retrieval_server.cli import printable
 
 STRATEGIES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
 _ROUTE = {pb.ROUTE_RETRIEVE: "retrieve", pb.ROUTE_TOOL: "tool", pb.ROUTE_DIRECT_ANSWER: "direct_answer"}
 _MATCH = {pb.ENTITY_MATCH_KIND_EXACT: "exact", pb.ENTITY_MATCH_KIND_CASE_FOLDED: "case-folded", pb.ENTITY_MATCH_KIND_FUZZY: "fuzzy"}
 HELP = ":trace on|off   :strategy semantic|keyword|hybrid|adaptive|graph   :user ID   :role ROLE   :top-k N   :help   :quit"
+
+
+class AnswerConsole(Console):
+    """rich's Console, but a reader of stdout that stops reading (| head) is left to cli.main,
+    which ends the command with 0 and no message as it ends every other: rich's own way was exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # what is still printed (an interactive session's last line) goes nowhere
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+def _text(served: str) -> str:
+    """A server's string as the console prints it: neither the terminal's control sequences nor rich's markup."""
+    return escape(printable(served))
 
 
 @dataclass
@@ -47,26 +64,26 @@ def trace_tree(resp: pb.QueryResponse) -> Tree:
     tree = Tree(f"[bold]execution trace[/bold] {m.total_ms:.1f} ms" + (" (cache hit)" if resp.cached else ""))
     placed_graph = False
     for stage in m.stages:
-        node = tree.add(f"{stage.stage}  [cyan]{stage.duration_ms:.1f} ms[/cyan]  count {stage.count}")
+        node = tree.add(f"{_text(stage.stage)}  [cyan]{stage.duration_ms:.1f} ms[/cyan]  count {stage.count}")
         if stage.stage == "route" and m.HasField("route"):
             r = m.route
-            node.add(f"decision: [bold]{_ROUTE.get(r.route, '?')}[/bold] by {escape(r.decided_by)}: {escape(r.reason)}")
+            node.add(f"decision: [bold]{_ROUTE.get(r.route, '?')}[/bold] by {_text(r.decided_by)}: {_text(r.reason)}")
             for call in r.tool_calls:
-                node.add(f"tool call: {call.name} {escape(call.arguments_json)}")
+                node.add(f"tool call: {_text(call.name)} {_text(call.arguments_json)}")
         if stage.stage == "run_tools" and resp.HasField("answer"):
             for t in resp.answer.tool_results:
-                mark = "[green]ok[/green]" if t.success else f"[red]failed[/red]: {escape(t.error)}"
-                node.add(f"{t.name} {escape(t.arguments_json)} {mark} {t.duration_ms:.1f} ms" + (f": {escape(t.summary)}" if t.success else ""))
+                mark = "[green]ok[/green]" if t.success else f"[red]failed[/red]: {_text(t.error)}"
+                node.add(f"{_text(t.name)} {_text(t.arguments_json)} {mark} {t.duration_ms:.1f} ms" + (f": {_text(t.summary)}" if t.success else ""))
         if stage.stage == "retrieve" and m.HasField("graph") and not placed_graph:
             placed_graph = True
             g = m.graph
             entities = ", ".join(f"{e.name} ({e.entity_type}, {_MATCH.get(e.kind, '?')} '{e.text}')" for e in g.entities) or "none"
-            graph = node.add(f"graph leg: entities in the query: {escape(entities)}")
+            graph = node.add(f"graph leg: entities in the query: {_text(entities)}")
             for h in g.hops:
                 names = ", ".join(h.entities[:8]) + (f" and {len(h.entities) - 8} more" if len(h.entities) > 8 else "")
-                graph.add(f"hop {h.hop} ×{h.penalty:.2f}: {escape(names)} → {h.chunks} chunks")
+                graph.add(f"hop {h.hop} ×{h.penalty:.2f}: {_text(names)} → {h.chunks} chunks")
     if m.degraded:
-        tree.add("[yellow]degraded:[/yellow] " + escape(", ".join(m.degraded)))
+        tree.add("[yellow]degraded:[/yellow] " + _text(", ".join(m.degraded)))
     return tree
 
 
@@ -74,18 +91,18 @@ def print_answer_details(console: Console, resp: pb.QueryResponse) -> None:
     """Citations, then tool results; the contexts themselves when no answer was asked for."""
     if not resp.HasField("answer"):
         for i, c in enumerate(resp.contexts, 1):
-            console.print(f"[{i}] {c.score:.3f} {escape(c.metadata.title or c.document_id)}: {escape(' '.join(c.content.split())[:200])}")
+            console.print(f"[{i}] {c.score:.3f} {_text(c.metadata.title or c.document_id)}: {_text(' '.join(c.content.split())[:200])}")
         return
     a = resp.answer
-    kind = "extractive" if a.extractive else escape(a.model)
+    kind = "extractive" if a.extractive else _text(a.model)
     console.print(f"[dim]({_ROUTE.get(a.route, '?')}, {kind}{'' if a.supported else ', not supported by the documents'})[/dim]")
     for c in a.citations:
         # A context left out to keep the answer within its size (response:contexts_capped) is still cited.
         text = " ".join(resp.contexts[c.marker - 1].content.split())[:160] if c.marker <= len(resp.contexts) else "(left out of the response)"
-        console.print(f"  [{c.marker}] {escape(c.title or c.document_id)} ({escape(c.parent_chunk_id)}): {escape(text)}")
+        console.print(f"  [{c.marker}] {_text(c.title or c.document_id)} ({_text(c.parent_chunk_id)}): {_text(text)}")
     for t in a.tool_results:
         result = t.summary if t.success else f"failed: {t.error}"
-        console.print(f"  tool {t.name}: {escape(result)}")
+        console.print(f"  tool {_text(t.name)}: {_text(result)}")
 
 
 class AskSession:
@@ -109,7 +126,7 @@ class AskSession:
         for event in self._client.stream_query(question, top_k=o.top_k, strategy=o.strategy):
             kind = event.WhichOneof("event")
             if kind == "answer_delta":
-                console.print(escape(event.answer_delta), end="", soft_wrap=True)
+                console.print(_text(event.answer_delta), end="", soft_wrap=True)
                 streamed = True
             elif kind == "response":
                 final = event.response
@@ -118,9 +135,9 @@ class AskSession:
         if final is None:
             return None
         if final.HasField("answer") and final.answer.text and not streamed:
-            console.print(escape(final.answer.text))
+            console.print(_text(final.answer.text))
         elif final.HasField("answer") and streamed:
-            console.print(f"[dim]checked:[/dim] {escape(final.answer.text)}")
+            console.print(f"[dim]checked:[/dim] {_text(final.answer.text)}")
         print_answer_details(console, final)
         if o.trace:
             console.print(trace_tree(final))
@@ -140,9 +157,16 @@ class AskSession:
             o.strategy = arg.lower()
             self._console.print(f"strategy {o.strategy}")
         elif name in ("user", "role"):
+            before = getattr(o, name)
             setattr(o, name, arg or None)
+            try:
+                client = self._connect()
+            except ValueError as exc:  # a user id gRPC metadata cannot carry: the session goes on as before
+                setattr(o, name, before)
+                self._console.print(f"[red]error:[/red] {_text(str(exc))}")
+                return True
             self._client.close()
-            self._client = self._connect()
+            self._client = client
             self._console.print(f"asking as {o.user or 'anonymous'}" + (f" ({o.role})" if o.role else ""))
         elif name == "top-k" and arg.isdigit() and int(arg) > 0:
             o.top_k = int(arg)
@@ -175,8 +199,10 @@ def interactive(session: AskSession, console: Console, history: Path) -> int:
                 continue
             try:
                 session.ask(line)
+            except BrokenPipeError:
+                raise  # nobody reads the answers any more
             except Exception as exc:  # a failed call (server down, bad argument) must not end the session
-                console.print(f"[red]error:[/red] {escape(_describe(exc))}")
+                console.print(f"[red]error:[/red] {_text(_describe(exc))}")
     finally:
         try:
             history.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -35,6 +36,17 @@ def _is_service_error(exc: BaseException) -> bool:
     """A ServiceError can only come from a command that imported the domain."""
     domain = sys.modules.get("retrieval_server.domain")
     return domain is not None and isinstance(exc, domain.ServiceError)
+
+
+def printable(text: str) -> str:
+    """``text`` from a server (a document's title or content, an answer, an error) as a terminal
+    shows it and does not obey it: its control and other invisible characters (ESC, a bidi
+    override) written escaped, as ``\\x1b``; line breaks, tabs and spaces kept. A document holding
+    ESC [2J cleared the screen of whoever queried it, and OSC 52 wrote their clipboard."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" or unicodedata.category(c) == "Zs" else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
 
 
 def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path]:
@@ -289,7 +301,7 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them."""
     try:
         for doc_id, parents, children, replaced in done:
-            print(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)")
+            print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
         if unlisted:
             print(f"...      {unlisted} more stored, not listed by the server")
     except BrokenPipeError:
@@ -297,7 +309,7 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         # where main's catch would have ended it with 0 and nothing on stderr.
         _discard_stdout()
     for source, reason in errors:
-        print(f"FAILED   {source}: {reason}", file=sys.stderr)
+        print(printable(f"FAILED   {source}: {reason}"), file=sys.stderr)
     print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed", file=sys.stderr)
     return 0 if not errors else SOME_FAILED if done or unlisted else 1
 
@@ -375,20 +387,21 @@ def _print_query(resp: object, as_json: bool) -> None:
     if as_json:
         print(to_json(resp))  # type: ignore[arg-type]
         return
+    # Each line holds a document's text, which must not reach a terminal as control sequences.
     contexts = getattr(resp, "contexts", None)
     if contexts is not None:
         m = resp.metrics  # type: ignore[attr-defined]
         stages = ", ".join(f"{s.stage} {s.duration_ms:.1f}ms" for s in m.stages)
-        print(f"{len(contexts)} contexts in {m.total_ms:.1f} ms ({stages})" + (f"; degraded: {', '.join(m.degraded)}" if m.degraded else ""))
+        print(printable(f"{len(contexts)} contexts in {m.total_ms:.1f} ms ({stages})" + (f"; degraded: {', '.join(m.degraded)}" if m.degraded else "")))
         for i, c in enumerate(contexts, 1):
             page = f", page {c.metadata.page}" if c.metadata.page else ""
-            print(f"\n[{i}] {c.score:.3f}  {c.metadata.title or c.document_id} ({c.parent_chunk_id}{page})")
-            print("    " + " ".join(c.content.split())[:300])
+            print(printable(f"\n[{i}] {c.score:.3f}  {c.metadata.title or c.document_id} ({c.parent_chunk_id}{page})"))
+            print(printable("    " + " ".join(c.content.split())[:300]))
             for child in c.child_chunks[:2]:
-                print(f"    > {child.score:.3f} {' '.join(child.content.split())[:160]}")
+                print(printable(f"    > {child.score:.3f} {' '.join(child.content.split())[:160]}"))
     else:
         for i, r in enumerate(resp.results, 1):  # type: ignore[attr-defined]
-            print(f"[{i}] {r.score:.3f}  {r.title} ({r.document_id} #{r.chunk_index}): {' '.join(r.text.split())[:200]}")
+            print(printable(f"[{i}] {r.score:.3f}  {r.title} ({r.document_id} #{r.chunk_index}): {' '.join(r.text.split())[:200]}"))
 
 
 def _remote(args: argparse.Namespace) -> int:
@@ -402,7 +415,12 @@ def _remote(args: argparse.Namespace) -> int:
             _print_query(client.search(args.text, top_k=args.top_k), args.json)
         elif args.command == "delete":
             resp = client.delete(args.document_ids, timeout=timeout)  # the client's default does not bound a delete
-            print(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}")
+            if args.json:  # ids may hold ", " or be "-": the text below is for reading, not parsing
+                from retrieval_client import to_json
+
+                print(to_json(resp))
+            else:
+                print(printable(f"deleted: {', '.join(resp.deleted) or '-'}; not found: {', '.join(resp.not_found) or '-'}"))
         elif args.command == "health":
             from retrieval_client import to_json
 
@@ -413,13 +431,14 @@ def _remote(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from retrieval_client import to_json
-    from retrieval_server.ask import AskOptions, AskSession, interactive
+    from retrieval_server.ask import AnswerConsole, AskOptions, AskSession, interactive
 
     startup_gc.settle()  # a conversation can go on
-    console = Console(highlight=False)
+    console = AnswerConsole(highlight=False)
+    # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
+    # trailing spaces of its own in the middle of an answer.
+    console.soft_wrap = not console.is_terminal
     connection = _connection(args)
     session = AskSession(
         AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"],
@@ -447,16 +466,12 @@ async def _export_graph(settings: Settings, args: argparse.Namespace) -> int:
     from retrieval_server.app import metadata_store_for
     from retrieval_server.backends.executor import BlockingExecutor
     from retrieval_server.domain import AccessFilter, Identity, Role
-    from retrieval_server.identifiers import clean_user_id
     from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 
-    try:
-        # An empty --user (an unset variable in a script) is refused as a user id, not read as no user:
-        # it exported every user's private graph.
-        identity = (Identity(clean_user_id(args.user, "--user"), Role(args.role.upper())) if args.user is not None
-                    else Identity("cli", Role.SUPER_ADMIN))
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from None
+    # As a server reads the headers --user and --role send: a role alone is an anonymous caller's,
+    # who reads the public documents only (SUPER_ADMIN: all). It was ignored, and all exported.
+    identity = (Identity("cli", Role.SUPER_ADMIN) if args.user is None and args.role is None
+                else Identity(args.user, Role(args.role or "USER")))
 
     # An export only reads: read-only, so it can run beside a serving process.
     store = metadata_store_for(settings.model_copy(update={"read_only": True}))
@@ -481,6 +496,10 @@ def _quantize(source: Path, target: Path) -> int:
     if not (source / "model.onnx").is_file():
         print(f"error: {source} has no model.onnx", file=sys.stderr)
         return 1
+    if target.resolve() == source.resolve() or (target.exists() and target.samefile(source)):
+        # The fp32 model was overwritten with its int8 copy, then the tokenizer's copy onto itself failed.
+        print(f"error: TARGET {target} is SOURCE {source}: the int8 model goes to another folder", file=sys.stderr)
+        return 1
     from scoring_core.quantize import quantize_dynamic_int8
 
     startup_gc.settle()  # the quantizer's graph of a large model is many objects
@@ -498,7 +517,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="run the gRPC server (settings from RETRIEVAL_* variables)")
 
     def client_opts(sp: argparse.ArgumentParser, role: str | None = None) -> None:
-        sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER", "localhost:50051"),
+        # An empty RETRIEVAL_SERVER (a template rendered without it) is unset, as an empty setting is.
+        sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER") or "localhost:50051",
                         help="address of a running server (default: $RETRIEVAL_SERVER, else localhost:50051)")
         sp.add_argument("--user", default=None, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
         sp.add_argument("--role", default=role, help="caller's role (x-user-role)")
@@ -545,10 +565,12 @@ def _parser() -> argparse.ArgumentParser:
     ex = gsub.add_parser("export", help="write the graph as GraphML (networkx) for inspection")
     ex.add_argument("output", help="file to write, e.g. graph.graphml")
     ex.add_argument("--user", help="export only what this user may read (default: everything)")
-    ex.add_argument("--role", default="USER", choices=["USER", "ADMIN", "SUPER_ADMIN"])
+    ex.add_argument("--role", choices=["USER", "ADMIN", "SUPER_ADMIN"],
+                    help="the caller's role (default: USER with --user); without --user, an anonymous caller's: the public documents, all for SUPER_ADMIN")
 
     de = sub.add_parser("delete", help="delete documents")
     de.add_argument("document_ids", nargs="+")
+    de.add_argument("--json", action="store_true", help="print the response as JSON (deleted, not_found)")
     client_opts(de, role="ADMIN")
     client_opts(sub.add_parser("health", help="component health of a running server"))
     sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")
@@ -592,6 +614,9 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.grant and args.access != "private":
         # A public document is read by every caller: the grant changed nothing, without a word.
         parser.error("--grant needs --access private (a public document is read by everyone)")
+    if getattr(args, "server", None) is not None and not args.server.strip() and not (args.command == "ingest" and args.local):
+        # gRPC's own refusal was four lines of its C core and "Failed to create channel to ''".
+        parser.error("--server must name a server (HOST:PORT); it is empty")
     if getattr(args, "token", None) and args.token.strip() and not (args.command == "ingest" and args.local):
         from retrieval_client.client import _is_loopback
 
@@ -599,6 +624,25 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
         if not tls and not _is_loopback(args.server):
             parser.error("--token needs --tls (or a loopback --server): a bearer token ($RETRIEVAL_TOKEN too) travels only over TLS")
+    for flag, pem in (("--tls-ca", getattr(args, "tls_ca", None)), ("--tls-cert", getattr(args, "tls_cert", None))):
+        if pem and not (args.command == "ingest" and args.local):
+            from retrieval_client.client import _pem_certificates
+
+            try:
+                _pem_certificates(pem, flag)
+            except ValueError as exc:  # gRPC's own refusal was lines of its C core, then UNAVAILABLE naming no file
+                parser.error(str(exc))
+            except OSError:
+                pass  # the command reports it, as any file it cannot read
+    if args.command == "graph" and args.user is not None:
+        from retrieval_server.identifiers import clean_user_id
+
+        try:
+            # An empty --user (an unset variable in a script) is refused as a user id, not read as no
+            # user: it exported every user's private graph.
+            args.user = clean_user_id(args.user, "--user")
+        except ValueError as exc:
+            parser.error(str(exc))
     settings = None
     if args.command in _SERVICE_COMMANDS or (args.command == "ingest" and args.local):
         from retrieval_server.config import ConfigError, load_settings
@@ -644,7 +688,7 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         import grpc
 
         if isinstance(exc, grpc.RpcError):
-            print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            print(f"error: {exc.code().name}: {printable(str(exc.details()))}", file=sys.stderr)  # type: ignore[attr-defined]
             return 1
         # One line for the operator; the traceback goes to the log at DEBUG.
         log.debug("command failed", exc_info=True)

@@ -62,7 +62,11 @@ def check(target: str, timeout_s: float = DEFAULT_TIMEOUT_S, tls: ServedTls | No
         except grpc.RpcError as exc:
             print(f"{target}: {exc.code().name}", file=sys.stderr)  # type: ignore[attr-defined]
             return False
-    return reply.status == health_pb2.HealthCheckResponse.SERVING
+    if reply.status != health_pb2.HealthCheckResponse.SERVING:
+        # The container's health log holds what the probe wrote: a failing check said nothing.
+        print(f"{target}: {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}", file=sys.stderr)
+        return False
+    return True
 
 
 def probe_host(listen: str) -> str:

@@ -37,6 +37,28 @@ def test_the_probe_reports_an_absent_server_and_rejects_a_nonpositive_timeout(ca
     assert exited.value.code == 2 and "--timeout must be > 0 seconds" in capsys.readouterr().err
 
 
+def test_the_probe_names_a_status_other_than_serving(capsys: pytest.CaptureFixture[str]) -> None:
+    """NOT_SERVING exited 1 with nothing on stderr: a failing container health check logged nothing."""
+    from concurrent import futures
+
+    from grpc_health.v1 import health
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        for status in ("NOT_SERVING", "SERVICE_UNKNOWN"):
+            servicer.set("", health_pb2.HealthCheckResponse.ServingStatus.Value(status))
+            assert main([f"127.0.0.1:{port}", "--timeout", "60"]) == 1
+            assert capsys.readouterr().err == f"127.0.0.1:{port}: {status}\n"
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        assert main([f"127.0.0.1:{port}", "--timeout", "60"]) == 0 and capsys.readouterr().err == ""
+    finally:
+        server.stop(0)
+
+
 def test_the_probe_reports_invalid_settings_in_one_message(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # Without an address the probe reads RETRIEVAL_HEALTH_PORT and RETRIEVAL_PORT from the settings.
     monkeypatch.setenv("RETRIEVAL_PORT", "eighty")

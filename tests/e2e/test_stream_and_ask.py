@@ -165,12 +165,34 @@ async def test_client_commands_import_only_the_client(served: Served) -> None:
 
 async def test_graph_export_refuses_an_empty_user(served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """An unset variable in a script (--user "") was read as no user: every user's private graph."""
+    """An unset variable in a script (--user "") was read as no user: every user's private graph. Then
+    it was refused with exit 1 and no "error:", unlike every other usage error."""
     monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(served.data_dir))
     out = tmp_path / "graph.graphml"
-    with pytest.raises(SystemExit, match="--user must be 1 to"):
+    with pytest.raises(SystemExit) as stopped:
         await asyncio.to_thread(cli.main, ["graph", "export", str(out), "--user", ""])
+    assert stopped.value.code == 2 and "error: --user must be 1 to" in capsys.readouterr().err
     assert not out.exists()
+
+
+async def test_graph_export_with_a_role_alone_is_an_anonymous_callers(served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--role USER without --user was ignored: the export ran as SUPER_ADMIN, every private entity in it."""
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(served.data_dir))
+    private = pb.DocumentInput(document_id="vaultsvc", filename="vaultsvc.txt", access=pb.ACCESS_PRIVATE, owner_id="mallory",
+                               content=b"VaultSvc handles secrets. VaultSvc uses LedgerDB for its data. VaultSvc is maintained by Zed Quill.")
+    admin = (("x-user-role", "ADMIN"),)
+    assert not (await served.stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[private]), metadata=admin)).errors
+    try:
+        exported = {}
+        for name, flags in (("all", []), ("owner", ["--user", "mallory"]), ("user", ["--role", "USER"]), ("admin", ["--role", "ADMIN"]),
+                            ("super", ["--role", "SUPER_ADMIN"])):
+            assert await asyncio.to_thread(cli.main, ["graph", "export", str(tmp_path / f"{name}.graphml"), *flags]) == 0
+            exported[name] = nx.read_graphml(tmp_path / f"{name}.graphml")
+        assert "vaultsvc" in exported["all"] and "vaultsvc" in exported["owner"] and "vaultsvc" in exported["super"]
+        assert "vaultsvc" not in exported["user"] and "vaultsvc" not in exported["admin"]
+        assert "authsvc" in exported["user"]  # the public documents' entities
+    finally:
+        await served.stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=["vaultsvc"]), metadata=admin)
 
 
 async def test_graph_export_writes_graphml(served: Served, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -124,6 +124,50 @@ def test_int8_cross_encoder_keeps_the_ranking_signal(tiny_model: Path, tmp_path:
     assert np.corrcoef(a, b)[0, 1] >= 0.98
 
 
+def _model_folder(model: Path, folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(model.read_bytes())
+    (folder / "tokenizer.json").write_bytes(BUNDLED_TOKENIZER.read_bytes())
+    return folder
+
+
+def test_quantize_into_its_own_folder_is_refused_and_leaves_the_model(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """quantize SRC SRC overwrote the fp32 model with its int8 copy, then failed on the tokenizer's copy."""
+    from retrieval_server import cli
+
+    src = _model_folder(tiny_model, tmp_path / "src")
+    fp32 = (src / "model.onnx").read_bytes()
+    (tmp_path / "link").symlink_to(src)
+    monkeypatch.chdir(tmp_path)
+    for target in (str(src), "src/", "./src", str(tmp_path / "link")):
+        assert cli.main(["quantize", str(src), target]) == 1
+        assert f"error: TARGET {Path(target)} is SOURCE {src}" in capsys.readouterr().err
+    assert (src / "model.onnx").read_bytes() == fp32 and sorted(p.name for p in src.iterdir()) == ["model.onnx", "tokenizer.json"]
+    assert cli.main(["quantize", str(src), "int8"]) == 0
+    assert (tmp_path / "int8" / "model.onnx").read_bytes() != fp32 and (tmp_path / "int8" / "tokenizer.json").is_file()
+
+
+def test_an_interrupted_quantization_leaves_no_partial_model(tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model was written in place: Ctrl-C or a failure half-way left a truncated model.onnx."""
+    import onnxruntime.quantization
+
+    def cut_short(*, model_output: str, **_: object) -> None:
+        Path(model_output).write_bytes(b"half a model")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", cut_short)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        quantize_dynamic_int8(tiny_model, out / "model.onnx")
+    assert list(out.iterdir()) == []
+    (out / "model.onnx").write_bytes(b"an earlier int8 model")
+    with pytest.raises(KeyboardInterrupt):
+        quantize_dynamic_int8(tiny_model, out / "model.onnx")
+    assert [p.name for p in out.iterdir()] == ["model.onnx"] and (out / "model.onnx").read_bytes() == b"an earlier int8 model"
+
+
 def test_int8_bi_encoder_fidelity(tmp_path: Path) -> None:
     src = fp32_model_dir() / "model.onnx"
     int8 = quantize_dynamic_int8(src, tmp_path / "int8.onnx")

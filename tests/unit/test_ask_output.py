@@ -1,13 +1,17 @@
-"""What `retrieval-server ask` prints of an answer: citations whatever the response left out, ids as written."""
+"""What `retrieval-server ask` prints of an answer: citations whatever the response left out, ids as written; its session's commands."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import Any
 
+import pytest
 from rich.console import Console
 
 from retrieval.v1 import retrieval_pb2 as pb
-from retrieval_server.ask import print_answer_details
+from retrieval_client import RetrievalClient
+from retrieval_server.ask import AskOptions, AskSession, interactive, print_answer_details
 
 
 def _printed(response: pb.QueryResponse) -> str:
@@ -36,3 +40,29 @@ def test_document_ids_are_printed_as_written_not_read_as_markup() -> None:
     # "[/draft]" raised MarkupError; "[bold]" was swallowed as a style.
     printed = _printed(_answer(["notes[/draft]", "spec[bold]"], contexts=2))
     assert "(notes[/draft]#p0)" in printed and "(spec[bold]#p0)" in printed
+
+
+def test_a_user_id_the_client_refuses_leaves_the_session_asking_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """":user zoë" closed the client, then the new one's refusal (not ASCII) ended the whole session."""
+    made: list[Recorded] = []
+    closed: list[Recorded] = []
+
+    class Recorded(RetrievalClient):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    session = AskSession(AskOptions("127.0.0.1:1", user="alice"), console, Recorded)
+    lines = iter([":user zoë", ":role ADMIN", ":quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    assert interactive(session, console, tmp_path / "history") == 0
+    printed = out.getvalue()
+    assert "error: the user id must be printable ASCII" in printed and "asking as alice (ADMIN)" in printed
+    assert session.options.user == "alice" and len(made) == 2 and closed == [made[0]]
+    session.close()

@@ -192,3 +192,35 @@ def test_a_grant_on_a_public_document_is_a_usage_error(monkeypatch: pytest.Monke
         assert stopped.value.code == 2 and "--grant needs --access private" in capsys.readouterr().err
     assert not sent
     assert cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice", "--grant", "bob"]) == 0 and len(sent) == 1
+
+
+def test_an_empty_server_address_is_the_default_from_the_environment_and_refused_as_an_option(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """RETRIEVAL_SERVER= (a template rendered empty) was four lines of gRPC's C core and "Failed to create channel to ''"."""
+    called: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_remote", lambda args: called.append(args) or 0)
+    monkeypatch.setenv("RETRIEVAL_SERVER", "")
+    assert cli.main(["health"]) == 0 and called[-1].server == "localhost:50051"
+    monkeypatch.setenv("RETRIEVAL_SERVER", "retrieval:50051")
+    assert cli.main(["health"]) == 0 and called[-1].server == "retrieval:50051"
+    for empty in ("", " "):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["search", "x", "--server", empty])
+        assert stopped.value.code == 2 and "--server must name a server (HOST:PORT); it is empty" in capsys.readouterr().err
+    assert len(called) == 2
+
+
+def test_a_tls_file_that_is_not_pem_is_a_usage_error_naming_it(tmp_path: object, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """--tls-ca garbage.pem was lines of gRPC's C core, then "error: UNAVAILABLE" naming no file."""
+    from pathlib import Path
+
+    (garbage := Path(str(tmp_path)) / "bad.pem").write_text("garbage\n")
+    called: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_remote", lambda args: called.append(args) or 0)
+    for flag in ("--tls-ca", "--tls-cert"):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["health", flag, str(garbage)])
+        assert stopped.value.code == 2 and f"error: {flag} {garbage} holds no PEM certificate" in capsys.readouterr().err
+    assert not called

@@ -40,6 +40,23 @@ LONG_ANSWER = ("import sys\n"
                "sys.argv = ['retrieval-server', 'search', 'x']\n"
                "cli.run()\n")
 
+#: ask, its answer streamed in more than a pipe holds (no server needed): rich writes it, and ended
+#: the command with exit 1 itself when the pipe closed
+LONG_STREAMED_ANSWER = ("import sys\n"
+                        "from retrieval.v1 import retrieval_pb2 as pb\n"
+                        "from retrieval_server import cli\n"
+                        "from retrieval_server.ask import AskSession\n"
+                        "class Client:\n"
+                        "    def stream_query(self, question, **_):\n"
+                        "        for i in range(2000):\n"
+                        "            yield pb.StreamQueryResponse(answer_delta=f'sentence {i} of a long answer, ' * 4)\n"
+                        "        yield pb.StreamQueryResponse(response=pb.QueryResponse())\n"
+                        "    def close(self):\n"
+                        "        pass\n"
+                        "AskSession._connect = lambda self: Client()\n"
+                        "sys.argv = ['retrieval-server', 'ask', 'x']\n"
+                        "cli.run()\n")
+
 
 def _with_reader_gone(command: list[str], read_first: int) -> subprocess.CompletedProcess[str]:
     """``command`` writing to a pipe whose reader reads ``read_first`` bytes (0: none) and then
@@ -56,8 +73,9 @@ def _with_reader_gone(command: list[str], read_first: int) -> subprocess.Complet
 
 def test_a_reader_that_stops_reading_is_no_error(tmp_path: Path) -> None:
     """search --json | head: the closed pipe was "error: [Errno 32] Broken pipe" and exit 1."""
-    mid_output = _with_reader_gone([sys.executable, "-c", LONG_ANSWER], read_first=10)
-    assert (mid_output.returncode, mid_output.stderr) == (0, "")
+    for answer in (LONG_ANSWER, LONG_STREAMED_ANSWER):
+        mid_output = _with_reader_gone([sys.executable, "-c", answer], read_first=10)
+        assert (mid_output.returncode, mid_output.stderr) == (0, ""), answer
     # Output small enough to wait in the buffer until the exit's flush, the reader gone before.
     at_exit = _with_reader_gone([*CLI, "sample-corpus", str(tmp_path / "corpus")], read_first=0)
     assert (at_exit.returncode, at_exit.stderr) == (0, "")

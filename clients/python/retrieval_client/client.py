@@ -143,13 +143,22 @@ class Tls:
         if (self.cert is None) != (self.key is None):
             raise ValueError("a client certificate needs its key, and a key its certificate")
         return grpc.ssl_channel_credentials(
-            root_certificates=Path(self.ca).read_bytes() if self.ca else None,
+            root_certificates=_pem_certificates(self.ca, "Tls.ca") if self.ca else None,
             private_key=Path(self.key).read_bytes() if self.key else None,
-            certificate_chain=Path(self.cert).read_bytes() if self.cert else None,
+            certificate_chain=_pem_certificates(self.cert, "Tls.cert") if self.cert else None,
         )
 
     def options(self) -> list[tuple[str, str]]:
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def _pem_certificates(path: Path | str, field: str) -> bytes:
+    """The file's bytes, which must hold a PEM certificate: gRPC read any other file as no
+    certificate, and every call failed UNAVAILABLE naming no file, after lines of its C core."""
+    data = Path(path).read_bytes()
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise ValueError(f"{field} {path} holds no PEM certificate (a -----BEGIN CERTIFICATE----- block)")
+    return data
 
 
 def _seconds(timeout: float) -> float | None:
