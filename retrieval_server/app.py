@@ -26,10 +26,13 @@ from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, 
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.config import Settings, answer_fingerprint
 from retrieval_server.domain import (
+    LOCAL_OPERATOR,
+    AccessFilter,
     ComponentHealth,
     ComponentState,
     DocumentSource,
     HealthReport,
+    Identity,
     IngestReport,
     ReadOnly,
     ResourceExhausted,
@@ -565,13 +568,14 @@ class Application:
             self._writes.discard(done)
             done.set_result(None)
 
-    async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
+    async def ingest(self, sources: list[DocumentSource], *, writer: Identity = LOCAL_OPERATOR, **kwargs: object) -> IngestReport:
+        """``writer``: the caller, who may replace only stored documents it may read (SUPER_ADMIN: any)."""
         self._writable()
         self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
         # The write's follow-ups (optimize, cache invalidation) run inside it too: close() waits for
         # them, rather than closing the stores they use.
         async with self._writing():
-            report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
+            report = await self.indexer.ingest(sources, writer=AccessFilter.for_identity(writer), **kwargs)  # type: ignore[arg-type]
             self.metrics.ingested.inc(len(report.documents))
             self.metrics.ingest_errors.inc(len(report.errors) + report.errors_not_listed)
             if report.documents:
@@ -579,10 +583,13 @@ class Application:
                 await self._invalidate([d.document_id for d in report.documents if d.replaced])
         return report
 
-    async def delete(self, document_ids: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    async def delete(
+        self, document_ids: list[str] | tuple[str, ...], *, writer: Identity = LOCAL_OPERATOR
+    ) -> tuple[list[str], list[str]]:
+        """The ids deleted, and those not found: missing, or stored where ``writer`` may not read them."""
         self._writable()
         async with self._writing():
-            deleted, missing = await self.indexer.delete(document_ids)
+            deleted, missing = await self.indexer.delete(document_ids, writer=AccessFilter.for_identity(writer))
             if deleted:
                 # The embedded engine vacuums deleted points only in optimize(): until then they count in BM25's IDF.
                 self.schedule_optimize()
