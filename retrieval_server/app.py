@@ -693,11 +693,19 @@ class Application:
             return ComponentHealth("disk", ComponentState.NOT_CONFIGURED, False, "no embedded store: the servers watch their own disks")
         if self.settings.read_only:
             return ComponentHealth("disk", ComponentState.OK, False, "read-only: nothing is written")
+        # Health answers callers without credentials: the volume's path (a user's home, a mount's
+        # name) goes to the log, the caller reads the numbers.
+        detail = f"{low[1] // MIB} MiB free (floor {self.disk.floor_bytes // MIB} MiB)"
         try:
             self.disk.check()
         except ResourceExhausted as exc:
-            return ComponentHealth("disk", ComponentState.FAILING, False, f"ingestion refused: {exc}")
-        return ComponentHealth("disk", ComponentState.OK, False, f"{low[1] // MIB} MiB free on the volume of {low[0]}")
+            # Said when a volume falls below the floor, not at every probe as its free space moves.
+            if self._health_problems.get("disk") != str(low[0]):
+                log.warning("health: disk is failing: %s", exc)
+                self._health_problems["disk"] = str(low[0])
+            return ComponentHealth("disk", ComponentState.FAILING, False, f"ingestion refused: {detail}")
+        self._health_problems.pop("disk", None)
+        return ComponentHealth("disk", ComponentState.OK, False, detail)
 
     async def close(self) -> None:
         if self._closed:
