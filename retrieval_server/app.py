@@ -26,10 +26,13 @@ from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, 
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.config import Settings, answer_fingerprint
 from retrieval_server.domain import (
+    LOCAL_OPERATOR,
+    AccessFilter,
     ComponentHealth,
     ComponentState,
     DocumentSource,
     HealthReport,
+    Identity,
     IngestReport,
     ReadOnly,
     ResourceExhausted,
@@ -565,13 +568,14 @@ class Application:
             self._writes.discard(done)
             done.set_result(None)
 
-    async def ingest(self, sources: list[DocumentSource], **kwargs: object) -> IngestReport:
+    async def ingest(self, sources: list[DocumentSource], *, writer: Identity = LOCAL_OPERATOR, **kwargs: object) -> IngestReport:
+        """``writer``: the caller, who may replace only stored documents it may read (SUPER_ADMIN: any)."""
         self._writable()
         self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
         # The write's follow-ups (optimize, cache invalidation) run inside it too: close() waits for
         # them, rather than closing the stores they use.
         async with self._writing():
-            report = await self.indexer.ingest(sources, **kwargs)  # type: ignore[arg-type]
+            report = await self.indexer.ingest(sources, writer=AccessFilter.for_identity(writer), **kwargs)  # type: ignore[arg-type]
             self.metrics.ingested.inc(len(report.documents))
             self.metrics.ingest_errors.inc(len(report.errors) + report.errors_not_listed)
             if report.documents:
@@ -579,10 +583,13 @@ class Application:
                 await self._invalidate([d.document_id for d in report.documents if d.replaced])
         return report
 
-    async def delete(self, document_ids: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    async def delete(
+        self, document_ids: list[str] | tuple[str, ...], *, writer: Identity = LOCAL_OPERATOR
+    ) -> tuple[list[str], list[str]]:
+        """The ids deleted, and those not found: missing, or stored where ``writer`` may not read them."""
         self._writable()
         async with self._writing():
-            deleted, missing = await self.indexer.delete(document_ids)
+            deleted, missing = await self.indexer.delete(document_ids, writer=AccessFilter.for_identity(writer))
             if deleted:
                 # The embedded engine vacuums deleted points only in optimize(): until then they count in BM25's IDF.
                 self.schedule_optimize()
@@ -686,11 +693,19 @@ class Application:
             return ComponentHealth("disk", ComponentState.NOT_CONFIGURED, False, "no embedded store: the servers watch their own disks")
         if self.settings.read_only:
             return ComponentHealth("disk", ComponentState.OK, False, "read-only: nothing is written")
+        # Health answers callers without credentials: the volume's path (a user's home, a mount's
+        # name) goes to the log, the caller reads the numbers.
+        detail = f"{low[1] // MIB} MiB free (floor {self.disk.floor_bytes // MIB} MiB)"
         try:
             self.disk.check()
         except ResourceExhausted as exc:
-            return ComponentHealth("disk", ComponentState.FAILING, False, f"ingestion refused: {exc}")
-        return ComponentHealth("disk", ComponentState.OK, False, f"{low[1] // MIB} MiB free on the volume of {low[0]}")
+            # Said when a volume falls below the floor, not at every probe as its free space moves.
+            if self._health_problems.get("disk") != str(low[0]):
+                log.warning("health: disk is failing: %s", exc)
+                self._health_problems["disk"] = str(low[0])
+            return ComponentHealth("disk", ComponentState.FAILING, False, f"ingestion refused: {detail}")
+        self._health_problems.pop("disk", None)
+        return ComponentHealth("disk", ComponentState.OK, False, detail)
 
     async def close(self) -> None:
         if self._closed:

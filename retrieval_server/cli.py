@@ -540,7 +540,8 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--document-id", help="id for a single file (default: file name without extension)")
     ing.add_argument("--quiet", action="store_true", help="no progress bar")
     ing.add_argument("--local", action="store_true", help="write to RETRIEVAL_DATA_DIR directly, without a server")
-    client_opts(ing, role="ADMIN")
+    # The operator's command: an ADMIN replaces or deletes only what it may read, and sends no user.
+    client_opts(ing, role="SUPER_ADMIN")
 
     for name in ("query", "search"):
         sp = sub.add_parser(name, help=f"{name} a running server")
@@ -571,7 +572,7 @@ def _parser() -> argparse.ArgumentParser:
     de = sub.add_parser("delete", help="delete documents")
     de.add_argument("document_ids", nargs="+")
     de.add_argument("--json", action="store_true", help="print the response as JSON (deleted, not_found)")
-    client_opts(de, role="ADMIN")
+    client_opts(de, role="SUPER_ADMIN")
     client_opts(sub.add_parser("health", help="component health of a running server"))
     sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")
     sc.add_argument("directory")

@@ -71,6 +71,11 @@ class Identity:
         return self.role is Role.SUPER_ADMIN
 
 
+#: who writes through the application itself, not through the API (``ingest --local``): the
+#: operator holding the data directory, who may replace or delete any document in it
+LOCAL_OPERATOR = Identity(role=Role.SUPER_ADMIN, verified_by="local")
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
     document_id: str

@@ -145,14 +145,21 @@ def _claim(claims: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def _names(value: Any) -> list[str]:
+def _names(value: Any, claim: str) -> list[str]:
     """A claim's names: a string is one name, whatever it holds. Split on spaces or commas, the
-    one group "Sales EMEA" read documents granted to the groups "Sales" and "EMEA"."""
+    one group "Sales EMEA" read documents granted to the groups "Sales" and "EMEA". ValueError for
+    anything but a string or a list of strings (absent: none): a groups claim that was an object
+    was read as no groups, and an item that was no string was dropped, the caller silently losing
+    what those groups are granted."""
+    if value is None:
+        return []
     if isinstance(value, str):
         return [value] if value.strip() else []  # "": no groups, as some mappers say it
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, str)]
-    return []
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"the token's {claim} claim must be a string or a list of strings (got {type(value).__name__})")
+    if odd := [type(v).__name__ for v in value if not isinstance(v, str)]:
+        raise ValueError(f"the token's {claim} claim must be a string or a list of strings (it holds a {odd[0]})")
+    return list(value)
 
 
 class JwtAuthenticator:
@@ -168,7 +175,7 @@ class JwtAuthenticator:
 
     def _role(self, claims: Mapping[str, Any]) -> Role:
         roles = []
-        for name in _names(_claim(claims, self._role_claim)):
+        for name in _names(_claim(claims, self._role_claim), self._role_claim):
             role = self._role_map.get(name) if self._role_map else None
             # Exactly as written: an identity provider's own "admin" role is not ours.
             if role is None and name in ("SUPER_ADMIN", "ADMIN", "USER") and not self._role_map:
@@ -196,13 +203,14 @@ class JwtAuthenticator:
                 raise ValueError(f"the token's {self._user_claim} claim must be a string (got {type(raw_user).__name__})")
             user = exact_identity(raw_user, f"the token's {self._user_claim} claim")
             groups = tuple(sorted({exact_identity(g, f"a group of the token's {self._groups_claim} claim", user=False)
-                                   for g in _names(_claim(claims, self._groups_claim))})) if self._groups_claim else ()
+                                   for g in _names(_claim(claims, self._groups_claim), self._groups_claim)})) if self._groups_claim else ()
             if len(groups) > MAX_GROUPS:
                 # Every read names each of them, twice: 2,000 made a graph statement SQLite refuses.
                 raise ValueError(f"the token's {self._groups_claim} claim names {len(groups)} groups; at most {MAX_GROUPS} are read")
+            role = self._role(claims)
         except ValueError as exc:
             raise Unauthenticated(str(exc), "TOKEN_CLAIM_INVALID") from None
-        return Identity(user, self._role(claims), groups, verified_by="jwt")
+        return Identity(user, role, groups, verified_by="jwt")
 
     async def close(self) -> None:
         await self._verifier.close()

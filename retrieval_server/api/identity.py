@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from retrieval_server.domain import Identity, InvalidArgument, Role
 from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS, exact_identity
@@ -16,6 +17,21 @@ _MAX_ROLE_CHARS = max(len(role.value) for role in Role) + 8
 _NAMED_ROLES = tuple(r.value for r in Role if r is not Role.ANONYMOUS)
 #: what CPython spends on a short string besides its characters
 _STRING_OVERHEAD = 56
+#: bytes of groups (headers) or of tokens and claims (api.tokens) a process remembers callers by
+REMEMBERED_BYTES = 16 * 1024 * 1024
+
+
+def held_bytes(value: Any) -> int:
+    """About what the strings of ``value`` hold (a string, or lists and mappings of them, as a
+    token's claims are): each one's characters and a string's overhead. Other values count nothing:
+    the strings are what a caller makes heavy (a token of 1,000 groups of 255 characters)."""
+    if isinstance(value, str):
+        return len(value) + _STRING_OVERHEAD
+    if isinstance(value, Mapping):
+        return sum(held_bytes(k) + held_bytes(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(held_bytes(v) for v in value)
+    return 0
 
 
 def groups_from_header(value: str) -> tuple[str, ...]:
@@ -70,17 +86,17 @@ class HeaderIdentities:
     A set that fails is not remembered, nor one longer than its identity can be written (white
     space around a valid value, or empty and repeated groups, still parse: 4,096 padded sets
     would hold tens of MB). At most ``size`` sets, and groups of at most ``group_bytes`` in all
-    (each counted as its characters and a string's overhead, twice: as sent and as a principal):
-    4,096 users of 300 groups each held 233 MiB. The oldest is dropped first."""
+    (:func:`held_bytes` of the header as sent, the groups and the principals): 4,096 users of 300
+    groups each held 233 MiB. The oldest is dropped first."""
 
-    def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = REMEMBERED_BYTES) -> None:
         self._verified_by, self._size, self._group_bytes = verified_by, size, group_bytes
         self._known: dict[tuple[str, str, str], Identity] = {}
         self._held = 0
 
     @staticmethod
     def _weight(key: tuple[str, str, str], identity: Identity) -> int:
-        return 2 * len(key[2]) + 2 * _STRING_OVERHEAD * len(identity.groups)
+        return held_bytes(key[2]) + held_bytes(identity.groups) + held_bytes(identity.principals)
 
     def __call__(self, metadata: Mapping[str, str]) -> Identity:
         key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""), metadata.get(GROUPS_HEADER, ""))

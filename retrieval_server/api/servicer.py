@@ -268,7 +268,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 v.add("documents", f"documents may hold at most {limit} entries (got {len(request.documents)})")
             sources = [v.check(convert.document_in, d, i, self._s.max_document_bytes) for i, d in enumerate(request.documents[:limit])]
             v.raise_if_any()
-            report = await self._app.ingest([s for s in sources if s is not None])
+            report = await self._app.ingest([s for s in sources if s is not None], writer=current_identity())
             record.update(stored=[d.document_id for d in report.documents], failed=len(report.errors) + report.errors_not_listed)
         return convert.ingest_out(report, self._s.max_response_bytes)
 
@@ -281,7 +281,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             if not request.document_ids:
                 raise InvalidArgument("document_ids must not be empty")
             ids = validation.document_ids(request.document_ids, self._s.max_documents_per_request, "document_ids")
-            deleted, missing = await self._app.delete(ids)
+            deleted, missing = await self._app.delete(ids, writer=current_identity())
             record.update(deleted=deleted, not_found=len(missing))
         return pb.DeleteDocumentsResponse(deleted=deleted, not_found=missing)
 

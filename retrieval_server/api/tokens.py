@@ -14,7 +14,8 @@ signature checked only while it has not expired (``exp`` plus the leeway), for a
 ``remember_s`` after it was verified (the server passes RETRIEVAL_JWT_JWKS_CACHE_S), and only
 while the key source says its keys are the ones the token was verified with and may still be
 used without a fetch (:meth:`KeySource.version`): a JWKS file that changed, a fetch that brought
-other keys, or fetched keys older than their cache lifetime make it verified again.
+other keys, or fetched keys older than their cache lifetime make it verified again. What is
+remembered is bounded by count and by bytes (a token of 1,000 groups weighs about 650 KB).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, Protocol
 import httpx
 import jwt
 
+from retrieval_server.api.identity import REMEMBERED_BYTES, held_bytes
 from retrieval_server.backends.http_body import ResponseRefused, failure_text, request_bounded, without_userinfo
 from retrieval_server.domain import Unauthenticated, Unavailable
 
@@ -232,20 +234,27 @@ class _Verified:
     until: float
     #: the key source's version before it was verified
     keys: Hashable
+    #: what remembering it holds: the token and its claims (:func:`held_bytes`)
+    weight: int
 
 
 class TokenVerifier:
     def __init__(self, keys: KeySource, algorithms: tuple[str, ...], *, issuer: str | None, audience: str | None, leeway_s: float,
-                 remember_s: float = 0.0, remember_max: int = 4096, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 remember_s: float = 0.0, remember_max: int = 4096, remember_bytes: int = REMEMBERED_BYTES,
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """At most ``remember_max`` tokens are remembered, weighing ``remember_bytes`` in all: by count
+        alone, 4,096 tokens of 300 groups held their 76 MB and 120 MiB of claims (about 2.5 GiB at
+        1,000 groups of 255 characters)."""
         self._keys = keys
         self._algorithms = algorithms
         self._issuer, self._audience, self._leeway = issuer, audience, leeway_s
         self._required = ["exp", *(["iss"] if issuer else []), *(["aud"] if audience else [])]
-        self._remember_s, self._remember_max = remember_s, remember_max
+        self._remember_s, self._remember_max, self._remember_bytes = remember_s, remember_max, remember_bytes
         self._clock, self._monotonic = clock, monotonic
         #: tokens that verified, the least recently used first
         self._verified: OrderedDict[str, _Verified] = OrderedDict()
+        #: the weight of what :attr:`_verified` holds
+        self._held = 0
 
     async def verify(self, token: str) -> Mapping[str, Any]:
         """The token's claims, once its signature, algorithm, issuer, audience and times check out,
@@ -258,17 +267,24 @@ class TokenVerifier:
             if keys is not None and keys == known.keys and self._clock() < known.expires and self._monotonic() < known.until:
                 self._verified.move_to_end(token)
                 return known.claims
-            del self._verified[token]
+            self._forget(token)
         claims = MappingProxyType(await self._check(token))
         if keys is not None and self._remember_s > 0 and self._remember_max > 0:
             try:
                 expires = float(claims["exp"]) + self._leeway
             except (OverflowError, TypeError, ValueError):
                 return claims  # an exp no float holds: verified every time
-            self._verified[token] = _Verified(claims, expires, self._monotonic() + self._remember_s, keys)
-            if len(self._verified) > self._remember_max:
-                self._verified.popitem(last=False)
+            weight = held_bytes(token) + held_bytes(claims)
+            if weight > self._remember_bytes:
+                return claims  # heavier than the whole budget: verified every time
+            while self._verified and (len(self._verified) >= self._remember_max or self._held + weight > self._remember_bytes):
+                self._forget(next(iter(self._verified)))
+            self._verified[token] = _Verified(claims, expires, self._monotonic() + self._remember_s, keys, weight)
+            self._held += weight
         return claims
+
+    def _forget(self, token: str) -> None:
+        self._held -= self._verified.pop(token).weight
 
     async def _check(self, token: str) -> dict[str, Any]:
         try:

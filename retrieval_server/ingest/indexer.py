@@ -51,7 +51,9 @@ from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import (
+    LOCAL_OPERATOR,
     Access,
+    AccessFilter,
     ChildChunk,
     Document,
     DocumentSource,
@@ -173,6 +175,15 @@ class _DocumentLock:
     users: int = 0
 
 
+def _refusal(stored: Document | None, writer: AccessFilter) -> str | None:
+    """Why ``writer`` may not replace ``stored`` (None: it may). Only a document the writer may
+    read, by the rule reads apply: an ADMIN who could not read a private document deleted it, or
+    made its id serve their own text, and learnt it existed."""
+    if stored is None or writer.allows(stored):
+        return None
+    return f"document_id '{stored.document_id}' is taken by a document the caller may not read: only SUPER_ADMIN may replace it"
+
+
 def _clean_id(document_id: str) -> str:
     try:
         return clean_identifier(document_id, "document_id", MAX_DOCUMENT_ID_CHARS)
@@ -240,8 +251,10 @@ class Indexer:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     async def ingest(
-        self, sources: Sequence[DocumentSource], on_document: Callable[[str], None] | None = None
+        self, sources: Sequence[DocumentSource], on_document: Callable[[str], None] | None = None, *,
+        writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR),
     ) -> IngestReport:
+        """``writer``: what the caller may read, and so replace (:func:`_refusal`)."""
         done: list[IngestedDocument] = []
         errors: list[IngestFailure] = []
         pending: list[_Prepared] = []
@@ -260,7 +273,7 @@ class Indexer:
                 await task
 
         async def write(batch: list[_Prepared], dense: np.ndarray, derived: asyncio.Task[list[_Derived]]) -> None:
-            done.extend(await self._write(batch, dense, await derived, errors))
+            done.extend(await self._write(batch, dense, await derived, errors, writer))
             if on_document:
                 for p in batch:
                     on_document(p.document.document_id)
@@ -304,7 +317,7 @@ class Indexer:
                         if doc_id in order:
                             raise LoadError(f"document_id '{doc_id}' appears twice in one request")
                         order[doc_id] = len(order)
-                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id))
+                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id), writer)
                     except LoadError as exc:
                         # Listed as a file's unreadable rows are: a 1 MB file of 20,000 repeated
                         # ids answered with 20,000 errors (22 MB, over a client's 4 MiB).
@@ -354,7 +367,7 @@ class Indexer:
         with_points = len({c.parent_chunk_id for c in p.children}) if self._vectors.features.parent_vectors else 0
         return not with_points or await self._vectors.count(doc_id, version, parents=True) == with_points
 
-    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument) -> _Prepared:
+    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, writer: AccessFilter) -> _Prepared:
         try:
             # A user's, never a group's: a private document owned by "group:hr" was the whole group's
             # to read, which only a grant may give.
@@ -400,6 +413,10 @@ class Indexer:
             raise LoadError("no text to index")
         doc = dataclasses.replace(doc, content_hash=fingerprint)
         previous = await self._metadata.get_document(doc.document_id)
+        # Before it is embedded, or found unchanged (which would say the id is stored); checked
+        # again under the document's lock before it is written (_write).
+        if refusal := _refusal(previous, writer):
+            raise LoadError(refusal)
         kid_title_tokens = title_tokens if kid_title == doc.title else self._model_tokens - 2 - self._chunker.sizes.child_tokens
         return _Prepared(doc, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
 
@@ -485,7 +502,7 @@ class Indexer:
         return out
 
     async def _write(
-        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure]
+        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure], writer: AccessFilter
     ) -> list[IngestedDocument]:
         with_parents = self._vectors.features.parent_vectors
         out: list[IngestedDocument] = []
@@ -514,6 +531,11 @@ class Indexer:
             try:
                 # Waiting for the document's lock can be cancelled; its write, once begun, runs to its end.
                 async with self._document_lock(doc_id):
+                    # Under the lock, as every write of it: what was checked when it was prepared may
+                    # have been replaced since (made private) by another writer.
+                    if refusal := await self._refused(doc_id, writer):
+                        errors.append(IngestFailure(doc_id, refusal))
+                        continue
                     replaced = await _to_the_end(self._store(p, points, parent_points, d.graph))
             except Exception as exc:
                 errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
@@ -598,8 +620,17 @@ class Indexer:
             if not entry.users:
                 del self._locks[document_id]
 
-    async def _delete_one(self, document_id: str) -> bool:
-        """Under the document's lock: rows, then vectors."""
+    async def _refused(self, document_id: str, writer: AccessFilter) -> str | None:
+        """:func:`_refusal` of the stored version (read under the document's lock)."""
+        if writer.reads_everything:
+            return None
+        return _refusal(await self._metadata.get_document(document_id), writer)
+
+    async def _delete_one(self, document_id: str, writer: AccessFilter) -> bool:
+        """Under the document's lock: rows, then vectors. False, as for a missing id, for a document
+        ``writer`` may not read: that it exists is not theirs to learn either."""
+        if await self._refused(document_id, writer):
+            return False
         existed = await self._metadata.delete_document(document_id)
         await self._reconcile_quietly(document_id)
         if existed:
@@ -641,8 +672,11 @@ class Indexer:
             log.info("recovered interrupted writes", extra={"documents": len(done)})
         return done
 
-    async def delete(self, document_ids: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Remove documents: rows first (queries stop seeing them), then their vectors.
+    async def delete(
+        self, document_ids: Sequence[str], *, writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR)
+    ) -> tuple[list[str], list[str]]:
+        """Remove documents: rows first (queries stop seeing them), then their vectors. A document
+        ``writer`` may not read is left stored and reported missing (:meth:`_delete_one`).
 
         Once the rows are gone the document is deleted for every reader; if removing the vectors
         fails, the pending write left by :meth:`MetadataStore.delete_document` finishes the job later.
@@ -654,7 +688,7 @@ class Indexer:
         deleted, missing = [], []
         for doc_id in dict.fromkeys(cleaned):
             async with self._document_lock(doc_id):
-                existed = await _to_the_end(self._delete_one(doc_id))
+                existed = await _to_the_end(self._delete_one(doc_id, writer))
             (deleted if existed else missing).append(doc_id)
         await self._recount()
         return deleted, missing

@@ -365,6 +365,45 @@ async def test_admin_actions_are_audited(tmp_path: Path, caplog: pytest.LogCaptu
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines[2:])  # type: ignore[attr-defined]
 
 
+def _taken(doc_id: str) -> str:
+    return f"document_id '{doc_id}' is taken by a document the caller may not read: only SUPER_ADMIN may replace it"
+
+
+async def test_an_admin_replaces_or_deletes_only_what_it_may_read(tmp_path: Path) -> None:
+    """An ADMIN who could not read alice's private review deleted it, or replaced it (its id then
+    served the ADMIN's text to alice), and learnt from either that the id was stored."""
+    async with serving(tmp_path, jwt_secret=SECRET, **JWT) as srv:
+        target, metadata = f"127.0.0.1:{srv.port}", srv.app.metadata
+        original = await metadata.get_document("alice-review")
+
+        def text(doc_id: str, body: str, **fields: Any) -> pb.DocumentInput:
+            return pb.DocumentInput(document_id=doc_id, filename=f"{doc_id}.txt", content=body.encode(), **fields)
+
+        async with AsyncRetrievalClient(target, token=hs256(claims("mallory", "ADMIN"))) as mallory:
+            own = text("mallory-note", "Mallory's note on kites.", access=pb.ACCESS_PRIVATE, owner_id="mallory")
+            assert not (await mallory.ingest([own])).errors
+            report = await mallory.ingest([text("alice-review", "Nothing to see here."), text("policy", "The salary policy changed."),
+                                           text("mallory-note", "Mallory's note on kites, revised.", access=pb.ACCESS_PRIVATE, owner_id="mallory")])
+            assert [(e.source, e.reason) for e in report.errors] == [("alice-review.txt", _taken("alice-review"))]
+            assert [(d.document_id, d.replaced) for d in report.documents] == [("policy", True), ("mallory-note", True)]
+            rows = pb.DocumentInput(filename="rows.jsonl", content=json.dumps({"_id": "alice-review", "text": "Nothing to see here."}).encode())
+            report = await mallory.ingest([rows])
+            assert [(e.source, e.reason) for e in report.errors] == [("rows.jsonl:alice-review", _taken("alice-review"))]
+            assert not report.documents
+            # Reported as an id that is not stored: whether it is is not the ADMIN's to learn.
+            resp = await mallory.delete(["alice-review", "no-such-doc", "mallory-note"])
+            assert (list(resp.deleted), list(resp.not_found)) == (["mallory-note"], ["alice-review", "no-such-doc"])
+        assert await metadata.get_document("alice-review") == original
+        async with AsyncRetrievalClient(target, token=hs256(claims("alice", "USER"))) as alice:
+            [context] = [c for c in (await alice.query("Alice's salary increase", top_k=5, use_cache=False)).contexts
+                         if c.document_id == "alice-review"]
+            assert "7 percent" in context.content
+        async with AsyncRetrievalClient(target, token=hs256(claims("root", "SUPER_ADMIN"))) as root:
+            report = await root.ingest([text("alice-review", "Alice's review moved.", access=pb.ACCESS_PRIVATE, owner_id="alice")])
+            assert not report.errors and [(d.document_id, d.replaced) for d in report.documents] == [("alice-review", True)]
+            assert list((await root.delete(["alice-review"])).deleted) == ["alice-review"]
+
+
 async def test_an_admin_call_refused_before_its_request_is_read_is_audited(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Too many documents, or bytes that are not the message, are refused before the caller is
     identified: such an attempt left no line."""

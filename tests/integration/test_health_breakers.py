@@ -5,6 +5,8 @@ OpenAI-compatible LLM, each a local server speaking its protocol that answers 50
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +124,26 @@ async def test_a_failing_store_is_named_without_what_its_driver_says(tmp_path: P
     assert [r.getMessage() for r in caplog.records if "10.1.2.3" in r.getMessage()] == [
         "health: metadata_store is failing: (1045, \"Access denied for user 'retrieval'@'10.1.2.3'\")"
     ]
+
+
+async def test_the_disk_component_names_no_path_and_the_log_does(tmp_path: Path, caplog: Any) -> None:
+    """Health answers callers without credentials: the data directory's path (a user's home, a
+    mount's name) was in its detail, below the floor or not."""
+    from retrieval_server.backends.disk import DiskSpace
+
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await app.open()
+    try:
+        [disk] = [c for c in (await app.health()).components if c.name == "disk"]
+        assert disk.state is ComponentState.OK and str(tmp_path) not in disk.detail
+        assert re.fullmatch(rf"\d+ MiB free \(floor {app.settings.min_free_disk_mb} MiB\)", disk.detail), disk.detail
+        app.disk = DiskSpace.of(app.disk.paths, 1 << 40)  # a floor no volume is above
+        with caplog.at_level(logging.WARNING, logger="retrieval_server.app"):
+            for _ in range(2):
+                [disk] = [c for c in (await app.health()).components if c.name == "disk"]
+                assert disk.state is ComponentState.FAILING and str(tmp_path) not in disk.detail
+                assert re.fullmatch(rf"ingestion refused: \d+ MiB free \(floor {1 << 40} MiB\)", disk.detail), disk.detail
+        [logged] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("health: disk is failing")]  # once
+        assert str(tmp_path) in logged
+    finally:
+        await app.close()

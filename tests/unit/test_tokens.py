@@ -101,6 +101,26 @@ async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
         await auth.close()
 
 
+async def test_a_groups_or_role_claim_of_another_type_is_refused_not_read_as_none(tmp_path: Path) -> None:
+    """A groups claim that was an object was read as no groups, and a number among its names was
+    dropped: the caller silently lost every document granted to those groups."""
+    from retrieval_server.api.auth import authenticator_for
+    from retrieval_server.config import load_settings
+    from tests.support.tokens import AUDIENCE, SECRET, claims
+
+    auth = authenticator_for(load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_secret=SECRET, jwt_groups_claim="groups", jwt_audience=AUDIENCE))
+    try:
+        assert (await _identify(auth, {**claims("dave"), "groups": None})).principals == ("dave",)  # null: no groups, as absent
+        for claim, value, says in (("groups", {"eng": True}, "got dict"), ("groups", ["eng", 7], "it holds a int"),
+                                   ("groups", ["eng", None], "it holds a NoneType"), ("groups", 7, "got int"), ("groups", True, "got bool"),
+                                   ("role", {"name": "ADMIN"}, "got dict"), ("role", ["ADMIN", ["USER"]], "it holds a list")):
+            with pytest.raises(Unauthenticated, match=f"the token's {claim} claim must be a string or a list of strings \\({says}\\)") as refused:
+                await _identify(auth, claims("dave", **{claim: value}))
+            assert refused.value.reason == "TOKEN_CLAIM_INVALID", (claim, value)
+    finally:
+        await auth.close()
+
+
 async def _identify(auth: Any, payload: dict[str, Any]) -> Any:
     from tests.support.tokens import hs256
 

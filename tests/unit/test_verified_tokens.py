@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from retrieval_server.api.identity import REMEMBERED_BYTES
 from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVerifier
 from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.domain import Unauthenticated, Unavailable
@@ -118,6 +119,33 @@ async def test_at_most_remember_max_tokens_are_kept_the_least_recently_used_drop
     assert keys.uses == 3
     await verifier.verify(b)
     assert keys.uses == 4
+
+
+async def test_remembered_tokens_are_held_to_a_budget_of_bytes() -> None:
+    """By count alone, 4,096 tokens of 300 groups held their 76 MB and 120 MiB of claims a process
+    (about 2.5 GiB at 1,000 groups of 255 characters): the least recently used go to stay in budget."""
+    keys, clock = CountingKeys(), Clock(time.time())
+    verifier = _verifier(keys, clock)
+    groups = [f"department-{i:04d}-with-a-realistic-group-name" for i in range(300)]
+    tokens = [hs256(claims(f"user-{u}", groups=groups)) for u in range(400)]  # about 50 KB each: 20 MB
+    for token in tokens:
+        await verifier.verify(token)
+    uses = keys.uses
+    await verifier.verify(tokens[-1])
+    assert keys.uses == uses  # the newest kept
+    await verifier.verify(tokens[0])
+    assert keys.uses == uses + 1  # the oldest gone
+    assert 0 < verifier._held <= REMEMBERED_BYTES and len(verifier._verified) < len(tokens)
+    keys.generation += 1  # each verified again, replacing what was remembered: the weight follows
+    for token in tokens[-3:]:
+        await verifier.verify(token)
+    assert verifier._held == sum(v.weight for v in verifier._verified.values()) <= REMEMBERED_BYTES
+    alone = TokenVerifier(keys, ("HS256",), issuer=ISSUER, audience=AUDIENCE, leeway_s=LEEWAY, remember_s=300, remember_bytes=1_000,
+                          clock=clock, monotonic=clock)
+    uses = keys.uses
+    for _ in range(2):  # over the whole budget: verified every time, never kept
+        await alone.verify(tokens[0])
+    assert keys.uses == uses + 2 and not alone._verified and alone._held == 0
 
 
 async def test_remember_s_zero_checks_every_call() -> None:

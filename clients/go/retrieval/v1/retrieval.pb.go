@@ -45,7 +45,10 @@
 // plus the private ones they own or are granted; the anonymous caller reads public documents
 // only. The rule is applied inside every retrieval leg and partitions the cache, so a result a
 // caller may not read is never returned. IngestDocuments and DeleteDocuments need ADMIN or
-// SUPER_ADMIN.
+// SUPER_ADMIN, and an ADMIN replaces or deletes only stored documents it may read: a document
+// whose id is taken by one it may not read is that document's error in
+// IngestDocumentsResponse.errors, and such an id is in DeleteDocumentsResponse.not_found as a
+// missing one is; the stored document stays as it was.
 //
 // Errors
 //
@@ -2192,7 +2195,8 @@ type DeleteDocumentsResponse struct {
 
 	// Ids that were stored and are now removed.
 	Deleted []string `protobuf:"bytes,1,rep,name=deleted,proto3" json:"deleted,omitempty"`
-	// Ids that were not stored (nothing to remove).
+	// Ids that were not stored (nothing to remove), or whose documents the caller may not read
+	// (kept, and not told apart from missing ones).
 	NotFound []string `protobuf:"bytes,2,rep,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
 }
 

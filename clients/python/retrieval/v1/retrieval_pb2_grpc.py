@@ -116,8 +116,9 @@ class RetrievalServiceServicer:
     def IngestDocuments(self, request, context):
         """Admin: add documents, or replace the stored ones with the same ids (their chunks are
         replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
-        is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
-        Needs ADMIN or SUPER_ADMIN.
+        is reported in IngestDocumentsResponse.errors and the rest of the batch goes on, as is a
+        document whose id is taken by one an ADMIN caller may not read (only SUPER_ADMIN replaces
+        those). Needs ADMIN or SUPER_ADMIN.
         Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
         fields in them than the limit above, a document without filename and id, empty content,
         content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
@@ -134,7 +135,8 @@ class RetrievalServiceServicer:
     def DeleteDocuments(self, request, context):
         """Admin: remove documents with their chunks, vectors, grants and the cached answers that
         cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
-        error. Needs ADMIN or SUPER_ADMIN.
+        error, and so are those of documents an ADMIN caller may not read (kept: only SUPER_ADMIN
+        deletes those). Needs ADMIN or SUPER_ADMIN.
         Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
         id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
         UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is

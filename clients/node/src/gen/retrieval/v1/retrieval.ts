@@ -73,7 +73,10 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  * plus the private ones they own or are granted; the anonymous caller reads public documents
  * only. The rule is applied inside every retrieval leg and partitions the cache, so a result a
  * caller may not read is never returned. IngestDocuments and DeleteDocuments need ADMIN or
- * SUPER_ADMIN.
+ * SUPER_ADMIN, and an ADMIN replaces or deletes only stored documents it may read: a document
+ * whose id is taken by one it may not read is that document's error in
+ * IngestDocumentsResponse.errors, and such an id is in DeleteDocumentsResponse.not_found as a
+ * missing one is; the stored document stays as it was.
  *
  * Errors
  *
@@ -976,7 +979,10 @@ export interface DeleteDocumentsRequest {
 export interface DeleteDocumentsResponse {
   /** Ids that were stored and are now removed. */
   deleted: string[];
-  /** Ids that were not stored (nothing to remove). */
+  /**
+   * Ids that were not stored (nothing to remove), or whose documents the caller may not read
+   * (kept, and not told apart from missing ones).
+   */
   notFound: string[];
 }
 
@@ -5435,8 +5441,9 @@ export const RetrievalServiceService = {
   /**
    * Admin: add documents, or replace the stored ones with the same ids (their chunks are
    * replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
-   * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
-   * Needs ADMIN or SUPER_ADMIN.
+   * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on, as is a
+   * document whose id is taken by one an ADMIN caller may not read (only SUPER_ADMIN replaces
+   * those). Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
    * fields in them than the limit above, a document without filename and id, empty content,
    * content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
@@ -5460,7 +5467,8 @@ export const RetrievalServiceService = {
   /**
    * Admin: remove documents with their chunks, vectors, grants and the cached answers that
    * cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
-   * error. Needs ADMIN or SUPER_ADMIN.
+   * error, and so are those of documents an ADMIN caller may not read (kept: only SUPER_ADMIN
+   * deletes those). Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
    * id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
@@ -5528,8 +5536,9 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
   /**
    * Admin: add documents, or replace the stored ones with the same ids (their chunks are
    * replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
-   * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
-   * Needs ADMIN or SUPER_ADMIN.
+   * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on, as is a
+   * document whose id is taken by one an ADMIN caller may not read (only SUPER_ADMIN replaces
+   * those). Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
    * fields in them than the limit above, a document without filename and id, empty content,
    * content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
@@ -5543,7 +5552,8 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
   /**
    * Admin: remove documents with their chunks, vectors, grants and the cached answers that
    * cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
-   * error. Needs ADMIN or SUPER_ADMIN.
+   * error, and so are those of documents an ADMIN caller may not read (kept: only SUPER_ADMIN
+   * deletes those). Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
    * id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
@@ -5635,8 +5645,9 @@ export interface RetrievalServiceClient extends Client {
   /**
    * Admin: add documents, or replace the stored ones with the same ids (their chunks are
    * replaced, never duplicated; unchanged content is not re-embedded). A file that cannot be read
-   * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on.
-   * Needs ADMIN or SUPER_ADMIN.
+   * is reported in IngestDocumentsResponse.errors and the rest of the batch goes on, as is a
+   * document whose id is taken by one an ADMIN caller may not read (only SUPER_ADMIN replaces
+   * those). Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no documents, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST or more
    * fields in them than the limit above, a document without filename and id, empty content,
    * content over RETRIEVAL_MAX_DOCUMENT_BYTES (16,777,216 bytes), PRIVATE without owner_id,
@@ -5664,7 +5675,8 @@ export interface RetrievalServiceClient extends Client {
   /**
    * Admin: remove documents with their chunks, vectors, grants and the cached answers that
    * cite them. Ids that are not stored are listed in DeleteDocumentsResponse.not_found, not an
-   * error. Needs ADMIN or SUPER_ADMIN.
+   * error, and so are those of documents an ADMIN caller may not read (kept: only SUPER_ADMIN
+   * deletes those). Needs ADMIN or SUPER_ADMIN.
    * Errors: INVALID_ARGUMENT (no ids, more than RETRIEVAL_MAX_DOCUMENTS_PER_REQUEST, an empty
    * id), UNAUTHENTICATED, PERMISSION_DENIED (role), FAILED_PRECONDITION (read-only server),
    * UNAVAILABLE, INTERNAL. Cancelled, or past its deadline: the document being deleted is
