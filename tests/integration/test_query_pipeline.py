@@ -260,6 +260,17 @@ async def test_keyword_finds_the_exact_code(app: Application) -> None:
     assert _docs(r)[0] == "codes" and r.metrics.strategy_used is Strategy.KEYWORD
 
 
+@pytest.mark.parametrize("strategy", [Strategy.KEYWORD, Strategy.HYBRID])
+async def test_a_query_of_stop_words_only_says_the_keyword_leg_had_no_terms(app: Application, strategy: Strategy) -> None:
+    """BM25 leaves stop words out of its terms: "to be or not to be" searches nothing by keyword."""
+    r = await app.pipeline.query(QueryOptions("to be or not to be", 3, strategy=strategy, use_cache=False))
+    assert "keyword:no_terms" in r.metrics.degraded
+    if strategy is Strategy.KEYWORD:
+        assert _docs(r) == []
+    found = await app.pipeline.query(QueryOptions("XK-4471 is it", 3, strategy=strategy, use_cache=False))
+    assert "keyword:no_terms" not in found.metrics.degraded and _docs(found)[0] == "codes"
+
+
 UNSPACED_AND_ACCENTED = [
     _doc("ja", "東京タワーは東京にある電波塔です。"), _doc("zh", "我喜欢机器学习和自然语言处理。"),
     _doc("fr", "Le café au lait est servi à Zürich chaque matin."), _doc("cs", "The desktop client is written in C# on .NET."),
