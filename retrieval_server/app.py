@@ -21,7 +21,7 @@ from retrieval_server.backends.file_digest import cached_sha256, sha256_hex
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
-from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.sparse import TERMS_REVISION, Bm25Encoder
 from retrieval_server.backends.vector_store import IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.config import Settings, answer_fingerprint
@@ -430,6 +430,7 @@ class Application:
             for task in started:
                 if task.done():
                     task.result()  # the first failure, if any (the others are awaited before closing)
+            self._bind_terms()
             if self.settings.model_dir is None:
                 await self._choose_model()
             await self._check_model()
@@ -524,6 +525,14 @@ class Application:
         if choice is not None and choice.how not in (model_choice.How.RECORDED, model_choice.How.UNRECORDED):
             if await self.metadata.get_info(model_choice.INFO_KEY) != choice.to_json():
                 await self.metadata.set_info(model_choice.INFO_KEY, choice.to_json())
+
+    def _bind_terms(self) -> None:
+        """Keyword terms as the vector index was built with them: another revision's would miss its own."""
+        terms = self.vectors.features.terms
+        if terms != TERMS_REVISION:
+            log.warning("the vector index holds keyword terms of revision %d, which it keeps (revision %d, with Chinese and "
+                        "Japanese bigrams and accents folded, applies to a new data directory or collection)", terms, TERMS_REVISION)
+        self.sparse.use(terms)
 
     async def _bind_child_title(self) -> None:
         """Contextual children are decided when an index gets its first documents, and the index

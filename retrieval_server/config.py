@@ -514,6 +514,11 @@ class Settings(BaseSettings):
         if self.rerank_activation == "sigmoid" and not 0 <= self.rerank_threshold <= 1:
             raise ValueError(f"rerank_threshold {self.rerank_threshold} is no probability: with rerank_activation 'sigmoid' "
                              "scores lie in [0, 1], so must the threshold (-1000 to 1000 with 'none', raw logits)")
+        if self.semantic_weight == 0 and self.keyword_weight == 0:
+            # Under RRF the metadata and graph legs are weighed relative to the stronger of the two:
+            # with both 0 they outweighed the vector legs by 1e9, and callers got scores of 1e7.
+            raise ValueError("semantic_weight and keyword_weight are both 0: set one above 0 (the metadata and graph legs' RRF "
+                             "weights are relative to the larger)")
         if self.qdrant_url and self.qdrant_path:
             raise ValueError("set only one of qdrant_url and qdrant_path")
         if self.processes > 1 and self.qdrant_path:

@@ -160,9 +160,10 @@ class DirectCalls:
         self._filter = _filter(PUBLIC)
         exact = int(self._shard.info().points_count) <= 200_000
         self._params = qe.SearchParams(exact=exact, acorn=qe.AcornSearchParams(enable=True) if self._filter else None)
-        self._sparse = Bm25Encoder()
-        # The keyword leg's vector: the titled one (BM25F) wherever the index holds it, as the service searches.
+        # The keyword leg's vector: the titled one (BM25F) wherever the index holds it, as the service searches,
+        # and its terms as the index was built with them.
         features = saved_features(index_dir / "vectors")
+        self._sparse = Bm25Encoder(terms=features.terms)
         self._keyword_vector = SPARSE_TITLED if features.title_field else SPARSE
         self._granularities = (DENSE, PARENT) if features.parent_vectors else (DENSE,)
         self._store = SqliteMetadataStore(index_dir / "metadata.sqlite3")

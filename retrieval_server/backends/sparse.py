@@ -9,21 +9,64 @@ The title as a weighted field (BM25F, Robertson et al. 2004, with one length nor
 the weighted fields): a term's frequency is ``tf(text) + w * tf(title)`` and the length is
 ``len(text) + w * len(title)`` before saturation, which is exactly BM25 over the text followed by
 the title repeated ``w`` times.
+
+Terms (:data:`TERMS_REVISION`). Revision 1 is the engine's tokenizer as it is: words between
+non-letters, so a run of Han and kana, written without spaces, was one term that no query of a
+word inside it matched; accents kept ("cafe" missed "café"); and "C#", "C++" and "C" all the term
+"c". Revision 2 splits each such run into overlapping character bigrams (a lone character stays a
+unigram: Lucene's CJK bigram filter), folds accents to ASCII, and makes C#, C++ and F# terms of
+their own, the same for documents and queries. Hangul is not split: Korean puts spaces between
+words, which the tokenizer keeps. An index records the revision its vectors were built with
+(``IndexFeatures.terms``) and the encoder follows it (:meth:`Bm25Encoder.use`): the terms of
+another revision would miss the index's own.
 """
 
 from __future__ import annotations
 
+import re
+
 import qdrant_edge as qe
 
-from retrieval_server.domain import SparseVector
+from retrieval_server.domain import SparseVector, Unavailable
+
+#: what a new index's keyword terms are (see the module's docstring)
+TERMS_REVISION = 2
+#: Han and kana, as ``adaptive.UNSPACED`` reads them, in runs
+_UNSPACED_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+#: languages whose names the tokenizer cuts to "c" or "f", as whole tokens
+_LANGUAGES = re.compile(r"(?<![\w+#])(c\+\+|c#|f#)(?![\w+#])", re.IGNORECASE)
+_LANGUAGE_TERMS = {"c++": "cplusplus", "c#": "csharp", "f#": "fsharp"}
+
+
+def bigrams(run: str) -> str:
+    """A run of unspaced characters as its overlapping bigrams, between spaces; one character alone."""
+    return " " + " ".join(run[i:i + 2] for i in range(max(len(run) - 1, 1))) + " "
+
+
+def revised_terms(text: str) -> str:
+    """``text`` as revision 2 hands it to the tokenizer (the accents are the engine's to fold)."""
+    text = _UNSPACED_RUN.sub(lambda m: bigrams(m.group()), text)
+    return _LANGUAGES.sub(lambda m: f" {_LANGUAGE_TERMS[m.group().lower()]} ", text)
 
 
 class Bm25Encoder:
-    def __init__(self, avg_len: float = 128.0) -> None:
-        self._model = qe.Bm25(qe.Bm25Config(avg_len=avg_len))
+    def __init__(self, avg_len: float = 128.0, terms: int = TERMS_REVISION) -> None:
+        self._avg_len = avg_len
+        self.use(terms)
+
+    def use(self, terms: int) -> None:
+        """Encode as an index of terms revision ``terms`` was built (before any text is encoded)."""
+        if not 1 <= terms <= TERMS_REVISION:
+            raise Unavailable(f"the vector index holds keyword terms of revision {terms}, which this service cannot make (it makes "
+                              f"1 to {TERMS_REVISION}): serve it with the version that built it")
+        self.terms = terms
+        self._model = qe.Bm25(qe.Bm25Config(avg_len=self._avg_len, ascii_folding=terms >= 2 or None))
+
+    def _prepared(self, text: str) -> str:
+        return revised_terms(text) if self.terms >= 2 else text
 
     def document(self, text: str) -> SparseVector:
-        v = self._model.embed_document(text)
+        v = self._model.embed_document(self._prepared(text))
         return SparseVector(tuple(v.indices), tuple(v.values))
 
     def titled_document(self, text: str, title: str, weight: int) -> SparseVector:
@@ -31,5 +74,5 @@ class Bm25Encoder:
         return self.document(" ".join([text, *([title] * weight)]) if title and weight > 0 else text)
 
     def query(self, text: str) -> SparseVector:
-        v = self._model.embed_query(text)
+        v = self._model.embed_query(self._prepared(text))
         return SparseVector(tuple(v.indices), tuple(v.values))

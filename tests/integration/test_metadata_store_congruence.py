@@ -7,6 +7,7 @@ import unicodedata
 import pytest
 
 from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
 
 
@@ -116,6 +117,15 @@ async def test_a_decomposed_metadata_value_is_found_by_its_composed_spelling(met
     public = AccessFilter.for_identity(Identity())
     assert [d for d, _ in await metadata_store.search_documents("Zürich", 10, public)] == ["office"]
     assert (await metadata_store.get_document("office")).metadata == {"city": decomposed}  # type: ignore[union-attr]
+
+
+async def test_a_one_character_han_word_is_searched(metadata_store: MetadataStore) -> None:
+    """猫 ("cat") is a word, not an initial to leave out (InnoDB skips words under
+    innodb_ft_min_token_size, 3 by default, so only SQLite finds it)."""
+    await metadata_store.replace_document(Document("cat", "猫 と 犬"), [])
+    await metadata_store.replace_document(Document("a", "a b c"), [])
+    found = [d for d, _ in await metadata_store.search_documents("猫", 10, AccessFilter.for_identity(Identity()))]
+    assert found == (["cat"] if isinstance(metadata_store, SqliteMetadataStore) else [])
 
 
 async def test_full_text_search_leaves_out_stopwords(metadata_store: MetadataStore) -> None:

@@ -20,8 +20,13 @@ import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
+from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.backends.llm import OpenAICompatibleChat
+from retrieval_server.backends.sparse import TERMS_REVISION
+from retrieval_server.backends.vector_store import IndexFeatures
+from retrieval_server.backends.vector_store.edge import EdgeVectorStore
+from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 from retrieval_server.backends.reranker import FallbackReranker, OnnxReranker, RerankError, TeiReranker
 from retrieval_server.config import load_settings
 from retrieval_server.domain import (
@@ -253,6 +258,61 @@ async def _dense_feedback_checks(app: Application) -> None:
 async def test_keyword_finds_the_exact_code(app: Application) -> None:
     r = await app.pipeline.query(QueryOptions("XK-4471", 3, strategy=Strategy.KEYWORD))
     assert _docs(r)[0] == "codes" and r.metrics.strategy_used is Strategy.KEYWORD
+
+
+@pytest.mark.parametrize("strategy", [Strategy.KEYWORD, Strategy.HYBRID])
+async def test_a_query_of_stop_words_only_says_the_keyword_leg_had_no_terms(app: Application, strategy: Strategy) -> None:
+    """BM25 leaves stop words out of its terms: "to be or not to be" searches nothing by keyword."""
+    r = await app.pipeline.query(QueryOptions("to be or not to be", 3, strategy=strategy, use_cache=False))
+    assert "keyword:no_terms" in r.metrics.degraded
+    if strategy is Strategy.KEYWORD:
+        assert _docs(r) == []
+    found = await app.pipeline.query(QueryOptions("XK-4471 is it", 3, strategy=strategy, use_cache=False))
+    assert "keyword:no_terms" not in found.metrics.degraded and _docs(found)[0] == "codes"
+
+
+UNSPACED_AND_ACCENTED = [
+    _doc("ja", "東京タワーは東京にある電波塔です。"), _doc("zh", "我喜欢机器学习和自然语言处理。"),
+    _doc("fr", "Le café au lait est servi à Zürich chaque matin."), _doc("cs", "The desktop client is written in C# on .NET."),
+    _doc("cpp", "The engine is written in C++ for speed."),
+]
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-local"])
+async def test_keyword_finds_words_inside_chinese_and_japanese_and_without_accents(
+    backend: str, tmp_path: Path, executor: BlockingExecutor
+) -> None:
+    """A new index's keyword terms are of the current revision; one built with revision 1 keeps it,
+    and its queries are encoded as its documents were."""
+    def settings(data_dir: Path) -> Any:
+        return load_settings(data_dir=data_dir, cache_backend="none", **({"qdrant_path": str(data_dir / "qdrant")} if backend != "edge" else {}))
+
+    async def keyword(application: Application, query: str) -> list[str]:
+        return _docs(await application.pipeline.query(QueryOptions(query, 1, strategy=Strategy.KEYWORD, use_cache=False)))
+
+    new = Application(settings(tmp_path / "new"))
+    await new.open()
+    try:
+        assert new.vectors.features.terms == new.sparse.terms == TERMS_REVISION
+        assert not (await new.ingest(UNSPACED_AND_ACCENTED)).errors
+        for query, found in [("東京", "ja"), ("電波塔", "ja"), ("机器学习", "zh"), ("cafe", "fr"), ("Zurich", "fr"), ("C#", "cs"), ("c++", "cpp")]:
+            assert await keyword(new, query) == [found], query
+    finally:
+        await new.close()
+    old_settings = settings(tmp_path / "old")
+    wanted = IndexFeatures(parent_vectors=True, title_field=True, terms=1)
+    built = (EdgeVectorStore(old_settings.embedded_vectors_dir, 384, executor, features=wanted) if backend == "edge"
+             else QdrantVectorStore(old_settings.qdrant_collection, 384, path=old_settings.qdrant_path, features=wanted))
+    await built.open()
+    await built.close()
+    old = Application(old_settings)
+    await old.open()
+    try:
+        assert old.vectors.features.terms == old.sparse.terms == 1
+        assert not (await old.ingest(UNSPACED_AND_ACCENTED)).errors
+        assert await keyword(old, "Zürich") == ["fr"] and await keyword(old, "東京") == []
+    finally:
+        await old.close()
 
 
 async def test_hybrid_uses_metadata_search(app: Application) -> None:

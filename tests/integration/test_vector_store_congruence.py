@@ -17,6 +17,7 @@ from retrieval_server.backends.executor import BlockingExecutor
 import qdrant_edge as qe
 from qdrant_client import AsyncQdrantClient, models
 
+from retrieval_server.backends.sparse import TERMS_REVISION
 from retrieval_server.backends.vector_store import DENSE, SPARSE, IndexFeatures, SearchPolicy, VectorStore
 from retrieval_server.backends.vector_store import edge as edge_module
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
@@ -428,7 +429,7 @@ async def test_an_index_from_before_parent_vectors_keeps_working(kind: str, tmp_
     store = make_vector_store(kind, tmp_path, executor)
     await store.open()
     try:
-        assert store.features == IndexFeatures(parent_vectors=False, title_field=False)
+        assert store.features == IndexFeatures(parent_vectors=False, title_field=False, terms=1)
         v = _unit(np.ones(DIM))
         await store.upsert([dataclasses.replace(_point(PUBLIC, 0, v, terms=(4,)), sparse_titled=SparseVector((4, 9), (1.0, 1.0)))])
         await store.upsert_parents([_parent(PUBLIC, 0, 0, v)])
@@ -439,6 +440,26 @@ async def test_an_index_from_before_parent_vectors_keeps_working(kind: str, tmp_
         assert await store.count() == 1
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
+async def test_an_index_keeps_the_keyword_terms_revision_it_was_built_with(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Its keyword vectors' terms are read as they were made: a new index records the current
+    revision, and one of revision 1 (from before the record) stays revision 1 when reopened."""
+    for revision in (TERMS_REVISION, 1):
+        path = tmp_path / str(revision)
+        made = make_vector_store(kind, path, executor, features=IndexFeatures(parent_vectors=True, title_field=True, terms=revision))
+        await made.open()
+        await made.upsert([_point(PUBLIC, 0, _unit(np.ones(DIM)), terms=(4,))])
+        await made.close()
+        reopened = make_vector_store(kind, path, executor)
+        await reopened.open()
+        try:
+            assert reopened.features == IndexFeatures(parent_vectors=True, title_field=True, terms=revision)
+            assert [h.chunk_id for h in await reopened.search_sparse(SparseVector((4,), (1.0,)), 5, ANON, titled=False)] == ["pub#p0c0"]
+        finally:
+            await reopened.close()
+    assert TERMS_REVISION == 2 and IndexFeatures.of([DENSE], [SPARSE]).terms == 1
 
 
 async def _existing_index(kind: str, path: Path, dense: dict[str, tuple[int, str]], sparse: dict[str, bool],

@@ -302,6 +302,15 @@ def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], 
         load_settings(**overrides)
 
 
+def test_the_vector_legs_may_not_both_weigh_nothing() -> None:
+    """Under RRF the metadata and graph legs weigh relative to the stronger vector leg: both at 0
+    made the metadata leg's weight 0.3 / 1e-9, and its scores reached callers as 2.7e7."""
+    with pytest.raises(ConfigError, match="RETRIEVAL_SEMANTIC_WEIGHT and RETRIEVAL_KEYWORD_WEIGHT are both 0"):
+        load_settings(semantic_weight=0, keyword_weight=0)
+    assert load_settings(semantic_weight=0, keyword_weight=0.3).semantic_weight == 0
+    assert load_settings(semantic_weight=0.7, keyword_weight=0).keyword_weight == 0
+
+
 def test_metrics_may_share_the_port_number_on_another_address_or_when_off() -> None:
     assert load_settings(port=50051, metrics_port=50051, metrics_host="127.0.0.2").metrics_port == 50051
     assert not load_settings(port=50051, metrics_port=50051, metrics_enabled=False).metrics_enabled

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import qdrant_edge as qe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.quality.longset import build
 from bench.quality.tune import CosineFusion, cosine_fused
-from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.sparse import TERMS_REVISION, Bm25Encoder, revised_terms
 from retrieval_server.backends.vector_store import TermCounts
-from retrieval_server.domain import SparseVector, VectorHit
+from retrieval_server.domain import SparseVector, Unavailable, VectorHit
 from retrieval_server.workflow.adaptive import AdaptivePolicy, QueryFeatures, TermStatistics, leg_weights, query_features, word_count
 from retrieval_server.workflow.keyword_leg import query_vector, rm3
 from retrieval_server.workflow.dense_feedback import rocchio
@@ -75,6 +76,47 @@ def test_titled_document_repeats_the_title_as_a_weighted_field() -> None:
     assert BM25.titled_document("some body text", "Zephyr", 2) == BM25.document("some body text Zephyr Zephyr")
     assert BM25.titled_document("some body text", "Zephyr", 0) == BM25.document("some body text")
     assert BM25.titled_document("some body text", "", 3) == BM25.document("some body text")
+
+
+def _finds(encoder: Bm25Encoder, query: str, document: str) -> bool:
+    terms = set(encoder.query(query).indices)
+    return bool(terms) and terms <= set(encoder.document(document).indices)
+
+
+@pytest.mark.parametrize(("query", "document"), [
+    ("東京", "東京タワーは東京にある電波塔です。"), ("電波塔", "東京タワーは東京にある電波塔です。"),
+    ("机器学习", "我喜欢机器学习和自然语言处理。"), ("自然语言处理", "我喜欢机器学习和自然语言处理。"),
+    ("cafe", "Le café au lait"), ("Zurich", "servi à Zürich"), ("naive resume", "naïve résumé"),
+])
+def test_revised_terms_find_words_inside_unspaced_scripts_and_without_accents(query: str, document: str) -> None:
+    """Revision 2: Han and kana runs as overlapping bigrams, accents folded; revision 1 missed each."""
+    assert BM25.terms == TERMS_REVISION == 2
+    assert _finds(BM25, query, document)
+    assert not _finds(Bm25Encoder(terms=1), query, document)
+
+
+def test_unspaced_runs_become_overlapping_bigrams_and_a_lone_character_a_unigram() -> None:
+    assert revised_terms("東京タワー、猫。Tokyo").split() == ["東京", "京タ", "タワ", "ワー", "、", "猫", "。Tokyo"]
+    assert revised_terms("서울에 갑니다") == "서울에 갑니다"  # Hangul: Korean spaces its words
+
+
+def test_revised_terms_keep_c_sharp_c_plus_plus_f_sharp_and_c_apart() -> None:
+    terms = {name: BM25.query(name).indices for name in ("C#", "C++", "F#", "C", "F", "csharp")}
+    assert len({terms[n] for n in ("C#", "C++", "F#", "C", "F")}) == 5
+    # Only as whole tokens: "abc#" or "C++17" are what the tokenizer makes of them.
+    assert BM25.query("abc#") == BM25.query("abc") and BM25.query("C++17") == BM25.query("C 17")
+    assert terms["C#"] == terms["csharp"] and BM25.query("c#") == BM25.query("C#")
+    assert _finds(BM25, "C#", "written in c# on .NET") and not _finds(BM25, "C#", "written in C++ or C")
+    assert _finds(Bm25Encoder(terms=1), "C#", "written in C++ or C")
+
+
+def test_an_index_of_the_first_terms_revision_is_encoded_as_the_engine_tokenizes() -> None:
+    old, engine = Bm25Encoder(terms=1), qe.Bm25(qe.Bm25Config(avg_len=128.0))
+    for text in ("東京タワーは東京にある電波塔です。", "Le café à Zürich", "C# and C++"):
+        assert old.query(text).indices == tuple(engine.embed_query(text).indices)
+        assert old.document(text).indices == tuple(engine.embed_document(text).indices)
+    with pytest.raises(Unavailable, match="keyword terms of revision 3"):
+        Bm25Encoder(terms=3)
 
 
 def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:

@@ -35,10 +35,12 @@ class Tx(Protocol):
 T = TypeVar("T")
 _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, content_hash"
 _ACCESS = {a.value: a for a in Access}
+#: the characters ``adaptive.UNSPACED`` counts as words each
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list[str]:
-    """Search terms: lower-cased words of 2+ characters, deduplicated, in query order, stopwords
+    """Search terms: lower-cased words of 2+ characters (or one Han or kana character), deduplicated, in query order, stopwords
     left out unless ``keep_stopwords`` or the query has nothing else.
 
     A stopword barely moves a title's score, yet every title holding it is a match to score:
@@ -47,7 +49,8 @@ def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list
     # Words first, then lower-cased: "İ".lower() is "i" and a combining dot, which \w does not
     # match, so "İstanbul" became "stanbul". Without the dot: the title is indexed "istanbul".
     lowered = (w.lower().replace("i\u0307", "i") for w in re.findall(r"\w+", query))
-    words = list(dict.fromkeys(w for w in lowered if len(w) >= 2))
+    # A Han or kana character alone is a word of those scripts (猫, "cat"), not an initial.
+    words = list(dict.fromkeys(w for w in lowered if len(w) >= 2 or _UNSPACED.fullmatch(w)))
     content = words if keep_stopwords else [w for w in words if w not in STOPWORDS]
     return (content or words)[:limit]
 

@@ -5,7 +5,8 @@ dense vector (the parent embedded whole, title first), so a search over ``parent
 sections and short documents while ``dense`` and ``bm25`` searches see children only (a point
 without a named vector is never returned by a search over it). Child points also carry
 ``bm25_titled``, the BM25F-style keyword vector with the document title as a weighted field.
-An index built before these existed keeps working without them (see :class:`IndexFeatures`).
+An index built before these existed keeps working without them (see :class:`IndexFeatures`), and
+one whose keyword terms are of an older revision keeps them (``bm25_terms_<revision>``).
 
 Implementations: :mod:`.edge` (qdrant-edge, embedded) and :mod:`.qdrant` (qdrant-client:
 a Qdrant server, or its local mode). Both build payloads and read hits through this module, so
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from retrieval_server.backends.sparse import TERMS_REVISION
 from retrieval_server.domain import ChildChunk, Document, ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
 
 DENSE = "dense"
@@ -29,6 +31,10 @@ SPARSE = "bm25"
 PARENT = "parent"
 #: BM25F-style keyword vector: chunk text plus the title as a weighted field (only on child points)
 SPARSE_TITLED = "bm25_titled"
+#: a keyword vector that no point carries, named for the terms revision (``sparse.TERMS_REVISION``)
+#: the index's keyword vectors hold: the schema is what both engines keep with an index, and the
+#: terms must be read with it (an index without one holds revision 1, from before the record)
+TERMS_PREFIX = "bm25_terms_"
 #: Keyword payload indexes: what every filter touches (``chunk_id``: :meth:`VectorStore.get_chunks`).
 INDEXED_FIELDS = ("document_id", "access", "readers", "version", "chunk_id")
 #: Integer payload index: the document leg's ``parent_index = 0`` filter
@@ -45,10 +51,17 @@ class IndexFeatures:
 
     parent_vectors: bool = False
     title_field: bool = True
+    #: the revision of the keyword vectors' terms: queries are encoded the way the index was
+    terms: int = TERMS_REVISION
 
     @classmethod
     def of(cls, dense_names: Sequence[str], sparse_names: Sequence[str]) -> IndexFeatures:
-        return cls(parent_vectors=PARENT in dense_names, title_field=SPARSE_TITLED in sparse_names)
+        revisions = [int(n[len(TERMS_PREFIX):]) for n in sparse_names if n.startswith(TERMS_PREFIX) and n[len(TERMS_PREFIX):].isdigit()]
+        return cls(parent_vectors=PARENT in dense_names, title_field=SPARSE_TITLED in sparse_names, terms=max(revisions, default=1))
+
+    def sparse_names(self) -> list[str]:
+        """The keyword vectors an index of these features is created with."""
+        return [SPARSE, *([SPARSE_TITLED] if self.title_field else []), *([f"{TERMS_PREFIX}{self.terms}"] if self.terms > 1 else [])]
 
     def lacking(self, wanted: IndexFeatures) -> list[str]:
         """What ``wanted`` asks for that this index does not hold."""

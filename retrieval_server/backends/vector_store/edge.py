@@ -162,11 +162,9 @@ class EdgeVectorStore:
 
     def _config(self) -> qe.EdgeConfig:
         dense = {DENSE: qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)}
-        sparse = {SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}
+        sparse = {name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf) for name in self.features.sparse_names()}
         if self.features.parent_vectors:
             dense[PARENT] = qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)
-        if self.features.title_field:
-            sparse[SPARSE_TITLED] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
         optimizers = qe.EdgeOptimizersConfig(indexing_threshold=self._indexing_threshold_kb(), deleted_threshold=VACUUM_DELETED_SHARE,
                                              vacuum_min_vector_number=VACUUM_MIN_POINTS)
         return qe.EdgeConfig(vectors=dense, sparse_vectors=sparse, optimizers=optimizers)

@@ -92,7 +92,7 @@ class QdrantVectorStore:
             await self._client.create_collection(
                 self._collection,
                 vectors_config={DENSE: dense, **({PARENT: dense} if self.features.parent_vectors else {})},
-                sparse_vectors_config={SPARSE: sparse, **({SPARSE_TITLED: sparse} if self.features.title_field else {})},
+                sparse_vectors_config=dict.fromkeys(self.features.sparse_names(), sparse),
             )
         except Exception:
             if not await self._client.collection_exists(self._collection):

@@ -1085,7 +1085,8 @@ type Metrics struct {
 	// kept anyway, in the pass whose contexts are returned.
 	RerankFallbackTriggered bool `protobuf:"varint,6,opt,name=rerank_fallback_triggered,json=rerankFallbackTriggered,proto3" json:"rerank_fallback_triggered,omitempty"`
 	// What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
-	// `keyword:store_error`, `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
+	// `keyword:store_error`, `keyword:no_terms` (stop words only: no keyword term to search),
+	// `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
 	// `deadline:partial_results`, `response:contexts_capped`).
 	// Empty: nothing was.
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`

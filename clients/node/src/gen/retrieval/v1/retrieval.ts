@@ -703,7 +703,8 @@ export interface Metrics {
   rerankFallbackTriggered: boolean;
   /**
    * What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
-   * `keyword:store_error`, `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
+   * `keyword:store_error`, `keyword:no_terms` (stop words only: no keyword term to search),
+   * `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
    * `deadline:partial_results`, `response:contexts_capped`).
    * Empty: nothing was.
    */
