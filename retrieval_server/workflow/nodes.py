@@ -38,7 +38,7 @@ from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, ScoredPass, WorkflowDeps
-from scoring_core import group_by_parent, threshold_with_fallback
+from scoring_core import content_hashes, group_by_parent, threshold_with_fallback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -665,7 +665,8 @@ async def _contexts(
 ) -> list[RetrievedContext] | None:
     """The best ``top_k`` parents of ``hits`` with their documents, of those ``access`` may read. A
     parent whose hits are not all of its document's stored version: None when ``stale_aborts``, else
-    skipped (replaced between the reads)."""
+    skipped (replaced between the reads). A parent with the text of one already taken (case and
+    white space aside) is skipped: the best of identical sections stands for all."""
     codes: dict[str, int] = {}
     parent_codes = np.fromiter((codes.setdefault(h.parent_chunk_id, len(codes)) for h in hits), dtype=np.int64, count=len(hits))
     parent_ids = list(codes)
@@ -676,6 +677,9 @@ async def _contexts(
     # Each document at the version its first read found: a replacement committed between two
     # batches would otherwise put both versions in one answer (and the old one in the cache).
     versions: dict[str, str] = {}
+    # Among readable, current parents only: a twin the caller may not read must not take its
+    # readable twins' place. Ten documents holding one page would otherwise fill top_k with it.
+    taken: set[int] = set()
     start = 0
     while len(contexts) < top_k and start < len(ranked):
         # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
@@ -683,6 +687,7 @@ async def _contexts(
         # One snapshot: a replacement committed between two reads would pair one version's parent
         # text with the other's document (its version and its access).
         parents, documents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents_and_documents(wanted))
+        texts = dict(zip(parents, content_hashes([p.content for p in parents.values()]).tolist()))
         for rank, pid in enumerate(wanted, start=start):
             parent = parents.get(pid)
             document = documents.get(parent.document_id) if parent is not None else None
@@ -694,6 +699,9 @@ async def _contexts(
                 if stale_aborts:
                     return None
                 continue
+            if texts[pid] in taken:
+                continue
+            taken.add(texts[pid])
             evidence = tuple(ChildEvidence(h.chunk_id, h.content, h.score) for h in kids)
             contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
         start += len(wanted)

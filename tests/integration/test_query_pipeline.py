@@ -1480,6 +1480,50 @@ async def test_enrich_reads_the_pools_versions_only_when_a_best_parent_has_a_sta
     assert all(not cid.endswith("-old") for _, _, kids in contexts for cid in kids)
 
 
+# --- enrich: identical sections --------------------------------------------------------------
+
+TWIN = "Glaciers are slow rivers of ice that form where snow accumulates faster than it melts."
+GLACIERS = [
+    "A glacier forms when winter snowfall exceeds summer melting for many years.",
+    "Ice sheets move as glaciers, flowing outward under their own weight as snow piles up.",
+    "Rivers of ice carve valleys over thousands of years.",
+    "Snow that survives the summer compacts into firn and then glacial ice.",
+]
+
+
+async def test_a_section_several_documents_hold_is_one_context_of_those_the_caller_may_read(tmp_path: Path) -> None:
+    """Eight public documents and one of alice's hold one page, four others a page each: top_k 5 is
+    the page once and the four others, not five copies of it. Only readable copies count: the
+    private copy, the best, does not take the public ones' place for a caller who may not read it.
+    The answer is cached as returned."""
+    corpus = [_doc(f"twin{i}", TWIN, title=f"Mirror {i}") for i in range(8)]
+    corpus += [_doc("alice-twin", TWIN, access=Access.PRIVATE, owner_id="alice")]
+    corpus += [_doc(f"other{i}", text) for i, text in enumerate(GLACIERS)]
+    application = Application(load_settings(data_dir=tmp_path))
+    await application.open()
+    try:
+        assert not (await application.ingest(corpus)).errors
+        q = QueryOptions("glaciers slow rivers of ice form where snow accumulates faster than it melts", 5, strategy=Strategy.HYBRID, rerank=False)
+        r = await application.pipeline.query(q)
+        assert sorted(c.parent.content for c in r.contexts) == sorted([TWIN, *GLACIERS])
+        again = await application.pipeline.query(q)
+        assert again.cached and again.contexts == r.contexts
+
+        vector = (await application.embedder.embed([q.query]))[0]
+        hits = await application.vectors.search_dense(vector, 40, PointFilter(access=AccessFilter.for_identity(ROOT)))
+        private = next(h for h in hits if h.document_id == "alice-twin")
+        hits = [dataclasses.replace(private, score=hits[0].score + 1), *(h for h in hits if h is not private)]
+        for identity in (ANON, ALICE):
+            state = QueryState(options=QueryOptions(q.query, 5, identity=identity), reranked=hits,
+                               point_filter=PointFilter(access=AccessFilter.for_identity(identity)))
+            contexts = (await nodes.enrich(state, application.pipeline.deps))["contexts"]
+            twins = [c.document.document_id for c in contexts if c.parent.content == TWIN]
+            assert len(contexts) == 5 and len(twins) == 1
+            assert (twins[0] == "alice-twin") is (identity is ALICE)
+    finally:
+        await application.close()
+
+
 @pytest.mark.parametrize("windows", [True, False])
 async def test_a_long_query_is_also_searched_window_by_window(app: Application, windows: bool) -> None:
     embedded: list[list[str]] = []

@@ -1236,11 +1236,13 @@ type QueryResponse struct {
 	// The caller's query, trimmed. What was searched instead of it, if anything, is in
 	// Metrics.rewritten_query and Metrics.sub_queries.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
-	// The best contexts, at most top_k, best first. Empty when nothing readable matched. Fewer
-	// when they would weigh more than RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last
-	// ones are left out, and Metrics.degraded says `response:contexts_capped`. A GENERATION
-	// answer's as well: those kept keep the numbers its text cites them by, and the Citation of
-	// one left out still names it.
+	// The best contexts, at most top_k, best first, no two with the same text (case and white
+	// space aside: of sections several documents hold alike, the best readable one stands for
+	// all). Empty when nothing readable matched. Fewer when they would weigh more than
+	// RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last ones are left out, and
+	// Metrics.degraded says `response:contexts_capped`. A GENERATION answer's as well: those
+	// kept keep the numbers its text cites them by, and the Citation of one left out still
+	// names it.
 	Contexts []*Context `protobuf:"bytes,2,rep,name=contexts,proto3" json:"contexts,omitempty"`
 	// Timings and the path through the pipeline.
 	Metrics *Metrics `protobuf:"bytes,3,opt,name=metrics,proto3" json:"metrics,omitempty"`

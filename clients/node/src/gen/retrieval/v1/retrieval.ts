@@ -745,11 +745,13 @@ export interface QueryResponse {
    */
   query: string;
   /**
-   * The best contexts, at most top_k, best first. Empty when nothing readable matched. Fewer
-   * when they would weigh more than RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last
-   * ones are left out, and Metrics.degraded says `response:contexts_capped`. A GENERATION
-   * answer's as well: those kept keep the numbers its text cites them by, and the Citation of
-   * one left out still names it.
+   * The best contexts, at most top_k, best first, no two with the same text (case and white
+   * space aside: of sections several documents hold alike, the best readable one stands for
+   * all). Empty when nothing readable matched. Fewer when they would weigh more than
+   * RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last ones are left out, and
+   * Metrics.degraded says `response:contexts_capped`. A GENERATION answer's as well: those
+   * kept keep the numbers its text cites them by, and the Citation of one left out still
+   * names it.
    */
   contexts: Context[];
   /** Timings and the path through the pipeline. */
