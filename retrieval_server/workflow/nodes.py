@@ -563,20 +563,22 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             log.error("reranking failed; keeping the fused order", exc_info=True)
             state.degrade("rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
-    kept, fell_back = threshold_with_fallback(
-        np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
-    )
+    # When none passes, every candidate best first: RERANK_FALLBACK counts contexts, and the best
+    # three hits are often siblings, one or two contexts of one document.
+    kept, fell_back = threshold_with_fallback(np.asarray(scores, dtype=np.float32), state.rerank_threshold, len(candidates))
+    if fell_back:
+        kept = kept[: _answer_worth([candidates[i] for i in kept], deps.settings.rerank_fallback)]
     return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True, "rerank_fell_back": fell_back}
 
 
-def _answer_worth(fused: Sequence[VectorHit], top_k: int) -> int:
-    """How many of the first fused hits hold ``top_k`` parents (all of them, when fewer do)."""
+def _answer_worth(hits: Sequence[VectorHit], top_k: int) -> int:
+    """How many of the first ``hits`` hold ``top_k`` parents (all of them, when fewer do)."""
     parents: set[str] = set()
-    for i, hit in enumerate(fused):
+    for i, hit in enumerate(hits):
         parents.add(hit.parent_chunk_id)
         if len(parents) == top_k:
             return i + 1
-    return len(fused)
+    return len(hits)
 
 
 def _rerank_limit(state: QueryState, deps: WorkflowDeps, within: float | None) -> int | None:

@@ -1159,7 +1159,34 @@ async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) ->
         finally:
             await reranker.close()
     assert r.metrics.rerank_fallback_triggered
-    assert sum(len(c.children) for c in r.contexts) == 3
+    assert len(r.contexts) == 3
+
+
+async def test_the_rerank_fallback_keeps_the_best_three_contexts_not_three_siblings(tmp_path: Path) -> None:
+    """A long document's children all under the threshold, its first ones scored best: the best
+    three hits are siblings (one context), the fallback keeps hits until three parents are
+    covered, each with every hit of its own ahead of that point. With fewer parents to be had,
+    as many as there are."""
+    long = " ".join(f"Entry {i}: glaciers form where snow accumulates faster than it melts, and the ice flows slowly downhill." for i in range(60))
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest([_doc("long", long), _doc("short", "Snow becomes glacier ice over many winters.")])).errors
+        with json_server(tei_rerank(lambda q, t: 0.25 - 0.001 * int(t.split()[1].rstrip(":")) if t.startswith("Entry") else 0.01)) as tei:
+            reranker = TeiReranker(tei.url)
+            try:
+                p = pipeline(application, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=0.0)
+                q = "glaciers form where snow accumulates"
+                r = await p.query(QueryOptions(q, 5, strategy=Strategy.HYBRID, use_cache=False))
+                one = await p.query(QueryOptions(q, 5, strategy=Strategy.HYBRID, use_cache=False, document_ids=("short",)))
+            finally:
+                await reranker.close()
+    finally:
+        await application.close()
+    assert r.metrics.rerank_fallback_triggered and [c.parent.parent_chunk_id for c in r.contexts] == ["long#p0", "long#p1", "long#p2"]
+    # The best three were siblings; nothing past the third parent's first hit is kept.
+    assert len(r.contexts[0].children) >= 3 and len(r.contexts[2].children) == 1
+    assert one.metrics.rerank_fallback_triggered and [c.parent.parent_chunk_id for c in one.contexts] == ["short#p0"]
 
 
 @pytest.mark.parametrize(("top_k", "retry_loses_a_leg", "retry_answers"), [(20, False, True), (3, False, True), (3, True, False)])

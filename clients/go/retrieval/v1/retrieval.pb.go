@@ -615,8 +615,8 @@ type QueryRequest struct {
 	Fusion Fusion `protobuf:"varint,7,opt,name=fusion,proto3,enum=retrieval.v1.Fusion" json:"fusion,omitempty"`
 	// Whether the configured cross-encoder reorders the best RETRIEVAL_RERANK_CANDIDATES (50)
 	// fused candidates. Only those go on, and those scoring below RETRIEVAL_RERANK_THRESHOLD (0.3)
-	// are dropped (the best RETRIEVAL_RERANK_FALLBACK, 3, are kept when none passes), so fewer
-	// than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
+	// are dropped (when none passes, the best are kept until they cover
+	// RETRIEVAL_RERANK_FALLBACK, 3, contexts), so fewer than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
 	// reranker configured the fused order is kept either way, and Metrics.degraded says
 	// `rerank:unavailable` unless the request set false.
 	Rerank *bool `protobuf:"varint,8,opt,name=rerank,proto3,oneof" json:"rerank,omitempty"`
@@ -1075,8 +1075,8 @@ type Metrics struct {
 	// server retries and decomposes.
 	SufficiencyScore float32 `protobuf:"fixed32,5,opt,name=sufficiency_score,json=sufficiencyScore,proto3" json:"sufficiency_score,omitempty"`
 	// True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; on each retry
-	// halved, or lowered by 0.5 when at or below 0), so the best RETRIEVAL_RERANK_FALLBACK (3) were
-	// kept anyway, in the pass whose contexts are returned.
+	// halved, or lowered by 0.5 when at or below 0), so the best candidates were kept anyway, as
+	// many as cover RETRIEVAL_RERANK_FALLBACK (3) contexts, in the pass whose contexts are returned.
 	RerankFallbackTriggered bool `protobuf:"varint,6,opt,name=rerank_fallback_triggered,json=rerankFallbackTriggered,proto3" json:"rerank_fallback_triggered,omitempty"`
 	// What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
 	// `keyword:store_error`, `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
