@@ -470,20 +470,23 @@ def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[st
 
 
 async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
-    """Documents whose title or metadata matched, each as its best-scored retrieved chunk (or its first)."""
-    best: dict[str, VectorHit] = {}
+    """Documents whose title or metadata matched, each as its best-scored retrieved chunk (or its
+    first), one of each version found. While a document is replaced its chunks have a point of
+    each version, and only enrich knows which is committed: one picked here could be the
+    uncommitted one, which enrich drops, and the document would be missing from the answer."""
+    best: dict[tuple[str, str], VectorHit] = {}
     for hits in legs.values():
         for h in hits:
-            if h.document_id not in best or h.score > best[h.document_id].score:
-                best[h.document_id] = h
-    missing = [f"{d}#p0c0" for d, _ in docs if d not in best]
-    first_chunks = {h.document_id: h for h in await deps.vectors.get_chunks(missing)} if missing else {}
-    out = []
-    for doc_id, score in docs:
-        hit = best.get(doc_id) or first_chunks.get(doc_id)
-        if hit is not None:
-            out.append(hit.scored(score))
-    return out
+            key = (h.document_id, h.version)
+            if key not in best or h.score > best[key].score:
+                best[key] = h
+    found: dict[str, list[VectorHit]] = {}
+    for h in best.values():
+        found.setdefault(h.document_id, []).append(h)
+    missing = [f"{d}#p0c0" for d, _ in docs if d not in found]
+    for h in await deps.vectors.get_chunks(missing) if missing else []:
+        found.setdefault(h.document_id, []).append(h)
+    return [hit.scored(score) for doc_id, score in docs for hit in found.get(doc_id, ())]
 
 
 def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_shares: dict[str, float]) -> float:
