@@ -292,7 +292,9 @@ class Settings(BaseSettings):
     )
     # Raw logits of a cross-encoder lie within about ±15; with the sigmoid the scores are 0 to 1 (_consistent).
     rerank_threshold: float = Field(0.3, ge=-1000, le=1000, description="keep reranked scores at least this high (0 to 1 with the sigmoid)")
-    rerank_fallback: int = Field(3, ge=1, le=1000)
+    rerank_fallback: int = Field(
+        3, ge=1, le=1000, description="when no reranked score reaches the threshold: the best hits, until they cover this many contexts"
+    )
     rerank_activation: Literal["none", "sigmoid"] = "sigmoid"
     rerank_budget_ms: float = Field(
         0.0, ge=0, le=600_000,

@@ -38,7 +38,7 @@ from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, ScoredPass, WorkflowDeps
-from scoring_core import group_by_parent, threshold_with_fallback
+from scoring_core import content_hashes, group_by_parent, threshold_with_fallback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -507,20 +507,23 @@ def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[st
 
 
 async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
-    """Documents whose title or metadata matched, each as its best-scored retrieved chunk (or its first)."""
-    best: dict[str, VectorHit] = {}
+    """Documents whose title or metadata matched, each as its best-scored retrieved chunk (or its
+    first), one of each version found. While a document is replaced its chunks have a point of
+    each version, and only enrich knows which is committed: one picked here could be the
+    uncommitted one, which enrich drops, and the document would be missing from the answer."""
+    best: dict[tuple[str, str], VectorHit] = {}
     for hits in legs.values():
         for h in hits:
-            if h.document_id not in best or h.score > best[h.document_id].score:
-                best[h.document_id] = h
-    missing = [f"{d}#p0c0" for d, _ in docs if d not in best]
-    first_chunks = {h.document_id: h for h in await deps.vectors.get_chunks(missing)} if missing else {}
-    out = []
-    for doc_id, score in docs:
-        hit = best.get(doc_id) or first_chunks.get(doc_id)
-        if hit is not None:
-            out.append(hit.scored(score))
-    return out
+            key = (h.document_id, h.version)
+            if key not in best or h.score > best[key].score:
+                best[key] = h
+    found: dict[str, list[VectorHit]] = {}
+    for h in best.values():
+        found.setdefault(h.document_id, []).append(h)
+    missing = [f"{d}#p0c0" for d, _ in docs if d not in found]
+    for h in await deps.vectors.get_chunks(missing) if missing else []:
+        found.setdefault(h.document_id, []).append(h)
+    return [hit.scored(score) for doc_id, score in docs for hit in found.get(doc_id, ())]
 
 
 def _leg_weight(leg: str, state: QueryState, deps: WorkflowDeps, fusion: Fusion, dense_shares: dict[str, float]) -> float:
@@ -600,20 +603,22 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             log.error("reranking failed; keeping the fused order", exc_info=True)
             state.degrade("rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
-    kept, fell_back = threshold_with_fallback(
-        np.asarray(scores, dtype=np.float32), state.rerank_threshold, deps.settings.rerank_fallback
-    )
+    # When none passes, every candidate best first: RERANK_FALLBACK counts contexts, and the best
+    # three hits are often siblings, one or two contexts of one document.
+    kept, fell_back = threshold_with_fallback(np.asarray(scores, dtype=np.float32), state.rerank_threshold, len(candidates))
+    if fell_back:
+        kept = kept[: _answer_worth([candidates[i] for i in kept], deps.settings.rerank_fallback)]
     return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True, "rerank_fell_back": fell_back}
 
 
-def _answer_worth(fused: Sequence[VectorHit], top_k: int) -> int:
-    """How many of the first fused hits hold ``top_k`` parents (all of them, when fewer do)."""
+def _answer_worth(hits: Sequence[VectorHit], top_k: int) -> int:
+    """How many of the first ``hits`` hold ``top_k`` parents (all of them, when fewer do)."""
     parents: set[str] = set()
-    for i, hit in enumerate(fused):
+    for i, hit in enumerate(hits):
         parents.add(hit.parent_chunk_id)
         if len(parents) == top_k:
             return i + 1
-    return len(fused)
+    return len(hits)
 
 
 def _rerank_limit(state: QueryState, deps: WorkflowDeps, within: float | None) -> int | None:
@@ -702,7 +707,8 @@ async def _contexts(
 ) -> list[RetrievedContext] | None:
     """The best ``top_k`` parents of ``hits`` with their documents, of those ``access`` may read. A
     parent whose hits are not all of its document's stored version: None when ``stale_aborts``, else
-    skipped (replaced between the reads)."""
+    skipped (replaced between the reads). A parent with the text of one already taken (case and
+    white space aside) is skipped: the best of identical sections stands for all."""
     codes: dict[str, int] = {}
     parent_codes = np.fromiter((codes.setdefault(h.parent_chunk_id, len(codes)) for h in hits), dtype=np.int64, count=len(hits))
     parent_ids = list(codes)
@@ -713,6 +719,9 @@ async def _contexts(
     # Each document at the version its first read found: a replacement committed between two
     # batches would otherwise put both versions in one answer (and the old one in the cache).
     versions: dict[str, str] = {}
+    # Among readable, current parents only: a twin the caller may not read must not take its
+    # readable twins' place. Ten documents holding one page would otherwise fill top_k with it.
+    taken: set[int] = set()
     start = 0
     while len(contexts) < top_k and start < len(ranked):
         # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
@@ -720,6 +729,7 @@ async def _contexts(
         # One snapshot: a replacement committed between two reads would pair one version's parent
         # text with the other's document (its version and its access).
         parents, documents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents_and_documents(wanted))
+        texts = dict(zip(parents, content_hashes([p.content for p in parents.values()]).tolist()))
         for rank, pid in enumerate(wanted, start=start):
             parent = parents.get(pid)
             document = documents.get(parent.document_id) if parent is not None else None
@@ -731,6 +741,9 @@ async def _contexts(
                 if stale_aborts:
                     return None
                 continue
+            if texts[pid] in taken:
+                continue
+            taken.add(texts[pid])
             evidence = tuple(ChildEvidence(h.chunk_id, h.content, h.score) for h in kids)
             contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
         start += len(wanted)

@@ -100,7 +100,7 @@ async def test_a_graph_answer_is_not_served_once_a_relation_it_followed_is_gone(
     """A cached answer was checked against the documents it cites only: the document stating the
     relation its graph leg followed is not among them, and once deleted (or made private) the
     relation's answer was still served from the cache for the TTL."""
-    heavy = [_doc(f"orion{i:02d}", "OrionSvc handles requests. OrionSvc logs requests. OrionSvc retries requests.") for i in range(20)]
+    heavy = [_doc(f"orion{i:02d}", f"OrionSvc handles requests on shard {i}. OrionSvc logs requests. OrionSvc retries requests.") for i in range(20)]
     relation = _doc("relation", "OrionSvc depends on VaultKeeper.")
     vault = _doc("vault", "VaultKeeper stores secrets. VaultKeeper rotates keys. VaultKeeper audits access.")
     assert not (await app.ingest([*heavy, relation, vault])).errors

@@ -19,7 +19,8 @@ import pytest_asyncio
 from retrieval_server.app import Application
 from retrieval_server.backends.cache import CachedAnswer
 from retrieval_server.config import load_settings
-from retrieval_server.domain import AccessFilter, DocumentSource, QueryOptions, Strategy
+from retrieval_server.domain import AccessFilter, DocumentSource, QueryOptions, Strategy, version_of
+from retrieval_server.workflow import nodes
 from retrieval_server.workflow.nodes import cache_config
 from tests.support.held_commit import HeldCommit
 
@@ -115,3 +116,51 @@ async def _in_flight(app: Application, monkeypatch: pytest.MonkeyPatch, strategy
     assert not (await replacing).errors
     assert during.contexts[0].document.document_id == "policy" and during.contexts[0].document.content_hash == stored
     assert [m.stage for m in during.metrics.stages].count("retrieve") == 1  # found at once, not by searching again
+
+
+@pytest.mark.parametrize("stored_first", [True, False])
+async def test_a_document_its_metadata_alone_matched_stays_in_the_answer_while_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored_first: bool
+) -> None:
+    """The metadata leg reads a document no other leg found by its first chunk's id, which while a
+    replacement is written has a point of each version, in whatever order the store keeps them.
+    It kept one, the last: the uncommitted one, enrich dropped it, and the document was missing
+    (searching again found the same)."""
+    # A pool of top_k hits, which the dense legs fill with lighthouses; the metadata leg leads.
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none", child_candidates_per_context=1, metadata_weight=5.0))
+    await app.open()
+    try:
+        lighthouses = [
+            DocumentSource(filename=f"l{i}.txt", content=f"Lighthouse {i} keepers trim the lamp wick before ships pass rock {i}.".encode(), document_id=f"l{i}")
+            for i in range(30)
+        ]
+        nimbus = {"team": "Nimbus"}  # in no text: only the metadata leg finds the policy
+        assert not (await app.ingest([*lighthouses, DocumentSource(filename="policy.txt", content=b"The harbour ledger lists grain.", document_id="policy", metadata=nimbus)])).errors
+        ask = QueryOptions("Nimbus", 3, strategy=Strategy.HYBRID, use_cache=False, rerank=False)
+        assert (await app.pipeline.query(ask)).contexts[0].document.document_id == "policy"
+        stored = (await app.metadata.document_versions(["policy"]))["policy"]
+        read, asked = app.vectors.get_chunks, []
+
+        async def in_order(chunk_ids: Sequence[str]) -> Any:
+            asked.extend(chunk_ids)
+            return sorted(await read(chunk_ids), key=lambda h: (h.version == version_of(stored)) is not stored_first)
+
+        monkeypatch.setattr(app.vectors, "get_chunks", in_order)
+        held = HeldCommit(app.metadata)
+        monkeypatch.setattr(app.metadata, "replace_document", held.replace_document)
+        replacing = asyncio.create_task(app.ingest([DocumentSource(filename="policy.txt", content=b"The harbour ledger now lists coal.", document_id="policy", metadata=nimbus)]))
+        await held.points_written.wait()
+        try:
+            both = await read(["policy#p0c0"])
+            during = await app.pipeline.query(ask)
+            # Found by another leg at both versions, scored alike: the metadata leg's score goes to both.
+            found = await nodes._metadata_leg([("policy", 1.0)], app.pipeline.deps, {"dense:0": sorted(both, key=lambda h: h.version == version_of(stored))})
+        finally:
+            await held.release()
+        assert not (await replacing).errors
+    finally:
+        await app.close()
+    assert len(both) == 2  # the window this is about: a point of each version
+    assert sorted(h.version for h in found) == sorted(h.version for h in both)
+    assert "policy#p0c0" in asked
+    assert during.contexts[0].document.document_id == "policy" and during.contexts[0].document.content_hash == stored

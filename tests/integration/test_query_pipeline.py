@@ -1281,7 +1281,34 @@ async def test_rerank_threshold_falls_back_to_the_top_three(app: Application) ->
         finally:
             await reranker.close()
     assert r.metrics.rerank_fallback_triggered
-    assert sum(len(c.children) for c in r.contexts) == 3
+    assert len(r.contexts) == 3
+
+
+async def test_the_rerank_fallback_keeps_the_best_three_contexts_not_three_siblings(tmp_path: Path) -> None:
+    """A long document's children all under the threshold, its first ones scored best: the best
+    three hits are siblings (one context), the fallback keeps hits until three parents are
+    covered, each with every hit of its own ahead of that point. With fewer parents to be had,
+    as many as there are."""
+    long = " ".join(f"Entry {i}: glaciers form where snow accumulates faster than it melts, and the ice flows slowly downhill." for i in range(60))
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest([_doc("long", long), _doc("short", "Snow becomes glacier ice over many winters.")])).errors
+        with json_server(tei_rerank(lambda q, t: 0.25 - 0.001 * int(t.split()[1].rstrip(":")) if t.startswith("Entry") else 0.01)) as tei:
+            reranker = TeiReranker(tei.url)
+            try:
+                p = pipeline(application, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=0.0)
+                q = "glaciers form where snow accumulates"
+                r = await p.query(QueryOptions(q, 5, strategy=Strategy.HYBRID, use_cache=False))
+                one = await p.query(QueryOptions(q, 5, strategy=Strategy.HYBRID, use_cache=False, document_ids=("short",)))
+            finally:
+                await reranker.close()
+    finally:
+        await application.close()
+    assert r.metrics.rerank_fallback_triggered and [c.parent.parent_chunk_id for c in r.contexts] == ["long#p0", "long#p1", "long#p2"]
+    # The best three were siblings; nothing past the third parent's first hit is kept.
+    assert len(r.contexts[0].children) >= 3 and len(r.contexts[2].children) == 1
+    assert one.metrics.rerank_fallback_triggered and [c.parent.parent_chunk_id for c in one.contexts] == ["short#p0"]
 
 
 @pytest.mark.parametrize(("top_k", "retry_loses_a_leg", "retry_answers"), [(20, False, True), (3, False, True), (3, True, False)])
@@ -1600,6 +1627,50 @@ async def test_enrich_reads_the_pools_versions_only_when_a_best_parent_has_a_sta
     contexts, reads = await _enrich(app, [stale_top, *hits], 2)
     assert reads == 1 and contexts == current
     assert all(not cid.endswith("-old") for _, _, kids in contexts for cid in kids)
+
+
+# --- enrich: identical sections --------------------------------------------------------------
+
+TWIN = "Glaciers are slow rivers of ice that form where snow accumulates faster than it melts."
+GLACIERS = [
+    "A glacier forms when winter snowfall exceeds summer melting for many years.",
+    "Ice sheets move as glaciers, flowing outward under their own weight as snow piles up.",
+    "Rivers of ice carve valleys over thousands of years.",
+    "Snow that survives the summer compacts into firn and then glacial ice.",
+]
+
+
+async def test_a_section_several_documents_hold_is_one_context_of_those_the_caller_may_read(tmp_path: Path) -> None:
+    """Eight public documents and one of alice's hold one page, four others a page each: top_k 5 is
+    the page once and the four others, not five copies of it. Only readable copies count: the
+    private copy, the best, does not take the public ones' place for a caller who may not read it.
+    The answer is cached as returned."""
+    corpus = [_doc(f"twin{i}", TWIN, title=f"Mirror {i}") for i in range(8)]
+    corpus += [_doc("alice-twin", TWIN, access=Access.PRIVATE, owner_id="alice")]
+    corpus += [_doc(f"other{i}", text) for i, text in enumerate(GLACIERS)]
+    application = Application(load_settings(data_dir=tmp_path))
+    await application.open()
+    try:
+        assert not (await application.ingest(corpus)).errors
+        q = QueryOptions("glaciers slow rivers of ice form where snow accumulates faster than it melts", 5, strategy=Strategy.HYBRID, rerank=False)
+        r = await application.pipeline.query(q)
+        assert sorted(c.parent.content for c in r.contexts) == sorted([TWIN, *GLACIERS])
+        again = await application.pipeline.query(q)
+        assert again.cached and again.contexts == r.contexts
+
+        vector = (await application.embedder.embed([q.query]))[0]
+        hits = await application.vectors.search_dense(vector, 40, PointFilter(access=AccessFilter.for_identity(ROOT)))
+        private = next(h for h in hits if h.document_id == "alice-twin")
+        hits = [dataclasses.replace(private, score=hits[0].score + 1), *(h for h in hits if h is not private)]
+        for identity in (ANON, ALICE):
+            state = QueryState(options=QueryOptions(q.query, 5, identity=identity), reranked=hits,
+                               point_filter=PointFilter(access=AccessFilter.for_identity(identity)))
+            contexts = (await nodes.enrich(state, application.pipeline.deps))["contexts"]
+            twins = [c.document.document_id for c in contexts if c.parent.content == TWIN]
+            assert len(contexts) == 5 and len(twins) == 1
+            assert (twins[0] == "alice-twin") is (identity is ALICE)
+    finally:
+        await application.close()
 
 
 @pytest.mark.parametrize("windows", [True, False])

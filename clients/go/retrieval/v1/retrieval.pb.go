@@ -621,8 +621,8 @@ type QueryRequest struct {
 	Fusion Fusion `protobuf:"varint,7,opt,name=fusion,proto3,enum=retrieval.v1.Fusion" json:"fusion,omitempty"`
 	// Whether the configured cross-encoder reorders the best RETRIEVAL_RERANK_CANDIDATES (50)
 	// fused candidates. Only those go on, and those scoring below RETRIEVAL_RERANK_THRESHOLD (0.3)
-	// are dropped (the best RETRIEVAL_RERANK_FALLBACK, 3, are kept when none passes), so fewer
-	// than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
+	// are dropped (when none passes, the best are kept until they cover
+	// RETRIEVAL_RERANK_FALLBACK, 3, contexts), so fewer than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
 	// reranker configured the fused order is kept either way, and Metrics.degraded says
 	// `rerank:unavailable` unless the request set false.
 	Rerank *bool `protobuf:"varint,8,opt,name=rerank,proto3,oneof" json:"rerank,omitempty"`
@@ -1081,8 +1081,8 @@ type Metrics struct {
 	// server retries and decomposes.
 	SufficiencyScore float32 `protobuf:"fixed32,5,opt,name=sufficiency_score,json=sufficiencyScore,proto3" json:"sufficiency_score,omitempty"`
 	// True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; on each retry
-	// halved, or lowered by 0.5 when at or below 0), so the best RETRIEVAL_RERANK_FALLBACK (3) were
-	// kept anyway, in the pass whose contexts are returned.
+	// halved, or lowered by 0.5 when at or below 0), so the best candidates were kept anyway, as
+	// many as cover RETRIEVAL_RERANK_FALLBACK (3) contexts, in the pass whose contexts are returned.
 	RerankFallbackTriggered bool `protobuf:"varint,6,opt,name=rerank_fallback_triggered,json=rerankFallbackTriggered,proto3" json:"rerank_fallback_triggered,omitempty"`
 	// What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
 	// `keyword:store_error`, `keyword:no_terms` (stop words only: no keyword term to search),
@@ -1243,11 +1243,13 @@ type QueryResponse struct {
 	// The caller's query, trimmed. What was searched instead of it, if anything, is in
 	// Metrics.rewritten_query and Metrics.sub_queries.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
-	// The best contexts, at most top_k, best first. Empty when nothing readable matched. Fewer
-	// when they would weigh more than RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last
-	// ones are left out, and Metrics.degraded says `response:contexts_capped`. A GENERATION
-	// answer's as well: those kept keep the numbers its text cites them by, and the Citation of
-	// one left out still names it.
+	// The best contexts, at most top_k, best first, no two with the same text (case and white
+	// space aside: of sections several documents hold alike, the best readable one stands for
+	// all). Empty when nothing readable matched. Fewer when they would weigh more than
+	// RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last ones are left out, and
+	// Metrics.degraded says `response:contexts_capped`. A GENERATION answer's as well: those
+	// kept keep the numbers its text cites them by, and the Citation of one left out still
+	// names it.
 	Contexts []*Context `protobuf:"bytes,2,rep,name=contexts,proto3" json:"contexts,omitempty"`
 	// Timings and the path through the pipeline.
 	Metrics *Metrics `protobuf:"bytes,3,opt,name=metrics,proto3" json:"metrics,omitempty"`

@@ -569,8 +569,8 @@ export interface QueryRequest {
   /**
    * Whether the configured cross-encoder reorders the best RETRIEVAL_RERANK_CANDIDATES (50)
    * fused candidates. Only those go on, and those scoring below RETRIEVAL_RERANK_THRESHOLD (0.3)
-   * are dropped (the best RETRIEVAL_RERANK_FALLBACK, 3, are kept when none passes), so fewer
-   * than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
+   * are dropped (when none passes, the best are kept until they cover
+   * RETRIEVAL_RERANK_FALLBACK, 3, contexts), so fewer than top_k contexts may come back. Unset: true. False keeps the fused order. Without a
    * reranker configured the fused order is kept either way, and Metrics.degraded says
    * `rerank:unavailable` unless the request set false.
    */
@@ -697,8 +697,8 @@ export interface Metrics {
   sufficiencyScore: number;
   /**
    * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; on each retry
-   * halved, or lowered by 0.5 when at or below 0), so the best RETRIEVAL_RERANK_FALLBACK (3) were
-   * kept anyway, in the pass whose contexts are returned.
+   * halved, or lowered by 0.5 when at or below 0), so the best candidates were kept anyway, as
+   * many as cover RETRIEVAL_RERANK_FALLBACK (3) contexts, in the pass whose contexts are returned.
    */
   rerankFallbackTriggered: boolean;
   /**
@@ -752,11 +752,13 @@ export interface QueryResponse {
    */
   query: string;
   /**
-   * The best contexts, at most top_k, best first. Empty when nothing readable matched. Fewer
-   * when they would weigh more than RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last
-   * ones are left out, and Metrics.degraded says `response:contexts_capped`. A GENERATION
-   * answer's as well: those kept keep the numbers its text cites them by, and the Citation of
-   * one left out still names it.
+   * The best contexts, at most top_k, best first, no two with the same text (case and white
+   * space aside: of sections several documents hold alike, the best readable one stands for
+   * all). Empty when nothing readable matched. Fewer when they would weigh more than
+   * RETRIEVAL_MAX_RESPONSE_BYTES (4,128,768 bytes): the last ones are left out, and
+   * Metrics.degraded says `response:contexts_capped`. A GENERATION answer's as well: those
+   * kept keep the numbers its text cites them by, and the Citation of one left out still
+   * names it.
    */
   contexts: Context[];
   /** Timings and the path through the pipeline. */
