@@ -28,8 +28,10 @@ type RetrievalServiceClient interface {
 	// DEADLINE_EXCEEDED (nothing ready at the deadline), RESOURCE_EXHAUSTED (request too large),
 	// INTERNAL.
 	Query(ctx context.Context, in *QueryRequest, opts ...grpc.CallOption) (*QueryResponse, error)
-	// Simple semantic search (the MARP contract): one dense search, duplicate texts removed, flat
-	// chunk results trimmed for display, best first. No cache, no analysis, no rerank.
+	// Simple semantic search (the MARP contract): one query embedding and a dense search (searched
+	// again, wider, while copies of one text leave fewer than top_k distinct ones: at most 50 hits a
+	// result), duplicate texts removed, flat chunk results trimmed for display, best first. No
+	// cache, no analysis, no rerank.
 	// Errors: INVALID_ARGUMENT (query length, top_k, malformed identity headers),
 	// UNAUTHENTICATED, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL.
 	Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (*SearchResponse, error)
@@ -171,8 +173,10 @@ type RetrievalServiceServer interface {
 	// DEADLINE_EXCEEDED (nothing ready at the deadline), RESOURCE_EXHAUSTED (request too large),
 	// INTERNAL.
 	Query(context.Context, *QueryRequest) (*QueryResponse, error)
-	// Simple semantic search (the MARP contract): one dense search, duplicate texts removed, flat
-	// chunk results trimmed for display, best first. No cache, no analysis, no rerank.
+	// Simple semantic search (the MARP contract): one query embedding and a dense search (searched
+	// again, wider, while copies of one text leave fewer than top_k distinct ones: at most 50 hits a
+	// result), duplicate texts removed, flat chunk results trimmed for display, best first. No
+	// cache, no analysis, no rerank.
 	// Errors: INVALID_ARGUMENT (query length, top_k, malformed identity headers),
 	// UNAUTHENTICATED, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL.
 	Search(context.Context, *SearchRequest) (*SearchResponse, error)

@@ -92,8 +92,10 @@ class RetrievalServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Search(self, request, context):
-        """Simple semantic search (the MARP contract): one dense search, duplicate texts removed, flat
-        chunk results trimmed for display, best first. No cache, no analysis, no rerank.
+        """Simple semantic search (the MARP contract): one query embedding and a dense search (searched
+        again, wider, while copies of one text leave fewer than top_k distinct ones: at most 50 hits a
+        result), duplicate texts removed, flat chunk results trimmed for display, best first. No
+        cache, no analysis, no rerank.
         Errors: INVALID_ARGUMENT (query length, top_k, malformed identity headers),
         UNAUTHENTICATED, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL.
         """

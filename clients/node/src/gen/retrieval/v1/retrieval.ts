@@ -5410,8 +5410,10 @@ export const RetrievalServiceService = {
     responseDeserialize: (value: Buffer): QueryResponse => QueryResponse.decode(value),
   },
   /**
-   * Simple semantic search (the MARP contract): one dense search, duplicate texts removed, flat
-   * chunk results trimmed for display, best first. No cache, no analysis, no rerank.
+   * Simple semantic search (the MARP contract): one query embedding and a dense search (searched
+   * again, wider, while copies of one text leave fewer than top_k distinct ones: at most 50 hits a
+   * result), duplicate texts removed, flat chunk results trimmed for display, best first. No
+   * cache, no analysis, no rerank.
    * Errors: INVALID_ARGUMENT (query length, top_k, malformed identity headers),
    * UNAUTHENTICATED, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL.
    */
@@ -5521,8 +5523,10 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    */
   query: handleUnaryCall<QueryRequest, QueryResponse>;
   /**
-   * Simple semantic search (the MARP contract): one dense search, duplicate texts removed, flat
-   * chunk results trimmed for display, best first. No cache, no analysis, no rerank.
+   * Simple semantic search (the MARP contract): one query embedding and a dense search (searched
+   * again, wider, while copies of one text leave fewer than top_k distinct ones: at most 50 hits a
+   * result), duplicate texts removed, flat chunk results trimmed for display, best first. No
+   * cache, no analysis, no rerank.
    * Errors: INVALID_ARGUMENT (query length, top_k, malformed identity headers),
    * UNAUTHENTICATED, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL.
    */
@@ -5602,8 +5606,10 @@ export interface RetrievalServiceClient extends Client {
     callback: (error: ServiceError | null, response: QueryResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Simple semantic search (the MARP contract): one dense search, duplicate texts removed, flat
-   * chunk results trimmed for display, best first. No cache, no analysis, no rerank.
+   * Simple semantic search (the MARP contract): one query embedding and a dense search (searched
+   * again, wider, while copies of one text leave fewer than top_k distinct ones: at most 50 hits a
+   * result), duplicate texts removed, flat chunk results trimmed for display, best first. No
+   * cache, no analysis, no rerank.
    * Errors: INVALID_ARGUMENT (query length, top_k, malformed identity headers),
    * UNAUTHENTICATED, UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL.
    */
