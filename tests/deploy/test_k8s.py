@@ -98,6 +98,8 @@ def test_selectors_agree() -> None:
     hpa = _one("HorizontalPodAutoscaler")["spec"]
     assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "retrieval"}
     assert _one("PodDisruptionBudget")["spec"]["minAvailable"] < hpa["minReplicas"]
+    # The autoscaler owns the count: a Deployment's own would be applied over it on every rollout.
+    assert "replicas" not in _one("Deployment")["spec"]
 
 
 def test_service_monitor_scrapes_the_metrics_port() -> None:
