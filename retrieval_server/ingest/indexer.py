@@ -319,7 +319,7 @@ class Indexer:
                             unlisted += 1
                         continue
                     if await self._unchanged(prepared):
-                        done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True))
+                        done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True, unchanged=True))
                         if on_document:
                             on_document(doc_id)
                         continue
