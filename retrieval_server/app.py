@@ -589,7 +589,8 @@ class Application:
             self.metrics.ingest_errors.inc(len(report.errors) + report.errors_not_listed)
             if report.documents:
                 self.schedule_optimize()
-                await self._invalidate([d.document_id for d in report.documents if d.replaced])
+                # Not the unchanged: a periodic re-sync of a corpus emptied the cache (every replica's, with Redis).
+                await self._invalidate([d.document_id for d in report.documents if d.replaced and not d.unchanged])
         return report
 
     async def delete(

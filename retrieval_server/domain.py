@@ -385,7 +385,11 @@ class IngestedDocument:
     document_id: str
     parent_chunks: int
     child_chunks: int
+    #: a document with this id was stored before (and replaced, or found unchanged)
     replaced: bool
+    #: found stored as it is and left so: nothing an answer citing it holds changed (an ingest
+    #: changing only its access, title, grants or metadata writes it, and is not this)
+    unchanged: bool = False
 
 
 @dataclass(frozen=True, slots=True)

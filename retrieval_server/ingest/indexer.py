@@ -14,7 +14,11 @@ hash, and exactly its chunks' points stored) is skipped.
 
 Crash consistency: before its vectors change, a document gets a pending-write intent in the
 metadata store (committed first; a delete records it in the same transaction as removing the
-rows). The intent is cleared once the vectors match the rows. Whatever interrupts the sequence
+rows). The intent is cleared once the vectors match the rows and the vector store has made them
+durable (:meth:`VectorStore.sync`): cleared before, a power loss could undo the vector change (bring
+a deleted document's points back) with no intent left to say so. One sync serves a whole batch of
+an ingest, or a whole delete call: a flush of the embedded engine syncs its whole WAL and every
+segment it changed (about 4 ms here), more than a small document's vector writes take. Whatever interrupts the sequence
 (an error, a kill -9), :meth:`Indexer.reconcile` makes the vectors agree with the committed rows:
 points of any other version go, and all points go when no row exists. It runs at once when a write
 fails, and at start-up for every intent left behind (with shared storage, only for intents older
@@ -328,7 +332,7 @@ class Indexer:
                             unlisted += 1
                         continue
                     if await self._unchanged(prepared):
-                        done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True))
+                        done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True, unchanged=True))
                         if on_document:
                             on_document(doc_id)
                         continue
@@ -508,51 +512,57 @@ class Indexer:
         out: list[IngestedDocument] = []
         row = 0
         parent_row = sum(len(p.children) for p in batch)
-        for p, d in zip(batch, derived, strict=True):
-            vecs = dense[row : row + len(p.children)]
-            row += len(p.children)
-            p.document = document = self._settled(p.document, d.graph)
-            points = [
-                VectorPoint(child=c, document=document, dense=v, sparse=s, version=document.version, sparse_titled=st)
-                for c, v, (s, st) in zip(p.children, vecs, d.sparse, strict=True)
-            ]
-            parent_points: list[ParentPoint] = []
-            if with_parents:
-                first_child: dict[str, ChildChunk] = {}
-                for c in p.children:
-                    first_child.setdefault(c.parent_chunk_id, c)
-                parent_points = [
-                    ParentPoint(parent, first_child[parent.parent_chunk_id], document, dense[parent_row + i], document.version)
-                    for i, parent in enumerate(p.parents)
-                    if parent.parent_chunk_id in first_child
+        begun: dict[str, float] = {}
+        try:
+            for p, d in zip(batch, derived, strict=True):
+                vecs = dense[row : row + len(p.children)]
+                row += len(p.children)
+                p.document = document = self._settled(p.document, d.graph)
+                points = [
+                    VectorPoint(child=c, document=document, dense=v, sparse=s, version=document.version, sparse_titled=st)
+                    for c, v, (s, st) in zip(p.children, vecs, d.sparse, strict=True)
                 ]
-                parent_row += len(p.parents)
-            doc_id = p.document.document_id
-            try:
-                # Waiting for the document's lock can be cancelled; its write, once begun, runs to its end.
-                async with self._document_lock(doc_id):
-                    # Under the lock, as every write of it: what was checked when it was prepared may
-                    # have been replaced since (made private) by another writer.
-                    if refusal := await self._refused(doc_id, writer):
-                        errors.append(IngestFailure(doc_id, refusal))
-                        continue
-                    replaced = await _to_the_end(self._store(p, points, parent_points, d.graph))
-            except Exception as exc:
-                errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
-                continue
-            log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
-            out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
+                parent_points: list[ParentPoint] = []
+                if with_parents:
+                    first_child: dict[str, ChildChunk] = {}
+                    for c in p.children:
+                        first_child.setdefault(c.parent_chunk_id, c)
+                    parent_points = [
+                        ParentPoint(parent, first_child[parent.parent_chunk_id], document, dense[parent_row + i], document.version)
+                        for i, parent in enumerate(p.parents)
+                        if parent.parent_chunk_id in first_child
+                    ]
+                    parent_row += len(p.parents)
+                doc_id = p.document.document_id
+                try:
+                    # Waiting for the document's lock can be cancelled; its write, once begun, runs to its end.
+                    async with self._document_lock(doc_id):
+                        # Under the lock, as every write of it: what was checked when it was prepared may
+                        # have been replaced since (made private) by another writer.
+                        if refusal := await self._refused(doc_id, writer):
+                            errors.append(IngestFailure(doc_id, refusal))
+                            continue
+                        replaced = await _to_the_end(self._store(p, points, parent_points, d.graph, begun))
+                except Exception as exc:
+                    errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
+                    continue
+                log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
+                out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
+        finally:
+            await _to_the_end(self._settle(begun))
         await self._recount()
         return out
 
     async def _store(
-        self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None
+        self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None,
+        begun: dict[str, float],
     ) -> bool:
-        """One document into both stores (whether it replaced one), under its lock; on failure the
-        vectors are made to match the committed rows again, and the failure is raised."""
+        """One document into both stores (whether it replaced one), under its lock; its intent's start
+        goes into ``begun`` for :meth:`_settle` (even when the caller is cancelled meanwhile). On
+        failure the vectors are made to match the committed rows again, and the failure is raised."""
         doc_id = p.document.document_id
         try:
-            await self._metadata.begin_write(doc_id)
+            started = await self._metadata.begin_write(doc_id)
             for i in range(0, len(points), self._batch):
                 await self._vectors.upsert(points[i : i + self._batch])
             for i in range(0, len(parent_points), self._batch):
@@ -561,12 +571,26 @@ class Indexer:
             # The chunks too: a version written over itself (a chunker changed with no revision
             # bumped) keeps only the points of the chunks it has now.
             await self._vectors.delete_document(doc_id, keep_version=p.document.version, keep_chunks=[c.chunk_id for c in p.children])
-            await self._metadata.end_write(doc_id)
         except Exception:
             log.exception("storing %s failed", doc_id)
             await self._reconcile_quietly(doc_id)
             raise
+        begun[doc_id] = started
         return replaced
+
+    async def _settle(self, begun: dict[str, float]) -> None:
+        """Clear the intents of documents whose vectors match their rows (``begun``: each intent's
+        start), once one sync has made all their vector changes durable. Outside the documents'
+        locks, so an intent renewed since by another write is left to that writer. On failure the
+        intents stay, and recovery reconciles their documents."""
+        if not begun:
+            return
+        try:
+            await self._vectors.sync()
+            for doc_id, started in begun.items():
+                await self._metadata.end_write(doc_id, started)
+        except Exception:
+            log.exception("syncing the vector store failed; the pending writes of %d documents stay for the next recovery", len(begun))
 
     def _settled(self, document: Document, graph: DocumentGraph | None) -> Document:
         """``document`` as it is stored: when its graph is provisional (the LLM did not answer for
@@ -626,24 +650,34 @@ class Indexer:
             return None
         return _refusal(await self._metadata.get_document(document_id), writer)
 
-    async def _delete_one(self, document_id: str, writer: AccessFilter) -> bool:
-        """Under the document's lock: rows, then vectors. False, as for a missing id, for a document
-        ``writer`` may not read: that it exists is not theirs to learn either."""
+    async def _delete_one(self, document_id: str, writer: AccessFilter, begun: dict[str, float]) -> bool:
+        """Under the document's lock: rows, then vectors; the intent's start goes into ``begun`` for
+        :meth:`_settle` (not when the points could not be deleted: the intent stays for recovery).
+        False, as for a missing id, for a document ``writer`` may not read: that it exists is not
+        theirs to learn either."""
         if await self._refused(document_id, writer):
             return False
         existed = await self._metadata.delete_document(document_id)
-        await self._reconcile_quietly(document_id)
+        try:
+            await self._vectors.delete_document(document_id)
+            started = await self._metadata.pending_since(document_id)
+        except Exception:
+            log.exception("deleting the points of %s failed; its pending write stays for the next recovery", document_id)
+        else:
+            if started is not None:
+                begun[document_id] = started
         if existed:
             log.debug("document deleted", extra={"document_id": document_id})
         return existed
 
     async def reconcile(self, document_id: str) -> None:
-        """Make the document's vectors match its committed rows, then clear its pending write."""
+        """Make the document's vectors match its committed rows, then, once synced, clear its pending write."""
         committed = (await self._metadata.document_versions([document_id])).get(document_id)
         if committed is None:
             await self._vectors.delete_document(document_id)
         else:
             await self._vectors.delete_document(document_id, keep_version=version_of(committed))
+        await self._vectors.sync()
         await self._metadata.end_write(document_id)
 
     async def _reconcile_quietly(self, document_id: str) -> None:
@@ -686,10 +720,14 @@ class Indexer:
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
         deleted, missing = [], []
-        for doc_id in dict.fromkeys(cleaned):
-            async with self._document_lock(doc_id):
-                existed = await _to_the_end(self._delete_one(doc_id, writer))
-            (deleted if existed else missing).append(doc_id)
+        begun: dict[str, float] = {}
+        try:
+            for doc_id in dict.fromkeys(cleaned):
+                async with self._document_lock(doc_id):
+                    existed = await _to_the_end(self._delete_one(doc_id, writer, begun))
+                (deleted if existed else missing).append(doc_id)
+        finally:
+            await _to_the_end(self._settle(begun))
         await self._recount()
         return deleted, missing
 

@@ -137,6 +137,30 @@ async def test_a_revoked_grant_is_not_served_from_the_cache(app: Application) ->
     assert "bob-review" not in _docs(after)
 
 
+async def test_an_unchanged_reingest_keeps_the_answers_citing_it_and_an_access_change_drops_them(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A periodic re-sync sends every file again, nearly all unchanged: nothing is written, so the
+    answers citing them stay (with Redis, every replica's); the same text with other access is
+    written, and its answers go."""
+    invalidated: list[str] = []
+    invalidate = app.cache.invalidate_documents  # type: ignore[union-attr]
+
+    async def recorded(document_ids: Any) -> Any:
+        invalidated.extend(document_ids)
+        return await invalidate(document_ids)
+
+    monkeypatch.setattr(app.cache, "invalidate_documents", recorded)
+    assert "policy" in _docs(await _ask(app, ANON)) and (await _ask(app, ANON)).cached
+    report = await app.ingest(CORPUS)
+    assert not report.errors and all(d.replaced and d.unchanged for d in report.documents)
+    assert invalidated == [] and (await _ask(app, ANON)).cached
+    private = [_doc("policy", CORPUS[0].content.decode(), access=Access.PRIVATE, owner_id="alice")]
+    assert [(d.replaced, d.unchanged) for d in (await app.ingest(private)).documents] == [(True, False)]
+    after = await _ask(app, ANON)
+    assert invalidated == ["policy"] and not after.cached and "policy" not in _docs(after)
+
+
 async def test_callers_with_the_same_readable_set_share_answers(app: Application) -> None:
     await _ask(app, ANON, "public salary policy review")
     # dave can read nothing private: his readable set is the public one, so the public answer serves him.

@@ -460,6 +460,41 @@ async def test_a_cancelled_delete_removes_the_document_it_is_at_and_stops(app: A
     assert await app.metadata.get_document("c") is not None and await app.vectors.count("c") > 0
 
 
+async def test_a_pending_write_is_cleared_only_after_a_sync_that_follows_its_vector_changes(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A power loss takes back what the vector engine has not synced. Cleared before that, a write's
+    intent no longer says the vectors need reconciling, and a deleted (or replaced) document's
+    points, text and all, come back for good. One sync covers a whole batch or delete call."""
+    calls: list[tuple[str, str]] = []
+
+    def recorded(inner: Any, name: str) -> Intercepted:
+        async def around(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+            result = await method(*args, **kwargs)
+            first = args[0] if args else ""
+            calls.append((name, first[0].document.document_id if name.startswith("upsert") else str(first)))
+            return result
+
+        return Intercepted(inner, name, around)
+
+    vectors: Any = app.vectors
+    for name in ("upsert", "upsert_parents", "delete_document", "sync"):
+        vectors = recorded(vectors, name)
+    monkeypatch.setattr(app.indexer, "_vectors", vectors)
+    monkeypatch.setattr(app.indexer, "_metadata", recorded(app.metadata, "end_write"))
+    await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock."), _txt("c", "Deserts are dry.")])
+    await app.ingest([_txt("a", LONG.replace("glaciers", "moraines"))])
+    await app.delete(["b", "c"])
+
+    cleared = [(i, doc) for i, (name, doc) in enumerate(calls) if name == "end_write"]
+    assert sorted(doc for _, doc in cleared) == ["a", "a", "b", "b", "c", "c"]
+    for i, doc in cleared:
+        changed = max(j for j, (name, d) in enumerate(calls[:i]) if d == doc and name != "end_write")
+        assert ("sync", "") in calls[changed:i], f"the intent of {doc} was cleared before its vector changes were synced: {calls}"
+    assert calls.count(("sync", "")) == 3  # one per ingested batch and per delete call, not per document
+    assert await app.metadata.pending_writes() == []
+
+
 async def test_a_retry_repairs_a_replacement_whose_old_points_could_not_be_removed(
     app: Application, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import unicodedata
+from types import SimpleNamespace
 
 import pytest
 
+from retrieval_server.backends import metadata_store as metadata_store_module
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
+from tests.support.clock import Clock
 
 
 async def read_parents(store: MetadataStore, parent_ids: list[str]) -> dict[str, ParentChunk]:
@@ -221,6 +224,28 @@ async def test_a_pending_write_is_seen_until_it_ends(metadata_store: MetadataSto
     assert await metadata_store.has_pending_write("pw2") is False
     await metadata_store.end_write("pw1")
     assert await metadata_store.has_pending_write("pw1") is False
+
+
+async def test_a_writer_clears_its_own_intent_and_not_one_begun_since(
+    metadata_store: MetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest or delete clears its intents after letting the documents' locks go, once one sync
+    covered their vectors: an intent another write recorded meanwhile (in flight, or abandoned by
+    a killed process) must stay, or nothing would reconcile that write's vectors."""
+    clock = Clock(1_700_000_000.25)
+    monkeypatch.setattr(metadata_store_module, "time", SimpleNamespace(time=clock))
+    first = await metadata_store.begin_write("pw1")
+    assert await metadata_store.pending_since("pw1") == first == clock.now
+    clock.now += 0.5  # the other write, stamped later
+    renewed = await metadata_store.begin_write("pw1")
+    await metadata_store.end_write("pw1", first)
+    assert await metadata_store.pending_since("pw1") == renewed != first
+    await metadata_store.delete_document("pw2")
+    deleted = await metadata_store.pending_since("pw2")
+    assert deleted is not None
+    await metadata_store.end_write("pw2", deleted)
+    await metadata_store.end_write("pw1", renewed)
+    assert await metadata_store.pending_writes() == [] and await metadata_store.pending_since("pw1") is None
 
 
 async def test_writers_of_different_new_documents_never_fail_each_other(metadata_store: MetadataStore) -> None:

@@ -254,13 +254,26 @@ class MetadataStore(GraphQueries, ABC):
     # Write-ahead intents: a document whose vectors may disagree with its rows (a write in flight, or
     # one a crash interrupted). Recovery makes the vectors match the committed rows, then clears it.
 
-    async def begin_write(self, document_id: str) -> None:
+    async def begin_write(self, document_id: str) -> float:
+        """Record the intent; returns its start, which :meth:`end_write` takes to clear this one only."""
         async with self.transaction() as tx:
-            await self._record_pending(tx, document_id)
+            return await self._record_pending(tx, document_id)
 
-    async def end_write(self, document_id: str) -> None:
+    async def end_write(self, document_id: str, begun: float | None = None) -> None:
+        """Clear the document's intent; with ``begun`` (its start), only while it is that one: a writer
+        that clears its intents after letting the document's lock go (once its vectors are synced)
+        must not clear the intent of a write begun since, which may be in flight or abandoned."""
+        sql, params = "DELETE FROM pending_writes WHERE document_id = ?", [document_id]
+        if begun is not None:
+            sql, params = sql + " AND started_at = ?", [document_id, begun]
         async with self.transaction() as tx:
-            await tx.execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
+            await tx.execute(sql, params)
+
+    async def pending_since(self, document_id: str) -> float | None:
+        """When the document's pending write began (what :meth:`end_write` takes); None without one."""
+        async with self.snapshot() as tx:
+            rows = await tx.fetchall("SELECT started_at FROM pending_writes WHERE document_id = ?", [document_id])
+        return float(rows[0][0]) if rows else None
 
     async def has_pending_write(self, document_id: str, older_than: float | None = None) -> bool:
         """Whether the document's vectors may disagree with its rows (a write in flight, or one left
@@ -280,9 +293,11 @@ class MetadataStore(GraphQueries, ABC):
             return [r[0] for r in await tx.fetchall(sql + " ORDER BY started_at, document_id", params)]
 
     @staticmethod
-    async def _record_pending(tx: Tx, document_id: str) -> None:
+    async def _record_pending(tx: Tx, document_id: str) -> float:
+        started = time.time()
         await tx.execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
-        await tx.execute("INSERT INTO pending_writes (document_id, started_at) VALUES (?, ?)", [document_id, time.time()])
+        await tx.execute("INSERT INTO pending_writes (document_id, started_at) VALUES (?, ?)", [document_id, started])
+        return started
 
     async def get_parents_and_documents(self, parent_ids: Sequence[str]) -> tuple[dict[str, ParentChunk], dict[str, Document]]:
         """The requested parents and their documents, read in one snapshot.

@@ -134,6 +134,12 @@ class VectorStore(Protocol):
         point carries its first child's chunk id, so it stays when that child does."""
         ...
 
+    async def sync(self) -> None:
+        """Make the writes and deletes so far survive a power loss. A writer calls it before clearing
+        the pending writes they belong to: cleared first, a power loss could take a delete back (the
+        points, text and all, of a deleted document) with nothing left to say it must be redone."""
+        ...
+
     async def refresh_count(self) -> None:
         """Count the children again for the search policy (``SearchPolicy.points``). Writes leave
         the count as it was: the writer refreshes it once its writes are done (an ingest after

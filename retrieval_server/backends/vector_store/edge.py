@@ -325,6 +325,11 @@ class EdgeVectorStore:
         async with self._write_lock:
             await self._executor.run(self.shard.update, qe.UpdateOperation.delete_points_by_filter(flt), priority=Priority.BACKGROUND)
 
+    async def sync(self) -> None:
+        # The engine writes its WAL and segments through memory maps and syncs them only in flush.
+        async with self._write_lock:
+            await self._executor.run(self.shard.flush, priority=Priority.BACKGROUND)
+
     def _request(self, query: qe.Query, limit: int, flt: PointFilter, with_vector: list[str] | None = None) -> qe.QueryRequest:
         engine_filter = _filter(flt)
         exact = self.policy.exact

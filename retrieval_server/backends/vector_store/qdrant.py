@@ -171,6 +171,11 @@ class QdrantVectorStore:
             wait=True,
         )
 
+    async def sync(self) -> None:
+        """Nothing to do: every write and delete waits (``wait=True``) for the server to have logged and
+        applied it before it returns (local mode commits each point to its SQLite file first); the
+        server's WAL is its own to keep, and the client has no call to flush it."""
+
     def _params(self, engine_filter: models.Filter | None) -> models.SearchParams:
         exact = self.policy.exact
         return models.SearchParams(
