@@ -66,6 +66,7 @@ from retrieval_server.domain import (
     ResourceExhausted,
     SparseVector,
     VectorPoint,
+    WrongModel,
     version_of,
 )
 from retrieval_server.identifiers import (
@@ -537,6 +538,8 @@ class Indexer:
                         errors.append(IngestFailure(doc_id, refusal))
                         continue
                     replaced = await _to_the_end(self._store(p, points, parent_points, d.graph))
+            except WrongModel:
+                raise  # not this document's failure: every write of this process would fail alike
             except Exception as exc:
                 errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
                 continue
@@ -557,7 +560,7 @@ class Indexer:
                 await self._vectors.upsert(points[i : i + self._batch])
             for i in range(0, len(parent_points), self._batch):
                 await self._vectors.upsert_parents(parent_points[i : i + self._batch])
-            replaced = await self._metadata.replace_document(p.document, p.parents, graph)
+            replaced = await self._metadata.replace_document(p.document, p.parents, graph, model=self._embedder.model_id)
             # The chunks too: a version written over itself (a chunker changed with no revision
             # bumped) keeps only the points of the chunks it has now.
             await self._vectors.delete_document(doc_id, keep_version=p.document.version, keep_chunks=[c.chunk_id for c in p.children])
