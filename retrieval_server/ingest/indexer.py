@@ -242,6 +242,8 @@ class Indexer:
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "chunker": CHUNKER_REVISION,
                 "model": self._embedder.model_id,
+                # What of a parent (and of a child's title) the model reads: the rest is cut before embedding.
+                "model_tokens": self._model_tokens,
                 "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,
