@@ -115,10 +115,11 @@ class Application:
         self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
         self.vectors = traced(self._vector_store(), "vector_store", {"db.system.name": "qdrant"})
         self.metadata = traced(self._metadata_store(), "metadata_store", {"db.system.name": settings.metadata_backend})
-        self.chunker = Chunker(
-            str(files.tokenizer_path if files else BUNDLED_TOKENIZER),
-            ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
-        )
+        with model_loading.naming_the_setting(settings):
+            self.chunker = Chunker(
+                str(files.tokenizer_path if files else BUNDLED_TOKENIZER),
+                ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
+            )
         self.chat_models: dict[str, ChatModel] = {}
         #: the circuit breakers of the optional dependencies, by Health component: an open one
         #: (the dependency kept failing) is what Health reports, without calling the dependency

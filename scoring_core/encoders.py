@@ -68,13 +68,22 @@ def fit_positions(model_path: Path, max_length: int, *, graph: bool = True) -> i
     return limit
 
 
+def read_tokenizer(path: Path) -> Tokenizer:
+    """The ``tokenizer.json`` at ``path``; ``ValueError`` naming the file when it cannot be read (the
+    tokenizers library's own error names no file: "key must be a string at line 1 column 2")."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # the library raises a bare Exception
+        raise ValueError(f"cannot read the tokenizer {path}: {exc}") from exc
+
+
 def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
     """Load ``tokenizer.json`` with truncation at ``max_length`` and no padding.
 
     The upstream file pads every text to 128 tokens; each batch is padded here to its own longest
     text (:func:`padded`), which gives identical embeddings and far less work.
     """
-    tok = Tokenizer.from_file(str(path))
+    tok = read_tokenizer(path)
     tok.enable_truncation(max_length)
     tok.no_padding()
     return tok
@@ -165,7 +174,10 @@ def _session(model_path: Path, threads: int | None) -> ort.InferenceSession:
     # and its neighbours need those cycles. Measured on the 2-core VM under load: a query embedding
     # 24 -> 14 ms (2 threads), batches 63 -> 80 texts/s.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own kinds (InvalidProtobuf, InvalidArgument, ...), whose text not all name the file
+        raise ValueError(f"cannot load the ONNX model {model_path}: {exc}") from exc
 
 
 class BiEncoder:
@@ -279,10 +291,10 @@ class CrossEncoder:
         self.max_query_tokens = max_query_tokens or max_length // 2
         self.batch_size = batch_size
         self.activation = activation
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer = read_tokenizer(tokenizer_path)
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length, strategy="only_second")
-        self._counter = Tokenizer.from_file(str(tokenizer_path))
+        self._counter = read_tokenizer(tokenizer_path)
         self._counter.no_padding()
         self._counter.no_truncation()
         self._pad_id = pad_id(self.tokenizer)

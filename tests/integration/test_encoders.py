@@ -285,3 +285,16 @@ def test_a_model_folder_without_a_tokenizer_the_bundled_one_does_not_fit_is_refu
         assert resolve_model(tmp_path).tokenizer_path == tmp_path / "tokenizer.json"
     finally:
         executor.shutdown()
+
+
+def test_a_file_that_cannot_be_read_is_named(tmp_path: Path, tiny_model: Path) -> None:
+    """onnxruntime's and the tokenizers library's own errors did not all name the file."""
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"")
+    with pytest.raises(ValueError, match=re.escape(f"cannot load the ONNX model {broken}: ")):
+        BiEncoder(broken, BUNDLED_TOKENIZER)
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text("{not json")
+    for load in (BiEncoder, CrossEncoder):
+        with pytest.raises(ValueError, match=re.escape(f"cannot read the tokenizer {tokenizer}: key must be a string")):
+            load(tiny_model, tokenizer)
