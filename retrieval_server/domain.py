@@ -442,6 +442,11 @@ class Unavailable(ServiceError):
     """A backend the request needs is down."""
 
 
+class WrongModel(Unavailable):
+    """This process embeds with another model than the index records (another process recorded
+    its own first): vectors of two models in one index would be meaningless to each other."""
+
+
 class TimedOut(Unavailable):
     """A backend did not answer within its timeout: it is frozen, cut off or overloaded, and asking
     it again at once would only wait as long again."""

@@ -13,7 +13,9 @@ stores (``Application.open``) and there is nothing to start here.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,18 @@ class WrongSize(ValueError):
 class ModelLoading:
     files: ModelFiles
     encoder: Future[BiEncoder]
+
+
+@contextlib.contextmanager
+def naming_the_setting(settings: Settings) -> Iterator[None]:
+    """A model folder's file that cannot be used (scoring_core's ``ValueError``, which names the
+    file) is refused as the setting's: the operator sets ``RETRIEVAL_MODEL_DIR``, not the file."""
+    try:
+        yield
+    except ValueError as exc:
+        if settings.model_dir is None:
+            raise
+        raise ValueError(f"RETRIEVAL_MODEL_DIR={settings.model_dir}: {exc}") from exc
 
 
 def cache_dir(settings: Settings) -> Path | None:
@@ -55,8 +69,9 @@ def start(settings: Settings) -> ModelLoading | None:
         if not future.set_running_or_notify_cancel():
             return  # nobody waits for it any more
         try:
-            encoder = new_encoder(files, max_length=settings.max_seq_length, batch_size=settings.embed_batch_size,
-                                  threads=settings.embed_threads)
+            with naming_the_setting(settings):
+                encoder = new_encoder(files, max_length=settings.max_seq_length, batch_size=settings.embed_batch_size,
+                                      threads=settings.embed_threads)
             if files.dim != encoder.dim:
                 remember_dim(files.model_id, encoder.dim, cache)
             if files.dim not in (None, encoder.dim):

@@ -58,14 +58,24 @@ def position_limit(model_path: Path, *, graph: bool = True) -> int | None:
     return None
 
 
-def fit_positions(model_path: Path, max_length: int, *, graph: bool = True) -> int:
-    """``max_length``, or the model's :func:`position_limit` when that is lower (with a warning):
-    a server whose token setting passes its model's table still starts, and truncates there."""
-    limit = position_limit(model_path, graph=graph)
+def fit_positions(model_path: Path, max_length: int, *, limit: int | None = None) -> int:
+    """``max_length``, or the most tokens the model takes when that is lower (with a warning):
+    ``limit``, else its :func:`position_limit`. A server whose token setting passes its model's
+    table still starts, and truncates there."""
+    limit = limit if limit is not None else position_limit(model_path)
     if limit is None or max_length <= limit:
         return max_length
     log.warning("max_length %d is beyond the %d positions of %s: texts are truncated at %d tokens", max_length, limit, model_path, limit)
     return limit
+
+
+def read_tokenizer(path: Path) -> Tokenizer:
+    """The ``tokenizer.json`` at ``path``; ``ValueError`` naming the file when it cannot be read (the
+    tokenizers library's own error names no file: "key must be a string at line 1 column 2")."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # the library raises a bare Exception
+        raise ValueError(f"cannot read the tokenizer {path}: {exc}") from exc
 
 
 def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
@@ -74,7 +84,7 @@ def load_tokenizer(path: Path, max_length: int) -> Tokenizer:
     The upstream file pads every text to 128 tokens; each batch is padded here to its own longest
     text (:func:`padded`), which gives identical embeddings and far less work.
     """
-    tok = Tokenizer.from_file(str(path))
+    tok = read_tokenizer(path)
     tok.enable_truncation(max_length)
     tok.no_padding()
     return tok
@@ -165,7 +175,10 @@ def _session(model_path: Path, threads: int | None) -> ort.InferenceSession:
     # and its neighbours need those cycles. Measured on the 2-core VM under load: a query embedding
     # 24 -> 14 ms (2 threads), batches 63 -> 80 texts/s.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own kinds (InvalidProtobuf, InvalidArgument, ...), whose text not all name the file
+        raise ValueError(f"cannot load the ONNX model {model_path}: {exc}") from exc
 
 
 class BiEncoder:
@@ -184,6 +197,9 @@ class BiEncoder:
         At most this many texts per inference call.
     threads : int or None
         onnxruntime intra-op threads; None lets onnxruntime choose.
+    positions : int or None
+        The most tokens the model takes, when the caller knows it; else a ``config.json`` beside
+        the model tells, or one run of ``max_length`` tokens checks it.
     """
 
     def __init__(
@@ -194,11 +210,13 @@ class BiEncoder:
         max_length: int = 256,
         batch_size: int = 32,
         threads: int | None = None,
+        positions: int | None = None,
     ) -> None:
         # Its length is held to 512 by the settings, which BERT-style models take; a config.json
-        # says otherwise. The graph is not read: it cost the ingest command protobuf and a parse
-        # of the whole model before the first text.
-        max_length = fit_positions(model_path, max_length, graph=False)
+        # says otherwise. The graph is not read up front: it cost the ingest command protobuf and a
+        # parse of the whole model before the first text.
+        known = positions if positions is not None else position_limit(model_path, graph=False)
+        max_length = fit_positions(model_path, max_length, limit=known) if known is not None else max_length
         self.tokenizer = load_tokenizer(tokenizer_path, max_length)
         self._pad_id = pad_id(self.tokenizer)
         self.session = _session(model_path, threads)
@@ -206,10 +224,34 @@ class BiEncoder:
         self.max_length = max_length
         self._input_names = {i.name for i in self.session.get_inputs()}
         out = self.session.get_outputs()[0]
-        self.dim = int(out.shape[-1]) if isinstance(out.shape[-1], int) else self._probe_dim()
+        if len(out.shape) != 3:
+            # A cross-encoder's logits, [batch, labels], were taken for vectors of `labels` dimensions,
+            # and every ingest failed on numpy's broadcast error.
+            raise ValueError(f"{model_path} is no sentence encoder: its output {out.name!r} has the shape {out.shape}, where "
+                             "mean pooling needs the tokens' states, [batch, sequence, dim] (last_hidden_state)")
+        dim = out.shape[-1]
+        if known is None:
+            # Past the model's positions every run fails, and only at the first long text; the
+            # graph is read only when that run fails.
+            dim = self._fit_length(model_path)
+        self.dim = int(dim) if isinstance(dim, int) else self._probe(1)
 
-    def _probe_dim(self) -> int:
-        return int(self._run(self.tokenizer.encode_batch(["dimension probe"])).shape[1])
+    def _probe(self, tokens: int) -> int:
+        """The embedding size, from a run of one text of ``tokens`` tokens (at most ``max_length``)."""
+        return int(self._run(self.tokenizer.encode_batch([" ".join(["probe"] * tokens)])).shape[1])
+
+    def _fit_length(self, model_path: Path) -> int:
+        """The embedding size, from a run of ``max_length`` tokens; when that fails, ``max_length``
+        is cut to the graph's position table (with a warning) if that is shorter, else refused."""
+        try:
+            return self._probe(self.max_length)
+        except Exception as exc:
+            limit = position_limit(model_path)
+            if limit is None or limit >= self.max_length:
+                raise ValueError(f"{model_path} fails on a text of {self.max_length} tokens: {exc}") from exc
+        self.max_length = fit_positions(model_path, self.max_length, limit=limit)
+        self.tokenizer.enable_truncation(self.max_length)
+        return self._probe(self.max_length)
 
     def _run(self, encodings: list[Encoding], interruption: Interruption | None = None) -> np.ndarray:
         ids, mask, types = padded(encodings, self._pad_id)
@@ -279,10 +321,10 @@ class CrossEncoder:
         self.max_query_tokens = max_query_tokens or max_length // 2
         self.batch_size = batch_size
         self.activation = activation
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer = read_tokenizer(tokenizer_path)
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length, strategy="only_second")
-        self._counter = Tokenizer.from_file(str(tokenizer_path))
+        self._counter = read_tokenizer(tokenizer_path)
         self._counter.no_padding()
         self._counter.no_truncation()
         self._pad_id = pad_id(self.tokenizer)

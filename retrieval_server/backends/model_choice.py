@@ -96,21 +96,21 @@ class ModelChoice:
 
 
 def decide(
-    setting: str, recorded: ModelChoice | None, *, index_empty: bool, fp32_installed: bool, read_only: bool, several_processes: bool = False,
+    setting: str, recorded: ModelChoice | None, *, fp32_installed: bool, read_only: bool, several_processes: bool = False,
 ) -> ModelChoice | None:
     """The choice without measuring, or None when both models must be timed.
 
-    ``setting`` is ``auto``, ``int8`` or ``fp32``. A forced model that differs from a non-empty
-    index's is returned all the same: the model check then refuses to start, naming both.
+    ``setting`` is ``auto``, ``int8`` or ``fp32``. A forced model that differs from the index's is
+    returned all the same: the model check then refuses to start, naming both.
     """
     if setting != "auto":
         precision = Precision(setting)
         if recorded is not None and recorded.model == precision:
             return recorded
         return ModelChoice(precision, How.FORCED)
-    # An empty index was never embedded with anything: it may still choose, unless it already
-    # measured (every start of an empty index would otherwise measure again).
-    if recorded is not None and (not index_empty or recorded.how in (How.MEASURED, How.MEASURED_BEFORE, How.FORCED)):
+    # Kept even while the index holds no documents: the process that recorded it may be embedding
+    # its first ones right now, and the first model recorded is the index's (Application._check_model).
+    if recorded is not None:
         return recorded
     if not fp32_installed:
         return ModelChoice(Precision.INT8, How.ONLY_INT8)
@@ -194,7 +194,6 @@ def select(
     setting: str,
     recorded: ModelChoice | None,
     *,
-    index_empty: bool,
     read_only: bool,
     cache_dir: Path,
     load: Callable[[ModelFiles], BiEncoder],
@@ -206,8 +205,7 @@ def select(
     ``threads``: the intra-op threads ``load`` gives a session, part of what the timings of this
     machine are kept under."""
     installed = fp32_model_id() is not None
-    choice = decide(setting, recorded, index_empty=index_empty, fp32_installed=installed, read_only=read_only,
-                    several_processes=several_processes)
+    choice = decide(setting, recorded, fp32_installed=installed, read_only=read_only, several_processes=several_processes)
     if choice is None:
         try:
             fp32 = _fp32(cache_dir)

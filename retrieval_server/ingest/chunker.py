@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from tokenizers import Tokenizer
+from pathlib import Path
 
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.identifiers import has_visible_text
+from scoring_core.encoders import read_tokenizer
 
 #: the stops of scripts written without a space after them (CJK's 。！？, Devanagari's danda,
 #: Arabic's question mark): a Chinese or Japanese paragraph was one sentence, none seen to end
@@ -165,7 +165,7 @@ def _joined(text: str, spans: list[_Span]) -> str:
 
 class Chunker:
     def __init__(self, tokenizer_path: str, sizes: ChunkSizes) -> None:
-        self._tok = Tokenizer.from_file(tokenizer_path)
+        self._tok = read_tokenizer(Path(tokenizer_path))
         # Counting, not model input: no truncation, no padding, no [CLS]/[SEP].
         self._tok.no_truncation()
         self._tok.no_padding()

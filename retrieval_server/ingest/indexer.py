@@ -70,6 +70,7 @@ from retrieval_server.domain import (
     ResourceExhausted,
     SparseVector,
     VectorPoint,
+    WrongModel,
     version_of,
 )
 from retrieval_server.identifiers import (
@@ -245,6 +246,8 @@ class Indexer:
                 "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
                 "chunker": CHUNKER_REVISION,
                 "model": self._embedder.model_id,
+                # What of a parent (and of a child's title) the model reads: the rest is cut before embedding.
+                "model_tokens": self._model_tokens,
                 "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,
@@ -543,6 +546,8 @@ class Indexer:
                             errors.append(IngestFailure(doc_id, refusal))
                             continue
                         replaced = await _to_the_end(self._store(p, points, parent_points, d.graph, begun))
+                except WrongModel:
+                    raise  # not this document's failure: every write of this process would fail alike
                 except Exception as exc:
                     errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
                     continue
@@ -567,7 +572,7 @@ class Indexer:
                 await self._vectors.upsert(points[i : i + self._batch])
             for i in range(0, len(parent_points), self._batch):
                 await self._vectors.upsert_parents(parent_points[i : i + self._batch])
-            replaced = await self._metadata.replace_document(p.document, p.parents, graph)
+            replaced = await self._metadata.replace_document(p.document, p.parents, graph, model=self._embedder.model_id)
             # The chunks too: a version written over itself (a chunker changed with no revision
             # bumped) keeps only the points of the chunks it has now.
             await self._vectors.delete_document(doc_id, keep_version=p.document.version, keep_chunks=[c.chunk_id for c in p.children])

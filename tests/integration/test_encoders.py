@@ -14,7 +14,7 @@ import pytest
 
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, int8_model
 from scoring_core.encoders import BiEncoder, CrossEncoder, Interrupted, Interruption, by_token_count, position_limit
-from scoring_core.model_builder import BertShape, build_cross_encoder
+from scoring_core.model_builder import BertShape, build_cross_encoder, build_sentence_encoder, random_weights
 from scoring_core.quantize import quantize_dynamic_int8
 from tests.support.paths import fp32_model_dir
 
@@ -285,3 +285,37 @@ def test_a_model_folder_without_a_tokenizer_the_bundled_one_does_not_fit_is_refu
         assert resolve_model(tmp_path).tokenizer_path == tmp_path / "tokenizer.json"
     finally:
         executor.shutdown()
+
+
+def test_a_file_that_cannot_be_read_is_named(tmp_path: Path, tiny_model: Path) -> None:
+    """onnxruntime's and the tokenizers library's own errors did not all name the file."""
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"")
+    with pytest.raises(ValueError, match=re.escape(f"cannot load the ONNX model {broken}: ")):
+        BiEncoder(broken, BUNDLED_TOKENIZER)
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text("{not json")
+    for load in (BiEncoder, CrossEncoder):
+        with pytest.raises(ValueError, match=re.escape(f"cannot read the tokenizer {tokenizer}: key must be a string")):
+            load(tiny_model, tokenizer)
+
+
+def test_a_cross_encoder_is_refused_as_a_sentence_encoder(tiny_model: Path) -> None:
+    """Its logits, [batch, 1], were taken for vectors of one dimension: an index of 1-dimensional
+    vectors, and every ingest failed on numpy's broadcast error."""
+    with pytest.raises(ValueError, match=re.escape(f"{tiny_model} is no sentence encoder: its output 'logits' has the shape ['batch', 1]")):
+        BiEncoder(tiny_model, BUNDLED_TOKENIZER)
+
+
+def test_a_sentence_encoder_of_fewer_positions_is_cut_to_them_at_load(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Without a config.json nothing checked the positions: the model loaded, and every text longer
+    than its table failed ("Attempting to broadcast an axis by a dimension other than 1. 64 by 102")."""
+    model = build_sentence_encoder(tmp_path / "model.onnx", random_weights(0, 0.02), BertShape(hidden=32, layers=1, heads=2,
+                                                                                                intermediate=64, max_positions=64))
+    with caplog.at_level(logging.WARNING, logger="scoring_core.encoders"):
+        encoder = BiEncoder(model, BUNDLED_TOKENIZER, max_length=128)
+    assert encoder.max_length == 64 and encoder.dim == 32 and "max_length 128 is beyond the 64 positions" in caplog.text
+    long = "Berlin has 3.7 million people. " * 30
+    assert np.array_equal(encoder.encode([long]), BiEncoder(model, BUNDLED_TOKENIZER, max_length=64).encode([long]))
+    # A caller that knows the positions (the MiniLM builds) spares the run: the setting stands as given.
+    assert BiEncoder(model, BUNDLED_TOKENIZER, max_length=128, positions=512).max_length == 128

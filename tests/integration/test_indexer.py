@@ -115,6 +115,30 @@ async def test_new_extraction_rules_make_a_stored_document_changed(app: Applicat
     assert (await app.metadata.get_document("ørsted")).content_hash != before.content_hash  # type: ignore[union-attr]
 
 
+async def test_a_new_max_seq_length_embeds_a_stored_document_again(tmp_path: Path) -> None:
+    """The model reads each parent up to MAX_SEQ_LENGTH tokens: after a change, the next ingest of
+    an unchanged document embeds it again, where it used to keep the vectors of the old limit."""
+    text = " ".join(f"Section {i} of the survey records {i * 7} metres of retreat near the moraine." for i in range(12))
+
+    async def ingest(max_seq_length: int) -> tuple[bool, float]:
+        app = Application(load_settings(data_dir=tmp_path, cache_backend="none", max_seq_length=max_seq_length))
+        await app.open(warm_kernels=False)
+        try:
+            report = await app.ingest([_txt("survey", text)])
+            (parent,) = (await app.metadata.get_parents_and_documents(["survey#p0"]))[0].values()
+            assert report.documents[0].parent_chunks == 1 and 128 < parent.tokens < 256
+            vector = (await app.embedder.embed([indexer_module.embedded_texts("survey", [parent], [], child_title=False,
+                                                                              parent_vectors=True)[1][0]]))[0]
+            hits = await app.vectors.search_parents(vector, 1, PointFilter(access=AccessFilter(reads_everything=True)))
+            return report.documents[0].replaced, hits[0].score
+        finally:
+            await app.close()
+
+    assert (await ingest(128))[1] == pytest.approx(1.0, abs=1e-5)
+    replaced, score = await ingest(256)
+    assert replaced and score == pytest.approx(1.0, abs=1e-5)  # the whole parent, not its first 128 tokens
+
+
 async def test_a_new_glossary_makes_a_stored_document_changed(tmp_path: Path) -> None:
     """The glossary makes an abbreviation and its expansion one entity: changed (by its content, at
     the same path too), a stored document is extracted again on its next ingest, not skipped as

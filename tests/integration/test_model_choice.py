@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from retrieval_server.backends.minilm_fp32 import fp32_model_id
 from retrieval_server.backends.model_choice import How, Precision, Timings
 from retrieval_server.backends.model_timings import FILE_NAME
 from retrieval_server.config import load_settings
-from retrieval_server.domain import DocumentSource, QueryOptions, Unavailable
+from retrieval_server.domain import DocumentSource, QueryOptions, Unavailable, WrongModel
 from scoring_core.model_builder import BertShape, build_sentence_encoder, random_weights
 from tests.support.paths import require_fp32_package
 
@@ -193,9 +195,15 @@ async def test_an_index_built_from_a_model_folder_is_refused_without_it(tmp_path
 async def test_a_cache_folder_that_cannot_be_written_falls_back_to_int8(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     require_fp32_package()
     timer = _timer(monkeypatch, FP32_FASTER)
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the cache folder would go")
-    app = await _open(tmp_path / "data", blocker / "cache")
+    # The cache folder is one (a file there is refused at start-up), but a file holds the place of
+    # the folder the model would be built in.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    model_id = fp32_model_id()
+    assert model_id is not None
+    digest, graph = model_id.removeprefix("onnx-fp32:").split(".g")
+    (cache / f"all-MiniLM-L6-v2-fp32-{digest}-g{graph}").write_text("a file where the model's folder would go")
+    app = await _open(tmp_path / "data", cache)
     try:
         assert app.model_choice is not None and app.model_choice.how is How.FP32_UNBUILDABLE
         assert app.model_choice.model is Precision.INT8 and app.embedder.model_id == int8_model().model_id and timer.calls == 0
@@ -210,5 +218,68 @@ async def test_workers_of_several_processes_all_take_int8_without_measuring(tmp_
     try:
         assert app.model_choice is not None and app.model_choice.how is How.SEVERAL_PROCESSES and timer.calls == 0
         assert app.embedder.model_id == int8_model().model_id
+    finally:
+        await app.close()
+
+
+async def test_a_later_start_on_an_empty_index_keeps_the_model_recorded_without_measuring(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod's workers recorded int8 unmeasured; an `ingest --local` (one process) then starts on
+    the same index, still without documents, while the workers may be embedding their first ones."""
+    workers = await _open(tmp_path, model_cache, processes=2)
+    _timer(monkeypatch, None)  # measuring would fail
+    try:
+        local = await _open(tmp_path, model_cache, vectors_dir=tmp_path / "vectors-local")
+        try:
+            assert local.model_choice == workers.model_choice == model_choice.ModelChoice(Precision.INT8, How.SEVERAL_PROCESSES)
+            assert local.embedder.model_id == workers.embedder.model_id == int8_model().model_id
+        finally:
+            await local.close()
+        # Forcing the other build is refused, empty or not: the workers would go on writing int8.
+        with pytest.raises(Unavailable, match="built with embedding model onnx:.*but onnx-fp32:"):
+            await _open(tmp_path, model_cache, model="fp32", vectors_dir=tmp_path / "vectors-forced")
+        assert await workers.metadata.get_info("embedding_model") == int8_model().model_id
+    finally:
+        await workers.close()
+
+
+async def test_of_two_processes_starting_at_once_on_a_new_index_the_first_recorded_model_wins(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the one-process start times the models (and finds fp32 faster), a two-process pod's
+    worker opens the same index and records int8: the one-process start takes int8 too."""
+    loop = asyncio.get_running_loop()
+    opened: list[Application] = []
+
+    def measure_while_the_workers_start(encoders: Mapping[Precision, Callable[[Sequence[str]], object]], rounds: int = 5) -> Timings:
+        # On the inference thread, while the event loop is free: the workers' start runs there meanwhile.
+        opened.append(asyncio.run_coroutine_threadsafe(_open(tmp_path, model_cache, processes=2), loop).result())
+        return FP32_FASTER
+
+    monkeypatch.setattr(model_choice, "measure", measure_while_the_workers_start)
+    local = await _open(tmp_path, model_cache, vectors_dir=tmp_path / "vectors-local")
+    (workers,) = opened
+    try:
+        assert workers.embedder.model_id == local.embedder.model_id == int8_model().model_id
+        assert local.model_choice == model_choice.ModelChoice(Precision.INT8, How.SEVERAL_PROCESSES)
+        assert local.metadata is not workers.metadata and await local.metadata.get_info("embedding_model") == int8_model().model_id
+        await local.ingest([DOC])
+        await workers.ingest([dataclasses.replace(DOC, document_id="glaciers-2")])
+        assert await workers.metadata.count_documents() == 2
+    finally:
+        await local.close()
+        await workers.close()
+
+
+async def test_a_process_whose_model_is_not_the_index_s_cannot_write(tmp_path: Path, model_cache: Path) -> None:
+    app = await _open(tmp_path, model_cache, model="int8")
+    try:
+        # Whatever recorded it (a process of an older release, say), it is checked in the write itself.
+        await app.metadata.set_info("embedding_model", "onnx:another")
+        with pytest.raises(WrongModel, match="records embedding model onnx:another, but this process embeds with onnx:"):
+            await app.ingest([DOC])
+        assert await app.metadata.count_documents() == 0 and await app.metadata.pending_writes() == []
+        assert await app.vectors.count("glaciers") == 0
     finally:
         await app.close()

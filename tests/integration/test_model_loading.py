@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -19,7 +20,7 @@ from retrieval_server.backends.model_dims import CACHE_FILE, known_dim, remember
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.config import Settings, load_settings
 from retrieval_server.domain import DocumentSource, Unavailable
-from scoring_core.model_builder import BertShape, build_sentence_encoder, random_weights
+from scoring_core.model_builder import BertShape, build_cross_encoder, build_sentence_encoder, random_weights
 from tests.support.paths import REPO, fp32_model_dir, inherited_env
 
 #: 32 dimensions: not MiniLM's 384, so nothing can take the size from the default.
@@ -103,12 +104,33 @@ async def test_a_session_that_cannot_be_made_fails_the_opening_and_leaves_the_fo
     settings = _settings(tmp_path, broken)
     remember_dim(_model_id(settings), 32, tmp_path / "cache")  # so that the failure comes in open(), beside the stores
     app = Application(settings)
-    with pytest.raises(Exception, match="INVALID_PROTOBUF"):
+    # onnxruntime's error named the file, but not the setting it came from.
+    with pytest.raises(ValueError, match=re.escape(f"RETRIEVAL_MODEL_DIR={broken}: cannot load the ONNX model {broken / 'model.onnx'}: ")
+                       + ".*INVALID_PROTOBUF"):
         await app.open()
     # Closed on the way out: the same folders open for a working model.
     app = Application(_settings(tmp_path, model_dir))
     await app.open()
     await app.close()
+
+
+def test_a_tokenizer_that_cannot_be_read_is_refused_naming_the_file_and_the_setting(tmp_path: Path, model_dir: Path) -> None:
+    """The tokenizers library said "key must be a string at line 1 column 2", naming neither."""
+    folder = tmp_path / "bad-tokenizer"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes((model_dir / "model.onnx").read_bytes())
+    (folder / "tokenizer.json").write_text("{not json")
+    with pytest.raises(ValueError, match=re.escape(f"RETRIEVAL_MODEL_DIR={folder}: cannot read the tokenizer {folder / 'tokenizer.json'}: ")):
+        Application(_settings(tmp_path, folder))
+
+
+def test_a_cross_encoder_folder_is_refused_naming_its_output_and_the_setting(tmp_path: Path) -> None:
+    """It served, with an index of 1-dimensional vectors, and every ingest failed on a numpy broadcast error."""
+    folder = tmp_path / "cross-encoder"
+    build_cross_encoder(folder / "model.onnx", TINY)
+    with pytest.raises(ValueError, match=re.escape(f"RETRIEVAL_MODEL_DIR={folder}: {folder / 'model.onnx'} is no sentence encoder: "
+                                                   "its output 'logits'")):
+        Application(_settings(tmp_path, folder))
 
 
 @pytest.mark.parametrize("index", ["new", "built with the right size"])

@@ -26,39 +26,37 @@ def test_only_a_clear_difference_is_decisive() -> None:
 
 
 def test_a_new_index_measures_when_both_models_are_installed() -> None:
-    assert decide("auto", None, index_empty=True, fp32_installed=True, read_only=False) is None
+    assert decide("auto", None, fp32_installed=True, read_only=False) is None
 
 
 def test_without_the_fp32_package_a_new_index_takes_int8_unmeasured() -> None:
-    assert decide("auto", None, index_empty=True, fp32_installed=False, read_only=False) == ModelChoice(Precision.INT8, How.ONLY_INT8)
+    assert decide("auto", None, fp32_installed=False, read_only=False) == ModelChoice(Precision.INT8, How.ONLY_INT8)
 
 
 def test_a_read_only_server_does_not_measure_what_it_cannot_record() -> None:
-    assert decide("auto", None, index_empty=True, fp32_installed=True, read_only=True) == ModelChoice(Precision.INT8, How.UNRECORDED)
+    assert decide("auto", None, fp32_installed=True, read_only=True) == ModelChoice(Precision.INT8, How.UNRECORDED)
 
 
-@pytest.mark.parametrize("empty", [True, False])
-def test_a_measured_choice_is_kept_for_the_index_life(empty: bool) -> None:
+def test_a_measured_choice_is_kept_for_the_index_life() -> None:
     recorded = ModelChoice(Precision.FP32, How.MEASURED, FP32_FASTER)
-    assert decide("auto", recorded, index_empty=empty, fp32_installed=True, read_only=False) is recorded
-    assert decide("auto", recorded, index_empty=empty, fp32_installed=True, read_only=True) is recorded
+    assert decide("auto", recorded, fp32_installed=True, read_only=False) is recorded
+    assert decide("auto", recorded, fp32_installed=True, read_only=True) is recorded
 
 
-def test_an_index_with_documents_keeps_its_model_even_if_chosen_for_lack_of_fp32() -> None:
-    only = ModelChoice(Precision.INT8, How.ONLY_INT8)
-    assert decide("auto", only, index_empty=False, fp32_installed=True, read_only=False) is only
-    # Empty, it was never embedded with anything: installing fp32 since then lets it choose again.
-    assert decide("auto", only, index_empty=True, fp32_installed=True, read_only=False) is None
-    legacy = ModelChoice(Precision.INT8, How.RECORDED)
-    assert decide("auto", legacy, index_empty=False, fp32_installed=True, read_only=False) is legacy
+@pytest.mark.parametrize("how", [How.ONLY_INT8, How.SEVERAL_PROCESSES, How.FP32_UNBUILDABLE, How.RECORDED])
+def test_an_unmeasured_choice_is_kept_too(how: How) -> None:
+    # Even by an index without documents: the process that recorded it may be embedding its first
+    # ones, and a new measurement could pick the other model for the same index.
+    recorded = ModelChoice(Precision.INT8, how)
+    assert decide("auto", recorded, fp32_installed=True, read_only=False) is recorded
 
 
 def test_forcing_overrides_auto_and_keeps_the_numbers_of_the_same_model() -> None:
-    assert decide("fp32", None, index_empty=True, fp32_installed=True, read_only=False) == ModelChoice(Precision.FP32, How.FORCED)
+    assert decide("fp32", None, fp32_installed=True, read_only=False) == ModelChoice(Precision.FP32, How.FORCED)
     measured = ModelChoice(Precision.INT8, How.MEASURED, INT8_FASTER)
-    assert decide("int8", measured, index_empty=False, fp32_installed=True, read_only=False) is measured
-    # A different forced model is returned as asked: the model check then refuses a non-empty index.
-    assert decide("fp32", measured, index_empty=False, fp32_installed=True, read_only=False) == ModelChoice(Precision.FP32, How.FORCED)
+    assert decide("int8", measured, fp32_installed=True, read_only=False) is measured
+    # A different forced model is returned as asked: the model check then refuses to start.
+    assert decide("fp32", measured, fp32_installed=True, read_only=False) == ModelChoice(Precision.FP32, How.FORCED)
 
 
 def test_the_recorded_choice_round_trips_through_json() -> None:
@@ -106,7 +104,7 @@ def test_each_round_compares_the_two_models_back_to_back() -> None:
 
 
 def test_workers_of_several_processes_do_not_measure_each_on_their_own() -> None:
-    assert decide("auto", None, index_empty=True, fp32_installed=True, read_only=False, several_processes=True) == \
+    assert decide("auto", None, fp32_installed=True, read_only=False, several_processes=True) == \
         ModelChoice(Precision.INT8, How.SEVERAL_PROCESSES)
     measured = ModelChoice(Precision.FP32, How.MEASURED, Timings(10.0, 8.0, 0.8, 5, 8))
-    assert decide("auto", measured, index_empty=True, fp32_installed=True, read_only=False, several_processes=True) is measured
+    assert decide("auto", measured, fp32_installed=True, read_only=False, several_processes=True) is measured

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 from retrieval_server.backends.metadata_store.graph import GraphQueries
 from retrieval_server.backends.metadata_store.sql import IN_CHUNK, in_chunks as _chunks
 from retrieval_server.backends.metadata_store.sql import readable_clause
-from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk
+from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, WrongModel
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.stopwords import STOPWORDS
 
@@ -33,6 +33,8 @@ class Tx(Protocol):
 
 
 T = TypeVar("T")
+#: the index_info key of the model the index's vectors are embedded with
+EMBEDDING_MODEL = "embedding_model"
 _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, content_hash"
 _ACCESS = {a.value: a for a in Access}
 #: the characters ``adaptive.UNSPACED`` counts as words each
@@ -196,9 +198,25 @@ class MetadataStore(GraphQueries, ABC):
     async def get_document(self, document_id: str) -> Document | None:
         return (await self.get_documents([document_id])).get(document_id)
 
-    async def replace_document(self, doc: Document, parents: Sequence[ParentChunk], graph: DocumentGraph | None = None) -> bool:
-        """Store ``doc`` with exactly ``parents`` (and its knowledge ``graph``); return whether a document was replaced."""
+    async def replace_document(
+        self, doc: Document, parents: Sequence[ParentChunk], graph: DocumentGraph | None = None, *, model: str | None = None
+    ) -> bool:
+        """Store ``doc`` with exactly ``parents`` (and its knowledge ``graph``); return whether a document was replaced.
+
+        ``model``: the embedding model of the document's vectors, recorded as the index's
+        (``embedding_model``) if it has none. Unless the index records it, nothing is stored and
+        :class:`WrongModel` is raised: checked in the write's transaction, so that no writer adds
+        vectors of another model to an index, whatever the index recorded when the writer started."""
         async with self.transaction() as tx:
+            if model is not None:
+                # Read first: inserting at every write would lock the row, one writer at a time on MySQL.
+                rows = await tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [EMBEDDING_MODEL])
+                recorded = rows[0][0] if rows else await self._add_info(tx, EMBEDDING_MODEL, model)
+                if recorded != model:
+                    raise WrongModel(
+                        f"the index records embedding model {recorded}, but this process embeds with {model}: restart it "
+                        "to take the index's model, with the RETRIEVAL_MODEL_DIR and RETRIEVAL_MODEL the index was built with"
+                    )
             replaced = bool(await tx.fetchall("SELECT 1 FROM documents WHERE document_id = ?", [doc.document_id]))
             replaced_graph = replaced and await self._has_graph(tx, doc.document_id)
             # Children and graph rows of the old version go with the document row (ON DELETE CASCADE).
@@ -341,3 +359,13 @@ class MetadataStore(GraphQueries, ABC):
         async with self.transaction() as tx:
             await tx.execute(self.UPSERT_INFO, [key, value])
 
+    async def add_info(self, key: str, value: str) -> str:
+        """Record ``value`` unless ``key`` has one already; the value recorded, this one or the
+        earlier. The first writer wins: of processes starting at once, each learns what the
+        others see, where reading then writing let the last one win unknown to the others."""
+        async with self.transaction() as tx:
+            return await self._add_info(tx, key, value)
+
+    async def _add_info(self, tx: Tx, key: str, value: str) -> str:
+        await tx.execute(self.INSERT_INFO, [key, value])
+        return str((await tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [key]))[0][0])

@@ -72,6 +72,8 @@ class GraphQueries:
     #: one statement that sets an index_info row, there or not: in two (delete or update, then
     #: insert), two first writers at once both inserted it, and one failed on the duplicate key
     UPSERT_INFO: str
+    #: one statement that sets an index_info row only if it is not there (first writer wins)
+    INSERT_INFO: str
 
     def snapshot(self) -> AbstractAsyncContextManager[Tx]:
         raise NotImplementedError

@@ -204,6 +204,7 @@ class _InlineTx:
 
 class SqliteMetadataStore(MetadataStore):
     UPSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON CONFLICT (info_key) DO UPDATE SET info_value = excluded.info_value"
+    INSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON CONFLICT (info_key) DO NOTHING"
 
     def __init__(self, path: Path | str, readers: int = 2, read_only: bool = False) -> None:
         self._path = path
