@@ -25,14 +25,7 @@ from retrieval_server.config import load_settings
 from retrieval_server.backends.metadata_store.sqlite import _InlineTx, _SqliteTx
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy, VectorHit
 from tests.support.held_commit import HeldCommit
-
-PUBLIC = "The Ledger Keeper service uses LedgerDB. Ledger Keeper stores the quarterly keys."
-SECRET = "The Ledger Keeper service uses LedgerDB. Ledger Keeper keeps the root password hunter2-SECRET."
-
-
-def _keeper(text: str, **access: object) -> DocumentSource:
-    return DocumentSource(filename="keeper.txt", content=text.encode(), document_id="keeper", **access)  # type: ignore[arg-type]
-
+from tests.support.keeper import PUBLIC, SECRET, keeper
 
 @pytest_asyncio.fixture
 async def app(tmp_path: Path) -> AsyncIterator[Application]:
@@ -46,7 +39,7 @@ async def app(tmp_path: Path) -> AsyncIterator[Application]:
 async def test_a_document_made_private_between_the_reads_is_not_served(
     app: Application, monkeypatch: pytest.MonkeyPatch, strategy: Strategy
 ) -> None:
-    assert not (await app.ingest([_keeper(PUBLIC)])).errors
+    assert not (await app.ingest([keeper(PUBLIC)])).errors
     vectors = app.pipeline.deps.vectors
     read_by_id = vectors.get_chunks
     regranted = False
@@ -55,7 +48,7 @@ async def test_a_document_made_private_between_the_reads_is_not_served(
         nonlocal regranted
         if not regranted:
             regranted = True
-            assert not (await app.ingest([_keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
+            assert not (await app.ingest([keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
         return await read_by_id(chunk_ids)
 
     monkeypatch.setattr(vectors, "get_chunks", after_an_admin_made_it_private)
@@ -77,7 +70,7 @@ async def test_a_replacement_committed_right_after_enrich_reads_the_parents_is_n
     the commit lands right after enrich has read the parents, and the documents are read after it,
     the parent text is the private version's and the document (version, access) the public one's:
     the hits match that version, and the private text would be served to the public."""
-    assert not (await app.ingest([_keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
+    assert not (await app.ingest([keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
     held = HeldCommit(app.metadata)
 
     def then_the_commit(fetchall: Callable[..., Awaitable[list[tuple[Any, ...]]]]) -> Callable[..., Awaitable[list[tuple[Any, ...]]]]:
@@ -92,7 +85,7 @@ async def test_a_replacement_committed_right_after_enrich_reads_the_parents_is_n
     monkeypatch.setattr(app.metadata, "replace_document", held.replace_document)
     for tx in (_InlineTx, _SqliteTx):  # whichever connection the read takes
         monkeypatch.setattr(tx, "fetchall", then_the_commit(tx.fetchall))
-    made_public = asyncio.create_task(app.ingest([_keeper(PUBLIC)]))
+    made_public = asyncio.create_task(app.ingest([keeper(PUBLIC)]))
     await held.points_written.wait()
     ask = QueryOptions("Ledger Keeper quarterly keys", 3, strategy=Strategy.SEMANTIC, identity=Identity(), use_cache=False, rerank=False)
     result = await app.pipeline.query(ask)
@@ -131,7 +124,7 @@ async def test_lookup_facts_names_no_source_made_private_since_the_entity_was_re
     from retrieval_server.domain import AccessFilter
     from retrieval_server.workflow.tools import LookupFacts, LookupFactsParams, ToolContext
 
-    assert not (await app.ingest([_keeper(PUBLIC)])).errors
+    assert not (await app.ingest([keeper(PUBLIC)])).errors
     graph = app.pipeline.deps.graph
     assert graph is not None
     neighbourhood = graph.entities_and_edges

@@ -14,17 +14,10 @@ import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DocumentSource, Identity, Role
+from retrieval_server.domain import Access, Identity, Role
+from tests.support.keeper import PUBLIC, SECRET, keeper
 
 MALLORY = Identity("mallory", Role.ADMIN)
-PUBLIC = "The Ledger Keeper service uses LedgerDB. Ledger Keeper stores the quarterly keys."
-SECRET = "The Ledger Keeper service uses LedgerDB. Ledger Keeper keeps the root password hunter2-SECRET."
-
-
-def _keeper(text: str, **access: object) -> DocumentSource:
-    return DocumentSource(filename="keeper.txt", content=text.encode(), document_id="keeper", **access)  # type: ignore[arg-type]
-
-
 @pytest_asyncio.fixture
 async def app(tmp_path: Path) -> AsyncIterator[Application]:
     application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
@@ -34,7 +27,7 @@ async def app(tmp_path: Path) -> AsyncIterator[Application]:
 
 
 async def test_a_document_made_private_while_an_admin_replaces_it_is_kept(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not (await app.ingest([_keeper(PUBLIC)])).errors
+    assert not (await app.ingest([keeper(PUBLIC)])).errors
     embed, made_private = app.indexer._embed, False
 
     async def after_alice_made_it_private(*args: Any) -> np.ndarray:
@@ -42,11 +35,11 @@ async def test_a_document_made_private_while_an_admin_replaces_it_is_kept(app: A
         nonlocal made_private
         if not made_private:
             made_private = True
-            assert not (await app.ingest([_keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
+            assert not (await app.ingest([keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
         return await embed(*args)
 
     monkeypatch.setattr(app.indexer, "_embed", after_alice_made_it_private)
-    report = await app.ingest([_keeper("Nothing to see here.")], writer=MALLORY)
+    report = await app.ingest([keeper("Nothing to see here.")], writer=MALLORY)
     assert made_private and not report.documents
     assert [(e.source, e.reason) for e in report.errors] == [
         ("keeper", "document_id 'keeper' is taken by a document the caller may not read: only SUPER_ADMIN may replace it")
