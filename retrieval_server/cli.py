@@ -38,15 +38,29 @@ def _is_service_error(exc: BaseException) -> bool:
     return domain is not None and isinstance(exc, domain.ServiceError)
 
 
+#: characters that reorder what follows them on screen: a file name or title holding U+202E
+#: shows its end reversed ("txt.exe" read as "exe.txt")
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _shown_as_is(c: str) -> bool:
+    if c.isprintable() or c in "\n\t":
+        return True
+    category = unicodedata.category(c)
+    # Other format characters are parts of text a terminal only draws: the joiners of emoji
+    # sequences (👩‍💻) and of Persian and Indic words, the soft hyphen, the tags of a flag.
+    return category == "Zs" or (category == "Cf" and c not in _BIDI_CONTROLS)
+
+
 def printable(text: str) -> str:
     """``text`` from a server (a document's title or content, an answer, an error) as a terminal
-    shows it and does not obey it: its control and other invisible characters (ESC, a bidi
-    override) written escaped, as ``\\x1b``; line breaks, tabs and spaces kept. A document holding
-    ESC [2J cleared the screen of whoever queried it, and OSC 52 wrote their clipboard."""
+    shows it and does not obey it: control characters (ESC, CR, C1) and bidi overrides written
+    escaped, as ``\\x1b``; line breaks, tabs, spaces and the other invisible parts of text kept. A
+    document holding ESC [2J cleared the screen of whoever queried it, and OSC 52 wrote their
+    clipboard."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c in "\n\t" or unicodedata.category(c) == "Zs" else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
+    return "".join(c if _shown_as_is(c) else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path]:

@@ -113,9 +113,11 @@ def test_a_servers_error_is_printed_escaped(monkeypatch: pytest.MonkeyPatch, cap
 
 
 def test_printable_keeps_text_and_white_space() -> None:
-    for kept in ("plain", "Zürich 東京 naïve", "two\nlines\tand\u00a0a no-break space"):
+    # Joiners and the soft hyphen are text: emoji sequences, Persian's می‌خواهم, Devanagari's क्‍ष.
+    for kept in ("plain", "Zürich 東京 naïve", "two\nlines\tand\u00a0a no-break space", "👩\u200d💻 👨\u200d👩\u200d👧",
+                 "می\u200cخواهم", "क्\u200dष", "co\u00adoperate", "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"):
         assert cli.printable(kept) == kept
-    assert cli.printable("a\rb\u202ec\x00") == r"a\rb\u202ec\x00"
+    assert cli.printable("a\rb\u202ec\x00\x9b\u2066") == r"a\rb\u202ec\x00\x9b\u2066"
 
 
 def test_delete_json_lists_ids_holding_commas_and_dashes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
