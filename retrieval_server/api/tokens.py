@@ -277,6 +277,10 @@ class TokenVerifier:
             weight = held_bytes(token) + held_bytes(claims)
             if weight > self._remember_bytes:
                 return claims  # heavier than the whole budget: verified every time
+            if token in self._verified:
+                # Calls of one token that waited together for its key (a JWKS fetched again) each
+                # remember it: the one before this goes, or its weight would stay counted.
+                self._forget(token)
             while self._verified and (len(self._verified) >= self._remember_max or self._held + weight > self._remember_bytes):
                 self._forget(next(iter(self._verified)))
             self._verified[token] = _Verified(claims, expires, self._monotonic() + self._remember_s, keys, weight)

@@ -148,6 +148,33 @@ async def test_remembered_tokens_are_held_to_a_budget_of_bytes() -> None:
     assert keys.uses == uses + 2 and not alone._verified and alone._held == 0
 
 
+class GatedKeys(CountingKeys):
+    """Its key is handed out once the test opens the gate, as a JWKS fetched again would be."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.waiting = asyncio.Event(), 0
+
+    async def key_for(self, kid: str | None, alg: str) -> Any:
+        self.waiting += 1
+        await self.gate.wait()
+        return await super().key_for(kid, alg)
+
+
+async def test_calls_of_one_token_that_waited_together_for_its_key_count_it_once() -> None:
+    """Each remembered it, and the weight of all but the last stayed counted: the budget filled
+    with bytes nobody held, until no token was remembered at all."""
+    keys, clock = GatedKeys(), Clock(time.time())
+    verifier = _verifier(keys, clock)
+    token = hs256(claims("alice", groups=["engineering", "research"]))
+    calls = [asyncio.ensure_future(verifier.verify(token)) for _ in range(4)]
+    while keys.waiting < len(calls):
+        await asyncio.sleep(0)
+    keys.gate.set()
+    await asyncio.gather(*calls)
+    assert len(verifier._verified) == 1 and verifier._held == sum(v.weight for v in verifier._verified.values())
+
+
 async def test_remember_s_zero_checks_every_call() -> None:
     keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock, remember_s=0)
