@@ -48,6 +48,11 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
                 "percent-encode any / ? # @ : in its user name or password")
     if parts.scheme not in schemes:
         return f"must start with {' or '.join(f'{s}://' for s in schemes)}"
+    if parts.scheme != "unix" and "@" not in parts.netloc and "@" in value.partition("//")[2]:
+        # user:83/kQx9@db parses as the host "user" on port 83: a password whose digits come before
+        # its '/' passed the port check and sent the server to a host named after the user.
+        return ("is not a URL: an '@' comes after a '/', '?' or '#' that ended its host; "
+                "percent-encode any / ? # @ : in its user name or password")
     if not (parts.path if parts.scheme == "unix" else parts.hostname):
         return "names no host"
     return None

@@ -100,6 +100,9 @@ def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPa
     ("RETRIEVAL_MYSQL_DSN", "mysql://retrieval:{}@mariadb:3306/retrieval", "r#8Lw0pQ"),
     ("RETRIEVAL_REDIS_URL", "redis://:{}@redis:6379/0", "Wq7?xK9j"),
     ("RETRIEVAL_EVENTS_URL", "amqp://retrieval:{}@rabbitmq:5672/", "Zk3/q9+Tx2"),
+    # Digits before the '/': a port to the parser, and the host the user's name.
+    ("RETRIEVAL_MYSQL_DSN", "mysql://retrieval:{}@mariadb:3306/retrieval", "83/kQx9"),
+    ("RETRIEVAL_EVENTS_URL", "amqp://retrieval:{}@rabbitmq:5672/", "2024?Zk3x"),
 ])
 def test_a_password_that_ends_a_url_early_is_named_and_not_shown(monkeypatch: pytest.MonkeyPatch, var: str, url: str, password: str) -> None:
     """The parser's message quoted the password up to its / ? or # as a port ("Port could not be
