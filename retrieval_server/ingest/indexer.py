@@ -89,6 +89,8 @@ T = TypeVar("T")
 #: errors one ingest reports (a file's rows are MAX_ROW_ERRORS of them); the rest are counted in
 #: one more, so that an answer stays within a client's 4 MiB (a file name is 1,024 characters)
 MAX_REPORTED_ERRORS = 1_000
+#: RETRIEVAL_MAX_SEQ_LENGTH's default, the tokens of a text the model reads
+DEFAULT_MODEL_TOKENS = 256
 
 
 @dataclass(slots=True)
@@ -215,7 +217,7 @@ class Indexer:
         title_weight: int = 2,
         query_jobs: Callable[[], int] | None = None,
         child_title: bool = False,
-        model_tokens: int = 256,
+        model_tokens: int = DEFAULT_MODEL_TOKENS,
     ) -> None:
         self._chunker = chunker
         self._embedder = embedder
@@ -247,7 +249,9 @@ class Indexer:
                 "chunker": CHUNKER_REVISION,
                 "model": self._embedder.model_id,
                 # What of a parent (and of a child's title) the model reads: the rest is cut before embedding.
-                "model_tokens": self._model_tokens,
+                # Absent at the default, as in the fingerprints stored before it counted: otherwise
+                # the first ingest after an upgrade embedded every unchanged document again.
+                **({"model_tokens": self._model_tokens} if self._model_tokens != DEFAULT_MODEL_TOKENS else {}),
                 "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,

@@ -137,6 +137,9 @@ async def test_a_new_max_seq_length_embeds_a_stored_document_again(tmp_path: Pat
     assert (await ingest(128))[1] == pytest.approx(1.0, abs=1e-5)
     replaced, score = await ingest(256)
     assert replaced and score == pytest.approx(1.0, abs=1e-5)  # the whole parent, not its first 128 tokens
+    # At the setting's default the limit is left out of the fingerprint, as stored before it counted
+    # (or an upgrade embedded every unchanged document again): the two defaults are one.
+    assert indexer_module.DEFAULT_MODEL_TOKENS == load_settings().max_seq_length
 
 
 async def test_a_new_glossary_makes_a_stored_document_changed(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -293,14 +294,28 @@ async def test_a_server_logging_statements_takes_writes_at_repeatable_read(tmp_p
     from tests.support.mariadb import mariadb_server
 
     with mariadb_server(tmp_path_factory.mktemp("statement-log"), ["--log-bin=binlog", "--binlog-format=STATEMENT", "--server-id=1"]) as dsn:
-        store = MysqlMetadataStore(dsn)
+        store, other = MysqlMetadataStore(dsn), MysqlMetadataStore(dsn)
         await store.open()
+        await other.open()
         try:
             assert await store.replace_document(Document("d1", title="logged"), _parents("d1", 1)) is False
             assert (await store.get_document("d1")).title == "logged"  # type: ignore[union-attr]
             assert await store.delete_document("d1")
+            # Another process records the model between this write's first read and its insert: read
+            # from the snapshot of the first read, the row was not there (IndexError, not WrongModel).
+            first_writer = store._add_info
+
+            async def raced(tx: Any, key: str, value: str) -> str:
+                assert await other.add_info(key, "model-B") == "model-B"
+                return await first_writer(tx, key, value)
+
+            store._add_info = raced  # type: ignore[method-assign]
+            with pytest.raises(WrongModel, match="model-B"):
+                await store.replace_document(Document("d2", title="raced"), [], model="model-A")
+            assert await store.get_document("d2") is None
         finally:
             await store.close()
+            await other.close()
 
 
 @pytest.mark.mariadb

@@ -368,4 +368,4 @@ class MetadataStore(GraphQueries, ABC):
 
     async def _add_info(self, tx: Tx, key: str, value: str) -> str:
         await tx.execute(self.INSERT_INFO, [key, value])
-        return str((await tx.fetchall("SELECT info_value FROM index_info WHERE info_key = ?", [key]))[0][0])
+        return str((await tx.fetchall(self.READ_INFO_NOW, [key]))[0][0])

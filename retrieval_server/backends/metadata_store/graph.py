@@ -74,6 +74,10 @@ class GraphQueries:
     UPSERT_INFO: str
     #: one statement that sets an index_info row only if it is not there (first writer wins)
     INSERT_INFO: str
+    #: reads an index_info row as committed now, whatever the transaction read before (MariaDB's
+    #: REPEATABLE READ answered from the snapshot its first read took, without a row another
+    #: process had inserted since)
+    READ_INFO_NOW: str
 
     def snapshot(self) -> AbstractAsyncContextManager[Tx]:
         raise NotImplementedError

@@ -161,6 +161,7 @@ class MysqlMetadataStore(MetadataStore):
     UPSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON DUPLICATE KEY UPDATE info_value = VALUES(info_value)"
     # Not INSERT IGNORE, which would pass over any other error of the row (a value too long) as well.
     INSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON DUPLICATE KEY UPDATE info_value = info_value"
+    READ_INFO_NOW = "SELECT info_value FROM index_info WHERE info_key = ? FOR UPDATE"
 
     def __init__(self, dsn: str, pool_size: int = 8, read_only: bool = False, timeout_s: float = 10.0) -> None:
         # A server that stops answering (frozen, partitioned) must fail a call, not hang it: asyncmy

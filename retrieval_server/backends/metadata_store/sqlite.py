@@ -205,6 +205,8 @@ class _InlineTx:
 class SqliteMetadataStore(MetadataStore):
     UPSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON CONFLICT (info_key) DO UPDATE SET info_value = excluded.info_value"
     INSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON CONFLICT (info_key) DO NOTHING"
+    # A write transaction holds the database: what it reads is what is committed.
+    READ_INFO_NOW = "SELECT info_value FROM index_info WHERE info_key = ?"
 
     def __init__(self, path: Path | str, readers: int = 2, read_only: bool = False) -> None:
         self._path = path
