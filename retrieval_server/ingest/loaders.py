@@ -303,6 +303,7 @@ def _row(n: int, line: str) -> LoadedDocument:
         title = ""
     elif not isinstance(title, str):
         raise LoadError(f"line {n}: 'title' must be a string (got {json.dumps(title)[:40]})")
+    title = one_line(title)
     text = row["text"]
     meta = row.get("metadata") or {}
     # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list

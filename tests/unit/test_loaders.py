@@ -50,6 +50,12 @@ def test_a_callers_title_is_stored_on_one_line_and_a_blank_one_is_none(name: str
     assert load(_src(name, content, title="  Padded \n Title \n")).documents[0].title == "Padded Title"
 
 
+def test_a_jsonl_rows_title_is_stored_on_one_line() -> None:
+    rows = json.dumps({"_id": "r1", "title": "Quarterly\n\n   report  2024", "text": "Revenue rose."}) + "\n"
+    [doc] = load(_src("rows.jsonl", rows)).documents
+    assert doc.title == "Quarterly report 2024" and doc.pages[0].text.startswith("Quarterly report 2024\n\n")
+
+
 def test_a_pdfs_blank_title_from_the_caller_leaves_its_own() -> None:
     pdf = make_pdf(["Text about lava."], title="Lava Fields")
     assert load(_src("f.pdf", pdf, title="   ")).documents[0].title == "Lava Fields"
