@@ -14,6 +14,11 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+#: a Han or kana character: scripts written without spaces between words, so that each character
+#: is read as a word (ADAPTIVE's count, the metadata leg's terms) and runs of them are cut into
+#: bigrams for the keyword leg. One class for all three, or the same text read three ways.
+UNSPACED_CHAR = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"
+
 MAX_DOCUMENT_ID_CHARS = 200
 MAX_USER_ID_CHARS = 255
 #: Limits of what a document says about itself. Every context of an answer carries them back

@@ -28,11 +28,12 @@ import re
 import qdrant_edge as qe
 
 from retrieval_server.domain import SparseVector, Unavailable
+from retrieval_server.identifiers import UNSPACED_CHAR
 
 #: what a new index's keyword terms are (see the module's docstring)
 TERMS_REVISION = 2
-#: Han and kana, as ``adaptive.UNSPACED`` reads them, in runs
-_UNSPACED_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+#: Han and kana, in runs
+_UNSPACED_RUN = re.compile(f"{UNSPACED_CHAR}+")
 #: languages whose names the tokenizer cuts to "c" or "f", as whole tokens
 _LANGUAGES = re.compile(r"(?<![\w+#])(c\+\+|c#|f#)(?![\w+#])", re.IGNORECASE)
 _LANGUAGE_TERMS = {"c++": "cplusplus", "c#": "csharp", "f#": "fsharp"}

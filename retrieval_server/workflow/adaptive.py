@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
+from retrieval_server.identifiers import UNSPACED_CHAR
 
 #: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
 #: Han character one token). Here rather than with the answers' sentences, which count words so too:
 #: ingestion reads this module, and no other of the query workflow.
-UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+UNSPACED = re.compile(UNSPACED_CHAR)
 #: a Han or kana character, each a word of its own, or a run of other word characters, dots and
 #: hyphens that no such character ends: read as one run, a Japanese sentence holding a year
 #: ("2024年の東京…") was one word, and a code

@@ -18,6 +18,7 @@ from retrieval_server.backends.metadata_store.graph import GraphQueries
 from retrieval_server.backends.metadata_store.sql import IN_CHUNK, in_chunks as _chunks
 from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, WrongModel
+from retrieval_server.identifiers import UNSPACED_CHAR
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.stopwords import STOPWORDS
 
@@ -37,8 +38,8 @@ T = TypeVar("T")
 EMBEDDING_MODEL = "embedding_model"
 _DOC_COLUMNS = "document_id, title, url, source, access, owner_id, metadata, content_hash"
 _ACCESS = {a.value: a for a in Access}
-#: the characters ``adaptive.UNSPACED`` counts as words each
-_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: the characters counted as words each
+_UNSPACED = re.compile(UNSPACED_CHAR)
 
 
 def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list[str]:
