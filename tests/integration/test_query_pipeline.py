@@ -1311,6 +1311,31 @@ async def test_the_rerank_fallback_keeps_the_best_three_contexts_not_three_sibli
     assert one.metrics.rerank_fallback_triggered and [c.parent.parent_chunk_id for c in one.contexts] == ["short#p0"]
 
 
+async def test_the_rerank_fallback_counts_copies_of_one_section_as_one_context(tmp_path: Path) -> None:
+    """Four documents of one text score best, all under the threshold: the fallback's three
+    parents were three copies, which enrich made one context. It answers with three texts."""
+    twin = "Glaciers are slow rivers of ice that form where snow accumulates faster than it melts."
+    others = ["A glacier forms when winter snowfall exceeds summer melting for many years.",
+              "Ice sheets move as glaciers, flowing outward under their own weight as snow piles up.",
+              "Snow that survives the summer compacts into firn and then glacial ice."]
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest([_doc(f"mirror{i}", twin) for i in range(4)] + [_doc(f"o{i}", t) for i, t in enumerate(others)])).errors
+        with json_server(tei_rerank(lambda q, t: 0.2 if t == twin else 0.1)) as tei:
+            reranker = TeiReranker(tei.url)
+            try:
+                p = pipeline(application, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=0.0)
+                r = await p.query(QueryOptions("glaciers rivers of ice snow", 5, strategy=Strategy.HYBRID, use_cache=False))
+            finally:
+                await reranker.close()
+    finally:
+        await application.close()
+    assert r.metrics.rerank_fallback_triggered
+    texts = [c.parent.content for c in r.contexts]
+    assert len(texts) == 3 == len(set(texts)) and texts[0] == twin
+
+
 @pytest.mark.parametrize(("top_k", "retry_loses_a_leg", "retry_answers"), [(20, False, True), (3, False, True), (3, True, False)])
 async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k: int, retry_loses_a_leg: bool, retry_answers: bool) -> None:
     """The first pass falls back (the cooking chunk scores 0.2, one word in five, under 0.3); the
