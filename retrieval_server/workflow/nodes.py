@@ -45,6 +45,12 @@ from scoring_core import content_hashes, group_by_parent, threshold_with_fallbac
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: hits Query and Search fetch per result asked for, at most: past that many copies of fewer texts
+#: they answer with fewer than top_k results (each wider pool is another search of the engine)
+HITS_PER_RESULT = 50
+#: how much wider each search past copies of one text is
+_WIDER_POOL = 4
+
 def cache_config(o: QueryOptions) -> str:
     """What makes two requests answerable by the same cached result."""
     fusion = o.fusion.value if o.fusion else ""
@@ -686,18 +692,33 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return {"contexts": [], "search_again": False}
     top_k, fell_back = _context_count(state, deps), state.rerank_applied and state.rerank_fell_back
     access = state.point_filter.access
-    contexts = await _contexts(state.reranked, top_k, access, deps, stale_aborts=True, fell_back=fell_back)
-    if contexts is not None:
-        return {"contexts": contexts, "search_again": False}
+    found = await _contexts(state.reranked, top_k, access, deps, stale_aborts=True, fell_back=fell_back)
+    if found is not None:
+        return {"contexts": found[0], **_wider_pool(state, top_k, *found)}
     stored = await _with_retries(
         deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
     )
     versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
     current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
-    contexts = await _contexts(current, top_k, access, deps, stale_aborts=False, fell_back=fell_back) if current else []
+    found = await _contexts(current, top_k, access, deps, stale_aborts=False, fell_back=fell_back) if current else None
+    contexts, copies = found or ([], False)
     if replaced_since_searched(state.reranked, versions) and not state.searched_again:
         return {"contexts": contexts, "search_again": True, "searched_again": True}
-    return {"contexts": contexts, "search_again": False}
+    return {"contexts": contexts, **_wider_pool(state, top_k, contexts, copies)}
+
+
+def _wider_pool(state: QueryState, wanted: int, contexts: list[RetrievedContext], copies: bool) -> dict[str, Any]:
+    """Searched again with a wider pool when copies of one text left fewer than ``wanted`` contexts
+    and the legs had more (the pool was filled), as Search does, up to :data:`HITS_PER_RESULT` hits a
+    context. Only when every candidate reached enrich: fewer that the reranker's threshold left
+    would be as few among the next candidates. Not after the sub-queries, whose hits a search of
+    the main query alone would drop."""
+    cap = state.options.top_k * HITS_PER_RESULT
+    if not copies or len(contexts) >= wanted or state.sub_queries_done or state.pool >= cap:
+        return {"search_again": False}
+    if len(state.fused) < state.pool or len(state.reranked) < len(state.fused):
+        return {"search_again": False}
+    return {"search_again": True, "pool": min(state.pool * _WIDER_POOL, cap)}
 
 
 def _context_count(state: QueryState, deps: WorkflowDeps) -> int:
@@ -718,14 +739,14 @@ def replaced_since_searched(hits: Sequence[VectorHit], versions: dict[str, str])
 
 async def _contexts(
     hits: list[VectorHit], top_k: int, access: AccessFilter, deps: WorkflowDeps, *, stale_aborts: bool, fell_back: bool = False
-) -> list[RetrievedContext] | None:
-    """The best ``top_k`` parents of ``hits`` with their documents, of those ``access`` may read. A
-    parent whose hits are not all of its document's stored version: None when ``stale_aborts``, else
-    skipped (replaced between the reads). A parent with the text of one already taken (case and
-    white space aside) is skipped: the best of identical sections stands for all. ``fell_back``:
-    ``hits`` are reranked candidates best first, none of which reached the threshold, and a
-    context's evidence is its hits ranked up to the last context's best, where the fallback's
-    count was reached."""
+) -> tuple[list[RetrievedContext], bool] | None:
+    """The best ``top_k`` parents of ``hits`` with their documents, of those ``access`` may read, and
+    whether a copy was skipped. A parent whose hits are not all of its document's stored version:
+    None when ``stale_aborts``, else skipped (replaced between the reads). A parent with the text of
+    one already taken (case and white space aside) is skipped: the best of identical sections
+    stands for all. ``fell_back``: ``hits`` are reranked candidates best first, none of which
+    reached the threshold, and a context's evidence is its hits ranked up to the last context's
+    best, where the fallback's count was reached."""
     codes: dict[str, int] = {}
     parent_codes = np.fromiter((codes.setdefault(h.parent_chunk_id, len(codes)) for h in hits), dtype=np.int64, count=len(hits))
     parent_ids = list(codes)
@@ -739,6 +760,7 @@ async def _contexts(
     # Among readable, current parents only: a twin the caller may not read must not take its
     # readable twins' place. Ten documents holding one page would otherwise fill top_k with it.
     taken: set[int] = set()
+    copies = False
     start = 0
     while len(contexts) < top_k and start < len(ranked):
         # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
@@ -759,6 +781,7 @@ async def _contexts(
                     return None
                 continue
             if texts[pid] in taken:
+                copies = True
                 continue
             taken.add(texts[pid])
             contexts.append((rank, parent, document))
@@ -772,7 +795,7 @@ async def _contexts(
             tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in children[offsets[rank] : offsets[rank + 1]] if i <= last),
         )
         for rank, parent, document in contexts
-    ]
+    ], copies
 
 
 def _sigmoid(x: float) -> float:

@@ -1698,6 +1698,27 @@ async def test_a_section_several_documents_hold_is_one_context_of_those_the_call
         await application.close()
 
 
+async def test_copies_that_fill_the_candidate_pool_are_searched_past(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forty copies of one page filled the pool (top_k 5 x 8 child hits): the answer was that
+    page alone, with four distinct relevant documents stored. Enrich searches again with a wider
+    pool, as Search does, once here; past the cap of hits a context it answers with fewer."""
+    corpus = [_doc(f"mirror{i}", TWIN) for i in range(40)] + [_doc(f"other{i}", text) for i, text in enumerate(GLACIERS)]
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest(corpus)).errors
+        q = "glaciers slow rivers of ice form where snow accumulates faster than it melts"
+        for strategy in (Strategy.SEMANTIC, Strategy.HYBRID):
+            r = await application.pipeline.query(QueryOptions(q, 5, strategy=strategy, use_cache=False, rerank=False))
+            assert sorted(c.parent.content for c in r.contexts) == sorted([TWIN, *GLACIERS]), (strategy, _docs(r))
+            assert _stages(r).count("retrieve") == 2 and r.metrics.iterations == 1
+        monkeypatch.setattr(nodes, "HITS_PER_RESULT", 8)  # the pool's own size: no wider one
+        capped = await application.pipeline.query(QueryOptions(q, 5, strategy=Strategy.SEMANTIC, use_cache=False, rerank=False))
+        assert [c.parent.content for c in capped.contexts] == [TWIN] and _stages(capped).count("retrieve") == 1
+    finally:
+        await application.close()
+
+
 @pytest.mark.parametrize("windows", [True, False])
 async def test_a_long_query_is_also_searched_window_by_window(app: Application, windows: bool) -> None:
     embedded: list[list[str]] = []
