@@ -50,6 +50,8 @@ T = TypeVar("T")
 HITS_PER_RESULT = 50
 #: how much wider each search past copies of one text is
 _WIDER_POOL = 4
+#: parents enrich reads at least when it reads again (doubling each time)
+_PARENTS_READ_AGAIN = 8
 
 def cache_config(o: QueryOptions) -> str:
     """What makes two requests answerable by the same cached result."""
@@ -682,7 +684,8 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     current, dropping stale hits elsewhere could only lower other parents (a parent scores its best
     child), so the answer is the same and the versions of the whole candidate pool (hundreds of
     documents at top_k 100) need not be read. Otherwise they are, and every stale hit is dropped
-    before grouping. Rows read grow with top_k, not with the pool (top_k x 8 hits).
+    before grouping. Rows read grow with top_k, not with the pool (top_k x 8 hits), and with the
+    copies of one text, which are read past in batches of 8, 16, 32, ... parents.
 
     Each document is checked against the caller's filter as read here: the graph and metadata
     legs choose chunks under the filter but read them by id, so a document made private between
@@ -761,10 +764,13 @@ async def _contexts(
     # readable twins' place. Ten documents holding one page would otherwise fill top_k with it.
     taken: set[int] = set()
     copies = False
-    start = 0
+    start, floor = 0, 0
     while len(contexts) < top_k and start < len(ranked):
-        # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
-        wanted = ranked[start : start + top_k - len(contexts)]
+        # A parent can vanish between the reads (its document replaced or deleted) or be a copy of
+        # one taken: then the next ones are fetched, at least twice as many each time, so that a run
+        # of copies costs a few round trips, not one a parent.
+        wanted = ranked[start : start + max(top_k - len(contexts), floor)]
+        floor = max(_PARENTS_READ_AGAIN, 2 * floor)
         # One snapshot: a replacement committed between two reads would pair one version's parent
         # text with the other's document (its version and its access).
         parents, documents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents_and_documents(wanted))
@@ -785,6 +791,8 @@ async def _contexts(
                 continue
             taken.add(texts[pid])
             contexts.append((rank, parent, document))
+            if len(contexts) == top_k:
+                break  # a read past copies holds more parents than are missing
         start += len(wanted)
     # The fallback's answer ends where its count was reached: a context's hits ranked past that
     # point are no part of what kept it (rerank cut them there until copies were told apart here).

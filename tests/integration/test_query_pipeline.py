@@ -1719,6 +1719,32 @@ async def test_copies_that_fill_the_candidate_pool_are_searched_past(tmp_path: P
         await application.close()
 
 
+async def test_enrich_reads_past_copies_in_a_few_round_trips(tmp_path: Path) -> None:
+    """Forty copies of one page rank first: enrich read as many parents as were still missing each
+    time (four after the first copy), ten round trips before it reached the four other pages."""
+    corpus = [_doc(f"mirror{i}", TWIN) for i in range(40)] + [_doc(f"other{i}", text) for i, text in enumerate(GLACIERS)]
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest(corpus)).errors
+        vector = (await application.embedder.embed([TWIN]))[0]
+        hits = await application.vectors.search_dense(vector, 200, PointFilter(access=AccessFilter.for_identity(ROOT)))
+        assert {h.document_id for h in hits[:40]} == {f"mirror{i}" for i in range(40)}
+        reads: list[int] = []
+
+        async def counted(read: Callable[..., Awaitable[Any]], ids: Sequence[str]) -> Any:
+            reads.append(len(ids))
+            return await read(ids)
+
+        deps = dataclasses.replace(application.pipeline.deps, metadata=Intercepted(application.metadata, "get_parents_and_documents", counted))
+        state = QueryState(options=QueryOptions(TWIN, 5, identity=ROOT), reranked=hits, point_filter=PointFilter(access=AccessFilter.for_identity(ROOT)))
+        contexts = (await nodes.enrich(state, deps))["contexts"]
+    finally:
+        await application.close()
+    assert sorted(c.parent.content for c in contexts) == sorted([TWIN, *GLACIERS])
+    assert len(reads) == 4 and reads[0] == 5  # 5, 8, 16 and the rest: the first reads top_k parents, as without copies
+
+
 @pytest.mark.parametrize("windows", [True, False])
 async def test_a_long_query_is_also_searched_window_by_window(app: Application, windows: bool) -> None:
     embedded: list[list[str]] = []
