@@ -21,7 +21,9 @@ from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, norm
 from retrieval_server.domain import (
     AccessFilter,
     ChildEvidence,
+    Document,
     Fusion,
+    ParentChunk,
     PointFilter,
     QueryOptions,
     RetrievedContext,
@@ -42,6 +44,14 @@ from scoring_core import content_hashes, group_by_parent, threshold_with_fallbac
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: hits Query and Search fetch per result asked for, at most: past that many copies of fewer texts
+#: they answer with fewer than top_k results (each wider pool is another search of the engine)
+HITS_PER_RESULT = 50
+#: how much wider each search past copies of one text is
+_WIDER_POOL = 4
+#: parents enrich reads at least when it reads again (doubling each time)
+_PARENTS_READ_AGAIN = 8
 
 def cache_config(o: QueryOptions) -> str:
     """What makes two requests answerable by the same cached result."""
@@ -603,27 +613,32 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             log.error("reranking failed; keeping the fused order", exc_info=True)
             state.degrade("rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
-    # When none passes, every candidate best first: RERANK_FALLBACK counts contexts, and the best
-    # three hits are often siblings, one or two contexts of one document.
+    # When none passes, every candidate goes on best first: RERANK_FALLBACK counts contexts, which
+    # only enrich tells apart (the best three hits are often siblings, one context, or copies of one
+    # section, which enrich makes one), so enrich stops at that many (_context_count).
     kept, fell_back = threshold_with_fallback(np.asarray(scores, dtype=np.float32), state.rerank_threshold, len(candidates))
-    if fell_back:
-        kept = kept[: _answer_worth([candidates[i] for i in kept], deps.settings.rerank_fallback)]
     return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True, "rerank_fell_back": fell_back}
 
 
 def _answer_worth(hits: Sequence[VectorHit], top_k: int) -> int:
-    """How many of the first ``hits`` hold ``top_k`` parents (all of them, when fewer do)."""
+    """How many of the first ``hits`` hold ``top_k`` parents of distinct texts (all of them, when
+    fewer do), as enrich counts contexts. A parent is told by its first hit's text: copies of one
+    section have the same children. Two sections sharing a child's text count as one here, which
+    only has more candidates scored."""
     parents: set[str] = set()
-    for i, hit in enumerate(hits):
-        parents.add(hit.parent_chunk_id)
-        if len(parents) == top_k:
-            return i + 1
+    texts: set[int] = set()
+    for i, (hit, text) in enumerate(zip(hits, content_hashes([h.content for h in hits]).tolist())):
+        if hit.parent_chunk_id not in parents:
+            parents.add(hit.parent_chunk_id)
+            texts.add(text)
+            if len(texts) == top_k:
+                return i + 1
     return len(hits)
 
 
 def _rerank_limit(state: QueryState, deps: WorkflowDeps, within: float | None) -> int | None:
     """RERANK_CANDIDATES, or fewer when the time budget holds fewer at the model's measured rate;
-    never fewer than the hits that hold top_k parents (an answer's worth is always scored). The request's
+    never fewer than the hits that hold top_k parents of distinct texts (an answer's worth is always scored). The request's
     deadline is a budget too (``within`` seconds, :func:`_time_for_rerank`), one that does not
     stretch: when none is left, or it holds fewer than top_k, nothing is reranked (None) and the
     fused order stands, which beats no answer."""
@@ -669,7 +684,8 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     current, dropping stale hits elsewhere could only lower other parents (a parent scores its best
     child), so the answer is the same and the versions of the whole candidate pool (hundreds of
     documents at top_k 100) need not be read. Otherwise they are, and every stale hit is dropped
-    before grouping. Rows read grow with top_k, not with the pool (top_k x 8 hits).
+    before grouping. Rows read grow with top_k, not with the pool (top_k x 8 hits), and with the
+    copies of one text, which are read past in batches of 8, 16, 32, ... parents.
 
     Each document is checked against the caller's filter as read here: the graph and metadata
     legs choose chunks under the filter but read them by id, so a document made private between
@@ -677,20 +693,42 @@ async def enrich(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     """
     if not state.reranked:
         return {"contexts": [], "search_again": False}
-    top_k = state.options.top_k
+    top_k, fell_back = _context_count(state, deps), state.rerank_applied and state.rerank_fell_back
     access = state.point_filter.access
-    contexts = await _contexts(state.reranked, top_k, access, deps, stale_aborts=True)
-    if contexts is not None:
-        return {"contexts": contexts, "search_again": False}
+    found = await _contexts(state.reranked, top_k, access, deps, stale_aborts=True, fell_back=fell_back)
+    if found is not None:
+        return {"contexts": found[0], **_wider_pool(state, top_k, *found)}
     stored = await _with_retries(
         deps, "documents", lambda: deps.metadata.document_versions(list({h.document_id for h in state.reranked}))
     )
     versions = {d: version_of(content_hash) for d, content_hash in stored.items()}
     current = [h for h in state.reranked if h.document_id in versions and h.version == versions[h.document_id]]
-    contexts = await _contexts(current, top_k, access, deps, stale_aborts=False) if current else []
+    found = await _contexts(current, top_k, access, deps, stale_aborts=False, fell_back=fell_back) if current else None
+    contexts, copies = found or ([], False)
     if replaced_since_searched(state.reranked, versions) and not state.searched_again:
         return {"contexts": contexts, "search_again": True, "searched_again": True}
-    return {"contexts": contexts, "search_again": False}
+    return {"contexts": contexts, **_wider_pool(state, top_k, contexts, copies)}
+
+
+def _wider_pool(state: QueryState, wanted: int, contexts: list[RetrievedContext], copies: bool) -> dict[str, Any]:
+    """Searched again with a wider pool when copies of one text left fewer than ``wanted`` contexts
+    and the legs had more (the pool was filled), as Search does, up to :data:`HITS_PER_RESULT` hits a
+    context. Only when every candidate reached enrich: fewer that the reranker's threshold left
+    would be as few among the next candidates. Not after the sub-queries, whose hits a search of
+    the main query alone would drop."""
+    cap = state.options.top_k * HITS_PER_RESULT
+    if not copies or len(contexts) >= wanted or state.sub_queries_done or state.pool >= cap:
+        return {"search_again": False}
+    if len(state.fused) < state.pool or len(state.reranked) < len(state.fused):
+        return {"search_again": False}
+    return {"search_again": True, "pool": min(state.pool * _WIDER_POOL, cap)}
+
+
+def _context_count(state: QueryState, deps: WorkflowDeps) -> int:
+    """top_k, or RERANK_FALLBACK when fewer and no reranked candidate reached the threshold."""
+    if state.rerank_applied and state.rerank_fell_back:
+        return min(state.options.top_k, deps.settings.rerank_fallback)
+    return state.options.top_k
 
 
 def replaced_since_searched(hits: Sequence[VectorHit], versions: dict[str, str]) -> bool:
@@ -703,29 +741,36 @@ def replaced_since_searched(hits: Sequence[VectorHit], versions: dict[str, str])
 
 
 async def _contexts(
-    hits: list[VectorHit], top_k: int, access: AccessFilter, deps: WorkflowDeps, *, stale_aborts: bool
-) -> list[RetrievedContext] | None:
-    """The best ``top_k`` parents of ``hits`` with their documents, of those ``access`` may read. A
-    parent whose hits are not all of its document's stored version: None when ``stale_aborts``, else
-    skipped (replaced between the reads). A parent with the text of one already taken (case and
-    white space aside) is skipped: the best of identical sections stands for all."""
+    hits: list[VectorHit], top_k: int, access: AccessFilter, deps: WorkflowDeps, *, stale_aborts: bool, fell_back: bool = False
+) -> tuple[list[RetrievedContext], bool] | None:
+    """The best ``top_k`` parents of ``hits`` with their documents, of those ``access`` may read, and
+    whether a copy was skipped. A parent whose hits are not all of its document's stored version:
+    None when ``stale_aborts``, else skipped (replaced between the reads). A parent with the text of
+    one already taken (case and white space aside) is skipped: the best of identical sections
+    stands for all. ``fell_back``: ``hits`` are reranked candidates best first, none of which
+    reached the threshold, and a context's evidence is its hits ranked up to the last context's
+    best, where the fallback's count was reached."""
     codes: dict[str, int] = {}
     parent_codes = np.fromiter((codes.setdefault(h.parent_chunk_id, len(codes)) for h in hits), dtype=np.int64, count=len(hits))
     parent_ids = list(codes)
     grouped = group_by_parent(parent_codes, np.fromiter((h.score for h in hits), dtype=np.float32, count=len(hits)), len(parent_ids))
     ranked = [parent_ids[p] for p in grouped.parents.tolist()]
     offsets, children = grouped.offsets.tolist(), grouped.children.tolist()
-    contexts: list[RetrievedContext] = []
+    contexts: list[tuple[int, ParentChunk, Document]] = []
     # Each document at the version its first read found: a replacement committed between two
     # batches would otherwise put both versions in one answer (and the old one in the cache).
     versions: dict[str, str] = {}
     # Among readable, current parents only: a twin the caller may not read must not take its
     # readable twins' place. Ten documents holding one page would otherwise fill top_k with it.
     taken: set[int] = set()
-    start = 0
+    copies = False
+    start, floor = 0, 0
     while len(contexts) < top_k and start < len(ranked):
-        # A parent can vanish between the reads (its document replaced or deleted): then the next ones are fetched.
-        wanted = ranked[start : start + top_k - len(contexts)]
+        # A parent can vanish between the reads (its document replaced or deleted) or be a copy of
+        # one taken: then the next ones are fetched, at least twice as many each time, so that a run
+        # of copies costs a few round trips, not one a parent.
+        wanted = ranked[start : start + max(top_k - len(contexts), floor)]
+        floor = max(_PARENTS_READ_AGAIN, 2 * floor)
         # One snapshot: a replacement committed between two reads would pair one version's parent
         # text with the other's document (its version and its access).
         parents, documents = await _with_retries(deps, "parents", lambda: deps.metadata.get_parents_and_documents(wanted))
@@ -742,12 +787,23 @@ async def _contexts(
                     return None
                 continue
             if texts[pid] in taken:
+                copies = True
                 continue
             taken.add(texts[pid])
-            evidence = tuple(ChildEvidence(h.chunk_id, h.content, h.score) for h in kids)
-            contexts.append(RetrievedContext(parent, document, float(grouped.parent_scores[rank]), evidence))
+            contexts.append((rank, parent, document))
+            if len(contexts) == top_k:
+                break  # a read past copies holds more parents than are missing
         start += len(wanted)
-    return contexts
+    # The fallback's answer ends where its count was reached: a context's hits ranked past that
+    # point are no part of what kept it (rerank cut them there until copies were told apart here).
+    last = max((children[offsets[rank]] for rank, _, _ in contexts), default=0) if fell_back else len(hits)
+    return [
+        RetrievedContext(
+            parent, document, float(grouped.parent_scores[rank]),
+            tuple(ChildEvidence(hits[i].chunk_id, hits[i].content, hits[i].score) for i in children[offsets[rank] : offsets[rank + 1]] if i <= last),
+        )
+        for rank, parent, document in contexts
+    ], copies
 
 
 def _sigmoid(x: float) -> float:

@@ -15,7 +15,8 @@
                                                                | GENERATION
                                                  (run_tools ->) generate -> END
 
-    enrich goes back to retrieve, once, when a document it found was replaced since it was searched.
+    enrich goes back to retrieve, once, when a document it found was replaced since it was searched,
+    and with a wider pool when copies of one text filled it (up to nodes.HITS_PER_RESULT hits a context).
 
 The access filter comes first because it names the cache partition (an answer is looked up and
 stored under the filter it is computed with, so it never reaches a caller who reads another set)
@@ -76,11 +77,6 @@ def build_query_graph(deps: WorkflowDeps, clock: Callable[[], float] = time.mono
     )
     graph.validate()
     return graph
-
-
-#: hits Search fetches per result asked for, at most: past that many copies of fewer texts it
-#: answers with fewer than top_k results (each wider page is another search of the engine)
-SEARCH_HITS_PER_RESULT = 50
 
 
 class QueryPipeline:
@@ -148,9 +144,9 @@ class QueryPipeline:
             kept = dedup_by_key(content_hashes(texts), np.asarray([h.score for h in current], dtype=np.float32))
             # Copies of one text (a file mirrored under many ids) filled a page that held one result:
             # a wider page, while the engine has more and up to the cap, finds the distinct texts.
-            if len(kept) >= top_k or len(hits) < limit or limit >= top_k * SEARCH_HITS_PER_RESULT:
+            if len(kept) >= top_k or len(hits) < limit or limit >= top_k * nodes.HITS_PER_RESULT:
                 break
-            limit = min(limit * 4, top_k * SEARCH_HITS_PER_RESULT)
+            limit = min(limit * 4, top_k * nodes.HITS_PER_RESULT)
         out = []
         for i in kept[:top_k]:
             h = current[i]

@@ -193,7 +193,8 @@ class QueryState:
     sub_queries_done: bool = False
     #: the sub-queries found something, which was fused into this pass's candidates
     decomposed: bool = False
-    #: enrich found hits of documents replaced since they were searched: search them again, once
+    #: enrich found hits of documents replaced since they were searched (search them again, once:
+    #: ``searched_again``), or copies of one text filled the pool (search a wider one: nodes._wider_pool)
     search_again: bool = False
     searched_again: bool = False
     #: the dense legs' vectors of the last retrieve, in their order (searched again, they are reused)

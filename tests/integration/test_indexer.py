@@ -26,7 +26,7 @@ from retrieval_server.ingest import indexer as indexer_module
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import sweep_abandoned_writes
 from retrieval_server.knowledge import DocumentGraph
-from retrieval_server.workflow import pipeline as pipeline_module
+from retrieval_server.workflow import nodes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
 from tests.support.intercept import Intercepted
@@ -741,13 +741,13 @@ DISTINCT = [
 
 async def test_search_looks_past_copies_of_one_text_for_top_k_distinct_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fifteen copies of one text filled the 3 x top_k hits fetched: top_k=3 answered with one
-    result. Wider pages are fetched up to SEARCH_HITS_PER_RESULT hits a result, and no further."""
+    result. Wider pages are fetched up to HITS_PER_RESULT hits a result, and no further."""
     application = Application(load_settings(data_dir=tmp_path))
     await application.open()
     try:
         await application.ingest([_txt(f"mirror{i}", MIRRORED) for i in range(15)] + [_txt(f"other{i}", t) for i, t in enumerate(DISTINCT)])
         found = {k: await application.pipeline.search("glaciers rivers of ice", k, Identity()) for k in (3, 6)}
-        monkeypatch.setattr(pipeline_module, "SEARCH_HITS_PER_RESULT", 3)
+        monkeypatch.setattr(nodes, "HITS_PER_RESULT", 3)
         capped = await application.pipeline.search("glaciers rivers of ice", 3, Identity())
     finally:
         await application.close()

@@ -1311,6 +1311,31 @@ async def test_the_rerank_fallback_keeps_the_best_three_contexts_not_three_sibli
     assert one.metrics.rerank_fallback_triggered and [c.parent.parent_chunk_id for c in one.contexts] == ["short#p0"]
 
 
+async def test_the_rerank_fallback_counts_copies_of_one_section_as_one_context(tmp_path: Path) -> None:
+    """Four documents of one text score best, all under the threshold: the fallback's three
+    parents were three copies, which enrich made one context. It answers with three texts."""
+    twin = "Glaciers are slow rivers of ice that form where snow accumulates faster than it melts."
+    others = ["A glacier forms when winter snowfall exceeds summer melting for many years.",
+              "Ice sheets move as glaciers, flowing outward under their own weight as snow piles up.",
+              "Snow that survives the summer compacts into firn and then glacial ice."]
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest([_doc(f"mirror{i}", twin) for i in range(4)] + [_doc(f"o{i}", t) for i, t in enumerate(others)])).errors
+        with json_server(tei_rerank(lambda q, t: 0.2 if t == twin else 0.1)) as tei:
+            reranker = TeiReranker(tei.url)
+            try:
+                p = pipeline(application, reranker=reranker, rerank_threshold=0.3, rerank_fallback=3, sufficiency_threshold=0.0)
+                r = await p.query(QueryOptions("glaciers rivers of ice snow", 5, strategy=Strategy.HYBRID, use_cache=False))
+            finally:
+                await reranker.close()
+    finally:
+        await application.close()
+    assert r.metrics.rerank_fallback_triggered
+    texts = [c.parent.content for c in r.contexts]
+    assert len(texts) == 3 == len(set(texts)) and texts[0] == twin
+
+
 @pytest.mark.parametrize(("top_k", "retry_loses_a_leg", "retry_answers"), [(20, False, True), (3, False, True), (3, True, False)])
 async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k: int, retry_loses_a_leg: bool, retry_answers: bool) -> None:
     """The first pass falls back (the cooking chunk scores 0.2, one word in five, under 0.3); the
@@ -1671,6 +1696,53 @@ async def test_a_section_several_documents_hold_is_one_context_of_those_the_call
             assert (twins[0] == "alice-twin") is (identity is ALICE)
     finally:
         await application.close()
+
+
+async def test_copies_that_fill_the_candidate_pool_are_searched_past(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forty copies of one page filled the pool (top_k 5 x 8 child hits): the answer was that
+    page alone, with four distinct relevant documents stored. Enrich searches again with a wider
+    pool, as Search does, once here; past the cap of hits a context it answers with fewer."""
+    corpus = [_doc(f"mirror{i}", TWIN) for i in range(40)] + [_doc(f"other{i}", text) for i, text in enumerate(GLACIERS)]
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest(corpus)).errors
+        q = "glaciers slow rivers of ice form where snow accumulates faster than it melts"
+        for strategy in (Strategy.SEMANTIC, Strategy.HYBRID):
+            r = await application.pipeline.query(QueryOptions(q, 5, strategy=strategy, use_cache=False, rerank=False))
+            assert sorted(c.parent.content for c in r.contexts) == sorted([TWIN, *GLACIERS]), (strategy, _docs(r))
+            assert _stages(r).count("retrieve") == 2 and r.metrics.iterations == 1
+        monkeypatch.setattr(nodes, "HITS_PER_RESULT", 8)  # the pool's own size: no wider one
+        capped = await application.pipeline.query(QueryOptions(q, 5, strategy=Strategy.SEMANTIC, use_cache=False, rerank=False))
+        assert [c.parent.content for c in capped.contexts] == [TWIN] and _stages(capped).count("retrieve") == 1
+    finally:
+        await application.close()
+
+
+async def test_enrich_reads_past_copies_in_a_few_round_trips(tmp_path: Path) -> None:
+    """Forty copies of one page rank first: enrich read as many parents as were still missing each
+    time (four after the first copy), ten round trips before it reached the four other pages."""
+    corpus = [_doc(f"mirror{i}", TWIN) for i in range(40)] + [_doc(f"other{i}", text) for i, text in enumerate(GLACIERS)]
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest(corpus)).errors
+        vector = (await application.embedder.embed([TWIN]))[0]
+        hits = await application.vectors.search_dense(vector, 200, PointFilter(access=AccessFilter.for_identity(ROOT)))
+        assert {h.document_id for h in hits[:40]} == {f"mirror{i}" for i in range(40)}
+        reads: list[int] = []
+
+        async def counted(read: Callable[..., Awaitable[Any]], ids: Sequence[str]) -> Any:
+            reads.append(len(ids))
+            return await read(ids)
+
+        deps = dataclasses.replace(application.pipeline.deps, metadata=Intercepted(application.metadata, "get_parents_and_documents", counted))
+        state = QueryState(options=QueryOptions(TWIN, 5, identity=ROOT), reranked=hits, point_filter=PointFilter(access=AccessFilter.for_identity(ROOT)))
+        contexts = (await nodes.enrich(state, deps))["contexts"]
+    finally:
+        await application.close()
+    assert sorted(c.parent.content for c in contexts) == sorted([TWIN, *GLACIERS])
+    assert len(reads) == 4 and reads[0] == 5  # 5, 8, 16 and the rest: the first reads top_k parents, as without copies
 
 
 @pytest.mark.parametrize("windows", [True, False])

@@ -133,6 +133,18 @@ async def test_the_budget_never_cuts_below_top_k_nor_applies_before_a_measuremen
     assert len(roomy.asked[0]) == 20 and not state.metrics.degraded
 
 
+async def test_the_budget_never_cuts_below_top_k_distinct_texts() -> None:
+    """Ten copies of one section lead the fused list: the hits that hold top_k parents hold one
+    context, which is all enrich would make of them (and of a fallback's best three)."""
+    rate = ScoringRate()
+    rate.observe(100, 1.0)  # 50 ms holds 5
+    model = Model()
+    copies = [dataclasses.replace(_hit(0), chunk_id=f"copy{i}#p0c0", parent_chunk_id=f"copy{i}#p0", document_id=f"copy{i}") for i in range(10)]
+    state = QueryState(options=QueryOptions("q", 3), fused=[*copies, *(_hit(i) for i in range(1, 11))], rerank_threshold=-1e9)
+    out = await nodes.rerank(state, _deps(MeasuredReranker(model, 0, rate=rate), budget_ms=50))
+    assert len(out["reranked"]) == 12 and "rerank:budget" in state.metrics.degraded
+
+
 async def test_the_rate_comes_from_the_calls_the_model_really_made() -> None:
     ticks = iter([0.0, 0.5, 1.0, 1.0])
     model = Model()
