@@ -8,6 +8,7 @@ extra headers: :class:`WithHeaders`; without a length: :class:`Unsized`), Server
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -56,6 +57,14 @@ class LocalServer:
     headers: list[dict[str, str]] = field(default_factory=list)
     #: bytes of each Streamed answer sent before it ended or the client went
     sent: list[int] = field(default_factory=list)
+
+
+class _ClientsMayGo(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that went before its answer (a call cancelled, as a failed batch cancels its
+        others) is no error of the server's; anything else is printed, as http.server does."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @contextmanager
@@ -120,7 +129,7 @@ def json_server(handle: Handler) -> Iterator[LocalServer]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+    server = _ClientsMayGo(("127.0.0.1", 0), _H)
     record.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
