@@ -16,6 +16,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server import cli
 from retrieval_server.config import load_settings
 from retrieval_server.server import start_server
+from tests.support.fake_client import FakeClient
 
 pytestmark = pytest.mark.slow
 
@@ -83,15 +84,9 @@ def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatc
 
     asked: list[tuple[str, float | None]] = []
 
-    class Client:
+    class Client(FakeClient):
         def __init__(self, target: str, *, timeout: float | None = 60.0, **_: object) -> None:
             self.timeout = timeout
-
-        def __enter__(self) -> Client:
-            return self
-
-        def __exit__(self, *_: object) -> None:
-            pass
 
         def ingest(self, docs: list[object], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
             asked.append(("ingest", timeout))
@@ -116,16 +111,7 @@ def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatc
 def _client(ingest: Callable[[list[pb.DocumentInput]], pb.IngestDocumentsResponse]) -> type:
     """retrieval_client.RetrievalClient as the command uses it, each ingest answered by ``ingest``."""
 
-    class Client:
-        def __init__(self, *_: object, **__: object) -> None:
-            pass
-
-        def __enter__(self) -> Client:
-            return self
-
-        def __exit__(self, *_: object) -> None:
-            pass
-
+    class Client(FakeClient):
         def ingest(self, docs: list[pb.DocumentInput], *, timeout: float | None = None) -> pb.IngestDocumentsResponse:
             return ingest(docs)
 

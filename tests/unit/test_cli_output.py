@@ -11,6 +11,7 @@ import pytest
 import retrieval_client
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server import cli
+from tests.support.fake_client import FakeClient
 
 #: a document's text holding what a terminal obeys: clear the screen, set the window title, colour,
 #: write the clipboard (OSC 52), and a C1 control sequence introducer
@@ -38,20 +39,8 @@ def _answer() -> pb.QueryResponse:
     return r
 
 
-class Client:
+class Client(FakeClient):
     """retrieval_client.RetrievalClient as the commands use it, answering with the documents above."""
-
-    def __init__(self, *_: object, **__: object) -> None:
-        pass
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
     def query(self, text: str, **_: Any) -> pb.QueryResponse:
         return _query()
