@@ -89,9 +89,10 @@ def rm3(query: SparseVector, feedback: list[tuple[SparseVector, float]], terms: 
 
 
 async def search(
-    vectors: VectorStore, sparse: Bm25Encoder, text: str, limit: int, flt: PointFilter, options: KeywordOptions
+    vectors: VectorStore, sparse: Bm25Encoder, text: str | SparseVector, limit: int, flt: PointFilter, options: KeywordOptions
 ) -> list[VectorHit]:
-    q = query_vector(sparse, text, options.max_terms)
+    """``text``, or its :func:`query_vector` when the caller has made it already."""
+    q = query_vector(sparse, text, options.max_terms) if isinstance(text, str) else text
     hits = await vectors.search_sparse(q, limit, flt, titled=options.titled)
     if options.prf_docs <= 0 or not hits:
         return hits

@@ -27,6 +27,7 @@ from retrieval_server.domain import (
     PointFilter,
     QueryOptions,
     RetrievedContext,
+    SparseVector,
     Strategy,
     TimedOut,
     VectorHit,
@@ -454,13 +455,16 @@ async def _after_embedding(
 
 def _keyword_jobs(state: QueryState, deps: WorkflowDeps, text: str) -> dict[str, Callable[[], Awaitable[list[VectorHit]]]]:
     kw, pool, flt = deps.settings.keyword, state.pool, state.point_filter
-    if not deps.sparse.query(text).indices:
+    # Encoded here once, for the search and for the check.
+    main = keyword_leg.query_vector(deps.sparse, text, kw.max_terms)
+    if not main.indices:
         # Stop words only ("to be or not to be", "The Who"), which BM25 does not index: the leg
         # finds nothing, and the caller is told why.
         state.degrade("keyword:no_terms")
+    variants: list[str | SparseVector] = [main, *state.analysis.reformulations]
     return {
         f"keyword:{i}": lambda q=variant: keyword_leg.search(deps.vectors, deps.sparse, q, pool, flt, kw)
-        for i, variant in enumerate([text, *state.analysis.reformulations])
+        for i, variant in enumerate(variants)
     }
 
 
