@@ -1236,19 +1236,25 @@ async def test_tei_batches_of_one_request_are_sent_together_and_put_back_in_orde
     assert sorted(len(body["texts"]) for _, body in tei.requests) == [1, 2, 2, 2]
 
 
+async def _tei_rerank_fails(handle: Callable[[str, dict[str, Any]], tuple[int, Any]], texts: list[str], *, max_batch: int,
+                            match: str) -> None:
+    """A rerank of ``texts`` against a TEI server answering with ``handle`` raises RerankError matching ``match``."""
+    with json_server(handle) as tei:
+        client = TeiReranker(tei.url, max_batch=max_batch)
+        try:
+            with pytest.raises(RerankError, match=match):
+                await client.rerank("q", texts)
+        finally:
+            await client.close()
+
+
 async def test_one_failed_tei_batch_fails_the_rerank() -> None:
     def second_fails(path: str, body: dict[str, Any]) -> tuple[int, Any]:
         if "b" in body["texts"]:
             return 424, {"error": "model backend failed", "error_type": "Backend"}
         return tei_rerank(word_overlap)(path, body)
 
-    with json_server(second_fails) as tei:
-        reranker = TeiReranker(tei.url, max_batch=1)
-        try:
-            with pytest.raises(RerankError, match="424"):
-                await reranker.rerank("q", ["a", "b", "c"])
-        finally:
-            await reranker.close()
+    await _tei_rerank_fails(second_fails, ["a", "b", "c"], max_batch=1, match="424")
 
 
 async def test_rerank_off_per_request_keeps_the_fused_order_and_reranking_scores_an_answers_worth(app: Application) -> None:
@@ -1373,13 +1379,7 @@ async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
     fused order or the local model answers instead), and the server's memory is not the limit."""
     scores = [{"index": 0, "score": 0.5, "padding": "x" * MAX_RESPONSE_BYTES}]
     for reply in (scores, Unsized(scores)):
-        with json_server(lambda path, body: (200, reply)) as tei:
-            client = TeiReranker(tei.url)
-            try:
-                with pytest.raises(RerankError, match="limit"):
-                    await client.rerank("q", ["a"])
-            finally:
-                await client.close()
+        await _tei_rerank_fails(lambda path, body: (200, reply), ["a"], max_batch=32, match="limit")  # noqa: B023
 
 
 @pytest.mark.parametrize(
@@ -1466,13 +1466,7 @@ async def test_tei_answers_that_do_not_score_each_text_once_are_a_failure(answer
     def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
         return 200, answer if len(body["texts"]) == 2 else [{"index": 0, "score": 0.2}]
 
-    with json_server(handle) as tei:
-        client = TeiReranker(tei.url, max_batch=2)
-        try:
-            with pytest.raises(RerankError, match="TEI /rerank returned"):
-                await client.rerank("q", ["a", "b", "c"])
-        finally:
-            await client.close()
+    await _tei_rerank_fails(handle, ["a", "b", "c"], max_batch=2, match="TEI /rerank returned")
 
 
 async def test_tei_failure_without_a_local_model_keeps_the_fused_order(app: Application) -> None:
