@@ -444,15 +444,23 @@ def _remote(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the columns ``ask`` lays its trace out to in a pipe or a file: rich knows no unlimited width, and
+#: no line of a trace (a router's reason, a tool's arguments) comes near this one
+UNWRAPPED_WIDTH = 1_000_000
+
+
 def _ask(args: argparse.Namespace) -> int:
     from retrieval_client import to_json
     from retrieval_server.ask import AnswerConsole, AskOptions, AskSession, interactive
 
     startup_gc.settle()  # a conversation can go on
     console = AnswerConsole(highlight=False)
-    # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
-    # trailing spaces of its own in the middle of an answer.
-    console.soft_wrap = not console.is_terminal
+    if not console.is_terminal:
+        # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
+        # trailing spaces of its own in the middle of an answer. soft_wrap covers what is printed as
+        # text; the trace's tree is laid out to the console's width, and its lines were cut there.
+        console.soft_wrap = True
+        console.width = UNWRAPPED_WIDTH
     connection = _connection(args)
     session = AskSession(
         AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"],

@@ -18,6 +18,7 @@ from tests.support.fake_client import FakeClient
 TITLE = "Quarterly \x1b[2J\x1b]0;owned\x07 report"
 TEXT = "Zeppelin budget \x1b[31mRED\x1b[0m numbers \x1b]52;c;ZWNobyBoaQ==\x07 end \x9b2J"
 ANSWER = "The budget is \x1b[31mRED\x1b[0m [1]."
+REASON = "names known entities: Zeppelin"
 
 
 def _query() -> pb.QueryResponse:
@@ -36,6 +37,10 @@ def _answer() -> pb.QueryResponse:
     r.answer.model = "openai:\x1b]0;model\x07"
     r.answer.citations.add(marker=1, parent_chunk_id="esc1#p0", document_id="esc1", title=TITLE)
     r.answer.tool_results.add(name="calc\x1b[2J", success=True, summary=TEXT)
+    r.metrics.stages.add(stage="route", duration_ms=1.0)
+    r.metrics.route.route = pb.ROUTE_RETRIEVE
+    r.metrics.route.decided_by = "rules"
+    r.metrics.route.reason = REASON
     return r
 
 
@@ -128,9 +133,13 @@ def test_ask_into_a_pipe_writes_each_line_whole(client: None, monkeypatch: pytes
     long = "The budget covers " + ", ".join(f"item {i}" for i in range(60)) + " [1]."
     monkeypatch.setattr("tests.unit.test_cli_output.ANSWER", long)
     monkeypatch.setattr("tests.unit.test_cli_output.TITLE", "A title " + "long " * 30)
+    reason = "names known entities: " + ", ".join(f"Entity number {i}" for i in range(20))
+    monkeypatch.setattr("tests.unit.test_cli_output.REASON", reason)
     monkeypatch.delenv("COLUMNS", raising=False)
     assert cli.main(["ask", "zeppelin", "--trace"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert long in lines and f"checked: {long}" in lines
     assert any(line.startswith("  [1] A title " + "long " * 30) for line in lines)
+    # The trace is a tree, which rich lays out to the console's width: its lines were cut at 80.
+    assert any(line.endswith(f"decision: retrieve by rules: {reason}") for line in lines)
     assert not [line for line in lines if line != line.rstrip()]
