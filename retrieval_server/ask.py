@@ -122,12 +122,12 @@ class AskSession:
     def ask(self, question: str) -> pb.QueryResponse | None:
         o, console = self.options, self._console
         final: pb.QueryResponse | None = None
-        streamed = False
+        streamed: list[str] = []
         for event in self._client.stream_query(question, top_k=o.top_k, strategy=o.strategy):
             kind = event.WhichOneof("event")
             if kind == "answer_delta":
                 console.print(_text(event.answer_delta), end="", soft_wrap=True)
-                streamed = True
+                streamed.append(event.answer_delta)
             elif kind == "response":
                 final = event.response
         if streamed:
@@ -136,7 +136,9 @@ class AskSession:
             return None
         if final.HasField("answer") and final.answer.text and not streamed:
             console.print(_text(final.answer.text))
-        elif final.HasField("answer") and streamed:
+        elif final.HasField("answer") and streamed and final.answer.text != "".join(streamed):
+            # Only a replacement (the citation check rejected the text, or the model failed part-way):
+            # the answer as streamed was printed a second time after every answer.
             console.print(f"[dim]checked:[/dim] {_text(final.answer.text)}")
         print_answer_details(console, final)
         if o.trace:

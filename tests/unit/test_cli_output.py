@@ -138,8 +138,28 @@ def test_ask_into_a_pipe_writes_each_line_whole(client: None, monkeypatch: pytes
     monkeypatch.delenv("COLUMNS", raising=False)
     assert cli.main(["ask", "zeppelin", "--trace"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert long in lines and f"checked: {long}" in lines
+    assert long in lines
     assert any(line.startswith("  [1] A title " + "long " * 30) for line in lines)
     # The trace is a tree, which rich lays out to the console's width: its lines were cut at 80.
     assert any(line.endswith(f"decision: retrieve by rules: {reason}") for line in lines)
     assert not [line for line in lines if line != line.rstrip()]
+
+
+@pytest.mark.parametrize(("final", "checked"), [(ANSWER, False), ("Replaced by the citation check [1].", True)])
+def test_ask_prints_the_checked_answer_only_when_it_replaced_the_streamed_one(
+    final: str, checked: bool, client: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The streamed answer was printed a second time after "checked:" when nothing had replaced it."""
+
+    def streaming(self: Client, question: str, **_: Any) -> Iterator[pb.StreamQueryResponse]:
+        yield pb.StreamQueryResponse(answer_delta="The budget is ")
+        yield pb.StreamQueryResponse(answer_delta=ANSWER.removeprefix("The budget is "))
+        response = _answer()
+        response.answer.text = final
+        yield pb.StreamQueryResponse(response=response)
+
+    monkeypatch.setattr(Client, "stream_query", streaming)
+    assert cli.main(["ask", "zeppelin"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == cli.printable(ANSWER)
+    assert [line for line in lines if line.startswith("checked:")] == ([f"checked: {final}"] if checked else [])
