@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -229,6 +230,22 @@ def readme_examples() -> list[Example]:
 def test_readme_section_examples_are_all_marked_for_testing() -> None:
     kinds = [e.kind for e in readme_examples()]
     assert kinds.count("file") == 2 and kinds.count("run") == 3 and kinds.count("grpcurl") == 2
+
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def readme_python_blocks() -> list[Any]:
+    """Every Python block of the README, named by the line of its opening fence."""
+    readme = (REPO / "README.md").read_text()
+    return [pytest.param(m.group(1), id=f"README.md:{readme.count(chr(10), 0, m.start()) + 1}") for m in PYTHON_BLOCK.finditer(readme)]
+
+
+@pytest.mark.parametrize("code", readme_python_blocks())
+def test_every_readme_python_block_compiles(code: str) -> None:
+    """The blocks outside the section above are not run (they need a corpus of their own, a handbook.pdf),
+    but a reader pastes them: "async with" at a module's top level was a SyntaxError."""
+    compile(code, "README.md", "exec")
 
 
 def _grpcurl_equivalent(command: str, target: str) -> str:
