@@ -232,6 +232,14 @@ def test_readme_section_examples_are_all_marked_for_testing() -> None:
     assert kinds.count("file") == 2 and kinds.count("run") == 3 and kinds.count("grpcurl") == 2
 
 
+def test_the_typescript_example_says_to_install_the_clients_packages_first() -> None:
+    """The example's `npm run build` failed on a fresh clone (tsc not found); the tests run it where
+    scripts/test.sh has installed the packages, so only the text before it can say so."""
+    readme = (REPO / "README.md").read_text()
+    typescript = readme[readme.index("### TypeScript", readme.index(SECTION)) :]
+    assert "npm install --no-audit --no-fund" in typescript[: typescript.index("```bash\ncd clients/node && npm run build")]
+
+
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 
