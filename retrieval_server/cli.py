@@ -413,6 +413,9 @@ def _print_query(resp: object, as_json: bool) -> None:
             print(printable("    " + " ".join(c.content.split())[:300]))
             for child in c.child_chunks[:2]:
                 print(printable(f"    > {child.score:.3f} {' '.join(child.content.split())[:160]}"))
+        if not contexts and resp.suggestions:  # type: ignore[attr-defined]
+            # What an empty answer offers instead (related titles, hints): only --json showed it.
+            print(printable(f"suggestions: {'; '.join(resp.suggestions)}"))  # type: ignore[attr-defined]
     else:
         for i, r in enumerate(resp.results, 1):  # type: ignore[attr-defined]
             print(printable(f"[{i}] {r.score:.3f}  {r.title} ({r.document_id} #{r.chunk_index}): {' '.join(r.text.split())[:200]}"))

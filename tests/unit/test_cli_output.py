@@ -114,6 +114,18 @@ def test_printable_keeps_text_and_white_space() -> None:
     assert cli.printable("a\rb\u202ec\x00\x9b\u2066") == r"a\rb\u202ec\x00\x9b\u2066"
 
 
+def test_query_prints_the_suggestions_of_an_empty_answer(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty answer comes with suggestions (related titles, hints), which only --json printed."""
+
+    class Empty(Client):
+        def query(self, text: str, **_: Any) -> pb.QueryResponse:
+            return pb.QueryResponse(query=text, suggestions=["Rank fusion", "a \x1b[2J title"])
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", Empty)
+    assert cli.main(["query", "The Who"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [r"suggestions: Rank fusion; a \x1b[2J title"]
+
+
 def test_delete_json_lists_ids_holding_commas_and_dashes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The only output was "deleted: a, b, -; not found: -", which no script could split back into ids."""
 
