@@ -284,25 +284,25 @@ def _json_value(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _row(n: int, line: str) -> LoadedDocument:
-    """One BEIR row. LoadError naming the line for a row that is not one."""
+def _row(line: str) -> LoadedDocument:
+    """One BEIR row. LoadError saying why for a row that is not one (the caller names its line)."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise LoadError(f"line {n}: invalid JSON ({exc.msg})") from None
+        raise LoadError(f"invalid JSON ({exc.msg})") from None
     except (ValueError, RecursionError) as exc:  # an integer over Python's 4,300 digits; nesting past its stack
-        raise LoadError(f"line {n}: unreadable JSON ({type(exc).__name__})") from None
+        raise LoadError(f"unreadable JSON ({type(exc).__name__})") from None
     if not isinstance(row, dict) or "_id" not in row or "text" not in row:
-        raise LoadError(f"line {n}: a BEIR row needs '_id' and 'text'")
+        raise LoadError("a BEIR row needs '_id' and 'text'")
     # bool is an int, and str(None) would become the id "None": only real strings and integers.
     if isinstance(row["_id"], bool) or not isinstance(row["_id"], (str, int)):
-        raise LoadError(f"line {n}: '_id' must be a string or an integer (got {json.dumps(row['_id'])[:40]})")
+        raise LoadError(f"'_id' must be a string or an integer (got {json.dumps(row['_id'])[:40]})")
     if not isinstance(row["text"], str):
-        raise LoadError(f"line {n}: 'text' must be a string")
+        raise LoadError("'text' must be a string")
     if (title := row.get("title")) is None:
         title = ""
     elif not isinstance(title, str):
-        raise LoadError(f"line {n}: 'title' must be a string (got {json.dumps(title)[:40]})")
+        raise LoadError(f"'title' must be a string (got {json.dumps(title)[:40]})")
     title = one_line(title)
     text = row["text"]
     meta = row.get("metadata") or {}
@@ -311,11 +311,11 @@ def _row(n: int, line: str) -> LoadedDocument:
     metadata = {str(k): _json_value(v) for k, v in meta.items() if v is not None} if isinstance(meta, dict) else {}
     url = metadata.get("url", "")
     for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
-        _check_unicode(values, f"line {n}: '{name}'")
+        _check_unicode(values, f"'{name}'")
     try:
         composed_metadata(metadata)  # the row's own error, not one of its values dropped when it is stored
     except ValueError as exc:
-        raise LoadError(f"line {n}: {exc}") from None
+        raise LoadError(str(exc)) from None
     return LoadedDocument(
         document_id=str(row["_id"]),
         title=title,
@@ -340,11 +340,13 @@ def _load_jsonl(src: DocumentSource) -> Loaded:
         if not line.strip():
             continue
         try:
-            docs.append(_row(n, line))
+            docs.append(_row(line))
         except LoadError as exc:
+            # The line is named once, where the failure is listed ("rows.jsonl:line 2"): the reason
+            # repeated it ("rows.jsonl:line 2: line 2: invalid JSON").
             failed.append((f"line {n}", str(exc)))
     if failed and not docs:
-        raise LoadError(failed[0][1] + (f" (and {len(failed) - 1} more rows)" if len(failed) > 1 else ""))
+        raise LoadError(f"{failed[0][0]}: {failed[0][1]}" + (f" (and {len(failed) - 1} more rows)" if len(failed) > 1 else ""))
     if len(failed) > MAX_ROW_ERRORS:
         more = len(failed) - MAX_ROW_ERRORS
         failed = [*failed[:MAX_ROW_ERRORS], (f"line {failed[MAX_ROW_ERRORS][0].split()[-1]}+", f"{more} more rows could not be read")]

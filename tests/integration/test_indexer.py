@@ -600,7 +600,7 @@ async def test_a_jsonl_row_that_is_not_unicode_fails_its_row_not_the_request(app
     rows = b'{"_id": "good", "text": "Glaciers move slowly."}\n{"_id": "bad", "text": "Broken \\ud800 text."}\n'
     report = await app.ingest([DocumentSource(filename="rows.jsonl", content=rows), _txt("volcanoes", "Volcanoes erupt molten rock.")])
     assert [d.document_id for d in report.documents] == ["good", "volcanoes"]
-    assert [(e.source, e.reason) for e in report.errors] == [("rows.jsonl:line 2", "line 2: 'text' is not valid Unicode (a lone surrogate)")]
+    assert [(e.source, e.reason) for e in report.errors] == [("rows.jsonl:line 2", "'text' is not valid Unicode (a lone surrogate)")]
 
 
 async def test_a_pdf_whose_text_names_a_lone_surrogate_is_stored_with_a_replacement_character(app: Application) -> None:

@@ -167,9 +167,9 @@ def test_a_jsonl_title_that_is_no_string_fails_its_row() -> None:
     loaded = load(_src("c.jsonl", "\n".join(rows)))
     assert [(d.document_id, d.title) for d in loaded.documents] == [("7", "")]
     assert loaded.failed == [
-        ("line 1", "line 1: '_id' must be a string or an integer (got 1.0)"),
-        ("line 2", "line 2: 'title' must be a string (got 0)"),
-        ("line 3", "line 3: 'title' must be a string (got [\"A\", \"B\"])"),
+        ("line 1", "'_id' must be a string or an integer (got 1.0)"),
+        ("line 2", "'title' must be a string (got 0)"),
+        ("line 3", "'title' must be a string (got [\"A\", \"B\"])"),
     ]
 
 
@@ -199,9 +199,9 @@ def test_a_jsonl_row_that_cannot_be_read_fails_alone() -> None:
     loaded = load(_src("x.jsonl", "\n".join(rows)))
     assert [d.document_id for d in loaded.documents] == ["a", "d"]
     assert loaded.failed == [
-        ("line 2", "line 2: invalid JSON (Expecting property name enclosed in double quotes)"),
-        ("line 3", "line 3: 'text' is not valid Unicode (a lone surrogate)"),
-        ("line 4", "line 4: 'text' must be a string"),
+        ("line 2", "invalid JSON (Expecting property name enclosed in double quotes)"),
+        ("line 3", "'text' is not valid Unicode (a lone surrogate)"),
+        ("line 4", "'text' must be a string"),
     ]
 
 
@@ -216,7 +216,7 @@ def test_json_python_cannot_hold_fails_its_row() -> None:
     rows = ['{"_id": "a", "text": "ok"}', '{"_id": ' + "9" * 5_000 + ', "text": "t"}', "[" * 100_000, '{"_id": "d", "text": "fine"}']
     loaded = load(_src("x.jsonl", "\n".join(rows)))
     assert [d.document_id for d in loaded.documents] == ["a", "d"]
-    assert loaded.failed == [("line 2", "line 2: unreadable JSON (ValueError)"), ("line 3", "line 3: unreadable JSON (RecursionError)")]
+    assert loaded.failed == [("line 2", "unreadable JSON (ValueError)"), ("line 3", "unreadable JSON (RecursionError)")]
 
 
 def test_long_runs_of_combining_marks_are_made_stream_safe() -> None:
