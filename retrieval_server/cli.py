@@ -223,6 +223,29 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
     return out
 
 
+class _Unsent:
+    """The files a run has not sent yet, for its report should it stop (a read-only server, a full
+    disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more."""
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        self._files = files
+        self._next = 0  # files[:_next] were read: sent, being sent or failed
+        self._batch: list[str] = []  # the sources of the batch being sent not sent yet, in order
+
+    def sending(self, batch: Sequence[Path], sources: Iterable[str]) -> None:
+        """``batch`` was read, and ``sources`` are its documents to send (its other files failed)."""
+        self._next += len(batch)
+        self._batch = list(sources)
+
+    def sent(self, count: int) -> None:
+        """The next ``count`` of the batch's documents were sent (stored or refused alone)."""
+        del self._batch[:count]
+
+    def paths(self) -> list[str]:
+        # A later file's name may not be UTF-8 (surrogates): written escaped, as _readable writes it.
+        return self._batch + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]]
+
+
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
     from retrieval_server import model_loading
 
@@ -241,9 +264,10 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     startup_gc.settle()
     done: list[tuple[str, int, int, bool]] = []
     ids = _Ids(args.document_id or "")
+    unsent = _Unsent(files)
     try:
         # Counts documents, not files: one .jsonl file holds many.
-        with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors):
+        with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors, unsent=unsent):
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
                 sources = _readable(batch, ids, errors, lambda f: DocumentSource(
@@ -256,7 +280,9 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     metadata=dict(args.meta),
                     granted_user_ids=tuple(args.grant),
                 ))
+                unsent.sending(batch, (s.source for s in sources))
                 report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
+                unsent.sent(len(sources))
                 done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
                 errors += [(e.source, e.reason) for e in report.errors]
                 errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
@@ -295,14 +321,16 @@ def seconds(text: str) -> float:
 
 
 @contextlib.contextmanager
-def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: list[int] | None = None) -> Iterator[None]:
+def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: list[int] | None = None,
+                       unsent: _Unsent | None = None) -> Iterator[None]:
     """An ingest's batches: should one stop the run, what earlier ones stored is listed before
-    main says why it stopped (it was lost, and the run looked as if it had stored nothing).
-    ``unlisted``: the counts of documents the server stored without listing them."""
+    main says why it stopped (it was lost, and the run looked as if it had stored nothing), and
+    so are the files it did not send. ``unlisted``: the counts of documents the server stored
+    without listing them."""
     try:
         yield
     except BaseException:  # Ctrl-C too
-        _print_ingest(done, errors, sum(unlisted or ()))
+        _print_ingest(done, errors, sum(unlisted or ()), unsent.paths() if unsent is not None else [])
         raise
 
 
@@ -310,9 +338,15 @@ def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tupl
 SOME_FAILED = 3
 
 
-def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0) -> int:
+#: how many of the files a stopped run did not send its report names (the others are counted)
+UNSENT_NAMED = 10
+
+
+def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0,
+                  unsent: Sequence[str] = ()) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
-    some were, 1 when none was. ``unlisted``: documents the server stored without listing them."""
+    some were, 1 when none was. ``unlisted``: documents the server stored without listing them;
+    ``unsent``: the files a run that stopped did not send."""
     try:
         for doc_id, parents, children, replaced in done:
             print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
@@ -324,7 +358,12 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         _discard_stdout()
     for source, reason in errors:
         print(printable(f"FAILED   {source}: {reason}"), file=sys.stderr)
-    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed", file=sys.stderr)
+    for source in unsent[:UNSENT_NAMED]:
+        print(printable(f"NOT SENT {source}"), file=sys.stderr)
+    if len(unsent) > UNSENT_NAMED:
+        print(f"...      {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
+    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {len(unsent)} files not sent (the run stopped)" if unsent else ""),
+          file=sys.stderr)
     return 0 if not errors else SOME_FAILED if done or unlisted else 1
 
 
@@ -360,6 +399,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     done: list[tuple[str, int, int, bool]] = []
     unlisted: list[int] = []
     ids = _Ids(args.document_id or "")
+    unsent = _Unsent(files)
     with RetrievalClient(args.server, **_connection(args)) as client, \
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
@@ -371,13 +411,15 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             errors.extend((e.source, e.reason) for e in resp.errors)
             errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
             unlisted.append(resp.documents_not_listed)
+            unsent.sent(len(docs))
 
-        with _listed_if_stopped(done, errors, unlisted):
+        with _listed_if_stopped(done, errors, unlisted, unsent):
             for batch in _batches(files):
                 docs = _readable(batch, ids, errors, lambda f: document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
                     granted_user_ids=args.grant, metadata=dict(args.meta),
                 ))
+                unsent.sending(batch, (d.source for d in docs))
                 try:
                     if docs:
                         send(docs)
@@ -391,6 +433,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                             if not _one_file_refused(alone):
                                 raise
                             errors.append((doc.source, f"{alone.code().name}: {alone.details()}"))  # type: ignore[attr-defined]
+                            unsent.sent(1)
                 advance(len(batch))
     return _print_ingest(done, errors, sum(unlisted))
 

@@ -181,6 +181,41 @@ def test_a_full_disk_stops_the_run_and_what_was_stored_is_listed(tmp_path: Path,
     # A zero-width space is part of text (Thai and Khmer break lines with it): printed as it is.
     assert f"FAILED   {hidden}: document_id 'a' is also" in err
     assert "error: RESOURCE_EXHAUSTED: disk below the free-space floor" in err
+    # The files it did not send, c0.txt (its batch refused) and the later batches', were neither
+    # counted nor named: "2 documents indexed, 1 failed" read as the whole run.
+    assert [line.removeprefix("NOT SENT ") for line in err.splitlines() if line.startswith("NOT SENT ")] == [
+        str(tmp_path / "y" / f"c{i}.txt") for i in range(6)]
+    assert "2 documents indexed, 1 failed, 6 files not sent (the run stopped)" in err
+
+
+def test_a_run_stopped_by_a_read_only_server_counts_the_files_it_did_not_send_and_names_the_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A refusal in the middle of a batch resent a file at a time: the files sent alone before it
+    are not among those not sent; past UNSENT_NAMED names, the rest are counted."""
+    import retrieval_client
+
+    monkeypatch.setattr(cli, "BATCH_FILES", 3)
+    sent: list[list[str]] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.append([d.filename for d in docs])
+        if len(docs) > 1:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "one of the files is too large")
+        if docs[0].filename == "f01.txt":
+            raise _Refused(grpc.StatusCode.FAILED_PRECONDITION, "the server is read-only (RETRIEVAL_READ_ONLY)")
+        return _stored(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    for i in range(cli.UNSENT_NAMED + 5):
+        (tmp_path / f"f{i:02}.txt").write_text("Ferrets burrow.")
+    assert cli.main(["ingest", str(tmp_path), "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert sent == [["f00.txt", "f01.txt", "f02.txt"], ["f00.txt"], ["f01.txt"]]
+    assert out.splitlines() == ["added    f00  (0 parents, 0 children)"]
+    named = [line.removeprefix("NOT SENT ") for line in err.splitlines() if line.startswith("NOT SENT ")]
+    assert named == [str(tmp_path / f"f{i:02}.txt") for i in range(1, cli.UNSENT_NAMED + 1)]
+    assert "...      4 more not sent\n" in err and "1 documents indexed, 0 failed, 14 files not sent (the run stopped)" in err
+    assert "error: FAILED_PRECONDITION: the server is read-only" in err
 
 
 def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
