@@ -570,14 +570,16 @@ class Application:
             await self.metadata.set_info(CHILD_TITLE_INFO, str(built).lower())
 
     def _writable(self) -> None:
-        if self.settings.read_only:
-            why = (
-                f"it runs {self.settings.processes} processes over embedded storage, each on a read-only copy"
-                if self.settings.processes > 1
-                else "RETRIEVAL_READ_ONLY is set"
-            )
-            raise ReadOnly(f"this server is read-only ({why}); ingest and delete through a single-process server, "
-                           "or run the processes against a Qdrant server (RETRIEVAL_QDRANT_URL)")
+        s = self.settings
+        if not s.read_only:
+            return
+        if s.processes > 1 and not s.shares_writable_storage:  # the supervisor made its workers read-only
+            raise ReadOnly(f"this server is read-only (it runs {s.processes} processes over embedded storage, each on a read-only copy); "
+                           "ingest and delete through a single-process server, or run the processes against a Qdrant server "
+                           "(RETRIEVAL_QDRANT_URL)")
+        # The operator's choice: the advice above (one process, a Qdrant server) changed nothing for it.
+        raise ReadOnly("this server is read-only (RETRIEVAL_READ_ONLY=true): it serves what is stored and writes nothing; "
+                       "ingest and delete through a server of this data started without RETRIEVAL_READ_ONLY")
 
     @contextlib.asynccontextmanager
     async def _writing(self) -> AsyncIterator[None]:

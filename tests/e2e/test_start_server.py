@@ -133,6 +133,26 @@ async def test_an_ipv6_address_is_served(tmp_path: Path) -> None:
         await running.stop(0)
 
 
+@pytest.mark.parametrize(("settings", "said", "unsaid"), [
+    ({"read_only": True}, "read-only (RETRIEVAL_READ_ONLY=true)", "Qdrant"),
+    ({"read_only": True, "processes": 2, "qdrant_url": "http://127.0.0.1:1", "cache_backend": "none"},
+     "read-only (RETRIEVAL_READ_ONLY=true)", "Qdrant"),
+    # A worker of RETRIEVAL_PROCESSES > 1 over embedded storage, as the supervisor makes it
+    ({"read_only": True, "processes": 2}, "it runs 2 processes over embedded storage", "RETRIEVAL_READ_ONLY"),
+])
+async def test_a_read_only_servers_refusal_says_why_it_is_read_only(settings: dict[str, object], said: str, unsaid: str,
+                                                                      tmp_path: Path) -> None:
+    """RETRIEVAL_READ_ONLY's refusal gave the advice for RETRIEVAL_PROCESSES > 1: ingest through a
+    single-process server, or run the processes against a Qdrant server."""
+    from retrieval_server.domain import ReadOnly
+
+    app = Application(load_settings(data_dir=tmp_path / "data", **settings))
+    for write in (app.ingest([]), app.delete(["x"])):
+        with pytest.raises(ReadOnly) as refused:
+            await write
+        assert said in str(refused.value) and unsaid not in str(refused.value)
+
+
 async def test_a_writer_and_a_reader_of_copies_never_share_a_vector_folder(tmp_path: Path) -> None:
     """A read-only server (and each worker of RETRIEVAL_PROCESSES > 1) reads a copy made at start:
     an ingest beside it succeeded, and the copies, behind SQLite, left every replaced document out."""
