@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 # imported by the commands that run the service, and so is the domain (its 37 dataclasses are
 # about 20 ms of a command's start): tests/e2e/test_stream_and_ask.py checks.
 from retrieval_server import early_stop, startup_gc
+from retrieval_server.request_limits import SEARCH_TOP_K_LIMIT, TOP_K_LIMIT
 
 if TYPE_CHECKING:
     from retrieval_server.config import Settings
@@ -320,6 +321,23 @@ def seconds(text: str) -> float:
     return value
 
 
+def top_k_option(limit: int, setting: str) -> Callable[[str], int]:
+    """A command's ``--top-k``: 0 (the server's default) to ``limit``, the most a server's
+    ``setting`` allows (a server set lower says so itself). Past int32 it failed after the
+    connection was made, as the client's ValueError ("top_k must be an integer from -2147483648")."""
+
+    def parse(text: str) -> int:
+        try:
+            value: int | None = int(text)
+        except ValueError:
+            value = None
+        if value is None or not 0 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"must be 0 (the server's default) to {limit}, the most {setting} allows (got {text})")
+        return value
+
+    return parse
+
+
 @contextlib.contextmanager
 def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: list[int] | None = None,
                        unsent: _Unsent | None = None) -> Iterator[None]:
@@ -611,10 +629,11 @@ def _parser() -> argparse.ArgumentParser:
     # The operator's command: an ADMIN replaces or deletes only what it may read, and sends no user.
     client_opts(ing, role="SUPER_ADMIN")
 
-    for name in ("query", "search"):
+    for name, top_k_limit, top_k_setting in (("query", TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"),
+                                             ("search", SEARCH_TOP_K_LIMIT, "RETRIEVAL_SEARCH_TOP_K_MAX")):
         sp = sub.add_parser(name, help=f"{name} a running server")
         sp.add_argument("text")
-        sp.add_argument("--top-k", type=int, default=0)
+        sp.add_argument("--top-k", type=top_k_option(top_k_limit, top_k_setting), default=0)
         sp.add_argument("--json", action="store_true")
         if name == "query":
             sp.add_argument("--strategy", default="semantic", choices=STRATEGY_CHOICES)
@@ -623,7 +642,7 @@ def _parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="ask a running server; answers with citations (no question: interactive)")
     ask.add_argument("question", nargs="?", help="one question; without it, an interactive session")
     ask.add_argument("--strategy", default="hybrid", choices=["semantic", "keyword", "hybrid", "adaptive", "graph"])
-    ask.add_argument("--top-k", type=int, default=5)
+    ask.add_argument("--top-k", type=top_k_option(TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"), default=5)
     ask.add_argument("--trace", action="store_true", help="print the execution trace (stages, router, tools, graph hops)")
     ask.add_argument("--json", action="store_true", help="print the final response as JSON")
     ask.add_argument("--history", default="~/.retrieval-server-ask-history", help="interactive history file")

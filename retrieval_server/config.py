@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval_server.backends.http_body import without_userinfo
 from retrieval_server.event_loop import EventLoop
+from retrieval_server.request_limits import SEARCH_TOP_K_LIMIT, TOP_K_LIMIT
 
 
 #: the URL settings and the schemes each takes
@@ -227,9 +228,9 @@ class Settings(BaseSettings):
         8, ge=1, le=64, description="child-sized windows of a long query embedded and searched (the first ones): bounds what one query costs"
     )
     top_k_default: int = Field(5, ge=1)
-    top_k_max: int = Field(100, ge=1, le=10_000)
+    top_k_max: int = Field(100, ge=1, le=TOP_K_LIMIT)
     search_top_k_default: int = Field(5, ge=1)
-    search_top_k_max: int = Field(20, ge=1, le=1000)
+    search_top_k_max: int = Field(20, ge=1, le=SEARCH_TOP_K_LIMIT)
     search_text_chars: int = Field(800, ge=1, le=1_000_000)
     max_documents_per_request: int = Field(1000, ge=1, le=1_000_000)
     max_document_bytes: int = Field(

@@ -43,6 +43,39 @@ def test_a_timeout_gRPC_cannot_hold_is_refused(text: str) -> None:
         cli.main(["search", "x", "--timeout", text])
 
 
+@pytest.mark.parametrize(("argv", "limit"), [
+    (["query", "x", "--top-k", "3000000000"], "0 (the server's default) to 10000, the most RETRIEVAL_TOP_K_MAX allows (got 3000000000)"),
+    (["query", "x", "--top-k", "-1"], "0 (the server's default) to 10000, the most RETRIEVAL_TOP_K_MAX allows (got -1)"),
+    (["search", "x", "--top-k", "1001"], "0 (the server's default) to 1000, the most RETRIEVAL_SEARCH_TOP_K_MAX allows (got 1001)"),
+    (["ask", "x", "--top-k", "10001"], "0 (the server's default) to 10000, the most RETRIEVAL_TOP_K_MAX allows (got 10001)"),
+    (["query", "x", "--top-k", "five"], "0 (the server's default) to 10000, the most RETRIEVAL_TOP_K_MAX allows (got five)"),
+])
+def test_a_top_k_no_server_takes_is_a_usage_error_naming_the_limit(
+    argv: list[str], limit: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """3000000000 was sent for, and failed as the client's ValueError: "query failed: ValueError:
+    top_k must be an integer from -2147483648 to 2147483647", with exit 1."""
+
+    def sent(args: argparse.Namespace) -> int:
+        pytest.fail(f"{argv[0]} was sent with top_k {args.top_k}")
+
+    monkeypatch.setattr(cli, "_remote", sent)
+    monkeypatch.setattr(cli, "_ask", sent)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    assert stopped.value.code == 2 and f"argument --top-k: must be {limit}" in capsys.readouterr().err
+
+
+def test_the_top_k_limits_are_the_settings_bounds() -> None:
+    from retrieval_server.config import ConfigError
+    from retrieval_server.request_limits import SEARCH_TOP_K_LIMIT, TOP_K_LIMIT
+
+    assert load_settings(top_k_max=TOP_K_LIMIT, search_top_k_max=SEARCH_TOP_K_LIMIT).top_k_max == TOP_K_LIMIT
+    for too_many in ({"top_k_max": TOP_K_LIMIT + 1}, {"search_top_k_max": SEARCH_TOP_K_LIMIT + 1}):
+        with pytest.raises(ConfigError):
+            load_settings(**too_many)
+
+
 def test_ctrl_c_lists_what_was_stored_and_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     def interrupted(args: argparse.Namespace) -> int:
         with cli._listed_if_stopped([("tides", 1, 2, False)], []):
