@@ -65,7 +65,10 @@ def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by
     if member_of and user is None:
         # Groups are a user's: the anonymous caller would read a group's documents as no one.
         raise InvalidArgument(f"{GROUPS_HEADER} must come with {USER_ID_HEADER}: groups are those of a user")
-    raw_role = role.strip().upper()
+    # Only space and tab are trimmed, and the name compared as written, as a token's role claim
+    # is: upper-cased, "adm\u0131n" (a dotless i) and "\u017fuper_admin" (a long s) were ADMIN and
+    # SUPER_ADMIN, and str.strip() took an em space or a control character for white space.
+    raw_role = role.strip(" \t")
     if not raw_role:
         return Identity(user, Role.USER if user else Role.ANONYMOUS, member_of, verified_by=verified_by)
     # ANONYMOUS is what a caller without a user id is: named with one, it read that user's
@@ -74,7 +77,8 @@ def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by
         return Identity(role=Role.ANONYMOUS, verified_by=verified_by)
     if raw_role not in _NAMED_ROLES:
         got = raw_role if len(raw_role) <= _MAX_ROLE_CHARS else raw_role[:_MAX_ROLE_CHARS] + "…"
-        raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got '{got}')")
+        # repr: a control or invisible character in the value is shown, not printed
+        raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got {got!r})")
     return Identity(user, Role(raw_role), member_of, verified_by=verified_by)
 
 
