@@ -115,7 +115,8 @@ class GatewayAuthenticator:
 
     def __init__(self, peers: Sequence[str]) -> None:
         self._peers = frozenset(peers)
-        self._identities = HeaderIdentities(verified_by="gateway")
+        # Unlike mode none (development), a role needs a user, as a token's user claim is required.
+        self._identities = HeaderIdentities(verified_by="gateway", role_needs_user=True)
 
     async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
         # Who sent the headers before what they say: a peer that is no gateway is refused as such,

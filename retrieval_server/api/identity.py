@@ -52,8 +52,9 @@ def groups_from_header(value: str) -> tuple[str, ...]:
         raise InvalidArgument(str(exc)) from None
 
 
-def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by: str = "headers") -> Identity:
-    """The identity the headers' values (empty when absent) name; InvalidArgument when one is malformed."""
+def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by: str = "headers", role_needs_user: bool = False) -> Identity:
+    """The identity the headers' values (empty when absent) name; InvalidArgument when one is
+    malformed, or when ``role_needs_user`` and a role comes without a user id."""
     try:
         # Space and tab around a header's value are no part of it (RFC 9110, 5.5); anything else
         # that trimming would drop names another account, and is refused.
@@ -69,6 +70,9 @@ def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by
     # is: upper-cased, "adm\u0131n" (a dotless i) and "\u017fuper_admin" (a long s) were ADMIN and
     # SUPER_ADMIN, and str.strip() took an em space or a control character for white space.
     raw_role = role.strip(" \t")
+    if raw_role and user is None and role_needs_user:
+        # A gateway speaks for a user: an ADMIN of no one wrote documents audited as nobody's.
+        raise InvalidArgument(f"{ROLE_HEADER} must come with {USER_ID_HEADER}: a role is that of a user", field=USER_ID_HEADER)
     if not raw_role:
         return Identity(user, Role.USER if user else Role.ANONYMOUS, member_of, verified_by=verified_by)
     # ANONYMOUS is what a caller without a user id is: named with one, it read that user's
@@ -93,8 +97,8 @@ class HeaderIdentities:
     (:func:`held_bytes` of the header as sent, the groups and the principals): 4,096 users of 300
     groups each held 233 MiB. The oldest is dropped first."""
 
-    def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = REMEMBERED_BYTES) -> None:
-        self._verified_by, self._size, self._group_bytes = verified_by, size, group_bytes
+    def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = REMEMBERED_BYTES, role_needs_user: bool = False) -> None:
+        self._verified_by, self._size, self._group_bytes, self._role_needs_user = verified_by, size, group_bytes, role_needs_user
         self._known: dict[tuple[str, str, str], Identity] = {}
         self._held = 0
 
@@ -106,7 +110,7 @@ class HeaderIdentities:
         key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""), metadata.get(GROUPS_HEADER, ""))
         identity = self._known.get(key)
         if identity is None:
-            identity = identity_from_headers(*key, verified_by=self._verified_by)
+            identity = identity_from_headers(*key, verified_by=self._verified_by, role_needs_user=self._role_needs_user)
             weight = self._weight(key, identity)
             if (len(key[0]) > MAX_USER_ID_CHARS or len(key[1]) > _MAX_ROLE_CHARS or len(key[2]) > len(", ".join(identity.groups))
                     or weight > self._group_bytes):

@@ -10,8 +10,8 @@ import pytest
 
 from google.rpc import error_details_pb2, status_pb2
 
-from retrieval_server.api.auth import SERVICE_PREFIX, Authenticate, HeaderAuthenticator, current_identity
-from retrieval_server.domain import Identity, ServiceError
+from retrieval_server.api.auth import SERVICE_PREFIX, Authenticate, GatewayAuthenticator, HeaderAuthenticator, _metadata, current_identity
+from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError
 from tests.unit.test_rpc_status import Context
 
 
@@ -76,3 +76,31 @@ async def test_groups_header_sent_twice_is_refused_naming_it() -> None:
     status = status_pb2.Status.FromString(dict(context.trailing)["grpc-status-details-bin"])
     bad = error_details_pb2.BadRequest()
     assert status.details[0].Unpack(bad) and [v.field for v in bad.field_violations] == ["x-user-groups"]
+
+
+class GatewayContext(HeadersContext):
+    """A call from a mutual-TLS peer whose certificate names ``dns`` in its SANs."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...], dns: str = "gateway.internal") -> None:
+        super().__init__(metadata)
+        self._dns = dns
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {"x509_subject_alternative_name": [self._dns.encode()], "peer_dns": [self._dns.encode()]}
+
+
+async def _gateway_identity(metadata: tuple[tuple[str, str], ...], dns: str = "gateway.internal", peers: tuple[str, ...] = ("gateway.internal",)) -> Identity:
+    context = GatewayContext(metadata, dns)
+    return await GatewayAuthenticator(peers).identify(lambda: _metadata(context, GatewayAuthenticator.reads), context, True)  # type: ignore[arg-type]
+
+
+async def test_a_gateway_role_comes_with_a_user_id() -> None:
+    """An ADMIN without a user was believed: its writes were audited as no one's (a token needs a user claim)."""
+    assert (await _gateway_identity((("x-user-id", "ops"), ("x-user-role", "ADMIN")))).principals == ("ops",)
+    assert (await _gateway_identity(())).role is Role.ANONYMOUS
+    for role in ("ADMIN", "SUPER_ADMIN", "USER"):
+        with pytest.raises(InvalidArgument, match="^x-user-role must come with x-user-id") as err:
+            await _gateway_identity((("x-user-role", role),))
+        assert err.value.violations[0][0] == "x-user-id"
+    # Mode none is the local development mode: a role alone is still believed there.
+    assert HeaderAuthenticator()._identities({"x-user-role": "ADMIN"}).role is Role.ADMIN
