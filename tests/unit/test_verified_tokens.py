@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_server.api.identity import REMEMBERED_BYTES
+from retrieval_server.api.identity import REMEMBERED_BYTES, held_bytes
 from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVerifier
 from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.domain import Unauthenticated, Unavailable
@@ -324,3 +324,19 @@ async def test_a_failed_fetch_is_logged_without_the_urls_password(caplog: pytest
         finally:
             await source.close()
     assert "cannot fetch the JWKS" in caplog.text and "HTTP 501" in caplog.text and "S3cret" not in caplog.text
+
+
+async def test_a_token_with_a_deeply_nested_claim_is_verified_and_weighed_not_an_internal_error() -> None:
+    """Weighing its claims to remember it recursed: nested 480 deep, RecursionError made the call INTERNAL."""
+    import jwt
+
+    keys, clock = CountingKeys(), Clock(time.time())
+    verifier = _verifier(keys, clock)
+    depth = 900
+    payload = json.dumps(claims("alice")).encode()[:-1] + b', "profile": ' + b"[" * depth + b'"x"' + b"]" * depth + b"}"
+    token = jwt.api_jws.encode(payload, SECRET, "HS256")
+    for _ in range(2):
+        verified = await verifier.verify(token)
+        assert verified["sub"] == "alice"
+    assert keys.uses == 1  # remembered, weighed with the string at the bottom of the claim
+    assert held_bytes(verified["profile"]) == held_bytes("x") and verifier._held == held_bytes(token) + held_bytes(verified)
