@@ -21,17 +21,17 @@ async def test_unknown_kids_cannot_hammer_the_identity_provider() -> None:
     with get_json_server(keys.jwks) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=clock)
         try:
-            assert await source.key_for("k1", "RS256") is not None
+            assert await source.keys_for("k1", "RS256")
             for i in range(50):  # a flood of forged kids within the refresh interval
                 with pytest.raises(Unauthenticated):
-                    await source.key_for(f"forged-{i}", "RS256")
+                    await source.keys_for(f"forged-{i}", "RS256")
             assert len(idp.requests) == 1
             clock.now = 31  # after the interval, an unknown kid may fetch again: once
             keys.add("k2")
-            assert await source.key_for("k2", "RS256") is not None
+            assert await source.keys_for("k2", "RS256")
             assert len(idp.requests) == 2
             clock.now = 400  # past the cache lifetime the next use fetches
-            await source.key_for("k1", "RS256")
+            await source.keys_for("k1", "RS256")
             assert len(idp.requests) == 3
         finally:
             await source.close()
@@ -49,13 +49,13 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
     with get_json_server(body) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=10, min_refresh_s=0, clock=clock)
         try:
-            await source.key_for("k1", "RS256")
+            await source.keys_for("k1", "RS256")
             state["up"] = False
             clock.now = 20
-            assert await source.key_for("k1", "RS256") is not None  # stale but known keys serve
+            assert await source.keys_for("k1", "RS256")  # stale but known keys serve
             state["answer"] = b"[" * 100_000 + b"]" * 100_000  # deeper than the parser goes
             clock.now = 40
-            assert await source.key_for("k1", "RS256") is not None
+            assert await source.keys_for("k1", "RS256")
         finally:
             await source.close()
     # Never fetched, every call is UNAVAILABLE, also while a failed fetch holds back the next one:
@@ -64,7 +64,7 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
     try:
         for _ in range(3):
             with pytest.raises(Unavailable):
-                await down.key_for("k1", "RS256")
+                await down.keys_for("k1", "RS256")
     finally:
         await down.close()
 
@@ -174,3 +174,43 @@ async def test_without_an_audience_set_a_token_meant_for_another_service_is_refu
         assert (await _identify(auth, claims("alice", aud=None))).principals == ("alice",)
     finally:
         await auth.close()
+
+
+def _jwk(public: Any, kid: str, **fields: str) -> dict[str, Any]:
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    kind = jwt.algorithms.RSAAlgorithm if isinstance(public, rsa.RSAPublicKey) else jwt.algorithms.ECAlgorithm
+    return {**json.loads(kind.to_jwk(public)), "kid": kid, **fields}
+
+
+async def test_a_kid_names_every_key_it_is_the_kid_of_and_a_key_verifies_only_its_use_and_algorithm(tmp_path: Path) -> None:
+    """The first key of a kid was the only one (RFC 7517 4.5 lets an RSA and an EC key share it:
+    the EC key's tokens were refused), and its alg and use were not read: a key published for RS256
+    verified PS256 tokens, and an encryption key verified signatures."""
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    from retrieval_server.api.tokens import JwksFile, TokenVerifier
+
+    rsa_key, ec_key, other_rsa, enc_key = (rsa.generate_private_key(public_exponent=65537, key_size=2048), ec.generate_private_key(ec.SECP256R1()),
+                                           rsa.generate_private_key(public_exponent=65537, key_size=2048),
+                                           rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [_jwk(rsa_key.public_key(), "main", use="sig", alg="RS256"), _jwk(ec_key.public_key(), "main", use="sig"),
+                                         _jwk(other_rsa.public_key(), "main"), _jwk(enc_key.public_key(), "enc-1", use="enc")]}))
+    verifier = TokenVerifier(JwksFile(path), ("RS256", "PS256", "ES256"), issuer=None, audience=None, leeway_s=30)
+    payload = {"sub": "alice", "exp": int(time.time()) + 600}
+    for key, alg in ((rsa_key, "RS256"), (ec_key, "ES256"), (other_rsa, "RS256"), (other_rsa, "PS256")):  # no alg stated: RS* and PS*
+        assert (await verifier.verify(jwt.encode(payload, key, alg, headers={"kid": "main"})))["sub"] == "alice", alg
+    for key, alg, kid, reason in ((rsa_key, "PS256", "main", "TOKEN_SIGNATURE"),  # only other_rsa may verify PS256 under main
+                                  (enc_key, "RS256", "enc-1", "TOKEN_ALGORITHM"), (enc_key, "PS256", "enc-1", "TOKEN_ALGORITHM")):
+        with pytest.raises(Unauthenticated) as refused:
+            await verifier.verify(jwt.encode(payload, key, alg, headers={"kid": kid}))
+        assert refused.value.reason == reason, (alg, kid)
+    await verifier.close()

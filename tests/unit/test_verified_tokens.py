@@ -30,9 +30,9 @@ class CountingKeys:
     def __init__(self, secret: str = SECRET) -> None:
         self.secret, self.uses, self.generation = secret, 0, 0
 
-    async def key_for(self, kid: str | None, alg: str) -> Any:
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         self.uses += 1
-        return self.secret
+        return (self.secret,)
 
     def version(self) -> Hashable | None:
         return self.generation
@@ -155,10 +155,10 @@ class GatedKeys(CountingKeys):
         super().__init__()
         self.gate, self.waiting = asyncio.Event(), 0
 
-    async def key_for(self, kid: str | None, alg: str) -> Any:
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         self.waiting += 1
         await self.gate.wait()
-        return await super().key_for(kid, alg)
+        return await super().keys_for(kid, alg)
 
 
 async def test_calls_of_one_token_that_waited_together_for_its_key_count_it_once() -> None:
@@ -237,15 +237,15 @@ async def test_a_jwks_url_is_another_version_only_when_a_fetch_brings_other_keys
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0, clock=clock)
         try:
             assert source.version() is None  # nothing fetched yet
-            await source.key_for("k1", "RS256")
+            await source.keys_for("k1", "RS256")
             first = source.version()
             assert first is not None
             for i in range(3):  # unknown kids fetch again, the same keys come back
                 with pytest.raises(Unauthenticated):
-                    await source.key_for(f"forged-{i}", "RS256")
+                    await source.keys_for(f"forged-{i}", "RS256")
             assert source.version() == first and len(idp.requests) == 4
             keys.add("k2")
-            await source.key_for("k2", "RS256")
+            await source.keys_for("k2", "RS256")
             assert source.version() not in (None, first)
             clock.now += 300
             assert source.version() is None  # older than cache_s: only a fetch may be trusted
@@ -263,9 +263,9 @@ async def test_a_jwks_document_above_the_size_limit_is_not_read() -> None:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0)
         try:
             with pytest.raises(Unavailable):
-                await source.key_for("k1", "RS256")
+                await source.keys_for("k1", "RS256")
             document.pop("padding")
-            assert await source.key_for("k1", "RS256") is not None
+            assert await source.keys_for("k1", "RS256")
         finally:
             await source.close()
 
@@ -320,7 +320,7 @@ async def test_a_failed_fetch_is_logged_without_the_urls_password(caplog: pytest
         source = JwksUrl(idp.url.replace("http://", "http://svc:S3cretPassw0rd@") + "/jwks", cache_s=300, min_refresh_s=0)
         try:
             with caplog.at_level("WARNING"), pytest.raises(Unavailable):
-                await source.key_for("k1", "RS256")
+                await source.keys_for("k1", "RS256")
         finally:
             await source.close()
     assert "cannot fetch the JWKS" in caplog.text and "HTTP 501" in caplog.text and "S3cret" not in caplog.text
