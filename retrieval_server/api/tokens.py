@@ -151,8 +151,10 @@ def _parsed(text: str | bytes) -> Any:
         raise ValueError("JSON nested deeper than the parser reads") from None
 
 
-def _key_set(data: Any) -> KeySet:
-    """A JWKS document as keys; ValueError when it is not one, or holds no key PyJWT can use."""
+def _key_set(data: Any, weak: Callable[[str], None]) -> KeySet:
+    """A JWKS document as keys; ValueError when it is not one, or holds no key PyJWT can use. A key
+    shorter than its algorithm's minimum (an RSA key under 2,048 bits, which PyJWT only warned of)
+    is told to ``weak`` and left out, unless ``weak`` raises."""
     if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
         raise ValueError("not a JWKS document (an object with a 'keys' list)")
     keys = []
@@ -163,6 +165,9 @@ def _key_set(data: Any) -> KeySet:
             parsed = jwt.PyJWK(jwk)
         except (jwt.PyJWTError, KeyError, TypeError, ValueError):
             continue  # one PyJWT does not verify with (an encryption key's RSA-OAEP): skipped, as PyJWKSet does
+        if problem := parsed.Algorithm.check_key_length(parsed.key):
+            weak(f"key '{jwk.get('kid')}': {problem}")
+            continue
         stated = jwk.get("alg")
         keys.append(_Jwk(jwk.get("kid"), jwk.get("use"), stated if isinstance(stated, str) else None, parsed.algorithm_name,
                          str(jwk["kty"]), parsed.key))
@@ -173,8 +178,13 @@ def _key_set(data: Any) -> KeySet:
 
 def read_jwks(path: Path) -> KeySet:
     """The keys of a JWKS file; OSError when it cannot be read, ValueError when it holds no usable
-    JWKS. Also what the settings check at start-up, so that such a file is named there."""
-    return _key_set(_parsed(path.read_bytes()))
+    JWKS or a key too short for its algorithm. Also what the settings check at start-up, so that such
+    a file is named there."""
+    return _key_set(_parsed(path.read_bytes()), weak=_too_weak)
+
+
+def _too_weak(problem: str) -> None:
+    raise ValueError(problem)
 
 
 def _unknown_key() -> Unauthenticated:
@@ -245,8 +255,10 @@ class JwksUrl:
                 resp = await request_bounded(self._client, "GET", self._url)
                 resp.raise_for_status()
                 document = _parsed(resp.content)
-                keys = _key_set(document)
                 if document != self._document:
+                    # The identity provider's other keys still verify: a weak one is left out, said once per document.
+                    url = without_userinfo(self._url)
+                    keys = _key_set(document, weak=lambda problem: log.warning("the JWKS from %s: %s; that key is not used", url, problem))
                     # Counted only once the keys are replaced: a verification that ran during the
                     # fetch used the old ones and is remembered under the old count.
                     self._keys, self._document = keys, document
@@ -371,7 +383,10 @@ class TokenVerifier:
                     leeway=self._leeway,
                     # PyJWT's own rule without an audience set: a token naming one is for another
                     # service (a shared realm mints them for every app in it) and is refused.
-                    options={"require": self._required},
+                    # A key below its algorithm's minimum (RSA under 2,048 bits) is refused, not
+                    # warned of. Not a secret: RETRIEVAL_JWT_SECRET's 32 characters are less than
+                    # PyJWT's minimum for HS384 and HS512, and every token would be refused.
+                    options={"require": self._required, "enforce_minimum_key_length": not alg.startswith("HS")},
                 )
             except jwt.InvalidSignatureError:
                 refused = _refusal(jwt.InvalidSignatureError())  # another key of its kid may have signed it

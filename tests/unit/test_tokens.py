@@ -214,3 +214,52 @@ async def test_a_kid_names_every_key_it_is_the_kid_of_and_a_key_verifies_only_it
             await verifier.verify(jwt.encode(payload, key, alg, headers={"kid": kid}))
         assert refused.value.reason == reason, (alg, kid)
     await verifier.close()
+
+
+@pytest.mark.filterwarnings("ignore:The RSA key is 1024 bits long")  # PyJWT's, signing the test's tokens with the weak key
+async def test_an_rsa_key_under_2048_bits_verifies_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """PyJWT only warned of a 1,024-bit key, and its tokens were accepted: a JWKS file holding one is
+    refused at start-up, a fetched JWKS's is left out (its other keys still verify), and a weak key
+    reaching PyJWT is refused there too."""
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from retrieval_server.api.tokens import TokenVerifier
+    from retrieval_server.config import ConfigError, load_settings
+
+    weak, strong = rsa.generate_private_key(public_exponent=65537, key_size=1024), rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    document = {"keys": [_jwk(weak.public_key(), "weak"), _jwk(strong.public_key(), "strong")]}
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(ConfigError, match=f"RETRIEVAL_JWT_JWKS_FILE '{path}' cannot be read as a JWKS: key 'weak': The RSA key is 1024 bits long"):
+        load_settings(auth_mode="jwt", jwt_jwks_file=path)
+
+    payload = {"sub": "alice", "exp": int(time.time()) + 600}
+    with get_json_server(lambda: document) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30)
+        verifier = TokenVerifier(source, ("RS256",), issuer=None, audience=None, leeway_s=30)
+        try:
+            with caplog.at_level("WARNING"):
+                assert (await verifier.verify(jwt.encode(payload, strong, "RS256", headers={"kid": "strong"})))["sub"] == "alice"
+                with pytest.raises(Unauthenticated) as refused:
+                    await verifier.verify(jwt.encode(payload, weak, "RS256", headers={"kid": "weak"}))
+        finally:
+            await verifier.close()
+    assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+    assert "key 'weak': The RSA key is 1024 bits long" in caplog.text and "that key is not used" in caplog.text
+
+    class WeakKey:
+        async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
+            return (weak.public_key(),)
+
+        def version(self) -> None:
+            return None
+
+        async def close(self) -> None:
+            return None
+
+    with pytest.raises(Unauthenticated):
+        await TokenVerifier(WeakKey(), ("RS256",), issuer=None, audience=None, leeway_s=30).verify(jwt.encode(payload, weak, "RS256"))
