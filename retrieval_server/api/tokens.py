@@ -1,9 +1,11 @@
 """Verifying bearer tokens (JWT) with PyJWT: signature, algorithm allow-list, issuer, audience, time.
 
 Keys come from a shared secret (HMAC), a JWKS file, or a JWKS URL fetched over HTTP: cached for
-``cache_s``, fetched again when a token names a key id the cache does not hold (at most once per
+``cache_s``, then fetched again in the background while the keys in hand still answer (an identity
+provider that hangs held one call per cache period for the whole fetch timeout), fetched again,
+waited for, when a token names a key id the cache does not hold (at most once per
 ``min_refresh_s``, so a flood of forged kids cannot hammer the identity provider), and kept
-when a fetch fails. Every failure is an :class:`Unauthenticated` with a stable reason and a
+when a fetch fails. Only the first fetch and an unknown kid wait for one. Every failure is an :class:`Unauthenticated` with a stable reason and a
 message that helps the caller without saying anything about the keys.
 
 A token that verified is remembered (:class:`TokenVerifier`): verifying one costs tens of
@@ -21,6 +23,7 @@ remembered is bounded by count and by bytes (a token of 1,000 groups weighs abou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -242,6 +245,8 @@ class JwksUrl:
         self._document: Any = None
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
+        #: the fetch of keys past ``cache_s`` that no call waits for, one at a time
+        self._background: asyncio.Task[None] | None = None
         #: how many times a fetch brought another key set
         self._changes = 0
 
@@ -269,8 +274,11 @@ class JwksUrl:
                     raise Unavailable("the identity provider's signing keys cannot be fetched right now") from exc
 
     async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
-        if self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
-            await self._refresh()
+        if self._keys is None:
+            await self._refresh()  # nothing to answer with yet (rate-limited after a failed fetch)
+        elif self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
+            if self._background is None or self._background.done():
+                self._background = asyncio.create_task(self._refresh())
         keys = _fitting(self._keys, kid, alg)
         if not keys:
             await self._refresh()  # a rotated key: fetch again (rate-limited)
@@ -285,12 +293,16 @@ class JwksUrl:
 
     def version(self) -> Hashable | None:
         """How many fetches brought another key set; None once the keys are older than ``cache_s``
-        (then only :meth:`keys_for`, which fetches them again, may be trusted)."""
+        (then only :meth:`keys_for`, which fetches them again, may be trusted) until that fetch starts."""
         if self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
             return None
         return self._changes
 
     async def close(self) -> None:
+        if self._background is not None:
+            self._background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._background
         await self._client.aclose()
 
 

@@ -30,8 +30,10 @@ async def test_unknown_kids_cannot_hammer_the_identity_provider() -> None:
             keys.add("k2")
             assert await source.keys_for("k2", "RS256")
             assert len(idp.requests) == 2
-            clock.now = 400  # past the cache lifetime the next use fetches
+            clock.now = 400  # past the cache lifetime the next use fetches, in the background
             await source.keys_for("k1", "RS256")
+            assert source._background is not None
+            await source._background
             assert len(idp.requests) == 3
         finally:
             await source.close()
@@ -52,10 +54,12 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
             await source.keys_for("k1", "RS256")
             state["up"] = False
             clock.now = 20
-            assert await source.keys_for("k1", "RS256")  # stale but known keys serve
-            state["answer"] = b"[" * 100_000 + b"]" * 100_000  # deeper than the parser goes
-            clock.now = 40
-            assert await source.keys_for("k1", "RS256")
+            for answer, now in (("not a jwks", 20), (b"[" * 100_000 + b"]" * 100_000, 40)):  # the second deeper than the parser goes
+                state["answer"], clock.now = answer, now
+                assert await source.keys_for("k1", "RS256")
+                assert source._background is not None
+                await source._background  # failed
+                assert await source.keys_for("k1", "RS256")  # stale but known keys serve
         finally:
             await source.close()
     # Never fetched, every call is UNAVAILABLE, also while a failed fetch holds back the next one:
@@ -67,6 +71,50 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
                 await down.keys_for("k1", "RS256")
     finally:
         await down.close()
+
+
+async def test_keys_past_their_cache_lifetime_answer_while_they_are_fetched_again() -> None:
+    """An identity provider that hangs held the first call after each cache period for the whole
+    fetch timeout (5 s), with a valid token: only a call without any keys, or naming an unknown
+    kid, waits for a fetch."""
+    import asyncio
+    import threading
+
+    keys = RsaKeys()
+    keys.add("k1")
+    clock = Clock()
+    hold, asked, released = threading.Event(), threading.Event(), threading.Event()
+
+    def body() -> Any:
+        if hold.is_set():
+            asked.set()
+            released.wait()
+        return keys.jwks()
+
+    with get_json_server(body) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=clock)
+        call: asyncio.Future[Any] | None = None
+        try:
+            first = await source.keys_for("k1", "RS256")
+            hold.set()
+            keys.add("k2")
+            clock.now = 301
+            call = asyncio.ensure_future(source.keys_for("k1", "RS256"))
+            fetching = asyncio.ensure_future(asyncio.to_thread(asked.wait))
+            done, _ = await asyncio.wait({call, fetching}, return_when=asyncio.FIRST_COMPLETED)
+            assert call in done, "the call waited for the identity provider"
+            assert call.result() == first
+            await fetching  # the fetch is under way, held by the identity provider
+            assert await source.keys_for("k1", "RS256") == first  # answered too, without a second fetch
+            unknown = asyncio.ensure_future(source.keys_for("k2", "RS256"))  # waits for the fetch under way
+            released.set()
+            assert await unknown
+            assert len(idp.requests) == 2
+        finally:
+            released.set()
+            if call is not None:
+                await call
+            await source.close()
 
 
 async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:

@@ -285,7 +285,10 @@ async def test_a_token_whose_key_the_idp_dropped_is_refused_once_the_keys_age_or
             await verifier.verify(old)  # still the keys of 0, still remembered
             keys.keys.pop("k1")
             keys.add("k2")
-            clock.now += 2  # the keys are older than cache_s: what they verified is not trusted unchecked
+            clock.now += 2  # the keys are older than cache_s: what they verified is not trusted unchecked,
+            assert (await verifier.verify(old))["sub"] == "alice"  # but checked with them while they are fetched again
+            assert source._background is not None
+            await source._background
             with pytest.raises(Unauthenticated) as refused:
                 await verifier.verify(old)
             assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
