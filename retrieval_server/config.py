@@ -610,14 +610,11 @@ class Settings(BaseSettings):
         # Loaded once here, so that a file that is not PEM, or a key of another certificate, is
         # named at start-up (later it read as a port that could not be bound).
         if self.tls_cert is not None and self.tls_key is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            try:
-                context.load_cert_chain(self.tls_cert, self.tls_key)
-            except (ssl.SSLError, OSError) as exc:
-                raise ValueError(f"tls_cert and tls_key are not a PEM certificate chain and its private key: {exc}") from None
+            if problem := certificate_pair_problem(self.tls_cert, self.tls_key):
+                raise ValueError(f"tls_cert and tls_key are not a PEM certificate chain and its private key: {problem}")
             if self.tls_client_ca is not None:
                 try:
-                    context.load_verify_locations(cafile=self.tls_client_ca)
+                    ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cafile=self.tls_client_ca)
                 except (ssl.SSLError, OSError) as exc:
                     raise ValueError(f"tls_client_ca '{self.tls_client_ca}' holds no PEM certificate: {exc}") from None
         if self.metrics_tls and self.tls_cert is None:
@@ -814,6 +811,17 @@ def _overlap(a: str, b: str) -> bool:
         except ValueError:
             pass
     return False
+
+
+def certificate_pair_problem(cert: Path, key: Path) -> str | None:
+    """Why ``cert`` and ``key`` are not a PEM certificate chain and its private key (a file that is
+    not PEM, a key of another certificate), loaded as a TLS server loads them; None when they are.
+    Checked at start-up and before a rotated pair is served (grpc kept the old one, silently)."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        return str(exc)
+    return None
 
 
 def is_loopback(host: str) -> bool:
