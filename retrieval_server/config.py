@@ -150,6 +150,9 @@ class Settings(BaseSettings):
     jwt_secret: str | None = Field(None, min_length=32, repr=False, description="HS256/384/512 shared secret (at least 32 characters)")
     jwt_jwks_file: Path | None = Field(None, description="JWKS JSON file with the public keys (RS*, PS*, ES*, EdDSA)")
     jwt_jwks_url: str | None = Field(None, description="JWKS URL (http or https), fetched, cached, refreshed on an unknown kid")
+    jwt_jwks_allow_http: bool = Field(
+        False, description="jwt_jwks_url may be http:// on a host that is not loopback (anyone on the path can swap the keys)"
+    )
     jwt_issuer: str | None = Field(None, description="required 'iss' claim")
     jwt_audience: str | None = Field(None, description="required 'aud' claim")
     jwt_algorithms: Annotated[tuple[str, ...], NoDecode] = Field(
@@ -608,14 +611,11 @@ class Settings(BaseSettings):
         # Loaded once here, so that a file that is not PEM, or a key of another certificate, is
         # named at start-up (later it read as a port that could not be bound).
         if self.tls_cert is not None and self.tls_key is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            try:
-                context.load_cert_chain(self.tls_cert, self.tls_key)
-            except (ssl.SSLError, OSError) as exc:
-                raise ValueError(f"tls_cert and tls_key are not a PEM certificate chain and its private key: {exc}") from None
+            if problem := certificate_pair_problem(self.tls_cert, self.tls_key):
+                raise ValueError(f"tls_cert and tls_key are not a PEM certificate chain and its private key: {problem}")
             if self.tls_client_ca is not None:
                 try:
-                    context.load_verify_locations(cafile=self.tls_client_ca)
+                    ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cafile=self.tls_client_ca)
                 except (ssl.SSLError, OSError) as exc:
                     raise ValueError(f"tls_client_ca '{self.tls_client_ca}' holds no PEM certificate: {exc}") from None
         if self.metrics_tls and self.tls_cert is None:
@@ -650,6 +650,13 @@ class Settings(BaseSettings):
                 # A secret verifies HMAC only and keys verify signatures only: no algorithm confusion.
                 if alg.startswith("HS") != symmetric:
                     raise ValueError(f"jwt_algorithms: {alg} cannot be verified with {'a shared secret' if symmetric else 'public keys'}")
+            url = urlsplit(self.jwt_jwks_url or "")
+            # Keys fetched in clear text are keys anyone on the network path may replace with their
+            # own, and then sign any token: only loopback (a local sidecar) needs no say-so.
+            if url.scheme == "http" and not self.jwt_jwks_allow_http and not is_loopback(url.hostname or ""):
+                raise ValueError(f"jwt_jwks_url '{without_userinfo(self.jwt_jwks_url or '')}' is http:// on a host that is not loopback: "
+                                 "anyone on the network path can replace its keys and sign tokens; use https://, "
+                                 "or set RETRIEVAL_JWT_JWKS_ALLOW_HTTP=true")
         else:
             if self.tls_client_ca is None or not self.gateway_peers:
                 raise ValueError("auth_mode 'gateway' needs mutual TLS (tls_cert, tls_key, tls_client_ca) and gateway_peers")
@@ -699,7 +706,7 @@ DEPLOYMENT_SETTINGS = frozenset({
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",
     "jwt_role_claim", "jwt_role_map", "jwt_groups_claim", "jwt_leeway_s", "jwt_jwks_cache_s", "jwt_jwks_min_refresh_s",
-    "gateway_peers", "traces_exporter", "events_url", "events_exchange", "events_routing_key", "events_buffer", "events_buffer_mb",
+    "jwt_jwks_allow_http", "gateway_peers", "traces_exporter", "events_url", "events_exchange", "events_routing_key", "events_buffer", "events_buffer_mb",
     "events_query", "events_hash_key", "events_publish_timeout_s", "data_dir", "qdrant_url", "vectors_dir",
     "qdrant_path", "qdrant_api_key", "qdrant_collection", "qdrant_timeout_s", "mysql_dsn", "mysql_pool_size",
     "mysql_timeout_s", "min_free_disk_mb", "model_dir", "model", "model_cache_dir", "embed_batch_size",
@@ -805,6 +812,17 @@ def _overlap(a: str, b: str) -> bool:
         except ValueError:
             pass
     return False
+
+
+def certificate_pair_problem(cert: Path, key: Path) -> str | None:
+    """Why ``cert`` and ``key`` are not a PEM certificate chain and its private key (a file that is
+    not PEM, a key of another certificate), loaded as a TLS server loads them; None when they are.
+    Checked at start-up and before a rotated pair is served (grpc kept the old one, silently)."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        return str(exc)
+    return None
 
 
 def is_loopback(host: str) -> bool:

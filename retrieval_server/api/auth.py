@@ -98,13 +98,25 @@ def peer_names(context: grpc.aio.ServicerContext) -> set[str]:
     subject in SANs is not also that of the name in its CN, which a CA may issue from a client's
     request unchecked); empty without mutual TLS. grpc lists e-mail and IP SANs among the SANs
     too: a CA checks an e-mail address far less than a host name, and one spelled like a
-    gateway's name made its holder a gateway."""
+    gateway's name made its holder a gateway. DNS names (and a CN, a host name) are lowercased,
+    URIs kept as they are: see :func:`peer_name`."""
     auth = context.auth_context() or {}
     if auth.get("x509_subject_alternative_name"):
-        names = [*auth.get("peer_dns", ()), *auth.get("peer_uri", ())]
+        hosts, uris = auth.get("peer_dns", ()), auth.get("peer_uri", ())
     else:
-        names = auth.get("x509_common_name") or []
-    return {v.decode(errors="replace") if isinstance(v, bytes) else str(v) for v in names}
+        hosts, uris = auth.get("x509_common_name") or (), ()
+    return {_text(v).lower() for v in hosts} | {_text(v) for v in uris}
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def peer_name(name: str) -> str:
+    """A RETRIEVAL_GATEWAY_PEERS name as :func:`peer_names` spells it: a DNS name is case-insensitive
+    (RFC 4343), and a CA may issue ``Gateway.Internal`` for the gateway listed as ``gateway.internal``;
+    a URI (``spiffe://...``, a ':' after its scheme, which no DNS name holds) is compared exactly."""
+    return name if ":" in name else name.lower()
 
 
 class GatewayAuthenticator:
@@ -114,8 +126,9 @@ class GatewayAuthenticator:
     reads = _IDENTITY_HEADERS
 
     def __init__(self, peers: Sequence[str]) -> None:
-        self._peers = frozenset(peers)
-        self._identities = HeaderIdentities(verified_by="gateway")
+        self._peers = frozenset(peer_name(p) for p in peers)
+        # Unlike mode none (development), a role needs a user, as a token's user claim is required.
+        self._identities = HeaderIdentities(verified_by="gateway", role_needs_user=True)
 
     async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
         # Who sent the headers before what they say: a peer that is no gateway is refused as such,

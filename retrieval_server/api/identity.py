@@ -24,14 +24,21 @@ REMEMBERED_BYTES = 16 * 1024 * 1024
 def held_bytes(value: Any) -> int:
     """About what the strings of ``value`` hold (a string, or lists and mappings of them, as a
     token's claims are): each one's characters and a string's overhead. Other values count nothing:
-    the strings are what a caller makes heavy (a token of 1,000 groups of 255 characters)."""
-    if isinstance(value, str):
-        return len(value) + _STRING_OVERHEAD
-    if isinstance(value, Mapping):
-        return sum(held_bytes(k) + held_bytes(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return sum(held_bytes(v) for v in value)
-    return 0
+    the strings are what a caller makes heavy (a token of 1,000 groups of 255 characters).
+
+    Walked with a stack of its own, not by recursion: a signed token's claim nested 480 deep raised
+    RecursionError, and the call ended as INTERNAL with a traceback logged."""
+    total, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            total += len(item) + _STRING_OVERHEAD
+        elif isinstance(item, Mapping):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return total
 
 
 def groups_from_header(value: str) -> tuple[str, ...]:
@@ -52,8 +59,9 @@ def groups_from_header(value: str) -> tuple[str, ...]:
         raise InvalidArgument(str(exc)) from None
 
 
-def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by: str = "headers") -> Identity:
-    """The identity the headers' values (empty when absent) name; InvalidArgument when one is malformed."""
+def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by: str = "headers", role_needs_user: bool = False) -> Identity:
+    """The identity the headers' values (empty when absent) name; InvalidArgument when one is
+    malformed, or when ``role_needs_user`` and a role comes without a user id."""
     try:
         # Space and tab around a header's value are no part of it (RFC 9110, 5.5); anything else
         # that trimming would drop names another account, and is refused.
@@ -65,7 +73,13 @@ def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by
     if member_of and user is None:
         # Groups are a user's: the anonymous caller would read a group's documents as no one.
         raise InvalidArgument(f"{GROUPS_HEADER} must come with {USER_ID_HEADER}: groups are those of a user")
-    raw_role = role.strip().upper()
+    # Only space and tab are trimmed, and the name compared as written, as a token's role claim
+    # is: upper-cased, "adm\u0131n" (a dotless i) and "\u017fuper_admin" (a long s) were ADMIN and
+    # SUPER_ADMIN, and str.strip() took an em space or a control character for white space.
+    raw_role = role.strip(" \t")
+    if raw_role and user is None and role_needs_user:
+        # A gateway speaks for a user: an ADMIN of no one wrote documents audited as nobody's.
+        raise InvalidArgument(f"{ROLE_HEADER} must come with {USER_ID_HEADER}: a role is that of a user", field=USER_ID_HEADER)
     if not raw_role:
         return Identity(user, Role.USER if user else Role.ANONYMOUS, member_of, verified_by=verified_by)
     # ANONYMOUS is what a caller without a user id is: named with one, it read that user's
@@ -74,7 +88,8 @@ def identity_from_headers(user_id: str, role: str, groups: str = "", verified_by
         return Identity(role=Role.ANONYMOUS, verified_by=verified_by)
     if raw_role not in _NAMED_ROLES:
         got = raw_role if len(raw_role) <= _MAX_ROLE_CHARS else raw_role[:_MAX_ROLE_CHARS] + "…"
-        raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got '{got}')")
+        # repr: a control or invisible character in the value is shown, not printed
+        raise InvalidArgument(f"{ROLE_HEADER} must be one of {', '.join(_NAMED_ROLES)} (got {got!r})")
     return Identity(user, Role(raw_role), member_of, verified_by=verified_by)
 
 
@@ -89,8 +104,8 @@ class HeaderIdentities:
     (:func:`held_bytes` of the header as sent, the groups and the principals): 4,096 users of 300
     groups each held 233 MiB. The oldest is dropped first."""
 
-    def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = REMEMBERED_BYTES) -> None:
-        self._verified_by, self._size, self._group_bytes = verified_by, size, group_bytes
+    def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = REMEMBERED_BYTES, role_needs_user: bool = False) -> None:
+        self._verified_by, self._size, self._group_bytes, self._role_needs_user = verified_by, size, group_bytes, role_needs_user
         self._known: dict[tuple[str, str, str], Identity] = {}
         self._held = 0
 
@@ -102,7 +117,7 @@ class HeaderIdentities:
         key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""), metadata.get(GROUPS_HEADER, ""))
         identity = self._known.get(key)
         if identity is None:
-            identity = identity_from_headers(*key, verified_by=self._verified_by)
+            identity = identity_from_headers(*key, verified_by=self._verified_by, role_needs_user=self._role_needs_user)
             weight = self._weight(key, identity)
             if (len(key[0]) > MAX_USER_ID_CHARS or len(key[1]) > _MAX_ROLE_CHARS or len(key[2]) > len(", ".join(identity.groups))
                     or weight > self._group_bytes):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 
-from retrieval_server.config import Settings
+from retrieval_server.config import Settings, certificate_pair_problem
 from retrieval_server.file_stamps import file_stamps
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,8 @@ class CertificateFiles:
         self._cert, self._key, self._ca = cert, key, client_ca
         self._lock = threading.Lock()  # handshakes may run on several threads
         self._stamp = file_stamps(self._paths)
+        #: the stamps of files that were no pair, said once: every handshake asks
+        self._refused: tuple[tuple[int, int], ...] | None = None
         self.initial = self._read()
 
     def _read(self) -> grpc.ServerCertificateConfiguration:
@@ -38,7 +40,14 @@ class CertificateFiles:
         with self._lock:
             try:
                 stamp = file_stamps(self._paths)
-                if stamp == self._stamp:
+                if stamp in (self._stamp, self._refused):
+                    return None
+                # grpc takes a key of another certificate without a word and keeps serving the old
+                # pair: a certificate copied before its key was logged as served.
+                if problem := certificate_pair_problem(self._cert, self._key):
+                    self._refused = stamp
+                    log.warning("certificate files changed but %s and %s are not a certificate and its key (%s); keeping the current certificate",
+                                self._cert, self._key, problem)
                     return None
                 config = self._read()
             except OSError:

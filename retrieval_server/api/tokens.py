@@ -1,9 +1,11 @@
 """Verifying bearer tokens (JWT) with PyJWT: signature, algorithm allow-list, issuer, audience, time.
 
 Keys come from a shared secret (HMAC), a JWKS file, or a JWKS URL fetched over HTTP: cached for
-``cache_s``, fetched again when a token names a key id the cache does not hold (at most once per
+``cache_s``, then fetched again in the background while the keys in hand still answer (an identity
+provider that hangs held one call per cache period for the whole fetch timeout), fetched again,
+waited for, when a token names a key id the cache does not hold (at most once per
 ``min_refresh_s``, so a flood of forged kids cannot hammer the identity provider), and kept
-when a fetch fails. Every failure is an :class:`Unauthenticated` with a stable reason and a
+when a fetch fails. Only the first fetch and an unknown kid wait for one. Every failure is an :class:`Unauthenticated` with a stable reason and a
 message that helps the caller without saying anything about the keys.
 
 A token that verified is remembered (:class:`TokenVerifier`): verifying one costs tens of
@@ -21,6 +23,7 @@ remembered is bounded by count and by bytes (a token of 1,000 groups weighs abou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -55,9 +58,17 @@ _REASONS: tuple[tuple[type[Exception], str, str], ...] = (
 )
 
 
+def _refusal(exc: jwt.InvalidTokenError) -> Unauthenticated:
+    for kind, reason, message in _REASONS:
+        if isinstance(exc, kind):
+            return Unauthenticated(message, reason)
+    raise AssertionError("unreachable: InvalidTokenError is the last row")
+
+
 class KeySource(Protocol):
-    async def key_for(self, kid: str | None, alg: str) -> Any:
-        """The verification key for a token's header; raise :class:`Unauthenticated` when there is none."""
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
+        """The keys that may verify a token with this header, at least one (each is tried until one
+        does); raise :class:`Unauthenticated` when there is none."""
         ...
 
     def version(self) -> Hashable | None:
@@ -72,8 +83,8 @@ class SharedSecret:
     def __init__(self, secret: str) -> None:
         self._secret = secret
 
-    async def key_for(self, kid: str | None, alg: str) -> Any:
-        return self._secret
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
+        return (self._secret,)
 
     def version(self) -> Hashable | None:
         return 0
@@ -82,16 +93,56 @@ class SharedSecret:
         return None
 
 
-def _pick(keys: jwt.PyJWKSet | None, kid: str | None) -> Any | None:
+@dataclass(frozen=True, slots=True)
+class _Jwk:
+    """A key of a JWKS, and what says which tokens it may verify (RFC 7517, 4.2 to 4.5)."""
+
+    kid: Any
+    use: Any
+    #: the JWK's own ``alg``; None when it states none
+    alg: str | None
+    #: what PyJWT reads it for: its ``alg``, or the one its ``kty`` (and ``crv``) names
+    default_alg: str
+    kty: str
+    key: Any
+
+    def verifies(self, alg: str) -> bool:
+        if self.use not in (None, "sig"):
+            return False  # an encryption key ("enc") is not one a token may be signed with
+        if self.alg is not None:
+            return alg == self.alg  # an RS256 key is not a PS256 key, although both are RSA
+        # No alg stated: an algorithm of its type; an RSA key serves RS* and PS*, an EC or OKP key
+        # the one of its curve.
+        return alg == self.default_alg or (self.kty == "RSA" and alg[:2] in ("RS", "PS"))
+
+
+#: the keys of a JWKS document, in its order
+KeySet = tuple[_Jwk, ...]
+
+
+def _named(keys: KeySet | None, kid: str | None) -> list[_Jwk]:
     if keys is None:
-        return None
+        return []
     if kid is None:
         # Without a kid, a set of one key is unambiguous; a larger set is not.
-        return keys.keys[0].key if len(keys.keys) == 1 else None
-    try:
-        return keys[kid].key
-    except KeyError:
-        return None
+        return list(keys) if len(keys) == 1 else []
+    return [k for k in keys if k.kid == kid]
+
+
+def _fitting(keys: KeySet | None, kid: str | None, alg: str) -> tuple[Any, ...]:
+    """The keys a token of ``alg`` naming ``kid`` may be verified with. Every key of that kid is one
+    (an RSA and an EC key may share a kid, RFC 7517 4.5: the first one alone refused the other's
+    tokens), as long as it is a signing key for that algorithm."""
+    return tuple(k.key for k in _named(keys, kid) if k.verifies(alg))
+
+
+def _unfit() -> Unauthenticated:
+    return Unauthenticated("the token's algorithm does not fit the key it names (its type, alg or use)", "TOKEN_ALGORITHM")
+
+
+def _none_fits(keys: KeySet | None, kid: str | None) -> Unauthenticated:
+    """Why :func:`_fitting` found no key: the kid names none, or none that signs with the algorithm."""
+    return _unfit() if _named(keys, kid) else _unknown_key()
 
 
 def _parsed(text: str | bytes) -> Any:
@@ -103,20 +154,40 @@ def _parsed(text: str | bytes) -> Any:
         raise ValueError("JSON nested deeper than the parser reads") from None
 
 
-def _key_set(data: Any) -> jwt.PyJWKSet:
-    """A JWKS document as keys; ValueError when it is not one."""
+def _key_set(data: Any, weak: Callable[[str], None]) -> KeySet:
+    """A JWKS document as keys; ValueError when it is not one, or holds no key PyJWT can use. A key
+    shorter than its algorithm's minimum (an RSA key under 2,048 bits, which PyJWT only warned of)
+    is told to ``weak`` and left out, unless ``weak`` raises."""
     if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
         raise ValueError("not a JWKS document (an object with a 'keys' list)")
-    try:
-        return jwt.PyJWKSet.from_dict(data)
-    except (jwt.PyJWKSetError, jwt.PyJWKError, KeyError, TypeError) as exc:
-        raise ValueError(f"unusable JWKS: {exc}") from exc
+    keys = []
+    for jwk in data["keys"]:
+        if not isinstance(jwk, dict):
+            continue
+        try:
+            parsed = jwt.PyJWK(jwk)
+        except (jwt.PyJWTError, KeyError, TypeError, ValueError):
+            continue  # one PyJWT does not verify with (an encryption key's RSA-OAEP): skipped, as PyJWKSet does
+        if problem := parsed.Algorithm.check_key_length(parsed.key):
+            weak(f"key '{jwk.get('kid')}': {problem}")
+            continue
+        stated = jwk.get("alg")
+        keys.append(_Jwk(jwk.get("kid"), jwk.get("use"), stated if isinstance(stated, str) else None, parsed.algorithm_name,
+                         str(jwk["kty"]), parsed.key))
+    if not keys:
+        raise ValueError(f"unusable JWKS: {'it did not contain any keys' if not data['keys'] else 'no key in it is one PyJWT can use'}")
+    return tuple(keys)
 
 
-def read_jwks(path: Path) -> jwt.PyJWKSet:
+def read_jwks(path: Path) -> KeySet:
     """The keys of a JWKS file; OSError when it cannot be read, ValueError when it holds no usable
-    JWKS. Also what the settings check at start-up, so that such a file is named there."""
-    return _key_set(_parsed(path.read_bytes()))
+    JWKS or a key too short for its algorithm. Also what the settings check at start-up, so that such
+    a file is named there."""
+    return _key_set(_parsed(path.read_bytes()), weak=_too_weak)
+
+
+def _too_weak(problem: str) -> None:
+    raise ValueError(problem)
 
 
 def _unknown_key() -> Unauthenticated:
@@ -129,7 +200,7 @@ class JwksFile:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._stamp: tuple[float, int] | None = None
-        self._keys: jwt.PyJWKSet | None = None
+        self._keys: KeySet | None = None
         #: why the file cannot be read, as last logged: said once, not with every call
         self._problem: str | None = None
         self._load()
@@ -141,7 +212,7 @@ class JwksFile:
             self._keys = read_jwks(self._path)
             self._stamp = stamp
 
-    async def key_for(self, kid: str | None, alg: str) -> Any:
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         try:
             self._load()
             self._problem = None
@@ -149,17 +220,16 @@ class JwksFile:
             if str(exc) != self._problem:
                 log.warning("cannot read the JWKS file %s (%s); keeping the keys read before", self._path, exc)
                 self._problem = str(exc)
-        key = _pick(self._keys, kid)
-        if key is None:
-            raise _unknown_key()
-        return key
+        if not (keys := _fitting(self._keys, kid, alg)):
+            raise _none_fits(self._keys, kid)
+        return keys
 
     def version(self) -> Hashable | None:
         """The file's modification time and size (one ``stat``): a replaced file is another version."""
         try:
             self._load()
         except (OSError, ValueError):
-            pass  # the keys read before stay in use (key_for says why when it is next called)
+            pass  # the keys read before stay in use (keys_for says why when it is next called)
         return self._stamp
 
     async def close(self) -> None:
@@ -171,10 +241,12 @@ class JwksUrl:
         self._url = url
         self._client = httpx.AsyncClient(timeout=timeout_s)
         self._cache_s, self._min_refresh_s, self._clock = cache_s, min_refresh_s, clock
-        self._keys: jwt.PyJWKSet | None = None
+        self._keys: KeySet | None = None
         self._document: Any = None
         self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
+        #: the fetch of keys past ``cache_s`` that no call waits for, one at a time
+        self._background: asyncio.Task[None] | None = None
         #: how many times a fetch brought another key set
         self._changes = 0
 
@@ -188,8 +260,10 @@ class JwksUrl:
                 resp = await request_bounded(self._client, "GET", self._url)
                 resp.raise_for_status()
                 document = _parsed(resp.content)
-                keys = _key_set(document)
                 if document != self._document:
+                    # The identity provider's other keys still verify: a weak one is left out, said once per document.
+                    url = without_userinfo(self._url)
+                    keys = _key_set(document, weak=lambda problem: log.warning("the JWKS from %s: %s; that key is not used", url, problem))
                     # Counted only once the keys are replaced: a verification that ran during the
                     # fetch used the old ones and is remembered under the old count.
                     self._keys, self._document = keys, document
@@ -199,29 +273,36 @@ class JwksUrl:
                 if self._keys is None:
                     raise Unavailable("the identity provider's signing keys cannot be fetched right now") from exc
 
-    async def key_for(self, kid: str | None, alg: str) -> Any:
-        if self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
-            await self._refresh()
-        key = _pick(self._keys, kid)
-        if key is None:
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
+        if self._keys is None:
+            await self._refresh()  # nothing to answer with yet (rate-limited after a failed fetch)
+        elif self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
+            if self._background is None or self._background.done():
+                self._background = asyncio.create_task(self._refresh())
+        keys = _fitting(self._keys, kid, alg)
+        if not keys:
             await self._refresh()  # a rotated key: fetch again (rate-limited)
-            key = _pick(self._keys, kid)
+            keys = _fitting(self._keys, kid, alg)
         if self._keys is None:
             # Never fetched (the fetch just failed, or a failed one holds back the next): no token
             # can be checked, which is not the caller's fault.
             raise Unavailable("the identity provider's signing keys cannot be fetched right now")
-        if key is None:
-            raise _unknown_key()
-        return key
+        if not keys:
+            raise _none_fits(self._keys, kid)
+        return keys
 
     def version(self) -> Hashable | None:
         """How many fetches brought another key set; None once the keys are older than ``cache_s``
-        (then only :meth:`key_for`, which fetches them again, may be trusted)."""
+        (then only :meth:`keys_for`, which fetches them again, may be trusted) until that fetch starts."""
         if self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
             return None
         return self._changes
 
     async def close(self) -> None:
+        if self._background is not None:
+            self._background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._background
         await self._client.aclose()
 
 
@@ -302,28 +383,33 @@ class TokenVerifier:
         if not isinstance(alg, str) or alg not in self._algorithms:
             raise Unauthenticated(f"the token's algorithm is not accepted (accepted: {', '.join(self._algorithms)})", "TOKEN_ALGORITHM")
         kid = header.get("kid")
-        key = await self._keys.key_for(kid if isinstance(kid, str) else None, alg)
-        try:
-            return jwt.decode(
-                token,
-                key,
-                algorithms=[alg],
-                issuer=self._issuer,
-                audience=self._audience,
-                leeway=self._leeway,
-                # PyJWT's own rule without an audience set: a token naming one is for another
-                # service (a shared realm mints them for every app in it) and is refused.
-                options={"require": self._required},
-            )
-        except jwt.InvalidTokenError as exc:
-            for kind, reason, message in _REASONS:
-                if isinstance(exc, kind):
-                    raise Unauthenticated(message, reason) from None
-            raise  # unreachable: InvalidTokenError is the last row
-        except (jwt.PyJWTError, TypeError, ValueError):
-            # The key its kid names is of another type than its algorithm (ES256 naming an RSA key):
-            # PyJWT raises outside InvalidTokenError, which grpc answered as UNKNOWN.
-            raise Unauthenticated("the token's algorithm does not fit the key it names", "TOKEN_ALGORITHM") from None
+        refused = _unfit()
+        for key in await self._keys.keys_for(kid if isinstance(kid, str) else None, alg):
+            try:
+                return jwt.decode(
+                    token,
+                    key,
+                    algorithms=[alg],
+                    issuer=self._issuer,
+                    audience=self._audience,
+                    leeway=self._leeway,
+                    # PyJWT's own rule without an audience set: a token naming one is for another
+                    # service (a shared realm mints them for every app in it) and is refused.
+                    # A key below its algorithm's minimum (RSA under 2,048 bits) is refused, not
+                    # warned of. Not a secret: RETRIEVAL_JWT_SECRET's 32 characters are less than
+                    # PyJWT's minimum for HS384 and HS512, and every token would be refused.
+                    options={"require": self._required, "enforce_minimum_key_length": not alg.startswith("HS")},
+                )
+            except jwt.InvalidSignatureError:
+                refused = _refusal(jwt.InvalidSignatureError())  # another key of its kid may have signed it
+            except jwt.InvalidTokenError as exc:
+                # Its signature verified (or it is malformed whatever the key): the claims are refused.
+                raise _refusal(exc) from None
+            except (jwt.PyJWTError, TypeError, ValueError):
+                # The key is of another type than its algorithm (a curve other than ES384's): PyJWT
+                # raises outside InvalidTokenError, which grpc answered as UNKNOWN.
+                pass
+        raise refused
 
     async def close(self) -> None:
         await self._keys.close()

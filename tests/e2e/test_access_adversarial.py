@@ -62,7 +62,8 @@ def _claims(sub: str, role: str, **extra: Any) -> dict[str, Any]:
 
 
 CALLERS = [
-    Caller("super admin without a user id", frozenset(PRIVATE | RELATED_PRIVATE), {}, {"role": "SUPER_ADMIN"}, {}),
+    # Without a token in mode jwt; a gateway's role comes with a user id.
+    Caller("root, a super admin", frozenset(PRIVATE | RELATED_PRIVATE), {}, {"user_id": "root", "role": "SUPER_ADMIN"}, {}),
     Caller("bob as SUPER_ADMIN", frozenset(PRIVATE | RELATED_PRIVATE), _claims("bob", "SUPER_ADMIN"), {"user_id": "bob", "role": "SUPER_ADMIN"}, {}),
     Caller("bob as USER", frozenset({"bob-review", "vault-plan"}), _claims("bob", "USER"), {"user_id": "bob", "role": "USER"},
            {"user_id": "alice", "role": "SUPER_ADMIN"}),

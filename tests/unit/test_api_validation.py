@@ -60,14 +60,14 @@ def test_identity_from_headers() -> None:
     assert identity_from_headers("", "").role is Role.ANONYMOUS
     alice = identity_from_headers("alice", "")
     assert (alice.user_id, alice.role) == ("alice", Role.USER)
-    admin = identity_from_headers("root", "super_admin")
+    admin = identity_from_headers("root", "SUPER_ADMIN")
     assert admin.reads_everything
     with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
         identity_from_headers("", "king")
     # ANONYMOUS is no role a caller names: with a user id it read that user's documents.
     with pytest.raises(InvalidArgument, match=r"x-user-role must be one of SUPER_ADMIN, ADMIN, USER \(got 'ANONYMOUS'\)"):
-        identity_from_headers("bob", "anonymous")
-    assert identity_from_headers("", "anonymous").role is Role.ANONYMOUS  # what a caller without a user id is anyway
+        identity_from_headers("bob", "ANONYMOUS")
+    assert identity_from_headers("", "ANONYMOUS").role is Role.ANONYMOUS  # what a caller without a user id is anyway
     # Grants name groups as group:<name>: a user by that name would read the group's documents.
     with pytest.raises(InvalidArgument, match="x-user-id must not start with 'group:'"):
         identity_from_headers(" group:eng ", "")
@@ -76,16 +76,29 @@ def test_identity_from_headers() -> None:
     assert identity_from_headers("groupie", "").principals == ("groupie",)
 
 
+def test_a_header_role_is_one_of_the_role_names_as_written() -> None:
+    """Upper-cased, "adm\u0131n" (a dotless i) and "\u017fuper_admin" (a long s) were ADMIN and
+    SUPER_ADMIN, as were names trimmed of an em space or a control character: a token's role claim
+    is taken as written, and "admin" there is no role."""
+    assert identity_from_headers("bob", " \tADMIN\t ").role is Role.ADMIN  # space and tab are no part of a value
+    for folded in ("super_admin", " Super_Admin ", "admin", "adm\u0131n", "\u017fuper_admin", "\u2003ADMIN\u3000", "ADMIN\x1c", "anonymous"):
+        with pytest.raises(InvalidArgument, match=r"^x-user-role must be one of SUPER_ADMIN, ADMIN, USER \(got ") as err:
+            identity_from_headers("bob", folded)
+        assert err.value.violations[0][0] == "x-user-role", folded
+    with pytest.raises(InvalidArgument, match=r"\(got 'ADMIN\\x1c'\)"):  # shown, not printed
+        identity_from_headers("bob", "ADMIN\x1c")
+
+
 def test_header_identities_are_remembered_per_pair_of_values_and_failures_are_not() -> None:
     identities = HeaderIdentities(size=2)
-    alice = identities({"x-user-id": " alice ", "x-user-role": "admin"})
+    alice = identities({"x-user-id": " alice ", "x-user-role": "ADMIN"})
     assert (alice.user_id, alice.role, alice.verified_by) == ("alice", Role.ADMIN, "headers")
-    assert identities({"x-user-id": " alice ", "x-user-role": "admin"}) is alice
+    assert identities({"x-user-id": " alice ", "x-user-role": "ADMIN"}) is alice
     # The same user with another role, or no headers at all, is another identity.
     assert identities({"x-user-id": " alice "}).role is Role.USER
     assert identities({}).role is Role.ANONYMOUS
     # At most two pairs: the oldest (alice as admin) went; what comes back is parsed again, equal.
-    again = identities({"x-user-id": " alice ", "x-user-role": "admin"})
+    again = identities({"x-user-id": " alice ", "x-user-role": "ADMIN"})
     assert again == alice and again is not alice
     for _ in range(2):  # a refused pair is refused every time
         with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
@@ -104,12 +117,12 @@ def test_a_header_user_id_is_the_account_it_names_not_one_trimming_makes_of_it()
 
 def test_padded_header_values_are_parsed_but_not_remembered() -> None:
     identities = HeaderIdentities()
-    padded = {"x-user-id": " " * 7000 + "u1", "x-user-role": " " * 7000 + "admin"}
+    padded = {"x-user-id": " " * 7000 + "u1", "x-user-role": " " * 7000 + "ADMIN"}
     first = identities(padded)
     assert (first.user_id, first.role) == ("u1", Role.ADMIN)
     again = identities(padded)
     assert again == first and again is not first
-    assert identities({"x-user-id": "u1", "x-user-role": "admin"}) is identities({"x-user-id": "u1", "x-user-role": "admin"})
+    assert identities({"x-user-id": "u1", "x-user-role": "ADMIN"}) is identities({"x-user-id": "u1", "x-user-role": "ADMIN"})
 
 
 def test_groups_header_is_a_list_of_exact_group_names() -> None:
@@ -118,7 +131,7 @@ def test_groups_header_is_a_list_of_exact_group_names() -> None:
     dave = identity_from_headers("dave", "", "eng")
     assert (dave.groups, dave.principals) == (("eng",), ("dave", "group:eng"))
     # RFC 9110 list syntax: space and tab around an item are no part of it, an empty item is none.
-    assert identity_from_headers("dave", "admin", " eng ,\thr,, ,eng,").groups == ("eng", "hr")
+    assert identity_from_headers("dave", "ADMIN", " eng ,\thr,, ,eng,").groups == ("eng", "hr")
     assert identity_from_headers("dave", "", " , ").groups == ()
     assert identity_from_headers("dave", "", "Sales EMEA").groups == ("Sales EMEA",)
     for forged in ("eng\u200b", "\xa0eng", "Zu\u0308rich", "e\x01ng"):
@@ -132,7 +145,7 @@ def test_groups_header_is_a_list_of_exact_group_names() -> None:
     with pytest.raises(InvalidArgument, match=r"^x-user-groups must name at most 1000 groups \(got 1001\)"):
         identity_from_headers("dave", "", f"{most},g1000")
     # Groups are a user's: without one, the anonymous caller read a group's documents.
-    for role in ("", "anonymous", "ADMIN"):
+    for role in ("", "ANONYMOUS", "ADMIN"):
         with pytest.raises(InvalidArgument, match="^x-user-groups must come with x-user-id"):
             identity_from_headers("", role, "eng")
 

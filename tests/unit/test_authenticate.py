@@ -10,8 +10,8 @@ import pytest
 
 from google.rpc import error_details_pb2, status_pb2
 
-from retrieval_server.api.auth import SERVICE_PREFIX, Authenticate, HeaderAuthenticator, current_identity
-from retrieval_server.domain import Identity, ServiceError
+from retrieval_server.api.auth import SERVICE_PREFIX, Authenticate, GatewayAuthenticator, HeaderAuthenticator, _metadata, current_identity
+from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
 from tests.unit.test_rpc_status import Context
 
 
@@ -76,3 +76,43 @@ async def test_groups_header_sent_twice_is_refused_naming_it() -> None:
     status = status_pb2.Status.FromString(dict(context.trailing)["grpc-status-details-bin"])
     bad = error_details_pb2.BadRequest()
     assert status.details[0].Unpack(bad) and [v.field for v in bad.field_violations] == ["x-user-groups"]
+
+
+class GatewayContext(HeadersContext):
+    """A call from a mutual-TLS peer whose certificate names ``san`` in its SANs (a DNS name, or a URI)."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...], san: str = "gateway.internal") -> None:
+        super().__init__(metadata)
+        self._san = san
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        kind = "peer_uri" if "://" in self._san else "peer_dns"
+        return {"x509_subject_alternative_name": [self._san.encode()], kind: [self._san.encode()]}
+
+
+async def _gateway_identity(metadata: tuple[tuple[str, str], ...], san: str = "gateway.internal", peers: tuple[str, ...] = ("gateway.internal",)) -> Identity:
+    context = GatewayContext(metadata, san)
+    return await GatewayAuthenticator(peers).identify(lambda: _metadata(context, GatewayAuthenticator.reads), context, True)  # type: ignore[arg-type]
+
+
+async def test_a_gateway_role_comes_with_a_user_id() -> None:
+    """An ADMIN without a user was believed: its writes were audited as no one's (a token needs a user claim)."""
+    assert (await _gateway_identity((("x-user-id", "ops"), ("x-user-role", "ADMIN")))).principals == ("ops",)
+    assert (await _gateway_identity(())).role is Role.ANONYMOUS
+    for role in ("ADMIN", "SUPER_ADMIN", "USER"):
+        with pytest.raises(InvalidArgument, match="^x-user-role must come with x-user-id") as err:
+            await _gateway_identity((("x-user-role", role),))
+        assert err.value.violations[0][0] == "x-user-id"
+    # Mode none is the local development mode: a role alone is still believed there.
+    assert HeaderAuthenticator()._identities({"x-user-role": "ADMIN"}).role is Role.ADMIN
+
+
+async def test_a_gateway_dns_name_is_matched_whatever_its_case_and_a_uri_exactly() -> None:
+    """A CA may write the gateway's name as Gateway.Internal: a DNS name is case-insensitive, and the
+    gateway was refused as PEER_NOT_ALLOWED."""
+    headers = (("x-user-id", "ops"),)
+    for san, peers in (("Gateway.Internal", ("gateway.internal",)), ("gateway.internal", ("GATEWAY.internal",)),
+                       ("spiffe://example.org/gw", ("spiffe://example.org/gw",))):
+        assert (await _gateway_identity(headers, san, peers)).principals == ("ops",)
+    with pytest.raises(Unauthenticated):
+        await _gateway_identity(headers, "spiffe://Example.org/gw", ("spiffe://example.org/gw",))

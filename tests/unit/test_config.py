@@ -402,6 +402,17 @@ def test_a_setting_of_another_auth_mode_is_refused_not_ignored(overrides: dict[s
         load_settings(**overrides)
 
 
+def test_a_jwks_url_in_clear_text_is_refused_off_loopback_unless_allowed() -> None:
+    """It was accepted silently: anyone on the path to the identity provider could swap the keys."""
+    with pytest.raises(ConfigError, match=re.escape("RETRIEVAL_JWT_JWKS_URL 'http://idp.example.org/jwks' is http:// on a host that is not "
+                                                    "loopback: anyone on the network path can replace its keys and sign tokens; use https://, "
+                                                    "or set RETRIEVAL_JWT_JWKS_ALLOW_HTTP=true")):
+        load_settings(auth_mode="jwt", jwt_jwks_url="http://idp.example.org/jwks")
+    for url in ("http://127.0.0.1:8080/jwks", "http://[::1]/jwks", "http://LocalHost/jwks", "https://idp.example.org/jwks"):
+        assert load_settings(auth_mode="jwt", jwt_jwks_url=url).jwt_jwks_url == url
+    assert load_settings(auth_mode="jwt", jwt_jwks_url="http://idp.example.org/jwks", jwt_jwks_allow_http=True).jwt_jwks_allow_http
+
+
 def test_an_empty_setting_of_another_auth_mode_reads_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RETRIEVAL_JWT_JWKS_URL", "")
     monkeypatch.setenv("RETRIEVAL_GATEWAY_PEERS", "")

@@ -21,17 +21,19 @@ async def test_unknown_kids_cannot_hammer_the_identity_provider() -> None:
     with get_json_server(keys.jwks) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=clock)
         try:
-            assert await source.key_for("k1", "RS256") is not None
+            assert await source.keys_for("k1", "RS256")
             for i in range(50):  # a flood of forged kids within the refresh interval
                 with pytest.raises(Unauthenticated):
-                    await source.key_for(f"forged-{i}", "RS256")
+                    await source.keys_for(f"forged-{i}", "RS256")
             assert len(idp.requests) == 1
             clock.now = 31  # after the interval, an unknown kid may fetch again: once
             keys.add("k2")
-            assert await source.key_for("k2", "RS256") is not None
+            assert await source.keys_for("k2", "RS256")
             assert len(idp.requests) == 2
-            clock.now = 400  # past the cache lifetime the next use fetches
-            await source.key_for("k1", "RS256")
+            clock.now = 400  # past the cache lifetime the next use fetches, in the background
+            await source.keys_for("k1", "RS256")
+            assert source._background is not None
+            await source._background
             assert len(idp.requests) == 3
         finally:
             await source.close()
@@ -49,13 +51,15 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
     with get_json_server(body) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=10, min_refresh_s=0, clock=clock)
         try:
-            await source.key_for("k1", "RS256")
+            await source.keys_for("k1", "RS256")
             state["up"] = False
             clock.now = 20
-            assert await source.key_for("k1", "RS256") is not None  # stale but known keys serve
-            state["answer"] = b"[" * 100_000 + b"]" * 100_000  # deeper than the parser goes
-            clock.now = 40
-            assert await source.key_for("k1", "RS256") is not None
+            for answer, now in (("not a jwks", 20), (b"[" * 100_000 + b"]" * 100_000, 40)):  # the second deeper than the parser goes
+                state["answer"], clock.now = answer, now
+                assert await source.keys_for("k1", "RS256")
+                assert source._background is not None
+                await source._background  # failed
+                assert await source.keys_for("k1", "RS256")  # stale but known keys serve
         finally:
             await source.close()
     # Never fetched, every call is UNAVAILABLE, also while a failed fetch holds back the next one:
@@ -64,9 +68,53 @@ async def test_fetch_failures_keep_the_known_keys_and_say_unavailable_without_an
     try:
         for _ in range(3):
             with pytest.raises(Unavailable):
-                await down.key_for("k1", "RS256")
+                await down.keys_for("k1", "RS256")
     finally:
         await down.close()
+
+
+async def test_keys_past_their_cache_lifetime_answer_while_they_are_fetched_again() -> None:
+    """An identity provider that hangs held the first call after each cache period for the whole
+    fetch timeout (5 s), with a valid token: only a call without any keys, or naming an unknown
+    kid, waits for a fetch."""
+    import asyncio
+    import threading
+
+    keys = RsaKeys()
+    keys.add("k1")
+    clock = Clock()
+    hold, asked, released = threading.Event(), threading.Event(), threading.Event()
+
+    def body() -> Any:
+        if hold.is_set():
+            asked.set()
+            released.wait()
+        return keys.jwks()
+
+    with get_json_server(body) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=clock)
+        call: asyncio.Future[Any] | None = None
+        try:
+            first = await source.keys_for("k1", "RS256")
+            hold.set()
+            keys.add("k2")
+            clock.now = 301
+            call = asyncio.ensure_future(source.keys_for("k1", "RS256"))
+            fetching = asyncio.ensure_future(asyncio.to_thread(asked.wait))
+            done, _ = await asyncio.wait({call, fetching}, return_when=asyncio.FIRST_COMPLETED)
+            assert call in done, "the call waited for the identity provider"
+            assert call.result() == first
+            await fetching  # the fetch is under way, held by the identity provider
+            assert await source.keys_for("k1", "RS256") == first  # answered too, without a second fetch
+            unknown = asyncio.ensure_future(source.keys_for("k2", "RS256"))  # waits for the fetch under way
+            released.set()
+            assert await unknown
+            assert len(idp.requests) == 2
+        finally:
+            released.set()
+            if call is not None:
+                await call
+            await source.close()
 
 
 async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
@@ -174,3 +222,92 @@ async def test_without_an_audience_set_a_token_meant_for_another_service_is_refu
         assert (await _identify(auth, claims("alice", aud=None))).principals == ("alice",)
     finally:
         await auth.close()
+
+
+def _jwk(public: Any, kid: str, **fields: str) -> dict[str, Any]:
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    kind = jwt.algorithms.RSAAlgorithm if isinstance(public, rsa.RSAPublicKey) else jwt.algorithms.ECAlgorithm
+    return {**json.loads(kind.to_jwk(public)), "kid": kid, **fields}
+
+
+async def test_a_kid_names_every_key_it_is_the_kid_of_and_a_key_verifies_only_its_use_and_algorithm(tmp_path: Path) -> None:
+    """The first key of a kid was the only one (RFC 7517 4.5 lets an RSA and an EC key share it:
+    the EC key's tokens were refused), and its alg and use were not read: a key published for RS256
+    verified PS256 tokens, and an encryption key verified signatures."""
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    from retrieval_server.api.tokens import JwksFile, TokenVerifier
+
+    rsa_key, ec_key, other_rsa, enc_key = (rsa.generate_private_key(public_exponent=65537, key_size=2048), ec.generate_private_key(ec.SECP256R1()),
+                                           rsa.generate_private_key(public_exponent=65537, key_size=2048),
+                                           rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [_jwk(rsa_key.public_key(), "main", use="sig", alg="RS256"), _jwk(ec_key.public_key(), "main", use="sig"),
+                                         _jwk(other_rsa.public_key(), "main"), _jwk(enc_key.public_key(), "enc-1", use="enc")]}))
+    verifier = TokenVerifier(JwksFile(path), ("RS256", "PS256", "ES256"), issuer=None, audience=None, leeway_s=30)
+    payload = {"sub": "alice", "exp": int(time.time()) + 600}
+    for key, alg in ((rsa_key, "RS256"), (ec_key, "ES256"), (other_rsa, "RS256"), (other_rsa, "PS256")):  # no alg stated: RS* and PS*
+        assert (await verifier.verify(jwt.encode(payload, key, alg, headers={"kid": "main"})))["sub"] == "alice", alg
+    for key, alg, kid, reason in ((rsa_key, "PS256", "main", "TOKEN_SIGNATURE"),  # only other_rsa may verify PS256 under main
+                                  (enc_key, "RS256", "enc-1", "TOKEN_ALGORITHM"), (enc_key, "PS256", "enc-1", "TOKEN_ALGORITHM")):
+        with pytest.raises(Unauthenticated) as refused:
+            await verifier.verify(jwt.encode(payload, key, alg, headers={"kid": kid}))
+        assert refused.value.reason == reason, (alg, kid)
+    await verifier.close()
+
+
+@pytest.mark.filterwarnings("ignore:The RSA key is 1024 bits long")  # PyJWT's, signing the test's tokens with the weak key
+async def test_an_rsa_key_under_2048_bits_verifies_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """PyJWT only warned of a 1,024-bit key, and its tokens were accepted: a JWKS file holding one is
+    refused at start-up, a fetched JWKS's is left out (its other keys still verify), and a weak key
+    reaching PyJWT is refused there too."""
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from retrieval_server.api.tokens import TokenVerifier
+    from retrieval_server.config import ConfigError, load_settings
+
+    weak, strong = rsa.generate_private_key(public_exponent=65537, key_size=1024), rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    document = {"keys": [_jwk(weak.public_key(), "weak"), _jwk(strong.public_key(), "strong")]}
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(ConfigError, match=f"RETRIEVAL_JWT_JWKS_FILE '{path}' cannot be read as a JWKS: key 'weak': The RSA key is 1024 bits long"):
+        load_settings(auth_mode="jwt", jwt_jwks_file=path)
+
+    payload = {"sub": "alice", "exp": int(time.time()) + 600}
+    with get_json_server(lambda: document) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30)
+        verifier = TokenVerifier(source, ("RS256",), issuer=None, audience=None, leeway_s=30)
+        try:
+            with caplog.at_level("WARNING"):
+                assert (await verifier.verify(jwt.encode(payload, strong, "RS256", headers={"kid": "strong"})))["sub"] == "alice"
+                with pytest.raises(Unauthenticated) as refused:
+                    await verifier.verify(jwt.encode(payload, weak, "RS256", headers={"kid": "weak"}))
+        finally:
+            await verifier.close()
+    assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+    assert "key 'weak': The RSA key is 1024 bits long" in caplog.text and "that key is not used" in caplog.text
+
+    class WeakKey:
+        async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
+            return (weak.public_key(),)
+
+        def version(self) -> None:
+            return None
+
+        async def close(self) -> None:
+            return None
+
+    with pytest.raises(Unauthenticated):
+        await TokenVerifier(WeakKey(), ("RS256",), issuer=None, audience=None, leeway_s=30).verify(jwt.encode(payload, weak, "RS256"))

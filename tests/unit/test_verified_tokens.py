@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from retrieval_server.api.identity import REMEMBERED_BYTES
+from retrieval_server.api.identity import REMEMBERED_BYTES, held_bytes
 from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVerifier
 from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES
 from retrieval_server.domain import Unauthenticated, Unavailable
@@ -30,9 +30,9 @@ class CountingKeys:
     def __init__(self, secret: str = SECRET) -> None:
         self.secret, self.uses, self.generation = secret, 0, 0
 
-    async def key_for(self, kid: str | None, alg: str) -> Any:
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         self.uses += 1
-        return self.secret
+        return (self.secret,)
 
     def version(self) -> Hashable | None:
         return self.generation
@@ -155,10 +155,10 @@ class GatedKeys(CountingKeys):
         super().__init__()
         self.gate, self.waiting = asyncio.Event(), 0
 
-    async def key_for(self, kid: str | None, alg: str) -> Any:
+    async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         self.waiting += 1
         await self.gate.wait()
-        return await super().key_for(kid, alg)
+        return await super().keys_for(kid, alg)
 
 
 async def test_calls_of_one_token_that_waited_together_for_its_key_count_it_once() -> None:
@@ -237,15 +237,15 @@ async def test_a_jwks_url_is_another_version_only_when_a_fetch_brings_other_keys
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0, clock=clock)
         try:
             assert source.version() is None  # nothing fetched yet
-            await source.key_for("k1", "RS256")
+            await source.keys_for("k1", "RS256")
             first = source.version()
             assert first is not None
             for i in range(3):  # unknown kids fetch again, the same keys come back
                 with pytest.raises(Unauthenticated):
-                    await source.key_for(f"forged-{i}", "RS256")
+                    await source.keys_for(f"forged-{i}", "RS256")
             assert source.version() == first and len(idp.requests) == 4
             keys.add("k2")
-            await source.key_for("k2", "RS256")
+            await source.keys_for("k2", "RS256")
             assert source.version() not in (None, first)
             clock.now += 300
             assert source.version() is None  # older than cache_s: only a fetch may be trusted
@@ -263,9 +263,9 @@ async def test_a_jwks_document_above_the_size_limit_is_not_read() -> None:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0)
         try:
             with pytest.raises(Unavailable):
-                await source.key_for("k1", "RS256")
+                await source.keys_for("k1", "RS256")
             document.pop("padding")
-            assert await source.key_for("k1", "RS256") is not None
+            assert await source.keys_for("k1", "RS256")
         finally:
             await source.close()
 
@@ -285,7 +285,10 @@ async def test_a_token_whose_key_the_idp_dropped_is_refused_once_the_keys_age_or
             await verifier.verify(old)  # still the keys of 0, still remembered
             keys.keys.pop("k1")
             keys.add("k2")
-            clock.now += 2  # the keys are older than cache_s: what they verified is not trusted unchecked
+            clock.now += 2  # the keys are older than cache_s: what they verified is not trusted unchecked,
+            assert (await verifier.verify(old))["sub"] == "alice"  # but checked with them while they are fetched again
+            assert source._background is not None
+            await source._background
             with pytest.raises(Unauthenticated) as refused:
                 await verifier.verify(old)
             assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
@@ -320,7 +323,23 @@ async def test_a_failed_fetch_is_logged_without_the_urls_password(caplog: pytest
         source = JwksUrl(idp.url.replace("http://", "http://svc:S3cretPassw0rd@") + "/jwks", cache_s=300, min_refresh_s=0)
         try:
             with caplog.at_level("WARNING"), pytest.raises(Unavailable):
-                await source.key_for("k1", "RS256")
+                await source.keys_for("k1", "RS256")
         finally:
             await source.close()
     assert "cannot fetch the JWKS" in caplog.text and "HTTP 501" in caplog.text and "S3cret" not in caplog.text
+
+
+async def test_a_token_with_a_deeply_nested_claim_is_verified_and_weighed_not_an_internal_error() -> None:
+    """Weighing its claims to remember it recursed: nested 480 deep, RecursionError made the call INTERNAL."""
+    import jwt
+
+    keys, clock = CountingKeys(), Clock(time.time())
+    verifier = _verifier(keys, clock)
+    depth = 900
+    payload = json.dumps(claims("alice")).encode()[:-1] + b', "profile": ' + b"[" * depth + b'"x"' + b"]" * depth + b"}"
+    token = jwt.api_jws.encode(payload, SECRET, "HS256")
+    for _ in range(2):
+        verified = await verifier.verify(token)
+        assert verified["sub"] == "alice"
+    assert keys.uses == 1  # remembered, weighed with the string at the bottom of the claim
+    assert held_bytes(verified["profile"]) == held_bytes("x") and verifier._held == held_bytes(token) + held_bytes(verified)
