@@ -26,8 +26,9 @@ removed; it must not fail lookups, whose failures open the cache's circuit break
 partition.
 
 Each process mirrors the vectors of the partitions it is asked about in a local CosineMatcher, so
-the cosine scan stays local and fast while Redis stays the source of truth. A lookup loads what
-was stored since the last one (the entries that expire after the newest it holds, less
+the cosine scan stays local and fast while Redis stays the source of truth; it runs on the event
+loop, or for a large mirror on a thread of the cache's own, never on the model threads. A lookup
+loads what was stored since the last one (the entries that expire after the newest it holds, less
 :data:`SYNC_SKEW_S`); an entry removed meanwhile (invalidated, trimmed) is forgotten when a match
 finds it gone, and every :data:`FULL_SYNC_S` the whole partition is read again, a page at a time.
 Read whole on every lookup, a partition of 20,000 entries took 0.2 s a lookup, past the cache's
@@ -77,6 +78,9 @@ FULL_SYNC_S = 60.0
 SYNC_PAGE = 2000
 #: members of a document's set an invalidation reads and removes per round trip
 INVALIDATE_PAGE = 2000
+#: a mirror with fewer rows is scanned on the event loop (2,000 rows of 384 dims: 0.06 ms, less
+#: than handing it to a thread); a larger one on the cache's own thread
+INLINE_SCAN_ROWS = 2000
 
 
 def _context_to_json(c: RetrievedContext) -> dict[str, Any]:
@@ -135,7 +139,6 @@ class RedisCache:
         self,
         url: str,
         dim: int,
-        executor: BlockingExecutor,
         policy: CachePolicy = CachePolicy(),
         clock: Callable[[], float] = time.time,
         prefix: str = "rc",
@@ -148,7 +151,9 @@ class RedisCache:
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), retry_on_timeout=False,
         )
         self._dim = dim
-        self._executor = executor
+        # Not the model threads' executor: queued behind embeddings and reranks under load, the
+        # scan ran into the cache's timeout, and a healthy Redis's breaker opened on it.
+        self._scanner = BlockingExecutor(1, "cache-match")
         self._ttl = policy.ttl_s
         self._similarity = policy.similarity
         self._max = policy.max_entries
@@ -222,7 +227,7 @@ class RedisCache:
             mirror = await self._sync(config, scope)
             if mirror is None:
                 return None
-            row, score = await self._executor.run(mirror.matcher.match, vector, self._clock(), 0)
+            row, score = await self._scan(mirror, vector)
             found = mirror.id_of.get(row) if row >= 0 else None
             expires_at = mirror.expires_at.get(found) if found is not None else None
         if found is None or expires_at is None:
@@ -234,6 +239,13 @@ class RedisCache:
         pipe.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
         raw, _ = await pipe.execute()
         return await self._decode(found, raw, score, config, scope)
+
+    async def _scan(self, mirror: _Mirror, vector: np.ndarray) -> tuple[int, float]:
+        # Called under the lock: a sync shrinking the mirror meanwhile renumbers its rows, and the
+        # row found would name another entry.
+        if len(mirror.row_of) < INLINE_SCAN_ROWS:
+            return mirror.matcher.match(vector, self._clock(), 0)
+        return await self._scanner.run(mirror.matcher.match, vector, self._clock(), 0)
 
     def _sweep(self) -> None:
         """Once per TTL, drop the mirrors whose entries have all expired: a partition that is not
@@ -461,4 +473,5 @@ class RedisCache:
         await asyncio.gather(*self._full_reads.values(), return_exceptions=True)
         for m in self._mirrors.values():
             m.matcher.close()
+        self._scanner.shutdown()
         await self._redis.aclose()
