@@ -78,6 +78,8 @@ FULL_SYNC_S = 60.0
 SYNC_PAGE = 2000
 #: members of a document's set an invalidation reads and removes per round trip
 INVALIDATE_PAGE = 2000
+#: documents whose sets an invalidation reads per round trip
+INVALIDATE_KEYS = 500
 #: a mirror with fewer rows is scanned on the event loop (2,000 rows of 384 dims: 0.06 ms, less
 #: than handing it to a thread); a larger one on the cache's own thread
 INLINE_SCAN_ROWS = 2000
@@ -419,37 +421,53 @@ class RedisCache:
 
     async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
         removed = 0
-        for doc_key in dict.fromkeys(self._k("d", d) for d in document_ids):
-            while True:
-                # A page at a time, each removed for good: a set too large for one call's timeout
-                # is finished by the next calls instead of failing whole every time. The members
-                # expired (by more than the writers' clocks may differ) go first, unread: Redis
-                # removed their entries.
-                pipe = self._redis.pipeline(transaction=True)
-                pipe.zremrangebyscore(doc_key, "-inf", self._clock() - SYNC_SKEW_S)
-                pipe.zrange(doc_key, 0, INVALIDATE_PAGE - 1)
-                _, citing = await pipe.execute()
-                if citing:
-                    removed += await self._remove_citing(doc_key, citing)
-                if len(citing) < INVALIDATE_PAGE:
-                    break
+        pending = list(dict.fromkeys(self._k("d", d) for d in document_ids))
+        while pending:
+            full = []
+            for start in range(0, len(pending), INVALIDATE_KEYS):
+                # The documents' sets read together, not one round trip each: a delete of 1,000
+                # documents took longer than the cache's timeout, and the tail was never reached.
+                # The members expired (by more than the writers' clocks may differ) go first,
+                # unread: Redis removed their entries.
+                chunk = pending[start:start + INVALIDATE_KEYS]
+                pipe = self._redis.pipeline(transaction=False)
+                for doc_key in chunk:
+                    pipe.zremrangebyscore(doc_key, "-inf", self._clock() - SYNC_SKEW_S)
+                    pipe.zrange(doc_key, 0, INVALIDATE_PAGE - 1)
+                pages = [(k, c) for k, c in zip(chunk, (await pipe.execute())[1::2], strict=True) if c]
+                # Removed a page's worth at a time, each for good: sets too large for one call's
+                # timeout are finished by the next calls instead of failing whole every time.
+                batch: dict[str, list[bytes]] = {}
+                size = 0
+                for doc_key, citing in pages:
+                    if batch and size + len(citing) > INVALIDATE_PAGE:
+                        removed += await self._remove_citing(batch)
+                        batch, size = {}, 0
+                    batch[doc_key], size = citing, size + len(citing)
+                if batch:
+                    removed += await self._remove_citing(batch)
+                full += [k for k, c in pages if len(c) == INVALIDATE_PAGE]
+            pending = full
         return removed
 
-    async def _remove_citing(self, doc_key: str, citing: list[bytes]) -> int:
-        """Remove the entries of these members of a document's set, and them from it; return how
-        many entries there were (one another document's page removed, or Redis expired, is not one)."""
-        entries: list[str] = []
+    async def _remove_citing(self, pages: dict[str, list[bytes]]) -> int:
+        """Remove the entries of these members of documents' sets, and them from their sets; return
+        how many entries there were (one another document's page removed, or Redis expired, is not one)."""
+        entries: dict[str, None] = {}
         keys: list[str] = []
         by_partition: dict[tuple[str, int], list[str]] = {}
-        for member in citing:
-            try:
-                entry_id, config, scope, query_hash = json.loads(member)
-                scope = int(scope)
-            except _UNREADABLE:
-                continue  # not of this format: it goes with the page
-            entries.append(self._k("e", entry_id))
-            keys += (self._k("v", entry_id), self._k("x", config, scope, query_hash))
-            by_partition.setdefault((config, scope), []).append(entry_id)
+        for citing in pages.values():
+            for member in citing:
+                try:
+                    entry_id, config, scope, query_hash = json.loads(member)
+                    scope = int(scope)
+                except _UNREADABLE:
+                    continue  # not of this format: it goes with the page
+                if self._k("e", entry_id) in entries:
+                    continue  # citing two of the documents
+                entries[self._k("e", entry_id)] = None
+                keys += (self._k("v", entry_id), self._k("x", config, scope, query_hash))
+                by_partition.setdefault((config, scope), []).append(entry_id)
         # Unlinked, the answers' memory (MBs) is freed on a thread of Redis's own.
         pipe = self._redis.pipeline(transaction=True)
         if entries:
@@ -458,7 +476,8 @@ class RedisCache:
         for (config, scope), entry_ids in by_partition.items():
             pipe.zrem(self._k("s", config, scope), *entry_ids)
             pipe.zrem(self._k("a", config, scope), *entry_ids)
-        pipe.zrem(doc_key, *citing)
+        for doc_key, citing in pages.items():
+            pipe.zrem(doc_key, *citing)
         done = await pipe.execute()
         for (config, scope), entry_ids in by_partition.items():  # other processes forget them when a match finds them gone
             await self._forget(config, scope, *entry_ids)

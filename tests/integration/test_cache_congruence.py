@@ -253,6 +253,40 @@ async def test_redis_an_invalidation_removes_a_large_set_a_page_at_a_time(reques
         await c.close()
 
 
+async def test_redis_an_invalidation_of_many_documents_reads_their_sets_together(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """A delete of 1,000 documents made a round trip for each: it always outlasted the cache's
+    timeout, the documents past the cut kept their entries, and every such delete counted against
+    the breaker."""
+    c = make("redis", request, executor, ttl_s=600.0)
+    assert isinstance(c, RedisCache)
+    ids = [f"doc-{i}" for i in range(1000)]
+    try:
+        for i, docs in enumerate([("doc-0",), ("doc-1", "doc-2"), ("doc-500",), ("doc-999",), ("kept",)]):
+            await c.store(f"question {i}", _vec(1, i), "cfg", PUBLIC, _answer(*(_ctx(d) for d in docs)))
+        pipeline, executed = c._redis.pipeline, []
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            pipe = pipeline(*args, **kwargs)
+            execute = pipe.execute
+
+            async def once(*a: Any, **k: Any) -> Any:
+                executed.append(len(pipe.command_stack))
+                return await execute(*a, **k)
+
+            pipe.execute = once
+            return pipe
+
+        c._redis.pipeline = counted  # type: ignore[method-assign]
+        assert await c.invalidate_documents(ids) == 4  # the one citing two of them counted once
+        c._redis.pipeline = pipeline  # type: ignore[method-assign]
+        assert len(executed) <= 4, executed  # the sets read 500 at a time, each batch's entries removed at once
+        assert [await c.lookup(f"question {i}", None, "cfg", PUBLIC) is not None for i in range(5)] == [False] * 4 + [True]
+        assert await c.lookup("question", _vec(1, 0), "cfg", PUBLIC) is None  # gone from the mirror's partition too
+        assert not await c._redis.exists(*(c._k("d", d) for d in ("doc-0", "doc-1", "doc-2", "doc-500", "doc-999")))
+    finally:
+        await c.close()
+
+
 async def test_redis_a_documents_set_of_the_previous_format_is_left_to_its_servers(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     """Format 2 kept a document's entries in a plain set: servers of both formats sharing one key
     in a rolling upgrade would each fail on the other's type (WRONGTYPE), and their stores and
