@@ -52,6 +52,7 @@ import numpy as np
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
 from redis.asyncio.retry import Retry
 
 from retrieval_server.backends.cache import CachedAnswer, CachePolicy, partition_code, query_key
@@ -239,7 +240,13 @@ class RedisCache:
         pipe = self._redis.pipeline(transaction=False)
         pipe.get(self._k("e", found))
         pipe.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
-        raw, _ = await pipe.execute()
+        raw, aliased = await pipe.execute(raise_on_error=False)
+        if isinstance(raw, Exception):
+            raise raw
+        if isinstance(aliased, Exception):
+            # A Redis full under noeviction refuses the write, not the read: the hit is served, and
+            # the query's repeats are matched by their vector again.
+            log.debug("a similarity match's alias was not written: %s", aliased)
         return await self._decode(found, raw, score, config, scope)
 
     async def _scan(self, mirror: _Mirror, vector: np.ndarray) -> tuple[int, float]:
@@ -398,7 +405,13 @@ class RedisCache:
             pipe.zremrangebyscore(self._k("d", d), "-inf", now)
             pipe.pexpire(self._k("d", d), ttl_ms)
         pipe.zcard(all_key)
-        done = await pipe.execute()
+        try:
+            done = await pipe.execute()
+        except OutOfMemoryError as exc:
+            # Full under noeviction: the answer is not stored (the transaction wrote nothing). A
+            # failure would count against the breaker, which then refused the reads Redis still serves.
+            log.warning("an answer was not cached: %s", exc)
+            return
         if done[-1] > self._max:
             await self._trim(config, scope, done[-1] - self._max)
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import SYNC_SKEW_S, RedisCache
 from retrieval_server.backends.cache import CachedAnswer
 from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role, Strategy
+from tests.support.redis_server import redis_server
 
 DIM = 8
 PUBLIC, ALICE, BOB = "public", AccessFilter(readers=("alice",)).partition, AccessFilter(readers=("bob",)).partition
@@ -308,6 +310,32 @@ async def test_redis_a_documents_set_of_the_previous_format_is_left_to_its_serve
     finally:
         await server.aclose()
         await c.close()
+
+
+async def test_redis_full_serves_what_it_holds(tmp_path: Path) -> None:
+    """Under maxmemory with noeviction Redis refuses writes and serves reads. The alias written
+    with a similarity hit failed that hit's round trip: the answer was thrown away and the failure
+    counted against the breaker, as a store's did, until the breaker refused the reads too."""
+    from retrieval_server.backends.cache import GuardedCache
+    from retrieval_server.backends.circuit_breaker import CircuitBreaker
+
+    with redis_server(tmp_path / "full") as url:
+        c = RedisCache(url, DIM, CachePolicy(ttl_s=600.0), timeout_s=30.0)
+        guarded = GuardedCache(c, CircuitBreaker(1, 3600.0), 30.0)
+        try:
+            await guarded.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+            await c._redis.config_set("maxmemory-policy", "noeviction")
+            await c._redis.config_set("maxmemory", "1")  # every write refused
+            similar = await guarded.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC)
+            assert similar is not None and 0.95 <= similar.similarity < 1.0
+            await guarded.store("bm25 weights", _vec(0, 1), "cfg", PUBLIC, _answer(_ctx("d2")))
+            assert not guarded.breaker.failures and not guarded.breaker.is_open
+            assert await guarded.lookup("what is rrf", None, "cfg", PUBLIC) is not None
+            await c._redis.config_set("maxmemory", "0")
+            assert await c.lookup("bm25 weights", None, "cfg", PUBLIC) is None  # not stored
+            assert await c.lookup("explain rrf", None, "cfg", PUBLIC) is None  # its alias was not written
+        finally:
+            await c.close()
 
 
 async def test_memory_entries_expire(executor: BlockingExecutor) -> None:
