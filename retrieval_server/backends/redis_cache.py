@@ -55,11 +55,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.asyncio.retry import Retry
 
-from retrieval_server.backends.cache import CachedAnswer, CachePolicy, partition_code, query_key
+from retrieval_server.backends.cache import CachedAnswer, CachePolicy, matchable_vector, partition_code, query_key
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from scoring_core import CosineMatcher
-from scoring_core.cache_matching import matchable
 
 log = logging.getLogger(__name__)
 
@@ -367,15 +366,6 @@ class RedisCache:
                 break
         return live
 
-    def _matchable(self, vector: np.ndarray | None) -> bytes | None:
-        """The vector as stored, or None when no lookup could match it (a wrong size, zero, NaN)."""
-        if vector is None:
-            return None
-        try:
-            return matchable(vector, self._dim)[0].tobytes()
-        except ValueError:
-            return None
-
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()
         scope = partition_code(partition)
@@ -386,7 +376,8 @@ class RedisCache:
             "config": config, "scope": scope, "query": query, "strategy": answer.strategy.value,
             "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts], "graph_version": answer.graph_version,
         }
-        blob = self._matchable(vector)
+        matched = matchable_vector(vector, self._dim)
+        blob = matched.tobytes() if matched is not None else None
         all_key, ids_key = self._k("a", config, scope), self._k("s", config, scope)
         citing = json.dumps([entry_id, config, scope, query_key(query)])
         pipe = self._redis.pipeline(transaction=True)

@@ -460,6 +460,18 @@ async def test_redis_an_unreadable_entry_this_process_mirrors_stops_matching(req
         await c.close()
 
 
+async def test_an_answer_whose_vector_no_lookup_could_match_is_found_by_its_text(cache: SemanticCache) -> None:
+    """The in-process cache raised on a zero or NaN vector where Redis's stored the answer without
+    it: reached from update_cache, that failed the request (INTERNAL)."""
+    for i, vector in enumerate((np.zeros(DIM, dtype=np.float32), np.full(DIM, np.nan, dtype=np.float32), np.ones(DIM + 1, dtype=np.float32))):
+        await cache.store(f"question {i}", vector, "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+        found = await cache.lookup(f"question {i}", None, "cfg", PUBLIC)
+        assert found is not None and found.contexts == (_ctx(f"d{i}"),)
+    assert await cache.lookup("explain", _vec(1), "cfg", PUBLIC) is None
+    await cache.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("rrf")))  # a matchable one beside them still matches
+    assert await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC) is not None
+
+
 async def test_redis_stores_no_vector_a_lookup_could_not_match(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     c = make("redis", request, executor)
     assert isinstance(c, RedisCache)
