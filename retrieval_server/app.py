@@ -340,7 +340,7 @@ class Application:
             from retrieval_server.backends.redis_cache import RedisCache
 
             prefix = f"{s.redis_key_prefix}:{answer_fingerprint(s, *self._answer_files())}"
-            redis = RedisCache(s.redis_url or "", self.embedder.dim, self.executor, policy, prefix=prefix, timeout_s=s.cache_timeout_s)
+            redis = RedisCache(s.redis_url or "", self.embedder.dim, policy, prefix=prefix, timeout_s=s.cache_timeout_s)
             # Health probes the cache itself: its breaker is not what Health reports.
             return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)

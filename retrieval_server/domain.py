@@ -289,6 +289,9 @@ class QueryMetrics:
     total_ms: float = 0.0
     stages: list[StageMetric] = field(default_factory=list)
     cache_hit: bool = False
+    #: the cache was asked (check_cache ran): not when ``use_cache`` is false, no cache is
+    #: configured, or the GENERATION router answered directly or with its tools alone
+    cache_asked: bool = False
     iterations: int = 0
     sufficiency_score: float = 0.0
     rerank_fallback_triggered: bool = False

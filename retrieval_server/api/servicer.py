@@ -180,8 +180,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             result = dataclasses.replace(result, contexts=result.contexts[: len(response.contexts)])  # as sent
         if convert.ANSWER_CAPPED in response.metrics.degraded:
             m.degraded.append(convert.ANSWER_CAPPED)
-        consulted = options.use_cache and self._app.pipeline.deps.cache is not None
-        cache: CacheOutcome = "hit" if result.cached else "miss" if consulted else "bypassed"
+        cache: CacheOutcome = "hit" if result.cached else "miss" if m.cache_asked else "bypassed"
         self._app.metrics.observe_query(((st.stage, st.duration_ms) for st in m.stages), cache, m.degraded)
         self._app.analytics.query_answered(options, result)
         return response

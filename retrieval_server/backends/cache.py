@@ -41,6 +41,7 @@ from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import RetrievedContext, Strategy
 from scoring_core import CosineMatcher
+from scoring_core.cache_matching import matchable
 
 PUBLIC_PARTITION = "public"
 T = TypeVar("T")
@@ -64,6 +65,18 @@ def partition_code(partition: str) -> int:
         return 0
     code = int.from_bytes(hashlib.blake2b(partition.encode(), digest_size=8).digest(), "little") >> 1
     return code or 1
+
+
+def matchable_vector(vector: np.ndarray | None, dim: int) -> np.ndarray | None:
+    """The vector as float32, or None when no lookup could match it (another size, zero, not
+    finite): its answer is stored without it, found by its text only, rather than failing the
+    request that would store it."""
+    if vector is None:
+        return None
+    try:
+        return matchable(vector, dim)[0]
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +247,7 @@ class MemoryCache:
         now = self._clock()
         scope = partition_code(partition)
         norm = query_key(query)
+        vector = matchable_vector(vector, self._dim)
         answer = dataclasses.replace(answer, query=query)
         chars = answer_chars(answer.contexts) + len(query)
         async with self._lock:

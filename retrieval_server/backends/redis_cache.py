@@ -26,8 +26,9 @@ removed; it must not fail lookups, whose failures open the cache's circuit break
 partition.
 
 Each process mirrors the vectors of the partitions it is asked about in a local CosineMatcher, so
-the cosine scan stays local and fast while Redis stays the source of truth. A lookup loads what
-was stored since the last one (the entries that expire after the newest it holds, less
+the cosine scan stays local and fast while Redis stays the source of truth; it runs on the event
+loop, or for a large mirror on a thread of the cache's own, never on the model threads. A lookup
+loads what was stored since the last one (the entries that expire after the newest it holds, less
 :data:`SYNC_SKEW_S`); an entry removed meanwhile (invalidated, trimmed) is forgotten when a match
 finds it gone, and every :data:`FULL_SYNC_S` the whole partition is read again, a page at a time.
 Read whole on every lookup, a partition of 20,000 entries took 0.2 s a lookup, past the cache's
@@ -51,13 +52,13 @@ import numpy as np
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
 from redis.asyncio.retry import Retry
 
-from retrieval_server.backends.cache import CachedAnswer, CachePolicy, partition_code, query_key
+from retrieval_server.backends.cache import CachedAnswer, CachePolicy, matchable_vector, partition_code, query_key
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from scoring_core import CosineMatcher
-from scoring_core.cache_matching import matchable
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,11 @@ FULL_SYNC_S = 60.0
 SYNC_PAGE = 2000
 #: members of a document's set an invalidation reads and removes per round trip
 INVALIDATE_PAGE = 2000
+#: documents whose sets an invalidation reads per round trip
+INVALIDATE_KEYS = 500
+#: a mirror with fewer rows is scanned on the event loop (2,000 rows of 384 dims: 0.06 ms, less
+#: than handing it to a thread); a larger one on the cache's own thread
+INLINE_SCAN_ROWS = 2000
 
 
 def _context_to_json(c: RetrievedContext) -> dict[str, Any]:
@@ -135,7 +141,6 @@ class RedisCache:
         self,
         url: str,
         dim: int,
-        executor: BlockingExecutor,
         policy: CachePolicy = CachePolicy(),
         clock: Callable[[], float] = time.time,
         prefix: str = "rc",
@@ -148,7 +153,9 @@ class RedisCache:
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), retry_on_timeout=False,
         )
         self._dim = dim
-        self._executor = executor
+        # Not the model threads' executor: queued behind embeddings and reranks under load, the
+        # scan ran into the cache's timeout, and a healthy Redis's breaker opened on it.
+        self._scanner = BlockingExecutor(1, "cache-match")
         self._ttl = policy.ttl_s
         self._similarity = policy.similarity
         self._max = policy.max_entries
@@ -222,7 +229,7 @@ class RedisCache:
             mirror = await self._sync(config, scope)
             if mirror is None:
                 return None
-            row, score = await self._executor.run(mirror.matcher.match, vector, self._clock(), 0)
+            row, score = await self._scan(mirror, vector)
             found = mirror.id_of.get(row) if row >= 0 else None
             expires_at = mirror.expires_at.get(found) if found is not None else None
         if found is None or expires_at is None:
@@ -232,8 +239,21 @@ class RedisCache:
         pipe = self._redis.pipeline(transaction=False)
         pipe.get(self._k("e", found))
         pipe.set(exact_key, f"{found} {float(score)!r}", pxat=max(1, int(expires_at * 1000)))
-        raw, _ = await pipe.execute()
+        raw, aliased = await pipe.execute(raise_on_error=False)
+        if isinstance(raw, Exception):
+            raise raw
+        if isinstance(aliased, Exception):
+            # A Redis full under noeviction refuses the write, not the read: the hit is served, and
+            # the query's repeats are matched by their vector again.
+            log.debug("a similarity match's alias was not written: %s", aliased)
         return await self._decode(found, raw, score, config, scope)
+
+    async def _scan(self, mirror: _Mirror, vector: np.ndarray) -> tuple[int, float]:
+        # Called under the lock: a sync shrinking the mirror meanwhile renumbers its rows, and the
+        # row found would name another entry.
+        if len(mirror.row_of) < INLINE_SCAN_ROWS:
+            return mirror.matcher.match(vector, self._clock(), 0)
+        return await self._scanner.run(mirror.matcher.match, vector, self._clock(), 0)
 
     def _sweep(self) -> None:
         """Once per TTL, drop the mirrors whose entries have all expired: a partition that is not
@@ -346,15 +366,6 @@ class RedisCache:
                 break
         return live
 
-    def _matchable(self, vector: np.ndarray | None) -> bytes | None:
-        """The vector as stored, or None when no lookup could match it (a wrong size, zero, NaN)."""
-        if vector is None:
-            return None
-        try:
-            return matchable(vector, self._dim)[0].tobytes()
-        except ValueError:
-            return None
-
     async def store(self, query: str, vector: np.ndarray | None, config: str, partition: str, answer: CachedAnswer) -> None:
         now = self._clock()
         scope = partition_code(partition)
@@ -365,7 +376,8 @@ class RedisCache:
             "config": config, "scope": scope, "query": query, "strategy": answer.strategy.value,
             "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts], "graph_version": answer.graph_version,
         }
-        blob = self._matchable(vector)
+        matched = matchable_vector(vector, self._dim)
+        blob = matched.tobytes() if matched is not None else None
         all_key, ids_key = self._k("a", config, scope), self._k("s", config, scope)
         citing = json.dumps([entry_id, config, scope, query_key(query)])
         pipe = self._redis.pipeline(transaction=True)
@@ -384,7 +396,13 @@ class RedisCache:
             pipe.zremrangebyscore(self._k("d", d), "-inf", now)
             pipe.pexpire(self._k("d", d), ttl_ms)
         pipe.zcard(all_key)
-        done = await pipe.execute()
+        try:
+            done = await pipe.execute()
+        except OutOfMemoryError as exc:
+            # Full under noeviction: the answer is not stored (the transaction wrote nothing). A
+            # failure would count against the breaker, which then refused the reads Redis still serves.
+            log.warning("an answer was not cached: %s", exc)
+            return
         if done[-1] > self._max:
             await self._trim(config, scope, done[-1] - self._max)
 
@@ -407,37 +425,53 @@ class RedisCache:
 
     async def invalidate_documents(self, document_ids: Iterable[str]) -> int:
         removed = 0
-        for doc_key in dict.fromkeys(self._k("d", d) for d in document_ids):
-            while True:
-                # A page at a time, each removed for good: a set too large for one call's timeout
-                # is finished by the next calls instead of failing whole every time. The members
-                # expired (by more than the writers' clocks may differ) go first, unread: Redis
-                # removed their entries.
-                pipe = self._redis.pipeline(transaction=True)
-                pipe.zremrangebyscore(doc_key, "-inf", self._clock() - SYNC_SKEW_S)
-                pipe.zrange(doc_key, 0, INVALIDATE_PAGE - 1)
-                _, citing = await pipe.execute()
-                if citing:
-                    removed += await self._remove_citing(doc_key, citing)
-                if len(citing) < INVALIDATE_PAGE:
-                    break
+        pending = list(dict.fromkeys(self._k("d", d) for d in document_ids))
+        while pending:
+            full = []
+            for start in range(0, len(pending), INVALIDATE_KEYS):
+                # The documents' sets read together, not one round trip each: a delete of 1,000
+                # documents took longer than the cache's timeout, and the tail was never reached.
+                # The members expired (by more than the writers' clocks may differ) go first,
+                # unread: Redis removed their entries.
+                chunk = pending[start:start + INVALIDATE_KEYS]
+                pipe = self._redis.pipeline(transaction=False)
+                for doc_key in chunk:
+                    pipe.zremrangebyscore(doc_key, "-inf", self._clock() - SYNC_SKEW_S)
+                    pipe.zrange(doc_key, 0, INVALIDATE_PAGE - 1)
+                pages = [(k, c) for k, c in zip(chunk, (await pipe.execute())[1::2], strict=True) if c]
+                # Removed a page's worth at a time, each for good: sets too large for one call's
+                # timeout are finished by the next calls instead of failing whole every time.
+                batch: dict[str, list[bytes]] = {}
+                size = 0
+                for doc_key, citing in pages:
+                    if batch and size + len(citing) > INVALIDATE_PAGE:
+                        removed += await self._remove_citing(batch)
+                        batch, size = {}, 0
+                    batch[doc_key], size = citing, size + len(citing)
+                if batch:
+                    removed += await self._remove_citing(batch)
+                full += [k for k, c in pages if len(c) == INVALIDATE_PAGE]
+            pending = full
         return removed
 
-    async def _remove_citing(self, doc_key: str, citing: list[bytes]) -> int:
-        """Remove the entries of these members of a document's set, and them from it; return how
-        many entries there were (one another document's page removed, or Redis expired, is not one)."""
-        entries: list[str] = []
+    async def _remove_citing(self, pages: dict[str, list[bytes]]) -> int:
+        """Remove the entries of these members of documents' sets, and them from their sets; return
+        how many entries there were (one another document's page removed, or Redis expired, is not one)."""
+        entries: dict[str, None] = {}
         keys: list[str] = []
         by_partition: dict[tuple[str, int], list[str]] = {}
-        for member in citing:
-            try:
-                entry_id, config, scope, query_hash = json.loads(member)
-                scope = int(scope)
-            except _UNREADABLE:
-                continue  # not of this format: it goes with the page
-            entries.append(self._k("e", entry_id))
-            keys += (self._k("v", entry_id), self._k("x", config, scope, query_hash))
-            by_partition.setdefault((config, scope), []).append(entry_id)
+        for citing in pages.values():
+            for member in citing:
+                try:
+                    entry_id, config, scope, query_hash = json.loads(member)
+                    scope = int(scope)
+                except _UNREADABLE:
+                    continue  # not of this format: it goes with the page
+                if self._k("e", entry_id) in entries:
+                    continue  # citing two of the documents
+                entries[self._k("e", entry_id)] = None
+                keys += (self._k("v", entry_id), self._k("x", config, scope, query_hash))
+                by_partition.setdefault((config, scope), []).append(entry_id)
         # Unlinked, the answers' memory (MBs) is freed on a thread of Redis's own.
         pipe = self._redis.pipeline(transaction=True)
         if entries:
@@ -446,7 +480,8 @@ class RedisCache:
         for (config, scope), entry_ids in by_partition.items():
             pipe.zrem(self._k("s", config, scope), *entry_ids)
             pipe.zrem(self._k("a", config, scope), *entry_ids)
-        pipe.zrem(doc_key, *citing)
+        for doc_key, citing in pages.items():
+            pipe.zrem(doc_key, *citing)
         done = await pipe.execute()
         for (config, scope), entry_ids in by_partition.items():  # other processes forget them when a match finds them gone
             await self._forget(config, scope, *entry_ids)
@@ -461,4 +496,5 @@ class RedisCache:
         await asyncio.gather(*self._full_reads.values(), return_exceptions=True)
         for m in self._mirrors.values():
             m.matcher.close()
+        self._scanner.shutdown()
         await self._redis.aclose()

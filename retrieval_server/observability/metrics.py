@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 #: (the contract's full name, written out so that a command that serves no RPC does not import the
 #: generated code; tests/unit/test_service_name.py checks it against the descriptor)
 SERVICE = "retrieval.v1.RetrievalService"
-#: a Query's use of the cache: ``bypassed`` when it was not asked (``use_cache`` false, or no
-#: cache configured), so that a caller turning it off does not read as a falling hit ratio
+#: a Query's use of the cache: ``bypassed`` when it was not asked (``use_cache`` false, no cache
+#: configured, or a GENERATION request the router answered without retrieval), so that a caller
+#: turning it off, or greetings, do not read as a falling hit ratio
 CacheOutcome = Literal["hit", "miss", "bypassed"]
 # Retrieval latencies run from cache hits of tens of microseconds to seconds with a cross-encoder:
 # starting at 1 ms, every cached answer and most stages fell in the first bucket, and their

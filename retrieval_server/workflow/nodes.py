@@ -111,6 +111,7 @@ def _runs_as(strategy: Strategy) -> Strategy:
 async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if not state.options.use_cache or deps.cache is None:
         return {}
+    state.metrics.cache_asked = True
     o = state.options
     config, partition = cache_config(state.options), state.point_filter.access.partition
     cache_until = _cache_until(state)

@@ -130,6 +130,29 @@ async def test_a_cached_retrieval_is_answered_again(app: Application) -> None:
     assert again.answer is not None and again.answer.text == first.answer.text  # type: ignore[union-attr]
 
 
+async def test_requests_the_router_answers_without_retrieval_never_ask_the_cache(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """retrieval_query_cache_total counted a greeting answered directly, or a question the tools
+    answered alone, as a miss: the hit ratio fell with every such request, though none asked."""
+    from retrieval_server.api.servicer import RetrievalServicer
+    from retrieval_server.backends.cache import MemoryCache
+
+    cache = MemoryCache(app.embedder.dim, app.executor)
+    monkeypatch.setattr(app, "pipeline", QueryPipeline(dataclasses.replace(app.pipeline.deps, cache=cache)))
+    servicer, counted = RetrievalServicer(app), []
+    for question in ("Hello there!", "How many services depend on LedgerDB?", "What does AuthSvc handle?", "What does AuthSvc handle?"):
+        before = _cache_outcomes(app)
+        options = QueryOptions(question, 3, strategy=Strategy.HYBRID, mode=Mode.GENERATION)
+        servicer._respond(options, await app.pipeline.query(options))
+        after = _cache_outcomes(app)
+        counted.append([k for k in after if after[k] != before.get(k, 0.0)])
+    assert counted == [["bypassed"], ["bypassed"], ["miss"], ["hit"]]
+
+
+def _cache_outcomes(app: Application) -> dict[str, float]:
+    return {s.labels["outcome"]: s.value for m in app.metrics.registry.collect() if m.name == "retrieval_query_cache"
+            for s in m.samples if s.name.endswith("_total")}
+
+
 async def test_unsupported_questions_say_so(app: Application) -> None:
     r = await app.pipeline.query(_ask("What is the boiling point of liquid nitrogen in kelvin?"))
     assert r.answer is not None and not r.answer.supported and r.answer.text.startswith(UNSUPPORTED)

@@ -13,19 +13,22 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 import redis.exceptions
 
 from retrieval_server.app import Application
-from retrieval_server.backends.cache import CacheUnavailable, GuardedCache
-from retrieval_server.backends.redis_cache import RedisCache
+from retrieval_server.backends import redis_cache
+from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, GuardedCache
+from retrieval_server.backends.redis_cache import INLINE_SCAN_ROWS, RedisCache
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, Document, DocumentSource, Identity, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.integration.conftest import AppWithCorpus
 from tests.support.redis_server import HEALTHY_REDIS_S, redis_server
@@ -288,6 +291,43 @@ async def test_redis_frozen_is_skipped_after_a_short_timeout(tmp_path: Path, own
         finally:
             proc.send_signal(signal.SIGCONT)
     finally:
+        await application.close()
+
+
+@pytest.mark.parametrize("inline_rows", [INLINE_SCAN_ROWS, 0], ids=["inline", "own-thread"])
+async def test_redis_similarity_lookups_do_not_wait_for_the_model_threads(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch, inline_rows: int,
+) -> None:
+    """The cosine scan ran on the executor the embedder and reranker share: under load it queued
+    behind their jobs past the cache's timeout, and the breaker opened on a healthy Redis, refusing
+    exact repeats too. Small mirrors are scanned inline, large ones on the cache's own thread."""
+    monkeypatch.setattr(redis_cache, "INLINE_SCAN_ROWS", inline_rows)
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="redis", redis_url=redis_url,
+                                            redis_key_prefix=f"t{os.urandom(4).hex()}", cache_timeout_s=HEALTHY_REDIS_S))
+    await application.open()
+    loop, release, started = asyncio.get_running_loop(), threading.Event(), asyncio.Queue[None]()
+
+    def model_job() -> None:
+        loop.call_soon_threadsafe(started.put_nowait, None)
+        release.wait()
+
+    jobs: list[asyncio.Future[None]] = []
+    try:
+        cache = application.cache
+        assert isinstance(cache, GuardedCache)
+        vector = np.random.default_rng(3).standard_normal(application.embedder.dim).astype(np.float32)
+        context = RetrievedContext(ParentChunk("policy#p0", "policy", 0, "text", 0), Document("policy"), 1.0, ())
+        await cache.store("what is rrf", vector, "cfg", "public", CachedAnswer((context,), Strategy.SEMANTIC))
+        # Every model thread busy, and more work queued behind them.
+        jobs = [asyncio.ensure_future(application.executor.run(model_job)) for _ in range(application.executor.workers + 2)]
+        for _ in range(application.executor.workers):
+            await started.get()
+        hit = await cache.lookup("explain rrf", vector + 0.01, "cfg", "public")
+        assert hit is not None and hit.similarity < 1.0
+        assert cache.breaker.failures == 0 and not cache.breaker.is_open
+    finally:
+        release.set()
+        await asyncio.gather(*jobs)
         await application.close()
 
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import SYNC_SKEW_S, RedisCache
 from retrieval_server.backends.cache import CachedAnswer
 from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role, Strategy
+from tests.support.redis_server import redis_server
 
 DIM = 8
 PUBLIC, ALICE, BOB = "public", AccessFilter(readers=("alice",)).partition, AccessFilter(readers=("bob",)).partition
@@ -33,7 +35,7 @@ def make(kind: str, request: pytest.FixtureRequest, executor: BlockingExecutor, 
         return MemoryCache(DIM, executor, CachePolicy(ttl_s=ttl_s))
     # A fresh key prefix per test keeps tests apart on one server. The service's fail-fast timeout
     # (a quarter second) is not under test here: on a busy machine a healthy server can miss it.
-    return RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=ttl_s),
+    return RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(ttl_s=ttl_s),
                       prefix=prefix or f"t{next(_counter)}", timeout_s=30.0)
 
 
@@ -180,12 +182,12 @@ async def test_redis_an_invalidation_reads_no_entry(request: pytest.FixtureReque
         await c.close()
 
 
-async def test_redis_a_documents_set_holds_the_entries_not_expired(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_a_documents_set_holds_the_entries_not_expired(request: pytest.FixtureRequest) -> None:
     """Every store citing a document added to its set, and renewed its TTL: the set of a document
     cited every few seconds grew for as long as it was (280,000 members), past what an invalidation
     could remove within the cache's timeout."""
     clock = _Clock(time.time())
-    c = _process(request, executor, f"t{next(_counter)}", clock, ttl_s=10.0)
+    c = _process(request, f"t{next(_counter)}", clock, ttl_s=10.0)
     try:
         for i in range(100):
             await c.store(f"question {i}", _vec(1, i), "cfg", PUBLIC, _answer(_ctx("popular"), _ctx(f"d{i}")))
@@ -253,6 +255,40 @@ async def test_redis_an_invalidation_removes_a_large_set_a_page_at_a_time(reques
         await c.close()
 
 
+async def test_redis_an_invalidation_of_many_documents_reads_their_sets_together(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+    """A delete of 1,000 documents made a round trip for each: it always outlasted the cache's
+    timeout, the documents past the cut kept their entries, and every such delete counted against
+    the breaker."""
+    c = make("redis", request, executor, ttl_s=600.0)
+    assert isinstance(c, RedisCache)
+    ids = [f"doc-{i}" for i in range(1000)]
+    try:
+        for i, docs in enumerate([("doc-0",), ("doc-1", "doc-2"), ("doc-500",), ("doc-999",), ("kept",)]):
+            await c.store(f"question {i}", _vec(1, i), "cfg", PUBLIC, _answer(*(_ctx(d) for d in docs)))
+        pipeline, executed = c._redis.pipeline, []
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            pipe = pipeline(*args, **kwargs)
+            execute = pipe.execute
+
+            async def once(*a: Any, **k: Any) -> Any:
+                executed.append(len(pipe.command_stack))
+                return await execute(*a, **k)
+
+            pipe.execute = once
+            return pipe
+
+        c._redis.pipeline = counted  # type: ignore[method-assign]
+        assert await c.invalidate_documents(ids) == 4  # the one citing two of them counted once
+        c._redis.pipeline = pipeline  # type: ignore[method-assign]
+        assert len(executed) <= 4, executed  # the sets read 500 at a time, each batch's entries removed at once
+        assert [await c.lookup(f"question {i}", None, "cfg", PUBLIC) is not None for i in range(5)] == [False] * 4 + [True]
+        assert await c.lookup("question", _vec(1, 0), "cfg", PUBLIC) is None  # gone from the mirror's partition too
+        assert not await c._redis.exists(*(c._k("d", d) for d in ("doc-0", "doc-1", "doc-2", "doc-500", "doc-999")))
+    finally:
+        await c.close()
+
+
 async def test_redis_a_documents_set_of_the_previous_format_is_left_to_its_servers(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     """Format 2 kept a document's entries in a plain set: servers of both formats sharing one key
     in a rolling upgrade would each fail on the other's type (WRONGTYPE), and their stores and
@@ -274,6 +310,32 @@ async def test_redis_a_documents_set_of_the_previous_format_is_left_to_its_serve
     finally:
         await server.aclose()
         await c.close()
+
+
+async def test_redis_full_serves_what_it_holds(tmp_path: Path) -> None:
+    """Under maxmemory with noeviction Redis refuses writes and serves reads. The alias written
+    with a similarity hit failed that hit's round trip: the answer was thrown away and the failure
+    counted against the breaker, as a store's did, until the breaker refused the reads too."""
+    from retrieval_server.backends.cache import GuardedCache
+    from retrieval_server.backends.circuit_breaker import CircuitBreaker
+
+    with redis_server(tmp_path / "full") as url:
+        c = RedisCache(url, DIM, CachePolicy(ttl_s=600.0), timeout_s=30.0)
+        guarded = GuardedCache(c, CircuitBreaker(1, 3600.0), 30.0)
+        try:
+            await guarded.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+            await c._redis.config_set("maxmemory-policy", "noeviction")
+            await c._redis.config_set("maxmemory", "1")  # every write refused
+            similar = await guarded.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC)
+            assert similar is not None and 0.95 <= similar.similarity < 1.0
+            await guarded.store("bm25 weights", _vec(0, 1), "cfg", PUBLIC, _answer(_ctx("d2")))
+            assert not guarded.breaker.failures and not guarded.breaker.is_open
+            assert await guarded.lookup("what is rrf", None, "cfg", PUBLIC) is not None
+            await c._redis.config_set("maxmemory", "0")
+            assert await c.lookup("bm25 weights", None, "cfg", PUBLIC) is None  # not stored
+            assert await c.lookup("explain rrf", None, "cfg", PUBLIC) is None  # its alias was not written
+        finally:
+            await c.close()
 
 
 async def test_memory_entries_expire(executor: BlockingExecutor) -> None:
@@ -398,6 +460,18 @@ async def test_redis_an_unreadable_entry_this_process_mirrors_stops_matching(req
         await c.close()
 
 
+async def test_an_answer_whose_vector_no_lookup_could_match_is_found_by_its_text(cache: SemanticCache) -> None:
+    """The in-process cache raised on a zero or NaN vector where Redis's stored the answer without
+    it: reached from update_cache, that failed the request (INTERNAL)."""
+    for i, vector in enumerate((np.zeros(DIM, dtype=np.float32), np.full(DIM, np.nan, dtype=np.float32), np.ones(DIM + 1, dtype=np.float32))):
+        await cache.store(f"question {i}", vector, "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
+        found = await cache.lookup(f"question {i}", None, "cfg", PUBLIC)
+        assert found is not None and found.contexts == (_ctx(f"d{i}"),)
+    assert await cache.lookup("explain", _vec(1), "cfg", PUBLIC) is None
+    await cache.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("rrf")))  # a matchable one beside them still matches
+    assert await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC) is not None
+
+
 async def test_redis_stores_no_vector_a_lookup_could_not_match(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
     c = make("redis", request, executor)
     assert isinstance(c, RedisCache)
@@ -411,10 +485,10 @@ async def test_redis_stores_no_vector_a_lookup_could_not_match(request: pytest.F
         await c.close()
 
 
-async def test_redis_partitions_keep_the_newest_max_entries(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_partitions_keep_the_newest_max_entries(request: pytest.FixtureRequest) -> None:
     """Storing past CACHE_MAX_ENTRIES removes a partition's oldest entries from Redis: it grew with
     the queries, and each lookup loaded every entry past what the process mirrors, again and again."""
-    c = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0, max_entries=3),
+    c = RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(ttl_s=600.0, max_entries=3),
                    prefix=f"t{next(_counter)}", timeout_s=30.0)
     try:
         for i in range(5):
@@ -427,10 +501,10 @@ async def test_redis_partitions_keep_the_newest_max_entries(request: pytest.Fixt
         await c.close()
 
 
-async def test_redis_entries_without_a_vector_count_against_max_entries(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_entries_without_a_vector_count_against_max_entries(request: pytest.FixtureRequest) -> None:
     """Only entries with a vector were counted and trimmed: a partition of max_entries 10 kept the
     300 answers stored without one (a query too long for the model, an embedder that failed)."""
-    c = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0, max_entries=3),
+    c = RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(ttl_s=600.0, max_entries=3),
                    prefix=f"t{next(_counter)}", timeout_s=30.0)
     try:
         for i in range(6):
@@ -510,12 +584,12 @@ async def test_memory_a_configuration_left_with_a_few_entries_gives_the_others_r
         await c.close()
 
 
-async def test_redis_mirrors_of_emptied_partitions_hold_no_memory(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_mirrors_of_emptied_partitions_hold_no_memory(request: pytest.FixtureRequest) -> None:
     """Each process mirrors the vectors of the partitions it is asked about, and partitions are
     open-ended (one per reader and configuration): a partition whose entries are gone, or that
     never had any, must not keep a mirror for the life of the process."""
     dim, n = 384, 60  # the model's size: a mirror kept at 256 rows was 400 KB
-    c = RedisCache(request.getfixturevalue("redis_url"), dim, executor, prefix=f"t{next(_counter)}", timeout_s=30.0)
+    c = RedisCache(request.getfixturevalue("redis_url"), dim, prefix=f"t{next(_counter)}", timeout_s=30.0)
     vectors = np.random.default_rng(7).standard_normal((n + 1, dim)).astype(np.float32)
     readers = [AccessFilter(readers=(f"user{i}",)).partition for i in range(n)]
     try:
@@ -542,9 +616,9 @@ async def test_redis_mirrors_of_emptied_partitions_hold_no_memory(request: pytes
         await c.close()
 
 
-async def test_redis_a_mirror_left_with_a_few_entries_gives_the_others_rows_back(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_a_mirror_left_with_a_few_entries_gives_the_others_rows_back(request: pytest.FixtureRequest) -> None:
     dim, n = 384, 512
-    c = RedisCache(request.getfixturevalue("redis_url"), dim, executor, prefix=f"t{next(_counter)}", timeout_s=30.0)
+    c = RedisCache(request.getfixturevalue("redis_url"), dim, prefix=f"t{next(_counter)}", timeout_s=30.0)
     vectors = np.random.default_rng(5).standard_normal((n, dim)).astype(np.float32)
     try:
         for i in range(n):
@@ -561,11 +635,11 @@ async def test_redis_a_mirror_left_with_a_few_entries_gives_the_others_rows_back
         await c.close()
 
 
-async def test_redis_mirrors_of_partitions_not_asked_about_again_are_dropped(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_mirrors_of_partitions_not_asked_about_again_are_dropped(request: pytest.FixtureRequest) -> None:
     """A partition asked about once (a reader who never comes back) keeps no mirror once its
     entries have expired, without a lookup of that partition."""
     now = [time.time()]
-    c = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=60.0), clock=lambda: now[0],
+    c = RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(ttl_s=60.0), clock=lambda: now[0],
                    prefix=f"t{next(_counter)}", timeout_s=30.0)
     readers = [AccessFilter(readers=(f"user{i}",)).partition for i in range(5)]
     try:
@@ -580,16 +654,16 @@ async def test_redis_mirrors_of_partitions_not_asked_about_again_are_dropped(req
         await c.close()
 
 
-async def test_redis_lookups_read_what_was_stored_since_not_the_whole_partition(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_lookups_read_what_was_stored_since_not_the_whole_partition(request: pytest.FixtureRequest) -> None:
     """Read whole on every lookup, a partition of 20,000 entries took 0.2 s a lookup, past the
     cache's timeout. What another process stores is still found at once, what it invalidates is
     never served, and the whole partition is read again every FULL_SYNC_S."""
     from retrieval_server.backends.redis_cache import FULL_SYNC_S
 
     now, prefix = [time.time()], f"t{next(_counter)}"
-    a = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), clock=lambda: now[0],
+    a = RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(ttl_s=600.0), clock=lambda: now[0],
                    prefix=prefix, timeout_s=30.0)
-    b = RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(ttl_s=600.0), prefix=prefix, timeout_s=30.0)
+    b = RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(ttl_s=600.0), prefix=prefix, timeout_s=30.0)
     whole_reads: list[int] = []
     read = a._redis.zrevrangebyscore
 
@@ -627,16 +701,16 @@ class _Clock:
         return self.now
 
 
-def _process(request: pytest.FixtureRequest, executor: BlockingExecutor, prefix: str, clock: Callable[[], float], **policy: Any) -> RedisCache:
+def _process(request: pytest.FixtureRequest, prefix: str, clock: Callable[[], float], **policy: Any) -> RedisCache:
     """A RedisCache as one process sees it (two on one prefix are two processes)."""
-    return RedisCache(request.getfixturevalue("redis_url"), DIM, executor, CachePolicy(**policy), clock=clock, prefix=prefix, timeout_s=30.0)
+    return RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(**policy), clock=clock, prefix=prefix, timeout_s=30.0)
 
 
-async def test_redis_a_full_partition_mirrors_the_entries_redis_keeps(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_a_full_partition_mirrors_the_entries_redis_keeps(request: pytest.FixtureRequest) -> None:
     """A whole read added the newest entry first, so the next new one evicted it, not the entry
     Redis trimmed: a live entry went unmatched."""
     clock, prefix = _Clock(time.time()), f"t{next(_counter)}"
-    a, b = (_process(request, executor, prefix, clock, ttl_s=100.0, max_entries=4) for _ in range(2))
+    a, b = (_process(request, prefix, clock, ttl_s=100.0, max_entries=4) for _ in range(2))
     try:
         for i in range(1, 5):
             await b.store(f"q{i}", _vec(*[0.0] * i, 1), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
@@ -651,12 +725,12 @@ async def test_redis_a_full_partition_mirrors_the_entries_redis_keeps(request: p
         await b.close()
 
 
-async def test_redis_a_writer_whose_clock_runs_ahead_hides_no_one_elses_entries(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_a_writer_whose_clock_runs_ahead_hides_no_one_elses_entries(request: pytest.FixtureRequest) -> None:
     """An entry's score is its writer's clock plus the TTL: one scored ahead moved the read past
     every other process's entries until the next whole read."""
     clock, ahead, prefix = _Clock(time.time()), _Clock(time.time() + 30), f"t{next(_counter)}"
-    a, b = _process(request, executor, prefix, clock, ttl_s=600.0), _process(request, executor, prefix, clock, ttl_s=600.0)
-    fast = _process(request, executor, prefix, ahead, ttl_s=600.0)
+    a, b = _process(request, prefix, clock, ttl_s=600.0), _process(request, prefix, clock, ttl_s=600.0)
+    fast = _process(request, prefix, ahead, ttl_s=600.0)
     try:
         await fast.store("ahead", _vec(1), "cfg", PUBLIC, _answer(_ctx("ahead")))
         assert (await a.lookup("like ahead", _vec(1, 0.01), "cfg", PUBLIC)) is not None
@@ -672,13 +746,13 @@ async def test_redis_a_writer_whose_clock_runs_ahead_hides_no_one_elses_entries(
 
 @pytest.mark.parametrize("read_fails", [False, True], ids=["read", "fails"])
 async def test_redis_a_partition_read_whole_outlives_the_lookup_that_was_cut(
-    request: pytest.FixtureRequest, executor: BlockingExecutor, read_fails: bool
+    request: pytest.FixtureRequest, read_fails: bool
 ) -> None:
     """A lookup is held to the cache's timeout (0.25 s): a partition too large to read in that
     time was read again, and cut again, by every lookup, and the breaker opened. A read that fails
     after its lookup was cut is no later lookup's error (it was raised there, with Redis well again)."""
     clock, prefix = _Clock(time.time()), f"t{next(_counter)}"
-    a, b = _process(request, executor, prefix, clock), _process(request, executor, prefix, clock)
+    a, b = _process(request, prefix, clock), _process(request, prefix, clock)
     read, started, release, reads = a._redis.zrevrangebyscore, asyncio.Event(), asyncio.Event(), []
 
     async def held(*args: Any, **kwargs: Any) -> Any:
@@ -708,12 +782,12 @@ async def test_redis_a_partition_read_whole_outlives_the_lookup_that_was_cut(
         await b.close()
 
 
-async def test_redis_a_lookup_cut_while_reading_new_vectors_leaves_them_to_the_next(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_a_lookup_cut_while_reading_new_vectors_leaves_them_to_the_next(request: pytest.FixtureRequest) -> None:
     """A lookup moved its mirror past the entries it listed before reading their vectors: cut
     there (by the cache's timeout, or the request's deadline), it left them out of this process's
     matches until the next whole read of the partition, a minute later."""
     clock, prefix = _Clock(time.time()), f"t{next(_counter)}"
-    writer, reader = _process(request, executor, prefix, clock, ttl_s=600.0), _process(request, executor, prefix, clock, ttl_s=600.0)
+    writer, reader = _process(request, prefix, clock, ttl_s=600.0), _process(request, prefix, clock, ttl_s=600.0)
     mget, started, never = reader._redis.mget, asyncio.Event(), asyncio.Event()
 
     async def held(*args: Any, **kwargs: Any) -> Any:
