@@ -264,13 +264,14 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
 async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     s, o = deps.settings, state.options
     iteration = state.iteration + 1
+    # Every pass runs as asked: a failed embedding turned its own pass to KEYWORD, and a retry
+    # asks the model again.
     strategy = _runs_as(o.strategy)
     if iteration == 1:
         pool = o.top_k * s.child_candidates_per_context
         threshold = s.rerank_threshold
     else:
         # A retry widens: a larger pool and a relaxed threshold.
-        strategy = state.strategy
         pool = int(state.pool * s.retry_pool_factor)
         threshold = state.rerank_threshold / 2 if state.rerank_threshold > 0 else state.rerank_threshold - 0.5
     feedback = [c.parent.content for c in state.contexts[:5]]
@@ -393,7 +394,8 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
                 o.query, max(3, o.top_k // 2), flt.access, o.document_ids, keep_stopwords=deps.settings.metadata_stopwords
             ))
         )
-        if strategy is Strategy.HYBRID
+        # As asked, not as this pass runs: it needs no vector, so a failed embedding keeps it.
+        if _runs_as(o.strategy) is Strategy.HYBRID
         else None
     )
     graph_search = asyncio.ensure_future(graph_leg(state, deps)) if uses_graph(state, deps) else None
@@ -844,8 +846,10 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
     # pass searched a rewrite (each pass's relevance is measured against the text it searched, so
     # an off-topic rewrite's hits score high). Unless it lost a leg or a stage on its way (the
     # deadline, a failure) and found less than an earlier pass did.
+    # Nor does a pass that found nothing replace one that found something: the caller gets an
+    # empty answer only when every pass had one.
     lost = any(_transient(tag) for tag in state.pass_degraded)
-    if best is None or not lost or score >= best.sufficiency:
+    if best is None or ((not lost or score >= best.sufficiency) and (state.contexts or not best.contexts)):
         best = _this_pass(state, score)
     state.metrics.sufficiency_score = best.sufficiency
     return {"sufficiency": score, "best": best, "pass_degraded": set()}
@@ -865,7 +869,9 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     flt = state.point_filter
     jobs: list[Callable[[], Awaitable[list[VectorHit]]]] = []
     vectors: Sequence[np.ndarray] = []
-    if _uses_dense(state.strategy):
+    # As asked: the model may answer now though the main search's embedding failed.
+    strategy = _runs_as(state.options.strategy)
+    if _uses_dense(strategy):
         try:
             vectors = await deps.embedder.embed(subs)
         except Exception:
@@ -874,7 +880,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     for i, sub in enumerate(subs):
         if len(vectors):
             jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
-        if state.strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
+        if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
             # As the keyword leg searches (its term limit, the title field, RM3 when on): a part
             # only a title matches found nothing.
             jobs.append(lambda q=sub: keyword_leg.search(deps.vectors, deps.sparse, q, per, flt, deps.settings.keyword))

@@ -126,7 +126,7 @@ class ScoredPass:
 
     sufficiency: float
     contexts: list[RetrievedContext]
-    #: what it ran as (a failed embedding turns a pass to KEYWORD)
+    #: what it ran as (a failed embedding turns its pass to KEYWORD)
     strategy: Strategy
     #: its graph leg's trace, which also pins a cached answer to the graph's version
     graph: GraphTrace | None
@@ -144,7 +144,7 @@ class ScoredPass:
 class QueryState:
     options: QueryOptions
     metrics: QueryMetrics = field(default_factory=QueryMetrics)
-    #: the strategy running now (ADAPTIVE runs as HYBRID with weighed legs; a failed embedding turns it to KEYWORD)
+    #: the strategy running now (ADAPTIVE runs as HYBRID with weighed legs; a failed embedding turns its pass to KEYWORD)
     strategy: Strategy = Strategy.SEMANTIC
     iteration: int = 0
     pool: int = 0

@@ -749,11 +749,58 @@ async def test_embedding_failure_falls_back_to_keyword_search(app: Application) 
     assert "dense:embedding_failed" in r.metrics.degraded and r.metrics.strategy_used is Strategy.KEYWORD
 
 
-async def test_a_failed_embedding_keeps_the_legs_that_need_no_vector(app: Application) -> None:
+@pytest.mark.parametrize("top_k", [1, 5])
+async def test_a_failed_embedding_keeps_the_legs_that_need_no_vector(app: Application, top_k: int) -> None:
     """Only the metadata leg finds the handbook by its team ("Nimbus"): it was given up with the
-    dense legs, and the answer came back empty, its suggestions naming the handbook."""
-    r = await pipeline(app, embedder=BrokenEmbedder()).query(QueryOptions("Nimbus", 1, strategy=Strategy.HYBRID, use_cache=False))
+    dense legs, and the answer came back empty, its suggestions naming the handbook. At top_k 5
+    the first pass is insufficient: the retry, which ran without the metadata leg and found
+    nothing, answered in its stead. (No reformulations: searched by keyword, the first pass's
+    feedback would find the handbook by its text.)"""
+    r = await pipeline(app, embedder=BrokenEmbedder(), analyzer=ClassicalAnalyzer(variants=0)).query(QueryOptions("Nimbus", top_k, strategy=Strategy.HYBRID, use_cache=False))
     assert _docs(r) == ["handbook"] and "dense:embedding_failed" in r.metrics.degraded
+    assert r.metrics.iterations == (1 if top_k == 1 else 2) and r.metrics.strategy_used is Strategy.KEYWORD
+
+
+class FailsOnce(RecordingEmbedder):
+    """The app's embedder, whose first call fails (a model restarting)."""
+
+    async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        if not self.calls:
+            self.calls.append((list(texts), kwargs.get("beside_work", False)))
+            raise RuntimeError("model crashed")
+        return await super().embed(texts, *args, **kwargs)
+
+
+async def test_a_failed_embedding_turns_its_own_pass_to_keyword_search_only(app: Application) -> None:
+    """The first pass's embedding failed once: the retry ran as KEYWORD as well, without asking the
+    model again and without HYBRID's metadata leg, which alone finds the handbook."""
+    embedder, searched = FailsOnce(app.pipeline.deps.embedder), []
+
+    async def record(method: Any, *args: Any, **kwargs: Any) -> Any:
+        searched.append(args[0])
+        return await method(*args, **kwargs)
+
+    r = await pipeline(app, embedder=embedder, metadata=Intercepted(app.metadata, "search_documents", record),
+                       analyzer=ClassicalAnalyzer(variants=0), sufficiency_threshold=1.01, max_iterations=2).query(
+        QueryOptions("Nimbus", 5, strategy=Strategy.HYBRID, use_cache=False)
+    )
+    assert r.metrics.iterations == 2 and "dense:embedding_failed" in r.metrics.degraded
+    assert [texts for texts, _ in embedder.calls] == [["Nimbus"], ["Nimbus"]] and searched == ["Nimbus", "Nimbus"]
+    # The retry, which lost nothing, answers as it ran.
+    assert "handbook" in _docs(r) and r.metrics.strategy_used is Strategy.HYBRID
+
+
+async def test_sub_queries_after_a_failed_embedding_ask_the_model_again(app: Application) -> None:
+    """The main search's embedding failed once: its sub-queries were searched by keyword alone."""
+    embedder = FailsOnce(app.pipeline.deps.embedder)
+    query = "what does error XK-4471 mean and how long should the tomato sauce simmer"
+    r = await pipeline(app, embedder=embedder, sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions(query, 4, strategy=Strategy.HYBRID, use_cache=False)
+    )
+    subs = ["what does error XK-4471 mean", "how long should the tomato sauce simmer"]
+    assert [texts for texts, _ in embedder.calls] == [[query], subs] and r.metrics.decomposition_used
+    # The strategy reported is the main search's, which fell back.
+    assert r.metrics.strategy_used is Strategy.KEYWORD and {"codes", "cooking"} <= set(_docs(r))
 
 
 async def test_store_error_is_retried_then_degrades_to_partial_results(app: Application) -> None:
@@ -1113,6 +1160,17 @@ async def test_a_retry_that_lost_a_leg_the_first_pass_lost_too_does_not_replace_
     retry = await nodes.check_sufficiency(state, app.pipeline.deps)
     assert retry["sufficiency"] < first.sufficiency
     assert (retry["best"] is first) is first_pass_answers
+
+
+async def test_a_retry_that_found_nothing_does_not_replace_a_pass_that_found_something(app: Application) -> None:
+    # Having lost nothing, it answered: empty, with suggestions, though the first pass had contexts.
+    r = await pipeline(app, sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions("tomato sauce basil", 4, strategy=Strategy.HYBRID, use_cache=False))
+    state = QueryState(options=QueryOptions("tomato sauce basil", 4), iteration=1, contexts=list(r.contexts))
+    first = (await nodes.check_sufficiency(state, app.pipeline.deps))["best"]
+    state.best, state.pass_degraded, state.iteration, state.contexts = first, set(), 2, []
+    retry = await nodes.check_sufficiency(state, app.pipeline.deps)
+    assert retry["sufficiency"] == 0.0 and retry["best"] is first and first.contexts
 
 
 class _CalculatePastTheDeadline(Calculate):
