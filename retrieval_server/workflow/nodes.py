@@ -435,16 +435,23 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
                 log.error("metadata leg failed", exc_info=True)
                 state.degrade("metadata:store_error")
         graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and "graph" not in abandoned else {}
-        relevance = dict(state.dense_relevance)
+        # Each pass's own: it is measured against the text it searched, and an earlier pass's
+        # cosines with a rewrite must not score the caller's words. A wider pool or a search
+        # once more is the same pass.
+        relevance = dict(state.dense_relevance) if state.search_again else {}
         for leg, hits in legs.items():
             if leg.startswith("dense:"):
-                for h in hits:
-                    relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
+                _record_cosines(relevance, hits)
         return {**update, "legs": legs, "dense_relevance": relevance, **graph_update}
     finally:
         # A request cancelled (its caller gone, its deadline passed) or failed while its legs ran:
         # the legs started beside them are not left spending the model and the stores on nobody.
         abandon([embedding, metadata_search, graph_search, *started.values()])
+
+
+def _record_cosines(relevance: dict[str, float], hits: Sequence[VectorHit]) -> None:
+    for h in hits:
+        relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
 
 
 async def _after_embedding(
@@ -867,7 +874,8 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
     subs = state.analysis.sub_queries
     per = max(3, state.options.top_k // len(subs))
     flt = state.point_filter
-    jobs: list[Callable[[], Awaitable[list[VectorHit]]]] = []
+    # Each search with whether it is a dense one, whose cosines count as relevance.
+    jobs: list[tuple[bool, Callable[[], Awaitable[list[VectorHit]]]]] = []
     vectors: Sequence[np.ndarray] = []
     # As asked: the model may answer now though the main search's embedding failed.
     strategy = _runs_as(state.options.strategy)
@@ -879,15 +887,21 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
             state.degrade("dense:embedding_failed")
     for i, sub in enumerate(subs):
         if len(vectors):
-            jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
+            jobs.append((True, lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt)))
         if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
             # As the keyword leg searches (its term limit, the title field, RM3 when on): a part
             # only a title matches found nothing.
-            jobs.append(lambda q=sub: keyword_leg.search(deps.vectors, deps.sparse, q, per, flt, deps.settings.keyword))
-    results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
+            jobs.append((False, lambda q=sub: keyword_leg.search(deps.vectors, deps.sparse, q, per, flt, deps.settings.keyword)))
+    results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for _, j in jobs), return_exceptions=True)
     lists = [r for r in results if not isinstance(r, BaseException) and r]
     if any(isinstance(r, BaseException) for r in results):
         state.degrade("sub_queries:store_error")
+    # Without a reranker their pass is scored by cosines: a context a sub-query found counts its
+    # cosine with that sub-query.
+    relevance = dict(state.dense_relevance)
+    for (dense, _), r in zip(jobs, results):
+        if dense and not isinstance(r, BaseException):
+            _record_cosines(relevance, r)
     if lists:
         # Flattened and deduplicated by rank, not by raw score: cosines (at most 1) and BM25 scores
         # (5-20) are on scales no comparison of the two means anything on. The sub-queries' list
@@ -896,7 +910,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         fused = rank_fusion.fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
     else:
         fused = state.fused
-    return {"fused": fused, "sub_queries_done": True, "decomposed": bool(lists)}
+    return {"fused": fused, "sub_queries_done": True, "decomposed": bool(lists), "dense_relevance": relevance}
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

@@ -175,7 +175,7 @@ class QueryState:
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)
     #: ADAPTIVE's weighing of the legs (1, 1 for every other strategy)
     leg_weights: LegWeights = field(default_factory=LegWeights)
-    #: chunk id -> best dense cosine, the relevance signal when nothing reranked
+    #: chunk id -> best dense cosine in this pass, the relevance signal when nothing reranked
     dense_relevance: dict[str, float] = field(default_factory=dict)
     fused: list[VectorHit] = field(default_factory=list)
     reranked: list[VectorHit] = field(default_factory=list)

@@ -35,7 +35,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.nodes import sufficiency_score
-from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel
+from retrieval_server.workflow.analysis import Analysis, ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.state import QueryState
@@ -430,6 +430,43 @@ async def test_a_retry_whose_rewrite_says_nothing_searches_the_querys_own_vector
     # The retry, which searched the caller's own words, answers: the first pass's off-topic hits
     # scored higher only against the rewrite they matched.
     assert _docs(r)[0] == "cooking"
+
+
+async def test_each_pass_is_scored_by_its_own_cosines(app: Application) -> None:
+    """Without a reranker a pass's relevance is its hits' cosines. The retry, which searched the
+    caller's words, was scored with the first pass's cosines against an off-topic rewrite where
+    those were higher (a running maximum over the passes): the weather page counted 0.8."""
+    rewrites = iter(["weather forecast: heavy rain in the northern valleys"])
+
+    class FirstPassRewrites(ClassicalAnalyzer):
+        async def rewrite(self, query: str) -> str:
+            rewrite = next(rewrites, None)
+            if rewrite is None:
+                raise NotApplicable("nothing this time")
+            return rewrite
+
+    # One dense leg, of the query alone: each context's score is its best cosine with the query.
+    r = await pipeline(app, analyzer=FirstPassRewrites(variants=0), sufficiency_threshold=1.01, max_iterations=2,
+                       parent_leg=False, document_leg=False).query(
+        QueryOptions("tomato sauce", 4, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    assert r.metrics.iterations == 2 and r.metrics.rewritten_query == "" and "weather" in _docs(r)
+    relevance = [min(1.0, max(0.0, c.score)) for c in r.contexts]
+    expected = 0.3 * len(r.contexts) / 4 + 0.4 * sum(relevance) / len(relevance) + 0.3 * len(set(_docs(r))) / len(r.contexts)
+    assert r.metrics.sufficiency_score == pytest.approx(expected, abs=1e-6)
+
+
+async def test_sub_queries_record_their_cosines(app: Application) -> None:
+    """Without a reranker the sub-queries' pass is scored by cosines: theirs were not recorded, so
+    a context only a sub-query found dense counted 0.5, whatever its cosine."""
+    deps, subs = app.pipeline.deps, ["what does error XK-4471 mean", "how long should the tomato sauce simmer"]
+    state = QueryState(options=QueryOptions(" and ".join(subs), 4, strategy=Strategy.SEMANTIC), strategy=Strategy.SEMANTIC,
+                       pool=32, analysis=Analysis(sub_queries=subs))
+    state.point_filter = (await nodes.build_access_filter(state, deps))["point_filter"]
+    relevance = (await nodes.execute_sub_queries(state, deps))["dense_relevance"]
+    for vector in await deps.embedder.embed(subs):
+        hits = await deps.vectors.search_dense(vector, 3, state.point_filter)
+        assert hits and all(relevance[h.chunk_id] >= h.score - 1e-6 for h in hits)
 
 
 async def test_an_extractive_answer_ranks_its_sentences_against_the_question_not_its_rewrite(app: Application) -> None:
