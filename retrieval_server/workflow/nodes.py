@@ -866,11 +866,18 @@ def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:
     # A pass that did not rerank did not fall back, whatever an earlier pass's rerank did.
     fell_back = state.rerank_applied and state.rerank_fell_back
     subs = tuple(state.analysis.sub_queries) if state.decomposed else ()
-    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back, state.decomposed, state.analysis.rewritten, subs)
+    return ScoredPass(
+        sufficiency, state.contexts, state.fused, state.dense_relevance, state.strategy, state.metrics.graph, fell_back,
+        state.decomposed, state.analysis.rewritten, subs,
+    )
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Every sub-query searched in parallel, its lists fused by RRF into one, which is fused by RRF with the main results."""
+    """Every sub-query searched in parallel, its lists fused by RRF into one, which is fused by RRF
+    with the main results: the best pass's, reranked against the text it searched and reported as
+    it ran. The last pass may have lost a leg and found less than an earlier one, and the
+    sub-queries' pass, which lost nothing of its own, would answer below that."""
+    base = state.best or _this_pass(state, state.sufficiency)
     subs = state.analysis.sub_queries
     per = max(3, state.options.top_k // len(subs))
     flt = state.point_filter
@@ -898,7 +905,7 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         state.degrade("sub_queries:store_error")
     # Without a reranker their pass is scored by cosines: a context a sub-query found counts its
     # cosine with that sub-query.
-    relevance = dict(state.dense_relevance)
+    relevance = dict(base.relevance)
     for (dense, _), r in zip(jobs, results):
         if dense and not isinstance(r, BaseException):
             _record_cosines(relevance, r)
@@ -907,10 +914,14 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
         # (5-20) are on scales no comparison of the two means anything on. The sub-queries' list
         # then weighs as much as the main results, however many parts the query had.
         sub_hits = rank_fusion.fuse_lists(lists, [1.0] * len(lists), deps.settings, Fusion.RRF, state.pool)
-        fused = rank_fusion.fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
+        fused = rank_fusion.fuse_lists([base.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
     else:
-        fused = state.fused
-    return {"fused": fused, "sub_queries_done": True, "decomposed": bool(lists), "dense_relevance": relevance}
+        fused = base.fused
+    state.metrics.graph = base.graph
+    return {
+        "fused": fused, "sub_queries_done": True, "decomposed": bool(lists), "dense_relevance": relevance, "strategy": base.strategy,
+        "analysis": dataclasses.replace(state.analysis, rewritten=base.rewritten),
+    }
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

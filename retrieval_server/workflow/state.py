@@ -126,6 +126,9 @@ class ScoredPass:
 
     sufficiency: float
     contexts: list[RetrievedContext]
+    #: its fused candidates and its relevance signal (QueryState's): the sub-queries' pass builds on them
+    fused: list[VectorHit]
+    relevance: dict[str, float]
     #: what it ran as (a failed embedding turns its pass to KEYWORD)
     strategy: Strategy
     #: its graph leg's trace, which also pins a cached answer to the graph's version

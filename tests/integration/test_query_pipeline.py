@@ -469,6 +469,23 @@ async def test_sub_queries_record_their_cosines(app: Application) -> None:
         assert hits and all(relevance[h.chunk_id] >= h.score - 1e-6 for h in hits)
 
 
+async def test_sub_queries_build_on_the_best_pass_not_on_a_later_one_that_lost_a_leg(app: Application) -> None:
+    """The retry lost its dense leg and found nothing, so the first pass stayed the best: the
+    sub-queries' hits were fused with the retry's empty candidates, and their pass, which lost
+    nothing of its own, answered without the first pass's weather page (which neither sub-query finds)."""
+    deps, subs = app.pipeline.deps, ["what does error XK-4471 mean", "how long should the tomato sauce simmer"]
+    state = QueryState(options=QueryOptions(" and ".join(subs), 4, strategy=Strategy.SEMANTIC), strategy=Strategy.SEMANTIC,
+                       pool=32, analysis=Analysis(sub_queries=subs), iteration=1)
+    state.point_filter = (await nodes.build_access_filter(state, deps))["point_filter"]
+    [vector] = await deps.embedder.embed(["rain in the northern valleys"])
+    state.fused = await deps.vectors.search_dense(vector, 32, state.point_filter)
+    state.best = (await nodes.check_sufficiency(state, deps))["best"]
+    state.fused, state.iteration = [], 2
+    state.degrade("dense:store_error")
+    fused = (await nodes.execute_sub_queries(state, deps))["fused"]
+    assert "weather#p0c0" in {h.chunk_id for h in fused}
+
+
 async def test_an_extractive_answer_ranks_its_sentences_against_the_question_not_its_rewrite(app: Application) -> None:
     """Without a reranker the sentences were scored against the dense legs' vector, the rewrite's
     when analysis rewrote the question (a reranker scores them against the question itself)."""
