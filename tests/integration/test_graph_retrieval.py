@@ -129,6 +129,16 @@ async def test_reingest_and_delete_update_what_the_leg_finds(app: Application) -
     assert r.contexts == ()
 
 
+async def test_a_retry_keeps_to_the_chunks_a_hop_may_add(app: Application) -> None:
+    """A retry widened the leg as the pool: five chunks at a hop where GRAPH_MAX_CHUNKS_PER_HOP is 3."""
+    r = await _pipeline(app, graph_max_neighbors=2, graph_max_chunks_per_hop=3, sufficiency_threshold=1.01).query(
+        QueryOptions("Which projects depend on a service that uses LedgerDB?", 10, strategy=Strategy.GRAPH, use_cache=False)
+    )
+    assert r.metrics.iterations == 2 and r.metrics.graph is not None
+    hops = [h.chunks for h in r.metrics.graph.hops]
+    assert len(hops) == 3 and hops[0] == 3 and max(hops) <= 3, hops
+
+
 class _BrokenStore:
     """A metadata store whose graph reads fail (a lost connection, a corrupt table)."""
 

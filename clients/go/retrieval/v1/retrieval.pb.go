@@ -2481,8 +2481,7 @@ type GraphHop struct {
 	// Names of the entities expanded at this hop: at hop 0 every entity the query names, at later
 	// hops at most RETRIEVAL_GRAPH_MAX_NEIGHBORS (25).
 	Entities []string `protobuf:"bytes,3,rep,name=entities,proto3" json:"entities,omitempty"`
-	// Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), widened as the
-	// candidate pool is on the sufficiency check's retries (40 on the first).
+	// Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), on a retry too.
 	Chunks int32 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
 }
 

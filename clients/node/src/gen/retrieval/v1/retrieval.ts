@@ -1034,10 +1034,7 @@ export interface GraphHop {
    * hops at most RETRIEVAL_GRAPH_MAX_NEIGHBORS (25).
    */
   entities: string[];
-  /**
-   * Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), widened as the
-   * candidate pool is on the sufficiency check's retries (40 on the first).
-   */
+  /** Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), on a retry too. */
   chunks: number;
 }
 
