@@ -434,6 +434,9 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             except Exception:
                 log.error("metadata leg failed", exc_info=True)
                 state.degrade("metadata:store_error")
+        # This pass's trace only: a leg that failed or was abandoned leaves none, where an earlier
+        # pass's would be reported (and pin a cached answer) as this pass's.
+        state.metrics.graph = None
         graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and "graph" not in abandoned else {}
         # Each pass's own: it is measured against the text it searched, and an earlier pass's
         # cosines with a rewrite must not score the caller's words. A wider pool or a search

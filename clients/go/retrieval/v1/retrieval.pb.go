@@ -1099,8 +1099,9 @@ type Metrics struct {
 	StrategyUsed Strategy `protobuf:"varint,9,opt,name=strategy_used,json=strategyUsed,proto3,enum=retrieval.v1.Strategy" json:"strategy_used,omitempty"`
 	// MODE_GENERATION only (unset otherwise): what the router decided and why.
 	Route *RouteDecision `protobuf:"bytes,10,opt,name=route,proto3" json:"route,omitempty"`
-	// The graph leg's trace: the entities the query named and each hop's expansion. Unset when
-	// the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE, or the graph disabled).
+	// The graph leg's trace in the answering pass: the entities the query named and each hop's
+	// expansion. Unset when the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE,
+	// or the graph disabled), or failed or was cut at the deadline in that pass.
 	Graph *GraphTrace `protobuf:"bytes,11,opt,name=graph,proto3" json:"graph,omitempty"`
 	// What the answering pass searched in the caller's stead: the query's rewrite (query analysis,
 	// with the codes, numbers, addresses and quoted phrases it left out added back at its end).

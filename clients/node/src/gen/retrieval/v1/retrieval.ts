@@ -725,8 +725,9 @@ export interface Metrics {
     | RouteDecision
     | undefined;
   /**
-   * The graph leg's trace: the entities the query named and each hop's expansion. Unset when
-   * the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE, or the graph disabled).
+   * The graph leg's trace in the answering pass: the entities the query named and each hop's
+   * expansion. Unset when the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE,
+   * or the graph disabled), or failed or was cut at the deadline in that pass.
    */
   graph:
     | GraphTrace
