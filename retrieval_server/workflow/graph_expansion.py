@@ -120,9 +120,9 @@ async def graph_leg(state: QueryState, deps: WorkflowDeps) -> tuple[list[VectorH
     seeds = matches if state.strategy is Strategy.GRAPH else await _stated(deps.graph, matches, state)
     if not seeds:
         return [], matches, GraphTrace(tuple(matches))
-    # A retry widens the leg as it widens the other legs' pool.
-    widen = max(1.0, state.pool / max(1, o.top_k * s.child_candidates_per_context))
-    limits = ExpansionLimits(s.graph_hop_penalties, int(s.graph_max_chunks_per_hop * widen), s.graph_max_neighbors)
+    # Not widened with a retry's pool: GRAPH_MAX_CHUNKS_PER_HOP is what a hop adds at most, as
+    # documented, and it bounds the rows the leg reads for each entity.
+    limits = ExpansionLimits(s.graph_hop_penalties, s.graph_max_chunks_per_hop, s.graph_max_neighbors)
     scored, trace = await expand(deps.graph, seeds, state.point_filter.access, o.document_ids, limits)
     score_of = dict(scored)
     hits = await deps.vectors.get_chunks([c for c, _ in scored])

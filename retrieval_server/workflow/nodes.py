@@ -265,13 +265,14 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
 async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     s, o = deps.settings, state.options
     iteration = state.iteration + 1
+    # Every pass runs as asked: a failed embedding turned its own pass to KEYWORD, and a retry
+    # asks the model again.
     strategy = _runs_as(o.strategy)
     if iteration == 1:
         pool = o.top_k * s.child_candidates_per_context
         threshold = s.rerank_threshold
     else:
         # A retry widens: a larger pool and a relaxed threshold.
-        strategy = state.strategy
         pool = int(state.pool * s.retry_pool_factor)
         threshold = state.rerank_threshold / 2 if state.rerank_threshold > 0 else state.rerank_threshold - 0.5
     feedback = [c.parent.content for c in state.contexts[:5]]
@@ -394,7 +395,8 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
                 o.query, max(3, o.top_k // 2), flt.access, o.document_ids, keep_stopwords=deps.settings.metadata_stopwords
             ))
         )
-        if strategy is Strategy.HYBRID
+        # As asked, not as this pass runs: it needs no vector, so a failed embedding keeps it.
+        if _runs_as(o.strategy) is Strategy.HYBRID
         else None
     )
     graph_search = asyncio.ensure_future(graph_leg(state, deps)) if uses_graph(state, deps) else None
@@ -433,17 +435,27 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             except Exception:
                 log.error("metadata leg failed", exc_info=True)
                 state.degrade("metadata:store_error")
+        # This pass's trace only: a leg that failed or was abandoned leaves none, where an earlier
+        # pass's would be reported (and pin a cached answer) as this pass's.
+        state.metrics.graph = None
         graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and "graph" not in abandoned else {}
-        relevance = dict(state.dense_relevance)
+        # Each pass's own: it is measured against the text it searched, and an earlier pass's
+        # cosines with a rewrite must not score the caller's words. A wider pool or a search
+        # once more is the same pass.
+        relevance = dict(state.dense_relevance) if state.search_again else {}
         for leg, hits in legs.items():
             if leg.startswith("dense:"):
-                for h in hits:
-                    relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
+                _record_cosines(relevance, hits)
         return {**update, "legs": legs, "dense_relevance": relevance, **graph_update}
     finally:
         # A request cancelled (its caller gone, its deadline passed) or failed while its legs ran:
         # the legs started beside them are not left spending the model and the stores on nobody.
         abandon([embedding, metadata_search, graph_search, *started.values()])
+
+
+def _record_cosines(relevance: dict[str, float], hits: Sequence[VectorHit]) -> None:
+    for h in hits:
+        relevance[h.chunk_id] = max(relevance.get(h.chunk_id, -1.0), h.score)
 
 
 async def _after_embedding(
@@ -845,8 +857,10 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
     # pass searched a rewrite (each pass's relevance is measured against the text it searched, so
     # an off-topic rewrite's hits score high). Unless it lost a leg or a stage on its way (the
     # deadline, a failure) and found less than an earlier pass did.
+    # Nor does a pass that found nothing replace one that found something: the caller gets an
+    # empty answer only when every pass had one.
     lost = any(_transient(tag) for tag in state.pass_degraded)
-    if best is None or not lost or score >= best.sufficiency:
+    if best is None or ((not lost or score >= best.sufficiency) and (state.contexts or not best.contexts)):
         best = _this_pass(state, score)
     state.metrics.sufficiency_score = best.sufficiency
     return {"sufficiency": score, "best": best, "pass_degraded": set()}
@@ -856,17 +870,27 @@ def _this_pass(state: QueryState, sufficiency: float) -> ScoredPass:
     # A pass that did not rerank did not fall back, whatever an earlier pass's rerank did.
     fell_back = state.rerank_applied and state.rerank_fell_back
     subs = tuple(state.analysis.sub_queries) if state.decomposed else ()
-    return ScoredPass(sufficiency, state.contexts, state.strategy, state.metrics.graph, fell_back, state.decomposed, state.analysis.rewritten, subs)
+    return ScoredPass(
+        sufficiency, state.contexts, state.fused, state.dense_relevance, state.strategy, state.metrics.graph, fell_back,
+        state.decomposed, state.analysis.rewritten, subs,
+    )
 
 
 async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
-    """Every sub-query searched in parallel, its lists fused by RRF into one, which is fused by RRF with the main results."""
+    """Every sub-query searched in parallel, its lists fused by RRF into one, which is fused by RRF
+    with the main results: the best pass's, reranked against the text it searched and reported as
+    it ran. The last pass may have lost a leg and found less than an earlier one, and the
+    sub-queries' pass, which lost nothing of its own, would answer below that."""
+    base = state.best or _this_pass(state, state.sufficiency)
     subs = state.analysis.sub_queries
     per = max(3, state.options.top_k // len(subs))
     flt = state.point_filter
-    jobs: list[Callable[[], Awaitable[list[VectorHit]]]] = []
+    # Each search with whether it is a dense one, whose cosines count as relevance.
+    jobs: list[tuple[bool, Callable[[], Awaitable[list[VectorHit]]]]] = []
     vectors: Sequence[np.ndarray] = []
-    if _uses_dense(state.strategy):
+    # As asked: the model may answer now though the main search's embedding failed.
+    strategy = _runs_as(state.options.strategy)
+    if _uses_dense(strategy):
         try:
             vectors = await deps.embedder.embed(subs)
         except Exception:
@@ -874,24 +898,34 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
             state.degrade("dense:embedding_failed")
     for i, sub in enumerate(subs):
         if len(vectors):
-            jobs.append(lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt))
-        if state.strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
+            jobs.append((True, lambda v=vectors[i]: deps.vectors.search_dense(v, per, flt)))
+        if strategy in (Strategy.KEYWORD, Strategy.HYBRID) or not len(vectors):
             # As the keyword leg searches (its term limit, the title field, RM3 when on): a part
             # only a title matches found nothing.
-            jobs.append(lambda q=sub: keyword_leg.search(deps.vectors, deps.sparse, q, per, flt, deps.settings.keyword))
-    results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for j in jobs), return_exceptions=True)
+            jobs.append((False, lambda q=sub: keyword_leg.search(deps.vectors, deps.sparse, q, per, flt, deps.settings.keyword)))
+    results = await asyncio.gather(*(_with_retries(deps, "sub-query", j) for _, j in jobs), return_exceptions=True)
     lists = [r for r in results if not isinstance(r, BaseException) and r]
     if any(isinstance(r, BaseException) for r in results):
         state.degrade("sub_queries:store_error")
+    # Without a reranker their pass is scored by cosines: a context a sub-query found counts its
+    # cosine with that sub-query.
+    relevance = dict(base.relevance)
+    for (dense, _), r in zip(jobs, results):
+        if dense and not isinstance(r, BaseException):
+            _record_cosines(relevance, r)
     if lists:
         # Flattened and deduplicated by rank, not by raw score: cosines (at most 1) and BM25 scores
         # (5-20) are on scales no comparison of the two means anything on. The sub-queries' list
         # then weighs as much as the main results, however many parts the query had.
         sub_hits = rank_fusion.fuse_lists(lists, [1.0] * len(lists), deps.settings, Fusion.RRF, state.pool)
-        fused = rank_fusion.fuse_lists([state.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
+        fused = rank_fusion.fuse_lists([base.fused, sub_hits], [1.0, 1.0], deps.settings, Fusion.RRF, state.pool)
     else:
-        fused = state.fused
-    return {"fused": fused, "sub_queries_done": True, "decomposed": bool(lists)}
+        fused = base.fused
+    state.metrics.graph = base.graph
+    return {
+        "fused": fused, "sub_queries_done": True, "decomposed": bool(lists), "dense_relevance": relevance, "strategy": base.strategy,
+        "analysis": dataclasses.replace(state.analysis, rewritten=base.rewritten),
+    }
 
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

@@ -126,7 +126,10 @@ class ScoredPass:
 
     sufficiency: float
     contexts: list[RetrievedContext]
-    #: what it ran as (a failed embedding turns a pass to KEYWORD)
+    #: its fused candidates and its relevance signal (QueryState's): the sub-queries' pass builds on them
+    fused: list[VectorHit]
+    relevance: dict[str, float]
+    #: what it ran as (a failed embedding turns its pass to KEYWORD)
     strategy: Strategy
     #: its graph leg's trace, which also pins a cached answer to the graph's version
     graph: GraphTrace | None
@@ -144,7 +147,7 @@ class ScoredPass:
 class QueryState:
     options: QueryOptions
     metrics: QueryMetrics = field(default_factory=QueryMetrics)
-    #: the strategy running now (ADAPTIVE runs as HYBRID with weighed legs; a failed embedding turns it to KEYWORD)
+    #: the strategy running now (ADAPTIVE runs as HYBRID with weighed legs; a failed embedding turns its pass to KEYWORD)
     strategy: Strategy = Strategy.SEMANTIC
     iteration: int = 0
     pool: int = 0
@@ -175,7 +178,7 @@ class QueryState:
     legs: dict[str, list[VectorHit]] = field(default_factory=dict)
     #: ADAPTIVE's weighing of the legs (1, 1 for every other strategy)
     leg_weights: LegWeights = field(default_factory=LegWeights)
-    #: chunk id -> best dense cosine, the relevance signal when nothing reranked
+    #: chunk id -> best dense cosine in this pass, the relevance signal when nothing reranked
     dense_relevance: dict[str, float] = field(default_factory=dict)
     fused: list[VectorHit] = field(default_factory=list)
     reranked: list[VectorHit] = field(default_factory=list)

@@ -17,7 +17,7 @@ import pytest_asyncio
 from bench.graph.corpus import make_wiki
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, QueryOptions, Role, Strategy
+from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, QueryOptions, Role, StageMetric, Strategy
 from retrieval_server.knowledge import MatchKind
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 from retrieval_server.workflow.pipeline import QueryPipeline
@@ -129,6 +129,16 @@ async def test_reingest_and_delete_update_what_the_leg_finds(app: Application) -
     assert r.contexts == ()
 
 
+async def test_a_retry_keeps_to_the_chunks_a_hop_may_add(app: Application) -> None:
+    """A retry widened the leg as the pool: five chunks at a hop where GRAPH_MAX_CHUNKS_PER_HOP is 3."""
+    r = await _pipeline(app, graph_max_neighbors=2, graph_max_chunks_per_hop=3, sufficiency_threshold=1.01).query(
+        QueryOptions("Which projects depend on a service that uses LedgerDB?", 10, strategy=Strategy.GRAPH, use_cache=False)
+    )
+    assert r.metrics.iterations == 2 and r.metrics.graph is not None
+    hops = [h.chunks for h in r.metrics.graph.hops]
+    assert len(hops) == 3 and hops[0] == 3 and max(hops) <= 3, hops
+
+
 class _BrokenStore:
     """A metadata store whose graph reads fail (a lost connection, a corrupt table)."""
 
@@ -151,6 +161,35 @@ async def test_a_graph_failure_degrades_hybrid_and_never_fails_it(app: Applicati
     assert r.contexts and "graph:store_error" in r.metrics.degraded
     g = await p.query(QueryOptions("Who maintains AuthSvc?", 5, strategy=Strategy.GRAPH, use_cache=False))
     assert g.contexts == () and "graph:store_error" in g.metrics.degraded
+
+
+class _FailsOnceSet(_BrokenStore):
+    """A metadata store whose graph reads fail once ``failing`` is set."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.failing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return super().__getattr__(name) if self.failing else getattr(self._inner, name)
+
+
+async def test_a_retry_whose_graph_leg_failed_reports_no_trace(app: Application) -> None:
+    """The retry, which searched a wider pool, scores higher and answers, without a graph leg: the
+    first pass's trace was reported as its own (and would pin a cached answer to the graph's version)."""
+    store = _FailsOnceSet(app.metadata)
+
+    def after(event: Any) -> None:
+        if isinstance(event, StageMetric) and event.stage == "check_sufficiency":
+            store.failing = True
+
+    p = QueryPipeline(dataclasses.replace(
+        app.pipeline.deps, graph=KnowledgeGraph(store, app.executor),  # type: ignore[arg-type]
+        settings=dataclasses.replace(app.pipeline.deps.settings, sufficiency_threshold=1.01),
+    ))
+    r = await p.query(QueryOptions("Who maintains AuthSvc?", 3, strategy=Strategy.HYBRID, use_cache=False), events=after)
+    assert r.metrics.iterations == 2 and "graph:store_error" in r.metrics.degraded and r.contexts
+    assert r.metrics.graph is None
 
 
 async def test_hybrid_follows_stated_relations_only(app: Application) -> None:

@@ -35,7 +35,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.workflow import dense_feedback, nodes
 from retrieval_server.workflow.nodes import sufficiency_score
-from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel
+from retrieval_server.workflow.analysis import Analysis, ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel
 from retrieval_server.workflow.pipeline import QueryPipeline
 from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.state import QueryState
@@ -432,6 +432,60 @@ async def test_a_retry_whose_rewrite_says_nothing_searches_the_querys_own_vector
     assert _docs(r)[0] == "cooking"
 
 
+async def test_each_pass_is_scored_by_its_own_cosines(app: Application) -> None:
+    """Without a reranker a pass's relevance is its hits' cosines. The retry, which searched the
+    caller's words, was scored with the first pass's cosines against an off-topic rewrite where
+    those were higher (a running maximum over the passes): the weather page counted 0.8."""
+    rewrites = iter(["weather forecast: heavy rain in the northern valleys"])
+
+    class FirstPassRewrites(ClassicalAnalyzer):
+        async def rewrite(self, query: str) -> str:
+            rewrite = next(rewrites, None)
+            if rewrite is None:
+                raise NotApplicable("nothing this time")
+            return rewrite
+
+    # One dense leg, of the query alone: each context's score is its best cosine with the query.
+    r = await pipeline(app, analyzer=FirstPassRewrites(variants=0), sufficiency_threshold=1.01, max_iterations=2,
+                       parent_leg=False, document_leg=False).query(
+        QueryOptions("tomato sauce", 4, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    assert r.metrics.iterations == 2 and r.metrics.rewritten_query == "" and "weather" in _docs(r)
+    relevance = [min(1.0, max(0.0, c.score)) for c in r.contexts]
+    expected = 0.3 * len(r.contexts) / 4 + 0.4 * sum(relevance) / len(relevance) + 0.3 * len(set(_docs(r))) / len(r.contexts)
+    assert r.metrics.sufficiency_score == pytest.approx(expected, abs=1e-6)
+
+
+async def test_sub_queries_record_their_cosines(app: Application) -> None:
+    """Without a reranker the sub-queries' pass is scored by cosines: theirs were not recorded, so
+    a context only a sub-query found dense counted 0.5, whatever its cosine."""
+    deps, subs = app.pipeline.deps, ["what does error XK-4471 mean", "how long should the tomato sauce simmer"]
+    state = QueryState(options=QueryOptions(" and ".join(subs), 4, strategy=Strategy.SEMANTIC), strategy=Strategy.SEMANTIC,
+                       pool=32, analysis=Analysis(sub_queries=subs))
+    state.point_filter = (await nodes.build_access_filter(state, deps))["point_filter"]
+    relevance = (await nodes.execute_sub_queries(state, deps))["dense_relevance"]
+    for vector in await deps.embedder.embed(subs):
+        hits = await deps.vectors.search_dense(vector, 3, state.point_filter)
+        assert hits and all(relevance[h.chunk_id] >= h.score - 1e-6 for h in hits)
+
+
+async def test_sub_queries_build_on_the_best_pass_not_on_a_later_one_that_lost_a_leg(app: Application) -> None:
+    """The retry lost its dense leg and found nothing, so the first pass stayed the best: the
+    sub-queries' hits were fused with the retry's empty candidates, and their pass, which lost
+    nothing of its own, answered without the first pass's weather page (which neither sub-query finds)."""
+    deps, subs = app.pipeline.deps, ["what does error XK-4471 mean", "how long should the tomato sauce simmer"]
+    state = QueryState(options=QueryOptions(" and ".join(subs), 4, strategy=Strategy.SEMANTIC), strategy=Strategy.SEMANTIC,
+                       pool=32, analysis=Analysis(sub_queries=subs), iteration=1)
+    state.point_filter = (await nodes.build_access_filter(state, deps))["point_filter"]
+    [vector] = await deps.embedder.embed(["rain in the northern valleys"])
+    state.fused = await deps.vectors.search_dense(vector, 32, state.point_filter)
+    state.best = (await nodes.check_sufficiency(state, deps))["best"]
+    state.fused, state.iteration = [], 2
+    state.degrade("dense:store_error")
+    fused = (await nodes.execute_sub_queries(state, deps))["fused"]
+    assert "weather#p0c0" in {h.chunk_id for h in fused}
+
+
 async def test_an_extractive_answer_ranks_its_sentences_against_the_question_not_its_rewrite(app: Application) -> None:
     """Without a reranker the sentences were scored against the dense legs' vector, the rewrite's
     when analysis rewrote the question (a reranker scores them against the question itself)."""
@@ -749,11 +803,58 @@ async def test_embedding_failure_falls_back_to_keyword_search(app: Application) 
     assert "dense:embedding_failed" in r.metrics.degraded and r.metrics.strategy_used is Strategy.KEYWORD
 
 
-async def test_a_failed_embedding_keeps_the_legs_that_need_no_vector(app: Application) -> None:
+@pytest.mark.parametrize("top_k", [1, 5])
+async def test_a_failed_embedding_keeps_the_legs_that_need_no_vector(app: Application, top_k: int) -> None:
     """Only the metadata leg finds the handbook by its team ("Nimbus"): it was given up with the
-    dense legs, and the answer came back empty, its suggestions naming the handbook."""
-    r = await pipeline(app, embedder=BrokenEmbedder()).query(QueryOptions("Nimbus", 1, strategy=Strategy.HYBRID, use_cache=False))
+    dense legs, and the answer came back empty, its suggestions naming the handbook. At top_k 5
+    the first pass is insufficient: the retry, which ran without the metadata leg and found
+    nothing, answered in its stead. (No reformulations: searched by keyword, the first pass's
+    feedback would find the handbook by its text.)"""
+    r = await pipeline(app, embedder=BrokenEmbedder(), analyzer=ClassicalAnalyzer(variants=0)).query(QueryOptions("Nimbus", top_k, strategy=Strategy.HYBRID, use_cache=False))
     assert _docs(r) == ["handbook"] and "dense:embedding_failed" in r.metrics.degraded
+    assert r.metrics.iterations == (1 if top_k == 1 else 2) and r.metrics.strategy_used is Strategy.KEYWORD
+
+
+class FailsOnce(RecordingEmbedder):
+    """The app's embedder, whose first call fails (a model restarting)."""
+
+    async def embed(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> np.ndarray:
+        if not self.calls:
+            self.calls.append((list(texts), kwargs.get("beside_work", False)))
+            raise RuntimeError("model crashed")
+        return await super().embed(texts, *args, **kwargs)
+
+
+async def test_a_failed_embedding_turns_its_own_pass_to_keyword_search_only(app: Application) -> None:
+    """The first pass's embedding failed once: the retry ran as KEYWORD as well, without asking the
+    model again and without HYBRID's metadata leg, which alone finds the handbook."""
+    embedder, searched = FailsOnce(app.pipeline.deps.embedder), []
+
+    async def record(method: Any, *args: Any, **kwargs: Any) -> Any:
+        searched.append(args[0])
+        return await method(*args, **kwargs)
+
+    r = await pipeline(app, embedder=embedder, metadata=Intercepted(app.metadata, "search_documents", record),
+                       analyzer=ClassicalAnalyzer(variants=0), sufficiency_threshold=1.01, max_iterations=2).query(
+        QueryOptions("Nimbus", 5, strategy=Strategy.HYBRID, use_cache=False)
+    )
+    assert r.metrics.iterations == 2 and "dense:embedding_failed" in r.metrics.degraded
+    assert [texts for texts, _ in embedder.calls] == [["Nimbus"], ["Nimbus"]] and searched == ["Nimbus", "Nimbus"]
+    # The retry, which lost nothing, answers as it ran.
+    assert "handbook" in _docs(r) and r.metrics.strategy_used is Strategy.HYBRID
+
+
+async def test_sub_queries_after_a_failed_embedding_ask_the_model_again(app: Application) -> None:
+    """The main search's embedding failed once: its sub-queries were searched by keyword alone."""
+    embedder = FailsOnce(app.pipeline.deps.embedder)
+    query = "what does error XK-4471 mean and how long should the tomato sauce simmer"
+    r = await pipeline(app, embedder=embedder, sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions(query, 4, strategy=Strategy.HYBRID, use_cache=False)
+    )
+    subs = ["what does error XK-4471 mean", "how long should the tomato sauce simmer"]
+    assert [texts for texts, _ in embedder.calls] == [[query], subs] and r.metrics.decomposition_used
+    # The strategy reported is the main search's, which fell back.
+    assert r.metrics.strategy_used is Strategy.KEYWORD and {"codes", "cooking"} <= set(_docs(r))
 
 
 async def test_store_error_is_retried_then_degrades_to_partial_results(app: Application) -> None:
@@ -1113,6 +1214,17 @@ async def test_a_retry_that_lost_a_leg_the_first_pass_lost_too_does_not_replace_
     retry = await nodes.check_sufficiency(state, app.pipeline.deps)
     assert retry["sufficiency"] < first.sufficiency
     assert (retry["best"] is first) is first_pass_answers
+
+
+async def test_a_retry_that_found_nothing_does_not_replace_a_pass_that_found_something(app: Application) -> None:
+    # Having lost nothing, it answered: empty, with suggestions, though the first pass had contexts.
+    r = await pipeline(app, sufficiency_threshold=1.01, max_iterations=1).query(
+        QueryOptions("tomato sauce basil", 4, strategy=Strategy.HYBRID, use_cache=False))
+    state = QueryState(options=QueryOptions("tomato sauce basil", 4), iteration=1, contexts=list(r.contexts))
+    first = (await nodes.check_sufficiency(state, app.pipeline.deps))["best"]
+    state.best, state.pass_degraded, state.iteration, state.contexts = first, set(), 2, []
+    retry = await nodes.check_sufficiency(state, app.pipeline.deps)
+    assert retry["sufficiency"] == 0.0 and retry["best"] is first and first.contexts
 
 
 class _CalculatePastTheDeadline(Calculate):

@@ -1099,8 +1099,9 @@ type Metrics struct {
 	StrategyUsed Strategy `protobuf:"varint,9,opt,name=strategy_used,json=strategyUsed,proto3,enum=retrieval.v1.Strategy" json:"strategy_used,omitempty"`
 	// MODE_GENERATION only (unset otherwise): what the router decided and why.
 	Route *RouteDecision `protobuf:"bytes,10,opt,name=route,proto3" json:"route,omitempty"`
-	// The graph leg's trace: the entities the query named and each hop's expansion. Unset when
-	// the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE, or the graph disabled).
+	// The graph leg's trace in the answering pass: the entities the query named and each hop's
+	// expansion. Unset when the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE,
+	// or the graph disabled), or failed or was cut at the deadline in that pass.
 	Graph *GraphTrace `protobuf:"bytes,11,opt,name=graph,proto3" json:"graph,omitempty"`
 	// What the answering pass searched in the caller's stead: the query's rewrite (query analysis,
 	// with the codes, numbers, addresses and quoted phrases it left out added back at its end).
@@ -2481,8 +2482,7 @@ type GraphHop struct {
 	// Names of the entities expanded at this hop: at hop 0 every entity the query names, at later
 	// hops at most RETRIEVAL_GRAPH_MAX_NEIGHBORS (25).
 	Entities []string `protobuf:"bytes,3,rep,name=entities,proto3" json:"entities,omitempty"`
-	// Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), widened as the
-	// candidate pool is on the sufficiency check's retries (40 on the first).
+	// Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), on a retry too.
 	Chunks int32 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
 }
 

@@ -725,8 +725,9 @@ export interface Metrics {
     | RouteDecision
     | undefined;
   /**
-   * The graph leg's trace: the entities the query named and each hop's expansion. Unset when
-   * the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE, or the graph disabled).
+   * The graph leg's trace in the answering pass: the entities the query named and each hop's
+   * expansion. Unset when the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE,
+   * or the graph disabled), or failed or was cut at the deadline in that pass.
    */
   graph:
     | GraphTrace
@@ -1034,10 +1035,7 @@ export interface GraphHop {
    * hops at most RETRIEVAL_GRAPH_MAX_NEIGHBORS (25).
    */
   entities: string[];
-  /**
-   * Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), widened as the
-   * candidate pool is on the sufficiency check's retries (40 on the first).
-   */
+  /** Chunks this hop added: at most RETRIEVAL_GRAPH_MAX_CHUNKS_PER_HOP (20), on a retry too. */
   chunks: number;
 }
 
