@@ -292,17 +292,20 @@ def hits_in_order(chunk_ids: Sequence[str], payloads: Sequence[dict[str, Any]]) 
     return [hit for c in chunk_ids for hit in found.get(c, ())]
 
 
-def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, str]], list[tuple[str, list[str] | list[int]]]]:
-    """The filter as engine-neutral clauses.
+def access_clauses(flt: PointFilter) -> tuple[list[tuple[str, list[str]]], list[tuple[str, list[str] | list[int]]]]:
+    """The filter as engine-neutral clauses, each a field and the values of which it must hold one.
 
-    Returns ``(should, must_any)``: ``should`` is a list of (field, value) equalities of which at
-    least one must hold (empty: no access restriction); ``must_any`` a list of (field, values)
-    that must each match one of the values.
+    Returns ``(should, must_any)``: at least one ``should`` clause must hold (empty: no access
+    restriction), and every ``must_any`` clause. The caller's principals are one clause, not one
+    each: without payload indexes the engine checks every ``should`` clause against every point's
+    readers, and a caller of 1,000 groups over documents of 1,000 grantees held the GIL for 13.6 s
+    per search that way (about 20 ms as one clause).
     """
-    should: list[tuple[str, str]] = []
+    should: list[tuple[str, list[str]]] = []
     if not flt.access.reads_everything:
-        should.append(("access", "public"))
-        should.extend(("readers", principal) for principal in flt.access.readers)
+        should.append(("access", ["public"]))
+        if flt.access.readers:
+            should.append(("readers", list(flt.access.readers)))
     must_any: list[tuple[str, list[str] | list[int]]] = []
     if flt.document_ids:
         must_any.append(("document_id", list(flt.document_ids)))

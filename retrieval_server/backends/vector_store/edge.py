@@ -58,8 +58,11 @@ TERM_PAGE = 256
 #: a page stays near the interpreter's own switch interval (5 ms) between two chances for a query
 UPSERT_PAGE = 32
 #: points from which the shard has payload indexes on the fields the filters use. Without them a
-#: filtered exact scan reads each point's payload, 2 to 4 us per point here (0.2 to 0.5 ms at this
-#: size, 2 to 4 ms at 1,000 points); with them it costs what an unfiltered scan does. Creating them
+#: filtered exact scan reads each point's payload, 2 to 4 us per point of a few readers here (0.2 to
+#: 0.5 ms at this size, 2 to 4 ms at 1,000 points), and more the more readers a point lists: 127
+#: documents of 1,000 grantees each took about 20 ms, whatever the caller's principals, because
+#: they are one clause (see access_clauses: one clause each took 13.6 s for a caller of 1,000
+#: groups); with the indexes it costs what an unfiltered scan does. Creating them
 #: is about 40 ms of syncs, and every flush after syncs their files too: a new folder used to pay
 #: 70 to 120 ms of an `ingest --local` of two documents for indexes no search of 18 points needs.
 PAYLOAD_INDEX_MIN_POINTS = 128
@@ -125,7 +128,7 @@ def _filter(flt: PointFilter) -> qe.Filter | None:
     # flat form for less per point (an exact scan of SciFact's children and parents, public filter:
     # +0.5 ms flat against +1.2 ms nested, on 3.2 ms unfiltered).
     return qe.Filter(must=[qe.FieldCondition(key=k, match=qe.MatchAny(any=v)) for k, v in must_any] or None,
-                     should=[qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in should] or None)
+                     should=[qe.FieldCondition(key=k, match=qe.MatchAny(any=v)) for k, v in should] or None)
 
 
 class EdgeVectorStore:

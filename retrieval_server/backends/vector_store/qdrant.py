@@ -51,7 +51,7 @@ def _filter(flt: PointFilter) -> models.Filter | None:
         return None
     # One level, as the embedded engine's filter (edge._filter): the same points, fewer checks per point.
     return models.Filter(must=[models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in must_any] or None,
-                         should=[models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in should] or None)
+                         should=[models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in should] or None)
 
 
 def _document(document_id: str) -> models.FieldCondition:
