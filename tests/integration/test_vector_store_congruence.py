@@ -614,6 +614,47 @@ async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path
         await store.close()
 
 
+async def test_a_qdrant_collection_vacuums_at_the_embedded_engines_deleted_share(tmp_path: Path) -> None:
+    """A server left at its defaults (20 % deleted, segments of 1,000 vectors or more) keeps deleted
+    chunks in BM25's IDF for good: a new collection is created with ``VACUUM_DELETED_SHARE`` and the
+    server's smallest vacuum minimum, and an existing one is set to them. Local mode recomputes IDF
+    over the live points and keeps no optimizer settings (it reports the server's defaults), so the
+    drift itself cannot be shown here: the test records what the adapter asks the client for."""
+    from retrieval_server.backends.vector_store import VACUUM_DELETED_SHARE
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    wanted = models.OptimizersConfigDiff(deleted_threshold=VACUUM_DELETED_SHARE, vacuum_min_vector_number=100)
+    asked: list[tuple[str, object]] = []
+
+    def recording(store: QdrantVectorStore, reported: models.OptimizersConfigDiff | None = None) -> QdrantVectorStore:
+        client = store._client  # noqa: SLF001 - recording the real client's calls
+        create, update, get = client.create_collection, client.update_collection, client.get_collection
+
+        async def created(*args: object, **kwargs: object) -> object:
+            asked.append(("create", kwargs.get("optimizers_config")))
+            return await create(*args, **kwargs)
+
+        async def updated(*args: object, **kwargs: object) -> object:
+            asked.append(("update", kwargs.get("optimizers_config")))
+            return await update(*args, **kwargs)
+
+        async def got(*args: object, **kwargs: object) -> models.CollectionInfo:
+            info = await get(*args, **kwargs)
+            if reported is not None:  # as a server reports a collection already at these values
+                info.config.optimizer_config = info.config.optimizer_config.model_copy(update=reported.model_dump(exclude_none=True))
+            return info
+
+        client.create_collection, client.update_collection, client.get_collection = created, updated, got  # type: ignore[method-assign]
+        return store
+
+    for reported in (None, None, wanted):  # one client at a time: local mode locks its folder
+        store = recording(QdrantVectorStore("chunks", DIM, path=str(tmp_path / "qdrant-local")), reported)
+        await store.open()
+        await store.close()
+    # Made with them; found at the server's defaults (what local mode reports), set to them; found at them, left.
+    assert asked == [("create", wanted), ("update", wanted)]
+
+
 async def test_two_servers_opening_an_empty_qdrant_at_once_both_open() -> None:
     """Workers (RETRIEVAL_PROCESSES) or replicas starting together each found no collection, and
     the second to create it failed its start: the supervisor then stopped them all."""

@@ -32,6 +32,7 @@ from retrieval_server.backends.vector_store import (
     PARENT,
     SPARSE,
     SPARSE_TITLED,
+    VACUUM_DELETED_SHARE,
     IndexFeatures,
     PointParts,
     SearchPolicy,
@@ -66,16 +67,6 @@ UPSERT_PAGE = 32
 #: is about 40 ms of syncs, and every flush after syncs their files too: a new folder used to pay
 #: 70 to 120 ms of an `ingest --local` of two documents for indexes no search of 18 points needs.
 PAYLOAD_INDEX_MIN_POINTS = 128
-#: the share of a segment's points deleted (documents deleted, or replaced by a re-ingest) past
-#: which :meth:`EdgeVectorStore.optimize` vacuums it. Until then the deleted points count in the
-#: engine's BM25 statistics: at a deleted share d, a term with no deleted postings has its IDF
-#: raised by about log(1 / (1 - d)) (0.05 at 5 %), and the deleted chunks' own terms lose more (a
-#: document re-ingested ten times in a small index swapped a keyword ranking, and a restart swapped
-#: it back). The engine's default (20 %, and never in a segment under 1,000 points) left that for
-#: as long as the process ran. A vacuum rewrites the segment (0.17 s for 12,000 points of 384
-#: dimensions here, holding the GIL): at 5 % that is 0.3 ms per deleted point, two to four times
-#: what writing the point cost, and an ingest of new documents deletes nothing and never pays it.
-VACUUM_DELETED_SHARE = 0.05
 #: points a segment needs before it is vacuumed: a handful, so that a near-empty segment is not
 #: rewritten for each point deleted from it (the engine's 1,000 kept every small index unvacuumed)
 VACUUM_MIN_POINTS = 8

@@ -20,6 +20,7 @@ from retrieval_server.backends.vector_store import (
     PARENT,
     SPARSE,
     SPARSE_TITLED,
+    VACUUM_DELETED_SHARE,
     IndexFeatures,
     PointParts,
     SearchPolicy,
@@ -39,6 +40,12 @@ log = logging.getLogger(__name__)
 #: counts child chunks only: parent points carry no ``dense`` vector
 _CHILDREN = models.HasVectorCondition(has_vector=DENSE)
 _PARENTS = models.HasVectorCondition(has_vector=PARENT)
+
+#: The vacuum thresholds a collection is created with, and an existing one is set to (a server's
+#: own defaults, 20 % of a segment of at least 1,000 vectors, kept deleted chunks in BM25's IDF as
+#: VACUUM_DELETED_SHARE explains). The server refuses a minimum under 100 vectors, so a segment
+#: smaller than that is never vacuumed. A server's ``optimizers_overwrite`` setting overrides both.
+OPTIMIZERS = models.OptimizersConfigDiff(deleted_threshold=VACUUM_DELETED_SHARE, vacuum_min_vector_number=100)
 
 # Local mode says that it ignores payload indexes and search params; the server uses them.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
@@ -93,6 +100,7 @@ class QdrantVectorStore:
                 self._collection,
                 vectors_config={DENSE: dense, **({PARENT: dense} if self.features.parent_vectors else {})},
                 sparse_vectors_config=dict.fromkeys(self.features.sparse_names(), sparse),
+                optimizers_config=OPTIMIZERS,
             )
         except Exception:
             if not await self._client.collection_exists(self._collection):
@@ -120,6 +128,10 @@ class QdrantVectorStore:
             if lacking := self.features.lacking(self._wanted):
                 log.warning("collection %s: %s", self._collection, legacy_index_message(lacking))
             indexed = set(info.payload_schema or {})
+            # A collection made before the thresholds were set, or by another client.
+            held = info.config.optimizer_config
+            if (held.deleted_threshold, held.vacuum_min_vector_number) != (OPTIMIZERS.deleted_threshold, OPTIMIZERS.vacuum_min_vector_number):
+                await self._client.update_collection(self._collection, optimizers_config=OPTIMIZERS)
         # A collection made by an older version lacks the indexes of fields filtered on since.
         for name in INDEXED_FIELDS:
             if name not in indexed:
@@ -252,7 +264,7 @@ class QdrantVectorStore:
         return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
 
     async def optimize(self) -> None:
-        """The server's own optimizer runs in the background; nothing to do."""
+        """The server's own optimizer runs in the background (vacuuming by :data:`OPTIMIZERS`); nothing to do."""
 
     async def ping(self) -> None:
         await self._client.get_collection(self._collection)
