@@ -78,6 +78,23 @@ async def test_access_filter_is_applied_inside_the_search(vector_store: VectorSt
         for v in vecs:
             assert {h.document_id for h in await vector_store.search_dense(v, 10, flt)} == visible
         assert {h.document_id for h in await vector_store.search_sparse(SparseVector((7,), (1.0,)), 10, flt)} == visible
+    # Twenty private chunks (and parents) nearer the query than the public one, and a limit of 1:
+    # filtered after the engine's cut instead of inside it, the public chunk would never come back.
+    rng = np.random.default_rng(8)
+    query = _unit(rng.normal(size=DIM))
+    crowd = [Document(f"crowd{i}", access=Access.PRIVATE, owner_id="bob") for i in range(20)]
+    near = [_unit(query + 0.01 * rng.normal(size=DIM)) for _ in crowd]
+    await vector_store.upsert([_point(d, 0, v, terms=(7, 50)) for d, v in zip(crowd, near, strict=True)])
+    await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, vecs[0])] + [_parent(d, 0, 0, v) for d, v in zip(crowd, near, strict=True)])
+    assert min(float(v @ query) for v in near) > float(vecs[0] @ query)
+    keywords = SparseVector((7, 50), (1.0, 1.0))
+    assert {h.document_id for h in await vector_store.search_sparse(keywords, 20, ROOT)} >= {c.document_id for c in crowd}
+    assert [h.document_id for h in await vector_store.search_dense(query, 1, ANON)] == ["pub"]
+    assert [h.document_id for h in await vector_store.search_sparse(keywords, 1, ANON)] == ["pub"]
+    assert [h.document_id for h in await vector_store.search_parents(query, 1, ANON)] == ["pub"]
+    nearest = await vector_store.nearest_vectors(query, 1, ANON)
+    assert len(nearest) == 1 and nearest[0] == pytest.approx(vecs[0], abs=1e-5)
+    assert {h.document_id for h in await vector_store.search_dense(query, 3, ALICE)} == {"pub", "priv", "granted"}
 
 
 async def test_document_filter(vector_store: VectorStore) -> None:
