@@ -587,7 +587,11 @@ def _claim_cosine(saved: Path) -> None:
     # A lost edge_config.json made the open create an index over the segments, which the engine
     # refused with a bare Exception and no advice.
     ("Cosine", Path.unlink, r"holds segments but no edge_config.json: use a new RETRIEVAL_DATA_DIR"),
-], ids=["config-edited", "config-lost"])
+    # Emptied (a disk filled as it was written) or not an object: a JSONDecodeError or an
+    # AttributeError from deep in the open, naming no folder.
+    ("Cosine", lambda saved: saved.write_text(""), r"holds an edge_config.json that cannot be read \(Expecting value.*\): use a new RETRIEVAL_DATA_DIR"),
+    ("Cosine", lambda saved: saved.write_text("[]"), r"holds an edge_config.json that is not a JSON object but list: use a new RETRIEVAL_DATA_DIR"),
+], ids=["config-edited", "config-lost", "config-empty", "config-not-an-object"])
 async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailable(
     tmp_path: Path, executor: BlockingExecutor, distance: str, damage: Callable[[Path], object], refusal: str,
 ) -> None:

@@ -74,11 +74,20 @@ VACUUM_MIN_POINTS = 8
 
 def saved_features(path: Path) -> IndexFeatures:
     """What the shard in ``path`` (which exists) was created with, from its saved config."""
-    return _features(_saved_config(path))
+    return _features(_saved_config(path, path))
 
 
-def _saved_config(path: Path) -> dict[str, Any]:
-    return json.loads((path / "edge_config.json").read_text())  # type: ignore[no-any-return]
+def _saved_config(path: Path, folder: Path) -> dict[str, Any]:
+    """The config saved in ``path``, a copy of ``folder`` when serving read-only (errors name ``folder``)."""
+    try:
+        saved = json.loads((path / "edge_config.json").read_text())
+    except (OSError, ValueError) as exc:
+        # Without it what the segments hold is unknown, as when it is lost (see _open_held).
+        raise Unavailable(f"the vector folder {folder} holds an edge_config.json that cannot be read ({exc}): use {NEW_INDEX}") from exc
+    if not isinstance(saved, dict):
+        raise Unavailable(f"the vector folder {folder} holds an edge_config.json that is not a JSON object but "
+                          f"{type(saved).__name__}: use {NEW_INDEX}")
+    return saved
 
 
 def _features(saved: dict[str, Any]) -> IndexFeatures:
@@ -200,7 +209,7 @@ class EdgeVectorStore:
             if config_file.exists():
                 # The engine refuses a config whose vectors differ from the stored ones: open an
                 # older index with the vectors it has, and say so when they are not the service's.
-                saved = _saved_config(path)
+                saved = _saved_config(path, self._path)
                 _check_schema(f"the vector folder {self._path}", saved, self._dim)
                 self.features = _features(saved)
                 if lacking := self.features.lacking(self._wanted):
