@@ -676,6 +676,40 @@ async def test_a_qdrant_collection_vacuums_at_the_embedded_engines_deleted_share
     assert asked == [("create", wanted), ("update", wanted)]
 
 
+async def test_a_large_qdrant_write_goes_in_requests_a_server_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Qdrant server refuses a request body over its ``max_request_size_mb`` (32 MB by default),
+    which one ingest batch sent whole could pass: a write goes in requests of at most
+    ``UPSERT_REQUEST_BYTES``, measured here as the REST body the client would send, and every
+    point lands."""
+    from qdrant_client.http.models import PointsList
+
+    from retrieval_server.backends.vector_store import qdrant as qdrant_module
+
+    monkeypatch.setattr(qdrant_module, "UPSERT_REQUEST_BYTES", 256 * 1024)
+    dim, rng = 384, np.random.default_rng(7)
+    store = qdrant_module.QdrantVectorStore("chunks", dim, path=":memory:", features=IndexFeatures(title_field=True))
+    await store.open()
+    sent: list[int] = []
+    upsert = store._client.upsert  # noqa: SLF001 - recording the real client's calls
+
+    async def recording(collection: str, points: list[models.PointStruct], **kwargs: object) -> object:
+        sent.append(len(PointsList(points=points).model_dump_json(exclude_unset=True).encode()))
+        return await upsert(collection, points, **kwargs)
+
+    store._client.upsert = recording  # type: ignore[method-assign]  # noqa: SLF001
+    try:
+        terms = [tuple(sorted(rng.choice(2**32 - 1, 60, replace=False).tolist())) for _ in range(4)]
+        points = [dataclasses.replace(
+            VectorPoint(ChildChunk(f"long#p0c{i}", "long#p0", "long", i, 0, "žluťoučký kůň " * 70, 300), Document("long"),
+                        _unit(rng.normal(size=dim)), SparseVector(terms[i % 4], tuple(rng.random(60).tolist())), "v1"),
+            sparse_titled=SparseVector(terms[i % 4], tuple(rng.random(60).tolist()))) for i in range(100)]
+        await store.upsert(points)
+        assert len(sent) > 3 and max(sent) <= qdrant_module.UPSERT_REQUEST_BYTES
+        assert await store.count("long") == 100
+    finally:
+        await store.close()
+
+
 async def test_two_servers_opening_an_empty_qdrant_at_once_both_open() -> None:
     """Workers (RETRIEVAL_PROCESSES) or replicas starting together each found no collection, and
     the second to create it failed its start: the supervisor then stopped them all."""

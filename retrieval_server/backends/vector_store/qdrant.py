@@ -6,6 +6,7 @@ a stand-in for the server's code path since no server binary can run here.
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from collections.abc import Collection, Sequence
@@ -46,6 +47,35 @@ _PARENTS = models.HasVectorCondition(has_vector=PARENT)
 #: VACUUM_DELETED_SHARE explains). The server refuses a minimum under 100 vectors, so a segment
 #: smaller than that is never vacuumed. A server's ``optimizers_overwrite`` setting overrides both.
 OPTIMIZERS = models.OptimizersConfigDiff(deleted_threshold=VACUUM_DELETED_SHARE, vacuum_min_vector_number=100)
+
+#: the most one write request may hold (estimated by :func:`_request_bytes`): a Qdrant server refuses
+#: a body over its ``service.max_request_size_mb`` (32 MB by default), and one ingest batch of
+#: children of 384 dimensions with 1,000-character texts sent whole came to 12.5 MiB at 1,024 (the
+#: default RETRIEVAL_UPSERT_BATCH_SIZE) and 30.6 MiB at 2,500, which the setting allows and more
+UPSERT_REQUEST_BYTES = 8 * 2**20
+
+
+def _request_bytes(x: PointParts) -> int:
+    """Over what the point adds to a REST body: a float as JSON takes up to 24 characters with its
+    comma, a term id 12, and ``json.dumps`` escapes non-ASCII text into more bytes than UTF-8 takes."""
+    floats = sum(len(v) for v in x.dense.values()) + sum(len(values) for _, values in x.sparse.values())
+    term_ids = sum(len(indices) for indices, _ in x.sparse.values())
+    return 24 * floats + 12 * term_ids + len(json.dumps(x.payload)) + 256
+
+
+def _requests(parts: Sequence[PointParts]) -> list[list[PointParts]]:
+    """``parts`` in runs of at most :data:`UPSERT_REQUEST_BYTES` (a larger point goes alone)."""
+    runs: list[list[PointParts]] = [[]]
+    size = 0
+    for x in parts:
+        bytes_ = _request_bytes(x)
+        if runs[-1] and size + bytes_ > UPSERT_REQUEST_BYTES:
+            runs.append([])
+            size = 0
+        runs[-1].append(x)
+        size += bytes_
+    return runs
+
 
 # Local mode says that it ignores payload indexes and search params; the server uses them.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
@@ -148,18 +178,21 @@ class QdrantVectorStore:
         await self._client.close()
 
     async def _write(self, parts: list[PointParts]) -> None:
-        await self._client.upsert(
-            self._collection,
-            points=[
-                models.PointStruct(
-                    id=x.id,
-                    vector={**x.dense, **{n: models.SparseVector(indices=i, values=v) for n, (i, v) in x.sparse.items()}},
-                    payload=x.payload,
-                )
-                for x in parts
-            ],
-            wait=True,
-        )
+        # A write cut short leaves some of its points: a new version's are removed by the
+        # reconciliation that follows any failed store (points are per version, never overwritten).
+        for run in _requests(parts):
+            await self._client.upsert(
+                self._collection,
+                points=[
+                    models.PointStruct(
+                        id=x.id,
+                        vector={**x.dense, **{n: models.SparseVector(indices=i, values=v) for n, (i, v) in x.sparse.items()}},
+                        payload=x.payload,
+                    )
+                    for x in run
+                ],
+                wait=True,
+            )
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         if not points:
