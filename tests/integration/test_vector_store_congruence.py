@@ -166,6 +166,18 @@ async def test_upsert_is_idempotent_and_versions_replace(vector_store: VectorSto
     assert await vector_store.count() == 0
 
 
+async def test_the_empty_version_is_a_version_to_keep_not_none(vector_store: VectorStore) -> None:
+    """A row whose ``content_hash`` is the schema's default ('') has version '': keeping it kept
+    nothing (every point of the document went), and counting it counted every version."""
+    v = _unit(np.ones(DIM))
+    await vector_store.upsert([_point(PUBLIC, i, v, "") for i in range(3)] + [_point(PUBLIC, 0, v, "v2")])
+    assert await vector_store.count("pub", "") == 3
+    await vector_store.delete_document("pub", keep_version="")
+    assert await vector_store.count("pub") == await vector_store.count("pub", "") == 3
+    await vector_store.delete_document("pub", keep_version=None)
+    assert await vector_store.count("pub") == 0
+
+
 async def test_a_version_written_over_itself_keeps_only_the_chunks_it_has_now(vector_store: VectorStore) -> None:
     """A document re-ingested under its own version after the chunker changed: the points of the
     chunks the new chunking no longer makes go, children and parents, in the same delete."""

@@ -142,7 +142,8 @@ class VectorStore(Protocol):
     async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
         """Remove the document's points; with ``keep_version``, only those of other versions, and with
         ``keep_chunks`` as well, those of that version whose chunk id is not one of them. A parent
-        point carries its first child's chunk id, so it stays when that child does."""
+        point carries its first child's chunk id, so it stays when that child does. Only None keeps
+        nothing: ``""`` is a version (of a row whose ``content_hash`` is the schema's default)."""
         ...
 
     async def sync(self) -> None:
@@ -191,7 +192,8 @@ class VectorStore(Protocol):
         ...
 
     async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
-        """Child chunks stored (or with ``parents``, parent points): all, of one document, of one version of it."""
+        """Child chunks stored (or with ``parents``, parent points): all, of one document, of one version
+        of it (None: any; ``""`` is a version)."""
         ...
 
     async def optimize(self) -> None:

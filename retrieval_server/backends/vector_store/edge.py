@@ -319,7 +319,7 @@ class EdgeVectorStore:
 
     async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
         must_not: list[qe.Filter] | None = None
-        if keep_version:
+        if keep_version is not None:
             kept = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))]
             if keep_chunks is not None:
                 kept.append(qe.FieldCondition(key="chunk_id", match=qe.MatchAny(any=list(keep_chunks))))
@@ -421,7 +421,7 @@ class EdgeVectorStore:
 
     async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
         must: list = [_PARENTS if parents else _CHILDREN]
-        must += [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        must += [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v is not None]
         return await self._count(must, Priority.QUERY)
 
     async def _count(self, must: list, priority: Priority) -> int:

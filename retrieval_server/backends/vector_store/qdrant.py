@@ -205,7 +205,7 @@ class QdrantVectorStore:
 
     async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
         must_not: list[models.Filter] | None = None
-        if keep_version:
+        if keep_version is not None:
             kept = [models.FieldCondition(key="version", match=models.MatchValue(value=keep_version))]
             if keep_chunks is not None:
                 kept.append(models.FieldCondition(key="chunk_id", match=models.MatchAny(any=list(keep_chunks))))
@@ -292,7 +292,7 @@ class QdrantVectorStore:
 
     async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
         must = [_PARENTS if parents else _CHILDREN]
-        must += [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        must += [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v is not None]
         flt = models.Filter(must=must)
         return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
 
