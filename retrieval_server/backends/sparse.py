@@ -3,7 +3,7 @@
 Documents carry term frequencies with BM25 length normalization; queries carry unit weights.
 IDF is applied by the engine (the sparse vector is declared with the IDF modifier), so the
 statistics follow the collection without re-indexing; deleted points count in them until the
-engine vacuums their segment (qdrant-edge: see ``edge.VACUUM_DELETED_SHARE``).
+engine vacuums their segment (see ``vector_store.VACUUM_DELETED_SHARE``).
 
 The title as a weighted field (BM25F, Robertson et al. 2004, with one length normalization over
 the weighted fields): a term's frequency is ``tf(text) + w * tf(title)`` and the length is

@@ -78,6 +78,23 @@ async def test_access_filter_is_applied_inside_the_search(vector_store: VectorSt
         for v in vecs:
             assert {h.document_id for h in await vector_store.search_dense(v, 10, flt)} == visible
         assert {h.document_id for h in await vector_store.search_sparse(SparseVector((7,), (1.0,)), 10, flt)} == visible
+    # Twenty private chunks (and parents) nearer the query than the public one, and a limit of 1:
+    # filtered after the engine's cut instead of inside it, the public chunk would never come back.
+    rng = np.random.default_rng(8)
+    query = _unit(rng.normal(size=DIM))
+    crowd = [Document(f"crowd{i}", access=Access.PRIVATE, owner_id="bob") for i in range(20)]
+    near = [_unit(query + 0.01 * rng.normal(size=DIM)) for _ in crowd]
+    await vector_store.upsert([_point(d, 0, v, terms=(7, 50)) for d, v in zip(crowd, near, strict=True)])
+    await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, vecs[0])] + [_parent(d, 0, 0, v) for d, v in zip(crowd, near, strict=True)])
+    assert min(float(v @ query) for v in near) > float(vecs[0] @ query)
+    keywords = SparseVector((7, 50), (1.0, 1.0))
+    assert {h.document_id for h in await vector_store.search_sparse(keywords, 20, ROOT)} >= {c.document_id for c in crowd}
+    assert [h.document_id for h in await vector_store.search_dense(query, 1, ANON)] == ["pub"]
+    assert [h.document_id for h in await vector_store.search_sparse(keywords, 1, ANON)] == ["pub"]
+    assert [h.document_id for h in await vector_store.search_parents(query, 1, ANON)] == ["pub"]
+    nearest = await vector_store.nearest_vectors(query, 1, ANON)
+    assert len(nearest) == 1 and nearest[0] == pytest.approx(vecs[0], abs=1e-5)
+    assert {h.document_id for h in await vector_store.search_dense(query, 3, ALICE)} == {"pub", "priv", "granted"}
 
 
 async def test_document_filter(vector_store: VectorStore) -> None:
@@ -89,6 +106,44 @@ async def test_document_filter(vector_store: VectorStore) -> None:
         named = PointFilter(access=flt.access, document_ids=("pub", "priv", "other"))
         assert {h.document_id for h in await vector_store.search_dense(vecs[0], 10, named)} == visible
         assert {h.document_id for h in await vector_store.search_sparse(SparseVector((7,), (1.0,)), 10, named)} == visible
+
+
+#: a caller at the limit of groups (README: at most 1,000 in ``x-user-groups``)
+MANY_GROUPS = PointFilter(access=AccessFilter(readers=("alice", *(f"group:g{j}" for j in range(1_000)))))
+
+
+async def test_a_caller_of_many_groups_reads_what_any_of_them_opens(vector_store: VectorStore) -> None:
+    """Documents granted to a first, a middle and the last of a caller's 1,000 groups, to a group
+    it is not in, and to 1,000 users who are not the caller: every search sees what
+    ``AccessFilter.allows`` says."""
+    rng = np.random.default_rng(6)
+    docs = [PUBLIC, PRIVATE, OTHER,
+            *(Document(f"g{j}", access=Access.PRIVATE, owner_id="bob", granted_user_ids=(f"group:g{j}",)) for j in (0, 500, 999)),
+            Document("outsiders", access=Access.PRIVATE, owner_id="bob", granted_user_ids=("group:elsewhere",)),
+            Document("crowded", access=Access.PRIVATE, owner_id="bob", granted_user_ids=tuple(f"user{j}" for j in range(1_000)))]
+    vecs = [_unit(rng.normal(size=DIM)) for _ in docs]
+    await vector_store.upsert([_point(d, 0, v, terms=(7,)) for d, v in zip(docs, vecs, strict=True)])
+    await vector_store.upsert_parents([_parent(d, 0, 0, v) for d, v in zip(docs, vecs, strict=True)])
+    visible = {d.document_id for d in docs if MANY_GROUPS.access.allows(d)}
+    assert visible == {"pub", "priv", "g0", "g500", "g999"}
+    for v in vecs:
+        assert {h.document_id for h in await vector_store.search_dense(v, 20, MANY_GROUPS)} == visible
+        assert {h.document_id for h in await vector_store.search_parents(v, 20, MANY_GROUPS)} == visible
+        assert len(await vector_store.nearest_vectors(v, 20, MANY_GROUPS)) == len(visible)
+    assert {h.document_id for h in await vector_store.search_sparse(SparseVector((7,), (1.0,)), 20, MANY_GROUPS)} == visible
+
+
+@pytest.mark.parametrize("principals", [0, 1, 1_000])
+def test_the_access_filter_is_one_clause_for_all_the_callers_principals(principals: int) -> None:
+    """Without payload indexes qdrant-edge checks each ``should`` clause against each point's
+    readers: one clause per principal held the GIL 13.6 s per search for a caller of 1,000 groups
+    over 127 documents of 1,000 grantees. The filter's size must not grow with the principals."""
+    from retrieval_server.backends.vector_store import qdrant as qdrant_module
+
+    flt = PointFilter(access=AccessFilter(readers=tuple(f"group:g{j}" for j in range(principals))))
+    for built in (edge_module._filter(flt), qdrant_module._filter(flt)):  # noqa: SLF001 - the filters the engines get
+        assert built is not None and built.must is None
+        assert len(built.should) == (2 if principals else 1)
 
 
 async def test_sparse_search_matches_terms(vector_store: VectorStore) -> None:
@@ -109,6 +164,18 @@ async def test_upsert_is_idempotent_and_versions_replace(vector_store: VectorSto
     assert await vector_store.count("pub") == 1
     await vector_store.delete_document("pub")
     assert await vector_store.count() == 0
+
+
+async def test_the_empty_version_is_a_version_to_keep_not_none(vector_store: VectorStore) -> None:
+    """A row whose ``content_hash`` is the schema's default ('') has version '': keeping it kept
+    nothing (every point of the document went), and counting it counted every version."""
+    v = _unit(np.ones(DIM))
+    await vector_store.upsert([_point(PUBLIC, i, v, "") for i in range(3)] + [_point(PUBLIC, 0, v, "v2")])
+    assert await vector_store.count("pub", "") == 3
+    await vector_store.delete_document("pub", keep_version="")
+    assert await vector_store.count("pub") == await vector_store.count("pub", "") == 3
+    await vector_store.delete_document("pub", keep_version=None)
+    assert await vector_store.count("pub") == 0
 
 
 async def test_a_version_written_over_itself_keeps_only_the_chunks_it_has_now(vector_store: VectorStore) -> None:
@@ -532,7 +599,11 @@ def _claim_cosine(saved: Path) -> None:
     # A lost edge_config.json made the open create an index over the segments, which the engine
     # refused with a bare Exception and no advice.
     ("Cosine", Path.unlink, r"holds segments but no edge_config.json: use a new RETRIEVAL_DATA_DIR"),
-], ids=["config-edited", "config-lost"])
+    # Emptied (a disk filled as it was written) or not an object: a JSONDecodeError or an
+    # AttributeError from deep in the open, naming no folder.
+    ("Cosine", lambda saved: saved.write_text(""), r"holds an edge_config.json that cannot be read \(Expecting value.*\): use a new RETRIEVAL_DATA_DIR"),
+    ("Cosine", lambda saved: saved.write_text("[]"), r"holds an edge_config.json that is not a JSON object but list: use a new RETRIEVAL_DATA_DIR"),
+], ids=["config-edited", "config-lost", "config-empty", "config-not-an-object"])
 async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailable(
     tmp_path: Path, executor: BlockingExecutor, distance: str, damage: Callable[[Path], object], refusal: str,
 ) -> None:
@@ -572,6 +643,81 @@ async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path
         v = _unit(np.ones(DIM))
         await store.upsert([_point(PUBLIC, 0, v)])
         assert [h.chunk_id for h in await store.search_dense(v, 5, ANON)] == ["pub#p0c0"]
+    finally:
+        await store.close()
+
+
+async def test_a_qdrant_collection_vacuums_at_the_embedded_engines_deleted_share(tmp_path: Path) -> None:
+    """A server left at its defaults (20 % deleted, segments of 1,000 vectors or more) keeps deleted
+    chunks in BM25's IDF for good: a new collection is created with ``VACUUM_DELETED_SHARE`` and the
+    server's smallest vacuum minimum, and an existing one is set to them. Local mode recomputes IDF
+    over the live points and keeps no optimizer settings (it reports the server's defaults), so the
+    drift itself cannot be shown here: the test records what the adapter asks the client for."""
+    from retrieval_server.backends.vector_store import VACUUM_DELETED_SHARE
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    wanted = models.OptimizersConfigDiff(deleted_threshold=VACUUM_DELETED_SHARE, vacuum_min_vector_number=100)
+    asked: list[tuple[str, object]] = []
+
+    def recording(store: QdrantVectorStore, reported: models.OptimizersConfigDiff | None = None) -> QdrantVectorStore:
+        client = store._client  # noqa: SLF001 - recording the real client's calls
+        create, update, get = client.create_collection, client.update_collection, client.get_collection
+
+        async def created(*args: object, **kwargs: object) -> object:
+            asked.append(("create", kwargs.get("optimizers_config")))
+            return await create(*args, **kwargs)
+
+        async def updated(*args: object, **kwargs: object) -> object:
+            asked.append(("update", kwargs.get("optimizers_config")))
+            return await update(*args, **kwargs)
+
+        async def got(*args: object, **kwargs: object) -> models.CollectionInfo:
+            info = await get(*args, **kwargs)
+            if reported is not None:  # as a server reports a collection already at these values
+                info.config.optimizer_config = info.config.optimizer_config.model_copy(update=reported.model_dump(exclude_none=True))
+            return info
+
+        client.create_collection, client.update_collection, client.get_collection = created, updated, got  # type: ignore[method-assign]
+        return store
+
+    for reported in (None, None, wanted):  # one client at a time: local mode locks its folder
+        store = recording(QdrantVectorStore("chunks", DIM, path=str(tmp_path / "qdrant-local")), reported)
+        await store.open()
+        await store.close()
+    # Made with them; found at the server's defaults (what local mode reports), set to them; found at them, left.
+    assert asked == [("create", wanted), ("update", wanted)]
+
+
+async def test_a_large_qdrant_write_goes_in_requests_a_server_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Qdrant server refuses a request body over its ``max_request_size_mb`` (32 MB by default),
+    which one ingest batch sent whole could pass: a write goes in requests of at most
+    ``UPSERT_REQUEST_BYTES``, measured here as the REST body the client would send, and every
+    point lands."""
+    from qdrant_client.http.models import PointsList
+
+    from retrieval_server.backends.vector_store import qdrant as qdrant_module
+
+    monkeypatch.setattr(qdrant_module, "UPSERT_REQUEST_BYTES", 256 * 1024)
+    dim, rng = 384, np.random.default_rng(7)
+    store = qdrant_module.QdrantVectorStore("chunks", dim, path=":memory:", features=IndexFeatures(title_field=True))
+    await store.open()
+    sent: list[int] = []
+    upsert = store._client.upsert  # noqa: SLF001 - recording the real client's calls
+
+    async def recording(collection: str, points: list[models.PointStruct], **kwargs: object) -> object:
+        sent.append(len(PointsList(points=points).model_dump_json(exclude_unset=True).encode()))
+        return await upsert(collection, points, **kwargs)
+
+    store._client.upsert = recording  # type: ignore[method-assign]  # noqa: SLF001
+    try:
+        terms = [tuple(sorted(rng.choice(2**32 - 1, 60, replace=False).tolist())) for _ in range(4)]
+        points = [dataclasses.replace(
+            VectorPoint(ChildChunk(f"long#p0c{i}", "long#p0", "long", i, 0, "žluťoučký kůň " * 70, 300), Document("long"),
+                        _unit(rng.normal(size=dim)), SparseVector(terms[i % 4], tuple(rng.random(60).tolist())), "v1"),
+            sparse_titled=SparseVector(terms[i % 4], tuple(rng.random(60).tolist()))) for i in range(100)]
+        await store.upsert(points)
+        assert len(sent) > 3 and max(sent) <= qdrant_module.UPSERT_REQUEST_BYTES
+        assert await store.count("long") == 100
     finally:
         await store.close()
 

@@ -32,6 +32,7 @@ from retrieval_server.backends.vector_store import (
     PARENT,
     SPARSE,
     SPARSE_TITLED,
+    VACUUM_DELETED_SHARE,
     IndexFeatures,
     PointParts,
     SearchPolicy,
@@ -58,21 +59,14 @@ TERM_PAGE = 256
 #: a page stays near the interpreter's own switch interval (5 ms) between two chances for a query
 UPSERT_PAGE = 32
 #: points from which the shard has payload indexes on the fields the filters use. Without them a
-#: filtered exact scan reads each point's payload, 2 to 4 us per point here (0.2 to 0.5 ms at this
-#: size, 2 to 4 ms at 1,000 points); with them it costs what an unfiltered scan does. Creating them
+#: filtered exact scan reads each point's payload, 2 to 4 us per point of a few readers here (0.2 to
+#: 0.5 ms at this size, 2 to 4 ms at 1,000 points), and more the more readers a point lists: 127
+#: documents of 1,000 grantees each took about 20 ms, whatever the caller's principals, because
+#: they are one clause (see access_clauses: one clause each took 13.6 s for a caller of 1,000
+#: groups); with the indexes it costs what an unfiltered scan does. Creating them
 #: is about 40 ms of syncs, and every flush after syncs their files too: a new folder used to pay
 #: 70 to 120 ms of an `ingest --local` of two documents for indexes no search of 18 points needs.
 PAYLOAD_INDEX_MIN_POINTS = 128
-#: the share of a segment's points deleted (documents deleted, or replaced by a re-ingest) past
-#: which :meth:`EdgeVectorStore.optimize` vacuums it. Until then the deleted points count in the
-#: engine's BM25 statistics: at a deleted share d, a term with no deleted postings has its IDF
-#: raised by about log(1 / (1 - d)) (0.05 at 5 %), and the deleted chunks' own terms lose more (a
-#: document re-ingested ten times in a small index swapped a keyword ranking, and a restart swapped
-#: it back). The engine's default (20 %, and never in a segment under 1,000 points) left that for
-#: as long as the process ran. A vacuum rewrites the segment (0.17 s for 12,000 points of 384
-#: dimensions here, holding the GIL): at 5 % that is 0.3 ms per deleted point, two to four times
-#: what writing the point cost, and an ingest of new documents deletes nothing and never pays it.
-VACUUM_DELETED_SHARE = 0.05
 #: points a segment needs before it is vacuumed: a handful, so that a near-empty segment is not
 #: rewritten for each point deleted from it (the engine's 1,000 kept every small index unvacuumed)
 VACUUM_MIN_POINTS = 8
@@ -80,11 +74,20 @@ VACUUM_MIN_POINTS = 8
 
 def saved_features(path: Path) -> IndexFeatures:
     """What the shard in ``path`` (which exists) was created with, from its saved config."""
-    return _features(_saved_config(path))
+    return _features(_saved_config(path, path))
 
 
-def _saved_config(path: Path) -> dict[str, Any]:
-    return json.loads((path / "edge_config.json").read_text())  # type: ignore[no-any-return]
+def _saved_config(path: Path, folder: Path) -> dict[str, Any]:
+    """The config saved in ``path``, a copy of ``folder`` when serving read-only (errors name ``folder``)."""
+    try:
+        saved = json.loads((path / "edge_config.json").read_text())
+    except (OSError, ValueError) as exc:
+        # Without it what the segments hold is unknown, as when it is lost (see _open_held).
+        raise Unavailable(f"the vector folder {folder} holds an edge_config.json that cannot be read ({exc}): use {NEW_INDEX}") from exc
+    if not isinstance(saved, dict):
+        raise Unavailable(f"the vector folder {folder} holds an edge_config.json that is not a JSON object but "
+                          f"{type(saved).__name__}: use {NEW_INDEX}")
+    return saved
 
 
 def _features(saved: dict[str, Any]) -> IndexFeatures:
@@ -125,7 +128,7 @@ def _filter(flt: PointFilter) -> qe.Filter | None:
     # flat form for less per point (an exact scan of SciFact's children and parents, public filter:
     # +0.5 ms flat against +1.2 ms nested, on 3.2 ms unfiltered).
     return qe.Filter(must=[qe.FieldCondition(key=k, match=qe.MatchAny(any=v)) for k, v in must_any] or None,
-                     should=[qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in should] or None)
+                     should=[qe.FieldCondition(key=k, match=qe.MatchAny(any=v)) for k, v in should] or None)
 
 
 class EdgeVectorStore:
@@ -206,7 +209,7 @@ class EdgeVectorStore:
             if config_file.exists():
                 # The engine refuses a config whose vectors differ from the stored ones: open an
                 # older index with the vectors it has, and say so when they are not the service's.
-                saved = _saved_config(path)
+                saved = _saved_config(path, self._path)
                 _check_schema(f"the vector folder {self._path}", saved, self._dim)
                 self.features = _features(saved)
                 if lacking := self.features.lacking(self._wanted):
@@ -316,7 +319,7 @@ class EdgeVectorStore:
 
     async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
         must_not: list[qe.Filter] | None = None
-        if keep_version:
+        if keep_version is not None:
             kept = [qe.FieldCondition(key="version", match=qe.MatchValue(keep_version))]
             if keep_chunks is not None:
                 kept.append(qe.FieldCondition(key="chunk_id", match=qe.MatchAny(any=list(keep_chunks))))
@@ -418,7 +421,7 @@ class EdgeVectorStore:
 
     async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
         must: list = [_PARENTS if parents else _CHILDREN]
-        must += [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        must += [qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in (("document_id", document_id), ("version", version)) if v is not None]
         return await self._count(must, Priority.QUERY)
 
     async def _count(self, must: list, priority: Priority) -> int:

@@ -6,6 +6,7 @@ a stand-in for the server's code path since no server binary can run here.
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from collections.abc import Collection, Sequence
@@ -20,6 +21,7 @@ from retrieval_server.backends.vector_store import (
     PARENT,
     SPARSE,
     SPARSE_TITLED,
+    VACUUM_DELETED_SHARE,
     IndexFeatures,
     PointParts,
     SearchPolicy,
@@ -40,6 +42,41 @@ log = logging.getLogger(__name__)
 _CHILDREN = models.HasVectorCondition(has_vector=DENSE)
 _PARENTS = models.HasVectorCondition(has_vector=PARENT)
 
+#: The vacuum thresholds a collection is created with, and an existing one is set to (a server's
+#: own defaults, 20 % of a segment of at least 1,000 vectors, kept deleted chunks in BM25's IDF as
+#: VACUUM_DELETED_SHARE explains). The server refuses a minimum under 100 vectors, so a segment
+#: smaller than that is never vacuumed. A server's ``optimizers_overwrite`` setting overrides both.
+OPTIMIZERS = models.OptimizersConfigDiff(deleted_threshold=VACUUM_DELETED_SHARE, vacuum_min_vector_number=100)
+
+#: the most one write request may hold (estimated by :func:`_request_bytes`): a Qdrant server refuses
+#: a body over its ``service.max_request_size_mb`` (32 MB by default), and one ingest batch of
+#: children of 384 dimensions with 1,000-character texts sent whole came to 12.5 MiB at 1,024 (the
+#: default RETRIEVAL_UPSERT_BATCH_SIZE) and 30.6 MiB at 2,500, which the setting allows and more
+UPSERT_REQUEST_BYTES = 8 * 2**20
+
+
+def _request_bytes(x: PointParts) -> int:
+    """Over what the point adds to a REST body: a float as JSON takes up to 24 characters with its
+    comma, a term id 12, and ``json.dumps`` escapes non-ASCII text into more bytes than UTF-8 takes."""
+    floats = sum(len(v) for v in x.dense.values()) + sum(len(values) for _, values in x.sparse.values())
+    term_ids = sum(len(indices) for indices, _ in x.sparse.values())
+    return 24 * floats + 12 * term_ids + len(json.dumps(x.payload)) + 256
+
+
+def _requests(parts: Sequence[PointParts]) -> list[list[PointParts]]:
+    """``parts`` in runs of at most :data:`UPSERT_REQUEST_BYTES` (a larger point goes alone)."""
+    runs: list[list[PointParts]] = [[]]
+    size = 0
+    for x in parts:
+        bytes_ = _request_bytes(x)
+        if runs[-1] and size + bytes_ > UPSERT_REQUEST_BYTES:
+            runs.append([])
+            size = 0
+        runs[-1].append(x)
+        size += bytes_
+    return runs
+
+
 # Local mode says that it ignores payload indexes and search params; the server uses them.
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
 warnings.filterwarnings("ignore", message="Local mode performs exact")
@@ -51,7 +88,7 @@ def _filter(flt: PointFilter) -> models.Filter | None:
         return None
     # One level, as the embedded engine's filter (edge._filter): the same points, fewer checks per point.
     return models.Filter(must=[models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in must_any] or None,
-                         should=[models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in should] or None)
+                         should=[models.FieldCondition(key=k, match=models.MatchAny(any=v)) for k, v in should] or None)
 
 
 def _document(document_id: str) -> models.FieldCondition:
@@ -93,6 +130,7 @@ class QdrantVectorStore:
                 self._collection,
                 vectors_config={DENSE: dense, **({PARENT: dense} if self.features.parent_vectors else {})},
                 sparse_vectors_config=dict.fromkeys(self.features.sparse_names(), sparse),
+                optimizers_config=OPTIMIZERS,
             )
         except Exception:
             if not await self._client.collection_exists(self._collection):
@@ -120,6 +158,10 @@ class QdrantVectorStore:
             if lacking := self.features.lacking(self._wanted):
                 log.warning("collection %s: %s", self._collection, legacy_index_message(lacking))
             indexed = set(info.payload_schema or {})
+            # A collection made before the thresholds were set, or by another client.
+            held = info.config.optimizer_config
+            if (held.deleted_threshold, held.vacuum_min_vector_number) != (OPTIMIZERS.deleted_threshold, OPTIMIZERS.vacuum_min_vector_number):
+                await self._client.update_collection(self._collection, optimizers_config=OPTIMIZERS)
         # A collection made by an older version lacks the indexes of fields filtered on since.
         for name in INDEXED_FIELDS:
             if name not in indexed:
@@ -136,18 +178,21 @@ class QdrantVectorStore:
         await self._client.close()
 
     async def _write(self, parts: list[PointParts]) -> None:
-        await self._client.upsert(
-            self._collection,
-            points=[
-                models.PointStruct(
-                    id=x.id,
-                    vector={**x.dense, **{n: models.SparseVector(indices=i, values=v) for n, (i, v) in x.sparse.items()}},
-                    payload=x.payload,
-                )
-                for x in parts
-            ],
-            wait=True,
-        )
+        # A write cut short leaves some of its points: a new version's are removed by the
+        # reconciliation that follows any failed store (points are per version, never overwritten).
+        for run in _requests(parts):
+            await self._client.upsert(
+                self._collection,
+                points=[
+                    models.PointStruct(
+                        id=x.id,
+                        vector={**x.dense, **{n: models.SparseVector(indices=i, values=v) for n, (i, v) in x.sparse.items()}},
+                        payload=x.payload,
+                    )
+                    for x in run
+                ],
+                wait=True,
+            )
 
     async def upsert(self, points: Sequence[VectorPoint]) -> None:
         if not points:
@@ -160,7 +205,7 @@ class QdrantVectorStore:
 
     async def delete_document(self, document_id: str, keep_version: str | None = None, keep_chunks: Collection[str] | None = None) -> None:
         must_not: list[models.Filter] | None = None
-        if keep_version:
+        if keep_version is not None:
             kept = [models.FieldCondition(key="version", match=models.MatchValue(value=keep_version))]
             if keep_chunks is not None:
                 kept.append(models.FieldCondition(key="chunk_id", match=models.MatchAny(any=list(keep_chunks))))
@@ -247,12 +292,12 @@ class QdrantVectorStore:
 
     async def count(self, document_id: str | None = None, version: str | None = None, *, parents: bool = False) -> int:
         must = [_PARENTS if parents else _CHILDREN]
-        must += [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v]
+        must += [models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in (("document_id", document_id), ("version", version)) if v is not None]
         flt = models.Filter(must=must)
         return (await self._client.count(self._collection, count_filter=flt, exact=True)).count
 
     async def optimize(self) -> None:
-        """The server's own optimizer runs in the background; nothing to do."""
+        """The server's own optimizer runs in the background (vacuuming by :data:`OPTIMIZERS`); nothing to do."""
 
     async def ping(self) -> None:
         await self._client.get_collection(self._collection)
