@@ -365,13 +365,15 @@ class OpenAICompatibleChat(_HttpChat):
             content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        if not isinstance(content, str):
-            # null when the model wrote no text (a refusal, a tool call, max_tokens spent reasoning):
-            # str() of it would be the words "None", searched for and answered with. A refusal of
-            # this request's content is no failure of the provider (see LlmRefused).
-            if (choice.get("message") or {}).get("refusal") or choice.get("finish_reason") == "content_filter":
+        if not isinstance(content, str) or not content.strip():
+            # null or "" when the model wrote no text (a refusal, a tool call, max_tokens spent
+            # reasoning): str() of null would be the words "None", searched for and answered with,
+            # and "" an answer of no words that kept the breaker closed. A refusal of this
+            # request's content is no failure of the provider (see LlmRefused).
+            finish = choice.get("finish_reason")
+            if (choice.get("message") or {}).get("refusal") or finish == "content_filter":
                 raise LlmRefused(f"{self.name}: the model refused this request's content")
-            raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
+            raise LlmError(f"{self.name}: the response has no text (finish_reason {str(finish)[:40]})")
         return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
@@ -425,7 +427,12 @@ class AnthropicChat(_HttpChat):
             text = "".join(block["text"] for block in data["content"] if block.get("type") == "text")
         except (KeyError, TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, not _finished(data.get("stop_reason"), _ANTHROPIC_FINISHED))
+        stop = data.get("stop_reason")
+        if not text.strip():  # as OpenAI's empty content: max_tokens spent thinking, or a refusal
+            if stop == "refusal":
+                raise LlmRefused(f"{self.name}: the model refused this request's content (stop_reason refusal)")
+            raise LlmError(f"{self.name}: the response has no text (stop_reason {str(stop)[:40]})")
+        return Completion.of(text, not _finished(stop, _ANTHROPIC_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {

@@ -613,6 +613,31 @@ async def test_a_message_without_text_is_a_failed_call_not_the_text_none() -> No
     assert a.hyde is None and a.dropped["hyde"] == "failed: LlmError"
 
 
+@pytest.mark.parametrize(
+    ("cls", "reply", "reason"),
+    [
+        # A reasoning model that spent max_completion_tokens thinking: "", not null
+        (OpenAICompatibleChat, {"choices": [{"message": {"role": "assistant", "content": ""}, "finish_reason": "length"}]}, "finish_reason length"),
+        (OpenAICompatibleChat, {"choices": [{"message": {"role": "assistant", "content": " \n"}, "finish_reason": "stop"}]}, "finish_reason stop"),
+        (AnthropicChat, {"content": [], "stop_reason": "max_tokens"}, "stop_reason max_tokens"),
+        (AnthropicChat, {"content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": ""}], "stop_reason": "end_turn"},
+         "stop_reason end_turn"),
+    ],
+    ids=["openai-empty", "openai-blank", "anthropic-no-blocks", "anthropic-empty-text"],
+)
+async def test_an_answer_of_no_words_is_a_failed_call_that_counts_against_the_breaker(cls: Any, reply: Any, reason: str) -> None:
+    """Taken as an answer, "" was a success: the breaker stayed closed and a summary said nothing."""
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0, clock=Clock())
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = cls(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match=f"no text \\({reason}\\)") as err:
+                await model.complete("sys", "prompt", temperature=0.1)
+        finally:
+            await model.close()
+    assert not isinstance(err.value, LlmRefused) and breaker.failures == 1
+
+
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_streamed_answers_go_through_the_circuit_breaker(name: str, cls: Any, prefix: str) -> None:
     """A streamed answer (StreamQuery, `ask`) is refused at once while the model's breaker is open,
@@ -656,6 +681,8 @@ FILTERED = [
     ("openai-refusal", OpenAICompatibleChat, "/v1",
      {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I can't help with that."}, "finish_reason": "stop"}]}),
     ("openai-content-filter", OpenAICompatibleChat, "/v1", {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "content_filter"}]}),
+    ("openai-content-filter-empty", OpenAICompatibleChat, "/v1", {"choices": [{"message": {"role": "assistant", "content": ""}, "finish_reason": "content_filter"}]}),
+    ("anthropic-refusal", AnthropicChat, "", {"content": [], "stop_reason": "refusal"}),
     ("gemini-prompt-blocked", GeminiChat, "", {"promptFeedback": {"blockReason": "SAFETY"}}),
     ("gemini-candidate-stopped", GeminiChat, "", {"candidates": [{"finishReason": "SAFETY"}]}),
 ]
