@@ -486,10 +486,21 @@ class GeminiChat(_HttpChat):
             },
         )
 
+    def _refusal(self, data: Any, finish: object = None) -> LlmRefused | None:
+        """The refusal of this request's content that a response, whole or a streamed chunk,
+        holds: the prompt blocked (``promptFeedback.blockReason``: no candidates at all), or a
+        candidate's ``finish`` that says a filter stopped it before any text."""
+        feedback = data.get("promptFeedback") if isinstance(data, dict) else None
+        blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
+        if blocked:
+            return LlmRefused(f"{self.name}: the model refused this request's content (blockReason {str(blocked)[:40]})")
+        if isinstance(finish, str) and finish in _GEMINI_REFUSED:
+            return LlmRefused(f"{self.name}: the model refused this request's content (finishReason {finish})")
+        return None
+
     def _completion(self, data: Any) -> Completion:
-        blocked = data.get("promptFeedback", {}).get("blockReason") if isinstance(data, dict) and isinstance(data.get("promptFeedback"), dict) else None
-        if blocked:  # the prompt itself refused: no candidates at all
-            raise LlmRefused(f"{self.name}: the model refused this request's content (blockReason {blocked})")
+        if refusal := self._refusal(data):
+            raise refusal
         try:
             candidate = data["candidates"][0]
             parts = (candidate.get("content") or {}).get("parts")
@@ -500,9 +511,7 @@ class GeminiChat(_HttpChat):
             # filter). A failure, as OpenAI's null content is, not an answer of no words; but a
             # filter's stop refuses this request's content, no failure of the provider.
             finish = candidate.get("finishReason")
-            if finish in _GEMINI_REFUSED:
-                raise LlmRefused(f"{self.name}: the model refused this request's content (finishReason {finish})")
-            raise LlmError(f"{self.name}: the response has no text (finishReason {finish})")
+            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {str(finish)[:40]})")
         try:
             text = "".join(p.get("text", "") for p in parts)
         except (TypeError, AttributeError) as exc:
@@ -515,9 +524,11 @@ class GeminiChat(_HttpChat):
             "contents": [{"role": "user", "parts": [{"text": prompt}]}],
             "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
         }
-        finish = None
+        finish, wrote = None, False
         async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
             data = self._json(event, self.name)
+            if refusal := self._refusal(data):  # as complete() has it: counted neither way
+                raise refusal
             try:
                 candidate = data["candidates"][0]
                 # The last chunk may carry only why the model stopped, without content.
@@ -525,8 +536,11 @@ class GeminiChat(_HttpChat):
             except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
+                wrote = True
                 yield text
             finish = candidate.get("finishReason") or finish
+        if not wrote and (refusal := self._refusal(None, finish)):
+            raise refusal
         if finish is None or not _finished(finish, _GEMINI_FINISHED):
             yield Completion.of("", True)  # stopped short (MAX_TOKENS, SAFETY, ...), or the stream ended before the model did
 

@@ -712,6 +712,34 @@ async def test_a_content_filters_refusal_leaves_the_breaker_closed(name: str, cl
             await model.close()
 
 
+#: a content filter's streamed answers: a refusal before any text, as FILTERED's
+STREAMED_FILTERED = [
+    ("gemini-prompt-blocked", GeminiChat, "", Sse([(None, json.dumps({"promptFeedback": {"blockReason": "SAFETY"}}))])),
+    ("gemini-candidate-stopped", GeminiChat, "", Sse([(None, json.dumps({"candidates": [{"finishReason": "SAFETY"}]}))])),
+]
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix", "filtered"), STREAMED_FILTERED, ids=[f[0] for f in STREAMED_FILTERED])
+async def test_a_content_filters_streamed_refusal_leaves_the_breaker_closed(name: str, cls: Any, prefix: str, filtered: Sse) -> None:
+    """As test_a_content_filters_refusal_leaves_the_breaker_closed, streamed (StreamQuery, `ask`)."""
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return (200, filtered) if "blocked" in json.dumps(body) else (503, {"error": "down"})
+
+    with json_server(handler) as server:
+        breaker = CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock())
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            for _ in range(4):
+                with pytest.raises(LlmRefused, match="refused this request's content"):
+                    _ = [t async for t in model.stream("sys", "blocked", temperature=0.1)]
+            assert not breaker.is_open
+            with pytest.raises(LlmError, match="503"):
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+            assert breaker.is_open
+        finally:
+            await model.close()
+
+
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_a_request_the_provider_refuses_for_its_content_leaves_the_breaker_closed(name: str, cls: Any, prefix: str) -> None:
     """One caller's query over the model's context window (400), sent by four techniques at once,
