@@ -170,13 +170,22 @@ class _HttpChat:
         return self._guarded(self._stream(system, prompt, temperature=temperature, max_tokens=max_tokens))
 
     async def _guarded(self, tokens: AsyncIterator[str]) -> AsyncIterator[str]:
+        """A stream of no words (a proxy's empty 200, a model that spent max_tokens thinking) fails
+        inside the breaker's count, as a whole answer of no text does: as a success it kept the
+        breaker closed while every answer said nothing."""
         with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
+            wrote = False
             try:
                 async with contextlib.aclosing(tokens):  # type: ignore[type-var]
                     async for token in tokens:
+                        wrote = wrote or bool(token.strip())
                         yield without_surrogates(token)
             except _WholeAnswer as whole:
-                yield self._completion(whole.data)
+                completion = self._completion(whole.data)
+                wrote = bool(completion.strip())
+                yield completion
+            if not wrote:
+                raise LlmError(f"{self.name}: the stream ended with no text")
 
     def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         raise NotImplementedError
@@ -377,6 +386,7 @@ class OpenAICompatibleChat(_HttpChat):
         return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
+        wrote = False
         while True:
             body = {**self._body(system, prompt, temperature=temperature, max_tokens=max_tokens), "stream": True}
             try:
@@ -395,11 +405,14 @@ class OpenAICompatibleChat(_HttpChat):
                     if text and not isinstance(text, str):
                         raise LlmError(f"{self.name}: unexpected streamed event shape (content {type(text).__name__})")
                     if text:
+                        wrote = True
                         yield text
                 break
             except LlmRefused as exc:  # an error status, before any event
                 if not self._learned(exc, body):
                     raise
+        if not wrote and finish == "content_filter":  # as complete() has it: counted neither way
+            raise LlmRefused(f"{self.name}: the model refused this request's content")
         if finish is None or not _finished(finish, _OPENAI_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a filter), or the stream ended before the model did
 
@@ -443,7 +456,7 @@ class AnthropicChat(_HttpChat):
             "max_tokens": max_tokens,
             "stream": True,
         }
-        stop = None
+        stop, wrote = None, False
         async for event in self._events("/v1/messages", body):
             if event.event == "message_stop":
                 stop = stop or "message_stop"
@@ -455,9 +468,12 @@ class AnthropicChat(_HttpChat):
                 if delta.get("type") == "text_delta" and delta.get("text"):
                     if not isinstance(delta["text"], str):
                         raise LlmError(f"{self.name}: unexpected streamed event shape (text {type(delta['text']).__name__})")
+                    wrote = True
                     yield delta["text"]
             elif event.event == "message_delta":
                 stop = self._delta(event).get("stop_reason") or stop
+        if not wrote and stop == "refusal":  # as complete() has it: counted neither way
+            raise LlmRefused(f"{self.name}: the model refused this request's content (stop_reason refusal)")
         if stop is None or not _finished(stop, _ANTHROPIC_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a refusal), or the stream ended before the model did
 

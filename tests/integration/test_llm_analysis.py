@@ -638,6 +638,23 @@ async def test_an_answer_of_no_words_is_a_failed_call_that_counts_against_the_br
     assert not isinstance(err.value, LlmRefused) and breaker.failures == 1
 
 
+@pytest.mark.parametrize("sent", ["no-event", "empty-text"])
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_stream_of_no_words_is_a_failed_call_that_counts_against_the_breaker(name: str, cls: Any, prefix: str, sent: str) -> None:
+    """A 200 event stream that ends with no text (a proxy's empty answer, a model that spent
+    max_tokens thinking) was a success: the breaker stayed closed and the answer said nothing."""
+    reply = Sse([]) if sent == "no-event" else _stopped(name, "", "itself", True)
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0, clock=Clock())
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match="the stream ended with no text") as err:
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert not isinstance(err.value, LlmRefused) and breaker.failures == 1
+
+
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_streamed_answers_go_through_the_circuit_breaker(name: str, cls: Any, prefix: str) -> None:
     """A streamed answer (StreamQuery, `ask`) is refused at once while the model's breaker is open,
@@ -716,6 +733,10 @@ async def test_a_content_filters_refusal_leaves_the_breaker_closed(name: str, cl
 STREAMED_FILTERED = [
     ("gemini-prompt-blocked", GeminiChat, "", Sse([(None, json.dumps({"promptFeedback": {"blockReason": "SAFETY"}}))])),
     ("gemini-candidate-stopped", GeminiChat, "", Sse([(None, json.dumps({"candidates": [{"finishReason": "SAFETY"}]}))])),
+    ("openai-content-filter", OpenAICompatibleChat, "/v1",
+     Sse([(None, json.dumps({"choices": [{"delta": {}, "finish_reason": "content_filter"}]})), (None, "[DONE]")])),
+    ("anthropic-refusal", AnthropicChat, "", Sse([("message_delta", json.dumps({"type": "message_delta", "delta": {"stop_reason": "refusal"}})),
+                                                  ("message_stop", json.dumps({"type": "message_stop"}))])),
 ]
 
 
