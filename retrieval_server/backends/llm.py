@@ -522,17 +522,17 @@ class GeminiChat(_HttpChat):
             parts = (candidate.get("content") or {}).get("parts")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        if not isinstance(parts, list):
-            # No content: the model stopped before writing (its thinking spent maxOutputTokens, a
-            # filter). A failure, as OpenAI's null content is, not an answer of no words; but a
-            # filter's stop refuses this request's content, no failure of the provider.
-            finish = candidate.get("finishReason")
-            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {str(finish)[:40]})")
+        finish = candidate.get("finishReason")
         try:
-            text = "".join(p.get("text", "") for p in parts)
+            text = "".join(p.get("text", "") for p in parts) if isinstance(parts, list) else ""
         except (TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, not _finished(candidate.get("finishReason"), _GEMINI_FINISHED))
+        if not text.strip():
+            # No content, or no words in it: the model stopped before writing (its thinking spent
+            # maxOutputTokens, a filter). A failure, as OpenAI's empty content is, not an answer of
+            # no words; but a filter's stop refuses this request's content, no failure of the provider.
+            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {str(finish)[:40]})")
+        return Completion.of(text, not _finished(finish, _GEMINI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {

@@ -622,8 +622,9 @@ async def test_a_message_without_text_is_a_failed_call_not_the_text_none() -> No
         (AnthropicChat, {"content": [], "stop_reason": "max_tokens"}, "stop_reason max_tokens"),
         (AnthropicChat, {"content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": ""}], "stop_reason": "end_turn"},
          "stop_reason end_turn"),
+        (GeminiChat, {"candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "MAX_TOKENS"}]}, "finishReason MAX_TOKENS"),
     ],
-    ids=["openai-empty", "openai-blank", "anthropic-no-blocks", "anthropic-empty-text"],
+    ids=["openai-empty", "openai-blank", "anthropic-no-blocks", "anthropic-empty-text", "gemini-empty-text"],
 )
 async def test_an_answer_of_no_words_is_a_failed_call_that_counts_against_the_breaker(cls: Any, reply: Any, reason: str) -> None:
     """Taken as an answer, "" was a success: the breaker stayed closed and a summary said nothing."""
