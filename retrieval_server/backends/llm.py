@@ -259,10 +259,15 @@ class _HttpChat:
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
         """Seconds before the next attempt: the backoff, or longer when the server says when to come
         back (``Retry-After``). None when waiting cannot help: the server asks for more than a call's
-        timeout, or the account is out of quota (OpenAI's 429 ``insufficient_quota``)."""
+        timeout, the account is out of quota (OpenAI's 429 ``insufficient_quota``), or the call let
+        its timeout pass (the whole call's is a ReadTimeout): asked again, the provider would keep
+        the caller as long again, and bill a completion it may be writing still. Only a connection
+        not made (ConnectTimeout, PoolTimeout) is no call the provider received."""
         import httpx
 
         delay = self._backoff * 2**attempt
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout)):
+            return None
         if not isinstance(exc, httpx.HTTPStatusError):
             return delay
         response = exc.response

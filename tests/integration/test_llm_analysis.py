@@ -109,6 +109,30 @@ async def test_transient_errors_are_retried_with_backoff() -> None:
     assert "reciprocal rank fusion" in text and calls["n"] == 3
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+async def test_a_call_that_let_its_timeout_pass_is_not_sent_again(stream: bool) -> None:
+    """Retried as a connection error, a model slower than LLM_TIMEOUT_S was asked max_retries + 1
+    times, the caller waiting as many timeouts and each call billed."""
+    answer = threading.Event()
+
+    def held(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        answer.wait()
+        return openai_handler(path, body)
+
+    with json_server(held) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=0.5, max_retries=2, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="ReadTimeout|no whole response within 0.5 s") as err:
+                if stream:
+                    _ = [t async for t in model.stream("sys", "Rewrite this", temperature=0.1)]
+                else:
+                    await model.complete("sys", "Rewrite this", temperature=0.1)
+        finally:
+            answer.set()
+            await model.close()
+    assert len(server.requests) == 1, err.value
+
+
 async def test_client_errors_are_not_retried() -> None:
     with json_server(lambda path, body: (401, {"error": "bad key"})) as server:
         model = AnthropicChat(server.url, "m", "wrong", timeout_s=LOCAL_S, max_retries=3, backoff_s=0.01)
