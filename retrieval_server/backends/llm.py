@@ -38,6 +38,8 @@ _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 #: statuses that refuse one request for what it holds (a prompt over the context window, content
 #: the provider will not take), not the provider failing
 _REQUEST_REFUSED = {400, 413, 422}
+#: how much of a provider's own error text an error repeats: it is the provider's, of any length
+_SAID = 200
 
 
 class LlmError(Exception):
@@ -401,6 +403,11 @@ class OpenAICompatibleChat(_HttpChat):
                         finish = finish or "done"
                         break
                     data = self._json(event, self.name)
+                    if isinstance(data, dict) and data.get("error"):
+                        # OpenAI's failure mid-stream, after its 200: its words, not "unexpected shape".
+                        error = data["error"]
+                        said = (error.get("message") or error) if isinstance(error, dict) else error
+                        raise LlmError(f"{self.name}: {str(said)[:_SAID]}", error if isinstance(error, dict) else None)
                     try:
                         choices = data["choices"]
                         text = (choices[0].get("delta") or {}).get("content") if choices else None
@@ -467,7 +474,7 @@ class AnthropicChat(_HttpChat):
                 stop = stop or "message_stop"
                 break
             if event.event == "error":
-                raise LlmError(f"{self.name}: {event.data}")
+                raise LlmError(f"{self.name}: {event.data[:_SAID]}")
             if event.event == "content_block_delta":
                 delta = self._delta(event)
                 if delta.get("type") == "text_delta" and delta.get("text"):

@@ -400,6 +400,29 @@ async def test_a_stream_that_ends_before_the_model_says_so_is_reported_cut(name:
     assert "".join(tokens) == "It is. It is not" and isinstance(tokens[-1], Completion) and tokens[-1].truncated
 
 
+@pytest.mark.parametrize(
+    ("name", "cls", "failure"),
+    [
+        ("openai", OpenAICompatibleChat, (None, json.dumps({"error": {"message": "The server had an error while processing your request. "
+                                                                                 + "Sorry! " * 100, "type": "server_error"}}))),
+        ("anthropic", AnthropicChat, ("error", json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded. " * 100}}))),
+    ],
+    ids=["openai", "anthropic"],
+)
+async def test_a_stream_that_fails_part_way_says_what_the_provider_said_and_no_more(name: str, cls: Any, failure: tuple[str | None, str]) -> None:
+    """OpenAI's error object after some text read as "unexpected streamed event shape"; Anthropic's
+    error event was repeated whole, however long, where callers read it."""
+    text = _stopped(name, "It is", "itself", True).events[0]
+    with json_server(lambda path, body: (200, Sse([text, failure]))) as server:
+        model = cls(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="server had an error|overloaded_error") as err:
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert len(str(err.value)) <= len(f"{name}:m: ") + 200
+
+
 @pytest.mark.parametrize("sent", ["sized", "unsized", "streamed"])
 async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> None:
     """A provider that misbehaves (a runaway generation, a wrong URL serving a file) cannot fill the
