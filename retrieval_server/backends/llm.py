@@ -230,7 +230,7 @@ class _HttpChat:
             started = False
             try:
                 async with self._client.stream("POST", path, json=body, params=params, headers=headers) as response:
-                    if response.status_code >= 400:
+                    if not response.is_success:  # a redirect too: not followed, told by its status as complete() tells it
                         (await read_whole(response)).raise_for_status()
                     content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
                     if content_type != "text/event-stream":

@@ -502,6 +502,21 @@ async def test_a_stream_answered_with_one_json_completion_is_its_text_in_one_pie
     assert len(server.requests) == 1 and breaker.failures == 0
 
 
+async def test_a_redirected_stream_is_told_by_its_status() -> None:
+    """A 308 (a base URL moved to https) read as a malformed completion: its JSON body as the answer."""
+    moved = WithHeaders({"detail": "moved"}, {"Location": "https://elsewhere/v1/chat/completions"})
+    with json_server(lambda path, body: (308, moved)) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="HTTP 308 Permanent Redirect"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            with pytest.raises(LlmError, match="HTTP 308 Permanent Redirect"):
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert len(server.requests) == 2
+
+
 async def test_a_stream_answered_in_another_content_type_fails_at_once() -> None:
     page = Streamed({"Content-Type": "text/html; charset=utf-8"}, [b"<html>proxy login</html>"])
     with json_server(lambda path, body: (200, page)) as server:
