@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import re
 import zlib
 from collections.abc import AsyncIterator
@@ -56,19 +57,27 @@ async def request_bounded(
 ) -> httpx.Response:
     """``client.request(method, url, **kwargs)``, its body read whatever the status (an error's
     reason, a Retry-After's account), up to ``limit`` bytes: see :func:`read_whole`. The whole call
-    within the client's timeout (``httpx.ReadTimeout`` past it): httpx's bounds each read, and a
-    server sending a byte a little more often than that was waited for until the limit."""
+    :func:`within` the client's timeout."""
+    headers = {**ACCEPT_ENCODING, **kwargs.pop("headers", {})}
+    async with within(client.timeout.read), client.stream(method, url, headers=headers, **kwargs) as response:
+        return await read_whole(response, limit)
+
+
+@contextlib.asynccontextmanager
+async def within(seconds: float) -> AsyncIterator[None]:
+    """The block held to ``seconds`` whole, ``httpx.ReadTimeout`` past them: httpx's timeout bounds
+    each read, and a server sending a byte a little more often than that was waited for until the
+    size limit."""
     import httpx
 
-    headers = {**ACCEPT_ENCODING, **kwargs.pop("headers", {})}
-    whole = asyncio.timeout(client.timeout.read)
+    whole = asyncio.timeout(seconds)
     try:
-        async with whole, client.stream(method, url, headers=headers, **kwargs) as response:
-            return await read_whole(response, limit)
+        async with whole:
+            yield
     except TimeoutError:
         if not whole.expired():
             raise
-        raise httpx.ReadTimeout(f"no whole response within {client.timeout.read:g} s") from None
+        raise httpx.ReadTimeout(f"no whole response within {seconds:g} s") from None
 
 
 async def read_whole(response: httpx.Response, limit: int = MAX_RESPONSE_BYTES) -> httpx.Response:

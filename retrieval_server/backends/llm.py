@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded
+from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded, within
 from retrieval_server.identifiers import without_surrogates
 
 if TYPE_CHECKING:
@@ -230,8 +230,11 @@ class _HttpChat:
             started = False
             try:
                 async with self._client.stream("POST", path, json=body, params=params, headers=headers) as response:
+                    # The bodies read whole here are held to the timeout whole, as complete()'s are.
                     if not response.is_success:  # a redirect too: not followed, told by its status as complete() tells it
-                        (await read_whole(response)).raise_for_status()
+                        async with within(self._timeout_s):
+                            error = await read_whole(response)
+                        error.raise_for_status()
                     content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
                     if content_type != "text/event-stream":
                         # Not retried: a server that ignores "stream": true bills the whole answer each time.
@@ -239,7 +242,8 @@ class _HttpChat:
                             raise LlmError(f"{self.name}: a streamed answer came as {content_type or 'no content type'!r}, "
                                            "not text/event-stream")
                         try:
-                            data = (await read_whole(response)).json()
+                            async with within(self._timeout_s):
+                                data = (await read_whole(response)).json()
                         except (ValueError, RecursionError) as exc:
                             raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
                         raise _WholeAnswer(data)

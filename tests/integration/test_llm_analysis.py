@@ -891,8 +891,8 @@ async def test_a_failed_call_never_repeats_the_urls_password(caplog: pytest.LogC
     assert "retrying" in caplog.text and "S3cret" not in caplog.text
 
 
-async def _drained(model: OpenAICompatibleChat) -> None:
-    async for _ in model.stream("sys", "prompt", temperature=0.1):
+async def _drained(model: OpenAICompatibleChat, prompt: str = "prompt") -> None:
+    async for _ in model.stream("sys", prompt, temperature=0.1):
         pass
 
 
@@ -908,13 +908,20 @@ async def test_a_response_dripped_a_byte_at_a_time_ends_within_the_timeout() -> 
             yield b" "
             time.sleep(0.05)
 
-    with json_server(lambda path, body: (200, Streamed({"Content-Type": "application/json"}, drip()))) as server:
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return 503 if "failing" in json.dumps(body) else 200, Streamed({"Content-Type": "application/json"}, drip())
+
+    with json_server(handle) as server:
         model = OpenAICompatibleChat(server.url, "m", timeout_s=1.0, max_retries=0, backoff_s=0)
         tei = TeiReranker(server.url, timeout_s=1.0)
         try:
             # The bound only turns the old code's wait into a failure.
             with pytest.raises(LlmError, match="no whole response within 1 s"):
                 await asyncio.wait_for(model.complete("sys", "prompt", temperature=0.1), 120)
+            # A streamed call's error body, and a whole completion instead of a stream, read whole too.
+            for prompt in ("failing", "prompt"):
+                with pytest.raises(LlmError, match="no whole response within 1 s"):
+                    await asyncio.wait_for(_drained(model, prompt), 120)
             with pytest.raises(RerankError, match="no whole response within 1 s"):
                 await asyncio.wait_for(tei.rerank("q", ["a"]), 120)
         finally:
