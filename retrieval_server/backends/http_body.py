@@ -128,7 +128,10 @@ class _Inflater:
 
     def __init__(self, wbits: int, raw_fallback: bool) -> None:
         self._inflate = zlib.decompressobj(wbits)
-        self._raw_fallback, self._started = raw_fallback, False
+        self._raw_fallback = raw_fallback
+        #: what was read while raw deflate was still possible, to inflate again as raw if it is:
+        #: zlib tells its own format from raw only once it holds its 2-byte header whole
+        self._head = b""
 
     @classmethod
     def of(cls, encoding: str) -> _Inflater | None:
@@ -147,11 +150,14 @@ class _Inflater:
             try:
                 out = self._inflate.decompress(data, at_most)
             except zlib.error:
-                if not self._raw_fallback or self._started:
+                if not self._raw_fallback:
                     raise
                 self._inflate, self._raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
-                out = self._inflate.decompress(data, at_most)
+                out = self._inflate.decompress(self._head + data, at_most)
         except zlib.error as exc:
             raise ResponseRefused(f"a response whose compression is broken: {exc}") from exc
-        self._started = True
+        if self._raw_fallback:
+            self._head += data
+            if out or len(self._head) >= 2:  # zlib's own format: an error later is a broken body
+                self._raw_fallback, self._head = False, b""
         return out

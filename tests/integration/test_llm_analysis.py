@@ -7,7 +7,8 @@ import datetime
 import email.utils
 import json
 import threading
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -568,6 +569,28 @@ async def test_a_compressed_response_is_inflated_no_further_than_the_limit() -> 
     with json_server(lambda path, body: (200, small)) as server:
         async with httpx.AsyncClient() as client, client.stream("POST", server.url + "/", json={}) as response:
             assert b"".join([c async for c in body_chunks(response)]) == b'{"ok": true}'
+
+
+@pytest.mark.parametrize("first", [1, 2, 5])
+@pytest.mark.parametrize("wbits", [zlib.MAX_WBITS, -zlib.MAX_WBITS], ids=["zlib", "raw"])
+async def test_a_deflate_body_is_inflated_however_its_first_read_is_cut(wbits: int, first: int) -> None:
+    """Raw deflate (as some servers send "deflate") whose first read was one byte was refused as
+    broken: zlib cannot tell its own format from raw before its 2-byte header is whole."""
+    import httpx
+
+    class Pieces(httpx.AsyncByteStream):
+        def __init__(self, *pieces: bytes) -> None:
+            self._pieces = pieces
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for piece in self._pieces:
+                yield piece
+
+    text = b'{"ok": true, "pad": "' + b"a" * 100 + b'"}'
+    squeezer = zlib.compressobj(wbits=wbits)
+    body = squeezer.compress(text) + squeezer.flush()
+    response = httpx.Response(200, headers={"Content-Encoding": "deflate"}, stream=Pieces(body[:first], body[first:]))
+    assert b"".join([c async for c in body_chunks(response)]) == text
 
 
 async def test_failing_llm_falls_back_to_classical_methods() -> None:
