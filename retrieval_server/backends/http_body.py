@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import re
 import zlib
 from collections.abc import AsyncIterator
@@ -56,19 +57,27 @@ async def request_bounded(
 ) -> httpx.Response:
     """``client.request(method, url, **kwargs)``, its body read whatever the status (an error's
     reason, a Retry-After's account), up to ``limit`` bytes: see :func:`read_whole`. The whole call
-    within the client's timeout (``httpx.ReadTimeout`` past it): httpx's bounds each read, and a
-    server sending a byte a little more often than that was waited for until the limit."""
+    :func:`within` the client's timeout."""
+    headers = {**ACCEPT_ENCODING, **kwargs.pop("headers", {})}
+    async with within(client.timeout.read), client.stream(method, url, headers=headers, **kwargs) as response:
+        return await read_whole(response, limit)
+
+
+@contextlib.asynccontextmanager
+async def within(seconds: float) -> AsyncIterator[None]:
+    """The block held to ``seconds`` whole, ``httpx.ReadTimeout`` past them: httpx's timeout bounds
+    each read, and a server sending a byte a little more often than that was waited for until the
+    size limit."""
     import httpx
 
-    headers = {**ACCEPT_ENCODING, **kwargs.pop("headers", {})}
-    whole = asyncio.timeout(client.timeout.read)
+    whole = asyncio.timeout(seconds)
     try:
-        async with whole, client.stream(method, url, headers=headers, **kwargs) as response:
-            return await read_whole(response, limit)
+        async with whole:
+            yield
     except TimeoutError:
         if not whole.expired():
             raise
-        raise httpx.ReadTimeout(f"no whole response within {client.timeout.read:g} s") from None
+        raise httpx.ReadTimeout(f"no whole response within {seconds:g} s") from None
 
 
 async def read_whole(response: httpx.Response, limit: int = MAX_RESPONSE_BYTES) -> httpx.Response:
@@ -119,7 +128,10 @@ class _Inflater:
 
     def __init__(self, wbits: int, raw_fallback: bool) -> None:
         self._inflate = zlib.decompressobj(wbits)
-        self._raw_fallback, self._started = raw_fallback, False
+        self._raw_fallback = raw_fallback
+        #: what was read while raw deflate was still possible, to inflate again as raw if it is:
+        #: zlib tells its own format from raw only once it holds its 2-byte header whole
+        self._head = b""
 
     @classmethod
     def of(cls, encoding: str) -> _Inflater | None:
@@ -138,11 +150,14 @@ class _Inflater:
             try:
                 out = self._inflate.decompress(data, at_most)
             except zlib.error:
-                if not self._raw_fallback or self._started:
+                if not self._raw_fallback:
                     raise
                 self._inflate, self._raw_fallback = zlib.decompressobj(-zlib.MAX_WBITS), False
-                out = self._inflate.decompress(data, at_most)
+                out = self._inflate.decompress(self._head + data, at_most)
         except zlib.error as exc:
             raise ResponseRefused(f"a response whose compression is broken: {exc}") from exc
-        self._started = True
+        if self._raw_fallback:
+            self._head += data
+            if out or len(self._head) >= 2:  # zlib's own format: an error later is a broken body
+                self._raw_fallback, self._head = False, b""
         return out

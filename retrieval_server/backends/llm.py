@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded
+from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded, within
 from retrieval_server.identifiers import without_surrogates
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 #: statuses that refuse one request for what it holds (a prompt over the context window, content
 #: the provider will not take), not the provider failing
 _REQUEST_REFUSED = {400, 413, 422}
+#: how much of a provider's own error text an error repeats: it is the provider's, of any length
+_SAID = 200
 
 
 class LlmError(Exception):
@@ -170,13 +172,22 @@ class _HttpChat:
         return self._guarded(self._stream(system, prompt, temperature=temperature, max_tokens=max_tokens))
 
     async def _guarded(self, tokens: AsyncIterator[str]) -> AsyncIterator[str]:
+        """A stream of no words (a proxy's empty 200, a model that spent max_tokens thinking) fails
+        inside the breaker's count, as a whole answer of no text does: as a success it kept the
+        breaker closed while every answer said nothing."""
         with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
+            wrote = False
             try:
                 async with contextlib.aclosing(tokens):  # type: ignore[type-var]
                     async for token in tokens:
+                        wrote = wrote or bool(token.strip())
                         yield without_surrogates(token)
             except _WholeAnswer as whole:
-                yield self._completion(whole.data)
+                completion = self._completion(whole.data)
+                wrote = bool(completion.strip())
+                yield completion
+            if not wrote:
+                raise LlmError(f"{self.name}: the stream ended with no text")
 
     def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         raise NotImplementedError
@@ -219,8 +230,11 @@ class _HttpChat:
             started = False
             try:
                 async with self._client.stream("POST", path, json=body, params=params, headers=headers) as response:
-                    if response.status_code >= 400:
-                        (await read_whole(response)).raise_for_status()
+                    # The bodies read whole here are held to the timeout whole, as complete()'s are.
+                    if not response.is_success:  # a redirect too: not followed, told by its status as complete() tells it
+                        async with within(self._timeout_s):
+                            error = await read_whole(response)
+                        error.raise_for_status()
                     content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
                     if content_type != "text/event-stream":
                         # Not retried: a server that ignores "stream": true bills the whole answer each time.
@@ -228,7 +242,8 @@ class _HttpChat:
                             raise LlmError(f"{self.name}: a streamed answer came as {content_type or 'no content type'!r}, "
                                            "not text/event-stream")
                         try:
-                            data = (await read_whole(response)).json()
+                            async with within(self._timeout_s):
+                                data = (await read_whole(response)).json()
                         except (ValueError, RecursionError) as exc:
                             raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
                         raise _WholeAnswer(data)
@@ -250,10 +265,15 @@ class _HttpChat:
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
         """Seconds before the next attempt: the backoff, or longer when the server says when to come
         back (``Retry-After``). None when waiting cannot help: the server asks for more than a call's
-        timeout, or the account is out of quota (OpenAI's 429 ``insufficient_quota``)."""
+        timeout, the account is out of quota (OpenAI's 429 ``insufficient_quota``), or the call let
+        its timeout pass (the whole call's is a ReadTimeout): asked again, the provider would keep
+        the caller as long again, and bill a completion it may be writing still. Only a connection
+        not made (ConnectTimeout, PoolTimeout) is no call the provider received."""
         import httpx
 
         delay = self._backoff * 2**attempt
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout)):
+            return None
         if not isinstance(exc, httpx.HTTPStatusError):
             return delay
         response = exc.response
@@ -365,16 +385,19 @@ class OpenAICompatibleChat(_HttpChat):
             content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        if not isinstance(content, str):
-            # null when the model wrote no text (a refusal, a tool call, max_tokens spent reasoning):
-            # str() of it would be the words "None", searched for and answered with. A refusal of
-            # this request's content is no failure of the provider (see LlmRefused).
-            if (choice.get("message") or {}).get("refusal") or choice.get("finish_reason") == "content_filter":
+        if not isinstance(content, str) or not content.strip():
+            # null or "" when the model wrote no text (a refusal, a tool call, max_tokens spent
+            # reasoning): str() of null would be the words "None", searched for and answered with,
+            # and "" an answer of no words that kept the breaker closed. A refusal of this
+            # request's content is no failure of the provider (see LlmRefused).
+            finish = choice.get("finish_reason")
+            if (choice.get("message") or {}).get("refusal") or finish == "content_filter":
                 raise LlmRefused(f"{self.name}: the model refused this request's content")
-            raise LlmError(f"{self.name}: the response has no text (content {type(content).__name__})")
+            raise LlmError(f"{self.name}: the response has no text (finish_reason {str(finish)[:40]})")
         return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
+        wrote = False
         while True:
             body = {**self._body(system, prompt, temperature=temperature, max_tokens=max_tokens), "stream": True}
             try:
@@ -384,6 +407,11 @@ class OpenAICompatibleChat(_HttpChat):
                         finish = finish or "done"
                         break
                     data = self._json(event, self.name)
+                    if isinstance(data, dict) and data.get("error"):
+                        # OpenAI's failure mid-stream, after its 200: its words, not "unexpected shape".
+                        error = data["error"]
+                        said = (error.get("message") or error) if isinstance(error, dict) else error
+                        raise LlmError(f"{self.name}: {str(said)[:_SAID]}", error if isinstance(error, dict) else None)
                     try:
                         choices = data["choices"]
                         text = (choices[0].get("delta") or {}).get("content") if choices else None
@@ -393,11 +421,14 @@ class OpenAICompatibleChat(_HttpChat):
                     if text and not isinstance(text, str):
                         raise LlmError(f"{self.name}: unexpected streamed event shape (content {type(text).__name__})")
                     if text:
+                        wrote = True
                         yield text
                 break
             except LlmRefused as exc:  # an error status, before any event
                 if not self._learned(exc, body):
                     raise
+        if not wrote and finish == "content_filter":  # as complete() has it: counted neither way
+            raise LlmRefused(f"{self.name}: the model refused this request's content")
         if finish is None or not _finished(finish, _OPENAI_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a filter), or the stream ended before the model did
 
@@ -425,7 +456,12 @@ class AnthropicChat(_HttpChat):
             text = "".join(block["text"] for block in data["content"] if block.get("type") == "text")
         except (KeyError, TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, not _finished(data.get("stop_reason"), _ANTHROPIC_FINISHED))
+        stop = data.get("stop_reason")
+        if not text.strip():  # as OpenAI's empty content: max_tokens spent thinking, or a refusal
+            if stop == "refusal":
+                raise LlmRefused(f"{self.name}: the model refused this request's content (stop_reason refusal)")
+            raise LlmError(f"{self.name}: the response has no text (stop_reason {str(stop)[:40]})")
+        return Completion.of(text, not _finished(stop, _ANTHROPIC_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -436,21 +472,24 @@ class AnthropicChat(_HttpChat):
             "max_tokens": max_tokens,
             "stream": True,
         }
-        stop = None
+        stop, wrote = None, False
         async for event in self._events("/v1/messages", body):
             if event.event == "message_stop":
                 stop = stop or "message_stop"
                 break
             if event.event == "error":
-                raise LlmError(f"{self.name}: {event.data}")
+                raise LlmError(f"{self.name}: {event.data[:_SAID]}")
             if event.event == "content_block_delta":
                 delta = self._delta(event)
                 if delta.get("type") == "text_delta" and delta.get("text"):
                     if not isinstance(delta["text"], str):
                         raise LlmError(f"{self.name}: unexpected streamed event shape (text {type(delta['text']).__name__})")
+                    wrote = True
                     yield delta["text"]
             elif event.event == "message_delta":
                 stop = self._delta(event).get("stop_reason") or stop
+        if not wrote and stop == "refusal":  # as complete() has it: counted neither way
+            raise LlmRefused(f"{self.name}: the model refused this request's content (stop_reason refusal)")
         if stop is None or not _finished(stop, _ANTHROPIC_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a refusal), or the stream ended before the model did
 
@@ -479,28 +518,37 @@ class GeminiChat(_HttpChat):
             },
         )
 
+    def _refusal(self, data: Any, finish: object = None) -> LlmRefused | None:
+        """The refusal of this request's content that a response, whole or a streamed chunk,
+        holds: the prompt blocked (``promptFeedback.blockReason``: no candidates at all), or a
+        candidate's ``finish`` that says a filter stopped it before any text."""
+        feedback = data.get("promptFeedback") if isinstance(data, dict) else None
+        blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
+        if blocked:
+            return LlmRefused(f"{self.name}: the model refused this request's content (blockReason {str(blocked)[:40]})")
+        if isinstance(finish, str) and finish in _GEMINI_REFUSED:
+            return LlmRefused(f"{self.name}: the model refused this request's content (finishReason {finish})")
+        return None
+
     def _completion(self, data: Any) -> Completion:
-        blocked = data.get("promptFeedback", {}).get("blockReason") if isinstance(data, dict) and isinstance(data.get("promptFeedback"), dict) else None
-        if blocked:  # the prompt itself refused: no candidates at all
-            raise LlmRefused(f"{self.name}: the model refused this request's content (blockReason {blocked})")
+        if refusal := self._refusal(data):
+            raise refusal
         try:
             candidate = data["candidates"][0]
             parts = (candidate.get("content") or {}).get("parts")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        if not isinstance(parts, list):
-            # No content: the model stopped before writing (its thinking spent maxOutputTokens, a
-            # filter). A failure, as OpenAI's null content is, not an answer of no words; but a
-            # filter's stop refuses this request's content, no failure of the provider.
-            finish = candidate.get("finishReason")
-            if finish in _GEMINI_REFUSED:
-                raise LlmRefused(f"{self.name}: the model refused this request's content (finishReason {finish})")
-            raise LlmError(f"{self.name}: the response has no text (finishReason {finish})")
+        finish = candidate.get("finishReason")
         try:
-            text = "".join(p.get("text", "") for p in parts)
+            text = "".join(p.get("text", "") for p in parts) if isinstance(parts, list) else ""
         except (TypeError, AttributeError) as exc:
             raise LlmError(f"{self.name}: unexpected response shape") from exc
-        return Completion.of(text, not _finished(candidate.get("finishReason"), _GEMINI_FINISHED))
+        if not text.strip():
+            # No content, or no words in it: the model stopped before writing (its thinking spent
+            # maxOutputTokens, a filter). A failure, as OpenAI's empty content is, not an answer of
+            # no words; but a filter's stop refuses this request's content, no failure of the provider.
+            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {str(finish)[:40]})")
+        return Completion.of(text, not _finished(finish, _GEMINI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
         body = {
@@ -508,9 +556,11 @@ class GeminiChat(_HttpChat):
             "contents": [{"role": "user", "parts": [{"text": prompt}]}],
             "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
         }
-        finish = None
+        finish, wrote = None, False
         async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
             data = self._json(event, self.name)
+            if refusal := self._refusal(data):  # as complete() has it: counted neither way
+                raise refusal
             try:
                 candidate = data["candidates"][0]
                 # The last chunk may carry only why the model stopped, without content.
@@ -518,8 +568,11 @@ class GeminiChat(_HttpChat):
             except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
+                wrote = True
                 yield text
             finish = candidate.get("finishReason") or finish
+        if not wrote and (refusal := self._refusal(None, finish)):
+            raise refusal
         if finish is None or not _finished(finish, _GEMINI_FINISHED):
             yield Completion.of("", True)  # stopped short (MAX_TOKENS, SAFETY, ...), or the stream ended before the model did
 

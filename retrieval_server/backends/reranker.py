@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import math
 import time
@@ -110,7 +111,8 @@ class TeiReranker:
             items = resp.json()
             batch_scores = dict(_scored(item) for item in items)
         except httpx.HTTPError as exc:
-            raise RerankError(f"TEI /rerank failed: {failure_text(exc)}") from None  # httpx's text names the URL
+            said = _tei_said(exc.response) if isinstance(exc, httpx.HTTPStatusError) else ""
+            raise RerankError(f"TEI /rerank failed: {failure_text(exc)}{said}") from None  # httpx's text names the URL
         # A body within the size limit may still be JSON nested past the parser's recursion, or
         # a number no float holds (a 400-digit score): the local model answers instead.
         except (ResponseRefused, ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
@@ -126,6 +128,16 @@ class TeiReranker:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def _tei_said(response: Any) -> str:
+    """TEI's own reason for an error status, to follow the status (a 413 or 422 names the batch
+    limit a misconfigured TEI_MAX_BATCH passed); cut, as it is the server's text of any length."""
+    try:
+        error = json.loads(response.content).get("error")
+    except (ValueError, AttributeError, RecursionError):
+        return ""
+    return f": {error[:200]}" if isinstance(error, str) and error else ""
 
 
 def _scored(item: Any) -> tuple[int, float]:

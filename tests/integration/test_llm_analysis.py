@@ -7,7 +7,8 @@ import datetime
 import email.utils
 import json
 import threading
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,30 @@ async def test_transient_errors_are_retried_with_backoff() -> None:
         finally:
             await model.close()
     assert "reciprocal rank fusion" in text and calls["n"] == 3
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+async def test_a_call_that_let_its_timeout_pass_is_not_sent_again(stream: bool) -> None:
+    """Retried as a connection error, a model slower than LLM_TIMEOUT_S was asked max_retries + 1
+    times, the caller waiting as many timeouts and each call billed."""
+    answer = threading.Event()
+
+    def held(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        answer.wait()
+        return openai_handler(path, body)
+
+    with json_server(held) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=0.5, max_retries=2, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="ReadTimeout|no whole response within 0.5 s") as err:
+                if stream:
+                    _ = [t async for t in model.stream("sys", "Rewrite this", temperature=0.1)]
+                else:
+                    await model.complete("sys", "Rewrite this", temperature=0.1)
+        finally:
+            answer.set()
+            await model.close()
+    assert len(server.requests) == 1, err.value
 
 
 async def test_client_errors_are_not_retried() -> None:
@@ -376,6 +401,29 @@ async def test_a_stream_that_ends_before_the_model_says_so_is_reported_cut(name:
     assert "".join(tokens) == "It is. It is not" and isinstance(tokens[-1], Completion) and tokens[-1].truncated
 
 
+@pytest.mark.parametrize(
+    ("name", "cls", "failure"),
+    [
+        ("openai", OpenAICompatibleChat, (None, json.dumps({"error": {"message": "The server had an error while processing your request. "
+                                                                                 + "Sorry! " * 100, "type": "server_error"}}))),
+        ("anthropic", AnthropicChat, ("error", json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded. " * 100}}))),
+    ],
+    ids=["openai", "anthropic"],
+)
+async def test_a_stream_that_fails_part_way_says_what_the_provider_said_and_no_more(name: str, cls: Any, failure: tuple[str | None, str]) -> None:
+    """OpenAI's error object after some text read as "unexpected streamed event shape"; Anthropic's
+    error event was repeated whole, however long, where callers read it."""
+    text = _stopped(name, "It is", "itself", True).events[0]
+    with json_server(lambda path, body: (200, Sse([text, failure]))) as server:
+        model = cls(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="server had an error|overloaded_error") as err:
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert len(str(err.value)) <= len(f"{name}:m: ") + 200
+
+
 @pytest.mark.parametrize("sent", ["sized", "unsized", "streamed"])
 async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> None:
     """A provider that misbehaves (a runaway generation, a wrong URL serving a file) cannot fill the
@@ -455,6 +503,21 @@ async def test_a_stream_answered_with_one_json_completion_is_its_text_in_one_pie
     assert len(server.requests) == 1 and breaker.failures == 0
 
 
+async def test_a_redirected_stream_is_told_by_its_status() -> None:
+    """A 308 (a base URL moved to https) read as a malformed completion: its JSON body as the answer."""
+    moved = WithHeaders({"detail": "moved"}, {"Location": "https://elsewhere/v1/chat/completions"})
+    with json_server(lambda path, body: (308, moved)) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="HTTP 308 Permanent Redirect"):
+                await model.complete("sys", "prompt", temperature=0.1)
+            with pytest.raises(LlmError, match="HTTP 308 Permanent Redirect"):
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert len(server.requests) == 2
+
+
 async def test_a_stream_answered_in_another_content_type_fails_at_once() -> None:
     page = Streamed({"Content-Type": "text/html; charset=utf-8"}, [b"<html>proxy login</html>"])
     with json_server(lambda path, body: (200, page)) as server:
@@ -506,6 +569,28 @@ async def test_a_compressed_response_is_inflated_no_further_than_the_limit() -> 
     with json_server(lambda path, body: (200, small)) as server:
         async with httpx.AsyncClient() as client, client.stream("POST", server.url + "/", json={}) as response:
             assert b"".join([c async for c in body_chunks(response)]) == b'{"ok": true}'
+
+
+@pytest.mark.parametrize("first", [1, 2, 5])
+@pytest.mark.parametrize("wbits", [zlib.MAX_WBITS, -zlib.MAX_WBITS], ids=["zlib", "raw"])
+async def test_a_deflate_body_is_inflated_however_its_first_read_is_cut(wbits: int, first: int) -> None:
+    """Raw deflate (as some servers send "deflate") whose first read was one byte was refused as
+    broken: zlib cannot tell its own format from raw before its 2-byte header is whole."""
+    import httpx
+
+    class Pieces(httpx.AsyncByteStream):
+        def __init__(self, *pieces: bytes) -> None:
+            self._pieces = pieces
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for piece in self._pieces:
+                yield piece
+
+    text = b'{"ok": true, "pad": "' + b"a" * 100 + b'"}'
+    squeezer = zlib.compressobj(wbits=wbits)
+    body = squeezer.compress(text) + squeezer.flush()
+    response = httpx.Response(200, headers={"Content-Encoding": "deflate"}, stream=Pieces(body[:first], body[first:]))
+    assert b"".join([c async for c in body_chunks(response)]) == text
 
 
 async def test_failing_llm_falls_back_to_classical_methods() -> None:
@@ -613,6 +698,49 @@ async def test_a_message_without_text_is_a_failed_call_not_the_text_none() -> No
     assert a.hyde is None and a.dropped["hyde"] == "failed: LlmError"
 
 
+@pytest.mark.parametrize(
+    ("cls", "reply", "reason"),
+    [
+        # A reasoning model that spent max_completion_tokens thinking: "", not null
+        (OpenAICompatibleChat, {"choices": [{"message": {"role": "assistant", "content": ""}, "finish_reason": "length"}]}, "finish_reason length"),
+        (OpenAICompatibleChat, {"choices": [{"message": {"role": "assistant", "content": " \n"}, "finish_reason": "stop"}]}, "finish_reason stop"),
+        (AnthropicChat, {"content": [], "stop_reason": "max_tokens"}, "stop_reason max_tokens"),
+        (AnthropicChat, {"content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": ""}], "stop_reason": "end_turn"},
+         "stop_reason end_turn"),
+        (GeminiChat, {"candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "MAX_TOKENS"}]}, "finishReason MAX_TOKENS"),
+    ],
+    ids=["openai-empty", "openai-blank", "anthropic-no-blocks", "anthropic-empty-text", "gemini-empty-text"],
+)
+async def test_an_answer_of_no_words_is_a_failed_call_that_counts_against_the_breaker(cls: Any, reply: Any, reason: str) -> None:
+    """Taken as an answer, "" was a success: the breaker stayed closed and a summary said nothing."""
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0, clock=Clock())
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = cls(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match=f"no text \\({reason}\\)") as err:
+                await model.complete("sys", "prompt", temperature=0.1)
+        finally:
+            await model.close()
+    assert not isinstance(err.value, LlmRefused) and breaker.failures == 1
+
+
+@pytest.mark.parametrize("sent", ["no-event", "empty-text"])
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_stream_of_no_words_is_a_failed_call_that_counts_against_the_breaker(name: str, cls: Any, prefix: str, sent: str) -> None:
+    """A 200 event stream that ends with no text (a proxy's empty answer, a model that spent
+    max_tokens thinking) was a success: the breaker stayed closed and the answer said nothing."""
+    reply = Sse([]) if sent == "no-event" else _stopped(name, "", "itself", True)
+    breaker = CircuitBreaker(failure_threshold=5, cooldown_s=60.0, clock=Clock())
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            with pytest.raises(LlmError, match="the stream ended with no text") as err:
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
+        finally:
+            await model.close()
+    assert not isinstance(err.value, LlmRefused) and breaker.failures == 1
+
+
 @pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
 async def test_streamed_answers_go_through_the_circuit_breaker(name: str, cls: Any, prefix: str) -> None:
     """A streamed answer (StreamQuery, `ask`) is refused at once while the model's breaker is open,
@@ -656,6 +784,8 @@ FILTERED = [
     ("openai-refusal", OpenAICompatibleChat, "/v1",
      {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I can't help with that."}, "finish_reason": "stop"}]}),
     ("openai-content-filter", OpenAICompatibleChat, "/v1", {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "content_filter"}]}),
+    ("openai-content-filter-empty", OpenAICompatibleChat, "/v1", {"choices": [{"message": {"role": "assistant", "content": ""}, "finish_reason": "content_filter"}]}),
+    ("anthropic-refusal", AnthropicChat, "", {"content": [], "stop_reason": "refusal"}),
     ("gemini-prompt-blocked", GeminiChat, "", {"promptFeedback": {"blockReason": "SAFETY"}}),
     ("gemini-candidate-stopped", GeminiChat, "", {"candidates": [{"finishReason": "SAFETY"}]}),
 ]
@@ -680,6 +810,38 @@ async def test_a_content_filters_refusal_leaves_the_breaker_closed(name: str, cl
             assert not breaker.is_open
             with pytest.raises(LlmError, match="unexpected response shape"):
                 await model.complete("sys", "prompt", temperature=0.1)
+            assert breaker.is_open
+        finally:
+            await model.close()
+
+
+#: a content filter's streamed answers: a refusal before any text, as FILTERED's
+STREAMED_FILTERED = [
+    ("gemini-prompt-blocked", GeminiChat, "", Sse([(None, json.dumps({"promptFeedback": {"blockReason": "SAFETY"}}))])),
+    ("gemini-candidate-stopped", GeminiChat, "", Sse([(None, json.dumps({"candidates": [{"finishReason": "SAFETY"}]}))])),
+    ("openai-content-filter", OpenAICompatibleChat, "/v1",
+     Sse([(None, json.dumps({"choices": [{"delta": {}, "finish_reason": "content_filter"}]})), (None, "[DONE]")])),
+    ("anthropic-refusal", AnthropicChat, "", Sse([("message_delta", json.dumps({"type": "message_delta", "delta": {"stop_reason": "refusal"}})),
+                                                  ("message_stop", json.dumps({"type": "message_stop"}))])),
+]
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix", "filtered"), STREAMED_FILTERED, ids=[f[0] for f in STREAMED_FILTERED])
+async def test_a_content_filters_streamed_refusal_leaves_the_breaker_closed(name: str, cls: Any, prefix: str, filtered: Sse) -> None:
+    """As test_a_content_filters_refusal_leaves_the_breaker_closed, streamed (StreamQuery, `ask`)."""
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return (200, filtered) if "blocked" in json.dumps(body) else (503, {"error": "down"})
+
+    with json_server(handler) as server:
+        breaker = CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock())
+        model = cls(server.url + prefix, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            for _ in range(4):
+                with pytest.raises(LlmRefused, match="refused this request's content"):
+                    _ = [t async for t in model.stream("sys", "blocked", temperature=0.1)]
+            assert not breaker.is_open
+            with pytest.raises(LlmError, match="503"):
+                _ = [t async for t in model.stream("sys", "prompt", temperature=0.1)]
             assert breaker.is_open
         finally:
             await model.close()
@@ -752,8 +914,8 @@ async def test_a_failed_call_never_repeats_the_urls_password(caplog: pytest.LogC
     assert "retrying" in caplog.text and "S3cret" not in caplog.text
 
 
-async def _drained(model: OpenAICompatibleChat) -> None:
-    async for _ in model.stream("sys", "prompt", temperature=0.1):
+async def _drained(model: OpenAICompatibleChat, prompt: str = "prompt") -> None:
+    async for _ in model.stream("sys", prompt, temperature=0.1):
         pass
 
 
@@ -769,13 +931,20 @@ async def test_a_response_dripped_a_byte_at_a_time_ends_within_the_timeout() -> 
             yield b" "
             time.sleep(0.05)
 
-    with json_server(lambda path, body: (200, Streamed({"Content-Type": "application/json"}, drip()))) as server:
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return 503 if "failing" in json.dumps(body) else 200, Streamed({"Content-Type": "application/json"}, drip())
+
+    with json_server(handle) as server:
         model = OpenAICompatibleChat(server.url, "m", timeout_s=1.0, max_retries=0, backoff_s=0)
         tei = TeiReranker(server.url, timeout_s=1.0)
         try:
             # The bound only turns the old code's wait into a failure.
             with pytest.raises(LlmError, match="no whole response within 1 s"):
                 await asyncio.wait_for(model.complete("sys", "prompt", temperature=0.1), 120)
+            # A streamed call's error body, and a whole completion instead of a stream, read whole too.
+            for prompt in ("failing", "prompt"):
+                with pytest.raises(LlmError, match="no whole response within 1 s"):
+                    await asyncio.wait_for(_drained(model, prompt), 120)
             with pytest.raises(RerankError, match="no whole response within 1 s"):
                 await asyncio.wait_for(tei.rerank("q", ["a"]), 120)
         finally:

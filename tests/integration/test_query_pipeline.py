@@ -1369,6 +1369,12 @@ async def test_one_failed_tei_batch_fails_the_rerank() -> None:
     await _tei_rerank_fails(second_fails, ["a", "b", "c"], max_batch=1, match="424")
 
 
+async def test_a_tei_refusal_says_the_limit_tei_named() -> None:
+    """TEI's 413 names its batch limit (a TEI_MAX_BATCH above it); the error said only the status."""
+    await _tei_rerank_fails(tei_rerank(word_overlap, max_batch=8), [f"t{i}" for i in range(20)], max_batch=32,
+                            match="HTTP 413 Request Entity Too Large: batch size 20 > maximum allowed batch size 8$")
+
+
 async def test_rerank_off_per_request_keeps_the_fused_order_and_reranking_scores_an_answers_worth(app: Application) -> None:
     with json_server(tei_rerank(word_overlap)) as tei:
         reranker = TeiReranker(tei.url)
