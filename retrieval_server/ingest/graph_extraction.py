@@ -283,7 +283,8 @@ class LlmGraphExtractor:
 
 def _facts_from_llm(graph: _LlmGraph, text: str) -> list[_SentenceFacts]:
     """Locate the model's names in the sentences; its typed relations go to the sentence naming both
-    ends (or the first that names either), co-occurrence fills in the rest."""
+    ends (or the first that names either), co-occurrence fills in the rest among each sentence's
+    first names, as the classical rules do."""
     types = {e.name.strip(): e.type for e in graph.entities}
     if not types:
         return []

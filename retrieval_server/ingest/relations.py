@@ -63,6 +63,12 @@ _AND_CLAUSE = re.compile(r"^\s*,?\s*(?:and|but)\s+", re.I)
 _APPOSITIVE = re.compile(r",\s*(?:our|the|a|an|its|their|his|her|my|your)\s[^,;:()]{1,60},", re.I)
 
 
+#: Names of one sentence that its relations are read between, in order of appearance: pairs grow as
+#: the square, and a list of 200 names (what a model may answer for an inventory) made 19,900
+#: co-occurrences out of one sentence, where 12 make at most 66.
+MAX_NAMES_PER_SENTENCE = 12
+
+
 @dataclass(frozen=True, slots=True)
 class SentenceRelation:
     source: str
@@ -93,9 +99,9 @@ def _negated_subject(sentence: str, group: Sequence[Mention], prev_end: int | No
     return bool(_NEGATED_LEAD.search(lead)) or any(_NEGATED_SUBJECT.search(text) for text in inside)
 
 
-def relations_in_sentence(sentence: str, mentions: Sequence[Mention], max_names: int = 12) -> list[SentenceRelation]:
+def relations_in_sentence(sentence: str, mentions: Sequence[Mention]) -> list[SentenceRelation]:
     """Typed relations the sentence states, then co-occurrence for every other pair of names in it."""
-    mentions = list(mentions)[:max_names]
+    mentions = list(mentions)[:MAX_NAMES_PER_SENTENCE]
     if len(mentions) < 2:
         return []
     # Names inside an appositive ("X, our billing API, uses Y") describe X; the clause runs past them.
@@ -143,9 +149,10 @@ def relations_in_sentence(sentence: str, mentions: Sequence[Mention], max_names:
 
 
 def co_occurrences(keys: Sequence[str], stated: Sequence[SentenceRelation]) -> list[SentenceRelation]:
-    """Every pair of names in one sentence that no stated relation links; undirected, stored sorted."""
+    """Every pair of the sentence's first names that no stated relation links; undirected, stored sorted."""
     related = {frozenset((r.source, r.target)) for r in stated}
-    unique = list(dict.fromkeys(keys))
+    # Capped here too, as distinct names: the LLM extractor's mentions are the model's names, uncapped.
+    unique = list(dict.fromkeys(keys))[:MAX_NAMES_PER_SENTENCE]
     return [
         SentenceRelation(*sorted((a, b)), R.CO_OCCURS)
         for i, a in enumerate(unique)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+
 import pytest
 
 from retrieval_server.domain import ChildChunk, ParentChunk
-from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, parse_llm_graph
+from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph
+from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE
 from retrieval_server.knowledge import DocumentGraph, EntityType, RelationType, entity_key
 
 E = EntityType
@@ -246,6 +250,44 @@ def test_llm_json_is_validated_against_the_text() -> None:
         except Exception:
             continue
         raise AssertionError(f"accepted {bad!r}")
+
+
+class _NamesModel:
+    """A graph model that answers every name of the given text, and no relation."""
+
+    name = "fake:names"
+
+    def __init__(self, names: list[str]) -> None:
+        self._names = names
+
+    async def complete(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> str:
+        return json.dumps({"entities": [{"name": n, "type": "SERVICE"} for n in self._names], "relations": []})
+
+    def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
+        raise NotImplementedError
+
+    def gave_up(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_sentence_listing_many_names_co_occurs_among_its_first_names_on_both_extractors() -> None:
+    """The LLM extractor paired every name the model returned for a sentence (200 names: 19,900 edges)."""
+    names = [f"InventorySvc{i}" for i in range(40)]
+    text = ", ".join(names) + " are deployed."
+    parent = ParentChunk("doc#p0", "doc", 0, text, 200)
+    children = [ChildChunk("doc#p0c0", "doc#p0", "doc", 0, 0, text, 200)]
+    first = {entity_key(n) for n in names[:MAX_NAMES_PER_SENTENCE]}
+    pairs = MAX_NAMES_PER_SENTENCE * (MAX_NAMES_PER_SENTENCE - 1) // 2
+    classical = ClassicalGraphExtractor().extract_now([parent], children)
+    llm = await LlmGraphExtractor(_NamesModel(names), ClassicalGraphExtractor()).extract([parent], children)
+    assert llm.extractor == "llm:fake:names"  # the model's answer, not the fallback
+    for g in (classical, llm):
+        edges = [r for r in g.relations if r.relation is R.CO_OCCURS]
+        assert len(edges) == pairs and {k for r in edges for k in (r.source, r.target)} == first, g.extractor
+        assert len(g.entities) == len(names)  # every name is still an entity, counted in its chunk
 
 
 def test_names_of_any_script_keep_their_letters() -> None:
