@@ -96,6 +96,9 @@ DEFAULT_MODEL_TOKENS = 256
 @dataclass(slots=True)
 class _Prepared:
     document: Document
+    #: what its errors name (IngestError.source): its file, the file and id of a .jsonl row, or its
+    #: id when sent without a file; the id alone named no file a caller could find
+    label: str
     parents: list[ParentChunk]
     children: list[ChildChunk]
     previous: Document | None
@@ -328,7 +331,7 @@ class Indexer:
                         if doc_id in order:
                             raise LoadError(f"document_id '{doc_id}' appears twice in one request")
                         order[doc_id] = len(order)
-                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id), writer)
+                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id), label, writer)
                     except LoadError as exc:
                         # Listed as a file's unreadable rows are: a 1 MB file of 20,000 repeated
                         # ids answered with 20,000 errors (22 MB, over a client's 4 MiB).
@@ -378,7 +381,7 @@ class Indexer:
         with_points = len({c.parent_chunk_id for c in p.children}) if self._vectors.features.parent_vectors else 0
         return not with_points or await self._vectors.count(doc_id, version, parents=True) == with_points
 
-    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, writer: AccessFilter) -> _Prepared:
+    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, label: str, writer: AccessFilter) -> _Prepared:
         try:
             # A user's, never a group's: a private document owned by "group:hr" was the whole group's
             # to read, which only a grant may give.
@@ -429,7 +432,7 @@ class Indexer:
         if refusal := _refusal(previous, writer):
             raise LoadError(refusal)
         kid_title_tokens = title_tokens if kid_title == doc.title else self._model_tokens - 2 - self._chunker.sizes.child_tokens
-        return _Prepared(doc, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
+        return _Prepared(doc, label, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
 
     async def _embed(self, texts: list[str], tokens: list[int]) -> np.ndarray:
         """In pieces, so that queries never wait for ingestion's model runs.
@@ -485,13 +488,13 @@ class Indexer:
             try:
                 self._disk.check(estimated_bytes(sum(len(x.encode()) for x in texts), len(texts), self._embedder.dim))
             except ResourceExhausted as exc:
-                errors.extend(IngestFailure(p.document.document_id, f"not stored: {exc}") for p in batch)
+                errors.extend(IngestFailure(p.label, f"not stored: {exc}") for p in batch)
                 return None
         try:
             return await self._embed(texts, tokens)
         except Exception as exc:
             log.exception("embedding failed")
-            errors.extend(IngestFailure(p.document.document_id, f"embedding failed: {exc}") for p in batch)
+            errors.extend(IngestFailure(p.label, f"embedding failed: {exc}") for p in batch)
             return None
 
     async def _derive(self, batch: list[_Prepared]) -> list[_Derived]:
@@ -547,13 +550,13 @@ class Indexer:
                         # Under the lock, as every write of it: what was checked when it was prepared may
                         # have been replaced since (made private) by another writer.
                         if refusal := await self._refused(doc_id, writer):
-                            errors.append(IngestFailure(doc_id, refusal))
+                            errors.append(IngestFailure(p.label, refusal))
                             continue
                         replaced = await _to_the_end(self._store(p, points, parent_points, d.graph, begun))
                 except WrongModel:
                     raise  # not this document's failure: every write of this process would fail alike
                 except Exception as exc:
-                    errors.append(IngestFailure(doc_id, f"storing failed: {exc}"))
+                    errors.append(IngestFailure(p.label, f"storing failed: {exc}"))
                     continue
                 log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
                 out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))

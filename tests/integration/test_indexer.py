@@ -21,7 +21,9 @@ from retrieval_server.app import Application
 from retrieval_server.backends.executor import BACKGROUND_NICE, Priority
 from retrieval_server.backends.llm import LlmError, LlmRefused
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, Role, Strategy
+from retrieval_server.domain import (
+    Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, ResourceExhausted, Role, Strategy,
+)
 from retrieval_server.ingest import indexer as indexer_module
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import sweep_abandoned_writes
@@ -408,7 +410,7 @@ async def test_a_replacement_interrupted_before_its_commit_keeps_the_committed_v
         changed = _txt("glaciers", LONG.replace("glaciers", "moraines"))
         if interruption == "failed commit":
             report = await app.ingest([changed])
-            assert [e.source for e in report.errors] == ["glaciers"]
+            assert [e.source for e in report.errors] == ["glaciers.txt"]
         else:
             with pytest.raises(_Killed):
                 await app.ingest([changed])
@@ -540,7 +542,7 @@ async def test_a_retry_repairs_a_replacement_whose_old_points_could_not_be_remov
     monkeypatch.setattr(app.vectors, "delete_document", vectors_down)
     changed = _txt("glaciers", LONG.replace("glaciers", "moraines"))
     report = await app.ingest([changed])
-    assert [e.source for e in report.errors] == ["glaciers"]
+    assert [e.source for e in report.errors] == ["glaciers.txt"]
     new = await app.metadata.get_document("glaciers")
     assert new is not None and new.version != old.version  # the rows committed before the failure
     assert await app.vectors.count("glaciers", old.version) == first.child_chunks
@@ -1116,6 +1118,34 @@ async def test_a_files_rows_that_cannot_be_stored_are_listed_as_its_unreadable_o
     monkeypatch.setattr(indexer_module, "MAX_REPORTED_ERRORS", 3)
     report = await app.ingest([DocumentSource(filename=f"f{i}.docx", content=b"x") for i in range(5)])
     assert [e.source for e in report.errors] == ["f0.docx", "f1.docx", "f2.docx"] and report.errors_not_listed == 2
+
+
+class _Full:
+    def check(self, estimated: int) -> None:
+        raise ResourceExhausted("the disk is full")
+
+
+@pytest.mark.parametrize("failure", ["disk", "embedding", "storing"])
+async def test_a_failure_after_loading_names_the_file_or_row_as_loading_does(
+    app: Application, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """Failures past loading named the document id ("intro", "r1"), where the proto promises the
+    file name, or the file and id of a JSONL row, as load-time errors name them."""
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("gone")
+
+    if failure == "disk":
+        monkeypatch.setattr(app.indexer, "_disk", _Full())
+    else:
+        monkeypatch.setattr(*((app.indexer, "_embed") if failure == "embedding" else (app.vectors, "upsert")), broken)
+    report = await app.ingest([
+        DocumentSource(filename="handbook/intro.txt", content=b"Glaciers move slowly. Ice sheets too."),
+        DocumentSource(filename="rows.jsonl", content=b'{"_id": "r1", "text": "Row one text about moraines."}\n'),
+        DocumentSource(filename="", content=b"Tides follow the moon.", document_id="tides"),
+    ])
+    assert not report.documents
+    assert [e.source for e in report.errors] == ["handbook/intro.txt", "rows.jsonl:r1", "tides"], report.errors
 
 
 async def test_a_document_sent_without_a_file_name_is_named_by_its_id(app: Application) -> None:

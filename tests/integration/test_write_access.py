@@ -42,7 +42,7 @@ async def test_a_document_made_private_while_an_admin_replaces_it_is_kept(app: A
     report = await app.ingest([keeper("Nothing to see here.")], writer=MALLORY)
     assert made_private and not report.documents
     assert [(e.source, e.reason) for e in report.errors] == [
-        ("keeper", "document_id 'keeper' is taken by a document the caller may not read: only SUPER_ADMIN may replace it")
+        ("keeper.txt", "document_id 'keeper' is taken by a document the caller may not read: only SUPER_ADMIN may replace it")
     ]
     stored = await app.metadata.get_document("keeper")
     assert stored is not None and stored.owner_id == "alice" and stored.access is Access.PRIVATE
