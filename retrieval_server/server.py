@@ -87,6 +87,15 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
 MAX_METADATA_BYTES = MAX_GROUPS * (MAX_USER_ID_CHARS + 1) + 64 * 1024
 
 
+#: what every connection to either of our ports is held to, whoever the caller
+TRANSPORT_LIMITS: list[tuple[str, int]] = [
+    # Uncompressed requests only (bit 0: identity). gRPC inflates a compressed message whole, on
+    # the event loop and before our size check and authentication: 64 KB of gzip made 63 MiB and
+    # held every caller's call for seconds. A compressed request is UNIMPLEMENTED at once.
+    ("grpc.compression_enabled_algorithms_bitset", 1),
+]
+
+
 async def _serving(settings: Settings, app: Application) -> RunningServer:
     authenticator = authenticator_for(settings)
     max_bytes = settings.max_message_mb * 1024 * 1024
@@ -105,6 +114,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
             # random, RESOURCE_EXHAUSTED naming nothing, before the limit that names the header.
             ("grpc.max_metadata_size", MAX_METADATA_BYTES),
             ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
+            *TRANSPORT_LIMITS,
         ],
     )
     # Metrics first, so that refused calls are counted too; identity before any servicer runs.
@@ -190,7 +200,7 @@ async def _follow_health(app: Application, health: health_aio.HealthServicer, in
 
 async def _health_only_server(settings: Settings, health: health_aio.HealthServicer) -> grpc.aio.Server:
     """grpc.health.v1 alone, plaintext: Kubernetes' gRPC probes cannot speak TLS."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0)])
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0), *TRANSPORT_LIMITS])
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     what = f"cannot listen on the health port {listen_address(settings.host, settings.health_port)}"
     _refuse_a_port_in_use(settings, settings.health_port, what)
