@@ -20,13 +20,14 @@ from retrieval_server.api.audit import refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
+from retrieval_server.api.errors import abort
 from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
 from retrieval_server.config import Settings, bind_error, listen_address
 from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
-from retrieval_server.domain import ComponentState
+from retrieval_server.domain import ComponentState, InvalidArgument
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
 
@@ -87,13 +88,52 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
 MAX_METADATA_BYTES = MAX_GROUPS * (MAX_USER_ID_CHARS + 1) + 64 * 1024
 
 
+#: calls in flight on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)
+MAX_STREAMS_PER_CONNECTION = 100
+#: how long a connection takes new calls, and how long after that its calls in flight may run
+MAX_CONNECTION_AGE_S = 30 * 60
+CONNECTION_AGE_GRACE_S = 60 * 60
 #: what every connection to either of our ports is held to, whoever the caller
 TRANSPORT_LIMITS: list[tuple[str, int]] = [
     # Uncompressed requests only (bit 0: identity). gRPC inflates a compressed message whole, on
     # the event loop and before our size check and authentication: 64 KB of gzip made 63 MiB and
     # held every caller's call for seconds. A compressed request is UNIMPLEMENTED at once.
     ("grpc.compression_enabled_algorithms_bitset", 1),
+    # Calls at once on one connection: gRPC allowed any number, and 1,000 Query streams stalled
+    # on one connection held 1 GB. gRPC's clients hold a call beyond them until one ends.
+    ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+    # A connection is asked to go (GOAWAY) after this long, its clients opening another for new
+    # calls, and closed once the calls it still carries have had the grace: a stalled stream is
+    # not held for ever. The grace is the longest a setting lets a call's work wait (an hour:
+    # ANSWER_TIMEOUT_S, LLM_TIMEOUT_S, ...); a call outliving it (a Health Watch, an ingest
+    # without a deadline of more than embeds in that time) ends UNAVAILABLE "max connection age".
+    ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_S * 1000),
+    ("grpc.max_connection_age_grace_ms", CONNECTION_AGE_GRACE_S * 1000),
 ]
+
+
+#: the longest service name a health Check or Watch may ask about: the longest served here. A
+#: Watch holds its request as long as it lasts, an unknown name's too: 150 of 1.9 MB names held
+#: 900 MB for a caller without credentials.
+MAX_HEALTH_SERVICE_CHARS = len(SERVICE_NAME)
+
+
+class _Health(health_aio.HealthServicer):
+    """grpc.health.v1, refusing a service name no service served here could have."""
+
+    async def Check(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
+        await _refuse_a_long_name(request, context)
+        return await super().Check(request, context)  # type: ignore[no-any-return]
+
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> None:
+        await _refuse_a_long_name(request, context)
+        await super().Watch(request, context)
+
+
+async def _refuse_a_long_name(request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> None:
+    if len(request.service) > MAX_HEALTH_SERVICE_CHARS:
+        await abort(context, InvalidArgument(f"service must be at most {MAX_HEALTH_SERVICE_CHARS} characters (got {len(request.service)}): "
+                                             "no service here has a longer name", field="service"))
 
 
 async def _serving(settings: Settings, app: Application) -> RunningServer:
@@ -125,7 +165,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
         Authenticate(authenticator, on_refused=refused),
     ])
     register(RetrievalServicer(app), edge)
-    health = health_aio.HealthServicer()
+    health = _Health()
     health_pb2_grpc.add_HealthServicer_to_server(health, edge)
     enable_reflection([SERVICE_NAME, HEALTH_SERVICE_NAME], edge)
     edge.serve_on(server)

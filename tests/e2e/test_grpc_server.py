@@ -554,3 +554,56 @@ async def test_a_compressed_request_is_refused_before_it_is_inflated(live: Live)
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
     assert err.value.details() == "Compression algorithm 'gzip' is disabled."
     assert (await live.stub.Query(pb.QueryRequest(query="molten rock"))).query == "molten rock"
+
+
+async def test_one_connection_carries_at_most_max_streams_per_connection_calls_at_once(live: Live) -> None:
+    """gRPC allowed any number of calls at once on a connection: 1,000 Query streams stalled on one
+    held 1 GB. The limit is advertised (gRPC's clients wait for a stream to end before opening one
+    past it), and a stream opened past it all the same is refused, the ones before it served."""
+    from retrieval_server.server import MAX_STREAMS_PER_CONNECTION
+    from tests.support.http2 import HEADERS, REFUSED_STREAM, RST_STREAM, SETTINGS_MAX_CONCURRENT_STREAMS, Http2Caller
+
+    def crowd() -> tuple[int | None, set[int], tuple[int, bytes]]:
+        caller = Http2Caller(live.running.port)
+        try:
+            watches = {caller.call("/grpc.health.v1.Health/Watch", b"") for _ in range(MAX_STREAMS_PER_CONNECTION)}
+            one_more = caller.call("/grpc.health.v1.Health/Watch", b"")
+            answered, last = set(), None
+            while last is None or answered != watches:
+                kind, _, stream, payload = caller.read_frame()
+                if stream == one_more and last is None:
+                    last = (kind, payload)
+                elif stream in watches and kind == HEADERS:
+                    answered.add(stream)
+            return caller.settings.get(SETTINGS_MAX_CONCURRENT_STREAMS), answered, last
+        finally:
+            caller.close()
+
+    advertised, answered, last = await asyncio.to_thread(crowd)
+    assert advertised == MAX_STREAMS_PER_CONNECTION
+    assert last == (RST_STREAM, REFUSED_STREAM.to_bytes(4, "big"))
+    assert (await live.stub.Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
+
+
+@pytest.mark.parametrize("method", ["Check", "Watch"])
+async def test_a_health_service_name_longer_than_any_served_is_refused(live: Live, method: str) -> None:
+    """A Watch holds its request as long as it lasts, an unknown service's too: 150 of 1.9 MB
+    names held 900 MB for a caller without credentials."""
+    from retrieval_server.server import MAX_HEALTH_SERVICE_CHARS
+
+    stub = health_pb2_grpc.HealthStub(live.channel)
+    served = health_pb2.HealthCheckRequest(service="retrieval.v1.RetrievalService")
+    assert len(served.service) == MAX_HEALTH_SERVICE_CHARS
+    too_long = health_pb2.HealthCheckRequest(service="s" * (MAX_HEALTH_SERVICE_CHARS + 1))
+    if method == "Check":
+        assert (await stub.Check(served)).status == health_pb2.HealthCheckResponse.SERVING
+        call = stub.Check(too_long)
+    else:
+        watch = stub.Watch(served)
+        assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        watch.cancel()
+        call = stub.Watch(too_long).read()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == f"service must be at most {MAX_HEALTH_SERVICE_CHARS} characters (got {MAX_HEALTH_SERVICE_CHARS + 1}): no service here has a longer name"
