@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from retrieval_server.config import Settings
 from retrieval_server.domain import InvalidArgument
-from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, clean_identifier, trim
+from retrieval_server.identifiers import MAX_DOCUMENT_ID_CHARS, clean_identifier, has_visible_text, trim
 
 T = TypeVar("T")
 
@@ -22,6 +22,10 @@ def query_text(raw: str, s: Settings, field: str = "query") -> str:
         raise InvalidArgument(str(exc)) from None
     if len(text) < s.query_min_chars:
         raise InvalidArgument(f"{field} must be at least {s.query_min_chars} characters after trimming (got {len(text)})")
+    # Control characters are not trimmed (one may sit between words) but alone they tokenize to
+    # nothing: "\x00" was answered with whatever documents its empty embedding came nearest to.
+    if not has_visible_text(text):
+        raise InvalidArgument(f"{field} must hold at least 1 visible character after trimming (got {len(text)}: white space, control and format characters only)")
     size = len(text.encode("utf-8"))
     if size > s.query_max_bytes:
         raise InvalidArgument(f"{field} must be at most {s.query_max_bytes} bytes in UTF-8 after trimming (got {size})")

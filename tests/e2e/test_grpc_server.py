@@ -288,6 +288,9 @@ async def test_document_filter_and_private_access(live: Live) -> None:
          "documents[0].content is 2097153 bytes; at most 2097152 are accepted (RETRIEVAL_MAX_DOCUMENT_BYTES)"),
         ("Search", pb.SearchRequest(query="ok", top_k=21), "top_k must be between 1 and 20"),
         ("Search", pb.SearchRequest(query=""), "query must be at least 1 characters"),
+        # Control characters alone, untrimmed, tokenize to nothing: such a query was answered with arbitrary documents.
+        ("Query", pb.QueryRequest(query="\x00"), "query must hold at least 1 visible character after trimming (got 1: "),
+        ("Search", pb.SearchRequest(query="\x01\x02\x1f"), "query must hold at least 1 visible character after trimming (got 2: "),  # \x1f is white space
         ("IngestDocuments", pb.IngestDocumentsRequest(), "documents must not be empty"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE)]), "documents[0].owner_id is required"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt")]), "documents[0].content must not be empty"),
@@ -526,6 +529,11 @@ async def test_stream_query_violations_name_fields_by_their_path_in_the_request(
         "query.query", "query.top_k", "query.strategy", "query.mode", "query.fusion", "query.filters.document_ids[1]"
     ]
     assert "query.top_k must be between 1 and 100 (got 500" in err.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        async for _ in live.stub.StreamQuery(pb.StreamQueryRequest(query=pb.QueryRequest(query="\x7f"))):
+            pass
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("query.query must hold at least 1 visible character after trimming")
 
 
 @pytest.mark.parametrize(

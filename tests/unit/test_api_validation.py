@@ -21,6 +21,16 @@ def test_query_limits_after_trimming() -> None:
         validation.query_text("é" * 32_769, s)
 
 
+@pytest.mark.parametrize("query", ["\x00", "\x01\x02\x1f", "\x7f", "\x00 \u200b\x1b", "\u0085\x00"])
+def test_a_query_without_a_visible_character_is_refused(query: str) -> None:
+    """Control characters are not trimmed, and alone tokenize to nothing: a query of them was
+    answered with whatever documents its empty embedding came nearest to."""
+    s = load_settings()
+    with pytest.raises(InvalidArgument, match=r"query must hold at least 1 visible character after trimming \(got \d+: white space, control and format characters only\)"):
+        validation.query_text(query, s)
+    assert validation.query_text("\x00a\x01", s) == "\x00a\x01"  # one visible character is a query
+
+
 def test_text_that_would_take_normalization_long_is_refused_first() -> None:
     """NFC puts a run of combining marks in order in time quadratic in its length (a 160 KB run
     held the event loop 5 s before the size check refused it), and the trimming loop is Python's:

@@ -595,7 +595,8 @@ type QueryRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The question: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+	// The question: at least 1 character, one of them visible (not white space, a control or a
+	// format character), and at most 65,536 bytes of UTF-8 after trimming
 	// (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). Long text is accepted: the model
 	// reads its first RETRIEVAL_MAX_SEQ_LENGTH (256) tokens, and its first
 	// RETRIEVAL_QUERY_MAX_WINDOWS (8) child-sized windows when it is longer than a child; keyword
@@ -1343,7 +1344,8 @@ type SearchRequest struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The search text: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+	// The search text: at least 1 character, one of them visible (not white space, a control or a
+	// format character), and at most 65,536 bytes of UTF-8 after trimming
 	// (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). The model reads its first
 	// RETRIEVAL_MAX_SEQ_LENGTH (256) tokens.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`

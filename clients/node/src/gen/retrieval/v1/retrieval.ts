@@ -533,7 +533,8 @@ export interface QueryFilters {
 /** A question and how to answer it. Only `query` is required. */
 export interface QueryRequest {
   /**
-   * The question: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+   * The question: at least 1 character, one of them visible (not white space, a control or a
+   * format character), and at most 65,536 bytes of UTF-8 after trimming
    * (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). Long text is accepted: the model
    * reads its first RETRIEVAL_MAX_SEQ_LENGTH (256) tokens, and its first
    * RETRIEVAL_QUERY_MAX_WINDOWS (8) child-sized windows when it is longer than a child; keyword
@@ -780,7 +781,8 @@ export interface QueryResponse {
 /** A simple semantic search. */
 export interface SearchRequest {
   /**
-   * The search text: at least 1 character and at most 65,536 bytes of UTF-8 after trimming
+   * The search text: at least 1 character, one of them visible (not white space, a control or a
+   * format character), and at most 65,536 bytes of UTF-8 after trimming
    * (RETRIEVAL_QUERY_MIN_CHARS, RETRIEVAL_QUERY_MAX_BYTES). The model reads its first
    * RETRIEVAL_MAX_SEQ_LENGTH (256) tokens.
    */
