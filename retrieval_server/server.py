@@ -20,13 +20,13 @@ from retrieval_server.api.audit import refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
+from retrieval_server.api.identity import MAX_IDENTITY_HEADER_BYTES
 from retrieval_server.api.errors import abort
 from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
 from retrieval_server.config import Settings, bind_error, listen_address
-from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
 from retrieval_server.domain import ComponentState, InvalidArgument
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
@@ -83,9 +83,9 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         raise
 
 
-#: a call's metadata, at most: MAX_GROUPS group names of MAX_USER_ID_CHARS and their commas, with
-#: room for a token and the other headers
-MAX_METADATA_BYTES = MAX_GROUPS * (MAX_USER_ID_CHARS + 1) + 64 * 1024
+#: a call's metadata, at most: the longest identity header (x-user-groups of MAX_GROUPS names of
+#: MAX_USER_ID_CHARS and their commas, and 64 KiB more), the other headers included
+MAX_METADATA_BYTES = MAX_IDENTITY_HEADER_BYTES
 
 
 #: calls in flight on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)
