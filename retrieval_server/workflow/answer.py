@@ -3,8 +3,9 @@
 With a chat model: a grounded prompt (numbered contexts and tool results, "answer only from
 these, cite each sentence, or say NOT_ANSWERABLE"), streamed token by token to a streaming
 caller. The answer is then checked: a citation that points at no returned context is removed
-and reported (``answer:invalid_citation_removed``); an answer that cites nothing although it had
-contexts to cite falls back to the extractive answer (``answer:uncited_used_extractive``).
+and reported (``answer:invalid_citation_removed``), as is every one of a direct answer; an
+answer that cites nothing although it had contexts to cite falls back to the extractive answer
+(``answer:uncited_used_extractive``).
 
 Without one (or when the model fails): an extractive answer, the contexts' sentences that best
 support the question (ranked by the cross-encoder when one is configured, else by cosine with
@@ -278,11 +279,16 @@ async def _direct(
         degraded: list[str] = []
         try:
             text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded))
-            text = text.strip()
-            if not text:
-                raise _CutShort("the model's answer was cut before its first sentence ended")
-            sentence = AnswerSentence(text)
-            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name), (*degraded, *((TRUNCATED,) if cut else ())))
+            if cut:
+                degraded.append(TRUNCATED)
+            # No contexts: every marker the model wrote ("I am the assistant [1].") points nowhere.
+            sentences, invalid = parse_cited(text, ())
+            if invalid:
+                degraded.append("answer:invalid_citation_removed")
+            if not sentences:
+                raise _CutShort("the model's answer was cut before its first sentence ended") if cut else ValueError("the model's answer has no text")
+            answer = Answer(render(sentences), tuple(sentences), (), Route.DIRECT_ANSWER, False, True, chat.name)
+            return AnswerOutcome(answer, tuple(degraded))
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
             outcome = await _direct(state, deps, None, temperature, within, stream=not sent)
