@@ -29,7 +29,7 @@ from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
-from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts
+from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts, uncited
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
 from retrieval_server.workflow.time_limit import Limit
@@ -318,7 +318,8 @@ async def _extractive(
                 written_by = t.result["model"]
             sentences.extend(cited)
         else:
-            sentences.append(AnswerSentence(f"The {t.name} tool failed: {t.error}."))
+            # The error may quote the caller ("no known entity named 'Foo [7]'"), brackets and all.
+            sentences.append(AnswerSentence(f"The {t.name} tool failed: {uncited(t.error)}."))
     supported = any(t.success for t in tools)
     summarized = any(t.success and t.name == "summarize" for t in tools)
     if contexts and not summarized and (route is Route.RETRIEVE or not supported):

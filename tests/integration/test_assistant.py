@@ -705,6 +705,20 @@ async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: 
         assert "router:llm_failed_used_rules" in r.metrics.degraded and r.metrics.route.route is Route.DIRECT_ANSWER  # type: ignore[union-attr]
 
 
+async def test_a_failed_tools_error_quoting_a_bracket_is_no_citation(app: Application) -> None:
+    """The error quotes the entity as the router passed it: its [7] was a marker in Answer.text, citing nothing."""
+    decision = json.dumps({"action": "tool", "tools": [{"name": "lookup_facts", "arguments": {"entity": "Foo [7]"}}], "reason": "facts"})
+    with json_server(_llm({"You route questions": decision})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, router=LlmRouter(model, TOOLS, RuleRouter())).query(_ask("Tell me about Foo [7]"))
+        finally:
+            await model.close()
+    a = r.answer
+    assert a is not None and not a.tool_results[0].success and a.tool_results[0].error == "no known entity named 'Foo [7]'"
+    assert a.text == f"{UNSUPPORTED} The lookup_facts tool failed: no known entity named 'Foo (7)'." and a.citations == ()
+
+
 async def _streamed(app: Application, model_text: str) -> tuple[Any, list[Any], list[tuple[str, dict[str, Any]]]]:
     """A streaming GENERATION query whose model writes ``model_text``: the result, the events
     the caller heard, and the requests the model server got."""
