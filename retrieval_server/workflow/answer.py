@@ -66,6 +66,22 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
 
     A citation written after a sentence's full stop ("... fails. [2]") belongs to that sentence.
     """
+    return _parsed(text, len(contexts))
+
+
+#: contexts enough for every marker to point at one: a marker has at most four digits (CITATION)
+_EVERY_MARKER = 9999
+
+
+def as_checked(text: str) -> str:
+    """A model's ``text`` as the citation check renders it when it keeps all of it, every marker
+    valid: its sentences on one line, "fails. [2]" as "fails [2].", "[1, 3]" as "[1] [3]". A final
+    Answer.text that differs from this replaced (or cut) the text streamed."""
+    sentences, _ = _parsed(text, _EVERY_MARKER)
+    return render(sentences)
+
+
+def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:
     sentences: list[AnswerSentence] = []
     invalid = 0
     for raw in split_sentences(text):
@@ -73,12 +89,12 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
         if lead and sentences:
             moved, raw = lead.group(0), raw[lead.end() :].strip()
             prev = sentences[-1]
-            extra, bad = _markers(moved, len(contexts))
+            extra, bad = _markers(moved, n_contexts)
             invalid += bad
             sentences[-1] = AnswerSentence(prev.text, tuple(dict.fromkeys([*prev.citations, *extra])))
             if not raw:
                 continue
-        cites, bad = _markers(raw, len(contexts))
+        cites, bad = _markers(raw, n_contexts)
         invalid += bad
         clean = " ".join(_CITATION.sub("", raw).split())
         if clean:
