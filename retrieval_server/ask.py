@@ -105,6 +105,19 @@ def print_answer_details(console: Console, resp: pb.QueryResponse) -> None:
         console.print(f"  tool {_text(t.name)}: {_text(result)}")
 
 
+def _replaced(final: str, streamed: str) -> bool:
+    """Whether the final answer's text replaced the text streamed (or cut it, or took a marker from
+    it), rather than rendered it as the server renders every model's text: a model's paragraphs, or
+    its "login. [1]", were taken for a replacement, and the same answer printed again."""
+    if final == streamed:  # an extractive answer streams as it renders
+        return False
+    # Imported only here: the workflow's modules (numpy among them) take a second, which no other
+    # answer waits for.
+    from retrieval_server.workflow.answer import as_checked
+
+    return final != as_checked(streamed)
+
+
 class AskSession:
     def __init__(self, options: AskOptions, console: Console, client_factory: Callable[..., RetrievalClient] = RetrievalClient) -> None:
         self.options = options
@@ -136,9 +149,9 @@ class AskSession:
             return None
         if final.HasField("answer") and final.answer.text and not streamed:
             console.print(_text(final.answer.text))
-        elif final.HasField("answer") and streamed and final.answer.text != "".join(streamed):
-            # Only a replacement (the citation check rejected the text, or the model failed part-way):
-            # the answer as streamed was printed a second time after every answer.
+        elif final.HasField("answer") and streamed and _replaced(final.answer.text, "".join(streamed)):
+            # Only a replacement (the citation check rejected or changed the text, or the model failed
+            # part-way): the answer as streamed was printed a second time after every answer.
             console.print(f"[dim]checked:[/dim] {_text(final.answer.text)}")
         print_answer_details(console, final)
         if o.trace:

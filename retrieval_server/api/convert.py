@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -32,7 +32,8 @@ from retrieval_server.identifiers import (
     MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_field, check_grantees, check_metadata, composed,
     cut_utf8, one_line, trim,
 )
-from retrieval_server.knowledge import Answer, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
+from retrieval_server.knowledge import Answer, AnswerSentence, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
+from retrieval_server.workflow.answer import render
 
 T = TypeVar("T")
 
@@ -281,8 +282,7 @@ def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
     keep = len(response.contexts)
     while keep > 1 and size > budget:
         keep -= 1
-        item = response.contexts[keep].ByteSize()
-        size -= 1 + (item.bit_length() + 6) // 7 + item  # its tag, its length, itself
+        size -= _entry_bytes(response.contexts[keep].ByteSize())
     if keep < len(response.contexts):  # a tool's answer has none to leave out
         del response.contexts[keep:]
         response.metrics.degraded.append(CONTEXTS_CAPPED)
@@ -295,21 +295,50 @@ def within_size(response: pb.QueryResponse, max_bytes: int) -> pb.QueryResponse:
 ANSWER_CAPPED = "response:answer_capped"
 
 
+def _entry_bytes(size: int) -> int:
+    """Bytes of a repeated field's entry of ``size`` bytes: its tag, its length, itself."""
+    return 1 + (size.bit_length() + 6) // 7 + size
+
+
 def _answer_within(response: pb.QueryResponse, excess: int) -> None:
     """The last resort of :func:`within_size`, its one context kept: the answer's last sentences
-    and the end of its text left out, ``excess`` bytes and more. The model's text is bounded by
-    ANSWER_MAX_TOKENS; this bounds the response whatever wrote it. The text renders the sentences:
-    it loses about as many bytes as they do, and what they could not."""
+    left out, ``excess`` bytes and more, and its text rendered again of those kept, with their
+    citations; a first sentence too long alone is cut. The model's text is bounded by
+    ANSWER_MAX_TOKENS; this bounds the response whatever wrote it. The text was cut by bytes: it
+    ended in half a marker ("[1…"), or a sentence its sentences no longer had, and Answer.citations
+    kept the contexts of the sentences left out."""
     answer = response.answer
-    cut = 0
-    while answer.sentences and 2 * cut < excess:
-        item = answer.sentences[-1].ByteSize()
-        cut += 1 + (item.bit_length() + 6) // 7 + item
-        del answer.sentences[-1]
-    text = answer.text.encode()
-    if cut or text:  # a tool's result is bounded by its tool
-        answer.text = cut_utf8(answer.text, max(0, len(text) - max(cut, excess - cut)))
-        response.metrics.degraded.append(ANSWER_CAPPED)
+    sentences = [AnswerSentence(s.text, tuple(s.citations)) for s in answer.sentences]
+    if not sentences:
+        return  # a tool's result is bounded by its tool
+    citing = Counter(c for s in sentences for c in s.citations)
+    citation_bytes = {c.marker: _entry_bytes(c.ByteSize()) for c in answer.citations}
+    kept, cut, cost = len(sentences), 0, 0
+    while kept and cut < excess:
+        kept -= 1
+        # Each sentence is in the response twice: as itself, and rendered in the text (after a
+        # space); and a citation goes with the last sentence citing it.
+        cost = _entry_bytes(answer.sentences[kept].ByteSize()) + len(render(sentences[kept : kept + 1]).encode()) + (1 if kept else 0)
+        citing.subtract(sentences[kept].citations)
+        cost += sum(citation_bytes.get(c, 0) for c in sentences[kept].citations if not citing[c])
+        cut += cost
+    if kept == 0:
+        # The first sentence alone is too long: its start, with its citations, if more than an
+        # ellipsis of it fits (each byte left out of its text is two out of the response).
+        size = len(sentences[0].text.encode())
+        room = size - (excess - (cut - cost) + 1) // 2
+        if room > len("…".encode()):
+            sentences[0] = AnswerSentence(cut_utf8(sentences[0].text, room), sentences[0].citations)
+            kept = 1
+    del answer.sentences[kept:]
+    if kept:
+        answer.sentences[0].text = sentences[0].text
+    answer.text = render(sentences[:kept])
+    cited = {c for s in sentences[:kept] for c in s.citations}
+    kept_citations = [c for c in answer.citations if c.marker in cited]
+    del answer.citations[:]
+    answer.citations.extend(kept_citations)
+    response.metrics.degraded.append(ANSWER_CAPPED)
 
 
 #: an error's source and reason as an ingest answer lists them, at most, in bytes of UTF-8: a JSONL

@@ -3,8 +3,9 @@
 With a chat model: a grounded prompt (numbered contexts and tool results, "answer only from
 these, cite each sentence, or say NOT_ANSWERABLE"), streamed token by token to a streaming
 caller. The answer is then checked: a citation that points at no returned context is removed
-and reported (``answer:invalid_citation_removed``); an answer that cites nothing although it had
-contexts to cite falls back to the extractive answer (``answer:uncited_used_extractive``).
+and reported (``answer:invalid_citation_removed``), as is every one of a direct answer; an
+answer that cites nothing although it had contexts to cite falls back to the extractive answer
+(``answer:uncited_used_extractive``).
 
 Without one (or when the model fails): an extractive answer, the contexts' sentences that best
 support the question (ranked by the cross-encoder when one is configured, else by cosine with
@@ -28,7 +29,7 @@ from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
-from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts
+from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts, uncited
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
 from retrieval_server.workflow.time_limit import Limit
@@ -65,6 +66,22 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
 
     A citation written after a sentence's full stop ("... fails. [2]") belongs to that sentence.
     """
+    return _parsed(text, len(contexts))
+
+
+#: contexts enough for every marker to point at one: a marker has at most four digits (CITATION)
+_EVERY_MARKER = 9999
+
+
+def as_checked(text: str) -> str:
+    """A model's ``text`` as the citation check renders it when it keeps all of it, every marker
+    valid: its sentences on one line, "fails. [2]" as "fails [2].", "[1, 3]" as "[1] [3]". A final
+    Answer.text that differs from this replaced (or cut) the text streamed."""
+    sentences, _ = _parsed(text, _EVERY_MARKER)
+    return render(sentences)
+
+
+def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:
     sentences: list[AnswerSentence] = []
     invalid = 0
     for raw in split_sentences(text):
@@ -72,12 +89,12 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
         if lead and sentences:
             moved, raw = lead.group(0), raw[lead.end() :].strip()
             prev = sentences[-1]
-            extra, bad = _markers(moved, len(contexts))
+            extra, bad = _markers(moved, n_contexts)
             invalid += bad
             sentences[-1] = AnswerSentence(prev.text, tuple(dict.fromkeys([*prev.citations, *extra])))
             if not raw:
                 continue
-        cites, bad = _markers(raw, len(contexts))
+        cites, bad = _markers(raw, n_contexts)
         invalid += bad
         clean = " ".join(_CITATION.sub("", raw).split())
         if clean:
@@ -278,11 +295,16 @@ async def _direct(
         degraded: list[str] = []
         try:
             text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded))
-            text = text.strip()
-            if not text:
-                raise _CutShort("the model's answer was cut before its first sentence ended")
-            sentence = AnswerSentence(text)
-            return AnswerOutcome(Answer(text, (sentence,), (), Route.DIRECT_ANSWER, False, True, chat.name), (*degraded, *((TRUNCATED,) if cut else ())))
+            if cut:
+                degraded.append(TRUNCATED)
+            # No contexts: every marker the model wrote ("I am the assistant [1].") points nowhere.
+            sentences, invalid = parse_cited(text, ())
+            if invalid:
+                degraded.append("answer:invalid_citation_removed")
+            if not sentences:
+                raise _CutShort("the model's answer was cut before its first sentence ended") if cut else ValueError("the model's answer has no text")
+            answer = Answer(render(sentences), tuple(sentences), (), Route.DIRECT_ANSWER, False, True, chat.name)
+            return AnswerOutcome(answer, tuple(degraded))
         except Exception as exc:
             log.warning("direct answer failed (%s); using the built-in one", exc)
             outcome = await _direct(state, deps, None, temperature, within, stream=not sent)
@@ -312,7 +334,8 @@ async def _extractive(
                 written_by = t.result["model"]
             sentences.extend(cited)
         else:
-            sentences.append(AnswerSentence(f"The {t.name} tool failed: {t.error}."))
+            # The error may quote the caller ("no known entity named 'Foo [7]'"), brackets and all.
+            sentences.append(AnswerSentence(f"The {t.name} tool failed: {uncited(t.error)}."))
     supported = any(t.success for t in tools)
     summarized = any(t.success and t.name == "summarize" for t in tools)
     if contexts and not summarized and (route is Route.RETRIEVE or not supported):

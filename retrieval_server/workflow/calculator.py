@@ -20,6 +20,7 @@ MAX_CHARS = 500
 MAX_NODES = 200
 MAX_EXPONENT = 1000
 MAX_MAGNITUDE = 1e300
+_TOO_LARGE = f"the result is too large: past {MAX_MAGNITUDE:g}"
 #: digits ``round`` may be asked for: past a float's range the answer is the number or 0, while
 #: CPython would compute ``10 ** ndigits`` first, holding the event loop for as long as that takes
 MAX_ROUND_DIGITS = 308
@@ -96,13 +97,15 @@ class _Evaluator:
             return _bounded(_UNARY[type(node.op)](await self.eval(node.operand)))
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             left, right = await self.eval(node.left), await self.eval(node.right)
-            if isinstance(node.op, ast.Pow) and (abs(right) > MAX_EXPONENT or (abs(left) > 1 and abs(right) * math.log10(abs(left)) > 300)):
-                raise CalculationError("the power is too large")
+            if isinstance(node.op, ast.Pow) and _grows_past_bounds(left, right):
+                raise CalculationError(f"the power is too large: past an exponent of {MAX_EXPONENT} or a result of {MAX_MAGNITUDE:g}")
             try:
                 value = _BINARY[type(node.op)](left, right)
             except ZeroDivisionError:
                 raise CalculationError("division by zero") from None
-            except (OverflowError, ValueError) as exc:
+            except OverflowError:
+                raise CalculationError(_TOO_LARGE) from None  # a float power's: "(34, 'Numerical result out of range')"
+            except ValueError as exc:
                 raise CalculationError(str(exc)) from None
             return _bounded(value)
         if isinstance(node, ast.Call):
@@ -137,6 +140,16 @@ class _Evaluator:
         return await self.eval(node)
 
 
+def _grows_past_bounds(base: int | float, exponent: int | float) -> bool:
+    """Whether ``base ** exponent`` is an integer power too large to compute: Python computes one
+    exactly, digit by digit, holding the event loop (``9 ** 9 ** 9``) before :func:`_bounded`
+    sees it. A float power overflows at once (OverflowError), and a negative exponent makes a
+    float: ``2 ** -1000`` and ``(1 + 0.05 / 365) ** 3650`` are ordinary numbers."""
+    if not (isinstance(base, int) and isinstance(exponent, int)) or exponent <= 0:
+        return False
+    return exponent > MAX_EXPONENT or (abs(base) > 1 and exponent * math.log10(abs(base)) > 300)
+
+
 def _bounded(value: Any) -> int | float:
     """``value`` when it is a finite number within :data:`MAX_MAGNITUDE`. Anything else stops the
     calculation where it appears: ``max("ab")`` is the string "b", and ``* 10**8`` repeated it
@@ -146,5 +159,5 @@ def _bounded(value: Any) -> int | float:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise CalculationError("the result is not a finite number")
     if abs(value) > MAX_MAGNITUDE:
-        raise CalculationError("the result is too large")
+        raise CalculationError(_TOO_LARGE)
     return value

@@ -26,7 +26,7 @@ _MARKERS = r"(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+"
 CITATION = re.compile(rf"(?<!\s)\s*(?:(?<![\w\])]){_MARKERS}|(?<=[\w)])(?!\[0+\])(?={_MARKERS}(?:[.!?]|{STOP_ALONE}|\s*$)){_MARKERS})")
 
 
-def _uncited(text: str) -> str:
+def uncited(text: str) -> str:
     """A document's own reference markers ("benchmarks [2].", "full [7]."), in parentheses: copied
     into an answer they read as citations of its contexts, of another one or of none. Only what an
     answer's citations are read from: "argv[0]" is copied as written."""
@@ -54,7 +54,7 @@ def sentences_of_contexts(contexts: Sequence[RetrievedContext], limit: int = 80,
     for i, c in enumerate(contexts, 1):
         for j, text in enumerate(sentences_of(c.parent.content)):
             if _words(text) >= min_words and not text.lstrip().startswith("#"):
-                out.append(Sentence(_uncited(text), i, j))
+                out.append(Sentence(uncited(text), i, j))
                 if len(out) >= limit:
                     return out
     return out

@@ -440,6 +440,21 @@ async def test_llm_answer_with_a_citation_that_points_nowhere(app: Application) 
     assert "[1] (" in prompt and "Question: What does AuthSvc handle?" in prompt  # grounded: numbered contexts
 
 
+async def test_a_direct_answer_by_the_model_loses_its_markers_which_point_nowhere(app: Application) -> None:
+    """A direct answer has no contexts: its markers were kept in Answer.text, citing nothing."""
+    with json_server(_llm({"You are the assistant": "Hello! I am the assistant [1][3].\n\nSee the guide. [12]"})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask("Hello there!"))
+        finally:
+            await model.close()
+    a = r.answer
+    assert a is not None and a.route is Route.DIRECT_ANSWER and a.model == "openai:test-model" and not a.extractive
+    assert a.text == "Hello! I am the assistant. See the guide." and a.citations == ()
+    assert [(s.text, s.citations) for s in a.sentences] == [("Hello!", ()), ("I am the assistant.", ()), ("See the guide.", ())]
+    assert "answer:invalid_citation_removed" in r.metrics.degraded
+
+
 async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> None:
     with json_server(_llm({"numbered contexts": "It is maintained by someone, I believe."})) as server:
         model = _model(server.url)
@@ -688,6 +703,20 @@ async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: 
             finally:
                 await model.close()
         assert "router:llm_failed_used_rules" in r.metrics.degraded and r.metrics.route.route is Route.DIRECT_ANSWER  # type: ignore[union-attr]
+
+
+async def test_a_failed_tools_error_quoting_a_bracket_is_no_citation(app: Application) -> None:
+    """The error quotes the entity as the router passed it: its [7] was a marker in Answer.text, citing nothing."""
+    decision = json.dumps({"action": "tool", "tools": [{"name": "lookup_facts", "arguments": {"entity": "Foo [7]"}}], "reason": "facts"})
+    with json_server(_llm({"You route questions": decision})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, router=LlmRouter(model, TOOLS, RuleRouter())).query(_ask("Tell me about Foo [7]"))
+        finally:
+            await model.close()
+    a = r.answer
+    assert a is not None and not a.tool_results[0].success and a.tool_results[0].error == "no known entity named 'Foo [7]'"
+    assert a.text == f"{UNSUPPORTED} The lookup_facts tool failed: no known entity named 'Foo (7)'." and a.citations == ()
 
 
 async def _streamed(app: Application, model_text: str) -> tuple[Any, list[Any], list[tuple[str, dict[str, Any]]]]:

@@ -61,6 +61,24 @@ def test_functions_constants_and_awaitables() -> None:
 
 
 @pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        # Refused as "too large" for their exponents, though only an integer power that grows is costly
+        ("2 ** -1000", 2**-1000),
+        ("10 ** -301", 1e-301),
+        ("10 ** -1001", 0.0),
+        ("(-2) ** -1001", (-2) ** -1001),
+        ("1.0001 ** 2000", 1.0001**2000),
+        ("1.5 ** -2000", 0.0),
+        ("(1 + 0.05 / 365) ** (365 * 10)", (1 + 0.05 / 365) ** (365 * 10)),  # ten years' daily compound interest
+        ("2 ** 996", 2**996),
+    ],
+)
+def test_powers_within_a_floats_range_are_computed(expression: str, value: float) -> None:
+    assert asyncio.run(evaluate(expression)) == value
+
+
+@pytest.mark.parametrize(
     ("expression", "why"),
     [
         ("__import__('os').system('true')", "unknown function"),
@@ -69,8 +87,16 @@ def test_functions_constants_and_awaitables() -> None:
         ("lambda: 1", "Lambda"),
         ("x", "unknown name"),
         ("'text'", "only numbers"),
-        ("9 ** 9 ** 9", "too large"),
-        ("10 ** 400", "too large"),
+        ("9 ** 9 ** 9", "power is too large: past an exponent of 1000"),
+        ("10 ** 400", "power is too large"),
+        # Integer powers grow digit by digit on the event loop: past a float's range, refused before
+        ("10 ** 301", r"power is too large: past an exponent of 1000 or a result of 1e\+300"),
+        ("(-2) ** 1001", "power is too large"),
+        ("1 ** 1001", "power is too large"),
+        # A float power past a float's range overflows at once
+        ("2.0 ** 5000", r"the result is too large: past 1e\+300"),
+        ("0.5 ** -5000", "the result is too large"),
+        ("10 ** 400.0", "the result is too large"),
         ("1e300 * 1e300", "finite"),
         ("1 +", "not an expression"),
         ("", "empty"),

@@ -157,21 +157,40 @@ def test_ask_into_a_pipe_writes_each_line_whole(client: None, monkeypatch: pytes
     assert not [line for line in lines if line != line.rstrip()]
 
 
-@pytest.mark.parametrize(("final", "checked"), [(ANSWER, False), ("Replaced by the citation check [1].", True)])
+#: a model's text as it streams: paragraphs, a citation after the stop, two in one bracket
+WRITTEN = "The budget is 42 units.\n\nIt was set in March. [1] Finance and ops approved it [1, 3]."
+
+
+@pytest.mark.parametrize(
+    ("streamed", "final", "checked"),
+    [
+        (ANSWER, ANSWER, False),  # an extractive answer streams as it renders
+        # A model's text as the server renders it: the same answer
+        (WRITTEN, "The budget is 42 units. It was set in March [1]. Finance and ops approved it [1] [3].", False),
+        (WRITTEN, "Replaced by the citation check [1].", True),
+        # The check removed a marker that pointed nowhere: what was printed had it
+        (WRITTEN, "The budget is 42 units. It was set in March [1]. Finance and ops approved it [1].", True),
+        # A last sentence cut short (answer:truncated), or NOT_ANSWERABLE, is replaced
+        ("The budget is 42 units [1]. It was se", "The budget is 42 units [1].", True),
+        ("NOT_ANSWERABLE", "The documents I can read do not answer this question.", True),
+    ],
+    ids=["extractive", "model-rendered", "replaced", "marker-removed", "cut", "not-answerable"],
+)
 def test_ask_prints_the_checked_answer_only_when_it_replaced_the_streamed_one(
-    final: str, checked: bool, client: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    streamed: str, final: str, checked: bool, client: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The streamed answer was printed a second time after "checked:" when nothing had replaced it."""
+    """The streamed answer was printed a second time after "checked:" when nothing had replaced it:
+    every model's text, which the server renders on one line with its markers before the stop."""
 
     def streaming(self: Client, question: str, **_: Any) -> Iterator[pb.StreamQueryResponse]:
-        yield pb.StreamQueryResponse(answer_delta="The budget is ")
-        yield pb.StreamQueryResponse(answer_delta=ANSWER.removeprefix("The budget is "))
+        yield pb.StreamQueryResponse(answer_delta=streamed[:14])
+        yield pb.StreamQueryResponse(answer_delta=streamed[14:])
         response = _answer()
         response.answer.text = final
         yield pb.StreamQueryResponse(response=response)
 
     monkeypatch.setattr(Client, "stream_query", streaming)
     assert cli.main(["ask", "zeppelin"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == cli.printable(ANSWER)
-    assert [line for line in lines if line.startswith("checked:")] == ([f"checked: {final}"] if checked else [])
+    out = capsys.readouterr().out
+    assert out.startswith(cli.printable(streamed) + "\n")
+    assert [line for line in out.splitlines() if line.startswith("checked:")] == ([f"checked: {final}"] if checked else [])

@@ -37,20 +37,26 @@ def test_an_answer_that_fits_is_kept_whole_and_one_that_does_not_keeps_at_least_
     assert not within_size(tool, 100_000).metrics.degraded
 
 
-def test_an_answer_too_large_alone_loses_its_last_sentences_and_the_end_of_its_text() -> None:
+def test_an_answer_too_large_alone_loses_its_last_sentences_whole() -> None:
     """The last resort, with one context left: a model's 7.9 MB answer made a 27 MB response, which
-    every default client refused whole."""
+    every default client refused whole. Its text was then cut by bytes: it ended in half a sentence
+    or half a marker ("[14…"), and its citations kept the sentences' it no longer had."""
     from retrieval_server.api.convert import ANSWER_CAPPED
 
-    sentences = [pb.AnswerSentence(text=f"Sentence {i} is here.", citations=[1]) for i in range(20_000)]
-    text = " ".join(f"Sentence {i} is here [1]." for i in range(20_000))
-    big = _response([1_000, 1_000], answer=pb.Answer(text=text, sentences=sentences, citations=[pb.Citation(marker=1, document_id="d0")]))
-    capped = within_size(big, 100_000)
-    assert capped.ByteSize() <= 100_000 and [c.document_id for c in capped.contexts] == ["d0"]
-    assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED, ANSWER_CAPPED]
-    kept = capped.answer.sentences
-    assert 0 < len(kept) < 20_000 and [s.text for s in kept] == [s.text for s in sentences[: len(kept)]]
-    assert text.startswith(capped.answer.text.removesuffix("…")) and capped.answer.citations[0].document_id == "d0"
+    def said(i: int) -> str:
+        return f"Sentence {i} is here [{i % 9_999 + 1}]."
+
+    sentences = [pb.AnswerSentence(text=f"Sentence {i} is here.", citations=[i % 9_999 + 1]) for i in range(20_000)]
+    citations = [pb.Citation(marker=m, document_id=f"d{m - 1}") for m in range(1, 10_000)]
+    big = _response([1_000, 1_000], answer=pb.Answer(text=" ".join(map(said, range(20_000))), sentences=sentences, citations=citations))
+    for limit in (100_000, 100_003, 100_007, 60_011):
+        capped = within_size(big.__deepcopy__(), limit)
+        assert capped.ByteSize() <= limit and [c.document_id for c in capped.contexts] == ["d0"]
+        assert list(capped.metrics.degraded) == [CONTEXTS_CAPPED, ANSWER_CAPPED]
+        kept = len(capped.answer.sentences)
+        assert 0 < kept < 20_000 and [s.text for s in capped.answer.sentences] == [s.text for s in sentences[:kept]]
+        assert capped.answer.text == " ".join(map(said, range(kept)))
+        assert [c.marker for c in capped.answer.citations] == list(range(1, kept + 1))
 
 
 def test_an_answer_of_one_long_sentence_is_cut_within_the_limit() -> None:
@@ -64,7 +70,9 @@ def test_an_answer_of_one_long_sentence_is_cut_within_the_limit() -> None:
                        citations=[pb.Citation(marker=1, document_id="d0")])
     capped = within_size(_response([30_000], answer=answer), 65_536)
     assert capped.ByteSize() <= 65_536 and list(capped.metrics.degraded) == [ANSWER_CAPPED]
-    assert (sentence + " [1]").startswith(capped.answer.text.removesuffix("…"))
+    [kept] = capped.answer.sentences
+    assert kept.text.endswith("…") and sentence.startswith(kept.text.removesuffix("…")) and list(kept.citations) == [1]
+    assert capped.answer.text == kept.text + " [1]"  # its citation kept whole
 
 
 def test_a_text_cut_below_the_ellipsis_keeps_the_limit() -> None:
