@@ -24,6 +24,7 @@ from retrieval_server.api.edge import Edge
 from retrieval_server.api.errors import abort
 from retrieval_server.app import Application
 from retrieval_server.domain import (
+    DeadlineExceeded,
     InvalidArgument,
     PermissionDenied,
     SEND_MARGIN_S,
@@ -134,6 +135,16 @@ def _deadline(context: grpc.aio.ServicerContext) -> float | None:
     return None if remaining is None else time.monotonic() + max(0.0, remaining - SEND_MARGIN_S)
 
 
+def _in_time(context: grpc.aio.ServicerContext) -> None:
+    """Raise when the caller's deadline has passed. grpc.aio cancels a handler only where it
+    awaits, so an answer ready after the deadline (the loop busy as it passed) was returned as if
+    it could still be sent: its event published and its cache outcome counted, while the caller
+    got DEADLINE_EXCEEDED."""
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        raise DeadlineExceeded("the answer was ready after the call's deadline, and not sent: allow more time")
+
+
 class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
     def __init__(self, app: Application) -> None:
         self._app = app
@@ -155,6 +166,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             key, generation = served_answers.key_of(identity, request), self._generation()
             if (served := self._served.get(key, generation)) is not None:
                 body, took_ms = served_answers.serve(served, started)
+                _in_time(context)
                 self._app.metrics.observe_served(served_answers.STAGE, took_ms)
                 if self._app.analytics.enabled:
                     # The event names this caller (super admins share entries).
@@ -163,14 +175,16 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 return body
         options = self._query_options(request, context)
         result = await self._app.pipeline.query(options)
-        response = self._respond(options, result)
+        response = self._respond(options, result, context)
         if key is not None:
             self._served.remember(key, generation, options, result, response)
         return response
 
-    def _respond(self, options: QueryOptions, result: QueryResult) -> pb.QueryResponse:
-        """The response, within the size limit, and the request recorded as answered: what the limit
-        left out is counted among its degradations, as the workflow's are."""
+    def _respond(self, options: QueryOptions, result: QueryResult, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+        """The response, within the size limit, and the request recorded as answered (unless its
+        deadline has passed: :func:`_in_time`): what the limit left out is counted among its
+        degradations, as the workflow's are."""
+        _in_time(context)
         # A cache hit serves contexts that were served before: their messages are kept.
         response = convert.query_out(result, self._cached_contexts if result.cached else convert.context_out)
         response = convert.within_size(response, self._s.max_response_bytes)
@@ -211,7 +225,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             # asyncio logged it as an error ("Task exception was never retrieved").
             with contextlib.suppress(BaseException):
                 await task
-        yield pb.StreamQueryResponse(response=self._respond(options, result))
+        yield pb.StreamQueryResponse(response=self._respond(options, result, context))
 
     def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext, at: str = "") -> QueryOptions:
         """``at``: where ``request`` sits in the call's request (``query.`` in StreamQuery's), so that
@@ -247,6 +261,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         assert query is not None and k is not None
         identity = current_identity()
         results = await self._app.pipeline.search(query, k, identity)
+        _in_time(context)
         self._app.analytics.search_answered(query, k, identity, len(results), (time.perf_counter() - start) * 1e3)
         return convert.search_out(query, results)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections import deque
 
 import aio_pika
@@ -81,8 +82,10 @@ def to_amqp(event: RetrievalCompleted) -> aio_pika.Message:
 
 
 def _weight(event: RetrievalCompleted) -> int:
-    """About the bytes an event holds: its texts, and a few hundred for the rest."""
-    return 256 + len(event.query) + len(event.user_id) + sum(len(d) for d in event.degraded)
+    """About the bytes an event holds: its texts as Python stores them, and a few hundred for the
+    rest. Not their length: a text with one character beyond the BMP stores 4 bytes for each of
+    its characters, and a buffer of such queries held 4 times its budget."""
+    return 256 + sys.getsizeof(event.query) + sys.getsizeof(event.user_id) + sum(sys.getsizeof(d) for d in event.degraded)
 
 
 class RabbitMqPublisher:
@@ -123,8 +126,12 @@ class RabbitMqPublisher:
         if self.pending >= self._capacity or self._bytes + weight > self._capacity_bytes:
             self._m.events_dropped.labels("buffer_full").inc()
             if self._dropped_since_log == 0:
-                log.warning("analytics buffer full (%d events): dropping RetrievalCompleted events until %s catches up",
-                            self._capacity, self._where)
+                if self.pending >= self._capacity:
+                    limit = f"{self._capacity} events, RETRIEVAL_EVENTS_BUFFER"
+                else:
+                    limit = f"{self._capacity_bytes / 2**20:g} MiB of events, RETRIEVAL_EVENTS_BUFFER_MB"
+                log.warning("analytics buffer full (%s): dropping RetrievalCompleted events until %s catches up",
+                            limit, self._where)
             self._dropped_since_log += 1
             return
         self._buffer.append(event)

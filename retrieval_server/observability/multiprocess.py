@@ -5,16 +5,20 @@ The supervisor makes a fresh directory for the run and exports it to the workers
 worker imports it, so each worker's counters and histograms are written to files there. The
 supervisor serves their sum on the metrics port, with its own series: restarts and liveness per
 worker, and each worker's process metrics (CPU, memory, file descriptors) labelled by worker.
-A worker that dies keeps its counts in the sum, so totals never go backwards on a restart.
+A worker that dies keeps its counts in the sum, so totals never go backwards on a restart: its
+counters and histograms are added to one archive file per kind and its files deleted, as
+prometheus-client would read every dead worker's files at every scrape, for the supervisor's life.
 The directory is named after the supervisor's pid: one that was killed cannot remove its own,
 and the next to start does.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.mmap_dict import MmapedDict
 
 from retrieval_server.observability.grpc_metrics import scraped
 from retrieval_server.observability.metrics import SERVICE
@@ -31,6 +36,10 @@ from retrieval_server.stale_runs import remove_stale_runs
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: the run's directory in the temporary one is this, the supervisor's pid, "-" and a random part
 PREFIX = "retrieval-metrics-"
+#: in place of a pid in the name of the file a kind's dead workers' values are summed into
+ARCHIVE = "archive"
+
+log = logging.getLogger(__name__)
 
 
 class WorkerCollector:
@@ -60,6 +69,48 @@ class WorkerCollector:
                 merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
                 merged.samples += [s._replace(labels={**s.labels, "worker": worker}) for s in family.samples]
         yield from families.values()
+
+
+class _WorkerFiles(multiprocess.MultiProcessCollector):
+    """prometheus-client's sum over the workers' files, where a dead worker's counters and
+    histograms are folded into one archive per kind (``counter_archive.db``): its files, one set
+    per restart, were read by every scrape for the supervisor's life (1,500 restarts: 3,000 files,
+    2.6 s a scrape). Gauges stay as prometheus-client has them: a ``live*`` one's file is deleted,
+    another mode's is kept."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(None, path=str(directory))
+        self._directory = directory
+        # A scrape (the endpoint's threads) reading a dead worker's file and the archive it was
+        # just added to counted it twice, or a file deleted under it failed.
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            return super().collect()  # type: ignore[no-any-return]
+
+    def fold(self, pid: int) -> None:
+        """Add the values of the dead process ``pid`` to the archives and delete its files."""
+        with self._lock:
+            multiprocess.mark_process_dead(pid, str(self._directory))
+            for dead in self._directory.glob(f"*_{pid}.db"):
+                kind = dead.name.split("_")[0]
+                if kind == "gauge":
+                    continue
+                try:
+                    values = list(MmapedDict.read_all_values_from_file(str(dead)))
+                except (OSError, RuntimeError) as exc:
+                    # Left as it is, it still counts; the supervisor keeps supervising.
+                    log.warning("a dead worker's metric file could not be read; kept", extra={"file": str(dead), "error": str(exc)})
+                    continue
+                archive = MmapedDict(str(self._directory / f"{kind}_{ARCHIVE}.db"))
+                try:
+                    for key, value, timestamp, _ in values:
+                        total, _ = archive.read_value(key)
+                        archive.write_value(key, total + value, timestamp)
+                finally:
+                    archive.close()
+                dead.unlink()
 
 
 class _Summed:
@@ -110,7 +161,8 @@ class MultiprocessMetrics:
         os.environ[ENV] = str(self.directory)
         self.workers = WorkerCollector()
         self.registry = _NamedAtScrape()
-        self.registry.register(_Summed(multiprocess.MultiProcessCollector(None, path=str(self.directory))))
+        self._files = _WorkerFiles(self.directory)
+        self.registry.register(_Summed(self._files))
         self.registry.register(self.workers)
         self._http: WSGIServer | None = None
 
@@ -126,7 +178,7 @@ class MultiprocessMetrics:
 
     def worker_exited(self, worker: int, pid: int) -> None:
         self.workers.alive[worker] = False
-        multiprocess.mark_process_dead(pid, str(self.directory))
+        self._files.fold(pid)
 
     def close(self) -> None:
         if self._http is not None:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sys
+
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -37,6 +40,40 @@ def test_the_event_buffer_is_bounded_by_what_its_events_weigh_too() -> None:
     pending, text = asyncio.run(fill())
     assert pending == 10 * 2**20 // (65_536 + 256)  # 159 events of 64 KiB fit in 10 MiB
     assert f'retrieval_events_dropped_total{{reason="buffer_full"}} {1_000 - pending}.0' in text
+
+
+def test_the_event_buffer_weighs_the_bytes_its_texts_hold_and_the_warning_names_the_limit_hit(caplog: pytest.LogCaptureFixture) -> None:
+    """The weight was the texts' length: queries of 4-byte characters (or one among ASCII, which
+    Python then stores at 4 bytes a character) held 4 times RETRIEVAL_EVENTS_BUFFER_MB, and the
+    warning named the event count, 10000, when the bytes had stopped 127 events."""
+    import asyncio
+    from datetime import datetime, timezone
+
+    from retrieval_server.backends.events import RabbitMqPublisher
+    from retrieval_server.domain import Strategy
+    from retrieval_server.observability.analytics import RetrievalCompleted
+
+    budget = 4 * 2**20
+
+    def fill(query: str, buffer: int) -> int:
+        async def run() -> int:
+            publisher = RabbitMqPublisher("amqp://127.0.0.1:1/", "x", "r", ServiceMetrics(), buffer=buffer, buffer_bytes=budget)
+            for i in range(200):  # never started: nothing is sent
+                publisher.publish(RetrievalCompleted(str(i), datetime.now(timezone.utc), "query", (query + " ")[:-1], "", "u",
+                                                     Strategy.HYBRID, 5, 5, 1.0, False, (), ""))
+            return publisher.pending
+
+        return asyncio.run(run())
+
+    for query in ("\U0001F600" * 16_384, "q" * 65_535 + "\U0001F600", "q" * 65_536):
+        caplog.clear()
+        pending = fill(query, buffer=10_000)
+        assert 0 < pending < 200
+        assert pending * sys.getsizeof(query) <= budget
+        assert "analytics buffer full (4 MiB of events, RETRIEVAL_EVENTS_BUFFER_MB)" in caplog.text
+    caplog.clear()
+    assert fill("q", buffer=50) == 50
+    assert "analytics buffer full (50 events, RETRIEVAL_EVENTS_BUFFER)" in caplog.text
 
 
 def _median(registry: CollectorRegistry, family: str, **labels: str) -> float:

@@ -32,7 +32,7 @@ async def test_a_reader_that_reads_nothing_until_the_answer_is_written_gets_it_w
     servicer = object.__new__(RetrievalServicer)  # only what StreamQuery reads
     servicer._app = SimpleNamespace(pipeline=Pipeline())  # type: ignore[assignment]
     servicer._query_options = lambda request, context, at="": None  # type: ignore[method-assign, assignment]
-    servicer._respond = lambda options, result: pb.QueryResponse(query=result)  # type: ignore[method-assign, assignment, arg-type]
+    servicer._respond = lambda options, result, context: pb.QueryResponse(query=result)  # type: ignore[method-assign, assignment, arg-type]
     stream = servicer.StreamQuery(pb.StreamQueryRequest(), None)  # type: ignore[arg-type]
     first = await anext(stream)
     await written.wait()  # the whole answer written, nothing more read
