@@ -357,8 +357,9 @@ class CrossEncoder:
             return (logits[:, 1] - logits[:, 0]).astype(np.float32)
         return np.asarray(logits[:, 0], dtype=np.float32)
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        """One score per passage, in the input order."""
+    def logits(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """One float32 raw score per passage, in the input order: the relevance logit, or a
+        two-label model's margin, whatever ``activation`` says."""
         if not passages:
             return np.zeros(0, dtype=np.float32)
         q = self._cap_query(query)
@@ -366,12 +367,23 @@ class CrossEncoder:
         out = np.empty(len(passages), dtype=np.float32)
         for idx in by_token_count(encodings, self.batch_size):
             out[idx] = self._run([encodings[i] for i in idx])
-        if self.activation == "sigmoid":
-            out = (1.0 / (1.0 + np.exp(-out.astype(np.float64)))).astype(np.float32)
         return out
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """One score per passage, in the input order: the float32 :meth:`logits`, or with
+        ``activation`` "sigmoid" their float64 sigmoid. float32 holds nothing between 1 - 6e-8 and
+        1, so every logit above ~17 would score 1.0 and the order among them would be lost."""
+        return self._activated(self.logits(query, passages))
+
+    def _activated(self, logits: np.ndarray) -> np.ndarray:
+        if self.activation == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+        return logits
 
     def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]:
         """TEI ``/rerank`` semantics: ``[(index, score), ...]`` best first, one per input text."""
-        scores = self.score(query, texts)
-        order = np.argsort(-scores, kind="stable")
+        logits = self.logits(query, texts)
+        scores = self._activated(logits)
+        # Ranked on the logits: even in float64 the sigmoid of every logit above ~37 is 1.0.
+        order = np.argsort(-logits, kind="stable")
         return [(int(i), float(scores[i])) for i in order]

@@ -107,6 +107,30 @@ def test_a_two_label_classifier_scores_its_softmax_probability_of_relevance(tmp_
     np.testing.assert_allclose(raw, logits[:, 1] - logits[:, 0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("labels", [1, 2])
+def test_logits_beyond_the_float32_sigmoids_reach_keep_their_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, labels: int
+) -> None:
+    """Logits 10..26 (a two-label model's margins): in float32 the sigmoid of every one above ~17
+    is 1.0, and rerank put those in input order."""
+    model = build_cross_encoder(tmp_path / "model.onnx", TINY, seed=1, init_std=0.3, labels=labels)
+    logits = [13, 25, 10, 22, 17, 26, 11, 19, 24, 14, 21, 12, 16, 23, 18, 15, 20]
+    passages = [" ".join(["word"] * (i + 1)) for i in range(len(logits))]  # passage i: i + 1 tokens
+    ce = CrossEncoder(model, BUNDLED_TOKENIZER, activation="sigmoid", batch_size=4)
+
+    def given(encodings: list[Any]) -> np.ndarray:
+        margin = np.array([logits[len(e.ids) - len(QUERY.split()) - 4] for e in encodings], dtype=np.float32)  # less [CLS], 2 [SEP]
+        return margin[:, None] if labels == 1 else np.stack([np.full_like(margin, -3.0), margin - 3.0], axis=1)
+
+    monkeypatch.setattr(ce, "_logits", given)
+    best_first = sorted(range(len(logits)), key=lambda i: -logits[i])
+    scores = ce.score(QUERY, passages)
+    assert np.argsort(-scores, kind="stable").tolist() == best_first
+    np.testing.assert_allclose(scores, 1 / (1 + np.exp(-np.array(logits, dtype=np.float64))), rtol=1e-15)
+    assert [i for i, _ in ce.rerank(QUERY, passages)] == best_first
+    assert ce.logits(QUERY, passages).tolist() == logits
+
+
 def test_a_model_of_more_than_two_labels_is_refused_by_name(tmp_path: Path) -> None:
     model = build_cross_encoder(tmp_path / "three" / "model.onnx", TINY, seed=1, labels=3)
     with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'three' / 'model.onnx'} has 3 logits per pair")):
