@@ -293,7 +293,7 @@ class CrossEncoder:
 
     Loads any Hugging Face cross-encoder exported to ONNX (``model.onnx`` with inputs
     ``input_ids``/``attention_mask``/``token_type_ids`` and output ``logits`` ``[batch, labels]``,
-    plus its ``tokenizer.json``), e.g. cross-encoder/ms-marco-MiniLM-L-6-v2.
+    or ``[batch]`` for one label, plus its ``tokenizer.json``), e.g. cross-encoder/ms-marco-MiniLM-L-6-v2.
 
     Pairs are tokenized together ([CLS] query [SEP] passage [SEP]); only the passage is truncated,
     after the query was capped at ``max_query_tokens``. Pairs are batched in order of length so a
@@ -330,7 +330,12 @@ class CrossEncoder:
         self._pad_id = pad_id(self.tokenizer)
         self.session = _session(model_path, threads)
         self._input_names = {i.name for i in self.session.get_inputs()}
-        width = self.session.get_outputs()[0].shape[-1]
+        shape = self.session.get_outputs()[0].shape
+        if len(shape) not in (1, 2):
+            raise ValueError(f"the cross-encoder {model_path} has the output shape {shape}: expected logits [batch, labels], "
+                             "or [batch] (one score per pair)")
+        # [batch] is one label, squeezed by the export; _logits makes it [batch, 1].
+        width = shape[1] if len(shape) == 2 else 1
         self.labels = width if isinstance(width, int) else self._logits(self.tokenizer.encode_batch([("label probe", "probe")])).shape[1]
         if self.labels not in (1, 2):
             raise ValueError(f"the cross-encoder {model_path} has {self.labels} logits per pair: only one (relevance) "
@@ -347,7 +352,7 @@ class CrossEncoder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = types
-        return np.asarray(self.session.run(None, feeds)[0])
+        return np.asarray(self.session.run(None, feeds)[0]).reshape(len(encodings), -1)
 
     def _run(self, encodings: list[Encoding]) -> np.ndarray:
         logits = self._logits(encodings)

@@ -131,6 +131,20 @@ def test_logits_beyond_the_float32_sigmoids_reach_keep_their_order(
     assert ce.logits(QUERY, passages).tolist() == logits
 
 
+def test_a_model_of_one_squeezed_label_scores_like_its_batch_by_one_twin(tmp_path: Path, tiny_model: Path) -> None:
+    """Logits [batch], not [batch, 1]: start-up took .shape[1] of its probe, a bare IndexError."""
+    model = build_cross_encoder(tmp_path / "model.onnx", TINY, seed=1, init_std=0.3, squeeze=True)
+    ce = CrossEncoder(model, BUNDLED_TOKENIZER, batch_size=3)
+    assert ce.labels == 1
+    np.testing.assert_array_equal(ce.score(QUERY, PASSAGES), CrossEncoder(tiny_model, BUNDLED_TOKENIZER, batch_size=3).score(QUERY, PASSAGES))
+
+
+def test_a_model_of_another_output_rank_is_refused_by_name_and_shape(tmp_path: Path) -> None:
+    model = build_sentence_encoder(tmp_path / "model.onnx", random_weights(1, 0.3), TINY)
+    with pytest.raises(ValueError, match=re.escape(f"{model} has the output shape ['batch', 'sequence', 32]: expected logits [batch, labels]")):
+        CrossEncoder(model, BUNDLED_TOKENIZER)
+
+
 def test_a_model_of_more_than_two_labels_is_refused_by_name(tmp_path: Path) -> None:
     model = build_cross_encoder(tmp_path / "three" / "model.onnx", TINY, seed=1, labels=3)
     with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'three' / 'model.onnx'} has 3 logits per pair")):
