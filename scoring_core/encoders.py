@@ -318,12 +318,19 @@ class CrossEncoder:
             raise ValueError("activation must be 'none' or 'sigmoid'")
         max_length = fit_positions(model_path, max_length)
         self.max_length = max_length
-        self.max_query_tokens = max_query_tokens or max_length // 2
         self.batch_size = batch_size
         self.activation = activation
         self.tokenizer = read_tokenizer(tokenizer_path)
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length, strategy="only_second")
+        # Past this, truncating the passage alone cannot fit the pair, and every long query failed
+        # at score time with the tokenizers library's bare Exception.
+        specials = self.tokenizer.num_special_tokens_to_add(True)
+        upper = max_length - specials - 1
+        self.max_query_tokens = max_length // 2 if max_query_tokens is None else max_query_tokens
+        if not 1 <= self.max_query_tokens <= upper:
+            raise ValueError(f"max_query_tokens must be 1 to {upper} (max_length {max_length} less a pair's {specials} special "
+                             f"tokens and one passage token), got {self.max_query_tokens}")
         self._counter = read_tokenizer(tokenizer_path)
         self._counter.no_padding()
         self._counter.no_truncation()

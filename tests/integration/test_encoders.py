@@ -82,6 +82,18 @@ def test_only_the_passage_is_truncated(tiny_model: Path) -> None:
     assert len(ce._counter.encode(capped, add_special_tokens=False).ids) == 24
 
 
+def test_a_query_cap_that_leaves_the_passage_no_token_is_refused_at_start_up(tiny_model: Path) -> None:
+    """max_length 64 less [CLS] and two [SEP] leaves 61: a query of 61 tokens or more failed every
+    long query at score time with the tokenizers library's bare Exception."""
+    long_query, long_passage = "population " * 300, "berlin " * 300
+    ce = CrossEncoder(tiny_model, BUNDLED_TOKENIZER, max_length=64, max_query_tokens=60)
+    assert ce.score(long_query, [long_passage]).shape == (1,)
+    for cap in (61, 200, 0, -3):
+        with pytest.raises(ValueError, match=re.escape(f"max_query_tokens must be 1 to 60 (max_length 64 less a pair's 3 special tokens and "
+                                                       f"one passage token), got {cap}")):
+            CrossEncoder(tiny_model, BUNDLED_TOKENIZER, max_length=64, max_query_tokens=cap)
+
+
 def test_rerank_semantics_and_sigmoid(tiny_model: Path) -> None:
     raw = CrossEncoder(tiny_model, BUNDLED_TOKENIZER)
     ranked = raw.rerank(QUERY, PASSAGES)
