@@ -22,6 +22,14 @@ def as_reals(values: np.ndarray | Sequence[float], dtype: type[np.floating], nam
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
+def as_real(value: float, name: str) -> float:
+    """``value`` as a float; anything but a real number (bool counts as 0 and 1) raises TypeError
+    naming ``name``, as the twins' arithmetic does, rather than numpy's "ufunc 'isfinite' not supported"."""
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    return float(value)
+
+
 def as_scores(scores: np.ndarray, name: str = "scores") -> np.ndarray:
     """Return ``scores`` as a contiguous float32 vector; NaN is rejected, never silently ranked.
 

@@ -72,6 +72,11 @@ def _check_now(now: float) -> None:
 class CosineMatcher:
     """A growable store of cached query vectors with per-row expiry and scope.
 
+    Not thread-safe: callers serialise every call (the service's caches hold an ``asyncio.Lock``
+    around them). :meth:`match` reads the arrays and the row count at separate moments, and an
+    :meth:`add` in between may replace the arrays with larger ones; the kernel, trusting its input,
+    checks no bounds.
+
     Parameters
     ----------
     dim : int

@@ -293,7 +293,7 @@ class CrossEncoder:
 
     Loads any Hugging Face cross-encoder exported to ONNX (``model.onnx`` with inputs
     ``input_ids``/``attention_mask``/``token_type_ids`` and output ``logits`` ``[batch, labels]``,
-    plus its ``tokenizer.json``), e.g. cross-encoder/ms-marco-MiniLM-L-6-v2.
+    or ``[batch]`` for one label, plus its ``tokenizer.json``), e.g. cross-encoder/ms-marco-MiniLM-L-6-v2.
 
     Pairs are tokenized together ([CLS] query [SEP] passage [SEP]); only the passage is truncated,
     after the query was capped at ``max_query_tokens``. Pairs are batched in order of length so a
@@ -318,19 +318,31 @@ class CrossEncoder:
             raise ValueError("activation must be 'none' or 'sigmoid'")
         max_length = fit_positions(model_path, max_length)
         self.max_length = max_length
-        self.max_query_tokens = max_query_tokens or max_length // 2
         self.batch_size = batch_size
         self.activation = activation
         self.tokenizer = read_tokenizer(tokenizer_path)
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length, strategy="only_second")
+        # Past this, truncating the passage alone cannot fit the pair, and every long query failed
+        # at score time with the tokenizers library's bare Exception.
+        specials = self.tokenizer.num_special_tokens_to_add(True)
+        upper = max_length - specials - 1
+        self.max_query_tokens = max_length // 2 if max_query_tokens is None else max_query_tokens
+        if not 1 <= self.max_query_tokens <= upper:
+            raise ValueError(f"max_query_tokens must be 1 to {upper} (max_length {max_length} less a pair's {specials} special "
+                             f"tokens and one passage token), got {self.max_query_tokens}")
         self._counter = read_tokenizer(tokenizer_path)
         self._counter.no_padding()
         self._counter.no_truncation()
         self._pad_id = pad_id(self.tokenizer)
         self.session = _session(model_path, threads)
         self._input_names = {i.name for i in self.session.get_inputs()}
-        width = self.session.get_outputs()[0].shape[-1]
+        shape = self.session.get_outputs()[0].shape
+        if len(shape) not in (1, 2):
+            raise ValueError(f"the cross-encoder {model_path} has the output shape {shape}: expected logits [batch, labels], "
+                             "or [batch] (one score per pair)")
+        # [batch] is one label, squeezed by the export; _logits makes it [batch, 1].
+        width = shape[1] if len(shape) == 2 else 1
         self.labels = width if isinstance(width, int) else self._logits(self.tokenizer.encode_batch([("label probe", "probe")])).shape[1]
         if self.labels not in (1, 2):
             raise ValueError(f"the cross-encoder {model_path} has {self.labels} logits per pair: only one (relevance) "
@@ -347,7 +359,7 @@ class CrossEncoder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = types
-        return np.asarray(self.session.run(None, feeds)[0])
+        return np.asarray(self.session.run(None, feeds)[0]).reshape(len(encodings), -1)
 
     def _run(self, encodings: list[Encoding]) -> np.ndarray:
         logits = self._logits(encodings)
@@ -357,8 +369,9 @@ class CrossEncoder:
             return (logits[:, 1] - logits[:, 0]).astype(np.float32)
         return np.asarray(logits[:, 0], dtype=np.float32)
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        """One score per passage, in the input order."""
+    def logits(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """One float32 raw score per passage, in the input order: the relevance logit, or a
+        two-label model's margin, whatever ``activation`` says."""
         if not passages:
             return np.zeros(0, dtype=np.float32)
         q = self._cap_query(query)
@@ -366,12 +379,23 @@ class CrossEncoder:
         out = np.empty(len(passages), dtype=np.float32)
         for idx in by_token_count(encodings, self.batch_size):
             out[idx] = self._run([encodings[i] for i in idx])
-        if self.activation == "sigmoid":
-            out = (1.0 / (1.0 + np.exp(-out.astype(np.float64)))).astype(np.float32)
         return out
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """One score per passage, in the input order: the float32 :meth:`logits`, or with
+        ``activation`` "sigmoid" their float64 sigmoid. float32 holds nothing between 1 - 6e-8 and
+        1, so every logit above ~17 would score 1.0 and the order among them would be lost."""
+        return self._activated(self.logits(query, passages))
+
+    def _activated(self, logits: np.ndarray) -> np.ndarray:
+        if self.activation == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+        return logits
 
     def rerank(self, query: str, texts: Sequence[str]) -> list[tuple[int, float]]:
         """TEI ``/rerank`` semantics: ``[(index, score), ...]`` best first, one per input text."""
-        scores = self.score(query, texts)
-        order = np.argsort(-scores, kind="stable")
+        logits = self.logits(query, texts)
+        scores = self._activated(logits)
+        # Ranked on the logits: even in float64 the sigmoid of every logit above ~37 is 1.0.
+        order = np.argsort(-logits, kind="stable")
         return [(int(i), float(scores[i])) for i in order]

@@ -21,7 +21,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f64
-from scoring_core._validate import as_count, as_integers, as_reals
+from scoring_core._validate import as_count, as_integers, as_real, as_reals
 from scoring_core.selection import _top_k_kernel
 
 _F = "Tuple((int64[:], float64[:]))"
@@ -161,7 +161,7 @@ def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, n
 def _weights(weights: Sequence[float] | None, n: int) -> np.ndarray:
     if weights is None:
         return np.ones(n, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
+    w = as_reals(weights, np.float64, "weights")
     if w.shape != (n,):
         raise ValueError(f"weights must have one entry per list ({n}), got {w.shape[0] if w.ndim else 'a scalar'}")
     if not np.isfinite(w).all() or (w < 0).any():
@@ -182,10 +182,11 @@ def rrf(
     lists: Sequence[np.ndarray | Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None, limit: int | None = None
 ) -> Fused:
     """Reciprocal Rank Fusion of ranked id lists (best first); ``limit`` keeps only the best ones."""
+    k = as_real(k, "k")
     if not (np.isfinite(k) and k >= 0):
         raise ValueError("k must be finite and >= 0")
     ids, offsets, unsigned = _flatten(lists)
-    out_ids, out_scores = _rrf_kernel(ids, offsets, _weights(weights, len(lists)), float(k), _limit(limit))
+    out_ids, out_scores = _rrf_kernel(ids, offsets, _weights(weights, len(lists)), k, _limit(limit))
     return Fused(out_ids.view(np.uint64) if unsigned else out_ids, out_scores)
 
 

@@ -194,14 +194,19 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def build_cross_encoder(path: Path, shape: BertShape = MINILM_L6, seed: int = 0, init_std: float = 0.02, labels: int = 1) -> Path:
+def build_cross_encoder(
+    path: Path, shape: BertShape = MINILM_L6, seed: int = 0, init_std: float = 0.02, labels: int = 1, squeeze: bool = False
+) -> Path:
     """Write a sequence-classification ``model.onnx`` for ``shape`` to ``path`` (a file path) and return it.
 
     ``init_std`` is the weights' standard deviation: BERT's 0.02 makes the logits of an untrained
     model almost constant; tests that compare rankings use a larger one. ``labels`` is the number
     of logits per pair (2: a softmax classifier's ``[irrelevant, relevant]``); the weights before
-    the classifier do not depend on it.
+    the classifier do not depend on it. ``squeeze`` outputs one label's logits as ``[batch]``, as
+    some exports do.
     """
+    if squeeze and labels != 1:
+        raise ValueError(f"squeeze needs one label, got labels={labels}")
     from onnx import TensorProto, helper
 
     g = _Graph()
@@ -211,9 +216,12 @@ def build_cross_encoder(path: Path, shape: BertShape = MINILM_L6, seed: int = 0,
     cls = g.node("Gather", [x, g.const(np.array(0, np.int64))], axis=1)
     pooled = g.node("Tanh", [g.node("Add", [g.node("MatMul", [cls, g.const(w("pooler.dense.weight", (h, h)).T.copy())]),
                                             g.const(w("pooler.dense.bias", (h,)))])])
-    g.node("Add", [g.node("MatMul", [pooled, g.const(w("classifier.weight", (labels, h)).T.copy())]), g.const(w("classifier.bias", (labels,)))],
-           "logits")
-    return _save(g, "bert_sequence_classification", helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", labels]), path)
+    logits = g.node("Add", [g.node("MatMul", [pooled, g.const(w("classifier.weight", (labels, h)).T.copy())]),
+                            g.const(w("classifier.bias", (labels,)))], None if squeeze else "logits")
+    if squeeze:
+        g.node("Squeeze", [logits, g.const(np.array([1], np.int64))], "logits")
+    dims: list[Any] = ["batch"] if squeeze else ["batch", labels]
+    return _save(g, "bert_sequence_classification", helper.make_tensor_value_info("logits", TensorProto.FLOAT, dims), path)
 
 
 def build_sentence_encoder(path: Path, weights: Weights, shape: BertShape = MINILM_L6) -> Path:

@@ -10,7 +10,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
-from scoring_core._validate import as_count, as_scores
+from scoring_core._validate import as_count, as_real, as_scores
 
 
 @kernel(["boolean(float32, int64, float32, int64)", "boolean(float64, int64, float64, int64)"], inline="always")
@@ -93,12 +93,13 @@ def threshold_with_fallback(scores: np.ndarray, threshold: float = 0.3, fallback
     Returns ``(indices, fallback_triggered)``.
     """
     s = as_scores(scores)
+    threshold = as_real(threshold, "threshold")
     if np.isnan(threshold):
         raise ValueError("threshold must not be NaN")
     fallback = as_count(fallback, "fallback")
     if fallback < 0:  # checked whether or not the fallback is needed, like top_k's k
         raise ValueError("fallback must be >= 0")
-    kept = _above_kernel(s, float(threshold))
+    kept = _above_kernel(s, threshold)
     if kept.shape[0] or s.shape[0] == 0:
         return kept, False
     return _top_k_kernel(s, fallback), True

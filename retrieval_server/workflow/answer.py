@@ -410,7 +410,7 @@ async def _ranked(
     if deps.reranker is not None and state.options.rerank:
         try:
             limit = deps.settings.rerank_candidates
-            scores = np.asarray(await deps.reranker.rerank(query, texts[:limit]), dtype=np.float32)
+            scores = np.asarray(await deps.reranker.rerank(query, texts[:limit]), dtype=np.float64)  # float32 ties sigmoids near 1
             return candidates[:limit], scores, deps.settings.rerank_threshold
         except Exception:
             if cut():

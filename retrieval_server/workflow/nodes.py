@@ -41,7 +41,7 @@ from retrieval_server.workflow.analysis import analyze
 from retrieval_server.workflow.graph import PARTIAL_RESULTS
 from retrieval_server.workflow.graph_expansion import graph_leg, uses_graph
 from retrieval_server.workflow.state import QueryState, ScoredPass, WorkflowDeps
-from scoring_core import content_hashes, group_by_parent, threshold_with_fallback
+from scoring_core import content_hashes, group_by_parent
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -633,7 +633,14 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # When none passes, every candidate goes on best first: RERANK_FALLBACK counts contexts, which
     # only enrich tells apart (the best three hits are often siblings, one context, or copies of one
     # section, which enrich makes one), so enrich stops at that many (_context_count).
-    kept, fell_back = threshold_with_fallback(np.asarray(scores, dtype=np.float32), state.rerank_threshold, len(candidates))
+    # Ranked in float64, not in the kernels' float32 (threshold_with_fallback): the sigmoid of every
+    # logit above ~17 is 1.0 in float32, and those candidates kept the fused order, not the reranker's.
+    exact = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-exact, kind="stable")
+    kept = order[exact[order] >= state.rerank_threshold]
+    fell_back = not kept.size
+    if fell_back:
+        kept = order
     return {"reranked": [candidates[i].scored(float(scores[i])) for i in kept], "rerank_applied": True, "rerank_fell_back": fell_back}
 
 

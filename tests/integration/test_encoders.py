@@ -82,6 +82,18 @@ def test_only_the_passage_is_truncated(tiny_model: Path) -> None:
     assert len(ce._counter.encode(capped, add_special_tokens=False).ids) == 24
 
 
+def test_a_query_cap_that_leaves_the_passage_no_token_is_refused_at_start_up(tiny_model: Path) -> None:
+    """max_length 64 less [CLS] and two [SEP] leaves 61: a query of 61 tokens or more failed every
+    long query at score time with the tokenizers library's bare Exception."""
+    long_query, long_passage = "population " * 300, "berlin " * 300
+    ce = CrossEncoder(tiny_model, BUNDLED_TOKENIZER, max_length=64, max_query_tokens=60)
+    assert ce.score(long_query, [long_passage]).shape == (1,)
+    for cap in (61, 200, 0, -3):
+        with pytest.raises(ValueError, match=re.escape(f"max_query_tokens must be 1 to 60 (max_length 64 less a pair's 3 special tokens and "
+                                                       f"one passage token), got {cap}")):
+            CrossEncoder(tiny_model, BUNDLED_TOKENIZER, max_length=64, max_query_tokens=cap)
+
+
 def test_rerank_semantics_and_sigmoid(tiny_model: Path) -> None:
     raw = CrossEncoder(tiny_model, BUNDLED_TOKENIZER)
     ranked = raw.rerank(QUERY, PASSAGES)
@@ -105,6 +117,44 @@ def test_a_two_label_classifier_scores_its_softmax_probability_of_relevance(tmp_
     assert [i for i, _ in ce.rerank(QUERY, PASSAGES)] == np.argsort(-softmax[:, 1], kind="stable").tolist()
     raw = CrossEncoder(model, BUNDLED_TOKENIZER).score(QUERY, PASSAGES)
     np.testing.assert_allclose(raw, logits[:, 1] - logits[:, 0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("labels", [1, 2])
+def test_logits_beyond_the_float32_sigmoids_reach_keep_their_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, labels: int
+) -> None:
+    """Logits 10..26 (a two-label model's margins): in float32 the sigmoid of every one above ~17
+    is 1.0, and rerank put those in input order."""
+    model = build_cross_encoder(tmp_path / "model.onnx", TINY, seed=1, init_std=0.3, labels=labels)
+    logits = [13, 25, 10, 22, 17, 26, 11, 19, 24, 14, 21, 12, 16, 23, 18, 15, 20]
+    passages = [" ".join(["word"] * (i + 1)) for i in range(len(logits))]  # passage i: i + 1 tokens
+    ce = CrossEncoder(model, BUNDLED_TOKENIZER, activation="sigmoid", batch_size=4)
+
+    def given(encodings: list[Any]) -> np.ndarray:
+        margin = np.array([logits[len(e.ids) - len(QUERY.split()) - 4] for e in encodings], dtype=np.float32)  # less [CLS], 2 [SEP]
+        return margin[:, None] if labels == 1 else np.stack([np.full_like(margin, -3.0), margin - 3.0], axis=1)
+
+    monkeypatch.setattr(ce, "_logits", given)
+    best_first = sorted(range(len(logits)), key=lambda i: -logits[i])
+    scores = ce.score(QUERY, passages)
+    assert np.argsort(-scores, kind="stable").tolist() == best_first
+    np.testing.assert_allclose(scores, 1 / (1 + np.exp(-np.array(logits, dtype=np.float64))), rtol=1e-15)
+    assert [i for i, _ in ce.rerank(QUERY, passages)] == best_first
+    assert ce.logits(QUERY, passages).tolist() == logits
+
+
+def test_a_model_of_one_squeezed_label_scores_like_its_batch_by_one_twin(tmp_path: Path, tiny_model: Path) -> None:
+    """Logits [batch], not [batch, 1]: start-up took .shape[1] of its probe, a bare IndexError."""
+    model = build_cross_encoder(tmp_path / "model.onnx", TINY, seed=1, init_std=0.3, squeeze=True)
+    ce = CrossEncoder(model, BUNDLED_TOKENIZER, batch_size=3)
+    assert ce.labels == 1
+    np.testing.assert_array_equal(ce.score(QUERY, PASSAGES), CrossEncoder(tiny_model, BUNDLED_TOKENIZER, batch_size=3).score(QUERY, PASSAGES))
+
+
+def test_a_model_of_another_output_rank_is_refused_by_name_and_shape(tmp_path: Path) -> None:
+    model = build_sentence_encoder(tmp_path / "model.onnx", random_weights(1, 0.3), TINY)
+    with pytest.raises(ValueError, match=re.escape(f"{model} has the output shape ['batch', 'sequence', 32]: expected logits [batch, labels]")):
+        CrossEncoder(model, BUNDLED_TOKENIZER)
 
 
 def test_a_model_of_more_than_two_labels_is_refused_by_name(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -249,3 +250,22 @@ async def test_a_rerankers_own_timeout_is_a_failure_not_the_deadline() -> None:
     state = _with_deadline(_state(top_k=3, candidates=20), 10.0)
     await nodes.rerank(state, _deps(TimesOut(), budget_ms=0))
     assert state.metrics.degraded == ["rerank:failed"]
+
+
+async def test_probabilities_near_one_keep_the_rerankers_order_and_meet_the_threshold_exactly() -> None:
+    """The sigmoids of logits 10..26: in float32 every one above ~17 was 1.0, so those kept the
+    fused order and all passed a threshold between them."""
+    logits = [13, 25, 10, 22, 17, 26, 11, 19, 24, 14, 21, 12, 16, 23, 18, 15, 20]
+
+    class Sigmoid(Model):
+        async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+            return [1 / (1 + math.exp(-logits[len(t) - 1])) for t in texts]  # _hit(i)'s text has i + 1 characters
+
+    best_first = sorted(range(len(logits)), key=lambda i: -logits[i])
+    state = _state(top_k=3, candidates=len(logits))
+    out = await nodes.rerank(state, _deps(Sigmoid(), budget_ms=0))
+    assert [len(h.content) - 1 for h in out["reranked"]] == best_first
+    state = _state(top_k=3, candidates=len(logits))
+    state.rerank_threshold = 1 / (1 + math.exp(-20))
+    out = await nodes.rerank(state, _deps(Sigmoid(), budget_ms=0))
+    assert [logits[len(h.content) - 1] for h in out["reranked"]] == [26, 25, 24, 23, 22, 21, 20] and not out["rerank_fell_back"]

@@ -161,6 +161,10 @@ def test_agrees_with_reference(entries, query, now, caller, threshold, include_p
     ref_row, ref_score = reference.cache_match(
         matrix.tolist(), live.tolist(), expires.tolist(), scope.tolist(), q.tolist(), now, caller, threshold, include_public
     )
+    # Another row is only acceptable when the twin could have served it: scores equal up to
+    # rounding are no licence to serve a removed, expired or another user's row.
+    if row not in (-1, ref_row):
+        assert live[row] and expires[row] > now and scope[row] in ((0, caller) if include_public else (caller,))
     # float32 vs float64 sums may differ in the last bits right at the threshold, either way.
     if ref_row == -1:
         assert row == -1 or abs(score - threshold) < 1e-5

@@ -93,6 +93,16 @@ def test_counts_past_int64_are_refused_naming_the_count() -> None:
     assert threshold_with_fallback(s, 5.0, 2**63 - 1)[0].tolist() == [1, 0, 2]
 
 
+def test_a_threshold_that_is_not_a_number_is_refused_naming_it_like_the_twin() -> None:
+    # numpy's error ("ufunc 'isnan' not supported for the input types") named nothing.
+    s = np.array([0.3, 0.9, 0.1])
+    with pytest.raises(TypeError, match=re.escape("threshold must be a real number, got '0.3'")):
+        threshold_with_fallback(s, "0.3")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.threshold_with_fallback(s.tolist(), "0.3")  # type: ignore[arg-type]
+    assert threshold_with_fallback(s, np.float32(0.3))[0].tolist() == reference.threshold_with_fallback(s.tolist(), 0.3)[0] == [1, 0]
+
+
 @pytest.mark.parametrize("scores", [["0.3", "0.9"], np.array(["0.3", "0.9"]), [0.3, "0.9"]])
 def test_scores_that_are_not_numbers_are_refused_by_kernel_and_twin(scores: list[object] | np.ndarray) -> None:
     # numpy read the string "0.9" as 0.9; the twins refused it.

@@ -104,6 +104,29 @@ def test_scores_that_are_not_numbers_are_refused_like_the_twin() -> None:
         reference.score_fusion([[1, 2], [2, 1]], [[0.1, 0.2], ["0.1", "0.2"]])  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize("weights", [["1", "3"], np.array(["1", "3"]), [1.0, "3"]])
+def test_weights_that_are_not_numbers_are_refused_like_the_twin(weights: list[object] | np.ndarray) -> None:
+    # numpy read the strings as floats and weighted by them; the twins refused them.
+    lists, scores = [[1, 2], [2, 1]], [[0.5, 0.1], [0.4, 0.2]]
+    with pytest.raises(TypeError, match="weights must be real numbers"):
+        rrf(lists, weights=weights)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.rrf(lists, weights=list(weights))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="weights must be real numbers"):
+        score_fusion(lists, scores, weights=weights)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.score_fusion(lists, scores, weights=list(weights))  # type: ignore[arg-type]
+
+
+def test_a_k_that_is_not_a_number_is_refused_naming_it_like_the_twin() -> None:
+    # numpy's error ("ufunc 'isfinite' not supported for the input types") named nothing.
+    with pytest.raises(TypeError, match=re.escape("k must be a real number, got '60'")):
+        rrf([[1, 2]], k="60")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.rrf([[1, 2]], k="60")  # type: ignore[arg-type]
+    assert _pairs(rrf([[1, 2]], k=np.float32(60))) == reference.rrf([[1, 2]], k=60)
+
+
 @pytest.mark.parametrize(("method", "scores"), [("minmax", [1e308, -1e308, 0.0]), ("dbsf", [2e154, -2e154, 0.0])])
 def test_finite_scores_whose_spread_overflows_are_rejected(method: str, scores: list[float]) -> None:
     # Their normalization was NaN, which the kernel ranked last and its twin first.
