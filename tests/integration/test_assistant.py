@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -142,7 +143,7 @@ async def test_requests_the_router_answers_without_retrieval_never_ask_the_cache
     for question in ("Hello there!", "How many services depend on LedgerDB?", "What does AuthSvc handle?", "What does AuthSvc handle?"):
         before = _cache_outcomes(app)
         options = QueryOptions(question, 3, strategy=Strategy.HYBRID, mode=Mode.GENERATION)
-        servicer._respond(options, await app.pipeline.query(options))
+        servicer._respond(options, await app.pipeline.query(options), SimpleNamespace(time_remaining=lambda: None))
         after = _cache_outcomes(app)
         counted.append([k for k in after if after[k] != before.get(k, 0.0)])
     assert counted == [["bypassed"], ["bypassed"], ["miss"], ["hit"]]

@@ -101,7 +101,8 @@ def test_an_answer_cut_to_size_is_recorded_as_sent() -> None:
                      for i in range(5))
     answer = Answer("Tides follow the moon [1].", (AnswerSentence("Tides follow the moon [1].", (1,)),),
                     (Citation(1, "d0#p0", "d0", "T0"),), Route.RETRIEVE, False, True, "m")
-    sent = servicer._respond(QueryOptions("tides", 5, mode=Mode.GENERATION), QueryResult("tides", contexts, QueryMetrics(), answer=answer))
+    sent = servicer._respond(QueryOptions("tides", 5, mode=Mode.GENERATION), QueryResult("tides", contexts, QueryMetrics(), answer=answer),
+                            SimpleNamespace(time_remaining=lambda: None))  # a call still in time
     assert 1 <= len(sent.contexts) < 5 and list(sent.metrics.degraded) == [CONTEXTS_CAPPED]
     assert observed == [[CONTEXTS_CAPPED]]
     [event] = events
