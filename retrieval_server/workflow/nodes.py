@@ -352,10 +352,15 @@ def _in_hand(state: QueryState, main: str) -> bool:
 
 def _pending_vector(state: QueryState, main: str) -> asyncio.Future[np.ndarray] | None:
     """check_cache's embedding of the caller's query, when ``main`` is that query and no vector of
-    it is in hand: the cache gave up waiting for the job (every model lane busy), which goes on."""
-    if state.query_embedding is None or main != state.options.query or _in_hand(state, main):
+    it is in hand: the cache gave up waiting for the job (every model lane busy), which goes on.
+    A job that failed is no vector on its way: the pass that met its failure searched by keyword,
+    and a retry asks the model again."""
+    pending = state.query_embedding
+    if pending is None or main != state.options.query or _in_hand(state, main):
         return None
-    return state.query_embedding
+    if pending.done() and (pending.cancelled() or pending.exception() is not None):
+        return None
+    return pending
 
 
 async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

@@ -844,6 +844,22 @@ async def test_a_failed_embedding_turns_its_own_pass_to_keyword_search_only(app:
     assert "handbook" in _docs(r) and r.metrics.strategy_used is Strategy.HYBRID
 
 
+async def test_a_failed_cache_embedding_is_not_awaited_as_a_vector_on_its_way(app: Application) -> None:
+    """check_cache's embedding job, given up at the cache's time, failed later: each pass awaited
+    that failed job as the query's vector on its way, searched by keyword and never asked the model."""
+    embedder = RecordingEmbedder(app.pipeline.deps.embedder)
+    deps = pipeline(app, embedder=embedder, analyzer=ClassicalAnalyzer(variants=0)).deps
+    state = QueryState(options=QueryOptions("Nimbus", 5, strategy=Strategy.HYBRID, use_cache=False))
+    state.point_filter = (await nodes.build_access_filter(state, deps))["point_filter"]
+    failed: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+    failed.set_exception(RuntimeError("model crashed"))
+    state.query_embedding = failed
+    for node in (nodes.analyze_query, nodes.retrieve):
+        for k, v in (await node(state, deps)).items():
+            setattr(state, k, v)
+    assert [texts for texts, _ in embedder.calls] == [["Nimbus"]] and state.strategy is Strategy.HYBRID
+
+
 async def test_sub_queries_after_a_failed_embedding_ask_the_model_again(app: Application) -> None:
     """The main search's embedding failed once: its sub-queries were searched by keyword alone."""
     embedder = FailsOnce(app.pipeline.deps.embedder)
