@@ -115,7 +115,8 @@ def _replaced(final: str, streamed: str) -> bool:
     # answer waits for.
     from retrieval_server.workflow.answer import as_checked
 
-    return final != as_checked(streamed)
+    checked, invalid = as_checked(streamed)
+    return invalid > 0 or final != checked
 
 
 class AskSession:

@@ -73,12 +73,13 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
 _EVERY_MARKER = 9999
 
 
-def as_checked(text: str) -> str:
+def as_checked(text: str) -> tuple[str, int]:
     """A model's ``text`` as the citation check renders it when it keeps all of it, every marker
-    valid: its sentences on one line, "fails. [2]" as "fails [2].", "[1, 3]" as "[1] [3]". A final
-    Answer.text that differs from this replaced (or cut) the text streamed."""
-    sentences, _ = _parsed(text, _EVERY_MARKER)
-    return render(sentences)
+    valid: its sentences on one line, "fails. [2]" as "fails [2].", "[1, 3]" as "[1] [3]"; and how
+    many markers the check takes out whatever the contexts ("[0]"). A final Answer.text that
+    differs from this text, or a text the check took a marker from, replaced the text streamed."""
+    sentences, invalid = _parsed(text, _EVERY_MARKER)
+    return render(sentences), invalid
 
 
 def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:

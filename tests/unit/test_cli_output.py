@@ -170,11 +170,13 @@ WRITTEN = "The budget is 42 units.\n\nIt was set in March. [1] Finance and ops a
         (WRITTEN, "Replaced by the citation check [1].", True),
         # The check removed a marker that pointed nowhere: what was printed had it
         (WRITTEN, "The budget is 42 units. It was set in March [1]. Finance and ops approved it [1].", True),
+        # ... a marker that points nowhere whatever the contexts: rendered alike, it was taken out
+        ("Login works [1]. Tokens expire after an hour [0].", "Login works [1]. Tokens expire after an hour.", True),
         # A last sentence cut short (answer:truncated), or NOT_ANSWERABLE, is replaced
         ("The budget is 42 units [1]. It was se", "The budget is 42 units [1].", True),
         ("NOT_ANSWERABLE", "The documents I can read do not answer this question.", True),
     ],
-    ids=["extractive", "model-rendered", "replaced", "marker-removed", "cut", "not-answerable"],
+    ids=["extractive", "model-rendered", "replaced", "marker-removed", "marker-0-removed", "cut", "not-answerable"],
 )
 def test_ask_prints_the_checked_answer_only_when_it_replaced_the_streamed_one(
     streamed: str, final: str, checked: bool, client: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
