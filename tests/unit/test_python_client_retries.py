@@ -18,6 +18,7 @@ from grpc_status import rpc_status
 
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client import DEFAULT_RETRIES, AsyncRetrievalClient, RetrievalClient, pb
+from retrieval_client.client import _Attempts
 
 
 class Flaky(pb_grpc.RetrievalServiceServicer):
@@ -280,3 +281,33 @@ async def test_closing_an_async_stream_cancels_its_call_read_or_not(writing: tup
         assert [m.answer_delta async for m in client.stream_query("read")] == ["Reciprocal rank fusion"]
         assert await asyncio.to_thread(_no_call_left_running, servicer)
         del closed
+
+
+class _UnavailableWith(grpc.RpcError):
+    """An UNAVAILABLE as the server sends it: ErrorInfo ``reason``, and a RetryInfo of ``delay_s`` unless None."""
+
+    def __init__(self, reason: str, delay_s: float | None) -> None:
+        details = [any_pb2.Any()]
+        details[0].Pack(error_details_pb2.ErrorInfo(reason=reason, domain="retrieval.v1"))
+        if delay_s is not None:
+            details.append(any_pb2.Any())
+            details[1].Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(delay_s))))
+        self._trailers = rpc_status.to_status(status_pb2.Status(code=code_pb2.UNAVAILABLE, message="down", details=details)).trailing_metadata
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
+        return self._trailers  # type: ignore[no-any-return]
+
+
+def test_the_servers_retry_delay_is_jittered_never_shortened() -> None:
+    """Every UNAVAILABLE of the server asks for 1 s, longer than the first backoffs: each wait was
+    exactly 1 s, and clients that failed together came back together, in lockstep."""
+    error = _UnavailableWith("BACKEND_UNAVAILABLE", 1)
+    first_waits = [_Attempts(DEFAULT_RETRIES, None).wait(error) for _ in range(20)]
+    attempts = _Attempts(DEFAULT_RETRIES, None)
+    one_calls_waits = [attempts.wait(error) for _ in range(DEFAULT_RETRIES)]
+    for wait in first_waits + one_calls_waits:
+        assert wait is not None and 1 <= wait <= 1.5
+    assert len(set(first_waits)) > 1 and len(set(one_calls_waits)) > 1

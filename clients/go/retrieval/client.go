@@ -59,7 +59,7 @@ var retried = map[string]bool{
 	"/retrieval.v1.RetrievalService/Health": true,
 }
 
-// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients.
+// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients (see retryWait).
 const (
 	firstBackoff = 200 * time.Millisecond
 	maxBackoff   = 2 * time.Second
@@ -134,9 +134,10 @@ func WithTimeout(d time.Duration) Option {
 // WithRetries sets how many times Query, Search and Health (through Service too) are tried again
 // after UNAVAILABLE, the server's answer while a backend it needs is down (default
 // DefaultRetries; 0: none). The wait before each is the jittered backoff, 0.2 s doubling to at
-// most 2 s, or the server's RetryInfo delay when longer; a wait that would end at or past the
-// call's deadline is not started and the call returns the UNAVAILABLE. Ingest and Delete are never
-// retried. New refuses a negative n.
+// most 2 s, each wait half to all of it, or, when longer, the server's RetryInfo delay plus up to
+// half again (jittered too: else all the callers it answered would come back at once); a wait
+// that would end at or past the call's deadline is not started and the call returns the
+// UNAVAILABLE. Ingest and Delete are never retried. New refuses a negative n.
 func WithRetries(n int) Option {
 	return func(c *config) { c.retries = n }
 }
@@ -432,8 +433,9 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 }
 
 // retryWait is the wait after the attempt-th attempt failed with err: the backoff, jittered to half
-// to all of it so that clients that failed together do not come back together, or the server's
-// RetryInfo delay when longer.
+// to all of it, or the server's RetryInfo delay, jittered to it plus up to half again, when longer.
+// Both are jittered so that clients that failed together do not come back together: the server
+// sends every caller the same delay, and one left as it is brought them all back at once.
 func retryWait(attempt int, err error) time.Duration {
 	backoff := firstBackoff
 	for i := 1; i < attempt && backoff < maxBackoff; i++ {
@@ -442,15 +444,26 @@ func retryWait(attempt int, err error) time.Duration {
 	if backoff > maxBackoff {
 		backoff = maxBackoff
 	}
-	jitter.Lock()
-	wait := backoff/2 + time.Duration(jitter.Int63n(int64(backoff/2)+1))
-	jitter.Unlock()
+	wait := backoff/2 + jittered(backoff/2)
 	for _, d := range status.Convert(err).Details() {
-		if info, ok := d.(*errdetails.RetryInfo); ok && info.GetRetryDelay().AsDuration() > wait {
-			wait = info.GetRetryDelay().AsDuration()
+		if info, ok := d.(*errdetails.RetryInfo); ok {
+			delay := info.GetRetryDelay().AsDuration()
+			if delay = delay + jittered(delay/2); delay > wait {
+				wait = delay
+			}
 		}
 	}
 	return wait
+}
+
+// jittered is a random duration from 0 to d.
+func jittered(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	jitter.Lock()
+	defer jitter.Unlock()
+	return time.Duration(jitter.Int63n(int64(d) + 1))
 }
 
 // Close closes the connection.

@@ -424,6 +424,30 @@ func TestRetriesStopAtTheirCountAndBeforeTheDeadline(t *testing.T) {
 	}
 }
 
+// Every UNAVAILABLE of the server asks for 1 s, longer than the first backoffs: each wait was
+// exactly 1 s, and clients that failed together came back together, in lockstep.
+func TestTheServersRetryDelayIsJitteredNeverShortened(t *testing.T) {
+	st, err := status.New(codes.Unavailable, "metadata store unavailable").WithDetails(
+		&errdetails.ErrorInfo{Reason: "BACKEND_UNAVAILABLE", Domain: "retrieval.v1"},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 20; i++ {
+		for attempt := 1; attempt <= retrieval.DefaultRetries; attempt++ {
+			wait := retrieval.RetryWait(attempt, st.Err())
+			if wait < time.Second || wait > 1500*time.Millisecond {
+				t.Fatalf("attempt %d: a wait of %v, want 1 s to 1.5 s", attempt, wait)
+			}
+			seen[wait] = true
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("every wait was %v: clients that failed together come back together", seen)
+	}
+}
+
 // A retried ingest would report the documents its first attempt stored as replaced, a retried
 // delete the ones it deleted as not found.
 func TestIngestAndDeleteAreNotRetried(t *testing.T) {

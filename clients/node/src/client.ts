@@ -11,7 +11,6 @@ import { basename } from "node:path";
 
 import * as grpc from "@grpc/grpc-js";
 
-import { errorDetails } from "./error_details";
 import {
   type DeepPartial,
   DeleteDocumentsResponse,
@@ -25,6 +24,7 @@ import {
   SearchResponse,
   Strategy,
 } from "./gen/retrieval/v1/retrieval";
+import { retryWaitMs } from "./retry";
 
 /** Bounds a call that has no deadline of its own (the Python client's default), except ingest and delete. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -39,9 +39,6 @@ export const MAX_TIMEOUT_MS = 1e12;
 /** How many times query, search and health are tried again after UNAVAILABLE: 4 attempts in all, as in the Python and Go clients. */
 export const DEFAULT_RETRIES = 3;
 
-// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients.
-const FIRST_BACKOFF_MS = 200;
-const MAX_BACKOFF_MS = 2_000;
 // setTimeout fires at once when asked to wait longer.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -216,17 +213,6 @@ function clampedDeadline(deadline: Date | number): number {
     throw new RangeError(`deadline must be a Date or milliseconds since the epoch (got ${String(deadline)})`);
   }
   return ms === Infinity ? ms : Math.min(ms, Date.now() + MAX_TIMEOUT_MS);
-}
-
-/**
- * The wait after the attempt-th attempt failed with `err`: the backoff, jittered to half to all of
- * it so that clients that failed together do not come back together, or the server's RetryInfo
- * delay when longer.
- */
-function retryWaitMs(attempt: number, err: grpc.ServiceError): number {
-  const backoff = Math.min(FIRST_BACKOFF_MS * 2 ** (attempt - 1), MAX_BACKOFF_MS);
-  const delay = errorDetails(err).retryInfo?.retryDelay;
-  return Math.max(backoff / 2 + Math.random() * (backoff / 2), delay ? delay.seconds * 1000 + delay.nanos / 1e6 : 0);
 }
 
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {

@@ -29,6 +29,7 @@ import {
   type HealthResponse,
   type QueryResponse,
 } from "../src";
+import { retryWaitMs } from "../src/retry";
 
 const target = process.env.RETRIEVAL_TEST_TARGET;
 const live = { skip: target ? false : "RETRIEVAL_TEST_TARGET is not set: tests/contract/test_clients.py starts a seeded server and sets it" };
@@ -385,6 +386,27 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
     assert.equal(await code(c.delete(["d"])), grpc.status.UNAVAILABLE);
     assert.deepEqual([tries("ingestDocuments"), tries("deleteDocuments")], [1, 1]);
   });
+});
+
+/** An UNAVAILABLE as the server sends it: ErrorInfo `reason`, and a RetryInfo of `retryDelayMs` unless undefined. */
+function unavailable(reason: string, retryDelayMs?: number): grpc.ServiceError {
+  const details = [Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason, domain: "retrieval.v1", metadata: {} }).finish()) })];
+  if (retryDelayMs !== undefined) {
+    const retryDelay = { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 };
+    details.push(Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay }).finish()) }));
+  }
+  const metadata = new grpc.Metadata();
+  metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "down", details }).finish()));
+  return Object.assign(new Error("down"), { code: grpc.status.UNAVAILABLE, details: "down", metadata });
+}
+
+// Every UNAVAILABLE of the server asks for 1 s, longer than the first backoffs: each wait was
+// exactly 1 s, and clients that failed together came back together, in lockstep.
+test("the server's retry delay is jittered, never shortened", () => {
+  const err = unavailable("BACKEND_UNAVAILABLE", 1000);
+  const waits = Array.from({ length: 20 }, () => [1, 2, 3].map((attempt) => retryWaitMs(attempt, err))).flat();
+  for (const wait of waits) assert.ok(wait >= 1000 && wait <= 1500, `a wait of ${wait} ms, want 1,000 to 1,500`);
+  assert.ok(new Set(waits).size > 1, `every wait was ${waits[0]} ms: clients that failed together come back together`);
 });
 
 describe("TLS", () => {

@@ -44,7 +44,8 @@ MAX_TIMEOUT_S = 1e9
 #: Health again as many times, never a stream. Never an ingest or a delete: a retried ingest
 #: reports what its first attempt stored as replaced, a retried delete what it deleted as not found.
 DEFAULT_RETRIES = 3
-#: the backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients
+#: the backoff between attempts: 0.2 s, doubling, at most 2 s, each wait half to all of it, or the
+#: server's RetryInfo delay plus up to half again when longer; the same in the three clients
 _FIRST_BACKOFF_S = 0.2
 _MAX_BACKOFF_S = 2.0
 
@@ -281,8 +282,10 @@ class _Attempts:
         """Seconds to wait before trying again after ``error``; None: it is the call's answer."""
         if self._retries == 0 or error.code() is not grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
             return None
-        # Jittered to half to all of the backoff, so that clients that failed together do not come back together.
-        wait = max(random.uniform(self._backoff / 2, self._backoff), _retry_delay(error))
+        # Both jittered, so that clients that failed together do not come back together: the server
+        # sends every caller the same delay, and one left as it is brought them all back at once.
+        delay = _retry_delay(error)
+        wait = max(random.uniform(self._backoff / 2, self._backoff), random.uniform(delay, 1.5 * delay))
         if self._deadline is not None and time.monotonic() + wait >= self._deadline:
             # No time would be left to try: the server's UNAVAILABLE says more than a DEADLINE_EXCEEDED would.
             return None

@@ -1,0 +1,4 @@
+package retrieval
+
+// RetryWait lets the tests read the waits between attempts without waiting them.
+var RetryWait = retryWait
