@@ -132,7 +132,8 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithRetries sets how many times Query, Search and Health (through Service too) are tried again
-// after UNAVAILABLE, the server's answer while a backend it needs is down (default
+// after UNAVAILABLE, the server's answer while a backend it needs is down, but not when its
+// ErrorInfo reason is BACKEND_TIMEOUT, a backend that let its whole timeout pass (default
 // DefaultRetries; 0: none). The wait before each is the jittered backoff, 0.2 s doubling to at
 // most 2 s, each wait half to all of it, or, when longer, the server's RetryInfo delay plus up to
 // half again (jittered too: else all the callers it answered would come back at once); a wait
@@ -412,7 +413,7 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 		}
 		for attempt := 1; ; attempt++ {
 			err := invoker(ctx, method, req, reply, cc, opts...)
-			if err == nil || attempt > cfg.retries || !retried[method] || status.Code(err) != codes.Unavailable {
+			if err == nil || attempt > cfg.retries || !retried[method] || status.Code(err) != codes.Unavailable || timedOut(err) {
 				return err
 			}
 			wait := retryWait(attempt, err)
@@ -430,6 +431,18 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 			}
 		}
 	}
+}
+
+// timedOut says whether err is the server's UNAVAILABLE for a backend that let its whole timeout
+// pass (ErrorInfo reason BACKEND_TIMEOUT): another attempt would wait as long again, and a frozen
+// MySQL took 4 times its timeout to the UNAVAILABLE.
+func timedOut(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "BACKEND_TIMEOUT" {
+			return true
+		}
+	}
+	return false
 }
 
 // retryWait is the wait after the attempt-th attempt failed with err: the backoff, jittered to half

@@ -306,11 +306,12 @@ func TestDefaultTimeoutDoesNotBoundIngestOrDelete(t *testing.T) {
 }
 
 // flakyServer answers the first `failures` calls of each method as the server does while a
-// backend it needs is down (UNAVAILABLE, ErrorInfo BACKEND_UNAVAILABLE, RetryInfo retryDelay), and
-// records when each call came.
+// backend it needs is down (UNAVAILABLE, ErrorInfo BACKEND_UNAVAILABLE, RetryInfo retryDelay), or,
+// when reason is BACKEND_TIMEOUT, frozen (that reason and no RetryInfo), and records when each call came.
 type flakyServer struct {
 	retrievalv1.UnimplementedRetrievalServiceServer
 	failures   int
+	reason     string
 	retryDelay time.Duration
 	mu         sync.Mutex
 	calls      map[string][]time.Time
@@ -322,6 +323,13 @@ func (s *flakyServer) answer(method string) error {
 	s.calls[method] = append(s.calls[method], time.Now())
 	if len(s.calls[method]) > s.failures {
 		return nil
+	}
+	if s.reason == "BACKEND_TIMEOUT" {
+		st, err := status.New(codes.Unavailable, "metadata store timed out").WithDetails(&errdetails.ErrorInfo{Reason: s.reason, Domain: "retrieval.v1"})
+		if err != nil {
+			panic(err)
+		}
+		return st.Err()
 	}
 	st, err := status.New(codes.Unavailable, "metadata store unavailable").WithDetails(
 		&errdetails.ErrorInfo{Reason: "BACKEND_UNAVAILABLE", Domain: "retrieval.v1"},
@@ -361,11 +369,17 @@ func (s *flakyServer) DeleteDocuments(context.Context, *retrievalv1.DeleteDocume
 // serveFlaky starts a flakyServer and returns it with a client of it.
 func serveFlaky(t *testing.T, failures int, retryDelay time.Duration, opts ...retrieval.Option) (*flakyServer, *retrieval.Client) {
 	t.Helper()
+	return serveFlakyFor(t, "BACKEND_UNAVAILABLE", failures, retryDelay, opts...)
+}
+
+// serveFlakyFor is serveFlaky with the failures' reason.
+func serveFlakyFor(t *testing.T, reason string, failures int, retryDelay time.Duration, opts ...retrieval.Option) (*flakyServer, *retrieval.Client) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &flakyServer{failures: failures, retryDelay: retryDelay, calls: map[string][]time.Time{}}
+	srv := &flakyServer{failures: failures, reason: reason, retryDelay: retryDelay, calls: map[string][]time.Time{}}
 	server := grpc.NewServer()
 	retrievalv1.RegisterRetrievalServiceServer(server, srv)
 	go server.Serve(lis)
@@ -445,6 +459,18 @@ func TestTheServersRetryDelayIsJitteredNeverShortened(t *testing.T) {
 	}
 	if len(seen) < 2 {
 		t.Errorf("every wait was %v: clients that failed together come back together", seen)
+	}
+}
+
+// The server let a frozen backend's whole timeout pass: each attempt waited as long again, 4 times
+// MYSQL_TIMEOUT_S to the UNAVAILABLE. It says so with BACKEND_TIMEOUT and no RetryInfo.
+func TestABackendThatTimedOutIsNotAskedAgain(t *testing.T) {
+	srv, c := serveFlakyFor(t, "BACKEND_TIMEOUT", 100, 0)
+	if _, err := c.Query(ctx(t), "aardvarks"); status.Code(err) != codes.Unavailable || len(srv.attempts("Query")) != 1 {
+		t.Errorf("Query: %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Query")))
+	}
+	if _, err := c.Health(ctx(t)); status.Code(err) != codes.Unavailable || len(srv.attempts("Health")) != 1 {
+		t.Errorf("Health: %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Health")))
 	}
 }
 

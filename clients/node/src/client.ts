@@ -24,7 +24,7 @@ import {
   SearchResponse,
   Strategy,
 } from "./gen/retrieval/v1/retrieval";
-import { retryWaitMs } from "./retry";
+import { retryWaitMs, timedOut } from "./retry";
 
 /** Bounds a call that has no deadline of its own (the Python client's default), except ingest and delete. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -79,7 +79,8 @@ export interface ClientOptions {
   timeoutMs?: number;
   /**
    * How many times query, search and health are tried again after UNAVAILABLE, the server's answer
-   * while a backend it needs is down (default 3; 0: none); an integer from 0, else a RangeError.
+   * while a backend it needs is down, but not when its ErrorInfo reason is BACKEND_TIMEOUT, a backend
+   * that let its whole timeout pass (default 3; 0: none); an integer from 0, else a RangeError.
    * Ingest and delete are never retried.
    */
   retries?: number;
@@ -313,7 +314,7 @@ export class RetrievalClient {
         });
       } catch (err) {
         const error = err as grpc.ServiceError;
-        if (!readOnly || attempt > this.retries || error.code !== grpc.status.UNAVAILABLE) throw err;
+        if (!readOnly || attempt > this.retries || error.code !== grpc.status.UNAVAILABLE || timedOut(error)) throw err;
         const wait = retryWaitMs(attempt, error);
         // No time would be left for the next attempt: the server's answer says more than a DEADLINE_EXCEEDED would.
         if (wait >= Number(callOptions.deadline ?? Infinity) - Date.now() || wait > MAX_TIMER_MS) throw err;

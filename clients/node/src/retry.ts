@@ -1,4 +1,4 @@
-// How long the client waits before trying a call again. Apart from client.ts, which index.ts
+// Whether and how long the client waits before trying a call again. Apart from client.ts, which index.ts
 // exports whole, so that the tests read the waits without the package offering them.
 import type * as grpc from "@grpc/grpc-js";
 
@@ -19,4 +19,13 @@ export function retryWaitMs(attempt: number, err: grpc.ServiceError): number {
   const delay = errorDetails(err).retryInfo?.retryDelay;
   const delayMs = delay ? delay.seconds * 1000 + delay.nanos / 1e6 : 0;
   return Math.max(backoff / 2 + Math.random() * (backoff / 2), delayMs + Math.random() * (delayMs / 2));
+}
+
+/**
+ * Whether `err` is the server's UNAVAILABLE for a backend that let its whole timeout pass (ErrorInfo
+ * reason BACKEND_TIMEOUT): another attempt would wait as long again, and a frozen MySQL took 4 times
+ * its timeout to the UNAVAILABLE.
+ */
+export function timedOut(err: grpc.ServiceError): boolean {
+  return errorDetails(err).errorInfo?.reason === "BACKEND_TIMEOUT";
 }

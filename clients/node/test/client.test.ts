@@ -309,12 +309,26 @@ describe("against a local server that records each call", () => {
   });
 });
 
+/** An UNAVAILABLE as the server sends it: ErrorInfo `reason`, and a RetryInfo of `retryDelayMs` unless undefined. */
+function unavailable(reason: string, retryDelayMs?: number): grpc.ServiceError {
+  const details = [Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason, domain: "retrieval.v1", metadata: {} }).finish()) })];
+  if (retryDelayMs !== undefined) {
+    const retryDelay = { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 };
+    details.push(Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay }).finish()) }));
+  }
+  const metadata = new grpc.Metadata();
+  metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "down", details }).finish()));
+  return Object.assign(new Error("down"), { code: grpc.status.UNAVAILABLE, details: "down", metadata });
+}
+
 describe("against a local server answering UNAVAILABLE while a backend is down", () => {
   let server: grpc.Server;
   let addr: string;
-  // Each method's first `failures` calls are answered as the server does while a backend is down.
+  // Each method's first `failures` calls are answered as the server does while a backend is down
+  // (`reason` BACKEND_TIMEOUT: frozen, without a RetryInfo).
   let failures = 0;
   let retryDelayMs = 0;
+  let reason = "BACKEND_UNAVAILABLE";
   const attempts: Record<string, number[]> = {};
   before(async () => {
     server = new grpc.Server();
@@ -324,13 +338,7 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
         const seen = (attempts[method] ??= []);
         seen.push(performance.now());
         if (seen.length > failures) return callback(null, response);
-        const details = [
-          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason: "BACKEND_UNAVAILABLE", domain: "retrieval.v1", metadata: {} }).finish()) }),
-          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay: { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 } }).finish()) }),
-        ];
-        const metadata = new grpc.Metadata();
-        metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "metadata store unavailable", details }).finish()));
-        callback({ code: grpc.status.UNAVAILABLE, details: "metadata store unavailable", metadata });
+        callback(unavailable(reason, reason === "BACKEND_TIMEOUT" ? undefined : retryDelayMs));
       };
     server.addService(RetrievalServiceService, {
       query: flaky("query", { contexts: [], suggestions: [] }),
@@ -345,7 +353,10 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
     addr = `127.0.0.1:${port}`;
   });
   after(() => server.forceShutdown());
-  beforeEach(() => Object.keys(attempts).forEach((method) => delete attempts[method]));
+  beforeEach(() => {
+    Object.keys(attempts).forEach((method) => delete attempts[method]);
+    reason = "BACKEND_UNAVAILABLE";
+  });
   const tries = (method: string) => attempts[method]?.length ?? 0;
 
   // The client gave up at once.
@@ -377,6 +388,16 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
     }
   });
 
+  // The server let a frozen backend's whole timeout pass: each attempt waited as long again, 4
+  // times MYSQL_TIMEOUT_S to the UNAVAILABLE. It says so with BACKEND_TIMEOUT and no RetryInfo.
+  test("a backend that timed out is not asked again", async () => {
+    [failures, reason] = [100, "BACKEND_TIMEOUT"];
+    const c = client({}, addr);
+    assert.equal(await code(c.query("aardvarks")), grpc.status.UNAVAILABLE);
+    assert.equal(await code(c.health()), grpc.status.UNAVAILABLE);
+    assert.deepEqual([tries("query"), tries("health")], [1, 1]);
+  });
+
   // A retried ingest would report the documents its first attempt stored as replaced, a retried
   // delete the ones it deleted as not found.
   test("ingest and delete are not retried", async () => {
@@ -387,18 +408,6 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
     assert.deepEqual([tries("ingestDocuments"), tries("deleteDocuments")], [1, 1]);
   });
 });
-
-/** An UNAVAILABLE as the server sends it: ErrorInfo `reason`, and a RetryInfo of `retryDelayMs` unless undefined. */
-function unavailable(reason: string, retryDelayMs?: number): grpc.ServiceError {
-  const details = [Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason, domain: "retrieval.v1", metadata: {} }).finish()) })];
-  if (retryDelayMs !== undefined) {
-    const retryDelay = { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 };
-    details.push(Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay }).finish()) }));
-  }
-  const metadata = new grpc.Metadata();
-  metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "down", details }).finish()));
-  return Object.assign(new Error("down"), { code: grpc.status.UNAVAILABLE, details: "down", metadata });
-}
 
 // Every UNAVAILABLE of the server asks for 1 s, longer than the first backoffs: each wait was
 // exactly 1 s, and clients that failed together came back together, in lockstep.

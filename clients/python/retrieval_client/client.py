@@ -40,7 +40,8 @@ _OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_me
 #: with DEADLINE_EXCEEDED without reaching the server (the CLI's --timeout shares this limit)
 MAX_TIMEOUT_S = 1e9
 #: how many times Query, Search, Health and a StreamQuery before its first message are tried again
-#: after UNAVAILABLE (4 attempts in all); the Go and TypeScript clients try Query, Search and
+#: after UNAVAILABLE (4 attempts in all), unless the server says its backend timed out
+#: (BACKEND_TIMEOUT: another attempt would wait as long again); the Go and TypeScript clients try Query, Search and
 #: Health again as many times, never a stream. Never an ingest or a delete: a retried ingest
 #: reports what its first attempt stored as replaced, a retried delete what it deleted as not found.
 DEFAULT_RETRIES = 3
@@ -245,25 +246,33 @@ def _groups_value(groups: Sequence[str] | None) -> str:
     return ",".join(names)
 
 
-def _retry_delay(error: grpc.RpcError) -> float:
-    """The wait the server asks for in its google.rpc.RetryInfo, 0 without one."""
+#: the ErrorInfo reason of an UNAVAILABLE not tried again: the backend let its whole timeout pass,
+#: and another attempt would wait as long again (a frozen MySQL took 4 times MYSQL_TIMEOUT_S)
+_TIMED_OUT = "BACKEND_TIMEOUT"
+
+
+def _server_details(error: grpc.RpcError) -> tuple[str, float]:
+    """The server's google.rpc.ErrorInfo reason ("" without one) and the wait its RetryInfo asks for (0 without one)."""
+    reason, delay = "", 0.0
     for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
         if key != "grpc-status-details-bin":
             continue
         try:
             details = status_pb2.Status.FromString(value).details
         except DecodeError:
-            return 0.0
+            return "", 0.0
         for detail in details:
-            info = error_details_pb2.RetryInfo()
+            info, retry = error_details_pb2.ErrorInfo(), error_details_pb2.RetryInfo()
             if detail.Unpack(info):
-                return info.retry_delay.ToTimedelta().total_seconds()
-    return 0.0
+                reason = info.reason
+            elif detail.Unpack(retry):
+                delay = retry.retry_delay.ToTimedelta().total_seconds()
+    return reason, delay
 
 
 class _Attempts:
     """The attempts of one call that is tried again after UNAVAILABLE, the server's answer while a
-    backend it needs is down, within the call's deadline (``timeout``, None: none)."""
+    backend it needs is down (but not one that timed out), within the call's deadline (``timeout``, None: none)."""
 
     def __init__(self, retries: int, timeout: float | None) -> None:
         self._retries = retries
@@ -282,9 +291,11 @@ class _Attempts:
         """Seconds to wait before trying again after ``error``; None: it is the call's answer."""
         if self._retries == 0 or error.code() is not grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
             return None
+        reason, delay = _server_details(error)
+        if reason == _TIMED_OUT:
+            return None
         # Both jittered, so that clients that failed together do not come back together: the server
         # sends every caller the same delay, and one left as it is brought them all back at once.
-        delay = _retry_delay(error)
         wait = max(random.uniform(self._backoff / 2, self._backoff), random.uniform(delay, 1.5 * delay))
         if self._deadline is not None and time.monotonic() + wait >= self._deadline:
             # No time would be left to try: the server's UNAVAILABLE says more than a DEADLINE_EXCEEDED would.
@@ -349,7 +360,8 @@ class RetrievalClient(_Base):
     ``role`` and ``groups`` (the user's groups, for documents granted to ``group:<name>``) are the
     identity headers (servers in auth mode ``none``, or behind a gateway). ``retries``: how many
     times a query, search, health or stream_query (before its first message) is tried again after
-    UNAVAILABLE, 0 for none; never past the call's deadline, and never an ingest or a delete."""
+    UNAVAILABLE, 0 for none; never past the call's deadline, never after an UNAVAILABLE whose
+    ErrorInfo reason is BACKEND_TIMEOUT, and never an ingest or a delete."""
 
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
