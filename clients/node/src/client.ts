@@ -227,8 +227,29 @@ function channelCredentials(target: string, options: ClientOptions): grpc.Channe
   if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
     throw new Error("mutual TLS needs both certFile and keyFile");
   }
-  const read = (path?: string) => (path ? readFileSync(path) : null);
-  return grpc.credentials.createSsl(read(tls.caFile), read(tls.keyFile), read(tls.certFile));
+  return grpc.credentials.createSsl(
+    pemFile("caFile", tls.caFile, PEM_CERTIFICATE, CERTIFICATE),
+    pemFile("keyFile", tls.keyFile, PEM_PRIVATE_KEY, "private key (a -----BEGIN PRIVATE KEY----- block)"),
+    pemFile("certFile", tls.certFile, PEM_CERTIFICATE, CERTIFICATE),
+  );
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----/;
+const CERTIFICATE = "certificate (a -----BEGIN CERTIFICATE----- block)";
+// PKCS #8's, and the EC and RSA ones of OpenSSL's older format.
+const PEM_PRIVATE_KEY = /-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----/;
+
+/**
+ * The file at `path` (null when unset), which must hold a PEM block `block` matches: grpc-js took
+ * any other file as no certificate, and every call failed UNAVAILABLE naming no file.
+ */
+function pemFile(option: string, path: string | undefined, block: RegExp, what: string): Buffer | null {
+  if (!path) return null;
+  const data = readFileSync(path);
+  if (!block.test(data.toString("latin1"))) {
+    throw new Error(`tls.${option} ${path} holds no PEM ${what}`);
+  }
+  return data;
 }
 
 export class RetrievalClient {

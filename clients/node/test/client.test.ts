@@ -500,4 +500,16 @@ describe("TLS", () => {
   test("a client certificate needs its key", () => {
     assert.throws(() => new RetrievalClient(addr, { tls: { certFile: path("client.pem") } }), /certFile and keyFile/);
   });
+
+  // grpc-js took such a file as no certificate, and every call failed UNAVAILABLE naming no file.
+  test("a CA, certificate or key file holding no PEM block of its kind is refused, naming it", () => {
+    writeFileSync(path("bogus.pem"), "not a certificate\n");
+    const good = { caFile: path("ca.pem"), certFile: path("client.pem"), keyFile: path("client-key.pem") };
+    for (const option of ["caFile", "certFile", "keyFile"] as const) {
+      const expected = `tls.${option} ${path("bogus.pem")} holds no PEM ${option === "keyFile" ? "private key" : "certificate"}`;
+      assert.throws(() => new RetrievalClient(addr, { tls: { ...good, [option]: path("bogus.pem") } }), (err: Error) => err.message.startsWith(expected), option);
+    }
+    // A key is no certificate.
+    assert.throws(() => new RetrievalClient(addr, { tls: { ...good, caFile: path("client-key.pem") } }), /tls\.caFile .* holds no PEM certificate/);
+  });
 });
