@@ -15,6 +15,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
 	"os"
@@ -543,11 +544,60 @@ func (c *Client) Delete(ctx context.Context, ids ...string) (*retrievalv1.Delete
 }
 
 // DocumentFromFile reads a file as an ingest input; its extension selects the server's loader.
-// Set the other fields (DocumentId, Access, OwnerId, ...) on the result.
+// Set the other fields (DocumentId, Access, OwnerId, ...) on the result. The file must be a regular
+// file of at most 256 MiB (what this client sends in one request; the server's own limit, 16 MiB by
+// default, may be lower), checked before it is read, as the Python client's document_from_file does.
 func DocumentFromFile(path string) (*retrievalv1.DocumentInput, error) {
-	content, err := os.ReadFile(path)
+	content, err := readFile(path, maxMessageBytes)
 	if err != nil {
 		return nil, err
 	}
 	return &retrievalv1.DocumentInput{Filename: filepath.Base(path), Content: content, Source: path}, nil
+}
+
+// readFile is the content of the regular file path, of at most limit bytes, both checked before
+// it is read: os.ReadFile waited for ever on a FIFO with no writer, and read a file of any size
+// into memory before the server refused it.
+func readFile(path string, limit int64) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("retrieval: %s is not a regular file (%s)", path, fileKind(info.Mode()))
+	}
+	tooLarge := fmt.Sprintf("over the limit of %d bytes (the largest request this client sends)", limit)
+	if info.Size() > limit {
+		return nil, fmt.Errorf("retrieval: %s: its size, %d bytes, is %s", path, info.Size(), tooLarge)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	content, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(content)) > limit { // it grew since
+		return nil, fmt.Errorf("retrieval: %s: its size is %s", path, tooLarge)
+	}
+	return content, nil
+}
+
+// fileKind names what a file other than a regular one is, for the error that refuses it.
+func fileKind(mode os.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a folder"
+	case mode&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case mode&os.ModeSocket != 0:
+		return "a socket"
+	case mode&os.ModeCharDevice != 0:
+		return "a character device"
+	case mode&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "of an unknown kind"
 }

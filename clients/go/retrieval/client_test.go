@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -667,5 +668,39 @@ func TestTLS(t *testing.T) {
 	// A client certificate needs its key.
 	if _, err := retrieval.New(addr, retrieval.WithTLS(retrieval.TLS{CertFile: p.clientCert})); err == nil {
 		t.Error("a certificate without its key was accepted")
+	}
+}
+
+// os.ReadFile waited for ever on a FIFO with no writer, and read a file of any size into memory
+// before the server refused it.
+func TestDocumentFromFileReadsRegularFilesWithinTheLimitOnly(t *testing.T) {
+	dir := t.TempDir()
+	note := filepath.Join(dir, "note.md")
+	if err := os.WriteFile(note, []byte("# Aardvarks"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if doc, err := retrieval.DocumentFromFile(note); err != nil || string(doc.Content) != "# Aardvarks" || doc.Filename != "note.md" {
+		t.Fatalf("a regular file: %v, %v", doc, err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: refused from its size, before a byte is read.
+	large := filepath.Join(dir, "large.txt")
+	if err := os.WriteFile(large, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(large, retrieval.MaxFileBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		dir:   dir + " is not a regular file (a folder)",
+		fifo:  fifo + " is not a regular file (a FIFO)",
+		large: fmt.Sprintf("its size, %d bytes, is over the limit of %d bytes", retrieval.MaxFileBytes+1, retrieval.MaxFileBytes),
+	} {
+		if _, err := retrieval.DocumentFromFile(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", path, err, want)
+		}
 	}
 }

@@ -5,7 +5,7 @@
 // x-user-groups, or a bearer token) and a default timeout, and tries query, search and health again
 // after UNAVAILABLE. `service` is the generated stub for anything else, on the same channel with
 // the same identity and timeout.
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readSync, type Stats, statSync } from "node:fs";
 import { isIP } from "node:net";
 import { basename } from "node:path";
 
@@ -47,7 +47,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const UNBOUNDED_BY_DEFAULT = new Set<string>([RetrievalServiceService.ingestDocuments.path, RetrievalServiceService.deleteDocuments.path]);
 
 // Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
-// server is the one that says no.
+// server is the one that says no; also the largest file documentFromFile reads.
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 
 /** TLS settings. An empty object verifies the server against the system's roots. */
@@ -387,7 +387,50 @@ export class RetrievalClient {
   }
 }
 
-/** A file as an ingest input; its extension selects the server's loader. */
+/**
+ * A file as an ingest input; its extension selects the server's loader. The file must be a regular
+ * file of at most 256 MiB (what this client sends in one request; the server's own limit, 16 MiB by
+ * default, may be lower), checked before it is read, as the Python client's document_from_file does.
+ */
 export function documentFromFile(path: string, fields: DeepPartial<DocumentInput> = {}): DocumentInput {
-  return DocumentInput.fromPartial({ filename: basename(path), content: readFileSync(path), source: path, ...fields });
+  return DocumentInput.fromPartial({ filename: basename(path), content: readFile(path, MAX_MESSAGE_BYTES), source: path, ...fields });
+}
+
+/**
+ * The content of the regular file `path`, of at most `limit` bytes, both checked before it is read:
+ * readFileSync waited for ever on a FIFO with no writer, and read a file of any size into memory
+ * before the server refused it.
+ */
+function readFile(path: string, limit: number): Buffer {
+  const stats = statSync(path);
+  if (!stats.isFile()) throw new Error(`${path} is not a regular file (${fileKind(stats)})`);
+  const tooLarge = `over the limit of ${limit} bytes (the largest request this client sends)`;
+  if (stats.size > limit) throw new Error(`${path}: its size, ${stats.size} bytes, is ${tooLarge}`);
+  const fd = openSync(path, "r");
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(Math.min(limit + 1 - total, 1 << 20));
+      const n = readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      chunks.push(chunk.subarray(0, n));
+      total += n;
+      // It grew since.
+      if (total > limit) throw new Error(`${path}: its size is ${tooLarge}`);
+    }
+    return Buffer.concat(chunks, total);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** What a file other than a regular one is, for the error that refuses it. */
+function fileKind(stats: Stats): string {
+  if (stats.isDirectory()) return "a folder";
+  if (stats.isFIFO()) return "a FIFO";
+  if (stats.isSocket()) return "a socket";
+  if (stats.isCharacterDevice()) return "a character device";
+  if (stats.isBlockDevice()) return "a block device";
+  return "of an unknown kind";
 }

@@ -3,7 +3,7 @@
 // the client puts on the wire.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -16,6 +16,7 @@ import { Any } from "../src/gen/google/protobuf/any";
 import { Status } from "../src/gen/google/rpc/status";
 import {
   Access,
+  documentFromFile,
   ErrorInfo,
   errorDetails,
   MAX_TIMEOUT_MS,
@@ -416,6 +417,31 @@ test("the server's retry delay is jittered, never shortened", () => {
   const waits = Array.from({ length: 20 }, () => [1, 2, 3].map((attempt) => retryWaitMs(attempt, err))).flat();
   for (const wait of waits) assert.ok(wait >= 1000 && wait <= 1500, `a wait of ${wait} ms, want 1,000 to 1,500`);
   assert.ok(new Set(waits).size > 1, `every wait was ${waits[0]} ms: clients that failed together come back together`);
+});
+
+// readFileSync waited for ever on a FIFO with no writer, and read a file of any size into memory
+// before the server refused it.
+test("documentFromFile reads regular files within the limit only", () => {
+  const dir = mkdtempSync(join(tmpdir(), "retrieval-files-"));
+  try {
+    writeFileSync(join(dir, "note.md"), "# Aardvarks");
+    const doc = documentFromFile(join(dir, "note.md"), { documentId: "note" });
+    assert.deepEqual([doc.filename, doc.content.toString(), doc.documentId], ["note.md", "# Aardvarks", "note"]);
+    execFileSync("mkfifo", [join(dir, "fifo")]);
+    // Sparse: refused from its size, before a byte is read.
+    const limit = 256 * 1024 * 1024;
+    writeFileSync(join(dir, "large.txt"), "");
+    truncateSync(join(dir, "large.txt"), limit + 1);
+    for (const [path, message] of [
+      [dir, `${dir} is not a regular file (a folder)`],
+      [join(dir, "fifo"), `${join(dir, "fifo")} is not a regular file (a FIFO)`],
+      [join(dir, "large.txt"), `its size, ${limit + 1} bytes, is over the limit of ${limit} bytes`],
+    ]) {
+      assert.throws(() => documentFromFile(path), (err: Error) => err.message.includes(message), path);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 describe("TLS", () => {
