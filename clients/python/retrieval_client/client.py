@@ -163,6 +163,16 @@ def _pem_certificates(path: Path | str, field: str) -> bytes:
     return data
 
 
+def _channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``options`` as gRPC takes them, checked here: grpc refused a pair that is not one, or a name
+    that is no str, with an error naming neither the option nor the argument."""
+    out = list(options)
+    for option in out:
+        if not (isinstance(option, tuple) and len(option) == 2 and isinstance(option[0], str)):
+            raise TypeError(f"options must be (name, value) pairs with a str name, as gRPC channel options are (got {option!r})")
+    return out
+
+
 def _seconds(timeout: float) -> float | None:
     """``timeout`` as a call's deadline in seconds: 0 and inf are none, and a longer one than a
     deadline holds is :data:`MAX_TIMEOUT_S` (31 years: no call tells the two apart)."""
@@ -311,7 +321,7 @@ class _Base:
 
     def __init__(
         self, target: str, user_id: str | None, role: str | None, groups: Sequence[str] | None, token: str | None, tls: Tls | None, timeout: float | None,
-        retries: int,
+        retries: int, options: Sequence[tuple[str, Any]],
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an integer from 0 (no retry) up (got {retries!r})")
@@ -334,6 +344,10 @@ class _Base:
         self._metadata = tuple(md)
         self._timeout = None if timeout is None else _seconds(timeout)
         self._tls = tls
+        own = _OPTIONS + (tls.options() if tls else [])
+        given = _channel_options(options)
+        # gRPC reads the first of two options of one name: the caller's would be ignored after the client's.
+        self._options = [option for option in own if option[0] not in {name for name, _ in given}] + given
 
     @property
     def service(self) -> pb_grpc.RetrievalServiceStub:
@@ -361,16 +375,17 @@ class RetrievalClient(_Base):
     identity headers (servers in auth mode ``none``, or behind a gateway). ``retries``: how many
     times a query, search, health or stream_query (before its first message) is tried again after
     UNAVAILABLE, 0 for none; never past the call's deadline, never after an UNAVAILABLE whose
-    ErrorInfo reason is BACKEND_TIMEOUT, and never an ingest or a delete."""
+    ErrorInfo reason is BACKEND_TIMEOUT, and never an ingest or a delete. ``options``: more gRPC
+    channel options, ``(name, value)`` pairs (keepalive, a user agent, ...), after the client's own,
+    which one of the same name replaces."""
 
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
         token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0, retries: int = DEFAULT_RETRIES,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        super().__init__(target, user_id, role, groups, token, tls, timeout, retries)
-        self._channel = (
-            grpc.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options()) if tls else grpc.insecure_channel(target, options=_OPTIONS)
-        )
+        super().__init__(target, user_id, role, groups, token, tls, timeout, retries, options)
+        self._channel = grpc.secure_channel(target, tls.credentials(), options=self._options) if tls else grpc.insecure_channel(target, options=self._options)
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     def query(
@@ -464,12 +479,11 @@ class AsyncRetrievalClient(_Base):
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
         token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0, retries: int = DEFAULT_RETRIES,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        super().__init__(target, user_id, role, groups, token, tls, timeout, retries)
+        super().__init__(target, user_id, role, groups, token, tls, timeout, retries, options)
         self._channel = (
-            grpc.aio.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options())
-            if tls
-            else grpc.aio.insecure_channel(target, options=_OPTIONS)
+            grpc.aio.secure_channel(target, tls.credentials(), options=self._options) if tls else grpc.aio.insecure_channel(target, options=self._options)
         )
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
