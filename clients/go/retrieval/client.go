@@ -501,6 +501,12 @@ func Strategy(s retrievalv1.Strategy) QueryOption {
 	return func(r *retrievalv1.QueryRequest) { r.Strategy = s }
 }
 
+// Mode selects what the call produces (default MODE_RETRIEVAL_ONLY, contexts only;
+// MODE_GENERATION adds a cited answer).
+func Mode(m retrievalv1.Mode) QueryOption {
+	return func(r *retrievalv1.QueryRequest) { r.Mode = m }
+}
+
 // UseCache lets the semantic cache answer and store the call (default true).
 func UseCache(use bool) QueryOption {
 	return func(r *retrievalv1.QueryRequest) { r.UseCache = &use }

@@ -704,3 +704,25 @@ func TestDocumentFromFileReadsRegularFilesWithinTheLimitOnly(t *testing.T) {
 		}
 	}
 }
+
+// Go and TypeScript had no way to ask for an answer (MODE_GENERATION) but through the stub.
+func TestQueryOptionsSetTheirFields(t *testing.T) {
+	var sent []*retrievalv1.QueryRequest
+	record := grpc.WithUnaryInterceptor(func(_ context.Context, _ string, req, _ interface{}, _ *grpc.ClientConn, _ grpc.UnaryInvoker, _ ...grpc.CallOption) error {
+		sent = append(sent, req.(*retrievalv1.QueryRequest))
+		return nil
+	})
+	c, err := retrieval.New("127.0.0.1:1", retrieval.WithDialOptions(record))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, opts := range [][]retrieval.QueryOption{{retrieval.Mode(retrievalv1.Mode_MODE_GENERATION)}, nil} {
+		if _, err := c.Query(ctx(t), "aardvarks", opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sent) != 2 || sent[0].Mode != retrievalv1.Mode_MODE_GENERATION || sent[1].Mode != retrievalv1.Mode_MODE_UNSPECIFIED {
+		t.Errorf("the modes sent: %v, want MODE_GENERATION then unset", sent)
+	}
+}

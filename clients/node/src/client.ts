@@ -17,6 +17,7 @@ import {
   DocumentInput,
   HealthResponse,
   IngestDocumentsResponse,
+  Mode,
   QueryRequest,
   QueryResponse,
   RetrievalServiceClient,
@@ -102,6 +103,8 @@ export interface QueryOptions extends CallOptions {
   topK?: number;
   /** Which retrieval legs run (unset: STRATEGY_SEMANTIC). */
   strategy?: Strategy;
+  /** What the call produces (unset: MODE_RETRIEVAL_ONLY, contexts only; MODE_GENERATION adds a cited answer). */
+  mode?: Mode;
   /** Let the semantic cache answer and store the call (unset: true). */
   useCache?: boolean;
   /** Restrict retrieval to these documents (anything but an array of strings rejects with a TypeError). */
@@ -350,6 +353,7 @@ export class RetrievalClient {
       query,
       topK: int32TopK(options.topK),
       strategy: options.strategy ?? Strategy.STRATEGY_UNSPECIFIED,
+      mode: options.mode ?? Mode.MODE_UNSPECIFIED,
       useCache: options.useCache,
       filters: options.documentIds ? { documentIds: stringArray("documentIds", options.documentIds) } : undefined,
     });

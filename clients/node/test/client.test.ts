@@ -20,6 +20,7 @@ import {
   ErrorInfo,
   errorDetails,
   MAX_TIMEOUT_MS,
+  Mode,
   RetrievalClient,
   RetrievalServiceService,
   RetryInfo,
@@ -223,6 +224,17 @@ describe("against a local server that records each call", () => {
   });
   after(() => server.forceShutdown());
   beforeEach(() => calls.splice(0));
+
+  // Go and TypeScript had no way to ask for an answer (MODE_GENERATION) but through the stub.
+  test("a query's mode is sent, and unset is the server's default", async () => {
+    const c = client({}, addr);
+    await c.query("aardvarks", { mode: Mode.MODE_GENERATION });
+    await c.query("aardvarks");
+    assert.deepEqual(
+      calls.map((x) => (x.request as { mode: Mode }).mode),
+      [Mode.MODE_GENERATION, Mode.MODE_UNSPECIFIED],
+    );
+  });
 
   // A 1 MB ingest of 16 documents took longer than the default 60 s and was cut short, storing part
   // of the batch with no answer saying which: only a call's own deadline bounds ingest and delete.

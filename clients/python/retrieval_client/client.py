@@ -401,7 +401,9 @@ class RetrievalClient(_Base):
         rerank: bool | None = None,
         timeout: float | None = None,
     ) -> pb.QueryResponse:
-        """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
+        """``strategy``: "semantic" (the default, as the server's), "keyword", "hybrid", "adaptive" or
+        "graph"; ``mode``: "retrieval" (the default, as the server's: contexts only) or "generation"
+        (a cited answer too); ``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
         RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
         return self._retried("Query", req, timeout)  # type: ignore[no-any-return]
@@ -411,7 +413,9 @@ class RetrievalClient(_Base):
         mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> Iterator[pb.StreamQueryResponse]:
         """Stage events, then answer text as it is written, then the final QueryResponse. Closing
-        the iterator cancels the call."""
+        the iterator cancels the call. Unlike :meth:`query` (and the server's defaults for an unset
+        field), ``strategy`` defaults to "hybrid" and ``mode`` to "generation": a stream is for an
+        answer written as it comes; ``mode="retrieval"`` streams the stages and the contexts only."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
         return self._stream(req, self._deadline(timeout))
 
@@ -500,8 +504,7 @@ class AsyncRetrievalClient(_Base):
         rerank: bool | None = None,
         timeout: float | None = None,
     ) -> pb.QueryResponse:
-        """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
-        RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
+        """As :meth:`RetrievalClient.query`."""
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
         return await self._retried("Query", req, timeout)  # type: ignore[no-any-return]
 
@@ -509,8 +512,8 @@ class AsyncRetrievalClient(_Base):
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
         mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> AsyncIterator[pb.StreamQueryResponse]:
-        """Stage events, then answer text as it is written, then the final QueryResponse. Closing
-        the iterator (``aclose()``) cancels the call."""
+        """As :meth:`RetrievalClient.stream_query` (strategy "hybrid" and mode "generation" by
+        default); closing the iterator (``aclose()``) cancels the call."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
         return self._stream(req, self._deadline(timeout))
 
