@@ -3,7 +3,9 @@
 * INVALID_ARGUMENT carries a ``google.rpc.BadRequest`` with one field violation per invalid field;
 * every other domain error carries a ``google.rpc.ErrorInfo`` with a stable ``reason``
   (``TOKEN_EXPIRED``, ``ROLE_REQUIRED``, ``READ_ONLY``, ...) in the ``retrieval.v1`` domain;
-* RESOURCE_EXHAUSTED and UNAVAILABLE also carry a ``google.rpc.RetryInfo`` saying when to retry.
+* RESOURCE_EXHAUSTED and UNAVAILABLE also carry a ``google.rpc.RetryInfo`` saying when to retry,
+  except an UNAVAILABLE ``BACKEND_TIMEOUT``: the backend let its whole timeout pass, and a retry
+  would wait as long again (the clients do not retry it).
 
 The details travel in the ``grpc-status-details-bin`` trailer (grpcio-status), which every gRPC
 library decodes; the message stays readable on its own.
@@ -27,6 +29,7 @@ from retrieval_server.domain import (
     ReadOnly,
     ResourceExhausted,
     ServiceError,
+    TimedOut,
     Unauthenticated,
     Unavailable,
 )
@@ -43,12 +46,13 @@ _MAPPING: dict[type[ServiceError], tuple[grpc.StatusCode, str, float | None]] = 
     ReadOnly: (grpc.StatusCode.FAILED_PRECONDITION, "READ_ONLY", None),
     ResourceExhausted: (grpc.StatusCode.RESOURCE_EXHAUSTED, "DISK_FULL", 60.0),
     Unavailable: (grpc.StatusCode.UNAVAILABLE, "BACKEND_UNAVAILABLE", 1.0),
+    TimedOut: (grpc.StatusCode.UNAVAILABLE, "BACKEND_TIMEOUT", None),
     DeadlineExceeded: (grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_TOO_SHORT", None),
 }
 
 
 def _mapped(exc: ServiceError) -> tuple[grpc.StatusCode, str, float | None]:
-    """The mapping of the error's kind, or of the nearest kind it derives from (a TimedOut is an Unavailable)."""
+    """The mapping of the error's kind, or of the nearest kind it derives from (a WrongModel is an Unavailable)."""
     for kind in type(exc).__mro__:
         if kind in _MAPPING:
             return _MAPPING[kind]

@@ -16,6 +16,7 @@ from retrieval_server.domain import (
     TimedOut,
     Unauthenticated,
     Unavailable,
+    WrongModel,
 )
 
 
@@ -40,7 +41,9 @@ def _details(status: grpc.Status) -> tuple[status_pb2.Status, dict[str, object]]
         (ReadOnly("read-only"), grpc.StatusCode.FAILED_PRECONDITION, "READ_ONLY", None),
         (ResourceExhausted("disk below the floor"), grpc.StatusCode.RESOURCE_EXHAUSTED, "DISK_FULL", 60),
         (Unavailable("MySQL is down"), grpc.StatusCode.UNAVAILABLE, "BACKEND_UNAVAILABLE", 1),
-        (TimedOut("MySQL did not answer in time"), grpc.StatusCode.UNAVAILABLE, "BACKEND_UNAVAILABLE", 1),  # a kind of Unavailable
+        # A kind of Unavailable, but not retried: a retry would wait the backend's whole timeout again.
+        (TimedOut("MySQL did not answer in time"), grpc.StatusCode.UNAVAILABLE, "BACKEND_TIMEOUT", None),
+        (WrongModel("the index records another model"), grpc.StatusCode.UNAVAILABLE, "BACKEND_UNAVAILABLE", 1),
         (DeadlineExceeded("no time left"), grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_TOO_SHORT", None),
     ],
 )

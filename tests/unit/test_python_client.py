@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from google.protobuf.message import Message
 
+from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client import MAX_TIMEOUT_S, AsyncRetrievalClient, RetrievalClient, document_from_file, pb, to_json
 
 #: no server listens here; the channels connect lazily, and these tests never reach one
@@ -336,3 +339,37 @@ def test_the_package_loads_its_names_on_first_use_and_lists_them() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True).stdout.split()
     assert out == ["True", "True", "True", "QueryRequest"]
+
+
+class _Echo(pb_grpc.RetrievalServiceServicer):
+    """Health answers with the caller's user agent as its version."""
+
+    def Health(self, request: pb.HealthRequest, context: grpc.ServicerContext) -> pb.HealthResponse:
+        return pb.HealthResponse(version=dict(context.invocation_metadata())["user-agent"])
+
+
+@pytest.fixture
+def echo() -> Iterator[str]:
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    pb_grpc.add_RetrievalServiceServicer_to_server(_Echo(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(None)
+
+
+async def test_channel_options_are_the_callers_to_add_and_replace(echo: str) -> None:
+    """The Python client had no way to set them (Go has WithDialOptions, TypeScript channelOptions).
+    One named as the client's own replaces it: gRPC reads the first of two of one name."""
+    agent = [("grpc.primary_user_agent", "probe/1.0")]
+    tiny = [("grpc.max_receive_message_length", 10)]
+    with RetrievalClient(echo, options=agent) as client:
+        assert client.health().version.startswith("probe/1.0 ")
+    async with AsyncRetrievalClient(echo, options=agent) as aclient:
+        assert (await aclient.health()).version.startswith("probe/1.0 ")
+    with RetrievalClient(echo, options=tiny, retries=0) as client, pytest.raises(grpc.RpcError) as refused:
+        client.health()
+    assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    for bad in (["grpc.primary_user_agent"], [("grpc.primary_user_agent",)], [(1, "x")]):
+        with pytest.raises(TypeError, match=r"^options must be \(name, value\) pairs with a str name"):
+            RetrievalClient(echo, options=bad)  # type: ignore[arg-type]

@@ -18,17 +18,19 @@ from grpc_status import rpc_status
 
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client import DEFAULT_RETRIES, AsyncRetrievalClient, RetrievalClient, pb
+from retrieval_client.client import _Attempts
 
 
 class Flaky(pb_grpc.RetrievalServiceServicer):
     """Fails the first call of each method on each connection (all of them when ``always``) with
-    UNAVAILABLE, ErrorInfo BACKEND_UNAVAILABLE and a RetryInfo of ``delay_s`` (none when 0), as
+    UNAVAILABLE, ErrorInfo ``reason`` and a RetryInfo of ``delay_s`` (none when 0), as
     retrieval_server/api/errors.py does; a StreamQuery that got through sends one message and
     fails after it. ``arrived`` holds each attempt's method and time.monotonic() when it came."""
 
-    def __init__(self, delay_s: float, *, always: bool = False) -> None:
+    def __init__(self, delay_s: float, *, always: bool = False, reason: str = "BACKEND_UNAVAILABLE") -> None:
         self.delay_s = delay_s
         self.always = always
+        self.reason = reason
         self.arrived: list[tuple[str, float]] = []
         self._seen: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
@@ -46,7 +48,7 @@ class Flaky(pb_grpc.RetrievalServiceServicer):
 
     def _unavailable(self, context: grpc.ServicerContext) -> None:
         details = [any_pb2.Any(), any_pb2.Any()]
-        details[0].Pack(error_details_pb2.ErrorInfo(reason="BACKEND_UNAVAILABLE", domain="retrieval.v1"))
+        details[0].Pack(error_details_pb2.ErrorInfo(reason=self.reason, domain="retrieval.v1"))
         if self.delay_s:
             seconds, fraction = divmod(self.delay_s, 1)
             details[1].Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(seconds), nanos=int(fraction * 1e9))))
@@ -83,8 +85,8 @@ class Flaky(pb_grpc.RetrievalServiceServicer):
 def serve() -> Iterator[Callable[..., tuple[Flaky, str]]]:
     servers: list[grpc.Server] = []
 
-    def start(delay_s: float, *, always: bool = False) -> tuple[Flaky, str]:
-        flaky = Flaky(delay_s, always=always)
+    def start(delay_s: float, *, always: bool = False, reason: str = "BACKEND_UNAVAILABLE") -> tuple[Flaky, str]:
+        flaky = Flaky(delay_s, always=always, reason=reason)
         server = grpc.server(futures.ThreadPoolExecutor(4))
         pb_grpc.add_RetrievalServiceServicer_to_server(flaky, server)
         port = server.add_insecure_port("127.0.0.1:0")
@@ -280,3 +282,48 @@ async def test_closing_an_async_stream_cancels_its_call_read_or_not(writing: tup
         assert [m.answer_delta async for m in client.stream_query("read")] == ["Reciprocal rank fusion"]
         assert await asyncio.to_thread(_no_call_left_running, servicer)
         del closed
+
+
+class _UnavailableWith(grpc.RpcError):
+    """An UNAVAILABLE as the server sends it: ErrorInfo ``reason``, and a RetryInfo of ``delay_s`` unless None."""
+
+    def __init__(self, reason: str, delay_s: float | None) -> None:
+        details = [any_pb2.Any()]
+        details[0].Pack(error_details_pb2.ErrorInfo(reason=reason, domain="retrieval.v1"))
+        if delay_s is not None:
+            details.append(any_pb2.Any())
+            details[1].Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=int(delay_s))))
+        self._trailers = rpc_status.to_status(status_pb2.Status(code=code_pb2.UNAVAILABLE, message="down", details=details)).trailing_metadata
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
+        return self._trailers  # type: ignore[no-any-return]
+
+
+def test_the_servers_retry_delay_is_jittered_never_shortened() -> None:
+    """Every UNAVAILABLE of the server asks for 1 s, longer than the first backoffs: each wait was
+    exactly 1 s, and clients that failed together came back together, in lockstep."""
+    error = _UnavailableWith("BACKEND_UNAVAILABLE", 1)
+    first_waits = [_Attempts(DEFAULT_RETRIES, None).wait(error) for _ in range(20)]
+    attempts = _Attempts(DEFAULT_RETRIES, None)
+    one_calls_waits = [attempts.wait(error) for _ in range(DEFAULT_RETRIES)]
+    for wait in first_waits + one_calls_waits:
+        assert wait is not None and 1 <= wait <= 1.5
+    assert len(set(first_waits)) > 1 and len(set(one_calls_waits)) > 1
+
+
+async def test_a_backend_that_timed_out_is_not_asked_again(serve: Callable[..., tuple[Flaky, str]]) -> None:
+    """The server let a frozen backend's whole timeout pass: each attempt waited as long again, 4
+    times MYSQL_TIMEOUT_S to the UNAVAILABLE. It says so with BACKEND_TIMEOUT and no RetryInfo."""
+    flaky, target = serve(0, always=True, reason="BACKEND_TIMEOUT")
+    with RetrievalClient(target) as client:
+        for call in (lambda: client.query("fusion"), lambda: client.search("fusion"), lambda: client.health(), lambda: next(client.stream_query("fusion"))):
+            with pytest.raises(grpc.RpcError) as failed:
+                call()
+            assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+    async with AsyncRetrievalClient(target) as aclient:
+        with pytest.raises(grpc.RpcError):
+            await aclient.query("fusion")
+    assert Counter(method for method, _ in flaky.arrived) == {"Query": 2, "Search": 1, "Health": 1, "StreamQuery": 1}

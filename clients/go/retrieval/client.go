@@ -15,6 +15,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
 	"os"
@@ -59,7 +60,7 @@ var retried = map[string]bool{
 	"/retrieval.v1.RetrievalService/Health": true,
 }
 
-// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients.
+// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients (see retryWait).
 const (
 	firstBackoff = 200 * time.Millisecond
 	maxBackoff   = 2 * time.Second
@@ -132,11 +133,13 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithRetries sets how many times Query, Search and Health (through Service too) are tried again
-// after UNAVAILABLE, the server's answer while a backend it needs is down (default
+// after UNAVAILABLE, the server's answer while a backend it needs is down, but not when its
+// ErrorInfo reason is BACKEND_TIMEOUT, a backend that let its whole timeout pass (default
 // DefaultRetries; 0: none). The wait before each is the jittered backoff, 0.2 s doubling to at
-// most 2 s, or the server's RetryInfo delay when longer; a wait that would end at or past the
-// call's deadline is not started and the call returns the UNAVAILABLE. Ingest and Delete are never
-// retried. New refuses a negative n.
+// most 2 s, each wait half to all of it, or, when longer, the server's RetryInfo delay plus up to
+// half again (jittered too: else all the callers it answered would come back at once); a wait
+// that would end at or past the call's deadline is not started and the call returns the
+// UNAVAILABLE. Ingest and Delete are never retried. New refuses a negative n.
 func WithRetries(n int) Option {
 	return func(c *config) { c.retries = n }
 }
@@ -411,7 +414,7 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 		}
 		for attempt := 1; ; attempt++ {
 			err := invoker(ctx, method, req, reply, cc, opts...)
-			if err == nil || attempt > cfg.retries || !retried[method] || status.Code(err) != codes.Unavailable {
+			if err == nil || attempt > cfg.retries || !retried[method] || status.Code(err) != codes.Unavailable || timedOut(err) {
 				return err
 			}
 			wait := retryWait(attempt, err)
@@ -431,9 +434,22 @@ func callInterceptor(cfg config) grpc.UnaryClientInterceptor {
 	}
 }
 
+// timedOut says whether err is the server's UNAVAILABLE for a backend that let its whole timeout
+// pass (ErrorInfo reason BACKEND_TIMEOUT): another attempt would wait as long again, and a frozen
+// MySQL took 4 times its timeout to the UNAVAILABLE.
+func timedOut(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "BACKEND_TIMEOUT" {
+			return true
+		}
+	}
+	return false
+}
+
 // retryWait is the wait after the attempt-th attempt failed with err: the backoff, jittered to half
-// to all of it so that clients that failed together do not come back together, or the server's
-// RetryInfo delay when longer.
+// to all of it, or the server's RetryInfo delay, jittered to it plus up to half again, when longer.
+// Both are jittered so that clients that failed together do not come back together: the server
+// sends every caller the same delay, and one left as it is brought them all back at once.
 func retryWait(attempt int, err error) time.Duration {
 	backoff := firstBackoff
 	for i := 1; i < attempt && backoff < maxBackoff; i++ {
@@ -442,15 +458,26 @@ func retryWait(attempt int, err error) time.Duration {
 	if backoff > maxBackoff {
 		backoff = maxBackoff
 	}
-	jitter.Lock()
-	wait := backoff/2 + time.Duration(jitter.Int63n(int64(backoff/2)+1))
-	jitter.Unlock()
+	wait := backoff/2 + jittered(backoff/2)
 	for _, d := range status.Convert(err).Details() {
-		if info, ok := d.(*errdetails.RetryInfo); ok && info.GetRetryDelay().AsDuration() > wait {
-			wait = info.GetRetryDelay().AsDuration()
+		if info, ok := d.(*errdetails.RetryInfo); ok {
+			delay := info.GetRetryDelay().AsDuration()
+			if delay = delay + jittered(delay/2); delay > wait {
+				wait = delay
+			}
 		}
 	}
 	return wait
+}
+
+// jittered is a random duration from 0 to d.
+func jittered(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	jitter.Lock()
+	defer jitter.Unlock()
+	return time.Duration(jitter.Int63n(int64(d) + 1))
 }
 
 // Close closes the connection.
@@ -472,6 +499,12 @@ func TopK(k int32) QueryOption {
 // Strategy selects the retrieval legs (default STRATEGY_SEMANTIC).
 func Strategy(s retrievalv1.Strategy) QueryOption {
 	return func(r *retrievalv1.QueryRequest) { r.Strategy = s }
+}
+
+// Mode selects what the call produces (default MODE_RETRIEVAL_ONLY, contexts only;
+// MODE_GENERATION adds a cited answer).
+func Mode(m retrievalv1.Mode) QueryOption {
+	return func(r *retrievalv1.QueryRequest) { r.Mode = m }
 }
 
 // UseCache lets the semantic cache answer and store the call (default true).
@@ -517,11 +550,60 @@ func (c *Client) Delete(ctx context.Context, ids ...string) (*retrievalv1.Delete
 }
 
 // DocumentFromFile reads a file as an ingest input; its extension selects the server's loader.
-// Set the other fields (DocumentId, Access, OwnerId, ...) on the result.
+// Set the other fields (DocumentId, Access, OwnerId, ...) on the result. The file must be a regular
+// file of at most 256 MiB (what this client sends in one request; the server's own limit, 16 MiB by
+// default, may be lower), checked before it is read, as the Python client's document_from_file does.
 func DocumentFromFile(path string) (*retrievalv1.DocumentInput, error) {
-	content, err := os.ReadFile(path)
+	content, err := readFile(path, maxMessageBytes)
 	if err != nil {
 		return nil, err
 	}
 	return &retrievalv1.DocumentInput{Filename: filepath.Base(path), Content: content, Source: path}, nil
+}
+
+// readFile is the content of the regular file path, of at most limit bytes, both checked before
+// it is read: os.ReadFile waited for ever on a FIFO with no writer, and read a file of any size
+// into memory before the server refused it.
+func readFile(path string, limit int64) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("retrieval: %s is not a regular file (%s)", path, fileKind(info.Mode()))
+	}
+	tooLarge := fmt.Sprintf("over the limit of %d bytes (the largest request this client sends)", limit)
+	if info.Size() > limit {
+		return nil, fmt.Errorf("retrieval: %s: its size, %d bytes, is %s", path, info.Size(), tooLarge)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	content, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(content)) > limit { // it grew since
+		return nil, fmt.Errorf("retrieval: %s: its size is %s", path, tooLarge)
+	}
+	return content, nil
+}
+
+// fileKind names what a file other than a regular one is, for the error that refuses it.
+func fileKind(mode os.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a folder"
+	case mode&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case mode&os.ModeSocket != 0:
+		return "a socket"
+	case mode&os.ModeCharDevice != 0:
+		return "a character device"
+	case mode&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "of an unknown kind"
 }

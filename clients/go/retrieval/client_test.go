@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -306,11 +307,12 @@ func TestDefaultTimeoutDoesNotBoundIngestOrDelete(t *testing.T) {
 }
 
 // flakyServer answers the first `failures` calls of each method as the server does while a
-// backend it needs is down (UNAVAILABLE, ErrorInfo BACKEND_UNAVAILABLE, RetryInfo retryDelay), and
-// records when each call came.
+// backend it needs is down (UNAVAILABLE, ErrorInfo BACKEND_UNAVAILABLE, RetryInfo retryDelay), or,
+// when reason is BACKEND_TIMEOUT, frozen (that reason and no RetryInfo), and records when each call came.
 type flakyServer struct {
 	retrievalv1.UnimplementedRetrievalServiceServer
 	failures   int
+	reason     string
 	retryDelay time.Duration
 	mu         sync.Mutex
 	calls      map[string][]time.Time
@@ -322,6 +324,13 @@ func (s *flakyServer) answer(method string) error {
 	s.calls[method] = append(s.calls[method], time.Now())
 	if len(s.calls[method]) > s.failures {
 		return nil
+	}
+	if s.reason == "BACKEND_TIMEOUT" {
+		st, err := status.New(codes.Unavailable, "metadata store timed out").WithDetails(&errdetails.ErrorInfo{Reason: s.reason, Domain: "retrieval.v1"})
+		if err != nil {
+			panic(err)
+		}
+		return st.Err()
 	}
 	st, err := status.New(codes.Unavailable, "metadata store unavailable").WithDetails(
 		&errdetails.ErrorInfo{Reason: "BACKEND_UNAVAILABLE", Domain: "retrieval.v1"},
@@ -361,11 +370,17 @@ func (s *flakyServer) DeleteDocuments(context.Context, *retrievalv1.DeleteDocume
 // serveFlaky starts a flakyServer and returns it with a client of it.
 func serveFlaky(t *testing.T, failures int, retryDelay time.Duration, opts ...retrieval.Option) (*flakyServer, *retrieval.Client) {
 	t.Helper()
+	return serveFlakyFor(t, "BACKEND_UNAVAILABLE", failures, retryDelay, opts...)
+}
+
+// serveFlakyFor is serveFlaky with the failures' reason.
+func serveFlakyFor(t *testing.T, reason string, failures int, retryDelay time.Duration, opts ...retrieval.Option) (*flakyServer, *retrieval.Client) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &flakyServer{failures: failures, retryDelay: retryDelay, calls: map[string][]time.Time{}}
+	srv := &flakyServer{failures: failures, reason: reason, retryDelay: retryDelay, calls: map[string][]time.Time{}}
 	server := grpc.NewServer()
 	retrievalv1.RegisterRetrievalServiceServer(server, srv)
 	go server.Serve(lis)
@@ -421,6 +436,42 @@ func TestRetriesStopAtTheirCountAndBeforeTheDeadline(t *testing.T) {
 	}
 	if _, err := retrieval.New("127.0.0.1:50051", retrieval.WithRetries(-1)); err == nil || !strings.Contains(err.Error(), "WithRetries takes 0 or more retries (got -1)") {
 		t.Errorf("WithRetries(-1): %v", err)
+	}
+}
+
+// Every UNAVAILABLE of the server asks for 1 s, longer than the first backoffs: each wait was
+// exactly 1 s, and clients that failed together came back together, in lockstep.
+func TestTheServersRetryDelayIsJitteredNeverShortened(t *testing.T) {
+	st, err := status.New(codes.Unavailable, "metadata store unavailable").WithDetails(
+		&errdetails.ErrorInfo{Reason: "BACKEND_UNAVAILABLE", Domain: "retrieval.v1"},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 20; i++ {
+		for attempt := 1; attempt <= retrieval.DefaultRetries; attempt++ {
+			wait := retrieval.RetryWait(attempt, st.Err())
+			if wait < time.Second || wait > 1500*time.Millisecond {
+				t.Fatalf("attempt %d: a wait of %v, want 1 s to 1.5 s", attempt, wait)
+			}
+			seen[wait] = true
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("every wait was %v: clients that failed together come back together", seen)
+	}
+}
+
+// The server let a frozen backend's whole timeout pass: each attempt waited as long again, 4 times
+// MYSQL_TIMEOUT_S to the UNAVAILABLE. It says so with BACKEND_TIMEOUT and no RetryInfo.
+func TestABackendThatTimedOutIsNotAskedAgain(t *testing.T) {
+	srv, c := serveFlakyFor(t, "BACKEND_TIMEOUT", 100, 0)
+	if _, err := c.Query(ctx(t), "aardvarks"); status.Code(err) != codes.Unavailable || len(srv.attempts("Query")) != 1 {
+		t.Errorf("Query: %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Query")))
+	}
+	if _, err := c.Health(ctx(t)); status.Code(err) != codes.Unavailable || len(srv.attempts("Health")) != 1 {
+		t.Errorf("Health: %v after %d attempts, want Unavailable after 1", err, len(srv.attempts("Health")))
 	}
 }
 
@@ -617,5 +668,61 @@ func TestTLS(t *testing.T) {
 	// A client certificate needs its key.
 	if _, err := retrieval.New(addr, retrieval.WithTLS(retrieval.TLS{CertFile: p.clientCert})); err == nil {
 		t.Error("a certificate without its key was accepted")
+	}
+}
+
+// os.ReadFile waited for ever on a FIFO with no writer, and read a file of any size into memory
+// before the server refused it.
+func TestDocumentFromFileReadsRegularFilesWithinTheLimitOnly(t *testing.T) {
+	dir := t.TempDir()
+	note := filepath.Join(dir, "note.md")
+	if err := os.WriteFile(note, []byte("# Aardvarks"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if doc, err := retrieval.DocumentFromFile(note); err != nil || string(doc.Content) != "# Aardvarks" || doc.Filename != "note.md" {
+		t.Fatalf("a regular file: %v, %v", doc, err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: refused from its size, before a byte is read.
+	large := filepath.Join(dir, "large.txt")
+	if err := os.WriteFile(large, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(large, retrieval.MaxFileBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		dir:   dir + " is not a regular file (a folder)",
+		fifo:  fifo + " is not a regular file (a FIFO)",
+		large: fmt.Sprintf("its size, %d bytes, is over the limit of %d bytes", retrieval.MaxFileBytes+1, retrieval.MaxFileBytes),
+	} {
+		if _, err := retrieval.DocumentFromFile(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", path, err, want)
+		}
+	}
+}
+
+// Go and TypeScript had no way to ask for an answer (MODE_GENERATION) but through the stub.
+func TestQueryOptionsSetTheirFields(t *testing.T) {
+	var sent []*retrievalv1.QueryRequest
+	record := grpc.WithUnaryInterceptor(func(_ context.Context, _ string, req, _ interface{}, _ *grpc.ClientConn, _ grpc.UnaryInvoker, _ ...grpc.CallOption) error {
+		sent = append(sent, req.(*retrievalv1.QueryRequest))
+		return nil
+	})
+	c, err := retrieval.New("127.0.0.1:1", retrieval.WithDialOptions(record))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, opts := range [][]retrieval.QueryOption{{retrieval.Mode(retrievalv1.Mode_MODE_GENERATION)}, nil} {
+		if _, err := c.Query(ctx(t), "aardvarks", opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sent) != 2 || sent[0].Mode != retrievalv1.Mode_MODE_GENERATION || sent[1].Mode != retrievalv1.Mode_MODE_UNSPECIFIED {
+		t.Errorf("the modes sent: %v, want MODE_GENERATION then unset", sent)
 	}
 }

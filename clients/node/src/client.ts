@@ -5,19 +5,19 @@
 // x-user-groups, or a bearer token) and a default timeout, and tries query, search and health again
 // after UNAVAILABLE. `service` is the generated stub for anything else, on the same channel with
 // the same identity and timeout.
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, readSync, type Stats, statSync } from "node:fs";
 import { isIP } from "node:net";
 import { basename } from "node:path";
 
 import * as grpc from "@grpc/grpc-js";
 
-import { errorDetails } from "./error_details";
 import {
   type DeepPartial,
   DeleteDocumentsResponse,
   DocumentInput,
   HealthResponse,
   IngestDocumentsResponse,
+  Mode,
   QueryRequest,
   QueryResponse,
   RetrievalServiceClient,
@@ -25,6 +25,7 @@ import {
   SearchResponse,
   Strategy,
 } from "./gen/retrieval/v1/retrieval";
+import { retryWaitMs, timedOut } from "./retry";
 
 /** Bounds a call that has no deadline of its own (the Python client's default), except ingest and delete. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -39,9 +40,6 @@ export const MAX_TIMEOUT_MS = 1e12;
 /** How many times query, search and health are tried again after UNAVAILABLE: 4 attempts in all, as in the Python and Go clients. */
 export const DEFAULT_RETRIES = 3;
 
-// The backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients.
-const FIRST_BACKOFF_MS = 200;
-const MAX_BACKOFF_MS = 2_000;
 // setTimeout fires at once when asked to wait longer.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -50,7 +48,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const UNBOUNDED_BY_DEFAULT = new Set<string>([RetrievalServiceService.ingestDocuments.path, RetrievalServiceService.deleteDocuments.path]);
 
 // Larger than the server's own limit (RETRIEVAL_MAX_MESSAGE_MB, 64 MiB by default), so the
-// server is the one that says no.
+// server is the one that says no; also the largest file documentFromFile reads.
 const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 
 /** TLS settings. An empty object verifies the server against the system's roots. */
@@ -82,7 +80,8 @@ export interface ClientOptions {
   timeoutMs?: number;
   /**
    * How many times query, search and health are tried again after UNAVAILABLE, the server's answer
-   * while a backend it needs is down (default 3; 0: none); an integer from 0, else a RangeError.
+   * while a backend it needs is down, but not when its ErrorInfo reason is BACKEND_TIMEOUT, a backend
+   * that let its whole timeout pass (default 3; 0: none); an integer from 0, else a RangeError.
    * Ingest and delete are never retried.
    */
   retries?: number;
@@ -104,6 +103,8 @@ export interface QueryOptions extends CallOptions {
   topK?: number;
   /** Which retrieval legs run (unset: STRATEGY_SEMANTIC). */
   strategy?: Strategy;
+  /** What the call produces (unset: MODE_RETRIEVAL_ONLY, contexts only; MODE_GENERATION adds a cited answer). */
+  mode?: Mode;
   /** Let the semantic cache answer and store the call (unset: true). */
   useCache?: boolean;
   /** Restrict retrieval to these documents (anything but an array of strings rejects with a TypeError). */
@@ -218,17 +219,6 @@ function clampedDeadline(deadline: Date | number): number {
   return ms === Infinity ? ms : Math.min(ms, Date.now() + MAX_TIMEOUT_MS);
 }
 
-/**
- * The wait after the attempt-th attempt failed with `err`: the backoff, jittered to half to all of
- * it so that clients that failed together do not come back together, or the server's RetryInfo
- * delay when longer.
- */
-function retryWaitMs(attempt: number, err: grpc.ServiceError): number {
-  const backoff = Math.min(FIRST_BACKOFF_MS * 2 ** (attempt - 1), MAX_BACKOFF_MS);
-  const delay = errorDetails(err).retryInfo?.retryDelay;
-  return Math.max(backoff / 2 + Math.random() * (backoff / 2), delay ? delay.seconds * 1000 + delay.nanos / 1e6 : 0);
-}
-
 function channelCredentials(target: string, options: ClientOptions): grpc.ChannelCredentials {
   const tls = options.tls;
   if (!tls) {
@@ -240,8 +230,29 @@ function channelCredentials(target: string, options: ClientOptions): grpc.Channe
   if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
     throw new Error("mutual TLS needs both certFile and keyFile");
   }
-  const read = (path?: string) => (path ? readFileSync(path) : null);
-  return grpc.credentials.createSsl(read(tls.caFile), read(tls.keyFile), read(tls.certFile));
+  return grpc.credentials.createSsl(
+    pemFile("caFile", tls.caFile, PEM_CERTIFICATE, CERTIFICATE),
+    pemFile("keyFile", tls.keyFile, PEM_PRIVATE_KEY, "private key (a -----BEGIN PRIVATE KEY----- block)"),
+    pemFile("certFile", tls.certFile, PEM_CERTIFICATE, CERTIFICATE),
+  );
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----/;
+const CERTIFICATE = "certificate (a -----BEGIN CERTIFICATE----- block)";
+// PKCS #8's, and the EC and RSA ones of OpenSSL's older format.
+const PEM_PRIVATE_KEY = /-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----/;
+
+/**
+ * The file at `path` (null when unset), which must hold a PEM block `block` matches: grpc-js took
+ * any other file as no certificate, and every call failed UNAVAILABLE naming no file.
+ */
+function pemFile(option: string, path: string | undefined, block: RegExp, what: string): Buffer | null {
+  if (!path) return null;
+  const data = readFileSync(path);
+  if (!block.test(data.toString("latin1"))) {
+    throw new Error(`tls.${option} ${path} holds no PEM ${what}`);
+  }
+  return data;
 }
 
 export class RetrievalClient {
@@ -327,7 +338,7 @@ export class RetrievalClient {
         });
       } catch (err) {
         const error = err as grpc.ServiceError;
-        if (!readOnly || attempt > this.retries || error.code !== grpc.status.UNAVAILABLE) throw err;
+        if (!readOnly || attempt > this.retries || error.code !== grpc.status.UNAVAILABLE || timedOut(error)) throw err;
         const wait = retryWaitMs(attempt, error);
         // No time would be left for the next attempt: the server's answer says more than a DEADLINE_EXCEEDED would.
         if (wait >= Number(callOptions.deadline ?? Infinity) - Date.now() || wait > MAX_TIMER_MS) throw err;
@@ -342,6 +353,7 @@ export class RetrievalClient {
       query,
       topK: int32TopK(options.topK),
       strategy: options.strategy ?? Strategy.STRATEGY_UNSPECIFIED,
+      mode: options.mode ?? Mode.MODE_UNSPECIFIED,
       useCache: options.useCache,
       filters: options.documentIds ? { documentIds: stringArray("documentIds", options.documentIds) } : undefined,
     });
@@ -379,7 +391,50 @@ export class RetrievalClient {
   }
 }
 
-/** A file as an ingest input; its extension selects the server's loader. */
+/**
+ * A file as an ingest input; its extension selects the server's loader. The file must be a regular
+ * file of at most 256 MiB (what this client sends in one request; the server's own limit, 16 MiB by
+ * default, may be lower), checked before it is read, as the Python client's document_from_file does.
+ */
 export function documentFromFile(path: string, fields: DeepPartial<DocumentInput> = {}): DocumentInput {
-  return DocumentInput.fromPartial({ filename: basename(path), content: readFileSync(path), source: path, ...fields });
+  return DocumentInput.fromPartial({ filename: basename(path), content: readFile(path, MAX_MESSAGE_BYTES), source: path, ...fields });
+}
+
+/**
+ * The content of the regular file `path`, of at most `limit` bytes, both checked before it is read:
+ * readFileSync waited for ever on a FIFO with no writer, and read a file of any size into memory
+ * before the server refused it.
+ */
+function readFile(path: string, limit: number): Buffer {
+  const stats = statSync(path);
+  if (!stats.isFile()) throw new Error(`${path} is not a regular file (${fileKind(stats)})`);
+  const tooLarge = `over the limit of ${limit} bytes (the largest request this client sends)`;
+  if (stats.size > limit) throw new Error(`${path}: its size, ${stats.size} bytes, is ${tooLarge}`);
+  const fd = openSync(path, "r");
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(Math.min(limit + 1 - total, 1 << 20));
+      const n = readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      chunks.push(chunk.subarray(0, n));
+      total += n;
+      // It grew since.
+      if (total > limit) throw new Error(`${path}: its size is ${tooLarge}`);
+    }
+    return Buffer.concat(chunks, total);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** What a file other than a regular one is, for the error that refuses it. */
+function fileKind(stats: Stats): string {
+  if (stats.isDirectory()) return "a folder";
+  if (stats.isFIFO()) return "a FIFO";
+  if (stats.isSocket()) return "a socket";
+  if (stats.isCharacterDevice()) return "a character device";
+  if (stats.isBlockDevice()) return "a block device";
+  return "of an unknown kind";
 }

@@ -3,7 +3,7 @@
 // the client puts on the wire.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -16,9 +16,11 @@ import { Any } from "../src/gen/google/protobuf/any";
 import { Status } from "../src/gen/google/rpc/status";
 import {
   Access,
+  documentFromFile,
   ErrorInfo,
   errorDetails,
   MAX_TIMEOUT_MS,
+  Mode,
   RetrievalClient,
   RetrievalServiceService,
   RetryInfo,
@@ -29,6 +31,7 @@ import {
   type HealthResponse,
   type QueryResponse,
 } from "../src";
+import { retryWaitMs } from "../src/retry";
 
 const target = process.env.RETRIEVAL_TEST_TARGET;
 const live = { skip: target ? false : "RETRIEVAL_TEST_TARGET is not set: tests/contract/test_clients.py starts a seeded server and sets it" };
@@ -222,6 +225,17 @@ describe("against a local server that records each call", () => {
   after(() => server.forceShutdown());
   beforeEach(() => calls.splice(0));
 
+  // Go and TypeScript had no way to ask for an answer (MODE_GENERATION) but through the stub.
+  test("a query's mode is sent, and unset is the server's default", async () => {
+    const c = client({}, addr);
+    await c.query("aardvarks", { mode: Mode.MODE_GENERATION });
+    await c.query("aardvarks");
+    assert.deepEqual(
+      calls.map((x) => (x.request as { mode: Mode }).mode),
+      [Mode.MODE_GENERATION, Mode.MODE_UNSPECIFIED],
+    );
+  });
+
   // A 1 MB ingest of 16 documents took longer than the default 60 s and was cut short, storing part
   // of the batch with no answer saying which: only a call's own deadline bounds ingest and delete.
   test("the default timeout does not bound an ingest or a delete, only a call's own deadline does", async () => {
@@ -308,12 +322,26 @@ describe("against a local server that records each call", () => {
   });
 });
 
+/** An UNAVAILABLE as the server sends it: ErrorInfo `reason`, and a RetryInfo of `retryDelayMs` unless undefined. */
+function unavailable(reason: string, retryDelayMs?: number): grpc.ServiceError {
+  const details = [Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason, domain: "retrieval.v1", metadata: {} }).finish()) })];
+  if (retryDelayMs !== undefined) {
+    const retryDelay = { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 };
+    details.push(Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay }).finish()) }));
+  }
+  const metadata = new grpc.Metadata();
+  metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "down", details }).finish()));
+  return Object.assign(new Error("down"), { code: grpc.status.UNAVAILABLE, details: "down", metadata });
+}
+
 describe("against a local server answering UNAVAILABLE while a backend is down", () => {
   let server: grpc.Server;
   let addr: string;
-  // Each method's first `failures` calls are answered as the server does while a backend is down.
+  // Each method's first `failures` calls are answered as the server does while a backend is down
+  // (`reason` BACKEND_TIMEOUT: frozen, without a RetryInfo).
   let failures = 0;
   let retryDelayMs = 0;
+  let reason = "BACKEND_UNAVAILABLE";
   const attempts: Record<string, number[]> = {};
   before(async () => {
     server = new grpc.Server();
@@ -323,13 +351,7 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
         const seen = (attempts[method] ??= []);
         seen.push(performance.now());
         if (seen.length > failures) return callback(null, response);
-        const details = [
-          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from(ErrorInfo.encode({ reason: "BACKEND_UNAVAILABLE", domain: "retrieval.v1", metadata: {} }).finish()) }),
-          Any.fromPartial({ typeUrl: "type.googleapis.com/google.rpc.RetryInfo", value: Buffer.from(RetryInfo.encode({ retryDelay: { seconds: Math.floor(retryDelayMs / 1000), nanos: (retryDelayMs % 1000) * 1e6 } }).finish()) }),
-        ];
-        const metadata = new grpc.Metadata();
-        metadata.set("grpc-status-details-bin", Buffer.from(Status.encode({ code: grpc.status.UNAVAILABLE, message: "metadata store unavailable", details }).finish()));
-        callback({ code: grpc.status.UNAVAILABLE, details: "metadata store unavailable", metadata });
+        callback(unavailable(reason, reason === "BACKEND_TIMEOUT" ? undefined : retryDelayMs));
       };
     server.addService(RetrievalServiceService, {
       query: flaky("query", { contexts: [], suggestions: [] }),
@@ -344,7 +366,10 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
     addr = `127.0.0.1:${port}`;
   });
   after(() => server.forceShutdown());
-  beforeEach(() => Object.keys(attempts).forEach((method) => delete attempts[method]));
+  beforeEach(() => {
+    Object.keys(attempts).forEach((method) => delete attempts[method]);
+    reason = "BACKEND_UNAVAILABLE";
+  });
   const tries = (method: string) => attempts[method]?.length ?? 0;
 
   // The client gave up at once.
@@ -376,6 +401,16 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
     }
   });
 
+  // The server let a frozen backend's whole timeout pass: each attempt waited as long again, 4
+  // times MYSQL_TIMEOUT_S to the UNAVAILABLE. It says so with BACKEND_TIMEOUT and no RetryInfo.
+  test("a backend that timed out is not asked again", async () => {
+    [failures, reason] = [100, "BACKEND_TIMEOUT"];
+    const c = client({}, addr);
+    assert.equal(await code(c.query("aardvarks")), grpc.status.UNAVAILABLE);
+    assert.equal(await code(c.health()), grpc.status.UNAVAILABLE);
+    assert.deepEqual([tries("query"), tries("health")], [1, 1]);
+  });
+
   // A retried ingest would report the documents its first attempt stored as replaced, a retried
   // delete the ones it deleted as not found.
   test("ingest and delete are not retried", async () => {
@@ -385,6 +420,40 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
     assert.equal(await code(c.delete(["d"])), grpc.status.UNAVAILABLE);
     assert.deepEqual([tries("ingestDocuments"), tries("deleteDocuments")], [1, 1]);
   });
+});
+
+// Every UNAVAILABLE of the server asks for 1 s, longer than the first backoffs: each wait was
+// exactly 1 s, and clients that failed together came back together, in lockstep.
+test("the server's retry delay is jittered, never shortened", () => {
+  const err = unavailable("BACKEND_UNAVAILABLE", 1000);
+  const waits = Array.from({ length: 20 }, () => [1, 2, 3].map((attempt) => retryWaitMs(attempt, err))).flat();
+  for (const wait of waits) assert.ok(wait >= 1000 && wait <= 1500, `a wait of ${wait} ms, want 1,000 to 1,500`);
+  assert.ok(new Set(waits).size > 1, `every wait was ${waits[0]} ms: clients that failed together come back together`);
+});
+
+// readFileSync waited for ever on a FIFO with no writer, and read a file of any size into memory
+// before the server refused it.
+test("documentFromFile reads regular files within the limit only", () => {
+  const dir = mkdtempSync(join(tmpdir(), "retrieval-files-"));
+  try {
+    writeFileSync(join(dir, "note.md"), "# Aardvarks");
+    const doc = documentFromFile(join(dir, "note.md"), { documentId: "note" });
+    assert.deepEqual([doc.filename, doc.content.toString(), doc.documentId], ["note.md", "# Aardvarks", "note"]);
+    execFileSync("mkfifo", [join(dir, "fifo")]);
+    // Sparse: refused from its size, before a byte is read.
+    const limit = 256 * 1024 * 1024;
+    writeFileSync(join(dir, "large.txt"), "");
+    truncateSync(join(dir, "large.txt"), limit + 1);
+    for (const [path, message] of [
+      [dir, `${dir} is not a regular file (a folder)`],
+      [join(dir, "fifo"), `${join(dir, "fifo")} is not a regular file (a FIFO)`],
+      [join(dir, "large.txt"), `its size, ${limit + 1} bytes, is over the limit of ${limit} bytes`],
+    ]) {
+      assert.throws(() => documentFromFile(path), (err: Error) => err.message.includes(message), path);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 describe("TLS", () => {
@@ -468,5 +537,17 @@ describe("TLS", () => {
 
   test("a client certificate needs its key", () => {
     assert.throws(() => new RetrievalClient(addr, { tls: { certFile: path("client.pem") } }), /certFile and keyFile/);
+  });
+
+  // grpc-js took such a file as no certificate, and every call failed UNAVAILABLE naming no file.
+  test("a CA, certificate or key file holding no PEM block of its kind is refused, naming it", () => {
+    writeFileSync(path("bogus.pem"), "not a certificate\n");
+    const good = { caFile: path("ca.pem"), certFile: path("client.pem"), keyFile: path("client-key.pem") };
+    for (const option of ["caFile", "certFile", "keyFile"] as const) {
+      const expected = `tls.${option} ${path("bogus.pem")} holds no PEM ${option === "keyFile" ? "private key" : "certificate"}`;
+      assert.throws(() => new RetrievalClient(addr, { tls: { ...good, [option]: path("bogus.pem") } }), (err: Error) => err.message.startsWith(expected), option);
+    }
+    // A key is no certificate.
+    assert.throws(() => new RetrievalClient(addr, { tls: { ...good, caFile: path("client-key.pem") } }), /tls\.caFile .* holds no PEM certificate/);
   });
 });

@@ -40,11 +40,13 @@ _OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_me
 #: with DEADLINE_EXCEEDED without reaching the server (the CLI's --timeout shares this limit)
 MAX_TIMEOUT_S = 1e9
 #: how many times Query, Search, Health and a StreamQuery before its first message are tried again
-#: after UNAVAILABLE (4 attempts in all); the Go and TypeScript clients try Query, Search and
+#: after UNAVAILABLE (4 attempts in all), unless the server says its backend timed out
+#: (BACKEND_TIMEOUT: another attempt would wait as long again); the Go and TypeScript clients try Query, Search and
 #: Health again as many times, never a stream. Never an ingest or a delete: a retried ingest
 #: reports what its first attempt stored as replaced, a retried delete what it deleted as not found.
 DEFAULT_RETRIES = 3
-#: the backoff between attempts: 0.2 s, doubling, at most 2 s, the same in the three clients
+#: the backoff between attempts: 0.2 s, doubling, at most 2 s, each wait half to all of it, or the
+#: server's RetryInfo delay plus up to half again when longer; the same in the three clients
 _FIRST_BACKOFF_S = 0.2
 _MAX_BACKOFF_S = 2.0
 
@@ -161,6 +163,16 @@ def _pem_certificates(path: Path | str, field: str) -> bytes:
     return data
 
 
+def _channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``options`` as gRPC takes them, checked here: grpc refused a pair that is not one, or a name
+    that is no str, with an error naming neither the option nor the argument."""
+    out = list(options)
+    for option in out:
+        if not (isinstance(option, tuple) and len(option) == 2 and isinstance(option[0], str)):
+            raise TypeError(f"options must be (name, value) pairs with a str name, as gRPC channel options are (got {option!r})")
+    return out
+
+
 def _seconds(timeout: float) -> float | None:
     """``timeout`` as a call's deadline in seconds: 0 and inf are none, and a longer one than a
     deadline holds is :data:`MAX_TIMEOUT_S` (31 years: no call tells the two apart)."""
@@ -244,25 +256,33 @@ def _groups_value(groups: Sequence[str] | None) -> str:
     return ",".join(names)
 
 
-def _retry_delay(error: grpc.RpcError) -> float:
-    """The wait the server asks for in its google.rpc.RetryInfo, 0 without one."""
+#: the ErrorInfo reason of an UNAVAILABLE not tried again: the backend let its whole timeout pass,
+#: and another attempt would wait as long again (a frozen MySQL took 4 times MYSQL_TIMEOUT_S)
+_TIMED_OUT = "BACKEND_TIMEOUT"
+
+
+def _server_details(error: grpc.RpcError) -> tuple[str, float]:
+    """The server's google.rpc.ErrorInfo reason ("" without one) and the wait its RetryInfo asks for (0 without one)."""
+    reason, delay = "", 0.0
     for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
         if key != "grpc-status-details-bin":
             continue
         try:
             details = status_pb2.Status.FromString(value).details
         except DecodeError:
-            return 0.0
+            return "", 0.0
         for detail in details:
-            info = error_details_pb2.RetryInfo()
+            info, retry = error_details_pb2.ErrorInfo(), error_details_pb2.RetryInfo()
             if detail.Unpack(info):
-                return info.retry_delay.ToTimedelta().total_seconds()
-    return 0.0
+                reason = info.reason
+            elif detail.Unpack(retry):
+                delay = retry.retry_delay.ToTimedelta().total_seconds()
+    return reason, delay
 
 
 class _Attempts:
     """The attempts of one call that is tried again after UNAVAILABLE, the server's answer while a
-    backend it needs is down, within the call's deadline (``timeout``, None: none)."""
+    backend it needs is down (but not one that timed out), within the call's deadline (``timeout``, None: none)."""
 
     def __init__(self, retries: int, timeout: float | None) -> None:
         self._retries = retries
@@ -281,8 +301,12 @@ class _Attempts:
         """Seconds to wait before trying again after ``error``; None: it is the call's answer."""
         if self._retries == 0 or error.code() is not grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
             return None
-        # Jittered to half to all of the backoff, so that clients that failed together do not come back together.
-        wait = max(random.uniform(self._backoff / 2, self._backoff), _retry_delay(error))
+        reason, delay = _server_details(error)
+        if reason == _TIMED_OUT:
+            return None
+        # Both jittered, so that clients that failed together do not come back together: the server
+        # sends every caller the same delay, and one left as it is brought them all back at once.
+        wait = max(random.uniform(self._backoff / 2, self._backoff), random.uniform(delay, 1.5 * delay))
         if self._deadline is not None and time.monotonic() + wait >= self._deadline:
             # No time would be left to try: the server's UNAVAILABLE says more than a DEADLINE_EXCEEDED would.
             return None
@@ -297,7 +321,7 @@ class _Base:
 
     def __init__(
         self, target: str, user_id: str | None, role: str | None, groups: Sequence[str] | None, token: str | None, tls: Tls | None, timeout: float | None,
-        retries: int,
+        retries: int, options: Sequence[tuple[str, Any]],
     ) -> None:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an integer from 0 (no retry) up (got {retries!r})")
@@ -320,6 +344,10 @@ class _Base:
         self._metadata = tuple(md)
         self._timeout = None if timeout is None else _seconds(timeout)
         self._tls = tls
+        own = _OPTIONS + (tls.options() if tls else [])
+        given = _channel_options(options)
+        # gRPC reads the first of two options of one name: the caller's would be ignored after the client's.
+        self._options = [option for option in own if option[0] not in {name for name, _ in given}] + given
 
     @property
     def service(self) -> pb_grpc.RetrievalServiceStub:
@@ -346,16 +374,18 @@ class RetrievalClient(_Base):
     ``role`` and ``groups`` (the user's groups, for documents granted to ``group:<name>``) are the
     identity headers (servers in auth mode ``none``, or behind a gateway). ``retries``: how many
     times a query, search, health or stream_query (before its first message) is tried again after
-    UNAVAILABLE, 0 for none; never past the call's deadline, and never an ingest or a delete."""
+    UNAVAILABLE, 0 for none; never past the call's deadline, never after an UNAVAILABLE whose
+    ErrorInfo reason is BACKEND_TIMEOUT, and never an ingest or a delete. ``options``: more gRPC
+    channel options, ``(name, value)`` pairs (keepalive, a user agent, ...), after the client's own,
+    which one of the same name replaces."""
 
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
         token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0, retries: int = DEFAULT_RETRIES,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        super().__init__(target, user_id, role, groups, token, tls, timeout, retries)
-        self._channel = (
-            grpc.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options()) if tls else grpc.insecure_channel(target, options=_OPTIONS)
-        )
+        super().__init__(target, user_id, role, groups, token, tls, timeout, retries, options)
+        self._channel = grpc.secure_channel(target, tls.credentials(), options=self._options) if tls else grpc.insecure_channel(target, options=self._options)
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
     def query(
@@ -371,7 +401,9 @@ class RetrievalClient(_Base):
         rerank: bool | None = None,
         timeout: float | None = None,
     ) -> pb.QueryResponse:
-        """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
+        """``strategy``: "semantic" (the default, as the server's), "keyword", "hybrid", "adaptive" or
+        "graph"; ``mode``: "retrieval" (the default, as the server's: contexts only) or "generation"
+        (a cited answer too); ``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
         RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
         return self._retried("Query", req, timeout)  # type: ignore[no-any-return]
@@ -381,7 +413,9 @@ class RetrievalClient(_Base):
         mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> Iterator[pb.StreamQueryResponse]:
         """Stage events, then answer text as it is written, then the final QueryResponse. Closing
-        the iterator cancels the call."""
+        the iterator cancels the call. Unlike :meth:`query` (and the server's defaults for an unset
+        field), ``strategy`` defaults to "hybrid" and ``mode`` to "generation": a stream is for an
+        answer written as it comes; ``mode="retrieval"`` streams the stages and the contexts only."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
         return self._stream(req, self._deadline(timeout))
 
@@ -449,12 +483,11 @@ class AsyncRetrievalClient(_Base):
     def __init__(
         self, target: str = "localhost:50051", *, user_id: str | None = None, role: str | None = None, groups: Sequence[str] | None = (),
         token: str | None = None, tls: Tls | None = None, timeout: float | None = 60.0, retries: int = DEFAULT_RETRIES,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        super().__init__(target, user_id, role, groups, token, tls, timeout, retries)
+        super().__init__(target, user_id, role, groups, token, tls, timeout, retries, options)
         self._channel = (
-            grpc.aio.secure_channel(target, tls.credentials(), options=_OPTIONS + tls.options())
-            if tls
-            else grpc.aio.insecure_channel(target, options=_OPTIONS)
+            grpc.aio.secure_channel(target, tls.credentials(), options=self._options) if tls else grpc.aio.insecure_channel(target, options=self._options)
         )
         self._stub = pb_grpc.RetrievalServiceStub(self._channel)
 
@@ -471,8 +504,7 @@ class AsyncRetrievalClient(_Base):
         rerank: bool | None = None,
         timeout: float | None = None,
     ) -> pb.QueryResponse:
-        """``fusion``: "rrf" or "weighted", how HYBRID legs are combined (None: the server's
-        RETRIEVAL_FUSION); ``rerank``: whether the cross-encoder reorders the candidates (None: yes)."""
+        """As :meth:`RetrievalClient.query`."""
         req = _query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank)
         return await self._retried("Query", req, timeout)  # type: ignore[no-any-return]
 
@@ -480,8 +512,8 @@ class AsyncRetrievalClient(_Base):
         self, query: str, *, top_k: int = 0, strategy: str = "hybrid", use_cache: bool = True, document_ids: Sequence[str] = (),
         mode: str = "generation", fusion: str | None = None, rerank: bool | None = None, timeout: float | None = None,
     ) -> AsyncIterator[pb.StreamQueryResponse]:
-        """Stage events, then answer text as it is written, then the final QueryResponse. Closing
-        the iterator (``aclose()``) cancels the call."""
+        """As :meth:`RetrievalClient.stream_query` (strategy "hybrid" and mode "generation" by
+        default); closing the iterator (``aclose()``) cancels the call."""
         req = pb.StreamQueryRequest(query=_query_request(query, top_k, strategy, use_cache, document_ids, mode, fusion, rerank))
         return self._stream(req, self._deadline(timeout))
 

@@ -70,9 +70,12 @@
 // * RESOURCE_EXHAUSTED: a request larger than RETRIEVAL_MAX_MESSAGE_MB (64 MiB), refused by gRPC
 //   itself without details, or a write while the data disk is below the server's free-space
 //   floor, with google.rpc.RetryInfo.
-// * UNAVAILABLE: a backend the request needs (vector store, metadata store) is down;
-//   RetryInfo says when to try again. A failing optional backend (reranker, LLM, cache, one
-//   retrieval leg) does not fail the call: the answer says what was degraded.
+// * UNAVAILABLE: a backend the request needs (vector store, metadata store) is down; ErrorInfo
+//   reason BACKEND_UNAVAILABLE, and RetryInfo says when to try again. One that let its timeout
+//   pass (RETRIEVAL_MYSQL_TIMEOUT_S) is reason BACKEND_TIMEOUT, without RetryInfo: another
+//   attempt would wait as long again, and the clients make none. A failing optional backend
+//   (reranker, LLM, cache, one retrieval leg) does not fail the call: the answer says what was
+//   degraded.
 // * FAILED_PRECONDITION: a write to a read-only server (RETRIEVAL_READ_ONLY, or several
 //   processes over embedded storage).
 // * DEADLINE_EXCEEDED: the deadline passed before any context was ready, or while a stage the
