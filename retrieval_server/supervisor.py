@@ -46,8 +46,9 @@ PR_SET_PDEATHSIG = 1
 #: what a stopping worker may take beyond its grace period and the event flush: closing the stores,
 #: of which the last spans' export takes at most 2 s (README: terminationGracePeriodSeconds)
 STOP_MARGIN_S = 5.0
-#: the exit code of a supervisor that had to kill a worker that did not stop in time
-WORKER_KILLED = 1
+#: the exit code of a supervisor whose stop was not clean: a worker did not stop in time and was
+#: killed, or died (killed by another, crashed) while it stopped
+UNCLEAN_STOP = 1
 #: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
 RESTART_BACKOFF_S = 1.0
 RESTART_BACKOFF_MAX_S = 60.0
@@ -240,15 +241,23 @@ class _Worker:
         return self.restarted and not self.ready and not self.killed and time.monotonic() - self.started_at > limit_s
 
 
+def _stopped_cleanly(worker: _Worker) -> bool:
+    """Whether a worker that has exited did so as a stop asks: 0, or, before it served, the
+    SIGTERM it was sent, which kills a process still importing its modules (it handles the signal
+    only from the start of :func:`serve`) with nothing in flight."""
+    code = worker.process.exitcode
+    return code == 0 or (code == -signal.SIGTERM and not worker.ready)
+
+
 def supervise(settings: Settings) -> int:
     """Run ``settings.processes`` workers until SIGTERM, SIGINT or SIGHUP; restart one that dies after it served.
 
     A worker that dies before it first reported serving failed to start (bad index, bad settings):
     the supervisor stops the others and raises with that worker's reason. A restarted one that
     does is started again after :func:`restart_delay` while the others serve. One metrics endpoint
-    serves the sum of every worker's metrics. Returns 0, or :data:`WORKER_KILLED` when a worker had
+    serves the sum of every worker's metrics. Returns 0, or :data:`UNCLEAN_STOP` when a worker had
     to be killed at the stop (still running after the grace period, the event flush and
-    :data:`STOP_MARGIN_S`).
+    :data:`STOP_MARGIN_S`) or ended it with an exit code other than 0.
     """
     guards: list[socket.socket] = []
     metrics: MultiprocessMetrics | None = None
@@ -296,6 +305,7 @@ def supervise(settings: Settings) -> int:
 
     failed: str | None = None
     killed: list[int] = []  # the workers that did not stop in time
+    broken: list[int] = []  # the workers that stopped, but not cleanly
     # Whatever ends the supervision, the workers are stopped and everything held is let go: an
     # error that escaped with workers running hung the exit (multiprocessing joins them), and
     # SIGTERM could no longer stop it.
@@ -379,6 +389,12 @@ def supervise(settings: Settings) -> int:
                 w.process.kill()
                 w.process.join()
                 killed.append(i)
+            elif failed is None and not _stopped_cleanly(w):  # a failed start is the error already
+                # Killed by another (the OOM killer) or crashed while it drained: its in-flight
+                # calls were cut off as surely as a killed one's.
+                log.error("worker %d exited with %s while stopping", i, w.process.exitcode,
+                          extra={"worker": i, "worker_pid": w.process.pid, "exit_code": w.process.exitcode})
+                broken.append(i)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
         if metrics is not None:
@@ -389,7 +405,10 @@ def supervise(settings: Settings) -> int:
         raise Unavailable(failed)
     if killed:
         # Their in-flight calls were cut off and what they held was not closed: no clean stop.
-        log.error("stopped, killing workers %s", ", ".join(map(str, killed)), extra={"killed": killed})
-        return WORKER_KILLED
+        log.error("stopped, killing workers %s", ", ".join(map(str, killed)), extra={"killed": killed, "broken": broken})
+        return UNCLEAN_STOP
+    if broken:
+        log.error("stopped, workers %s not cleanly", ", ".join(map(str, broken)), extra={"broken": broken})
+        return UNCLEAN_STOP
     log.info("stopped")
     return 0

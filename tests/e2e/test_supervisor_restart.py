@@ -264,3 +264,26 @@ def test_workers_that_do_not_stop_are_killed_at_one_deadline_and_the_exit_says_s
     assert sorted(m["worker"] for m in killed) == [0, 1] and all(m["level"] == "ERROR" for m in killed), "".join(log.lines[-20:])
     assert [m["level"] for m in log.messages("stopped")] == ["ERROR"]  # "stopped, killing workers 0, 1", not a clean "stopped"
     assert log.messages("stopped")[0]["killed"] == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_while_it_stops_is_no_clean_stop(tmp_path: Path) -> None:
+    """A worker killed during its drain (the OOM killer, say) had its in-flight calls cut off as a
+    worker killed for its deadline does; the supervisor only checked that it was gone, and exited 0
+    with "stopped" at INFO."""
+    env, _ = _two_workers(tmp_path, free_port())
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        assert log.wait(2) is not None, "".join(log.lines[-20:])
+        pids = {m["worker"]: m["pid"] for m in log.messages("worker ready")}
+        dying = psutil.Process(pids[0])
+        dying.suspend()  # it takes its SIGTERM, and stays in its stop, until it is killed
+        server.send_signal(signal.SIGTERM)
+        # The supervisor sends every worker SIGTERM before it waits for any: once worker 1 drains, worker 0 is stopping too.
+        assert log.until(lambda: any(m["pid"] == pids[1] for m in log.messages("shutting down"))), "".join(log.lines[-20:])
+        dying.kill()
+        assert server.wait(timeout=300) == 1, "".join(log.lines[-20:])
+        log.join()
+    [died] = log.messages("while stopping")
+    assert (died["level"], died["worker"], died["exit_code"]) == ("ERROR", 0, -signal.SIGKILL), died
+    assert [m["level"] for m in log.messages("stopped") if m["logger"] == "retrieval_server.supervisor"] == ["ERROR"], "".join(log.lines[-20:])
