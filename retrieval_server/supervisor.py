@@ -198,7 +198,9 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     try:
         event_loop.run(serve(settings, on_ready=ready, on_stopping=stopping), settings.event_loop)
     except Exception as exc:
-        log.error("worker %d could not start: %s", worker, exc)
+        # The supervisor logs the reason it is sent (the CLI's one `error:` line for a first start,
+        # "could not start again" for a restart): an ERROR here too printed it once more per worker.
+        log.debug("worker %d could not start", worker, exc_info=True)
         report.send(str(exc) or type(exc).__name__)
         sys.exit(1)
     finally:
