@@ -282,7 +282,7 @@ def supervise(settings: Settings) -> int:
         start_ignoring_interrupts(proc)
         sender.close()
         if metrics is not None and proc.pid is not None:
-            metrics.worker_started(worker, proc.pid, restart=restart)
+            metrics.worker_started(worker, proc.pid)
         return _Worker(proc, receiver, restarted=restart)
 
     def retry_later(worker: int, reason: str) -> None:
@@ -374,6 +374,8 @@ def supervise(settings: Settings) -> int:
                     retry_later(i, reason)
                     continue
                 log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
+                if metrics is not None:
+                    metrics.worker_restarted(i)
                 restart(i)
     finally:
         live = [(i, w) for i, w in enumerate(workers) if w is not None]

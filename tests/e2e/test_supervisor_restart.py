@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,11 @@ def test_a_restart_that_fails_is_retried_while_the_other_worker_serves(tmp_path:
         assert [m["retry_in_s"] for m in log.messages("could not start again")[:2]] == [1, 2], "".join(log.lines[-20:])
         assert log.wait(3) is not None, "".join(log.lines[-20:])  # the third attempt serves
         assert psutil.Process(first[1]).is_running()  # the healthy worker was never stopped
+        # One crash, one restart: the retries of a start that failed counted one each.
+        [metrics_port] = [m["metrics_port"] for m in log.messages("serving metrics")]
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=60) as page:
+            restarts = [line for line in page.read().decode().splitlines() if line.startswith("retrieval_worker_restarts_total")]
+        assert sorted(float(line.split()[-1]) for line in restarts) == [0, 1], restarts
 
 
 @pytest.mark.slow
