@@ -31,6 +31,7 @@ from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.multiprocess import MultiprocessMetrics
+from retrieval_server.port_sharers import PortSharers
 from retrieval_server.stale_runs import remove_stale_runs
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ UNCLEAN_STOP = 1
 #: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
 RESTART_BACKOFF_S = 1.0
 RESTART_BACKOFF_MAX_S = 60.0
+#: how often the supervisor looks for another server's listener on its workers' port
+PORT_CHECK_INTERVAL_S = 5.0
 
 
 def restart_delay(failures: int) -> float:
@@ -78,8 +81,9 @@ def hold_port(host: str, port: int) -> list[socket.socket]:
     Every address of ``host`` is checked and held (:func:`listen_sockaddrs`), as gRPC listens on
     each: a name of several (``localhost``) was held on its first alone, and a server already on
     that one did not stop the supervisor. The held sockets are bound with SO_REUSEPORT but never
-    listen: the workers' listening sockets can join them, while any other server or supervisor
-    (none binds with SO_REUSEPORT alone) finds the port in use. Unless the last run's connections
+    listen: the workers' listening sockets can join them, while another supervisor or a single
+    server (neither binds with SO_REUSEPORT alone) or another user's finds the port in use; the
+    same user's SO_REUSEPORT listener is let in by the kernel (see port_sharers). Unless the last run's connections
     are still in TIME_WAIT (a minute after a stop), which refuse a socket without SO_REUSEADDR: a
     restart failed with "address already in use". The probe, with SO_REUSEADDR as gRPC binds, has
     then found no server on the port, and the held socket takes SO_REUSEADDR too; until the
@@ -270,6 +274,7 @@ def supervise(settings: Settings) -> int:
     failures = [0] * settings.processes  # failed restarts in a row, per worker
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
+    port_checked = 0.0
 
     def start(worker: int, restart: bool = False) -> _Worker:
         # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
@@ -315,6 +320,7 @@ def supervise(settings: Settings) -> int:
         for p in (settings.port, settings.health_port):
             if p:
                 guards.extend(hold_port(settings.host, p))
+        sharers = PortSharers({guard.getsockname()[1] for guard in guards})
         # Once the port is ours: a killed supervisor's workers, still draining, hold it, and serve
         # from the folders swept here.
         if stale := remove_stale_runs(Path(tempfile.gettempdir()), SCRATCH_PREFIX):
@@ -377,6 +383,11 @@ def supervise(settings: Settings) -> int:
                 if metrics is not None:
                     metrics.worker_restarted(i)
                 restart(i)
+            if not stopping and time.monotonic() - port_checked >= PORT_CHECK_INTERVAL_S:
+                port_checked = time.monotonic()
+                for port, pid in sharers.new(w.process.pid for w in workers if w is not None and w.process.pid is not None):
+                    log.error("another server listens on port %d beside the workers (SO_REUSEPORT, the same user's), pid %s: it takes a share "
+                              "of the new connections", port, pid if pid is not None else "unknown", extra={"port": port, "sharer_pid": pid})
     finally:
         live = [(i, w) for i, w in enumerate(workers) if w is not None]
         for _, w in live:

@@ -293,3 +293,27 @@ def test_a_worker_that_dies_while_it_stops_is_no_clean_stop(tmp_path: Path) -> N
     [died] = log.messages("while stopping")
     assert (died["level"], died["worker"], died["exit_code"]) == ("ERROR", 0, -signal.SIGKILL), died
     assert [m["level"] for m in log.messages("stopped") if m["logger"] == "retrieval_server.supervisor"] == ["ERROR"], "".join(log.lines[-20:])
+
+
+@pytest.mark.slow
+def test_another_server_that_joins_the_workers_port_is_reported(tmp_path: Path) -> None:
+    """The kernel lets the same user's SO_REUSEPORT listener join the workers' group however the
+    port is held: a plain grpc.server() (which sets it by default on Linux) took a share of the
+    connections, and nothing said so."""
+    import os
+    from concurrent import futures
+
+    import grpc
+
+    port = free_port()
+    env, _ = _two_workers(tmp_path, port)
+    with _two_serving(env) as (log, _):
+        stranger = grpc.server(futures.ThreadPoolExecutor(1))
+        assert stranger.add_insecure_port(f"127.0.0.1:{port}") == port  # the kernel let it in
+        stranger.start()
+        try:
+            assert log.until(lambda: bool(log.messages("another server listens"))), "".join(log.lines[-20:])
+        finally:
+            stranger.stop(None)
+    [found] = log.messages("another server listens")
+    assert (found["level"], found["port"], found["sharer_pid"]) == ("ERROR", port, os.getpid()), found
