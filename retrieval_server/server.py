@@ -146,8 +146,8 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
             # each field's); capped at this too, a valid request would fail after all its work
             # whenever the limit is set low. gRPC sends any size by default.
             ("grpc.max_receive_message_length", max_bytes),
-            # Only the supervisor's workers share a port (it holds the port for them); a server of its
-            # own must fail on a port in use, or the kernel would split connections between two indexes.
+            # The supervisor's workers share a port (it holds the port for them); a server of its own
+            # must fail on a port in use, or the kernel would split connections between two indexes.
             ("grpc.so_reuseport", 1 if settings.processes > 1 else 0),
             # What a caller's metadata may hold: x-user-groups (or a token's groups claim) of
             # MAX_GROUPS names is up to 256 KB. gRPC's 8 KiB soft limit refused 400 groups at

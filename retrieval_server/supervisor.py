@@ -31,6 +31,7 @@ from retrieval_server.domain import Unavailable
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.multiprocess import MultiprocessMetrics
+from retrieval_server.port_sharers import PortSharers
 from retrieval_server.stale_runs import remove_stale_runs
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,14 @@ PR_SET_PDEATHSIG = 1
 #: what a stopping worker may take beyond its grace period and the event flush: closing the stores,
 #: of which the last spans' export takes at most 2 s (README: terminationGracePeriodSeconds)
 STOP_MARGIN_S = 5.0
-#: the exit code of a supervisor that had to kill a worker that did not stop in time
-WORKER_KILLED = 1
+#: the exit code of a supervisor whose stop was not clean: a worker did not stop in time and was
+#: killed, or died (killed by another, crashed) while it stopped
+UNCLEAN_STOP = 1
 #: a restarted worker that failed to start is started again after 1 s, then 2, 4, ... at most 60
 RESTART_BACKOFF_S = 1.0
 RESTART_BACKOFF_MAX_S = 60.0
+#: how often the supervisor looks for another server's listener on its workers' port
+PORT_CHECK_INTERVAL_S = 5.0
 
 
 def restart_delay(failures: int) -> float:
@@ -77,8 +81,9 @@ def hold_port(host: str, port: int) -> list[socket.socket]:
     Every address of ``host`` is checked and held (:func:`listen_sockaddrs`), as gRPC listens on
     each: a name of several (``localhost``) was held on its first alone, and a server already on
     that one did not stop the supervisor. The held sockets are bound with SO_REUSEPORT but never
-    listen: the workers' listening sockets can join them, while any other server or supervisor
-    (none binds with SO_REUSEPORT alone) finds the port in use. Unless the last run's connections
+    listen: the workers' listening sockets can join them, while another supervisor or a single
+    server (neither binds with SO_REUSEPORT alone) or another user's finds the port in use; the
+    same user's SO_REUSEPORT listener is let in by the kernel (see port_sharers). Unless the last run's connections
     are still in TIME_WAIT (a minute after a stop), which refuse a socket without SO_REUSEADDR: a
     restart failed with "address already in use". The probe, with SO_REUSEADDR as gRPC binds, has
     then found no server on the port, and the held socket takes SO_REUSEADDR too; until the
@@ -197,7 +202,9 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     try:
         event_loop.run(serve(settings, on_ready=ready, on_stopping=stopping), settings.event_loop)
     except Exception as exc:
-        log.error("worker %d could not start: %s", worker, exc)
+        # The supervisor logs the reason it is sent (the CLI's one `error:` line for a first start,
+        # "could not start again" for a restart): an ERROR here too printed it once more per worker.
+        log.debug("worker %d could not start", worker, exc_info=True)
         report.send(str(exc) or type(exc).__name__)
         sys.exit(1)
     finally:
@@ -240,15 +247,23 @@ class _Worker:
         return self.restarted and not self.ready and not self.killed and time.monotonic() - self.started_at > limit_s
 
 
+def _stopped_cleanly(worker: _Worker) -> bool:
+    """Whether a worker that has exited did so as a stop asks: 0, or, before it served, the
+    SIGTERM it was sent, which kills a process still importing its modules (it handles the signal
+    only from the start of :func:`serve`) with nothing in flight."""
+    code = worker.process.exitcode
+    return code == 0 or (code == -signal.SIGTERM and not worker.ready)
+
+
 def supervise(settings: Settings) -> int:
     """Run ``settings.processes`` workers until SIGTERM, SIGINT or SIGHUP; restart one that dies after it served.
 
     A worker that dies before it first reported serving failed to start (bad index, bad settings):
     the supervisor stops the others and raises with that worker's reason. A restarted one that
     does is started again after :func:`restart_delay` while the others serve. One metrics endpoint
-    serves the sum of every worker's metrics. Returns 0, or :data:`WORKER_KILLED` when a worker had
+    serves the sum of every worker's metrics. Returns 0, or :data:`UNCLEAN_STOP` when a worker had
     to be killed at the stop (still running after the grace period, the event flush and
-    :data:`STOP_MARGIN_S`).
+    :data:`STOP_MARGIN_S`) or ended it with an exit code other than 0.
     """
     guards: list[socket.socket] = []
     metrics: MultiprocessMetrics | None = None
@@ -259,6 +274,7 @@ def supervise(settings: Settings) -> int:
     failures = [0] * settings.processes  # failed restarts in a row, per worker
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
+    port_checked = 0.0
 
     def start(worker: int, restart: bool = False) -> _Worker:
         # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
@@ -271,7 +287,7 @@ def supervise(settings: Settings) -> int:
         start_ignoring_interrupts(proc)
         sender.close()
         if metrics is not None and proc.pid is not None:
-            metrics.worker_started(worker, proc.pid, restart=restart)
+            metrics.worker_started(worker, proc.pid)
         return _Worker(proc, receiver, restarted=restart)
 
     def retry_later(worker: int, reason: str) -> None:
@@ -296,6 +312,7 @@ def supervise(settings: Settings) -> int:
 
     failed: str | None = None
     killed: list[int] = []  # the workers that did not stop in time
+    broken: list[int] = []  # the workers that stopped, but not cleanly
     # Whatever ends the supervision, the workers are stopped and everything held is let go: an
     # error that escaped with workers running hung the exit (multiprocessing joins them), and
     # SIGTERM could no longer stop it.
@@ -303,6 +320,7 @@ def supervise(settings: Settings) -> int:
         for p in (settings.port, settings.health_port):
             if p:
                 guards.extend(hold_port(settings.host, p))
+        sharers = PortSharers({guard.getsockname()[1] for guard in guards})
         # Once the port is ours: a killed supervisor's workers, still draining, hold it, and serve
         # from the folders swept here.
         if stale := remove_stale_runs(Path(tempfile.gettempdir()), SCRATCH_PREFIX):
@@ -362,7 +380,14 @@ def supervise(settings: Settings) -> int:
                     retry_later(i, reason)
                     continue
                 log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
+                if metrics is not None:
+                    metrics.worker_restarted(i)
                 restart(i)
+            if not stopping and time.monotonic() - port_checked >= PORT_CHECK_INTERVAL_S:
+                port_checked = time.monotonic()
+                for port, pid in sharers.new(w.process.pid for w in workers if w is not None and w.process.pid is not None):
+                    log.error("another server listens on port %d beside the workers (SO_REUSEPORT, the same user's), pid %s: it takes a share "
+                              "of the new connections", port, pid if pid is not None else "unknown", extra={"port": port, "sharer_pid": pid})
     finally:
         live = [(i, w) for i, w in enumerate(workers) if w is not None]
         for _, w in live:
@@ -379,6 +404,12 @@ def supervise(settings: Settings) -> int:
                 w.process.kill()
                 w.process.join()
                 killed.append(i)
+            elif failed is None and not _stopped_cleanly(w):  # a failed start is the error already
+                # Killed by another (the OOM killer) or crashed while it drained: its in-flight
+                # calls were cut off as surely as a killed one's.
+                log.error("worker %d exited with %s while stopping", i, w.process.exitcode,
+                          extra={"worker": i, "worker_pid": w.process.pid, "exit_code": w.process.exitcode})
+                broken.append(i)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
         if metrics is not None:
@@ -389,7 +420,10 @@ def supervise(settings: Settings) -> int:
         raise Unavailable(failed)
     if killed:
         # Their in-flight calls were cut off and what they held was not closed: no clean stop.
-        log.error("stopped, killing workers %s", ", ".join(map(str, killed)), extra={"killed": killed})
-        return WORKER_KILLED
+        log.error("stopped, killing workers %s", ", ".join(map(str, killed)), extra={"killed": killed, "broken": broken})
+        return UNCLEAN_STOP
+    if broken:
+        log.error("stopped, workers %s not cleanly", ", ".join(map(str, broken)), extra={"broken": broken})
+        return UNCLEAN_STOP
     log.info("stopped")
     return 0

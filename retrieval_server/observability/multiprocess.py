@@ -170,11 +170,14 @@ class MultiprocessMetrics:
         self._http = serve_metrics(self.registry, host, port, **tls)
         return int(self._http.server_port)
 
-    def worker_started(self, worker: int, pid: int, *, restart: bool) -> None:
+    def worker_started(self, worker: int, pid: int) -> None:
         self.workers.pids[worker] = pid
         self.workers.alive[worker] = True
-        if restart:
-            self.workers.restarts[worker] = self.workers.restarts.get(worker, 0) + 1
+
+    def worker_restarted(self, worker: int) -> None:
+        """Count a restart of ``worker`` after it crashed, once: the starts that retry a restart
+        that failed counted one each, and a crash whose restart took 5 tries was 5 restarts."""
+        self.workers.restarts[worker] = self.workers.restarts.get(worker, 0) + 1
 
     def worker_exited(self, worker: int, pid: int) -> None:
         self.workers.alive[worker] = False

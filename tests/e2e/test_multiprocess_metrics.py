@@ -113,7 +113,7 @@ def test_a_scrape_of_the_workers_sum_can_ask_for_series_by_name() -> None:
     metrics = MultiprocessMetrics()  # as the supervisor: the workers inherit its directory
     try:
         subprocess.run([sys.executable, "-c", _WORKER], env=os.environ.copy(), check=True, timeout=120)
-        metrics.worker_started(0, os.getpid(), restart=False)
+        metrics.worker_started(0, os.getpid())
         port = metrics.serve("127.0.0.1", 0)
         for name, line in (("retrieval_ingested_documents_total", "retrieval_ingested_documents_total 3.0"),
                            ("retrieval_requests_total", 'retrieval_requests_total{code="OK",method="Query"} 0.0'),

@@ -50,14 +50,19 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data
 
 
-def _fails_at_startup(argv: list[str], env: dict[str, str]) -> str:
-    """Run a server that must not start; return its one error line."""
+def _fails_at_startup_with_stderr(argv: list[str], env: dict[str, str]) -> tuple[str, str]:
+    """Run a server that must not start; return its one error line and all it wrote to stderr."""
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])  # not a signal (SIGBUS), not a hang
     assert "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, proc.stderr
-    return errors[0]
+    return errors[0], proc.stderr
+
+
+def _fails_at_startup(argv: list[str], env: dict[str, str]) -> str:
+    """Run a server that must not start; return its one error line."""
+    return _fails_at_startup_with_stderr(argv, env)[0]
 
 
 @pytest.fixture
@@ -153,8 +158,10 @@ def test_a_second_server_on_a_port_in_use_fails(tmp_path: Path, server_proc: lis
 
 
 def test_a_supervisor_whose_workers_cannot_start_fails_with_one_line(tmp_path: Path) -> None:
-    line = _fails_at_startup([*CLI, "serve"], _env(tmp_path / "empty", free_port(), RETRIEVAL_PROCESSES="2"))
+    line, stderr = _fails_at_startup_with_stderr([*CLI, "serve"], _env(tmp_path / "empty", free_port(), RETRIEVAL_PROCESSES="2"))
     assert "could not start" in line and "ingest into it first" in line
+    # Each worker logged its reason at ERROR too, before the supervisor's line: up to 3 times with 2.
+    assert stderr.count("ingest into it first") == 1, stderr
 
 
 def test_a_server_cannot_join_a_supervisors_port(index: Path, tmp_path: Path, server_proc: list[subprocess.Popen[str]]) -> None:

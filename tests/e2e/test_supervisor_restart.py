@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,11 @@ def test_a_restart_that_fails_is_retried_while_the_other_worker_serves(tmp_path:
         assert [m["retry_in_s"] for m in log.messages("could not start again")[:2]] == [1, 2], "".join(log.lines[-20:])
         assert log.wait(3) is not None, "".join(log.lines[-20:])  # the third attempt serves
         assert psutil.Process(first[1]).is_running()  # the healthy worker was never stopped
+        # One crash, one restart: the retries of a start that failed counted one each.
+        [metrics_port] = [m["metrics_port"] for m in log.messages("serving metrics")]
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=60) as page:
+            restarts = [line for line in page.read().decode().splitlines() if line.startswith("retrieval_worker_restarts_total")]
+        assert sorted(float(line.split()[-1]) for line in restarts) == [0, 1], restarts
 
 
 @pytest.mark.slow
@@ -264,3 +270,50 @@ def test_workers_that_do_not_stop_are_killed_at_one_deadline_and_the_exit_says_s
     assert sorted(m["worker"] for m in killed) == [0, 1] and all(m["level"] == "ERROR" for m in killed), "".join(log.lines[-20:])
     assert [m["level"] for m in log.messages("stopped")] == ["ERROR"]  # "stopped, killing workers 0, 1", not a clean "stopped"
     assert log.messages("stopped")[0]["killed"] == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_while_it_stops_is_no_clean_stop(tmp_path: Path) -> None:
+    """A worker killed during its drain (the OOM killer, say) had its in-flight calls cut off as a
+    worker killed for its deadline does; the supervisor only checked that it was gone, and exited 0
+    with "stopped" at INFO."""
+    env, _ = _two_workers(tmp_path, free_port())
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        assert log.wait(2) is not None, "".join(log.lines[-20:])
+        pids = {m["worker"]: m["pid"] for m in log.messages("worker ready")}
+        dying = psutil.Process(pids[0])
+        dying.suspend()  # it takes its SIGTERM, and stays in its stop, until it is killed
+        server.send_signal(signal.SIGTERM)
+        # The supervisor sends every worker SIGTERM before it waits for any: once worker 1 drains, worker 0 is stopping too.
+        assert log.until(lambda: any(m["pid"] == pids[1] for m in log.messages("shutting down"))), "".join(log.lines[-20:])
+        dying.kill()
+        assert server.wait(timeout=300) == 1, "".join(log.lines[-20:])
+        log.join()
+    [died] = log.messages("while stopping")
+    assert (died["level"], died["worker"], died["exit_code"]) == ("ERROR", 0, -signal.SIGKILL), died
+    assert [m["level"] for m in log.messages("stopped") if m["logger"] == "retrieval_server.supervisor"] == ["ERROR"], "".join(log.lines[-20:])
+
+
+@pytest.mark.slow
+def test_another_server_that_joins_the_workers_port_is_reported(tmp_path: Path) -> None:
+    """The kernel lets the same user's SO_REUSEPORT listener join the workers' group however the
+    port is held: a plain grpc.server() (which sets it by default on Linux) took a share of the
+    connections, and nothing said so."""
+    import os
+    from concurrent import futures
+
+    import grpc
+
+    port = free_port()
+    env, _ = _two_workers(tmp_path, port)
+    with _two_serving(env) as (log, _):
+        stranger = grpc.server(futures.ThreadPoolExecutor(1))
+        assert stranger.add_insecure_port(f"127.0.0.1:{port}") == port  # the kernel let it in
+        stranger.start()
+        try:
+            assert log.until(lambda: bool(log.messages("another server listens"))), "".join(log.lines[-20:])
+        finally:
+            stranger.stop(None)
+    [found] = log.messages("another server listens")
+    assert (found["level"], found["port"], found["sharer_pid"]) == ("ERROR", port, os.getpid()), found

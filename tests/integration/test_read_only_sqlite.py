@@ -5,6 +5,7 @@ before a checkpoint) are read from a private copy of the database and its WAL.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from retrieval_server.backends.metadata_store import sqlite
+from retrieval_server.domain import Unavailable
 
 WRITE_AND_DIE = """
 import asyncio, os, sys
@@ -71,3 +73,20 @@ async def test_a_database_without_a_wal_is_opened_in_place(tmp_path: Path, monke
         assert await store.list_document_ids() == ["clean"] and store._copy_dir is None
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("mode", ["writer", "read-only", "read-only volume"])
+async def test_a_file_that_is_not_a_database_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """SQLite said "file is not a database", naming no file; read-only, the store even opened, and
+    every query failed so."""
+    db = tmp_path / "metadata.sqlite3"
+    db.write_bytes(b"not a database" * 100)
+    if mode == "read-only volume":  # read from a private copy of the file and its WAL
+        (tmp_path / "metadata.sqlite3-wal").write_bytes(b"not a log either" * 100)
+        writable = os.access
+        monkeypatch.setattr(sqlite.os, "access", lambda p, m, *a, **k: m != os.W_OK and writable(p, m, *a, **k))
+    store = sqlite.SqliteMetadataStore(db, read_only=mode != "writer")
+    with pytest.raises(Unavailable, match=rf"^the metadata file {re.escape(str(db))} is not a SQLite database, or is damaged "
+                                          r"\(file is not a database\): use a new RETRIEVAL_DATA_DIR"):
+        await store.open()
+    assert store._copy_dir is None  # closed: the copy is gone

@@ -888,3 +888,22 @@ async def test_edge_batches_reach_the_engine_with_equal_searches_side_by_side(tm
         assert all(together)
     finally:
         await store.close()
+
+
+async def test_a_damaged_index_served_from_a_copy_is_refused_naming_the_folder_not_the_copy(tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Served read-only, the engine opens a private copy, removed once the start fails: its error
+    named a segment in that copy, a path gone by the time anyone read it."""
+    from retrieval_server.backends.disk import copy_for_reading
+
+    store = make_vector_store("edge", tmp_path, executor)
+    await store.open()
+    await _fill(store)
+    await store.close()
+    trackers = list((tmp_path / "edge" / "segments").glob("*/payload_storage/tracker.dat"))
+    assert trackers
+    for tracker in trackers:
+        with tracker.open("r+b") as f:
+            f.truncate(3)  # a disk that filled, or a copy cut short
+    reading = EdgeVectorStore(tmp_path / "edge", DIM, executor, read_copy=lambda source: copy_for_reading(source, 0))
+    refusal = await _refusal(reading, rf"the vector folder {re.escape(str(tmp_path / 'edge'))} cannot be opened \(.*: use a new RETRIEVAL_DATA_DIR")
+    assert "retrieval-readonly-" not in refusal and f"{tmp_path / 'edge'}/segments/" in refusal, refusal

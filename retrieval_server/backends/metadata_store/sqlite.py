@@ -202,6 +202,11 @@ class _InlineTx:
         return [tuple(r) for r in self._conn.execute(sql, params).fetchall()]
 
 
+def _damaged(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says the file is not a database, or a damaged one (not busy, not locked)."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
 class SqliteMetadataStore(MetadataStore):
     UPSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON CONFLICT (info_key) DO UPDATE SET info_value = excluded.info_value"
     INSERT_INFO = "INSERT INTO index_info (info_key, info_value) VALUES (?, ?) ON CONFLICT (info_key) DO NOTHING"
@@ -225,8 +230,16 @@ class SqliteMetadataStore(MetadataStore):
         self._copy_dir: Path | None = None
 
     async def open(self) -> None:
+        source = self._path  # a read-only copy takes its place as it opens
         try:
-            await self._open()
+            try:
+                await self._open()
+            except sqlite3.Error as exc:
+                if not _damaged(exc):
+                    raise
+                # SQLite names no file: "file is not a database" alone left the folder to guess.
+                raise Unavailable(f"the metadata file {source} is not a SQLite database, or is damaged ({exc}): "
+                                  "use a new RETRIEVAL_DATA_DIR for the service to create its index in") from exc
         except BaseException:
             await self.close()  # no connection thread may outlive a failed open
             raise
@@ -310,7 +323,9 @@ class SqliteMetadataStore(MetadataStore):
         # refused (busy_timeout 0: another process recovering the database), the PRAGMA serves.
         try:
             self._inline.execute("PRAGMA data_version").fetchone()
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
+            if _damaged(exc):
+                raise  # the first read of a read-only store: served, every query would fail
             return
         self._wal_index = WalIndexHeader.open(Path(self._path).absolute())
 

@@ -230,6 +230,11 @@ class EdgeVectorStore:
             if "already contains segment data" in str(exc):
                 # The saved config was lost: what the segments hold is unknown, so neither opened nor created over.
                 raise Unavailable(f"the vector folder {self._path} holds segments but no edge_config.json: use {NEW_INDEX}") from exc
+            if self._copy is not None:
+                # The engine names the private copy (a damaged segment, say), which is removed once
+                # the start fails: the folder to look at, or replace, is the one copied.
+                raise Unavailable(f"the vector folder {self._path} cannot be opened ({str(exc).replace(str(self._copy), str(self._path))}): "
+                                  f"use {NEW_INDEX}") from exc
             raise
         self._index_fields_if_due(shard)
         return shard
