@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -686,6 +687,39 @@ async def test_a_qdrant_collection_vacuums_at_the_embedded_engines_deleted_share
         await store.close()
     # Made with them; found at the server's defaults (what local mode reports), set to them; found at them, left.
     assert asked == [("create", wanted), ("update", wanted)]
+
+
+async def test_opening_a_qdrant_collection_sets_its_thresholds_only_when_it_may_and_can(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A read-only server (``RETRIEVAL_READ_ONLY``) writes nothing at open, the thresholds included;
+    a server whose write is refused (a Qdrant API key that may only read: 403) still opens, with a
+    warning naming the collection and the error, and the server's own thresholds apply."""
+    import httpx
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    path = str(tmp_path / "qdrant-local")
+    store = QdrantVectorStore("chunks", DIM, path=path)
+    await store.open()  # local mode reports the server's defaults, so every later open finds them unset
+    await store.close()
+    updates: list[bool] = []
+
+    async def forbidden(*args: object, **kwargs: object) -> object:
+        updates.append(True)
+        raise UnexpectedResponse(403, "Forbidden", b'{"status":{"error":"Forbidden: Write access denied"}}', httpx.Headers())
+
+    for read_only in (True, False):  # one client at a time: local mode locks its folder
+        store = QdrantVectorStore("chunks", DIM, path=path, read_only=read_only)
+        store._client.update_collection = forbidden  # type: ignore[method-assign]  # noqa: SLF001
+        with caplog.at_level(logging.WARNING, logger="retrieval_server.backends.vector_store.qdrant"):
+            await store.open()
+        try:
+            assert await store.count() == 0  # opened and serving
+        finally:
+            await store.close()
+        assert updates == ([] if read_only else [True])
+    assert "collection chunks: could not set its vacuum thresholds" in caplog.text and "Write access denied" in caplog.text
 
 
 async def test_a_large_qdrant_write_goes_in_requests_a_server_takes(monkeypatch: pytest.MonkeyPatch) -> None:
