@@ -618,6 +618,26 @@ async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailabl
     await store.close()
 
 
+async def test_an_edge_config_the_server_may_not_read_is_no_lost_index(
+    tmp_path: Path, executor: BlockingExecutor, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A folder written by another user (root, served by uid 1000) was reported as a lost index, to
+    be replaced by a new RETRIEVAL_DATA_DIR. The denial is injected: the tests may run as root."""
+    await _existing_index("edge", tmp_path, {DENSE: (DIM, "Cosine")}, {SPARSE: True})
+    read_text = Path.read_text
+
+    def denied(self: Path, encoding: str | None = None, errors: str | None = None) -> str:
+        if self.name == "edge_config.json":
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_text(self, encoding, errors)
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    refusal = await _refusal(make_vector_store("edge", tmp_path, executor),
+                             rf"cannot read {re.escape(str(tmp_path / 'edge' / 'edge_config.json'))} \(Permission denied\): "
+                             "give the server's user read access")
+    assert "RETRIEVAL_DATA_DIR" not in refusal
+
+
 async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path: Path) -> None:
     """Opening a collection made without the payload indexes filtered on now creates the missing
     ones (local mode keeps no payload schema, so each open asks again; a server records them)."""
