@@ -23,7 +23,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded, within
+from retrieval_server.backends.http_body import (
+    ACCEPT_ENCODING,
+    BoundedText,
+    ResponseRefused,
+    error_value,
+    failure_text,
+    read_whole,
+    request_bounded,
+    within,
+)
 from retrieval_server.identifiers import without_surrogates
 
 if TYPE_CHECKING:
@@ -105,10 +114,7 @@ def retry_after_seconds(retry_after: str | None) -> float | None:
 def _error_body(response: Any) -> dict[str, Any]:
     """The ``error`` object of a provider's error response (OpenAI, Anthropic and Gemini all send
     ``{"error": {...}}``); empty when there is none."""
-    try:
-        error = json.loads(response.content).get("error")
-    except (ValueError, AttributeError, RecursionError):  # nested past the parser: no error object either
-        return {}
+    error = error_value(response)
     return error if isinstance(error, dict) else {}
 
 
