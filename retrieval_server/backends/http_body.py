@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import json
 import re
 import zlib
 from collections.abc import AsyncIterator
@@ -46,6 +47,16 @@ def failure_text(exc: BaseException) -> str:
     if isinstance(exc, httpx.HTTPStatusError):
         return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".rstrip()
     return without_userinfo(str(exc)) or type(exc).__name__
+
+
+def error_value(response: httpx.Response) -> Any:
+    """The ``error`` member of a response's JSON body, as sent (TEI's is a string, the LLM
+    providers' an object), for each caller to read its own way; None when there is none."""
+    try:
+        body = json.loads(response.content)
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+        return None
+    return body.get("error") if isinstance(body, dict) else None
 
 
 class ResponseRefused(Exception):

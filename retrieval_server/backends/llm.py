@@ -23,7 +23,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.http_body import ACCEPT_ENCODING, BoundedText, ResponseRefused, failure_text, read_whole, request_bounded, within
+from retrieval_server.backends.http_body import (
+    ACCEPT_ENCODING,
+    BoundedText,
+    ResponseRefused,
+    error_value,
+    failure_text,
+    read_whole,
+    request_bounded,
+    within,
+)
 from retrieval_server.identifiers import without_surrogates
 
 if TYPE_CHECKING:
@@ -105,10 +114,7 @@ def retry_after_seconds(retry_after: str | None) -> float | None:
 def _error_body(response: Any) -> dict[str, Any]:
     """The ``error`` object of a provider's error response (OpenAI, Anthropic and Gemini all send
     ``{"error": {...}}``); empty when there is none."""
-    try:
-        error = json.loads(response.content).get("error")
-    except (ValueError, AttributeError, RecursionError):  # nested past the parser: no error object either
-        return {}
+    error = error_value(response)
     return error if isinstance(error, dict) else {}
 
 
@@ -291,6 +297,15 @@ class _HttpChat:
         refused = status in _REQUEST_REFUSED and not _names_the_credentials(error)
         return (LlmRefused if refused else LlmError)(f"{self.name}: {failure_text(exc)}", error)
 
+    def _failed_mid_stream(self, data: Any) -> LlmError | None:
+        """The provider's failure after its 200, sent as an event of ``{"error": ...}`` (OpenAI,
+        Gemini): its words, cut to :data:`_SAID`, not "unexpected streamed event shape"."""
+        error = data.get("error") if isinstance(data, dict) else None
+        if not error:
+            return None
+        said = (error.get("message") or error) if isinstance(error, dict) else error
+        return LlmError(f"{self.name}: {str(said)[:_SAID]}", error if isinstance(error, dict) else None)
+
     @staticmethod
     def _json(event: ServerSentEvent, name: str) -> Any:
         try:
@@ -407,11 +422,8 @@ class OpenAICompatibleChat(_HttpChat):
                         finish = finish or "done"
                         break
                     data = self._json(event, self.name)
-                    if isinstance(data, dict) and data.get("error"):
-                        # OpenAI's failure mid-stream, after its 200: its words, not "unexpected shape".
-                        error = data["error"]
-                        said = (error.get("message") or error) if isinstance(error, dict) else error
-                        raise LlmError(f"{self.name}: {str(said)[:_SAID]}", error if isinstance(error, dict) else None)
+                    if failure := self._failed_mid_stream(data):
+                        raise failure
                     try:
                         choices = data["choices"]
                         text = (choices[0].get("delta") or {}).get("content") if choices else None
@@ -421,7 +433,8 @@ class OpenAICompatibleChat(_HttpChat):
                     if text and not isinstance(text, str):
                         raise LlmError(f"{self.name}: unexpected streamed event shape (content {type(text).__name__})")
                     if text:
-                        wrote = True
+                        # Blank pieces are no answer (_guarded counts only words): a refusal after them is still one.
+                        wrote = wrote or bool(text.strip())
                         yield text
                 break
             except LlmRefused as exc:  # an error status, before any event
@@ -484,7 +497,7 @@ class AnthropicChat(_HttpChat):
                 if delta.get("type") == "text_delta" and delta.get("text"):
                     if not isinstance(delta["text"], str):
                         raise LlmError(f"{self.name}: unexpected streamed event shape (text {type(delta['text']).__name__})")
-                    wrote = True
+                    wrote = wrote or bool(delta["text"].strip())  # as OpenAI's
                     yield delta["text"]
             elif event.event == "message_delta":
                 stop = self._delta(event).get("stop_reason") or stop
@@ -559,6 +572,8 @@ class GeminiChat(_HttpChat):
         finish, wrote = None, False
         async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
             data = self._json(event, self.name)
+            if failure := self._failed_mid_stream(data):
+                raise failure
             if refusal := self._refusal(data):  # as complete() has it: counted neither way
                 raise refusal
             try:
@@ -568,7 +583,7 @@ class GeminiChat(_HttpChat):
             except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
             if text:
-                wrote = True
+                wrote = wrote or bool(text.strip())  # as OpenAI's
                 yield text
             finish = candidate.get("finishReason") or finish
         if not wrote and (refusal := self._refusal(None, finish)):

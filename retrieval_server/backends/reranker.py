@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import math
 import time
@@ -22,7 +21,7 @@ import numpy as np
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import folder_tokenizer
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.http_body import ResponseRefused, failure_text, request_bounded
+from retrieval_server.backends.http_body import ResponseRefused, error_value, failure_text, request_bounded
 from scoring_core.encoders import CrossEncoder
 
 log = logging.getLogger(__name__)
@@ -133,10 +132,7 @@ class TeiReranker:
 def _tei_said(response: Any) -> str:
     """TEI's own reason for an error status, to follow the status (a 413 or 422 names the batch
     limit a misconfigured TEI_MAX_BATCH passed); cut, as it is the server's text of any length."""
-    try:
-        error = json.loads(response.content).get("error")
-    except (ValueError, AttributeError, RecursionError):
-        return ""
+    error = error_value(response)
     return f": {error[:200]}" if isinstance(error, str) and error else ""
 
 

@@ -66,8 +66,9 @@ def sentences_of(text: str) -> list[str]:
 #: chunk's mentions counted in whole words. 4: a negated subject ("Neither X nor Y uses Z") states nothing.
 #: 5: sentences end at 。！？ without a space after them. 6: only a negation right ahead of the subject
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
-#: splits with a line break or other white space is linked to the chunks that name it.
-RULES_REVISION = 7
+#: splits with a line break or other white space is linked to the chunks that name it. 8: a
+#: sentence's first 12 names are distinct names, every mention of them read, a pair stated once.
+RULES_REVISION = 8
 
 
 class GraphExtractor(Protocol):

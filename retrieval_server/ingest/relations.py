@@ -101,8 +101,12 @@ def _negated_subject(sentence: str, group: Sequence[Mention], prev_end: int | No
 
 def relations_in_sentence(sentence: str, mentions: Sequence[Mention]) -> list[SentenceRelation]:
     """Typed relations the sentence states, then co-occurrence for every other pair of names in it."""
-    mentions = list(mentions)[:MAX_NAMES_PER_SENTENCE]
-    if len(mentions) < 2:
+    mentions = list(mentions)
+    # The first names, distinct, as co_occurrences counts them: cut by mention, one name repeated
+    # twelve times left no room for the next. A later name's mentions still part the sentence, so
+    # that the text read between two names is never one that holds a third.
+    named = set(list(dict.fromkeys(m.key for m in mentions))[:MAX_NAMES_PER_SENTENCE])
+    if len(named) < 2:
         return []
     # Names inside an appositive ("X, our billing API, uses Y") describe X; the clause runs past them.
     chain: list[Mention] = []
@@ -140,10 +144,11 @@ def relations_in_sentence(sentence: str, mentions: Sequence[Mention]) -> list[Se
             subject = None  # "Neither X nor Y uses Z and calls W": the and-clause is negated too
             continue
         sources, targets = (right, left) if passive else (left, right)
-        for s in sources:
-            for t in targets:
-                if s.key != t.key:
-                    typed.append(SentenceRelation(s.key, t.key, rel))
+        # By name: a list of a few names repeated would otherwise pair its mentions, as the square.
+        for s in dict.fromkeys(m.key for m in sources if m.key in named):
+            for t in dict.fromkeys(m.key for m in targets if m.key in named):
+                if s != t:
+                    typed.append(SentenceRelation(s, t, rel))
         subject = left
     return typed + co_occurrences([m.key for m in mentions], typed)
 

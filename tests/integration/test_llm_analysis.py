@@ -407,12 +407,14 @@ async def test_a_stream_that_ends_before_the_model_says_so_is_reported_cut(name:
         ("openai", OpenAICompatibleChat, (None, json.dumps({"error": {"message": "The server had an error while processing your request. "
                                                                                  + "Sorry! " * 100, "type": "server_error"}}))),
         ("anthropic", AnthropicChat, ("error", json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded. " * 100}}))),
+        ("gemini", GeminiChat, (None, json.dumps({"error": {"code": 500, "message": "The server had an error while processing "
+                                                                                  + "your request. " * 100, "status": "INTERNAL"}}))),
     ],
-    ids=["openai", "anthropic"],
+    ids=["openai", "anthropic", "gemini"],
 )
 async def test_a_stream_that_fails_part_way_says_what_the_provider_said_and_no_more(name: str, cls: Any, failure: tuple[str | None, str]) -> None:
-    """OpenAI's error object after some text read as "unexpected streamed event shape"; Anthropic's
-    error event was repeated whole, however long, where callers read it."""
+    """OpenAI's and Gemini's error object after some text read as "unexpected streamed event shape";
+    Anthropic's error event was repeated whole, however long, where callers read it."""
     text = _stopped(name, "It is", "itself", True).events[0]
     with json_server(lambda path, body: (200, Sse([text, failure]))) as server:
         model = cls(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
@@ -823,6 +825,10 @@ STREAMED_FILTERED = [
      Sse([(None, json.dumps({"choices": [{"delta": {}, "finish_reason": "content_filter"}]})), (None, "[DONE]")])),
     ("anthropic-refusal", AnthropicChat, "", Sse([("message_delta", json.dumps({"type": "message_delta", "delta": {"stop_reason": "refusal"}})),
                                                   ("message_stop", json.dumps({"type": "message_stop"}))])),
+    # after a piece of whitespace only, which complete() reads as no text either
+    ("gemini-after-blank", GeminiChat, "", _stopped("gemini", "\n", "filter", True)),
+    ("openai-after-blank", OpenAICompatibleChat, "/v1", _stopped("openai", "\n", "filter", True)),
+    ("anthropic-after-blank", AnthropicChat, "", _stopped("anthropic", " \n", "filter", True)),
 ]
 
 

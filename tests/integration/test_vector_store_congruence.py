@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -617,6 +618,26 @@ async def test_edge_segments_unlike_their_saved_config_are_refused_as_unavailabl
     await store.close()
 
 
+async def test_an_edge_config_the_server_may_not_read_is_no_lost_index(
+    tmp_path: Path, executor: BlockingExecutor, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A folder written by another user (root, served by uid 1000) was reported as a lost index, to
+    be replaced by a new RETRIEVAL_DATA_DIR. The denial is injected: the tests may run as root."""
+    await _existing_index("edge", tmp_path, {DENSE: (DIM, "Cosine")}, {SPARSE: True})
+    read_text = Path.read_text
+
+    def denied(self: Path, encoding: str | None = None, errors: str | None = None) -> str:
+        if self.name == "edge_config.json":
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_text(self, encoding, errors)
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    refusal = await _refusal(make_vector_store("edge", tmp_path, executor),
+                             rf"cannot read {re.escape(str(tmp_path / 'edge' / 'edge_config.json'))} \(Permission denied\): "
+                             "give the server's user read access")
+    assert "RETRIEVAL_DATA_DIR" not in refusal
+
+
 async def test_a_collection_from_before_an_indexed_field_gets_its_index(tmp_path: Path) -> None:
     """Opening a collection made without the payload indexes filtered on now creates the missing
     ones (local mode keeps no payload schema, so each open asks again; a server records them)."""
@@ -686,6 +707,39 @@ async def test_a_qdrant_collection_vacuums_at_the_embedded_engines_deleted_share
         await store.close()
     # Made with them; found at the server's defaults (what local mode reports), set to them; found at them, left.
     assert asked == [("create", wanted), ("update", wanted)]
+
+
+async def test_opening_a_qdrant_collection_sets_its_thresholds_only_when_it_may_and_can(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A read-only server (``RETRIEVAL_READ_ONLY``) writes nothing at open, the thresholds included;
+    a server whose write is refused (a Qdrant API key that may only read: 403) still opens, with a
+    warning naming the collection and the error, and the server's own thresholds apply."""
+    import httpx
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    path = str(tmp_path / "qdrant-local")
+    store = QdrantVectorStore("chunks", DIM, path=path)
+    await store.open()  # local mode reports the server's defaults, so every later open finds them unset
+    await store.close()
+    updates: list[bool] = []
+
+    async def forbidden(*args: object, **kwargs: object) -> object:
+        updates.append(True)
+        raise UnexpectedResponse(403, "Forbidden", b'{"status":{"error":"Forbidden: Write access denied"}}', httpx.Headers())
+
+    for read_only in (True, False):  # one client at a time: local mode locks its folder
+        store = QdrantVectorStore("chunks", DIM, path=path, read_only=read_only)
+        store._client.update_collection = forbidden  # type: ignore[method-assign]  # noqa: SLF001
+        with caplog.at_level(logging.WARNING, logger="retrieval_server.backends.vector_store.qdrant"):
+            await store.open()
+        try:
+            assert await store.count() == 0  # opened and serving
+        finally:
+            await store.close()
+        assert updates == ([] if read_only else [True])
+    assert "collection chunks: could not set its vacuum thresholds" in caplog.text and "Write access denied" in caplog.text
 
 
 async def test_a_large_qdrant_write_goes_in_requests_a_server_takes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from retrieval_server.domain import ChildChunk, ParentChunk
+from retrieval_server.ingest.entities import MentionFinder
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph
-from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE
+from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE, relations_in_sentence
 from retrieval_server.knowledge import DocumentGraph, EntityType, RelationType, entity_key
 
 E = EntityType
@@ -288,6 +289,31 @@ async def test_a_sentence_listing_many_names_co_occurs_among_its_first_names_on_
         edges = [r for r in g.relations if r.relation is R.CO_OCCURS]
         assert len(edges) == pairs and {k for r in edges for k in (r.source, r.target)} == first, g.extractor
         assert len(g.entities) == len(names)  # every name is still an entity, counted in its chunk
+
+
+async def test_a_name_repeated_leaves_room_for_the_sentences_next_names_on_both_extractors() -> None:
+    """The classical rules cut a sentence's mentions at 12 and the LLM extractor its distinct names:
+    one service named 12 times left the next no pair classically, where the model's answer had one."""
+    text = ("BillingSvc retries BillingSvc jobs, BillingSvc logs, BillingSvc alerts, BillingSvc queues, BillingSvc caches, "
+            "BillingSvc audits, BillingSvc exports, BillingSvc imports, BillingSvc syncs, BillingSvc pages, BillingSvc "
+            "and LedgerSvc share a database, and BillingSvc calls PayoutSvc.")
+    parent = ParentChunk("doc#p0", "doc", 0, text, 200)
+    children = [ChildChunk("doc#p0c0", "doc#p0", "doc", 0, 0, text, 200)]
+    classical = ClassicalGraphExtractor().extract_now([parent], children)
+    llm = await LlmGraphExtractor(_NamesModel(["BillingSvc", "LedgerSvc", "PayoutSvc"]), ClassicalGraphExtractor()).extract([parent], children)
+    assert llm.extractor == "llm:fake:names"
+    for g in (classical, llm):
+        assert ("billingsvc", "ledgersvc", R.CO_OCCURS) in {(r.source, r.target, r.relation) for r in g.relations}, g.extractor
+    assert ("billingsvc", "payoutsvc", R.CALLS) in {(r.source, r.target, r.relation) for r in classical.relations}
+
+
+def test_a_list_of_a_few_names_repeated_relates_each_pair_once() -> None:
+    """Every mention of a sentence's first names is read: pairs are made by name, not by mention,
+    or two lists of a few names repeated would relate their mentions as the square."""
+    sentence = f"{', '.join(['AlphaSvc', 'BetaSvc'] * 100)} use {', '.join(['GammaSvc', 'DeltaSvc'] * 100)}."
+    found = relations_in_sentence(sentence, MentionFinder(None).find(sentence)[0])
+    assert sorted((r.source, r.target) for r in found if r.relation is R.USES) == [
+        ("alphasvc", "deltasvc"), ("alphasvc", "gammasvc"), ("betasvc", "deltasvc"), ("betasvc", "gammasvc")]
 
 
 def test_names_of_any_script_keep_their_letters() -> None:

@@ -81,7 +81,10 @@ def _saved_config(path: Path, folder: Path) -> dict[str, Any]:
     """The config saved in ``path``, a copy of ``folder`` when serving read-only (errors name ``folder``)."""
     try:
         saved = json.loads((path / "edge_config.json").read_text())
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        # The file may be whole (a folder written by another user): the index is not lost.
+        raise Unavailable(f"cannot read {folder}/edge_config.json ({exc.strerror or exc}): give the server's user read access") from exc
+    except ValueError as exc:
         # Without it what the segments hold is unknown, as when it is lost (see _open_held).
         raise Unavailable(f"the vector folder {folder} holds an edge_config.json that cannot be read ({exc}): use {NEW_INDEX}") from exc
     if not isinstance(saved, dict):

@@ -107,9 +107,11 @@ class QdrantVectorStore:
         timeout_s: int = 30,
         policy: SearchPolicy | None = None,
         features: IndexFeatures = IndexFeatures(),
+        read_only: bool = False,
     ) -> None:
         self._collection = collection
         self._dim = dim
+        self._read_only = read_only
         self.policy = policy or SearchPolicy()
         #: what a new collection is created with; an existing one reports what it holds
         self._wanted = self.features = features
@@ -160,8 +162,9 @@ class QdrantVectorStore:
             indexed = set(info.payload_schema or {})
             # A collection made before the thresholds were set, or by another client.
             held = info.config.optimizer_config
-            if (held.deleted_threshold, held.vacuum_min_vector_number) != (OPTIMIZERS.deleted_threshold, OPTIMIZERS.vacuum_min_vector_number):
-                await self._client.update_collection(self._collection, optimizers_config=OPTIMIZERS)
+            if not self._read_only and (held.deleted_threshold, held.vacuum_min_vector_number) != (
+                    OPTIMIZERS.deleted_threshold, OPTIMIZERS.vacuum_min_vector_number):
+                await self._set_vacuum_thresholds()
         # A collection made by an older version lacks the indexes of fields filtered on since.
         for name in INDEXED_FIELDS:
             if name not in indexed:
@@ -170,6 +173,15 @@ class QdrantVectorStore:
             if name not in indexed:
                 await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.INTEGER)
         await self.refresh_count()
+
+    async def _set_vacuum_thresholds(self) -> None:
+        # Best effort: the thresholds only tune when deleted chunks leave BM25's IDF, which is no
+        # reason to refuse to serve (an API key that may only read is answered 403).
+        try:
+            await self._client.update_collection(self._collection, optimizers_config=OPTIMIZERS)
+        except Exception as exc:  # qdrant-client's text puts the server's answer on lines of its own
+            log.warning("collection %s: could not set its vacuum thresholds, so the Qdrant server's own apply: %s",
+                        self._collection, " ".join(str(exc).split()))
 
     async def refresh_count(self) -> None:
         self.policy.points = await self.count()
