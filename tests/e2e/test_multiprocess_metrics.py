@@ -170,7 +170,9 @@ def test_a_dead_workers_counts_are_archived_and_its_files_removed() -> None:
         for n in range(1, restarts + 1):
             proc = subprocess.Popen([sys.executable, "-c", _DYING_WORKER, str(n)], env=os.environ.copy())
             assert proc.wait(timeout=120) == 0
-            metrics.worker_started(0, proc.pid, restart=n > 1)
+            metrics.worker_started(0, proc.pid)
+            if n > 1:
+                metrics.worker_restarted(0)
             before = _sampled(metrics)  # its files still there, as while it ran
             metrics.worker_exited(0, proc.pid)
             after = _sampled(metrics)
