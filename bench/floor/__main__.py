@@ -261,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                     paired_floor if paired_floor.queries else None)
     out = {
         "dataset": dataset.name,
+        "index": {"dir": str(index_dir), "terms": bench_index.terms_revision(index_dir)},
         "model": str(model_dir) if model_dir else "bundled",
         "reranker": reranker_note,
         "machine": {"cpus": cores, "platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()},

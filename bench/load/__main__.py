@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "dataset": dataset.name,
         "queries": len(queries),
-        "index": {"documents": report.documents, "child_chunks": report.child_chunks, "dir": str(index_dir)},
+        "index": {"documents": report.documents, "child_chunks": report.child_chunks, "dir": str(index_dir),
+                  "terms": bench_index.terms_revision(index_dir)},
         "model": str(model_dir) if model_dir else "bundled int8 all-MiniLM-L6-v2",
         "reranker": reranker_note,
         "transport": transport.name,

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "protocol": "mteb (documents truncated to 256 tokens, one chunk each)" if args.mteb_protocol else "service default chunking",
         "settings": extra,
         "options": {"top_k": args.top_k, "contexts_requested": contexts, "concurrency": args.concurrency, "drop_self": args.drop_self},
-        "index": asdict(report),
+        "index": {**asdict(report), "terms": bench_index.terms_revision(index_dir)},
         "results": [r.summary() for r in rows],
     }
     output = args.output or bench_index.RESULTS / f"quality-{dataset.name}{'-mteb' if args.mteb_protocol else ''}{args.label}.json"

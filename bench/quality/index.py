@@ -17,6 +17,8 @@ from retrieval.v1 import retrieval_pb2 as pb
 from bench.transport import PLAINTEXT, Transport
 from retrieval_client import RetrievalClient
 from retrieval_server.backends.file_digest import sha256_hex
+from retrieval_server.backends.sparse import TERMS_REVISION
+from retrieval_server.backends.vector_store.edge import saved_features
 from retrieval_server.ingest.chunker import CHUNKER_REVISION
 from retrieval_server.ingest.graph_extraction import RULES_REVISION
 
@@ -103,10 +105,17 @@ def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: P
         "settings": dict(sorted(_by_content(index_settings).items())),
         "model": model_fingerprint(model_dir),
         "layout": LAYOUT, "graph_rules": RULES_REVISION, "chunker": CHUNKER_REVISION,
+        # An index keeps the keyword terms it was built with: one of older terms would be measured as the current tokenizer.
+        "terms": TERMS_REVISION,
     }
     if truncate_tokens:
         key["truncate_tokens"] = truncate_tokens
     return key
+
+
+def terms_revision(index_dir: Path) -> int:
+    """The keyword terms revision the index in ``index_dir`` was built with (what its queries are encoded by)."""
+    return saved_features(index_dir / "vectors").terms
 
 
 def existing(index_dir: Path, key: dict[str, object]) -> IndexReport | None:

@@ -15,6 +15,7 @@ from bench.quality.feedback import main as feedback_main
 from bench.quality.rerank_curve import CurvePoint, recommend
 from bench.quality.rerank_curve import main as curve_main
 from bench.quality.tune import main as tune_main
+from retrieval_server.backends.sparse import TERMS_REVISION
 
 DOCS = {
     "tides": ("Ocean tides", "Tides rise and fall because the moon's gravity pulls on the oceans."),
@@ -58,6 +59,7 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     first = json.loads(out.read_text())
     assert first["queries"] == len(QUERIES)  # only the judged split
     assert first["index"]["documents"] == len(DOCS) and not first["index"]["reused"]
+    assert first["index"]["terms"] == TERMS_REVISION  # the keyword terms the scores were measured with
     rows = {r["name"]: r for r in first["results"]}
     assert list(rows) == ["semantic", "keyword", "hybrid-rrf", "hybrid-weighted", "adaptive"]
     for r in rows.values():
@@ -230,7 +232,7 @@ def test_the_graph_setting_and_the_glossary_shape_the_index(dataset: Path, tmp_p
         folder_and_key({"RETRIEVAL_GLOSSARY_PATH": str(tmp_path / "missing.txt")})
 
 
-def test_an_index_of_another_chunker_or_graph_rules_is_not_reused(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_index_of_another_chunker_graph_rules_or_terms_is_not_reused(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     beir = BeirDataset(dataset)
     shaping = bench_index.index_settings({}, {})
     now = bench_index.index_key(beir, shaping, None)
@@ -238,4 +240,8 @@ def test_an_index_of_another_chunker_or_graph_rules_is_not_reused(dataset: Path,
     assert bench_index.index_key(beir, shaping, None) != now
     monkeypatch.undo()
     monkeypatch.setattr(bench_index, "RULES_REVISION", bench_index.RULES_REVISION + 1)
+    assert bench_index.index_key(beir, shaping, None) != now
+    monkeypatch.undo()
+    # An index of older keyword terms keeps them: reused, it would be measured as the current tokenizer.
+    monkeypatch.setattr(bench_index, "TERMS_REVISION", bench_index.TERMS_REVISION - 1)
     assert bench_index.index_key(beir, shaping, None) != now
