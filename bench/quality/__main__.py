@@ -23,7 +23,7 @@ from bench.beir import open_dataset
 from bench.quality import index as bench_index
 from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
 from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
-from bench.server_process import running_server
+from bench.server_process import parse_set, running_server
 from bench.transport import Transport
 
 
@@ -123,11 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         print("rerank rows need --reranker-model-dir or --tei-url", file=sys.stderr)
         return 2
 
-    if bad := [item for item in args.set if "=" not in item or not item.startswith("RETRIEVAL_")]:
-        print(f"--set takes RETRIEVAL_NAME=VALUE (got {bad})", file=sys.stderr)
+    try:
+        extra = {**technique_settings(args), **parse_set(args.set)}
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
         return 2
     contexts = 2 * args.top_k  # parent chunks asked for; several may come from one document
-    extra = {**technique_settings(args), **dict(item.split("=", 1) for item in args.set)}
     if args.mteb_protocol:
         extra = {**MTEB_SETTINGS, **extra}
     shaping = bench_index.index_settings(dict(os.environ), extra)
