@@ -49,6 +49,7 @@ from bench.load import generator
 from bench.load.reranker import reranker_dir
 from bench.load.scenarios import Scenario
 from bench.load.settings import available_cores, server_settings
+from bench.provenance import provenance
 from bench.quality import index as bench_index
 from bench.server_process import free_port, parse_set, running_server
 from retrieval.v1 import retrieval_pb2 as pb
@@ -266,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report({p: (floors[i], floors[i + 1]) for i, p in enumerate(args.processes)}, cells, cores,
                     paired_floor if paired_floor.queries else None)
     out = {
+        **provenance(),
         "dataset": dataset.name,
         "index": {"dir": str(index_dir), "terms": bench_index.terms_revision(index_dir)},
         "model": str(model_dir) if model_dir else "bundled",

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.beir import open_dataset
+from bench.provenance import provenance
 from bench.quality import index as bench_index
 from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
 from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         r.name += args.label
     out = {
+        **provenance(),
         "dataset": dataset.name,
         "split": args.split,
         "queries": len(queries),

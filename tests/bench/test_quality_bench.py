@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.beir import BeirDataset
+from bench.provenance import provenance
 from bench.quality import index as bench_index
 from bench.quality.__main__ import main, server_settings
 from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
@@ -60,6 +61,7 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     assert first["queries"] == len(QUERIES)  # only the judged split
     assert first["index"]["documents"] == len(DOCS) and not first["index"]["reused"]
     assert first["index"]["terms"] == TERMS_REVISION  # the keyword terms the scores were measured with
+    assert {k: first[k] for k in ("commit", "dirty")} == provenance()  # the code that made the numbers
     rows = {r["name"]: r for r in first["results"]}
     assert list(rows) == ["semantic", "keyword", "hybrid-rrf", "hybrid-weighted", "adaptive"]
     for r in rows.values():
