@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{report.child_chunks} child chunks, {len(report.errors)} ingest errors; model: {out['model']}")
     print(_table(dataset.name, rows))
     print(f"written: {output}")
-    return 1 if any(r.errors for r in rows) else 0
+    # Scores of an index that lacks documents are not the dataset's.
+    return 1 if report.errors or any(r.errors for r in rows) else 0
 
 
 if __name__ == "__main__":

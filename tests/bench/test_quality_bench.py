@@ -116,6 +116,32 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     assert all(0.0 <= r["ndcg@10"] <= 1.0 for r in settings)
 
 
+@pytest.mark.slow
+def test_an_index_built_with_errors_fails_the_run_and_is_not_marked_for_reuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "beir"
+    (d / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": k, "title": t, "text": x}) for k, (t, x) in DOCS.items()]
+    lines.insert(5, '{"_id": "oops", "title": "truncated line"')  # in the second batch of four
+    (d / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (d / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": q}) + "\n" for k, (q, _) in QUERIES.items()))
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{k}\t{doc}\t1\n" for k, (_, doc) in QUERIES.items()))
+    out, index = tmp_path / "out.json", tmp_path / "index"
+    assert main(["--dataset", str(d), "--bundled-model", "--index-dir", str(index), "--top-k", "5", "--strategies", "keyword",
+                 "--ingest-batch", "4", "--no-progress", "--output", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert report["index"]["errors"] and report["results"][0]["errors"] == 0  # the queries went well; the corpus did not
+    assert not (index / bench_index.MARKER).exists() and "not marked for reuse" in capsys.readouterr().err
+
+
+def test_the_marker_of_an_index_built_with_errors_is_not_reused(tmp_path: Path) -> None:
+    key: dict[str, object] = {"corpus_sha256": "x"}
+    bench_index.save(tmp_path, key, bench_index.IndexReport(8, 8, 8, [], 1.0, reused=False))
+    assert bench_index.existing(tmp_path, key) is not None
+    # As an earlier version saved it: the index lacks the documents that failed.
+    bench_index.save(tmp_path, key, bench_index.IndexReport(4, 4, 4, ["b.jsonl: line 2 is not JSON"], 1.0, reused=False))
+    assert bench_index.existing(tmp_path, key) is None
+
+
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dataset", str(tmp_path)]) == 2
     assert "corpus.jsonl is missing" in capsys.readouterr().err
