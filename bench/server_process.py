@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +84,13 @@ def wait_healthy(target: str, proc: subprocess.Popen[Any], timeout_s: float, log
             pass
         time.sleep(poll_s)
     raise RuntimeError(f"the server did not become healthy in {timeout_s:.0f} s" + (f"; log: {log}" if log else ""))
+
+
+def parse_set(items: Sequence[str]) -> dict[str, str]:
+    """A bench's ``--set`` items as server settings; ValueError naming those that are not RETRIEVAL_NAME=VALUE."""
+    if bad := [item for item in items if "=" not in item or not item.startswith("RETRIEVAL_")]:
+        raise ValueError(f"--set takes RETRIEVAL_NAME=VALUE (got {bad})")
+    return dict(item.split("=", 1) for item in items)
 
 
 def service_env(settings: Mapping[str, str]) -> dict[str, str]:

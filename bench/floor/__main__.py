@@ -49,8 +49,9 @@ from bench.load import generator
 from bench.load.reranker import reranker_dir
 from bench.load.scenarios import Scenario
 from bench.load.settings import available_cores, server_settings
+from bench.provenance import provenance
 from bench.quality import index as bench_index
-from bench.server_process import free_port, running_server
+from bench.server_process import free_port, parse_set, running_server
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.event_loop import EventLoop
 
@@ -157,6 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if (dataset := open_dataset(args.dataset, hint=" (set --dataset, or RETRIEVAL_SHARED_DIR)")) is None:
         return 2
+    try:
+        extra = parse_set(args.set)
+        # The floor's direct calls search the legs the server is given (and the index holds); checked before the index is built.
+        served = ingestion.settings_of(extra)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    legs = {"parent_leg": served.parent_leg, "title_field": served.keyword_title_field}
     model_dir = args.model_dir or bench_index.default_model_dir()
     index_dir = (args.index_dir or bench_index.default_index_dir(dataset)).resolve()
     base = {"RETRIEVAL_MODEL_DIR": str(model_dir.resolve())} if model_dir else {}
@@ -165,8 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     reranker, reranker_note = reranker_dir(args.reranker_model_dir)
     queries = list(dataset.queries().values())
     cores = available_cores()
-
-    extra = dict(kv.split("=", 1) for kv in args.set)
 
     def settings_for(processes: int) -> dict[str, str]:
         return server_settings(
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"in-process floor on {min(len(queries), args.floor_queries)} queries, {when} ...", flush=True)
         floor = inprocess.measure(index_dir, model_dir, queries[: args.floor_queries], top_ks=(TOP_K, WIDE_TOP_K),
                                   candidates_per_context=CHILD_CANDIDATES, threads=cores, reranker_dir=reranker,
-                                  rerank_calls=rerank_calls)
+                                  rerank_calls=rerank_calls, **legs)
         print(json.dumps(asdict(floor)), flush=True)
         return floor
 
@@ -228,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                             cell("query-cached", c)
                     # Search and HYBRID at c=1 query by query beside their floor, on the index's copy.
                     assert copy is not None
-                    with inprocess.DirectCalls(copy, model_dir, cores) as direct:
+                    with inprocess.DirectCalls(copy, model_dir, cores, **legs) as direct:
                         asked = queries[: args.paired_queries]
                         samples, paired_floor.search_made_ms = runner.run(paired.search(server.target, SCENARIOS["search"], direct, asked, TOP_K))
                         cells.append(Cell.of("search", 1, 1, samples.summary(), 0.0))
@@ -260,11 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     report = Report({p: (floors[i], floors[i + 1]) for i, p in enumerate(args.processes)}, cells, cores,
                     paired_floor if paired_floor.queries else None)
     out = {
+        **provenance(),
         "dataset": dataset.name,
+        "index": {"dir": str(index_dir), "terms": bench_index.terms_revision(index_dir)},
         "model": str(model_dir) if model_dir else "bundled",
         "reranker": reranker_note,
         "machine": {"cpus": cores, "platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()},
         "duration_s": args.duration,
+        "settings": extra,
         # The floor the first server's cells (the c=1 rows among them) are held to; every measurement in order.
         "floor": asdict(report.floor(args.processes[0])),
         "floors": [asdict(f) for f in floors],

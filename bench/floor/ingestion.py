@@ -34,7 +34,7 @@ import numpy as np
 from bench.beir import BeirDataset, open_dataset, shared_dir
 from bench.load.settings import available_cores
 from bench.quality import index as bench_index
-from bench.server_process import running_server
+from bench.server_process import parse_set, running_server
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient
 from retrieval_server.backends.embedder import resolve_model
@@ -258,8 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     if (dataset := open_dataset(args.dataset, hint=" (set --dataset, or RETRIEVAL_SHARED_DIR)")) is None:
         return 2
     model_dir = args.model_dir or bench_index.default_model_dir()
-    settings = {"RETRIEVAL_LOG_LEVEL": "WARNING", **({"RETRIEVAL_MODEL_DIR": str(model_dir.resolve())} if model_dir else {}),
-                **dict(kv.split("=", 1) for kv in args.set)}
+    try:
+        extra = parse_set(args.set)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    settings = {"RETRIEVAL_LOG_LEVEL": "WARNING", **({"RETRIEVAL_MODEL_DIR": str(model_dir.resolve())} if model_dir else {}), **extra}
     queries = list(dataset.queries().values())
     codes: list[tuple[str, Path | None]] = [("this checkout", None)]
     if args.baseline_code:

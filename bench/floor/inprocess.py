@@ -143,9 +143,11 @@ def _throughput(call: Callable[[str], object], queries: list[str], threads: int)
 
 class DirectCalls:
     """A request's embedding, engine and SQL calls, made directly on an index folder, with the
-    arguments the service uses under its default settings. One process may hold the folder."""
+    arguments the service uses under its default settings, or with ``parent_leg`` and
+    ``title_field`` (RETRIEVAL_PARENT_LEG, RETRIEVAL_KEYWORD_TITLE_FIELD) as the server is given
+    them. One process may hold the folder."""
 
-    def __init__(self, index_dir: Path, model_dir: Path | None, threads: int) -> None:
+    def __init__(self, index_dir: Path, model_dir: Path | None, threads: int, *, parent_leg: bool = True, title_field: bool = True) -> None:
         self.files = resolve_model(model_dir)
         self.threads = threads
         #: the query embedded on every core, and on one (the service's while other legs run)
@@ -160,12 +162,12 @@ class DirectCalls:
         self._filter = _filter(PUBLIC)
         exact = int(self._shard.info().points_count) <= 200_000
         self._params = qe.SearchParams(exact=exact, acorn=qe.AcornSearchParams(enable=True) if self._filter else None)
-        # The keyword leg's vector: the titled one (BM25F) wherever the index holds it, as the service searches,
-        # and its terms as the index was built with them.
+        # The keyword leg's vector: the titled one (BM25F) where the index holds it and the setting asks for it, as the
+        # service searches, and its terms as the index was built with them; the parents' vectors likewise.
         features = saved_features(index_dir / "vectors")
         self._sparse = Bm25Encoder(terms=features.terms)
-        self._keyword_vector = SPARSE_TITLED if features.title_field else SPARSE
-        self._granularities = (DENSE, PARENT) if features.parent_vectors else (DENSE,)
+        self._keyword_vector = SPARSE_TITLED if features.title_field and title_field else SPARSE
+        self._granularities = (DENSE, PARENT) if features.parent_vectors and parent_leg else (DENSE,)
         self._store = SqliteMetadataStore(index_dir / "metadata.sqlite3")
         self._legs = ThreadPoolExecutor(2, thread_name_prefix="leg")
         self._schedules: dict[int, dict[str, Callable[[str], list[qe.ScoredPoint]]]] = {}
@@ -294,12 +296,13 @@ class DirectCalls:
 
 def measure(
     index_dir: Path, model_dir: Path | None, queries: list[str], *, top_ks: tuple[int, ...], candidates_per_context: int,
-    threads: int, reranker_dir: Path | None = None, rerank_calls: Sequence[Calls] = (),
+    threads: int, reranker_dir: Path | None = None, rerank_calls: Sequence[Calls] = (), parent_leg: bool = True, title_field: bool = True,
 ) -> InProcessFloor:
     """``rerank_calls``: per query, the (query, passages) the service's rerank stage scores
-    (:func:`bench.floor.rerank_pairs.collect`), timed here on the raw cross-encoder."""
+    (:func:`bench.floor.rerank_pairs.collect`), timed here on the raw cross-encoder. ``parent_leg``,
+    ``title_field``: as :class:`DirectCalls`."""
     floor = InProcessFloor(threads=threads)
-    with DirectCalls(index_dir, model_dir, threads) as d:
+    with DirectCalls(index_dir, model_dir, threads, parent_leg=parent_leg, title_field=title_field) as d:
         vectors = {q: d.encoder.encode([q])[0] for q in queries}
         floor.embed_ms = _median_ms(lambda q: d.encoder.encode([q]), queries)
 

@@ -24,6 +24,7 @@ from bench.load.reranker import reranker_dir
 from bench.load.resources import ResourceSampler
 from bench.load.scenarios import RERANK_CANDIDATES, SCENARIOS
 from bench.load.settings import available_cores, server_settings
+from bench.provenance import provenance
 from bench.quality import index as bench_index
 from bench.server_process import running_server
 from bench.transport import PLAINTEXT, Transport
@@ -118,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     queries = list(dataset.queries().values())
     cores = available_cores()
     rows: list[dict[str, object]] = []
+    served: dict[int, dict[str, str]] = {}
     for processes in args.processes:
-        settings = server_settings(base, index_dir, processes, reranker, RERANK_CANDIDATES)
+        settings = served[processes] = server_settings(base, index_dir, processes, reranker, RERANK_CANDIDATES)
         with running_server(settings, log_dir / f"server-{processes}p.log", transport=transport) as server:
             for name in names:
                 if SCENARIOS[name].warm_cache:
@@ -135,14 +137,18 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append({"processes": processes, **row})
                     print(_table([rows[-1]]).splitlines()[-1], flush=True)
     out = {
+        **provenance(),
         "dataset": dataset.name,
         "queries": len(queries),
-        "index": {"documents": report.documents, "child_chunks": report.child_chunks, "dir": str(index_dir)},
+        "index": {"documents": report.documents, "child_chunks": report.child_chunks, "dir": str(index_dir),
+                  "terms": bench_index.terms_revision(index_dir)},
         "model": str(model_dir) if model_dir else "bundled int8 all-MiniLM-L6-v2",
         "reranker": reranker_note,
         "transport": transport.name,
         "machine": {"cpus": cores, "platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()},
         "duration_s": args.duration,
+        # By server process count: the settings each server ran with.
+        "server_settings": served,
         "rows": rows,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

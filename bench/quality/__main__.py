@@ -20,10 +20,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench.beir import open_dataset
+from bench.provenance import provenance
 from bench.quality import index as bench_index
 from bench.quality.evaluate import VARIANTS, WITH_RERANK, WITHOUT_RERANK, VariantResult, run_variant
 from bench.quality.protocol import MTEB_CONTENT_TOKENS, MTEB_SETTINGS
-from bench.server_process import running_server
+from bench.server_process import parse_set, running_server
 from bench.transport import Transport
 
 
@@ -123,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         print("rerank rows need --reranker-model-dir or --tei-url", file=sys.stderr)
         return 2
 
-    if bad := [item for item in args.set if "=" not in item or not item.startswith("RETRIEVAL_")]:
-        print(f"--set takes RETRIEVAL_NAME=VALUE (got {bad})", file=sys.stderr)
+    try:
+        extra = {**technique_settings(args), **parse_set(args.set)}
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
         return 2
     contexts = 2 * args.top_k  # parent chunks asked for; several may come from one document
-    extra = {**technique_settings(args), **dict(item.split("=", 1) for item in args.set)}
     if args.mteb_protocol:
         extra = {**MTEB_SETTINGS, **extra}
     shaping = bench_index.index_settings(dict(os.environ), extra)
@@ -157,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         r.name += args.label
     out = {
+        **provenance(),
         "dataset": dataset.name,
         "split": args.split,
         "queries": len(queries),
@@ -167,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "protocol": "mteb (documents truncated to 256 tokens, one chunk each)" if args.mteb_protocol else "service default chunking",
         "settings": extra,
         "options": {"top_k": args.top_k, "contexts_requested": contexts, "concurrency": args.concurrency, "drop_self": args.drop_self},
-        "index": asdict(report),
+        "index": {**asdict(report), "terms": bench_index.terms_revision(index_dir)},
         "results": [r.summary() for r in rows],
     }
     output = args.output or bench_index.RESULTS / f"quality-{dataset.name}{'-mteb' if args.mteb_protocol else ''}{args.label}.json"
@@ -182,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{report.child_chunks} child chunks, {len(report.errors)} ingest errors; model: {out['model']}")
     print(_table(dataset.name, rows))
     print(f"written: {output}")
-    return 1 if any(r.errors for r in rows) else 0
+    # Scores of an index that lacks documents are not the dataset's.
+    return 1 if report.errors or any(r.errors for r in rows) else 0
 
 
 if __name__ == "__main__":

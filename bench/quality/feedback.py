@@ -20,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from bench.provenance import provenance
 from bench.quality.tune import Retrieved, _run, replay_inputs, replay_parser, retrieve_all, score
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             await app.close()
 
-    result = {"dataset": dataset.name, "split": dataset.split, "rows": asyncio.run(go())}
+    result = {**provenance(), "dataset": dataset.name, "split": dataset.split, "rows": asyncio.run(go())}
     if args.output:
         args.output.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

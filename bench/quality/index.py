@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -17,6 +18,8 @@ from retrieval.v1 import retrieval_pb2 as pb
 from bench.transport import PLAINTEXT, Transport
 from retrieval_client import RetrievalClient
 from retrieval_server.backends.file_digest import sha256_hex
+from retrieval_server.backends.sparse import TERMS_REVISION
+from retrieval_server.backends.vector_store.edge import saved_features
 from retrieval_server.ingest.chunker import CHUNKER_REVISION
 from retrieval_server.ingest.graph_extraction import RULES_REVISION
 
@@ -103,10 +106,17 @@ def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: P
         "settings": dict(sorted(_by_content(index_settings).items())),
         "model": model_fingerprint(model_dir),
         "layout": LAYOUT, "graph_rules": RULES_REVISION, "chunker": CHUNKER_REVISION,
+        # An index keeps the keyword terms it was built with: one of older terms would be measured as the current tokenizer.
+        "terms": TERMS_REVISION,
     }
     if truncate_tokens:
         key["truncate_tokens"] = truncate_tokens
     return key
+
+
+def terms_revision(index_dir: Path) -> int:
+    """The keyword terms revision the index in ``index_dir`` was built with (what its queries are encoded by)."""
+    return saved_features(index_dir / "vectors").terms
 
 
 def existing(index_dir: Path, key: dict[str, object]) -> IndexReport | None:
@@ -114,7 +124,8 @@ def existing(index_dir: Path, key: dict[str, object]) -> IndexReport | None:
     if not marker.is_file():
         return None
     saved = json.loads(marker.read_text())
-    if saved.get("key") != key:
+    # An index built with errors lacks documents: rebuilt, never measured again as the corpus's.
+    if saved.get("key") != key or saved["report"].get("errors"):
         return None
     return IndexReport(**{**saved["report"], "reused": True})
 
@@ -128,7 +139,8 @@ def prepare_fresh(index_dir: Path) -> None:
 
 def ensure(dataset: BeirDataset, index_dir: Path, settings: dict[str, str], model_dir: Path | None, *, batch: int, progress: bool,
            log: Path, truncate_tokens: int = 0, transport: Transport = PLAINTEXT) -> IndexReport:
-    """The index in ``index_dir``: reused when its key matches, else built by a single-process server."""
+    """The index in ``index_dir``: reused when its key matches, else built by a single-process server
+    (and marked for reuse only when every document went in)."""
     from bench.quality.protocol import Truncator
     from bench.server_process import running_server
 
@@ -140,7 +152,11 @@ def ensure(dataset: BeirDataset, index_dir: Path, settings: dict[str, str], mode
     with running_server({**settings, "RETRIEVAL_DATA_DIR": str(index_dir), "RETRIEVAL_PROCESSES": "1"}, log, transport=transport) as server:
         report = ingest(server.target, dataset, batch, progress, Truncator(model_dir, truncate_tokens) if truncate_tokens else None,
                         transport=transport)
-    save(index_dir, key, report)
+    if report.errors:
+        print(f"{index_dir}: {len(report.errors)} ingestion errors (first: {report.errors[0]}); the index is not marked for "
+              "reuse, the next run builds it again", file=sys.stderr)
+    else:
+        save(index_dir, key, report)
     return report
 
 

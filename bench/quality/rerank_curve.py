@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.beir import BeirDataset
+from bench.provenance import provenance
 from bench.quality.tune import replay_inputs, replay_parser, run_steps, score
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset, overrides = inputs
     points = asyncio.run(measure(overrides, dataset, args.reranker_model_dir, args.pair_tokens, args.candidates, args.top_k, args.queries))
     chosen = recommend(points, args.tolerance)
-    result = {"dataset": dataset.name, "split": dataset.split, "reranker": str(args.reranker_model_dir),
+    result = {**provenance(), "dataset": dataset.name, "split": dataset.split, "reranker": str(args.reranker_model_dir),
               "points": [dataclasses.asdict(pt) for pt in points], "recommended": dataclasses.asdict(chosen)}
     if args.output:
         args.output.write_text(json.dumps(result, indent=2))

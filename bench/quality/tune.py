@@ -28,6 +28,7 @@ import ir_measures
 from ir_measures import nDCG
 
 from bench.beir import BeirDataset
+from bench.provenance import provenance
 from bench.quality import index as bench_index
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
@@ -367,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             await app.close()
 
-    result = asyncio.run(go())
+    result = {**provenance(), **asyncio.run(go())}
     if args.output:
         args.output.write_text(json.dumps(result, indent=2))
     if args.granularity:

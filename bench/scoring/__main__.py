@@ -18,6 +18,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TypeVar
 
+from bench.provenance import provenance
+
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
@@ -61,6 +63,7 @@ def main() -> int:
 
     started = time.time()
     out: dict[str, object] = {
+        **provenance(),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "python": platform.python_version()},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
     }

@@ -15,6 +15,7 @@ from bench.floor.paired import PairedFloor
 from bench.floor.report import Cell, Report
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.app import Application
+from retrieval_server.backends.vector_store import DENSE, PARENT, SPARSE, SPARSE_TITLED
 from retrieval_server.backends.vector_store.edge import saved_features
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource
@@ -118,6 +119,25 @@ def test_ingestion_beside_the_raw_encoder_and_queries_during_an_ingest(dataset: 
     assert "during an ingest" in row.lines()[-1]
 
 
+def test_the_floor_searches_the_legs_the_server_is_given(index_dir: Path) -> None:
+    # The index holds parent vectors and the title field: the floor follows the settings, not only the index.
+    with inprocess.DirectCalls(index_dir, None, 1) as d:
+        assert d._granularities == (DENSE, PARENT) and d._keyword_vector == SPARSE_TITLED
+    with inprocess.DirectCalls(index_dir, None, 1, parent_leg=False, title_field=False) as d:
+        assert d._granularities == (DENSE,) and d._keyword_vector == SPARSE
+
+
+def test_a_bad_set_is_refused_before_the_index_is_built(dataset: BeirDataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.floor.__main__ import main
+
+    args = ["--dataset", str(dataset.path), "--index-dir", str(tmp_path / "index")]
+    assert main([*args, "--set", "RETRIEVAL_PARENT_LEG"]) == 2
+    assert "--set takes RETRIEVAL_NAME=VALUE (got ['RETRIEVAL_PARENT_LEG'])" in capsys.readouterr().err
+    assert main([*args, "--set", "RETRIEVAL_PARENT_LEG=maybe"]) == 2
+    assert "parent_leg" in capsys.readouterr().err
+    assert not (tmp_path / "index").exists()
+
+
 def test_cells_are_held_to_the_mean_of_the_floors_measured_before_and_after_them(index_dir: Path) -> None:
     before = inprocess.measure(index_dir, None, QUERIES, top_ks=(2, 4), candidates_per_context=2, threads=1)
     # The same floor on a host twice as busy afterwards: every time doubled, every rate halved.
@@ -166,9 +186,11 @@ def test_the_whole_run_writes_every_ratio(dataset: BeirDataset, tmp_path: Path) 
 
     out = tmp_path / "floor.json"
     code = main(["--dataset", str(dataset.path), "--index-dir", str(tmp_path / "index"), "--processes", "1", "--load-concurrency", "2",
-                 "--duration", "0.5", "--floor-queries", "4", "--ingest-documents", "2", "--output", str(out)])
+                 "--duration", "0.5", "--floor-queries", "4", "--ingest-documents", "2", "--output", str(out),
+                 "--set", "RETRIEVAL_KEYWORD_TITLE_FIELD=false"])
     assert code == 0
     report = json.loads(out.read_text())
+    assert report["settings"] == {"RETRIEVAL_KEYWORD_TITLE_FIELD": "false"}
     rows = {(r["scenario"], r["what"]) for r in report["ratios"]}
     for row in [("query-cached", "c=2 req/s"), ("query-cached", "c=2 req/s, of echo on uvloop"), ("search", "c=1 p50 ms"), ("query-hybrid", "analyze + retrieve ms"),
                 ("query-hybrid-top100", "enrich ms, top 100 / top 5"),

@@ -101,6 +101,28 @@ async def test_the_generator_speaks_mutual_tls(tmp_path: Path) -> None:
         await running.stop(1.0)
 
 
+@pytest.mark.slow
+def test_the_report_records_each_servers_settings_and_the_commit(tmp_path: Path) -> None:
+    import json
+
+    from bench.load.__main__ import main
+    from bench.provenance import provenance
+
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": str(i), "title": "", "text": q}) + "\n" for i, q in enumerate(QUERIES)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(QUERIES)))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\t{i}\t1\n" for i in range(len(QUERIES))))
+    out = tmp_path / "load.json"
+    assert main(["--dataset", str(beir), "--bundled-model", "--index-dir", str(tmp_path / "index"), "--scenarios", "search",
+                 "--concurrency", "1", "--processes", "1", "--open-loop-load", "", "--duration", "0.2", "--output", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert {k: report[k] for k in ("commit", "dirty")} == provenance()
+    served = report["server_settings"]["1"]
+    assert served["RETRIEVAL_PROCESSES"] == "1" and served["RETRIEVAL_DATA_DIR"] == str((tmp_path / "index").resolve())
+    assert served["RETRIEVAL_RERANK_PAIR_CACHE"] == "0"
+
+
 def test_the_load_server_scores_every_rerank_pair(tmp_path: Path) -> None:
     # Every cell asks the same queries from the first, so remembered pair scores would time the cache, not the cross-encoder.
     settings = server_settings({}, tmp_path / "index", 2, tmp_path / "reranker", RERANK_CANDIDATES)

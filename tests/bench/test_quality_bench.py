@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.beir import BeirDataset
+from bench.provenance import provenance
 from bench.quality import index as bench_index
 from bench.quality.__main__ import main, server_settings
 from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
@@ -15,6 +16,7 @@ from bench.quality.feedback import main as feedback_main
 from bench.quality.rerank_curve import CurvePoint, recommend
 from bench.quality.rerank_curve import main as curve_main
 from bench.quality.tune import main as tune_main
+from retrieval_server.backends.sparse import TERMS_REVISION
 
 DOCS = {
     "tides": ("Ocean tides", "Tides rise and fall because the moon's gravity pulls on the oceans."),
@@ -58,6 +60,8 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     first = json.loads(out.read_text())
     assert first["queries"] == len(QUERIES)  # only the judged split
     assert first["index"]["documents"] == len(DOCS) and not first["index"]["reused"]
+    assert first["index"]["terms"] == TERMS_REVISION  # the keyword terms the scores were measured with
+    assert {k: first[k] for k in ("commit", "dirty")} == provenance()  # the code that made the numbers
     rows = {r["name"]: r for r in first["results"]}
     assert list(rows) == ["semantic", "keyword", "hybrid-rrf", "hybrid-weighted", "adaptive"]
     for r in rows.values():
@@ -110,6 +114,32 @@ def test_every_strategy_is_scored_through_the_api_and_the_index_is_reused(datase
     default = next(g for g in grid["grid"] if g["rrf_k"] == 10.0 and g["parent"] == "on" and g["keyword"] == "keyword")
     assert settings[0] == {"feedback": "off", "ndcg@10": default["ndcg@10"]} and len(settings) == 1 + len(FEEDBACK_SETTINGS)
     assert all(0.0 <= r["ndcg@10"] <= 1.0 for r in settings)
+
+
+@pytest.mark.slow
+def test_an_index_built_with_errors_fails_the_run_and_is_not_marked_for_reuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "beir"
+    (d / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": k, "title": t, "text": x}) for k, (t, x) in DOCS.items()]
+    lines.insert(5, '{"_id": "oops", "title": "truncated line"')  # in the second batch of four
+    (d / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    (d / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": q}) + "\n" for k, (q, _) in QUERIES.items()))
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{k}\t{doc}\t1\n" for k, (_, doc) in QUERIES.items()))
+    out, index = tmp_path / "out.json", tmp_path / "index"
+    assert main(["--dataset", str(d), "--bundled-model", "--index-dir", str(index), "--top-k", "5", "--strategies", "keyword",
+                 "--ingest-batch", "4", "--no-progress", "--output", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert report["index"]["errors"] and report["results"][0]["errors"] == 0  # the queries went well; the corpus did not
+    assert not (index / bench_index.MARKER).exists() and "not marked for reuse" in capsys.readouterr().err
+
+
+def test_the_marker_of_an_index_built_with_errors_is_not_reused(tmp_path: Path) -> None:
+    key: dict[str, object] = {"corpus_sha256": "x"}
+    bench_index.save(tmp_path, key, bench_index.IndexReport(8, 8, 8, [], 1.0, reused=False))
+    assert bench_index.existing(tmp_path, key) is not None
+    # As an earlier version saved it: the index lacks the documents that failed.
+    bench_index.save(tmp_path, key, bench_index.IndexReport(4, 4, 4, ["b.jsonl: line 2 is not JSON"], 1.0, reused=False))
+    assert bench_index.existing(tmp_path, key) is None
 
 
 def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -230,7 +260,7 @@ def test_the_graph_setting_and_the_glossary_shape_the_index(dataset: Path, tmp_p
         folder_and_key({"RETRIEVAL_GLOSSARY_PATH": str(tmp_path / "missing.txt")})
 
 
-def test_an_index_of_another_chunker_or_graph_rules_is_not_reused(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_index_of_another_chunker_graph_rules_or_terms_is_not_reused(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     beir = BeirDataset(dataset)
     shaping = bench_index.index_settings({}, {})
     now = bench_index.index_key(beir, shaping, None)
@@ -238,4 +268,8 @@ def test_an_index_of_another_chunker_or_graph_rules_is_not_reused(dataset: Path,
     assert bench_index.index_key(beir, shaping, None) != now
     monkeypatch.undo()
     monkeypatch.setattr(bench_index, "RULES_REVISION", bench_index.RULES_REVISION + 1)
+    assert bench_index.index_key(beir, shaping, None) != now
+    monkeypatch.undo()
+    # An index of older keyword terms keeps them: reused, it would be measured as the current tokenizer.
+    monkeypatch.setattr(bench_index, "TERMS_REVISION", bench_index.TERMS_REVISION - 1)
     assert bench_index.index_key(beir, shaping, None) != now
