@@ -228,6 +228,18 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
 PDF_TEXT_PER_BYTE = 16
 PDF_MIN_TEXT_CHARS = 1 << 18
 
+#: A PDF's content streams, decoded, in bytes per byte of the file, at most: the work of reading
+#: its text, which pypdf parses at under a megabyte a second whether the stream shows text or only
+#: draws. Flate packs operators a thousand times, so a 4.7 KB file of 100,000 drawing operators a
+#: page held the ingest thread 2 to 3 s a page. Flate packs a real page's operators 3 to 5 times
+#: and a file spends bytes on fonts and images too, so its streams decode to a few bytes a byte; a
+#: small file may decode to PDF_MIN_CONTENT_BYTES (4 MiB: about 6 s of parsing), and no file to
+#: more than PDF_CONTENT_PER_DOCUMENT_BYTE times the largest a document may be (what a file of that
+#: size packed 4 times decodes to). Counted before each page is read, a stream read before not again.
+PDF_CONTENT_PER_BYTE = 16
+PDF_MIN_CONTENT_BYTES = 1 << 22
+PDF_CONTENT_PER_DOCUMENT_BYTE = 4
+
 
 #: the Latin ligatures (U+FB00 to U+FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) as the letters they join: a PDF's font
 #: may map a glyph to one, and "ﬁnancial" matched no query for "financial" in either leg (NFC keeps
@@ -235,25 +247,62 @@ PDF_MIN_TEXT_CHARS = 1 << 18
 _LIGATURES = {c: unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
 
 
-def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedDocument]:
+def _contents(page: Any) -> tuple[tuple[tuple[int, int], ...] | None, int]:
+    """The references of a page's content streams (one, or an array of them), None when one is
+    written in the page itself (which no other page can show), and their size decoded. pypdf keeps
+    a stream once decoded, so reading its text decodes it no more."""
+    from pypdf.generic import ArrayObject, IndirectObject, StreamObject
+
+    if "/Contents" not in page:
+        return (), 0
+    written = page.raw_get("/Contents")
+    resolved = written.get_object()
+    streams = list(resolved) if isinstance(resolved, ArrayObject) else [written]
+    refs = tuple((s.idnum, s.generation) for s in streams if isinstance(s, IndirectObject))
+    size = sum(len(obj.get_data()) for s in streams if isinstance(obj := s.get_object(), StreamObject))
+    return (refs if len(refs) == len(streams) else None), size
+
+
+def _load_pdf(src: DocumentSource, max_document_bytes: int | None = None) -> list[LoadedDocument]:
     """Its text is held to :data:`PDF_TEXT_PER_BYTE` characters a byte (at least
-    :data:`PDF_MIN_TEXT_CHARS`), and to ``max_chars``. Its pages may share one content stream, which
-    pypdf reads again for each, at about 0.1 million characters a second: a 12 KB file of 60 pages
-    made 6 million characters in a minute, and a 1 MB one would have taken hours."""
+    :data:`PDF_MIN_TEXT_CHARS`), and to ``max_document_bytes`` characters; its content streams, the
+    work of reading that text, to :data:`PDF_CONTENT_PER_BYTE` bytes a byte decoded (at least
+    :data:`PDF_MIN_CONTENT_BYTES`), and to :data:`PDF_CONTENT_PER_DOCUMENT_BYTE` times
+    ``max_document_bytes``. Its pages may share one content stream, which pypdf reads again for
+    each, at about 0.1 million characters a second: a 12 KB file of 60 pages made 6 million
+    characters in a minute, and one of text-less drawing held the ingest thread for seconds a page.
+    So a page showing streams already read takes the text they gave: under other fonts they could
+    read otherwise, but a file shows one stream on several pages to repeat a page (a blank, a
+    letterhead), and reading it again for each let a small file hold the thread without bound."""
     from pypdf import PdfReader
 
     limit = max(PDF_MIN_TEXT_CHARS, PDF_TEXT_PER_BYTE * len(src.content))
-    if max_chars is not None and max_chars < limit:
-        limit, why = max_chars, "more than a text file of the largest size may hold (RETRIEVAL_MAX_DOCUMENT_BYTES)"
+    if max_document_bytes is not None and max_document_bytes < limit:
+        limit, why = max_document_bytes, "more than a text file of the largest size may hold (RETRIEVAL_MAX_DOCUMENT_BYTES)"
     else:
         why = f"more than {PDF_TEXT_PER_BYTE} a byte of the file, as pages that share one content stream make"
+    budget = max(PDF_MIN_CONTENT_BYTES, PDF_CONTENT_PER_BYTE * len(src.content))
+    if max_document_bytes is not None and PDF_CONTENT_PER_DOCUMENT_BYTE * max_document_bytes < budget:
+        budget = PDF_CONTENT_PER_DOCUMENT_BYTE * max_document_bytes
+        over = f"{PDF_CONTENT_PER_DOCUMENT_BYTE} times the largest document (RETRIEVAL_MAX_DOCUMENT_BYTES)"
+    else:
+        over = f"{PDF_CONTENT_PER_BYTE} bytes a byte of the file (at least {PDF_MIN_CONTENT_BYTES})"
     try:
         reader = PdfReader(io.BytesIO(src.content))
         found: list[Page] = []
-        chars = 0
+        read: dict[tuple[tuple[int, int], ...], str] = {}
+        chars = content = 0
         for i, page in enumerate(reader.pages):
-            found.append(Page(i + 1, (page.extract_text() or "").translate(_LIGATURES)))
-            chars += len(found[-1].text)
+            refs, size = _contents(page)
+            if refs is None or (text := read.get(refs)) is None:
+                content += size
+                if content > budget:
+                    raise LoadError(f"its content streams are over {budget} bytes decoded by page {i + 1}, more than {over}")
+                text = (page.extract_text() or "").translate(_LIGATURES)
+                if refs is not None:
+                    read[refs] = text
+            found.append(Page(i + 1, text))
+            chars += len(text)
             if chars > limit:
                 raise LoadError(f"its text is over {limit} characters by page {i + 1}, {why}")
         pages = tuple(found)
@@ -374,10 +423,11 @@ def _composed(doc: LoadedDocument) -> LoadedDocument:
     )
 
 
-def load(src: DocumentSource, max_text_chars: int | None = None) -> Loaded:
+def load(src: DocumentSource, max_document_bytes: int | None = None) -> Loaded:
     """Parse one source into documents (several for .jsonl, with the rows that failed). Raises
-    :class:`LoadError`, and only that. ``max_text_chars`` bounds the text of a format whose text
-    may be larger than its bytes (PDF); the others hold no more than their bytes.
+    :class:`LoadError`, and only that. ``max_document_bytes`` (RETRIEVAL_MAX_DOCUMENT_BYTES) bounds
+    the text of a format whose text may be larger than its bytes, and the work of reading it (PDF);
+    the others hold no more than their bytes.
 
     Parsers of untrusted files fail in ways nobody lists (pypdf raises AssertionError and
     AttributeError on some malformed files): whatever a loader raises is this file's error, so
@@ -391,7 +441,7 @@ def load(src: DocumentSource, max_text_chars: int | None = None) -> Loaded:
     if loader is None:
         raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")
     try:
-        loaded = _load_pdf(src, max_text_chars) if loader is _load_pdf else loader(src)
+        loaded = _load_pdf(src, max_document_bytes) if loader is _load_pdf else loader(src)
         if not isinstance(loaded, Loaded):
             loaded = Loaded(loaded)
         return dataclasses.replace(loaded, documents=[_composed(doc) for doc in loaded.documents])
