@@ -206,7 +206,9 @@ class _Ids:
             if doc_id in derived.values() or not rows:
                 continue
             if doc_id in self._files:
-                errors.append((f"{rows}:{doc_id}", f"document_id '{doc_id}' is also {self._files[doc_id]}'s, stored before in this run, "
+                # Its line is not in the answer: named by its id alone, as the server names a row
+                # not stored (`<file>:line <n> (<id>)`) but for the line.
+                errors.append((f"{rows} ({doc_id})", f"document_id '{doc_id}' is also {self._files[doc_id]}'s, stored before in this run, "
                                                    "which this row replaced: give the documents other ids, or ingest them apart"))
             else:
                 self._files[doc_id] = rows

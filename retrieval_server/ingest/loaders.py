@@ -34,6 +34,9 @@ class LoadedDocument:
     pages: tuple[Page, ...]
     url: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    #: a row's line in its file (1-based), 0 for a document that is a whole file: what names a row
+    #: read but not stored, whose id may be blank or another row's
+    line: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class Loaded:
 
     documents: list[LoadedDocument]
     failed: list[tuple[str, str]] = field(default_factory=list)
-    #: a file of rows, each its own document (named ``<file>:<document id>`` in errors)
+    #: a file of rows, each its own document (named ``<file>:line <n> (<document id>)`` in errors)
     rows: bool = False
 
 
@@ -333,8 +336,9 @@ def _json_value(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _row(line: str) -> LoadedDocument:
-    """One BEIR row. LoadError saying why for a row that is not one (the caller names its line)."""
+def _row(line: str, number: int) -> LoadedDocument:
+    """One BEIR row, line ``number`` of its file. LoadError saying why for a row that is not one
+    (the caller names its line)."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -372,6 +376,7 @@ def _row(line: str) -> LoadedDocument:
         pages=(Page(0, f"{title}\n\n{text}" if title else text),),
         url=url,
         metadata=metadata,
+        line=number,
     )
 
 
@@ -389,7 +394,7 @@ def _load_jsonl(src: DocumentSource) -> Loaded:
         if not line.strip():
             continue
         try:
-            docs.append(_row(line))
+            docs.append(_row(line, n))
         except LoadError as exc:
             # The line is named once, where the failure is listed ("rows.jsonl:line 2"): the reason
             # repeated it ("rows.jsonl:line 2: line 2: invalid JSON").

@@ -259,7 +259,7 @@ def test_a_jsonl_rows_id_is_taken_for_the_rest_of_the_run(tmp_path: Path, monkey
     assert cli.main(["ingest", str(tmp_path / "b"), str(tmp_path / "a"), "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
     assert sent == ["notes.txt", "rows.jsonl"]
-    assert f"FAILED   {rows}:notes: document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
+    assert f"FAILED   {rows} (notes): document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
 
 
 def test_a_folder_walk_reports_what_it_cannot_read_and_skips_hidden_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
