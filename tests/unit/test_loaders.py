@@ -436,6 +436,18 @@ def test_a_markdown_title_is_no_comment_in_code_or_front_matter() -> None:
     assert load(_src("f.md", front)).documents[0].title == "Handbook"
 
 
+@pytest.mark.parametrize("text", [
+    "Intro.\n\n   # Handbook\n\nText.",  # indented by up to 3 spaces (CommonMark)
+    "    # not this, code\n\t# nor this\n# Handbook",
+    "---\n\n# Handbook\n\nText.\n\n---\n\nMore.",  # a thematic break: "---" before a blank line
+    "---\nno closing line\n# Handbook\nText.",  # front matter that never closes is none
+], ids=["indented", "code", "thematic-break", "unclosed"])
+def test_a_markdown_title_is_found_where_commonmark_puts_a_heading(text: str) -> None:
+    """An indented heading was missed, and a leading "---" that never closed, or was a thematic
+    break, was taken for front matter hiding every heading: the title was the file's name."""
+    assert load(_src("f.md", text)).documents[0].title == "Handbook"
+
+
 def test_markdown_files_inline_in_any_form_are_no_text() -> None:
     """A reference definition's target or an HTML image's source as an inline file: a 300 KB
     image made 1,837 children of base64."""
