@@ -75,6 +75,17 @@ def _document_id(src: DocumentSource) -> str:
     return _stem(src.name)
 
 
+#: control characters (Unicode's Cc: C0, DEL, C1) as spaces: a title is carried back in every
+#: hit as it is stored, and one holding ESC [31m, BEL or an OSC 52 sequence (which writes the
+#: clipboard) was obeyed by the terminal of whoever printed it
+_CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
+
+
+def _one_line_title(title: str) -> str:
+    """``title`` on one line, its control characters spaces (:data:`_CONTROLS`)."""
+    return one_line(title.translate(_CONTROLS))
+
+
 def _found_title(title: object) -> str:
     """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
     caller's field, so one over the limit is cut there instead of refusing the document; cut once
@@ -82,10 +93,10 @@ def _found_title(title: object) -> str:
     (a PDF's /Title may be a number or an array) is no title, nor is one of white space, format or
     control characters alone (a /Title of "   " or "\\000" replaced the file name with nothing to
     read). White space is collapsed (:func:`one_line`): a PDF's or an HTML <title>'s padding and
-    line breaks were kept in every result."""
+    line breaks were kept in every result. Control characters are spaces (:data:`_CONTROLS`)."""
     if not isinstance(title, str):
         return ""
-    title = one_line(composed(title))
+    title = _one_line_title(composed(title))
     return title[:MAX_TITLE_CHARS] if has_visible_text(title) else ""
 
 
@@ -357,7 +368,7 @@ def _row(line: str, number: int) -> LoadedDocument:
         title = ""
     elif not isinstance(title, str):
         raise LoadError(f"'title' must be a string (got {json.dumps(title)[:40]})")
-    title = one_line(title)
+    title = _one_line_title(title)
     text = row["text"]
     meta = row.get("metadata") or {}
     # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list

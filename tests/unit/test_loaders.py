@@ -448,6 +448,22 @@ def test_a_markdown_title_is_found_where_commonmark_puts_a_heading(text: str) ->
     assert load(_src("f.md", text)).documents[0].title == "Handbook"
 
 
+#: a title holding BEL, ESC [31m (red), an OSC 52 sequence (which writes the clipboard) and CSI (C1)
+_ESCAPING = "Ti\x07tle\x1b[31m \x1b]52;c;aGk=\x07\x9bend"
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("t.html", f"<title>{_ESCAPING}</title><p>Body text.</p>"),
+    ("t.md", f"# {_ESCAPING}\n\nBody text."),
+    # UTF-16 in the PDF string, by octal escapes: PDFDocEncoding has glyphs where ASCII has controls
+    ("t.pdf", make_pdf(["Body text."], title="\\376\\377" + "".join(f"\\{b:03o}" for b in _ESCAPING.encode("utf-16-be")))),
+    ("t.jsonl", json.dumps({"_id": "t", "title": _ESCAPING, "text": "Body text."})),
+], ids=["html", "md", "pdf", "jsonl"])
+def test_a_title_from_the_file_has_spaces_for_its_control_characters(name: str, content: str | bytes) -> None:
+    """Stored as written, they came back in every hit, for a terminal to obey."""
+    [doc] = load(_src(name, content)).documents
+    assert doc.title == "Ti tle [31m ]52;c;aGk= end"
+
 def test_markdown_files_inline_in_any_form_are_no_text() -> None:
     """A reference definition's target or an HTML image's source as an inline file: a 300 KB
     image made 1,837 children of base64."""
