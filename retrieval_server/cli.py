@@ -66,10 +66,11 @@ def printable(text: str) -> str:
 
 def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path]:
     """The files ``paths`` name, and in the folders they name (links to folders followed, each
-    folder read once: a link may loop) every file of a supported type, in order. In a folder, a
-    name starting with "." (``.git``, an editor's backup) is skipped, as ``ls`` skips it; a hidden
-    file named is read. A folder that cannot be read and a link to nothing go to ``errors`` (they
-    were skipped without a word)."""
+    folder read once: a link may loop) every file of a supported type, in order, each file once: a
+    file named and found in a folder named too, or by two paths, was reported as taking its own id.
+    In a folder, a name starting with "." (``.git``, an editor's backup) is skipped, as ``ls`` skips
+    it; a hidden file named is read. A folder that cannot be read and a link to nothing go to
+    ``errors`` (they were skipped without a word)."""
     from retrieval_server.ingest.loaders import LOADERS
 
     def unreadable(exc: OSError) -> None:
@@ -81,10 +82,22 @@ def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path
             return True
         return False
 
+    files: set[tuple[int, int]] = set()
+
+    def first_time(path: str) -> bool:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return True  # reading it says why
+        if (st.st_dev, st.st_ino) in files:
+            return False
+        files.add((st.st_dev, st.st_ino))
+        return True
+
     seen: set[tuple[int, int]] = set()
     for raw in paths:
         if not os.path.isdir(raw):
-            if not dangling(raw):
+            if not dangling(raw) and first_time(raw):
                 yield Path(raw)
             continue
         for folder, folders, names in os.walk(raw, onerror=unreadable, followlinks=True):
@@ -100,7 +113,7 @@ def _files(paths: Sequence[str], errors: list[tuple[str, str]]) -> Iterator[Path
             folders[:] = sorted(f for f in folders if not f.startswith("."))
             for name in sorted(n for n in names if not n.startswith(".")):
                 f = os.path.join(folder, name)
-                if not dangling(f) and os.path.splitext(name)[1].lower() in LOADERS:
+                if not dangling(f) and os.path.splitext(name)[1].lower() in LOADERS and first_time(f):
                     yield Path(f)
 
 
@@ -193,7 +206,9 @@ class _Ids:
             if doc_id in derived.values() or not rows:
                 continue
             if doc_id in self._files:
-                errors.append((f"{rows}:{doc_id}", f"document_id '{doc_id}' is also {self._files[doc_id]}'s, stored before in this run, "
+                # Its line is not in the answer: named by its id alone, as the server names a row
+                # not stored (`<file>:line <n> (<id>)`) but for the line.
+                errors.append((f"{rows} ({doc_id})", f"document_id '{doc_id}' is also {self._files[doc_id]}'s, stored before in this run, "
                                                    "which this row replaced: give the documents other ids, or ingest them apart"))
             else:
                 self._files[doc_id] = rows

@@ -96,8 +96,8 @@ DEFAULT_MODEL_TOKENS = 256
 @dataclass(slots=True)
 class _Prepared:
     document: Document
-    #: what its errors name (IngestError.source): its file, the file and id of a .jsonl row, or its
-    #: id when sent without a file; the id alone named no file a caller could find
+    #: what its errors name (IngestError.source): its file, the file, line and id of a .jsonl row,
+    #: or its id when sent without a file; the id alone named no file a caller could find
     label: str
     parents: list[ParentChunk]
     children: list[ChildChunk]
@@ -325,7 +325,9 @@ class Indexer:
                 errors.extend(IngestFailure(f"{src.filename}:{row}", reason) for row, reason in loaded_source.failed)
                 listed = unlisted = 0
                 for loaded in loaded_source.documents:
-                    label = f"{src.filename}:{loaded.document_id}" if loaded_source.rows else (src.filename or loaded.document_id)
+                    # A row by its line: its id may be blank, or the row before's, stored in its place.
+                    label = (f"{src.filename}:line {loaded.line} ({loaded.document_id})" if loaded_source.rows
+                             else src.filename or loaded.document_id)
                     try:
                         doc_id = _clean_id(loaded.document_id)
                         if doc_id in order:

@@ -34,6 +34,9 @@ class LoadedDocument:
     pages: tuple[Page, ...]
     url: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
+    #: a row's line in its file (1-based), 0 for a document that is a whole file: what names a row
+    #: read but not stored, whose id may be blank or another row's
+    line: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class Loaded:
 
     documents: list[LoadedDocument]
     failed: list[tuple[str, str]] = field(default_factory=list)
-    #: a file of rows, each its own document (named ``<file>:<document id>`` in errors)
+    #: a file of rows, each its own document (named ``<file>:line <n> (<document id>)`` in errors)
     rows: bool = False
 
 
@@ -72,6 +75,17 @@ def _document_id(src: DocumentSource) -> str:
     return _stem(src.name)
 
 
+#: control characters (Unicode's Cc: C0, DEL, C1) as spaces: a title is carried back in every
+#: hit as it is stored, and one holding ESC [31m, BEL or an OSC 52 sequence (which writes the
+#: clipboard) was obeyed by the terminal of whoever printed it
+_CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
+
+
+def _one_line_title(title: str) -> str:
+    """``title`` on one line, its control characters spaces (:data:`_CONTROLS`)."""
+    return one_line(title.translate(_CONTROLS))
+
+
 def _found_title(title: object) -> str:
     """A title the file itself gives (a heading, <title>, the PDF's metadata): content, not a
     caller's field, so one over the limit is cut there instead of refusing the document; cut once
@@ -79,10 +93,10 @@ def _found_title(title: object) -> str:
     (a PDF's /Title may be a number or an array) is no title, nor is one of white space, format or
     control characters alone (a /Title of "   " or "\\000" replaced the file name with nothing to
     read). White space is collapsed (:func:`one_line`): a PDF's or an HTML <title>'s padding and
-    line breaks were kept in every result."""
+    line breaks were kept in every result. Control characters are spaces (:data:`_CONTROLS`)."""
     if not isinstance(title, str):
         return ""
-    title = one_line(composed(title))
+    title = _one_line_title(composed(title))
     return title[:MAX_TITLE_CHARS] if has_visible_text(title) else ""
 
 
@@ -112,8 +126,9 @@ _DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\
 #: HTML image's source in Markdown (``<img src="data:...">``), each ending at white space or a quote
 _DATA_TARGET = re.compile(r"(^[ ]{0,3}\[[^\]\r\n]{1,999}\]:[ \t]*|\bsrc[ \t]*=[ \t]*[\"']?)<?data:[^,\s\"'>]{0,300};base64,[^\s\"'>]*+>?",
                           flags=re.MULTILINE | re.IGNORECASE)
-#: a heading's text, read in one pass (the lazy pattern before was cubic in a line of spaces)
-_HEADING = re.compile(r"#[ \t]+(\S.*)")
+#: a heading's text, read in one pass (the lazy pattern before was cubic in a line of spaces),
+#: indented by up to 3 spaces (CommonMark; 4, or a tab, make it code)
+_HEADING = re.compile(r"[ ]{0,3}#[ \t]+(\S.*)")
 #: a code fence's opening or closing line: its character and length (CommonMark)
 _FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
 
@@ -136,16 +151,16 @@ def _without_data_uris(text: str) -> str:
 def _markdown_title(text: str) -> str:
     """The text of the first ``# `` heading outside front matter and code blocks: a shell comment
     in a fenced block, or a YAML comment in front matter, is no heading. A line ends at LF, CRLF
-    or CR alone (old Mac files: their whole text was taken for the title)."""
-    lines = iter(text.splitlines())
-    first = next(lines, "")
-    if first.rstrip() == "---":  # front matter: up to its closing line
-        for line in lines:
-            if line.rstrip() in ("---", "..."):
-                break
-        first = ""
+    or CR alone (old Mac files: their whole text was taken for the title). Front matter opens at a
+    first line ``---`` followed by one that is not blank, and needs its closing line (as Pandoc
+    reads it): a ``---`` that never closes, or before a blank line, is a thematic break, and took
+    the file's every heading for front matter."""
+    lines = text.splitlines()
+    start = 0
+    if len(lines) > 1 and lines[0].rstrip() == "---" and lines[1].strip():
+        start = next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), 0)
     fence = ""
-    for line in itertools.chain((first,), lines):
+    for line in itertools.islice(lines, start, None):
         opened = _FENCE.match(line)
         if fence:
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) and not line[opened.end():].strip():
@@ -228,6 +243,18 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
 PDF_TEXT_PER_BYTE = 16
 PDF_MIN_TEXT_CHARS = 1 << 18
 
+#: A PDF's content streams, decoded, in bytes per byte of the file, at most: the work of reading
+#: its text, which pypdf parses at under a megabyte a second whether the stream shows text or only
+#: draws. Flate packs operators a thousand times, so a 4.7 KB file of 100,000 drawing operators a
+#: page held the ingest thread 2 to 3 s a page. Flate packs a real page's operators 3 to 5 times
+#: and a file spends bytes on fonts and images too, so its streams decode to a few bytes a byte; a
+#: small file may decode to PDF_MIN_CONTENT_BYTES (4 MiB: about 6 s of parsing), and no file to
+#: more than PDF_CONTENT_PER_DOCUMENT_BYTE times the largest a document may be (what a file of that
+#: size packed 4 times decodes to). Counted before each page is read, a stream read before not again.
+PDF_CONTENT_PER_BYTE = 16
+PDF_MIN_CONTENT_BYTES = 1 << 22
+PDF_CONTENT_PER_DOCUMENT_BYTE = 4
+
 
 #: the Latin ligatures (U+FB00 to U+FB06: ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ) as the letters they join: a PDF's font
 #: may map a glyph to one, and "ﬁnancial" matched no query for "financial" in either leg (NFC keeps
@@ -235,25 +262,62 @@ PDF_MIN_TEXT_CHARS = 1 << 18
 _LIGATURES = {c: unicodedata.normalize("NFKC", chr(c)) for c in range(0xFB00, 0xFB07)}
 
 
-def _load_pdf(src: DocumentSource, max_chars: int | None = None) -> list[LoadedDocument]:
+def _contents(page: Any) -> tuple[tuple[tuple[int, int], ...] | None, int]:
+    """The references of a page's content streams (one, or an array of them), None when one is
+    written in the page itself (which no other page can show), and their size decoded. pypdf keeps
+    a stream once decoded, so reading its text decodes it no more."""
+    from pypdf.generic import ArrayObject, IndirectObject, StreamObject
+
+    if "/Contents" not in page:
+        return (), 0
+    written = page.raw_get("/Contents")
+    resolved = written.get_object()
+    streams = list(resolved) if isinstance(resolved, ArrayObject) else [written]
+    refs = tuple((s.idnum, s.generation) for s in streams if isinstance(s, IndirectObject))
+    size = sum(len(obj.get_data()) for s in streams if isinstance(obj := s.get_object(), StreamObject))
+    return (refs if len(refs) == len(streams) else None), size
+
+
+def _load_pdf(src: DocumentSource, max_document_bytes: int | None = None) -> list[LoadedDocument]:
     """Its text is held to :data:`PDF_TEXT_PER_BYTE` characters a byte (at least
-    :data:`PDF_MIN_TEXT_CHARS`), and to ``max_chars``. Its pages may share one content stream, which
-    pypdf reads again for each, at about 0.1 million characters a second: a 12 KB file of 60 pages
-    made 6 million characters in a minute, and a 1 MB one would have taken hours."""
+    :data:`PDF_MIN_TEXT_CHARS`), and to ``max_document_bytes`` characters; its content streams, the
+    work of reading that text, to :data:`PDF_CONTENT_PER_BYTE` bytes a byte decoded (at least
+    :data:`PDF_MIN_CONTENT_BYTES`), and to :data:`PDF_CONTENT_PER_DOCUMENT_BYTE` times
+    ``max_document_bytes``. Its pages may share one content stream, which pypdf reads again for
+    each, at about 0.1 million characters a second: a 12 KB file of 60 pages made 6 million
+    characters in a minute, and one of text-less drawing held the ingest thread for seconds a page.
+    So a page showing streams already read takes the text they gave: under other fonts they could
+    read otherwise, but a file shows one stream on several pages to repeat a page (a blank, a
+    letterhead), and reading it again for each let a small file hold the thread without bound."""
     from pypdf import PdfReader
 
     limit = max(PDF_MIN_TEXT_CHARS, PDF_TEXT_PER_BYTE * len(src.content))
-    if max_chars is not None and max_chars < limit:
-        limit, why = max_chars, "more than a text file of the largest size may hold (RETRIEVAL_MAX_DOCUMENT_BYTES)"
+    if max_document_bytes is not None and max_document_bytes < limit:
+        limit, why = max_document_bytes, "more than a text file of the largest size may hold (RETRIEVAL_MAX_DOCUMENT_BYTES)"
     else:
         why = f"more than {PDF_TEXT_PER_BYTE} a byte of the file, as pages that share one content stream make"
+    budget = max(PDF_MIN_CONTENT_BYTES, PDF_CONTENT_PER_BYTE * len(src.content))
+    if max_document_bytes is not None and PDF_CONTENT_PER_DOCUMENT_BYTE * max_document_bytes < budget:
+        budget = PDF_CONTENT_PER_DOCUMENT_BYTE * max_document_bytes
+        over = f"{PDF_CONTENT_PER_DOCUMENT_BYTE} times the largest document (RETRIEVAL_MAX_DOCUMENT_BYTES)"
+    else:
+        over = f"{PDF_CONTENT_PER_BYTE} bytes a byte of the file (at least {PDF_MIN_CONTENT_BYTES})"
     try:
         reader = PdfReader(io.BytesIO(src.content))
         found: list[Page] = []
-        chars = 0
+        read: dict[tuple[tuple[int, int], ...], str] = {}
+        chars = content = 0
         for i, page in enumerate(reader.pages):
-            found.append(Page(i + 1, (page.extract_text() or "").translate(_LIGATURES)))
-            chars += len(found[-1].text)
+            refs, size = _contents(page)
+            if refs is None or (text := read.get(refs)) is None:
+                content += size
+                if content > budget:
+                    raise LoadError(f"its content streams are over {budget} bytes decoded by page {i + 1}, more than {over}")
+                text = (page.extract_text() or "").translate(_LIGATURES)
+                if refs is not None:
+                    read[refs] = text
+            found.append(Page(i + 1, text))
+            chars += len(text)
             if chars > limit:
                 raise LoadError(f"its text is over {limit} characters by page {i + 1}, {why}")
         pages = tuple(found)
@@ -284,8 +348,9 @@ def _json_value(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _row(line: str) -> LoadedDocument:
-    """One BEIR row. LoadError saying why for a row that is not one (the caller names its line)."""
+def _row(line: str, number: int) -> LoadedDocument:
+    """One BEIR row, line ``number`` of its file. LoadError saying why for a row that is not one
+    (the caller names its line)."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -303,7 +368,7 @@ def _row(line: str) -> LoadedDocument:
         title = ""
     elif not isinstance(title, str):
         raise LoadError(f"'title' must be a string (got {json.dumps(title)[:40]})")
-    title = one_line(title)
+    title = _one_line_title(title)
     text = row["text"]
     meta = row.get("metadata") or {}
     # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list
@@ -323,6 +388,7 @@ def _row(line: str) -> LoadedDocument:
         pages=(Page(0, f"{title}\n\n{text}" if title else text),),
         url=url,
         metadata=metadata,
+        line=number,
     )
 
 
@@ -340,7 +406,7 @@ def _load_jsonl(src: DocumentSource) -> Loaded:
         if not line.strip():
             continue
         try:
-            docs.append(_row(line))
+            docs.append(_row(line, n))
         except LoadError as exc:
             # The line is named once, where the failure is listed ("rows.jsonl:line 2"): the reason
             # repeated it ("rows.jsonl:line 2: line 2: invalid JSON").
@@ -374,10 +440,11 @@ def _composed(doc: LoadedDocument) -> LoadedDocument:
     )
 
 
-def load(src: DocumentSource, max_text_chars: int | None = None) -> Loaded:
+def load(src: DocumentSource, max_document_bytes: int | None = None) -> Loaded:
     """Parse one source into documents (several for .jsonl, with the rows that failed). Raises
-    :class:`LoadError`, and only that. ``max_text_chars`` bounds the text of a format whose text
-    may be larger than its bytes (PDF); the others hold no more than their bytes.
+    :class:`LoadError`, and only that. ``max_document_bytes`` (RETRIEVAL_MAX_DOCUMENT_BYTES) bounds
+    the text of a format whose text may be larger than its bytes, and the work of reading it (PDF);
+    the others hold no more than their bytes.
 
     Parsers of untrusted files fail in ways nobody lists (pypdf raises AssertionError and
     AttributeError on some malformed files): whatever a loader raises is this file's error, so
@@ -391,7 +458,7 @@ def load(src: DocumentSource, max_text_chars: int | None = None) -> Loaded:
     if loader is None:
         raise LoadError(f"unsupported file type '{ext or '(none)'}' (supported: {', '.join(sorted(LOADERS))})")
     try:
-        loaded = _load_pdf(src, max_text_chars) if loader is _load_pdf else loader(src)
+        loaded = _load_pdf(src, max_document_bytes) if loader is _load_pdf else loader(src)
         if not isinstance(loaded, Loaded):
             loaded = Loaded(loaded)
         return dataclasses.replace(loaded, documents=[_composed(doc) for doc in loaded.documents])

@@ -388,7 +388,7 @@ async def test_an_admin_replaces_or_deletes_only_what_it_may_read(tmp_path: Path
             assert [(d.document_id, d.replaced) for d in report.documents] == [("policy", True), ("mallory-note", True)]
             rows = pb.DocumentInput(filename="rows.jsonl", content=json.dumps({"_id": "alice-review", "text": "Nothing to see here."}).encode())
             report = await mallory.ingest([rows])
-            assert [(e.source, e.reason) for e in report.errors] == [("rows.jsonl:alice-review", _taken("alice-review"))]
+            assert [(e.source, e.reason) for e in report.errors] == [("rows.jsonl:line 1 (alice-review)", _taken("alice-review"))]
             assert not report.documents
             # Reported as an id that is not stored: whether it is is not the ADMIN's to learn.
             resp = await mallory.delete(["alice-review", "no-such-doc", "mallory-note"])

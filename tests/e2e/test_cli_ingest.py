@@ -259,7 +259,7 @@ def test_a_jsonl_rows_id_is_taken_for_the_rest_of_the_run(tmp_path: Path, monkey
     assert cli.main(["ingest", str(tmp_path / "b"), str(tmp_path / "a"), "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
     assert sent == ["notes.txt", "rows.jsonl"]
-    assert f"FAILED   {rows}:notes: document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
+    assert f"FAILED   {rows} (notes): document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
 
 
 def test_a_folder_walk_reports_what_it_cannot_read_and_skips_hidden_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -299,6 +299,20 @@ def test_a_folder_walk_reports_what_it_cannot_read_and_skips_hidden_names(tmp_pa
     assert f"FAILED   {docs / 'broken.txt'}: a symbolic link to {tmp_path / 'missing.txt'}, which does not exist" in err
     assert f"FAILED   {docs / 'locked'}: Permission denied" in err and "4 documents indexed, 2 failed" in err
 
+
+def test_a_file_reached_twice_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Named and found in a folder named too (``ingest docs docs/owls.txt``), or named by two
+    paths: it was reported as taking its own id, and the run exited 3. Another file of that id
+    still is."""
+    sent = _recording(monkeypatch)
+    (docs := tmp_path / "docs" / "sub").mkdir(parents=True)
+    (tmp_path / "docs" / "owls.txt").write_text("Owls hunt at night.")
+    (docs / "owls.txt").write_text("Another file of the same id.")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["ingest", "docs/owls.txt", str(tmp_path / "docs"), "./docs/owls.txt", "--quiet"]) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert sent == ["owls.txt"] and out.splitlines() == ["added    owls  (0 parents, 0 children)"]
+    assert err.count("FAILED") == 1 and f"FAILED   {docs / 'owls.txt'}: document_id 'owls' is also docs/owls.txt's" in err
 
 def test_a_run_that_finds_nothing_to_ingest_fails_and_says_what_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:

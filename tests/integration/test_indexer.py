@@ -566,7 +566,7 @@ async def test_fields_over_their_limits_are_reported_per_document_whatever_the_e
                                DocumentSource(filename="long.md", content=heading.encode())])
     assert sorted(d.document_id for d in report.documents) == ["long", "thin"]
     assert {e.source: e.reason for e in report.errors} == {
-        "rows.jsonl:fat": "metadata must be at most 16384 bytes of UTF-8 in its keys and values (got 16385)",
+        "rows.jsonl:line 1 (fat)": "metadata must be at most 16384 bytes of UTF-8 in its keys and values (got 16385)",
         "lost.txt": "owner_id is required for a PRIVATE document",
     }
     long = await app.metadata.get_document("long")
@@ -1101,10 +1101,20 @@ async def test_searched_again_the_dense_legs_reuse_their_vectors_in_their_order(
     assert len(embeddings) == 1 and [c.document.document_id for c in r.contexts] == ["lh"]
 
 
-async def test_a_jsonl_row_is_named_by_its_id_however_many_rows_are_read(app: Application) -> None:
+async def test_a_jsonl_row_is_named_by_its_line_and_id_however_many_rows_are_read(app: Application) -> None:
     rows = '{"_id": "a", "text": "Aardvarks dig.", "metadata": {"note": "' + "x" * 16_400 + '"}}\n{broken\n'
     report = await app.ingest([DocumentSource(filename="one.jsonl", content=rows.encode())])
-    assert [e.source for e in report.errors] == ["one.jsonl:line 2", "one.jsonl:a"]
+    assert [e.source for e in report.errors] == ["one.jsonl:line 2", "one.jsonl:line 1 (a)"]
+
+
+async def test_a_jsonl_row_read_but_not_stored_is_named_by_its_line(app: Application) -> None:
+    """By its id alone, every blank id read "rows.jsonl: ", and a repeated id named both rows."""
+    rows = ['{"_id": " ", "text": "A blank id."}', '{"_id": "", "text": "An empty id."}', '{"_id": "dup", "text": "First."}',
+            "", '{"_id": "dup", "text": "Second."}']
+    report = await app.ingest([DocumentSource(filename="rows.jsonl", content="\n".join(rows).encode())])
+    assert [d.document_id for d in report.documents] == ["dup"]
+    assert [e.source for e in report.errors] == ["rows.jsonl:line 1 ( )", "rows.jsonl:line 2 ()", "rows.jsonl:line 5 (dup)"]
+    assert report.errors[-1].reason == "document_id 'dup' appears twice in one request"
 
 
 async def test_a_files_rows_that_cannot_be_stored_are_listed_as_its_unreadable_ones(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1112,7 +1122,7 @@ async def test_a_files_rows_that_cannot_be_stored_are_listed_as_its_unreadable_o
     rows = "".join('{"_id": "a", "text": "Aardvarks dig."}\n' for _ in range(250))
     report = await app.ingest([DocumentSource(filename="many.jsonl", content=rows.encode())])
     assert [d.document_id for d in report.documents] == ["a"]
-    assert [e.source for e in report.errors] == ["many.jsonl:a"] * 100 + ["many.jsonl"]
+    assert [e.source for e in report.errors] == [f"many.jsonl:line {n} (a)" for n in range(2, 102)] + ["many.jsonl"]
     assert report.errors[-1].reason == "149 more rows could not be stored"
     # And a request of many files lists the first errors, then counts the rest.
     monkeypatch.setattr(indexer_module, "MAX_REPORTED_ERRORS", 3)
@@ -1130,7 +1140,7 @@ async def test_a_failure_after_loading_names_the_file_or_row_as_loading_does(
     app: Application, monkeypatch: pytest.MonkeyPatch, failure: str
 ) -> None:
     """Failures past loading named the document id ("intro", "r1"), where the proto promises the
-    file name, or the file and id of a JSONL row, as load-time errors name them."""
+    file name, or the file, line and id of a JSONL row, as load-time errors name them."""
 
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("gone")
@@ -1145,7 +1155,7 @@ async def test_a_failure_after_loading_names_the_file_or_row_as_loading_does(
         DocumentSource(filename="", content=b"Tides follow the moon.", document_id="tides"),
     ])
     assert not report.documents
-    assert [e.source for e in report.errors] == ["handbook/intro.txt", "rows.jsonl:r1", "tides"], report.errors
+    assert [e.source for e in report.errors] == ["handbook/intro.txt", "rows.jsonl:line 1 (r1)", "tides"], report.errors
 
 
 async def test_a_document_sent_without_a_file_name_is_named_by_its_id(app: Application) -> None:

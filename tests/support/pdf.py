@@ -66,3 +66,22 @@ def make_shared_stream_pdf(pages: int, words: int) -> bytes:
     ]
     objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>"] * pages
     return _written(objects)
+
+
+def make_drawing_pdf(pages: int, operators: int) -> bytes:
+    """A PDF of ``pages`` pages, each its own Flate-compressed content stream of ``operators``
+    drawing operators and one word (``page<n>``): small on disk, and slow to parse."""
+    import zlib
+
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    for i in range(pages):
+        stream = zlib.compress(b"0 0 m 1 1 l S\n" * operators + f"BT /F1 12 Tf 72 720 Td (page{i + 1}) Tj ET\n".encode(), 9)
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+                       f"/Contents {5 + 2 * i} 0 R >>".encode())
+        objects.append(b"<< /Length " + str(len(stream)).encode() + b" /Filter /FlateDecode >>\nstream\n" + stream + b"\nendstream")
+    return _written(objects)

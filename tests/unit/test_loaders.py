@@ -9,7 +9,7 @@ import pytest
 
 from retrieval_server.domain import DocumentSource
 from retrieval_server.ingest.loaders import LoadError, load
-from tests.support.pdf import make_pdf, make_shared_stream_pdf
+from tests.support.pdf import make_drawing_pdf, make_pdf, make_shared_stream_pdf
 
 
 def _src(name: str, content: bytes | str, **kw: object) -> DocumentSource:
@@ -307,8 +307,8 @@ def test_a_pdf_with_more_text_than_a_text_file_may_hold_is_refused_by_the_page_t
     characters in a minute, and a 1 MB file would have held the ingest thread for hours."""
     pdf = make_pdf(["word " * 2000] * 6)
     with pytest.raises(LoadError, match="over 25000 characters by page 3"):
-        load(_src("pages.pdf", pdf), max_text_chars=25_000)
-    assert len(load(_src("pages.pdf", pdf), max_text_chars=60_000).documents[0].pages) == 6
+        load(_src("pages.pdf", pdf), max_document_bytes=25_000)
+    assert len(load(_src("pages.pdf", pdf), max_document_bytes=60_000).documents[0].pages) == 6
 
 
 @pytest.mark.parametrize("opened", ["<a", "<?x", "</a", "<!--x"])
@@ -375,12 +375,57 @@ def test_a_pdf_holds_at_most_a_few_characters_a_byte_of_its_file(monkeypatch: py
     pdf = make_shared_stream_pdf(pages=20, words=2000)
     monkeypatch.setattr(loaders, "PDF_MIN_TEXT_CHARS", 0)
     with pytest.raises(LoadError, match=r"by page \d+, more than 16 a byte of the file") as refused:
-        load(_src("shared.pdf", pdf), max_text_chars=10**9)
+        load(_src("shared.pdf", pdf), max_document_bytes=10**9)
     page = int(re.search(r"by page (\d+)", str(refused.value)).group(1))  # type: ignore[union-attr]
     assert 1 < page < 20 and 16 * len(pdf) < page * 10_000
     monkeypatch.setattr(loaders, "PDF_MIN_TEXT_CHARS", 10**6)
     assert len(load(_src("shared.pdf", pdf)).documents[0].pages) == 20  # a small file may hold up to the floor
 
+
+
+def _counting_extractions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each page pypdf reads the text of, by its number."""
+    from pypdf import PageObject
+
+    extract = PageObject.extract_text
+    read: list[int] = []
+
+    def counted(page: PageObject, *args: object, **kwargs: object) -> str:
+        read.append(page.page_number + 1)  # type: ignore[operator]
+        return extract(page, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PageObject, "extract_text", counted)
+    return read
+
+
+def test_pages_that_share_a_content_stream_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pypdf parsed the stream again for each page: a 4.7 KB file of 100,000 drawing operators
+    and one word, shown by 10 pages, held the ingest thread 32 s."""
+    read = _counting_extractions(monkeypatch)
+    pdf = make_shared_stream_pdf(pages=20, words=50)
+    [doc] = load(_src("shared.pdf", pdf)).documents
+    assert read == [1]
+    assert [p.number for p in doc.pages] == list(range(1, 21)) and len({p.text for p in doc.pages}) == 1
+    assert doc.pages[-1].text.count("word") == 50
+
+
+def test_a_pdf_whose_content_streams_decode_past_the_budget_is_refused_before_they_are_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pages of text-less drawing, each its own stream, pass any limit on the text: parsing them
+    is the work to bound."""
+    from retrieval_server.ingest import loaders
+
+    pdf = make_drawing_pdf(pages=10, operators=2000)  # 28 KB a page decoded, about 100 bytes in the file
+    assert [p.text for p in load(_src("d.pdf", pdf)).documents[0].pages] == [f"page{n}" for n in range(1, 11)]
+    read = _counting_extractions(monkeypatch)
+    monkeypatch.setattr(loaders, "PDF_MIN_CONTENT_BYTES", 0)
+    with pytest.raises(LoadError, match=r"content streams are over \d+ bytes decoded by page \d+, more than 16 bytes a byte of the file") as refused:
+        load(_src("d.pdf", pdf))
+    page = int(re.search(r"by page (\d+)", str(refused.value)).group(1))  # type: ignore[union-attr]
+    assert 1 < page < 10 and read == list(range(1, page))
+    with pytest.raises(LoadError, match=r"over 40000 bytes decoded by page 2, more than 4 times the largest document \(RETRIEVAL_MAX_DOCUMENT_BYTES\)"):
+        load(_src("d.pdf", pdf), max_document_bytes=10_000)
 
 def test_a_markdown_title_is_no_comment_in_code_or_front_matter() -> None:
     code = "Intro.\n\n```bash\n# install the toolchain first\nmake\n```\n\n# Build server guide\n\nText."
@@ -390,6 +435,34 @@ def test_a_markdown_title_is_no_comment_in_code_or_front_matter() -> None:
     front = "---\ntitle: x\n# internal: yes\n---\n# Handbook\nbody"
     assert load(_src("f.md", front)).documents[0].title == "Handbook"
 
+
+@pytest.mark.parametrize("text", [
+    "Intro.\n\n   # Handbook\n\nText.",  # indented by up to 3 spaces (CommonMark)
+    "    # not this, code\n\t# nor this\n# Handbook",
+    "---\n\n# Handbook\n\nText.\n\n---\n\nMore.",  # a thematic break: "---" before a blank line
+    "---\nno closing line\n# Handbook\nText.",  # front matter that never closes is none
+], ids=["indented", "code", "thematic-break", "unclosed"])
+def test_a_markdown_title_is_found_where_commonmark_puts_a_heading(text: str) -> None:
+    """An indented heading was missed, and a leading "---" that never closed, or was a thematic
+    break, was taken for front matter hiding every heading: the title was the file's name."""
+    assert load(_src("f.md", text)).documents[0].title == "Handbook"
+
+
+#: a title holding BEL, ESC [31m (red), an OSC 52 sequence (which writes the clipboard) and CSI (C1)
+_ESCAPING = "Ti\x07tle\x1b[31m \x1b]52;c;aGk=\x07\x9bend"
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("t.html", f"<title>{_ESCAPING}</title><p>Body text.</p>"),
+    ("t.md", f"# {_ESCAPING}\n\nBody text."),
+    # UTF-16 in the PDF string, by octal escapes: PDFDocEncoding has glyphs where ASCII has controls
+    ("t.pdf", make_pdf(["Body text."], title="\\376\\377" + "".join(f"\\{b:03o}" for b in _ESCAPING.encode("utf-16-be")))),
+    ("t.jsonl", json.dumps({"_id": "t", "title": _ESCAPING, "text": "Body text."})),
+], ids=["html", "md", "pdf", "jsonl"])
+def test_a_title_from_the_file_has_spaces_for_its_control_characters(name: str, content: str | bytes) -> None:
+    """Stored as written, they came back in every hit, for a terminal to obey."""
+    [doc] = load(_src(name, content)).documents
+    assert doc.title == "Ti tle [31m ]52;c;aGk= end"
 
 def test_markdown_files_inline_in_any_form_are_no_text() -> None:
     """A reference definition's target or an HTML image's source as an inline file: a 300 KB

@@ -952,9 +952,9 @@ export interface IngestedDocument {
  */
 export interface IngestError {
   /**
-   * The file name (or `<file name>:<document id>` for a row of a `.jsonl` file, `<file
-   * name>:line <n>` for a row that could not be read, or the document id of a document sent
-   * without a file name) that failed. The other rows of a `.jsonl` file are stored; one none of
+   * The file name (or `<file name>:line <n> (<document id>)` for a row of a `.jsonl` file,
+   * `<file name>:line <n>` for a row that could not be read, or the document id of a document
+   * sent without a file name) that failed. The other rows of a `.jsonl` file are stored; one none of
    * whose rows can be read is the file's error.
    */
   source: string;
