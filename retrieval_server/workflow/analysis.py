@@ -18,11 +18,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.adaptive import URL, missing_exact_terms, words
+from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -333,11 +334,10 @@ async def analyze(
                 timed_out.append(name)
             continue
         exc = task.exception()
-        if isinstance(exc, UsedFallback):
-            result.dropped[name] = str(exc)  # reported, but the classical value is used
-            value: object = exc.value
-            exc = None
-            _apply(result, name, value)
+        if isinstance(exc, Reported):
+            result.dropped[name] = str(exc)  # reported, but its value is used
+            if exc.value is not None:
+                _apply(result, name, exc.value)
             continue
         if isinstance(exc, Unavailable):
             result.dropped[name] = f"skipped: {exc}"
@@ -367,12 +367,21 @@ def _apply(result: Analysis, technique: str, value: object) -> None:
         result.sub_queries = [str(v) for v in value][:4]  # type: ignore[attr-defined]
 
 
-class UsedFallback(Exception):
-    """The LLM failed; the classical method answered instead (its value travels with the report)."""
+class Reported(Exception):
+    """The technique answered, in a way worth reporting: its value (None: it has none) travels
+    with the report."""
 
     def __init__(self, value: object, reason: str) -> None:
         super().__init__(reason)
         self.value = value
+
+
+class UsedFallback(Reported):
+    """The LLM failed; the classical method answered instead."""
+
+
+#: why a technique's model text was cut: the model wrote past what its max_tokens can hold
+RUNAWAY_CUT = "runaway_cut"
 
 
 _SYSTEM = "You transform search queries for a retrieval system. Answer with the requested text only, no commentary."
@@ -464,6 +473,31 @@ def _with_exact_terms(rewrite: str, query: str) -> str:
     return f"{rewrite} ({' '.join(missing)})" if missing else rewrite
 
 
+def _within_bytes(text: str, max_bytes: int) -> str:
+    """``text`` within ``max_bytes`` of UTF-8, cut after its last whole word that fits."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    cut = encoded[:max_bytes].decode("utf-8", "ignore")
+    return cut[: cut.rfind(" ")].rstrip() if " " in cut else cut
+
+
+T = TypeVar("T")
+
+
+def _reported(value: T, cut: bool) -> T:
+    """``value``, reported as :data:`RUNAWAY_CUT` when the model's text it came from was cut."""
+    if cut:
+        raise Reported(value, RUNAWAY_CUT)
+    return value
+
+
+def _nothing(cut: bool, why: str) -> Exception:
+    """What a technique raises when none of the model's text is searched: a runaway is reported
+    even so (the model misbehaved); otherwise the technique has nothing to offer."""
+    return Reported(None, RUNAWAY_CUT) if cut else NotApplicable(why)
+
+
 @dataclass(frozen=True, slots=True)
 class TechniqueModel:
     model: ChatModel
@@ -478,10 +512,13 @@ class LlmAnalyzer:
 
     name = "llm"
 
-    def __init__(self, models: dict[str, TechniqueModel], fallback: ClassicalAnalyzer, variants: int = 3) -> None:
+    def __init__(
+        self, models: dict[str, TechniqueModel], fallback: ClassicalAnalyzer, variants: int = 3, query_max_bytes: int = 65_536
+    ) -> None:
         self._models = models
         self._fallback = fallback
         self._variants = variants
+        self._query_max_bytes = query_max_bytes
 
     def timed_out(self, techniques: Collection[str]) -> None:
         """One failure per model, however many of its techniques timed out: they were one
@@ -493,55 +530,63 @@ class LlmAnalyzer:
     def _prompt(self, technique: str, query: str) -> str:
         return _PROMPTS[technique].format(query=query, n=self._variants)
 
-    async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> Completion:
+    async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> tuple[Completion, bool]:
+        """The model's text, and whether it ran past what its max_tokens can hold (see
+        :data:`CHARS_PER_TOKEN`): a model ignoring max_tokens wrote a 6 MB rewrite, which replaced
+        the query in every leg and made the response larger than any client reads. Such a text
+        keeps the whole lines within that; the line the cut goes through would be searched as a
+        shorter query of its own."""
         tm = self._models[technique]
+        max_tokens = 300 if technique == "hyde" else 200
         try:
-            answer = await tm.model.complete(
-                _SYSTEM, self._prompt(technique, query), temperature=tm.temperature,
-                max_tokens=300 if technique == "hyde" else 200,
-            )
+            answer = await tm.model.complete(_SYSTEM, self._prompt(technique, query), temperature=tm.temperature, max_tokens=max_tokens)
         except Exception as exc:
             try:
                 value = await classical()
             except NotApplicable:
                 raise exc from None
             raise UsedFallback(value, f"llm_failed_used_classical ({type(exc).__name__})") from exc
-        return Completion.of(answer.strip(), getattr(answer, "truncated", False))
+        text = answer.strip()
+        budget = max_tokens * CHARS_PER_TOKEN
+        if len(text) <= budget:
+            return Completion.of(text, getattr(answer, "truncated", False)), False
+        return Completion.of(text[: max(text.rfind("\n", 0, budget + 1), 0)].strip(), False), True
 
     async def rewrite(self, query: str) -> str:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
-        lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
-        lines = _on_topic(lines, query, self._prompt("rewrite", ""))
+        answer, cut = await self._ask("rewrite", query, lambda: self._fallback.rewrite(query))
+        lines = _on_topic(_lines(answer, query), query, self._prompt("rewrite", ""))
         if not lines:
-            raise NotApplicable("no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
-        return _with_exact_terms(lines[0], query)
+            raise _nothing(cut, "no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
+        # No longer than a query may be: it replaces the query, and is reported as Metrics.rewritten_query.
+        return _reported(_within_bytes(_with_exact_terms(lines[0], query), self._query_max_bytes), cut)
 
     async def reformulate(self, query: str, feedback: Sequence[str]) -> list[str]:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
-        lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)), query)
-        lines = _on_topic(lines, query, self._prompt("reformulate", ""))
+        answer, cut = await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback))
+        lines = _on_topic(_lines(answer, query), query, self._prompt("reformulate", ""))
         if not lines:
-            raise NotApplicable("no variants")
-        return lines[:5]
+            raise _nothing(cut, "no variants")
+        return _reported(lines[:5], cut)
 
     async def hyde(self, query: str) -> str:
         if "hyde" not in self._models:
             return await self._fallback.hyde(query)
-        text = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
+        text, cut = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
         # Free-form, but not the prompt echoed: its instruction would be embedded as the passage.
         heads = _prompt_heads(self._prompt("hyde", ""))
         passage = "\n".join(line for line in text.splitlines() if not _echoes(line, heads)).strip()
         if not passage:
-            raise NotApplicable("empty passage")
-        return passage
+            raise _nothing(cut, "empty passage")
+        return _reported(passage, cut)
 
     async def decompose(self, query: str) -> list[str]:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
-        lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)), query)
-        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", "")) if _a_question(line)]
+        answer, cut = await self._ask("decompose", query, lambda: self._fallback.decompose(query))
+        lines = [line for line in _on_topic(_lines(answer, query), query, self._prompt("decompose", "")) if _a_question(line)]
         if len(lines) < 2:
-            raise NotApplicable("a single question")
-        return lines[:4]
+            raise _nothing(cut, "a single question")
+        return _reported(lines[:4], cut)

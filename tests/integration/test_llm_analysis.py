@@ -1148,3 +1148,43 @@ async def test_a_line_repeating_the_querys_own_line_is_no_echo_of_the_prompt(
             assert got == expected
         finally:
             await model.close()
+
+
+@pytest.mark.parametrize(
+    ("technique", "expected"),
+    [
+        ("rewrite", "How does RRF work in hybrid search?"),
+        ("reformulate", ["How does RRF work in hybrid search?", "Why is reranking with RRF slow?"]),
+        ("hyde", "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?"),
+        ("decompose", ["How does RRF work in hybrid search?", "Why is reranking with RRF slow?"]),
+    ],
+)
+async def test_a_model_ignoring_max_tokens_is_cut_to_the_whole_lines_they_hold(technique: str, expected: object) -> None:
+    """A model that ignored max_tokens wrote a 6 MB rewrite: it replaced the query in every leg and
+    in Metrics.rewritten_query, and the response outgrew MAX_RESPONSE_BYTES. Its text keeps the
+    whole lines within 16 characters a token of max_tokens, and the cut is reported."""
+    runaway = "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?\n" + "RRF rank fusion " * 100_000
+    reply = {"choices": [{"message": {"role": "assistant", "content": runaway}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            a = await analyze(analyzer, QUERY, ["feedback"], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S)
+        finally:
+            await model.close()
+    got = {"rewrite": a.rewritten, "reformulate": a.reformulations, "hyde": a.hyde, "decompose": a.sub_queries}[technique]
+    assert got == expected
+    assert a.dropped[technique] == "runaway_cut"
+
+
+async def test_a_rewrite_is_no_longer_than_a_query_may_be() -> None:
+    """The rewrite replaces the query, and the query's codes it left out are added back at its end:
+    with a long query of codes it outgrew QUERY_MAX_BYTES. It is cut after its last whole word within them."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": "How does reciprocal rank fusion work?"}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"rewrite": TechniqueModel(model, 0.3)}, ClassicalAnalyzer(), query_max_bytes=30)
+        try:
+            assert await analyzer.rewrite("How does RRF work?") == "How does reciprocal rank"
+        finally:
+            await model.close()
