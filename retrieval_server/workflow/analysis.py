@@ -22,7 +22,7 @@ from typing import Protocol, TypeVar
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import URL, missing_exact_terms, words
+from retrieval_server.workflow.adaptive import URL, identifier_words, missing_exact_terms, words
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
 from retrieval_server.stopwords import STOPWORDS
 
@@ -456,12 +456,18 @@ def _echoes(line: str, heads: Sequence[list[str]]) -> bool:
     return any(words[: len(head)] == head for head in heads)
 
 
-def _on_topic(lines: list[str], query: str, prompt: str) -> list[str]:
+def _on_topic(lines: list[str], query: str, prompt: str, *, in_its_words: bool = False) -> list[str]:
     """The ``lines`` that may stand for ``query`` in a search: not the prompt echoed, not behind a
     label, and sharing a word or an identifier with the query (so holding a word at all). Each
     becomes a search, and a rewrite replaces the query in every leg: a chat preamble ("Certainly.",
-    "Sure! Here's a clearer version of your query."), the prompt or a lone "?" replaced it."""
+    "Sure! Here's a clearer version of your query."), the prompt or a lone "?" replaced it.
+
+    ``in_its_words``: sharing a word that is no identifier, when the query has one. A code or an
+    acronym is written alike in every language: "Comment fonctionne RRF ?" replaced "How does RRF
+    work?" in every leg, though no English document asks it so."""
     heads, wanted = _prompt_heads(prompt), _content_words(query)
+    if in_its_words:
+        wanted = (wanted - identifier_words(query)) or wanted
     return [line for line in lines if not _LABEL.match(line) and not _echoes(line, heads) and _content_words(line) & wanted]
 
 
@@ -556,7 +562,7 @@ class LlmAnalyzer:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
         answer, cut = await self._ask("rewrite", query, lambda: self._fallback.rewrite(query))
-        lines = _on_topic(_lines(answer, query), query, self._prompt("rewrite", ""))
+        lines = _on_topic(_lines(answer, query), query, self._prompt("rewrite", ""), in_its_words=True)
         if not lines:
             raise _nothing(cut, "no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
         # No longer than a query may be: it replaces the query, and is reported as Metrics.rewritten_query.

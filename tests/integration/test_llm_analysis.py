@@ -1030,10 +1030,11 @@ async def test_markdown_around_the_models_lines_is_not_searched(technique: str, 
          "emails from the billing team about refunds (billing@acme.io)"),
         ("error at https://acme.io/api/v2/orders?page=2.", "error in the orders API", "error in the orders API (https://acme.io/api/v2/orders?page=2)"),
         ("error at https://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders"),
+        ("E1234 XK-4471", "error codes E1234 and XK-4471", "error codes E1234 and XK-4471"),
     ],
     ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept", "a-phrase-first", "a-phrase-last", "the-line-quoted",
          "typographic-quotes-dropped", "guillemets-kept-as-curly-quotes", "a-number-dropped", "a-version-dropped", "an-email-dropped",
-         "a-url-dropped-whole", "a-url-kept"],
+         "a-url-dropped-whole", "a-url-kept", "a-query-of-codes-only"],
 )
 async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, rewrite: str, searched: str) -> None:
     """The rewrite replaces the query in every leg: a code, number, version, address or quoted
@@ -1083,6 +1084,7 @@ def _echo(prompt: str) -> str:
         ("rewrite", "...\nCertainly.", None),
         ("rewrite", _echo, None),
         ("rewrite", "Comment fonctionne la fusion des classements ?", None),  # another language: no word in common
+        ("rewrite", "Comment fonctionne RRF ?", None),  # another language, the acronym written alike
         ("reformulate", _echo, None),
         ("reformulate", "Sure, here you go.\nRRF explained\nQuery: RRF in detail", ["RRF explained"]),
         ("decompose", "1. ?\n2. ...\n3. a", None),
@@ -1092,7 +1094,7 @@ def _echo(prompt: str) -> str:
         ("hyde", lambda prompt: f"{prompt}\nRRF sums 1/(k + rank) over the lists.", "RRF sums 1/(k + rank) over the lists."),
         ("hyde", _echo, None),
     ],
-    ids=["certainly", "sure-heres", "labelled", "a-mark", "dots-and-a-preamble", "prompt-echoed", "another-language",
+    ids=["certainly", "sure-heres", "labelled", "a-mark", "dots-and-a-preamble", "prompt-echoed", "another-language", "another-language-keeping-an-acronym",
          "variants-prompt-echoed", "variants-preamble-and-label", "junk-sub-queries", "sub-queries-preamble", "labelled-sub-queries",
          "sub-queries-prompt-echoed", "passage-after-the-prompt", "passage-prompt-echoed"],
 )
