@@ -536,6 +536,11 @@ class LlmAnalyzer:
     def _prompt(self, technique: str, query: str) -> str:
         return _PROMPTS[technique].format(query=query, n=self._variants)
 
+    def _own_text(self, technique: str) -> str:
+        """What ``technique`` sends the model but the query: the system prompt too, which a model
+        echoed as a rewrite, a variant and the HyDE passage's first line."""
+        return f"{_SYSTEM}\n{self._prompt(technique, '')}"
+
     async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> tuple[Completion, bool]:
         """The model's text, and whether it ran past what its max_tokens can hold (see
         :data:`CHARS_PER_TOKEN`): a model ignoring max_tokens wrote a 6 MB rewrite, which replaced
@@ -562,7 +567,7 @@ class LlmAnalyzer:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
         answer, cut = await self._ask("rewrite", query, lambda: self._fallback.rewrite(query))
-        lines = _on_topic(_lines(answer, query), query, self._prompt("rewrite", ""), in_its_words=True)
+        lines = _on_topic(_lines(answer, query), query, self._own_text("rewrite"), in_its_words=True)
         if not lines:
             raise _nothing(cut, "no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
         # No longer than a query may be: it replaces the query, and is reported as Metrics.rewritten_query.
@@ -572,7 +577,7 @@ class LlmAnalyzer:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
         answer, cut = await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback))
-        lines = _on_topic(_lines(answer, query), query, self._prompt("reformulate", ""))
+        lines = _on_topic(_lines(answer, query), query, self._own_text("reformulate"))
         if not lines:
             raise _nothing(cut, "no variants")
         return _reported(lines[:5], cut)
@@ -582,7 +587,7 @@ class LlmAnalyzer:
             return await self._fallback.hyde(query)
         text, cut = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
         # Free-form, but not the prompt echoed: its instruction would be embedded as the passage.
-        heads = _prompt_heads(self._prompt("hyde", ""))
+        heads = _prompt_heads(self._own_text("hyde"))
         passage = "\n".join(line for line in text.splitlines() if not _echoes(line, heads)).strip()
         if not passage:
             raise _nothing(cut, "empty passage")
@@ -592,7 +597,7 @@ class LlmAnalyzer:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
         answer, cut = await self._ask("decompose", query, lambda: self._fallback.decompose(query))
-        lines = [line for line in _on_topic(_lines(answer, query), query, self._prompt("decompose", "")) if _a_question(line)]
+        lines = [line for line in _on_topic(_lines(answer, query), query, self._own_text("decompose")) if _a_question(line)]
         if len(lines) < 2:
             raise _nothing(cut, "a single question")
         return _reported(lines[:4], cut)

@@ -1190,3 +1190,34 @@ async def test_a_rewrite_is_no_longer_than_a_query_may_be() -> None:
             assert await analyzer.rewrite("How does RRF work?") == "How does reciprocal rank"
         finally:
             await model.close()
+
+
+@pytest.mark.parametrize(
+    ("technique", "expected"),
+    [
+        ("rewrite", "Which retrieval system answers search queries best?"),
+        ("reformulate", ["Which retrieval system answers search queries best?", "How does a retrieval system rank search queries?"]),
+        ("hyde", "Which retrieval system answers search queries best?\nHow does a retrieval system rank search queries?"),
+        ("decompose", ["Which retrieval system answers search queries best?", "How does a retrieval system rank search queries?"]),
+    ],
+)
+async def test_the_system_prompt_echoed_is_not_searched(technique: str, expected: object) -> None:
+    """Only the user prompt's lines counted as an echo: the system prompt ("You transform search
+    queries for a retrieval system. ...") repeated first became the rewrite, a variant and the
+    HyDE passage's first line, for a query sharing its words."""
+    lines = "Which retrieval system answers search queries best?\nHow does a retrieval system rank search queries?"
+
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        system = body["messages"][0]["content"]
+        return 200, {"choices": [{"message": {"role": "assistant", "content": f"{system}\n{lines}"}, "finish_reason": "stop"}]}
+
+    query = "which retrieval system handles search queries best"
+    with json_server(handler) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            got = await (analyzer.reformulate(query, ["feedback"]) if technique == "reformulate" else getattr(analyzer, technique)(query))
+        finally:
+            await model.close()
+    assert got == expected
+    assert server.requests[0][1]["messages"][0]["role"] == "system"
