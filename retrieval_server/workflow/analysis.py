@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import functools
+import json
 import logging
 import math
 import re
@@ -402,21 +403,43 @@ _HEADING = re.compile(r"^\s*#{1,6}\s")
 _EMPHASIZED = re.compile(r"(\*\*|__|\*)((?:(?!\1).)+)\1")
 
 
+def _json_lines(text: str) -> list[str] | None:
+    """The lines of a text that is JSON as a whole: a list's strings, or those of a one-key
+    object's value ({"query": "..."}); None when it is no JSON."""
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        return None
+    if isinstance(value, dict) and len(value) == 1:
+        value = next(iter(value.values()))
+    items = value if isinstance(value, list) else [value]
+    return [line for item in items if isinstance(item, str) for line in item.splitlines()]
+
+
 def _lines(text: Completion, query: str) -> list[str]:
     """The model's lines without list markers, and without the quotes or the Markdown emphasis
     around a whole line, each once (whatever its case and spacing), leaving out "NONE", the query
     itself, Markdown headings ("### Rewritten query") and lines that end in a colon: a preamble
     ("Here is the rewritten query:") or a heading ("**Sub-questions:**"), which were searched as
-    queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too."""
-    lines = text.splitlines()
-    if text.truncated:
-        lines = lines[:-1]
+    queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too.
+
+    An answer in JSON is read for its strings: {"query": "..."} was searched as the rewrite, and a
+    list of five variants as one. A line of JSON in other text (or of JSON cut short) is framing."""
+    lines = _json_lines(text)
+    if lines is None:
+        lines = text.splitlines()
+        if text.truncated:
+            lines = lines[:-1]
     seen = {_key(query)}
     out = []
     for line in lines:
         if _HEADING.match(line):
             continue
         line = _LIST_MARKER.sub("", line).strip()
+        if line.startswith(("{", "[")):
+            continue
         if emphasized := _EMPHASIZED.fullmatch(line):
             line = emphasized.group(2).strip()
         if len(line) > 1 and line[0] == line[-1] == '"' and line.count('"') == 2:

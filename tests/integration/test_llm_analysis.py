@@ -1221,3 +1221,37 @@ async def test_the_system_prompt_echoed_is_not_searched(technique: str, expected
             await model.close()
     assert got == expected
     assert server.requests[0][1]["messages"][0]["role"] == "system"
+
+
+@pytest.mark.parametrize(
+    ("technique", "answer", "expected"),
+    [
+        ("rewrite", '{"query": "How does reciprocal rank fusion (RRF) work?"}', "How does reciprocal rank fusion (RRF) work?"),
+        ("rewrite", '{\n  "rewritten_query": "How does reciprocal rank fusion (RRF) work?"\n}', "How does reciprocal rank fusion (RRF) work?"),
+        ("reformulate", '["RRF explained", "reciprocal rank fusion RRF details", "how RRF combines lists"]',
+         ["RRF explained", "reciprocal rank fusion RRF details", "how RRF combines lists"]),
+        ("decompose", '["How does RRF work?", "Why is reranking slow?"]', ["How does RRF work?", "Why is reranking slow?"]),
+        ("rewrite", '{"rewritten": "How does RRF work in search", "variants": ["RRF explained"]}', None),
+        ("rewrite", '{"query": "How does reciprocal rank fusion (RRF) work?"', None),
+        ("reformulate", 'RRF explained\n["RRF details", "RRF in search"]', ["RRF explained"]),
+    ],
+    ids=["one-key-object", "one-key-object-on-lines", "list-of-variants", "list-of-sub-questions", "object-of-several-keys",
+         "json-cut-short", "json-after-a-line"],
+)
+async def test_an_answer_in_json_is_read_for_its_strings(technique: str, answer: str, expected: object) -> None:
+    """A model answering in JSON had its text searched verbatim: {"query": "..."} as the rewrite,
+    braces and quotes included, and a list of five variants as one variant."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+    query = QUERY if technique == "decompose" else "How does RRF work?"
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        call = (lambda: analyzer.reformulate(query, ["feedback"])) if technique == "reformulate" else (lambda: getattr(analyzer, technique)(query))
+        try:
+            if expected is None:
+                with pytest.raises(NotApplicable):
+                    await call()
+            else:
+                assert await call() == expected
+        finally:
+            await model.close()
