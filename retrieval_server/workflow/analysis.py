@@ -65,6 +65,11 @@ _NEGATIONS = frozenset({"not", "no", "without", "nor"})
 #: a clause opening with one asks a question of its own, however short the one before
 _QUESTION_WORDS = frozenset({"how", "what", "why", "when", "where", "which", "who", "whom", "whose"})
 _FIRST_WORD = re.compile(r"[\w'’-]+")
+#: a cue that the query compares: an "and" after it joins the things compared ("the difference
+#: between TCP congestion control and UDP flow control"), not two questions
+_COMPARISON = re.compile(r"\b(?:between|compar(?:e[ds]?|ing|ison)|vs|versus)\b", re.I)
+#: a list's comma, an "and" after it ending the list ("numpy, pandas and scipy"); not one in a number ("1,000")
+_LIST_COMMA = re.compile(r",\s")
 
 
 def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
@@ -104,22 +109,28 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     """Where ``text`` (single-spaced) is cut into clauses: at "and", "also", "plus", "as well as",
     never inside a URL, quotes or brackets, and only where the right side asks something of its
     own: not a negation of the left ("and not about mice"), and either a question of its own ("and
-    why …") or after a left side of 3 content words at least. With fewer, the left side is a
-    fragment that needs the right one's object: "the causes and symptoms of diabetes" is one
-    question, not "the causes"."""
+    why …") or after a left side of 3 content words at least that neither lists things (a comma)
+    nor compares them ("between", "compare", "vs"). With fewer, the left side is a fragment that
+    needs the right one's object: "the causes and symptoms of diabetes" is one question, not "the
+    causes"; after a list or a comparison, the right side is its last item ("install numpy, pandas
+    and scipy on windows" was "install numpy, pandas" and "scipy on windows")."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
-    cuts, left, at = [], 0, 0
+    cuts, left, joined, at = [], 0, False, 0
     for m in _CLAUSES.finditer(text):
-        # Counted a piece at a time: counted over the whole left side at each "and", a long query
-        # of them took quadratic time.
-        left += len(_content_words(text[at : m.start()]))
+        # Read a piece at a time: read over the whole left side at each "and", a long query of
+        # them took quadratic time.
+        piece = text[at : m.start()]
+        left += len(_content_words(piece))
+        joined = joined or _COMPARISON.search(piece) is not None or any(
+            not _inside(whole, at + c.start()) for c in _LIST_COMMA.finditer(piece)
+        )
         at = m.end()
         first = _FIRST_WORD.match(text, m.end())
         opens = first.group(0).casefold() if first else ""
-        if _inside(whole, m.start()) or opens in _NEGATIONS or (left < 3 and opens not in _QUESTION_WORDS):
+        if _inside(whole, m.start()) or opens in _NEGATIONS or ((left < 3 or joined) and opens not in _QUESTION_WORDS):
             continue
         cuts.append(m.span())
-        left = 0
+        left, joined = 0, False
     return cuts
 
 
