@@ -54,9 +54,9 @@ _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
 #: i++)") or an aside
-_WHOLE = re.compile(
-    URL + r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
-)
+_QUOTES = r'"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』'
+_WHOLE = re.compile(rf"{URL}|{_QUOTES}|\([^()]*\)|\[[^\[\]]*\]|\{{[^{{}}]*\}}")
+_QUOTED = re.compile(_QUOTES)
 #: a short abbreviation that a full stop ends inside a sentence: initials ("U.S", "e.g", "J") or a
 #: title ("Dr. Smith"); looked for in the few characters before the stop
 _ABBREVIATION = re.compile(r"(?<![\w.])(?:(?P<letter>[^\W\d_])|(?:[^\W\d_]\.)+[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
@@ -246,10 +246,15 @@ class ClassicalAnalyzer:
         text = " ".join(query.split())
         lowered = text.lower()
         expanded, done = [], set()
+        quoted = [m.span() for m in _QUOTED.finditer(text)]
+        at = 0
         for token in text.split(" "):
+            start, at = at, at + len(token) + 1
             core = token.strip(".,;:!?()\"'")
             core = core if core in self._acronyms else core.lower()
-            expansion = self._acronyms.get(core) or self._glossary.get(core)
+            # A quoted phrase is searched as written: an expansion inside it ('"API (application
+            # programming interface) timeout"') was a phrase no document holds.
+            expansion = None if _inside(quoted, start + 1) else self._acronyms.get(core) or self._glossary.get(core)
             # Once per abbreviation, and looked at once: a query repeating one grew tenfold, each
             # copy expanded, or searched the whole query again for its expansion.
             if expansion and core not in done and expansion.lower() not in lowered:

@@ -167,3 +167,17 @@ async def test_an_abbreviation_written_in_capitals_expands_only_in_capitals(tmp_
     assert await analyzer.rewrite("REST API limits") == (
         "REST (representational state transfer) API (application programming interface) limits"
     )
+
+
+async def test_no_abbreviation_is_expanded_inside_quotes() -> None:
+    """A quoted phrase is searched as written: '"API timeout"' became '"API (application
+    programming interface) timeout"', a phrase no document holds."""
+    analyzer = ClassicalAnalyzer({"API": "application programming interface", "db": "database"})
+    with pytest.raises(NotApplicable):
+        await analyzer.rewrite('error "API timeout" in billing')
+    assert await analyzer.rewrite('grep "db not found" logs of the API') == (
+        'grep "db not found" logs of the API (application programming interface)'
+    )
+    assert await analyzer.rewrite("«API limits» of the db and “db size” with API keys") == (
+        "«API limits» of the db (database) and “db size” with API (application programming interface) keys"
+    )
