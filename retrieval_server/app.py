@@ -289,7 +289,7 @@ class Application:
             model = self._chat(technique)
             if model is not None:
                 models[technique] = TechniqueModel(model, getattr(s, f"llm_{technique}_temperature"))
-        return LlmAnalyzer(models, classical) if models else classical
+        return LlmAnalyzer(models, classical, query_max_bytes=s.query_max_bytes) if models else classical
 
     def _breaker(self, component: str | None = None, name: str = "") -> CircuitBreaker:
         """A breaker; one of a Health ``component`` (with its ``name``) is reported by :meth:`_tripped`."""

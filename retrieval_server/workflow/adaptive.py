@@ -6,7 +6,8 @@ in a 200-word question is a small share of its tokens.
 - ``tokens``: words in the query, each Han or kana character one;
 - ``rare_share``: of the query's keyword terms that the index knows, the share that are rare by
   the index's own statistics (in at most ``RARE_DF`` of the chunks sampled);
-- ``identifier_share``: tokens that look like codes (letters with digits, ALL-CAPS, snake_case);
+- ``identifier_share``: tokens that look like codes (letters with digits, ALL-CAPS, snake_case;
+  ALL-CAPS not in a query written all in capitals, its stop words too);
 - ``quoted_share``: tokens inside double quotes.
 
 The decision is a keyword-vs-dense balance: ``z`` = ``RARE_GAIN * (rare_share - RARE_CENTER) +
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 from retrieval_server.identifiers import UNSPACED_CHAR
+from retrieval_server.stopwords import STOPWORDS
 
 #: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
 #: Han character one token). Here rather than with the answers' sentences, which count words so too:
@@ -110,12 +112,17 @@ def words(text: str) -> list[str]:
     return [w.strip(".-") for w in _WORD.findall(text)]
 
 
+def _code(word: str) -> bool:
+    """Letters with digits ("IL-10", "β1"), or snake_case."""
+    # snake_case: an underscore inside a word of word characters only. As ^\w+_\w+$, a word
+    # such as "a_a_..._a.b" took quadratic time (the engine tried every underscore): 12 s at 64 KB.
+    return _CODE.match(word) is not None or ("_" in word[1:-1] and _WORD_CHARS.fullmatch(word) is not None)
+
+
 def _identifier(word: str) -> bool:
     """A code, or a word that opens with two capitals of any script ("DNA", "ÖBB"): re has no class
     for capitals beyond ASCII, so those are read from the characters."""
-    # snake_case: an underscore inside a word of word characters only. As ^\w+_\w+$, a word
-    # such as "a_a_..._a.b" took quadratic time (the engine tried every underscore): 12 s at 64 KB.
-    if _CODE.match(word) or ("_" in word[1:-1] and _WORD_CHARS.fullmatch(word)):
+    if _code(word):
         return True
     return len(word) >= 2 and word[0].isupper() and word[1].isupper() and _WORDLIKE.fullmatch(word) is not None
 
@@ -173,7 +180,11 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
     tokens = words(query)
     n = max(len(tokens), 1)
-    identifiers = sum(1 for w in tokens if _identifier(w))
+    # A query written all in capitals, its stop words too ("HOW DO I RESET MY PASSWORD"), is
+    # shouted: its capitals name nothing, and read as acronyms they leaned it on keywords (0.83 of
+    # its words). Its codes still do. A stop word in capitals among lower case is one ("NO", nitric oxide).
+    shouted = not any(ch.islower() for ch in query) and any(w.casefold() in STOPWORDS for w in tokens)
+    identifiers = sum(1 for w in tokens if (_code(w) if shouted else _identifier(w)))
     quoted = sum(word_count(phrase) for phrase in _quoted(query))
     rare = 0.0
     counts = stats.counts if stats is not None else None

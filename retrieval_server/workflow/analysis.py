@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import functools
+import json
 import logging
 import math
 import re
@@ -18,11 +19,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import URL, missing_exact_terms, words
+from retrieval_server.workflow.adaptive import URL, identifier_words, missing_exact_terms, words
+from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
 from retrieval_server.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
@@ -52,9 +54,9 @@ _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
 #: i++)") or an aside
-_WHOLE = re.compile(
-    URL + r'|"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}'
-)
+_QUOTES = r'"[^"]*"|“[^“”]*”|„[^„“”]*[“”]|«[^«»]*»|「[^「」]*」|『[^『』]*』'
+_WHOLE = re.compile(rf"{URL}|{_QUOTES}|\([^()]*\)|\[[^\[\]]*\]|\{{[^{{}}]*\}}")
+_QUOTED = re.compile(_QUOTES)
 #: a short abbreviation that a full stop ends inside a sentence: initials ("U.S", "e.g", "J") or a
 #: title ("Dr. Smith"); looked for in the few characters before the stop
 _ABBREVIATION = re.compile(r"(?<![\w.])(?:(?P<letter>[^\W\d_])|(?:[^\W\d_]\.)+[^\W\d_]|dr|mrs?|ms|prof|st|vs|etc)$", re.I)
@@ -63,6 +65,11 @@ _NEGATIONS = frozenset({"not", "no", "without", "nor"})
 #: a clause opening with one asks a question of its own, however short the one before
 _QUESTION_WORDS = frozenset({"how", "what", "why", "when", "where", "which", "who", "whom", "whose"})
 _FIRST_WORD = re.compile(r"[\w'’-]+")
+#: a cue that the query compares: an "and" after it joins the things compared ("the difference
+#: between TCP congestion control and UDP flow control"), not two questions
+_COMPARISON = re.compile(r"\b(?:between|compar(?:e[ds]?|ing|ison)|vs|versus)\b", re.I)
+#: a list's comma, an "and" after it ending the list ("numpy, pandas and scipy"); not one in a number ("1,000")
+_LIST_COMMA = re.compile(r",\s")
 
 
 def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
@@ -102,22 +109,28 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     """Where ``text`` (single-spaced) is cut into clauses: at "and", "also", "plus", "as well as",
     never inside a URL, quotes or brackets, and only where the right side asks something of its
     own: not a negation of the left ("and not about mice"), and either a question of its own ("and
-    why …") or after a left side of 3 content words at least. With fewer, the left side is a
-    fragment that needs the right one's object: "the causes and symptoms of diabetes" is one
-    question, not "the causes"."""
+    why …") or after a left side of 3 content words at least that neither lists things (a comma)
+    nor compares them ("between", "compare", "vs"). With fewer, the left side is a fragment that
+    needs the right one's object: "the causes and symptoms of diabetes" is one question, not "the
+    causes"; after a list or a comparison, the right side is its last item ("install numpy, pandas
+    and scipy on windows" was "install numpy, pandas" and "scipy on windows")."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
-    cuts, left, at = [], 0, 0
+    cuts, left, joined, at = [], 0, False, 0
     for m in _CLAUSES.finditer(text):
-        # Counted a piece at a time: counted over the whole left side at each "and", a long query
-        # of them took quadratic time.
-        left += len(_content_words(text[at : m.start()]))
+        # Read a piece at a time: read over the whole left side at each "and", a long query of
+        # them took quadratic time.
+        piece = text[at : m.start()]
+        left += len(_content_words(piece))
+        joined = joined or _COMPARISON.search(piece) is not None or any(
+            not _inside(whole, at + c.start()) for c in _LIST_COMMA.finditer(piece)
+        )
         at = m.end()
         first = _FIRST_WORD.match(text, m.end())
         opens = first.group(0).casefold() if first else ""
-        if _inside(whole, m.start()) or opens in _NEGATIONS or (left < 3 and opens not in _QUESTION_WORDS):
+        if _inside(whole, m.start()) or opens in _NEGATIONS or ((left < 3 or joined) and opens not in _QUESTION_WORDS):
             continue
         cuts.append(m.span())
-        left = 0
+        left, joined = 0, False
     return cuts
 
 
@@ -233,10 +246,15 @@ class ClassicalAnalyzer:
         text = " ".join(query.split())
         lowered = text.lower()
         expanded, done = [], set()
+        quoted = [m.span() for m in _QUOTED.finditer(text)]
+        at = 0
         for token in text.split(" "):
+            start, at = at, at + len(token) + 1
             core = token.strip(".,;:!?()\"'")
             core = core if core in self._acronyms else core.lower()
-            expansion = self._acronyms.get(core) or self._glossary.get(core)
+            # A quoted phrase is searched as written: an expansion inside it ('"API (application
+            # programming interface) timeout"') was a phrase no document holds.
+            expansion = None if _inside(quoted, start + 1) else self._acronyms.get(core) or self._glossary.get(core)
             # Once per abbreviation, and looked at once: a query repeating one grew tenfold, each
             # copy expanded, or searched the whole query again for its expansion.
             if expansion and core not in done and expansion.lower() not in lowered:
@@ -333,11 +351,10 @@ async def analyze(
                 timed_out.append(name)
             continue
         exc = task.exception()
-        if isinstance(exc, UsedFallback):
-            result.dropped[name] = str(exc)  # reported, but the classical value is used
-            value: object = exc.value
-            exc = None
-            _apply(result, name, value)
+        if isinstance(exc, Reported):
+            result.dropped[name] = str(exc)  # reported, but its value is used
+            if exc.value is not None:
+                _apply(result, name, exc.value)
             continue
         if isinstance(exc, Unavailable):
             result.dropped[name] = f"skipped: {exc}"
@@ -367,12 +384,21 @@ def _apply(result: Analysis, technique: str, value: object) -> None:
         result.sub_queries = [str(v) for v in value][:4]  # type: ignore[attr-defined]
 
 
-class UsedFallback(Exception):
-    """The LLM failed; the classical method answered instead (its value travels with the report)."""
+class Reported(Exception):
+    """The technique answered, in a way worth reporting: its value (None: it has none) travels
+    with the report."""
 
     def __init__(self, value: object, reason: str) -> None:
         super().__init__(reason)
         self.value = value
+
+
+class UsedFallback(Reported):
+    """The LLM failed; the classical method answered instead."""
+
+
+#: why a technique's model text was cut: the model wrote past what its max_tokens can hold
+RUNAWAY_CUT = "runaway_cut"
 
 
 _SYSTEM = "You transform search queries for a retrieval system. Answer with the requested text only, no commentary."
@@ -393,21 +419,43 @@ _HEADING = re.compile(r"^\s*#{1,6}\s")
 _EMPHASIZED = re.compile(r"(\*\*|__|\*)((?:(?!\1).)+)\1")
 
 
+def _json_lines(text: str) -> list[str] | None:
+    """The lines of a text that is JSON as a whole: a list's strings, or those of a one-key
+    object's value ({"query": "..."}); None when it is no JSON."""
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        return None
+    if isinstance(value, dict) and len(value) == 1:
+        value = next(iter(value.values()))
+    items = value if isinstance(value, list) else [value]
+    return [line for item in items if isinstance(item, str) for line in item.splitlines()]
+
+
 def _lines(text: Completion, query: str) -> list[str]:
     """The model's lines without list markers, and without the quotes or the Markdown emphasis
     around a whole line, each once (whatever its case and spacing), leaving out "NONE", the query
     itself, Markdown headings ("### Rewritten query") and lines that end in a colon: a preamble
     ("Here is the rewritten query:") or a heading ("**Sub-questions:**"), which were searched as
-    queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too."""
-    lines = text.splitlines()
-    if text.truncated:
-        lines = lines[:-1]
+    queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too.
+
+    An answer in JSON is read for its strings: {"query": "..."} was searched as the rewrite, and a
+    list of five variants as one. A line of JSON in other text (or of JSON cut short) is framing."""
+    lines = _json_lines(text)
+    if lines is None:
+        lines = text.splitlines()
+        if text.truncated:
+            lines = lines[:-1]
     seen = {_key(query)}
     out = []
     for line in lines:
         if _HEADING.match(line):
             continue
         line = _LIST_MARKER.sub("", line).strip()
+        if line.startswith(("{", "[")):
+            continue
         if emphasized := _EMPHASIZED.fullmatch(line):
             line = emphasized.group(2).strip()
         if len(line) > 1 and line[0] == line[-1] == '"' and line.count('"') == 2:
@@ -447,12 +495,18 @@ def _echoes(line: str, heads: Sequence[list[str]]) -> bool:
     return any(words[: len(head)] == head for head in heads)
 
 
-def _on_topic(lines: list[str], query: str, prompt: str) -> list[str]:
+def _on_topic(lines: list[str], query: str, prompt: str, *, in_its_words: bool = False) -> list[str]:
     """The ``lines`` that may stand for ``query`` in a search: not the prompt echoed, not behind a
     label, and sharing a word or an identifier with the query (so holding a word at all). Each
     becomes a search, and a rewrite replaces the query in every leg: a chat preamble ("Certainly.",
-    "Sure! Here's a clearer version of your query."), the prompt or a lone "?" replaced it."""
+    "Sure! Here's a clearer version of your query."), the prompt or a lone "?" replaced it.
+
+    ``in_its_words``: sharing a word that is no identifier, when the query has one. A code or an
+    acronym is written alike in every language: "Comment fonctionne RRF ?" replaced "How does RRF
+    work?" in every leg, though no English document asks it so."""
     heads, wanted = _prompt_heads(prompt), _content_words(query)
+    if in_its_words:
+        wanted = (wanted - identifier_words(query)) or wanted
     return [line for line in lines if not _LABEL.match(line) and not _echoes(line, heads) and _content_words(line) & wanted]
 
 
@@ -462,6 +516,31 @@ def _with_exact_terms(rewrite: str, query: str) -> str:
     would no longer be searched for as the documents write it."""
     missing = missing_exact_terms(query, rewrite)
     return f"{rewrite} ({' '.join(missing)})" if missing else rewrite
+
+
+def _within_bytes(text: str, max_bytes: int) -> str:
+    """``text`` within ``max_bytes`` of UTF-8, cut after its last whole word that fits."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    cut = encoded[:max_bytes].decode("utf-8", "ignore")
+    return cut[: cut.rfind(" ")].rstrip() if " " in cut else cut
+
+
+T = TypeVar("T")
+
+
+def _reported(value: T, cut: bool) -> T:
+    """``value``, reported as :data:`RUNAWAY_CUT` when the model's text it came from was cut."""
+    if cut:
+        raise Reported(value, RUNAWAY_CUT)
+    return value
+
+
+def _nothing(cut: bool, why: str) -> Exception:
+    """What a technique raises when none of the model's text is searched: a runaway is reported
+    even so (the model misbehaved); otherwise the technique has nothing to offer."""
+    return Reported(None, RUNAWAY_CUT) if cut else NotApplicable(why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,10 +557,13 @@ class LlmAnalyzer:
 
     name = "llm"
 
-    def __init__(self, models: dict[str, TechniqueModel], fallback: ClassicalAnalyzer, variants: int = 3) -> None:
+    def __init__(
+        self, models: dict[str, TechniqueModel], fallback: ClassicalAnalyzer, variants: int = 3, query_max_bytes: int = 65_536
+    ) -> None:
         self._models = models
         self._fallback = fallback
         self._variants = variants
+        self._query_max_bytes = query_max_bytes
 
     def timed_out(self, techniques: Collection[str]) -> None:
         """One failure per model, however many of its techniques timed out: they were one
@@ -493,55 +575,68 @@ class LlmAnalyzer:
     def _prompt(self, technique: str, query: str) -> str:
         return _PROMPTS[technique].format(query=query, n=self._variants)
 
-    async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> Completion:
+    def _own_text(self, technique: str) -> str:
+        """What ``technique`` sends the model but the query: the system prompt too, which a model
+        echoed as a rewrite, a variant and the HyDE passage's first line."""
+        return f"{_SYSTEM}\n{self._prompt(technique, '')}"
+
+    async def _ask(self, technique: str, query: str, classical: Callable[[], Awaitable[object]]) -> tuple[Completion, bool]:
+        """The model's text, and whether it ran past what its max_tokens can hold (see
+        :data:`CHARS_PER_TOKEN`): a model ignoring max_tokens wrote a 6 MB rewrite, which replaced
+        the query in every leg and made the response larger than any client reads. Such a text
+        keeps the whole lines within that; the line the cut goes through would be searched as a
+        shorter query of its own."""
         tm = self._models[technique]
+        max_tokens = 300 if technique == "hyde" else 200
         try:
-            answer = await tm.model.complete(
-                _SYSTEM, self._prompt(technique, query), temperature=tm.temperature,
-                max_tokens=300 if technique == "hyde" else 200,
-            )
+            answer = await tm.model.complete(_SYSTEM, self._prompt(technique, query), temperature=tm.temperature, max_tokens=max_tokens)
         except Exception as exc:
             try:
                 value = await classical()
             except NotApplicable:
                 raise exc from None
             raise UsedFallback(value, f"llm_failed_used_classical ({type(exc).__name__})") from exc
-        return Completion.of(answer.strip(), getattr(answer, "truncated", False))
+        text = answer.strip()
+        budget = max_tokens * CHARS_PER_TOKEN
+        if len(text) <= budget:
+            return Completion.of(text, getattr(answer, "truncated", False)), False
+        return Completion.of(text[: max(text.rfind("\n", 0, budget + 1), 0)].strip(), False), True
 
     async def rewrite(self, query: str) -> str:
         if "rewrite" not in self._models:
             return await self._fallback.rewrite(query)
-        lines = _lines(await self._ask("rewrite", query, lambda: self._fallback.rewrite(query)), query)
-        lines = _on_topic(lines, query, self._prompt("rewrite", ""))
+        answer, cut = await self._ask("rewrite", query, lambda: self._fallback.rewrite(query))
+        lines = _on_topic(_lines(answer, query), query, self._own_text("rewrite"), in_its_words=True)
         if not lines:
-            raise NotApplicable("no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
-        return _with_exact_terms(lines[0], query)
+            raise _nothing(cut, "no line of the model's is about the query: it kept it, wandered off, or its one line was cut short")
+        # No longer than a query may be: it replaces the query, and is reported as Metrics.rewritten_query.
+        return _reported(_within_bytes(_with_exact_terms(lines[0], query), self._query_max_bytes), cut)
 
     async def reformulate(self, query: str, feedback: Sequence[str]) -> list[str]:
         if "reformulate" not in self._models:
             return await self._fallback.reformulate(query, feedback)
-        lines = _lines(await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback)), query)
-        lines = _on_topic(lines, query, self._prompt("reformulate", ""))
+        answer, cut = await self._ask("reformulate", query, lambda: self._fallback.reformulate(query, feedback))
+        lines = _on_topic(_lines(answer, query), query, self._own_text("reformulate"))
         if not lines:
-            raise NotApplicable("no variants")
-        return lines[:5]
+            raise _nothing(cut, "no variants")
+        return _reported(lines[:5], cut)
 
     async def hyde(self, query: str) -> str:
         if "hyde" not in self._models:
             return await self._fallback.hyde(query)
-        text = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
+        text, cut = await self._ask("hyde", query, lambda: self._fallback.hyde(query))
         # Free-form, but not the prompt echoed: its instruction would be embedded as the passage.
-        heads = _prompt_heads(self._prompt("hyde", ""))
+        heads = _prompt_heads(self._own_text("hyde"))
         passage = "\n".join(line for line in text.splitlines() if not _echoes(line, heads)).strip()
         if not passage:
-            raise NotApplicable("empty passage")
-        return passage
+            raise _nothing(cut, "empty passage")
+        return _reported(passage, cut)
 
     async def decompose(self, query: str) -> list[str]:
         if "decompose" not in self._models:
             return await self._fallback.decompose(query)
-        lines = _lines(await self._ask("decompose", query, lambda: self._fallback.decompose(query)), query)
-        lines = [line for line in _on_topic(lines, query, self._prompt("decompose", "")) if _a_question(line)]
+        answer, cut = await self._ask("decompose", query, lambda: self._fallback.decompose(query))
+        lines = [line for line in _on_topic(_lines(answer, query), query, self._own_text("decompose")) if _a_question(line)]
         if len(lines) < 2:
-            raise NotApplicable("a single question")
-        return lines[:4]
+            raise _nothing(cut, "a single question")
+        return _reported(lines[:4], cut)

@@ -1036,10 +1036,11 @@ async def test_markdown_around_the_models_lines_is_not_searched(technique: str, 
          "emails from the billing team about refunds (billing@acme.io)"),
         ("error at https://acme.io/api/v2/orders?page=2.", "error in the orders API", "error in the orders API (https://acme.io/api/v2/orders?page=2)"),
         ("error at https://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders", "server error at HTTPS://acme.io/api/v2/orders"),
+        ("E1234 XK-4471", "error codes E1234 and XK-4471", "error codes E1234 and XK-4471"),
     ],
     ids=["codes-and-a-phrase-dropped", "acronym-expanded-away", "all-kept", "a-phrase-first", "a-phrase-last", "the-line-quoted",
          "typographic-quotes-dropped", "guillemets-kept-as-curly-quotes", "a-number-dropped", "a-version-dropped", "an-email-dropped",
-         "a-url-dropped-whole", "a-url-kept"],
+         "a-url-dropped-whole", "a-url-kept", "a-query-of-codes-only"],
 )
 async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, rewrite: str, searched: str) -> None:
     """The rewrite replaces the query in every leg: a code, number, version, address or quoted
@@ -1089,6 +1090,7 @@ def _echo(prompt: str) -> str:
         ("rewrite", "...\nCertainly.", None),
         ("rewrite", _echo, None),
         ("rewrite", "Comment fonctionne la fusion des classements ?", None),  # another language: no word in common
+        ("rewrite", "Comment fonctionne RRF ?", None),  # another language, the acronym written alike
         ("reformulate", _echo, None),
         ("reformulate", "Sure, here you go.\nRRF explained\nQuery: RRF in detail", ["RRF explained"]),
         ("decompose", "1. ?\n2. ...\n3. a", None),
@@ -1098,7 +1100,7 @@ def _echo(prompt: str) -> str:
         ("hyde", lambda prompt: f"{prompt}\nRRF sums 1/(k + rank) over the lists.", "RRF sums 1/(k + rank) over the lists."),
         ("hyde", _echo, None),
     ],
-    ids=["certainly", "sure-heres", "labelled", "a-mark", "dots-and-a-preamble", "prompt-echoed", "another-language",
+    ids=["certainly", "sure-heres", "labelled", "a-mark", "dots-and-a-preamble", "prompt-echoed", "another-language", "another-language-keeping-an-acronym",
          "variants-prompt-echoed", "variants-preamble-and-label", "junk-sub-queries", "sub-queries-preamble", "labelled-sub-queries",
          "sub-queries-prompt-echoed", "passage-after-the-prompt", "passage-prompt-echoed"],
 )
@@ -1152,5 +1154,110 @@ async def test_a_line_repeating_the_querys_own_line_is_no_echo_of_the_prompt(
         try:
             got = await (analyzer.reformulate(query, []) if technique == "reformulate" else analyzer.decompose(query))
             assert got == expected
+        finally:
+            await model.close()
+
+
+@pytest.mark.parametrize(
+    ("technique", "expected"),
+    [
+        ("rewrite", "How does RRF work in hybrid search?"),
+        ("reformulate", ["How does RRF work in hybrid search?", "Why is reranking with RRF slow?"]),
+        ("hyde", "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?"),
+        ("decompose", ["How does RRF work in hybrid search?", "Why is reranking with RRF slow?"]),
+    ],
+)
+async def test_a_model_ignoring_max_tokens_is_cut_to_the_whole_lines_they_hold(technique: str, expected: object) -> None:
+    """A model that ignored max_tokens wrote a 6 MB rewrite: it replaced the query in every leg and
+    in Metrics.rewritten_query, and the response outgrew MAX_RESPONSE_BYTES. Its text keeps the
+    whole lines within 16 characters a token of max_tokens, and the cut is reported."""
+    runaway = "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?\n" + "RRF rank fusion " * 100_000
+    reply = {"choices": [{"message": {"role": "assistant", "content": runaway}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            a = await analyze(analyzer, QUERY, ["feedback"], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S)
+        finally:
+            await model.close()
+    got = {"rewrite": a.rewritten, "reformulate": a.reformulations, "hyde": a.hyde, "decompose": a.sub_queries}[technique]
+    assert got == expected
+    assert a.dropped[technique] == "runaway_cut"
+
+
+async def test_a_rewrite_is_no_longer_than_a_query_may_be() -> None:
+    """The rewrite replaces the query, and the query's codes it left out are added back at its end:
+    with a long query of codes it outgrew QUERY_MAX_BYTES. It is cut after its last whole word within them."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": "How does reciprocal rank fusion work?"}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"rewrite": TechniqueModel(model, 0.3)}, ClassicalAnalyzer(), query_max_bytes=30)
+        try:
+            assert await analyzer.rewrite("How does RRF work?") == "How does reciprocal rank"
+        finally:
+            await model.close()
+
+
+@pytest.mark.parametrize(
+    ("technique", "expected"),
+    [
+        ("rewrite", "Which retrieval system answers search queries best?"),
+        ("reformulate", ["Which retrieval system answers search queries best?", "How does a retrieval system rank search queries?"]),
+        ("hyde", "Which retrieval system answers search queries best?\nHow does a retrieval system rank search queries?"),
+        ("decompose", ["Which retrieval system answers search queries best?", "How does a retrieval system rank search queries?"]),
+    ],
+)
+async def test_the_system_prompt_echoed_is_not_searched(technique: str, expected: object) -> None:
+    """Only the user prompt's lines counted as an echo: the system prompt ("You transform search
+    queries for a retrieval system. ...") repeated first became the rewrite, a variant and the
+    HyDE passage's first line, for a query sharing its words."""
+    lines = "Which retrieval system answers search queries best?\nHow does a retrieval system rank search queries?"
+
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        system = body["messages"][0]["content"]
+        return 200, {"choices": [{"message": {"role": "assistant", "content": f"{system}\n{lines}"}, "finish_reason": "stop"}]}
+
+    query = "which retrieval system handles search queries best"
+    with json_server(handler) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            got = await (analyzer.reformulate(query, ["feedback"]) if technique == "reformulate" else getattr(analyzer, technique)(query))
+        finally:
+            await model.close()
+    assert got == expected
+    assert server.requests[0][1]["messages"][0]["role"] == "system"
+
+
+@pytest.mark.parametrize(
+    ("technique", "answer", "expected"),
+    [
+        ("rewrite", '{"query": "How does reciprocal rank fusion (RRF) work?"}', "How does reciprocal rank fusion (RRF) work?"),
+        ("rewrite", '{\n  "rewritten_query": "How does reciprocal rank fusion (RRF) work?"\n}', "How does reciprocal rank fusion (RRF) work?"),
+        ("reformulate", '["RRF explained", "reciprocal rank fusion RRF details", "how RRF combines lists"]',
+         ["RRF explained", "reciprocal rank fusion RRF details", "how RRF combines lists"]),
+        ("decompose", '["How does RRF work?", "Why is reranking slow?"]', ["How does RRF work?", "Why is reranking slow?"]),
+        ("rewrite", '{"rewritten": "How does RRF work in search", "variants": ["RRF explained"]}', None),
+        ("rewrite", '{"query": "How does reciprocal rank fusion (RRF) work?"', None),
+        ("reformulate", 'RRF explained\n["RRF details", "RRF in search"]', ["RRF explained"]),
+    ],
+    ids=["one-key-object", "one-key-object-on-lines", "list-of-variants", "list-of-sub-questions", "object-of-several-keys",
+         "json-cut-short", "json-after-a-line"],
+)
+async def test_an_answer_in_json_is_read_for_its_strings(technique: str, answer: str, expected: object) -> None:
+    """A model answering in JSON had its text searched verbatim: {"query": "..."} as the rewrite,
+    braces and quotes included, and a list of five variants as one variant."""
+    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+    query = QUERY if technique == "decompose" else "How does RRF work?"
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        call = (lambda: analyzer.reformulate(query, ["feedback"])) if technique == "reformulate" else (lambda: getattr(analyzer, technique)(query))
+        try:
+            if expected is None:
+                with pytest.raises(NotApplicable):
+                    await call()
+            else:
+                assert await call() == expected
         finally:
             await model.close()

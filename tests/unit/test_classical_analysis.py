@@ -71,8 +71,14 @@ def test_decomposition_splits_clauses_whatever_white_space_joins_them() -> None:
         "What did J. Smith say about RRF",
         "for (i = 0; i < n; i++) loop off by one error in C",
         'recipes with "salt and pepper; lemon and thyme" for roast chicken',
+        "install numpy, pandas and scipy on windows",  # was "install numpy, pandas" and "scipy on windows"
+        "apples, oranges, bananas, grapes and pears nutrition facts",
+        "what is the difference between TCP congestion control and UDP flow control",
+        "compare PostgreSQL replication lag and MySQL replication lag",
+        "PostgreSQL replication lag vs. MySQL replication lag and failover time in seconds",
     ],
-    ids=["negation", "shared-object", "url", "title", "initials", "an-initial", "code", "quotes"],
+    ids=["negation", "shared-object", "url", "title", "initials", "an-initial", "code", "quotes", "a-list", "a-long-list",
+         "difference-between", "compare", "versus"],
 )
 def test_decomposition_leaves_one_question_whole(query: str) -> None:
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
@@ -86,6 +92,11 @@ def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> 
         "How do I set up SSO for our team", "configure SCIM provisioning"]
     assert asyncio.run(analyzer.decompose('find "salt and pepper" recipes and reviews of cast iron pans')) == [
         'find "salt and pepper" recipes', "reviews of cast iron pans"]
+    # A list's "and" is no cut, but a question after it is; a comma in quotes lists nothing.
+    assert asyncio.run(analyzer.decompose("install numpy, pandas and scipy on windows and how do I test them")) == [
+        "install numpy, pandas and scipy on windows", "how do I test them"]
+    assert asyncio.run(analyzer.decompose('find "salt, pepper" recipes and reviews of cast iron pans')) == [
+        'find "salt, pepper" recipes', "reviews of cast iron pans"]
     # The mark after a URL is the sentence's, not the URL's (read as the URL's, it was no cut).
     assert asyncio.run(analyzer.decompose("Is the page https://status.example.com/api? How do I check the queue?")) == [
         "Is the page https://status.example.com/api", "How do I check the queue"]
@@ -155,4 +166,18 @@ async def test_an_abbreviation_written_in_capitals_expands_only_in_capitals(tmp_
     # A key in lower case still matches any case.
     assert await analyzer.rewrite("REST API limits") == (
         "REST (representational state transfer) API (application programming interface) limits"
+    )
+
+
+async def test_no_abbreviation_is_expanded_inside_quotes() -> None:
+    """A quoted phrase is searched as written: '"API timeout"' became '"API (application
+    programming interface) timeout"', a phrase no document holds."""
+    analyzer = ClassicalAnalyzer({"API": "application programming interface", "db": "database"})
+    with pytest.raises(NotApplicable):
+        await analyzer.rewrite('error "API timeout" in billing')
+    assert await analyzer.rewrite('grep "db not found" logs of the API') == (
+        'grep "db not found" logs of the API (application programming interface)'
+    )
+    assert await analyzer.rewrite("«API limits» of the db and “db size” with API keys") == (
+        "«API limits» of the db (database) and “db size” with API (application programming interface) keys"
     )
