@@ -226,25 +226,41 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
 
 class _Unsent:
     """The files a run has not sent yet, for its report should it stop (a read-only server, a full
-    disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more."""
+    disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more.
+    The files of a call that got no answer are apart: the server may have them, stored in part."""
 
     def __init__(self, files: Sequence[Path]) -> None:
         self._files = files
         self._next = 0  # files[:_next] were read: sent, being sent or failed
         self._batch: list[str] = []  # the sources of the batch being sent not sent yet, in order
+        self._calling = 0  # how many of them, from the first, are in a call not answered yet
 
     def sending(self, batch: Sequence[Path], sources: Iterable[str]) -> None:
         """``batch`` was read, and ``sources`` are its documents to send (its other files failed)."""
         self._next += len(batch)
         self._batch = list(sources)
+        self._calling = 0
+
+    def calling(self, count: int) -> None:
+        """The next ``count`` of the batch's documents are in a call: from here the server may have them."""
+        self._calling = count
+
+    def refused(self) -> None:
+        """The call was refused before any of its documents was stored: they are not sent."""
+        self._calling = 0
 
     def sent(self, count: int) -> None:
         """The next ``count`` of the batch's documents were sent (stored or refused alone)."""
         del self._batch[:count]
+        self._calling = 0
+
+    def unknown(self) -> list[str]:
+        """The documents of the call that got no answer (a deadline, Ctrl-C, a lost connection)."""
+        return self._batch[: self._calling]
 
     def paths(self) -> list[str]:
         # A later file's name may not be UTF-8 (surrogates): written escaped, as _readable writes it.
-        return self._batch + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]]
+        return self._batch[self._calling :] + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]]
 
 
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
@@ -348,7 +364,7 @@ def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tupl
     try:
         yield
     except BaseException:  # Ctrl-C too
-        _print_ingest(done, errors, sum(unlisted or ()), unsent.paths() if unsent is not None else [])
+        _print_ingest(done, errors, sum(unlisted or ()), unsent.paths() if unsent is not None else [], unsent.unknown() if unsent is not None else [])
         raise
 
 
@@ -361,10 +377,11 @@ UNSENT_NAMED = 10
 
 
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0,
-                  unsent: Sequence[str] = ()) -> int:
+                  unsent: Sequence[str] = (), unknown: Sequence[str] = ()) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them;
-    ``unsent``: the files a run that stopped did not send."""
+    ``unsent``: the files a run that stopped did not send; ``unknown``: those it stopped sending,
+    with no answer saying what the server stored of them."""
     try:
         for doc_id, parents, children, replaced in done:
             print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
@@ -376,11 +393,16 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         _discard_stdout()
     for source, reason in errors:
         print(printable(f"FAILED   {source}: {reason}"), file=sys.stderr)
+    for source in unknown[:UNSENT_NAMED]:
+        print(printable(f"SENT, OUTCOME UNKNOWN {source}"), file=sys.stderr)
+    if len(unknown) > UNSENT_NAMED:
+        print(f"...      {len(unknown) - UNSENT_NAMED} more sent, outcome unknown", file=sys.stderr)
     for source in unsent[:UNSENT_NAMED]:
         print(printable(f"NOT SENT {source}"), file=sys.stderr)
     if len(unsent) > UNSENT_NAMED:
         print(f"...      {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
-    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {len(unsent)} files not sent (the run stopped)" if unsent else ""),
+    stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(unsent)} files not sent"] if unsent else [])
+    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {', '.join(stopped)} (the run stopped)" if stopped else ""),
           file=sys.stderr)
     return 0 if not errors else SOME_FAILED if done or unlisted else 1
 
@@ -405,6 +427,12 @@ def _one_file_refused(exc: Any) -> bool:
     return code is grpc.StatusCode.INVALID_ARGUMENT or (code is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details)
 
 
+#: the names of the codes of an ingest the server refused before it stored any of its documents (validation,
+#: the free-space floor, read-only, identity), or that the client did not send; after any other
+#: (a deadline, a lost connection, a failure part-way) the server may have stored some
+_REFUSED = frozenset(("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED"))
+
+
 def _ingest_remote(args: argparse.Namespace) -> int:
     import grpc
 
@@ -422,9 +450,15 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
         def send(docs: list[Any]) -> None:
-            # Per call: the client's default timeout does not bound an ingest (a large file takes
-            # minutes to embed, and one cut short is lost), only a timeout the call is given.
-            resp = client.ingest(docs, timeout=args.timeout)
+            unsent.calling(len(docs))
+            try:
+                # Per call: the client's default timeout does not bound an ingest (a large file takes
+                # minutes to embed, and one cut short is lost), only a timeout the call is given.
+                resp = client.ingest(docs, timeout=args.timeout)
+            except grpc.RpcError as exc:
+                if exc.code().name in _REFUSED:  # type: ignore[attr-defined]
+                    unsent.refused()
+                raise
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
             errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
