@@ -23,7 +23,7 @@ from rich.tree import Tree
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient, Tls
-from retrieval_server.cli import printable, top_k_option
+from retrieval_server.cli import ROLE_CHOICES, printable, role, top_k_option
 from retrieval_server.request_limits import TOP_K_LIMIT
 
 STRATEGIES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
@@ -177,8 +177,12 @@ class AskSession:
             o.strategy = arg.lower()
             self._console.print(f"strategy {o.strategy}")
         elif name in ("user", "role"):
+            value = (role(arg) if name == "role" else arg) or None
+            if name == "role" and value is not None and value not in ROLE_CHOICES:
+                self._console.print(f"[red]error:[/red] role must be one of {', '.join(ROLE_CHOICES)}, in any case (got {_text(arg)})")
+                return True
             before = getattr(o, name)
-            setattr(o, name, arg or None)
+            setattr(o, name, value)
             try:
                 client = self._connect()
             except ValueError as exc:  # a user id gRPC metadata cannot carry: the session goes on as before

@@ -27,10 +27,18 @@ T = TypeVar("T")
 
 #: Commands that run (part of) the service in this process: they read RETRIEVAL_* settings.
 _SERVICE_COMMANDS = frozenset({"serve", "graph"})
-#: domain.Access's and domain.Strategy's values, spelled out so that a client command need not
-#: import the domain to parse its arguments (tests/unit/test_cli_arguments.py holds them equal)
+#: domain.Access's and domain.Strategy's values, and the roles a caller may name (Role's but
+#: ANONYMOUS), spelled out so that a client command need not import the domain to parse its
+#: arguments (tests/unit/test_cli_arguments.py holds them equal)
 ACCESS_CHOICES = ("public", "private")
 STRATEGY_CHOICES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
+ROLE_CHOICES = ("USER", "ADMIN", "SUPER_ADMIN")
+
+
+def role(text: str) -> str:
+    """A command's ``--role``, in any case: the server takes x-user-role's value exactly, upper
+    case, and ``--role admin`` was sent as typed, to be refused as INVALID_ARGUMENT."""
+    return text.upper()
 
 
 def _is_service_error(exc: BaseException) -> bool:
@@ -636,12 +644,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="run the gRPC server (settings from RETRIEVAL_* variables)")
 
-    def client_opts(sp: argparse.ArgumentParser, role: str | None = None) -> None:
+    def client_opts(sp: argparse.ArgumentParser, default_role: str | None = None) -> None:
         # An empty RETRIEVAL_SERVER (a template rendered without it) is unset, as an empty setting is.
         sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER") or "localhost:50051",
                         help="address of a running server (default: $RETRIEVAL_SERVER, else localhost:50051)")
         sp.add_argument("--user", default=None, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
-        sp.add_argument("--role", default=role, help="caller's role (x-user-role)")
+        sp.add_argument("--role", default=default_role, type=role, choices=ROLE_CHOICES, help="caller's role (x-user-role; any case)")
         sp.add_argument("--token", default=os.environ.get("RETRIEVAL_TOKEN"), help="bearer token (JWT) for auth mode jwt (default: $RETRIEVAL_TOKEN)")
         sp.add_argument("--tls", action="store_true", help="connect with TLS (implied by the options below)")
         sp.add_argument("--tls-ca", help="PEM CA bundle that signed the server's certificate (default: the system's roots)")
@@ -661,7 +669,7 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--quiet", action="store_true", help="no progress bar")
     ing.add_argument("--local", action="store_true", help="write to RETRIEVAL_DATA_DIR directly, without a server")
     # The operator's command: an ADMIN replaces or deletes only what it may read, and sends no user.
-    client_opts(ing, role="SUPER_ADMIN")
+    client_opts(ing, default_role="SUPER_ADMIN")
 
     for name, top_k_limit, top_k_setting in (("query", TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"),
                                              ("search", SEARCH_TOP_K_LIMIT, "RETRIEVAL_SEARCH_TOP_K_MAX")):
@@ -687,13 +695,13 @@ def _parser() -> argparse.ArgumentParser:
     ex = gsub.add_parser("export", help="write the graph as GraphML (networkx) for inspection")
     ex.add_argument("output", help="file to write, e.g. graph.graphml")
     ex.add_argument("--user", help="export only what this user may read (default: everything)")
-    ex.add_argument("--role", choices=["USER", "ADMIN", "SUPER_ADMIN"],
+    ex.add_argument("--role", type=role, choices=ROLE_CHOICES,
                     help="the caller's role (default: USER with --user); without --user, an anonymous caller's: the public documents, all for SUPER_ADMIN")
 
     de = sub.add_parser("delete", help="delete documents")
     de.add_argument("document_ids", nargs="+")
     de.add_argument("--json", action="store_true", help="print the response as JSON (deleted, not_found)")
-    client_opts(de, role="SUPER_ADMIN")
+    client_opts(de, default_role="SUPER_ADMIN")
     client_opts(sub.add_parser("health", help="component health of a running server"))
     sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")
     sc.add_argument("directory")

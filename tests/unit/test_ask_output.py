@@ -82,3 +82,17 @@ def test_a_top_k_out_of_range_is_refused_as_the_option_is_and_the_session_goes_o
     assert "(got many)" in printed and "top-k 7" in printed
     assert session.options.top_k == 7
     session.close()
+
+
+def test_a_role_is_taken_in_any_case_and_one_the_server_has_not_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server takes x-user-role exactly, upper case: ":role admin" was sent as typed, and every question refused."""
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    session = AskSession(AskOptions("127.0.0.1:1", user="alice"), console)
+    lines = iter([":role admin", ":role root", ":quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    assert interactive(session, console, tmp_path / "history") == 0
+    printed = out.getvalue()
+    assert "asking as alice (ADMIN)" in printed and "error: role must be one of USER, ADMIN, SUPER_ADMIN, in any case (got root)" in printed
+    assert session.options.role == "ADMIN"
+    session.close()
