@@ -10,6 +10,7 @@ Interactive commands: ``:trace on|off``, ``:strategy NAME``, ``:user ID``, ``:ro
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 from collections.abc import Callable
@@ -22,11 +23,14 @@ from rich.tree import Tree
 
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient, Tls
-from retrieval_server.cli import printable
+from retrieval_server.cli import ROLE_CHOICES, printable, role, top_k_option
+from retrieval_server.request_limits import TOP_K_LIMIT
 
 STRATEGIES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
 _ROUTE = {pb.ROUTE_RETRIEVE: "retrieve", pb.ROUTE_TOOL: "tool", pb.ROUTE_DIRECT_ANSWER: "direct_answer"}
 _MATCH = {pb.ENTITY_MATCH_KIND_EXACT: "exact", pb.ENTITY_MATCH_KIND_CASE_FOLDED: "case-folded", pb.ENTITY_MATCH_KIND_FUZZY: "fuzzy"}
+#: ``:top-k N`` read as ``--top-k`` is: past int32 a number was taken, and the next question failed
+_top_k = top_k_option(TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX")
 HELP = ":trace on|off   :strategy semantic|keyword|hybrid|adaptive|graph   :user ID   :role ROLE   :top-k N   :help   :quit"
 
 
@@ -173,8 +177,12 @@ class AskSession:
             o.strategy = arg.lower()
             self._console.print(f"strategy {o.strategy}")
         elif name in ("user", "role"):
+            value = (role(arg) if name == "role" else arg) or None
+            if name == "role" and value is not None and value not in ROLE_CHOICES:
+                self._console.print(f"[red]error:[/red] role must be one of {', '.join(ROLE_CHOICES)}, in any case (got {_text(arg)})")
+                return True
             before = getattr(o, name)
-            setattr(o, name, arg or None)
+            setattr(o, name, value)
             try:
                 client = self._connect()
             except ValueError as exc:  # a user id gRPC metadata cannot carry: the session goes on as before
@@ -184,8 +192,12 @@ class AskSession:
             self._client.close()
             self._client = client
             self._console.print(f"asking as {o.user or 'anonymous'}" + (f" ({o.role})" if o.role else ""))
-        elif name == "top-k" and arg.isdigit() and int(arg) > 0:
-            o.top_k = int(arg)
+        elif name == "top-k" and arg:
+            try:
+                o.top_k = _top_k(arg)
+            except argparse.ArgumentTypeError as exc:
+                self._console.print(f"[red]error:[/red] top-k {_text(str(exc))}")
+                return True
             self._console.print(f"top-k {o.top_k}")
         else:
             self._console.print(HELP)

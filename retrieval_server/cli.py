@@ -27,10 +27,18 @@ T = TypeVar("T")
 
 #: Commands that run (part of) the service in this process: they read RETRIEVAL_* settings.
 _SERVICE_COMMANDS = frozenset({"serve", "graph"})
-#: domain.Access's and domain.Strategy's values, spelled out so that a client command need not
-#: import the domain to parse its arguments (tests/unit/test_cli_arguments.py holds them equal)
+#: domain.Access's and domain.Strategy's values, and the roles a caller may name (Role's but
+#: ANONYMOUS), spelled out so that a client command need not import the domain to parse its
+#: arguments (tests/unit/test_cli_arguments.py holds them equal)
 ACCESS_CHOICES = ("public", "private")
 STRATEGY_CHOICES = ("semantic", "keyword", "hybrid", "adaptive", "graph")
+ROLE_CHOICES = ("USER", "ADMIN", "SUPER_ADMIN")
+
+
+def role(text: str) -> str:
+    """A command's ``--role``, in any case: the server takes x-user-role's value exactly, upper
+    case, and ``--role admin`` was sent as typed, to be refused as INVALID_ARGUMENT."""
+    return text.upper()
 
 
 def _is_service_error(exc: BaseException) -> bool:
@@ -241,25 +249,41 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
 
 class _Unsent:
     """The files a run has not sent yet, for its report should it stop (a read-only server, a full
-    disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more."""
+    disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more.
+    The files of a call that got no answer are apart: the server may have them, stored in part."""
 
     def __init__(self, files: Sequence[Path]) -> None:
         self._files = files
         self._next = 0  # files[:_next] were read: sent, being sent or failed
         self._batch: list[str] = []  # the sources of the batch being sent not sent yet, in order
+        self._calling = 0  # how many of them, from the first, are in a call not answered yet
 
     def sending(self, batch: Sequence[Path], sources: Iterable[str]) -> None:
         """``batch`` was read, and ``sources`` are its documents to send (its other files failed)."""
         self._next += len(batch)
         self._batch = list(sources)
+        self._calling = 0
+
+    def calling(self, count: int) -> None:
+        """The next ``count`` of the batch's documents are in a call: from here the server may have them."""
+        self._calling = count
+
+    def refused(self) -> None:
+        """The call was refused before any of its documents was stored: they are not sent."""
+        self._calling = 0
 
     def sent(self, count: int) -> None:
         """The next ``count`` of the batch's documents were sent (stored or refused alone)."""
         del self._batch[:count]
+        self._calling = 0
+
+    def unknown(self) -> list[str]:
+        """The documents of the call that got no answer (a deadline, Ctrl-C, a lost connection)."""
+        return self._batch[: self._calling]
 
     def paths(self) -> list[str]:
         # A later file's name may not be UTF-8 (surrogates): written escaped, as _readable writes it.
-        return self._batch + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]]
+        return self._batch[self._calling :] + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]]
 
 
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
@@ -363,7 +387,7 @@ def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tupl
     try:
         yield
     except BaseException:  # Ctrl-C too
-        _print_ingest(done, errors, sum(unlisted or ()), unsent.paths() if unsent is not None else [])
+        _print_ingest(done, errors, sum(unlisted or ()), unsent.paths() if unsent is not None else [], unsent.unknown() if unsent is not None else [])
         raise
 
 
@@ -376,10 +400,11 @@ UNSENT_NAMED = 10
 
 
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0,
-                  unsent: Sequence[str] = ()) -> int:
+                  unsent: Sequence[str] = (), unknown: Sequence[str] = ()) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them;
-    ``unsent``: the files a run that stopped did not send."""
+    ``unsent``: the files a run that stopped did not send; ``unknown``: those it stopped sending,
+    with no answer saying what the server stored of them."""
     try:
         for doc_id, parents, children, replaced in done:
             print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
@@ -391,11 +416,16 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         _discard_stdout()
     for source, reason in errors:
         print(printable(f"FAILED   {source}: {reason}"), file=sys.stderr)
+    for source in unknown[:UNSENT_NAMED]:
+        print(printable(f"SENT, OUTCOME UNKNOWN {source}"), file=sys.stderr)
+    if len(unknown) > UNSENT_NAMED:
+        print(f"...      {len(unknown) - UNSENT_NAMED} more sent, outcome unknown", file=sys.stderr)
     for source in unsent[:UNSENT_NAMED]:
         print(printable(f"NOT SENT {source}"), file=sys.stderr)
     if len(unsent) > UNSENT_NAMED:
         print(f"...      {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
-    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {len(unsent)} files not sent (the run stopped)" if unsent else ""),
+    stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(unsent)} files not sent"] if unsent else [])
+    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {', '.join(stopped)} (the run stopped)" if stopped else ""),
           file=sys.stderr)
     return 0 if not errors else SOME_FAILED if done or unlisted else 1
 
@@ -420,6 +450,12 @@ def _one_file_refused(exc: Any) -> bool:
     return code is grpc.StatusCode.INVALID_ARGUMENT or (code is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details)
 
 
+#: the names of the codes of an ingest the server refused before it stored any of its documents (validation,
+#: the free-space floor, read-only, identity), or that the client did not send; after any other
+#: (a deadline, a lost connection, a failure part-way) the server may have stored some
+_REFUSED = frozenset(("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED"))
+
+
 def _ingest_remote(args: argparse.Namespace) -> int:
     import grpc
 
@@ -437,9 +473,15 @@ def _ingest_remote(args: argparse.Namespace) -> int:
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
         def send(docs: list[Any]) -> None:
-            # Per call: the client's default timeout does not bound an ingest (a large file takes
-            # minutes to embed, and one cut short is lost), only a timeout the call is given.
-            resp = client.ingest(docs, timeout=args.timeout)
+            unsent.calling(len(docs))
+            try:
+                # Per call: the client's default timeout does not bound an ingest (a large file takes
+                # minutes to embed, and one cut short is lost), only a timeout the call is given.
+                resp = client.ingest(docs, timeout=args.timeout)
+            except grpc.RpcError as exc:
+                if exc.code().name in _REFUSED:  # type: ignore[attr-defined]
+                    unsent.refused()
+                raise
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
             errors.extend((e.source, e.reason) for e in resp.errors)
             errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
@@ -617,12 +659,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="run the gRPC server (settings from RETRIEVAL_* variables)")
 
-    def client_opts(sp: argparse.ArgumentParser, role: str | None = None) -> None:
+    def client_opts(sp: argparse.ArgumentParser, default_role: str | None = None) -> None:
         # An empty RETRIEVAL_SERVER (a template rendered without it) is unset, as an empty setting is.
         sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER") or "localhost:50051",
                         help="address of a running server (default: $RETRIEVAL_SERVER, else localhost:50051)")
         sp.add_argument("--user", default=None, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
-        sp.add_argument("--role", default=role, help="caller's role (x-user-role)")
+        sp.add_argument("--role", default=default_role, type=role, choices=ROLE_CHOICES, help="caller's role (x-user-role; any case)")
         sp.add_argument("--token", default=os.environ.get("RETRIEVAL_TOKEN"), help="bearer token (JWT) for auth mode jwt (default: $RETRIEVAL_TOKEN)")
         sp.add_argument("--tls", action="store_true", help="connect with TLS (implied by the options below)")
         sp.add_argument("--tls-ca", help="PEM CA bundle that signed the server's certificate (default: the system's roots)")
@@ -642,7 +684,7 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--quiet", action="store_true", help="no progress bar")
     ing.add_argument("--local", action="store_true", help="write to RETRIEVAL_DATA_DIR directly, without a server")
     # The operator's command: an ADMIN replaces or deletes only what it may read, and sends no user.
-    client_opts(ing, role="SUPER_ADMIN")
+    client_opts(ing, default_role="SUPER_ADMIN")
 
     for name, top_k_limit, top_k_setting in (("query", TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"),
                                              ("search", SEARCH_TOP_K_LIMIT, "RETRIEVAL_SEARCH_TOP_K_MAX")):
@@ -668,13 +710,13 @@ def _parser() -> argparse.ArgumentParser:
     ex = gsub.add_parser("export", help="write the graph as GraphML (networkx) for inspection")
     ex.add_argument("output", help="file to write, e.g. graph.graphml")
     ex.add_argument("--user", help="export only what this user may read (default: everything)")
-    ex.add_argument("--role", choices=["USER", "ADMIN", "SUPER_ADMIN"],
+    ex.add_argument("--role", type=role, choices=ROLE_CHOICES,
                     help="the caller's role (default: USER with --user); without --user, an anonymous caller's: the public documents, all for SUPER_ADMIN")
 
     de = sub.add_parser("delete", help="delete documents")
     de.add_argument("document_ids", nargs="+")
     de.add_argument("--json", action="store_true", help="print the response as JSON (deleted, not_found)")
-    client_opts(de, role="SUPER_ADMIN")
+    client_opts(de, default_role="SUPER_ADMIN")
     client_opts(sub.add_parser("health", help="component health of a running server"))
     sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")
     sc.add_argument("directory")

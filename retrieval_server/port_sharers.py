@@ -5,21 +5,49 @@ port is held: another server run by that user (a plain ``grpc.server()`` sets it
 Linux) took a share of the new connections and answered them its own way, and nothing said so.
 The kernel keeps other users' sockets out; this finds the rest. Where there is no /proc it finds
 nothing.
+
+Not only on the workers' own address: the kernel gives a connection to the listener bound to its
+address before a wildcard's, so one on 127.0.0.1 beside workers on 0.0.0.0 took every loopback
+connection. A listener counts where its address and the workers' can take the same connections.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import sys
 from collections.abc import Collection, Iterable
+
+_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: /proc/net/tcp's state of a listening socket
 LISTEN = "0A"
 _TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 
 
-def _listeners(ports: Collection[int]) -> dict[int, tuple[str, int]]:
-    """The sockets listening on ``ports``: inode -> (local address as /proc writes it, port)."""
-    found: dict[int, tuple[str, int]] = {}
+def _address(written: str) -> _Address:
+    """A local address as /proc/net/tcp{,6} writes it: its 32-bit words in hex, each read in the
+    host's byte order. An IPv4-mapped one (a tcp6 socket bound to ::ffff:127.0.0.1) is its IPv4
+    address, as it takes that address's connections."""
+    packed = b"".join(int(written[i:i + 8], 16).to_bytes(4, sys.byteorder) for i in range(0, len(written), 8))
+    address = ipaddress.ip_address(packed)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _overlap(a: _Address, b: _Address) -> bool:
+    """Whether listeners on ``a`` and ``b``, one port, can take the same connections: the same
+    address, or either a wildcard of the other's family; [::] of IPv4's too, as gRPC's [::] is
+    dual-stack (and /proc does not tell whether a socket set IPV6_V6ONLY)."""
+    if a == b:
+        return True
+    return any(wild.is_unspecified and wild.version in (other.version, 6) for wild, other in ((a, b), (b, a)))
+
+
+def _listeners(ports: Collection[int]) -> dict[int, tuple[_Address, int]]:
+    """The sockets listening on ``ports``: inode -> (local address, port)."""
+    found: dict[int, tuple[_Address, int]] = {}
     for table in _TABLES:
         try:
             with open(table) as rows:
@@ -30,7 +58,7 @@ def _listeners(ports: Collection[int]) -> dict[int, tuple[str, int]]:
                         continue
                     address, _, port = fields[1].rpartition(":")
                     if int(port, 16) in ports:
-                        found[int(fields[9])] = (address, int(port, 16))
+                        found[int(fields[9])] = (_address(address), int(port, 16))
         except OSError:
             continue  # no IPv6, or no /proc
     return found
@@ -56,27 +84,15 @@ def _sockets(pid: int) -> set[int]:
 def _owner(inode: int) -> int | None:
     """The pid of a process holding socket ``inode``, if one is readable here (the same user's, in
     this pid namespace)."""
-    target = f"socket:[{inode}]"
     try:
-        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
     except OSError:
         return None
-    for pid in entries:
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in descriptors:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
-                    return int(pid)
-            except OSError:
-                continue
-    return None
+    return next((pid for pid in pids if inode in _sockets(pid)), None)
 
 
 class PortSharers:
-    """Finds, on ``ports``, listeners beside the workers' own on the same address: each once."""
+    """Finds, on ``ports``, listeners beside the workers' own that can take their connections: each once."""
 
     def __init__(self, ports: Collection[int]) -> None:
         self._ports = set(ports)
@@ -92,6 +108,10 @@ class PortSharers:
         # for a stranger (nor, read before, one that exited).
         ours |= set().union(*map(_sockets, pids))
         shared = {listening[inode] for inode in ours if inode in listening}
-        strangers = [(inode, where) for inode, where in listening.items() if where in shared and inode not in ours | self._found]
+        strangers = [
+            (inode, (address, port))
+            for inode, (address, port) in listening.items()
+            if inode not in ours | self._found and any(port == p and _overlap(address, a) for a, p in shared)
+        ]
         self._found.update(inode for inode, _ in strangers)
         return [(port, _owner(inode)) for inode, (_, port) in strangers]

@@ -202,9 +202,13 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
     try:
         event_loop.run(serve(settings, on_ready=ready, on_stopping=stopping), settings.event_loop)
     except Exception as exc:
-        # The supervisor logs the reason it is sent (the CLI's one `error:` line for a first start,
-        # "could not start again" for a restart): an ERROR here too printed it once more per worker.
-        log.debug("worker %d could not start", worker, exc_info=True)
+        if beating:
+            # Once it served, the supervisor logs only the exit code: this is the one place the reason is told.
+            log.error("worker %d failed while serving", worker, exc_info=True, extra={"worker": worker})
+        else:
+            # The supervisor logs the reason it is sent (the CLI's one `error:` line for a first start,
+            # "could not start again" for a restart): an ERROR here too printed it once more per worker.
+            log.debug("worker %d could not start", worker, exc_info=True)
         report.send(str(exc) or type(exc).__name__)
         sys.exit(1)
     finally:

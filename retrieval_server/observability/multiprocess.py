@@ -6,8 +6,8 @@ worker imports it, so each worker's counters and histograms are written to files
 supervisor serves their sum on the metrics port, with its own series: restarts and liveness per
 worker, and each worker's process metrics (CPU, memory, file descriptors) labelled by worker.
 A worker that dies keeps its counts in the sum, so totals never go backwards on a restart: its
-counters and histograms are added to one archive file per kind and its files deleted, as
-prometheus-client would read every dead worker's files at every scrape, for the supervisor's life.
+counters and histograms are added to totals the supervisor holds in memory and its files deleted,
+as prometheus-client would read every dead worker's files at every scrape, for the supervisor's life.
 The directory is named after the supervisor's pid: one that was killed cannot remove its own,
 and the next to start does.
 """
@@ -26,7 +26,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.mmap_dict import MmapedDict
+from prometheus_client.samples import Sample
 
 from retrieval_server.observability.grpc_metrics import scraped
 from retrieval_server.observability.metrics import SERVICE
@@ -36,8 +36,6 @@ from retrieval_server.stale_runs import remove_stale_runs
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: the run's directory in the temporary one is this, the supervisor's pid, "-" and a random part
 PREFIX = "retrieval-metrics-"
-#: in place of a pid in the name of the file a kind's dead workers' values are summed into
-ARCHIVE = "archive"
 
 log = logging.getLogger(__name__)
 
@@ -72,45 +70,56 @@ class WorkerCollector:
 
 
 class _WorkerFiles(multiprocess.MultiProcessCollector):
-    """prometheus-client's sum over the workers' files, where a dead worker's counters and
-    histograms are folded into one archive per kind (``counter_archive.db``): its files, one set
-    per restart, were read by every scrape for the supervisor's life (1,500 restarts: 3,000 files,
-    2.6 s a scrape). Gauges stay as prometheus-client has them: a ``live*`` one's file is deleted,
-    another mode's is kept."""
+    """prometheus-client's sum over the workers' files, plus the dead workers' counters and
+    histograms, summed in memory: their files, one set per restart, were read by every scrape for
+    the supervisor's life (1,500 restarts: 3,000 files, 2.6 s a scrape). Not into an archive file:
+    the supervisor would write an mmapped file, and on a full /tmp that write is a SIGBUS, not an
+    error, which kills the supervisor and with it every worker. Gauges stay as prometheus-client
+    has them: a ``live*`` one's file is deleted, another mode's is kept."""
 
     def __init__(self, directory: Path) -> None:
         super().__init__(None, path=str(directory))
         self._directory = directory
-        # A scrape (the endpoint's threads) reading a dead worker's file and the archive it was
+        # A scrape (the endpoint's threads) reading a dead worker's file and the totals it was
         # just added to counted it twice, or a file deleted under it failed.
         self._lock = threading.Lock()
+        #: by family name, the dead workers' summed samples (buckets cumulative, as scraped)
+        self._dead: dict[str, Metric] = {}
 
-    def collect(self) -> Iterable[Metric]:
+    def collect(self) -> list[Metric]:
         with self._lock:
-            return super().collect()  # type: ignore[no-any-return]
+            families = {family.name: family for family in super().collect()}
+            for dead in self._dead.values():
+                family = families.setdefault(dead.name, Metric(dead.name, dead.documentation, dead.type))
+                _add(family, dead)
+            return list(families.values())
 
     def fold(self, pid: int) -> None:
-        """Add the values of the dead process ``pid`` to the archives and delete its files."""
+        """Add the values of the dead process ``pid`` to the dead workers' totals and delete its files."""
         with self._lock:
             multiprocess.mark_process_dead(pid, str(self._directory))
             for dead in self._directory.glob(f"*_{pid}.db"):
-                kind = dead.name.split("_")[0]
-                if kind == "gauge":
+                if dead.name.startswith("gauge_"):
                     continue
                 try:
-                    values = list(MmapedDict.read_all_values_from_file(str(dead)))
+                    families = list(self.merge([str(dead)], accumulate=True))
                 except (OSError, RuntimeError) as exc:
                     # Left as it is, it still counts; the supervisor keeps supervising.
                     log.warning("a dead worker's metric file could not be read; kept", extra={"file": str(dead), "error": str(exc)})
                     continue
-                archive = MmapedDict(str(self._directory / f"{kind}_{ARCHIVE}.db"))
-                try:
-                    for key, value, timestamp, _ in values:
-                        total, _ = archive.read_value(key)
-                        archive.write_value(key, total + value, timestamp)
-                finally:
-                    archive.close()
                 dead.unlink()
+                for family in families:
+                    _add(self._dead.setdefault(family.name, Metric(family.name, family.documentation, family.type)), family)
+
+
+def _add(total: Metric, more: Metric) -> None:
+    """Add ``more``'s samples to ``total``'s, by name and labels. Summing scraped (cumulative)
+    buckets is summing the raw ones: a histogram's buckets are the same in every process."""
+    summed = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in total.samples}
+    for s in more.samples:
+        key = (s.name, tuple(sorted(s.labels.items())))
+        summed[key] = summed.get(key, 0.0) + s.value
+    total.samples = [Sample(name, dict(labels), value) for (name, labels), value in summed.items()]
 
 
 class _Summed:

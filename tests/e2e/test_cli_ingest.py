@@ -218,6 +218,34 @@ def test_a_run_stopped_by_a_read_only_server_counts_the_files_it_did_not_send_an
     assert "error: FAILED_PRECONDITION: the server is read-only" in err
 
 
+@pytest.mark.parametrize("stop", [_Refused(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded"), KeyboardInterrupt()])
+def test_a_run_stopped_during_a_call_names_its_files_apart_from_those_not_sent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stop: BaseException) -> None:
+    """A call past its deadline, or stopped by Ctrl-C, was received by the server, which may have
+    stored its documents in part: its files were reported NOT SENT, as if sending them again were all."""
+    import retrieval_client
+
+    monkeypatch.setattr(cli, "BATCH_FILES", 2)
+    sent: list[list[str]] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.append([d.filename for d in docs])
+        if len(sent) > 1:
+            raise stop
+        return _stored(docs)
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    for i in range(5):
+        (tmp_path / f"f{i}.txt").write_text("Ferrets burrow.")
+    assert cli.main(["ingest", str(tmp_path), "--quiet"]) == 1
+    _, err = capsys.readouterr()
+    assert sent == [["f0.txt", "f1.txt"], ["f2.txt", "f3.txt"]]
+    assert [line.removeprefix("SENT, OUTCOME UNKNOWN ") for line in err.splitlines() if line.startswith("SENT, OUTCOME UNKNOWN ")] == [
+        str(tmp_path / "f2.txt"), str(tmp_path / "f3.txt")]
+    assert [line.removeprefix("NOT SENT ") for line in err.splitlines() if line.startswith("NOT SENT ")] == [str(tmp_path / "f4.txt")]
+    assert "2 documents indexed, 0 failed, 2 files sent, outcome unknown, 1 files not sent (the run stopped)" in err
+
+
 def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Its name becomes lone surrogates, which a request refuses (and the local stores): the
     whole run stopped, nothing stored."""

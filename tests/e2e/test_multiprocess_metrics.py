@@ -161,7 +161,7 @@ def _sampled(metrics: MultiprocessMetrics) -> dict[str, float]:
     return {f"{s.name}{sorted(s.labels.items())}": s.value for family in metrics.registry.collect() for s in family.samples if s.name.startswith("t_")}
 
 
-def test_a_dead_workers_counts_are_archived_and_its_files_removed() -> None:
+def test_a_dead_workers_counts_are_kept_and_its_files_removed() -> None:
     """Each restart left the dead worker's files, read by every scrape for the supervisor's life
     (1,500 restarts: 3,000 files, 2.6 s a scrape)."""
     metrics = MultiprocessMetrics()  # as the supervisor: the workers inherit its directory
@@ -176,10 +176,11 @@ def test_a_dead_workers_counts_are_archived_and_its_files_removed() -> None:
             before = _sampled(metrics)  # its files still there, as while it ran
             metrics.worker_exited(0, proc.pid)
             after = _sampled(metrics)
-            # Nothing counted goes backwards, or is counted twice, as its values move to the archive.
+            # Nothing counted goes backwards, or is counted twice, as its values move to the supervisor's memory.
             assert {k: v for k, v in after.items() if "t_busy" not in k} == {k: v for k, v in before.items() if "t_busy" not in k}
             assert not any("t_busy" in k for k in after)  # a live* gauge forgets the dead
-            assert sorted(p.name for p in metrics.directory.iterdir()) == ["counter_archive.db", "histogram_archive.db"]
+            # No file written in their place: an mmapped one on a full /tmp was a SIGBUS in the supervisor.
+            assert list(metrics.directory.iterdir()) == []
         total = sum(range(1, restarts + 1))
         assert after["t_calls_total[('code', 'OK')]"] == total
         assert after["t_seconds_sum[]"] == total
@@ -189,3 +190,30 @@ def test_a_dead_workers_counts_are_archived_and_its_files_removed() -> None:
         assert after["t_seconds_bucket[('le', '+Inf')]"] == restarts
     finally:
         metrics.close()
+
+
+_SUPERVISOR_ON_A_FULL_DISK = """
+import os, resource, signal, subprocess, sys
+from retrieval_server.observability.multiprocess import MultiprocessMetrics
+metrics = MultiprocessMetrics()
+worker = subprocess.Popen([sys.executable, "-c", sys.argv[1], "3"], env=os.environ.copy())
+assert worker.wait() == 0
+metrics.worker_started(0, worker.pid)
+# No file may grow from here on: EFBIG, as the signal is ignored, where a full disk is ENOSPC
+# (or SIGBUS for an mmapped page).
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+metrics.worker_exited(0, worker.pid)
+samples = {s.name: s.value for family in metrics.registry.collect() for s in family.samples}
+print(samples["t_calls_total"], samples["t_seconds_count"])
+metrics.close()
+"""
+
+
+def test_a_dead_workers_counts_are_kept_by_a_supervisor_that_can_write_no_file() -> None:
+    """The dead worker's values were added to an mmapped archive file the supervisor created: on a
+    full /tmp that write was a SIGBUS, and the supervisor died with every worker."""
+    done = subprocess.run([sys.executable, "-c", _SUPERVISOR_ON_A_FULL_DISK, _DYING_WORKER], env=inherited_env("PROMETHEUS_"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3.0", "1.0"]

@@ -12,6 +12,7 @@ from rich.console import Console
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient
 from retrieval_server.ask import AskOptions, AskSession, interactive, print_answer_details
+from retrieval_server.request_limits import TOP_K_LIMIT
 
 
 def _printed(response: pb.QueryResponse) -> str:
@@ -65,4 +66,33 @@ def test_a_user_id_the_client_refuses_leaves_the_session_asking_as_before(tmp_pa
     printed = out.getvalue()
     assert "error: the user id must be printable ASCII" in printed and "asking as alice (ADMIN)" in printed
     assert session.options.user == "alice" and len(made) == 2 and closed == [made[0]]
+    session.close()
+
+
+def test_a_top_k_out_of_range_is_refused_as_the_option_is_and_the_session_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """":top-k 3000000000" was taken, and the next question failed with the client's int32 ValueError."""
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    session = AskSession(AskOptions("127.0.0.1:1", top_k=5), console)
+    lines = iter([":top-k 3000000000", ":top-k many", ":top-k 7", ":quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    assert interactive(session, console, tmp_path / "history") == 0
+    printed = out.getvalue()
+    assert f"error: top-k must be 0 (the server's default) to {TOP_K_LIMIT}, the most RETRIEVAL_TOP_K_MAX allows (got 3000000000)" in printed
+    assert "(got many)" in printed and "top-k 7" in printed
+    assert session.options.top_k == 7
+    session.close()
+
+
+def test_a_role_is_taken_in_any_case_and_one_the_server_has_not_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server takes x-user-role exactly, upper case: ":role admin" was sent as typed, and every question refused."""
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    session = AskSession(AskOptions("127.0.0.1:1", user="alice"), console)
+    lines = iter([":role admin", ":role root", ":quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    assert interactive(session, console, tmp_path / "history") == 0
+    printed = out.getvalue()
+    assert "asking as alice (ADMIN)" in printed and "error: role must be one of USER, ADMIN, SUPER_ADMIN, in any case (got root)" in printed
+    assert session.options.role == "ADMIN"
     session.close()

@@ -9,13 +9,33 @@ import pytest
 
 from retrieval_server import cli
 from retrieval_server.config import bind_error, listen_address, load_settings
-from retrieval_server.domain import Access, NotFound, Strategy
+from retrieval_server.domain import Access, NotFound, Role, Strategy
 from retrieval_server.supervisor import hold_port
 
 
-def test_the_access_and_strategy_choices_are_the_domains_values() -> None:
+def test_the_access_strategy_and_role_choices_are_the_domains_values() -> None:
     assert sorted(cli.ACCESS_CHOICES) == sorted(a.value for a in Access)
     assert sorted(cli.STRATEGY_CHOICES) == sorted(s.value for s in Strategy)
+    assert sorted(cli.ROLE_CHOICES) == sorted(r.value for r in Role if r is not Role.ANONYMOUS)
+
+
+@pytest.mark.parametrize("argv", [["search", "x"], ["query", "x"], ["ask", "x"], ["ingest", "a.txt"], ["delete", "a"], ["health"]])
+def test_a_role_is_taken_in_any_case_and_sent_as_the_server_reads_it(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The server takes x-user-role exactly, upper case: ``--role admin`` was sent as typed and refused, INVALID_ARGUMENT."""
+    roles: list[str] = []
+
+    def sent(args: argparse.Namespace) -> int:
+        roles.append(args.role)
+        return 0
+
+    for command in ("_remote", "_ask", "_ingest_remote"):
+        monkeypatch.setattr(cli, command, sent)
+    assert cli.main([*argv, "--role", "admin"]) == 0 and cli.main([*argv, "--role", "Super_Admin"]) == 0
+    assert roles == ["ADMIN", "SUPER_ADMIN"]
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*argv, "--role", "root"])
+    assert stopped.value.code == 2 and "argument --role: invalid choice: 'ROOT' (choose from" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("error", "line"), [
@@ -257,3 +277,7 @@ def test_a_tls_file_that_is_not_pem_is_a_usage_error_naming_it(tmp_path: object,
             cli.main(["health", flag, str(garbage)])
         assert stopped.value.code == 2 and f"error: {flag} {garbage} holds no PEM certificate" in capsys.readouterr().err
     assert not called
+
+
+def test_graph_exports_role_is_taken_in_any_case() -> None:
+    assert cli._parser().parse_args(["graph", "export", "g.graphml", "--user", "alice", "--role", "admin"]).role == "ADMIN"

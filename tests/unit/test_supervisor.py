@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from retrieval_server.stale_runs import remove_stale_runs
 from retrieval_server.supervisor import SCRATCH_PREFIX, restart_delay, start_ignoring_interrupts
+from tests.support.paths import inherited_env
 
 
 def test_a_restart_that_keeps_failing_is_tried_again_less_and_less_often_up_to_a_minute() -> None:
@@ -61,3 +63,51 @@ def test_a_worker_starts_with_interrupts_ignored_and_the_supervisor_keeps_its_ha
         proc.join()
     assert proc.exitcode == 0
     assert [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGHUP)] == before
+
+
+_FAILING_WORKER = (
+    "import pathlib, sys\n"
+    "from multiprocessing import Pipe\n"
+    "from retrieval_server import server, supervisor\n"
+    "from retrieval_server.config import load_settings\n"
+    "async def serve(settings, on_ready=None, on_stopping=None):\n"
+    "    if sys.argv[1] == 'served':\n"
+    "        on_ready()\n"
+    "    raise RuntimeError('the vector folder vanished')\n"
+    "server.serve = serve\n"
+    "receiver, sender = Pipe(duplex=False)\n"
+    "try:\n"
+    "    supervisor._run_worker(load_settings(), 0, sender, pathlib.Path(sys.argv[2]))\n"
+    "finally:\n"
+    "    reports = []\n"
+    "    while receiver.poll():  # all sent by now\n"
+    "        reports.append(receiver.recv())\n"
+    "    print(reports[-1])\n"
+)
+
+
+def _failing_worker_log(tmp_path: Path, when: str) -> tuple[list[dict[str, object]], str]:
+    """A worker whose serve() raises, having reported ready (``served``) or not: its JSON log
+    records and the reason it sent the supervisor."""
+    (tmp_path / "scratch").mkdir()
+    env = inherited_env()
+    env.update(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_METRICS_ENABLED="false", RETRIEVAL_LOG_FORMAT="json")
+    done = subprocess.run([sys.executable, "-c", _FAILING_WORKER, when, str(tmp_path / "scratch")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    return [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")], done.stdout.strip()
+
+
+def test_a_worker_that_fails_after_it_served_logs_why_at_error(tmp_path: Path) -> None:
+    """The supervisor logs only its exit code ("worker 0 exited with 1; restarting it"), and the
+    worker logged the exception at DEBUG: why it crashed was never printed."""
+    records, reason = _failing_worker_log(tmp_path, "served")
+    [failed] = [r for r in records if r["level"] == "ERROR"]
+    assert failed["worker"] == 0 and "RuntimeError: the vector folder vanished" in str(failed["exc"]), records
+    assert reason == "the vector folder vanished"
+
+
+def test_a_worker_that_cannot_start_leaves_its_reason_to_the_supervisor(tmp_path: Path) -> None:
+    """The supervisor prints the reason it is sent once: an ERROR here too printed it once more per worker."""
+    records, reason = _failing_worker_log(tmp_path, "not served")
+    assert [r for r in records if r["level"] == "ERROR"] == [], records
+    assert reason == "the vector folder vanished"
