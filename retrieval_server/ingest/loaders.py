@@ -278,6 +278,25 @@ def _contents(page: Any) -> tuple[tuple[tuple[int, int], ...] | None, int]:
     return (refs if len(refs) == len(streams) else None), size
 
 
+def _resources(page: Any) -> tuple[int, int] | bytes:
+    """What a page's content streams draw with (fonts, form XObjects): its /Resources' reference,
+    or the dictionary as written when it is in the page (as pypdf writes it: its references as
+    "n g R", so two pages naming the same objects write it the same). One stream ("q /Fm0 Do Q",
+    as cpdf -squeeze leaves it) shows each page's own form under that page's /Fm0."""
+    import hashlib
+
+    from pypdf.generic import IndirectObject
+
+    if "/Resources" not in page:  # pypdf copies a /Pages node's resources into each page it reads
+        return b""
+    written = page.raw_get("/Resources")
+    if isinstance(written, IndirectObject):
+        return written.idnum, written.generation
+    out = io.BytesIO()
+    written.write_to_stream(out)
+    return hashlib.sha256(out.getvalue()).digest()
+
+
 def _load_pdf(src: DocumentSource, max_document_bytes: int | None = None) -> list[LoadedDocument]:
     """Its text is held to :data:`PDF_TEXT_PER_BYTE` characters a byte (at least
     :data:`PDF_MIN_TEXT_CHARS`), and to ``max_document_bytes`` characters; its content streams, the
@@ -286,9 +305,10 @@ def _load_pdf(src: DocumentSource, max_document_bytes: int | None = None) -> lis
     ``max_document_bytes``. Its pages may share one content stream, which pypdf reads again for
     each, at about 0.1 million characters a second: a 12 KB file of 60 pages made 6 million
     characters in a minute, and one of text-less drawing held the ingest thread for seconds a page.
-    So a page showing streams already read takes the text they gave: under other fonts they could
-    read otherwise, but a file shows one stream on several pages to repeat a page (a blank, a
-    letterhead), and reading it again for each let a small file hold the thread without bound."""
+    So a page showing streams already read, with the same resources, takes the text they gave: a
+    file shows one stream on several pages to repeat a page (a blank, a letterhead), and reading it
+    again for each let a small file hold the thread without bound. Under other resources the same
+    stream shows other text ("q /Fm0 Do Q", each page's /Fm0 its own form), so it is read again."""
     from pypdf import PdfReader
 
     limit = max(PDF_MIN_TEXT_CHARS, PDF_TEXT_PER_BYTE * len(src.content))
@@ -305,17 +325,18 @@ def _load_pdf(src: DocumentSource, max_document_bytes: int | None = None) -> lis
     try:
         reader = PdfReader(io.BytesIO(src.content))
         found: list[Page] = []
-        read: dict[tuple[tuple[int, int], ...], str] = {}
+        read: dict[tuple[tuple[tuple[int, int], ...], tuple[int, int] | bytes], str] = {}
         chars = content = 0
         for i, page in enumerate(reader.pages):
             refs, size = _contents(page)
-            if refs is None or (text := read.get(refs)) is None:
+            shown = None if refs is None else (refs, _resources(page))
+            if shown is None or (text := read.get(shown)) is None:
                 content += size
                 if content > budget:
                     raise LoadError(f"its content streams are over {budget} bytes decoded by page {i + 1}, more than {over}")
                 text = (page.extract_text() or "").translate(_LIGATURES)
-                if refs is not None:
-                    read[refs] = text
+                if shown is not None:
+                    read[shown] = text
             found.append(Page(i + 1, text))
             chars += len(text)
             if chars > limit:

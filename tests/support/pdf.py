@@ -85,3 +85,29 @@ def make_drawing_pdf(pages: int, operators: int) -> bytes:
                        f"/Contents {5 + 2 * i} 0 R >>".encode())
         objects.append(b"<< /Length " + str(len(stream)).encode() + b" /Filter /FlateDecode >>\nstream\n" + stream + b"\nendstream")
     return _written(objects)
+
+
+def make_shared_stream_form_pdf(pages: list[str], indirect_resources: bool = False) -> bytes:
+    """A PDF whose pages all show one content stream, ``q /Fm0 Do Q`` (as a de-duplicating
+    optimizer such as cpdf -squeeze leaves it), each page mapping /Fm0 to its own form XObject
+    showing that page's text. ``indirect_resources``: each page's /Resources its own object."""
+    shared = b"q /Fm0 Do Q"
+    per_page = 3 if indirect_resources else 2
+    kids = " ".join(f"{5 + per_page * i} 0 R" for i in range(len(pages)))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length " + str(len(shared)).encode() + b" >>\nstream\n" + shared + b"\nendstream",
+    ]
+    for i, text in enumerate(pages):
+        first = 5 + per_page * i
+        resources = f"<< /XObject << /Fm0 {first + 1} 0 R >> >>"
+        form = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+        written = f"{first + 2} 0 R" if indirect_resources else resources
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources {written} /Contents 4 0 R >>".encode())
+        objects.append(b"<< /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Length "
+                       + str(len(form)).encode() + b" >>\nstream\n" + form + b"\nendstream")
+        if indirect_resources:
+            objects.append(resources.encode())
+    return _written(objects)

@@ -9,7 +9,7 @@ import pytest
 
 from retrieval_server.domain import DocumentSource
 from retrieval_server.ingest.loaders import LoadError, load
-from tests.support.pdf import make_drawing_pdf, make_pdf, make_shared_stream_pdf
+from tests.support.pdf import make_drawing_pdf, make_pdf, make_shared_stream_form_pdf, make_shared_stream_pdf
 
 
 def _src(name: str, content: bytes | str, **kw: object) -> DocumentSource:
@@ -407,6 +407,17 @@ def test_pages_that_share_a_content_stream_are_read_once(monkeypatch: pytest.Mon
     assert read == [1]
     assert [p.number for p in doc.pages] == list(range(1, 21)) and len({p.text for p in doc.pages}) == 1
     assert doc.pages[-1].text.count("word") == 50
+
+
+@pytest.mark.parametrize("indirect_resources", [False, True], ids=["inline-resources", "resources-object"])
+def test_pages_that_share_a_content_stream_under_their_own_resources_each_have_their_own_text(
+    monkeypatch: pytest.MonkeyPatch, indirect_resources: bool,
+) -> None:
+    """One stream, "q /Fm0 Do Q", each page's /Fm0 its own form: every page had page 1's text."""
+    read = _counting_extractions(monkeypatch)
+    texts = ["alpha introduction page", "beta methods page", "gamma results page"]
+    [doc] = load(_src("forms.pdf", make_shared_stream_form_pdf(texts, indirect_resources))).documents
+    assert [p.text for p in doc.pages] == texts and read == [1, 2, 3]
 
 
 def test_a_pdf_whose_content_streams_decode_past_the_budget_is_refused_before_they_are_read(
