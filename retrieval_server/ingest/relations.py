@@ -150,6 +150,9 @@ def relations_in_sentence(sentence: str, mentions: Sequence[Mention]) -> list[Se
                 if s != t:
                     typed.append(SentenceRelation(s, t, rel))
         subject = left
+    # Once per sentence, not per clause: the graph sums the weight of each one, and a sentence
+    # repeating "X uses Y" 200 times gave that edge any weight it liked.
+    typed = list(dict.fromkeys(typed))
     return typed + co_occurrences([m.key for m in mentions], typed)
 
 

@@ -316,6 +316,17 @@ def test_a_list_of_a_few_names_repeated_relates_each_pair_once() -> None:
         ("alphasvc", "deltasvc"), ("alphasvc", "gammasvc"), ("betasvc", "deltasvc"), ("betasvc", "gammasvc")]
 
 
+def test_a_relation_repeated_in_one_sentence_weighs_as_one_statement() -> None:
+    """Each clause was read on its own: one sentence repeating "AlphaSvc uses BetaSvc" 200 times
+    gave the edge a weight of 200."""
+    sentence = ", ".join(["AlphaSvc uses BetaSvc"] * 200) + "."
+    found = relations_in_sentence(sentence, MentionFinder(None).find(sentence)[0])
+    stated = [(r.source, r.target, r.relation) for r in found]
+    assert ("alphasvc", "betasvc", R.USES) in stated and len(stated) == len(set(stated))
+    g = _extract(f"Intro. {sentence} GammaSvc uses DeltaSvc.")
+    assert {(r.source, r.target): r.weight for r in g.relations if r.relation is R.USES}[("alphasvc", "betasvc")] == 1.0
+
+
 def test_names_of_any_script_keep_their_letters() -> None:
     g = _extract(
         "Project Zürich is led by José García. The Ørsted Institute uses GödelSvc and calls ΑλφαService. "
