@@ -742,6 +742,55 @@ async def test_opening_a_qdrant_collection_sets_its_thresholds_only_when_it_may_
     assert "collection chunks: could not set its vacuum thresholds" in caplog.text and "Write access denied" in caplog.text
 
 
+async def test_a_read_only_server_creates_no_qdrant_collection(tmp_path: Path) -> None:
+    """It made a missing one at open: a mistyped name was served as an empty index."""
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    store = QdrantVectorStore("chunkz", DIM, path=str(tmp_path / "qdrant-local"), read_only=True)
+    try:
+        with pytest.raises(Unavailable, match="collection chunkz does not exist.*RETRIEVAL_READ_ONLY"):
+            await store.open()
+        assert not await store._client.collection_exists("chunkz")  # noqa: SLF001
+    finally:
+        await store.close()
+
+
+async def test_opening_a_qdrant_collection_creates_its_payload_indexes_only_when_it_may_and_can(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A read-only server asks for none, and names those lacking; one whose request is refused (a
+    Qdrant API key that may only read: 403) still opens, with a warning naming the index and the
+    error: it failed its start."""
+    import httpx
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    from retrieval_server.backends.vector_store import INDEXED_FIELDS
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    path = str(tmp_path / "qdrant-local")
+    store = QdrantVectorStore("chunks", DIM, path=path)
+    await store.open()  # local mode reports no payload index, so every later open finds them lacking
+    await store.close()
+    asked: list[str] = []
+
+    async def forbidden(collection: str, name: str, *args: object, **kwargs: object) -> object:
+        asked.append(name)
+        raise UnexpectedResponse(403, "Forbidden", b'{"status":{"error":"Forbidden: Write access denied"}}', httpx.Headers())
+
+    for read_only in (True, False):  # one client at a time: local mode locks its folder
+        store = QdrantVectorStore("chunks", DIM, path=path, read_only=read_only)
+        store._client.create_payload_index = forbidden  # type: ignore[method-assign]  # noqa: SLF001
+        with caplog.at_level(logging.WARNING, logger="retrieval_server.backends.vector_store.qdrant"):
+            await store.open()
+        try:
+            assert await store.count() == 0  # opened and serving
+        finally:
+            await store.close()
+        if read_only:
+            assert asked == [] and "lacks the payload indexes document_id, access" in caplog.text
+    assert asked[: len(INDEXED_FIELDS)] == list(INDEXED_FIELDS)
+    assert "collection chunks: could not create its payload index document_id" in caplog.text and "Write access denied" in caplog.text
+
+
 async def test_a_large_qdrant_write_goes_in_requests_a_server_takes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Qdrant server refuses a request body over its ``max_request_size_mb`` (32 MB by default),
     which one ingest batch sent whole could pass: a write goes in requests of at most

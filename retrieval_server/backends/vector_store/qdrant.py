@@ -145,6 +145,11 @@ class QdrantVectorStore:
             exists = await self._client.collection_exists(self._collection)
         except Exception as exc:
             raise Unavailable(f"Qdrant is unreachable: {exc}") from exc
+        if not exists and self._read_only:
+            # Creating it would be a write, and a mistyped name would be served as an empty index.
+            raise Unavailable(f"the Qdrant collection {self._collection} does not exist, and a read-only server "
+                              "(RETRIEVAL_READ_ONLY=true) does not create it: check its name, or ingest through a "
+                              "server of this data started without RETRIEVAL_READ_ONLY")
         created = not exists and await self._created()
         if created:
             indexed: set[str] = set()
@@ -166,13 +171,24 @@ class QdrantVectorStore:
                     OPTIMIZERS.deleted_threshold, OPTIMIZERS.vacuum_min_vector_number):
                 await self._set_vacuum_thresholds()
         # A collection made by an older version lacks the indexes of fields filtered on since.
-        for name in INDEXED_FIELDS:
-            if name not in indexed:
-                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.KEYWORD)
-        for name in INTEGER_INDEXED_FIELDS:
-            if name not in indexed:
-                await self._client.create_payload_index(self._collection, name, models.PayloadSchemaType.INTEGER)
+        missing = {name: models.PayloadSchemaType.KEYWORD for name in INDEXED_FIELDS if name not in indexed}
+        missing |= {name: models.PayloadSchemaType.INTEGER for name in INTEGER_INDEXED_FIELDS if name not in indexed}
+        if missing and self._read_only:
+            log.warning("collection %s: lacks the payload indexes %s, which a read-only server does not create: "
+                        "filters on them scan the collection", self._collection, ", ".join(missing))
+        elif missing:
+            await self._create_payload_indexes(missing)
         await self.refresh_count()
+
+    async def _create_payload_indexes(self, missing: dict[str, models.PayloadSchemaType]) -> None:
+        # Best effort, as the vacuum thresholds: without an index a filter scans the collection,
+        # slower but the same answer, which is no reason to refuse to serve (a read-only key: 403).
+        for name, schema in missing.items():
+            try:
+                await self._client.create_payload_index(self._collection, name, schema)
+            except Exception as exc:
+                log.warning("collection %s: could not create its payload index %s, so filters on it scan the collection: %s",
+                            self._collection, name, " ".join(str(exc).split()))
 
     async def _set_vacuum_thresholds(self) -> None:
         # Best effort: the thresholds only tune when deleted chunks leave BM25's IDF, which is no
