@@ -434,6 +434,24 @@ def _json_lines(text: str) -> list[str] | None:
     return [line for item in items if isinstance(item, str) for line in item.splitlines()]
 
 
+def _json_framing(line: str) -> bool:
+    """Whether ``line`` is JSON, or JSON cut short at its end ("{", '["RRF explained",'): the
+    framing of an answer in JSON. A line that only opens with a bracket is text: "[^abc] negated
+    character class", "{x!r} conversion flag", "[SOLVED] nginx 502" were dropped as framing."""
+    if not line.startswith(("{", "[")):
+        return False
+    line = line.rstrip(",").rstrip()  # an item of a list written a line each
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as exc:
+        # The parser stops at the first character JSON cannot have there: at the line's end, or
+        # inside a string never closed, everything before it was JSON.
+        return exc.pos >= len(line) or exc.msg.startswith("Unterminated string")
+    except (ValueError, RecursionError):  # an integer past Python's digits; nested past the parser's depth
+        return True
+    return True
+
+
 def _lines(text: Completion, query: str) -> list[str]:
     """The model's lines without list markers, and without the quotes or the Markdown emphasis
     around a whole line, each once (whatever its case and spacing), leaving out "NONE", the query
@@ -442,7 +460,8 @@ def _lines(text: Completion, query: str) -> list[str]:
     queries. A text ``truncated`` (a Completion cut short) loses its last line, cut too.
 
     An answer in JSON is read for its strings: {"query": "..."} was searched as the rewrite, and a
-    list of five variants as one. A line of JSON in other text (or of JSON cut short) is framing."""
+    list of five variants as one. A line of JSON in other text (or of JSON cut short) is framing:
+    see :func:`_json_framing`."""
     lines = _json_lines(text)
     if lines is None:
         lines = text.splitlines()
@@ -454,7 +473,7 @@ def _lines(text: Completion, query: str) -> list[str]:
         if _HEADING.match(line):
             continue
         line = _LIST_MARKER.sub("", line).strip()
-        if line.startswith(("{", "[")):
+        if _json_framing(line):
             continue
         if emphasized := _EMPHASIZED.fullmatch(line):
             line = emphasized.group(2).strip()

@@ -1230,6 +1230,28 @@ async def test_the_system_prompt_echoed_is_not_searched(technique: str, expected
 
 
 @pytest.mark.parametrize(
+    ("query", "line"),
+    [
+        ("what does [^abc] mean in a regex", "[^abc] negated character class in regular expressions"),
+        ("python f-string {x!r} meaning", "{x!r} conversion flag in Python f-strings"),
+        ("[SOLVED] nginx 502 bad gateway fix", "[SOLVED] nginx 502 bad gateway error fix"),
+    ],
+    ids=["character-class", "format-conversion", "forum-tag"],
+)
+async def test_a_line_opening_with_a_bracket_is_searched_unless_it_is_json(query: str, line: str) -> None:
+    """Every line opening with "[" or "{" was dropped as an answer's JSON framing."""
+    answer = f'{line}\n["{query} explained", "{query} example"]\n{{"variant": "{query} details"}}'
+    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+    with json_server(lambda path, body: (200, reply)) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({"reformulate": TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            assert await analyzer.reformulate(query, ["feedback"]) == [line]
+        finally:
+            await model.close()
+
+
+@pytest.mark.parametrize(
     ("technique", "answer", "expected"),
     [
         ("rewrite", '{"query": "How does reciprocal rank fusion (RRF) work?"}', "How does reciprocal rank fusion (RRF) work?"),
