@@ -70,6 +70,10 @@ _FIRST_WORD = re.compile(r"[\w'’-]+")
 _COMPARISON = re.compile(r"\b(?:between|compar(?:e[ds]?|ing|ison)|vs|versus)\b", re.I)
 #: a list's comma, an "and" after it ending the list ("numpy, pandas and scipy"); not one in a number ("1,000")
 _LIST_COMMA = re.compile(r",\s")
+#: the most words between a comma and an "and" that end a list: a list's item is a name or a short
+#: phrase, and a clause after a comma ("After upgrading to Python 3.12, pip fails to install numpy
+#: and conda ...") is no list's
+_LIST_ITEM_WORDS = 3
 
 
 def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
@@ -109,28 +113,37 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     """Where ``text`` (single-spaced) is cut into clauses: at "and", "also", "plus", "as well as",
     never inside a URL, quotes or brackets, and only where the right side asks something of its
     own: not a negation of the left ("and not about mice"), and either a question of its own ("and
-    why …") or after a left side of 3 content words at least that neither lists things (a comma)
-    nor compares them ("between", "compare", "vs"). With fewer, the left side is a fragment that
-    needs the right one's object: "the causes and symptoms of diabetes" is one question, not "the
-    causes"; after a list or a comparison, the right side is its last item ("install numpy, pandas
-    and scipy on windows" was "install numpy, pandas" and "scipy on windows")."""
+    why …") or after a left side of 3 content words at least that neither compares things
+    ("between", "compare", "vs") nor ends a list here (a comma, and at most
+    :data:`_LIST_ITEM_WORDS` words from it to the "and"). With fewer, the left side is a fragment
+    that needs the right one's object: "the causes and symptoms of diabetes" is one question, not
+    "the causes"; after a comparison, or at a list's end, the right side is its last item ("install
+    numpy, pandas and scipy on windows" was "install numpy, pandas" and "scipy on windows"). Past
+    that "and" the list is over, and a later one may cut."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
-    cuts, left, joined, at = [], 0, False, 0
+    cuts, left, compared, at = [], 0, False, 0
+    item: int | None = None  # where the item after the last list comma starts
     for m in _CLAUSES.finditer(text):
         # Read a piece at a time: read over the whole left side at each "and", a long query of
         # them took quadratic time.
         piece = text[at : m.start()]
         left += len(_content_words(piece))
-        joined = joined or _COMPARISON.search(piece) is not None or any(
-            not _inside(whole, at + c.start()) for c in _LIST_COMMA.finditer(piece)
-        )
+        compared = compared or _COMPARISON.search(piece) is not None
+        for c in _LIST_COMMA.finditer(piece):
+            if not _inside(whole, at + c.start()):
+                item = at + c.end()
         at = m.end()
+        if _inside(whole, m.start()):
+            continue
+        ends_list = item is not None and len(text[item : m.start()].split()) <= _LIST_ITEM_WORDS
+        if ends_list:
+            item = None
         first = _FIRST_WORD.match(text, m.end())
         opens = first.group(0).casefold() if first else ""
-        if _inside(whole, m.start()) or opens in _NEGATIONS or ((left < 3 or joined) and opens not in _QUESTION_WORDS):
+        if opens in _NEGATIONS or ((left < 3 or compared or ends_list) and opens not in _QUESTION_WORDS):
             continue
         cuts.append(m.span())
-        left, joined = 0, False
+        left, compared, item = 0, False, None
     return cuts
 
 

@@ -84,6 +84,24 @@ def test_decomposition_leaves_one_question_whole(query: str) -> None:
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
 
 
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("After upgrading to Python 3.12, pip fails to install numpy and conda cannot resolve the base environment",
+         ["After upgrading to Python 3.12, pip fails to install numpy", "conda cannot resolve the base environment"]),
+        ("In Kubernetes 1.29, pods are evicted under memory pressure and the node autoscaler never adds nodes",
+         ["In Kubernetes 1.29, pods are evicted under memory pressure", "the node autoscaler never adds nodes"]),
+        ("install numpy, pandas and scipy on windows and configure the corporate proxy for pip downloads",
+         ["install numpy, pandas and scipy on windows", "configure the corporate proxy for pip downloads"]),
+    ],
+    ids=["a-clause-after-a-comma", "a-version-then-a-clause", "a-clause-after-a-list"],
+)
+def test_a_comma_blocks_a_cut_only_at_the_and_that_ends_its_list(query: str, parts: list[str]) -> None:
+    """Any comma before an "and" kept the query whole until a cut: a clause after an opening phrase
+    is no list's last item, and a list ends at its "and"."""
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
 def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> None:
     analyzer = ClassicalAnalyzer()
     assert asyncio.run(analyzer.decompose("What is the U.S. Army budget? How does Dr. Smith rate it?")) == [
