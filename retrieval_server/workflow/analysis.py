@@ -533,13 +533,25 @@ def _on_topic(lines: list[str], query: str, prompt: str, *, in_its_words: bool =
     becomes a search, and a rewrite replaces the query in every leg: a chat preamble ("Certainly.",
     "Sure! Here's a clearer version of your query."), the prompt or a lone "?" replaced it.
 
-    ``in_its_words``: sharing a word that is no identifier, when the query has one. A code or an
-    acronym is written alike in every language: "Comment fonctionne RRF ?" replaced "How does RRF
-    work?" in every leg, though no English document asks it so."""
+    ``in_its_words``: in the query's language too, when the line shares only identifiers with it. A
+    code or an acronym is written alike in every language: "Comment fonctionne RRF ?" replaced "How
+    does RRF work?" in every leg, though no English document asks it so. A query holding stop words
+    (English's: :data:`STOPWORDS`) wants a line holding one too; a query of keywords only, any line
+    sharing one. Not a word that is no identifier shared: a rewrite spelling out the query's
+    acronym ("How does Reciprocal Rank Fusion (RRF) combine several ranked lists?") may share none."""
     heads, wanted = _prompt_heads(prompt), _content_words(query)
-    if in_its_words:
-        wanted = (wanted - identifier_words(query)) or wanted
-    return [line for line in lines if not _LABEL.match(line) and not _echoes(line, heads) and _content_words(line) & wanted]
+    identifiers = identifier_words(query)
+    stops = _stop_words(query)
+
+    def about(line: str) -> bool:
+        shared = _content_words(line) & wanted
+        return bool(shared) and (not in_its_words or bool(shared - identifiers) or not stops or bool(_stop_words(line)))
+
+    return [line for line in lines if not _LABEL.match(line) and not _echoes(line, heads) and about(line)]
+
+
+def _stop_words(text: str) -> set[str]:
+    return {w.casefold() for w in words(text)} & STOPWORDS
 
 
 def _with_exact_terms(rewrite: str, query: str) -> str:

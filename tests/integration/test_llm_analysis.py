@@ -1091,6 +1091,9 @@ def _echo(prompt: str) -> str:
         ("rewrite", _echo, None),
         ("rewrite", "Comment fonctionne la fusion des classements ?", None),  # another language: no word in common
         ("rewrite", "Comment fonctionne RRF ?", None),  # another language, the acronym written alike
+        # in English, sharing only the acronym it spells out
+        ("rewrite", "How does Reciprocal Rank Fusion (RRF) combine several ranked lists?",
+         "How does Reciprocal Rank Fusion (RRF) combine several ranked lists?"),
         ("reformulate", _echo, None),
         ("reformulate", "Sure, here you go.\nRRF explained\nQuery: RRF in detail", ["RRF explained"]),
         ("decompose", "1. ?\n2. ...\n3. a", None),
@@ -1101,6 +1104,7 @@ def _echo(prompt: str) -> str:
         ("hyde", _echo, None),
     ],
     ids=["certainly", "sure-heres", "labelled", "a-mark", "dots-and-a-preamble", "prompt-echoed", "another-language", "another-language-keeping-an-acronym",
+         "an-acronym-spelled-out",
          "variants-prompt-echoed", "variants-preamble-and-label", "junk-sub-queries", "sub-queries-preamble", "labelled-sub-queries",
          "sub-queries-prompt-echoed", "passage-after-the-prompt", "passage-prompt-echoed"],
 )
