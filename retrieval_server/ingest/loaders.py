@@ -75,9 +75,9 @@ def _document_id(src: DocumentSource) -> str:
     return _stem(src.name)
 
 
-#: control characters (Unicode's Cc: C0, DEL, C1) as spaces: a title is carried back in every
-#: hit as it is stored, and one holding ESC [31m, BEL or an OSC 52 sequence (which writes the
-#: clipboard) was obeyed by the terminal of whoever printed it
+#: control characters (Unicode's Cc: C0, DEL, C1) as spaces: a title, or a JSONL row's metadata,
+#: is carried back in every hit as it is stored, and one holding ESC [31m, BEL or an OSC 52
+#: sequence (which writes the clipboard) was obeyed by the terminal of whoever printed it
 _CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
 
 
@@ -393,8 +393,9 @@ def _row(line: str, number: int) -> LoadedDocument:
     text = row["text"]
     meta = row.get("metadata") or {}
     # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list
-    # "['nlp', 'ir']". A null is no value.
-    metadata = {str(k): _json_value(v) for k, v in meta.items() if v is not None} if isinstance(meta, dict) else {}
+    # "['nlp', 'ir']". A null is no value. Its control characters are spaces, as the title's are:
+    # every context carries the metadata (the url with it) back as stored.
+    metadata = {str(k): _json_value(v).translate(_CONTROLS) for k, v in meta.items() if v is not None} if isinstance(meta, dict) else {}
     url = metadata.get("url", "")
     for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
         _check_unicode(values, f"'{name}'")

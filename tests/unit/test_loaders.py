@@ -475,6 +475,16 @@ def test_a_title_from_the_file_has_spaces_for_its_control_characters(name: str, 
     [doc] = load(_src(name, content)).documents
     assert doc.title == "Ti tle [31m ]52;c;aGk= end"
 
+
+def test_a_jsonl_rows_metadata_has_spaces_for_its_control_characters() -> None:
+    """Its title's were cleaned, its url and metadata (carried back in every context) kept them."""
+    row = {"_id": "t", "text": "Body text.", "metadata": {"team": _ESCAPING, "url": f"https://e.example/{_ESCAPING}", "year": 2020}}
+    [doc] = load(_src("t.jsonl", json.dumps(row))).documents
+    assert doc.metadata == {"team": "Ti tle [31m  ]52;c;aGk=  end", "url": "https://e.example/Ti tle [31m  ]52;c;aGk=  end",
+                            "year": "2020"}
+    assert doc.url == doc.metadata["url"]
+
+
 def test_markdown_files_inline_in_any_form_are_no_text() -> None:
     """A reference definition's target or an HTML image's source as an inline file: a 300 KB
     image made 1,837 children of base64."""
