@@ -987,6 +987,24 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
     assert cut.rewritten is None and "cut short" in cut.not_applicable["rewrite"]
 
 
+async def _analysed(technique: str, query: str, answer: str | Callable[[str], str]) -> Any:
+    """What ``technique`` made of ``query`` when the model answered ``answer`` (or what ``answer``
+    made of the prompt it was sent); None when it had nothing to offer (NotApplicable)."""
+    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        text = answer(body["messages"][1]["content"]) if callable(answer) else answer
+        return 200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+    with json_server(handler) as server:
+        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
+        try:
+            return await (analyzer.reformulate(query, ["feedback"]) if technique == "reformulate" else getattr(analyzer, technique)(query))
+        except NotApplicable:
+            return None
+        finally:
+            await model.close()
+
+
 @pytest.mark.parametrize(
     ("technique", "answer", "expected"),
     [
@@ -1003,18 +1021,7 @@ async def test_the_models_preambles_repeats_and_cut_lines_are_not_searched() -> 
 async def test_markdown_around_the_models_lines_is_not_searched(technique: str, answer: str, expected: object) -> None:
     """A heading in Markdown ("**Rewritten query:**", "### Sub-questions") ended in "**" or in no
     colon at all: it replaced the query in every leg, or became a sub-query; "None." was one too."""
-    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
-    with json_server(lambda path, body: (200, reply)) as server:
-        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
-        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
-        try:
-            if expected is None:
-                with pytest.raises(NotApplicable):
-                    await getattr(analyzer, technique)(QUERY)
-            else:
-                assert await getattr(analyzer, technique)(QUERY) == expected
-        finally:
-            await model.close()
+    assert await _analysed(technique, QUERY, answer) == expected
 
 
 @pytest.mark.parametrize(
@@ -1064,15 +1071,7 @@ async def test_a_rewrite_keeps_the_querys_codes_and_quoted_phrases(query: str, r
 async def test_a_line_differing_only_in_its_final_mark_is_no_other_query(technique: str, answer: str) -> None:
     """A rewrite that only dropped the query's "?" was embedded as a change, and a sub-question
     repeated with "." for "?" searched twice."""
-    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
-    with json_server(lambda path, body: (200, reply)) as server:
-        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
-        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
-        try:
-            with pytest.raises(NotApplicable):
-                await getattr(analyzer, technique)(QUERY if technique == "decompose" else "How does RRF work?")
-        finally:
-            await model.close()
+    assert await _analysed(technique, QUERY if technique == "decompose" else "How does RRF work?", answer) is None
 
 
 def _echo(prompt: str) -> str:
@@ -1112,23 +1111,8 @@ async def test_a_line_that_is_not_about_the_query_is_not_searched(technique: str
     """A rewrite replaces the query in every leg, and each variant or sub-question is a search: a
     chat preamble, the prompt echoed or a lone "?" became the query, with nothing in the response
     to say so. A line must share a word with the query; none does, and the caller's words are searched."""
-    def handler(path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        text = answer(body["messages"][1]["content"]) if callable(answer) else answer
-        return 200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
-
     query = "How does RRF work and why is reranking slow?" if technique == "decompose" else "How does RRF work?"
-    with json_server(handler) as server:
-        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
-        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
-        call = (lambda: analyzer.reformulate(query, ["feedback"])) if technique == "reformulate" else (lambda: getattr(analyzer, technique)(query))
-        try:
-            if expected is None:
-                with pytest.raises(NotApplicable):
-                    await call()
-            else:
-                assert await call() == expected
-        finally:
-            await model.close()
+    assert await _analysed(technique, query, answer) == expected
 
 
 @pytest.mark.parametrize(
@@ -1273,17 +1257,4 @@ async def test_a_line_opening_with_a_bracket_is_searched_unless_it_is_json(query
 async def test_an_answer_in_json_is_read_for_its_strings(technique: str, answer: str, expected: object) -> None:
     """A model answering in JSON had its text searched verbatim: {"query": "..."} as the rewrite,
     braces and quotes included, and a list of five variants as one variant."""
-    reply = {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
-    query = QUERY if technique == "decompose" else "How does RRF work?"
-    with json_server(lambda path, body: (200, reply)) as server:
-        model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
-        analyzer = LlmAnalyzer({technique: TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
-        call = (lambda: analyzer.reformulate(query, ["feedback"])) if technique == "reformulate" else (lambda: getattr(analyzer, technique)(query))
-        try:
-            if expected is None:
-                with pytest.raises(NotApplicable):
-                    await call()
-            else:
-                assert await call() == expected
-        finally:
-            await model.close()
+    assert await _analysed(technique, QUERY if technique == "decompose" else "How does RRF work?", answer) == expected
