@@ -8,7 +8,7 @@ import itertools
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import numpy as np
@@ -709,36 +709,45 @@ async def test_a_qdrant_collection_vacuums_at_the_embedded_engines_deleted_share
     assert asked == [("create", wanted), ("update", wanted)]
 
 
-async def test_opening_a_qdrant_collection_sets_its_thresholds_only_when_it_may_and_can(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A read-only server (``RETRIEVAL_READ_ONLY``) writes nothing at open, the thresholds included;
-    a server whose write is refused (a Qdrant API key that may only read: 403) still opens, with a
-    warning naming the collection and the error, and the server's own thresholds apply."""
+async def _opened_read_only_then_writable(path: str, method: str, calls: list[object], caplog: pytest.LogCaptureFixture) -> AsyncIterator[bool]:
+    """Open the collection at ``path`` read-only, then writable, with the client's ``method``
+    refused as a Qdrant API key that may only read refuses a write (403, each call's arguments
+    recorded in ``calls``); yield each way after checking it opened and serves."""
     import httpx
     from qdrant_client.http.exceptions import UnexpectedResponse
 
     from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 
-    path = str(tmp_path / "qdrant-local")
-    store = QdrantVectorStore("chunks", DIM, path=path)
-    await store.open()  # local mode reports the server's defaults, so every later open finds them unset
-    await store.close()
-    updates: list[bool] = []
-
     async def forbidden(*args: object, **kwargs: object) -> object:
-        updates.append(True)
+        calls.append(args)
         raise UnexpectedResponse(403, "Forbidden", b'{"status":{"error":"Forbidden: Write access denied"}}', httpx.Headers())
 
     for read_only in (True, False):  # one client at a time: local mode locks its folder
         store = QdrantVectorStore("chunks", DIM, path=path, read_only=read_only)
-        store._client.update_collection = forbidden  # type: ignore[method-assign]  # noqa: SLF001
+        setattr(store._client, method, forbidden)  # noqa: SLF001
         with caplog.at_level(logging.WARNING, logger="retrieval_server.backends.vector_store.qdrant"):
             await store.open()
         try:
             assert await store.count() == 0  # opened and serving
         finally:
             await store.close()
-        assert updates == ([] if read_only else [True])
+        yield read_only
+
+
+async def test_opening_a_qdrant_collection_sets_its_thresholds_only_when_it_may_and_can(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A read-only server (``RETRIEVAL_READ_ONLY``) writes nothing at open, the thresholds included;
+    a server whose write is refused (a Qdrant API key that may only read: 403) still opens, with a
+    warning naming the collection and the error, and the server's own thresholds apply."""
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    path = str(tmp_path / "qdrant-local")
+    store = QdrantVectorStore("chunks", DIM, path=path)
+    await store.open()  # local mode reports the server's defaults, so every later open finds them unset
+    await store.close()
+    updates: list[object] = []
+    async for read_only in _opened_read_only_then_writable(path, "update_collection", updates, caplog):
+        assert len(updates) == (0 if read_only else 1)
     assert "collection chunks: could not set its vacuum thresholds" in caplog.text and "Write access denied" in caplog.text
 
 
@@ -760,9 +769,6 @@ async def test_opening_a_qdrant_collection_creates_its_payload_indexes_only_when
     """A read-only server asks for none, and names those lacking; one whose request is refused (a
     Qdrant API key that may only read: 403) still opens, with a warning naming the index and the
     error: it failed its start."""
-    import httpx
-    from qdrant_client.http.exceptions import UnexpectedResponse
-
     from retrieval_server.backends.vector_store import INDEXED_FIELDS
     from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
 
@@ -770,23 +776,11 @@ async def test_opening_a_qdrant_collection_creates_its_payload_indexes_only_when
     store = QdrantVectorStore("chunks", DIM, path=path)
     await store.open()  # local mode reports no payload index, so every later open finds them lacking
     await store.close()
-    asked: list[str] = []
-
-    async def forbidden(collection: str, name: str, *args: object, **kwargs: object) -> object:
-        asked.append(name)
-        raise UnexpectedResponse(403, "Forbidden", b'{"status":{"error":"Forbidden: Write access denied"}}', httpx.Headers())
-
-    for read_only in (True, False):  # one client at a time: local mode locks its folder
-        store = QdrantVectorStore("chunks", DIM, path=path, read_only=read_only)
-        store._client.create_payload_index = forbidden  # type: ignore[method-assign]  # noqa: SLF001
-        with caplog.at_level(logging.WARNING, logger="retrieval_server.backends.vector_store.qdrant"):
-            await store.open()
-        try:
-            assert await store.count() == 0  # opened and serving
-        finally:
-            await store.close()
+    calls: list[object] = []
+    async for read_only in _opened_read_only_then_writable(path, "create_payload_index", calls, caplog):
         if read_only:
-            assert asked == [] and "lacks the payload indexes document_id, access" in caplog.text
+            assert calls == [] and "lacks the payload indexes document_id, access" in caplog.text
+    asked = [args[1] for args in calls]  # (collection, field name)
     assert asked[: len(INDEXED_FIELDS)] == list(INDEXED_FIELDS)
     assert "collection chunks: could not create its payload index document_id" in caplog.text and "Write access denied" in caplog.text
 
