@@ -138,6 +138,7 @@ class Application:
         self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
         self._optimize_task: asyncio.Task[None] | None = None
         self._sweep_task: asyncio.Task[None] | None = None
+        self._cleanup_task: asyncio.Task[None] | None = None
         self._optimize_again = False
         #: why each store's last health probe failed, as logged: said when it changes, not at every probe
         self._health_problems: dict[str, str] = {}
@@ -444,6 +445,7 @@ class Application:
                 # storage another process may be mid-write, so only intents older than the lease.
                 lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
                 await self.indexer.recover(min_age_s=lease)
+                self._cleanup_task = asyncio.create_task(self.indexer.retry_failed_cleanups())
                 if self.settings.shares_writable_storage and lease > 0:
                     # A process killed mid-write and restarted at once skipped its own intents (they
                     # were younger than the lease): they are reconciled once the lease has passed.
@@ -745,9 +747,10 @@ class Application:
             await asyncio.wait(list(self._writes))
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
-        if self._sweep_task is not None:
-            self._sweep_task.cancel()
-            await asyncio.gather(self._sweep_task, return_exceptions=True)
+        for task in (self._sweep_task, self._cleanup_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         # Off the event loop: shutting the endpoint down waits for its loop's next poll (0.5 s).
         await asyncio.to_thread(self.metrics.close)
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]
