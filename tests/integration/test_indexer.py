@@ -1182,6 +1182,31 @@ async def test_abandoned_writes_are_reconciled_while_the_process_runs(app: Appli
     assert await app.metadata.pending_writes(older_than=time.time() + 1) == []
 
 
+async def test_a_delete_below_the_disk_floor_is_done_and_its_vacuum_waits_for_room(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deletes go on below RETRIEVAL_MIN_FREE_DISK_MB (tens of KiB written); the vacuum they start
+    rewrites a segment (tens of MiB), which on a full volume is the engine's SIGBUS, so it waits
+    for a delete (or an ingest) with room for it."""
+    await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock."), _txt("c", "Deserts are dry.")])
+    await app.wait_for_optimize()
+    optimize, vacuums = app.vectors.optimize, [0]
+
+    async def counted() -> None:
+        vacuums[0] += 1
+        await optimize()
+
+    monkeypatch.setattr(app.vectors, "optimize", counted)
+    roomy, low = app.disk, app.disk.shortest()
+    assert low is not None
+    monkeypatch.setattr(app, "disk", dataclasses.replace(roomy, floor_bytes=low[1] + 1024**3))
+    assert await app.delete(["a"]) == (["a"], [])
+    await app.wait_for_optimize()
+    assert await _state(app, "a") == (0, 0) and vacuums[0] == 0
+    monkeypatch.setattr(app, "disk", roomy)
+    assert await app.delete(["b"]) == (["b"], [])
+    await app.wait_for_optimize()
+    assert vacuums[0] == 1
+
+
 @pytest.mark.mariadb
 async def test_a_cleanup_that_fails_with_the_store_is_retried_once_it_is_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """MariaDB killed between a replacement's vector writes and its rows' commit: the cleanup after
