@@ -138,6 +138,7 @@ class Application:
         self.analytics = Analytics(self.events, settings.events_query, settings.events_hash_key, traced=self.tracing.enabled)
         self._optimize_task: asyncio.Task[None] | None = None
         self._sweep_task: asyncio.Task[None] | None = None
+        self._cleanup_task: asyncio.Task[None] | None = None
         self._optimize_again = False
         #: why each store's last health probe failed, as logged: said when it changes, not at every probe
         self._health_problems: dict[str, str] = {}
@@ -445,6 +446,7 @@ class Application:
                 # storage another process may be mid-write, so only intents older than the lease.
                 lease = self.settings.write_lease_s if self.settings.shares_writable_storage else 0.0
                 await self.indexer.recover(min_age_s=lease)
+                self._cleanup_task = asyncio.create_task(self.indexer.retry_failed_cleanups())
                 if self.settings.shares_writable_storage and lease > 0:
                     # A process killed mid-write and restarted at once skipped its own intents (they
                     # were younger than the lease): they are reconciled once the lease has passed.
@@ -618,11 +620,23 @@ class Application:
         self._writable()
         async with self._writing():
             deleted, missing = await self.indexer.delete(document_ids, writer=AccessFilter.for_identity(writer))
-            if deleted:
+            if deleted and self._room_to_vacuum():
                 # The embedded engine vacuums deleted points only in optimize(): until then they count in BM25's IDF.
                 self.schedule_optimize()
             await self._invalidate(deleted)
         return deleted, missing
+
+    def _room_to_vacuum(self) -> bool:
+        """Whether the disk floor lets a delete's vacuum run. Deletes go on below it (they write tens
+        of KiB), but the vacuum writes the live points of the segment anew and leaves the index
+        larger (43 MiB more for an index of 100 MiB): on a full volume, the SIGBUS the floor keeps away.
+        Skipped, it is done after the next write that has the room."""
+        try:
+            self.disk.check()
+        except ResourceExhausted as exc:
+            log.warning("deleted points are vacuumed after the next write with room for it: %s", exc)
+            return False
+        return True
 
     async def _invalidate(self, document_ids: list[str]) -> None:
         """Drop cached answers citing these documents. Best effort: the write has committed, and a
@@ -746,9 +760,10 @@ class Application:
             await asyncio.wait(list(self._writes))
         if self._optimize_task is not None:
             await asyncio.gather(self._optimize_task, return_exceptions=True)
-        if self._sweep_task is not None:
-            self._sweep_task.cancel()
-            await asyncio.gather(self._sweep_task, return_exceptions=True)
+        for task in (self._sweep_task, self._cleanup_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         # Off the event loop: shutting the endpoint down waits for its loop's next poll (0.5 s).
         await asyncio.to_thread(self.metrics.close)
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]

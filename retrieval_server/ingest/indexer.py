@@ -22,8 +22,12 @@ segment it changed (about 4 ms here), more than a small document's vector writes
 (an error, a kill -9), :meth:`Indexer.reconcile` makes the vectors agree with the committed rows:
 points of any other version go, and all points go when no row exists. It runs at once when a write
 fails, and at start-up for every intent left behind (with shared storage, only for intents older
-than a lease, since another process may still be writing them). Reads also ignore points whose
-version is not the committed one, so a write in flight is never visible half-done.
+than a lease, since another process may still be writing them). When that cleanup fails too (the
+store that failed the write is still down), the document is remembered and reconciled in the
+background (:meth:`Indexer.retry_failed_cleanups`) once the store is back, without a restart: its
+leftover points, filtered out only after the top-k cut, crowd stored documents out of searches.
+Reads also ignore points whose version is not the committed one, so a write in flight is never
+visible half-done.
 
 Writes of one document are serialized: within a process, then across the processes sharing the
 stores by the metadata store's write lock (MySQL's GET_LOCK; a file lock beside a SQLite file).
@@ -91,6 +95,9 @@ T = TypeVar("T")
 MAX_REPORTED_ERRORS = 1_000
 #: RETRIEVAL_MAX_SEQ_LENGTH's default, the tokens of a text the model reads
 DEFAULT_MODEL_TOKENS = 256
+#: seconds before a failed cleanup is tried again, doubled after each round that fails up to the
+#: second: the store that failed it is down, and asking it at once would only fail again
+CLEANUP_RETRY_FIRST_S, CLEANUP_RETRY_MAX_S = 1.0, 60.0
 
 
 @dataclass(slots=True)
@@ -233,6 +240,10 @@ class Indexer:
         self._max_bytes = max_document_bytes
         self._disk = disk
         self._locks: dict[str, _DocumentLock] = {}
+        #: documents whose cleanup after a failed write failed too, with when it last failed (the
+        #: intents begun before it are theirs to reconcile); :meth:`retry_failed_cleanups` takes them
+        self._failed_cleanups: dict[str, float] = {}
+        self._cleanup_failed = asyncio.Event()
         self._graph = graph
         #: the glossary's digest ('' for none): the graph's names depend on what is in it
         self._glossary = glossary
@@ -596,7 +607,7 @@ class Indexer:
         """Clear the intents of documents whose vectors match their rows (``begun``: each intent's
         start), once one sync has made all their vector changes durable. Outside the documents'
         locks, so an intent renewed since by another write is left to that writer. On failure the
-        intents stay, and recovery reconciles their documents."""
+        intents stay, and their documents are reconciled in the background."""
         if not begun:
             return
         try:
@@ -604,7 +615,9 @@ class Indexer:
             for doc_id, started in begun.items():
                 await self._metadata.end_write(doc_id, started)
         except Exception:
-            log.exception("syncing the vector store failed; the pending writes of %d documents stay for the next recovery", len(begun))
+            log.exception("syncing the vector store failed; the pending writes of %d documents are reconciled in the background", len(begun))
+            for doc_id in begun:
+                self._cleanup_failing(doc_id)
 
     def _settled(self, document: Document, graph: DocumentGraph | None) -> Document:
         """``document`` as it is stored: when its graph is provisional (the LLM did not answer for
@@ -666,9 +679,9 @@ class Indexer:
 
     async def _delete_one(self, document_id: str, writer: AccessFilter, begun: dict[str, float]) -> bool:
         """Under the document's lock: rows, then vectors; the intent's start goes into ``begun`` for
-        :meth:`_settle` (not when the points could not be deleted: the intent stays for recovery).
-        False, as for a missing id, for a document ``writer`` may not read: that it exists is not
-        theirs to learn either."""
+        :meth:`_settle` (not when the points could not be deleted: the intent stays, and they are
+        deleted in the background). False, as for a missing id, for a document ``writer`` may not
+        read: that it exists is not theirs to learn either."""
         if await self._refused(document_id, writer):
             return False
         existed = await self._metadata.delete_document(document_id)
@@ -676,7 +689,8 @@ class Indexer:
             await self._vectors.delete_document(document_id)
             started = await self._metadata.pending_since(document_id)
         except Exception:
-            log.exception("deleting the points of %s failed; its pending write stays for the next recovery", document_id)
+            log.exception("deleting the points of %s failed; they are deleted in the background", document_id)
+            self._cleanup_failing(document_id)
         else:
             if started is not None:
                 begun[document_id] = started
@@ -698,27 +712,69 @@ class Indexer:
         try:
             await self.reconcile(document_id)
         except Exception:
-            log.exception("reconciling %s failed; its pending write stays for the next recovery", document_id)
+            log.exception("reconciling %s failed; it is tried again in the background", document_id)
+            self._cleanup_failing(document_id)
+
+    def _cleanup_failing(self, document_id: str) -> None:
+        self._failed_cleanups[document_id] = time.time()
+        self._cleanup_failed.set()
+
+    async def _reconcile_abandoned(self, document_id: str, cutoff: float) -> bool | None:
+        """Reconcile the document if a write of it begun by ``cutoff`` (epoch seconds) is still
+        pending: whether it was reconciled, or None while a write of it is in flight (its lock is
+        held), which is left alone without waiting: a writer that hangs must not hold up the
+        others' recovery, and the next round sees it again."""
+        async with self._document_lock(document_id, wait=False) as held:
+            if not held:
+                return None
+            # Once the lock is ours no write of it is in flight. One may have ended (the intent is
+            # gone) or begun (it is new) since the caller looked: that write was not abandoned.
+            if not await self._metadata.has_pending_write(document_id, older_than=cutoff):
+                return False
+            await self.reconcile(document_id)
+            return True
 
     async def recover(self, min_age_s: float = 0.0) -> list[str]:
         """Reconcile every write left pending (by a crash, or a store that failed mid-way) at least
         ``min_age_s`` ago; the documents reconciled."""
         cutoff = time.time() - min_age_s
-        done = []
-        for doc_id in await self._metadata.pending_writes(older_than=cutoff):
-            # A document whose lock is held has a write in flight: left alone, without waiting (a
-            # writer that hangs must not hold up the others' recovery); the next sweep sees it again.
-            async with self._document_lock(doc_id, wait=False) as held:
-                # Once the lock is ours no write of it is in flight. One may have ended (the intent
-                # is gone) or begun (it is new) since the list was read: that write was not abandoned.
-                if not held or not await self._metadata.has_pending_write(doc_id, older_than=cutoff):
-                    continue
-                await self.reconcile(doc_id)
-                done.append(doc_id)
+        done = [doc_id for doc_id in await self._metadata.pending_writes(older_than=cutoff) if await self._reconcile_abandoned(doc_id, cutoff)]
         if done:
             await self._recount()
             log.info("recovered interrupted writes", extra={"documents": len(done)})
         return done
+
+    async def retry_failed_cleanups(self) -> None:
+        """For as long as the process runs: reconcile the documents whose cleanup after a failed
+        write failed too, once their stores are back. Without it their pending writes, and a failed
+        replacement's points (which crowd stored documents out of searches), waited for a restart:
+        the shared-storage sweep runs only with a Qdrant server, and only after a lease. Idle (no
+        polling) until a cleanup fails; tries every such document, then waits longer after each
+        round that leaves one, from CLEANUP_RETRY_FIRST_S up to CLEANUP_RETRY_MAX_S."""
+        while True:
+            await self._cleanup_failed.wait()
+            self._cleanup_failed.clear()
+            wait_s = CLEANUP_RETRY_FIRST_S
+            while self._failed_cleanups:
+                await asyncio.sleep(wait_s)
+                wait_s = min(wait_s * 2, CLEANUP_RETRY_MAX_S)
+                reconciled = 0
+                for doc_id, failed_at in list(self._failed_cleanups.items()):
+                    try:
+                        outcome = await self._reconcile_abandoned(doc_id, failed_at)
+                    except Exception as exc:
+                        # The store is most likely still down: the others would fail alike.
+                        log.warning("reconciling the %d documents whose cleanup failed is tried again in %.0f s: %s",
+                                    len(self._failed_cleanups), wait_s, exc)
+                        break
+                    # A write in flight (None) may be refused before it touches the vectors: the
+                    # document is tried again. One whose cleanup failed again meanwhile is too.
+                    if outcome is not None and self._failed_cleanups.get(doc_id) == failed_at:
+                        del self._failed_cleanups[doc_id]
+                        reconciled += 1 if outcome else 0
+                if reconciled:
+                    await self._recount()
+                    log.info("reconciled writes whose cleanup had failed", extra={"documents": reconciled})
 
     async def delete(
         self, document_ids: Sequence[str], *, writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR)

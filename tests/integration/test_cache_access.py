@@ -31,6 +31,7 @@ from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, Document, DocumentSource, Identity, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.integration.conftest import AppWithCorpus
+from tests.support.clock import Clock
 from tests.support.redis_server import HEALTHY_REDIS_S, redis_server
 
 QUERY = "salary increase zebra umbrella"
@@ -290,6 +291,66 @@ async def test_redis_frozen_is_skipped_after_a_short_timeout(tmp_path: Path, own
             assert application.cache is not None and application.cache.breaker.failures == 1
         finally:
             proc.send_signal(signal.SIGCONT)
+    finally:
+        await application.close()
+
+
+@pytest.mark.slow
+async def test_a_frozen_redis_opens_the_breaker_and_a_trial_after_the_cooldown_closes_it(
+    tmp_path: Path, own_redis: tuple[str, subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the default BREAKER_FAILURES and BREAKER_COOLDOWN_S (tests/faults runs without a cool-down,
+    so it never sees these states): a frozen Redis costs BREAKER_FAILURES requests the timeout; open,
+    the breaker answers at once without asking Redis; after the cool-down one trial asks it, and
+    fails while Redis is frozen (open again, for another cool-down); once Redis is thawed, the
+    trial after the next cool-down closes it and the cache serves again. The cool-down runs on a
+    clock the test moves."""
+    url, proc = own_redis
+    application = Application(load_settings(data_dir=tmp_path / "data", cache_backend="redis", redis_url=url,
+                                            cache_timeout_s=HEALTHY_REDIS_S))
+    await application.open()
+    try:
+        assert not (await application.ingest(CORPUS)).errors
+        settings, cache, clock = application.settings, application.cache, Clock()
+        assert isinstance(cache, GuardedCache) and (settings.breaker_failures, settings.breaker_cooldown_s) == (3, 5.0)
+        monkeypatch.setattr(cache.breaker, "clock", clock)
+        lookup, asked = cache.inner.lookup, [0]  # lookups that reached Redis
+
+        async def counted(*args: Any) -> Any:
+            asked[0] += 1
+            return await lookup(*args)
+
+        monkeypatch.setattr(cache.inner, "lookup", counted)
+        assert not (await _ask(application, ANON)).cached  # stored, served again below once the breaker closes
+        healthy = asked[0]
+
+        def skipped(result: Any) -> bool:
+            return "cache:unavailable" in result.metrics.degraded and "policy" in _docs(result)
+
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            for failures in range(1, settings.breaker_failures + 1):
+                assert not cache.breaker.is_open
+                assert skipped(await _ask(application, ANON)) and cache.breaker.failures == failures
+            assert cache.breaker.is_open and asked[0] == healthy + settings.breaker_failures
+            # Open: refused at once, Redis not asked, until the cool-down has passed.
+            clock.now += settings.breaker_cooldown_s / 2
+            assert skipped(await _ask(application, ANON)) and asked[0] == healthy + settings.breaker_failures
+            # Half-open: one trial asks Redis, still frozen, and opens the breaker for another cool-down.
+            clock.now += settings.breaker_cooldown_s / 2
+            tried = healthy + settings.breaker_failures + 1
+            assert skipped(await _ask(application, ANON)) and asked[0] == tried and cache.breaker.is_open
+            assert skipped(await _ask(application, ANON)) and asked[0] == tried
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        # Thawed, but within the cool-down the breaker does not ask it.
+        assert skipped(await _ask(application, ANON)) and asked[0] == tried
+        clock.now += settings.breaker_cooldown_s
+        trial = await _ask(application, ANON)
+        assert trial.cached and "cache:unavailable" not in trial.metrics.degraded and asked[0] > tried
+        assert not cache.breaker.is_open and cache.breaker.failures == 0
+        tried = asked[0]
+        assert (await _ask(application, ANON)).cached and asked[0] > tried
     finally:
         await application.close()
 

@@ -32,6 +32,7 @@ from retrieval_server.workflow import nodes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.encoders import Interrupted
 from tests.support.intercept import Intercepted
+from tests.support.mariadb import MariaDb
 from tests.support.pdf import make_pdf
 
 
@@ -1189,6 +1190,77 @@ async def test_abandoned_writes_are_reconciled_while_the_process_runs(app: Appli
         await asyncio.gather(sweep, return_exceptions=True)
     assert await app.vectors.count("x") == 0 and await app.vectors.count("y") > 0
     assert await app.metadata.pending_writes(older_than=time.time() + 1) == []
+
+
+async def test_a_delete_below_the_disk_floor_is_done_and_its_vacuum_waits_for_room(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deletes go on below RETRIEVAL_MIN_FREE_DISK_MB (tens of KiB written); the vacuum they start
+    rewrites a segment (tens of MiB), which on a full volume is the engine's SIGBUS, so it waits
+    for a delete (or an ingest) with room for it."""
+    await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock."), _txt("c", "Deserts are dry.")])
+    await app.wait_for_optimize()
+    optimize, vacuums = app.vectors.optimize, [0]
+
+    async def counted() -> None:
+        vacuums[0] += 1
+        await optimize()
+
+    monkeypatch.setattr(app.vectors, "optimize", counted)
+    roomy, low = app.disk, app.disk.shortest()
+    assert low is not None
+    monkeypatch.setattr(app, "disk", dataclasses.replace(roomy, floor_bytes=low[1] + 1024**3))
+    assert await app.delete(["a"]) == (["a"], [])
+    await app.wait_for_optimize()
+    assert await _state(app, "a") == (0, 0) and vacuums[0] == 0
+    monkeypatch.setattr(app, "disk", roomy)
+    assert await app.delete(["b"]) == (["b"], [])
+    await app.wait_for_optimize()
+    assert vacuums[0] == 1
+
+
+@pytest.mark.mariadb
+async def test_a_cleanup_that_fails_with_the_store_is_retried_once_it_is_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MariaDB killed between a replacement's vector writes and its rows' commit: the cleanup after
+    the failed commit fails too. Once MariaDB is back the leftover points go and the pending write
+    is cleared, without a restart of the service: they crowded the stored documents out of
+    searches (a Query at top_k=2 answered with one context) until the next start."""
+    server = MariaDb(tmp_path / "mariadb")
+    server.start(setup=True)
+    app = Application(load_settings(data_dir=tmp_path / "data", mysql_dsn=server.dsn, mysql_timeout_s=3.0, cache_backend="none",
+                                    parent_chunk_tokens=64, child_chunk_tokens=24, child_overlap_tokens=8))
+    try:
+        await app.open()
+        first = (await app.ingest([_txt("glaciers", LONG), _txt("volcanoes", "Volcanoes erupt molten rock from the crust.")])).documents
+        committed = await app.metadata.get_document("glaciers")
+        assert committed is not None and not first[0].replaced
+        upsert, reconcile, reconciled = app.vectors.upsert, app.indexer.reconcile, asyncio.Event()
+
+        async def upsert_then_kill(*args: Any, **kwargs: Any) -> None:
+            await upsert(*args, **kwargs)
+            if server.proc is not None and server.proc.poll() is None:
+                server.kill()
+
+        async def watched(document_id: str) -> None:
+            await reconcile(document_id)
+            reconciled.set()
+
+        monkeypatch.setattr(app.vectors, "upsert", upsert_then_kill)
+        monkeypatch.setattr(app.indexer, "reconcile", watched)
+        report = await app.ingest([_txt("glaciers", LONG.replace("glaciers", "moraines"))])
+        assert [e.source for e in report.errors] == ["glaciers.txt"] and not reconciled.is_set()
+        monkeypatch.setattr(app.vectors, "upsert", upsert)
+        assert await app.vectors.count("glaciers") > first[0].child_chunks  # the new version's points stayed
+
+        server.start()
+        # 120 s only turns a retry that never comes into a failure; it comes CLEANUP_RETRY_FIRST_S after the failure.
+        await asyncio.wait_for(reconciled.wait(), 120)
+        assert await app.metadata.pending_writes() == []
+        assert await app.metadata.get_document("glaciers") == committed
+        assert await app.vectors.count("glaciers") == await app.vectors.count("glaciers", committed.version) == first[0].child_chunks
+        result = await app.pipeline.query(QueryOptions("history of glaciers and ice sheets", 2))
+        assert len(result.contexts) == 2 and all("moraines" not in c.parent.content for c in result.contexts)
+    finally:
+        await app.close()
+        server.stop()
 
 
 async def test_recovery_leaves_a_write_begun_after_it_listed_the_abandoned_ones(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
