@@ -59,7 +59,7 @@ async def test_commits_only_in_the_wal_are_served(tmp_path: Path, monkeypatch: p
         assert set(await store.list_document_ids()) == ({"clean"} if checkpointed else set()) | {"late-1", "late-2"}
     finally:
         await store.close()
-    assert set(Path(tempfile.gettempdir()).glob("retrieval-readonly-metadata-*")) == before  # the copy is gone
+    assert set(Path(tempfile.gettempdir()).glob("retrieval-readonly-metadata-*")) <= before  # the copy is gone (another process may remove its own meanwhile)
 
 
 async def test_a_database_without_a_wal_is_opened_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
