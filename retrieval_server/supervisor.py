@@ -254,9 +254,10 @@ class _Worker:
 def _stopped_cleanly(worker: _Worker) -> bool:
     """Whether a worker that has exited did so as a stop asks: 0, or, before it served, the
     SIGTERM it was sent, which kills a process still importing its modules (it handles the signal
-    only from the start of :func:`serve`) with nothing in flight."""
+    only from the start of :func:`serve`) with nothing in flight. One the supervisor killed itself
+    before the stop (hung, or stuck starting) is not the stop's doing: that kill was logged then."""
     code = worker.process.exitcode
-    return code == 0 or (code == -signal.SIGTERM and not worker.ready)
+    return code == 0 or worker.killed or (code == -signal.SIGTERM and not worker.ready)
 
 
 def supervise(settings: Settings) -> int:

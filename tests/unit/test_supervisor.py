@@ -10,9 +10,10 @@ import subprocess
 import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import SimpleNamespace
 
 from retrieval_server.stale_runs import remove_stale_runs
-from retrieval_server.supervisor import SCRATCH_PREFIX, restart_delay, start_ignoring_interrupts
+from retrieval_server.supervisor import SCRATCH_PREFIX, _stopped_cleanly, restart_delay, start_ignoring_interrupts
 from tests.support.paths import inherited_env
 
 
@@ -111,3 +112,17 @@ def test_a_worker_that_cannot_start_leaves_its_reason_to_the_supervisor(tmp_path
     records, reason = _failing_worker_log(tmp_path, "not served")
     assert [r for r in records if r["level"] == "ERROR"] == [], records
     assert reason == "the vector folder vanished"
+
+
+def test_a_stop_is_unclean_only_for_what_the_stop_cut() -> None:
+    """A worker the supervisor had killed itself just before the stop (stuck starting: SIGKILL)
+    made the stop unclean, exit 1, as if the stop had cut its calls."""
+    def worker(code: int, *, ready: bool, killed: bool = False) -> object:
+        return SimpleNamespace(process=SimpleNamespace(exitcode=code), ready=ready, killed=killed)
+
+    assert _stopped_cleanly(worker(0, ready=True))
+    assert _stopped_cleanly(worker(-signal.SIGTERM, ready=False))  # still importing: nothing in flight
+    assert _stopped_cleanly(worker(-signal.SIGKILL, ready=False, killed=True))  # stuck starting, killed and logged then
+    assert not _stopped_cleanly(worker(-signal.SIGKILL, ready=True))  # the OOM killer during the drain
+    assert not _stopped_cleanly(worker(-signal.SIGTERM, ready=True))
+    assert not _stopped_cleanly(worker(1, ready=False))
