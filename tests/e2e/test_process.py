@@ -208,9 +208,10 @@ def test_cli_ingest_local_imports_no_query_side_or_unconfigured_modules(tmp_path
     loaded = {m for m in result["modules"] if any(m == u or m.startswith(u + ".") for u in unwanted)}
     assert not loaded, sorted(loaded)
     # The query workflow is built when a server first asks for it; ingestion reads the term
-    # statistics (adaptive) and the glossary (analysis, with its asyncio-only helper abandon) only.
+    # statistics (adaptive) and the glossary (analysis, with its asyncio-only helper abandon and
+    # model_text, whose characters-a-token bound it cuts a model's text by) only.
     workflow = {m for m in result["modules"] if m.startswith("retrieval_server.workflow.")}
-    assert workflow <= {f"retrieval_server.workflow.{name}" for name in ("adaptive", "analysis", "abandon")}, sorted(workflow)
+    assert workflow <= {f"retrieval_server.workflow.{name}" for name in ("adaptive", "analysis", "abandon", "model_text")}, sorted(workflow)
 
 
 @pytest.mark.slow
