@@ -402,18 +402,23 @@ async def test_a_retry_with_nothing_new_to_embed_takes_no_model_lane(app: Applic
     assert embedder.calls == [(["tomato sauce basil"], False)]
 
 
+class FirstPassRewrites(ClassicalAnalyzer):
+    """Rewrites the first pass's query off topic (a weather forecast), and no later pass's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rewrites = iter(["weather forecast: heavy rain in the northern valleys"])
+
+    async def rewrite(self, query: str) -> str:
+        rewrite = next(self._rewrites, None)
+        if rewrite is None:
+            raise NotApplicable("nothing this time")
+        return rewrite
+
+
 async def test_a_retry_whose_rewrite_says_nothing_searches_the_querys_own_vector(app: Application) -> None:
     """The first pass's rewrite was searched on the retry as the query's own vector, when the
     retry's rewrite contributed nothing (cut for the deadline, failed, not applicable)."""
-    rewrites = iter(["weather forecast: heavy rain in the northern valleys"])
-
-    class FirstPassRewrites(ClassicalAnalyzer):
-        async def rewrite(self, query: str) -> str:
-            rewrite = next(rewrites, None)
-            if rewrite is None:
-                raise NotApplicable("nothing this time")
-            return rewrite
-
     searched: list[np.ndarray] = []
 
     async def record(method: Any, vector: Any, *args: Any, **kwargs: Any) -> Any:
@@ -436,15 +441,6 @@ async def test_each_pass_is_scored_by_its_own_cosines(app: Application) -> None:
     """Without a reranker a pass's relevance is its hits' cosines. The retry, which searched the
     caller's words, was scored with the first pass's cosines against an off-topic rewrite where
     those were higher (a running maximum over the passes): the weather page counted 0.8."""
-    rewrites = iter(["weather forecast: heavy rain in the northern valleys"])
-
-    class FirstPassRewrites(ClassicalAnalyzer):
-        async def rewrite(self, query: str) -> str:
-            rewrite = next(rewrites, None)
-            if rewrite is None:
-                raise NotApplicable("nothing this time")
-            return rewrite
-
     # One dense leg, of the query alone: each context's score is its best cosine with the query.
     r = await pipeline(app, analyzer=FirstPassRewrites(variants=0), sufficiency_threshold=1.01, max_iterations=2,
                        parent_leg=False, document_leg=False).query(
