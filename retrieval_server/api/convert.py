@@ -107,6 +107,15 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     owner = _check_field(v, field, trim, d.owner_id, "owner_id", MAX_USER_ID_CHARS)
     if access is Access.PRIVATE and owner == "":
         v.add(f"{field}.owner_id", f"{field}.owner_id is required for a PRIVATE document")
+    # Unset reads as ACCESS_PUBLIC: an owner re-sending her private document without repeating
+    # access published it, and grants on a public document are read by no one (every caller reads
+    # it). An owner of an explicitly public document is the caller's to record.
+    unset = d.access == pb.ACCESS_UNSPECIFIED
+    sent = [name for name, value in (("owner_id", unset and owner), ("granted_user_ids", d.granted_user_ids)) if value]
+    if access is Access.PUBLIC and sent:
+        said = "is unset (unset means ACCESS_PUBLIC)" if unset else "is ACCESS_PUBLIC, which every caller reads,"
+        fix = "set ACCESS_PRIVATE (grants are for private documents)" if d.granted_user_ids else "set ACCESS_PRIVATE or ACCESS_PUBLIC"
+        v.add(f"{field}.access", f"{field}.access {said} but {'/'.join(sent)} {'were' if len(sent) > 1 else 'was'} sent: {fix}")
     v.raise_if_any()
     assert access is not None
     return DocumentSource(

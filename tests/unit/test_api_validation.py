@@ -201,6 +201,37 @@ def test_grantees_are_counted_as_the_indexer_stores_them() -> None:
         document_in(one_more, 3, 1 << 20)
 
 
+def test_an_owner_or_grants_without_private_access_are_refused_not_published() -> None:
+    """Unset access reads as ACCESS_PUBLIC: a document sent with an owner and grantees, but without
+    access, was stored for every caller to read, and so was an owner's private document she sent
+    again without repeating access."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.domain import Access
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    def refused(doc: pb.DocumentInput) -> tuple[tuple[str, str], ...]:
+        with pytest.raises(InvalidArgument) as err:
+            document_in(doc, 0, 1 << 20)
+        return err.value.violations
+
+    unset = "documents[0].access is unset (unset means ACCESS_PUBLIC) but"
+    assert refused(pb.DocumentInput(filename="a.txt", content=b"x", owner_id="alice", granted_user_ids=["bob"])) == (
+        ("documents[0].access", f"{unset} owner_id/granted_user_ids were sent: set ACCESS_PRIVATE (grants are for private documents)"),
+    )
+    assert refused(pb.DocumentInput(filename="a.txt", content=b"x", owner_id="alice")) == (
+        ("documents[0].access", f"{unset} owner_id was sent: set ACCESS_PRIVATE or ACCESS_PUBLIC"),
+    )
+    assert refused(pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PUBLIC, granted_user_ids=["bob"])) == (
+        ("documents[0].access", "documents[0].access is ACCESS_PUBLIC, which every caller reads, but granted_user_ids was sent: "
+                                "set ACCESS_PRIVATE (grants are for private documents)"),
+    )
+    # An owner of a document said to be public, a blank owner (no owner), and a private document's grants are taken.
+    assert document_in(pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PUBLIC, owner_id="alice"), 0, 1 << 20).owner_id == "alice"
+    assert document_in(pb.DocumentInput(filename="a.txt", content=b"x", owner_id=" \u200b "), 0, 1 << 20).access is Access.PUBLIC
+    private = pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id="alice", granted_user_ids=["bob"])
+    assert document_in(private, 0, 1 << 20).granted_user_ids == ("bob",)
+
+
 def test_descriptive_fields_are_held_to_their_limits_as_stored() -> None:
     """Normalizing may lengthen a title (U+0958 is two code points in NFC): one the request check
     let through was refused when its document was stored, as that document's error."""

@@ -64,6 +64,18 @@ def test_a_file_is_public_or_private_as_asked(tmp_path: Path, written: str, acce
     assert document_from_file(tmp_path / "a.txt", access=written, owner_id="alice").access == access
 
 
+@pytest.mark.parametrize("written", ["public", "PUBLIC"])
+def test_grants_on_a_public_file_are_refused(tmp_path: Path, written: str) -> None:
+    """Access defaults to public: a grant sent without access="private" made a document for
+    everyone to read (the server refuses it now)."""
+    (tmp_path / "a.txt").write_text("Aardvarks dig.")
+    with pytest.raises(ValueError, match=r"granted_user_ids need access='private' \(access is '(public|PUBLIC)'"):
+        document_from_file(tmp_path / "a.txt", access=written, owner_id="alice", granted_user_ids=["bob"])
+    with pytest.raises(ValueError, match="granted_user_ids need access='private'"):
+        document_from_file(tmp_path / "a.txt", granted_user_ids=["bob"])
+    assert document_from_file(tmp_path / "a.txt", access="private", owner_id="alice", granted_user_ids=["bob"]).granted_user_ids == ["bob"]
+
+
 @pytest.mark.parametrize("written", ["privat", "restricted", "PRIVATE ", ""])
 def test_an_access_level_that_is_none_of_them_is_refused_not_public(tmp_path: Path, written: str) -> None:
     """A typo made the document readable by everyone."""

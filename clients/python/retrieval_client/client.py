@@ -71,14 +71,20 @@ def document_from_file(
     metadata: dict[str, str] | None = None,
 ) -> pb.DocumentInput:
     """A file as an ingest input; its extension selects the server's loader. ``access`` is
-    "public" or "private" (any case); anything else is a ValueError, not a public document. The
-    file is read as :func:`file_bytes` reads it: a regular file of at most 256 MiB (what this
-    client sends in one request; the server's own limit, 16 MiB by default, may be lower)."""
+    "public" or "private" (any case); anything else is a ValueError, not a public document, and so
+    are ``granted_user_ids`` on a public one, as the server refuses them. The file is read as
+    :func:`file_bytes` reads it: a regular file of at most 256 MiB (what this client sends in one
+    request; the server's own limit, 16 MiB by default, may be lower)."""
     p = Path(path)
     try:
         level = _ACCESS[access.lower()]
     except KeyError:
         raise ValueError(f"access must be one of {', '.join(_ACCESS)} (got {access!r})") from None
+    grantees = _id_list("granted_user_ids", granted_user_ids)
+    if grantees and level == pb.ACCESS_PUBLIC:
+        # Refused before the file is read: access defaults to "public", so grants sent without
+        # access="private" would reach the server only to be refused there (INVALID_ARGUMENT).
+        raise ValueError(f"granted_user_ids need access='private' (access is {access!r}: a public document is read by everyone)")
     return pb.DocumentInput(
         document_id=document_id,
         filename=p.name,
@@ -89,7 +95,7 @@ def document_from_file(
         access=level,
         owner_id=owner_id,
         metadata=metadata or {},
-        granted_user_ids=_id_list("granted_user_ids", granted_user_ids),
+        granted_user_ids=grantees,
     )
 
 

@@ -377,7 +377,8 @@ func (ServingStatus) EnumDescriptor() ([]byte, []int) {
 type Access int32
 
 const (
-	// Not set: ACCESS_PUBLIC.
+	// Not set: ACCESS_PUBLIC, for a document sent without owner_id and granted_user_ids (with
+	// either, INVALID_ARGUMENT: see DocumentInput.access).
 	Access_ACCESS_UNSPECIFIED Access = 0
 	// Every caller, anonymous included.
 	Access_ACCESS_PUBLIC Access = 1
@@ -1771,17 +1772,22 @@ type DocumentInput struct {
 	Url string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
 	// Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name.
 	Source string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
-	// Who may read it. Unset: ACCESS_PUBLIC.
+	// Who may read it. Unset: ACCESS_PUBLIC, for a document sent without owner_id and
+	// granted_user_ids; with either, INVALID_ARGUMENT naming `documents[i].access` (a private
+	// document sent again without its access would otherwise be published): set ACCESS_PRIVATE,
+	// or ACCESS_PUBLIC for a public document with an owner.
 	Access Access `protobuf:"varint,7,opt,name=access,proto3,enum=retrieval.v1.Access" json:"access,omitempty"`
 	// The user who owns the document (an `x-user-id` or token subject); required for
-	// ACCESS_PRIVATE (blank is no owner). Empty: no owner.
+	// ACCESS_PRIVATE (blank is no owner), taken with ACCESS_PUBLIC, refused with access unset.
+	// Empty: no owner.
 	OwnerId string `protobuf:"bytes,8,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// Free-form key/value pairs, searched by HYBRID's metadata leg and returned as
 	// DocumentMetadata.extra; at most 16 KiB of UTF-8 in keys and values. Empty: none.
 	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key,proto3" protobuf_val:"bytes,2,opt,name=value,proto3"`
 	// Users granted read access to a private document; re-ingesting replaces the list. Empty:
-	// only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`). On
-	// an ACCESS_PUBLIC document they change nothing: every caller reads it.
+	// only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`). Only
+	// with ACCESS_PRIVATE: on a public document (access unset included), which every caller reads,
+	// INVALID_ARGUMENT.
 	GrantedUserIds []string `protobuf:"bytes,10,rep,name=granted_user_ids,json=grantedUserIds,proto3" json:"granted_user_ids,omitempty"`
 }
 

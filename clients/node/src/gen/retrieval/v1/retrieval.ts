@@ -379,7 +379,10 @@ export function servingStatusToJSON(object: ServingStatus): string {
 
 /** Who may read a document. */
 export enum Access {
-  /** ACCESS_UNSPECIFIED - Not set: ACCESS_PUBLIC. */
+  /**
+   * ACCESS_UNSPECIFIED - Not set: ACCESS_PUBLIC, for a document sent without owner_id and granted_user_ids (with
+   * either, INVALID_ARGUMENT: see DocumentInput.access).
+   */
   ACCESS_UNSPECIFIED = 0,
   /** ACCESS_PUBLIC - Every caller, anonymous included. */
   ACCESS_PUBLIC = 1,
@@ -897,11 +900,17 @@ export interface DocumentInput {
   url: string;
   /** Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name. */
   source: string;
-  /** Who may read it. Unset: ACCESS_PUBLIC. */
+  /**
+   * Who may read it. Unset: ACCESS_PUBLIC, for a document sent without owner_id and
+   * granted_user_ids; with either, INVALID_ARGUMENT naming `documents[i].access` (a private
+   * document sent again without its access would otherwise be published): set ACCESS_PRIVATE,
+   * or ACCESS_PUBLIC for a public document with an owner.
+   */
   access: Access;
   /**
    * The user who owns the document (an `x-user-id` or token subject); required for
-   * ACCESS_PRIVATE (blank is no owner). Empty: no owner.
+   * ACCESS_PRIVATE (blank is no owner), taken with ACCESS_PUBLIC, refused with access unset.
+   * Empty: no owner.
    */
   ownerId: string;
   /**
@@ -911,8 +920,9 @@ export interface DocumentInput {
   metadata: { [key: string]: string };
   /**
    * Users granted read access to a private document; re-ingesting replaces the list. Empty:
-   * only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`). On
-   * an ACCESS_PUBLIC document they change nothing: every caller reads it.
+   * only the owner (and SUPER_ADMIN). At most 1,000 (more: grant a group, `group:<name>`). Only
+   * with ACCESS_PRIVATE: on a public document (access unset included), which every caller reads,
+   * INVALID_ARGUMENT.
    */
   grantedUserIds: string[];
 }
