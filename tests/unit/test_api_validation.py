@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from retrieval_server.api import validation
@@ -97,6 +99,21 @@ def test_a_header_role_is_one_of_the_role_names_as_written() -> None:
         assert err.value.violations[0][0] == "x-user-role", folded
     with pytest.raises(InvalidArgument, match=r"\(got 'ADMIN\\x1c'\)"):  # shown, not printed
         identity_from_headers("bob", "ADMIN\x1c")
+
+
+def test_the_contract_says_how_a_header_role_is_read() -> None:
+    """The proto's header (and the Go and TypeScript stubs carrying it to callers) said the role was
+    case-insensitive, which the server no longer reads it as."""
+    from tests.support.paths import REPO
+
+    lines = (REPO / "protos" / "retrieval" / "v1" / "retrieval.proto").read_text().splitlines()
+    comments = " ".join(line.strip().removeprefix("//").strip() for line in lines if line.strip().startswith("//"))
+    said = re.search(r"`x-user-role` \(([^)]*)\)", comments)
+    assert said is not None and said.group(1) == "`SUPER_ADMIN`, `ADMIN` or `USER`, exactly as written; space and tab around it ignored"
+    for name in re.findall(r"`([A-Z_]+)`", said.group(1)):
+        assert identity_from_headers("bob", f" \t{name}\t ").role is Role(name)
+        with pytest.raises(InvalidArgument, match="x-user-role must be one of"):
+            identity_from_headers("bob", name.lower())
 
 
 def test_header_identities_are_remembered_per_pair_of_values_and_failures_are_not() -> None:

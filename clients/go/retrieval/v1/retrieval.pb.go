@@ -27,13 +27,14 @@
 // Identity (call metadata, decided by the server's RETRIEVAL_AUTH_MODE)
 //
 // * `none` (development, the default): the `x-user-id` (at most 255 characters),
-//   `x-user-role` (SUPER_ADMIN, ADMIN or USER, case-insensitive) and `x-user-groups` headers
-//   are trusted as sent. A user id without a role is a USER; no headers at all is the anonymous
-//   caller. `x-user-groups` is the user's groups, comma-separated (space and tab around a name
-//   and empty names are ignored; each name as stored, at most 255 characters; at most 1,000
-//   groups; only with `x-user-id`): documents granted to `group:<name>` are theirs. Each header
-//   is sent at most once; INVALID_ARGUMENT otherwise. The server then listens on loopback only,
-//   unless RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE is set.
+//   `x-user-role` (`SUPER_ADMIN`, `ADMIN` or `USER`, exactly as written; space and tab around it
+//   ignored) and `x-user-groups` headers are trusted as sent. A user id without a role is a
+//   USER; no headers at all is the anonymous caller. `x-user-groups` is the user's groups,
+//   comma-separated (space and tab around a name and empty names are ignored; each name as
+//   stored, at most 255 characters; at most 1,000 groups; only with `x-user-id`): documents
+//   granted to `group:<name>` are theirs. Each header is sent at most once; INVALID_ARGUMENT
+//   otherwise. The server then listens on loopback only, unless
+//   RETRIEVAL_ALLOW_UNAUTHENTICATED_REMOTE is set.
 // * `jwt`: `authorization: Bearer <token>` is verified (signature, issuer, audience, expiry);
 //   the user id, role and groups come from the token's claims (RETRIEVAL_JWT_* settings).
 //   Identity headers cannot override them: they are ignored or refused.
