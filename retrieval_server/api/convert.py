@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
@@ -29,8 +29,8 @@ from retrieval_server.domain import (
     Strategy,
 )
 from retrieval_server.identifiers import (
-    MAX_FILENAME_CHARS, MAX_TITLE_CHARS, MAX_USER_ID_CHARS, RAW_SLACK, check_descriptive_field, check_grantees, check_metadata, composed,
-    cut_utf8, one_line, trim,
+    MAX_FILENAME_CHARS, MAX_METADATA_BYTES, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS, MAX_USER_ID_CHARS, RAW_SLACK,
+    check_descriptive_field, check_grantees, check_metadata, composed, composed_metadata, cut_utf8, one_line, trim,
 )
 from retrieval_server.knowledge import Answer, AnswerSentence, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 from retrieval_server.workflow.answer import render
@@ -84,6 +84,21 @@ def mode_in(value: int, field: str = "mode") -> Mode:
     return _enum(value, _MODE_IN, pb.Mode, field)  # type: ignore[return-value]
 
 
+def _as_stored(value: str, limit: int) -> str:
+    """``value`` composed (NFC) as it is stored, once its length allows it: normalizing megabytes
+    held the event loop for seconds, and a value of more than RAW_SLACK times its limit is over it
+    whatever normalizing makes of it."""
+    return composed(value) if len(value) <= RAW_SLACK * limit else value
+
+
+def _check_metadata_as_stored(metadata: Mapping[str, str]) -> None:
+    """:func:`check_metadata` of ``metadata`` composed as it is stored (a ValueError starting with
+    ``metadata`` too when two keys are one once composed)."""
+    if sum(len(k) + len(x) for k, x in metadata.items()) <= RAW_SLACK * MAX_METADATA_BYTES:
+        metadata = composed_metadata(metadata)
+    check_metadata(metadata)
+
+
 def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSource:
     """InvalidArgument with one violation per invalid field of the document."""
     field, v = f"documents[{index}]", Violations()
@@ -94,15 +109,16 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
         v.add(f"{field}.content", f"{field}.content must not be empty")
     if len(d.content) > max_bytes:
         v.add(f"{field}.content", f"{field}.content is {len(d.content)} bytes; at most {max_bytes} are accepted (RETRIEVAL_MAX_DOCUMENT_BYTES)")
-    if len(d.filename) > MAX_FILENAME_CHARS:
-        v.add(f"{field}.filename", f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(d.filename)})")
-    # As they are stored: the title on one line and normalized, which may lengthen it (U+0958 is two
-    # code points in NFC: a title accepted here was refused when the document was stored), once its
-    # length before allows it (normalizing megabytes held the event loop for seconds).
+    # As they are stored: normalized, which may lengthen them (U+0958 is two code points in NFC: a
+    # field accepted here was refused when the document was stored, as that document's error), the
+    # title on one line too; the file name is the source when none is sent.
+    filename = _as_stored(d.filename, MAX_FILENAME_CHARS)
+    if len(filename) > MAX_FILENAME_CHARS:
+        v.add(f"{field}.filename", f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(filename)})")
     title = one_line(composed(d.title)) if len(d.title) <= RAW_SLACK * MAX_TITLE_CHARS else d.title
-    for name, value in (("title", title), ("url", d.url), ("source", d.source)):
+    for name, value in (("title", title), ("url", _as_stored(d.url, MAX_URL_CHARS)), ("source", _as_stored(d.source, MAX_SOURCE_CHARS))):
         _check_field(v, field, check_descriptive_field, name, value)
-    _check_field(v, field, check_metadata, d.metadata)
+    _check_field(v, field, _check_metadata_as_stored, d.metadata)
     _check_field(v, field, check_grantees, d.granted_user_ids)
     owner = _check_field(v, field, trim, d.owner_id, "owner_id", MAX_USER_ID_CHARS)
     if access is Access.PRIVATE and owner == "":

@@ -306,6 +306,9 @@ async def test_document_filter_and_private_access(live: Live) -> None:
          "documents[0].source must be at most 1024 characters (got 1025)"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a" * 1_021 + ".txt", content=b"x")]),
          "documents[0].filename must be at most 1024 characters (got 1025)"),
+        # Counted as stored: NFC makes U+0958 two code points.
+        ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", source="\u0958" * 1_000)]),
+         "documents[0].source must be at most 1024 characters (got 2000)"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="a.txt", content=b"x", metadata={"note": "é" * 8_191})]),
          "documents[0].metadata must be at most 16384 bytes of UTF-8 in its keys and values (got 16386)"),
         ("IngestDocuments", pb.IngestDocumentsRequest(documents=[pb.DocumentInput(

@@ -269,6 +269,35 @@ def test_descriptive_fields_are_held_to_their_limits_as_stored() -> None:
         document_in(spaced, 0, 1 << 20)
 
 
+def test_every_descriptive_field_is_held_to_its_limit_as_stored() -> None:
+    """A url, source, file name (the source when none is sent) or metadata that NFC lengthened past
+    its limit was let through, then refused when its document was stored, as that document's error."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.identifiers import MAX_FILENAME_CHARS, MAX_METADATA_BYTES, MAX_SOURCE_CHARS, MAX_URL_CHARS
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    grows = chr(0x958)  # two code points in NFC, three bytes of UTF-8 each
+    for name, limit, kw in [
+        ("url", MAX_URL_CHARS, {"url": grows * (MAX_URL_CHARS // 2 + 1)}),
+        ("source", MAX_SOURCE_CHARS, {"source": grows * (MAX_SOURCE_CHARS // 2 + 1)}),
+        ("filename", MAX_FILENAME_CHARS, {"filename": grows * (MAX_FILENAME_CHARS // 2 - 1) + ".txt"}),
+    ]:
+        with pytest.raises(InvalidArgument) as refused:
+            document_in(pb.DocumentInput(document_id="d", content=b"x", **kw), 0, 1 << 20)
+        assert refused.value.violations == ((f"documents[0].{name}", f"documents[0].{name} must be at most {limit} characters (got {limit + 2})"),)
+    assert document_in(pb.DocumentInput(document_id="d", content=b"x", source=grows * (MAX_SOURCE_CHARS // 2)), 0, 1 << 20)
+    sent = {"k": grows * (MAX_METADATA_BYTES // 6 + 1)}  # half the limit as sent
+    with pytest.raises(InvalidArgument) as refused:
+        document_in(pb.DocumentInput(document_id="d", content=b"x", metadata=sent), 0, 1 << 20)
+    assert refused.value.violations == (
+        ("documents[0].metadata", f"documents[0].metadata must be at most {MAX_METADATA_BYTES} bytes of UTF-8 in its keys and values (got {1 + 6 * (MAX_METADATA_BYTES // 6 + 1)})"),
+    )
+    # Two keys that are one once composed: one value would be dropped.
+    with pytest.raises(InvalidArgument) as refused:
+        document_in(pb.DocumentInput(document_id="d", content=b"x", metadata={"Zu\u0308rich": "a", "Z\u00fcrich": "b"}), 0, 1 << 20)
+    assert [(f, d.split(": ", 1)[1]) for f, d in refused.value.violations] == [("documents[0].metadata", "send each key once")]
+
+
 def test_a_document_gets_one_violation_per_invalid_field() -> None:
     """The first failing check was the only one reported: a caller fixing one field learned of the next
     from the next call."""
