@@ -1,7 +1,8 @@
 """Where callers read the settings, they are the server's: the contract's comments (its "Limits"
 convention; stubs in other languages carry them to callers, who cannot read the server's code)
 and the README's configuration table. Every RETRIEVAL_* they name is a setting, every default
-they quote is the setting's default, and the table lists every setting."""
+they quote is the setting's default, and the table lists every setting; every `Message.field`
+the comments name is a field of the contract."""
 
 from __future__ import annotations
 
@@ -30,6 +31,20 @@ def _proto_identifiers() -> set[str]:
     for proto in PROTOS:
         names.update(re.findall(r"^\s*([A-Z][A-Z0-9_]*) = \d+;", proto.read_text(), flags=re.MULTILINE))
     return names
+
+
+def test_a_field_a_comment_names_is_a_field_of_the_contract() -> None:
+    """A comment's `Message.field` is what a caller looks up: events.proto sent them to
+    QueryMetrics.degraded, a message the contract does not have (it is Metrics)."""
+    from retrieval.v1 import events_pb2, retrieval_pb2
+
+    messages = {**retrieval_pb2.DESCRIPTOR.message_types_by_name, **events_pb2.DESCRIPTOR.message_types_by_name}
+    named = [(f"{proto.name}:{n}", m.group(1), m.group(2)) for proto in PROTOS for n, comment in _comments(proto)
+             for m in re.finditer(r"\b([A-Z][A-Za-z0-9]*)\.([a-z][a-z0-9_]*)\b", comment)]
+    assert len(named) >= 20  # the convention is in use: a change of it would make this vacuous
+    unknown = [(where, f"{message}.{field}") for where, message, field in named
+               if message not in messages or field not in messages[message].fields_by_name]
+    assert unknown == []
 
 
 def _quoted_default(text: str) -> str:

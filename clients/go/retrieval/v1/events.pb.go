@@ -129,7 +129,7 @@ type RetrievalCompleted struct {
 	LatencyMs float64 `protobuf:"fixed64,13,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
 	// Whether the semantic cache answered (always false for Search).
 	CacheHit bool `protobuf:"varint,14,opt,name=cache_hit,json=cacheHit,proto3" json:"cache_hit,omitempty"`
-	// What was degraded, as in QueryMetrics.degraded (e.g. "rerank:unavailable"); empty when
+	// What was degraded, as in Metrics.degraded (e.g. "rerank:unavailable"); empty when
 	// nothing was.
 	Degraded []string `protobuf:"bytes,15,rep,name=degraded,proto3" json:"degraded,omitempty"`
 	// W3C trace id of the call (32 lower-case hex digits) when tracing is on; empty otherwise.

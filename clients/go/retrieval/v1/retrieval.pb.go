@@ -733,7 +733,9 @@ type ChildChunk struct {
 	// document's children from 0 (not the parent's), e.g. `handbook#p3c11`.
 	ChunkId string `protobuf:"bytes,1,opt,name=chunk_id,json=chunkId,proto3" json:"chunk_id,omitempty"`
 	// The child's text: at most RETRIEVAL_CHILD_CHUNK_TOKENS (128) tokens of whole sentences,
-	// overlapping its neighbour by RETRIEVAL_CHILD_OVERLAP_TOKENS (32).
+	// overlapping its neighbour by RETRIEVAL_CHILD_OVERLAP_TOKENS (32). Not always a substring of
+	// its parent's content: white space between two of its sentences is one space (none where the
+	// source has none).
 	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	// Relevance of this child, higher is better: a rerank probability in [0, 1] when the
 	// cross-encoder ran, otherwise the fused or leg score. Compare scores within one response only.
@@ -904,7 +906,9 @@ type Context struct {
 	// The parent chunk's text: at most RETRIEVAL_PARENT_CHUNK_TOKENS (384) tokens of whole
 	// sentences.
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
-	// Number of tokens in `content`.
+	// Number of tokens in `content`, as the chunker counted them in the text it was cut from
+	// (the sum of its sentences'; a sentence counts at least one token per 100 characters):
+	// tokenizing `content` again may give one more or fewer for a parent that starts inside a word.
 	Tokens int32 `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
 	// The context's relevance: its best child's score. Higher is better; contexts are ordered by
 	// it. Compare within one response only.

@@ -120,7 +120,7 @@ export interface RetrievalCompleted {
   /** Whether the semantic cache answered (always false for Search). */
   cacheHit: boolean;
   /**
-   * What was degraded, as in QueryMetrics.degraded (e.g. "rerank:unavailable"); empty when
+   * What was degraded, as in Metrics.degraded (e.g. "rerank:unavailable"); empty when
    * nothing was.
    */
   degraded: string[];

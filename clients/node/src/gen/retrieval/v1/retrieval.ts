@@ -597,7 +597,9 @@ export interface ChildChunk {
   chunkId: string;
   /**
    * The child's text: at most RETRIEVAL_CHILD_CHUNK_TOKENS (128) tokens of whole sentences,
-   * overlapping its neighbour by RETRIEVAL_CHILD_OVERLAP_TOKENS (32).
+   * overlapping its neighbour by RETRIEVAL_CHILD_OVERLAP_TOKENS (32). Not always a substring of
+   * its parent's content: white space between two of its sentences is one space (none where the
+   * source has none).
    */
   content: string;
   /**
@@ -651,7 +653,11 @@ export interface Context {
    * sentences.
    */
   content: string;
-  /** Number of tokens in `content`. */
+  /**
+   * Number of tokens in `content`, as the chunker counted them in the text it was cut from
+   * (the sum of its sentences'; a sentence counts at least one token per 100 characters):
+   * tokenizing `content` again may give one more or fewer for a parent that starts inside a word.
+   */
   tokens: number;
   /**
    * The context's relevance: its best child's score. Higher is better; contexts are ordered by
