@@ -68,7 +68,8 @@ def sentences_of(text: str) -> list[str]:
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
 #: sentence's first 12 names are distinct names, every mention of them read, a pair stated once.
-RULES_REVISION = 8
+#: 9: a name that opens a sentence is related there too.
+RULES_REVISION = 9
 
 
 class GraphExtractor(Protocol):
@@ -82,7 +83,9 @@ class _SentenceFacts:
     sentence: str
     mentions: list[Mention]
     openers: list[Mention] = field(default_factory=list)
-    relations: list[SentenceRelation] = field(default_factory=list)
+    #: None: the classical rules read them in :func:`assemble`, once the document's names are known
+    #: (an opener is a name only if the document uses it inside a sentence too)
+    relations: list[SentenceRelation] | None = None
 
 
 def assemble(
@@ -101,12 +104,15 @@ def assemble(
     for parent_id, per in facts.items():
         for f in per:
             # A capitalized word that opens a sentence is a name only if the document uses it inside one too.
-            for m in [*f.mentions, *(o for o in f.openers if o.key in inside)]:
+            names = sorted([*f.mentions, *(o for o in f.openers if o.key in inside)], key=lambda m: m.start)
+            for m in names:
                 surfaces[m.key][m.canonical or m.surface] += 1
                 forms[m.key][m.surface.lower()] += 1
                 votes[m.key][m.entity_type] += m.vote
                 in_parent[m.key].add(parent_id)
-            for r in f.relations:
+            # Read with the sentence's openers that are names: read before they were known, "Kafka
+            # depends on ZooKeeper." related nothing although Kafka was an entity.
+            for r in f.relations if f.relations is not None else relations_in_sentence(f.sentence, names):
                 slot = relations.setdefault((r.source, r.target, r.relation), [0.0, f.sentence[:_EVIDENCE_CHARS]])
                 slot[0] = float(slot[0]) + RELATION_WEIGHTS[r.relation]
     children_of: dict[str, list[ChildChunk]] = defaultdict(list)
@@ -153,11 +159,8 @@ class ClassicalGraphExtractor:
         self._executor = executor
 
     def parent_facts(self, parent: ParentChunk) -> list[_SentenceFacts]:
-        out = []
-        for sentence in sentences_of(parent.content):
-            mentions, openers = self._finder.find(sentence)
-            out.append(_SentenceFacts(sentence, mentions, openers, relations_in_sentence(sentence, mentions)))
-        return out
+        """The names of each sentence; :func:`assemble` reads their relations, the document's names known."""
+        return [_SentenceFacts(sentence, *self._finder.find(sentence)) for sentence in sentences_of(parent.content)]
 
     def extract_now(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph:
         return assemble(parents, children, {p.parent_chunk_id: self.parent_facts(p) for p in parents}, self.name)
@@ -304,15 +307,16 @@ def _facts_from_llm(graph: _LlmGraph, text: str) -> list[_SentenceFacts]:
             for m in pattern.finditer(sentence)
             for name in (named(m.group(0)),)
         ]
-        out.append(_SentenceFacts(sentence, [m for m in mentions if m.key]))
+        out.append(_SentenceFacts(sentence, [m for m in mentions if m.key], relations=[]))
+    stated: dict[int, list[SentenceRelation]] = defaultdict(list)
     for r in graph.relations:
         s, t = entity_key(r.source), entity_key(r.target)
         if s == t:
             continue
-        both = [f for f in out if {s, t} <= {m.key for m in f.mentions}]
-        either = both or [f for f in out if {s, t} & {m.key for m in f.mentions}]
+        both = [i for i, f in enumerate(out) if {s, t} <= {m.key for m in f.mentions}]
+        either = both or [i for i, f in enumerate(out) if {s, t} & {m.key for m in f.mentions}]
         if either:
-            either[0].relations.append(SentenceRelation(s, t, RelationType(r.type)))
-    for f in out:
-        f.relations.extend(co_occurrences([m.key for m in f.mentions], f.relations))
+            stated[either[0]].append(SentenceRelation(s, t, RelationType(r.type)))
+    for i, f in enumerate(out):
+        f.relations = stated[i] + co_occurrences([m.key for m in f.mentions], stated[i])
     return out

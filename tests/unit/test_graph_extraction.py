@@ -173,6 +173,19 @@ def test_an_entitys_chunks_count_its_eight_most_used_spellings() -> None:
     assert entity.chunk_mentions == (3 + 7,)  # in its chunk: the most used spelling's three, and seven others once
 
 
+def test_a_name_that_opens_a_sentence_is_related_there() -> None:
+    """A single capitalized word opening a sentence is a name once the document uses it inside one:
+    it was an entity then, but the relations of the sentence it opened were read without it."""
+    g = _extract("Kafka depends on ZooKeeper. We run Kafka in production.")
+    assert ("kafka", R.DEPENDS_ON, "zookeeper") in {(r.source, r.relation, r.target) for r in g.relations}
+    g = _extract("Postgres is maintained by Maria Lopez. Billing uses Postgres. The team picked Postgres and Billing.")
+    stated = {(r.source, r.relation, r.target) for r in g.relations}
+    assert {("marialopez", R.MAINTAINS, "postgres"), ("billing", R.USES, "postgres")} <= stated
+    # Never used inside a sentence, an opener is still no name, and relates nothing.
+    g = _extract("Payments depend on LedgerSvc. We run LedgerSvc in production.")
+    assert {e.key for e in g.entities} == {"ledgersvc"} and not g.relations
+
+
 def test_passive_lists_and_and_clauses() -> None:
     g = _extract("TokenStore is used by AuthService, ProfileSvc and AdminPortal. SearchSvc depends on IndexStore and calls RankerSvc.")
     stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}
