@@ -49,7 +49,10 @@ _CALENDAR = frozenset(
 _NOT_ACRONYMS = frozenset({"OK", "AM", "PM", "TODO", "FAQ", "NB", "PS", "ETC", "IE", "EG", "VS", "AIMS", "MAIN", "NOTE"})
 _CONNECTORS = frozenset({"of", "for", "de", "van", "von", "der", "du", "la", "del", "&"})
 
-_HONORIFICS = frozenset({"mr", "mrs", "ms", "dr", "prof", "professor", "sir", "dame"})
+#: honorifics written short, whose full stop ends no sentence ("Dr. Ada Byron")
+HONORIFIC_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof")
+#: words before a person's name, never a name themselves
+HONORIFICS = frozenset({*(h.lower() for h in HONORIFIC_ABBREVIATIONS), "professor", "sir", "dame"})
 _PERSON_BEFORE = re.compile(
     r"(?:\b(?:(?:written|maintained|owned|led|managed|reviewed|approved|created|authored|developed|run|founded)\s+by"
     r"|contact|owner|maintainer|lead|author|manager|engineer|developer|ask|cc|thanks)\s*:?\s*)$",
@@ -303,10 +306,11 @@ class MentionFinder:
             run = toks[i:j]
             i = j
             at_start = run[0] is toks[first_word] if first_word >= 0 else False
-            while run and run[0].text.lower() in _OPENERS:
+            # An honorific is not part of the name it comes before: "Contact Mr. Smith" made "Contact Mr" a name.
+            while run and (run[0].text.lower() in _OPENERS or run[0].text.lower() in HONORIFICS):
                 run = run[1:]
                 at_start = False
-            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS):
+            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS or run[-1].text.lower() in HONORIFICS):
                 run = run[:-1]
             if not run or title_case or len(run) > 4:
                 continue
@@ -327,7 +331,7 @@ class MentionFinder:
         words = before.split()
         prev = words[-1].rstrip(".").lower() if words else ""
         entity_type, vote = shape_type(surface, "ident" if kind == "ident" else "name")
-        if kind == "cap" and (prev in _HONORIFICS or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
+        if kind == "cap" and (prev in HONORIFICS or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
             if vote < SHAPE or entity_type is EntityType.CONCEPT:
                 entity_type, vote = EntityType.PERSON, CUE
         elif any(p.search(before if n == 0 else after) for n, p in enumerate(_PROJECT_AROUND)):

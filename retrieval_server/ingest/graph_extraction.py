@@ -30,7 +30,7 @@ from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.llm import ChatModel, LlmRefused
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.chunker import split_sentences
-from retrieval_server.ingest.entities import CUE, Mention, MentionFinder
+from retrieval_server.ingest.entities import CUE, HONORIFIC_ABBREVIATIONS, HONORIFICS, Mention, MentionFinder
 from retrieval_server.ingest.relations import SentenceRelation, co_occurrences, relations_in_sentence
 from retrieval_server.knowledge import (
     RELATION_WEIGHTS,
@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # A line that starts a list item or a heading is a sentence of its own.
 _LINE_BREAK = re.compile(r"\n\s*(?=[#*\-•>|]|\d+[.)]\s)|\n\s*\n")
+# A sentence the chunker ends at an honorific's full stop goes on: split there, "Mr. Smith maintains
+# X" made a person "Mr" who maintains X, one entity joining every document with a "Mr." in it. The
+# chunker's sentences stay as they are: chunks are part of the index.
+_AFTER_HONORIFIC = re.compile(rf"(?<![\w.])(?:{'|'.join(HONORIFIC_ABBREVIATIONS)})\.$")
 _EVIDENCE_CHARS = 300
 #: An entity's spellings looked for in its chunks, the most used first: each is counted in every
 #: child of every parent that names it, and one name written 10,000 ways ("a_bc", "ab_c", ...) made
@@ -55,8 +59,15 @@ _FORMS_COUNTED = 8
 
 def sentences_of(text: str) -> list[str]:
     out = []
+    parts: list[str] = []
     for sentence in split_sentences(text):
-        out.extend(" ".join(part.split()) for part in _LINE_BREAK.split(sentence) if part.strip())
+        parts.append(sentence)
+        if _AFTER_HONORIFIC.search(sentence):
+            continue
+        out.extend(" ".join(part.split()) for part in _LINE_BREAK.split(" ".join(parts)) if part.strip())
+        parts = []
+    if parts:
+        out.extend(" ".join(part.split()) for part in _LINE_BREAK.split(" ".join(parts)) if part.strip())
     return out
 
 
@@ -68,7 +79,7 @@ def sentences_of(text: str) -> list[str]:
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
 #: sentence's first 12 names are distinct names, every mention of them read, a pair stated once.
-#: 9: a name that opens a sentence is related there too.
+#: 9: a name that opens a sentence is related there too; an honorific ("Dr.") ends no sentence and is no name.
 RULES_REVISION = 9
 
 
@@ -105,6 +116,8 @@ def assemble(
         for f in per:
             # A capitalized word that opens a sentence is a name only if the document uses it inside one too.
             names = sorted([*f.mentions, *(o for o in f.openers if o.key in inside)], key=lambda m: m.start)
+            # A model may answer an honorific as a name too.
+            names = [m for m in names if m.key not in HONORIFICS]
             for m in names:
                 surfaces[m.key][m.canonical or m.surface] += 1
                 forms[m.key][m.surface.lower()] += 1

@@ -9,7 +9,7 @@ import pytest
 
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.entities import MentionFinder
-from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph
+from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph, sentences_of
 from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE, relations_in_sentence
 from retrieval_server.knowledge import DocumentGraph, EntityType, RelationType, entity_key
 
@@ -186,6 +186,23 @@ def test_a_name_that_opens_a_sentence_is_related_there() -> None:
     assert {e.key for e in g.entities} == {"ledgersvc"} and not g.relations
 
 
+def test_an_honorific_is_neither_a_sentence_end_nor_a_name() -> None:
+    """Sentences ended at "Mr." and "Dr.": "Mr" was a person who maintained AuthService, "Contact Mr"
+    a name, and one entity "Dr" linked every document that has a doctor in it."""
+    for text, stated in {
+        "AuthService is maintained by Mr. Smith.": {("smith", R.MAINTAINS, "authservice")},
+        "Mr. Smith maintains AuthService.": {("smith", R.MAINTAINS, "authservice")},
+        "Contact Mr. Smith about AuthService.": set(),
+        "BillingSvc is maintained by Dr. Ada Byron and Prof. Li. Dr. Bob Stone runs RadarSvc.": {
+            ("adabyron", R.MAINTAINS, "billingsvc"), ("li", R.MAINTAINS, "billingsvc"), ("bobstone", R.MAINTAINS, "radarsvc")},
+    }.items():
+        g = _extract(text)
+        people = {e.key for e in g.entities if e.entity_type is E.PERSON}
+        assert people == {k for k, _, _ in stated} | ({"smith"} if "Smith" in text else set()), text
+        assert {(r.source, r.relation, r.target) for r in g.relations if r.relation is not R.CO_OCCURS} == stated, text
+    assert sentences_of("Ask Dr. Who about it. Mrs. Doe agrees.") == ["Ask Dr. Who about it.", "Mrs. Doe agrees."]
+
+
 def test_passive_lists_and_and_clauses() -> None:
     g = _extract("TokenStore is used by AuthService, ProfileSvc and AdminPortal. SearchSvc depends on IndexStore and calls RankerSvc.")
     stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}
@@ -318,6 +335,15 @@ async def test_a_name_repeated_leaves_room_for_the_sentences_next_names_on_both_
     for g in (classical, llm):
         assert ("billingsvc", "ledgersvc", R.CO_OCCURS) in {(r.source, r.target, r.relation) for r in g.relations}, g.extractor
     assert ("billingsvc", "payoutsvc", R.CALLS) in {(r.source, r.target, r.relation) for r in classical.relations}
+
+
+async def test_a_model_answering_an_honorific_as_a_name_adds_no_entity() -> None:
+    text = "Dr. Ada Byron maintains BillingSvc."
+    parent = ParentChunk("doc#p0", "doc", 0, text, 20)
+    g = await LlmGraphExtractor(_NamesModel(["Dr", "BillingSvc"]), ClassicalGraphExtractor()).extract(
+        [parent], [ChildChunk("doc#p0c0", "doc#p0", "doc", 0, 0, text, 20)])
+    assert g.extractor == "llm:fake:names"
+    assert {e.key for e in g.entities} == {"billingsvc"} and not g.relations
 
 
 def test_a_list_of_a_few_names_repeated_relates_each_pair_once() -> None:
