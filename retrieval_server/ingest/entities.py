@@ -7,7 +7,8 @@ What counts as a name:
 * acronyms (``JWT``, ``BM25``, ``mRNA``), unless the line is shouting in capitals; a capitalized
   word longer than five letters (``RESULTS``, ``BACKGROUND``) or a capitalized function word
   (``AND``) is a heading or emphasis, not an acronym;
-* runs of capitalized words (``Project Alpha``, ``University of Oslo``); a run that opens a
+* runs of capitalized words (``Project Alpha``, ``University of Oslo``, ``Jean-Pierre Dupont``,
+  ``O'Brien Team``); a run that opens a
   sentence loses a leading function word ("The", "When"), and a single capitalized word that
   opens a sentence counts only if the document also uses it mid-sentence;
 * glossary terms: an abbreviation and its expansion name one entity.
@@ -28,8 +29,11 @@ from retrieval_server.knowledge import EntityType, entity_key
 
 # Letters and digits of any script: names are not all ASCII ("José García", "Sjögren", "Ørsted").
 # Python's re has no class for upper- or lower-case letters beyond ASCII, so the shapes below are
-# read with str's own case predicates. The query side finds names in a question with it too.
-NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*[^\W_]|[^\W_]")
+# read with str's own case predicates. The query side finds names in a question with it too. An
+# apostrophe between letters is part of a word ("O'Brien", "D’Souza"), unless it opens a possessive
+# or a contraction ("Kafka's", "don't"): without it "O'Brien" was the name "Brien".
+NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*(?:['’](?!(?i:s|t|d|ll|re|ve|m)\b)(?=[^\W_])[\w\-.]*)*(?<=[^\W_])")
+_JOINED = re.compile(r"([-'’])")
 _ROMAN = re.compile(r"[IVXLC]+")
 
 # Function words and sentence openers that are capitalized only because they start a sentence.
@@ -127,10 +131,22 @@ def _heading_word(tok: str) -> bool:
 
 
 def _capitalized(tok: str) -> bool:
-    """A capital, then lower-case letters, apostrophes or hyphens ("Oslo", "García", "Ørsted")."""
-    return len(tok) >= 2 and tok[0].isupper() and tok[1].isalpha() and tok[1].islower() and all(
-        (c.isalpha() and c.islower()) or c in "'-" for c in tok[2:]
-    )
+    """Capitalized words, maybe joined by hyphens or apostrophes ("Oslo", "García", "Jean-Pierre",
+    "O'Brien"): each a capital then lower-case letters, or lower-case letters after a hyphen
+    ("Well-known"); a lone capital before an apostrophe ("O'", "D'")."""
+    parts = _JOINED.split(tok)
+    words, joints = parts[0::2], parts[1::2]
+    for i, word in enumerate(words):
+        if not word.isalpha():
+            return False
+        capital = word[0].isupper() and (word[1:] == "" or word[1:].islower())
+        if i == 0:
+            fits = capital and (len(word) >= 2 or (bool(joints) and joints[0] != "-"))
+        else:
+            fits = (capital and len(word) >= 2) or (joints[i - 1] == "-" and word.islower())
+        if not fits:
+            return False
+    return True
 
 
 def _acronym_shaped(tok: str) -> bool:

@@ -79,7 +79,8 @@ def sentences_of(text: str) -> list[str]:
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
 #: sentence's first 12 names are distinct names, every mention of them read, a pair stated once.
-#: 9: a name that opens a sentence is related there too; an honorific ("Dr.") ends no sentence and is no name.
+#: 9: a name that opens a sentence is related there too; an honorific ("Dr.") ends no sentence and is no name;
+#: a hyphen or an apostrophe joins the words of a name ("Jean-Pierre", "O'Brien").
 RULES_REVISION = 9
 
 

@@ -386,6 +386,23 @@ def test_names_of_any_script_keep_their_letters() -> None:
     assert ("joségarcía", R.MAINTAINS, "projectzürich") in stated and ("ørstedinstitute", R.USES, "gödelsvc") in stated
 
 
+def test_names_joined_by_a_hyphen_or_an_apostrophe_are_whole() -> None:
+    """A capital after a hyphen, and an apostrophe, ended a name: "Jean-Pierre Dupont" was "Dupont",
+    "Hewlett-Packard Labs" "Labs", "O'Brien Team" "Brien Team"."""
+    for text, name, entity_type in (
+        ("Jean-Pierre Dupont maintains AuthService.", "Jean-Pierre Dupont", E.PERSON),
+        ("Hewlett-Packard Labs maintains AuthService.", "Hewlett-Packard Labs", E.ORGANIZATION),
+        ("O'Brien Team maintains AuthService.", "O'Brien Team", E.ORGANIZATION),
+        ("AuthService is owned by Siobhan D’Souza.", "Siobhan D’Souza", E.PERSON),
+    ):
+        g = _extract(text)
+        assert {e.name: e.entity_type for e in g.entities} == {name: entity_type, "AuthService": E.SERVICE}, text
+        assert [(r.source, r.relation) for r in g.relations] == [(entity_key(name), R.MAINTAINS)], text
+    # A possessive or a contraction is no part of a name, and a lower-case word after a hyphen still is.
+    g = _extract("We rely on Kafka's brokers. Kafka's log doesn't lose the Well-known Lab's data.")
+    assert {e.name for e in g.entities} == {"Kafka", "Well-known Lab"}
+
+
 def test_a_compound_around_an_acronym_is_one_name() -> None:
     g = _extract("Activation of NF-κB by TNF-α and IL-1β differs from TNF-alpha. DO-NOT RESTART is shouting.")
     assert {e.name for e in g.entities} == {"NF-κB", "TNF-α", "IL-1β", "TNF-alpha"}
