@@ -80,7 +80,8 @@ def sentences_of(text: str) -> list[str]:
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
 #: sentence's first 12 names are distinct names, every mention of them read, a pair stated once.
 #: 9: a name that opens a sentence is related there too; an honorific ("Dr.") ends no sentence and is no name;
-#: a hyphen or an apostrophe joins the words of a name ("Jean-Pierre", "O'Brien").
+#: a hyphen or an apostrophe joins the words of a name ("Jean-Pierre", "O'Brien"); a key over
+#: MAX_KEY_CHARS is kept, bounded.
 RULES_REVISION = 9
 
 

@@ -330,6 +330,21 @@ async def test_a_name_with_an_apostrophe_or_a_hyphen_is_asked_for_as_ingestion_k
         ("Hewlett-Packard Labs", MatchKind.EXACT)]
 
 
+async def test_a_name_longer_than_a_stored_key_keeps_its_entity_and_edges(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
+    """A key over 191 characters (what MySQL's index on it takes) was left out with its edges, silently."""
+    long_name = "Very" + "Long" * 60 + "Svc"
+    text = f"{long_name} depends on LedgerDB. {long_name.replace('VeryLong', 'VeryShort', 1)} uses LedgerDB."
+    children = [ChildChunk("long#p0c0", "long#p0", "long", 0, 0, text, 10)]
+    learned = ClassicalGraphExtractor().extract_now([ParentChunk("long#p0", "long", 0, text, 10)], children)
+    await metadata_store.replace_document(Document("long"), _parents("long"), learned)
+    entities = await metadata_store.graph_entities(None, ROOT)
+    assert len(entities) == 3 and {e.name for e in entities.values()} >= {long_name, "LedgerDB"}  # two names alike at the start
+    [match] = await KnowledgeGraph(metadata_store, executor).match(f"What does {long_name} depend on?", ANON)
+    assert (match.name, match.kind) == (long_name, MatchKind.EXACT)
+    edges = await metadata_store.graph_edges([match.key], ROOT)
+    assert [(e.relation, entities[e.target].name) for e in edges if e.source == match.key] == [(R.DEPENDS_ON, "LedgerDB")]
+
+
 async def test_endpoints_are_the_keys_graph_edges_shows_for_every_reader(metadata_store: MetadataStore) -> None:
     await _load(metadata_store)
     keys = ["projectalpha", "authsvc", "databasesvc", "shadowvault", "unknown"]

@@ -11,7 +11,7 @@ from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.entities import MentionFinder
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph, sentences_of
 from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE, relations_in_sentence
-from retrieval_server.knowledge import DocumentGraph, EntityType, RelationType, entity_key
+from retrieval_server.knowledge import MAX_KEY_CHARS, DocumentGraph, EntityType, RelationType, entity_key
 
 E = EntityType
 R = RelationType
@@ -410,3 +410,11 @@ def test_a_compound_around_an_acronym_is_one_name() -> None:
 
 def test_an_entity_key_is_the_same_for_composed_and_decomposed_spellings() -> None:
     assert entity_key("Zu\u0308rich DB") == entity_key("Zürich DB") == "zürichdb"
+
+
+def test_a_long_names_key_is_bounded_and_still_its_own() -> None:
+    long_name = "Very" + "Long" * 60 + "Svc"
+    key, other = entity_key(long_name), entity_key(long_name + "2")
+    assert len(key) <= MAX_KEY_CHARS and len(other) <= MAX_KEY_CHARS and key != other
+    assert entity_key(long_name.upper()) == key and entity_key(key) == key  # case-folded as any key, and a key's own key
+    assert key.startswith("verylonglong")
