@@ -7,6 +7,7 @@ aggregated over the documents a caller may read (:class:`GraphEntity`, :class:`G
 from __future__ import annotations
 
 import enum
+import hashlib
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,10 +56,24 @@ def entity_type_named(word: str) -> EntityType | None:
     return None
 
 
+#: The longest entity key: the MySQL store indexes keys as VARCHAR(191), the most characters of
+#: utf8mb4 an index takes (767 bytes).
+MAX_KEY_CHARS = 191
+#: the characters of a longer name's key kept before its digest
+_KEY_PREFIX_CHARS = 150
+
+
 def entity_key(name: str) -> str:
     """The identity of an entity name: case-folded letters and digits ("Auth Service" = "AuthService"),
-    composed first (NFC), so that "Zu\u0308rich" is "zürich" as its composed spelling is, not "zurich"."""
-    return "".join(ch for ch in unicodedata.normalize("NFC", name).casefold() if ch.isalnum())
+    composed first (NFC), so that "Zu\u0308rich" is "zürich" as its composed spelling is, not "zurich".
+
+    A key longer than :data:`MAX_KEY_CHARS` is its first characters and a digest of the whole, the
+    same at ingestion and in a question: such a name's entity and its edges were left out of the
+    store without a word, and cut alone two long names alike at the start would be one."""
+    key = "".join(ch for ch in unicodedata.normalize("NFC", name).casefold() if ch.isalnum())
+    if len(key) <= MAX_KEY_CHARS:
+        return key
+    return key[:_KEY_PREFIX_CHARS] + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
 
 
 # --- learned at ingestion, per document ---------------------------------------------------------

@@ -7,7 +7,8 @@ What counts as a name:
 * acronyms (``JWT``, ``BM25``, ``mRNA``), unless the line is shouting in capitals; a capitalized
   word longer than five letters (``RESULTS``, ``BACKGROUND``) or a capitalized function word
   (``AND``) is a heading or emphasis, not an acronym;
-* runs of capitalized words (``Project Alpha``, ``University of Oslo``); a run that opens a
+* runs of capitalized words (``Project Alpha``, ``University of Oslo``, ``Jean-Pierre Dupont``,
+  ``O'Brien Team``); a run that opens a
   sentence loses a leading function word ("The", "When"), and a single capitalized word that
   opens a sentence counts only if the document also uses it mid-sentence;
 * glossary terms: an abbreviation and its expansion name one entity.
@@ -28,8 +29,11 @@ from retrieval_server.knowledge import EntityType, entity_key
 
 # Letters and digits of any script: names are not all ASCII ("José García", "Sjögren", "Ørsted").
 # Python's re has no class for upper- or lower-case letters beyond ASCII, so the shapes below are
-# read with str's own case predicates. The query side finds names in a question with it too.
-NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*[^\W_]|[^\W_]")
+# read with str's own case predicates. The query side finds names in a question with it too. An
+# apostrophe between letters is part of a word ("O'Brien", "D’Souza"), unless it opens a possessive
+# or a contraction ("Kafka's", "don't"): without it "O'Brien" was the name "Brien".
+NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*(?:['’](?!(?i:s|t|d|ll|re|ve|m)\b)(?=[^\W_])[\w\-.]*)*(?<=[^\W_])")
+_JOINED = re.compile(r"([-'’])")
 _ROMAN = re.compile(r"[IVXLC]+")
 
 # Function words and sentence openers that are capitalized only because they start a sentence.
@@ -49,7 +53,10 @@ _CALENDAR = frozenset(
 _NOT_ACRONYMS = frozenset({"OK", "AM", "PM", "TODO", "FAQ", "NB", "PS", "ETC", "IE", "EG", "VS", "AIMS", "MAIN", "NOTE"})
 _CONNECTORS = frozenset({"of", "for", "de", "van", "von", "der", "du", "la", "del", "&"})
 
-_HONORIFICS = frozenset({"mr", "mrs", "ms", "dr", "prof", "professor", "sir", "dame"})
+#: honorifics written short, whose full stop ends no sentence ("Dr. Ada Byron")
+HONORIFIC_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof")
+#: words before a person's name, never a name themselves
+HONORIFICS = frozenset({*(h.lower() for h in HONORIFIC_ABBREVIATIONS), "professor", "sir", "dame"})
 _PERSON_BEFORE = re.compile(
     r"(?:\b(?:(?:written|maintained|owned|led|managed|reviewed|approved|created|authored|developed|run|founded)\s+by"
     r"|contact|owner|maintainer|lead|author|manager|engineer|developer|ask|cc|thanks)\s*:?\s*)$",
@@ -124,10 +131,22 @@ def _heading_word(tok: str) -> bool:
 
 
 def _capitalized(tok: str) -> bool:
-    """A capital, then lower-case letters, apostrophes or hyphens ("Oslo", "García", "Ørsted")."""
-    return len(tok) >= 2 and tok[0].isupper() and tok[1].isalpha() and tok[1].islower() and all(
-        (c.isalpha() and c.islower()) or c in "'-" for c in tok[2:]
-    )
+    """Capitalized words, maybe joined by hyphens or apostrophes ("Oslo", "García", "Jean-Pierre",
+    "O'Brien"): each a capital then lower-case letters, or lower-case letters after a hyphen
+    ("Well-known"); a lone capital before an apostrophe ("O'", "D'")."""
+    parts = _JOINED.split(tok)
+    words, joints = parts[0::2], parts[1::2]
+    for i, word in enumerate(words):
+        if not word.isalpha():
+            return False
+        capital = word[0].isupper() and (word[1:] == "" or word[1:].islower())
+        if i == 0:
+            fits = capital and (len(word) >= 2 or (bool(joints) and joints[0] != "-"))
+        else:
+            fits = (capital and len(word) >= 2) or (joints[i - 1] == "-" and word.islower())
+        if not fits:
+            return False
+    return True
 
 
 def _acronym_shaped(tok: str) -> bool:
@@ -303,10 +322,11 @@ class MentionFinder:
             run = toks[i:j]
             i = j
             at_start = run[0] is toks[first_word] if first_word >= 0 else False
-            while run and run[0].text.lower() in _OPENERS:
+            # An honorific is not part of the name it comes before: "Contact Mr. Smith" made "Contact Mr" a name.
+            while run and (run[0].text.lower() in _OPENERS or run[0].text.lower() in HONORIFICS):
                 run = run[1:]
                 at_start = False
-            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS):
+            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS or run[-1].text.lower() in HONORIFICS):
                 run = run[:-1]
             if not run or title_case or len(run) > 4:
                 continue
@@ -327,7 +347,7 @@ class MentionFinder:
         words = before.split()
         prev = words[-1].rstrip(".").lower() if words else ""
         entity_type, vote = shape_type(surface, "ident" if kind == "ident" else "name")
-        if kind == "cap" and (prev in _HONORIFICS or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
+        if kind == "cap" and (prev in HONORIFICS or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
             if vote < SHAPE or entity_type is EntityType.CONCEPT:
                 entity_type, vote = EntityType.PERSON, CUE
         elif any(p.search(before if n == 0 else after) for n, p in enumerate(_PROJECT_AROUND)):

@@ -30,7 +30,7 @@ from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.llm import ChatModel, LlmRefused
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.chunker import split_sentences
-from retrieval_server.ingest.entities import CUE, Mention, MentionFinder
+from retrieval_server.ingest.entities import CUE, HONORIFIC_ABBREVIATIONS, HONORIFICS, Mention, MentionFinder
 from retrieval_server.ingest.relations import SentenceRelation, co_occurrences, relations_in_sentence
 from retrieval_server.knowledge import (
     RELATION_WEIGHTS,
@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # A line that starts a list item or a heading is a sentence of its own.
 _LINE_BREAK = re.compile(r"\n\s*(?=[#*\-•>|]|\d+[.)]\s)|\n\s*\n")
+# A sentence the chunker ends at an honorific's full stop goes on: split there, "Mr. Smith maintains
+# X" made a person "Mr" who maintains X, one entity joining every document with a "Mr." in it. The
+# chunker's sentences stay as they are: chunks are part of the index.
+_AFTER_HONORIFIC = re.compile(rf"(?<![\w.])(?:{'|'.join(HONORIFIC_ABBREVIATIONS)})\.$")
 _EVIDENCE_CHARS = 300
 #: An entity's spellings looked for in its chunks, the most used first: each is counted in every
 #: child of every parent that names it, and one name written 10,000 ways ("a_bc", "ab_c", ...) made
@@ -55,8 +59,15 @@ _FORMS_COUNTED = 8
 
 def sentences_of(text: str) -> list[str]:
     out = []
+    parts: list[str] = []
     for sentence in split_sentences(text):
-        out.extend(" ".join(part.split()) for part in _LINE_BREAK.split(sentence) if part.strip())
+        parts.append(sentence)
+        if _AFTER_HONORIFIC.search(sentence):
+            continue
+        out.extend(" ".join(part.split()) for part in _LINE_BREAK.split(" ".join(parts)) if part.strip())
+        parts = []
+    if parts:
+        out.extend(" ".join(part.split()) for part in _LINE_BREAK.split(" ".join(parts)) if part.strip())
     return out
 
 
@@ -68,7 +79,10 @@ def sentences_of(text: str) -> list[str]:
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
 #: sentence's first 12 names are distinct names, every mention of them read, a pair stated once.
-RULES_REVISION = 8
+#: 9: a name that opens a sentence is related there too; an honorific ("Dr.") ends no sentence and is no name;
+#: a hyphen or an apostrophe joins the words of a name ("Jean-Pierre", "O'Brien"); a key over
+#: MAX_KEY_CHARS is kept, bounded.
+RULES_REVISION = 9
 
 
 class GraphExtractor(Protocol):
@@ -82,7 +96,9 @@ class _SentenceFacts:
     sentence: str
     mentions: list[Mention]
     openers: list[Mention] = field(default_factory=list)
-    relations: list[SentenceRelation] = field(default_factory=list)
+    #: None: the classical rules read them in :func:`assemble`, once the document's names are known
+    #: (an opener is a name only if the document uses it inside a sentence too)
+    relations: list[SentenceRelation] | None = None
 
 
 def assemble(
@@ -101,12 +117,17 @@ def assemble(
     for parent_id, per in facts.items():
         for f in per:
             # A capitalized word that opens a sentence is a name only if the document uses it inside one too.
-            for m in [*f.mentions, *(o for o in f.openers if o.key in inside)]:
+            names = sorted([*f.mentions, *(o for o in f.openers if o.key in inside)], key=lambda m: m.start)
+            # A model may answer an honorific as a name too.
+            names = [m for m in names if m.key not in HONORIFICS]
+            for m in names:
                 surfaces[m.key][m.canonical or m.surface] += 1
                 forms[m.key][m.surface.lower()] += 1
                 votes[m.key][m.entity_type] += m.vote
                 in_parent[m.key].add(parent_id)
-            for r in f.relations:
+            # Read with the sentence's openers that are names: read before they were known, "Kafka
+            # depends on ZooKeeper." related nothing although Kafka was an entity.
+            for r in f.relations if f.relations is not None else relations_in_sentence(f.sentence, names):
                 slot = relations.setdefault((r.source, r.target, r.relation), [0.0, f.sentence[:_EVIDENCE_CHARS]])
                 slot[0] = float(slot[0]) + RELATION_WEIGHTS[r.relation]
     children_of: dict[str, list[ChildChunk]] = defaultdict(list)
@@ -153,11 +174,8 @@ class ClassicalGraphExtractor:
         self._executor = executor
 
     def parent_facts(self, parent: ParentChunk) -> list[_SentenceFacts]:
-        out = []
-        for sentence in sentences_of(parent.content):
-            mentions, openers = self._finder.find(sentence)
-            out.append(_SentenceFacts(sentence, mentions, openers, relations_in_sentence(sentence, mentions)))
-        return out
+        """The names of each sentence; :func:`assemble` reads their relations, the document's names known."""
+        return [_SentenceFacts(sentence, *self._finder.find(sentence)) for sentence in sentences_of(parent.content)]
 
     def extract_now(self, parents: Sequence[ParentChunk], children: Sequence[ChildChunk]) -> DocumentGraph:
         return assemble(parents, children, {p.parent_chunk_id: self.parent_facts(p) for p in parents}, self.name)
@@ -304,15 +322,16 @@ def _facts_from_llm(graph: _LlmGraph, text: str) -> list[_SentenceFacts]:
             for m in pattern.finditer(sentence)
             for name in (named(m.group(0)),)
         ]
-        out.append(_SentenceFacts(sentence, [m for m in mentions if m.key]))
+        out.append(_SentenceFacts(sentence, [m for m in mentions if m.key], relations=[]))
+    stated: dict[int, list[SentenceRelation]] = defaultdict(list)
     for r in graph.relations:
         s, t = entity_key(r.source), entity_key(r.target)
         if s == t:
             continue
-        both = [f for f in out if {s, t} <= {m.key for m in f.mentions}]
-        either = both or [f for f in out if {s, t} & {m.key for m in f.mentions}]
+        both = [i for i, f in enumerate(out) if {s, t} <= {m.key for m in f.mentions}]
+        either = both or [i for i, f in enumerate(out) if {s, t} & {m.key for m in f.mentions}]
         if either:
-            either[0].relations.append(SentenceRelation(s, t, RelationType(r.type)))
-    for f in out:
-        f.relations.extend(co_occurrences([m.key for m in f.mentions], f.relations))
+            stated[either[0]].append(SentenceRelation(s, t, RelationType(r.type)))
+    for i, f in enumerate(out):
+        f.relations = stated[i] + co_occurrences([m.key for m in f.mentions], stated[i])
     return out

@@ -19,7 +19,8 @@ from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.backends.metadata_store.graph import ENTITIES_PER_STATEMENT
 from retrieval_server.backends.metadata_store.sqlite import SqliteMetadataStore
-from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, Role
+from retrieval_server.domain import Access, AccessFilter, ChildChunk, Document, Identity, ParentChunk, Role
+from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor
 from retrieval_server.knowledge import DocumentGraph, EntityType, ExtractedEntity, ExtractedRelation, MatchKind, RelationType
 from retrieval_server.workflow.knowledge_graph import FUZZY_PER_GRAM, FUZZY_ROUNDS, KnowledgeGraph, _Gram
 
@@ -311,6 +312,37 @@ async def test_a_question_finds_names_as_ingestion_keeps_them_and_at_most_max_ma
     asked = " ".join(e.name for e in names)
     assert [m.name for m in await capped.match(asked, ANON)] == [e.name for e in names[:7]]
     assert len(await graph.match(asked, ANON)) == 25
+
+
+async def test_a_name_with_an_apostrophe_or_a_hyphen_is_asked_for_as_ingestion_keeps_it(
+    metadata_store: MetadataStore, executor: BlockingExecutor
+) -> None:
+    """Ingestion kept "O'Brien Team" as "Brien Team": a question naming it found that fuzzily, if at all."""
+    text = "O'Brien Team and Hewlett-Packard Labs maintain AuthService."
+    children = [ChildChunk("team#p0c0", "team#p0", "team", 0, 0, text, 10)]
+    learned = ClassicalGraphExtractor().extract_now([ParentChunk("team#p0", "team", 0, text, 10)], children)
+    await metadata_store.replace_document(Document("team"), _parents("team"), learned)
+    graph = KnowledgeGraph(metadata_store, executor)
+    assert [(m.name, m.kind) for m in await graph.match("What does O'Brien Team maintain?", ANON)] == [("O'Brien Team", MatchKind.EXACT)]
+    assert [(m.name, m.kind) for m in await graph.match("What does O’Brien Team maintain?", ANON)] == [
+        ("O'Brien Team", MatchKind.CASE_FOLDED)]
+    assert [(m.name, m.kind) for m in await graph.match("What do Hewlett-Packard Labs maintain?", ANON)] == [
+        ("Hewlett-Packard Labs", MatchKind.EXACT)]
+
+
+async def test_a_name_longer_than_a_stored_key_keeps_its_entity_and_edges(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
+    """A key over 191 characters (what MySQL's index on it takes) was left out with its edges, silently."""
+    long_name = "Very" + "Long" * 60 + "Svc"
+    text = f"{long_name} depends on LedgerDB. {long_name.replace('VeryLong', 'VeryShort', 1)} uses LedgerDB."
+    children = [ChildChunk("long#p0c0", "long#p0", "long", 0, 0, text, 10)]
+    learned = ClassicalGraphExtractor().extract_now([ParentChunk("long#p0", "long", 0, text, 10)], children)
+    await metadata_store.replace_document(Document("long"), _parents("long"), learned)
+    entities = await metadata_store.graph_entities(None, ROOT)
+    assert len(entities) == 3 and {e.name for e in entities.values()} >= {long_name, "LedgerDB"}  # two names alike at the start
+    [match] = await KnowledgeGraph(metadata_store, executor).match(f"What does {long_name} depend on?", ANON)
+    assert (match.name, match.kind) == (long_name, MatchKind.EXACT)
+    edges = await metadata_store.graph_edges([match.key], ROOT)
+    assert [(e.relation, entities[e.target].name) for e in edges if e.source == match.key] == [(R.DEPENDS_ON, "LedgerDB")]
 
 
 async def test_endpoints_are_the_keys_graph_edges_shows_for_every_reader(metadata_store: MetadataStore) -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.entities import MentionFinder
-from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph
+from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph, sentences_of
 from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE, relations_in_sentence
-from retrieval_server.knowledge import DocumentGraph, EntityType, RelationType, entity_key
+from retrieval_server.knowledge import MAX_KEY_CHARS, DocumentGraph, EntityType, RelationType, entity_key
 
 E = EntityType
 R = RelationType
@@ -173,6 +173,36 @@ def test_an_entitys_chunks_count_its_eight_most_used_spellings() -> None:
     assert entity.chunk_mentions == (3 + 7,)  # in its chunk: the most used spelling's three, and seven others once
 
 
+def test_a_name_that_opens_a_sentence_is_related_there() -> None:
+    """A single capitalized word opening a sentence is a name once the document uses it inside one:
+    it was an entity then, but the relations of the sentence it opened were read without it."""
+    g = _extract("Kafka depends on ZooKeeper. We run Kafka in production.")
+    assert ("kafka", R.DEPENDS_ON, "zookeeper") in {(r.source, r.relation, r.target) for r in g.relations}
+    g = _extract("Postgres is maintained by Maria Lopez. Billing uses Postgres. The team picked Postgres and Billing.")
+    stated = {(r.source, r.relation, r.target) for r in g.relations}
+    assert {("marialopez", R.MAINTAINS, "postgres"), ("billing", R.USES, "postgres")} <= stated
+    # Never used inside a sentence, an opener is still no name, and relates nothing.
+    g = _extract("Payments depend on LedgerSvc. We run LedgerSvc in production.")
+    assert {e.key for e in g.entities} == {"ledgersvc"} and not g.relations
+
+
+def test_an_honorific_is_neither_a_sentence_end_nor_a_name() -> None:
+    """Sentences ended at "Mr." and "Dr.": "Mr" was a person who maintained AuthService, "Contact Mr"
+    a name, and one entity "Dr" linked every document that has a doctor in it."""
+    for text, stated in {
+        "AuthService is maintained by Mr. Smith.": {("smith", R.MAINTAINS, "authservice")},
+        "Mr. Smith maintains AuthService.": {("smith", R.MAINTAINS, "authservice")},
+        "Contact Mr. Smith about AuthService.": set(),
+        "BillingSvc is maintained by Dr. Ada Byron and Prof. Li. Dr. Bob Stone runs RadarSvc.": {
+            ("adabyron", R.MAINTAINS, "billingsvc"), ("li", R.MAINTAINS, "billingsvc"), ("bobstone", R.MAINTAINS, "radarsvc")},
+    }.items():
+        g = _extract(text)
+        people = {e.key for e in g.entities if e.entity_type is E.PERSON}
+        assert people == {k for k, _, _ in stated} | ({"smith"} if "Smith" in text else set()), text
+        assert {(r.source, r.relation, r.target) for r in g.relations if r.relation is not R.CO_OCCURS} == stated, text
+    assert sentences_of("Ask Dr. Who about it. Mrs. Doe agrees.") == ["Ask Dr. Who about it.", "Mrs. Doe agrees."]
+
+
 def test_passive_lists_and_and_clauses() -> None:
     g = _extract("TokenStore is used by AuthService, ProfileSvc and AdminPortal. SearchSvc depends on IndexStore and calls RankerSvc.")
     stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}
@@ -307,6 +337,15 @@ async def test_a_name_repeated_leaves_room_for_the_sentences_next_names_on_both_
     assert ("billingsvc", "payoutsvc", R.CALLS) in {(r.source, r.target, r.relation) for r in classical.relations}
 
 
+async def test_a_model_answering_an_honorific_as_a_name_adds_no_entity() -> None:
+    text = "Dr. Ada Byron maintains BillingSvc."
+    parent = ParentChunk("doc#p0", "doc", 0, text, 20)
+    g = await LlmGraphExtractor(_NamesModel(["Dr", "BillingSvc"]), ClassicalGraphExtractor()).extract(
+        [parent], [ChildChunk("doc#p0c0", "doc#p0", "doc", 0, 0, text, 20)])
+    assert g.extractor == "llm:fake:names"
+    assert {e.key for e in g.entities} == {"billingsvc"} and not g.relations
+
+
 def test_a_list_of_a_few_names_repeated_relates_each_pair_once() -> None:
     """Every mention of a sentence's first names is read: pairs are made by name, not by mention,
     or two lists of a few names repeated would relate their mentions as the square."""
@@ -347,6 +386,23 @@ def test_names_of_any_script_keep_their_letters() -> None:
     assert ("joségarcía", R.MAINTAINS, "projectzürich") in stated and ("ørstedinstitute", R.USES, "gödelsvc") in stated
 
 
+def test_names_joined_by_a_hyphen_or_an_apostrophe_are_whole() -> None:
+    """A capital after a hyphen, and an apostrophe, ended a name: "Jean-Pierre Dupont" was "Dupont",
+    "Hewlett-Packard Labs" "Labs", "O'Brien Team" "Brien Team"."""
+    for text, name, entity_type in (
+        ("Jean-Pierre Dupont maintains AuthService.", "Jean-Pierre Dupont", E.PERSON),
+        ("Hewlett-Packard Labs maintains AuthService.", "Hewlett-Packard Labs", E.ORGANIZATION),
+        ("O'Brien Team maintains AuthService.", "O'Brien Team", E.ORGANIZATION),
+        ("AuthService is owned by Siobhan D’Souza.", "Siobhan D’Souza", E.PERSON),
+    ):
+        g = _extract(text)
+        assert {e.name: e.entity_type for e in g.entities} == {name: entity_type, "AuthService": E.SERVICE}, text
+        assert [(r.source, r.relation) for r in g.relations] == [(entity_key(name), R.MAINTAINS)], text
+    # A possessive or a contraction is no part of a name, and a lower-case word after a hyphen still is.
+    g = _extract("We rely on Kafka's brokers. Kafka's log doesn't lose the Well-known Lab's data.")
+    assert {e.name for e in g.entities} == {"Kafka", "Well-known Lab"}
+
+
 def test_a_compound_around_an_acronym_is_one_name() -> None:
     g = _extract("Activation of NF-κB by TNF-α and IL-1β differs from TNF-alpha. DO-NOT RESTART is shouting.")
     assert {e.name for e in g.entities} == {"NF-κB", "TNF-α", "IL-1β", "TNF-alpha"}
@@ -354,3 +410,11 @@ def test_a_compound_around_an_acronym_is_one_name() -> None:
 
 def test_an_entity_key_is_the_same_for_composed_and_decomposed_spellings() -> None:
     assert entity_key("Zu\u0308rich DB") == entity_key("Zürich DB") == "zürichdb"
+
+
+def test_a_long_names_key_is_bounded_and_still_its_own() -> None:
+    long_name = "Very" + "Long" * 60 + "Svc"
+    key, other = entity_key(long_name), entity_key(long_name + "2")
+    assert len(key) <= MAX_KEY_CHARS and len(other) <= MAX_KEY_CHARS and key != other
+    assert entity_key(long_name.upper()) == key and entity_key(key) == key  # case-folded as any key, and a key's own key
+    assert key.startswith("verylonglong")

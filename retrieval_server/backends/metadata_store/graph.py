@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Entity keys longer than this are not stored (they would not fit MySQL's index on them).
-MAX_KEY_CHARS = 191
 GRAPH_VERSION = "graph_version"
 #: Entities per UNION ALL statement of :meth:`GraphQueries.graph_chunks` (SQLite allows 500 parts;
 #: :meth:`GraphQueries.graph_endpoints` reads two per entity, so half as many).
@@ -119,14 +117,14 @@ class GraphQueries:
             if replaced_graph:
                 await self._graph_changed(tx)
             return
-        entities = [e for e in graph.entities if len(e.key) <= MAX_KEY_CHARS]
-        keys = {e.key for e in entities}
+        # Keys fit the MySQL index on them: entity_key bounds them (MAX_KEY_CHARS).
+        keys = {e.key for e in graph.entities}
         await tx.executemany(
             "INSERT INTO graph_entities (document_id, entity_key, name, entity_type, mentions) VALUES (?, ?, ?, ?, ?)",
-            [(document_id, e.key, e.name[:255], e.entity_type.value, e.mentions) for e in entities],
+            [(document_id, e.key, e.name[:255], e.entity_type.value, e.mentions) for e in graph.entities],
         )
         mentions = {
-            (e.key, c): n for e in entities for c, n in zip(e.chunk_ids, e.chunk_mentions or [1] * len(e.chunk_ids), strict=True)
+            (e.key, c): n for e in graph.entities for c, n in zip(e.chunk_ids, e.chunk_mentions or [1] * len(e.chunk_ids), strict=True)
         }
         if mentions:
             await tx.executemany(
