@@ -568,6 +568,11 @@ class Settings(BaseSettings):
             raise ValueError(f"reranker_model_dir '{self.reranker_model_dir}' has no model.onnx")
         if self.cache_backend == "redis" and not self.redis_url:
             raise ValueError("cache_backend 'redis' needs redis_url")
+        # Ignored, it left each replica a private cache that missed the others' invalidations, with
+        # no word: an operator who set the URL took the cache to be shared.
+        if self.cache_backend != "redis" and self.redis_url:
+            raise ValueError(f"redis_url is set but cache_backend is '{self.cache_backend}', which ignores it: "
+                             "set RETRIEVAL_CACHE_BACKEND=redis, or unset RETRIEVAL_REDIS_URL")
         if any(not 0 < p <= 1 for p in self.graph_hop_penalties) or list(self.graph_hop_penalties) != sorted(self.graph_hop_penalties, reverse=True):
             raise ValueError("graph_hop_penalties must lie in (0, 1] and must not grow with the hop")
         if self.glossary_path is not None and not self.glossary_path.is_file():

@@ -114,7 +114,7 @@ def test_a_password_that_ends_a_url_early_is_named_and_not_shown(monkeypatch: py
     assert f"{var} is not a URL" in message and "percent-encode any / ? # @ : in its user name or password" in message
     assert not any(password[i:i + 3] in message for i in range(len(password) - 2)), message
     monkeypatch.setenv(var, url.format(quote(password, safe="")))  # percent-encoded, as the message says
-    load_settings()
+    load_settings(**({"cache_backend": "redis"} if var == "RETRIEVAL_REDIS_URL" else {}))
 
 
 @pytest.mark.parametrize(("var", "value"), [
@@ -305,6 +305,19 @@ def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], 
         load_settings(**overrides)
 
 
+@pytest.mark.parametrize("backend", ["memory", "none"])
+def test_a_redis_url_the_cache_backend_ignores_is_refused(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """With the default backend the URL was ignored without a word: each replica cached in its own
+    memory and missed the invalidations of the others, whose operator took the cache to be shared."""
+    monkeypatch.setenv("RETRIEVAL_REDIS_URL", "redis://cache:6379/0")
+    monkeypatch.setenv("RETRIEVAL_CACHE_BACKEND", backend)
+    with pytest.raises(ConfigError, match=re.escape(f"RETRIEVAL_REDIS_URL is set but RETRIEVAL_CACHE_BACKEND is '{backend}', which ignores "
+                                                    "it: set RETRIEVAL_CACHE_BACKEND=redis, or unset RETRIEVAL_REDIS_URL")):
+        load_settings()
+    monkeypatch.setenv("RETRIEVAL_CACHE_BACKEND", "redis")
+    assert load_settings().redis_url == "redis://cache:6379/0"
+
+
 def test_the_vector_legs_may_not_both_weigh_nothing() -> None:
     """Under RRF the metadata and graph legs weigh relative to the stronger vector leg: both at 0
     made the metadata leg's weight 0.3 / 1e-9, and its scores reached callers as 2.7e7."""
@@ -454,7 +467,7 @@ def test_repr_and_str_of_the_settings_show_no_secret() -> None:
     urls = {"mysql_dsn": "mysql://u:MYSQLPW@db:3306/retrieval", "redis_url": "redis://:REDIS%40PW@redis:6379/0",
             "events_url": "amqp://u:AMQP@PW@rabbitmq:5672/", "tei_url": "http://u:TEIPW@tei:8080",
             "openai_base_url": "https://u:LLMPW@llm.example.org/v1"}
-    s = load_settings(auth_mode="jwt", **secrets, **urls)
+    s = load_settings(auth_mode="jwt", cache_backend="redis", **secrets, **urls)
     keys = load_settings(auth_mode="jwt", jwt_jwks_url="https://u:JWKSPW@id.example.org/jwks")
     shown = repr(s) + str(s) + repr(keys) + str(keys)
     for word in ("JWTSECRET", "HASHKEY", "QDRANTKEY", "OPENAIKEY", "ANTHROPICKEY", "GEMINIKEY", "MYSQLPW", "REDIS", "AMQP", "PW"):
