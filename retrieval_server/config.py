@@ -819,13 +819,21 @@ def _overlap(a: str, b: str) -> bool:
     return False
 
 
+def refuse_passphrase() -> bytes:
+    """The ``password`` of ``load_cert_chain``: a key with a passphrase is refused. Without one,
+    OpenSSL asked for it on the terminal, and the start-up (or a rotation, under the lock every
+    handshake takes) waited there; with no terminal it failed as "[Errno 22] Invalid argument"."""
+    raise ValueError("the private key is encrypted (has a passphrase): gRPC cannot use it; write it unencrypted, "
+                     "e.g. openssl pkey -in key.pem -out key-plain.pem")
+
+
 def certificate_pair_problem(cert: Path, key: Path) -> str | None:
     """Why ``cert`` and ``key`` are not a PEM certificate chain and its private key (a file that is
-    not PEM, a key of another certificate), loaded as a TLS server loads them; None when they are.
-    Checked at start-up and before a rotated pair is served (grpc kept the old one, silently)."""
+    not PEM, a key of another certificate, an encrypted key), loaded as a TLS server loads them; None
+    when they are. Checked at start-up and before a rotated pair is served (grpc kept the old one, silently)."""
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
-    except (ssl.SSLError, OSError) as exc:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=refuse_passphrase)
+    except (ssl.SSLError, OSError, ValueError) as exc:
         return str(exc)
     return None
 

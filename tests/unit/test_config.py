@@ -233,6 +233,17 @@ def test_a_certificate_pair_that_cannot_be_loaded_is_named_at_start_up(tmp_path:
     assert "RETRIEVAL_TLS_KEY" in said and "cannot be read by this process" in said, said
 
 
+def test_a_key_with_a_passphrase_is_named_at_start_up_not_asked_for(tmp_path: Path) -> None:
+    """OpenSSL asked for the passphrase on the terminal, and the start-up waited there; with no
+    terminal it stopped with "[Errno 22] Invalid argument"."""
+    from tests.support.pki import Authority
+
+    pair = Authority(tmp_path, "ca").issue("server", dns=("localhost",), passphrase=b"secret")
+    with pytest.raises(ConfigError, match=re.escape("RETRIEVAL_TLS_KEY are not a PEM certificate chain and its private key: the private key "
+                                                    "is encrypted (has a passphrase): gRPC cannot use it; write it unencrypted")):
+        load_settings(tls_cert=pair.cert, tls_key=pair.key)
+
+
 def test_a_glossary_that_is_not_utf8_is_named_at_start_up(tmp_path: Path) -> None:
     glossary = tmp_path / "glossary.txt"
     glossary.write_bytes("k8s = Kubernetes\nStra\u00dfe = street\n".encode("latin-1"))
