@@ -13,7 +13,7 @@ import socket
 import ssl
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -22,6 +22,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from retrieval_server.backends.http_body import without_userinfo
 from retrieval_server.event_loop import EventLoop
 from retrieval_server.request_limits import SEARCH_TOP_K_LIMIT, TOP_K_LIMIT
+
+if TYPE_CHECKING:
+    from retrieval_server.api.tokens import KeySet
 
 
 #: the URL settings and the schemes each takes
@@ -602,13 +605,14 @@ class Settings(BaseSettings):
                 raise ValueError(unreadable) from None
             if not os.access(path, os.R_OK):
                 raise ValueError(unreadable)
+        jwks: KeySet = ()
         if self.jwt_jwks_file is not None:
             # Parsed here as the server parses it: a file that is no JWKS failed the start-up later
             # with the parser's error alone ("serve failed: JSONDecodeError"), naming no setting.
             from retrieval_server.api.tokens import read_jwks
 
             try:
-                read_jwks(self.jwt_jwks_file)
+                jwks = read_jwks(self.jwt_jwks_file)
             except (OSError, ValueError) as exc:
                 raise ValueError(f"jwt_jwks_file '{self.jwt_jwks_file}' cannot be read as a JWKS: {exc}") from None
         if self.tls_client_ca is not None and self.tls_cert is None:
@@ -655,6 +659,14 @@ class Settings(BaseSettings):
                 # A secret verifies HMAC only and keys verify signatures only: no algorithm confusion.
                 if alg.startswith("HS") != symmetric:
                     raise ValueError(f"jwt_algorithms: {alg} cannot be verified with {'a shared secret' if symmetric else 'public keys'}")
+            # Accepted, such a file refused every token (TOKEN_ALGORITHM); a JWKS URL is fetched later.
+            if self.jwt_jwks_file is not None:
+                from retrieval_server.api.tokens import unfit_for
+
+                if kinds := unfit_for(jwks, self.accepted_jwt_algorithms):
+                    raise ValueError(f"jwt_jwks_file '{self.jwt_jwks_file}' holds no key for an algorithm of jwt_algorithms "
+                                     f"({', '.join(self.accepted_jwt_algorithms)}): its keys are {kinds}, so every token would be "
+                                     "refused: set RETRIEVAL_JWT_ALGORITHMS to its keys' algorithms, or add a key for one of those")
             url = urlsplit(self.jwt_jwks_url or "")
             # Keys fetched in clear text are keys anyone on the network path may replace with their
             # own, and then sign any token: only loopback (a local sidecar) needs no say-so.

@@ -262,6 +262,31 @@ def test_a_jwks_file_that_holds_no_keys_is_named_at_start_up(tmp_path: Path, tex
         load_settings(auth_mode="jwt", jwt_jwks_file=jwks)
 
 
+def test_a_jwks_file_with_no_key_for_an_accepted_algorithm_is_named_at_start_up(tmp_path: Path) -> None:
+    """It was accepted, and then every token refused (TOKEN_ALGORITHM): an RSA key with
+    RETRIEVAL_JWT_ALGORITHMS=ES256, an 'oct' key with the default RS256,ES256,EdDSA."""
+    import json
+
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    rsa_key = json.loads(RSAAlgorithm.to_jwk(rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()))
+    jwks = tmp_path / "jwks.json"
+    for keys, algorithms, kinds in (
+        ([rsa_key], "ES256", "RSA (RS*, PS*)"),
+        ([{**rsa_key, "alg": "PS256"}, {**rsa_key, "use": "enc"}], "RS256", "RSA PS256, RSA for use 'enc'"),
+        ([{"kty": "oct", "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"}], "", "oct (HS256)"),
+    ):
+        jwks.write_text(json.dumps({"keys": keys}))
+        accepted = algorithms.replace(",", ", ") or "RS256, ES256, EdDSA"
+        with pytest.raises(ConfigError, match=re.escape(
+                f"RETRIEVAL_JWT_JWKS_FILE '{jwks}' holds no key for an algorithm of RETRIEVAL_JWT_ALGORITHMS ({accepted}): "
+                f"its keys are {kinds}, so every token would be refused")):
+            load_settings(auth_mode="jwt", jwt_jwks_file=jwks, jwt_algorithms=algorithms)
+    jwks.write_text(json.dumps({"keys": [rsa_key]}))
+    assert load_settings(auth_mode="jwt", jwt_jwks_file=jwks, jwt_algorithms="ES256,PS384").jwt_jwks_file == jwks
+
+
 @pytest.mark.parametrize("name", ["data_dir", "vectors_dir", "model_cache_dir", "qdrant_path"])
 def test_a_folder_setting_naming_a_file_is_refused_at_start_up(tmp_path: Path, name: str) -> None:
     """It failed where the folder was first opened or made ("[Errno 20] Not a directory", "[Errno
