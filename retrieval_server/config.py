@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval_server.backends.http_body import without_userinfo
@@ -60,10 +60,6 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
     if not (parts.path if parts.scheme == "unix" else parts.hostname):
         return "names no host"
     return None
-
-
-#: the types of the settings given as text or paths (not numbers, choices or lists, parsed as such)
-TEXT_TYPES = (str, str | None, Path, Path | None)
 
 
 #: what Qdrant refuses in a collection name
@@ -445,18 +441,6 @@ class Settings(BaseSettings):
             raise ValueError("is empty: set a value, or leave the variable unset")
         return value
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _unpadded(cls, value: Any, info: ValidationInfo) -> Any:
-        # White space around a text or path is no part of it, but was taken as part: an issuer
-        # with the newline of the file a secret was made from started the server, which then
-        # refused every token as from another issuer; a folder of " " was a folder named so.
-        if not isinstance(value, str) or value == value.strip() or cls.model_fields[info.field_name].annotation not in TEXT_TYPES:
-            return value
-        if not value.strip():
-            raise ValueError("is only white space: set a value, or leave the variable unset")
-        raise ValueError("has leading or trailing white space (a file's newline?): remove it")
-
     @field_validator(
         "qdrant_url", "tei_url", "events_url", "redis_url", "mysql_dsn", "jwt_jwks_url", "qdrant_path", "metrics_host",
         "openai_api_key", "anthropic_api_key", "gemini_api_key", mode="before",
@@ -510,6 +494,22 @@ class Settings(BaseSettings):
             if out.setdefault(name, role) != role:
                 raise ValueError(f"'{name}' is mapped to both {out[name]} and {role}: map each name once")
         return out
+
+    # Defined last, so run first of the validators before parsing (they run in the reverse order):
+    # the lists' own see a value already checked.
+    @field_validator("*", mode="before")
+    @classmethod
+    def _unpadded(cls, value: Any) -> Any:
+        # White space around a value is no part of it, but was taken as part: an issuer with the
+        # newline of the file a secret was made from started the server, which then refused every
+        # token as from another issuer; a folder of " " was a folder named so. A number took it
+        # (the parser strips it) and a choice or yes/no was refused as no choice ("Input should be
+        # none, jwt or gateway" for "jwt\n"): the same value, told apart by its type alone.
+        if not isinstance(value, str) or value == value.strip():
+            return value
+        if not value.strip():
+            raise ValueError("is only white space: set a value, or leave the variable unset")
+        raise ValueError("has leading or trailing white space (a file's newline?): remove it")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -122,6 +122,10 @@ def test_a_password_that_ends_a_url_early_is_named_and_not_shown(monkeypatch: py
     ("RETRIEVAL_JWT_SECRET", "s" * 32 + "\n"), ("RETRIEVAL_EVENTS_HASH_KEY", " key"), ("RETRIEVAL_QDRANT_API_KEY", "key\r\n"),
     ("RETRIEVAL_OPENAI_API_KEY", "sk-abc\n"), ("RETRIEVAL_MYSQL_DSN", "mysql://u:p@db:3306/retrieval\n"),
     ("RETRIEVAL_QDRANT_URL", "\thttp://qdrant:6333"), ("RETRIEVAL_DATA_DIR", "data "),
+    # Numbers took it, choices and yes/no were refused as no choice ("Input should be 'none', 'jwt'
+    # or 'gateway'"), lists took it or not: one rule for every value.
+    ("RETRIEVAL_PORT", "50051\n"), ("RETRIEVAL_PORT", " 80"), ("RETRIEVAL_GRACE_PERIOD_S", "10 "), ("RETRIEVAL_AUTH_MODE", "jwt\n"),
+    ("RETRIEVAL_READ_ONLY", "true "), ("RETRIEVAL_JWT_ALGORITHMS", "RS256\n"), ("RETRIEVAL_GRAPH_HOP_PENALTIES", "[1.0, 0.7]\n"),
 ])
 def test_white_space_around_a_value_is_refused(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
     """A secret made from a file (kubectl --from-file, echo) ends in a newline: an issuer so padded
@@ -132,7 +136,7 @@ def test_white_space_around_a_value_is_refused(monkeypatch: pytest.MonkeyPatch, 
 
 
 @pytest.mark.parametrize("var", ["RETRIEVAL_JWT_AUDIENCE", "RETRIEVAL_DATA_DIR", "RETRIEVAL_QDRANT_COLLECTION", "RETRIEVAL_OPENAI_MODEL",
-                                 "RETRIEVAL_HOST", "RETRIEVAL_QDRANT_URL", "RETRIEVAL_OPENAI_API_KEY"])
+                                 "RETRIEVAL_HOST", "RETRIEVAL_QDRANT_URL", "RETRIEVAL_OPENAI_API_KEY", "RETRIEVAL_PORT", "RETRIEVAL_READ_ONLY"])
 def test_a_value_of_white_space_only_is_refused(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
     monkeypatch.setenv(var, " \n")
     with pytest.raises(ConfigError, match=f"{var}: is only white space: set a value, or leave the variable unset"):
