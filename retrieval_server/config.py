@@ -886,11 +886,23 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return lines
 
 
+def duplicate_variables(environ: Mapping[str, str]) -> list[str]:
+    """The variables of ``environ`` that set one setting between them, spelt in other cases: the
+    settings read names case-insensitively, so one of them won without a word, which one depending
+    on the environment's order (RETRIEVAL_JWT_AUDIENCE=a and retrieval_jwt_audience=b)."""
+    names: dict[str, list[str]] = {}
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper.startswith("RETRIEVAL_") and upper.removeprefix("RETRIEVAL_").lower() in Settings.model_fields:
+            names.setdefault(upper, []).append(name)
+    return [f"{', '.join(spelt[:-1])} and {spelt[-1]} set the same setting: keep one" for spelt in names.values() if len(spelt) > 1]
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Read the environment (plus ``overrides``); raise :class:`ConfigError` on invalid values, and
-    on a RETRIEVAL_* variable that names no setting."""
-    if unknown := unknown_variables(os.environ):
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(unknown))
+    """Read the environment (plus ``overrides``); raise :class:`ConfigError` on invalid values, on
+    a RETRIEVAL_* variable that names no setting, and on two that name one."""
+    if problems := unknown_variables(os.environ) + duplicate_variables(os.environ):
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:

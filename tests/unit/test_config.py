@@ -177,6 +177,21 @@ def test_the_command_lines_and_the_tests_own_variables_are_no_typos(monkeypatch:
     assert load_settings().port == 50051
 
 
+def test_two_variables_of_one_setting_in_other_cases_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names are read case-insensitively: one of them won without a word, which one depending on
+    the environment's order."""
+    monkeypatch.setenv("retrieval_jwt_audience", "someone-else")
+    monkeypatch.setenv("RETRIEVAL_AUTH_MODE", "jwt")
+    monkeypatch.setenv("RETRIEVAL_JWT_SECRET", SECRET)
+    assert load_settings().jwt_audience == "someone-else"  # alone, in any case, it is the setting
+    monkeypatch.setenv("RETRIEVAL_JWT_AUDIENCE", "retrieval-service")
+    with pytest.raises(ConfigError, match="RETRIEVAL_JWT_AUDIENCE and retrieval_jwt_audience set the same setting: keep one"):
+        load_settings()
+    monkeypatch.setenv("Retrieval_Jwt_Audience", "a-third")
+    with pytest.raises(ConfigError, match="RETRIEVAL_JWT_AUDIENCE, Retrieval_Jwt_Audience and retrieval_jwt_audience set the same setting"):
+        load_settings()
+
+
 def test_a_certificate_pair_that_cannot_be_loaded_is_named_at_start_up(tmp_path: Path) -> None:
     import datetime
 
