@@ -559,6 +559,11 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name} {problem}")
         if self.mysql_dsn and not urlsplit(self.mysql_dsn).path.strip("/"):
             raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
+        # redis-py takes a path that is no number for database 0, without a word (and "/1/2" for
+        # 12). Not quoted: a URL may hold a password.
+        if (self.redis_url and (parts := urlsplit(self.redis_url)).scheme in ("redis", "rediss")
+                and not re.fullmatch(r"/?[0-9]*", parts.path)):
+            raise ValueError("redis_url's path must be a database number or nothing (database 0): redis://host:port/0")
         # Found here, not when the folder is first opened or made: "[Errno 20] Not a directory" or
         # "[Errno 17] File exists" from deep in the start-up, naming no setting.
         for name in ("data_dir", "vectors_dir", "model_cache_dir", "qdrant_path"):

@@ -360,6 +360,18 @@ def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], 
         load_settings(**overrides)
 
 
+@pytest.mark.parametrize("path", ["/cache1", "/1/2", "/0x1"])
+def test_a_redis_url_whose_path_is_no_database_number_is_refused(path: str) -> None:
+    """redis-py reads such a path as database 0 without a word ("/1/2" as 12): replicas meant to
+    share database 1 under another name shared 0 with whatever else uses it."""
+    with pytest.raises(ConfigError) as err:
+        load_settings(cache_backend="redis", redis_url=f"rediss://:S3cretPw@cache:6379{path}")
+    message = str(err.value)
+    assert "RETRIEVAL_REDIS_URL's path must be a database number or nothing (database 0)" in message and "S3cretPw" not in message
+    for url in ("redis://cache:6379", "redis://cache:6379/", "redis://cache:6379/15", "unix:///run/redis.sock?db=2"):
+        assert load_settings(cache_backend="redis", redis_url=url).redis_url == url
+
+
 @pytest.mark.parametrize("backend", ["memory", "none"])
 def test_a_redis_url_the_cache_backend_ignores_is_refused(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     """With the default backend the URL was ignored without a word: each replica cached in its own
