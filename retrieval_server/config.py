@@ -13,15 +13,18 @@ import socket
 import ssl
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval_server.backends.http_body import without_userinfo
 from retrieval_server.event_loop import EventLoop
 from retrieval_server.request_limits import SEARCH_TOP_K_LIMIT, TOP_K_LIMIT
+
+if TYPE_CHECKING:
+    from retrieval_server.api.tokens import KeySet
 
 
 #: the URL settings and the schemes each takes
@@ -57,10 +60,6 @@ def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
     if not (parts.path if parts.scheme == "unix" else parts.hostname):
         return "names no host"
     return None
-
-
-#: the types of the settings given as text or paths (not numbers, choices or lists, parsed as such)
-TEXT_TYPES = (str, str | None, Path, Path | None)
 
 
 #: what Qdrant refuses in a collection name
@@ -442,18 +441,6 @@ class Settings(BaseSettings):
             raise ValueError("is empty: set a value, or leave the variable unset")
         return value
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _unpadded(cls, value: Any, info: ValidationInfo) -> Any:
-        # White space around a text or path is no part of it, but was taken as part: an issuer
-        # with the newline of the file a secret was made from started the server, which then
-        # refused every token as from another issuer; a folder of " " was a folder named so.
-        if not isinstance(value, str) or value == value.strip() or cls.model_fields[info.field_name].annotation not in TEXT_TYPES:
-            return value
-        if not value.strip():
-            raise ValueError("is only white space: set a value, or leave the variable unset")
-        raise ValueError("has leading or trailing white space (a file's newline?): remove it")
-
     @field_validator(
         "qdrant_url", "tei_url", "events_url", "redis_url", "mysql_dsn", "jwt_jwks_url", "qdrant_path", "metrics_host",
         "openai_api_key", "anthropic_api_key", "gemini_api_key", mode="before",
@@ -508,6 +495,22 @@ class Settings(BaseSettings):
                 raise ValueError(f"'{name}' is mapped to both {out[name]} and {role}: map each name once")
         return out
 
+    # Defined last, so run first of the validators before parsing (they run in the reverse order):
+    # the lists' own see a value already checked.
+    @field_validator("*", mode="before")
+    @classmethod
+    def _unpadded(cls, value: Any) -> Any:
+        # White space around a value is no part of it, but was taken as part: an issuer with the
+        # newline of the file a secret was made from started the server, which then refused every
+        # token as from another issuer; a folder of " " was a folder named so. A number took it
+        # (the parser strips it) and a choice or yes/no was refused as no choice ("Input should be
+        # none, jwt or gateway" for "jwt\n"): the same value, told apart by its type alone.
+        if not isinstance(value, str) or value == value.strip():
+            return value
+        if not value.strip():
+            raise ValueError("is only white space: set a value, or leave the variable unset")
+        raise ValueError("has leading or trailing white space (a file's newline?): remove it")
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.child_chunk_tokens > self.parent_chunk_tokens:
@@ -556,6 +559,11 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name} {problem}")
         if self.mysql_dsn and not urlsplit(self.mysql_dsn).path.strip("/"):
             raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
+        # redis-py takes a path that is no number for database 0, without a word (and "/1/2" for
+        # 12). Not quoted: a URL may hold a password.
+        if (self.redis_url and (parts := urlsplit(self.redis_url)).scheme in ("redis", "rediss")
+                and not re.fullmatch(r"/?[0-9]*", parts.path)):
+            raise ValueError("redis_url's path must be a database number or nothing (database 0): redis://host:port/0")
         # Found here, not when the folder is first opened or made: "[Errno 20] Not a directory" or
         # "[Errno 17] File exists" from deep in the start-up, naming no setting.
         for name in ("data_dir", "vectors_dir", "model_cache_dir", "qdrant_path"):
@@ -568,6 +576,11 @@ class Settings(BaseSettings):
             raise ValueError(f"reranker_model_dir '{self.reranker_model_dir}' has no model.onnx")
         if self.cache_backend == "redis" and not self.redis_url:
             raise ValueError("cache_backend 'redis' needs redis_url")
+        # Ignored, it left each replica a private cache that missed the others' invalidations, with
+        # no word: an operator who set the URL took the cache to be shared.
+        if self.cache_backend != "redis" and self.redis_url:
+            raise ValueError(f"redis_url is set but cache_backend is '{self.cache_backend}', which ignores it: "
+                             "set RETRIEVAL_CACHE_BACKEND=redis, or unset RETRIEVAL_REDIS_URL")
         if any(not 0 < p <= 1 for p in self.graph_hop_penalties) or list(self.graph_hop_penalties) != sorted(self.graph_hop_penalties, reverse=True):
             raise ValueError("graph_hop_penalties must lie in (0, 1] and must not grow with the hop")
         if self.glossary_path is not None and not self.glossary_path.is_file():
@@ -597,13 +610,14 @@ class Settings(BaseSettings):
                 raise ValueError(unreadable) from None
             if not os.access(path, os.R_OK):
                 raise ValueError(unreadable)
+        jwks: KeySet = ()
         if self.jwt_jwks_file is not None:
             # Parsed here as the server parses it: a file that is no JWKS failed the start-up later
             # with the parser's error alone ("serve failed: JSONDecodeError"), naming no setting.
             from retrieval_server.api.tokens import read_jwks
 
             try:
-                read_jwks(self.jwt_jwks_file)
+                jwks = read_jwks(self.jwt_jwks_file)
             except (OSError, ValueError) as exc:
                 raise ValueError(f"jwt_jwks_file '{self.jwt_jwks_file}' cannot be read as a JWKS: {exc}") from None
         if self.tls_client_ca is not None and self.tls_cert is None:
@@ -650,6 +664,14 @@ class Settings(BaseSettings):
                 # A secret verifies HMAC only and keys verify signatures only: no algorithm confusion.
                 if alg.startswith("HS") != symmetric:
                     raise ValueError(f"jwt_algorithms: {alg} cannot be verified with {'a shared secret' if symmetric else 'public keys'}")
+            # Accepted, such a file refused every token (TOKEN_ALGORITHM); a JWKS URL is fetched later.
+            if self.jwt_jwks_file is not None:
+                from retrieval_server.api.tokens import unfit_for
+
+                if kinds := unfit_for(jwks, self.accepted_jwt_algorithms):
+                    raise ValueError(f"jwt_jwks_file '{self.jwt_jwks_file}' holds no key for an algorithm of jwt_algorithms "
+                                     f"({', '.join(self.accepted_jwt_algorithms)}): its keys are {kinds}, so every token would be "
+                                     "refused: set RETRIEVAL_JWT_ALGORITHMS to its keys' algorithms, or add a key for one of those")
             url = urlsplit(self.jwt_jwks_url or "")
             # Keys fetched in clear text are keys anyone on the network path may replace with their
             # own, and then sign any token: only loopback (a local sidecar) needs no say-so.
@@ -814,13 +836,21 @@ def _overlap(a: str, b: str) -> bool:
     return False
 
 
+def refuse_passphrase() -> bytes:
+    """The ``password`` of ``load_cert_chain``: a key with a passphrase is refused. Without one,
+    OpenSSL asked for it on the terminal, and the start-up (or a rotation, under the lock every
+    handshake takes) waited there; with no terminal it failed as "[Errno 22] Invalid argument"."""
+    raise ValueError("the private key is encrypted (has a passphrase): gRPC cannot use it; write it unencrypted, "
+                     "e.g. openssl pkey -in key.pem -out key-plain.pem")
+
+
 def certificate_pair_problem(cert: Path, key: Path) -> str | None:
     """Why ``cert`` and ``key`` are not a PEM certificate chain and its private key (a file that is
-    not PEM, a key of another certificate), loaded as a TLS server loads them; None when they are.
-    Checked at start-up and before a rotated pair is served (grpc kept the old one, silently)."""
+    not PEM, a key of another certificate, an encrypted key), loaded as a TLS server loads them; None
+    when they are. Checked at start-up and before a rotated pair is served (grpc kept the old one, silently)."""
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
-    except (ssl.SSLError, OSError) as exc:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=refuse_passphrase)
+    except (ssl.SSLError, OSError, ValueError) as exc:
         return str(exc)
     return None
 
@@ -861,11 +891,23 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return lines
 
 
+def duplicate_variables(environ: Mapping[str, str]) -> list[str]:
+    """The variables of ``environ`` that set one setting between them, spelt in other cases: the
+    settings read names case-insensitively, so one of them won without a word, which one depending
+    on the environment's order (RETRIEVAL_JWT_AUDIENCE=a and retrieval_jwt_audience=b)."""
+    names: dict[str, list[str]] = {}
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper.startswith("RETRIEVAL_") and upper.removeprefix("RETRIEVAL_").lower() in Settings.model_fields:
+            names.setdefault(upper, []).append(name)
+    return [f"{', '.join(spelt[:-1])} and {spelt[-1]} set the same setting: keep one" for spelt in names.values() if len(spelt) > 1]
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Read the environment (plus ``overrides``); raise :class:`ConfigError` on invalid values, and
-    on a RETRIEVAL_* variable that names no setting."""
-    if unknown := unknown_variables(os.environ):
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(unknown))
+    """Read the environment (plus ``overrides``); raise :class:`ConfigError` on invalid values, on
+    a RETRIEVAL_* variable that names no setting, and on two that name one."""
+    if problems := unknown_variables(os.environ) + duplicate_variables(os.environ):
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:

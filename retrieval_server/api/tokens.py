@@ -115,9 +115,26 @@ class _Jwk:
         # the one of its curve.
         return alg == self.default_alg or (self.kty == "RSA" and alg[:2] in ("RS", "PS"))
 
+    @property
+    def kind(self) -> str:
+        """What it is to :meth:`verifies`, for a message: its type, and the algorithms or use it serves."""
+        if self.use not in (None, "sig"):
+            return f"{self.kty} for use {self.use!r}"
+        if self.alg is not None:
+            return f"{self.kty} {self.alg}"
+        return "RSA (RS*, PS*)" if self.kty == "RSA" else f"{self.kty} ({self.default_alg})"
+
 
 #: the keys of a JWKS document, in its order
 KeySet = tuple[_Jwk, ...]
+
+
+def unfit_for(keys: KeySet, algorithms: tuple[str, ...]) -> str | None:
+    """None when a key of ``keys`` may verify a token of one of ``algorithms`` (as tokens are
+    verified); otherwise the kinds of key they are, comma-separated: such a set refuses every token."""
+    if any(k.verifies(alg) for k in keys for alg in algorithms):
+        return None
+    return ", ".join(dict.fromkeys(k.kind for k in keys))
 
 
 def _named(keys: KeySet | None, kid: str | None) -> list[_Jwk]:

@@ -25,6 +25,7 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder
 
+from retrieval_server.config import refuse_passphrase
 from retrieval_server.file_stamps import file_stamps
 from retrieval_server.identifiers import cut_utf8
 
@@ -83,7 +84,7 @@ class TlsFiles:
                 if stamp != self._stamp:
                     self._context, self._stamp = _tls_context(*self._args), stamp
                     log.info("certificate files changed: /metrics serves the new certificate", extra={"cert": self._args[0]})
-            except (OSError, ssl.SSLError):
+            except (OSError, ssl.SSLError, ValueError):
                 log.warning("certificate files unreadable; /metrics keeps the current certificate", exc_info=True)
             return self._context
 
@@ -185,7 +186,7 @@ class _BoundedServer(ThreadingWSGIServer):
 def _tls_context(certfile: str, keyfile: str, client_cafile: str | None, client_auth_required: bool) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.sslsocket_class = _TimedSslSocket
-    context.load_cert_chain(certfile=certfile, keyfile=keyfile)
+    context.load_cert_chain(certfile=certfile, keyfile=keyfile, password=refuse_passphrase)
     if client_cafile is not None:
         context.load_verify_locations(cafile=client_cafile)
     if client_auth_required:

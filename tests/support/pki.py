@@ -48,7 +48,7 @@ class Authority:
         self.ca.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, common_name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), emails: tuple[str, ...] = (), client: bool = False,
-              cert_path: Path | None = None, key_path: Path | None = None) -> Issued:
+              cert_path: Path | None = None, key_path: Path | None = None, passphrase: bytes | None = None) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         serial = x509.random_serial_number()
@@ -70,7 +70,8 @@ class Authority:
         key_path = key_path or self.folder / f"{common_name}-key.pem"
         # Written to temporary names, then renamed: a server re-reading them never sees half a file.
         for path, data in (
-            (key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())),
+            (key_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                         serialization.BestAvailableEncryption(passphrase) if passphrase else serialization.NoEncryption())),
             (cert_path, cert.public_bytes(serialization.Encoding.PEM)),
         ):
             tmp = path.with_suffix(".tmp")

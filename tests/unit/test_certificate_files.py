@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from retrieval_server.api.tls import CertificateFiles
+from retrieval_server.observability.metrics_http import TlsFiles
 from tests.support.pki import Authority
 
 
@@ -28,3 +29,21 @@ def test_a_certificate_replaced_before_its_key_is_not_served_until_the_key_follo
     key.write_bytes(new.key.read_bytes())
     assert files() is not None
     assert files() is None  # served; unchanged since
+
+
+def test_a_rotated_key_with_a_passphrase_is_refused_not_asked_for(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """OpenSSL asked for the passphrase on the terminal, under the lock every handshake takes (with
+    no terminal it failed as "[Errno 22] Invalid argument"); the gRPC port and /metrics keep the
+    current pair and say why."""
+    ca = Authority(tmp_path / "ca", "ca")
+    cert, key = tmp_path / "server.pem", tmp_path / "server-key.pem"
+    ca.issue("server", dns=("localhost",), cert_path=cert, key_path=key)
+    grpc_files, metrics_files = CertificateFiles(cert, key, None), TlsFiles(str(cert), str(key), None, False)
+    served = metrics_files.context()
+    ca.issue("server", dns=("localhost",), cert_path=cert, key_path=key, passphrase=b"secret")
+    with caplog.at_level("WARNING"):
+        assert grpc_files() is None
+        assert metrics_files.context() is served
+    [on_grpc, on_metrics] = caplog.records
+    assert "the private key is encrypted (has a passphrase)" in on_grpc.getMessage(), on_grpc.getMessage()
+    assert on_metrics.exc_info and "the private key is encrypted (has a passphrase)" in str(on_metrics.exc_info[1]), caplog.text

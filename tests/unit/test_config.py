@@ -114,7 +114,7 @@ def test_a_password_that_ends_a_url_early_is_named_and_not_shown(monkeypatch: py
     assert f"{var} is not a URL" in message and "percent-encode any / ? # @ : in its user name or password" in message
     assert not any(password[i:i + 3] in message for i in range(len(password) - 2)), message
     monkeypatch.setenv(var, url.format(quote(password, safe="")))  # percent-encoded, as the message says
-    load_settings()
+    load_settings(**({"cache_backend": "redis"} if var == "RETRIEVAL_REDIS_URL" else {}))
 
 
 @pytest.mark.parametrize(("var", "value"), [
@@ -122,6 +122,10 @@ def test_a_password_that_ends_a_url_early_is_named_and_not_shown(monkeypatch: py
     ("RETRIEVAL_JWT_SECRET", "s" * 32 + "\n"), ("RETRIEVAL_EVENTS_HASH_KEY", " key"), ("RETRIEVAL_QDRANT_API_KEY", "key\r\n"),
     ("RETRIEVAL_OPENAI_API_KEY", "sk-abc\n"), ("RETRIEVAL_MYSQL_DSN", "mysql://u:p@db:3306/retrieval\n"),
     ("RETRIEVAL_QDRANT_URL", "\thttp://qdrant:6333"), ("RETRIEVAL_DATA_DIR", "data "),
+    # Numbers took it, choices and yes/no were refused as no choice ("Input should be 'none', 'jwt'
+    # or 'gateway'"), lists took it or not: one rule for every value.
+    ("RETRIEVAL_PORT", "50051\n"), ("RETRIEVAL_PORT", " 80"), ("RETRIEVAL_GRACE_PERIOD_S", "10 "), ("RETRIEVAL_AUTH_MODE", "jwt\n"),
+    ("RETRIEVAL_READ_ONLY", "true "), ("RETRIEVAL_JWT_ALGORITHMS", "RS256\n"), ("RETRIEVAL_GRAPH_HOP_PENALTIES", "[1.0, 0.7]\n"),
 ])
 def test_white_space_around_a_value_is_refused(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
     """A secret made from a file (kubectl --from-file, echo) ends in a newline: an issuer so padded
@@ -132,7 +136,7 @@ def test_white_space_around_a_value_is_refused(monkeypatch: pytest.MonkeyPatch, 
 
 
 @pytest.mark.parametrize("var", ["RETRIEVAL_JWT_AUDIENCE", "RETRIEVAL_DATA_DIR", "RETRIEVAL_QDRANT_COLLECTION", "RETRIEVAL_OPENAI_MODEL",
-                                 "RETRIEVAL_HOST", "RETRIEVAL_QDRANT_URL", "RETRIEVAL_OPENAI_API_KEY"])
+                                 "RETRIEVAL_HOST", "RETRIEVAL_QDRANT_URL", "RETRIEVAL_OPENAI_API_KEY", "RETRIEVAL_PORT", "RETRIEVAL_READ_ONLY"])
 def test_a_value_of_white_space_only_is_refused(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
     monkeypatch.setenv(var, " \n")
     with pytest.raises(ConfigError, match=f"{var}: is only white space: set a value, or leave the variable unset"):
@@ -171,6 +175,21 @@ def test_the_command_lines_and_the_tests_own_variables_are_no_typos(monkeypatch:
     for name, value in links.items():
         monkeypatch.setenv(name, value)
     assert load_settings().port == 50051
+
+
+def test_two_variables_of_one_setting_in_other_cases_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names are read case-insensitively: one of them won without a word, which one depending on
+    the environment's order."""
+    monkeypatch.setenv("retrieval_jwt_audience", "someone-else")
+    monkeypatch.setenv("RETRIEVAL_AUTH_MODE", "jwt")
+    monkeypatch.setenv("RETRIEVAL_JWT_SECRET", SECRET)
+    assert load_settings().jwt_audience == "someone-else"  # alone, in any case, it is the setting
+    monkeypatch.setenv("RETRIEVAL_JWT_AUDIENCE", "retrieval-service")
+    with pytest.raises(ConfigError, match="RETRIEVAL_JWT_AUDIENCE and retrieval_jwt_audience set the same setting: keep one"):
+        load_settings()
+    monkeypatch.setenv("Retrieval_Jwt_Audience", "a-third")
+    with pytest.raises(ConfigError, match="RETRIEVAL_JWT_AUDIENCE, Retrieval_Jwt_Audience and retrieval_jwt_audience set the same setting"):
+        load_settings()
 
 
 def test_a_certificate_pair_that_cannot_be_loaded_is_named_at_start_up(tmp_path: Path) -> None:
@@ -233,6 +252,17 @@ def test_a_certificate_pair_that_cannot_be_loaded_is_named_at_start_up(tmp_path:
     assert "RETRIEVAL_TLS_KEY" in said and "cannot be read by this process" in said, said
 
 
+def test_a_key_with_a_passphrase_is_named_at_start_up_not_asked_for(tmp_path: Path) -> None:
+    """OpenSSL asked for the passphrase on the terminal, and the start-up waited there; with no
+    terminal it stopped with "[Errno 22] Invalid argument"."""
+    from tests.support.pki import Authority
+
+    pair = Authority(tmp_path, "ca").issue("server", dns=("localhost",), passphrase=b"secret")
+    with pytest.raises(ConfigError, match=re.escape("RETRIEVAL_TLS_KEY are not a PEM certificate chain and its private key: the private key "
+                                                    "is encrypted (has a passphrase): gRPC cannot use it; write it unencrypted")):
+        load_settings(tls_cert=pair.cert, tls_key=pair.key)
+
+
 def test_a_glossary_that_is_not_utf8_is_named_at_start_up(tmp_path: Path) -> None:
     glossary = tmp_path / "glossary.txt"
     glossary.write_bytes("k8s = Kubernetes\nStra\u00dfe = street\n".encode("latin-1"))
@@ -249,6 +279,31 @@ def test_a_jwks_file_that_holds_no_keys_is_named_at_start_up(tmp_path: Path, tex
     jwks.write_text(text)
     with pytest.raises(ConfigError, match=f"RETRIEVAL_JWT_JWKS_FILE '{jwks}' cannot be read as a JWKS: .*{expected}"):
         load_settings(auth_mode="jwt", jwt_jwks_file=jwks)
+
+
+def test_a_jwks_file_with_no_key_for_an_accepted_algorithm_is_named_at_start_up(tmp_path: Path) -> None:
+    """It was accepted, and then every token refused (TOKEN_ALGORITHM): an RSA key with
+    RETRIEVAL_JWT_ALGORITHMS=ES256, an 'oct' key with the default RS256,ES256,EdDSA."""
+    import json
+
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from jwt.algorithms import RSAAlgorithm
+
+    rsa_key = json.loads(RSAAlgorithm.to_jwk(rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()))
+    jwks = tmp_path / "jwks.json"
+    for keys, algorithms, kinds in (
+        ([rsa_key], "ES256", "RSA (RS*, PS*)"),
+        ([{**rsa_key, "alg": "PS256"}, {**rsa_key, "use": "enc"}], "RS256", "RSA PS256, RSA for use 'enc'"),
+        ([{"kty": "oct", "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"}], "", "oct (HS256)"),
+    ):
+        jwks.write_text(json.dumps({"keys": keys}))
+        accepted = algorithms.replace(",", ", ") or "RS256, ES256, EdDSA"
+        with pytest.raises(ConfigError, match=re.escape(
+                f"RETRIEVAL_JWT_JWKS_FILE '{jwks}' holds no key for an algorithm of RETRIEVAL_JWT_ALGORITHMS ({accepted}): "
+                f"its keys are {kinds}, so every token would be refused")):
+            load_settings(auth_mode="jwt", jwt_jwks_file=jwks, jwt_algorithms=algorithms)
+    jwks.write_text(json.dumps({"keys": [rsa_key]}))
+    assert load_settings(auth_mode="jwt", jwt_jwks_file=jwks, jwt_algorithms="ES256,PS384").jwt_jwks_file == jwks
 
 
 @pytest.mark.parametrize("name", ["data_dir", "vectors_dir", "model_cache_dir", "qdrant_path"])
@@ -303,6 +358,31 @@ def test_one_port_for_two_listeners_is_a_conflict(overrides: dict[str, object], 
     the health port."""
     with pytest.raises(ConfigError, match=expected):
         load_settings(**overrides)
+
+
+@pytest.mark.parametrize("path", ["/cache1", "/1/2", "/0x1"])
+def test_a_redis_url_whose_path_is_no_database_number_is_refused(path: str) -> None:
+    """redis-py reads such a path as database 0 without a word ("/1/2" as 12): replicas meant to
+    share database 1 under another name shared 0 with whatever else uses it."""
+    with pytest.raises(ConfigError) as err:
+        load_settings(cache_backend="redis", redis_url=f"rediss://:S3cretPw@cache:6379{path}")
+    message = str(err.value)
+    assert "RETRIEVAL_REDIS_URL's path must be a database number or nothing (database 0)" in message and "S3cretPw" not in message
+    for url in ("redis://cache:6379", "redis://cache:6379/", "redis://cache:6379/15", "unix:///run/redis.sock?db=2"):
+        assert load_settings(cache_backend="redis", redis_url=url).redis_url == url
+
+
+@pytest.mark.parametrize("backend", ["memory", "none"])
+def test_a_redis_url_the_cache_backend_ignores_is_refused(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """With the default backend the URL was ignored without a word: each replica cached in its own
+    memory and missed the invalidations of the others, whose operator took the cache to be shared."""
+    monkeypatch.setenv("RETRIEVAL_REDIS_URL", "redis://cache:6379/0")
+    monkeypatch.setenv("RETRIEVAL_CACHE_BACKEND", backend)
+    with pytest.raises(ConfigError, match=re.escape(f"RETRIEVAL_REDIS_URL is set but RETRIEVAL_CACHE_BACKEND is '{backend}', which ignores "
+                                                    "it: set RETRIEVAL_CACHE_BACKEND=redis, or unset RETRIEVAL_REDIS_URL")):
+        load_settings()
+    monkeypatch.setenv("RETRIEVAL_CACHE_BACKEND", "redis")
+    assert load_settings().redis_url == "redis://cache:6379/0"
 
 
 def test_the_vector_legs_may_not_both_weigh_nothing() -> None:
@@ -454,7 +534,7 @@ def test_repr_and_str_of_the_settings_show_no_secret() -> None:
     urls = {"mysql_dsn": "mysql://u:MYSQLPW@db:3306/retrieval", "redis_url": "redis://:REDIS%40PW@redis:6379/0",
             "events_url": "amqp://u:AMQP@PW@rabbitmq:5672/", "tei_url": "http://u:TEIPW@tei:8080",
             "openai_base_url": "https://u:LLMPW@llm.example.org/v1"}
-    s = load_settings(auth_mode="jwt", **secrets, **urls)
+    s = load_settings(auth_mode="jwt", cache_backend="redis", **secrets, **urls)
     keys = load_settings(auth_mode="jwt", jwt_jwks_url="https://u:JWKSPW@id.example.org/jwks")
     shown = repr(s) + str(s) + repr(keys) + str(keys)
     for word in ("JWTSECRET", "HASHKEY", "QDRANTKEY", "OPENAIKEY", "ANTHROPICKEY", "GEMINIKEY", "MYSQLPW", "REDIS", "AMQP", "PW"):
