@@ -57,6 +57,8 @@ def test_a_bounded_query_keeps_the_terms_it_starts_with() -> None:
     # Repeats, stopwords and punctuation do not count as terms; a word split by '_' or '-' is two.
     assert query_vector(BM25, "The glacier, the GLACIER; of retreat! ice_sheet", 3) == BM25.query("glacier retreat ice")
     assert query_vector(BM25, "IL-10 DNA binding", 2) == BM25.query("IL 10")
+    # A code's joined term comes after its parts.
+    assert query_vector(BM25, "IL-10 DNA binding", 3) == BM25.query("IL-10")
     assert query_vector(BM25, "only these two", 5) == BM25.query("only these two")
     # Words the tokenizer keeps whole where \w would cut them (Devanagari's vowel signs and viramas
     # are combining marks): the first words' terms, not none of them.
@@ -90,8 +92,8 @@ def _finds(encoder: Bm25Encoder, query: str, document: str) -> bool:
 ])
 def test_revised_terms_find_words_inside_unspaced_scripts_and_without_accents(query: str, document: str) -> None:
     """Revision 2: Han and kana runs as overlapping bigrams, accents folded; revision 1 missed each."""
-    assert BM25.terms == TERMS_REVISION == 2
-    assert _finds(BM25, query, document)
+    assert BM25.terms == TERMS_REVISION == 3
+    assert _finds(BM25, query, document) and _finds(Bm25Encoder(terms=2), query, document)
     assert not _finds(Bm25Encoder(terms=1), query, document)
 
 
@@ -110,13 +112,30 @@ def test_revised_terms_keep_c_sharp_c_plus_plus_f_sharp_and_c_apart() -> None:
     assert _finds(Bm25Encoder(terms=1), "C#", "written in C++ or C")
 
 
+def test_revised_terms_keep_a_code_with_a_digit_as_one_more_term() -> None:
+    """Revision 3: a code's parts alone are a bag of digit groups, which other codes hold too."""
+    assert revised_terms("Host 192.168.1.10 refused.") == "Host 192.168.1.10 192q168q1q10 refused."
+    assert revised_terms("Python 3.11, TKT-4471 at 12:30") == "Python 3.11 3q11, TKT-4471 TKTq4471 at 12:30 12q30"
+    for a, b in [("192.168.1.10", "192.168.10.1"), ("Python 3.11", "Python 11.3"), ("2024-01-02", "2024-02-01")]:
+        assert _finds(BM25, a, a) and not _finds(BM25, a, b), a
+        # Revision 2 as it was: the parts only, so either finds the other.
+        assert _finds(Bm25Encoder(terms=2), a, b) and revised_terms(a, 2) == a
+    # Separators are notation: a date written with slashes finds the same date with dashes.
+    assert _finds(BM25, "2024/01/02", "on 2024-01-02") and not _finds(BM25, "2024/01/02", "on 2024-02-01")
+    # Words without a digit stay their parts, as does a trailing full stop; "_" ends a code, as it ends a token.
+    assert revised_terms("state-of-the-art e-mail and/or http://example.com") == "state-of-the-art e-mail and/or http://example.com"
+    assert revised_terms("in 3.11.") == "in 3.11 3q11." and revised_terms("parse_v2.0") == "parse_v2.0 v2q0"
+    # After the bigrams: Han around a code is no part of it.
+    assert revised_terms("第3.1節").split() == ["第", "3.1", "3q1", "節"]
+
+
 def test_an_index_of_the_first_terms_revision_is_encoded_as_the_engine_tokenizes() -> None:
     old, engine = Bm25Encoder(terms=1), qe.Bm25(qe.Bm25Config(avg_len=128.0))
     for text in ("東京タワーは東京にある電波塔です。", "Le café à Zürich", "C# and C++"):
         assert old.query(text).indices == tuple(engine.embed_query(text).indices)
         assert old.document(text).indices == tuple(engine.embed_document(text).indices)
-    with pytest.raises(Unavailable, match="keyword terms of revision 3"):
-        Bm25Encoder(terms=3)
+    with pytest.raises(Unavailable, match="keyword terms of revision 4"):
+        Bm25Encoder(terms=4)
 
 
 def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
