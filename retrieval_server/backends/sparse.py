@@ -19,7 +19,9 @@ their own, the same for documents and queries. Hangul is not split: Korean puts 
 words, which the tokenizer keeps. Revision 3 also keeps a code of word runs joined by ``.``,
 ``-``, ``/`` or ``:`` that holds a digit (an IP address, a version, a date, a ticket id) as one
 more term next to its parts: its parts alone are a bag of digit groups, so "192.168.1.10" matched
-"192.168.10.1" as well as itself. An index records the revision its vectors were built with
+"192.168.10.1" as well as itself. It first deletes soft hyphens, zero-width spaces, word joiners
+and BOMs (:func:`~retrieval_server.identifiers.without_break_hints`), which split a word where
+they stood. An index records the revision its vectors were built with
 (``IndexFeatures.terms``) and the encoder follows it (:meth:`Bm25Encoder.use`): the terms of
 another revision would miss the index's own.
 """
@@ -31,7 +33,7 @@ import re
 import qdrant_edge as qe
 
 from retrieval_server.domain import SparseVector, Unavailable
-from retrieval_server.identifiers import UNSPACED_CHAR
+from retrieval_server.identifiers import UNSPACED_CHAR, without_break_hints
 
 #: what a new index's keyword terms are (see the module's docstring)
 TERMS_REVISION = 3
@@ -65,6 +67,8 @@ def _with_joined_term(code: re.Match[str]) -> str:
 
 def revised_terms(text: str, revision: int = TERMS_REVISION) -> str:
     """``text`` as revision ``revision`` (2 or later) hands it to the tokenizer (the accents are the engine's to fold)."""
+    if revision >= 3:
+        text = without_break_hints(text)
     text = _UNSPACED_RUN.sub(lambda m: bigrams(m.group()), text)
     text = _LANGUAGES.sub(lambda m: f" {_LANGUAGE_TERMS[m.group().lower()]} ", text)
     # After the bigrams, which put spaces around Han and kana: a code ends where they begin.

@@ -138,6 +138,16 @@ async def test_a_decomposed_metadata_value_is_found_by_its_composed_spelling(met
     assert (await metadata_store.get_document("office")).metadata == {"city": decomposed}  # type: ignore[union-attr]
 
 
+async def test_a_word_split_by_a_soft_hyphen_or_a_zero_width_space_is_found_whole(metadata_store: MetadataStore) -> None:
+    """Both stores' tokenizers cut a word at a soft hyphen (HTML's &shy;) or a zero-width space,
+    in a title, a metadata value or the query; the word itself then found nothing."""
+    await metadata_store.replace_document(Document("ddsg", "Donau\u00addampf\u00adschiff history", metadata={"status": "co\u200bordinated"}), [])
+    await metadata_store.replace_document(Document("other", "Donau delta survey", metadata={"status": "planned"}), [])
+    public = AccessFilter.for_identity(Identity())
+    for asked in ("Donaudampfschiff", "coordinated", "co\u00adordinated", "donau\ufeffdampf\u2060schiff"):
+        assert [d for d, _ in await metadata_store.search_documents(asked, 10, public)] == ["ddsg"], asked
+
+
 async def test_a_one_character_han_word_is_searched(metadata_store: MetadataStore) -> None:
     """猫 ("cat") is a word, not an initial to leave out (InnoDB skips words under
     innodb_ft_min_token_size, 3 by default, so only SQLite finds it)."""

@@ -129,6 +129,18 @@ def test_revised_terms_keep_a_code_with_a_digit_as_one_more_term() -> None:
     assert revised_terms("第3.1節").split() == ["第", "3.1", "3q1", "節"]
 
 
+@pytest.mark.parametrize("hint", ["\u00ad", "\u200b", "\u2060", "\ufeff"])
+def test_revised_terms_delete_what_only_hints_where_a_word_may_break(hint: str) -> None:
+    """Revision 3: a soft hyphen (HTML's &shy;), a zero-width space, a word joiner or a BOM inside a
+    word split it in two terms, which the word asked for did not match."""
+    document = f"Interoperability is co{hint}ordinated by the Donau{hint}dampf{hint}schiff company."
+    for query in ("coordinated", "Donaudampfschiff", f"co{hint}ordinated"):
+        assert _finds(BM25, query, document), query
+    assert not _finds(Bm25Encoder(terms=2), "coordinated", document)  # revision 2 as it was
+    # The joiners choose how letters join (Persian, Indic scripts), and stay.
+    assert revised_terms(f"می\u200cخواهم co{hint}ordinated") == "می\u200cخواهم coordinated"
+
+
 def test_an_index_of_the_first_terms_revision_is_encoded_as_the_engine_tokenizes() -> None:
     old, engine = Bm25Encoder(terms=1), qe.Bm25(qe.Bm25Config(avg_len=128.0))
     for text in ("東京タワーは東京にある電波塔です。", "Le café à Zürich", "C# and C++"):
