@@ -4,6 +4,7 @@ cosine fusion, and the long-query set builder."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -46,6 +47,29 @@ def test_long_queries_are_bounded_to_their_first_terms() -> None:
     bounded = query_vector(BM25, text, 512)
     first = BM25.query(" ".join(f"word{i}x" for i in range(512)))
     assert bounded == first and len(bounded.indices) == 512
+
+
+class CountingEncoder(Bm25Encoder):
+    """BM25 that counts the texts it encodes as queries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded: list[str] = []
+
+    def query(self, text: str) -> SparseVector:
+        self.encoded.append(text)
+        return super().query(text)
+
+
+def test_a_bounded_query_reads_a_long_word_only_up_to_its_bound() -> None:
+    """Every run of a word without white space was encoded alone, past the bound too: a 64 KiB
+    word held the event loop ten times as long as encoding the whole query."""
+    runs = ["".join(p) for p in itertools.product("bcfghjkmnp", repeat=4)][:3_000]  # no vowel: no stemming, no stop word
+    text = "-".join(runs)
+    counting = CountingEncoder()
+    assert query_vector(counting, text, 8) == BM25.query(" ".join(runs[:8]))
+    # The whole query, the word, and its first eight runs.
+    assert counting.encoded == [text, text, *runs[:8]]
 
 
 def test_a_bounded_query_keeps_the_terms_it_starts_with() -> None:
