@@ -47,8 +47,8 @@ def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list
     left out unless ``keep_stopwords`` or the query has nothing else.
 
     A stopword barely moves a title's score, yet every title holding it is a match to score:
-    "of" alone matches thousands of titles. (MariaDB's full-text search leaves out its own
-    stopword list in any case.)"""
+    "of" alone matches thousands of titles. (MariaDB's full-text index is made without InnoDB's
+    own list, so that both stores match the same words: see the MySQL store.)"""
     # Words first, then lower-cased: "İ".lower() is "i" and a combining dot, which \w does not
     # match, so "İstanbul" became "stanbul". Without the dot: the title is indexed "istanbul".
     lowered = (w.lower().replace("i\u0307", "i") for w in re.findall(r"\w+", without_break_hints(query)))
