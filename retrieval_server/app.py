@@ -548,8 +548,8 @@ class Application:
         """Keyword terms as the vector index was built with them: another revision's would miss its own."""
         terms = self.vectors.features.terms
         if terms != TERMS_REVISION:
-            log.warning("the vector index holds keyword terms of revision %d, which it keeps (revision %d, with Chinese and "
-                        "Japanese bigrams and accents folded, applies to a new data directory or collection)", terms, TERMS_REVISION)
+            log.warning("the vector index holds keyword terms of revision %d, which it keeps (revision %d, the current one, "
+                        "applies to a new data directory or collection: README, 'Keyword terms')", terms, TERMS_REVISION)
         self.sparse.use(terms)
 
     async def _bind_child_title(self) -> None:

@@ -53,6 +53,18 @@ def has_visible_text(text: str) -> bool:
     return any(not (ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc")) for ch in text)
 
 
+#: format characters that only say where a word may or may not break (soft hyphen, zero-width
+#: space, word joiner, and the BOM as a zero-width no-break space): invisible, yet the keyword and
+#: metadata tokenizers cut a word at each, so "co&shy;ordinated" was "co" and "ordinated". The
+#: zero-width joiner and non-joiner stay: they change how letters join (Persian, Indic scripts, emoji).
+_BREAK_HINTS = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
+
+
+def without_break_hints(text: str) -> str:
+    """``text`` without the characters of :data:`_BREAK_HINTS`, as the words it shows are searched."""
+    return text.translate(_BREAK_HINTS)
+
+
 #: the longest run of combining marks text may hold (UAX #15's stream-safe bound): NFC puts a run
 #: in order by insertion, in time quadratic in its length (a 160 KB run held the event loop 5 s);
 #: no language stacks more than a handful on one letter

@@ -16,7 +16,12 @@ word inside it matched; accents kept ("cafe" missed "café"); and "C#", "C++" an
 "c". Revision 2 splits each such run into overlapping character bigrams (a lone character stays a
 unigram: Lucene's CJK bigram filter), folds accents to ASCII, and makes C#, C++ and F# terms of
 their own, the same for documents and queries. Hangul is not split: Korean puts spaces between
-words, which the tokenizer keeps. An index records the revision its vectors were built with
+words, which the tokenizer keeps. Revision 3 also keeps a code of word runs joined by ``.``,
+``-``, ``/`` or ``:`` that holds a digit (an IP address, a version, a date, a ticket id) as one
+more term next to its parts: its parts alone are a bag of digit groups, so "192.168.1.10" matched
+"192.168.10.1" as well as itself. It first deletes soft hyphens, zero-width spaces, word joiners
+and BOMs (:func:`~retrieval_server.identifiers.without_break_hints`), which split a word where
+they stood. An index records the revision its vectors were built with
 (``IndexFeatures.terms``) and the encoder follows it (:meth:`Bm25Encoder.use`): the terms of
 another revision would miss the index's own.
 """
@@ -28,15 +33,22 @@ import re
 import qdrant_edge as qe
 
 from retrieval_server.domain import SparseVector, Unavailable
-from retrieval_server.identifiers import UNSPACED_CHAR
+from retrieval_server.identifiers import UNSPACED_CHAR, without_break_hints
 
 #: what a new index's keyword terms are (see the module's docstring)
-TERMS_REVISION = 2
+TERMS_REVISION = 3
 #: Han and kana, in runs
 _UNSPACED_RUN = re.compile(f"{UNSPACED_CHAR}+")
 #: languages whose names the tokenizer cuts to "c" or "f", as whole tokens
 _LANGUAGES = re.compile(r"(?<![\w+#])(c\+\+|c#|f#)(?![\w+#])", re.IGNORECASE)
 _LANGUAGE_TERMS = {"c++": "cplusplus", "c#": "csharp", "f#": "fsharp"}
+#: what joins the runs of a code ("192.168.1.10", "2024-01-02", "12:30", "TKT/4471")
+_SEPARATOR = re.compile("[./:-]")
+#: runs of letters and digits joined by single separators (the tokenizer splits at "_" as well)
+_JOINED_RUNS = re.compile(rf"[^\W_]+(?:{_SEPARATOR.pattern}[^\W_]+)+")
+#: what a code's separators become in its joined term: one letter the tokenizer keeps inside a
+#: word, the same for each, so "2024-01-02" finds "2024/01/02"; "q" as no word puts it between digits
+_JOINER = "q"
 
 
 def bigrams(run: str) -> str:
@@ -44,10 +56,23 @@ def bigrams(run: str) -> str:
     return " " + " ".join(run[i:i + 2] for i in range(max(len(run) - 1, 1))) + " "
 
 
-def revised_terms(text: str) -> str:
-    """``text`` as revision 2 hands it to the tokenizer (the accents are the engine's to fold)."""
+def _with_joined_term(code: re.Match[str]) -> str:
+    # Only codes with a digit: joining hyphenated words ("state-of-the-art") would add a term to
+    # ordinary prose, whose parts already say what it means.
+    text = code.group()
+    if not any(ch.isdigit() for ch in text):
+        return text
+    return f"{text} {_SEPARATOR.sub(_JOINER, text)}"
+
+
+def revised_terms(text: str, revision: int = TERMS_REVISION) -> str:
+    """``text`` as revision ``revision`` (2 or later) hands it to the tokenizer (the accents are the engine's to fold)."""
+    if revision >= 3:
+        text = without_break_hints(text)
     text = _UNSPACED_RUN.sub(lambda m: bigrams(m.group()), text)
-    return _LANGUAGES.sub(lambda m: f" {_LANGUAGE_TERMS[m.group().lower()]} ", text)
+    text = _LANGUAGES.sub(lambda m: f" {_LANGUAGE_TERMS[m.group().lower()]} ", text)
+    # After the bigrams, which put spaces around Han and kana: a code ends where they begin.
+    return _JOINED_RUNS.sub(_with_joined_term, text) if revision >= 3 else text
 
 
 class Bm25Encoder:
@@ -64,7 +89,7 @@ class Bm25Encoder:
         self._model = qe.Bm25(qe.Bm25Config(avg_len=self._avg_len, ascii_folding=terms >= 2 or None))
 
     def _prepared(self, text: str) -> str:
-        return revised_terms(text) if self.terms >= 2 else text
+        return revised_terms(text, self.terms) if self.terms >= 2 else text
 
     def document(self, text: str) -> SparseVector:
         v = self._model.embed_document(self._prepared(text))

@@ -46,17 +46,23 @@ def query_vector(sparse: Bm25Encoder, text: str, max_terms: int) -> SparseVector
     # inside a token: Python's \w leaves out combining marks, which the tokenizer keeps in a word
     # (Devanagari's vowel signs), and such a word's runs gave other terms than the word's own, so a
     # long Hindi query kept none of its own (or, when another word had those terms, lost this
-    # word's). Then the word's terms are taken whole.
+    # word's). Then the word's terms are taken whole. A word may also hold more terms than its
+    # runs (a code's joined term, "192q168q1q10"): they come after the runs'. The runs are read up
+    # to the bound only: this runs on the event loop, and a 64 KiB word without white space is
+    # thousands of runs, each encoded alone (ten times what encoding the whole query took).
     weight = dict(zip(v.indices, v.values, strict=True))
     first: dict[int, None] = {}
     for word in dict.fromkeys(text.split()):
-        terms = [t for run in _RUN.findall(word) for t in sparse.query(run).indices]
         whole = sparse.query(word).indices
-        if set(terms) != set(whole):
-            terms = list(whole)
-        for t in terms:
-            if t in weight:
-                first.setdefault(t)
+        own = set(whole)
+        for run in _RUN.finditer(word):
+            terms = sparse.query(run.group()).indices
+            if not own.issuperset(terms):
+                break
+            first.update((t, None) for t in terms if t in weight)
+            if len(first) >= max_terms:
+                break
+        first.update((t, None) for t in whole if t in weight)
         if len(first) >= max_terms:
             break
     kept = sorted(list(first)[:max_terms])

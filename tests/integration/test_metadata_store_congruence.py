@@ -138,6 +138,29 @@ async def test_a_decomposed_metadata_value_is_found_by_its_composed_spelling(met
     assert (await metadata_store.get_document("office")).metadata == {"city": decomposed}  # type: ignore[union-attr]
 
 
+async def test_a_word_split_by_a_soft_hyphen_or_a_zero_width_space_is_found_whole(metadata_store: MetadataStore) -> None:
+    """Both stores' tokenizers cut a word at a soft hyphen (HTML's &shy;) or a zero-width space,
+    in a title, a metadata value or the query; the word itself then found nothing."""
+    await metadata_store.replace_document(Document("ddsg", "Donau\u00addampf\u00adschiff history", metadata={"status": "co\u200bordinated"}), [])
+    await metadata_store.replace_document(Document("other", "Donau delta survey", metadata={"status": "planned"}), [])
+    public = AccessFilter.for_identity(Identity())
+    for asked in ("Donaudampfschiff", "coordinated", "co\u00adordinated", "donau\ufeffdampf\u2060schiff"):
+        assert [d for d, _ in await metadata_store.search_documents(asked, 10, public)] == ["ddsg"], asked
+
+
+async def test_words_of_innodbs_stopword_list_are_found_as_in_sqlite(metadata_store: MetadataStore) -> None:
+    """InnoDB's default list left "www", "com" and "und" out of MariaDB's index, so the metadata
+    leg never found them there, though SQLite did and the leg's own stop words keep them."""
+    for d in (Document("portal", "Www portal"), Document("site", "Mirror of example.com"), Document("de", "Forschung und Lehre"),
+              Document("film", "The Who live")):
+        await metadata_store.replace_document(d, [])
+    public = AccessFilter.for_identity(Identity())
+    for asked, found in [("www", "portal"), ("com", "site"), ("und", "de")]:
+        assert [d for d, _ in await metadata_store.search_documents(asked, 10, public)] == [found], asked
+    # With stop words kept (RETRIEVAL_METADATA_STOPWORDS), "the" is a word MariaDB finds as well.
+    assert [d for d, _ in await metadata_store.search_documents("the", 10, public, keep_stopwords=True)] == ["film"]
+
+
 async def test_a_one_character_han_word_is_searched(metadata_store: MetadataStore) -> None:
     """猫 ("cat") is a word, not an initial to leave out (InnoDB skips words under
     innodb_ft_min_token_size, 3 by default, so only SQLite finds it)."""
@@ -344,7 +367,8 @@ async def test_opening_an_existing_schema_logs_nothing_and_migrates_the_mentions
                 indexes = {r[0] for r in await tx.fetchall(
                     "SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'graph_mentions'"
                 )}
-                assert [r[0] for r in await tx.fetchall("SELECT @@session.sql_notes")] == [1]
+                # The session that created the schema is the pool's connection, set back as it was.
+                assert await tx.fetchall("SELECT @@session.sql_notes, @@session.innodb_ft_enable_stopword") == [(1, 1)]
             await store.close()
             assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
             assert "graph_mentions_rank" in indexes and "graph_mentions_key" not in indexes

@@ -315,6 +315,51 @@ async def test_keyword_finds_words_inside_chinese_and_japanese_and_without_accen
         await old.close()
 
 
+#: one title for all, or each file's name would tell them apart
+CODES = [_doc(doc_id, text, title="Ops log") for doc_id, text in [
+    ("ip-a", "Host 192.168.1.10 refused the connection."), ("ip-b", "Host 192.168.10.1 refused the connection."),
+    ("ver-311", "Python 3.11 removed the asynchat module."), ("ver-113", "Python 11.3 removed the asynchat module."),
+    ("date-a", "Outage on 2024-01-02 in the billing cluster."), ("date-b", "Outage on 2024-02-01 in the billing cluster."),
+]]
+
+
+async def test_keyword_ranks_the_exact_code_first_and_an_index_of_revision_2_keeps_its_terms(
+    tmp_path: Path, executor: BlockingExecutor
+) -> None:
+    """A code's digit groups in another order (an IP address, a version, a date) tied with it, or won."""
+    asked = [("192.168.1.10", "ip-a"), ("192.168.10.1", "ip-b"), ("Python 3.11", "ver-311"), ("Python 11.3", "ver-113"),
+             ("outage 2024-01-02", "date-a"), ("outage 2024/02/01", "date-b")]
+
+    async def scores(application: Application, query: str) -> list[tuple[str, float]]:
+        r = await application.pipeline.query(QueryOptions(query, 2, strategy=Strategy.KEYWORD, use_cache=False, rerank=False))
+        return [(c.document.document_id, c.score) for c in r.contexts]
+
+    new = Application(load_settings(data_dir=tmp_path / "new", cache_backend="none"))
+    await new.open()
+    try:
+        assert not (await new.ingest(CODES)).errors
+        for query, exact in asked:
+            (first, best), (_, other) = await scores(new, query)
+            assert first == exact and best > other, query
+    finally:
+        await new.close()
+    old_settings = load_settings(data_dir=tmp_path / "old", cache_backend="none")
+    built = EdgeVectorStore(old_settings.embedded_vectors_dir, 384, executor,
+                            features=IndexFeatures(parent_vectors=True, title_field=True, terms=2))
+    await built.open()
+    await built.close()
+    old = Application(old_settings)
+    await old.open()
+    try:
+        assert old.vectors.features.terms == old.sparse.terms == 2
+        assert not (await old.ingest(CODES)).errors
+        for query, _ in asked:
+            (_, best), (_, other) = await scores(old, query)
+            assert best == other, query  # its terms as they were: the digit groups only
+    finally:
+        await old.close()
+
+
 async def test_hybrid_uses_metadata_search(app: Application) -> None:
     # "Nimbus" appears only in the metadata, never in the title or the text.
     r = await app.pipeline.query(QueryOptions("Nimbus", 1, strategy=Strategy.HYBRID))

@@ -513,8 +513,8 @@ async def test_an_index_from_before_parent_vectors_keeps_working(kind: str, tmp_
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
 async def test_an_index_keeps_the_keyword_terms_revision_it_was_built_with(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
     """Its keyword vectors' terms are read as they were made: a new index records the current
-    revision, and one of revision 1 (from before the record) stays revision 1 when reopened."""
-    for revision in (TERMS_REVISION, 1):
+    revision, and one of an earlier revision stays of it when reopened (revision 1: from before the record)."""
+    for revision in (TERMS_REVISION, 2, 1):
         path = tmp_path / str(revision)
         made = make_vector_store(kind, path, executor, features=IndexFeatures(parent_vectors=True, title_field=True, terms=revision))
         await made.open()
@@ -527,7 +527,7 @@ async def test_an_index_keeps_the_keyword_terms_revision_it_was_built_with(kind:
             assert [h.chunk_id for h in await reopened.search_sparse(SparseVector((4,), (1.0,)), 5, ANON, titled=False)] == ["pub#p0c0"]
         finally:
             await reopened.close()
-    assert TERMS_REVISION == 2 and IndexFeatures.of([DENSE], [SPARSE]).terms == 1
+    assert TERMS_REVISION == 3 and IndexFeatures.of([DENSE], [SPARSE]).terms == 1
 
 
 async def _existing_index(kind: str, path: Path, dense: dict[str, tuple[int, str]], sparse: dict[str, bool],

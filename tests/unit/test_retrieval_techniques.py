@@ -4,6 +4,7 @@ cosine fusion, and the long-query set builder."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -48,6 +49,29 @@ def test_long_queries_are_bounded_to_their_first_terms() -> None:
     assert bounded == first and len(bounded.indices) == 512
 
 
+class CountingEncoder(Bm25Encoder):
+    """BM25 that counts the texts it encodes as queries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded: list[str] = []
+
+    def query(self, text: str) -> SparseVector:
+        self.encoded.append(text)
+        return super().query(text)
+
+
+def test_a_bounded_query_reads_a_long_word_only_up_to_its_bound() -> None:
+    """Every run of a word without white space was encoded alone, past the bound too: a 64 KiB
+    word held the event loop ten times as long as encoding the whole query."""
+    runs = ["".join(p) for p in itertools.product("bcfghjkmnp", repeat=4)][:3_000]  # no vowel: no stemming, no stop word
+    text = "-".join(runs)
+    counting = CountingEncoder()
+    assert query_vector(counting, text, 8) == BM25.query(" ".join(runs[:8]))
+    # The whole query, the word, and its first eight runs.
+    assert counting.encoded == [text, text, *runs[:8]]
+
+
 def test_a_bounded_query_keeps_the_terms_it_starts_with() -> None:
     """The encoder lists term ids sorted by id (a hash of the term), not by position in the text:
     the bound keeps the query's first distinct terms, as QUERY_MAX_TERMS says, whatever their ids."""
@@ -57,6 +81,8 @@ def test_a_bounded_query_keeps_the_terms_it_starts_with() -> None:
     # Repeats, stopwords and punctuation do not count as terms; a word split by '_' or '-' is two.
     assert query_vector(BM25, "The glacier, the GLACIER; of retreat! ice_sheet", 3) == BM25.query("glacier retreat ice")
     assert query_vector(BM25, "IL-10 DNA binding", 2) == BM25.query("IL 10")
+    # A code's joined term comes after its parts.
+    assert query_vector(BM25, "IL-10 DNA binding", 3) == BM25.query("IL-10")
     assert query_vector(BM25, "only these two", 5) == BM25.query("only these two")
     # Words the tokenizer keeps whole where \w would cut them (Devanagari's vowel signs and viramas
     # are combining marks): the first words' terms, not none of them.
@@ -90,8 +116,8 @@ def _finds(encoder: Bm25Encoder, query: str, document: str) -> bool:
 ])
 def test_revised_terms_find_words_inside_unspaced_scripts_and_without_accents(query: str, document: str) -> None:
     """Revision 2: Han and kana runs as overlapping bigrams, accents folded; revision 1 missed each."""
-    assert BM25.terms == TERMS_REVISION == 2
-    assert _finds(BM25, query, document)
+    assert BM25.terms == TERMS_REVISION == 3
+    assert _finds(BM25, query, document) and _finds(Bm25Encoder(terms=2), query, document)
     assert not _finds(Bm25Encoder(terms=1), query, document)
 
 
@@ -110,13 +136,42 @@ def test_revised_terms_keep_c_sharp_c_plus_plus_f_sharp_and_c_apart() -> None:
     assert _finds(Bm25Encoder(terms=1), "C#", "written in C++ or C")
 
 
+def test_revised_terms_keep_a_code_with_a_digit_as_one_more_term() -> None:
+    """Revision 3: a code's parts alone are a bag of digit groups, which other codes hold too."""
+    assert revised_terms("Host 192.168.1.10 refused.") == "Host 192.168.1.10 192q168q1q10 refused."
+    assert revised_terms("Python 3.11, TKT-4471 at 12:30") == "Python 3.11 3q11, TKT-4471 TKTq4471 at 12:30 12q30"
+    for a, b in [("192.168.1.10", "192.168.10.1"), ("Python 3.11", "Python 11.3"), ("2024-01-02", "2024-02-01")]:
+        assert _finds(BM25, a, a) and not _finds(BM25, a, b), a
+        # Revision 2 as it was: the parts only, so either finds the other.
+        assert _finds(Bm25Encoder(terms=2), a, b) and revised_terms(a, 2) == a
+    # Separators are notation: a date written with slashes finds the same date with dashes.
+    assert _finds(BM25, "2024/01/02", "on 2024-01-02") and not _finds(BM25, "2024/01/02", "on 2024-02-01")
+    # Words without a digit stay their parts, as does a trailing full stop; "_" ends a code, as it ends a token.
+    assert revised_terms("state-of-the-art e-mail and/or http://example.com") == "state-of-the-art e-mail and/or http://example.com"
+    assert revised_terms("in 3.11.") == "in 3.11 3q11." and revised_terms("parse_v2.0") == "parse_v2.0 v2q0"
+    # After the bigrams: Han around a code is no part of it.
+    assert revised_terms("第3.1節").split() == ["第", "3.1", "3q1", "節"]
+
+
+@pytest.mark.parametrize("hint", ["\u00ad", "\u200b", "\u2060", "\ufeff"])
+def test_revised_terms_delete_what_only_hints_where_a_word_may_break(hint: str) -> None:
+    """Revision 3: a soft hyphen (HTML's &shy;), a zero-width space, a word joiner or a BOM inside a
+    word split it in two terms, which the word asked for did not match."""
+    document = f"Interoperability is co{hint}ordinated by the Donau{hint}dampf{hint}schiff company."
+    for query in ("coordinated", "Donaudampfschiff", f"co{hint}ordinated"):
+        assert _finds(BM25, query, document), query
+    assert not _finds(Bm25Encoder(terms=2), "coordinated", document)  # revision 2 as it was
+    # The joiners choose how letters join (Persian, Indic scripts), and stay.
+    assert revised_terms(f"می\u200cخواهم co{hint}ordinated") == "می\u200cخواهم coordinated"
+
+
 def test_an_index_of_the_first_terms_revision_is_encoded_as_the_engine_tokenizes() -> None:
     old, engine = Bm25Encoder(terms=1), qe.Bm25(qe.Bm25Config(avg_len=128.0))
     for text in ("東京タワーは東京にある電波塔です。", "Le café à Zürich", "C# and C++"):
         assert old.query(text).indices == tuple(engine.embed_query(text).indices)
         assert old.document(text).indices == tuple(engine.embed_document(text).indices)
-    with pytest.raises(Unavailable, match="keyword terms of revision 3"):
-        Bm25Encoder(terms=3)
+    with pytest.raises(Unavailable, match="keyword terms of revision 4"):
+        Bm25Encoder(terms=4)
 
 
 def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:

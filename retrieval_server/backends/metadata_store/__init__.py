@@ -18,7 +18,7 @@ from retrieval_server.backends.metadata_store.graph import GraphQueries
 from retrieval_server.backends.metadata_store.sql import IN_CHUNK, in_chunks as _chunks
 from retrieval_server.backends.metadata_store.sql import readable_clause
 from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, WrongModel
-from retrieval_server.identifiers import UNSPACED_CHAR
+from retrieval_server.identifiers import UNSPACED_CHAR, without_break_hints
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.stopwords import STOPWORDS
 
@@ -47,11 +47,11 @@ def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list
     left out unless ``keep_stopwords`` or the query has nothing else.
 
     A stopword barely moves a title's score, yet every title holding it is a match to score:
-    "of" alone matches thousands of titles. (MariaDB's full-text search leaves out its own
-    stopword list in any case.)"""
+    "of" alone matches thousands of titles. (MariaDB's full-text index is made without InnoDB's
+    own list, so that both stores match the same words: see the MySQL store.)"""
     # Words first, then lower-cased: "İ".lower() is "i" and a combining dot, which \w does not
     # match, so "İstanbul" became "stanbul". Without the dot: the title is indexed "istanbul".
-    lowered = (w.lower().replace("i\u0307", "i") for w in re.findall(r"\w+", query))
+    lowered = (w.lower().replace("i\u0307", "i") for w in re.findall(r"\w+", without_break_hints(query)))
     # A Han or kana character alone is a word of those scripts (猫, "cat"), not an initial.
     words = list(dict.fromkeys(w for w in lowered if len(w) >= 2 or _UNSPACED.fullmatch(w)))
     content = words if keep_stopwords else [w for w in words if w not in STOPWORDS]
@@ -60,7 +60,7 @@ def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list
 
 def search_text(doc: Document) -> str:
     """What metadata search matches: the title and the metadata values."""
-    return " ".join([doc.title, *doc.metadata.values()])
+    return without_break_hints(" ".join([doc.title, *doc.metadata.values()]))
 
 
 class MetadataStore(GraphQueries, ABC):

@@ -197,12 +197,17 @@ class MysqlMetadataStore(MetadataStore):
             # The server notes each thing that already exists, and asyncmy logs every note as a
             # warning: ten lines on each open. Notes are off for these statements only; warnings stay.
             await tx.execute("SET @retrieval_sql_notes = @@session.sql_notes, SESSION sql_notes = 0")
+            # The full-text index is created without InnoDB's stopword list, which holds words such
+            # as "com", "und" and "www" that SQLite's finds: the terms searched leave out stopwords
+            # of their own (``_terms``). An index keeps the list it was created with, whatever the
+            # sessions that write and read it later.
+            await tx.execute("SET @retrieval_ft_stopword = @@session.innodb_ft_enable_stopword, SESSION innodb_ft_enable_stopword = 0")
             try:
                 for stmt in DDL:
                     await tx.execute(stmt)
                 await self._migrate_indexes(tx)
             finally:
-                await tx.execute("SET SESSION sql_notes = @retrieval_sql_notes")
+                await tx.execute("SET SESSION sql_notes = @retrieval_sql_notes, SESSION innodb_ft_enable_stopword = @retrieval_ft_stopword")
         # Apart from the transactions' pool: writers holding every connection of one pool while
         # their transactions wait for another would deadlock it. At most ``pool_size`` documents
         # are written at once by this process. A held lock's session must outlive the server's
