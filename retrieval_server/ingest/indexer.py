@@ -723,26 +723,39 @@ class Indexer:
         self._failed_cleanups[document_id] = time.time()
         self._cleanup_failed.set()
 
-    async def _reconcile_abandoned(self, document_id: str, cutoff: float) -> bool | None:
-        """Reconcile the document if a write of it begun by ``cutoff`` (epoch seconds) is still
-        pending: whether it was reconciled, or None while a write of it is in flight (its lock is
-        held), which is left alone without waiting: a writer that hangs must not hold up the
-        others' recovery, and the next round sees it again."""
+    async def _reconcile_abandoned(self, document_id: str, cutoff: float, lease_s: float | None = None) -> bool | None:
+        """Reconcile the document if a write of it begun by ``cutoff`` (epoch seconds), or, with
+        ``lease_s``, stamped more than that ahead of the clock (:meth:`recover`), is still pending:
+        whether it was reconciled, or None while a write of it is in flight (its lock is held),
+        which is left alone without waiting: a writer that hangs must not hold up the others'
+        recovery, and the next round sees it again."""
         async with self._document_lock(document_id, wait=False) as held:
             if not held:
                 return None
             # Once the lock is ours no write of it is in flight. One may have ended (the intent is
-            # gone) or begun (it is new) since the caller looked: that write was not abandoned.
-            if not await self._metadata.has_pending_write(document_id, older_than=cutoff):
+            # gone) or begun (it is new) since the caller looked: that write was not abandoned. Its
+            # stamp is after the cutoff and before now: "ahead" is read now, not when listed.
+            ahead = None if lease_s is None else time.time() + lease_s
+            if not await self._metadata.has_pending_write(document_id, older_than=cutoff, or_after=ahead):
                 return False
             await self.reconcile(document_id)
             return True
 
     async def recover(self, min_age_s: float = 0.0) -> list[str]:
         """Reconcile every write left pending (by a crash, or a store that failed mid-way) at least
-        ``min_age_s`` ago; the documents reconciled."""
-        cutoff = time.time() - min_age_s
-        done = [doc_id for doc_id in await self._metadata.pending_writes(older_than=cutoff) if await self._reconcile_abandoned(doc_id, cutoff)]
+        ``min_age_s`` ago, or stamped more than that ahead of the clock; the documents reconciled.
+        With 0 (one writer per embedded folder, at its start), every one."""
+        # An intent stamped ahead of the clock comes from a clock stepped back since (after a
+        # kill -9): by its stamp alone it waited until the clock caught up, and a lease more. Taking
+        # it is as safe as the lease is: the document's lock already keeps a write in flight from
+        # being reconciled, and the lease guards a writer that lost its lock (its MySQL session
+        # ended) only if the writers' clocks agree within it (one behind by more stamps intents
+        # that look abandoned at once). Under that assumption no live write stamps an intent more
+        # than a lease ahead.
+        now = time.time()
+        cutoff = now - min_age_s
+        pending = await self._metadata.pending_writes(older_than=cutoff, or_after=now + min_age_s)
+        done = [doc_id for doc_id in pending if await self._reconcile_abandoned(doc_id, cutoff, min_age_s)]
         if done:
             await self._recount()
             log.info("recovered interrupted writes", extra={"documents": len(done)})

@@ -1266,6 +1266,23 @@ async def test_abandoned_writes_are_reconciled_while_the_process_runs(app: Appli
     assert await app.metadata.pending_writes(older_than=time.time() + 1) == []
 
 
+async def test_recovery_takes_intents_stamped_ahead_of_the_clock(app: Application) -> None:
+    """A clock stepped back after a kill -9 leaves the intents stamped before the kill ahead of it.
+    By their stamps alone, recovery left them pending (and a deleted document's points in the
+    searches) until the clock caught up: an embedded index's start-up takes every one; with a
+    lease, one stamped more than a lease ahead, which no live write stamped."""
+    await app.ingest([_txt("near", "Orphaned points outlive their rows."), _txt("far", "Stale points of a deleted document.")])
+    ahead = {"near": time.time() + 120, "far": time.time() + 7200}
+    for doc_id, stamp in ahead.items():
+        await app.metadata.delete_document(doc_id)  # the rows went, the kill came before the points did
+        async with app.metadata.transaction() as tx:
+            await tx.execute("UPDATE pending_writes SET started_at = ? WHERE document_id = ?", [stamp, doc_id])
+    assert await app.indexer.recover(min_age_s=600.0) == ["far"]
+    assert await app.vectors.count("far") == 0 and await app.vectors.count("near") > 0  # within a lease ahead: perhaps a live write on a clock ahead
+    assert await app.indexer.recover(min_age_s=0.0) == ["near"]
+    assert await app.vectors.count("near") == 0 and await app.metadata.pending_writes() == []
+
+
 async def test_a_delete_below_the_disk_floor_is_done_and_its_vacuum_waits_for_room(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletes go on below RETRIEVAL_MIN_FREE_DISK_MB (tens of KiB written); the vacuum they start
     rewrites a segment (tens of MiB), which on a full volume is the engine's SIGBUS, so it waits
