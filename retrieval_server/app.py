@@ -33,6 +33,7 @@ from retrieval_server.domain import (
     DocumentSource,
     HealthReport,
     Identity,
+    IngestedDocument,
     IngestReport,
     ReadOnly,
     ResourceExhausted,
@@ -40,7 +41,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.ingest.chunker import Chunker, ChunkSizes
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, GraphExtractor, LlmGraphExtractor
-from retrieval_server.ingest.indexer import Indexer, sweep_abandoned_writes
+from retrieval_server.ingest.indexer import Indexer, sweep_abandoned_writes, to_the_end
 from retrieval_server.observability.analytics import Analytics
 from retrieval_server.observability.metrics import ServiceMetrics
 from retrieval_server.observability.tracing import Tracing
@@ -604,14 +605,22 @@ class Application:
         # The write's follow-ups (optimize, cache invalidation) run inside it too: close() waits for
         # them, rather than closing the stores they use.
         async with self._writing():
-            report = await self.indexer.ingest(sources, writer=AccessFilter.for_identity(writer), **kwargs)  # type: ignore[arg-type]
-            self.metrics.ingested.inc(len(report.documents))
+            stored: list[IngestedDocument] = []
+            try:
+                report = await self.indexer.ingest(sources, writer=AccessFilter.for_identity(writer), stored=stored, **kwargs)  # type: ignore[arg-type]
+            finally:
+                # Also for an ingest its caller's deadline or cancel cut: what it committed before
+                # is stored, and a cached answer citing a replaced version would be served on.
+                await to_the_end(self._ingested(stored))
             self.metrics.ingest_errors.inc(len(report.errors) + report.errors_not_listed)
-            if report.documents:
-                self.schedule_optimize()
-                # Not the unchanged: a periodic re-sync of a corpus emptied the cache (every replica's, with Redis).
-                await self._invalidate([d.document_id for d in report.documents if d.replaced and not d.unchanged])
         return report
+
+    async def _ingested(self, documents: list[IngestedDocument]) -> None:
+        self.metrics.ingested.inc(len(documents))
+        if documents:
+            self.schedule_optimize()
+            # Not the unchanged: a periodic re-sync of a corpus emptied the cache (every replica's, with Redis).
+            await self._invalidate([d.document_id for d in documents if d.replaced and not d.unchanged])
 
     async def delete(
         self, document_ids: list[str] | tuple[str, ...], *, writer: Identity = LOCAL_OPERATOR
@@ -619,12 +628,19 @@ class Application:
         """The ids deleted, and those not found: missing, or stored where ``writer`` may not read them."""
         self._writable()
         async with self._writing():
-            deleted, missing = await self.indexer.delete(document_ids, writer=AccessFilter.for_identity(writer))
-            if deleted and self._room_to_vacuum():
-                # The embedded engine vacuums deleted points only in optimize(): until then they count in BM25's IDF.
-                self.schedule_optimize()
-            await self._invalidate(deleted)
+            deleted: list[str] = []
+            try:
+                _, missing = await self.indexer.delete(document_ids, writer=AccessFilter.for_identity(writer), deleted=deleted)
+            finally:
+                # Also for a delete its caller's deadline or cancel cut, as for an ingest.
+                await to_the_end(self._deleted(deleted))
         return deleted, missing
+
+    async def _deleted(self, document_ids: list[str]) -> None:
+        if document_ids and self._room_to_vacuum():
+            # The embedded engine vacuums deleted points only in optimize(): until then they count in BM25's IDF.
+            self.schedule_optimize()
+        await self._invalidate(document_ids)
 
     def _room_to_vacuum(self) -> bool:
         """Whether the disk floor lets a delete's vacuum run. Deletes go on below it (they write tens

@@ -27,13 +27,13 @@ from retrieval_server.domain import (
     DeadlineExceeded,
     InvalidArgument,
     PermissionDenied,
-    SEND_MARGIN_S,
     QueryOptions,
     QueryResult,
     Role,
     ServiceError,
     StageMetric,
     Unauthenticated,
+    send_margin,
 )
 from retrieval_server.observability.metrics import CacheOutcome
 
@@ -129,10 +129,10 @@ class _Events:
         return "".join(event) if isinstance(event, list) else event
 
 
-def _deadline(context: grpc.aio.ServicerContext) -> float | None:
-    """The caller's deadline on our clock, with a margin to serialize and send what is ready."""
+def _deadline(context: grpc.aio.ServicerContext, clock: Callable[[], float] = time.monotonic) -> float | None:
+    """The caller's deadline on ``clock``, with a margin to serialize and send what is ready."""
     remaining = context.time_remaining()
-    return None if remaining is None else time.monotonic() + max(0.0, remaining - SEND_MARGIN_S)
+    return None if remaining is None else clock() + max(0.0, remaining - send_margin(remaining))
 
 
 def _in_time(context: grpc.aio.ServicerContext) -> None:

@@ -125,7 +125,7 @@ class _Derived:
     graph: DocumentGraph | None
 
 
-async def _to_the_end(write: Coroutine[Any, Any, T]) -> T:
+async def to_the_end(write: Coroutine[Any, Any, T]) -> T:
     """``write``'s result, run to its end even when the caller is cancelled meanwhile (a client's
     cancel, an expired deadline); the cancellation is raised after it.
 
@@ -277,10 +277,12 @@ class Indexer:
 
     async def ingest(
         self, sources: Sequence[DocumentSource], on_document: Callable[[str], None] | None = None, *,
-        writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR),
+        writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR), stored: list[IngestedDocument] | None = None,
     ) -> IngestReport:
-        """``writer``: what the caller may read, and so replace (:func:`_refusal`)."""
-        done: list[IngestedDocument] = []
+        """``writer``: what the caller may read, and so replace (:func:`_refusal`). ``stored`` gets
+        each document as it is committed or found unchanged: a caller cancelled part-way (its
+        deadline, a cancel) gets no report, and still owes those documents their follow-ups."""
+        done: list[IngestedDocument] = [] if stored is None else stored
         errors: list[IngestFailure] = []
         pending: list[_Prepared] = []
         #: each document's place in the request: batches are written while the next are embedded,
@@ -298,7 +300,7 @@ class Indexer:
                 await task
 
         async def write(batch: list[_Prepared], dense: np.ndarray, derived: asyncio.Task[list[_Derived]]) -> None:
-            done.extend(await self._write(batch, dense, await derived, errors, writer))
+            await self._write(batch, dense, await derived, errors, writer, done)
             if on_document:
                 for p in batch:
                     on_document(p.document.document_id)
@@ -529,10 +531,11 @@ class Indexer:
         return out
 
     async def _write(
-        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure], writer: AccessFilter
-    ) -> list[IngestedDocument]:
+        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure], writer: AccessFilter,
+        done: list[IngestedDocument],
+    ) -> None:
+        """The batch into the stores; each document committed goes into ``done`` (:meth:`_store`)."""
         with_parents = self._vectors.features.parent_vectors
-        out: list[IngestedDocument] = []
         row = 0
         parent_row = sum(len(p.children) for p in batch)
         begun: dict[str, float] = {}
@@ -565,26 +568,25 @@ class Indexer:
                         if refusal := await self._refused(doc_id, writer):
                             errors.append(IngestFailure(p.label, refusal))
                             continue
-                        replaced = await _to_the_end(self._store(p, points, parent_points, d.graph, begun))
+                        await to_the_end(self._store(p, points, parent_points, d.graph, begun, done))
                 except WrongModel:
                     raise  # not this document's failure: every write of this process would fail alike
                 except Exception as exc:
                     errors.append(IngestFailure(p.label, f"storing failed: {exc}"))
                     continue
                 log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
-                out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
         finally:
-            await _to_the_end(self._settle(begun))
+            await to_the_end(self._settle(begun))
         await self._recount()
-        return out
 
     async def _store(
         self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None,
-        begun: dict[str, float],
-    ) -> bool:
-        """One document into both stores (whether it replaced one), under its lock; its intent's start
-        goes into ``begun`` for :meth:`_settle` (even when the caller is cancelled meanwhile). On
-        failure the vectors are made to match the committed rows again, and the failure is raised."""
+        begun: dict[str, float], done: list[IngestedDocument],
+    ) -> None:
+        """One document into both stores, under its lock; its intent's start goes into ``begun`` for
+        :meth:`_settle`, and the document into ``done`` (both even when the caller is cancelled
+        meanwhile). On failure the vectors are made to match the committed rows again, and the
+        failure is raised."""
         doc_id = p.document.document_id
         try:
             started = await self._metadata.begin_write(doc_id)
@@ -601,7 +603,7 @@ class Indexer:
             await self._reconcile_quietly(doc_id)
             raise
         begun[doc_id] = started
-        return replaced
+        done.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
 
     async def _settle(self, begun: dict[str, float]) -> None:
         """Clear the intents of documents whose vectors match their rows (``begun``: each intent's
@@ -677,11 +679,12 @@ class Indexer:
             return None
         return _refusal(await self._metadata.get_document(document_id), writer)
 
-    async def _delete_one(self, document_id: str, writer: AccessFilter, begun: dict[str, float]) -> bool:
+    async def _delete_one(self, document_id: str, writer: AccessFilter, begun: dict[str, float], deleted: list[str]) -> bool:
         """Under the document's lock: rows, then vectors; the intent's start goes into ``begun`` for
         :meth:`_settle` (not when the points could not be deleted: the intent stays, and they are
-        deleted in the background). False, as for a missing id, for a document ``writer`` may not
-        read: that it exists is not theirs to learn either."""
+        deleted in the background), and the id, if it existed, into ``deleted`` (both even when the
+        caller is cancelled meanwhile). False, as for a missing id, for a document ``writer`` may
+        not read: that it exists is not theirs to learn either."""
         if await self._refused(document_id, writer):
             return False
         existed = await self._metadata.delete_document(document_id)
@@ -695,6 +698,7 @@ class Indexer:
             if started is not None:
                 begun[document_id] = started
         if existed:
+            deleted.append(document_id)
             log.debug("document deleted", extra={"document_id": document_id})
         return existed
 
@@ -719,26 +723,39 @@ class Indexer:
         self._failed_cleanups[document_id] = time.time()
         self._cleanup_failed.set()
 
-    async def _reconcile_abandoned(self, document_id: str, cutoff: float) -> bool | None:
-        """Reconcile the document if a write of it begun by ``cutoff`` (epoch seconds) is still
-        pending: whether it was reconciled, or None while a write of it is in flight (its lock is
-        held), which is left alone without waiting: a writer that hangs must not hold up the
-        others' recovery, and the next round sees it again."""
+    async def _reconcile_abandoned(self, document_id: str, cutoff: float, lease_s: float | None = None) -> bool | None:
+        """Reconcile the document if a write of it begun by ``cutoff`` (epoch seconds), or, with
+        ``lease_s``, stamped more than that ahead of the clock (:meth:`recover`), is still pending:
+        whether it was reconciled, or None while a write of it is in flight (its lock is held),
+        which is left alone without waiting: a writer that hangs must not hold up the others'
+        recovery, and the next round sees it again."""
         async with self._document_lock(document_id, wait=False) as held:
             if not held:
                 return None
             # Once the lock is ours no write of it is in flight. One may have ended (the intent is
-            # gone) or begun (it is new) since the caller looked: that write was not abandoned.
-            if not await self._metadata.has_pending_write(document_id, older_than=cutoff):
+            # gone) or begun (it is new) since the caller looked: that write was not abandoned. Its
+            # stamp is after the cutoff and before now: "ahead" is read now, not when listed.
+            ahead = None if lease_s is None else time.time() + lease_s
+            if not await self._metadata.has_pending_write(document_id, older_than=cutoff, or_after=ahead):
                 return False
             await self.reconcile(document_id)
             return True
 
     async def recover(self, min_age_s: float = 0.0) -> list[str]:
         """Reconcile every write left pending (by a crash, or a store that failed mid-way) at least
-        ``min_age_s`` ago; the documents reconciled."""
-        cutoff = time.time() - min_age_s
-        done = [doc_id for doc_id in await self._metadata.pending_writes(older_than=cutoff) if await self._reconcile_abandoned(doc_id, cutoff)]
+        ``min_age_s`` ago, or stamped more than that ahead of the clock; the documents reconciled.
+        With 0 (one writer per embedded folder, at its start), every one."""
+        # An intent stamped ahead of the clock comes from a clock stepped back since (after a
+        # kill -9): by its stamp alone it waited until the clock caught up, and a lease more. Taking
+        # it is as safe as the lease is: the document's lock already keeps a write in flight from
+        # being reconciled, and the lease guards a writer that lost its lock (its MySQL session
+        # ended) only if the writers' clocks agree within it (one behind by more stamps intents
+        # that look abandoned at once). Under that assumption no live write stamps an intent more
+        # than a lease ahead.
+        now = time.time()
+        cutoff = now - min_age_s
+        pending = await self._metadata.pending_writes(older_than=cutoff, or_after=now + min_age_s)
+        done = [doc_id for doc_id in pending if await self._reconcile_abandoned(doc_id, cutoff, min_age_s)]
         if done:
             await self._recount()
             log.info("recovered interrupted writes", extra={"documents": len(done)})
@@ -777,10 +794,13 @@ class Indexer:
                     log.info("reconciled writes whose cleanup had failed", extra={"documents": reconciled})
 
     async def delete(
-        self, document_ids: Sequence[str], *, writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR)
+        self, document_ids: Sequence[str], *, writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR),
+        deleted: list[str] | None = None,
     ) -> tuple[list[str], list[str]]:
         """Remove documents: rows first (queries stop seeing them), then their vectors. A document
         ``writer`` may not read is left stored and reported missing (:meth:`_delete_one`).
+        ``deleted`` gets each id as it is deleted, for a caller cancelled part-way (as ``stored``
+        in :meth:`ingest`).
 
         Once the rows are gone the document is deleted for every reader; if removing the vectors
         fails, the pending write left by :meth:`MetadataStore.delete_document` finishes the job later.
@@ -789,15 +809,16 @@ class Indexer:
             cleaned = [clean_identifier(d, "document_ids", MAX_DOCUMENT_ID_CHARS) for d in document_ids]
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
-        deleted, missing = [], []
+        deleted = [] if deleted is None else deleted
+        missing: list[str] = []
         begun: dict[str, float] = {}
         try:
             for doc_id in dict.fromkeys(cleaned):
                 async with self._document_lock(doc_id):
-                    existed = await _to_the_end(self._delete_one(doc_id, writer, begun))
-                (deleted if existed else missing).append(doc_id)
+                    if not await to_the_end(self._delete_one(doc_id, writer, begun, deleted)):
+                        missing.append(doc_id)
         finally:
-            await _to_the_end(self._settle(begun))
+            await to_the_end(self._settle(begun))
         await self._recount()
         return deleted, missing
 

@@ -109,11 +109,11 @@ class QueryPipeline:
         if PARTIAL_RESULTS in state.metrics.degraded and not state.contexts and not _answered_without_contexts(state.answer):
             # Partial results are worth returning; an empty answer is not an answer, nor is
             # GENERATION's "the documents do not answer this" when nothing was searched.
-            # The budget the caller's deadline left, not the time taken: at a short deadline the
-            # margin kept to send the answer is most of it, which "after 0 ms" hid.
+            # The budget the caller's deadline left, not the time taken, which says nothing of
+            # how much time the caller gave.
             raise DeadlineExceeded(
-                f"the call's deadline left {(budget or 0.0) * 1e3:.0f} ms for the work after the {SEND_MARGIN_S * 1e3:.0f} ms "
-                "kept to send the answer; nothing was found in that time: allow more time"
+                f"the call's deadline left {(budget or 0.0) * 1e3:.0f} ms for the work after the time kept to send the answer "
+                f"(at most {SEND_MARGIN_S * 1e3:.0f} ms, and a quarter of the call's time); nothing was found in that time: allow more time"
             )
         return QueryResult(
             options.query,

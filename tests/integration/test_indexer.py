@@ -490,6 +490,80 @@ async def test_a_cancelled_delete_removes_the_document_it_is_at_and_stops(app: A
     assert await app.metadata.get_document("c") is not None and await app.vectors.count("c") > 0
 
 
+class _FollowUps:
+    """What an app's writes are followed by: optimizations scheduled, cache entries dropped."""
+
+    def __init__(self, app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+        assert app.cache is not None
+        self.optimized = 0
+        self.invalidated: list[str] = []
+        invalidate = app.cache.invalidate_documents
+
+        async def invalidated(document_ids: list[str]) -> None:
+            self.invalidated += document_ids
+            await invalidate(document_ids)
+
+        def optimized() -> None:
+            self.optimized += 1
+
+        monkeypatch.setattr(app.cache, "invalidate_documents", invalidated)
+        monkeypatch.setattr(app, "schedule_optimize", optimized)
+
+
+def _ingested(app: Application) -> float:
+    return app.metrics.registry.get_sample_value("retrieval_ingested_documents_total") or 0.0
+
+
+async def test_a_cancelled_ingest_still_follows_up_the_documents_it_committed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut by its caller's deadline or cancel, an ingest skipped what follows its writes: the documents
+    it had committed went uncounted, their replaced versions' points unvacuumed, and the cached
+    answers citing those versions were served on."""
+    await app.ingest([_txt("glaciers", LONG)])
+    replace, second, release = app.metadata.replace_document, asyncio.Event(), asyncio.Event()
+
+    async def commit(document: Any, *args: Any, **kwargs: Any) -> bool:
+        if document.document_id == "volcanoes":  # glaciers, before it in the same batch, is committed
+            second.set()
+            await release.wait()
+        return await replace(document, *args, **kwargs)
+
+    monkeypatch.setattr(app.metadata, "replace_document", commit)
+    follow_ups, before = _FollowUps(app, monkeypatch), _ingested(app)
+    sources = [_txt("glaciers", LONG.replace("glaciers", "moraines")), _txt("volcanoes", "Volcanoes erupt molten rock."),
+               _txt("deserts", "Deserts are dry.")]
+    call = asyncio.create_task(app.ingest(sources))
+    await second.wait()
+    call.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert await app.metadata.get_document("volcanoes") is not None and await app.metadata.get_document("deserts") is None
+    assert _ingested(app) - before == 2
+    assert follow_ups.invalidated == ["glaciers"] and follow_ups.optimized == 1  # volcanoes is new: no answer cites it
+
+
+async def test_a_cancelled_delete_still_follows_up_the_documents_it_deleted(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock."), _txt("c", "Deserts are dry.")])
+    remove, second, release = app.vectors.delete_document, asyncio.Event(), asyncio.Event()
+
+    async def slow_remove(document_id: str, *args: Any, **kwargs: Any) -> None:
+        if document_id == "b":
+            second.set()
+            await release.wait()
+        await remove(document_id, *args, **kwargs)
+
+    monkeypatch.setattr(app.vectors, "delete_document", slow_remove)
+    follow_ups = _FollowUps(app, monkeypatch)
+    call = asyncio.create_task(app.delete(["a", "b", "c"]))
+    await second.wait()
+    call.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert await app.metadata.get_document("b") is None and await app.metadata.get_document("c") is not None
+    assert follow_ups.invalidated == ["a", "b"] and follow_ups.optimized == 1
+
+
 async def test_a_pending_write_is_cleared_only_after_a_sync_that_follows_its_vector_changes(
     app: Application, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1190,6 +1264,23 @@ async def test_abandoned_writes_are_reconciled_while_the_process_runs(app: Appli
         await asyncio.gather(sweep, return_exceptions=True)
     assert await app.vectors.count("x") == 0 and await app.vectors.count("y") > 0
     assert await app.metadata.pending_writes(older_than=time.time() + 1) == []
+
+
+async def test_recovery_takes_intents_stamped_ahead_of_the_clock(app: Application) -> None:
+    """A clock stepped back after a kill -9 leaves the intents stamped before the kill ahead of it.
+    By their stamps alone, recovery left them pending (and a deleted document's points in the
+    searches) until the clock caught up: an embedded index's start-up takes every one; with a
+    lease, one stamped more than a lease ahead, which no live write stamped."""
+    await app.ingest([_txt("near", "Orphaned points outlive their rows."), _txt("far", "Stale points of a deleted document.")])
+    ahead = {"near": time.time() + 120, "far": time.time() + 7200}
+    for doc_id, stamp in ahead.items():
+        await app.metadata.delete_document(doc_id)  # the rows went, the kill came before the points did
+        async with app.metadata.transaction() as tx:
+            await tx.execute("UPDATE pending_writes SET started_at = ? WHERE document_id = ?", [stamp, doc_id])
+    assert await app.indexer.recover(min_age_s=600.0) == ["far"]
+    assert await app.vectors.count("far") == 0 and await app.vectors.count("near") > 0  # within a lease ahead: perhaps a live write on a clock ahead
+    assert await app.indexer.recover(min_age_s=0.0) == ["near"]
+    assert await app.vectors.count("near") == 0 and await app.metadata.pending_writes() == []
 
 
 async def test_a_delete_below_the_disk_floor_is_done_and_its_vacuum_waits_for_room(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:

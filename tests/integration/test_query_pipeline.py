@@ -12,12 +12,14 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 import pytest_asyncio
 
+from retrieval_server.api.servicer import _deadline
 from retrieval_server.app import Application
 from retrieval_server.backends.cache import MemoryCache
 from retrieval_server.backends.executor import BlockingExecutor
@@ -1008,13 +1010,24 @@ async def test_a_cancelled_query_cancels_the_legs_started_beside_its_searches(ap
 
 
 async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Application) -> None:
-    with pytest.raises(DeadlineExceeded, match="left 0 ms for the work after the 50 ms kept to send the answer; nothing was found"):
+    with pytest.raises(DeadlineExceeded, match=r"left 0 ms for the work after the time kept to send the answer \(at most 50 ms, and a quarter of the call's time\); nothing was found"):
         await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
 
 
 # The deadline tests read deadlines on a test's clock that stands still: a busy machine's stalls do
 # not bring the deadline nearer, while the cut-offs and a stage's cut still come in real time,
 # counted from the start of the stage that waits for them.
+
+
+async def test_a_short_deadline_leaves_a_fast_query_most_of_its_time(app: Application) -> None:
+    """A fixed 50 ms kept to send the answer left a 40 ms deadline nothing for the work: a KEYWORD
+    query that takes 4 ms was DEADLINE_EXCEEDED every time."""
+    clock = Clock()
+    deadline = _deadline(SimpleNamespace(time_remaining=lambda: 0.04), clock)
+    assert deadline == pytest.approx(0.03)  # a quarter of the call's time kept to send the answer
+    r = await pipeline(app, clock=clock).query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.KEYWORD, use_cache=False, deadline=deadline))
+    assert _docs(r)[0] == "cooking" and not [d for d in r.metrics.degraded if d.startswith("deadline:")]
+    assert _deadline(SimpleNamespace(time_remaining=lambda: 1.0), clock) == pytest.approx(0.95)  # a long one keeps 50 ms
 
 
 async def test_legs_still_running_at_the_cutoff_are_abandoned_and_the_others_answer(app: Application) -> None:
@@ -1056,7 +1069,7 @@ async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Ap
     held = Held("embed", "search_documents", "match", "search_sparse")
     query = QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=0.5)
     # The budget the deadline left, read on the pipeline's clock (a test's, standing still at 0).
-    with pytest.raises(DeadlineExceeded, match="left 500 ms for the work after the 50 ms kept to send the answer; nothing was found in that time"):
+    with pytest.raises(DeadlineExceeded, match=r"left 500 ms for the work after the time kept to send the answer \(at most 50 ms, and a quarter of the call's time\); nothing was found in that time"):
         await asyncio.wait_for(held.pipeline(app, clock=Clock()).query(query), 60)
     assert await held.all_cancelled() == ["embed", "match", "search_documents", "search_sparse"]
 

@@ -63,6 +63,14 @@ def search_text(doc: Document) -> str:
     return without_break_hints(" ".join([doc.title, *doc.metadata.values()]))
 
 
+def _begun_outside(older_than: float, or_after: float | None) -> tuple[str, list[float]]:
+    """The condition (and its parameters) on a pending write's start: by ``older_than``, or after
+    ``or_after`` when given."""
+    if or_after is None:
+        return "started_at <= ?", [older_than]
+    return "(started_at <= ? OR started_at > ?)", [older_than, or_after]
+
+
 class MetadataStore(GraphQueries, ABC):
     @abstractmethod
     async def open(self) -> None: ...
@@ -294,20 +302,24 @@ class MetadataStore(GraphQueries, ABC):
             rows = await tx.fetchall("SELECT started_at FROM pending_writes WHERE document_id = ?", [document_id])
         return float(rows[0][0]) if rows else None
 
-    async def has_pending_write(self, document_id: str, older_than: float | None = None) -> bool:
+    async def has_pending_write(self, document_id: str, older_than: float | None = None, or_after: float | None = None) -> bool:
         """Whether the document's vectors may disagree with its rows (a write in flight, or one left
-        unfinished); only a write begun before ``older_than`` (epoch seconds) when given."""
+        unfinished); only a write begun before ``older_than`` (epoch seconds), or after
+        ``or_after``, when given."""
         sql, params = "SELECT 1 FROM pending_writes WHERE document_id = ?", [document_id]
         if older_than is not None:
-            sql, params = sql + " AND started_at <= ?", [document_id, older_than]
+            begun, bounds = _begun_outside(older_than, or_after)
+            sql, params = f"{sql} AND {begun}", [document_id, *bounds]
         async with self.snapshot() as tx:
             return bool(await tx.fetchall(sql, params))
 
-    async def pending_writes(self, older_than: float | None = None) -> list[str]:
-        """Documents with a pending write, oldest first; only those begun before ``older_than`` (epoch seconds)."""
+    async def pending_writes(self, older_than: float | None = None, or_after: float | None = None) -> list[str]:
+        """Documents with a pending write, oldest first; only those begun before ``older_than``
+        (epoch seconds), or after ``or_after``, when given."""
         sql, params = "SELECT document_id FROM pending_writes", []
         if older_than is not None:
-            sql, params = sql + " WHERE started_at <= ?", [older_than]
+            begun, params = _begun_outside(older_than, or_after)
+            sql = f"{sql} WHERE {begun}"
         async with self.snapshot() as tx:
             return [r[0] for r in await tx.fetchall(sql + " ORDER BY started_at, document_id", params)]
 
