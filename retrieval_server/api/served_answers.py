@@ -3,7 +3,8 @@
 A cache hit through the workflow still costs about three times a bare gRPC call's CPU (the graph,
 the cache lookup, the version check, the conversion). Here an exact repeat of a request the
 workflow has just answered from the cache is answered with that response's serialized bytes, its
-metrics (this request's own) appended.
+metrics appended: the hit's (what the pass that found the contexts reported), with this request's
+duration.
 
 When an entry may be reused:
 
@@ -14,7 +15,8 @@ When an entry may be reused:
   and the same bytes validate the same way. The key is finer than the cache's (its access
   partition is a function of the principals and the store's content; its query is normalized);
 * an entry is made only from a workflow answer that was a verified cache hit (every cited document
-  current and readable) with nothing degraded, to a request that may be answered from the cache
+  current and readable) degraded by nothing but what describes its contexts (the workflow's
+  ``describes_answer``: each hit reports it), to a request that may be answered from the cache
   (``use_cache``, retrieval only), and is tagged with the metadata store's
   :meth:`~MetadataStore.generation` read before that workflow ran;
 * it is served only while the generation is unchanged: any commit (an ingest, a delete, a grant
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.api import convert
 from retrieval_server.domain import Identity, Mode, QueryOptions, QueryResult, Strategy
+from retrieval_server.workflow.nodes import describes_answer
 
 Key = tuple[tuple[bool, tuple[str, ...]], bytes]
 #: the stage a served answer reports: the cache was checked, and answered
@@ -51,6 +54,7 @@ class ServedAnswer:
     #: what the body's bound counts)
     strategy: Strategy
     contexts: int
+    degraded: tuple[str, ...]
     #: the options of the request it answered (the same bytes give the same options)
     options: QueryOptions
     generation: int
@@ -107,23 +111,25 @@ class ServedAnswers:
 
     def remember(self, key: Key, generation: int | None, options: QueryOptions, result: QueryResult, response: pb.QueryResponse) -> None:
         """Keep ``result`` (the workflow's answer to ``options``, sent as ``response``) if it may be served again."""
-        # Nothing degraded, the edge's cut to size among it: a replay (without the metrics) would not say so.
+        # Degraded by what describes the contexts alone: the replay reports the same, while what
+        # befell this request (the edge's cut to size among it) need not befall the next.
         if (generation is None or self._size <= 0 or not options.use_cache or options.mode is not Mode.RETRIEVAL_ONLY
-                or not result.cached or result.metrics.degraded or result.answer is not None):
+                or not result.cached or not all(map(describes_answer, result.metrics.degraded)) or result.answer is not None):
             return
         body = pb.QueryResponse()
         body.CopyFrom(response)
         body.ClearField("metrics")
-        metrics = pb.Metrics(stages=[pb.StageMetric(stage=STAGE, count=len(result.contexts))], cache_hit=True,
-                             strategy_used=convert.strategy_out(result.metrics.strategy_used))
+        metrics = convert.metrics_out(result.metrics)
+        del metrics.stages[:]
+        metrics.stages.add(stage=STAGE, count=len(result.contexts))
         serialized = body.SerializeToString()
         if len(serialized) > self._max_bytes:
             return
         replaced = self._answers.pop(key, None)
         if replaced is not None:
             self._bytes -= len(replaced.body)
-        self._answers[key] = ServedAnswer(serialized, result.metrics.strategy_used, len(result.contexts), options, generation,
-                                          self._clock() + self._ttl, pb.QueryResponse(metrics=metrics))
+        self._answers[key] = ServedAnswer(serialized, result.metrics.strategy_used, len(result.contexts), tuple(result.metrics.degraded),
+                                          options, generation, self._clock() + self._ttl, pb.QueryResponse(metrics=metrics))
         self._bytes += len(serialized)
         while len(self._answers) > self._size or self._bytes > self._max_bytes:
             self._bytes -= len(self._answers.popitem(last=False)[1].body)

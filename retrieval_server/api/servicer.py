@@ -167,11 +167,11 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             if (served := self._served.get(key, generation)) is not None:
                 body, took_ms = served_answers.serve(served, started)
                 _in_time(context)
-                self._app.metrics.observe_served(served_answers.STAGE, took_ms)
+                self._app.metrics.observe_served(served_answers.STAGE, took_ms, served.degraded)
                 if self._app.analytics.enabled:
                     # The event names this caller (super admins share entries).
                     options = dataclasses.replace(served.options, identity=identity)
-                    self._app.analytics.query_served(options, served.strategy, served.contexts, took_ms)
+                    self._app.analytics.query_served(options, served.strategy, served.contexts, took_ms, served.degraded)
                 return body
         options = self._query_options(request, context)
         result = await self._app.pipeline.query(options)

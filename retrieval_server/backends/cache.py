@@ -40,6 +40,7 @@ import numpy as np
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import RetrievedContext, Strategy
+from retrieval_server.knowledge import GraphTrace
 from scoring_core import CosineMatcher
 from scoring_core.cache_matching import matchable
 
@@ -103,6 +104,33 @@ def answer_chars(contexts: Iterable[RetrievedContext]) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class PassReport:
+    """What the response said of the pass that found an answer (QueryMetrics' fields of the same
+    names): a hit reports it again, as it serves that pass's contexts. The defaults are what an
+    entry stored without it (by an earlier version) reports: the metrics of no pass."""
+
+    sufficiency_score: float = 0.0
+    rerank_fallback_triggered: bool = False
+    decomposition_used: bool = False
+    rewritten_query: str = ""
+    sub_queries: tuple[str, ...] = ()
+    graph: GraphTrace | None = None
+    #: the degradations that describe the contexts, whoever is served them (the workflow's
+    #: describes_answer): not those of the request that found them (the cache, the deadline)
+    degraded: tuple[str, ...] = ()
+
+
+def report_chars(report: PassReport) -> int:
+    """The characters a report holds, counted as :func:`answer_chars` counts an answer's (the
+    empty one, shared by the answers that have no other, as none)."""
+    total = len(report.rewritten_query) + sum(len(q) for q in report.sub_queries) + sum(len(t) for t in report.degraded)
+    if report.graph is not None:
+        total += sum(128 + len(m.key) + len(m.name) + len(m.text) for m in report.graph.matches)
+        total += sum(64 + sum(len(e) for e in h.entities) for h in report.graph.hops)
+    return total
+
+
+@dataclass(frozen=True, slots=True)
 class CachedAnswer:
     contexts: tuple[RetrievedContext, ...]
     #: the strategy that produced the answer (ADAPTIVE resolves to the one it chose)
@@ -115,6 +143,7 @@ class CachedAnswer:
     #: the query it was stored for, as sent (the cache sets it): a similarity match is served only
     #: to a query asking for the same identifiers (see the workflow's check_cache)
     query: str = ""
+    report: PassReport = PassReport()
 
 
 class SemanticCache(Protocol):
@@ -249,7 +278,7 @@ class MemoryCache:
         norm = query_key(query)
         vector = matchable_vector(vector, self._dim)
         answer = dataclasses.replace(answer, query=query)
-        chars = answer_chars(answer.contexts) + len(query)
+        chars = answer_chars(answer.contexts) + report_chars(answer.report) + len(query)
         async with self._lock:
             old = self._exact.get((config, scope, norm))
             if old is not None:

@@ -2,7 +2,8 @@
 
 Keys (all expire with the entry's TTL):
 
-* ``rc:e:{id}``: the entry as JSON (configuration, scope, query, strategy, cited documents, contexts)
+* ``rc:e:{id}``: the entry as JSON (configuration, scope, query, strategy, cited documents,
+  contexts, and what the response said of the pass that found them: its ``report``)
 * ``rc:v:{id}``: the query embedding, float32 bytes
 * ``rc:x:{config}:{scope}:{query hash}``: exact-match index, the entry id; for a query a
   similarity match answered, the id of the entry that did and the similarity (``"{id} {score}"``),
@@ -55,9 +56,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.asyncio.retry import Retry
 
-from retrieval_server.backends.cache import CachedAnswer, CachePolicy, matchable_vector, partition_code, query_key
+from retrieval_server.backends.cache import CachedAnswer, CachePolicy, PassReport, matchable_vector, partition_code, query_key
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
+from retrieval_server.knowledge import EntityMatch, EntityType, GraphHop, GraphTrace, MatchKind
 from scoring_core import CosineMatcher
 
 log = logging.getLogger(__name__)
@@ -65,7 +67,8 @@ log = logging.getLogger(__name__)
 #: the layout of the entries' JSON and keys: bumped whenever it changes (a field of Document, say;
 #: 2: the members of a document's set name each entry's keys; 3: a document's set is sorted by
 #: expiry, which a server of format 2, adding to it as to a plain set, would fail on; every entry
-#: is in its partition's rc:a set)
+#: is in its partition's rc:a set). Not bumped for a key added to the entries that a server
+#: without it ignores and a server with it may find missing (``report``): both read both entries
 ENTRY_FORMAT = 3
 #: what reading an entry written by something else can raise
 _UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
@@ -105,6 +108,24 @@ def _context_from_json(d: dict[str, Any]) -> RetrievedContext:
         document=Document(**doc),
         score=float(d["score"]),
         children=tuple(ChildEvidence(**ch) for ch in d["children"]),
+    )
+
+
+def _report_from_json(d: dict[str, Any] | None) -> PassReport:
+    """An entry written before reports were stored has none: it reports the metrics of no pass."""
+    if d is None:
+        return PassReport()
+    graph = d["graph"]
+    if graph is not None:
+        graph = GraphTrace(
+            tuple(EntityMatch(m["key"], m["name"], EntityType(m["entity_type"]), m["text"], MatchKind(m["kind"]), float(m["score"]))
+                  for m in graph["matches"]),
+            tuple(GraphHop(int(h["hop"]), float(h["penalty"]), tuple(h["entities"]), int(h["chunks"])) for h in graph["hops"]),
+            graph["graph_version"],
+        )
+    return PassReport(
+        float(d["sufficiency_score"]), bool(d["rerank_fallback_triggered"]), bool(d["decomposition_used"]),
+        str(d["rewritten_query"]), tuple(d["sub_queries"]), graph, tuple(d["degraded"]),
     )
 
 
@@ -186,7 +207,8 @@ class RedisCache:
         try:
             entry = json.loads(raw)
             contexts = tuple(_context_from_json(c) for c in entry["contexts"])
-            return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity, entry.get("graph_version"), entry["query"])
+            report = _report_from_json(entry.get("report"))
+            return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity, entry.get("graph_version"), entry["query"], report)
         except _UNREADABLE as exc:
             log.warning("an unreadable cache entry is removed: %s", exc, extra={"entry": entry_id})
             pipe = self._redis.pipeline(transaction=True)
@@ -375,6 +397,7 @@ class RedisCache:
         entry = {
             "config": config, "scope": scope, "query": query, "strategy": answer.strategy.value,
             "documents": docs, "contexts": [_context_to_json(c) for c in answer.contexts], "graph_version": answer.graph_version,
+            "report": dataclasses.asdict(answer.report),
         }
         matched = matchable_vector(vector, self._dim)
         blob = matched.tobytes() if matched is not None else None

@@ -61,11 +61,14 @@ class Analytics:
         m = result.metrics
         self._emit("query", options.query, options.identity, m.strategy_used, options.top_k, len(result.contexts), m.total_ms, result.cached, tuple(m.degraded))
 
-    def query_served(self, options: QueryOptions, strategy: Strategy, result_count: int, latency_ms: float) -> None:
-        """A repeat answered with the bytes already sent (api/served_answers.py): a cache hit, nothing degraded."""
+    def query_served(
+        self, options: QueryOptions, strategy: Strategy, result_count: int, latency_ms: float, degraded: tuple[str, ...] = (),
+    ) -> None:
+        """A repeat answered with the bytes already sent (api/served_answers.py): a cache hit,
+        degraded by what describes its contexts alone, as the hit it repeats was."""
         if self._sink is None:
             return
-        self._emit("query", options.query, options.identity, strategy, options.top_k, result_count, latency_ms, True, ())
+        self._emit("query", options.query, options.identity, strategy, options.top_k, result_count, latency_ms, True, degraded)
 
     def search_answered(self, query: str, top_k: int, identity: Identity, result_count: int, latency_ms: float) -> None:
         if self._sink is None:

@@ -93,15 +93,19 @@ class ServiceMetrics:
         for stage, ms in stages:
             self._series(self.stages, stage).observe(ms / 1e3)
         self._series(self.cache, cache).inc()
+        self._count_degraded(degraded)
+
+    def observe_served(self, stage: str, ms: float, degraded: Iterable[str] = ()) -> None:
+        """:meth:`observe_query` of an answer served from the cache (one stage, a hit, degraded by
+        what describes its contexts alone), without the generality it pays for on every served answer."""
+        self._series(self.stages, stage).observe(ms / 1e3)
+        self._hit.inc()
+        self._count_degraded(degraded)
+
+    def _count_degraded(self, degraded: Iterable[str]) -> None:
         for item in degraded:
             # "analysis:hyde:skipped: needs an LLM" -> "analysis:hyde": a bounded label set.
             self._series(self.degraded, ":".join(item.split(":")[:2])).inc()
-
-    def observe_served(self, stage: str, ms: float) -> None:
-        """:meth:`observe_query` of an answer served from the cache (one stage, a hit, nothing
-        degraded), without the generality it pays for on every served answer."""
-        self._series(self.stages, stage).observe(ms / 1e3)
-        self._hit.inc()
 
     def serve(self, host: str, port: int, **tls: Any) -> int:
         """Start the /metrics endpoint; returns the bound port (``port`` 0 picks a free one)."""

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from retrieval_server.backends.reranker import ScoringRate
-from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, normalize_query
+from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, PassReport, normalize_query
 from retrieval_server.domain import (
     AccessFilter,
     ChildEvidence,
@@ -25,6 +25,7 @@ from retrieval_server.domain import (
     Fusion,
     ParentChunk,
     PointFilter,
+    QueryMetrics,
     QueryOptions,
     RetrievedContext,
     SparseVector,
@@ -155,7 +156,20 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         return _own_vector(o.query, vector)
     state.metrics.cache_hit = True
     state.metrics.strategy_used = answer.strategy
+    _report_again(state, answer)
     return {**_own_vector(o.query, vector), "contexts": list(answer.contexts), "cache_hit": True, "strategy": answer.strategy}
+
+
+def _report_again(state: QueryState, answer: CachedAnswer) -> None:
+    """What the response said of the pass that found the contexts served. Answered by similarity to
+    another query, only what describes the contexts: the rewrite, the sub-queries and the graph
+    leg's trace are that query's search, in its caller's words."""
+    r, m = answer.report, state.metrics
+    m.sufficiency_score, m.rerank_fallback_triggered = r.sufficiency_score, r.rerank_fallback_triggered
+    for tag in r.degraded:
+        state.degrade(tag)
+    if normalize_query(answer.query) == normalize_query(state.options.query):
+        m.decomposition_used, m.rewritten_query, m.sub_queries, m.graph = r.decomposition_used, r.rewritten_query, list(r.sub_queries), r.graph
 
 
 def _matched_by_vector(state: QueryState, deps: WorkflowDeps) -> bool:
@@ -1004,10 +1018,26 @@ def _transient(tag: str) -> bool:
     return not tag.startswith(_NOT_CACHED_STAGES) and any(mark in tag for mark in _FAILURE_MARKS)
 
 
+def describes_answer(tag: str) -> bool:
+    """Whether a degradation tag describes the contexts, whoever is served them (no reranker, a
+    query of stop words, an analysis technique the server cannot run): a cached answer keeps it,
+    and each hit reports it again. Not a passing failure (whose answer is not cached), nor what the
+    stages around the cache, the cache itself, or the response's cut to size did to one request."""
+    return not tag.startswith((*_NOT_CACHED_STAGES, "cache:", "response:")) and not _transient(tag)
+
+
 def _graph_version_used(state: QueryState) -> str | None:
     """The graph's version, when the answer's graph leg followed relations to its contexts."""
     trace = state.metrics.graph
     return trace.graph_version if trace is not None and trace.followed_relations else None
+
+
+def _report(m: QueryMetrics) -> PassReport:
+    """What select reported of the answering pass, for its hits to report again."""
+    return PassReport(
+        m.sufficiency_score, m.rerank_fallback_triggered, m.decomposition_used, m.rewritten_query, tuple(m.sub_queries), m.graph,
+        tuple(tag for tag in m.degraded if describes_answer(tag)),
+    )
 
 
 async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
@@ -1032,7 +1062,7 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     try:
         await _cache_call(_cache_until(state), deps.cache.store(
             state.options.query, vector, cache_config(state.options), access.partition,
-            CachedAnswer(tuple(state.contexts), state.strategy, graph_version=_graph_version_used(state)),
+            CachedAnswer(tuple(state.contexts), state.strategy, graph_version=_graph_version_used(state), report=_report(state.metrics)),
         ))
     except CacheUnavailable as exc:
         log.warning("cache unavailable: %s", exc)

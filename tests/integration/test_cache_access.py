@@ -9,6 +9,7 @@ served from it; a cache that is down, frozen or gone is skipped and reported.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import signal
@@ -29,6 +30,8 @@ from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, Guar
 from retrieval_server.backends.redis_cache import INLINE_SCAN_ROWS, RedisCache
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, Document, DocumentSource, Identity, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
+from retrieval_server.workflow.analysis import ClassicalAnalyzer
+from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.integration.conftest import AppWithCorpus
 from tests.support.clock import Clock
@@ -180,6 +183,37 @@ async def test_a_cache_hit_reports_the_strategy_that_produced_the_answer(app: Ap
     first = await app.pipeline.query(QueryOptions(QUERY, 5, strategy=Strategy.KEYWORD))
     hit = await app.pipeline.query(QueryOptions(QUERY, 5, strategy=Strategy.KEYWORD))
     assert hit.cached and hit.metrics.strategy_used is Strategy.KEYWORD is first.metrics.strategy_used
+
+
+async def test_a_cache_hit_reports_the_pass_that_found_its_contexts(app: Application) -> None:
+    """A hit reported the metrics of no pass (sufficiency 0, nothing rewritten, no sub-queries, no
+    graph trace) for the contexts a pass had found: a client gating on sufficiency took every hit
+    for an insufficient answer. Its iterations stay 0 (no pass ran for it)."""
+
+    class Rewrites(ClassicalAnalyzer):
+        async def rewrite(self, query: str) -> str:
+            return f"{query} (PayrollDB)"
+
+    assert not (await app.ingest(GRAPH_CORPUS)).errors
+    # Never sufficient, so that its one pass is decomposed too.
+    deps = app.pipeline.deps
+    pipeline = QueryPipeline(dataclasses.replace(deps, analyzer=Rewrites(), settings=dataclasses.replace(
+        deps.settings, sufficiency_threshold=1.01, max_iterations=1)))
+    question = "Which database does ZebraSvc call? How often is a salary increase reviewed?"
+
+    async def ask(who: Identity, text: str) -> Any:
+        return await pipeline.query(QueryOptions(text, 5, strategy=Strategy.HYBRID, identity=who))
+
+    first = await ask(ANON, question)
+    m = first.metrics
+    assert not first.cached and m.sufficiency_score > 0 and m.graph is not None and m.graph.matches and m.decomposition_used
+    assert m.rewritten_query == f"{question} (PayrollDB)" and len(m.sub_queries) == 2 and "rerank:unavailable" in m.degraded
+    for hit in (await ask(ANON, question), await ask(DAVE, f"  {question.upper()}")):
+        h = hit.metrics
+        assert hit.cached and hit.contexts == first.contexts and h.iterations == 0
+        assert (h.sufficiency_score, h.rerank_fallback_triggered, h.decomposition_used, h.rewritten_query, h.sub_queries, h.graph) == (
+            m.sufficiency_score, m.rerank_fallback_triggered, m.decomposition_used, m.rewritten_query, m.sub_queries, m.graph)
+        assert h.degraded == m.degraded  # each describes the contexts: no reranker, what analysis could not run
 
 
 # --- a cache that fails ------------------------------------------------------------------------

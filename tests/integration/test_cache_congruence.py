@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import json
 import time
 from typing import Any
 import tracemalloc
@@ -18,8 +19,9 @@ import pytest_asyncio
 from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache, answer_chars
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import SYNC_SKEW_S, RedisCache
-from retrieval_server.backends.cache import CachedAnswer
+from retrieval_server.backends.cache import CachedAnswer, PassReport
 from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role, Strategy
+from retrieval_server.knowledge import EntityMatch, EntityType, GraphHop, GraphTrace, MatchKind
 from tests.support.redis_server import redis_server
 
 DIM = 8
@@ -102,6 +104,45 @@ async def test_a_query_answered_by_similarity_is_then_found_by_its_text(cache: S
     assert await cache.lookup("weights of bm25", None, "cfg", PUBLIC) is None
     assert await cache.lookup("weights of bm25", _vec(0, 1, 0.1), "cfg", PUBLIC) is None
     assert await cache.lookup("what is rrf", None, "cfg", PUBLIC) is not None
+
+
+REPORT = PassReport(
+    0.72, True, True, "what is rrf (fusion)", ("what is rrf", "what is fusion"),
+    GraphTrace((EntityMatch("rrf", "RRF", EntityType.CONCEPT, "rrf", MatchKind.CASE_FOLDED, 1.0),),
+               (GraphHop(0, 1.0, ("RRF",), 3), GraphHop(1, 0.77, ("BM25", "HNSW"), 2)), "v7"),
+    ("rerank:unavailable", "analysis:hyde:skipped: needs an LLM"),
+)
+
+
+async def test_an_answer_keeps_the_report_of_the_pass_that_found_it(cache: SemanticCache) -> None:
+    """What the response said of that pass, which each hit reports again: the answer held its
+    contexts and strategy only, and every hit reported the metrics of no pass."""
+    await cache.store("what is rrf", _vec(1), "cfg", PUBLIC, dataclasses.replace(_answer(_ctx("d1")), report=REPORT))
+    exact = await cache.lookup("What is RRF", None, "cfg", PUBLIC)
+    similar = await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC)
+    again = await cache.lookup("explain rrf", None, "cfg", PUBLIC)
+    assert exact is not None and similar is not None and again is not None
+    assert exact.report == similar.report == again.report == REPORT
+
+
+async def test_redis_an_entry_the_previous_version_wrote_is_served_without_a_report(
+    request: pytest.FixtureRequest, executor: BlockingExecutor,
+) -> None:
+    """Redis keeps its entries across an upgrade: one stored before reports were (the same format,
+    without the key) is served, reporting the metrics of no pass, and is not taken for unreadable."""
+    c = make("redis", request, executor)
+    assert isinstance(c, RedisCache)
+    try:
+        await c.store("what is rrf", _vec(1), "cfg", PUBLIC, dataclasses.replace(_answer(_ctx("d1")), report=REPORT))
+        entry_id = (await c._redis.get(c._exact_key("cfg", 0, "what is rrf"))).decode()
+        entry = json.loads(await c._redis.get(c._k("e", entry_id)))
+        del entry["report"]
+        await c._redis.set(c._k("e", entry_id), json.dumps(entry), keepttl=True)
+        for hit in (await c.lookup("what is rrf", None, "cfg", PUBLIC), await c.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC)):
+            assert hit is not None and hit.contexts == (_ctx("d1"),) and hit.report == PassReport()
+        assert await _entry_ids(c) == [entry_id]
+    finally:
+        await c.close()
 
 
 async def test_memory_aliases_are_bounded_and_expire_with_their_entry(executor: BlockingExecutor) -> None:

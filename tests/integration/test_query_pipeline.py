@@ -672,6 +672,27 @@ async def test_cache_hit_ends_the_graph(app: Application) -> None:
     assert paraphrase.cached and _docs(paraphrase) == _docs(first) and counting.calls == []
 
 
+async def test_a_hit_by_similarity_reports_what_describes_the_contexts_not_how_another_query_was_searched(app: Application) -> None:
+    """The rewrite, the sub-queries and the graph trace of the query an answer was found for are in
+    its caller's words, and a similar query's caller is not told them; the sufficiency, the
+    fallback and the degradations describe the contexts it is served."""
+
+    class Rewrites(ClassicalAnalyzer):
+        async def rewrite(self, query: str) -> str:
+            return f"{query} (heavy showers)"
+
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor), analyzer=Rewrites())
+    first = await p.query(QueryOptions("northern valleys rain", 2))
+    assert not first.cached and first.metrics.rewritten_query == "northern valleys rain (heavy showers)"
+    similar = await p.query(QueryOptions("rain in the northern valleys", 2))  # cosine 0.958 >= 0.95
+    m = similar.metrics
+    assert similar.cached and _docs(similar) == _docs(first)
+    assert (m.sufficiency_score, m.rerank_fallback_triggered, m.degraded) == (
+        first.metrics.sufficiency_score, first.metrics.rerank_fallback_triggered, first.metrics.degraded)
+    assert m.sufficiency_score > 0 and "rerank:unavailable" in m.degraded
+    assert (m.rewritten_query, m.sub_queries, m.decomposition_used, m.graph) == ("", [], False, None)
+
+
 @pytest.mark.parametrize("preamble", [
     " ".join(["You are a helpful assistant. Answer from the retrieved documents only, citing them."] * 20),
     # Fewer characters than the model's tokens, more tokens: a Hangul syllable is two or three.

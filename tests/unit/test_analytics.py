@@ -60,10 +60,11 @@ def test_the_event_carries_what_the_answer_was() -> None:
 def test_a_served_repeat_is_reported_as_the_cache_hit_it_is() -> None:
     sink = Sink()
     options = QueryOptions(query="salary review", top_k=4, strategy=Strategy.ADAPTIVE, identity=Identity("bob"))
-    Analytics(sink, "text", None).query_served(options, Strategy.HYBRID, 3, 0.25)  # type: ignore[arg-type]
+    Analytics(sink, "text", None).query_served(options, Strategy.HYBRID, 3, 0.25, ("rerank:unavailable",))  # type: ignore[arg-type]
     [event] = sink.events
     assert (event.method, event.query, event.user_id, event.strategy, event.top_k, event.result_count) == ("query", "salary review", "bob", Strategy.HYBRID, 4, 3)
-    assert event.cache_hit and event.latency_ms == 0.25 and event.degraded == ()
+    # Degraded as the hit it repeats was: by what describes its contexts (here, no reranker).
+    assert event.cache_hit and event.latency_ms == 0.25 and event.degraded == ("rerank:unavailable",)
 
 
 def test_no_sink_means_no_event_is_built() -> None:

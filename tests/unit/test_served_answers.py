@@ -8,6 +8,7 @@ from retrieval_server.api.served_answers import ServedAnswers
 from retrieval_server.domain import (
     Document, Identity, Mode, ParentChunk, QueryMetrics, QueryOptions, QueryResult, RetrievedContext, Role, Strategy,
 )
+from retrieval_server.knowledge import EntityMatch, EntityType, GraphHop, GraphTrace, MatchKind
 from tests.support.clock import Clock
 
 
@@ -33,15 +34,39 @@ def test_an_answer_is_served_while_the_generation_holds_and_within_its_ttl() -> 
     assert answers.get(key, 3) is None
 
 
-def test_only_verified_undegraded_hits_on_a_store_with_a_generation_are_kept() -> None:
-    answers = ServedAnswers(4, ttl_s=10, clock=Clock())
+def test_only_verified_hits_on_a_store_with_a_generation_degraded_by_nothing_of_their_own_are_kept() -> None:
+    """A hit's degradations that describe its contexts (no reranker, say) are reported by every hit
+    and by the replay: such an answer is kept. What befell that request (the edge's cut to size, a
+    deadline) need not befall the next: such an answer is not."""
+    answers = ServedAnswers(8, ttl_s=10, clock=Clock())
     refused = [(None, OPTIONS, _result()), (1, OPTIONS, _result(cached=False)), (1, OPTIONS, _result(degraded=("cache:unavailable",))),
+               (1, OPTIONS, _result(degraded=("rerank:unavailable", "response:contexts_capped"))),
+               (1, OPTIONS, _result(degraded=("deadline:partial_results",))),
                (1, QueryOptions("q", 5, use_cache=False), _result()), (1, QueryOptions("q", 5, mode=Mode.GENERATION), _result())]
     for i, (generation, options, result) in enumerate(refused):
         answers.remember(((False, ()), str(i).encode()), generation, options, result, RESPONSE)
     assert len(answers) == 0
     answers.remember(((False, ()), b"kept"), 1, OPTIONS, _result(), RESPONSE)
-    assert len(answers) == 1
+    answers.remember(((False, ()), b"unranked"), 1, OPTIONS, _result(degraded=("rerank:unavailable", "keyword:no_terms")), RESPONSE)
+    assert len(answers) == 2
+
+
+def test_a_replay_reports_what_the_hit_it_repeats_reported() -> None:
+    """The replay reported the metrics of no pass (sufficiency 0, nothing rewritten, no sub-queries,
+    no graph trace), whatever the hit it repeats had reported of the pass that found its contexts."""
+    graph = GraphTrace((EntityMatch("rrf", "RRF", EntityType.CONCEPT, "rrf", MatchKind.EXACT, 1.0),), (GraphHop(0, 1.0, ("RRF",), 2),), "v1")
+    metrics = QueryMetrics(cache_hit=True, strategy_used=Strategy.HYBRID, sufficiency_score=0.7, rerank_fallback_triggered=True,
+                           decomposition_used=True, rewritten_query="q (rrf)", sub_queries=["q1", "q2"], graph=graph,
+                           degraded=["rerank:unavailable"])
+    answers = ServedAnswers(2, ttl_s=10, clock=Clock())
+    answers.remember(((), "c", "q"), 1, OPTIONS, QueryResult("q", (), metrics, cached=True), RESPONSE)
+    served = answers.get(((), "c", "q"), 1)
+    assert served is not None and served.degraded == ("rerank:unavailable",)  # for the events and the counters
+    m = pb.QueryResponse.FromString(served_answers.serve(served, started=0.0)[0]).metrics
+    assert (round(m.sufficiency_score, 3), m.rerank_fallback_triggered, m.decomposition_used, m.rewritten_query) == (0.7, True, True, "q (rrf)")
+    assert list(m.sub_queries) == ["q1", "q2"] and list(m.degraded) == ["rerank:unavailable"] and m.iterations == 0
+    assert [e.name for e in m.graph.entities] == ["RRF"] and [h.entities for h in m.graph.hops] == [["RRF"]]
+    assert [s.stage for s in m.stages] == ["check_cache"]
 
 
 def test_the_least_recently_served_is_dropped_first() -> None:

@@ -103,3 +103,14 @@ def test_sub_millisecond_latencies_are_resolved() -> None:
                            ("grpc_server_handling_seconds", {"grpc_method": "Query"}),
                            ("retrieval_request_duration_seconds", {"method": "Query"})):
         assert 25e-6 <= _median(metrics.registry, family, **labels) <= 50e-6, family
+
+
+def test_a_served_answer_counts_what_degraded_it_as_the_hit_it_repeats() -> None:
+    """A served repeat counts the degradations its hit counted (no reranker, say): else the share of
+    answers degraded by them would fall as more answers are served."""
+    metrics = ServiceMetrics()
+    metrics.observe_query([("check_cache", 1.0)], "hit", ["rerank:unavailable", "analysis:hyde:skipped: needs an LLM"])
+    metrics.observe_served("served", 0.03, ("rerank:unavailable", "analysis:hyde:skipped: needs an LLM"))
+    text = generate_latest(metrics.registry).decode()
+    for kind in ("rerank:unavailable", "analysis:hyde"):
+        assert f'retrieval_degradations_total{{kind="{kind}"}} 2.0' in text, text

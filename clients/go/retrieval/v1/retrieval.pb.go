@@ -1088,21 +1088,27 @@ type Metrics struct {
 	Iterations int32 `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
 	// How well the contexts cover the question, 0 to 1 (0.3 x contexts found of top_k + 0.4 x
 	// mean relevance + 0.3 x document diversity). Below RETRIEVAL_SUFFICIENCY_THRESHOLD (0.6) the
-	// server retries and decomposes.
+	// server retries and decomposes. A cache hit reports the score of the pass that found its
+	// contexts (0, like the fields below, for an answer cached by a version that did not keep them).
 	SufficiencyScore float32 `protobuf:"fixed32,5,opt,name=sufficiency_score,json=sufficiencyScore,proto3" json:"sufficiency_score,omitempty"`
 	// True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; on each retry
 	// halved, or lowered by 0.5 when at or below 0), so the best candidates were kept anyway, as
-	// many as cover RETRIEVAL_RERANK_FALLBACK (3) contexts, in the pass whose contexts are returned.
+	// many as cover RETRIEVAL_RERANK_FALLBACK (3) contexts, in the pass whose contexts are returned
+	// (for a cache hit, the pass that found them).
 	RerankFallbackTriggered bool `protobuf:"varint,6,opt,name=rerank_fallback_triggered,json=rerankFallbackTriggered,proto3" json:"rerank_fallback_triggered,omitempty"`
 	// What was degraded, as `<part>:<reason>` (e.g. `rerank:unavailable`, `dense:embedding_failed`,
 	// `keyword:store_error`, `keyword:no_terms` (stop words only: no keyword term to search),
 	// `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
 	// `deadline:partial_results`, `response:contexts_capped`).
-	// Empty: nothing was.
+	// Empty: nothing was. A cache hit reports, besides its own, those of the pass that found its
+	// contexts that describe them whoever is served them (`rerank:unavailable`, `rerank:budget`,
+	// `keyword:no_terms`, an `analysis:` technique skipped); an answer a failure or the deadline
+	// degraded is never cached.
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`
 	// True when the question was split into sub-queries whose hits were fused into the pass
 	// whose contexts are returned (False when they found nothing, or that pass lost a leg or a
-	// stage and scored lower than an earlier pass).
+	// stage and scored lower than an earlier pass). A cache hit reports the pass that found its
+	// contexts; False when the cache answered with the answer to a similar query.
 	DecompositionUsed bool `protobuf:"varint,8,opt,name=decomposition_used,json=decompositionUsed,proto3" json:"decomposition_used,omitempty"`
 	// The strategy that produced the answer: ADAPTIVE resolves to HYBRID (its legs weighed), and
 	// a failed query embedding falls back to KEYWORD. Never STRATEGY_UNSPECIFIED.
@@ -1111,14 +1117,18 @@ type Metrics struct {
 	Route *RouteDecision `protobuf:"bytes,10,opt,name=route,proto3" json:"route,omitempty"`
 	// The graph leg's trace in the answering pass: the entities the query named and each hop's
 	// expansion. Unset when the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE,
-	// or the graph disabled), or failed or was cut at the deadline in that pass.
+	// or the graph disabled), or failed or was cut at the deadline in that pass. A cache hit reports
+	// the pass that found its contexts; unset when the cache answered with the answer to a similar
+	// query (that query's entities, in its caller's words).
 	Graph *GraphTrace `protobuf:"bytes,11,opt,name=graph,proto3" json:"graph,omitempty"`
 	// What the answering pass searched in the caller's stead: the query's rewrite (query analysis,
 	// with the codes, numbers, addresses and quoted phrases it left out added back at its end).
-	// Empty when the caller's own words were searched.
+	// Empty when the caller's own words were searched. A cache hit reports the pass that found its
+	// contexts; empty when the cache answered with the answer to a similar query (whose rewrite, in
+	// its caller's words, is not told to another caller).
 	RewrittenQuery string `protobuf:"bytes,12,opt,name=rewritten_query,json=rewrittenQuery,proto3" json:"rewritten_query,omitempty"`
 	// The sub-queries the question was split into, when their hits were fused into the answering
-	// pass (decomposition_used). Empty otherwise.
+	// pass (decomposition_used). Empty otherwise. A cache hit: as rewritten_query.
 	SubQueries []string `protobuf:"bytes,13,rep,name=sub_queries,json=subQueries,proto3" json:"sub_queries,omitempty"`
 }
 

@@ -706,13 +706,15 @@ export interface Metrics {
   /**
    * How well the contexts cover the question, 0 to 1 (0.3 x contexts found of top_k + 0.4 x
    * mean relevance + 0.3 x document diversity). Below RETRIEVAL_SUFFICIENCY_THRESHOLD (0.6) the
-   * server retries and decomposes.
+   * server retries and decomposes. A cache hit reports the score of the pass that found its
+   * contexts (0, like the fields below, for an answer cached by a version that did not keep them).
    */
   sufficiencyScore: number;
   /**
    * True when no reranked candidate reached RETRIEVAL_RERANK_THRESHOLD (0.3; on each retry
    * halved, or lowered by 0.5 when at or below 0), so the best candidates were kept anyway, as
-   * many as cover RETRIEVAL_RERANK_FALLBACK (3) contexts, in the pass whose contexts are returned.
+   * many as cover RETRIEVAL_RERANK_FALLBACK (3) contexts, in the pass whose contexts are returned
+   * (for a cache hit, the pass that found them).
    */
   rerankFallbackTriggered: boolean;
   /**
@@ -720,13 +722,17 @@ export interface Metrics {
    * `keyword:store_error`, `keyword:no_terms` (stop words only: no keyword term to search),
    * `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
    * `deadline:partial_results`, `response:contexts_capped`).
-   * Empty: nothing was.
+   * Empty: nothing was. A cache hit reports, besides its own, those of the pass that found its
+   * contexts that describe them whoever is served them (`rerank:unavailable`, `rerank:budget`,
+   * `keyword:no_terms`, an `analysis:` technique skipped); an answer a failure or the deadline
+   * degraded is never cached.
    */
   degraded: string[];
   /**
    * True when the question was split into sub-queries whose hits were fused into the pass
    * whose contexts are returned (False when they found nothing, or that pass lost a leg or a
-   * stage and scored lower than an earlier pass).
+   * stage and scored lower than an earlier pass). A cache hit reports the pass that found its
+   * contexts; False when the cache answered with the answer to a similar query.
    */
   decompositionUsed: boolean;
   /**
@@ -741,7 +747,9 @@ export interface Metrics {
   /**
    * The graph leg's trace in the answering pass: the entities the query named and each hop's
    * expansion. Unset when the leg did not run (strategies other than GRAPH, HYBRID and ADAPTIVE,
-   * or the graph disabled), or failed or was cut at the deadline in that pass.
+   * or the graph disabled), or failed or was cut at the deadline in that pass. A cache hit reports
+   * the pass that found its contexts; unset when the cache answered with the answer to a similar
+   * query (that query's entities, in its caller's words).
    */
   graph:
     | GraphTrace
@@ -749,12 +757,14 @@ export interface Metrics {
   /**
    * What the answering pass searched in the caller's stead: the query's rewrite (query analysis,
    * with the codes, numbers, addresses and quoted phrases it left out added back at its end).
-   * Empty when the caller's own words were searched.
+   * Empty when the caller's own words were searched. A cache hit reports the pass that found its
+   * contexts; empty when the cache answered with the answer to a similar query (whose rewrite, in
+   * its caller's words, is not told to another caller).
    */
   rewrittenQuery: string;
   /**
    * The sub-queries the question was split into, when their hits were fused into the answering
-   * pass (decomposition_used). Empty otherwise.
+   * pass (decomposition_used). Empty otherwise. A cache hit: as rewritten_query.
    */
   subQueries: string[];
 }
