@@ -250,19 +250,26 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
 class _Unsent:
     """The files a run has not sent yet, for its report should it stop (a read-only server, a full
     disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more.
-    The files of a call that got no answer are apart: the server may have them, stored in part."""
+    The files of a call that got no answer are apart: the server may have them, stored in part. So
+    are, with ``--local``, the files of rows some of which were written when it stopped."""
 
     def __init__(self, files: Sequence[Path]) -> None:
         self._files = files
         self._next = 0  # files[:_next] were read: sent, being sent or failed
         self._batch: list[str] = []  # the sources of the batch being sent not sent yet, in order
         self._calling = 0  # how many of them, from the first, are in a call not answered yet
+        self._written: dict[str, bool] = {}  # --local: the batch's sources with documents written, whether all of them
 
     def sending(self, batch: Sequence[Path], sources: Iterable[str]) -> None:
         """``batch`` was read, and ``sources`` are its documents to send (its other files failed)."""
         self._next += len(batch)
         self._batch = list(sources)
         self._calling = 0
+        self._written = {}
+
+    def written(self, source: str, whole: bool) -> None:
+        """A document of the batch's ``source`` was written (``--local``); ``whole``: its only one."""
+        self._written[source] = whole or self._written.get(source, False)
 
     def calling(self, count: int) -> None:
         """The next ``count`` of the batch's documents are in a call: from here the server may have them."""
@@ -276,14 +283,20 @@ class _Unsent:
         """The next ``count`` of the batch's documents were sent (stored or refused alone)."""
         del self._batch[:count]
         self._calling = 0
+        self._written = {}
 
     def unknown(self) -> list[str]:
         """The documents of the call that got no answer (a deadline, Ctrl-C, a lost connection)."""
         return self._batch[: self._calling]
 
+    def in_part(self) -> list[str]:
+        """The files of rows of which some, not known to be all, were written when the run stopped (``--local``)."""
+        return [s for s in self._batch if self._written.get(s) is False]
+
     def paths(self) -> list[str]:
         # A later file's name may not be UTF-8 (surrogates): written escaped, as _readable writes it.
-        return self._batch[self._calling :] + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]]
+        return ([s for s in self._batch[self._calling :] if s not in self._written]
+                + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]])
 
 
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
@@ -296,7 +309,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     model = model_loading.start(settings)
     from retrieval_client import file_bytes
     from retrieval_server.app import Application
-    from retrieval_server.domain import Access, DocumentSource
+    from retrieval_server.domain import Access, DocumentSource, IngestedDocument
 
     app = Application(settings, model=model)
     keep.append(app)
@@ -321,9 +334,18 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     granted_user_ids=tuple(args.grant),
                 ))
                 unsent.sending(batch, (s.source for s in sources))
-                report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
+
+                def written(place: int, d: IngestedDocument, sources: list[DocumentSource] = sources) -> None:
+                    # Listed as it is written, so that a run stopped part-way (Ctrl-C) lists it: the
+                    # report below, in the request's order, replaces these.
+                    done.append((d.document_id, d.parent_chunks, d.child_chunks, d.replaced))
+                    unsent.written(sources[place].source, whole=Path(sources[place].source).suffix.lower() != ".jsonl")
+                    advance(1)
+
+                listed = len(done)
+                report = await app.ingest(sources, on_document=written)
                 unsent.sent(len(sources))
-                done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
+                done[listed:] = [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
                 errors += [(e.source, e.reason) for e in report.errors]
                 errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
                 if report.errors_not_listed:
@@ -387,7 +409,7 @@ def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tupl
     try:
         yield
     except BaseException:  # Ctrl-C too
-        _print_ingest(done, errors, sum(unlisted or ()), unsent.paths() if unsent is not None else [], unsent.unknown() if unsent is not None else [])
+        _print_ingest(done, errors, sum(unlisted or ()), *((unsent.paths(), unsent.unknown(), unsent.in_part()) if unsent is not None else ()))
         raise
 
 
@@ -400,11 +422,12 @@ UNSENT_NAMED = 10
 
 
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0,
-                  unsent: Sequence[str] = (), unknown: Sequence[str] = ()) -> int:
+                  unsent: Sequence[str] = (), unknown: Sequence[str] = (), in_part: Sequence[str] = ()) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them;
     ``unsent``: the files a run that stopped did not send; ``unknown``: those it stopped sending,
-    with no answer saying what the server stored of them."""
+    with no answer saying what the server stored of them; ``in_part``: those of rows (``--local``)
+    it stopped writing, the rows written listed."""
     try:
         for doc_id, parents, children, replaced in done:
             print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
@@ -420,11 +443,16 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         print(printable(f"SENT, OUTCOME UNKNOWN {source}"), file=sys.stderr)
     if len(unknown) > UNSENT_NAMED:
         print(f"...      {len(unknown) - UNSENT_NAMED} more sent, outcome unknown", file=sys.stderr)
+    for source in in_part[:UNSENT_NAMED]:
+        print(printable(f"STORED IN PART {source}"), file=sys.stderr)
+    if len(in_part) > UNSENT_NAMED:
+        print(f"...      {len(in_part) - UNSENT_NAMED} more stored in part", file=sys.stderr)
     for source in unsent[:UNSENT_NAMED]:
         print(printable(f"NOT SENT {source}"), file=sys.stderr)
     if len(unsent) > UNSENT_NAMED:
         print(f"...      {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
-    stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(unsent)} files not sent"] if unsent else [])
+    stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(in_part)} files stored in part"] if in_part else []) \
+        + ([f"{len(unsent)} files not sent"] if unsent else [])
     print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {', '.join(stopped)} (the run stopped)" if stopped else ""),
           file=sys.stderr)
     return 0 if not errors else SOME_FAILED if done or unlisted else 1

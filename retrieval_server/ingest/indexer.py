@@ -106,6 +106,8 @@ class _Prepared:
     #: what its errors name (IngestError.source): its file, the file, line and id of a .jsonl row,
     #: or its id when sent without a file; the id alone named no file a caller could find
     label: str
+    #: its source's place in the request, which ``on_document`` names
+    source: int
     parents: list[ParentChunk]
     children: list[ChildChunk]
     previous: Document | None
@@ -276,10 +278,13 @@ class Indexer:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     async def ingest(
-        self, sources: Sequence[DocumentSource], on_document: Callable[[str], None] | None = None, *,
+        self, sources: Sequence[DocumentSource], on_document: Callable[[int, IngestedDocument], None] | None = None, *,
         writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR),
     ) -> IngestReport:
-        """``writer``: what the caller may read, and so replace (:func:`_refusal`)."""
+        """``writer``: what the caller may read, and so replace (:func:`_refusal`). ``on_document``
+        is told of each document as it is stored or found unchanged, with its source's place in
+        ``sources``: a caller stopped part-way (Ctrl-C) knows what was stored, which the report,
+        never returned then, would have said."""
         done: list[IngestedDocument] = []
         errors: list[IngestFailure] = []
         pending: list[_Prepared] = []
@@ -298,10 +303,7 @@ class Indexer:
                 await task
 
         async def write(batch: list[_Prepared], dense: np.ndarray, derived: asyncio.Task[list[_Derived]]) -> None:
-            done.extend(await self._write(batch, dense, await derived, errors, writer))
-            if on_document:
-                for p in batch:
-                    on_document(p.document.document_id)
+            done.extend(await self._write(batch, dense, await derived, errors, writer, on_document))
 
         async def flush() -> None:
             nonlocal writing
@@ -324,7 +326,7 @@ class Indexer:
             writing = asyncio.create_task(write(batch, dense, derived))
 
         try:
-            for src in sources:
+            for place, src in enumerate(sources):
                 try:
                     if self._max_bytes is not None and len(src.content) > self._max_bytes:
                         raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
@@ -344,7 +346,7 @@ class Indexer:
                         if doc_id in order:
                             raise LoadError(f"document_id '{doc_id}' appears twice in one request")
                         order[doc_id] = len(order)
-                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id), label, writer)
+                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id), label, place, writer)
                     except LoadError as exc:
                         # Listed as a file's unreadable rows are: a 1 MB file of 20,000 repeated
                         # ids answered with 20,000 errors (22 MB, over a client's 4 MiB).
@@ -357,7 +359,7 @@ class Indexer:
                     if await self._unchanged(prepared):
                         done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True, unchanged=True))
                         if on_document:
-                            on_document(doc_id)
+                            on_document(place, done[-1])
                         continue
                     pending.append(prepared)
                     if sum(len(p.children) for p in pending) >= self._batch:
@@ -394,7 +396,7 @@ class Indexer:
         with_points = len({c.parent_chunk_id for c in p.children}) if self._vectors.features.parent_vectors else 0
         return not with_points or await self._vectors.count(doc_id, version, parents=True) == with_points
 
-    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, label: str, writer: AccessFilter) -> _Prepared:
+    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, label: str, place: int, writer: AccessFilter) -> _Prepared:
         try:
             # A user's, never a group's: a private document owned by "group:hr" was the whole group's
             # to read, which only a grant may give.
@@ -445,7 +447,7 @@ class Indexer:
         if refusal := _refusal(previous, writer):
             raise LoadError(refusal)
         kid_title_tokens = title_tokens if kid_title == doc.title else self._model_tokens - 2 - self._chunker.sizes.child_tokens
-        return _Prepared(doc, label, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
+        return _Prepared(doc, label, place, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
 
     async def _embed(self, texts: list[str], tokens: list[int]) -> np.ndarray:
         """In pieces, so that queries never wait for ingestion's model runs.
@@ -529,7 +531,8 @@ class Indexer:
         return out
 
     async def _write(
-        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure], writer: AccessFilter
+        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure], writer: AccessFilter,
+        on_document: Callable[[int, IngestedDocument], None] | None,
     ) -> list[IngestedDocument]:
         with_parents = self._vectors.features.parent_vectors
         out: list[IngestedDocument] = []
@@ -565,14 +568,14 @@ class Indexer:
                         if refusal := await self._refused(doc_id, writer):
                             errors.append(IngestFailure(p.label, refusal))
                             continue
-                        replaced = await _to_the_end(self._store(p, points, parent_points, d.graph, begun))
+                        stored = await _to_the_end(self._store(p, points, parent_points, d.graph, begun, on_document))
                 except WrongModel:
                     raise  # not this document's failure: every write of this process would fail alike
                 except Exception as exc:
                     errors.append(IngestFailure(p.label, f"storing failed: {exc}"))
                     continue
                 log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
-                out.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
+                out.append(stored)
         finally:
             await _to_the_end(self._settle(begun))
         await self._recount()
@@ -580,11 +583,12 @@ class Indexer:
 
     async def _store(
         self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None,
-        begun: dict[str, float],
-    ) -> bool:
-        """One document into both stores (whether it replaced one), under its lock; its intent's start
-        goes into ``begun`` for :meth:`_settle` (even when the caller is cancelled meanwhile). On
-        failure the vectors are made to match the committed rows again, and the failure is raised."""
+        begun: dict[str, float], on_document: Callable[[int, IngestedDocument], None] | None,
+    ) -> IngestedDocument:
+        """One document into both stores, under its lock; its intent's start goes into ``begun`` for
+        :meth:`_settle` (even when the caller is cancelled meanwhile). On failure the vectors are made
+        to match the committed rows again, and the failure is raised. ``on_document`` is told here,
+        within the write a cancelled ingest still finishes: the document is stored all the same."""
         doc_id = p.document.document_id
         try:
             started = await self._metadata.begin_write(doc_id)
@@ -601,7 +605,10 @@ class Indexer:
             await self._reconcile_quietly(doc_id)
             raise
         begun[doc_id] = started
-        return replaced
+        stored = IngestedDocument(doc_id, len(p.parents), len(p.children), replaced)
+        if on_document:
+            on_document(p.source, stored)
+        return stored
 
     async def _settle(self, begun: dict[str, float]) -> None:
         """Clear the intents of documents whose vectors match their rows (``begun``: each intent's

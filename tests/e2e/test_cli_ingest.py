@@ -5,6 +5,7 @@ and the exit code says whether some files failed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -387,3 +388,43 @@ def test_a_file_too_large_or_not_regular_is_refused_unread(tmp_path: Path, monke
     assert (f"FAILED   {huge}: its size, 268435457 bytes, is over the limit of 268435456 bytes (the largest request this client sends)"
             in err)
     assert f"FAILED   {pipe}: not a regular file (a FIFO)" in err
+
+
+def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                          restored_logging: None) -> None:
+    """Ctrl-C once a document is written: the run said "0 documents indexed" and NOT SENT for every
+    file of the batch, with documents stored. Now what it wrote is listed, a file of rows some of
+    which were written is named apart, and only the files none of whose documents were are NOT SENT."""
+    import signal
+    import sqlite3
+
+    from retrieval_server.backends.metadata_store import MetadataStore
+
+    replace_document = MetadataStore.replace_document
+
+    async def interrupted(self: MetadataStore, doc: object, *args: object, **kwargs: object) -> bool:
+        replaced = await replace_document(self, doc, *args, **kwargs)  # type: ignore[arg-type]
+        if doc.document_id == "r1":  # type: ignore[attr-defined]
+            signal.raise_signal(signal.SIGINT)  # as Ctrl-C: asyncio.run cancels the command
+        return replaced
+
+    monkeypatch.setattr(MetadataStore, "replace_document", interrupted)
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(data := tmp_path / "data"))
+    monkeypatch.setenv("RETRIEVAL_UPSERT_BATCH_SIZE", "1")  # a write per document, as in a long run
+    (docs := tmp_path / "docs").mkdir()
+    ids = {"a.txt": {"a"}, "b.txt": {"b"}, "rows.jsonl": {"r1", "r2", "r3"}, "z.txt": {"z"}}
+    (docs / "a.txt").write_text("Aardvarks dig burrows at night.")
+    (docs / "b.txt").write_text("Beavers build dams across streams.")
+    (docs / "rows.jsonl").write_text("".join(f'{{"_id": "{i}", "text": "Row {i} is about rivers and their deltas."}}\n'
+                                             for i in sorted(ids["rows.jsonl"])))
+    (docs / "z.txt").write_text("Zebras graze on the savanna.")
+    assert cli.main(["ingest", "--local", "--quiet", str(docs)]) == 1
+    out, err = capsys.readouterr()
+    with contextlib.closing(sqlite3.connect(data / "metadata.sqlite3")) as db:
+        stored = {row[0] for row in db.execute("SELECT document_id FROM documents")}
+    assert {"a", "b", "r1"} <= stored and "z" not in stored
+    assert {line.split()[1] for line in out.splitlines()} == stored
+    assert f"{len(stored)} documents indexed, 0 failed, 1 files stored in part, 1 files not sent (the run stopped)" in err
+    assert [line for line in err.splitlines() if line.startswith(("NOT SENT", "STORED IN PART"))] == [
+        f"STORED IN PART {docs / 'rows.jsonl'}", f"NOT SENT {docs / 'z.txt'}"]
+    assert err.splitlines()[-1] == "error: ingest interrupted"
