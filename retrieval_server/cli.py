@@ -482,6 +482,17 @@ def _one_file_refused(exc: Any) -> bool:
 #: the free-space floor, read-only, identity), or that the client did not send; after any other
 #: (a deadline, a lost connection, a failure part-way) the server may have stored some
 _REFUSED = frozenset(("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED"))
+#: how gRPC's core begins the details of an UNAVAILABLE call that no connection took: no server
+#: reachable at the address (or none that completed TLS), or no address for its name (the message of
+#: older versions, then of newer ones). Such a call was not sent, where an UNAVAILABLE of a lost
+#: connection may have been; a message these do not match is taken as the latter.
+_NOT_CONNECTED = ("failed to connect to all addresses", "DNS resolution failed", "errors resolving ")
+
+
+def _not_sent(exc: Any) -> bool:
+    """Whether an ingest that failed (a ``grpc.RpcError``) reached no server, which stored none of it."""
+    code = exc.code().name
+    return code in _REFUSED or (code == "UNAVAILABLE" and (exc.details() or "").startswith(_NOT_CONNECTED))
 
 
 def _ingest_remote(args: argparse.Namespace) -> int:
@@ -507,7 +518,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                 # minutes to embed, and one cut short is lost), only a timeout the call is given.
                 resp = client.ingest(docs, timeout=args.timeout)
             except grpc.RpcError as exc:
-                if exc.code().name in _REFUSED:  # type: ignore[attr-defined]
+                if _not_sent(exc):
                     unsent.refused()
                 raise
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)

@@ -428,3 +428,21 @@ def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monke
     assert [line for line in err.splitlines() if line.startswith(("NOT SENT", "STORED IN PART"))] == [
         f"STORED IN PART {docs / 'rows.jsonl'}", f"NOT SENT {docs / 'z.txt'}"]
     assert err.splitlines()[-1] == "error: ingest interrupted"
+
+
+def test_a_server_that_cannot_be_reached_was_sent_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """UNAVAILABLE was always read as a call that may have stored some of its files: a wrong port
+    reported every file of the first batch SENT, OUTCOME UNKNOWN. A call no connection took was not sent."""
+    import socket
+
+    for i in range(3):
+        (tmp_path / f"f{i}.txt").write_text("Ferrets burrow.")
+    with socket.socket() as closed:  # bound, never listening: a connection is refused, and no other test takes the port
+        closed.bind(("127.0.0.1", 0))
+        code = cli.main(["ingest", str(tmp_path), "--server", f"127.0.0.1:{closed.getsockname()[1]}", "--quiet"])
+    _, err = capsys.readouterr()
+    assert code == 1 and "SENT, OUTCOME UNKNOWN" not in err
+    assert [line.removeprefix("NOT SENT ") for line in err.splitlines() if line.startswith("NOT SENT ")] == [
+        str(tmp_path / f"f{i}.txt") for i in range(3)]
+    assert "0 documents indexed, 0 failed, 3 files not sent (the run stopped)" in err
+    assert "error: UNAVAILABLE: failed to connect to all addresses" in err
