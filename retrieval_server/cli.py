@@ -153,7 +153,8 @@ BATCH_BYTES = 32 * 1024 * 1024
 
 def _batches(files: Sequence[Path]) -> Iterator[list[Path]]:
     """``files`` in order, in runs of at most :data:`BATCH_FILES` files and :data:`BATCH_BYTES`
-    (by their sizes now; one that cannot be read is left for its reading to report)."""
+    (by their sizes now; one that cannot be read is left for its reading to report), no two of one
+    name: the server names a failure by the file's name, which :func:`_at_path` makes its path again."""
     batch: list[Path] = []
     size = 0
     for f in files:
@@ -161,13 +162,25 @@ def _batches(files: Sequence[Path]) -> Iterator[list[Path]]:
             n = f.stat().st_size
         except OSError:
             n = 0
-        if batch and (len(batch) == BATCH_FILES or size + n > BATCH_BYTES):
+        if batch and (len(batch) == BATCH_FILES or size + n > BATCH_BYTES or any(b.name == f.name for b in batch)):
             yield batch
             batch, size = [], 0
         batch.append(f)
         size += n
     if batch:
         yield batch
+
+
+def _at_path(failures: Iterable[tuple[str, str]], paths: dict[str, str]) -> list[tuple[str, str]]:
+    """An ingest's failures as the server names them (``<file name>``, ``<file name>:line <n> (<id>)``)
+    with the file's name replaced by the path it was read from (``paths``, by name: a request holds
+    one file of a name): two folders' corpus.jsonl failed as one "corpus.jsonl:line 2"."""
+    names = sorted(paths, key=len, reverse=True)  # of "a.txt" and "a.txt:2.txt", the longer that fits
+    out = []
+    for source, reason in failures:
+        name = next((n for n in names if source == n or source.startswith(n + ":")), None)
+        out.append((source if name is None else paths[name] + source[len(name):], reason))
+    return out
 
 
 def _derived_id(f: Path, document_id: str) -> str | None:
@@ -346,7 +359,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                 report = await app.ingest(sources, on_document=written)
                 unsent.sent(len(sources))
                 done[listed:] = [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
-                errors += [(e.source, e.reason) for e in report.errors]
+                errors += _at_path(((e.source, e.reason) for e in report.errors), {s.filename: s.source for s in sources})
                 errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
                 if report.errors_not_listed:
                     errors.append(("", f"{report.errors_not_listed} more errors"))
@@ -522,7 +535,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                     unsent.refused()
                 raise
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
-            errors.extend((e.source, e.reason) for e in resp.errors)
+            errors.extend(_at_path(((e.source, e.reason) for e in resp.errors), {d.filename: d.source for d in docs}))
             errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
             unlisted.append(resp.documents_not_listed)
             unsent.sent(len(docs))

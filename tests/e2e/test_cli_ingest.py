@@ -446,3 +446,40 @@ def test_a_server_that_cannot_be_reached_was_sent_nothing(tmp_path: Path, capsys
         str(tmp_path / f"f{i}.txt") for i in range(3)]
     assert "0 documents indexed, 0 failed, 3 files not sent (the run stopped)" in err
     assert "error: UNAVAILABLE: failed to connect to all addresses" in err
+
+
+def test_a_failure_the_server_names_by_file_name_is_reported_with_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The server names a failure by the file's name: two folders' corpus.jsonl, in one request,
+    both failed as "corpus.jsonl:line 2", and nothing told which. Files of one name go
+    in separate requests, and each failure is printed with its path."""
+    calls: list[list[str]] = []
+
+    def answer(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        calls.append([d.filename for d in docs])
+        return pb.IngestDocumentsResponse(errors=[pb.IngestError(source=f"{d.filename}:line 2", reason="invalid JSON") for d in docs]
+                                          + [pb.IngestError(source=d.filename, reason="1 more rows could not be stored") for d in docs])
+
+    _recording(monkeypatch, answer)
+    for year in ("2019", "2020"):
+        (tmp_path / year).mkdir()
+        (tmp_path / year / "corpus.jsonl").write_text('{"_id": "a", "text": "A."}\n{not json\n')
+        (tmp_path / year / "notes.jsonl").write_text('{"_id": "n", "text": "N."}\n')
+    assert cli.main(["ingest", str(tmp_path / "2019"), str(tmp_path / "2020"), "--quiet"]) == 1
+    _, err = capsys.readouterr()
+    assert calls == [["corpus.jsonl", "notes.jsonl"], ["corpus.jsonl", "notes.jsonl"]]
+    assert [line for line in err.splitlines() if line.startswith("FAILED")] == [
+        f"FAILED   {tmp_path / year / name}{line}: {reason}" for year in ("2019", "2020")
+        for line, reason in ((":line 2", "invalid JSON"), ("", "1 more rows could not be stored")) for name in ("corpus.jsonl", "notes.jsonl")]
+
+
+def test_a_local_runs_failures_are_reported_with_their_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                              restored_logging: None) -> None:
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
+    for year in ("2019", "2020"):
+        (tmp_path / year).mkdir()
+        (tmp_path / year / "corpus.jsonl").write_text(f'{{"_id": "{year}", "text": "Rivers flood in {year}."}}\n{{not json\n')
+    assert cli.main(["ingest", "--local", "--quiet", str(tmp_path / "2019"), str(tmp_path / "2020")]) == cli.SOME_FAILED
+    _, err = capsys.readouterr()
+    assert [line.split(": ")[0] for line in err.splitlines() if line.startswith("FAILED")] == [
+        f"FAILED   {tmp_path / year / 'corpus.jsonl'}:line 2" for year in ("2019", "2020")]
