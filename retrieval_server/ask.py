@@ -191,7 +191,7 @@ class AskSession:
                 return True
             self._client.close()
             self._client = client
-            self._console.print(f"asking as {o.user or 'anonymous'}" + (f" ({o.role})" if o.role else ""))
+            self._console.print(f"asking as {_text(o.user or 'anonymous')}" + (f" ({o.role})" if o.role else ""))
         elif name == "top-k" and arg:
             try:
                 o.top_k = _top_k(arg)

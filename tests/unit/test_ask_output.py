@@ -96,3 +96,17 @@ def test_a_role_is_taken_in_any_case_and_one_the_server_has_not_is_refused(tmp_p
     assert "asking as alice (ADMIN)" in printed and "error: role must be one of USER, ADMIN, SUPER_ADMIN, in any case (got root)" in printed
     assert session.options.role == "ADMIN"
     session.close()
+
+
+def test_a_user_id_is_printed_as_written_not_read_as_markup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """":user [/x]" ended the session with rich's MarkupError; ":user [bold]al" printed "asking as al"."""
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    session = AskSession(AskOptions("127.0.0.1:1"), console)
+    lines = iter([":user [/x]", ":user [bold]al", ":quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    assert interactive(session, console, tmp_path / "history") == 0
+    printed = out.getvalue()
+    assert "asking as [/x]\n" in printed and "asking as [bold]al\n" in printed
+    assert session.options.user == "[bold]al"
+    session.close()
