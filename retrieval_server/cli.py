@@ -627,18 +627,19 @@ def _ask(args: argparse.Namespace) -> int:
     from retrieval_server.ask import AnswerConsole, AskOptions, AskSession, interactive
 
     startup_gc.settle()  # a conversation can go on
-    console = AnswerConsole(highlight=False)
-    if not console.is_terminal:
-        # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
-        # trailing spaces of its own in the middle of an answer. soft_wrap covers what is printed as
-        # text; the trace's tree is laid out to the console's width, and its lines were cut there.
-        console.soft_wrap = True
-        console.width = UNWRAPPED_WIDTH
+    console, errors = AnswerConsole(highlight=False), AnswerConsole(highlight=False, stderr=True)
+    for shown in (console, errors):
+        if not shown.is_terminal:
+            # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
+            # trailing spaces of its own in the middle of an answer. soft_wrap covers what is printed as
+            # text; the trace's tree is laid out to the console's width, and its lines were cut there.
+            shown.soft_wrap = True
+            shown.width = UNWRAPPED_WIDTH
     connection = _connection(args)
     session = AskSession(
         AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"],
                    60.0 if args.timeout is None else args.timeout),
-        console,
+        console, errors=errors,
     )
     try:
         if args.question is None:
