@@ -812,6 +812,9 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.grant and args.access != "private":
         # A public document is read by every caller: the grant changed nothing, without a word.
         parser.error("--grant needs --access private (a public document is read by everyone)")
+    if args.command == "ingest" and args.access == "private" and not (args.owner or "").strip():
+        # Every file was sent, to be refused one by one as a PRIVATE document without owner_id.
+        parser.error("--access private needs --owner (the user who owns the documents: a private document is read by its owner and grantees)")
     if getattr(args, "server", None) is not None and not args.server.strip() and not (args.command == "ingest" and args.local):
         # gRPC's own refusal was four lines of its C core and "Failed to create channel to ''".
         parser.error("--server must name a server (HOST:PORT); it is empty")

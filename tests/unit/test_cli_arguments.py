@@ -247,6 +247,21 @@ def test_a_grant_on_a_public_document_is_a_usage_error(monkeypatch: pytest.Monke
     assert cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice", "--grant", "bob"]) == 0 and len(sent) == 1
 
 
+def test_a_private_document_without_an_owner_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every file was sent and refused alone (40 files, 40 FAILED, exit 1), as the server stores no private document without its owner."""
+    sent: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_ingest_remote", lambda args: sent.append(args) or 0)
+    for owner in ([], ["--owner", " "]):
+        for local in ([], ["--local"]):
+            with pytest.raises(SystemExit) as stopped:
+                cli.main(["ingest", "notes.md", "--access", "private", *owner, *local])
+            assert stopped.value.code == 2 and "--access private needs --owner" in capsys.readouterr().err
+    assert not sent
+    # A public document may name its owner (sent as ACCESS_PUBLIC, which the server takes with one).
+    assert cli.main(["ingest", "notes.md", "--owner", "alice"]) == 0 and cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice"]) == 0
+    assert len(sent) == 2
+
+
 def test_an_empty_server_address_is_the_default_from_the_environment_and_refused_as_an_option(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
