@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -136,12 +137,56 @@ def _nothing_to_ingest(paths: Sequence[str], errors: list[tuple[str, str]]) -> i
     return 1
 
 
-def key_value(text: str) -> tuple[str, str]:
+def utf8_text(value: str) -> str:
+    """An argument a request carries as text (a question, an id, an owner, metadata): UTF-8. Bytes
+    of another encoding (a Latin-1 terminal's é) reach Python as lone surrogates, which failed at
+    the call as a UnicodeEncodeError naming no option, or, for ``ingest``, once for every file."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+        raise argparse.ArgumentTypeError(f"must be UTF-8 text, as a request carries it (got '{shown}', bytes of another encoding)") from None
+    return value
+
+
+def user_id_header(value: str) -> str:
+    """A ``--user``: printable ASCII, as gRPC metadata (x-user-id) carries it; the client's refusal
+    was "ValueError: the user id must ..." with exit 1, naming no option."""
+    if not all(" " <= c <= "~" for c in value):
+        shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+        raise argparse.ArgumentTypeError(f"must be printable ASCII, as the x-user-id header is (got '{shown}'; "
+                                         "a user id beyond ASCII travels in a token's claims: --token)")
+    return value
+
+
+#: a ``host:port`` (``[v6]:port``) as gRPC's dns resolver reads it, its port apart
+_HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]/]*):(?P<port>[0-9]+)")
+
+
+def _port_out_of_range(target: str) -> int | None:
+    """The port of a gRPC target that no port is (0, or past 65535, which gRPC took modulo 65536),
+    for the forms that name one: ``host:port``, ``dns:``, and the ``ipv4:``/``ipv6:`` lists."""
+    from retrieval_client.client import _resolver_path
+
+    scheme, _, rest = target.partition(":")
+    if scheme in ("dns", "ipv4", "ipv6"):
+        addresses = (_resolver_path(rest) or "").split(",")
+    elif scheme in ("unix", "unix-abstract"):
+        return None  # a path, whatever its digits
+    else:
+        addresses = [target]  # a scheme gRPC does not know is the host of dns:///<target>
+    for address in addresses:
+        if (m := _HOST_PORT.fullmatch(address)) and not 1 <= int(m["port"]) <= 65535:
+            return int(m["port"])
+    return None
+
+
+def key_value(pair: str) -> tuple[str, str]:
     """An ``--meta`` pair, read with the other arguments: malformed, it is a usage error before the
     run starts (it was found at the first file, after ``--local`` had loaded the model)."""
-    key, sep, value = text.partition("=")
+    key, sep, value = utf8_text(pair).partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expects key=value, got '{text}'")
+        raise argparse.ArgumentTypeError(f"expects key=value, got '{pair}'")
     return key, value
 
 
@@ -716,7 +761,7 @@ def _parser() -> argparse.ArgumentParser:
         # An empty RETRIEVAL_SERVER (a template rendered without it) is unset, as an empty setting is.
         sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER") or "localhost:50051",
                         help="address of a running server (default: $RETRIEVAL_SERVER, else localhost:50051)")
-        sp.add_argument("--user", default=None, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
+        sp.add_argument("--user", default=None, type=user_id_header, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
         sp.add_argument("--role", default=default_role, type=role, choices=ROLE_CHOICES, help="caller's role (x-user-role; any case)")
         sp.add_argument("--token", default=os.environ.get("RETRIEVAL_TOKEN"), help="bearer token (JWT) for auth mode jwt (default: $RETRIEVAL_TOKEN)")
         sp.add_argument("--tls", action="store_true", help="connect with TLS (implied by the options below)")
@@ -730,10 +775,10 @@ def _parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", help="index files or folders (.txt .md .html .pdf .jsonl)")
     ing.add_argument("paths", nargs="+")
     ing.add_argument("--access", choices=ACCESS_CHOICES, default="public")
-    ing.add_argument("--owner", help="owner of private documents")
-    ing.add_argument("--grant", action="append", default=[], help="user granted read access (repeatable)")
+    ing.add_argument("--owner", type=utf8_text, help="owner of private documents")
+    ing.add_argument("--grant", action="append", default=[], type=utf8_text, help="user granted read access (repeatable)")
     ing.add_argument("--meta", action="append", default=[], type=key_value, help="metadata key=value (repeatable)")
-    ing.add_argument("--document-id", help="id for a single file (default: file name without extension)")
+    ing.add_argument("--document-id", type=utf8_text, help="id for a single file (default: file name without extension)")
     ing.add_argument("--quiet", action="store_true", help="no progress bar")
     ing.add_argument("--local", action="store_true", help="write to RETRIEVAL_DATA_DIR directly, without a server")
     # The operator's command: an ADMIN replaces or deletes only what it may read, and sends no user.
@@ -742,7 +787,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, top_k_limit, top_k_setting in (("query", TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"),
                                              ("search", SEARCH_TOP_K_LIMIT, "RETRIEVAL_SEARCH_TOP_K_MAX")):
         sp = sub.add_parser(name, help=f"{name} a running server")
-        sp.add_argument("text")
+        sp.add_argument("text", type=utf8_text)
         sp.add_argument("--top-k", type=top_k_option(top_k_limit, top_k_setting), default=0)
         sp.add_argument("--json", action="store_true")
         if name == "query":
@@ -750,7 +795,7 @@ def _parser() -> argparse.ArgumentParser:
         client_opts(sp)
 
     ask = sub.add_parser("ask", help="ask a running server; answers with citations (no question: interactive)")
-    ask.add_argument("question", nargs="?", help="one question; without it, an interactive session")
+    ask.add_argument("question", nargs="?", type=utf8_text, help="one question; without it, an interactive session")
     ask.add_argument("--strategy", default="hybrid", choices=["semantic", "keyword", "hybrid", "adaptive", "graph"])
     ask.add_argument("--top-k", type=top_k_option(TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"), default=5)
     ask.add_argument("--trace", action="store_true", help="print the execution trace (stages, router, tools, graph hops)")
@@ -767,7 +812,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="the caller's role (default: USER with --user); without --user, an anonymous caller's: the public documents, all for SUPER_ADMIN")
 
     de = sub.add_parser("delete", help="delete documents")
-    de.add_argument("document_ids", nargs="+")
+    de.add_argument("document_ids", nargs="+", type=utf8_text)
     de.add_argument("--json", action="store_true", help="print the response as JSON (deleted, not_found)")
     client_opts(de, default_role="SUPER_ADMIN")
     client_opts(sub.add_parser("health", help="component health of a running server"))
@@ -815,16 +860,23 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.access == "private" and not (args.owner or "").strip():
         # Every file was sent, to be refused one by one as a PRIVATE document without owner_id.
         parser.error("--access private needs --owner (the user who owns the documents: a private document is read by its owner and grantees)")
-    if getattr(args, "server", None) is not None and not args.server.strip() and not (args.command == "ingest" and args.local):
+    calls = getattr(args, "server", None) is not None and not (args.command == "ingest" and args.local)
+    if calls and not args.server.strip():
         # gRPC's own refusal was four lines of its C core and "Failed to create channel to ''".
         parser.error("--server must name a server (HOST:PORT); it is empty")
-    if getattr(args, "token", None) and args.token.strip() and not (args.command == "ingest" and args.local):
+    if calls and (port := _port_out_of_range(args.server)) is not None:
+        # gRPC took it modulo 65536: 127.0.0.1:112847 connected to port 47311.
+        parser.error(f"--server's port must be 1 to 65535 (got {port} in '{args.server}')")
+    if calls and args.token and args.token.strip():
         from retrieval_client.client import _is_loopback
 
         # The client's own refusal read as a failed query, with advice for its Python API.
         tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
         if not tls and not _is_loopback(args.server):
             parser.error("--token needs --tls (or a loopback --server): a bearer token ($RETRIEVAL_TOKEN too) travels only over TLS")
+        if not all(" " <= c <= "~" for c in args.token.strip()):
+            # The client's refusal spoke of a user id, and exited 1.
+            parser.error("--token ($RETRIEVAL_TOKEN too) must be printable ASCII, as a JWT and the authorization header carrying it are")
     for flag, pem in (("--tls-ca", getattr(args, "tls_ca", None)), ("--tls-cert", getattr(args, "tls_cert", None))):
         if pem and not (args.command == "ingest" and args.local):
             from retrieval_client.client import _pem_certificates
@@ -835,6 +887,9 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
                 parser.error(str(exc))
             except OSError:
                 pass  # the command reports it, as any file it cannot read
+    if calls and bool(args.tls_cert) != bool(args.tls_key):
+        # The client's refusal was a ValueError, exit 1, when the channel was made.
+        parser.error("--tls-cert and --tls-key go together: a client certificate needs its key, and a key its certificate")
     if args.command == "graph" and args.user is not None:
         from retrieval_server.identifiers import clean_user_id
 
