@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,9 +125,12 @@ def _replaced(final: str, streamed: str) -> bool:
 
 
 class AskSession:
-    def __init__(self, options: AskOptions, console: Console, client_factory: Callable[..., RetrievalClient] = RetrievalClient) -> None:
+    def __init__(self, options: AskOptions, console: Console, client_factory: Callable[..., RetrievalClient] = RetrievalClient,
+                 errors: Console | None = None) -> None:
         self.options = options
         self._console = console
+        #: where its errors go (the command's: stderr), apart from the answers a script reads
+        self.errors = errors or console
         self._factory = client_factory
         self._client = self._connect()
 
@@ -179,7 +183,7 @@ class AskSession:
         elif name in ("user", "role"):
             value = (role(arg) if name == "role" else arg) or None
             if name == "role" and value is not None and value not in ROLE_CHOICES:
-                self._console.print(f"[red]error:[/red] role must be one of {', '.join(ROLE_CHOICES)}, in any case (got {_text(arg)})")
+                self.errors.print(f"[red]error:[/red] role must be one of {', '.join(ROLE_CHOICES)}, in any case (got {_text(arg)})")
                 return True
             before = getattr(o, name)
             setattr(o, name, value)
@@ -187,16 +191,16 @@ class AskSession:
                 client = self._connect()
             except ValueError as exc:  # a user id gRPC metadata cannot carry: the session goes on as before
                 setattr(o, name, before)
-                self._console.print(f"[red]error:[/red] {_text(str(exc))}")
+                self.errors.print(f"[red]error:[/red] {_text(str(exc))}")
                 return True
             self._client.close()
             self._client = client
-            self._console.print(f"asking as {o.user or 'anonymous'}" + (f" ({o.role})" if o.role else ""))
+            self._console.print(f"asking as {_text(o.user or 'anonymous')}" + (f" ({o.role})" if o.role else ""))
         elif name == "top-k" and arg:
             try:
                 o.top_k = _top_k(arg)
             except argparse.ArgumentTypeError as exc:
-                self._console.print(f"[red]error:[/red] top-k {_text(str(exc))}")
+                self.errors.print(f"[red]error:[/red] top-k {_text(str(exc))}")
                 return True
             self._console.print(f"top-k {o.top_k}")
         else:
@@ -205,6 +209,8 @@ class AskSession:
 
 
 def interactive(session: AskSession, console: Console, history: Path) -> int:
+    """The session's exit code: 0, or 1 when its questions came from a script (stdin no terminal)
+    and one of them failed, as ``ask QUESTION`` exits; a person at a terminal saw the error."""
     import readline
 
     try:
@@ -212,31 +218,34 @@ def interactive(session: AskSession, console: Console, history: Path) -> int:
     except OSError:
         pass
     console.print(f"Ask about the indexed documents. {HELP}")
+    failed = False
     try:
         while True:
             try:
                 line = input("ask> ").strip()
             except EOFError:
                 console.print()
-                return 0
+                break
             if not line:
                 continue
             if line.startswith(":"):
                 if not session.command(line):
-                    return 0
+                    break
                 continue
             try:
                 session.ask(line)
             except BrokenPipeError:
                 raise  # nobody reads the answers any more
             except Exception as exc:  # a failed call (server down, bad argument) must not end the session
-                console.print(f"[red]error:[/red] {_text(_describe(exc))}")
+                failed = True
+                session.errors.print(f"[red]error:[/red] {_text(_describe(exc))}")
     finally:
         try:
             history.parent.mkdir(parents=True, exist_ok=True)
             readline.write_history_file(history)
         except OSError:
             pass
+    return 1 if failed and not sys.stdin.isatty() else 0
 
 
 def _describe(exc: Exception) -> str:

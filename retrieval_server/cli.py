@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -136,12 +137,56 @@ def _nothing_to_ingest(paths: Sequence[str], errors: list[tuple[str, str]]) -> i
     return 1
 
 
-def key_value(text: str) -> tuple[str, str]:
+def utf8_text(value: str) -> str:
+    """An argument a request carries as text (a question, an id, an owner, metadata): UTF-8. Bytes
+    of another encoding (a Latin-1 terminal's é) reach Python as lone surrogates, which failed at
+    the call as a UnicodeEncodeError naming no option, or, for ``ingest``, once for every file."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+        raise argparse.ArgumentTypeError(f"must be UTF-8 text, as a request carries it (got '{shown}', bytes of another encoding)") from None
+    return value
+
+
+def user_id_header(value: str) -> str:
+    """A ``--user``: printable ASCII, as gRPC metadata (x-user-id) carries it; the client's refusal
+    was "ValueError: the user id must ..." with exit 1, naming no option."""
+    if not all(" " <= c <= "~" for c in value):
+        shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+        raise argparse.ArgumentTypeError(f"must be printable ASCII, as the x-user-id header is (got '{shown}'; "
+                                         "a user id beyond ASCII travels in a token's claims: --token)")
+    return value
+
+
+#: a ``host:port`` (``[v6]:port``) as gRPC's dns resolver reads it, its port apart
+_HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]/]*):(?P<port>[0-9]+)")
+
+
+def _port_out_of_range(target: str) -> int | None:
+    """The port of a gRPC target that no port is (0, or past 65535, which gRPC took modulo 65536),
+    for the forms that name one: ``host:port``, ``dns:``, and the ``ipv4:``/``ipv6:`` lists."""
+    from retrieval_client.client import _resolver_path
+
+    scheme, _, rest = target.partition(":")
+    if scheme in ("dns", "ipv4", "ipv6"):
+        addresses = (_resolver_path(rest) or "").split(",")
+    elif scheme in ("unix", "unix-abstract"):
+        return None  # a path, whatever its digits
+    else:
+        addresses = [target]  # a scheme gRPC does not know is the host of dns:///<target>
+    for address in addresses:
+        if (m := _HOST_PORT.fullmatch(address)) and not 1 <= int(m["port"]) <= 65535:
+            return int(m["port"])
+    return None
+
+
+def key_value(pair: str) -> tuple[str, str]:
     """An ``--meta`` pair, read with the other arguments: malformed, it is a usage error before the
     run starts (it was found at the first file, after ``--local`` had loaded the model)."""
-    key, sep, value = text.partition("=")
+    key, sep, value = utf8_text(pair).partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expects key=value, got '{text}'")
+        raise argparse.ArgumentTypeError(f"expects key=value, got '{pair}'")
     return key, value
 
 
@@ -153,7 +198,8 @@ BATCH_BYTES = 32 * 1024 * 1024
 
 def _batches(files: Sequence[Path]) -> Iterator[list[Path]]:
     """``files`` in order, in runs of at most :data:`BATCH_FILES` files and :data:`BATCH_BYTES`
-    (by their sizes now; one that cannot be read is left for its reading to report)."""
+    (by their sizes now; one that cannot be read is left for its reading to report), no two of one
+    name: the server names a failure by the file's name, which :func:`_at_path` makes its path again."""
     batch: list[Path] = []
     size = 0
     for f in files:
@@ -161,13 +207,25 @@ def _batches(files: Sequence[Path]) -> Iterator[list[Path]]:
             n = f.stat().st_size
         except OSError:
             n = 0
-        if batch and (len(batch) == BATCH_FILES or size + n > BATCH_BYTES):
+        if batch and (len(batch) == BATCH_FILES or size + n > BATCH_BYTES or any(b.name == f.name for b in batch)):
             yield batch
             batch, size = [], 0
         batch.append(f)
         size += n
     if batch:
         yield batch
+
+
+def _at_path(failures: Iterable[tuple[str, str]], paths: dict[str, str]) -> list[tuple[str, str]]:
+    """An ingest's failures as the server names them (``<file name>``, ``<file name>:line <n> (<id>)``)
+    with the file's name replaced by the path it was read from (``paths``, by name: a request holds
+    one file of a name): two folders' corpus.jsonl failed as one "corpus.jsonl:line 2"."""
+    names = sorted(paths, key=len, reverse=True)  # of "a.txt" and "a.txt:2.txt", the longer that fits
+    out = []
+    for source, reason in failures:
+        name = next((n for n in names if source == n or source.startswith(n + ":")), None)
+        out.append((source if name is None else paths[name] + source[len(name):], reason))
+    return out
 
 
 def _derived_id(f: Path, document_id: str) -> str | None:
@@ -250,19 +308,26 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
 class _Unsent:
     """The files a run has not sent yet, for its report should it stop (a read-only server, a full
     disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more.
-    The files of a call that got no answer are apart: the server may have them, stored in part."""
+    The files of a call that got no answer are apart: the server may have them, stored in part. So
+    are, with ``--local``, the files of rows some of which were written when it stopped."""
 
     def __init__(self, files: Sequence[Path]) -> None:
         self._files = files
         self._next = 0  # files[:_next] were read: sent, being sent or failed
         self._batch: list[str] = []  # the sources of the batch being sent not sent yet, in order
         self._calling = 0  # how many of them, from the first, are in a call not answered yet
+        self._written: dict[str, bool] = {}  # --local: the batch's sources with documents written, whether all of them
 
     def sending(self, batch: Sequence[Path], sources: Iterable[str]) -> None:
         """``batch`` was read, and ``sources`` are its documents to send (its other files failed)."""
         self._next += len(batch)
         self._batch = list(sources)
         self._calling = 0
+        self._written = {}
+
+    def written(self, source: str, whole: bool) -> None:
+        """A document of the batch's ``source`` was written (``--local``); ``whole``: its only one."""
+        self._written[source] = whole or self._written.get(source, False)
 
     def calling(self, count: int) -> None:
         """The next ``count`` of the batch's documents are in a call: from here the server may have them."""
@@ -276,14 +341,20 @@ class _Unsent:
         """The next ``count`` of the batch's documents were sent (stored or refused alone)."""
         del self._batch[:count]
         self._calling = 0
+        self._written = {}
 
     def unknown(self) -> list[str]:
         """The documents of the call that got no answer (a deadline, Ctrl-C, a lost connection)."""
         return self._batch[: self._calling]
 
+    def in_part(self) -> list[str]:
+        """The files of rows of which some, not known to be all, were written when the run stopped (``--local``)."""
+        return [s for s in self._batch if self._written.get(s) is False]
+
     def paths(self) -> list[str]:
         # A later file's name may not be UTF-8 (surrogates): written escaped, as _readable writes it.
-        return self._batch[self._calling :] + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]]
+        return ([s for s in self._batch[self._calling :] if s not in self._written]
+                + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]])
 
 
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
@@ -296,7 +367,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     model = model_loading.start(settings)
     from retrieval_client import file_bytes
     from retrieval_server.app import Application
-    from retrieval_server.domain import Access, DocumentSource
+    from retrieval_server.domain import Access, DocumentSource, IngestedDocument
 
     app = Application(settings, model=model)
     keep.append(app)
@@ -321,10 +392,19 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     granted_user_ids=tuple(args.grant),
                 ))
                 unsent.sending(batch, (s.source for s in sources))
-                report = await app.ingest(sources, on_document=lambda _doc_id: advance(1))
+
+                def written(place: int, d: IngestedDocument, sources: list[DocumentSource] = sources) -> None:
+                    # Listed as it is written, so that a run stopped part-way (Ctrl-C) lists it: the
+                    # report below, in the request's order, replaces these.
+                    done.append((d.document_id, d.parent_chunks, d.child_chunks, d.replaced))
+                    unsent.written(sources[place].source, whole=Path(sources[place].source).suffix.lower() != ".jsonl")
+                    advance(1)
+
+                listed = len(done)
+                report = await app.ingest(sources, on_document=written)
                 unsent.sent(len(sources))
-                done += [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
-                errors += [(e.source, e.reason) for e in report.errors]
+                done[listed:] = [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
+                errors += _at_path(((e.source, e.reason) for e in report.errors), {s.filename: s.source for s in sources})
                 errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
                 if report.errors_not_listed:
                     errors.append(("", f"{report.errors_not_listed} more errors"))
@@ -387,7 +467,7 @@ def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tupl
     try:
         yield
     except BaseException:  # Ctrl-C too
-        _print_ingest(done, errors, sum(unlisted or ()), unsent.paths() if unsent is not None else [], unsent.unknown() if unsent is not None else [])
+        _print_ingest(done, errors, sum(unlisted or ()), *((unsent.paths(), unsent.unknown(), unsent.in_part()) if unsent is not None else ()))
         raise
 
 
@@ -400,11 +480,12 @@ UNSENT_NAMED = 10
 
 
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0,
-                  unsent: Sequence[str] = (), unknown: Sequence[str] = ()) -> int:
+                  unsent: Sequence[str] = (), unknown: Sequence[str] = (), in_part: Sequence[str] = ()) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them;
     ``unsent``: the files a run that stopped did not send; ``unknown``: those it stopped sending,
-    with no answer saying what the server stored of them."""
+    with no answer saying what the server stored of them; ``in_part``: those of rows (``--local``)
+    it stopped writing, the rows written listed."""
     try:
         for doc_id, parents, children, replaced in done:
             print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
@@ -420,11 +501,16 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         print(printable(f"SENT, OUTCOME UNKNOWN {source}"), file=sys.stderr)
     if len(unknown) > UNSENT_NAMED:
         print(f"...      {len(unknown) - UNSENT_NAMED} more sent, outcome unknown", file=sys.stderr)
+    for source in in_part[:UNSENT_NAMED]:
+        print(printable(f"STORED IN PART {source}"), file=sys.stderr)
+    if len(in_part) > UNSENT_NAMED:
+        print(f"...      {len(in_part) - UNSENT_NAMED} more stored in part", file=sys.stderr)
     for source in unsent[:UNSENT_NAMED]:
         print(printable(f"NOT SENT {source}"), file=sys.stderr)
     if len(unsent) > UNSENT_NAMED:
         print(f"...      {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
-    stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(unsent)} files not sent"] if unsent else [])
+    stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(in_part)} files stored in part"] if in_part else []) \
+        + ([f"{len(unsent)} files not sent"] if unsent else [])
     print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {', '.join(stopped)} (the run stopped)" if stopped else ""),
           file=sys.stderr)
     return 0 if not errors else SOME_FAILED if done or unlisted else 1
@@ -454,6 +540,17 @@ def _one_file_refused(exc: Any) -> bool:
 #: the free-space floor, read-only, identity), or that the client did not send; after any other
 #: (a deadline, a lost connection, a failure part-way) the server may have stored some
 _REFUSED = frozenset(("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED"))
+#: how gRPC's core begins the details of an UNAVAILABLE call that no connection took: no server
+#: reachable at the address (or none that completed TLS), or no address for its name (the message of
+#: older versions, then of newer ones). Such a call was not sent, where an UNAVAILABLE of a lost
+#: connection may have been; a message these do not match is taken as the latter.
+_NOT_CONNECTED = ("failed to connect to all addresses", "DNS resolution failed", "errors resolving ")
+
+
+def _not_sent(exc: Any) -> bool:
+    """Whether an ingest that failed (a ``grpc.RpcError``) reached no server, which stored none of it."""
+    code = exc.code().name
+    return code in _REFUSED or (code == "UNAVAILABLE" and (exc.details() or "").startswith(_NOT_CONNECTED))
 
 
 def _ingest_remote(args: argparse.Namespace) -> int:
@@ -479,11 +576,11 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                 # minutes to embed, and one cut short is lost), only a timeout the call is given.
                 resp = client.ingest(docs, timeout=args.timeout)
             except grpc.RpcError as exc:
-                if exc.code().name in _REFUSED:  # type: ignore[attr-defined]
+                if _not_sent(exc):
                     unsent.refused()
                 raise
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
-            errors.extend((e.source, e.reason) for e in resp.errors)
+            errors.extend(_at_path(((e.source, e.reason) for e in resp.errors), {d.filename: d.source for d in docs}))
             errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
             unlisted.append(resp.documents_not_listed)
             unsent.sent(len(docs))
@@ -575,18 +672,19 @@ def _ask(args: argparse.Namespace) -> int:
     from retrieval_server.ask import AnswerConsole, AskOptions, AskSession, interactive
 
     startup_gc.settle()  # a conversation can go on
-    console = AnswerConsole(highlight=False)
-    if not console.is_terminal:
-        # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
-        # trailing spaces of its own in the middle of an answer. soft_wrap covers what is printed as
-        # text; the trace's tree is laid out to the console's width, and its lines were cut there.
-        console.soft_wrap = True
-        console.width = UNWRAPPED_WIDTH
+    console, errors = AnswerConsole(highlight=False), AnswerConsole(highlight=False, stderr=True)
+    for shown in (console, errors):
+        if not shown.is_terminal:
+            # A pipe or a file gets each line whole: wrapped at rich's 80 columns, it got newlines and
+            # trailing spaces of its own in the middle of an answer. soft_wrap covers what is printed as
+            # text; the trace's tree is laid out to the console's width, and its lines were cut there.
+            shown.soft_wrap = True
+            shown.width = UNWRAPPED_WIDTH
     connection = _connection(args)
     session = AskSession(
         AskOptions(args.server, args.user, args.role, args.strategy, args.top_k, args.trace, connection["token"], connection["tls"],
                    60.0 if args.timeout is None else args.timeout),
-        console,
+        console, errors=errors,
     )
     try:
         if args.question is None:
@@ -663,7 +761,7 @@ def _parser() -> argparse.ArgumentParser:
         # An empty RETRIEVAL_SERVER (a template rendered without it) is unset, as an empty setting is.
         sp.add_argument("--server", default=os.environ.get("RETRIEVAL_SERVER") or "localhost:50051",
                         help="address of a running server (default: $RETRIEVAL_SERVER, else localhost:50051)")
-        sp.add_argument("--user", default=None, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
+        sp.add_argument("--user", default=None, type=user_id_header, help="caller's user id (x-user-id: servers in auth mode none, or behind a gateway)")
         sp.add_argument("--role", default=default_role, type=role, choices=ROLE_CHOICES, help="caller's role (x-user-role; any case)")
         sp.add_argument("--token", default=os.environ.get("RETRIEVAL_TOKEN"), help="bearer token (JWT) for auth mode jwt (default: $RETRIEVAL_TOKEN)")
         sp.add_argument("--tls", action="store_true", help="connect with TLS (implied by the options below)")
@@ -677,10 +775,10 @@ def _parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", help="index files or folders (.txt .md .html .pdf .jsonl)")
     ing.add_argument("paths", nargs="+")
     ing.add_argument("--access", choices=ACCESS_CHOICES, default="public")
-    ing.add_argument("--owner", help="owner of private documents")
-    ing.add_argument("--grant", action="append", default=[], help="user granted read access (repeatable)")
+    ing.add_argument("--owner", type=utf8_text, help="owner of private documents")
+    ing.add_argument("--grant", action="append", default=[], type=utf8_text, help="user granted read access (repeatable)")
     ing.add_argument("--meta", action="append", default=[], type=key_value, help="metadata key=value (repeatable)")
-    ing.add_argument("--document-id", help="id for a single file (default: file name without extension)")
+    ing.add_argument("--document-id", type=utf8_text, help="id for a single file (default: file name without extension)")
     ing.add_argument("--quiet", action="store_true", help="no progress bar")
     ing.add_argument("--local", action="store_true", help="write to RETRIEVAL_DATA_DIR directly, without a server")
     # The operator's command: an ADMIN replaces or deletes only what it may read, and sends no user.
@@ -689,7 +787,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, top_k_limit, top_k_setting in (("query", TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"),
                                              ("search", SEARCH_TOP_K_LIMIT, "RETRIEVAL_SEARCH_TOP_K_MAX")):
         sp = sub.add_parser(name, help=f"{name} a running server")
-        sp.add_argument("text")
+        sp.add_argument("text", type=utf8_text)
         sp.add_argument("--top-k", type=top_k_option(top_k_limit, top_k_setting), default=0)
         sp.add_argument("--json", action="store_true")
         if name == "query":
@@ -697,7 +795,7 @@ def _parser() -> argparse.ArgumentParser:
         client_opts(sp)
 
     ask = sub.add_parser("ask", help="ask a running server; answers with citations (no question: interactive)")
-    ask.add_argument("question", nargs="?", help="one question; without it, an interactive session")
+    ask.add_argument("question", nargs="?", type=utf8_text, help="one question; without it, an interactive session")
     ask.add_argument("--strategy", default="hybrid", choices=["semantic", "keyword", "hybrid", "adaptive", "graph"])
     ask.add_argument("--top-k", type=top_k_option(TOP_K_LIMIT, "RETRIEVAL_TOP_K_MAX"), default=5)
     ask.add_argument("--trace", action="store_true", help="print the execution trace (stages, router, tools, graph hops)")
@@ -714,7 +812,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="the caller's role (default: USER with --user); without --user, an anonymous caller's: the public documents, all for SUPER_ADMIN")
 
     de = sub.add_parser("delete", help="delete documents")
-    de.add_argument("document_ids", nargs="+")
+    de.add_argument("document_ids", nargs="+", type=utf8_text)
     de.add_argument("--json", action="store_true", help="print the response as JSON (deleted, not_found)")
     client_opts(de, default_role="SUPER_ADMIN")
     client_opts(sub.add_parser("health", help="component health of a running server"))
@@ -759,16 +857,26 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.grant and args.access != "private":
         # A public document is read by every caller: the grant changed nothing, without a word.
         parser.error("--grant needs --access private (a public document is read by everyone)")
-    if getattr(args, "server", None) is not None and not args.server.strip() and not (args.command == "ingest" and args.local):
+    if args.command == "ingest" and args.access == "private" and not (args.owner or "").strip():
+        # Every file was sent, to be refused one by one as a PRIVATE document without owner_id.
+        parser.error("--access private needs --owner (the user who owns the documents: a private document is read by its owner and grantees)")
+    calls = getattr(args, "server", None) is not None and not (args.command == "ingest" and args.local)
+    if calls and not args.server.strip():
         # gRPC's own refusal was four lines of its C core and "Failed to create channel to ''".
         parser.error("--server must name a server (HOST:PORT); it is empty")
-    if getattr(args, "token", None) and args.token.strip() and not (args.command == "ingest" and args.local):
+    if calls and (port := _port_out_of_range(args.server)) is not None:
+        # gRPC took it modulo 65536: 127.0.0.1:112847 connected to port 47311.
+        parser.error(f"--server's port must be 1 to 65535 (got {port} in '{args.server}')")
+    if calls and args.token and args.token.strip():
         from retrieval_client.client import _is_loopback
 
         # The client's own refusal read as a failed query, with advice for its Python API.
         tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
         if not tls and not _is_loopback(args.server):
             parser.error("--token needs --tls (or a loopback --server): a bearer token ($RETRIEVAL_TOKEN too) travels only over TLS")
+        if not all(" " <= c <= "~" for c in args.token.strip()):
+            # The client's refusal spoke of a user id, and exited 1.
+            parser.error("--token ($RETRIEVAL_TOKEN too) must be printable ASCII, as a JWT and the authorization header carrying it are")
     for flag, pem in (("--tls-ca", getattr(args, "tls_ca", None)), ("--tls-cert", getattr(args, "tls_cert", None))):
         if pem and not (args.command == "ingest" and args.local):
             from retrieval_client.client import _pem_certificates
@@ -779,6 +887,9 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
                 parser.error(str(exc))
             except OSError:
                 pass  # the command reports it, as any file it cannot read
+    if calls and bool(args.tls_cert) != bool(args.tls_key):
+        # The client's refusal was a ValueError, exit 1, when the channel was made.
+        parser.error("--tls-cert and --tls-key go together: a client certificate needs its key, and a key its certificate")
     if args.command == "graph" and args.user is not None:
         from retrieval_server.identifiers import clean_user_id
 

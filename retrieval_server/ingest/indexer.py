@@ -106,6 +106,8 @@ class _Prepared:
     #: what its errors name (IngestError.source): its file, the file, line and id of a .jsonl row,
     #: or its id when sent without a file; the id alone named no file a caller could find
     label: str
+    #: its source's place in the request, which ``on_document`` names
+    source: int
     parents: list[ParentChunk]
     children: list[ChildChunk]
     previous: Document | None
@@ -276,12 +278,14 @@ class Indexer:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     async def ingest(
-        self, sources: Sequence[DocumentSource], on_document: Callable[[str], None] | None = None, *,
+        self, sources: Sequence[DocumentSource], on_document: Callable[[int, IngestedDocument], None] | None = None, *,
         writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR), stored: list[IngestedDocument] | None = None,
     ) -> IngestReport:
-        """``writer``: what the caller may read, and so replace (:func:`_refusal`). ``stored`` gets
-        each document as it is committed or found unchanged: a caller cancelled part-way (its
-        deadline, a cancel) gets no report, and still owes those documents their follow-ups."""
+        """``writer``: what the caller may read, and so replace (:func:`_refusal`). ``on_document``
+        is told of each document as it is stored or found unchanged, with its source's place in
+        ``sources``, and ``stored`` gets it: a caller cancelled part-way (its deadline, a cancel,
+        Ctrl-C) gets no report, yet knows what was stored and still owes those documents their
+        follow-ups."""
         done: list[IngestedDocument] = [] if stored is None else stored
         errors: list[IngestFailure] = []
         pending: list[_Prepared] = []
@@ -300,10 +304,7 @@ class Indexer:
                 await task
 
         async def write(batch: list[_Prepared], dense: np.ndarray, derived: asyncio.Task[list[_Derived]]) -> None:
-            await self._write(batch, dense, await derived, errors, writer, done)
-            if on_document:
-                for p in batch:
-                    on_document(p.document.document_id)
+            await self._write(batch, dense, await derived, errors, writer, done, on_document)
 
         async def flush() -> None:
             nonlocal writing
@@ -326,7 +327,7 @@ class Indexer:
             writing = asyncio.create_task(write(batch, dense, derived))
 
         try:
-            for src in sources:
+            for place, src in enumerate(sources):
                 try:
                     if self._max_bytes is not None and len(src.content) > self._max_bytes:
                         raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
@@ -346,7 +347,7 @@ class Indexer:
                         if doc_id in order:
                             raise LoadError(f"document_id '{doc_id}' appears twice in one request")
                         order[doc_id] = len(order)
-                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id), label, writer)
+                        prepared = await self._prepare(src, dataclasses.replace(loaded, document_id=doc_id), label, place, writer)
                     except LoadError as exc:
                         # Listed as a file's unreadable rows are: a 1 MB file of 20,000 repeated
                         # ids answered with 20,000 errors (22 MB, over a client's 4 MiB).
@@ -359,7 +360,7 @@ class Indexer:
                     if await self._unchanged(prepared):
                         done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True, unchanged=True))
                         if on_document:
-                            on_document(doc_id)
+                            on_document(place, done[-1])
                         continue
                     pending.append(prepared)
                     if sum(len(p.children) for p in pending) >= self._batch:
@@ -396,7 +397,7 @@ class Indexer:
         with_points = len({c.parent_chunk_id for c in p.children}) if self._vectors.features.parent_vectors else 0
         return not with_points or await self._vectors.count(doc_id, version, parents=True) == with_points
 
-    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, label: str, writer: AccessFilter) -> _Prepared:
+    async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, label: str, place: int, writer: AccessFilter) -> _Prepared:
         try:
             # A user's, never a group's: a private document owned by "group:hr" was the whole group's
             # to read, which only a grant may give.
@@ -447,7 +448,7 @@ class Indexer:
         if refusal := _refusal(previous, writer):
             raise LoadError(refusal)
         kid_title_tokens = title_tokens if kid_title == doc.title else self._model_tokens - 2 - self._chunker.sizes.child_tokens
-        return _Prepared(doc, label, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
+        return _Prepared(doc, label, place, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
 
     async def _embed(self, texts: list[str], tokens: list[int]) -> np.ndarray:
         """In pieces, so that queries never wait for ingestion's model runs.
@@ -532,7 +533,7 @@ class Indexer:
 
     async def _write(
         self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure], writer: AccessFilter,
-        done: list[IngestedDocument],
+        done: list[IngestedDocument], on_document: Callable[[int, IngestedDocument], None] | None,
     ) -> None:
         """The batch into the stores; each document committed goes into ``done`` (:meth:`_store`)."""
         with_parents = self._vectors.features.parent_vectors
@@ -568,7 +569,7 @@ class Indexer:
                         if refusal := await self._refused(doc_id, writer):
                             errors.append(IngestFailure(p.label, refusal))
                             continue
-                        await to_the_end(self._store(p, points, parent_points, d.graph, begun, done))
+                        await to_the_end(self._store(p, points, parent_points, d.graph, begun, done, on_document))
                 except WrongModel:
                     raise  # not this document's failure: every write of this process would fail alike
                 except Exception as exc:
@@ -581,12 +582,12 @@ class Indexer:
 
     async def _store(
         self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None,
-        begun: dict[str, float], done: list[IngestedDocument],
+        begun: dict[str, float], done: list[IngestedDocument], on_document: Callable[[int, IngestedDocument], None] | None,
     ) -> None:
         """One document into both stores, under its lock; its intent's start goes into ``begun`` for
-        :meth:`_settle`, and the document into ``done`` (both even when the caller is cancelled
-        meanwhile). On failure the vectors are made to match the committed rows again, and the
-        failure is raised."""
+        :meth:`_settle`, and the document into ``done`` and to ``on_document`` (all even when the
+        caller is cancelled meanwhile: the document is stored all the same). On failure the vectors
+        are made to match the committed rows again, and the failure is raised."""
         doc_id = p.document.document_id
         try:
             started = await self._metadata.begin_write(doc_id)
@@ -604,6 +605,8 @@ class Indexer:
             raise
         begun[doc_id] = started
         done.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
+        if on_document:
+            on_document(p.source, done[-1])
 
     async def _settle(self, begun: dict[str, float]) -> None:
         """Clear the intents of documents whose vectors match their rows (``begun``: each intent's

@@ -5,6 +5,7 @@ and the exit code says whether some files failed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -387,3 +388,98 @@ def test_a_file_too_large_or_not_regular_is_refused_unread(tmp_path: Path, monke
     assert (f"FAILED   {huge}: its size, 268435457 bytes, is over the limit of 268435456 bytes (the largest request this client sends)"
             in err)
     assert f"FAILED   {pipe}: not a regular file (a FIFO)" in err
+
+
+def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                          restored_logging: None) -> None:
+    """Ctrl-C once a document is written: the run said "0 documents indexed" and NOT SENT for every
+    file of the batch, with documents stored. Now what it wrote is listed, a file of rows some of
+    which were written is named apart, and only the files none of whose documents were are NOT SENT."""
+    import signal
+    import sqlite3
+
+    from retrieval_server.backends.metadata_store import MetadataStore
+
+    replace_document = MetadataStore.replace_document
+
+    async def interrupted(self: MetadataStore, doc: object, *args: object, **kwargs: object) -> bool:
+        replaced = await replace_document(self, doc, *args, **kwargs)  # type: ignore[arg-type]
+        if doc.document_id == "r1":  # type: ignore[attr-defined]
+            signal.raise_signal(signal.SIGINT)  # as Ctrl-C: asyncio.run cancels the command
+        return replaced
+
+    monkeypatch.setattr(MetadataStore, "replace_document", interrupted)
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(data := tmp_path / "data"))
+    monkeypatch.setenv("RETRIEVAL_UPSERT_BATCH_SIZE", "1")  # a write per document, as in a long run
+    (docs := tmp_path / "docs").mkdir()
+    ids = {"a.txt": {"a"}, "b.txt": {"b"}, "rows.jsonl": {"r1", "r2", "r3"}, "z.txt": {"z"}}
+    (docs / "a.txt").write_text("Aardvarks dig burrows at night.")
+    (docs / "b.txt").write_text("Beavers build dams across streams.")
+    (docs / "rows.jsonl").write_text("".join(f'{{"_id": "{i}", "text": "Row {i} is about rivers and their deltas."}}\n'
+                                             for i in sorted(ids["rows.jsonl"])))
+    (docs / "z.txt").write_text("Zebras graze on the savanna.")
+    assert cli.main(["ingest", "--local", "--quiet", str(docs)]) == 1
+    out, err = capsys.readouterr()
+    with contextlib.closing(sqlite3.connect(data / "metadata.sqlite3")) as db:
+        stored = {row[0] for row in db.execute("SELECT document_id FROM documents")}
+    assert {"a", "b", "r1"} <= stored and "z" not in stored
+    assert {line.split()[1] for line in out.splitlines()} == stored
+    assert f"{len(stored)} documents indexed, 0 failed, 1 files stored in part, 1 files not sent (the run stopped)" in err
+    assert [line for line in err.splitlines() if line.startswith(("NOT SENT", "STORED IN PART"))] == [
+        f"STORED IN PART {docs / 'rows.jsonl'}", f"NOT SENT {docs / 'z.txt'}"]
+    assert err.splitlines()[-1] == "error: ingest interrupted"
+
+
+def test_a_server_that_cannot_be_reached_was_sent_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """UNAVAILABLE was always read as a call that may have stored some of its files: a wrong port
+    reported every file of the first batch SENT, OUTCOME UNKNOWN. A call no connection took was not sent."""
+    import socket
+
+    for i in range(3):
+        (tmp_path / f"f{i}.txt").write_text("Ferrets burrow.")
+    with socket.socket() as closed:  # bound, never listening: a connection is refused, and no other test takes the port
+        closed.bind(("127.0.0.1", 0))
+        code = cli.main(["ingest", str(tmp_path), "--server", f"127.0.0.1:{closed.getsockname()[1]}", "--quiet"])
+    _, err = capsys.readouterr()
+    assert code == 1 and "SENT, OUTCOME UNKNOWN" not in err
+    assert [line.removeprefix("NOT SENT ") for line in err.splitlines() if line.startswith("NOT SENT ")] == [
+        str(tmp_path / f"f{i}.txt") for i in range(3)]
+    assert "0 documents indexed, 0 failed, 3 files not sent (the run stopped)" in err
+    assert "error: UNAVAILABLE: failed to connect to all addresses" in err
+
+
+def test_a_failure_the_server_names_by_file_name_is_reported_with_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The server names a failure by the file's name: two folders' corpus.jsonl, in one request,
+    both failed as "corpus.jsonl:line 2", and nothing told which. Files of one name go
+    in separate requests, and each failure is printed with its path."""
+    calls: list[list[str]] = []
+
+    def answer(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        calls.append([d.filename for d in docs])
+        return pb.IngestDocumentsResponse(errors=[pb.IngestError(source=f"{d.filename}:line 2", reason="invalid JSON") for d in docs]
+                                          + [pb.IngestError(source=d.filename, reason="1 more rows could not be stored") for d in docs])
+
+    _recording(monkeypatch, answer)
+    for year in ("2019", "2020"):
+        (tmp_path / year).mkdir()
+        (tmp_path / year / "corpus.jsonl").write_text('{"_id": "a", "text": "A."}\n{not json\n')
+        (tmp_path / year / "notes.jsonl").write_text('{"_id": "n", "text": "N."}\n')
+    assert cli.main(["ingest", str(tmp_path / "2019"), str(tmp_path / "2020"), "--quiet"]) == 1
+    _, err = capsys.readouterr()
+    assert calls == [["corpus.jsonl", "notes.jsonl"], ["corpus.jsonl", "notes.jsonl"]]
+    assert [line for line in err.splitlines() if line.startswith("FAILED")] == [
+        f"FAILED   {tmp_path / year / name}{line}: {reason}" for year in ("2019", "2020")
+        for line, reason in ((":line 2", "invalid JSON"), ("", "1 more rows could not be stored")) for name in ("corpus.jsonl", "notes.jsonl")]
+
+
+def test_a_local_runs_failures_are_reported_with_their_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                              restored_logging: None) -> None:
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
+    for year in ("2019", "2020"):
+        (tmp_path / year).mkdir()
+        (tmp_path / year / "corpus.jsonl").write_text(f'{{"_id": "{year}", "text": "Rivers flood in {year}."}}\n{{not json\n')
+    assert cli.main(["ingest", "--local", "--quiet", str(tmp_path / "2019"), str(tmp_path / "2020")]) == cli.SOME_FAILED
+    _, err = capsys.readouterr()
+    assert [line.split(": ")[0] for line in err.splitlines() if line.startswith("FAILED")] == [
+        f"FAILED   {tmp_path / year / 'corpus.jsonl'}:line 2" for year in ("2019", "2020")]

@@ -13,6 +13,7 @@ from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_client import RetrievalClient
 from retrieval_server.ask import AskOptions, AskSession, interactive, print_answer_details
 from retrieval_server.request_limits import TOP_K_LIMIT
+from tests.support.fake_client import FakeClient
 
 
 def _printed(response: pb.QueryResponse) -> str:
@@ -96,3 +97,54 @@ def test_a_role_is_taken_in_any_case_and_one_the_server_has_not_is_refused(tmp_p
     assert "asking as alice (ADMIN)" in printed and "error: role must be one of USER, ADMIN, SUPER_ADMIN, in any case (got root)" in printed
     assert session.options.role == "ADMIN"
     session.close()
+
+
+def test_a_user_id_is_printed_as_written_not_read_as_markup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """":user [/x]" ended the session with rich's MarkupError; ":user [bold]al" printed "asking as al"."""
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    session = AskSession(AskOptions("127.0.0.1:1"), console)
+    lines = iter([":user [/x]", ":user [bold]al", ":quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    assert interactive(session, console, tmp_path / "history") == 0
+    printed = out.getvalue()
+    assert "asking as [/x]\n" in printed and "asking as [bold]al\n" in printed
+    assert session.options.user == "[bold]al"
+    session.close()
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_failed_question_goes_to_stderr_and_fails_a_scripted_session(terminal: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`printf 'hello\\n' | retrieval-server ask` against a server that is down exited 0, its error on
+    stdout with the answers: a script saw a success. At a terminal the session still ends with 0."""
+    import grpc
+
+    from retrieval_server import cli
+
+    class Down(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.UNAVAILABLE
+
+        def details(self) -> str:
+            return "failed to connect to all addresses"
+
+    class Client(FakeClient):
+        def stream_query(self, question: str, **_: Any) -> Any:
+            raise Down
+
+    monkeypatch.setattr(AskSession, "_connect", lambda self: Client())
+    monkeypatch.setattr("sys.stdin.isatty", lambda: terminal)
+    lines = iter(["hello", ":top-k many"])
+
+    def read(_prompt: str = "") -> str:
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    monkeypatch.setattr("builtins.input", read)
+    assert cli.main(["ask", "--history", str(tmp_path / "history")]) == (0 if terminal else 1)
+    out, err = capsys.readouterr()
+    assert "error" not in out
+    assert "error: UNAVAILABLE: failed to connect to all addresses\n" in err and "error: top-k must be" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 
 import pytest
@@ -245,6 +246,70 @@ def test_a_grant_on_a_public_document_is_a_usage_error(monkeypatch: pytest.Monke
         assert stopped.value.code == 2 and "--grant needs --access private" in capsys.readouterr().err
     assert not sent
     assert cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice", "--grant", "bob"]) == 0 and len(sent) == 1
+
+
+def test_a_private_document_without_an_owner_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every file was sent and refused alone (40 files, 40 FAILED, exit 1), as the server stores no private document without its owner."""
+    sent: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_ingest_remote", lambda args: sent.append(args) or 0)
+    for owner in ([], ["--owner", " "]):
+        for local in ([], ["--local"]):
+            with pytest.raises(SystemExit) as stopped:
+                cli.main(["ingest", "notes.md", "--access", "private", *owner, *local])
+            assert stopped.value.code == 2 and "--access private needs --owner" in capsys.readouterr().err
+    assert not sent
+    # A public document may name its owner (sent as ACCESS_PUBLIC, which the server takes with one).
+    assert cli.main(["ingest", "notes.md", "--owner", "alice"]) == 0 and cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice"]) == 0
+    assert len(sent) == 2
+
+
+LATIN1 = os.fsdecode(b"caf\xe9")  # a Latin-1 terminal's "café", as Python reads it: a lone surrogate
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["query", LATIN1], "argument text: must be UTF-8 text, as a request carries it (got 'caf\\xe9'"),
+    (["search", LATIN1], "argument text: must be UTF-8 text"),
+    (["ask", LATIN1], "argument question: must be UTF-8 text"),
+    (["delete", "a", LATIN1], "argument document_ids: must be UTF-8 text"),
+    (["ingest", "a.txt", "--meta", f"k={LATIN1}"], "argument --meta: must be UTF-8 text"),
+    (["ingest", "a.txt", "--access", "private", "--owner", LATIN1], "argument --owner: must be UTF-8 text"),
+    (["ingest", "a.txt", "--access", "private", "--owner", "al", "--grant", LATIN1], "argument --grant: must be UTF-8 text"),
+    (["ingest", "a.txt", "--document-id", LATIN1], "argument --document-id: must be UTF-8 text"),
+    (["query", "x", "--user", "zoë"], "argument --user: must be printable ASCII, as the x-user-id header is (got 'zoë'"),
+    (["health", "--token", "a\x01b"], "--token ($RETRIEVAL_TOKEN too) must be printable ASCII"),
+    (["health", "--tls-key", "client.key"], "--tls-cert and --tls-key go together"),
+    (["health", "--tls-cert", "client.pem", "--tls-key", ""], "--tls-cert and --tls-key go together"),
+    (["health", "--server", "127.0.0.1:112847"], "--server's port must be 1 to 65535 (got 112847 in '127.0.0.1:112847')"),
+    (["health", "--server", "localhost:0"], "--server's port must be 1 to 65535 (got 0"),
+    (["health", "--server", "[::1]:65536"], "--server's port must be 1 to 65535 (got 65536"),
+    (["health", "--server", "dns:///retrieval:70000"], "--server's port must be 1 to 65535 (got 70000"),
+    (["health", "--server", "ipv4:127.0.0.1:1,127.0.0.2:99999"], "--server's port must be 1 to 65535 (got 99999"),
+])
+def test_an_argument_no_request_can_carry_is_a_usage_error_naming_it(
+    argv: list[str], error: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each failed at the call, exit 1, as a library's exception naming no option (UnicodeEncodeError,
+    "ValueError: the user id must be printable ASCII", a token's error speaking of a user id), or
+    once for every file; a port past 65535 was taken modulo 65536, and another port connected to."""
+    def sent(args: argparse.Namespace) -> int:
+        pytest.fail(f"{argv[0]} was sent")
+
+    for command in ("_remote", "_ask", "_ingest_remote"):
+        monkeypatch.setattr(cli, command, sent)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    assert stopped.value.code == 2 and error in capsys.readouterr().err
+
+
+def test_the_arguments_a_request_carries_as_they_are_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    called: list[argparse.Namespace] = []
+    for command in ("_remote", "_ingest_remote"):
+        monkeypatch.setattr(cli, command, lambda args: called.append(args) or 0)
+    for argv in (["query", "café ☕", "--user", "alice@example.com"], ["delete", "notes[1]", "é"],
+                 ["ingest", "a.txt", "--meta", "lang=français"], ["health", "--server", "localhost:65535"],
+                 ["health", "--server", "unix:/run/retrieval/70000"], ["health", "--server", "retrieval.example"]):
+        assert cli.main(argv) == 0
+    assert len(called) == 6
 
 
 def test_an_empty_server_address_is_the_default_from_the_environment_and_refused_as_an_option(
