@@ -4,6 +4,7 @@
 # measured when the index is created; no external servers) at localhost:50051, and show queries as
 # an anonymous caller and as alice.
 source "$(dirname "$0")/_env.sh"
+make_venv
 pip_install -e "$REPO"
 install_fp32_model
 export PATH="$REPO/.venv/bin:$PATH"
