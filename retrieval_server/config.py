@@ -197,7 +197,7 @@ class Settings(BaseSettings):
     qdrant_collection: str = Field("retrieval_chunks", max_length=255, description="Qdrant collection name (none of < > : \" / \\ | ? *)")
     # Whole seconds: qdrant-client takes an int (0.5 became 0, and every call failed).
     qdrant_timeout_s: int = Field(30, ge=1, le=3600, description="Qdrant request timeout, in whole seconds")
-    mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
+    mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db, ?ssl_ca=/path/ca.pem for TLS; unset: SQLite")
     mysql_pool_size: int = Field(8, ge=1, le=256)
     mysql_timeout_s: float = Field(10.0, gt=0, le=3600, description="MySQL connect, read and pool-wait timeout: a server that stops answering, or a pool with every connection busy, fails the call")
     min_free_disk_mb: int = Field(
@@ -560,8 +560,12 @@ class Settings(BaseSettings):
         for name, schemes in URL_SCHEMES.items():
             if (value := getattr(self, name)) and (problem := url_problem(value, schemes)):
                 raise ValueError(f"{name} {problem}")
-        if self.mysql_dsn and not urlsplit(self.mysql_dsn).path.strip("/"):
-            raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
+        if self.mysql_dsn:
+            # Parsed here as the store parses it: a query parameter it does not know, or a CA file
+            # that is no PEM, is named at start-up. Imported here: only a MySQL deployment needs it.
+            from retrieval_server.backends.metadata_store.mysql import parse_dsn
+
+            parse_dsn(self.mysql_dsn)
         # redis-py takes a path that is no number for database 0, without a word (and "/1/2" for
         # 12). Not quoted: a URL may hold a password.
         if (self.redis_url and (parts := urlsplit(self.redis_url)).scheme in ("redis", "rediss")
