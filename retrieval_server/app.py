@@ -373,6 +373,7 @@ class Application:
                 url=s.qdrant_url,
                 path=s.qdrant_path,
                 api_key=s.qdrant_api_key,
+                ca=s.qdrant_ca,
                 timeout_s=s.qdrant_timeout_s,
                 policy=policy,
                 features=features,

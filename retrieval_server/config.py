@@ -191,10 +191,13 @@ class Settings(BaseSettings):
         None, description="qdrant-client local mode (a folder or ':memory:') instead of qdrant-edge"
     )
     qdrant_api_key: str | None = Field(None, repr=False)
+    qdrant_ca: Path | None = Field(
+        None, description="PEM CA bundle that verifies an https qdrant_url's certificate (a cluster's private CA); unset: the system's CAs"
+    )
     qdrant_collection: str = Field("retrieval_chunks", max_length=255, description="Qdrant collection name (none of < > : \" / \\ | ? *)")
     # Whole seconds: qdrant-client takes an int (0.5 became 0, and every call failed).
     qdrant_timeout_s: int = Field(30, ge=1, le=3600, description="Qdrant request timeout, in whole seconds")
-    mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db; unset: SQLite")
+    mysql_dsn: str | None = Field(None, description="mysql://user:pass@host:port/db, ?ssl_ca=/path/ca.pem for TLS; unset: SQLite")
     mysql_pool_size: int = Field(8, ge=1, le=256)
     mysql_timeout_s: float = Field(10.0, gt=0, le=3600, description="MySQL connect, read and pool-wait timeout: a server that stops answering, or a pool with every connection busy, fails the call")
     min_free_disk_mb: int = Field(
@@ -427,7 +430,7 @@ class Settings(BaseSettings):
     @field_validator(
         "jwt_issuer", "jwt_audience", "jwt_groups_claim", "events_hash_key", "qdrant_api_key", "qdrant_collection",
         "openai_model", "anthropic_model", "gemini_model", "openai_base_url", "anthropic_base_url", "gemini_base_url",
-        "tls_cert", "tls_key", "tls_client_ca", "jwt_jwks_file", "data_dir", "vectors_dir", "model_dir", "model_cache_dir",
+        "tls_cert", "tls_key", "tls_client_ca", "qdrant_ca", "jwt_jwks_file", "data_dir", "vectors_dir", "model_dir", "model_cache_dir",
         "reranker_model_dir", "glossary_path", mode="before",
     )
     @classmethod
@@ -557,8 +560,12 @@ class Settings(BaseSettings):
         for name, schemes in URL_SCHEMES.items():
             if (value := getattr(self, name)) and (problem := url_problem(value, schemes)):
                 raise ValueError(f"{name} {problem}")
-        if self.mysql_dsn and not urlsplit(self.mysql_dsn).path.strip("/"):
-            raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
+        if self.mysql_dsn:
+            # Parsed here as the store parses it: a query parameter it does not know, or a CA file
+            # that is no PEM, is named at start-up. Imported here: only a MySQL deployment needs it.
+            from retrieval_server.backends.metadata_store.mysql import parse_dsn
+
+            parse_dsn(self.mysql_dsn)
         # redis-py takes a path that is no number for database 0, without a word (and "/1/2" for
         # 12). Not quoted: a URL may hold a password.
         if (self.redis_url and (parts := urlsplit(self.redis_url)).scheme in ("redis", "rediss")
@@ -596,7 +603,7 @@ class Settings(BaseSettings):
     def _check_security(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
-        for name in ("tls_cert", "tls_key", "tls_client_ca", "jwt_jwks_file"):
+        for name in ("tls_cert", "tls_key", "tls_client_ca", "qdrant_ca", "jwt_jwks_file"):
             path = getattr(self, name)
             if path is None:
                 continue
@@ -632,6 +639,13 @@ class Settings(BaseSettings):
                     ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cafile=self.tls_client_ca)
                 except (ssl.SSLError, OSError) as exc:
                     raise ValueError(f"tls_client_ca '{self.tls_client_ca}' holds no PEM certificate: {exc}") from None
+        if self.qdrant_ca is not None:
+            if urlsplit(self.qdrant_url or "").scheme.lower() != "https":
+                raise ValueError("qdrant_ca needs an https:// qdrant_url: it verifies that server's certificate")
+            try:
+                ssl.create_default_context(cafile=self.qdrant_ca)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError(f"qdrant_ca '{self.qdrant_ca}' holds no PEM certificate: {exc}") from None
         if self.metrics_tls and self.tls_cert is None:
             raise ValueError("metrics_tls needs tls_cert and tls_key")
         unknown_roles = {r for r in self.jwt_role_map.values() if r not in ("SUPER_ADMIN", "ADMIN", "USER")}
@@ -730,7 +744,7 @@ DEPLOYMENT_SETTINGS = frozenset({
     "jwt_role_claim", "jwt_role_map", "jwt_groups_claim", "jwt_leeway_s", "jwt_jwks_cache_s", "jwt_jwks_min_refresh_s",
     "jwt_jwks_allow_http", "gateway_peers", "traces_exporter", "events_url", "events_exchange", "events_routing_key", "events_buffer", "events_buffer_mb",
     "events_query", "events_hash_key", "events_publish_timeout_s", "data_dir", "qdrant_url", "vectors_dir",
-    "qdrant_path", "qdrant_api_key", "qdrant_collection", "qdrant_timeout_s", "mysql_dsn", "mysql_pool_size",
+    "qdrant_path", "qdrant_api_key", "qdrant_ca", "qdrant_collection", "qdrant_timeout_s", "mysql_dsn", "mysql_pool_size",
     "mysql_timeout_s", "min_free_disk_mb", "model_dir", "model", "model_cache_dir", "embed_batch_size",
     "embed_threads", "upsert_batch_size", "query_min_chars", "top_k_default", "top_k_max", "search_top_k_default",
     "search_top_k_max", "search_text_chars", "max_documents_per_request", "max_document_bytes",

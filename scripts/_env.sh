@@ -7,10 +7,16 @@ PYTHON="${PYTHON:-python3}"
   echo "Python 3.11 or newer is required (found $("$PYTHON" --version 2>&1))" >&2
   exit 1
 }
-if [ ! -x "$REPO/.venv/bin/python" ]; then
-  "$PYTHON" -m venv "$REPO/.venv"
-fi
 VENV_PY="$REPO/.venv/bin/python"
+
+# A run that failed half-way (Debian's python3 without python3-venv has no ensurepip to install
+# pip) leaves a .venv with a python but no pip: it is made again, not reused. A function, so that
+# test.sh can install python3-venv first.
+make_venv() {
+  if ! "$VENV_PY" -m pip --version >/dev/null 2>&1; then
+    "$PYTHON" -m venv --clear "$REPO/.venv"
+  fi
+}
 
 # pip's output goes to a log; it is shown only when an install fails.
 pip_install() {

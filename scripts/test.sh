@@ -18,11 +18,12 @@ fi
 # The clients' toolchains (tests/contract): Go with Debian's gRPC and protobuf packages (no Go
 # module proxy needed; golang-github-golang-protobuf-1-5-dev, as gRPC's codec needs the APIv2-backed
 # github.com/golang/protobuf), the protoc plugins buf.gen.yaml runs, openssl for the TLS tests'
-# certificates, and node/npm when the machine has none.
-CLIENT_PACKAGES="golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc openssl"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then CLIENT_PACKAGES="$CLIENT_PACKAGES nodejs npm"; fi
+# certificates, and node/npm when the machine has none. Also python3-venv: Debian's python3 makes
+# no virtual environment with pip without it.
+PACKAGES="golang-go golang-google-grpc-dev golang-google-protobuf-dev golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc openssl python3-venv"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES="$PACKAGES nodejs npm"; fi
 MISSING=""
-for p in $CLIENT_PACKAGES; do
+for p in $PACKAGES; do
   dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed || MISSING="$MISSING $p"
 done
 if [ -n "$MISSING" ]; then
@@ -30,6 +31,7 @@ if [ -n "$MISSING" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $MISSING >/dev/null
 fi
+make_venv
 # The node client's packages, buf and ts-proto, at its lockfile's versions into
 # clients/node/node_modules (again only when the lockfile changed). Not `npm ci`: the registry
 # reachable here does not serve buf's binaries for other platforms, so the lockfile cannot list

@@ -23,12 +23,15 @@ def load_as_served(env: Mapping[str, str], tmp_path: Path, monkeypatch: pytest.M
     """The settings the server reads from ``env`` (its TLS files made here), with nothing else of
     this process's RETRIEVAL_* variables: a renamed setting, or two that conflict, fail here as
     they would at the server's start."""
-    pair = Authority(tmp_path / "pki", "deploy-ca").issue("retrieval", dns=("retrieval",))
+    authority = Authority(tmp_path / "pki", "deploy-ca")
+    pair = authority.issue("retrieval", dns=("retrieval",))
     import os
 
     for name in [n for n in os.environ if n.startswith("RETRIEVAL_")]:
         monkeypatch.delenv(name)
-    for name, value in {**env, "RETRIEVAL_TLS_CERT": str(pair.cert), "RETRIEVAL_TLS_KEY": str(pair.key),
-                        "RETRIEVAL_DATA_DIR": str(tmp_path / "data")}.items():
+    files = {"RETRIEVAL_TLS_CERT": str(pair.cert), "RETRIEVAL_TLS_KEY": str(pair.key), "RETRIEVAL_DATA_DIR": str(tmp_path / "data")}
+    if "RETRIEVAL_QDRANT_CA" in env:
+        files["RETRIEVAL_QDRANT_CA"] = str(authority.ca)
+    for name, value in {**env, **files}.items():
         monkeypatch.setenv(name, value)
     return load_settings()

@@ -71,6 +71,12 @@ def test_deployment_probes_grace_period_and_security() -> None:
     # The TLS files the settings name are where the Secret is mounted.
     mount = next(m for m in container["volumeMounts"] if m["name"] == "tls")["mountPath"]
     assert config["RETRIEVAL_TLS_CERT"].startswith(mount + "/") and config["RETRIEVAL_TLS_KEY"].startswith(mount + "/")
+    # An https Qdrant in the cluster has a private CA's certificate: that CA is mounted where the setting names it.
+    assert config["RETRIEVAL_QDRANT_URL"].startswith("https://")
+    ca_mount = next(m for m in container["volumeMounts"] if m["name"] == "qdrant-ca")
+    assert ca_mount["readOnly"] and config["RETRIEVAL_QDRANT_CA"] == ca_mount["mountPath"] + "/ca.crt"
+    [ca_volume] = [v for v in pod["volumes"] if v["name"] == "qdrant-ca"]
+    assert ca_volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
     assert config["RETRIEVAL_AUTH_MODE"] == "jwt"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -47,3 +48,23 @@ def test_every_rule_reads_metrics_the_service_exports() -> None:
 def test_metric_name_extraction() -> None:
     expr = 'sum by (job, le) (rate(grpc_server_handling_seconds_bucket{grpc_method="Query",x=~"a|b"}[5m])) / on (job) group_left up offset 1h > 0.5'
     assert metric_names(expr) == {"grpc_server_handling_seconds_bucket", "up"}
+
+
+def _readme_alert_rows() -> dict[str, str]:
+    readme = (RULES.parents[2] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `Retrieval")]
+    return {re.match(r"\| `(\w+)`", row).group(1): row for row in rows}  # type: ignore[union-attr]
+
+
+def test_readme_alert_table_lists_every_alert() -> None:
+    assert set(_readme_alert_rows()) == {name for name, _ in rule_expressions()} - recorded_names()
+
+
+def test_readme_names_every_kind_an_alert_excludes() -> None:
+    """An exclusion added to a rule but not to its README row would make the table promise pages that never come."""
+    rows = _readme_alert_rows()
+    for name, expr in rule_expressions():
+        for excluded in re.findall(r'kind!~"([^"]+)"', expr):
+            for kind in excluded.split("|"):
+                written = kind.replace(".*", "*")
+                assert f"`{written}`" in rows[name], f"README's {name} row does not name the excluded {written!r}"

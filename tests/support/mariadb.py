@@ -19,9 +19,11 @@ class MariaDb(ControlledProcess):
     """One server: installed once in ``workdir``, then started, stopped, frozen and thawed at will
     on the same port and data (fault-injection tests restart it under load)."""
 
-    def __init__(self, workdir: Path, binary_log: Sequence[str] = ()) -> None:
-        """``binary_log``: options that turn the binary log on (without them it is off)."""
+    def __init__(self, workdir: Path, binary_log: Sequence[str] = (), options: Sequence[str] = ()) -> None:
+        """``binary_log``: options that turn the binary log on (without them it is off);
+        ``options``: further server options (``--ssl-cert``, say)."""
         self._binary_log = list(binary_log) or ["--skip-log-bin"]
+        self._options = list(options)
         self._mariadbd = require_binary("mariadb-server", "/usr/sbin/mariadbd")
         self._client = shutil.which("mariadb") or "/usr/bin/mariadb"
         self.workdir, self.port = workdir, free_port()
@@ -52,6 +54,7 @@ class MariaDb(ControlledProcess):
                 f"--log-error={self.workdir / 'error.log'}",
                 "--innodb-buffer-pool-size=64M",
                 *self._binary_log,
+                *self._options,
                 *self._user,
             ],
             stdout=subprocess.DEVNULL,
@@ -76,9 +79,9 @@ class MariaDb(ControlledProcess):
 
 
 @contextmanager
-def mariadb_server(workdir: Path, binary_log: Sequence[str] = ()) -> Iterator[str]:
+def mariadb_server(workdir: Path, binary_log: Sequence[str] = (), options: Sequence[str] = ()) -> Iterator[str]:
     """Yield a DSN ``mysql://rt:rt@127.0.0.1:PORT/retrieval_test``."""
-    server = MariaDb(workdir, binary_log)
+    server = MariaDb(workdir, binary_log, options)
     server.start(setup=True)
     try:
         yield server.dsn

@@ -6,10 +6,11 @@ import asyncio
 import hashlib
 import itertools
 import logging
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import asyncmy
 from asyncmy import errors
@@ -114,17 +115,36 @@ class _MysqlTx:
 
 
 def parse_dsn(dsn: str) -> dict[str, Any]:
-    """``mysql://user:pass@host:port/db`` as asyncmy connection arguments."""
-    u = urlparse(dsn)
+    """``mysql://user:pass@host:port/db[?ssl_ca=/path/ca.pem]`` as asyncmy connection arguments.
+    With ``ssl_ca``, TLS: the server's certificate and name are verified with that PEM CA bundle."""
+    u = urlsplit(dsn)
     if not u.path.strip("/"):
         raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
-    return {
+    # A parameter not known here was dropped without a word (?ssl=true connected in plaintext).
+    # Named, never quoted with its value: the DSN holds the password.
+    query = parse_qsl(u.query, keep_blank_values=True)
+    if unknown := sorted({name for name, _ in query} - {"ssl_ca"}):
+        raise ValueError(f"mysql_dsn has query parameters it does not know: {', '.join(unknown)} "
+                         "(the one it knows: ssl_ca=/path/to/ca.pem, for TLS)")
+    options = dict(query)
+    if len(options) < len(query):
+        raise ValueError("mysql_dsn gives ssl_ca more than once")
+    args: dict[str, Any] = {
         "host": u.hostname or "127.0.0.1",
         "port": u.port or 3306,
         "user": unquote(u.username or "root"),
         "password": unquote(u.password or ""),
         "db": u.path.strip("/"),
     }
+    if "ssl_ca" in options:
+        # An empty cafile would load the system's CAs instead of failing.
+        if not (ca := options["ssl_ca"]):
+            raise ValueError("mysql_dsn's ssl_ca is empty: give the path of the PEM CA bundle that signed the server's certificate")
+        try:
+            args["ssl"] = ssl.create_default_context(cafile=ca)
+        except (ssl.SSLError, OSError) as exc:
+            raise ValueError(f"mysql_dsn's ssl_ca '{ca}' cannot be read as a PEM CA bundle: {exc}") from None
+    return args
 
 
 def _timed_out(exc: BaseException) -> bool:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import warnings
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 import numpy as np
 from qdrant_client import AsyncQdrantClient, models
@@ -95,6 +97,15 @@ def _document(document_id: str) -> models.FieldCondition:
     return models.FieldCondition(key="document_id", match=models.MatchValue(value=document_id))
 
 
+def _certificate_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` comes of a server certificate that did not verify (qdrant-client wraps httpx's
+    error, which wraps ssl's)."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ssl.SSLCertVerificationError):
+        cause = cause.__cause__ or cause.__context__
+    return cause is not None
+
+
 class QdrantVectorStore:
     def __init__(
         self,
@@ -104,6 +115,7 @@ class QdrantVectorStore:
         url: str | None = None,
         path: str | None = None,
         api_key: str | None = None,
+        ca: Path | None = None,
         timeout_s: int = 30,
         policy: SearchPolicy | None = None,
         features: IndexFeatures = IndexFeatures(),
@@ -116,7 +128,12 @@ class QdrantVectorStore:
         #: what a new collection is created with; an existing one reports what it holds
         self._wanted = self.features = features
         if url:
-            self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=timeout_s)
+            # A cluster's Qdrant is certified by a private CA (cert-manager's, Qdrant's own) that the
+            # system's CAs lack; `verify` reaches httpx (no gRPC here: prefer_grpc is not set).
+            # Its version probe is a request of its own, made without `verify`: against that CA it
+            # could only warn that the server's version cannot be read.
+            verify = {"verify": ssl.create_default_context(cafile=ca)} if ca else {}
+            self._client = AsyncQdrantClient(url=url, api_key=api_key, timeout=timeout_s, check_compatibility=ca is None, **verify)
         elif path == ":memory:":
             self._client = AsyncQdrantClient(location=":memory:")
         else:
@@ -144,7 +161,8 @@ class QdrantVectorStore:
         try:
             exists = await self._client.collection_exists(self._collection)
         except Exception as exc:
-            raise Unavailable(f"Qdrant is unreachable: {exc}") from exc
+            hint = ": if a private CA signed its certificate, name that CA in RETRIEVAL_QDRANT_CA" if _certificate_refused(exc) else ""
+            raise Unavailable(f"Qdrant is unreachable: {exc}{hint}") from exc
         if not exists and self._read_only:
             # Creating it would be a write, and a mistyped name would be served as an empty index.
             raise Unavailable(f"the Qdrant collection {self._collection} does not exist, and a read-only server "
