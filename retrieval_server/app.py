@@ -56,6 +56,7 @@ from retrieval_server.workflow.analysis import load_glossary
 if TYPE_CHECKING:
     # The query workflow is imported when the pipeline is built (Application.pipeline).
     from retrieval_server.backends.events import RabbitMqPublisher
+    from retrieval_server.backends.redis_cache import RedisCache
     from retrieval_server.workflow.analysis import Analyzer
     from retrieval_server.workflow.assistant import Assistant
     from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
@@ -133,6 +134,7 @@ class Application:
             child_title=settings.child_title, model_tokens=settings.max_seq_length,
         )
         self.reranker = self._reranker()
+        self._redis_cache: RedisCache | None = None
         self.cache = traced(self._cache(), "cache", {"db.system.name": "redis" if settings.cache_backend == "redis" else "memory"})
         self.term_stats = TermStatistics()
         self.events = self._events() if settings.events_url else None
@@ -341,11 +343,17 @@ class Application:
         if s.cache_backend == "redis":
             from retrieval_server.backends.redis_cache import RedisCache
 
-            prefix = f"{s.redis_key_prefix}:{answer_fingerprint(s, *self._answer_files())}"
-            redis = RedisCache(s.redis_url or "", self.embedder.dim, policy, prefix=prefix, timeout_s=s.cache_timeout_s)
+            redis = RedisCache(s.redis_url or "", self.embedder.dim, policy, prefix=self._redis_prefix(), timeout_s=s.cache_timeout_s)
+            self._redis_cache = redis
             # Health probes the cache itself: its breaker is not what Health reports.
             return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
         return MemoryCache(self.embedder.dim, self.executor, policy)
+
+    def _redis_prefix(self) -> str:
+        """The Redis keys' namespace: what shapes answers. Without a model folder it holds no model
+        until ``_choose_model`` binds one, which renames the cache's keys: int8 and fp32 indexes
+        shared one namespace, and each was served the other's answers."""
+        return f"{self.settings.redis_key_prefix}:{answer_fingerprint(self.settings, *self._answer_files())}"
 
     def _answer_files(self) -> tuple[str, str, str]:
         """The digests of the files that shape answers besides the settings: the embedding model's,
@@ -500,6 +508,8 @@ class Application:
             selected = await self._select(await self._recorded_choice())
         self.embedder.use(selected.files, selected.encoder)
         self._embedder_attributes["retrieval.model"] = selected.files.model_id
+        if self._redis_cache is not None:
+            self._redis_cache.rename(self._redis_prefix())
         self.model_choice = selected.choice
         timings = selected.choice.timings
         log.info("embedding model %s: %s", selected.files.model_id, selected.choice.describe(), extra={

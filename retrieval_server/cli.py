@@ -741,10 +741,10 @@ def _quantize(source: Path, target: Path) -> int:
         # The fp32 model was overwritten with its int8 copy, then the tokenizer's copy onto itself failed.
         print(f"error: TARGET {target} is SOURCE {source}: the int8 model goes to another folder", file=sys.stderr)
         return 1
-    from scoring_core.quantize import quantize_dynamic_int8
+    from scoring_core.quantize import quantize_int8
 
     startup_gc.settle()  # the quantizer's graph of a large model is many objects
-    quantize_dynamic_int8(source / "model.onnx", target / "model.onnx")
+    quantize_int8(source / "model.onnx", target / "model.onnx")
     for extra in ("tokenizer.json", "config.json"):
         if (source / extra).is_file():
             shutil.copyfile(source / extra, target / extra)
@@ -818,7 +818,7 @@ def _parser() -> argparse.ArgumentParser:
     client_opts(sub.add_parser("health", help="component health of a running server"))
     sc = sub.add_parser("sample-corpus", help="write the demo corpus (public and private documents)")
     sc.add_argument("directory")
-    qz = sub.add_parser("quantize", help="write a dynamic-int8 copy of an ONNX model folder (for RETRIEVAL_MODEL_DIR)")
+    qz = sub.add_parser("quantize", help="write an int8 copy of an ONNX model folder (for RETRIEVAL_MODEL_DIR)")
     qz.add_argument("source", help="folder with model.onnx (+ tokenizer.json)")
     qz.add_argument("target", help="folder to write")
     return p

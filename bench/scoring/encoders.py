@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.scoring.timing import measure
 from scoring_core.encoders import BiEncoder, CrossEncoder
 from scoring_core.model_builder import build_cross_encoder
-from scoring_core.quantize import quantize_dynamic_int8
+from scoring_core.quantize import quantize_int8
 
 WORDS = "retrieval systems rank passages by relevance to a question using dense and sparse signals".split()
 
@@ -42,9 +42,9 @@ def prepare_models(model_dir: Path, work: Path) -> dict[str, Path]:
     ce32 = build_cross_encoder(work / "cross-fp32.onnx")
     return {
         "bi-fp32": bi32,
-        "bi-int8": quantize_dynamic_int8(bi32, work / "bi-int8.onnx"),
+        "bi-int8": quantize_int8(bi32, work / "bi-int8.onnx"),
         "cross-fp32": ce32,
-        "cross-int8": quantize_dynamic_int8(ce32, work / "cross-int8.onnx"),
+        "cross-int8": quantize_int8(ce32, work / "cross-int8.onnx"),
     }
 
 

@@ -57,14 +57,15 @@ def fp32_model_id() -> str | None:
     return None if found is None else f"onnx-fp32:{found[1][:16]}.g{GRAPH_VERSION}"
 
 
-def fp32_model(cache_dir: Path) -> ModelFiles | None:
-    """The fp32 model, built into ``cache_dir`` on first use; None when the package is not installed."""
+def fp32_model(cache_dir: Path, *, rebuild: bool = False) -> ModelFiles | None:
+    """The fp32 model, built into ``cache_dir`` on first use (``rebuild``: built again over the one
+    there, which is replaced whole); None when the package is not installed."""
     found = _weights_zip()
     if found is None:
         return None
     zip_path, digest = found
     model = cache_dir / f"all-MiniLM-L6-v2-fp32-{digest[:16]}-g{GRAPH_VERSION}" / "model.onnx"
-    if not model.is_file():
+    if rebuild or not model.is_file():
         build(zip_path, model)
     return ModelFiles(model, BUNDLED_TOKENIZER, f"onnx-fp32:{digest[:16]}.g{GRAPH_VERSION}", MINILM_DIM, MINILM_POSITIONS)
 

@@ -208,11 +208,11 @@ def select(
     choice = decide(setting, recorded, fp32_installed=installed, read_only=read_only, several_processes=several_processes)
     if choice is None:
         try:
-            fp32 = _fp32(cache_dir)
-        except OSError as exc:
+            fp32, fp32_encoder = _load_fp32(cache_dir, load)
+        except (OSError, ValueError) as exc:
             # auto only prefers fp32 if it is faster: a cache folder that cannot be written (a
-            # read-only image) must not stop a service that has int8 at hand.
-            log.warning("building the fp32 model in %s failed (%s): using int8", cache_dir, exc)
+            # read-only image), or a build that cannot be loaded, must not stop a service that has int8 at hand.
+            log.warning("the fp32 model in %s cannot be built or loaded (%s): using int8", cache_dir, exc)
             files = int8_model()
             return Selected(ModelChoice(Precision.INT8, How.FP32_UNBUILDABLE), files, load(files))
         candidates = {Precision.INT8: int8_model(), Precision.FP32: fp32}
@@ -220,14 +220,17 @@ def select(
         known = _known(machine)
         if known is not None and known.decisive():
             choice = ModelChoice(known.faster(), How.MEASURED_BEFORE, known)
-            return Selected(choice, candidates[choice.model], load(candidates[choice.model]))
-        encoders = {p: load(files) for p, files in candidates.items()}
+            encoder = fp32_encoder if choice.model is Precision.FP32 else load(candidates[Precision.INT8])
+            return Selected(choice, candidates[choice.model], encoder)
+        encoders = {Precision.INT8: load(candidates[Precision.INT8]), Precision.FP32: fp32_encoder}
         timings = measure({p: e.encode for p, e in encoders.items()})
         machine.put(asdict(timings))
         choice = ModelChoice(timings.faster(), How.MEASURED, timings)
         return Selected(choice, candidates[choice.model], encoders[choice.model])
-    files = int8_model() if choice.model is Precision.INT8 else _fp32(cache_dir)
-    return Selected(choice, files, load(files))
+    if choice.model is Precision.INT8:
+        files = int8_model()
+        return Selected(choice, files, load(files))
+    return Selected(choice, *_load_fp32(cache_dir, load))
 
 
 def _known(machine: MachineTimings) -> Timings | None:
@@ -241,8 +244,24 @@ def _known(machine: MachineTimings) -> Timings | None:
         return None
 
 
-def _fp32(cache_dir: Path) -> ModelFiles:
-    files = fp32_model(cache_dir)
+def _fp32(cache_dir: Path, *, rebuild: bool = False) -> ModelFiles:
+    files = fp32_model(cache_dir, rebuild=rebuild)
     if files is None:
         raise Unavailable(f"the fp32 all-MiniLM-L6-v2 needs the package {PACKAGE}, which is not installed: {INSTALL}")
     return files
+
+
+def _load_fp32(cache_dir: Path, load: Callable[[ModelFiles], BiEncoder]) -> tuple[ModelFiles, BiEncoder]:
+    """The fp32 build in ``cache_dir``, loaded. A build there that cannot be loaded (cut short by a
+    full disk or a copy, edited) was reused by every start, and failed each: it is built again, once."""
+    files = _fp32(cache_dir)
+    try:
+        return files, load(files)
+    except ValueError as exc:
+        log.warning("the fp32 model %s cannot be loaded (%s): building it again", files.model_path, exc)
+    files = _fp32(cache_dir, rebuild=True)
+    try:
+        return files, load(files)
+    except ValueError as exc:
+        raise ValueError(f"the fp32 model built in {cache_dir} (RETRIEVAL_MODEL_CACHE_DIR) cannot be loaded, even built again: {exc}; "
+                         "set RETRIEVAL_MODEL_CACHE_DIR to another folder, or RETRIEVAL_MODEL=int8") from exc

@@ -188,6 +188,11 @@ class RedisCache:
         self._next_sweep = clock() + self._ttl
         self._lock = asyncio.Lock()
 
+    def rename(self, prefix: str) -> None:
+        """Key entries under ``prefix`` from now on. Before the first call: what the old prefix
+        keyed is neither moved nor forgotten by the mirrors."""
+        self._p = f"{prefix}:f{ENTRY_FORMAT}"
+
     def _k(self, kind: str, *parts: object) -> str:
         return ":".join([self._p, kind, *map(str, parts)])
 

@@ -35,6 +35,7 @@ from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.integration.conftest import AppWithCorpus
 from tests.support.clock import Clock
+from tests.support.paths import require_fp32_package
 from tests.support.redis_server import HEALTHY_REDIS_S, redis_server
 
 QUERY = "salary increase zebra umbrella"
@@ -238,6 +239,30 @@ async def test_a_shared_redis_keeps_answers_apart_by_the_settings_that_shape_the
     assert not first.cached and "policy" in _docs(first)
     assert not (await ask_once("b", rrf_k=61)).cached, "an answer computed under another RRF k was served"
     assert (await ask_once("c", port=50999)).cached
+
+
+async def test_a_shared_redis_keeps_answers_apart_by_the_minilm_build_in_use(tmp_path: Path, redis_url: str) -> None:
+    """The key prefix was made before open() chose the build (the model id still ''): int8 and fp32
+    indexes shared one namespace. Each found the other's answer, cited at another document version
+    (the version names the model), dropped it as stale, and a Redis shared by both kept neither."""
+    require_fp32_package()
+    prefix = f"t{os.urandom(4).hex()}"
+    runs = iter(range(100))
+
+    async def cached(model: str) -> bool:
+        application = Application(load_settings(data_dir=tmp_path / f"data{next(runs)}", cache_backend="redis", redis_url=redis_url,
+                                                redis_key_prefix=prefix, cache_timeout_s=HEALTHY_REDIS_S, model=model,
+                                                model_cache_dir=tmp_path / "models"))
+        await application.open()
+        try:
+            assert not (await application.ingest(CORPUS)).errors
+            return bool((await _ask(application, ANON)).cached)
+        finally:
+            await application.close()
+
+    assert not await cached("int8")
+    assert not await cached("fp32"), "an answer computed with the int8 build was served to an fp32 index"
+    assert await cached("int8"), "the fp32 index dropped the int8 index's answer"
 
 
 async def test_a_shared_redis_keeps_answers_apart_by_the_reranker_and_the_glossary_in_use(tmp_path: Path, redis_url: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -11,9 +12,9 @@ import numpy as np
 import pytest
 
 from retrieval_server.app import Application
-from retrieval_server.backends import model_choice
+from retrieval_server.backends import minilm_fp32, model_choice
 from retrieval_server.backends.embedder import int8_model
-from retrieval_server.backends.minilm_fp32 import fp32_model_id
+from retrieval_server.backends.minilm_fp32 import fp32_model, fp32_model_id
 from retrieval_server.backends.model_choice import How, Precision, Timings
 from retrieval_server.backends.model_timings import FILE_NAME
 from retrieval_server.config import load_settings
@@ -207,6 +208,56 @@ async def test_a_cache_folder_that_cannot_be_written_falls_back_to_int8(tmp_path
     try:
         assert app.model_choice is not None and app.model_choice.how is How.FP32_UNBUILDABLE
         assert app.model_choice.model is Precision.INT8 and app.embedder.model_id == int8_model().model_id and timer.calls == 0
+    finally:
+        await app.close()
+
+
+def _damaged_build(model_cache: Path, cache: Path) -> Path:
+    """A copy of the fp32 build cut short at 5 MB in ``cache``, where a start looks for it."""
+    built = fp32_model(model_cache)
+    assert built is not None
+    damaged = cache / built.model_path.relative_to(model_cache)
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(built.model_path.read_bytes()[:5_000_000])
+    return damaged
+
+
+async def test_a_damaged_fp32_build_is_built_again(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was reused by every start, each failing on "cannot load the ONNX model", naming neither the setting nor the fix."""
+    _timer(monkeypatch, None)
+    damaged = _damaged_build(model_cache, tmp_path / "cache")
+    app = await _open(tmp_path / "data", tmp_path / "cache", model="fp32")
+    try:
+        assert app.embedder.model_id == fp32_model_id()
+        assert damaged.read_bytes() == next(model_cache.glob(f"*/{damaged.name}")).read_bytes()
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("setting", ["auto", "fp32"])
+async def test_a_build_that_cannot_be_loaded_even_built_again_names_the_cache_folder_or_falls_back_to_int8(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, setting: str,
+) -> None:
+    timer = _timer(monkeypatch, FP32_FASTER)
+    damaged = _damaged_build(model_cache, tmp_path / "cache")
+    rebuilt: list[Path] = []
+
+    def build_badly(zip_path: Path, model: Path) -> Path:
+        rebuilt.append(model)
+        model.write_bytes(b"still not a model")
+        return model
+
+    monkeypatch.setattr(minilm_fp32, "build", build_badly)
+    if setting == "fp32":
+        with pytest.raises(ValueError, match=re.escape(f"the fp32 model built in {tmp_path / 'cache'} (RETRIEVAL_MODEL_CACHE_DIR) cannot be "
+                                                       "loaded, even built again: ")):
+            await _open(tmp_path / "data", tmp_path / "cache", model=setting)
+        assert rebuilt == [damaged]
+        return
+    app = await _open(tmp_path / "data", tmp_path / "cache", model=setting)
+    try:
+        assert app.model_choice is not None and app.model_choice.how is How.FP32_UNBUILDABLE and timer.calls == 0
+        assert app.embedder.model_id == int8_model().model_id and rebuilt == [damaged]
     finally:
         await app.close()
 

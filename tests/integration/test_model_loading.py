@@ -15,7 +15,7 @@ import pytest
 
 from retrieval_server import model_loading
 from retrieval_server.app import Application
-from retrieval_server.backends.embedder import resolve_model
+from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, resolve_model
 from retrieval_server.backends.model_dims import CACHE_FILE, known_dim, remember_dim
 from retrieval_server.backends.vector_store.edge import EdgeVectorStore
 from retrieval_server.config import Settings, load_settings
@@ -131,6 +131,53 @@ def test_a_cross_encoder_folder_is_refused_naming_its_output_and_the_setting(tmp
     with pytest.raises(ValueError, match=re.escape(f"RETRIEVAL_MODEL_DIR={folder}: {folder / 'model.onnx'} is no sentence encoder: "
                                                    "its output 'logits'")):
         Application(_settings(tmp_path, folder))
+
+
+def _int32_ids(model: Path, folder: Path) -> Path:
+    """``model`` taking its inputs as int32, as some exporters write them."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = onnx.load(str(model))
+    casts = []
+    for feed in graph.graph.input:
+        feed.type.tensor_type.elem_type = TensorProto.INT32
+        for node in graph.graph.node:
+            node.input[:] = [f"{x}_int64" if x == feed.name else x for x in node.input]
+        casts.append(helper.make_node("Cast", [feed.name], [f"{feed.name}_int64"], to=TensorProto.INT64))
+    nodes = [*casts, *graph.graph.node]
+    del graph.graph.node[:]
+    graph.graph.node.extend(nodes)
+    folder.mkdir()
+    onnx.save(graph, str(folder / "model.onnx"))
+    return folder
+
+
+@pytest.mark.parametrize("case", ["int32 ids", "ids past the word table", "vocab_size below the tokenizer's"])
+def test_a_model_that_cannot_embed_what_its_tokenizer_makes_is_refused_at_start_up(tmp_path: Path, model_dir: Path, case: str) -> None:
+    """With a config.json giving max_position_embeddings (and a fixed output size) no text was
+    embedded at start-up: the server started, then every embedding failed (ingest FAILED, queries
+    without their dense leg) on onnxruntime's "expected: (tensor(int32))" or "Gather ... idx=13523
+    must be within [-8000,7999]"."""
+    config = {"model_type": "bert", "max_position_embeddings": 512}
+    if case == "int32 ids":
+        folder = _int32_ids(model_dir / "model.onnx", tmp_path / "int32")
+        expected = "tensor(int32)"
+    else:
+        folder = tmp_path / "small-vocabulary"
+        build_sentence_encoder(folder / "model.onnx", random_weights(0, 0.02), BertShape(vocab_size=30000, hidden=32, layers=1, heads=2,
+                                                                                       intermediate=64))
+        if case == "vocab_size below the tokenizer's":
+            config["vocab_size"] = 30000
+        expected = ("has 30522 tokens, more than the vocab_size 30000 of " + str(folder / "config.json") if "vocab_size" in config
+                    else "idx=30521 must be within the inclusive range [-30000,29999]")
+    (folder / "tokenizer.json").write_bytes(BUNDLED_TOKENIZER.read_bytes())
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=re.escape(f"RETRIEVAL_MODEL_DIR={folder}: ")) as refused:
+        Application(_settings(tmp_path, folder))
+    assert expected in str(refused.value) and str(folder / "tokenizer.json") in str(refused.value)
+    if "vocab_size" not in config:
+        assert str(folder / "model.onnx") in str(refused.value)
 
 
 @pytest.mark.parametrize("index", ["new", "built with the right size"])
