@@ -774,8 +774,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ing = sub.add_parser("ingest", help="index files or folders (.txt .md .html .pdf .jsonl)")
     ing.add_argument("paths", nargs="+")
-    ing.add_argument("--access", choices=ACCESS_CHOICES, default="public")
-    ing.add_argument("--owner", type=utf8_text, help="owner of private documents")
+    ing.add_argument("--access", choices=ACCESS_CHOICES, default=None, help="who reads the documents (default: public; required with --owner)")
+    ing.add_argument("--owner", type=utf8_text, help="the documents' owner (needs --access)")
     ing.add_argument("--grant", action="append", default=[], type=utf8_text, help="user granted read access (repeatable)")
     ing.add_argument("--meta", action="append", default=[], type=key_value, help="metadata key=value (repeatable)")
     ing.add_argument("--document-id", type=utf8_text, help="id for a single file (default: file name without extension)")
@@ -860,6 +860,12 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.access == "private" and not (args.owner or "").strip():
         # Every file was sent, to be refused one by one as a PRIVATE document without owner_id.
         parser.error("--access private needs --owner (the user who owns the documents: a private document is read by its owner and grantees)")
+    if args.command == "ingest" and args.access is None:
+        if args.owner is not None:
+            # Taken as public, an owner's private document sent again without its access was
+            # published: the server refuses an owner_id with access unset for the same reason.
+            parser.error("--owner needs --access private or --access public (without it, an owner's private document sent again would be published)")
+        args.access = "public"
     calls = getattr(args, "server", None) is not None and not (args.command == "ingest" and args.local)
     if calls and not args.server.strip():
         # gRPC's own refusal was four lines of its C core and "Failed to create channel to ''".

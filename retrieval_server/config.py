@@ -584,9 +584,11 @@ class Settings(BaseSettings):
         if self.cache_backend == "redis" and not self.redis_url:
             raise ValueError("cache_backend 'redis' needs redis_url")
         # Ignored, it left each replica a private cache that missed the others' invalidations, with
-        # no word: an operator who set the URL took the cache to be shared.
-        if self.cache_backend != "redis" and self.redis_url:
-            raise ValueError(f"redis_url is set but cache_backend is '{self.cache_backend}', which ignores it: "
+        # no word: an operator who set the URL took the cache to be shared. Not with 'none', which
+        # caches nothing to miss them with, and which a tool measuring without a cache sets over a
+        # deployment's environment.
+        if self.cache_backend == "memory" and self.redis_url:
+            raise ValueError("redis_url is set but cache_backend is 'memory', which ignores it: "
                              "set RETRIEVAL_CACHE_BACKEND=redis, or unset RETRIEVAL_REDIS_URL")
         if any(not 0 < p <= 1 for p in self.graph_hop_penalties) or list(self.graph_hop_penalties) != sorted(self.graph_hop_penalties, reverse=True):
             raise ValueError("graph_hop_penalties must lie in (0, 1] and must not grow with the hop")

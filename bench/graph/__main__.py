@@ -41,7 +41,7 @@ async def evaluate_seed(seed: int, ks: tuple[int, ...], model_dir: Path | None =
     with tempfile.TemporaryDirectory() as data:
         # The bundled int8 model unless a folder is given: the same model on every machine, where
         # "auto" would time int8 against fp32 and could choose differently from run to run.
-        app = Application(load_settings(data_dir=Path(data), cache_backend="none", model_dir=model_dir, model="int8", metrics_enabled=False))
+        app = Application(load_settings(data_dir=Path(data), cache_backend="none", redis_url=None, model_dir=model_dir, model="int8", metrics_enabled=False))
         await app.open()
         try:
             report = await app.ingest([DocumentSource(f"{d}.txt", text.encode(), document_id=d) for d, text in wiki.documents.items()])

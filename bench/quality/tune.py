@@ -337,8 +337,8 @@ def replay_inputs(args: argparse.Namespace) -> tuple[BeirDataset, dict[str, obje
     dataset = BeirDataset(args.dataset.resolve(), args.split)
     dataset.check()
     model_dir = None if args.bundled_model else (args.model_dir or bench_index.default_model_dir())
-    overrides: dict[str, object] = {"data_dir": args.index_dir.resolve(), "cache_backend": "none", "metrics_enabled": False,
-                                    "read_only": True, "log_level": "WARNING"}
+    overrides: dict[str, object] = {"data_dir": args.index_dir.resolve(), "cache_backend": "none", "redis_url": None,
+                                    "metrics_enabled": False, "read_only": True, "log_level": "WARNING"}
     if model_dir is not None:
         overrides["model_dir"] = model_dir.resolve()
     for item in args.set:

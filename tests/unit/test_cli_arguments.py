@@ -259,8 +259,23 @@ def test_a_private_document_without_an_owner_is_a_usage_error(monkeypatch: pytes
             assert stopped.value.code == 2 and "--access private needs --owner" in capsys.readouterr().err
     assert not sent
     # A public document may name its owner (sent as ACCESS_PUBLIC, which the server takes with one).
-    assert cli.main(["ingest", "notes.md", "--owner", "alice"]) == 0 and cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice"]) == 0
+    assert cli.main(["ingest", "notes.md", "--access", "public", "--owner", "alice"]) == 0
+    assert cli.main(["ingest", "notes.md", "--access", "private", "--owner", "alice"]) == 0
     assert len(sent) == 2
+
+
+def test_an_owner_without_access_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--access defaulted to public: `ingest --owner alice` sent again a private document of
+    alice's, and published it."""
+    sent: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_ingest_remote", lambda args: sent.append(args) or 0)
+    for local in ([], ["--local"]):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["ingest", "notes.md", "--owner", "alice", *local])
+        assert stopped.value.code == 2 and "--owner needs --access private or --access public" in capsys.readouterr().err
+    assert not sent
+    # Without an owner, a document is public as before.
+    assert cli.main(["ingest", "notes.md"]) == 0 and sent[0].access == "public"
 
 
 LATIN1 = os.fsdecode(b"caf\xe9")  # a Latin-1 terminal's "café", as Python reads it: a lone surrogate

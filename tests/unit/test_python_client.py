@@ -16,6 +16,8 @@ from google.protobuf.message import Message
 
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client import MAX_TIMEOUT_S, AsyncRetrievalClient, RetrievalClient, document_from_file, pb, to_json
+from retrieval_server.api.convert import document_in
+from retrieval_server.domain import Access, InvalidArgument
 
 #: no server listens here; the channels connect lazily, and these tests never reach one
 NOWHERE = "127.0.0.1:1"
@@ -64,10 +66,23 @@ def test_a_file_is_public_or_private_as_asked(tmp_path: Path, written: str, acce
     assert document_from_file(tmp_path / "a.txt", access=written, owner_id="alice").access == access
 
 
+def test_access_left_out_is_sent_unset_so_the_server_refuses_it_with_an_owner(tmp_path: Path) -> None:
+    """Access defaulted to an explicit ACCESS_PUBLIC, which the server takes with an owner: an
+    owner re-sending her private document without its access published it."""
+    (tmp_path / "a.txt").write_text("Alice's salary increase is 7 percent.")
+    owned = document_from_file(tmp_path / "a.txt", owner_id="alice")
+    assert owned.access == pb.ACCESS_UNSPECIFIED
+    with pytest.raises(InvalidArgument) as refused:
+        document_in(owned, 0, 1 << 20)
+    assert [f for f, _ in refused.value.violations] == ["documents[0].access"]
+    # No owner and no access: public, as before.
+    assert document_in(document_from_file(tmp_path / "a.txt"), 0, 1 << 20).access is Access.PUBLIC
+
+
 @pytest.mark.parametrize("written", ["public", "PUBLIC"])
 def test_grants_on_a_public_file_are_refused(tmp_path: Path, written: str) -> None:
-    """Access defaults to public: a grant sent without access="private" made a document for
-    everyone to read (the server refuses it now)."""
+    """A grant sent without access="private" made a document for everyone to read (the server
+    refuses it now)."""
     (tmp_path / "a.txt").write_text("Aardvarks dig.")
     with pytest.raises(ValueError, match=r"granted_user_ids need access='private' \(access is '(public|PUBLIC)'"):
         document_from_file(tmp_path / "a.txt", access=written, owner_id="alice", granted_user_ids=["bob"])

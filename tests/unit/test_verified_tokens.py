@@ -203,6 +203,18 @@ async def test_a_replaced_jwks_file_is_another_version_and_revokes_what_its_old_
     assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
 
 
+async def test_a_token_without_exp_is_refused_remembered_or_not() -> None:
+    """Without exp a token would be good for ever; and remembering one read its exp (KeyError:
+    INTERNAL) had the verification not required it."""
+    keys, clock = CountingKeys(), Clock(time.time())
+    for remember_s in (0.0, 300.0):
+        verifier = _verifier(keys, clock, remember_s=remember_s)
+        for _ in range(2):
+            with pytest.raises(Unauthenticated) as refused:
+                await verifier.verify(hs256(claims("alice", "SUPER_ADMIN", exp=None)))
+            assert refused.value.reason == "TOKEN_CLAIM_MISSING"
+
+
 def test_a_shared_secret_has_one_version() -> None:
     secret = SharedSecret(SECRET)
     assert secret.version() == secret.version()

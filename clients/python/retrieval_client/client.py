@@ -63,7 +63,7 @@ def document_from_file(
     path: Path | str,
     *,
     document_id: str = "",
-    access: str = "public",
+    access: str | None = None,
     owner_id: str = "",
     granted_user_ids: Sequence[str] = (),
     title: str = "",
@@ -71,19 +71,21 @@ def document_from_file(
     metadata: dict[str, str] | None = None,
 ) -> pb.DocumentInput:
     """A file as an ingest input; its extension selects the server's loader. ``access`` is
-    "public" or "private" (any case); anything else is a ValueError, not a public document, and so
-    are ``granted_user_ids`` on a public one, as the server refuses them. The file is read as
+    "public" or "private" (any case), or None to leave it unset: the server takes that as public,
+    and refuses it with an ``owner_id`` (a private document sent again without its access would
+    be published); anything else is a ValueError, not a public document, and so are
+    ``granted_user_ids`` without access="private", as the server refuses them. The file is read as
     :func:`file_bytes` reads it: a regular file of at most 256 MiB (what this client sends in one
     request; the server's own limit, 16 MiB by default, may be lower)."""
     p = Path(path)
     try:
-        level = _ACCESS[access.lower()]
+        level = pb.ACCESS_UNSPECIFIED if access is None else _ACCESS[access.lower()]
     except KeyError:
-        raise ValueError(f"access must be one of {', '.join(_ACCESS)} (got {access!r})") from None
+        raise ValueError(f"access must be one of {', '.join(_ACCESS)}, or None to leave it unset (got {access!r})") from None
     grantees = _id_list("granted_user_ids", granted_user_ids)
-    if grantees and level == pb.ACCESS_PUBLIC:
-        # Refused before the file is read: access defaults to "public", so grants sent without
-        # access="private" would reach the server only to be refused there (INVALID_ARGUMENT).
+    if grantees and level != pb.ACCESS_PRIVATE:
+        # Refused before the file is read: the server refuses grants on a document every caller
+        # reads (INVALID_ARGUMENT), which is what public and unset access both mean.
         raise ValueError(f"granted_user_ids need access='private' (access is {access!r}: a public document is read by everyone)")
     return pb.DocumentInput(
         document_id=document_id,

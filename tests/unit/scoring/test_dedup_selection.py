@@ -13,11 +13,22 @@ from hypothesis.extra.numpy import arrays
 from scoring_core import content_hashes, dedup_by_key, near_duplicates, reference, threshold_with_fallback, top_k
 
 score = st.floats(-10, 10, width=32).map(lambda x: round(x, 1))
+#: keys that share their low 32 bits and differ above them, as 64-bit content hashes may: a kernel
+#: comparing 32 bits of a key kept one of them
+high_bits = st.builds(lambda lo, hi: lo | (hi << 32), st.integers(0, 15), st.integers(-4, 4))
+#: small keys, often repeated; keys with high bits set; anything int64 holds
+key = st.integers(0, 15) | high_bits | st.integers(-(2**63), 2**63 - 1)
 
 
 def test_dedup_by_id_keeps_the_best_score() -> None:
     keys = np.array([5, 3, 5, 3, 7])
     assert dedup_by_key(keys, np.array([0.1, 0.9, 0.8, 0.9, 0.2])).tolist() == [1, 2, 4]
+
+
+def test_keys_equal_in_their_low_32_bits_are_distinct() -> None:
+    keys = np.array([7 + (i << 32) for i in range(-4, 5)] * 2, dtype=np.int64)
+    s = np.linspace(1.0, 0.1, len(keys)).astype(np.float32)
+    assert dedup_by_key(keys, s).tolist() == reference.dedup_by_key(keys.tolist(), s.tolist()) == list(range(9))
 
 
 def test_dedup_by_content_hash() -> None:
@@ -113,7 +124,7 @@ def test_scores_that_are_not_numbers_are_refused_by_kernel_and_twin(scores: list
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5) | st.floats(0, 5), score), max_size=20))
+@given(st.lists(st.tuples(key | st.floats(0, 5), score), max_size=20))
 def test_kernel_and_twin_refuse_the_same_keys(rows: list[tuple[float, float]]) -> None:
     keys = [k for k, _ in rows]
     s = [v for _, v in rows]
@@ -126,7 +137,7 @@ def test_kernel_and_twin_refuse_the_same_keys(rows: list[tuple[float, float]]) -
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(2**63 - 2, 2**63 + 1) | st.integers(2**64 - 2, 2**64 + 1) | st.integers(-2, 2), score), max_size=12))
+@given(st.lists(st.tuples(st.integers(2**63 - 2, 2**63 + 1) | st.integers(2**64 - 2, 2**64 + 1) | st.integers(-2, 2) | high_bits, score), max_size=12))
 def test_python_int_keys_near_2_63_and_2_64_agree_with_the_twin(rows: list[tuple[int, float]]) -> None:
     # Keys from 2**63 up raised OverflowError, naming nothing, where the twin deduplicated them.
     keys = [k for k, _ in rows]
@@ -141,7 +152,7 @@ def test_python_int_keys_near_2_63_and_2_64_agree_with_the_twin(rows: list[tuple
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 15), score), max_size=120))
+@given(st.lists(st.tuples(key, score), max_size=120))
 def test_dedup_agrees(rows: list[tuple[int, float]]) -> None:
     keys = [k for k, _ in rows]
     s = np.asarray([v for _, v in rows], dtype=np.float32)
