@@ -55,8 +55,8 @@ _CONNECTORS = frozenset({"of", "for", "de", "van", "von", "der", "du", "la", "de
 
 #: honorifics written short, whose full stop ends no sentence ("Dr. Ada Byron")
 HONORIFIC_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof")
-#: words before a person's name, never a name themselves
-HONORIFICS = frozenset({*(h.lower() for h in HONORIFIC_ABBREVIATIONS), "professor", "sir", "dame"})
+#: words before a person's name, never a name themselves (see :func:`is_honorific`)
+_HONORIFICS = frozenset({*(h.lower() for h in HONORIFIC_ABBREVIATIONS), "professor", "sir", "dame"})
 _PERSON_BEFORE = re.compile(
     r"(?:\b(?:(?:written|maintained|owned|led|managed|reviewed|approved|created|authored|developed|run|founded)\s+by"
     r"|contact|owner|maintainer|lead|author|manager|engineer|developer|ask|cc|thanks)\s*:?\s*)$",
@@ -147,6 +147,12 @@ def _capitalized(tok: str) -> bool:
         if not fits:
             return False
     return True
+
+
+def is_honorific(word: str) -> bool:
+    """Whether ``word`` is an honorific as written ("Dr", "Mr.", "Sir"). In capitals it is an acronym
+    ("MS" multiple sclerosis, "DR" disaster recovery, "SIR" the epidemic model), a name like any other."""
+    return word.rstrip(".").lower() in _HONORIFICS and not word.isupper()
 
 
 def _acronym_shaped(tok: str) -> bool:
@@ -323,10 +329,10 @@ class MentionFinder:
             i = j
             at_start = run[0] is toks[first_word] if first_word >= 0 else False
             # An honorific is not part of the name it comes before: "Contact Mr. Smith" made "Contact Mr" a name.
-            while run and (run[0].text.lower() in _OPENERS or run[0].text.lower() in HONORIFICS):
+            while run and (run[0].text.lower() in _OPENERS or is_honorific(run[0].text)):
                 run = run[1:]
                 at_start = False
-            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS or run[-1].text.lower() in HONORIFICS):
+            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS or is_honorific(run[-1].text)):
                 run = run[:-1]
             if not run or title_case or len(run) > 4:
                 continue
@@ -345,9 +351,8 @@ class MentionFinder:
         surface = re.sub(r"'s$", "", surface)
         before, after = sentence[:start], sentence[end:]
         words = before.split()
-        prev = words[-1].rstrip(".").lower() if words else ""
         entity_type, vote = shape_type(surface, "ident" if kind == "ident" else "name")
-        if kind == "cap" and (prev in HONORIFICS or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
+        if kind == "cap" and ((words and is_honorific(words[-1])) or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
             if vote < SHAPE or entity_type is EntityType.CONCEPT:
                 entity_type, vote = EntityType.PERSON, CUE
         elif any(p.search(before if n == 0 else after) for n, p in enumerate(_PROJECT_AROUND)):
