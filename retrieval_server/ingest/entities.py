@@ -29,12 +29,35 @@ from retrieval_server.knowledge import EntityType, entity_key
 
 # Letters and digits of any script: names are not all ASCII ("José García", "Sjögren", "Ørsted").
 # Python's re has no class for upper- or lower-case letters beyond ASCII, so the shapes below are
-# read with str's own case predicates. The query side finds names in a question with it too. An
-# apostrophe between letters is part of a word ("O'Brien", "D’Souza"), unless it opens a possessive
-# or a contraction ("Kafka's", "don't"): without it "O'Brien" was the name "Brien".
-NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*(?:['’](?!(?i:s|t|d|ll|re|ve|m)\b)(?=[^\W_])[\w\-.]*)*(?<=[^\W_])")
+# read with str's own case predicates, as is :func:`name_tokens`' apostrophe (the query side reads a
+# question with it too). An apostrophe between letters is part of a word ("O'Brien", "D’Souza"),
+# unless it opens a possessive or a contraction ("Kafka's", "don't"): without it "O'Brien" was the
+# name "Brien".
+_NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*(?:['’](?!(?i:s|t|d|ll|re|ve|m)\b)(?=[^\W_])[\w\-.]*)*(?<=[^\W_])")
+_APOSTROPHE = re.compile(r"['’]")
 _JOINED = re.compile(r"([-'’])")
 _ROMAN = re.compile(r"[IVXLC]+")
+
+
+def name_tokens(text: str) -> list[tuple[int, int, str]]:
+    """The words of ``text`` names are made of, as ``(start, end, word)``. An apostrophe joins only
+    after a capital ("O'Brien", "D’Souza"): after a lower-case elision ("l'API", "d'AuthService",
+    "dall'Università") the name that follows is a word of its own, or it was lost in "l'API"."""
+    out: list[tuple[int, int, str]] = []
+    for m in _NAME_TOKEN.finditer(text):
+        start = m.start()
+        for mark in _APOSTROPHE.finditer(text, start, m.end()):
+            if text[start].isupper():
+                continue
+            # The elision ends at its last letter or digit, as a word does.
+            end = mark.start()
+            while not text[end - 1].isalnum():
+                end -= 1
+            out.append((start, end, text[start:end]))
+            start = mark.end()
+        out.append((start, m.end(), text[start : m.end()]))
+    return out
+
 
 # Function words and sentence openers that are capitalized only because they start a sentence.
 _OPENERS = frozenset(
@@ -283,9 +306,9 @@ class MentionFinder:
                 out.append(dataclasses.replace(mention, canonical=self.glossary_name(key)))
                 taken.append((m.start(), m.end()))
         toks = [
-            _Tok(m.start(), m.end(), m.group(0), _kind(m.group(0)))
-            for m in NAME_TOKEN.finditer(sentence)
-            if not taken or not any(a <= m.start() < b for a, b in taken)
+            _Tok(start, end, word, _kind(word))
+            for start, end, word in name_tokens(sentence)
+            if not taken or not any(a <= start < b for a, b in taken)
         ]
         letters = [t for t in toks if any(c.isalpha() for c in t.text)]
         shouting = len(letters) >= 3 and sum(t.text.isupper() for t in letters) > len(letters) / 2

@@ -418,6 +418,14 @@ def test_names_joined_by_a_hyphen_or_an_apostrophe_are_whole() -> None:
     # A possessive or a contraction is no part of a name, and a lower-case word after a hyphen still is.
     g = _extract("We rely on Kafka's brokers. Kafka's log doesn't lose the Well-known Lab's data.")
     assert {e.name for e in g.entities} == {"Kafka", "Well-known Lab"}
+    # Only after a capital: a lower-case elision (French, Italian) is a word of its own, or the
+    # name after it was lost ("l'API" is no name).
+    for text, names in (
+        ("Le service PaymentRouter appelle l'API de Stripe et dépend d'AuthService.", {"PaymentRouter", "API", "Stripe", "AuthService"}),
+        ("Il progetto dipende dall'Università di Bologna e dall'ENI.", {"Università", "Bologna", "ENI"}),
+        ("AuthService dépend d’OAuthProvider, qu’O'Brien Team maintient.", {"AuthService", "OAuthProvider", "O'Brien Team"}),
+    ):
+        assert {e.name for e in _extract(text).entities} == names, text
 
 
 def test_a_compound_around_an_acronym_is_one_name() -> None:
