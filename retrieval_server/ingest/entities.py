@@ -29,12 +29,35 @@ from retrieval_server.knowledge import EntityType, entity_key
 
 # Letters and digits of any script: names are not all ASCII ("José García", "Sjögren", "Ørsted").
 # Python's re has no class for upper- or lower-case letters beyond ASCII, so the shapes below are
-# read with str's own case predicates. The query side finds names in a question with it too. An
-# apostrophe between letters is part of a word ("O'Brien", "D’Souza"), unless it opens a possessive
-# or a contraction ("Kafka's", "don't"): without it "O'Brien" was the name "Brien".
-NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*(?:['’](?!(?i:s|t|d|ll|re|ve|m)\b)(?=[^\W_])[\w\-.]*)*(?<=[^\W_])")
+# read with str's own case predicates, as is :func:`name_tokens`' apostrophe (the query side reads a
+# question with it too). An apostrophe between letters is part of a word ("O'Brien", "D’Souza"),
+# unless it opens a possessive or a contraction ("Kafka's", "don't"): without it "O'Brien" was the
+# name "Brien".
+_NAME_TOKEN = re.compile(r"[^\W_][\w\-.]*(?:['’](?!(?i:s|t|d|ll|re|ve|m)\b)(?=[^\W_])[\w\-.]*)*(?<=[^\W_])")
+_APOSTROPHE = re.compile(r"['’]")
 _JOINED = re.compile(r"([-'’])")
 _ROMAN = re.compile(r"[IVXLC]+")
+
+
+def name_tokens(text: str) -> list[tuple[int, int, str]]:
+    """The words of ``text`` names are made of, as ``(start, end, word)``. An apostrophe joins only
+    after a capital ("O'Brien", "D’Souza"): after a lower-case elision ("l'API", "d'AuthService",
+    "dall'Università") the name that follows is a word of its own, or it was lost in "l'API"."""
+    out: list[tuple[int, int, str]] = []
+    for m in _NAME_TOKEN.finditer(text):
+        start = m.start()
+        for mark in _APOSTROPHE.finditer(text, start, m.end()):
+            if text[start].isupper():
+                continue
+            # The elision ends at its last letter or digit, as a word does.
+            end = mark.start()
+            while not text[end - 1].isalnum():
+                end -= 1
+            out.append((start, end, text[start:end]))
+            start = mark.end()
+        out.append((start, m.end(), text[start : m.end()]))
+    return out
+
 
 # Function words and sentence openers that are capitalized only because they start a sentence.
 _OPENERS = frozenset(
@@ -55,8 +78,8 @@ _CONNECTORS = frozenset({"of", "for", "de", "van", "von", "der", "du", "la", "de
 
 #: honorifics written short, whose full stop ends no sentence ("Dr. Ada Byron")
 HONORIFIC_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof")
-#: words before a person's name, never a name themselves
-HONORIFICS = frozenset({*(h.lower() for h in HONORIFIC_ABBREVIATIONS), "professor", "sir", "dame"})
+#: words before a person's name, never a name themselves (see :func:`is_honorific`)
+_HONORIFICS = frozenset({*(h.lower() for h in HONORIFIC_ABBREVIATIONS), "professor", "sir", "dame"})
 _PERSON_BEFORE = re.compile(
     r"(?:\b(?:(?:written|maintained|owned|led|managed|reviewed|approved|created|authored|developed|run|founded)\s+by"
     r"|contact|owner|maintainer|lead|author|manager|engineer|developer|ask|cc|thanks)\s*:?\s*)$",
@@ -147,6 +170,12 @@ def _capitalized(tok: str) -> bool:
         if not fits:
             return False
     return True
+
+
+def is_honorific(word: str) -> bool:
+    """Whether ``word`` is an honorific as written ("Dr", "Mr.", "Sir"). In capitals it is an acronym
+    ("MS" multiple sclerosis, "DR" disaster recovery, "SIR" the epidemic model), a name like any other."""
+    return word.rstrip(".").lower() in _HONORIFICS and not word.isupper()
 
 
 def _acronym_shaped(tok: str) -> bool:
@@ -277,9 +306,9 @@ class MentionFinder:
                 out.append(dataclasses.replace(mention, canonical=self.glossary_name(key)))
                 taken.append((m.start(), m.end()))
         toks = [
-            _Tok(m.start(), m.end(), m.group(0), _kind(m.group(0)))
-            for m in NAME_TOKEN.finditer(sentence)
-            if not taken or not any(a <= m.start() < b for a, b in taken)
+            _Tok(start, end, word, _kind(word))
+            for start, end, word in name_tokens(sentence)
+            if not taken or not any(a <= start < b for a, b in taken)
         ]
         letters = [t for t in toks if any(c.isalpha() for c in t.text)]
         shouting = len(letters) >= 3 and sum(t.text.isupper() for t in letters) > len(letters) / 2
@@ -323,10 +352,10 @@ class MentionFinder:
             i = j
             at_start = run[0] is toks[first_word] if first_word >= 0 else False
             # An honorific is not part of the name it comes before: "Contact Mr. Smith" made "Contact Mr" a name.
-            while run and (run[0].text.lower() in _OPENERS or run[0].text.lower() in HONORIFICS):
+            while run and (run[0].text.lower() in _OPENERS or is_honorific(run[0].text)):
                 run = run[1:]
                 at_start = False
-            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS or run[-1].text.lower() in HONORIFICS):
+            while run and (run[-1].text.lower() in _OPENERS or run[-1].text.lower() in _CONNECTORS or is_honorific(run[-1].text)):
                 run = run[:-1]
             if not run or title_case or len(run) > 4:
                 continue
@@ -345,9 +374,8 @@ class MentionFinder:
         surface = re.sub(r"'s$", "", surface)
         before, after = sentence[:start], sentence[end:]
         words = before.split()
-        prev = words[-1].rstrip(".").lower() if words else ""
         entity_type, vote = shape_type(surface, "ident" if kind == "ident" else "name")
-        if kind == "cap" and (prev in HONORIFICS or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
+        if kind == "cap" and ((words and is_honorific(words[-1])) or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
             if vote < SHAPE or entity_type is EntityType.CONCEPT:
                 entity_type, vote = EntityType.PERSON, CUE
         elif any(p.search(before if n == 0 else after) for n, p in enumerate(_PROJECT_AROUND)):

@@ -30,7 +30,7 @@ from retrieval_server.backends.executor import BlockingExecutor, Priority
 from retrieval_server.backends.llm import ChatModel, LlmRefused
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.chunker import split_sentences
-from retrieval_server.ingest.entities import CUE, HONORIFIC_ABBREVIATIONS, HONORIFICS, Mention, MentionFinder
+from retrieval_server.ingest.entities import CUE, HONORIFIC_ABBREVIATIONS, Mention, MentionFinder, is_honorific
 from retrieval_server.ingest.relations import SentenceRelation, co_occurrences, relations_in_sentence
 from retrieval_server.knowledge import (
     RELATION_WEIGHTS,
@@ -118,8 +118,8 @@ def assemble(
         for f in per:
             # A capitalized word that opens a sentence is a name only if the document uses it inside one too.
             names = sorted([*f.mentions, *(o for o in f.openers if o.key in inside)], key=lambda m: m.start)
-            # A model may answer an honorific as a name too.
-            names = [m for m in names if m.key not in HONORIFICS]
+            # A model may answer an honorific as a name too. By its surface, not its key: "MS" is an acronym.
+            names = [m for m in names if not is_honorific(m.surface)]
             for m in names:
                 surfaces[m.key][m.canonical or m.surface] += 1
                 forms[m.key][m.surface.lower()] += 1

@@ -79,7 +79,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.identifiers import (
     MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, clean_user_id, composed,
-    composed_metadata, trim,
+    composed_metadata, trim, without_break_hints,
 )
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
@@ -257,6 +257,7 @@ class Indexer:
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
+        searched = " ".join([doc.title, *doc.metadata.values()])
         payload = json.dumps(
             {
                 "doc": [doc.title, doc.url, doc.source, doc.access.value, doc.owner_id, doc.metadata, doc.readers],
@@ -268,6 +269,11 @@ class Indexer:
                 # Absent at the default, as in the fingerprints stored before it counted: otherwise
                 # the first ingest after an upgrade embedded every unchanged document again.
                 **({"model_tokens": self._model_tokens} if self._model_tokens != DEFAULT_MODEL_TOKENS else {}),
+                # Metadata search reads the title and metadata without break hints (soft hyphens and
+                # the like) since terms revision 3, which its schema does not record: a document
+                # holding one there was stored split and is written again, not skipped as unchanged.
+                # Absent otherwise, as in the fingerprints stored before.
+                **({"search_text": "without break hints"} if without_break_hints(searched) != searched else {}),
                 "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,

@@ -24,7 +24,7 @@ from rapidfuzz import fuzz, process
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
 from retrieval_server.domain import AccessFilter
-from retrieval_server.ingest.entities import NAME_TOKEN, acronym_singular
+from retrieval_server.ingest.entities import acronym_singular, name_tokens
 from retrieval_server.knowledge import EntityLabel, EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
 from retrieval_server.stopwords import STOPWORDS
 from scoring_core import NameFilter
@@ -125,7 +125,7 @@ class KnowledgeGraph:
         index = await self._index()
         if not index.keys:
             return []
-        words = [(m.start(), m.end(), m.group(0)) for m in NAME_TOKEN.finditer(query)]
+        words = name_tokens(query)
         grams = await self._executor.run(self._grams, query, words, index) if len(words) > _INLINE_WORDS else self._grams(query, words, index)
         known = {g.key for g in grams if g.known}
         labels = dict(await self.store.graph_labels(known, access, document_ids)) if known else {}

@@ -328,6 +328,8 @@ async def test_a_name_with_an_apostrophe_or_a_hyphen_is_asked_for_as_ingestion_k
         ("O'Brien Team", MatchKind.CASE_FOLDED)]
     assert [(m.name, m.kind) for m in await graph.match("What do Hewlett-Packard Labs maintain?", ANON)] == [
         ("Hewlett-Packard Labs", MatchKind.EXACT)]
+    # After a lower-case elision the name is a word of its own, as ingestion reads it: "l'AuthService" matched only fuzzily.
+    assert [(m.name, m.kind) for m in await graph.match("Qui maintient l'AuthService ?", ANON)] == [("AuthService", MatchKind.EXACT)]
 
 
 async def test_a_name_longer_than_a_stored_key_keeps_its_entity_and_edges(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:

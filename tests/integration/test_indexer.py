@@ -168,6 +168,36 @@ async def test_a_new_glossary_makes_a_stored_document_changed(tmp_path: Path) ->
     assert await entities(glossary) == apart
 
 
+async def test_a_document_whose_title_metadata_search_read_split_is_written_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata search reads titles without soft hyphens since terms revision 3, its schema
+    unchanged: re-ingesting a document stored before was skipped as unchanged (with the graph off,
+    whose rules revision changed every fingerprint), and "coordinated" missed its title for good."""
+    from retrieval_server.backends import metadata_store
+
+    sources = [_txt("plan", "The body of the plan.", title="Co\u00adordinated release plan"),
+               _txt("notes", "The notes of the meeting.", title="Coordinated meeting notes", metadata={"team": "Ops"})]
+    everything = AccessFilter.for_identity(Identity("ops", Role.SUPER_ADMIN))
+
+    async def ingest() -> tuple[dict[str, bool], list[str]]:
+        app = Application(load_settings(data_dir=tmp_path, graph_enabled=False, cache_backend="none"))
+        await app.open(warm_kernels=False)
+        try:
+            report = await app.ingest(sources)
+            found = await app.metadata.search_documents("coordinated", 5, everything)
+            return {d.document_id: d.unchanged for d in report.documents}, sorted(d for d, _ in found)
+        finally:
+            await app.close()
+
+    # As the release before stored them: soft hyphens kept in the search text, and no mark of them in the fingerprint.
+    for module in (metadata_store, indexer_module):
+        monkeypatch.setattr(module, "without_break_hints", lambda text: text)
+    assert await ingest() == ({"plan": False, "notes": False}, ["notes"])
+    monkeypatch.undo()
+    # Only the document that holds one is written again; then it is unchanged too.
+    assert await ingest() == ({"plan": False, "notes": True}, ["notes", "plan"])
+    assert await ingest() == ({"plan": True, "notes": True}, ["notes", "plan"])
+
+
 class _ChatModel:
     """A graph model whose provider is down until ``up``."""
 

@@ -201,6 +201,17 @@ def test_an_honorific_is_neither_a_sentence_end_nor_a_name() -> None:
         assert people == {k for k, _, _ in stated} | ({"smith"} if "Smith" in text else set()), text
         assert {(r.source, r.relation, r.target) for r in g.relations if r.relation is not R.CO_OCCURS} == stated, text
     assert sentences_of("Ask Dr. Who about it. Mrs. Doe agrees.") == ["Ask Dr. Who about it.", "Mrs. Doe agrees."]
+    # In capitals it is an acronym, a name (multiple sclerosis, disaster recovery, the epidemic
+    # model), whose full stop ends a sentence: read by its key, every one vanished from the graph.
+    for text, names, stated in [
+        ("Relapses fell in MS. Patients with MS and NMO took Natalizumab.", {"natalizumab", "ms", "nmo"}, set()),
+        ("BillingSvc depends on DR. The DR site replicates nightly.", {"billingsvc", "dr"}, {("billingsvc", R.DEPENDS_ON, "dr")}),
+        ("We fit the SIR model and the SEIR model to COVID data; PROF runs them.", {"sir", "seir", "covid", "prof"}, set()),
+    ]:
+        g = _extract(text)
+        assert {e.key for e in g.entities} == names, text
+        assert {(r.source, r.relation, r.target) for r in g.relations if r.relation is not R.CO_OCCURS} == stated, text
+    assert sentences_of("BillingSvc fails over to DR. The DR site replicates.") == ["BillingSvc fails over to DR.", "The DR site replicates."]
 
 
 def test_passive_lists_and_and_clauses() -> None:
@@ -344,6 +355,12 @@ async def test_a_model_answering_an_honorific_as_a_name_adds_no_entity() -> None
         [parent], [ChildChunk("doc#p0c0", "doc#p0", "doc", 0, 0, text, 20)])
     assert g.extractor == "llm:fake:names"
     assert {e.key for e in g.entities} == {"billingsvc"} and not g.relations
+    # An acronym it names is a name, though its key is an honorific's.
+    text = "Natalizumab treats MS."
+    parent = ParentChunk("doc#p0", "doc", 0, text, 20)
+    g = await LlmGraphExtractor(_NamesModel(["MS", "Natalizumab"]), ClassicalGraphExtractor()).extract(
+        [parent], [ChildChunk("doc#p0c0", "doc#p0", "doc", 0, 0, text, 20)])
+    assert g.extractor == "llm:fake:names" and {e.key for e in g.entities} == {"ms", "natalizumab"}
 
 
 def test_a_list_of_a_few_names_repeated_relates_each_pair_once() -> None:
@@ -401,6 +418,14 @@ def test_names_joined_by_a_hyphen_or_an_apostrophe_are_whole() -> None:
     # A possessive or a contraction is no part of a name, and a lower-case word after a hyphen still is.
     g = _extract("We rely on Kafka's brokers. Kafka's log doesn't lose the Well-known Lab's data.")
     assert {e.name for e in g.entities} == {"Kafka", "Well-known Lab"}
+    # Only after a capital: a lower-case elision (French, Italian) is a word of its own, or the
+    # name after it was lost ("l'API" is no name).
+    for text, names in (
+        ("Le service PaymentRouter appelle l'API de Stripe et dépend d'AuthService.", {"PaymentRouter", "API", "Stripe", "AuthService"}),
+        ("Il progetto dipende dall'Università di Bologna e dall'ENI.", {"Università", "Bologna", "ENI"}),
+        ("AuthService dépend d’OAuthProvider, qu’O'Brien Team maintient.", {"AuthService", "OAuthProvider", "O'Brien Team"}),
+    ):
+        assert {e.name for e in _extract(text).entities} == names, text
 
 
 def test_a_compound_around_an_acronym_is_one_name() -> None:
