@@ -892,16 +892,30 @@ NOT_SETTINGS = frozenset({"RETRIEVAL_SERVER", "RETRIEVAL_TOKEN", "RETRIEVAL_SHAR
 _SERVICE_LINK = re.compile(r"RETRIEVAL_(SERVICE_(HOST|PORT(_\w+)?)|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)")
 
 
+#: variables of settings since renamed: the new name, and what to know of it. Named before any
+#: spelling is guessed: the closest to RETRIEVAL_QUERY_MAX_CHARS is RETRIEVAL_QUERY_MIN_CHARS, and
+#: following that hint refused every short query.
+RENAMED_SETTINGS: dict[str, tuple[str, str]] = {
+    "RETRIEVAL_QUERY_MAX_CHARS": ("RETRIEVAL_QUERY_MAX_BYTES", "a length in UTF-8 bytes, not characters"),
+    "RETRIEVAL_CACHE_BREAKER_FAILURES": ("RETRIEVAL_BREAKER_FAILURES", "for the breaker of each optional dependency: the Redis cache, TEI, each LLM provider"),
+    "RETRIEVAL_CACHE_BREAKER_COOLDOWN_S": ("RETRIEVAL_BREAKER_COOLDOWN_S", "for the breaker of each optional dependency: the Redis cache, TEI, each LLM provider"),
+}
+
+
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """The RETRIEVAL_* variables of ``environ`` that name no setting, each with the closest one: a
-    misspelt one was ignored without a word (a typo in RETRIEVAL_JWT_AUDIENCE turned the audience
-    check off)."""
+    """The RETRIEVAL_* variables of ``environ`` that name no setting, each with what it was renamed
+    to or else the closest one: a misspelt one was ignored without a word (a typo in
+    RETRIEVAL_JWT_AUDIENCE turned the audience check off)."""
     settings = sorted(f"RETRIEVAL_{name.upper()}" for name in Settings.model_fields)
     lines = []
     for name in sorted(environ):
         upper = name.upper()  # read case-insensitively, as the settings are
         if (upper.startswith("RETRIEVAL_") and upper not in NOT_SETTINGS and not _SERVICE_LINK.fullmatch(upper)
                 and upper.removeprefix("RETRIEVAL_").lower() not in Settings.model_fields):
+            if upper in RENAMED_SETTINGS:
+                renamed, note = RENAMED_SETTINGS[upper]
+                lines.append(f"{name}: renamed to {renamed} ({note})")
+                continue
             close = difflib.get_close_matches(upper, settings, n=1)
             lines.append(f"{name}: no such setting" + (f" (did you mean {close[0]}?)" if close else ""))
     return lines

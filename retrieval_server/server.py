@@ -20,7 +20,7 @@ from retrieval_server.api.audit import refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
-from retrieval_server.api.identity import MAX_IDENTITY_HEADER_BYTES
+from retrieval_server.api.identity import MAX_AUTHORIZATION_BYTES, MAX_IDENTITY_HEADER_BYTES
 from retrieval_server.api.errors import abort
 from retrieval_server.api.servicer import RetrievalServicer, register
 from retrieval_server.api.tls import server_credentials
@@ -83,9 +83,11 @@ async def start_server(settings: Settings, app: Application | None = None) -> Ru
         raise
 
 
-#: a call's metadata, at most: the longest identity header (x-user-groups of MAX_GROUPS names of
-#: MAX_USER_ID_CHARS and their commas, and 64 KiB more), the other headers included
-MAX_METADATA_BYTES = MAX_IDENTITY_HEADER_BYTES
+#: a call's metadata, at most: x-user-id, x-user-role and x-user-groups at their limit, a token at
+#: its own, and 64 KiB more for the other headers (:path, user-agent, ...) and HPACK's 32 bytes an
+#: entry. Above the per-header limits, so that those refuse a header too long, naming it: held to
+#: one header's limit, gRPC reset a call with a header at it (RESOURCE_EXHAUSTED, naming nothing).
+MAX_METADATA_BYTES = 3 * MAX_IDENTITY_HEADER_BYTES + MAX_AUTHORIZATION_BYTES + 64 * 1024
 
 
 #: calls in flight on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)
@@ -149,9 +151,9 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
             # The supervisor's workers share a port (it holds the port for them); a server of its own
             # must fail on a port in use, or the kernel would split connections between two indexes.
             ("grpc.so_reuseport", 1 if settings.processes > 1 else 0),
-            # What a caller's metadata may hold: x-user-groups (or a token's groups claim) of
-            # MAX_GROUPS names is up to 256 KB. gRPC's 8 KiB soft limit refused 400 groups at
-            # random, RESOURCE_EXHAUSTED naming nothing, before the limit that names the header.
+            # What a caller's metadata may hold: x-user-groups of MAX_GROUPS names is up to 256 KB,
+            # a token's groups claim of as many 344 KB. gRPC's 8 KiB soft limit refused 400 groups
+            # at random, RESOURCE_EXHAUSTED naming nothing, before the limit that names the header.
             ("grpc.max_metadata_size", MAX_METADATA_BYTES),
             ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
             *TRANSPORT_LIMITS,

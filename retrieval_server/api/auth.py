@@ -25,7 +25,7 @@ import grpc
 
 from retrieval_server.api.errors import abort
 from retrieval_server.api.handlers import Refused, rewrap
-from retrieval_server.api.identity import GROUPS_HEADER, MAX_IDENTITY_HEADER_BYTES, ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
+from retrieval_server.api.identity import GROUPS_HEADER, MAX_AUTHORIZATION_BYTES, MAX_IDENTITY_HEADER_BYTES, ROLE_HEADER, USER_ID_HEADER, HeaderIdentities
 from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecret, TokenVerifier
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
@@ -72,8 +72,9 @@ def _metadata(context: grpc.aio.ServicerContext, reads: frozenset[str]) -> dict[
             if key == "authorization":
                 raise Unauthenticated("the authorization metadata must be sent once", "TOKEN_MALFORMED")
             raise InvalidArgument(f"{key} must be sent at most once", field=key)
-        if key in reads and len(v) > MAX_IDENTITY_HEADER_BYTES:
-            too_long = f"{key} must be at most {MAX_IDENTITY_HEADER_BYTES} bytes (got {len(v)})"
+        limit = MAX_AUTHORIZATION_BYTES if key == "authorization" else MAX_IDENTITY_HEADER_BYTES
+        if key in reads and len(v) > limit:
+            too_long = f"{key} must be at most {limit} bytes (got {len(v)})"
             if key == "authorization":
                 raise Unauthenticated(too_long, "TOKEN_MALFORMED")
             raise InvalidArgument(too_long, field=key)

@@ -12,13 +12,18 @@ USER_ID_HEADER = "x-user-id"
 ROLE_HEADER = "x-user-role"
 GROUPS_HEADER = "x-user-groups"
 _MAX_ROLE_CHARS = max(len(role.value) for role in Role) + 8
-#: the longest an identity header's value (x-user-*, authorization) may be, checked before it is
-#: split or verified: x-user-groups of MAX_GROUPS names of MAX_USER_ID_CHARS and their commas, and
-#: 64 KiB more. gRPC holds a call's whole metadata to it (server.MAX_METADATA_BYTES) once the
-#: client has acknowledged the server's settings, but takes any length before: 14.9 MB of
-#: x-user-groups took 3 s and 400 MB to split into a set, on the event loop, before its groups
-#: were counted.
+#: the longest an identity header's value (x-user-*) may be, checked before it is split: x-user-groups
+#: of MAX_GROUPS names of MAX_USER_ID_CHARS and their commas, and 64 KiB more. gRPC holds a call's
+#: whole metadata to server.MAX_METADATA_BYTES once the client has acknowledged the server's
+#: settings, but takes any length before: 14.9 MB of x-user-groups took 3 s and 400 MB to split
+#: into a set, on the event loop, before its groups were counted.
 MAX_IDENTITY_HEADER_BYTES = MAX_GROUPS * (MAX_USER_ID_CHARS + 1) + 64 * 1024
+#: the longest ``authorization`` value, checked before the token is verified: "Bearer " and a token
+#: whose groups claim names MAX_GROUPS names of MAX_USER_ID_CHARS ASCII characters (each quoted,
+#: and a comma) in base64url (4 bytes for 3), and 64 KiB more for its header, signature and other
+#: claims. Such a token is longer than x-user-groups of the same groups: held to that header's
+#: limit, one the claim rules accept was refused.
+MAX_AUTHORIZATION_BYTES = len("Bearer ") + 4 * ((MAX_GROUPS * (MAX_USER_ID_CHARS + 3) + 2) // 3) + 64 * 1024
 
 
 _NAMED_ROLES = tuple(r.value for r in Role if r is not Role.ANONYMOUS)

@@ -10,9 +10,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import annotated_types
 import pytest
 
-from retrieval_server.config import Settings
+from retrieval_server.config import DAY_S, Settings
 from tests.support.paths import REPO
 
 README = REPO / "README.md"
@@ -115,10 +116,16 @@ def _table_names(cell: str, fields: Iterable[str]) -> list[str]:
     return names
 
 
-def _table() -> list[tuple[list[str], str]]:
+def _rows() -> list[tuple[list[str], str, str]]:
+    """The configuration table's rows: the settings each names, their defaults, their description.
+    Cells are split at a bare `|` only: `\\|` is one inside a cell (QDRANT_COLLECTION's characters)."""
     fields = Settings.model_fields
-    return [(_table_names(cells[0], fields), cells[1]) for line in README.read_text().splitlines() if line.startswith("| `RETRIEVAL_")
-            for cells in [[c.strip() for c in line.split("|")[1:-1]]]]
+    return [(_table_names(cells[0], fields), cells[1], cells[2]) for line in README.read_text().splitlines() if line.startswith("| `RETRIEVAL_")
+            for cells in [[c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]]]
+
+
+def _table() -> list[tuple[list[str], str]]:
+    return [(names, default) for names, default, _ in _rows()]
 
 
 def _is_written_as(default: object, value: str) -> bool:
@@ -153,3 +160,32 @@ def test_a_readme_row_gives_each_setting_its_default(names: list[str], documente
     for name, value in zip(names, _quoted_values(names, documented) or [], strict=False):
         default = Settings.model_fields[name].default
         assert _is_written_as(default, value), f"RETRIEVAL_{name.upper()} defaults to {default!r}, the README says {value!r}"
+
+
+def _upper_bound(name: str) -> float | None:
+    return next((m.le for m in Settings.model_fields[name].metadata if isinstance(m, annotated_types.Le)), None)
+
+
+def test_the_table_splits_rows_at_bare_bars_only() -> None:
+    collection = next(description for names, _, description in _rows() if names == ["qdrant_collection"])
+    assert collection.endswith("none of `< > : \" / \\ \\| ? *` (Qdrant refuses them)")
+
+
+def test_a_duration_bounded_otherwise_than_by_a_day_says_so_in_its_row() -> None:
+    """The README says every duration is at most a day unless its row says otherwise: LLM_TIMEOUT_S
+    (3,600), EVENTS_PUBLISH_TIMEOUT_S (300) and a dozen more were bounded lower, their rows silent,
+    and an operator learnt the limit from the error at start-up."""
+    rows = _rows()
+    durations = [name for name in Settings.model_fields if name.endswith(("_s", "_ms"))]
+    assert len(durations) >= 20  # the suffixes are the convention: a rename of it would make this vacuous
+    unstated = []
+    for name in durations:
+        bound = _upper_bound(name)
+        assert bound is not None, f"RETRIEVAL_{name.upper()} has no upper bound"
+        if bound == (DAY_S if name.endswith("_s") else DAY_S * 1000):
+            continue
+        description = next(description for names, _, description in rows if name in names)
+        number = int(bound) if float(bound).is_integer() else bound
+        if not any(re.search(rf"\b(at most|to) {re.escape(written)}\b(?![,.]\d)", description) for written in (f"{number}", f"{number:,}")):
+            unstated.append(f"RETRIEVAL_{name.upper()} (at most {number:,})")
+    assert unstated == [], "README rows that do not state their setting's bound"

@@ -234,6 +234,33 @@ async def test_two_bearer_tokens_are_refused(tmp_path: Path) -> None:
             await channel.close()
 
 
+async def test_a_token_of_as_many_groups_as_allowed_is_verified_and_a_longer_header_is_named(tmp_path: Path) -> None:
+    """A token of 1,000 groups of 255 characters is 344 KB: gRPC held a call's metadata to the groups
+    header's limit (321,536 bytes) and reset the call, RESOURCE_EXHAUSTED naming nothing, before
+    the token reached the verifier."""
+    from retrieval.v1 import retrieval_pb2_grpc
+    from retrieval_server.api.identity import MAX_AUTHORIZATION_BYTES, MAX_IDENTITY_HEADER_BYTES
+    from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
+
+    groups = ["eng"] + [f"{i:04d}" + "g" * (MAX_USER_ID_CHARS - 4) for i in range(MAX_GROUPS - 1)]
+    token = hs256(claims("dave", "USER", groups=groups))
+    assert len(token) > MAX_IDENTITY_HEADER_BYTES
+    async with serving(tmp_path, jwt_secret=SECRET, jwt_groups_claim="groups", **JWT) as srv:
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}")
+        try:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            resp = await stub.Query(pb.QueryRequest(query=QUESTION, top_k=5, strategy=pb.STRATEGY_HYBRID, use_cache=False),
+                                    metadata=(("authorization", f"Bearer {token}"),))
+            assert docs(resp) & PRIVATE == {"eng-budget"}
+            too_long = "Bearer " + "a" * (MAX_AUTHORIZATION_BYTES + 1 - len("Bearer "))
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Query(pb.QueryRequest(query=QUESTION), metadata=(("authorization", too_long),))
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED and reason(err.value) == "TOKEN_MALFORMED", err.value.details()
+            assert err.value.details() == f"authorization must be at most {MAX_AUTHORIZATION_BYTES} bytes (got {MAX_AUTHORIZATION_BYTES + 1})"
+        finally:
+            await channel.close()
+
+
 async def test_jwks_file_rs256_and_no_algorithm_confusion(tmp_path: Path) -> None:
     keys = RsaKeys()
     keys.add("k1")

@@ -369,6 +369,33 @@ async def test_a_caller_of_as_many_groups_as_allowed_is_served_and_one_more_is_n
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "x-user-groups must name at most 1000 groups" in err.value.details()
 
 
+async def test_an_identity_header_at_its_limit_is_read_and_one_byte_more_is_named(live: Live) -> None:
+    """gRPC held a call's whole metadata to one header's limit, and reset a call with a header at
+    it (RESOURCE_EXHAUSTED, naming nothing) before the check that names the header could run."""
+    from retrieval_server.api.identity import MAX_IDENTITY_HEADER_BYTES
+    from retrieval_server.identifiers import MAX_GROUPS, MAX_USER_ID_CHARS
+
+    longest = ",".join(f"{i:04d}" + "g" * (MAX_USER_ID_CHARS - 4) for i in range(MAX_GROUPS))
+    # Empty items are no group: the most groups a caller may name, padded to the limit.
+    at_limit = longest + "," * (MAX_IDENTITY_HEADER_BYTES - len(longest))
+    padded_user = "alice" + " " * (MAX_IDENTITY_HEADER_BYTES - len("alice"))
+    padded_role = "USER" + " " * (MAX_IDENTITY_HEADER_BYTES - len("USER"))
+    # All three at their limit at once: the transport's limit is above their sum.
+    metadata = (("x-user-id", padded_user), ("x-user-role", padded_role), ("x-user-groups", at_limit))
+    resp = await live.stub.Query(pb.QueryRequest(query="molten rock", top_k=3), metadata=metadata)
+    assert resp.metrics.total_ms > 0
+    for header, value in metadata:
+        sent = tuple((k, v + "," if k == header else v) for k, v in metadata)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await live.stub.Query(pb.QueryRequest(query="molten rock"), metadata=sent)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (header, err.value.details())
+        assert err.value.details() == f"{header} must be at most {MAX_IDENTITY_HEADER_BYTES} bytes (got {MAX_IDENTITY_HEADER_BYTES + 1})"
+        status = rpc_status.from_call(err.value)
+        bad = error_details_pb2.BadRequest()
+        assert status is not None and status.details[0].Unpack(bad)
+        assert [v.field for v in bad.field_violations] == [header]
+
+
 async def test_admin_rpcs_need_an_admin_role(live: Live) -> None:
     # Without credentials the caller is not authenticated; with a user id but no role, not allowed.
     for md, code in (((), grpc.StatusCode.UNAUTHENTICATED), ((("x-user-id", "alice"),), grpc.StatusCode.PERMISSION_DENIED)):

@@ -99,10 +99,12 @@ async def test_an_identity_header_longer_than_any_identity_is_refused_before_it_
 
 
 def test_a_token_longer_than_any_identity_is_refused_before_it_is_verified() -> None:
-    from retrieval_server.api.identity import MAX_IDENTITY_HEADER_BYTES
+    from retrieval_server.api.identity import MAX_AUTHORIZATION_BYTES
 
-    context = HeadersContext((("authorization", "Bearer " + "a" * MAX_IDENTITY_HEADER_BYTES),))
-    with pytest.raises(Unauthenticated, match=f"authorization must be at most {MAX_IDENTITY_HEADER_BYTES} bytes") as err:
+    at_limit = "Bearer " + "a" * (MAX_AUTHORIZATION_BYTES - len("Bearer "))
+    assert _metadata(HeadersContext((("authorization", at_limit),)), frozenset({"authorization"}))  # type: ignore[arg-type]
+    context = HeadersContext((("authorization", at_limit + "a"),))
+    with pytest.raises(Unauthenticated, match=f"authorization must be at most {MAX_AUTHORIZATION_BYTES} bytes") as err:
         _metadata(context, frozenset({"authorization"}))  # type: ignore[arg-type]
     assert err.value.reason == "TOKEN_MALFORMED"
 

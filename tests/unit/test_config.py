@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from retrieval_server.config import DEPLOYMENT_SETTINGS, ConfigError, Settings, answer_fingerprint, load_settings
+from retrieval_server.config import DEPLOYMENT_SETTINGS, RENAMED_SETTINGS, ConfigError, Settings, answer_fingerprint, load_settings, unknown_variables
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,6 +70,10 @@ def test_environment_selects_production_backends(monkeypatch: pytest.MonkeyPatch
         # A misspelt variable, which was ignored: here the audience check went off without a word.
         ("RETRIEVAL_JWT_AUDIENCES", "retrieval", "RETRIEVAL_JWT_AUDIENCES: no such setting (did you mean RETRIEVAL_JWT_AUDIENCE?)"),
         ("retrieval_readonly", "true", "retrieval_readonly: no such setting (did you mean RETRIEVAL_READ_ONLY?)"),
+        # A renamed setting: the closest spelling, RETRIEVAL_QUERY_MIN_CHARS, refused every short query.
+        ("RETRIEVAL_QUERY_MAX_CHARS", "2000",
+         "RETRIEVAL_QUERY_MAX_CHARS: renamed to RETRIEVAL_QUERY_MAX_BYTES (a length in UTF-8 bytes, not characters)"),
+        ("retrieval_cache_breaker_failures", "3", "retrieval_cache_breaker_failures: renamed to RETRIEVAL_BREAKER_FAILURES"),
     ],
 )
 def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:
@@ -77,6 +81,12 @@ def test_invalid_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, var: 
     with pytest.raises(ConfigError) as err:
         load_settings()
     assert expected in str(err.value)
+
+
+def test_a_renamed_setting_names_its_new_name_and_no_other_hint() -> None:
+    for old, (new, note) in RENAMED_SETTINGS.items():
+        assert new.removeprefix("RETRIEVAL_").lower() in Settings.model_fields, (old, new)
+        assert unknown_variables({old: "1"}) == [f"{old}: renamed to {new} ({note})"]
 
 
 @pytest.mark.parametrize("var", ["RETRIEVAL_JWT_ISSUER", "RETRIEVAL_JWT_AUDIENCE", "RETRIEVAL_JWT_GROUPS_CLAIM", "RETRIEVAL_EVENTS_HASH_KEY",
