@@ -618,3 +618,25 @@ async def test_a_health_service_name_longer_than_any_served_is_refused(live: Liv
         await call
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details() == f"service must be at most {MAX_HEALTH_SERVICE_CHARS} characters (got {MAX_HEALTH_SERVICE_CHARS + 1}): no service here has a longer name"
+
+
+async def test_calls_past_max_concurrent_calls_are_refused_resource_exhausted(tmp_path: Path) -> None:
+    """Only each connection's calls were bounded: any number of connections held 100 each, and 4
+    of stalled StreamQuery calls held 432 MiB. Past RETRIEVAL_MAX_CONCURRENT_CALLS on every
+    connection together, a call is refused at once, before it runs."""
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_concurrent_calls": 2}))
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(2)]
+    try:
+        watches = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest()) for channel in channels]
+        for watch in watches:  # both in progress
+            assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await pb_grpc.RetrievalServiceStub(channels[0]).Query(pb.QueryRequest(query="molten rock"))
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.details() == "Concurrent RPC limit exceeded!"
+        for watch in watches:
+            watch.cancel()
+    finally:
+        for channel in channels:
+            await channel.close()
+        await running.stop(1.0)
