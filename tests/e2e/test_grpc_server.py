@@ -640,3 +640,28 @@ async def test_calls_past_max_concurrent_calls_are_refused_resource_exhausted(tm
         for channel in channels:
             await channel.close()
         await running.stop(1.0)
+
+
+async def test_a_burst_past_one_connections_stream_cap_is_served_or_refused_unavailable_never_otherwise(live: Live) -> None:
+    """A fresh channel opens streams before it has read the server's SETTINGS_MAX_CONCURRENT_STREAMS:
+    of 150 Query calls at once through a plain stub, some were reset REFUSED_STREAM (UNAVAILABLE,
+    the call never ran). Nothing else befalls them, and the Python client, which tries an
+    UNAVAILABLE again, gets every answer."""
+    from retrieval_server.server import MAX_STREAMS_PER_CONNECTION
+
+    calls = MAX_STREAMS_PER_CONNECTION + 50
+    request = pb.QueryRequest(query="molten rock", top_k=2)
+    channel = grpc.aio.insecure_channel(live.target, options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        stub = pb_grpc.RetrievalServiceStub(channel)
+        outcomes = await asyncio.gather(*(stub.Query(request) for _ in range(calls)), return_exceptions=True)
+    finally:
+        await channel.close()
+    for outcome in outcomes:
+        if isinstance(outcome, grpc.aio.AioRpcError):
+            assert outcome.code() == grpc.StatusCode.UNAVAILABLE and "RST_STREAM with error code 7" in (outcome.details() or ""), outcome
+        else:
+            assert isinstance(outcome, pb.QueryResponse) and outcome.query == "molten rock"
+    async with AsyncRetrievalClient(live.target) as client:
+        answers = await asyncio.gather(*(client.query("molten rock", top_k=2) for _ in range(calls)))
+    assert [a.query for a in answers] == ["molten rock"] * calls
