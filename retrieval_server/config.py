@@ -104,6 +104,14 @@ class Settings(BaseSettings):
         4 * 1024 * 1024 - 64 * 1024, ge=65_536, le=2**31 - 1,
         description="largest Query answer: its last contexts go past it (gRPC clients read 4 MiB by default)",
     )
+    max_concurrent_calls: int = Field(
+        1000, ge=1, le=1_000_000,
+        description="calls in progress at once in a process, on every connection (streams and grpc.health.v1 included); one more is "
+        "answered RESOURCE_EXHAUSTED at once",
+    )
+    stream_stall_s: float = Field(
+        60.0, gt=0, le=3600, description="how long a StreamQuery message may wait for its reader to take it before the stream is given up",
+    )
     workers: int = Field(2, ge=1, le=64, description="threads for the embedded engines and other blocking work")
     inference_lanes: int = Field(1, ge=1, le=64, description="model runs (embedding, rerank) at once; each uses embed_threads")
     processes: int = Field(
@@ -739,7 +747,7 @@ class Settings(BaseSettings):
 #: request, after the cache is read. Every other setting names the cache's namespace
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
-    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "worker_start_timeout_s", "read_only",
+    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "max_concurrent_calls", "stream_stall_s", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "worker_start_timeout_s", "read_only",
     "metrics_enabled", "health_port", "health_interval_s", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",

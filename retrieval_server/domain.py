@@ -470,5 +470,9 @@ class ResourceExhausted(ServiceError):
     """A resource the request needs is used up (free disk space below the floor)."""
 
 
+class StreamStalled(ServiceError):
+    """A stream's caller took none of its next message within the stall bound (RETRIEVAL_STREAM_STALL_S)."""
+
+
 class ReadOnly(ServiceError):
     """This server does not accept writes (read-only mode or replicas of embedded storage)."""

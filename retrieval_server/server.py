@@ -102,11 +102,11 @@ TRANSPORT_LIMITS: list[tuple[str, int]] = [
     # held every caller's call for seconds. A compressed request is UNIMPLEMENTED at once.
     ("grpc.compression_enabled_algorithms_bitset", 1),
     # Calls at once on one connection: gRPC allowed any number, and 1,000 Query streams stalled
-    # on one connection held 1 GB. gRPC's clients hold a call beyond them until one ends.
+    # on one connection held 1 GB. A stream opened beyond them is refused (REFUSED_STREAM): gRPC's
+    # clients may open one before they have read this setting, and a burst past it gets UNAVAILABLE.
     ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
     # A connection is asked to go (GOAWAY) after this long, its clients opening another for new
-    # calls, and closed once the calls it still carries have had the grace: a stalled stream is
-    # not held for ever. The grace is the longest a setting lets a call's work wait (an hour:
+    # calls, and closed once the calls it still carries have had the grace. The grace is the longest a setting lets a call's work wait (an hour:
     # ANSWER_TIMEOUT_S, LLM_TIMEOUT_S, ...); a call outliving it (a Health Watch, an ingest
     # without a deadline of more than embeds in that time) ends UNAVAILABLE "max connection age".
     ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_S * 1000),
@@ -143,6 +143,10 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
         interceptors=app.tracing.server_interceptors(),
+        # Calls in progress across every connection: the per-connection cap alone let any number of
+        # connections each hold 100 (4 of stalled StreamQuery calls held 432 MiB). One more is
+        # answered RESOURCE_EXHAUSTED by gRPC before any handler, and the caller may try again.
+        maximum_concurrent_rpcs=settings.max_concurrent_calls,
         options=[
             # What a caller may send. Answers are bounded by the server's own limits (top_k_max and
             # each field's); capped at this too, a valid request would fail after all its work

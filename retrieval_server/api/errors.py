@@ -5,7 +5,8 @@
   (``TOKEN_EXPIRED``, ``ROLE_REQUIRED``, ``READ_ONLY``, ...) in the ``retrieval.v1`` domain;
 * RESOURCE_EXHAUSTED and UNAVAILABLE also carry a ``google.rpc.RetryInfo`` saying when to retry,
   except an UNAVAILABLE ``BACKEND_TIMEOUT``: the backend let its whole timeout pass, and a retry
-  would wait as long again (the clients do not retry it).
+  would wait as long again (the clients do not retry it); and a RESOURCE_EXHAUSTED
+  ``STREAM_STALLED``, a stream given up on a reader that stopped reading.
 
 The details travel in the ``grpc-status-details-bin`` trailer (grpcio-status), which every gRPC
 library decodes; the message stays readable on its own.
@@ -29,6 +30,7 @@ from retrieval_server.domain import (
     ReadOnly,
     ResourceExhausted,
     ServiceError,
+    StreamStalled,
     TimedOut,
     Unauthenticated,
     Unavailable,
@@ -45,6 +47,8 @@ _MAPPING: dict[type[ServiceError], tuple[grpc.StatusCode, str, float | None]] = 
     PermissionDenied: (grpc.StatusCode.PERMISSION_DENIED, "ROLE_REQUIRED", None),
     ReadOnly: (grpc.StatusCode.FAILED_PRECONDITION, "READ_ONLY", None),
     ResourceExhausted: (grpc.StatusCode.RESOURCE_EXHAUSTED, "DISK_FULL", 60.0),
+    # No RetryInfo: the server gave up on this reader, and would on the same reader again.
+    StreamStalled: (grpc.StatusCode.RESOURCE_EXHAUSTED, "STREAM_STALLED", None),
     Unavailable: (grpc.StatusCode.UNAVAILABLE, "BACKEND_UNAVAILABLE", 1.0),
     TimedOut: (grpc.StatusCode.UNAVAILABLE, "BACKEND_TIMEOUT", None),
     DeadlineExceeded: (grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_TOO_SHORT", None),

@@ -8,8 +8,10 @@ duration.
 
 When an entry may be reused:
 
-* the key is whether the caller reads everything (SUPER_ADMIN) and otherwise its principals, and
-  the request as sent (its deterministic serialization: every option, the query as typed). A
+* the key is a SHA-256 digest of whether the caller reads everything (SUPER_ADMIN) and otherwise
+  its principals, and the request as sent (its deterministic serialization: every option, the
+  query as typed): kept whole, a request's 1,000 document ids and a caller's 300 groups held
+  twenty times the answer's bytes, uncounted. A
   repeat is found before the request is validated or turned into options: only a request that
   was validated, answered from the cache and kept (:meth:`ServedAnswers.remember`) has an entry,
   and the same bytes validate the same way. The key is finer than the cache's (its access
@@ -31,6 +33,9 @@ When an entry may be reused:
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,7 +46,7 @@ from retrieval_server.api import convert
 from retrieval_server.domain import Identity, Mode, QueryOptions, QueryResult, Strategy
 from retrieval_server.workflow.nodes import describes_answer
 
-Key = tuple[tuple[bool, tuple[str, ...]], bytes]
+Key = bytes
 #: the stage a served answer reports: the cache was checked, and answered
 STAGE = "check_cache"
 
@@ -55,7 +60,8 @@ class ServedAnswer:
     strategy: Strategy
     contexts: int
     degraded: tuple[str, ...]
-    #: the options of the request it answered (the same bytes give the same options)
+    #: the options of the request it answered (the same bytes give the same options), less its
+    #: document ids and caller: the key's, digested, and each serving's own
     options: QueryOptions
     generation: int
     expires_at: float
@@ -74,8 +80,12 @@ def key_of(identity: Identity, request: pb.QueryRequest) -> Key:
         if request.HasField(name) and getattr(request, name):
             request.ClearField(name)
     # The flag and the principals both: a user id is free text, and one named "all" is no super admin.
-    who = (identity.reads_everything, () if identity.reads_everything else identity.principals)
-    return who, request.SerializeToString(deterministic=True)
+    # Length-prefixed, so that no caller's principals run on into another's request.
+    who = json.dumps([identity.reads_everything, [] if identity.reads_everything else identity.principals]).encode()
+    digest = hashlib.sha256(len(who).to_bytes(8, "big"))
+    digest.update(who)
+    digest.update(request.SerializeToString(deterministic=True))
+    return digest.digest()
 
 
 def may_serve(request: pb.QueryRequest) -> bool:
@@ -83,10 +93,20 @@ def may_serve(request: pb.QueryRequest) -> bool:
     return request.use_cache or not request.HasField("use_cache")
 
 
+#: what an entry holds besides its body, metrics and query (its key, the objects holding them, its
+#: place in the dict), measured, rounded up
+ENTRY_BYTES = 1024
+
+
+def held_bytes(answer: ServedAnswer) -> int:
+    """What ``answer`` holds, as counted against the store's ``max_bytes``."""
+    return ENTRY_BYTES + len(answer.body) + answer.metrics.ByteSize() + len(answer.options.query.encode())
+
+
 class ServedAnswers:
-    """At most ``size`` answers holding at most ``max_bytes`` in their bodies (all they hold of
-    their contexts), the least recently served dropped first. Counted alone, 1,024 answers of 2.6 MiB (a top-100 answer over documents
-    at their metadata limits) held 2.6 GiB."""
+    """At most ``size`` answers holding at most ``max_bytes`` (:func:`held_bytes`), the least
+    recently served dropped first. Counted alone, 1,024 answers of 2.6 MiB (a top-100 answer over
+    documents at their metadata limits) held 2.6 GiB."""
 
     def __init__(self, size: int, ttl_s: float, max_bytes: int = 64 * 2**20, clock: Callable[[], float] = time.monotonic) -> None:
         self._size = size
@@ -104,7 +124,7 @@ class ServedAnswers:
         if answer is None:
             return None
         if generation is None or answer.generation != generation or answer.expires_at <= self._clock():
-            self._bytes -= len(self._answers.pop(key).body)
+            self._bytes -= held_bytes(self._answers.pop(key))
             return None
         self._answers.move_to_end(key)
         return answer
@@ -122,17 +142,18 @@ class ServedAnswers:
         metrics = convert.metrics_out(result.metrics)
         del metrics.stages[:]
         metrics.stages.add(stage=STAGE, count=len(result.contexts))
-        serialized = body.SerializeToString()
-        if len(serialized) > self._max_bytes:
+        slim = dataclasses.replace(options, document_ids=(), identity=Identity())
+        answer = ServedAnswer(body.SerializeToString(), result.metrics.strategy_used, len(result.contexts), tuple(result.metrics.degraded),
+                              slim, generation, self._clock() + self._ttl, pb.QueryResponse(metrics=metrics))
+        if held_bytes(answer) > self._max_bytes:
             return
         replaced = self._answers.pop(key, None)
         if replaced is not None:
-            self._bytes -= len(replaced.body)
-        self._answers[key] = ServedAnswer(serialized, result.metrics.strategy_used, len(result.contexts), tuple(result.metrics.degraded),
-                                          options, generation, self._clock() + self._ttl, pb.QueryResponse(metrics=metrics))
-        self._bytes += len(serialized)
+            self._bytes -= held_bytes(replaced)
+        self._answers[key] = answer
+        self._bytes += held_bytes(answer)
         while len(self._answers) > self._size or self._bytes > self._max_bytes:
-            self._bytes -= len(self._answers.popitem(last=False)[1].body)
+            self._bytes -= held_bytes(self._answers.popitem(last=False)[1])
 
 
 def serve(answer: ServedAnswer, started: float) -> tuple[bytes, float]:

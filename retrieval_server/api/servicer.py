@@ -9,7 +9,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -32,6 +32,7 @@ from retrieval_server.domain import (
     Role,
     ServiceError,
     StageMetric,
+    StreamStalled,
     Unauthenticated,
     send_margin,
 )
@@ -64,22 +65,6 @@ def _rpc(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     async def wrapper(self: RetrievalServicer, request: Any, context: grpc.aio.ServicerContext) -> R:
         try:
             return await fn(self, request, context)
-        except BaseException as exc:
-            await _abort_for(name, context, exc)
-            raise
-
-    return wrapper
-
-
-def _rpc_stream(fn: Callable[..., AsyncIterator[R]]) -> Callable[..., AsyncIterator[R]]:
-    """:func:`_rpc` for a response stream."""
-    name = fn.__name__
-
-    @functools.wraps(fn)
-    async def wrapper(self: RetrievalServicer, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
-        try:
-            async for item in fn(self, request, context):
-                yield item
         except BaseException as exc:
             await _abort_for(name, context, exc)
             raise
@@ -199,10 +184,8 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         self._app.analytics.query_answered(options, result)
         return response
 
-    @_rpc_stream
-    async def StreamQuery(
-        self, request: pb.StreamQueryRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.StreamQueryResponse]:
+    @_rpc
+    async def StreamQuery(self, request: pb.StreamQueryRequest, context: grpc.aio.ServicerContext) -> None:
         """Query, telling the caller each stage as it ends and the answer as it is written."""
         options = self._query_options(request.query, context, "query.")
         events = _Events(STREAM_HELD_EVENTS)
@@ -215,17 +198,37 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
         task = asyncio.ensure_future(run())
         try:
+            # Before any message: the status of a stream given up on a stalled write then follows the
+            # message gRPC still holds, and reaches a reader that reads again. Sent with the first
+            # message, that write's cancellation left gRPC unable to send any status.
+            await context.send_initial_metadata(())
             while (event := await events.get()) is not None:
-                yield convert.stream_event_out(event)
+                await self._write(context, convert.stream_event_out(event))
             result = await task
         finally:
-            if not task.done():  # the caller went away: stop the work
+            if not task.done():  # the caller went away, or stalled: stop the work
                 task.cancel()
             # Awaited done too: a failure that ended it as the caller went away was never read, and
             # asyncio logged it as an error ("Task exception was never retrieved").
             with contextlib.suppress(BaseException):
                 await task
-        yield pb.StreamQueryResponse(response=self._respond(options, result, context))
+        response = pb.StreamQueryResponse(response=self._respond(options, result, context))
+        # The task holds the result too. Neither is needed once the response is built, and a reader
+        # that stalls on it would keep them (a top-100 answer's contexts: about 1 MiB) until the
+        # stall bound.
+        del task, result
+        await self._write(context, response)
+
+    async def _write(self, context: grpc.aio.ServicerContext, message: pb.StreamQueryResponse) -> None:
+        """Send one message of a stream, or give the stream up when its reader has not taken it
+        within the stall bound: a reader that never reads held its call, and what the call had
+        built, until the connection closed (30 minutes and an hour of grace)."""
+        try:
+            async with asyncio.timeout(self._s.stream_stall_s):
+                await context.write(message)
+        except TimeoutError:
+            raise StreamStalled(f"the caller read none of the stream's next message within {self._s.stream_stall_s:g} s "
+                                "(RETRIEVAL_STREAM_STALL_S): the stream is given up") from None
 
     def _query_options(self, request: pb.QueryRequest, context: grpc.aio.ServicerContext, at: str = "") -> QueryOptions:
         """``at``: where ``request`` sits in the call's request (``query.`` in StreamQuery's), so that

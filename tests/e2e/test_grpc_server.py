@@ -645,3 +645,50 @@ async def test_a_health_service_name_longer_than_any_served_is_refused(live: Liv
         await call
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details() == f"service must be at most {MAX_HEALTH_SERVICE_CHARS} characters (got {MAX_HEALTH_SERVICE_CHARS + 1}): no service here has a longer name"
+
+
+async def test_calls_past_max_concurrent_calls_are_refused_resource_exhausted(tmp_path: Path) -> None:
+    """Only each connection's calls were bounded: any number of connections held 100 each, and 4
+    of stalled StreamQuery calls held 432 MiB. Past RETRIEVAL_MAX_CONCURRENT_CALLS on every
+    connection together, a call is refused at once, before it runs."""
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_concurrent_calls": 2}))
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(2)]
+    try:
+        watches = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest()) for channel in channels]
+        for watch in watches:  # both in progress
+            assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await pb_grpc.RetrievalServiceStub(channels[0]).Query(pb.QueryRequest(query="molten rock"))
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.details() == "Concurrent RPC limit exceeded!"
+        for watch in watches:
+            watch.cancel()
+    finally:
+        for channel in channels:
+            await channel.close()
+        await running.stop(1.0)
+
+
+async def test_a_burst_past_one_connections_stream_cap_is_served_or_refused_unavailable_never_otherwise(live: Live) -> None:
+    """A fresh channel opens streams before it has read the server's SETTINGS_MAX_CONCURRENT_STREAMS:
+    of 150 Query calls at once through a plain stub, some were reset REFUSED_STREAM (UNAVAILABLE,
+    the call never ran). Nothing else befalls them, and the Python client, which tries an
+    UNAVAILABLE again, gets every answer."""
+    from retrieval_server.server import MAX_STREAMS_PER_CONNECTION
+
+    calls = MAX_STREAMS_PER_CONNECTION + 50
+    request = pb.QueryRequest(query="molten rock", top_k=2)
+    channel = grpc.aio.insecure_channel(live.target, options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        stub = pb_grpc.RetrievalServiceStub(channel)
+        outcomes = await asyncio.gather(*(stub.Query(request) for _ in range(calls)), return_exceptions=True)
+    finally:
+        await channel.close()
+    for outcome in outcomes:
+        if isinstance(outcome, grpc.aio.AioRpcError):
+            assert outcome.code() == grpc.StatusCode.UNAVAILABLE and "RST_STREAM with error code 7" in (outcome.details() or ""), outcome
+        else:
+            assert isinstance(outcome, pb.QueryResponse) and outcome.query == "molten rock"
+    async with AsyncRetrievalClient(live.target) as client:
+        answers = await asyncio.gather(*(client.query("molten rock", top_k=2) for _ in range(calls)))
+    assert [a.query for a in answers] == ["molten rock"] * calls

@@ -4,7 +4,6 @@ status, and retrieval_requests_total (a view of grpc_server_handled_total) recor
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -13,7 +12,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from prometheus_client import CollectorRegistry
 
-from retrieval_server.api.servicer import _rpc, _rpc_stream
+from retrieval_server.api.servicer import _rpc
 from retrieval_server.domain import InvalidArgument, Unavailable
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer, GrpcServerMetrics
 
@@ -26,6 +25,17 @@ class Context:
     def __init__(self) -> None:
         self.status: tuple[grpc.StatusCode, str] | None = None
         self.trailing: tuple[tuple[str, str | bytes], ...] = ()
+        #: a stream's messages, as written
+        self.written: list[str] = []
+        #: set to hold every write after the first: a caller that stops reading
+        self.stalled = asyncio.Event()
+        self.wrote = asyncio.Event()
+
+    async def write(self, message: str) -> None:
+        if self.written and self.stalled.is_set():
+            await asyncio.Event().wait()
+        self.written.append(message)
+        self.wrote.set()
 
     def code(self) -> grpc.StatusCode | None:
         return self.status[0] if self.status else None
@@ -70,12 +80,12 @@ class Servicer:
             raise self._error
         return "done"
 
-    @_rpc_stream
-    async def Stream(self, request: Any, context: Context) -> AsyncIterator[str]:
-        yield "first"
+    @_rpc
+    async def Stream(self, request: Any, context: Context) -> None:
+        await context.write("first")
         if self._error is not None:
             raise self._error
-        yield "second"
+        await context.write("second")
 
 
 def _edge(servicer: Servicer, name: str) -> grpc.RpcMethodHandler:
@@ -85,12 +95,9 @@ def _edge(servicer: Servicer, name: str) -> grpc.RpcMethodHandler:
     return GrpcMetricsLayer(servicer._app.metrics.grpc)(f"/{SERVICE}/{name}", handler)
 
 
-def _open_stream(servicer: Servicer, context: Context) -> AsyncIterator[str]:
-    return _edge(servicer, "Stream").unary_stream(None, context)
-
-
 async def _stream(servicer: Servicer, context: Context) -> list[str]:
-    return [item async for item in _open_stream(servicer, context)]
+    await _edge(servicer, "Stream").unary_stream(None, context)
+    return context.written
 
 
 async def _unary(servicer: Servicer, context: Context) -> str:
@@ -154,7 +161,10 @@ async def test_an_abort_keeps_its_code_and_a_cancelled_call_is_cancelled() -> No
 
 async def test_a_stream_the_caller_stops_reading_is_cancelled_not_an_error() -> None:
     servicer, context = Servicer(None), Context()
-    stream = _open_stream(servicer, context)
-    assert await stream.__anext__() == "first"
-    await stream.aclose()  # type: ignore[attr-defined]
-    assert context.status is None and servicer._app.metrics.rpcs == [("Stream", "CANCELLED")]
+    context.stalled.set()
+    stream = asyncio.ensure_future(_stream(servicer, context))
+    await context.wrote.wait()
+    stream.cancel()  # what grpc.aio does to the handler of a call its caller left
+    with pytest.raises(asyncio.CancelledError):
+        await stream
+    assert context.written == ["first"] and context.status is None and servicer._app.metrics.rpcs == [("Stream", "CANCELLED")]

@@ -80,14 +80,18 @@ def test_the_least_recently_served_is_dropped_first() -> None:
 def test_the_answers_bytes_are_bounded_too() -> None:
     """Counted alone, 1,024 answers of 2.6 MiB held 2.6 GiB."""
     big = pb.QueryResponse(query="q", cached=True, suggestions=["s" * 1_000])
-    size = len(big.SerializeToString())
+    sizing = ServedAnswers(1, ttl_s=10, clock=Clock())
+    sizing.remember(b"k", 1, OPTIONS, _result(), big)
+    served = sizing.get(b"k", 1)
+    assert served is not None
+    size = served_answers.held_bytes(served)
     answers = ServedAnswers(100, ttl_s=10, max_bytes=3 * size, clock=Clock())
     for q in "abcd":
         answers.remember(((), "c", q), 1, OPTIONS, _result(), big)
     assert len(answers) == 3 and answers.get(((), "c", "a"), 1) is None and answers.get(((), "c", "d"), 1) is not None
     answers.remember(((), "c", "d"), 1, OPTIONS, _result(), big)  # the same key again: counted once
     assert len(answers) == 3 and answers.get(((), "c", "b"), 1) is not None
-    huge = pb.QueryResponse(query="q", cached=True, suggestions=["s" * 4_000])
+    huge = pb.QueryResponse(query="q", cached=True, suggestions=["s" * 3 * size])
     answers.remember(((), "c", "e"), 1, OPTIONS, _result(), huge)  # larger than the whole budget: not kept
     assert answers.get(((), "c", "e"), 1) is None and len(answers) == 3
 
@@ -141,6 +145,35 @@ def test_an_answer_holds_its_contexts_only_in_its_body() -> None:
     assert len(answers) == 20 and held < 1.5 * bodies, (held, bodies)
     served = answers.get(((), "c", "3"), 1)
     assert served is not None and served.contexts == 1
+
+
+def test_what_an_entry_holds_is_counted_not_its_body_alone() -> None:
+    """Keyed by the request as sent and the caller's principals, and holding the options whole,
+    answers to requests of 1,000 document ids by callers in 300 groups held 20 times the bytes of
+    their bodies, past RETRIEVAL_CACHE_SERVED_ANSWERS_MB."""
+    import gc
+    import tracemalloc
+
+    max_bytes = 2**20
+    answers = ServedAnswers(1_000, ttl_s=10, max_bytes=max_bytes, clock=Clock())
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100):
+            identity = Identity(f"user-{i}", Role.USER, tuple(f"team-{i}-{g:03d}-" + "x" * 40 for g in range(300)))
+            ids = tuple(f"doc-{i}-{d:04d}-" + "y" * 24 for d in range(1_000))
+            query = f"what do the trials say of dosage {i} " * 20
+            request = pb.QueryRequest(query=query, top_k=5, strategy=pb.STRATEGY_HYBRID, filters=pb.QueryFilters(document_ids=ids))
+            options = QueryOptions(query, 5, Strategy.HYBRID, document_ids=ids, identity=identity)
+            response = pb.QueryResponse(query=query, cached=True, contexts=[pb.Context(content="c" * 1_500) for _ in range(5)])
+            answers.remember(served_answers.key_of(identity, request), 1, options, _result(), response)
+            del identity, ids, query, request, options, response
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0 < len(answers) and held < max_bytes, (len(answers), held)
 
 
 def test_the_key_names_the_callers_principals_and_the_request_as_sent() -> None:

@@ -68,9 +68,12 @@
 //   with a stable reason (e.g. TOKEN_EXPIRED).
 // * PERMISSION_DENIED: an authenticated caller without the role an RPC needs; ErrorInfo reason
 //   ROLE_REQUIRED.
-// * RESOURCE_EXHAUSTED: a request larger than RETRIEVAL_MAX_MESSAGE_MB (64 MiB), refused by gRPC
-//   itself without details, or a write while the data disk is below the server's free-space
-//   floor, with google.rpc.RetryInfo.
+// * RESOURCE_EXHAUSTED: a request larger than RETRIEVAL_MAX_MESSAGE_MB (64 MiB), or a call
+//   past RETRIEVAL_MAX_CONCURRENT_CALLS in progress ("Concurrent RPC limit exceeded!", before
+//   it runs: it may be sent again later), refused by gRPC itself without details; a write while
+//   the data disk is below the server's free-space floor, with google.rpc.RetryInfo; a
+//   StreamQuery whose caller took none of its next message within RETRIEVAL_STREAM_STALL_S,
+//   ErrorInfo reason STREAM_STALLED.
 // * UNAVAILABLE: a backend the request needs (vector store, metadata store) is down; ErrorInfo
 //   reason BACKEND_UNAVAILABLE, and RetryInfo says when to try again. One that let its timeout
 //   pass (RETRIEVAL_MYSQL_TIMEOUT_S) is reason BACKEND_TIMEOUT, without RetryInfo: another

@@ -69,7 +69,8 @@ type RetrievalServiceClient interface {
 	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
 	// the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
 	// Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
-	// status.
+	// status, and RESOURCE_EXHAUSTED (STREAM_STALLED) when the caller has not read a message within
+	// RETRIEVAL_STREAM_STALL_S (60 s): the stream is given up.
 	StreamQuery(ctx context.Context, in *StreamQueryRequest, opts ...grpc.CallOption) (RetrievalService_StreamQueryClient, error)
 }
 
@@ -214,7 +215,8 @@ type RetrievalServiceServer interface {
 	// MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
 	// the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
 	// Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
-	// status.
+	// status, and RESOURCE_EXHAUSTED (STREAM_STALLED) when the caller has not read a message within
+	// RETRIEVAL_STREAM_STALL_S (60 s): the stream is given up.
 	StreamQuery(*StreamQueryRequest, RetrievalService_StreamQueryServer) error
 	mustEmbedUnimplementedRetrievalServiceServer()
 }

@@ -153,7 +153,8 @@ class RetrievalServiceServicer:
         MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
         the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
         Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
-        status.
+        status, and RESOURCE_EXHAUSTED (STREAM_STALLED) when the caller has not read a message within
+        RETRIEVAL_STREAM_STALL_S (60 s): the stream is given up.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -96,9 +96,12 @@ export const protobufFileName = "retrieval/v1/retrieval.proto";
  *   with a stable reason (e.g. TOKEN_EXPIRED).
  * * PERMISSION_DENIED: an authenticated caller without the role an RPC needs; ErrorInfo reason
  *   ROLE_REQUIRED.
- * * RESOURCE_EXHAUSTED: a request larger than RETRIEVAL_MAX_MESSAGE_MB (64 MiB), refused by gRPC
- *   itself without details, or a write while the data disk is below the server's free-space
- *   floor, with google.rpc.RetryInfo.
+ * * RESOURCE_EXHAUSTED: a request larger than RETRIEVAL_MAX_MESSAGE_MB (64 MiB), or a call
+ *   past RETRIEVAL_MAX_CONCURRENT_CALLS in progress ("Concurrent RPC limit exceeded!", before
+ *   it runs: it may be sent again later), refused by gRPC itself without details; a write while
+ *   the data disk is below the server's free-space floor, with google.rpc.RetryInfo; a
+ *   StreamQuery whose caller took none of its next message within RETRIEVAL_STREAM_STALL_S,
+ *   ErrorInfo reason STREAM_STALLED.
  * * UNAVAILABLE: a backend the request needs (vector store, metadata store) is down; ErrorInfo
  *   reason BACKEND_UNAVAILABLE, and RetryInfo says when to try again. One that let its timeout
  *   pass (RETRIEVAL_MYSQL_TIMEOUT_S) is reason BACKEND_TIMEOUT, without RetryInfo: another
@@ -5525,7 +5528,8 @@ export const RetrievalServiceService = {
    * MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
    * the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
    * Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
-   * status.
+   * status, and RESOURCE_EXHAUSTED (STREAM_STALLED) when the caller has not read a message within
+   * RETRIEVAL_STREAM_STALL_S (60 s): the stream is given up.
    */
   streamQuery: {
     path: "/retrieval.v1.RetrievalService/StreamQuery" as const,
@@ -5602,7 +5606,8 @@ export interface RetrievalServiceServer extends UntypedServiceImplementation {
    * MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
    * the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
    * Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
-   * status.
+   * status, and RESOURCE_EXHAUSTED (STREAM_STALLED) when the caller has not read a message within
+   * RETRIEVAL_STREAM_STALL_S (60 s): the stream is given up.
    */
   streamQuery: handleServerStreamingCall<StreamQueryRequest, StreamQueryResponse>;
 }
@@ -5741,7 +5746,8 @@ export interface RetrievalServiceClient extends Client {
    * MODE_GENERATION) the answer's text as it is written (token by token when the model streams):
    * the answer's pieces come while the `generate` stage runs, so its StageMetric follows them.
    * Ends with the same QueryResponse that Query returns. Errors as for Query, as the stream's
-   * status.
+   * status, and RESOURCE_EXHAUSTED (STREAM_STALLED) when the caller has not read a message within
+   * RETRIEVAL_STREAM_STALL_S (60 s): the stream is given up.
    */
   streamQuery(request: StreamQueryRequest, options?: Partial<CallOptions>): ClientReadableStream<StreamQueryResponse>;
   streamQuery(
