@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,3 +38,31 @@ def test_a_kernel_calling_kernels_runs_compiled() -> None:
     from scoring_core.fusion import _rrf_kernel, _sum_by_id
 
     assert _sum_by_id.dispatcher().signatures and _rrf_kernel.dispatcher().signatures
+
+
+_TOP_K_RUN = """
+import logging, numpy as np
+from scoring_core import reference, top_k
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+scores = np.array([0.3, 0.9, -0.1, 0.5, 0.9], dtype=np.float32)
+print(top_k(scores, 3).tolist() == reference.top_k(scores.tolist(), 3) == [1, 4, 3])
+"""
+
+
+def _run_top_k(cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    # numba reads NUMBA_CACHE_DIR when it is imported, and keeps what it compiled: a process each.
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(Path(__file__).parents[3])}
+    return subprocess.run([sys.executable, "-c", _TOP_K_RUN], capture_output=True, text=True, timeout=300, check=True, env=env)
+
+
+@pytest.mark.parametrize(("suffix", "damage"), [("nbi", "truncated"), ("nbc", "emptied")])
+def test_a_damaged_cache_entry_is_removed_and_the_kernel_compiled_without_it(tmp_path: Path, suffix: str, damage: str) -> None:
+    assert _run_top_k(tmp_path).stdout.split() == ["True"]
+    entry = sorted(tmp_path.rglob(f"selection._top_k_kernel-*.{suffix}"))[0]
+    data = entry.read_bytes()
+    entry.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"")  # a kill or a full disk mid-write
+
+    run = _run_top_k(tmp_path)
+    assert run.stdout.split() == ["True"]  # compiled, and agreeing with its twin
+    assert "cannot be used" in run.stderr and "NUMBA_CACHE_DIR" in run.stderr and entry.name in run.stderr
+    assert not list(tmp_path.rglob("selection._top_k_kernel-*"))  # the next start caches it anew
