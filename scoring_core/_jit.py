@@ -27,6 +27,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: every kernel made, in the order their modules define them, so a kernel's callees before it:
+#: what :func:`scoring_core.warm_up` loads
+KERNELS: list[Kernel] = []
 #: what numba raises for a cache entry it cannot read (truncated, emptied) or write (a full or read-only volume)
 _CACHE_ERRORS = (OSError, EOFError, pickle.PickleError, ValueError)
 
@@ -35,6 +38,7 @@ class Kernel:
     """A kernel function; calling it runs its numba dispatcher, made on first use."""
 
     def __init__(self, fn: Callable[..., Any], signatures: str | Sequence[str], options: dict[str, Any]) -> None:
+        KERNELS.append(self)
         self.py_func = fn
         self._signatures = [signatures] if isinstance(signatures, str) else list(signatures)
         self._options = options

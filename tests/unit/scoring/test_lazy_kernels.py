@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import scoring_core
 from scoring_core import rrf, top_k
-from scoring_core._jit import Kernel
+from scoring_core._jit import KERNELS, Kernel
 from scoring_core.selection import _top_k_kernel
 
 
@@ -66,3 +68,39 @@ def test_a_damaged_cache_entry_is_removed_and_the_kernel_compiled_without_it(tmp
     assert run.stdout.split() == ["True"]  # compiled, and agreeing with its twin
     assert "cannot be used" in run.stderr and "NUMBA_CACHE_DIR" in run.stderr and entry.name in run.stderr
     assert not list(tmp_path.rglob("selection._top_k_kernel-*"))  # the next start caches it anew
+
+
+def _counting_compiles(monkeypatch: pytest.MonkeyPatch, stop: threading.Event, stop_after: int) -> list[Kernel]:
+    """Every kernel unresolved, and resolving one recorded instead of compiled; ``stop`` is set
+    once ``stop_after`` have been."""
+    compiled: list[Kernel] = []
+
+    def resolve(kernel: Kernel) -> object:
+        compiled.append(kernel)
+        if len(compiled) >= stop_after:
+            stop.set()
+        return kernel.py_func
+
+    monkeypatch.setattr(Kernel, "_resolve", resolve)
+    for k in KERNELS:
+        monkeypatch.setattr(k, "_dispatcher", None)
+    return compiled
+
+
+def test_warm_up_loads_every_kernel_each_after_the_kernels_it_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = _counting_compiles(monkeypatch, threading.Event(), stop_after=len(KERNELS) + 1)
+    scoring_core.warm_up()
+    assert compiled == KERNELS and len(KERNELS) >= 15
+    # So a kernel's resolution compiles that kernel alone, and a stop waits for one compile at most.
+    for i, k in enumerate(KERNELS):
+        callees = {v for name in k.py_func.__code__.co_names if isinstance(v := k.py_func.__globals__.get(name), Kernel)}
+        assert callees <= set(KERNELS[:i]), k.__qualname__
+
+
+def test_warm_up_stops_before_the_next_kernel_once_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    stop = threading.Event()
+    compiled = _counting_compiles(monkeypatch, stop, stop_after=1)  # told during the first compile
+    scoring_core.warm_up(stop)
+    assert compiled == KERNELS[:1]
+    scoring_core.warm_up(stop)  # told before it starts: nothing more
+    assert compiled == KERNELS[:1]
