@@ -564,7 +564,7 @@ class Application:
     def _bind_terms(self) -> None:
         """Keyword terms as the vector index was built with them: another revision's would miss its own."""
         terms = self.vectors.features.terms
-        if terms != TERMS_REVISION:
+        if terms < TERMS_REVISION:  # a newer one was refused when the store opened (check_schema)
             log.warning("the vector index holds keyword terms of revision %d, which it keeps (revision %d, the current one, "
                         "applies to a new data directory or collection: README, 'Keyword terms')", terms, TERMS_REVISION)
         self.sparse.use(terms)
