@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 from pathlib import Path
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cached_property
@@ -147,6 +148,9 @@ class Application:
         self._health_problems: dict[str, str] = {}
         #: one future per ingest or delete in progress, done when it ends (close waits for them)
         self._writes: set[asyncio.Future[None]] = set()
+        #: set when open() fails or is cancelled: the kernels' warm-up ends before its next kernel,
+        #: rather than keep the stop (which waits for the job) through all of a first compile
+        self._stop_warming = threading.Event()
         self._closed = False
 
     @cached_property
@@ -437,7 +441,7 @@ class Application:
             if self.settings.model_dir is not None:
                 started.append(asyncio.ensure_future(self.embedder.bind_loading()))
             if warm_kernels:
-                started.append(asyncio.ensure_future(self.executor.run(scoring_core.warm_up)))
+                started.append(asyncio.ensure_future(self.executor.run(scoring_core.warm_up, self._stop_warming)))
             # Not gather: its cancellation would cancel them, and a store abandoned on its thread stays open.
             await asyncio.wait(started, return_when=asyncio.FIRST_EXCEPTION)
             for task in started:
@@ -480,6 +484,7 @@ class Application:
     async def _failed_opening(self, started: list[asyncio.Future[None]], exc: BaseException) -> BaseException:
         """Close once everything started has ended; what to raise: ``exc``, or a wrong remembered
         model size, which explains the rest (a vector store refusing that size, say)."""
+        self._stop_warming.set()
         if isinstance(exc, asyncio.CancelledError):
             # A stop while starting: what is still opening is given up, or a store that does not
             # answer would hold the stop for its whole timeout. A store opening on a thread lets
@@ -559,7 +564,7 @@ class Application:
     def _bind_terms(self) -> None:
         """Keyword terms as the vector index was built with them: another revision's would miss its own."""
         terms = self.vectors.features.terms
-        if terms != TERMS_REVISION:
+        if terms < TERMS_REVISION:  # a newer one was refused when the store opened (check_schema)
             log.warning("the vector index holds keyword terms of revision %d, which it keeps (revision %d, the current one, "
                         "applies to a new data directory or collection: README, 'Keyword terms')", terms, TERMS_REVISION)
         self.sparse.use(terms)

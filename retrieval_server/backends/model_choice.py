@@ -180,9 +180,16 @@ class Selected:
 
 
 def recorded_choice(info: str | None, model_id: str | None) -> ModelChoice | None:
-    """What an index recorded: its choice, or for an index older than the choice, the build its model id names."""
+    """What an index recorded: its choice, or for an index older than the choice (or a choice this
+    version cannot read), the build its model id names."""
     if info:
-        return ModelChoice.from_json(info)
+        try:
+            return ModelChoice.from_json(info)
+        except (ValueError, TypeError, KeyError) as exc:
+            # Written by another version (a timing or a "how" this one does not know): how the model
+            # was chosen only describes it, and the model id says which build embeds the index.
+            log.warning("the index's record of how its embedding model was chosen is unreadable (%s: %s), probably written "
+                        "by another version: its model id %s decides", type(exc).__name__, exc, model_id)
     if model_id is not None and model_id == int8_model().model_id:
         return ModelChoice(Precision.INT8, How.RECORDED)
     if model_id is not None and model_id == fp32_model_id():

@@ -78,6 +78,14 @@ def revised_terms(text: str, revision: int = TERMS_REVISION) -> str:
     return _JOINED_RUNS.sub(_with_joined_term, text) if revision >= 3 else text
 
 
+def check_terms(where: str, terms: int) -> None:
+    """An index's keyword terms must be of a revision this service makes: another's queries would
+    miss the index's own terms (one from a newer version is served by that version)."""
+    if not 1 <= terms <= TERMS_REVISION:
+        raise Unavailable(f"{where} holds keyword terms of revision {terms}, which this service cannot make (it makes "
+                          f"1 to {TERMS_REVISION}): serve it with the version that built it")
+
+
 class Bm25Encoder:
     def __init__(self, avg_len: float = 128.0, terms: int = TERMS_REVISION) -> None:
         self._avg_len = avg_len
@@ -85,9 +93,7 @@ class Bm25Encoder:
 
     def use(self, terms: int) -> None:
         """Encode as an index of terms revision ``terms`` was built (before any text is encoded)."""
-        if not 1 <= terms <= TERMS_REVISION:
-            raise Unavailable(f"the vector index holds keyword terms of revision {terms}, which this service cannot make (it makes "
-                              f"1 to {TERMS_REVISION}): serve it with the version that built it")
+        check_terms("the vector index", terms)
         self.terms = terms
         self._model = qe.Bm25(qe.Bm25Config(avg_len=self._avg_len, ascii_folding=terms >= 2 or None))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -177,6 +178,30 @@ async def test_an_index_from_before_the_choice_keeps_its_int8_model(tmp_path: Pa
     try:
         assert app.model_choice == model_choice.ModelChoice(Precision.INT8, How.RECORDED)
         assert app.embedder.model_id == int8_model().model_id
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("newer", [
+    {"timings": {**dataclasses.asdict(INT8_FASTER), "threads": 2}},  # a timing this version does not know
+    {"how": "measured by the supervisor"},
+    {"model": "int4"},
+])
+async def test_a_choice_recorded_by_another_version_defers_to_the_model_id(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, newer: dict[str, object]
+) -> None:
+    _timer(monkeypatch, INT8_FASTER)
+    app = await _open(tmp_path, model_cache)
+    await app.ingest([DOC])
+    record = json.dumps({**json.loads(model_choice.ModelChoice(Precision.INT8, How.MEASURED, INT8_FASTER).to_json()), **newer})
+    await app.metadata.set_info(model_choice.INFO_KEY, record)
+    await app.close()
+    _timer(monkeypatch, None)
+    app = await _open(tmp_path, model_cache)
+    try:
+        assert app.model_choice == model_choice.ModelChoice(Precision.INT8, How.RECORDED)
+        assert app.embedder.model_id == int8_model().model_id
+        assert await app.metadata.get_info(model_choice.INFO_KEY) == record  # left for the version that wrote it
     finally:
         await app.close()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import scoring_core
 from retrieval_server import model_loading
 from retrieval_server.app import Application
 from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, resolve_model
@@ -226,6 +227,28 @@ async def test_an_opening_cancelled_while_the_stores_open_closes_them(tmp_path: 
     app = Application(settings)  # the engine allows one open per folder: the cancelled one was closed
     await app.open()
     await app.close()
+
+
+async def test_an_opening_cancelled_while_the_kernels_load_tells_their_warm_up_to_stop(
+    tmp_path: Path, model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first start compiles every kernel in one job (about 25 s), which the stop waits for."""
+    warming = threading.Event()
+    told: list[bool] = []
+
+    def warm_up(stop: threading.Event | None = None) -> None:
+        warming.set()
+        # The bound only keeps a regression from hanging the test: told, it returns at once.
+        told.append(stop is not None and stop.wait(timeout=120))
+
+    monkeypatch.setattr(scoring_core, "warm_up", warm_up)
+    app = Application(_settings(tmp_path, model_dir))
+    task = asyncio.ensure_future(app.open())
+    await asyncio.to_thread(warming.wait)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert told == [True]
 
 
 def test_a_start_that_fails_while_the_session_is_made_exits_with_its_error(tmp_path: Path) -> None:

@@ -530,6 +530,22 @@ async def test_an_index_keeps_the_keyword_terms_revision_it_was_built_with(kind:
     assert TERMS_REVISION == 3 and IndexFeatures.of([DENSE], [SPARSE]).terms == 1
 
 
+@pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
+async def test_an_index_of_a_newer_terms_revision_is_refused_and_left_as_it_was(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Its queries would miss its terms: refused before the engine loads it, which rewrote its config."""
+    newer = make_vector_store(kind, tmp_path, executor, features=IndexFeatures(parent_vectors=True, title_field=True, terms=TERMS_REVISION + 1))
+    await newer.open()
+    await newer.upsert([_point(PUBLIC, 0, _unit(np.ones(DIM)), terms=(4,))])
+    await newer.close()
+    files = {f: f.read_bytes() for f in tmp_path.rglob("*") if f.is_file() and not f.name.endswith(".lock")}
+    store = make_vector_store(kind, tmp_path, executor)
+    with pytest.raises(Unavailable, match=rf"keyword terms of revision {TERMS_REVISION + 1}, which this service cannot make "
+                                          rf"\(it makes 1 to {TERMS_REVISION}\): serve it with the version that built it"):
+        await store.open()
+    await store.close()
+    assert {f: f.read_bytes() for f in tmp_path.rglob("*") if f.is_file() and not f.name.endswith(".lock")} == files
+
+
 async def _existing_index(kind: str, path: Path, dense: dict[str, tuple[int, str]], sparse: dict[str, bool],
                           unnamed: tuple[int, str] | None = None) -> None:
     """An index made by the engine itself, not by the service: ``dense`` maps names to size and

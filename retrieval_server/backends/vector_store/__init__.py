@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval_server.backends.sparse import TERMS_REVISION
+from retrieval_server.backends.sparse import TERMS_REVISION, check_terms
 from retrieval_server.domain import ChildChunk, Document, ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
 
 DENSE = "dense"
@@ -96,7 +96,8 @@ def check_schema(where: str, dense: Mapping[str, tuple[int | None, str | None]],
     ``sparse``: name to modifier) must be the ones this service creates: a dense score is taken
     for a cosine (``max_cosine`` fusion, the sufficiency check), BM25 without the engine's IDF
     weighs every term alike, and every write and search names its vector (an index without
-    ``dense`` opened, then failed each call)."""
+    ``dense`` opened, then failed each call). Checked before anything is written to the index (the
+    embedded engine rewrites its config as it loads it): an index refused is left as it was."""
     if DENSE not in dense:
         held = ", ".join(repr(n) if n else "one unnamed vector" for n in dense) or "none"
         raise Unavailable(f"{where} holds no {DENSE!r} vector (dense vectors: {held}), but the service writes and searches "
@@ -114,6 +115,7 @@ def check_schema(where: str, dense: Mapping[str, tuple[int | None, str | None]],
         if name in sparse and (sparse[name] or "").lower() != "idf":
             raise Unavailable(f"{where} holds {name!r} keyword vectors with modifier {sparse[name] or 'none'}, but BM25 needs the "
                               f"IDF modifier: use {NEW_INDEX}")
+    check_terms(where, IndexFeatures.of(list(dense), list(sparse)).terms)
 
 
 def legacy_index_message(lacking: Sequence[str]) -> str:

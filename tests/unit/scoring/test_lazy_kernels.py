@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import scoring_core
 from scoring_core import rrf, top_k
-from scoring_core._jit import Kernel
+from scoring_core._jit import KERNELS, Kernel
 from scoring_core.selection import _top_k_kernel
 
 
@@ -36,3 +40,67 @@ def test_a_kernel_calling_kernels_runs_compiled() -> None:
     from scoring_core.fusion import _rrf_kernel, _sum_by_id
 
     assert _sum_by_id.dispatcher().signatures and _rrf_kernel.dispatcher().signatures
+
+
+_TOP_K_RUN = """
+import logging, numpy as np
+from scoring_core import reference, top_k
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+scores = np.array([0.3, 0.9, -0.1, 0.5, 0.9], dtype=np.float32)
+print(top_k(scores, 3).tolist() == reference.top_k(scores.tolist(), 3) == [1, 4, 3])
+"""
+
+
+def _run_top_k(cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    # numba reads NUMBA_CACHE_DIR when it is imported, and keeps what it compiled: a process each.
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(Path(__file__).parents[3])}
+    return subprocess.run([sys.executable, "-c", _TOP_K_RUN], capture_output=True, text=True, timeout=300, check=True, env=env)
+
+
+@pytest.mark.parametrize(("suffix", "damage"), [("nbi", "truncated"), ("nbc", "emptied")])
+def test_a_damaged_cache_entry_is_removed_and_the_kernel_compiled_without_it(tmp_path: Path, suffix: str, damage: str) -> None:
+    assert _run_top_k(tmp_path).stdout.split() == ["True"]
+    entry = sorted(tmp_path.rglob(f"selection._top_k_kernel-*.{suffix}"))[0]
+    data = entry.read_bytes()
+    entry.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"")  # a kill or a full disk mid-write
+
+    run = _run_top_k(tmp_path)
+    assert run.stdout.split() == ["True"]  # compiled, and agreeing with its twin
+    assert "cannot be used" in run.stderr and "NUMBA_CACHE_DIR" in run.stderr and entry.name in run.stderr
+    assert not list(tmp_path.rglob("selection._top_k_kernel-*"))  # the next start caches it anew
+
+
+def _counting_compiles(monkeypatch: pytest.MonkeyPatch, stop: threading.Event, stop_after: int) -> list[Kernel]:
+    """Every kernel unresolved, and resolving one recorded instead of compiled; ``stop`` is set
+    once ``stop_after`` have been."""
+    compiled: list[Kernel] = []
+
+    def resolve(kernel: Kernel) -> object:
+        compiled.append(kernel)
+        if len(compiled) >= stop_after:
+            stop.set()
+        return kernel.py_func
+
+    monkeypatch.setattr(Kernel, "_resolve", resolve)
+    for k in KERNELS:
+        monkeypatch.setattr(k, "_dispatcher", None)
+    return compiled
+
+
+def test_warm_up_loads_every_kernel_each_after_the_kernels_it_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = _counting_compiles(monkeypatch, threading.Event(), stop_after=len(KERNELS) + 1)
+    scoring_core.warm_up()
+    assert compiled == KERNELS and len(KERNELS) >= 15
+    # So a kernel's resolution compiles that kernel alone, and a stop waits for one compile at most.
+    for i, k in enumerate(KERNELS):
+        callees = {v for name in k.py_func.__code__.co_names if isinstance(v := k.py_func.__globals__.get(name), Kernel)}
+        assert callees <= set(KERNELS[:i]), k.__qualname__
+
+
+def test_warm_up_stops_before_the_next_kernel_once_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    stop = threading.Event()
+    compiled = _counting_compiles(monkeypatch, stop, stop_after=1)  # told during the first compile
+    scoring_core.warm_up(stop)
+    assert compiled == KERNELS[:1]
+    scoring_core.warm_up(stop)  # told before it starts: nothing more
+    assert compiled == KERNELS[:1]
