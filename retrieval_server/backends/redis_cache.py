@@ -19,7 +19,8 @@ Keys (all expire with the entry's TTL):
 
 ``scope`` is the integer code of the access partition (:func:`partition_code`). The prefix given
 is followed by the entries' format (:data:`ENTRY_FORMAT`), so that servers of two versions sharing
-one Redis in a rolling upgrade keep apart instead of reading each other's entries.
+one Redis in a rolling upgrade whose entries cannot be read alike keep apart; versions of one
+format (and one answer fingerprint in the prefix) share entries, each reading what it knows.
 
 A partition holds at most ``max_entries`` entries: storing one more removes the oldest. A value
 that cannot be read (a vector of the wrong size, JSON another build wrote) is a miss, and is
