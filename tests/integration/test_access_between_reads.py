@@ -13,7 +13,7 @@ other legs lead); it is kept as a check of the same rule on the strategy most ca
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,32 @@ import pytest_asyncio
 
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
+from retrieval_server.backends.metadata_store.mysql import _MysqlTx
 from retrieval_server.backends.metadata_store.sqlite import _InlineTx, _SqliteTx
 from retrieval_server.domain import Access, DocumentSource, Identity, QueryOptions, Role, Strategy, VectorHit
 from tests.support.held_commit import HeldCommit
 from tests.support.keeper import PUBLIC, SECRET, keeper
+from tests.support.mariadb import mariadb_server
 
 @pytest_asyncio.fixture
 async def app(tmp_path: Path) -> AsyncIterator[Application]:
     application = Application(load_settings(data_dir=tmp_path, cache_backend="none", store_backoff_s=0.001))
+    await application.open()
+    yield application
+    await application.close()
+
+
+@pytest.fixture(scope="module")
+def read_committed_mariadb_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A MariaDB whose sessions begin at READ COMMITTED, a common production setting."""
+    with mariadb_server(tmp_path_factory.mktemp("read-committed"), options=["--transaction-isolation=READ-COMMITTED"]) as dsn:
+        yield dsn
+
+
+@pytest_asyncio.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+async def app_on_each_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Application]:
+    dsn = request.getfixturevalue("read_committed_mariadb_dsn") if request.param == "mariadb" else None
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none", store_backoff_s=0.001, mysql_dsn=dsn))
     await application.open()
     yield application
     await application.close()
@@ -63,13 +81,15 @@ async def test_a_document_made_private_between_the_reads_is_not_served(
 
 
 async def test_a_replacement_committed_right_after_enrich_reads_the_parents_is_not_mixed(
-    app: Application, monkeypatch: pytest.MonkeyPatch
+    app_on_each_store: Application, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A private document re-ingested as public with new text: its new points are written before its
     rows commit, so a public query can find them while the rows still hold the private version. If
     the commit lands right after enrich has read the parents, and the documents are read after it,
     the parent text is the private version's and the document (version, access) the public one's:
-    the hits match that version, and the private text would be served to the public."""
+    the hits match that version, and the private text would be served to the public. On MariaDB,
+    with a server whose sessions default to READ COMMITTED: the snapshot must not take it."""
+    app = app_on_each_store
     assert not (await app.ingest([keeper(SECRET, access=Access.PRIVATE, owner_id="alice")])).errors
     held = HeldCommit(app.metadata)
 
@@ -83,7 +103,7 @@ async def test_a_replacement_committed_right_after_enrich_reads_the_parents_is_n
         return fetch
 
     monkeypatch.setattr(app.metadata, "replace_document", held.replace_document)
-    for tx in (_InlineTx, _SqliteTx):  # whichever connection the read takes
+    for tx in (_InlineTx, _SqliteTx, _MysqlTx):  # whichever connection the read takes
         monkeypatch.setattr(tx, "fetchall", then_the_commit(tx.fetchall))
     made_public = asyncio.create_task(app.ingest([keeper(PUBLIC)]))
     await held.points_written.wait()

@@ -490,3 +490,15 @@ async def test_a_reader_of_many_groups_within_a_filter_of_many_documents_is_answ
     assert await metadata_store.graph_endpoints(keys, many_groups, ids) == {"authsvc", "shadowvault"}
     chunks = await metadata_store.graph_chunks(keys, many_groups, ids)
     assert set(chunks) == {"authsvc", "shadowvault"}
+
+
+async def test_a_filter_of_many_long_four_byte_ids_is_answered(metadata_store: MetadataStore) -> None:
+    """Each key's part of a statement repeats the document filter: 25 keys with a thousand ids of
+    200 four-byte characters made a 20 MB statement, past MariaDB's max_allowed_packet (16 MiB):
+    the server closed the connection and the graph leg failed as UNAVAILABLE. Statements now hold
+    as many keys as fit a byte budget too."""
+    await _load(metadata_store)
+    ids = ["alpha", "auth", "secret", *(f"{i:04d}" + "\U00020BB7" * 196 for i in range(997))]
+    keys = [f"nobody{i}" for i in range(23)] + ["authsvc", "shadowvault"]
+    assert await metadata_store.graph_endpoints(keys, CAROL, ids) == {"authsvc", "shadowvault"}
+    assert set(await metadata_store.graph_chunks(keys, CAROL, ids)) == {"authsvc", "shadowvault"}

@@ -31,12 +31,24 @@ ENTITIES_PER_STATEMENT = 100
 #: parameters one statement may bind: SQLite's default bound is 32,766, and each key's part
 #: repeats the access filter's (two per principal, one per document id of the request's filter)
 PARAMETERS_PER_STATEMENT = 30_000
+#: bytes of parameters one statement may hold: MySQL sends it in one packet, at most the server's
+#: max_allowed_packet (16 MiB by default in MariaDB, 64 MiB in MySQL 8.0), and a packet past it
+#: makes the server close the connection, which reads as an outage. 25 keys repeating a filter of
+#: 1,000 ids of 200 four-byte characters made 20 MB. The budget leaves room for the SQL text, the
+#: quoting and the key of each part, which it does not count.
+BYTES_PER_STATEMENT = 1 << 20
 
 
-def _keys_per_statement(most: int, per_key: int) -> int:
+def _keys_per_statement(most: int, per_key: int, per_key_bytes: int) -> int:
     """How many keys one statement asks about: at most ``most``, and no more than fit
-    :data:`PARAMETERS_PER_STATEMENT` at ``per_key`` parameters each."""
-    return max(1, min(most, PARAMETERS_PER_STATEMENT // per_key))
+    :data:`PARAMETERS_PER_STATEMENT` at ``per_key`` parameters each and :data:`BYTES_PER_STATEMENT`
+    at ``per_key_bytes`` each."""
+    return max(1, min(most, PARAMETERS_PER_STATEMENT // per_key, BYTES_PER_STATEMENT // max(1, per_key_bytes)))
+
+
+def _text_bytes(params: Sequence[Any]) -> int:
+    """The UTF-8 bytes of the text among ``params`` (the numbers are a few bytes each)."""
+    return sum(len(p.encode()) for p in params if isinstance(p, str))
 
 
 def _visible(alias: str, access: AccessFilter, document_ids: Sequence[str]) -> tuple[str, list[Any]]:
@@ -91,7 +103,8 @@ class GraphQueries:
 
     async def _rows(self, statements: list[tuple[str, list[Any]]]) -> list[tuple[Any, ...]]:
         """The rows of these statements: one is consistent by itself; several share a snapshot.
-        A query's graph reads name a few dozen keys at most, so each is one statement."""
+        A query's graph reads name a few dozen keys at most: one statement each, unless a long
+        document filter, repeated per key, splits them (:data:`BYTES_PER_STATEMENT`)."""
         if len(statements) == 1:
             return await self.read_statement(*statements[0])
         rows: list[tuple[Any, ...]] = []
@@ -291,7 +304,9 @@ class GraphQueries:
             related = f" AND g.relation IN ({','.join('?' * len(wanted))})"
             params = [*params, *wanted]
         first = f"SELECT * FROM (SELECT g.{{column}} FROM graph_edges g{join}{related} AND g.{{column}} = ? LIMIT 1) AS t{{i}}"
-        parts = in_chunks(list(dict.fromkeys(keys)), _keys_per_statement(ENTITIES_PER_STATEMENT // 2, 2 * (len(params) + 1)))
+        parts = in_chunks(
+            list(dict.fromkeys(keys)), _keys_per_statement(ENTITIES_PER_STATEMENT // 2, 2 * (len(params) + 1), 2 * _text_bytes(params))
+        )
         columns = ("source_key", "target_key")
         statements = [
             (" UNION ALL ".join(first.format(column=c, i=2 * i + j) for i in range(len(part)) for j, c in enumerate(columns)),
@@ -313,7 +328,7 @@ class GraphQueries:
         join, params = _visible("m", access, document_ids)
         one = (f"SELECT * FROM (SELECT m.entity_key, m.chunk_id, m.mentions, m.document_id FROM graph_mentions m{join}"
                " AND m.entity_key = ? ORDER BY m.mentions DESC, m.document_id, m.chunk_id LIMIT ?) AS t{}")
-        parts = in_chunks(list(dict.fromkeys(keys)), _keys_per_statement(ENTITIES_PER_STATEMENT, len(params) + 2))
+        parts = in_chunks(list(dict.fromkeys(keys)), _keys_per_statement(ENTITIES_PER_STATEMENT, len(params) + 2, _text_bytes(params)))
         ranked: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
         for key, chunk_id, mentions, document_id in await self._rows([
             (" UNION ALL ".join(one.format(i) for i in range(len(part))), [p for key in part for p in (*params, key, per_entity)])

@@ -199,8 +199,12 @@ class MysqlMetadataStore(MetadataStore):
 
     async def open(self) -> None:
         try:
+            # Snapshots need REPEATABLE READ, which a server may not default to (READ COMMITTED
+            # is a common setting): there a read of parents and then their documents paired an old
+            # private text with a new public document. Writes lower it per transaction.
             self._pool = await asyncmy.create_pool(
-                minsize=1, maxsize=self._pool_size, autocommit=False, charset="utf8mb4", **self._args
+                minsize=1, maxsize=self._pool_size, autocommit=False, charset="utf8mb4",
+                init_command="SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", **self._args,
             )
         except Exception as exc:
             raise Unavailable(f"MySQL is unreachable at {self._args['host']}:{self._args['port']}: {exc}") from exc
@@ -388,7 +392,8 @@ class MysqlMetadataStore(MetadataStore):
         return self._transaction(read_committed=self._read_committed)
 
     def snapshot(self) -> AbstractAsyncContextManager[Tx]:
-        """Reads: one consistent view across statements, at the session's REPEATABLE READ."""
+        """Reads: one consistent view across statements, at the REPEATABLE READ every pooled
+        session is set to (whatever the server's default)."""
         return self._transaction(read_committed=False)
 
     @asynccontextmanager
