@@ -79,9 +79,13 @@ def sentences_of(text: str) -> list[str]:
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
 #: sentence's first 12 names are distinct names, every mention of them read, a pair stated once.
-#: 9: a name that opens a sentence is related there too; an honorific ("Dr.") ends no sentence and is no name;
-#: a hyphen or an apostrophe joins the words of a name ("Jean-Pierre", "O'Brien"); a key over
-#: MAX_KEY_CHARS is kept, bounded.
+#: 9: the openers that are names (the document uses them inside a sentence too) are related in
+#: the sentences they open, in a second pass once the document's names are known; a title-case
+#: honorific abbreviation's full stop ("Dr.", "Mr.", never "MS.") ends no sentence; an honorific
+#: as written ("Dr", "Sir") is no name, in capitals it is an acronym like any other ("MS", "DR",
+#: "SIR"); a name with a hyphen or an apostrophe is one name ("Jean-Pierre", "O'Brien"), an
+#: apostrophe joining only after a capital (an elision, "l'API", "d'AuthService", "dall'ENI",
+#: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded.
 RULES_REVISION = 9
 
 
