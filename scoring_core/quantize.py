@@ -21,6 +21,8 @@ from scoring_core.model_builder import write_atomically
 #: words): 32 keeps a text's vector alone and in a batch equal to the bit, cosine to fp32 mean
 #: 0.9997 (min 0.9994); 128 let the batch move a vector (cosine 0.9997) and fit fp32 worse (min 0.9987).
 BLOCK = 32
+#: The first onnxruntime that quantizes and runs MatMulNBits with 8 bits (pyproject.toml's floor too).
+MIN_ONNXRUNTIME = "1.22"
 
 
 def quantize_int8(src: Path, dst: Path) -> Path:
@@ -35,7 +37,14 @@ def quantize_int8(src: Path, dst: Path) -> Path:
     """
     import onnx
     from onnx import helper, numpy_helper
-    from onnxruntime.capi._pybind_state import quantize_matmul_8bits  # what onnxruntime's own MatMulNBits quantizer calls
+    try:
+        from onnxruntime.capi._pybind_state import quantize_matmul_8bits  # what onnxruntime's own MatMulNBits quantizer calls
+    except ImportError:
+        # Both came in 1.22: before, the quantizer is missing and MatMulNBits loads 4-bit weights only.
+        import onnxruntime
+
+        raise ImportError(f"quantize_int8 needs onnxruntime>={MIN_ONNXRUNTIME} (8-bit MatMulNBits), "
+                          f"found {onnxruntime.__version__}: upgrade onnxruntime") from None
 
     model = onnx.load(str(src))
     graph = model.graph

@@ -16,7 +16,7 @@ from retrieval_server.backends.embedder import BUNDLED_TOKENIZER, int8_model
 from scoring_core.encoders import BiEncoder, CrossEncoder, Interrupted, Interruption, by_token_count, position_limit
 from scoring_core.model_builder import BertShape, build_cross_encoder, build_sentence_encoder, random_weights
 from scoring_core.quantize import quantize_int8
-from tests.support.paths import fp32_model_dir
+from tests.support.paths import REPO, fp32_model_dir
 
 TINY = BertShape(hidden=32, layers=2, heads=2, intermediate=64)
 QUERY = "how many people live in berlin"
@@ -382,3 +382,22 @@ def test_a_sentence_encoder_of_fewer_positions_is_cut_to_them_at_load(tmp_path: 
     assert np.array_equal(encoder.encode([long]), BiEncoder(model, BUNDLED_TOKENIZER, max_length=64).encode([long]))
     # A caller that knows the positions (the MiniLM builds) spares the run: the setting stands as given.
     assert BiEncoder(model, BUNDLED_TOKENIZER, max_length=128, positions=512).max_length == 128
+
+
+def test_an_onnxruntime_without_8_bit_matmulnbits_is_named_with_the_version_needed(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """onnxruntime 1.21 has no 8-bit quantizer (nor kernel): quantize_int8 failed on a bare import of a private name."""
+    import tomllib
+
+    from onnxruntime.capi import _pybind_state
+    from scoring_core.quantize import MIN_ONNXRUNTIME
+
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"onnxruntime>={MIN_ONNXRUNTIME}" in dependencies
+    installed = tuple(int(part) for part in ort.__version__.split(".")[:2])
+    assert installed >= tuple(int(part) for part in MIN_ONNXRUNTIME.split("."))
+    monkeypatch.delattr(_pybind_state, "quantize_matmul_8bits")
+    monkeypatch.setattr(ort, "__version__", "1.21.1")
+    with pytest.raises(ImportError, match=re.escape(f"quantize_int8 needs onnxruntime>={MIN_ONNXRUNTIME} (8-bit MatMulNBits), found 1.21.1")):
+        quantize_int8(tiny_model, tmp_path / "int8.onnx")
