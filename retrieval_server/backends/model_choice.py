@@ -83,6 +83,8 @@ class ModelChoice:
     @classmethod
     def from_json(cls, text: str) -> ModelChoice:
         d = json.loads(text)
+        if not isinstance(d, dict):
+            raise ValueError(f"the model choice record is JSON {type(d).__name__}, not an object")
         timings = Timings(**d["timings"]) if d.get("timings") else None
         return cls(Precision(d["model"]), How(d["how"]), timings)
 

@@ -186,14 +186,17 @@ async def test_an_index_from_before_the_choice_keeps_its_int8_model(tmp_path: Pa
     {"timings": {**dataclasses.asdict(INT8_FASTER), "threads": 2}},  # a timing this version does not know
     {"how": "measured by the supervisor"},
     {"model": "int4"},
+    ["int8", "measured"],  # valid JSON, but no object: read as one, it escaped start-up as an AttributeError
+    None,
 ])
 async def test_a_choice_recorded_by_another_version_defers_to_the_model_id(
-    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, newer: dict[str, object]
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, newer: dict[str, object] | list[str] | None
 ) -> None:
     _timer(monkeypatch, INT8_FASTER)
     app = await _open(tmp_path, model_cache)
     await app.ingest([DOC])
-    record = json.dumps({**json.loads(model_choice.ModelChoice(Precision.INT8, How.MEASURED, INT8_FASTER).to_json()), **newer})
+    ours = json.loads(model_choice.ModelChoice(Precision.INT8, How.MEASURED, INT8_FASTER).to_json())
+    record = json.dumps({**ours, **newer} if isinstance(newer, dict) else newer)
     await app.metadata.set_info(model_choice.INFO_KEY, record)
     await app.close()
     _timer(monkeypatch, None)
