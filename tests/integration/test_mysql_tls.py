@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -32,6 +33,16 @@ def test_ssl_ca_is_checked_at_start_up(tmp_path: Path) -> None:
             load_settings(mysql_dsn=f"mysql://u:p@db/retrieval?ssl_ca={ca}")
     ca = Authority(tmp_path, "db").ca
     assert load_settings(mysql_dsn=f"mysql://u:p@db/retrieval?ssl_ca={ca}").mysql_dsn
+
+
+def test_ssl_ca_is_a_path_read_with_plus_signs_and_percent_escapes(tmp_path: Path) -> None:
+    """Read as a form, ssl_ca's '+' was a space: a CA bundle in "ca+dir" was not found."""
+    ca = Authority(tmp_path / "ca+dir", "db").ca
+    assert "ssl" in parse_dsn(f"mysql://u:p@db/retrieval?ssl_ca={ca}")
+    odd = tmp_path / "a&b#c%d+e"
+    odd.mkdir()
+    (odd / "ca.pem").write_bytes(ca.read_bytes())
+    assert "ssl" in parse_dsn(f"mysql://u:p@db/retrieval?ssl_ca={quote(str(odd / 'ca.pem'))}")
 
 
 @pytest.mark.mariadb

@@ -10,7 +10,7 @@ import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import asyncmy
 from asyncmy import errors
@@ -122,7 +122,9 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
         raise ValueError("mysql_dsn needs a database name: mysql://user:pass@host:port/db")
     # A parameter not known here was dropped without a word (?ssl=true connected in plaintext).
     # Named, never quoted with its value: the DSN holds the password.
-    query = parse_qsl(u.query, keep_blank_values=True)
+    # Percent-decoded only: read as a form (parse_qsl), a '+' in ssl_ca's path became a space.
+    fields = [field.partition("=") for field in u.query.split("&") if field]
+    query = [(unquote(name), unquote(value)) for name, _, value in fields]
     if unknown := sorted({name for name, _ in query} - {"ssl_ca"}):
         raise ValueError(f"mysql_dsn has query parameters it does not know: {', '.join(unknown)} "
                          "(the one it knows: ssl_ca=/path/to/ca.pem, for TLS)")
