@@ -55,7 +55,7 @@ import numpy as np
 from retrieval_server.backends.disk import DiskSpace, estimated_bytes
 from retrieval_server.backends.embedder import Embedder
 from retrieval_server.backends.executor import BlockingExecutor, Priority
-from retrieval_server.backends.metadata_store import MetadataStore
+from retrieval_server.backends.metadata_store import MetadataStore, search_text, searched_fields
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import (
@@ -79,7 +79,7 @@ from retrieval_server.domain import (
 )
 from retrieval_server.identifiers import (
     MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, clean_user_id, composed,
-    composed_metadata, trim, without_break_hints,
+    composed_metadata, trim,
 )
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
@@ -257,7 +257,6 @@ class Indexer:
 
     def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
         """Changes whenever anything that ends up in the index would change."""
-        searched = " ".join([doc.title, *doc.metadata.values()])
         payload = json.dumps(
             {
                 "doc": [doc.title, doc.url, doc.source, doc.access.value, doc.owner_id, doc.metadata, doc.readers],
@@ -273,7 +272,7 @@ class Indexer:
                 # the like) since terms revision 3, which its schema does not record: a document
                 # holding one there was stored split and is written again, not skipped as unchanged.
                 # Absent otherwise, as in the fingerprints stored before.
-                **({"search_text": "without break hints"} if without_break_hints(searched) != searched else {}),
+                **({"search_text": "without break hints"} if search_text(doc) != searched_fields(doc) else {}),
                 "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
                 "title_weight": self._title_weight,
                 "child_title": self.child_title,

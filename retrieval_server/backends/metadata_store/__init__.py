@@ -58,9 +58,15 @@ def _terms(query: str, limit: int = 16, *, keep_stopwords: bool = False) -> list
     return (content or words)[:limit]
 
 
+def searched_fields(doc: Document) -> str:
+    """The title and the metadata values, as the document gives them."""
+    return " ".join([doc.title, *doc.metadata.values()])
+
+
 def search_text(doc: Document) -> str:
-    """What metadata search matches: the title and the metadata values."""
-    return without_break_hints(" ".join([doc.title, *doc.metadata.values()]))
+    """What metadata search matches: :func:`searched_fields` as the words they show are searched.
+    The indexer's fingerprint tells the two apart, so both read the fields from here."""
+    return without_break_hints(searched_fields(doc))
 
 
 def _begun_outside(older_than: float, or_after: float | None) -> tuple[str, list[float]]:
