@@ -1,4 +1,5 @@
-"""Encoder throughput: texts/s (bi-encoder) and pairs/s (cross-encoder), fp32 vs dynamic int8.
+"""Encoder throughput: texts/s (bi-encoder) and pairs/s (cross-encoder), fp32 vs int8
+(``quantize_int8``: MatMulNBits, 8-bit weights in blocks, activations quantized per row).
 
 The bi-encoder is the fp32 all-MiniLM-L6-v2 from ../shared; the cross-encoder is a graph with the
 exact shape of cross-encoder/ms-marco-MiniLM-L-6-v2 built by scoring_core.model_builder (random
