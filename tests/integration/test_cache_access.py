@@ -220,20 +220,26 @@ async def test_a_cache_hit_reports_the_pass_that_found_its_contexts(app: Applica
 # --- a cache that fails ------------------------------------------------------------------------
 
 
+async def _asked_of_a_server_of_its_own(data_dir: Path, redis_url: str, prefix: str, **settings: Any) -> Any:
+    """The answer to ANON's question from a server opened for it alone over the shared Redis under
+    ``prefix``, with CORPUS ingested: what a replica or a restart with ``settings`` would serve."""
+    application = Application(load_settings(data_dir=data_dir, cache_backend="redis", redis_url=redis_url,
+                                            redis_key_prefix=prefix, cache_timeout_s=HEALTHY_REDIS_S, **settings))
+    await application.open()
+    try:
+        assert not (await application.ingest(CORPUS)).errors
+        return await _ask(application, ANON)
+    finally:
+        await application.close()
+
+
 async def test_a_shared_redis_keeps_answers_apart_by_the_settings_that_shape_them(tmp_path: Path, redis_url: str) -> None:
     """Redis outlives a restart and is shared by replicas: a server with other fusion parameters is
     not served the answers of the first, while one that differs only in how it runs (its port) is."""
     prefix = f"t{os.urandom(4).hex()}"
 
     async def ask_once(data: str, **settings: Any) -> Any:
-        application = Application(load_settings(data_dir=tmp_path / data, cache_backend="redis", redis_url=redis_url,
-                                                redis_key_prefix=prefix, cache_timeout_s=HEALTHY_REDIS_S, **settings))
-        await application.open()
-        try:
-            assert not (await application.ingest(CORPUS)).errors
-            return await _ask(application, ANON)
-        finally:
-            await application.close()
+        return await _asked_of_a_server_of_its_own(tmp_path / data, redis_url, prefix, **settings)
 
     first = await ask_once("a")
     assert not first.cached and "policy" in _docs(first)
@@ -250,15 +256,9 @@ async def test_a_shared_redis_keeps_answers_apart_by_the_minilm_build_in_use(tmp
     runs = iter(range(100))
 
     async def cached(model: str) -> bool:
-        application = Application(load_settings(data_dir=tmp_path / f"data{next(runs)}", cache_backend="redis", redis_url=redis_url,
-                                                redis_key_prefix=prefix, cache_timeout_s=HEALTHY_REDIS_S, model=model,
-                                                model_cache_dir=tmp_path / "models"))
-        await application.open()
-        try:
-            assert not (await application.ingest(CORPUS)).errors
-            return bool((await _ask(application, ANON)).cached)
-        finally:
-            await application.close()
+        answer = await _asked_of_a_server_of_its_own(tmp_path / f"data{next(runs)}", redis_url, prefix, model=model,
+                                                     model_cache_dir=tmp_path / "models")
+        return bool(answer.cached)
 
     assert not await cached("int8")
     assert not await cached("fp32"), "an answer computed with the int8 build was served to an fp32 index"
@@ -281,14 +281,7 @@ async def test_a_shared_redis_keeps_answers_apart_by_the_reranker_and_the_glossa
     runs = iter(range(100))
 
     async def cached(**settings: Any) -> bool:
-        application = Application(load_settings(data_dir=tmp_path / f"data{next(runs)}", cache_backend="redis", redis_url=redis_url,
-                                                redis_key_prefix=prefix, cache_timeout_s=HEALTHY_REDIS_S, **settings))
-        await application.open()
-        try:
-            assert not (await application.ingest(CORPUS)).errors
-            return bool((await _ask(application, ANON)).cached)
-        finally:
-            await application.close()
+        return bool((await _asked_of_a_server_of_its_own(tmp_path / f"data{next(runs)}", redis_url, prefix, **settings)).cached)
 
     assert not await cached()
     assert not await cached(reranker_model_dir=tmp_path / "r1"), "an answer computed without a reranker was served"
