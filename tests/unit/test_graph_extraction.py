@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 
 from retrieval_server.domain import ChildChunk, ParentChunk
-from retrieval_server.ingest import entities
+from retrieval_server.ingest import entities, relations
 from retrieval_server.ingest.entities import MentionFinder
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph, sentences_of
 from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE, relations_in_sentence
@@ -508,5 +508,44 @@ def test_reading_cues_near_a_name_types_it_as_reading_the_whole_sentence() -> No
         near = MentionFinder(None).find(sentence)
         with mock.patch.object(entities, "_CUE_WINDOW", sys.maxsize):
             assert MentionFinder(None).find(sentence) == near
+
+    same()
+
+
+# Patterns that read runs of white space between words, by name.
+_SPACED = {
+    "_PERSON_BEFORE": entities._PERSON_BEFORE,
+    "_PERSON_AFTER": entities._PERSON_AFTER,
+    "_LIST": relations._LIST,
+    "_AND_CLAUSE": relations._AND_CLAUSE,
+    **{f"_COMPILED[{i}]": pattern for i, (_, pattern, _) in enumerate(relations._COMPILED)},
+}
+
+
+def test_runs_of_white_space_in_cue_and_relation_patterns_never_backtrack() -> None:
+    """Runs side by side ("\\s*,?\\s*") were tried at every split of a long run: 4 KiB of spaces
+    held _PERSON_AFTER for minutes, _LIST and the relation phrases for seconds. Only the white
+    space sentences_of collapses kept them off that path."""
+    assert {name for name, pattern in _SPACED.items() if re.search(r"\\s[*+](?!\+)", pattern.pattern)} == set()
+
+
+def test_possessive_runs_of_white_space_match_as_backtracking_ones_did() -> None:
+    from hypothesis import given, settings, strategies as st
+
+    tokens = st.sampled_from([
+        " ", "  ", "\n", " \n ", ",", "(", ")", ":", ".", "&", "/", "'s", "and", "or", "nor", "but", "as well as", "the", "a",
+        "an", "Mr", "Dr.", "which", "also", "in turn", "service", "owner", "tech lead", "said", "contact", "maintained by",
+        "uses", "is used by", "depends on", "x",
+    ])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(tokens, max_size=30))
+    def same(parts: list[str]) -> None:
+        text = "".join(parts)
+        for name, pattern in _SPACED.items():
+            greedy = re.compile(pattern.pattern.replace(r"\s*+", r"\s*").replace(r"\s++", r"\s+"), pattern.flags)
+            for read in ("search", "match", "fullmatch"):
+                got, want = getattr(pattern, read)(text), getattr(greedy, read)(text)
+                assert (got and got.span()) == (want and want.span()), (name, read, text)
 
     same()
