@@ -80,14 +80,18 @@ _CONNECTORS = frozenset({"of", "for", "de", "van", "von", "der", "du", "la", "de
 HONORIFIC_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Dr", "Prof")
 #: words before a person's name, never a name themselves (see :func:`is_honorific`)
 _HONORIFICS = frozenset({*(h.lower() for h in HONORIFIC_ABBREVIATIONS), "professor", "sir", "dame"})
+# Runs of white space are possessive (*+, ++): what follows each is not white space, so giving back
+# part of one never makes a match, and trying every split of a long run between neighbouring runs
+# held _PERSON_AFTER for minutes on 4 KiB of spaces (sentences_of collapses them, but a pattern
+# should not rely on it).
 _PERSON_BEFORE = re.compile(
-    r"(?:\b(?:(?:written|maintained|owned|led|managed|reviewed|approved|created|authored|developed|run|founded)\s+by"
-    r"|contact|owner|maintainer|lead|author|manager|engineer|developer|ask|cc|thanks)\s*:?\s*)$",
+    r"(?:\b(?:(?:written|maintained|owned|led|managed|reviewed|approved|created|authored|developed|run|founded)\s++by"
+    r"|contact|owner|maintainer|lead|author|manager|engineer|developer|ask|cc|thanks)\s*+:?\s*+)$",
     re.I,
 )
 _PERSON_AFTER = re.compile(
-    r"^(?:\s*,?\s*(?:\(|,)?\s*(?:the\s+)?(?:owner|maintainer|tech lead|lead|manager|engineer|developer|author|architect|director|"
-    r"cto|ceo|vp|head)\b|\s+(?:said|says|wrote|writes|leads|led|owns|owned|maintains|maintained|manages|managed|joined|"
+    r"^(?:\s*+,?\s*+(?:\(|,)?\s*+(?:the\s++)?(?:owner|maintainer|tech lead|lead|manager|engineer|developer|author|architect|director|"
+    r"cto|ceo|vp|head)\b|\s++(?:said|says|wrote|writes|leads|led|owns|owned|maintains|maintained|manages|managed|joined|"
     r"reported|approved|noted|explained|argued|announced|asked|answered|reviewed|presented)\b)",
     re.I,
 )
@@ -122,6 +126,9 @@ _SERVICE_WORDS = (
 _SERVICE_AFTER = re.compile(r"^\s+(?:micro)?(?:service|server|api|database|queue|cluster|backend|daemon)\b", re.I)
 _PROJECT_WORDS = ("project", "initiative", "program", "programme")
 _PROJECT_AROUND = (re.compile(r"\bproject\s+$", re.I), re.compile(r"^\s+project\b", re.I))
+#: how far either side of a name its cues are read, in characters: a few words. Read over the whole
+#: sentence before each name, one long sentence of names ("Kafka and Kafka and ...") took time as its square.
+_CUE_WINDOW = 256
 
 # Votes: how much a cue counts when one name gets different types across its mentions.
 CUE, SHAPE, DEFAULT = 3, 2, 1
@@ -372,13 +379,16 @@ class MentionFinder:
 
     def _typed(self, sentence: str, start: int, end: int, surface: str, key: str, kind: str) -> Mention:
         surface = re.sub(r"'s$", "", surface)
-        before, after = sentence[:start], sentence[end:]
-        words = before.split()
+        lo = max(0, start - _CUE_WINDOW)
+        after = sentence[end : end + _CUE_WINDOW]
+        words = sentence[lo:start].split()
+        if words and lo and not sentence[lo - 1].isspace() and not sentence[lo].isspace():
+            words = words[1:]  # the window cut it: only its end, which may look like an honorific
         entity_type, vote = shape_type(surface, "ident" if kind == "ident" else "name")
-        if kind == "cap" and ((words and is_honorific(words[-1])) or _PERSON_BEFORE.search(before) or _PERSON_AFTER.search(after)):
+        if kind == "cap" and ((words and is_honorific(words[-1])) or _PERSON_BEFORE.search(sentence, lo, start) or _PERSON_AFTER.search(after)):
             if vote < SHAPE or entity_type is EntityType.CONCEPT:
                 entity_type, vote = EntityType.PERSON, CUE
-        elif any(p.search(before if n == 0 else after) for n, p in enumerate(_PROJECT_AROUND)):
+        elif _PROJECT_AROUND[0].search(sentence, lo, start) or _PROJECT_AROUND[1].search(after):
             entity_type, vote = EntityType.PROJECT, CUE
         elif _SERVICE_AFTER.search(after) and entity_type in (EntityType.CONCEPT, EntityType.IDENTIFIER):
             entity_type, vote = EntityType.SERVICE, CUE

@@ -19,11 +19,15 @@ from retrieval_server.ingest.entities import HONORIFIC_ABBREVIATIONS, Mention
 from retrieval_server.knowledge import RelationType
 
 R = RelationType
-_ADVERBS = r"(?:(?:also|directly|still|now|heavily|currently|only|mainly|primarily|mostly|already|indirectly|both|all|each|in turn|always|usually)\s+)*"
-_NOUNS = r"(?:(?:service|services|project|projects|team|teams|module|modules|library|component|api|app|system|job|tool)\s+)?"
-_DET = r"(?:\s+(?:the|a|an|both|either|its|their|our))*"
+# Runs of white space are possessive (*+, ++): each is followed by something that is not white
+# space, so giving back part of one never makes a match, and trying every split of a long run
+# between neighbouring runs took seconds on 4 KiB of spaces (sentences_of collapses them, but a
+# pattern should not rely on it).
+_ADVERBS = r"(?:(?:also|directly|still|now|heavily|currently|only|mainly|primarily|mostly|already|indirectly|both|all|each|in turn|always|usually)\s++)*"
+_NOUNS = r"(?:(?:service|services|project|projects|team|teams|module|modules|library|component|api|app|system|job|tool)\s++)?"
+_DET = r"(?:\s++(?:the|a|an|both|either|its|their|our))*"
 # before a person's name, and not part of it ("is maintained by Dr. Ada Byron")
-_HONORIFIC = rf"(?:\s*\b(?:{'|'.join(HONORIFIC_ABBREVIATIONS)})\.?)?"
+_HONORIFIC = rf"(?:\s*+\b(?:{'|'.join(HONORIFIC_ABBREVIATIONS)})\.?)?"
 
 # (relation, phrase, passive): a passive phrase names the target first ("Y is used by X").
 _PHRASES: list[tuple[RelationType, str, bool]] = [
@@ -50,18 +54,18 @@ _PHRASES: list[tuple[RelationType, str, bool]] = [
 ]
 _NEGATION = re.compile(r"\b(?:not|no longer|never|n't|nor|without|instead of|rather than|replaced|stopped|removed)\b", re.I)
 # "nor" joins a list too, so that "Neither X nor Y" is one subject that the negation covers whole.
-_LIST = re.compile(r"\s*(?:,|&|/|\band\b|\bor\b|\bnor\b|\bas well as\b)+\s*(?:(?:and|or|nor)\s+)?(?:the\s+)?" + _HONORIFIC + r"\s*", re.I)
+_LIST = re.compile(r"\s*+(?:,|&|/|\band\b|\bor\b|\bnor\b|\bas well as\b)+\s*+(?:(?:and|or|nor)\s++)?(?:the\s++)?" + _HONORIFIC + r"\s*+", re.I)
 # A negation inside the subject's list ("Neither X nor Y"), or right ahead of it in its clause:
 # one further ahead is another phrase's ("There is no doubt that X calls Y").
 _NEGATED_SUBJECT = re.compile(r"\b(?:neither|nor|none\s+of|no|not)\b", re.I)
 _NEGATED_LEAD = re.compile(r"\b(?:neither|none\s+of|no|not)\s+(?:(?:the|our|a|an|its|their)\s+)?$", re.I)
 _CLAUSE_BREAK = re.compile(r"[,;:()]")
 # Optional lead-in: "service", ", which", ", our billing API," (an appositive), "and".
-_LEAD = r"^\s*(?:'s\s+)?" + _NOUNS + r"(?:,[^,;:()]{1,60},\s*|\([^()]{1,60}\)\s*)?(?:,?\s*(?:which|that|who)\s+)?" + _ADVERBS
+_LEAD = r"^\s*+(?:'s\s++)?" + _NOUNS + r"(?:,[^,;:()]{1,60},\s*+|\([^()]{1,60}\)\s*+)?(?:,?\s*+(?:which|that|who)\s++)?" + _ADVERBS
 _COMPILED = [
-    (rel, re.compile(_LEAD + r"(?:" + phrase + r")" + _DET + _HONORIFIC + r"\s*$", re.I), passive) for rel, phrase, passive in _PHRASES
+    (rel, re.compile(_LEAD + r"(?:" + phrase + r")" + _DET + _HONORIFIC + r"\s*+$", re.I), passive) for rel, phrase, passive in _PHRASES
 ]
-_AND_CLAUSE = re.compile(r"^\s*,?\s*(?:and|but)\s+", re.I)
+_AND_CLAUSE = re.compile(r"^\s*+,?\s*+(?:and|but)\s++", re.I)
 _APPOSITIVE = re.compile(r",\s*(?:our|the|a|an|its|their|his|her|my|your)\s[^,;:()]{1,60},", re.I)
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import AsyncIterator
+from unittest import mock
 
 import pytest
 
 from retrieval_server.domain import ChildChunk, ParentChunk
+from retrieval_server.ingest import entities, relations
 from retrieval_server.ingest.entities import MentionFinder
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor, parse_llm_graph, sentences_of
 from retrieval_server.ingest.relations import MAX_NAMES_PER_SENTENCE, relations_in_sentence
@@ -443,3 +447,105 @@ def test_a_long_names_key_is_bounded_and_still_its_own() -> None:
     assert len(key) <= MAX_KEY_CHARS and len(other) <= MAX_KEY_CHARS and key != other
     assert entity_key(long_name.upper()) == key and entity_key(key) == key  # case-folded as any key, and a key's own key
     assert key.startswith("verylonglong")
+
+
+class _Read(str):
+    """A sentence that records the length of every piece of it read apart."""
+
+    def __new__(cls, text: str, read: list[int]) -> _Read:
+        sentence = super().__new__(cls, text)
+        sentence.read = read
+        return sentence
+
+    def __getitem__(self, key: int | slice) -> str:
+        piece = str.__getitem__(self, key)
+        self.read.append(len(piece))
+        return piece
+
+
+class _Searched:
+    """A pattern that records how many characters each search is given."""
+
+    def __init__(self, pattern: re.Pattern[str], read: list[int]) -> None:
+        self.pattern, self.read = pattern, read
+
+    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        self.read.append(len(str.__getitem__(string, slice(pos, endpos))))
+        return self.pattern.search(string, pos, endpos)
+
+
+def test_a_names_cues_are_read_near_it_whatever_the_sentences_length() -> None:
+    """Each name's cues were read over the whole sentence before it: one long sentence of names
+    ("Kafka and Kafka and ...", 38 KiB) took 15 s, growing as its square."""
+    read: list[int] = []
+    searched = {name: _Searched(getattr(entities, name), read) for name in ("_PERSON_BEFORE", "_PERSON_AFTER", "_SERVICE_AFTER")}
+    around = tuple(_Searched(p, read) for p in entities._PROJECT_AROUND)
+    with mock.patch.multiple(entities, **searched, _PROJECT_AROUND=around):
+        mentions, _ = MentionFinder(None).find(_Read("Kafka and " * 2_000 + "the project Falcon, led by Maria Lopez.", read))
+    assert len(mentions) == 2_001  # the first Kafka opens the sentence
+    assert [(m.surface, m.entity_type, m.vote) for m in mentions[-2:]] == [("Falcon", E.PROJECT, 3), ("Maria Lopez", E.PERSON, 3)]
+    # Every name reads the same few hundred characters at most, not the 20,000 before the last ones.
+    assert read and max(read) <= 256, max(read)
+
+
+def test_reading_cues_near_a_name_types_it_as_reading_the_whole_sentence() -> None:
+    """Ordinary sentences, long enough that many names sit past the window: every mention's type
+    and vote as when the cues were read over the whole sentence."""
+    from hypothesis import example, given, settings, strategies as st
+
+    words = st.sampled_from([
+        "Kafka", "Maria Lopez", "Dr.", "Mr.", "Prof.", "maintained by", "led by", "owner:", "contact", "thanks", "the", "project",
+        "Project", "service", "server", "api", "said", ", the tech lead,", "(owner)", "wrote", "and", ",", "uses", "AuthService",
+        "JWT", "XK-4471", "University of Oslo", "Platform Team", "depends on", "x" * 300, "Dr." + "y" * 280, "is", "of", ":",
+    ])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(words, min_size=1, max_size=150))
+    # A word the window cuts is not read: its end alone is an honorific here ("Dr...."), the word not.
+    @example(["x" + "Dr" + "." * 253, "Smith"])
+    def same(parts: list[str]) -> None:
+        sentence = " ".join(parts) + "."
+        near = MentionFinder(None).find(sentence)
+        with mock.patch.object(entities, "_CUE_WINDOW", sys.maxsize):
+            assert MentionFinder(None).find(sentence) == near
+
+    same()
+
+
+# Patterns that read runs of white space between words, by name.
+_SPACED = {
+    "_PERSON_BEFORE": entities._PERSON_BEFORE,
+    "_PERSON_AFTER": entities._PERSON_AFTER,
+    "_LIST": relations._LIST,
+    "_AND_CLAUSE": relations._AND_CLAUSE,
+    **{f"_COMPILED[{i}]": pattern for i, (_, pattern, _) in enumerate(relations._COMPILED)},
+}
+
+
+def test_runs_of_white_space_in_cue_and_relation_patterns_never_backtrack() -> None:
+    """Runs side by side ("\\s*,?\\s*") were tried at every split of a long run: 4 KiB of spaces
+    held _PERSON_AFTER for minutes, _LIST and the relation phrases for seconds. Only the white
+    space sentences_of collapses kept them off that path."""
+    assert {name for name, pattern in _SPACED.items() if re.search(r"\\s[*+](?!\+)", pattern.pattern)} == set()
+
+
+def test_possessive_runs_of_white_space_match_as_backtracking_ones_did() -> None:
+    from hypothesis import given, settings, strategies as st
+
+    tokens = st.sampled_from([
+        " ", "  ", "\n", " \n ", ",", "(", ")", ":", ".", "&", "/", "'s", "and", "or", "nor", "but", "as well as", "the", "a",
+        "an", "Mr", "Dr.", "which", "also", "in turn", "service", "owner", "tech lead", "said", "contact", "maintained by",
+        "uses", "is used by", "depends on", "x",
+    ])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(tokens, max_size=30))
+    def same(parts: list[str]) -> None:
+        text = "".join(parts)
+        for name, pattern in _SPACED.items():
+            greedy = re.compile(pattern.pattern.replace(r"\s*+", r"\s*").replace(r"\s++", r"\s+"), pattern.flags)
+            for read in ("search", "match", "fullmatch"):
+                got, want = getattr(pattern, read)(text), getattr(greedy, read)(text)
+                assert (got and got.span()) == (want and want.span()), (name, read, text)
+
+    same()
