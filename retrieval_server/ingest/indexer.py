@@ -264,8 +264,14 @@ class _Outcomes:
 
     @staticmethod
     def _tell(callback: Callable[..., None] | None, *args: Any) -> None:
-        if callback is not None:
+        """A callback's failure is logged, not raised: raised from a document's write, it made a
+        document stored (and told stored) a failure too (a progress bar writing to a closed stderr)."""
+        if callback is None:
+            return
+        try:
             callback(*args)
+        except Exception:
+            log.exception("telling the caller of an ingest's progress failed")
 
 
 class Indexer:

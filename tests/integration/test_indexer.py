@@ -1300,6 +1300,21 @@ async def test_each_source_is_told_finished_once_its_documents_are_stored_or_fai
         assert max(i for i, t in enumerate(told) if t[1] == place) == told.index(("finished", place, ""))
 
 
+async def test_a_callback_that_fails_leaves_its_document_stored_and_reported_stored(app: Application, caplog: Any) -> None:
+    """Raised from the document's write, it was reported a storing failure as well as stored; found
+    unchanged, the ingest failed."""
+
+    def fails(place: int, d: Any) -> None:
+        raise OSError("stderr is closed")
+
+    for _ in range(2):  # written, then found unchanged
+        report = await app.ingest([_txt("glaciers", LONG)], on_document=fails)
+        assert [d.document_id for d in report.documents] == ["glaciers"] and not report.errors, report.errors
+        points, parents = await _state(app, "glaciers")
+        assert points > 1 and parents > 1
+    assert report.documents[0].unchanged and "telling the caller of an ingest's progress failed" in caplog.text
+
+
 async def test_a_document_sent_without_a_file_name_is_named_by_its_id(app: Application) -> None:
     report = await app.ingest([DocumentSource(filename="", content=b"\xffnot text", document_id="notes"),
                                DocumentSource(filename="", content=b"Tides follow the moon.", document_id="tides")])
