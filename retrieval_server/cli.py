@@ -166,15 +166,20 @@ _HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]/]*):(?P<port>[0-9]+)")
 def _port_out_of_range(target: str) -> int | None:
     """The port of a gRPC target that no port is (0, or past 65535, which gRPC took modulo 65536),
     for the forms that name one: ``host:port``, ``dns:``, and the ``ipv4:``/``ipv6:`` lists."""
+    from urllib.parse import unquote
+
     from retrieval_client.client import _resolver_path
 
-    scheme, _, rest = target.partition(":")
+    # gRPC drops a query and a fragment and decodes %-escapes (as client._is_loopback reads them):
+    # read around them, "localhost:99999?x" passed, and gRPC connected to port 34463.
+    uri = target.partition("#")[0].partition("?")[0]
+    scheme, _, rest = uri.partition(":")
     if scheme in ("dns", "ipv4", "ipv6"):
-        addresses = (_resolver_path(rest) or "").split(",")
+        addresses = unquote(_resolver_path(rest) or "").split(",")
     elif scheme in ("unix", "unix-abstract"):
         return None  # a path, whatever its digits
     else:
-        addresses = [target]  # a scheme gRPC does not know is the host of dns:///<target>
+        addresses = [unquote(uri)]  # a scheme gRPC does not know is the host of dns:///<target>
     for address in addresses:
         if (m := _HOST_PORT.fullmatch(address)) and not 1 <= int(m["port"]) <= 65535:
             return int(m["port"])
