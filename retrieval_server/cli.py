@@ -166,15 +166,20 @@ _HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]/]*):(?P<port>[0-9]+)")
 def _port_out_of_range(target: str) -> int | None:
     """The port of a gRPC target that no port is (0, or past 65535, which gRPC took modulo 65536),
     for the forms that name one: ``host:port``, ``dns:``, and the ``ipv4:``/``ipv6:`` lists."""
+    from urllib.parse import unquote
+
     from retrieval_client.client import _resolver_path
 
-    scheme, _, rest = target.partition(":")
+    # gRPC drops a query and a fragment and decodes %-escapes (as client._is_loopback reads them):
+    # read around them, "localhost:99999?x" passed, and gRPC connected to port 34463.
+    uri = target.partition("#")[0].partition("?")[0]
+    scheme, _, rest = uri.partition(":")
     if scheme in ("dns", "ipv4", "ipv6"):
-        addresses = (_resolver_path(rest) or "").split(",")
+        addresses = unquote(_resolver_path(rest) or "").split(",")
     elif scheme in ("unix", "unix-abstract"):
         return None  # a path, whatever its digits
     else:
-        addresses = [target]  # a scheme gRPC does not know is the host of dns:///<target>
+        addresses = [unquote(uri)]  # a scheme gRPC does not know is the host of dns:///<target>
     for address in addresses:
         if (m := _HOST_PORT.fullmatch(address)) and not 1 <= int(m["port"]) <= 65535:
             return int(m["port"])
@@ -309,25 +314,33 @@ class _Unsent:
     """The files a run has not sent yet, for its report should it stop (a read-only server, a full
     disk, Ctrl-C): they were neither counted nor named, and the run looked as if it had had no more.
     The files of a call that got no answer are apart: the server may have them, stored in part. So
-    are, with ``--local``, the files of rows some of which were written when it stopped."""
+    are, with ``--local``, the files of rows some of which were written when it stopped; a file
+    finished by then (each of its documents written or failed) is neither: the report lists it
+    all."""
 
     def __init__(self, files: Sequence[Path]) -> None:
         self._files = files
         self._next = 0  # files[:_next] were read: sent, being sent or failed
         self._batch: list[str] = []  # the sources of the batch being sent not sent yet, in order
         self._calling = 0  # how many of them, from the first, are in a call not answered yet
-        self._written: dict[str, bool] = {}  # --local: the batch's sources with documents written, whether all of them
+        self._written: set[str] = set()  # --local: the batch's sources with documents written
+        self._finished: set[str] = set()  # --local: the batch's sources each of whose documents was written or failed
 
     def sending(self, batch: Sequence[Path], sources: Iterable[str]) -> None:
         """``batch`` was read, and ``sources`` are its documents to send (its other files failed)."""
         self._next += len(batch)
         self._batch = list(sources)
         self._calling = 0
-        self._written = {}
+        self._written = set()
+        self._finished = set()
 
-    def written(self, source: str, whole: bool) -> None:
-        """A document of the batch's ``source`` was written (``--local``); ``whole``: its only one."""
-        self._written[source] = whole or self._written.get(source, False)
+    def written(self, source: str) -> None:
+        """A document of the batch's ``source`` was written (``--local``)."""
+        self._written.add(source)
+
+    def finished(self, source: str) -> None:
+        """Each document of the batch's ``source`` was written or failed (``--local``)."""
+        self._finished.add(source)
 
     def calling(self, count: int) -> None:
         """The next ``count`` of the batch's documents are in a call: from here the server may have them."""
@@ -341,19 +354,20 @@ class _Unsent:
         """The next ``count`` of the batch's documents were sent (stored or refused alone)."""
         del self._batch[:count]
         self._calling = 0
-        self._written = {}
+        self._written = set()
+        self._finished = set()
 
     def unknown(self) -> list[str]:
         """The documents of the call that got no answer (a deadline, Ctrl-C, a lost connection)."""
         return self._batch[: self._calling]
 
     def in_part(self) -> list[str]:
-        """The files of rows of which some, not known to be all, were written when the run stopped (``--local``)."""
-        return [s for s in self._batch if self._written.get(s) is False]
+        """The files of which some documents, not known to be all, were written when the run stopped (``--local``)."""
+        return [s for s in self._batch if s in self._written and s not in self._finished]
 
     def paths(self) -> list[str]:
         # A later file's name may not be UTF-8 (surrogates): written escaped, as _readable writes it.
-        return ([s for s in self._batch[self._calling :] if s not in self._written]
+        return ([s for s in self._batch[self._calling :] if s not in self._written and s not in self._finished]
                 + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]])
 
 
@@ -367,7 +381,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     model = model_loading.start(settings)
     from retrieval_client import file_bytes
     from retrieval_server.app import Application
-    from retrieval_server.domain import Access, DocumentSource, IngestedDocument
+    from retrieval_server.domain import Access, DocumentSource, IngestedDocument, IngestFailure
 
     app = Application(settings, model=model)
     keep.append(app)
@@ -392,19 +406,26 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     granted_user_ids=tuple(args.grant),
                 ))
                 unsent.sending(batch, (s.source for s in sources))
+                paths = {s.filename: s.source for s in sources}
 
+                # Listed as they happen, so that a run stopped part-way (Ctrl-C) lists them: the
+                # report below, in the request's order, replaces these.
                 def written(place: int, d: IngestedDocument, sources: list[DocumentSource] = sources) -> None:
-                    # Listed as it is written, so that a run stopped part-way (Ctrl-C) lists it: the
-                    # report below, in the request's order, replaces these.
                     done.append((d.document_id, d.parent_chunks, d.child_chunks, d.replaced))
-                    unsent.written(sources[place].source, whole=Path(sources[place].source).suffix.lower() != ".jsonl")
+                    unsent.written(sources[place].source)
                     advance(1)
 
-                listed = len(done)
-                report = await app.ingest(sources, on_document=written)
+                def failed(place: int, e: IngestFailure, paths: dict[str, str] = paths) -> None:
+                    errors.extend(_at_path([(e.source, e.reason)], paths))
+
+                def finished(place: int, sources: list[DocumentSource] = sources) -> None:
+                    unsent.finished(sources[place].source)
+
+                listed, failures = len(done), len(errors)
+                report = await app.ingest(sources, on_document=written, on_failure=failed, on_finished=finished)
                 unsent.sent(len(sources))
                 done[listed:] = [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
-                errors += _at_path(((e.source, e.reason) for e in report.errors), {s.filename: s.source for s in sources})
+                errors[failures:] = _at_path(((e.source, e.reason) for e in report.errors), paths)
                 errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
                 if report.errors_not_listed:
                     errors.append(("", f"{report.errors_not_listed} more errors"))

@@ -210,6 +210,70 @@ def _clean_id(document_id: str) -> str:
         raise LoadError(str(exc)) from None
 
 
+class _Outcomes:
+    """What becomes of a request's documents, told as it happens: each one stored (or found
+    unchanged) goes into ``done`` and to ``on_document``, each failure into :attr:`errors` and to
+    ``on_failure``, both with the source's place in the request; ``on_finished`` hears of a source
+    once it is loaded and each of its documents stored or failed. A caller cancelled part-way
+    (Ctrl-C) gets no report, yet knows what became of each source it sent."""
+
+    def __init__(
+        self, done: list[IngestedDocument], on_document: Callable[[int, IngestedDocument], None] | None,
+        on_failure: Callable[[int, IngestFailure], None] | None, on_finished: Callable[[int], None] | None,
+    ) -> None:
+        self.done = done
+        self.errors: list[IngestFailure] = []
+        self._on_document, self._on_failure, self._on_finished = on_document, on_failure, on_finished
+        #: each source's documents in batches not written yet, from its loading until it is finished
+        self._left: dict[int, int] = {}
+        self._loading: int | None = None
+
+    def loading(self, place: int) -> None:
+        self._loading = place
+        self._left[place] = 0
+
+    def loaded(self, place: int) -> None:
+        self._loading = None
+        self._finished_if_done(place)
+
+    def batched(self, place: int) -> None:
+        self._left[place] += 1
+
+    def stored(self, place: int, document: IngestedDocument, *, batched: bool = False) -> None:
+        """``batched``: one of the documents :meth:`batched` counted (not one found unchanged)."""
+        self.done.append(document)
+        self._tell(self._on_document, place, document)
+        if batched:
+            self._written(place)
+
+    def failed(self, place: int, failure: IngestFailure, *, batched: bool = False) -> None:
+        self.errors.append(failure)
+        self._tell(self._on_failure, place, failure)
+        if batched:
+            self._written(place)
+
+    def _written(self, place: int) -> None:
+        self._left[place] -= 1
+        self._finished_if_done(place)
+
+    def _finished_if_done(self, place: int) -> None:
+        # A source being loaded may have more documents to come, after those written so far.
+        if place != self._loading and not self._left[place]:
+            del self._left[place]
+            self._tell(self._on_finished, place)
+
+    @staticmethod
+    def _tell(callback: Callable[..., None] | None, *args: Any) -> None:
+        """A callback's failure is logged, not raised: raised from a document's write, it made a
+        document stored (and told stored) a failure too (a progress bar writing to a closed stderr)."""
+        if callback is None:
+            return
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("telling the caller of an ingest's progress failed")
+
+
 class Indexer:
     def __init__(
         self,
@@ -285,14 +349,15 @@ class Indexer:
     async def ingest(
         self, sources: Sequence[DocumentSource], on_document: Callable[[int, IngestedDocument], None] | None = None, *,
         writer: AccessFilter = AccessFilter.for_identity(LOCAL_OPERATOR), stored: list[IngestedDocument] | None = None,
+        on_failure: Callable[[int, IngestFailure], None] | None = None, on_finished: Callable[[int], None] | None = None,
     ) -> IngestReport:
         """``writer``: what the caller may read, and so replace (:func:`_refusal`). ``on_document``
-        is told of each document as it is stored or found unchanged, with its source's place in
-        ``sources``, and ``stored`` gets it: a caller cancelled part-way (its deadline, a cancel,
-        Ctrl-C) gets no report, yet knows what was stored and still owes those documents their
-        follow-ups."""
-        done: list[IngestedDocument] = [] if stored is None else stored
-        errors: list[IngestFailure] = []
+        is told of each document as it is stored or found unchanged, ``on_failure`` of each failure,
+        both with its source's place in ``sources``, and ``on_finished`` of each source whose
+        documents are all stored or failed (:class:`_Outcomes`); ``stored`` gets each stored
+        document: a caller cancelled part-way (its deadline, a cancel, Ctrl-C) gets no report, yet
+        knows what was stored and still owes those documents their follow-ups."""
+        outcomes = _Outcomes([] if stored is None else stored, on_document, on_failure, on_finished)
         pending: list[_Prepared] = []
         #: each document's place in the request: batches are written while the next are embedded,
         #: and a document found unchanged is done before the batch ahead of it is written
@@ -309,7 +374,7 @@ class Indexer:
                 await task
 
         async def write(batch: list[_Prepared], dense: np.ndarray, derived: asyncio.Task[list[_Derived]]) -> None:
-            await self._write(batch, dense, await derived, errors, writer, done, on_document)
+            await self._write(batch, dense, await derived, outcomes, writer)
 
         async def flush() -> None:
             nonlocal writing
@@ -321,7 +386,7 @@ class Indexer:
             # embeds the batch, instead of one document at a time between its writes.
             derived = asyncio.create_task(self._derive(batch))
             try:
-                dense = await self._embed_batch(batch, errors)
+                dense = await self._embed_batch(batch, outcomes)
                 await written()
             except BaseException:
                 await _discard(derived)
@@ -333,15 +398,18 @@ class Indexer:
 
         try:
             for place, src in enumerate(sources):
+                outcomes.loading(place)
                 try:
                     if self._max_bytes is not None and len(src.content) > self._max_bytes:
                         raise LoadError(f"{len(src.content)} bytes, above the limit of {self._max_bytes} (RETRIEVAL_MAX_DOCUMENT_BYTES)")
                     # Parsing and chunking are CPU work: off the event loop, behind any query's work.
                     loaded_source = await self._executor.run(load, src, self._max_bytes, priority=Priority.BACKGROUND)
                 except LoadError as exc:
-                    errors.append(IngestFailure(src.filename or src.document_id, str(exc)))
+                    outcomes.failed(place, IngestFailure(src.filename or src.document_id, str(exc)))
+                    outcomes.loaded(place)
                     continue
-                errors.extend(IngestFailure(f"{src.filename}:{row}", reason) for row, reason in loaded_source.failed)
+                for row, reason in loaded_source.failed:
+                    outcomes.failed(place, IngestFailure(f"{src.filename}:{row}", reason))
                 listed = unlisted = 0
                 for loaded in loaded_source.documents:
                     # A row by its line: its id may be blank, or the row before's, stored in its place.
@@ -358,27 +426,28 @@ class Indexer:
                         # ids answered with 20,000 errors (22 MB, over a client's 4 MiB).
                         if listed < MAX_ROW_ERRORS:
                             listed += 1
-                            errors.append(IngestFailure(label, str(exc)))
+                            outcomes.failed(place, IngestFailure(label, str(exc)))
                         else:
                             unlisted += 1
                         continue
                     if await self._unchanged(prepared):
-                        done.append(IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True, unchanged=True))
-                        if on_document:
-                            on_document(place, done[-1])
+                        outcomes.stored(place, IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True, unchanged=True))
                         continue
                     pending.append(prepared)
+                    outcomes.batched(place)
                     if sum(len(p.children) for p in pending) >= self._batch:
                         await flush()
                 if unlisted:
-                    errors.append(IngestFailure(src.filename or src.document_id, f"{unlisted} more rows could not be stored"))
+                    outcomes.failed(place, IngestFailure(src.filename or src.document_id, f"{unlisted} more rows could not be stored"))
+                outcomes.loaded(place)
             await flush()
             await written()
         except BaseException:
             if writing is not None:
                 await _discard(writing)
             raise
-        return IngestReport(tuple(sorted(done, key=lambda d: order[d.document_id])), tuple(errors[:MAX_REPORTED_ERRORS]),
+        errors = outcomes.errors
+        return IngestReport(tuple(sorted(outcomes.done, key=lambda d: order[d.document_id])), tuple(errors[:MAX_REPORTED_ERRORS]),
                             max(0, len(errors) - MAX_REPORTED_ERRORS))
 
     async def _unchanged(self, p: _Prepared) -> bool:
@@ -502,20 +571,22 @@ class Indexer:
                 parent_tokens += _token_counts(p.parents, ps, p.title_tokens)
         return kids + parents, kid_tokens + parent_tokens
 
-    async def _embed_batch(self, batch: list[_Prepared], errors: list[IngestFailure]) -> np.ndarray | None:
+    async def _embed_batch(self, batch: list[_Prepared], outcomes: _Outcomes) -> np.ndarray | None:
         """The batch's vectors (see :meth:`_texts`); None, with every document reported, when it cannot be stored."""
         texts, tokens = self._texts(batch)
         if self._disk is not None:
             try:
                 self._disk.check(estimated_bytes(sum(len(x.encode()) for x in texts), len(texts), self._embedder.dim))
             except ResourceExhausted as exc:
-                errors.extend(IngestFailure(p.label, f"not stored: {exc}") for p in batch)
+                for p in batch:
+                    outcomes.failed(p.source, IngestFailure(p.label, f"not stored: {exc}"), batched=True)
                 return None
         try:
             return await self._embed(texts, tokens)
         except Exception as exc:
             log.exception("embedding failed")
-            errors.extend(IngestFailure(p.label, f"embedding failed: {exc}") for p in batch)
+            for p in batch:
+                outcomes.failed(p.source, IngestFailure(p.label, f"embedding failed: {exc}"), batched=True)
             return None
 
     async def _derive(self, batch: list[_Prepared]) -> list[_Derived]:
@@ -537,10 +608,9 @@ class Indexer:
         return out
 
     async def _write(
-        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], errors: list[IngestFailure], writer: AccessFilter,
-        done: list[IngestedDocument], on_document: Callable[[int, IngestedDocument], None] | None,
+        self, batch: list[_Prepared], dense: np.ndarray, derived: list[_Derived], outcomes: _Outcomes, writer: AccessFilter,
     ) -> None:
-        """The batch into the stores; each document committed goes into ``done`` (:meth:`_store`)."""
+        """The batch into the stores; each document committed is told to ``outcomes`` (:meth:`_store`)."""
         with_parents = self._vectors.features.parent_vectors
         row = 0
         parent_row = sum(len(p.children) for p in batch)
@@ -572,13 +642,13 @@ class Indexer:
                         # Under the lock, as every write of it: what was checked when it was prepared may
                         # have been replaced since (made private) by another writer.
                         if refusal := await self._refused(doc_id, writer):
-                            errors.append(IngestFailure(p.label, refusal))
+                            outcomes.failed(p.source, IngestFailure(p.label, refusal), batched=True)
                             continue
-                        await to_the_end(self._store(p, points, parent_points, d.graph, begun, done, on_document))
+                        await to_the_end(self._store(p, points, parent_points, d.graph, begun, outcomes))
                 except WrongModel:
                     raise  # not this document's failure: every write of this process would fail alike
                 except Exception as exc:
-                    errors.append(IngestFailure(p.label, f"storing failed: {exc}"))
+                    outcomes.failed(p.source, IngestFailure(p.label, f"storing failed: {exc}"), batched=True)
                     continue
                 log.debug("document stored", extra={"document_id": doc_id, "children": len(p.children)})
         finally:
@@ -587,12 +657,12 @@ class Indexer:
 
     async def _store(
         self, p: _Prepared, points: list[VectorPoint], parent_points: list[ParentPoint], graph: DocumentGraph | None,
-        begun: dict[str, float], done: list[IngestedDocument], on_document: Callable[[int, IngestedDocument], None] | None,
+        begun: dict[str, float], outcomes: _Outcomes,
     ) -> None:
         """One document into both stores, under its lock; its intent's start goes into ``begun`` for
-        :meth:`_settle`, and the document into ``done`` and to ``on_document`` (all even when the
-        caller is cancelled meanwhile: the document is stored all the same). On failure the vectors
-        are made to match the committed rows again, and the failure is raised."""
+        :meth:`_settle`, and the document to ``outcomes`` (both even when the caller is cancelled
+        meanwhile: the document is stored all the same). On failure the vectors are made to match
+        the committed rows again, and the failure is raised."""
         doc_id = p.document.document_id
         try:
             started = await self._metadata.begin_write(doc_id)
@@ -609,9 +679,7 @@ class Indexer:
             await self._reconcile_quietly(doc_id)
             raise
         begun[doc_id] = started
-        done.append(IngestedDocument(doc_id, len(p.parents), len(p.children), replaced))
-        if on_document:
-            on_document(p.source, done[-1])
+        outcomes.stored(p.source, IngestedDocument(doc_id, len(p.parents), len(p.children), replaced), batched=True)
 
     async def _settle(self, begun: dict[str, float]) -> None:
         """Clear the intents of documents whose vectors match their rows (``begun``: each intent's

@@ -177,10 +177,25 @@ class Tracing:
         """The RPC span, joined to the caller's trace from its ``traceparent`` metadata."""
         if self.provider is None:
             return []
-        from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+        from opentelemetry.instrumentation.grpc import filters
+        from opentelemetry.instrumentation.grpc._aio_server import OpenTelemetryAioServerInterceptor
+        from opentelemetry.instrumentation.grpc.version import __version__ as instrumentation_version
 
+        class RpcSpans(OpenTelemetryAioServerInterceptor):  # type: ignore[misc]
+            """The stock interceptor iterates every response-streaming behaviour with ``async for``;
+            a coroutine writing with ``context.write`` (StreamQuery, for its stall bound) then failed
+            UNKNOWN. Such a behaviour is awaited as a unary one is: the same span and attributes,
+            and grpc.aio takes a coroutine's writes as the stream."""
+
+            def _intercept_aio_server_stream(self, behavior: Callable[..., Any], handler_call_details: grpc.HandlerCallDetails) -> Callable[..., Any]:
+                if inspect.isasyncgenfunction(behavior):
+                    return super()._intercept_aio_server_stream(behavior, handler_call_details)  # type: ignore[no-any-return]
+                return self._intercept_aio_server_unary(behavior, handler_call_details)  # type: ignore[no-any-return]
+
+        # The scope the stock interceptor's factory gives its spans.
+        tracer = self.provider.get_tracer("opentelemetry.instrumentation.grpc", instrumentation_version, schema_url="https://opentelemetry.io/schemas/1.11.0")
         # Our service only: health probes and reflection would bury the traces that matter.
-        return [aio_server_interceptor(tracer_provider=self.provider, filter_=filters.service_name(SERVICE))]
+        return [RpcSpans(tracer, filter_=filters.service_name(SERVICE))]
 
     def wrap(self, backend: T, component: str, attributes: Mapping[str, Any] | None = None) -> T:
         """``backend`` with a span per call when tracing is on; ``backend`` itself otherwise."""

@@ -430,6 +430,39 @@ def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monke
     assert err.splitlines()[-1] == "error: ingest interrupted"
 
 
+def test_a_local_run_stopped_by_ctrl_c_reports_finished_files_as_they_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str], restored_logging: None) -> None:
+    """Ctrl-C right after a file of rows' last row was written: it was reported STORED IN PART, and
+    a file the batch had already refused (no text) NOT SENT with "0 failed", its failure known only
+    to the report a stopped run never gets. Each is reported as it ended."""
+    import signal
+
+    from retrieval_server.backends.metadata_store import MetadataStore
+
+    replace_document = MetadataStore.replace_document
+
+    async def interrupted(self: MetadataStore, doc: object, *args: object, **kwargs: object) -> bool:
+        replaced = await replace_document(self, doc, *args, **kwargs)  # type: ignore[arg-type]
+        if doc.document_id == "r3":  # type: ignore[attr-defined]
+            signal.raise_signal(signal.SIGINT)
+        return replaced
+
+    monkeypatch.setattr(MetadataStore, "replace_document", interrupted)
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RETRIEVAL_UPSERT_BATCH_SIZE", "1")
+    (docs := tmp_path / "docs").mkdir()
+    (docs / "a.txt").write_text("Aardvarks dig burrows at night.")
+    (docs / "b.html").write_text("")
+    (docs / "rows.jsonl").write_text("".join(f'{{"_id": "r{i}", "text": "Row {i} is about rivers."}}\n' for i in (1, 2, 3)))
+    (docs / "z.txt").write_text("Zebras graze on the savanna.")
+    assert cli.main(["ingest", "--local", "--quiet", str(docs)]) == 1
+    out, err = capsys.readouterr()
+    assert [line.split()[1] for line in out.splitlines()] == ["a", "r1", "r2", "r3"]
+    assert [line for line in err.splitlines() if line.startswith(("FAILED", "NOT SENT", "STORED IN PART"))] == [
+        f"FAILED   {docs / 'b.html'}: no text to index", f"NOT SENT {docs / 'z.txt'}"]
+    assert "4 documents indexed, 1 failed, 1 files not sent (the run stopped)" in err
+
+
 def test_a_server_that_cannot_be_reached_was_sent_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """UNAVAILABLE was always read as a call that may have stored some of its files: a wrong port
     reported every file of the first batch SENT, OUTCOME UNKNOWN. A call no connection took was not sent."""

@@ -157,6 +157,24 @@ async def test_a_cache_hit_is_traced_with_its_outcome(traced: Traced) -> None:
     assert rpc.parent is None
 
 
+async def test_a_stream_query_is_traced_as_a_query(traced: Traced) -> None:
+    """StreamQuery is a coroutine writing with context.write: the stock interceptor iterated it
+    with ``async for``, and every traced StreamQuery failed UNKNOWN."""
+    traced.exporter.clear()
+    request = pb.StreamQueryRequest(query=pb.QueryRequest(query="what causes tides", top_k=1, rerank=False, use_cache=False))
+    events = [e async for e in traced.stub.StreamQuery(request, metadata=[("traceparent", TRACEPARENT)])]
+    response = events[-1].response
+    assert events[-1].WhichOneof("event") == "response" and response.contexts[0].document_id == "tides"
+    spans = traced.exporter.get_finished_spans()
+    rpc = next(s for s in spans if s.name == "/retrieval.v1.RetrievalService/StreamQuery")
+    assert format(rpc.parent.span_id, "016x") == CALLER_SPAN and rpc.parent.is_remote
+    assert rpc.attributes["rpc.method"] == "StreamQuery"
+    assert rpc.attributes["retrieval.contexts"] == len(response.contexts)
+    assert rpc.attributes["retrieval.cache_hit"] is False
+    workflow = next(s for s in spans if s.name == "workflow.query")
+    assert workflow.parent.span_id == rpc.context.span_id
+
+
 @pytest.mark.parametrize(("call", "code", "span_status"), [
     ("empty_query", grpc.StatusCode.INVALID_ARGUMENT, "UNSET"),
     ("non_admin_ingest", grpc.StatusCode.PERMISSION_DENIED, "UNSET"),

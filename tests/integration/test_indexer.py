@@ -1263,6 +1263,58 @@ async def test_a_failure_after_loading_names_the_file_or_row_as_loading_does(
     assert [e.source for e in report.errors] == ["handbook/intro.txt", "rows.jsonl:line 1 (r1)", "tides"], report.errors
 
 
+async def test_each_source_is_told_finished_once_its_documents_are_stored_or_failed(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller stopped part-way (Ctrl-C) gets no report: the CLI reported a file of rows all
+    written STORED IN PART, and a file already refused NOT SENT, its failure unknown to it."""
+    monkeypatch.setattr(app.indexer, "_batch", 1)  # each document written while the next are loaded
+    told: list[tuple[str, int, str]] = []
+    r1_stored = asyncio.Event()
+    prepare = app.indexer._prepare
+
+    async def after_r1(src: DocumentSource, loaded: Any, *args: Any) -> Any:
+        if loaded.document_id == "r2":  # the file's first row written, its last not loaded yet
+            await r1_stored.wait()
+        return await prepare(src, loaded, *args)
+
+    def stored(place: int, d: Any) -> None:
+        told.append(("stored", place, d.document_id))
+        if d.document_id == "r1":
+            r1_stored.set()
+
+    monkeypatch.setattr(app.indexer, "_prepare", after_r1)
+    report = await app.ingest(
+        [DocumentSource(filename="broken.docx", content=b"x"),
+         DocumentSource(filename="rows.jsonl", content=b'{"_id": "r1", "text": "Rivers meet the sea."}\n{broken\n'
+                                                      b'{"_id": "r2", "text": "Deltas form at river mouths."}\n'),
+         _txt("owls", "Owls hunt at night.")],
+        on_document=stored,
+        on_failure=lambda place, e: told.append(("failed", place, e.source)),
+        on_finished=lambda place: told.append(("finished", place, "")),
+    )
+    assert [d.document_id for d in report.documents] == ["r1", "r2", "owls"]
+    assert sorted(t for t in told if t[0] != "finished") == sorted(
+        [("failed", 0, "broken.docx"), ("failed", 1, "rows.jsonl:line 2"), ("stored", 1, "r1"), ("stored", 1, "r2"), ("stored", 2, "owls")])
+    finished = [place for kind, place, _ in told if kind == "finished"]
+    assert sorted(finished) == [0, 1, 2]
+    for place in finished:  # after everything of its source, never before
+        assert max(i for i, t in enumerate(told) if t[1] == place) == told.index(("finished", place, ""))
+
+
+async def test_a_callback_that_fails_leaves_its_document_stored_and_reported_stored(app: Application, caplog: Any) -> None:
+    """Raised from the document's write, it was reported a storing failure as well as stored; found
+    unchanged, the ingest failed."""
+
+    def fails(place: int, d: Any) -> None:
+        raise OSError("stderr is closed")
+
+    for _ in range(2):  # written, then found unchanged
+        report = await app.ingest([_txt("glaciers", LONG)], on_document=fails)
+        assert [d.document_id for d in report.documents] == ["glaciers"] and not report.errors, report.errors
+        points, parents = await _state(app, "glaciers")
+        assert points > 1 and parents > 1
+    assert report.documents[0].unchanged and "telling the caller of an ingest's progress failed" in caplog.text
+
+
 async def test_a_document_sent_without_a_file_name_is_named_by_its_id(app: Application) -> None:
     report = await app.ingest([DocumentSource(filename="", content=b"\xffnot text", document_id="notes"),
                                DocumentSource(filename="", content=b"Tides follow the moon.", document_id="tides")])

@@ -299,6 +299,10 @@ LATIN1 = os.fsdecode(b"caf\xe9")  # a Latin-1 terminal's "café", as Python read
     (["health", "--server", "[::1]:65536"], "--server's port must be 1 to 65535 (got 65536"),
     (["health", "--server", "dns:///retrieval:70000"], "--server's port must be 1 to 65535 (got 70000"),
     (["health", "--server", "ipv4:127.0.0.1:1,127.0.0.2:99999"], "--server's port must be 1 to 65535 (got 99999"),
+    # gRPC reads a target without its query and fragment, its %-escapes decoded.
+    (["health", "--server", "localhost:99999?x"], "--server's port must be 1 to 65535 (got 99999 in 'localhost:99999?x')"),
+    (["health", "--server", "dns:///localhost:70000#top"], "--server's port must be 1 to 65535 (got 70000"),
+    (["health", "--server", "localhost:%37%30%30%30%30"], "--server's port must be 1 to 65535 (got 70000"),
 ])
 def test_an_argument_no_request_can_carry_is_a_usage_error_naming_it(
     argv: list[str], error: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -322,9 +326,10 @@ def test_the_arguments_a_request_carries_as_they_are_pass(monkeypatch: pytest.Mo
         monkeypatch.setattr(cli, command, lambda args: called.append(args) or 0)
     for argv in (["query", "café ☕", "--user", "alice@example.com"], ["delete", "notes[1]", "é"],
                  ["ingest", "a.txt", "--meta", "lang=français"], ["health", "--server", "localhost:65535"],
-                 ["health", "--server", "unix:/run/retrieval/70000"], ["health", "--server", "retrieval.example"]):
+                 ["health", "--server", "unix:/run/retrieval/70000"], ["health", "--server", "retrieval.example"],
+                 ["health", "--server", "[fe80::1%25eth0]:50051"], ["health", "--server", "localhost:50051?x=70000"]):
         assert cli.main(argv) == 0
-    assert len(called) == 6
+    assert len(called) == 8
 
 
 def test_an_empty_server_address_is_the_default_from_the_environment_and_refused_as_an_option(
