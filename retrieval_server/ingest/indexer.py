@@ -136,24 +136,37 @@ async def to_the_end(write: Coroutine[Any, Any, T]) -> T:
     stored version's, hide it from searches). So a cancelled ingest or delete finishes, or
     reconciles, the document it is at, and stops before the next."""
     task = asyncio.ensure_future(write)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait([task])  # unlike awaiting it, cancels only the waiting
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
+    if await _ended(task):
         if not task.cancelled():
             task.exception()  # a failure was logged and reconciled by the write; the cancellation wins
         raise asyncio.CancelledError
     return task.result()
 
 
+async def _ended(task: asyncio.Future[Any]) -> bool:
+    """Wait for ``task`` to end, even when the caller is cancelled meanwhile; whether it was."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])  # unlike awaiting it, cancels only the waiting
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
 async def _discard(task: asyncio.Task[Any]) -> None:
-    """Cancel ``task`` and wait for it to end, whatever it ends with (nobody will read it)."""
+    """Cancel ``task`` and wait for it to end, whatever it ends with (nobody will read it); a
+    cancellation of the caller meanwhile is raised after it.
+
+    Not by awaiting it under ``suppress(BaseException)``: that hid the caller's own cancellation
+    too (Ctrl-C, a client's cancel or deadline while a batch that failed to embed was dropped),
+    and the ingest went on to its last row."""
     task.cancel()
-    with contextlib.suppress(BaseException):
-        await task
+    cancelled = await _ended(task)
+    if not task.cancelled():
+        task.exception()  # read, or asyncio logs it as never retrieved
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _parent_text(title: str, content: str) -> str:

@@ -497,6 +497,48 @@ async def test_a_cancelled_ingest_finishes_the_document_it_is_writing_and_stops(
     assert await app.metadata.get_document("volcanoes") is None and await app.vectors.count("volcanoes") == 0
 
 
+async def test_a_cancelled_ingest_stops_while_it_drops_a_batch_that_failed_to_embed(
+    app: Application, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that cannot be embedded (or that the disk check refuses) has its keyword vectors and
+    graph cancelled and waited for. Ctrl-C, a client's cancel or its deadline coming meanwhile was
+    swallowed with that task's own end, and the ingest went on to its last row."""
+    extractor = app.indexer._graph  # noqa: SLF001 - holding the batch's graph while it is dropped
+    assert extractor is not None
+    extracting, dropping, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    class HeldGraph:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(extractor, name)
+
+        async def extract(self, parents: Any, children: Any) -> Any:
+            extracting.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                dropping.set()  # and ends only later, as a job on a thread does
+                await release.wait()
+                raise
+
+    embedded: list[list[str]] = []
+
+    async def broken(texts: list[str], tokens: list[int]) -> Any:
+        embedded.append(texts)
+        await extracting.wait()
+        raise RuntimeError("model crashed")
+
+    monkeypatch.setattr(app.indexer, "_graph", HeldGraph())
+    monkeypatch.setattr(app.indexer, "_embed", broken)
+    monkeypatch.setattr(app.indexer, "_batch", 1)  # a batch per document: the second is the one not to start
+    call = asyncio.create_task(app.ingest([_txt("glaciers", LONG), _txt("volcanoes", "Volcanoes erupt molten rock.")]))
+    await dropping.wait()
+    call.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert len(embedded) == 1  # the second batch was not started
+
+
 async def test_a_cancelled_delete_removes_the_document_it_is_at_and_stops(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
     """Cancelled after a document's rows went and before its points did, a delete would leave the
     points (filtered out only after the top-k cut, so they crowd the other documents out of
