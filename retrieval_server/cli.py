@@ -388,11 +388,13 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     await app.open(warm_kernels=False)
     startup_gc.settle()
     done: list[tuple[str, int, int, bool]] = []
+    #: each batch's failures past the MAX_REPORTED_ERRORS it lists
+    not_listed: list[int] = []
     ids = _Ids(args.document_id or "")
     unsent = _Unsent(files)
     try:
         # Counts documents, not files: one .jsonl file holds many.
-        with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors, unsent=unsent):
+        with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors, unsent=unsent, errors_not_listed=not_listed):
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
                 sources = _readable(batch, ids, errors, lambda f: DocumentSource(
@@ -422,18 +424,18 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     unsent.finished(sources[place].source)
 
                 listed, failures = len(done), len(errors)
+                not_listed.append(0)
                 report = await app.ingest(sources, on_document=written, on_failure=failed, on_finished=finished)
                 unsent.sent(len(sources))
                 done[listed:] = [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
                 errors[failures:] = _at_path(((e.source, e.reason) for e in report.errors), paths)
+                not_listed[-1] = report.errors_not_listed
                 errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
-                if report.errors_not_listed:
-                    errors.append(("", f"{report.errors_not_listed} more errors"))
         print("optimizing the vector index...", file=sys.stderr)
         await app.wait_for_optimize()
     finally:
         await app.close()
-    return _print_ingest(done, errors)
+    return _print_ingest(done, errors, errors_not_listed=sum(not_listed))
 
 
 @contextlib.contextmanager
@@ -480,15 +482,16 @@ def top_k_option(limit: int, setting: str) -> Callable[[str], int]:
 
 @contextlib.contextmanager
 def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: list[int] | None = None,
-                       unsent: _Unsent | None = None) -> Iterator[None]:
+                       unsent: _Unsent | None = None, errors_not_listed: list[int] | None = None) -> Iterator[None]:
     """An ingest's batches: should one stop the run, what earlier ones stored is listed before
     main says why it stopped (it was lost, and the run looked as if it had stored nothing), and
     so are the files it did not send. ``unlisted``: the counts of documents the server stored
-    without listing them."""
+    without listing them; ``errors_not_listed``: the counts of failures not listed."""
     try:
         yield
     except BaseException:  # Ctrl-C too
-        _print_ingest(done, errors, sum(unlisted or ()), *((unsent.paths(), unsent.unknown(), unsent.in_part()) if unsent is not None else ()))
+        _print_ingest(done, errors, sum(unlisted or ()), *((unsent.paths(), unsent.unknown(), unsent.in_part()) if unsent is not None else ()),
+                      errors_not_listed=sum(errors_not_listed or ()))
         raise
 
 
@@ -501,12 +504,12 @@ UNSENT_NAMED = 10
 
 
 def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0,
-                  unsent: Sequence[str] = (), unknown: Sequence[str] = (), in_part: Sequence[str] = ()) -> int:
+                  unsent: Sequence[str] = (), unknown: Sequence[str] = (), in_part: Sequence[str] = (), *, errors_not_listed: int = 0) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them;
     ``unsent``: the files a run that stopped did not send; ``unknown``: those it stopped sending,
     with no answer saying what the server stored of them; ``in_part``: those of rows (``--local``)
-    it stopped writing, the rows written listed."""
+    it stopped writing, the rows written listed; ``errors_not_listed``: failures past those listed."""
     try:
         for doc_id, parents, children, replaced in done:
             print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
@@ -518,6 +521,8 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         _discard_stdout()
     for source, reason in errors:
         print(printable(f"FAILED   {source}: {reason}"), file=sys.stderr)
+    if errors_not_listed:
+        print(f"...      {errors_not_listed} more errors", file=sys.stderr)
     for source in unknown[:UNSENT_NAMED]:
         print(printable(f"SENT, OUTCOME UNKNOWN {source}"), file=sys.stderr)
     if len(unknown) > UNSENT_NAMED:
@@ -532,9 +537,10 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
         print(f"...      {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
     stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(in_part)} files stored in part"] if in_part else []) \
         + ([f"{len(unsent)} files not sent"] if unsent else [])
-    print(f"{len(done) + unlisted} documents indexed, {len(errors)} failed" + (f", {', '.join(stopped)} (the run stopped)" if stopped else ""),
+    failed = len(errors) + errors_not_listed
+    print(f"{len(done) + unlisted} documents indexed, {failed} failed" + (f", {', '.join(stopped)} (the run stopped)" if stopped else ""),
           file=sys.stderr)
-    return 0 if not errors else SOME_FAILED if done or unlisted else 1
+    return 0 if not failed else SOME_FAILED if done or unlisted else 1
 
 
 def _connection(args: argparse.Namespace) -> dict[str, Any]:
@@ -574,6 +580,10 @@ def _not_sent(exc: Any) -> bool:
     return code in _REFUSED or (code == "UNAVAILABLE" and (exc.details() or "").startswith(_NOT_CONNECTED))
 
 
+#: the reason of the error, with an empty source, by which an ingest answer counts those it leaves out
+_MORE_ERRORS = re.compile(r"(\d+) more errors")
+
+
 def _ingest_remote(args: argparse.Namespace) -> int:
     import grpc
 
@@ -585,6 +595,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
         return _nothing_to_ingest(args.paths, errors)
     done: list[tuple[str, int, int, bool]] = []
     unlisted: list[int] = []
+    errors_not_listed: list[int] = []
     ids = _Ids(args.document_id or "")
     unsent = _Unsent(files)
     with RetrievalClient(args.server, **_connection(args)) as client, \
@@ -601,12 +612,19 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                     unsent.refused()
                 raise
             done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
-            errors.extend(_at_path(((e.source, e.reason) for e in resp.errors), {d.filename: d.source for d in docs}))
+            listed: list[tuple[str, str]] = []
+            for e in resp.errors:
+                # Counted, not listed: as one failure, 3,000 failed rows were summed up as 1,001.
+                if not e.source and (more := _MORE_ERRORS.fullmatch(e.reason)):
+                    errors_not_listed.append(int(more[1]))
+                else:
+                    listed.append((e.source, e.reason))
+            errors.extend(_at_path(listed, {d.filename: d.source for d in docs}))
             errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
             unlisted.append(resp.documents_not_listed)
             unsent.sent(len(docs))
 
-        with _listed_if_stopped(done, errors, unlisted, unsent):
+        with _listed_if_stopped(done, errors, unlisted, unsent, errors_not_listed):
             for batch in _batches(files):
                 docs = _readable(batch, ids, errors, lambda f: document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
@@ -628,7 +646,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                             errors.append((doc.source, f"{alone.code().name}: {alone.details()}"))  # type: ignore[attr-defined]
                             unsent.sent(1)
                 advance(len(batch))
-    return _print_ingest(done, errors, sum(unlisted))
+    return _print_ingest(done, errors, sum(unlisted), errors_not_listed=sum(errors_not_listed))
 
 
 def _print_query(resp: object, as_json: bool) -> None:

@@ -516,3 +516,49 @@ def test_a_local_runs_failures_are_reported_with_their_paths(tmp_path: Path, mon
     _, err = capsys.readouterr()
     assert [line.split(": ")[0] for line in err.splitlines() if line.startswith("FAILED")] == [
         f"FAILED   {tmp_path / year / 'corpus.jsonl'}:line 2" for year in ("2019", "2020")]
+
+
+def _failing_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int, *, interrupt: bool = False) -> Path:
+    """A JSONL file of ``rows`` rows, each of which fails to embed, in a ``--local`` run listing 2
+    errors a batch; ``interrupt``: Ctrl-C as the embedding fails."""
+    import signal
+
+    from retrieval_server.ingest import indexer
+
+    async def broken(*args: object) -> object:
+        if interrupt:
+            signal.raise_signal(signal.SIGINT)  # as Ctrl-C: asyncio.run cancels the command
+        raise RuntimeError("model crashed")
+
+    monkeypatch.setattr(indexer.Indexer, "_embed", broken)
+    monkeypatch.setattr(indexer, "MAX_REPORTED_ERRORS", 2)
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
+    (path := tmp_path / "rows.jsonl").write_text("".join(f'{{"_id": "r{i}", "text": "Row {i} is about rivers."}}\n' for i in range(rows)))
+    return path
+
+
+def test_a_local_run_counts_the_failures_it_does_not_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str], restored_logging: None) -> None:
+    """The line counting the errors past those listed was counted as one failure itself: 3,000 rows
+    that failed were summed up as "0 documents indexed, 1001 failed"."""
+    rows = _failing_rows(tmp_path, monkeypatch, 5)
+    assert cli.main(["ingest", "--local", "--quiet", str(rows)]) == 1
+    _, err = capsys.readouterr()
+    assert len([line for line in err.splitlines() if line.startswith("FAILED")]) == 2
+    assert "...      3 more errors" in err.splitlines() and "0 documents indexed, 5 failed" in err.splitlines()
+
+
+def test_a_run_counts_the_failures_the_server_does_not_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    def answer(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        return pb.IngestDocumentsResponse(errors=[pb.IngestError(source=f"{d.filename}:line {n}", reason="embedding failed") for d in docs
+                                                  for n in (1, 2)] + [pb.IngestError(source="", reason="3 more errors")])
+
+    _recording(monkeypatch, answer)
+    (tmp_path / "rows.jsonl").write_text("".join(f'{{"_id": "r{i}", "text": "Row {i}."}}\n' for i in range(5)))
+    assert cli.main(["ingest", str(tmp_path / "rows.jsonl"), "--quiet"]) == 1
+    _, err = capsys.readouterr()
+    assert [line for line in err.splitlines() if line.startswith(("FAILED", "..."))] == [
+        f"FAILED   {tmp_path / 'rows.jsonl'}:line 1: embedding failed", f"FAILED   {tmp_path / 'rows.jsonl'}:line 2: embedding failed",
+        "...      3 more errors"]
+    assert "0 documents indexed, 5 failed" in err.splitlines()
