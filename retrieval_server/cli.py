@@ -382,6 +382,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     from retrieval_client import file_bytes
     from retrieval_server.app import Application
     from retrieval_server.domain import Access, DocumentSource, IngestedDocument, IngestFailure
+    from retrieval_server.ingest.indexer import MAX_REPORTED_ERRORS
 
     app = Application(settings, model=model)
     keep.append(app)
@@ -418,7 +419,11 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     advance(1)
 
                 def failed(place: int, e: IngestFailure, paths: dict[str, str] = paths) -> None:
-                    errors.extend(_at_path([(e.source, e.reason)], paths))
+                    # Capped as the batch's report is: a stopped run of 3,000 failing rows listed them all.
+                    if len(errors) - failures < MAX_REPORTED_ERRORS:
+                        errors.extend(_at_path([(e.source, e.reason)], paths))
+                    else:
+                        not_listed[-1] += 1
 
                 def finished(place: int, sources: list[DocumentSource] = sources) -> None:
                     unsent.finished(sources[place].source)

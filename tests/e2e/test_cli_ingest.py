@@ -548,6 +548,18 @@ def test_a_local_run_counts_the_failures_it_does_not_list(tmp_path: Path, monkey
     assert "...      3 more errors" in err.splitlines() and "0 documents indexed, 5 failed" in err.splitlines()
 
 
+def test_a_local_run_stopped_by_ctrl_c_lists_as_many_failures_as_a_finished_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                                 capsys: pytest.CaptureFixture[str], restored_logging: None) -> None:
+    """Failures are listed as they happen, so that a stopped run lists them: it listed every one of
+    them, where a finished run lists a batch's first MAX_REPORTED_ERRORS and counts the rest."""
+    rows = _failing_rows(tmp_path, monkeypatch, 5, interrupt=True)
+    assert cli.main(["ingest", "--local", "--quiet", str(rows)]) == 1
+    _, err = capsys.readouterr()
+    assert len([line for line in err.splitlines() if line.startswith("FAILED")]) == 2
+    assert "...      3 more errors" in err.splitlines() and "0 documents indexed, 5 failed" in err
+    assert err.splitlines()[-1] == "error: ingest interrupted"
+
+
 def test_a_run_counts_the_failures_the_server_does_not_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     def answer(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
