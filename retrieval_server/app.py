@@ -614,14 +614,19 @@ class Application:
             self._writes.discard(done)
             done.set_result(None)
 
-    async def ingest(self, sources: list[DocumentSource], *, writer: Identity = LOCAL_OPERATOR, **kwargs: object) -> IngestReport:
-        """``writer``: the caller, who may replace only stored documents it may read (SUPER_ADMIN: any)."""
+    async def ingest(
+        self, sources: list[DocumentSource], *, writer: Identity = LOCAL_OPERATOR, stored: list[IngestedDocument] | None = None,
+        **kwargs: object,
+    ) -> IngestReport:
+        """``writer``: the caller, who may replace only stored documents it may read (SUPER_ADMIN: any).
+        ``stored`` gets each document as it commits: a caller cut short (its deadline, a cancel) gets
+        no report, yet can tell what was stored (the audit line)."""
         self._writable()
         self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
         # The write's follow-ups (optimize, cache invalidation) run inside it too: close() waits for
         # them, rather than closing the stores they use.
         async with self._writing():
-            stored: list[IngestedDocument] = []
+            stored = [] if stored is None else stored
             try:
                 report = await self.indexer.ingest(sources, writer=AccessFilter.for_identity(writer), stored=stored, **kwargs)  # type: ignore[arg-type]
             finally:
@@ -639,12 +644,13 @@ class Application:
             await self._invalidate([d.document_id for d in documents if d.replaced and not d.unchanged])
 
     async def delete(
-        self, document_ids: list[str] | tuple[str, ...], *, writer: Identity = LOCAL_OPERATOR
+        self, document_ids: list[str] | tuple[str, ...], *, writer: Identity = LOCAL_OPERATOR, deleted: list[str] | None = None
     ) -> tuple[list[str], list[str]]:
-        """The ids deleted, and those not found: missing, or stored where ``writer`` may not read them."""
+        """The ids deleted, and those not found: missing, or stored where ``writer`` may not read them.
+        ``deleted`` gets each id as it is deleted, for a caller cut short (as ``stored`` for :meth:`ingest`)."""
         self._writable()
         async with self._writing():
-            deleted: list[str] = []
+            deleted = [] if deleted is None else deleted
             try:
                 _, missing = await self.indexer.delete(document_ids, writer=AccessFilter.for_identity(writer), deleted=deleted)
             finally:

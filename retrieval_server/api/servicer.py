@@ -25,6 +25,7 @@ from retrieval_server.api.errors import abort
 from retrieval_server.app import Application
 from retrieval_server.domain import (
     DeadlineExceeded,
+    IngestedDocument,
     InvalidArgument,
     PermissionDenied,
     QueryOptions,
@@ -285,8 +286,13 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
                 v.add("documents", f"documents may hold at most {limit} entries (got {len(request.documents)})")
             sources = [v.check(convert.document_in, d, i, self._s.max_document_bytes) for i, d in enumerate(request.documents[:limit])]
             v.raise_if_any()
-            report = await self._app.ingest([s for s in sources if s is not None], writer=current_identity())
-            record.update(stored=[d.document_id for d in report.documents], failed=len(report.errors) + report.errors_not_listed)
+            stored: list[IngestedDocument] = []
+            try:
+                report = await self._app.ingest([s for s in sources if s is not None], writer=current_identity(), stored=stored)
+                record.update(failed=len(report.errors) + report.errors_not_listed)
+            finally:
+                # Also for a call its deadline or cancel cut: what it committed before stays stored.
+                record.update(stored=[d.document_id for d in stored])
         return convert.ingest_out(report, self._s.max_response_bytes)
 
     @_rpc
@@ -298,8 +304,13 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
             if not request.document_ids:
                 raise InvalidArgument("document_ids must not be empty")
             ids = validation.document_ids(request.document_ids, self._s.max_documents_per_request, "document_ids")
-            deleted, missing = await self._app.delete(ids, writer=current_identity())
-            record.update(deleted=deleted, not_found=len(missing))
+            deleted: list[str] = []
+            try:
+                _, missing = await self._app.delete(ids, writer=current_identity(), deleted=deleted)
+                record.update(not_found=len(missing))
+            finally:
+                # Also for a call its deadline or cancel cut, as for an ingest.
+                record.update(deleted=deleted)
         return pb.DeleteDocumentsResponse(deleted=deleted, not_found=missing)
 
 

@@ -483,3 +483,57 @@ async def test_an_audit_line_lists_at_most_a_hundred_ids_and_counts_them(tmp_pat
     [line] = [r for r in caplog.records if r.name == "retrieval_server.audit"]
     assert len(report.documents) == 150
     assert line.stored == [f"row{i}" for i in range(100)] and line.stored_count == 150  # type: ignore[attr-defined]
+
+
+
+async def test_an_admin_call_cut_short_lists_what_it_stored_or_deleted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cut by its caller's deadline or cancel, an ingest (a delete) stops after the document it is
+    at; those before it stay stored (deleted), yet its line said nothing of them."""
+    from retrieval.v1 import retrieval_pb2_grpc
+
+    admin, ids = [("x-user-id", "ops"), ("x-user-role", "SUPER_ADMIN")], ["kites", "tides", "dunes"]
+    waiting, written = asyncio.Event(), asyncio.Event()
+
+    class Written(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            written.set()
+
+    async with serving(tmp_path) as srv:
+        app = srv.app
+        write_lock = app.metadata.write_lock
+
+        @asynccontextmanager
+        async def taken(document_id: str, **kwargs: Any) -> AsyncIterator[bool]:
+            if document_id == "tides":  # held by another writer: the call is cut while it waits, after kites
+                waiting.set()
+                await asyncio.Event().wait()
+            async with write_lock(document_id, **kwargs) as held:
+                yield held
+
+        async def cut(call: Any) -> set[str]:
+            """The ids stored once ``call`` is cut as it waits for tides, and its line written."""
+            await waiting.wait()
+            call.cancel()
+            await written.wait()
+            waiting.clear()
+            written.clear()
+            return {d for d in ids if await app.metadata.get_document(d) is not None}
+
+        monkeypatch.setattr(app.metadata, "write_lock", taken)
+        audit = logging.getLogger("retrieval_server.audit")
+        audit.addHandler(handler := Written())
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+                stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+                documents = [pb.DocumentInput(document_id=d, filename=f"{d}.txt", content=f"A note on {d}.".encode()) for d in ids]
+                with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+                    after_ingest = await cut(stub.IngestDocuments(pb.IngestDocumentsRequest(documents=documents), metadata=admin))
+                    after_delete = await cut(stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=ids), metadata=admin))
+        finally:
+            audit.removeHandler(handler)
+    ingested, deleted = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert after_ingest == {"kites"} and after_delete == set()
+    assert (ingested.rpc, ingested.outcome, ingested.stored) == ("IngestDocuments", "CANCELLED", ["kites"])  # type: ignore[attr-defined]
+    assert (deleted.rpc, deleted.outcome, deleted.deleted) == ("DeleteDocuments", "CANCELLED", ["kites"])  # type: ignore[attr-defined]
