@@ -113,7 +113,7 @@ class QueryPipeline:
             # how much time the caller gave.
             raise DeadlineExceeded(
                 f"the call's deadline left {(budget or 0.0) * 1e3:.0f} ms for the work after the time kept to send the answer "
-                f"(at most {SEND_MARGIN_S * 1e3:.0f} ms, and a quarter of the call's time); nothing was found in that time: allow more time"
+                f"(at most {SEND_MARGIN_S * 1e3:.0f} ms and at most a quarter of the call's time); nothing was found in that time: allow more time"
             )
         return QueryResult(
             options.query,

@@ -1031,7 +1031,7 @@ async def test_a_cancelled_query_cancels_the_legs_started_beside_its_searches(ap
 
 
 async def test_a_deadline_that_leaves_no_time_is_deadline_exceeded(app: Application) -> None:
-    with pytest.raises(DeadlineExceeded, match=r"left 0 ms for the work after the time kept to send the answer \(at most 50 ms, and a quarter of the call's time\); nothing was found"):
+    with pytest.raises(DeadlineExceeded, match=r"left 0 ms for the work after the time kept to send the answer \(at most 50 ms and at most a quarter of the call's time\); nothing was found"):
         await app.pipeline.query(QueryOptions("tomato sauce", 2, deadline=time.monotonic() - 1))
 
 
@@ -1090,7 +1090,7 @@ async def test_with_no_leg_answering_by_the_deadline_nothing_outlives_it(app: Ap
     held = Held("embed", "search_documents", "match", "search_sparse")
     query = QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, use_cache=False, deadline=0.5)
     # The budget the deadline left, read on the pipeline's clock (a test's, standing still at 0).
-    with pytest.raises(DeadlineExceeded, match=r"left 500 ms for the work after the time kept to send the answer \(at most 50 ms, and a quarter of the call's time\); nothing was found in that time"):
+    with pytest.raises(DeadlineExceeded, match=r"left 500 ms for the work after the time kept to send the answer \(at most 50 ms and at most a quarter of the call's time\); nothing was found in that time"):
         await asyncio.wait_for(held.pipeline(app, clock=Clock()).query(query), 60)
     assert await held.all_cancelled() == ["embed", "match", "search_documents", "search_sparse"]
 
