@@ -137,6 +137,16 @@ def _nothing_to_ingest(paths: Sequence[str], errors: list[tuple[str, str]]) -> i
     return 1
 
 
+def _escaped(value: str | os.PathLike[str]) -> str:
+    """``value`` as a terminal can print it: bytes that are not UTF-8 (lone surrogates) shown escaped."""
+    return os.fsencode(value).decode("utf-8", "backslashreplace")
+
+
+def _printable_ascii(value: str) -> bool:
+    """Whether gRPC metadata can carry ``value`` as an ASCII header's value."""
+    return all(" " <= c <= "~" for c in value)
+
+
 def utf8_text(value: str) -> str:
     """An argument a request carries as text (a question, an id, an owner, metadata): UTF-8. Bytes
     of another encoding (a Latin-1 terminal's é) reach Python as lone surrogates, which failed at
@@ -144,17 +154,15 @@ def utf8_text(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        shown = os.fsencode(value).decode("utf-8", "backslashreplace")
-        raise argparse.ArgumentTypeError(f"must be UTF-8 text, as a request carries it (got '{shown}', bytes of another encoding)") from None
+        raise argparse.ArgumentTypeError(f"must be UTF-8 text, as a request carries it (got '{_escaped(value)}', bytes of another encoding)") from None
     return value
 
 
 def user_id_header(value: str) -> str:
     """A ``--user``: printable ASCII, as gRPC metadata (x-user-id) carries it; the client's refusal
     was "ValueError: the user id must ..." with exit 1, naming no option."""
-    if not all(" " <= c <= "~" for c in value):
-        shown = os.fsencode(value).decode("utf-8", "backslashreplace")
-        raise argparse.ArgumentTypeError(f"must be printable ASCII, as the x-user-id header is (got '{shown}'; "
+    if not _printable_ascii(value):
+        raise argparse.ArgumentTypeError(f"must be printable ASCII, as the x-user-id header is (got '{_escaped(value)}'; "
                                          "a user id beyond ASCII travels in a token's claims: --token)")
     return value
 
@@ -296,7 +304,7 @@ def _readable(batch: Sequence[Path], ids: _Ids, errors: list[tuple[str, str]], r
         except UnicodeEncodeError:
             # Its name became lone surrogates, which neither a request nor a store takes (nor a
             # terminal prints: the bytes are shown escaped).
-            errors.append((os.fsencode(f).decode("utf-8", "backslashreplace"), "its path is not UTF-8 text: rename it"))
+            errors.append((_escaped(f), "its path is not UTF-8 text: rename it"))
             continue
         if (why := ids.taken(f)) is not None:
             errors.append((str(f), why))
@@ -368,7 +376,7 @@ class _Unsent:
     def paths(self) -> list[str]:
         # A later file's name may not be UTF-8 (surrogates): written escaped, as _readable writes it.
         return ([s for s in self._batch[self._calling :] if s not in self._written and s not in self._finished]
-                + [os.fsencode(f).decode("utf-8", "backslashreplace") for f in self._files[self._next :]])
+                + [_escaped(f) for f in self._files[self._next :]])
 
 
 async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list[object]) -> int:
@@ -924,7 +932,7 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
         if not tls and not _is_loopback(args.server):
             parser.error("--token needs --tls (or a loopback --server): a bearer token ($RETRIEVAL_TOKEN too) travels only over TLS")
-        if not all(" " <= c <= "~" for c in args.token.strip()):
+        if not _printable_ascii(args.token.strip()):
             # The client's refusal spoke of a user id, and exited 1.
             parser.error("--token ($RETRIEVAL_TOKEN too) must be printable ASCII, as a JWT and the authorization header carrying it are")
     for flag, pem in (("--tls-ca", getattr(args, "tls_ca", None)), ("--tls-cert", getattr(args, "tls_cert", None))):
