@@ -8,12 +8,14 @@ extra headers: :class:`WithHeaders`; without a length: :class:`Unsized`), Server
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Handler = Callable[[str, dict[str, Any]], tuple[int, Any]]
@@ -223,9 +225,10 @@ class ControlledServer:
 
 
 @contextmanager
-def get_json_server(body: Callable[[], Any]) -> Iterator[LocalServer]:
+def get_json_server(body: Callable[[], Any], tls: tuple[Path, Path] | None = None) -> Iterator[LocalServer]:
     """Answer every GET with ``body()`` as JSON (a JWKS endpoint, say), or as it is when it is
-    bytes (JSON no encoder would write); count the requests."""
+    bytes (JSON no encoder would write); count the requests. ``tls``: a certificate and key for
+    ``localhost``, served over https (a server whose certificate a private CA signed)."""
     record = LocalServer(url="")
 
     class _H(BaseHTTPRequestHandler):
@@ -244,6 +247,11 @@ def get_json_server(body: Callable[[], Any]) -> Iterator[LocalServer]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
     record.url = f"http://127.0.0.1:{server.server_address[1]}"
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        record.url = f"https://localhost:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield record
