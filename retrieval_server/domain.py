@@ -4,6 +4,7 @@ wire format); everything inside speaks these."""
 from __future__ import annotations
 
 import enum
+import json
 import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -57,6 +58,10 @@ class Identity:
     #: names a grant or ownership may name for this caller: the user id and ``group:<name>``s
     #: (made once: every request reads them, some several times)
     principals: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    #: what the caller reads, as bytes: equal for two identities exactly when both read everything
+    #: or both read by the same principals (a user id is free text: one named "all" is no super
+    #: admin). Made once, as the principals are: an exact repeat served from memory keys on it.
+    reads_key: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.user_id is not None and self.user_id.startswith(GROUP_PREFIX):
@@ -65,6 +70,8 @@ class Identity:
             raise ValueError(f"a user id must not start with '{GROUP_PREFIX}' (got {self.user_id!r})")
         principals = {*([self.user_id] if self.user_id else []), *(f"{GROUP_PREFIX}{g}" for g in self.groups)}
         object.__setattr__(self, "principals", tuple(sorted(principals)))
+        everything = self.role is Role.SUPER_ADMIN
+        object.__setattr__(self, "reads_key", json.dumps([everything, [] if everything else self.principals]).encode())
 
     @property
     def reads_everything(self) -> bool:

@@ -51,7 +51,7 @@ class Authenticator(Protocol):
     reads: frozenset[str]
 
     async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
-        """The caller; ``metadata()`` reads the call's metadata, refusing a key of :attr:`reads`
+        """The caller; ``metadata()`` reads the call's metadata of the keys in :attr:`reads`, refusing one
         sent twice (read only once the caller may name itself at all)."""
         ...
 
@@ -62,18 +62,20 @@ _IDENTITY_HEADERS = frozenset({USER_ID_HEADER, ROLE_HEADER, GROUPS_HEADER})
 
 
 def _metadata(context: grpc.aio.ServicerContext, reads: frozenset[str]) -> dict[str, str]:
-    """The call's metadata, one value a key. A key in ``reads`` sent more than once is refused
-    rather than its last value believed: which value names the caller is a guess when, say, a
-    proxy added its own header beside the one the caller sent."""
+    """The call's metadata of the keys in ``reads``, one value a key. A key sent more than once is
+    refused rather than its last value believed: which value names the caller is a guess when,
+    say, a proxy added its own header beside the one the caller sent."""
     out: dict[str, str] = {}
     for k, v in context.invocation_metadata() or ():
         key = k.lower()
-        if key in out and key in reads:
+        if key not in reads:
+            continue
+        if key in out:
             if key == "authorization":
                 raise Unauthenticated("the authorization metadata must be sent once", "TOKEN_MALFORMED")
             raise InvalidArgument(f"{key} must be sent at most once", field=key)
         limit = MAX_AUTHORIZATION_BYTES if key == "authorization" else MAX_IDENTITY_HEADER_BYTES
-        if key in reads and len(v) > limit:
+        if len(v) > limit:
             too_long = f"{key} must be at most {limit} bytes (got {len(v)})"
             if key == "authorization":
                 raise Unauthenticated(too_long, "TOKEN_MALFORMED")

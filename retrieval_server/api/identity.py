@@ -113,7 +113,7 @@ class HeaderIdentities:
     A set that fails is not remembered, nor one longer than its identity can be written (white
     space around a valid value, or empty and repeated groups, still parse: 4,096 padded sets
     would hold tens of MB). At most ``size`` sets, and groups of at most ``group_bytes`` in all
-    (:func:`held_bytes` of the header as sent, the groups and the principals): 4,096 users of 300
+    (:func:`held_bytes` of the header as sent, the groups and the principals, and the reads key): 4,096 users of 300
     groups each held 233 MiB. The oldest is dropped first."""
 
     def __init__(self, verified_by: str = "headers", size: int = 4096, group_bytes: int = REMEMBERED_BYTES, role_needs_user: bool = False) -> None:
@@ -123,7 +123,7 @@ class HeaderIdentities:
 
     @staticmethod
     def _weight(key: tuple[str, str, str], identity: Identity) -> int:
-        return held_bytes(key[2]) + held_bytes(identity.groups) + held_bytes(identity.principals)
+        return held_bytes(key[2]) + held_bytes(identity.groups) + held_bytes(identity.principals) + len(identity.reads_key)
 
     def __call__(self, metadata: Mapping[str, str]) -> Identity:
         key = (metadata.get(USER_ID_HEADER, ""), metadata.get(ROLE_HEADER, ""), metadata.get(GROUPS_HEADER, ""))

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -79,9 +78,8 @@ def key_of(identity: Identity, request: pb.QueryRequest) -> Key:
     for name in _TRUE_BY_DEFAULT:
         if request.HasField(name) and getattr(request, name):
             request.ClearField(name)
-    # The flag and the principals both: a user id is free text, and one named "all" is no super admin.
     # Length-prefixed, so that no caller's principals run on into another's request.
-    who = json.dumps([identity.reads_everything, [] if identity.reads_everything else identity.principals]).encode()
+    who = identity.reads_key
     digest = hashlib.sha256(len(who).to_bytes(8, "big"))
     digest.update(who)
     digest.update(request.SerializeToString(deterministic=True))

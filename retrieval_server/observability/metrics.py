@@ -100,7 +100,8 @@ class ServiceMetrics:
         what describes its contexts alone), without the generality it pays for on every served answer."""
         self._series(self.stages, stage).observe(ms / 1e3)
         self._hit.inc()
-        self._count_degraded(degraded)
+        if degraded:
+            self._count_degraded(degraded)
 
     def _count_degraded(self, degraded: Iterable[str]) -> None:
         for item in degraded:
