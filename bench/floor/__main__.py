@@ -7,7 +7,8 @@ Floors:
 
 * transport: a bare grpc.aio server with one unary method (``bench.floor.echo``) answering the
   same bytes as a cached Query, driven by the same load generator at the same concurrency, on the
-  standard asyncio loop (the goal's floor) and on uvloop (the service's loop: what is left is ours);
+  standard asyncio loop (the goal's floor) and on uvloop (the service's loop: what is left is ours),
+  in ``--cached-rounds`` rounds beside the cached cells, the order alternating, the median reported;
 * in-process: the same embedding and engine calls made directly, no gRPC, no workflow graph
   (``bench.floor.inprocess``), measured on the same index before the first server starts and
   again after each server stops; a server's cells are held to the mean of the floors on either
@@ -95,12 +96,21 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", type=Path, default=shared_dir() / "datasets" / "scifact", help="BEIR folder (index and query texts)")
     p.add_argument("--processes", type=_ints, default=[1, 2], help="server process counts for the load rows (default 1,2)")
     p.add_argument("--load-concurrency", type=_ints, default=[8, 32], help="closed-loop concurrency of the load rows (default 8,32)")
     p.add_argument("--duration", type=float, default=8.0, help="measured seconds per cell (after a 2 s warm-up)")
+    p.add_argument("--cached-rounds", type=_positive, default=3,
+                   help="rounds of the cached Query cells and their echo floors, alternating order; the median is reported (default 3)")
     p.add_argument("--floor-queries", type=int, default=100, help="queries the in-process floor is measured on")
     p.add_argument("--paired-queries", type=int, default=300, help="queries of the c=1 Search and HYBRID rows, each made beside its floor")
     p.add_argument("--model-dir", type=Path, help="embedding model (default: as bench.quality)")
@@ -228,11 +238,17 @@ def main(argv: list[str] | None = None) -> int:
                         answer = cached.method_on(channel)(cached.build(queries[0]), timeout=60)
                     with echo_server(answer) as echo_target, echo_server(answer, "uvloop") as uvloop_target:
                         for c in (1, *args.load_concurrency):
-                            # The floors right before the measurement they are the floors of, the goal's last: the
-                            # machine's load drifts.
-                            cells.append(_run(runner, uvloop_target, "echo-uvloop", queries, c, args.duration, 1, None))
-                            cells.append(_run(runner, echo_target, "echo", queries, c, args.duration, 1, None))
-                            cell("query-cached", c)
+                            for round_ in range(args.cached_rounds):
+                                # Each round's floors beside the measurement they are the floors of, the goal's
+                                # nearest (the machine's load drifts); before it in one round, after it in the
+                                # next, so that neither side always runs on the machine the other left.
+                                floors_ = [("echo-uvloop", uvloop_target), ("echo", echo_target)]
+                                if round_ % 2:
+                                    cell("query-cached", c)
+                                for name, target in (floors_[::-1] if round_ % 2 else floors_):
+                                    cells.append(_run(runner, target, name, queries, c, args.duration, 1, None))
+                                if not round_ % 2:
+                                    cell("query-cached", c)
                     # Search and HYBRID at c=1 query by query beside their floor, on the index's copy.
                     assert copy is not None
                     with inprocess.DirectCalls(copy, model_dir, cores, **legs) as direct:
