@@ -373,7 +373,7 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
     bound = asyncio.timeout(None if left is None else max(0.0, left - deps.settings.deadline_reserve_ms / 2e3))
     try:
         async with bound:
-            candidates, scores, threshold = await _ranked(state, deps, candidates, bound.expired)
+            scores, threshold = await _ranked(state, deps, candidates, bound.expired)
     except Exception:
         # The deadline's cut: a TimeoutError, or whatever a model made of its cancellation. Any
         # other failure (an embedder's own timeout among them) is the model's: like a failing
@@ -403,16 +403,17 @@ async def _supporting(state: QueryState, deps: WorkflowDeps) -> list[AnswerSente
 
 async def _ranked(
     state: QueryState, deps: WorkflowDeps, candidates: list[Sentence], cut: Callable[[], bool]
-) -> tuple[list[Sentence], np.ndarray, float]:
+) -> tuple[np.ndarray, float]:
     """The candidates scored against the question (by the reranker, else by the embedder), and the
     threshold of that score. ``cut``: whether the deadline has cut the ranking."""
     texts = [s.text for s in candidates]
     query = state.options.query
     if deps.reranker is not None and state.options.rerank:
         try:
-            limit = deps.settings.rerank_candidates
-            scores = np.asarray(await deps.reranker.rerank(query, texts[:limit]), dtype=np.float64)  # float32 ties sigmoids near 1
-            return candidates[:limit], scores, deps.settings.rerank_threshold
+            # Every candidate, as the embedder scores them: RERANK_CANDIDATES bounds the fused hits,
+            # and cut here it left the later contexts' sentences out (sentences_of_contexts bounds them).
+            scores = np.asarray(await deps.reranker.rerank(query, texts), dtype=np.float64)  # float32 ties sigmoids near 1
+            return scores, deps.settings.rerank_threshold
         except Exception:
             if cut():
                 raise  # the deadline's, whatever the reranker made of it: not its failure, and no time to embed
@@ -421,4 +422,4 @@ async def _ranked(
     # The question's own vector: the dense legs' is a rewrite's when analysis rewrote it.
     own = state.own_query_vector()
     qv = own if own is not None else (await deps.embedder.embed([query]))[0]
-    return candidates, np.asarray(vectors @ qv, dtype=np.float32), deps.settings.answer_min_similarity
+    return np.asarray(vectors @ qv, dtype=np.float32), deps.settings.answer_min_similarity

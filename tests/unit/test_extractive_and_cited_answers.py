@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
+
+from retrieval_server.domain import Document, ParentChunk, RetrievedContext
 
 
 def test_citations_are_markers_after_a_space_or_a_stop_not_indexes() -> None:
@@ -132,7 +136,7 @@ async def test_the_deadline_cut_of_a_ranking_answers_unranked_and_nothing_else_d
             raise TimeoutError("the model's own timeout")
 
     context = RetrievedContext(ParentChunk("d#p0", "d", 0, "Tides follow the moon every single day. The sea rises twice daily here.", 12), Document("d"), 0.9, ())
-    settings = SimpleNamespace(deadline_reserve_ms=100.0, rerank_candidates=50, rerank_threshold=0.3, answer_min_similarity=0.5, answer_max_sentences=4)
+    settings = SimpleNamespace(deadline_reserve_ms=100.0, rerank_threshold=0.3, answer_min_similarity=0.5, answer_max_sentences=4)
     cut = QueryState(options=QueryOptions(query="what do tides follow", top_k=3, deadline=time.monotonic() + 0.3))
     cut.contexts = [context]
     out = await _supporting(cut, SimpleNamespace(settings=settings, reranker=CancelledIntoError(), embedder=TimingOut()))  # type: ignore[arg-type]
@@ -144,3 +148,44 @@ async def test_the_deadline_cut_of_a_ranking_answers_unranked_and_nothing_else_d
     out = await _supporting(undated, SimpleNamespace(settings=settings, reranker=None, embedder=TimingOut()))  # type: ignore[arg-type]
     assert [s.text for s in out] == ["Tides follow the moon every single day."]
     assert ANSWER_UNRANKED not in undated.metrics.degraded and RANKING_FAILED in undated.metrics.degraded
+
+
+def _context(n: int, sentences: list[str]) -> RetrievedContext:
+    text = " ".join(sentences)
+    return RetrievedContext(ParentChunk(f"d{n}#p0", f"d{n}", 0, text, len(text.split())), Document(f"d{n}"), 1.0 - n / 10, ())
+
+
+class _Overlap:
+    """A cross-encoder stand-in: the share of the question's words a text holds."""
+
+    name = "overlap"
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        self.asked.append(list(texts))
+        words = set(query.lower().split())
+        return [len(words & set(t.lower().rstrip(".").split())) / len(words) for t in texts]
+
+
+async def test_the_cross_encoder_ranks_every_sentence_of_the_contexts_not_the_rerank_candidates() -> None:
+    """RERANK_CANDIDATES (50) bounds the fused hits; it cut the answer's sentences too, and an
+    answer whose support sat in the fourth context, past the 50th sentence, said the documents do
+    not answer. The embedder ranked all of them."""
+    from retrieval_server.domain import Mode, QueryOptions
+    from retrieval_server.knowledge import Route
+    from retrieval_server.workflow.answer import _extractive
+    from retrieval_server.workflow.sentences import sentences_of_contexts
+    from retrieval_server.workflow.state import QueryState, WorkflowDeps, WorkflowSettings
+
+    filler = [[f"Filler sentence number {j} of section {n} says nothing relevant." for j in range(18)] for n in (1, 2, 3)]
+    contexts = [*(_context(n, f) for n, f in enumerate(filler, 1)), _context(4, ["Valve V7 controls the coolant pressure here.", *filler[0][:3]])]
+    assert WorkflowSettings().rerank_candidates < len(sentences_of_contexts(contexts)) <= 80
+    reranker = _Overlap()
+    state = QueryState(options=QueryOptions("which valve controls the coolant pressure", 4, mode=Mode.GENERATION))
+    state.contexts = contexts
+    deps = WorkflowDeps(embedder=None, sparse=None, vectors=None, metadata=None, analyzer=None, reranker=reranker)  # type: ignore[arg-type]
+    answer = await _extractive(state, deps, Route.RETRIEVE, (), [])
+    assert answer.supported and answer.text == "Valve V7 controls the coolant pressure here [4]."
+    assert reranker.asked == [[s.text for s in sentences_of_contexts(contexts)]]
