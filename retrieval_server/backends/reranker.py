@@ -166,6 +166,16 @@ class FallbackReranker:
             return await self.fallback.rerank(query, texts), "rerank:tei_failed_used_local"
 
 
+async def scores_reporting(reranker: Reranker, query: str, texts: Sequence[str]) -> tuple[list[float], str | None]:
+    """``reranker``'s scores, and the degradation to report when its fallback answered. Duck-typed:
+    a traced reranker forwards ``rerank_reporting`` to the one it wraps, and a reranker without a
+    fallback has none to report."""
+    reporting = getattr(reranker, "rerank_reporting", None)
+    if reporting is None:
+        return await reranker.rerank(query, texts), None
+    return await reporting(query, texts)  # type: ignore[no-any-return]
+
+
 class ScoringRate:
     """Pairs per second the model has been scoring, as seen by requests (queueing included): an
     exponentially weighted mean over calls, so the estimate follows the machine's load."""

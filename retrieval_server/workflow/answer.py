@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrieval_server.backends.llm import ChatModel, Completion
+from retrieval_server.backends.reranker import scores_reporting
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
@@ -412,8 +413,11 @@ async def _ranked(
         try:
             # Every candidate, as the embedder scores them: RERANK_CANDIDATES bounds the fused hits,
             # and cut here it left the later contexts' sentences out (sentences_of_contexts bounds them).
-            scores = np.asarray(await deps.reranker.rerank(query, texts), dtype=np.float64)  # float32 ties sigmoids near 1
-            return scores, deps.settings.rerank_threshold
+            scores, degraded = await scores_reporting(deps.reranker, query, texts)
+            if degraded:
+                # The rerank stage reports it for its own call only: TEI may fail here alone.
+                state.degrade(degraded)
+            return np.asarray(scores, dtype=np.float64), deps.settings.rerank_threshold  # float32 ties sigmoids near 1
         except Exception:
             if cut():
                 raise  # the deadline's, whatever the reranker made of it: not its failure, and no time to embed

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from retrieval_server.backends.reranker import ScoringRate
+from retrieval_server.backends.reranker import ScoringRate, scores_reporting
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, PassReport, normalize_query
 from retrieval_server.domain import (
     AccessFilter,
@@ -630,14 +630,9 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     bound = asyncio.timeout(within)
     try:
         async with bound:
-            # Duck-typed: a traced reranker forwards these to the one it wraps.
-            reporting = getattr(deps.reranker, "rerank_reporting", None)
-            if reporting is not None:
-                scores, degraded = await reporting(query, texts)
-                if degraded:
-                    state.degrade(degraded)
-            else:
-                scores = await deps.reranker.rerank(query, texts)
+            scores, degraded = await scores_reporting(deps.reranker, query, texts)
+            if degraded:
+                state.degrade(degraded)
     except Exception:
         task = asyncio.current_task()
         if task is not None and task.cancelling():

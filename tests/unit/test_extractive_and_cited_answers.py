@@ -189,3 +189,30 @@ async def test_the_cross_encoder_ranks_every_sentence_of_the_contexts_not_the_re
     answer = await _extractive(state, deps, Route.RETRIEVE, (), [])
     assert answer.supported and answer.text == "Valve V7 controls the coolant pressure here [4]."
     assert reranker.asked == [[s.text for s in sentences_of_contexts(contexts)]]
+
+
+async def test_the_local_model_ranking_the_answer_where_tei_failed_is_reported() -> None:
+    """The answer's ranking called rerank(), not the reporting call the rerank stage makes: TEI
+    failing there alone (the rerank stage's call answered), the local model's scores answered
+    unreported."""
+    from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranker, TeiReranker
+    from retrieval_server.domain import Mode, QueryOptions
+    from retrieval_server.knowledge import Route
+    from retrieval_server.workflow.answer import _extractive
+    from retrieval_server.workflow.state import QueryState, WorkflowDeps
+    from tests.support.http_servers import json_server
+
+    with json_server(lambda path, body: (503, {"error": "model is loading"})) as tei:
+        client = TeiReranker(tei.url)
+        try:
+            local = _Overlap()
+            reranker = MeasuredReranker(FallbackReranker(client, local), pair_cache_size=100)
+            state = QueryState(options=QueryOptions("which valve controls the coolant pressure", 4, mode=Mode.GENERATION))
+            state.contexts = [_context(1, ["Valve V7 controls the coolant pressure here.", "The pump runs at night in winter."])]
+            deps = WorkflowDeps(embedder=None, sparse=None, vectors=None, metadata=None, analyzer=None, reranker=reranker)  # type: ignore[arg-type]
+            answer = await _extractive(state, deps, Route.RETRIEVE, (), [])
+        finally:
+            await client.close()
+    assert [path for path, _ in tei.requests] == ["/rerank"] and len(local.asked) == 1
+    assert answer.text == "Valve V7 controls the coolant pressure here [1]."
+    assert state.metrics.degraded == ["rerank:tei_failed_used_local"]
