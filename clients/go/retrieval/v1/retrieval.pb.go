@@ -740,8 +740,10 @@ type ChildChunk struct {
 	// its parent's content: white space between two of its sentences is one space (none where the
 	// source has none).
 	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	// Relevance of this child, higher is better: a rerank probability in [0, 1] when the
-	// cross-encoder ran, otherwise the fused or leg score. Compare scores within one response only.
+	// Relevance of this child, higher is better: when the cross-encoder ran, its score, a
+	// probability in [0, 1] with RETRIEVAL_RERANK_ACTIVATION `sigmoid` (the default) or a raw
+	// logit, of any sign, with `none`; otherwise the fused or leg score. Compare scores within one
+	// response only.
 	Score float32 `protobuf:"fixed32,3,opt,name=score,proto3" json:"score,omitempty"`
 }
 

@@ -606,8 +606,10 @@ export interface ChildChunk {
    */
   content: string;
   /**
-   * Relevance of this child, higher is better: a rerank probability in [0, 1] when the
-   * cross-encoder ran, otherwise the fused or leg score. Compare scores within one response only.
+   * Relevance of this child, higher is better: when the cross-encoder ran, its score, a
+   * probability in [0, 1] with RETRIEVAL_RERANK_ACTIVATION `sigmoid` (the default) or a raw
+   * logit, of any sign, with `none`; otherwise the fused or leg score. Compare scores within one
+   * response only.
    */
   score: number;
 }
