@@ -114,6 +114,16 @@ def test_a_threshold_that_is_not_a_number_is_refused_naming_it_like_the_twin() -
     assert threshold_with_fallback(s, np.float32(0.3))[0].tolist() == reference.threshold_with_fallback(s.tolist(), 0.3)[0] == [1, 0]
 
 
+def test_a_near_duplicate_threshold_that_is_not_a_number_is_refused_naming_it() -> None:
+    # Python's "'<=' not supported between ..." named nothing.
+    e, s = np.eye(2), np.array([0.5, 0.4])
+    with pytest.raises(TypeError, match=re.escape("threshold must be a real number, got '0.9'")):
+        near_duplicates(e, s, "0.9")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.near_duplicates(e.tolist(), s.tolist(), "0.9")  # type: ignore[arg-type]
+    assert near_duplicates(e, s, np.float32(0.9)).tolist() == reference.near_duplicates(e.tolist(), s.tolist(), 0.9) == [0, 1]
+
+
 @pytest.mark.parametrize("scores", [["0.3", "0.9"], np.array(["0.3", "0.9"]), [0.3, "0.9"]])
 def test_scores_that_are_not_numbers_are_refused_by_kernel_and_twin(scores: list[object] | np.ndarray) -> None:
     # numpy read the string "0.9" as 0.9; the twins refused it.
