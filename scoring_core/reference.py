@@ -123,8 +123,12 @@ def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
 
 
 def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[float], threshold: float = 0.85) -> list[int]:
-    """Greedy in score order: drop a candidate whose cosine to a kept one reaches ``threshold``."""
+    """Greedy in score order: drop a candidate whose cosine to a kept one reaches ``threshold``.
+
+    The cosines are those of the embeddings' float32 rounding, which is what the kernel compares
+    (a float64 cosine within that rounding of the threshold may fall on the other side)."""
     scores = _as_float32(scores)
+    embeddings = [array("f", e) for e in embeddings]
 
     def dot(a: Sequence[float], b: Sequence[float]) -> float:
         acc = 0.0

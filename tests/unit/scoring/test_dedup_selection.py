@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -176,6 +176,22 @@ def test_dedup_agrees(rows: list[tuple[int, float]]) -> None:
 )), st.floats(0.5, 1.0))
 def test_near_duplicates_agree(case: tuple[np.ndarray, np.ndarray], threshold: float) -> None:
     emb, s = case
+    assert near_duplicates(emb, s, threshold).tolist() == reference.near_duplicates(emb.tolist(), s.tolist(), threshold)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 12).flatmap(lambda n: st.tuples(
+    arrays(np.float64, (n, 6), elements=st.floats(-1, 1, allow_subnormal=False)),
+    arrays(np.float32, (n,), elements=score),
+)))
+def test_near_duplicates_agree_on_float64_embeddings_at_the_threshold(case: tuple[np.ndarray, np.ndarray]) -> None:
+    # The kernel compares the float32 rounding of the embeddings, the twin compared them in float64:
+    # at a threshold within that rounding of a cosine (here, exactly the float64 cosine of rows 0
+    # and 1) the two disagreed.
+    emb, s = case
+    norms = np.linalg.norm(emb[:2], axis=1)
+    assume(norms.all())
+    threshold = float(np.clip(emb[0] @ emb[1] / (norms[0] * norms[1]), -1.0, 1.0))
     assert near_duplicates(emb, s, threshold).tolist() == reference.near_duplicates(emb.tolist(), s.tolist(), threshold)
 
 
