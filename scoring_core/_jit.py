@@ -11,7 +11,8 @@ A kernel may call another kernel: when it is resolved, the kernels it names are 
 and it is compiled against their dispatchers, as it would have been at import.
 
 numba's cache only saves compile time: an entry it cannot read or write (cut short by a kill or a
-full disk) is removed, and the kernel compiled without the cache, rather than failing every start.
+full disk) is removed, and the kernel compiled without the cache, rather than failing every start;
+so is a kernel for whose cache numba finds no writable folder (a read-only file system).
 """
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ log = logging.getLogger(__name__)
 #: every kernel made, in the order their modules define them, so a kernel's callees before it:
 #: what :func:`scoring_core.warm_up` loads
 KERNELS: list[Kernel] = []
-#: what numba raises for a cache entry it cannot read (truncated, emptied) or write (a full or read-only volume)
+#: what numba raises for a cache entry it cannot read (truncated, emptied) or write (a full volume)
 _CACHE_ERRORS = (OSError, EOFError, pickle.PickleError, ValueError)
+#: in the RuntimeError numba raises when no folder it tries for the cache is writable (it probes
+#: each by creating a file, so a read-only NUMBA_CACHE_DIR fails even when it holds every entry);
+#: matched by message since numba raises RuntimeError for other failures too, which must not pass
+_NO_CACHE_FOLDER = "no locator available"
 
 
 class Kernel:
@@ -68,6 +73,15 @@ class Kernel:
             fn.__qualname__ = self.py_func.__qualname__
         try:
             return numba.njit(self._signatures, cache=True, **self._options)(fn)
+        except RuntimeError as exc:
+            if _NO_CACHE_FOLDER not in str(exc):
+                raise
+            log.warning(
+                "no folder for numba's cache of the kernel %s is writable (%s), so it is compiled without the cache "
+                "(NUMBA_CACHE_DIR sets where the cache is kept)",
+                self.__qualname__, exc,
+            )
+            return numba.njit(self._signatures, **self._options)(fn)
         except _CACHE_ERRORS as exc:
             folder, removed, kept = _drop_cache_entry(fn)
             log.warning(

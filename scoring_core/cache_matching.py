@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from scoring_core._jit import kernel
+from scoring_core._validate import as_real
 
 PUBLIC = 0
 
@@ -102,10 +103,11 @@ class CosineMatcher:
     ) -> None:
         if dim < 1 or initial_capacity < 1 or max_entries < 1:
             raise ValueError("dim, initial_capacity and max_entries must be positive")
+        threshold = as_real(threshold, "threshold")
         if not 0.0 <= threshold <= 1.0:  # NaN too: it, or 1.5, silently matched nothing
             raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
         self.dim = dim
-        self.threshold = float(threshold)
+        self.threshold = threshold
         self._least = min(self.threshold, 1.0 - self_match_rounding(dim))
         self.max_entries = max_entries
         cap = min(initial_capacity, max_entries)

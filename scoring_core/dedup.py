@@ -17,7 +17,7 @@ import numpy as np
 
 from scoring_core._jit import kernel
 from scoring_core._sort import argsort_desc_f32
-from scoring_core._validate import as_integers, as_scores
+from scoring_core._validate import as_integers, as_real, as_scores
 
 
 @kernel("int64[:](int64[::1], float32[::1])", nogil=True)
@@ -106,6 +106,7 @@ def near_duplicates(embeddings: np.ndarray, scores: np.ndarray, threshold: float
         raise ValueError(f"embeddings must be [n, d] with n = len(scores) = {s.shape[0]}, got {e.shape}")
     if not np.isfinite(e).all():
         raise ValueError("embeddings must be finite")
+    threshold = as_real(threshold, "threshold")
     if not -1.0 <= threshold <= 1.0:
         raise ValueError("threshold must lie in [-1, 1]")
-    return _near_dup_kernel(e, s, float(threshold))
+    return _near_dup_kernel(e, s, threshold)

@@ -4,6 +4,12 @@ Lists travel as one flat id array plus ``offsets`` (list ``l`` is ``ids[offsets[
 best first). The fused order is by descending score; ties go to the id that appeared first when
 the lists are read in order. An id repeated inside one list counts once, at its first (best) rank.
 
+A fused score is the exact sum of the id's terms rounded once to float64 (each term carried with
+its rounding error, the sum accumulated error-free): summed in plain float64, equal sums of three
+or more terms (ranks 1, 2, 3 in three lists; 1/63 + 1/84 = 2/72) came out an ulp apart, so
+their order was the rounding's, not first appearance. RRF's term is exactly ``w / (k + rank)``;
+score fusion's, ``w`` times the float64 normalized score.
+
 * :func:`rrf`: Reciprocal Rank Fusion, ``sum_l w_l / (k + rank)`` with ranks from 1
   (Cormack, Clarke & Buettcher 2009; k = 60).
 * :func:`score_fusion`: weighted sum of per-list normalized scores, with min-max or
@@ -25,6 +31,22 @@ from scoring_core._validate import as_count, as_integers, as_real, as_reals
 from scoring_core.selection import _top_k_kernel
 
 _F = "Tuple((int64[:], float64[:]))"
+_SPLITTER = 134217729.0  # 2**27 + 1: splits a float64 into two halves whose products are exact
+
+
+@kernel("UniTuple(float64, 2)(float64, float64)", nogil=True)
+def _exact_product(a, b):  # pragma: no cover - compiled
+    """``a * b`` rounded, and its rounding error (Dekker's product): their sum is exact."""
+    p = a * b
+    c = _SPLITTER * a
+    a_hi = c - (c - a)
+    a_lo = a - a_hi
+    c = _SPLITTER * b
+    b_hi = c - (c - b)
+    b_lo = b - b_hi
+    err = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    # A product near float64's range overflows the split: its error is then beyond reach.
+    return p, err if np.isfinite(err) else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +61,9 @@ class Fused:
         return int(self.ids.shape[0])
 
 
-@kernel(f"{_F}(int64[::1], float64[::1], int64[::1], int64)", nogil=True)
-def _sum_by_id(ids, contrib, list_of, limit):  # pragma: no cover - compiled
+@kernel(f"{_F}(int64[::1], float64[::1], float64[::1], int64[::1], int64)", nogil=True)
+def _sum_by_id(ids, contrib, contrib_err, list_of, limit):  # pragma: no cover - compiled
+    """Each id's sum of ``contrib + contrib_err`` (a term and its rounding error), rounded once."""
     n = ids.shape[0]
     # Open addressing (Fibonacci hashing, linear probing): entries get numbered in order of
     # first appearance, which is the tie order, so no sort by position is needed afterwards.
@@ -52,6 +75,7 @@ def _sum_by_id(ids, contrib, list_of, limit):  # pragma: no cover - compiled
     table = np.full(2 << bits, -1, dtype=np.int64)
     out_ids = np.empty(n, dtype=np.int64)
     out_scores = np.zeros(n, dtype=np.float64)
+    out_err = np.zeros(n, dtype=np.float64)
     last_list = np.empty(n, dtype=np.int64)
     m = 0
     shift = np.uint64(64 - bits)
@@ -65,15 +89,24 @@ def _sum_by_id(ids, contrib, list_of, limit):  # pragma: no cover - compiled
                 table[2 * slot + 1] = m
                 out_ids[m] = key
                 out_scores[m] = contrib[p]
+                out_err[m] = contrib_err[p]
                 last_list[m] = list_of[p]
                 m += 1
                 break
             if table[2 * slot] == key:
                 if last_list[e] != list_of[p]:  # a repeat inside one list counts once
-                    out_scores[e] += contrib[p]
+                    # Knuth's two-sum: the addition's rounding error, kept with the terms' own.
+                    a = out_scores[e]
+                    b = contrib[p]
+                    total = a + b
+                    b_part = total - a
+                    out_err[e] += (a - (total - b_part)) + (b - b_part) + contrib_err[p]
+                    out_scores[e] = total
                     last_list[e] = list_of[p]
                 break
             slot = (slot + 1) & mask
+    for e in range(m):
+        out_scores[e] += out_err[e]
     if 0 <= limit < m // 4:
         # Only the best `limit` are wanted: a heap over the m scores beats sorting all of them.
         ranked = _top_k_kernel(out_scores[:m].copy(), limit)
@@ -86,18 +119,29 @@ def _sum_by_id(ids, contrib, list_of, limit):  # pragma: no cover - compiled
 def _rrf_kernel(ids, offsets, weights, k, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     contrib = np.empty(n, dtype=np.float64)
+    contrib_err = np.empty(n, dtype=np.float64)
     list_of = np.empty(n, dtype=np.int64)
     for lst in range(offsets.shape[0] - 1):
+        w = weights[lst]
         for j in range(offsets[lst], offsets[lst + 1]):
-            contrib[j] = weights[lst] / (k + (j - offsets[lst] + 1))
+            rank = np.float64(j - offsets[lst] + 1)
+            d = k + rank
+            d_part = d - k
+            d_err = (k - (d - d_part)) + (rank - d_part)  # k + rank = d + d_err exactly
+            q = w / d
+            p, p_err = _exact_product(q, d)
+            # w / (d + d_err) = q + (w - q * d - q * d_err) / d, to float64's precision squared.
+            contrib[j] = q
+            contrib_err[j] = ((w - p) - p_err - q * d_err) / d
             list_of[j] = lst
-    return _sum_by_id(ids, contrib, list_of, limit)
+    return _sum_by_id(ids, contrib, contrib_err, list_of, limit)
 
 
 @kernel(f"{_F}(int64[::1], float64[::1], int64[::1], float64[::1], int64, int64)", nogil=True)
 def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragma: no cover - compiled
     n = ids.shape[0]
     contrib = np.empty(n, dtype=np.float64)
+    contrib_err = np.empty(n, dtype=np.float64)
     list_of = np.empty(n, dtype=np.int64)
     for lst in range(offsets.shape[0] - 1):
         a, b = offsets[lst], offsets[lst + 1]
@@ -136,9 +180,9 @@ def _score_fusion_kernel(ids, scores, offsets, weights, method, limit):  # pragm
             raise ValueError("scores span too wide a range to normalize")
         for j in range(a, b):
             norm = 0.5 if hi == lo else (scores[j] - lo) / (hi - lo)
-            contrib[j] = weights[lst] * norm
+            contrib[j], contrib_err[j] = _exact_product(weights[lst], norm)
             list_of[j] = lst
-    return _sum_by_id(ids, contrib, list_of, limit)
+    return _sum_by_id(ids, contrib, contrib_err, list_of, limit)
 
 
 def _flatten(lists: Sequence[np.ndarray | Sequence[int]]) -> tuple[np.ndarray, np.ndarray, bool]:

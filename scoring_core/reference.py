@@ -8,9 +8,11 @@ Like the kernels, the ones that rank scores rank their float32 rounding (see
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from array import array
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 
 
 def group_by_parent(
@@ -55,17 +57,31 @@ def _check_integers(values: Iterable[int], name: str) -> None:
 def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
     """``[(id, score), ...]`` best first; the way LangChain's EnsembleRetriever fuses."""
     _check_integers([doc for ranked in lists for doc in ranked], "lists")
-    w = list(weights) if weights is not None else [1.0] * len(lists)
-    fused: dict[int, float] = {}
+    w = [_exact(x, "weights") for x in weights] if weights is not None else [Fraction(1)] * len(lists)
+    exact_k = _exact(k, "k")
+    fused: dict[int, Fraction] = {}
     for weight, ranked in zip(w, lists, strict=True):
         seen: set[int] = set()
         for rank, doc in enumerate(ranked, start=1):
             if doc in seen:
                 continue
             seen.add(doc)
-            fused[doc] = fused.get(doc, 0.0) + weight / (k + rank)
+            fused[doc] = fused.get(doc, Fraction(0)) + weight / (exact_k + rank)
+    return _ranked(fused)
+
+
+def _exact(value: float, name: str) -> Fraction:
+    """``value``'s exact value; a string (which Fraction would parse) raises TypeError, as in the kernels."""
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be real numbers, got {value!r}")
+    return Fraction(float(value))
+
+
+def _ranked(fused: dict[int, Fraction]) -> list[tuple[int, float]]:
+    """Each id's exact sum rounded once, as the kernels round it: in float64 sums, mathematically
+    equal ones came out an ulp apart, and first appearance no longer decided their ties."""
     # sorted() is stable: equal scores keep first-appearance order.
-    return sorted(fused.items(), key=lambda kv: -kv[1])
+    return sorted(((doc, float(total)) for doc, total in fused.items()), key=lambda kv: -kv[1])
 
 
 def _normalize(scores: list[float], method: str) -> list[float]:
@@ -98,8 +114,8 @@ def score_fusion(
 ) -> list[tuple[int, float]]:
     """Weighted sum of per-list normalized scores, best first."""
     _check_integers([doc for ids in lists for doc in ids], "lists")
-    w = list(weights) if weights is not None else [1.0] * len(lists)
-    fused: dict[int, float] = {}
+    w = [_exact(x, "weights") for x in weights] if weights is not None else [Fraction(1)] * len(lists)
+    fused: dict[int, Fraction] = {}
     for weight, ids, raw in zip(w, lists, scores, strict=True):
         if any(not math.isfinite(s) for s in raw):
             raise ValueError("scores must be finite")
@@ -108,8 +124,8 @@ def score_fusion(
             if doc in seen:
                 continue
             seen.add(doc)
-            fused[doc] = fused.get(doc, 0.0) + weight * norm
-    return sorted(fused.items(), key=lambda kv: -kv[1])
+            fused[doc] = fused.get(doc, Fraction(0)) + weight * Fraction(norm)
+    return _ranked(fused)
 
 
 def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
@@ -123,8 +139,12 @@ def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
 
 
 def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[float], threshold: float = 0.85) -> list[int]:
-    """Greedy in score order: drop a candidate whose cosine to a kept one reaches ``threshold``."""
+    """Greedy in score order: drop a candidate whose cosine to a kept one reaches ``threshold``.
+
+    The cosines are those of the embeddings' float32 rounding, which is what the kernel compares
+    (a float64 cosine within that rounding of the threshold may fall on the other side)."""
     scores = _as_float32(scores)
+    embeddings = [array("f", e) for e in embeddings]
 
     def dot(a: Sequence[float], b: Sequence[float]) -> float:
         acc = 0.0

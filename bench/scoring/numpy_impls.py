@@ -11,7 +11,21 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def _fuse(ids: np.ndarray, contrib: np.ndarray, list_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _exact_product(a: np.ndarray | float, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``a * b`` and its rounding error (Dekker), as the kernels compute their terms."""
+    p = a * b
+    c = 134217729.0 * a
+    a_hi = c - (c - a)
+    a_lo = a - a_hi
+    c = 134217729.0 * b
+    b_hi = c - (c - b)
+    b_lo = b - b_hi
+    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def _fuse(ids: np.ndarray, contrib: np.ndarray, contrib_err: np.ndarray, list_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each id's terms summed error-free (two-sum, one term of every id at a time) and rounded
+    once, as the kernels sum them: equal exact sums tie, and ties go to first appearance."""
     pos = np.arange(ids.shape[0])
     # Drop repeats of an id inside one list (keep the first, best-ranked one).
     order = np.lexsort((pos, list_of, ids))
@@ -20,7 +34,21 @@ def _fuse(ids: np.ndarray, contrib: np.ndarray, list_of: np.ndarray) -> tuple[np
     first_in_list[1:] = (s_ids[1:] != s_ids[:-1]) | (s_list[1:] != s_list[:-1])
     keep = order[first_in_list]
     uniq, inverse = np.unique(ids[keep], return_inverse=True)
-    scores = np.bincount(inverse, weights=contrib[keep], minlength=uniq.shape[0])
+    scores = np.zeros(uniq.shape[0])
+    err = np.zeros(uniq.shape[0])
+    by_id = np.argsort(inverse, kind="stable")
+    group = inverse[by_id]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    nth = np.arange(group.shape[0]) - np.repeat(starts, np.diff(np.r_[starts, group.shape[0]]))
+    for j in range(int(nth.max(initial=-1)) + 1):
+        at = by_id[nth == j]
+        target, term = inverse[at], contrib[keep][at]
+        a = scores[target]
+        total = a + term
+        part = total - a
+        err[target] += (a - (total - part)) + (term - part) + contrib_err[keep][at]
+        scores[target] = total
+    scores += err
     first = np.full(uniq.shape[0], ids.shape[0], dtype=np.int64)
     np.minimum.at(first, inverse, keep)
     ranked = np.lexsort((first, -scores))
@@ -31,7 +59,10 @@ def rrf(lists: Sequence[np.ndarray], k: float = 60.0) -> tuple[np.ndarray, np.nd
     ids = np.concatenate(lists)
     ranks = np.concatenate([np.arange(1, len(l) + 1) for l in lists])
     list_of = np.concatenate([np.full(len(l), i) for i, l in enumerate(lists)])
-    return _fuse(ids, 1.0 / (k + ranks), list_of)
+    d = (k + ranks).astype(np.float64)  # exact: k is whole here
+    q = 1.0 / d
+    p, p_err = _exact_product(q, d)
+    return _fuse(ids, q, ((1.0 - p) - p_err) / d, list_of)
 
 
 def score_fusion(lists: Sequence[np.ndarray], scores: Sequence[np.ndarray], weights: Sequence[float], method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -42,9 +73,9 @@ def score_fusion(lists: Sequence[np.ndarray], scores: Sequence[np.ndarray], weig
         else:
             std = s.std(ddof=1) if s.shape[0] > 1 else 0.0
             lo, hi = s.mean() - 3 * std, s.mean() + 3 * std
-        normed.append(w * (np.full_like(s, 0.5) if hi == lo else (s - lo) / (hi - lo)))
+        normed.append(_exact_product(w, np.full_like(s, 0.5) if hi == lo else (s - lo) / (hi - lo)))
     list_of = np.concatenate([np.full(len(l), i) for i, l in enumerate(lists)])
-    return _fuse(np.concatenate(lists), np.concatenate(normed), list_of)
+    return _fuse(np.concatenate(lists), np.concatenate([t for t, _ in normed]), np.concatenate([e for _, e in normed]), list_of)
 
 
 def group_by_parent(codes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

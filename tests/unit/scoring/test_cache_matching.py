@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -100,6 +101,13 @@ def test_a_threshold_outside_0_1_is_rejected(threshold: float) -> None:
         CosineMatcher(2, threshold=threshold)
     with pytest.raises(ValueError, match=r"threshold must lie in \[0, 1\]"):
         reference.cache_match([[1.0, 0.0]], [1], [1.0], [0], [1.0, 0.0], 0.0, 0, threshold)
+
+
+def test_a_threshold_that_is_not_a_number_is_refused_naming_it() -> None:
+    # Python's "'<=' not supported between ..." named nothing.
+    with pytest.raises(TypeError, match=re.escape("threshold must be a real number, got '0.9'")):
+        CosineMatcher(2, threshold="0.9")  # type: ignore[arg-type]
+    assert CosineMatcher(2, threshold=np.float32(0.5)).threshold == 0.5  # type: ignore[arg-type]
 
 
 def test_a_stored_vector_always_matches_itself_at_threshold_1() -> None:

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -114,6 +114,16 @@ def test_a_threshold_that_is_not_a_number_is_refused_naming_it_like_the_twin() -
     assert threshold_with_fallback(s, np.float32(0.3))[0].tolist() == reference.threshold_with_fallback(s.tolist(), 0.3)[0] == [1, 0]
 
 
+def test_a_near_duplicate_threshold_that_is_not_a_number_is_refused_naming_it() -> None:
+    # Python's "'<=' not supported between ..." named nothing.
+    e, s = np.eye(2), np.array([0.5, 0.4])
+    with pytest.raises(TypeError, match=re.escape("threshold must be a real number, got '0.9'")):
+        near_duplicates(e, s, "0.9")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        reference.near_duplicates(e.tolist(), s.tolist(), "0.9")  # type: ignore[arg-type]
+    assert near_duplicates(e, s, np.float32(0.9)).tolist() == reference.near_duplicates(e.tolist(), s.tolist(), 0.9) == [0, 1]
+
+
 @pytest.mark.parametrize("scores", [["0.3", "0.9"], np.array(["0.3", "0.9"]), [0.3, "0.9"]])
 def test_scores_that_are_not_numbers_are_refused_by_kernel_and_twin(scores: list[object] | np.ndarray) -> None:
     # numpy read the string "0.9" as 0.9; the twins refused it.
@@ -166,6 +176,22 @@ def test_dedup_agrees(rows: list[tuple[int, float]]) -> None:
 )), st.floats(0.5, 1.0))
 def test_near_duplicates_agree(case: tuple[np.ndarray, np.ndarray], threshold: float) -> None:
     emb, s = case
+    assert near_duplicates(emb, s, threshold).tolist() == reference.near_duplicates(emb.tolist(), s.tolist(), threshold)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 12).flatmap(lambda n: st.tuples(
+    arrays(np.float64, (n, 6), elements=st.floats(-1, 1, allow_subnormal=False)),
+    arrays(np.float32, (n,), elements=score),
+)))
+def test_near_duplicates_agree_on_float64_embeddings_at_the_threshold(case: tuple[np.ndarray, np.ndarray]) -> None:
+    # The kernel compares the float32 rounding of the embeddings, the twin compared them in float64:
+    # at a threshold within that rounding of a cosine (here, exactly the float64 cosine of rows 0
+    # and 1) the two disagreed.
+    emb, s = case
+    norms = np.linalg.norm(emb[:2], axis=1)
+    assume(norms.all())
+    threshold = float(np.clip(emb[0] @ emb[1] / (norms[0] * norms[1]), -1.0, 1.0))
     assert near_duplicates(emb, s, threshold).tolist() == reference.near_duplicates(emb.tolist(), s.tolist(), threshold)
 
 

@@ -70,6 +70,42 @@ def test_a_damaged_cache_entry_is_removed_and_the_kernel_compiled_without_it(tmp
     assert not list(tmp_path.rglob("selection._top_k_kernel-*"))  # the next start caches it anew
 
 
+_NO_CACHE_FOLDER_RUN = """
+import errno, numba.core.caching
+
+def read_only(locator):  # what probing a folder gives on a read-only file system, whoever runs it
+    raise OSError(errno.EROFS, "Read-only file system", locator.get_cache_path())
+
+numba.core.caching._CacheLocator.ensure_cache_path = read_only
+""" + _TOP_K_RUN
+
+
+def test_a_kernel_numba_finds_no_cache_folder_for_is_compiled_without_the_cache(tmp_path: Path) -> None:
+    # As with `docker run --read-only` and no volume for the cache: NUMBA_CACHE_DIR, the source tree
+    # and ~/.cache all refuse the file numba probes each with (root included, hence the patch).
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)}
+    env["PYTHONPATH"] = str(Path(__file__).parents[3])
+    run = subprocess.run([sys.executable, "-c", _NO_CACHE_FOLDER_RUN], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True"]
+    warnings = [line for line in run.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 2, warnings  # once for each kernel top_k runs: _top_k_kernel and _worse
+    assert all("no folder for numba's cache" in w and "NUMBA_CACHE_DIR" in w for w in warnings), warnings
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_kernel_that_fails_to_compile_otherwise_still_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numba
+
+    def njit(*args: object, **options: object) -> object:
+        raise RuntimeError("a failure of numba's own")
+
+    monkeypatch.setattr(numba, "njit", njit)
+    monkeypatch.setattr(_top_k_kernel, "_dispatcher", None)
+    with pytest.raises(RuntimeError, match="a failure of numba's own"):
+        _top_k_kernel.dispatcher()
+
+
 def _counting_compiles(monkeypatch: pytest.MonkeyPatch, stop: threading.Event, stop_after: int) -> list[Kernel]:
     """Every kernel unresolved, and resolving one recorded instead of compiled; ``stop`` is set
     once ``stop_after`` have been."""
