@@ -33,7 +33,7 @@ MAX_LISTED_CHARS = 256
 AUDITED_METHODS = frozenset(f"{SERVICE_PREFIX}{rpc}" for rpc in ("IngestDocuments", "DeleteDocuments"))
 
 
-def _write(rpc: str, outcome: str, context: grpc.aio.ServicerContext, documents: Sequence[str], *, user: str | None = "",
+def _write(rpc: str, outcome: str, peer: str, documents: Sequence[str], *, user: str | None = "",
            role: str = "", verified_by: str = "", **extra: Any) -> None:
     """One line, the same shape for every admin action."""
     listed, truncated = _cut(documents)
@@ -46,7 +46,7 @@ def _write(rpc: str, outcome: str, context: grpc.aio.ServicerContext, documents:
             "user": user,
             "role": role,
             "verified_by": verified_by,
-            "peer": context.peer(),
+            "peer": peer,
             "documents": listed,
             "document_count": len(documents),
             "documents_truncated": truncated,
@@ -84,6 +84,8 @@ def _listed(fields: dict[str, Any]) -> dict[str, Any]:
 def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str]) -> Iterator[dict[str, Any]]:
     """Around an admin action; what the action adds to the yielded dict goes into the line."""
     identity = current_identity()
+    # Read before the action: once grpc.aio has expired a call's deadline, its context names no peer.
+    peer = context.peer()
     record: dict[str, Any] = {}
     outcome = "OK"
     try:
@@ -98,7 +100,7 @@ def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str
         outcome = "INTERNAL"
         raise
     finally:
-        _write(rpc, outcome, context, documents, user=identity.user_id, role=identity.role.value, verified_by=identity.verified_by,
+        _write(rpc, outcome, peer, documents, user=identity.user_id, role=identity.role.value, verified_by=identity.verified_by,
                **record)
 
 
@@ -107,4 +109,4 @@ def refused(method: str, context: grpc.aio.ServicerContext, exc: ServiceError) -
     credentials; a peer that may not speak for users; a request too heavy to read, or not a valid
     message). Its request was never read, so the line names no documents."""
     if method in AUDITED_METHODS:
-        _write(method.removeprefix(SERVICE_PREFIX), code_of(exc).name, context, (), reason=reason_of(exc))
+        _write(method.removeprefix(SERVICE_PREFIX), code_of(exc).name, context.peer(), (), reason=reason_of(exc))

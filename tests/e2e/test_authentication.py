@@ -512,10 +512,12 @@ async def test_an_admin_call_cut_short_lists_what_it_stored_or_deleted(
             async with write_lock(document_id, **kwargs) as held:
                 yield held
 
-        async def cut(call: Any) -> set[str]:
-            """The ids stored once ``call`` is cut as it waits for tides, and its line written."""
+        async def cut(call: Any, by_deadline: bool = False) -> set[str]:
+            """The ids stored once ``call`` is cut as it waits for tides (by its caller, or by its
+            deadline: tides waits for ever), and its line written."""
             await waiting.wait()
-            call.cancel()
+            if not by_deadline:
+                call.cancel()
             await written.wait()
             waiting.clear()
             written.clear()
@@ -531,9 +533,14 @@ async def test_an_admin_call_cut_short_lists_what_it_stored_or_deleted(
                 with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
                     after_ingest = await cut(stub.IngestDocuments(pb.IngestDocumentsRequest(documents=documents), metadata=admin))
                     after_delete = await cut(stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=ids), metadata=admin))
+                    after_late = await cut(stub.IngestDocuments(pb.IngestDocumentsRequest(documents=documents), metadata=admin, timeout=1),
+                                           by_deadline=True)
         finally:
             audit.removeHandler(handler)
-    ingested, deleted = [r for r in caplog.records if r.name == "retrieval_server.audit"]
-    assert after_ingest == {"kites"} and after_delete == set()
+    ingested, deleted, late = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert after_ingest == {"kites"} and after_delete == set() and after_late == {"kites"}
+    # Who wrote, also when the deadline cut the call: grpc.aio names no peer once it has expired one.
+    assert all(line.peer.startswith(("ipv4:", "ipv6:")) for line in (ingested, deleted, late)), [r.peer for r in (ingested, deleted, late)]  # type: ignore[attr-defined]
+    assert (late.outcome, late.stored) == ("CANCELLED", ["kites"])  # type: ignore[attr-defined]
     assert (ingested.rpc, ingested.outcome, ingested.stored) == ("IngestDocuments", "CANCELLED", ["kites"])  # type: ignore[attr-defined]
     assert (deleted.rpc, deleted.outcome, deleted.deleted) == ("DeleteDocuments", "CANCELLED", ["kites"])  # type: ignore[attr-defined]
