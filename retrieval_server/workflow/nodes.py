@@ -35,7 +35,7 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, leg_cutoff, parent_leg, query_windows, rank_fusion
-from retrieval_server.workflow.adaptive import leg_weights, name_the_same_identifiers, query_features, word_count
+from retrieval_server.workflow.adaptive import leg_weights, name_the_same_identifiers, negate_alike, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
@@ -182,12 +182,13 @@ def _matched_by_vector(state: QueryState, deps: WorkflowDeps) -> bool:
 
 def _answers(answer: CachedAnswer, options: QueryOptions) -> bool:
     """Whether a cached answer answers this query: stored for the same normalized text, or, found by
-    similarity, for one naming the same identifiers (:func:`name_the_same_identifiers`). The
-    strategy is checked too: a KEYWORD query's text may find a server's note of a similarity match
-    made before KEYWORD matched exactly only."""
+    similarity, for one naming the same identifiers (:func:`name_the_same_identifiers`) and negating
+    alike (:func:`negate_alike`). The strategy is checked too: a KEYWORD query's text may find a
+    server's note of a similarity match made before KEYWORD matched exactly only."""
     if normalize_query(answer.query) == normalize_query(options.query):
         return True
-    return options.strategy is not Strategy.KEYWORD and name_the_same_identifiers(answer.query, options.query)
+    return (options.strategy is not Strategy.KEYWORD and name_the_same_identifiers(answer.query, options.query)
+            and negate_alike(answer.query, options.query))
 
 
 def _vector_holds_all_of(state: QueryState, deps: WorkflowDeps) -> bool:
