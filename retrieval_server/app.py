@@ -351,7 +351,7 @@ class Application:
             self._redis_cache = redis
             # Health probes the cache itself: its breaker is not what Health reports.
             return GuardedCache(redis, self._breaker(), s.cache_timeout_s)
-        return MemoryCache(self.embedder.dim, self.executor, policy)
+        return MemoryCache(self.embedder.dim, policy)
 
     def _redis_prefix(self) -> str:
         """The Redis keys' namespace: what shapes answers. Without a model folder it holds no model

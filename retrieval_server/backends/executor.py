@@ -106,6 +106,24 @@ class BlockingExecutor:
         # Cancelling the awaiting task cancels the future: a job not yet started is then skipped.
         return await asyncio.wrap_future(future)
 
+    async def run_to_end(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """:meth:`run` at query priority, for a job reading what the caller guards with a lock: a
+        caller cancelled while the job runs raises only once the job has ended, so that the lock's
+        next holder cannot change what the thread still reads (:meth:`run` raises at once, and the
+        thread goes on). A job not started by then still runs."""
+        job = asyncio.ensure_future(self.run(fn, *args, **kwargs))
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError:
+            while not job.done():
+                try:
+                    await asyncio.wait([job])
+                except asyncio.CancelledError:
+                    continue  # cancelled again: this one is raised all the same, once the job has ended
+            if not job.cancelled():
+                job.exception()  # retrieved, so that asyncio does not log what nobody awaits
+            raise
+
     def _preempt(self) -> None:
         with self._lock:
             hooks = list(self._preemptible.values()) if self._busy >= len(self._threads) else []

@@ -57,7 +57,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.asyncio.retry import Retry
 
-from retrieval_server.backends.cache import CachedAnswer, CachePolicy, PassReport, matchable_vector, partition_code, query_key
+from retrieval_server.backends.cache import (
+    INLINE_SCAN_ROWS, CachedAnswer, CachePolicy, PassReport, matchable_vector, partition_code, query_key,
+)
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from retrieval_server.knowledge import EntityMatch, EntityType, GraphHop, GraphTrace, MatchKind
@@ -84,9 +86,6 @@ SYNC_PAGE = 2000
 INVALIDATE_PAGE = 2000
 #: documents whose sets an invalidation reads per round trip
 INVALIDATE_KEYS = 500
-#: a mirror with fewer rows is scanned on the event loop (2,000 rows of 384 dims: 0.06 ms, less
-#: than handing it to a thread); a larger one on the cache's own thread
-INLINE_SCAN_ROWS = 2000
 
 
 def _context_to_json(c: RetrievedContext) -> dict[str, Any]:
@@ -278,10 +277,11 @@ class RedisCache:
 
     async def _scan(self, mirror: _Mirror, vector: np.ndarray) -> tuple[int, float]:
         # Called under the lock: a sync shrinking the mirror meanwhile renumbers its rows, and the
-        # row found would name another entry.
+        # row found would name another entry. Held until the thread's scan ends, should the lookup
+        # be cancelled (the cache's timeout): a sync or a forget then would change the matcher it reads.
         if len(mirror.row_of) < INLINE_SCAN_ROWS:
             return mirror.matcher.match(vector, self._clock(), 0)
-        return await self._scanner.run(mirror.matcher.match, vector, self._clock(), 0)
+        return await self._scanner.run_to_end(mirror.matcher.match, vector, self._clock(), 0)
 
     def _sweep(self) -> None:
         """Once per TTL, drop the mirrors whose entries have all expired: a partition that is not

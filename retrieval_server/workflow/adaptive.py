@@ -141,11 +141,54 @@ def identifier_words(query: str) -> frozenset[str]:
     return frozenset(w.lower() for w in words(query) if _names_one_thing(w))
 
 
+#: numbers written out: a number is one however it is written, and a sentence embedding tells
+#: them apart no better than codes ("quarterly revenue q one" and "... q two": cosine 0.97; "phase
+#: one rollout plan" and "phase two ...": 0.95). Only the semantic cache reads them as identifiers:
+#: added to :func:`identifier_words`, a rewrite sharing only "one" with the query would be taken
+#: in any language, and every rewrite leaving out a "first" would have it added back.
+NUMBER_WORDS = frozenset({
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    "hundred", "hundreds", "thousand", "thousands", "million", "millions", "billion", "billions",
+    "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
+})
+#: words that turn a question into its opposite: "is the vpn allowed for contractors" and "... not
+#: allowed ..." are 0.98 apart. "cannot" and the n't contractions are read as "not".
+NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "none"})
+# "n't" as the word reader cannot see it: it cuts "isn't" at the apostrophe, ASCII or typographic.
+_CONTRACTED_NOT = re.compile(r"(?<=\w)n['’]t\b", re.IGNORECASE)
+
+
+def _names_a_number(word: str) -> bool:
+    """A number written out, alone or in a compound ("twenty-one", "twenty-first")."""
+    return any(part in NUMBER_WORDS for part in word.lower().split("-"))
+
+
+def _cache_identifier_words(query: str) -> frozenset[str]:
+    """:func:`identifier_words` and the numbers written out (:data:`NUMBER_WORDS`), in lower case."""
+    return frozenset(w.lower() for w in words(query) if _names_one_thing(w) or _names_a_number(w))
+
+
 def name_the_same_identifiers(a: str, b: str) -> bool:
-    """Whether each query's identifiers (:func:`identifier_words`) are among the other's words,
-    case aside. Not the two sets compared: an acronym is read as one in capitals only, so "is TLS
-    enabled" names "tls" and "is tls enabled?" names nothing, though they ask the same."""
-    return identifier_words(a) <= _lower_words(b) and identifier_words(b) <= _lower_words(a)
+    """Whether each query's identifiers (:func:`identifier_words`, and the numbers written out) are
+    among the other's words, case aside: what a similarity match of the semantic cache must hold
+    to. Not the two sets compared: an acronym is read as one in capitals only, so "is TLS enabled"
+    names "tls" and "is tls enabled?" names nothing, though they ask the same."""
+    ids_a, ids_b = _cache_identifier_words(a), _cache_identifier_words(b)
+    return ids_a <= _lower_words(b) and ids_b <= _lower_words(a)
+
+
+def negations(query: str) -> frozenset[str]:
+    """The negation words of ``query`` (:data:`NEGATIONS`), in lower case, "cannot" and "isn't" as "not"."""
+    found = (w.lower() for w in words(_CONTRACTED_NOT.sub(" not", query)))
+    return frozenset("not" if w == "cannot" else w for w in found if w in NEGATIONS or w == "cannot")
+
+
+def negate_alike(a: str, b: str) -> bool:
+    """Whether two queries hold the same negation words (:func:`negations`): a similarity match of
+    the semantic cache must, as "allowed" and "not allowed" ask opposite things."""
+    return negations(a) == negations(b)
 
 
 def _lower_words(query: str) -> frozenset[str]:

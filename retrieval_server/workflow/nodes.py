@@ -35,7 +35,7 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.workflow import dense_feedback, dense_fusion, document_evidence, keyword_leg, leg_cutoff, parent_leg, query_windows, rank_fusion
-from retrieval_server.workflow.adaptive import leg_weights, name_the_same_identifiers, query_features, word_count
+from retrieval_server.workflow.adaptive import leg_weights, name_the_same_identifiers, negate_alike, query_features, word_count
 from retrieval_server.workflow.parent_leg import DENSE_GRANULARITIES
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.analysis import analyze
@@ -182,12 +182,13 @@ def _matched_by_vector(state: QueryState, deps: WorkflowDeps) -> bool:
 
 def _answers(answer: CachedAnswer, options: QueryOptions) -> bool:
     """Whether a cached answer answers this query: stored for the same normalized text, or, found by
-    similarity, for one naming the same identifiers (:func:`name_the_same_identifiers`). The
-    strategy is checked too: a KEYWORD query's text may find a server's note of a similarity match
-    made before KEYWORD matched exactly only."""
+    similarity, for one naming the same identifiers (:func:`name_the_same_identifiers`) and negating
+    alike (:func:`negate_alike`). The strategy is checked too: a KEYWORD query's text may find a
+    server's note of a similarity match made before KEYWORD matched exactly only."""
     if normalize_query(answer.query) == normalize_query(options.query):
         return True
-    return options.strategy is not Strategy.KEYWORD and name_the_same_identifiers(answer.query, options.query)
+    return (options.strategy is not Strategy.KEYWORD and name_the_same_identifiers(answer.query, options.query)
+            and negate_alike(answer.query, options.query))
 
 
 def _vector_holds_all_of(state: QueryState, deps: WorkflowDeps) -> bool:
@@ -880,7 +881,7 @@ async def check_sufficiency(state: QueryState, deps: WorkflowDeps) -> dict[str, 
     # deadline, a failure) and found less than an earlier pass did.
     # Nor does a pass that found nothing replace one that found something: the caller gets an
     # empty answer only when every pass had one.
-    lost = any(_transient(tag) for tag in state.pass_degraded)
+    lost = any(_failed(tag) for tag in state.pass_degraded)
     if best is None or ((not lost or score >= best.sufficiency) and (state.contexts or not best.contexts)):
         best = _this_pass(state, score)
     state.metrics.sufficiency_score = best.sufficiency
@@ -1000,24 +1001,36 @@ async def _suggestions(state: QueryState, deps: WorkflowDeps) -> list[str]:
 
 #: what only a failure leaves in a degradation tag: a leg's ``store_error``, a failed embedding or
 #: rerank (``rerank:tei_failed_used_local`` too), an analysis technique that timed out, failed or
-#: fell back (``analysis:rewrite:llm_failed_used_classical``), whatever the deadline cut (``deadline:*``). The
-#: server's configuration (no reranker, the rerank budget, HyDE without an LLM) leaves none.
+#: fell back (``analysis:rewrite:llm_failed_used_classical``), whatever the deadline cut (``deadline:*``).
+#: The server's configuration (no reranker, HyDE without an LLM) leaves none.
 _FAILURE_MARKS = ("failed", "timeout", "store_error", "deadline:")
+#: cuts that the machine's load decides, though the configuration asks for them: the rerank budget
+#: caps candidates at the reranker's measured rate, queueing included, so an answer cut under a
+#: load spike, cached, was served for the TTL after the load had gone
+_LOAD_CUTS = ("rerank:budget",)
 #: GENERATION's stages around the cache: they shape the request's answer, never the contexts cached
 _NOT_CACHED_STAGES = ("router:", "tool:", "answer:")
 
 
-def _transient(tag: str) -> bool:
-    """Whether a passing failure shaped the contexts: asked again once it has passed, the request
-    retrieves anew instead of being served them for the cache's TTL."""
+def _failed(tag: str) -> bool:
+    """Whether a failure or the deadline cut a leg or a stage of the pass: such a pass replaces an
+    earlier one only when it scores no lower (check_sufficiency). Not a cut the load decided
+    (:data:`_LOAD_CUTS`): the rerank budget asks for it."""
     return not tag.startswith(_NOT_CACHED_STAGES) and any(mark in tag for mark in _FAILURE_MARKS)
+
+
+def _transient(tag: str) -> bool:
+    """Whether a passing failure or load shaped the contexts: asked again once it has passed, the
+    request retrieves anew instead of being served them for the cache's TTL."""
+    return _failed(tag) or tag in _LOAD_CUTS
 
 
 def describes_answer(tag: str) -> bool:
     """Whether a degradation tag describes the contexts, whoever is served them (no reranker, a
     query of stop words, an analysis technique the server cannot run): a cached answer keeps it,
-    and each hit reports it again. Not a passing failure (whose answer is not cached), nor what the
-    stages around the cache, the cache itself, or the response's cut to size did to one request."""
+    and each hit reports it again. Not a passing failure or load (whose answer is not cached), nor
+    what the stages around the cache, the cache itself, or the response's cut to size did to one
+    request."""
     return not tag.startswith((*_NOT_CACHED_STAGES, "cache:", "response:")) and not _transient(tag)
 
 

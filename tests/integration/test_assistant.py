@@ -123,7 +123,7 @@ async def test_retrieve_route_answers_with_citations(app: Application) -> None:
 async def test_a_cached_retrieval_is_answered_again(app: Application) -> None:
     from retrieval_server.backends.cache import MemoryCache
 
-    p = QueryPipeline(dataclasses.replace(app.pipeline.deps, cache=MemoryCache(app.embedder.dim, app.executor)))
+    p = QueryPipeline(dataclasses.replace(app.pipeline.deps, cache=MemoryCache(app.embedder.dim)))
     question = QueryOptions("What does AuthSvc handle?", 3, strategy=Strategy.HYBRID, mode=Mode.GENERATION)
     first = await p.query(question)
     again = await p.query(question)
@@ -137,7 +137,7 @@ async def test_requests_the_router_answers_without_retrieval_never_ask_the_cache
     from retrieval_server.api.servicer import RetrievalServicer
     from retrieval_server.backends.cache import MemoryCache
 
-    cache = MemoryCache(app.embedder.dim, app.executor)
+    cache = MemoryCache(app.embedder.dim)
     monkeypatch.setattr(app, "pipeline", QueryPipeline(dataclasses.replace(app.pipeline.deps, cache=cache)))
     servicer, counted = RetrievalServicer(app), []
     for question in ("Hello there!", "How many services depend on LedgerDB?", "What does AuthSvc handle?", "What does AuthSvc handle?"):

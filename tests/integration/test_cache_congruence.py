@@ -8,6 +8,7 @@ import gc
 import json
 import time
 from typing import Any
+import threading
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,8 +17,9 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from retrieval_server.backends import cache as cache_module
+from retrieval_server.backends import redis_cache
 from retrieval_server.backends.cache import CachePolicy, MemoryCache, SemanticCache, answer_chars
-from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.redis_cache import SYNC_SKEW_S, RedisCache
 from retrieval_server.backends.cache import CachedAnswer, PassReport
 from retrieval_server.domain import Access, AccessFilter, ChildEvidence, Document, Identity, ParentChunk, RetrievedContext, Role, Strategy
@@ -32,9 +34,9 @@ ROOT = AccessFilter.for_identity(Identity("alice", Role.SUPER_ADMIN)).partition
 _counter = iter(range(10**6))
 
 
-def make(kind: str, request: pytest.FixtureRequest, executor: BlockingExecutor, ttl_s: float = 60.0, prefix: str | None = None) -> SemanticCache:
+def make(kind: str, request: pytest.FixtureRequest, ttl_s: float = 60.0, prefix: str | None = None) -> SemanticCache:
     if kind == "memory":
-        return MemoryCache(DIM, executor, CachePolicy(ttl_s=ttl_s))
+        return MemoryCache(DIM, CachePolicy(ttl_s=ttl_s))
     # A fresh key prefix per test keeps tests apart on one server. The service's fail-fast timeout
     # (a quarter second) is not under test here: on a busy machine a healthy server can miss it.
     return RedisCache(request.getfixturevalue("redis_url"), DIM, CachePolicy(ttl_s=ttl_s),
@@ -42,8 +44,8 @@ def make(kind: str, request: pytest.FixtureRequest, executor: BlockingExecutor, 
 
 
 @pytest_asyncio.fixture(params=["memory", "redis"])
-async def cache(request: pytest.FixtureRequest, executor: BlockingExecutor) -> AsyncIterator[SemanticCache]:
-    c = make(request.param, request, executor)
+async def cache(request: pytest.FixtureRequest) -> AsyncIterator[SemanticCache]:
+    c = make(request.param, request)
     yield c
     await c.close()
 
@@ -125,12 +127,10 @@ async def test_an_answer_keeps_the_report_of_the_pass_that_found_it(cache: Seman
     assert exact.report == similar.report == again.report == REPORT
 
 
-async def test_redis_an_entry_the_previous_version_wrote_is_served_without_a_report(
-    request: pytest.FixtureRequest, executor: BlockingExecutor,
-) -> None:
+async def test_redis_an_entry_the_previous_version_wrote_is_served_without_a_report(request: pytest.FixtureRequest) -> None:
     """Redis keeps its entries across an upgrade: one stored before reports were (the same format,
     without the key) is served, reporting the metrics of no pass, and is not taken for unreadable."""
-    c = make("redis", request, executor)
+    c = make("redis", request)
     assert isinstance(c, RedisCache)
     try:
         await c.store("what is rrf", _vec(1), "cfg", PUBLIC, dataclasses.replace(_answer(_ctx("d1")), report=REPORT))
@@ -145,9 +145,9 @@ async def test_redis_an_entry_the_previous_version_wrote_is_served_without_a_rep
         await c.close()
 
 
-async def test_memory_aliases_are_bounded_and_expire_with_their_entry(executor: BlockingExecutor) -> None:
+async def test_memory_aliases_are_bounded_and_expire_with_their_entry() -> None:
     now = [1000.0]
-    c = MemoryCache(DIM, executor, CachePolicy(ttl_s=10.0, max_entries=2), clock=lambda: now[0])
+    c = MemoryCache(DIM, CachePolicy(ttl_s=10.0, max_entries=2), clock=lambda: now[0])
     await c.store("q", _vec(1), "cfg", PUBLIC, _answer(_ctx("a")))
     for i in range(4):
         assert await c.lookup(f"paraphrase {i}", _vec(1, 0.01 * (i + 1)), "cfg", PUBLIC) is not None
@@ -159,11 +159,11 @@ async def test_memory_aliases_are_bounded_and_expire_with_their_entry(executor: 
     assert await c.lookup("q", None, "cfg", PUBLIC) is None
 
 
-async def test_memory_holds_at_most_its_characters_the_oldest_dropped_first(executor: BlockingExecutor) -> None:
+async def test_memory_holds_at_most_its_characters_the_oldest_dropped_first() -> None:
     """Counted by entries alone, 100,000 top-100 answers over documents at their metadata limits
     could hold more memory than the machine has."""
     one = answer_chars(_answer(_ctx("d0")).contexts) + len("q0")  # the query it answers is kept with it
-    c = MemoryCache(DIM, executor, CachePolicy(ttl_s=60.0, max_chars=3 * one))
+    c = MemoryCache(DIM, CachePolicy(ttl_s=60.0, max_chars=3 * one))
     for i in range(5):
         await c.store(f"q{i}", _vec(1, i), "cfg", PUBLIC, _answer(_ctx(f"d{i}")))
     assert [await c.lookup(f"q{i}", None, "cfg", PUBLIC) is not None for i in range(5)] == [False, False, True, True, True]
@@ -198,12 +198,12 @@ async def test_invalidation_by_document(cache: SemanticCache) -> None:
     assert await cache.lookup("q2", _vec(0, 1), "cfg", PUBLIC) is not None
 
 
-async def test_redis_an_invalidation_reads_no_entry(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_an_invalidation_reads_no_entry(request: pytest.FixtureRequest) -> None:
     """The entries citing a popular document, read whole to find their keys, took longer than the
     cache's timeout: nothing was removed, and every stale hit's retry counted against the breaker."""
     import redis.asyncio as aioredis
 
-    c = make("redis", request, executor)
+    c = make("redis", request)
     server = aioredis.Redis.from_url(request.getfixturevalue("redis_url"))
     try:
         page = "a long cited passage " * 500  # 10 KB a context
@@ -239,7 +239,7 @@ async def test_redis_a_documents_set_holds_the_entries_not_expired(request: pyte
         await c.close()
 
 
-async def test_redis_an_invalidation_removes_a_large_set_a_page_at_a_time(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_an_invalidation_removes_a_large_set_a_page_at_a_time(request: pytest.FixtureRequest) -> None:
     """The entries citing a document were removed in one transaction: a set larger than the
     cache's timeout allowed was never removed, each retry (every stale hit's) failed whole and
     counted against the breaker, and three opened it for every partition. Each page removed stays
@@ -249,7 +249,7 @@ async def test_redis_an_invalidation_removes_a_large_set_a_page_at_a_time(reques
     from retrieval_server.backends.cache import GuardedCache
     from retrieval_server.backends.circuit_breaker import CircuitBreaker
 
-    c = make("redis", request, executor, ttl_s=600.0)
+    c = make("redis", request, ttl_s=600.0)
     assert isinstance(c, RedisCache)
     server = aioredis.Redis.from_url(request.getfixturevalue("redis_url"))
     doc_key, now = c._k("d", "popular"), time.time()
@@ -296,11 +296,11 @@ async def test_redis_an_invalidation_removes_a_large_set_a_page_at_a_time(reques
         await c.close()
 
 
-async def test_redis_an_invalidation_of_many_documents_reads_their_sets_together(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_an_invalidation_of_many_documents_reads_their_sets_together(request: pytest.FixtureRequest) -> None:
     """A delete of 1,000 documents made a round trip for each: it always outlasted the cache's
     timeout, the documents past the cut kept their entries, and every such delete counted against
     the breaker."""
-    c = make("redis", request, executor, ttl_s=600.0)
+    c = make("redis", request, ttl_s=600.0)
     assert isinstance(c, RedisCache)
     ids = [f"doc-{i}" for i in range(1000)]
     try:
@@ -330,14 +330,14 @@ async def test_redis_an_invalidation_of_many_documents_reads_their_sets_together
         await c.close()
 
 
-async def test_redis_a_documents_set_of_the_previous_format_is_left_to_its_servers(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_a_documents_set_of_the_previous_format_is_left_to_its_servers(request: pytest.FixtureRequest) -> None:
     """Format 2 kept a document's entries in a plain set: servers of both formats sharing one key
     in a rolling upgrade would each fail on the other's type (WRONGTYPE), and their stores and
     invalidations would open their breakers. Keys carry the format, so each keeps to its own."""
     import redis.asyncio as aioredis
 
     prefix = f"t{next(_counter)}"
-    c = make("redis", request, executor, prefix=prefix)
+    c = make("redis", request, prefix=prefix)
     assert isinstance(c, RedisCache)
     server = aioredis.Redis.from_url(request.getfixturevalue("redis_url"))
     previous = f"{prefix}:f2:d:d1"
@@ -379,9 +379,9 @@ async def test_redis_full_serves_what_it_holds(tmp_path: Path) -> None:
             await c.close()
 
 
-async def test_memory_entries_expire(executor: BlockingExecutor) -> None:
+async def test_memory_entries_expire() -> None:
     now = [1000.0]
-    c = MemoryCache(DIM, executor, CachePolicy(ttl_s=1.0), clock=lambda: now[0])
+    c = MemoryCache(DIM, CachePolicy(ttl_s=1.0), clock=lambda: now[0])
     await c.store("q", _vec(1), "cfg", PUBLIC, _answer(_ctx("a")))
     assert await c.lookup("q", _vec(1), "cfg", PUBLIC) is not None
     now[0] += 1.01
@@ -389,10 +389,10 @@ async def test_memory_entries_expire(executor: BlockingExecutor) -> None:
     assert await c.lookup("other words", _vec(1), "cfg", PUBLIC) is None
 
 
-async def test_redis_entries_expire(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_entries_expire(request: pytest.FixtureRequest) -> None:
     # Redis expires keys on its own clock: the TTL is long enough that a stalled machine still finds the
     # entry right after storing it, and the test then waits for the expiry to happen.
-    c = make("redis", request, executor, ttl_s=3.0)
+    c = make("redis", request, ttl_s=3.0)
     try:
         await c.store("q", _vec(1), "cfg", PUBLIC, _answer(_ctx("a")))
         assert await c.lookup("q", _vec(1), "cfg", PUBLIC) is not None
@@ -406,10 +406,10 @@ async def test_redis_entries_expire(request: pytest.FixtureRequest, executor: Bl
         await c.close()
 
 
-async def test_redis_keys_live_the_ttl_to_the_millisecond(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_keys_live_the_ttl_to_the_millisecond(request: pytest.FixtureRequest) -> None:
     """Rounded to whole seconds, a TTL of 0.3 s let Redis serve an entry the memory cache had
     dropped, and one of 1.4 s dropped it early."""
-    c = make("redis", request, executor, ttl_s=600.9)
+    c = make("redis", request, ttl_s=600.9)
     assert isinstance(c, RedisCache)
     try:
         await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
@@ -420,9 +420,9 @@ async def test_redis_keys_live_the_ttl_to_the_millisecond(request: pytest.Fixtur
         await c.close()
 
 
-async def test_redis_aliases_expire_with_their_entry(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_aliases_expire_with_their_entry(request: pytest.FixtureRequest) -> None:
     """An alias key is never left without an expiry: it lives as long as the entry it points at."""
-    c = make("redis", request, executor, ttl_s=600.0)
+    c = make("redis", request, ttl_s=600.0)
     assert isinstance(c, RedisCache)
     try:
         await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
@@ -435,9 +435,9 @@ async def test_redis_aliases_expire_with_their_entry(request: pytest.FixtureRequ
         await c.close()
 
 
-async def test_redis_entries_are_shared_between_processes(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_entries_are_shared_between_processes(request: pytest.FixtureRequest) -> None:
     """Two clients on one prefix behave like two worker processes."""
-    a, b = make("redis", request, executor, prefix="shared"), make("redis", request, executor, prefix="shared")
+    a, b = make("redis", request, prefix="shared"), make("redis", request, prefix="shared")
     try:
         assert await b.lookup("similar question", _vec(1, 0.05), "cfg", PUBLIC) is None  # b's mirror starts empty
         await a.store("question", _vec(1), "cfg", PUBLIC, _answer(_ctx("d")))
@@ -454,11 +454,11 @@ async def _entry_ids(c: RedisCache) -> list[str]:
     return sorted([k.decode().rsplit(":", 1)[1] async for k in c._redis.scan_iter(match=c._k("e", "*"))])
 
 
-async def test_redis_values_that_cannot_be_read_are_misses_and_removed(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_values_that_cannot_be_read_are_misses_and_removed(request: pytest.FixtureRequest) -> None:
     """An entry another build wrote (JSON of another shape) or a vector of the wrong size is a miss,
     and goes; lookups never fail on it (their failures would open the cache's breaker for every
     partition, for as long as the value lived)."""
-    c = make("redis", request, executor)
+    c = make("redis", request)
     assert isinstance(c, RedisCache)
     try:
         await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
@@ -482,11 +482,11 @@ async def test_redis_values_that_cannot_be_read_are_misses_and_removed(request: 
         await c.close()
 
 
-async def test_redis_an_unreadable_entry_this_process_mirrors_stops_matching(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
+async def test_redis_an_unreadable_entry_this_process_mirrors_stops_matching(request: pytest.FixtureRequest) -> None:
     """Found unreadable by a similarity match, an entry leaves the partition's sorted set and this
     process's mirror too: else each similar lookup matched it again (and missed) until its TTL,
     never reaching the readable entry beside it."""
-    c = make("redis", request, executor)
+    c = make("redis", request)
     assert isinstance(c, RedisCache)
     try:
         await c.store("what is rrf", _vec(1, 0.02), "cfg", PUBLIC, _answer(_ctx("bad")))
@@ -513,8 +513,8 @@ async def test_an_answer_whose_vector_no_lookup_could_match_is_found_by_its_text
     assert await cache.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC) is not None
 
 
-async def test_redis_stores_no_vector_a_lookup_could_not_match(request: pytest.FixtureRequest, executor: BlockingExecutor) -> None:
-    c = make("redis", request, executor)
+async def test_redis_stores_no_vector_a_lookup_could_not_match(request: pytest.FixtureRequest) -> None:
+    c = make("redis", request)
     assert isinstance(c, RedisCache)
     try:
         for vector in (np.zeros(DIM, dtype=np.float32), np.full(DIM, np.nan, dtype=np.float32), np.ones(DIM + 1, dtype=np.float32)):
@@ -562,10 +562,10 @@ def _traced_growth(before: int) -> int:
     return tracemalloc.get_traced_memory()[0] - before
 
 
-async def test_memory_entries_are_bounded_across_configurations(executor: BlockingExecutor) -> None:
+async def test_memory_entries_are_bounded_across_configurations() -> None:
     """RETRIEVAL_CACHE_MAX_ENTRIES bounds the whole cache, not each configuration (strategy, top_k,
     document filter, ...): a caller varying its options must not grow it past the bound."""
-    c = MemoryCache(DIM, executor, CachePolicy(ttl_s=60.0, max_entries=4))
+    c = MemoryCache(DIM, CachePolicy(ttl_s=60.0, max_entries=4))
     for i in range(20):
         await c.store(f"q{i}", _vec(1, i), f"cfg{i}", PUBLIC, _answer(_ctx(f"d{i}")))
     assert len(c) == 4
@@ -573,12 +573,12 @@ async def test_memory_entries_are_bounded_across_configurations(executor: Blocki
     assert await c.lookup("q19", None, "cfg19", PUBLIC) is not None
 
 
-async def test_memory_use_follows_entries_not_configurations(executor: BlockingExecutor) -> None:
+async def test_memory_use_follows_entries_not_configurations() -> None:
     """Entries spread over many configurations cost about what as many entries in one cost, and
     a configuration whose entries are all gone holds no memory."""
     dim, n = 384, 60  # the model's size: each configuration's matcher was allocated at up to 256 rows
     vectors = np.random.default_rng(7).standard_normal((n, dim)).astype(np.float32)
-    one, spread = MemoryCache(dim, executor, CachePolicy(max_entries=n)), MemoryCache(dim, executor, CachePolicy(max_entries=n))
+    one, spread = MemoryCache(dim, CachePolicy(max_entries=n)), MemoryCache(dim, CachePolicy(max_entries=n))
     answers = [_answer(_ctx(f"d{i}")) for i in range(n)]
     gc.collect()
     tracemalloc.start()
@@ -601,12 +601,12 @@ async def test_memory_use_follows_entries_not_configurations(executor: BlockingE
         await spread.close()
 
 
-async def test_memory_a_configuration_left_with_a_few_entries_gives_the_others_rows_back(executor: BlockingExecutor) -> None:
+async def test_memory_a_configuration_left_with_a_few_entries_gives_the_others_rows_back() -> None:
     """A configuration's vectors grow by doubling; they also shrink, or one that once held many
     entries kept them all (traffic moving from one top_k to another piled matrices up)."""
     dim, n = 384, 2048
     vectors = np.random.default_rng(3).standard_normal((n, dim)).astype(np.float32)
-    c = MemoryCache(dim, executor, CachePolicy(max_entries=n))
+    c = MemoryCache(dim, CachePolicy(max_entries=n))
     gc.collect()
     tracemalloc.start()
     try:
@@ -854,3 +854,93 @@ async def test_redis_a_lookup_cut_while_reading_new_vectors_leaves_them_to_the_n
     finally:
         await writer.close()
         await reader.close()
+
+
+class HeldMatcher:
+    """A cache's matcher whose scans wait for ``release``, noting for each change made to it
+    whether a scan was running."""
+
+    def __init__(self, inner: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.inner, self.loop = inner, loop
+        self.scanning, self.changed_while_scanning = False, list[bool]()
+        self.entered, self.release = asyncio.Event(), threading.Event()
+
+    def match(self, *args: Any) -> tuple[int, float]:
+        self.scanning = True
+        try:
+            self.loop.call_soon_threadsafe(self.entered.set)
+            self.release.wait()
+            return self.inner.match(*args)
+        finally:
+            self.scanning = False
+
+    def add(self, *args: Any, **kwargs: Any) -> int:
+        self.changed_while_scanning.append(self.scanning)
+        return self.inner.add(*args, **kwargs)
+
+    def remove(self, row: int) -> None:
+        self.changed_while_scanning.append(self.scanning)
+        self.inner.remove(row)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_memory_an_exact_repeat_does_not_wait_for_another_querys_similarity_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan ran on the shared blocking executor, holding the cache's lock while queued behind
+    vector searches: every lookup waited for them, an exact repeat (a dict read) too."""
+    monkeypatch.setattr(cache_module, "INLINE_SCAN_ROWS", 0)  # every scan on the cache's thread
+    c = MemoryCache(DIM)
+    try:
+        await c.store("hot question", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        held = c._matchers["cfg"] = HeldMatcher(c._matchers["cfg"], asyncio.get_running_loop())  # type: ignore[assignment]
+        ended: list[str] = []
+        scan = asyncio.ensure_future(c.lookup("a paraphrase", _vec(1, 1), "cfg", PUBLIC))
+        scan.add_done_callback(lambda _: ended.append("scan"))
+        await held.entered.wait()
+        repeat = asyncio.ensure_future(c.lookup("hot question", None, "cfg", PUBLIC))
+        repeat.add_done_callback(lambda _: ended.append("repeat"))
+        held.release.set()
+        assert (await repeat) is not None and await scan is None
+        assert ended == ["repeat", "scan"]
+    finally:
+        held.release.set()
+        await c.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_a_lookup_cancelled_during_its_scan_keeps_the_matcher_until_the_scan_has_ended(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str,
+) -> None:
+    """The matcher is not thread-safe: a lookup cut by the cache's timeout while its scan ran on the
+    cache's thread released the lock at once, and a store or a forget then changed the matcher
+    under the scan."""
+    monkeypatch.setattr(cache_module, "INLINE_SCAN_ROWS", 0)
+    monkeypatch.setattr(redis_cache, "INLINE_SCAN_ROWS", 0)
+    c = make(kind, request)
+    loop = asyncio.get_running_loop()
+    try:
+        await c.store("what is rrf", _vec(1), "cfg", PUBLIC, _answer(_ctx("d1")))
+        await c.store("what is bm25", _vec(0, 1), "cfg", PUBLIC, _answer(_ctx("d2")))
+        if isinstance(c, MemoryCache):
+            held = c._matchers["cfg"] = HeldMatcher(c._matchers["cfg"], loop)  # type: ignore[assignment]
+            change = c.invalidate_documents(["d2"])
+        else:
+            assert isinstance(c, RedisCache)
+            assert await c.lookup("explain rrf", _vec(1, 0.1), "cfg", PUBLIC) is not None  # mirrors the partition
+            mirror = c._mirrors[("cfg", 0)]
+            held = mirror.matcher = HeldMatcher(mirror.matcher, loop)  # type: ignore[assignment]
+            change = c._forget("cfg", 0, *mirror.row_of)
+        scan = asyncio.ensure_future(c.lookup("describe rrf", _vec(1, 0.2), "cfg", PUBLIC))
+        await held.entered.wait()
+        scan.cancel()
+        changed = asyncio.ensure_future(change)
+        # After both have run as far as they can: the change, with the lock free, would be made now.
+        loop.call_soon(held.release.set)
+        with pytest.raises(asyncio.CancelledError):
+            await scan
+        await changed
+        assert held.changed_while_scanning and not any(held.changed_while_scanning)
+    finally:
+        held.release.set()
+        await c.close()

@@ -653,7 +653,7 @@ async def test_sub_queries_search_at_most_the_keyword_term_limit(app: Applicatio
 
 
 async def test_cache_hit_ends_the_graph(app: Application) -> None:
-    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor))
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim))
     first = await p.query(QueryOptions("northern valleys rain", 2))
     assert not first.cached and _stages(first)[-1] == "update_cache"
     again = await p.query(QueryOptions("  Northern valleys RAIN ", 2))  # exact match after normalization
@@ -681,7 +681,7 @@ async def test_a_hit_by_similarity_reports_what_describes_the_contexts_not_how_a
         async def rewrite(self, query: str) -> str:
             return f"{query} (heavy showers)"
 
-    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor), analyzer=Rewrites())
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim), analyzer=Rewrites())
     first = await p.query(QueryOptions("northern valleys rain", 2))
     assert not first.cached and first.metrics.rewritten_query == "northern valleys rain (heavy showers)"
     similar = await p.query(QueryOptions("rain in the northern valleys", 2))  # cosine 0.958 >= 0.95
@@ -699,7 +699,7 @@ async def test_a_hit_by_similarity_reports_what_describes_the_contexts_not_how_a
     ("당신은 도움이 되는 비서입니다. 검색된 문서만을 근거로 답하고 출처를 인용하세요. " * 6)[:200],
 ], ids=["english", "hangul"])
 async def test_a_query_longer_than_the_model_reads_is_matched_exactly_only(app: Application, preamble: str) -> None:
-    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor))
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim))
     # The same opening past the model's 256 tokens: the same vector for two different questions.
     rain = f"{preamble} Question: will it rain in the northern valleys?"
     sauce = f"{preamble} Question: how long does the tomato sauce simmer?"
@@ -747,7 +747,7 @@ async def test_private_documents_reach_only_their_readers(app: Application, stra
 
 
 async def test_no_private_document_through_the_cache_or_sub_queries(app: Application) -> None:
-    p = pipeline(app, cache=MemoryCache(app.embedder.dim, app.executor), sufficiency_threshold=1.01, max_iterations=1)
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim), sufficiency_threshold=1.01, max_iterations=1)
     query = "where is the flux capacitor prototype stored and what does error XK-4471 mean"
     alice = await p.query(QueryOptions(query, 6, identity=ALICE))
     assert "alice-notes" in _docs(alice) and alice.metrics.decomposition_used
@@ -949,7 +949,7 @@ async def test_a_rewritten_query_is_cached_under_its_own_vector(app: Application
     """The cache compares a later caller's query with the query asked, not with what analysis
     rewrote it to: the entry is stored under the asked query's own embedding."""
     stored: list[tuple[str, Any]] = []
-    cache = MemoryCache(app.embedder.dim, app.executor)
+    cache = MemoryCache(app.embedder.dim)
     store = cache.store
 
     async def recording(query: str, vector: Any, *args: Any) -> None:
@@ -1124,7 +1124,7 @@ async def test_analysis_cut_for_the_deadline_is_reported_and_the_search_answers(
 async def test_a_cache_frozen_past_half_the_deadline_is_skipped_and_the_search_answers(app: Application) -> None:
     """A cache whose own timeout outlasts the deadline (or a deadline shorter than it) must not take
     the time the search needs: its lookup is given up at half the time left, like analysis."""
-    cache = MemoryCache(app.embedder.dim, app.executor)
+    cache = MemoryCache(app.embedder.dim)
     lookup_cancelled: list[str] = []
     stored: list[str] = []
 
@@ -1164,7 +1164,7 @@ async def test_a_query_embedding_the_cache_cannot_wait_for_goes_on_to_the_dense_
         for _ in lanes:
             await asyncio.to_thread(running.acquire)
         embedder = Intercepted(app.pipeline.deps.embedder, "embed", counted)
-        p = pipeline(app, clock=Clock(), embedder=embedder, cache=MemoryCache(app.embedder.dim, app.executor), deadline_reserve_ms=1000)
+        p = pipeline(app, clock=Clock(), embedder=embedder, cache=MemoryCache(app.embedder.dim), deadline_reserve_ms=1000)
         r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
     finally:
         release.set()
@@ -1183,7 +1183,7 @@ async def test_a_cache_store_frozen_past_half_the_time_left_is_given_up_and_the_
     async def frozen(method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
         await _wait_until_cancelled(lambda: store_cancelled.append(args[0]))
 
-    cache = Intercepted(MemoryCache(app.embedder.dim, app.executor), "store", frozen)
+    cache = Intercepted(MemoryCache(app.embedder.dim), "store", frozen)
     p = pipeline(app, clock=Clock(), cache=cache)
     r = await asyncio.wait_for(p.query(QueryOptions("tomato sauce simmer", 2, strategy=Strategy.HYBRID, deadline=2.0)), 60)
     assert _docs(r)[0] == "cooking" and store_cancelled == ["tomato sauce simmer"]
@@ -1341,7 +1341,7 @@ async def test_a_tool_answer_finished_past_the_deadline_is_whole_not_partial(app
 
 async def test_a_generation_cache_hit_verified_past_the_deadline_is_whole_not_partial(app: Application) -> None:
     clock = Clock()
-    cache = MemoryCache(app.embedder.dim, app.executor)
+    cache = MemoryCache(app.embedder.dim)
     q = "How long should tomato sauce simmer?"
     first = await pipeline(app, cache=cache).query(QueryOptions(q, 2, strategy=Strategy.HYBRID, mode=Mode.GENERATION))
     assert first.contexts and not first.cached
@@ -1700,7 +1700,7 @@ async def test_an_answer_a_failure_degraded_is_not_cached(app: Application) -> N
 
     with json_server(tei) as server:
         tei_client = TeiReranker(server.url)
-        p = pipeline(app, reranker=tei_client, cache=MemoryCache(app.embedder.dim, app.executor))
+        p = pipeline(app, reranker=tei_client, cache=MemoryCache(app.embedder.dim))
         try:
             failed = await p.query(QueryOptions("tomato sauce", 2))
             assert "rerank:failed" in failed.metrics.degraded
@@ -1725,7 +1725,7 @@ async def test_an_answer_shaped_by_an_llm_fallback_is_not_cached(app: Applicatio
     with json_server(llm) as server:
         model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=60, max_retries=0, backoff_s=0)
         analyzer = LlmAnalyzer({"rewrite": TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
-        p = pipeline(app, analyzer=analyzer, cache=MemoryCache(app.embedder.dim, app.executor))
+        p = pipeline(app, analyzer=analyzer, cache=MemoryCache(app.embedder.dim))
         try:
             failed = await p.query(QueryOptions("tomato sauce", 2))
             assert "analysis:rewrite:failed: LlmError" in failed.metrics.degraded, failed.metrics.degraded
@@ -1751,7 +1751,7 @@ async def test_a_technique_failing_only_on_the_retry_is_reported_and_the_answer_
     with json_server(llm) as server:
         model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=60, max_retries=0, backoff_s=0)
         analyzer = LlmAnalyzer({"rewrite": TechniqueModel(model, 0.3)}, ClassicalAnalyzer())
-        p = pipeline(app, analyzer=analyzer, cache=MemoryCache(app.embedder.dim, app.executor), sufficiency_threshold=1.01, max_iterations=2)
+        p = pipeline(app, analyzer=analyzer, cache=MemoryCache(app.embedder.dim), sufficiency_threshold=1.01, max_iterations=2)
         try:
             first = await p.query(QueryOptions("tomato sauce", 2, strategy=Strategy.HYBRID))
             again = await p.query(QueryOptions("tomato sauce", 2, strategy=Strategy.HYBRID))
@@ -1773,7 +1773,7 @@ async def test_a_sub_query_embedding_failure_is_reported_and_the_answer_not_cach
             raise RuntimeError("the model went away")
         return await embed(*args, **kwargs)
 
-    cache = MemoryCache(app.embedder.dim, app.executor)
+    cache = MemoryCache(app.embedder.dim)
     p = pipeline(app, embedder=Intercepted(app.embedder, "embed", fails_after_the_first), cache=cache, sufficiency_threshold=1.01, max_iterations=1)
     query = QueryOptions("what does error XK-4471 mean and how long should the tomato sauce simmer", 4, strategy=Strategy.SEMANTIC)
     first = await p.query(query)

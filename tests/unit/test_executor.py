@@ -120,3 +120,29 @@ async def test_a_niced_pool_runs_its_jobs_at_a_lower_scheduling_priority_than_th
     finally:
         plain.shutdown()
         niced.shutdown()
+
+
+async def test_a_caller_cancelled_while_its_job_runs_to_the_end_raises_only_once_the_job_has_ended() -> None:
+    """What a cache's lock guards (its matcher) is read by the job: released at the cancellation,
+    the lock let a store change the matcher under the running scan."""
+    executor = BlockingExecutor(1)
+    loop, release, started = asyncio.get_running_loop(), threading.Event(), asyncio.Event()
+    caller_ended_first: list[bool] = []
+
+    def scan() -> None:
+        loop.call_soon_threadsafe(started.set)
+        release.wait()
+        caller_ended_first.append(caller.done())
+
+    try:
+        caller = asyncio.ensure_future(executor.run_to_end(scan))
+        await started.wait()
+        caller.cancel()
+        # After the cancellation reached the caller: its task has run by then, and ended unless it waits.
+        loop.call_soon(release.set)
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert caller_ended_first == [False]
+    finally:
+        release.set()
+        executor.shutdown()

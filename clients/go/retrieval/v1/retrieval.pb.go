@@ -1106,9 +1106,9 @@ type Metrics struct {
 	// `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
 	// `deadline:partial_results`, `response:contexts_capped`).
 	// Empty: nothing was. A cache hit reports, besides its own, those of the pass that found its
-	// contexts that describe them whoever is served them (`rerank:unavailable`, `rerank:budget`,
-	// `keyword:no_terms`, an `analysis:` technique skipped); an answer a failure or the deadline
-	// degraded is never cached.
+	// contexts that describe them whoever is served them (`rerank:unavailable`, `keyword:no_terms`,
+	// an `analysis:` technique skipped); an answer a failure, the deadline or the rerank budget
+	// (`rerank:budget`, a cut at a rate the machine's load decides) degraded is never cached.
 	Degraded []string `protobuf:"bytes,7,rep,name=degraded,proto3" json:"degraded,omitempty"`
 	// True when the question was split into sub-queries whose hits were fused into the pass
 	// whose contexts are returned (False when they found nothing, or that pass lost a leg or a

@@ -728,9 +728,9 @@ export interface Metrics {
    * `sub_queries:store_error`, `analysis:hyde:skipped: needs an LLM`,
    * `deadline:partial_results`, `response:contexts_capped`).
    * Empty: nothing was. A cache hit reports, besides its own, those of the pass that found its
-   * contexts that describe them whoever is served them (`rerank:unavailable`, `rerank:budget`,
-   * `keyword:no_terms`, an `analysis:` technique skipped); an answer a failure or the deadline
-   * degraded is never cached.
+   * contexts that describe them whoever is served them (`rerank:unavailable`, `keyword:no_terms`,
+   * an `analysis:` technique skipped); an answer a failure, the deadline or the rerank budget
+   * (`rerank:budget`, a cut at a rate the machine's load decides) degraded is never cached.
    */
   degraded: string[];
   /**
