@@ -59,6 +59,20 @@ def error_value(response: httpx.Response) -> Any:
     return body.get("error") if isinstance(body, dict) else None
 
 
+def unpooled_client(**kwargs: Any) -> httpx.AsyncClient:
+    """``httpx.AsyncClient(**kwargs)`` whose connections each carry one call, closed after it.
+
+    Bytes a server sends past a response's end (a second whole response, from an upstream or a
+    proxy out of step with it) stay in h11's buffer, and httpcore puts the connection back in the
+    pool when its socket is not readable, never seeing them: the next call on it, any caller's,
+    was answered with them (one caller read another's answer). No public hook of httpx or
+    httpcore sees that buffer, so no connection is kept alive; the cost is a TCP (and TLS)
+    handshake per call."""
+    import httpx
+
+    return httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), **kwargs)
+
+
 class ResponseRefused(Exception):
     """The response's body is larger than the limit, or in an encoding that was not asked for."""
 

@@ -31,6 +31,7 @@ from retrieval_server.backends.http_body import (
     failure_text,
     read_whole,
     request_bounded,
+    unpooled_client,
     within,
 )
 from retrieval_server.identifiers import without_surrogates
@@ -148,9 +149,7 @@ class _HttpChat:
         self, base_url: str, *, timeout_s: float, max_retries: int, backoff_s: float, headers: dict[str, str],
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        import httpx
-
-        self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
+        self._client = unpooled_client(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
         self._timeout_s = timeout_s
         self._retries = max_retries
         self._backoff = backoff_s

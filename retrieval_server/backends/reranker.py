@@ -21,7 +21,7 @@ import numpy as np
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import folder_tokenizer
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.http_body import ResponseRefused, error_value, failure_text, request_bounded
+from retrieval_server.backends.http_body import ResponseRefused, error_value, failure_text, request_bounded, unpooled_client
 from scoring_core.encoders import CrossEncoder
 
 log = logging.getLogger(__name__)
@@ -71,9 +71,7 @@ class TeiReranker:
     def __init__(
         self, url: str, *, timeout_s: float = 10.0, max_batch: int = 32, raw_scores: bool = False, breaker: CircuitBreaker | None = None
     ) -> None:
-        import httpx  # only when TEI is configured
-
-        self._client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s)
+        self._client = unpooled_client(base_url=url.rstrip("/"), timeout=timeout_s)
         self._max_batch = max_batch
         self._raw = raw_scores
         self._breaker = breaker or CircuitBreaker()

@@ -22,7 +22,7 @@ from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel, analyze
 from tests.support.clock import Clock
-from tests.support.http_servers import Sse, Streamed, Unsized, WithHeaders, json_server
+from tests.support.http_servers import Followed, Sse, Streamed, Unsized, WithHeaders, json_server
 
 QUERY = "How does RRF work and why is reranking slow?"
 #: A time limit a local model server meets on a busy machine (where the limit is not what is tested).
@@ -456,6 +456,33 @@ async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> No
             assert await model.complete("sys", "Rewrite this", temperature=0.1) == _answer("Rewrite this")
         finally:
             await model.close()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
+async def test_a_response_sent_past_the_last_ones_end_is_no_later_callers_answer(streamed: bool) -> None:
+    """An upstream (or a proxy out of step with it) sent a second whole response right after
+    alice's: h11 held it, httpcore put the connection back in the pool (it asks only whether the
+    socket is readable), and the next call on it, bob's, was answered with it."""
+    leaked = {"choices": [{"message": {"role": "assistant", "content": "Alice's salary is 250,000 EUR [1]."}, "finish_reason": "stop"}]}
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        prompt = body["messages"][1]["content"]
+        if body.get("stream"):
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": f"to {prompt}"}, "finish_reason": "stop"}]}))])
+        reply = {"choices": [{"message": {"role": "assistant", "content": f"to {prompt}"}, "finish_reason": "stop"}]}
+        return 200, Followed(reply, leaked) if prompt == "alice" else reply
+
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            assert await model.complete("sys", "alice", temperature=0.1) == "to alice"
+            if streamed:
+                assert "".join([t async for t in model.stream("sys", "bob", temperature=0.1)]) == "to bob"
+            else:
+                assert await model.complete("sys", "bob", temperature=0.1) == "to bob"
+        finally:
+            await model.close()
+    assert len(server.requests) == 2
 
 
 async def test_json_nested_past_the_parsers_depth_is_an_llm_error() -> None:

@@ -46,7 +46,7 @@ from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.clock import Clock
-from tests.support.http_servers import Streamed, Unsized, json_server, tei_rerank, word_overlap
+from tests.support.http_servers import Followed, Streamed, Unsized, json_server, tei_rerank, word_overlap
 from tests.support.intercept import Intercepted
 
 ANON, ALICE, BOB, CAROL = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)
@@ -1581,6 +1581,26 @@ async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k:
     assert r.metrics.iterations == 2 and ("parent:store_error" in r.metrics.degraded) is retry_loses_a_leg
     assert len(r.contexts) == (1 if retry_answers else 3) and _docs(r)[0] == "cooking"
     assert r.metrics.rerank_fallback_triggered is not retry_answers
+
+
+async def test_tei_scores_sent_past_the_last_responses_end_are_no_later_callers_scores() -> None:
+    """A second /rerank answer sent right after alice's (an upstream or proxy out of step) was
+    held on the pooled connection and read as bob's scores: the right count, valid indexes, every
+    check passed, and the pair cache kept them."""
+    scored = tei_rerank(word_overlap)
+    stale = [{"index": 0, "score": 0.01}, {"index": 1, "score": 0.99}]
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        status, ranked = scored(path, body)
+        return status, Followed(ranked, stale) if body["query"] == "alice" else ranked
+
+    with json_server(handle) as tei:
+        reranker = TeiReranker(tei.url)
+        try:
+            await reranker.rerank("alice", ["alice", "bob"])
+            assert await reranker.rerank("cats sleep", ["cats sleep long", "stock prices fell"]) == [1.0, 0.0]
+        finally:
+            await reranker.close()
 
 
 async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
