@@ -27,10 +27,12 @@ from retrieval_server.backends.http_body import (
     ACCEPT_ENCODING,
     BoundedText,
     ResponseRefused,
+    ResponseTooLarge,
     error_value,
     failure_text,
     read_whole,
     request_bounded,
+    response_limit,
     unpooled_client,
     within,
 )
@@ -50,6 +52,20 @@ _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 _REQUEST_REFUSED = {400, 413, 422}
 #: how much of a provider's own error text an error repeats: it is the provider's, of any length
 _SAID = 200
+#: characters a token of a model's text spans at most in practice: English averages about 4, and
+#: the longest tokens of common vocabularies (runs of white space or punctuation) about 16. A model
+#: ignoring max_tokens wrote 7.9 MB (a degenerate repetition), and its check held the event loop
+#: for a minute: its text is cut at max_tokens times this, its response read no further than
+#: :func:`answer_limit`.
+CHARS_PER_TOKEN = 16
+#: bytes a token's text takes at most in a response's JSON: every character a ``\uXXXX`` escape
+_JSON_BYTES_PER_TOKEN = CHARS_PER_TOKEN * 6
+
+
+def answer_limit(max_tokens: int) -> int:
+    """The size a response answering with ``max_tokens`` is read to (a streamed one's each event):
+    past it the model ignored max_tokens by far, or the body is no answer."""
+    return response_limit(max_tokens * _JSON_BYTES_PER_TOKEN)
 
 
 class LlmError(Exception):
@@ -161,7 +177,7 @@ class _HttpChat:
     def _refused(self) -> LlmError:
         return LlmError(f"{self.name}: circuit open after repeated failures")
 
-    async def _post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> Completion:
+    async def _post(self, path: str, body: dict[str, Any], max_tokens: int, params: dict[str, str] | None = None) -> Completion:
         """One call's text, retried on what is worth retrying; while the provider keeps failing (the
         breaker is open) calls fail at once, so every request does not pay the timeout.
 
@@ -169,7 +185,7 @@ class _HttpChat:
         completion (a gateway's error object, a wrong base URL) fails every call, and counted as a
         success it kept the breaker closed and Health reporting the LLM OK."""
         with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
-            return self._completion(await self._post_with_retries(path, body, params))
+            return self._completion(await self._post_with_retries(path, body, params, max_tokens))
 
     def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
         """The answer's text as the model writes it, behind the same breaker as :meth:`_post`: a
@@ -201,12 +217,12 @@ class _HttpChat:
         """The text of a whole (not streamed) response's JSON."""
         raise NotImplementedError
 
-    async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None) -> Any:
+    async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None, max_tokens: int) -> Any:
         import httpx
 
         for attempt in range(self._retries + 1):
             try:
-                resp = await request_bounded(self._client, "POST", path, json=body, params=params)
+                resp = await request_bounded(self._client, "POST", path, json=body, params=params, limit=answer_limit(max_tokens))
                 if resp.status_code in _RETRYABLE and attempt < self._retries:
                     raise httpx.HTTPStatusError(f"retryable {resp.status_code}", request=resp.request, response=resp)
                 resp.raise_for_status()
@@ -220,17 +236,24 @@ class _HttpChat:
                 await asyncio.sleep(delay)
             except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
+            except ResponseTooLarge as exc:
+                raise LlmError(f"{self.name}: {exc} for max_tokens {max_tokens}") from exc
             except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def _events(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> AsyncIterator[ServerSentEvent]:
+    async def _events(
+        self, path: str, body: dict[str, Any], max_tokens: int, params: dict[str, str] | None = None
+    ) -> AsyncIterator[ServerSentEvent]:
         """The response's Server-Sent Events; connection failures are retried until the first event.
-        A whole JSON completion instead of them is raised as :class:`_WholeAnswer`, for :meth:`_guarded`."""
+        A whole JSON completion instead of them is raised as :class:`_WholeAnswer`, for :meth:`_guarded`.
+        The stream is read up to MAX_RESPONSE_BYTES (its events are parsed one at a time), each event
+        and a body read whole to :func:`answer_limit`."""
         import httpx
         from httpx_sse import EventSource
 
         headers = {**ACCEPT_ENCODING, "Accept": "text/event-stream", "Cache-Control": "no-store"}
+        limit = answer_limit(max_tokens)
         for attempt in range(self._retries + 1):
             started = False
             try:
@@ -238,7 +261,7 @@ class _HttpChat:
                     # The bodies read whole here are held to the timeout whole, as complete()'s are.
                     if not response.is_success:  # a redirect too: not followed, told by its status as complete() tells it
                         async with within(self._timeout_s):
-                            error = await read_whole(response)
+                            error = await read_whole(response, limit)
                         error.raise_for_status()
                     content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
                     if content_type != "text/event-stream":
@@ -248,15 +271,19 @@ class _HttpChat:
                                            "not text/event-stream")
                         try:
                             async with within(self._timeout_s):
-                                data = (await read_whole(response)).json()
+                                data = (await read_whole(response, limit)).json()
                         except (ValueError, RecursionError) as exc:
                             raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
                         raise _WholeAnswer(data)
                     # The body counted as it arrives, before the parser holds a line or an event whole.
                     async for event in EventSource(BoundedText(response)).aiter_sse():  # type: ignore[arg-type]
+                        if len(event.data) > limit:
+                            raise ResponseTooLarge(f"a streamed event of {len(event.data)} characters, above the limit of {limit} bytes")
                         started = True
                         yield event
                 return
+            except ResponseTooLarge as exc:
+                raise LlmError(f"{self.name}: {exc} for max_tokens {max_tokens}") from exc
             except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
             except (httpx.TransportError, httpx.HTTPStatusError) as exc:
@@ -388,7 +415,7 @@ class OpenAICompatibleChat(_HttpChat):
         while True:
             body = self._body(system, prompt, temperature=temperature, max_tokens=max_tokens)
             try:
-                return await self._post("/chat/completions", body)
+                return await self._post("/chat/completions", body, max_tokens)
             except LlmRefused as exc:
                 if not self._learned(exc, body):
                     raise
@@ -416,7 +443,7 @@ class OpenAICompatibleChat(_HttpChat):
             body = {**self._body(system, prompt, temperature=temperature, max_tokens=max_tokens), "stream": True}
             try:
                 finish = None
-                async for event in self._events("/chat/completions", body):
+                async for event in self._events("/chat/completions", body, max_tokens):
                     if event.data.strip() == "[DONE]":
                         finish = finish or "done"
                         break
@@ -461,6 +488,7 @@ class AnthropicChat(_HttpChat):
                 "temperature": temperature,
                 "max_tokens": max_tokens,
             },
+            max_tokens,
         )
 
     def _completion(self, data: Any) -> Completion:
@@ -485,7 +513,7 @@ class AnthropicChat(_HttpChat):
             "stream": True,
         }
         stop, wrote = None, False
-        async for event in self._events("/v1/messages", body):
+        async for event in self._events("/v1/messages", body, max_tokens):
             if event.event == "message_stop":
                 stop = stop or "message_stop"
                 break
@@ -528,6 +556,7 @@ class GeminiChat(_HttpChat):
                 "contents": [{"role": "user", "parts": [{"text": prompt}]}],
                 "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
             },
+            max_tokens,
         )
 
     def _refusal(self, data: Any, finish: object = None) -> LlmRefused | None:
@@ -569,7 +598,7 @@ class GeminiChat(_HttpChat):
             "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
         }
         finish, wrote = None, False
-        async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
+        async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, max_tokens, params={"alt": "sse"}):
             data = self._json(event, self.name)
             if failure := self._failed_mid_stream(data):
                 raise failure

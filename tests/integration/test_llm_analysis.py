@@ -459,6 +459,34 @@ async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> No
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
+async def test_a_response_is_read_only_to_what_max_tokens_can_return(streamed: bool) -> None:
+    """Every call was read to 8 MiB, whose JSON of small values took 210 MB once parsed and seconds
+    of the event loop. A call's limit is an envelope and 96 bytes a token (16 characters, each
+    escaped at worst): a text past it fails the call, a streamed event past it too; the same text
+    is read for a max_tokens that can hold it."""
+    text = "x" * 100_000
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if body.get("stream"):
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": text}, "finish_reason": "stop"}]})), (None, "[DONE]")])
+        return 200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+    async def ask(max_tokens: int) -> str:
+        if streamed:
+            return "".join([t async for t in model.stream("sys", "prompt", temperature=0.1, max_tokens=max_tokens)])
+        return await model.complete("sys", "prompt", temperature=0.1, max_tokens=max_tokens)
+
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match=r"above the limit of 67072 (bytes )?for max_tokens 16$"):
+                await ask(16)
+            assert await ask(1024) == text
+        finally:
+            await model.close()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
 async def test_a_response_sent_past_the_last_ones_end_is_no_later_callers_answer(streamed: bool) -> None:
     """An upstream (or a proxy out of step with it) sent a second whole response right after
     alice's: h11 held it, httpcore put the connection back in the pool (it asks only whether the
@@ -486,9 +514,9 @@ async def test_a_response_sent_past_the_last_ones_end_is_no_later_callers_answer
 
 
 async def test_json_nested_past_the_parsers_depth_is_an_llm_error() -> None:
-    """A body within the size limit nested 100,000 deep raised RecursionError, which no model
+    """A body within the size limit nested 50,000 deep raised RecursionError, which no model
     consumer's fallback catches; in a 400 it also counted against the breaker, as no refusal."""
-    nested = b"[" * 100_000
+    nested = b"[" * 50_000
     replies = iter([
         (200, Streamed({"Content-Type": "application/json"}, [nested])),
         (400, Streamed({"Content-Type": "application/json"}, [b'{"error": ' + nested])),
@@ -1184,9 +1212,9 @@ async def test_a_line_repeating_the_querys_own_line_is_no_echo_of_the_prompt(
 )
 async def test_a_model_ignoring_max_tokens_is_cut_to_the_whole_lines_they_hold(technique: str, expected: object) -> None:
     """A model that ignored max_tokens wrote a 6 MB rewrite: it replaced the query in every leg and
-    in Metrics.rewritten_query, and the response outgrew MAX_RESPONSE_BYTES. Its text keeps the
-    whole lines within 16 characters a token of max_tokens, and the cut is reported."""
-    runaway = "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?\n" + "RRF rank fusion " * 100_000
+    in Metrics.rewritten_query. Its text (here one within the response's limit) keeps the whole
+    lines within 16 characters a token of max_tokens, and the cut is reported."""
+    runaway = "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?\n" + "RRF rank fusion " * 4_000
     reply = {"choices": [{"message": {"role": "assistant", "content": runaway}, "finish_reason": "stop"}]}
     with json_server(lambda path, body: (200, reply)) as server:
         model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
