@@ -19,6 +19,7 @@ import datetime
 import email.utils
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,6 +53,10 @@ _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 _REQUEST_REFUSED = {400, 413, 422}
 #: how much of a provider's own error text an error repeats: it is the provider's, of any length
 _SAID = 200
+#: credentials of known shapes in a provider's text, besides the configured key's value: a bearer
+#: token, OpenAI's and Anthropic's ``sk-...``, Google's ``AIza...``
+_KEY_LIKE = re.compile(r"(?i:bearer)\s+[^\s\"',;}]+|\bsk-[\w-]{8,}|\bAIza[\w-]{30,}")
+_REDACTED = "[redacted]"
 #: characters a token of a model's text spans at most in practice: English averages about 4, and
 #: the longest tokens of common vocabularies (runs of white space or punctuation) about 16. A model
 #: ignoring max_tokens wrote 7.9 MB (a degenerate repetition), and its check held the event loop
@@ -163,9 +168,10 @@ class _HttpChat:
 
     def __init__(
         self, base_url: str, *, timeout_s: float, max_retries: int, backoff_s: float, headers: dict[str, str],
-        breaker: CircuitBreaker | None = None,
+        api_key: str | None, breaker: CircuitBreaker | None = None,
     ) -> None:
         self._client = unpooled_client(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
+        self._key = api_key
         self._timeout_s = timeout_s
         self._retries = max_retries
         self._backoff = backoff_s
@@ -176,6 +182,15 @@ class _HttpChat:
 
     def _refused(self) -> LlmError:
         return LlmError(f"{self.name}: circuit open after repeated failures")
+
+    def _said(self, text: object, limit: int | None = _SAID) -> str:
+        """The server's ``text``, for an error or a log line: without the API key (a server echoing
+        the request's headers put "Bearer sk-..." in the log), then cut to ``limit``, so that no cut
+        leaves a piece of a key that redaction would not know (None: not cut)."""
+        said = str(text)
+        if self._key:
+            said = said.replace(self._key, _REDACTED)
+        return _KEY_LIKE.sub(_REDACTED, said)[:limit]
 
     async def _post(self, path: str, body: dict[str, Any], max_tokens: int, params: dict[str, str] | None = None) -> Completion:
         """One call's text, retried on what is worth retrying; while the provider keeps failing (the
@@ -232,7 +247,7 @@ class _HttpChat:
                 delay = self._retry_delay(exc, attempt)
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, self._said(failure_text(exc), None), delay, attempt + 1)
                 await asyncio.sleep(delay)
             except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
@@ -291,7 +306,7 @@ class _HttpChat:
                 delay = None if started else self._retry_delay(exc, attempt)
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, self._said(failure_text(exc), None), delay, attempt + 1)
                 await asyncio.sleep(delay)
 
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
@@ -321,7 +336,7 @@ class _HttpChat:
 
         error = _error_body(exc.response) if isinstance(exc, httpx.HTTPStatusError) else {}
         refused = status in _REQUEST_REFUSED and not _names_the_credentials(error)
-        return (LlmRefused if refused else LlmError)(f"{self.name}: {failure_text(exc)}", error)
+        return (LlmRefused if refused else LlmError)(f"{self.name}: {self._said(failure_text(exc), None)}", error)
 
     def _failed_mid_stream(self, data: Any) -> LlmError | None:
         """The provider's failure after its 200, sent as an event of ``{"error": ...}`` (OpenAI,
@@ -330,7 +345,7 @@ class _HttpChat:
         if not error:
             return None
         said = (error.get("message") or error) if isinstance(error, dict) else error
-        return LlmError(f"{self.name}: {str(said)[:_SAID]}", error if isinstance(error, dict) else None)
+        return LlmError(f"{self.name}: {self._said(said)}", error if isinstance(error, dict) else None)
 
     @staticmethod
     def _json(event: ServerSentEvent, name: str) -> Any:
@@ -383,7 +398,7 @@ class OpenAICompatibleChat(_HttpChat):
     sent again once."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {}, **kw)
+        super().__init__(base_url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {}, api_key=api_key, **kw)
         self._model = model
         self.name = f"openai:{model}"
         self._refuses: set[str] = set()
@@ -434,7 +449,7 @@ class OpenAICompatibleChat(_HttpChat):
             finish = choice.get("finish_reason")
             if (choice.get("message") or {}).get("refusal") or finish == "content_filter":
                 raise LlmRefused(f"{self.name}: the model refused this request's content")
-            raise LlmError(f"{self.name}: the response has no text (finish_reason {str(finish)[:40]})")
+            raise LlmError(f"{self.name}: the response has no text (finish_reason {self._said(finish, 40)})")
         return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
@@ -474,7 +489,7 @@ class OpenAICompatibleChat(_HttpChat):
 
 class AnthropicChat(_HttpChat):
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url, headers={"x-api-key": api_key or "", "anthropic-version": "2023-06-01"}, **kw)
+        super().__init__(base_url, headers={"x-api-key": api_key or "", "anthropic-version": "2023-06-01"}, api_key=api_key, **kw)
         self._model = model
         self.name = f"anthropic:{model}"
 
@@ -500,7 +515,7 @@ class AnthropicChat(_HttpChat):
         if not text.strip():  # as OpenAI's empty content: max_tokens spent thinking, or a refusal
             if stop == "refusal":
                 raise LlmRefused(f"{self.name}: the model refused this request's content (stop_reason refusal)")
-            raise LlmError(f"{self.name}: the response has no text (stop_reason {str(stop)[:40]})")
+            raise LlmError(f"{self.name}: the response has no text (stop_reason {self._said(stop, 40)})")
         return Completion.of(text, not _finished(stop, _ANTHROPIC_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
@@ -518,7 +533,7 @@ class AnthropicChat(_HttpChat):
                 stop = stop or "message_stop"
                 break
             if event.event == "error":
-                raise LlmError(f"{self.name}: {event.data[:_SAID]}")
+                raise LlmError(f"{self.name}: {self._said(event.data)}")
             if event.event == "content_block_delta":
                 delta = self._delta(event)
                 if delta.get("type") == "text_delta" and delta.get("text"):
@@ -544,7 +559,7 @@ class AnthropicChat(_HttpChat):
 
 class GeminiChat(_HttpChat):
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url, headers={"x-goog-api-key": api_key or ""}, **kw)
+        super().__init__(base_url, headers={"x-goog-api-key": api_key or ""}, api_key=api_key, **kw)
         self._model = model
         self.name = f"gemini:{model}"
 
@@ -566,7 +581,7 @@ class GeminiChat(_HttpChat):
         feedback = data.get("promptFeedback") if isinstance(data, dict) else None
         blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
         if blocked:
-            return LlmRefused(f"{self.name}: the model refused this request's content (blockReason {str(blocked)[:40]})")
+            return LlmRefused(f"{self.name}: the model refused this request's content (blockReason {self._said(blocked, 40)})")
         if isinstance(finish, str) and finish in _GEMINI_REFUSED:
             return LlmRefused(f"{self.name}: the model refused this request's content (finishReason {finish})")
         return None
@@ -588,7 +603,7 @@ class GeminiChat(_HttpChat):
             # No content, or no words in it: the model stopped before writing (its thinking spent
             # maxOutputTokens, a filter). A failure, as OpenAI's empty content is, not an answer of
             # no words; but a filter's stop refuses this request's content, no failure of the provider.
-            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {str(finish)[:40]})")
+            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {self._said(finish, 40)})")
         return Completion.of(text, not _finished(finish, _GEMINI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:

@@ -975,6 +975,39 @@ async def test_a_failed_call_never_repeats_the_urls_password(caplog: pytest.LogC
     assert "retrying" in caplog.text and "S3cret" not in caplog.text
 
 
+#: an API key of no known shape: only its value tells it
+_KEY = "gw-7f3a9c1e5b2d4086"
+
+
+def _echoing(protocol: str, headers: dict[str, str]) -> Any:
+    """A provider's error, after a 200, that echoes the request's credentials (and a proxy's own)."""
+    said = (f"invalid request: authorization={headers.get('authorization')} x-api-key={headers.get('x-api-key')} "
+            f"x-goog-api-key={headers.get('x-goog-api-key')} upstream Bearer abc.def.ghi key sk-ant-api03-Zx9Yw8Vu7Ts6 AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q")
+    if protocol == "anthropic":
+        return Sse([("error", json.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": said}}))])
+    return Sse([(None, json.dumps({"error": {"code": 400, "message": said, "status": "INVALID_ARGUMENT"}}))])
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_providers_error_text_never_repeats_an_api_key(name: str, cls: Any, prefix: str) -> None:
+    """A server echoing the request's headers in its error put "Bearer sk-..." where callers read
+    the failure and in the log (answer generation logs it): the configured key's value, bearer
+    tokens and keys of OpenAI's, Anthropic's and Google's shapes are redacted from it."""
+    server_headers: list[dict[str, str]] = []
+    with json_server(lambda path, body: (200, _echoing(name, server_headers[-1]))) as server:
+        server_headers = server.headers
+        model = cls(server.url + prefix, "m", _KEY, timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="invalid request") as err:
+                await _drained(model)
+        finally:
+            await model.close()
+    assert _KEY in json.dumps(server.headers[-1])  # the key was sent, and echoed
+    for secret in (_KEY, "abc.def", "Zx9Yw8", "A1b2C3d4"):
+        assert secret not in str(err.value), str(err.value)
+    assert "[redacted]" in str(err.value), str(err.value)
+
+
 async def _drained(model: OpenAICompatibleChat, prompt: str = "prompt") -> None:
     async for _ in model.stream("sys", prompt, temperature=0.1):
         pass
