@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
-#: far above what our clients read (a completion of a few thousand tokens, a batch's scores)
+#: the most any response is read to; each call is held to what it can return (:func:`response_limit`)
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+#: what a response holds besides the items a call asked for: a provider's ids, usage and safety
+#: ratings, an error's text, a proxy's error page
+ENVELOPE_BYTES = 64 * 1024
 #: the encodings :func:`body_chunks` inflates within the limit; asked for instead of httpx's default
 ACCEPT_ENCODING = {"Accept-Encoding": "gzip, deflate"}
 #: headers that describe the body as sent, not as read (decoded, whole)
@@ -59,8 +62,36 @@ def error_value(response: httpx.Response) -> Any:
     return body.get("error") if isinstance(body, dict) else None
 
 
+def unpooled_client(**kwargs: Any) -> httpx.AsyncClient:
+    """``httpx.AsyncClient(**kwargs)`` whose connections each carry one call, closed after it.
+
+    Bytes a server sends past a response's end (a second whole response, from an upstream or a
+    proxy out of step with it) stay in h11's buffer, and httpcore puts the connection back in the
+    pool when its socket is not readable, never seeing them: the next call on it, any caller's,
+    was answered with them (one caller read another's answer). No public hook of httpx or
+    httpcore sees that buffer, so no connection is kept alive; the cost is a TCP (and TLS)
+    handshake per call."""
+    import httpx
+
+    return httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), **kwargs)
+
+
+def response_limit(items_bytes: int) -> int:
+    """The size a call's response is read to: the most its items can take, with their envelope.
+
+    JSON of small values takes some 25 times its size once parsed (``[{}, {}, ...]``), parsed on
+    the event loop with the GIL held (a thread would not free the loop): 8 MiB of it for every
+    call cost 210 MB and half a second's stall."""
+    return min(MAX_RESPONSE_BYTES, ENVELOPE_BYTES + items_bytes)
+
+
 class ResponseRefused(Exception):
-    """The response's body is larger than the limit, or in an encoding that was not asked for."""
+    """The response's body is larger than the limit (:class:`ResponseTooLarge`), in an encoding
+    that was not asked for, or compressed brokenly."""
+
+
+class ResponseTooLarge(ResponseRefused):
+    """The response's body is larger than the limit; the caller says what the limit is for."""
 
 
 async def request_bounded(
@@ -106,14 +137,14 @@ async def body_chunks(response: httpx.Response, limit: int = MAX_RESPONSE_BYTES)
     more than ``limit`` decoded bytes are held."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise ResponseRefused(f"a response of {declared} bytes, above the limit of {limit}")
+        raise ResponseTooLarge(f"a response of {declared} bytes, above the limit of {limit}")
     inflate = _Inflater.of(response.headers.get("content-encoding", ""))
     total = 0
     async for raw in response.aiter_raw():
         chunk = inflate(raw, limit - total + 1) if inflate else raw
         total += len(chunk)
         if total > limit:
-            raise ResponseRefused(f"a response above the limit of {limit} bytes")
+            raise ResponseTooLarge(f"a response above the limit of {limit} bytes")
         yield chunk
 
 

@@ -19,6 +19,7 @@ import datetime
 import email.utils
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,10 +28,13 @@ from retrieval_server.backends.http_body import (
     ACCEPT_ENCODING,
     BoundedText,
     ResponseRefused,
+    ResponseTooLarge,
     error_value,
     failure_text,
     read_whole,
     request_bounded,
+    response_limit,
+    unpooled_client,
     within,
 )
 from retrieval_server.identifiers import without_surrogates
@@ -49,6 +53,24 @@ _RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 _REQUEST_REFUSED = {400, 413, 422}
 #: how much of a provider's own error text an error repeats: it is the provider's, of any length
 _SAID = 200
+#: credentials of known shapes in a provider's text, besides the configured key's value: a bearer
+#: token, OpenAI's and Anthropic's ``sk-...``, Google's ``AIza...``
+_KEY_LIKE = re.compile(r"(?i:bearer)\s+[^\s\"',;}]+|\bsk-[\w-]{8,}|\bAIza[\w-]{30,}")
+_REDACTED = "[redacted]"
+#: characters a token of a model's text spans at most in practice: English averages about 4, and
+#: the longest tokens of common vocabularies (runs of white space or punctuation) about 16. A model
+#: ignoring max_tokens wrote 7.9 MB (a degenerate repetition), and its check held the event loop
+#: for a minute: its text is cut at max_tokens times this, its response read no further than
+#: :func:`answer_limit`.
+CHARS_PER_TOKEN = 16
+#: bytes a token's text takes at most in a response's JSON: every character a ``\uXXXX`` escape
+_JSON_BYTES_PER_TOKEN = CHARS_PER_TOKEN * 6
+
+
+def answer_limit(max_tokens: int) -> int:
+    """The size a response answering with ``max_tokens`` is read to (a streamed one's each event):
+    past it the model ignored max_tokens by far, or the body is no answer."""
+    return response_limit(max_tokens * _JSON_BYTES_PER_TOKEN)
 
 
 class LlmError(Exception):
@@ -146,11 +168,10 @@ class _HttpChat:
 
     def __init__(
         self, base_url: str, *, timeout_s: float, max_retries: int, backoff_s: float, headers: dict[str, str],
-        breaker: CircuitBreaker | None = None,
+        api_key: str | None, breaker: CircuitBreaker | None = None,
     ) -> None:
-        import httpx
-
-        self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
+        self._client = unpooled_client(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
+        self._key = api_key
         self._timeout_s = timeout_s
         self._retries = max_retries
         self._backoff = backoff_s
@@ -162,7 +183,16 @@ class _HttpChat:
     def _refused(self) -> LlmError:
         return LlmError(f"{self.name}: circuit open after repeated failures")
 
-    async def _post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> Completion:
+    def _said(self, text: object, limit: int | None = _SAID) -> str:
+        """The server's ``text``, for an error or a log line: without the API key (a server echoing
+        the request's headers put "Bearer sk-..." in the log), then cut to ``limit``, so that no cut
+        leaves a piece of a key that redaction would not know (None: not cut)."""
+        said = str(text)
+        if self._key:
+            said = said.replace(self._key, _REDACTED)
+        return _KEY_LIKE.sub(_REDACTED, said)[:limit]
+
+    async def _post(self, path: str, body: dict[str, Any], max_tokens: int, params: dict[str, str] | None = None) -> Completion:
         """One call's text, retried on what is worth retrying; while the provider keeps failing (the
         breaker is open) calls fail at once, so every request does not pay the timeout.
 
@@ -170,7 +200,7 @@ class _HttpChat:
         completion (a gateway's error object, a wrong base URL) fails every call, and counted as a
         success it kept the breaker closed and Health reporting the LLM OK."""
         with self._breaker.calling(self._refused, neutral=(LlmRefused,)):
-            return self._completion(await self._post_with_retries(path, body, params))
+            return self._completion(await self._post_with_retries(path, body, params, max_tokens))
 
     def stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int = 256) -> AsyncIterator[str]:
         """The answer's text as the model writes it, behind the same breaker as :meth:`_post`: a
@@ -202,12 +232,12 @@ class _HttpChat:
         """The text of a whole (not streamed) response's JSON."""
         raise NotImplementedError
 
-    async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None) -> Any:
+    async def _post_with_retries(self, path: str, body: dict[str, Any], params: dict[str, str] | None, max_tokens: int) -> Any:
         import httpx
 
         for attempt in range(self._retries + 1):
             try:
-                resp = await request_bounded(self._client, "POST", path, json=body, params=params)
+                resp = await request_bounded(self._client, "POST", path, json=body, params=params, limit=answer_limit(max_tokens))
                 if resp.status_code in _RETRYABLE and attempt < self._retries:
                     raise httpx.HTTPStatusError(f"retryable {resp.status_code}", request=resp.request, response=resp)
                 resp.raise_for_status()
@@ -217,21 +247,28 @@ class _HttpChat:
                 delay = self._retry_delay(exc, attempt)
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, self._said(failure_text(exc), None), delay, attempt + 1)
                 await asyncio.sleep(delay)
             except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
+            except ResponseTooLarge as exc:
+                raise LlmError(f"{self.name}: {exc} for max_tokens {max_tokens}") from exc
             except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def _events(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None) -> AsyncIterator[ServerSentEvent]:
+    async def _events(
+        self, path: str, body: dict[str, Any], max_tokens: int, params: dict[str, str] | None = None
+    ) -> AsyncIterator[ServerSentEvent]:
         """The response's Server-Sent Events; connection failures are retried until the first event.
-        A whole JSON completion instead of them is raised as :class:`_WholeAnswer`, for :meth:`_guarded`."""
+        A whole JSON completion instead of them is raised as :class:`_WholeAnswer`, for :meth:`_guarded`.
+        The stream is read up to MAX_RESPONSE_BYTES (its events are parsed one at a time), each event
+        and a body read whole to :func:`answer_limit`."""
         import httpx
         from httpx_sse import EventSource
 
         headers = {**ACCEPT_ENCODING, "Accept": "text/event-stream", "Cache-Control": "no-store"}
+        limit = answer_limit(max_tokens)
         for attempt in range(self._retries + 1):
             started = False
             try:
@@ -239,7 +276,7 @@ class _HttpChat:
                     # The bodies read whole here are held to the timeout whole, as complete()'s are.
                     if not response.is_success:  # a redirect too: not followed, told by its status as complete() tells it
                         async with within(self._timeout_s):
-                            error = await read_whole(response)
+                            error = await read_whole(response, limit)
                         error.raise_for_status()
                     content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
                     if content_type != "text/event-stream":
@@ -249,15 +286,19 @@ class _HttpChat:
                                            "not text/event-stream")
                         try:
                             async with within(self._timeout_s):
-                                data = (await read_whole(response)).json()
+                                data = (await read_whole(response, limit)).json()
                         except (ValueError, RecursionError) as exc:
                             raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
                         raise _WholeAnswer(data)
                     # The body counted as it arrives, before the parser holds a line or an event whole.
                     async for event in EventSource(BoundedText(response)).aiter_sse():  # type: ignore[arg-type]
+                        if len(event.data) > limit:
+                            raise ResponseTooLarge(f"a streamed event of {len(event.data)} characters, above the limit of {limit} bytes")
                         started = True
                         yield event
                 return
+            except ResponseTooLarge as exc:
+                raise LlmError(f"{self.name}: {exc} for max_tokens {max_tokens}") from exc
             except ResponseRefused as exc:
                 raise LlmError(f"{self.name}: {exc}") from exc
             except (httpx.TransportError, httpx.HTTPStatusError) as exc:
@@ -265,7 +306,7 @@ class _HttpChat:
                 delay = None if started else self._retry_delay(exc, attempt)
                 if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, failure_text(exc), delay, attempt + 1)
+                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, self._said(failure_text(exc), None), delay, attempt + 1)
                 await asyncio.sleep(delay)
 
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
@@ -295,7 +336,7 @@ class _HttpChat:
 
         error = _error_body(exc.response) if isinstance(exc, httpx.HTTPStatusError) else {}
         refused = status in _REQUEST_REFUSED and not _names_the_credentials(error)
-        return (LlmRefused if refused else LlmError)(f"{self.name}: {failure_text(exc)}", error)
+        return (LlmRefused if refused else LlmError)(f"{self.name}: {self._said(failure_text(exc), None)}", error)
 
     def _failed_mid_stream(self, data: Any) -> LlmError | None:
         """The provider's failure after its 200, sent as an event of ``{"error": ...}`` (OpenAI,
@@ -304,7 +345,7 @@ class _HttpChat:
         if not error:
             return None
         said = (error.get("message") or error) if isinstance(error, dict) else error
-        return LlmError(f"{self.name}: {str(said)[:_SAID]}", error if isinstance(error, dict) else None)
+        return LlmError(f"{self.name}: {self._said(said)}", error if isinstance(error, dict) else None)
 
     @staticmethod
     def _json(event: ServerSentEvent, name: str) -> Any:
@@ -357,7 +398,7 @@ class OpenAICompatibleChat(_HttpChat):
     sent again once."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {}, **kw)
+        super().__init__(base_url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {}, api_key=api_key, **kw)
         self._model = model
         self.name = f"openai:{model}"
         self._refuses: set[str] = set()
@@ -389,7 +430,7 @@ class OpenAICompatibleChat(_HttpChat):
         while True:
             body = self._body(system, prompt, temperature=temperature, max_tokens=max_tokens)
             try:
-                return await self._post("/chat/completions", body)
+                return await self._post("/chat/completions", body, max_tokens)
             except LlmRefused as exc:
                 if not self._learned(exc, body):
                     raise
@@ -408,7 +449,7 @@ class OpenAICompatibleChat(_HttpChat):
             finish = choice.get("finish_reason")
             if (choice.get("message") or {}).get("refusal") or finish == "content_filter":
                 raise LlmRefused(f"{self.name}: the model refused this request's content")
-            raise LlmError(f"{self.name}: the response has no text (finish_reason {str(finish)[:40]})")
+            raise LlmError(f"{self.name}: the response has no text (finish_reason {self._said(finish, 40)})")
         return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
@@ -417,7 +458,7 @@ class OpenAICompatibleChat(_HttpChat):
             body = {**self._body(system, prompt, temperature=temperature, max_tokens=max_tokens), "stream": True}
             try:
                 finish = None
-                async for event in self._events("/chat/completions", body):
+                async for event in self._events("/chat/completions", body, max_tokens):
                     if event.data.strip() == "[DONE]":
                         finish = finish or "done"
                         break
@@ -448,7 +489,7 @@ class OpenAICompatibleChat(_HttpChat):
 
 class AnthropicChat(_HttpChat):
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url, headers={"x-api-key": api_key or "", "anthropic-version": "2023-06-01"}, **kw)
+        super().__init__(base_url, headers={"x-api-key": api_key or "", "anthropic-version": "2023-06-01"}, api_key=api_key, **kw)
         self._model = model
         self.name = f"anthropic:{model}"
 
@@ -462,6 +503,7 @@ class AnthropicChat(_HttpChat):
                 "temperature": temperature,
                 "max_tokens": max_tokens,
             },
+            max_tokens,
         )
 
     def _completion(self, data: Any) -> Completion:
@@ -473,7 +515,7 @@ class AnthropicChat(_HttpChat):
         if not text.strip():  # as OpenAI's empty content: max_tokens spent thinking, or a refusal
             if stop == "refusal":
                 raise LlmRefused(f"{self.name}: the model refused this request's content (stop_reason refusal)")
-            raise LlmError(f"{self.name}: the response has no text (stop_reason {str(stop)[:40]})")
+            raise LlmError(f"{self.name}: the response has no text (stop_reason {self._said(stop, 40)})")
         return Completion.of(text, not _finished(stop, _ANTHROPIC_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
@@ -486,12 +528,12 @@ class AnthropicChat(_HttpChat):
             "stream": True,
         }
         stop, wrote = None, False
-        async for event in self._events("/v1/messages", body):
+        async for event in self._events("/v1/messages", body, max_tokens):
             if event.event == "message_stop":
                 stop = stop or "message_stop"
                 break
             if event.event == "error":
-                raise LlmError(f"{self.name}: {event.data[:_SAID]}")
+                raise LlmError(f"{self.name}: {self._said(event.data)}")
             if event.event == "content_block_delta":
                 delta = self._delta(event)
                 if delta.get("type") == "text_delta" and delta.get("text"):
@@ -517,7 +559,7 @@ class AnthropicChat(_HttpChat):
 
 class GeminiChat(_HttpChat):
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url, headers={"x-goog-api-key": api_key or ""}, **kw)
+        super().__init__(base_url, headers={"x-goog-api-key": api_key or ""}, api_key=api_key, **kw)
         self._model = model
         self.name = f"gemini:{model}"
 
@@ -529,6 +571,7 @@ class GeminiChat(_HttpChat):
                 "contents": [{"role": "user", "parts": [{"text": prompt}]}],
                 "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
             },
+            max_tokens,
         )
 
     def _refusal(self, data: Any, finish: object = None) -> LlmRefused | None:
@@ -538,7 +581,7 @@ class GeminiChat(_HttpChat):
         feedback = data.get("promptFeedback") if isinstance(data, dict) else None
         blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
         if blocked:
-            return LlmRefused(f"{self.name}: the model refused this request's content (blockReason {str(blocked)[:40]})")
+            return LlmRefused(f"{self.name}: the model refused this request's content (blockReason {self._said(blocked, 40)})")
         if isinstance(finish, str) and finish in _GEMINI_REFUSED:
             return LlmRefused(f"{self.name}: the model refused this request's content (finishReason {finish})")
         return None
@@ -560,7 +603,7 @@ class GeminiChat(_HttpChat):
             # No content, or no words in it: the model stopped before writing (its thinking spent
             # maxOutputTokens, a filter). A failure, as OpenAI's empty content is, not an answer of
             # no words; but a filter's stop refuses this request's content, no failure of the provider.
-            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {str(finish)[:40]})")
+            raise self._refusal(data, finish) or LlmError(f"{self.name}: the response has no text (finishReason {self._said(finish, 40)})")
         return Completion.of(text, not _finished(finish, _GEMINI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
@@ -570,7 +613,7 @@ class GeminiChat(_HttpChat):
             "generationConfig": {"temperature": temperature, "maxOutputTokens": max_tokens},
         }
         finish, wrote = None, False
-        async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, params={"alt": "sse"}):
+        async for event in self._events(f"/v1beta/models/{self._model}:streamGenerateContent", body, max_tokens, params={"alt": "sse"}):
             data = self._json(event, self.name)
             if failure := self._failed_mid_stream(data):
                 raise failure

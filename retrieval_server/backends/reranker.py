@@ -21,10 +21,22 @@ import numpy as np
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.embedder import folder_tokenizer
 from retrieval_server.backends.executor import BlockingExecutor
-from retrieval_server.backends.http_body import ResponseRefused, error_value, failure_text, request_bounded
+from retrieval_server.backends.http_body import (
+    ResponseRefused,
+    ResponseTooLarge,
+    error_value,
+    failure_text,
+    request_bounded,
+    response_limit,
+    unpooled_client,
+)
 from scoring_core.encoders import CrossEncoder
 
 log = logging.getLogger(__name__)
+
+#: an item of TEI's answer, ``{"index": 31, "score": -1.2345678e-05}``, is under 50 bytes: twice that
+#: leaves room for spacing
+_BYTES_PER_SCORE = 100
 
 
 class Reranker(Protocol):
@@ -71,9 +83,7 @@ class TeiReranker:
     def __init__(
         self, url: str, *, timeout_s: float = 10.0, max_batch: int = 32, raw_scores: bool = False, breaker: CircuitBreaker | None = None
     ) -> None:
-        import httpx  # only when TEI is configured
-
-        self._client = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout_s)
+        self._client = unpooled_client(base_url=url.rstrip("/"), timeout=timeout_s)
         self._max_batch = max_batch
         self._raw = raw_scores
         self._breaker = breaker or CircuitBreaker()
@@ -104,7 +114,8 @@ class TeiReranker:
 
         try:
             resp = await request_bounded(
-                self._client, "POST", "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True}
+                self._client, "POST", "/rerank", json={"query": query, "texts": batch, "raw_scores": self._raw, "truncate": True},
+                limit=response_limit(_BYTES_PER_SCORE * len(batch)),
             )
             resp.raise_for_status()
             items = resp.json()
@@ -112,6 +123,8 @@ class TeiReranker:
         except httpx.HTTPError as exc:
             said = _tei_said(exc.response) if isinstance(exc, httpx.HTTPStatusError) else ""
             raise RerankError(f"TEI /rerank failed: {failure_text(exc)}{said}") from None  # httpx's text names the URL
+        except ResponseTooLarge as exc:
+            raise RerankError(f"TEI /rerank failed: {exc} for a batch of {len(batch)}") from exc
         # A body within the size limit may still be JSON nested past the parser's recursion, or
         # a number no float holds (a 400-digit score): the local model answers instead.
         except (ResponseRefused, ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from retrieval_server.backends.llm import Completion
+from retrieval_server.backends.llm import CHARS_PER_TOKEN, Completion
 from retrieval_server.ingest.chunker import STOP_ALONE
 
 #: after a stop: closing quotes or brackets, then citations ("... fails. [2]")
@@ -12,12 +12,6 @@ _CLOSE = r"[\"'”’)\]」』）]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*"
 # STOP_ALONE: without it, a Japanese answer cut short lost every sentence, none seen to end.
 _ENDS_A_SENTENCE = re.compile(rf"(?:[.!?]|{STOP_ALONE}){_CLOSE}\s*$")
 _SENTENCE_ENDS = re.compile(rf"[.!?]{_CLOSE}(?=\s)|{STOP_ALONE}{_CLOSE}")
-
-#: characters a token of a model's text spans at most in practice: English averages about 4, and
-#: the longest tokens of common vocabularies (runs of white space or punctuation) about 16. A model
-#: ignoring max_tokens wrote 7.9 MB (a degenerate repetition), past the response limit, and its
-#: check held the event loop for a minute: its text is cut at max_tokens times this.
-CHARS_PER_TOKEN = 16
 
 
 def within_budget(text: str, max_tokens: int) -> tuple[str, bool]:

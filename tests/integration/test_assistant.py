@@ -805,11 +805,11 @@ async def test_a_direct_answer_and_a_summary_stopped_at_max_tokens_lose_their_cu
 @pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
 async def test_a_model_ignoring_max_tokens_is_cut_at_what_they_can_hold(app: Application, streamed: bool) -> None:
     """A model ignoring max_tokens wrote 7.9 MB: a 27 MB response no default client reads, and its
-    check held the event loop for a minute. Its text is cut at ANSWER_MAX_TOKENS' worth of
-    characters, the stream closed there; its summary the same."""
+    check held the event loop for a minute. Its text (here one within the response's limit) is cut
+    at ANSWER_MAX_TOKENS' worth of characters, the stream closed there; its summary the same."""
     from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
 
-    runaway = "AuthSvc handles sign-in [1]. " * 20_000  # 580,000 characters, far past 64 tokens' worth
+    runaway = "AuthSvc handles sign-in [1]. " * 2_000  # 58,000 characters, far past 64 tokens' worth
 
     def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
         if body.get("stream"):

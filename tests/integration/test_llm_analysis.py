@@ -22,7 +22,7 @@ from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel, analyze
 from tests.support.clock import Clock
-from tests.support.http_servers import Sse, Streamed, Unsized, WithHeaders, json_server
+from tests.support.http_servers import Followed, Sse, Streamed, Unsized, WithHeaders, json_server
 
 QUERY = "How does RRF work and why is reranking slow?"
 #: A time limit a local model server meets on a busy machine (where the limit is not what is tested).
@@ -458,10 +458,65 @@ async def test_a_response_above_the_size_limit_is_a_failed_call(sent: str) -> No
             await model.close()
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
+async def test_a_response_is_read_only_to_what_max_tokens_can_return(streamed: bool) -> None:
+    """Every call was read to 8 MiB, whose JSON of small values took 210 MB once parsed and seconds
+    of the event loop. A call's limit is an envelope and 96 bytes a token (16 characters, each
+    escaped at worst): a text past it fails the call, a streamed event past it too; the same text
+    is read for a max_tokens that can hold it."""
+    text = "x" * 100_000
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if body.get("stream"):
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": text}, "finish_reason": "stop"}]})), (None, "[DONE]")])
+        return 200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+    async def ask(max_tokens: int) -> str:
+        if streamed:
+            return "".join([t async for t in model.stream("sys", "prompt", temperature=0.1, max_tokens=max_tokens)])
+        return await model.complete("sys", "prompt", temperature=0.1, max_tokens=max_tokens)
+
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match=r"above the limit of 67072 (bytes )?for max_tokens 16$"):
+                await ask(16)
+            assert await ask(1024) == text
+        finally:
+            await model.close()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
+async def test_a_response_sent_past_the_last_ones_end_is_no_later_callers_answer(streamed: bool) -> None:
+    """An upstream (or a proxy out of step with it) sent a second whole response right after
+    alice's: h11 held it, httpcore put the connection back in the pool (it asks only whether the
+    socket is readable), and the next call on it, bob's, was answered with it."""
+    leaked = {"choices": [{"message": {"role": "assistant", "content": "Alice's salary is 250,000 EUR [1]."}, "finish_reason": "stop"}]}
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        prompt = body["messages"][1]["content"]
+        if body.get("stream"):
+            return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": f"to {prompt}"}, "finish_reason": "stop"}]}))])
+        reply = {"choices": [{"message": {"role": "assistant", "content": f"to {prompt}"}, "finish_reason": "stop"}]}
+        return 200, Followed(reply, leaked) if prompt == "alice" else reply
+
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            assert await model.complete("sys", "alice", temperature=0.1) == "to alice"
+            if streamed:
+                assert "".join([t async for t in model.stream("sys", "bob", temperature=0.1)]) == "to bob"
+            else:
+                assert await model.complete("sys", "bob", temperature=0.1) == "to bob"
+        finally:
+            await model.close()
+    assert len(server.requests) == 2
+
+
 async def test_json_nested_past_the_parsers_depth_is_an_llm_error() -> None:
-    """A body within the size limit nested 100,000 deep raised RecursionError, which no model
+    """A body within the size limit nested 50,000 deep raised RecursionError, which no model
     consumer's fallback catches; in a 400 it also counted against the breaker, as no refusal."""
-    nested = b"[" * 100_000
+    nested = b"[" * 50_000
     replies = iter([
         (200, Streamed({"Content-Type": "application/json"}, [nested])),
         (400, Streamed({"Content-Type": "application/json"}, [b'{"error": ' + nested])),
@@ -920,6 +975,39 @@ async def test_a_failed_call_never_repeats_the_urls_password(caplog: pytest.LogC
     assert "retrying" in caplog.text and "S3cret" not in caplog.text
 
 
+#: an API key of no known shape: only its value tells it
+_KEY = "gw-7f3a9c1e5b2d4086"
+
+
+def _echoing(protocol: str, headers: dict[str, str]) -> Any:
+    """A provider's error, after a 200, that echoes the request's credentials (and a proxy's own)."""
+    said = (f"invalid request: authorization={headers.get('authorization')} x-api-key={headers.get('x-api-key')} "
+            f"x-goog-api-key={headers.get('x-goog-api-key')} upstream Bearer abc.def.ghi key sk-ant-api03-Zx9Yw8Vu7Ts6 AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q")
+    if protocol == "anthropic":
+        return Sse([("error", json.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": said}}))])
+    return Sse([(None, json.dumps({"error": {"code": 400, "message": said, "status": "INVALID_ARGUMENT"}}))])
+
+
+@pytest.mark.parametrize(("name", "cls", "prefix"), [(p[0], p[1], p[3]) for p in PROTOCOLS], ids=[p[0] for p in PROTOCOLS])
+async def test_a_providers_error_text_never_repeats_an_api_key(name: str, cls: Any, prefix: str) -> None:
+    """A server echoing the request's headers in its error put "Bearer sk-..." where callers read
+    the failure and in the log (answer generation logs it): the configured key's value, bearer
+    tokens and keys of OpenAI's, Anthropic's and Google's shapes are redacted from it."""
+    server_headers: list[dict[str, str]] = []
+    with json_server(lambda path, body: (200, _echoing(name, server_headers[-1]))) as server:
+        server_headers = server.headers
+        model = cls(server.url + prefix, "m", _KEY, timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError, match="invalid request") as err:
+                await _drained(model)
+        finally:
+            await model.close()
+    assert _KEY in json.dumps(server.headers[-1])  # the key was sent, and echoed
+    for secret in (_KEY, "abc.def", "Zx9Yw8", "A1b2C3d4"):
+        assert secret not in str(err.value), str(err.value)
+    assert "[redacted]" in str(err.value), str(err.value)
+
+
 async def _drained(model: OpenAICompatibleChat, prompt: str = "prompt") -> None:
     async for _ in model.stream("sys", prompt, temperature=0.1):
         pass
@@ -1157,9 +1245,9 @@ async def test_a_line_repeating_the_querys_own_line_is_no_echo_of_the_prompt(
 )
 async def test_a_model_ignoring_max_tokens_is_cut_to_the_whole_lines_they_hold(technique: str, expected: object) -> None:
     """A model that ignored max_tokens wrote a 6 MB rewrite: it replaced the query in every leg and
-    in Metrics.rewritten_query, and the response outgrew MAX_RESPONSE_BYTES. Its text keeps the
-    whole lines within 16 characters a token of max_tokens, and the cut is reported."""
-    runaway = "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?\n" + "RRF rank fusion " * 100_000
+    in Metrics.rewritten_query. Its text (here one within the response's limit) keeps the whole
+    lines within 16 characters a token of max_tokens, and the cut is reported."""
+    runaway = "How does RRF work in hybrid search?\nWhy is reranking with RRF slow?\n" + "RRF rank fusion " * 4_000
     reply = {"choices": [{"message": {"role": "assistant", "content": runaway}, "finish_reason": "stop"}]}
     with json_server(lambda path, body: (200, reply)) as server:
         model = OpenAICompatibleChat(server.url, "m", timeout_s=LOCAL_S, max_retries=0, backoff_s=0)

@@ -46,7 +46,7 @@ from retrieval_server.backends.embedder import BUNDLED_TOKENIZER
 from scoring_core.encoders import CrossEncoder
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.clock import Clock
-from tests.support.http_servers import Streamed, Unsized, json_server, tei_rerank, word_overlap
+from tests.support.http_servers import Followed, Streamed, Unsized, json_server, tei_rerank, word_overlap
 from tests.support.intercept import Intercepted
 
 ANON, ALICE, BOB, CAROL = Identity(), Identity("alice", Role.USER), Identity("bob", Role.USER), Identity("carol", Role.USER)
@@ -1583,6 +1583,26 @@ async def test_the_fallback_flag_is_the_answering_passs(app: Application, top_k:
     assert r.metrics.rerank_fallback_triggered is not retry_answers
 
 
+async def test_tei_scores_sent_past_the_last_responses_end_are_no_later_callers_scores() -> None:
+    """A second /rerank answer sent right after alice's (an upstream or proxy out of step) was
+    held on the pooled connection and read as bob's scores: the right count, valid indexes, every
+    check passed, and the pair cache kept them."""
+    scored = tei_rerank(word_overlap)
+    stale = [{"index": 0, "score": 0.01}, {"index": 1, "score": 0.99}]
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        status, ranked = scored(path, body)
+        return status, Followed(ranked, stale) if body["query"] == "alice" else ranked
+
+    with json_server(handle) as tei:
+        reranker = TeiReranker(tei.url)
+        try:
+            await reranker.rerank("alice", ["alice", "bob"])
+            assert await reranker.rerank("cats sleep", ["cats sleep long", "stock prices fell"]) == [1.0, 0.0]
+        finally:
+            await reranker.close()
+
+
 async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
     """Read up to MAX_RESPONSE_BYTES, sent with a length or without: then the call fails (the
     fused order or the local model answers instead), and the server's memory is not the limit."""
@@ -1591,12 +1611,31 @@ async def test_a_tei_response_above_the_size_limit_fails_the_rerank() -> None:
         await _tei_rerank_fails(lambda path, body: (200, reply), ["a"], max_batch=32, match="limit")  # noqa: B023
 
 
+async def test_a_tei_response_is_read_only_to_what_its_batch_can_take() -> None:
+    """Every call was read to 8 MiB, whose JSON of small values took 210 MB once parsed and half a
+    second of the event loop. A batch's limit is an envelope and 100 bytes a text: a padded answer
+    past it fails the rerank (the local model or the fused order answers instead); the same padding
+    in the answer of a batch of a thousand is read."""
+
+    def padded(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        status, ranked = tei_rerank(word_overlap, max_batch=1000)(path, body)
+        return status, [{**ranked[0], "padding": "x" * 100_000}, *ranked[1:]]
+
+    await _tei_rerank_fails(padded, ["a"], max_batch=32, match=r"above the limit of 65636 for a batch of 1$")
+    with json_server(padded) as tei:
+        client = TeiReranker(tei.url, max_batch=1000)
+        try:
+            assert len(await client.rerank("q", [f"t{i}" for i in range(1000)])) == 1000
+        finally:
+            await client.close()
+
+
 @pytest.mark.parametrize(
     "body",
     [
         b'[{"index": 0, "score": 1' + b"0" * 400 + b"}]",
         b'[{"index": 1e400, "score": 0.1}]',
-        b"[" * 100_000 + b"]" * 100_000,
+        b"[" * 30_000 + b"]" * 30_000,  # within a batch of one's limit
         b'[{"index": 0.0, "score": 0.1}]',
         b'[{"index": 0, "score": "0.1"}]',
     ],

@@ -2,7 +2,8 @@
 
 They run in a thread on 127.0.0.1 and record what they received. A handler answers JSON (with
 extra headers: :class:`WithHeaders`; without a length: :class:`Unsized`), Server-Sent Events
-(:class:`Sse`) as streaming LLM APIs do, or any bytes under any headers (:class:`Streamed`).
+(:class:`Sse`) as streaming LLM APIs do, or any bytes under any headers (:class:`Streamed`); or
+JSON followed by a second response nobody asked for yet (:class:`Followed`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,22 @@ class Streamed:
 
     headers: dict[str, str]
     chunks: Iterable[bytes]
+
+
+@dataclass(frozen=True)
+class Followed:
+    """A handler's JSON answer followed, in the same write, by ``extra``: a second whole HTTP/1.1
+    response nobody asked for yet, as an upstream or a proxy out of step with it sends one. The
+    connection stays open, its next request answered as any other."""
+
+    payload: Any
+    extra: Any
+
+
+def _http11(status: int, payload: Any) -> bytes:
+    data = json.dumps(payload).encode()
+    head = f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+    return head.encode() + data
 
 
 @dataclass
@@ -109,6 +126,11 @@ def json_server(handle: Handler) -> Iterator[LocalServer]:
                     pass
                 record.sent.append(sent)
                 self.close_connection = True
+                return
+            if isinstance(payload, Followed):
+                # One write: the client reads both at once, the second left past the first's end.
+                self.wfile.write(_http11(status, payload.payload) + _http11(200, payload.extra))
+                self.close_connection = False
                 return
             if isinstance(payload, Unsized):
                 self.send_response(status)
