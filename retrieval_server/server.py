@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2
 from retrieval_server import early_stop, event_loop
+from retrieval_server.api.admission import CallsPerPeer, admit
 from retrieval_server.api.audit import refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
@@ -163,8 +164,10 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
             *TRANSPORT_LIMITS,
         ],
     )
-    # Metrics first, so that refused calls are counted too; identity before any servicer runs.
+    # Admission first, so that no call holds a slot beyond its share or waiting for its request;
+    # then metrics, so that calls refused after are counted; identity before any servicer runs.
     edge = Edge([
+        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer)),
         GrpcMetricsLayer(app.metrics.grpc),
         reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request),
                            on_refused=refused),

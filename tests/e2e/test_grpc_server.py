@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -692,3 +693,74 @@ async def test_a_burst_past_one_connections_stream_cap_is_served_or_refused_unav
     async with AsyncRetrievalClient(live.target) as client:
         answers = await asyncio.gather(*(client.query("molten rock", top_k=2) for _ in range(calls)))
     assert [a.query for a in answers] == ["molten rock"] * calls
+
+
+def _raw(channel: grpc.aio.Channel, method: str, streaming_response: bool = False):  # type: ignore[no-untyped-def]
+    """``method`` called as a stream of requests: what a caller may send a unary method on the wire
+    (gRPC's clients never send it no message, or two)."""
+    make = channel.stream_stream if streaming_response else channel.stream_unary
+    return make(method, request_serializer=lambda m: m.SerializeToString(), response_deserializer=lambda raw: raw)
+
+
+async def test_unary_calls_that_send_no_message_are_refused_and_free_their_slot(tmp_path: Path) -> None:
+    """A unary call whose stream ended, or stayed open, with no message was never answered and held
+    a slot: 1,000 of them (headers alone, no credentials) refused every other caller until their
+    connections closed. Now one that ended is refused at once, one still open once
+    RETRIEVAL_REQUEST_READ_S has passed, and more of them than RETRIEVAL_MAX_CONCURRENT_CALLS leave
+    room for the next call."""
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_concurrent_calls": 2, "request_read_s": 0.01}))
+    never = asyncio.Event()
+
+    async def nothing() -> AsyncIterator[pb.HealthRequest]:
+        await never.wait()
+        yield pb.HealthRequest()
+
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        # A deadline, so that a call left unanswered fails the test instead of hanging it.
+        for method in ("/retrieval.v1.RetrievalService/Health", "/retrieval.v1.RetrievalService/Query", "/grpc.health.v1.Health/Check"):
+            for _ in range(3):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await _raw(channel, method)(iter(()), timeout=60)
+                assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "the request holds no message")
+        watch = _raw(channel, "/grpc.health.v1.Health/Watch", streaming_response=True)(iter(()), timeout=60)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await watch.read()
+        assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "the request holds no message")
+        for _ in range(3):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await _raw(channel, "/retrieval.v1.RetrievalService/Health")(nothing(), timeout=60)
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert err.value.details() == "the request message did not arrive within 0.01 s (RETRIEVAL_REQUEST_READ_S)"
+        assert (await pb_grpc.RetrievalServiceStub(channel).Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
+    finally:
+        never.set()
+        await channel.close()
+        await running.stop(1.0)
+
+
+async def test_a_second_message_of_a_unary_call_is_ignored_as_grpc_does(live: Live) -> None:
+    answer = await _raw(live.channel, "/retrieval.v1.RetrievalService/Health")(iter([pb.HealthRequest(), pb.HealthRequest()]))
+    assert pb.HealthResponse.FromString(answer).status == pb.SERVING_STATUS_SERVING
+
+
+async def test_calls_past_max_calls_per_peer_are_refused_naming_the_setting(tmp_path: Path) -> None:
+    """One address could take every one of RETRIEVAL_MAX_CONCURRENT_CALLS's slots, from as many
+    connections as it liked. Past RETRIEVAL_MAX_CALLS_PER_PEER of its calls at once, one more is
+    refused; loopback is one address, so the share of another is the counter's unit test."""
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_calls_per_peer": 2}))
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(2)]
+    try:
+        watches = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest()) for channel in channels]
+        for watch in watches:
+            assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await pb_grpc.RetrievalServiceStub(channels[0]).Query(pb.QueryRequest(query="molten rock"))
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.details() == "more than 2 calls at once from one address (RETRIEVAL_MAX_CALLS_PER_PEER): wait for one to end"
+        for watch in watches:
+            watch.cancel()
+    finally:
+        for channel in channels:
+            await channel.close()
+        await running.stop(1.0)
