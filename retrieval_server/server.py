@@ -29,6 +29,7 @@ from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
 from retrieval_server.config import Settings, bind_error, listen_address
 from retrieval_server.domain import ComponentState, InvalidArgument
+from retrieval_server.observability.logging import UNDECODABLE_HEADERS
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
 
@@ -173,6 +174,8 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
                            on_refused=refused),
         Authenticate(authenticator, on_refused=refused),
     ])
+    # A process serves one application; the count of its grpc log lines dropped goes to its metrics.
+    UNDECODABLE_HEADERS.count = app.metrics.undecodable_headers.inc
     register(RetrievalServicer(app), edge)
     health = _Health()
     health_pb2_grpc.add_HealthServicer_to_server(health, edge)
