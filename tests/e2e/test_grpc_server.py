@@ -798,3 +798,24 @@ async def test_header_values_not_utf8_are_counted_not_logged_line_by_line(tmp_pa
         assert len(summaries) <= 1  # at most one a minute: another test of the process may have written this minute's
     finally:
         await running.stop(1.0)
+
+
+#: BEL, ESC [31m (red), an OSC 52 sequence (which writes the clipboard), CSI (C1) and a line break
+_ESCAPING = "Ti\x07tle\x1b[31m \x1b]52;c;aGk=\x07\x9bend\n"
+
+
+@pytest.mark.parametrize("field", ["title", "url", "source", "metadata key", "metadata value"])
+async def test_a_callers_fields_served_in_every_hit_have_spaces_for_their_control_characters(live: Live, field: str) -> None:
+    """A file's title and a JSONL row's metadata were cleaned, the same text sent over gRPC stored
+    as sent: an admin's OSC 52 in a title reached every reader's terminal."""
+    doc_id = f"escaping-{field.replace(' ', '-')}"
+    sent = {"title": {"title": _ESCAPING}, "url": {"url": f"https://e.example/{_ESCAPING}"}, "source": {"source": _ESCAPING},
+            "metadata key": {"metadata": {_ESCAPING: "v"}}, "metadata value": {"metadata": {"note": _ESCAPING}}}[field]
+    await live.stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[_doc(doc_id, "Fjords are valleys the sea drowned.", **sent)]),
+                                    metadata=ADMIN)
+    found = await live.stub.Query(pb.QueryRequest(query="fjords drowned valleys", filters=pb.QueryFilters(document_ids=[doc_id])))
+    served = found.contexts[0].metadata
+    got = {"title": served.title, "url": served.url, "source": served.source, "metadata key": "".join(served.extra),
+           "metadata value": served.extra["note"] if "note" in served.extra else ""}[field]
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in got), repr(got)
+    assert "[31m" in got and "52;c;aGk=" in got
