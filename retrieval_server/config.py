@@ -109,6 +109,16 @@ class Settings(BaseSettings):
         description="calls in progress at once in a process, on every connection (streams and grpc.health.v1 included); one more is "
         "answered RESOURCE_EXHAUSTED at once",
     )
+    max_calls_per_peer: int = Field(
+        250, ge=1, le=1_000_000,
+        description="calls in progress at once from one peer address (every connection of it together); one more is answered "
+        "RESOURCE_EXHAUSTED naming this setting. Behind a proxy every caller shares its address: raise it to max_concurrent_calls there",
+    )
+    request_read_s: float = Field(
+        10.0, gt=0, le=3600,
+        description="how long a unary call's request message may take to arrive once the call opened; one later is answered "
+        "DEADLINE_EXCEEDED",
+    )
     stream_stall_s: float = Field(
         60.0, gt=0, le=3600, description="how long a StreamQuery message may wait for its reader to take it before the stream is given up",
     )
@@ -747,7 +757,7 @@ class Settings(BaseSettings):
 #: request, after the cache is read. Every other setting names the cache's namespace
 #: (:func:`answer_fingerprint`), so a new setting is taken to shape answers until listed here.
 DEPLOYMENT_SETTINGS = frozenset({
-    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "max_concurrent_calls", "stream_stall_s", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "worker_start_timeout_s", "read_only",
+    "host", "port", "grace_period_s", "max_message_mb", "max_response_bytes", "max_concurrent_calls", "max_calls_per_peer", "request_read_s", "stream_stall_s", "workers", "inference_lanes", "processes", "worker_heartbeat_s", "worker_start_timeout_s", "read_only",
     "metrics_enabled", "health_port", "health_interval_s", "metrics_port", "log_level", "log_format", "event_loop", "metrics_host",
     "metrics_tls", "tls_cert", "tls_key", "tls_client_ca", "auth_mode", "allow_unauthenticated_remote",
     "jwt_secret", "jwt_jwks_file", "jwt_jwks_url", "jwt_issuer", "jwt_audience", "jwt_algorithms", "jwt_user_claim",

@@ -477,6 +477,14 @@ class ResourceExhausted(ServiceError):
     """A resource the request needs is used up (free disk space below the floor)."""
 
 
+class TooManyCalls(ServiceError):
+    """The caller's address has as many calls in flight as one may (RETRIEVAL_MAX_CALLS_PER_PEER)."""
+
+
+class RequestNotRead(ServiceError):
+    """A unary call's request message did not arrive within RETRIEVAL_REQUEST_READ_S."""
+
+
 class StreamStalled(ServiceError):
     """A stream's caller took none of its next message within the stall bound (RETRIEVAL_STREAM_STALL_S)."""
 

@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from retrieval.v1 import retrieval_pb2
 from retrieval_server import early_stop, event_loop
+from retrieval_server.api.admission import CallsPerPeer, admit
 from retrieval_server.api.audit import refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
@@ -28,6 +29,7 @@ from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
 from retrieval_server.config import Settings, bind_error, listen_address
 from retrieval_server.domain import ComponentState, InvalidArgument
+from retrieval_server.observability.logging import UNDECODABLE_HEADERS
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
 
@@ -163,13 +165,17 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
             *TRANSPORT_LIMITS,
         ],
     )
-    # Metrics first, so that refused calls are counted too; identity before any servicer runs.
+    # Admission first, so that no call holds a slot beyond its share or waiting for its request;
+    # then metrics, so that calls refused after are counted; identity before any servicer runs.
     edge = Edge([
+        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer)),
         GrpcMetricsLayer(app.metrics.grpc),
         reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request),
                            on_refused=refused),
         Authenticate(authenticator, on_refused=refused),
     ])
+    # A process serves one application; the count of its grpc log lines dropped goes to its metrics.
+    UNDECODABLE_HEADERS.count = app.metrics.undecodable_headers.inc
     register(RetrievalServicer(app), edge)
     health = _Health()
     health_pb2_grpc.add_HealthServicer_to_server(health, edge)

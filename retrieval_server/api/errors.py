@@ -30,8 +30,10 @@ from retrieval_server.domain import (
     ReadOnly,
     ResourceExhausted,
     ServiceError,
+    RequestNotRead,
     StreamStalled,
     TimedOut,
+    TooManyCalls,
     Unauthenticated,
     Unavailable,
 )
@@ -52,6 +54,9 @@ _MAPPING: dict[type[ServiceError], tuple[grpc.StatusCode, str, float | None]] = 
     Unavailable: (grpc.StatusCode.UNAVAILABLE, "BACKEND_UNAVAILABLE", 1.0),
     TimedOut: (grpc.StatusCode.UNAVAILABLE, "BACKEND_TIMEOUT", None),
     DeadlineExceeded: (grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_TOO_SHORT", None),
+    # A call of the same address ends within a second or so, as a rule: a retry then finds room.
+    TooManyCalls: (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_CALLS", 1.0),
+    RequestNotRead: (grpc.StatusCode.DEADLINE_EXCEEDED, "REQUEST_NOT_READ", None),
 }
 
 

@@ -84,7 +84,7 @@ from retrieval_server.identifiers import (
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
 from retrieval_server.knowledge import DocumentGraph
-from retrieval_server.ingest.loaders import MAX_ROW_ERRORS, LoadError, LoadedDocument, load
+from retrieval_server.ingest.loaders import MAX_ROW_ERRORS, LoadError, LoadedDocument, load, metadata_without_controls, without_controls
 from scoring_core.encoders import Interrupted
 
 log = logging.getLogger(__name__)
@@ -497,12 +497,14 @@ class Indexer:
             # Checked as sent first: composing makes a lone surrogate U+FFFD, which the caller's
             # field (a file name that is not UTF-8) is refused for instead.
             check_descriptive_fields(loaded.title, src.url, src.source or src.name, src.metadata)
-            metadata = composed_metadata(src.metadata)
+            # Control characters as spaces, as in a file's title and a JSONL row's metadata: every
+            # hit carries these back to whoever reads it, whose terminal obeyed them.
+            metadata = composed_metadata(metadata_without_controls(src.metadata))
             doc = Document(
                 document_id=loaded.document_id,
                 title=loaded.title,
-                url=composed(src.url) or loaded.url,
-                source=composed(src.source or src.name),
+                url=without_controls(composed(src.url)) or loaded.url,
+                source=without_controls(composed(src.source or src.name)),
                 access=src.access,
                 owner_id=owner,
                 metadata={**loaded.metadata, **metadata},

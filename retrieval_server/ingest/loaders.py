@@ -8,7 +8,7 @@ import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -75,15 +75,30 @@ def _document_id(src: DocumentSource) -> str:
     return _stem(src.name)
 
 
-#: control characters (Unicode's Cc: C0, DEL, C1) as spaces: a title, or a JSONL row's metadata,
-#: is carried back in every hit as it is stored, and one holding ESC [31m, BEL or an OSC 52
-#: sequence (which writes the clipboard) was obeyed by the terminal of whoever printed it
+#: control characters (Unicode's Cc: C0, DEL, C1) as spaces: a title, a url, a source and the
+#: metadata are carried back in every hit as they are stored, and one holding ESC [31m, BEL or an
+#: OSC 52 sequence (which writes the clipboard) was obeyed by the terminal of whoever printed it
 _CONTROLS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], " ")
+
+
+def without_controls(text: str) -> str:
+    """``text`` with its control characters spaces (:data:`_CONTROLS`)."""
+    return text.translate(_CONTROLS)
+
+
+def metadata_without_controls(metadata: Mapping[str, str]) -> dict[str, str]:
+    """``metadata``'s keys and values :func:`without_controls`. ValueError when two keys are one
+    once cleaned: one value would be dropped without a word."""
+    out = {without_controls(k): without_controls(v) for k, v in metadata.items()}
+    if len(out) < len(metadata):
+        same = sorted(k for k in metadata if k != without_controls(k))
+        raise ValueError(f"metadata keys {same[:3]} are other keys once their control characters are spaces: send each key once")
+    return out
 
 
 def _one_line_title(title: str) -> str:
     """``title`` on one line, its control characters spaces (:data:`_CONTROLS`)."""
-    return one_line(title.translate(_CONTROLS))
+    return one_line(without_controls(title))
 
 
 def _found_title(title: object) -> str:
@@ -101,9 +116,10 @@ def _found_title(title: object) -> str:
 
 
 def _title(src: DocumentSource, found: str = "") -> str:
-    """The caller's title on one line, else the file's own (``found``), else its name without its
-    extension: a caller's title of white space alone was stored, over the file's."""
-    return one_line(src.title) or found or _stem(src.name)
+    """The caller's title on one line, its control characters spaces as a file's are, else the
+    file's own (``found``), else its name without its extension: a caller's title of white space
+    alone was stored, over the file's."""
+    return _one_line_title(src.title) or found or _stem(src.name)
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
+from collections.abc import Callable
 
 from opentelemetry import trace
+
+log = logging.getLogger(__name__)
 
 
 #: what a LogRecord holds of its own: anything else came with ``extra=``
@@ -56,6 +60,59 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+#: the logger grpc's Cython layer logs through, and how it starts its line on a header value
+#: that is not UTF-8 (grpc_string.pyx.pxi's ``_decode``)
+GRPC_CYTHON_LOGGER = "grpc._cython.cygrpc"
+_INVALID_ENCODING = "Invalid encoding on "
+#: the least time between two lines counting such values
+UNDECODABLE_SUMMARY_S = 60.0
+
+
+class UndecodableHeaders(logging.Filter):
+    """Drops grpc's "Invalid encoding on" records, counting them, with at most one line a
+    ``interval_s`` saying how many there were.
+
+    grpc logs each header value that is not UTF-8 twice, as an exception: 3 calls of 30,000 such
+    values (90 KB on the wire, HPACK sending a repeated header in a byte) made 180,000 tracebacks,
+    70 MB of log, and held the event loop, every caller's Health 11 s, for a caller without
+    credentials. A logger's filter runs before any handler, so the traceback is never formatted;
+    the line is written by whichever record comes once the interval has passed, so no task is
+    needed to write it."""
+
+    def __init__(self, interval_s: float = UNDECODABLE_SUMMARY_S) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        #: told of each record dropped (the server's retrieval_undecodable_header_values_total)
+        self.count: Callable[[], None] | None = None
+        self._unlogged = 0
+        self._logged_at = -math.inf
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (isinstance(record.msg, str) and record.msg.startswith(_INVALID_ENCODING)):
+            return True
+        if self.count is not None:
+            self.count()
+        self._unlogged += 1
+        now = time.monotonic()
+        if now - self._logged_at >= self.interval_s:
+            self._logged_at = now
+            log.warning("gRPC read header values that are not UTF-8 as Latin-1, its log lines about them dropped",
+                        extra={"values": self._unlogged, "interval_s": self.interval_s})
+            self._unlogged = 0
+        return False
+
+
+#: the process's one filter on grpc's logger (:func:`filter_undecodable_headers`)
+UNDECODABLE_HEADERS = UndecodableHeaders()
+
+
+def filter_undecodable_headers() -> None:
+    """Put :data:`UNDECODABLE_HEADERS` on grpc's logger, once."""
+    grpc_logger = logging.getLogger(GRPC_CYTHON_LOGGER)
+    if UNDECODABLE_HEADERS not in grpc_logger.filters:
+        grpc_logger.addFilter(UNDECODABLE_HEADERS)
+
+
 def configure(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
@@ -69,6 +126,7 @@ def configure(level: str, fmt: str) -> None:
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.getLevelName(level), logging.WARNING))
     logging.getLogger("retrieval_server").setLevel(level)
+    filter_undecodable_headers()
     # Libraries' warnings (qdrant-client's "Api key is used with an insecure connection") went to
     # stderr as plain text among the JSON lines: they are log records like any other.
     logging.captureWarnings(True)

@@ -68,6 +68,10 @@ class ServiceMetrics:
         self.events_buffered = Gauge(
             "retrieval_events_buffered", "RetrievalCompleted events waiting to be published", registry=r, multiprocess_mode="livesum"
         )
+        self.undecodable_headers = Counter(
+            "retrieval_undecodable_header_values",
+            "header values not UTF-8 that gRPC logged (read as Latin-1), their log lines dropped", registry=r,
+        )
         self._http: WSGIServer | None = None
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -692,3 +694,128 @@ async def test_a_burst_past_one_connections_stream_cap_is_served_or_refused_unav
     async with AsyncRetrievalClient(live.target) as client:
         answers = await asyncio.gather(*(client.query("molten rock", top_k=2) for _ in range(calls)))
     assert [a.query for a in answers] == ["molten rock"] * calls
+
+
+def _raw(channel: grpc.aio.Channel, method: str, streaming_response: bool = False):  # type: ignore[no-untyped-def]
+    """``method`` called as a stream of requests: what a caller may send a unary method on the wire
+    (gRPC's clients never send it no message, or two)."""
+    make = channel.stream_stream if streaming_response else channel.stream_unary
+    return make(method, request_serializer=lambda m: m.SerializeToString(), response_deserializer=lambda raw: raw)
+
+
+async def test_unary_calls_that_send_no_message_are_refused_and_free_their_slot(tmp_path: Path) -> None:
+    """A unary call whose stream ended, or stayed open, with no message was never answered and held
+    a slot: 1,000 of them (headers alone, no credentials) refused every other caller until their
+    connections closed. Now one that ended is refused at once, one still open once
+    RETRIEVAL_REQUEST_READ_S has passed, and more of them than RETRIEVAL_MAX_CONCURRENT_CALLS leave
+    room for the next call."""
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_concurrent_calls": 2, "request_read_s": 0.01}))
+    never = asyncio.Event()
+
+    async def nothing() -> AsyncIterator[pb.HealthRequest]:
+        await never.wait()
+        yield pb.HealthRequest()
+
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)])
+    try:
+        # A deadline, so that a call left unanswered fails the test instead of hanging it.
+        for method in ("/retrieval.v1.RetrievalService/Health", "/retrieval.v1.RetrievalService/Query", "/grpc.health.v1.Health/Check"):
+            for _ in range(3):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await _raw(channel, method)(iter(()), timeout=60)
+                assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "the request holds no message")
+        watch = _raw(channel, "/grpc.health.v1.Health/Watch", streaming_response=True)(iter(()), timeout=60)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await watch.read()
+        assert (err.value.code(), err.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "the request holds no message")
+        for _ in range(3):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await _raw(channel, "/retrieval.v1.RetrievalService/Health")(nothing(), timeout=60)
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert err.value.details() == "the request message did not arrive within 0.01 s (RETRIEVAL_REQUEST_READ_S)"
+        assert (await pb_grpc.RetrievalServiceStub(channel).Health(pb.HealthRequest())).status == pb.SERVING_STATUS_SERVING
+    finally:
+        never.set()
+        await channel.close()
+        await running.stop(1.0)
+
+
+async def test_a_second_message_of_a_unary_call_is_ignored_as_grpc_does(live: Live) -> None:
+    answer = await _raw(live.channel, "/retrieval.v1.RetrievalService/Health")(iter([pb.HealthRequest(), pb.HealthRequest()]))
+    assert pb.HealthResponse.FromString(answer).status == pb.SERVING_STATUS_SERVING
+
+
+async def test_calls_past_max_calls_per_peer_are_refused_naming_the_setting(tmp_path: Path) -> None:
+    """One address could take every one of RETRIEVAL_MAX_CONCURRENT_CALLS's slots, from as many
+    connections as it liked. Past RETRIEVAL_MAX_CALLS_PER_PEER of its calls at once, one more is
+    refused; loopback is one address, so the share of another is the counter's unit test."""
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_calls_per_peer": 2}))
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(2)]
+    try:
+        watches = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest()) for channel in channels]
+        for watch in watches:
+            assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await pb_grpc.RetrievalServiceStub(channels[0]).Query(pb.QueryRequest(query="molten rock"))
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.details() == "more than 2 calls at once from one address (RETRIEVAL_MAX_CALLS_PER_PEER): wait for one to end"
+        for watch in watches:
+            watch.cancel()
+    finally:
+        for channel in channels:
+            await channel.close()
+        await running.stop(1.0)
+
+
+async def test_header_values_not_utf8_are_counted_not_logged_line_by_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """grpc logs each header value that is not UTF-8 twice, with a traceback: 3 calls of 30,000
+    such values (90 KB sent) made 180,000 log lines and held every caller's calls 11 s."""
+    from retrieval_server.observability.logging import GRPC_CYTHON_LOGGER, filter_undecodable_headers
+    from tests.support.http2 import END_STREAM, HEADERS, Http2Caller
+
+    filter_undecodable_headers()  # as configure() does
+    running = await start_server(e2e_settings(tmp_path))
+    values = 1_000
+
+    def call() -> None:
+        caller = Http2Caller(running.port)
+        try:
+            stream = caller.call("/retrieval.v1.RetrievalService/Health", b"", [(b"x-junk", b"\xff\xfe")] * values)
+            while True:  # until its trailers
+                kind, flags, on, _ = caller.read_frame()
+                if on == stream and kind == HEADERS and flags & END_STREAM:
+                    return
+        finally:
+            caller.close()
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            await asyncio.to_thread(call)
+        counted = running.app.metrics.registry.get_sample_value("retrieval_undecodable_header_values_total")
+        assert counted is not None and counted >= values
+        assert [r for r in caplog.records if r.name == GRPC_CYTHON_LOGGER] == []
+        summaries = [r for r in caplog.records if "not UTF-8" in r.getMessage()]
+        assert len(summaries) <= 1  # at most one a minute: another test of the process may have written this minute's
+    finally:
+        await running.stop(1.0)
+
+
+#: BEL, ESC [31m (red), an OSC 52 sequence (which writes the clipboard), CSI (C1) and a line break
+_ESCAPING = "Ti\x07tle\x1b[31m \x1b]52;c;aGk=\x07\x9bend\n"
+
+
+@pytest.mark.parametrize("field", ["title", "url", "source", "metadata key", "metadata value"])
+async def test_a_callers_fields_served_in_every_hit_have_spaces_for_their_control_characters(live: Live, field: str) -> None:
+    """A file's title and a JSONL row's metadata were cleaned, the same text sent over gRPC stored
+    as sent: an admin's OSC 52 in a title reached every reader's terminal."""
+    doc_id = f"escaping-{field.replace(' ', '-')}"
+    sent = {"title": {"title": _ESCAPING}, "url": {"url": f"https://e.example/{_ESCAPING}"}, "source": {"source": _ESCAPING},
+            "metadata key": {"metadata": {_ESCAPING: "v"}}, "metadata value": {"metadata": {"note": _ESCAPING}}}[field]
+    await live.stub.IngestDocuments(pb.IngestDocumentsRequest(documents=[_doc(doc_id, "Fjords are valleys the sea drowned.", **sent)]),
+                                    metadata=ADMIN)
+    found = await live.stub.Query(pb.QueryRequest(query="fjords drowned valleys", filters=pb.QueryFilters(document_ids=[doc_id])))
+    served = found.contexts[0].metadata
+    got = {"title": served.title, "url": served.url, "source": served.source, "metadata key": "".join(served.extra),
+           "metadata value": served.extra["note"] if "note" in served.extra else ""}[field]
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in got), repr(got)
+    assert "[31m" in got and "52;c;aGk=" in got

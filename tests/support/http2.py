@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Sequence
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS = 0x0, 0x1, 0x3, 0x4
@@ -17,9 +18,9 @@ def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
 
 
-def _literal(name: str, value: str) -> bytes:
+def _literal(name: str | bytes, value: str | bytes) -> bytes:
     """One HPACK header, literal and not indexed (RFC 7541 6.2.2); names and values under 127 bytes."""
-    n, v = name.encode(), value.encode()
+    n, v = (x.encode() if isinstance(x, str) else x for x in (name, value))
     assert len(n) < 127 and len(v) < 127
     return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
 
@@ -41,11 +42,12 @@ class Http2Caller:
                 self._sock.sendall(_frame(SETTINGS, ACK, 0))
                 return
 
-    def call(self, path: str, message: bytes) -> int:
-        """Send a unary request on a new stream; its id."""
+    def call(self, path: str, message: bytes, metadata: Sequence[tuple[bytes, bytes]] = ()) -> int:
+        """Send a unary request on a new stream, with ``metadata`` as sent (gRPC's clients send no
+        value that is not ASCII); its id."""
         stream, self._next_stream = self._next_stream, self._next_stream + 2
         headers = b"".join(_literal(k, v) for k, v in ((":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "localhost"),
-                                                        ("content-type", "application/grpc"), ("te", "trailers")))
+                                                        ("content-type", "application/grpc"), ("te", "trailers"), *metadata))
         self._sock.sendall(_frame(HEADERS, END_HEADERS, stream, headers) + _frame(DATA, END_STREAM, stream, b"\x00" + struct.pack(">I", len(message)) + message))
         return stream
 

@@ -495,3 +495,12 @@ def test_markdown_files_inline_in_any_form_are_no_text() -> None:
                  f"Logo below. <img src=data:image/png;base64,{blob}> After."):
         page = load(_src("m.md", text)).documents[0].pages[0].text
         assert blob[:40] not in page and page.startswith("Logo below.") and page.rstrip().endswith("After."), text[:40]
+
+
+def test_metadata_keys_that_are_one_once_their_control_characters_are_spaces_are_refused() -> None:
+    """One value of the two would have been dropped without a word."""
+    from retrieval_server.ingest.loaders import metadata_without_controls
+
+    assert metadata_without_controls({"team\x1b": "a\x07b"}) == {"team ": "a b"}
+    with pytest.raises(ValueError, match=r"metadata keys \['team\\x1b'\] are other keys once their control characters are spaces"):
+        metadata_without_controls({"team\x1b": "a", "team ": "b"})

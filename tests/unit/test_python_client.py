@@ -333,21 +333,25 @@ def test_a_file_is_read_within_its_limit_only(tmp_path: Path) -> None:
         document_from_file(tmp_path)
 
 
-async def test_a_tls_file_that_holds_no_pem_certificate_is_refused_naming_it(tmp_path: Path) -> None:
-    """gRPC read it as no certificate: lines of its C core, then every call UNAVAILABLE naming no file."""
+async def test_a_tls_file_that_holds_no_pem_certificate_or_key_is_refused_naming_it(tmp_path: Path) -> None:
+    """gRPC read a CA or certificate file of anything else as no certificate (lines of its C core),
+    and a key file as a key that fails the handshake: every call UNAVAILABLE naming no file, after
+    a second of retries. Refused as the Tls is made, as the Go and TypeScript clients refuse them."""
     from retrieval_client import Tls
     from tests.support.pki import Authority
 
     authority = Authority(tmp_path / "ca", "test CA")
     issued = authority.issue("client", client=True)
     (garbage := tmp_path / "bad.pem").write_text("garbage\n")
-    for tls, field in ((Tls(ca=garbage), "Tls.ca"), (Tls(ca=authority.ca, cert=garbage, key=issued.key), "Tls.cert")):
-        refusal = re.escape(f"{field} {garbage} holds no PEM certificate")
-        with pytest.raises(ValueError, match=refusal):
-            RetrievalClient(NOWHERE, tls=tls)
-        with pytest.raises(ValueError, match=refusal):
-            AsyncRetrievalClient(NOWHERE, tls=tls)
-    RetrievalClient(NOWHERE, tls=Tls(ca=authority.ca, cert=issued.cert, key=issued.key)).close()
+    for files, field, holds in (({"ca": garbage}, "Tls.ca", "PEM certificate"),
+                                ({"ca": authority.ca, "cert": garbage, "key": issued.key}, "Tls.cert", "PEM certificate"),
+                                ({"ca": authority.ca, "cert": issued.cert, "key": garbage}, "Tls.key", "PEM private key"),
+                                ({"ca": authority.ca, "cert": issued.cert, "key": issued.cert}, "Tls.key", "PEM private key")):
+        with pytest.raises(ValueError, match=re.escape(f"{field} {files.get(field[4:])} holds no {holds}")):
+            Tls(**files)
+    tls = Tls(ca=authority.ca, cert=issued.cert, key=issued.key)
+    RetrievalClient(NOWHERE, tls=tls).close()
+    await AsyncRetrievalClient(NOWHERE, tls=tls).close()
 
 
 def test_the_package_loads_its_names_on_first_use_and_lists_them() -> None:

@@ -149,12 +149,17 @@ class Tls:
     key: Path | str | None = None
     server_name: str | None = None
 
+    def __post_init__(self) -> None:
+        # The files are checked as the Tls is made, as the Go and TypeScript clients check theirs:
+        # read only by the first call, a bad one failed every call UNAVAILABLE naming no file.
+        self.credentials()
+
     def credentials(self) -> grpc.ChannelCredentials:
         if (self.cert is None) != (self.key is None):
             raise ValueError("a client certificate needs its key, and a key its certificate")
         return grpc.ssl_channel_credentials(
             root_certificates=_pem_certificates(self.ca, "Tls.ca") if self.ca else None,
-            private_key=Path(self.key).read_bytes() if self.key else None,
+            private_key=_pem_key(self.key, "Tls.key") if self.key else None,
             certificate_chain=_pem_certificates(self.cert, "Tls.cert") if self.cert else None,
         )
 
@@ -168,6 +173,19 @@ def _pem_certificates(path: Path | str, field: str) -> bytes:
     data = Path(path).read_bytes()
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise ValueError(f"{field} {path} holds no PEM certificate (a -----BEGIN CERTIFICATE----- block)")
+    return data
+
+
+#: the start of a PEM private key of any kind (PKCS#8, RSA, EC, ENCRYPTED), as the TypeScript client's PEM_PRIVATE_KEY
+_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")
+
+
+def _pem_key(path: Path | str, field: str) -> bytes:
+    """The file's bytes, which must hold a PEM private key: gRPC failed every call UNAVAILABLE
+    "Failed to create security handshaker", naming no file, after a second of retries."""
+    data = Path(path).read_bytes()
+    if not _PEM_PRIVATE_KEY.search(data):
+        raise ValueError(f"{field} {path} holds no PEM private key (a -----BEGIN ... PRIVATE KEY----- block)")
     return data
 
 
