@@ -39,6 +39,26 @@ def test_children_stay_inside_their_parent_and_overlap(chunker: Chunker) -> None
     assert any(same_parent[i + 1].content.startswith(first_sentences[i + 1]) and first_sentences[i + 1] in same_parent[i].content for i in range(len(same_parent) - 1))
 
 
+def test_no_child_is_only_the_overlap_of_the_one_before(chunker: Chunker) -> None:
+    """Short sentences then one that does not fit beside their overlap: the next window held the
+    overlap alone, a copy of the previous child's tail, embedded and searched twice."""
+    from hypothesis import given, settings, strategies as st
+
+    sentences = st.sampled_from(["Short one.", "A few more words here.", "This sentence is a good deal longer than the short ones are.",
+                                 " ".join(f"item{i}" for i in range(10)) + ".", "Tiny."])
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(sentences, min_size=2, max_size=30))
+    def distinct(parts: list[str]) -> None:
+        # Numbered, so that a sentence said twice is not found in a child that holds its first saying.
+        _, children = chunker.chunk("doc", [(0, " ".join(f"N{i} {p}" for i, p in enumerate(parts)))])
+        for a, b in zip(children, children[1:]):
+            if a.parent_chunk_id == b.parent_chunk_id:
+                assert b.content not in a.content, (a.content, b.content)
+
+    distinct()
+
+
 def test_ids_are_stable_and_ordered(chunker: Chunker) -> None:
     a = chunker.chunk("doc", [(0, _text(30))])
     b = chunker.chunk("doc", [(0, _text(30))])
