@@ -183,8 +183,11 @@ def _key_set(data: Any, weak: Callable[[str], None]) -> KeySet:
             continue
         try:
             parsed = jwt.PyJWK(jwk)
-        except (jwt.PyJWTError, KeyError, TypeError, ValueError):
-            continue  # one PyJWT does not verify with (an encryption key's RSA-OAEP): skipped, as PyJWKSet does
+        except (jwt.PyJWTError, KeyError, TypeError, ValueError, NotImplementedError):
+            # One PyJWT does not verify with (an encryption key's RSA-OAEP): skipped, as PyJWKSet
+            # does. NotImplementedError is PyJWT's for "alg": "none", which escaped every handler:
+            # calls failed INTERNAL, or a fetched JWKS was thrown away with the new keys it brought.
+            continue
         if problem := parsed.Algorithm.check_key_length(parsed.key):
             weak(f"key '{jwk.get('kid')}': {problem}")
             continue

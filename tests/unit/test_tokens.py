@@ -311,3 +311,48 @@ async def test_an_rsa_key_under_2048_bits_verifies_nothing(tmp_path: Path, caplo
 
     with pytest.raises(Unauthenticated):
         await TokenVerifier(WeakKey(), ("RS256",), issuer=None, audience=None, leeway_s=30).verify(jwt.encode(payload, weak, "RS256"))
+
+
+async def test_a_jwk_pyjwt_cannot_build_is_skipped_like_any_other_unusable_key(tmp_path: Path) -> None:
+    """PyJWK raises NotImplementedError for a JWK of "alg": "none", which no handler caught: with a
+    JWKS file every call failed INTERNAL, a fetched JWKS was thrown away whole (the rotated key it
+    brought never learned), and the start-up failed with a bare exception naming no setting."""
+    import json
+
+    import jwt
+
+    from retrieval_server.api.tokens import JwksFile, TokenVerifier
+    from retrieval_server.config import ConfigError, load_settings
+    from tests.support.tokens import AUDIENCE, ISSUER, claims
+
+    keys = RsaKeys()
+    keys.add("k1")
+    keys.add("k2")
+    good = keys.jwks()["keys"]
+    odd = {**good[1], "kid": "legacy", "alg": "none"}
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [*good, odd]}))
+    assert load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_jwks_file=path).jwt_jwks_file == path
+    path.write_text(json.dumps({"keys": [odd]}))
+    with pytest.raises(ConfigError, match=f"RETRIEVAL_JWT_JWKS_FILE '{path}' cannot be read as a JWKS: .*no key in it is one PyJWT can use"):
+        load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_jwks_file=path)
+
+    path.write_text(json.dumps({"keys": good[:1]}))
+    verifier = TokenVerifier(JwksFile(path), ("RS256",), issuer=ISSUER, audience=AUDIENCE, leeway_s=30)
+    assert (await verifier.verify(keys.sign(claims("alice"), "k1")))["sub"] == "alice"
+    path.write_text(json.dumps({"keys": [*good, odd]}))  # another size: read again
+    assert (await verifier.verify(keys.sign(claims("bob"), "k2")))["sub"] == "bob"
+    with pytest.raises(Unauthenticated) as refused:
+        await verifier.verify(jwt.encode(claims("carol"), keys.keys["k2"], "RS256", headers={"kid": "legacy"}))  # the odd key verifies nothing
+    assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+    await verifier.close()
+
+    served = {"keys": good[:1]}
+    with get_json_server(lambda: served) as idp:
+        verifier = TokenVerifier(JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0), ("RS256",), issuer=ISSUER, audience=AUDIENCE, leeway_s=30)
+        try:
+            assert (await verifier.verify(keys.sign(claims("alice"), "k1")))["sub"] == "alice"
+            served["keys"] = [*good, odd]
+            assert (await verifier.verify(keys.sign(claims("bob"), "k2")))["sub"] == "bob"  # an unknown kid: fetched, and learned
+        finally:
+            await verifier.close()
