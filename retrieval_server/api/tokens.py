@@ -224,8 +224,11 @@ def _unknown_key() -> Unauthenticated:
 
 
 def _stamp(st: os.stat_result) -> Hashable:
-    """What tells one version of a file from another."""
-    return st.st_mtime, st.st_size
+    """What tells one version of a file from another. The modification time and size alone missed a
+    file of the same size written within one tick of the clock (``st_mtime`` a float, coarser than
+    the file system's nanoseconds), or replaced with its times set back: a file renamed over it (how
+    keys are rotated) is another inode."""
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 class JwksFile:
@@ -276,8 +279,8 @@ class JwksFile:
         return keys
 
     def version(self) -> Hashable | None:
-        """The file's modification time and size (one ``stat``): a replaced file is another version;
-        None while the file is deleted."""
+        """The file's modification time, size and inode (one ``stat``): a replaced file is another
+        version; None while the file is deleted."""
         try:
             self._load()
         except (OSError, ValueError):

@@ -205,6 +205,29 @@ async def test_a_replaced_jwks_file_is_another_version_and_revokes_what_its_old_
     assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
 
 
+async def test_a_jwks_file_replaced_by_one_of_the_same_size_and_times_is_another_version(tmp_path: Path) -> None:
+    """The file's version was its modification time and size: a file of the same size renamed over
+    it with the old times (or written within one tick) was not read, its old keys kept."""
+    import os
+
+    old, new = RsaKeys(), RsaKeys()
+    old.add("k1")
+    new.add("k2")
+    path, replacement = tmp_path / "jwks.json", tmp_path / "jwks.json.new"
+    path.write_text(json.dumps(old.jwks()))
+    replacement.write_text(json.dumps(new.jwks()))
+    before = path.stat()
+    assert replacement.stat().st_size == before.st_size
+    source = JwksFile(path)
+    verifier = _verifier(source, Clock(time.time()))
+    token = old.sign(claims("alice"), "k1")
+    assert (await verifier.verify(token))["sub"] == "alice"
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, path)
+    assert await _refused(verifier, token) == "TOKEN_KEY_UNKNOWN"
+    assert (await verifier.verify(new.sign(claims("alice"), "k2")))["sub"] == "alice"
+
+
 def _refused(verifier: TokenVerifier, token: str) -> Any:
     async def refusal() -> str:
         with pytest.raises(Unauthenticated) as refused:
