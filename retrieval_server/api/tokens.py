@@ -305,10 +305,13 @@ class JwksUrl:
         #: how many times a fetch brought another key set
         self._changes = 0
 
-    async def _refresh(self) -> None:
+    async def _refresh(self, every: float) -> None:
+        """Fetch the keys unless the last fetch is younger than ``every``: ``min_refresh_s`` for an
+        unknown kid, ``cache_s`` for keys that aged (held to ``min_refresh_s`` too, keys an identity
+        provider dropped were trusted for ``min_refresh_s`` when that is the longer)."""
         async with self._lock:
             now = self._clock()
-            if self._fetched_at is not None and now - self._fetched_at < self._min_refresh_s:
+            if self._fetched_at is not None and now - self._fetched_at < every:
                 return  # another caller just fetched, or a fetch is rate-limited
             self._fetched_at = now
             try:
@@ -334,13 +337,13 @@ class JwksUrl:
 
     async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         if self._keys is None:
-            await self._refresh()  # nothing to answer with yet (rate-limited after a failed fetch)
+            await self._refresh(self._min_refresh_s)  # nothing to answer with yet (rate-limited after a failed fetch)
         elif self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
             if self._background is None or self._background.done():
-                self._background = asyncio.create_task(self._refresh())
+                self._background = asyncio.create_task(self._refresh(self._cache_s))
         keys = _fitting(self._keys, kid, alg)
         if not keys:
-            await self._refresh()  # a rotated key: fetch again (rate-limited)
+            await self._refresh(self._min_refresh_s)  # a rotated key: fetch again (rate-limited)
             keys = _fitting(self._keys, kid, alg)
         if self._keys is None:
             # Never fetched (the fetch just failed, or a failed one holds back the next): no token

@@ -117,6 +117,37 @@ async def test_keys_past_their_cache_lifetime_answer_while_they_are_fetched_agai
             await source.close()
 
 
+async def test_keys_past_their_cache_lifetime_are_fetched_again_even_within_min_refresh_s() -> None:
+    """With JWT_JWKS_CACHE_S below JWT_JWKS_MIN_REFRESH_S the fetch after the cache lifetime was
+    rate-limited too: a key the identity provider dropped was trusted for MIN_REFRESH_S, not CACHE_S."""
+    from retrieval_server.api.tokens import TokenVerifier
+    from tests.support.tokens import AUDIENCE, ISSUER, claims
+
+    keys = RsaKeys()
+    keys.add("k1")
+    keys.add("k2")
+    clock = Clock()
+    served = {"doc": keys.jwks()}
+    with get_json_server(lambda: served["doc"]) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=1, min_refresh_s=4, clock=clock)
+        verifier = TokenVerifier(source, ("RS256",), issuer=ISSUER, audience=AUDIENCE, leeway_s=30, remember_s=1, monotonic=clock)
+        try:
+            token = keys.sign(claims("alice"), "k1")
+            assert (await verifier.verify(token))["sub"] == "alice"
+            served["doc"] = {"keys": [k for k in keys.jwks()["keys"] if k["kid"] == "k2"]}  # the identity provider drops k1
+            clock.now = 1.5
+            assert (await verifier.verify(token))["sub"] == "alice"  # the keys in hand answer while they are fetched again
+            assert source._background is not None
+            await source._background
+            assert len(idp.requests) == 2
+            with pytest.raises(Unauthenticated) as refused:
+                await verifier.verify(token)
+            assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+            assert len(idp.requests) == 2  # the unknown kid is still held to min_refresh_s
+        finally:
+            await verifier.close()
+
+
 async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
     """A string claim is one name (the group "Sales EMEA" is not the groups "Sales" and "EMEA"),
     and without a role map only the role names themselves, as written, are roles."""
