@@ -17,11 +17,14 @@ Health RPC (credentials sent to it are still verified).
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import grpc
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from retrieval_server.api.errors import abort
 from retrieval_server.api.handlers import Refused, rewrap
@@ -102,18 +105,31 @@ class HeaderAuthenticator:
 
 def peer_names(context: grpc.aio.ServicerContext) -> set[str]:
     """The names in the peer's verified client certificate: its DNS and URI subject alternative
-    names, or its common name when it has no SAN at all (RFC 6125: a certificate that names its
-    subject in SANs is not also that of the name in its CN, which a CA may issue from a client's
-    request unchecked); empty without mutual TLS. grpc lists e-mail and IP SANs among the SANs
-    too: a CA checks an e-mail address far less than a host name, and one spelled like a
-    gateway's name made its holder a gateway. DNS names (and a CN, a host name) are lowercased,
-    URIs kept as they are: see :func:`peer_name`."""
+    names, or its common name when it has no SAN at all and one CN only (RFC 6125: a certificate
+    that names its subject in SANs is not also that of the name in its CN, which a CA may issue
+    from a client's request unchecked); empty without mutual TLS. grpc lists e-mail and IP SANs
+    among the SANs too: a CA checks an e-mail address far less than a host name, and one spelled
+    like a gateway's name made its holder a gateway. DNS names (and a CN, a host name) are
+    lowercased, URIs kept as they are: see :func:`peer_name`."""
     auth = context.auth_context() or {}
     if auth.get("x509_subject_alternative_name"):
         hosts, uris = auth.get("peer_dns", ()), auth.get("peer_uri", ())
     else:
-        hosts, uris = auth.get("x509_common_name") or (), ()
+        pem = auth.get("x509_pem_cert")
+        hosts, uris = _common_name(pem[0]) if pem else (), ()
     return {_text(v).lower() for v in hosts} | {_text(v) for v in uris}
+
+
+@functools.lru_cache(maxsize=64)  # parsing costs 16 µs, on every call of a gateway whose certificate has no SAN
+def _common_name(pem: bytes) -> tuple[str, ...]:
+    """The CN of a PEM certificate whose subject holds exactly one. grpc's x509_common_name is the
+    first of several: /CN=gateway.internal/CN=intruder was taken for the gateway, whichever of the
+    two the CA checked; a subject of more than one CN names no one."""
+    try:
+        names = x509.load_pem_x509_certificate(pem).subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    except ValueError:
+        return ()
+    return (_text(names[0].value),) if len(names) == 1 else ()
 
 
 def _text(value: bytes | str) -> str:

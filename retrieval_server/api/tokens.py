@@ -5,7 +5,7 @@ Keys come from a shared secret (HMAC), a JWKS file, or a JWKS URL fetched over H
 provider that hangs held one call per cache period for the whole fetch timeout), fetched again,
 waited for, when a token names a key id the cache does not hold (at most once per
 ``min_refresh_s``, so a flood of forged kids cannot hammer the identity provider), and kept
-when a fetch fails. Only the first fetch and an unknown kid wait for one. Every failure is an :class:`Unauthenticated` with a stable reason and a
+when a fetch fails (a JWKS without a usable key is no failure: it revokes them all). Only the first fetch and an unknown kid wait for one. Every failure is an :class:`Unauthenticated` with a stable reason and a
 message that helps the caller without saying anything about the keys.
 
 A token that verified is remembered (:class:`TokenVerifier`): verifying one costs tens of
@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
@@ -172,7 +173,8 @@ def _parsed(text: str | bytes) -> Any:
 
 
 def _key_set(data: Any, weak: Callable[[str], None]) -> KeySet:
-    """A JWKS document as keys; ValueError when it is not one, or holds no key PyJWT can use. A key
+    """A JWKS document as the keys PyJWT can use, none if it holds none: read while serving, that is
+    every key revoked, not a document to ignore. ValueError when it is no JWKS document at all. A key
     shorter than its algorithm's minimum (an RSA key under 2,048 bits, which PyJWT only warned of)
     is told to ``weak`` and left out, unless ``weak`` raises."""
     if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
@@ -183,24 +185,34 @@ def _key_set(data: Any, weak: Callable[[str], None]) -> KeySet:
             continue
         try:
             parsed = jwt.PyJWK(jwk)
-        except (jwt.PyJWTError, KeyError, TypeError, ValueError):
-            continue  # one PyJWT does not verify with (an encryption key's RSA-OAEP): skipped, as PyJWKSet does
+        except (jwt.PyJWTError, KeyError, TypeError, ValueError, NotImplementedError):
+            # One PyJWT does not verify with (an encryption key's RSA-OAEP): skipped, as PyJWKSet
+            # does. NotImplementedError is PyJWT's for "alg": "none", which escaped every handler:
+            # calls failed INTERNAL, or a fetched JWKS was thrown away with the new keys it brought.
+            continue
         if problem := parsed.Algorithm.check_key_length(parsed.key):
             weak(f"key '{jwk.get('kid')}': {problem}")
             continue
         stated = jwk.get("alg")
         keys.append(_Jwk(jwk.get("kid"), jwk.get("use"), stated if isinstance(stated, str) else None, parsed.algorithm_name,
                          str(jwk["kty"]), parsed.key))
-    if not keys:
-        raise ValueError(f"unusable JWKS: {'it did not contain any keys' if not data['keys'] else 'no key in it is one PyJWT can use'}")
     return tuple(keys)
 
 
+def _no_key(data: Any) -> str:
+    """Why :func:`_key_set` found no key in a JWKS document, for a message."""
+    return "it did not contain any keys" if not data["keys"] else "no key in it is one PyJWT can use"
+
+
 def read_jwks(path: Path) -> KeySet:
-    """The keys of a JWKS file; OSError when it cannot be read, ValueError when it holds no usable
-    JWKS or a key too short for its algorithm. Also what the settings check at start-up, so that such
-    a file is named there."""
-    return _key_set(_parsed(path.read_bytes()), weak=_too_weak)
+    """The keys of a JWKS file at start-up; OSError when it cannot be read, ValueError when it holds
+    no usable JWKS or a key too short for its algorithm. Also what the settings check, so that such a
+    file is named there: a JWKS without a key is a configuration error then (no token could ever be
+    verified), where a file changed to one while serving revokes every key (:class:`JwksFile`)."""
+    data = _parsed(path.read_bytes())
+    if not (keys := _key_set(data, weak=_too_weak)):
+        raise ValueError(f"unusable JWKS: {_no_key(data)}")
+    return keys
 
 
 def _too_weak(problem: str) -> None:
@@ -211,23 +223,48 @@ def _unknown_key() -> Unauthenticated:
     return Unauthenticated("the token was signed with a key this service does not know (kid)", "TOKEN_KEY_UNKNOWN")
 
 
+def _stamp(st: os.stat_result) -> Hashable:
+    """What tells one version of a file from another. The modification time and size alone missed a
+    file of the same size written within one tick of the clock (``st_mtime`` a float, coarser than
+    the file system's nanoseconds), or replaced with its times set back: a file renamed over it (how
+    keys are rotated) is another inode."""
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
 class JwksFile:
-    """Keys from a JWKS file, read again when the file changes (key rotation by replacing the file)."""
+    """Keys from a JWKS file, read again when the file changes (key rotation by replacing the file).
+
+    Changed while serving, a JWKS without a usable key (``{"keys": []}``, only keys too short or of
+    no signing algorithm) revokes every key, as does deleting the file: each token is then
+    TOKEN_KEY_UNKNOWN until the file holds a key again. A deleted file is not given a grace: a
+    rotation replaces the file (a rename), so it is never missing, and a grace would keep trusting
+    the keys of a file deleted to revoke them. Only a file that is no JWKS document (half written,
+    not JSON) or cannot be read keeps the keys read before."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._stamp: tuple[float, int] | None = None
-        self._keys: KeySet | None = None
+        #: when the keys were read, :func:`_stamp`; None while the file is deleted
+        self._stamp: Hashable | None = _stamp(path.stat())
+        self._keys: KeySet = read_jwks(path)
         #: why the file cannot be read, as last logged: said once, not with every call
         self._problem: str | None = None
-        self._load()
 
     def _load(self) -> None:
-        st = self._path.stat()
-        stamp = (st.st_mtime, st.st_size)
+        try:
+            st = self._path.stat()
+        except FileNotFoundError:
+            if self._stamp is not None:
+                log.warning("the JWKS file %s is gone: every key it held is revoked, each token refused until it is back", self._path)
+            self._keys, self._stamp = (), None
+            return
+        stamp = _stamp(st)
         if stamp != self._stamp:
-            self._keys = read_jwks(self._path)
-            self._stamp = stamp
+            data = _parsed(self._path.read_bytes())
+            keys = _key_set(data, weak=lambda problem: log.warning("the JWKS file %s: %s; that key is not used", self._path, problem))
+            if not keys:
+                log.warning("the JWKS file %s holds no usable key (%s): every key is revoked, each token refused until it holds one",
+                            self._path, _no_key(data))
+            self._keys, self._stamp = keys, stamp
 
     async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         try:
@@ -242,7 +279,8 @@ class JwksFile:
         return keys
 
     def version(self) -> Hashable | None:
-        """The file's modification time and size (one ``stat``): a replaced file is another version."""
+        """The file's modification time, size and inode (one ``stat``): a replaced file is another
+        version; None while the file is deleted."""
         try:
             self._load()
         except (OSError, ValueError):
@@ -267,10 +305,13 @@ class JwksUrl:
         #: how many times a fetch brought another key set
         self._changes = 0
 
-    async def _refresh(self) -> None:
+    async def _refresh(self, every: float) -> None:
+        """Fetch the keys unless the last fetch is younger than ``every``: ``min_refresh_s`` for an
+        unknown kid, ``cache_s`` for keys that aged (held to ``min_refresh_s`` too, keys an identity
+        provider dropped were trusted for ``min_refresh_s`` when that is the longer)."""
         async with self._lock:
             now = self._clock()
-            if self._fetched_at is not None and now - self._fetched_at < self._min_refresh_s:
+            if self._fetched_at is not None and now - self._fetched_at < every:
                 return  # another caller just fetched, or a fetch is rate-limited
             self._fetched_at = now
             try:
@@ -281,6 +322,10 @@ class JwksUrl:
                     # The identity provider's other keys still verify: a weak one is left out, said once per document.
                     url = without_userinfo(self._url)
                     keys = _key_set(document, weak=lambda problem: log.warning("the JWKS from %s: %s; that key is not used", url, problem))
+                    if not keys:
+                        # The identity provider revoked every key: each token is refused (TOKEN_KEY_UNKNOWN)
+                        # until it publishes one, not verified with the keys it dropped.
+                        log.warning("the JWKS from %s holds no usable key (%s): every key is revoked", url, _no_key(document))
                     # Counted only once the keys are replaced: a verification that ran during the
                     # fetch used the old ones and is remembered under the old count.
                     self._keys, self._document = keys, document
@@ -292,13 +337,13 @@ class JwksUrl:
 
     async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         if self._keys is None:
-            await self._refresh()  # nothing to answer with yet (rate-limited after a failed fetch)
+            await self._refresh(self._min_refresh_s)  # nothing to answer with yet (rate-limited after a failed fetch)
         elif self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
             if self._background is None or self._background.done():
-                self._background = asyncio.create_task(self._refresh())
+                self._background = asyncio.create_task(self._refresh(self._cache_s))
         keys = _fitting(self._keys, kid, alg)
         if not keys:
-            await self._refresh()  # a rotated key: fetch again (rate-limited)
+            await self._refresh(self._min_refresh_s)  # a rotated key: fetch again (rate-limited)
             keys = _fitting(self._keys, kid, alg)
         if self._keys is None:
             # Never fetched (the fetch just failed, or a failed one holds back the next): no token

@@ -98,6 +98,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                              cert_path=root / "impostor.pem", key_path=root / "impostor-key.pem"),
         # A gateway's name as an e-mail address, which CAs check far less than a host name.
         "mailer": ca.issue("mailer", emails=("gateway.internal",), client=True),
+        # No SAN: the CN is the name, when there is one CN (grpc names the first of several).
+        "cn-only": ca.issue("gateway.internal", client=True, cert_path=root / "cn-only.pem", key_path=root / "cn-only-key.pem"),
+        "two-cns": ca.issue("gateway.internal", more_common_names=("intruder",), client=True,
+                            cert_path=root / "two-cns.pem", key_path=root / "two-cns-key.pem"),
         "foreign": other.issue("foreign-client", client=True),
     }
 
@@ -310,14 +314,16 @@ async def test_gateway_headers_are_trusted_from_allowed_peers_only(tmp_path: Pat
                        gateway_peers="gateway.internal") as srv:
         target = f"127.0.0.1:{srv.port}"
         through_gateway = Tls(ca=ca.ca, cert=gateway.cert, key=gateway.key)
-        async with AsyncRetrievalClient(target, tls=through_gateway, user_id="alice", role="USER") as client:
-            assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid")) & PRIVATE == {"alice-review"}
+        cn_only = pki["cn-only"]
+        for tls in (through_gateway, Tls(ca=ca.ca, cert=cn_only.cert, key=cn_only.key)):
+            async with AsyncRetrievalClient(target, tls=tls, user_id="alice", role="USER") as client:
+                assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid")) & PRIVATE == {"alice-review"}
         # The gateway forwards the user's groups: a member reads what is granted to the group, no one else does.
         for user, groups, readable in (("dave", ["eng"], {"eng-budget"}), ("dave", ["sales", "eng"], {"eng-budget"}),
                                        ("erin", ["sales"], set()), ("dave", [], set())):
             async with AsyncRetrievalClient(target, tls=through_gateway, user_id=user, groups=groups) as client:
                 assert docs(await client.query(QUESTION, top_k=5, strategy="hybrid", use_cache=False)) & PRIVATE == readable, (user, groups)
-        for peer, headers in itertools.product((intruder, pki["impostor"], pki["mailer"]),
+        for peer, headers in itertools.product((intruder, pki["impostor"], pki["mailer"], pki["two-cns"]),
                                                ({"user_id": "alice", "role": "SUPER_ADMIN"}, {"user_id": "dave", "groups": ["eng"]}, {})):
             async with AsyncRetrievalClient(target, tls=Tls(ca=ca.ca, cert=peer.cert, key=peer.key), **headers) as client:
                 with pytest.raises(grpc.aio.AioRpcError) as err:

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _name(*common_names: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name) for name in common_names])
 
 
 @dataclass
@@ -48,14 +48,16 @@ class Authority:
         self.ca.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, common_name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), emails: tuple[str, ...] = (), client: bool = False,
-              cert_path: Path | None = None, key_path: Path | None = None, passphrase: bytes | None = None) -> Issued:
+              cert_path: Path | None = None, key_path: Path | None = None, passphrase: bytes | None = None,
+              more_common_names: tuple[str, ...] = ()) -> Issued:
+        """``more_common_names`` follow ``common_name`` in the subject, each a CN of its own."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         serial = x509.random_serial_number()
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips] + [x509.RFC822Name(e) for e in emails]
         builder = (
             x509.CertificateBuilder()
-            .subject_name(_name(common_name))
+            .subject_name(_name(common_name, *more_common_names))
             .issuer_name(self._cert.subject)
             .public_key(key.public_key())
             .serial_number(serial)

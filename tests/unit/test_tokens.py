@@ -117,6 +117,37 @@ async def test_keys_past_their_cache_lifetime_answer_while_they_are_fetched_agai
             await source.close()
 
 
+async def test_keys_past_their_cache_lifetime_are_fetched_again_even_within_min_refresh_s() -> None:
+    """With JWT_JWKS_CACHE_S below JWT_JWKS_MIN_REFRESH_S the fetch after the cache lifetime was
+    rate-limited too: a key the identity provider dropped was trusted for MIN_REFRESH_S, not CACHE_S."""
+    from retrieval_server.api.tokens import TokenVerifier
+    from tests.support.tokens import AUDIENCE, ISSUER, claims
+
+    keys = RsaKeys()
+    keys.add("k1")
+    keys.add("k2")
+    clock = Clock()
+    served = {"doc": keys.jwks()}
+    with get_json_server(lambda: served["doc"]) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=1, min_refresh_s=4, clock=clock)
+        verifier = TokenVerifier(source, ("RS256",), issuer=ISSUER, audience=AUDIENCE, leeway_s=30, remember_s=1, monotonic=clock)
+        try:
+            token = keys.sign(claims("alice"), "k1")
+            assert (await verifier.verify(token))["sub"] == "alice"
+            served["doc"] = {"keys": [k for k in keys.jwks()["keys"] if k["kid"] == "k2"]}  # the identity provider drops k1
+            clock.now = 1.5
+            assert (await verifier.verify(token))["sub"] == "alice"  # the keys in hand answer while they are fetched again
+            assert source._background is not None
+            await source._background
+            assert len(idp.requests) == 2
+            with pytest.raises(Unauthenticated) as refused:
+                await verifier.verify(token)
+            assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+            assert len(idp.requests) == 2  # the unknown kid is still held to min_refresh_s
+        finally:
+            await verifier.close()
+
+
 async def test_claims_name_groups_and_roles_as_written(tmp_path: Path) -> None:
     """A string claim is one name (the group "Sales EMEA" is not the groups "Sales" and "EMEA"),
     and without a role map only the role names themselves, as written, are roles."""
@@ -311,3 +342,48 @@ async def test_an_rsa_key_under_2048_bits_verifies_nothing(tmp_path: Path, caplo
 
     with pytest.raises(Unauthenticated):
         await TokenVerifier(WeakKey(), ("RS256",), issuer=None, audience=None, leeway_s=30).verify(jwt.encode(payload, weak, "RS256"))
+
+
+async def test_a_jwk_pyjwt_cannot_build_is_skipped_like_any_other_unusable_key(tmp_path: Path) -> None:
+    """PyJWK raises NotImplementedError for a JWK of "alg": "none", which no handler caught: with a
+    JWKS file every call failed INTERNAL, a fetched JWKS was thrown away whole (the rotated key it
+    brought never learned), and the start-up failed with a bare exception naming no setting."""
+    import json
+
+    import jwt
+
+    from retrieval_server.api.tokens import JwksFile, TokenVerifier
+    from retrieval_server.config import ConfigError, load_settings
+    from tests.support.tokens import AUDIENCE, ISSUER, claims
+
+    keys = RsaKeys()
+    keys.add("k1")
+    keys.add("k2")
+    good = keys.jwks()["keys"]
+    odd = {**good[1], "kid": "legacy", "alg": "none"}
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [*good, odd]}))
+    assert load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_jwks_file=path).jwt_jwks_file == path
+    path.write_text(json.dumps({"keys": [odd]}))
+    with pytest.raises(ConfigError, match=f"RETRIEVAL_JWT_JWKS_FILE '{path}' cannot be read as a JWKS: .*no key in it is one PyJWT can use"):
+        load_settings(data_dir=tmp_path, auth_mode="jwt", jwt_jwks_file=path)
+
+    path.write_text(json.dumps({"keys": good[:1]}))
+    verifier = TokenVerifier(JwksFile(path), ("RS256",), issuer=ISSUER, audience=AUDIENCE, leeway_s=30)
+    assert (await verifier.verify(keys.sign(claims("alice"), "k1")))["sub"] == "alice"
+    path.write_text(json.dumps({"keys": [*good, odd]}))  # another size: read again
+    assert (await verifier.verify(keys.sign(claims("bob"), "k2")))["sub"] == "bob"
+    with pytest.raises(Unauthenticated) as refused:
+        await verifier.verify(jwt.encode(claims("carol"), keys.keys["k2"], "RS256", headers={"kid": "legacy"}))  # the odd key verifies nothing
+    assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
+    await verifier.close()
+
+    served = {"keys": good[:1]}
+    with get_json_server(lambda: served) as idp:
+        verifier = TokenVerifier(JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0), ("RS256",), issuer=ISSUER, audience=AUDIENCE, leeway_s=30)
+        try:
+            assert (await verifier.verify(keys.sign(claims("alice"), "k1")))["sub"] == "alice"
+            served["keys"] = [*good, odd]
+            assert (await verifier.verify(keys.sign(claims("bob"), "k2")))["sub"] == "bob"  # an unknown kid: fetched, and learned
+        finally:
+            await verifier.close()

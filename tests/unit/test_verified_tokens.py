@@ -11,7 +11,9 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from retrieval_server.api.identity import REMEMBERED_BYTES, held_bytes
 from retrieval_server.api.tokens import JwksFile, JwksUrl, SharedSecret, TokenVerifier
@@ -203,6 +205,107 @@ async def test_a_replaced_jwks_file_is_another_version_and_revokes_what_its_old_
     assert refused.value.reason == "TOKEN_KEY_UNKNOWN"
 
 
+async def test_a_jwks_file_replaced_by_one_of_the_same_size_and_times_is_another_version(tmp_path: Path) -> None:
+    """The file's version was its modification time and size: a file of the same size renamed over
+    it with the old times (or written within one tick) was not read, its old keys kept."""
+    import os
+
+    old, new = RsaKeys(), RsaKeys()
+    old.add("k1")
+    new.add("k2")
+    path, replacement = tmp_path / "jwks.json", tmp_path / "jwks.json.new"
+    path.write_text(json.dumps(old.jwks()))
+    replacement.write_text(json.dumps(new.jwks()))
+    before = path.stat()
+    assert replacement.stat().st_size == before.st_size
+    source = JwksFile(path)
+    verifier = _verifier(source, Clock(time.time()))
+    token = old.sign(claims("alice"), "k1")
+    assert (await verifier.verify(token))["sub"] == "alice"
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, path)
+    assert await _refused(verifier, token) == "TOKEN_KEY_UNKNOWN"
+    assert (await verifier.verify(new.sign(claims("alice"), "k2")))["sub"] == "alice"
+
+
+def _refused(verifier: TokenVerifier, token: str) -> Any:
+    async def refusal() -> str:
+        with pytest.raises(Unauthenticated) as refused:
+            await verifier.verify(token)
+        return refused.value.reason
+    return refusal()
+
+
+async def test_a_jwks_file_changed_to_no_usable_key_or_deleted_revokes_every_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A file rewritten to {"keys": []}, or to keys none of which can be used, was refused as no
+    JWKS and the keys read before stayed trusted for ever (a deleted file too): it revokes them,
+    also a token remembered under them. Only a file that is no JWKS document keeps them."""
+    keys = RsaKeys()
+    keys.add("k1")
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(keys.jwks()))
+    source = JwksFile(path)
+    verifier = _verifier(source, Clock(time.time()))
+    token = keys.sign(claims("alice"), "k1")
+    weak = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key()))
+    unusable = {"keys": [{**keys.jwks()["keys"][0], "alg": "none"}, {"kty": "RSA", "kid": "k1", "n": "AQAB", "e": "AQAB"}, {**weak, "kid": "k1"}]}
+    for revoking in ({"keys": []}, unusable, None):
+        path.write_text(json.dumps(keys.jwks()))
+        assert (await verifier.verify(token))["sub"] == "alice"  # remembered from here
+        before = source.version()
+        with caplog.at_level("WARNING"):
+            if revoking is None:
+                path.unlink()
+            else:
+                path.write_text(json.dumps(revoking))
+            for _ in range(2):
+                assert await _refused(verifier, token) == "TOKEN_KEY_UNKNOWN", revoking
+        assert source.version() != before
+        assert len([r for r in caplog.records if "every key" in r.getMessage()]) == 1, caplog.text  # said once
+        assert ("The RSA key is 1024 bits long" in caplog.text and "that key is not used" in caplog.text) == (revoking is unusable)
+        caplog.clear()
+    path.write_text("{\"keys\": [")  # half written: no JWKS document, the keys in hand stay
+    assert await _refused(verifier, token) == "TOKEN_KEY_UNKNOWN"
+    path.write_text(json.dumps(keys.jwks()))
+    assert (await verifier.verify(token))["sub"] == "alice"
+    path.write_text("{\"keys\": [")
+    assert (await verifier.verify(token))["sub"] == "alice"
+
+
+async def test_a_jwks_url_serving_no_usable_key_revokes_every_key(caplog: pytest.LogCaptureFixture) -> None:
+    """A fetch of {"keys": []}, or of keys none of which can be used, counted as a failed fetch: the
+    keys fetched before stayed trusted for ever. It revokes them, whichever fetch brings it."""
+    keys = RsaKeys()
+    keys.add("k1")
+    keys.add("k2")
+    clock = Clock(time.time())
+    served: dict[str, Any] = {}
+    unusable = {"keys": [{**keys.jwks()["keys"][0], "alg": "none"}, {"kty": "RSA", "kid": "k1", "n": "AQAB", "e": "AQAB"}]}
+    with get_json_server(lambda: served["doc"]) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=0, clock=clock)
+        verifier = _verifier(source, clock, remember_s=300)
+        try:
+            token = keys.sign(claims("alice"), "k1")
+            for revoking in ({"keys": []}, unusable):
+                for fetched_by in ("age", "unknown kid"):
+                    served["doc"] = {"keys": keys.jwks()["keys"][:1]}
+                    assert (await verifier.verify(token))["sub"] == "alice"  # fetched (k1 unknown after a revocation), remembered
+                    served["doc"] = revoking
+                    with caplog.at_level("WARNING"):
+                        if fetched_by == "age":
+                            clock.now += 300
+                            await verifier.verify(token)  # the keys in hand answer while they are fetched again
+                            assert source._background is not None
+                            await source._background
+                        else:
+                            assert await _refused(verifier, keys.sign(claims("bob"), "k2")) == "TOKEN_KEY_UNKNOWN"
+                    assert await _refused(verifier, token) == "TOKEN_KEY_UNKNOWN", (revoking, fetched_by)
+                    assert "holds no usable key" in caplog.text and "every key is revoked" in caplog.text
+                    caplog.clear()
+        finally:
+            await verifier.close()
+
+
 async def test_a_token_without_exp_is_refused_remembered_or_not() -> None:
     """Without exp a token would be good for ever; and remembering one read its exp (KeyError:
     INTERNAL) had the verification not required it."""
@@ -343,7 +446,6 @@ async def test_a_failed_fetch_is_logged_without_the_urls_password(caplog: pytest
 
 async def test_a_token_with_a_deeply_nested_claim_is_verified_and_weighed_not_an_internal_error() -> None:
     """Weighing its claims to remember it recursed: nested 480 deep, RecursionError made the call INTERNAL."""
-    import jwt
 
     keys, clock = CountingKeys(), Clock(time.time())
     verifier = _verifier(keys, clock)
