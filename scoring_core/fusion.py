@@ -8,7 +8,10 @@ A fused score is the exact sum of the id's terms rounded once to float64 (each t
 its rounding error, the sum accumulated error-free): summed in plain float64, equal sums of three
 or more terms (ranks 1, 2, 3 in three lists; 1/63 + 1/84 = 2/72) came out an ulp apart, so
 their order was the rounding's, not first appearance. RRF's term is exactly ``w / (k + rank)``;
-score fusion's, ``w`` times the float64 normalized score.
+score fusion's, ``w`` times the float64 normalized score. The errors themselves are summed in
+float64, so a sum is exact to about 2**-104 of it: a term that much smaller than the others (a
+subnormal weight, or 1e-36 beside 1) can round a sum at a midpoint the other way. A sum past
+float64's range is inf.
 
 * :func:`rrf`: Reciprocal Rank Fusion, ``sum_l w_l / (k + rank)`` with ranks from 1
   (Cormack, Clarke & Buettcher 2009; k = 60).
@@ -99,8 +102,11 @@ def _sum_by_id(ids, contrib, contrib_err, list_of, limit):  # pragma: no cover -
                     a = out_scores[e]
                     b = contrib[p]
                     total = a + b
-                    b_part = total - a
-                    out_err[e] += (a - (total - b_part)) + (b - b_part) + contrib_err[p]
+                    # A sum past float64's range is inf, whose error would be inf - inf, a NaN
+                    # that ranked the id last: an infinite sum keeps none.
+                    if np.isfinite(total):
+                        b_part = total - a
+                        out_err[e] += (a - (total - b_part)) + (b - b_part) + contrib_err[p]
                     out_scores[e] = total
                     last_list[e] = list_of[p]
                 break

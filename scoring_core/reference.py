@@ -71,17 +71,29 @@ def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float
 
 
 def _exact(value: float, name: str) -> Fraction:
-    """``value``'s exact value; a string (which Fraction would parse) raises TypeError, as in the kernels."""
+    """``value``'s exact value; a string (which Fraction would parse) raises TypeError, and NaN or
+    inf ValueError (Fraction's OverflowError named nothing), as in the kernels."""
     if not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be real numbers, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
     return Fraction(float(value))
+
+
+def _rounded(total: Fraction) -> float:
+    """``total`` rounded to float64, inf past its range, as the kernels' sums overflow (float()
+    raises OverflowError there)."""
+    try:
+        return float(total)
+    except OverflowError:
+        return math.inf
 
 
 def _ranked(fused: dict[int, Fraction]) -> list[tuple[int, float]]:
     """Each id's exact sum rounded once, as the kernels round it: in float64 sums, mathematically
     equal ones came out an ulp apart, and first appearance no longer decided their ties."""
     # sorted() is stable: equal scores keep first-appearance order.
-    return sorted(((doc, float(total)) for doc, total in fused.items()), key=lambda kv: -kv[1])
+    return sorted(((doc, _rounded(total)) for doc, total in fused.items()), key=lambda kv: -kv[1])
 
 
 def _normalize(scores: list[float], method: str) -> list[float]:

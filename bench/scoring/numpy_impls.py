@@ -13,14 +13,17 @@ import numpy as np
 
 def _exact_product(a: np.ndarray | float, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``a * b`` and its rounding error (Dekker), as the kernels compute their terms."""
-    p = a * b
-    c = 134217729.0 * a
-    a_hi = c - (c - a)
-    a_lo = a - a_hi
-    c = 134217729.0 * b
-    b_hi = c - (c - b)
-    b_lo = b - b_hi
-    return p, ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a * b
+        c = 134217729.0 * a
+        a_hi = c - (c - a)
+        a_lo = a - a_hi
+        c = 134217729.0 * b
+        b_hi = c - (c - b)
+        b_lo = b - b_hi
+        err = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    # A product near float64's range overflows the split: its error is then beyond reach (NaN).
+    return p, np.where(np.isfinite(err), err, 0.0)
 
 
 def _fuse(ids: np.ndarray, contrib: np.ndarray, contrib_err: np.ndarray, list_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -44,9 +47,11 @@ def _fuse(ids: np.ndarray, contrib: np.ndarray, contrib_err: np.ndarray, list_of
         at = by_id[nth == j]
         target, term = inverse[at], contrib[keep][at]
         a = scores[target]
-        total = a + term
-        part = total - a
-        err[target] += (a - (total - part)) + (term - part) + contrib_err[keep][at]
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = a + term
+            part = total - a
+            # An infinite sum's error is inf - inf, NaN: it keeps none, as in the kernels.
+            err[target] += np.where(np.isfinite(total), (a - (total - part)) + (term - part) + contrib_err[keep][at], 0.0)
         scores[target] = total
     scores += err
     first = np.full(uniq.shape[0], ids.shape[0], dtype=np.int64)

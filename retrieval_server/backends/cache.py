@@ -38,7 +38,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
-from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.executor import BlockingExecutor, JobLock
 from retrieval_server.domain import RetrievedContext, Strategy
 from retrieval_server.knowledge import GraphTrace
 from scoring_core import CosineMatcher
@@ -203,7 +203,8 @@ class MemoryCache:
         self._aliases: dict[tuple[str, int, str], tuple[int, float]] = {}
         self._by_document: dict[str, set[int]] = {}
         self._ids = itertools.count(1)
-        self._lock = asyncio.Lock()
+        # Held by a scan on the cache's thread until it ends, should its lookup be cut meanwhile.
+        self._lock = JobLock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -276,7 +277,7 @@ class MemoryCache:
             else:
                 if self._scanner is None:
                     self._scanner = BlockingExecutor(1, "cache-match")
-                row, score = await self._scanner.run_to_end(matcher.match, vector, now, scope, False)
+                row, score = await self._lock.run(self._scanner, matcher.match, vector, now, scope, False)
             if row < 0:
                 return None
             entry_id = self._row_owner.get((config, row))

@@ -106,24 +106,6 @@ class BlockingExecutor:
         # Cancelling the awaiting task cancels the future: a job not yet started is then skipped.
         return await asyncio.wrap_future(future)
 
-    async def run_to_end(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """:meth:`run` at query priority, for a job reading what the caller guards with a lock: a
-        caller cancelled while the job runs raises only once the job has ended, so that the lock's
-        next holder cannot change what the thread still reads (:meth:`run` raises at once, and the
-        thread goes on). A job not started by then still runs."""
-        job = asyncio.ensure_future(self.run(fn, *args, **kwargs))
-        try:
-            return await asyncio.shield(job)
-        except asyncio.CancelledError:
-            while not job.done():
-                try:
-                    await asyncio.wait([job])
-                except asyncio.CancelledError:
-                    continue  # cancelled again: this one is raised all the same, once the job has ended
-            if not job.cancelled():
-                job.exception()  # retrieved, so that asyncio does not log what nobody awaits
-            raise
-
     def _preempt(self) -> None:
         with self._lock:
             hooks = list(self._preemptible.values()) if self._busy >= len(self._threads) else []
@@ -174,3 +156,40 @@ class BlockingExecutor:
             self._queue.put(_Item(_STOP, next(self._order), None, None, None))
         for thread in self._threads:
             thread.join()
+
+
+class JobLock:
+    """An asyncio lock (``async with``) over what a job on an executor's thread reads (a cache's
+    matcher). A holder cancelled while such a job runs (:meth:`run`) raises at once, and the lock is
+    released only when the job has ended: released at the cancellation, its next holder changed what
+    the thread still read; kept by a holder waiting for the job, the cache's timeout no longer
+    bounded the lookup it cut."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        #: the current holder's job
+        self._job: asyncio.Future[Any] | None = None
+
+    async def __aenter__(self) -> None:
+        await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        # Nothing awaited: a cancelled holder leaves at once.
+        job, self._job = self._job, None
+        if job is not None and not job.done():
+            job.add_done_callback(self._release_after)
+        else:
+            self._lock.release()
+
+    def _release_after(self, job: asyncio.Future[Any]) -> None:
+        if not job.cancelled():
+            job.exception()  # retrieved, so that asyncio does not log what nobody awaits
+        self._lock.release()
+
+    async def run(self, executor: BlockingExecutor, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``executor.run(fn, ...)`` at query priority, by the lock's holder. A job not started when
+        the holder is cancelled still runs, holding the lock until it has."""
+        if not self._lock.locked():
+            raise RuntimeError("JobLock.run is for the lock's holder (inside async with)")
+        job = self._job = asyncio.ensure_future(executor.run(fn, *args, **kwargs))
+        return await asyncio.shield(job)

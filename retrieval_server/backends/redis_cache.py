@@ -60,7 +60,7 @@ from redis.asyncio.retry import Retry
 from retrieval_server.backends.cache import (
     INLINE_SCAN_ROWS, CachedAnswer, CachePolicy, PassReport, matchable_vector, partition_code, query_key,
 )
-from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.executor import BlockingExecutor, JobLock
 from retrieval_server.domain import Access, ChildEvidence, Document, ParentChunk, RetrievedContext, Strategy
 from retrieval_server.knowledge import EntityMatch, EntityType, GraphHop, GraphTrace, MatchKind
 from scoring_core import CosineMatcher
@@ -186,7 +186,8 @@ class RedisCache:
         #: the whole-partition reads under way, each on a task of its own (see _sync)
         self._full_reads: dict[tuple[str, int], asyncio.Task[dict[str, float]]] = {}
         self._next_sweep = clock() + self._ttl
-        self._lock = asyncio.Lock()
+        # Held by a scan on self._scanner until it ends, should its lookup be cut meanwhile.
+        self._lock = JobLock()
 
     def rename(self, prefix: str) -> None:
         """Key entries under ``prefix`` from now on. Before the first call: what the old prefix
@@ -281,7 +282,7 @@ class RedisCache:
         # be cancelled (the cache's timeout): a sync or a forget then would change the matcher it reads.
         if len(mirror.row_of) < INLINE_SCAN_ROWS:
             return mirror.matcher.match(vector, self._clock(), 0)
-        return await self._scanner.run_to_end(mirror.matcher.match, vector, self._clock(), 0)
+        return await self._lock.run(self._scanner, mirror.matcher.match, vector, self._clock(), 0)
 
     def _sweep(self) -> None:
         """Once per TTL, drop the mirrors whose entries have all expired: a partition that is not

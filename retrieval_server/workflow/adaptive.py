@@ -154,10 +154,19 @@ NUMBER_WORDS = frozenset({
     "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
 })
 #: words that turn a question into its opposite: "is the vpn allowed for contractors" and "... not
-#: allowed ..." are 0.98 apart. "cannot" and the n't contractions are read as "not".
+#: allowed ..." are 0.98 apart. "cannot" and the n't contractions are read as "not", and so is a
+#: compound opening with "non" or "not"; one opening with "no" ("no-mfa") as "no".
 NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "none"})
 # "n't" as the word reader cannot see it: it cuts "isn't" at the apostrophe, ASCII or typographic.
 _CONTRACTED_NOT = re.compile(r"(?<=\w)n['’]t\b", re.IGNORECASE)
+#: the n't contractions typed without their apostrophe, as often as not in a query: "why isnt the
+#: cache invalidated on delete" is at 0.99 of "why is the cache ...". "wont" and "cant" are words of
+#: their own too, rare beside the contractions.
+_UNMARKED_NOTS = frozenset({
+    "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "havent", "hasnt", "hadnt",
+    "cant", "couldnt", "wouldnt", "shouldnt", "wont", "mustnt", "neednt", "aint",
+})
+_NEGATING_PARTS = {"no": "no", "non": "not", "not": "not"}
 
 
 def _names_a_number(word: str) -> bool:
@@ -179,10 +188,21 @@ def name_the_same_identifiers(a: str, b: str) -> bool:
     return ids_a <= _lower_words(b) and ids_b <= _lower_words(a)
 
 
+def _negation(word: str) -> str | None:
+    """The negation ``word`` reads as (:data:`NEGATIONS`), in lower case, or None. A compound's
+    first part is read as :func:`_names_a_number` reads its parts: "no-mfa" negates as "no mfa" does."""
+    word = word.lower()
+    if word in NEGATIONS:
+        return word
+    if word == "cannot" or word in _UNMARKED_NOTS:
+        return "not"
+    first, hyphen, _ = word.partition("-")
+    return _NEGATING_PARTS.get(first) if hyphen else None
+
+
 def negations(query: str) -> frozenset[str]:
-    """The negation words of ``query`` (:data:`NEGATIONS`), in lower case, "cannot" and "isn't" as "not"."""
-    found = (w.lower() for w in words(_CONTRACTED_NOT.sub(" not", query)))
-    return frozenset("not" if w == "cannot" else w for w in found if w in NEGATIONS or w == "cannot")
+    """The negation words of ``query`` (:func:`_negation`), in lower case, "cannot", "isn't" and "isnt" as "not"."""
+    return frozenset(n for w in words(_CONTRACTED_NOT.sub(" not", query)) if (n := _negation(w)) is not None)
 
 
 def negate_alike(a: str, b: str) -> bool:

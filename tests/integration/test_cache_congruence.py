@@ -909,12 +909,13 @@ async def test_memory_an_exact_repeat_does_not_wait_for_another_querys_similarit
 
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])
-async def test_a_lookup_cancelled_during_its_scan_keeps_the_matcher_until_the_scan_has_ended(
+async def test_a_lookup_cancelled_during_its_scan_returns_at_once_and_keeps_the_matcher_until_the_scan_has_ended(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str,
 ) -> None:
     """The matcher is not thread-safe: a lookup cut by the cache's timeout while its scan ran on the
     cache's thread released the lock at once, and a store or a forget then changed the matcher
-    under the scan."""
+    under the scan. Then it held the lock until the scan ended, and returned only then: the
+    timeout no longer bounded the lookup."""
     monkeypatch.setattr(cache_module, "INLINE_SCAN_ROWS", 0)
     monkeypatch.setattr(redis_cache, "INLINE_SCAN_ROWS", 0)
     c = make(kind, request)
@@ -935,11 +936,18 @@ async def test_a_lookup_cancelled_during_its_scan_keeps_the_matcher_until_the_sc
         await held.entered.wait()
         scan.cancel()
         changed = asyncio.ensure_future(change)
-        # After both have run as far as they can: the change, with the lock free, would be made now.
-        loop.call_soon(held.release.set)
+        at_release: list[tuple[bool, int]] = []
+
+        def release() -> None:
+            at_release.append((scan.done(), len(held.changed_while_scanning)))
+            held.release.set()
+
+        # After both have run as far as they can: the lookup has returned, and the change waits.
+        loop.call_soon(release)
         with pytest.raises(asyncio.CancelledError):
             await scan
         await changed
+        assert at_release == [(True, 0)]
         assert held.changed_while_scanning and not any(held.changed_while_scanning)
     finally:
         held.release.set()

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from retrieval_server.backends.executor import BlockingExecutor, Priority
+from retrieval_server.backends.executor import BlockingExecutor, JobLock, Priority
 
 
 async def test_a_query_job_overtakes_queued_background_jobs() -> None:
@@ -122,27 +122,53 @@ async def test_a_niced_pool_runs_its_jobs_at_a_lower_scheduling_priority_than_th
         niced.shutdown()
 
 
-async def test_a_caller_cancelled_while_its_job_runs_to_the_end_raises_only_once_the_job_has_ended() -> None:
+async def test_a_holder_cancelled_while_its_job_runs_raises_at_once_and_the_lock_is_held_until_the_job_ends() -> None:
     """What a cache's lock guards (its matcher) is read by the job: released at the cancellation,
-    the lock let a store change the matcher under the running scan."""
-    executor = BlockingExecutor(1)
+    the lock let a store change the matcher under the running scan; kept by a holder waiting for the
+    job, a lookup cut by the cache's timeout returned only when its scan had ended."""
+    executor, lock = BlockingExecutor(1), JobLock()
     loop, release, started = asyncio.get_running_loop(), threading.Event(), asyncio.Event()
-    caller_ended_first: list[bool] = []
+    next_holder_found_the_job_ended: list[bool] = []
 
     def scan() -> None:
         loop.call_soon_threadsafe(started.set)
         release.wait()
-        caller_ended_first.append(caller.done())
+        raise ValueError("read by the lock, as nobody awaits it")
+
+    async def hold() -> None:
+        async with lock:
+            await lock.run(executor, scan)
+
+    async def next_holder() -> None:
+        async with lock:
+            next_holder_found_the_job_ended.append(release.is_set())
 
     try:
-        caller = asyncio.ensure_future(executor.run_to_end(scan))
+        cut = asyncio.ensure_future(hold())
         await started.wait()
-        caller.cancel()
-        # After the cancellation reached the caller: its task has run by then, and ended unless it waits.
-        loop.call_soon(release.set)
+        cut.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await caller
-        assert caller_ended_first == [False]
+            await cut  # while the job still waits for release
+        after = asyncio.ensure_future(next_holder())
+        loop.call_soon(release.set)  # after the next holder has asked for the lock
+        await after
+        assert next_holder_found_the_job_ended == [True]
     finally:
         release.set()
+        executor.shutdown()
+
+
+async def test_a_job_run_under_the_lock_returns_its_result_or_raises_its_error_to_the_holder() -> None:
+    executor, lock = BlockingExecutor(1), JobLock()
+    try:
+        async with lock:
+            assert await lock.run(executor, sum, [1, 2]) == 3
+        async with lock:
+            with pytest.raises(ZeroDivisionError):
+                await lock.run(executor, lambda: 1 / 0)
+        async with lock:  # released after each
+            pass
+        with pytest.raises(RuntimeError, match="holder"):
+            await lock.run(executor, sum, [1])
+    finally:
         executor.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.scoring import numpy_impls
 from scoring_core import reference, rrf, score_fusion
 
 
@@ -137,6 +139,39 @@ def test_finite_scores_whose_spread_overflows_are_rejected(method: str, scores: 
         reference.score_fusion([[1, 2, 3]], [scores], method=method)
 
 
+@pytest.mark.parametrize("weights", [[math.inf, 1.0], [math.nan, 1.0]])
+def test_weights_that_are_not_finite_are_refused_by_kernel_and_twin(weights: list[float]) -> None:
+    # The twin raised OverflowError for inf, which the kernel refuses as a ValueError.
+    lists, scores = [[1, 2], [2, 1]], [[0.5, 0.1], [0.4, 0.2]]
+    for fuse in (rrf, reference.rrf):
+        with pytest.raises(ValueError, match="weights must be finite"):
+            fuse(lists, weights=weights)
+    for fuse in (score_fusion, reference.score_fusion):
+        with pytest.raises(ValueError, match="weights must be finite"):
+            fuse(lists, scores, weights=weights)
+
+
+@pytest.mark.parametrize("k", [math.inf, math.nan])
+def test_a_k_that_is_not_finite_is_refused_by_kernel_and_twin(k: float) -> None:
+    for fuse in (rrf, reference.rrf):
+        with pytest.raises(ValueError, match="k must be finite"):
+            fuse([[1, 2], [2, 1]], k=k)
+
+
+def test_a_sum_past_float64s_range_is_inf_and_ranked_first_by_kernel_and_twin() -> None:
+    # Once an id's sum overflowed, its rounding error was inf - inf: it scored NaN and was ranked
+    # last, and the twin raised OverflowError rounding it.
+    lists, weights = [[1, 2]] * 3, [1e308] * 3
+    by_rank, by_score = reference.rrf(lists, k=0, weights=weights), reference.score_fusion(lists, [[1.0, 0.0]] * 3, weights)
+    for twin, fused in ((by_rank, rrf(lists, k=0, weights=weights)), (by_score, score_fusion(lists, [[1.0, 0.0]] * 3, weights))):
+        assert _pairs(fused) == twin
+        assert fused.ids.tolist() == [1, 2] and fused.scores[0] == math.inf and not np.isnan(fused.scores).any()
+    assert _pairs(rrf(lists, k=0, weights=weights, limit=1)) == by_rank[:1]
+    # The benchmarks' numpy baseline sums as the kernels do.
+    ids, scores = numpy_impls.score_fusion([np.array(x) for x in lists], [np.array([1.0, 0.0])] * 3, weights, "minmax")
+    assert list(zip(ids.tolist(), scores.tolist(), strict=True)) == by_score
+
+
 def test_weighted_minmax_semantic_keyword() -> None:
     fused = score_fusion([[1, 2, 3], [3, 1]], [[0.9, 0.5, 0.1], [10.0, 2.0]], weights=[0.7, 0.3])
     assert _pairs(fused) == [(1, pytest.approx(0.7)), (2, pytest.approx(0.35)), (3, pytest.approx(0.3))]
@@ -222,16 +257,16 @@ ids = st.integers(0, 30)
 ranked = st.lists(ids, max_size=25)
 
 
-# A k far below a rank's ulp (2e-313), or a subnormal weight, shifts an exact sum below the
-# kernel's precision (about 2**-104 of it, less among subnormals), which the twin's exact sum sees
-# when the sum lies at a rounding midpoint.
+# A k far below a rank's ulp (2e-313), or a weight as far below another's (a subnormal one, or
+# 4.9e-36 beside 1.2 and 3.3), shifts an exact sum below the kernel's precision (about 2**-104 of
+# it), which the twin's exact sum sees when the sum lies at a rounding midpoint.
 rrf_k = st.just(0.0) | st.floats(1e-6, 100)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ranked, max_size=5), rrf_k, st.data())
 def test_rrf_agrees_with_reference(lists: list[list[int]], k: float, data: st.DataObject) -> None:
-    weights = data.draw(st.none() | st.lists(st.floats(0, 5, allow_subnormal=False), min_size=len(lists), max_size=len(lists)))
+    weights = data.draw(st.none() | st.lists(st.just(0.0) | st.floats(1e-6, 5), min_size=len(lists), max_size=len(lists)))
     assert _pairs(rrf(lists, k=k, weights=weights)) == reference.rrf(lists, k=k, weights=weights)
 
 
@@ -240,7 +275,7 @@ def test_rrf_agrees_with_reference(lists: list[list[int]], k: float, data: st.Da
 def test_score_fusion_agrees_with_reference(lists: list[list[int]], method: str, data: st.DataObject) -> None:
     # Rounded scores make ties and equal extremes common.
     scores = [data.draw(st.lists(st.floats(-50, 50).map(lambda x: round(x, 1)), min_size=len(l), max_size=len(l))) for l in lists]
-    weights = data.draw(st.none() | st.lists(st.floats(0, 2, allow_subnormal=False), min_size=len(lists), max_size=len(lists)))
+    weights = data.draw(st.none() | st.lists(st.just(0.0) | st.floats(1e-6, 2), min_size=len(lists), max_size=len(lists)))
     assert _pairs(score_fusion(lists, scores, weights, method)) == reference.score_fusion(lists, scores, weights, method)  # type: ignore[arg-type]
 
 
