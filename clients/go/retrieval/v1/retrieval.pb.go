@@ -1781,7 +1781,8 @@ type DocumentInput struct {
 	// document per row). Empty: plain text, which then needs `document_id`. An unsupported
 	// extension is reported in IngestDocumentsResponse.errors.
 	Filename string `protobuf:"bytes,2,opt,name=filename,proto3" json:"filename,omitempty"`
-	// The file's bytes, not empty; text formats are UTF-8. The whole request is limited to
+	// The file's bytes, not empty; text formats are UTF-8, or UTF-16 or UTF-32 with a byte order
+	// mark; HTML may be in the charset its <meta> declares. The whole request is limited to
 	// RETRIEVAL_MAX_MESSAGE_MB (64 MiB).
 	Content []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Title shown in results, at most 1,024 characters. Empty: the file's own title (HTML

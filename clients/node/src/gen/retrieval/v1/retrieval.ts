@@ -908,7 +908,8 @@ export interface DocumentInput {
    */
   filename: string;
   /**
-   * The file's bytes, not empty; text formats are UTF-8. The whole request is limited to
+   * The file's bytes, not empty; text formats are UTF-8, or UTF-16 or UTF-32 with a byte order
+   * mark; HTML may be in the charset its <meta> declares. The whole request is limited to
    * RETRIEVAL_MAX_MESSAGE_MB (64 MiB).
    */
   content: Buffer;
