@@ -132,9 +132,10 @@ def _found_title(title: object) -> str:
 
 def _title(src: DocumentSource, found: str = "") -> str:
     """The caller's title on one line, its control characters spaces as a file's are, else the
-    file's own (``found``), else its name without its extension: a caller's title of white space
-    alone was stored, over the file's."""
-    return _one_line_title(src.title) or found or _stem(src.name)
+    file's own (``found``), else its name without its extension, cleaned the same way (a file
+    name may hold ESC or a line break, and every reader's hit carries the title): a caller's title
+    of white space alone was stored, over the file's."""
+    return _one_line_title(src.title) or found or _one_line_title(_stem(src.name))
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:

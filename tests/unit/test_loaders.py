@@ -524,6 +524,14 @@ def test_a_title_from_the_file_has_spaces_for_its_control_characters(name: str, 
     assert doc.title == "Ti tle [31m ]52;c;aGk= end"
 
 
+@pytest.mark.parametrize("name", [f"{_ESCAPING}.txt", f"{_ESCAPING}.md", f"{_ESCAPING}.html", f"{_ESCAPING}\r\n.txt"])
+def test_a_title_from_the_file_name_has_spaces_for_its_control_characters_on_one_line(name: str) -> None:
+    """The file name is the title of a file that gives none, and was stored with its escapes and
+    line breaks: "invoice\\x1b]52;c;...\\x07\\x1b[2K\\rpaid.txt" wrote every reader's clipboard."""
+    [doc] = load(_src(name, "Body text.", document_id="d")).documents
+    assert doc.title == "Ti tle [31m ]52;c;aGk= end"
+
+
 def test_a_jsonl_rows_metadata_has_spaces_for_its_control_characters() -> None:
     """Its title's were cleaned, its url and metadata (carried back in every context) kept them."""
     row = {"_id": "t", "text": "Body text.", "metadata": {"team": _ESCAPING, "url": f"https://e.example/{_ESCAPING}", "year": 2020}}
