@@ -21,7 +21,9 @@ from retrieval_server import early_stop, startup_gc
 from retrieval_server.request_limits import SEARCH_TOP_K_LIMIT, TOP_K_LIMIT
 
 if TYPE_CHECKING:
+    from retrieval.v1 import retrieval_pb2 as pb
     from retrieval_server.config import Settings
+    from retrieval_server.domain import IngestedDocument
 
 log = logging.getLogger("retrieval_server.cli")
 T = TypeVar("T")
@@ -396,7 +398,7 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
     keep.append(app)
     await app.open(warm_kernels=False)
     startup_gc.settle()
-    done: list[tuple[str, int, int, bool]] = []
+    done: list[tuple[str, int, int, str]] = []
     #: each batch's failures past the MAX_REPORTED_ERRORS it lists
     not_listed: list[int] = []
     ids = _Ids(args.document_id or "")
@@ -406,24 +408,27 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
         with _progress(args.quiet, unit="doc") as advance, _listed_if_stopped(done, errors, unsent=unsent, errors_not_listed=not_listed):
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
-                sources = _readable(batch, ids, errors, lambda f: DocumentSource(
+                # Each with the path as given, which the report names; the source stored is the
+                # absolute path, as the Python client sends it: what finds a file unchanged.
+                read = _readable(batch, ids, errors, lambda f: (str(f), DocumentSource(
                     filename=f.name,
                     content=file_bytes(f, settings.max_document_bytes, "RETRIEVAL_MAX_DOCUMENT_BYTES"),
                     document_id=args.document_id or "",
-                    source=str(f),
+                    source=os.path.abspath(f),
                     access=Access(args.access),
                     owner_id=args.owner or "",
                     metadata=dict(args.meta),
                     granted_user_ids=tuple(args.grant),
-                ))
-                unsent.sending(batch, (s.source for s in sources))
-                paths = {s.filename: s.source for s in sources}
+                )))
+                shown, sources = [path for path, _ in read], [src for _, src in read]
+                unsent.sending(batch, shown)
+                paths = {src.filename: path for path, src in read}
 
                 # Listed as they happen, so that a run stopped part-way (Ctrl-C) lists them: the
                 # report below, in the request's order, replaces these.
-                def written(place: int, d: IngestedDocument, sources: list[DocumentSource] = sources) -> None:
-                    done.append((d.document_id, d.parent_chunks, d.child_chunks, d.replaced))
-                    unsent.written(sources[place].source)
+                def written(place: int, d: IngestedDocument, shown: list[str] = shown) -> None:
+                    done.append((d.document_id, d.parent_chunks, d.child_chunks, _outcome(d)))
+                    unsent.written(shown[place])
                     advance(1)
 
                 def failed(place: int, e: IngestFailure, paths: dict[str, str] = paths) -> None:
@@ -433,17 +438,17 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
                     else:
                         not_listed[-1] += 1
 
-                def finished(place: int, sources: list[DocumentSource] = sources) -> None:
-                    unsent.finished(sources[place].source)
+                def finished(place: int, shown: list[str] = shown) -> None:
+                    unsent.finished(shown[place])
 
                 listed, failures = len(done), len(errors)
                 not_listed.append(0)
                 report = await app.ingest(sources, on_document=written, on_failure=failed, on_finished=finished)
                 unsent.sent(len(sources))
-                done[listed:] = [(d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in report.documents]
+                done[listed:] = [(d.document_id, d.parent_chunks, d.child_chunks, _outcome(d)) for d in report.documents]
                 errors[failures:] = _at_path(((e.source, e.reason) for e in report.errors), paths)
                 not_listed[-1] = report.errors_not_listed
-                errors += ids.stored([s.source for s in sources], [d.document_id for d in report.documents])
+                errors += ids.stored(shown, [d.document_id for d in report.documents])
         print("optimizing the vector index...", file=sys.stderr)
         await app.wait_for_optimize()
     finally:
@@ -494,7 +499,7 @@ def top_k_option(limit: int, setting: str) -> Callable[[str], int]:
 
 
 @contextlib.contextmanager
-def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: list[int] | None = None,
+def _listed_if_stopped(done: list[tuple[str, int, int, str]], errors: list[tuple[str, str]], unlisted: list[int] | None = None,
                        unsent: _Unsent | None = None, errors_not_listed: list[int] | None = None) -> Iterator[None]:
     """An ingest's batches: should one stop the run, what earlier ones stored is listed before
     main says why it stopped (it was lost, and the run looked as if it had stored nothing), and
@@ -508,6 +513,12 @@ def _listed_if_stopped(done: list[tuple[str, int, int, bool]], errors: list[tupl
         raise
 
 
+def _outcome(d: IngestedDocument | pb.IngestedDocument) -> str:
+    """What became of an ingested document (the server's IngestedDocument, or the application's):
+    one found unchanged was reported "replaced", as if it had been embedded again."""
+    return "unchanged" if d.unchanged else "replaced" if d.replaced else "added"
+
+
 #: the exit code of an ingest that stored some documents and failed others (listed on stderr)
 SOME_FAILED = 3
 
@@ -516,7 +527,7 @@ SOME_FAILED = 3
 UNSENT_NAMED = 10
 
 
-def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str, str]], unlisted: int = 0,
+def _print_ingest(done: list[tuple[str, int, int, str]], errors: list[tuple[str, str]], unlisted: int = 0,
                   unsent: Sequence[str] = (), unknown: Sequence[str] = (), in_part: Sequence[str] = (), *, errors_not_listed: int = 0) -> int:
     """The report, and the exit code: 0 when every document was stored, :data:`SOME_FAILED` when
     some were, 1 when none was. ``unlisted``: documents the server stored without listing them;
@@ -524,8 +535,8 @@ def _print_ingest(done: list[tuple[str, int, int, bool]], errors: list[tuple[str
     with no answer saying what the server stored of them; ``in_part``: those of rows (``--local``)
     it stopped writing, the rows written listed; ``errors_not_listed``: failures past those listed."""
     try:
-        for doc_id, parents, children, replaced in done:
-            print(printable(f"{'replaced' if replaced else 'added':8} {doc_id}  ({parents} parents, {children} children)"))
+        for doc_id, parents, children, outcome in done:
+            print(printable(f"{outcome:8} {doc_id}  ({parents} parents, {children} children)"))
         if unlisted:
             print(f"...      {unlisted} more stored, not listed by the server")
     except BrokenPipeError:
@@ -606,7 +617,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     errors: list[tuple[str, str]] = []
     if not (files := list(_files(args.paths, errors))):
         return _nothing_to_ingest(args.paths, errors)
-    done: list[tuple[str, int, int, bool]] = []
+    done: list[tuple[str, int, int, str]] = []
     unlisted: list[int] = []
     errors_not_listed: list[int] = []
     ids = _Ids(args.document_id or "")
@@ -614,7 +625,10 @@ def _ingest_remote(args: argparse.Namespace) -> int:
     with RetrievalClient(args.server, **_connection(args)) as client, \
             _progress(args.quiet, total=len(files), unit="file") as advance:
 
-        def send(docs: list[Any]) -> None:
+        def send(read: list[tuple[str, Any]]) -> None:
+            """Sends ``read``'s documents, each with the path as given, which the report names (the
+            client sends the absolute path as the source)."""
+            docs = [doc for _, doc in read]
             unsent.calling(len(docs))
             try:
                 # Per call: the client's default timeout does not bound an ingest (a large file takes
@@ -624,7 +638,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                 if _not_sent(exc):
                     unsent.refused()
                 raise
-            done.extend((d.document_id, d.parent_chunks, d.child_chunks, d.replaced) for d in resp.documents)
+            done.extend((d.document_id, d.parent_chunks, d.child_chunks, _outcome(d)) for d in resp.documents)
             listed: list[tuple[str, str]] = []
             for e in resp.errors:
                 # Counted, not listed: as one failure, 3,000 failed rows were summed up as 1,001.
@@ -632,31 +646,31 @@ def _ingest_remote(args: argparse.Namespace) -> int:
                     errors_not_listed.append(int(more[1]))
                 else:
                     listed.append((e.source, e.reason))
-            errors.extend(_at_path(listed, {d.filename: d.source for d in docs}))
-            errors.extend(ids.stored([d.source for d in docs], [d.document_id for d in resp.documents]))
+            errors.extend(_at_path(listed, {doc.filename: path for path, doc in read}))
+            errors.extend(ids.stored([path for path, _ in read], [d.document_id for d in resp.documents]))
             unlisted.append(resp.documents_not_listed)
             unsent.sent(len(docs))
 
         with _listed_if_stopped(done, errors, unlisted, unsent, errors_not_listed):
             for batch in _batches(files):
-                docs = _readable(batch, ids, errors, lambda f: document_from_file(
+                read = _readable(batch, ids, errors, lambda f: (str(f), document_from_file(
                     f, document_id=args.document_id or "", access=args.access, owner_id=args.owner or "",
                     granted_user_ids=args.grant, metadata=dict(args.meta),
-                ))
-                unsent.sending(batch, (d.source for d in docs))
+                )))
+                unsent.sending(batch, (path for path, _ in read))
                 try:
-                    if docs:
-                        send(docs)
+                    if read:
+                        send(read)
                 except grpc.RpcError as exc:
                     if not _one_file_refused(exc):
                         raise
-                    for doc in docs:
+                    for path, doc in read:
                         try:
-                            send([doc])
+                            send([(path, doc)])
                         except grpc.RpcError as alone:
                             if not _one_file_refused(alone):
                                 raise
-                            errors.append((doc.source, f"{alone.code().name}: {alone.details()}"))  # type: ignore[attr-defined]
+                            errors.append((path, f"{alone.code().name}: {alone.details()}"))  # type: ignore[attr-defined]
                             unsent.sent(1)
                 advance(len(batch))
     return _print_ingest(done, errors, sum(unlisted), errors_not_listed=sum(errors_not_listed))

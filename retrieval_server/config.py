@@ -538,8 +538,12 @@ class Settings(BaseSettings):
             raise ValueError("child_chunk_tokens must not exceed parent_chunk_tokens")
         if self.child_overlap_tokens >= self.child_chunk_tokens:
             raise ValueError("child_overlap_tokens must be smaller than child_chunk_tokens")
-        if self.child_chunk_tokens > self.max_seq_length:
-            raise ValueError("child_chunk_tokens must fit in max_seq_length (children are embedded whole)")
+        # [CLS] and [SEP] are two of the tokens the model reads: a child of max_seq_length tokens
+        # lost its last two words from its vector.
+        if self.child_chunk_tokens > self.max_seq_length - 2:
+            raise ValueError(f"child_chunk_tokens ({self.child_chunk_tokens}) must be at most max_seq_length - 2 "
+                             f"({self.max_seq_length - 2}): the model reads max_seq_length tokens, [CLS] and [SEP] among "
+                             "them, and children are embedded whole")
         if self.top_k_default > self.top_k_max:
             raise ValueError("top_k_default must not exceed top_k_max")
         if self.search_top_k_default > self.search_top_k_max:

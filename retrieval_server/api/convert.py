@@ -392,7 +392,8 @@ def ingest_out(report: IngestReport, max_bytes: int) -> pb.IngestDocumentsRespon
         errors.append(pb.IngestError(source="", reason=f"{more} more errors"))
     documents = []
     for d in report.documents:
-        entry = pb.IngestedDocument(document_id=d.document_id, parent_chunks=d.parent_chunks, child_chunks=d.child_chunks, replaced=d.replaced)
+        entry = pb.IngestedDocument(document_id=d.document_id, parent_chunks=d.parent_chunks, child_chunks=d.child_chunks, replaced=d.replaced,
+                                    unchanged=d.unchanged)
         room -= entry.ByteSize() + _ENTRY_BYTES
         if room < 0:
             break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import io
 import itertools
@@ -54,11 +55,25 @@ class Loaded:
 MAX_ROW_ERRORS = 100
 
 
+#: byte order marks and the encodings they say, UTF-32's before UTF-16's, whose marks begin theirs:
+#: an editor on Windows (Notepad, PowerShell 5's redirection) saves text as UTF-16 with one
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32-LE"), (codecs.BOM_UTF32_BE, "UTF-32-BE"), (codecs.BOM_UTF8, "UTF-8"),
+         (codecs.BOM_UTF16_LE, "UTF-16-LE"), (codecs.BOM_UTF16_BE, "UTF-16-BE"))
+
+
+def _bom(raw: bytes) -> tuple[str, int] | None:
+    """The encoding ``raw``'s byte order mark says, and the mark's length; None without one."""
+    return next(((name, len(mark)) for mark, name in _BOMS if raw.startswith(mark)), None)
+
+
 def _text(raw: bytes, what: str) -> str:
+    """``raw`` in the encoding its byte order mark says, else UTF-8: LoadError naming the encoding
+    and the first byte it cannot read."""
+    name, start = _bom(raw) or ("UTF-8", 0)
     try:
-        return raw.decode("utf-8-sig")
+        return raw[start:].decode(name)
     except UnicodeDecodeError as exc:
-        raise LoadError(f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise LoadError(f"{what} is not {name} text ({exc.reason} at byte {start + exc.start})") from None
 
 
 def _stem(filename: str) -> str:
@@ -117,9 +132,10 @@ def _found_title(title: object) -> str:
 
 def _title(src: DocumentSource, found: str = "") -> str:
     """The caller's title on one line, its control characters spaces as a file's are, else the
-    file's own (``found``), else its name without its extension: a caller's title of white space
-    alone was stored, over the file's."""
-    return _one_line_title(src.title) or found or _stem(src.name)
+    file's own (``found``), else its name without its extension, cleaned the same way (a file
+    name may hold ESC or a line break, and every reader's hit carries the title): a caller's title
+    of white space alone was stored, over the file's."""
+    return _one_line_title(src.title) or found or _one_line_title(_stem(src.name))
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:
@@ -231,6 +247,45 @@ def _page_text(root: Any) -> str:
     return "".join(out)
 
 
+#: the bytes a browser reads for a <meta charset> before it starts decoding (WHATWG's prescan);
+#: bs4's pattern for it is quadratic in what it reads (a run of "<meta " with no ">": 32 KB took
+#: a second), and by default it read a twentieth of the file
+HTML_PRESCAN_BYTES = 1024
+
+#: windows-1252 as browsers read it (WHATWG), in bytes read as Latin-1: they take a page labelled
+#: Latin-1 or ASCII for it, and its five bytes Python's cp1252 has no character for are C1 controls
+_WINDOWS_1252 = {b: c for b in range(0x80, 0xA0) if (c := bytes([b]).decode("cp1252", "ignore"))}
+
+
+def _html_text(raw: bytes) -> str:
+    """``raw`` decoded as a browser decodes a page: by its byte order mark, else by the charset its
+    <meta> gives (or an XML declaration), else as UTF-8 (LoadError when it is not). A charset
+    Python does not know, or a UTF-16 or UTF-32 one without a byte order mark (which browsers take
+    for UTF-8: the <meta> itself was read as ASCII), is no charset."""
+    from bs4.dammit import EncodingDetector
+
+    if _bom(raw):
+        return _text(raw, "file")
+    declared = EncodingDetector.find_declared_encoding(raw[:HTML_PRESCAN_BYTES], is_html=True) or ""
+    try:
+        codec = codecs.lookup(declared).name if declared else ""
+    except LookupError:
+        codec = ""
+    if codec in ("ascii", "iso8859-1", "cp1252"):
+        return raw.decode("latin-1").translate(_WINDOWS_1252)
+    if codec and codec != "utf-8" and not codec.startswith(("utf-16", "utf-32")):
+        try:
+            return raw.decode(codec)
+        except UnicodeDecodeError as exc:
+            raise LoadError(f"file is not {declared[:40]} text, the charset it declares ({exc.reason} at byte {exc.start})") from None
+    try:
+        return _text(raw, "file")
+    except LoadError as exc:
+        if declared and not codec:
+            raise LoadError(f"{exc}, and the charset it declares, '{declared[:40]}', is none known") from None
+        raise
+
+
 def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     from bs4 import BeautifulSoup
 
@@ -239,7 +294,7 @@ def _load_html(src: DocumentSource) -> list[LoadedDocument]:
     # libxml2's parser: html.parser rescanned the rest of the file for each tag, comment or
     # processing instruction left open ("<a" 200,000 times: 44 s; 400,000: 127 s). Without
     # huge_tree, libxml2 keeps a comment of over 10,000,000 characters as text, which was indexed.
-    soup = BeautifulSoup(_text(src.content, "file"), "lxml", huge_tree=True)
+    soup = BeautifulSoup(_html_text(src.content), "lxml", huge_tree=True)
     # An SVG's <title> is the accessible text of a drawing (a chart's "Revenue by quarter"): the
     # body's content, neither the page's title nor left out with it.
     titles = [t for t in soup("title") if t.find_parent("svg") is None]

@@ -14,8 +14,9 @@ from retrieval_server.server import RunningServer, start_server
 
 
 def e2e_settings(data_dir: Path) -> Settings:
-    # Larger children so Search's 800-character trim is exercised.
-    return load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=data_dir, parent_chunk_tokens=512, child_chunk_tokens=256, child_overlap_tokens=32,
+    # Larger children so Search's 800-character trim is exercised: as large as the model reads beside
+    # [CLS] and [SEP].
+    return load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=data_dir, parent_chunk_tokens=512, child_chunk_tokens=254, child_overlap_tokens=32,
                          max_document_bytes=2 * 1024 * 1024)
 
 

@@ -67,8 +67,8 @@ def test_batches_hold_at_most_their_files_and_bytes(tmp_path: Path, monkeypatch:
 
 
 def test_the_exit_code_says_whether_some_documents_failed(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli._print_ingest([("a", 1, 1, False)], []) == 0
-    assert cli._print_ingest([("a", 1, 1, False)], [("b.txt", "why")]) == cli.SOME_FAILED
+    assert cli._print_ingest([("a", 1, 1, "added")], []) == 0
+    assert cli._print_ingest([("a", 1, 1, "added")], [("b.txt", "why")]) == cli.SOME_FAILED
     assert cli._print_ingest([], [("b.txt", "why")]) == 1
     # Stored without being listed (past the server's response limit): stored all the same.
     capsys.readouterr()
@@ -574,3 +574,44 @@ def test_a_run_counts_the_failures_the_server_does_not_list(tmp_path: Path, monk
         f"FAILED   {tmp_path / 'rows.jsonl'}:line 1: embedding failed", f"FAILED   {tmp_path / 'rows.jsonl'}:line 2: embedding failed",
         "...      3 more errors"]
     assert "0 documents indexed, 5 failed" in err.splitlines()
+
+
+def test_a_file_is_sent_by_its_absolute_path_reported_as_given_and_unchanged_said_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The source was the path as typed, which the server's unchanged check reads: docs/a.txt, then
+    ./docs/a.txt, embedded the file again; and one found unchanged was reported "replaced"."""
+    import retrieval_client
+
+    sent: list[str] = []
+
+    def ingest(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
+        sent.extend(d.source for d in docs)
+        return pb.IngestDocumentsResponse(
+            documents=[pb.IngestedDocument(document_id="a", replaced=True, unchanged=True)],
+            errors=[pb.IngestError(source="b.jsonl:line 2", reason="invalid JSON")])
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", _client(ingest))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Aardvarks dig.")
+    (tmp_path / "docs" / "b.jsonl").write_text('{"_id": "b", "text": "Badgers dig."}\n{broken\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["ingest", "./docs/a.txt", "docs/../docs/b.jsonl", "--quiet"]) == cli.SOME_FAILED
+    out, err = capsys.readouterr()
+    assert sent == [str(tmp_path / "docs" / "a.txt"), str(tmp_path / "docs" / "b.jsonl")]
+    assert out.splitlines() == ["unchanged a  (0 parents, 0 children)"]
+    assert "FAILED   docs/../docs/b.jsonl:line 2: invalid JSON" in err
+
+
+def test_a_local_file_sent_again_by_another_path_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Its source was the path as typed, in what finds a document unchanged: ./docs/a.txt after
+    docs/a.txt chunked and embedded the file again, and was reported "replaced"."""
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Aardvarks dig burrows at night.")
+    monkeypatch.chdir(tmp_path)
+    lines = []
+    for path in ("docs/a.txt", "./docs/a.txt", str(tmp_path / "docs" / "a.txt")):
+        assert cli.main(["ingest", "--local", "--quiet", path]) == 0
+        lines += capsys.readouterr().out.splitlines()[:1]
+    assert [line.split()[0] for line in lines] == ["added", "unchanged", "unchanged"], lines

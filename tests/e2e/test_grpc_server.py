@@ -245,11 +245,12 @@ async def test_ingest_query_search_reingest_delete(live: Live) -> None:
     long = await live.stub.Search(pb.SearchRequest(query="committee approved the library budget", top_k=1))
     assert long.results[0].document_id == "minutes" and len(long.results[0].text) == 800
 
-    again = await live.stub.IngestDocuments(
-        pb.IngestDocumentsRequest(documents=[_doc("glaciers", "Glaciers retreat as the climate warms.", title="Glaciers v2")]),
-        metadata=ADMIN,
-    )
-    assert again.documents[0].replaced
+    v2 = pb.IngestDocumentsRequest(documents=[_doc("glaciers", "Glaciers retreat as the climate warms.", title="Glaciers v2")])
+    again = await live.stub.IngestDocuments(v2, metadata=ADMIN)
+    assert again.documents[0].replaced and not again.documents[0].unchanged
+    # Sent as it is stored: left so, and said so (it was told from a rewrite nowhere on the wire).
+    same = await live.stub.IngestDocuments(v2, metadata=ADMIN)
+    assert same.documents[0].replaced and same.documents[0].unchanged
     resp = await live.stub.Query(pb.QueryRequest(query="glaciers", top_k=5))
     glacier_contexts = [c for c in resp.contexts if c.document_id == "glaciers"]
     assert len(glacier_contexts) == 1 and glacier_contexts[0].metadata.title == "Glaciers v2"

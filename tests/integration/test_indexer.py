@@ -1494,3 +1494,14 @@ async def test_recovery_leaves_a_write_begun_after_it_listed_the_abandoned_ones(
     monkeypatch.setattr(app.metadata, "pending_writes", listed_then_renewed)
     assert await app.indexer.recover(min_age_s=1e-9) == []
     assert await app.vectors.count("x") > 0 and await app.metadata.has_pending_write("x")
+
+
+async def test_a_file_names_control_characters_are_spaces_in_its_default_title_and_source(app: Application) -> None:
+    """A file that gives no title is titled by its name, and its source is the name: both are
+    carried back in every hit, and the name's OSC 52 and carriage return reached each reader."""
+    name = "invoice\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2K\r\npaid.txt"
+    report = await app.ingest([DocumentSource(filename=name, content=b"Invoice 7 was paid in full.", document_id="inv-7")])
+    assert not report.errors, report.errors
+    [doc] = (await app.metadata.get_documents(["inv-7"])).values()
+    assert doc.title == "invoice ]52;c;cm0gLXJmIH4K [2K paid"
+    assert doc.source == "invoice ]52;c;cm0gLXJmIH4K  [2K  paid.txt"

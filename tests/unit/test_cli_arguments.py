@@ -99,7 +99,7 @@ def test_the_top_k_limits_are_the_settings_bounds() -> None:
 
 def test_ctrl_c_lists_what_was_stored_and_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     def interrupted(args: argparse.Namespace) -> int:
-        with cli._listed_if_stopped([("tides", 1, 2, False)], []):
+        with cli._listed_if_stopped([("tides", 1, 2, "added")], []):
             raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "_ingest_remote", interrupted)

@@ -93,7 +93,7 @@ def test_a_profiled_command_keeps_the_exit_that_writes_the_profile(tmp_path: Pat
 #: ingest's report (no server needed): more documents stored than a pipe holds, and one that failed
 FAILED_INGEST = ("import sys\n"
                  "from retrieval_server import cli\n"
-                 "cli._ingest_remote = lambda args: cli._print_ingest([(f'doc{i}', 1, 1, False) for i in range(5000)],\n"
+                 "cli._ingest_remote = lambda args: cli._print_ingest([(f'doc{i}', 1, 1, 'added') for i in range(5000)],\n"
                  "                                                    [('bad.pdf', 'not a readable PDF')])\n"
                  "sys.argv = ['retrieval-server', 'ingest', 'x']\n"
                  "cli.run()\n")

@@ -409,6 +409,13 @@ def test_the_vector_legs_may_not_both_weigh_nothing() -> None:
     assert load_settings(semantic_weight=0.7, keyword_weight=0).keyword_weight == 0
 
 
+def test_a_child_must_fit_in_what_the_model_reads_beside_cls_and_sep() -> None:
+    """A child of MAX_SEQ_LENGTH tokens was accepted, and its last two were never embedded."""
+    with pytest.raises(ConfigError, match=r"RETRIEVAL_CHILD_CHUNK_TOKENS \(128\) must be at most RETRIEVAL_MAX_SEQ_LENGTH - 2 \(126\)"):
+        load_settings(max_seq_length=128, child_chunk_tokens=128)
+    assert load_settings(max_seq_length=128, child_chunk_tokens=126).child_chunk_tokens == 126
+
+
 def test_metrics_may_share_the_port_number_on_another_address_or_when_off() -> None:
     assert load_settings(port=50051, metrics_port=50051, metrics_host="127.0.0.2").metrics_port == 50051
     assert not load_settings(port=50051, metrics_port=50051, metrics_enabled=False).metrics_enabled

@@ -100,6 +100,53 @@ def test_text_and_title_are_composed_as_queries_are() -> None:
     assert row.title == "Sjögren and Ménière" and row.pages[0].text == "Sjögren and Ménière\n\nSjögren and Ménière"
 
 
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_text_files_are_read_in_the_encoding_their_byte_order_mark_says(encoding: str) -> None:
+    """Notepad and PowerShell 5's redirection save UTF-16 with a byte order mark: "not UTF-8 text"."""
+    def raw(text: str) -> bytes:
+        return ("\ufeff" + text).encode(encoding.removesuffix("-sig")) if encoding != "utf-8-sig" else text.encode(encoding)
+
+    [txt] = load(_src("n.txt", raw("Caf\xe9 notes."))).documents
+    [md] = load(_src("n.md", raw("# Caf\xe9\n\nBody."))).documents
+    [row] = load(_src("n.jsonl", raw('{"_id": "r", "text": "Caf\xe9"}'))).documents
+    assert (txt.pages[0].text, md.title, row.pages[0].text) == ("Caf\xe9 notes.", "Caf\xe9", "Caf\xe9")
+
+
+@pytest.mark.parametrize(
+    ("html", "title", "text"),
+    [
+        ('<meta charset="windows-1252"><title>Caf\xe9 \u201cmenu\u201d</title><p>\u20ac5</p>'.encode("cp1252"), "Caf\xe9 \u201cmenu\u201d", "\u20ac5"),
+        # Browsers read a page labelled Latin-1 or ASCII as windows-1252: 0x93 is a quotation mark, no C1 control.
+        (b'<meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1"><title>R\xe9sum\xe9</title><p>\x93na\xefve\x94</p>',
+         "R\xe9sum\xe9", "\u201cna\xefve\u201d"),
+        ('<meta charset="shift_jis"><title>\u65e5\u672c</title><p>\u8a9e</p>'.encode("shift_jis"), "\u65e5\u672c", "\u8a9e"),
+        ('\ufeff<title>Hello</title><p>UTF-16 page.</p>'.encode("utf-16-le"), "Hello", "UTF-16 page."),
+        # The byte order mark over the <meta>, as browsers read it.
+        ('\ufeff<meta charset="windows-1252"><title>\u0141\xf3d\u017a</title>'.encode("utf-16-be"), "\u0141\xf3d\u017a", ""),
+        ('<meta charset="utf-8"><title>Caf\xe9</title>'.encode(), "Caf\xe9", ""),
+    ],
+)
+def test_html_is_read_in_the_encoding_its_byte_order_mark_or_charset_says(html: bytes, title: str, text: str) -> None:
+    [doc] = load(_src("p.html", html)).documents
+    assert (doc.title, doc.pages[0].text) == (title, text)
+
+
+@pytest.mark.parametrize(
+    ("html", "reason"),
+    [
+        (b"<title>Caf\xe9</title>", r"file is not UTF-8 text \(invalid continuation byte at byte 10\)$"),
+        (b'<meta charset="klingon"><title>Caf\xe9</title>', r"not UTF-8 text .*, and the charset it declares, 'klingon', is none known"),
+        (b'<meta charset="shift_jis"><title>\x81</title>', r"file is not shift_jis text, the charset it declares \(.* at byte 33\)"),
+        # A browser looks for the <meta> in the first 1,024 bytes only; bs4's search for it is
+        # quadratic in what it reads.
+        (b"<!--" + b" " * 1024 + b'--><meta charset="windows-1252"><title>Caf\xe9</title>', "file is not UTF-8 text"),
+    ],
+)
+def test_html_in_no_encoding_it_names_and_not_utf8_says_why(html: bytes, reason: str) -> None:
+    with pytest.raises(LoadError, match=reason):
+        load(_src("p.html", html))
+
+
 def test_html_drops_scripts_and_keeps_title() -> None:
     [doc] = load(_src("p.html", "<html><head><title>T</title><script>evil()</script></head><body><p>One.</p><p>Two.</p></body></html>")).documents
     assert doc.title == "T"
@@ -177,7 +224,8 @@ def test_a_jsonl_title_that_is_no_string_fails_its_row() -> None:
     ("name", "content", "reason"),
     [
         ("x.docx", b"PK", "unsupported file type '.docx'"),
-        ("x.txt", b"\xff\xfe\x00bad", "not UTF-8"),
+        ("x.txt", b"\xff\x00bad", "not UTF-8"),
+        ("x.txt", b"\xff\xfeodd", r"not UTF-16-LE text \(truncated data at byte 4\)"),  # a byte order mark says how it is read
         ("x.pdf", b"%PDF-1.4 garbage", "PDF"),
         ("x.jsonl", '{broken\n{"title": "no id"}', r"line 1: invalid JSON .* \(and 1 more rows\)"),
         ("x.jsonl", '{"title": "no id"}', "line 1: a BEIR row needs '_id' and 'text'"),
@@ -473,6 +521,14 @@ _ESCAPING = "Ti\x07tle\x1b[31m \x1b]52;c;aGk=\x07\x9bend"
 def test_a_title_from_the_file_has_spaces_for_its_control_characters(name: str, content: str | bytes) -> None:
     """Stored as written, they came back in every hit, for a terminal to obey."""
     [doc] = load(_src(name, content)).documents
+    assert doc.title == "Ti tle [31m ]52;c;aGk= end"
+
+
+@pytest.mark.parametrize("name", [f"{_ESCAPING}.txt", f"{_ESCAPING}.md", f"{_ESCAPING}.html", f"{_ESCAPING}\r\n.txt"])
+def test_a_title_from_the_file_name_has_spaces_for_its_control_characters_on_one_line(name: str) -> None:
+    """The file name is the title of a file that gives none, and was stored with its escapes and
+    line breaks: "invoice\\x1b]52;c;...\\x07\\x1b[2K\\rpaid.txt" wrote every reader's clipboard."""
+    [doc] = load(_src(name, "Body text.", document_id="d")).documents
     assert doc.title == "Ti tle [31m ]52;c;aGk= end"
 
 

@@ -7,6 +7,7 @@ import ipaddress
 import json
 import math
 import numbers
+import os
 import random
 import re
 import time
@@ -93,7 +94,9 @@ def document_from_file(
         content=file_bytes(p),
         title=title,
         url=url,
-        source=str(p),
+        # Absolute: the server finds a document unchanged by what it stores, the source among it, and
+        # the same file sent as docs/a.txt and as ./docs/a.txt was embedded again.
+        source=os.path.abspath(p),
         access=level,
         owner_id=owner_id,
         metadata=metadata or {},

@@ -313,16 +313,18 @@ class IngestDocumentsRequest(_message.Message):
     def __init__(self, documents: _Optional[_Iterable[_Union[DocumentInput, _Mapping]]] = ...) -> None: ...
 
 class IngestedDocument(_message.Message):
-    __slots__ = ("document_id", "parent_chunks", "child_chunks", "replaced")
+    __slots__ = ("document_id", "parent_chunks", "child_chunks", "replaced", "unchanged")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     CHILD_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     REPLACED_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     parent_chunks: int
     child_chunks: int
     replaced: bool
-    def __init__(self, document_id: _Optional[str] = ..., parent_chunks: _Optional[int] = ..., child_chunks: _Optional[int] = ..., replaced: _Optional[bool] = ...) -> None: ...
+    unchanged: bool
+    def __init__(self, document_id: _Optional[str] = ..., parent_chunks: _Optional[int] = ..., child_chunks: _Optional[int] = ..., replaced: _Optional[bool] = ..., unchanged: _Optional[bool] = ...) -> None: ...
 
 class IngestError(_message.Message):
     __slots__ = ("source", "reason")

@@ -908,7 +908,8 @@ export interface DocumentInput {
    */
   filename: string;
   /**
-   * The file's bytes, not empty; text formats are UTF-8. The whole request is limited to
+   * The file's bytes, not empty; text formats are UTF-8, or UTF-16 or UTF-32 with a byte order
+   * mark; HTML may be in the charset its <meta> declares. The whole request is limited to
    * RETRIEVAL_MAX_MESSAGE_MB (64 MiB).
    */
   content: Buffer;
@@ -973,6 +974,14 @@ export interface IngestedDocument {
   childChunks: number;
   /** True when a document with this id was already stored and was replaced (or found unchanged). */
   replaced: boolean;
+  /**
+   * True when the document was found stored as sent and left so, nothing re-chunked or
+   * re-embedded (same content, source, title, url, access, owner, grants and metadata, and the
+   * same chunking and model); `replaced` is true too. The CLI and the Python client's
+   * document_from_file send a file's source as its absolute path, so that another spelling of
+   * the path is no change.
+   */
+  unchanged: boolean;
 }
 
 /**
@@ -3600,7 +3609,7 @@ export const IngestDocumentsRequest: MessageFns<IngestDocumentsRequest> = {
 };
 
 function createBaseIngestedDocument(): IngestedDocument {
-  return { documentId: "", parentChunks: 0, childChunks: 0, replaced: false };
+  return { documentId: "", parentChunks: 0, childChunks: 0, replaced: false, unchanged: false };
 }
 
 export const IngestedDocument: MessageFns<IngestedDocument> = {
@@ -3616,6 +3625,9 @@ export const IngestedDocument: MessageFns<IngestedDocument> = {
     }
     if (message.replaced !== false) {
       writer.uint32(32).bool(message.replaced);
+    }
+    if (message.unchanged !== false) {
+      writer.uint32(40).bool(message.unchanged);
     }
     return writer;
   },
@@ -3665,6 +3677,14 @@ export const IngestedDocument: MessageFns<IngestedDocument> = {
             message.replaced = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.unchanged = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3695,6 +3715,7 @@ export const IngestedDocument: MessageFns<IngestedDocument> = {
         ? globalThis.Number(object.child_chunks)
         : 0,
       replaced: isSet(object.replaced) ? globalThis.Boolean(object.replaced) : false,
+      unchanged: isSet(object.unchanged) ? globalThis.Boolean(object.unchanged) : false,
     };
   },
 
@@ -3712,6 +3733,9 @@ export const IngestedDocument: MessageFns<IngestedDocument> = {
     if (message.replaced !== false) {
       obj.replaced = message.replaced;
     }
+    if (message.unchanged !== false) {
+      obj.unchanged = message.unchanged;
+    }
     return obj;
   },
 
@@ -3724,6 +3748,7 @@ export const IngestedDocument: MessageFns<IngestedDocument> = {
     message.parentChunks = object.parentChunks ?? 0;
     message.childChunks = object.childChunks ?? 0;
     message.replaced = object.replaced ?? false;
+    message.unchanged = object.unchanged ?? false;
     return message;
   },
 };
