@@ -50,7 +50,9 @@ def _word() -> re.Pattern[str]:
 
 
 _BREAK = re.compile(r"[?;？；]\s*|\.\s+")
-_CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
+#: a bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a sentence ("the logs
+#: also show 502 errors"): it cuts only after a comma or before a question word (see _clauses)
+_CLAUSES = re.compile(r",? \b(?:and also|as well as|and|(?P<adverb>also|plus))\b ", re.I)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
 #: i++)") or an aside
@@ -110,7 +112,9 @@ def _abbreviated(text: str, stop: int, after: int) -> bool:
 
 
 def _clauses(text: str) -> list[tuple[int, int]]:
-    """Where ``text`` (single-spaced) is cut into clauses: at "and", "also", "plus", "as well as",
+    """Where ``text`` (single-spaced) is cut into clauses: at "and", "and also", "as well as", and
+    at "also" or "plus" after a comma or before a question word (elsewhere one is an adverb inside
+    a sentence: "the nginx logs also show 502 errors" was "the nginx logs" and "show 502 errors"),
     never inside a URL, quotes or brackets, and only where the right side asks something of its
     own: not a negation of the left ("and not about mice"), and either a question of its own ("and
     why …") or after a left side of 3 content words at least that neither compares things
@@ -140,6 +144,8 @@ def _clauses(text: str) -> list[tuple[int, int]]:
             item = None
         first = _FIRST_WORD.match(text, m.end())
         opens = first.group(0).casefold() if first else ""
+        if m.group("adverb") and not m.group(0).startswith(",") and opens not in _QUESTION_WORDS:
+            continue
         if opens in _NEGATIONS or ((left < 3 or compared or ends_list) and opens not in _QUESTION_WORDS):
             continue
         cuts.append(m.span())

@@ -121,6 +121,35 @@ def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> 
 
 
 @pytest.mark.parametrize(
+    "query",
+    [
+        "The nginx access logs also show 502 errors after the upgrade",
+        "Postgres replication lag also increases during nightly vacuum runs",
+        "Django admin page plus custom user model migration fails",
+    ],
+    ids=["also", "also-a-verb-after", "plus"],
+)
+def test_a_bare_also_or_plus_inside_a_sentence_cuts_nothing(query: str) -> None:
+    """Read as a clause boundary, an adverb's "also" cut a sentence into its subject and a
+    predicate without one ("The nginx access logs", "show 502 errors after the upgrade")."""
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("Set up SSO for our whole team, also configure SCIM provisioning",
+         ["Set up SSO for our whole team", "configure SCIM provisioning"]),
+        ("Reset the admin password for the billing portal plus how do I rotate its keys",
+         ["Reset the admin password for the billing portal", "how do I rotate its keys"]),
+    ],
+    ids=["after-a-comma", "before-a-question-word"],
+)
+def test_also_or_plus_cuts_after_a_comma_or_before_a_question_word(query: str, parts: list[str]) -> None:
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
+@pytest.mark.parametrize(
     ("query", "parts"),
     [
         ("What is plan B. Is it cheaper than plan A?", ["What is plan B", "Is it cheaper than plan A"]),
