@@ -49,7 +49,9 @@ def _word() -> re.Pattern[str]:
     return re.compile(rf"[^\W\d_](?:[^\W_]|-|[{''.join(ranges)}])+")
 
 
-_BREAK = re.compile(r"[?;？；]\s*|\.\s+")
+#: a sentence's end: "?" and ";", full-width (Chinese, Japanese) and Arabic ("؟", "؛") too, the
+#: ideographic full stop "。" (no capital follows it: those scripts have none), and a full stop
+_BREAK = re.compile(r"[?;？；؟؛。]\s*|\.\s+")
 #: a bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a sentence ("the logs
 #: also show 502 errors"): it cuts only after a comma or before a question word (see _clauses)
 _CLAUSES = re.compile(r",? \b(?:and also|as well as|and|(?P<adverb>also|plus))\b ", re.I)
@@ -185,10 +187,14 @@ def _content_words(text: str) -> set[str]:
 
 
 def _a_question(part: str) -> bool:
-    """Whether ``part`` of a query can be searched on its own: three words at least, not all of them
-    stop words ("the of the")."""
-    tokens = part.split()
-    return len(tokens) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in tokens)
+    """Whether ``part`` of a query can be searched on its own: three words at least, as ADAPTIVE
+    counts them (each Han or kana character one: counted between spaces, a Chinese question was
+    one word, and no Chinese query was ever decomposed; a mark is none, and "- - -" was searched),
+    and a content word among them ("the of the" is none), or an acronym that spells a stop word
+    ("What is IT"), but not in a part written all in capitals, where every word looks like one."""
+    if len(words(part)) < 3:
+        return False
+    return bool(_content_words(part)) or (any(ch.islower() for ch in part) and bool(identifier_words(part)))
 
 
 class NotApplicable(Exception):

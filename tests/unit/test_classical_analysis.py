@@ -164,6 +164,27 @@ def test_a_letter_before_a_full_stop_ends_a_sentence_when_a_function_word_follow
     assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
 
 
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("什么是RRF？它如何与BM25结合？", ["什么是RRF", "它如何与BM25结合"]),
+        ("我们用RRF。它如何与BM25结合？", ["我们用RRF", "它如何与BM25结合"]),
+        ("ما هو RRF؟ وكيف يعمل مع BM25؟", ["ما هو RRF", "وكيف يعمل مع BM25"]),
+        ("What is IT? What is HR? What is PR?", ["What is IT", "What is HR", "What is PR"]),
+    ],
+    ids=["chinese-questions", "chinese-full-stop", "arabic", "acronyms-that-spell-stop-words"],
+)
+def test_questions_are_told_apart_in_any_script(query: str, parts: list[str]) -> None:
+    """Counted between spaces, a Chinese question was one word, under the three a question needs,
+    and the Arabic question mark cut nothing: neither was decomposed, though the English was. "IT"
+    was read as the stop word "it", and its question dropped."""
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
+def test_a_part_written_all_in_capitals_reads_no_acronyms() -> None:
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), "WHAT IS IT? HOW DOES RRF WORK IN HYBRID SEARCH?"))
+
+
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
     try:
         await analyzer.decompose(query)
