@@ -156,19 +156,26 @@ def _clauses(text: str) -> list[tuple[int, int]]:
 
 
 def _parts(text: str, cuts: Sequence[tuple[int, int]]) -> list[str]:
-    """``text`` cut at ``cuts``; a part without a content word of its own ("And why?") stays
-    attached to the one before, as it was written."""
+    """``text`` cut at ``cuts``; a part that says nothing of its own (:func:`_says_something`:
+    "And why?") stays attached to the one before, as it was written, and one before the first part
+    that does ("- - - ? What is RRF?") to that part: standing alone, "- - -" was searched."""
     spans: list[tuple[int, int]] = []
     start = 0
+    opening: int | None = None  # where the parts saying nothing before the first that does start
     for cut_start, cut_end in [*cuts, (len(text), len(text))]:
         part = text[start:cut_start]
         # Nothing between two cuts, or after the last "?", is no part at all.
         if part.strip(" ,."):
-            if spans and not _content_words(part):
+            if _says_something(part):
+                spans.append((start if opening is None else opening, cut_start))
+                opening = None
+            elif spans:
                 spans[-1] = (spans[-1][0], cut_start)
-            else:
-                spans.append((start, cut_start))
+            elif opening is None:
+                opening = start
         start = cut_end
+    if opening is not None:
+        spans.append((opening, len(text)))  # no part says anything: they are one
     return [text[a:b] for a, b in spans]
 
 
@@ -190,11 +197,14 @@ def _a_question(part: str) -> bool:
     """Whether ``part`` of a query can be searched on its own: three words at least, as ADAPTIVE
     counts them (each Han or kana character one: counted between spaces, a Chinese question was
     one word, and no Chinese query was ever decomposed; a mark is none, and "- - -" was searched),
-    and a content word among them ("the of the" is none), or an acronym that spells a stop word
-    ("What is IT"), but not in a part written all in capitals, where every word looks like one."""
-    if len(words(part)) < 3:
-        return False
-    return bool(_content_words(part)) or (any(ch.islower() for ch in part) and bool(identifier_words(part)))
+    and one that says something (:func:`_says_something`; "the of the" does not)."""
+    return len(words(part)) >= 3 and _says_something(part)
+
+
+def _says_something(text: str) -> bool:
+    """Whether ``text`` holds a content word, or an acronym that spells a stop word ("IT" in
+    "What is IT"), but not in a text written all in capitals, where every word looks like one."""
+    return bool(_content_words(text)) or (any(ch.islower() for ch in text) and bool(identifier_words(text)))
 
 
 class NotApplicable(Exception):

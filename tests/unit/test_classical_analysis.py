@@ -185,6 +185,18 @@ def test_a_part_written_all_in_capitals_reads_no_acronyms() -> None:
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), "WHAT IS IT? HOW DOES RRF WORK IN HYBRID SEARCH?"))
 
 
+def test_a_part_without_a_content_word_is_never_a_sub_query_of_its_own() -> None:
+    """A first part without a content word was a part of its own ("- - -" was searched as a
+    sub-query): it joins the next, as a later one stays with the one before."""
+    analyzer = ClassicalAnalyzer()
+    assert asyncio.run(analyzer.decompose("- - - ? What is reciprocal rank fusion? How does BM25 score terms?")) == [
+        "- - - ? What is reciprocal rank fusion", "How does BM25 score terms"]
+    assert asyncio.run(analyzer.decompose("What is it? What is reciprocal rank fusion? How does BM25 score terms?")) == [
+        "What is it? What is reciprocal rank fusion", "How does BM25 score terms"]
+    for query in ("- - - ? What is reciprocal rank fusion?", "=== === ===; what is reciprocal rank fusion"):
+        assert asyncio.run(_not_applicable(analyzer, query)), query
+
+
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
     try:
         await analyzer.decompose(query)
