@@ -49,12 +49,22 @@ def _word() -> re.Pattern[str]:
     return re.compile(rf"[^\W\d_](?:[^\W_]|-|[{''.join(ranges)}])+")
 
 
-#: a sentence's end: "?" and ";", full-width (Chinese, Japanese) and Arabic ("؟", "؛") too, the
-#: ideographic full stop "。" (no capital follows it: those scripts have none), and a full stop
-_BREAK = re.compile(r"[?;？；؟؛。]\s*|\.\s+")
-#: a bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a sentence ("the logs
-#: also show 502 errors"): it cuts only after a comma or before a question word (see _clauses)
-_CLAUSES = re.compile(r",? \b(?:and also|as well as|and|(?P<adverb>also|plus))\b ", re.I)
+#: a sentence's end: "?" and ";" before white space and a word opening with a letter, or at the
+#: end (code writes them between its terms: "a > b ? a : b", "x = 1;y = 2"), full-width (Chinese,
+#: Japanese) and Arabic ("؟", "؛") ones, the ideographic full stop "。" (no capital follows it:
+#: those scripts have none), and a full stop
+_BREAK = re.compile(r"[?;](?:\s+(?=[^\W\d_])|\s*$)|[？；؟؛。]\s*|\.\s+")
+#: In lower or title case only: "AND" is SQL's or a search's operator, which joins conditions of
+#: one question. A bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a
+#: sentence ("the logs also show 502 errors"): it cuts only after a comma or before a question
+#: word (see _clauses).
+_CLAUSES = re.compile(r",? \b(?:[Aa]nd also|[Aa]s well as|[Aa]nd|(?P<adverb>[Aa]lso|[Pp]lus))\b ")
+#: what code holds and prose hardly does: comparisons, assignments, braces, "*", "&&" and "||"
+_OPERATOR = re.compile(r"[=<>{}*]|&&|\|\|")
+#: a query this share of whose words (two at least; a URL's aside) hold an operator is code, and
+#: none of its marks or "and"s ends a question: "x = 1; y = 2; z = x + y" was three sub-queries
+CODE_SHARE = 1 / 8
+_URL = re.compile(URL)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
 #: i++)") or an aside
@@ -87,10 +97,10 @@ def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
-    """Where ``text`` is cut: after "?" and ";", and after a full stop that a capital of any script
-    follows ("… in 2019. Ötzi …") and that ends no abbreviation ("Dr. Smith", "the U.S. Army");
-    never inside a URL, quotes or brackets. re has no class for capitals beyond ASCII, so the
-    capital is checked on the character itself."""
+    """Where ``text`` is cut: after "?" and ";" as :data:`_BREAK` reads them, and after a full
+    stop that a capital of any script follows ("… in 2019. Ötzi …") and that ends no abbreviation
+    ("Dr. Smith", "the U.S. Army"); never inside a URL, quotes or brackets. re has no class for
+    capitals beyond ASCII, so the capital is checked on the character itself."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
     cuts = []
     for m in _BREAK.finditer(text):
@@ -153,6 +163,13 @@ def _clauses(text: str) -> list[tuple[int, int]]:
         cuts.append(m.span())
         left, compared, item = 0, False, None
     return cuts
+
+
+def _looks_like_code(text: str) -> bool:
+    """Whether :data:`CODE_SHARE` of the words of ``text`` (two at least) hold an operator."""
+    tokens = _URL.sub(" ", text).split()
+    operators = sum(1 for t in tokens if _OPERATOR.search(t))
+    return operators >= 2 and operators >= CODE_SHARE * len(tokens)
 
 
 def _parts(text: str, cuts: Sequence[tuple[int, int]]) -> list[str]:
@@ -327,6 +344,8 @@ class ClassicalAnalyzer:
 
     async def decompose(self, query: str) -> list[str]:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
+        if _looks_like_code(query):
+            raise NotApplicable("code, not questions")
         parts = [p.strip(" ,") for p in _parts(query, _sentences(query))]
         if len(parts) < 2:
             # On single spaces: from each start inside a run of them, \s+ took the rest of the run

@@ -197,6 +197,31 @@ def test_a_part_without_a_content_word_is_never_a_sub_query_of_its_own() -> None
         assert asyncio.run(_not_applicable(analyzer, query)), query
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "int x = a > b ? a : b; what does this do",
+        "SELECT id FROM orders WHERE status = 'open' AND total > 100 AND customer_id = 7",
+        "x = compute(1); y = transform(x, 2); z = x + y",
+        "deep learning models AND medical imaging diagnosis",
+        "What is the p-value?0.05 or less",
+    ],
+    ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit"],
+)
+def test_code_and_operators_are_not_cut_into_fragments(query: str) -> None:
+    """"?" and ";" always cut, and so did "AND" in any case: a ternary, SQL's conditions and
+    statements were searched as fragments ("city = 'Paris'", "a : b; what does this do")."""
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
+
+
+def test_a_question_about_code_is_still_cut_where_a_word_follows() -> None:
+    analyzer = ClassicalAnalyzer()
+    assert asyncio.run(analyzer.decompose("grep -r foo . && echo done; why does this print nothing")) == [
+        "grep -r foo . && echo done", "why does this print nothing"]
+    assert asyncio.run(analyzer.decompose("What are symptoms of flu? And what are symptoms of cold")) == [
+        "What are symptoms of flu", "And what are symptoms of cold"]
+
+
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:
     try:
         await analyzer.decompose(query)
