@@ -7,7 +7,7 @@ in a 200-word question is a small share of its tokens.
 - ``rare_share``: of the query's keyword terms that the index knows, the share that are rare by
   the index's own statistics (in at most ``RARE_DF`` of the chunks sampled);
 - ``identifier_share``: tokens that look like codes (letters with digits, ALL-CAPS, snake_case;
-  ALL-CAPS not in a query written all in capitals, its stop words too);
+  ALL-CAPS not in a query :func:`_shouted`, written all in capitals as a sentence is);
 - ``quoted_share``: tokens inside double quotes.
 
 The decision is a keyword-vs-dense balance: ``z`` = ``RARE_GAIN * (rare_share - RARE_CENTER) +
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from retrieval_server.backends.sparse import Bm25Encoder
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 from retrieval_server.identifiers import UNSPACED_CHAR
-from retrieval_server.stopwords import STOPWORDS
 
 #: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
 #: Han character one token). Here rather than with the answers' sentences, which count words so too:
@@ -240,14 +239,29 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
     return list(dict.fromkeys(addresses + identifiers + phrases))
 
 
+#: a query without a lower-case letter is shouted with at least this many words, as many in
+#: capitals but one (codes aside): "RRF" and "RRF DPR BM25" name things, "I AM AT HOME" nothing;
+#: shorter, it is read as acronyms ("WHAT IS RRF" too)
+SHOUTED_WORDS = 4
+
+
+def _shouted(query: str, tokens: list[str]) -> bool:
+    """Whether ``query`` (its :func:`words` ``tokens``) is written all in capitals, as a sentence
+    is ("HOW DO I RESET MY PASSWORD", "WIE SETZE ICH MEIN PASSWORT ZURÜCK"): its capitals name
+    nothing, and read as acronyms they leaned it on keywords (every word of the German one). Told
+    by its shape, in any language: an English stop word told it before, and no other language's
+    was shouted. Its codes still name things; a stop word in capitals among lower case is an
+    acronym ("NO", nitric oxide)."""
+    if any(ch.islower() for ch in query) or len(tokens) < SHOUTED_WORDS:
+        return False
+    return sum(1 for w in tokens if w.isupper() and not _code(w)) >= SHOUTED_WORDS - 1
+
+
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
     tokens = words(query)
     n = max(len(tokens), 1)
-    # A query written all in capitals, its stop words too ("HOW DO I RESET MY PASSWORD"), is
-    # shouted: its capitals name nothing, and read as acronyms they leaned it on keywords (0.83 of
-    # its words). Its codes still do. A stop word in capitals among lower case is one ("NO", nitric oxide).
-    shouted = not any(ch.islower() for ch in query) and any(w.casefold() in STOPWORDS for w in tokens)
-    identifiers = sum(1 for w in tokens if (_code(w) if shouted else _identifier(w)))
+    named = _code if _shouted(query, tokens) else _identifier
+    identifiers = sum(1 for w in tokens if named(w))
     quoted = sum(word_count(phrase) for phrase in _quoted(query))
     rare = 0.0
     counts = stats.counts if stats is not None else None

@@ -49,8 +49,22 @@ def _word() -> re.Pattern[str]:
     return re.compile(rf"[^\W\d_](?:[^\W_]|-|[{''.join(ranges)}])+")
 
 
-_BREAK = re.compile(r"[?;？；]\s*|\.\s+")
-_CLAUSES = re.compile(r",? \b(?:and also|as well as|and|also|plus)\b ", re.I)
+#: a sentence's end: "?" and ";" before white space and a word opening with a letter, or at the
+#: end (code writes them between its terms: "a > b ? a : b", "x = 1;y = 2"), full-width (Chinese,
+#: Japanese) and Arabic ("؟", "؛") ones, the ideographic full stop "。" (no capital follows it:
+#: those scripts have none), and a full stop
+_BREAK = re.compile(r"[?;](?:\s+(?=[^\W\d_])|\s*$)|[？；؟؛。]\s*|\.\s+")
+#: In lower or title case only: "AND" is SQL's or a search's operator, which joins conditions of
+#: one question. A bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a
+#: sentence ("the logs also show 502 errors"): it cuts only after a comma or before a question
+#: word (see _clauses).
+_CLAUSES = re.compile(r",? \b(?:[Aa]nd also|[Aa]s well as|[Aa]nd|(?P<adverb>[Aa]lso|[Pp]lus))\b ")
+#: what code holds and prose hardly does: comparisons, assignments, braces, "*", "&&" and "||"
+_OPERATOR = re.compile(r"[=<>{}*]|&&|\|\|")
+#: a query this share of whose words (two at least; a URL's aside) hold an operator is code, and
+#: none of its marks or "and"s ends a question: "x = 1; y = 2; z = x + y" was three sub-queries
+CODE_SHARE = 1 / 8
+_URL = re.compile(URL)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
 #: i++)") or an aside
@@ -83,10 +97,10 @@ def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
-    """Where ``text`` is cut: after "?" and ";", and after a full stop that a capital of any script
-    follows ("… in 2019. Ötzi …") and that ends no abbreviation ("Dr. Smith", "the U.S. Army");
-    never inside a URL, quotes or brackets. re has no class for capitals beyond ASCII, so the
-    capital is checked on the character itself."""
+    """Where ``text`` is cut: after "?" and ";" as :data:`_BREAK` reads them, and after a full
+    stop that a capital of any script follows ("… in 2019. Ötzi …") and that ends no abbreviation
+    ("Dr. Smith", "the U.S. Army"); never inside a URL, quotes or brackets. re has no class for
+    capitals beyond ASCII, so the capital is checked on the character itself."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
     cuts = []
     for m in _BREAK.finditer(text):
@@ -110,7 +124,9 @@ def _abbreviated(text: str, stop: int, after: int) -> bool:
 
 
 def _clauses(text: str) -> list[tuple[int, int]]:
-    """Where ``text`` (single-spaced) is cut into clauses: at "and", "also", "plus", "as well as",
+    """Where ``text`` (single-spaced) is cut into clauses: at "and", "and also", "as well as", and
+    at "also" or "plus" after a comma or before a question word (elsewhere one is an adverb inside
+    a sentence: "the nginx logs also show 502 errors" was "the nginx logs" and "show 502 errors"),
     never inside a URL, quotes or brackets, and only where the right side asks something of its
     own: not a negation of the left ("and not about mice"), and either a question of its own ("and
     why …") or after a left side of 3 content words at least that neither compares things
@@ -140,6 +156,8 @@ def _clauses(text: str) -> list[tuple[int, int]]:
             item = None
         first = _FIRST_WORD.match(text, m.end())
         opens = first.group(0).casefold() if first else ""
+        if m.group("adverb") and not m.group(0).startswith(",") and opens not in _QUESTION_WORDS:
+            continue
         if opens in _NEGATIONS or ((left < 3 or compared or ends_list) and opens not in _QUESTION_WORDS):
             continue
         cuts.append(m.span())
@@ -147,20 +165,34 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     return cuts
 
 
+def _looks_like_code(text: str) -> bool:
+    """Whether :data:`CODE_SHARE` of the words of ``text`` (two at least) hold an operator."""
+    tokens = _URL.sub(" ", text).split()
+    operators = sum(1 for t in tokens if _OPERATOR.search(t))
+    return operators >= 2 and operators >= CODE_SHARE * len(tokens)
+
+
 def _parts(text: str, cuts: Sequence[tuple[int, int]]) -> list[str]:
-    """``text`` cut at ``cuts``; a part without a content word of its own ("And why?") stays
-    attached to the one before, as it was written."""
+    """``text`` cut at ``cuts``; a part that says nothing of its own (:func:`_says_something`:
+    "And why?") stays attached to the one before, as it was written, and one before the first part
+    that does ("- - - ? What is RRF?") to that part: standing alone, "- - -" was searched."""
     spans: list[tuple[int, int]] = []
     start = 0
+    opening: int | None = None  # where the parts saying nothing before the first that does start
     for cut_start, cut_end in [*cuts, (len(text), len(text))]:
         part = text[start:cut_start]
         # Nothing between two cuts, or after the last "?", is no part at all.
         if part.strip(" ,."):
-            if spans and not _content_words(part):
+            if _says_something(part):
+                spans.append((start if opening is None else opening, cut_start))
+                opening = None
+            elif spans:
                 spans[-1] = (spans[-1][0], cut_start)
-            else:
-                spans.append((start, cut_start))
+            elif opening is None:
+                opening = start
         start = cut_end
+    if opening is not None:
+        spans.append((opening, len(text)))  # no part says anything: they are one
     return [text[a:b] for a, b in spans]
 
 
@@ -179,10 +211,17 @@ def _content_words(text: str) -> set[str]:
 
 
 def _a_question(part: str) -> bool:
-    """Whether ``part`` of a query can be searched on its own: three words at least, not all of them
-    stop words ("the of the")."""
-    tokens = part.split()
-    return len(tokens) >= 3 and any(w.strip(".,;:!?()\"'").lower() not in STOPWORDS for w in tokens)
+    """Whether ``part`` of a query can be searched on its own: three words at least, as ADAPTIVE
+    counts them (each Han or kana character one: counted between spaces, a Chinese question was
+    one word, and no Chinese query was ever decomposed; a mark is none, and "- - -" was searched),
+    and one that says something (:func:`_says_something`; "the of the" does not)."""
+    return len(words(part)) >= 3 and _says_something(part)
+
+
+def _says_something(text: str) -> bool:
+    """Whether ``text`` holds a content word, or an acronym that spells a stop word ("IT" in
+    "What is IT"), but not in a text written all in capitals, where every word looks like one."""
+    return bool(_content_words(text)) or (any(ch.islower() for ch in text) and bool(identifier_words(text)))
 
 
 class NotApplicable(Exception):
@@ -305,6 +344,8 @@ class ClassicalAnalyzer:
 
     async def decompose(self, query: str) -> list[str]:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
+        if _looks_like_code(query):
+            raise NotApplicable("code, not questions")
         parts = [p.strip(" ,") for p in _parts(query, _sentences(query))]
         if len(parts) < 2:
             # On single spaces: from each start inside a run of them, \s+ took the rest of the run

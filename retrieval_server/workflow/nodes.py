@@ -161,14 +161,16 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
 
 
 def _report_again(state: QueryState, answer: CachedAnswer) -> None:
-    """What the response said of the pass that found the contexts served. Answered by similarity to
-    another query, only what describes the contexts: the rewrite, the sub-queries and the graph
-    leg's trace are that query's search, in its caller's words."""
+    """What the response said of the pass that found the contexts served. Answered for another
+    text, only what describes the contexts: the rewrite, the sub-queries and the graph leg's trace
+    are that query's search, in its caller's words. Another text in its case too, though the exact
+    key sets case aside: the rewrite expands an acronym in capitals only, and "contact us" was
+    told it had been searched as "contact us (United States)" because "contact US" had."""
     r, m = answer.report, state.metrics
     m.sufficiency_score, m.rerank_fallback_triggered = r.sufficiency_score, r.rerank_fallback_triggered
     for tag in r.degraded:
         state.degrade(tag)
-    if normalize_query(answer.query) == normalize_query(state.options.query):
+    if answer.query.split() == state.options.query.split():
         m.decomposition_used, m.rewritten_query, m.sub_queries, m.graph = r.decomposition_used, r.rewritten_query, list(r.sub_queries), r.graph
 
 

@@ -209,12 +209,18 @@ async def test_a_cache_hit_reports_the_pass_that_found_its_contexts(app: Applica
     m = first.metrics
     assert not first.cached and m.sufficiency_score > 0 and m.graph is not None and m.graph.matches and m.decomposition_used
     assert m.rewritten_query == f"{question} (PayrollDB)" and len(m.sub_queries) == 2 and "rerank:unavailable" in m.degraded
-    for hit in (await ask(ANON, question), await ask(DAVE, f"  {question.upper()}")):
+    for hit in (await ask(ANON, question), await ask(DAVE, f"  {question}\n")):
         h = hit.metrics
         assert hit.cached and hit.contexts == first.contexts and h.iterations == 0
         assert (h.sufficiency_score, h.rerank_fallback_triggered, h.decomposition_used, h.rewritten_query, h.sub_queries, h.graph) == (
             m.sufficiency_score, m.rerank_fallback_triggered, m.decomposition_used, m.rewritten_query, m.sub_queries, m.graph)
         assert h.degraded == m.degraded  # each describes the contexts: no reranker, what analysis could not run
+    # In other capitals, the same answer, but not the other text's search: the rewrite reads capitals.
+    shouted = await ask(DAVE, question.upper())
+    h = shouted.metrics
+    assert shouted.cached and shouted.contexts == first.contexts
+    assert (h.sufficiency_score, h.rerank_fallback_triggered, h.degraded) == (m.sufficiency_score, m.rerank_fallback_triggered, m.degraded)
+    assert (h.decomposition_used, h.rewritten_query, h.sub_queries, h.graph) == (False, "", [], None)
 
 
 # --- a cache that fails ------------------------------------------------------------------------

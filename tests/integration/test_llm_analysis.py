@@ -1203,6 +1203,13 @@ async def test_a_line_that_is_not_about_the_query_is_not_searched(technique: str
     assert await _analysed(technique, query, answer) == expected
 
 
+async def test_the_models_sub_questions_in_chinese_are_searched() -> None:
+    """Counted between spaces, a Chinese line was one word, under the three a sub-question needs:
+    the model's decomposition of a Chinese question was always dropped."""
+    query = "什么是RRF？它如何与BM25结合？"
+    assert await _analysed("decompose", query, "什么是RRF？\n它如何与BM25结合？") == ["什么是RRF？", "它如何与BM25结合？"]
+
+
 @pytest.mark.parametrize(
     ("technique", "query", "answer", "expected"),
     [

@@ -693,6 +693,22 @@ async def test_a_hit_by_similarity_reports_what_describes_the_contexts_not_how_a
     assert (m.rewritten_query, m.sub_queries, m.decomposition_used, m.graph) == ("", [], False, None)
 
 
+async def test_an_exact_hit_in_other_capitals_is_not_told_the_other_querys_rewrite(app: Application) -> None:
+    """The exact key sets case aside, the rewrite does not (an acronym in capitals is expanded in
+    capitals only): "northern valleys rain" was served "northern valleys RAIN"'s answer reporting
+    that it had been searched as "northern valleys RAIN (heavy showers)"."""
+    p = pipeline(app, cache=MemoryCache(app.embedder.dim), analyzer=ClassicalAnalyzer({"RAIN": "heavy showers"}))
+    first = await p.query(QueryOptions("northern valleys RAIN", 2))
+    assert not first.cached and first.metrics.rewritten_query == "northern valleys RAIN (heavy showers)"
+    lower = await p.query(QueryOptions("northern valleys rain", 2))
+    m = lower.metrics
+    assert lower.cached and _docs(lower) == _docs(first) and m.sufficiency_score == first.metrics.sufficiency_score
+    assert (m.rewritten_query, m.sub_queries, m.decomposition_used, m.graph) == ("", [], False, None)
+    # Its own text, white space aside: its own search.
+    again = await p.query(QueryOptions(" northern  valleys RAIN ", 2))
+    assert again.cached and again.metrics.rewritten_query == "northern valleys RAIN (heavy showers)"
+
+
 @pytest.mark.parametrize("preamble", [
     " ".join(["You are a helpful assistant. Answer from the retrieved documents only, citing them."] * 20),
     # Fewer characters than the model's tokens, more tokens: a Hangul syllable is two or three.

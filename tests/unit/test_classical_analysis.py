@@ -121,6 +121,35 @@ def test_decomposition_still_splits_questions_and_clauses_that_stand_alone() -> 
 
 
 @pytest.mark.parametrize(
+    "query",
+    [
+        "The nginx access logs also show 502 errors after the upgrade",
+        "Postgres replication lag also increases during nightly vacuum runs",
+        "Django admin page plus custom user model migration fails",
+    ],
+    ids=["also", "also-a-verb-after", "plus"],
+)
+def test_a_bare_also_or_plus_inside_a_sentence_cuts_nothing(query: str) -> None:
+    """Read as a clause boundary, an adverb's "also" cut a sentence into its subject and a
+    predicate without one ("The nginx access logs", "show 502 errors after the upgrade")."""
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("Set up SSO for our whole team, also configure SCIM provisioning",
+         ["Set up SSO for our whole team", "configure SCIM provisioning"]),
+        ("Reset the admin password for the billing portal plus how do I rotate its keys",
+         ["Reset the admin password for the billing portal", "how do I rotate its keys"]),
+    ],
+    ids=["after-a-comma", "before-a-question-word"],
+)
+def test_also_or_plus_cuts_after_a_comma_or_before_a_question_word(query: str, parts: list[str]) -> None:
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
+@pytest.mark.parametrize(
     ("query", "parts"),
     [
         ("What is plan B. Is it cheaper than plan A?", ["What is plan B", "Is it cheaper than plan A"]),
@@ -133,6 +162,64 @@ def test_a_letter_before_a_full_stop_ends_a_sentence_when_a_function_word_follow
     """Any lone letter before a full stop was an initial, and "plan B. Is it ..." one question: an
     initial comes before a name, a sentence usually starts with a function word."""
     assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("什么是RRF？它如何与BM25结合？", ["什么是RRF", "它如何与BM25结合"]),
+        ("我们用RRF。它如何与BM25结合？", ["我们用RRF", "它如何与BM25结合"]),
+        ("ما هو RRF؟ وكيف يعمل مع BM25؟", ["ما هو RRF", "وكيف يعمل مع BM25"]),
+        ("What is IT? What is HR? What is PR?", ["What is IT", "What is HR", "What is PR"]),
+    ],
+    ids=["chinese-questions", "chinese-full-stop", "arabic", "acronyms-that-spell-stop-words"],
+)
+def test_questions_are_told_apart_in_any_script(query: str, parts: list[str]) -> None:
+    """Counted between spaces, a Chinese question was one word, under the three a question needs,
+    and the Arabic question mark cut nothing: neither was decomposed, though the English was. "IT"
+    was read as the stop word "it", and its question dropped."""
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
+def test_a_part_written_all_in_capitals_reads_no_acronyms() -> None:
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), "WHAT IS IT? HOW DOES RRF WORK IN HYBRID SEARCH?"))
+
+
+def test_a_part_without_a_content_word_is_never_a_sub_query_of_its_own() -> None:
+    """A first part without a content word was a part of its own ("- - -" was searched as a
+    sub-query): it joins the next, as a later one stays with the one before."""
+    analyzer = ClassicalAnalyzer()
+    assert asyncio.run(analyzer.decompose("- - - ? What is reciprocal rank fusion? How does BM25 score terms?")) == [
+        "- - - ? What is reciprocal rank fusion", "How does BM25 score terms"]
+    assert asyncio.run(analyzer.decompose("What is it? What is reciprocal rank fusion? How does BM25 score terms?")) == [
+        "What is it? What is reciprocal rank fusion", "How does BM25 score terms"]
+    for query in ("- - - ? What is reciprocal rank fusion?", "=== === ===; what is reciprocal rank fusion"):
+        assert asyncio.run(_not_applicable(analyzer, query)), query
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "int x = a > b ? a : b; what does this do",
+        "SELECT id FROM orders WHERE status = 'open' AND total > 100 AND customer_id = 7",
+        "x = compute(1); y = transform(x, 2); z = x + y",
+        "deep learning models AND medical imaging diagnosis",
+        "What is the p-value?0.05 or less",
+    ],
+    ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit"],
+)
+def test_code_and_operators_are_not_cut_into_fragments(query: str) -> None:
+    """"?" and ";" always cut, and so did "AND" in any case: a ternary, SQL's conditions and
+    statements were searched as fragments ("city = 'Paris'", "a : b; what does this do")."""
+    assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
+
+
+def test_a_question_about_code_is_still_cut_where_a_word_follows() -> None:
+    analyzer = ClassicalAnalyzer()
+    assert asyncio.run(analyzer.decompose("grep -r foo . && echo done; why does this print nothing")) == [
+        "grep -r foo . && echo done", "why does this print nothing"]
+    assert asyncio.run(analyzer.decompose("What are symptoms of flu? And what are symptoms of cold")) == [
+        "What are symptoms of flu", "And what are symptoms of cold"]
 
 
 async def _not_applicable(analyzer: ClassicalAnalyzer, query: str) -> bool:

@@ -201,12 +201,16 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     assert long.tokens == 176 and long.identifier_share == pytest.approx(1 / 176)
     # Codes and acronyms of any script; a word that only opens with a capital is neither.
     assert query_features("ÖBB β1 Fahrplan", BM25, None, policy).identifier_share == pytest.approx(2 / 3)
-    # A query written in capitals, its stop words too, is shouted: its capitals name nothing (0.83
-    # of this one's words were acronyms), its codes still do; a capitalised stop word among lower
-    # case is an acronym ("NO", nitric oxide).
-    assert query_features("HOW DO I RESET MY PASSWORD", BM25, None, policy).identifier_share == 0.0
+    # A query written in capitals as a sentence is, in any language, is shouted: its capitals name
+    # nothing (0.83 of the English one's words were acronyms, and, told by an English stop word, all
+    # of the German one's), its codes still do; a capitalised stop word among lower case is an
+    # acronym ("NO", nitric oxide), and so is each word of a short query in capitals.
+    for shouting in ("HOW DO I RESET MY PASSWORD", "WIE SETZE ICH MEIN PASSWORT ZURÜCK", "COMMENT RÉINITIALISER MON MOT DE PASSE"):
+        assert query_features(shouting, BM25, None, policy).identifier_share == 0.0, shouting
     assert query_features("WHY DOES ERROR E1234 APPEAR", BM25, None, policy).identifier_share == pytest.approx(1 / 5)
+    assert query_features("WARUM ERSCHEINT FEHLER E1234", BM25, None, policy).identifier_share == pytest.approx(1 / 4)
     assert query_features("NAC destabilizes NO", BM25, None, policy).identifier_share == pytest.approx(2 / 3)
+    assert query_features("RRF DPR BM25", BM25, None, policy).identifier_share == 1.0
     quoted = query_features('find "exact phrase here" now', BM25, None, policy)
     assert quoted.quoted_share == pytest.approx(3 / 5)
     # The quotes a phone or a word processor types, guillemets and CJK brackets quote as well.
