@@ -374,6 +374,51 @@ async def test_titled_keyword_vector_is_searched_on_request(vector_store: Vector
 
 
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
+async def test_equal_scores_come_back_by_chunk_id_whatever_the_limit_and_the_history(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Hits of equal score come back by chunk id, then version, on every leg, and a search of k is
+    the first k of a search of more. In the engines' own order qdrant-edge's one hit at limit 1 was
+    its last at limit 12, a re-ingest of another document reshuffled them, and local mode's order
+    changed with a restart: under RRF that order is each tied hit's rank."""
+    docs = [Document(f"d{i}") for i in range(12)]
+    # Each its own vector, all at one cosine from the query (and to the float: the rest is zeros).
+    axes = [np.eye(DIM)[1 + i % (DIM - 1)] * (1 if i < DIM - 1 else -1) for i in range(len(docs))]
+    vecs = {f"{d.document_id}#p0c0": _unit(np.eye(DIM)[0] + axis) for d, axis in zip(docs, axes, strict=True)}
+    query, keywords = np.eye(DIM, dtype=np.float32)[0], SparseVector((1,), (1.0,))
+    by_id = sorted(vecs)  # d0, d1, d10, d11, d2, ...
+
+    async def assert_in_order(store: VectorStore, versions: dict[str, list[str]]) -> None:
+        expected = [(c, version) for c in by_id for version in versions.get(c, ["v1"])]
+        for k in (1, 3, len(expected)):
+            for leg in (store.search_dense(query, k, ROOT), store.search_sparse(keywords, k, ROOT), store.search_parents(query, k, ROOT)):
+                assert [(h.chunk_id, h.version) for h in await leg] == expected[:k]
+            # Told by their vectors (local mode stores them normalized again, a float or so apart).
+            nearest = [min(vecs, key=lambda c: float(np.linalg.norm(vecs[c] - v))) for v in await store.nearest_vectors(query, k, ROOT)]
+            assert nearest == [c for c, _ in expected[:k]]
+
+    store = make_vector_store(kind, tmp_path, executor)
+    await store.open()
+    try:
+        await store.upsert([_point(d, 0, vecs[f"{d.document_id}#p0c0"]) for d in docs])
+        await store.upsert_parents([_parent(d, 0, 0, vecs[f"{d.document_id}#p0c0"]) for d in docs])
+        await assert_in_order(store, {})
+        # A re-ingest of d5 half done (both versions held), then done: it moves nothing else.
+        await store.upsert([_point(docs[5], 0, vecs["d5#p0c0"], "v2")])
+        await store.upsert_parents([_parent(docs[5], 0, 0, vecs["d5#p0c0"], "v2")])
+        await assert_in_order(store, {"d5#p0c0": ["v1", "v2"]})
+        await store.delete_document("d5", keep_version="v2")
+        await store.optimize()
+        await assert_in_order(store, {"d5#p0c0": ["v2"]})
+    finally:
+        await store.close()
+    reopened = make_vector_store(kind, tmp_path, executor)
+    await reopened.open()
+    try:
+        await assert_in_order(reopened, {"d5#p0c0": ["v2"]})
+    finally:
+        await reopened.close()
+
+
+@pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
 async def test_keyword_scores_after_re_ingests_are_a_fresh_stores(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
     """A re-ingest writes the new version and deletes the old: in qdrant-edge the deleted points
     counted in BM25's IDF until a vacuum, which its defaults never ran in a small index, so ten
@@ -885,8 +930,8 @@ async def test_edge_payload_indexes_come_with_the_points_that_need_them(
             for v in probes:
                 out.append([h.chunk_id for h in await store.search_dense(v, 10, f)])
                 out.append([h.chunk_id for h in await store.search_parents(v, 10, f)])
-            # Every point weighs term 7 alike: a tie, in whatever order the engine keeps.
-            out.append(sorted(h.chunk_id for h in await store.search_sparse(SparseVector((7,), (1.0,)), 10, f)))
+            # Every point weighs term 7 alike: a tie, which comes back by chunk id.
+            out.append([h.chunk_id for h in await store.search_sparse(SparseVector((7,), (1.0,)), 10, f)])
         return out
 
     def schema(store: EdgeVectorStore) -> set[str]:

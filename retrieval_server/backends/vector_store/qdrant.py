@@ -21,6 +21,7 @@ from retrieval_server.backends.vector_store import (
     INDEXED_FIELDS,
     INTEGER_INDEXED_FIELDS,
     PARENT,
+    RANK_FIELDS,
     SPARSE,
     SPARSE_TITLED,
     VACUUM_DELETED_SHARE,
@@ -31,11 +32,13 @@ from retrieval_server.backends.vector_store import (
     TermCounts,
     access_clauses,
     check_schema,
+    engine_limit,
     hit_from_payload,
     hits_in_order,
     legacy_index_message,
     parent_parts,
     point_parts,
+    ranked,
 )
 from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
 
@@ -283,10 +286,10 @@ class QdrantVectorStore:
             using=using,
             query_filter=engine_filter,
             search_params=self._params(engine_filter),
-            limit=limit,
+            limit=engine_limit(limit),
             with_payload=True,
         )
-        return [hit_from_payload(p.payload or {}, p.score) for p in res.points]
+        return [hit_from_payload(p.payload or {}, p.score) for p in ranked(res.points, limit)]
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, limit, flt)
@@ -295,9 +298,10 @@ class QdrantVectorStore:
         engine_filter = _filter(flt)
         res = await self._client.query_points(
             self._collection, query=np.asarray(vector, dtype=np.float32).tolist(), using=DENSE, query_filter=engine_filter,
-            search_params=self._params(engine_filter), limit=limit, with_payload=False, with_vectors=[DENSE],
+            search_params=self._params(engine_filter), limit=engine_limit(limit), with_payload=RANK_FIELDS, with_vectors=[DENSE],
         )
-        return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in res.points if isinstance(p.vector, dict) and DENSE in p.vector]
+        points = ranked(res.points, limit)
+        return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if isinstance(p.vector, dict) and DENSE in p.vector]
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
         if not vector.indices:
