@@ -199,6 +199,21 @@ async def test_empty_store_answers_empty(vector_store: VectorStore) -> None:
     assert await vector_store.search_dense(_unit(np.ones(DIM)), 5, ANON) == []
 
 
+async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(vector_store: VectorStore) -> None:
+    """Alike on both engines: qdrant-edge answered nothing to 0 and an OverflowError to -1, local
+    mode a ValueError of its own to both."""
+    v = _unit(np.ones(DIM))
+    await vector_store.upsert([_point(PUBLIC, 0, v)])
+    await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, v)])
+    legs = [lambda limit: vector_store.search_dense(v, limit, ANON), lambda limit: vector_store.search_sparse(SparseVector((1,), (1.0,)), limit, ANON),
+            lambda limit: vector_store.search_parents(v, limit, ANON), lambda limit: vector_store.nearest_vectors(v, limit, ANON)]
+    for leg in legs:
+        assert len(await leg(1)) == 1
+        assert await leg(0) == []
+        with pytest.raises(ValueError, match=r"limit is -1: a search's limit must be 0 or more"):
+            await leg(-1)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
 async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:

@@ -161,7 +161,11 @@ class VectorStore(Protocol):
         and twice per document it came to an estimated 4 % of a 5,000-document ingest."""
         ...
 
-    async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]: ...
+    async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
+        """The ``limit`` child chunks nearest to ``vector`` that ``flt`` admits, in :func:`ranked`'s
+        order, as every search answers. A limit of 0 is answered with no hits, and a negative one
+        refused (ValueError), by every search of both engines."""
+        ...
 
     async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
         """The ``dense`` vectors of the ``limit`` child chunks nearest to ``vector`` that ``flt``
@@ -312,8 +316,12 @@ RANK_FIELDS = ["chunk_id", "version"]
 
 
 def engine_limit(limit: int) -> int:
-    """How many hits to ask the engine for, for a search of ``limit`` hits."""
-    return limit + TIE_MARGIN
+    """How many hits to ask the engine for, for a search of ``limit`` hits; 0 for none, which the
+    adapters answer with no hits without asking (local mode refused a limit of 0, qdrant-edge
+    answered none, and a negative one was an OverflowError in qdrant-edge)."""
+    if limit < 0:
+        raise ValueError(f"limit is {limit}: a search's limit must be 0 or more")
+    return limit + TIE_MARGIN if limit else 0
 
 
 class ScoredPoint(Protocol):

@@ -371,6 +371,8 @@ class EdgeVectorStore:
         return await self._executor.run(self._query_batch, searches)
 
     async def _search(self, query: qe.Query, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
+        if not engine_limit(limit):
+            return []
         # Searches asked for together (a query's dense legs; other requests' under load) reach the engine as one batch.
         return await self._searches.submit(_Search((using, limit, flt), self._request(query, limit, flt), limit))
 
@@ -380,6 +382,8 @@ class EdgeVectorStore:
 
     async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
+        if not engine_limit(limit):
+            return []
         points = ranked(await self._executor.run(self.shard.query, self._request(q, limit, flt, with_vector=[DENSE])), limit)
         return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if p.vector and DENSE in p.vector]
 

@@ -279,6 +279,8 @@ class QdrantVectorStore:
         )
 
     async def _query(self, query: list[float] | models.SparseVector, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
+        if not (asked := engine_limit(limit)):
+            return []
         engine_filter = _filter(flt)
         res = await self._client.query_points(
             self._collection,
@@ -286,7 +288,7 @@ class QdrantVectorStore:
             using=using,
             query_filter=engine_filter,
             search_params=self._params(engine_filter),
-            limit=engine_limit(limit),
+            limit=asked,
             with_payload=True,
         )
         return [hit_from_payload(p.payload or {}, p.score) for p in ranked(res.points, limit)]
@@ -295,10 +297,12 @@ class QdrantVectorStore:
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), DENSE, limit, flt)
 
     async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
+        if not (asked := engine_limit(limit)):
+            return []
         engine_filter = _filter(flt)
         res = await self._client.query_points(
             self._collection, query=np.asarray(vector, dtype=np.float32).tolist(), using=DENSE, query_filter=engine_filter,
-            search_params=self._params(engine_filter), limit=engine_limit(limit), with_payload=RANK_FIELDS, with_vectors=[DENSE],
+            search_params=self._params(engine_filter), limit=asked, with_payload=RANK_FIELDS, with_vectors=[DENSE],
         )
         points = ranked(res.points, limit)
         return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if isinstance(p.vector, dict) and DENSE in p.vector]
