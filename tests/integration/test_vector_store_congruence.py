@@ -897,6 +897,54 @@ async def test_a_large_qdrant_write_goes_in_requests_a_server_takes(monkeypatch:
         await store.close()
 
 
+async def test_qdrant_local_mode_computes_on_the_executor_while_the_event_loop_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """qdrant-client's local mode computes in Python on the calling thread, and its async client on
+    the event loop: served (``RETRIEVAL_QDRANT_PATH``), a search of 5,000 points held every other
+    request for 108 ms. Its calls run on the executor given: while a search computes, another
+    coroutine runs."""
+    from qdrant_client.local.local_collection import LocalCollection
+
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    loop, loop_thread = asyncio.get_running_loop(), threading.get_ident()
+    computing, released = asyncio.Event(), threading.Event()
+    threads: list[str] = []
+    query_points = LocalCollection.query_points
+
+    def held(self: LocalCollection, *args: object, **kwargs: object) -> object:
+        loop.call_soon_threadsafe(computing.set)
+        # On the loop's thread nothing could release it: a failure, not a hang.
+        assert threading.get_ident() != loop_thread, "local mode computed on the event loop's thread"
+        threads.append(threading.current_thread().name)
+        assert released.wait(timeout=300), "the event loop did not go on while the search computed"
+        return query_points(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalCollection, "query_points", held)
+    executor = BlockingExecutor(1, "local")
+    store = QdrantVectorStore("chunks", DIM, path=str(tmp_path / "qdrant-local"), executor=executor)
+    try:
+        await store.open()
+        v = _unit(np.ones(DIM))
+        await store.upsert([_point(PUBLIC, 0, v)])
+        search = asyncio.ensure_future(store.search_dense(v, 5, ANON))
+        await computing.wait()
+        ticked = asyncio.Event()
+
+        async def tick() -> None:
+            ticked.set()
+
+        await asyncio.ensure_future(tick())  # a task of its own, which the loop must run
+        assert ticked.is_set() and not search.done()
+        released.set()
+        assert [h.chunk_id for h in await search] == ["pub#p0c0"]
+        assert threads == ["local-0"]
+    finally:
+        released.set()
+        await store.close()
+        executor.shutdown()
+
+
 async def test_two_servers_opening_an_empty_qdrant_at_once_both_open() -> None:
     """Workers (RETRIEVAL_PROCESSES) or replicas starting together each found no collection, and
     the second to create it failed its start: the supervisor then stopped them all."""
