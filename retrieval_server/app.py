@@ -390,6 +390,7 @@ class Application:
                 policy=policy,
                 features=features,
                 read_only=s.read_only,
+                executor=self.executor,
             )
         read_copy = (lambda source: copy_for_reading(source, s.min_free_disk_mb)) if s.read_only else None
         return EdgeVectorStore(s.embedded_vectors_dir, self.embedder.dim, self.executor, policy, read_copy=read_copy, features=features)

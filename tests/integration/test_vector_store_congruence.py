@@ -199,6 +199,21 @@ async def test_empty_store_answers_empty(vector_store: VectorStore) -> None:
     assert await vector_store.search_dense(_unit(np.ones(DIM)), 5, ANON) == []
 
 
+async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(vector_store: VectorStore) -> None:
+    """Alike on both engines: qdrant-edge answered nothing to 0 and an OverflowError to -1, local
+    mode a ValueError of its own to both."""
+    v = _unit(np.ones(DIM))
+    await vector_store.upsert([_point(PUBLIC, 0, v)])
+    await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, v)])
+    legs = [lambda limit: vector_store.search_dense(v, limit, ANON), lambda limit: vector_store.search_sparse(SparseVector((1,), (1.0,)), limit, ANON),
+            lambda limit: vector_store.search_parents(v, limit, ANON), lambda limit: vector_store.nearest_vectors(v, limit, ANON)]
+    for leg in legs:
+        assert len(await leg(1)) == 1
+        assert await leg(0) == []
+        with pytest.raises(ValueError, match=r"limit is -1: a search's limit must be 0 or more"):
+            await leg(-1)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
 async def test_filtered_search_matches_exact_search(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
@@ -374,10 +389,57 @@ async def test_titled_keyword_vector_is_searched_on_request(vector_store: Vector
 
 
 @pytest.mark.parametrize("kind", ["edge", "qdrant-local"])
-async def test_keyword_scores_after_re_ingests_are_a_fresh_stores(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+async def test_equal_scores_come_back_by_chunk_id_whatever_the_limit_and_the_history(kind: str, tmp_path: Path, executor: BlockingExecutor) -> None:
+    """Hits of equal score come back by chunk id, then version, on every leg, and a search of k is
+    the first k of a search of more. In the engines' own order qdrant-edge's one hit at limit 1 was
+    its last at limit 12, a re-ingest of another document reshuffled them, and local mode's order
+    changed with a restart: under RRF that order is each tied hit's rank."""
+    docs = [Document(f"d{i}") for i in range(12)]
+    # Each its own vector, all at one cosine from the query (and to the float: the rest is zeros).
+    axes = [np.eye(DIM)[1 + i % (DIM - 1)] * (1 if i < DIM - 1 else -1) for i in range(len(docs))]
+    vecs = {f"{d.document_id}#p0c0": _unit(np.eye(DIM)[0] + axis) for d, axis in zip(docs, axes, strict=True)}
+    query, keywords = np.eye(DIM, dtype=np.float32)[0], SparseVector((1,), (1.0,))
+    by_id = sorted(vecs)  # d0, d1, d10, d11, d2, ...
+
+    async def assert_in_order(store: VectorStore, versions: dict[str, list[str]]) -> None:
+        expected = [(c, version) for c in by_id for version in versions.get(c, ["v1"])]
+        for k in (1, 3, len(expected)):
+            for leg in (store.search_dense(query, k, ROOT), store.search_sparse(keywords, k, ROOT), store.search_parents(query, k, ROOT)):
+                assert [(h.chunk_id, h.version) for h in await leg] == expected[:k]
+            # Told by their vectors (local mode stores them normalized again, a float or so apart).
+            nearest = [min(vecs, key=lambda c: float(np.linalg.norm(vecs[c] - v))) for v in await store.nearest_vectors(query, k, ROOT)]
+            assert nearest == [c for c, _ in expected[:k]]
+
+    store = make_vector_store(kind, tmp_path, executor)
+    await store.open()
+    try:
+        await store.upsert([_point(d, 0, vecs[f"{d.document_id}#p0c0"]) for d in docs])
+        await store.upsert_parents([_parent(d, 0, 0, vecs[f"{d.document_id}#p0c0"]) for d in docs])
+        await assert_in_order(store, {})
+        # A re-ingest of d5 half done (both versions held), then done: it moves nothing else.
+        await store.upsert([_point(docs[5], 0, vecs["d5#p0c0"], "v2")])
+        await store.upsert_parents([_parent(docs[5], 0, 0, vecs["d5#p0c0"], "v2")])
+        await assert_in_order(store, {"d5#p0c0": ["v1", "v2"]})
+        await store.delete_document("d5", keep_version="v2")
+        await store.optimize()
+        await assert_in_order(store, {"d5#p0c0": ["v2"]})
+    finally:
+        await store.close()
+    reopened = make_vector_store(kind, tmp_path, executor)
+    await reopened.open()
+    try:
+        await assert_in_order(reopened, {"d5#p0c0": ["v2"]})
+    finally:
+        await reopened.close()
+
+
+async def test_keyword_scores_after_re_ingests_are_a_fresh_stores(tmp_path: Path, executor: BlockingExecutor) -> None:
     """A re-ingest writes the new version and deletes the old: in qdrant-edge the deleted points
     counted in BM25's IDF until a vacuum, which its defaults never ran in a small index, so ten
-    edits of one document swapped a ranking (and a restart swapped it back)."""
+    edits of one document swapped a ranking (and a restart swapped it back). qdrant-edge only:
+    qdrant-client's local mode has no optimizer and passed with a server's defaults; what a server
+    is asked to vacuum at is test_a_qdrant_collection_vacuums_at_the_embedded_engines_deleted_share's."""
+    kind = "edge"
     x, y, filler = 100, 200, 300
     v = _unit(np.ones(DIM))
     # x in two documents, y in three: x is the rarer term, until C's deleted versions count.
@@ -835,6 +897,54 @@ async def test_a_large_qdrant_write_goes_in_requests_a_server_takes(monkeypatch:
         await store.close()
 
 
+async def test_qdrant_local_mode_computes_on_the_executor_while_the_event_loop_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """qdrant-client's local mode computes in Python on the calling thread, and its async client on
+    the event loop: served (``RETRIEVAL_QDRANT_PATH``), a search of 5,000 points held every other
+    request for 108 ms. Its calls run on the executor given: while a search computes, another
+    coroutine runs."""
+    from qdrant_client.local.local_collection import LocalCollection
+
+    from retrieval_server.backends.vector_store.qdrant import QdrantVectorStore
+
+    loop, loop_thread = asyncio.get_running_loop(), threading.get_ident()
+    computing, released = asyncio.Event(), threading.Event()
+    threads: list[str] = []
+    query_points = LocalCollection.query_points
+
+    def held(self: LocalCollection, *args: object, **kwargs: object) -> object:
+        loop.call_soon_threadsafe(computing.set)
+        # On the loop's thread nothing could release it: a failure, not a hang.
+        assert threading.get_ident() != loop_thread, "local mode computed on the event loop's thread"
+        threads.append(threading.current_thread().name)
+        assert released.wait(timeout=300), "the event loop did not go on while the search computed"
+        return query_points(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalCollection, "query_points", held)
+    executor = BlockingExecutor(1, "local")
+    store = QdrantVectorStore("chunks", DIM, path=str(tmp_path / "qdrant-local"), executor=executor)
+    try:
+        await store.open()
+        v = _unit(np.ones(DIM))
+        await store.upsert([_point(PUBLIC, 0, v)])
+        search = asyncio.ensure_future(store.search_dense(v, 5, ANON))
+        await computing.wait()
+        ticked = asyncio.Event()
+
+        async def tick() -> None:
+            ticked.set()
+
+        await asyncio.ensure_future(tick())  # a task of its own, which the loop must run
+        assert ticked.is_set() and not search.done()
+        released.set()
+        assert [h.chunk_id for h in await search] == ["pub#p0c0"]
+        assert threads == ["local-0"]
+    finally:
+        released.set()
+        await store.close()
+        executor.shutdown()
+
+
 async def test_two_servers_opening_an_empty_qdrant_at_once_both_open() -> None:
     """Workers (RETRIEVAL_PROCESSES) or replicas starting together each found no collection, and
     the second to create it failed its start: the supervisor then stopped them all."""
@@ -885,8 +995,8 @@ async def test_edge_payload_indexes_come_with_the_points_that_need_them(
             for v in probes:
                 out.append([h.chunk_id for h in await store.search_dense(v, 10, f)])
                 out.append([h.chunk_id for h in await store.search_parents(v, 10, f)])
-            # Every point weighs term 7 alike: a tie, in whatever order the engine keeps.
-            out.append(sorted(h.chunk_id for h in await store.search_sparse(SparseVector((7,), (1.0,)), 10, f)))
+            # Every point weighs term 7 alike: a tie, which comes back by chunk id.
+            out.append([h.chunk_id for h in await store.search_sparse(SparseVector((7,), (1.0,)), 10, f)])
         return out
 
     def schema(store: EdgeVectorStore) -> set[str]:

@@ -30,6 +30,7 @@ from retrieval_server.backends.vector_store import (
     INTEGER_INDEXED_FIELDS,
     NEW_INDEX,
     PARENT,
+    RANK_FIELDS,
     SPARSE,
     SPARSE_TITLED,
     VACUUM_DELETED_SHARE,
@@ -40,11 +41,13 @@ from retrieval_server.backends.vector_store import (
     TermCounts,
     access_clauses,
     check_schema,
+    engine_limit,
     hit_from_payload,
     hits_in_order,
     legacy_index_message,
     parent_parts,
     point_parts,
+    ranked,
 )
 from retrieval_server.domain import ParentPoint, PointFilter, SparseVector, Unavailable, VectorHit, VectorPoint
 
@@ -104,10 +107,12 @@ def _check_schema(where: str, saved: dict[str, Any], dim: int) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Search:
-    """One search of a batch: the engine request, and what the engine must see equal to scan once for several."""
+    """One search of a batch: the engine request, what the engine must see equal to scan once for
+    several, and how many hits the caller asked for (fewer than the request's)."""
 
     group: tuple[str, int, PointFilter]
     request: qe.QueryRequest
+    limit: int
 
 
 def grouped_order(groups: Sequence[Hashable]) -> list[int]:
@@ -350,8 +355,8 @@ class EdgeVectorStore:
             # ACORN keeps filtered HNSW search from losing recall when the filter is selective.
             acorn=qe.AcornSearchParams(enable=True) if engine_filter is not None else None,
         )
-        return qe.QueryRequest(limit=limit, query=query, filter=engine_filter, params=params, with_payload=with_vector is None,
-                               with_vector=with_vector)
+        return qe.QueryRequest(limit=engine_limit(limit), query=query, filter=engine_filter, params=params,
+                               with_payload=RANK_FIELDS if with_vector else True, with_vector=with_vector)
 
     def _query_batch(self, searches: list[_Search]) -> list[list[VectorHit]]:
         order = grouped_order([s.group for s in searches])
@@ -359,15 +364,17 @@ class EdgeVectorStore:
         results = self.shard.query_batch(qe.QueryBatchRequest(requests)) if len(requests) > 1 else [self.shard.query(requests[0])]
         answers: list[list[VectorHit]] = [[] for _ in searches]
         for i, points in zip(order, results, strict=True):
-            answers[i] = [hit_from_payload(p.payload or {}, p.score) for p in points]
+            answers[i] = [hit_from_payload(p.payload or {}, p.score) for p in ranked(points, searches[i].limit)]
         return answers
 
     async def _run_batch(self, searches: list[_Search]) -> list[list[VectorHit]]:
         return await self._executor.run(self._query_batch, searches)
 
     async def _search(self, query: qe.Query, using: str, limit: int, flt: PointFilter) -> list[VectorHit]:
+        if not engine_limit(limit):
+            return []
         # Searches asked for together (a query's dense legs; other requests' under load) reach the engine as one batch.
-        return await self._searches.submit(_Search((using, limit, flt), self._request(query, limit, flt)))
+        return await self._searches.submit(_Search((using, limit, flt), self._request(query, limit, flt), limit))
 
     async def search_dense(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
@@ -375,7 +382,9 @@ class EdgeVectorStore:
 
     async def nearest_vectors(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[np.ndarray]:
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=DENSE)
-        points = await self._executor.run(self.shard.query, self._request(q, limit, flt, with_vector=[DENSE]))
+        if not engine_limit(limit):
+            return []
+        points = ranked(await self._executor.run(self.shard.query, self._request(q, limit, flt, with_vector=[DENSE])), limit)
         return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if p.vector and DENSE in p.vector]
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
