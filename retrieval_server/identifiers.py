@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -172,11 +172,17 @@ def cut_utf8(text: str, limit: int) -> str:
 
 def composed_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     """``metadata`` as it is stored, keys and values :func:`composed`. ValueError when two keys are
-    one once composed ("Zu\u0308rich" and "Zürich"): one value would be dropped without a word."""
-    out = {composed(k): composed(v) for k, v in metadata.items()}
+    one once composed ("Zu\u0308rich" and "Zürich")."""
+    return metadata_each(metadata, composed, "once composed (NFC)")
+
+
+def metadata_each(metadata: Mapping[str, str], clean: Callable[[str], str], cleaned: str) -> dict[str, str]:
+    """``metadata``'s keys and values ``clean``-ed. ValueError when two keys are one once cleaned
+    (``cleaned`` says how, for its message): one value would be dropped without a word."""
+    out = {clean(k): clean(v) for k, v in metadata.items()}
     if len(out) < len(metadata):
-        same = sorted(k for k in metadata if k != composed(k))
-        raise ValueError(f"metadata keys {same[:3]} are other keys once composed (NFC): send each key once")
+        same = sorted(k for k in metadata if k != clean(k))
+        raise ValueError(f"metadata keys {same[:3]} are other keys {cleaned}: send each key once")
     return out
 
 

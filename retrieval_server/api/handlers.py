@@ -19,6 +19,8 @@ BeforeCall = Callable[[grpc.aio.ServicerContext], Awaitable[None]]
 CheckMessage = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 #: told by a layer of each call it refuses: its full method name, its context and the error
 Refused = Callable[[str, grpc.aio.ServicerContext, ServiceError], None]
+#: a method's behaviour wrapped, of the same kind (an async generator function stays one)
+Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def rewrap(
@@ -32,8 +34,6 @@ def rewrap(
     and ``check_message`` on every request message (either may abort the call)."""
     # What is not given is not awaited: a coroutine that does nothing still costs its creation.
     before, check = before_call, check_message
-    deserialize = deserializer or handler.request_deserializer
-    serialize = handler.response_serializer
 
     def checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         if check is None:
@@ -84,10 +84,29 @@ def rewrap(
 
         return call
 
+    return wrapped(handler, unary_request, stream_request, deserializer=deserializer)
+
+
+def wrapped(
+    handler: grpc.RpcMethodHandler,
+    unary_request: Wrap,
+    stream_request: Wrap,
+    *,
+    deserializer: Callable[[bytes], Any] | None = None,
+    unary_as_stream: bool = False,
+) -> grpc.RpcMethodHandler:
+    """``handler`` with its behaviour wrapped by ``unary_request`` (a method of one request
+    message) or ``stream_request`` (of a stream of them), its response streamed as before.
+    ``unary_as_stream``: a unary-request method served as a stream-request one (the same on the
+    wire), whose wrapper reads the message itself."""
+    deserialize = deserializer or handler.request_deserializer
+    serialize = handler.response_serializer
     if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(unary_request(handler.unary_unary), deserialize, serialize)
+        unary = grpc.stream_unary_rpc_method_handler if unary_as_stream else grpc.unary_unary_rpc_method_handler
+        return unary(unary_request(handler.unary_unary), deserialize, serialize)
     if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(unary_request(handler.unary_stream), deserialize, serialize)
+        streamed = grpc.stream_stream_rpc_method_handler if unary_as_stream else grpc.unary_stream_rpc_method_handler
+        return streamed(unary_request(handler.unary_stream), deserialize, serialize)
     if handler.stream_unary:
         return grpc.stream_unary_rpc_method_handler(stream_request(handler.stream_unary), deserialize, serialize)
     return grpc.stream_stream_rpc_method_handler(stream_request(handler.stream_stream), deserialize, serialize)

@@ -70,10 +70,16 @@ def unpooled_client(**kwargs: Any) -> httpx.AsyncClient:
     pool when its socket is not readable, never seeing them: the next call on it, any caller's,
     was answered with them (one caller read another's answer). No public hook of httpx or
     httpcore sees that buffer, so no connection is kept alive; the cost is a TCP (and TLS)
-    handshake per call."""
+    handshake per call.
+
+    Each request says ``Connection: close``, so that the server closes first: the side that closes
+    first holds the port pair in TIME_WAIT for 60 s, and with the client closing, every call left
+    one of its ephemeral ports there (some 470 calls a second to one endpoint used them all up)."""
     import httpx
 
-    return httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), **kwargs)
+    headers = httpx.Headers(kwargs.pop("headers", None))
+    headers.setdefault("Connection", "close")
+    return httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0), headers=headers, **kwargs)
 
 
 def response_limit(items_bytes: int) -> int:

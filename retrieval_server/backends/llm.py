@@ -171,7 +171,9 @@ class _HttpChat:
         api_key: str | None, breaker: CircuitBreaker | None = None,
     ) -> None:
         self._client = unpooled_client(base_url=base_url.rstrip("/"), timeout=timeout_s, headers=headers)
-        self._key = api_key
+        # The key's value where it stands alone: a placeholder key ("e", "x", "EMPTY") was replaced
+        # inside every word of a provider's text ("HTTP 503 S[redacted]rvic[redacted] ...").
+        self._key = re.compile(rf"(?<![\w-]){re.escape(api_key)}(?![\w-])") if api_key else None
         self._timeout_s = timeout_s
         self._retries = max_retries
         self._backoff = backoff_s
@@ -189,7 +191,7 @@ class _HttpChat:
         leaves a piece of a key that redaction would not know (None: not cut)."""
         said = str(text)
         if self._key:
-            said = said.replace(self._key, _REDACTED)
+            said = self._key.sub(_REDACTED, said)
         return _KEY_LIKE.sub(_REDACTED, said)[:limit]
 
     async def _post(self, path: str, body: dict[str, Any], max_tokens: int, params: dict[str, str] | None = None) -> Completion:

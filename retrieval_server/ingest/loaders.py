@@ -15,7 +15,7 @@ from pathlib import PurePath
 from typing import Any
 
 from retrieval_server.domain import DocumentSource
-from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata, has_visible_text, one_line
+from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata, has_visible_text, metadata_each, one_line
 
 
 class LoadError(Exception):
@@ -103,12 +103,8 @@ def without_controls(text: str) -> str:
 
 def metadata_without_controls(metadata: Mapping[str, str]) -> dict[str, str]:
     """``metadata``'s keys and values :func:`without_controls`. ValueError when two keys are one
-    once cleaned: one value would be dropped without a word."""
-    out = {without_controls(k): without_controls(v) for k, v in metadata.items()}
-    if len(out) < len(metadata):
-        same = sorted(k for k in metadata if k != without_controls(k))
-        raise ValueError(f"metadata keys {same[:3]} are other keys once their control characters are spaces: send each key once")
-    return out
+    once cleaned."""
+    return metadata_each(metadata, without_controls, "once their control characters are spaces")
 
 
 def _one_line_title(title: str) -> str:
@@ -464,16 +460,19 @@ def _row(line: str, number: int) -> LoadedDocument:
     text = row["text"]
     meta = row.get("metadata") or {}
     # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list
-    # "['nlp', 'ir']". A null is no value. Its control characters are spaces, as the title's are:
-    # every context carries the metadata (the url with it) back as stored.
-    metadata = {str(k): _json_value(v).translate(_CONTROLS) for k, v in meta.items() if v is not None} if isinstance(meta, dict) else {}
-    url = metadata.get("url", "")
+    # "['nlp', 'ir']". A null is no value.
+    metadata = {str(k): _json_value(v) for k, v in meta.items() if v is not None} if isinstance(meta, dict) else {}
     for name, values in (("_id", [str(row["_id"])]), ("title", [title]), ("text", [text]), ("metadata", [*metadata, *metadata.values()])):
         _check_unicode(values, f"'{name}'")
+    # Keys and values with their control characters spaces, as the title's are: every context
+    # carries the metadata (the url with it) back as stored. Two keys that are one once cleaned or
+    # composed are the row's own error, not one of their values dropped when it is stored.
     try:
-        composed_metadata(metadata)  # the row's own error, not one of its values dropped when it is stored
+        metadata = metadata_without_controls(metadata)
+        composed_metadata(metadata)
     except ValueError as exc:
         raise LoadError(str(exc)) from None
+    url = metadata.get("url", "")
     return LoadedDocument(
         document_id=str(row["_id"]),
         title=title,

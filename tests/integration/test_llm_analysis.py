@@ -1008,6 +1008,25 @@ async def test_a_providers_error_text_never_repeats_an_api_key(name: str, cls: A
     assert "[redacted]" in str(err.value), str(err.value)
 
 
+@pytest.mark.parametrize("key", ["e", _KEY])
+async def test_the_api_keys_value_is_redacted_where_it_stands_alone_not_inside_words(key: str) -> None:
+    """A short or common key (a gateway's placeholder: "e", "x", "EMPTY") was replaced inside every
+    word of the provider's errors and log lines: "HTTP 503 S[redacted]rvic[redacted] Unavailabl[redacted]"."""
+    echoed = json.dumps({"request": {"api_key": key, "model": "embedder"}})
+    replies = iter([(503, {"error": {"message": "overloaded"}}), (200, Sse([(None, json.dumps({"error": {"message": f"rejected {echoed}"}}))]))])
+    with json_server(lambda path, body: next(replies)) as server:
+        model = OpenAICompatibleChat(server.url, "m", key, timeout_s=LOCAL_S, max_retries=0, backoff_s=0)
+        try:
+            with pytest.raises(LlmError) as failed:
+                await model.complete("sys", "prompt", temperature=0.1)
+            with pytest.raises(LlmError) as said:
+                await _drained(model)
+        finally:
+            await model.close()
+    assert str(failed.value) == "openai:m: HTTP 503 Service Unavailable"
+    assert str(said.value) == 'openai:m: rejected {"request": {"api_key": "[redacted]", "model": "embedder"}}'
+
+
 async def _drained(model: OpenAICompatibleChat, prompt: str = "prompt") -> None:
     async for _ in model.stream("sys", prompt, temperature=0.1):
         pass

@@ -533,12 +533,22 @@ def test_a_title_from_the_file_name_has_spaces_for_its_control_characters_on_one
 
 
 def test_a_jsonl_rows_metadata_has_spaces_for_its_control_characters() -> None:
-    """Its title's were cleaned, its url and metadata (carried back in every context) kept them."""
-    row = {"_id": "t", "text": "Body text.", "metadata": {"team": _ESCAPING, "url": f"https://e.example/{_ESCAPING}", "year": 2020}}
+    """Its title's were cleaned, its url and metadata (carried back in every context) kept them;
+    then its values were, and its keys kept them (a caller's were cleaned over gRPC)."""
+    row = {"_id": "t", "text": "Body text.", "metadata": {"team": _ESCAPING, "url": f"https://e.example/{_ESCAPING}", "year": 2020,
+                                                          _ESCAPING: "key"}}
     [doc] = load(_src("t.jsonl", json.dumps(row))).documents
     assert doc.metadata == {"team": "Ti tle [31m  ]52;c;aGk=  end", "url": "https://e.example/Ti tle [31m  ]52;c;aGk=  end",
-                            "year": "2020"}
+                            "year": "2020", "Ti tle [31m  ]52;c;aGk=  end": "key"}
     assert doc.url == doc.metadata["url"]
+
+
+def test_a_jsonl_rows_metadata_keys_that_are_one_once_cleaned_are_that_rows_error() -> None:
+    """One value of the two would have been dropped without a word; the other rows are stored."""
+    rows = [{"_id": "a", "text": "Body.", "metadata": {"team\x1b": "a", "team ": "b"}}, {"_id": "b", "text": "Body."}]
+    loaded = load(_src("t.jsonl", "\n".join(json.dumps(r) for r in rows)))
+    assert [d.document_id for d in loaded.documents] == ["b"]
+    assert loaded.failed == [("line 1", "metadata keys ['team\\x1b'] are other keys once their control characters are spaces: send each key once")]
 
 
 def test_markdown_files_inline_in_any_form_are_no_text() -> None:
