@@ -49,11 +49,14 @@ def _word() -> re.Pattern[str]:
     return re.compile(rf"[^\W\d_](?:[^\W_]|-|[{''.join(ranges)}])+")
 
 
-#: a sentence's end: "?" and ";" before white space and a word opening with a letter, or at the
-#: end (code writes them between its terms: "a > b ? a : b", "x = 1;y = 2"), full-width (Chinese,
-#: Japanese) and Arabic ("؟", "؛") ones, the ideographic full stop "。" (no capital follows it:
-#: those scripts have none), and a full stop
-_BREAK = re.compile(r"[?;](?:\s+(?=[^\W\d_])|\s*$)|[？；؟؛。]\s*|\.\s+")
+#: a sentence's end: "?" and ";" before white space and anything after it ("? 2) How ...", "?
+#: ¿Dónde ...", '? "Remote access" ...'), or directly before a word of two letters, an opening
+#: "¿", "¡", bracket or quote ("rank fusion?How does ...") or at the end; not directly before a
+#: digit or a lone letter, as code and numbers write them ("p-value?0.05", "x = 1;y = 2"), while a
+#: ternary's spaced "?" is left to :func:`_looks_like_code`. Also full-width (Chinese, Japanese)
+#: and Arabic ("؟", "؛") ones, the ideographic full stop "。" (no capital follows it: those
+#: scripts have none), and a full stop
+_BREAK = re.compile(r"[?;](?:\s+(?=\S)|(?=[¿¡(\[\"'“«]|[^\W\d_]{2})|\s*$)|[？；؟؛。]\s*|\.\s+")
 #: In lower or title case only: "AND" is SQL's or a search's operator, which joins conditions of
 #: one question. A bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a
 #: sentence ("the logs also show 502 errors"): it cuts only after a comma or before a question

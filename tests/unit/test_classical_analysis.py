@@ -214,6 +214,30 @@ def test_code_and_operators_are_not_cut_into_fragments(query: str) -> None:
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
 
 
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("¿Cómo restablezco mi contraseña? ¿Dónde está la página de inicio de sesión?",
+         ["¿Cómo restablezco mi contraseña", "¿Dónde está la página de inicio de sesión"]),
+        ("1) What is reciprocal rank fusion? 2) How does BM25 weigh rare terms? 3) When should I use HNSW?",
+         ["1) What is reciprocal rank fusion", "2) How does BM25 weigh rare terms", "3) When should I use HNSW"]),
+        ("What is reciprocal rank fusion?How does BM25 weigh rare terms?",
+         ["What is reciprocal rank fusion", "How does BM25 weigh rare terms"]),
+        ("What is the refund policy? (annual plans) How do I cancel?", ["What is the refund policy", "(annual plans) How do I cancel"]),
+        ('Is the VPN allowed for contractors? "Remote access" policy details?',
+         ["Is the VPN allowed for contractors", '"Remote access" policy details']),
+        ("Which plan includes SSO? 50 users or more?", ["Which plan includes SSO", "50 users or more"]),
+        ("How do I rotate the API key;which version fixed it?", ["How do I rotate the API key", "which version fixed it"]),
+    ],
+    ids=["inverted-marks", "numbered", "no-space", "brackets", "quotes", "a-number", "semicolon-no-space"],
+)
+def test_a_question_mark_ends_a_question_whatever_opens_the_next(query: str, parts: list[str]) -> None:
+    """Read as a sentence's end only before white space and a letter, "?" left these one question:
+    the next opened with "¿", a list's number, a bracket, a quote or a number, or followed the mark
+    without a space."""
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
 def test_a_question_about_code_is_still_cut_where_a_word_follows() -> None:
     analyzer = ClassicalAnalyzer()
     assert asyncio.run(analyzer.decompose("grep -r foo . && echo done; why does this print nothing")) == [
