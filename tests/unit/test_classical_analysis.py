@@ -205,8 +205,9 @@ def test_a_part_without_a_content_word_is_never_a_sub_query_of_its_own() -> None
         "x = compute(1); y = transform(x, 2); z = x + y",
         "deep learning models AND medical imaging diagnosis",
         "What is the p-value?0.05 or less",
+        "Why does SELECT * FROM users WHERE a = 1 AND b = 2 return nothing?",
     ],
-    ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit"],
+    ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit", "sql-in-a-question"],
 )
 def test_code_and_operators_are_not_cut_into_fragments(query: str) -> None:
     """"?" and ";" always cut, and so did "AND" in any case: a ternary, SQL's conditions and
@@ -235,6 +236,31 @@ def test_a_question_mark_ends_a_question_whatever_opens_the_next(query: str, par
     """Read as a sentence's end only before white space and a letter, "?" left these one question:
     the next opened with "¿", a list's number, a bracket, a quote or a number, or followed the mark
     without a space."""
+    assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        ("How do I configure the retry policy? What do max_attempts=3 and backoff=2 mean?",
+         ["How do I configure the retry policy", "What do max_attempts=3 and backoff=2 mean"]),
+        ("What is 3 * 4? What is 5 * 6?", ["What is 3 * 4", "What is 5 * 6"]),
+        ("What do <b> and <i> tags do? Are they deprecated?", ["What do <b> and <i> tags do", "Are they deprecated"]),
+        ("How do I set RETRIEVAL_TOP_K=20 and what does RETRIEVAL_TOP_K_MAX=100 do?",
+         ["How do I set RETRIEVAL_TOP_K=20", "what does RETRIEVAL_TOP_K_MAX=100 do?"]),
+        ("WHAT IS THE REFUND POLICY AND HOW DO I CANCEL MY SUBSCRIPTION?",
+         ["WHAT IS THE REFUND POLICY", "HOW DO I CANCEL MY SUBSCRIPTION?"]),
+        ("How do I rotate the API key AND what does it cost?", ["How do I rotate the API key", "what does it cost?"]),
+        ("What are the side effects of metformin AND is there a workaround?",
+         ["What are the side effects of metformin", "is there a workaround?"]),
+        ("How do I rotate the API key - also can it be automated?", ["How do I rotate the API key", "can it be automated?"]),
+    ],
+    ids=["settings", "arithmetic", "tags", "settings-and-what", "shouted-and-how", "and-what", "and-is", "dash-also"],
+)
+def test_questions_naming_code_or_joined_by_a_capital_and_are_decomposed(query: str, parts: list[str]) -> None:
+    """Two operators in eight words made a query code, and "AND" was never a boundary: ordinary
+    two-part questions naming settings, arithmetic or tags, or joined by "AND", were searched
+    whole. In code only a "?" before a question's opening word cuts; "AND" cuts before one."""
     assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
 
 
