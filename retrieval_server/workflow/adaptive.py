@@ -24,9 +24,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.sparse import Bm25Encoder, any_languages_stop_word
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 from retrieval_server.identifiers import UNSPACED_CHAR
+from retrieval_server.stopwords import STOPWORDS
 
 #: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
 #: Han character one token). Here rather than with the answers' sentences, which count words so too:
@@ -246,8 +247,8 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
 
 
 #: a query without a lower-case letter is shouted with at least this many words, as many in
-#: capitals but one (codes aside): "RRF" and "RRF DPR BM25" name things, "I AM AT HOME" nothing;
-#: shorter, it is read as acronyms ("WHAT IS RRF" too)
+#: capitals but one (codes aside), one of them a stop word: "RRF" and "RRF DPR BM25" name things,
+#: "I AM AT HOME" nothing; shorter, it is read as acronyms ("WHAT IS RRF" too)
 SHOUTED_WORDS = 4
 
 
@@ -255,12 +256,16 @@ def _shouted(query: str, tokens: list[str]) -> bool:
     """Whether ``query`` (its :func:`words` ``tokens``) is written all in capitals, as a sentence
     is ("HOW DO I RESET MY PASSWORD", "WIE SETZE ICH MEIN PASSWORT ZURÜCK"): its capitals name
     nothing, and read as acronyms they leaned it on keywords (every word of the German one). Told
-    by its shape, in any language: an English stop word told it before, and no other language's
-    was shouted. Its codes still name things; a stop word in capitals among lower case is an
-    acronym ("NO", nitric oxide)."""
+    by its shape and a stop word of any language (:data:`STOPWORDS`, or one of the keyword
+    engine's lists): by an English stop word alone, no other language's was shouted; by the shape
+    alone, a list of acronyms was ("AWS IAM SSO SAML" leaned on keywords no more). Its codes still
+    name things; a stop word in capitals among lower case is an acronym ("NO", nitric oxide)."""
     if any(ch.islower() for ch in query) or len(tokens) < SHOUTED_WORDS:
         return False
-    return sum(1 for w in tokens if w.isupper() and not _code(w)) >= SHOUTED_WORDS - 1
+    plain = [w for w in tokens if not _code(w)]
+    if sum(1 for w in plain if w.isupper()) < SHOUTED_WORDS - 1:
+        return False
+    return any(w.casefold() in STOPWORDS or any_languages_stop_word(w) for w in plain)
 
 
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:
