@@ -945,6 +945,55 @@ async def test_qdrant_local_mode_computes_on_the_executor_while_the_event_loop_g
         executor.shutdown()
 
 
+async def test_qdrant_local_mode_runs_one_call_at_a_time_however_often_its_caller_is_cancelled(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A caller cancelled while its call ran waited for the thread, and cancelled again there (a
+    leg's deadline, then the request's cancellation) let the next call run beside it, on a second
+    thread: local mode is not made for threads. Its failure, awaited by nobody, was logged as a
+    task exception never retrieved."""
+    from retrieval_server.backends.vector_store.qdrant import _OffLoop
+
+    loop = asyncio.get_running_loop()
+    first_runs, release = asyncio.Event(), threading.Event()
+    calls: list[str] = []
+
+    class Local:
+        def search(self, name: str) -> str:
+            calls.append(f"{name} starts")
+            if name == "first":
+                loop.call_soon_threadsafe(first_runs.set)
+                assert release.wait(timeout=300)
+                calls.append("first ends")
+                raise RuntimeError("the engine failed after its caller left")
+            return name
+
+    async def tick() -> None:
+        pass
+
+    executor = BlockingExecutor(2, "local")  # two threads: the store, not the pool, keeps calls apart
+    local = _OffLoop(Local(), executor)  # type: ignore[arg-type]
+    try:
+        first = asyncio.ensure_future(local.search("first"))
+        await first_runs.wait()
+        first.cancel()
+        await asyncio.ensure_future(tick())  # the first cancellation reaches the caller
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        second = asyncio.ensure_future(local.search("second"))
+        # Turns of the loop, not time: the next call, let in, reached the executor within two.
+        for _ in range(5):
+            await asyncio.ensure_future(tick())
+        assert calls == ["first starts"]
+        release.set()
+        assert await second == "second"
+        assert calls == ["first starts", "first ends", "second starts"]
+    finally:
+        release.set()
+        executor.shutdown()
+    assert "never retrieved" not in caplog.text
+
+
 async def test_two_servers_opening_an_empty_qdrant_at_once_both_open() -> None:
     """Workers (RETRIEVAL_PROCESSES) or replicas starting together each found no collection, and
     the second to create it failed its start: the supervisor then stopped them all."""
