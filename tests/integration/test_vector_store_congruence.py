@@ -199,9 +199,11 @@ async def test_empty_store_answers_empty(vector_store: VectorStore) -> None:
     assert await vector_store.search_dense(_unit(np.ones(DIM)), 5, ANON) == []
 
 
-async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(vector_store: VectorStore) -> None:
+async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(
+        vector_store: VectorStore, tmp_path: Path, executor: BlockingExecutor) -> None:
     """Alike on both engines: qdrant-edge answered nothing to 0 and an OverflowError to -1, local
-    mode a ValueError of its own to both."""
+    mode a ValueError of its own to both. Alike whatever the search holds too: a keyword search of
+    no terms, and a store's without parent vectors, answered nothing to -1."""
     v = _unit(np.ones(DIM))
     await vector_store.upsert([_point(PUBLIC, 0, v)])
     await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, v)])
@@ -212,6 +214,17 @@ async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(vector
         assert await leg(0) == []
         with pytest.raises(ValueError, match=r"limit is -1: a search's limit must be 0 or more"):
             await leg(-1)
+    kind = "edge" if isinstance(vector_store, EdgeVectorStore) else "qdrant-local"
+    childless = make_vector_store(kind, tmp_path / "no-parents", executor, features=IndexFeatures(title_field=True))
+    await childless.open()
+    try:
+        for leg in [lambda limit: vector_store.search_sparse(SparseVector((), ()), limit, ANON),
+                    lambda limit: childless.search_parents(v, limit, ANON)]:
+            assert await leg(1) == []
+            with pytest.raises(ValueError, match=r"limit is -1: a search's limit must be 0 or more"):
+                await leg(-1)
+    finally:
+        await childless.close()
 
 
 @pytest.mark.slow

@@ -350,13 +350,14 @@ class QdrantVectorStore:
         return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if isinstance(p.vector, dict) and DENSE in p.vector]
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
-        if not vector.indices:
+        # The limit first: a negative one is refused whatever the query holds.
+        if not engine_limit(limit) or not vector.indices:
             return []
         q = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
         return await self._query(q, SPARSE_TITLED if titled and self.features.title_field else SPARSE, limit, flt)
 
     async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
-        if not self.features.parent_vectors:
+        if not engine_limit(limit) or not self.features.parent_vectors:
             return []
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), PARENT, limit, flt)
 
