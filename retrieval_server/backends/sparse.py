@@ -28,6 +28,7 @@ another revision would miss the index's own.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import qdrant_edge as qe
@@ -84,6 +85,19 @@ def check_terms(where: str, terms: int) -> None:
     if not 1 <= terms <= TERMS_REVISION:
         raise Unavailable(f"{where} holds keyword terms of revision {terms}, which this service cannot make (it makes "
                           f"1 to {TERMS_REVISION}): serve it with the version that built it")
+
+
+@functools.cache
+def _without_stop_words() -> qe.Bm25:
+    """The engine's tokenizer, leaving out the stop words of every language it has a list of."""
+    languages = {v for v in vars(qe.Language).values() if isinstance(v, qe.Language)}
+    return qe.Bm25(qe.Bm25Config(stopwords=qe.StopwordsSet(languages=languages)))
+
+
+def any_languages_stop_word(word: str) -> bool:
+    """Whether ``word`` is on the engine's stop-word list of any language ("ICH", "MON", "DE",
+    "HOW"; case aside): the keyword terms leave out only English ones, these tell a sentence."""
+    return not _without_stop_words().embed_query(word).indices
 
 
 class Bm25Encoder:

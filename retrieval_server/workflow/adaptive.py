@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from retrieval_server.backends.sparse import Bm25Encoder
+from retrieval_server.backends.sparse import Bm25Encoder, any_languages_stop_word
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 from retrieval_server.identifiers import UNSPACED_CHAR
+from retrieval_server.stopwords import STOPWORDS
 
 #: Han and kana, written without spaces between words: each counts as a word (the tokenizer makes a
 #: Han character one token). Here rather than with the answers' sentences, which count words so too:
@@ -111,6 +113,11 @@ def words(text: str) -> list[str]:
     return [w.strip(".-") for w in _WORD.findall(text)]
 
 
+def iter_words(text: str) -> Iterator[str]:
+    """:func:`words`, read one at a time: a caller after the first of some kind reads no further."""
+    return (m.group().strip(".-") for m in _WORD.finditer(text))
+
+
 def _code(word: str) -> bool:
     """Letters with digits ("IL-10", "β1"), or snake_case."""
     # snake_case: an underscore inside a word of word characters only. As ^\w+_\w+$, a word
@@ -126,18 +133,18 @@ def _identifier(word: str) -> bool:
     return len(word) >= 2 and word[0].isupper() and word[1].isupper() and _WORDLIKE.fullmatch(word) is not None
 
 
-def _names_one_thing(word: str) -> bool:
+def names_one_thing(word: str) -> bool:
     """An identifier (as :func:`_identifier` reads them) or a word holding a digit ("3.11", "2024",
     "20231187"): what a query asks for to the letter."""
     return _identifier(word) or any(ch.isdigit() for ch in word)
 
 
 def identifier_words(query: str) -> frozenset[str]:
-    """The words of ``query`` that name one thing exactly (:func:`_names_one_thing`), in lower
+    """The words of ``query`` that name one thing exactly (:func:`names_one_thing`), in lower
     case. A sentence embedding hardly tells two of them apart (cosine 0.97 between "error code
     E1234" and "error code E1235"), so two queries asking for different ones are different
     questions however close their vectors are."""
-    return frozenset(w.lower() for w in words(query) if _names_one_thing(w))
+    return frozenset(w.lower() for w in words(query) if names_one_thing(w))
 
 
 #: numbers written out: a number is one however it is written, and a sentence embedding tells
@@ -175,7 +182,7 @@ def _names_a_number(word: str) -> bool:
 
 def _cache_identifier_words(query: str) -> frozenset[str]:
     """:func:`identifier_words` and the numbers written out (:data:`NUMBER_WORDS`), in lower case."""
-    return frozenset(w.lower() for w in words(query) if _names_one_thing(w) or _names_a_number(w))
+    return frozenset(w.lower() for w in words(query) if names_one_thing(w) or _names_a_number(w))
 
 
 def name_the_same_identifiers(a: str, b: str) -> bool:
@@ -225,7 +232,7 @@ _ADDRESS = re.compile(rf"{URL}|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
 
 def missing_exact_terms(query: str, text: str) -> list[str]:
     """What the query asks for to the letter and ``text`` leaves out, each once in order: its
-    URLs and e-mail addresses, its words that name one thing (:func:`_names_one_thing`: codes,
+    URLs and e-mail addresses, its words that name one thing (:func:`names_one_thing`: codes,
     acronyms, numbers and versions) as written, then its quoted phrases (in ASCII quotes, whichever
     the query used). A phrase counts as kept when ``text`` quotes it in any of those marks. Case is
     ignored."""
@@ -234,14 +241,14 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
     # The words of an address are its own: kept or added back whole, not as pieces ("v2", "acme.io").
     written = {w.casefold() for w in words(text)}
     quoted = {phrase.casefold() for phrase in _quoted(text)}
-    identifiers = [w for w in words(_ADDRESS.sub(" ", query)) if _names_one_thing(w) and w.casefold() not in written]
+    identifiers = [w for w in words(_ADDRESS.sub(" ", query)) if names_one_thing(w) and w.casefold() not in written]
     phrases = [f'"{phrase}"' for phrase in _quoted(query) if phrase.casefold() not in quoted]
     return list(dict.fromkeys(addresses + identifiers + phrases))
 
 
 #: a query without a lower-case letter is shouted with at least this many words, as many in
-#: capitals but one (codes aside): "RRF" and "RRF DPR BM25" name things, "I AM AT HOME" nothing;
-#: shorter, it is read as acronyms ("WHAT IS RRF" too)
+#: capitals but one (codes aside), one of them a stop word: "RRF" and "RRF DPR BM25" name things,
+#: "I AM AT HOME" nothing; shorter, it is read as acronyms ("WHAT IS RRF" too)
 SHOUTED_WORDS = 4
 
 
@@ -249,12 +256,16 @@ def _shouted(query: str, tokens: list[str]) -> bool:
     """Whether ``query`` (its :func:`words` ``tokens``) is written all in capitals, as a sentence
     is ("HOW DO I RESET MY PASSWORD", "WIE SETZE ICH MEIN PASSWORT ZURÜCK"): its capitals name
     nothing, and read as acronyms they leaned it on keywords (every word of the German one). Told
-    by its shape, in any language: an English stop word told it before, and no other language's
-    was shouted. Its codes still name things; a stop word in capitals among lower case is an
-    acronym ("NO", nitric oxide)."""
+    by its shape and a stop word of any language (:data:`STOPWORDS`, or one of the keyword
+    engine's lists): by an English stop word alone, no other language's was shouted; by the shape
+    alone, a list of acronyms was ("AWS IAM SSO SAML" leaned on keywords no more). Its codes still
+    name things; a stop word in capitals among lower case is an acronym ("NO", nitric oxide)."""
     if any(ch.islower() for ch in query) or len(tokens) < SHOUTED_WORDS:
         return False
-    return sum(1 for w in tokens if w.isupper() and not _code(w)) >= SHOUTED_WORDS - 1
+    plain = [w for w in tokens if not _code(w)]
+    if sum(1 for w in plain if w.isupper()) < SHOUTED_WORDS - 1:
+        return False
+    return any(w.casefold() in STOPWORDS or any_languages_stop_word(w) for w in plain)
 
 
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:

@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 
 from retrieval_server.backends.llm import ChatModel, Completion
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import URL, identifier_words, missing_exact_terms, words
+from retrieval_server.workflow.adaptive import URL, identifier_words, iter_words, missing_exact_terms, names_one_thing, words
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
 from retrieval_server.stopwords import STOPWORDS
 
@@ -49,21 +49,37 @@ def _word() -> re.Pattern[str]:
     return re.compile(rf"[^\W\d_](?:[^\W_]|-|[{''.join(ranges)}])+")
 
 
-#: a sentence's end: "?" and ";" before white space and a word opening with a letter, or at the
-#: end (code writes them between its terms: "a > b ? a : b", "x = 1;y = 2"), full-width (Chinese,
-#: Japanese) and Arabic ("؟", "؛") ones, the ideographic full stop "。" (no capital follows it:
-#: those scripts have none), and a full stop
-_BREAK = re.compile(r"[?;](?:\s+(?=[^\W\d_])|\s*$)|[？；؟؛。]\s*|\.\s+")
-#: In lower or title case only: "AND" is SQL's or a search's operator, which joins conditions of
-#: one question. A bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a
-#: sentence ("the logs also show 502 errors"): it cuts only after a comma or before a question
-#: word (see _clauses).
-_CLAUSES = re.compile(r",? \b(?:[Aa]nd also|[Aa]s well as|[Aa]nd|(?P<adverb>[Aa]lso|[Pp]lus))\b ")
+#: a sentence's end: "?" and ";" before white space and anything after it ("? 2) How ...", "?
+#: ¿Dónde ...", '? "Remote access" ...'), or directly before a word of two letters, an opening
+#: "¿", "¡", bracket or quote ("rank fusion?How does ...") or at the end; not directly before a
+#: digit or a lone letter, as code and numbers write them ("p-value?0.05", "x = 1;y = 2"), while a
+#: ternary's spaced "?" is left to :func:`_looks_like_code`. Also full-width (Chinese, Japanese)
+#: and Arabic ("؟", "؛") ones, the ideographic full stop "。" (no capital follows it: those
+#: scripts have none), and a full stop
+_BREAK = re.compile(r"[?;](?:\s+(?=\S)|(?=[¿¡(\[\"'“«]|[^\W\d_]{2})|\s*$)|[？；؟؛。]\s*|\.\s+")
+#: A bare "also" or "plus" (the group ``adverb``) is mostly an adverb inside a sentence ("the logs
+#: also show 502 errors"): it cuts only after a pause, a comma or a dash (the group ``pause``: "...
+#: API key - also can it ..."), or before a question word. "AND" in capitals (the group
+#: ``operator``) is mostly SQL's or a search's operator, joining conditions of one question: it
+#: cuts only before a word opening a question, as a query in capitals or one stressing its second
+#: question writes it ("... POLICY AND HOW DO I CANCEL ...", "... metformin AND is there ..."). See
+#: _clauses.
+_CLAUSES = re.compile(r"(?P<pause>,| [-–—])? \b(?:[Aa]nd also|[Aa]s well as|[Aa]nd|(?P<operator>AND)|(?P<adverb>[Aa]lso|[Pp]lus))\b ")
 #: what code holds and prose hardly does: comparisons, assignments, braces, "*", "&&" and "||"
 _OPERATOR = re.compile(r"[=<>{}*]|&&|\|\|")
-#: a query this share of whose words (two at least; a URL's aside) hold an operator is code, and
-#: none of its marks or "and"s ends a question: "x = 1; y = 2; z = x + y" was three sub-queries
+#: a query this share of whose words (two at least; a URL's aside) hold an operator is code, unless
+#: prose runs between them (see _looks_like_code), and only "?" before a question of its own ends a
+#: question in it: "x = 1; y = 2; z = x + y" was three sub-queries
 CODE_SHARE = 1 / 8
+#: the most prose words in a row between two operators of code ("a > b", "'open' AND total > 100"):
+#: with more, the operators are prose's ("set TOP_K=20 and what does TOP_K_MAX=100 do")
+CODE_PROSE_WORDS = 2
+#: a word of prose: letters, perhaps joined by an apostrophe or a hyphen, its marks aside; not in
+#: capitals ("I" aside), which are rather a keyword of code ("AND", "WHERE")
+_PROSE_WORD = re.compile(r"[\"'“(]*([^\W\d_]+(?:['’-][^\W\d_]+)*)[.,;:!?\"'”)]*")
+#: in code, a "?" ends a question only at the end or before white space and a word that opens a
+#: question (the group ``opener``): a ternary's "?" is followed by an operand ("a > b ? a : b")
+_ASKED = re.compile(r"\?(?:\s+(?P<opener>[^\W\d_]+)|\s*$)")
 _URL = re.compile(URL)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
@@ -78,6 +94,10 @@ _ABBREVIATION = re.compile(r"(?<![\w.])(?:(?P<letter>[^\W\d_])|(?:[^\W\d_]\.)+[^
 _NEGATIONS = frozenset({"not", "no", "without", "nor"})
 #: a clause opening with one asks a question of its own, however short the one before
 _QUESTION_WORDS = frozenset({"how", "what", "why", "when", "where", "which", "who", "whom", "whose"})
+#: what opens a question after a "?" in code or after "AND": a question word, or a verb opening a
+#: yes-no question ("... tags do? Are they deprecated?")
+_QUESTION_OPENERS = _QUESTION_WORDS | {
+    "is", "are", "was", "were", "do", "does", "did", "can", "could", "should", "would", "will", "has", "have", "may"}
 _FIRST_WORD = re.compile(r"[\w'’-]+")
 #: a cue that the query compares: an "and" after it joins the things compared ("the difference
 #: between TCP congestion control and UDP flow control"), not two questions
@@ -96,12 +116,23 @@ def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
     return i >= 0 and spans[i][0] < at < spans[i][1]
 
 
-def _sentences(text: str) -> list[tuple[int, int]]:
+def _sentences(text: str, code: bool) -> list[tuple[int, int]]:
     """Where ``text`` is cut: after "?" and ";" as :data:`_BREAK` reads them, and after a full
     stop that a capital of any script follows ("… in 2019. Ötzi …") and that ends no abbreviation
     ("Dr. Smith", "the U.S. Army"); never inside a URL, quotes or brackets. re has no class for
-    capitals beyond ASCII, so the capital is checked on the character itself."""
+    capitals beyond ASCII, so the capital is checked on the character itself. In ``code`` (see
+    :func:`_looks_like_code`) only after a "?" that a question's opening word follows
+    (:data:`_ASKED`): "What is 3 * 4? What is 5 * 6?" is two questions."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
+    if code:
+        asked = []
+        for m in _ASKED.finditer(text):
+            opener = m.group("opener")
+            if opener is None:
+                asked.append(m.span())
+            elif opener.casefold() in _QUESTION_OPENERS and not _inside(whole, m.start()):
+                asked.append((m.start(), m.start("opener")))
+        return asked
     cuts = []
     for m in _BREAK.finditer(text):
         if _inside(whole, m.start()):
@@ -124,13 +155,14 @@ def _abbreviated(text: str, stop: int, after: int) -> bool:
 
 
 def _clauses(text: str) -> list[tuple[int, int]]:
-    """Where ``text`` (single-spaced) is cut into clauses: at "and", "and also", "as well as", and
-    at "also" or "plus" after a comma or before a question word (elsewhere one is an adverb inside
-    a sentence: "the nginx logs also show 502 errors" was "the nginx logs" and "show 502 errors"),
-    never inside a URL, quotes or brackets, and only where the right side asks something of its
-    own: not a negation of the left ("and not about mice"), and either a question of its own ("and
-    why …") or after a left side of 3 content words at least that neither compares things
-    ("between", "compare", "vs") nor ends a list here (a comma, and at most
+    """Where ``text`` (single-spaced) is cut into clauses: at "and", "and also", "as well as", at
+    "also" or "plus" after a comma or a dash or before a question word (elsewhere one is an adverb
+    inside a sentence: "the nginx logs also show 502 errors" was "the nginx logs" and "show 502
+    errors"), and at "AND" before a word opening a question (elsewhere an operator); never inside
+    a URL, quotes or brackets, and only where the right side asks something of its own: not a
+    negation of the left ("and not about mice"), and either a question of its own ("and why …") or
+    after a left side of 3 content words at least that neither compares things ("between",
+    "compare", "vs") nor ends a list here (a comma, and at most
     :data:`_LIST_ITEM_WORDS` words from it to the "and"). With fewer, the left side is a fragment
     that needs the right one's object: "the causes and symptoms of diabetes" is one question, not
     "the causes"; after a comparison, or at a list's end, the right side is its last item ("install
@@ -156,7 +188,9 @@ def _clauses(text: str) -> list[tuple[int, int]]:
             item = None
         first = _FIRST_WORD.match(text, m.end())
         opens = first.group(0).casefold() if first else ""
-        if m.group("adverb") and not m.group(0).startswith(",") and opens not in _QUESTION_WORDS:
+        if m.group("adverb") and not m.group("pause") and opens not in _QUESTION_WORDS:
+            continue
+        if m.group("operator") and opens not in _QUESTION_OPENERS:
             continue
         if opens in _NEGATIONS or ((left < 3 or compared or ends_list) and opens not in _QUESTION_WORDS):
             continue
@@ -166,16 +200,35 @@ def _clauses(text: str) -> list[tuple[int, int]]:
 
 
 def _looks_like_code(text: str) -> bool:
-    """Whether :data:`CODE_SHARE` of the words of ``text`` (two at least) hold an operator."""
+    """Whether :data:`CODE_SHARE` of the words of ``text`` (two at least) hold an operator, and no
+    more than :data:`CODE_PROSE_WORDS` words of prose run between two of them: a question naming
+    settings ("How do I set RETRIEVAL_TOP_K=20 and what does RETRIEVAL_TOP_K_MAX=100 do?") is prose
+    about code, and was searched whole."""
     tokens = _URL.sub(" ", text).split()
-    operators = sum(1 for t in tokens if _OPERATOR.search(t))
-    return operators >= 2 and operators >= CODE_SHARE * len(tokens)
+    operators = [i for i, t in enumerate(tokens) if _OPERATOR.search(t)]
+    if len(operators) < 2 or len(operators) < CODE_SHARE * len(tokens):
+        return False
+    for before, after in zip(operators, operators[1:]):
+        run = 0
+        for token in tokens[before + 1 : after]:
+            run = run + 1 if _prose(token) else 0
+            if run > CODE_PROSE_WORDS:
+                return False
+    return True
+
+
+def _prose(token: str) -> bool:
+    word = _PROSE_WORD.fullmatch(token)
+    return word is not None and not (len(word.group(1)) > 1 and word.group(1).isupper())
 
 
 def _parts(text: str, cuts: Sequence[tuple[int, int]]) -> list[str]:
     """``text`` cut at ``cuts``; a part that says nothing of its own (:func:`_says_something`:
     "And why?") stays attached to the one before, as it was written, and one before the first part
-    that does ("- - - ? What is RRF?") to that part: standing alone, "- - -" was searched."""
+    that does ("- - - ? What is RRF?") to that part: standing alone, "- - -" was searched. So
+    every part says something when there are two or more."""
+    if not cuts:
+        return [text]  # one part, whatever it says: read for nothing, a long query held the loop
     spans: list[tuple[int, int]] = []
     start = 0
     opening: int | None = None  # where the parts saying nothing before the first that does start
@@ -211,17 +264,33 @@ def _content_words(text: str) -> set[str]:
 
 
 def _a_question(part: str) -> bool:
-    """Whether ``part`` of a query can be searched on its own: three words at least, as ADAPTIVE
-    counts them (each Han or kana character one: counted between spaces, a Chinese question was
-    one word, and no Chinese query was ever decomposed; a mark is none, and "- - -" was searched),
-    and one that says something (:func:`_says_something`; "the of the" does not)."""
-    return len(words(part)) >= 3 and _says_something(part)
+    """Whether ``part`` of a query can be searched on its own: :func:`_three_words` at least, and
+    one that says something (:func:`_says_something`; "the of the" does not)."""
+    return _three_words(part) and _says_something(part)
+
+
+def _three_words(part: str) -> bool:
+    """Whether ``part`` holds three words, as ADAPTIVE counts them (each Han or kana character one:
+    counted between spaces, a Chinese question was one word, and no Chinese query was ever
+    decomposed; a mark is none, and "- - -" was searched)."""
+    return len(words(part)) >= 3
 
 
 def _says_something(text: str) -> bool:
     """Whether ``text`` holds a content word, or an acronym that spells a stop word ("IT" in
-    "What is IT"), but not in a text written all in capitals, where every word looks like one."""
-    return bool(_content_words(text)) or (any(ch.islower() for ch in text) and bool(identifier_words(text)))
+    "What is IT"), but not in a text written all in capitals, where every word looks like one.
+    Read up to the first such word: read whole, twice, a 64 KiB query held the event loop 0.3 s."""
+    lower_case: bool | None = None  # read once, at the first acronym
+    for word in iter_words(text):
+        if word.casefold() not in STOPWORDS:
+            return True
+        # A stop word in lower case is none ("it"), and telling so costs a word's checks each.
+        if not word.islower() and names_one_thing(word):
+            if lower_case is None:
+                lower_case = any(ch.islower() for ch in text)
+            if lower_case:
+                return True
+    return False
 
 
 class NotApplicable(Exception):
@@ -344,19 +413,22 @@ class ClassicalAnalyzer:
 
     async def decompose(self, query: str) -> list[str]:
         """Split a multi-part question: several sentences/questions, or clauses joined by 'and'."""
-        if _looks_like_code(query):
+        code = _looks_like_code(query)
+        parts = [p.strip(" ,") for p in _parts(query, _sentences(query, code))]
+        if len(parts) < 2 and code:
             raise NotApplicable("code, not questions")
-        parts = [p.strip(" ,") for p in _parts(query, _sentences(query))]
         if len(parts) < 2:
             # On single spaces: from each start inside a run of them, \s+ took the rest of the run
             # and gave it back a space at a time, quadratic (61 s on the event loop at 64 KB).
             text = " ".join(query.split())
             parts = [p.strip(" ,") for p in _parts(text, _clauses(text))]
+        if len(parts) < 2:
+            raise NotApplicable("a single question")
         # Each part once, and not one of stop words only ("the of the"): a repeated question was
         # searched twice and weighed double in the sub-queries' fusion.
         kept: dict[str, str] = {}
         for p in parts:
-            if _a_question(p):
+            if _three_words(p):  # each says something (see _parts)
                 kept.setdefault(_key(p), p)
         if len(kept) < 2:
             raise NotApplicable("a single question")

@@ -199,9 +199,11 @@ async def test_empty_store_answers_empty(vector_store: VectorStore) -> None:
     assert await vector_store.search_dense(_unit(np.ones(DIM)), 5, ANON) == []
 
 
-async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(vector_store: VectorStore) -> None:
+async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(
+        vector_store: VectorStore, tmp_path: Path, executor: BlockingExecutor) -> None:
     """Alike on both engines: qdrant-edge answered nothing to 0 and an OverflowError to -1, local
-    mode a ValueError of its own to both."""
+    mode a ValueError of its own to both. Alike whatever the search holds too: a keyword search of
+    no terms, and a store's without parent vectors, answered nothing to -1."""
     v = _unit(np.ones(DIM))
     await vector_store.upsert([_point(PUBLIC, 0, v)])
     await vector_store.upsert_parents([_parent(PUBLIC, 0, 0, v)])
@@ -212,6 +214,17 @@ async def test_a_limit_of_0_answers_nothing_and_a_negative_one_is_refused(vector
         assert await leg(0) == []
         with pytest.raises(ValueError, match=r"limit is -1: a search's limit must be 0 or more"):
             await leg(-1)
+    kind = "edge" if isinstance(vector_store, EdgeVectorStore) else "qdrant-local"
+    childless = make_vector_store(kind, tmp_path / "no-parents", executor, features=IndexFeatures(title_field=True))
+    await childless.open()
+    try:
+        for leg in [lambda limit: vector_store.search_sparse(SparseVector((), ()), limit, ANON),
+                    lambda limit: childless.search_parents(v, limit, ANON)]:
+            assert await leg(1) == []
+            with pytest.raises(ValueError, match=r"limit is -1: a search's limit must be 0 or more"):
+                await leg(-1)
+    finally:
+        await childless.close()
 
 
 @pytest.mark.slow
@@ -943,6 +956,55 @@ async def test_qdrant_local_mode_computes_on_the_executor_while_the_event_loop_g
         released.set()
         await store.close()
         executor.shutdown()
+
+
+async def test_qdrant_local_mode_runs_one_call_at_a_time_however_often_its_caller_is_cancelled(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A caller cancelled while its call ran waited for the thread, and cancelled again there (a
+    leg's deadline, then the request's cancellation) let the next call run beside it, on a second
+    thread: local mode is not made for threads. Its failure, awaited by nobody, was logged as a
+    task exception never retrieved."""
+    from retrieval_server.backends.vector_store.qdrant import _OffLoop
+
+    loop = asyncio.get_running_loop()
+    first_runs, release = asyncio.Event(), threading.Event()
+    calls: list[str] = []
+
+    class Local:
+        def search(self, name: str) -> str:
+            calls.append(f"{name} starts")
+            if name == "first":
+                loop.call_soon_threadsafe(first_runs.set)
+                assert release.wait(timeout=300)
+                calls.append("first ends")
+                raise RuntimeError("the engine failed after its caller left")
+            return name
+
+    async def tick() -> None:
+        pass
+
+    executor = BlockingExecutor(2, "local")  # two threads: the store, not the pool, keeps calls apart
+    local = _OffLoop(Local(), executor)  # type: ignore[arg-type]
+    try:
+        first = asyncio.ensure_future(local.search("first"))
+        await first_runs.wait()
+        first.cancel()
+        await asyncio.ensure_future(tick())  # the first cancellation reaches the caller
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        second = asyncio.ensure_future(local.search("second"))
+        # Turns of the loop, not time: the next call, let in, reached the executor within two.
+        for _ in range(5):
+            await asyncio.ensure_future(tick())
+        assert calls == ["first starts"]
+        release.set()
+        assert await second == "second"
+        assert calls == ["first starts", "first ends", "second starts"]
+    finally:
+        release.set()
+        executor.shutdown()
+    assert "never retrieved" not in caplog.text
 
 
 async def test_two_servers_opening_an_empty_qdrant_at_once_both_open() -> None:

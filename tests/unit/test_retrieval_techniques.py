@@ -204,11 +204,15 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     # A query written in capitals as a sentence is, in any language, is shouted: its capitals name
     # nothing (0.83 of the English one's words were acronyms, and, told by an English stop word, all
     # of the German one's), its codes still do; a capitalised stop word among lower case is an
-    # acronym ("NO", nitric oxide), and so is each word of a short query in capitals.
+    # acronym ("NO", nitric oxide), and so is each word of a short query in capitals. A sentence
+    # holds a stop word of some language: without one, the words are a list of acronyms (told by
+    # the shape alone, "AWS IAM SSO SAML" named nothing).
     for shouting in ("HOW DO I RESET MY PASSWORD", "WIE SETZE ICH MEIN PASSWORT ZURÜCK", "COMMENT RÉINITIALISER MON MOT DE PASSE"):
         assert query_features(shouting, BM25, None, policy).identifier_share == 0.0, shouting
+    for acronyms in ("AWS IAM SSO SAML", "JWT OIDC SAML SCIM LDAP", "TCP UDP QUIC HTTP", "NGINX SSL TLS SNI ERROR"):
+        assert query_features(acronyms, BM25, None, policy).identifier_share == 1.0, acronyms
     assert query_features("WHY DOES ERROR E1234 APPEAR", BM25, None, policy).identifier_share == pytest.approx(1 / 5)
-    assert query_features("WARUM ERSCHEINT FEHLER E1234", BM25, None, policy).identifier_share == pytest.approx(1 / 4)
+    assert query_features("WARUM ERSCHEINT DER FEHLER E1234", BM25, None, policy).identifier_share == pytest.approx(1 / 5)
     assert query_features("NAC destabilizes NO", BM25, None, policy).identifier_share == pytest.approx(2 / 3)
     assert query_features("RRF DPR BM25", BM25, None, policy).identifier_share == 1.0
     quoted = query_features('find "exact phrase here" now', BM25, None, policy)

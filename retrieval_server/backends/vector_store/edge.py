@@ -388,14 +388,15 @@ class EdgeVectorStore:
         return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if p.vector and DENSE in p.vector]
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
-        if not vector.indices:
+        # The limit first: a negative one is refused whatever the query holds.
+        if not engine_limit(limit) or not vector.indices:
             return []
         using = SPARSE_TITLED if titled and self.features.title_field else SPARSE
         q = qe.Query.Nearest(qe.SparseVector(indices=list(vector.indices), values=list(vector.values)), using=using)
         return await self._search(q, using, limit, flt)
 
     async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
-        if not self.features.parent_vectors:
+        if not engine_limit(limit) or not self.features.parent_vectors:
             return []
         q = qe.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist(), using=PARENT)
         return await self._search(q, PARENT, limit, flt)

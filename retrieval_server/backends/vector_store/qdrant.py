@@ -7,7 +7,6 @@ in Python on the calling thread, so its calls run on the blocking executor (:cla
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import ssl
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
-from retrieval_server.backends.executor import BlockingExecutor
+from retrieval_server.backends.executor import BlockingExecutor, JobLock
 from retrieval_server.backends.vector_store import (
     DENSE,
     INDEXED_FIELDS,
@@ -114,34 +113,42 @@ def _certificate_refused(exc: BaseException) -> bool:
 
 
 class _OffLoop:
-    """qdrant-client's local mode with the async client's calls, each run by ``run`` (on a thread),
-    one at a time. Local mode computes in Python on the calling thread, and its async client on
-    the event loop: a search of 5,000 points took 108 ms, and every other request waited as long
-    (a stall of 536 ms over five). One at a time because it is not made for threads (its points
-    are plain Python containers); nothing is lost, as on the loop only one call ran at once too."""
+    """qdrant-client's local mode with the async client's calls, each run on ``executor`` (a thread
+    of its own when none is given, stopped at :meth:`close`), one at a time. Local mode computes in
+    Python on the calling thread, and its async client on the event loop: a search of 5,000 points
+    took 108 ms, and every other request waited as long (a stall of 536 ms over five). One at a
+    time because it is not made for threads (its points are plain Python containers); nothing is
+    lost, as on the loop only one call ran at once too. A caller that gives up (a leg past its
+    deadline) leaves at once, and the next call starts when the thread is done with its call
+    (:class:`JobLock`): waiting for the thread itself, a caller cancelled again (the request's
+    cancellation after the leg's) let the next call run beside it, and a failure nobody awaited
+    was logged as never retrieved."""
 
-    def __init__(self, client: QdrantClient, run: Callable[..., Awaitable[Any]]) -> None:
-        self._client, self._run, self._lock = client, run, asyncio.Lock()
+    def __init__(self, client: QdrantClient, executor: BlockingExecutor | None) -> None:
+        self._client, self._lock = client, JobLock()
+        self._own_executor = executor is None
+        self._executor = executor or BlockingExecutor(1, "qdrant-local")
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         method = getattr(self._client, name)
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             async with self._lock:
-                job = asyncio.ensure_future(self._run(method, *args, **kwargs))
-                try:
-                    return await asyncio.shield(job)
-                except asyncio.CancelledError:
-                    # A caller that gives up (a leg past its deadline) lets the next call in only
-                    # once the thread is done with this one.
-                    await asyncio.wait([job])
-                    raise
+                return await self._lock.run(self._executor, method, *args, **kwargs)
 
         return call
 
+    async def close(self) -> None:
+        try:
+            async with self._lock:
+                await self._lock.run(self._executor, self._client.close)
+        finally:
+            if self._own_executor:
+                self._executor.shutdown()
+
 
 class QdrantVectorStore:
-    """``executor``: what runs local mode's calls (``path``); unset, the event loop's default executor."""
+    """``executor``: what runs local mode's calls (``path``); unset, a thread of the store's own."""
 
     def __init__(
         self,
@@ -175,7 +182,7 @@ class QdrantVectorStore:
         else:
             # Its SQLite file is then used from the executor's threads, one call at a time (_OffLoop).
             local = QdrantClient(location=":memory:") if path == ":memory:" else QdrantClient(path=path, force_disable_check_same_thread=True)
-            self._client = _OffLoop(local, executor.run if executor is not None else asyncio.to_thread)
+            self._client = _OffLoop(local, executor)
 
     async def _created(self) -> bool:
         """Whether this call made the collection; False when another did since it was looked for
@@ -343,13 +350,14 @@ class QdrantVectorStore:
         return [np.asarray(p.vector[DENSE], dtype=np.float32) for p in points if isinstance(p.vector, dict) and DENSE in p.vector]
 
     async def search_sparse(self, vector: SparseVector, limit: int, flt: PointFilter, *, titled: bool = False) -> list[VectorHit]:
-        if not vector.indices:
+        # The limit first: a negative one is refused whatever the query holds.
+        if not engine_limit(limit) or not vector.indices:
             return []
         q = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
         return await self._query(q, SPARSE_TITLED if titled and self.features.title_field else SPARSE, limit, flt)
 
     async def search_parents(self, vector: np.ndarray, limit: int, flt: PointFilter) -> list[VectorHit]:
-        if not self.features.parent_vectors:
+        if not engine_limit(limit) or not self.features.parent_vectors:
             return []
         return await self._query(np.asarray(vector, dtype=np.float32).tolist(), PARENT, limit, flt)
 
