@@ -124,7 +124,8 @@ async def test_a_new_max_seq_length_embeds_a_stored_document_again(tmp_path: Pat
     text = " ".join(f"Section {i} of the survey records {i * 7} metres of retreat near the moraine." for i in range(12))
 
     async def ingest(max_seq_length: int) -> tuple[bool, float]:
-        app = Application(load_settings(data_dir=tmp_path, cache_backend="none", max_seq_length=max_seq_length))
+        # Children of 126 tokens at both limits (at most MAX_SEQ_LENGTH - 2): only the limit changes.
+        app = Application(load_settings(data_dir=tmp_path, cache_backend="none", max_seq_length=max_seq_length, child_chunk_tokens=126))
         await app.open(warm_kernels=False)
         try:
             report = await app.ingest([_txt("survey", text)])
