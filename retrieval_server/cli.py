@@ -409,12 +409,12 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
                 # Each with the path as given, which the report names; the source stored is the
-                # absolute path, as the Python client sends it: what finds a file unchanged.
+                # path normalized, as the clients send it (docs/a.txt for ./docs/a.txt).
                 read = _readable(batch, ids, errors, lambda f: (str(f), DocumentSource(
                     filename=f.name,
                     content=file_bytes(f, settings.max_document_bytes, "RETRIEVAL_MAX_DOCUMENT_BYTES"),
                     document_id=args.document_id or "",
-                    source=os.path.abspath(f),
+                    source=os.path.normpath(f),
                     access=Access(args.access),
                     owner_id=args.owner or "",
                     metadata=dict(args.meta),
@@ -627,7 +627,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
 
         def send(read: list[tuple[str, Any]]) -> None:
             """Sends ``read``'s documents, each with the path as given, which the report names (the
-            client sends the absolute path as the source)."""
+            client sends the path normalized as the source)."""
             docs = [doc for _, doc in read]
             unsent.calling(len(docs))
             try:

@@ -587,10 +587,10 @@ def test_a_run_counts_the_failures_the_server_does_not_list(tmp_path: Path, monk
     assert "0 documents indexed, 5 failed" in err.splitlines()
 
 
-def test_a_file_is_sent_by_its_absolute_path_reported_as_given_and_unchanged_said_so(
+def test_a_file_is_sent_by_its_normalized_path_reported_as_given_and_unchanged_said_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """The source was the path as typed, which the server's unchanged check reads: docs/a.txt, then
-    ./docs/a.txt, embedded the file again; and one found unchanged was reported "replaced"."""
+    """The source was the path as typed, and then the absolute path, which put the host's folders in
+    every hit; and one found unchanged was reported "replaced"."""
     import retrieval_client
 
     sent: list[str] = []
@@ -608,7 +608,7 @@ def test_a_file_is_sent_by_its_absolute_path_reported_as_given_and_unchanged_sai
     monkeypatch.chdir(tmp_path)
     assert cli.main(["ingest", "./docs/a.txt", "docs/../docs/b.jsonl", "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
-    assert sent == [str(tmp_path / "docs" / "a.txt"), str(tmp_path / "docs" / "b.jsonl")]
+    assert sent == ["docs/a.txt", "docs/b.jsonl"]
     assert out.splitlines() == ["unchanged a  (0 parents, 0 children)"]
     assert "FAILED    docs/../docs/b.jsonl:line 2: invalid JSON" in err
 
@@ -616,13 +616,29 @@ def test_a_file_is_sent_by_its_absolute_path_reported_as_given_and_unchanged_sai
 def test_a_local_file_sent_again_by_another_path_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Its source was the path as typed, in what finds a document unchanged: ./docs/a.txt after
-    docs/a.txt chunked and embedded the file again, and was reported "replaced"."""
+    docs/a.txt chunked and embedded the file again, and was reported "replaced". Its absolute path
+    is another source, which is written without embedding the file again."""
     monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.txt").write_text("Aardvarks dig burrows at night.")
     monkeypatch.chdir(tmp_path)
     lines = []
-    for path in ("docs/a.txt", "./docs/a.txt", str(tmp_path / "docs" / "a.txt")):
+    for path in ("docs/a.txt", "./docs/a.txt", "docs/../docs/a.txt", str(tmp_path / "docs" / "a.txt")):
         assert cli.main(["ingest", "--local", "--quiet", path]) == 0
         lines += capsys.readouterr().out.splitlines()[:1]
-    assert [line.split()[0] for line in lines] == ["added", "unchanged", "unchanged"], lines
+    assert [line.split()[0] for line in lines] == ["added", "unchanged", "unchanged", "replaced"], lines
+
+
+def test_the_same_tree_synced_to_another_folder_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The source was the absolute path: the same corpus ingested from another checkout (a CI
+    workspace, a second operator) was chunked and embedded again, file by file."""
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
+    lines = []
+    for checkout in ("build-41", "build-42"):
+        (tmp_path / checkout / "docs").mkdir(parents=True)
+        (tmp_path / checkout / "docs" / "a.txt").write_text("Aardvarks dig burrows at night.")
+        monkeypatch.chdir(tmp_path / checkout)
+        assert cli.main(["ingest", "--local", "--quiet", "docs/a.txt"]) == 0
+        lines += capsys.readouterr().out.splitlines()[:1]
+    assert [line.split()[0] for line in lines] == ["added", "unchanged"], lines
