@@ -409,12 +409,12 @@ async def _ingest_local(settings: Settings, args: argparse.Namespace, keep: list
             # A batch at a time: the files of a folder are not all held in memory at once.
             for batch in _batches(files):
                 # Each with the path as given, which the report names; the source stored is the
-                # absolute path, as the Python client sends it: what finds a file unchanged.
+                # path normalized, as the clients send it (docs/a.txt for ./docs/a.txt).
                 read = _readable(batch, ids, errors, lambda f: (str(f), DocumentSource(
                     filename=f.name,
                     content=file_bytes(f, settings.max_document_bytes, "RETRIEVAL_MAX_DOCUMENT_BYTES"),
                     document_id=args.document_id or "",
-                    source=os.path.abspath(f),
+                    source=os.path.normpath(f),
                     access=Access(args.access),
                     owner_id=args.owner or "",
                     metadata=dict(args.meta),
@@ -536,29 +536,29 @@ def _print_ingest(done: list[tuple[str, int, int, str]], errors: list[tuple[str,
     it stopped writing, the rows written listed; ``errors_not_listed``: failures past those listed."""
     try:
         for doc_id, parents, children, outcome in done:
-            print(printable(f"{outcome:8} {doc_id}  ({parents} parents, {children} children)"))
+            print(printable(f"{outcome:9} {doc_id}  ({parents} parents, {children} children)"))
         if unlisted:
-            print(f"...      {unlisted} more stored, not listed by the server")
+            print(f"...       {unlisted} more stored, not listed by the server")
     except BrokenPipeError:
         # Its reader stopped reading (| head): the failures and the exit code are still the run's,
         # where main's catch would have ended it with 0 and nothing on stderr.
         _discard_stdout()
     for source, reason in errors:
-        print(printable(f"FAILED   {source}: {reason}"), file=sys.stderr)
+        print(printable(f"FAILED    {source}: {reason}"), file=sys.stderr)
     if errors_not_listed:
-        print(f"...      {errors_not_listed} more errors", file=sys.stderr)
+        print(f"...       {errors_not_listed} more errors", file=sys.stderr)
     for source in unknown[:UNSENT_NAMED]:
         print(printable(f"SENT, OUTCOME UNKNOWN {source}"), file=sys.stderr)
     if len(unknown) > UNSENT_NAMED:
-        print(f"...      {len(unknown) - UNSENT_NAMED} more sent, outcome unknown", file=sys.stderr)
+        print(f"...       {len(unknown) - UNSENT_NAMED} more sent, outcome unknown", file=sys.stderr)
     for source in in_part[:UNSENT_NAMED]:
         print(printable(f"STORED IN PART {source}"), file=sys.stderr)
     if len(in_part) > UNSENT_NAMED:
-        print(f"...      {len(in_part) - UNSENT_NAMED} more stored in part", file=sys.stderr)
+        print(f"...       {len(in_part) - UNSENT_NAMED} more stored in part", file=sys.stderr)
     for source in unsent[:UNSENT_NAMED]:
         print(printable(f"NOT SENT {source}"), file=sys.stderr)
     if len(unsent) > UNSENT_NAMED:
-        print(f"...      {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
+        print(f"...       {len(unsent) - UNSENT_NAMED} more not sent", file=sys.stderr)
     stopped = ([f"{len(unknown)} files sent, outcome unknown"] if unknown else []) + ([f"{len(in_part)} files stored in part"] if in_part else []) \
         + ([f"{len(unsent)} files not sent"] if unsent else [])
     failed = len(errors) + errors_not_listed
@@ -627,7 +627,7 @@ def _ingest_remote(args: argparse.Namespace) -> int:
 
         def send(read: list[tuple[str, Any]]) -> None:
             """Sends ``read``'s documents, each with the path as given, which the report names (the
-            client sends the absolute path as the source)."""
+            client sends the path normalized as the source)."""
             docs = [doc for _, doc in read]
             unsent.calling(len(docs))
             try:

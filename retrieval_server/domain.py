@@ -405,7 +405,8 @@ class IngestedDocument:
     #: a document with this id was stored before (and replaced, or found unchanged)
     replaced: bool
     #: found stored as it is and left so: nothing an answer citing it holds changed (an ingest
-    #: changing only its access, title, grants or metadata writes it, and is not this)
+    #: changing only its access, title, grants or metadata writes it, and one changing only its
+    #: url or source writes its row without embedding it: neither is this)
     unchanged: bool = False
 
 

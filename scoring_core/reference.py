@@ -81,12 +81,12 @@ def _exact(value: float, name: str) -> Fraction:
 
 
 def _rounded(total: Fraction) -> float:
-    """``total`` rounded to float64, inf past its range, as the kernels' sums overflow (float()
-    raises OverflowError there)."""
+    """``total`` rounded to float64, inf of its sign past its range, as the kernels' sums overflow
+    (float() raises OverflowError there)."""
     try:
         return float(total)
     except OverflowError:
-        return math.inf
+        return math.inf if total > 0 else -math.inf
 
 
 def _ranked(fused: dict[int, Fraction]) -> list[tuple[int, float]]:

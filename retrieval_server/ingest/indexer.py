@@ -10,7 +10,8 @@ Re-ingesting replaces a document without a window where it is missing: the new v
 are written first, beside the committed version's (a point's id is per chunk and version, so they
 never overwrite them), then its rows in one transaction, then whatever points belong to other
 versions, or to chunks the version no longer has, are deleted. An unchanged document (same content
-hash, and exactly its chunks' points stored) is skipped.
+hash, and exactly its chunks' points stored) is skipped; one whose url or source alone changed
+(same version) has its row updated, its points kept.
 
 Crash consistency: before its vectors change, a document gets a pending-write intent in the
 metadata store (committed first; a delete records it in the same transaction as removing the
@@ -111,6 +112,9 @@ class _Prepared:
     parents: list[ParentChunk]
     children: list[ChildChunk]
     previous: Document | None
+    #: the digest of everything stored of it (:meth:`Indexer._fingerprint`): the content hash of
+    #: rows stored before the version left out the url and source
+    whole_hash: str = ""
     #: tokens in the title, which embedded texts may lead with
     title_tokens: int = 0
     #: the title children lead with (``child_title``): cut to what the model reads beside a child
@@ -332,32 +336,39 @@ class Indexer:
         self.child_title = child_title
         self._model_tokens = model_tokens
 
-    def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> str:
-        """Changes whenever anything that ends up in the index would change."""
-        payload = json.dumps(
-            {
-                "doc": [doc.title, doc.url, doc.source, doc.access.value, doc.owner_id, doc.metadata, doc.readers],
-                "pages": [(p.number, p.text) for p in loaded.pages],
-                "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
-                "chunker": CHUNKER_REVISION,
-                "model": self._embedder.model_id,
-                # What of a parent (and of a child's title) the model reads: the rest is cut before embedding.
-                # Absent at the default, as in the fingerprints stored before it counted: otherwise
-                # the first ingest after an upgrade embedded every unchanged document again.
-                **({"model_tokens": self._model_tokens} if self._model_tokens != DEFAULT_MODEL_TOKENS else {}),
-                # Metadata search reads the title and metadata without break hints (soft hyphens and
-                # the like) since terms revision 3, which its schema does not record: a document
-                # holding one there was stored split and is written again, not skipped as unchanged.
-                # Absent otherwise, as in the fingerprints stored before.
-                **({"search_text": "without break hints"} if search_text(doc) != searched_fields(doc) else {}),
-                "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
-                "title_weight": self._title_weight,
-                "child_title": self.child_title,
-                "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
-            },
-            sort_keys=True,
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()
+    def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> tuple[str, str]:
+        """The document's content hash, and the digest of everything that ends up in the index.
+        The hash is that digest led by (as its :attr:`Document.version`) the digest of all but the
+        fields no point or embedded text holds, its url and source: a change of those alone keeps
+        the version, and so the points, and is written to the document's row only. The whole
+        digest is what releases before that stored as the content hash."""
+        indexed = {
+            "pages": [(p.number, p.text) for p in loaded.pages],
+            "sizes": [self._chunker.sizes.parent_tokens, self._chunker.sizes.child_tokens, self._chunker.sizes.child_overlap_tokens],
+            "chunker": CHUNKER_REVISION,
+            "model": self._embedder.model_id,
+            # What of a parent (and of a child's title) the model reads: the rest is cut before embedding.
+            # Absent at the default, as in the fingerprints stored before it counted: otherwise
+            # the first ingest after an upgrade embedded every unchanged document again.
+            **({"model_tokens": self._model_tokens} if self._model_tokens != DEFAULT_MODEL_TOKENS else {}),
+            # Metadata search reads the title and metadata without break hints (soft hyphens and
+            # the like) since terms revision 3, which its schema does not record: a document
+            # holding one there was stored split and is written again, not skipped as unchanged.
+            # Absent otherwise, as in the fingerprints stored before.
+            **({"search_text": "without break hints"} if search_text(doc) != searched_fields(doc) else {}),
+            "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
+            "title_weight": self._title_weight,
+            "child_title": self.child_title,
+            "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
+        }
+        held = [doc.access.value, doc.owner_id, doc.metadata, doc.readers]
+
+        def digest(fields: list[Any]) -> str:
+            return hashlib.sha256(json.dumps({"doc": fields, **indexed}, sort_keys=True).encode()).hexdigest()
+
+        whole = digest([doc.title, doc.url, doc.source, *held])
+        version = version_of(digest([doc.title, *held]))
+        return version + whole[len(version):], whole
 
     async def ingest(
         self, sources: Sequence[DocumentSource], on_document: Callable[[int, IngestedDocument], None] | None = None, *,
@@ -443,9 +454,18 @@ class Indexer:
                         else:
                             unlisted += 1
                         continue
-                    if await self._unchanged(prepared):
-                        outcomes.stored(place, IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True, unchanged=True))
-                        continue
+                    if await self._points_kept(prepared):
+                        unchanged = prepared.previous.content_hash in (prepared.document.content_hash, prepared.whole_hash)  # type: ignore[union-attr]
+                        try:
+                            relocated = unchanged or await self._relocate(prepared)
+                        except Exception as exc:
+                            log.exception("storing %s failed", doc_id)
+                            outcomes.failed(place, IngestFailure(label, f"storing failed: {exc}"))
+                            continue
+                        if relocated:
+                            outcomes.stored(place, IngestedDocument(doc_id, len(prepared.parents), len(prepared.children), True,
+                                                                    unchanged=unchanged))
+                            continue
                     pending.append(prepared)
                     outcomes.batched(place)
                     if sum(len(p.children) for p in pending) >= self._batch:
@@ -463,18 +483,19 @@ class Indexer:
         return IngestReport(tuple(sorted(outcomes.done, key=lambda d: order[d.document_id])), tuple(errors[:MAX_REPORTED_ERRORS]),
                             max(0, len(errors) - MAX_REPORTED_ERRORS))
 
-    async def _unchanged(self, p: _Prepared) -> bool:
-        """Whether the document is stored as it is, so its write can be skipped. Not while its write
-        is pending: rows that committed before the vectors could follow (old points left, the
-        reconciliation failed too) would otherwise stay that way until the next start, however
-        often the caller retried; writing it again finishes the job. Nor when its version's points
+    async def _points_kept(self, p: _Prepared) -> bool:
+        """Whether the document's stored points are its own, so it needs no embedding: stored as it
+        is (its write skipped), or with only its url or source changed (:meth:`_relocate`). Not
+        while its write is pending: rows that committed before the vectors could follow (old points
+        left, the reconciliation failed too) would otherwise stay that way until the next start,
+        however often the caller retried; writing it again finishes the job. Nor when its version's points
         (its children's, and its parents' with parent vectors) are not exactly its chunks' number: a
         power loss before the engine flushed, or a writer whose lock was lost midway, can leave rows
         whose points are gone with no write pending, and only writing it again brings them back;
         more points than chunks are another chunking's, which writing it again removes."""
-        if p.previous is None or p.previous.content_hash != p.document.content_hash:
+        if p.previous is None or (p.previous.version != p.document.version and p.previous.content_hash != p.whole_hash):
             return False
-        doc_id, version = p.document.document_id, p.document.version
+        doc_id, version = p.document.document_id, p.previous.version
         if await self._metadata.has_pending_write(doc_id):
             return False
         if await self._vectors.count(doc_id, version) != len(p.children):
@@ -483,6 +504,13 @@ class Indexer:
         # finds the document.
         with_points = len({c.parent_chunk_id for c in p.children}) if self._vectors.features.parent_vectors else 0
         return not with_points or await self._vectors.count(doc_id, version, parents=True) == with_points
+
+    async def _relocate(self, p: _Prepared) -> bool:
+        """Writes a document whose points are kept (:meth:`_points_kept`) and whose url or source
+        changed to its row alone, under its lock; False when another version was stored since,
+        which it is then written over as any change is."""
+        async with self._document_lock(p.document.document_id):
+            return await self._metadata.relocate_document(p.document, p.previous.content_hash)  # type: ignore[union-attr]
 
     async def _prepare(self, src: DocumentSource, loaded: LoadedDocument, label: str, place: int, writer: AccessFilter) -> _Prepared:
         try:
@@ -514,7 +542,7 @@ class Indexer:
         except ValueError as exc:
             raise LoadError(str(exc)) from None
 
-        def chunk() -> tuple[list[ParentChunk], list[ChildChunk], str, int, str]:
+        def chunk() -> tuple[list[ParentChunk], list[ChildChunk], tuple[str, str], int, str]:
             try:
                 parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
                 kid_title = children_title(self._chunker, doc.title, self._model_tokens) if self.child_title else ""
@@ -527,7 +555,7 @@ class Indexer:
                 log.exception("chunking %s failed", doc.document_id)
                 raise LoadError(f"cannot chunk this document ({type(exc).__name__})") from None
 
-        parents, children, fingerprint, title_tokens, kid_title = await self._executor.run(chunk, priority=Priority.BACKGROUND)
+        parents, children, (fingerprint, whole_hash), title_tokens, kid_title = await self._executor.run(chunk, priority=Priority.BACKGROUND)
         if not children:
             raise LoadError("no text to index")
         doc = dataclasses.replace(doc, content_hash=fingerprint)
@@ -537,7 +565,7 @@ class Indexer:
         if refusal := _refusal(previous, writer):
             raise LoadError(refusal)
         kid_title_tokens = title_tokens if kid_title == doc.title else self._model_tokens - 2 - self._chunker.sizes.child_tokens
-        return _Prepared(doc, label, place, parents, children, previous, title_tokens, kid_title, kid_title_tokens)
+        return _Prepared(doc, label, place, parents, children, previous, whole_hash, title_tokens, kid_title, kid_title_tokens)
 
     async def _embed(self, texts: list[str], tokens: list[int]) -> np.ndarray:
         """In pieces, so that queries never wait for ingestion's model runs.

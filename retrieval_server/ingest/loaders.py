@@ -248,14 +248,37 @@ def _page_text(root: Any) -> str:
 #: a second), and by default it read a twentieth of the file
 HTML_PRESCAN_BYTES = 1024
 
-#: windows-1252 as browsers read it (WHATWG), in bytes read as Latin-1: they take a page labelled
-#: Latin-1 or ASCII for it, and its five bytes Python's cp1252 has no character for are C1 controls
-_WINDOWS_1252 = {b: c for b in range(0x80, 0xA0) if (c := bytes([b]).decode("cp1252", "ignore"))}
+#: the codec browsers decode a page of a charset with (the WHATWG Encoding Standard), by Python's
+#: name for the charset: they read these labels as the vendor supersets shipped under them, whose
+#: characters Python's strict codecs refuse, failing the whole page (NEC's "①" and IBM's "髙" in
+#: Shift_JIS, GBK's "镕" in GB2312, UHC's "똠" in EUC-KR), or read as C1 controls ("€" in
+#: ISO-8859-9 and TIS-620, "“" in Latin-1). EUC-JP stays Python's euc_jp, narrower than the
+#: browsers' (it refuses NEC's row 13, "①"), as no Python codec is theirs.
+_BROWSER_CODECS = {
+    "ascii": "cp1252", "iso8859-1": "cp1252", "iso8859-9": "cp1254", "tis-620": "cp874", "iso8859-11": "cp874",
+    "shift_jis": "cp932", "gb2312": "gb18030", "gbk": "gb18030", "euc_kr": "cp949", "big5": "big5hkscs",
+}
+#: Windows' one-byte code pages, whose bytes 0x80-0x9F without a character (cp1252's five) browsers
+#: read as the C1 controls of their values
+_WINDOWS_ONE_BYTE = frozenset({"cp874", *(f"cp125{i}" for i in range(9))})
+_C1_CONTROLS = "retrieval-c1-controls"
+
+
+def _c1_controls(exc: UnicodeError) -> tuple[str, int]:
+    """The error handler :data:`_WINDOWS_ONE_BYTE` decode with: a byte of 0x80-0x9F as its C1
+    control; any other byte the code page has no character for stays an error, as for browsers."""
+    if isinstance(exc, UnicodeDecodeError) and all(0x80 <= b < 0xA0 for b in exc.object[exc.start:exc.end]):
+        return exc.object[exc.start:exc.end].decode("latin-1"), exc.end
+    raise exc
+
+
+codecs.register_error(_C1_CONTROLS, _c1_controls)
 
 
 def _html_text(raw: bytes) -> str:
     """``raw`` decoded as a browser decodes a page: by its byte order mark, else by the charset its
-    <meta> gives (or an XML declaration), else as UTF-8 (LoadError when it is not). A charset
+    <meta> gives (or an XML declaration), in the codec browsers read it with
+    (:data:`_BROWSER_CODECS`), else as UTF-8 (LoadError when it is not). A charset
     Python does not know, or a UTF-16 or UTF-32 one without a byte order mark (which browsers take
     for UTF-8: the <meta> itself was read as ASCII), is no charset."""
     from bs4.dammit import EncodingDetector
@@ -267,11 +290,10 @@ def _html_text(raw: bytes) -> str:
         codec = codecs.lookup(declared).name if declared else ""
     except LookupError:
         codec = ""
-    if codec in ("ascii", "iso8859-1", "cp1252"):
-        return raw.decode("latin-1").translate(_WINDOWS_1252)
+    codec = _BROWSER_CODECS.get(codec, codec)
     if codec and codec != "utf-8" and not codec.startswith(("utf-16", "utf-32")):
         try:
-            return raw.decode(codec)
+            return raw.decode(codec, _C1_CONTROLS if codec in _WINDOWS_ONE_BYTE else "strict")
         except UnicodeDecodeError as exc:
             raise LoadError(f"file is not {declared[:40]} text, the charset it declares ({exc.reason} at byte {exc.start})") from None
     try:

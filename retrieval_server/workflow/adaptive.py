@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -206,14 +207,17 @@ def _negation(word: str) -> str | None:
     return _NEGATING_PARTS.get(first) if hyphen else None
 
 
-def negations(query: str) -> frozenset[str]:
-    """The negation words of ``query`` (:func:`_negation`), in lower case, "cannot", "isn't" and "isnt" as "not"."""
-    return frozenset(n for w in words(_CONTRACTED_NOT.sub(" not", query)) if (n := _negation(w)) is not None)
+def negations(query: str) -> Counter[str]:
+    """The negation words of ``query`` (:func:`_negation`) and how often each occurs, in lower
+    case, "cannot", "isn't" and "isnt" as "not"."""
+    return Counter(n for w in words(_CONTRACTED_NOT.sub(" not", query)) if (n := _negation(w)) is not None)
 
 
 def negate_alike(a: str, b: str) -> bool:
-    """Whether two queries hold the same negation words (:func:`negations`): a similarity match of
-    the semantic cache must, as "allowed" and "not allowed" ask opposite things."""
+    """Whether two queries hold the same negation words as often each (:func:`negations`): a
+    similarity match of the semantic cache must, as "allowed" and "not allowed" ask opposite
+    things. Counted, not merely present: as sets, "allowed for non-admin users" and "not allowed for
+    non-admin users" both held "not" (0.976 apart)."""
     return negations(a) == negations(b)
 
 

@@ -47,8 +47,8 @@ async def test_a_folder_is_ingested_within_the_servers_limits(tmp_path: Path, ca
         await running.stop(1.0)
     out, err = capsys.readouterr()
     assert code == cli.SOME_FAILED and stored == {"alpha", "beta", "gamma"}
-    assert f"FAILED   {docs / 'huge.txt'}: RESOURCE_EXHAUSTED" in err
-    assert f"FAILED   {docs / 'sub' / 'alpha.txt'}: document_id 'alpha' is also {docs / 'alpha.txt'}'s" in err
+    assert f"FAILED    {docs / 'huge.txt'}: RESOURCE_EXHAUSTED" in err
+    assert f"FAILED    {docs / 'sub' / 'alpha.txt'}: document_id 'alpha' is also {docs / 'alpha.txt'}'s" in err
     assert "3 documents indexed, 2 failed" in err and out.count("added") == 3
 
 
@@ -75,6 +75,17 @@ def test_the_exit_code_says_whether_some_documents_failed(capsys: pytest.Capture
     assert cli._print_ingest([], [("b.txt", "why")], unlisted=5) == cli.SOME_FAILED
     out, err = capsys.readouterr()
     assert "5 more stored, not listed by the server" in out and "5 documents indexed, 1 failed" in err
+
+
+def test_the_report_s_columns_line_up(capsys: pytest.CaptureFixture[str]) -> None:
+    # "unchanged" is 9 letters: its lines, and only those, had the id one column to the right.
+    cli._print_ingest([("doc-a", 1, 3, "added"), ("doc-b", 2, 5, "replaced"), ("doc-c", 1, 2, "unchanged")],
+                      [("b.txt", "why")], unlisted=4, errors_not_listed=2)
+    out, err = capsys.readouterr()
+    lines = out.splitlines() + err.splitlines()[:2]
+    assert lines == ["added     doc-a  (1 parents, 3 children)", "replaced  doc-b  (2 parents, 5 children)",
+                     "unchanged doc-c  (1 parents, 2 children)", "...       4 more stored, not listed by the server",
+                     "FAILED    b.txt: why", "...       2 more errors"]
 
 
 def test_ingest_waits_as_long_as_it_takes_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,9 +189,9 @@ def test_a_full_disk_stops_the_run_and_what_was_stored_is_listed(tmp_path: Path,
     assert cli.main(["ingest", str(tmp_path / "x"), str(tmp_path / "y"), "--quiet"]) == 1
     out, err = capsys.readouterr()
     assert sent == [["a.txt", "b.txt"], ["c0.txt"]]  # the second batch (its other file refused here): stopped, nothing sent alone
-    assert out.splitlines() == ["added    a  (0 parents, 0 children)", "added    b  (0 parents, 0 children)"]
+    assert out.splitlines() == ["added     a  (0 parents, 0 children)", "added     b  (0 parents, 0 children)"]
     # A zero-width space is part of text (Thai and Khmer break lines with it): printed as it is.
-    assert f"FAILED   {hidden}: document_id 'a' is also" in err
+    assert f"FAILED    {hidden}: document_id 'a' is also" in err
     assert "error: RESOURCE_EXHAUSTED: disk below the free-space floor" in err
     # The files it did not send, c0.txt (its batch refused) and the later batches', were neither
     # counted nor named: "2 documents indexed, 1 failed" read as the whole run.
@@ -212,10 +223,10 @@ def test_a_run_stopped_by_a_read_only_server_counts_the_files_it_did_not_send_an
     assert cli.main(["ingest", str(tmp_path), "--quiet"]) == 1
     out, err = capsys.readouterr()
     assert sent == [["f00.txt", "f01.txt", "f02.txt"], ["f00.txt"], ["f01.txt"]]
-    assert out.splitlines() == ["added    f00  (0 parents, 0 children)"]
+    assert out.splitlines() == ["added     f00  (0 parents, 0 children)"]
     named = [line.removeprefix("NOT SENT ") for line in err.splitlines() if line.startswith("NOT SENT ")]
     assert named == [str(tmp_path / f"f{i:02}.txt") for i in range(1, cli.UNSENT_NAMED + 1)]
-    assert "...      4 more not sent\n" in err and "1 documents indexed, 0 failed, 14 files not sent (the run stopped)" in err
+    assert "...       4 more not sent\n" in err and "1 documents indexed, 0 failed, 14 files not sent (the run stopped)" in err
     assert "error: FAILED_PRECONDITION: the server is read-only" in err
 
 
@@ -255,8 +266,8 @@ def test_a_file_whose_name_is_not_utf8_fails_alone(tmp_path: Path, monkeypatch: 
     (Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.txt"))).write_text("Coffee.")
     assert cli.main(["ingest", str(tmp_path), "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
-    assert sent == ["good.txt"] and out.splitlines() == ["added    good  (0 parents, 0 children)"]
-    assert f"FAILED   {tmp_path}/caf\\xe9.txt: its path is not UTF-8 text: rename it" in err  # its bytes, escaped
+    assert sent == ["good.txt"] and out.splitlines() == ["added     good  (0 parents, 0 children)"]
+    assert f"FAILED    {tmp_path}/caf\\xe9.txt: its path is not UTF-8 text: rename it" in err  # its bytes, escaped
 
 
 def _stored_rows(docs: list[pb.DocumentInput]) -> pb.IngestDocumentsResponse:
@@ -282,13 +293,13 @@ def test_a_jsonl_rows_id_is_taken_for_the_rest_of_the_run(tmp_path: Path, monkey
     assert cli.main(["ingest", str(tmp_path / "a"), str(tmp_path / "b"), "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
     assert sent == ["rows.jsonl"] and [line.split()[:2] for line in out.splitlines()] == [["added", "notes"], ["added", "other"]]
-    assert f"FAILED   {notes}: document_id 'notes' is also {rows}'s" in err and "2 documents indexed, 1 failed" in err
+    assert f"FAILED    {notes}: document_id 'notes' is also {rows}'s" in err and "2 documents indexed, 1 failed" in err
 
     sent.clear()
     assert cli.main(["ingest", str(tmp_path / "b"), str(tmp_path / "a"), "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
     assert sent == ["notes.txt", "rows.jsonl"]
-    assert f"FAILED   {rows} (notes): document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
+    assert f"FAILED    {rows} (notes): document_id 'notes' is also {notes}'s, stored before in this run, which this row replaced" in err
 
 
 def test_a_folder_walk_reports_what_it_cannot_read_and_skips_hidden_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -325,8 +336,8 @@ def test_a_folder_walk_reports_what_it_cannot_read_and_skips_hidden_names(tmp_pa
     assert cli.main(["ingest", str(docs), str(docs / ".draft.txt"), "--quiet"]) == cli.SOME_FAILED
     _, err = capsys.readouterr()
     assert sent == [str(docs / "a.txt"), str(docs / "linked" / "c.txt"), str(docs / "sub" / "b.md"), str(docs / ".draft.txt")]
-    assert f"FAILED   {docs / 'broken.txt'}: a symbolic link to {tmp_path / 'missing.txt'}, which does not exist" in err
-    assert f"FAILED   {docs / 'locked'}: Permission denied" in err and "4 documents indexed, 2 failed" in err
+    assert f"FAILED    {docs / 'broken.txt'}: a symbolic link to {tmp_path / 'missing.txt'}, which does not exist" in err
+    assert f"FAILED    {docs / 'locked'}: Permission denied" in err and "4 documents indexed, 2 failed" in err
 
 
 def test_a_file_reached_twice_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -340,8 +351,8 @@ def test_a_file_reached_twice_is_read_once(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     assert cli.main(["ingest", "docs/owls.txt", str(tmp_path / "docs"), "./docs/owls.txt", "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
-    assert sent == ["owls.txt"] and out.splitlines() == ["added    owls  (0 parents, 0 children)"]
-    assert err.count("FAILED") == 1 and f"FAILED   {docs / 'owls.txt'}: document_id 'owls' is also docs/owls.txt's" in err
+    assert sent == ["owls.txt"] and out.splitlines() == ["added     owls  (0 parents, 0 children)"]
+    assert err.count("FAILED") == 1 and f"FAILED    {docs / 'owls.txt'}: document_id 'owls' is also docs/owls.txt's" in err
 
 def test_a_run_that_finds_nothing_to_ingest_fails_and_says_what_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -385,9 +396,9 @@ def test_a_file_too_large_or_not_regular_is_refused_unread(tmp_path: Path, monke
         os.close(reader)
     _, err = capsys.readouterr()
     assert sent == ["ok.txt"]
-    assert (f"FAILED   {huge}: its size, 268435457 bytes, is over the limit of 268435456 bytes (the largest request this client sends)"
+    assert (f"FAILED    {huge}: its size, 268435457 bytes, is over the limit of 268435456 bytes (the largest request this client sends)"
             in err)
-    assert f"FAILED   {pipe}: not a regular file (a FIFO)" in err
+    assert f"FAILED    {pipe}: not a regular file (a FIFO)" in err
 
 
 def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -459,7 +470,7 @@ def test_a_local_run_stopped_by_ctrl_c_reports_finished_files_as_they_ended(tmp_
     out, err = capsys.readouterr()
     assert [line.split()[1] for line in out.splitlines()] == ["a", "r1", "r2", "r3"]
     assert [line for line in err.splitlines() if line.startswith(("FAILED", "NOT SENT", "STORED IN PART"))] == [
-        f"FAILED   {docs / 'b.html'}: no text to index", f"NOT SENT {docs / 'z.txt'}"]
+        f"FAILED    {docs / 'b.html'}: no text to index", f"NOT SENT {docs / 'z.txt'}"]
     assert "4 documents indexed, 1 failed, 1 files not sent (the run stopped)" in err
 
 
@@ -502,7 +513,7 @@ def test_a_failure_the_server_names_by_file_name_is_reported_with_its_path(tmp_p
     _, err = capsys.readouterr()
     assert calls == [["corpus.jsonl", "notes.jsonl"], ["corpus.jsonl", "notes.jsonl"]]
     assert [line for line in err.splitlines() if line.startswith("FAILED")] == [
-        f"FAILED   {tmp_path / year / name}{line}: {reason}" for year in ("2019", "2020")
+        f"FAILED    {tmp_path / year / name}{line}: {reason}" for year in ("2019", "2020")
         for line, reason in ((":line 2", "invalid JSON"), ("", "1 more rows could not be stored")) for name in ("corpus.jsonl", "notes.jsonl")]
 
 
@@ -515,7 +526,7 @@ def test_a_local_runs_failures_are_reported_with_their_paths(tmp_path: Path, mon
     assert cli.main(["ingest", "--local", "--quiet", str(tmp_path / "2019"), str(tmp_path / "2020")]) == cli.SOME_FAILED
     _, err = capsys.readouterr()
     assert [line.split(": ")[0] for line in err.splitlines() if line.startswith("FAILED")] == [
-        f"FAILED   {tmp_path / year / 'corpus.jsonl'}:line 2" for year in ("2019", "2020")]
+        f"FAILED    {tmp_path / year / 'corpus.jsonl'}:line 2" for year in ("2019", "2020")]
 
 
 def _failing_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int, *, interrupt: bool = False) -> Path:
@@ -545,7 +556,7 @@ def test_a_local_run_counts_the_failures_it_does_not_list(tmp_path: Path, monkey
     assert cli.main(["ingest", "--local", "--quiet", str(rows)]) == 1
     _, err = capsys.readouterr()
     assert len([line for line in err.splitlines() if line.startswith("FAILED")]) == 2
-    assert "...      3 more errors" in err.splitlines() and "0 documents indexed, 5 failed" in err.splitlines()
+    assert "...       3 more errors" in err.splitlines() and "0 documents indexed, 5 failed" in err.splitlines()
 
 
 def test_a_local_run_stopped_by_ctrl_c_lists_as_many_failures_as_a_finished_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -556,7 +567,7 @@ def test_a_local_run_stopped_by_ctrl_c_lists_as_many_failures_as_a_finished_one(
     assert cli.main(["ingest", "--local", "--quiet", str(rows)]) == 1
     _, err = capsys.readouterr()
     assert len([line for line in err.splitlines() if line.startswith("FAILED")]) == 2
-    assert "...      3 more errors" in err.splitlines() and "0 documents indexed, 5 failed" in err
+    assert "...       3 more errors" in err.splitlines() and "0 documents indexed, 5 failed" in err
     assert err.splitlines()[-1] == "error: ingest interrupted"
 
 
@@ -571,15 +582,15 @@ def test_a_run_counts_the_failures_the_server_does_not_list(tmp_path: Path, monk
     assert cli.main(["ingest", str(tmp_path / "rows.jsonl"), "--quiet"]) == 1
     _, err = capsys.readouterr()
     assert [line for line in err.splitlines() if line.startswith(("FAILED", "..."))] == [
-        f"FAILED   {tmp_path / 'rows.jsonl'}:line 1: embedding failed", f"FAILED   {tmp_path / 'rows.jsonl'}:line 2: embedding failed",
-        "...      3 more errors"]
+        f"FAILED    {tmp_path / 'rows.jsonl'}:line 1: embedding failed", f"FAILED    {tmp_path / 'rows.jsonl'}:line 2: embedding failed",
+        "...       3 more errors"]
     assert "0 documents indexed, 5 failed" in err.splitlines()
 
 
-def test_a_file_is_sent_by_its_absolute_path_reported_as_given_and_unchanged_said_so(
+def test_a_file_is_sent_by_its_normalized_path_reported_as_given_and_unchanged_said_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """The source was the path as typed, which the server's unchanged check reads: docs/a.txt, then
-    ./docs/a.txt, embedded the file again; and one found unchanged was reported "replaced"."""
+    """The source was the path as typed, and then the absolute path, which put the host's folders in
+    every hit; and one found unchanged was reported "replaced"."""
     import retrieval_client
 
     sent: list[str] = []
@@ -597,21 +608,37 @@ def test_a_file_is_sent_by_its_absolute_path_reported_as_given_and_unchanged_sai
     monkeypatch.chdir(tmp_path)
     assert cli.main(["ingest", "./docs/a.txt", "docs/../docs/b.jsonl", "--quiet"]) == cli.SOME_FAILED
     out, err = capsys.readouterr()
-    assert sent == [str(tmp_path / "docs" / "a.txt"), str(tmp_path / "docs" / "b.jsonl")]
+    assert sent == ["docs/a.txt", "docs/b.jsonl"]
     assert out.splitlines() == ["unchanged a  (0 parents, 0 children)"]
-    assert "FAILED   docs/../docs/b.jsonl:line 2: invalid JSON" in err
+    assert "FAILED    docs/../docs/b.jsonl:line 2: invalid JSON" in err
 
 
 def test_a_local_file_sent_again_by_another_path_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Its source was the path as typed, in what finds a document unchanged: ./docs/a.txt after
-    docs/a.txt chunked and embedded the file again, and was reported "replaced"."""
+    docs/a.txt chunked and embedded the file again, and was reported "replaced". Its absolute path
+    is another source, which is written without embedding the file again."""
     monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.txt").write_text("Aardvarks dig burrows at night.")
     monkeypatch.chdir(tmp_path)
     lines = []
-    for path in ("docs/a.txt", "./docs/a.txt", str(tmp_path / "docs" / "a.txt")):
+    for path in ("docs/a.txt", "./docs/a.txt", "docs/../docs/a.txt", str(tmp_path / "docs" / "a.txt")):
         assert cli.main(["ingest", "--local", "--quiet", path]) == 0
         lines += capsys.readouterr().out.splitlines()[:1]
-    assert [line.split()[0] for line in lines] == ["added", "unchanged", "unchanged"], lines
+    assert [line.split()[0] for line in lines] == ["added", "unchanged", "unchanged", "replaced"], lines
+
+
+def test_the_same_tree_synced_to_another_folder_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The source was the absolute path: the same corpus ingested from another checkout (a CI
+    workspace, a second operator) was chunked and embedded again, file by file."""
+    monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
+    lines = []
+    for checkout in ("build-41", "build-42"):
+        (tmp_path / checkout / "docs").mkdir(parents=True)
+        (tmp_path / checkout / "docs" / "a.txt").write_text("Aardvarks dig burrows at night.")
+        monkeypatch.chdir(tmp_path / checkout)
+        assert cli.main(["ingest", "--local", "--quiet", "docs/a.txt"]) == 0
+        lines += capsys.readouterr().out.splitlines()[:1]
+    assert [line.split()[0] for line in lines] == ["added", "unchanged"], lines

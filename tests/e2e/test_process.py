@@ -177,12 +177,12 @@ def test_cli_ingest_reports_broken_files_and_goes_on(tmp_path: Path) -> None:
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 3, proc.stderr  # some stored, some failed: a script can tell
-    assert "added    guide" in proc.stdout
+    assert "added     guide" in proc.stdout
     assert "broken.pdf" in proc.stderr and "not a readable PDF" in proc.stderr
     assert "1 documents indexed, 1 failed" in proc.stderr
     again = subprocess.run([*CLI, "ingest", "--local", str(folder / "guide.md"), "--access", "private", "--owner", "alice"],
                            env=env, capture_output=True, text=True, timeout=300)
-    assert "replaced guide" in again.stdout
+    assert "unchanged guide  (1 parents, 1 children)" in again.stdout  # stored as sent: nothing embedded again
 
 
 def test_cli_ingest_local_imports_no_query_side_or_unconfigured_modules(tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_cli_ingest_local_imports_no_query_side_or_unconfigured_modules(tmp_path
     assert proc.returncode == 0, proc.stderr
     *printed, last = proc.stdout.splitlines()
     result = json.loads(last)
-    assert result["code"] == 0 and any(line.startswith("added    a") for line in printed), proc.stdout + proc.stderr
+    assert result["code"] == 0 and any(line.startswith("added     a") for line in printed), proc.stdout + proc.stderr
     # gRPC and the generated code included: a command that serves no RPC has none to count.
     unwanted = ("numba", "llvmlite", "networkx", "httpx", "rich", "aio_pika", "asyncmy", "redis", "qdrant_client", "opentelemetry.sdk",
                 "grpc", "google.protobuf", "retrieval", "rapidfuzz")

@@ -82,6 +82,49 @@ async def test_the_documents_are_reported_in_request_order_whether_written_or_fo
     assert [(d.document_id, d.replaced) for d in report.documents] == [("owls", False), ("glaciers", True), ("bats", False)]
 
 
+async def test_a_change_of_url_or_source_alone_is_written_without_embedding(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The url and source were in the document's version: the same file synced from another
+    checkout (its source another path) was chunked and embedded again, and its points written anew."""
+    await app.ingest([_txt("glaciers", LONG, source="/home/ci/build-41/docs/glaciers.txt")])
+    before, points = await app.metadata.get_document("glaciers"), await app.vectors.count("glaciers")
+    embedded: list[int] = []
+    embed = app.embedder.embed_background
+
+    async def counted(texts: list[str], *, beside_queries: bool) -> np.ndarray:
+        embedded.append(len(texts))
+        return await embed(texts, beside_queries=beside_queries)
+
+    monkeypatch.setattr(app.embedder, "embed_background", counted)
+    moved = await app.ingest([_txt("glaciers", LONG, source="docs/glaciers.txt", url="https://x.test/glaciers")])
+    assert not moved.errors and moved.documents[0].replaced and not moved.documents[0].unchanged
+    assert embedded == []
+    after = await app.metadata.get_document("glaciers")
+    assert after is not None and before is not None and (after.source, after.url) == ("docs/glaciers.txt", "https://x.test/glaciers")
+    # The points are kept, at their version; the content hash changes, which a cached answer citing
+    # the document is checked against (its source and url are the old ones).
+    assert after.version == before.version and after.content_hash != before.content_hash
+    assert await app.vectors.count("glaciers", after.version) == points == await app.vectors.count("glaciers")
+    result = await app.pipeline.query(QueryOptions("history of glaciers and ice sheets", 5, use_cache=False))
+    assert result.contexts and {c.document.source for c in result.contexts} == {"docs/glaciers.txt"}
+    again = await app.ingest([_txt("glaciers", LONG, source="docs/glaciers.txt", url="https://x.test/glaciers")])
+    assert again.documents[0].unchanged and embedded == []
+    # Anything else that changes is embedded, as before.
+    await app.ingest([_txt("glaciers", LONG, source="docs/glaciers.txt", title="Glaciers")])
+    assert embedded
+
+
+async def test_a_document_stored_before_the_version_left_out_its_source_is_unchanged(app: Application,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its content hash is the digest of everything, source and url among it: were that a change,
+    # the first ingest after the upgrade would embed every stored document again.
+    fingerprint = indexer_module.Indexer._fingerprint  # noqa: SLF001 - as releases before stored it
+    monkeypatch.setattr(indexer_module.Indexer, "_fingerprint", lambda self, doc, loaded: (fingerprint(self, doc, loaded)[1],) * 2)
+    await app.ingest([_txt("glaciers", LONG, source="docs/glaciers.txt")])
+    monkeypatch.setattr(indexer_module.Indexer, "_fingerprint", fingerprint)
+    again = await app.ingest([_txt("glaciers", LONG, source="docs/glaciers.txt")])
+    assert again.documents[0].unchanged
+
+
 async def test_the_callers_url_source_and_metadata_are_stored_composed_as_a_files_are(app: Application) -> None:
     import unicodedata
 
@@ -124,7 +167,8 @@ async def test_a_new_max_seq_length_embeds_a_stored_document_again(tmp_path: Pat
     text = " ".join(f"Section {i} of the survey records {i * 7} metres of retreat near the moraine." for i in range(12))
 
     async def ingest(max_seq_length: int) -> tuple[bool, float]:
-        app = Application(load_settings(data_dir=tmp_path, cache_backend="none", max_seq_length=max_seq_length))
+        # Children of 126 tokens at both limits (at most MAX_SEQ_LENGTH - 2): only the limit changes.
+        app = Application(load_settings(data_dir=tmp_path, cache_backend="none", max_seq_length=max_seq_length, child_chunk_tokens=126))
         await app.open(warm_kernels=False)
         try:
             report = await app.ingest([_txt("survey", text)])

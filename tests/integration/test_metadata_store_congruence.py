@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from types import SimpleNamespace
 from typing import Any
@@ -41,6 +42,19 @@ async def test_replace_leaves_no_orphans(metadata_store: MetadataStore) -> None:
     assert sorted(parents) == ["d1#p0", "d1#p1"] and parents["d1#p0"].content.startswith("new")
     doc = await metadata_store.get_document("d1")
     assert doc is not None and doc.title == "v2" and doc.granted_user_ids == ()
+
+
+async def test_relocate_changes_url_source_and_hash_of_the_stored_version_only(metadata_store: MetadataStore) -> None:
+    doc = Document("d1", "Title", "http://x", "/home/ci/a.txt", Access.PRIVATE, "alice", {"lang": "en"}, ("bob",), "0123456789abcdef" + "a" * 48)
+    await metadata_store.replace_document(doc, _parents("d1", 2))
+    moved = Document("d1", "Title", "http://y", "a.txt", Access.PRIVATE, "alice", {"lang": "en"}, ("bob",), "0123456789abcdef" + "b" * 48)
+    assert await metadata_store.relocate_document(moved, doc.content_hash) is True
+    assert await metadata_store.get_document("d1") == moved and len(await read_parents(metadata_store, ["d1#p0", "d1#p1"])) == 2
+    # Another version was stored since: nothing is written.
+    assert await metadata_store.relocate_document(dataclasses.replace(moved, source="b.txt"), doc.content_hash) is False
+    assert (await metadata_store.get_document("d1")) == moved
+    with pytest.raises(ValueError, match="needs its points written"):
+        await metadata_store.relocate_document(dataclasses.replace(moved, content_hash="f" * 64), moved.content_hash)
 
 
 async def test_delete_removes_rows(metadata_store: MetadataStore) -> None:

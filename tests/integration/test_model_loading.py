@@ -301,4 +301,4 @@ def test_ingest_local_starts_the_session_before_the_application_imports(tmp_path
     # One session, started before the application imported (the application makes none of its own).
     assert [line for line in done.stdout.splitlines() if "when the model started" in line] == [
         "application imported when the model started: False"]
-    assert "added    fjords" in done.stdout
+    assert "added     fjords" in done.stdout

@@ -103,5 +103,5 @@ def test_an_ingest_whose_reader_stops_reading_still_reports_its_failures() -> No
     """ingest | head -1: the closed pipe ended the command with 0, its FAILED lines and summary unwritten."""
     done = _with_reader_gone([sys.executable, "-c", FAILED_INGEST], read_first=10)
     assert done.returncode == 3, done.stderr
-    assert "FAILED   bad.pdf: not a readable PDF\n" in done.stderr
+    assert "FAILED    bad.pdf: not a readable PDF\n" in done.stderr
     assert "5000 documents indexed, 1 failed\n" in done.stderr

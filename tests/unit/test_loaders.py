@@ -131,6 +131,32 @@ def test_html_is_read_in_the_encoding_its_byte_order_mark_or_charset_says(html: 
     assert (doc.title, doc.pages[0].text) == (title, text)
 
 
+@pytest.mark.parametrize(("label", "text", "codec"), [
+    # Each label's page holds characters its strict Python codec refuses (the whole page failed) or
+    # reads as C1 controls (U+0080 for the euro sign): browsers read these labels as the codec given.
+    ("shift_jis", "①番 髙", "cp932"),  # NEC's row 13, IBM's extensions
+    ("sjis", "①番", "cp932"),
+    ("gb2312", "朱镕基 喆", "gb18030"),  # GBK
+    ("gbk", "€ 𠂇", "gb18030"),  # GB18030's four-byte sequences
+    ("euc-kr", "똠방각하", "cp949"),  # UHC
+    ("big5", "嗰啲", "big5hkscs"),  # HKSCS
+    ("iso-8859-9", "İstanbul € ‰", "cp1254"),
+    ("tis-620", "ราคา €", "cp874"),
+    ("iso-8859-11", "ราคา …", "cp874"),
+])
+def test_html_is_read_in_the_superset_browsers_read_its_charset_as(label: str, text: str, codec: str) -> None:
+    [doc] = load(_src("p.html", f'<meta charset="{label}"><title>t</title><p>{text}</p>'.encode(codec))).documents
+    assert doc.pages[0].text == text
+
+
+def test_html_of_a_windows_code_page_reads_its_unassigned_bytes_as_browsers_do() -> None:
+    # 0x80-0x9F without a character are the C1 controls of their values; above, still an error.
+    [doc] = load(_src("p.html", b'<meta charset="iso-8859-9"><title>t</title><p>a\x81\x80b</p>')).documents
+    assert doc.pages[0].text == "a\x81\u20acb"
+    with pytest.raises(LoadError, match=r"file is not tis-620 text, the charset it declares \(.* at byte 43\)"):
+        load(_src("p.html", b'<meta charset="tis-620"><title>t</title><p>\xdb</p>'))
+
+
 @pytest.mark.parametrize(
     ("html", "reason"),
     [

@@ -553,12 +553,14 @@ func (c *Client) Delete(ctx context.Context, ids ...string) (*retrievalv1.Delete
 // Set the other fields (DocumentId, Access, OwnerId, ...) on the result. The file must be a regular
 // file of at most 256 MiB (what this client sends in one request; the server's own limit, 16 MiB by
 // default, may be lower), checked before it is read, as the Python client's document_from_file does.
+// Its Source is the path cleaned, as the other clients send it: the server finds a document
+// unchanged by what it stores, and ./docs/a.txt after docs/a.txt was another source.
 func DocumentFromFile(path string) (*retrievalv1.DocumentInput, error) {
 	content, err := readFile(path, maxMessageBytes)
 	if err != nil {
 		return nil, err
 	}
-	return &retrievalv1.DocumentInput{Filename: filepath.Base(path), Content: content, Source: path}, nil
+	return &retrievalv1.DocumentInput{Filename: filepath.Base(path), Content: content, Source: filepath.Clean(path)}, nil
 }
 
 // readFile is the content of the regular file path, of at most limit bytes, both checked before

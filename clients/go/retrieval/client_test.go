@@ -682,6 +682,15 @@ func TestDocumentFromFileReadsRegularFilesWithinTheLimitOnly(t *testing.T) {
 	if doc, err := retrieval.DocumentFromFile(note); err != nil || string(doc.Content) != "# Aardvarks" || doc.Filename != "note.md" {
 		t.Fatalf("a regular file: %v, %v", doc, err)
 	}
+	// The source was the path as typed: ./docs/a.txt after docs/a.txt was embedded again.
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, spelled := range []string{dir + "/./note.md", dir + "//note.md", dir + "/sub/../note.md"} {
+		if doc, err := retrieval.DocumentFromFile(spelled); err != nil || doc.Source != note {
+			t.Errorf("%s: source %q, %v, want %q", spelled, doc.GetSource(), err, note)
+		}
+	}
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@
 // the same identity and timeout.
 import { closeSync, openSync, readFileSync, readSync, type Stats, statSync } from "node:fs";
 import { isIP } from "node:net";
-import { basename } from "node:path";
+import { basename, normalize } from "node:path";
 
 import * as grpc from "@grpc/grpc-js";
 
@@ -395,9 +395,13 @@ export class RetrievalClient {
  * A file as an ingest input; its extension selects the server's loader. The file must be a regular
  * file of at most 256 MiB (what this client sends in one request; the server's own limit, 16 MiB by
  * default, may be lower), checked before it is read, as the Python client's document_from_file does.
+ * Its source is the path normalized, as the other clients send it: the server finds a document
+ * unchanged by what it stores, and ./docs/a.txt after docs/a.txt was another source.
  */
 export function documentFromFile(path: string, fields: DeepPartial<DocumentInput> = {}): DocumentInput {
-  return DocumentInput.fromPartial({ filename: basename(path), content: readFile(path, MAX_MESSAGE_BYTES), source: path, ...fields });
+  return DocumentInput.fromPartial({
+    filename: basename(path), content: readFile(path, MAX_MESSAGE_BYTES), source: normalize(path), ...fields,
+  });
 }
 
 /**

@@ -3,7 +3,7 @@
 // the client puts on the wire.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -439,6 +439,11 @@ test("documentFromFile reads regular files within the limit only", () => {
     writeFileSync(join(dir, "note.md"), "# Aardvarks");
     const doc = documentFromFile(join(dir, "note.md"), { documentId: "note" });
     assert.deepEqual([doc.filename, doc.content.toString(), doc.documentId], ["note.md", "# Aardvarks", "note"]);
+    // The source was the path as typed: ./docs/a.txt after docs/a.txt was embedded again.
+    mkdirSync(join(dir, "sub"));
+    for (const spelled of [`${dir}/./note.md`, `${dir}//note.md`, `${dir}/sub/../note.md`]) {
+      assert.equal(documentFromFile(spelled).source, join(dir, "note.md"), spelled);
+    }
     execFileSync("mkfifo", [join(dir, "fifo")]);
     // Sparse: refused from its size, before a byte is read.
     const limit = 256 * 1024 * 1024;

@@ -94,9 +94,9 @@ def document_from_file(
         content=file_bytes(p),
         title=title,
         url=url,
-        # Absolute: the server finds a document unchanged by what it stores, the source among it, and
-        # the same file sent as docs/a.txt and as ./docs/a.txt was embedded again.
-        source=os.path.abspath(p),
+        # Normalized, not absolute: ./docs/a.txt and docs/a.txt are one source, and the host's path
+        # (/home/<user>/...) is in no hit; the same tree synced elsewhere is the same source.
+        source=os.path.normpath(p),
         access=level,
         owner_id=owner_id,
         metadata=metadata or {},

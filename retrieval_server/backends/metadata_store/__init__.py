@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 from retrieval_server.backends.metadata_store.graph import GraphQueries
 from retrieval_server.backends.metadata_store.sql import IN_CHUNK, in_chunks as _chunks
 from retrieval_server.backends.metadata_store.sql import readable_clause
-from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, WrongModel
+from retrieval_server.domain import Access, AccessFilter, Document, Identity, ParentChunk, WrongModel, version_of
 from retrieval_server.identifiers import UNSPACED_CHAR, without_break_hints
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.stopwords import STOPWORDS
@@ -264,6 +264,18 @@ class MetadataStore(GraphQueries, ABC):
                 )
             await self._write_graph(tx, doc.document_id, graph, replaced_graph=replaced_graph)
         return replaced
+
+    async def relocate_document(self, doc: Document, stored_hash: str) -> bool:
+        """Store ``doc``'s url, source and content hash over its row whose content hash is
+        ``stored_hash``, the rest (its fields, chunks, grants and graph) as they are; return whether
+        that row was there. Its version must be the stored one's: the points are left as they are."""
+        if version_of(doc.content_hash) != version_of(stored_hash):
+            raise ValueError(f"{doc.document_id}: a new version ({version_of(doc.content_hash)}) needs its points written")
+        async with self.transaction() as tx:
+            return await tx.execute(
+                "UPDATE documents SET url = ?, source = ?, content_hash = ?, updated_at = ? WHERE document_id = ? AND content_hash = ?",
+                [doc.url, doc.source, doc.content_hash, time.time(), doc.document_id, stored_hash],
+            ) > 0
 
     async def delete_document(self, document_id: str) -> bool:
         """Delete the rows; the same transaction records a pending write until the vectors are gone too."""

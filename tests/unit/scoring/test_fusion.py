@@ -330,3 +330,13 @@ def test_the_float64_sort_settles_long_runs_of_equal_float32_keys(bases: list[fl
     x = np.array([b + o * 1e-12 for b in bases for o in offsets] + bases, dtype=np.float64)
     x = x[np.random.default_rng(data.draw(st.integers(0, 2**32))).permutation(len(x))]
     assert argsort_desc_f64(x).tolist() == np.argsort(-(x + 0.0), kind="stable").tolist()
+
+
+def test_a_sum_past_float64s_negative_range_is_minus_inf_and_ranked_last_by_kernel_and_twin() -> None:
+    # The twin rounded every overflow to +inf: a far outlier's DBSF score (below 0) weighted past
+    # float64's range was -inf and last in the kernel but +inf and first in the twin.
+    ids, scores = list(range(100)), [1.0] * 99 + [0.0]
+    fused = score_fusion([ids, ids], [scores, scores], weights=[1e308, 1e308], method="dbsf")
+    twin = reference.score_fusion([ids, ids], [scores, scores], weights=[1e308, 1e308], method="dbsf")
+    assert fused.ids.tolist()[-1] == 99 and fused.scores[-1] == -math.inf
+    assert _pairs(fused) == twin

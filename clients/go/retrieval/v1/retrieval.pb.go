@@ -1792,6 +1792,9 @@ type DocumentInput struct {
 	// URL shown in results, at most 8,192 characters. Empty: none.
 	Url string `protobuf:"bytes,5,opt,name=url,proto3" json:"url,omitempty"`
 	// Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name.
+	// The clients' document_from_file (DocumentFromFile, documentFromFile) send the path as given,
+	// normalized (./docs/a.txt as docs/a.txt). A change of the url or source alone is stored without
+	// embedding the document again.
 	Source string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
 	// Who may read it. Unset: ACCESS_PUBLIC, for a document sent without owner_id and
 	// granted_user_ids; with either, INVALID_ARGUMENT naming `documents[i].access` (a private
@@ -1980,9 +1983,10 @@ type IngestedDocument struct {
 	Replaced bool `protobuf:"varint,4,opt,name=replaced,proto3" json:"replaced,omitempty"`
 	// True when the document was found stored as sent and left so, nothing re-chunked or
 	// re-embedded (same content, source, title, url, access, owner, grants and metadata, and the
-	// same chunking and model); `replaced` is true too. The CLI and the Python client's
-	// document_from_file send a file's source as its absolute path, so that another spelling of
-	// the path is no change.
+	// same chunking and model); `replaced` is true too. One whose url or source alone changed is
+	// written without being embedded again, and is not unchanged. The CLI and the clients'
+	// document_from_file send a file's source as its path normalized, so that ./docs/a.txt and
+	// docs/a.txt are one source, as are the same relative paths in two copies of a folder.
 	Unchanged bool `protobuf:"varint,5,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 }
 

@@ -921,7 +921,12 @@ export interface DocumentInput {
   title: string;
   /** URL shown in results, at most 8,192 characters. Empty: none. */
   url: string;
-  /** Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name. */
+  /**
+   * Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name.
+   * The clients' document_from_file (DocumentFromFile, documentFromFile) send the path as given,
+   * normalized (./docs/a.txt as docs/a.txt). A change of the url or source alone is stored without
+   * embedding the document again.
+   */
   source: string;
   /**
    * Who may read it. Unset: ACCESS_PUBLIC, for a document sent without owner_id and
@@ -977,9 +982,10 @@ export interface IngestedDocument {
   /**
    * True when the document was found stored as sent and left so, nothing re-chunked or
    * re-embedded (same content, source, title, url, access, owner, grants and metadata, and the
-   * same chunking and model); `replaced` is true too. The CLI and the Python client's
-   * document_from_file send a file's source as its absolute path, so that another spelling of
-   * the path is no change.
+   * same chunking and model); `replaced` is true too. One whose url or source alone changed is
+   * written without being embedded again, and is not unchanged. The CLI and the clients'
+   * document_from_file send a file's source as its path normalized, so that ./docs/a.txt and
+   * docs/a.txt are one source, as are the same relative paths in two copies of a folder.
    */
   unchanged: boolean;
 }
