@@ -67,7 +67,9 @@ class CircuitBreaker:
         calls would otherwise open the breaker for every caller. It counts neither way, and a trial
         it ends lets the next call be the trial. Whoever cancels a call for passing the operator's
         limit on it (an analysis technique's timeout, a tool's) says so with :meth:`record_failure`;
-        a request's own deadline is the caller's budget, and counts neither way.
+        a request's own deadline is the caller's budget, and counts neither way. So does a failure
+        the call saw before it was cancelled (an attempt that failed, the call waiting to retry):
+        the call counts that one with :meth:`record_failure`.
         """
         if not self.allow():
             raise refused()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from retrieval_server.app import Application
 from retrieval_server.config import load_settings
 from retrieval_server.domain import ComponentState, DocumentSource, QueryOptions, Strategy
 from tests.support.http_servers import json_server
+from tests.support.ports import refused_port
 
 
 def _unavailable(path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -74,6 +76,27 @@ async def test_an_llm_answering_200_without_a_completion_is_failing(tmp_path: Pa
             # The ingest's graph extraction asks the LLM, and falls back to the classical rules.
             assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
             assert len(llm.requests) >= 1
+            after = await app.health()
+            assert _states(after)["llm"] is ComponentState.FAILING and after.degraded
+        finally:
+            await app.close()
+
+
+async def test_an_llm_refusing_connections_to_callers_with_short_deadlines_is_failing(tmp_path: Path) -> None:
+    """Analysis gets half a request's time left, less than the LLM's backoff: each failed attempt
+    was thrown away with the cancellation that cut its backoff, so the breaker never opened, every
+    query waited for half its deadline, and Health said SERVING."""
+    with refused_port() as port:
+        app = Application(load_settings(
+            data_dir=tmp_path, cache_backend="none", llm_provider="openai", openai_base_url=f"http://127.0.0.1:{port}/v1",
+            openai_model="test-model", openai_api_key="k", llm_max_retries=2, llm_backoff_s=60, breaker_failures=3,
+            breaker_cooldown_s=3600,
+        ))
+        await app.open()
+        try:
+            assert _states(await app.health())["llm"] is ComponentState.OK
+            result = await app.pipeline.query(QueryOptions("what raises the tides", 3, deadline=time.monotonic() + 30))
+            assert not any(d.endswith("timeout (deadline)") for d in result.metrics.degraded), result.metrics.degraded
             after = await app.health()
             assert _states(after)["llm"] is ComponentState.FAILING and after.degraded
         finally:
