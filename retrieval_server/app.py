@@ -301,7 +301,8 @@ class Application:
 
     def _breaker(self, component: str | None = None, name: str = "") -> CircuitBreaker:
         """A breaker; one of a Health ``component`` (with its ``name``) is reported by :meth:`_tripped`."""
-        breaker = CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s)
+        breaker = CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s,
+                                 name=f"{component or 'cache'} ({name})" if name else component or "cache")
         if component is not None:
             self._breakers.setdefault(component, []).append((name, breaker))
         return breaker

@@ -202,7 +202,7 @@ class _HttpChat:
         self._breaker = breaker or CircuitBreaker()
 
     def gave_up(self) -> None:
-        self._breaker.record_failure()
+        self._breaker.record_failure(TimeoutError(f"{self.name}: a call cut at its time limit"))
 
     def _refused(self) -> LlmError:
         return LlmError(f"{self.name}: circuit open after repeated failures")
@@ -336,11 +336,13 @@ class _HttpChat:
         the wait leaves that failure counted. Thrown away with the cancellation (no verdict, see
         :meth:`CircuitBreaker.calling`), an LLM refusing connections to callers whose deadlines
         end within the backoff never opened its breaker, and every query paid the backoff."""
-        log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, self._said(failure_text(exc), None), delay, attempt + 1)
+        said = f"{self.name}: {self._said(failure_text(exc), None)}"
+        # Each call's retries, while the provider is down: its breaker logs when it opens.
+        log.debug("%s; retrying in %.2f s (attempt %d)", said, delay, attempt + 1)
         try:
             await asyncio.sleep(delay)
         except asyncio.CancelledError:
-            self._breaker.record_failure()
+            self._breaker.record_failure(LlmError(said))
             raise
 
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:

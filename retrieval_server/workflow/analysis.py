@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from retrieval_server.backends.llm import ChatModel, Completion, waited_for
+from retrieval_server.backends.llm import ChatModel, Completion, LlmError, waited_for
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.adaptive import URL, identifier_words, missing_exact_terms, words
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
@@ -378,6 +378,10 @@ async def analyze(
         elif isinstance(exc, asyncio.TimeoutError):
             result.dropped[name] = "timeout"
             timed_out.append(name)
+        elif isinstance(exc, LlmError):
+            # Each request's while the model is down: its breaker logs when it opens and closes.
+            log.debug("query analysis: %s failed: %s", name, exc)
+            result.dropped[name] = f"failed: {type(exc).__name__}"
         elif exc is not None:
             log.warning("query analysis: %s failed: %s", name, exc)
             result.dropped[name] = f"failed: {type(exc).__name__}"
