@@ -49,7 +49,7 @@ from retrieval_server.observability.tracing import Tracing
 from retrieval_server.backends.cache import CachePolicy, CacheUnavailable, GuardedCache, MemoryCache, SemanticCache
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranker, OnnxReranker, Reranker, TeiReranker
-from retrieval_server.domain import Fusion
+from retrieval_server.domain import Fusion, send_margin
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
 from retrieval_server.workflow.adaptive import TermStatistics
 from retrieval_server.workflow.analysis import load_glossary
@@ -65,6 +65,9 @@ if TYPE_CHECKING:
     from retrieval_server.workflow.state import WorkflowSettings
 
 log = logging.getLogger(__name__)
+
+#: seconds a Health probe of a store or the cache waits for its ping, when the caller allows that long
+_PING_TIMEOUT_S = 5.0
 #: index_info key: whether the index embeds its children with their titles (contextual children)
 CHILD_TITLE_INFO = "child_title"
 
@@ -301,7 +304,8 @@ class Application:
 
     def _breaker(self, component: str | None = None, name: str = "") -> CircuitBreaker:
         """A breaker; one of a Health ``component`` (with its ``name``) is reported by :meth:`_tripped`."""
-        breaker = CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s)
+        breaker = CircuitBreaker(self.settings.breaker_failures, self.settings.breaker_cooldown_s,
+                                 name=f"{component or 'cache'} ({name})" if name else component or "cache")
         if component is not None:
             self._breakers.setdefault(component, []).append((name, breaker))
         return breaker
@@ -709,11 +713,21 @@ class Application:
         if self._optimize_task is not None:
             await self._optimize_task
 
-    async def health(self) -> HealthReport:
+    async def health(self, time_left_s: float | None = None) -> HealthReport:
+        """The components' states. ``time_left_s``: the time the caller's deadline leaves (None:
+        no deadline); a probe gets at most that, less the time to send the answer, and one that
+        has not answered by then is FAILING: the answer is the report, which a frozen store's
+        5 s ping turned into DEADLINE_EXCEEDED for any caller allowing less."""
+        ping_s = _PING_TIMEOUT_S if time_left_s is None else min(_PING_TIMEOUT_S, max(0.0, time_left_s - send_margin(time_left_s)))
+        by_deadline = ping_s < _PING_TIMEOUT_S
+
         async def probe(name: str, ping: Callable[[], Awaitable[None]], detail: str, required: bool) -> ComponentHealth:
             try:
-                await asyncio.wait_for(ping(), timeout=5)
+                await asyncio.wait_for(ping(), timeout=ping_s)
             except Exception as exc:
+                if by_deadline and isinstance(exc, TimeoutError):
+                    # The caller's budget ran out, which says nothing of the store: not logged.
+                    return ComponentHealth(name, ComponentState.FAILING, required, "no answer within the call's deadline")
                 # Health answers callers without credentials: a driver's message (a host, a user)
                 # goes to the log, the caller reads its kind.
                 problem = str(exc) or type(exc).__name__

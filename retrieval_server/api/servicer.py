@@ -271,7 +271,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
 
     @_rpc
     async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthResponse:
-        return convert.health_out(await self._app.health(), __version__)
+        return convert.health_out(await self._app.health(context.time_remaining()), __version__)
 
     @_rpc
     async def IngestDocuments(

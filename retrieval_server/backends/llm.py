@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import datetime
 import email.utils
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
@@ -65,6 +66,23 @@ _REDACTED = "[redacted]"
 CHARS_PER_TOKEN = 16
 #: bytes a token's text takes at most in a response's JSON: every character a ``\uXXXX`` escape
 _JSON_BYTES_PER_TOKEN = CHARS_PER_TOKEN * 6
+
+
+#: when the caller stops waiting for the model calls made in this context, on the event loop's
+#: clock (None: it does not say); see :func:`waited_for`
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("llm_deadline", default=None)
+
+
+@contextlib.contextmanager
+def waited_for(seconds: float) -> Iterator[None]:
+    """Model calls started within (tasks created within, which copy the context) are waited for
+    ``seconds`` from now: a retry's backoff that would end after that is not started, and the
+    failure before it is the call's answer at once, counted by the breaker."""
+    token = _deadline.set(asyncio.get_running_loop().time() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
 
 
 def answer_limit(max_tokens: int) -> int:
@@ -133,6 +151,12 @@ def retry_after_seconds(retry_after: str | None) -> float | None:
     return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
 
 
+def _too_late(delay: float) -> bool:
+    """Whether a backoff of ``delay`` seconds ends after the caller stops waiting (:func:`waited_for`)."""
+    deadline = _deadline.get()
+    return deadline is not None and asyncio.get_running_loop().time() + delay >= deadline
+
+
 def _error_body(response: Any) -> dict[str, Any]:
     """The ``error`` object of a provider's error response (OpenAI, Anthropic and Gemini all send
     ``{"error": {...}}``); empty when there is none."""
@@ -180,7 +204,7 @@ class _HttpChat:
         self._breaker = breaker or CircuitBreaker()
 
     def gave_up(self) -> None:
-        self._breaker.record_failure()
+        self._breaker.record_failure(TimeoutError(f"{self.name}: a call cut at its time limit"))
 
     def _refused(self) -> LlmError:
         return LlmError(f"{self.name}: circuit open after repeated failures")
@@ -247,10 +271,9 @@ class _HttpChat:
             except (httpx.TransportError, httpx.HTTPStatusError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 delay = self._retry_delay(exc, attempt)
-                if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
+                if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None or _too_late(delay):
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, self._said(failure_text(exc), None), delay, attempt + 1)
-                await asyncio.sleep(delay)
+                await self._back_off(exc, attempt, delay)
             except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past the parser's depth
                 raise LlmError(f"{self.name}: invalid JSON: {exc}") from exc
             except ResponseTooLarge as exc:
@@ -306,10 +329,23 @@ class _HttpChat:
             except (httpx.TransportError, httpx.HTTPStatusError) as exc:
                 status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else None
                 delay = None if started else self._retry_delay(exc, attempt)
-                if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None:
+                if attempt == self._retries or (status is not None and status not in _RETRYABLE) or delay is None or _too_late(delay):
                     raise self._error(exc, status) from None  # httpx's text names the URL: see failure_text
-                log.warning("%s: %s; retrying in %.2f s (attempt %d)", self.name, self._said(failure_text(exc), None), delay, attempt + 1)
-                await asyncio.sleep(delay)
+                await self._back_off(exc, attempt, delay)
+
+    async def _back_off(self, exc: Exception, attempt: int, delay: float) -> None:
+        """The wait after a failed attempt. The attempt failed: a caller that stops waiting during
+        the wait leaves that failure counted. Thrown away with the cancellation (no verdict, see
+        :meth:`CircuitBreaker.calling`), an LLM refusing connections to callers whose deadlines
+        end within the backoff never opened its breaker, and every query paid the backoff."""
+        said = f"{self.name}: {self._said(failure_text(exc), None)}"
+        # Each call's retries, while the provider is down: its breaker logs when it opens.
+        log.debug("%s; retrying in %.2f s (attempt %d)", said, delay, attempt + 1)
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            self._breaker.record_failure(LlmError(said))
+            raise
 
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
         """Seconds before the next attempt: the backoff, or longer when the server says when to come

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from retrieval_server.backends.llm import ChatModel, Completion
+from retrieval_server.backends.llm import ChatModel, Completion, LlmError, waited_for
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.adaptive import URL, identifier_words, iter_words, missing_exact_terms, names_one_thing, words
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
@@ -458,8 +458,10 @@ async def analyze(
         "hyde": lambda: analyzer.hyde(query),
         "decompose": lambda: analyzer.decompose(query),
     }
-    tasks = {name: asyncio.ensure_future(asyncio.wait_for(job(), timeout_s)) for name, job in jobs.items()}
     wait_s = total_timeout_s if time_left_s is None else min(total_timeout_s, max(0.0, time_left_s / 2))
+    # A model call's retry that cannot end before its technique is given up on fails at once.
+    with waited_for(min(timeout_s, wait_s)):
+        tasks = {name: asyncio.ensure_future(asyncio.wait_for(job(), timeout_s)) for name, job in jobs.items()}
     by_deadline = wait_s < total_timeout_s
     try:
         _, pending = await asyncio.wait(tasks.values(), timeout=wait_s)
@@ -489,6 +491,10 @@ async def analyze(
         elif isinstance(exc, asyncio.TimeoutError):
             result.dropped[name] = "timeout"
             timed_out.append(name)
+        elif isinstance(exc, LlmError):
+            # Each request's while the model is down: its breaker logs when it opens and closes.
+            log.debug("query analysis: %s failed: %s", name, exc)
+            result.dropped[name] = f"failed: {type(exc).__name__}"
         elif exc is not None:
             log.warning("query analysis: %s failed: %s", name, exc)
             result.dropped[name] = f"failed: {type(exc).__name__}"

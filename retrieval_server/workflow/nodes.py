@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from retrieval_server.backends.reranker import ScoringRate, scores_reporting
+from retrieval_server.backends.circuit_breaker import refused_by_breaker
+from retrieval_server.backends.reranker import RerankError, ScoringRate, scores_reporting
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, PassReport, normalize_query
 from retrieval_server.domain import (
     AccessFilter,
@@ -31,6 +32,7 @@ from retrieval_server.domain import (
     SparseVector,
     Strategy,
     TimedOut,
+    Unavailable,
     VectorHit,
     version_of,
 )
@@ -78,10 +80,11 @@ async def _with_retries(deps: WorkflowDeps, what: str, call: Callable[[], Awaita
             return await call()
         except TimedOut:
             raise
-        except Exception:
+        except Exception as exc:
             if attempt == s.store_retries:
                 raise
-            log.warning("%s failed (attempt %d); retrying", what, attempt + 1, exc_info=True)
+            # Every request's, while a store is down: the last failure is logged where it lands.
+            log.debug("%s failed (attempt %d); retrying: %s", what, attempt + 1, exc)
             await asyncio.sleep(s.store_backoff_s * 2**attempt)
     raise AssertionError("unreachable")
 
@@ -141,7 +144,8 @@ async def check_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             answer = None
         current = answer is not None and await _cache_call(cache_until, _still_current(answer, state, deps))
     except CacheUnavailable as exc:
-        log.warning("cache unavailable: %s", exc)
+        # Every request's while Redis is down: its breaker logs when it opens and closes.
+        log.debug("cache unavailable: %s", exc)
         state.degrade("cache:unavailable")
         return _own_vector(o.query, vector)
     except _CacheTimeLeft:
@@ -454,8 +458,8 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         if metadata_search is not None and "metadata" not in abandoned:
             try:
                 legs["metadata"] = await _metadata_leg(_outcome(metadata_search), deps, legs)
-            except Exception:
-                log.error("metadata leg failed", exc_info=True)
+            except Exception as error:
+                _leg_failed(deps, "metadata", error)
                 state.degrade("metadata:store_error")
         # This pass's trace only: a leg that failed or was abandoned leaves none, where an earlier
         # pass's would be reported (and pin a cached answer) as this pass's.
@@ -536,17 +540,31 @@ def _finished(state: QueryState, started: dict[str, asyncio.Future[list[VectorHi
         try:
             legs[leg] = _outcome(task)
         except Exception as error:
-            log.error("retrieval leg %s failed after retries: %s", leg, error)
+            _leg_failed(deps, leg, error)
             state.degrade(f"{leg.split(':')[0]}:store_error")
     return legs
+
+
+def _leg_failed(deps: WorkflowDeps, leg: str, error: Exception) -> None:
+    """Log a store leg's failure: a store unavailable without its traceback (its message says
+    why), any other error with it; each leg and error kind at most once per ``LogLimit.every_s``
+    (every request's legs fail while a store is down; the responses' degraded tags say so each
+    time), the others at DEBUG."""
+    kind = type(error).__name__
+    if not deps.log_limit.due((leg.split(":")[0], kind)):
+        log.debug("retrieval leg %s failed: %s: %s", leg, kind, error)
+    elif isinstance(error, Unavailable):
+        log.warning("retrieval leg %s failed: %s (logged once per %.0f s per leg and error kind)", leg, error, deps.log_limit.every_s)
+    else:
+        log.error("retrieval leg %s failed (logged once per %.0f s per leg and error kind)", leg, deps.log_limit.every_s, exc_info=error)
 
 
 def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
     """The graph leg's hits join the legs; a graph failure drops the leg and is reported."""
     try:
         hits, matches, trace = _outcome(search)
-    except Exception:
-        log.error("graph leg failed", exc_info=True)
+    except Exception as error:
+        _leg_failed(deps, "graph", error)
         state.degrade("graph:store_error")
         return {}
     if hits:
@@ -636,15 +654,19 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             scores, degraded = await scores_reporting(deps.reranker, query, texts)
             if degraded:
                 state.degrade(degraded)
-    except Exception:
+    except Exception as error:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise  # the request is being cancelled: a reranker that turned that into an error must not hide it
+        # Each request's, while TEI is down or frozen: its breaker logs when it opens and closes.
         if bound.expired():
-            log.warning("reranking had not answered within its %.0f ms of the time left; keeping the fused order", (within or 0) * 1e3)
+            log.debug("reranking had not answered within its %.0f ms of the time left; keeping the fused order", (within or 0) * 1e3)
             state.degrade("deadline:rerank_skipped")
         else:
-            log.error("reranking failed; keeping the fused order", exc_info=True)
+            if isinstance(error, RerankError):
+                log.debug("reranking failed; keeping the fused order: %s", error, exc_info=not refused_by_breaker(error))
+            elif deps.log_limit.due(("rerank", type(error).__name__)):  # no failure of TEI's: the reranker's own
+                log.error("reranking failed; keeping the fused order (logged once per %.0f s per error kind)", deps.log_limit.every_s, exc_info=True)
             state.degrade("rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
     # When none passes, every candidate goes on best first: RERANK_FALLBACK counts contexts, which
@@ -1075,7 +1097,7 @@ async def update_cache(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             CachedAnswer(tuple(state.contexts), state.strategy, graph_version=_graph_version_used(state), report=_report(state.metrics)),
         ))
     except CacheUnavailable as exc:
-        log.warning("cache unavailable: %s", exc)
+        log.debug("cache unavailable: %s", exc)  # as check_cache's
         state.degrade("cache:unavailable")
     except _CacheTimeLeft:
         state.degrade("deadline:cache_store_skipped")

@@ -21,6 +21,7 @@ from retrieval_server.workflow.dense_feedback import DenseFeedback
 from retrieval_server.backends.vector_store import VectorStore
 from retrieval_server.domain import Fusion, PointFilter, QueryMetrics, QueryOptions, RetrievedContext, StageMetric, Strategy, VectorHit
 from retrieval_server.knowledge import Answer, EntityMatch, GraphTrace, RouteDecision, ToolResult
+from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.workflow.analysis import Analysis, Analyzer
 from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
 
@@ -118,6 +119,8 @@ class WorkflowDeps:
     #: a text's tokens as the embedding model counts them, without [CLS] and [SEP] (None: the
     #: semantic cache matches a query longer than ``model_tokens`` characters exactly only)
     count_tokens: Callable[[str], int] | None = None
+    #: the failures of the store legs logged, at most one line per leg and error kind a minute
+    log_limit: LogLimit = field(default_factory=LogLimit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,27 @@ async def test_health_rpc_reports_components(live: Live) -> None:
     assert "not configured" in {c.name: c.detail for c in resp.components}["reranker"]
 
 
+async def test_health_answers_within_the_calls_deadline_when_a_store_does_not(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frozen store's ping was waited for 5 s whatever the caller's deadline: a caller allowing
+    less got DEADLINE_EXCEEDED instead of the report, which says NOT_SERVING."""
+    pinged, thawed = asyncio.Event(), asyncio.Event()
+
+    async def frozen() -> None:
+        pinged.set()
+        await thawed.wait()
+
+    monkeypatch.setattr(live.running.app.metadata, "ping", frozen)
+    try:
+        resp = await live.stub.Health(pb.HealthRequest(), timeout=2.0)
+    finally:
+        thawed.set()
+    components = {c.name: c for c in resp.components}
+    assert pinged.is_set() and resp.status == pb.SERVING_STATUS_NOT_SERVING
+    assert components["metadata_store"].status == pb.SERVING_STATUS_NOT_SERVING
+    assert components["metadata_store"].detail == "no answer within the call's deadline"
+    assert components["vector_store"].status == pb.SERVING_STATUS_SERVING
+
+
 async def test_empty_index_answers_with_no_contexts(tmp_path: Path) -> None:
     running = await start_server(e2e_settings(tmp_path))
     try:

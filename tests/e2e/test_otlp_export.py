@@ -33,8 +33,8 @@ def test_spans_reach_an_otlp_receiver_configured_by_otel_variables(tmp_path: Pat
         env.update(
             RETRIEVAL_HOST="127.0.0.1", RETRIEVAL_PORT=str(port), RETRIEVAL_METRICS_ENABLED="false", RETRIEVAL_LOG_FORMAT="json",
             RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_TRACES_EXPORTER="otlp",
-            # TEI is configured but absent: the failure is logged inside the trace.
-            RETRIEVAL_TEI_URL=f"http://127.0.0.1:{tei_port}", RETRIEVAL_TEI_TIMEOUT_S="30",
+            # TEI is configured but absent: the failure is logged inside the trace (at DEBUG: each request's).
+            RETRIEVAL_TEI_URL=f"http://127.0.0.1:{tei_port}", RETRIEVAL_TEI_TIMEOUT_S="30", RETRIEVAL_LOG_LEVEL="DEBUG",
             OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_INSECURE="true",
             OTEL_SERVICE_NAME="retrieval-under-test", OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test",
             OTEL_BSP_SCHEDULE_DELAY="100",

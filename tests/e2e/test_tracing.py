@@ -96,10 +96,15 @@ async def test_a_query_is_one_trace_joined_to_the_callers(traced: Traced) -> Non
     handler = logging.StreamHandler(lines)
     handler.setFormatter(JsonFormatter())
     logging.getLogger().addHandler(handler)
+    # Each request's reranking failure is logged at DEBUG (the breaker logs its opening once).
+    nodes_log = logging.getLogger("retrieval_server.workflow.nodes")
+    level = nodes_log.level
+    nodes_log.setLevel(logging.DEBUG)
     try:
         resp = await traced.stub.Query(pb.QueryRequest(query="why does bread rise", top_k=2, strategy=pb.STRATEGY_HYBRID, use_cache=False),
                                        metadata=[("traceparent", TRACEPARENT), ("x-user-id", "alice")])
     finally:
+        nodes_log.setLevel(level)
         logging.getLogger().removeHandler(handler)
     assert resp.contexts[0].document_id == "bread"
     spans = traced.exporter.get_finished_spans()

@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 from retrieval_server.app import Application
 from retrieval_server.config import load_settings
-from retrieval_server.domain import ComponentState, DocumentSource, QueryOptions, Strategy
+from retrieval_server.domain import ComponentState, DocumentSource, QueryOptions, Strategy, Unavailable
 from tests.support.http_servers import json_server
+from tests.support.ports import refused_port
 
 
 def _unavailable(path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -74,6 +76,27 @@ async def test_an_llm_answering_200_without_a_completion_is_failing(tmp_path: Pa
             # The ingest's graph extraction asks the LLM, and falls back to the classical rules.
             assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
             assert len(llm.requests) >= 1
+            after = await app.health()
+            assert _states(after)["llm"] is ComponentState.FAILING and after.degraded
+        finally:
+            await app.close()
+
+
+async def test_an_llm_refusing_connections_to_callers_with_short_deadlines_is_failing(tmp_path: Path) -> None:
+    """Analysis gets half a request's time left, less than the LLM's backoff: each failed attempt
+    was thrown away with the cancellation that cut its backoff, so the breaker never opened, every
+    query waited for half its deadline, and Health said SERVING."""
+    with refused_port() as port:
+        app = Application(load_settings(
+            data_dir=tmp_path, cache_backend="none", llm_provider="openai", openai_base_url=f"http://127.0.0.1:{port}/v1",
+            openai_model="test-model", openai_api_key="k", llm_max_retries=2, llm_backoff_s=60, breaker_failures=3,
+            breaker_cooldown_s=3600,
+        ))
+        await app.open()
+        try:
+            assert _states(await app.health())["llm"] is ComponentState.OK
+            result = await app.pipeline.query(QueryOptions("what raises the tides", 3, deadline=time.monotonic() + 30))
+            assert not any(d.endswith("timeout (deadline)") for d in result.metrics.degraded), result.metrics.degraded
             after = await app.health()
             assert _states(after)["llm"] is ComponentState.FAILING and after.degraded
         finally:
@@ -145,5 +168,60 @@ async def test_the_disk_component_names_no_path_and_the_log_does(tmp_path: Path,
                 assert re.fullmatch(rf"ingestion refused: \d+ MiB free \(floor {1 << 40} MiB\)", disk.detail), disk.detail
         [logged] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("health: disk is failing")]  # once
         assert str(tmp_path) in logged
+    finally:
+        await app.close()
+
+
+async def test_a_dependency_down_logs_its_breaker_opening_once_not_each_request(tmp_path: Path, caplog: Any) -> None:
+    """An open breaker is a designed state, which Health and each response's degraded tags report:
+    TEI down for 20 s under three callers logged 5,513 lines and 287 tracebacks, one or more per
+    request, its breaker's refusals among them."""
+    caplog.set_level(logging.DEBUG)
+    with refused_port() as port:
+        app = Application(load_settings(
+            data_dir=tmp_path, cache_backend="none", tei_url=f"http://127.0.0.1:{port}", rerank_threshold=0.0,
+            breaker_failures=2, breaker_cooldown_s=3600,
+        ))
+        await app.open()
+        try:
+            assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
+            caplog.clear()
+            for _ in range(6):
+                result = await app.pipeline.query(QueryOptions("what raises the tides", 3, strategy=Strategy.HYBRID))
+                assert "rerank:failed" in result.metrics.degraded
+        finally:
+            await app.close()
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].startswith("reranker (tei): circuit open after 2 consecutive failures"), loud
+    refusals = [r for r in caplog.records if "circuit open" in r.getMessage() and r.levelno < logging.WARNING]
+    assert refusals and not any(r.exc_info for r in refusals)
+
+
+async def test_a_store_legs_failure_is_logged_once_per_leg_and_kind_with_a_traceback_only_when_unexpected(
+    tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    """MariaDB down for 90 s under three callers logged 32,235 lines and 2,006 tracebacks: each
+    request's metadata leg, each of its retries with a traceback, though the store's message says
+    all there is to say."""
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none", store_retries=1, store_backoff_s=0))
+    await app.open()
+    try:
+        assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
+        for failure in (Unavailable("MySQL is unreachable at db:3306: (2003, \"Can't connect\")"), RuntimeError("a bug")):
+            async def fails(*args: Any, failure: Exception = failure, **kwargs: Any) -> Any:
+                raise failure
+
+            monkeypatch.setattr(app.metadata, "search_documents", fails)
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG):
+                for _ in range(4):
+                    result = await app.pipeline.query(QueryOptions("what raises the tides", 3, strategy=Strategy.HYBRID))
+                    assert "metadata:store_error" in result.metrics.degraded
+            loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+            assert len(loud) == 1 and "metadata" in loud[0].getMessage(), [r.getMessage() for r in loud]
+            if isinstance(failure, Unavailable):
+                assert loud[0].levelno == logging.WARNING and not loud[0].exc_info and "db:3306" in loud[0].getMessage()
+            else:
+                assert loud[0].levelno == logging.ERROR and loud[0].exc_info and loud[0].exc_info[1] is failure
     finally:
         await app.close()

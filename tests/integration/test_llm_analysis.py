@@ -6,6 +6,7 @@ import asyncio
 import datetime
 import email.utils
 import json
+import logging
 import threading
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -23,6 +24,7 @@ from retrieval_server.domain import DocumentSource, QueryOptions
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel, analyze
 from tests.support.clock import Clock
 from tests.support.http_servers import Followed, Sse, Streamed, Unsized, WithHeaders, json_server
+from tests.support.ports import refused_port
 
 QUERY = "How does RRF work and why is reranking slow?"
 #: A time limit a local model server meets on a busy machine (where the limit is not what is tested).
@@ -722,6 +724,70 @@ async def test_a_request_cancelled_mid_analysis_is_no_failure_of_the_model_a_tec
         finally:
             release.set()
             await model.close()
+    assert breaker.is_open
+
+
+class _OnRetry(logging.Handler):
+    """Sets ``event`` when the client says it waits before a retry: the call is in its backoff."""
+
+    def __init__(self, event: asyncio.Event) -> None:
+        super().__init__(logging.DEBUG)
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retrying in" in record.getMessage():
+            self.event.set()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+async def test_a_failed_attempt_counts_against_the_breaker_when_its_backoff_is_cancelled(stream: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """A model refusing connections to callers that give up during the backoff (their deadline
+    shorter than it) never opened its breaker: the failure was thrown away with the cancellation,
+    and every query paid the backoff while Health said SERVING."""
+    caplog.set_level(logging.DEBUG, logger="retrieval_server.backends.llm")
+    backing_off = asyncio.Event()
+    on_retry = _OnRetry(backing_off)
+    logging.getLogger("retrieval_server.backends.llm").addHandler(on_retry)
+    with refused_port() as port:
+        breaker = CircuitBreaker(failure_threshold=3, cooldown_s=3600.0, clock=Clock())
+        model = OpenAICompatibleChat(f"http://127.0.0.1:{port}/v1", "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=3600, breaker=breaker)
+
+        async def ask() -> None:
+            if stream:
+                _ = [t async for t in model.stream("sys", "Rewrite this", temperature=0.1)]
+            else:
+                await model.complete("sys", "Rewrite this", temperature=0.1)
+
+        try:
+            for _ in range(3):
+                backing_off.clear()
+                call = asyncio.ensure_future(ask())
+                await backing_off.wait()
+                call.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await call
+            assert breaker.is_open, f"{breaker.failures} failures counted of 3 attempts that failed"
+            with pytest.raises(LlmError, match="circuit open"):
+                await ask()
+        finally:
+            logging.getLogger("retrieval_server.backends.llm").removeHandler(on_retry)
+            await model.close()
+
+
+async def test_a_backoff_past_the_analysis_deadline_is_not_started_and_the_failure_counts() -> None:
+    """Analysis gets half the request's time left; a backoff longer than that was cut by it, the
+    technique reported as cut by the deadline. It fails at once instead, counted, and the
+    classical method answers."""
+    with refused_port() as port:
+        breaker = CircuitBreaker(failure_threshold=3, cooldown_s=3600.0, clock=Clock())
+        model = OpenAICompatibleChat(f"http://127.0.0.1:{port}/v1", "m", timeout_s=LOCAL_S, max_retries=2, backoff_s=3600, breaker=breaker)
+        analyzer = LlmAnalyzer({t: TechniqueModel(model, temp) for t, temp in TEMPS.items()}, ClassicalAnalyzer({"rrf": "reciprocal rank fusion"}))
+        try:
+            a = await analyze(analyzer, QUERY, [], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S, time_left_s=LOCAL_S)
+        finally:
+            await model.close()
+    assert a.dropped["rewrite"].startswith("llm_failed_used_classical"), a.dropped
+    assert a.rewritten == "How does RRF (reciprocal rank fusion) work and why is reranking slow?"
     assert breaker.is_open
 
 

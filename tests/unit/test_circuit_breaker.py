@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 
 import pytest
 
-from retrieval_server.backends.circuit_breaker import CircuitBreaker
+from retrieval_server.backends.circuit_breaker import CircuitBreaker, refused_by_breaker
 from tests.support.clock import Clock
 
 
@@ -87,3 +89,34 @@ async def test_a_cancellation_counts_neither_way() -> None:
     with b.calling(Refused):  # the next call is the trial, at once
         pass
     assert not b.is_open
+
+
+def test_opening_and_closing_are_logged_once_each_naming_the_component(caplog: pytest.LogCaptureFixture) -> None:
+    """An open breaker is a designed state, reported by Health and each response's degraded tags:
+    its refusals and the failures past the threshold log nothing, its transitions one line each."""
+    caplog.set_level(logging.DEBUG, logger="retrieval_server.backends.circuit_breaker")
+    clock = Clock()
+    b = CircuitBreaker(failure_threshold=2, cooldown_s=1.0, clock=clock, name="reranker (tei)")
+    for _ in range(5):
+        with contextlib.suppress(ValueError, Refused), b.calling(Refused):
+            raise ValueError("connection refused")
+    clock.now = 1.0
+    with contextlib.suppress(ValueError), b.calling(Refused):  # a failed trial: open again, not newly
+        raise ValueError("connection refused")
+    clock.now = 2.0
+    with b.calling(Refused):
+        pass
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert len(lines) == 2, lines
+    (opened_level, opened), (closed_level, closed) = lines
+    assert opened_level == logging.WARNING and opened.startswith("reranker (tei): circuit open after 2 consecutive failures")
+    assert "ValueError: connection refused" in opened
+    assert closed_level == logging.INFO and closed.startswith("reranker (tei): circuit closed")
+
+
+def test_a_refusal_says_it_is_one() -> None:
+    b = CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=Clock())
+    b.record_failure()
+    with pytest.raises(Refused) as refused, b.calling(Refused):
+        pass
+    assert refused_by_breaker(refused.value) and not refused_by_breaker(ValueError("down"))
