@@ -78,8 +78,11 @@ CODE_PROSE_WORDS = 2
 #: capitals ("I" aside), which are rather a keyword of code ("AND", "WHERE")
 _PROSE_WORD = re.compile(r"[\"'“(]*([^\W\d_]+(?:['’-][^\W\d_]+)*)[.,;:!?\"'”)]*")
 #: in code, a "?" ends a question only at the end or before white space and a word that opens a
-#: question (the group ``opener``): a ternary's "?" is followed by an operand ("a > b ? a : b")
-_ASKED = re.compile(r"\?(?:\s+(?P<opener>[^\W\d_]+)|\s*$)")
+#: question (the group ``opener``): a ternary's "?" is followed by an operand ("a > b ? a : b").
+#: The operand is read whole, and not as a call: read up to its first "_" or "(", "? is_valid(x)"
+#: or "? has(x)" opened a question "is" or "has". Possessive, so that a call is not read again
+#: shorter ("can" of "cans(x)").
+_ASKED = re.compile(r"\?(?:\s+(?P<opener>[\w'’-]++)(?!\()|\s*$)")
 _URL = re.compile(URL)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;

@@ -207,12 +207,18 @@ def test_a_part_without_a_content_word_is_never_a_sub_query_of_its_own() -> None
         "deep learning models AND medical imaging diagnosis",
         "What is the p-value?0.05 or less",
         "Why does SELECT * FROM users WHERE a = 1 AND b = 2 return nothing?",
+        "int status = count > 0 ? is_valid(x) : has_errors(y); return status",
+        "int status = count > 0 ? has(x) : errors(y); return status",
+        "int status = count > 0 ? cans(x) : errors(y); return status",
     ],
-    ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit", "sql-in-a-question"],
+    ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit", "sql-in-a-question",
+         "ternary-of-a-predicate", "ternary-of-a-call", "ternary-of-a-call-opening-with-an-opener"],
 )
 def test_code_and_operators_are_not_cut_into_fragments(query: str) -> None:
     """"?" and ";" always cut, and so did "AND" in any case: a ternary, SQL's conditions and
-    statements were searched as fragments ("city = 'Paris'", "a : b; what does this do")."""
+    statements were searched as fragments ("city = 'Paris'", "a : b; what does this do"). A
+    ternary's operand read up to its first "_" or "(" ("is" of "is_valid(x)", "has(x)") opened a
+    question."""
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
 
 
