@@ -161,7 +161,8 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     """Where ``text`` (single-spaced) is cut into clauses: at "and", "and also", "as well as", at
     "also" or "plus" after a comma or a dash or before a question word (elsewhere one is an adverb
     inside a sentence: "the nginx logs also show 502 errors" was "the nginx logs" and "show 502
-    errors"), and at "AND" before a word opening a question (elsewhere an operator); never inside
+    errors"), and at "AND" before a word opening a question, in lower or title case or in a text all
+    in capitals (elsewhere an operator, the word after it perhaps an acronym); never inside
     a URL, quotes or brackets, and only where the right side asks something of its own: not a
     negation of the left ("and not about mice"), and either a question of its own ("and why …") or
     after a left side of 3 content words at least that neither compares things ("between",
@@ -172,6 +173,9 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     numpy, pandas and scipy on windows" was "install numpy, pandas" and "scipy on windows"). Past
     that "and" the list is over, and a later one may cut."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
+    # Among lower case, a word in capitals after "AND" is an acronym ("... AND WHO booster dose
+    # guidelines", "... AND CAN FD frame timing"), not a question's first word.
+    shouted = not any(ch.islower() for ch in text)
     cuts, left, compared, at = [], 0, False, 0
     item: int | None = None  # where the item after the last list comma starts
     for m in _CLAUSES.finditer(text):
@@ -190,10 +194,11 @@ def _clauses(text: str) -> list[tuple[int, int]]:
         if ends_list:
             item = None
         first = _FIRST_WORD.match(text, m.end())
-        opens = first.group(0).casefold() if first else ""
+        opened = first.group(0) if first else ""
+        opens = opened.casefold()
         if m.group("adverb") and not m.group("pause") and opens not in _QUESTION_WORDS:
             continue
-        if m.group("operator") and opens not in _QUESTION_OPENERS:
+        if m.group("operator") and (opens not in _QUESTION_OPENERS or not (shouted or opened.islower() or opened.istitle())):
             continue
         if opens in _NEGATIONS or ((left < 3 or compared or ends_list) and opens not in _QUESTION_WORDS):
             continue

@@ -210,15 +210,18 @@ def test_a_part_without_a_content_word_is_never_a_sub_query_of_its_own() -> None
         "int status = count > 0 ? is_valid(x) : has_errors(y); return status",
         "int status = count > 0 ? has(x) : errors(y); return status",
         "int status = count > 0 ? cans(x) : errors(y); return status",
+        "mRNA vaccine booster efficacy AND WHO booster dose guidelines",
+        "CAN bus error frames timing AND CAN FD frame timing",
     ],
     ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit", "sql-in-a-question",
-         "ternary-of-a-predicate", "ternary-of-a-call", "ternary-of-a-call-opening-with-an-opener"],
+         "ternary-of-a-predicate", "ternary-of-a-call", "ternary-of-a-call-opening-with-an-opener",
+         "an-acronym-spelling-a-question-word", "an-acronym-spelling-an-opener"],
 )
 def test_code_and_operators_are_not_cut_into_fragments(query: str) -> None:
     """"?" and ";" always cut, and so did "AND" in any case: a ternary, SQL's conditions and
     statements were searched as fragments ("city = 'Paris'", "a : b; what does this do"). A
     ternary's operand read up to its first "_" or "(" ("is" of "is_valid(x)", "has(x)") opened a
-    question."""
+    question, and so did an acronym after "AND" among lower case ("WHO", "CAN")."""
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
 
 
@@ -260,9 +263,12 @@ def test_a_question_mark_ends_a_question_whatever_opens_the_next(query: str, par
         ("How do I rotate the API key AND what does it cost?", ["How do I rotate the API key", "what does it cost?"]),
         ("What are the side effects of metformin AND is there a workaround?",
          ["What are the side effects of metformin", "is there a workaround?"]),
+        ("What are the side effects of metformin AND Is there a workaround?",
+         ["What are the side effects of metformin", "Is there a workaround?"]),
         ("How do I rotate the API key - also can it be automated?", ["How do I rotate the API key", "can it be automated?"]),
     ],
-    ids=["settings", "arithmetic", "tags", "settings-and-what", "shouted-and-how", "and-what", "and-is", "dash-also"],
+    ids=["settings", "arithmetic", "tags", "settings-and-what", "shouted-and-how", "and-what", "and-is",
+         "and-title-case-is", "dash-also"],
 )
 def test_questions_naming_code_or_joined_by_a_capital_and_are_decomposed(query: str, parts: list[str]) -> None:
     """Two operators in eight words made a query code, and "AND" was never a boundary: ordinary
