@@ -251,9 +251,12 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
 
 
 #: a query without a lower-case letter is shouted with at least this many words, as many in
-#: capitals but one (codes aside), one of them a stop word: "RRF" and "RRF DPR BM25" name things,
-#: "I AM AT HOME" nothing; shorter, it is read as acronyms ("WHAT IS RRF" too)
+#: capitals but one (codes aside), and stop words among them (see _shouted): "RRF" and "RRF DPR
+#: BM25" name things, "I AM AT HOME" nothing; shorter, it is read as acronyms ("WHAT IS RRF" too)
 SHOUTED_WORDS = 4
+#: an acronym has at most this many letters ("NGINX", "HTTPS"): a longer word in capitals is a word
+#: of a sentence ("ERSCHEINT", "PASSWORD")
+ACRONYM_LETTERS = 5
 
 
 def _shouted(query: str, tokens: list[str]) -> bool:
@@ -262,14 +265,20 @@ def _shouted(query: str, tokens: list[str]) -> bool:
     nothing, and read as acronyms they leaned it on keywords (every word of the German one). Told
     by its shape and a stop word of any language (:data:`STOPWORDS`, or one of the keyword
     engine's lists): by an English stop word alone, no other language's was shouted; by the shape
-    alone, a list of acronyms was ("AWS IAM SSO SAML" leaned on keywords no more). Its codes still
-    name things; a stop word in capitals among lower case is an acronym ("NO", nitric oxide)."""
+    alone, a list of acronyms was ("AWS IAM SSO SAML" leaned on keywords no more). One stop word
+    is no sentence unless a word longer than an acronym (:data:`ACRONYM_LETTERS`) is there too:
+    else stop words must be half the words, as 23 of 63 common acronyms spell one in some language
+    ("GDPR EU DPA SCC", "SAP ERP HR FI CO" were shouted). Its codes still name things; a stop
+    word in capitals among lower case is an acronym ("NO", nitric oxide)."""
     if any(ch.islower() for ch in query) or len(tokens) < SHOUTED_WORDS:
         return False
     plain = [w for w in tokens if not _code(w)]
     if sum(1 for w in plain if w.isupper()) < SHOUTED_WORDS - 1:
         return False
-    return any(w.casefold() in STOPWORDS or any_languages_stop_word(w) for w in plain)
+    stop = [w for w in plain if w.casefold() in STOPWORDS or any_languages_stop_word(w)]
+    if not stop:
+        return False
+    return 2 * len(stop) >= len(plain) or any(len(w) > ACRONYM_LETTERS for w in plain if w not in stop)
 
 
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:

@@ -206,10 +206,14 @@ def test_adaptive_features_are_shares_that_hold_on_long_queries() -> None:
     # of the German one's), its codes still do; a capitalised stop word among lower case is an
     # acronym ("NO", nitric oxide), and so is each word of a short query in capitals. A sentence
     # holds a stop word of some language: without one, the words are a list of acronyms (told by
-    # the shape alone, "AWS IAM SSO SAML" named nothing).
-    for shouting in ("HOW DO I RESET MY PASSWORD", "WIE SETZE ICH MEIN PASSWORT ZURÜCK", "COMMENT RÉINITIALISER MON MOT DE PASSE"):
+    # the shape alone, "AWS IAM SSO SAML" named nothing). One stop word among short words is an
+    # acronym spelling one ("EU", "OS", "AI", and "SAP" and "FI" are both Catalan's): those lists
+    # named nothing either.
+    for shouting in ("HOW DO I RESET MY PASSWORD", "WIE SETZE ICH MEIN PASSWORT ZURÜCK", "COMMENT RÉINITIALISER MON MOT DE PASSE",
+                     "I AM AT HOME"):
         assert query_features(shouting, BM25, None, policy).identifier_share == 0.0, shouting
-    for acronyms in ("AWS IAM SSO SAML", "JWT OIDC SAML SCIM LDAP", "TCP UDP QUIC HTTP", "NGINX SSL TLS SNI ERROR"):
+    for acronyms in ("AWS IAM SSO SAML", "JWT OIDC SAML SCIM LDAP", "TCP UDP QUIC HTTP", "NGINX SSL TLS SNI ERROR",
+                     "GDPR EU DPA SCC", "AWS IAM OS SSO", "CPU GPU TPU AI", "SAP ERP HR FI CO"):
         assert query_features(acronyms, BM25, None, policy).identifier_share == 1.0, acronyms
     assert query_features("WHY DOES ERROR E1234 APPEAR", BM25, None, policy).identifier_share == pytest.approx(1 / 5)
     assert query_features("WARUM ERSCHEINT DER FEHLER E1234", BM25, None, policy).identifier_share == pytest.approx(1 / 5)
