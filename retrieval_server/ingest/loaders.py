@@ -258,6 +258,23 @@ _BROWSER_CODECS = {
     "ascii": "cp1252", "iso8859-1": "cp1252", "iso8859-9": "cp1254", "tis-620": "cp874", "iso8859-11": "cp874",
     "shift_jis": "cp932", "gb2312": "gb18030", "gbk": "gb18030", "euc_kr": "cp949", "big5": "big5hkscs",
 }
+#: the labels the WHATWG Encoding Standard gives an encoding (https://encoding.spec.whatwg.org/#names-and-labels)
+#: that Python's codecs.lookup does not know, by a name it does: a page declaring one was refused,
+#: "windows-874" (WHATWG's own name for Thai), "x-sjis" and "x-gbk" among them. Labels of an
+#: encoding Python has no codec for (x-mac-cyrillic) are left out: such a page stays refused.
+_WHATWG_LABELS = {
+    "windows-874": "cp874", "dos-874": "cp874", "x-sjis": "shift_jis", "windows-31j": "shift_jis",
+    "x-gbk": "gbk", "gb_2312": "gbk", "gb_2312-80": "gbk", "csgb2312": "gbk", "ks_c_5601-1989": "euc_kr",
+    "ksc_5601": "euc_kr", "windows-949": "euc_kr", "cseuckr": "euc_kr", "csksc56011987": "euc_kr", "iso-ir-149": "euc_kr",
+    "x-euc-jp": "euc_jp", "cseucpkdfmtjapanese": "euc_jp", "cn-big5": "big5", "x-x-big5": "big5",
+    "mac": "mac_roman", "x-mac-roman": "mac_roman", "csmacintosh": "mac_roman", "koi": "koi8_r", "koi8": "koi8_r",
+    "unicode-1-1-utf-8": "utf-8", "unicode11utf8": "utf-8", "unicode20utf8": "utf-8", "x-unicode20utf8": "utf-8",
+    "csisolatin9": "iso8859_15", "sun_eu_greek": "iso8859_7", "iso-8859-6-e": "iso8859_6", "iso-8859-6-i": "iso8859_6",
+    "csiso88596e": "iso8859_6", "csiso88596i": "iso8859_6", "iso-8859-8-e": "iso8859_8", "csiso88598e": "iso8859_8",
+    "visual": "iso8859_8", "iso-8859-8-i": "iso8859_8", "csiso88598i": "iso8859_8", "logical": "iso8859_8",
+    **{f"x-cp125{i}": f"cp125{i}" for i in range(9)},
+    **{f"iso8859{n}": f"iso8859_{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15)},
+}
 #: Windows' one-byte code pages, whose bytes 0x80-0x9F without a character (cp1252's five) browsers
 #: read as the C1 controls of their values
 _WINDOWS_ONE_BYTE = frozenset({"cp874", *(f"cp125{i}" for i in range(9))})
@@ -279,7 +296,7 @@ def _html_text(raw: bytes) -> str:
     """``raw`` decoded as a browser decodes a page: by its byte order mark, else by the charset its
     <meta> gives (or an XML declaration), in the codec browsers read it with
     (:data:`_BROWSER_CODECS`), else as UTF-8 (LoadError when it is not). A charset
-    Python does not know, or a UTF-16 or UTF-32 one without a byte order mark (which browsers take
+    neither Python nor :data:`_WHATWG_LABELS` knows, or a UTF-16 or UTF-32 one without a byte order mark (which browsers take
     for UTF-8: the <meta> itself was read as ASCII), is no charset."""
     from bs4.dammit import EncodingDetector
 
@@ -287,7 +304,7 @@ def _html_text(raw: bytes) -> str:
         return _text(raw, "file")
     declared = EncodingDetector.find_declared_encoding(raw[:HTML_PRESCAN_BYTES], is_html=True) or ""
     try:
-        codec = codecs.lookup(declared).name if declared else ""
+        codec = codecs.lookup(_WHATWG_LABELS.get(declared.lower(), declared)).name if declared else ""
     except LookupError:
         codec = ""
     codec = _BROWSER_CODECS.get(codec, codec)
