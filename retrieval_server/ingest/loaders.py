@@ -283,7 +283,10 @@ _C1_CONTROLS = "retrieval-c1-controls"
 
 def _c1_controls(exc: UnicodeError) -> tuple[str, int]:
     """The error handler :data:`_WINDOWS_ONE_BYTE` decode with: a byte of 0x80-0x9F as its C1
-    control; any other byte the code page has no character for stays an error, as for browsers."""
+    control, as browsers read it. Any other byte the code page has no character for stays an error,
+    where browsers show U+FFFD: such a byte mostly means the page is not in the charset it declares,
+    whose text, indexed as read, no query would find; the error names the byte, as for every other
+    encoding, so that the charset can be corrected."""
     if isinstance(exc, UnicodeDecodeError) and all(0x80 <= b < 0xA0 for b in exc.object[exc.start:exc.end]):
         return exc.object[exc.start:exc.end].decode("latin-1"), exc.end
     raise exc

@@ -1794,7 +1794,8 @@ type DocumentInput struct {
 	// Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name.
 	// The clients' document_from_file (DocumentFromFile, documentFromFile) send the path as given,
 	// normalized (./docs/a.txt as docs/a.txt). A change of the url or source alone is stored without
-	// embedding the document again.
+	// embedding the document again, except for a document stored by an earlier release, embedded once
+	// more at its first such change.
 	Source string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
 	// Who may read it. Unset: ACCESS_PUBLIC, for a document sent without owner_id and
 	// granted_user_ids; with either, INVALID_ARGUMENT naming `documents[i].access` (a private

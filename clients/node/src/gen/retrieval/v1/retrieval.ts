@@ -925,7 +925,8 @@ export interface DocumentInput {
    * Free-form provenance, e.g. the original path, at most 1,024 characters. Empty: the file name.
    * The clients' document_from_file (DocumentFromFile, documentFromFile) send the path as given,
    * normalized (./docs/a.txt as docs/a.txt). A change of the url or source alone is stored without
-   * embedding the document again.
+   * embedding the document again, except for a document stored by an earlier release, embedded once
+   * more at its first such change.
    */
   source: string;
   /**
