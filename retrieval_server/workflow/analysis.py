@@ -452,7 +452,7 @@ async def analyze(
     query: str,
     feedback: Sequence[str],
     *,
-    timeout_s: float,
+    timeout_s: float | None,
     total_timeout_s: float,
     time_left_s: float | None = None,
 ) -> Analysis:
@@ -468,7 +468,7 @@ async def analyze(
     }
     wait_s = total_timeout_s if time_left_s is None else min(total_timeout_s, max(0.0, time_left_s / 2))
     # A model call's retry that cannot end before its technique is given up on fails at once.
-    with waited_for(min(timeout_s, wait_s)):
+    with waited_for(wait_s if timeout_s is None else min(timeout_s, wait_s)):
         tasks = {name: asyncio.ensure_future(asyncio.wait_for(job(), timeout_s)) for name, job in jobs.items()}
     by_deadline = wait_s < total_timeout_s
     try:

@@ -59,7 +59,7 @@ async def test_a_cancelled_analysis_cancels_its_techniques_and_leaves_no_excepti
     analyzer = Held()
     # No per-technique timeout: each technique then runs in the task analyze made (as wait_for
     # always does from Python 3.12), so the clean-up's error ends that task, after its cancellation.
-    request = asyncio.ensure_future(analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=60))  # type: ignore[arg-type]
+    request = asyncio.ensure_future(analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=60))
     while analyzer.started < 4:
         await asyncio.sleep(0)
     request.cancel()
@@ -84,7 +84,7 @@ async def test_techniques_past_the_total_timeout_are_cancelled_and_leave_no_exce
     loop.set_exception_handler(lambda _loop, context: unread.append(context))
     analyzer = Held()
     # A total timeout of 0: every technique has started (and waits) when it passes.
-    analysis = await analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=0)  # type: ignore[arg-type]
+    analysis = await analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=0)
     assert analysis.dropped == dict.fromkeys(("rewrite", "reformulate", "hyde", "decompose"), "timeout (total)")
     # each held to account, in one report (one request's calls are one verdict on a model)
     assert analyzer.timed_out_techniques == [["rewrite", "reformulate", "hyde", "decompose"]]
@@ -99,7 +99,7 @@ async def test_techniques_past_the_total_timeout_are_cancelled_and_leave_no_exce
 async def test_a_near_deadline_gives_analysis_half_the_time_left_and_holds_no_technique_to_account() -> None:
     analyzer = Held()
     # 0 s left: the techniques are cut at once, for the request's deadline, not for their slowness.
-    analysis = await analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=60, time_left_s=0.0)  # type: ignore[arg-type]
+    analysis = await analyze(analyzer, "q", [], timeout_s=None, total_timeout_s=60, time_left_s=0.0)
     assert analysis.dropped == dict.fromkeys(("rewrite", "reformulate", "hyde", "decompose"), "timeout (deadline)")
     assert analyzer.timed_out_techniques == []
     analyzer.release.set()
@@ -108,7 +108,7 @@ async def test_a_near_deadline_gives_analysis_half_the_time_left_and_holds_no_te
     assert analyzer.cancelled == 4
     # A deadline further off than twice the total timeout leaves the total timeout in charge.
     far = Held()
-    analysis = await analyze(far, "q", [], timeout_s=None, total_timeout_s=0, time_left_s=3600.0)  # type: ignore[arg-type]
+    analysis = await analyze(far, "q", [], timeout_s=None, total_timeout_s=0, time_left_s=3600.0)
     assert set(analysis.dropped.values()) == {"timeout (total)"} and len(far.timed_out_techniques) == 1
     far.release.set()
     for _ in range(10):
@@ -129,5 +129,5 @@ class Slow(Held):
 
 async def test_analysis_gets_half_the_time_left_not_all_of_it() -> None:
     # 0.4 s left: the techniques would answer at 0.3 s, after their 0.2 s.
-    analysis = await analyze(Slow(0.3), "q", [], timeout_s=None, total_timeout_s=60, time_left_s=0.4)  # type: ignore[arg-type]
+    analysis = await analyze(Slow(0.3), "q", [], timeout_s=None, total_timeout_s=60, time_left_s=0.4)
     assert analysis.dropped == dict.fromkeys(("rewrite", "reformulate", "hyde", "decompose"), "timeout (deadline)")
