@@ -676,7 +676,15 @@ async def test_calls_past_max_concurrent_calls_are_refused_resource_exhausted(tm
     """Only each connection's calls were bounded: any number of connections held 100 each, and 4
     of stalled StreamQuery calls held 432 MiB. Past RETRIEVAL_MAX_CONCURRENT_CALLS on every
     connection together, a call is refused at once, before it runs."""
-    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_concurrent_calls": 2}))
+    err = await _a_call_past_two_watches(tmp_path, max_concurrent_calls=2)
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.details() == "Concurrent RPC limit exceeded!"
+
+
+async def _a_call_past_two_watches(tmp_path: Path, **limits: int) -> grpc.aio.AioRpcError:
+    """How a Query is refused while two Health Watch calls are in progress, one on each of two
+    connections, on a server with ``limits``."""
+    running = await start_server(e2e_settings(tmp_path).model_copy(update=limits))
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(2)]
     try:
         watches = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest()) for channel in channels]
@@ -684,10 +692,9 @@ async def test_calls_past_max_concurrent_calls_are_refused_resource_exhausted(tm
             assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await pb_grpc.RetrievalServiceStub(channels[0]).Query(pb.QueryRequest(query="molten rock"))
-        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert err.value.details() == "Concurrent RPC limit exceeded!"
         for watch in watches:
             watch.cancel()
+        return err.value
     finally:
         for channel in channels:
             await channel.close()
@@ -787,22 +794,9 @@ async def test_calls_past_max_calls_per_peer_are_refused_naming_the_setting(tmp_
     """One address could take every one of RETRIEVAL_MAX_CONCURRENT_CALLS's slots, from as many
     connections as it liked. Past RETRIEVAL_MAX_CALLS_PER_PEER of its calls at once, one more is
     refused; loopback is one address, so the share of another is the counter's unit test."""
-    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_calls_per_peer": 2}))
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(2)]
-    try:
-        watches = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest()) for channel in channels]
-        for watch in watches:
-            assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            await pb_grpc.RetrievalServiceStub(channels[0]).Query(pb.QueryRequest(query="molten rock"))
-        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert err.value.details() == "more than 2 calls at once from one address (RETRIEVAL_MAX_CALLS_PER_PEER): wait for one to end"
-        for watch in watches:
-            watch.cancel()
-    finally:
-        for channel in channels:
-            await channel.close()
-        await running.stop(1.0)
+    err = await _a_call_past_two_watches(tmp_path, max_calls_per_peer=2)
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.details() == "more than 2 calls at once from one address (RETRIEVAL_MAX_CALLS_PER_PEER): wait for one to end"
 
 
 async def test_header_values_not_utf8_are_counted_not_logged_line_by_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
