@@ -431,7 +431,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     try:
         searches = {name: f for name, f in (("metadata", metadata_search), ("graph", graph_search)) if f is not None}
         abandoned = await _settle(state, {**started, **searches}, cutoff)
-        legs = _finished(state, started, abandoned)
+        legs = _finished(state, deps, started, abandoned)
         update: dict[str, Any] = {}
         # Not done: the dense legs were given up at the cut-off while it ran, which is no failure.
         embedded = embedding is not None and embedding.done()
@@ -443,7 +443,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             if not keyword:
                 fallback = _start(deps, _keyword_jobs(state, deps, text))
                 started.update(fallback)
-                legs.update(_finished(state, fallback, await _settle(state, fallback, cutoff)))
+                legs.update(_finished(state, deps, fallback, await _settle(state, fallback, cutoff)))
             # The legs that need no vector (metadata, graph) are kept: a HYBRID query only the
             # metadata leg could answer came back empty, its suggestions naming the document.
             update["strategy"] = Strategy.KEYWORD
@@ -464,7 +464,7 @@ async def retrieve(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         # This pass's trace only: a leg that failed or was abandoned leaves none, where an earlier
         # pass's would be reported (and pin a cached answer) as this pass's.
         state.metrics.graph = None
-        graph_update = _collect_graph(graph_search, state, legs) if graph_search is not None and "graph" not in abandoned else {}
+        graph_update = _collect_graph(graph_search, state, deps, legs) if graph_search is not None and "graph" not in abandoned else {}
         # Each pass's own: it is measured against the text it searched, and an earlier pass's
         # cosines with a rewrite must not score the caller's words. A wider pool or a search
         # once more is the same pass.
@@ -532,7 +532,7 @@ def _outcome(future: asyncio.Future[T]) -> T:
     return future.result()
 
 
-def _finished(state: QueryState, started: dict[str, asyncio.Future[list[VectorHit]]], abandoned: set[str]) -> dict[str, list[VectorHit]]:
+def _finished(state: QueryState, deps: WorkflowDeps, started: dict[str, asyncio.Future[list[VectorHit]]], abandoned: set[str]) -> dict[str, list[VectorHit]]:
     legs: dict[str, list[VectorHit]] = {}
     for leg, task in started.items():
         if leg in abandoned:
@@ -559,7 +559,7 @@ def _leg_failed(deps: WorkflowDeps, leg: str, error: Exception) -> None:
         log.error("retrieval leg %s failed (logged once per %.0f s per leg and error kind)", leg, deps.log_limit.every_s, exc_info=error)
 
 
-def _collect_graph(search: asyncio.Future[Any], state: QueryState, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
+def _collect_graph(search: asyncio.Future[Any], state: QueryState, deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> dict[str, Any]:
     """The graph leg's hits join the legs; a graph failure drops the leg and is reported."""
     try:
         hits, matches, trace = _outcome(search)

@@ -38,7 +38,7 @@ async def test_a_frozen_store_times_out_once_and_a_refusing_one_is_asked_again(t
 
         server.freeze()
         try:
-            with caplog.at_level(logging.WARNING, logger="retrieval_server.workflow.nodes"), pytest.raises(TimedOut):
+            with caplog.at_level(logging.DEBUG, logger="retrieval_server.workflow.nodes"), pytest.raises(TimedOut):
                 await app.pipeline.query(ask)
         finally:
             server.thaw()
@@ -46,7 +46,7 @@ async def test_a_frozen_store_times_out_once_and_a_refusing_one_is_asked_again(t
 
         caplog.clear()
         server.stop()
-        with caplog.at_level(logging.WARNING, logger="retrieval_server.workflow.nodes"), pytest.raises(Unavailable) as refused:
+        with caplog.at_level(logging.DEBUG, logger="retrieval_server.workflow.nodes"), pytest.raises(Unavailable) as refused:
             await app.pipeline.query(ask)
         assert not isinstance(refused.value, TimedOut)
         assert len(_retries(caplog)) == 2  # STORE_RETRIES
