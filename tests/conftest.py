@@ -29,10 +29,11 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> M
     return {"default": loop_factory(Settings.model_fields["event_loop"].default)}
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def restored_logging() -> Iterator[None]:
     """The root logger's handlers and level, and the levels of the loggers the server configures,
-    as they were: a test that configures logging as the server does leaves the next test's alone."""
+    as they were after every test: one that configures logging as the server does (configure(),
+    cli.main) left "retrieval_server" at INFO, and a later test's DEBUG records were never made."""
     root, loggers = logging.getLogger(), {name: logging.getLogger(name).level for name in ("httpx", "httpcore", "retrieval_server")}
     handlers, level = root.handlers[:], root.level
     yield

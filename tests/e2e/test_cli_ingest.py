@@ -401,8 +401,7 @@ def test_a_file_too_large_or_not_regular_is_refused_unread(tmp_path: Path, monke
     assert f"FAILED    {pipe}: not a regular file (a FIFO)" in err
 
 
-def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                                                          restored_logging: None) -> None:
+def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C once a document is written: the run said "0 documents indexed" and NOT SENT for every
     file of the batch, with documents stored. Now what it wrote is listed, a file of rows some of
     which were written is named apart, and only the files none of whose documents were are NOT SENT."""
@@ -442,7 +441,7 @@ def test_a_local_run_stopped_by_ctrl_c_lists_what_it_wrote(tmp_path: Path, monke
 
 
 def test_a_local_run_stopped_by_ctrl_c_reports_finished_files_as_they_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                            capsys: pytest.CaptureFixture[str], restored_logging: None) -> None:
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C right after a file of rows' last row was written: it was reported STORED IN PART, and
     a file the batch had already refused (no text) NOT SENT with "0 failed", its failure known only
     to the report a stopped run never gets. Each is reported as it ended."""
@@ -517,8 +516,7 @@ def test_a_failure_the_server_names_by_file_name_is_reported_with_its_path(tmp_p
         for line, reason in ((":line 2", "invalid JSON"), ("", "1 more rows could not be stored")) for name in ("corpus.jsonl", "notes.jsonl")]
 
 
-def test_a_local_runs_failures_are_reported_with_their_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                                                              restored_logging: None) -> None:
+def test_a_local_runs_failures_are_reported_with_their_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("RETRIEVAL_DATA_DIR", str(tmp_path / "data"))
     for year in ("2019", "2020"):
         (tmp_path / year).mkdir()
@@ -549,7 +547,7 @@ def _failing_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int, *,
 
 
 def test_a_local_run_counts_the_failures_it_does_not_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str], restored_logging: None) -> None:
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The line counting the errors past those listed was counted as one failure itself: 3,000 rows
     that failed were summed up as "0 documents indexed, 1001 failed"."""
     rows = _failing_rows(tmp_path, monkeypatch, 5)
@@ -560,7 +558,7 @@ def test_a_local_run_counts_the_failures_it_does_not_list(tmp_path: Path, monkey
 
 
 def test_a_local_run_stopped_by_ctrl_c_lists_as_many_failures_as_a_finished_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                                 capsys: pytest.CaptureFixture[str], restored_logging: None) -> None:
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Failures are listed as they happen, so that a stopped run lists them: it listed every one of
     them, where a finished run lists a batch's first MAX_REPORTED_ERRORS and counts the rest."""
     rows = _failing_rows(tmp_path, monkeypatch, 5, interrupt=True)

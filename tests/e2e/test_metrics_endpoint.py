@@ -141,7 +141,7 @@ def test_a_scrape_can_ask_for_series_by_name() -> None:
         metrics.close()
 
 
-def test_an_unreadable_accept_header_is_answered_in_plain_text(restored_logging: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreadable_accept_header_is_answered_in_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     """prometheus-client's encoder choice raised on the version: HTTP 500, and wsgiref wrote a
     traceback to stderr among the JSON log lines."""
     configure("INFO", "json")

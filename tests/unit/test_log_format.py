@@ -23,7 +23,7 @@ def test_text_lines_carry_their_fields_one_line_each() -> None:
 
 
 @pytest.mark.parametrize("level", ["INFO", "DEBUG"])
-def test_a_urls_password_never_reaches_the_log(restored_logging: None, capsys: pytest.CaptureFixture[str], level: str) -> None:
+def test_a_urls_password_never_reaches_the_log(capsys: pytest.CaptureFixture[str], level: str) -> None:
     """httpx logged every LLM, TEI and JWKS request at INFO with the whole URL, password included."""
     configure(level, "json")
     with json_server(lambda path, body: (500, {"error": "down"})) as server:

@@ -14,8 +14,6 @@ from retrieval_server.observability.logging import configure
 def test_a_librarys_warning_is_a_json_line_like_any_other(capsys: pytest.CaptureFixture[str]) -> None:
     """qdrant-client's "Api key is used with an insecure connection" went to stderr as plain text
     among the JSON lines."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
     # Another test's configure() may have captured warnings under pytest's own recorder, which
     # logging then keeps as "captured" after pytest put its display back.
     logging.captureWarnings(False)
@@ -29,4 +27,3 @@ def test_a_librarys_warning_is_a_json_line_like_any_other(capsys: pytest.Capture
         assert any("Api key is used with an insecure connection." in json.loads(line)["msg"] for line in lines)
     finally:
         logging.captureWarnings(False)
-        root.handlers[:], root.level = handlers, level
