@@ -10,6 +10,7 @@ All three return the indices of the kept candidates, best score first (ties by i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 
@@ -89,13 +90,75 @@ def dedup_by_key(keys: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return _dedup_kernel(k, s)
 
 
+@functools.cache
+def _space_table() -> np.ndarray:
+    """Whether each code point below U+3001 is one ``str.split()`` splits at (none above is); made
+    at the first call, not at import (0.7 ms, which every CLI command would pay)."""
+    return np.array([chr(c).isspace() for c in range(0x3001)], dtype=np.bool_)
+
+
+@kernel("uint8[::1](uint8[::1], int64[::1], int64[::1], boolean[::1])", nogil=True)
+def _normalize_kernel(data, offsets, out_offsets, space):  # pragma: no cover - compiled
+    # Each text's words one space apart (" ".join(t.split())), A-Z lowered, in UTF-8 as they came:
+    # casefolded but for ASCII texts, whose casefolding is that lowering. White space past ASCII
+    # is told by its code point, read from the lead byte and the next one or two.
+    out = np.empty(data.shape[0], dtype=np.uint8)
+    m = 0
+    out_offsets[0] = 0
+    for t in range(offsets.shape[0] - 1):
+        start = m
+        gap = False
+        i, end = offsets[t], offsets[t + 1]
+        while i < end:
+            b = data[i]
+            if b < 0x80:
+                width, c = 1, np.int64(b)
+            elif b < 0xE0:
+                width, c = 2, (np.int64(b & 0x1F) << 6) | (data[i + 1] & 0x3F)
+            elif b < 0xF0:
+                width, c = 3, (np.int64(b & 0x0F) << 12) | (np.int64(data[i + 1] & 0x3F) << 6) | (data[i + 2] & 0x3F)
+            else:
+                width, c = 4, np.int64(0x10000)
+            if c < space.shape[0] and space[c]:
+                gap = m > start
+                i += width
+                continue
+            if gap:
+                out[m] = 32
+                m += 1
+                gap = False
+            if width == 1:
+                out[m] = b + 32 if 65 <= b <= 90 else b
+                m += 1
+            else:
+                for j in range(width):
+                    out[m + j] = data[i + j]
+                m += width
+            i += width
+        out_offsets[t + 1] = m
+    return out[:m]
+
+
 def content_hashes(texts: Sequence[str]) -> np.ndarray:
-    """64-bit content keys, equal for texts that differ only in case and whitespace."""
-    out = np.empty(len(texts), dtype=np.uint64)
-    for i, t in enumerate(texts):
-        normalized = " ".join(t.split()).casefold().encode()
-        out[i] = int.from_bytes(hashlib.blake2b(normalized, digest_size=8).digest(), "little")
-    return out
+    """64-bit content keys, equal for texts that differ only in case and whitespace: the first 8
+    bytes (little-endian) of the BLAKE2b digest of the text's words, casefolded, one space apart.
+
+    A cryptographic digest, so that a writer cannot make a text collide with another's and have
+    it dropped as its copy. The words are joined by a kernel in one pass over the UTF-8 bytes:
+    ``str.split`` made an object of every word, 40 % of ``enrich`` at top_k 100 on SciFact. A lone
+    surrogate raises UnicodeEncodeError, as encoding it does."""
+    encoded = [t.encode() if t.isascii() else t.casefold().encode() for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    # A bytearray: numba compiles a read-only array (one over bytes) as another type.
+    data = np.frombuffer(bytearray().join(encoded), dtype=np.uint8)
+    bounds = np.empty_like(offsets)
+    normalized = memoryview(_normalize_kernel(data, offsets, bounds, _space_table()))
+    ends = bounds.tolist()
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(normalized[ends[i] : ends[i + 1]], digest_size=8).digest(), "little") for i in range(len(encoded))),
+        dtype=np.uint64, count=len(encoded),
+    )
 
 
 def near_duplicates(embeddings: np.ndarray, scores: np.ndarray, threshold: float = 0.85) -> np.ndarray:

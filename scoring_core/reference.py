@@ -7,6 +7,7 @@ Like the kernels, the ones that rank scores rank their float32 rounding (see
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 import operator
@@ -148,6 +149,11 @@ def dedup_by_key(keys: Sequence[int], scores: Sequence[float]) -> list[int]:
     for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
         best.setdefault(keys[i], i)
     return sorted(best.values(), key=lambda i: (-scores[i], i))
+
+
+def content_hashes(texts: Sequence[str]) -> list[int]:
+    """Each text's words, casefolded, one space apart: the first 8 bytes of their BLAKE2b digest."""
+    return [int.from_bytes(hashlib.blake2b(" ".join(t.split()).casefold().encode(), digest_size=8).digest(), "little") for t in texts]
 
 
 def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[float], threshold: float = 0.85) -> list[int]:

@@ -101,6 +101,20 @@ def kernel_cases() -> Iterator[KernelRow]:
         s = (rng.random(n) * 0.4).astype(np.float32)
         yield _case("threshold_with_fallback", f"{n:,}", lambda: sc.threshold_with_fallback(s, 0.3, 3)[0],  # noqa: B023
                     lambda: npi.threshold_with_fallback(s, 0.3, 3), lambda: ref.threshold_with_fallback(s.tolist(), 0.3, 3)[0], _ids_equal)  # noqa: B023
+    # What enrich hashes at top_k 100: a hundred parents of about 1,100 characters (a fifth of
+    # SciFact's hold a character past ASCII), some of them copies differing in case and white space.
+    words = ["Tidal", "forcing", "rises", "twice", "a", "day", "under", "the", "moon's", "gravitational", "pull", "of",
+             "(p < 0.001)", "IL-6", "expression", "in", "vivo;", "cells", "were", "treated", "with", "2.5", "mg/kg"]
+    for n in (100, 1_000):
+        texts = [" ".join(rng.choice(words, size=180).tolist()) for _ in range(n)]
+        texts[::5] = [t.replace("IL-6", "β-catenin") for t in texts[::5]]
+        texts[1::10] = ["  " + t.upper().replace(" ", "\n ") for t in texts[::10]][: len(texts[1::10])]
+        yield _case("content_hashes", f"{n:,}x{sum(map(len, texts)) // n:,} chars", lambda: sc.content_hashes(texts),  # noqa: B023
+                    lambda: npi.content_hashes(texts), lambda: ref.content_hashes(texts), _same_keys)  # noqa: B023
+
+
+def _same_keys(a: object, b: object, c: object | None) -> bool:
+    return a.tolist() == b.tolist() and (c is None or a.tolist() == c)  # type: ignore[attr-defined]
 
 
 @nb.njit(nb.float32(nb.float32[:, ::1]), cache=True, nogil=True, fastmath=True)

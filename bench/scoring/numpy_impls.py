@@ -6,9 +6,13 @@ would without numba.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
+
+_ASCII_SPACE = np.zeros(256, dtype=np.bool_)
+_ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 
 
 def _exact_product(a: np.ndarray | float, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,3 +135,32 @@ def cache_match(matrix: np.ndarray, live: np.ndarray, expires: np.ndarray, scope
     sims = np.where(ok, sims, -np.inf)
     best = int(np.argmax(sims)) if sims.shape[0] else -1
     return (best, float(sims[best])) if best >= 0 and sims[best] >= threshold else (-1, float("nan"))
+
+
+def content_hashes(texts: Sequence[str]) -> np.ndarray:
+    """ASCII texts normalized over their joined bytes: a separator is kept (as one space) where it
+    ends a run inside a text, every other separator dropped; the rest by str.split as the kernel."""
+    out = np.empty(len(texts), dtype=np.uint64)
+    at = [i for i, t in enumerate(texts) if t.isascii()]
+    encoded = [texts[i].encode("ascii") for i in at]
+    lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+    data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    owner = np.repeat(np.arange(len(encoded)), lengths)
+    space = _ASCII_SPACE[data]
+    word = ~space
+    # words before each byte within its text, and whether the next byte of the same text is a word's
+    before = np.cumsum(word) - word
+    first = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
+    before -= (np.cumsum(word) - word)[first][owner] if len(data) else before
+    next_word = np.zeros_like(word)
+    next_word[:-1] = word[1:] & (owner[1:] == owner[:-1])
+    keep = word | (space & next_word & (before > 0))
+    text = np.where((data >= 65) & (data <= 90), data + 32, data).astype(np.uint8)
+    text[space] = 32
+    kept, ends = text[keep].tobytes(), np.concatenate(([0], np.cumsum(np.bincount(owner[keep], minlength=len(encoded)))))
+    for j, i in enumerate(at):
+        out[i] = int.from_bytes(hashlib.blake2b(kept[ends[j] : ends[j + 1]], digest_size=8).digest(), "little")
+    for i, t in enumerate(texts):
+        if not t.isascii():
+            out[i] = int.from_bytes(hashlib.blake2b(" ".join(t.split()).casefold().encode(), digest_size=8).digest(), "little")
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -35,6 +36,35 @@ def test_dedup_by_content_hash() -> None:
     texts = ["Hello  World", "hello world", "other", "HELLO\nworld"]
     kept = dedup_by_key(content_hashes(texts), np.array([0.2, 0.9, 0.5, 0.1]))
     assert kept.tolist() == [1, 2]
+
+
+#: ASCII text with every character str.split() splits at, mixed case, and beside it non-ASCII text
+#: whose casefolding or white space (U+00A0, U+2028) only Python's normalization knows
+ascii_text = st.text(st.sampled_from("aZb Q\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f.-"), max_size=40)
+any_text = ascii_text | st.text(st.sampled_from("aA ß SS\u00a0\u2028\u212a k\u0130i"), max_size=20) | st.text(max_size=20)
+
+
+@given(st.lists(any_text, max_size=12))
+def test_content_hashes_match_the_reference(texts: list[str]) -> None:
+    assert content_hashes(texts).tolist() == reference.content_hashes(texts)
+
+
+def test_content_hashes_of_ascii_copies_that_differ_in_case_and_white_space() -> None:
+    """The kernel's ASCII normalization: leading, trailing and inner runs of every separator
+    str.split() knows (the C0 separators \x1c-\x1f among them) are one space or none."""
+    keys = content_hashes(["Tides  RISE\x1ctwice", "\x1f tides rise\n\ttwice\x0b", "tides rise twice", "tides risetwice", "", " \x1d "])
+    assert keys[0] == keys[1] == keys[2] != keys[3] and keys[4] == keys[5] != keys[2]
+
+
+def test_content_hashes_of_every_code_point_match_the_reference() -> None:
+    """Each character alone and between two letters: the kernel's table of white space and its
+    reading of UTF-8 agree with str.split and casefold on all of Unicode (surrogates aside, which
+    neither can encode)."""
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    texts = chars + [f"a{c}B" for c in chars]
+    assert content_hashes(texts).tolist() == reference.content_hashes(texts)
+    with pytest.raises(UnicodeEncodeError):
+        content_hashes(["a\ud800"])
 
 
 def test_near_duplicates_greedy_in_score_order() -> None:
