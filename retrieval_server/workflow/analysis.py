@@ -81,8 +81,10 @@ _PROSE_WORD = re.compile(r"[\"'“(]*([^\W\d_]+(?:['’-][^\W\d_]+)*)[.,;:!?\"'�
 #: question (the group ``opener``): a ternary's "?" is followed by an operand ("a > b ? a : b").
 #: The operand is read whole, and not as a call: read up to its first "_" or "(", "? is_valid(x)"
 #: or "? has(x)" opened a question "is" or "has". Possessive, so that a call is not read again
-#: shorter ("can" of "cans(x)").
-_ASKED = re.compile(r"\?(?:\s+(?P<opener>[\w'’-]++)(?!\()|\s*$)")
+#: shorter ("can" of "cans(x)"). A contraction's apostrophe ends the word, as a hyphen's compound
+#: does not: read with its "'s", "What's" was no opener, and "What is 3 * 4? What's 5 * 6?" one
+#: question.
+_ASKED = re.compile(r"\?(?:\s+(?P<opener>[^\W\d_]++)(?![\w(-])|\s*$)")
 _URL = re.compile(URL)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;

@@ -255,6 +255,7 @@ def test_a_question_mark_ends_a_question_whatever_opens_the_next(query: str, par
         ("How do I configure the retry policy? What do max_attempts=3 and backoff=2 mean?",
          ["How do I configure the retry policy", "What do max_attempts=3 and backoff=2 mean"]),
         ("What is 3 * 4? What is 5 * 6?", ["What is 3 * 4", "What is 5 * 6"]),
+        ("What is 3 * 4? What's 5 * 6?", ["What is 3 * 4", "What's 5 * 6"]),
         ("What do <b> and <i> tags do? Are they deprecated?", ["What do <b> and <i> tags do", "Are they deprecated"]),
         ("How do I set RETRIEVAL_TOP_K=20 and what does RETRIEVAL_TOP_K_MAX=100 do?",
          ["How do I set RETRIEVAL_TOP_K=20", "what does RETRIEVAL_TOP_K_MAX=100 do?"]),
@@ -267,13 +268,14 @@ def test_a_question_mark_ends_a_question_whatever_opens_the_next(query: str, par
          ["What are the side effects of metformin", "Is there a workaround?"]),
         ("How do I rotate the API key - also can it be automated?", ["How do I rotate the API key", "can it be automated?"]),
     ],
-    ids=["settings", "arithmetic", "tags", "settings-and-what", "shouted-and-how", "and-what", "and-is",
+    ids=["settings", "arithmetic", "arithmetic-contracted", "tags", "settings-and-what", "shouted-and-how", "and-what", "and-is",
          "and-title-case-is", "dash-also"],
 )
 def test_questions_naming_code_or_joined_by_a_capital_and_are_decomposed(query: str, parts: list[str]) -> None:
     """Two operators in eight words made a query code, and "AND" was never a boundary: ordinary
     two-part questions naming settings, arithmetic or tags, or joined by "AND", were searched
-    whole. In code only a "?" before a question's opening word cuts; "AND" cuts before one."""
+    whole. In code only a "?" before a question's opening word cuts; "AND" cuts before one. Read
+    with its apostrophe, a contracted one ("What's") opened none."""
     assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
 
 
