@@ -231,7 +231,7 @@ def _lower_words(query: str) -> frozenset[str]:
 URL = r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S*[^\s.,;:!?)\]\"'»”]"
 #: a URL or an e-mail address, which the word pattern reads as pieces ("billing", "acme.io"). An
 #: address too starts only where no character of its own pattern precedes.
-_ADDRESS = re.compile(rf"{URL}|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
+ADDRESS = re.compile(rf"{URL}|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def missing_exact_terms(query: str, text: str) -> list[str]:
@@ -241,11 +241,11 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
     the query used). A phrase counts as kept when ``text`` quotes it in any of those marks. Case is
     ignored."""
     folded = text.casefold()
-    addresses = [a for a in _ADDRESS.findall(query) if a.casefold() not in folded]
+    addresses = [a for a in ADDRESS.findall(query) if a.casefold() not in folded]
     # The words of an address are its own: kept or added back whole, not as pieces ("v2", "acme.io").
     written = {w.casefold() for w in words(text)}
     quoted = {phrase.casefold() for phrase in _quoted(text)}
-    identifiers = [w for w in words(_ADDRESS.sub(" ", query)) if names_one_thing(w) and w.casefold() not in written]
+    identifiers = [w for w in words(ADDRESS.sub(" ", query)) if names_one_thing(w) and w.casefold() not in written]
     phrases = [f'"{phrase}"' for phrase in _quoted(query) if phrase.casefold() not in quoted]
     return list(dict.fromkeys(addresses + identifiers + phrases))
 
