@@ -87,17 +87,29 @@ def check_terms(where: str, terms: int) -> None:
                           f"1 to {TERMS_REVISION}): serve it with the version that built it")
 
 
+#: the engine's lists that hold English's function words: Hinglish, Hindi written in Latin letters
+#: beside English, lists "every", "new", "cant" and "need", which English's leaves out
+_ENGLISH_LISTS = frozenset({qe.Language.English, qe.Language.Hinglish})
+
+
 @functools.cache
-def _without_stop_words() -> qe.Bm25:
-    """The engine's tokenizer, leaving out the stop words of every language it has a list of."""
-    languages = {v for v in vars(qe.Language).values() if isinstance(v, qe.Language)}
-    return qe.Bm25(qe.Bm25Config(stopwords=qe.StopwordsSet(languages=languages)))
+def _without_stop_words(english: bool) -> qe.Bm25:
+    """The engine's tokenizer, leaving out the stop words of every language it has a list of, or
+    of :data:`_ENGLISH_LISTS` only."""
+    languages = _ENGLISH_LISTS if english else {v for v in vars(qe.Language).values() if isinstance(v, qe.Language)}
+    return qe.Bm25(qe.Bm25Config(stopwords=qe.StopwordsSet(languages=set(languages))))
 
 
 def any_languages_stop_word(word: str) -> bool:
     """Whether ``word`` is on the engine's stop-word list of any language ("ICH", "MON", "DE",
     "HOW"; case aside): the keyword terms leave out only English ones, these tell a sentence."""
-    return not _without_stop_words().embed_query(word).indices
+    return not _without_stop_words(False).embed_query(word).indices
+
+
+def english_stop_word(word: str) -> bool:
+    """Whether ``word`` is on the engine's stop-word lists of English (:data:`_ENGLISH_LISTS`:
+    "MY", "EVERY", "CANT"; case aside), not only another language's ("EU", "OS", "AI")."""
+    return not _without_stop_words(True).embed_query(word).indices
 
 
 class Bm25Encoder:

@@ -260,14 +260,16 @@ _BROWSER_CODECS = {
 }
 #: the labels the WHATWG Encoding Standard gives an encoding (https://encoding.spec.whatwg.org/#names-and-labels)
 #: that Python's codecs.lookup does not know, by a name it does: a page declaring one was refused,
-#: "windows-874" (WHATWG's own name for Thai), "x-sjis" and "x-gbk" among them. Labels of an
-#: encoding Python has no codec for (x-mac-cyrillic) are left out: such a page stays refused.
+#: "windows-874" (WHATWG's own name for Thai), "x-sjis" and "x-gbk" among them, and "koi8-ru",
+#: which the standard reads as KOI8-U. Python's mac_cyrillic is the standard's x-mac-cyrillic byte
+#: for byte (its index, "Ґ" at 0xA2, "ґ" at 0xB6, "€" at 0xFF), so its two labels are read with it.
 _WHATWG_LABELS = {
     "windows-874": "cp874", "dos-874": "cp874", "x-sjis": "shift_jis", "windows-31j": "shift_jis",
     "x-gbk": "gbk", "gb_2312": "gbk", "gb_2312-80": "gbk", "csgb2312": "gbk", "ks_c_5601-1989": "euc_kr",
     "ksc_5601": "euc_kr", "windows-949": "euc_kr", "cseuckr": "euc_kr", "csksc56011987": "euc_kr", "iso-ir-149": "euc_kr",
     "x-euc-jp": "euc_jp", "cseucpkdfmtjapanese": "euc_jp", "cn-big5": "big5", "x-x-big5": "big5",
     "mac": "mac_roman", "x-mac-roman": "mac_roman", "csmacintosh": "mac_roman", "koi": "koi8_r", "koi8": "koi8_r",
+    "koi8-ru": "koi8_u", "x-mac-cyrillic": "mac_cyrillic", "x-mac-ukrainian": "mac_cyrillic",
     "unicode-1-1-utf-8": "utf-8", "unicode11utf8": "utf-8", "unicode20utf8": "utf-8", "x-unicode20utf8": "utf-8",
     "csisolatin9": "iso8859_15", "sun_eu_greek": "iso8859_7", "iso-8859-6-e": "iso8859_6", "iso-8859-6-i": "iso8859_6",
     "csiso88596e": "iso8859_6", "csiso88596i": "iso8859_6", "iso-8859-8-e": "iso8859_8", "csiso88598e": "iso8859_8",

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from retrieval_server.backends.sparse import Bm25Encoder, any_languages_stop_word
+from retrieval_server.backends.sparse import Bm25Encoder, any_languages_stop_word, english_stop_word
 from retrieval_server.backends.vector_store import TermCounts, VectorStore
 from retrieval_server.identifiers import UNSPACED_CHAR
 from retrieval_server.stopwords import STOPWORDS
@@ -231,7 +231,7 @@ def _lower_words(query: str) -> frozenset[str]:
 URL = r"(?<![\w+.-])[A-Za-z][\w+.-]*://\S*[^\s.,;:!?)\]\"'»”]"
 #: a URL or an e-mail address, which the word pattern reads as pieces ("billing", "acme.io"). An
 #: address too starts only where no character of its own pattern precedes.
-_ADDRESS = re.compile(rf"{URL}|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
+ADDRESS = re.compile(rf"{URL}|(?<![\w+.-])[\w+.-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def missing_exact_terms(query: str, text: str) -> list[str]:
@@ -241,11 +241,11 @@ def missing_exact_terms(query: str, text: str) -> list[str]:
     the query used). A phrase counts as kept when ``text`` quotes it in any of those marks. Case is
     ignored."""
     folded = text.casefold()
-    addresses = [a for a in _ADDRESS.findall(query) if a.casefold() not in folded]
+    addresses = [a for a in ADDRESS.findall(query) if a.casefold() not in folded]
     # The words of an address are its own: kept or added back whole, not as pieces ("v2", "acme.io").
     written = {w.casefold() for w in words(text)}
     quoted = {phrase.casefold() for phrase in _quoted(text)}
-    identifiers = [w for w in words(_ADDRESS.sub(" ", query)) if names_one_thing(w) and w.casefold() not in written]
+    identifiers = [w for w in words(ADDRESS.sub(" ", query)) if names_one_thing(w) and w.casefold() not in written]
     phrases = [f'"{phrase}"' for phrase in _quoted(query) if phrase.casefold() not in quoted]
     return list(dict.fromkeys(addresses + identifiers + phrases))
 
@@ -265,11 +265,14 @@ def _shouted(query: str, tokens: list[str]) -> bool:
     nothing, and read as acronyms they leaned it on keywords (every word of the German one). Told
     by its shape and a stop word of any language (:data:`STOPWORDS`, or one of the keyword
     engine's lists): by an English stop word alone, no other language's was shouted; by the shape
-    alone, a list of acronyms was ("AWS IAM SSO SAML" leaned on keywords no more). One stop word
-    is no sentence unless a word longer than an acronym (:data:`ACRONYM_LETTERS`) is there too:
-    else stop words must be half the words, as 23 of 63 common acronyms spell one in some language
-    ("GDPR EU DPA SCC", "SAP ERP HR FI CO" were shouted). Its codes still name things; a stop
-    word in capitals among lower case is an acronym ("NO", nitric oxide)."""
+    alone, a list of acronyms was ("AWS IAM SSO SAML" leaned on keywords no more). Two English
+    stop words (:data:`STOPWORDS`, or :func:`english_stop_word`) make a sentence; a stop word
+    of another language only is rather an acronym ("EU", "OS", "AI", "FI": 23 of 63 common acronyms
+    spell one in some language, and "GDPR EU DPA SCC", "SAP ERP HR FI CO" were shouted), as is
+    one English one ("IT"): else a stop word makes a sentence beside a word longer than an acronym
+    (:data:`ACRONYM_LETTERS`), or stop words must be half the words. Read so, a short English
+    sentence, "HOW TO FIX SLOW WIFI", "MY WIFI DROPS EVERY HOUR", was a list of acronyms. Its codes
+    still name things; a stop word in capitals among lower case is an acronym ("NO", nitric oxide)."""
     if any(ch.islower() for ch in query) or len(tokens) < SHOUTED_WORDS:
         return False
     plain = [w for w in tokens if not _code(w)]
@@ -278,7 +281,8 @@ def _shouted(query: str, tokens: list[str]) -> bool:
     stop = [w for w in plain if w.casefold() in STOPWORDS or any_languages_stop_word(w)]
     if not stop:
         return False
-    return 2 * len(stop) >= len(plain) or any(len(w) > ACRONYM_LETTERS for w in plain if w not in stop)
+    english = sum(1 for w in stop if w.casefold() in STOPWORDS or english_stop_word(w))
+    return english >= 2 or 2 * len(stop) >= len(plain) or any(len(w) > ACRONYM_LETTERS for w in plain if w not in stop)
 
 
 def query_features(query: str, sparse: Bm25Encoder, stats: TermStatistics | None, policy: AdaptivePolicy) -> QueryFeatures:

@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 
 from retrieval_server.backends.llm import ChatModel, Completion, LlmError, waited_for
 from retrieval_server.workflow.abandon import abandon
-from retrieval_server.workflow.adaptive import URL, identifier_words, iter_words, missing_exact_terms, names_one_thing, words
+from retrieval_server.workflow.adaptive import ADDRESS, URL, identifier_words, iter_words, missing_exact_terms, names_one_thing, words
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
 from retrieval_server.stopwords import STOPWORDS
 
@@ -81,8 +81,10 @@ _PROSE_WORD = re.compile(r"[\"'“(]*([^\W\d_]+(?:['’-][^\W\d_]+)*)[.,;:!?\"'�
 #: question (the group ``opener``): a ternary's "?" is followed by an operand ("a > b ? a : b").
 #: The operand is read whole, and not as a call: read up to its first "_" or "(", "? is_valid(x)"
 #: or "? has(x)" opened a question "is" or "has". Possessive, so that a call is not read again
-#: shorter ("can" of "cans(x)").
-_ASKED = re.compile(r"\?(?:\s+(?P<opener>[\w'’-]++)(?!\()|\s*$)")
+#: shorter ("can" of "cans(x)"). A contraction's apostrophe ends the word, as a hyphen's compound
+#: does not: read with its "'s", "What's" was no opener, and "What is 3 * 4? What's 5 * 6?" one
+#: question.
+_ASKED = re.compile(r"\?(?:\s+(?P<opener>[^\W\d_]++)(?![\w(-])|\s*$)")
 _URL = re.compile(URL)
 #: what no cut falls inside: a URL ("?limit=100", not the "?" or full stop after it), a quoted
 #: phrase ("salt and pepper"), and parentheses and brackets, which hold code ("for (i = 0; i < n;
@@ -101,6 +103,10 @@ _QUESTION_WORDS = frozenset({"how", "what", "why", "when", "where", "which", "wh
 #: yes-no question ("... tags do? Are they deprecated?")
 _QUESTION_OPENERS = _QUESTION_WORDS | {
     "is", "are", "was", "were", "do", "does", "did", "can", "could", "should", "would", "will", "has", "have", "may"}
+#: the openers no common acronym spells: in capitals they open a question in any query ("How do I
+#: rotate the API key AND HOW much does it cost?"), where "WHO", "CAN", "IS", "DO" open one only in
+#: a query in capitals (see _clauses)
+_NO_ACRONYM_OPENERS = frozenset({"how", "what", "why", "when", "where", "which", "whom", "whose"})
 _FIRST_WORD = re.compile(r"[\w'’-]+")
 #: a cue that the query compares: an "and" after it joins the things compared ("the difference
 #: between TCP congestion control and UDP flow control"), not two questions
@@ -161,8 +167,7 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     """Where ``text`` (single-spaced) is cut into clauses: at "and", "and also", "as well as", at
     "also" or "plus" after a comma or a dash or before a question word (elsewhere one is an adverb
     inside a sentence: "the nginx logs also show 502 errors" was "the nginx logs" and "show 502
-    errors"), and at "AND" before a word opening a question, in lower or title case or in a text all
-    in capitals (elsewhere an operator, the word after it perhaps an acronym); never inside
+    errors"), and at "AND" before a word opening a question (elsewhere an operator); never inside
     a URL, quotes or brackets, and only where the right side asks something of its own: not a
     negation of the left ("and not about mice"), and either a question of its own ("and why …") or
     after a left side of 3 content words at least that neither compares things ("between",
@@ -171,11 +176,14 @@ def _clauses(text: str) -> list[tuple[int, int]]:
     that needs the right one's object: "the causes and symptoms of diabetes" is one question, not
     "the causes"; after a comparison, or at a list's end, the right side is its last item ("install
     numpy, pandas and scipy on windows" was "install numpy, pandas" and "scipy on windows"). Past
-    that "and" the list is over, and a later one may cut."""
+    that "and" the list is over, and a later one may cut.
+
+    After any of them, an opener that an acronym spells (all but :data:`_NO_ACRONYM_OPENERS`),
+    written in capitals, opens a question only in a query in capitals: among lower case it is the
+    acronym ("... efficacy and WHO booster dose guidelines", "... AND CAN FD frame timing"): see
+    :func:`_in_capitals`."""
     whole = [m.span() for m in _WHOLE.finditer(text)]
-    # Among lower case, a word in capitals after "AND" is an acronym ("... AND WHO booster dose
-    # guidelines", "... AND CAN FD frame timing"), not a question's first word.
-    shouted = not any(ch.islower() for ch in text)
+    shouted: bool | None = None  # read once, at the first such opener
     cuts, left, compared, at = [], 0, False, 0
     item: int | None = None  # where the item after the last list comma starts
     for m in _CLAUSES.finditer(text):
@@ -196,15 +204,28 @@ def _clauses(text: str) -> list[tuple[int, int]]:
         first = _FIRST_WORD.match(text, m.end())
         opened = first.group(0) if first else ""
         opens = opened.casefold()
+        if opened.isupper() and opens in _QUESTION_OPENERS and opens not in _NO_ACRONYM_OPENERS:
+            if shouted is None:
+                shouted = _in_capitals(text)
+            if not shouted:
+                opens = ""
         if m.group("adverb") and not m.group("pause") and opens not in _QUESTION_WORDS:
             continue
-        if m.group("operator") and (opens not in _QUESTION_OPENERS or not (shouted or opened.islower() or opened.istitle())):
+        if m.group("operator") and opens not in _QUESTION_OPENERS:
             continue
         if opens in _NEGATIONS or ((left < 3 or compared or ends_list) and opens not in _QUESTION_WORDS):
             continue
         cuts.append(m.span())
         left, compared, item = 0, False, None
     return cuts
+
+
+def _in_capitals(text: str) -> bool:
+    """Whether ``text`` holds no word in lower case, its URLs, e-mail addresses and words mixing
+    cases aside: a query written in capitals still writes a link, an address or a product as its
+    owner does ("... AT https://example.com/login FAILS AND IS THERE ...", "... FOR iPhone AND
+    ..."), and one lower-case letter in it kept its "AND IS" from cutting."""
+    return not any(w.islower() for w in _FIRST_WORD.findall(ADDRESS.sub(" ", text)))
 
 
 def _looks_like_code(text: str) -> bool:

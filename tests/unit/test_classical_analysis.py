@@ -212,16 +212,20 @@ def test_a_part_without_a_content_word_is_never_a_sub_query_of_its_own() -> None
         "int status = count > 0 ? cans(x) : errors(y); return status",
         "mRNA vaccine booster efficacy AND WHO booster dose guidelines",
         "CAN bus error frames timing AND CAN FD frame timing",
+        "what are the CDC recommendations and WHO guidelines for masks",
+        "the CDC guidelines also WHO advice on masks",
     ],
     ids=["ternary", "sql", "statements", "a-search-operator", "a-mark-before-a-digit", "sql-in-a-question",
          "ternary-of-a-predicate", "ternary-of-a-call", "ternary-of-a-call-opening-with-an-opener",
-         "an-acronym-spelling-a-question-word", "an-acronym-spelling-an-opener"],
+         "an-acronym-spelling-a-question-word", "an-acronym-spelling-an-opener", "an-acronym-after-a-lower-case-and",
+         "an-acronym-after-also"],
 )
 def test_code_and_operators_are_not_cut_into_fragments(query: str) -> None:
     """"?" and ";" always cut, and so did "AND" in any case: a ternary, SQL's conditions and
     statements were searched as fragments ("city = 'Paris'", "a : b; what does this do"). A
     ternary's operand read up to its first "_" or "(" ("is" of "is_valid(x)", "has(x)") opened a
-    question, and so did an acronym after "AND" among lower case ("WHO", "CAN")."""
+    question, and so did an acronym after "AND" among lower case ("WHO", "CAN"), and after "and"
+    or "also" "WHO" was read as "who" and cut a left side too short to stand alone."""
     assert asyncio.run(_not_applicable(ClassicalAnalyzer(), query))
 
 
@@ -255,11 +259,17 @@ def test_a_question_mark_ends_a_question_whatever_opens_the_next(query: str, par
         ("How do I configure the retry policy? What do max_attempts=3 and backoff=2 mean?",
          ["How do I configure the retry policy", "What do max_attempts=3 and backoff=2 mean"]),
         ("What is 3 * 4? What is 5 * 6?", ["What is 3 * 4", "What is 5 * 6"]),
+        ("What is 3 * 4? What's 5 * 6?", ["What is 3 * 4", "What's 5 * 6"]),
         ("What do <b> and <i> tags do? Are they deprecated?", ["What do <b> and <i> tags do", "Are they deprecated"]),
         ("How do I set RETRIEVAL_TOP_K=20 and what does RETRIEVAL_TOP_K_MAX=100 do?",
          ["How do I set RETRIEVAL_TOP_K=20", "what does RETRIEVAL_TOP_K_MAX=100 do?"]),
         ("WHAT IS THE REFUND POLICY AND HOW DO I CANCEL MY SUBSCRIPTION?",
          ["WHAT IS THE REFUND POLICY", "HOW DO I CANCEL MY SUBSCRIPTION?"]),
+        ("WHAT IS THE REFUND POLICY FOR iPhone AND HOW DO I CANCEL MY ORDER",
+         ["WHAT IS THE REFUND POLICY FOR iPhone", "HOW DO I CANCEL MY ORDER"]),
+        ("MY LOGIN AT https://example.com/login FAILS AND IS THERE A RESET LINK",
+         ["MY LOGIN AT https://example.com/login FAILS", "IS THERE A RESET LINK"]),
+        ("How do I rotate the API key AND HOW much does it cost?", ["How do I rotate the API key", "HOW much does it cost?"]),
         ("How do I rotate the API key AND what does it cost?", ["How do I rotate the API key", "what does it cost?"]),
         ("What are the side effects of metformin AND is there a workaround?",
          ["What are the side effects of metformin", "is there a workaround?"]),
@@ -267,13 +277,16 @@ def test_a_question_mark_ends_a_question_whatever_opens_the_next(query: str, par
          ["What are the side effects of metformin", "Is there a workaround?"]),
         ("How do I rotate the API key - also can it be automated?", ["How do I rotate the API key", "can it be automated?"]),
     ],
-    ids=["settings", "arithmetic", "tags", "settings-and-what", "shouted-and-how", "and-what", "and-is",
+    ids=["settings", "arithmetic", "arithmetic-contracted", "tags", "settings-and-what", "shouted-and-how",
+         "shouted-and-how-naming-a-product", "shouted-and-is-beside-a-url", "stressed-and-how", "and-what", "and-is",
          "and-title-case-is", "dash-also"],
 )
 def test_questions_naming_code_or_joined_by_a_capital_and_are_decomposed(query: str, parts: list[str]) -> None:
     """Two operators in eight words made a query code, and "AND" was never a boundary: ordinary
     two-part questions naming settings, arithmetic or tags, or joined by "AND", were searched
-    whole. In code only a "?" before a question's opening word cuts; "AND" cuts before one."""
+    whole. In code only a "?" before a question's opening word cuts; "AND" cuts before one. Read
+    with its apostrophe, a contracted one ("What's") opened none; one lower-case letter anywhere (a
+    URL, "iPhone", a question stressing its second part) stopped "AND HOW" from cutting."""
     assert asyncio.run(ClassicalAnalyzer().decompose(query)) == parts
 
 

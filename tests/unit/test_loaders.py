@@ -150,6 +150,9 @@ def test_html_is_read_in_the_encoding_its_byte_order_mark_or_charset_says(html: 
     ("x-gbk", "朱镕基", "gb18030"),
     ("ks_c_5601-1989", "똠방각하", "cp949"),
     ("x-cp1250", "Łódź „x”", "cp1250"),
+    ("koi8-ru", "Ґанок, їжак і єнот", "koi8_u"),
+    ("x-mac-cyrillic", "Ґрунт — 5 € № ґ", "mac_cyrillic"),
+    ("x-mac-ukrainian", "Ґрунт — 5 € № ґ", "mac_cyrillic"),
 ])
 def test_html_is_read_in_the_superset_browsers_read_its_charset_as(label: str, text: str, codec: str) -> None:
     [doc] = load(_src("p.html", f'<meta charset="{label}"><title>t</title><p>{text}</p>'.encode(codec))).documents
