@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from retrieval_server.app import Application
+from retrieval_server.backends.cache import GuardedCache, MemoryCache
+from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.config import load_settings
 from retrieval_server.domain import ComponentState, DocumentSource, QueryOptions, Strategy, Unavailable
 from tests.support.http_servers import json_server
@@ -125,6 +127,28 @@ async def test_the_stores_are_pinged_at_once(tmp_path: Path, monkeypatch: Any) -
         await app.close()
     states = _states(report)
     assert states["vector_store"] is ComponentState.OK and states["metadata_store"] is ComponentState.OK
+
+
+async def test_the_caches_own_timeout_within_the_callers_deadline_is_the_caches_failure(tmp_path: Path, caplog: Any) -> None:
+    """The cache's ping has a timeout of its own (CACHE_TIMEOUT_S), well within a caller's 2 s:
+    its TimeoutError was taken for the caller's deadline running out, reported so, and not logged."""
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await app.open()
+
+    class Frozen(MemoryCache):
+        async def ping(self) -> None:
+            await asyncio.Event().wait()  # a Redis that accepted the connection and went silent
+
+    app.cache = GuardedCache(Frozen(app.embedder.dim), CircuitBreaker(name="cache"), timeout_s=0.01)
+    try:
+        with caplog.at_level(logging.WARNING, logger="retrieval_server.app"):
+            report = await app.health(2.0)
+    finally:
+        app.cache = None
+        await app.close()
+    cache = {c.name: c for c in report.components}["cache"]
+    assert cache.state is ComponentState.FAILING and cache.detail == "TimeoutError (the server's log says more)", cache.detail
+    assert [r.getMessage() for r in caplog.records] == ["health: cache is failing: TimeoutError"]
 
 
 async def test_a_failing_store_is_named_without_what_its_driver_says(tmp_path: Path, monkeypatch: Any, caplog: Any) -> None:
