@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval_server.backends.circuit_breaker import CircuitBreaker
+from retrieval_server.backends.circuit_breaker import CircuitBreaker, refused_by_breaker
 from retrieval_server.backends.embedder import folder_tokenizer
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.http_body import (
@@ -174,8 +174,9 @@ class FallbackReranker:
         """Scores, and the degradation to report when the fallback answered."""
         try:
             return await self.primary.rerank(query, texts), None
-        except RerankError:
-            log.warning("primary reranker failed; using %s", self.fallback.name, exc_info=True)
+        except RerankError as exc:
+            # Each request's while TEI is down, and the answer says so: its breaker logs when it opens.
+            log.debug("primary reranker failed; using %s: %s", self.fallback.name, exc, exc_info=not refused_by_breaker(exc))
             return await self.fallback.rerank(query, texts), "rerank:tei_failed_used_local"
 
 

@@ -11,11 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from retrieval_server.app import Application
 from retrieval_server.backends.cache import GuardedCache, MemoryCache
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.config import load_settings
 from retrieval_server.domain import ComponentState, DocumentSource, QueryOptions, Strategy, Unavailable
+from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.http_servers import json_server
 from tests.support.ports import refused_port
 
@@ -196,15 +199,22 @@ async def test_the_disk_component_names_no_path_and_the_log_does(tmp_path: Path,
         await app.close()
 
 
-async def test_a_dependency_down_logs_its_breaker_opening_once_not_each_request(tmp_path: Path, caplog: Any) -> None:
+@pytest.mark.parametrize("local", [False, True], ids=["tei", "tei_with_local_fallback"])
+async def test_a_dependency_down_logs_its_breaker_opening_once_not_each_request(tmp_path: Path, caplog: Any, local: bool) -> None:
     """An open breaker is a designed state, which Health and each response's degraded tags report:
     TEI down for 20 s under three callers logged 5,513 lines and 287 tracebacks, one or more per
-    request, its breaker's refusals among them."""
+    request, its breaker's refusals among them; with the local model to fall back on, a WARNING
+    and a traceback per request."""
     caplog.set_level(logging.DEBUG)
+    model_dir = None
+    if local:
+        model_dir = tmp_path / "reranker"
+        model_dir.mkdir()
+        build_cross_encoder(model_dir / "model.onnx", BertShape(hidden=32, layers=2, heads=2, intermediate=64), seed=3, init_std=0.3)
     with refused_port() as port:
         app = Application(load_settings(
-            data_dir=tmp_path, cache_backend="none", tei_url=f"http://127.0.0.1:{port}", rerank_threshold=0.0,
-            breaker_failures=2, breaker_cooldown_s=3600,
+            data_dir=tmp_path, cache_backend="none", tei_url=f"http://127.0.0.1:{port}", reranker_model_dir=model_dir,
+            rerank_threshold=0.0, breaker_failures=2, breaker_cooldown_s=3600,
         ))
         await app.open()
         try:
@@ -212,7 +222,7 @@ async def test_a_dependency_down_logs_its_breaker_opening_once_not_each_request(
             caplog.clear()
             for _ in range(6):
                 result = await app.pipeline.query(QueryOptions("what raises the tides", 3, strategy=Strategy.HYBRID))
-                assert "rerank:failed" in result.metrics.degraded
+                assert ("rerank:tei_failed_used_local" if local else "rerank:failed") in result.metrics.degraded
         finally:
             await app.close()
     loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
