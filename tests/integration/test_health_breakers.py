@@ -259,3 +259,26 @@ async def test_a_store_legs_failure_is_logged_once_per_leg_and_kind_with_a_trace
                 assert loud[0].levelno == logging.ERROR and loud[0].exc_info and loud[0].exc_info[1] is failure
     finally:
         await app.close()
+
+
+async def test_a_local_reranker_failing_every_call_is_logged_once_per_kind_with_its_traceback(tmp_path: Path, caplog: Any) -> None:
+    """The local model has no breaker to log its failing: a broken export (NaN weights here, fp16
+    overflow in the field) failed every request's reranking and logged nothing above DEBUG, Health
+    saying OK, as each of TEI's failures, which its breaker speaks for, is logged."""
+    model_dir = tmp_path / "reranker"
+    model_dir.mkdir()
+    build_cross_encoder(model_dir / "model.onnx", BertShape(hidden=32, layers=2, heads=2, intermediate=64), seed=3, init_std=float("nan"))
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none", reranker_model_dir=model_dir, rerank_threshold=0.0))
+    await app.open()
+    try:
+        assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG):
+            for _ in range(4):
+                result = await app.pipeline.query(QueryOptions("what raises the tides", 3, strategy=Strategy.HYBRID, use_cache=False))
+                assert "rerank:failed" in result.metrics.degraded
+    finally:
+        await app.close()
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].levelno == logging.ERROR and "reranking failed" in loud[0].getMessage(), [r.getMessage() for r in loud]
+    assert loud[0].exc_info and "not a finite number" in str(loud[0].exc_info[1])
