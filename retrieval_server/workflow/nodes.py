@@ -299,7 +299,7 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     feedback = [c.parent.content for c in state.contexts[:5]]
     analysis = await analyze(
         deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s,
-        time_left_s=state.time_left(),
+        time_left_s=state.time_left(), log_limit=deps.log_limit,
     )
     # Every pass's: a technique may fail only on a retry, whose search then went without it (and
     # the answer must not be cached). A drop the first pass reported is reported once.
