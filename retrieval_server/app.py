@@ -722,10 +722,14 @@ class Application:
         by_deadline = ping_s < _PING_TIMEOUT_S
 
         async def probe(name: str, ping: Callable[[], Awaitable[None]], detail: str, required: bool) -> ComponentHealth:
+            bound = asyncio.timeout(ping_s)
             try:
-                await asyncio.wait_for(ping(), timeout=ping_s)
+                async with bound:
+                    await ping()
             except Exception as exc:
-                if by_deadline and isinstance(exc, TimeoutError):
+                # Told by the bound, not by the exception's type: a ping's own timeout (the
+                # cache's CACHE_TIMEOUT_S) is a TimeoutError too, and says something of the store.
+                if by_deadline and bound.expired():
                     # The caller's budget ran out, which says nothing of the store: not logged.
                     return ComponentHealth(name, ComponentState.FAILING, required, "no answer within the call's deadline")
                 # Health answers callers without credentials: a driver's message (a host, a user)

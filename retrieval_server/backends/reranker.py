@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from retrieval_server.backends.circuit_breaker import CircuitBreaker
+from retrieval_server.backends.circuit_breaker import CircuitBreaker, refused_by_breaker
 from retrieval_server.backends.embedder import folder_tokenizer
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.http_body import (
@@ -47,6 +47,11 @@ class Reranker(Protocol):
 
 class RerankError(Exception):
     """The reranker could not score the texts."""
+
+
+class TeiError(RerankError):
+    """TEI could not score the texts, or its breaker refused the call: its breaker logs when it
+    opens, so each request's failure is not worth a line of its own."""
 
 
 class OnnxReranker:
@@ -92,7 +97,7 @@ class TeiReranker:
 
     async def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         """Scores in input order; while TEI keeps failing (the breaker is open) it fails at once."""
-        with self._breaker.calling(lambda: RerankError("TEI /rerank: circuit open after repeated failures")):
+        with self._breaker.calling(lambda: TeiError("TEI /rerank: circuit open after repeated failures")):
             return await self._rerank(query, texts)
 
     async def _rerank(self, query: str, texts: Sequence[str]) -> list[float]:
@@ -105,7 +110,7 @@ class TeiReranker:
         try:
             async with asyncio.TaskGroup() as group:
                 calls = [group.create_task(self._score_batch(query, batch)) for batch in batches]
-        except* RerankError as failed:
+        except* TeiError as failed:
             raise failed.exceptions[0] from None
         return [score for call in calls for score in call.result()]
 
@@ -122,20 +127,20 @@ class TeiReranker:
             batch_scores = dict(_scored(item) for item in items)
         except httpx.HTTPError as exc:
             said = _tei_said(exc.response) if isinstance(exc, httpx.HTTPStatusError) else ""
-            raise RerankError(f"TEI /rerank failed: {failure_text(exc)}{said}") from None  # httpx's text names the URL
+            raise TeiError(f"TEI /rerank failed: {failure_text(exc)}{said}") from None  # httpx's text names the URL
         except ResponseTooLarge as exc:
-            raise RerankError(f"TEI /rerank failed: {exc} for a batch of {len(batch)}") from exc
+            raise TeiError(f"TEI /rerank failed: {exc} for a batch of {len(batch)}") from exc
         # A body within the size limit may still be JSON nested past the parser's recursion, or
         # a number no float holds (a 400-digit score): the local model answers instead.
         except (ResponseRefused, ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
-            raise RerankError(f"TEI /rerank failed: {exc}") from exc
+            raise TeiError(f"TEI /rerank failed: {exc}") from exc
         # Each text exactly once: an index out of the batch would score another batch's text
         # (or, negative, the last one), and a repeated one leave a text at 0.
         if len(items) != len(batch) or set(batch_scores) != set(range(len(batch))):
-            raise RerankError(f"TEI /rerank returned {len(items)} scores with indexes {sorted(batch_scores)[:8]} for {len(batch)} texts")
+            raise TeiError(f"TEI /rerank returned {len(items)} scores with indexes {sorted(batch_scores)[:8]} for {len(batch)} texts")
         if not all(math.isfinite(score) for score in batch_scores.values()):
             # JSON's NaN and Infinity parse; fusion and thresholds refuse them, failing the whole query.
-            raise RerankError(f"TEI /rerank returned a score that is not a finite number for {len(batch)} texts")
+            raise TeiError(f"TEI /rerank returned a score that is not a finite number for {len(batch)} texts")
         return [batch_scores[i] for i in range(len(batch))]
 
     async def close(self) -> None:
@@ -174,8 +179,9 @@ class FallbackReranker:
         """Scores, and the degradation to report when the fallback answered."""
         try:
             return await self.primary.rerank(query, texts), None
-        except RerankError:
-            log.warning("primary reranker failed; using %s", self.fallback.name, exc_info=True)
+        except RerankError as exc:
+            # Each request's while TEI is down, and the answer says so: its breaker logs when it opens.
+            log.debug("primary reranker failed; using %s: %s", self.fallback.name, exc, exc_info=not refused_by_breaker(exc))
             return await self.fallback.rerank(query, texts), "rerank:tei_failed_used_local"
 
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from retrieval_server.backends.llm import ChatModel, Completion, LlmError, waited_for
+from retrieval_server.backends.llm import ChatModel, Completion, LlmError, LlmRefused, waited_for
+from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.adaptive import ADDRESS, URL, identifier_words, iter_words, missing_exact_terms, names_one_thing, words
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN
@@ -476,10 +477,14 @@ async def analyze(
     timeout_s: float | None,
     total_timeout_s: float,
     time_left_s: float | None = None,
+    log_limit: LogLimit | None = None,
 ) -> Analysis:
     """Run the four techniques concurrently; collect what succeeded, report the rest. With the
     request's deadline ``time_left_s`` away, they get at most half of it: analysis only improves
-    a search, which needs the rest. A technique cut for the deadline is not the analyzer's fault."""
+    a search, which needs the rest. A technique cut for the deadline is not the analyzer's fault.
+    ``log_limit``: the application's, which spaces the lines of model failures that no breaker
+    logs (None: one of this call's own)."""
+    log_limit = log_limit or LogLimit()
     result = Analysis()
     jobs: dict[str, Callable[[], Awaitable[object]]] = {
         "rewrite": lambda: analyzer.rewrite(query),
@@ -509,6 +514,8 @@ async def analyze(
             continue
         exc = task.exception()
         if isinstance(exc, Reported):
+            if isinstance(exc, UsedFallback) and isinstance(exc.__cause__, LlmError):
+                _model_failed(log_limit, name, exc.__cause__)
             result.dropped[name] = str(exc)  # reported, but its value is used
             if exc.value is not None:
                 _apply(result, name, exc.value)
@@ -521,8 +528,7 @@ async def analyze(
             result.dropped[name] = "timeout"
             timed_out.append(name)
         elif isinstance(exc, LlmError):
-            # Each request's while the model is down: its breaker logs when it opens and closes.
-            log.debug("query analysis: %s failed: %s", name, exc)
+            _model_failed(log_limit, name, exc)
             result.dropped[name] = f"failed: {type(exc).__name__}"
         elif exc is not None:
             log.warning("query analysis: %s failed: %s", name, exc)
@@ -532,6 +538,19 @@ async def analyze(
     if timed_out:
         analyzer.timed_out(timed_out)
     return result
+
+
+def _model_failed(log_limit: LogLimit, technique: str, exc: LlmError) -> None:
+    """Log a technique's failed model call. The failures its breaker counts are each request's
+    while the model is down, and the breaker logs when it opens and closes: DEBUG. A refusal of
+    the request (LlmRefused) leaves the breaker closed, and a model refusing every call (max_tokens
+    over its limit, a model name the gateway does not know) would show nowhere: WARNING, once per
+    ``log_limit.every_s`` per error kind."""
+    kind = type(exc).__name__
+    if isinstance(exc, LlmRefused) and log_limit.due(("analysis", kind)):
+        log.warning("query analysis: %s failed: %s: %s (logged once per %.0f s per error kind)", technique, kind, exc, log_limit.every_s)
+    else:
+        log.debug("query analysis: %s failed: %s", technique, exc)
 
 
 def _apply(result: Analysis, technique: str, value: object) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval_server.backends.llm import ChatModel, Completion
+from retrieval_server.backends.llm import ChatModel, Completion, waited_for
 from retrieval_server.backends.reranker import scores_reporting
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
@@ -176,12 +176,14 @@ async def _ask(
     max_tokens = deps.settings.answer_max_tokens
     limit = asyncio.timeout(within.seconds)
     try:
-        async with limit:
-            if state.events is None:
-                text, over = within_budget(await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens), max_tokens)
-            else:
-                tokens = chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens)
-                text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN)
+        # A model call's retry whose backoff would end past the limit is not started (see LlmRouter.decide).
+        with waited_for(within.seconds):
+            async with limit:
+                if state.events is None:
+                    text, over = within_budget(await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens), max_tokens)
+                else:
+                    tokens = chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens)
+                    text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN)
     except TimeoutError as exc:
         if not limit.expired():
             raise

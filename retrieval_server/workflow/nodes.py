@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from retrieval_server.backends.circuit_breaker import refused_by_breaker
-from retrieval_server.backends.reranker import RerankError, ScoringRate, scores_reporting
+from retrieval_server.backends.reranker import ScoringRate, TeiError, scores_reporting
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, PassReport, normalize_query
 from retrieval_server.domain import (
     AccessFilter,
@@ -299,7 +299,7 @@ async def analyze_query(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]
     feedback = [c.parent.content for c in state.contexts[:5]]
     analysis = await analyze(
         deps.analyzer, o.query, feedback, timeout_s=s.analysis_timeout_s, total_timeout_s=s.analysis_total_timeout_s,
-        time_left_s=state.time_left(),
+        time_left_s=state.time_left(), log_limit=deps.log_limit,
     )
     # Every pass's: a technique may fail only on a retry, whose search then went without it (and
     # the answer must not be cached). A drop the first pass reported is reported once.
@@ -663,10 +663,13 @@ async def rerank(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
             log.debug("reranking had not answered within its %.0f ms of the time left; keeping the fused order", (within or 0) * 1e3)
             state.degrade("deadline:rerank_skipped")
         else:
-            if isinstance(error, RerankError):
+            if isinstance(error, TeiError):
                 log.debug("reranking failed; keeping the fused order: %s", error, exc_info=not refused_by_breaker(error))
-            elif deps.log_limit.due(("rerank", type(error).__name__)):  # no failure of TEI's: the reranker's own
+            elif deps.log_limit.due(("rerank", type(error).__name__)):
+                # The local model's, which no breaker speaks for: it may fail every call (a broken export).
                 log.error("reranking failed; keeping the fused order (logged once per %.0f s per error kind)", deps.log_limit.every_s, exc_info=True)
+            else:
+                log.debug("reranking failed; keeping the fused order: %s: %s", type(error).__name__, error)
             state.degrade("rerank:failed")
         return {"reranked": state.fused, "rerank_applied": False}
     # When none passes, every candidate goes on best first: RERANK_FALLBACK counts contexts, which

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from retrieval_server.backends.llm import ChatModel
+from retrieval_server.backends.llm import ChatModel, waited_for
 from retrieval_server.identifiers import without_surrogates
 from retrieval_server.knowledge import EntityMatch, Route, RouteDecision, ToolCall, entity_type_named
 from retrieval_server.workflow.calculator import MAX_CHARS
@@ -163,13 +163,16 @@ class LlmRouter:
         entities = ", ".join(f"{m.name} ({m.entity_type.value})" for m in matches) or "none"
         limit = asyncio.timeout(within.seconds)
         try:
-            async with limit:
-                answer = await self._model.complete(
-                    _SYSTEM,
-                    _PROMPT.format(tools=describe_tools(self._tools), entities=entities, query=query),
-                    temperature=self._temperature,
-                    max_tokens=300,
-                )
+            # A retry's backoff past the limit is not started: the failure before it is counted
+            # once, by the breaker, where the limit's cut would count it a second time (gave_up).
+            with waited_for(within.seconds):
+                async with limit:
+                    answer = await self._model.complete(
+                        _SYSTEM,
+                        _PROMPT.format(tools=describe_tools(self._tools), entities=entities, query=query),
+                        temperature=self._temperature,
+                        max_tokens=300,
+                    )
             return self.parse(answer), None
         except Exception as exc:
             if not limit.expired():

@@ -119,7 +119,8 @@ class WorkflowDeps:
     #: a text's tokens as the embedding model counts them, without [CLS] and [SEP] (None: the
     #: semantic cache matches a query longer than ``model_tokens`` characters exactly only)
     count_tokens: Callable[[str], int] | None = None
-    #: the failures of the store legs logged, at most one line per leg and error kind a minute
+    #: the failures no breaker logs (the store legs', the local reranker's, a model's refusals),
+    #: at most one line per component and error kind a minute
     log_limit: LogLimit = field(default_factory=LogLimit)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval_server.backends.embedder import Embedder
-from retrieval_server.backends.llm import ChatModel, LlmError
+from retrieval_server.backends.llm import ChatModel, LlmError, waited_for
 from retrieval_server.domain import AccessFilter, RetrievedContext
 from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEdge, GraphEntity, RelationType, ToolResult, entity_type_named
 from retrieval_server.workflow.calculator import CalculationError, evaluate
@@ -456,7 +456,9 @@ async def run_tool(tools: Mapping[str, Tool], name: str, arguments: Mapping[str,
         return done(False, error="invalid arguments: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
     within = Limit.of(timeout_s, ctx.time_left())
     try:
-        result, summary = await asyncio.wait_for(tool.run(params, ctx), within.seconds)
+        # A model call's retry whose backoff would end past the limit is not started (see LlmRouter.decide).
+        with waited_for(within.seconds):
+            result, summary = await asyncio.wait_for(tool.run(params, ctx), within.seconds)
     except TimeoutError:
         if tool.asks_the_model and ctx.chat is not None and not within.by_deadline:
             ctx.chat.gave_up()  # the operator's limit on the call, not the request's: counts for its breaker

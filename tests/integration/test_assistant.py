@@ -685,6 +685,32 @@ async def test_an_answer_the_model_is_still_writing_after_the_answer_timeout_is_
     assert "answer:timeout_used_extractive" in r.metrics.degraded and breaker.is_open
 
 
+@pytest.mark.parametrize("caller", ["router", "summary", "answer"])
+async def test_a_call_that_failed_once_and_would_back_off_past_the_operators_limit_counts_once(app: Application, caller: str) -> None:
+    """A backoff that would end after the operator's limit on the call is not started, as analysis
+    has it: the failure before it is the call's answer, counted once. It was started, cut by the
+    limit, and counted twice (the backoff's cut failure, then the cut call's): two calls opened a
+    breaker of three."""
+    breaker = CircuitBreaker(failure_threshold=3, cooldown_s=3600.0, clock=Clock())
+    with json_server(lambda path, body: (503, {"error": "overloaded"})) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=2, backoff_s=TOOL_S, breaker=breaker)
+        try:
+            if caller == "router":
+                r = await _limited(app, router_timeout_s=TOOL_S / 2)(router=LlmRouter(model, TOOLS, RuleRouter())).query(_ask("What does AuthSvc handle?", top_k=3))
+                assert "router:llm_failed_used_rules" in r.metrics.degraded
+            elif caller == "summary":
+                retrieved = await app.pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
+                ctx = dataclasses.replace(_ctx(app, contexts=tuple(retrieved.contexts)), chat=model)
+                summary = await run_tool(TOOLS, "summarize", {}, ctx, TOOL_S / 2)
+                assert summary.success and summary.result["model"] == "extractive"
+            else:
+                r = await _limited(app, answer_timeout_s=TOOL_S / 2)(chat=model).query(_ask("What does AuthSvc handle?", top_k=3))
+                assert "answer:llm_failed_used_extractive" in r.metrics.degraded
+        finally:
+            await model.close()
+    assert len(server.requests) == 1 and breaker.failures == 1
+
+
 async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: Application) -> None:
     decision = json.dumps({"action": "tool", "tools": [{"name": "lookup_facts", "arguments": {"entity": "PaymentRouter"}}], "reason": "facts"})
     with json_server(_llm({"You route questions": decision})) as server:

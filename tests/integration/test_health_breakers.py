@@ -11,9 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from retrieval_server.app import Application
+from retrieval_server.backends.cache import GuardedCache, MemoryCache
+from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.config import load_settings
 from retrieval_server.domain import ComponentState, DocumentSource, QueryOptions, Strategy, Unavailable
+from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.support.http_servers import json_server
 from tests.support.ports import refused_port
 
@@ -127,6 +132,28 @@ async def test_the_stores_are_pinged_at_once(tmp_path: Path, monkeypatch: Any) -
     assert states["vector_store"] is ComponentState.OK and states["metadata_store"] is ComponentState.OK
 
 
+async def test_the_caches_own_timeout_within_the_callers_deadline_is_the_caches_failure(tmp_path: Path, caplog: Any) -> None:
+    """The cache's ping has a timeout of its own (CACHE_TIMEOUT_S), well within a caller's 2 s:
+    its TimeoutError was taken for the caller's deadline running out, reported so, and not logged."""
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await app.open()
+
+    class Frozen(MemoryCache):
+        async def ping(self) -> None:
+            await asyncio.Event().wait()  # a Redis that accepted the connection and went silent
+
+    app.cache = GuardedCache(Frozen(app.embedder.dim), CircuitBreaker(name="cache"), timeout_s=0.01)
+    try:
+        with caplog.at_level(logging.WARNING, logger="retrieval_server.app"):
+            report = await app.health(2.0)
+    finally:
+        app.cache = None
+        await app.close()
+    cache = {c.name: c for c in report.components}["cache"]
+    assert cache.state is ComponentState.FAILING and cache.detail == "TimeoutError (the server's log says more)", cache.detail
+    assert [r.getMessage() for r in caplog.records] == ["health: cache is failing: TimeoutError"]
+
+
 async def test_a_failing_store_is_named_without_what_its_driver_says(tmp_path: Path, monkeypatch: Any, caplog: Any) -> None:
     """Health answers callers without credentials: a driver's message (hosts, users) is logged,
     once while it stays the same, and the caller reads its kind."""
@@ -172,15 +199,22 @@ async def test_the_disk_component_names_no_path_and_the_log_does(tmp_path: Path,
         await app.close()
 
 
-async def test_a_dependency_down_logs_its_breaker_opening_once_not_each_request(tmp_path: Path, caplog: Any) -> None:
+@pytest.mark.parametrize("local", [False, True], ids=["tei", "tei_with_local_fallback"])
+async def test_a_dependency_down_logs_its_breaker_opening_once_not_each_request(tmp_path: Path, caplog: Any, local: bool) -> None:
     """An open breaker is a designed state, which Health and each response's degraded tags report:
     TEI down for 20 s under three callers logged 5,513 lines and 287 tracebacks, one or more per
-    request, its breaker's refusals among them."""
+    request, its breaker's refusals among them; with the local model to fall back on, a WARNING
+    and a traceback per request."""
     caplog.set_level(logging.DEBUG)
+    model_dir = None
+    if local:
+        model_dir = tmp_path / "reranker"
+        model_dir.mkdir()
+        build_cross_encoder(model_dir / "model.onnx", BertShape(hidden=32, layers=2, heads=2, intermediate=64), seed=3, init_std=0.3)
     with refused_port() as port:
         app = Application(load_settings(
-            data_dir=tmp_path, cache_backend="none", tei_url=f"http://127.0.0.1:{port}", rerank_threshold=0.0,
-            breaker_failures=2, breaker_cooldown_s=3600,
+            data_dir=tmp_path, cache_backend="none", tei_url=f"http://127.0.0.1:{port}", reranker_model_dir=model_dir,
+            rerank_threshold=0.0, breaker_failures=2, breaker_cooldown_s=3600,
         ))
         await app.open()
         try:
@@ -188,7 +222,7 @@ async def test_a_dependency_down_logs_its_breaker_opening_once_not_each_request(
             caplog.clear()
             for _ in range(6):
                 result = await app.pipeline.query(QueryOptions("what raises the tides", 3, strategy=Strategy.HYBRID))
-                assert "rerank:failed" in result.metrics.degraded
+                assert ("rerank:tei_failed_used_local" if local else "rerank:failed") in result.metrics.degraded
         finally:
             await app.close()
     loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
@@ -225,3 +259,26 @@ async def test_a_store_legs_failure_is_logged_once_per_leg_and_kind_with_a_trace
                 assert loud[0].levelno == logging.ERROR and loud[0].exc_info and loud[0].exc_info[1] is failure
     finally:
         await app.close()
+
+
+async def test_a_local_reranker_failing_every_call_is_logged_once_per_kind_with_its_traceback(tmp_path: Path, caplog: Any) -> None:
+    """The local model has no breaker to log its failing: a broken export (NaN weights here, fp16
+    overflow in the field) failed every request's reranking and logged nothing above DEBUG, Health
+    saying OK, as each of TEI's failures, which its breaker speaks for, is logged."""
+    model_dir = tmp_path / "reranker"
+    model_dir.mkdir()
+    build_cross_encoder(model_dir / "model.onnx", BertShape(hidden=32, layers=2, heads=2, intermediate=64), seed=3, init_std=float("nan"))
+    app = Application(load_settings(data_dir=tmp_path, cache_backend="none", reranker_model_dir=model_dir, rerank_threshold=0.0))
+    await app.open()
+    try:
+        assert not (await app.ingest([DocumentSource("tides.txt", b"The moon's gravity raises the tides twice a day.")])).errors
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG):
+            for _ in range(4):
+                result = await app.pipeline.query(QueryOptions("what raises the tides", 3, strategy=Strategy.HYBRID, use_cache=False))
+                assert "rerank:failed" in result.metrics.degraded
+    finally:
+        await app.close()
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].levelno == logging.ERROR and "reranking failed" in loud[0].getMessage(), [r.getMessage() for r in loud]
+    assert loud[0].exc_info and "not a finite number" in str(loud[0].exc_info[1])
