@@ -150,8 +150,10 @@ def content_hashes(texts: Sequence[str]) -> np.ndarray:
     word = ~space
     # words before each byte within its text, and whether the next byte of the same text is a word's
     before = np.cumsum(word) - word
-    first = np.concatenate(([0], np.cumsum(lengths)[:-1])) if len(lengths) else lengths
-    before -= (np.cumsum(word) - word)[first][owner] if len(data) else before
+    # less the texts' before it, counted per text: indexing at each text's first byte read past the
+    # bytes for an empty text last
+    words = np.bincount(owner, weights=word, minlength=len(encoded)).astype(np.int64)
+    before -= np.repeat(np.cumsum(words) - words, lengths)
     next_word = np.zeros_like(word)
     next_word[:-1] = word[1:] & (owner[1:] == owner[:-1])
     keep = word | (space & next_word & (before > 0))

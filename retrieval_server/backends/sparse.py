@@ -87,17 +87,21 @@ def check_terms(where: str, terms: int) -> None:
                           f"1 to {TERMS_REVISION}): serve it with the version that built it")
 
 
-#: the engine's lists that hold English's function words: Hinglish, Hindi written in Latin letters
-#: beside English, lists "every", "new", "cant" and "need", which English's leaves out
-_ENGLISH_LISTS = frozenset({qe.Language.English, qe.Language.Hinglish})
+#: English function words the engine's English list leaves out, as a shouted question uses them
+#: ("CANT OPEN PDF FILES ON MAC", "MY WIFI DROPS EVERY HOUR"): its Hinglish list (Hindi in Latin
+#: letters beside English) holds them, but also what acronyms spell ("AP", "SE", "INC", "LTD",
+#: "EDU", "COM"), and with all of it lists of those read as sentences
+_MORE_ENGLISH = frozenset({"cant", "cannot", "dont", "doesnt", "every", "need", "new", "please"})
 
 
 @functools.cache
 def _without_stop_words(english: bool) -> qe.Bm25:
     """The engine's tokenizer, leaving out the stop words of every language it has a list of, or
-    of :data:`_ENGLISH_LISTS` only."""
-    languages = _ENGLISH_LISTS if english else {v for v in vars(qe.Language).values() if isinstance(v, qe.Language)}
-    return qe.Bm25(qe.Bm25Config(stopwords=qe.StopwordsSet(languages=set(languages))))
+    of English only (its list and :data:`_MORE_ENGLISH`)."""
+    if english:
+        return qe.Bm25(qe.Bm25Config(stopwords=qe.StopwordsSet(languages={qe.Language.English}, custom=set(_MORE_ENGLISH))))
+    languages = {v for v in vars(qe.Language).values() if isinstance(v, qe.Language)}
+    return qe.Bm25(qe.Bm25Config(stopwords=qe.StopwordsSet(languages=languages)))
 
 
 def any_languages_stop_word(word: str) -> bool:
@@ -107,8 +111,8 @@ def any_languages_stop_word(word: str) -> bool:
 
 
 def english_stop_word(word: str) -> bool:
-    """Whether ``word`` is on the engine's stop-word lists of English (:data:`_ENGLISH_LISTS`:
-    "MY", "EVERY", "CANT"; case aside), not only another language's ("EU", "OS", "AI")."""
+    """Whether ``word`` is on the engine's stop-word list of English or :data:`_MORE_ENGLISH`
+    ("MY", "EVERY", "CANT"; case aside), not only another language's ("EU", "OS", "AI", "INC")."""
     return not _without_stop_words(True).embed_query(word).indices
 
 

@@ -261,8 +261,8 @@ _BROWSER_CODECS = {
 #: the labels the WHATWG Encoding Standard gives an encoding (https://encoding.spec.whatwg.org/#names-and-labels)
 #: that Python's codecs.lookup does not know, by a name it does: a page declaring one was refused,
 #: "windows-874" (WHATWG's own name for Thai), "x-sjis" and "x-gbk" among them, and "koi8-ru",
-#: which the standard reads as KOI8-U. Python's mac_cyrillic is the standard's x-mac-cyrillic byte
-#: for byte (its index, "Ґ" at 0xA2, "ґ" at 0xB6, "€" at 0xFF), so its two labels are read with it.
+#: which the standard reads as KOI8-U (:data:`_WHATWG_KOI8_U`). Python's mac_cyrillic is the
+#: standard's x-mac-cyrillic byte for byte (its index, "Ґ" at 0xA2, "ґ" at 0xB6, "€" at 0xFF), so its two labels are read with it.
 _WHATWG_LABELS = {
     "windows-874": "cp874", "dos-874": "cp874", "x-sjis": "shift_jis", "windows-31j": "shift_jis",
     "x-gbk": "gbk", "gb_2312": "gbk", "gb_2312-80": "gbk", "csgb2312": "gbk", "ks_c_5601-1989": "euc_kr",
@@ -277,6 +277,10 @@ _WHATWG_LABELS = {
     **{f"x-cp125{i}": f"cp125{i}" for i in range(9)},
     **{f"iso8859{n}": f"iso8859_{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15)},
 }
+#: the standard's KOI8-U (both "koi8-u" and "koi8-ru" name it) is Python's koi8_u but for 0xAE and
+#: 0xBE, Belarusian "ў" and "Ў" (the letters KOI8-RU added), which koi8_u reads as box drawing; no
+#: other byte of koi8_u decodes to those two, so translating its text back is exact
+_WHATWG_KOI8_U = str.maketrans("\u255d\u256c", "\u045e\u040e")
 #: Windows' one-byte code pages, whose bytes 0x80-0x9F without a character (cp1252's five) browsers
 #: read as the C1 controls of their values
 _WINDOWS_ONE_BYTE = frozenset({"cp874", *(f"cp125{i}" for i in range(9))})
@@ -315,9 +319,10 @@ def _html_text(raw: bytes) -> str:
     codec = _BROWSER_CODECS.get(codec, codec)
     if codec and codec != "utf-8" and not codec.startswith(("utf-16", "utf-32")):
         try:
-            return raw.decode(codec, _C1_CONTROLS if codec in _WINDOWS_ONE_BYTE else "strict")
+            text = raw.decode(codec, _C1_CONTROLS if codec in _WINDOWS_ONE_BYTE else "strict")
         except UnicodeDecodeError as exc:
             raise LoadError(f"file is not {declared[:40]} text, the charset it declares ({exc.reason} at byte {exc.start})") from None
+        return text.translate(_WHATWG_KOI8_U) if codec == "koi8-u" else text
     try:
         return _text(raw, "file")
     except LoadError as exc:

@@ -979,8 +979,14 @@ async def execute_sub_queries(state: QueryState, deps: WorkflowDeps) -> dict[str
 
 async def select(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     # The best pass answers, reported as it ran. None scored (the deadline came first): what the
-    # state holds is all there is.
-    best = state.best or _this_pass(state, state.sufficiency)
+    # state holds is all there is, scored and counted here as check_sufficiency would have (the
+    # deadline cut the search again that enrich asked for, copies having filled the pool: its
+    # contexts were answered with iterations and a sufficiency of 0).
+    best = state.best
+    if best is None:
+        best = _this_pass(state, sufficiency_score(state, deps.settings.rerank_activation))
+        if best.contexts:
+            state.metrics.iterations, state.metrics.sufficiency_score = state.iteration, best.sufficiency
     state.contexts, state.strategy, state.metrics.graph = best.contexts, best.strategy, best.graph
     state.metrics.rerank_fallback_triggered, state.metrics.decomposition_used = best.rerank_fell_back, best.decomposed
     state.metrics.rewritten_query, state.metrics.sub_queries = best.rewritten or "", list(best.sub_queries)

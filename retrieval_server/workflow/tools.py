@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -207,9 +208,14 @@ class Summarize:
             # Like routing, half the time left: the answer's model writes from the summary after it.
             within = Limit.of(math.inf, ctx.time_left(), share=0.5)
             bound = asyncio.timeout(within.seconds if within.by_deadline else None)
+            # A retry's backoff past this bound is not started (run_tool waits for the tool's whole
+            # limit, twice this): the failure before it is the model's, where the bound's cut
+            # would be the deadline's.
+            waited = waited_for(within.seconds) if within.by_deadline else contextlib.nullcontext()
             try:
-                async with bound:
-                    return await self._written(params, ctx, ctx.chat)
+                with waited:
+                    async with bound:
+                        return await self._written(params, ctx, ctx.chat)
             except Exception as exc:
                 # The deadline's cut: a TimeoutError, or whatever the model made of its cancellation;
                 # the caller's budget, not the model's failure (its breaker counts neither way).

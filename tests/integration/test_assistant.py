@@ -711,6 +711,25 @@ async def test_a_call_that_failed_once_and_would_back_off_past_the_operators_lim
     assert len(server.requests) == 1 and breaker.failures == 1
 
 
+async def test_a_summary_whose_backoff_would_end_past_its_share_of_the_deadline_fails_at_once(app: Application) -> None:
+    """The summary's model gets half the time the deadline leaves the tool, but the backoff was
+    weighed against the tool's whole limit: one ending between the two was started, then cut by the
+    summary's bound, a model that had failed reported as the deadline's."""
+    breaker = CircuitBreaker(failure_threshold=3, cooldown_s=3600.0, clock=Clock())
+    tags: list[str] = []
+    with json_server(lambda path, body: (503, {"error": "overloaded"})) as server:
+        # The clock stands still: the tool may take TOOL_S, the summary's model TOOL_S / 2.
+        model = OpenAICompatibleChat(server.url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=2, backoff_s=0.75 * TOOL_S, breaker=breaker)
+        try:
+            retrieved = await app.pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
+            ctx = dataclasses.replace(_ctx(app, contexts=tuple(retrieved.contexts)), chat=model, degrade=tags.append, time_left=lambda: TOOL_S)
+            summary = await run_tool(TOOLS, "summarize", {}, ctx, TOOL_S)
+        finally:
+            await model.close()
+    assert summary.success and summary.result["model"] == "extractive"
+    assert tags == ["tool:summarize:llm_failed_used_extractive"] and len(server.requests) == 1 and breaker.failures == 1
+
+
 async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: Application) -> None:
     decision = json.dumps({"action": "tool", "tools": [{"name": "lookup_facts", "arguments": {"entity": "PaymentRouter"}}], "reason": "facts"})
     with json_server(_llm({"You route questions": decision})) as server:

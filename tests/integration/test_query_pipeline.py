@@ -1977,6 +1977,27 @@ async def test_copies_that_fill_the_candidate_pool_are_searched_past(tmp_path: P
         await application.close()
 
 
+async def test_a_deadline_cutting_the_search_past_copies_answers_with_the_pass_scored(tmp_path: Path) -> None:
+    """Enrich asks for a wider search past copies, before check_sufficiency scores its pass; the
+    deadline passes during that search: the pass's contexts answer, scored and counted (they were
+    reported with iterations 0 and a sufficiency of 0)."""
+    corpus = [_doc(f"mirror{i}", TWIN) for i in range(40)] + [_doc(f"other{i}", text) for i, text in enumerate(GLACIERS)]
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    try:
+        assert not (await application.ingest(corpus)).errors
+        clock = Clock()
+        vectors = DeadlineOnSecondSearch(application.vectors, clock, deadline=100.0)
+        q = QueryOptions("glaciers slow rivers of ice form where snow accumulates faster than it melts", 5,
+                         strategy=Strategy.SEMANTIC, use_cache=False, rerank=False, deadline=100.0)
+        r = await pipeline(application, clock=clock, vectors=vectors).query(q)
+    finally:
+        await application.close()
+    assert vectors.searches == 2 and _stages(r).count("retrieve") == 2 and "check_sufficiency" not in _stages(r)
+    assert r.contexts and "deadline:partial_results" in r.metrics.degraded
+    assert r.metrics.iterations == 1 and r.metrics.sufficiency_score > 0
+
+
 async def test_enrich_reads_past_copies_in_a_few_round_trips(tmp_path: Path) -> None:
     """Forty copies of one page rank first: enrich read as many parents as were still missing each
     time (four after the first copy), ten round trips before it reached the four other pages."""

@@ -159,6 +159,14 @@ def test_html_is_read_in_the_superset_browsers_read_its_charset_as(label: str, t
     assert doc.pages[0].text == text
 
 
+@pytest.mark.parametrize("label", ["koi8-u", "koi8-ru"])
+def test_html_in_koi8_u_reads_0xae_and_0xbe_as_the_standard_does(label: str) -> None:
+    # WHATWG's index-koi8-u: 0xAE is U+045E "ў", 0xBE U+040E "Ў"; Python's koi8_u has "╝" and "╬".
+    body = "Беларусь: ".encode("koi8_u") + b"\xaes\xa3, \xbeznagaroda"
+    [doc] = load(_src("p.html", f'<meta charset="{label}"><title>t</title><p>'.encode() + body + b"</p>")).documents
+    assert doc.pages[0].text == "Беларусь: ўsё, Ўznagaroda"
+
+
 def test_html_of_a_windows_code_page_reads_its_unassigned_bytes_as_browsers_do() -> None:
     # 0x80-0x9F without a character are the C1 controls of their values; above, still an error.
     [doc] = load(_src("p.html", b'<meta charset="iso-8859-9"><title>t</title><p>a\x81\x80b</p>')).documents

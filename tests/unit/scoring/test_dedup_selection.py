@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from bench.scoring import numpy_impls
 from scoring_core import content_hashes, dedup_by_key, near_duplicates, reference, threshold_with_fallback, top_k
 
 score = st.floats(-10, 10, width=32).map(lambda x: round(x, 1))
@@ -65,6 +66,12 @@ def test_content_hashes_of_every_code_point_match_the_reference() -> None:
     assert content_hashes(texts).tolist() == reference.content_hashes(texts)
     with pytest.raises(UnicodeEncodeError):
         content_hashes(["a\ud800"])
+
+
+@pytest.mark.parametrize("texts", [["a", ""], ["", "a"], ["a", "", "b "], ["", " A\x1fb", "", "", "c  d", ""], [""], []])
+def test_the_benchmarks_numpy_content_hashes_take_empty_texts_anywhere(texts: list[str]) -> None:
+    """The numpy baseline the kernel is timed against; an empty text last made it index past its bytes."""
+    assert numpy_impls.content_hashes(texts).tolist() == reference.content_hashes(texts)
 
 
 def test_near_duplicates_greedy_in_score_order() -> None:
