@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     # The query workflow is imported when the pipeline is built (Application.pipeline).
     from retrieval_server.backends.events import RabbitMqPublisher
     from retrieval_server.backends.redis_cache import RedisCache
+    from retrieval_server.observability.log_limit import LogLimit
     from retrieval_server.workflow.analysis import Analyzer
     from retrieval_server.workflow.assistant import Assistant
     from retrieval_server.workflow.knowledge_graph import KnowledgeGraph
@@ -167,9 +168,11 @@ class Application:
         """The query workflow, built when first asked for: a server builds it before it opens the
         application (``server.start_server``), and a command that only ingests never imports it
         (about 22 ms)."""
+        from retrieval_server.observability.log_limit import LogLimit
         from retrieval_server.workflow.pipeline import QueryPipeline
         from retrieval_server.workflow.state import WorkflowDeps
 
+        log_limit = LogLimit()
         return QueryPipeline(
             WorkflowDeps(
                 embedder=self.embedder,
@@ -181,7 +184,8 @@ class Application:
                 cache=self.cache,
                 settings=self.workflow_settings(self.settings),
                 graph=self.graph,
-                assistant=self._assistant(),
+                assistant=self._assistant(log_limit),
+                log_limit=log_limit,
                 term_stats=self.term_stats,
                 query_windows=self.chunker.child_texts,
                 count_tokens=self.chunker.count,
@@ -278,7 +282,7 @@ class Application:
         model = self._chat("graph")
         return LlmGraphExtractor(model, classical, temperature=s.llm_graph_temperature) if model else classical
 
-    def _assistant(self) -> Assistant:
+    def _assistant(self, log_limit: LogLimit) -> Assistant:
         from retrieval_server.workflow.assistant import Assistant
         from retrieval_server.workflow.routing import LlmRouter, Router, RuleRouter
         from retrieval_server.workflow.tools import TOOLS
@@ -286,7 +290,7 @@ class Application:
         s = self.settings
         tools = dict(TOOLS)
         router_model = self._chat("router")
-        router: Router = LlmRouter(router_model, tools, RuleRouter(), s.llm_router_temperature) if router_model else RuleRouter()
+        router: Router = LlmRouter(router_model, tools, RuleRouter(), s.llm_router_temperature, log_limit) if router_model else RuleRouter()
         return Assistant(router, tools, self._chat("answer"), s.llm_answer_temperature)
 
     def _analyzer(self) -> Analyzer:

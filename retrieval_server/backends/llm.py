@@ -39,6 +39,7 @@ from retrieval_server.backends.http_body import (
     within,
 )
 from retrieval_server.identifiers import without_surrogates
+from retrieval_server.observability.log_limit import LogLimit
 
 if TYPE_CHECKING:
     from httpx_sse import ServerSentEvent
@@ -105,6 +106,22 @@ class LlmRefused(LlmError):
 
     Not held against the provider's circuit breaker: otherwise one caller's oversized query, sent
     to the four analysis techniques at once, would open the breaker for every caller."""
+
+
+def log_failure(logger: logging.Logger, log_limit: LogLimit, what: str, exc: BaseException, instead: str, *, key: str | None = None) -> None:
+    """Log a request's failed model call, ``what`` (a technique, the router, the answer), done
+    ``instead`` another way. The failures its breaker counts (the model down, slow, refusing
+    connections, or its breaker open) are each request's while they last, and the breaker logs
+    when it opens and closes: DEBUG. Any other (a refusal of the request, an answer that cannot be
+    used) leaves the breaker closed, and a model failing every call that way (max_tokens over its
+    limit, a model name the gateway does not know) would show nowhere: WARNING, once per
+    ``log_limit.every_s`` per caller (``key``, by default ``what``) and error kind."""
+    kind = type(exc).__name__
+    counted = isinstance(exc, LlmError) and not isinstance(exc, LlmRefused)
+    if counted or not log_limit.due((key or what, kind)):
+        logger.debug("%s failed: %s: %s; %s", what, kind, exc, instead)
+    else:
+        logger.warning("%s failed: %s: %s; %s (logged once per %.0f s per error kind)", what, kind, exc, instead, log_limit.every_s)
 
 
 class _WholeAnswer(Exception):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from retrieval_server.backends.llm import ChatModel, Completion, LlmError, LlmRefused, waited_for
+from retrieval_server.backends.llm import ChatModel, Completion, LlmError, log_failure, waited_for
 from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.workflow.abandon import abandon
 from retrieval_server.workflow.adaptive import ADDRESS, URL, identifier_words, iter_words, missing_exact_terms, names_one_thing, words
@@ -515,7 +515,7 @@ async def analyze(
         exc = task.exception()
         if isinstance(exc, Reported):
             if isinstance(exc, UsedFallback) and isinstance(exc.__cause__, LlmError):
-                _model_failed(log_limit, name, exc.__cause__)
+                log_failure(log, log_limit, f"query analysis: {name}", exc.__cause__, "the classical method answered", key="analysis")
             result.dropped[name] = str(exc)  # reported, but its value is used
             if exc.value is not None:
                 _apply(result, name, exc.value)
@@ -528,7 +528,7 @@ async def analyze(
             result.dropped[name] = "timeout"
             timed_out.append(name)
         elif isinstance(exc, LlmError):
-            _model_failed(log_limit, name, exc)
+            log_failure(log, log_limit, f"query analysis: {name}", exc, "the technique is left out", key="analysis")
             result.dropped[name] = f"failed: {type(exc).__name__}"
         elif exc is not None:
             log.warning("query analysis: %s failed: %s", name, exc)
@@ -538,19 +538,6 @@ async def analyze(
     if timed_out:
         analyzer.timed_out(timed_out)
     return result
-
-
-def _model_failed(log_limit: LogLimit, technique: str, exc: LlmError) -> None:
-    """Log a technique's failed model call. The failures its breaker counts are each request's
-    while the model is down, and the breaker logs when it opens and closes: DEBUG. A refusal of
-    the request (LlmRefused) leaves the breaker closed, and a model refusing every call (max_tokens
-    over its limit, a model name the gateway does not know) would show nowhere: WARNING, once per
-    ``log_limit.every_s`` per error kind."""
-    kind = type(exc).__name__
-    if isinstance(exc, LlmRefused) and log_limit.due(("analysis", kind)):
-        log.warning("query analysis: %s failed: %s: %s (logged once per %.0f s per error kind)", technique, kind, exc, log_limit.every_s)
-    else:
-        log.debug("query analysis: %s failed: %s", technique, exc)
 
 
 def _apply(result: Analysis, technique: str, value: object) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval_server.backends.llm import ChatModel, Completion, waited_for
+from retrieval_server.backends.llm import ChatModel, Completion, log_failure, waited_for
 from retrieval_server.backends.reranker import scores_reporting
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
@@ -228,6 +228,15 @@ class _CutShort(Exception):
 TRUNCATED = "answer:truncated"
 
 
+def _failed(deps: WorkflowDeps, what: str, exc: Exception, instead: str) -> None:
+    if isinstance(exc, _OutOfTime):
+        # Each request's: the deadline's cut is the caller's budget, which the degradation reports;
+        # the operator's limit is the provider's failure, which its breaker counts.
+        log.debug("%s took over its time; %s", what, instead)
+    else:
+        log_failure(log, deps.log_limit, what, exc, instead)
+
+
 def _fallback_reason(exc: Exception) -> str:
     if isinstance(exc, _OutOfTime):
         return DEADLINE_USED_EXTRACTIVE if exc.by_deadline else "answer:timeout_used_extractive"
@@ -253,7 +262,7 @@ async def write_answer(
                 within, sent, degraded,
             )
         except Exception as exc:
-            log.warning("answer generation failed (%s); answering extractively", exc)
+            _failed(deps, "answer generation", exc, "answering extractively")
             degraded.append(_fallback_reason(exc))
         else:
             outcome = _checked(text, state, chat.name, route, tools, degraded)
@@ -310,7 +319,7 @@ async def _direct(
             answer = Answer(render(sentences), tuple(sentences), (), Route.DIRECT_ANSWER, False, True, chat.name)
             return AnswerOutcome(answer, tuple(degraded))
         except Exception as exc:
-            log.warning("direct answer failed (%s); using the built-in one", exc)
+            _failed(deps, "direct answer", exc, "using the built-in one")
             outcome = await _direct(state, deps, None, temperature, within, stream=not sent)
             return AnswerOutcome(outcome.answer, (_fallback_reason(exc),))
     if state.events is not None and stream:

@@ -84,6 +84,7 @@ async def run_tools(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
         query_vector=state.own_query_vector(),
         degrade=state.degrade,
         time_left=time_left,
+        log_limit=deps.log_limit,
     )
     results = await asyncio.gather(
         *(run_tool(assistant.tools, c.name, c.arguments, ctx, deps.settings.tool_timeout_s) for c in calls)

@@ -16,7 +16,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from retrieval_server.backends.llm import ChatModel, waited_for
+from retrieval_server.backends.llm import ChatModel, log_failure, waited_for
+from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.identifiers import without_surrogates
 from retrieval_server.knowledge import EntityMatch, Route, RouteDecision, ToolCall, entity_type_named
 from retrieval_server.workflow.calculator import MAX_CHARS
@@ -152,8 +153,12 @@ Question: {query}"""
 
 
 class LlmRouter:
-    def __init__(self, model: ChatModel, tools: Mapping[str, Tool], fallback: RuleRouter, temperature: float = 0.0) -> None:
+    def __init__(
+        self, model: ChatModel, tools: Mapping[str, Tool], fallback: RuleRouter, temperature: float = 0.0, log_limit: LogLimit | None = None
+    ) -> None:
         self._model = model
+        #: the application's, which spaces the lines of failures no breaker speaks for
+        self._log_limit = log_limit or LogLimit()
         self._tools = tools
         self._fallback = fallback
         self._temperature = temperature
@@ -176,9 +181,11 @@ class LlmRouter:
             return self.parse(answer), None
         except Exception as exc:
             if not limit.expired():
-                log.warning("LLM router failed (%s); deciding by rules", exc)
+                log_failure(log, self._log_limit, "LLM router", exc, "deciding by rules")
                 return self._fallback.rules(query, matches), "router:llm_failed_used_rules"
-            log.warning("LLM router took over %.3f s; deciding by rules", within.seconds)
+            # Each request's: the deadline's cut is the caller's budget, which the degradation
+            # reports; the operator's limit is the provider's failure, which its breaker counts.
+            log.debug("LLM router took over %.3f s; deciding by rules", within.seconds)
             if within.by_deadline:
                 return self._fallback.rules(query, matches), "router:deadline_used_rules"
             self._model.gave_up()  # the operator's limit on the call: the provider's failure

@@ -18,14 +18,15 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from retrieval_server.backends.embedder import Embedder
-from retrieval_server.backends.llm import ChatModel, LlmError, waited_for
+from retrieval_server.backends.llm import ChatModel, LlmError, log_failure, waited_for
+from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.domain import AccessFilter, RetrievedContext
 from retrieval_server.knowledge import DEPENDENCY_RELATIONS, EntityType, GraphEdge, GraphEntity, RelationType, ToolResult, entity_type_named
 from retrieval_server.workflow.calculator import CalculationError, evaluate
@@ -67,6 +68,8 @@ class ToolContext:
     degrade: Callable[[str], None] = _no_report
     #: seconds the request's deadline leaves the tools, the answer's reserve kept (None: no deadline)
     time_left: Callable[[], float | None] = _no_deadline
+    #: the application's, which spaces the lines of failures no breaker speaks for
+    log_limit: LogLimit = field(default_factory=LogLimit)
 
 
 class Tool(Protocol):
@@ -220,10 +223,10 @@ class Summarize:
                 # The deadline's cut: a TimeoutError, or whatever the model made of its cancellation;
                 # the caller's budget, not the model's failure (its breaker counts neither way).
                 if bound.expired():
-                    log.warning("summary by the model cut by the deadline after %.3f s; summarizing extractively", within.seconds)
+                    log.debug("summary by the model cut by the deadline after %.3f s; summarizing extractively", within.seconds)
                     ctx.degrade(SUMMARY_DEADLINE)
                 elif isinstance(exc, LlmError):
-                    log.warning("summary by the model failed (%s); summarizing extractively", exc)
+                    log_failure(log, ctx.log_limit, "summary by the model", exc, "summarizing extractively")
                     ctx.degrade(SUMMARY_LLM_FAILED)
                 else:
                     raise

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, AccessFilter, ChildChunk, DeadlineExceeded, DocumentSource, Identity, Mode, ParentChunk, QueryOptions, Role, Strategy
 from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
 from retrieval_server.knowledge import Route, RouteDecision, ToolCall
+from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.workflow.answer import UNSUPPORTED
 from retrieval_server.workflow.assistant import Assistant
 from retrieval_server.workflow.pipeline import QueryPipeline
@@ -728,6 +730,39 @@ async def test_a_summary_whose_backoff_would_end_past_its_share_of_the_deadline_
             await model.close()
     assert summary.success and summary.result["model"] == "extractive"
     assert tags == ["tool:summarize:llm_failed_used_extractive"] and len(server.requests) == 1 and breaker.failures == 1
+
+
+@pytest.mark.parametrize(("status", "loud"), [(400, 1), (503, 0)], ids=["refused", "failing"])
+async def test_the_router_answer_and_summary_log_a_refusing_model_once_a_failing_one_not_each_request(
+    app: Application, caplog: pytest.LogCaptureFixture, status: int, loud: int
+) -> None:
+    """Each of them logged WARNING on every request whose model call failed, the refusals of an
+    open breaker too (an LLM down for a minute: a line per request and caller). A failure the
+    breaker counts is each request's (DEBUG: the breaker logs its opening); a refusal of the request
+    leaves the breaker closed, so a model refusing every call is logged, once per kind."""
+    log_limit = LogLimit(clock=Clock())  # time stands still: one line per caller and kind, however long the test takes
+    caplog.set_level(logging.DEBUG, logger="retrieval_server.workflow")
+    with json_server(lambda path, body: (status, {"error": {"message": "max_tokens: 300 > 256", "type": "invalid_request_error"}})) as server:
+        model = _model(server.url)
+        try:
+            pipeline = QueryPipeline(dataclasses.replace(
+                app.pipeline.deps, log_limit=log_limit,
+                assistant=dataclasses.replace(Assistant(), router=LlmRouter(model, TOOLS, RuleRouter(), log_limit=log_limit), chat=model),
+            ))
+            for _ in range(3):
+                r = await pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
+                assert {"router:llm_failed_used_rules", "answer:llm_failed_used_extractive"} <= set(r.metrics.degraded)
+                retrieved = tuple(r.contexts)
+                ctx = dataclasses.replace(_ctx(app, contexts=retrieved), chat=model, log_limit=log_limit)
+                assert (await run_tool(TOOLS, "summarize", {}, ctx, TOOL_S)).result["model"] == "extractive"
+        finally:
+            await model.close()
+    lines = [r for r in caplog.records if "failed" in r.getMessage()]
+    for what in ("LLM router", "answer generation", "summary by the model"):
+        mine = [r for r in lines if r.getMessage().startswith(what)]
+        warned = [r.getMessage() for r in mine if r.levelno >= logging.WARNING]
+        assert len(mine) == 3 and len(warned) == loud, (what, [(r.levelname, r.getMessage()) for r in mine])
+        assert all("LlmRefused" in m and "HTTP 400" in m for m in warned), warned
 
 
 async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: Application) -> None:
