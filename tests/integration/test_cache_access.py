@@ -124,6 +124,41 @@ async def test_a_graph_answer_is_not_served_once_a_relation_it_followed_is_gone(
     assert not again.cached and "vault" not in _docs(again)
 
 
+def _matched(result: Any) -> list[str]:
+    return [m.name for m in result.metrics.graph.matches] if result.metrics.graph is not None else []
+
+
+#: the only document naming Nimbus Corp, which it states no relation of; carol may read it
+MEMO = _doc("memo", "ProjectZephyr depends on AuthSvc. ProjectZephyr is the confidential acquisition of Nimbus Corp.",
+            access=Access.PRIVATE, owner_id="alice", granted_user_ids=("carol",))
+LEDGER = _doc("ledger", "LedgerDB stores every ledger entry. LedgerDB is replicated across three zones.")
+NIMBUS = "Nimbus Corp ledger entries replicated across three zones"
+
+
+async def _revoke_memo(app: Application) -> None:
+    assert not (await app.ingest([_doc("memo", MEMO.content.decode(), access=Access.PRIVATE, owner_id="alice")])).errors
+
+
+@pytest.mark.parametrize("change", ["deleted", "grant revoked"])
+async def test_a_cached_graph_trace_names_no_entity_its_caller_can_no_longer_read(app: Application, change: str) -> None:
+    """A hit reports its answer's graph trace again. An entity only a private memo names, with no
+    stated relation, was matched and no relation followed, so the answer was checked against the
+    documents it cites only: after the memo was deleted, or carol's grant to it revoked, her hits
+    still named the entity."""
+    assert not (await app.ingest([MEMO, LEDGER])).errors
+    question = QueryOptions(NIMBUS, 1, strategy=Strategy.HYBRID, identity=CAROL)
+    first = await app.pipeline.query(question)
+    assert _docs(first) == {"ledger"} and _matched(first) == ["Nimbus Corp"]  # named by the memo, which it does not cite
+    hit = await app.pipeline.query(question)
+    assert hit.cached and _matched(hit) == ["Nimbus Corp"]
+    if change == "deleted":
+        await app.delete(["memo"])
+    else:
+        await _revoke_memo(app)
+    again = await app.pipeline.query(question)
+    assert _matched(again) == [] and "memo" not in _docs(again)
+
+
 async def test_the_same_user_shares_answers_as_user_or_admin_and_not_as_super_admin(app: Application) -> None:
     """Answers are keyed by the access filter: a USER and an ADMIN of one id read the same set."""
     as_root = await _ask(app, BOB_ROOT)
