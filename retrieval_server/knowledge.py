@@ -183,7 +183,7 @@ class GraphHop:
 class GraphTrace:
     matches: tuple[EntityMatch, ...] = ()
     hops: tuple[GraphHop, ...] = ()
-    #: the graph's version read before the leg ran (see KnowledgeGraph.version)
+    #: the graph's version read before its matches were (see KnowledgeGraph.version)
     graph_version: str | None = None
 
 

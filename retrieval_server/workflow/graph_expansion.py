@@ -111,9 +111,11 @@ async def graph_leg(state: QueryState, deps: WorkflowDeps) -> tuple[list[VectorH
     """The leg's ranked chunks under the request's access filter, the entities it started from, and its trace."""
     assert deps.graph is not None
     o, s = state.options, deps.settings
-    version = await deps.graph.version()  # before anything is read: a change after it makes the answer stale, not current
-    matches = state.entity_matches
+    # Read before the matches: a change after it makes the answer stale, not current. Matches the
+    # router or an earlier pass read are as old as the version read before them.
+    matches, version = state.entity_matches, state.entity_matches_version
     if matches is None:
+        version = await deps.graph.version()
         matches = await deps.graph.match(o.query, state.point_filter.access, o.document_ids)
     if not matches:
         return [], matches, GraphTrace(graph_version=version)

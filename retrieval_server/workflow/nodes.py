@@ -571,7 +571,7 @@ def _collect_graph(search: asyncio.Future[Any], state: QueryState, deps: Workflo
     if hits:
         legs["graph"] = hits
     state.metrics.graph = trace
-    return {"entity_matches": matches}
+    return {"entity_matches": matches, "entity_matches_version": trace.graph_version}
 
 
 async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:

@@ -29,7 +29,7 @@ from retrieval_server.backends import redis_cache
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, GuardedCache
 from retrieval_server.backends.redis_cache import INLINE_SCAN_ROWS, RedisCache
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, Document, DocumentSource, Identity, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
+from retrieval_server.domain import Access, Document, DocumentSource, Identity, Mode, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
 from retrieval_server.workflow.analysis import ClassicalAnalyzer
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.model_builder import BertShape, build_cross_encoder
@@ -157,6 +157,30 @@ async def test_a_cached_graph_trace_names_no_entity_its_caller_can_no_longer_rea
         await _revoke_memo(app)
     again = await app.pipeline.query(question)
     assert _matched(again) == [] and "memo" not in _docs(again)
+
+
+async def test_a_graph_trace_is_as_old_as_the_matches_the_router_read(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph leg reuses the entities the router matched, and read the graph's version only when
+    it ran: a grant revoked in between was taken for already seen, and the answer, naming what the
+    router had matched, was served from the cache after it."""
+    assert not (await app.ingest([MEMO, LEDGER])).errors
+    graph = app.pipeline.deps.graph
+    assert graph is not None
+    match, revoked = graph.match, asyncio.Event()
+
+    async def revoking_after_the_first(*args: Any, **kwargs: Any) -> Any:
+        matches = await match(*args, **kwargs)
+        if not revoked.is_set():
+            revoked.set()
+            await _revoke_memo(app)
+        return matches
+
+    monkeypatch.setattr(graph, "match", revoking_after_the_first)
+    question = QueryOptions(NIMBUS, 1, strategy=Strategy.HYBRID, mode=Mode.GENERATION, identity=CAROL)
+    first = await app.pipeline.query(question)
+    assert revoked.is_set() and _docs(first) == {"ledger"} and _matched(first) == ["Nimbus Corp"]
+    again = await app.pipeline.query(question)
+    assert _matched(again) == []
 
 
 async def test_the_same_user_shares_answers_as_user_or_admin_and_not_as_super_admin(app: Application) -> None:
