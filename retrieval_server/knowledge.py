@@ -183,14 +183,8 @@ class GraphHop:
 class GraphTrace:
     matches: tuple[EntityMatch, ...] = ()
     hops: tuple[GraphHop, ...] = ()
-    #: the graph's version read before the leg ran (see KnowledgeGraph.version)
+    #: the graph's version read before its matches were (see KnowledgeGraph.version)
     graph_version: str | None = None
-
-    @property
-    def followed_relations(self) -> bool:
-        """Whether a hop past the entities the query names added chunks: they are there by
-        relations that documents not among them may have stated."""
-        return any(h.hop > 0 and h.chunks for h in self.hops)
 
 
 # --- router, tools, answers ----------------------------------------------------------------------

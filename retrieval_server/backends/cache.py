@@ -140,8 +140,9 @@ class CachedAnswer:
     strategy: Strategy
     #: 1.0 for an exact match
     similarity: float = 1.0
-    #: the knowledge graph's version when its relations brought contexts in: their documents need
-    #: not be among the contexts, so only an unchanged graph keeps the answer current
+    #: the knowledge graph's version when its graph trace names entities (reported again with the
+    #: answer) or its relations brought contexts in: their documents need not be among the
+    #: contexts, so only an unchanged graph keeps the answer current
     graph_version: str | None = None
     #: the query it was stored for, as sent (the cache sets it): a similarity match is served only
     #: to a query asking for the same identifiers (see the workflow's check_cache)

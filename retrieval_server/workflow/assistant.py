@@ -44,9 +44,10 @@ async def route(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     """Decide between retrieving, running tools and answering directly; the known entities the query
     names inform the decision (and seed the graph leg later)."""
     o = state.options
-    matches = state.entity_matches
+    matches, version = state.entity_matches, state.entity_matches_version
     if matches is None and deps.graph is not None:
         try:
+            version = await deps.graph.version()
             matches = await deps.graph.match(o.query, state.point_filter.access, o.document_ids)
         except Exception:
             log.error("entity matching failed", exc_info=True)
@@ -58,7 +59,7 @@ async def route(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:
     if degraded:
         state.degrade(degraded)
     state.metrics.route = decision
-    return {"route": decision, "entity_matches": matches}
+    return {"route": decision, "entity_matches": matches, "entity_matches_version": version}
 
 
 async def run_tools(state: QueryState, deps: WorkflowDeps) -> dict[str, Any]:

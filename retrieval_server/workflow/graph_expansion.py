@@ -111,15 +111,18 @@ async def graph_leg(state: QueryState, deps: WorkflowDeps) -> tuple[list[VectorH
     """The leg's ranked chunks under the request's access filter, the entities it started from, and its trace."""
     assert deps.graph is not None
     o, s = state.options, deps.settings
-    version = await deps.graph.version()  # before anything is read: a change after it makes the answer stale, not current
-    matches = state.entity_matches
+    # Read before the matches: a change after it makes the answer stale, not current. Matches the
+    # router or an earlier pass read are as old as the version read before them.
+    matches, version = state.entity_matches, state.entity_matches_version
     if matches is None:
+        version = await deps.graph.version()
         matches = await deps.graph.match(o.query, state.point_filter.access, o.document_ids)
     if not matches:
-        return [], matches, GraphTrace()
+        return [], matches, GraphTrace(graph_version=version)
     seeds = matches if state.strategy is Strategy.GRAPH else await _stated(deps.graph, matches, state)
     if not seeds:
-        return [], matches, GraphTrace(tuple(matches))
+        # Its matches are reported, and with a cached answer reported again: read at this version.
+        return [], matches, GraphTrace(tuple(matches), graph_version=version)
     # Not widened with a retry's pool: GRAPH_MAX_CHUNKS_PER_HOP is what a hop adds at most, as
     # documented, and it bounds the rows the leg reads for each entity.
     limits = ExpansionLimits(s.graph_hop_penalties, s.graph_max_chunks_per_hop, s.graph_max_neighbors)

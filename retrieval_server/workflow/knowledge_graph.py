@@ -23,7 +23,7 @@ from rapidfuzz import fuzz, process
 
 from retrieval_server.backends.executor import BlockingExecutor
 from retrieval_server.backends.metadata_store import MetadataStore
-from retrieval_server.domain import AccessFilter
+from retrieval_server.domain import AccessFilter, Document
 from retrieval_server.ingest.entities import acronym_singular, name_tokens
 from retrieval_server.knowledge import EntityLabel, EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
 from retrieval_server.stopwords import STOPWORDS
@@ -253,6 +253,13 @@ class KnowledgeGraph:
         """The edges touching ``keys`` (``None``: all) and the entities at their ends (and ``keys``'),
         in one snapshot of the store: every end of an edge is an entity read."""
         return await self.store.graph_entities_and_edges(keys, access, document_ids)
+
+    async def entity_facts(
+        self, key: str, access: AccessFilter, document_ids: Sequence[str] = (), listed: int = 0
+    ) -> tuple[dict[str, GraphEntity], list[GraphEdge], dict[str, Document]]:
+        """The entity, its edges, the entities at their ends, and the first ``listed`` readable
+        documents naming it, in one snapshot of the store."""
+        return await self.store.graph_entity_facts(key, access, document_ids, listed)
 
     async def edge_weights(self, keys: Iterable[str], access: AccessFilter, document_ids: Sequence[str] = ()) -> list[tuple[str, str, float]]:
         """``(source, target, weight)`` of each relation touching ``keys``, summed over the readable documents."""

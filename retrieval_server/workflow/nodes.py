@@ -267,8 +267,9 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
     # Each context's document, not one per id: an answer holding two versions of a document passed
     # as long as its last context was of the stored one.
     if answer.graph_version is not None and deps.graph is not None and await deps.graph.version() != answer.graph_version:
-        # Its relations may have come from documents deleted or made private since, which it does
-        # not cite; answered again, it is stored again (the graph changes only on writes).
+        # The entities its trace names and the relations it followed may have come from documents
+        # deleted or made private since, which it does not cite; answered again, it is stored
+        # again (the graph changes only on writes).
         return False
     cited = [c.document for c in answer.contexts]
     versions = await _with_retries(deps, "cache versions", lambda: deps.metadata.document_versions(list({d.document_id for d in cited})))
@@ -570,7 +571,7 @@ def _collect_graph(search: asyncio.Future[Any], state: QueryState, deps: Workflo
     if hits:
         legs["graph"] = hits
     state.metrics.graph = trace
-    return {"entity_matches": matches}
+    return {"entity_matches": matches, "entity_matches_version": trace.graph_version}
 
 
 async def _metadata_leg(docs: list[tuple[str, float]], deps: WorkflowDeps, legs: dict[str, list[VectorHit]]) -> list[VectorHit]:
@@ -1068,9 +1069,11 @@ def describes_answer(tag: str) -> bool:
 
 
 def _graph_version_used(state: QueryState) -> str | None:
-    """The graph's version, when the answer's graph leg followed relations to its contexts."""
+    """The graph's version, when the answer's graph trace names what the graph held: its matches
+    and hops, reported again with each hit, and the contexts its relations brought in may come from
+    documents the answer does not cite, which a delete or a changed grant leaves unreadable."""
     trace = state.metrics.graph
-    return trace.graph_version if trace is not None and trace.followed_relations else None
+    return trace.graph_version if trace is not None and (trace.matches or trace.hops) else None
 
 
 def _report(m: QueryMetrics) -> PassReport:

@@ -210,6 +210,8 @@ class QueryState:
     suggestions: list[str] = field(default_factory=list)
     #: known entities the query names (None: not looked up yet)
     entity_matches: list[EntityMatch] | None = None
+    #: the graph's version read before they were looked up: a graph trace naming them is as old
+    entity_matches_version: str | None = None
     route: RouteDecision | None = None
     tool_results: list[ToolResult] = field(default_factory=list)
     answer: Answer | None = None

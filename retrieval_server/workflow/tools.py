@@ -133,8 +133,13 @@ class LookupFacts:
 
     async def run(self, params: LookupFactsParams, ctx: ToolContext) -> tuple[Any, str]:
         graph = _graph(ctx)
-        entity = await _entity(ctx, params.entity)
-        others, edges = await graph.entities_and_edges([entity.key], ctx.access, ctx.document_ids)
+        key = (await _entity(ctx, params.entity)).key
+        # The entity read again with its relations and sources, as they are now, in one snapshot:
+        # a document made private since it was resolved must be neither counted nor named.
+        others, edges, documents = await graph.entity_facts(key, ctx.access, ctx.document_ids, MAX_LISTED)
+        if key not in others:
+            raise ToolError(f"no known entity named '{params.entity}'")
+        entity = others[key]
         name = {k: e.name for k, e in others.items()}
         relations = [
             {
@@ -145,11 +150,6 @@ class LookupFacts:
             }
             for e in sorted(edges, key=lambda e: (e.relation is RelationType.CO_OCCURS, -e.weight, e.source, e.target))
         ]
-        named = list(entity.document_ids)[:MAX_LISTED]
-        documents = await graph.store.get_documents(named)
-        # As they are now: a document made private since the entity was read is not the caller's
-        # to hear of.
-        sources = [d for d in named if d in documents and ctx.access.allows(documents[d])]
         chunks = len((await graph.chunks([entity.key], ctx.access, ctx.document_ids, per_entity=MAX_COUNTED_CHUNKS + 1)).get(entity.key, []))
         # Lists bounded, with what they leave out counted: a hub entity named by 4,000 documents made
         # an answer over the response limit, which only contexts are cut to meet.
@@ -161,7 +161,7 @@ class LookupFacts:
             "chunks_more": chunks > MAX_COUNTED_CHUNKS,
             "relations": relations[:MAX_LISTED],
             "relations_total": len(relations),
-            "sources": [{"document_id": d, "title": documents[d].title} for d in sources],
+            "sources": [{"document_id": d, "title": documents[d].title} for d in entity.document_ids[:MAX_LISTED]],
             "sources_total": len(entity.document_ids),
         }
         typed = [r for r in relations if r["relation"] != RelationType.CO_OCCURS.value]

@@ -142,23 +142,25 @@ async def test_suggestions_name_no_document_made_private_since_their_search(app:
 
 async def test_lookup_facts_names_no_source_made_private_since_the_entity_was_read(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
     from retrieval_server.domain import AccessFilter
-    from retrieval_server.workflow.tools import LookupFacts, LookupFactsParams, ToolContext
+    from retrieval_server.workflow.tools import LookupFacts, LookupFactsParams, ToolContext, ToolError
 
     assert not (await app.ingest([keeper(PUBLIC)])).errors
     graph = app.pipeline.deps.graph
     assert graph is not None
-    neighbourhood = graph.entities_and_edges
+    resolve = graph.resolve
     regranted = False
 
     async def then_an_admin_makes_it_private(*args: Any, **kwargs: Any) -> Any:
         nonlocal regranted
-        if not regranted:
-            regranted = True
-            assert not (await app.ingest([DocumentSource(filename="keeper.txt", document_id="keeper", title="SECRET: root password rotation",
-                                                         content=SECRET.encode(), access=Access.PRIVATE, owner_id="alice")])).errors
-        return await neighbourhood(*args, **kwargs)
+        found = await resolve(*args, **kwargs)
+        regranted = True
+        assert not (await app.ingest([DocumentSource(filename="keeper.txt", document_id="keeper", title="SECRET: root password rotation",
+                                                     content=SECRET.encode(), access=Access.PRIVATE, owner_id="alice")])).errors
+        return found
 
-    monkeypatch.setattr(graph, "entities_and_edges", then_an_admin_makes_it_private)
+    monkeypatch.setattr(graph, "resolve", then_an_admin_makes_it_private)
     ctx = ToolContext(query="what is Ledger Keeper", access=AccessFilter(), document_ids=(), graph=graph, contexts=[], embedder=app.embedder)
-    result, _ = await LookupFacts().run(LookupFactsParams(entity="Ledger Keeper"), ctx)
-    assert regranted and result["sources"] == []
+    # Its only document: the sources left it out, and the mentions and the summary still counted it.
+    with pytest.raises(ToolError, match="no known entity named 'Ledger Keeper'"):
+        await LookupFacts().run(LookupFactsParams(entity="Ledger Keeper"), ctx)
+    assert regranted

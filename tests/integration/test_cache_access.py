@@ -29,7 +29,7 @@ from retrieval_server.backends import redis_cache
 from retrieval_server.backends.cache import CachedAnswer, CacheUnavailable, GuardedCache
 from retrieval_server.backends.redis_cache import INLINE_SCAN_ROWS, RedisCache
 from retrieval_server.config import load_settings
-from retrieval_server.domain import Access, Document, DocumentSource, Identity, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
+from retrieval_server.domain import Access, Document, DocumentSource, Identity, Mode, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
 from retrieval_server.workflow.analysis import ClassicalAnalyzer
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.model_builder import BertShape, build_cross_encoder
@@ -122,6 +122,65 @@ async def test_a_graph_answer_is_not_served_once_a_relation_it_followed_is_gone(
         assert not (await app.ingest([_doc("relation", relation.content.decode(), access=Access.PRIVATE, owner_id="alice")])).errors
     again = await app.pipeline.query(question)
     assert not again.cached and "vault" not in _docs(again)
+
+
+def _matched(result: Any) -> list[str]:
+    return [m.name for m in result.metrics.graph.matches] if result.metrics.graph is not None else []
+
+
+#: the only document naming Nimbus Corp, which it states no relation of; carol may read it
+MEMO = _doc("memo", "ProjectZephyr depends on AuthSvc. ProjectZephyr is the confidential acquisition of Nimbus Corp.",
+            access=Access.PRIVATE, owner_id="alice", granted_user_ids=("carol",))
+LEDGER = _doc("ledger", "LedgerDB stores every ledger entry. LedgerDB is replicated across three zones.")
+NIMBUS = "Nimbus Corp ledger entries replicated across three zones"
+
+
+async def _revoke_memo(app: Application) -> None:
+    assert not (await app.ingest([_doc("memo", MEMO.content.decode(), access=Access.PRIVATE, owner_id="alice")])).errors
+
+
+@pytest.mark.parametrize("change", ["deleted", "grant revoked"])
+async def test_a_cached_graph_trace_names_no_entity_its_caller_can_no_longer_read(app: Application, change: str) -> None:
+    """A hit reports its answer's graph trace again. An entity only a private memo names, with no
+    stated relation, was matched and no relation followed, so the answer was checked against the
+    documents it cites only: after the memo was deleted, or carol's grant to it revoked, her hits
+    still named the entity."""
+    assert not (await app.ingest([MEMO, LEDGER])).errors
+    question = QueryOptions(NIMBUS, 1, strategy=Strategy.HYBRID, identity=CAROL)
+    first = await app.pipeline.query(question)
+    assert _docs(first) == {"ledger"} and _matched(first) == ["Nimbus Corp"]  # named by the memo, which it does not cite
+    hit = await app.pipeline.query(question)
+    assert hit.cached and _matched(hit) == ["Nimbus Corp"]
+    if change == "deleted":
+        await app.delete(["memo"])
+    else:
+        await _revoke_memo(app)
+    again = await app.pipeline.query(question)
+    assert _matched(again) == [] and "memo" not in _docs(again)
+
+
+async def test_a_graph_trace_is_as_old_as_the_matches_the_router_read(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph leg reuses the entities the router matched, and read the graph's version only when
+    it ran: a grant revoked in between was taken for already seen, and the answer, naming what the
+    router had matched, was served from the cache after it."""
+    assert not (await app.ingest([MEMO, LEDGER])).errors
+    graph = app.pipeline.deps.graph
+    assert graph is not None
+    match, revoked = graph.match, asyncio.Event()
+
+    async def revoking_after_the_first(*args: Any, **kwargs: Any) -> Any:
+        matches = await match(*args, **kwargs)
+        if not revoked.is_set():
+            revoked.set()
+            await _revoke_memo(app)
+        return matches
+
+    monkeypatch.setattr(graph, "match", revoking_after_the_first)
+    question = QueryOptions(NIMBUS, 1, strategy=Strategy.HYBRID, mode=Mode.GENERATION, identity=CAROL)
+    first = await app.pipeline.query(question)
+    assert revoked.is_set() and _docs(first) == {"ledger"} and _matched(first) == ["Nimbus Corp"]
+    again = await app.pipeline.query(question)
+    assert _matched(again) == []
 
 
 async def test_the_same_user_shares_answers_as_user_or_admin_and_not_as_super_admin(app: Application) -> None:

@@ -258,6 +258,47 @@ async def test_lookup_facts_reads_the_relations_and_their_ends_in_one_snapshot(
     assert [(r["direction"], r["relation"], r["entity"]) for r in result["relations"]] == [("out", "USES", "UserDb")]
 
 
+
+@pytest.mark.parametrize("when", ["after the entity was resolved", "while its facts were read"])
+async def test_lookup_facts_counts_and_names_only_the_sources_it_lists(
+    metadata_store: MetadataStore, executor: BlockingExecutor, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Only the sources were checked against the documents as they were last: a document made
+    private after the entity was resolved, or between the reads of its relations and its sources,
+    was left out of the sources, and still counted in the mentions and sources_total, its relation
+    listed."""
+    from retrieval_server.workflow.tools import LookupFacts, LookupFactsParams, ToolContext
+
+    await metadata_store.replace_document(Document("a"), _parents("a"), DocumentGraph((_entity("AuthSvc", E.SERVICE, 2),), ()))
+    await metadata_store.replace_document(Document("secret"), _parents("secret"), _uses("AuthSvc", "ShadowVault"))
+    graph = KnowledgeGraph(metadata_store, executor)
+
+    def made_private() -> Awaitable[bool]:
+        secret = Document("secret", access=Access.PRIVATE, owner_id="alice")
+        return metadata_store.replace_document(secret, _parents("secret"), _uses("AuthSvc", "ShadowVault"))
+
+    between = _CommitBetweenReads(metadata_store, made_private, monkeypatch)
+    between.armed = False
+    resolve = graph.resolve
+
+    async def then_made_private(*args: Any, **kwargs: Any) -> Any:
+        found = await resolve(*args, **kwargs)
+        if when == "after the entity was resolved":
+            between.committed = True
+            await made_private()
+        else:
+            between.armed = True
+        return found
+
+    monkeypatch.setattr(graph, "resolve", then_made_private)
+    ctx = ToolContext(query="what is AuthSvc", access=BOB, document_ids=(), graph=graph, contexts=[], embedder=None)  # type: ignore[arg-type]
+    result, summary = await LookupFacts().run(LookupFactsParams(entity="AuthSvc"), ctx)
+    assert between.committed
+    listed = {s["document_id"] for s in result["sources"]}
+    assert result["sources_total"] == len(listed) and f"in {len(listed)} document" in summary
+    assert result["mentions"] == (3 if "secret" in listed else 2)
+    assert any(r["entity"] == "ShadowVault" for r in result["relations"]) == ("secret" in listed)
+
 async def test_matches_show_nothing_of_names_the_caller_cannot_read(metadata_store: MetadataStore, executor: BlockingExecutor) -> None:
     """Whether a query named an entity exactly is decided by the names the caller may read, and names
     the caller cannot read do not crowd a readable one out of the fuzzy look-up."""

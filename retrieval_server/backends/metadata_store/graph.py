@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from retrieval_server.backends.metadata_store.sql import in_chunks, readable_clause
-from retrieval_server.domain import AccessFilter
+from retrieval_server.domain import AccessFilter, Document
 from retrieval_server.knowledge import DocumentGraph, EntityLabel, EntityType, GraphEdge, GraphEntity, RelationType
 
 if TYPE_CHECKING:
@@ -99,6 +99,9 @@ class GraphQueries:
         raise NotImplementedError
 
     async def read_statement(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def _documents(self, tx: Tx, ids: Sequence[str]) -> dict[str, Document]:
         raise NotImplementedError
 
     async def _rows(self, statements: list[tuple[str, list[Any]]]) -> list[tuple[Any, ...]]:
@@ -188,11 +191,28 @@ class GraphQueries:
         keys (``None``: all), read in one snapshot. Read apart, a document committed between the two
         reads gave edges whose ends no entity described: nodes without a name in an export, a
         neighbour named "" by lookup_facts."""
-        wanted = None if keys is None else list(keys)
         async with self.snapshot() as tx:
-            edges = await self._edges(tx, wanted, access, document_ids)
-            ends = None if wanted is None else [*wanted, *(key for e in edges for key in (e.source, e.target))]
-            return await self._entities(tx, ends, access, document_ids), edges
+            return await self._entities_and_edges(tx, keys, access, document_ids)
+
+    async def graph_entity_facts(
+        self, key: str, access: AccessFilter, document_ids: Sequence[str] = (), listed: int = 0
+    ) -> tuple[dict[str, GraphEntity], list[GraphEdge], dict[str, Document]]:
+        """:meth:`graph_entities_and_edges` of one key, and the first ``listed`` of the readable
+        documents naming it, in one snapshot: what lookup_facts counts and names is of the same
+        documents. Read apart, a document made private in between was left out of the sources
+        and still counted in the mentions, its relations listed."""
+        async with self.snapshot() as tx:
+            entities, edges = await self._entities_and_edges(tx, [key], access, document_ids)
+            named = entities[key].document_ids[:listed] if key in entities else ()
+            return entities, edges, await self._documents(tx, named)
+
+    async def _entities_and_edges(
+        self, tx: Tx, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str]
+    ) -> tuple[dict[str, GraphEntity], list[GraphEdge]]:
+        wanted = None if keys is None else list(keys)
+        edges = await self._edges(tx, wanted, access, document_ids)
+        ends = None if wanted is None else [*wanted, *(key for e in edges for key in (e.source, e.target))]
+        return await self._entities(tx, ends, access, document_ids), edges
 
     @staticmethod
     async def _entities(tx: Tx, keys: Iterable[str] | None, access: AccessFilter, document_ids: Sequence[str]) -> dict[str, GraphEntity]:
