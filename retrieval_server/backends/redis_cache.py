@@ -70,9 +70,11 @@ log = logging.getLogger(__name__)
 #: the layout of the entries' JSON and keys: bumped whenever it changes (a field of Document, say;
 #: 2: the members of a document's set name each entry's keys; 3: a document's set is sorted by
 #: expiry, which a server of format 2, adding to it as to a plain set, would fail on; every entry
-#: is in its partition's rc:a set). Not bumped for a key added to the entries that a server
-#: without it ignores and a server with it may find missing (``report``): both read both entries
-ENTRY_FORMAT = 3
+#: is in its partition's rc:a set; 4: ``graph_version`` is set whenever the ``report``'s graph
+#: trace names anything, where format 3 set it only for a followed relation, and served an entry
+#: naming an entity of a document deleted or made private since without checking the graph).
+#: Entries of another format are under other keys: never read, they expire with their TTL
+ENTRY_FORMAT = 4
 #: what reading an entry written by something else can raise
 _UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)
 #: how much older than the newest entry a mirror holds a new one may look (an entry's score is
@@ -111,10 +113,7 @@ def _context_from_json(d: dict[str, Any]) -> RetrievedContext:
     )
 
 
-def _report_from_json(d: dict[str, Any] | None) -> PassReport:
-    """An entry written before reports were stored has none: it reports the metrics of no pass."""
-    if d is None:
-        return PassReport()
+def _report_from_json(d: dict[str, Any]) -> PassReport:
     graph = d["graph"]
     if graph is not None:
         graph = GraphTrace(
@@ -213,7 +212,7 @@ class RedisCache:
         try:
             entry = json.loads(raw)
             contexts = tuple(_context_from_json(c) for c in entry["contexts"])
-            report = _report_from_json(entry.get("report"))
+            report = _report_from_json(entry["report"])
             return CachedAnswer(contexts, Strategy(entry["strategy"]), similarity, entry.get("graph_version"), entry["query"], report)
         except _UNREADABLE as exc:
             log.warning("an unreadable cache entry is removed: %s", exc, extra={"entry": entry_id})

@@ -266,6 +266,12 @@ async def _still_current(answer: CachedAnswer, state: QueryState, deps: Workflow
     """
     # Each context's document, not one per id: an answer holding two versions of a document passed
     # as long as its last context was of the stored one.
+    trace = answer.report.graph
+    if answer.graph_version is None and trace is not None and (trace.matches or trace.hops):
+        # A trace naming what the graph held with no version to check it by: the release before
+        # stored one only when a relation was followed, and its entries name entities of
+        # documents deleted or made private since as readily as any other.
+        return False
     if answer.graph_version is not None and deps.graph is not None and await deps.graph.version() != answer.graph_version:
         # The entities its trace names and the relations it followed may have come from documents
         # deleted or made private since, which it does not cite; answered again, it is stored

@@ -31,6 +31,7 @@ from retrieval_server.backends.redis_cache import INLINE_SCAN_ROWS, RedisCache
 from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, Document, DocumentSource, Identity, Mode, ParentChunk, QueryOptions, RetrievedContext, Role, Strategy
 from retrieval_server.workflow.analysis import ClassicalAnalyzer
+from retrieval_server.workflow import nodes
 from retrieval_server.workflow.pipeline import QueryPipeline
 from scoring_core.model_builder import BertShape, build_cross_encoder
 from tests.integration.conftest import AppWithCorpus
@@ -157,6 +158,31 @@ async def test_a_cached_graph_trace_names_no_entity_its_caller_can_no_longer_rea
         await _revoke_memo(app)
     again = await app.pipeline.query(question)
     assert _matched(again) == [] and "memo" not in _docs(again)
+
+
+def _previous_release(state: Any) -> str | None:
+    """The graph version the release before stored: only when a relation was followed."""
+    trace = state.metrics.graph
+    followed = trace is not None and any(h.hop > 0 and h.chunks for h in trace.hops)
+    return trace.graph_version if followed else None
+
+
+async def test_an_answer_stored_without_the_graph_version_its_trace_needs_is_not_served(
+    app: Application, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The release before stored no graph version for a trace with matches and no relation
+    followed: its entries (kept by either cache, and written by its servers during a rolling
+    upgrade) were served with no check of the graph, naming the entity of a memo whose grant was
+    revoked."""
+    assert not (await app.ingest([MEMO, LEDGER])).errors
+    question = QueryOptions(NIMBUS, 1, strategy=Strategy.HYBRID, identity=CAROL)
+    with monkeypatch.context() as m:
+        m.setattr(nodes, "_graph_version_used", _previous_release)
+        first = await app.pipeline.query(question)
+    assert _matched(first) == ["Nimbus Corp"] and not first.cached
+    await _revoke_memo(app)
+    again = await app.pipeline.query(question)
+    assert _matched(again) == [] and not again.cached
 
 
 async def test_a_graph_trace_is_as_old_as_the_matches_the_router_read(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
