@@ -24,7 +24,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from retrieval_server.backends.circuit_breaker import CircuitBreaker
+from retrieval_server.backends.circuit_breaker import CircuitBreaker, refused_by_breaker
 from retrieval_server.backends.http_body import (
     ACCEPT_ENCODING,
     BoundedText,
@@ -110,18 +110,20 @@ class LlmRefused(LlmError):
 
 def log_failure(logger: logging.Logger, log_limit: LogLimit, what: str, exc: BaseException, instead: str, *, key: str | None = None) -> None:
     """Log a request's failed model call, ``what`` (a technique, the router, the answer), done
-    ``instead`` another way. The failures its breaker counts (the model down, slow, refusing
-    connections, or its breaker open) are each request's while they last, and the breaker logs
-    when it opens and closes: DEBUG. Any other (a refusal of the request, an answer that cannot be
-    used) leaves the breaker closed, and a model failing every call that way (max_tokens over its
-    limit, a model name the gateway does not know) would show nowhere: WARNING, once per
-    ``log_limit.every_s`` per caller (``key``, by default ``what``) and error kind."""
+    ``instead`` another way: WARNING once per ``log_limit.every_s`` per caller (``key``, by default
+    ``what``) and error kind, the rest DEBUG. Only the open breaker's refusals are never logged
+    above DEBUG: the breaker logs its opening and closing. A failure it counts is not left to it:
+    it counts consecutive failures of every caller of the provider, so a call failing every time
+    (an answer cut at its max_tokens with no text, a gateway that cannot stream) beside the
+    router's successes never opens it, and showed nowhere. ``stacklevel``: the line names the
+    caller, not this function."""
     kind = type(exc).__name__
-    counted = isinstance(exc, LlmError) and not isinstance(exc, LlmRefused)
-    if counted or not log_limit.due((key or what, kind)):
-        logger.debug("%s failed: %s: %s; %s", what, kind, exc, instead)
+    # The refusal first: it must not take the line a failure of the model is due.
+    if refused_by_breaker(exc) or not log_limit.due((key or what, kind)):
+        logger.debug("%s failed: %s: %s; %s", what, kind, exc, instead, stacklevel=2)
     else:
-        logger.warning("%s failed: %s: %s; %s (logged once per %.0f s per error kind)", what, kind, exc, instead, log_limit.every_s)
+        logger.warning("%s failed: %s: %s; %s (logged once per %.0f s per error kind)", what, kind, exc, instead, log_limit.every_s,
+                       stacklevel=2)
 
 
 class _WholeAnswer(Exception):

@@ -119,7 +119,7 @@ class WorkflowDeps:
     #: a text's tokens as the embedding model counts them, without [CLS] and [SEP] (None: the
     #: semantic cache matches a query longer than ``model_tokens`` characters exactly only)
     count_tokens: Callable[[str], int] | None = None
-    #: the failures no breaker logs (the store legs', the local reranker's, a model's refusals),
+    #: the failures no breaker logs (the store legs', the local reranker's, a model call's),
     #: at most one line per component and error kind a minute
     log_limit: LogLimit = field(default_factory=LogLimit)
 

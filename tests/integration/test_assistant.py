@@ -732,14 +732,14 @@ async def test_a_summary_whose_backoff_would_end_past_its_share_of_the_deadline_
     assert tags == ["tool:summarize:llm_failed_used_extractive"] and len(server.requests) == 1 and breaker.failures == 1
 
 
-@pytest.mark.parametrize(("status", "loud"), [(400, 1), (503, 0)], ids=["refused", "failing"])
-async def test_the_router_answer_and_summary_log_a_refusing_model_once_a_failing_one_not_each_request(
-    app: Application, caplog: pytest.LogCaptureFixture, status: int, loud: int
+@pytest.mark.parametrize(("status", "kind"), [(400, "LlmRefused"), (503, "LlmError")], ids=["refused", "failing"])
+async def test_the_router_answer_and_summary_log_a_failing_model_once_per_kind_not_each_request(
+    app: Application, caplog: pytest.LogCaptureFixture, status: int, kind: str
 ) -> None:
     """Each of them logged WARNING on every request whose model call failed, the refusals of an
-    open breaker too (an LLM down for a minute: a line per request and caller). A failure the
-    breaker counts is each request's (DEBUG: the breaker logs its opening); a refusal of the request
-    leaves the breaker closed, so a model refusing every call is logged, once per kind."""
+    open breaker too (an LLM down for a minute: a line per request and caller). Once per caller
+    and kind, the rest at DEBUG: a refusal of the request leaves the breaker closed, and the
+    breaker (here opened by the first request's three failures) refuses the later calls."""
     log_limit = LogLimit(clock=Clock())  # time stands still: one line per caller and kind, however long the test takes
     caplog.set_level(logging.DEBUG, logger="retrieval_server.workflow")
     with json_server(lambda path, body: (status, {"error": {"message": "max_tokens: 300 > 256", "type": "invalid_request_error"}})) as server:
@@ -761,8 +761,43 @@ async def test_the_router_answer_and_summary_log_a_refusing_model_once_a_failing
     for what in ("LLM router", "answer generation", "summary by the model"):
         mine = [r for r in lines if r.getMessage().startswith(what)]
         warned = [r.getMessage() for r in mine if r.levelno >= logging.WARNING]
-        assert len(mine) == 3 and len(warned) == loud, (what, [(r.levelname, r.getMessage()) for r in mine])
-        assert all("LlmRefused" in m and "HTTP 400" in m for m in warned), warned
+        assert len(mine) == 3 and len(warned) == 1, (what, [(r.levelname, r.getMessage()) for r in mine])
+        assert all(kind in m and f"HTTP {status}" in m for m in warned), warned
+
+
+async def test_an_answer_model_failing_every_call_beside_a_router_that_succeeds_is_logged(
+    app: Application, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One client and one breaker per provider: the router's successes reset the count of the
+    answer's failures (a reasoning model spending max_tokens thinking, no text every time), the
+    breaker never opened, and the answer's failure was logged at DEBUG only, on every request."""
+    decision = json.dumps({"action": "retrieve", "tools": [], "reason": "docs"})
+
+    def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if "You route questions" in body["messages"][0]["content"]:
+            return 200, {"choices": [{"message": {"role": "assistant", "content": decision}, "finish_reason": "stop"}]}
+        return 200, {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "length"}]}
+
+    log_limit = LogLimit(clock=Clock())  # time stands still: one line, however long the test takes
+    caplog.set_level(logging.DEBUG, logger="retrieval_server.workflow")
+    breaker = CircuitBreaker(failure_threshold=3, cooldown_s=3600.0, name="llm:openai")
+    with json_server(handle) as server:
+        model = OpenAICompatibleChat(server.url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        try:
+            pipeline = QueryPipeline(dataclasses.replace(
+                app.pipeline.deps, log_limit=log_limit,
+                assistant=dataclasses.replace(Assistant(), router=LlmRouter(model, TOOLS, RuleRouter(), log_limit=log_limit), chat=model),
+            ))
+            for _ in range(4):
+                r = await pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
+                assert "answer:llm_failed_used_extractive" in r.metrics.degraded, r.metrics.degraded
+        finally:
+            await model.close()
+    assert not breaker.is_open
+    mine = [r for r in caplog.records if r.getMessage().startswith("answer generation failed")]
+    warned = [r for r in mine if r.levelno >= logging.WARNING]
+    assert len(mine) == 4 and len(warned) == 1 and "finish_reason length" in warned[0].getMessage(), [r.getMessage() for r in mine]
+    assert warned[0].pathname.endswith("answer.py")  # the caller's line, not log_failure's
 
 
 async def test_llm_router_decides_and_invalid_decisions_fall_back_to_rules(app: Application) -> None:
