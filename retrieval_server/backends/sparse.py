@@ -87,11 +87,36 @@ def check_terms(where: str, terms: int) -> None:
                           f"1 to {TERMS_REVISION}): serve it with the version that built it")
 
 
-#: English function words the engine's English list leaves out, as a shouted question uses them
-#: ("CANT OPEN PDF FILES ON MAC", "MY WIFI DROPS EVERY HOUR"): its Hinglish list (Hindi in Latin
-#: letters beside English) holds them, but also what acronyms spell ("AP", "SE", "INC", "LTD",
-#: "EDU", "COM"), and with all of it lists of those read as sentences
-_MORE_ENGLISH = frozenset({"cant", "cannot", "dont", "doesnt", "every", "need", "new", "please"})
+#: English words the engine's English list leaves out, as a shouted question uses them ("CANT OPEN
+#: PDF FILES ON MAC", "VPN WONT LOAD ON MAC", "WIFI STILL DROPS AT NIGHT"): its Hinglish list (Hindi
+#: in Latin letters beside English) holds them, but also what acronyms spell ("AP", "SE", "INC",
+#: "LTD", "EDU", "COM"), and with all of it lists of those read as sentences. Taken from that list
+#: by a rule: its entries that are English function words (pronouns, determiners and quantifiers,
+#: prepositions, conjunctions, auxiliaries and modals, and their contractions typed without the
+#: apostrophe: "wont", "thats") or adverbs, written out (not "etc", "viz", "thru", "tho": abbreviations and clipped
+#: forms), and of four letters or more: shorter ones spell acronyms, domains and file types as
+#: often as words ("AP", "SE", "DE", "EX", "GO", "OK", "COM", "EDU", "INC", "LTD", "PER", "SUB",
+#: "TAB", "LOG"), and the engine's English list holds the short function words already. Not its
+#: nouns, verbs, adjectives, numbers or interjections ("people", "know", "good", "seven", "okay"),
+#: but "new", which shouted requests use as they do these ("RESET MFA FOR NEW USER")
+_MORE_ENGLISH = frozenset(
+    """
+    according accordingly across actually afterwards aint almost alone along already also although
+    always among amongst another anybody anyhow anyone anything anyway anyways anywhere apart arent
+    around aside behind beside besides beyond cannot cant certainly clearly could couldnt didnt
+    doesnt dont downwards either else elsewhere enough even ever every everybody everyone everything
+    everywhere exactly except forth furthermore hadnt hardly hasnt havent hence hereafter hereby
+    herein hereupon hither hopefully howbeit however inasmuch insofar inward isnt lately later least
+    less lest like little mainly many maybe meanwhile merely might mightnt moreover mostly much must
+    mustnt namely near nearly need neednt needs neither never nevertheless next nobody none normally
+    nothing nowhere obviously often ones onto others otherwise ought outside overall perhaps please
+    plus quite rather really reasonably regarding regardless secondly seriously several shall shant
+    shouldnt since somebody somehow someone something sometime sometimes somewhat somewhere soon
+    still thats thence thereafter thereby therefore therein theres thereupon thoroughly though
+    throughout thus together toward towards truly twice unless unto upon usually wasnt well werent
+    whatever whence whenever whereafter whereas whereby wherein whereupon wherever whether whoever
+    whose within without wont would wouldnt new""".split()
+)
 
 
 @functools.cache
