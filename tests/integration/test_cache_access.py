@@ -209,6 +209,18 @@ async def test_a_graph_trace_is_as_old_as_the_matches_the_router_read(app: Appli
     assert _matched(again) == []
 
 
+async def test_a_graph_answer_is_kept_when_a_reingest_leaves_the_graph_as_it_was(app: Application) -> None:
+    """A document re-ingested with only its title changed bumped the graph's version: every
+    answer with a graph trace was computed again, though no entity or relation had changed."""
+    other = "OrionSvc depends on VaultKeeper. VaultKeeper stores secrets."
+    assert not (await app.ingest([MEMO, LEDGER, _doc("other", other, title="Orion")])).errors
+    question = QueryOptions(NIMBUS, 1, strategy=Strategy.HYBRID, identity=CAROL)
+    assert _matched(await app.pipeline.query(question)) == ["Nimbus Corp"]
+    assert not (await app.ingest([_doc("other", other, title="Orion (renamed)")])).errors
+    again = await app.pipeline.query(question)
+    assert again.cached and _matched(again) == ["Nimbus Corp"]
+
+
 async def test_the_same_user_shares_answers_as_user_or_admin_and_not_as_super_admin(app: Application) -> None:
     """Answers are keyed by the access filter: a USER and an ADMIN of one id read the same set."""
     as_root = await _ask(app, BOB_ROOT)

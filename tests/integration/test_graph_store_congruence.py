@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import itertools
@@ -134,6 +135,27 @@ async def test_reingest_and_delete_leave_no_stale_graph(metadata_store: Metadata
     assert set(everything) == {"projectalpha", "billingsvc"}
     assert {(e.source, e.target) for e in await metadata_store.graph_edges(None, ROOT)} == {("projectalpha", "billingsvc")}
     assert await metadata_store.graph_chunks(["authsvc", "shadowvault"], ROOT) == {}
+
+
+async def test_the_graph_version_changes_only_with_what_the_graph_shows_of_a_document(metadata_store: MetadataStore) -> None:
+    """Every re-ingest of a document with graph rows changed the version, and every cached answer
+    with a graph trace was computed again, when only the document's title had changed."""
+    await _load(metadata_store)
+    secret = Document("secret", access=Access.PRIVATE, owner_id="alice", granted_user_ids=("carol",))
+    version = await metadata_store.graph_version()
+    await metadata_store.replace_document(Document("alpha", title="renamed", metadata={"k": "v"}), _parents("alpha"), ALPHA)
+    await metadata_store.replace_document(secret, _parents("secret"), SECRET)
+    await metadata_store.replace_document(Document("plain"), _parents("plain"))  # no graph, before or now
+    assert await metadata_store.graph_version() == version
+    # Who may read the rows is what the graph shows of them too.
+    for changed in (dataclasses.replace(secret, granted_user_ids=()), dataclasses.replace(secret, owner_id="bob"),
+                    dataclasses.replace(secret, access=Access.PUBLIC)):
+        await metadata_store.replace_document(changed, _parents("secret"), SECRET)
+        assert await metadata_store.graph_version() != version, changed
+        version = await metadata_store.graph_version()
+    heavier = DocumentGraph(ALPHA.entities, (_rel("ProjectAlpha", R.DEPENDS_ON, "AuthSvc", 0.5),))
+    await metadata_store.replace_document(Document("alpha"), _parents("alpha"), heavier)
+    assert await metadata_store.graph_version() != version
 
 
 async def test_a_failed_replace_keeps_the_previous_graph(metadata_store: MetadataStore) -> None:

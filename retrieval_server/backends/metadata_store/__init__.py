@@ -233,7 +233,7 @@ class MetadataStore(GraphQueries, ABC):
                         "to take the index's model, with the RETRIEVAL_MODEL_DIR and RETRIEVAL_MODEL the index was built with"
                     )
             replaced = bool(await tx.fetchall("SELECT 1 FROM documents WHERE document_id = ?", [doc.document_id]))
-            replaced_graph = replaced and await self._has_graph(tx, doc.document_id)
+            shown_before = await self._graph_shown(tx, doc.document_id) if replaced else ()
             # Children and graph rows of the old version go with the document row (ON DELETE CASCADE).
             await tx.execute("DELETE FROM documents WHERE document_id = ?", [doc.document_id])
             await tx.execute(
@@ -262,7 +262,7 @@ class MetadataStore(GraphQueries, ABC):
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     [(p.parent_chunk_id, p.document_id, p.chunk_index, p.content, p.tokens, p.page) for p in parents],
                 )
-            await self._write_graph(tx, doc.document_id, graph, replaced_graph=replaced_graph)
+            await self._write_graph(tx, doc.document_id, graph, shown_before=shown_before)
         return replaced
 
     async def relocate_document(self, doc: Document, stored_hash: str) -> bool:

@@ -122,17 +122,42 @@ class GraphQueries:
         """Whether the document has graph rows: removing it changes the names entity matching knows."""
         return bool(await tx.fetchall("SELECT 1 FROM graph_entities WHERE document_id = ? LIMIT 1", [document_id]))
 
+    @staticmethod
+    async def _graph_shown(tx: Tx, document_id: str) -> tuple[Any, ...]:
+        """What the graph shows of the document: its rows, and who may read them (its access,
+        owner and grants; reads aggregate over what a caller may read). Empty without rows."""
+        entities = await tx.fetchall(
+            "SELECT entity_key, name, entity_type, mentions FROM graph_entities WHERE document_id = ? ORDER BY entity_key", [document_id]
+        )
+        if not entities:
+            return ()
+        rows = [entities]
+        for sql in (
+            "SELECT entity_key, chunk_id, mentions FROM graph_mentions WHERE document_id = ? ORDER BY entity_key, chunk_id",
+            "SELECT source_key, target_key, relation, weight, evidence FROM graph_edges WHERE document_id = ?"
+            " ORDER BY source_key, target_key, relation",
+            "SELECT access, owner_id FROM documents WHERE document_id = ?",
+            "SELECT user_id FROM grants WHERE document_id = ? ORDER BY user_id",
+        ):
+            rows.append(await tx.fetchall(sql, [document_id]))
+        return tuple(tuple(part) for part in rows)
+
     async def _graph_changed(self, tx: Tx) -> None:
         """Entity matchers (in any process) reload their names when this changes."""
         await tx.execute(self.UPSERT_INFO, [GRAPH_VERSION, uuid.uuid4().hex])
 
-    async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None, *, replaced_graph: bool) -> None:
-        """Called inside replace_document's transaction, after the old rows (``replaced_graph``: there
-        were some) went with the document row."""
-        if graph is None or not graph.entities:
-            if replaced_graph:
-                await self._graph_changed(tx)
-            return
+    async def _write_graph(self, tx: Tx, document_id: str, graph: DocumentGraph | None, *, shown_before: tuple[Any, ...]) -> None:
+        """Called inside replace_document's transaction, after the old rows went with the document
+        row and the new one was written; ``shown_before``: :meth:`_graph_shown` before. The version
+        changes only when what the graph shows does: re-ingesting a document for its title, say,
+        made every cached answer with a graph trace be computed again."""
+        if graph is not None and graph.entities:
+            await self._insert_graph(tx, document_id, graph)
+        if await self._graph_shown(tx, document_id) != shown_before:
+            await self._graph_changed(tx)
+
+    @staticmethod
+    async def _insert_graph(tx: Tx, document_id: str, graph: DocumentGraph) -> None:
         # Keys fit the MySQL index on them: entity_key bounds them (MAX_KEY_CHARS).
         keys = {e.key for e in graph.entities}
         await tx.executemany(
@@ -153,7 +178,6 @@ class GraphQueries:
                 "INSERT INTO graph_edges (document_id, source_key, target_key, relation, weight, evidence) VALUES (?, ?, ?, ?, ?, ?)",
                 [(document_id, r.source, r.target, r.relation.value, r.weight, r.evidence[:1000]) for r in edges],
             )
-        await self._graph_changed(tx)
 
     async def graph_version(self) -> str | None:
         # Every query with a graph leg asks: one row by key, which the SQLite store reads without a
