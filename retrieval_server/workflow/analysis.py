@@ -792,7 +792,9 @@ class LlmAnalyzer:
             try:
                 value = await classical()
             except NotApplicable:
-                raise exc from None
+                # Its own cause kept: an open breaker's refusal is told by it (refused_by_breaker),
+                # and logged at DEBUG where a failure of the model is not.
+                raise exc from exc.__cause__
             raise UsedFallback(value, f"llm_failed_used_classical ({type(exc).__name__})") from exc
         text = answer.strip()
         budget = max_tokens * CHARS_PER_TOKEN

@@ -21,6 +21,7 @@ from retrieval_server.backends.http_body import MAX_RESPONSE_BYTES, ResponseRefu
 from retrieval_server.backends.llm import AnthropicChat, Completion, GeminiChat, LlmError, LlmRefused, OpenAICompatibleChat, retry_after_seconds
 from retrieval_server.config import load_settings
 from retrieval_server.domain import DocumentSource, QueryOptions
+from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.workflow.analysis import ClassicalAnalyzer, LlmAnalyzer, NotApplicable, TechniqueModel, analyze
 from tests.support.clock import Clock
 from tests.support.http_servers import Followed, Sse, Streamed, Unsized, WithHeaders, json_server
@@ -692,6 +693,32 @@ async def test_a_model_failing_every_call_is_logged_once_per_kind_whatever_its_b
     loud = [r.getMessage() for r in failed if r.levelno >= logging.WARNING]
     assert len(loud) == 1 and all(kind in m and f"HTTP {status}" in m for m in loud), loud
     assert len(failed) > len(loud), "each request's failures are at DEBUG"
+
+
+async def test_an_open_breakers_refusals_are_debug_and_leave_the_line_to_the_models_failure(caplog: pytest.LogCaptureFixture) -> None:
+    """With no classical method to stand in (reformulate on a first pass, HyDE, decompose of one
+    question), analysis re-raised the model's error without its cause, and an open breaker's
+    refusal, no longer told apart, was logged WARNING and took the minute's line: the provider's
+    own failure at the trial call after the cool-down was then DEBUG."""
+    clock = Clock()
+    breaker = CircuitBreaker(failure_threshold=1, cooldown_s=60.0, clock=clock)
+    limit = LogLimit(clock=Clock())  # time stands still for the log: one line per key
+    with refused_port() as port:
+        model = OpenAICompatibleChat(f"http://127.0.0.1:{port}/v1", "m", "k", timeout_s=LOCAL_S, max_retries=0, backoff_s=0, breaker=breaker)
+        analyzer = LlmAnalyzer({t: TechniqueModel(model, temp) for t, temp in TEMPS.items()}, ClassicalAnalyzer())
+        breaker.record_failure(LlmError("HTTP 503"))
+        assert breaker.is_open
+        try:
+            with caplog.at_level(logging.DEBUG, logger="retrieval_server.workflow.analysis"):
+                refused = await analyze(analyzer, "what raises the tides", [], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S, log_limit=limit)
+                clock.now += 61.0  # the cool-down over: one trial call reaches the provider, which is down
+                await analyze(analyzer, "what raises the tides", [], timeout_s=LOCAL_S, total_timeout_s=2 * LOCAL_S, log_limit=limit)
+        finally:
+            await model.close()
+    assert refused.dropped["hyde"] == "failed: LlmError"
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "retrieval_server.workflow.analysis" and "failed" in r.getMessage()]
+    assert not [m for level, m in lines if level >= logging.WARNING and "circuit open" in m], lines
+    assert [m for level, m in lines if level >= logging.WARNING and "circuit open" not in m], lines
 
 
 async def test_slow_technique_is_dropped_not_waited_for() -> None:
