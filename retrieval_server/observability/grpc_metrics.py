@@ -109,9 +109,11 @@ def cancelled_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode:
 
 
 def _final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
-    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
-        return cancelled_code(context)
     code = context.code()
+    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
+        # An abort the caller left before getting (api.errors.abort) ends as a cancel, with its code:
+        # a StreamQuery given up on a stalled reader is the stall it was, whatever the reader did next.
+        return code if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK else cancelled_code(context)
     if isinstance(code, grpc.StatusCode) and (error is None or code is not grpc.StatusCode.OK):
         return code
     # An exception that is not an abort reaches the caller as UNKNOWN.
