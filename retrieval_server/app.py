@@ -646,11 +646,13 @@ class Application:
         return report
 
     async def _ingested(self, documents: list[IngestedDocument]) -> None:
-        self.metrics.ingested.inc(len(documents))
+        # Not the unchanged: a periodic re-sync of a corpus counted every document of it as stored
+        # again, and emptied the cache (every replica's, with Redis).
+        written = [d for d in documents if not d.unchanged]
+        self.metrics.ingested.inc(len(written))
         if documents:
             self.schedule_optimize()
-            # Not the unchanged: a periodic re-sync of a corpus emptied the cache (every replica's, with Redis).
-            await self._invalidate([d.document_id for d in documents if d.replaced and not d.unchanged])
+            await self._invalidate([d.document_id for d in written if d.replaced])
 
     async def delete(
         self, document_ids: list[str] | tuple[str, ...], *, writer: Identity = LOCAL_OPERATOR, deleted: list[str] | None = None

@@ -28,6 +28,7 @@ from pathlib import Path
 from retrieval_server import early_stop, event_loop, startup_gc
 from retrieval_server.config import ADDRESS_NOT_HERE, Settings, bind_error, listen_address, listen_sockaddrs
 from retrieval_server.domain import Unavailable
+from retrieval_server.observability.log_relay import LogRelay
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.multiprocess import MultiprocessMetrics
@@ -164,13 +165,19 @@ async def _heartbeat(report: Connection, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
 
 
-def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Path) -> None:
+def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Path, stderr: Connection | None = None) -> None:
     """A worker process: serve, and tell the supervisor once serving (or why it could not start).
 
     Its temporary files, the private copy of the vector folder above all, go to ``scratch``, which
     the supervisor removes once the worker has exited: a worker that is killed removes nothing. A
-    worker whose supervisor died stops, and removes them itself.
+    worker whose supervisor died stops, and removes them itself. Its stderr is ``stderr``'s pipe,
+    which the supervisor relays (:class:`LogRelay`).
     """
+    if stderr is not None:
+        # First, so that whatever it writes there goes through the relay: its log lines, and a
+        # traceback printed before its logging is set up.
+        os.dup2(stderr.fileno(), sys.stderr.fileno())
+        stderr.close()
     # A hangup reaches the whole process group (the terminal closed): its default killed the
     # workers with calls in flight, while the supervisor forwards it to them as SIGTERM. (Started
     # by the supervisor, it is ignored from the start: see start_ignoring_interrupts.)
@@ -280,6 +287,9 @@ def supervise(settings: Settings) -> int:
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
     port_checked = 0.0
+    # The workers' lines and the supervisor's own, each whole, on the one stderr.
+    relay = LogRelay(sys.stderr)
+    configure(settings.log_level, settings.log_format, stream=relay)
 
     def start(worker: int, restart: bool = False) -> _Worker:
         # What the worker's previous process left (it was killed, or crashed) goes before it starts again.
@@ -288,9 +298,21 @@ def supervise(settings: Settings) -> int:
         shutil.rmtree(own, ignore_errors=True)
         own.mkdir()
         receiver, sender = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender, own), name=f"retrieval-worker-{worker}")
-        start_ignoring_interrupts(proc)
-        sender.close()
+        # The worker's stderr: a pipe of its own (an OS pipe, not messages: a Connection only so
+        # that multiprocessing hands its end to the spawned worker, as it does the report's).
+        logs, logs_end = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender, own, logs_end),
+                           name=f"retrieval-worker-{worker}")
+        try:
+            start_ignoring_interrupts(proc)
+        except BaseException:
+            logs.close()
+            raise
+        finally:
+            sender.close()
+            logs_end.close()  # the worker holds the only end left: its exit ends the relay
+        relay.follow(os.dup(logs.fileno()), f"worker-{worker}")
+        logs.close()
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid)
         return _Worker(proc, receiver, restarted=restart)
@@ -415,6 +437,7 @@ def supervise(settings: Settings) -> int:
                 log.error("worker %d exited with %s while stopping", i, w.process.exitcode,
                           extra={"worker": i, "worker_pid": w.process.pid, "exit_code": w.process.exitcode})
                 broken.append(i)
+        relay.join()  # every worker has exited: what they wrote last is relayed to its end
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
         if metrics is not None:

@@ -21,6 +21,7 @@ import grpc
 from retrieval_server.api.auth import SERVICE_PREFIX, current_identity
 from retrieval_server.api.errors import code_of, reason_of
 from retrieval_server.domain import ServiceError
+from retrieval_server.observability.grpc_metrics import cancelled_code
 
 log = logging.getLogger("retrieval_server.audit")
 #: document ids listed in one line; the count says how many there were
@@ -94,7 +95,7 @@ def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str
         outcome = code_of(exc).name
         raise
     except asyncio.CancelledError:
-        outcome = "CANCELLED"
+        outcome = cancelled_code(context).name
         raise
     except Exception:
         outcome = "INTERNAL"

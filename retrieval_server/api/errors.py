@@ -14,6 +14,8 @@ library decodes; the message stays readable on its own.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import NoReturn
 
 from google.protobuf import any_pb2, duration_pb2
@@ -38,6 +40,8 @@ from retrieval_server.domain import (
     Unavailable,
 )
 from retrieval_server.identifiers import cut_utf8
+
+log = logging.getLogger(__name__)
 
 DOMAIN = "retrieval.v1"
 
@@ -114,9 +118,19 @@ async def abort(context: grpc.aio.ServicerContext, exc: ServiceError) -> NoRetur
     """End the call with ``exc``'s status and details (raises, as ``context.abort`` does).
     ``abort``, not ``abort_with_status`` (which only calls it): OpenTelemetry's servicer context
     records the code on the RPC's span from ``abort`` alone, and every call ended the other way
-    was traced as a success."""
+    was traced as a success.
+
+    A caller that left before its status could be sent ends the call as a cancel does
+    (``CancelledError``, the status's code kept for the metrics): the status of a StreamQuery given
+    up on a stalled reader waits behind the message not read, and its send fails once the reader
+    closes. Raised as gRPC's error, gRPC logged it at ERROR with a 40-line traceback, one a stream,
+    unless it had seen the close first; a cancel it logs at DEBUG."""
     status = status_of(exc)
-    await context.abort(status.code, status.details, status.trailing_metadata)
+    try:
+        await context.abort(status.code, status.details, status.trailing_metadata)
+    except grpc.aio.InternalError:  # ExecuteBatchError: the status could not be sent
+        log.debug("the caller left before the call's status was sent", extra={"code": status.code.name, "reason": reason_of(exc)})
+        raise asyncio.CancelledError from None
 
 
 def code_of(exc: ServiceError) -> grpc.StatusCode:

@@ -100,12 +100,20 @@ class GrpcServerMetrics:
                     self.handled.labels(*labels, go_code(code))
 
 
+def cancelled_code(context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    """The code of a call whose handler grpc.aio cancelled: it does both when the caller cancels
+    and when the call's deadline passes. The audit line uses it too, so that it says what the
+    caller and the metrics see."""
+    remaining = context.time_remaining()
+    return grpc.StatusCode.DEADLINE_EXCEEDED if remaining is not None and remaining <= 0 else grpc.StatusCode.CANCELLED
+
+
 def _final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
-    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
-        # grpc.aio cancels the handler both when the caller cancels and when its deadline passes.
-        remaining = context.time_remaining()
-        return grpc.StatusCode.DEADLINE_EXCEEDED if remaining is not None and remaining <= 0 else grpc.StatusCode.CANCELLED
     code = context.code()
+    if isinstance(error, (asyncio.CancelledError, GeneratorExit)):
+        # An abort the caller left before getting (api.errors.abort) ends as a cancel, with its code:
+        # a StreamQuery given up on a stalled reader is the stall it was, whatever the reader did next.
+        return code if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK else cancelled_code(context)
     if isinstance(code, grpc.StatusCode) and (error is None or code is not grpc.StatusCode.OK):
         return code
     # An exception that is not an abort reaches the caller as UNKNOWN.

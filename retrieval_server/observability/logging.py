@@ -8,6 +8,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 from opentelemetry import trace
 
@@ -46,7 +47,7 @@ class JsonFormatter(logging.Formatter):
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
-            # Several server processes may share one log stream.
+            # Several server processes write to one log stream (through the supervisor's LogRelay).
             "pid": record.process,
             "msg": record.getMessage(),
         }
@@ -113,8 +114,9 @@ def filter_undecodable_headers() -> None:
         grpc_logger.addFilter(UNDECODABLE_HEADERS)
 
 
-def configure(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def configure(level: str, fmt: str, stream: TextIO | None = None) -> None:
+    """Log to ``stream`` (stderr)."""
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -54,7 +54,7 @@ class ServiceMetrics:
         self.cache = Counter("retrieval_query_cache", "Query answers by cache outcome", ["outcome"], registry=r)
         self._hit = self.cache.labels("hit")
         self.degraded = Counter("retrieval_degradations", "Query answers degraded, by what degraded", ["kind"], registry=r)
-        self.ingested = Counter("retrieval_ingested_documents", "documents ingested (added or replaced)", registry=r)
+        self.ingested = Counter("retrieval_ingested_documents", "documents ingested and written (added or replaced; not those found stored unchanged)", registry=r)
         self.ingest_errors = Counter("retrieval_ingest_errors", "documents that failed to ingest", registry=r)
         self.events_published = Counter("retrieval_events_published", "RetrievalCompleted events confirmed by the broker", registry=r)
         self.events_dropped = Counter("retrieval_events_dropped", "RetrievalCompleted events dropped, by reason", ["reason"], registry=r)

@@ -28,6 +28,7 @@ from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder
 from retrieval_server.config import refuse_passphrase
 from retrieval_server.file_stamps import file_stamps
 from retrieval_server.identifiers import cut_utf8
+from retrieval_server.observability.log_limit import LogLimit
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,13 @@ class _QuietHandler(WSGIRequestHandler):
 MAX_LOGGED_ACCEPT_BYTES = 256
 
 
-def _readable_accept(app: WSGIApplication) -> WSGIApplication:
+def _readable_accept(app: WSGIApplication, log_limit: LogLimit) -> WSGIApplication:
     """``app`` answering a scrape whose Accept header prometheus-client cannot read in the plain
     text format, as prometheus-client answers any media type it does not know. Its encoder choice
-    raised on ``version=abc``: HTTP 500, and wsgiref's traceback on stderr among the JSON log lines."""
+    raised on ``version=abc``: HTTP 500, and wsgiref's traceback on stderr among the JSON log lines.
+    Its warning is written at most once per ``log_limit.every_s``: /metrics asks no credentials,
+    and one client sending the header on every scrape made 13,581 lines in 10 s."""
+    lock = threading.Lock()  # each connection has its thread: two scrapes at once could both log
 
     def readable(environ: WSGIEnvironment, start_response: StartResponse) -> Any:
         accept = environ.get("HTTP_ACCEPT")
@@ -57,8 +61,11 @@ def _readable_accept(app: WSGIApplication) -> WSGIApplication:
             try:
                 choose_encoder(accept)
             except Exception:
-                log.warning("a scrape's Accept header is unreadable; answered in the plain text format",
-                            extra={"accept": cut_utf8(accept, MAX_LOGGED_ACCEPT_BYTES)})
+                with lock:
+                    logged = log_limit.due("unreadable accept")
+                if logged:
+                    log.warning("a scrape's Accept header is unreadable; answered in the plain text format (logged at most once "
+                                "every %g s)", log_limit.every_s, extra={"accept": cut_utf8(accept, MAX_LOGGED_ACCEPT_BYTES)})
                 environ = {k: v for k, v in environ.items() if k != "HTTP_ACCEPT"}
         return app(environ, start_response)
 
@@ -203,7 +210,8 @@ def serve_metrics(
     ``shutdown()`` then ``server_close()`` stop it."""
     family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
     server_class = type("MetricsServer", (_BoundedServer,), {"address_family": family})
-    httpd = make_server(host, port, _readable_accept(make_wsgi_app(registry)), server_class, handler_class=_QuietHandler)
+    # The server's own: its app, which logs through it, lives as long as the server does.
+    httpd = make_server(host, port, _readable_accept(make_wsgi_app(registry), LogLimit()), server_class, handler_class=_QuietHandler)
     if certfile and keyfile:
         httpd.tls = TlsFiles(certfile, keyfile, client_cafile, client_auth_required)  # type: ignore[attr-defined]
     threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True).start()

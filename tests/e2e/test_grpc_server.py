@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from typing import NoReturn
 from pathlib import Path
 
 import grpc
@@ -19,7 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client import AsyncRetrievalClient, RetrievalClient
-from retrieval_server.domain import Access, DocumentSource
+from retrieval_server.domain import Access, DocumentSource, ServiceError, StreamStalled
 from retrieval_server.server import start_server
 from tests.e2e.conftest import Live, e2e_settings
 from tests.support.pdf import make_pdf
@@ -830,6 +831,49 @@ async def test_header_values_not_utf8_are_counted_not_logged_line_by_line(tmp_pa
         assert len(summaries) <= 1  # at most one a minute: another test of the process may have written this minute's
     finally:
         await running.stop(1.0)
+
+
+async def test_a_stream_whose_reader_stalled_then_left_ends_with_no_error_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A StreamQuery reader that stops reading, then closes its connection once the server has
+    given the stream up: the status waited behind the message never read, its send failed when
+    the reader left, and gRPC logged that at ERROR with a 40-line traceback, one a stream. It is
+    the request's own failure (DEBUG), and still counted as the stall it was."""
+    from retrieval_server.api import servicer
+    from tests.support.http2 import SETTINGS_INITIAL_WINDOW_SIZE, Http2Caller
+
+    given_up, ended = asyncio.Event(), asyncio.Event()
+    abort = servicer.abort
+
+    async def watched(context: grpc.aio.ServicerContext, exc: ServiceError) -> NoReturn:
+        if isinstance(exc, StreamStalled):
+            given_up.set()
+        try:
+            await abort(context, exc)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(servicer, "abort", watched)
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"stream_stall_s": 0.1}))
+    caplog.clear()  # the start's own lines
+    try:
+        with caplog.at_level(logging.INFO), caplog.at_level(logging.DEBUG, logger="retrieval_server.api.errors"):
+            caller = await asyncio.to_thread(Http2Caller, running.port, {SETTINGS_INITIAL_WINDOW_SIZE: 0})  # it reads nothing
+            try:
+                request = pb.StreamQueryRequest(query=pb.QueryRequest(query="molten rock", use_cache=False))
+                caller.call("/retrieval.v1.RetrievalService/StreamQuery", request.SerializeToString())
+                await given_up.wait()
+            finally:
+                caller.close()
+            await ended.wait()
+        stalled = running.app.metrics.registry.get_sample_value("grpc_server_handled_total", {
+            "grpc_type": "server_stream", "grpc_service": "retrieval.v1.RetrievalService", "grpc_method": "StreamQuery", "grpc_code": "ResourceExhausted"})
+    finally:
+        await running.stop(1.0)
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert [r.levelno for r in caplog.records if r.name == "retrieval_server.api.errors"] == [logging.DEBUG]
+    assert stalled == 1
 
 
 #: BEL, ESC [31m (red), an OSC 52 sequence (which writes the clipboard), CSI (C1) and a line break

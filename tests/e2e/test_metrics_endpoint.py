@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import ssl
 import time
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from retrieval.v1 import retrieval_pb2
+from retrieval_server.observability.log_limit import LogLimit
 from retrieval_server.observability.logging import configure
 from retrieval_server.observability.metrics import ServiceMetrics
-from retrieval_server.observability.metrics_http import CONNECTION_TIMEOUT_S, MAX_CONNECTIONS, serve_metrics
+from retrieval_server.observability.metrics_http import CONNECTION_TIMEOUT_S, MAX_CONNECTIONS, _readable_accept, serve_metrics
 from tests.support.pki import Authority
 
 
@@ -143,16 +145,29 @@ def test_a_scrape_can_ask_for_series_by_name() -> None:
 
 def test_an_unreadable_accept_header_is_answered_in_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     """prometheus-client's encoder choice raised on the version: HTTP 500, and wsgiref wrote a
-    traceback to stderr among the JSON log lines."""
+    traceback to stderr among the JSON log lines. Then each such scrape logged its line: one
+    client made 13,581 in 10 s."""
     configure("INFO", "json")
     metrics = ServiceMetrics()
     port = metrics.serve("127.0.0.1", 0)
     try:
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": "application/openmetrics-text; version=abc"})
-        with urllib.request.urlopen(request, timeout=60) as resp:
-            assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-            assert "retrieval_query_cache" in resp.read().decode()
+        for version in ("abc", "xyz"):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": f"application/openmetrics-text; version={version}"})
+            with urllib.request.urlopen(request, timeout=60) as resp:
+                assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+                assert "retrieval_query_cache" in resp.read().decode()
     finally:
         metrics.close()
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]  # every line JSON
     assert [line["accept"] for line in lines if "Accept header" in line["msg"]] == ["application/openmetrics-text; version=abc"]
+
+
+def test_the_unreadable_accept_line_comes_again_once_its_interval_has_passed(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    limit = LogLimit(every_s=60.0, clock=lambda: now[0])
+    app = _readable_accept(lambda environ, start_response: [b""], limit)
+    with caplog.at_level(logging.WARNING, logger="retrieval_server.observability.metrics_http"):
+        for at in (0.0, 59.0, 60.0):
+            now[0] = at
+            app({"HTTP_ACCEPT": "application/openmetrics-text; version=abc"}, lambda *args: None)  # type: ignore[arg-type]
+    assert len([r for r in caplog.records if "Accept header" in r.getMessage()]) == 2

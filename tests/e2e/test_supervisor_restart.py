@@ -1,4 +1,5 @@
-"""A worker of a multi-process server killed and restarted: what it left behind is removed."""
+"""A worker of a multi-process server killed and restarted: what it left behind is removed; the
+workers' log lines reach the supervisor's stderr whole."""
 
 from __future__ import annotations
 
@@ -23,6 +24,17 @@ from tests.support.subprocesses import reaped
 CLI = [sys.executable, "-m", "retrieval_server.cli"]
 
 
+def _record(line: str) -> dict[str, Any] | None:
+    """The JSON record ``line`` holds; None for another line (the CLI's ``error:``, or a line
+    another process's cut into)."""
+    if not line.startswith("{"):
+        return None
+    try:
+        return json.loads(line)  # type: ignore[no-any-return]
+    except ValueError:
+        return None
+
+
 class _Serving:
     """Reads a server's JSON log to its end; ``wait(n)`` returns the pids of the first ``n``
     workers that logged "worker ready", which they do once the supervisor knows it (None if the log
@@ -42,8 +54,8 @@ class _Serving:
         for line in proc.stderr:
             with self._changed:
                 self.lines.append(line)
-                if line.startswith("{") and json.loads(line).get("msg") == "worker ready":
-                    self.pids.append(json.loads(line)["pid"])
+                if (record := _record(line)) is not None and record.get("msg") == "worker ready":
+                    self.pids.append(record["pid"])
                 self._changed.notify_all()
         with self._changed:
             self._ended = True
@@ -62,7 +74,7 @@ class _Serving:
     def messages(self, text: str) -> list[dict[str, Any]]:
         """The JSON records logged so far whose message holds ``text``."""
         with self._changed:
-            return [record for line in self.lines if line.startswith("{") and text in (record := json.loads(line))["msg"]]
+            return [record for line in self.lines if (record := _record(line)) is not None and text in record["msg"]]
 
     def join(self) -> None:
         self._reader.join()
@@ -95,6 +107,53 @@ def _two_serving(env: dict[str, str]) -> Iterator[tuple[_Serving, list[int]]]:
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=300) == 0, "".join(log.lines[-20:])
         log.join()
+
+
+@pytest.mark.slow
+def test_the_workers_log_lines_reach_a_slow_reader_whole(tmp_path: Path) -> None:
+    """The workers wrote to the supervisor's stderr: a write to a full pipe is atomic only up to
+    PIPE_BUF (4 KiB), and two workers' audit lines of 100 long ids (about 20 KB) were cut into each
+    other for a log reader that fell behind (176 of 240 not JSON). The pipe here holds 4 KiB, as
+    one a reader keeps full does."""
+    import fcntl
+
+    import grpc
+
+    from retrieval.v1 import retrieval_pb2 as pb
+    from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
+
+    port = free_port()
+    env, _ = _two_workers(tmp_path, port)
+    admin = [("x-user-id", "ops"), ("x-user-role", "SUPER_ADMIN")]
+    channels, calls = 16, 5
+
+    def deletes(channel: int) -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)]) as opened:
+            stub = pb_grpc.RetrievalServiceStub(opened)
+            for call in range(calls):
+                ids = [f"{channel}-{call}-{i}-".ljust(200, "x") for i in range(100)]
+                with pytest.raises(grpc.RpcError):  # the workers are read-only: each call still writes its audit line
+                    stub.DeleteDocuments(pb.DeleteDocumentsRequest(document_ids=ids), metadata=admin, timeout=120)
+
+    with reaped(subprocess.Popen([*CLI, "serve"], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        assert server.stderr is not None
+        fcntl.fcntl(server.stderr.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+        log = _Serving(server)
+        workers = log.wait(2)
+        assert workers is not None, "".join(log.lines[-20:])
+        threads = [threading.Thread(target=deletes, args=(c,)) for c in range(channels)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0, "".join(log.lines[-20:])
+        log.join()
+    assert [line[:200] for line in log.lines if _record(line) is None] == []
+    audited = log.messages("admin action")
+    assert len(audited) == channels * calls
+    assert {record["pid"] for record in audited} == set(workers)  # both wrote at once (16 connections, spread by the kernel)
+    assert log.messages("stopped")[-1]["logger"] == "retrieval_server.supervisor"  # the workers' last lines before it
 
 
 @pytest.mark.slow

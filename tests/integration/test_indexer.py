@@ -658,6 +658,18 @@ async def test_a_cancelled_ingest_still_follows_up_the_documents_it_committed(ap
     assert follow_ups.invalidated == ["glaciers"] and follow_ups.optimized == 1  # volcanoes is new: no answer cites it
 
 
+async def test_only_the_documents_written_are_counted_ingested(app: Application) -> None:
+    """retrieval_ingested_documents_total is documents stored: a re-sync of a corpus found as it
+    was counted each of its documents again."""
+    await app.ingest([_txt("glaciers", LONG)])
+    before = _ingested(app)
+    report = await app.ingest([_txt("glaciers", LONG), _txt("owls", "Owls hunt at night.")])
+    assert [(d.document_id, d.unchanged) for d in report.documents] == [("glaciers", True), ("owls", False)]
+    assert _ingested(app) - before == 1
+    await app.ingest([_txt("glaciers", LONG.replace("glaciers", "moraines"))])  # replaced
+    assert _ingested(app) - before == 2
+
+
 async def test_a_cancelled_delete_still_follows_up_the_documents_it_deleted(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
     await app.ingest([_txt("a", LONG), _txt("b", "Volcanoes erupt molten rock."), _txt("c", "Deserts are dry.")])
     remove, second, release = app.vectors.delete_document, asyncio.Event(), asyncio.Event()

@@ -1,16 +1,18 @@
 """A gRPC caller written in HTTP/2 frames, for what gRPC's own clients never send: more streams
-on one connection than the server allows (they wait for one to end instead)."""
+on one connection than the server allows (they wait for one to end instead), or a window that
+lets the server send nothing (a reader that stopped reading)."""
 
 from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS = 0x0, 0x1, 0x3, 0x4
 END_STREAM, ACK, END_HEADERS = 0x1, 0x1, 0x4
 SETTINGS_MAX_CONCURRENT_STREAMS = 0x3
+SETTINGS_INITIAL_WINDOW_SIZE = 0x4
 REFUSED_STREAM = 0x7
 
 
@@ -26,11 +28,13 @@ def _literal(name: str | bytes, value: str | bytes) -> bytes:
 
 
 class Http2Caller:
-    """One connection, its settings exchanged; :meth:`call` opens a stream whatever the server's limit."""
+    """One connection, its settings exchanged (``settings``, by identifier: ours); :meth:`call`
+    opens a stream whatever the server's limit."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, settings: Mapping[int, int] | None = None) -> None:
         self._sock = socket.create_connection(("127.0.0.1", port))
-        self._sock.sendall(PREFACE + _frame(SETTINGS, 0, 0))
+        ours = b"".join(struct.pack(">HI", ident, value) for ident, value in (settings or {}).items())
+        self._sock.sendall(PREFACE + _frame(SETTINGS, 0, 0, ours))
         self._next_stream = 1
         #: the server's SETTINGS, by identifier
         self.settings: dict[int, int] = {}

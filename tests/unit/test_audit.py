@@ -14,25 +14,41 @@ from retrieval_server.domain import Identity, Role
 
 class _EndingContext:
     """A call's context whose peer is gone once the call has ended, as grpc.aio's is after it has
-    expired the call's deadline (``context.peer()`` answers '')."""
+    expired the call's deadline (``context.peer()`` answers ''), and whose time left is
+    ``remaining`` then (None: no deadline)."""
 
-    def __init__(self) -> None:
+    def __init__(self, remaining: float | None) -> None:
         self.ended = False
+        self.remaining = remaining
 
     def peer(self) -> str:
         return "" if self.ended else "ipv4:10.1.2.3:40000"
 
+    def time_remaining(self) -> float | None:
+        return self.remaining if self.ended else 30.0
 
-def test_the_line_names_the_peer_of_a_call_its_deadline_ended(caplog: pytest.LogCaptureFixture) -> None:
-    context = _EndingContext()
+
+def _cancelled_line(context: _EndingContext, caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
     token = auth._current.set(Identity("ops", Role.ADMIN))  # as Authenticate sets it before the servicer runs
     try:
         with caplog.at_level(logging.INFO, logger="retrieval_server.audit"), pytest.raises(asyncio.CancelledError):
             with audited("IngestDocuments", context, ["kites"]) as record:  # type: ignore[arg-type]
                 record.update(stored=["kites"])
-                context.ended = True  # the deadline passes as the action runs
+                context.ended = True  # grpc.aio cancels the action as it runs
                 raise asyncio.CancelledError
     finally:
         auth._current.reset(token)
     [line] = [r for r in caplog.records if r.name == "retrieval_server.audit"]
-    assert (line.outcome, line.peer, line.stored) == ("CANCELLED", "ipv4:10.1.2.3:40000", ["kites"])  # type: ignore[attr-defined]
+    return line
+
+
+def test_the_line_names_the_peer_and_the_code_of_a_call_its_deadline_ended(caplog: pytest.LogCaptureFixture) -> None:
+    # The caller and grpc_server_handled_total see DEADLINE_EXCEEDED: the line said CANCELLED.
+    line = _cancelled_line(_EndingContext(remaining=0.0), caplog)
+    assert (line.outcome, line.peer, line.stored) == ("DEADLINE_EXCEEDED", "ipv4:10.1.2.3:40000", ["kites"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("remaining", [None, 12.0])
+def test_a_call_its_caller_cancelled_is_cancelled(remaining: float | None, caplog: pytest.LogCaptureFixture) -> None:
+    line = _cancelled_line(_EndingContext(remaining), caplog)
+    assert (line.outcome, line.stored) == ("CANCELLED", ["kites"])  # type: ignore[attr-defined]
