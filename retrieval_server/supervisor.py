@@ -299,20 +299,28 @@ def supervise(settings: Settings) -> int:
         own.mkdir()
         receiver, sender = ctx.Pipe(duplex=False)
         # The worker's stderr: a pipe of its own (an OS pipe, not messages: a Connection only so
-        # that multiprocessing hands its end to the spawned worker, as it does the report's).
+        # that multiprocessing hands its end to the spawned worker, as it does the report's). Its
+        # relay starts first: nothing that can fail (a descriptor, a thread refused) may follow the
+        # worker's start, which would leave it running untracked, and the exit hung joining it.
         logs, logs_end = ctx.Pipe(duplex=False)
+        try:
+            relay.follow(os.dup(logs.fileno()), f"worker-{worker}")
+        except BaseException:
+            for end in (receiver, sender, logs_end):
+                end.close()
+            raise
+        finally:
+            logs.close()
         proc = ctx.Process(target=_run_worker, args=(worker_settings(settings, worker), worker, sender, own, logs_end),
                            name=f"retrieval-worker-{worker}")
         try:
             start_ignoring_interrupts(proc)
         except BaseException:
-            logs.close()
+            receiver.close()
             raise
         finally:
             sender.close()
-            logs_end.close()  # the worker holds the only end left: its exit ends the relay
-        relay.follow(os.dup(logs.fileno()), f"worker-{worker}")
-        logs.close()
+            logs_end.close()  # the worker holds the only end left: its exit (or a failed start) ends the relay
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid)
         return _Worker(proc, receiver, restarted=restart)

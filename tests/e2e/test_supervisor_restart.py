@@ -220,6 +220,48 @@ def test_a_restart_that_cannot_be_spawned_leaves_the_supervisor_stoppable(tmp_pa
     assert not any(line.startswith("error:") for line in log.lines)
 
 
+#: ``serve`` whose supervisor cannot duplicate a descriptor once, at the first restart (EMFILE:
+#: the metrics server's connections took the last ones)
+_DUP_REFUSED_ONCE = """
+import errno, os, sys
+from retrieval_server import supervisor
+calls = [0]
+def dup(fd, _dup=os.dup):
+    calls[0] += 1
+    if calls[0] == 3:
+        raise OSError(errno.EMFILE, "Too many open files")
+    return _dup(fd)
+supervisor.os = type(sys)("os_with_dup_refused")
+supervisor.os.__dict__.update({k: getattr(os, k) for k in dir(os) if not k.startswith("__")})
+supervisor.os.dup = dup
+from retrieval_server.cli import main
+sys.exit(main(["serve"]))
+"""
+
+
+@pytest.mark.slow
+def test_a_restart_whose_log_pipe_cannot_be_made_starts_no_worker_it_does_not_track(tmp_path: Path) -> None:
+    """The worker's log relay was set up after its process started: a descriptor or a thread
+    refused there failed the restart with the new worker already running, untracked, its lines
+    going nowhere, and SIGTERM then hung the supervisor joining it."""
+    env, _ = _two_workers(tmp_path, free_port())
+    with reaped(subprocess.Popen([sys.executable, "-c", _DUP_REFUSED_ONCE], env=env, stderr=subprocess.PIPE, text=True)) as server:
+        log = _Serving(server)
+        first = log.wait(2)
+        assert first is not None, "".join(log.lines[-20:])
+        killed = psutil.Process(first[0])
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=60)
+        assert log.until(lambda: bool(log.messages("could not start again"))), "".join(log.lines[-20:])
+        assert log.wait(3) is not None, "".join(log.lines[-20:])  # the retry serves
+        workers = {p.pid for p in psutil.Process(server.pid).children() if "multiprocessing" in " ".join(p.cmdline())
+                   and "resource_tracker" not in " ".join(p.cmdline())}
+        assert workers == {first[1], log.pids[2]}, (workers, log.pids)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=300) == 0, "".join(log.lines[-20:])
+        log.join()
+
+
 @pytest.mark.slow
 def test_a_hung_worker_is_killed_and_restarted(tmp_path: Path) -> None:
     """A worker that stops answering (SIGSTOP here; a deadlock, or a call that never returns on its

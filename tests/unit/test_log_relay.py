@@ -44,8 +44,61 @@ def test_each_line_of_each_pipe_is_written_whole_beside_the_relays_own() -> None
     for writer in writers:
         writer.join()
     relay.join()
-    assert sorted(out.writes) == sorted([*lines["alpha"], *lines["beta"], "the supervisor's own line\n"])
-    assert [w for w in out.writes if w.startswith("alpha")] == lines["alpha"]  # each pipe's in its order
+    assert all(w.endswith("\n") for w in out.writes)  # whole lines only
+    written = [line for w in out.writes for line in w.splitlines(keepends=True)]
+    assert sorted(written) == sorted([*lines["alpha"], *lines["beta"], "the supervisor's own line\n"])
+    assert [w for w in written if w.startswith("alpha")] == lines["alpha"]  # each pipe's in its order
+
+
+def test_a_record_of_several_lines_written_at_once_stays_whole() -> None:
+    """A traceback (the text format's records, or one printed before logging is set up) written in
+    one write: relayed a line at a time, another worker's lines came in between its lines."""
+    out = _Writes()
+    relay = LogRelay(out)
+    records = {name: [f"{name} record {i}\n" + "".join(f"  {name} frame {j}\n" for j in range(9)) for i in range(200)] for name in ("alpha", "beta")}
+    writers = []
+    for name, text in records.items():
+        read, write = os.pipe()
+        relay.follow(read, name)
+
+        def written(fd: int = write, text: list[str] = text) -> None:
+            for record in text:
+                os.write(fd, record.encode())
+            os.close(fd)
+
+        writers.append(threading.Thread(target=written))
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    relay.join()
+    for w in out.writes:
+        assert len({line.split()[0] for line in w.splitlines()}) == 1, w  # one writer's lines in a write
+    assert "".join(w for w in out.writes if w.startswith("alpha")) == "".join(records["alpha"])
+
+
+def test_a_write_that_fails_loses_its_lines_and_the_relay_goes_on() -> None:
+    """A full or non-blocking stderr (EAGAIN), a full disk: the relay ended, closing the worker's
+    pipe, and every later line of that worker, audit lines among them, was lost."""
+    refused = threading.Event()
+
+    class FailingOnce(_Writes):
+        def write(self, text: str) -> int:
+            if not refused.is_set():
+                refused.set()
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+            return super().write(text)
+
+    out = FailingOnce()
+    relay = LogRelay(out)
+    read, write = os.pipe()
+    relay.follow(read, "worker")
+    os.write(write, b"first\n")
+    refused.wait()  # the first line was read, and its write refused
+    os.write(write, b"second\n")
+    os.close(write)
+    relay.join()
+    assert out.writes == ["second\n"]
 
 
 def test_a_line_its_writer_left_unfinished_ends_there() -> None:
@@ -59,4 +112,4 @@ def test_a_line_its_writer_left_unfinished_ends_there() -> None:
     os.close(write)
     relay.join()
     relay.write("next\n")
-    assert out.writes == ["Traceback (most recent call last):\n", "RuntimeError: cut\n", "next\n"]
+    assert "".join(out.writes) == "Traceback (most recent call last):\nRuntimeError: cut\nnext\n" and out.writes[-1] == "next\n"
