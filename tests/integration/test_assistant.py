@@ -732,6 +732,13 @@ async def test_a_summary_whose_backoff_would_end_past_its_share_of_the_deadline_
     assert tags == ["tool:summarize:llm_failed_used_extractive"] and len(server.requests) == 1 and breaker.failures == 1
 
 
+def _logged_by(app: Application, model: OpenAICompatibleChat, log_limit: LogLimit) -> QueryPipeline:
+    """A pipeline whose router and answer writer ask ``model``, their failures logged through ``log_limit``."""
+    router = LlmRouter(model, TOOLS, RuleRouter(), log_limit=log_limit)
+    return QueryPipeline(dataclasses.replace(app.pipeline.deps, log_limit=log_limit,
+                                             assistant=dataclasses.replace(Assistant(), router=router, chat=model)))
+
+
 @pytest.mark.parametrize(("status", "kind"), [(400, "LlmRefused"), (503, "LlmError")], ids=["refused", "failing"])
 async def test_the_router_answer_and_summary_log_a_failing_model_once_per_kind_not_each_request(
     app: Application, caplog: pytest.LogCaptureFixture, status: int, kind: str
@@ -745,10 +752,7 @@ async def test_the_router_answer_and_summary_log_a_failing_model_once_per_kind_n
     with json_server(lambda path, body: (status, {"error": {"message": "max_tokens: 300 > 256", "type": "invalid_request_error"}})) as server:
         model = _model(server.url)
         try:
-            pipeline = QueryPipeline(dataclasses.replace(
-                app.pipeline.deps, log_limit=log_limit,
-                assistant=dataclasses.replace(Assistant(), router=LlmRouter(model, TOOLS, RuleRouter(), log_limit=log_limit), chat=model),
-            ))
+            pipeline = _logged_by(app, model, log_limit)
             for _ in range(3):
                 r = await pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
                 assert {"router:llm_failed_used_rules", "answer:llm_failed_used_extractive"} <= set(r.metrics.degraded)
@@ -784,10 +788,7 @@ async def test_an_answer_model_failing_every_call_beside_a_router_that_succeeds_
     with json_server(handle) as server:
         model = OpenAICompatibleChat(server.url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0, breaker=breaker)
         try:
-            pipeline = QueryPipeline(dataclasses.replace(
-                app.pipeline.deps, log_limit=log_limit,
-                assistant=dataclasses.replace(Assistant(), router=LlmRouter(model, TOOLS, RuleRouter(), log_limit=log_limit), chat=model),
-            ))
+            pipeline = _logged_by(app, model, log_limit)
             for _ in range(4):
                 r = await pipeline.query(_ask("What does AuthSvc handle?", top_k=2))
                 assert "answer:llm_failed_used_extractive" in r.metrics.degraded, r.metrics.degraded
