@@ -429,6 +429,24 @@ async def test_insufficient_results_retry_with_widened_parameters(app: Applicati
     assert r.metrics.sufficiency_score < 1.01 and _docs(r)[0] == "cooking"
 
 
+@pytest.mark.parametrize(("threshold", "passes"), [(0.6, 1), (0.8, 2)])
+async def test_relevance_decides_a_retry_only_above_what_count_and_diversity_reach(app: Application, threshold: float, passes: int) -> None:
+    """As the README says: contexts of as many documents as asked for score 0.3 + 0.3 whatever
+    their relevance, so at the default 0.6 a question the corpus knows nothing of takes one pass,
+    and at 0.8 its cosines (no reranker) must average 0.5, which they do not."""
+    r = await pipeline(app, sufficiency_threshold=threshold, max_iterations=2).query(
+        QueryOptions("orbital mechanics of binary neutron stars", 2, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    assert len({c.document.document_id for c in r.contexts}) == 2 and r.metrics.iterations == passes
+
+
+async def test_relevant_contexts_pass_a_threshold_that_asks_for_relevance(app: Application) -> None:
+    r = await pipeline(app, sufficiency_threshold=0.8, max_iterations=2).query(
+        QueryOptions("will it be wet outside tomorrow", 1, strategy=Strategy.SEMANTIC, use_cache=False)
+    )
+    assert _docs(r) == ["weather"] and r.metrics.iterations == 1 and r.metrics.sufficiency_score >= 0.8
+
+
 @pytest.mark.parametrize(("threshold", "on_retry"), [(0.3, 0.15), (0.0, -0.5), (-2.0, -2.5)])
 async def test_a_retry_halves_the_rerank_threshold_or_lowers_it_from_zero_down(app: Application, threshold: float, on_retry: float) -> None:
     # Halved, a threshold at or below 0 (a raw logit, or 0 with the sigmoid) would not relax.
