@@ -27,7 +27,7 @@ from typing import Literal
 import ir_measures
 from ir_measures import nDCG
 
-from bench.beir import BeirDataset
+from bench.beir import BeirDataset, open_dataset
 from bench.provenance import provenance
 from bench.quality import index as bench_index
 from retrieval_server.app import Application
@@ -330,12 +330,14 @@ def replay_parser(prog: str, description: str | None) -> argparse.ArgumentParser
 
 
 def replay_inputs(args: argparse.Namespace) -> tuple[BeirDataset, dict[str, object]] | None:
-    """The tuning split and the settings that open its index read-only; None (and why, on stderr) for a test split."""
+    """The tuning split and the settings that open its index read-only; None (and why, on stderr)
+    for a test split or a split whose files are missing."""
     if args.split == "test":
         print("tuning on the test split is what this tool exists to avoid", file=sys.stderr)
         return None
-    dataset = BeirDataset(args.dataset.resolve(), args.split)
-    dataset.check()
+    hint = " (a tuning split is made by python -m bench.quality.titles or python -m bench.quality.longset: pass its folder as --dataset)"
+    if (dataset := open_dataset(args.dataset, args.split, hint)) is None:
+        return None
     model_dir = None if args.bundled_model else (args.model_dir or bench_index.default_model_dir())
     overrides: dict[str, object] = {"data_dir": args.index_dir.resolve(), "cache_backend": "none", "redis_url": None,
                                     "metrics_enabled": False, "read_only": True, "log_level": "WARNING"}

@@ -147,6 +147,22 @@ def test_missing_files_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureF
     assert "corpus.jsonl is missing" in capsys.readouterr().err
 
 
+def test_the_tuning_tools_name_a_missing_split_and_how_to_make_one(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    untuned = tmp_path / "untuned"
+    (untuned / "qrels").mkdir(parents=True)
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        (untuned / name).write_bytes((dataset / name).read_bytes())
+    (tmp_path / "reranker" / "model.onnx").parent.mkdir()
+    (tmp_path / "reranker" / "model.onnx").write_bytes(b"")
+    args = ["--dataset", str(untuned), "--index-dir", str(tmp_path / "index")]
+    # The split is checked before any index is opened: the folder stays absent.
+    for tool, extra in ((tune_main, []), (feedback_main, []), (curve_main, ["--reranker-model-dir", str(tmp_path / "reranker")])):
+        assert tool([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert "tune.tsv is missing" in err and "python -m bench.quality.titles" in err and "Traceback" not in err
+    assert not (tmp_path / "index").exists()
+
+
 def test_the_quality_server_scores_every_rerank_pair(tmp_path: Path) -> None:
     # The rerank rows share a server and many (query, text) pairs: remembered scores would time the second row's cache.
     assert server_settings({}, tmp_path, 200, 100, {})["RETRIEVAL_RERANK_PAIR_CACHE"] == "0"
