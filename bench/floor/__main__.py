@@ -5,8 +5,8 @@
 
 Floors:
 
-* transport: a bare grpc.aio server with one unary method (``bench.floor.echo``) answering the
-  same bytes as a cached Query, driven by the same load generator at the same concurrency, on the
+* transport: a bare grpc.aio server with one unary method (``bench.floor.echo``) answering each
+  query with the bytes of its cached Query, driven by the same load generator at the same concurrency, on the
   standard asyncio loop (the goal's floor) and on uvloop (the service's loop: what is left is ours),
   in ``--cached-rounds`` rounds beside the cached cells, the order alternating, the median reported;
 * in-process: the same embedding and engine calls made directly, no gRPC, no workflow graph
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import pickle
 import platform
 import subprocess
 import sys
@@ -70,7 +71,7 @@ SCENARIOS = {
     s.name: s
     for s in (
         Scenario("echo", echo.METHOD, _query(TOP_K, cache=True, rerank=False), service=echo.SERVICE, response_type=pb.QueryResponse,
-                 description="transport floor: bare grpc.aio, one unary method, the cached answer's bytes"),
+                 description="transport floor: bare grpc.aio, one unary method, each query's cached answer's bytes"),
         Scenario("echo-uvloop", echo.METHOD, _query(TOP_K, cache=True, rerank=False), service=echo.SERVICE, response_type=pb.QueryResponse,
                  description="the same on uvloop, the service's event loop"),
         Scenario("query-cached", "Query", _query(TOP_K, cache=True, rerank=False), warm_cache=True, description="Query HYBRID from the cache"),
@@ -124,14 +125,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def served_answers(target: str, scenario: Scenario, queries: list[str]) -> dict[bytes, bytes]:
+    """Each query's request, as the load generator sends it, -> the bytes the service answers it
+    with: the echo's answers. Asked twice, after :func:`generator.warm` filled the cache: the
+    first repeat is a hit through the workflow, the second what the cell receives (a served answer)."""
+    out: dict[bytes, bytes] = {}
+    with grpc.insecure_channel(target) as channel:
+        call = channel.unary_unary(f"/{scenario.service}/{scenario.method}")  # bytes in, bytes out
+        for _ in range(2):
+            for q in queries:
+                request = scenario.build(q).SerializeToString()
+                out[request] = call(request, timeout=60)
+    return out
+
+
 @contextmanager
-def echo_server(response: pb.QueryResponse, loop: EventLoop = "asyncio") -> Iterator[str]:
+def echo_server(answers: dict[bytes, bytes], loop: EventLoop = "asyncio") -> Iterator[str]:
     """The transport floor in a process of its own, as the service runs in one, on ``loop``."""
     with tempfile.TemporaryDirectory() as tmp:
-        body = Path(tmp) / "response.bin"
-        body.write_bytes(response.SerializeToString())
+        path = Path(tmp) / "answers.pickle"
+        path.write_bytes(pickle.dumps(answers))
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.floor.echo", "--port", str(port), "--response", str(body), "--loop", loop],
+        proc = subprocess.Popen([sys.executable, "-m", "bench.floor.echo", "--port", str(port), "--answers", str(path), "--loop", loop],
                                 stdout=subprocess.PIPE, text=True)
         try:
             line = proc.stdout.readline() if proc.stdout else ""
@@ -234,9 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                     cells.append(_run(runner, server.target, name, asked, c, args.duration, processes, server.pid))
 
                 if processes == 1:
-                    with grpc.insecure_channel(server.target) as channel:
-                        answer = cached.method_on(channel)(cached.build(queries[0]), timeout=60)
-                    with echo_server(answer) as echo_target, echo_server(answer, "uvloop") as uvloop_target:
+                    answers = served_answers(server.target, cached, queries)
+                    with echo_server(answers) as echo_target, echo_server(answers, "uvloop") as uvloop_target:
                         for c in (1, *args.load_concurrency):
                             for round_ in range(args.cached_rounds):
                                 # Each round's floors beside the measurement they are the floors of, the goal's

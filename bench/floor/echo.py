@@ -1,25 +1,27 @@
 """The transport floor: a bare grpc.aio server with one unary method and nothing else.
 
-    python -m bench.floor.echo --port 50999 --response response.bin [--loop uvloop]
+    python -m bench.floor.echo --port 50999 --answers answers.pickle [--loop uvloop]
 
-It decodes each request as a ``QueryRequest`` and answers with the same prepared
-``QueryResponse`` every time (a real answer captured from the service, so both servers send the
-same bytes): what gRPC, protobuf and one Python event loop cost on this machine, with no
-interceptor, no validation, no workflow. The standard asyncio loop by default (the floor as the
-performance issue defines it); ``--loop uvloop`` runs it on the loop the service uses.
+It answers each request with the bytes the service served to the same request (real answers
+captured from the service's cache, so both servers send the same bytes for each query), looked
+up by the request's bytes in a dict, as the service's served answers are: nothing decoded or
+encoded, no interceptor, no validation, no workflow; a request it was not given gets the first
+answer. What gRPC and one Python event loop cost on this machine. The standard asyncio loop by
+default (the floor as the performance issue defines it); ``--loop uvloop`` runs it on the loop
+the service uses.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import pickle
 import signal
 from pathlib import Path
 from typing import get_args
 
 import grpc
 
-from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server import event_loop
 
 SERVICE = "bench.floor.Echo"
@@ -27,27 +29,28 @@ METHOD = "Echo"
 PATH = f"/{SERVICE}/{METHOD}"
 
 
-def handler(response: pb.QueryResponse) -> grpc.GenericRpcHandler:
-    async def echo(request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
-        return response
+def handler(answers: dict[bytes, bytes]) -> grpc.GenericRpcHandler:
+    """``answers``: serialized request -> serialized response, the first also the answer to any
+    other request (none: an empty response)."""
+    fallback = next(iter(answers.values()), b"")
 
-    return grpc.method_handlers_generic_handler(
-        SERVICE,
-        {METHOD: grpc.unary_unary_rpc_method_handler(echo, request_deserializer=pb.QueryRequest.FromString,
-                                                     response_serializer=pb.QueryResponse.SerializeToString)},
-    )
+    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return answers.get(request, fallback)
+
+    # No (de)serializers: the method reads and writes the bytes themselves.
+    return grpc.method_handlers_generic_handler(SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(echo)})
 
 
-async def start(response: pb.QueryResponse, host: str = "127.0.0.1", port: int = 0) -> tuple[grpc.aio.Server, int]:
+async def start(answers: dict[bytes, bytes], host: str = "127.0.0.1", port: int = 0) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handler(response),))
+    server.add_generic_rpc_handlers((handler(answers),))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     return server, bound
 
 
-async def _serve(response: pb.QueryResponse, port: int) -> None:
-    server, bound = await start(response, port=port)
+async def _serve(answers: dict[bytes, bytes], port: int) -> None:
+    server, bound = await start(answers, port=port)
     print(f"listening on 127.0.0.1:{bound}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -60,11 +63,12 @@ async def _serve(response: pb.QueryResponse, port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.floor.echo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--response", type=Path, help="a serialized QueryResponse to answer with (default: an empty one)")
+    p.add_argument("--answers", type=Path, help="a pickled dict of serialized QueryRequest -> serialized QueryResponse, as written by "
+                   "bench.floor (default: none, every answer an empty response)")
     p.add_argument("--loop", choices=get_args(event_loop.EventLoop), default="asyncio", help="the event loop (default: the standard one)")
     args = p.parse_args(argv)
-    response = pb.QueryResponse.FromString(args.response.read_bytes()) if args.response else pb.QueryResponse()
-    event_loop.run(_serve(response, args.port), args.loop)
+    answers = pickle.loads(args.answers.read_bytes()) if args.answers else {}
+    event_loop.run(_serve(answers, args.port), args.loop)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from pathlib import Path
@@ -54,14 +55,23 @@ async def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data
 
 
-async def test_the_echo_floor_answers_its_prepared_response() -> None:
-    answer = pb.QueryResponse(query="q", cached=True)
-    server, port = await echo.start(answer)
+async def test_the_echo_floor_answers_each_request_with_that_querys_answer() -> None:
+    from bench.floor.__main__ import SCENARIOS, served_answers
+
+    scenario = SCENARIOS["echo"]
+    asked = QUERIES[:3]
+    # Answers of different sizes, as the cached answers of different queries are.
+    answers = {scenario.build(q).SerializeToString(): pb.QueryResponse(query=q, cached=True, suggestions=[q] * i).SerializeToString()
+               for i, q in enumerate(asked, start=1)}
+    server, port = await echo.start(answers)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary(echo.PATH, request_serializer=pb.QueryRequest.SerializeToString,
-                                       response_deserializer=pb.QueryResponse.FromString)
-            assert await call(pb.QueryRequest(query="anything")) == answer
+            call = scenario.method_on(channel)
+            for q in asked:
+                assert (await call(scenario.build(q))).query == q
+            assert (await call(scenario.build("a query it was not given"))).query == asked[0]
+        # What bench.floor hands the echo: each request's bytes -> the bytes the server answered it with.
+        assert await asyncio.to_thread(served_answers, f"127.0.0.1:{port}", scenario, asked) == answers
     finally:
         await server.stop(None)
 
