@@ -2,13 +2,13 @@
 
     python -m bench.floor.echo --port 50999 --answers answers.pickle [--loop uvloop]
 
-It answers each request with the bytes the service served to the same request (real answers
-captured from the service's cache, so both servers send the same bytes for each query), looked
-up by the request's bytes in a dict, as the service's served answers are: nothing decoded or
-encoded, no interceptor, no validation, no workflow; a request it was not given gets the first
-answer. What gRPC and one Python event loop cost on this machine. The standard asyncio loop by
-default (the floor as the performance issue defines it); ``--loop uvloop`` runs it on the loop
-the service uses.
+It decodes each request as a ``QueryRequest`` and answers with the ``QueryResponse`` the service
+served to the same query (real answers captured from the service's cache, so both servers send
+the same bytes for each query), looked up by the query's text and encoded for every call, as a
+plain unary method does: no interceptor, no validation, no workflow; a query it was not given
+gets the first answer. What gRPC, protobuf and one Python event loop cost on this machine. The
+standard asyncio loop by default (the floor as the performance issue defines it); ``--loop
+uvloop`` runs it on the loop the service uses.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import get_args
 
 import grpc
 
+from retrieval.v1 import retrieval_pb2 as pb
 from retrieval_server import event_loop
 
 SERVICE = "bench.floor.Echo"
@@ -30,15 +31,19 @@ PATH = f"/{SERVICE}/{METHOD}"
 
 
 def handler(answers: dict[bytes, bytes]) -> grpc.GenericRpcHandler:
-    """``answers``: serialized request -> serialized response, the first also the answer to any
-    other request (none: an empty response)."""
-    fallback = next(iter(answers.values()), b"")
+    """``answers``: serialized request -> serialized response, as bench.floor captures them; the
+    first is also the answer to any other query (none: an empty response)."""
+    by_query = {pb.QueryRequest.FromString(k).query: pb.QueryResponse.FromString(v) for k, v in answers.items()}
+    fallback = next(iter(by_query.values()), pb.QueryResponse())
 
-    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        return answers.get(request, fallback)
+    async def echo(request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:
+        return by_query.get(request.query, fallback)
 
-    # No (de)serializers: the method reads and writes the bytes themselves.
-    return grpc.method_handlers_generic_handler(SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(echo)})
+    return grpc.method_handlers_generic_handler(
+        SERVICE,
+        {METHOD: grpc.unary_unary_rpc_method_handler(echo, request_deserializer=pb.QueryRequest.FromString,
+                                                     response_serializer=pb.QueryResponse.SerializeToString)},
+    )
 
 
 async def start(answers: dict[bytes, bytes], host: str = "127.0.0.1", port: int = 0) -> tuple[grpc.aio.Server, int]:
