@@ -510,7 +510,7 @@ class OpenAICompatibleChat(_HttpChat):
         return Completion.of(content, not _finished(choice.get("finish_reason"), _OPENAI_FINISHED))
 
     async def _stream(self, system: str, prompt: str, *, temperature: float, max_tokens: int) -> AsyncIterator[str]:
-        wrote = False
+        wrote = refused = False
         while True:
             body = {**self._body(system, prompt, temperature=temperature, max_tokens=max_tokens), "stream": True}
             try:
@@ -524,7 +524,10 @@ class OpenAICompatibleChat(_HttpChat):
                         raise failure
                     try:
                         choices = data["choices"]
-                        text = (choices[0].get("delta") or {}).get("content") if choices else None
+                        delta = (choices[0].get("delta") or {}) if choices else {}
+                        text = delta.get("content")
+                        # OpenAI streams a refusal as delta.refusal pieces, content null, and ends it with "stop".
+                        refused = refused or bool(delta.get("refusal"))
                         finish = (choices[0].get("finish_reason") if choices else None) or finish
                     except (KeyError, IndexError, TypeError, AttributeError) as exc:
                         raise LlmError(f"{self.name}: unexpected streamed event shape") from exc
@@ -538,7 +541,7 @@ class OpenAICompatibleChat(_HttpChat):
             except LlmRefused as exc:  # an error status, before any event
                 if not self._learned(exc, body):
                     raise
-        if not wrote and finish == "content_filter":  # as complete() has it: counted neither way
+        if not wrote and (finish == "content_filter" or refused):  # as complete() has it: counted neither way
             raise LlmRefused(f"{self.name}: the model refused this request's content")
         if finish is None or not _finished(finish, _OPENAI_FINISHED):
             yield Completion.of("", True)  # stopped short (max_tokens, a filter), or the stream ended before the model did

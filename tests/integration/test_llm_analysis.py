@@ -998,6 +998,11 @@ STREAMED_FILTERED = [
     ("gemini-candidate-stopped", GeminiChat, "", Sse([(None, json.dumps({"candidates": [{"finishReason": "SAFETY"}]}))])),
     ("openai-content-filter", OpenAICompatibleChat, "/v1",
      Sse([(None, json.dumps({"choices": [{"delta": {}, "finish_reason": "content_filter"}]})), (None, "[DONE]")])),
+    # OpenAI's refusal: delta.refusal pieces, content null, finish_reason "stop"
+    ("openai-refusal", OpenAICompatibleChat, "/v1", Sse([
+        (None, json.dumps({"choices": [{"delta": {"role": "assistant", "content": None, "refusal": ""}, "finish_reason": None}]})),
+        (None, json.dumps({"choices": [{"delta": {"refusal": "I'm sorry, I can't help with that."}, "finish_reason": None}]})),
+        (None, json.dumps({"choices": [{"delta": {}, "finish_reason": "stop"}]})), (None, "[DONE]")])),
     ("anthropic-refusal", AnthropicChat, "", Sse([("message_delta", json.dumps({"type": "message_delta", "delta": {"stop_reason": "refusal"}})),
                                                   ("message_stop", json.dumps({"type": "message_stop"}))])),
     # after a piece of whitespace only, which complete() reads as no text either
