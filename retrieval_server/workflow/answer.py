@@ -65,7 +65,9 @@ class AnswerOutcome:
 def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[AnswerSentence], int]:
     """The answer's sentences with their valid citations, and how many citations pointed nowhere.
 
-    A citation written after a sentence's full stop ("... fails. [2]") belongs to that sentence.
+    A citation written after a sentence's full stop ("... fails. [2]", "... fails.[2]") belongs to
+    that sentence, unless the answer's first sentence opens with one ("[1] AuthSvc ..."): then each
+    marker belongs to the sentence it opens.
     """
     return _parsed(text, len(contexts))
 
@@ -83,12 +85,23 @@ def as_checked(text: str) -> tuple[str, int]:
     return render(sentences), invalid
 
 
+#: markers written right after a stop, before white space ("sign-in.[1] Payments ..."): a sentence
+#: ends only at a stop before white space, and these ran two sentences and their markers into one
+_MARKERS_AFTER_STOP = re.compile(r"([.!?])((?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+)(?=\s|$)")
+_LEADING_MARKERS = re.compile(r"^(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
+
+
 def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:
     sentences: list[AnswerSentence] = []
     invalid = 0
-    for raw in split_sentences(text):
-        lead = re.match(r"^(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+", raw)
-        if lead and sentences:
+    leading_style = False
+    for i, raw in enumerate(split_sentences(_MARKERS_AFTER_STOP.sub(r"\1 \2", text))):
+        lead = _LEADING_MARKERS.match(raw)
+        if i == 0 and lead:
+            # "[1] AuthSvc ... [2] PaymentRouter ...": each marker opens the sentence it cites;
+            # moved back, each was given to the sentence before it. Only a run with no text after it goes back.
+            leading_style = True
+        if lead and sentences and (not leading_style or not raw[lead.end() :].strip()):
             moved, raw = lead.group(0), raw[lead.end() :].strip()
             prev = sentences[-1]
             extra, bad = _markers(moved, n_contexts)

@@ -34,6 +34,30 @@ def test_citations_are_markers_after_a_space_or_a_stop_not_indexes() -> None:
     assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Then x[0].", ())]
 
 
+def test_markers_right_after_a_stop_or_opening_each_sentence_cite_their_own_sentence() -> None:
+    """"sign-in.[1] PaymentRouter ... payments.[2]" was one sentence citing [1, 2]; in an answer
+    written "[1] AuthSvc ... [2] PaymentRouter ...", each marker was moved back to the sentence
+    before it: the first cited [1, 2], the second nothing."""
+    from retrieval_server.workflow.answer import parse_cited
+
+    contexts = [object()] * 3
+    want = [("AuthSvc handles customer sign-in.", (1,)), ("PaymentRouter handles card payments.", (2,))]
+    for text in [
+        "AuthSvc handles customer sign-in.[1] PaymentRouter handles card payments.[2]",
+        "AuthSvc handles customer sign-in.[1]\nPaymentRouter handles card payments.[2]",
+        "[1] AuthSvc handles customer sign-in. [2] PaymentRouter handles card payments.",
+        "AuthSvc handles customer sign-in. [1] PaymentRouter handles card payments. [2]",  # after the stop, as before
+    ]:
+        sentences, invalid = parse_cited(text, contexts)  # type: ignore[arg-type]
+        assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0), text
+    # Leading style, a run with no sentence after it: the last sentence's, not lost.
+    sentences, _ = parse_cited("[1] AuthSvc handles customer sign-in. PaymentRouter handles card payments. [2, 3]", contexts)  # type: ignore[arg-type]
+    assert [(s.text, s.citations) for s in sentences] == [want[0], ("PaymentRouter handles card payments.", (2, 3))]
+    # No stop before the marker: as before, an index or a marker inside the sentence is left alone.
+    sentences, _ = parse_cited("Stored in sys.argv[1] when present.[1] Done.", contexts)  # type: ignore[arg-type]
+    assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Done.", ())]
+
+
 def test_a_documents_own_markers_are_copied_in_parentheses_and_its_indexes_as_written() -> None:
     """A document's "[2]" copied into an extractive answer read as a citation of another context;
     rewriting every bracketed number also turned "argv[0]" into "argv(0)". What the answer's
