@@ -44,6 +44,9 @@ DIRECT = (
     "or ask me to look up what is known about an entity, count or analyze its dependencies, or summarize what I find."
 )
 _STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
+#: the sentinel as a model writes it, not only alone: "**NOT_ANSWERABLE**", "Answer: NOT_ANSWERABLE",
+#: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run
+_SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Z_]){NOT_ANSWERABLE}(?![A-Z_])")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -291,7 +294,7 @@ async def write_answer(
 def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:
     """The model's answer after the citation check, or None when it must be replaced by the extractive one."""
     contexts = state.contexts
-    if text.strip().upper().startswith(NOT_ANSWERABLE):
+    if _SAYS_NOT_ANSWERABLE.search(text.upper()):
         if any(t.success for t in tools):
             # A tool's answer (the calculator's count) is an answer the model did not see as one.
             degraded.append(NOT_ANSWERABLE_USED_TOOLS)
