@@ -216,11 +216,23 @@ async def _ask(
 RUNAWAY = "answer:runaway_cut"
 
 
+#: what a reply's opening is compared with the sentinel on: markdown and white space dropped ("**NOT_ANSWERABLE**")
+_DRESSING = re.compile(r"[\s*`_#>~]")
+_BARE_SENTINEL = _DRESSING.sub("", NOT_ANSWERABLE)
+
+
 async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], sent: list[str], budget: int) -> tuple[Completion, bool]:
     """The streamed text, each piece sent on as it comes, and whether it ran past ``budget``
-    characters: then the stream is closed (which ends the model's call) and the text is a cut one."""
+    characters: then the stream is closed (which ends the model's call) and the text is a cut one.
+
+    The pieces that may be the start of NOT_ANSWERABLE are held back until they are not: the
+    sentinel is the prompt's word to this server, and a caller shown it read it as the answer. A
+    reply that says it is not sent at all (its replacement is)."""
     truncated = over = False
     size = 0
+    text: list[str] = []
+    held: list[str] | None = []  # None once the reply is no sentinel
+    bare = ""
     async with contextlib.aclosing(tokens):  # type: ignore[type-var]
         async for token in tokens:
             if isinstance(token, Completion) and token.truncated:
@@ -228,12 +240,25 @@ async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], s
             if size + len(token) > budget:
                 token, over = token[: budget - size], True
             if token:
-                sent.append(token)
-                events(token)
+                text.append(token)
                 size += len(token)
+                if held is None:
+                    sent.append(token)
+                    events(token)
+                else:
+                    held.append(token)
+                    bare = (bare + _DRESSING.sub("", token.upper()))[: len(_BARE_SENTINEL)]
+                    if not _BARE_SENTINEL.startswith(bare):
+                        sent.append("".join(held))
+                        events(sent[-1])
+                        held = None
             if over:
                 break
-    return Completion.of("".join(sent), truncated or over), over
+    whole = "".join(text)
+    if held and not _SAYS_NOT_ANSWERABLE.search(whole.upper()):
+        sent.append("".join(held))
+        events(sent[-1])
+    return Completion.of(whole, truncated or over), over
 
 
 class _CutShort(Exception):
@@ -283,6 +308,9 @@ async def write_answer(
         else:
             outcome = _checked(text, state, chat.name, route, tools, degraded)
             if outcome is not None:
+                if state.events is not None and not sent:
+                    # The model's NOT_ANSWERABLE, held back (_streamed): the caller hears what answers instead.
+                    state.events(outcome.answer.text)
                 return outcome
     # Once the model's text has reached a streaming caller, the pieces sent are the text as the
     # model wrote it (StreamQueryResponse.answer_delta); its replacement arrives as the final

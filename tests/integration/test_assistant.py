@@ -879,6 +879,26 @@ async def test_a_streamed_answer_the_check_replaces_is_replaced_by_the_final_res
     assert "".join(e for e in events if isinstance(e, str)) == text
 
 
+@pytest.mark.parametrize("reply", ["NOT_ANSWERABLE", "**NOT_ANSWERABLE**", " `NOT_ANSWERABLE`\n"])
+async def test_a_streamed_not_answerable_reaches_the_caller_as_its_replacement_only(app: Application, reply: str) -> None:
+    """The sentinel was sent to a streaming caller as answer text ("NOT_ANSWERABLE" on the screen),
+    the replacement only in the final response. With the tools' answer as without."""
+    for question in ("What is the speed of light?", "How many services depend on LedgerDB?"):
+        events: list[Any] = []
+        with json_server(_llm({"numbered contexts": reply})) as server:
+            model = _model(server.url)
+            try:
+                r = await _with(app, chat=model).query(_ask(question, top_k=3), events.append)
+            finally:
+                await model.close()
+        assert r.answer is not None and NOT_ANSWERABLE not in r.answer.text
+        assert "".join(e for e in events if isinstance(e, str)) == r.answer.text, question
+    # A reply that only opens like it is streamed whole.
+    text = "NOTE: AuthSvc is maintained by Alice Chen [1]."
+    r, events, _ = await _streamed(app, text)
+    assert "".join(e for e in events if isinstance(e, str)) == text and r.answer is not None and not r.answer.extractive
+
+
 @pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
 @pytest.mark.parametrize(
     ("written", "kept"),
