@@ -365,7 +365,8 @@ async def _direct(
         except Exception as exc:
             _failed(deps, "direct answer", exc, "using the built-in one")
             outcome = await _direct(state, deps, None, temperature, within, stream=not sent)
-            return AnswerOutcome(outcome.answer, (_fallback_reason(exc),))
+            # What happened to the model's text before it failed (runaway_cut, a marker taken out) happened too.
+            return AnswerOutcome(outcome.answer, tuple(dict.fromkeys([*degraded, _fallback_reason(exc)])))
     if state.events is not None and stream:
         state.events(DIRECT)
     return AnswerOutcome(Answer(DIRECT, (AnswerSentence(DIRECT),), (), Route.DIRECT_ANSWER, True, True, "extractive"))

@@ -426,6 +426,23 @@ def _model(url: str) -> OpenAICompatibleChat:
     return OpenAICompatibleChat(url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0)
 
 
+async def test_a_direct_answer_the_built_in_one_replaces_keeps_what_happened_to_the_models(app: Application) -> None:
+    """The fallback's reason replaced the tags recorded before it: a model's answer of markers alone
+    said only answer:llm_failed_used_extractive, one ignoring max_tokens only answer:truncated."""
+    for written, settings, want in [
+        ("[1][3]", {}, ["answer:invalid_citation_removed", "answer:llm_failed_used_extractive"]),
+        ("Hello " * 2_000, {"answer_max_tokens": 64}, ["answer:runaway_cut", "answer:truncated"]),
+    ]:
+        with json_server(_llm({"You are the assistant": written})) as server:
+            model = _model(server.url)
+            try:
+                r = await _limited(app, **settings)(chat=model).query(_ask("Hello there!"))
+            finally:
+                await model.close()
+        assert r.answer is not None and r.answer.route is Route.DIRECT_ANSWER and r.answer.extractive
+        assert [d for d in r.metrics.degraded if d.startswith("answer:")] == want, written[:20]
+
+
 async def test_llm_answer_with_a_citation_that_points_nowhere(app: Application) -> None:
     text = "AuthSvc is maintained by Alice Chen [1]. It uses a ledger [9]. Ask the platform group. [2]"
     with json_server(_llm({"numbered contexts": text})) as server:
