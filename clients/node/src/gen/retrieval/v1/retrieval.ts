@@ -1181,7 +1181,9 @@ export interface StreamQueryResponse {
     | undefined;
   /**
    * The next piece of the answer's text, in order; their concatenation is the text as written,
-   * before the citation check (the final response's Answer.text is authoritative). A caller
+   * before the citation check (the final response's Answer.text is authoritative), except that
+   * a reply saying the contexts do not answer (the model's NOT_ANSWERABLE) is never sent: the
+   * answer that stands in for it is, as one piece. A caller
    * reading slower than the text is written gets it in fewer, longer pieces: past 64 events
    * unread, the server joins each further piece to the last one it holds.
    */
