@@ -174,10 +174,18 @@ class AskSession:
         o = self.options
         if name in ("quit", "exit", "q"):
             return False
-        if name == "trace" and arg in ("on", "off", ""):
+        # A known command's value it does not take is an error, not the help: ":strategy grpah" went
+        # unnoticed, and the next question ran with the strategy before it.
+        if name == "trace":
+            if arg not in ("on", "off", ""):
+                self.errors.print(f"[red]error:[/red] trace must be on, off or nothing (to switch it) (got {_text(arg)})")
+                return True
             o.trace = (not o.trace) if not arg else arg == "on"
             self._console.print(f"trace {'on' if o.trace else 'off'}")
-        elif name == "strategy" and arg.lower() in STRATEGIES:
+        elif name == "strategy":
+            if arg.lower() not in STRATEGIES:
+                self.errors.print(f"[red]error:[/red] strategy must be one of {', '.join(STRATEGIES)}, in any case (got {_text(arg) or 'nothing'})")
+                return True
             o.strategy = arg.lower()
             self._console.print(f"strategy {o.strategy}")
         elif name in ("user", "role"):

@@ -917,9 +917,13 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if args.command == "ingest" and args.document_id is not None:
         # Refused before anything is sent: the second file failed as another's id, after the
         # first was stored, with advice (rename the files) that did not apply.
-        named = sum(1 for f in _files(args.paths, []) if f.suffix.lower() != ".jsonl")
+        files = list(_files(args.paths, []))
+        named = sum(1 for f in files if f.suffix.lower() != ".jsonl")
         if named > 1:
             parser.error(f"--document-id names one file; {named} were given")
+        if not named and (rows := next((f for f in files if f.suffix.lower() == ".jsonl"), None)) is not None:
+            # Taken without a word, and every row stored under its own id.
+            parser.error(f"--document-id applies to a file that is not JSONL: each row of {printable(str(rows))} has its own id (_id)")
     if args.command == "ingest" and args.grant and args.access != "private":
         # A public document is read by every caller: the grant changed nothing, without a word.
         parser.error("--grant needs --access private (a public document is read by everyone)")

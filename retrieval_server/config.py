@@ -434,8 +434,10 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _listen_where_safe(cls, data: Any) -> Any:
-        # Without authentication the default is loopback; with it, every interface.
-        if isinstance(data, dict) and not data.get("host"):
+        # Without authentication the default is loopback; with it, every interface. Only when unset:
+        # an empty RETRIEVAL_HOST (a template that rendered to nothing) is refused by _not_empty, it
+        # was taken as unset, and with jwt the server listened on every interface.
+        if isinstance(data, dict) and data.get("host") is None:
             data = {**data, "host": "127.0.0.1" if str(data.get("auth_mode") or "none") == "none" else "0.0.0.0"}
         return data
 
@@ -450,7 +452,7 @@ class Settings(BaseSettings):
         "jwt_issuer", "jwt_audience", "jwt_groups_claim", "events_hash_key", "qdrant_api_key", "qdrant_collection",
         "openai_model", "anthropic_model", "gemini_model", "openai_base_url", "anthropic_base_url", "gemini_base_url",
         "tls_cert", "tls_key", "tls_client_ca", "qdrant_ca", "jwt_jwks_file", "data_dir", "vectors_dir", "model_dir", "model_cache_dir",
-        "reranker_model_dir", "glossary_path", mode="before",
+        "reranker_model_dir", "glossary_path", "host", mode="before",
     )
     @classmethod
     def _not_empty(cls, value: Any) -> Any:

@@ -57,8 +57,26 @@ _EVIDENCE_CHARS = 300
 _FORMS_COUNTED = 8
 
 
+#: An ATX heading line (CommonMark: up to three spaces, one to six #, then a space, a tab or the
+#: line's end; "#5" and "#include" are none), a sentence of its own: the chunker ends no sentence
+#: at a line break, and "# Numbat facts\nThe Numbat eats termites." was one sentence, which related
+#: the heading's names to the sentence's and which extractive answers skipped as a heading.
+_HEADING = re.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t][^\n]*)?$")
+
+
 def sentences_of(text: str) -> list[str]:
-    out = []
+    out: list[str] = []
+    start = 0
+    for heading in _HEADING.finditer(text):
+        out.extend(_sentences_of_block(text[start : heading.start()]))
+        out.append(" ".join(heading.group().split()))
+        start = heading.end()
+    out.extend(_sentences_of_block(text[start:]))
+    return out
+
+
+def _sentences_of_block(text: str) -> list[str]:
+    out: list[str] = []
     parts: list[str] = []
     for sentence in split_sentences(text):
         parts.append(sentence)
@@ -85,8 +103,9 @@ def sentences_of(text: str) -> list[str]:
 #: as written ("Dr", "Sir") is no name, in capitals it is an acronym like any other ("MS", "DR",
 #: "SIR"); a name with a hyphen or an apostrophe is one name ("Jean-Pierre", "O'Brien"), an
 #: apostrophe joining only after a capital (an elision, "l'API", "d'AuthService", "dall'ENI",
-#: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded.
-RULES_REVISION = 9
+#: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded. 10: a Markdown
+#: heading line is a sentence of its own, the line under it no longer part of it.
+RULES_REVISION = 10
 
 
 class GraphExtractor(Protocol):

@@ -99,6 +99,29 @@ def test_a_role_is_taken_in_any_case_and_one_the_server_has_not_is_refused(tmp_p
     session.close()
 
 
+def test_a_strategy_or_trace_value_not_taken_is_an_error_and_only_an_unknown_command_prints_the_help(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """":strategy grpah" printed the help on stdout, nothing on stderr, and the next question ran with
+    the strategy before it."""
+    out, err = io.StringIO(), io.StringIO()
+    console = Console(file=out, width=200)
+    session = AskSession(AskOptions("127.0.0.1:1", strategy="keyword"), console, errors=Console(file=err, width=200))
+    lines = iter([":strategy grpah", ":strategy", ":trace maybe", ":strategy GRAPH", ":trace", ":bogus", ":quit"])
+    monkeypatch.setattr("builtins.input", lambda _prompt="": next(lines))
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert interactive(session, console, tmp_path / "history") == 0
+    assert err.getvalue().splitlines() == [
+        "error: strategy must be one of semantic, keyword, hybrid, adaptive, graph, in any case (got grpah)",
+        "error: strategy must be one of semantic, keyword, hybrid, adaptive, graph, in any case (got nothing)",
+        "error: trace must be on, off or nothing (to switch it) (got maybe)",
+    ]
+    printed = out.getvalue()
+    assert "strategy graph\n" in printed and "trace on\n" in printed
+    assert printed.count(":trace on|off") == 2  # the greeting's, and :bogus's
+    assert session.options.strategy == "graph" and session.options.trace
+    session.close()
+
+
 def test_a_user_id_is_printed_as_written_not_read_as_markup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """":user [/x]" ended the session with rich's MarkupError; ":user [bold]al" printed "asking as al"."""
     out = io.StringIO()

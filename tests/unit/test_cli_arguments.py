@@ -196,6 +196,11 @@ def test_a_document_id_for_several_files_is_refused_before_anything_is_sent(
     assert stopped.value.code == 2 and "--document-id names one file; 2 were given" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["ingest", "--document-id", "handbook", str(folder)])
+    # A file of rows alone: each row kept its own _id, the option taken without a word.
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["ingest", "--document-id", "handbook", str(folder / "rows.jsonl")])
+    assert stopped.value.code == 2
+    assert f"--document-id applies to a file that is not JSONL: each row of {folder / 'rows.jsonl'} has its own id (_id)" in capsys.readouterr().err
     assert not sent
     # One file, beside files of rows that carry their own ids, is what the option is for.
     assert cli.main(["ingest", "--document-id", "handbook", str(folder / "a.txt"), str(folder / "rows.jsonl")]) == 0 and len(sent) == 1

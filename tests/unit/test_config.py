@@ -95,7 +95,9 @@ def test_a_renamed_setting_names_its_new_name_and_no_other_hint() -> None:
                                  # Paths: "" was Path("."), the working directory.
                                  "RETRIEVAL_DATA_DIR", "RETRIEVAL_VECTORS_DIR", "RETRIEVAL_MODEL_CACHE_DIR", "RETRIEVAL_MODEL_DIR",
                                  "RETRIEVAL_RERANKER_MODEL_DIR", "RETRIEVAL_TLS_CERT", "RETRIEVAL_TLS_KEY", "RETRIEVAL_TLS_CLIENT_CA",
-                                 "RETRIEVAL_JWT_JWKS_FILE", "RETRIEVAL_GLOSSARY_PATH"])
+                                 "RETRIEVAL_JWT_JWKS_FILE", "RETRIEVAL_GLOSSARY_PATH",
+                                 # Taken as unset: with AUTH_MODE=jwt, every interface.
+                                 "RETRIEVAL_HOST"])
 def test_an_empty_value_is_refused_not_taken_as_one(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
     """An issuer or audience of "" refused every token as lacking the claim, a hash key of "" hashed
     queries without a key, a data folder of "" wrote to the working directory: a secret or template

@@ -77,6 +77,18 @@ def test_a_documents_own_markers_are_copied_in_parentheses_and_its_indexes_as_wr
     assert all(parse_cited(s, [context] * 9)[0][0].citations == () for s in copied)
 
 
+def test_the_line_under_a_markdown_heading_is_a_sentence_to_answer_with() -> None:
+    """A heading followed directly by text (valid CommonMark) made one sentence with it, skipped as
+    a heading: the document held the answer, and the answer said it did not."""
+    from retrieval_server.workflow.sentences import sentences_of_contexts
+
+    text = "# Numbat facts\nThe Numbat eats termites in the woodlands.\n## Diet\nIt eats termites daily, thousands of them."
+    context = RetrievedContext(ParentChunk("d#p0", "d", 0, text, 40), Document("d"), 0.9, ())
+    assert [(s.text, s.position) for s in sentences_of_contexts([context])] == [
+        ("The Numbat eats termites in the woodlands.", 1), ("It eats termites daily, thousands of them.", 3),
+    ]
+
+
 def test_a_citation_is_looked_for_where_a_run_of_white_space_starts_not_inside_it() -> None:
     """From every place inside a run, the pattern's leading \\s* took the rest of the run again:
     quadratic, 6 s on the event loop for 8,000 spaces in a model's answer."""

@@ -218,6 +218,18 @@ def test_an_honorific_is_neither_a_sentence_end_nor_a_name() -> None:
     assert sentences_of("BillingSvc fails over to DR. The DR site replicates.") == ["BillingSvc fails over to DR.", "The DR site replicates."]
 
 
+def test_a_markdown_heading_line_is_a_sentence_of_its_own() -> None:
+    """The chunker ends no sentence at a line break: a heading and the line right under it were one
+    sentence, which related the heading's names to the line's. "#5" and "#include" are no headings."""
+    assert sentences_of("# AuthService\nIt uses TokenStore for refresh tokens.\n") == ["# AuthService", "It uses TokenStore for refresh tokens."]
+    assert sentences_of("Intro line.\n  ## Diet\nThe Numbat eats termites.\n#\nDone.") == [
+        "Intro line.", "## Diet", "The Numbat eats termites.", "#", "Done."]
+    assert sentences_of("Step one.\n#5 is next and\n#include is kept.") == ["Step one.", "#5 is next and", "#include is kept."]
+    g = _extract("## PaymentRouter\nCheckoutSvc is a client of the shop.\n")
+    assert {e.key for e in g.entities} == {"paymentrouter", "checkoutsvc"}
+    assert g.relations == ()
+
+
 def test_passive_lists_and_and_clauses() -> None:
     g = _extract("TokenStore is used by AuthService, ProfileSvc and AdminPortal. SearchSvc depends on IndexStore and calls RankerSvc.")
     stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}
