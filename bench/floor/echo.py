@@ -34,6 +34,9 @@ def handler(answers: dict[bytes, bytes]) -> grpc.GenericRpcHandler:
     """``answers``: serialized request -> serialized response, as bench.floor captures them; the
     first is also the answer to any other query (none: an empty response)."""
     by_query = {pb.QueryRequest.FromString(k).query: pb.QueryResponse.FromString(v) for k, v in answers.items()}
+    if len(by_query) != len(answers):
+        # Looked up by text, two requests of one query (another top_k, say) would get one answer.
+        raise ValueError("the answers hold several requests of one query text: the echo tells queries apart by text only")
     fallback = next(iter(by_query.values()), pb.QueryResponse())
 
     async def echo(request: pb.QueryRequest, context: grpc.aio.ServicerContext) -> pb.QueryResponse:

@@ -27,13 +27,16 @@ from retrieval.v1 import retrieval_pb2 as pb
 #: what the configuration alone decides, on every answer: a technique that needs an LLM, where
 #: none is configured, skipped ("analysis:hyde:skipped: needs an LLM")
 WITHOUT_LLM = ":skipped: needs an LLM"
+#: what the query alone decides: a query of stop words only has no keyword terms (NFCorpus's
+#: "Down But Not Out"); its answer is the one the service gives it, on every run
+OF_THE_QUERY = frozenset({"keyword:no_terms"})
 
 
 def unexpected(reason: str) -> bool:
     """Whether an answer degraded for ``reason`` is not the answer the benchmark meant to measure:
-    every reason but a technique skipped for want of an LLM (a stage that failed or was cut ran
-    less than it does, and its time is not the stage's)."""
-    return not (reason.startswith("analysis:") and reason.endswith(WITHOUT_LLM))
+    every reason but a technique skipped for want of an LLM and what the query's own words decide
+    (a stage that failed or was cut ran less than it does, and its time is not the stage's)."""
+    return not ((reason.startswith("analysis:") and reason.endswith(WITHOUT_LLM)) or reason in OF_THE_QUERY)
 
 
 @dataclass(slots=True)

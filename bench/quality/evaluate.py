@@ -81,9 +81,14 @@ def _percentile(values: list[float], q: float) -> float:
 
 def spoiled(variant: Variant, degraded: Iterable[str]) -> list[str]:
     """The reasons among ``degraded`` that make an answer not the row's ranking: the dense leg
-    lost (its embedding or its store), any leg's store error, and on a rerank row the reranker
-    failed, cut or absent (the fused order scored as the reranked one)."""
-    return [d for d in degraded if d.startswith("dense:") or d.endswith(":store_error") or (variant.rerank and d.startswith("rerank:"))]
+    lost (its embedding or its store, or skipped for the deadline), any leg's store error, and on
+    a rerank row the reranker failed, cut, absent or skipped for the deadline (the fused order
+    scored as the reranked one)."""
+    return [
+        d for d in degraded
+        if d.startswith("dense:") or d.endswith(":store_error") or (d.startswith("deadline:") and "dense" in d)
+        or (variant.rerank and (d.startswith("rerank:") or (d.startswith("deadline:") and "rerank" in d)))
+    ]
 
 
 def ranking(resp: pb.QueryResponse, query_id: str, top_k: int, drop_self: bool) -> list[str]:

@@ -74,6 +74,11 @@ async def test_the_echo_floor_answers_each_request_with_that_querys_answer() -> 
         assert await asyncio.to_thread(served_answers, f"127.0.0.1:{port}", scenario, asked) == answers
     finally:
         await server.stop(None)
+    # Told apart by text only, two requests of one query would share an answer.
+    other_k = pb.QueryRequest.FromString(next(iter(answers)))
+    other_k.top_k += 1
+    with pytest.raises(ValueError, match="several requests of one query text"):
+        echo.handler({**answers, other_k.SerializeToString(): b""})
 
 
 def test_the_in_process_floor_and_the_ratios(index_dir: Path) -> None:
@@ -152,7 +157,8 @@ def test_a_row_whose_answers_were_degraded_or_skipped_its_stage_is_not_met() -> 
     rerank = _cell("query-hybrid-rerank", _answer({**hybrid, "rerank": 0.2}, (no_llm, "rerank:failed", "rerank:failed", "dense:embedding_failed")),
                    _answer({**hybrid, "rerank": 0.2}, (no_llm, "rerank:failed")))
     assert rerank.degraded == {"rerank:failed": 2, "dense:embedding_failed": 1}
-    clean = [_cell("query-hybrid", *[_answer(hybrid, (no_llm,))] * 2),
+    # A query of stop words only has no keyword terms: its answer, on every run, not a fault.
+    clean = [_cell("query-hybrid", *[_answer(hybrid, (no_llm,))] * 2, _answer(hybrid, (no_llm, "keyword:no_terms"))),
              # The top-100 cell's answers never ran enrich: no 0 ms to meet the goal with.
              _cell("query-hybrid-top100", _answer({"analyze_query": 1.0, "retrieve": 9.0})),
              _cell("echo", _answer({}, cached=True)), _cell("query-cached", _answer({"check_cache": 0.1}, (no_llm,), cached=True))]

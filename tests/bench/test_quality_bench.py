@@ -169,7 +169,8 @@ def test_the_tuning_tools_name_a_missing_split_and_how_to_make_one(dataset: Path
 async def test_answers_that_lost_a_leg_or_the_reranker_are_counted_per_row() -> None:
     no_llm = "analysis:hyde:skipped: needs an LLM"
     # Each query's answer degraded as its text says; every one ranks its document first all the same.
-    degraded = {"q1": [no_llm, "rerank:failed"], "q2": [no_llm, "dense:embedding_failed"], "q3": ["metadata:store_error"], "q4": [no_llm]}
+    degraded = {"q1": [no_llm, "rerank:failed"], "q2": [no_llm, "dense:embedding_failed"], "q3": ["metadata:store_error"], "q4": [no_llm],
+                "q5": ["deadline:rerank_skipped"], "q6": ["deadline:dense_skipped"], "q7": ["keyword:no_terms"]}
 
     async def query(req: pb.QueryRequest, ctx: grpc.aio.ServicerContext) -> pb.QueryResponse:
         resp = pb.QueryResponse()
@@ -191,10 +192,12 @@ async def test_answers_that_lost_a_leg_or_the_reranker_are_counted_per_row() -> 
         await server.stop(None)
     # The fused order a failed reranker kept scores as well as a reranked one: only the count tells them apart.
     assert rows["hybrid-rrf+rerank"].measures["ndcg@10"] == 1.0 and rows["hybrid-rrf+rerank"].errors == 0
-    assert rows["hybrid-rrf+rerank"].degraded == 3
-    assert rows["hybrid-rrf+rerank"].degraded_examples == ["q1: rerank:failed", "q2: dense:embedding_failed", "q3: metadata:store_error"]
-    # A rerank tag is the rerank rows' concern; HyDE skipped without an LLM is no one's.
-    assert rows["hybrid-rrf"].degraded == 2 and rows["hybrid-rrf"].summary()["degraded"] == 2
+    assert rows["hybrid-rrf+rerank"].degraded == 5
+    assert sorted(rows["hybrid-rrf+rerank"].degraded_examples) == [
+        "q1: rerank:failed", "q2: dense:embedding_failed", "q3: metadata:store_error", "q5: deadline:rerank_skipped", "q6: deadline:dense_skipped"]
+    # A rerank tag is the rerank rows' concern; HyDE skipped without an LLM, or a query without
+    # keyword terms, is no one's.
+    assert rows["hybrid-rrf"].degraded == 3 and rows["hybrid-rrf"].summary()["degraded"] == 3
 
 
 def test_the_quality_server_scores_every_rerank_pair(tmp_path: Path) -> None:

@@ -429,13 +429,18 @@ async def test_insufficient_results_retry_with_widened_parameters(app: Applicati
     assert r.metrics.sufficiency_score < 1.01 and _docs(r)[0] == "cooking"
 
 
-@pytest.mark.parametrize(("threshold", "passes"), [(0.6, 1), (0.8, 2)])
-async def test_relevance_decides_a_retry_only_above_what_count_and_diversity_reach(app: Application, threshold: float, passes: int) -> None:
+@pytest.mark.parametrize(("threshold", "strategy", "passes"),
+                         [(0.6, Strategy.SEMANTIC, 1), (0.8, Strategy.SEMANTIC, 2), (0.8, Strategy.KEYWORD, 1), (0.81, Strategy.KEYWORD, 2)])
+async def test_relevance_decides_a_retry_only_above_what_count_and_diversity_reach(
+    app: Application, threshold: float, strategy: Strategy, passes: int
+) -> None:
     """As the README says: contexts of as many documents as asked for score 0.3 + 0.3 whatever
     their relevance, so at the default 0.6 a question the corpus knows nothing of takes one pass,
-    and at 0.8 its cosines (no reranker) must average 0.5, which they do not."""
+    and at 0.8 its cosines (no reranker) must average 0.5, which they do not. A KEYWORD context,
+    which no dense search scored, counts 0.5: only above 0.8 does a KEYWORD request retry."""
+    query = "orbital mechanics of binary neutron stars" if strategy is Strategy.SEMANTIC else "tomato weather"
     r = await pipeline(app, sufficiency_threshold=threshold, max_iterations=2).query(
-        QueryOptions("orbital mechanics of binary neutron stars", 2, strategy=Strategy.SEMANTIC, use_cache=False)
+        QueryOptions(query, 2, strategy=strategy, use_cache=False)
     )
     assert len({c.document.document_id for c in r.contexts}) == 2 and r.metrics.iterations == passes
 
