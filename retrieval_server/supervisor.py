@@ -20,7 +20,7 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -223,39 +223,67 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
             shutil.rmtree(scratch, ignore_errors=True)  # nobody else will
 
 
+class _Clock:
+    """The time during which the supervisor could hear its workers, which their silence is measured
+    in: the monotonic clock less the time the supervisor was not running. A whole server frozen
+    (docker pause, a cgroup freeze, a suspended VM, Ctrl-Z then fg) for longer than the workers'
+    silence limit had every worker killed on the thaw, as the supervisor's first pass came before
+    their beats; its own silence is not theirs."""
+
+    def __init__(self, late_s: float) -> None:
+        self._late_s = late_s
+        self._away_s = 0.0
+        self._last = self.now()
+
+    def now(self) -> float:
+        return time.monotonic() - self._away_s
+
+    def woke(self, waited_s: float) -> float:
+        """The time now, once a loop pass woke from a wait of at most ``waited_s``. A pass later
+        than that by more than ``late_s`` (since the last one woke) was not running: that time is
+        taken out of the clock. (A slow pass, a spawn say, is taken out too: a hang is noticed
+        that much later.)"""
+        now = self.now()
+        if (late := now - self._last - waited_s) > self._late_s:
+            self._away_s += late
+            now -= late
+        self._last = now
+        return now
+
+
 @dataclass(slots=True)
 class _Worker:
     process: BaseProcess
     report: Connection
     restarted: bool
+    started_at: float  # on the supervisor's _Clock, as are the times below
     ready: bool = False
     failure: str = ""
-    last_heard: float = 0.0  # time.monotonic() of its last report
+    last_heard: float = 0.0  # its last report
     killed: bool = False
-    started_at: float = field(default_factory=time.monotonic)
 
-    def read_reports(self) -> None:
+    def read_reports(self, now: float) -> None:
         while self.report.poll():
             try:
                 message = self.report.recv()
             except EOFError:
                 return
-            self.last_heard = time.monotonic()
+            self.last_heard = now
             if message == READY:
                 self.ready = True
             elif message != HEARTBEAT:
                 self.failure = message
 
-    def hung(self, limit_s: float) -> bool:
+    def hung(self, limit_s: float, now: float) -> bool:
         """Whether it served, and has been silent longer than ``limit_s``: read its reports first,
         so that a supervisor that was itself stopped a while counts what waited in the pipe."""
-        return self.ready and not self.killed and time.monotonic() - self.last_heard > limit_s
+        return self.ready and not self.killed and now - self.last_heard > limit_s
 
-    def stuck_starting(self, limit_s: float) -> bool:
+    def stuck_starting(self, limit_s: float, now: float) -> bool:
         """Whether it was restarted and has not reported serving for longer than ``limit_s``: a
         start that hangs beats no heartbeat, and its slot stayed dead without a word. (A first
         start is the deployment's to bound: a startup probe.)"""
-        return self.restarted and not self.ready and not self.killed and time.monotonic() - self.started_at > limit_s
+        return self.restarted and not self.ready and not self.killed and now - self.started_at > limit_s
 
 
 def _stopped_cleanly(worker: _Worker) -> bool:
@@ -287,6 +315,8 @@ def supervise(settings: Settings) -> int:
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
     port_checked = 0.0
+    # A pass a heartbeat later than its wait allows: the workers could have beaten meanwhile.
+    clock = _Clock(late_s=settings.worker_heartbeat_s)
     # The workers' lines and the supervisor's own, each whole, on the one stderr.
     relay = LogRelay(sys.stderr)
     configure(settings.log_level, settings.log_format, stream=relay)
@@ -323,7 +353,7 @@ def supervise(settings: Settings) -> int:
             logs_end.close()  # the worker holds the only end left: its exit (or a failed start) ends the relay
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid)
-        return _Worker(proc, receiver, restarted=restart)
+        return _Worker(proc, receiver, restarted=restart, started_at=clock.now())
 
     def retry_later(worker: int, reason: str) -> None:
         failures[worker] += 1
@@ -382,7 +412,9 @@ def supervise(settings: Settings) -> int:
             waits = [due[i] - time.monotonic() for i, w in enumerate(workers) if w is None]
             # Wakes on a report (heartbeats too), a worker's exit or a restart that is due; the 0.5 s
             # bounds how late SIGTERM, or a worker that stopped beating, is noticed.
-            wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=max(0.0, min([0.5, *waits])))
+            timeout = max(0.0, min([0.5, *waits]))
+            wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=timeout)
+            now = clock.woke(timeout)
             for i, w in enumerate(workers):
                 if stopping:
                     break
@@ -390,14 +422,14 @@ def supervise(settings: Settings) -> int:
                     if time.monotonic() >= due[i]:
                         restart(i)
                     continue
-                w.read_reports()
+                w.read_reports(now)
                 if w.ready:
                     failures[i] = 0
-                if w.hung(silence_s) and w.process.is_alive():
+                if w.hung(silence_s, now) and w.process.is_alive():
                     log.error("worker %d sent no heartbeat for %g s; killing it", i, silence_s, extra={"worker": i, "worker_pid": w.process.pid})
                     w.process.kill()  # its exit, next, restarts it
                     w.killed = True
-                if w.stuck_starting(settings.worker_start_timeout_s) and w.process.is_alive():
+                if w.stuck_starting(settings.worker_start_timeout_s, now) and w.process.is_alive():
                     w.failure = f"it did not report serving within {settings.worker_start_timeout_s:g} s (RETRIEVAL_WORKER_START_TIMEOUT_S)"
                     log.error("worker %d %s; killing it", i, w.failure, extra={"worker": i, "worker_pid": w.process.pid})
                     w.process.kill()  # its exit, next, schedules another start

@@ -12,8 +12,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from retrieval_server.stale_runs import remove_stale_runs
-from retrieval_server.supervisor import SCRATCH_PREFIX, _stopped_cleanly, restart_delay, start_ignoring_interrupts
+from retrieval_server import supervisor
+from retrieval_server.supervisor import SCRATCH_PREFIX, _Clock, _stopped_cleanly, _Worker, restart_delay, start_ignoring_interrupts
 from tests.support.paths import inherited_env
 
 
@@ -126,3 +129,46 @@ def test_a_stop_is_unclean_only_for_what_the_stop_cut() -> None:
     assert not _stopped_cleanly(worker(-signal.SIGKILL, ready=True))  # the OOM killer during the drain
     assert not _stopped_cleanly(worker(-signal.SIGTERM, ready=True))
     assert not _stopped_cleanly(worker(1, ready=False))
+
+
+
+class _Time:
+    """The supervisor's monotonic clock, moved by hand."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        monkeypatch.setattr(supervisor, "time", SimpleNamespace(monotonic=lambda: self.now))
+
+
+def _worker(started_at: float, *reports: str) -> _Worker:
+    """A restarted worker whose pipe holds ``reports``."""
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    for report in reports:
+        sender.send(report)
+    sender.close()
+    return _Worker(SimpleNamespace(), receiver, restarted=True, started_at=started_at)  # type: ignore[arg-type]
+
+
+def test_a_worker_is_not_hung_for_the_time_the_supervisor_was_frozen_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole server frozen (docker pause, a cgroup freeze, a suspended VM) 6 s with a 3 s
+    limit: on the thaw the supervisor's first pass came before the workers' beats, and killed every
+    one of them."""
+    wall = _Time(monkeypatch)
+    clock = _Clock(late_s=0.5)
+    serving = _worker(clock.now(), supervisor.READY)
+    serving.read_reports(clock.now())
+    starting = _worker(clock.now())
+    wall.now += 0.5
+    assert not serving.hung(3.0, clock.woke(0.5))
+    wall.now += 6.0  # frozen in the wait
+    now = clock.woke(0.5)
+    assert not serving.hung(3.0, now)
+    assert not starting.stuck_starting(3.0, now)
+    # Its silence while the supervisor ran counts: each pass's wait, the frozen one's too.
+    for _ in range(4):
+        wall.now += 0.5
+        now = clock.woke(0.5)
+    assert not serving.hung(3.0, now)
+    wall.now += 0.5
+    now = clock.woke(0.5)
+    assert serving.hung(3.0, now) and starting.stuck_starting(3.0, now)
