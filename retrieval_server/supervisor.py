@@ -20,6 +20,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -225,18 +226,21 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
 
 class _Clock:
     """The time during which the supervisor could hear its workers, which their silence is measured
-    in: the monotonic clock less the time the supervisor was not running. A whole server frozen
-    (docker pause, a cgroup freeze, a suspended VM, Ctrl-Z then fg) for longer than the workers'
-    silence limit had every worker killed on the thaw, as the supervisor's first pass came before
-    their beats; its own silence is not theirs."""
+    in: the monotonic clock less the time the supervisor was not running and the time its log relay
+    was held writing (``blocked``, :meth:`LogRelay.blocked_s`). A whole server frozen (docker pause,
+    a cgroup freeze, a suspended VM, Ctrl-Z then fg) for longer than the workers' silence limit had
+    every worker killed on the thaw, as the supervisor's first pass came before their beats; a
+    reader of its stderr that stalled had workers killed whose event loop waited, its log pipe
+    full, on the relay. Neither silence is the worker's."""
 
-    def __init__(self, late_s: float) -> None:
+    def __init__(self, late_s: float, blocked: Callable[[], float] = lambda: 0.0) -> None:
         self._late_s = late_s
+        self._blocked = blocked
         self._away_s = 0.0
         self._last = self.now()
 
     def now(self) -> float:
-        return time.monotonic() - self._away_s
+        return time.monotonic() - self._away_s - self._blocked()
 
     def woke(self, waited_s: float) -> float:
         """The time now, once a loop pass woke from a wait of at most ``waited_s``. A pass later
@@ -315,10 +319,10 @@ def supervise(settings: Settings) -> int:
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
     port_checked = 0.0
-    # A pass a heartbeat later than its wait allows: the workers could have beaten meanwhile.
-    clock = _Clock(late_s=settings.worker_heartbeat_s)
     # The workers' lines and the supervisor's own, each whole, on the one stderr.
     relay = LogRelay(sys.stderr)
+    # A pass a heartbeat later than its wait allows: the workers could have beaten meanwhile.
+    clock = _Clock(late_s=settings.worker_heartbeat_s, blocked=relay.blocked_s)
     configure(settings.log_level, settings.log_format, stream=relay)
 
     def start(worker: int, restart: bool = False) -> _Worker:

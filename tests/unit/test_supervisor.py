@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,8 @@ import pytest
 
 from retrieval_server.stale_runs import remove_stale_runs
 from retrieval_server import supervisor
+from retrieval_server.observability import log_relay
+from retrieval_server.observability.log_relay import LogRelay
 from retrieval_server.supervisor import SCRATCH_PREFIX, _Clock, _stopped_cleanly, _Worker, restart_delay, start_ignoring_interrupts
 from tests.support.paths import inherited_env
 
@@ -133,11 +136,12 @@ def test_a_stop_is_unclean_only_for_what_the_stop_cut() -> None:
 
 
 class _Time:
-    """The supervisor's monotonic clock, moved by hand."""
+    """The supervisor's monotonic clock (its log relay's too), moved by hand."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.now = 1000.0
-        monkeypatch.setattr(supervisor, "time", SimpleNamespace(monotonic=lambda: self.now))
+        for module in (supervisor, log_relay):
+            monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: self.now))
 
 
 def _worker(started_at: float, *reports: str) -> _Worker:
@@ -172,3 +176,47 @@ def test_a_worker_is_not_hung_for_the_time_the_supervisor_was_frozen_with_it(mon
     wall.now += 0.5
     now = clock.woke(0.5)
     assert serving.hung(3.0, now) and starting.stuck_starting(3.0, now)
+
+
+def test_a_worker_is_not_hung_while_the_supervisors_log_relay_is_held_writing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader of the supervisor's stderr that stalls (Docker's blocking log mode over a slow
+    driver) held the relay, and a worker's event loop on its next log line once its pipe was full:
+    its heartbeats stopped, and the supervisor killed it, cutting its calls."""
+
+    class Stalled:
+        def __init__(self) -> None:
+            self.writing, self.reading = threading.Event(), threading.Event()
+
+        def write(self, text: str) -> int:
+            self.writing.set()
+            self.reading.wait()
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    wall = _Time(monkeypatch)
+    out = Stalled()
+    relay = LogRelay(out)  # type: ignore[arg-type]
+    clock = _Clock(late_s=0.5, blocked=relay.blocked_s)
+    serving = _worker(clock.now(), supervisor.READY)
+    serving.read_reports(clock.now())
+    wall.now += 0.5
+    assert not serving.hung(3.0, clock.woke(0.5))
+    read, write = os.pipe()
+    relay.follow(read, "worker-0")
+    os.write(write, b"an audit line\n")
+    out.writing.wait()
+    for _ in range(20):  # 10 s held: the worker is silent all along
+        wall.now += 0.5
+        assert not serving.hung(3.0, clock.woke(0.5))
+    out.reading.set()
+    os.close(write)
+    relay.join()  # the write is over
+    # Its silence since counts, with what it was before the relay was held.
+    for _ in range(5):
+        wall.now += 0.5
+        now = clock.woke(0.5)
+    assert not serving.hung(3.0, now)
+    wall.now += 0.5
+    assert serving.hung(3.0, clock.woke(0.5))
