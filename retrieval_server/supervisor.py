@@ -9,6 +9,7 @@ every worker writes to it directly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import logging
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 READY = "ready"
 HEARTBEAT = "alive"
+#: a worker told to stop (by the supervisor, or a signal sent to it alone) beats no more while it drains
+STOPPING = "stopping"
 #: heartbeats a worker may miss before the supervisor takes it for hung
 HEARTBEATS_MISSED = 6
 #: the workers' folder in the temporary directory: this, the supervisor's pid, "-", a random part
@@ -201,6 +204,10 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
         log.info("worker ready", extra={"worker": worker})
 
     def stopping() -> None:
+        # Told first, as its silence from here on is no hang: a worker sent SIGTERM alone (not
+        # through the supervisor) was killed as hung partway through its drain.
+        with contextlib.suppress(OSError):  # the supervisor is gone, and this worker is being stopped with it
+            report.send(STOPPING)
         # The supervisor reads no reports while it waits for its workers to stop: beats written
         # meanwhile filled the pipe, and the write then held the event loop, and the drain, until
         # the worker was killed.
@@ -264,6 +271,7 @@ class _Worker:
     ready: bool = False
     failure: str = ""
     last_heard: float = 0.0  # its last report
+    stopping: bool = False  # it reported STOPPING, its last report
     killed: bool = False
 
     def read_reports(self, now: float) -> None:
@@ -275,13 +283,21 @@ class _Worker:
             self.last_heard = now
             if message == READY:
                 self.ready = True
+            elif message == STOPPING:
+                self.stopping = True
             elif message != HEARTBEAT:
                 self.failure = message
 
     def hung(self, limit_s: float, now: float) -> bool:
-        """Whether it served, and has been silent longer than ``limit_s``: read its reports first,
-        so that a supervisor that was itself stopped a while counts what waited in the pipe."""
-        return self.ready and not self.killed and now - self.last_heard > limit_s
+        """Whether it served, and has been silent longer than ``limit_s`` while not stopping: read
+        its reports first, so that a supervisor that was itself stopped a while counts what waited
+        in the pipe."""
+        return self.ready and not self.stopping and not self.killed and now - self.last_heard > limit_s
+
+    def stop_overdue(self, limit_s: float, now: float) -> bool:
+        """Whether it reported stopping longer than ``limit_s`` ago and has not exited: a worker
+        sent SIGTERM alone drains without beating, and is held to the deadline of a stop."""
+        return self.stopping and not self.killed and now - self.last_heard > limit_s
 
     def stuck_starting(self, limit_s: float, now: float) -> bool:
         """Whether it was restarted and has not reported serving for longer than ``limit_s``: a
@@ -318,6 +334,7 @@ def supervise(settings: Settings) -> int:
     failures = [0] * settings.processes  # failed restarts in a row, per worker
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
+    stop_s = settings.grace_period_s + settings.events_publish_timeout_s + STOP_MARGIN_S
     port_checked = 0.0
     # The workers' lines and the supervisor's own, each whole, on the one stderr.
     relay = LogRelay(sys.stderr)
@@ -433,6 +450,10 @@ def supervise(settings: Settings) -> int:
                     log.error("worker %d sent no heartbeat for %g s; killing it", i, silence_s, extra={"worker": i, "worker_pid": w.process.pid})
                     w.process.kill()  # its exit, next, restarts it
                     w.killed = True
+                if w.stop_overdue(stop_s, now) and w.process.is_alive():
+                    log.error("worker %d did not stop within %g s; killing it", i, stop_s, extra={"worker": i, "worker_pid": w.process.pid})
+                    w.process.kill()  # its exit, next, restarts it
+                    w.killed = True
                 if w.stuck_starting(settings.worker_start_timeout_s, now) and w.process.is_alive():
                     w.failure = f"it did not report serving within {settings.worker_start_timeout_s:g} s (RETRIEVAL_WORKER_START_TIMEOUT_S)"
                     log.error("worker %d %s; killing it", i, w.failure, extra={"worker": i, "worker_pid": w.process.pid})
@@ -450,9 +471,14 @@ def supervise(settings: Settings) -> int:
                 if not w.ready:
                     retry_later(i, reason)
                     continue
-                log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
-                if metrics is not None:
-                    metrics.worker_restarted(i)
+                if w.process.exitcode == 0:
+                    # It stopped as asked (a signal sent to it alone) and drained: no crash to count
+                    # or alert on. Started again all the same, so that the port keeps its listeners.
+                    log.info("worker %d stopped; starting it again", i, extra={"worker": i, "worker_pid": w.process.pid})
+                else:
+                    log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
+                    if metrics is not None:
+                        metrics.worker_restarted(i)
                 restart(i)
             if not stopping and time.monotonic() - port_checked >= PORT_CHECK_INTERVAL_S:
                 port_checked = time.monotonic()
@@ -466,12 +492,11 @@ def supervise(settings: Settings) -> int:
                 w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
         # One deadline for them all, as they stop together: each waited for in turn, N hung workers
         # held the stop N times as long, past any termination grace period.
-        limit_s = settings.grace_period_s + settings.events_publish_timeout_s + STOP_MARGIN_S
-        deadline = time.monotonic() + limit_s
+        deadline = time.monotonic() + stop_s
         for i, w in live:
             w.process.join(max(0.0, deadline - time.monotonic()))
             if w.process.is_alive():
-                log.error("worker %d did not stop within %g s; killing it", i, limit_s, extra={"worker": i, "worker_pid": w.process.pid})
+                log.error("worker %d did not stop within %g s; killing it", i, stop_s, extra={"worker": i, "worker_pid": w.process.pid})
                 w.process.kill()
                 w.process.join()
                 killed.append(i)

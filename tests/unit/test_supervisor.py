@@ -220,3 +220,48 @@ def test_a_worker_is_not_hung_while_the_supervisors_log_relay_is_held_writing(mo
     assert not serving.hung(3.0, now)
     wall.now += 0.5
     assert serving.hung(3.0, clock.woke(0.5))
+
+
+def test_a_worker_that_reported_stopping_is_held_to_the_stops_deadline_not_its_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker sent SIGTERM alone stops beating while it drains: it was killed as hung 6 beats
+    later, partway through a drain of a 60 s grace, its calls cut."""
+    wall = _Time(monkeypatch)
+    clock = _Clock(late_s=0.5)
+    draining = _worker(clock.now(), supervisor.READY, supervisor.HEARTBEAT, supervisor.STOPPING)
+    draining.read_reports(clock.now())
+    assert draining.stopping and draining.failure == ""
+    wall.now += 20.0
+    assert not draining.hung(3.0, now := clock.now()) and not draining.stop_overdue(70.0, now)
+    wall.now += 50.5
+    assert draining.stop_overdue(70.0, clock.now())
+
+
+_STOPPING_WORKER = (
+    "import asyncio, pathlib, sys\n"
+    "from multiprocessing import Pipe\n"
+    "from retrieval_server import server, supervisor\n"
+    "from retrieval_server.config import load_settings\n"
+    "async def serve(settings, on_ready=None, on_stopping=None):\n"
+    "    on_ready()\n"
+    "    await asyncio.sleep(0)\n"  # its heartbeat beats once
+    "    on_stopping()\n"
+    "    for _ in range(3):\n"  # a drain, its heartbeat cancelled
+    "        await asyncio.sleep(0)\n"
+    "server.serve = serve\n"
+    "receiver, sender = Pipe(duplex=False)\n"
+    "supervisor._run_worker(load_settings(), 0, sender, pathlib.Path(sys.argv[1]))\n"
+    "reports = []\n"
+    "while receiver.poll():  # all sent by now\n"
+    "    reports.append(receiver.recv())\n"
+    "print(*reports)\n"
+)
+
+
+def test_a_worker_told_to_stop_says_so_and_then_beats_no_more(tmp_path: Path) -> None:
+    (tmp_path / "scratch").mkdir()
+    env = inherited_env()
+    env.update(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_METRICS_ENABLED="false")
+    done = subprocess.run([sys.executable, "-c", _STOPPING_WORKER, str(tmp_path / "scratch")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reports = done.stdout.split()
+    assert reports == [supervisor.READY, supervisor.HEARTBEAT, supervisor.STOPPING]
