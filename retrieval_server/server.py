@@ -123,7 +123,13 @@ MAX_HEALTH_SERVICE_CHARS = len(SERVICE_NAME)
 
 
 class _Health(health_aio.HealthServicer):
-    """grpc.health.v1, refusing a service name no service served here could have."""
+    """grpc.health.v1, refusing a service name no service served here could have; a Watch ends
+    (OK) once it has sent the status of a shutdown.
+
+    grpc's Watch never ends: one open at a stop (gRPC's client-side health checking keeps one on
+    every connection) held the drain for the whole grace period, an idle server's too, and was then
+    cancelled (UNAVAILABLE). Its loop is grpc's (grpcio-health-checking 1.85), on its state, with
+    that end added."""
 
     async def Check(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
         await _refuse_a_long_name(request, context)
@@ -131,7 +137,32 @@ class _Health(health_aio.HealthServicer):
 
     async def Watch(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> None:
         await _refuse_a_long_name(request, context)
-        await super().Watch(request, context)
+        condition = self._server_watchers[request.service]
+        self._watcher_count_by_service[request.service] += 1
+        sent = None
+        try:
+            async with condition:
+                while True:
+                    status = self._server_status.get(request.service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+                    if status != sent:
+                        await context.write(health_pb2.HealthCheckResponse(status=status))
+                        sent = status
+                    if self._gracefully_shutting_down:
+                        return  # no status comes after the shutdown's
+                    await condition.wait()
+        finally:
+            self._watcher_count_by_service[request.service] -= 1
+            if self._watcher_count_by_service[request.service] == 0:
+                del self._server_watchers[request.service]
+                del self._watcher_count_by_service[request.service]
+
+    async def enter_graceful_shutdown(self) -> None:
+        await super().enter_graceful_shutdown()
+        # A Watch of a service not served (SERVICE_UNKNOWN) waits on a condition grpc's shutdown
+        # does not notify.
+        for condition in list(self._server_watchers.values()):
+            async with condition:
+                condition.notify_all()
 
 
 async def _refuse_a_long_name(request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> None:

@@ -9,6 +9,7 @@ every worker writes to it directly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import logging
@@ -20,7 +21,8 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 
 READY = "ready"
 HEARTBEAT = "alive"
+#: a worker told to stop (by the supervisor, or a signal sent to it alone) beats no more while it drains
+STOPPING = "stopping"
 #: heartbeats a worker may miss before the supervisor takes it for hung
 HEARTBEATS_MISSED = 6
 #: the workers' folder in the temporary directory: this, the supervisor's pid, "-", a random part
@@ -200,6 +204,10 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
         log.info("worker ready", extra={"worker": worker})
 
     def stopping() -> None:
+        # Told first, as its silence from here on is no hang: a worker sent SIGTERM alone (not
+        # through the supervisor) was killed as hung partway through its drain.
+        with contextlib.suppress(OSError):  # the supervisor is gone, and this worker is being stopped with it
+            report.send(STOPPING)
         # The supervisor reads no reports while it waits for its workers to stop: beats written
         # meanwhile filled the pipe, and the write then held the event loop, and the drain, until
         # the worker was killed.
@@ -223,39 +231,79 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
             shutil.rmtree(scratch, ignore_errors=True)  # nobody else will
 
 
+class _Clock:
+    """The time during which the supervisor could hear its workers, which their silence is measured
+    in: the monotonic clock less the time the supervisor was not running and the time its log relay
+    was held writing (``blocked``, :meth:`LogRelay.blocked_s`). A whole server frozen (docker pause,
+    a cgroup freeze, a suspended VM, Ctrl-Z then fg) for longer than the workers' silence limit had
+    every worker killed on the thaw, as the supervisor's first pass came before their beats; a
+    reader of its stderr that stalled had workers killed whose event loop waited, its log pipe
+    full, on the relay. Neither silence is the worker's."""
+
+    def __init__(self, late_s: float, blocked: Callable[[], float] = lambda: 0.0) -> None:
+        self._late_s = late_s
+        self._blocked = blocked
+        self._away_s = 0.0
+        self._last = self.now()
+
+    def now(self) -> float:
+        return time.monotonic() - self._away_s - self._blocked()
+
+    def woke(self, waited_s: float) -> float:
+        """The time now, once a loop pass woke from a wait of at most ``waited_s``. A pass later
+        than that by more than ``late_s`` (since the last one woke) was not running: that time is
+        taken out of the clock. (A slow pass, a spawn say, is taken out too: a hang is noticed
+        that much later.)"""
+        now = self.now()
+        if (late := now - self._last - waited_s) > self._late_s:
+            self._away_s += late
+            now -= late
+        self._last = now
+        return now
+
+
 @dataclass(slots=True)
 class _Worker:
     process: BaseProcess
     report: Connection
     restarted: bool
+    started_at: float  # on the supervisor's _Clock, as are the times below
     ready: bool = False
     failure: str = ""
-    last_heard: float = 0.0  # time.monotonic() of its last report
+    last_heard: float = 0.0  # its last report
+    stopping: bool = False  # it reported STOPPING, its last report
     killed: bool = False
-    started_at: float = field(default_factory=time.monotonic)
 
-    def read_reports(self) -> None:
+    def read_reports(self, now: float) -> None:
         while self.report.poll():
             try:
                 message = self.report.recv()
             except EOFError:
                 return
-            self.last_heard = time.monotonic()
+            self.last_heard = now
             if message == READY:
                 self.ready = True
+            elif message == STOPPING:
+                self.stopping = True
             elif message != HEARTBEAT:
                 self.failure = message
 
-    def hung(self, limit_s: float) -> bool:
-        """Whether it served, and has been silent longer than ``limit_s``: read its reports first,
-        so that a supervisor that was itself stopped a while counts what waited in the pipe."""
-        return self.ready and not self.killed and time.monotonic() - self.last_heard > limit_s
+    def hung(self, limit_s: float, now: float) -> bool:
+        """Whether it served, and has been silent longer than ``limit_s`` while not stopping: read
+        its reports first, so that a supervisor that was itself stopped a while counts what waited
+        in the pipe."""
+        return self.ready and not self.stopping and not self.killed and now - self.last_heard > limit_s
 
-    def stuck_starting(self, limit_s: float) -> bool:
+    def stop_overdue(self, limit_s: float, now: float) -> bool:
+        """Whether it reported stopping longer than ``limit_s`` ago and has not exited: a worker
+        sent SIGTERM alone drains without beating, and is held to the deadline of a stop."""
+        return self.stopping and not self.killed and now - self.last_heard > limit_s
+
+    def stuck_starting(self, limit_s: float, now: float) -> bool:
         """Whether it was restarted and has not reported serving for longer than ``limit_s``: a
         start that hangs beats no heartbeat, and its slot stayed dead without a word. (A first
         start is the deployment's to bound: a startup probe.)"""
-        return self.restarted and not self.ready and not self.killed and time.monotonic() - self.started_at > limit_s
+        return self.restarted and not self.ready and not self.killed and now - self.started_at > limit_s
 
 
 def _stopped_cleanly(worker: _Worker) -> bool:
@@ -286,9 +334,12 @@ def supervise(settings: Settings) -> int:
     failures = [0] * settings.processes  # failed restarts in a row, per worker
     due = [0.0] * settings.processes  # when a worker whose restart failed is started again
     silence_s = HEARTBEATS_MISSED * settings.worker_heartbeat_s
+    stop_s = settings.grace_period_s + settings.events_publish_timeout_s + STOP_MARGIN_S
     port_checked = 0.0
     # The workers' lines and the supervisor's own, each whole, on the one stderr.
     relay = LogRelay(sys.stderr)
+    # A pass a heartbeat later than its wait allows: the workers could have beaten meanwhile.
+    clock = _Clock(late_s=settings.worker_heartbeat_s, blocked=relay.blocked_s)
     configure(settings.log_level, settings.log_format, stream=relay)
 
     def start(worker: int, restart: bool = False) -> _Worker:
@@ -323,7 +374,7 @@ def supervise(settings: Settings) -> int:
             logs_end.close()  # the worker holds the only end left: its exit (or a failed start) ends the relay
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid)
-        return _Worker(proc, receiver, restarted=restart)
+        return _Worker(proc, receiver, restarted=restart, started_at=clock.now())
 
     def retry_later(worker: int, reason: str) -> None:
         failures[worker] += 1
@@ -382,7 +433,9 @@ def supervise(settings: Settings) -> int:
             waits = [due[i] - time.monotonic() for i, w in enumerate(workers) if w is None]
             # Wakes on a report (heartbeats too), a worker's exit or a restart that is due; the 0.5 s
             # bounds how late SIGTERM, or a worker that stopped beating, is noticed.
-            wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=max(0.0, min([0.5, *waits])))
+            timeout = max(0.0, min([0.5, *waits]))
+            wait([w.report for w in live] + [w.process.sentinel for w in live], timeout=timeout)
+            now = clock.woke(timeout)
             for i, w in enumerate(workers):
                 if stopping:
                     break
@@ -390,14 +443,18 @@ def supervise(settings: Settings) -> int:
                     if time.monotonic() >= due[i]:
                         restart(i)
                     continue
-                w.read_reports()
+                w.read_reports(now)
                 if w.ready:
                     failures[i] = 0
-                if w.hung(silence_s) and w.process.is_alive():
+                if w.hung(silence_s, now) and w.process.is_alive():
                     log.error("worker %d sent no heartbeat for %g s; killing it", i, silence_s, extra={"worker": i, "worker_pid": w.process.pid})
                     w.process.kill()  # its exit, next, restarts it
                     w.killed = True
-                if w.stuck_starting(settings.worker_start_timeout_s) and w.process.is_alive():
+                if w.stop_overdue(stop_s, now) and w.process.is_alive():
+                    log.error("worker %d did not stop within %g s; killing it", i, stop_s, extra={"worker": i, "worker_pid": w.process.pid})
+                    w.process.kill()  # its exit, next, restarts it
+                    w.killed = True
+                if w.stuck_starting(settings.worker_start_timeout_s, now) and w.process.is_alive():
                     w.failure = f"it did not report serving within {settings.worker_start_timeout_s:g} s (RETRIEVAL_WORKER_START_TIMEOUT_S)"
                     log.error("worker %d %s; killing it", i, w.failure, extra={"worker": i, "worker_pid": w.process.pid})
                     w.process.kill()  # its exit, next, schedules another start
@@ -414,9 +471,14 @@ def supervise(settings: Settings) -> int:
                 if not w.ready:
                     retry_later(i, reason)
                     continue
-                log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
-                if metrics is not None:
-                    metrics.worker_restarted(i)
+                if w.process.exitcode == 0:
+                    # It stopped as asked (a signal sent to it alone) and drained: no crash to count
+                    # or alert on. Started again all the same, so that the port keeps its listeners.
+                    log.info("worker %d stopped; starting it again", i, extra={"worker": i, "worker_pid": w.process.pid})
+                else:
+                    log.error("worker %d exited with %s; restarting it", i, w.process.exitcode)
+                    if metrics is not None:
+                        metrics.worker_restarted(i)
                 restart(i)
             if not stopping and time.monotonic() - port_checked >= PORT_CHECK_INTERVAL_S:
                 port_checked = time.monotonic()
@@ -430,12 +492,11 @@ def supervise(settings: Settings) -> int:
                 w.process.terminate()  # SIGTERM: the worker finishes in-flight calls within its grace period
         # One deadline for them all, as they stop together: each waited for in turn, N hung workers
         # held the stop N times as long, past any termination grace period.
-        limit_s = settings.grace_period_s + settings.events_publish_timeout_s + STOP_MARGIN_S
-        deadline = time.monotonic() + limit_s
+        deadline = time.monotonic() + stop_s
         for i, w in live:
             w.process.join(max(0.0, deadline - time.monotonic()))
             if w.process.is_alive():
-                log.error("worker %d did not stop within %g s; killing it", i, limit_s, extra={"worker": i, "worker_pid": w.process.pid})
+                log.error("worker %d did not stop within %g s; killing it", i, stop_s, extra={"worker": i, "worker_pid": w.process.pid})
                 w.process.kill()
                 w.process.join()
                 killed.append(i)

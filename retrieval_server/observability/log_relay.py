@@ -5,6 +5,11 @@ write to a full pipe is atomic only up to PIPE_BUF (4 KiB), and an audit line li
 about 28 KB, so two workers' lines were cut into each other (176 of 240 not JSON). Each worker
 now writes to a pipe of its own, which :class:`LogRelay` reads and writes with the supervisor's
 own lines, whole lines in one write at a time.
+
+A reader of the supervisor's stderr that stalls (Docker's blocking log mode over a slow driver)
+holds the relay in its write, and every worker on its next log line once its pipe is full, as it
+holds a single server: no line is dropped (audit lines are among them). :meth:`LogRelay.blocked_s`
+tells the supervisor how long, so that it takes no worker waiting on its log for hung.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from typing import TextIO
 
 #: bytes asked of a worker's pipe at a time, and held at most waiting for a line's end
@@ -28,12 +34,26 @@ class LogRelay:
         self._out = out
         self._lock = threading.Lock()
         self._relays: list[threading.Thread] = []
+        # The seconds spent in finished writes, and when the write under way began: one value, so
+        # that another thread reads both of one moment.
+        self._writes: tuple[float, float | None] = (0.0, None)
 
     def write(self, text: str) -> int:
         with self._lock:
-            self._out.write(text)
-            self._out.flush()
+            done, _ = self._writes
+            began = time.monotonic()
+            self._writes = (done, began)
+            try:
+                self._out.write(text)
+                self._out.flush()
+            finally:
+                self._writes = (done + time.monotonic() - began, None)
         return len(text)
+
+    def blocked_s(self) -> float:
+        """Seconds spent so far writing to ``out``, the write under way included (time.monotonic)."""
+        done, began = self._writes
+        return done if began is None else done + time.monotonic() - began
 
     def flush(self) -> None:
         """Nothing is held: each write is flushed."""

@@ -98,6 +98,34 @@ async def test_the_services_status_follows_the_stores_and_the_overall_status_sta
     assert seen == [S, N, S]
 
 
+@pytest.mark.parametrize("service", ["", SERVICE_NAME, "not.served.Here"])
+async def test_a_watch_ends_once_it_has_sent_the_shutdowns_status_and_holds_no_stop(tmp_path: Path, service: str) -> None:
+    """gRPC's client-side health checking keeps a Watch open on every connection: it held every
+    stop, an idle server's too, for the whole grace period, then ended UNAVAILABLE."""
+    settings = load_settings(host="127.0.0.1", port=0, metrics_enabled=False, data_dir=tmp_path)
+    running = await start_server(settings)
+    stopping: asyncio.Task[None] | None = None
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=service))
+        try:
+            first = (await asyncio.wait_for(watch.read(), 60)).status
+            stopping = asyncio.create_task(running.stop(3600.0))  # a grace no test waits for
+
+            async def rest() -> list[int]:
+                statuses = []
+                while (response := await watch.read()) is not grpc.aio.EOF:
+                    statuses.append(response.status)
+                return statuses
+
+            statuses = [first, *await asyncio.wait_for(rest(), 60)]  # the bound only turns a Watch that stays into a failure
+            assert await watch.code() == grpc.StatusCode.OK
+        finally:
+            watch.cancel()  # held open, it would hold the stop for its grace
+            await (stopping if stopping is not None else running.stop(1.0))
+    S, N, U = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+    assert statuses == ([U] if service == "not.served.Here" else [S, N])
+
+
 @pytest.mark.parametrize(
     ("listen", "probed"),
     [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("127.0.0.2", "127.0.0.2"), ("10.1.2.3", "10.1.2.3"), ("fd00::5", "[fd00::5]")],

@@ -280,6 +280,25 @@ def test_a_hung_worker_is_killed_and_restarted(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_worker_stopped_on_its_own_is_started_again_as_no_crash(tmp_path: Path) -> None:
+    """SIGTERM sent to one worker (not through the supervisor): its clean exit was logged at ERROR
+    as a crash, and counted in retrieval_worker_restarts_total, which fires RetrievalWorkerRestarting."""
+    env, _ = _two_workers(tmp_path, free_port())
+    with _two_serving(env) as (log, first):
+        stopped = psutil.Process(first[0])
+        stopped.send_signal(signal.SIGTERM)
+        stopped.wait(timeout=300)  # the supervisor's child: its exit code is the supervisor's to read
+        assert log.wait(3) is not None, "".join(log.lines[-20:])  # started again: the port keeps its listeners
+        [metrics_port] = [m["metrics_port"] for m in log.messages("serving metrics")]
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=60) as page:
+            restarts = [line for line in page.read().decode().splitlines() if line.startswith("retrieval_worker_restarts_total")]
+    [again] = log.messages("stopped; starting it again")
+    assert (again["level"], again["worker_pid"]) == ("INFO", first[0]), again
+    assert log.messages("exited with") == []
+    assert sorted(float(line.split()[-1]) for line in restarts) == [0, 0], restarts
+
+
+@pytest.mark.slow
 def test_a_restarted_worker_that_hangs_while_starting_is_killed(tmp_path: Path) -> None:
     """A start that hangs beats no heartbeat: its slot stayed dead, and nothing was logged."""
     env, _ = _two_workers(tmp_path, free_port())

@@ -79,3 +79,39 @@ def test_a_listener_that_can_take_the_workers_connections_is_reported_once(
         pid = _listen(strangers, other, port)
         assert sharers.new([os.getpid()]) == ([(port, pid)] if reported else [])
         assert sharers.new([os.getpid()]) == []
+
+
+#: a worker on the port whose main thread has exited while another thread holds its sockets, as a
+#: killed worker's does for some 35 ms: /proc lists its descriptors no more
+_EXITING = """
+import ctypes, socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+
+def last_thread():
+    while open("/proc/self/stat").read().rpartition(")")[2].split()[0] != "Z":
+        pass  # until the main thread has exited
+    print("exiting", flush=True)
+    sys.stdin.read()  # until the test is done with it
+
+threading.Thread(target=last_thread).start()
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_no_listener_is_reported_while_a_worker_exits(strangers: list[subprocess.Popen[str]]) -> None:
+    """The supervisor looked for other servers in the pass it killed a hung worker: the worker's
+    own listener, its descriptors no longer listed, was reported as another server's."""
+    with _worker("127.0.0.1") as worker:
+        port = worker.getsockname()[1]
+        exiting = subprocess.Popen([sys.executable, "-c", _EXITING, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        strangers.append(exiting)
+        assert exiting.stdout is not None and exiting.stdout.readline() == "exiting\n"
+        sharers = PortSharers({port})
+        assert sharers.new([os.getpid(), exiting.pid]) == []
+        exiting.communicate(timeout=60)  # gone, and reaped
+        assert sharers.new([os.getpid()]) == []
+        pid = _listen(strangers, "127.0.0.1", port)
+        assert sharers.new([os.getpid()]) == [(port, pid)]  # one after is still found

@@ -8,12 +8,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from retrieval_server.stale_runs import remove_stale_runs
-from retrieval_server.supervisor import SCRATCH_PREFIX, _stopped_cleanly, restart_delay, start_ignoring_interrupts
+from retrieval_server import supervisor
+from retrieval_server.observability import log_relay
+from retrieval_server.observability.log_relay import LogRelay
+from retrieval_server.supervisor import SCRATCH_PREFIX, _Clock, _stopped_cleanly, _Worker, restart_delay, start_ignoring_interrupts
 from tests.support.paths import inherited_env
 
 
@@ -126,3 +132,136 @@ def test_a_stop_is_unclean_only_for_what_the_stop_cut() -> None:
     assert not _stopped_cleanly(worker(-signal.SIGKILL, ready=True))  # the OOM killer during the drain
     assert not _stopped_cleanly(worker(-signal.SIGTERM, ready=True))
     assert not _stopped_cleanly(worker(1, ready=False))
+
+
+
+class _Time:
+    """The supervisor's monotonic clock (its log relay's too), moved by hand."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        for module in (supervisor, log_relay):
+            monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: self.now))
+
+
+def _worker(started_at: float, *reports: str) -> _Worker:
+    """A restarted worker whose pipe holds ``reports``."""
+    receiver, sender = multiprocessing.Pipe(duplex=False)
+    for report in reports:
+        sender.send(report)
+    sender.close()
+    return _Worker(SimpleNamespace(), receiver, restarted=True, started_at=started_at)  # type: ignore[arg-type]
+
+
+def test_a_worker_is_not_hung_for_the_time_the_supervisor_was_frozen_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole server frozen (docker pause, a cgroup freeze, a suspended VM) 6 s with a 3 s
+    limit: on the thaw the supervisor's first pass came before the workers' beats, and killed every
+    one of them."""
+    wall = _Time(monkeypatch)
+    clock = _Clock(late_s=0.5)
+    serving = _worker(clock.now(), supervisor.READY)
+    serving.read_reports(clock.now())
+    starting = _worker(clock.now())
+    wall.now += 0.5
+    assert not serving.hung(3.0, clock.woke(0.5))
+    wall.now += 6.0  # frozen in the wait
+    now = clock.woke(0.5)
+    assert not serving.hung(3.0, now)
+    assert not starting.stuck_starting(3.0, now)
+    # Its silence while the supervisor ran counts: each pass's wait, the frozen one's too.
+    for _ in range(4):
+        wall.now += 0.5
+        now = clock.woke(0.5)
+    assert not serving.hung(3.0, now)
+    wall.now += 0.5
+    now = clock.woke(0.5)
+    assert serving.hung(3.0, now) and starting.stuck_starting(3.0, now)
+
+
+def test_a_worker_is_not_hung_while_the_supervisors_log_relay_is_held_writing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader of the supervisor's stderr that stalls (Docker's blocking log mode over a slow
+    driver) held the relay, and a worker's event loop on its next log line once its pipe was full:
+    its heartbeats stopped, and the supervisor killed it, cutting its calls."""
+
+    class Stalled:
+        def __init__(self) -> None:
+            self.writing, self.reading = threading.Event(), threading.Event()
+
+        def write(self, text: str) -> int:
+            self.writing.set()
+            self.reading.wait()
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    wall = _Time(monkeypatch)
+    out = Stalled()
+    relay = LogRelay(out)  # type: ignore[arg-type]
+    clock = _Clock(late_s=0.5, blocked=relay.blocked_s)
+    serving = _worker(clock.now(), supervisor.READY)
+    serving.read_reports(clock.now())
+    wall.now += 0.5
+    assert not serving.hung(3.0, clock.woke(0.5))
+    read, write = os.pipe()
+    relay.follow(read, "worker-0")
+    os.write(write, b"an audit line\n")
+    out.writing.wait()
+    for _ in range(20):  # 10 s held: the worker is silent all along
+        wall.now += 0.5
+        assert not serving.hung(3.0, clock.woke(0.5))
+    out.reading.set()
+    os.close(write)
+    relay.join()  # the write is over
+    # Its silence since counts, with what it was before the relay was held.
+    for _ in range(5):
+        wall.now += 0.5
+        now = clock.woke(0.5)
+    assert not serving.hung(3.0, now)
+    wall.now += 0.5
+    assert serving.hung(3.0, clock.woke(0.5))
+
+
+def test_a_worker_that_reported_stopping_is_held_to_the_stops_deadline_not_its_heartbeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker sent SIGTERM alone stops beating while it drains: it was killed as hung 6 beats
+    later, partway through a drain of a 60 s grace, its calls cut."""
+    wall = _Time(monkeypatch)
+    clock = _Clock(late_s=0.5)
+    draining = _worker(clock.now(), supervisor.READY, supervisor.HEARTBEAT, supervisor.STOPPING)
+    draining.read_reports(clock.now())
+    assert draining.stopping and draining.failure == ""
+    wall.now += 20.0
+    assert not draining.hung(3.0, now := clock.now()) and not draining.stop_overdue(70.0, now)
+    wall.now += 50.5
+    assert draining.stop_overdue(70.0, clock.now())
+
+
+_STOPPING_WORKER = (
+    "import asyncio, pathlib, sys\n"
+    "from multiprocessing import Pipe\n"
+    "from retrieval_server import server, supervisor\n"
+    "from retrieval_server.config import load_settings\n"
+    "async def serve(settings, on_ready=None, on_stopping=None):\n"
+    "    on_ready()\n"
+    "    await asyncio.sleep(0)\n"  # its heartbeat beats once
+    "    on_stopping()\n"
+    "    for _ in range(3):\n"  # a drain, its heartbeat cancelled
+    "        await asyncio.sleep(0)\n"
+    "server.serve = serve\n"
+    "receiver, sender = Pipe(duplex=False)\n"
+    "supervisor._run_worker(load_settings(), 0, sender, pathlib.Path(sys.argv[1]))\n"
+    "reports = []\n"
+    "while receiver.poll():  # all sent by now\n"
+    "    reports.append(receiver.recv())\n"
+    "print(*reports)\n"
+)
+
+
+def test_a_worker_told_to_stop_says_so_and_then_beats_no_more(tmp_path: Path) -> None:
+    (tmp_path / "scratch").mkdir()
+    env = inherited_env()
+    env.update(RETRIEVAL_DATA_DIR=str(tmp_path / "data"), RETRIEVAL_METRICS_ENABLED="false")
+    done = subprocess.run([sys.executable, "-c", _STOPPING_WORKER, str(tmp_path / "scratch")], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reports = done.stdout.split()
+    assert reports == [supervisor.READY, supervisor.HEARTBEAT, supervisor.STOPPING]
