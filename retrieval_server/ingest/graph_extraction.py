@@ -31,6 +31,7 @@ from retrieval_server.backends.llm import ChatModel, LlmRefused
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.chunker import split_sentences
 from retrieval_server.ingest.entities import CUE, HONORIFIC_ABBREVIATIONS, Mention, MentionFinder, is_honorific
+from retrieval_server.ingest.markdown import headings
 from retrieval_server.ingest.relations import SentenceRelation, co_occurrences, relations_in_sentence
 from retrieval_server.knowledge import (
     RELATION_WEIGHTS,
@@ -57,20 +58,16 @@ _EVIDENCE_CHARS = 300
 _FORMS_COUNTED = 8
 
 
-#: An ATX heading line (CommonMark: up to three spaces, one to six #, then a space, a tab or the
-#: line's end; "#5" and "#include" are none), a sentence of its own: the chunker ends no sentence
-#: at a line break, and "# Numbat facts\nThe Numbat eats termites." was one sentence, which related
-#: the heading's names to the sentence's and which extractive answers skipped as a heading.
-_HEADING = re.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t][^\n]*)?$")
-
-
 def sentences_of(text: str) -> list[str]:
+    # A heading line (outside fenced code) is a sentence of its own: the chunker ends no sentence at
+    # a line break, and "# Numbat facts\nThe Numbat eats termites." was one sentence, which related
+    # the heading's names to the sentence's and which extractive answers skipped as a heading.
     out: list[str] = []
     start = 0
-    for heading in _HEADING.finditer(text):
-        out.extend(_sentences_of_block(text[start : heading.start()]))
-        out.append(" ".join(heading.group().split()))
-        start = heading.end()
+    for heading in headings(text):
+        out.extend(_sentences_of_block(text[start : heading.start]))
+        out.append(" ".join(text[heading.start : heading.end].split()))
+        start = heading.end
     out.extend(_sentences_of_block(text[start:]))
     return out
 
