@@ -59,14 +59,16 @@ _FORMS_COUNTED = 8
 
 
 def sentences_of(text: str) -> list[str]:
-    # A heading line (outside fenced code) is a sentence of its own: the chunker ends no sentence at
-    # a line break, and "# Numbat facts\nThe Numbat eats termites." was one sentence, which related
-    # the heading's names to the sentence's and which extractive answers skipped as a heading.
+    # A heading line (outside fenced code) ends a sentence: the chunker ends none at a line break,
+    # and "# Numbat facts\nThe Numbat eats termites." was one sentence, which related the heading's
+    # names to the sentence's and which extractive answers skipped as a heading. Its stops end
+    # sentences too: without the file's type, "# of logins rose. AuthService locks ..." in a .txt
+    # or a comment of several sentences reads as a heading, and was one sentence.
     out: list[str] = []
     start = 0
     for heading in headings(text):
         out.extend(_sentences_of_block(text[start : heading.start]))
-        out.append(" ".join(text[heading.start : heading.end].split()))
+        out.extend(_sentences_of_block(text[heading.start : heading.end]))
         start = heading.end
     out.extend(_sentences_of_block(text[start:]))
     return out
