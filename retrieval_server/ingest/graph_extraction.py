@@ -45,7 +45,9 @@ from retrieval_server.knowledge import (
 
 log = logging.getLogger(__name__)
 
-# A line that starts a list item or a heading is a sentence of its own.
+# A list item, a quote, a table row or a line opening with "#" starts a sentence, and so does the
+# line after a blank one: the chunker ends none at a line break. Only a heading line ends one
+# at its own end (sentences_of): "#include" runs on to the next stop.
 _LINE_BREAK = re.compile(r"\n\s*(?=[#*\-•>|]|\d+[.)]\s)|\n\s*\n")
 # A sentence the chunker ends at an honorific's full stop goes on: split there, "Mr. Smith maintains
 # X" made a person "Mr" who maintains X, one entity joining every document with a "Mr." in it. The
@@ -102,8 +104,8 @@ def _sentences_of_block(text: str) -> list[str]:
 #: as written ("Dr", "Sir") is no name, in capitals it is an acronym like any other ("MS", "DR",
 #: "SIR"); a name with a hyphen or an apostrophe is one name ("Jean-Pierre", "O'Brien"), an
 #: apostrophe joining only after a capital (an elision, "l'API", "d'AuthService", "dall'ENI",
-#: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded. 10: a Markdown
-#: heading line is a sentence of its own, the line under it no longer part of it.
+#: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded. 10: an ATX
+#: heading line outside fenced code ends a sentence, the line under it no longer part of it.
 RULES_REVISION = 10
 
 
