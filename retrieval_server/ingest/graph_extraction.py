@@ -90,10 +90,11 @@ def _sentences_of_block(text: str) -> list[str]:
     return out
 
 
-#: The classical rules' revision, part of every document's fingerprint (the LLM extractor falls back
-#: to them): re-ingesting a document whose names the rules now read differently extracts it again
-#: instead of skipping it as unchanged. 2: names in any script, compounds around an acronym. 3: a
-#: chunk's mentions counted in whole words. 4: a negated subject ("Neither X nor Y uses Z") states nothing.
+#: The classical rules' revision (the LLM extractor falls back to them); a document's fingerprint
+#: names the one that last changed its graph (:func:`rules_revision_for`): re-ingesting a document
+#: whose names the rules now read differently extracts it again instead of skipping it as unchanged.
+#: 2: names in any script, compounds around an acronym. 3: a chunk's mentions counted in whole
+#: words. 4: a negated subject ("Neither X nor Y uses Z") states nothing.
 #: 5: sentences end at 。！？ without a space after them. 6: only a negation right ahead of the subject
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
@@ -107,6 +108,18 @@ def _sentences_of_block(text: str) -> list[str]:
 #: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded. 10: an ATX
 #: heading line outside fenced code ends a sentence, the line under it no longer part of it.
 RULES_REVISION = 10
+
+
+def rules_revision_for(text: str) -> int:
+    """The revision of the rules that last changed the graph of ``text`` (a parent chunk's), which
+    its document's fingerprint names in place of :data:`RULES_REVISION`: revision 10 changes the
+    graph of a text with a heading line only, and named in every fingerprint it embedded every
+    document again on its next ingest (and, with the LLM extractor, sent it through the model),
+    its graph the same. A revision that changes some graphs returns itself for the texts it
+    changes, ahead of the older ones; one that changes every graph is what the last line returns."""
+    if any(headings(text)):
+        return 10
+    return 9
 
 
 class GraphExtractor(Protocol):
