@@ -105,6 +105,8 @@ def index_key(dataset: BeirDataset, index_settings: dict[str, str], model_dir: P
         "corpus_sha256": dataset.corpus_sha256(),
         "settings": dict(sorted(_by_content(index_settings).items())),
         "model": model_fingerprint(model_dir),
+        # The rules' latest revision, not each text's (rules_revision_for, as a stored document's
+        # fingerprint has it): an index is built whole, and one built before a revision is built again.
         "layout": LAYOUT, "graph_rules": RULES_REVISION, "chunker": CHUNKER_REVISION,
         # An index keeps the keyword terms it was built with: one of older terms would be measured as the current tokenizer.
         "terms": TERMS_REVISION,

@@ -31,6 +31,7 @@ from retrieval_server.backends.llm import ChatModel, LlmRefused
 from retrieval_server.domain import ChildChunk, ParentChunk
 from retrieval_server.ingest.chunker import split_sentences
 from retrieval_server.ingest.entities import CUE, HONORIFIC_ABBREVIATIONS, Mention, MentionFinder, is_honorific
+from retrieval_server.ingest.markdown import headings
 from retrieval_server.ingest.relations import SentenceRelation, co_occurrences, relations_in_sentence
 from retrieval_server.knowledge import (
     RELATION_WEIGHTS,
@@ -44,7 +45,9 @@ from retrieval_server.knowledge import (
 
 log = logging.getLogger(__name__)
 
-# A line that starts a list item or a heading is a sentence of its own.
+# A list item, a quote, a table row or a line opening with "#" starts a sentence, and so does the
+# line after a blank one: the chunker ends none at a line break. Only a heading line ends one
+# at its own end (sentences_of): "#include" runs on to the next stop.
 _LINE_BREAK = re.compile(r"\n\s*(?=[#*\-•>|]|\d+[.)]\s)|\n\s*\n")
 # A sentence the chunker ends at an honorific's full stop goes on: split there, "Mr. Smith maintains
 # X" made a person "Mr" who maintains X, one entity joining every document with a "Mr." in it. The
@@ -57,20 +60,18 @@ _EVIDENCE_CHARS = 300
 _FORMS_COUNTED = 8
 
 
-#: An ATX heading line (CommonMark: up to three spaces, one to six #, then a space, a tab or the
-#: line's end; "#5" and "#include" are none), a sentence of its own: the chunker ends no sentence
-#: at a line break, and "# Numbat facts\nThe Numbat eats termites." was one sentence, which related
-#: the heading's names to the sentence's and which extractive answers skipped as a heading.
-_HEADING = re.compile(r"(?m)^ {0,3}#{1,6}(?:[ \t][^\n]*)?$")
-
-
 def sentences_of(text: str) -> list[str]:
+    # A heading line (outside fenced code) ends a sentence: the chunker ends none at a line break,
+    # and "# Numbat facts\nThe Numbat eats termites." was one sentence, which related the heading's
+    # names to the sentence's and which extractive answers skipped as a heading. Its stops end
+    # sentences too: without the file's type, "# of logins rose. AuthService locks ..." in a .txt
+    # or a comment of several sentences reads as a heading, and was one sentence.
     out: list[str] = []
     start = 0
-    for heading in _HEADING.finditer(text):
-        out.extend(_sentences_of_block(text[start : heading.start()]))
-        out.append(" ".join(heading.group().split()))
-        start = heading.end()
+    for heading in headings(text):
+        out.extend(_sentences_of_block(text[start : heading.start]))
+        out.extend(_sentences_of_block(text[heading.start : heading.end]))
+        start = heading.end
     out.extend(_sentences_of_block(text[start:]))
     return out
 
@@ -89,10 +90,11 @@ def _sentences_of_block(text: str) -> list[str]:
     return out
 
 
-#: The classical rules' revision, part of every document's fingerprint (the LLM extractor falls back
-#: to them): re-ingesting a document whose names the rules now read differently extracts it again
-#: instead of skipping it as unchanged. 2: names in any script, compounds around an acronym. 3: a
-#: chunk's mentions counted in whole words. 4: a negated subject ("Neither X nor Y uses Z") states nothing.
+#: The classical rules' revision (the LLM extractor falls back to them); a document's fingerprint
+#: names the one that last changed its graph (:func:`rules_revision_for`): re-ingesting a document
+#: whose names the rules now read differently extracts it again instead of skipping it as unchanged.
+#: 2: names in any script, compounds around an acronym. 3: a chunk's mentions counted in whole
+#: words. 4: a negated subject ("Neither X nor Y uses Z") states nothing.
 #: 5: sentences end at 。！？ without a space after them. 6: only a negation right ahead of the subject
 #: negates it ("There is no doubt that X calls Y" states that X calls Y again). 7: a name the text
 #: splits with a line break or other white space is linked to the chunks that name it. 8: a
@@ -103,9 +105,21 @@ def _sentences_of_block(text: str) -> list[str]:
 #: as written ("Dr", "Sir") is no name, in capitals it is an acronym like any other ("MS", "DR",
 #: "SIR"); a name with a hyphen or an apostrophe is one name ("Jean-Pierre", "O'Brien"), an
 #: apostrophe joining only after a capital (an elision, "l'API", "d'AuthService", "dall'ENI",
-#: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded. 10: a Markdown
-#: heading line is a sentence of its own, the line under it no longer part of it.
+#: stays apart from the name after it); a key over MAX_KEY_CHARS is kept, bounded. 10: an ATX
+#: heading line outside fenced code ends a sentence, the line under it no longer part of it.
 RULES_REVISION = 10
+
+
+def rules_revision_for(text: str) -> int:
+    """The revision of the rules that last changed the graph of ``text`` (a parent chunk's), which
+    its document's fingerprint names in place of :data:`RULES_REVISION`: revision 10 changes the
+    graph of a text with a heading line only, and named in every fingerprint it embedded every
+    document again on its next ingest (and, with the LLM extractor, sent it through the model),
+    its graph the same. A revision that changes some graphs returns itself for the texts it
+    changes, ahead of the older ones; one that changes every graph is what the last line returns."""
+    if any(headings(text)):
+        return 10
+    return 9
 
 
 class GraphExtractor(Protocol):

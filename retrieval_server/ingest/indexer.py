@@ -83,7 +83,7 @@ from retrieval_server.identifiers import (
     composed_metadata, trim,
 )
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
-from retrieval_server.ingest.graph_extraction import RULES_REVISION, GraphExtractor
+from retrieval_server.ingest.graph_extraction import GraphExtractor, rules_revision_for
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.ingest.loaders import MAX_ROW_ERRORS, LoadError, LoadedDocument, load, metadata_without_controls, without_controls
 from scoring_core.encoders import Interrupted
@@ -336,7 +336,7 @@ class Indexer:
         self.child_title = child_title
         self._model_tokens = model_tokens
 
-    def _fingerprint(self, doc: Document, loaded: LoadedDocument) -> tuple[str, str]:
+    def _fingerprint(self, doc: Document, loaded: LoadedDocument, parents: Sequence[ParentChunk]) -> tuple[str, str]:
         """The document's content hash, and the digest of everything that ends up in the index.
         The hash is that digest led by (as its :attr:`Document.version`) the digest of all but the
         fields no point or embedded text holds, its url and source: a change of those alone keeps
@@ -356,7 +356,9 @@ class Indexer:
             # holding one there was stored split and is written again, not skipped as unchanged.
             # Absent otherwise, as in the fingerprints stored before.
             **({"search_text": "without break hints"} if search_text(doc) != searched_fields(doc) else {}),
-            "graph": [self._graph.name, RULES_REVISION, self._glossary] if self._graph else None,
+            # The revision that last changed this document's graph, read per parent as the graph is.
+            "graph": [self._graph.name, max(map(rules_revision_for, (p.content for p in parents)), default=0), self._glossary]
+            if self._graph else None,
             "title_weight": self._title_weight,
             "child_title": self.child_title,
             "features": [self._vectors.features.parent_vectors, self._vectors.features.title_field],
@@ -546,7 +548,7 @@ class Indexer:
             try:
                 parents, children = self._chunker.chunk(doc.document_id, [(p.number, p.text) for p in loaded.pages])
                 kid_title = children_title(self._chunker, doc.title, self._model_tokens) if self.child_title else ""
-                return (parents, children, self._fingerprint(doc, loaded), self._chunker.count(doc.title) if doc.title else 0,
+                return (parents, children, self._fingerprint(doc, loaded, parents), self._chunker.count(doc.title) if doc.title else 0,
                         kid_title)
             except Exception as exc:
                 # Text the loaders let through and the tokenizer refuses is a bug of ours, but this

@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import io
-import itertools
 import json
 import re
 import unicodedata
@@ -16,6 +15,7 @@ from typing import Any
 
 from retrieval_server.domain import DocumentSource
 from retrieval_server.identifiers import MAX_TITLE_CHARS, composed, composed_metadata, has_visible_text, metadata_each, one_line
+from retrieval_server.ingest.markdown import headings
 
 
 class LoadError(Exception):
@@ -154,21 +154,6 @@ _DATA_URI = re.compile(r"(\]\()\s*data:[^,)\s]{0,300};base64,[^)\]\s]*+(?:(?:\r\
 #: HTML image's source in Markdown (``<img src="data:...">``), each ending at white space or a quote
 _DATA_TARGET = re.compile(r"(^[ ]{0,3}\[[^\]\r\n]{1,999}\]:[ \t]*|\bsrc[ \t]*=[ \t]*[\"']?)<?data:[^,\s\"'>]{0,300};base64,[^\s\"'>]*+>?",
                           flags=re.MULTILINE | re.IGNORECASE)
-#: a heading's text, read in one pass (the lazy pattern before was cubic in a line of spaces),
-#: indented by up to 3 spaces (CommonMark; 4, or a tab, make it code)
-_HEADING = re.compile(r"[ ]{0,3}#[ \t]+(\S.*)")
-#: a code fence's opening or closing line: its character and length (CommonMark)
-_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
-
-
-def _heading_text(line: str) -> str:
-    """A heading without its closing hashes, which CommonMark takes only after a space: "Title ##"
-    is "Title", "Learning C#" keeps its hash, and "##" is an empty heading."""
-    line = line.rstrip()
-    bare = line.rstrip("#")
-    if not bare:
-        return ""
-    return bare.rstrip() if bare != line and bare[-1] in " \t" else line
 
 
 def _without_data_uris(text: str) -> str:
@@ -177,27 +162,17 @@ def _without_data_uris(text: str) -> str:
 
 
 def _markdown_title(text: str) -> str:
-    """The text of the first ``# `` heading outside front matter and code blocks: a shell comment
-    in a fenced block, or a YAML comment in front matter, is no heading. A line ends at LF, CRLF
+    """The text of the first ``# `` heading outside front matter and code blocks (an empty one names
+    nothing): a shell comment in a fenced block, or a YAML comment in front matter, is no heading. A line ends at LF, CRLF
     or CR alone (old Mac files: their whole text was taken for the title). Front matter opens at a
     first line ``---`` followed by one that is not blank, and needs its closing line (as Pandoc
     reads it): a ``---`` that never closes, or before a blank line, is a thematic break, and took
     the file's every heading for front matter."""
-    lines = text.splitlines()
+    lines = text.splitlines(keepends=True)
     start = 0
     if len(lines) > 1 and lines[0].rstrip() == "---" and lines[1].strip():
         start = next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), 0)
-    fence = ""
-    for line in itertools.islice(lines, start, None):
-        opened = _FENCE.match(line)
-        if fence:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) and not line[opened.end():].strip():
-                fence = ""
-        elif opened:
-            fence = opened.group(1)
-        elif heading := _HEADING.match(line):
-            return _heading_text(heading.group(1))
-    return ""
+    return next((h.text for h in headings("".join(lines[start:])) if h.level == 1 and h.text), "")
 
 
 def _load_markdown(src: DocumentSource) -> list[LoadedDocument]:

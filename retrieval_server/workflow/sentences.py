@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE
 from retrieval_server.ingest.graph_extraction import sentences_of
+from retrieval_server.ingest.markdown import ATX_HEADING
 from retrieval_server.workflow.adaptive import UNSPACED
 
 #: the punctuation of Han and kana text (、。「」, full-width ！？（）), which is no word of its own
@@ -53,7 +54,9 @@ def sentences_of_contexts(contexts: Sequence[RetrievedContext], limit: int = 80,
     out: list[Sentence] = []
     for i, c in enumerate(contexts, 1):
         for j, text in enumerate(sentences_of(c.parent.content)):
-            if _words(text) >= min_words and not text.lstrip().startswith("#"):
+            # Headings as sentences_of reads them: "#5 is the step where ..." opens with a hash
+            # and is no heading, and was never an answer's sentence.
+            if _words(text) >= min_words and not ATX_HEADING.fullmatch(text):
                 out.append(Sentence(uncited(text), i, j))
                 if len(out) >= limit:
                     return out

@@ -25,7 +25,7 @@ from retrieval_server.domain import (
     Access, AccessFilter, DocumentSource, Identity, PointFilter, QueryOptions, ResourceExhausted, Role, Strategy,
 )
 from retrieval_server.ingest import indexer as indexer_module
-from retrieval_server.ingest.graph_extraction import ClassicalGraphExtractor, LlmGraphExtractor
+from retrieval_server.ingest.graph_extraction import RULES_REVISION, ClassicalGraphExtractor, LlmGraphExtractor
 from retrieval_server.ingest.indexer import sweep_abandoned_writes
 from retrieval_server.knowledge import DocumentGraph
 from retrieval_server.workflow import nodes
@@ -118,7 +118,7 @@ async def test_a_document_stored_before_the_version_left_out_its_source_is_uncha
     # Its content hash is the digest of everything, source and url among it: were that a change,
     # the first ingest after the upgrade would embed every stored document again.
     fingerprint = indexer_module.Indexer._fingerprint  # noqa: SLF001 - as releases before stored it
-    monkeypatch.setattr(indexer_module.Indexer, "_fingerprint", lambda self, doc, loaded: (fingerprint(self, doc, loaded)[1],) * 2)
+    monkeypatch.setattr(indexer_module.Indexer, "_fingerprint", lambda self, doc, loaded, parents: (fingerprint(self, doc, loaded, parents)[1],) * 2)
     await app.ingest([_txt("glaciers", LONG, source="docs/glaciers.txt")])
     monkeypatch.setattr(indexer_module.Indexer, "_fingerprint", fingerprint)
     again = await app.ingest([_txt("glaciers", LONG, source="docs/glaciers.txt")])
@@ -156,9 +156,24 @@ async def test_new_extraction_rules_make_a_stored_document_changed(app: Applicat
     before = await app.metadata.get_document("ørsted")
     await app.ingest([_txt("ørsted", "The Ørsted Team maintains WindSvc.")])
     assert (await app.metadata.get_document("ørsted")).content_hash == before.content_hash  # type: ignore[union-attr]
-    monkeypatch.setattr(indexer, "RULES_REVISION", indexer.RULES_REVISION + 1)
+    monkeypatch.setattr(indexer, "rules_revision_for", lambda text: RULES_REVISION + 1)
     await app.ingest([_txt("ørsted", "The Ørsted Team maintains WindSvc.")])
     assert (await app.metadata.get_document("ørsted")).content_hash != before.content_hash  # type: ignore[union-attr]
+
+
+async def test_new_rules_make_changed_only_the_documents_whose_graph_they_change(app: Application, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Revision 10 reads headings only: named in every fingerprint, it embedded every document
+    again on its next ingest after an upgrade (with the LLM extractor, extracted through the model
+    again), its graph the same."""
+    from retrieval_server.ingest import indexer
+
+    plain, headed = _txt("plain", "AuthService calls TokenStore for refresh tokens."), _txt("headed", "# AuthService\nIt uses TokenStore.")
+    monkeypatch.setattr(indexer, "rules_revision_for", lambda text: 9)  # as revision 9 stored them
+    await app.ingest([plain, headed])
+    monkeypatch.undo()
+    again = await app.ingest([plain, headed])
+    assert [(d.document_id, d.unchanged) for d in again.documents] == [("plain", True), ("headed", False)]
+    assert again.documents[1].replaced
 
 
 async def test_a_new_max_seq_length_embeds_a_stored_document_again(tmp_path: Path) -> None:

@@ -89,6 +89,16 @@ def test_the_line_under_a_markdown_heading_is_a_sentence_to_answer_with() -> Non
     ]
 
 
+def test_a_sentence_opening_with_a_hash_is_left_out_only_where_it_is_a_heading() -> None:
+    """Every sentence opening with "#" was skipped as a heading: "#5" and "#include" are none."""
+    from retrieval_server.workflow.sentences import sentences_of_contexts
+
+    text = "#5 is the step where AuthService fails today.\n# Step five of the rollout\n#include is the line it fails on."
+    context = RetrievedContext(ParentChunk("d#p0", "d", 0, text, 40), Document("d"), 0.9, ())
+    assert [s.text for s in sentences_of_contexts([context])] == [
+        "#5 is the step where AuthService fails today.", "#include is the line it fails on."]
+
+
 def test_a_citation_is_looked_for_where_a_run_of_white_space_starts_not_inside_it() -> None:
     """From every place inside a run, the pattern's leading \\s* took the rest of the run again:
     quadratic, 6 s on the event loop for 8,000 spaces in a model's answer."""

@@ -230,6 +230,25 @@ def test_a_markdown_heading_line_is_a_sentence_of_its_own() -> None:
     assert g.relations == ()
 
 
+def test_a_line_read_as_a_heading_is_still_split_at_its_stops() -> None:
+    """Without the file's type, a count in a .txt ("# of ..."), a comment or a flattened Markdown
+    row reads as a heading: kept whole, its sentences were one, every name in it related to every other."""
+    text = "# of failed logins rose after the release. AuthService now locks an account. TokenStore keeps the lock.\nDone here."
+    assert sentences_of(text) == ["# of failed logins rose after the release.", "AuthService now locks an account.",
+                                  "TokenStore keeps the lock.", "Done here."]
+    g = _extract("# Note: AuthService calls TokenStore for refresh tokens. BillingSvc keeps invoices in LedgerDB for a year.")
+    assert {(r.source, r.relation.value, r.target) for r in g.relations} == {
+        ("authservice", "CALLS", "tokenstore"), ("billingsvc", "CO_OCCURS", "ledgerdb")}
+
+
+def test_a_comment_in_fenced_code_is_no_heading() -> None:
+    """Headings are read as a Markdown file's title reads them: a shell comment in a fenced block
+    was a heading, a sentence of its own, and a heading ended at LF only ("\r" alone: the whole text)."""
+    text = "```sh\n# restart AuthService\nsystemctl restart auth\n```\n# Deploy\nTokenStore starts first."
+    assert sentences_of(text) == ["```sh", "# restart AuthService systemctl restart auth ```", "# Deploy", "TokenStore starts first."]
+    assert sentences_of("# AuthService\rIt uses TokenStore.\r") == ["# AuthService", "It uses TokenStore."]
+
+
 def test_passive_lists_and_and_clauses() -> None:
     g = _extract("TokenStore is used by AuthService, ProfileSvc and AdminPortal. SearchSvc depends on IndexStore and calls RankerSvc.")
     stated = {(r.source, r.relation.value, r.target) for r in g.relations if r.relation is not R.CO_OCCURS}

@@ -349,6 +349,7 @@ def test_markdown_patterns_read_hostile_lines_in_one_pass() -> None:
     # CommonMark: closing hashes only after a space; a heading of hashes alone is empty.
     assert load(_src("c.md", "# Learning C#\nbody")).documents[0].title == "Learning C#"
     assert load(_src("e.md", "# ##\nbody")).documents[0].title == "e"
+    assert load(_src("e.md", "# ##\nbody\n# Guide")).documents[0].title == "Guide"  # an empty heading names nothing
 
 
 def test_a_title_the_file_gives_is_cut_once_normalized() -> None:
