@@ -357,7 +357,7 @@ class Indexer:
             # Absent otherwise, as in the fingerprints stored before.
             **({"search_text": "without break hints"} if search_text(doc) != searched_fields(doc) else {}),
             # The revision that last changed this document's graph, read per parent as the graph is.
-            "graph": [self._graph.name, max(map(rules_revision_for, (p.content for p in parents)), default=0), self._glossary]
+            "graph": [self._graph.name, max(map(rules_revision_for, (p.content for p in parents)), default=rules_revision_for("")), self._glossary]
             if self._graph else None,
             "title_weight": self._title_weight,
             "child_title": self.child_title,
