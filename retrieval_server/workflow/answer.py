@@ -71,8 +71,8 @@ def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[A
 
     A citation written after a sentence's full stop ("... fails. [2]", "... fails.[2] Next") belongs to
     that sentence (in "e.g.[1] AuthSvc" and "Go.[1] compiled" the stop ends none), unless the
-    answer's first sentence opens with one ("[1] AuthSvc ..."): then each marker belongs to the
-    sentence it opens.
+    answer's first sentence opens with one ("[1] AuthSvc ...") and none ends a sentence: then each
+    marker belongs to the sentence it opens.
     """
     return _parsed(text, len(contexts))
 
@@ -109,18 +109,28 @@ def _stop_before_markers(m: re.Match[str]) -> str:
 
 
 _LEADING_MARKERS = re.compile(r"^(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
+#: a marker that ends its sentence, before its stop or with none ("sign-in [1].")
+_MARKERS_ENDING = re.compile(r"\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\]\W*$")
+
+
+def _leading_style(parts: Sequence[str]) -> bool:
+    """Whether each marker opens the sentence it cites ("[1] AuthSvc ... [2] PaymentRouter ..."):
+    moved back, each was given to the sentence before it. An answer opening with a marker may
+    still cite as sentences end ("[1] and [2] agree ... Redis. [2] ... LedgerDB. [3]"): then its
+    markers were each given to the sentence after theirs."""
+    if not parts or not _LEADING_MARKERS.match(parts[0]) or _LEADING_MARKERS.fullmatch(parts[-1]):
+        return False
+    return not any(_MARKERS_ENDING.search(p) and not _LEADING_MARKERS.fullmatch(p) for p in parts)
 
 
 def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:
     sentences: list[AnswerSentence] = []
     invalid = 0
-    leading_style = False
-    for i, raw in enumerate(split_sentences(_MARKERS_AFTER_STOP.sub(_stop_before_markers, text))):
+    parts = split_sentences(_MARKERS_AFTER_STOP.sub(_stop_before_markers, text))
+    leading_style = _leading_style(parts)
+    for raw in parts:
         lead = _LEADING_MARKERS.match(raw)
-        if i == 0 and lead:
-            # "[1] AuthSvc ... [2] PaymentRouter ...": each marker opens the sentence it cites;
-            # moved back, each was given to the sentence before it. Only a run with no text after it goes back.
-            leading_style = True
+        # Leading style: only a run with no text after it goes back.
         if lead and sentences and (not leading_style or not raw[lead.end() :].strip()):
             moved, raw = lead.group(0), raw[lead.end() :].strip()
             prev = sentences[-1]

@@ -50,9 +50,19 @@ def test_markers_right_after_a_stop_or_opening_each_sentence_cite_their_own_sent
     ]:
         sentences, invalid = parse_cited(text, contexts)  # type: ignore[arg-type]
         assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0), text
-    # Leading style, a run with no sentence after it: the last sentence's, not lost.
+    # A run with no sentence after it: the last sentence's, not lost.
     sentences, _ = parse_cited("[1] AuthSvc handles customer sign-in. PaymentRouter handles card payments. [2, 3]", contexts)  # type: ignore[arg-type]
     assert [(s.text, s.citations) for s in sentences] == [want[0], ("PaymentRouter handles card payments.", (2, 3))]
+    # An answer opening with a marker that cites as its sentences end is read as it cites: its
+    # later markers were each moved to the sentence after theirs (Redis citing nothing).
+    for text in [
+        "[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB. [3]",
+        "[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB [3].",
+    ]:
+        sentences, _ = parse_cited(text, contexts)  # type: ignore[arg-type]
+        assert [(s.text, s.citations) for s in sentences] == [
+            ("and agree that AuthSvc handles sign-in.", (1, 2)), ("It stores sessions in Redis.", (2,)), ("The ledger lives in LedgerDB.", (3,)),
+        ], text
     # No stop before the marker: as before, an index or a marker inside the sentence is left alone.
     sentences, _ = parse_cited("Stored in sys.argv[1] when present.[1] Done.", contexts)  # type: ignore[arg-type]
     assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Done.", ())]
