@@ -211,11 +211,12 @@ class _OutOfTime(Exception):
 
 async def _ask(
     chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, within: Limit, sent: list[str],
-    degraded: list[str],
+    degraded: list[str], sentinel: Callable[[str], bool] | None,
 ) -> str:
     """The model's text, streamed to a streaming caller as it arrives (each piece sent is added to
     ``sent``), within ``within`` (past the request's deadline the caller is gone, and with it
-    everything retrieved), and within what ``ANSWER_MAX_TOKENS`` can hold (``answer:runaway_cut``)."""
+    everything retrieved), and within what ``ANSWER_MAX_TOKENS`` can hold (``answer:runaway_cut``).
+    ``sentinel``: whether a reply is the model's NOT_ANSWERABLE, for a prompt that asks for it."""
     max_tokens = deps.settings.answer_max_tokens
     limit = asyncio.timeout(within.seconds)
     try:
@@ -226,7 +227,7 @@ async def _ask(
                     text, over = within_budget(await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens), max_tokens)
                 else:
                     tokens = chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens)
-                    text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN)
+                    text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN, sentinel)
     except TimeoutError as exc:
         if not limit.expired():
             raise
@@ -248,17 +249,19 @@ _DRESSING = re.compile(r"[\s*`_#>~]")
 _BARE_SENTINEL = _DRESSING.sub("", NOT_ANSWERABLE)
 
 
-async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], sent: list[str], budget: int) -> tuple[Completion, bool]:
+async def _streamed(
+    tokens: AsyncIterator[str], events: Callable[[str], None], sent: list[str], budget: int, sentinel: Callable[[str], bool] | None
+) -> tuple[Completion, bool]:
     """The streamed text, each piece sent on as it comes, and whether it ran past ``budget``
     characters: then the stream is closed (which ends the model's call) and the text is a cut one.
 
-    The pieces that may be the start of NOT_ANSWERABLE are held back until they are not: the
-    sentinel is the prompt's word to this server, and a caller shown it read it as the answer. A
-    reply that says it is not sent at all (its replacement is)."""
+    With a ``sentinel`` to look for, the pieces that may be the start of NOT_ANSWERABLE are held
+    back until they are not: the sentinel is the prompt's word to this server, and a caller shown
+    it read it as the answer. A reply that says it is not sent at all (its replacement is)."""
     truncated = over = False
     size = 0
     text: list[str] = []
-    held: list[str] | None = []  # None once the reply is no sentinel
+    held: list[str] | None = None if sentinel is None else []  # None once the reply is no sentinel
     bare = ""
     async with contextlib.aclosing(tokens):  # type: ignore[type-var]
         async for token in tokens:
@@ -282,7 +285,7 @@ async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], s
             if over:
                 break
     whole = "".join(text)
-    if held and not _SAYS_NOT_ANSWERABLE.search(whole.upper()):
+    if held and not (sentinel is not None and sentinel(whole)):
         sent.append("".join(held))
         events(sent[-1])
     return Completion.of(whole, truncated or over), over
@@ -327,7 +330,7 @@ async def write_answer(
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                within, sent, degraded,
+                within, sent, degraded, _says_not_answerable,
             )
         except Exception as exc:
             _failed(deps, "answer generation", exc, "answering extractively")
@@ -346,10 +349,14 @@ async def write_answer(
     return AnswerOutcome(answer, tuple(degraded))
 
 
+def _says_not_answerable(text: str) -> bool:
+    return bool(_SAYS_NOT_ANSWERABLE.search(text.upper()))
+
+
 def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:
     """The model's answer after the citation check, or None when it must be replaced by the extractive one."""
     contexts = state.contexts
-    if _SAYS_NOT_ANSWERABLE.search(text.upper()):
+    if _says_not_answerable(text):
         if any(t.success for t in tools):
             # A tool's answer (the calculator's count) is an answer the model did not see as one.
             degraded.append(NOT_ANSWERABLE_USED_TOOLS)
@@ -378,7 +385,7 @@ async def _direct(
         sent: list[str] = []
         degraded: list[str] = []
         try:
-            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded))
+            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded, None))
             if cut:
                 degraded.append(TRUNCATED)
             # No contexts: every marker the model wrote ("I am the assistant [1].") points nowhere.

@@ -487,6 +487,14 @@ async def test_a_direct_answer_by_the_model_loses_its_markers_which_point_nowher
     assert "answer:invalid_citation_removed" in r.metrics.degraded
 
 
+async def test_a_direct_answer_streams_as_the_model_writes_it(app: Application) -> None:
+    """The direct prompt asks for no NOT_ANSWERABLE, yet a reply opening like it was held back as
+    one: "NOT_ANSWERABLE" streamed nothing, and Answer.text read "NOT_ANSWERABLE"."""
+    r, events, _ = await _replied(app, "NOT_ANSWERABLE", "Hello there!", stream=True, prompt="You are the assistant")
+    assert r.answer is not None and r.answer.route is Route.DIRECT_ANSWER and not r.answer.extractive
+    assert "".join(e for e in events if isinstance(e, str)) == r.answer.text == "NOT_ANSWERABLE"
+
+
 #: the sentinel as models write it besides alone: each was the answer, supported, once a tool had run
 NOT_ANSWERABLE_FORMS = [
     "NOT_ANSWERABLE", "**NOT_ANSWERABLE**", "`NOT_ANSWERABLE`", "Answer: NOT_ANSWERABLE",
