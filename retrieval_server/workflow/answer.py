@@ -46,8 +46,9 @@ DIRECT = (
 )
 _STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
 #: the sentinel as a model writes it, not only alone: "**NOT_ANSWERABLE**", "Answer: NOT_ANSWERABLE",
-#: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run
-_SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Z_]){NOT_ANSWERABLE}(?![A-Z_])")
+#: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run.
+#: Spelled as the prompt spells it: "the status code not_answerable" is an answer's words.
+_SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Za-z0-9_]){NOT_ANSWERABLE}(?![A-Za-z0-9_])")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -330,7 +331,7 @@ async def write_answer(
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                within, sent, degraded, _says_not_answerable,
+                within, sent, degraded, lambda reply: _says_not_answerable(reply, len(state.contexts)),
             )
         except Exception as exc:
             _failed(deps, "answer generation", exc, "answering extractively")
@@ -349,14 +350,17 @@ async def write_answer(
     return AnswerOutcome(answer, tuple(degraded))
 
 
-def _says_not_answerable(text: str) -> bool:
-    return bool(_SAYS_NOT_ANSWERABLE.search(text.upper()))
+def _says_not_answerable(text: str, n_contexts: int) -> bool:
+    """Whether the model's ``text`` is its NOT_ANSWERABLE: the sentinel said, and none of the
+    ``n_contexts`` contexts cited. An answer citing a context may mention it ("... the model must
+    reply NOT_ANSWERABLE [1]."): it was thrown away for the sentence that says nothing answers."""
+    return bool(_SAYS_NOT_ANSWERABLE.search(text)) and not any(s.citations for s in _parsed(text, n_contexts)[0])
 
 
 def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:
     """The model's answer after the citation check, or None when it must be replaced by the extractive one."""
     contexts = state.contexts
-    if _says_not_answerable(text):
+    if _says_not_answerable(text, len(contexts)):
         if any(t.success for t in tools):
             # A tool's answer (the calculator's count) is an answer the model did not see as one.
             degraded.append(NOT_ANSWERABLE_USED_TOOLS)

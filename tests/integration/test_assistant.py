@@ -516,6 +516,22 @@ async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> No
         assert refused.answer is not None and not refused.answer.supported and refused.answer.text == UNSUPPORTED, reply
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["completed", "streamed"])
+@pytest.mark.parametrize("reply", [
+    "When its contexts do not answer, the model must reply NOT_ANSWERABLE [1].",
+    "AuthSvc returns the status code not_answerable for such requests [1].",
+    "NOT_ANSWERABLE is what AuthSvc never returns [1].",
+])
+async def test_an_answer_that_mentions_not_answerable_is_an_answer(app: Application, reply: str, stream: bool) -> None:
+    """The sentinel was read in any case, cited or not: each of these answers was thrown away for
+    "The documents I can read do not answer this question.", supported=False."""
+    r, events, _ = await _replied(app, reply, stream=stream)
+    assert r.answer is not None and r.answer.supported and not r.answer.extractive and r.answer.text == reply
+    assert [s.citations for s in r.answer.sentences] == [(1,)] and not [d for d in r.metrics.degraded if d.startswith("answer:")]
+    if stream:
+        assert "".join(e for e in events if isinstance(e, str)) == reply
+
+
 @pytest.mark.parametrize("reply", NOT_ANSWERABLE_FORMS)
 async def test_a_model_that_cannot_answer_from_a_tools_result_gives_way_to_it(app: Application, reply: str) -> None:
     """The calculator counted, the model replied NOT_ANSWERABLE, and the answer read "The documents
