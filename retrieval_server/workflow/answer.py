@@ -245,9 +245,16 @@ async def _ask(
 RUNAWAY = "answer:runaway_cut"
 
 
-#: what a reply's opening is compared with the sentinel on: markdown and white space dropped ("**NOT_ANSWERABLE**")
-_DRESSING = re.compile(r"[\s*`_#>~]")
-_BARE_SENTINEL = _DRESSING.sub("", NOT_ANSWERABLE)
+#: the end of a reply that may open NOT_ANSWERABLE, markdown before it ("**NOT_ANSW"), read as
+#: _SAYS_NOT_ANSWERABLE reads the sentinel: spelled so, as a word ("Not answerable" and "NOT
+#: ANSWERABLE" were held back until the reply ended)
+_OPENING = re.compile(
+    r"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?P<word>"
+    + "|".join(re.escape(NOT_ANSWERABLE[:k]) for k in range(len(NOT_ANSWERABLE), 0, -1))
+    + r")?\Z"
+)
+#: how far before the end of what is held an opening may start: the sentinel and markdown before it
+_OPENING_REACH = 2 * len(NOT_ANSWERABLE)
 
 
 async def _streamed(
@@ -256,14 +263,21 @@ async def _streamed(
     """The streamed text, each piece sent on as it comes, and whether it ran past ``budget``
     characters: then the stream is closed (which ends the model's call) and the text is a cut one.
 
-    With a ``sentinel`` to look for, the pieces that may be the start of NOT_ANSWERABLE are held
-    back until they are not: the sentinel is the prompt's word to this server, and a caller shown
-    it read it as the answer. A reply that says it is not sent at all (its replacement is)."""
+    With a ``sentinel`` to look for, the end of the text that may open NOT_ANSWERABLE is held back
+    until it does not, and once the reply says it, the rest with it: the sentinel is the prompt's
+    word to this server, and a caller shown it read it as the answer (after other words too, which
+    are sent). What is held is sent at the end unless the reply is the sentinel, or the stream was
+    cut inside it ("NOT_ANSW")."""
     truncated = over = False
     size = 0
     text: list[str] = []
-    held: list[str] | None = None if sentinel is None else []  # None once the reply is no sentinel
-    bare = ""
+    held = ""
+    said = opened = False
+
+    def send(piece: str) -> None:
+        sent.append(piece)
+        events(piece)
+
     async with contextlib.aclosing(tokens):  # type: ignore[type-var]
         async for token in tokens:
             if isinstance(token, Completion) and token.truncated:
@@ -273,22 +287,26 @@ async def _streamed(
             if token:
                 text.append(token)
                 size += len(token)
-                if held is None:
-                    sent.append(token)
-                    events(token)
+                if sentinel is None:
+                    send(token)
+                elif said:
+                    held += token
                 else:
-                    held.append(token)
-                    bare = (bare + _DRESSING.sub("", token.upper()))[: len(_BARE_SENTINEL)]
-                    if not _BARE_SENTINEL.startswith(bare):
-                        sent.append("".join(held))
-                        events(sent[-1])
-                        held = None
+                    held += token
+                    says = _SAYS_NOT_ANSWERABLE.search(held)
+                    end = says.end() if says else len(held)
+                    opening = _OPENING.search(held, max(0, end - _OPENING_REACH), end)
+                    cut = opening.start() if opening else end
+                    said, opened = says is not None, bool(opening and opening.group("word"))
+                    if cut:
+                        send(held[:cut])
+                        held = held[cut:]
             if over:
                 break
     whole = "".join(text)
-    if held and not (sentinel is not None and sentinel(whole)):
-        sent.append("".join(held))
-        events(sent[-1])
+    cut_inside = (truncated or over) and opened and not said
+    if held and not cut_inside and not (sentinel is not None and sentinel(whole)):
+        send(held)
     return Completion.of(whole, truncated or over), over
 
 

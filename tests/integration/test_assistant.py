@@ -403,7 +403,8 @@ async def test_a_failing_tool_degrades(app: Application) -> None:
 
 
 def _llm(answers: dict[str, Any]) -> Any:
-    """An OpenAI-compatible handler choosing its answer by the prompt's first words; ``stream`` requests get SSE."""
+    """An OpenAI-compatible handler choosing its answer by the prompt's first words; ``stream``
+    requests get SSE (an answer given as Sse events, as given)."""
 
     def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
         assert path == "/v1/chat/completions"
@@ -414,6 +415,8 @@ def _llm(answers: dict[str, Any]) -> Any:
         answer = answers[key]
         if isinstance(answer, int):
             return answer, {"error": "failing on purpose"}
+        if isinstance(answer, Sse):
+            return 200, answer
         if body.get("stream"):
             tokens = [answer[i : i + 7] for i in range(0, len(answer), 7)]
             return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": t}}]})) for t in tokens] + [(None, "[DONE]")])
@@ -906,6 +909,27 @@ async def test_a_streamed_not_answerable_reaches_the_caller_as_its_replacement_o
     text = "NOTE: AuthSvc is maintained by Alice Chen [1]."
     r, events, _ = await _replied(app, text, stream=True)
     assert "".join(e for e in events if isinstance(e, str)) == text and r.answer is not None and not r.answer.extractive
+
+
+async def test_a_streamed_reply_is_held_back_only_where_it_may_be_not_answerable_as_the_check_reads_it(app: Application) -> None:
+    """The hold-back read the sentinel in any case and without its "_": "Not answerable ..." and
+    "NOT ANSWERABLE" were held to the reply's end, the first an answer. The sentinel said after
+    other words was sent, though never the answer; cut inside it ("NOT_", "ANSW", no finish), it
+    was sent as "NOT_ANSW"."""
+    for reply in ("Not answerable from the tool alone; AuthSvc handles sign-in [1].", "NOT ANSWERABLE"):
+        _, events, _ = await _replied(app, reply, stream=True)
+        pieces = [e for e in events if isinstance(e, str)]
+        assert pieces[0] == reply[:7] and "".join(pieces) == reply, reply  # the model server's first piece, as it came
+    before = "The contexts do not say who maintains the billing ledger."
+    for question in ("What does AuthSvc handle?", "How many services depend on LedgerDB?"):
+        r, events, _ = await _replied(app, f"{before} {NOT_ANSWERABLE}", question, stream=True)
+        assert r.answer is not None and NOT_ANSWERABLE not in r.answer.text
+        assert "".join(e for e in events if isinstance(e, str)) == before, question  # sent: the final text replaces it
+    cut = Sse([(None, json.dumps({"choices": [{"delta": {"content": t}}]})) for t in ("NOT_", "ANSW")]
+              + [(None, json.dumps({"choices": [{"delta": {}, "finish_reason": "length"}]})), (None, "[DONE]")])
+    r, events, _ = await _replied(app, cut, stream=True)
+    assert r.answer is not None and r.answer.extractive and "answer:truncated" in r.metrics.degraded
+    assert "".join(e for e in events if isinstance(e, str)) == r.answer.text
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])
