@@ -30,6 +30,7 @@ from retrieval_server.backends.reranker import scores_reporting
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
+from retrieval_server.workflow.adaptive import UNSPACED
 from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts, uncited
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
@@ -45,8 +46,9 @@ DIRECT = (
 )
 _STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
 #: the sentinel as a model writes it, not only alone: "**NOT_ANSWERABLE**", "Answer: NOT_ANSWERABLE",
-#: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run
-_SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Z_]){NOT_ANSWERABLE}(?![A-Z_])")
+#: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run.
+#: Spelled as the prompt spells it: "the status code not_answerable" is an answer's words.
+_SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Za-z0-9_]){NOT_ANSWERABLE}(?![A-Za-z0-9_])")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -68,8 +70,9 @@ class AnswerOutcome:
 def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[AnswerSentence], int]:
     """The answer's sentences with their valid citations, and how many citations pointed nowhere.
 
-    A citation written after a sentence's full stop ("... fails. [2]", "... fails.[2]") belongs to
-    that sentence, unless the answer's first sentence opens with one ("[1] AuthSvc ..."): then each
+    A citation written after a sentence's full stop ("... fails. [2]", "... fails.[2] Next") belongs to
+    that sentence (in "e.g.[1] AuthSvc" and "Go.[1] compiled" the stop ends none), unless the
+    answer's first sentence opens with one ("[1] AuthSvc ...") and none ends a sentence: then each
     marker belongs to the sentence it opens.
     """
     return _parsed(text, len(contexts))
@@ -88,22 +91,47 @@ def as_checked(text: str) -> tuple[str, int]:
     return render(sentences), invalid
 
 
-#: markers written right after a stop, before white space ("sign-in.[1] Payments ..."): a sentence
-#: ends only at a stop before white space, and these ran two sentences and their markers into one
-_MARKERS_AFTER_STOP = re.compile(r"([.!?])((?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+)(?=\s|$)")
+#: markers written right after a stop that ends a sentence ("sign-in.[1] Payments ..."): a sentence
+#: ends only at a stop before white space, and these ran two sentences and their markers into one.
+#: Not after a one-letter abbreviation ("e.g.[1] AuthSvc", "U.S.[2]", "z.B.[1]"), and only before
+#: what opens a sentence (or the end): split anywhere, "i.e.[2] compiled" read "i.e [2]. compiled".
+_MARKERS_AFTER_STOP = re.compile(
+    r"(?<!\b[A-Za-z]\.[A-Za-z])(?<!\b[A-Za-z])([.!?])((?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+)(?=\s+(\S)|\s*$)"
+)
+#: besides a capital letter (any script's: str.isupper), which re cannot name
+_OPENS_A_SENTENCE = re.compile(rf"[\d\"'“‘«(（「『]|{UNSPACED.pattern}")
+
+
+def _stop_before_markers(m: re.Match[str]) -> str:
+    after = m.group(3)
+    if after is None or after.isupper() or _OPENS_A_SENTENCE.match(after):
+        return f"{m.group(1)} {m.group(2)}"
+    return m.group(0)
+
+
 _LEADING_MARKERS = re.compile(r"^(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
+#: a marker that ends its sentence, before its stop or with none ("sign-in [1].")
+_MARKERS_ENDING = re.compile(r"\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\]\W*$")
+
+
+def _leading_style(parts: Sequence[str]) -> bool:
+    """Whether each marker opens the sentence it cites ("[1] AuthSvc ... [2] PaymentRouter ..."):
+    moved back, each was given to the sentence before it. An answer opening with a marker may
+    still cite as sentences end ("[1] and [2] agree ... Redis. [2] ... LedgerDB. [3]"): then its
+    markers were each given to the sentence after theirs."""
+    if not parts or not _LEADING_MARKERS.match(parts[0]) or _LEADING_MARKERS.fullmatch(parts[-1]):
+        return False
+    return not any(_MARKERS_ENDING.search(p) and not _LEADING_MARKERS.fullmatch(p) for p in parts)
 
 
 def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:
     sentences: list[AnswerSentence] = []
     invalid = 0
-    leading_style = False
-    for i, raw in enumerate(split_sentences(_MARKERS_AFTER_STOP.sub(r"\1 \2", text))):
+    parts = split_sentences(_MARKERS_AFTER_STOP.sub(_stop_before_markers, text))
+    leading_style = _leading_style(parts)
+    for raw in parts:
         lead = _LEADING_MARKERS.match(raw)
-        if i == 0 and lead:
-            # "[1] AuthSvc ... [2] PaymentRouter ...": each marker opens the sentence it cites;
-            # moved back, each was given to the sentence before it. Only a run with no text after it goes back.
-            leading_style = True
+        # Leading style: only a run with no text after it goes back.
         if lead and sentences and (not leading_style or not raw[lead.end() :].strip()):
             moved, raw = lead.group(0), raw[lead.end() :].strip()
             prev = sentences[-1]
@@ -184,11 +212,12 @@ class _OutOfTime(Exception):
 
 async def _ask(
     chat: ChatModel, system: str, prompt: str, state: QueryState, deps: WorkflowDeps, temperature: float, within: Limit, sent: list[str],
-    degraded: list[str],
+    degraded: list[str], sentinel: Callable[[str], bool] | None,
 ) -> str:
     """The model's text, streamed to a streaming caller as it arrives (each piece sent is added to
     ``sent``), within ``within`` (past the request's deadline the caller is gone, and with it
-    everything retrieved), and within what ``ANSWER_MAX_TOKENS`` can hold (``answer:runaway_cut``)."""
+    everything retrieved), and within what ``ANSWER_MAX_TOKENS`` can hold (``answer:runaway_cut``).
+    ``sentinel``: whether a reply is the model's NOT_ANSWERABLE, for a prompt that asks for it."""
     max_tokens = deps.settings.answer_max_tokens
     limit = asyncio.timeout(within.seconds)
     try:
@@ -199,7 +228,7 @@ async def _ask(
                     text, over = within_budget(await chat.complete(system, prompt, temperature=temperature, max_tokens=max_tokens), max_tokens)
                 else:
                     tokens = chat.stream(system, prompt, temperature=temperature, max_tokens=max_tokens)
-                    text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN)
+                    text, over = await _streamed(tokens, state.events, sent, max_tokens * CHARS_PER_TOKEN, sentinel)
     except TimeoutError as exc:
         if not limit.expired():
             raise
@@ -216,23 +245,39 @@ async def _ask(
 RUNAWAY = "answer:runaway_cut"
 
 
-#: what a reply's opening is compared with the sentinel on: markdown and white space dropped ("**NOT_ANSWERABLE**")
-_DRESSING = re.compile(r"[\s*`_#>~]")
-_BARE_SENTINEL = _DRESSING.sub("", NOT_ANSWERABLE)
+#: the end of a reply that may open NOT_ANSWERABLE, markdown before it ("**NOT_ANSW"), read as
+#: _SAYS_NOT_ANSWERABLE reads the sentinel: spelled so, as a word ("Not answerable" and "NOT
+#: ANSWERABLE" were held back until the reply ended)
+_OPENING = re.compile(
+    r"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?P<word>"
+    + "|".join(re.escape(NOT_ANSWERABLE[:k]) for k in range(len(NOT_ANSWERABLE), 0, -1))
+    + r")?\Z"
+)
+#: how far before the end of what is held an opening may start: the sentinel and markdown before it
+_OPENING_REACH = 2 * len(NOT_ANSWERABLE)
 
 
-async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], sent: list[str], budget: int) -> tuple[Completion, bool]:
+async def _streamed(
+    tokens: AsyncIterator[str], events: Callable[[str], None], sent: list[str], budget: int, sentinel: Callable[[str], bool] | None
+) -> tuple[Completion, bool]:
     """The streamed text, each piece sent on as it comes, and whether it ran past ``budget``
     characters: then the stream is closed (which ends the model's call) and the text is a cut one.
 
-    The pieces that may be the start of NOT_ANSWERABLE are held back until they are not: the
-    sentinel is the prompt's word to this server, and a caller shown it read it as the answer. A
-    reply that says it is not sent at all (its replacement is)."""
+    With a ``sentinel`` to look for, the end of the text that may open NOT_ANSWERABLE is held back
+    until it does not, and once the reply says it, the rest with it: the sentinel is the prompt's
+    word to this server, and a caller shown it read it as the answer (after other words too, which
+    are sent). What is held is sent at the end unless the reply is the sentinel, or the stream was
+    cut inside it ("NOT_ANSW")."""
     truncated = over = False
     size = 0
     text: list[str] = []
-    held: list[str] | None = []  # None once the reply is no sentinel
-    bare = ""
+    held = ""
+    said = opened = False
+
+    def send(piece: str) -> None:
+        sent.append(piece)
+        events(piece)
+
     async with contextlib.aclosing(tokens):  # type: ignore[type-var]
         async for token in tokens:
             if isinstance(token, Completion) and token.truncated:
@@ -242,22 +287,26 @@ async def _streamed(tokens: AsyncIterator[str], events: Callable[[str], None], s
             if token:
                 text.append(token)
                 size += len(token)
-                if held is None:
-                    sent.append(token)
-                    events(token)
+                if sentinel is None:
+                    send(token)
+                elif said:
+                    held += token
                 else:
-                    held.append(token)
-                    bare = (bare + _DRESSING.sub("", token.upper()))[: len(_BARE_SENTINEL)]
-                    if not _BARE_SENTINEL.startswith(bare):
-                        sent.append("".join(held))
-                        events(sent[-1])
-                        held = None
+                    held += token
+                    says = _SAYS_NOT_ANSWERABLE.search(held)
+                    end = says.end() if says else len(held)
+                    opening = _OPENING.search(held, max(0, end - _OPENING_REACH), end)
+                    cut = opening.start() if opening else end
+                    said, opened = says is not None, bool(opening and opening.group("word"))
+                    if cut:
+                        send(held[:cut])
+                        held = held[cut:]
             if over:
                 break
     whole = "".join(text)
-    if held and not _SAYS_NOT_ANSWERABLE.search(whole.upper()):
-        sent.append("".join(held))
-        events(sent[-1])
+    cut_inside = (truncated or over) and opened and not said
+    if held and not cut_inside and not (sentinel is not None and sentinel(whole)):
+        send(held)
     return Completion.of(whole, truncated or over), over
 
 
@@ -300,7 +349,7 @@ async def write_answer(
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                within, sent, degraded,
+                within, sent, degraded, lambda reply: _says_not_answerable(reply, len(state.contexts)),
             )
         except Exception as exc:
             _failed(deps, "answer generation", exc, "answering extractively")
@@ -319,10 +368,17 @@ async def write_answer(
     return AnswerOutcome(answer, tuple(degraded))
 
 
+def _says_not_answerable(text: str, n_contexts: int) -> bool:
+    """Whether the model's ``text`` is its NOT_ANSWERABLE: the sentinel said, and none of the
+    ``n_contexts`` contexts cited. An answer citing a context may mention it ("... the model must
+    reply NOT_ANSWERABLE [1]."): it was thrown away for the sentence that says nothing answers."""
+    return bool(_SAYS_NOT_ANSWERABLE.search(text)) and not any(s.citations for s in _parsed(text, n_contexts)[0])
+
+
 def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:
     """The model's answer after the citation check, or None when it must be replaced by the extractive one."""
     contexts = state.contexts
-    if _SAYS_NOT_ANSWERABLE.search(text.upper()):
+    if _says_not_answerable(text, len(contexts)):
         if any(t.success for t in tools):
             # A tool's answer (the calculator's count) is an answer the model did not see as one.
             degraded.append(NOT_ANSWERABLE_USED_TOOLS)
@@ -351,7 +407,7 @@ async def _direct(
         sent: list[str] = []
         degraded: list[str] = []
         try:
-            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded))
+            text, cut = whole_sentences(await _ask(chat, _DIRECT_SYSTEM, state.options.query, state, deps, temperature, within, sent, degraded, None))
             if cut:
                 degraded.append(TRUNCATED)
             # No contexts: every marker the model wrote ("I am the assistant [1].") points nowhere.

@@ -403,7 +403,8 @@ async def test_a_failing_tool_degrades(app: Application) -> None:
 
 
 def _llm(answers: dict[str, Any]) -> Any:
-    """An OpenAI-compatible handler choosing its answer by the prompt's first words; ``stream`` requests get SSE."""
+    """An OpenAI-compatible handler choosing its answer by the prompt's first words; ``stream``
+    requests get SSE (an answer given as Sse events, as given)."""
 
     def handle(path: str, body: dict[str, Any]) -> tuple[int, Any]:
         assert path == "/v1/chat/completions"
@@ -414,6 +415,8 @@ def _llm(answers: dict[str, Any]) -> Any:
         answer = answers[key]
         if isinstance(answer, int):
             return answer, {"error": "failing on purpose"}
+        if isinstance(answer, Sse):
+            return 200, answer
         if body.get("stream"):
             tokens = [answer[i : i + 7] for i in range(0, len(answer), 7)]
             return 200, Sse([(None, json.dumps({"choices": [{"delta": {"content": t}}]})) for t in tokens] + [(None, "[DONE]")])
@@ -424,6 +427,23 @@ def _llm(answers: dict[str, Any]) -> Any:
 
 def _model(url: str) -> OpenAICompatibleChat:
     return OpenAICompatibleChat(url + "/v1", "test-model", "k", timeout_s=TOOL_S, max_retries=0, backoff_s=0)
+
+
+async def _replied(
+    app: Application, reply: Any, question: str = "What does AuthSvc handle?", *, stream: bool = False, prompt: str = "numbered contexts",
+    **ask: Any,
+) -> tuple[Any, list[Any], list[tuple[str, dict[str, Any]]]]:
+    """A GENERATION query for ``question`` (three contexts unless ``ask`` says otherwise) whose
+    model replies ``reply`` to the prompt that holds ``prompt``: the result, the events a streaming
+    caller (``stream``) heard, and the requests the model server got."""
+    events: list[Any] = []
+    with json_server(_llm({prompt: reply})) as server:
+        model = _model(server.url)
+        try:
+            r = await _with(app, chat=model).query(_ask(question, **{"top_k": 3, **ask}), events.append if stream else None)
+        finally:
+            await model.close()
+    return r, events, server.requests
 
 
 async def test_a_direct_answer_the_built_in_one_replaces_keeps_what_happened_to_the_models(app: Application) -> None:
@@ -445,18 +465,13 @@ async def test_a_direct_answer_the_built_in_one_replaces_keeps_what_happened_to_
 
 async def test_llm_answer_with_a_citation_that_points_nowhere(app: Application) -> None:
     text = "AuthSvc is maintained by Alice Chen [1]. It uses a ledger [9]. Ask the platform group. [2]"
-    with json_server(_llm({"numbered contexts": text})) as server:
-        model = _model(server.url)
-        try:
-            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3))
-        finally:
-            await model.close()
+    r, _, requests = await _replied(app, text)
     a = r.answer
     assert a is not None and not a.extractive and a.model == "openai:test-model" and a.supported
     assert "answer:invalid_citation_removed" in r.metrics.degraded
     assert [s.citations for s in a.sentences] == [(1,), (), (2,)] and "[9]" not in a.text
     assert {c.marker for c in a.citations} == {1, 2}
-    prompt = server.requests[0][1]["messages"][1]["content"]
+    prompt = requests[0][1]["messages"][1]["content"]
     assert "[1] (" in prompt and "Question: What does AuthSvc handle?" in prompt  # grounded: numbered contexts
 
 
@@ -475,6 +490,14 @@ async def test_a_direct_answer_by_the_model_loses_its_markers_which_point_nowher
     assert "answer:invalid_citation_removed" in r.metrics.degraded
 
 
+async def test_a_direct_answer_streams_as_the_model_writes_it(app: Application) -> None:
+    """The direct prompt asks for no NOT_ANSWERABLE, yet a reply opening like it was held back as
+    one: "NOT_ANSWERABLE" streamed nothing, and Answer.text read "NOT_ANSWERABLE"."""
+    r, events, _ = await _replied(app, "NOT_ANSWERABLE", "Hello there!", stream=True, prompt="You are the assistant")
+    assert r.answer is not None and r.answer.route is Route.DIRECT_ANSWER and not r.answer.extractive
+    assert "".join(e for e in events if isinstance(e, str)) == r.answer.text == "NOT_ANSWERABLE"
+
+
 #: the sentinel as models write it besides alone: each was the answer, supported, once a tool had run
 NOT_ANSWERABLE_FORMS = [
     "NOT_ANSWERABLE", "**NOT_ANSWERABLE**", "`NOT_ANSWERABLE`", "Answer: NOT_ANSWERABLE",
@@ -483,37 +506,33 @@ NOT_ANSWERABLE_FORMS = [
 
 
 async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> None:
-    with json_server(_llm({"numbered contexts": "It is maintained by someone, I believe."})) as server:
-        model = _model(server.url)
-        try:
-            uncited = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3))
-        finally:
-            await model.close()
+    uncited, _, _ = await _replied(app, "It is maintained by someone, I believe.")
     assert "answer:uncited_used_extractive" in uncited.metrics.degraded and uncited.answer.extractive  # type: ignore[union-attr]
     # With nothing retrieved (the filter names no document), what the model writes is its own knowledge.
-    with json_server(_llm({"numbered contexts": "The capital of France is Paris."})) as server:
-        model = _model(server.url)
-        try:
-            nothing = await _with(app, chat=model).query(_ask("What is the capital of France?", top_k=3, document_ids=("no-such-doc",)))
-        finally:
-            await model.close()
+    nothing, _, _ = await _replied(app, "The capital of France is Paris.", "What is the capital of France?", document_ids=("no-such-doc",))
     assert not nothing.contexts and "answer:uncited_used_extractive" in nothing.metrics.degraded
     assert nothing.answer is not None and not nothing.answer.supported and nothing.answer.text == UNSUPPORTED
-    with json_server(_llm({"numbered contexts": 503})) as server:
-        model = _model(server.url)
-        try:
-            failed = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3))
-        finally:
-            await model.close()
+    failed, _, _ = await _replied(app, 503)
     assert "answer:llm_failed_used_extractive" in failed.metrics.degraded and failed.answer.extractive  # type: ignore[union-attr]
     for reply in NOT_ANSWERABLE_FORMS:
-        with json_server(_llm({"numbered contexts": reply})) as server:
-            model = _model(server.url)
-            try:
-                refused = await _with(app, chat=model).query(_ask("What is the speed of light?", top_k=3))
-            finally:
-                await model.close()
+        refused, _, _ = await _replied(app, reply, "What is the speed of light?")
         assert refused.answer is not None and not refused.answer.supported and refused.answer.text == UNSUPPORTED, reply
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["completed", "streamed"])
+@pytest.mark.parametrize("reply", [
+    "When its contexts do not answer, the model must reply NOT_ANSWERABLE [1].",
+    "AuthSvc returns the status code not_answerable for such requests [1].",
+    "NOT_ANSWERABLE is what AuthSvc never returns [1].",
+])
+async def test_an_answer_that_mentions_not_answerable_is_an_answer(app: Application, reply: str, stream: bool) -> None:
+    """The sentinel was read in any case, cited or not: each of these answers was thrown away for
+    "The documents I can read do not answer this question.", supported=False."""
+    r, events, _ = await _replied(app, reply, stream=stream)
+    assert r.answer is not None and r.answer.supported and not r.answer.extractive and r.answer.text == reply
+    assert [s.citations for s in r.answer.sentences] == [(1,)] and not [d for d in r.metrics.degraded if d.startswith("answer:")]
+    if stream:
+        assert "".join(e for e in events if isinstance(e, str)) == reply
 
 
 @pytest.mark.parametrize("reply", NOT_ANSWERABLE_FORMS)
@@ -521,12 +540,7 @@ async def test_a_model_that_cannot_answer_from_a_tools_result_gives_way_to_it(ap
     """The calculator counted, the model replied NOT_ANSWERABLE, and the answer read "The documents
     I can read do not answer this question.", supported=False."""
     store = "LedgerDB"
-    with json_server(_llm({"numbered contexts": reply})) as server:
-        model = _model(server.url)
-        try:
-            r = await _with(app, chat=model).query(_ask(f"How many services depend on {store}?"))
-        finally:
-            await model.close()
+    r, _, _ = await _replied(app, reply, f"How many services depend on {store}?", top_k=5)
     expected = sorted(s for s, stores in WIKI.uses.items() if store in stores)
     [tool] = r.answer.tool_results  # type: ignore[union-attr]
     assert tool.name == "calculate" and tool.success and "answer:not_answerable_used_extractive" in r.metrics.degraded
@@ -863,22 +877,9 @@ async def test_a_failed_tools_error_quoting_a_bracket_is_no_citation(app: Applic
     assert a.text == f"{UNSUPPORTED} The lookup_facts tool failed: no known entity named 'Foo (7)'." and a.citations == ()
 
 
-async def _streamed(app: Application, model_text: str) -> tuple[Any, list[Any], list[tuple[str, dict[str, Any]]]]:
-    """A streaming GENERATION query whose model writes ``model_text``: the result, the events
-    the caller heard, and the requests the model server got."""
-    events: list[Any] = []
-    with json_server(_llm({"numbered contexts": model_text})) as server:
-        model = _model(server.url)
-        try:
-            r = await _with(app, chat=model).query(_ask("What does AuthSvc handle?", top_k=3), events.append)
-        finally:
-            await model.close()
-    return r, events, server.requests
-
-
 async def test_streamed_tokens_reach_the_caller(app: Application) -> None:
     text = "AuthSvc is maintained by Alice Chen [1]."
-    r, events, requests = await _streamed(app, text)
+    r, events, requests = await _replied(app, text, stream=True)
     tokens = [e for e in events if isinstance(e, str)]
     assert len(tokens) > 3 and "".join(tokens) == text and requests[0][1]["stream"] is True
     stages = [e.stage for e in events if not isinstance(e, str)]
@@ -891,7 +892,7 @@ async def test_a_streamed_answer_the_check_replaces_is_replaced_by_the_final_res
     the extractive replacement is the final response's text, not more pieces run on after the
     rejected ones (which a chat UI would show as one answer)."""
     text = "It is maintained by someone, I believe."  # cites nothing: replaced
-    r, events, _ = await _streamed(app, text)
+    r, events, _ = await _replied(app, text, stream=True)
     assert "answer:uncited_used_extractive" in r.metrics.degraded and r.answer is not None and r.answer.extractive
     assert "".join(e for e in events if isinstance(e, str)) == text
 
@@ -901,19 +902,34 @@ async def test_a_streamed_not_answerable_reaches_the_caller_as_its_replacement_o
     """The sentinel was sent to a streaming caller as answer text ("NOT_ANSWERABLE" on the screen),
     the replacement only in the final response. With the tools' answer as without."""
     for question in ("What is the speed of light?", "How many services depend on LedgerDB?"):
-        events: list[Any] = []
-        with json_server(_llm({"numbered contexts": reply})) as server:
-            model = _model(server.url)
-            try:
-                r = await _with(app, chat=model).query(_ask(question, top_k=3), events.append)
-            finally:
-                await model.close()
+        r, events, _ = await _replied(app, reply, question, stream=True)
         assert r.answer is not None and NOT_ANSWERABLE not in r.answer.text
         assert "".join(e for e in events if isinstance(e, str)) == r.answer.text, question
     # A reply that only opens like it is streamed whole.
     text = "NOTE: AuthSvc is maintained by Alice Chen [1]."
-    r, events, _ = await _streamed(app, text)
+    r, events, _ = await _replied(app, text, stream=True)
     assert "".join(e for e in events if isinstance(e, str)) == text and r.answer is not None and not r.answer.extractive
+
+
+async def test_a_streamed_reply_is_held_back_only_where_it_may_be_not_answerable_as_the_check_reads_it(app: Application) -> None:
+    """The hold-back read the sentinel in any case and without its "_": "Not answerable ..." and
+    "NOT ANSWERABLE" were held to the reply's end, the first an answer. The sentinel said after
+    other words was sent, though never the answer; cut inside it ("NOT_", "ANSW", no finish), it
+    was sent as "NOT_ANSW"."""
+    for reply in ("Not answerable from the tool alone; AuthSvc handles sign-in [1].", "NOT ANSWERABLE"):
+        _, events, _ = await _replied(app, reply, stream=True)
+        pieces = [e for e in events if isinstance(e, str)]
+        assert pieces[0] == reply[:7] and "".join(pieces) == reply, reply  # the model server's first piece, as it came
+    before = "The contexts do not say who maintains the billing ledger."
+    for question in ("What does AuthSvc handle?", "How many services depend on LedgerDB?"):
+        r, events, _ = await _replied(app, f"{before} {NOT_ANSWERABLE}", question, stream=True)
+        assert r.answer is not None and NOT_ANSWERABLE not in r.answer.text
+        assert "".join(e for e in events if isinstance(e, str)) == before, question  # sent: the final text replaces it
+    cut = Sse([(None, json.dumps({"choices": [{"delta": {"content": t}}]})) for t in ("NOT_", "ANSW")]
+              + [(None, json.dumps({"choices": [{"delta": {}, "finish_reason": "length"}]})), (None, "[DONE]")])
+    r, events, _ = await _replied(app, cut, stream=True)
+    assert r.answer is not None and r.answer.extractive and "answer:truncated" in r.metrics.degraded
+    assert "".join(e for e in events if isinstance(e, str)) == r.answer.text
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["completed", "streamed"])

@@ -50,12 +50,48 @@ def test_markers_right_after_a_stop_or_opening_each_sentence_cite_their_own_sent
     ]:
         sentences, invalid = parse_cited(text, contexts)  # type: ignore[arg-type]
         assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0), text
-    # Leading style, a run with no sentence after it: the last sentence's, not lost.
+    # A run with no sentence after it: the last sentence's, not lost.
     sentences, _ = parse_cited("[1] AuthSvc handles customer sign-in. PaymentRouter handles card payments. [2, 3]", contexts)  # type: ignore[arg-type]
     assert [(s.text, s.citations) for s in sentences] == [want[0], ("PaymentRouter handles card payments.", (2, 3))]
+    # An answer opening with a marker that cites as its sentences end is read as it cites: its
+    # later markers were each moved to the sentence after theirs (Redis citing nothing).
+    for text in [
+        "[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB. [3]",
+        "[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB [3].",
+    ]:
+        sentences, _ = parse_cited(text, contexts)  # type: ignore[arg-type]
+        assert [(s.text, s.citations) for s in sentences] == [
+            ("and agree that AuthSvc handles sign-in.", (1, 2)), ("It stores sessions in Redis.", (2,)), ("The ledger lives in LedgerDB.", (3,)),
+        ], text
     # No stop before the marker: as before, an index or a marker inside the sentence is left alone.
     sentences, _ = parse_cited("Stored in sys.argv[1] when present.[1] Done.", contexts)  # type: ignore[arg-type]
     assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Done.", ())]
+
+
+def test_a_marker_right_after_an_abbreviation_or_before_a_lower_case_word_ends_no_sentence() -> None:
+    """"e.g.[1] AuthSvc" was split after "e.g", rendered "e.g [1]. AuthSvc"; so were "U.S.[2]
+    regulators", "i.e.[2] compiled" and "z.B.[1] den"."""
+    from retrieval_server.workflow.answer import parse_cited
+
+    contexts = [object()] * 3
+    for text, want in [
+        ("Many services, e.g.[1] AuthSvc and PaymentRouter, use the ledger.",
+         [("Many services, e.g. AuthSvc and PaymentRouter, use the ledger.", (1,))]),
+        ("Banks in the U.S.[2] regulators require audits [1].", [("Banks in the U.S. regulators require audits.", (2, 1))]),
+        ("AuthSvc handles sign-in [1]. It is written in Go, i.e.[2] compiled.",
+         [("AuthSvc handles sign-in.", (1,)), ("It is written in Go, i.e. compiled.", (2,))]),
+        ("Siehe z.B.[1] den Dienst AuthSvc, der die Anmeldung übernimmt.", [("Siehe z.B. den Dienst AuthSvc, der die Anmeldung übernimmt.", (1,))]),
+        ("It runs on Go.[1] compiled ahead of time.", [("It runs on Go. compiled ahead of time.", (1,))]),
+        # A stop before what opens a sentence (a capital, a digit, a quote, a parenthesis, a Han character, the end) ends one.
+        ("AuthSvc handles sign-in.[1] PaymentRouter handles payments.[2]",
+         [("AuthSvc handles sign-in.", (1,)), ("PaymentRouter handles payments.", (2,))]),
+        ("AuthSvc handles sign-in.[1] 3 services use it.[2]", [("AuthSvc handles sign-in.", (1,)), ("3 services use it.", (2,))]),
+        ('AuthSvc handles sign-in.[1] "PaymentRouter" handles payments.', [("AuthSvc handles sign-in.", (1,)), ('"PaymentRouter" handles payments.', ())]),
+        ("AuthSvc handles sign-in.[1] (PaymentRouter handles payments.)", [("AuthSvc handles sign-in.", (1,)), ("(PaymentRouter handles payments.)", ())]),
+        ("AuthSvc handles sign-in.[1] 支付由 PaymentRouter 处理。", [("AuthSvc handles sign-in.", (1,)), ("支付由 PaymentRouter 处理。", ())]),
+    ]:
+        sentences, invalid = parse_cited(text, contexts)  # type: ignore[arg-type]
+        assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0), text
 
 
 def test_a_documents_own_markers_are_copied_in_parentheses_and_its_indexes_as_written() -> None:

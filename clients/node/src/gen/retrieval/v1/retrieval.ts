@@ -1182,8 +1182,9 @@ export interface StreamQueryResponse {
   /**
    * The next piece of the answer's text, in order; their concatenation is the text as written,
    * before the citation check (the final response's Answer.text is authoritative), except that
-   * a reply saying the contexts do not answer (the model's NOT_ANSWERABLE) is never sent: the
-   * answer that stands in for it is, as one piece. A caller
+   * the model's word that the contexts do not answer (NOT_ANSWERABLE) is never sent: for a reply
+   * that opens with it, the answer that stands in for it is, in one piece or more; words a reply
+   * wrote before it are sent, and Answer.text replaces them. A caller
    * reading slower than the text is written gets it in fewer, longer pieces: past 64 events
    * unread, the server joins each further piece to the last one it holds.
    */
