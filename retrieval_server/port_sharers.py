@@ -65,31 +65,37 @@ def _listeners(ports: Collection[int]) -> dict[int, tuple[_Address, int]]:
 
 
 def _sockets(pid: int) -> set[int]:
-    """The inodes of the sockets ``pid`` holds (none if it is gone or not ours to read)."""
+    """The inodes of the sockets ``pid`` holds (none if it is gone or not ours to read).
+
+    A process whose main thread has exited (a zombie, not reaped while another thread lives: a
+    killed worker's last threads for some 35 ms, or for good one in uninterruptible I/O) lists no
+    descriptors, while its other threads still hold its sockets: they are read from each thread's.
+    Read from the process alone, a worker's own listener was then taken for another server's."""
+    try:
+        if os.listdir(f"/proc/{pid}/fd"):
+            folders = [f"/proc/{pid}/fd"]
+        else:
+            folders = [f"/proc/{pid}/task/{tid}/fd" for tid in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return set()
+    return set().union(*map(_descriptor_sockets, folders))
+
+
+def _descriptor_sockets(folder: str) -> set[int]:
+    """The inodes of the sockets in a /proc descriptor folder (none if it cannot be read)."""
     inodes: set[int] = set()
     try:
-        descriptors = os.listdir(f"/proc/{pid}/fd")
+        descriptors = os.listdir(folder)
     except OSError:
         return inodes
     for fd in descriptors:
         try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            target = os.readlink(f"{folder}/{fd}")
         except OSError:
             continue
         if target.startswith("socket:["):
             inodes.add(int(target[len("socket:["):-1]))
     return inodes
-
-
-def _exiting(pid: int) -> bool:
-    """Whether ``pid`` has exited, its main thread at least, and is not reaped yet (a zombie): its
-    descriptors are no longer listed, while its other threads may still hold its sockets open
-    (35 ms for a killed worker's)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] == "Z"  # the name, in parentheses, may hold anything
-    except (OSError, IndexError):
-        return False
 
 
 def _owner(inode: int) -> int | None:
@@ -111,19 +117,13 @@ class PortSharers:
 
     def new(self, workers: Iterable[int]) -> list[tuple[int, int | None]]:
         """The listeners found since the last call, as (port, pid or None when unreadable), given
-        the pids of the workers; none while one of them is exiting (they are looked for again at
-        the next call)."""
+        the pids of the workers."""
         pids = list(workers)
         ours = set().union(*map(_sockets, pids))
         listening = _listeners(self._ports)
         # Read again after the listeners: a worker that started listening in between is not taken
         # for a stranger (nor, read before, one that exited).
         ours |= set().union(*map(_sockets, pids))
-        # After the reads: a worker that lists no descriptors because it exits (the supervisor has
-        # just killed it) stays a zombie until the supervisor reaps it, after this; its sockets,
-        # held by its last threads or just closed, were reported as another server's.
-        if any(map(_exiting, pids)):
-            return []
         shared = {listening[inode] for inode in ours if inode in listening}
         strangers = [
             (inode, (address, port))

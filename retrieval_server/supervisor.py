@@ -233,21 +233,18 @@ def _run_worker(settings: Settings, worker: int, report: Connection, scratch: Pa
 
 class _Clock:
     """The time during which the supervisor could hear its workers, which their silence is measured
-    in: the monotonic clock less the time the supervisor was not running and the time its log relay
-    was held writing (``blocked``, :meth:`LogRelay.blocked_s`). A whole server frozen (docker pause,
-    a cgroup freeze, a suspended VM, Ctrl-Z then fg) for longer than the workers' silence limit had
-    every worker killed on the thaw, as the supervisor's first pass came before their beats; a
-    reader of its stderr that stalled had workers killed whose event loop waited, its log pipe
-    full, on the relay. Neither silence is the worker's."""
+    in: the monotonic clock less the time the supervisor was not running. A whole server frozen
+    (docker pause, a cgroup freeze, a suspended VM, Ctrl-Z then fg) for longer than the workers'
+    silence limit had every worker killed on the thaw, as the supervisor's first pass came before
+    their beats. (A worker waiting on its log is excused by its own relay's time: :class:`_Worker`.)"""
 
-    def __init__(self, late_s: float, blocked: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(self, late_s: float) -> None:
         self._late_s = late_s
-        self._blocked = blocked
         self._away_s = 0.0
         self._last = self.now()
 
     def now(self) -> float:
-        return time.monotonic() - self._away_s - self._blocked()
+        return time.monotonic() - self._away_s
 
     def woke(self, waited_s: float) -> float:
         """The time now, once a loop pass woke from a wait of at most ``waited_s``. A pass later
@@ -262,17 +259,31 @@ class _Clock:
         return now
 
 
+def _never_held() -> float:
+    return 0.0
+
+
 @dataclass(slots=True)
 class _Worker:
     process: BaseProcess
     report: Connection
     restarted: bool
     started_at: float  # on the supervisor's _Clock, as are the times below
+    #: the seconds so far that its log relay was held (LogRelay.blocked_s): a reader of the
+    #: supervisor's stderr that stalls holds the relay, and the worker's event loop on its next log
+    #: line once its pipe is full; that silence is not its own. Its own relay's alone: every
+    #: relay's together let a chatty worker's lines excuse a silent one's hang for good.
+    held: Callable[[], float] = _never_held
     ready: bool = False
     failure: str = ""
     last_heard: float = 0.0  # its last report
+    held_at_heard: float = 0.0  # held() then (or at its start, before it reported)
     stopping: bool = False  # it reported STOPPING, its last report
     killed: bool = False
+
+    def __post_init__(self) -> None:
+        # The relay counts on under a worker's name from its last process: only what follows is this one's.
+        self.held_at_heard = self.held()
 
     def read_reports(self, now: float) -> None:
         while self.report.poll():
@@ -281,6 +292,7 @@ class _Worker:
             except EOFError:
                 return
             self.last_heard = now
+            self.held_at_heard = self.held()
             if message == READY:
                 self.ready = True
             elif message == STOPPING:
@@ -292,18 +304,25 @@ class _Worker:
         """Whether it served, and has been silent longer than ``limit_s`` while not stopping: read
         its reports first, so that a supervisor that was itself stopped a while counts what waited
         in the pipe."""
-        return self.ready and not self.stopping and not self.killed and now - self.last_heard > limit_s
+        return self.ready and not self.stopping and not self.killed and self._silent_s(now) > limit_s
 
     def stop_overdue(self, limit_s: float, now: float) -> bool:
         """Whether it reported stopping longer than ``limit_s`` ago and has not exited: a worker
         sent SIGTERM alone drains without beating, and is held to the deadline of a stop."""
-        return self.stopping and not self.killed and now - self.last_heard > limit_s
+        return self.stopping and not self.killed and self._silent_s(now) > limit_s
 
     def stuck_starting(self, limit_s: float, now: float) -> bool:
         """Whether it was restarted and has not reported serving for longer than ``limit_s``: a
         start that hangs beats no heartbeat, and its slot stayed dead without a word. (A first
         start is the deployment's to bound: a startup probe.)"""
-        return self.restarted and not self.ready and not self.killed and now - self.started_at > limit_s
+        return self.restarted and not self.ready and not self.killed and now - self.started_at - self._held_since_s() > limit_s
+
+    def _silent_s(self, now: float) -> float:
+        """Its silence since its last report, less the time its log relay was held meanwhile."""
+        return now - self.last_heard - self._held_since_s()
+
+    def _held_since_s(self) -> float:
+        return self.held() - self.held_at_heard
 
 
 def _stopped_cleanly(worker: _Worker) -> bool:
@@ -339,7 +358,7 @@ def supervise(settings: Settings) -> int:
     # The workers' lines and the supervisor's own, each whole, on the one stderr.
     relay = LogRelay(sys.stderr)
     # A pass a heartbeat later than its wait allows: the workers could have beaten meanwhile.
-    clock = _Clock(late_s=settings.worker_heartbeat_s, blocked=relay.blocked_s)
+    clock = _Clock(late_s=settings.worker_heartbeat_s)
     configure(settings.log_level, settings.log_format, stream=relay)
 
     def start(worker: int, restart: bool = False) -> _Worker:
@@ -354,8 +373,9 @@ def supervise(settings: Settings) -> int:
         # relay starts first: nothing that can fail (a descriptor, a thread refused) may follow the
         # worker's start, which would leave it running untracked, and the exit hung joining it.
         logs, logs_end = ctx.Pipe(duplex=False)
+        name = f"worker-{worker}"
         try:
-            relay.follow(os.dup(logs.fileno()), f"worker-{worker}")
+            relay.follow(os.dup(logs.fileno()), name)
         except BaseException:
             for end in (receiver, sender, logs_end):
                 end.close()
@@ -374,7 +394,7 @@ def supervise(settings: Settings) -> int:
             logs_end.close()  # the worker holds the only end left: its exit (or a failed start) ends the relay
         if metrics is not None and proc.pid is not None:
             metrics.worker_started(worker, proc.pid)
-        return _Worker(proc, receiver, restarted=restart, started_at=clock.now())
+        return _Worker(proc, receiver, restarted=restart, started_at=clock.now(), held=lambda: relay.blocked_s(name))
 
     def retry_later(worker: int, reason: str) -> None:
         failures[worker] += 1

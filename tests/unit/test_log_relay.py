@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import io
 import os
+import queue
 import threading
+from types import SimpleNamespace
 
+import pytest
+
+from retrieval_server.observability import log_relay
 from retrieval_server.observability.log_relay import LogRelay
 
 
@@ -113,3 +118,51 @@ def test_a_line_its_writer_left_unfinished_ends_there() -> None:
     relay.join()
     relay.write("next\n")
     assert "".join(out.writes) == "Traceback (most recent call last):\nRuntimeError: cut\nnext\n" and out.writes[-1] == "next\n"
+
+
+def test_a_pipes_relay_is_held_from_its_lines_read_waiting_behind_anothers_write_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor excuses a worker's silence by the time its own relay was held: one sum for
+    every relay let a chatty worker's lines, under a slow reader, excuse a deadlocked one for good.
+    A relay waiting for the lock, behind another's stalled write, reads its pipe no more either."""
+    wall = SimpleNamespace(now=1000.0)
+    monkeypatch.setattr(log_relay, "time", SimpleNamespace(monotonic=lambda: wall.now))
+    writing, reading = threading.Event(), threading.Event()
+    waiting: queue.Queue[str] = queue.Queue()
+
+    class Stalled(_Writes):
+        def write(self, text: str) -> int:
+            writing.set()
+            reading.wait()
+            return super().write(text)
+
+    class Observed:
+        """The relay's lock, telling which relay comes to wait for it."""
+
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+
+        def __enter__(self) -> None:
+            waiting.put(threading.current_thread().name)
+            self._lock.acquire()
+
+        def __exit__(self, *_: object) -> None:
+            self._lock.release()
+
+    relay = LogRelay(Stalled())
+    relay._lock = Observed()  # type: ignore[assignment]  # noqa: SLF001
+    pipes = {name: os.pipe() for name in ("stalled", "behind", "idle")}
+    for name, (read, _) in pipes.items():
+        relay.follow(read, name)
+    os.write(pipes["stalled"][1], b"a line\n")
+    writing.wait()
+    assert waiting.get() == "log-relay-stalled"
+    os.write(pipes["behind"][1], b"another line\n")
+    assert waiting.get() == "log-relay-behind"
+    wall.now += 5.0
+    assert [relay.blocked_s(name) for name in pipes] == [5.0, 5.0, 0.0]
+    reading.set()
+    for _, write in pipes.values():
+        os.close(write)
+    relay.join()
+    wall.now += 1.0
+    assert [relay.blocked_s(name) for name in pipes] == [5.0, 5.0, 0.0]  # none held since

@@ -115,3 +115,18 @@ def test_no_listener_is_reported_while_a_worker_exits(strangers: list[subprocess
         assert sharers.new([os.getpid()]) == []
         pid = _listen(strangers, "127.0.0.1", port)
         assert sharers.new([os.getpid()]) == [(port, pid)]  # one after is still found
+
+
+def test_a_listener_is_reported_while_a_worker_is_a_zombie(strangers: list[subprocess.Popen[str]]) -> None:
+    """A worker's main thread stays a zombie for as long as another of its threads lives (one in
+    uninterruptible I/O at a SIGKILL): the check found nothing all that while, another server on
+    the port too."""
+    with _worker("127.0.0.1") as worker:
+        port = worker.getsockname()[1]
+        exiting = subprocess.Popen([sys.executable, "-c", _EXITING, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        strangers.append(exiting)
+        assert exiting.stdout is not None and exiting.stdout.readline() == "exiting\n"
+        sharers = PortSharers({port})
+        pid = _listen(strangers, "127.0.0.1", port)
+        assert sharers.new([os.getpid(), exiting.pid]) == [(port, pid)]  # the exiting worker's own listener is not
+        assert sharers.new([os.getpid(), exiting.pid]) == []

@@ -144,13 +144,14 @@ class _Time:
             monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: self.now))
 
 
-def _worker(started_at: float, *reports: str) -> _Worker:
-    """A restarted worker whose pipe holds ``reports``."""
+def _worker(started_at: float, *reports: str, relay: LogRelay | None = None, name: str = "") -> _Worker:
+    """A restarted worker whose pipe holds ``reports``, its log relayed as ``name`` by ``relay``."""
     receiver, sender = multiprocessing.Pipe(duplex=False)
     for report in reports:
         sender.send(report)
     sender.close()
-    return _Worker(SimpleNamespace(), receiver, restarted=True, started_at=started_at)  # type: ignore[arg-type]
+    held = (lambda: relay.blocked_s(name)) if relay is not None else (lambda: 0.0)
+    return _Worker(SimpleNamespace(), receiver, restarted=True, started_at=started_at, held=held)  # type: ignore[arg-type]
 
 
 def test_a_worker_is_not_hung_for_the_time_the_supervisor_was_frozen_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,10 +179,12 @@ def test_a_worker_is_not_hung_for_the_time_the_supervisor_was_frozen_with_it(mon
     assert serving.hung(3.0, now) and starting.stuck_starting(3.0, now)
 
 
-def test_a_worker_is_not_hung_while_the_supervisors_log_relay_is_held_writing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_is_not_hung_while_its_log_relay_is_held_but_another_worker_is(monkeypatch: pytest.MonkeyPatch) -> None:
     """A reader of the supervisor's stderr that stalls (Docker's blocking log mode over a slow
     driver) held the relay, and a worker's event loop on its next log line once its pipe was full:
-    its heartbeats stopped, and the supervisor killed it, cutting its calls."""
+    its heartbeats stopped, and the supervisor killed it, cutting its calls. Only that worker is
+    excused: one sum of every relay's time let a chatty worker, under a slow reader, keep a
+    deadlocked one from ever being killed."""
 
     class Stalled:
         def __init__(self) -> None:
@@ -198,16 +201,24 @@ def test_a_worker_is_not_hung_while_the_supervisors_log_relay_is_held_writing(mo
     wall = _Time(monkeypatch)
     out = Stalled()
     relay = LogRelay(out)  # type: ignore[arg-type]
-    clock = _Clock(late_s=0.5, blocked=relay.blocked_s)
-    serving = _worker(clock.now(), supervisor.READY)
+    clock = _Clock(late_s=0.5)
+    serving = _worker(clock.now(), supervisor.READY, relay=relay, name="worker-0")
     serving.read_reports(clock.now())
+    deadlocked = _worker(clock.now(), supervisor.READY, relay=relay, name="worker-1")
+    deadlocked.read_reports(clock.now())
     wall.now += 0.5
     assert not serving.hung(3.0, clock.woke(0.5))
     read, write = os.pipe()
     relay.follow(read, "worker-0")
     os.write(write, b"an audit line\n")
     out.writing.wait()
-    for _ in range(20):  # 10 s held: the worker is silent all along
+    for _ in range(5):
+        wall.now += 0.5
+        assert not deadlocked.hung(3.0, clock.woke(0.5))
+    wall.now += 0.5
+    assert deadlocked.hung(3.0, now := clock.woke(0.5))  # 3.5 s silent, its own relay idle
+    assert not serving.hung(3.0, now)
+    for _ in range(13):  # 10 s held in all: the worker is silent all along
         wall.now += 0.5
         assert not serving.hung(3.0, clock.woke(0.5))
     out.reading.set()
