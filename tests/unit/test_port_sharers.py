@@ -101,14 +101,20 @@ ctypes.CDLL(None).pthread_exit(None)
 """
 
 
+def _exiting_worker(strangers: list[subprocess.Popen[str]], port: int) -> subprocess.Popen[str]:
+    """A worker whose main thread has exited while its last thread holds a listener on ``port``."""
+    exiting = subprocess.Popen([sys.executable, "-c", _EXITING, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    strangers.append(exiting)
+    assert exiting.stdout is not None and exiting.stdout.readline() == "exiting\n"
+    return exiting
+
+
 def test_no_listener_is_reported_while_a_worker_exits(strangers: list[subprocess.Popen[str]]) -> None:
     """The supervisor looked for other servers in the pass it killed a hung worker: the worker's
     own listener, its descriptors no longer listed, was reported as another server's."""
     with _worker("127.0.0.1") as worker:
         port = worker.getsockname()[1]
-        exiting = subprocess.Popen([sys.executable, "-c", _EXITING, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        strangers.append(exiting)
-        assert exiting.stdout is not None and exiting.stdout.readline() == "exiting\n"
+        exiting = _exiting_worker(strangers, port)
         sharers = PortSharers({port})
         assert sharers.new([os.getpid(), exiting.pid]) == []
         exiting.communicate(timeout=60)  # gone, and reaped
@@ -123,9 +129,7 @@ def test_a_listener_is_reported_while_a_worker_is_a_zombie(strangers: list[subpr
     the port too."""
     with _worker("127.0.0.1") as worker:
         port = worker.getsockname()[1]
-        exiting = subprocess.Popen([sys.executable, "-c", _EXITING, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        strangers.append(exiting)
-        assert exiting.stdout is not None and exiting.stdout.readline() == "exiting\n"
+        exiting = _exiting_worker(strangers, port)
         sharers = PortSharers({port})
         pid = _listen(strangers, "127.0.0.1", port)
         assert sharers.new([os.getpid(), exiting.pid]) == [(port, pid)]  # the exiting worker's own listener is not
