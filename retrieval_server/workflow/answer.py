@@ -30,7 +30,6 @@ from retrieval_server.backends.reranker import scores_reporting
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
-from retrieval_server.workflow.adaptive import UNSPACED
 from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts, uncited
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
@@ -70,10 +69,10 @@ class AnswerOutcome:
 def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[AnswerSentence], int]:
     """The answer's sentences with their valid citations, and how many citations pointed nowhere.
 
-    A citation written after a sentence's full stop ("... fails. [2]", "... fails.[2] Next") belongs to
-    that sentence (in "e.g.[1] AuthSvc" and "Go.[1] compiled" the stop ends none), unless the
-    answer's first sentence opens with one ("[1] AuthSvc ...") and none ends a sentence: then each
-    marker belongs to the sentence it opens.
+    A citation written after a sentence's full stop and a space ("... fails. [2]") belongs to that
+    sentence, unless the answer's first sentence opens with one ("[1] AuthSvc ...") and none ends a
+    sentence: then each marker belongs to the sentence it opens. One written against the stop
+    ("... fails.[2] Next") ends no sentence: it cites the sentence it is in.
     """
     return _parsed(text, len(contexts))
 
@@ -91,27 +90,10 @@ def as_checked(text: str) -> tuple[str, int]:
     return render(sentences), invalid
 
 
-#: markers written right after a stop that ends a sentence ("sign-in.[1] Payments ..."): a sentence
-#: ends only at a stop before white space, and these ran two sentences and their markers into one.
-#: Not after a one-letter abbreviation ("e.g.[1] AuthSvc", "U.S.[2]", "z.B.[1]"), and only before
-#: what opens a sentence (or the end): split anywhere, "i.e.[2] compiled" read "i.e [2]. compiled".
-_MARKERS_AFTER_STOP = re.compile(
-    r"(?<!\b[A-Za-z]\.[A-Za-z])(?<!\b[A-Za-z])([.!?])((?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+)(?=\s+(\S)|\s*$)"
-)
-#: besides a capital letter (any script's: str.isupper), which re cannot name
-_OPENS_A_SENTENCE = re.compile(rf"[\d\"'“‘«(（「『]|{UNSPACED.pattern}")
-
-
-def _stop_before_markers(m: re.Match[str]) -> str:
-    after = m.group(3)
-    if after is None or after.isupper() or _OPENS_A_SENTENCE.match(after):
-        return f"{m.group(1)} {m.group(2)}"
-    return m.group(0)
-
-
 _LEADING_MARKERS = re.compile(r"^(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
-#: a marker that ends its sentence, before its stop or with none ("sign-in [1].")
-_MARKERS_ENDING = re.compile(r"\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\]\W*$")
+#: a marker that ends its sentence, before its stop or with none ("sign-in [1]."); one before a
+#: closing parenthesis is inside its sentence ("sign-in (see also [2]).")
+_MARKERS_ENDING = re.compile(r"\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\][^\w)]*$")
 
 
 def _leading_style(parts: Sequence[str]) -> bool:
@@ -127,7 +109,10 @@ def _leading_style(parts: Sequence[str]) -> bool:
 def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:
     sentences: list[AnswerSentence] = []
     invalid = 0
-    parts = split_sentences(_MARKERS_AFTER_STOP.sub(_stop_before_markers, text))
+    # A marker against a stop ("approx.[1] 300", "sign-in.[1] PaymentRouter") ends no sentence: only
+    # the words tell an abbreviation's stop from a sentence's, and each rule read from the letters
+    # around it (a capital after it, a one-letter word before it) split some of either wrongly.
+    parts = split_sentences(text)
     leading_style = _leading_style(parts)
     for raw in parts:
         lead = _LEADING_MARKERS.match(raw)
