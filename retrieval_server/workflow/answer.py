@@ -48,6 +48,9 @@ _STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
 #: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run.
 #: Spelled as the prompt spells it: "the status code not_answerable" is an answer's words.
 _SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Za-z0-9_]){NOT_ANSWERABLE}(?![A-Za-z0-9_])")
+#: a sentence that is the sentinel, its markdown ("**NOT_ANSWERABLE**", "> NOT_ANSWERABLE") and an
+#: "Answer:" label aside
+_SENTINEL_SENTENCE = re.compile(rf"[\s*`#>~]*(?:(?i:answer)[\s*`~]*:[\s*`~]*)?{NOT_ANSWERABLE}[\s*`~]*[.!]?[\s*`~]*")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -354,10 +357,14 @@ async def write_answer(
 
 
 def _says_not_answerable(text: str, n_contexts: int) -> bool:
-    """Whether the model's ``text`` is its NOT_ANSWERABLE: the sentinel said, and none of the
-    ``n_contexts`` contexts cited. An answer citing a context may mention it ("... the model must
-    reply NOT_ANSWERABLE [1]."): it was thrown away for the sentence that says nothing answers."""
-    return bool(_SAYS_NOT_ANSWERABLE.search(text)) and not any(s.citations for s in _parsed(text, n_contexts)[0])
+    """Whether the model's ``text`` is its NOT_ANSWERABLE: one of its sentences is the sentinel
+    ("... do not give its port. NOT_ANSWERABLE", "NOT_ANSWERABLE [1]"), or it says the sentinel and
+    cites none of the ``n_contexts`` contexts. A cited sentence that mentions it ("... the model must
+    reply NOT_ANSWERABLE [1].") is an answer; a verdict that cites what it read was taken for one."""
+    if not _SAYS_NOT_ANSWERABLE.search(text):
+        return False
+    sentences = _parsed(text, n_contexts)[0]
+    return any(_SENTINEL_SENTENCE.fullmatch(s.text) for s in sentences) or not any(s.citations for s in sentences)
 
 
 def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:
