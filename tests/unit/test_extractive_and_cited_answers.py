@@ -562,6 +562,21 @@ def test_a_sentence_opening_with_a_hash_is_left_out_only_where_it_is_a_heading()
         "#5 is the step where AuthService fails today.", "#include is the line it fails on."]
 
 
+def test_a_numbered_headings_title_is_no_answer_sentence_but_a_heading_lines_full_sentence_is() -> None:
+    """"## 2. Create a new branch for the release" was cut at its stop into "## 2." and a title,
+    which no longer matched a heading and was offered as a sentence of the answer."""
+    from retrieval_server.workflow.sentences import sentences_of_contexts
+
+    text = ("## 2. Create a new branch for the release\nRun git checkout -b v2.0 from main first.\n"
+            "### Step 3. Configure the TokenStore cache for sessions\nSet TOKEN_TTL to 300 seconds.\n"
+            "# of failed logins rose. AuthService locks the account after five.")
+    context = RetrievedContext(ParentChunk("d#p0", "d", 0, text, 40), Document("d"), 0.9, ())
+    assert [s.text for s in sentences_of_contexts([context])] == [
+        "Run git checkout -b v2.0 from main first.", "Set TOKEN_TTL to 300 seconds.", "# of failed logins rose.",
+        "AuthService locks the account after five.",
+    ]
+
+
 def test_a_citation_is_looked_for_where_a_run_of_white_space_starts_not_inside_it() -> None:
     """From every place inside a run, the pattern's leading \\s* took the rest of the run again:
     quadratic, 6 s on the event loop for 8,000 spaces in a model's answer."""
