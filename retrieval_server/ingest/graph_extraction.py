@@ -66,13 +66,18 @@ def sentences_of(text: str) -> list[str]:
     # names to the sentence's and which extractive answers skipped as a heading. Its stops end
     # sentences too: without the file's type, "# of logins rose. AuthService locks ..." in a .txt
     # or a comment of several sentences reads as a heading, and was one sentence.
-    out: list[str] = []
+    return [sentence for sentence, _ in sentences_with_headings(text)]
+
+
+def sentences_with_headings(text: str) -> list[tuple[str, bool]]:
+    """The sentences of :func:`sentences_of`, each with whether it comes from a heading line."""
+    out: list[tuple[str, bool]] = []
     start = 0
     for heading in headings(text):
-        out.extend(_sentences_of_block(text[start : heading.start]))
-        out.extend(_sentences_of_block(text[heading.start : heading.end]))
+        out.extend((s, False) for s in _sentences_of_block(text[start : heading.start]))
+        out.extend((s, True) for s in _sentences_of_block(text[heading.start : heading.end]))
         start = heading.end
-    out.extend(_sentences_of_block(text[start:]))
+    out.extend((s, False) for s in _sentences_of_block(text[start:]))
     return out
 
 

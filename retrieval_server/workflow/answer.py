@@ -30,7 +30,6 @@ from retrieval_server.backends.reranker import scores_reporting
 from retrieval_server.domain import RetrievedContext
 from retrieval_server.ingest.chunker import STOP_ALONE, split_sentences
 from retrieval_server.knowledge import Answer, AnswerSentence, Citation, Route, ToolResult
-from retrieval_server.workflow.adaptive import UNSPACED
 from retrieval_server.workflow.sentences import CITATION as _CITATION, Sentence, sentences_of_contexts, uncited
 from retrieval_server.workflow.state import QueryState, WorkflowDeps
 from retrieval_server.workflow.model_text import CHARS_PER_TOKEN, whole_sentences, within_budget
@@ -49,6 +48,9 @@ _STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
 #: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run.
 #: Spelled as the prompt spells it: "the status code not_answerable" is an answer's words.
 _SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Za-z0-9_]){NOT_ANSWERABLE}(?![A-Za-z0-9_])")
+#: a sentence that is the sentinel, its markdown ("**NOT_ANSWERABLE**", "> NOT_ANSWERABLE") and an
+#: "Answer:" label aside
+_SENTINEL_SENTENCE = re.compile(rf"[\s*`#>~]*(?:(?i:answer)[\s*`~]*:[\s*`~]*)?{NOT_ANSWERABLE}[\s*`~]*[.!]?[\s*`~]*")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -70,10 +72,10 @@ class AnswerOutcome:
 def parse_cited(text: str, contexts: Sequence[RetrievedContext]) -> tuple[list[AnswerSentence], int]:
     """The answer's sentences with their valid citations, and how many citations pointed nowhere.
 
-    A citation written after a sentence's full stop ("... fails. [2]", "... fails.[2] Next") belongs to
-    that sentence (in "e.g.[1] AuthSvc" and "Go.[1] compiled" the stop ends none), unless the
-    answer's first sentence opens with one ("[1] AuthSvc ...") and none ends a sentence: then each
-    marker belongs to the sentence it opens.
+    A citation written after a sentence's full stop and a space ("... fails. [2]") belongs to that
+    sentence, unless the answer's first sentence opens with one ("[1] AuthSvc ...") and none ends a
+    sentence: then each marker belongs to the sentence it opens. One written against the stop
+    ("... fails.[2] Next") ends no sentence: it cites the sentence it is in.
     """
     return _parsed(text, len(contexts))
 
@@ -91,27 +93,10 @@ def as_checked(text: str) -> tuple[str, int]:
     return render(sentences), invalid
 
 
-#: markers written right after a stop that ends a sentence ("sign-in.[1] Payments ..."): a sentence
-#: ends only at a stop before white space, and these ran two sentences and their markers into one.
-#: Not after a one-letter abbreviation ("e.g.[1] AuthSvc", "U.S.[2]", "z.B.[1]"), and only before
-#: what opens a sentence (or the end): split anywhere, "i.e.[2] compiled" read "i.e [2]. compiled".
-_MARKERS_AFTER_STOP = re.compile(
-    r"(?<!\b[A-Za-z]\.[A-Za-z])(?<!\b[A-Za-z])([.!?])((?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+)(?=\s+(\S)|\s*$)"
-)
-#: besides a capital letter (any script's: str.isupper), which re cannot name
-_OPENS_A_SENTENCE = re.compile(rf"[\d\"'“‘«(（「『]|{UNSPACED.pattern}")
-
-
-def _stop_before_markers(m: re.Match[str]) -> str:
-    after = m.group(3)
-    if after is None or after.isupper() or _OPENS_A_SENTENCE.match(after):
-        return f"{m.group(1)} {m.group(2)}"
-    return m.group(0)
-
-
 _LEADING_MARKERS = re.compile(r"^(?:\s*\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+")
-#: a marker that ends its sentence, before its stop or with none ("sign-in [1].")
-_MARKERS_ENDING = re.compile(r"\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\]\W*$")
+#: a marker that ends its sentence, before its stop or with none ("sign-in [1]."); one before a
+#: closing parenthesis is inside its sentence ("sign-in (see also [2]).")
+_MARKERS_ENDING = re.compile(r"\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\][^\w)]*$")
 
 
 def _leading_style(parts: Sequence[str]) -> bool:
@@ -127,7 +112,10 @@ def _leading_style(parts: Sequence[str]) -> bool:
 def _parsed(text: str, n_contexts: int) -> tuple[list[AnswerSentence], int]:
     sentences: list[AnswerSentence] = []
     invalid = 0
-    parts = split_sentences(_MARKERS_AFTER_STOP.sub(_stop_before_markers, text))
+    # A marker against a stop ("approx.[1] 300", "sign-in.[1] PaymentRouter") ends no sentence: only
+    # the words tell an abbreviation's stop from a sentence's, and each rule read from the letters
+    # around it (a capital after it, a one-letter word before it) split some of either wrongly.
+    parts = split_sentences(text)
     leading_style = _leading_style(parts)
     for raw in parts:
         lead = _LEADING_MARKERS.match(raw)
@@ -369,10 +357,14 @@ async def write_answer(
 
 
 def _says_not_answerable(text: str, n_contexts: int) -> bool:
-    """Whether the model's ``text`` is its NOT_ANSWERABLE: the sentinel said, and none of the
-    ``n_contexts`` contexts cited. An answer citing a context may mention it ("... the model must
-    reply NOT_ANSWERABLE [1]."): it was thrown away for the sentence that says nothing answers."""
-    return bool(_SAYS_NOT_ANSWERABLE.search(text)) and not any(s.citations for s in _parsed(text, n_contexts)[0])
+    """Whether the model's ``text`` is its NOT_ANSWERABLE: one of its sentences is the sentinel
+    ("... do not give its port. NOT_ANSWERABLE", "NOT_ANSWERABLE [1]"), or it says the sentinel and
+    cites none of the ``n_contexts`` contexts. A cited sentence that mentions it ("... the model must
+    reply NOT_ANSWERABLE [1].") is an answer; a verdict that cites what it read was taken for one."""
+    if not _SAYS_NOT_ANSWERABLE.search(text):
+        return False
+    sentences = _parsed(text, n_contexts)[0]
+    return any(_SENTINEL_SENTENCE.fullmatch(s.text) for s in sentences) or not any(s.citations for s in sentences)
 
 
 def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:

@@ -498,10 +498,17 @@ async def test_a_direct_answer_streams_as_the_model_writes_it(app: Application) 
     assert "".join(e for e in events if isinstance(e, str)) == r.answer.text == "NOT_ANSWERABLE"
 
 
+#: the sentinel as a sentence of its own beside what the model read: each was taken for an answer, citing it
+CITED_VERDICTS = [
+    "NOT_ANSWERABLE [1]", "NOT_ANSWERABLE. Context [1] covers sign-in only.",
+    "The contexts describe AuthSvc [1] but do not give its port. NOT_ANSWERABLE",
+    "Context [2] is about PaymentRouter, not the speed of light.\n\nNOT_ANSWERABLE",
+]
 #: the sentinel as models write it besides alone: each was the answer, supported, once a tool had run
 NOT_ANSWERABLE_FORMS = [
     "NOT_ANSWERABLE", "**NOT_ANSWERABLE**", "`NOT_ANSWERABLE`", "Answer: NOT_ANSWERABLE",
     "The contexts do not say who maintains the billing ledger. NOT_ANSWERABLE",
+    *CITED_VERDICTS,
 ]
 
 
@@ -909,6 +916,16 @@ async def test_a_streamed_not_answerable_reaches_the_caller_as_its_replacement_o
     text = "NOTE: AuthSvc is maintained by Alice Chen [1]."
     r, events, _ = await _replied(app, text, stream=True)
     assert "".join(e for e in events if isinstance(e, str)) == text and r.answer is not None and not r.answer.extractive
+
+
+@pytest.mark.parametrize("reply", CITED_VERDICTS)
+async def test_a_verdict_citing_what_the_model_read_is_not_answerable_and_never_streamed(app: Application, reply: str) -> None:
+    """"NOT_ANSWERABLE [1]" was the answer, supported, and streamed as written: the sentinel was
+    read only where nothing was cited."""
+    r, events, _ = await _replied(app, reply, "What port does AuthSvc listen on?", stream=True)
+    assert r.answer is not None and not r.answer.supported and r.answer.text == UNSUPPORTED
+    # What came before the sentinel was sent as the model wrote it; with nothing before it, the stand-in.
+    assert "".join(e for e in events if isinstance(e, str)) == (reply[: reply.index(NOT_ANSWERABLE)].rstrip() or UNSUPPORTED)
 
 
 async def test_a_streamed_reply_is_held_back_only_where_it_may_be_not_answerable_as_the_check_reads_it(app: Application) -> None:

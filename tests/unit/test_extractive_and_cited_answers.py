@@ -34,64 +34,491 @@ def test_citations_are_markers_after_a_space_or_a_stop_not_indexes() -> None:
     assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Then x[0].", ())]
 
 
-def test_markers_right_after_a_stop_or_opening_each_sentence_cite_their_own_sentence() -> None:
-    """"sign-in.[1] PaymentRouter ... payments.[2]" was one sentence citing [1, 2]; in an answer
-    written "[1] AuthSvc ... [2] PaymentRouter ...", each marker was moved back to the sentence
-    before it: the first cited [1, 2], the second nothing."""
+#: (an answer as a model writes it, its sentences and their citations as a reader reads them)
+_READINGS = [
+    ('AuthSvc handles sign-in [1]. PaymentRouter handles payments [2].',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))]),
+    ('AuthSvc handles sign-in. [1] PaymentRouter handles payments. [2]',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))]),
+    ('[1] AuthSvc handles sign-in. [2] PaymentRouter handles payments.',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))]),
+    ('[1] AuthSvc handles sign-in. [2] PaymentRouter handles payments [3].',
+     [('AuthSvc handles sign-in.', (1, 2)), ('PaymentRouter handles payments.', (3,))]),
+    ('[1][2] AuthSvc handles sign-in and PaymentRouter payments. [3] LedgerDB stores invoices.',
+     [('AuthSvc handles sign-in and PaymentRouter payments.', (1, 2)), ('LedgerDB stores invoices.', (3,))]),
+    ('[1] AuthSvc handles sign-in (see also [2]). [3] PaymentRouter handles payments.',
+     [('AuthSvc handles sign-in (see also).', (1, 2)), ('PaymentRouter handles payments.', (3,))]),
+    ('[1] AuthSvc handles sign-in. PaymentRouter handles payments [2].',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))]),
+    ('According to [1], AuthSvc handles sign-in. PaymentRouter handles payments [2].',
+     [('According to, AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))]),
+    ('AuthSvc 负责登录。[1] PaymentRouter 负责支付。[2]',
+     [('AuthSvc 负责登录。', (1,)), ('PaymentRouter 负责支付。', (2,))]),
+    ('AuthSvc handles sign-in. [1]\nPaymentRouter handles payments. [2]',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))]),
+    ('- AuthSvc handles sign-in. [1]\n- PaymentRouter handles payments. [2]',
+     [('- AuthSvc handles sign-in.', (1,)), ('- PaymentRouter handles payments.', (2,))]),
+    ('[1] AuthSvc handles sign-in.',
+     [('AuthSvc handles sign-in.', (1,))]),
+    ('[1]: AuthSvc handles sign-in. [2]: PaymentRouter handles payments.',
+     [(': AuthSvc handles sign-in.', (1,)), (': PaymentRouter handles payments.', (2,))]),
+    ('AuthSvc handles sign-in for approx.[1] 300 apps.',
+     [('AuthSvc handles sign-in for approx. 300 apps.', (1,))]),
+    ('AuthSvc was released in Jan.[1] 2020 and PaymentRouter in 2021.[2]',
+     [('AuthSvc was released in Jan. 2020 and PaymentRouter in 2021.', (1, 2))]),
+    ('AuthSvc handles sign-in, i.e.[1] OAuth. PaymentRouter handles payments.[2]',
+     [('AuthSvc handles sign-in, i.e. OAuth.', (1,)), ('PaymentRouter handles payments.', (2,))]),
+    ('See Fig.[1] 3 for the AuthSvc sign-in flow.',
+     [('See Fig. 3 for the AuthSvc sign-in flow.', (1,))]),
+    ('AuthSvc is ticket No.[2] 4711 in the tracker.',
+     [('AuthSvc is ticket No. 4711 in the tracker.', (2,))]),
+    ('AuthSvc is maintained by Dr.[1] Smith and her team.',
+     [('AuthSvc is maintained by Dr. Smith and her team.', (1,))]),
+    ('AuthSvc competes with Okta, Auth0, etc.[1] (both hosted) for sign-in.',
+     [('AuthSvc competes with Okta, Auth0, etc. (both hosted) for sign-in.', (1,))]),
+    ('AuthSvc was last audited in Sept.[1] 2023 by the security team.',
+     [('AuthSvc was last audited in Sept. 2023 by the security team.', (1,))]),
+    ('Many services, e.g.[1] AuthSvc and PaymentRouter, use the ledger.',
+     [('Many services, e.g. AuthSvc and PaymentRouter, use the ledger.', (1,))]),
+    ('Banks in the U.S.[2] regulators require audits [1].',
+     [('Banks in the U.S. regulators require audits.', (2, 1))]),
+    ('The rate is 3.5[1] percent. It rose. [2]',
+     [('The rate is 3.5[1] percent.', ()), ('It rose.', (2,))]),
+    ('Call x[1].y to read it [1].',
+     [('Call x.y to read it.', (1,))]),
+    ('[1] AuthSvc handles sign-in. PaymentRouter handles payments. [2] Both run on k8s.',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', ()), ('Both run on k8s.', (2,))]),
+    ('AuthSvc handles sign-in [1]. It is written in Go, i.e.[2] compiled.',
+     [('AuthSvc handles sign-in.', (1,)), ('It is written in Go, i.e. compiled.', (2,))]),
+    ('Siehe z.B.[1] den Dienst AuthSvc, der die Anmeldung übernimmt.',
+     [('Siehe z.B. den Dienst AuthSvc, der die Anmeldung übernimmt.', (1,))]),
+    ('[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB. [3]',
+     [('and agree that AuthSvc handles sign-in.', (1, 2)), ('It stores sessions in Redis.', (2,)), ('The ledger lives in LedgerDB.', (3,))]),
+    ('[1] AuthSvc handles sign-in.\n\nPaymentRouter handles payments. [2]\n\nLedgerDB stores the ledger. [3]',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,)), ('LedgerDB stores the ledger.', (3,))]),
+    ('**AuthSvc** handles sign-in [1]. It uses Python 3.11 [2].',
+     [('**AuthSvc** handles sign-in.', (1,)), ('It uses Python 3.11.', (2,))]),
+    ('AuthSvc handles sign-in (see [1]). PaymentRouter handles payments ([2]).',
+     [('AuthSvc handles sign-in (see).', (1,)), ('PaymentRouter handles payments ().', (2,))]),
+    ('AuthSvc handles sign-in [1] and PaymentRouter handles payments [2].',
+     [('AuthSvc handles sign-in and PaymentRouter handles payments.', (1, 2))]),
+    ('AuthSvc[1] handles sign-in and PaymentRouter[9] handles payments.',
+     [('AuthSvc[1] handles sign-in and PaymentRouter[9] handles payments.', ())]),
+    ('AuthSvc handles sign-in [1, 2, 9].',
+     [('AuthSvc handles sign-in.', (1, 2, 9))]),
+    ('AuthSvc handles sign-in [1–2].',
+     [('AuthSvc handles sign-in [1–2].', ())]),
+    ('According to [3], AuthSvc handles sign-in.',
+     [('According to, AuthSvc handles sign-in.', (3,))]),
+    ('[1] AuthSvc handles customer sign-in. [2] PaymentRouter handles card payments.',
+     [('AuthSvc handles customer sign-in.', (1,)), ('PaymentRouter handles card payments.', (2,))]),
+    ('AuthSvc handles customer sign-in (see [1]). PaymentRouter handles card payments ([2]).',
+     [('AuthSvc handles customer sign-in (see).', (1,)), ('PaymentRouter handles card payments ().', (2,))]),
+    ('According to [1], AuthSvc handles customer sign-in.',
+     [('According to, AuthSvc handles customer sign-in.', (1,))]),
+    ('AuthSvc handles customer sign-in. [1] PaymentRouter handles card payments. [2]',
+     [('AuthSvc handles customer sign-in.', (1,)), ('PaymentRouter handles card payments.', (2,))]),
+    ('[1] AuthSvc handles customer sign-in. PaymentRouter handles card payments. [2, 3]',
+     [('AuthSvc handles customer sign-in.', (1,)), ('PaymentRouter handles card payments.', (2, 3))]),
+    ('[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB [3].',
+     [('and agree that AuthSvc handles sign-in.', (1, 2)), ('It stores sessions in Redis.', (2,)), ('The ledger lives in LedgerDB.', (3,))]),
+    ('It runs on Go.[1] compiled ahead of time.',
+     [('It runs on Go. compiled ahead of time.', (1,))]),
+    ('The name is in sys.argv[0] [1]. Read rows[1][2] first [2][3]. Done. [1, 2]',
+     [('The name is in sys.argv[0].', (1,)), ('Read rows[1][2] first.', (2, 3)), ('Done.', (1, 2))]),
+    ('Billing is owned by Alice Chen[1]. It runs on Postgres (version 15)[2]. Bob leads it[2][3]',
+     [('Billing is owned by Alice Chen.', (1,)), ('It runs on Postgres (version 15).', (2,)), ('Bob leads it', (2, 3))]),
+    ('Stored in sys.argv[1] when present [1]. Then x[0].',
+     [('Stored in sys.argv[1] when present.', (1,)), ('Then x[0].', ())]),
+    ('AuthSvc handles login[1]. LedgerDB stores balances[2].',
+     [('AuthSvc handles login.', (1,)), ('LedgerDB stores balances.', (2,))]),
+    ('AuthSvc 负责登录[1]。LedgerDB 存储余额[2]。',
+     [('AuthSvc 负责登录。', (1,)), ('LedgerDB 存储余额。', (2,))]),
+    ('AuthSvcはログインを担当します[1]。LedgerDBは残高を保存します！[2]',
+     [('AuthSvcはログインを担当します。', (1,)), ('LedgerDBは残高を保存します！', (2,))]),
+]
+#: as _READINGS, what the parser does not read as a reader does, and why
+_UNREAD = [
+    ('AuthSvc handles sign-in.[1] PaymentRouter handles payments.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] it also stores sessions.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('it also stores sessions.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1][2] PaymentRouter handles payments.[3]',
+     [('AuthSvc handles sign-in.', (1, 2)), ('PaymentRouter handles payments.', (3,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1, 2] PaymentRouter handles payments.[3]',
+     [('AuthSvc handles sign-in.', (1, 2)), ('PaymentRouter handles payments.', (3,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc is written in Go.[1] PaymentRouter in Rust.[2]',
+     [('AuthSvc is written in Go.', (1,)), ('PaymentRouter in Rust.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc runs in the U.S.[1] PaymentRouter runs in the EU.[2]',
+     [('AuthSvc runs in the U.S.', (1,)), ('PaymentRouter runs in the EU.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc was built by Acme Inc.[1] PaymentRouter by Globex.[2]',
+     [('AuthSvc was built by Acme Inc.', (1,)), ('PaymentRouter by Globex.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('The limit is 5 req/s.[1] Bursts are dropped.[2]',
+     [('The limit is 5 req/s.', (1,)), ('Bursts are dropped.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] iOS clients use it too.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('iOS clients use it too.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] eBay uses PaymentRouter.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('eBay uses PaymentRouter.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] - PaymentRouter handles payments.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('- PaymentRouter handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1]\n- PaymentRouter handles payments.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('- PaymentRouter handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] **PaymentRouter** handles payments.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('**PaymentRouter** handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] `PaymentRouter` handles payments.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('`PaymentRouter` handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] [PaymentRouter](x) handles payments.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('[PaymentRouter](x) handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in![1] PaymentRouter handles payments?[2]',
+     [('AuthSvc handles sign-in!', (1,)), ('PaymentRouter handles payments?', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('Does AuthSvc handle sign-in?[1] yes, it does.[2]',
+     [('Does AuthSvc handle sign-in?', (1,)), ('yes, it does.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] ¿PaymentRouter? no.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('¿PaymentRouter?', ()), ('no.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] Ökonomie is handled by PaymentRouter.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('Ökonomie is handled by PaymentRouter.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] 支付由 PaymentRouter 处理。[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('支付由 PaymentRouter 处理。', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('1. AuthSvc handles sign-in.[1]\n2. PaymentRouter handles payments.[2]',
+     [('1. AuthSvc handles sign-in.', (1,)), ('2. PaymentRouter handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's; split_sentences splits the plain text so too after a list number"),
+    ('AuthSvc handles sign-in, e.g. [1] password and SSO logins. PaymentRouter handles payments [2].',
+     [('AuthSvc handles sign-in, e.g. password and SSO logins.', (1,)), ('PaymentRouter handles payments.', (2,))],
+     'split_sentences splits the plain text so too after an abbreviation'),
+    ('AuthSvc handles sign-in (cf. [1]). PaymentRouter handles payments [2].',
+     [('AuthSvc handles sign-in (cf.).', (1,)), ('PaymentRouter handles payments.', (2,))],
+     'split_sentences splits the plain text so too after an abbreviation'),
+    ('AuthSvc handles sign-in.[1] x86 hosts run it.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('x86 hosts run it.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ("Sign-in is AuthSvc's job.[1] A ledger is in LedgerDB.[2]",
+     [("Sign-in is AuthSvc's job.", (1,)), ('A ledger is in LedgerDB.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] I think PaymentRouter handles payments.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('I think PaymentRouter handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in [1][2]. [3] PaymentRouter handles payments.',
+     [('AuthSvc handles sign-in.', (1, 2)), ('PaymentRouter handles payments.', (3,))],
+     'leading style only where the answer opens with a marker'),
+    ('AuthSvc is maintained by J. Smith.[1] PaymentRouter by K. Lee.[2]',
+     [('AuthSvc is maintained by J. Smith.', (1,)), ('PaymentRouter by K. Lee.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's; split_sentences splits the plain text so too after an initial"),
+    ('AuthSvc depends on TokenStore etc.[1] PaymentRouter depends on LedgerDB.[2]',
+     [('AuthSvc depends on TokenStore etc.', (1,)), ('PaymentRouter depends on LedgerDB.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] e.g. PaymentRouter calls it.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('e.g. PaymentRouter calls it.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's; split_sentences splits the plain text so too after an abbreviation"),
+    ('AuthSvc handles sign-in.[1] A. Chen maintains it.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('A. Chen maintains it.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's; split_sentences splits the plain text so too after an initial"),
+    ('The service is named AuthSvc v2.[1] PaymentRouter calls it.[2]',
+     [('The service is named AuthSvc v2.', (1,)), ('PaymentRouter calls it.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('**AuthSvc** handles sign-in.[1]\n**PaymentRouter** handles payments.[2]',
+     [('**AuthSvc** handles sign-in.', (1,)), ('**PaymentRouter** handles payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc is written in C.[1] PaymentRouter is written in Rust.[2]',
+     [('AuthSvc is written in C.', (1,)), ('PaymentRouter is written in Rust.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] gRPC connects it to PaymentRouter.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('gRPC connects it to PaymentRouter.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('He said "Stop."[1] Then left.',
+     [('He said "Stop."', (1,)), ('Then left.', ())],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in [1].\n\n[2] PaymentRouter handles payments.',
+     [('AuthSvc handles sign-in.', (1,)), ('PaymentRouter handles payments.', (2,))],
+     'leading style only where the answer opens with a marker'),
+    ('1. AuthSvc handles sign-in [1].\n2. PaymentRouter handles payments [2].',
+     [('1. AuthSvc handles sign-in.', (1,)), ('2. PaymentRouter handles payments.', (2,))],
+     'split_sentences splits the plain text so too after a list number'),
+    ('- AuthSvc handles sign-in [1]\n- PaymentRouter handles payments [2]',
+     [('- AuthSvc handles sign-in', (1,)), ('- PaymentRouter handles payments', (2,))],
+     'a sentence ends at no line break (split_sentences)'),
+    ('AuthSvc handles customer sign-in.[1] PaymentRouter handles card payments.[2]',
+     [('AuthSvc handles customer sign-in.', (1,)), ('PaymentRouter handles card payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles customer sign-in.[1]\nPaymentRouter handles card payments.[2]',
+     [('AuthSvc handles customer sign-in.', (1,)), ('PaymentRouter handles card payments.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('Stored in sys.argv[1] when present.[1] Done.',
+     [('Stored in sys.argv[1] when present.', (1,)), ('Done.', ())],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] 3 services use it.[2]',
+     [('AuthSvc handles sign-in.', (1,)), ('3 services use it.', (2,))],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] "PaymentRouter" handles payments.',
+     [('AuthSvc handles sign-in.', (1,)), ('"PaymentRouter" handles payments.', ())],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] (PaymentRouter handles payments.)',
+     [('AuthSvc handles sign-in.', (1,)), ('(PaymentRouter handles payments.)', ())],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+    ('AuthSvc handles sign-in.[1] 支付由 PaymentRouter 处理。',
+     [('AuthSvc handles sign-in.', (1,)), ('支付由 PaymentRouter 处理。', ())],
+     "a marker against a stop ends no sentence (74dacc1's reading): only the words tell this stop from an abbreviation's"),
+]
+#: every answer above as Answer.text rendered it at 74dacc1 (before the three rounds of marker rules)
+_RENDERED_AT_74DACC1 = {
+    'AuthSvc handles sign-in [1]. PaymentRouter handles payments [2].':
+        'AuthSvc handles sign-in [1]. PaymentRouter handles payments [2].',
+    'AuthSvc handles sign-in. [1] PaymentRouter handles payments. [2]':
+        'AuthSvc handles sign-in [1]. PaymentRouter handles payments [2].',
+    'AuthSvc handles sign-in.[1] PaymentRouter handles payments.[2]':
+        'AuthSvc handles sign-in. PaymentRouter handles payments [1] [2].',
+    'AuthSvc handles sign-in.[1] it also stores sessions.[2]':
+        'AuthSvc handles sign-in. it also stores sessions [1] [2].',
+    'AuthSvc handles sign-in.[1][2] PaymentRouter handles payments.[3]':
+        'AuthSvc handles sign-in. PaymentRouter handles payments [1] [2] [3].',
+    'AuthSvc handles sign-in.[1, 2] PaymentRouter handles payments.[3]':
+        'AuthSvc handles sign-in. PaymentRouter handles payments [1] [2] [3].',
+    '[1] AuthSvc handles sign-in. [2] PaymentRouter handles payments.':
+        'AuthSvc handles sign-in [1] [2]. PaymentRouter handles payments.',
+    '[1] AuthSvc handles sign-in. [2] PaymentRouter handles payments [3].':
+        'AuthSvc handles sign-in [1] [2]. PaymentRouter handles payments [3].',
+    '[1][2] AuthSvc handles sign-in and PaymentRouter payments. [3] LedgerDB stores invoices.':
+        'AuthSvc handles sign-in and PaymentRouter payments [1] [2] [3]. LedgerDB stores invoices.',
+    '[1] AuthSvc handles sign-in (see also [2]). [3] PaymentRouter handles payments.':
+        'AuthSvc handles sign-in (see also) [1] [2] [3]. PaymentRouter handles payments.',
+    '[1] AuthSvc handles sign-in. PaymentRouter handles payments [2].':
+        'AuthSvc handles sign-in [1]. PaymentRouter handles payments [2].',
+    'According to [1], AuthSvc handles sign-in. PaymentRouter handles payments [2].':
+        'According to, AuthSvc handles sign-in [1]. PaymentRouter handles payments [2].',
+    'AuthSvc is written in Go.[1] PaymentRouter in Rust.[2]':
+        'AuthSvc is written in Go. PaymentRouter in Rust [1] [2].',
+    'AuthSvc runs in the U.S.[1] PaymentRouter runs in the EU.[2]':
+        'AuthSvc runs in the U.S. PaymentRouter runs in the EU [1] [2].',
+    'AuthSvc was built by Acme Inc.[1] PaymentRouter by Globex.[2]':
+        'AuthSvc was built by Acme Inc. PaymentRouter by Globex [1] [2].',
+    'The limit is 5 req/s.[1] Bursts are dropped.[2]':
+        'The limit is 5 req/s. Bursts are dropped [1] [2].',
+    'AuthSvc handles sign-in.[1] iOS clients use it too.[2]':
+        'AuthSvc handles sign-in. iOS clients use it too [1] [2].',
+    'AuthSvc handles sign-in.[1] eBay uses PaymentRouter.[2]':
+        'AuthSvc handles sign-in. eBay uses PaymentRouter [1] [2].',
+    'AuthSvc handles sign-in.[1] - PaymentRouter handles payments.[2]':
+        'AuthSvc handles sign-in. - PaymentRouter handles payments [1] [2].',
+    'AuthSvc handles sign-in.[1]\n- PaymentRouter handles payments.[2]':
+        'AuthSvc handles sign-in. - PaymentRouter handles payments [1] [2].',
+    'AuthSvc handles sign-in.[1] **PaymentRouter** handles payments.[2]':
+        'AuthSvc handles sign-in. **PaymentRouter** handles payments [1] [2].',
+    'AuthSvc handles sign-in.[1] `PaymentRouter` handles payments.[2]':
+        'AuthSvc handles sign-in. `PaymentRouter` handles payments [1] [2].',
+    'AuthSvc handles sign-in.[1] [PaymentRouter](x) handles payments.[2]':
+        'AuthSvc handles sign-in. [PaymentRouter](x) handles payments [1] [2].',
+    'AuthSvc handles sign-in![1] PaymentRouter handles payments?[2]':
+        'AuthSvc handles sign-in! PaymentRouter handles payments [1] [2]?',
+    'Does AuthSvc handle sign-in?[1] yes, it does.[2]':
+        'Does AuthSvc handle sign-in? yes, it does [1] [2].',
+    'AuthSvc handles sign-in.[1] ¿PaymentRouter? no.[2]':
+        'AuthSvc handles sign-in. ¿PaymentRouter [1]? no [2].',
+    'AuthSvc handles sign-in.[1] Ökonomie is handled by PaymentRouter.[2]':
+        'AuthSvc handles sign-in. Ökonomie is handled by PaymentRouter [1] [2].',
+    'AuthSvc handles sign-in.[1] 支付由 PaymentRouter 处理。[2]':
+        'AuthSvc handles sign-in. 支付由 PaymentRouter 处理 [1] [2]。',
+    'AuthSvc 负责登录。[1] PaymentRouter 负责支付。[2]':
+        'AuthSvc 负责登录 [1]。 PaymentRouter 负责支付 [2]。',
+    'AuthSvc handles sign-in. [1]\nPaymentRouter handles payments. [2]':
+        'AuthSvc handles sign-in [1]. PaymentRouter handles payments [2].',
+    '- AuthSvc handles sign-in. [1]\n- PaymentRouter handles payments. [2]':
+        '- AuthSvc handles sign-in [1]. - PaymentRouter handles payments [2].',
+    '1. AuthSvc handles sign-in.[1]\n2. PaymentRouter handles payments.[2]':
+        '1. AuthSvc handles sign-in. 2 [1]. PaymentRouter handles payments [2].',
+    'AuthSvc handles sign-in, e.g. [1] password and SSO logins. PaymentRouter handles payments [2].':
+        'AuthSvc handles sign-in, e.g [1]. password and SSO logins. PaymentRouter handles payments [2].',
+    'AuthSvc handles sign-in (cf. [1]). PaymentRouter handles payments [2].':
+        'AuthSvc handles sign-in (cf [1]. ). PaymentRouter handles payments [2].',
+    'AuthSvc handles sign-in.[1] x86 hosts run it.[2]':
+        'AuthSvc handles sign-in. x86 hosts run it [1] [2].',
+    "Sign-in is AuthSvc's job.[1] A ledger is in LedgerDB.[2]":
+        "Sign-in is AuthSvc's job. A ledger is in LedgerDB [1] [2].",
+    'AuthSvc handles sign-in.[1] I think PaymentRouter handles payments.[2]':
+        'AuthSvc handles sign-in. I think PaymentRouter handles payments [1] [2].',
+    '[1] AuthSvc handles sign-in.':
+        'AuthSvc handles sign-in [1].',
+    '[1]: AuthSvc handles sign-in. [2]: PaymentRouter handles payments.':
+        ': AuthSvc handles sign-in [1] [2]. : PaymentRouter handles payments.',
+    'AuthSvc handles sign-in [1][2]. [3] PaymentRouter handles payments.':
+        'AuthSvc handles sign-in [1] [2] [3]. PaymentRouter handles payments.',
+    'AuthSvc is maintained by J. Smith.[1] PaymentRouter by K. Lee.[2]':
+        'AuthSvc is maintained by J. Smith. PaymentRouter by K [1]. Lee [2].',
+    'AuthSvc handles sign-in for approx.[1] 300 apps.':
+        'AuthSvc handles sign-in for approx. 300 apps [1].',
+    'AuthSvc was released in Jan.[1] 2020 and PaymentRouter in 2021.[2]':
+        'AuthSvc was released in Jan. 2020 and PaymentRouter in 2021 [1] [2].',
+    'AuthSvc depends on TokenStore etc.[1] PaymentRouter depends on LedgerDB.[2]':
+        'AuthSvc depends on TokenStore etc. PaymentRouter depends on LedgerDB [1] [2].',
+    'AuthSvc handles sign-in, i.e.[1] OAuth. PaymentRouter handles payments.[2]':
+        'AuthSvc handles sign-in, i.e. OAuth [1]. PaymentRouter handles payments [2].',
+    'AuthSvc handles sign-in.[1] e.g. PaymentRouter calls it.[2]':
+        'AuthSvc handles sign-in. e.g [1]. PaymentRouter calls it [2].',
+    'AuthSvc handles sign-in.[1] A. Chen maintains it.[2]':
+        'AuthSvc handles sign-in. A [1]. Chen maintains it [2].',
+    'The service is named AuthSvc v2.[1] PaymentRouter calls it.[2]':
+        'The service is named AuthSvc v2. PaymentRouter calls it [1] [2].',
+    'See Fig.[1] 3 for the AuthSvc sign-in flow.':
+        'See Fig. 3 for the AuthSvc sign-in flow [1].',
+    'AuthSvc is ticket No.[2] 4711 in the tracker.':
+        'AuthSvc is ticket No. 4711 in the tracker [2].',
+    'AuthSvc is maintained by Dr.[1] Smith and her team.':
+        'AuthSvc is maintained by Dr. Smith and her team [1].',
+    'AuthSvc competes with Okta, Auth0, etc.[1] (both hosted) for sign-in.':
+        'AuthSvc competes with Okta, Auth0, etc. (both hosted) for sign-in [1].',
+    'AuthSvc was last audited in Sept.[1] 2023 by the security team.':
+        'AuthSvc was last audited in Sept. 2023 by the security team [1].',
+    '**AuthSvc** handles sign-in.[1]\n**PaymentRouter** handles payments.[2]':
+        '**AuthSvc** handles sign-in. **PaymentRouter** handles payments [1] [2].',
+    'AuthSvc is written in C.[1] PaymentRouter is written in Rust.[2]':
+        'AuthSvc is written in C. PaymentRouter is written in Rust [1] [2].',
+    'AuthSvc handles sign-in.[1] gRPC connects it to PaymentRouter.[2]':
+        'AuthSvc handles sign-in. gRPC connects it to PaymentRouter [1] [2].',
+    'Many services, e.g.[1] AuthSvc and PaymentRouter, use the ledger.':
+        'Many services, e.g. AuthSvc and PaymentRouter, use the ledger [1].',
+    'Banks in the U.S.[2] regulators require audits [1].':
+        'Banks in the U.S. regulators require audits [2] [1].',
+    'The rate is 3.5[1] percent. It rose. [2]':
+        'The rate is 3.5[1] percent. It rose [2].',
+    'Call x[1].y to read it [1].':
+        'Call x.y to read it [1].',
+    '[1] AuthSvc handles sign-in. PaymentRouter handles payments. [2] Both run on k8s.':
+        'AuthSvc handles sign-in [1]. PaymentRouter handles payments [2]. Both run on k8s.',
+    'AuthSvc handles sign-in [1]. It is written in Go, i.e.[2] compiled.':
+        'AuthSvc handles sign-in [1]. It is written in Go, i.e. compiled [2].',
+    'Siehe z.B.[1] den Dienst AuthSvc, der die Anmeldung übernimmt.':
+        'Siehe z.B. den Dienst AuthSvc, der die Anmeldung übernimmt [1].',
+    'He said "Stop."[1] Then left.':
+        'He said "Stop." Then left [1].',
+    '[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB. [3]':
+        'and agree that AuthSvc handles sign-in [1] [2]. It stores sessions in Redis [2]. The ledger lives in LedgerDB [3].',
+    '[1] AuthSvc handles sign-in.\n\nPaymentRouter handles payments. [2]\n\nLedgerDB stores the ledger. [3]':
+        'AuthSvc handles sign-in [1]. PaymentRouter handles payments [2]. LedgerDB stores the ledger [3].',
+    'AuthSvc handles sign-in [1].\n\n[2] PaymentRouter handles payments.':
+        'AuthSvc handles sign-in [1] [2]. PaymentRouter handles payments.',
+    '1. AuthSvc handles sign-in [1].\n2. PaymentRouter handles payments [2].':
+        '1. AuthSvc handles sign-in [1]. 2. PaymentRouter handles payments [2].',
+    '- AuthSvc handles sign-in [1]\n- PaymentRouter handles payments [2]':
+        '- AuthSvc handles sign-in - PaymentRouter handles payments [1] [2]',
+    '**AuthSvc** handles sign-in [1]. It uses Python 3.11 [2].':
+        '**AuthSvc** handles sign-in [1]. It uses Python 3.11 [2].',
+    'AuthSvc handles sign-in (see [1]). PaymentRouter handles payments ([2]).':
+        'AuthSvc handles sign-in (see) [1]. PaymentRouter handles payments () [2].',
+    'AuthSvc handles sign-in [1] and PaymentRouter handles payments [2].':
+        'AuthSvc handles sign-in and PaymentRouter handles payments [1] [2].',
+    'AuthSvc[1] handles sign-in and PaymentRouter[9] handles payments.':
+        'AuthSvc[1] handles sign-in and PaymentRouter[9] handles payments.',
+    'AuthSvc handles sign-in [1, 2, 9].':
+        'AuthSvc handles sign-in [1] [2] [9].',
+    'AuthSvc handles sign-in [1–2].':
+        'AuthSvc handles sign-in [1–2].',
+    'According to [3], AuthSvc handles sign-in.':
+        'According to, AuthSvc handles sign-in [3].',
+    'AuthSvc handles customer sign-in.[1] PaymentRouter handles card payments.[2]':
+        'AuthSvc handles customer sign-in. PaymentRouter handles card payments [1] [2].',
+    '[1] AuthSvc handles customer sign-in. [2] PaymentRouter handles card payments.':
+        'AuthSvc handles customer sign-in [1] [2]. PaymentRouter handles card payments.',
+    'AuthSvc handles customer sign-in (see [1]). PaymentRouter handles card payments ([2]).':
+        'AuthSvc handles customer sign-in (see) [1]. PaymentRouter handles card payments () [2].',
+    'According to [1], AuthSvc handles customer sign-in.':
+        'According to, AuthSvc handles customer sign-in [1].',
+    'AuthSvc handles customer sign-in.[1]\nPaymentRouter handles card payments.[2]':
+        'AuthSvc handles customer sign-in. PaymentRouter handles card payments [1] [2].',
+    'AuthSvc handles customer sign-in. [1] PaymentRouter handles card payments. [2]':
+        'AuthSvc handles customer sign-in [1]. PaymentRouter handles card payments [2].',
+    '[1] AuthSvc handles customer sign-in. PaymentRouter handles card payments. [2, 3]':
+        'AuthSvc handles customer sign-in [1]. PaymentRouter handles card payments [2] [3].',
+    '[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB [3].':
+        'and agree that AuthSvc handles sign-in [1] [2]. It stores sessions in Redis [2]. The ledger lives in LedgerDB [3].',
+    'Stored in sys.argv[1] when present.[1] Done.':
+        'Stored in sys.argv[1] when present. Done [1].',
+    'It runs on Go.[1] compiled ahead of time.':
+        'It runs on Go. compiled ahead of time [1].',
+    'AuthSvc handles sign-in.[1] 3 services use it.[2]':
+        'AuthSvc handles sign-in. 3 services use it [1] [2].',
+    'AuthSvc handles sign-in.[1] "PaymentRouter" handles payments.':
+        'AuthSvc handles sign-in. "PaymentRouter" handles payments [1].',
+    'AuthSvc handles sign-in.[1] (PaymentRouter handles payments.)':
+        'AuthSvc handles sign-in. (PaymentRouter handles payments.) [1]',
+    'AuthSvc handles sign-in.[1] 支付由 PaymentRouter 处理。':
+        'AuthSvc handles sign-in. 支付由 PaymentRouter 处理 [1]。',
+    'The name is in sys.argv[0] [1]. Read rows[1][2] first [2][3]. Done. [1, 2]':
+        'The name is in sys.argv[0] [1]. Read rows[1][2] first [2] [3]. Done [1] [2].',
+    'Billing is owned by Alice Chen[1]. It runs on Postgres (version 15)[2]. Bob leads it[2][3]':
+        'Billing is owned by Alice Chen [1]. It runs on Postgres (version 15) [2]. Bob leads it [2] [3]',
+    'Stored in sys.argv[1] when present [1]. Then x[0].':
+        'Stored in sys.argv[1] when present [1]. Then x[0].',
+    'AuthSvc handles login[1]. LedgerDB stores balances[2].':
+        'AuthSvc handles login [1]. LedgerDB stores balances [2].',
+    'AuthSvc 负责登录[1]。LedgerDB 存储余额[2]。':
+        'AuthSvc 负责登录 [1]。 LedgerDB 存储余额 [2]。',
+    'AuthSvcはログインを担当します[1]。LedgerDBは残高を保存します！[2]':
+        'AuthSvcはログインを担当します [1]。 LedgerDBは残高を保存します [2]！',
+}
+#: the answers rendered otherwise now, and why each reads better
+_BETTER_THAN_74DACC1 = {
+    '[1] AuthSvc handles sign-in. [2] PaymentRouter handles payments.':
+        'each marker opens the sentence it cites: at 74dacc1 both went to the first sentence',
+    '[1][2] AuthSvc handles sign-in and PaymentRouter payments. [3] LedgerDB stores invoices.':
+        '[3] opens the LedgerDB sentence, which cited nothing at 74dacc1',
+    '[1] AuthSvc handles sign-in (see also [2]). [3] PaymentRouter handles payments.':
+        "a marker before ')' is inside its sentence: [3] opens the PaymentRouter one",
+    '[1]: AuthSvc handles sign-in. [2]: PaymentRouter handles payments.':
+        'each labelled marker cites the sentence it labels',
+    '[1] AuthSvc handles sign-in. PaymentRouter handles payments. [2] Both run on k8s.':
+        'the answer opens each cited sentence with its marker ([1] AuthSvc ...), so [2] opens the k8s sentence; 74dacc1 read it as the end of the one before',
+    '[1] AuthSvc handles customer sign-in. [2] PaymentRouter handles card payments.':
+        'each marker opens the sentence it cites: at 74dacc1 both went to the first sentence',
+}
+
+
+@pytest.mark.parametrize(("text", "want"), _READINGS)
+def test_an_answers_markers_cite_the_sentences_a_reader_gives_them(text: str, want: list[tuple[str, tuple[int, ...]]]) -> None:
+    """Three rounds of rules read from the letters around a marker ("a capital after the stop",
+    "not after a one-letter word") each split sentences a reader does not: "approx.[1] 300 apps"
+    became "approx [1]. 300 apps.", and "(see also [2]). [3] PaymentRouter" gave [3] to AuthSvc."""
     from retrieval_server.workflow.answer import parse_cited
 
-    contexts = [object()] * 3
-    want = [("AuthSvc handles customer sign-in.", (1,)), ("PaymentRouter handles card payments.", (2,))]
-    for text in [
-        "AuthSvc handles customer sign-in.[1] PaymentRouter handles card payments.[2]",
-        "AuthSvc handles customer sign-in.[1]\nPaymentRouter handles card payments.[2]",
-        "[1] AuthSvc handles customer sign-in. [2] PaymentRouter handles card payments.",
-        "AuthSvc handles customer sign-in. [1] PaymentRouter handles card payments. [2]",  # after the stop, as before
-    ]:
-        sentences, invalid = parse_cited(text, contexts)  # type: ignore[arg-type]
-        assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0), text
-    # A run with no sentence after it: the last sentence's, not lost.
-    sentences, _ = parse_cited("[1] AuthSvc handles customer sign-in. PaymentRouter handles card payments. [2, 3]", contexts)  # type: ignore[arg-type]
-    assert [(s.text, s.citations) for s in sentences] == [want[0], ("PaymentRouter handles card payments.", (2, 3))]
-    # An answer opening with a marker that cites as its sentences end is read as it cites: its
-    # later markers were each moved to the sentence after theirs (Redis citing nothing).
-    for text in [
-        "[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB. [3]",
-        "[1] and [2] agree that AuthSvc handles sign-in. It stores sessions in Redis. [2] The ledger lives in LedgerDB [3].",
-    ]:
-        sentences, _ = parse_cited(text, contexts)  # type: ignore[arg-type]
-        assert [(s.text, s.citations) for s in sentences] == [
-            ("and agree that AuthSvc handles sign-in.", (1, 2)), ("It stores sessions in Redis.", (2,)), ("The ledger lives in LedgerDB.", (3,)),
-        ], text
-    # No stop before the marker: as before, an index or a marker inside the sentence is left alone.
-    sentences, _ = parse_cited("Stored in sys.argv[1] when present.[1] Done.", contexts)  # type: ignore[arg-type]
-    assert [(s.text, s.citations) for s in sentences] == [("Stored in sys.argv[1] when present.", (1,)), ("Done.", ())]
+    sentences, invalid = parse_cited(text, [object()] * 9)  # type: ignore[list-item]
+    assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0)
 
 
-def test_a_marker_right_after_an_abbreviation_or_before_a_lower_case_word_ends_no_sentence() -> None:
-    """"e.g.[1] AuthSvc" was split after "e.g", rendered "e.g [1]. AuthSvc"; so were "U.S.[2]
-    regulators", "i.e.[2] compiled" and "z.B.[1] den"."""
+@pytest.mark.parametrize(
+    ("text", "want"), [pytest.param(text, want, marks=pytest.mark.xfail(strict=True, reason=why)) for text, want, why in _UNREAD]
+)
+def test_what_the_parser_does_not_read_as_a_reader_does(text: str, want: list[tuple[str, tuple[int, ...]]]) -> None:
+    """Known: strict, so that a change that reads one of these right is seen, and the row moved."""
     from retrieval_server.workflow.answer import parse_cited
 
-    contexts = [object()] * 3
-    for text, want in [
-        ("Many services, e.g.[1] AuthSvc and PaymentRouter, use the ledger.",
-         [("Many services, e.g. AuthSvc and PaymentRouter, use the ledger.", (1,))]),
-        ("Banks in the U.S.[2] regulators require audits [1].", [("Banks in the U.S. regulators require audits.", (2, 1))]),
-        ("AuthSvc handles sign-in [1]. It is written in Go, i.e.[2] compiled.",
-         [("AuthSvc handles sign-in.", (1,)), ("It is written in Go, i.e. compiled.", (2,))]),
-        ("Siehe z.B.[1] den Dienst AuthSvc, der die Anmeldung übernimmt.", [("Siehe z.B. den Dienst AuthSvc, der die Anmeldung übernimmt.", (1,))]),
-        ("It runs on Go.[1] compiled ahead of time.", [("It runs on Go. compiled ahead of time.", (1,))]),
-        # A stop before what opens a sentence (a capital, a digit, a quote, a parenthesis, a Han character, the end) ends one.
-        ("AuthSvc handles sign-in.[1] PaymentRouter handles payments.[2]",
-         [("AuthSvc handles sign-in.", (1,)), ("PaymentRouter handles payments.", (2,))]),
-        ("AuthSvc handles sign-in.[1] 3 services use it.[2]", [("AuthSvc handles sign-in.", (1,)), ("3 services use it.", (2,))]),
-        ('AuthSvc handles sign-in.[1] "PaymentRouter" handles payments.', [("AuthSvc handles sign-in.", (1,)), ('"PaymentRouter" handles payments.', ())]),
-        ("AuthSvc handles sign-in.[1] (PaymentRouter handles payments.)", [("AuthSvc handles sign-in.", (1,)), ("(PaymentRouter handles payments.)", ())]),
-        ("AuthSvc handles sign-in.[1] 支付由 PaymentRouter 处理。", [("AuthSvc handles sign-in.", (1,)), ("支付由 PaymentRouter 处理。", ())]),
-    ]:
-        sentences, invalid = parse_cited(text, contexts)  # type: ignore[arg-type]
-        assert ([(s.text, s.citations) for s in sentences], invalid) == (want, 0), text
+    sentences, _ = parse_cited(text, [object()] * 9)  # type: ignore[list-item]
+    assert [(s.text, s.citations) for s in sentences] == want
+
+
+def test_no_answer_renders_worse_than_before_the_marker_rules() -> None:
+    """Each round of marker rules fixed some answers and broke others that 74dacc1 read right."""
+    from retrieval_server.workflow.answer import parse_cited, render
+
+    assert set(_RENDERED_AT_74DACC1) == {t for t, _ in _READINGS} | {t for t, _, _ in _UNREAD}
+    differ = {text for text, old in _RENDERED_AT_74DACC1.items() if render(parse_cited(text, [object()] * 9)[0]) != old}  # type: ignore[list-item]
+    assert differ == set(_BETTER_THAN_74DACC1)
 
 
 def test_a_documents_own_markers_are_copied_in_parentheses_and_its_indexes_as_written() -> None:
@@ -133,6 +560,21 @@ def test_a_sentence_opening_with_a_hash_is_left_out_only_where_it_is_a_heading()
     context = RetrievedContext(ParentChunk("d#p0", "d", 0, text, 40), Document("d"), 0.9, ())
     assert [s.text for s in sentences_of_contexts([context])] == [
         "#5 is the step where AuthService fails today.", "#include is the line it fails on."]
+
+
+def test_a_numbered_headings_title_is_no_answer_sentence_but_a_heading_lines_full_sentence_is() -> None:
+    """"## 2. Create a new branch for the release" was cut at its stop into "## 2." and a title,
+    which no longer matched a heading and was offered as a sentence of the answer."""
+    from retrieval_server.workflow.sentences import sentences_of_contexts
+
+    text = ("## 2. Create a new branch for the release\nRun git checkout -b v2.0 from main first.\n"
+            "### Step 3. Configure the TokenStore cache for sessions\nSet TOKEN_TTL to 300 seconds.\n"
+            "# of failed logins rose. AuthService locks the account after five.")
+    context = RetrievedContext(ParentChunk("d#p0", "d", 0, text, 40), Document("d"), 0.9, ())
+    assert [s.text for s in sentences_of_contexts([context])] == [
+        "Run git checkout -b v2.0 from main first.", "Set TOKEN_TTL to 300 seconds.", "# of failed logins rose.",
+        "AuthService locks the account after five.",
+    ]
 
 
 def test_a_citation_is_looked_for_where_a_run_of_white_space_starts_not_inside_it() -> None:
