@@ -21,8 +21,9 @@ from scoring_core.encoders import read_tokenizer
 STOP_ALONE = r"[。！？।॥؟]"
 # A sentence ends at . ! ? and the closing quotes or brackets after it, before whitespace; at a
 # stop of STOP_ALONE and its closers, space or not; or at a blank line.
-_CLOSERS = r"[\"')\]」』）]*"
-_SENTENCE_END = re.compile(rf"(?:(?<=[.!?])(?={_CLOSERS}\s)|(?<={STOP_ALONE}))(?P<closers>{_CLOSERS})\s*|\n\s*\n")
+#: the closing quotes and brackets a sentence's stop may have after it, the sentence's still
+CLOSERS = r"[\"')\]」』）]*"
+_SENTENCE_END = re.compile(rf"(?:(?<=[.!?])(?={CLOSERS}\s)|(?<={STOP_ALONE}))(?P<closers>{CLOSERS})\s*|\n\s*\n")
 
 
 def _sentence_bounds(text: str) -> list[tuple[int, int]]:

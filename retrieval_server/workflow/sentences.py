@@ -7,15 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retrieval_server.domain import RetrievedContext
-from retrieval_server.ingest.chunker import STOP_ALONE
+from retrieval_server.ingest.chunker import CLOSERS, STOP_ALONE
 from retrieval_server.ingest.graph_extraction import sentences_with_headings
+from retrieval_server.ingest.markdown import ATX_HEADING
 from retrieval_server.workflow.adaptive import UNSPACED
 
 #: the punctuation of Han and kana text (、。「」, full-width ！？（）), which is no word of its own
 _UNSPACED_MARKS = re.compile(r"[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]")
 
-#: a sentence's end: what the chunker ends one at, closing quotes and brackets after it
-_ENDS = re.compile(rf"(?:[.!?]|{STOP_ALONE})[\"')\]」』）]*$")
+#: a statement's end, closing quotes and brackets after it: a heading line ending in ! or ? is a
+#: title ("## Why use gRPC?", "## Warning: never share the key!"), which answers nothing
+_STATEMENT_END = re.compile(rf"[.。]{CLOSERS}$")
 
 _MARKERS = r"(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+"
 #: a run of markers ("[1]", "[1][3]", "[1, 3]") of at most four digits, as no answer has more
@@ -56,10 +58,11 @@ def sentences_of_contexts(contexts: Sequence[RetrievedContext], limit: int = 80,
     out: list[Sentence] = []
     for i, c in enumerate(contexts, 1):
         for j, (text, in_heading) in enumerate(sentences_with_headings(c.parent.content)):
-            # A heading's title ("Create a new branch for the release" of "## 2. Create ...") states
-            # nothing; what a heading line says with a stop does ("# of failed logins rose." in a
-            # .txt, read as a heading), and "#5 is the step where ..." is no heading line at all.
-            if _words(text) >= min_words and not (in_heading and not _ENDS.search(text)):
+            # A heading states nothing: whole ("## How do I rotate the key?", a "# comment" in fenced
+            # code, and "# of failed logins rose." in a .txt with it), or its title once its number's
+            # stop cut it ("Create a new branch for the release" of "## 2. Create ..."). A statement
+            # after a heading's first sentence on its line is one; "#5 is the step ..." is no heading.
+            if _words(text) >= min_words and not ATX_HEADING.fullmatch(text) and not (in_heading and not _STATEMENT_END.search(text)):
                 out.append(Sentence(uncited(text), i, j))
                 if len(out) >= limit:
                     return out
