@@ -48,9 +48,16 @@ _STOP = re.compile(rf"[.!?]|{STOP_ALONE}")
 #: a sentence then the sentinel; each was taken for the answer, supported, when a tool had run.
 #: Spelled as the prompt spells it: "the status code not_answerable" is an answer's words.
 _SAYS_NOT_ANSWERABLE = re.compile(rf"(?<![A-Za-z0-9_]){NOT_ANSWERABLE}(?![A-Za-z0-9_])")
-#: a sentence that is the sentinel, its markdown ("**NOT_ANSWERABLE**", "> NOT_ANSWERABLE") and an
-#: "Answer:" label aside
-_SENTINEL_SENTENCE = re.compile(rf"[\s*`#>~]*(?:(?i:answer)[\s*`~]*:[\s*`~]*)?{NOT_ANSWERABLE}[\s*`~]*[.!]?[\s*`~]*")
+_LABEL = r"(?:(?i:(?:final[\s*`~]+)?answer)[\s*`~]*:[\s*`~]*)?"
+#: a reply that opens with the sentinel, its markdown and an "Answer:" or "Final answer:" label
+#: aside: the verdict, whatever follows ("NOT_ANSWERABLE - context [1] covers sign-in only", which
+#: cites what the model read and was taken for an answer whose text was the sentinel)
+_OPENS_NOT_ANSWERABLE = re.compile(rf"[\s*`#>~]*{_LABEL}{NOT_ANSWERABLE}(?![A-Za-z0-9_])")
+#: a sentence that is the sentinel, its markdown ("**NOT_ANSWERABLE**", "> NOT_ANSWERABLE"), quotes,
+#: a label and a final stop aside
+_SENTINEL_SENTENCE = re.compile(
+    rf"[\s*`#>~“”\"']*{_LABEL}[“”\"']*{NOT_ANSWERABLE}[\s*`~“”\"']*[.!。！]?[\s*`~“”\"']*"
+)
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -182,6 +189,9 @@ def _numbered(contexts: Sequence[RetrievedContext], tools: Sequence[ToolResult])
 
 #: degradation tag of an answer the model said NOT_ANSWERABLE to although a tool answered: the tools' summaries
 NOT_ANSWERABLE_USED_TOOLS = "answer:not_answerable_used_extractive"
+#: degradation tag of a model's answer that said NOT_ANSWERABLE for part of the question, as a sentence
+#: of its own beside sentences citing the contexts: the answer is those, the sentinel's sentences left out
+PARTLY_NOT_ANSWERABLE = "answer:partly_not_answerable"
 #: degradation tag of an answer written extractively because the request's deadline left the model no time
 DEADLINE_USED_EXTRACTIVE = "answer:deadline_used_extractive"
 
@@ -337,7 +347,7 @@ async def write_answer(
         try:
             text = await _ask(
                 chat, _GROUNDED_SYSTEM, f"{_numbered(state.contexts, tools)}\n\nQuestion: {state.options.query}", state, deps, temperature,
-                within, sent, degraded, lambda reply: _says_not_answerable(reply, len(state.contexts)),
+                within, sent, degraded, lambda reply: _holds_not_answerable(reply, len(state.contexts)),
             )
         except Exception as exc:
             _failed(deps, "answer generation", exc, "answering extractively")
@@ -357,14 +367,34 @@ async def write_answer(
 
 
 def _says_not_answerable(text: str, n_contexts: int) -> bool:
-    """Whether the model's ``text`` is its NOT_ANSWERABLE: one of its sentences is the sentinel
-    ("... do not give its port. NOT_ANSWERABLE", "NOT_ANSWERABLE [1]"), or it says the sentinel and
-    cites none of the ``n_contexts`` contexts. A cited sentence that mentions it ("... the model must
-    reply NOT_ANSWERABLE [1].") is an answer; a verdict that cites what it read was taken for one."""
+    """Whether the model's ``text`` is its NOT_ANSWERABLE: it opens with the sentinel, whatever
+    follows ("NOT_ANSWERABLE [1]", "NOT_ANSWERABLE: context [1] covers sign-in only"), or it says
+    the sentinel and none of its other sentences cites one of the ``n_contexts`` contexts. A cited
+    sentence that mentions it ("... the model must reply NOT_ANSWERABLE [1].") is an answer, and so
+    are cited sentences beside one that is the sentinel (:func:`_answered_in_part`)."""
     if not _SAYS_NOT_ANSWERABLE.search(text):
         return False
-    sentences = _parsed(text, n_contexts)[0]
-    return any(_SENTINEL_SENTENCE.fullmatch(s.text) for s in sentences) or not any(s.citations for s in sentences)
+    if _OPENS_NOT_ANSWERABLE.match(text):
+        return True
+    return not any(s.citations for s in _parsed(text, n_contexts)[0] if not _SENTINEL_SENTENCE.fullmatch(s.text))
+
+
+def _holds_not_answerable(text: str, n_contexts: int) -> bool:
+    """Whether the model's ``text`` says NOT_ANSWERABLE, for the whole question or for part of it
+    (a sentence of its own): what a streaming caller is never sent."""
+    return _says_not_answerable(text, n_contexts) or (
+        _SAYS_NOT_ANSWERABLE.search(text) is not None and any(_SENTINEL_SENTENCE.fullmatch(s.text) for s in _parsed(text, n_contexts)[0])
+    )
+
+
+def _answered_in_part(sentences: list[AnswerSentence], degraded: list[str]) -> list[AnswerSentence]:
+    """The ``sentences`` but those that are the sentinel: the model answered what the contexts hold
+    ("AuthSvc handles sign-in [1].") and said NOT_ANSWERABLE for the rest (its port); the answer,
+    thrown away whole, lost the half that was cited."""
+    kept = [s for s in sentences if not _SENTINEL_SENTENCE.fullmatch(s.text)]
+    if len(kept) < len(sentences):
+        degraded.append(PARTLY_NOT_ANSWERABLE)
+    return kept
 
 
 def _checked(text: str, state: QueryState, model: str, route: Route, tools: tuple[ToolResult, ...], degraded: list[str]) -> AnswerOutcome | None:
@@ -383,6 +413,7 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     sentences, invalid = parse_cited(text, contexts)
     if invalid:
         degraded.append("answer:invalid_citation_removed")
+    sentences = _answered_in_part(sentences, degraded)
     cited = any(s.citations for s in sentences)
     # With no contexts too: what the model wrote then came from its own knowledge.
     if not sentences or (not cited and not any(t.success for t in tools)):

@@ -498,17 +498,29 @@ async def test_a_direct_answer_streams_as_the_model_writes_it(app: Application) 
     assert "".join(e for e in events if isinstance(e, str)) == r.answer.text == "NOT_ANSWERABLE"
 
 
-#: the sentinel as a sentence of its own beside what the model read: each was taken for an answer, citing it
+#: the sentinel opening a reply that cites what the model read: each was taken for an answer, citing it
 CITED_VERDICTS = [
     "NOT_ANSWERABLE [1]", "NOT_ANSWERABLE. Context [1] covers sign-in only.",
-    "The contexts describe AuthSvc [1] but do not give its port. NOT_ANSWERABLE",
-    "Context [2] is about PaymentRouter, not the speed of light.\n\nNOT_ANSWERABLE",
+    "NOT_ANSWERABLE - context [1] covers sign-in only, not the port.", "NOT_ANSWERABLE: context [1] covers sign-in only, not the port.",
+    "NOT_ANSWERABLE (context [1] covers sign-in only).", "NOT_ANSWERABLE\nContext [1] covers sign-in only, not the port.",
+    "NOT_ANSWERABLE。上下文 [1] 只介绍了登录。", "NOT_ANSWERABLE is what AuthSvc never returns [1].",
+]
+#: (a reply answering part of the question, cited, and the sentinel as a sentence of its own for
+#: the rest; its answer, the sentinel's sentences left out; what is streamed, the words before it)
+PARTLY_ANSWERED = [
+    ("The contexts describe AuthSvc [1] but do not give its port. NOT_ANSWERABLE",
+     "The contexts describe AuthSvc but do not give its port [1].", "The contexts describe AuthSvc [1] but do not give its port."),
+    ("AuthSvc handles sign-in [1]. The contexts do not give its port. NOT_ANSWERABLE",
+     "AuthSvc handles sign-in [1]. The contexts do not give its port.", "AuthSvc handles sign-in [1]. The contexts do not give its port."),
+    ("Context [2] is about PaymentRouter, not its port.\n\n**NOT_ANSWERABLE.**",
+     "Context is about PaymentRouter, not its port [2].", "Context [2] is about PaymentRouter, not its port."),
+    ("AuthSvc 负责登录 [1]。NOT_ANSWERABLE。", "AuthSvc 负责登录 [1]。", "AuthSvc 负责登录 [1]。"),
 ]
 #: the sentinel as models write it besides alone: each was the answer, supported, once a tool had run
 NOT_ANSWERABLE_FORMS = [
     "NOT_ANSWERABLE", "**NOT_ANSWERABLE**", "`NOT_ANSWERABLE`", "Answer: NOT_ANSWERABLE",
     "The contexts do not say who maintains the billing ledger. NOT_ANSWERABLE",
-    *CITED_VERDICTS,
+    "**Final answer:** NOT_ANSWERABLE, context [1] covers sign-in only.", *CITED_VERDICTS,
 ]
 
 
@@ -530,7 +542,6 @@ async def test_llm_answers_that_cannot_be_used_fall_back(app: Application) -> No
 @pytest.mark.parametrize("reply", [
     "When its contexts do not answer, the model must reply NOT_ANSWERABLE [1].",
     "AuthSvc returns the status code not_answerable for such requests [1].",
-    "NOT_ANSWERABLE is what AuthSvc never returns [1].",
 ])
 async def test_an_answer_that_mentions_not_answerable_is_an_answer(app: Application, reply: str, stream: bool) -> None:
     """The sentinel was read in any case, cited or not: each of these answers was thrown away for
@@ -921,11 +932,27 @@ async def test_a_streamed_not_answerable_reaches_the_caller_as_its_replacement_o
 @pytest.mark.parametrize("reply", CITED_VERDICTS)
 async def test_a_verdict_citing_what_the_model_read_is_not_answerable_and_never_streamed(app: Application, reply: str) -> None:
     """"NOT_ANSWERABLE [1]" was the answer, supported, and streamed as written: the sentinel was
-    read only where nothing was cited."""
+    read only where nothing was cited; then "NOT_ANSWERABLE - context [1] covers ..." was."""
     r, events, _ = await _replied(app, reply, "What port does AuthSvc listen on?", stream=True)
     assert r.answer is not None and not r.answer.supported and r.answer.text == UNSUPPORTED
-    # What came before the sentinel was sent as the model wrote it; with nothing before it, the stand-in.
-    assert "".join(e for e in events if isinstance(e, str)) == (reply[: reply.index(NOT_ANSWERABLE)].rstrip() or UNSUPPORTED)
+    # Nothing came before the sentinel (its markdown and label aside, held with it): the stand-in.
+    assert "".join(e for e in events if isinstance(e, str)) == UNSUPPORTED
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["completed", "streamed"])
+@pytest.mark.parametrize(("reply", "text", "streamed"), PARTLY_ANSWERED)
+async def test_an_answer_to_part_of_the_question_is_kept_without_its_not_answerable(
+    app: Application, reply: str, text: str, streamed: str, stream: bool
+) -> None:
+    """A reply that answered half a question, cited, and said NOT_ANSWERABLE for the other half was
+    thrown away whole: "The documents I can read do not answer this question.", supported=False."""
+    r, events, _ = await _replied(app, reply, "What does AuthSvc handle, and on which port?", stream=stream)
+    assert r.answer is not None and r.answer.supported and not r.answer.extractive and r.answer.text == text
+    assert all(s.text and NOT_ANSWERABLE not in s.text for s in r.answer.sentences) and r.answer.citations
+    assert [d for d in r.metrics.degraded if d.startswith("answer:")] == ["answer:partly_not_answerable"]
+    if stream:
+        # The words before the sentinel, as the model wrote them: the final Answer.text is the answer.
+        assert "".join(e for e in events if isinstance(e, str)) == streamed
 
 
 async def test_a_streamed_reply_is_held_back_only_where_it_may_be_not_answerable_as_the_check_reads_it(app: Application) -> None:
