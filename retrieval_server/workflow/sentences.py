@@ -15,9 +15,10 @@ from retrieval_server.workflow.adaptive import UNSPACED
 #: the punctuation of Han and kana text (、。「」, full-width ！？（）), which is no word of its own
 _UNSPACED_MARKS = re.compile(r"[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]")
 
-#: a statement's end, closing quotes and brackets after it: a heading line ending in ! or ? is a
-#: title ("## Why use gRPC?", "## Warning: never share the key!"), which answers nothing
-_STATEMENT_END = re.compile(rf"[.。]{CLOSERS}$")
+#: a statement's end (a full stop in Latin, Han or Devanagari script), closing quotes and brackets
+#: after it: a heading line ending in ! or ? is a title ("## Why use gRPC?", "## Warning: never
+#: share the key!"), which answers nothing
+_STATEMENT_END = re.compile(rf"[.。।॥]{CLOSERS}$")
 
 _MARKERS = r"(?:\[\d{1,4}(?:\s*[,;]\s*\d{1,4})*\])+"
 #: a run of markers ("[1]", "[1][3]", "[1, 3]") of at most four digits, as no answer has more

@@ -580,13 +580,14 @@ def test_a_heading_is_no_answer_sentence_nor_its_title_but_a_statement_after_it_
             "## How do I rotate the signing key?\nRun authctl rotate-key on the primary node.\n"
             "## Why use gRPC?\n## Step 4. Why does AuthService lock accounts?\n## Warning: never share the signing key!\n"
             "```sh\n# install the deps with pip first\n```\n\n"
-            "# of failed logins rose. AuthService locks the account after five.")
+            "# of failed logins rose. AuthService locks the account after five.\n"
+            "## परिचय। AuthSvc पोर्ट 8443 पर सुनता है।")
     context = RetrievedContext(ParentChunk("d#p0", "d", 0, text, 40), Document("d"), 0.9, ())
     # "# of failed logins rose." is a heading whole (ATX_HEADING.fullmatch), as it was at 620ca5d:
     # left out with the titles; the statement after it on its line is not one.
     assert [s.text for s in sentences_of_contexts([context])] == [
         "Run git checkout -b v2.0 from main first.", "Set TOKEN_TTL to 300 seconds.", "Run authctl rotate-key on the primary node.",
-        "AuthService locks the account after five.",
+        "AuthService locks the account after five.", "AuthSvc पोर्ट 8443 पर सुनता है।",  # a Devanagari full stop ends a statement
     ]
 
 
