@@ -243,16 +243,23 @@ async def _ask(
 RUNAWAY = "answer:runaway_cut"
 
 
-#: the end of a reply that may open NOT_ANSWERABLE, markdown before it ("**NOT_ANSW"), read as
-#: _SAYS_NOT_ANSWERABLE reads the sentinel: spelled so, as a word ("Not answerable" and "NOT
-#: ANSWERABLE" were held back until the reply ended)
+def _prefixes(word: str) -> str:
+    return "|".join(re.escape(word[:k]) for k in range(len(word), 0, -1))
+
+
+#: the end of a reply that may open NOT_ANSWERABLE, markdown and a label before it ("**NOT_ANSW",
+#: "Answer: NOT", "**Final answ"), read as _SAYS_NOT_ANSWERABLE reads the sentinel and _LABEL the
+#: label: spelled so, as a word ("Not answerable" and "NOT ANSWERABLE" were held back until the
+#: reply ended). A label held back only to the sentinel streamed "**Final answer:" before the
+#: stand-in was to replace the reply, which was then never sent.
 _OPENING = re.compile(
-    r"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?P<word>"
-    + "|".join(re.escape(NOT_ANSWERABLE[:k]) for k in range(len(NOT_ANSWERABLE), 0, -1))
-    + r")?\Z"
+    r"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?:"
+    rf"(?P<label>(?i:(?:final[\s*`~]+)?(?:answer[\s*`~]*(?::[\s*`~]*)?|{_prefixes('answe')})|final[\s*`~]*|{_prefixes('fina')}))"
+    rf"|{_LABEL}(?P<word>{_prefixes(NOT_ANSWERABLE)}))?\Z"
 )
-#: how far before the end of what is held an opening may start: the sentinel and markdown before it
-_OPENING_REACH = 2 * len(NOT_ANSWERABLE)
+#: how far before the end of what is held an opening may start: the sentinel, a label and markdown
+#: around them ("**Final answer:** NOT_ANSWERABLE")
+_OPENING_REACH = 4 * len(NOT_ANSWERABLE)
 
 
 async def _streamed(
