@@ -517,6 +517,10 @@ PARTLY_ANSWERED = [
     ("Context [2] is about PaymentRouter, not its port.\n\n**NOT_ANSWERABLE.**",
      "Context is about PaymentRouter, not its port [2].", "Context [2] is about PaymentRouter, not its port."),
     ("AuthSvc 负责登录 [1]。NOT_ANSWERABLE。", "AuthSvc 负责登录 [1]。", "AuthSvc 负责登录 [1]。"),
+    # The sentinel as a list's item: served, supported, with its marker; a numbered item's "2." left.
+    ("- AuthSvc handles sign-in [1].\n- NOT_ANSWERABLE", "- AuthSvc handles sign-in [1].", "- AuthSvc handles sign-in [1]."),
+    ("+ AuthSvc handles sign-in [1].\n+ NOT_ANSWERABLE", "+ AuthSvc handles sign-in [1].", "+ AuthSvc handles sign-in [1]."),
+    ("1. AuthSvc handles sign-in [1].\n2. NOT_ANSWERABLE", "1. AuthSvc handles sign-in [1].", "1. AuthSvc handles sign-in [1]."),
 ]
 #: the sentinel as models write it besides alone: each was the answer, supported, once a tool had run
 NOT_ANSWERABLE_FORMS = [
