@@ -53,11 +53,15 @@ _LABEL = r"(?:(?i:(?:final[\s*`~]+)?answer)[\s*`~]*:[\s*`~]*)?"
 #: aside: the verdict, whatever follows ("NOT_ANSWERABLE - context [1] covers sign-in only", which
 #: cites what the model read and was taken for an answer whose text was the sentinel)
 _OPENS_NOT_ANSWERABLE = re.compile(rf"[\s*`#>~]*{_LABEL}{NOT_ANSWERABLE}(?![A-Za-z0-9_])")
-#: a sentence that is the sentinel, its markdown ("**NOT_ANSWERABLE**", "> NOT_ANSWERABLE"), quotes,
-#: a label and a final stop aside
+#: a list item's marker ("- ", "+ ", "2. ", "2) "; "* " is markdown's)
+_LIST_MARKER = r"(?:[-+]|\d{1,3}[.)])"
+#: a sentence that is the sentinel, its markdown ("**NOT_ANSWERABLE**", "> NOT_ANSWERABLE"), a list
+#: item's marker ("- NOT_ANSWERABLE" was kept, supported), quotes, a label and a final stop aside
 _SENTINEL_SENTENCE = re.compile(
-    rf"[\s*`#>~“”\"']*{_LABEL}[“”\"']*{NOT_ANSWERABLE}[\s*`~“”\"']*[.!。！]?[\s*`~“”\"']*"
+    rf"[\s*`#>~“”\"']*(?:{_LIST_MARKER}[\s*`#>~“”\"']*)?{_LABEL}[“”\"']*{NOT_ANSWERABLE}[\s*`~“”\"']*[.!。！]?[\s*`~“”\"']*"
 )
+#: a numbered item's marker that the sentences were split after ("2." of "2. NOT_ANSWERABLE")
+_BARE_NUMBER = re.compile(r"\d{1,3}[.)]")
 
 _GROUNDED_SYSTEM = (
     "You answer questions using only the numbered contexts and the tool results given. After every sentence that uses a "
@@ -243,16 +247,24 @@ async def _ask(
 RUNAWAY = "answer:runaway_cut"
 
 
-#: the end of a reply that may open NOT_ANSWERABLE, markdown before it ("**NOT_ANSW"), read as
-#: _SAYS_NOT_ANSWERABLE reads the sentinel: spelled so, as a word ("Not answerable" and "NOT
-#: ANSWERABLE" were held back until the reply ended)
+def _prefixes(word: str) -> str:
+    return "|".join(re.escape(word[:k]) for k in range(len(word), 0, -1))
+
+
+#: the end of a reply that may open NOT_ANSWERABLE, markdown, a list item's marker and a label
+#: before it ("**NOT_ANSW", "- NOT", "2.", "Answer: NOT", "**Final answ"), read as
+#: _SAYS_NOT_ANSWERABLE reads the sentinel and _LABEL the label: spelled so, as a word ("Not
+#: answerable" and "NOT ANSWERABLE" were held back until the reply ended). A label held back only
+#: to the sentinel streamed "**Final answer:" before the stand-in was to replace the reply, which
+#: was then never sent; a marker, "- AuthSvc ... [1].\n-" before the sentinel's item.
 _OPENING = re.compile(
-    r"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?P<word>"
-    + "|".join(re.escape(NOT_ANSWERABLE[:k]) for k in range(len(NOT_ANSWERABLE), 0, -1))
-    + r")?\Z"
+    rf"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?:(?:{_LIST_MARKER}|\d{{1,3}}\Z)(?:[\s*`#>~]+|\Z))?(?:"
+    rf"(?P<label>(?i:(?:final[\s*`~]+)?(?:answer[\s*`~]*(?::[\s*`~]*)?|{_prefixes('answe')})|final[\s*`~]*|{_prefixes('fina')}))"
+    rf"|{_LABEL}(?P<word>{_prefixes(NOT_ANSWERABLE)}))?\Z"
 )
-#: how far before the end of what is held an opening may start: the sentinel and markdown before it
-_OPENING_REACH = 2 * len(NOT_ANSWERABLE)
+#: how far before the end of what is held an opening may start: the sentinel, a label and markdown
+#: around them ("**Final answer:** NOT_ANSWERABLE")
+_OPENING_REACH = 4 * len(NOT_ANSWERABLE)
 
 
 async def _streamed(
@@ -391,7 +403,12 @@ def _answered_in_part(sentences: list[AnswerSentence], degraded: list[str]) -> l
     """The ``sentences`` but those that are the sentinel: the model answered what the contexts hold
     ("AuthSvc handles sign-in [1].") and said NOT_ANSWERABLE for the rest (its port); the answer,
     thrown away whole, lost the half that was cited."""
-    kept = [s for s in sentences if not _SENTINEL_SENTENCE.fullmatch(s.text)]
+    kept: list[AnswerSentence] = []
+    for s in sentences:
+        if not _SENTINEL_SENTENCE.fullmatch(s.text):
+            kept.append(s)
+        elif kept and _BARE_NUMBER.fullmatch(kept[-1].text) and not kept[-1].citations:
+            kept.pop()  # its item's number, a sentence of its own: "2." was left
     if len(kept) < len(sentences):
         degraded.append(PARTLY_NOT_ANSWERABLE)
     return kept

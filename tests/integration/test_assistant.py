@@ -504,6 +504,8 @@ CITED_VERDICTS = [
     "NOT_ANSWERABLE - context [1] covers sign-in only, not the port.", "NOT_ANSWERABLE: context [1] covers sign-in only, not the port.",
     "NOT_ANSWERABLE (context [1] covers sign-in only).", "NOT_ANSWERABLE\nContext [1] covers sign-in only, not the port.",
     "NOT_ANSWERABLE。上下文 [1] 只介绍了登录。", "NOT_ANSWERABLE is what AuthSvc never returns [1].",
+    # A label before it was streamed ("**Final answer:"), and then the stand-in never was.
+    "Answer: NOT_ANSWERABLE, context [1] covers sign-in only.", "**Final answer:** NOT_ANSWERABLE, context [1] covers sign-in only.",
 ]
 #: (a reply answering part of the question, cited, and the sentinel as a sentence of its own for
 #: the rest; its answer, the sentinel's sentences left out; what is streamed, the words before it)
@@ -515,12 +517,15 @@ PARTLY_ANSWERED = [
     ("Context [2] is about PaymentRouter, not its port.\n\n**NOT_ANSWERABLE.**",
      "Context is about PaymentRouter, not its port [2].", "Context [2] is about PaymentRouter, not its port."),
     ("AuthSvc 负责登录 [1]。NOT_ANSWERABLE。", "AuthSvc 负责登录 [1]。", "AuthSvc 负责登录 [1]。"),
+    # The sentinel as a list's item: served, supported, with its marker; a numbered item's "2." left.
+    ("- AuthSvc handles sign-in [1].\n- NOT_ANSWERABLE", "- AuthSvc handles sign-in [1].", "- AuthSvc handles sign-in [1]."),
+    ("+ AuthSvc handles sign-in [1].\n+ NOT_ANSWERABLE", "+ AuthSvc handles sign-in [1].", "+ AuthSvc handles sign-in [1]."),
+    ("1. AuthSvc handles sign-in [1].\n2. NOT_ANSWERABLE", "1. AuthSvc handles sign-in [1].", "1. AuthSvc handles sign-in [1]."),
 ]
 #: the sentinel as models write it besides alone: each was the answer, supported, once a tool had run
 NOT_ANSWERABLE_FORMS = [
     "NOT_ANSWERABLE", "**NOT_ANSWERABLE**", "`NOT_ANSWERABLE`", "Answer: NOT_ANSWERABLE",
-    "The contexts do not say who maintains the billing ledger. NOT_ANSWERABLE",
-    "**Final answer:** NOT_ANSWERABLE, context [1] covers sign-in only.", *CITED_VERDICTS,
+    "The contexts do not say who maintains the billing ledger. NOT_ANSWERABLE", *CITED_VERDICTS,
 ]
 
 
@@ -915,7 +920,7 @@ async def test_a_streamed_answer_the_check_replaces_is_replaced_by_the_final_res
     assert "".join(e for e in events if isinstance(e, str)) == text
 
 
-@pytest.mark.parametrize("reply", ["NOT_ANSWERABLE", "**NOT_ANSWERABLE**", " `NOT_ANSWERABLE`\n"])
+@pytest.mark.parametrize("reply", ["NOT_ANSWERABLE", "**NOT_ANSWERABLE**", " `NOT_ANSWERABLE`\n", "Answer: NOT_ANSWERABLE"])
 async def test_a_streamed_not_answerable_reaches_the_caller_as_its_replacement_only(app: Application, reply: str) -> None:
     """The sentinel was sent to a streaming caller as answer text ("NOT_ANSWERABLE" on the screen),
     the replacement only in the final response. With the tools' answer as without."""
@@ -923,10 +928,10 @@ async def test_a_streamed_not_answerable_reaches_the_caller_as_its_replacement_o
         r, events, _ = await _replied(app, reply, question, stream=True)
         assert r.answer is not None and NOT_ANSWERABLE not in r.answer.text
         assert "".join(e for e in events if isinstance(e, str)) == r.answer.text, question
-    # A reply that only opens like it is streamed whole.
-    text = "NOTE: AuthSvc is maintained by Alice Chen [1]."
-    r, events, _ = await _replied(app, text, stream=True)
-    assert "".join(e for e in events if isinstance(e, str)) == text and r.answer is not None and not r.answer.extractive
+    # A reply that only opens like it is streamed whole, a label held until what follows it is not the sentinel.
+    for text in ("NOTE: AuthSvc is maintained by Alice Chen [1].", "Answer: AuthSvc is maintained by Alice Chen [1]."):
+        r, events, _ = await _replied(app, text, stream=True)
+        assert "".join(e for e in events if isinstance(e, str)) == text and r.answer is not None and not r.answer.extractive, text
 
 
 @pytest.mark.parametrize("reply", CITED_VERDICTS)
@@ -963,7 +968,8 @@ async def test_a_streamed_reply_is_held_back_only_where_it_may_be_not_answerable
     for reply in ("Not answerable from the tool alone; AuthSvc handles sign-in [1].", "NOT ANSWERABLE"):
         _, events, _ = await _replied(app, reply, stream=True)
         pieces = [e for e in events if isinstance(e, str)]
-        assert pieces[0] == reply[:7] and "".join(pieces) == reply, reply  # the model server's first piece, as it came
+        # The model server's first piece, "Not ans", less what may open an "Answer:" label before the sentinel.
+        assert pieces[0] == reply[:3] and "".join(pieces) == reply, reply
     before = "The contexts do not say who maintains the billing ledger."
     for question in ("What does AuthSvc handle?", "How many services depend on LedgerDB?"):
         r, events, _ = await _replied(app, f"{before} {NOT_ANSWERABLE}", question, stream=True)
