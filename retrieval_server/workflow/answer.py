@@ -251,14 +251,15 @@ def _prefixes(word: str) -> str:
     return "|".join(re.escape(word[:k]) for k in range(len(word), 0, -1))
 
 
-#: the end of a reply that may open NOT_ANSWERABLE, markdown, a list item's marker and a label
-#: before it ("**NOT_ANSW", "- NOT", "2.", "Answer: NOT", "**Final answ"), read as
+#: the end of a reply that may open NOT_ANSWERABLE, markdown, a list item's marker where a line
+#: starts (elsewhere "TLS 1.2. NOT_ANSWERABLE" lost its "2.") and a label before it ("**NOT_ANSW",
+#: "- NOT", "2.", "Answer: NOT", "**Final answ"), read as
 #: _SAYS_NOT_ANSWERABLE reads the sentinel and _LABEL the label: spelled so, as a word ("Not
 #: answerable" and "NOT ANSWERABLE" were held back until the reply ended). A label held back only
 #: to the sentinel streamed "**Final answer:" before the stand-in was to replace the reply, which
 #: was then never sent; a marker, "- AuthSvc ... [1].\n-" before the sentinel's item.
 _OPENING = re.compile(
-    rf"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?:(?:{_LIST_MARKER}|\d{{1,3}}\Z)(?:[\s*`#>~]+|\Z))?(?:"
+    rf"(?:[\s*`#>~]+|(?<![A-Za-z0-9_]))(?:(?<=\n)[ \t>*]*(?:{_LIST_MARKER}|\d{{1,3}}\Z)(?:[ \t*`#>~]+|\Z))?(?:"
     rf"(?P<label>(?i:(?:final[\s*`~]+)?(?:answer[\s*`~]*(?::[\s*`~]*)?|{_prefixes('answe')})|final[\s*`~]*|{_prefixes('fina')}))"
     rf"|{_LABEL}(?P<word>{_prefixes(NOT_ANSWERABLE)}))?\Z"
 )
@@ -283,8 +284,13 @@ async def _streamed(
     text: list[str] = []
     held = ""
     said = opened = False
+    # What precedes what is held: the last character sent, a line's start before the first (the
+    # opening reads a list item's marker only where a line starts, the sentinel only as a word).
+    before = "\n"
 
     def send(piece: str) -> None:
+        nonlocal before
+        before = piece[-1]
         sent.append(piece)
         events(piece)
 
@@ -303,10 +309,11 @@ async def _streamed(
                     held += token
                 else:
                     held += token
-                    says = _SAYS_NOT_ANSWERABLE.search(held)
-                    end = says.end() if says else len(held)
-                    opening = _OPENING.search(held, max(0, end - _OPENING_REACH), end)
-                    cut = opening.start() if opening else end
+                    probe = before + held
+                    says = _SAYS_NOT_ANSWERABLE.search(probe, 1)
+                    end = says.end() - 1 if says else len(held)
+                    opening = _OPENING.search(probe, max(1, end + 1 - _OPENING_REACH), end + 1)
+                    cut = opening.start() - 1 if opening else end
                     said, opened = says is not None, bool(opening and opening.group("word"))
                     if cut:
                         send(held[:cut])
@@ -399,16 +406,18 @@ def _holds_not_answerable(text: str, n_contexts: int) -> bool:
     )
 
 
-def _answered_in_part(sentences: list[AnswerSentence], degraded: list[str]) -> list[AnswerSentence]:
-    """The ``sentences`` but those that are the sentinel: the model answered what the contexts hold
-    ("AuthSvc handles sign-in [1].") and said NOT_ANSWERABLE for the rest (its port); the answer,
-    thrown away whole, lost the half that was cited."""
+def _answered_in_part(text: str, sentences: list[AnswerSentence], degraded: list[str]) -> list[AnswerSentence]:
+    """The ``sentences`` of the model's ``text`` but those that are the sentinel: the model answered
+    what the contexts hold ("AuthSvc handles sign-in [1].") and said NOT_ANSWERABLE for the rest
+    (its port); the answer, thrown away whole, lost the half that was cited."""
     kept: list[AnswerSentence] = []
     for s in sentences:
         if not _SENTINEL_SENTENCE.fullmatch(s.text):
             kept.append(s)
-        elif kept and _BARE_NUMBER.fullmatch(kept[-1].text) and not kept[-1].citations:
-            kept.pop()  # its item's number, a sentence of its own: "2." was left
+        elif kept and _BARE_NUMBER.fullmatch(kept[-1].text) and not kept[-1].citations and re.search(
+            rf"(?m)^[ \t>*]*{re.escape(kept[-1].text)}[ \t*`~]*{_LABEL}{NOT_ANSWERABLE}", text
+        ):
+            kept.pop()  # its item's number, a sentence of its own: "2." was left (not "... sign-in [1]? 3.", an answer)
     if len(kept) < len(sentences):
         degraded.append(PARTLY_NOT_ANSWERABLE)
     return kept
@@ -430,7 +439,7 @@ def _checked(text: str, state: QueryState, model: str, route: Route, tools: tupl
     sentences, invalid = parse_cited(text, contexts)
     if invalid:
         degraded.append("answer:invalid_citation_removed")
-    sentences = _answered_in_part(sentences, degraded)
+    sentences = _answered_in_part(text, sentences, degraded)
     cited = any(s.citations for s in sentences)
     # With no contexts too: what the model wrote then came from its own knowledge.
     if not sentences or (not cited and not any(t.success for t in tools)):

@@ -521,6 +521,13 @@ PARTLY_ANSWERED = [
     ("- AuthSvc handles sign-in [1].\n- NOT_ANSWERABLE", "- AuthSvc handles sign-in [1].", "- AuthSvc handles sign-in [1]."),
     ("+ AuthSvc handles sign-in [1].\n+ NOT_ANSWERABLE", "+ AuthSvc handles sign-in [1].", "+ AuthSvc handles sign-in [1]."),
     ("1. AuthSvc handles sign-in [1].\n2. NOT_ANSWERABLE", "1. AuthSvc handles sign-in [1].", "1. AuthSvc handles sign-in [1]."),
+    # A number ending a sentence is no list item's: streamed and kept ("TLS 1.2. NOT_ANSWERABLE" lost "2.").
+    ("AuthSvc handles sign-in [1]. It requires TLS 1.2. NOT_ANSWERABLE.", "AuthSvc handles sign-in [1]. It requires TLS 1.2.",
+     "AuthSvc handles sign-in [1]. It requires TLS 1.2."),
+    ("AuthSvc handles sign-in [1]. It locks an account after 5. NOT_ANSWERABLE",
+     "AuthSvc handles sign-in [1]. It locks an account after 5.", "AuthSvc handles sign-in [1]. It locks an account after 5."),
+    ("How many times does AuthSvc retry a sign-in [1]? 3. NOT_ANSWERABLE", "How many times does AuthSvc retry a sign-in [1]? 3.",
+     "How many times does AuthSvc retry a sign-in [1]? 3."),
 ]
 #: the sentinel as models write it besides alone: each was the answer, supported, once a tool had run
 NOT_ANSWERABLE_FORMS = [
