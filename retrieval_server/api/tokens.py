@@ -5,7 +5,7 @@ Keys come from a shared secret (HMAC), a JWKS file, or a JWKS URL fetched over H
 provider that hangs held one call per cache period for the whole fetch timeout), fetched again,
 waited for, when a token names a key id the cache does not hold (at most once per
 ``min_refresh_s``, so a flood of forged kids cannot hammer the identity provider), and kept
-when a fetch fails (a JWKS without a usable key is no failure: it revokes them all). Only the first fetch and an unknown kid wait for one. Every failure is an :class:`Unauthenticated` with a stable reason and a
+when a fetch fails (a JWKS without a usable key is no failure: it revokes them all). Only the first fetch and an unknown kid wait for one, and a call that gives up waiting (its deadline, a cancel) leaves that fetch to finish for the calls after it. Every failure is an :class:`Unauthenticated` with a stable reason and a
 message that helps the caller without saying anything about the keys.
 
 A token that verified is remembered (:class:`TokenVerifier`): verifying one costs tens of
@@ -302,6 +302,8 @@ class JwksUrl:
         self._lock = asyncio.Lock()
         #: the fetch of keys past ``cache_s`` that no call waits for, one at a time
         self._background: asyncio.Task[None] | None = None
+        #: the fetches calls wait for (:meth:`_fetch`), until they end
+        self._fetches: set[asyncio.Task[None]] = set()
         #: how many times a fetch brought another key set
         self._changes = 0
 
@@ -335,15 +337,31 @@ class JwksUrl:
                 if self._keys is None:
                     raise Unavailable("the identity provider's signing keys cannot be fetched right now") from exc
 
+    async def _fetch(self, every: float) -> None:
+        """:meth:`_refresh` for a call that waits for it, on a task of its own that the call awaits
+        shielded. Run in the call, the fetch was cancelled with it (its deadline, its caller's
+        cancel) after it had counted against ``min_refresh_s``: every call was then UNAVAILABLE
+        (no keys yet), or TOKEN_KEY_UNKNOWN (a rotated key), for that long, and an identity
+        provider slower than the callers' deadlines was never fetched from at all."""
+        task = asyncio.ensure_future(self._refresh(every))
+        self._fetches.add(task)
+        task.add_done_callback(self._fetched)
+        await asyncio.shield(task)
+
+    def _fetched(self, task: asyncio.Task[None]) -> None:
+        self._fetches.discard(task)
+        if not task.cancelled():
+            task.exception()  # read: the failure of a fetch whose caller gave up is logged by _refresh, not by asyncio
+
     async def keys_for(self, kid: str | None, alg: str) -> tuple[Any, ...]:
         if self._keys is None:
-            await self._refresh(self._min_refresh_s)  # nothing to answer with yet (rate-limited after a failed fetch)
+            await self._fetch(self._min_refresh_s)  # nothing to answer with yet (rate-limited after a failed fetch)
         elif self._fetched_at is None or self._clock() - self._fetched_at >= self._cache_s:
             if self._background is None or self._background.done():
                 self._background = asyncio.create_task(self._refresh(self._cache_s))
         keys = _fitting(self._keys, kid, alg)
         if not keys:
-            await self._refresh(self._min_refresh_s)  # a rotated key: fetch again (rate-limited)
+            await self._fetch(self._min_refresh_s)  # a rotated key: fetch again (rate-limited)
             keys = _fitting(self._keys, kid, alg)
         if self._keys is None:
             # Never fetched (the fetch just failed, or a failed one holds back the next): no token
@@ -361,10 +379,11 @@ class JwksUrl:
         return self._changes
 
     async def close(self) -> None:
-        if self._background is not None:
-            self._background.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._background
+        for task in (self._background, *self._fetches):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Unavailable):
+                    await task
         await self._client.aclose()
 
 

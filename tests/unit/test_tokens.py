@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -387,3 +388,48 @@ async def test_a_jwk_pyjwt_cannot_build_is_skipped_like_any_other_unusable_key(t
             assert (await verifier.verify(keys.sign(claims("bob"), "k2")))["sub"] == "bob"  # an unknown kid: fetched, and learned
         finally:
             await verifier.close()
+
+
+async def test_a_caller_that_gives_up_does_not_stop_the_fetch_others_wait_for() -> None:
+    """The first fetch, and the one an unknown kid asks for, ran in the call that asked: its caller's
+    deadline or cancel cancelled the fetch, which had already counted against JWT_JWKS_MIN_REFRESH_S.
+    Every call was then UNAVAILABLE (no keys yet), or its new key TOKEN_KEY_UNKNOWN, for that long,
+    and an identity provider slower than the callers' deadlines was never fetched from at all."""
+    import asyncio
+    import threading
+
+    keys = RsaKeys()
+    keys.add("k1")
+    clock = Clock()
+    asked, released = threading.Event(), threading.Event()
+
+    def body() -> Any:
+        asked.set()
+        released.wait(30)
+        return keys.jwks()
+
+    async def given_up(kid: str) -> None:
+        """A call asking for ``kid`` cancelled while the identity provider holds the fetch it waits for."""
+        asked.clear()
+        released.clear()
+        call = asyncio.ensure_future(source.keys_for(kid, "RS256"))
+        await asyncio.to_thread(asked.wait, 30)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+        released.set()
+
+    with get_json_server(body) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=clock)
+        try:
+            await given_up("k1")  # the first fetch
+            assert await source.keys_for("k1", "RS256")  # the fetch went on: its keys answer, not UNAVAILABLE
+            assert len(idp.requests) == 1
+            keys.add("k2")  # a rotation
+            clock.now = 31
+            await given_up("k2")
+            assert await source.keys_for("k2", "RS256")  # not TOKEN_KEY_UNKNOWN until min_refresh_s passes again
+            assert len(idp.requests) == 2
+        finally:
+            released.set()
+            await source.close()
