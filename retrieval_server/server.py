@@ -210,7 +210,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     # Admission first, so that no call holds a slot beyond its share or waiting for its request;
     # then metrics, so that calls refused after are counted; identity before any servicer runs.
     edge = Edge([
-        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer)),
+        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer), on_refused=refused),
         GrpcMetricsLayer(app.metrics.grpc),
         reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request),
                            on_refused=refused),

@@ -19,14 +19,14 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
 from retrieval_server.api.edge import Layer
 from retrieval_server.api.errors import abort
-from retrieval_server.api.handlers import wrapped
-from retrieval_server.domain import InvalidArgument, RequestNotRead, TooManyCalls
+from retrieval_server.api.handlers import Refused, wrapped
+from retrieval_server.domain import InvalidArgument, RequestNotRead, ServiceError, TooManyCalls
 
 
 #: what a call's behaviour is given as its request: a unary call's one message, or the stream
@@ -69,7 +69,8 @@ def peer_address(peer: str) -> str:
 
 
 class _ReadWithin:
-    """A unary call's one request message, read within ``read_s``.
+    """A unary call's one request message, read within ``read_s``; :class:`RequestNotRead` past it,
+    :class:`InvalidArgument` for a stream that ended without one.
 
     One timer cancels every call that has waited longer, instead of one scheduled and cancelled by
     each call (asyncio.timeout's, some 5 µs a call on a path held to 0.85 of a bare echo server's
@@ -101,11 +102,11 @@ class _ReadWithin:
             self._expired.discard(task)
             if task.uncancel():  # cancelled for another reason as well (the call itself was)
                 raise
-            await abort(context, RequestNotRead(self._late))
+            raise RequestNotRead(self._late) from None
         finally:
             self._waiting.pop(task, None)
         if request is grpc.aio.EOF:
-            await abort(context, InvalidArgument("the request holds no message", field="request"))
+            raise InvalidArgument("the request holds no message", field="request")
         return request
 
     def _sweep(self) -> None:
@@ -127,22 +128,34 @@ async def _as_sent(requests: AsyncIterator[Any], context: grpc.aio.ServicerConte
     return requests
 
 
-def admit(read_s: float, peers: CallsPerPeer) -> Layer:
+def admit(read_s: float, peers: CallsPerPeer, on_refused: Refused | None = None) -> Layer:
     """A layer of :class:`~retrieval_server.api.edge.Edge`, the outermost: each call counted
     against its peer's limit before anything else, and a unary-request method's one message read
     within ``read_s`` (a stream that ends without one: INVALID_ARGUMENT; one still sending it:
-    DEADLINE_EXCEEDED), so that neither holds a slot longer."""
+    DEADLINE_EXCEEDED), so that neither holds a slot longer. ``on_refused`` is told of each call
+    refused so (the audit log's lines for admin RPCs: they were refused before anyone was identified)."""
     too_many = f"more than {peers.limit} calls at once from one address (RETRIEVAL_MAX_CALLS_PER_PEER): wait for one to end"
     read = _ReadWithin(read_s)
 
-    def admitted(behavior: Callable[..., Any], request_of: RequestOf) -> Callable[..., Any]:
+    def admitted(method: str, behavior: Callable[..., Any], request_of: RequestOf) -> Callable[..., Any]:
+        async def refuse(context: grpc.aio.ServicerContext, exc: ServiceError) -> NoReturn:
+            if on_refused is not None:
+                on_refused(method, context, exc)
+            await abort(context, exc)
+
+        async def request(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await request_of(requests, context)
+            except ServiceError as exc:
+                await refuse(context, exc)
+
         if inspect.isasyncgenfunction(behavior):
             async def stream(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 peer = peer_address(context.peer())
                 if not peers.enter(peer):
-                    await abort(context, TooManyCalls(too_many))
+                    await refuse(context, TooManyCalls(too_many))
                 try:
-                    async for item in behavior(await request_of(requests, context), context):
+                    async for item in behavior(await request(requests, context), context):
                         yield item
                 finally:
                     peers.leave(peer)
@@ -152,15 +165,16 @@ def admit(read_s: float, peers: CallsPerPeer) -> Layer:
         async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
             peer = peer_address(context.peer())
             if not peers.enter(peer):
-                await abort(context, TooManyCalls(too_many))
+                await refuse(context, TooManyCalls(too_many))
             try:
-                return await behavior(await request_of(requests, context), context)
+                return await behavior(await request(requests, context), context)
             finally:
                 peers.leave(peer)
 
         return call
 
     def layer(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        return wrapped(handler, lambda behavior: admitted(behavior, read), lambda behavior: admitted(behavior, _as_sent), unary_as_stream=True)
+        return wrapped(handler, lambda behavior: admitted(method, behavior, read), lambda behavior: admitted(method, behavior, _as_sent),
+                       unary_as_stream=True)
 
     return layer

@@ -4,8 +4,9 @@ Who (the verified user id, role, and how they were verified; the peer address), 
 the documents named, what was stored or deleted), when (the line's timestamp) and the outcome
 (OK, or the status code it ended with). Lines go to the ``retrieval_server.audit`` logger, so
 operators can route them apart from the rest. A call refused before its caller is known (its
-credentials, or a request too heavy to read or not a valid message) is an attempted admin action
-too: :func:`refused` writes its line, with no user (none was proven) and the refusal's reason.
+credentials, or a request too heavy to read or not a valid message, not sent in time or at all,
+or past its address's share of the calls) is an attempted admin action too: :func:`refused`
+writes its line, with no user (none was proven) and the refusal's reason.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str
 def refused(method: str, context: grpc.aio.ServicerContext, exc: ServiceError) -> None:
     """The line of an admin RPC refused before its caller was known (missing, invalid or expired
     credentials; a peer that may not speak for users; a request too heavy to read, or not a valid
-    message). Its request was never read, so the line names no documents."""
+    message; a message not sent in time or at all; a call past its address's share). Its request
+    was never read, so the line names no documents."""
     if method in AUDITED_METHODS:
         _write(method.removeprefix(SERVICE_PREFIX), code_of(exc).name, context.peer(), (), reason=reason_of(exc))

@@ -461,6 +461,66 @@ async def test_an_admin_call_refused_before_its_request_is_read_is_audited(tmp_p
     ]
 
 
+async def test_an_admin_call_refused_before_its_message_is_read_or_past_its_addresss_share_is_audited(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ingest or delete whose stream ended with no message, whose message did not come within
+    RETRIEVAL_REQUEST_READ_S, or whose address already had RETRIEVAL_MAX_CALLS_PER_PEER calls in
+    progress was refused before anything of it ran, and left no line: only a request over
+    MAX_MESSAGE_MB, which gRPC refuses before any of the server's code sees it, may leave none."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    admin = [("x-user-id", "mallory"), ("x-user-role", "ADMIN")]
+    never = asyncio.Event()
+
+    async def nothing() -> AsyncIterator[pb.DeleteDocumentsRequest]:
+        await never.wait()
+        yield pb.DeleteDocumentsRequest(document_ids=["policy"])
+
+    def raw(channel: grpc.aio.Channel, rpc: str) -> Any:
+        """The RPC called as a stream of requests: what a caller may send a unary method on the wire."""
+        return channel.stream_unary(f"/retrieval.v1.RetrievalService/{rpc}", request_serializer=lambda m: m.SerializeToString(),
+                                    response_deserializer=lambda b: b)
+
+    refused: list[grpc.StatusCode] = []
+    with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+        # A stream that ended is refused when its end arrives: under a read limit it cannot reach.
+        async with serving(tmp_path / "ended", request_read_s=30, max_calls_per_peer=2) as srv:
+            channels = [grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}", options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(2)]
+            try:
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await raw(channels[0], "IngestDocuments")(iter(()), metadata=admin, timeout=60)
+                refused.append(err.value.code())
+                watches = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest()) for channel in channels]
+                for watch in watches:  # both in progress: the address's share
+                    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await channels[0].unary_unary("/retrieval.v1.RetrievalService/DeleteDocuments")(
+                        pb.DeleteDocumentsRequest(document_ids=["policy"]).SerializeToString(), metadata=admin, timeout=60)
+                refused.append(err.value.code())
+                for watch in watches:
+                    watch.cancel()
+            finally:
+                for channel in channels:
+                    await channel.close()
+        # One still open is ended by the read limit alone, whenever it passes: a tiny one.
+        try:
+            async with serving(tmp_path / "open", request_read_s=0.01) as srv:
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await raw(channel, "DeleteDocuments")(nothing(), metadata=admin, timeout=60)
+                    refused.append(err.value.code())
+        finally:
+            never.set()
+    assert refused == [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED]
+    lines = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert [(r.rpc, r.user, r.outcome, r.reason, r.documents) for r in lines] == [  # type: ignore[attr-defined]
+        ("IngestDocuments", "", "INVALID_ARGUMENT", "INVALID_ARGUMENT", []),
+        ("DeleteDocuments", "", "RESOURCE_EXHAUSTED", "TOO_MANY_CALLS", []),
+        ("DeleteDocuments", "", "DEADLINE_EXCEEDED", "REQUEST_NOT_READ", []),
+    ]
+
+
 async def test_an_audit_line_cuts_each_id_a_refused_caller_sent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A refused caller's ids are never validated: one of 40 MB made a 40 MB line."""
     from retrieval.v1 import retrieval_pb2_grpc
