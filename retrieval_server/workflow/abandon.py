@@ -13,9 +13,10 @@ def abandon(futures: Iterable[asyncio.Future[Any] | None]) -> None:
     for future in futures:
         if future is not None:
             future.cancel()
-            future.add_done_callback(_read_outcome)
+            future.add_done_callback(read_outcome)
 
 
-def _read_outcome(future: asyncio.Future[Any]) -> None:
+def read_outcome(future: asyncio.Future[Any]) -> None:
+    """The outcome of work nobody may await any more, read, so that asyncio logs no error for it."""
     if not future.cancelled():
         future.exception()

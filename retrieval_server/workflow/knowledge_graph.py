@@ -27,6 +27,7 @@ from retrieval_server.domain import AccessFilter, Document
 from retrieval_server.ingest.entities import acronym_singular, name_tokens
 from retrieval_server.knowledge import EntityLabel, EntityMatch, GraphEdge, GraphEntity, MatchKind, RelationType, entity_key
 from retrieval_server.stopwords import STOPWORDS
+from retrieval_server.workflow.abandon import read_outcome
 from scoring_core import NameFilter
 
 if TYPE_CHECKING:
@@ -104,10 +105,21 @@ class KnowledgeGraph:
         return await self.store.graph_version()
 
     async def _index(self) -> _Names:
-        """The known names, reloaded when an ingest (in any process) changed the graph."""
+        """The known names, reloaded when an ingest (in any process) changed the graph.
+
+        The load runs on a task of its own, which the query awaits shielded: run in the query, it
+        was cancelled with it (its deadline, the leg's cut-off), and the next query began it again;
+        while each one's time ran out first (a large graph, short deadlines), the graph leg matched
+        against the names before the write, or none at all."""
         version = await self.store.graph_version()
         if version == self._names.version:
             return self._names
+        load = asyncio.ensure_future(self._load(version))
+        load.add_done_callback(read_outcome)  # its failure is its queries' to report, and they may be gone
+        await asyncio.shield(load)
+        return self._names
+
+    async def _load(self, version: str | None) -> None:
         async with self._loading:
             if version != self._names.version:
                 keys = tuple(await self.store.graph_keys())
@@ -115,7 +127,6 @@ class KnowledgeGraph:
                 fuzzy = await self._executor.run(NameFilter, keys)
                 stated = frozenset(await self.store.graph_stated_keys())
                 self._names = _Names(version, keys, frozenset(keys), fuzzy, stated)
-        return self._names
 
     async def match(self, query: str, access: AccessFilter, document_ids: Sequence[str] = ()) -> list[EntityMatch]:
         """Known entities the query names, longest and surest first, without overlaps, at most

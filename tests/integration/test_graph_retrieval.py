@@ -6,6 +6,8 @@ not name what the question names: dense and keyword search miss them, the graph 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import unicodedata
 from collections.abc import AsyncIterator
@@ -190,6 +192,46 @@ async def test_a_retry_whose_graph_leg_failed_reports_no_trace(app: Application)
     r = await p.query(QueryOptions("Who maintains AuthSvc?", 3, strategy=Strategy.HYBRID, use_cache=False), events=after)
     assert r.metrics.iterations == 2 and "graph:store_error" in r.metrics.degraded and r.contexts
     assert r.metrics.graph is None
+
+
+class _NamesHeld:
+    """A metadata store whose name reads (graph_keys) wait until ``released`` is set, ``asked``
+    saying that one is waiting; ``reads`` counts them."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.asked, self.released = asyncio.Event(), asyncio.Event()
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "graph_keys":
+            return getattr(self._inner, name)
+
+        async def held() -> Any:
+            self.reads += 1
+            self.asked.set()
+            await self.released.wait()
+            return await self._inner.graph_keys()
+
+        return held
+
+
+async def test_names_loaded_for_a_query_that_gave_up_serve_the_next(app: Application) -> None:
+    """The names are loaded by the query that finds them out of date (the first, and the first after
+    each write), and a query cut by its deadline or the leg's cut-off cancelled the load: the next
+    one began again, and while each query's time ran out first (a large graph, short deadlines)
+    the graph leg matched against the names before the write, or none at all."""
+    store = _NamesHeld(app.metadata)
+    graph = KnowledgeGraph(store, app.executor)  # type: ignore[arg-type]
+    question, everything = "Who maintains AuthSvc?", AccessFilter(reads_everything=True)
+    first = asyncio.ensure_future(graph.match(question, everything))
+    await store.asked.wait()
+    first.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await first
+    store.released.set()
+    assert [m.name for m in await graph.match(question, everything)] == ["AuthSvc"]
+    assert store.reads == 1  # the load the first query began went on without it, and serves this one
 
 
 async def test_hybrid_follows_stated_relations_only(app: Application) -> None:
