@@ -89,7 +89,7 @@ def test_a_kernel_numba_finds_no_cache_folder_for_is_compiled_without_the_cache(
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True"]
     warnings = [line for line in run.stderr.splitlines() if line.startswith("WARNING")]
-    assert len(warnings) == 2, warnings  # once for each kernel top_k runs: _top_k_kernel and _worse
+    assert len(warnings) == 3, warnings  # once for each kernel top_k runs: _top_k_kernel, _sift_down and _worse
     assert all("no folder for numba's cache" in w and "NUMBA_CACHE_DIR" in w for w in warnings), warnings
     assert not list(tmp_path.iterdir())
 
