@@ -8,7 +8,11 @@ importing numba then; the server still loads every kernel before it serves
 (:func:`scoring_core.warm_up`).
 
 A kernel may call another kernel: when it is resolved, the kernels it names are resolved first
-and it is compiled against their dispatchers, as it would have been at import.
+and it is compiled against their dispatchers, as it would have been at import. Their code is
+compiled into it, while numba checks a cache entry against its own function's source file alone:
+so a calling kernel's entry is named for its callees' sources too (:meth:`Kernel.source_digest`),
+and a callee changed in place (a checkout updated, an editable install) is compiled anew into
+every kernel calling it, whose entries made with the old code are removed.
 
 numba's cache only saves compile time: an entry it cannot read or write (cut short by a kill or a
 full disk) is removed, and the kernel compiled without the cache, rather than failing every start;
@@ -17,9 +21,13 @@ so is a kernel for whose cache numba finds no writable folder (a read-only file 
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import hashlib
+import inspect
 import logging
 import pickle
+import re
 import threading
 import types
 from collections.abc import Callable, Sequence
@@ -48,6 +56,7 @@ class Kernel:
         self._signatures = [signatures] if isinstance(signatures, str) else list(signatures)
         self._options = options
         self._dispatcher: Any = None
+        self._digest: str | None = None
         self._lock = threading.Lock()
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
@@ -62,17 +71,36 @@ class Kernel:
                     self._dispatcher = self._resolve()
         return self._dispatcher
 
+    def _callees(self) -> dict[str, Kernel]:
+        fn = self.py_func
+        return {name: value for name in fn.__code__.co_names if isinstance(value := fn.__globals__.get(name), Kernel)}
+
+    def source_digest(self) -> str:
+        """A digest of the source files of this kernel and of the kernels it calls, transitively:
+        what its compiled code depends on."""
+        if self._digest is None:
+            path = inspect.getsourcefile(self.py_func)
+            try:
+                source = Path(path).read_bytes() if path else b""
+            except OSError:  # no source: numba caches nothing then
+                source = b""
+            callees = sorted(k.source_digest() for k in self._callees().values())
+            self._digest = hashlib.sha256(b"\0".join([source, *(c.encode() for c in callees)])).hexdigest()[:16]
+        return self._digest
+
     def _resolve(self) -> Any:
         import numba
 
         fn = self.py_func
-        callees = {name: value.dispatcher() for name in fn.__code__.co_names if isinstance(value := fn.__globals__.get(name), Kernel)}
+        callees = self._callees()
         if callees:
-            # The same code (so the same cache entry) with the callees' dispatchers as its globals.
-            fn = types.FunctionType(fn.__code__, {**fn.__globals__, **callees}, fn.__name__, fn.__defaults__, fn.__closure__)
-            fn.__qualname__ = self.py_func.__qualname__
+            # The same code with the callees' dispatchers as its globals, its cache entry named for
+            # the callees' sources (see the module's docstring).
+            dispatchers = {name: k.dispatcher() for name, k in callees.items()}
+            fn = types.FunctionType(fn.__code__, {**fn.__globals__, **dispatchers}, fn.__name__, fn.__defaults__, fn.__closure__)
+            fn.__qualname__ = f"{self.py_func.__qualname__}.{self.source_digest()}"
         try:
-            return numba.njit(self._signatures, cache=True, **self._options)(fn)
+            dispatcher = numba.njit(self._signatures, cache=True, **self._options)(fn)
         except RuntimeError as exc:
             if _NO_CACHE_FOLDER not in str(exc):
                 raise
@@ -91,6 +119,9 @@ class Kernel:
                 f"; could not remove {', '.join(kept)}" if kept else "",
             )
             return numba.njit(self._signatures, **self._options)(fn)
+        if callees:
+            _drop_other_versions(fn, self.py_func.__qualname__)
+        return dispatcher
 
     def __call__(self, *args: Any) -> Any:
         return self.dispatcher()(*args)
@@ -116,6 +147,23 @@ def _drop_cache_entry(fn: Callable[..., Any]) -> tuple[Path | str, list[str], li
         else:
             removed.append(path.name)
     return folder, removed, kept
+
+
+def _drop_other_versions(fn: Callable[..., Any], qualname: str) -> None:
+    """Remove the cache files of ``qualname`` made with other callees than ``fn``'s (named for
+    another digest of their sources, or for none: before entries were named for them)."""
+    from numba.core.caching import CompileResultCacheImpl
+
+    try:
+        impl = CompileResultCacheImpl(fn)
+    except RuntimeError:
+        return
+    module = Path(inspect.getfile(fn)).stem
+    other = re.compile(rf"{re.escape(module)}\.{re.escape(qualname)}(\.[0-9a-f]{{16}})?-\d+\.")
+    for path in Path(impl.locator.get_cache_path()).glob(f"{glob.escape(module)}.{glob.escape(qualname)}*"):
+        if other.match(path.name) and not path.name.startswith(f"{impl.filename_base}."):
+            with contextlib.suppress(OSError):  # only space is lost
+                path.unlink(missing_ok=True)
 
 
 def kernel(signatures: str | Sequence[str], **options: Any) -> Callable[[Callable[..., Any]], Kernel]:

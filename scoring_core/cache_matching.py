@@ -12,6 +12,7 @@ streaming read of the live part of the matrix.
 from __future__ import annotations
 
 import math
+import operator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -63,6 +64,18 @@ def matchable(vector: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
     if not np.isfinite(norm) or norm == 0.0:
         raise ValueError("vector must be finite and non-zero")
     return v, norm
+
+
+def _as_scope(value: int, name: str) -> int:
+    """``value`` as a scope; anything but an int64 integer raises naming ``name``: a float scope
+    was truncated into another user's (1.5 into 1), a string parsed by numpy."""
+    try:
+        scope = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+    if not -(2**63) <= scope < 2**63:
+        raise ValueError(f"{name} must fit in int64, got {scope}")
+    return scope
 
 
 def _check_now(now: float) -> None:
@@ -160,6 +173,7 @@ class CosineMatcher:
         if math.isnan(expires_at):  # it compares false with every time: never expired, never freed
             raise ValueError("expires_at must not be NaN (inf never expires)")
         v, norm = matchable(vector, self.dim)
+        scope = _as_scope(scope, "scope")  # before a row is taken: a full matcher evicts one for it
         row = self._slot()
         self._matrix[row] = v / norm
         self._expires[row] = expires_at
@@ -203,6 +217,7 @@ class CosineMatcher:
         """Best live row with cosine >= threshold in ``caller_scope`` (and the public scope unless
         ``include_public`` is False): ``(row, score)`` or ``(-1, nan)``."""
         _check_now(now)
+        caller = _as_scope(caller_scope, "caller_scope")
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ValueError(f"query has {q.shape[0]} dims, expected {self.dim}")
@@ -212,11 +227,11 @@ class CosineMatcher:
         args = (self._matrix, np.ascontiguousarray(q / norm), self._live, self._expires, self._scope)
         n = self._rows
         if self._pool is None or n < self.PARALLEL_MIN_ROWS:
-            row, score = _best_in_rows(*args, 0, n, float(now), int(caller_scope), include_public)
+            row, score = _best_in_rows(*args, 0, n, float(now), caller, include_public)
         else:
             bounds = np.linspace(0, n, self._threads + 1).astype(np.int64)
             parts = list(self._pool.map(
-                lambda ab: _best_in_rows(*args, int(ab[0]), int(ab[1]), float(now), int(caller_scope), include_public),
+                lambda ab: _best_in_rows(*args, int(ab[0]), int(ab[1]), float(now), caller, include_public),
                 zip(bounds[:-1], bounds[1:], strict=True),
             ))
             # Ranges are in row order and each keeps its first maximum: the first strict maximum wins.

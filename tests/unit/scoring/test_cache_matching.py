@@ -35,6 +35,21 @@ def test_threshold_expiry_and_scope() -> None:
     assert math.isnan(m.match(np.zeros(3), now=0)[1])
 
 
+@pytest.mark.parametrize("scope", [1.5, 7.0, "7", 2**63, -(2**63) - 1])
+def test_a_scope_that_is_no_int64_integer_is_refused_naming_it_before_a_row_is_taken(scope: object) -> None:
+    # A float scope was truncated into another user's (1.5 read as 1, and a lookup's 7.9 saw user
+    # 7's rows), "7" parsed; one past int64 raised numpy's OverflowError after the row was taken:
+    # in a full matcher the oldest live row was evicted for a vector never stored.
+    m = CosineMatcher(2, threshold=0.9, initial_capacity=1, max_entries=1)
+    kept = m.add(_unit(1, 0), expires_at=10.0, scope=7)
+    with pytest.raises((TypeError, ValueError), match="^scope must"):
+        m.add(_unit(0, 1), expires_at=10.0, scope=scope)  # type: ignore[arg-type]
+    with pytest.raises((TypeError, ValueError), match="^caller_scope must"):
+        m.match(_unit(1, 0), now=0.0, caller_scope=scope)  # type: ignore[arg-type]
+    assert len(m) == 1 and m.match(_unit(1, 0), now=0.0, caller_scope=7)[0] == kept
+    assert m.match(_unit(1, 0), now=0.0, caller_scope=np.int64(7))[0] == kept  # numpy's integers are integers
+
+
 def test_growth_reuse_and_eviction_without_rebuilding() -> None:
     m = CosineMatcher(2, initial_capacity=2, max_entries=4)
     rows = [m.add(_unit(1, i / 10), expires_at=10) for i in range(4)]

@@ -60,14 +60,14 @@ def _run_top_k(cache_dir: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("suffix", "damage"), [("nbi", "truncated"), ("nbc", "emptied")])
 def test_a_damaged_cache_entry_is_removed_and_the_kernel_compiled_without_it(tmp_path: Path, suffix: str, damage: str) -> None:
     assert _run_top_k(tmp_path).stdout.split() == ["True"]
-    entry = sorted(tmp_path.rglob(f"selection._top_k_kernel-*.{suffix}"))[0]
+    entry = sorted(tmp_path.rglob(f"selection._top_k_kernel.*.{suffix}"))[0]
     data = entry.read_bytes()
     entry.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"")  # a kill or a full disk mid-write
 
     run = _run_top_k(tmp_path)
     assert run.stdout.split() == ["True"]  # compiled, and agreeing with its twin
     assert "cannot be used" in run.stderr and "NUMBA_CACHE_DIR" in run.stderr and entry.name in run.stderr
-    assert not list(tmp_path.rglob("selection._top_k_kernel-*"))  # the next start caches it anew
+    assert not list(tmp_path.rglob("selection._top_k_kernel.*"))  # the next start caches it anew
 
 
 _NO_CACHE_FOLDER_RUN = """
@@ -89,9 +89,51 @@ def test_a_kernel_numba_finds_no_cache_folder_for_is_compiled_without_the_cache(
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True"]
     warnings = [line for line in run.stderr.splitlines() if line.startswith("WARNING")]
-    assert len(warnings) == 2, warnings  # once for each kernel top_k runs: _top_k_kernel and _worse
+    assert len(warnings) == 3, warnings  # once for each kernel top_k runs: _top_k_kernel, _sift_down and _worse
     assert all("no folder for numba's cache" in w and "NUMBA_CACHE_DIR" in w for w in warnings), warnings
     assert not list(tmp_path.iterdir())
+
+
+_CALLEE = """
+from scoring_core._jit import kernel
+
+@kernel("int64(int64)")
+def bump(x):
+    return x + {step}
+"""
+
+_CALLER = """
+from scoring_core._jit import kernel
+from callee import bump
+
+@kernel("int64(int64)")
+def twice(x):
+    return bump(bump(x))
+"""
+
+
+def test_a_kernel_runs_its_callees_new_code_once_their_source_changed(tmp_path: Path) -> None:
+    """numba checks a cache entry against its own function's source file alone, while the code of
+    the kernels it calls is compiled into it: a kernel changed in place (a checkout updated, an
+    editable install) was run as changed when called, and as it was before by every kernel calling
+    it from another file (fusion's and dedup's sorts and top_k), until those files changed too."""
+    (tmp_path / "callee.py").write_text(_CALLEE.format(step=1))
+    (tmp_path / "caller.py").write_text(_CALLER)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(__file__).parents[3]}"}
+    script = "import callee, caller; print(callee.bump(0), caller.twice(0))"
+
+    def run() -> list[str]:
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True, env=env).stdout.split()
+
+    assert run() == ["1", "2"]
+    assert run() == ["1", "2"]  # from the cache
+    entries = {p.name for p in cache.rglob("*.nb*")}
+    (tmp_path / "callee.py").write_text(_CALLEE.format(step=10))  # caller.py is not touched
+    assert run() == ["10", "20"]
+    # The caller's entries made with the old callee are gone, not kept beside the new ones.
+    assert len({p.name for p in cache.rglob("*.nb*")}) == len(entries)
+    assert run() == ["10", "20"]
 
 
 def test_a_kernel_that_fails_to_compile_otherwise_still_raises(monkeypatch: pytest.MonkeyPatch) -> None:
