@@ -85,7 +85,9 @@ from retrieval_server.identifiers import (
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import GraphExtractor, rules_revision_for
 from retrieval_server.knowledge import DocumentGraph
-from retrieval_server.ingest.loaders import MAX_ROW_ERRORS, LoadError, LoadedDocument, load, metadata_without_controls, without_controls
+from retrieval_server.ingest.loaders import (
+    MAX_ROW_ERRORS, LoadError, LoadedDocument, load, metadata_without_controls, sent, without_controls,
+)
 from scoring_core.encoders import Interrupted
 
 log = logging.getLogger(__name__)
@@ -533,8 +535,9 @@ class Indexer:
             doc = Document(
                 document_id=loaded.document_id,
                 title=loaded.title,
-                url=without_controls(composed(src.url)) or loaded.url,
-                source=without_controls(composed(src.source or src.name)),
+                # Nothing visible sent is none: a url of " " replaced every JSONL row's own.
+                url=without_controls(composed(sent(src.url))) or loaded.url,
+                source=without_controls(composed(sent(src.source) or src.name)),
                 access=src.access,
                 owner_id=owner,
                 metadata={**loaded.metadata, **metadata},

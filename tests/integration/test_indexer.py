@@ -1567,6 +1567,19 @@ async def test_recovery_leaves_a_write_begun_after_it_listed_the_abandoned_ones(
     assert await app.vectors.count("x") > 0 and await app.metadata.has_pending_write("x")
 
 
+@pytest.mark.parametrize("blank", [" ", "\x00", "\u200b", " \t\x1b\u2060 "], ids=["space", "nul", "zero-width", "mixed"])
+async def test_a_callers_url_or_source_with_nothing_visible_is_none(app: Application, blank: str) -> None:
+    """Sent with nothing visible in it, a caller's url replaced each JSONL row's own (" " in every
+    hit of every row), and its source the file name: each is none sent, as a blank title is."""
+    rows = b'{"_id": "r1", "text": "Row one is about tides.", "metadata": {"url": "https://rows.example/1"}}\n'
+    report = await app.ingest([DocumentSource(filename="rows.jsonl", content=rows, url=blank, source=blank),
+                               DocumentSource(filename="notes.txt", content=b"Notes about tides.", document_id="notes", url=blank, source=blank)])
+    assert not report.errors, report.errors
+    docs = await app.metadata.get_documents(["r1", "notes"])
+    assert (docs["r1"].url, docs["r1"].source) == ("https://rows.example/1", "rows.jsonl")
+    assert (docs["notes"].url, docs["notes"].source) == ("", "notes.txt")
+
+
 async def test_a_file_names_control_characters_are_spaces_in_its_default_title_and_source(app: Application) -> None:
     """A file that gives no title is titled by its name, and its source is the name: both are
     carried back in every hit, and the name's OSC 52 and carriage return reached each reader."""
