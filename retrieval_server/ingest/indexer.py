@@ -79,8 +79,8 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.identifiers import (
-    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, clean_user_id, composed,
-    composed_metadata, trim,
+    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_grantee, clean_identifier, clean_user_id,
+    composed, composed_metadata, trim,
 )
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import GraphExtractor, rules_revision_for
@@ -522,7 +522,7 @@ class Indexer:
             # to read, which only a grant may give.
             owner = clean_user_id(src.owner_id, "owner_id") if trim(src.owner_id, "owner_id", MAX_USER_ID_CHARS) else ""
             check_grantees(src.granted_user_ids)
-            grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
+            grantees = {clean_grantee(u, "granted_user_ids") for u in src.granted_user_ids}
             if src.access is Access.PRIVATE and not owner:
                 raise ValueError("owner_id is required for a PRIVATE document")
             # The caller's fields are stored as a file's are (loaders compose those): NFC, stream-safe.
