@@ -700,6 +700,8 @@ def _print_query(resp: object, as_json: bool) -> None:
     else:
         for i, r in enumerate(resp.results, 1):  # type: ignore[attr-defined]
             print(printable(f"[{i}] {r.score:.3f}  {r.title} ({r.document_id} #{r.chunk_index}): {' '.join(r.text.split())[:200]}"))
+        if resp.results_not_listed:  # type: ignore[attr-defined]
+            print(f"{resp.results_not_listed} more results not listed: the answer holds at most RETRIEVAL_MAX_RESPONSE_BYTES")  # type: ignore[attr-defined]
 
 
 def _remote(args: argparse.Namespace) -> int:

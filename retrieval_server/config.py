@@ -102,7 +102,7 @@ class Settings(BaseSettings):
     max_message_mb: int = Field(64, ge=1, le=2047, description="largest request (ingest) in MiB")
     max_response_bytes: int = Field(
         4 * 1024 * 1024 - 64 * 1024, ge=65_536, le=2**31 - 1,
-        description="largest Query answer: its last contexts go past it (gRPC clients read 4 MiB by default)",
+        description="largest Query or Search answer: its last contexts or results go past it (gRPC clients read 4 MiB by default)",
     )
     max_concurrent_calls: int = Field(
         1000, ge=1, le=1_000_000,

@@ -252,6 +252,21 @@ def exact_identity(raw: str, field: str, max_chars: int = MAX_USER_ID_CHARS, use
     return value
 
 
+def clean_grantee(raw: str, field: str) -> str:
+    """A grantee as :func:`clean_identifier` cleans it, a group's name after :data:`GROUP_PREFIX`
+    trimmed too; ValueError naming ``field`` when it is invalid or names a group of no name. A
+    caller's groups arrive exact, never with white space around them: a grant to "group: hr" was
+    stored as sent, and no member of hr ever read the document."""
+    value = clean_identifier(raw, field, MAX_USER_ID_CHARS)
+    if not value.startswith(GROUP_PREFIX):
+        return value
+    most = MAX_USER_ID_CHARS - len(GROUP_PREFIX)
+    name = trim(value[len(GROUP_PREFIX):])
+    if not 1 <= len(name) <= most:
+        raise ValueError(f"{field} must name a group after '{GROUP_PREFIX}' of 1 to {most} characters after trimming (got {len(name)})")
+    return GROUP_PREFIX + name
+
+
 def check_grantees(user_ids: Iterable[str]) -> None:
     """ValueError naming the field and its limit when more than :data:`MAX_GRANTEES` distinct users
     (as trimmed) are granted one document."""

@@ -401,22 +401,20 @@ def ingest_out(report: IngestReport, max_bytes: int) -> pb.IngestDocumentsRespon
     return pb.IngestDocumentsResponse(documents=documents, errors=errors, documents_not_listed=len(report.documents) - len(documents))
 
 
-def search_out(query: str, results: list[SearchResult]) -> pb.SearchResponse:
-    return pb.SearchResponse(
-        query=query,
-        results=[
-            pb.SearchResult(
-                text=r.text,
-                document_id=r.document_id,
-                chunk_index=r.chunk_index,
-                title=r.title,
-                page=r.page,
-                url=r.url,
-                score=r.score,
-            )
-            for r in results
-        ],
-    )
+def search_out(query: str, results: list[SearchResult], max_bytes: int) -> pb.SearchResponse:
+    """The results, in their order, while they fit in ``max_bytes`` (the response limit; at least
+    one), the rest counted by ``results_not_listed``: 1,000 results (SEARCH_TOP_K_MAX's largest)
+    of documents with 8 KB urls made about 9 MB, which a client reading gRPC's default 4 MiB refused."""
+    room = max_bytes - len(query.encode()) - 32  # the query's field, and results_not_listed
+    listed = []
+    for r in results:
+        entry = pb.SearchResult(text=r.text, document_id=r.document_id, chunk_index=r.chunk_index, title=r.title, page=r.page, url=r.url,
+                                score=r.score)
+        room -= _entry_bytes(entry.ByteSize())
+        if room < 0 and listed:
+            break
+        listed.append(entry)
+    return pb.SearchResponse(query=query, results=listed, results_not_listed=len(results) - len(listed))
 
 
 def _component_status(c: ComponentHealth) -> int:

@@ -267,7 +267,7 @@ class RetrievalServicer(pb_grpc.RetrievalServiceServicer):
         results = await self._app.pipeline.search(query, k, identity)
         _in_time(context)
         self._app.analytics.search_answered(query, k, identity, len(results), (time.perf_counter() - start) * 1e3)
-        return convert.search_out(query, results)
+        return convert.search_out(query, results, self._s.max_response_bytes)
 
     @_rpc
     async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthResponse:

@@ -79,13 +79,15 @@ from retrieval_server.domain import (
     version_of,
 )
 from retrieval_server.identifiers import (
-    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_identifier, clean_user_id, composed,
-    composed_metadata, trim,
+    MAX_DOCUMENT_ID_CHARS, MAX_USER_ID_CHARS, check_descriptive_fields, check_grantees, clean_grantee, clean_identifier, clean_user_id,
+    composed, composed_metadata, trim,
 )
 from retrieval_server.ingest.chunker import CHUNKER_REVISION, Chunker
 from retrieval_server.ingest.graph_extraction import GraphExtractor, rules_revision_for
 from retrieval_server.knowledge import DocumentGraph
-from retrieval_server.ingest.loaders import MAX_ROW_ERRORS, LoadError, LoadedDocument, load, metadata_without_controls, without_controls
+from retrieval_server.ingest.loaders import (
+    MAX_ROW_ERRORS, LoadError, LoadedDocument, load, metadata_without_controls, sent, without_controls,
+)
 from scoring_core.encoders import Interrupted
 
 log = logging.getLogger(__name__)
@@ -520,7 +522,7 @@ class Indexer:
             # to read, which only a grant may give.
             owner = clean_user_id(src.owner_id, "owner_id") if trim(src.owner_id, "owner_id", MAX_USER_ID_CHARS) else ""
             check_grantees(src.granted_user_ids)
-            grantees = {clean_identifier(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in src.granted_user_ids}
+            grantees = {clean_grantee(u, "granted_user_ids") for u in src.granted_user_ids}
             if src.access is Access.PRIVATE and not owner:
                 raise ValueError("owner_id is required for a PRIVATE document")
             # The caller's fields are stored as a file's are (loaders compose those): NFC, stream-safe.
@@ -533,8 +535,9 @@ class Indexer:
             doc = Document(
                 document_id=loaded.document_id,
                 title=loaded.title,
-                url=without_controls(composed(src.url)) or loaded.url,
-                source=without_controls(composed(src.source or src.name)),
+                # Nothing visible sent is none: a url of " " replaced every JSONL row's own.
+                url=without_controls(composed(sent(src.url))) or loaded.url,
+                source=without_controls(composed(sent(src.source) or src.name)),
                 access=src.access,
                 owner_id=owner,
                 metadata={**loaded.metadata, **metadata},

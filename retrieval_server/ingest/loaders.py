@@ -126,12 +126,19 @@ def _found_title(title: object) -> str:
     return title[:MAX_TITLE_CHARS] if has_visible_text(title) else ""
 
 
+def sent(value: str) -> str:
+    """A caller's field as sent, or "" (none sent) when it holds nothing visible: white space,
+    format or control characters alone (a zero-width space, a NUL) read as nothing in a hit, and
+    stood in for the file's own field."""
+    return value if has_visible_text(value) else ""
+
+
 def _title(src: DocumentSource, found: str = "") -> str:
     """The caller's title on one line, its control characters spaces as a file's are, else the
     file's own (``found``), else its name without its extension, cleaned the same way (a file
     name may hold ESC or a line break, and every reader's hit carries the title): a caller's title
-    of white space alone was stored, over the file's."""
-    return _one_line_title(src.title) or found or _one_line_title(_stem(src.name))
+    of nothing visible (:func:`sent`) was stored, over the file's."""
+    return _one_line_title(sent(src.title)) or found or _one_line_title(_stem(src.name))
 
 
 def _load_text(src: DocumentSource) -> list[LoadedDocument]:

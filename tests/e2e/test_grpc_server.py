@@ -213,6 +213,29 @@ async def test_an_answer_over_the_response_limit_leaves_out_its_last_contexts(tm
         await running.stop(1.0)
 
 
+async def test_a_search_answer_lists_the_results_that_fit_and_counts_the_others(tmp_path: Path) -> None:
+    """Search's answer had no bound: at SEARCH_TOP_K_MAX's largest, 1,000 results of documents
+    within their own limits (an 8 KB url each) made about 9 MB, which a client reading gRPC's
+    default 4 MiB refused whole. Its last results past RETRIEVAL_MAX_RESPONSE_BYTES are left out,
+    and counted, as an ingest's documents are."""
+    limit = 65_536
+    running = await start_server(e2e_settings(tmp_path).model_copy(update={"max_response_bytes": limit, "search_top_k_max": 40}))
+    try:
+        docs = [DocumentSource(document_id=f"d{i}", filename=f"d{i}.txt", content=f"Tidal note {i} on moon and sea.".encode(),
+                               url=f"https://tides.example/{i}/" + "u" * 4_000, access=Access.PUBLIC) for i in range(40)]
+        assert not (await running.app.ingest(docs)).errors
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = pb_grpc.RetrievalServiceStub(channel)
+            resp = await stub.Search(pb.SearchRequest(query="tidal note moon sea", top_k=40))
+            assert resp.ByteSize() <= limit and 1 <= len(resp.results) < 40
+            assert len(resp.results) + resp.results_not_listed == 40
+            whole = await stub.Search(pb.SearchRequest(query="tidal note moon sea", top_k=5))  # within the limit: all of it
+            assert len(whole.results) == 5 and whole.results_not_listed == 0
+            assert [r.document_id for r in whole.results] == [r.document_id for r in resp.results[:5]]
+    finally:
+        await running.stop(1.0)
+
+
 async def test_an_ingest_answer_lists_the_stored_documents_that_fit_and_counts_the_others(tmp_path: Path) -> None:
     """A JSONL file of 21,000 rows answered 4.4 MB: a client reading gRPC's default 4 MiB refused
     it, every row stored."""

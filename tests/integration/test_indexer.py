@@ -1000,6 +1000,27 @@ async def test_ids_are_cleaned_the_same_way_at_ingest_and_delete(app: Applicatio
     assert await app.vectors.count() == 0
 
 
+@pytest.mark.parametrize("grant", ["group: hr", "group:hr\u200b ", "group:\u200b hr"])
+async def test_a_grant_to_a_group_names_the_group_as_its_members_arrive(app: Application, grant: str) -> None:
+    """Grantees are trimmed, but a group's name after its prefix was kept as sent: "group: hr"
+    was stored, which no caller's groups (taken exactly: never " hr") ever match, and the group
+    silently read nothing."""
+    report = await app.ingest([_txt("payroll", "Payroll closes on the 25th.", access=Access.PRIVATE, owner_id="alice", granted_user_ids=(grant,))])
+    assert not report.errors, report.errors
+    doc = await app.metadata.get_document("payroll")
+    assert doc is not None and doc.granted_user_ids == ("group:hr",)
+    r = await app.pipeline.query(QueryOptions("payroll closes", 1, use_cache=False, identity=Identity("bob", Role.USER, ("hr",))))
+    assert [c.document.document_id for c in r.contexts] == ["payroll"]
+
+
+async def test_a_grant_to_a_group_without_a_name_is_the_documents_error(app: Application) -> None:
+    report = await app.ingest([_txt("payroll", "Payroll closes on the 25th.", access=Access.PRIVATE, owner_id="alice",
+                                    granted_user_ids=("group: \u200b",))])
+    assert [(e.source, e.reason) for e in report.errors] == [
+        ("payroll.txt", "granted_user_ids must name a group after 'group:' of 1 to 249 characters after trimming (got 0)")]
+    assert await app.metadata.get_document("payroll") is None
+
+
 async def test_a_query_stops_an_ingestion_piece_which_then_runs_beside_the_queries(app: Application) -> None:
     """A query that needs the model while ingestion's piece runs stops that piece (it does not wait
     for it); the piece runs again beside the queries on a lane of its own, one text at a time, and
@@ -1565,6 +1586,19 @@ async def test_recovery_leaves_a_write_begun_after_it_listed_the_abandoned_ones(
     monkeypatch.setattr(app.metadata, "pending_writes", listed_then_renewed)
     assert await app.indexer.recover(min_age_s=1e-9) == []
     assert await app.vectors.count("x") > 0 and await app.metadata.has_pending_write("x")
+
+
+@pytest.mark.parametrize("blank", [" ", "\x00", "\u200b", " \t\x1b\u2060 "], ids=["space", "nul", "zero-width", "mixed"])
+async def test_a_callers_url_or_source_with_nothing_visible_is_none(app: Application, blank: str) -> None:
+    """Sent with nothing visible in it, a caller's url replaced each JSONL row's own (" " in every
+    hit of every row), and its source the file name: each is none sent, as a blank title is."""
+    rows = b'{"_id": "r1", "text": "Row one is about tides.", "metadata": {"url": "https://rows.example/1"}}\n'
+    report = await app.ingest([DocumentSource(filename="rows.jsonl", content=rows, url=blank, source=blank),
+                               DocumentSource(filename="notes.txt", content=b"Notes about tides.", document_id="notes", url=blank, source=blank)])
+    assert not report.errors, report.errors
+    docs = await app.metadata.get_documents(["r1", "notes"])
+    assert (docs["r1"].url, docs["r1"].source) == ("https://rows.example/1", "rows.jsonl")
+    assert (docs["notes"].url, docs["notes"].source) == ("", "notes.txt")
 
 
 async def test_a_file_names_control_characters_are_spaces_in_its_default_title_and_source(app: Application) -> None:

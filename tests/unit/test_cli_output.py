@@ -126,6 +126,21 @@ def test_query_prints_the_suggestions_of_an_empty_answer(monkeypatch: pytest.Mon
     assert capsys.readouterr().out.splitlines()[1:] == [r"suggestions: Rank fusion; a \x1b[2J title"]
 
 
+def test_search_says_how_many_results_the_answer_left_out(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Past RETRIEVAL_MAX_RESPONSE_BYTES a Search answer lists fewer results than were found: the
+    command said nothing, and fewer lines than --top-k read as all there was."""
+
+    class Capped(Client):
+        def search(self, text: str, **_: Any) -> pb.SearchResponse:
+            r = pb.SearchResponse(query=text, results_not_listed=37)
+            r.results.add(text="Tides.", document_id="t1", title="Tides", score=0.5)
+            return r
+
+    monkeypatch.setattr(retrieval_client, "RetrievalClient", Capped)
+    assert cli.main(["search", "tides", "--top-k", "38"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "37 more results not listed: the answer holds at most RETRIEVAL_MAX_RESPONSE_BYTES"
+
+
 def test_delete_json_lists_ids_holding_commas_and_dashes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The only output was "deleted: a, b, -; not found: -", which no script could split back into ids."""
 

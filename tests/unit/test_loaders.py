@@ -50,6 +50,14 @@ def test_a_callers_title_is_stored_on_one_line_and_a_blank_one_is_none(name: str
     assert load(_src(name, content, title="  Padded \n Title \n")).documents[0].title == "Padded Title"
 
 
+@pytest.mark.parametrize("blank", ["\u200b", "\u200b\u2060\ufeff", " \u200b\x00 "], ids=["zero-width", "format-only", "mixed"])
+def test_a_callers_title_with_nothing_visible_is_none(blank: str) -> None:
+    """A caller's title of zero-width or format characters alone was stored, an invisible title in
+    every hit, over the file's own heading: it is none, as a file's own such title is."""
+    assert load(_src("h.md", "# Heading Here\n\nText about lava.", title=blank)).documents[0].title == "Heading Here"
+    assert load(_src("h.txt", "Text about lava.", title=blank)).documents[0].title == "h"
+
+
 def test_a_jsonl_rows_title_is_stored_on_one_line() -> None:
     rows = json.dumps({"_id": "r1", "title": "Quarterly\n\n   report  2024", "text": "Revenue rose."}) + "\n"
     [doc] = load(_src("rows.jsonl", rows)).documents

@@ -209,7 +209,7 @@ describe("against a local server that records each call", () => {
       };
     server.addService(RetrievalServiceService, {
       query: recorded("query", { contexts: [], suggestions: [] }),
-      search: recorded("search", { results: [] }),
+      search: recorded("search", { results: [], resultsNotListed: 0 }),
       ingestDocuments: recorded("ingestDocuments", { documents: [], errors: [], documentsNotListed: 0 }),
       deleteDocuments: recorded("deleteDocuments", { deleted: [], notFound: [] }),
       streamQuery: (call: grpc.ServerWritableStream<unknown, unknown>) => {
@@ -355,7 +355,7 @@ describe("against a local server answering UNAVAILABLE while a backend is down",
       };
     server.addService(RetrievalServiceService, {
       query: flaky("query", { contexts: [], suggestions: [] }),
-      search: flaky("search", { results: [] }),
+      search: flaky("search", { results: [], resultsNotListed: 0 }),
       health: flaky("health", { status: ServingStatus.SERVING_STATUS_SERVING, components: [], version: "flaky" }),
       ingestDocuments: flaky("ingestDocuments", { documents: [], errors: [], documentsNotListed: 0 }),
       deleteDocuments: flaky("deleteDocuments", { deleted: [], notFound: [] }),

@@ -244,12 +244,14 @@ class SearchResult(_message.Message):
     def __init__(self, text: _Optional[str] = ..., document_id: _Optional[str] = ..., chunk_index: _Optional[int] = ..., title: _Optional[str] = ..., page: _Optional[int] = ..., url: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("query", "results")
+    __slots__ = ("query", "results", "results_not_listed")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_NOT_LISTED_FIELD_NUMBER: _ClassVar[int]
     query: str
     results: _containers.RepeatedCompositeFieldContainer[SearchResult]
-    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ...) -> None: ...
+    results_not_listed: int
+    def __init__(self, query: _Optional[str] = ..., results: _Optional[_Iterable[_Union[SearchResult, _Mapping]]] = ..., results_not_listed: _Optional[int] = ...) -> None: ...
 
 class HealthRequest(_message.Message):
     __slots__ = ()

@@ -848,10 +848,16 @@ export interface SearchResponse {
   /** The query as the server used it (trimmed). */
   query: string;
   /**
-   * At most top_k results, best first, no two with the same text. Empty when nothing readable
-   * is indexed.
+   * At most top_k results, best first, no two with the same text, as many as fit in
+   * RETRIEVAL_MAX_RESPONSE_BYTES, and at least one; `results_not_listed` counts the rest. Empty
+   * when nothing readable is indexed.
    */
   results: SearchResult[];
+  /**
+   * Results found after the last one listed, not listed: at a large top_k, documents with long
+   * urls and titles would make an answer over the 4 MiB a gRPC client reads by default. 0: all are listed.
+   */
+  resultsNotListed: number;
 }
 
 /** Health takes no parameters. */
@@ -2854,7 +2860,7 @@ export const SearchResult: MessageFns<SearchResult> = {
 };
 
 function createBaseSearchResponse(): SearchResponse {
-  return { query: "", results: [] };
+  return { query: "", results: [], resultsNotListed: 0 };
 }
 
 export const SearchResponse: MessageFns<SearchResponse> = {
@@ -2864,6 +2870,9 @@ export const SearchResponse: MessageFns<SearchResponse> = {
     }
     for (const v of message.results) {
       SearchResult.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.resultsNotListed !== 0) {
+      writer.uint32(24).int32(message.resultsNotListed);
     }
     return writer;
   },
@@ -2897,6 +2906,14 @@ export const SearchResponse: MessageFns<SearchResponse> = {
             message.results.push(SearchResult.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.resultsNotListed = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2915,6 +2932,11 @@ export const SearchResponse: MessageFns<SearchResponse> = {
       results: globalThis.Array.isArray(object?.results)
         ? object.results.map((e: any) => SearchResult.fromJSON(e))
         : [],
+      resultsNotListed: isSet(object.resultsNotListed)
+        ? globalThis.Number(object.resultsNotListed)
+        : isSet(object.results_not_listed)
+        ? globalThis.Number(object.results_not_listed)
+        : 0,
     };
   },
 
@@ -2926,6 +2948,9 @@ export const SearchResponse: MessageFns<SearchResponse> = {
     if (message.results?.length) {
       obj.results = message.results.map((e) => SearchResult.toJSON(e));
     }
+    if (message.resultsNotListed !== 0) {
+      obj.resultsNotListed = Math.round(message.resultsNotListed);
+    }
     return obj;
   },
 
@@ -2936,6 +2961,7 @@ export const SearchResponse: MessageFns<SearchResponse> = {
     const message = createBaseSearchResponse();
     message.query = object.query ?? "";
     message.results = object.results?.map((e) => SearchResult.fromPartial(e)) || [];
+    message.resultsNotListed = object.resultsNotListed ?? 0;
     return message;
   },
 };
