@@ -99,6 +99,8 @@ class KnowledgeGraph:
         self._max_matches = max_matches
         self._names = _Names(None, (), frozenset(), NameFilter([]), frozenset())
         self._loading = asyncio.Lock()
+        #: the names' loads (:meth:`_index`) until each ends, those of queries that gave up among them
+        self._loads: set[asyncio.Task[None]] = set()
 
     async def version(self) -> str | None:
         """Changes whenever an ingest or a delete (in any process) changes the graph."""
@@ -115,9 +117,23 @@ class KnowledgeGraph:
         if version == self._names.version:
             return self._names
         load = asyncio.ensure_future(self._load(version))
-        load.add_done_callback(read_outcome)  # its failure is its queries' to report, and they may be gone
+        self._loads.add(load)
+        load.add_done_callback(self._loaded)
         await asyncio.shield(load)
         return self._names
+
+    def _loaded(self, load: asyncio.Task[None]) -> None:
+        self._loads.discard(load)
+        read_outcome(load)  # its failure is its queries' to report, and they may be gone
+
+    async def close(self) -> None:
+        """End the names' loads that no query awaits any more, before the stores they read close: a
+        server's stop cancels its queries, and their loads went on reading stores closed under them."""
+        loads = list(self._loads)
+        for load in loads:
+            load.cancel()
+        if loads:
+            await asyncio.wait(loads)
 
     async def _load(self, version: str | None) -> None:
         async with self._loading:
