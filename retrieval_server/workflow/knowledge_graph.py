@@ -116,7 +116,7 @@ class KnowledgeGraph:
         version = await self.store.graph_version()
         if version == self._names.version:
             return self._names
-        load = asyncio.ensure_future(self._load(version))
+        load = asyncio.ensure_future(self._load())
         self._loads.add(load)
         load.add_done_callback(self._loaded)
         await asyncio.shield(load)
@@ -135,8 +135,12 @@ class KnowledgeGraph:
         if loads:
             await asyncio.wait(loads)
 
-    async def _load(self, version: str | None) -> None:
+    async def _load(self) -> None:
         async with self._loading:
+            # The version read now, not the one its query saw: the loads of queries that gave up
+            # wait here in turn, and an ingest changes the version with every document, so loading
+            # each one's own made a whole load for every query during it, where one serves them all.
+            version = await self.store.graph_version()
             if version != self._names.version:
                 keys = tuple(await self.store.graph_keys())
                 # Built off the event loop: 11-14 ms for SciFact's 15,645 names.

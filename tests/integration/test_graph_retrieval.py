@@ -238,6 +238,41 @@ async def test_names_loaded_for_a_query_that_gave_up_serve_the_next(app: Applica
     assert store.reads == 1  # the load the first query began went on without it, and serves this one
 
 
+class _Written(_NamesHeld):
+    """A :class:`_NamesHeld` whose graph version is ``version``, which a test changes as each
+    document an ingest writes does; ``version_read`` says that a query has read it."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.version, self.version_read = "v0", asyncio.Event()
+
+    async def graph_version(self) -> str:
+        self.version_read.set()
+        return self.version
+
+
+async def test_queries_that_gave_up_during_writes_leave_one_names_load_for_all_the_writes(app: Application) -> None:
+    """Each query that found the names out of date left a load of the version it saw, each load run
+    in turn, whole, after its query gave up: an ingest changes the version with every document, so
+    a query after it waited behind a load for each query made during it, and found the names
+    before its writes until its time ran out."""
+    store = _Written(app.metadata)
+    graph = KnowledgeGraph(store, app.executor)  # type: ignore[arg-type]
+    question, everything = "Who maintains AuthSvc?", AccessFilter(reads_everything=True)
+    queries = []
+    for write in range(6):
+        store.version, store.version_read = f"v{write}", asyncio.Event()
+        queries.append(asyncio.ensure_future(graph.match(question, everything)))
+        await store.version_read.wait()
+        await store.asked.wait()  # the first query's load holds the names' read
+    for query in queries:
+        query.cancel()
+    await asyncio.gather(*queries, return_exceptions=True)
+    store.released.set()
+    assert [m.name for m in await graph.match(question, everything)] == ["AuthSvc"]
+    assert store.reads == 2  # the load begun before the writes, and one after all of them
+
+
 async def test_names_a_query_gave_up_loading_are_no_longer_read_once_the_application_closed(tmp_path: Path) -> None:
     """A server's stop cancels the queries still running, then closes the application: the names
     load such a query left running went on, awaited by nobody, reading stores closed under it."""
