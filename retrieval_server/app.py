@@ -827,6 +827,8 @@ class Application:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        if "graph" in self.__dict__:  # built (cached_property) for the queries, whose names' loads read the stores
+            await self.graph.close()
         # Off the event loop: shutting the endpoint down waits for its loop's next poll (0.5 s).
         await asyncio.to_thread(self.metrics.close)
         closers = [self.vectors.close, self.metadata.close, *(m.close for m in self.chat_models.values())]

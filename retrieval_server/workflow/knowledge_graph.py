@@ -99,6 +99,8 @@ class KnowledgeGraph:
         self._max_matches = max_matches
         self._names = _Names(None, (), frozenset(), NameFilter([]), frozenset())
         self._loading = asyncio.Lock()
+        #: the names' loads (:meth:`_index`) until each ends, those of queries that gave up among them
+        self._loads: set[asyncio.Task[None]] = set()
 
     async def version(self) -> str | None:
         """Changes whenever an ingest or a delete (in any process) changes the graph."""
@@ -114,13 +116,31 @@ class KnowledgeGraph:
         version = await self.store.graph_version()
         if version == self._names.version:
             return self._names
-        load = asyncio.ensure_future(self._load(version))
-        load.add_done_callback(read_outcome)  # its failure is its queries' to report, and they may be gone
+        load = asyncio.ensure_future(self._load())
+        self._loads.add(load)
+        load.add_done_callback(self._loaded)
         await asyncio.shield(load)
         return self._names
 
-    async def _load(self, version: str | None) -> None:
+    def _loaded(self, load: asyncio.Task[None]) -> None:
+        self._loads.discard(load)
+        read_outcome(load)  # its failure is its queries' to report, and they may be gone
+
+    async def close(self) -> None:
+        """End the names' loads that no query awaits any more, before the stores they read close: a
+        server's stop cancels its queries, and their loads went on reading stores closed under them."""
+        loads = list(self._loads)
+        for load in loads:
+            load.cancel()
+        if loads:
+            await asyncio.wait(loads)
+
+    async def _load(self) -> None:
         async with self._loading:
+            # The version read now, not the one its query saw: the loads of queries that gave up
+            # wait here in turn, and an ingest changes the version with every document, so loading
+            # each one's own made a whole load for every query during it, where one serves them all.
+            version = await self.store.graph_version()
             if version != self._names.version:
                 keys = tuple(await self.store.graph_keys())
                 # Built off the event loop: 11-14 ms for SciFact's 15,645 names.

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import unicodedata
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,11 +197,11 @@ async def test_a_retry_whose_graph_leg_failed_reports_no_trace(app: Application)
 
 class _NamesHeld:
     """A metadata store whose name reads (graph_keys) wait until ``released`` is set, ``asked``
-    saying that one is waiting; ``reads`` counts them."""
+    saying that one is waiting and ``ended`` that one is over, whatever ended it; ``reads`` counts them."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
-        self.asked, self.released = asyncio.Event(), asyncio.Event()
+        self.asked, self.released, self.ended = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self.reads = 0
 
     def __getattr__(self, name: str) -> Any:
@@ -210,8 +211,11 @@ class _NamesHeld:
         async def held() -> Any:
             self.reads += 1
             self.asked.set()
-            await self.released.wait()
-            return await self._inner.graph_keys()
+            try:
+                await self.released.wait()
+                return await self._inner.graph_keys()
+            finally:
+                self.ended.set()
 
         return held
 
@@ -232,6 +236,62 @@ async def test_names_loaded_for_a_query_that_gave_up_serve_the_next(app: Applica
     store.released.set()
     assert [m.name for m in await graph.match(question, everything)] == ["AuthSvc"]
     assert store.reads == 1  # the load the first query began went on without it, and serves this one
+
+
+class _Written(_NamesHeld):
+    """A :class:`_NamesHeld` whose graph version is ``version``, which a test changes as each
+    document an ingest writes does; ``version_read`` says that a query has read it."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.version, self.version_read = "v0", asyncio.Event()
+
+    async def graph_version(self) -> str:
+        self.version_read.set()
+        return self.version
+
+
+async def test_queries_that_gave_up_during_writes_leave_one_names_load_for_all_the_writes(app: Application) -> None:
+    """Each query that found the names out of date left a load of the version it saw, each load run
+    in turn, whole, after its query gave up: an ingest changes the version with every document, so
+    a query after it waited behind a load for each query made during it, and found the names
+    before its writes until its time ran out."""
+    store = _Written(app.metadata)
+    graph = KnowledgeGraph(store, app.executor)  # type: ignore[arg-type]
+    question, everything = "Who maintains AuthSvc?", AccessFilter(reads_everything=True)
+    queries = []
+    for write in range(6):
+        store.version, store.version_read = f"v{write}", asyncio.Event()
+        queries.append(asyncio.ensure_future(graph.match(question, everything)))
+        await store.version_read.wait()
+        await store.asked.wait()  # the first query's load holds the names' read
+    for query in queries:
+        query.cancel()
+    await asyncio.gather(*queries, return_exceptions=True)
+    store.released.set()
+    assert [m.name for m in await graph.match(question, everything)] == ["AuthSvc"]
+    assert store.reads == 2  # the load begun before the writes, and one after all of them
+
+
+async def test_names_a_query_gave_up_loading_are_no_longer_read_once_the_application_closed(tmp_path: Path) -> None:
+    """A server's stop cancels the queries still running, then closes the application: the names
+    load such a query left running went on, awaited by nobody, reading stores closed under it."""
+    application = Application(load_settings(data_dir=tmp_path, cache_backend="none"))
+    await application.open()
+    store = _NamesHeld(application.metadata)
+    try:
+        assert not (await application.ingest([_source("auth", "AuthSvc uses LedgerDB. AuthSvc is maintained by Alice.")])).errors
+        application.graph.store = store  # type: ignore[assignment]
+        query = asyncio.ensure_future(application.graph.match("Who maintains AuthSvc?", AccessFilter(reads_everything=True)))
+        await store.asked.wait()
+        query.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await query
+        await application.close()
+        assert store.ended.is_set()
+    finally:
+        store.released.set()
+        await application.close()
 
 
 async def test_hybrid_follows_stated_relations_only(app: Application) -> None:
