@@ -347,3 +347,22 @@ def test_the_readme_states_the_id_limits_the_checks_apply() -> None:
     assert clean_identifier("d" * MAX_DOCUMENT_ID_CHARS, "document_ids", MAX_DOCUMENT_ID_CHARS)
     with pytest.raises(ValueError, match=rf"document_ids must be 1 to {MAX_DOCUMENT_ID_CHARS} characters"):
         clean_identifier("d" * (MAX_DOCUMENT_ID_CHARS + 1), "document_ids", MAX_DOCUMENT_ID_CHARS)
+
+
+@pytest.mark.parametrize("blank", ["   ", "\u200b", " \t\x00 "], ids=["spaces", "zero-width", "mixed"])
+def test_a_file_name_with_nothing_visible_is_none(blank: str) -> None:
+    """A document sent with an id and a file name of white space alone was refused as of an
+    unsupported file type, '(none)', where one without a file name is read as text."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.ingest.loaders import load
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    src = document_in(pb.DocumentInput(document_id="x", filename=blank, content=b"hi"), 0, 1 << 20)
+    [doc] = load(src).documents
+    assert (src.filename, src.name, doc.document_id, doc.title, doc.pages[0].text) == ("", "x.txt", "x", "x", "hi")
+    # Without an id it names no document, as no file name does.
+    with pytest.raises(InvalidArgument, match=r"documents\[1\] needs a filename \(its extension selects the loader\) or a document_id"):
+        document_in(pb.DocumentInput(filename=blank, content=b"hi"), 1, 1 << 20)
+    # Past its limit and the white space a name may come with, it is refused, not read through.
+    with pytest.raises(InvalidArgument, match=r"documents\[2\]\.filename must be at most 1024 characters"):
+        document_in(pb.DocumentInput(document_id="x", filename=blank * 5_000, content=b"hi"), 2, 1 << 20)
