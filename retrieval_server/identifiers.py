@@ -257,20 +257,22 @@ def clean_grantee(raw: str, field: str) -> str:
     trimmed too; ValueError naming ``field`` when it is invalid or names a group of no name. A
     caller's groups arrive exact, never with white space around them: a grant to "group: hr" was
     stored as sent, and no member of hr ever read the document."""
-    value = clean_identifier(raw, field, MAX_USER_ID_CHARS)
-    if not value.startswith(GROUP_PREFIX):
-        return value
+    value = _group_trimmed(clean_identifier(raw, field, MAX_USER_ID_CHARS))
     most = MAX_USER_ID_CHARS - len(GROUP_PREFIX)
-    name = trim(value[len(GROUP_PREFIX):])
-    if not 1 <= len(name) <= most:
-        raise ValueError(f"{field} must name a group after '{GROUP_PREFIX}' of 1 to {most} characters after trimming (got {len(name)})")
-    return GROUP_PREFIX + name
+    if value.startswith(GROUP_PREFIX) and not 1 <= (got := len(value) - len(GROUP_PREFIX)) <= most:
+        raise ValueError(f"{field} must name a group after '{GROUP_PREFIX}' of 1 to {most} characters after trimming (got {got})")
+    return value
+
+
+def _group_trimmed(grantee: str) -> str:
+    """``grantee`` (trimmed) with the name of the group it grants, if any, trimmed as well."""
+    return GROUP_PREFIX + trim(grantee[len(GROUP_PREFIX):]) if grantee.startswith(GROUP_PREFIX) else grantee
 
 
 def check_grantees(user_ids: Iterable[str]) -> None:
     """ValueError naming the field and its limit when more than :data:`MAX_GRANTEES` distinct users
-    (as trimmed) are granted one document."""
-    count = len({trim(u, "granted_user_ids", MAX_USER_ID_CHARS) for u in user_ids})
+    (as :func:`clean_grantee` trims them: "group: hr" is "group:hr") are granted one document."""
+    count = len({_group_trimmed(trim(u, "granted_user_ids", MAX_USER_ID_CHARS)) for u in user_ids})
     if count > MAX_GRANTEES:
         raise ValueError(f"granted_user_ids must hold at most {MAX_GRANTEES} users (got {count}): grant more through a group (group:<name>)")
 

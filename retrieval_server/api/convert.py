@@ -32,6 +32,7 @@ from retrieval_server.identifiers import (
     MAX_FILENAME_CHARS, MAX_METADATA_BYTES, MAX_SOURCE_CHARS, MAX_TITLE_CHARS, MAX_URL_CHARS, MAX_USER_ID_CHARS, RAW_SLACK,
     check_descriptive_field, check_grantees, check_metadata, composed, composed_metadata, cut_utf8, one_line, trim,
 )
+from retrieval_server.ingest.loaders import sent as as_sent
 from retrieval_server.knowledge import Answer, AnswerSentence, GraphTrace, MatchKind, Route, RouteDecision, ToolResult
 from retrieval_server.workflow.answer import render
 
@@ -103,7 +104,11 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     """InvalidArgument with one violation per invalid field of the document."""
     field, v = f"documents[{index}]", Violations()
     access: Access | None = v.check(_enum, d.access, _ACCESS_IN, pb.Access, f"{field}.access")  # type: ignore[assignment]
-    if not d.filename and not d.document_id:
+    # A file name of nothing visible is none sent, as a title is: "   " named no type, and was refused
+    # as one, where a document without a file name is read as text. Looked at within its length
+    # only (:func:`_as_stored`): megabytes of white space held the event loop for seconds.
+    sent_filename = as_sent(d.filename) if len(d.filename) <= RAW_SLACK * MAX_FILENAME_CHARS else d.filename
+    if not sent_filename and not d.document_id:
         v.add(field, f"{field} needs a filename (its extension selects the loader) or a document_id")
     if not d.content:
         v.add(f"{field}.content", f"{field}.content must not be empty")
@@ -112,7 +117,7 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     # As they are stored: normalized, which may lengthen them (U+0958 is two code points in NFC: a
     # field accepted here was refused when the document was stored, as that document's error), the
     # title on one line too; the file name is the source when none is sent.
-    filename = _as_stored(d.filename, MAX_FILENAME_CHARS)
+    filename = _as_stored(sent_filename, MAX_FILENAME_CHARS)
     if len(filename) > MAX_FILENAME_CHARS:
         v.add(f"{field}.filename", f"{field}.filename must be at most {MAX_FILENAME_CHARS} characters (got {len(filename)})")
     title = one_line(composed(d.title)) if len(d.title) <= RAW_SLACK * MAX_TITLE_CHARS else d.title
@@ -135,7 +140,7 @@ def document_in(d: pb.DocumentInput, index: int, max_bytes: int) -> DocumentSour
     v.raise_if_any()
     assert access is not None
     return DocumentSource(
-        filename=d.filename,
+        filename=sent_filename,
         content=d.content,
         document_id=d.document_id,
         title=d.title,

@@ -127,9 +127,9 @@ def _found_title(title: object) -> str:
 
 
 def sent(value: str) -> str:
-    """A caller's field as sent, or "" (none sent) when it holds nothing visible: white space,
-    format or control characters alone (a zero-width space, a NUL) read as nothing in a hit, and
-    stood in for the file's own field."""
+    """A caller's field (or a JSONL row's title) as sent, or "" (none sent) when it holds nothing
+    visible: white space, format or control characters alone (a zero-width space, a NUL) read as
+    nothing in a hit, and stood in for the file's own field."""
     return value if has_visible_text(value) else ""
 
 
@@ -487,7 +487,8 @@ def _row(line: str, number: int) -> LoadedDocument:
         title = ""
     elif not isinstance(title, str):
         raise LoadError(f"'title' must be a string (got {json.dumps(title)[:40]})")
-    title = _one_line_title(title)
+    # One of nothing visible is none, as a caller's is: it would lead the text, and every hit, unseen.
+    title = _one_line_title(sent(title))
     text = row["text"]
     meta = row.get("metadata") or {}
     # A value as JSON writes it, not as Python does: str() made null "None", true "True" and a list

@@ -218,6 +218,23 @@ def test_grantees_are_counted_as_the_indexer_stores_them() -> None:
         document_in(one_more, 3, 1 << 20)
 
 
+def test_grants_to_a_group_are_counted_by_its_name_as_the_indexer_stores_it() -> None:
+    """The indexer stores "group: hr" as "group:hr": counted apart, a document granted to 1,000
+    groups, each sent both ways, was refused here though the indexer stores 1,000 grantees."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.identifiers import MAX_GRANTEES, clean_grantee
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    groups = [f"group:g{i}" for i in range(MAX_GRANTEES)]
+    both = [*groups, *(g.replace(":", ": \u200b") for g in groups)]
+    assert len({clean_grantee(g, "granted_user_ids") for g in both}) == MAX_GRANTEES
+    doc = pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id="alice", granted_user_ids=both)
+    assert len(document_in(doc, 0, 1 << 20).granted_user_ids) == 2 * MAX_GRANTEES
+    one_more = pb.DocumentInput(filename="a.txt", content=b"x", access=pb.ACCESS_PRIVATE, owner_id="alice", granted_user_ids=[*both, "group: extra"])
+    with pytest.raises(InvalidArgument, match=r"granted_user_ids must hold at most 1000 users \(got 1001\)"):
+        document_in(one_more, 0, 1 << 20)
+
+
 def test_an_owner_or_grants_without_private_access_are_refused_not_published() -> None:
     """Unset access reads as ACCESS_PUBLIC: a document sent with an owner and grantees, but without
     access, was stored for every caller to read, and so was an owner's private document she sent
@@ -347,3 +364,22 @@ def test_the_readme_states_the_id_limits_the_checks_apply() -> None:
     assert clean_identifier("d" * MAX_DOCUMENT_ID_CHARS, "document_ids", MAX_DOCUMENT_ID_CHARS)
     with pytest.raises(ValueError, match=rf"document_ids must be 1 to {MAX_DOCUMENT_ID_CHARS} characters"):
         clean_identifier("d" * (MAX_DOCUMENT_ID_CHARS + 1), "document_ids", MAX_DOCUMENT_ID_CHARS)
+
+
+@pytest.mark.parametrize("blank", ["   ", "\u200b", " \t\x00 "], ids=["spaces", "zero-width", "mixed"])
+def test_a_file_name_with_nothing_visible_is_none(blank: str) -> None:
+    """A document sent with an id and a file name of white space alone was refused as of an
+    unsupported file type, '(none)', where one without a file name is read as text."""
+    from retrieval_server.api.convert import document_in
+    from retrieval_server.ingest.loaders import load
+    from retrieval.v1 import retrieval_pb2 as pb
+
+    src = document_in(pb.DocumentInput(document_id="x", filename=blank, content=b"hi"), 0, 1 << 20)
+    [doc] = load(src).documents
+    assert (src.filename, src.name, doc.document_id, doc.title, doc.pages[0].text) == ("", "x.txt", "x", "x", "hi")
+    # Without an id it names no document, as no file name does.
+    with pytest.raises(InvalidArgument, match=r"documents\[1\] needs a filename \(its extension selects the loader\) or a document_id"):
+        document_in(pb.DocumentInput(filename=blank, content=b"hi"), 1, 1 << 20)
+    # Past its limit and the white space a name may come with, it is refused, not read through.
+    with pytest.raises(InvalidArgument, match=r"documents\[2\]\.filename must be at most 1024 characters"):
+        document_in(pb.DocumentInput(document_id="x", filename=blank * 5_000, content=b"hi"), 2, 1 << 20)

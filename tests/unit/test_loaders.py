@@ -64,6 +64,15 @@ def test_a_jsonl_rows_title_is_stored_on_one_line() -> None:
     assert doc.title == "Quarterly report 2024" and doc.pages[0].text.startswith("Quarterly report 2024\n\n")
 
 
+@pytest.mark.parametrize("blank", ["\u200b", "\u200b\u2060\ufeff", " \u200b\x00 "], ids=["zero-width", "format-only", "mixed"])
+def test_a_jsonl_rows_title_with_nothing_visible_is_none(blank: str) -> None:
+    """A row's title of zero-width or format characters alone was kept, an invisible title in every
+    hit, and led the row's text: it is none, as a caller's such title is."""
+    rows = json.dumps({"_id": "r", "title": blank, "text": "x"}) + "\n"
+    [doc] = load(_src("rows.jsonl", rows)).documents
+    assert (doc.title, doc.pages[0].text) == ("", "x")
+
+
 def test_a_pdfs_blank_title_from_the_caller_leaves_its_own() -> None:
     pdf = make_pdf(["Text about lava."], title="Lava Fields")
     assert load(_src("f.pdf", pdf, title="   ")).documents[0].title == "Lava Fields"
