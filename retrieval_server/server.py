@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from retrieval.v1 import retrieval_pb2
 from retrieval_server import early_stop, event_loop
 from retrieval_server.api.admission import CallsPerPeer, admit
-from retrieval_server.api.audit import refused
+from retrieval_server.api.audit import cut_short, refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
@@ -210,7 +210,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     # Admission first, so that no call holds a slot beyond its share or waiting for its request;
     # then metrics, so that calls refused after are counted; identity before any servicer runs.
     edge = Edge([
-        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer), on_refused=refused),
+        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer), on_refused=refused, on_cut_short=cut_short),
         GrpcMetricsLayer(app.metrics.grpc),
         reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request),
                            on_refused=refused),
