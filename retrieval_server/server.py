@@ -184,6 +184,7 @@ async def _refuse_a_long_name(request: health_pb2.HealthCheckRequest, context: g
 
 async def _serving(settings: Settings, app: Application) -> RunningServer:
     authenticator = authenticator_for(settings)
+    app.signing_keys = authenticator.signing_keys  # Health's auth component asks whether keys are held
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
         interceptors=app.tracing.server_interceptors(),
@@ -271,7 +272,7 @@ def _refuse_a_port_in_use(settings: Settings, port: int, what: str) -> None:
 
 async def _follow_health(app: Application, health: health_aio.HealthServicer, interval_s: float) -> None:
     """RetrievalService's grpc.health.v1 status follows the components queries cannot do without
-    (the vector and metadata stores): NOT_SERVING while one fails, so that a load balancer or a
+    (the vector and metadata stores; in jwt mode with a JWKS URL, its signing keys): NOT_SERVING while one fails, so that a load balancer or a
     readiness probe (which ask this service by name) stop sending queries this process cannot
     answer. The overall status ("") stays SERVING: the process is alive, and restarting it would
     not bring a store back."""

@@ -763,3 +763,48 @@ async def test_an_admin_call_cut_short_while_its_message_is_awaited_is_audited_o
     ]
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines), [r.peer for r in lines]  # type: ignore[attr-defined]
 
+
+async def test_health_says_auth_fails_while_no_signing_key_can_be_had_and_turns_readiness(tmp_path: Path) -> None:
+    """With RETRIEVAL_JWT_JWKS_URL at a stopped identity provider, every call with a token was
+    UNAVAILABLE (and one without TOKEN_MISSING: no RPC but Health is served without a token in
+    jwt mode), and Health said `auth` OK and the service SERVING, a readiness probe too. The
+    component is required: without keys the service answers nothing."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from retrieval.v1 import retrieval_pb2_grpc
+
+    keys = RsaKeys()
+    keys.add("k1")
+    with get_json_server(keys.jwks) as stopped:
+        port = int(stopped.url.rsplit(":", 1)[1])
+    token = [("authorization", f"Bearer {keys.sign(claims('dave'), 'k1')}")]
+    async with serving(tmp_path, jwt_jwks_url=f"{stopped.url}/jwks/realm-7", jwt_jwks_min_refresh_s=0.0, health_interval_s=0.2, **JWT) as srv:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            ready = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service="retrieval.v1.RetrievalService"))
+
+            async def readiness(status: int) -> None:
+                """Until the readiness Watch says ``status`` (it sends each change as it is made; the
+                bound only ends a run that would hang)."""
+                async with asyncio.timeout(120):
+                    while (await ready.read()).status != status:
+                        pass
+
+            resp = await stub.Health(pb.HealthRequest())
+            auth = {c.name: c for c in resp.components}["auth"]
+            assert (resp.status, auth.status) == (pb.SERVING_STATUS_NOT_SERVING, pb.SERVING_STATUS_NOT_SERVING), auth.detail
+            assert "no signing keys" in auth.detail and "ConnectError" in auth.detail, auth.detail
+            assert "realm-7" not in auth.detail and str(port) not in auth.detail  # Health answers callers without credentials
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Query(pb.QueryRequest(query=QUESTION), metadata=token)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # what Health now says
+            # Readiness follows (RETRIEVAL_HEALTH_INTERVAL_S): no call can be answered.
+            await readiness(health_pb2.HealthCheckResponse.NOT_SERVING)
+            with get_json_server(keys.jwks, port=port):  # the identity provider is back
+                resp = await stub.Health(pb.HealthRequest())
+                auth = {c.name: c for c in resp.components}["auth"]
+                assert (resp.status, auth.status) == (pb.SERVING_STATUS_SERVING, pb.SERVING_STATUS_SERVING), auth.detail
+                assert auth.detail.startswith("jwt: bearer tokens"), auth.detail
+                await readiness(health_pb2.HealthCheckResponse.SERVING)
+                assert docs(await stub.Query(pb.QueryRequest(query=QUESTION), metadata=token))
+            ready.cancel()
