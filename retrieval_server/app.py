@@ -69,6 +69,10 @@ log = logging.getLogger(__name__)
 
 #: seconds a Health probe of a store or the cache waits for its ping, when the caller allows that long
 _PING_TIMEOUT_S = 5.0
+#: whether an identity provider's signing keys are held, and why none are or what failed
+#: (:meth:`retrieval_server.api.tokens.JwksUrl.health`), fetching them within the seconds given
+#: when none are
+SigningKeys = Callable[[float], Awaitable[tuple[bool, str | None]]]
 #: index_info key: whether the index embeds its children with their titles (contextual children)
 CHILD_TITLE_INFO = "child_title"
 
@@ -150,6 +154,9 @@ class Application:
         self._optimize_again = False
         #: why each store's last health probe failed, as logged: said when it changes, not at every probe
         self._health_problems: dict[str, str] = {}
+        #: set by the server whose tokens are verified with a JWKS URL's keys: Health's ``auth``
+        #: component asks it (the settings alone said OK with no key to verify a token with)
+        self.signing_keys: SigningKeys | None = None
         #: one future per ingest or delete in progress, done when it ends (close waits for them)
         self._writes: set[asyncio.Future[None]] = set()
         #: set when open() fails or is cancelled: the kernels' warm-up ends before its next kernel,
@@ -758,10 +765,11 @@ class Application:
 
         # At once: each ping may take its whole timeout when a store hangs, and the readiness
         # status (server._follow_health) should turn within one of them, not their sum.
-        vectors, metadata, cache = await asyncio.gather(
+        vectors, metadata, cache, auth = await asyncio.gather(
             probe("vector_store", self.vectors.ping, self.vectors.__class__.__name__, True),
             probe("metadata_store", self.metadata.ping, self.metadata.__class__.__name__, True),
             probe("cache", self.cache.ping, getattr(self.cache, "inner", self.cache).__class__.__name__, False) if self.cache is not None else no_cache(),
+            self._auth_health(ping_s),
         )
         components = [
             vectors,
@@ -772,7 +780,7 @@ class Application:
             cache,
             self._tripped("reranker")
             or optional("reranker", self.reranker, "not configured: fused order (set RETRIEVAL_RERANKER_MODEL_DIR or RETRIEVAL_TEI_URL)"),
-            self._auth_health(),
+            auth,
             self._tripped("llm") or ComponentHealth(
                 "llm",
                 ComponentState.OK if self.chat_models else ComponentState.NOT_CONFIGURED,
@@ -782,7 +790,11 @@ class Application:
         ]
         return HealthReport(tuple(components))
 
-    def _auth_health(self) -> ComponentHealth:
+    async def _auth_health(self, within_s: float) -> ComponentHealth:
+        """How callers are identified; with a JWKS URL, whether its keys are held (fetched within
+        ``within_s`` when none are: :attr:`signing_keys`). Without them no call but Health is served
+        (jwt mode answers none without a token, anonymous reads of public documents included), so
+        the component is required: FAILING turns the service NOT_SERVING, and its readiness too."""
         s = self.settings
         transport = "mutual TLS" if s.tls_client_ca else "TLS" if s.tls else "plaintext"
         if s.auth_mode == "none":
@@ -790,7 +802,12 @@ class Application:
                                    f"identity is NOT authenticated: x-user-id/x-user-role/x-user-groups are believed as sent (RETRIEVAL_AUTH_MODE=none, {transport})")
         detail = (f"bearer tokens ({', '.join(s.accepted_jwt_algorithms)})" if s.auth_mode == "jwt"
                   else f"identity headers from {len(s.gateway_peers)} allowed gateway peer(s)")
-        return ComponentHealth("auth", ComponentState.OK, False, f"{s.auth_mode}: {detail}, {transport}")
+        if self.signing_keys is None:
+            return ComponentHealth("auth", ComponentState.OK, False, f"{s.auth_mode}: {detail}, {transport}")
+        held, why = await self.signing_keys(within_s)
+        if not held:
+            return ComponentHealth("auth", ComponentState.FAILING, True, f"{s.auth_mode}: {why}, {transport}")
+        return ComponentHealth("auth", ComponentState.OK, True, f"{s.auth_mode}: {detail}, {transport}" + (f"; {why}" if why else ""))
 
     def _disk_health(self) -> ComponentHealth:
         low = self.disk.shortest()

@@ -143,7 +143,7 @@ class Settings(BaseSettings):
         None, ge=1, le=65535, description="also serve grpc.health.v1 alone, plaintext, on this port (probes when the main port needs TLS)"
     )
     health_interval_s: float = Field(
-        5.0, gt=0, le=3600, description="how often grpc.health.v1's RetrievalService status is brought in line with the required stores"
+        5.0, gt=0, le=3600, description="how often grpc.health.v1's RetrievalService status is brought in line with the required components (the stores; a JWKS URL's keys)"
     )
     metrics_port: int = Field(9464, ge=0, le=65535, description="/metrics port (0: any free port); with several processes the supervisor serves all of them here")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

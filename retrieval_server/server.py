@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from retrieval.v1 import retrieval_pb2
 from retrieval_server import early_stop, event_loop
 from retrieval_server.api.admission import CallsPerPeer, admit
-from retrieval_server.api.audit import refused
+from retrieval_server.api.audit import cut_short, refused
 from retrieval_server.api.reflection import enable_reflection
 from retrieval_server.api.auth import Authenticate, Authenticator, authenticator_for
 from retrieval_server.api.edge import Edge
@@ -184,6 +184,7 @@ async def _refuse_a_long_name(request: health_pb2.HealthCheckRequest, context: g
 
 async def _serving(settings: Settings, app: Application) -> RunningServer:
     authenticator = authenticator_for(settings)
+    app.signing_keys = authenticator.signing_keys  # Health's auth component asks whether keys are held
     max_bytes = settings.max_message_mb * 1024 * 1024
     server = grpc.aio.server(
         interceptors=app.tracing.server_interceptors(),
@@ -210,7 +211,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     # Admission first, so that no call holds a slot beyond its share or waiting for its request;
     # then metrics, so that calls refused after are counted; identity before any servicer runs.
     edge = Edge([
-        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer), on_refused=refused),
+        admit(settings.request_read_s, CallsPerPeer(settings.max_calls_per_peer), on_refused=refused, on_cut_short=cut_short),
         GrpcMetricsLayer(app.metrics.grpc),
         reject_undecodable(settings.max_documents_per_request, request_bytes(settings.query_max_bytes, settings.max_documents_per_request),
                            on_refused=refused),
@@ -271,7 +272,7 @@ def _refuse_a_port_in_use(settings: Settings, port: int, what: str) -> None:
 
 async def _follow_health(app: Application, health: health_aio.HealthServicer, interval_s: float) -> None:
     """RetrievalService's grpc.health.v1 status follows the components queries cannot do without
-    (the vector and metadata stores): NOT_SERVING while one fails, so that a load balancer or a
+    (the vector and metadata stores; in jwt mode with a JWKS URL, its signing keys): NOT_SERVING while one fails, so that a load balancer or a
     readiness probe (which ask this service by name) stop sending queries this process cannot
     answer. The overall status ("") stays SERVING: the process is alive, and restarting it would
     not bring a store back."""

@@ -25,7 +25,7 @@ import grpc
 
 from retrieval_server.api.edge import Layer
 from retrieval_server.api.errors import abort
-from retrieval_server.api.handlers import Refused, wrapped
+from retrieval_server.api.handlers import CutShort, Refused, wrapped
 from retrieval_server.domain import InvalidArgument, RequestNotRead, ServiceError, TooManyCalls
 
 
@@ -128,20 +128,30 @@ async def _as_sent(requests: AsyncIterator[Any], context: grpc.aio.ServicerConte
     return requests
 
 
-def admit(read_s: float, peers: CallsPerPeer, on_refused: Refused | None = None) -> Layer:
+def admit(read_s: float, peers: CallsPerPeer, on_refused: Refused | None = None, on_cut_short: CutShort | None = None) -> Layer:
     """A layer of :class:`~retrieval_server.api.edge.Edge`, the outermost: each call counted
     against its peer's limit before anything else, and a unary-request method's one message read
     within ``read_s`` (a stream that ends without one: INVALID_ARGUMENT; one still sending it:
     DEADLINE_EXCEEDED), so that neither holds a slot longer. ``on_refused`` is told of each call
-    refused so (the audit log's lines for admin RPCs: they were refused before anyone was identified)."""
+    refused so (the audit log's lines for admin RPCs: they were refused before anyone was identified).
+    ``on_cut_short`` is told of each unary-response call its deadline or its caller's cancel ended,
+    wherever it was (its message awaited, its caller being verified, its work), with the peer as it
+    was when the call came: grpc.aio names none once it has expired a call."""
     too_many = f"more than {peers.limit} calls at once from one address (RETRIEVAL_MAX_CALLS_PER_PEER): wait for one to end"
     read = _ReadWithin(read_s)
 
     def admitted(method: str, behavior: Callable[..., Any], request_of: RequestOf) -> Callable[..., Any]:
         async def refuse(context: grpc.aio.ServicerContext, exc: ServiceError) -> NoReturn:
-            if on_refused is not None:
-                on_refused(method, context, exc)
-            await abort(context, exc)
+            try:
+                await abort(context, exc)
+            except grpc.aio.AbortError:
+                # Told once the refusal was sent. A stream its caller cancelled, or whose deadline
+                # passed, reads as one that ended without a message, and the refusal then finds the
+                # caller gone (abort's CancelledError): that call was cut short, not refused, and is
+                # told so by call() below, as its caller and grpc.aio see it.
+                if on_refused is not None:
+                    on_refused(method, context, exc)
+                raise
 
         async def request(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
             try:
@@ -163,13 +173,22 @@ def admit(read_s: float, peers: CallsPerPeer, on_refused: Refused | None = None)
             return stream
 
         async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-            peer = peer_address(context.peer())
-            if not peers.enter(peer):
-                await refuse(context, TooManyCalls(too_many))
+            peer = context.peer()
+            address = peer_address(peer)
             try:
-                return await behavior(await request(requests, context), context)
-            finally:
-                peers.leave(peer)
+                if not peers.enter(address):
+                    await refuse(context, TooManyCalls(too_many))
+                try:
+                    return await behavior(await request(requests, context), context)
+                finally:
+                    peers.leave(address)
+            except asyncio.CancelledError:
+                # Here, outermost, a call cut before any layer within had told of it (its message
+                # awaited, a JWKS fetch its token waited for) is still seen: the admin RPCs' audit
+                # line, which only a refusal or the servicer wrote.
+                if on_cut_short is not None:
+                    on_cut_short(method, context, peer)
+                raise
 
         return call
 

@@ -6,13 +6,17 @@ the documents named, what was stored or deleted), when (the line's timestamp) an
 operators can route them apart from the rest. A call refused before its caller is known (its
 credentials, or a request too heavy to read or not a valid message, not sent in time or at all,
 or past its address's share of the calls) is an attempted admin action too: :func:`refused`
-writes its line, with no user (none was proven) and the refusal's reason.
+writes its line, with no user (none was proven) and the refusal's reason. So is one its deadline
+or its caller's cancel ended before the servicer ran (while its message was awaited, or its token
+waited for the identity provider's keys): :func:`cut_short` writes its line, with the identity
+if it was known by then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -33,6 +37,10 @@ MAX_LISTED = 100
 MAX_LISTED_CHARS = 256
 #: the admin RPCs (their full gRPC method names)
 AUDITED_METHODS = frozenset(f"{SERVICE_PREFIX}{rpc}" for rpc in ("IngestDocuments", "DeleteDocuments"))
+#: the context of the call whose line :func:`audited` or :func:`refused` wrote (or will write), in
+#: that call's task: :func:`cut_short` then writes none, each call having one line. Its context,
+#: not a flag: a task inherits its creator's variables.
+_told: contextvars.ContextVar[grpc.aio.ServicerContext | None] = contextvars.ContextVar("retrieval_audit_told", default=None)
 
 
 def _write(rpc: str, outcome: str, peer: str, documents: Sequence[str], *, user: str | None = "",
@@ -86,6 +94,7 @@ def _listed(fields: dict[str, Any]) -> dict[str, Any]:
 def audited(rpc: str, context: grpc.aio.ServicerContext, documents: Sequence[str]) -> Iterator[dict[str, Any]]:
     """Around an admin action; what the action adds to the yielded dict goes into the line."""
     identity = current_identity()
+    _told.set(context)
     # Read before the action: once grpc.aio has expired a call's deadline, its context names no peer.
     peer = context.peer()
     record: dict[str, Any] = {}
@@ -112,4 +121,21 @@ def refused(method: str, context: grpc.aio.ServicerContext, exc: ServiceError) -
     message; a message not sent in time or at all; a call past its address's share). Its request
     was never read, so the line names no documents."""
     if method in AUDITED_METHODS:
+        _told.set(context)
         _write(method.removeprefix(SERVICE_PREFIX), code_of(exc).name, context.peer(), (), reason=reason_of(exc))
+
+
+def cut_short(method: str, context: grpc.aio.ServicerContext, peer: str) -> None:
+    """The line of an admin RPC its deadline or its caller's cancel ended before any line was
+    written for it: while its message was awaited, or its token waited for the identity provider's
+    keys (a cold start's first JWKS fetch). Its outcome is the code its caller and the metrics see
+    (DEADLINE_EXCEEDED or CANCELLED); ``peer`` was read as the call came (grpc.aio names none once
+    the deadline has passed); the user, role and how they were verified only if that was done."""
+    if method not in AUDITED_METHODS or _told.get() is context:
+        return
+    try:
+        identity = current_identity()
+    except LookupError:  # cut before its caller was verified: none was proven
+        identity = None
+    _write(method.removeprefix(SERVICE_PREFIX), cancelled_code(context).name, peer, (),
+           **({"user": identity.user_id, "role": identity.role.value, "verified_by": identity.verified_by} if identity else {}))

@@ -20,7 +20,7 @@ import contextvars
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 from cryptography import x509
@@ -33,6 +33,9 @@ from retrieval_server.api.tokens import JwksFile, JwksUrl, KeySource, SharedSecr
 from retrieval_server.config import Settings
 from retrieval_server.domain import Identity, InvalidArgument, Role, ServiceError, Unauthenticated
 from retrieval_server.identifiers import MAX_GROUPS, exact_identity
+
+if TYPE_CHECKING:
+    from retrieval_server.app import SigningKeys
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,8 @@ class Authenticator(Protocol):
     mode: str
     #: the metadata keys it takes the caller's identity from
     reads: frozenset[str]
+    #: whether the keys tokens are verified with are held, when they come from a JWKS URL (Health)
+    signing_keys: SigningKeys | None
 
     async def identify(self, metadata: Callable[[], Mapping[str, str]], context: grpc.aio.ServicerContext, required: bool) -> Identity:
         """The caller; ``metadata()`` reads the call's metadata of the keys in :attr:`reads`, refusing one
@@ -92,6 +97,7 @@ class HeaderAuthenticator:
 
     mode = "none"
     reads = _IDENTITY_HEADERS
+    signing_keys: SigningKeys | None = None
 
     def __init__(self) -> None:
         self._identities = HeaderIdentities()
@@ -148,6 +154,7 @@ class GatewayAuthenticator:
 
     mode = "gateway"
     reads = _IDENTITY_HEADERS
+    signing_keys: SigningKeys | None = None
 
     def __init__(self, peers: Sequence[str]) -> None:
         self._peers = frozenset(peer_name(p) for p in peers)
@@ -205,8 +212,9 @@ class JwtAuthenticator:
     mode = "jwt"
     reads = frozenset({"authorization"})
 
-    def __init__(self, verifier: TokenVerifier, settings: Settings) -> None:
+    def __init__(self, verifier: TokenVerifier, settings: Settings, signing_keys: SigningKeys | None = None) -> None:
         self._verifier = verifier
+        self.signing_keys = signing_keys
         self._user_claim, self._role_claim, self._groups_claim = settings.jwt_user_claim, settings.jwt_role_claim, settings.jwt_groups_claim
         self._role_map = {k: Role(v) for k, v in settings.jwt_role_map.items()}
 
@@ -258,16 +266,19 @@ def authenticator_for(settings: Settings) -> Authenticator:
         return GatewayAuthenticator(settings.gateway_peers)
     if settings.auth_mode == "jwt":
         keys: KeySource
+        # A secret and a file (read at start-up) always hold keys; a URL's must be fetched.
+        signing_keys: SigningKeys | None = None
         if settings.jwt_secret:
             keys = SharedSecret(settings.jwt_secret)
         elif settings.jwt_jwks_file:
             keys = JwksFile(settings.jwt_jwks_file)
         else:
-            keys = JwksUrl(settings.jwt_jwks_url or "", cache_s=settings.jwt_jwks_cache_s, min_refresh_s=settings.jwt_jwks_min_refresh_s)
+            url = JwksUrl(settings.jwt_jwks_url or "", cache_s=settings.jwt_jwks_cache_s, min_refresh_s=settings.jwt_jwks_min_refresh_s)
+            keys, signing_keys = url, url.health
         # A verified token is accepted again, unchecked, at most as long as fetched keys are trusted.
         verifier = TokenVerifier(keys, settings.accepted_jwt_algorithms, issuer=settings.jwt_issuer,
                                  audience=settings.jwt_audience, leeway_s=settings.jwt_leeway_s, remember_s=settings.jwt_jwks_cache_s)
-        return JwtAuthenticator(verifier, settings)
+        return JwtAuthenticator(verifier, settings, signing_keys)
     return HeaderAuthenticator()
 
 

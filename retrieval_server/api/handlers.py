@@ -19,6 +19,9 @@ BeforeCall = Callable[[grpc.aio.ServicerContext], Awaitable[None]]
 CheckMessage = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 #: told by a layer of each call it refuses: its full method name, its context and the error
 Refused = Callable[[str, grpc.aio.ServicerContext, ServiceError], None]
+#: told of each call its deadline or its caller's cancel ended: its full method name, its context
+#: and its peer (read as the call came: grpc.aio names none once the deadline has passed)
+CutShort = Callable[[str, grpc.aio.ServicerContext, str], None]
 #: a method's behaviour wrapped, of the same kind (an async generator function stays one)
 Wrap = Callable[[Callable[..., Any]], Callable[..., Any]]
 

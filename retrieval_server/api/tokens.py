@@ -215,6 +215,16 @@ def read_jwks(path: Path) -> KeySet:
     return keys
 
 
+def _failure_kind(exc: Exception) -> str:
+    """A failed fetch as Health may say it to any caller: the HTTP status, or the error's kind. The
+    log's line says more (:func:`failure_text`), which may quote the host or the URL."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, ValueError):  # not JSON (JSONDecodeError, an HTML error page), or no JWKS
+        return "the answer is no JWKS document"
+    return type(exc).__name__
+
+
 def _too_weak(problem: str) -> None:
     raise ValueError(problem)
 
@@ -306,6 +316,8 @@ class JwksUrl:
         self._fetches: set[asyncio.Task[None]] = set()
         #: how many times a fetch brought another key set
         self._changes = 0
+        #: what the last fetch's failure was (:func:`_failure_kind`), None once one succeeds
+        self._failure: str | None = None
 
     async def _refresh(self, every: float) -> None:
         """Fetch the keys unless the last fetch is younger than ``every``: ``min_refresh_s`` for an
@@ -332,8 +344,10 @@ class JwksUrl:
                     # fetch used the old ones and is remembered under the old count.
                     self._keys, self._document = keys, document
                     self._changes += 1
+                self._failure = None
             except (httpx.HTTPError, ResponseRefused, ValueError) as exc:
                 log.warning("cannot fetch the JWKS from %s: %s", without_userinfo(self._url), failure_text(exc))
+                self._failure = _failure_kind(exc)
                 if self._keys is None:
                     raise Unavailable("the identity provider's signing keys cannot be fetched right now") from exc
 
@@ -370,6 +384,30 @@ class JwksUrl:
         if not keys:
             raise _none_fits(self._keys, kid)
         return keys
+
+    async def health(self, within_s: float) -> tuple[bool, str | None]:
+        """Whether keys are held (Health's ``auth`` component), and why none are, or that the last
+        refresh failed (the keys held still verify); None: nothing to say. With none held, it asks
+        for them as a call would (the same fetch, at most once per ``min_refresh_s``: Health never
+        fetches more often than calls may) and waits ``within_s`` at most, the fetch going on for
+        the calls after it: a cold server's Health, and its readiness, then say whether keys can be
+        had, not that none were asked for yet. The reasons name the failure's kind only: Health
+        answers callers without credentials, and the URL may name a realm (the log has the rest)."""
+        if self._keys is None:
+            try:
+                async with asyncio.timeout(within_s):
+                    await self._fetch(self._min_refresh_s)
+            except TimeoutError:
+                if self._keys is None:
+                    return False, "no signing keys yet: the identity provider has not answered the JWKS fetch (it goes on)"
+            except Unavailable:
+                pass  # told by self._failure
+        if self._keys is None:
+            # The fetch failed, now or within min_refresh_s (which holds the next one back).
+            return False, f"no signing keys: the JWKS cannot be fetched ({self._failure or 'no fetch has ended yet'}; the server's log says more)"
+        if self._failure is not None:
+            return True, f"the last JWKS refresh failed ({self._failure}): the keys fetched before still verify"
+        return True, None
 
     def version(self) -> Hashable | None:
         """How many fetches brought another key set; None once the keys are older than ``cache_s``

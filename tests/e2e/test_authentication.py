@@ -611,3 +611,200 @@ async def test_an_admin_call_cut_short_lists_what_it_stored_or_deleted(
     assert (late.outcome, late.stored) == ("DEADLINE_EXCEEDED", ["kites"])  # type: ignore[attr-defined]
     assert (ingested.rpc, ingested.outcome, ingested.stored) == ("IngestDocuments", "CANCELLED", ["kites"])  # type: ignore[attr-defined]
     assert (deleted.rpc, deleted.outcome, deleted.deleted) == ("DeleteDocuments", "CANCELLED", ["kites"])  # type: ignore[attr-defined]
+
+
+async def _until(predicate: Any) -> None:
+    """Until ``predicate()`` holds, looking again each time the loop has run others: a condition
+    of the server's (a counter), waited for, not a time guessed for it (the bound only ends a run
+    that would hang)."""
+    loop = asyncio.get_running_loop()
+    bound = loop.time() + 120
+    while not predicate():
+        assert loop.time() < bound, "condition never held"
+        await asyncio.sleep(0.01)
+
+
+def _handled(srv: RunningServer, rpc: str, code: str) -> float:
+    """grpc_server_handled_total of ``rpc`` ending with ``code`` (Go's spelling): counted once the
+    server is done with the call, whatever its layers wrote."""
+    return srv.app.metrics.registry.get_sample_value("grpc_server_handled_total", {
+        "grpc_type": "unary", "grpc_service": "retrieval.v1.RetrievalService", "grpc_method": rpc, "grpc_code": code}) or 0.0
+
+
+async def test_an_admin_call_cut_short_while_its_caller_is_verified_is_audited_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An ingest whose deadline passed, or whose caller cancelled it, while its token waited for the
+    identity provider's keys (a cold start: the first JWKS fetch) ended DEADLINE_EXCEEDED or
+    CANCELLED and left no audit line: the authentication layer writes one for the calls it refuses
+    only, and the servicer, which writes one for every call it runs, never ran."""
+    import threading
+
+    from retrieval.v1 import retrieval_pb2_grpc
+
+    keys = RsaKeys()
+    keys.add("k1")
+    asked, answer = threading.Event(), threading.Event()
+
+    def held_jwks() -> Any:
+        asked.set()
+        answer.wait()
+        return keys.jwks()
+
+    token = [("authorization", f"Bearer {keys.sign(claims('ops', 'ADMIN'), 'k1')}")]
+    ingest = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id="kites", filename="kites.txt", content=b"A note on kites.")])
+    with get_json_server(held_jwks) as idp:
+        try:
+            # No Health follower fetching meanwhile: the calls' own fetch is the one held.
+            async with serving(tmp_path, jwt_jwks_url=f"{idp.url}/jwks", health_interval_s=3600, **JWT) as srv:
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+                    await channel.channel_ready()
+                    stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+
+                    def cut() -> float:
+                        """The ingests the server is done with, cut by a deadline or a cancel."""
+                        return _handled(srv, "IngestDocuments", "DeadlineExceeded") + _handled(srv, "IngestDocuments", "Canceled")
+
+                    with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+                        with pytest.raises(grpc.aio.AioRpcError) as err:
+                            # Time enough to reach the fetch on a busy host; the fetch is held for ever.
+                            await stub.IngestDocuments(ingest, metadata=token, timeout=2)
+                        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                        assert asked.is_set()  # cut while the fetch it waited for was held
+                        await _until(lambda: cut() == 1)
+                        # What the metrics name it: the caller's deadline reaches the server as a cancel
+                        # (RST_STREAM) when that comes before the server's own timer for it.
+                        late = "DEADLINE_EXCEEDED" if _handled(srv, "IngestDocuments", "DeadlineExceeded") else "CANCELLED"
+                        # The fetch goes on (held): the next call waits for it in its turn, once started.
+                        call = stub.IngestDocuments(ingest, metadata=token)
+                        await _until(lambda: srv.app.metrics.registry.get_sample_value("grpc_server_started_total", {
+                            "grpc_type": "unary", "grpc_service": "retrieval.v1.RetrievalService", "grpc_method": "IngestDocuments"}) == 2)
+                        call.cancel()
+                        await _until(lambda: cut() == 2)
+                        answer.set()
+                        # A call the servicer runs is audited by it alone, once.
+                        async with AsyncRetrievalClient(f"127.0.0.1:{srv.port}", token=keys.sign(claims("ops", "ADMIN"), "k1")) as client:
+                            assert list((await client.delete(["no-such-doc"])).not_found) == ["no-such-doc"]
+        finally:
+            answer.set()
+    lines = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert [(r.rpc, r.user, r.role, r.verified_by, r.outcome, r.documents) for r in lines] == [  # type: ignore[attr-defined]
+        ("IngestDocuments", "", "", "", late, []),
+        ("IngestDocuments", "", "", "", "CANCELLED", []),
+        ("DeleteDocuments", "ops", "ADMIN", "jwt", "OK", ["no-such-doc"]),
+    ]
+    # Who asked, also once the deadline passed (grpc.aio then names no peer).
+    assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines), [r.peer for r in lines]  # type: ignore[attr-defined]
+
+
+async def test_an_admin_call_cut_short_while_its_message_is_awaited_is_audited_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A delete its caller cancelled, or an ingest whose deadline passed, before sending its message
+    (which RETRIEVAL_REQUEST_READ_S would wait for much longer) left no audit line: the admission
+    layer wrote one only for the calls it refused itself."""
+    admin = [("x-user-id", "mallory"), ("x-user-role", "ADMIN")]
+    never = asyncio.Event()
+
+    async def nothing() -> AsyncIterator[Any]:
+        await never.wait()
+        yield pb.DeleteDocumentsRequest()
+
+    def raw(channel: grpc.aio.Channel, rpc: str) -> Any:
+        """The RPC called as a stream of requests: what a caller may send a unary method on the wire."""
+        return channel.stream_unary(f"/retrieval.v1.RetrievalService/{rpc}", request_serializer=lambda m: m.SerializeToString(),
+                                    response_deserializer=lambda b: b)
+
+    async def slot_held(channel: grpc.aio.Channel) -> bool:
+        """Whether this address's one call at a time (RETRIEVAL_MAX_CALLS_PER_PEER=1) is taken: a
+        Health call is then refused TOO_MANY_CALLS, else answered."""
+        health = channel.unary_unary("/retrieval.v1.RetrievalService/Health", request_serializer=lambda m: m.SerializeToString(),
+                                     response_deserializer=pb.HealthResponse.FromString)
+        try:
+            await health(pb.HealthRequest())
+        except grpc.aio.AioRpcError as exc:
+            assert reason(exc) == "TOO_MANY_CALLS"
+            return True
+        return False
+
+    async def holding_the_slot(channel: grpc.aio.Channel, rpc: str) -> Any:
+        """A call of ``rpc`` that sends no message, once the server holds it waiting for one. A
+        probe that came first takes the slot, and the call is refused TOO_MANY_CALLS (a line of
+        its own): it is made again."""
+        while True:
+            call = raw(channel, rpc)(nothing(), metadata=admin)
+            while not call.done():
+                if await slot_held(channel):
+                    return call
+
+    outcomes = []
+    try:
+        async with serving(tmp_path, request_read_s=600, max_calls_per_peer=1) as srv:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+                with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+                    call = await holding_the_slot(channel, "DeleteDocuments")
+                    call.cancel()
+                    while await slot_held(channel):  # and out: the server is done with it
+                        pass
+                    outcomes.append(await call.code())
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await raw(channel, "IngestDocuments")(nothing(), metadata=admin, timeout=0.5)
+                    outcomes.append(err.value.code())
+                    while await slot_held(channel):
+                        pass
+    finally:
+        never.set()
+    assert outcomes == [grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED]
+    lines = [r for r in caplog.records if r.name == "retrieval_server.audit" and getattr(r, "reason", None) != "TOO_MANY_CALLS"]
+    # The caller's deadline reaches the server as a cancel (RST_STREAM) when that comes before the
+    # server's own timer for it: then the server, its metrics and its line say CANCELLED.
+    late = lines[-1].outcome if lines and lines[-1].outcome == "CANCELLED" else "DEADLINE_EXCEEDED"  # type: ignore[attr-defined]
+    assert [(r.rpc, r.user, r.role, r.outcome, r.documents) for r in lines] == [  # type: ignore[attr-defined]
+        ("DeleteDocuments", "", "", "CANCELLED", []),
+        ("IngestDocuments", "", "", late, []),
+    ]
+    assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines), [r.peer for r in lines]  # type: ignore[attr-defined]
+
+
+async def test_health_says_auth_fails_while_no_signing_key_can_be_had_and_turns_readiness(tmp_path: Path) -> None:
+    """With RETRIEVAL_JWT_JWKS_URL at a stopped identity provider, every call with a token was
+    UNAVAILABLE (and one without TOKEN_MISSING: no RPC but Health is served without a token in
+    jwt mode), and Health said `auth` OK and the service SERVING, a readiness probe too. The
+    component is required: without keys the service answers nothing."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from retrieval.v1 import retrieval_pb2_grpc
+
+    keys = RsaKeys()
+    keys.add("k1")
+    with get_json_server(keys.jwks) as stopped:
+        port = int(stopped.url.rsplit(":", 1)[1])
+    token = [("authorization", f"Bearer {keys.sign(claims('dave'), 'k1')}")]
+    async with serving(tmp_path, jwt_jwks_url=f"{stopped.url}/jwks/realm-7", jwt_jwks_min_refresh_s=0.0, health_interval_s=0.2, **JWT) as srv:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+            stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
+            ready = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service="retrieval.v1.RetrievalService"))
+
+            async def readiness(status: int) -> None:
+                """Until the readiness Watch says ``status`` (it sends each change as it is made; the
+                bound only ends a run that would hang)."""
+                async with asyncio.timeout(120):
+                    while (await ready.read()).status != status:
+                        pass
+
+            resp = await stub.Health(pb.HealthRequest())
+            auth = {c.name: c for c in resp.components}["auth"]
+            assert (resp.status, auth.status) == (pb.SERVING_STATUS_NOT_SERVING, pb.SERVING_STATUS_NOT_SERVING), auth.detail
+            assert "no signing keys" in auth.detail and "ConnectError" in auth.detail, auth.detail
+            assert "realm-7" not in auth.detail and str(port) not in auth.detail  # Health answers callers without credentials
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Query(pb.QueryRequest(query=QUESTION), metadata=token)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE  # what Health now says
+            # Readiness follows (RETRIEVAL_HEALTH_INTERVAL_S): no call can be answered.
+            await readiness(health_pb2.HealthCheckResponse.NOT_SERVING)
+            with get_json_server(keys.jwks, port=port):  # the identity provider is back
+                resp = await stub.Health(pb.HealthRequest())
+                auth = {c.name: c for c in resp.components}["auth"]
+                assert (resp.status, auth.status) == (pb.SERVING_STATUS_SERVING, pb.SERVING_STATUS_SERVING), auth.detail
+                assert auth.detail.startswith("jwt: bearer tokens"), auth.detail
+                await readiness(health_pb2.HealthCheckResponse.SERVING)
+                assert docs(await stub.Query(pb.QueryRequest(query=QUESTION), metadata=token))
+            ready.cancel()

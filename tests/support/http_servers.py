@@ -247,10 +247,11 @@ class ControlledServer:
 
 
 @contextmanager
-def get_json_server(body: Callable[[], Any], tls: tuple[Path, Path] | None = None) -> Iterator[LocalServer]:
+def get_json_server(body: Callable[[], Any], tls: tuple[Path, Path] | None = None, port: int = 0) -> Iterator[LocalServer]:
     """Answer every GET with ``body()`` as JSON (a JWKS endpoint, say), or as it is when it is
     bytes (JSON no encoder would write); count the requests. ``tls``: a certificate and key for
-    ``localhost``, served over https (a server whose certificate a private CA signed)."""
+    ``localhost``, served over https (a server whose certificate a private CA signed). ``port``:
+    that of one stopped before (an identity provider back up), else any free one."""
     record = LocalServer(url="")
 
     class _H(BaseHTTPRequestHandler):
@@ -267,7 +268,7 @@ def get_json_server(body: Callable[[], Any], tls: tuple[Path, Path] | None = Non
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+    server = ThreadingHTTPServer(("127.0.0.1", port), _H)  # SO_REUSEADDR (HTTPServer's): a port just closed binds again
     record.url = f"http://127.0.0.1:{server.server_address[1]}"
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

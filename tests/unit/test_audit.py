@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from retrieval_server.api import auth
-from retrieval_server.api.audit import audited
+from retrieval_server.api.audit import audited, cut_short
 from retrieval_server.domain import Identity, Role
 
 
@@ -52,3 +52,24 @@ def test_the_line_names_the_peer_and_the_code_of_a_call_its_deadline_ended(caplo
 def test_a_call_its_caller_cancelled_is_cancelled(remaining: float | None, caplog: pytest.LogCaptureFixture) -> None:
     line = _cancelled_line(_EndingContext(remaining), caplog)
     assert (line.outcome, line.stored) == ("CANCELLED", ["kites"])  # type: ignore[attr-defined]
+
+
+def test_a_call_cut_short_before_the_servicer_ran_has_one_line_and_one_the_servicer_audited_no_second(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Cut while its message was awaited or its token verified, an ingest left no line; the edge's
+    outermost layer now tells of every call cut short, and a call the servicer audited (or a layer
+    refused) keeps its one line."""
+    before, served = _EndingContext(remaining=0.0), _EndingContext(remaining=None)
+    with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+        before.ended = True
+        cut_short("/retrieval.v1.RetrievalService/IngestDocuments", before, "ipv4:10.1.2.3:40000")  # type: ignore[arg-type]
+        cut_short("/retrieval.v1.RetrievalService/Query", before, "ipv4:10.1.2.3:40000")  # type: ignore[arg-type]  # not an admin action
+    [line] = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert (line.rpc, line.outcome, line.peer, line.user, line.role, line.documents) == (  # type: ignore[attr-defined]
+        "IngestDocuments", "DEADLINE_EXCEEDED", "ipv4:10.1.2.3:40000", "", "", [])
+    caplog.clear()
+    _cancelled_line(served, caplog)
+    with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+        cut_short("/retrieval.v1.RetrievalService/IngestDocuments", served, "ipv4:10.1.2.3:40000")  # type: ignore[arg-type]
+    assert [r.outcome for r in caplog.records if r.name == "retrieval_server.audit"] == ["CANCELLED"]  # type: ignore[attr-defined]

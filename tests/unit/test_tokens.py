@@ -433,3 +433,73 @@ async def test_a_caller_that_gives_up_does_not_stop_the_fetch_others_wait_for() 
         finally:
             released.set()
             await source.close()
+
+
+async def test_health_fetches_the_keys_none_are_held_at_most_as_often_as_a_call_would_and_never_once_some_are() -> None:
+    """Health said a JWKS URL's keys were fine when none could be had (every call with a token
+    UNAVAILABLE). With none held, it asks as a call would (JWT_JWKS_MIN_REFRESH_S between fetches),
+    and says why there are none; with keys held it fetches nothing, and says a refresh failed."""
+    keys = RsaKeys()
+    keys.add("k1")
+    clock = Clock()
+    answer: dict[str, Any] = {"body": b"<html>maintenance</html>"}
+    with get_json_server(lambda: answer["body"]) as idp:
+        source = JwksUrl(f"{idp.url}/jwks/secret-path", cache_s=300, min_refresh_s=30, clock=clock)
+        try:
+            held, why = await source.health(30)
+            assert not held and why is not None and "cannot be fetched" in why and "no JWKS document" in why
+            assert "secret-path" not in why and "127.0.0.1" not in why  # Health answers callers without credentials
+            assert len(idp.requests) == 1
+            assert await source.health(30) == (held, why)  # no second fetch within the rate limit
+            assert len(idp.requests) == 1
+            answer["body"] = keys.jwks()
+            clock.now = 31
+            assert await source.health(30) == (True, None)
+            assert len(idp.requests) == 2
+            # Held, then a refresh that fails (a rotated key's kid asked for): the keys held still verify.
+            answer["body"] = b"<html>maintenance</html>"
+            clock.now = 62
+            with pytest.raises(Unauthenticated):
+                await source.keys_for("k2", "RS256")
+            assert len(idp.requests) == 3
+            held, why = await source.health(30)
+            assert held and why is not None and "refresh failed" in why and "no JWKS document" in why
+            assert len(idp.requests) == 3  # keys held: Health fetches nothing
+            keys.add("k2")
+            answer["body"] = keys.jwks()
+            clock.now = 93
+            assert await source.keys_for("k1", "RS256") and len(idp.requests) == 3  # not asked by a known kid
+            assert await source.keys_for("k2", "RS256") and len(idp.requests) == 4
+            assert await source.health(30) == (True, None)  # the refresh that failed is behind
+        finally:
+            await source.close()
+
+
+async def test_health_waits_for_the_keys_no_longer_than_its_time_and_leaves_the_fetch_to_finish() -> None:
+    """A cold server's Health asks for the keys (its readiness then says whether they can be had),
+    within the time its caller allows, as the other components' probes; the fetch it started goes on
+    for the calls after it."""
+    import asyncio
+    import threading
+
+    keys = RsaKeys()
+    keys.add("k1")
+    asked, released = threading.Event(), threading.Event()
+
+    def held() -> Any:
+        asked.set()
+        released.wait()
+        return keys.jwks()
+
+    with get_json_server(held) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=Clock())
+        try:
+            ok, why = await source.health(0.05)  # the probe's own bound: the identity provider holds its answer
+            assert not ok and why is not None and "not answered" in why
+            await asyncio.to_thread(asked.wait)  # the fetch it started goes on
+            released.set()
+            assert await source.health(30) == (True, None)  # the same fetch, awaited: no second one
+            assert len(idp.requests) == 1
+        finally:
+            released.set()
+            await source.close()
