@@ -150,8 +150,8 @@ def _drop_cache_entry(fn: Callable[..., Any]) -> tuple[Path | str, list[str], li
 
 
 def _drop_other_versions(fn: Callable[..., Any], qualname: str) -> None:
-    """Remove the cache files of ``qualname`` made with other callees than ``fn``'s (named for
-    another digest of their sources, or for none: before entries were named for them)."""
+    """Remove this Python's cache files of ``qualname`` made with other callees than ``fn``'s (named
+    for another digest of their sources, or for none: before entries were named for them)."""
     from numba.core.caching import CompileResultCacheImpl
 
     try:
@@ -159,7 +159,10 @@ def _drop_other_versions(fn: Callable[..., Any], qualname: str) -> None:
     except RuntimeError:
         return
     module = Path(inspect.getfile(fn)).stem
-    other = re.compile(rf"{re.escape(module)}\.{re.escape(qualname)}(\.[0-9a-f]{{16}})?-\d+\.")
+    # Only this Python's: numba ends a name with the Python it was made by (".py311"), and another
+    # interpreter sharing the folder would compile anew, every start, what this one removed.
+    python = impl.filename_base[impl.filename_base.rindex(".py") :]
+    other = re.compile(rf"{re.escape(module)}\.{re.escape(qualname)}(\.[0-9a-f]{{16}})?-\d+{re.escape(python)}\.")
     for path in Path(impl.locator.get_cache_path()).glob(f"{glob.escape(module)}.{glob.escape(qualname)}*"):
         if other.match(path.name) and not path.name.startswith(f"{impl.filename_base}."):
             with contextlib.suppress(OSError):  # only space is lost

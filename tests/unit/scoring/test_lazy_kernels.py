@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -134,6 +135,23 @@ def test_a_kernel_runs_its_callees_new_code_once_their_source_changed(tmp_path: 
     # The caller's entries made with the old callee are gone, not kept beside the new ones.
     assert len({p.name for p in cache.rglob("*.nb*")}) == len(entries)
     assert run() == ["10", "20"]
+
+
+def test_another_pythons_entries_of_the_same_code_are_kept(tmp_path: Path) -> None:
+    # numba names an entry for the Python that made it (".py311."); two interpreters sharing a cache
+    # (NUMBA_CACHE_DIR, or a checkout's __pycache__ used by venvs of two Pythons) each removed the
+    # other's entries of the calling kernels as if of old code: every start compiled them again.
+    assert _run_top_k(tmp_path).stdout.split() == ["True"]
+    tag = f".py{sys.version_info[0]}{sys.version_info[1]}{sys.abiflags}."
+    other = ".py39." if tag != ".py39." else ".py310."
+    theirs = []
+    for ours in tmp_path.rglob("selection._top_k_kernel.*"):
+        theirs.append(ours.with_name(ours.name.replace(tag, other)))
+        shutil.copyfile(ours, theirs[-1])
+    assert theirs and all(other in p.name for p in theirs)
+
+    assert _run_top_k(tmp_path).stdout.split() == ["True"]
+    assert [p.name for p in theirs if not p.exists()] == []
 
 
 def test_a_kernel_that_fails_to_compile_otherwise_still_raises(monkeypatch: pytest.MonkeyPatch) -> None:
