@@ -9,10 +9,12 @@ importing numba then; the server still loads every kernel before it serves
 
 A kernel may call another kernel: when it is resolved, the kernels it names are resolved first
 and it is compiled against their dispatchers, as it would have been at import. Their code is
-compiled into it, while numba checks a cache entry against its own function's source file alone:
-so a calling kernel's entry is named for its callees' sources too (:meth:`Kernel.source_digest`),
-and a callee changed in place (a checkout updated, an editable install) is compiled anew into
-every kernel calling it, whose entries made with the old code are removed.
+compiled into it, while numba checks a cache entry against its own function's source file alone,
+and as that file is at the first call, which may be minutes after the code was imported (a test
+session) and the file changed since: so a kernel's entry is named for the sources of itself and
+its callees as they were imported (:meth:`Kernel.source_digest`), and a kernel changed in place (a
+checkout updated, an editable install) is compiled anew into every kernel calling it, whose
+entries made with the old code are removed.
 
 numba's cache only saves compile time: an entry it cannot read or write (cut short by a kill or a
 full disk) is removed, and the kernel compiled without the cache, rather than failing every start;
@@ -56,6 +58,8 @@ class Kernel:
         self._signatures = [signatures] if isinstance(signatures, str) else list(signatures)
         self._options = options
         self._dispatcher: Any = None
+        # Read now, with the code just imported from it: the file may hold other code by the first call.
+        self._source = _file_digest(fn)
         self._digest: str | None = None
         self._lock = threading.Lock()
         self.__name__ = fn.__name__
@@ -76,29 +80,22 @@ class Kernel:
         return {name: value for name in fn.__code__.co_names if isinstance(value := fn.__globals__.get(name), Kernel)}
 
     def source_digest(self) -> str:
-        """A digest of the source files of this kernel and of the kernels it calls, transitively:
-        what its compiled code depends on."""
+        """A digest of the source files of this kernel and of the kernels it calls, transitively,
+        as they were imported: what its compiled code depends on."""
         if self._digest is None:
-            path = inspect.getsourcefile(self.py_func)
-            try:
-                source = Path(path).read_bytes() if path else b""
-            except OSError:  # no source: numba caches nothing then
-                source = b""
             callees = sorted(k.source_digest() for k in self._callees().values())
-            self._digest = hashlib.sha256(b"\0".join([source, *(c.encode() for c in callees)])).hexdigest()[:16]
+            self._digest = hashlib.sha256(b"\0".join([self._source, *(c.encode() for c in callees)])).hexdigest()[:16]
         return self._digest
 
     def _resolve(self) -> Any:
         import numba
 
         fn = self.py_func
-        callees = self._callees()
-        if callees:
-            # The same code with the callees' dispatchers as its globals, its cache entry named for
-            # the callees' sources (see the module's docstring).
-            dispatchers = {name: k.dispatcher() for name, k in callees.items()}
-            fn = types.FunctionType(fn.__code__, {**fn.__globals__, **dispatchers}, fn.__name__, fn.__defaults__, fn.__closure__)
-            fn.__qualname__ = f"{self.py_func.__qualname__}.{self.source_digest()}"
+        # The same code with the callees' dispatchers as its globals, its cache entry named for the
+        # sources it was imported from (see the module's docstring).
+        dispatchers = {name: k.dispatcher() for name, k in self._callees().items()}
+        fn = types.FunctionType(fn.__code__, {**fn.__globals__, **dispatchers}, fn.__name__, fn.__defaults__, fn.__closure__)
+        fn.__qualname__ = f"{self.py_func.__qualname__}.{self.source_digest()}"
         try:
             dispatcher = numba.njit(self._signatures, cache=True, **self._options)(fn)
         except RuntimeError as exc:
@@ -119,12 +116,20 @@ class Kernel:
                 f"; could not remove {', '.join(kept)}" if kept else "",
             )
             return numba.njit(self._signatures, **self._options)(fn)
-        if callees:
-            _drop_other_versions(fn, self.py_func.__qualname__)
+        _drop_other_versions(fn, self.py_func.__qualname__)
         return dispatcher
 
     def __call__(self, *args: Any) -> Any:
         return self.dispatcher()(*args)
+
+
+def _file_digest(fn: Callable[..., Any]) -> bytes:
+    """The SHA-256 of ``fn``'s source file; empty without one (numba caches nothing then)."""
+    path = inspect.getsourcefile(fn)
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).digest() if path else b""
+    except OSError:
+        return b""
 
 
 def _drop_cache_entry(fn: Callable[..., Any]) -> tuple[Path | str, list[str], list[str]]:
@@ -150,8 +155,8 @@ def _drop_cache_entry(fn: Callable[..., Any]) -> tuple[Path | str, list[str], li
 
 
 def _drop_other_versions(fn: Callable[..., Any], qualname: str) -> None:
-    """Remove the cache files of ``qualname`` made with other callees than ``fn``'s (named for
-    another digest of their sources, or for none: before entries were named for them)."""
+    """Remove this Python's cache files of ``qualname`` made from other code than ``fn``'s (named for
+    another digest of its sources, or for none: before entries were named for them)."""
     from numba.core.caching import CompileResultCacheImpl
 
     try:
@@ -159,7 +164,10 @@ def _drop_other_versions(fn: Callable[..., Any], qualname: str) -> None:
     except RuntimeError:
         return
     module = Path(inspect.getfile(fn)).stem
-    other = re.compile(rf"{re.escape(module)}\.{re.escape(qualname)}(\.[0-9a-f]{{16}})?-\d+\.")
+    # Only this Python's: numba ends a name with the Python it was made by (".py311"), and another
+    # interpreter sharing the folder would compile anew, every start, what this one removed.
+    python = impl.filename_base[impl.filename_base.rindex(".py") :]
+    other = re.compile(rf"{re.escape(module)}\.{re.escape(qualname)}(\.[0-9a-f]{{16}})?-\d+{re.escape(python)}\.")
     for path in Path(impl.locator.get_cache_path()).glob(f"{glob.escape(module)}.{glob.escape(qualname)}*"):
         if other.match(path.name) and not path.name.startswith(f"{impl.filename_base}."):
             with contextlib.suppress(OSError):  # only space is lost

@@ -1,4 +1,5 @@
-"""Input checks shared by the kernels' public wrappers (the kernels themselves trust their input)."""
+"""Input checks shared by the kernels' public wrappers and their twins in :mod:`scoring_core.reference`
+(the kernels themselves trust their input)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 
 Each function computes the same result as its kernel, written for clarity rather than speed.
 Like the kernels, the ones that rank scores rank their float32 rounding (see
-:func:`scoring_core._validate.as_scores`).
+:func:`scoring_core._validate.as_scores`). Those of top_k, threshold_with_fallback, near_duplicates,
+rrf and score_fusion refuse the arguments their wrappers refuse, with the same exception type, in
+the same order: an oracle that ran what its kernel refuses (a negative k, an unknown method)
+checked nothing there.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import operator
 from array import array
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
+
+from scoring_core._validate import as_count, as_real
 
 
 def group_by_parent(
@@ -55,11 +60,37 @@ def _check_integers(values: Iterable[int], name: str) -> None:
         raise ValueError(f"{name} must fit in int64, or in uint64 when none is negative")
 
 
+def _count(value: int, name: str) -> int:
+    """A count as :func:`scoring_core.top_k` takes it: a negative one sliced off the last items."""
+    n = as_count(value, name)
+    if n < 0:
+        raise ValueError(f"{name} must be >= 0")
+    return n
+
+
+def _weights(weights: Sequence[float] | None, n: int) -> list[Fraction]:
+    """Each list's weight, exactly; refused as by :func:`scoring_core.rrf`: a string (which Fraction
+    would parse) with TypeError, and a count other than ``n``, NaN, inf (Fraction's OverflowError
+    named nothing) or a negative weight (which ranks an id lower for being found) with ValueError."""
+    if weights is None:
+        return [Fraction(1)] * n
+    if not all(isinstance(x, numbers.Real) for x in weights):
+        raise TypeError(f"weights must be real numbers, got {weights!r}")
+    if len(weights) != n:
+        raise ValueError(f"weights must have one entry per list ({n}), got {len(weights)}")
+    if not all(math.isfinite(x) and x >= 0 for x in weights):
+        raise ValueError("weights must be finite and non-negative")
+    return [Fraction(float(x)) for x in weights]
+
+
 def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None) -> list[tuple[int, float]]:
     """``[(id, score), ...]`` best first; the way LangChain's EnsembleRetriever fuses."""
+    k = as_real(k, "k")
+    if not (math.isfinite(k) and k >= 0):  # -1 divided by zero at rank 1
+        raise ValueError("k must be finite and >= 0")
     _check_integers([doc for ranked in lists for doc in ranked], "lists")
-    w = [_exact(x, "weights") for x in weights] if weights is not None else [Fraction(1)] * len(lists)
-    exact_k = _exact(k, "k")
+    w = _weights(weights, len(lists))
+    exact_k = Fraction(k)
     fused: dict[int, Fraction] = {}
     for weight, ranked in zip(w, lists, strict=True):
         seen: set[int] = set()
@@ -69,16 +100,6 @@ def rrf(lists: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float
             seen.add(doc)
             fused[doc] = fused.get(doc, Fraction(0)) + weight / (exact_k + rank)
     return _ranked(fused)
-
-
-def _exact(value: float, name: str) -> Fraction:
-    """``value``'s exact value; a string (which Fraction would parse) raises TypeError, and NaN or
-    inf ValueError (Fraction's OverflowError named nothing), as in the kernels."""
-    if not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be real numbers, got {value!r}")
-    if not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return Fraction(float(value))
 
 
 def _rounded(total: Fraction) -> float:
@@ -126,12 +147,20 @@ def score_fusion(
     method: str = "minmax",
 ) -> list[tuple[int, float]]:
     """Weighted sum of per-list normalized scores, best first."""
+    if len(lists) != len(scores):
+        raise ValueError("lists and scores must have the same number of lists")
+    if method not in ("minmax", "dbsf"):  # anything else was normalized as DBSF
+        raise ValueError("method must be 'minmax' or 'dbsf'")
     _check_integers([doc for ids in lists for doc in ids], "lists")
-    w = [_exact(x, "weights") for x in weights] if weights is not None else [Fraction(1)] * len(lists)
+    if not all(isinstance(s, numbers.Real) for raw in scores for s in raw):
+        raise TypeError("scores must be real numbers")
+    if any(len(ids) != len(raw) for ids, raw in zip(lists, scores, strict=True)):
+        raise ValueError("each list needs one score per id")
+    if not all(math.isfinite(s) for raw in scores for s in raw):
+        raise ValueError("scores must be finite")
+    w = _weights(weights, len(lists))
     fused: dict[int, Fraction] = {}
     for weight, ids, raw in zip(w, lists, scores, strict=True):
-        if any(not math.isfinite(s) for s in raw):
-            raise ValueError("scores must be finite")
         seen: set[int] = set()
         for doc, norm in zip(ids, _normalize([float(s) for s in raw], method), strict=True):
             if doc in seen:
@@ -163,6 +192,13 @@ def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[floa
     (a float64 cosine within that rounding of the threshold may fall on the other side)."""
     scores = _as_float32(scores)
     embeddings = [array("f", e) for e in embeddings]
+    if len(embeddings) != len(scores) or len({len(e) for e in embeddings}) > 1:
+        raise ValueError(f"embeddings must be [n, d] with n = len(scores) = {len(scores)}")
+    if not all(math.isfinite(x) for e in embeddings for x in e):
+        raise ValueError("embeddings must be finite")
+    threshold = as_real(threshold, "threshold")
+    if not -1.0 <= threshold <= 1.0:  # 2 kept every candidate, NaN too
+        raise ValueError("threshold must lie in [-1, 1]")
 
     def dot(a: Sequence[float], b: Sequence[float]) -> float:
         acc = 0.0
@@ -182,6 +218,7 @@ def near_duplicates(embeddings: Sequence[Sequence[float]], scores: Sequence[floa
 
 
 def top_k(scores: Sequence[float], k: int) -> list[int]:
+    k = _count(k, "k")
     scores = _as_float32(scores)
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
 
@@ -189,9 +226,10 @@ def top_k(scores: Sequence[float], k: int) -> list[int]:
 def threshold_with_fallback(scores: Sequence[float], threshold: float = 0.3, fallback: int = 3) -> tuple[list[int], bool]:
     """The float32 scores are compared with the threshold as given, not with its rounding."""
     scores = _as_float32(scores)
-    fallback = operator.index(fallback)  # as the kernel does, whether or not the fallback is needed
-    if fallback < 0:
-        raise ValueError("fallback must be >= 0")
+    threshold = as_real(threshold, "threshold")
+    if math.isnan(threshold):  # nothing passes it: every call fell back
+        raise ValueError("threshold must not be NaN")
+    fallback = _count(fallback, "fallback")  # as the kernel does, whether or not the fallback is needed
     kept = [i for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)) if scores[i] >= threshold]
     if kept or not scores:
         return kept, False

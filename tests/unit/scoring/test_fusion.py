@@ -340,3 +340,55 @@ def test_a_sum_past_float64s_negative_range_is_minus_inf_and_ranked_last_by_kern
     twin = reference.score_fusion([ids, ids], [scores, scores], weights=[1e308, 1e308], method="dbsf")
     assert fused.ids.tolist()[-1] == 99 and fused.scores[-1] == -math.inf
     assert _pairs(fused) == twin
+
+
+def _refusal(call: Callable[[], object]) -> type[Exception] | None:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - the type is what is compared
+        return type(exc)
+    return None
+
+
+real = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["1", None])
+#: one weight per list, or one too many, or none given
+weights_for = lambda n: st.none() | st.lists(real.filter(lambda w: w is not None), min_size=n, max_size=n + 1)  # noqa: E731
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ranked, max_size=3).flatmap(lambda lists: st.tuples(st.just(lists), weights_for(len(lists)))), real)
+def test_rrf_and_its_twin_refuse_alike(lists_weights: tuple[list[list[int]], list[object] | None], k: object) -> None:
+    # The twin divided by zero for k = -1, ranked by negative terms for another negative k or
+    # weight, and never looked at k's sign: rrf raises ValueError for each.
+    lists, weights = lists_weights
+    assert _refusal(lambda: rrf(lists, k=k, weights=weights)) is _refusal(lambda: reference.rrf(lists, k=k, weights=weights))  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(ids, st.floats(-10, 10) | st.sampled_from([math.nan, math.inf])), max_size=6), max_size=3).flatmap(
+        lambda lists: st.tuples(st.just(lists), weights_for(len(lists)))
+    ),
+    st.sampled_from(["minmax", "dbsf", "bogus", "MinMax"]),
+)
+def test_score_fusion_and_its_twin_refuse_alike(lists_weights: tuple[list[list[tuple[int, float]]], list[object] | None], method: str) -> None:
+    # The twin fused any method but "minmax" as DBSF, and negative weights, where score_fusion raises.
+    pairs, weights = lists_weights
+    lists = [[doc for doc, _ in p] for p in pairs]
+    scores = [[s for _, s in p] for p in pairs]
+    kernel = _refusal(lambda: score_fusion(lists, scores, weights=weights, method=method))  # type: ignore[arg-type]
+    assert kernel is _refusal(lambda: reference.score_fusion(lists, scores, weights=weights, method=method))  # type: ignore[arg-type]
+
+
+def test_the_twins_refuse_what_the_kernels_refuse_with_the_same_error() -> None:
+    lists, scores = [[1, 2], [2, 1]], [[0.5, 0.1], [0.4, 0.2]]
+    for fuse in (rrf, reference.rrf):
+        with pytest.raises(ValueError, match="k must be finite and >= 0"):
+            fuse([[1]], k=-1)
+        with pytest.raises(ValueError, match="weights must be finite and non-negative"):
+            fuse([[1]], weights=[-1.0])
+    for fuse in (score_fusion, reference.score_fusion):
+        with pytest.raises(ValueError, match="method must be 'minmax' or 'dbsf'"):
+            fuse(lists, scores, method="bogus")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="weights must be finite and non-negative"):
+            fuse(lists, scores, weights=[1.0, -1.0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -134,6 +135,45 @@ def test_a_kernel_runs_its_callees_new_code_once_their_source_changed(tmp_path: 
     # The caller's entries made with the old callee are gone, not kept beside the new ones.
     assert len({p.name for p in cache.rglob("*.nb*")}) == len(entries)
     assert run() == ["10", "20"]
+
+
+_CHANGED_AFTER_IMPORT = """
+import pathlib, sys, callee, caller
+pathlib.Path(sys.argv[1]).write_text(sys.argv[2])  # a checkout updated before the first call
+print(callee.bump(0), caller.twice(0))
+"""
+
+
+def test_a_source_changed_between_import_and_first_call_caches_the_code_that_was_compiled(tmp_path: Path) -> None:
+    """A kernel is compiled at its first call from the code imported, which a checkout updated in
+    between (a test session's minutes, a server's start) no longer matches: its entry was named for
+    the file read at that call, so every later process running the new code was given the old."""
+    (tmp_path / "callee.py").write_text(_CALLEE.format(step=1))
+    (tmp_path / "caller.py").write_text(_CALLER)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(__file__).parents[3]}"}
+
+    def run(*argv: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", *argv], capture_output=True, text=True, timeout=300, check=True, env=env).stdout.split()
+
+    changed = run(_CHANGED_AFTER_IMPORT, str(tmp_path / "callee.py"), _CALLEE.format(step=10))
+    assert changed == ["1", "2"]  # the code it imported
+    assert run("import callee, caller; print(callee.bump(0), caller.twice(0))") == ["10", "20"]
+
+def test_another_pythons_entries_of_the_same_code_are_kept(tmp_path: Path) -> None:
+    # numba names an entry for the Python that made it (".py311."); two interpreters sharing a cache
+    # (NUMBA_CACHE_DIR, or a checkout's __pycache__ used by venvs of two Pythons) each removed the
+    # other's entries of the calling kernels as if of old code: every start compiled them again.
+    assert _run_top_k(tmp_path).stdout.split() == ["True"]
+    tag = f".py{sys.version_info[0]}{sys.version_info[1]}{sys.abiflags}."
+    other = ".py39." if tag != ".py39." else ".py310."
+    theirs = []
+    for ours in tmp_path.rglob("selection._top_k_kernel.*"):
+        theirs.append(ours.with_name(ours.name.replace(tag, other)))
+        shutil.copyfile(ours, theirs[-1])
+    assert theirs and all(other in p.name for p in theirs)
+
+    assert _run_top_k(tmp_path).stdout.split() == ["True"]
+    assert [p.name for p in theirs if not p.exists()] == []
 
 
 def test_a_kernel_that_fails_to_compile_otherwise_still_raises(monkeypatch: pytest.MonkeyPatch) -> None:
