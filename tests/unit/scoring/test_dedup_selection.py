@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 from bench.scoring import numpy_impls
 from scoring_core import content_hashes, dedup_by_key, near_duplicates, reference, threshold_with_fallback, top_k
+from tests.support.refusals import refusal
 
 score = st.floats(-10, 10, width=32).map(lambda x: round(x, 1))
 #: keys that share their low 32 bits and differ above them, as 64-bit content hashes may: a kernel
@@ -305,14 +305,6 @@ def test_a_score_below_the_threshold_is_not_kept_by_its_float32_rounding() -> No
     assert reference.threshold_with_fallback([float(below)], threshold, 0) == ([], True)
 
 
-def _refusal(call: Callable[[], object]) -> type[Exception] | None:
-    try:
-        call()
-    except Exception as exc:  # noqa: BLE001 - the type is what is compared
-        return type(exc)
-    return None
-
-
 count = st.integers(-3, 8) | st.sampled_from([2**63 - 1, 2**63]) | st.floats(-2, 8) | st.sampled_from(["2", None])
 real = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["0.3", None])
 
@@ -321,15 +313,15 @@ real = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["0.3", 
 @given(st.lists(score | st.just(float("nan")), max_size=8), count)
 def test_top_k_and_its_twin_refuse_alike(values: list[float], k: object) -> None:
     # The twin returned [2, 1] for k = -1 (a [:-1] slice) and any k past int64, where top_k raises.
-    assert _refusal(lambda: top_k(np.array(values, dtype=np.float64), k)) is _refusal(lambda: reference.top_k(values, k))  # type: ignore[arg-type]
+    assert refusal(lambda: top_k(np.array(values, dtype=np.float64), k)) is refusal(lambda: reference.top_k(values, k))  # type: ignore[arg-type]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(score | st.just(float("nan")), max_size=8), real, count)
 def test_threshold_with_fallback_and_its_twin_refuse_alike(values: list[float], threshold: object, fallback: object) -> None:
     # The twin took a NaN threshold (nothing passes it: the fallback) and a fallback past int64.
-    kernel = _refusal(lambda: threshold_with_fallback(np.array(values, dtype=np.float64), threshold, fallback))  # type: ignore[arg-type]
-    assert kernel is _refusal(lambda: reference.threshold_with_fallback(values, threshold, fallback))  # type: ignore[arg-type]
+    kernel = refusal(lambda: threshold_with_fallback(np.array(values, dtype=np.float64), threshold, fallback))  # type: ignore[arg-type]
+    assert kernel is refusal(lambda: reference.threshold_with_fallback(values, threshold, fallback))  # type: ignore[arg-type]
 
 
 @settings(max_examples=300, deadline=None)
@@ -341,5 +333,5 @@ def test_near_duplicates_and_its_twin_refuse_alike(rows: tuple[list[list[float]]
     # The twin took a threshold outside [-1, 1] (2 kept every candidate) and a NaN one.
     embeddings, values = rows
     e = np.array(embeddings, dtype=np.float64).reshape(len(embeddings), 2)
-    kernel = _refusal(lambda: near_duplicates(e, np.array(values, dtype=np.float64), threshold))  # type: ignore[arg-type]
-    assert kernel is _refusal(lambda: reference.near_duplicates(embeddings, values, threshold))  # type: ignore[arg-type]
+    kernel = refusal(lambda: near_duplicates(e, np.array(values, dtype=np.float64), threshold))  # type: ignore[arg-type]
+    assert kernel is refusal(lambda: reference.near_duplicates(embeddings, values, threshold))  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bench.scoring import numpy_impls
 from scoring_core import reference, rrf, score_fusion
+from tests.support.refusals import refusal
 
 
 def _pairs(fused) -> list[tuple[int, float]]:
@@ -342,14 +343,6 @@ def test_a_sum_past_float64s_negative_range_is_minus_inf_and_ranked_last_by_kern
     assert _pairs(fused) == twin
 
 
-def _refusal(call: Callable[[], object]) -> type[Exception] | None:
-    try:
-        call()
-    except Exception as exc:  # noqa: BLE001 - the type is what is compared
-        return type(exc)
-    return None
-
-
 real = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(["1", None])
 #: one weight per list, or one too many, or none given
 weights_for = lambda n: st.none() | st.lists(real.filter(lambda w: w is not None), min_size=n, max_size=n + 1)  # noqa: E731
@@ -361,7 +354,7 @@ def test_rrf_and_its_twin_refuse_alike(lists_weights: tuple[list[list[int]], lis
     # The twin divided by zero for k = -1, ranked by negative terms for another negative k or
     # weight, and never looked at k's sign: rrf raises ValueError for each.
     lists, weights = lists_weights
-    assert _refusal(lambda: rrf(lists, k=k, weights=weights)) is _refusal(lambda: reference.rrf(lists, k=k, weights=weights))  # type: ignore[arg-type]
+    assert refusal(lambda: rrf(lists, k=k, weights=weights)) is refusal(lambda: reference.rrf(lists, k=k, weights=weights))  # type: ignore[arg-type]
 
 
 @settings(max_examples=300, deadline=None)
@@ -376,8 +369,8 @@ def test_score_fusion_and_its_twin_refuse_alike(lists_weights: tuple[list[list[t
     pairs, weights = lists_weights
     lists = [[doc for doc, _ in p] for p in pairs]
     scores = [[s for _, s in p] for p in pairs]
-    kernel = _refusal(lambda: score_fusion(lists, scores, weights=weights, method=method))  # type: ignore[arg-type]
-    assert kernel is _refusal(lambda: reference.score_fusion(lists, scores, weights=weights, method=method))  # type: ignore[arg-type]
+    kernel = refusal(lambda: score_fusion(lists, scores, weights=weights, method=method))  # type: ignore[arg-type]
+    assert kernel is refusal(lambda: reference.score_fusion(lists, scores, weights=weights, method=method))  # type: ignore[arg-type]
 
 
 def test_the_twins_refuse_what_the_kernels_refuse_with_the_same_error() -> None:
