@@ -563,6 +563,11 @@ class Settings(BaseSettings):
                              "weights are relative to the larger)")
         if self.qdrant_url and self.qdrant_path:
             raise ValueError("set only one of qdrant_url and qdrant_path")
+        # An empty QDRANT_URL reads as unset: rendered so beside its key, the embedded store served
+        # instead, each replica an index of its own, and the key was ignored.
+        if self.qdrant_api_key is not None and not self.qdrant_url:
+            raise ValueError("qdrant_api_key is set but qdrant_url is not, and only a Qdrant server reads it: "
+                             "set RETRIEVAL_QDRANT_URL, or unset RETRIEVAL_QDRANT_API_KEY")
         if self.processes > 1 and self.qdrant_path:
             raise ValueError("processes > 1 needs the embedded default or qdrant_url: qdrant-client local mode is one process per folder")
         if self.processes > 1 and self.port == 0:
