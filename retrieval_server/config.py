@@ -590,6 +590,14 @@ class Settings(BaseSettings):
         for name, schemes in URL_SCHEMES.items():
             if (value := getattr(self, name)) and (problem := url_problem(value, schemes)):
                 raise ValueError(f"{name} {problem}")
+        # Ignored, the key let an operator take events to be sent (an empty EVENTS_URL reads as
+        # unset) and their queries to travel as keyed hashes.
+        if self.events_hash_key is not None and not self.events_url:
+            raise ValueError("events_hash_key is set but events_url is not: no event is sent to hash a query in; "
+                             "set RETRIEVAL_EVENTS_URL, or unset RETRIEVAL_EVENTS_HASH_KEY")
+        if self.events_hash_key is not None and self.events_query != "hash":
+            raise ValueError(f"events_hash_key is set but events_query is '{self.events_query}', which hashes no query: "
+                             "set RETRIEVAL_EVENTS_QUERY=hash, or unset RETRIEVAL_EVENTS_HASH_KEY")
         if self.mysql_dsn:
             # Parsed here as the store parses it: a query parameter it does not know, or a CA file
             # that is no PEM, is named at start-up. Imported here: only a MySQL deployment needs it.

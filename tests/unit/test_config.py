@@ -417,6 +417,24 @@ def test_a_qdrant_api_key_without_a_qdrant_server_is_refused(monkeypatch: pytest
     assert load_settings().qdrant_api_key == "key"
 
 
+@pytest.mark.parametrize(("overrides", "expected"), [
+    # An empty RETRIEVAL_EVENTS_URL reads as unset: rendered so, no event was sent, without a word.
+    ({}, "RETRIEVAL_EVENTS_HASH_KEY is set but RETRIEVAL_EVENTS_URL is not: no event is sent to hash a query in"),
+    ({"events_url": "amqp://rabbitmq:5672/", "events_query": "text"},
+     "RETRIEVAL_EVENTS_HASH_KEY is set but RETRIEVAL_EVENTS_QUERY is 'text', which hashes no query"),
+    ({"events_url": "amqp://rabbitmq:5672/", "events_query": "none"},
+     "RETRIEVAL_EVENTS_HASH_KEY is set but RETRIEVAL_EVENTS_QUERY is 'none', which hashes no query"),
+])
+def test_an_events_hash_key_nothing_reads_is_refused(monkeypatch: pytest.MonkeyPatch, overrides: dict[str, object], expected: str) -> None:
+    """The key was ignored without a word: an operator who set it took the events to be sent, and
+    their queries to travel as keyed hashes."""
+    monkeypatch.setenv("RETRIEVAL_EVENTS_HASH_KEY", "key")
+    monkeypatch.setenv("RETRIEVAL_EVENTS_URL", "")
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_settings(**overrides)
+    assert load_settings(events_url="amqp://rabbitmq:5672/").events_hash_key == "key"
+
+
 def test_the_vector_legs_may_not_both_weigh_nothing() -> None:
     """Under RRF the metadata and graph legs weigh relative to the stronger vector leg: both at 0
     made the metadata leg's weight 0.3 / 1e-9, and its scores reached callers as 2.7e7."""
