@@ -638,7 +638,13 @@ class Application:
         ``stored`` gets each document as it commits: a caller cut short (its deadline, a cancel) gets
         no report, yet can tell what was stored (the audit line)."""
         self._writable()
-        self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
+        try:
+            self.disk.check(sum(estimated_bytes(len(s.content)) for s in sources))
+        except ResourceExhausted:
+            # Counted as a batch refused during the ingest is: RESOURCE_EXHAUSTED is no code of the
+            # error-ratio alert (callers cause it too), and below the floor every ingest ends here.
+            self.metrics.ingest_errors.inc(len(sources))
+            raise
         # The write's follow-ups (optimize, cache invalidation) run inside it too: close() waits for
         # them, rather than closing the stores they use.
         async with self._writing():

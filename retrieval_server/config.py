@@ -563,6 +563,11 @@ class Settings(BaseSettings):
                              "weights are relative to the larger)")
         if self.qdrant_url and self.qdrant_path:
             raise ValueError("set only one of qdrant_url and qdrant_path")
+        # An empty QDRANT_URL reads as unset: rendered so beside its key, the embedded store served
+        # instead, each replica an index of its own, and the key was ignored.
+        if self.qdrant_api_key is not None and not self.qdrant_url:
+            raise ValueError("qdrant_api_key is set but qdrant_url is not, and only a Qdrant server reads it: "
+                             "set RETRIEVAL_QDRANT_URL, or unset RETRIEVAL_QDRANT_API_KEY")
         if self.processes > 1 and self.qdrant_path:
             raise ValueError("processes > 1 needs the embedded default or qdrant_url: qdrant-client local mode is one process per folder")
         if self.processes > 1 and self.port == 0:
@@ -585,6 +590,14 @@ class Settings(BaseSettings):
         for name, schemes in URL_SCHEMES.items():
             if (value := getattr(self, name)) and (problem := url_problem(value, schemes)):
                 raise ValueError(f"{name} {problem}")
+        # Ignored, the key let an operator take events to be sent (an empty EVENTS_URL reads as
+        # unset) and their queries to travel as keyed hashes.
+        if self.events_hash_key is not None and not self.events_url:
+            raise ValueError("events_hash_key is set but events_url is not: no event is sent to hash a query in; "
+                             "set RETRIEVAL_EVENTS_URL, or unset RETRIEVAL_EVENTS_HASH_KEY")
+        if self.events_hash_key is not None and self.events_query != "hash":
+            raise ValueError(f"events_hash_key is set but events_query is '{self.events_query}', which hashes no query: "
+                             "set RETRIEVAL_EVENTS_QUERY=hash, or unset RETRIEVAL_EVENTS_HASH_KEY")
         if self.mysql_dsn:
             # Parsed here as the store parses it: a query parameter it does not know, or a CA file
             # that is no PEM, is named at start-up. Imported here: only a MySQL deployment needs it.

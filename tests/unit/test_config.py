@@ -402,6 +402,39 @@ def test_a_redis_url_the_memory_cache_ignores_is_refused(monkeypatch: pytest.Mon
     assert load_settings().redis_url == "redis://cache:6379/0"
 
 
+def test_a_qdrant_api_key_without_a_qdrant_server_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty RETRIEVAL_QDRANT_URL reads as unset: a template that rendered the URL to nothing
+    beside the key served the embedded store, each replica its own index on its pod's volume,
+    and the key, the one sign of a Qdrant server being meant, was ignored without a word."""
+    monkeypatch.setenv("RETRIEVAL_QDRANT_API_KEY", "key")
+    monkeypatch.setenv("RETRIEVAL_QDRANT_URL", "")
+    expected = re.escape("RETRIEVAL_QDRANT_API_KEY is set but RETRIEVAL_QDRANT_URL is not, and only a Qdrant server reads it")
+    with pytest.raises(ConfigError, match=expected):
+        load_settings()
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(qdrant_path=":memory:")
+    monkeypatch.setenv("RETRIEVAL_QDRANT_URL", "https://qdrant.svc:6333")
+    assert load_settings().qdrant_api_key == "key"
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    # An empty RETRIEVAL_EVENTS_URL reads as unset: rendered so, no event was sent, without a word.
+    ({}, "RETRIEVAL_EVENTS_HASH_KEY is set but RETRIEVAL_EVENTS_URL is not: no event is sent to hash a query in"),
+    ({"events_url": "amqp://rabbitmq:5672/", "events_query": "text"},
+     "RETRIEVAL_EVENTS_HASH_KEY is set but RETRIEVAL_EVENTS_QUERY is 'text', which hashes no query"),
+    ({"events_url": "amqp://rabbitmq:5672/", "events_query": "none"},
+     "RETRIEVAL_EVENTS_HASH_KEY is set but RETRIEVAL_EVENTS_QUERY is 'none', which hashes no query"),
+])
+def test_an_events_hash_key_nothing_reads_is_refused(monkeypatch: pytest.MonkeyPatch, overrides: dict[str, object], expected: str) -> None:
+    """The key was ignored without a word: an operator who set it took the events to be sent, and
+    their queries to travel as keyed hashes."""
+    monkeypatch.setenv("RETRIEVAL_EVENTS_HASH_KEY", "key")
+    monkeypatch.setenv("RETRIEVAL_EVENTS_URL", "")
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_settings(**overrides)
+    assert load_settings(events_url="amqp://rabbitmq:5672/").events_hash_key == "key"
+
+
 def test_the_vector_legs_may_not_both_weigh_nothing() -> None:
     """Under RRF the metadata and graph legs weigh relative to the stronger vector leg: both at 0
     made the metadata leg's weight 0.3 / 1e-9, and its scores reached callers as 2.7e7."""
@@ -557,7 +590,7 @@ def test_repr_and_str_of_the_settings_show_no_secret() -> None:
                "openai_api_key": "OPENAIKEY", "anthropic_api_key": "ANTHROPICKEY", "gemini_api_key": "GEMINIKEY"}
     urls = {"mysql_dsn": "mysql://u:MYSQLPW@db:3306/retrieval", "redis_url": "redis://:REDIS%40PW@redis:6379/0",
             "events_url": "amqp://u:AMQP@PW@rabbitmq:5672/", "tei_url": "http://u:TEIPW@tei:8080",
-            "openai_base_url": "https://u:LLMPW@llm.example.org/v1"}
+            "openai_base_url": "https://u:LLMPW@llm.example.org/v1", "qdrant_url": "https://u:QDRANTPW@qdrant:6333"}
     s = load_settings(auth_mode="jwt", cache_backend="redis", **secrets, **urls)
     keys = load_settings(auth_mode="jwt", jwt_jwks_url="https://u:JWKSPW@id.example.org/jwks")
     shown = repr(s) + str(s) + repr(keys) + str(keys)
