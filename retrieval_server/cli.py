@@ -968,6 +968,17 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
     if calls and bool(args.tls_cert) != bool(args.tls_key):
         # The client's refusal was a ValueError, exit 1, when the channel was made.
         parser.error("--tls-cert and --tls-key go together: a client certificate needs its key, and a key its certificate")
+    if calls and args.tls_cert and args.tls_key:
+        from retrieval_client.client import _key_pair, _pem_key
+
+        try:
+            # The client's refusal, exit 1 as "search failed: ValueError: Tls.key ...", named its Python field.
+            _pem_key(args.tls_key, "--tls-key")
+            _key_pair(args.tls_cert, "--tls-cert", args.tls_key, "--tls-key")
+        except ValueError as exc:
+            parser.error(str(exc))
+        except OSError:
+            pass  # the command reports it, as any file it cannot read
     if args.command == "graph" and args.user is not None:
         from retrieval_server.identifiers import clean_user_id
 

@@ -369,5 +369,28 @@ def test_a_tls_file_that_is_not_pem_is_a_usage_error_naming_it(tmp_path: object,
     assert not called
 
 
+def test_a_tls_key_that_is_no_pem_key_or_not_the_certificates_is_a_usage_error_naming_it(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--tls-key garbage.pem, or another certificate's key, was "error: search failed: ValueError:
+    Tls.key ..." with exit 1, naming the Python client's field, where --tls-cert garbage.pem is exit 2."""
+    from pathlib import Path
+
+    from tests.support.pki import Authority
+
+    authority = Authority(Path(str(tmp_path)) / "ca", "test CA")
+    mine, other = authority.issue("client", client=True), authority.issue("other", client=True)
+    (garbage := Path(str(tmp_path)) / "bad.pem").write_text("garbage\n")
+    called: list[argparse.Namespace] = []
+    monkeypatch.setattr(cli, "_remote", lambda args: called.append(args) or 0)
+    for key, message in ((garbage, f"error: --tls-key {garbage} holds no PEM private key"),
+                         (other.key, f"error: --tls-key {other.key} is not a private key gRPC can use with the certificate of --tls-cert {mine.cert}")):
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(["search", "x", "--tls-cert", str(mine.cert), "--tls-key", str(key)])
+        assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not called
+    assert cli.main(["search", "x", "--tls-cert", str(mine.cert), "--tls-key", str(mine.key)]) == 0 and len(called) == 1
+
+
 def test_graph_exports_role_is_taken_in_any_case() -> None:
     assert cli._parser().parse_args(["graph", "export", "g.graphml", "--user", "alice", "--role", "admin"]).role == "ADMIN"

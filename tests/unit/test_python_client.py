@@ -369,6 +369,23 @@ async def test_a_tls_file_that_holds_no_pem_certificate_or_key_is_refused_naming
     await AsyncRetrievalClient(NOWHERE, tls=tls).close()
 
 
+def test_a_client_certificate_and_a_key_that_are_no_pair_are_refused_naming_both(tmp_path: Path) -> None:
+    """gRPC took another certificate's key, or an encrypted one, and every call failed UNAVAILABLE
+    naming neither file, after a second of retries and lines of its C core ("Handshaker factory
+    creation failed"). Refused as the Tls is made, as Go's New refuses them (crypto/tls)."""
+    from retrieval_client import Tls
+    from tests.support.pki import Authority
+
+    authority = Authority(tmp_path / "ca", "test CA")
+    mine, other = authority.issue("client", client=True), authority.issue("other", client=True)
+    locked = authority.issue("locked", client=True, passphrase=b"secret")
+    for cert, key, why in ((mine.cert, other.key, "KEY_VALUES_MISMATCH"), (locked.cert, locked.key, "is encrypted (has a passphrase)")):
+        with pytest.raises(ValueError, match=re.escape(f"Tls.key {key} is not a private key gRPC can use with the certificate of Tls.cert {cert}")) as refused:
+            Tls(ca=authority.ca, cert=cert, key=key)
+        assert why in str(refused.value)
+    RetrievalClient(NOWHERE, tls=Tls(ca=authority.ca, cert=mine.cert, key=mine.key)).close()
+
+
 def test_the_package_loads_its_names_on_first_use_and_lists_them() -> None:
     """file_bytes alone loads no gRPC (ingest --local), while a bare `import retrieval_client`
     still reaches `retrieval_client.client` and lists its names, as when it imported them all."""

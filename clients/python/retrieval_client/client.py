@@ -10,6 +10,7 @@ import numbers
 import os
 import random
 import re
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -160,11 +161,14 @@ class Tls:
     def credentials(self) -> grpc.ChannelCredentials:
         if (self.cert is None) != (self.key is None):
             raise ValueError("a client certificate needs its key, and a key its certificate")
-        return grpc.ssl_channel_credentials(
+        credentials = grpc.ssl_channel_credentials(
             root_certificates=_pem_certificates(self.ca, "Tls.ca") if self.ca else None,
             private_key=_pem_key(self.key, "Tls.key") if self.key else None,
             certificate_chain=_pem_certificates(self.cert, "Tls.cert") if self.cert else None,
         )
+        if self.cert and self.key:
+            _key_pair(self.cert, "Tls.cert", self.key, "Tls.key")
+        return credentials
 
     def options(self) -> list[tuple[str, str]]:
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
@@ -190,6 +194,22 @@ def _pem_key(path: Path | str, field: str) -> bytes:
     if not _PEM_PRIVATE_KEY.search(data):
         raise ValueError(f"{field} {path} holds no PEM private key (a -----BEGIN ... PRIVATE KEY----- block)")
     return data
+
+
+def _refuse_passphrase() -> bytes:
+    """The ``password`` of ``load_cert_chain``: without one, OpenSSL asked for an encrypted key's
+    passphrase at the terminal; gRPC takes none, and cannot use such a key."""
+    raise ValueError("it is encrypted (has a passphrase), which gRPC cannot use: write it unencrypted, e.g. openssl pkey -in key.pem -out key-plain.pem")
+
+
+def _key_pair(cert: Path | str, cert_field: str, key: Path | str, key_field: str) -> None:
+    """ValueError naming both files unless ``key`` is the unencrypted private key of the certificate
+    in ``cert``: gRPC took any pair of PEM files, and every call failed UNAVAILABLE, naming neither,
+    after its retries and lines of its C core ("Handshaker factory creation failed")."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key, password=_refuse_passphrase)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"{key_field} {key} is not a private key gRPC can use with the certificate of {cert_field} {cert}: {exc}") from None
 
 
 def _channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
