@@ -394,9 +394,13 @@ class JwksUrl:
         had, not that none were asked for yet. The reasons name the failure's kind only: Health
         answers callers without credentials, and the URL may name a realm (the log has the rest)."""
         if self._keys is None:
+            # While none are held every fetch is for them: the one in flight is waited for, not one
+            # more queued behind it, which fetched again once it had (its time since the last start
+            # past min_refresh_s): a fetch for each probe during a slow one, keys held or not.
+            fetch = next(iter(self._fetches), None)
             try:
                 async with asyncio.timeout(within_s):
-                    await self._fetch(self._min_refresh_s)
+                    await (self._fetch(self._min_refresh_s) if fetch is None else asyncio.shield(fetch))
             except TimeoutError:
                 if self._keys is None:
                     return False, "no signing keys yet: the identity provider has not answered the JWKS fetch (it goes on)"

@@ -466,8 +466,8 @@ async def test_an_admin_call_refused_before_its_message_is_read_or_past_its_addr
 ) -> None:
     """An ingest or delete whose stream ended with no message, whose message did not come within
     RETRIEVAL_REQUEST_READ_S, or whose address already had RETRIEVAL_MAX_CALLS_PER_PEER calls in
-    progress was refused before anything of it ran, and left no line: only a request over
-    MAX_MESSAGE_MB, which gRPC refuses before any of the server's code sees it, may leave none."""
+    progress was refused before anything of it ran, and left no line: only a call gRPC refuses
+    before any of the server's code sees it (metadata over its limit) may leave none."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     admin = [("x-user-id", "mallory"), ("x-user-role", "ADMIN")]
@@ -664,20 +664,19 @@ async def test_an_admin_call_cut_short_while_its_caller_is_verified_is_audited_o
                         return _handled(srv, "IngestDocuments", "DeadlineExceeded") + _handled(srv, "IngestDocuments", "Canceled")
 
                     with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+                        # The first call starts the fetch, held for ever: the next one's deadline passes
+                        # while that fetch is held, however far the call had got by then (a deadline
+                        # sized to reach the fetch first failed on a busy host).
+                        first = stub.IngestDocuments(ingest, metadata=token)
+                        assert await asyncio.to_thread(asked.wait, 120)  # the bound only ends a run that would hang
                         with pytest.raises(grpc.aio.AioRpcError) as err:
-                            # Time enough to reach the fetch on a busy host; the fetch is held for ever.
                             await stub.IngestDocuments(ingest, metadata=token, timeout=2)
                         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                        assert asked.is_set()  # cut while the fetch it waited for was held
                         await _until(lambda: cut() == 1)
                         # What the metrics name it: the caller's deadline reaches the server as a cancel
                         # (RST_STREAM) when that comes before the server's own timer for it.
                         late = "DEADLINE_EXCEEDED" if _handled(srv, "IngestDocuments", "DeadlineExceeded") else "CANCELLED"
-                        # The fetch goes on (held): the next call waits for it in its turn, once started.
-                        call = stub.IngestDocuments(ingest, metadata=token)
-                        await _until(lambda: srv.app.metrics.registry.get_sample_value("grpc_server_started_total", {
-                            "grpc_type": "unary", "grpc_service": "retrieval.v1.RetrievalService", "grpc_method": "IngestDocuments"}) == 2)
-                        call.cancel()
+                        first.cancel()  # still waiting for the fetch it started
                         await _until(lambda: cut() == 2)
                         answer.set()
                         # A call the servicer runs is audited by it alone, once.
@@ -762,6 +761,26 @@ async def test_an_admin_call_cut_short_while_its_message_is_awaited_is_audited_o
         ("IngestDocuments", "", "", late, []),
     ]
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines), [r.peer for r in lines]  # type: ignore[attr-defined]
+
+
+async def test_an_admin_request_over_max_message_mb_is_audited_as_cut_short(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The README said a request over MAX_MESSAGE_MB left no line, gRPC refusing it before any of
+    the server's code saw it: gRPC refuses it once the call has begun, and the admission layer,
+    awaiting the message, sees the call end without one, as a cancel; its line says so."""
+    admin = [("x-user-id", "mallory"), ("x-user-role", "ADMIN")]
+    big = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="big.txt", content=b"x" * (1024 * 1024 + 1))])
+    async with serving(tmp_path, max_message_mb=1) as srv:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+            with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await channel.unary_unary("/retrieval.v1.RetrievalService/IngestDocuments")(big.SerializeToString(), metadata=admin)
+                assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                # Its caller has the status before the server's handler has seen the call end.
+                await _until(lambda: any(r.name == "retrieval_server.audit" for r in caplog.records))
+    lines = [r for r in caplog.records if r.name == "retrieval_server.audit"]
+    assert [(r.rpc, r.user, r.outcome, getattr(r, "reason", None), r.documents) for r in lines] == [  # type: ignore[attr-defined]
+        ("IngestDocuments", "", "CANCELLED", None, []),
+    ]
 
 
 async def test_health_says_auth_fails_while_no_signing_key_can_be_had_and_turns_readiness(tmp_path: Path) -> None:

@@ -503,3 +503,37 @@ async def test_health_waits_for_the_keys_no_longer_than_its_time_and_leaves_the_
         finally:
             released.set()
             await source.close()
+
+
+async def test_health_waits_for_the_fetch_in_flight_and_queues_none_behind_it() -> None:
+    """Each Health probe during a slow first fetch queued a fetch of its own behind it: once the
+    keys came, the first queued fetched them again when the slow one had outlasted
+    JWT_JWKS_MIN_REFRESH_S, and so on, one after another for as many probes as there had been."""
+    import asyncio
+    import threading
+
+    keys = RsaKeys()
+    keys.add("k1")
+    asked, released = threading.Event(), threading.Event()
+
+    def held() -> Any:
+        asked.set()
+        released.wait()
+        return keys.jwks()
+
+    clock = Clock()
+    with get_json_server(held) as idp:
+        source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=clock)
+        try:
+            for _ in range(3):
+                held_now, _why = await source.health(0)  # each probe's bound passes before the identity provider answers
+                assert not held_now
+            await asyncio.to_thread(asked.wait)
+            clock.now = 31  # the fetch in flight outlasts min_refresh_s
+            released.set()
+            assert await source.health(30) == (True, None)
+            assert await source.keys_for("k1", "RS256")  # held: no fetch
+            assert len(idp.requests) == 1
+        finally:
+            released.set()
+            await source.close()
