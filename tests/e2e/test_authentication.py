@@ -744,11 +744,20 @@ async def test_an_admin_call_cut_short_while_its_message_is_awaited_is_audited_o
                     while await slot_held(channel):  # and out: the server is done with it
                         pass
                     outcomes.append(await call.code())
-                    with pytest.raises(grpc.aio.AioRpcError) as err:
-                        await raw(channel, "IngestDocuments")(nothing(), metadata=admin, timeout=0.5)
+                    # A deadline the server may not reach on a busy machine: when the call ended
+                    # before the server was seen holding it, it is made again with twice the time.
+                    attempts, seen, timeout = 0, False, 0.5
+                    while not seen:
+                        attempts += 1
+                        call = raw(channel, "IngestDocuments")(nothing(), metadata=admin, timeout=timeout)
+                        while not call.done() and not seen:
+                            seen = await slot_held(channel)
+                        with pytest.raises(grpc.aio.AioRpcError) as err:
+                            await call
+                        while await slot_held(channel):
+                            pass
+                        timeout *= 2
                     outcomes.append(err.value.code())
-                    while await slot_held(channel):
-                        pass
     finally:
         never.set()
     assert outcomes == [grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED]
@@ -756,10 +765,13 @@ async def test_an_admin_call_cut_short_while_its_message_is_awaited_is_audited_o
     # The caller's deadline reaches the server as a cancel (RST_STREAM) when that comes before the
     # server's own timer for it: then the server, its metrics and its line say CANCELLED.
     late = lines[-1].outcome if lines and lines[-1].outcome == "CANCELLED" else "DEADLINE_EXCEEDED"  # type: ignore[attr-defined]
-    assert [(r.rpc, r.user, r.role, r.outcome, r.documents) for r in lines] == [  # type: ignore[attr-defined]
-        ("DeleteDocuments", "", "", "CANCELLED", []),
-        ("IngestDocuments", "", "", late, []),
-    ]
+    assert [(r.rpc, r.user, r.role, r.outcome, r.documents) for r in lines[:1]] == [("DeleteDocuments", "", "", "CANCELLED", [])]  # type: ignore[attr-defined]
+    # The ingest the server was seen holding has its line; an earlier attempt cut before that may
+    # have one too (its handler ran between two looks), never more than one a call.
+    ingests = [(r.rpc, r.user, r.role, r.outcome, r.documents) for r in lines[1:]]  # type: ignore[attr-defined]
+    assert 1 <= len(ingests) <= attempts, (ingests, attempts)
+    assert ingests[-1] == ("IngestDocuments", "", "", late, [])
+    assert all(i[:3] == ("IngestDocuments", "", "") and i[3] in ("CANCELLED", "DEADLINE_EXCEEDED") for i in ingests), ingests
     assert all(r.peer.startswith("ipv4:127.0.0.1:") for r in lines), [r.peer for r in lines]  # type: ignore[attr-defined]
 
 
