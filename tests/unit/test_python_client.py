@@ -386,6 +386,46 @@ def test_a_client_certificate_and_a_key_that_are_no_pair_are_refused_naming_both
     RetrievalClient(NOWHERE, tls=Tls(ca=authority.ca, cert=mine.cert, key=mine.key)).close()
 
 
+def test_a_client_certificate_openssl_rates_weak_is_taken_as_grpc_takes_it(tmp_path: Path) -> None:
+    """The pair was loaded under OpenSSL's default security level (2 on Debian), which refused a
+    1024-bit RSA key (EE_KEY_TOO_SMALL) or a certificate signed with SHA-1 (CA_MD_TOO_WEAK) as "not
+    a private key gRPC can use", where gRPC (BoringSSL, no security level) made the call with them."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    from retrieval_client import Tls
+    from tests.support.pki import Authority
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "legacy client")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=7)).sign(key, hashes.SHA256()))
+    (cert_path := tmp_path / "client.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (key_path := tmp_path / "client-key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))
+    authority = Authority(tmp_path / "ca", "test CA")
+    server_pair = authority.issue("localhost", dns=("localhost",))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_secure_port("localhost:0", grpc.ssl_server_credentials(
+        [(server_pair.key.read_bytes(), server_pair.cert.read_bytes())], root_certificates=cert_path.read_bytes(), require_client_auth=True))
+    server.start()
+    try:
+        tls = Tls(ca=authority.ca, cert=cert_path, key=key_path)
+        with grpc.secure_channel(f"localhost:{port}", tls.credentials()) as channel:
+            answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        server.stop(None)
+
+
 def test_the_package_loads_its_names_on_first_use_and_lists_them() -> None:
     """file_bytes alone loads no gRPC (ingest --local), while a bare `import retrieval_client`
     still reaches `retrieval_client.client` and lists its names, as when it imported them all."""

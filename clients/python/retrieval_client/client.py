@@ -206,8 +206,12 @@ def _key_pair(cert: Path | str, cert_field: str, key: Path | str, key_field: str
     """ValueError naming both files unless ``key`` is the unencrypted private key of the certificate
     in ``cert``: gRPC took any pair of PEM files, and every call failed UNAVAILABLE, naming neither,
     after its retries and lines of its C core ("Handshaker factory creation failed")."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    # Security level 0, as gRPC's BoringSSL has none: under OpenSSL's default a 1024-bit RSA key
+    # (EE_KEY_TOO_SMALL) or a chain signed with SHA-1 (CA_MD_TOO_WEAK) was refused, and gRPC uses them.
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key, password=_refuse_passphrase)
+        context.load_cert_chain(cert, key, password=_refuse_passphrase)
     except (ssl.SSLError, ValueError) as exc:
         raise ValueError(f"{key_field} {key} is not a private key gRPC can use with the certificate of {cert_field} {cert}: {exc}") from None
 
