@@ -103,7 +103,14 @@ def print_answer_details(console: Console, resp: pb.QueryResponse) -> None:
     console.print(f"[dim]({_ROUTE.get(a.route, '?')}, {kind}{'' if a.supported else ', not supported by the documents'})[/dim]")
     for c in a.citations:
         # A context left out to keep the answer within its size (response:contexts_capped) is still cited.
-        text = " ".join(resp.contexts[c.marker - 1].content.split())[:160] if c.marker <= len(resp.contexts) else "(left out of the response)"
+        # Markers count from 1: a marker 0 or below (a server's bug) names no context, and read as an
+        # index it printed the last context as the cited text.
+        if c.marker < 1:
+            text = "(no context of the response has this marker)"
+        elif c.marker <= len(resp.contexts):
+            text = " ".join(resp.contexts[c.marker - 1].content.split())[:160]
+        else:
+            text = "(left out of the response)"
         console.print(f"  [{c.marker}] {_text(c.title or c.document_id)} ({_text(c.parent_chunk_id)}): {_text(text)}")
     for t in a.tool_results:
         result = t.summary if t.success else f"failed: {t.error}"

@@ -82,6 +82,11 @@ def _file_in_the_way(path: Path) -> Path | None:
     return None
 
 
+#: what a request may carry besides its largest document or its query (ids, title, URL, metadata,
+#: grantees, filters): max_document_bytes and query_max_bytes must each fit in max_message_mb with it
+MESSAGE_ROOM_BYTES = 1024 * 1024
+
+
 class Settings(BaseSettings):
     """Every knob of the service. ``Settings()`` reads the environment and validates it."""
 
@@ -553,6 +558,19 @@ class Settings(BaseSettings):
             raise ValueError("search_top_k_default must not exceed search_top_k_max")
         if self.query_min_chars > self.query_max_bytes:
             raise ValueError("query_min_chars must not exceed query_max_bytes")
+        # A document or query over its own limit but within max_message_mb is refused INVALID_ARGUMENT
+        # naming the limit; one over max_message_mb is refused by gRPC itself (RESOURCE_EXHAUSTED,
+        # "Received message larger than max"). So the field's limit plus the rest of its request
+        # (id, title, metadata, grantees, filters: MESSAGE_ROOM_BYTES) must fit in one message.
+        message_bytes = self.max_message_mb * 1024 * 1024
+        for name in ("max_document_bytes", "query_max_bytes"):
+            limit = getattr(self, name)
+            if limit > message_bytes - MESSAGE_ROOM_BYTES:
+                raise ValueError(
+                    f"{name} ({limit}) does not fit in max_message_mb ({self.max_message_mb} MiB) with the 1 MiB the rest "
+                    f"of its request may take, so gRPC would refuse it as RESOURCE_EXHAUSTED before the limit is checked: "
+                    f"raise max_message_mb to at least {-(-(limit + MESSAGE_ROOM_BYTES) // (1024 * 1024))} or lower "
+                    f"{name} to at most {max(message_bytes - MESSAGE_ROOM_BYTES, 0)}")
         if self.rerank_activation == "sigmoid" and not 0 <= self.rerank_threshold <= 1:
             raise ValueError(f"rerank_threshold {self.rerank_threshold} is no probability: with rerank_activation 'sigmoid' "
                              "scores lie in [0, 1], so must the threshold (-1000 to 1000 with 'none', raw logits)")

@@ -183,10 +183,25 @@ async def _refuse_a_long_name(request: health_pb2.HealthCheckRequest, context: g
 
 
 async def _serving(settings: Settings, app: Application) -> RunningServer:
+    """:func:`_start`, and on any failure of it (a port taken, /metrics unable to bind, a stop while
+    it starts) every server it made stopped and the authenticator closed: the caller closes the
+    application, /metrics with it. The gRPC server, its port added, was left behind holding it."""
     authenticator = authenticator_for(settings)
+    servers: list[grpc.aio.Server] = []
+    try:
+        return await _start(settings, app, authenticator, servers)
+    except BaseException:
+        for server in reversed(servers):
+            await server.stop(None)
+        await authenticator.close()
+        raise
+
+
+async def _start(settings: Settings, app: Application, authenticator: Authenticator, servers: list[grpc.aio.Server]) -> RunningServer:
+    """Bind and start serving; each server made is added to ``servers`` as soon as it exists."""
     app.signing_keys = authenticator.signing_keys  # Health's auth component asks whether keys are held
     max_bytes = settings.max_message_mb * 1024 * 1024
-    server = grpc.aio.server(
+    servers.append(server := grpc.aio.server(
         interceptors=app.tracing.server_interceptors(),
         # Calls in progress across every connection: the per-connection cap alone let any number of
         # connections each hold 100 (4 of stalled StreamQuery calls held 432 MiB). One more is
@@ -207,7 +222,7 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
             ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
             *TRANSPORT_LIMITS,
         ],
-    )
+    ))
     # Admission first, so that no call holds a slot beyond its share or waiting for its request;
     # then metrics, so that calls refused after are counted; identity before any servicer runs.
     edge = Edge([
@@ -231,26 +246,24 @@ async def _serving(settings: Settings, app: Application) -> RunningServer:
     credentials = server_credentials(settings)
     address = listen_address(settings.host, settings.port)
     _refuse_a_port_in_use(settings, settings.port, f"cannot listen on {address}")
-    try:
-        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port) or 'the address could not be bound'}")
     metrics_port = None
     if settings.metrics_enabled:
         try:
             metrics_port = app.metrics.serve(metrics_address(settings), settings.metrics_port, **metrics_tls(settings))
         except OSError as exc:
             raise OSError(f"cannot serve metrics on {listen_address(metrics_address(settings), settings.metrics_port)}: {exc}") from exc
-    await server.start()
+    # Nothing between adding the port and starting: grpc.aio releases an added port only when a
+    # started server stops (stop() before start() left it bound until the process ended).
     try:
-        health_server = await _health_only_server(settings, health) if settings.health_port else None
-        for name in ("", SERVICE_NAME):
-            await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    except BaseException:
-        await server.stop(None)
-        raise
+        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port) or 'the address could not be bound'}")
+    await server.start()
+    health_server = await _health_only_server(settings, health, servers) if settings.health_port else None
+    for name in ("", SERVICE_NAME):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     follower = asyncio.create_task(_follow_health(app, health, settings.health_interval_s))
     log.info("serving", extra={"address": listen_address(settings.host, port), "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id,
@@ -293,9 +306,10 @@ async def _follow_health(app: Application, health: health_aio.HealthServicer, in
             log.exception("following the stores' health failed; trying again")
 
 
-async def _health_only_server(settings: Settings, health: health_aio.HealthServicer) -> grpc.aio.Server:
-    """grpc.health.v1 alone, plaintext: Kubernetes' gRPC probes cannot speak TLS."""
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0), *TRANSPORT_LIMITS])
+async def _health_only_server(settings: Settings, health: health_aio.HealthServicer, servers: list[grpc.aio.Server]) -> grpc.aio.Server:
+    """grpc.health.v1 alone, plaintext: Kubernetes' gRPC probes cannot speak TLS. Added to
+    ``servers`` as soon as it exists, for the caller to stop should the start-up fail."""
+    servers.append(server := grpc.aio.server(options=[("grpc.so_reuseport", 1 if settings.processes > 1 else 0), *TRANSPORT_LIMITS]))
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     what = f"cannot listen on the health port {listen_address(settings.host, settings.health_port)}"
     _refuse_a_port_in_use(settings, settings.health_port, what)

@@ -30,17 +30,18 @@ def _text(words: str, size: int) -> bytes:
 async def test_a_folder_is_ingested_within_the_servers_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     docs = tmp_path / "docs"
     (docs / "sub").mkdir(parents=True)
-    (docs / "alpha.txt").write_bytes(_text("Alpacas graze on high plateaus.", 600_000))
-    (docs / "beta.txt").write_bytes(_text("Beavers build dams across streams.", 600_000))
-    (docs / "gamma.txt").write_bytes(_text("Gannets dive for fish at sea.", 600_000))
-    (docs / "huge.txt").write_bytes(_text("Hippos wallow in rivers.", 1_300_000))
+    (docs / "alpha.txt").write_bytes(_text("Alpacas graze on high plateaus.", 800_000))
+    (docs / "beta.txt").write_bytes(_text("Beavers build dams across streams.", 800_000))
+    (docs / "gamma.txt").write_bytes(_text("Gannets dive for fish at sea.", 800_000))
+    (docs / "huge.txt").write_bytes(_text("Hippos wallow in rivers.", 2_200_000))
     (docs / "sub" / "alpha.txt").write_bytes(b"Another alpha: the id the first one has.")
-    settings = load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=tmp_path / "data", max_message_mb=1,
+    # A message of 2 MiB, a document of at most 1 MiB: the least that fits in it with the request's room.
+    settings = load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=tmp_path / "data", max_message_mb=2,
                              max_document_bytes=1_048_576)
     running = await start_server(settings)
     try:
-        # The three 600 KB files are one batch by the client's count and bytes, and over the
-        # server's 1 MiB: sent again one at a time, each lands; the 1.3 MB file alone is refused.
+        # The three 800 KB files are one batch by the client's count and bytes, and over the
+        # server's 2 MiB: sent again one at a time, each lands; the 2.2 MB file alone is refused.
         code = await asyncio.to_thread(cli.main, ["ingest", str(docs), "--server", f"127.0.0.1:{running.port}", "--quiet"])
         stored = set(await running.app.metadata.get_documents(["alpha", "beta", "gamma", "huge"]))
     finally:

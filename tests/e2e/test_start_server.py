@@ -178,3 +178,28 @@ async def test_a_writer_and_a_reader_of_copies_never_share_a_vector_folder(tmp_p
     again = Application(load_settings(data_dir=data))
     await again.open()  # once they are gone
     await again.close()
+
+
+async def test_a_metrics_port_in_use_leaves_no_grpc_server_behind(tmp_path: Path) -> None:
+    """/metrics binds after the gRPC port was added: its failure closed the application alone, and
+    the grpc.aio server, never stopped, kept the gRPC port."""
+    import socket
+
+    from retrieval_server.config import bind_error
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        grpc_port = free.getsockname()[1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        settings = load_settings(host="127.0.0.1", port=grpc_port, metrics_port=taken.getsockname()[1], data_dir=tmp_path / "data")
+        with pytest.raises(OSError, match="cannot serve metrics on"):
+            await start_server(settings)
+    assert bind_error("127.0.0.1", grpc_port) is None
+    # Again on the same port: nothing of the first attempt holds it.
+    running = await start_server(settings.model_copy(update={"metrics_enabled": False}))
+    try:
+        assert running.port == grpc_port
+    finally:
+        await running.stop(1.0)

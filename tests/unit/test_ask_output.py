@@ -38,6 +38,17 @@ def test_a_citation_of_a_context_left_out_for_size_is_printed() -> None:
     assert "[1] T d1 (d1#p0): What d1 says." in printed and "[2] T d2 (d2#p0): (left out of the response)" in printed
 
 
+@pytest.mark.parametrize("marker", [0, -1])
+def test_a_citation_marker_below_1_names_no_context(marker: int) -> None:
+    # Checked only against its upper bound, marker 0 printed contexts[-1], the last context, as the cited text.
+    response = _answer(["d1", "d2"], contexts=2)
+    response.answer.citations[1].marker = marker
+    printed = _printed(response)
+    assert "What d2 says." not in printed
+    assert f"[{marker}] T d2 (d2#p0): (no context of the response has this marker)" in printed
+    assert "[1] T d1 (d1#p0): What d1 says." in printed
+
+
 def test_document_ids_are_printed_as_written_not_read_as_markup() -> None:
     # "[/draft]" raised MarkupError; "[bold]" was swallowed as a style.
     printed = _printed(_answer(["notes[/draft]", "spec[bold]"], contexts=2))

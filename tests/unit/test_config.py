@@ -444,6 +444,32 @@ def test_the_vector_legs_may_not_both_weigh_nothing() -> None:
     assert load_settings(semantic_weight=0.7, keyword_weight=0).keyword_weight == 0
 
 
+@pytest.mark.parametrize(("overrides", "expected"), [
+    ({"max_message_mb": 8},
+     "RETRIEVAL_MAX_DOCUMENT_BYTES (16777216) does not fit in RETRIEVAL_MAX_MESSAGE_MB (8 MiB) with the 1 MiB the rest of its "
+     "request may take, so gRPC would refuse it as RESOURCE_EXHAUSTED before the limit is checked: raise RETRIEVAL_MAX_MESSAGE_MB "
+     "to at least 17 or lower RETRIEVAL_MAX_DOCUMENT_BYTES to at most 7340032"),
+    # Exactly the message: no room for the request around the document.
+    ({"max_message_mb": 16}, "raise RETRIEVAL_MAX_MESSAGE_MB to at least 17"),
+    ({"max_message_mb": 2, "max_document_bytes": 1_048_576, "query_max_bytes": 2_000_000},
+     "RETRIEVAL_QUERY_MAX_BYTES (2000000) does not fit in RETRIEVAL_MAX_MESSAGE_MB (2 MiB)"),
+])
+def test_a_field_limit_that_cannot_fit_in_the_message_limit_is_refused(overrides: dict[str, object], expected: str) -> None:
+    """MAX_MESSAGE_MB=8 with the default 16 MiB MAX_DOCUMENT_BYTES loaded, and a 10 MiB document was
+    refused by gRPC, RESOURCE_EXHAUSTED "Received message larger than max", not INVALID_ARGUMENT
+    naming MAX_DOCUMENT_BYTES as documented."""
+    with pytest.raises(ConfigError) as err:
+        load_settings(**overrides)
+    assert expected in str(err.value)
+
+
+def test_field_limits_that_fit_in_the_message_limit_load() -> None:
+    assert load_settings().max_document_bytes + 1024 * 1024 <= load_settings().max_message_mb * 1024 * 1024
+    settings = load_settings(max_message_mb=17)
+    assert settings.max_document_bytes == 16 * 1024 * 1024
+    assert load_settings(max_message_mb=2, max_document_bytes=1_048_576).query_max_bytes == 65_536
+
+
 def test_a_child_must_fit_in_what_the_model_reads_beside_cls_and_sep() -> None:
     """A child of MAX_SEQ_LENGTH tokens was accepted, and its last two were never embedded."""
     with pytest.raises(ConfigError, match=r"RETRIEVAL_CHILD_CHUNK_TOKENS \(128\) must be at most RETRIEVAL_MAX_SEQ_LENGTH - 2 \(126\)"):

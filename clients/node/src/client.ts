@@ -8,6 +8,7 @@
 import { closeSync, openSync, readFileSync, readSync, type Stats, statSync } from "node:fs";
 import { isIP } from "node:net";
 import { basename, normalize } from "node:path";
+import { createSecureContext } from "node:tls";
 
 import * as grpc from "@grpc/grpc-js";
 
@@ -230,11 +231,20 @@ function channelCredentials(target: string, options: ClientOptions): grpc.Channe
   if (Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
     throw new Error("mutual TLS needs both certFile and keyFile");
   }
-  return grpc.credentials.createSsl(
-    pemFile("caFile", tls.caFile, PEM_CERTIFICATE, CERTIFICATE),
-    pemFile("keyFile", tls.keyFile, PEM_PRIVATE_KEY, "private key (a -----BEGIN PRIVATE KEY----- block)"),
-    pemFile("certFile", tls.certFile, PEM_CERTIFICATE, CERTIFICATE),
-  );
+  const ca = pemFile("caFile", tls.caFile, PEM_CERTIFICATE, CERTIFICATE);
+  const key = pemFile("keyFile", tls.keyFile, PEM_PRIVATE_KEY, "private key (a -----BEGIN PRIVATE KEY----- block)");
+  const cert = pemFile("certFile", tls.certFile, PEM_CERTIFICATE, CERTIFICATE);
+  if (key && cert) {
+    // The pair alone, so that its error is told as the pair's: OpenSSL's own ("error:05800074:x509
+    // certificate routines::key values mismatch") named neither file.
+    try {
+      createSecureContext({ key, cert });
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      throw new Error(`tls.certFile ${tls.certFile} and tls.keyFile ${tls.keyFile} are not a certificate and its private key: ${reason}`, { cause: err });
+    }
+  }
+  return grpc.credentials.createSsl(ca, key, cert);
 }
 
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----/;

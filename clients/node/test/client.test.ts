@@ -544,6 +544,16 @@ describe("TLS", () => {
     assert.throws(() => new RetrievalClient(addr, { tls: { certFile: path("client.pem") } }), /certFile and keyFile/);
   });
 
+  // OpenSSL's bare "error:05800074:x509 certificate routines::key values mismatch" named no file.
+  test("a client certificate and a key that are no pair are refused, naming both files", () => {
+    const tls = { caFile: path("ca.pem"), certFile: path("client.pem"), keyFile: path("server-key.pem") };
+    assert.throws(() => new RetrievalClient(addr, { tls }), (err: Error) => {
+      assert.ok(err.message.startsWith(`tls.certFile ${path("client.pem")} and tls.keyFile ${path("server-key.pem")} are not a certificate and its private key: `), err.message);
+      assert.match(err.message, /key values mismatch/);
+      return true;
+    });
+  });
+
   // grpc-js took such a file as no certificate, and every call failed UNAVAILABLE naming no file.
   test("a CA, certificate or key file holding no PEM block of its kind is refused, naming it", () => {
     writeFileSync(path("bogus.pem"), "not a certificate\n");
