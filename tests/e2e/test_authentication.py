@@ -780,8 +780,8 @@ async def test_an_admin_request_over_max_message_mb_is_audited_as_cut_short(tmp_
     the server's code saw it: gRPC refuses it once the call has begun, and the admission layer,
     awaiting the message, sees the call end without one, as a cancel; its line says so."""
     admin = [("x-user-id", "mallory"), ("x-user-role", "ADMIN")]
-    big = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="big.txt", content=b"x" * (1024 * 1024 + 1))])
-    async with serving(tmp_path, max_message_mb=1) as srv:
+    big = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(filename="big.txt", content=b"x" * (2 * 1024 * 1024 + 1))])
+    async with serving(tmp_path, max_message_mb=2, max_document_bytes=1024 * 1024) as srv:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
             with caplog.at_level(logging.INFO, logger="retrieval_server.audit"):
                 with pytest.raises(grpc.aio.AioRpcError) as err:
