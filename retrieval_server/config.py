@@ -104,7 +104,8 @@ class Settings(BaseSettings):
     )
     port: int = Field(50051, ge=0, le=65535)
     grace_period_s: float = Field(10.0, ge=0, le=86_400, description="SIGTERM: time to finish in-flight calls (at most a day)")
-    max_message_mb: int = Field(64, ge=1, le=2047, description="largest request (ingest) in MiB")
+    # At least 2: of 1 MiB, MESSAGE_ROOM_BYTES leaves no byte for a document or a query.
+    max_message_mb: int = Field(64, ge=2, le=2047, description="largest request (ingest) in MiB")
     max_response_bytes: int = Field(
         4 * 1024 * 1024 - 64 * 1024, ge=65_536, le=2**31 - 1,
         description="largest Query or Search answer: its last contexts or results go past it (gRPC clients read 4 MiB by default)",
@@ -262,8 +263,9 @@ class Settings(BaseSettings):
     search_top_k_max: int = Field(20, ge=1, le=SEARCH_TOP_K_LIMIT)
     search_text_chars: int = Field(800, ge=1, le=1_000_000)
     max_documents_per_request: int = Field(1000, ge=1, le=1_000_000)
+    # At most what the largest max_message_mb holds beside MESSAGE_ROOM_BYTES: a larger one fits in none.
     max_document_bytes: int = Field(
-        16 * 1024 * 1024, ge=1, le=2**31 - 1, description="largest file (raw bytes) one ingest input may carry; larger: INVALID_ARGUMENT"
+        16 * 1024 * 1024, ge=1, le=2047 * 1024 * 1024 - MESSAGE_ROOM_BYTES, description="largest file (raw bytes) one ingest input may carry; larger: INVALID_ARGUMENT"
     )
     child_candidates_per_context: int = Field(
         8, ge=1, le=100, description="child hits fetched per requested context (small-to-big)"
@@ -570,7 +572,7 @@ class Settings(BaseSettings):
                     f"{name} ({limit}) does not fit in max_message_mb ({self.max_message_mb} MiB) with the 1 MiB the rest "
                     f"of its request may take, so gRPC would refuse it as RESOURCE_EXHAUSTED before the limit is checked: "
                     f"raise max_message_mb to at least {-(-(limit + MESSAGE_ROOM_BYTES) // (1024 * 1024))} or lower "
-                    f"{name} to at most {max(message_bytes - MESSAGE_ROOM_BYTES, 0)}")
+                    f"{name} to at most {message_bytes - MESSAGE_ROOM_BYTES}")
         if self.rerank_activation == "sigmoid" and not 0 <= self.rerank_threshold <= 1:
             raise ValueError(f"rerank_threshold {self.rerank_threshold} is no probability: with rerank_activation 'sigmoid' "
                              "scores lie in [0, 1], so must the threshold (-1000 to 1000 with 'none', raw logits)")

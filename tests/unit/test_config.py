@@ -463,6 +463,22 @@ def test_a_field_limit_that_cannot_fit_in_the_message_limit_is_refused(overrides
     assert expected in str(err.value)
 
 
+@pytest.mark.parametrize(("overrides", "expected"), [
+    # 1 MiB leaves no byte beside the request's room: the check said "lower ... to at most 0", which
+    # RETRIEVAL_MAX_DOCUMENT_BYTES's own bound (at least 1) refuses.
+    ({"max_message_mb": 1, "max_document_bytes": 1}, "RETRIEVAL_MAX_MESSAGE_MB: Input should be greater than or equal to 2"),
+    # Past 2046 MiB no MAX_MESSAGE_MB fits a document: the check said "raise ... to at least 2049",
+    # which MAX_MESSAGE_MB's own bound (at most 2047) refuses.
+    ({"max_message_mb": 2047, "max_document_bytes": 2**31 - 1},
+     "RETRIEVAL_MAX_DOCUMENT_BYTES: Input should be less than or equal to 2145386496"),
+])
+def test_the_bounds_of_the_message_and_document_limits_are_those_that_can_load(overrides: dict[str, object], expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(**overrides)
+    assert expected in str(err.value)
+    assert load_settings(max_message_mb=2047, max_document_bytes=2145386496).max_document_bytes == 2046 * 1024 * 1024
+
+
 def test_field_limits_that_fit_in_the_message_limit_load() -> None:
     assert load_settings().max_document_bytes + 1024 * 1024 <= load_settings().max_message_mb * 1024 * 1024
     settings = load_settings(max_message_mb=17)
