@@ -260,7 +260,7 @@ async def _start(settings: Settings, app: Application, authenticator: Authentica
         port = 0
     if port == 0:
         raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port) or 'the address could not be bound'}")
-    await server.start()
+    await _start_whole(server)
     health_server = await _health_only_server(settings, health, servers) if settings.health_port else None
     for name in ("", SERVICE_NAME):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -319,8 +319,20 @@ async def _health_only_server(settings: Settings, health: health_aio.HealthServi
         port = 0
     if port == 0:
         raise OSError(f"{what}: {bind_error(settings.host, settings.health_port) or 'the address could not be bound'}")
-    await server.start()
+    await _start_whole(server)
     return server
+
+
+async def _start_whole(server: grpc.aio.Server) -> None:
+    """``server.start()`` run to its end, a cancellation raised once it is: grpc.aio's start cancelled
+    halfway leaves a server whose stop() raises InvalidStateError, which the start-up's clean-up
+    raised in place of the cancellation, stopping none of the servers after it."""
+    start = asyncio.ensure_future(server.start())
+    try:
+        await asyncio.shield(start)
+    except asyncio.CancelledError:
+        await start
+        raise
 
 
 async def serve(settings: Settings, on_ready: Callable[[], None] | None = None, on_stopping: Callable[[], None] | None = None) -> None:

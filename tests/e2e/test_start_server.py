@@ -203,3 +203,38 @@ async def test_a_metrics_port_in_use_leaves_no_grpc_server_behind(tmp_path: Path
         assert running.port == grpc_port
     finally:
         await running.stop(1.0)
+
+
+@pytest.mark.parametrize("cancelled", ["the gRPC server's", "the health port's"])
+async def test_a_start_cancelled_while_a_server_starts_is_cancelled_and_frees_every_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                                         cancelled: str) -> None:
+    """grpc.aio's start cancelled halfway leaves a server whose stop() raises InvalidStateError: the
+    clean-up raised it in place of the cancellation (serve, stopped while starting, ended with its
+    traceback), and stopped none of the servers after it (the gRPC port stayed bound)."""
+    import socket
+
+    import grpc
+
+    from retrieval_server.config import bind_error
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            ports.append(free.getsockname()[1])
+    settings = load_settings(host="127.0.0.1", port=ports[0], health_port=ports[1], metrics_enabled=False, data_dir=tmp_path / "data")
+    starts = 0
+    real_start = grpc.aio._server.Server.start
+
+    async def start(self: grpc.aio.Server) -> None:
+        nonlocal starts
+        starts += 1
+        if starts == (1 if cancelled == "the gRPC server's" else 2):
+            # Delivered at the first await of grpc's own start, as a SIGTERM's cancellation may be.
+            asyncio.get_running_loop().call_soon(asyncio.current_task().cancel)  # type: ignore[union-attr]
+        await real_start(self)
+
+    monkeypatch.setattr(grpc.aio._server.Server, "start", start)
+    with pytest.raises(asyncio.CancelledError):
+        await start_server(settings)
+    assert [bind_error("127.0.0.1", port) for port in ports] == [None, None]
