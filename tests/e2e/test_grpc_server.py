@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client import AsyncRetrievalClient, RetrievalClient
+from retrieval_server.config import load_settings
 from retrieval_server.domain import Access, DocumentSource, ServiceError, StreamStalled
 from retrieval_server.server import start_server
 from tests.e2e.conftest import Live, e2e_settings
@@ -167,19 +168,21 @@ async def test_the_request_limit_does_not_cap_answers(tmp_path: Path) -> None:
     """RETRIEVAL_MAX_MESSAGE_MB bounds what a caller may send. An answer is bounded by
     RETRIEVAL_MAX_RESPONSE_BYTES, so capping it by the request limit too would turn a valid query
     into RESOURCE_EXHAUSTED after all its work once an operator lowers the request limit."""
-    settings = e2e_settings(tmp_path).model_copy(update={"max_message_mb": 1})
+    # The least request limit that loads (a 1 MiB document in 2 MiB), and answers of more than it.
+    settings = load_settings(host="127.0.0.1", port=0, metrics_port=0, data_dir=tmp_path, max_message_mb=2, max_document_bytes=1024 * 1024,
+                             top_k_max=200)
     running = await start_server(settings)
     try:
         metadata = {f"key{i}": "v" * 1_000 for i in range(12)}  # 12 KB a document, carried by each context
         docs = [DocumentSource(document_id=f"d{i}", filename=f"d{i}.txt", content=f"Tidal note {i} on moon and sea.".encode(),
-                               metadata=metadata, access=Access.PUBLIC) for i in range(100)]
+                               metadata=metadata, access=Access.PUBLIC) for i in range(200)]
         assert not (await running.app.ingest(docs)).errors
         async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.max_receive_message_length", -1)]) as channel:
             stub = pb_grpc.RetrievalServiceStub(channel)
-            resp = await stub.Query(pb.QueryRequest(query="tidal note moon sea", top_k=100, rerank=False))
-            assert len(resp.contexts) == 100 and resp.ByteSize() > 1024 * 1024
+            resp = await stub.Query(pb.QueryRequest(query="tidal note moon sea", top_k=200, rerank=False))
+            assert len(resp.contexts) == 200 and resp.ByteSize() > 2 * 1024 * 1024
             with pytest.raises(grpc.aio.AioRpcError) as err:  # the request limit still holds
-                await stub.Query(pb.QueryRequest(query="x" * (1024 * 1024 + 1)))
+                await stub.Query(pb.QueryRequest(query="x" * (2 * 1024 * 1024 + 1)))
             assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
     finally:
         await running.stop(1.0)
