@@ -30,7 +30,7 @@ from retrieval_server.domain import Access, DocumentSource
 from retrieval_server.server import RunningServer, start_server
 from tests.support.http_servers import get_json_server
 from tests.support.pki import Authority
-from tests.support.tokens import AUDIENCE, ISSUER, SECRET, RsaKeys, claiming_alg, claims, hmac_signed_with, hs256, reheaded, tampered, unsigned
+from tests.support.tokens import AUDIENCE, ISSUER, SECRET, HeldJwks, RsaKeys, claiming_alg, claims, hmac_signed_with, hs256, reheaded, tampered, unsigned
 
 pytestmark = pytest.mark.slow
 
@@ -636,18 +636,12 @@ async def test_an_admin_call_cut_short_while_its_caller_is_verified_is_audited_o
     identity provider's keys (a cold start: the first JWKS fetch) ended DEADLINE_EXCEEDED or
     CANCELLED and left no audit line: the authentication layer writes one for the calls it refuses
     only, and the servicer, which writes one for every call it runs, never ran."""
-    import threading
-
     from retrieval.v1 import retrieval_pb2_grpc
 
     keys = RsaKeys()
     keys.add("k1")
-    asked, answer = threading.Event(), threading.Event()
-
-    def held_jwks() -> Any:
-        asked.set()
-        answer.wait()
-        return keys.jwks()
+    held_jwks = HeldJwks(keys)
+    asked, answer = held_jwks.asked, held_jwks.released
 
     token = [("authorization", f"Bearer {keys.sign(claims('ops', 'ADMIN'), 'k1')}")]
     ingest = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id="kites", filename="kites.txt", content=b"A note on kites.")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,4 +93,19 @@ def claiming_alg(payload: dict[str, Any], alg: str, kid: str) -> str:
     header = jwt.utils.base64url_encode(json.dumps({"alg": alg, "typ": "JWT", "kid": kid}).encode())
     body = jwt.utils.base64url_encode(json.dumps(payload).encode())
     return (header + b"." + body + b"." + jwt.utils.base64url_encode(b"\0" * 64)).decode()
+
+
+@dataclass
+class HeldJwks:
+    """An identity provider's JWKS answer held until ``released``: a handler for
+    ``tests.support.http_servers.json_server``; ``asked`` is set when a fetch has come."""
+
+    keys: RsaKeys
+    asked: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self) -> dict[str, Any]:
+        self.asked.set()
+        self.released.wait()
+        return self.keys.jwks()
 

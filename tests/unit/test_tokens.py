@@ -12,7 +12,7 @@ from retrieval_server.api.tokens import JwksUrl
 from retrieval_server.domain import Unauthenticated, Unavailable
 from tests.support.clock import Clock
 from tests.support.http_servers import get_json_server
-from tests.support.tokens import RsaKeys
+from tests.support.tokens import HeldJwks, RsaKeys
 
 
 async def test_unknown_kids_cannot_hammer_the_identity_provider() -> None:
@@ -480,16 +480,11 @@ async def test_health_waits_for_the_keys_no_longer_than_its_time_and_leaves_the_
     within the time its caller allows, as the other components' probes; the fetch it started goes on
     for the calls after it."""
     import asyncio
-    import threading
 
     keys = RsaKeys()
     keys.add("k1")
-    asked, released = threading.Event(), threading.Event()
-
-    def held() -> Any:
-        asked.set()
-        released.wait()
-        return keys.jwks()
+    held = HeldJwks(keys)
+    asked, released = held.asked, held.released
 
     with get_json_server(held) as idp:
         source = JwksUrl(f"{idp.url}/jwks", cache_s=300, min_refresh_s=30, clock=Clock())
@@ -510,16 +505,11 @@ async def test_health_waits_for_the_fetch_in_flight_and_queues_none_behind_it() 
     keys came, the first queued fetched them again when the slow one had outlasted
     JWT_JWKS_MIN_REFRESH_S, and so on, one after another for as many probes as there had been."""
     import asyncio
-    import threading
 
     keys = RsaKeys()
     keys.add("k1")
-    asked, released = threading.Event(), threading.Event()
-
-    def held() -> Any:
-        asked.set()
-        released.wait()
-        return keys.jwks()
+    held = HeldJwks(keys)
+    asked, released = held.asked, held.released
 
     clock = Clock()
     with get_json_server(held) as idp:
