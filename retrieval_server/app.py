@@ -49,7 +49,7 @@ from retrieval_server.observability.tracing import Tracing
 from retrieval_server.backends.cache import CachePolicy, CacheUnavailable, GuardedCache, MemoryCache, SemanticCache
 from retrieval_server.backends.circuit_breaker import CircuitBreaker
 from retrieval_server.backends.reranker import FallbackReranker, MeasuredReranker, OnnxReranker, Reranker, TeiReranker
-from retrieval_server.domain import Fusion, send_margin
+from retrieval_server.domain import Fusion
 from retrieval_server.backends.llm import PROVIDERS, ChatModel
 from retrieval_server.workflow.adaptive import TermStatistics
 from retrieval_server.workflow.analysis import load_glossary
@@ -69,12 +69,21 @@ log = logging.getLogger(__name__)
 
 #: seconds a Health probe of a store or the cache waits for its ping, when the caller allows that long
 _PING_TIMEOUT_S = 5.0
+#: the most a Health call keeps of its caller's deadline, after its probes' bound, to send the
+#: report. Wider than a query's :data:`~retrieval_server.domain.SEND_MARGIN_S`: a probe needs no
+#: 50 ms precision, and on a loaded machine 50 ms to wake from the bound and send was too little,
+#: the caller got DEADLINE_EXCEEDED instead of the report saying which store does not answer.
+_HEALTH_SEND_MARGIN_S = 1.0
 #: whether an identity provider's signing keys are held, and why none are or what failed
 #: (:meth:`retrieval_server.api.tokens.JwksUrl.health`), fetching them within the seconds given
 #: when none are
 SigningKeys = Callable[[float], Awaitable[tuple[bool, str | None]]]
 #: index_info key: whether the index embeds its children with their titles (contextual children)
 CHILD_TITLE_INFO = "child_title"
+
+
+def _health_send_margin(time_left_s: float) -> float:
+    return min(_HEALTH_SEND_MARGIN_S, max(time_left_s, 0.0) / 4)
 
 
 def metadata_store_for(s: Settings) -> MetadataStore:
@@ -734,10 +743,11 @@ class Application:
 
     async def health(self, time_left_s: float | None = None) -> HealthReport:
         """The components' states. ``time_left_s``: the time the caller's deadline leaves (None:
-        no deadline); a probe gets at most that, less the time to send the answer, and one that
-        has not answered by then is FAILING: the answer is the report, which a frozen store's
-        5 s ping turned into DEADLINE_EXCEEDED for any caller allowing less."""
-        ping_s = _PING_TIMEOUT_S if time_left_s is None else min(_PING_TIMEOUT_S, max(0.0, time_left_s - send_margin(time_left_s)))
+        no deadline); a probe gets at most that, less the time to send the answer (a quarter of
+        it, at most :data:`_HEALTH_SEND_MARGIN_S`), and one that has not answered by then is
+        FAILING: the answer is the report, which a frozen store's 5 s ping turned into
+        DEADLINE_EXCEEDED for any caller allowing less."""
+        ping_s = _PING_TIMEOUT_S if time_left_s is None else min(_PING_TIMEOUT_S, max(0.0, time_left_s - _health_send_margin(time_left_s)))
         by_deadline = ping_s < _PING_TIMEOUT_S
 
         async def probe(name: str, ping: Callable[[], Awaitable[None]], detail: str, required: bool) -> ComponentHealth:
