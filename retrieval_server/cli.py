@@ -178,14 +178,14 @@ def _port_out_of_range(target: str) -> int | None:
     for the forms that name one: ``host:port``, ``dns:``, and the ``ipv4:``/``ipv6:`` lists."""
     from urllib.parse import unquote
 
-    from retrieval_client.client import _resolver_path
+    from retrieval_client.targets import resolver_path
 
-    # gRPC drops a query and a fragment and decodes %-escapes (as client._is_loopback reads them):
+    # gRPC drops a query and a fragment and decodes %-escapes (as targets.is_loopback reads them):
     # read around them, "localhost:99999?x" passed, and gRPC connected to port 34463.
     uri = target.partition("#")[0].partition("?")[0]
     scheme, _, rest = uri.partition(":")
     if scheme in ("dns", "ipv4", "ipv6"):
-        addresses = unquote(_resolver_path(rest) or "").split(",")
+        addresses = unquote(resolver_path(rest) or "").split(",")
     elif scheme in ("unix", "unix-abstract"):
         return None  # a path, whatever its digits
     else:
@@ -946,21 +946,21 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         # gRPC took it modulo 65536: 127.0.0.1:112847 connected to port 47311.
         parser.error(f"--server's port must be 1 to 65535 (got {port} in '{args.server}')")
     if calls and args.token and args.token.strip():
-        from retrieval_client.client import _is_loopback
+        from retrieval_client.targets import is_loopback
 
         # The client's own refusal read as a failed query, with advice for its Python API.
         tls = args.tls or args.tls_ca or args.tls_cert or args.tls_key or args.tls_server_name
-        if not tls and not _is_loopback(args.server):
+        if not tls and not is_loopback(args.server):
             parser.error("--token needs --tls (or a loopback --server): a bearer token ($RETRIEVAL_TOKEN too) travels only over TLS")
         if not _printable_ascii(args.token.strip()):
             # The client's refusal spoke of a user id, and exited 1.
             parser.error("--token ($RETRIEVAL_TOKEN too) must be printable ASCII, as a JWT and the authorization header carrying it are")
     for flag, pem in (("--tls-ca", getattr(args, "tls_ca", None)), ("--tls-cert", getattr(args, "tls_cert", None))):
         if pem and not (args.command == "ingest" and args.local):
-            from retrieval_client.client import _pem_certificates
+            from retrieval_client.tls_files import pem_certificates
 
             try:
-                _pem_certificates(pem, flag)
+                pem_certificates(pem, flag)
             except ValueError as exc:  # gRPC's own refusal was lines of its C core, then UNAVAILABLE naming no file
                 parser.error(str(exc))
             except OSError:
@@ -969,12 +969,12 @@ def main(argv: Sequence[str] | None = None, keep: list[object] | None = None) ->
         # The client's refusal was a ValueError, exit 1, when the channel was made.
         parser.error("--tls-cert and --tls-key go together: a client certificate needs its key, and a key its certificate")
     if calls and args.tls_cert and args.tls_key:
-        from retrieval_client.client import _key_pair, _pem_key
+        from retrieval_client.tls_files import check_key_pair, pem_key
 
         try:
             # The client's refusal, exit 1 as "search failed: ValueError: Tls.key ...", named its Python field.
-            _pem_key(args.tls_key, "--tls-key")
-            _key_pair(args.tls_cert, "--tls-cert", args.tls_key, "--tls-key")
+            pem_key(args.tls_key, "--tls-key")
+            check_key_pair(args.tls_cert, "--tls-cert", args.tls_key, "--tls-key")
         except ValueError as exc:
             parser.error(str(exc))
         except OSError:

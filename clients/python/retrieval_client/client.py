@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import math
 import numbers
 import os
 import random
-import re
-import ssl
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +23,8 @@ from google.rpc import error_details_pb2, status_pb2
 from retrieval.v1 import retrieval_pb2 as pb
 from retrieval.v1 import retrieval_pb2_grpc as pb_grpc
 from retrieval_client.files import MAX_MESSAGE, file_bytes
+from retrieval_client.targets import is_loopback
+from retrieval_client.tls_files import check_key_pair, pem_certificates, pem_key
 
 _STRATEGIES = {
     "semantic": pb.STRATEGY_SEMANTIC,
@@ -162,58 +161,16 @@ class Tls:
         if (self.cert is None) != (self.key is None):
             raise ValueError("a client certificate needs its key, and a key its certificate")
         credentials = grpc.ssl_channel_credentials(
-            root_certificates=_pem_certificates(self.ca, "Tls.ca") if self.ca else None,
-            private_key=_pem_key(self.key, "Tls.key") if self.key else None,
-            certificate_chain=_pem_certificates(self.cert, "Tls.cert") if self.cert else None,
+            root_certificates=pem_certificates(self.ca, "Tls.ca") if self.ca else None,
+            private_key=pem_key(self.key, "Tls.key") if self.key else None,
+            certificate_chain=pem_certificates(self.cert, "Tls.cert") if self.cert else None,
         )
         if self.cert and self.key:
-            _key_pair(self.cert, "Tls.cert", self.key, "Tls.key")
+            check_key_pair(self.cert, "Tls.cert", self.key, "Tls.key")
         return credentials
 
     def options(self) -> list[tuple[str, str]]:
         return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
-
-
-def _pem_certificates(path: Path | str, field: str) -> bytes:
-    """The file's bytes, which must hold a PEM certificate: gRPC read any other file as no
-    certificate, and every call failed UNAVAILABLE naming no file, after lines of its C core."""
-    data = Path(path).read_bytes()
-    if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise ValueError(f"{field} {path} holds no PEM certificate (a -----BEGIN CERTIFICATE----- block)")
-    return data
-
-
-#: the start of a PEM private key of any kind (PKCS#8, RSA, EC, ENCRYPTED), as the TypeScript client's PEM_PRIVATE_KEY
-_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")
-
-
-def _pem_key(path: Path | str, field: str) -> bytes:
-    """The file's bytes, which must hold a PEM private key: gRPC failed every call UNAVAILABLE
-    "Failed to create security handshaker", naming no file, after a second of retries."""
-    data = Path(path).read_bytes()
-    if not _PEM_PRIVATE_KEY.search(data):
-        raise ValueError(f"{field} {path} holds no PEM private key (a -----BEGIN ... PRIVATE KEY----- block)")
-    return data
-
-
-def _refuse_passphrase() -> bytes:
-    """The ``password`` of ``load_cert_chain``: without one, OpenSSL asked for an encrypted key's
-    passphrase at the terminal; gRPC takes none, and cannot use such a key."""
-    raise ValueError("it is encrypted (has a passphrase), which gRPC cannot use: write it unencrypted, e.g. openssl pkey -in key.pem -out key-plain.pem")
-
-
-def _key_pair(cert: Path | str, cert_field: str, key: Path | str, key_field: str) -> None:
-    """ValueError naming both files unless ``key`` is the unencrypted private key of the certificate
-    in ``cert``: gRPC took any pair of PEM files, and every call failed UNAVAILABLE, naming neither,
-    after its retries and lines of its C core ("Handshaker factory creation failed")."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    # Security level 0, as gRPC's BoringSSL has none: under OpenSSL's default a 1024-bit RSA key
-    # (EE_KEY_TOO_SMALL) or a chain signed with SHA-1 (CA_MD_TOO_WEAK) was refused, and gRPC uses them.
-    context.set_ciphers("DEFAULT:@SECLEVEL=0")
-    try:
-        context.load_cert_chain(cert, key, password=_refuse_passphrase)
-    except (ssl.SSLError, ValueError) as exc:
-        raise ValueError(f"{key_field} {key} is not a private key gRPC can use with the certificate of {cert_field} {cert}: {exc}") from None
 
 
 def _channel_options(options: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -242,58 +199,6 @@ def _metadata_value(name: str, value: str) -> str:
     if not all(" " <= c <= "~" for c in value):
         raise ValueError(f"the {name} must be printable ASCII, as gRPC metadata is (a user id beyond ASCII travels in a token's claims)")
     return value
-
-
-#: a host[:port] as gRPC's dns resolver reads it: "localhost:50051", "127.0.0.1", "[::1]:50051"
-_HOST_PORT = re.compile(r"(?:\[(?P<bracketed>[^\]]*)\]|(?P<host>[^:\[\]]*))(?::[0-9]+)?")
-
-
-def _loopback_address(address: str, *, names: bool) -> bool:
-    """Whether one ``host[:port]`` of a target is a loopback address, or ``localhost`` when
-    ``names`` (the dns resolver's; an ipv4: or ipv6: list holds addresses only)."""
-    try:
-        return ipaddress.ip_address(address).is_loopback  # a bare IPv6 address, whose colons are no port
-    except ValueError:
-        pass
-    if not (match := _HOST_PORT.fullmatch(address)):
-        return False
-    host = match["bracketed"] if match["bracketed"] is not None else match["host"]
-    if names and host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _resolver_path(rest: str) -> str | None:
-    """What a resolver reads of ``scheme:rest``: its path, less one leading "/". None when the
-    target names an authority: for dns: a DNS server, which may answer "localhost" with any address."""
-    if rest.startswith("//"):
-        authority, _, path = rest[2:].partition("/")
-        return None if authority else path
-    return rest.removeprefix("/")
-
-
-def _is_loopback(target: str) -> bool:
-    """Whether a gRPC target reaches this machine only, read as gRPC reads it
-    (https://github.com/grpc/grpc/blob/master/doc/naming.md): ``host:port``, ``[v6]:port``, or
-    ``dns:``, ``ipv4:`` or ``ipv6:`` with every address of the list a loopback one, or a
-    ``unix:`` socket, which no other machine reaches. Any other scheme is not known to be local."""
-    # gRPC drops a query and a fragment and decodes %-escapes, so a host read from the text around
-    # them is not the one it connects to: "dns:///192.0.2.2:50051?x=/localhost" is 192.0.2.2.
-    if any(c in target for c in "?#%"):
-        return False
-    scheme, _, rest = target.partition(":")
-    if scheme == "unix":
-        return True
-    if scheme == "dns":
-        path = _resolver_path(rest)
-        return path is not None and _loopback_address(path, names=True)
-    if scheme in ("ipv4", "ipv6"):
-        path = _resolver_path(rest)
-        return path is not None and all(_loopback_address(address, names=False) for address in path.split(","))
-    return _loopback_address(target, names=True)  # no scheme: gRPC reads it as dns:///<target>
 
 
 def _groups_value(groups: Sequence[str] | None) -> str:
@@ -382,7 +287,7 @@ class _Base:
         md = []
         token = token.strip() if token else token  # read from a file, it ends in a newline
         if token:
-            if tls is None and not _is_loopback(target):
+            if tls is None and not is_loopback(target):
                 raise ValueError(
                     "a bearer token travels only over TLS, or to this machine (localhost, 127.0.0.0/8, ::1 or a unix: socket, "
                     f"in a target without '?', '#' or '%'; got {target!r}): pass tls=Tls(...)"
