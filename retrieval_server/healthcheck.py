@@ -16,6 +16,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -77,8 +78,20 @@ def probe_host(listen: str) -> str:
     return f"[{listen}]" if ":" in listen and not listen.startswith("[") else listen
 
 
+#: the probe's exit status for anything but SERVING. Never 2, which Docker's HEALTHCHECK reserves
+#: ("do not use this exit code"): invalid settings and usage errors exited 2, argparse's and the
+#: CLI's convention, and the container's health was whatever the engine made of a reserved code.
+UNHEALTHY = 1
+
+
+class _ProbeParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(UNHEALTHY, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m retrieval_server.healthcheck", description="exit 0 when the server says SERVING")
+    parser = _ProbeParser(prog="python -m retrieval_server.healthcheck", description="exit 0 when the server says SERVING")
     parser.add_argument("target", nargs="?", help="HOST:PORT (default: RETRIEVAL_HOST, or loopback for every interface, on RETRIEVAL_HEALTH_PORT, else RETRIEVAL_PORT)")
     parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the answer (default %(default)s)")
     args = parser.parse_args(argv)
@@ -91,15 +104,15 @@ def main(argv: list[str]) -> int:
         except ConfigError as exc:
             # As the server reports it (cli.main): one message naming the variable, not a traceback.
             print(exc, file=sys.stderr)
-            return 2
+            return UNHEALTHY
         target = f"{probe_host(s.host)}:{s.health_port or s.port}"
         if s.health_port is None and s.tls_cert is not None:
             if s.tls_client_ca is not None:
                 print("the main port requires client certificates (mutual TLS): set RETRIEVAL_HEALTH_PORT, which the probe asks in plaintext",
                       file=sys.stderr)
-                return 2
+                return UNHEALTHY
             tls = ServedTls.of(s.tls_cert)
-    return 0 if check(target, args.timeout, tls) else 1
+    return 0 if check(target, args.timeout, tls) else UNHEALTHY
 
 
 if __name__ == "__main__":

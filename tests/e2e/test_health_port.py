@@ -34,7 +34,8 @@ def test_the_probe_reports_an_absent_server_and_rejects_a_nonpositive_timeout(ca
     assert f"127.0.0.1:{port}: UNAVAILABLE" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exited:
         main(["127.0.0.1:1", "--timeout", "0"])
-    assert exited.value.code == 2 and "--timeout must be > 0 seconds" in capsys.readouterr().err
+    # 1, not argparse's 2: Docker's HEALTHCHECK reserves 2 ("do not use this exit code").
+    assert exited.value.code == 1 and "--timeout must be > 0 seconds" in capsys.readouterr().err
 
 
 def test_the_probe_names_a_status_other_than_serving(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +63,7 @@ def test_the_probe_names_a_status_other_than_serving(capsys: pytest.CaptureFixtu
 def test_the_probe_reports_invalid_settings_in_one_message(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # Without an address the probe reads RETRIEVAL_HEALTH_PORT and RETRIEVAL_PORT from the settings.
     monkeypatch.setenv("RETRIEVAL_PORT", "eighty")
-    assert main([]) == 2
+    assert main([]) == 1  # not 2, which Docker's HEALTHCHECK reserves
     err = capsys.readouterr().err
     assert "invalid configuration" in err and "RETRIEVAL_PORT" in err
 
@@ -167,7 +168,7 @@ async def test_the_probe_asks_a_tls_port_over_tls(tmp_path: Path, monkeypatch: p
             monkeypatch.setenv(name, value)
         assert await asyncio.to_thread(main, ["--timeout", "60"]) == 0
         monkeypatch.setenv("RETRIEVAL_TLS_CLIENT_CA", str(ca.ca))
-        assert await asyncio.to_thread(main, ["--timeout", "60"]) == 2
+        assert await asyncio.to_thread(main, ["--timeout", "60"]) == 1
         assert "set RETRIEVAL_HEALTH_PORT" in capsys.readouterr().err
     finally:
         await running.stop(1.0)
