@@ -137,6 +137,11 @@ class _Health(health_aio.HealthServicer):
     cancelled (UNAVAILABLE). Its loop is grpc's (grpcio-health-checking 1.85), on its state, with
     those ends added."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: every status is the shutdown's (NOT_SERVING): a Watch ends once it has sent its own
+        self._shutdown_statuses_set = False
+
     async def Check(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
         await _refuse_a_long_name(request, context)
         return await super().Check(request, context)  # type: ignore[no-any-return]
@@ -154,7 +159,7 @@ class _Health(health_aio.HealthServicer):
                     if status != sent:
                         await context.write(health_pb2.HealthCheckResponse(status=status))
                         sent = status
-                    if self._gracefully_shutting_down:
+                    if self._shutdown_statuses_set:
                         if after_shutdown:
                             # Ended at once, it was started again at once, for as long as the drain lasted.
                             with contextlib.suppress(TimeoutError):
@@ -169,8 +174,10 @@ class _Health(health_aio.HealthServicer):
 
     async def enter_graceful_shutdown(self) -> None:
         await super().enter_graceful_shutdown()
+        self._shutdown_statuses_set = True
         # A Watch of a service not served (SERVICE_UNKNOWN) waits on a condition grpc's shutdown
-        # does not notify.
+        # does not notify; and one that saw the shutdown begin before its status was set (grpc
+        # raises its flag first, then sets each status under each Watch's lock) waits for this.
         for condition in list(self._server_watchers.values()):
             async with condition:
                 condition.notify_all()

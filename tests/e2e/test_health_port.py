@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from bench.server_process import free_port
 from retrieval_server.config import load_settings
 from retrieval_server.healthcheck import check, main, probe_host
-from retrieval_server.server import SERVICE_NAME, start_server
+from retrieval_server.server import SERVICE_NAME, _Health, start_server
 from tests.support.ports import refused_port
 
 
@@ -97,6 +97,33 @@ async def test_the_services_status_follows_the_stores_and_the_overall_status_sta
         await running.stop(1.0)
     S, N = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
     assert seen == [S, N, S]
+
+
+async def test_a_watch_writing_when_the_shutdown_begins_sends_the_shutdowns_status_before_it_ends() -> None:
+    """The shutdown raises its flag, then sets each status, waiting for each Watch's lock: a Watch
+    that was sending SERVING then saw the flag with the status not yet changed, and ended without
+    sending NOT_SERVING (seen under load in the test above: [SERVING] where [SERVING, NOT_SERVING])."""
+    health = _Health()
+    sent: list[int] = []
+    writing, release = asyncio.Event(), asyncio.Event()
+
+    class Context:
+        async def write(self, response: health_pb2.HealthCheckResponse) -> None:
+            sent.append(response.status)
+            if len(sent) == 1:
+                writing.set()
+                await release.wait()
+
+    watch = asyncio.create_task(health.Watch(health_pb2.HealthCheckRequest(service=""), Context()))  # type: ignore[arg-type]
+    await writing.wait()
+    shutdown = asyncio.create_task(health.enter_graceful_shutdown())
+    while not health._gracefully_shutting_down:  # the flag is raised before any status is set
+        await asyncio.sleep(0)
+    release.set()
+    async with asyncio.timeout(60):  # the bound only ends a run that would hang
+        await watch
+        await shutdown
+    assert sent == [health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING]
 
 
 @pytest.mark.parametrize("service", ["", SERVICE_NAME, "not.served.Here"])
