@@ -28,7 +28,7 @@ from retrieval_server.api.tls import server_credentials
 from retrieval_server.api.undecodable import reject_undecodable, request_bytes
 from retrieval_server.app import Application
 from retrieval_server.config import Settings, bind_error, listen_address
-from retrieval_server.domain import ComponentState, InvalidArgument
+from retrieval_server.domain import ComponentState, HealthReport, InvalidArgument
 from retrieval_server.observability.logging import UNDECODABLE_HEADERS
 from retrieval_server.observability.metrics import metrics_address, metrics_tls
 from retrieval_server.observability.grpc_metrics import GrpcMetricsLayer
@@ -269,9 +269,15 @@ async def _start(settings: Settings, app: Application, authenticator: Authentica
         raise OSError(f"cannot listen on {address}: {bind_error(settings.host, settings.port) or 'the address could not be bound'}")
     await _start_whole(server)
     health_server = await _health_only_server(settings, health, servers) if settings.health_port else None
-    for name in ("", SERVICE_NAME):
-        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    follower = asyncio.create_task(_follow_health(app, health, settings.health_interval_s))
+    # Readiness from a first report, not SERVING until the follower's first one: in jwt mode with an
+    # identity provider down, a readiness probe said SERVING for HEALTH_INTERVAL_S after start-up
+    # while every call with a token was UNAVAILABLE.
+    await health.set("", health_pb2.HealthCheckResponse.SERVING)
+    report = await app.health()
+    if not report.serving:
+        _log_readiness(report)
+    await health.set(SERVICE_NAME, _readiness(report.serving))
+    follower = asyncio.create_task(_follow_health(app, health, settings.health_interval_s, report.serving))
     log.info("serving", extra={"address": listen_address(settings.host, port), "metrics_port": metrics_port, "vector_store": settings.vector_backend,
                                "metadata_store": settings.metadata_backend, "model": app.embedder.model_id,
                                "transport": "mutual TLS" if settings.tls_client_ca else "TLS" if credentials else "plaintext",
@@ -290,27 +296,34 @@ def _refuse_a_port_in_use(settings: Settings, port: int, what: str) -> None:
         raise OSError(f"{what}: {why}")
 
 
-async def _follow_health(app: Application, health: health_aio.HealthServicer, interval_s: float) -> None:
+async def _follow_health(app: Application, health: health_aio.HealthServicer, interval_s: float, serving: bool) -> None:
     """RetrievalService's grpc.health.v1 status follows the components queries cannot do without
     (the vector and metadata stores; in jwt mode with a JWKS URL, its signing keys): NOT_SERVING while one fails, so that a load balancer or a
     readiness probe (which ask this service by name) stop sending queries this process cannot
     answer. The overall status ("") stays SERVING: the process is alive, and restarting it would
-    not bring a store back."""
-    serving = True
+    not bring a store back. ``serving``: the status set at start-up."""
     while True:
         await asyncio.sleep(interval_s)
         try:
             report = await app.health()
             if report.serving != serving:
                 serving = report.serving
-                failing = [c.name for c in report.components if c.required and c.state is ComponentState.FAILING]
-                if failing:
-                    log.warning("RetrievalService not serving: %s failing", ", ".join(failing))
-                else:
-                    log.info("RetrievalService serving again")
-                await health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING)
+                _log_readiness(report)
+                await health.set(SERVICE_NAME, _readiness(serving))
         except Exception:
             log.exception("following the stores' health failed; trying again")
+
+
+def _readiness(serving: bool) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+    return health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def _log_readiness(report: HealthReport) -> None:
+    failing = [c.name for c in report.components if c.required and c.state is ComponentState.FAILING]
+    if failing:
+        log.warning("RetrievalService not serving: %s failing", ", ".join(failing))
+    else:
+        log.info("RetrievalService serving again")
 
 
 async def _health_only_server(settings: Settings, health: health_aio.HealthServicer, servers: list[grpc.aio.Server]) -> grpc.aio.Server:

@@ -633,7 +633,7 @@ def _handled(srv: RunningServer, rpc: str, code: str) -> float:
 
 async def test_an_admin_call_cut_short_while_its_caller_is_verified_is_audited_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """An ingest whose deadline passed, or whose caller cancelled it, while its token waited for the
-    identity provider's keys (a cold start: the first JWKS fetch) ended DEADLINE_EXCEEDED or
+    identity provider's keys (a key rotated in: a JWKS fetch for its kid) ended DEADLINE_EXCEEDED or
     CANCELLED and left no audit line: the authentication layer writes one for the calls it refuses
     only, and the servicer, which writes one for every call it runs, never ran."""
     from retrieval.v1 import retrieval_pb2_grpc
@@ -642,13 +642,17 @@ async def test_an_admin_call_cut_short_while_its_caller_is_verified_is_audited_o
     keys.add("k1")
     held_jwks = HeldJwks(keys)
     asked, answer = held_jwks.asked, held_jwks.released
+    answer.set()  # the start-up's fetch (its first health report) is answered, with k1 alone
 
-    token = [("authorization", f"Bearer {keys.sign(claims('ops', 'ADMIN'), 'k1')}")]
     ingest = pb.IngestDocumentsRequest(documents=[pb.DocumentInput(document_id="kites", filename="kites.txt", content=b"A note on kites.")])
     with get_json_server(held_jwks) as idp:
         try:
             # No Health follower fetching meanwhile: the calls' own fetch is the one held.
-            async with serving(tmp_path, jwt_jwks_url=f"{idp.url}/jwks", health_interval_s=3600, **JWT) as srv:
+            async with serving(tmp_path, jwt_jwks_url=f"{idp.url}/jwks", jwt_jwks_min_refresh_s=0.0, health_interval_s=3600, **JWT) as srv:
+                asked.clear()
+                answer.clear()
+                keys.add("k2")  # signing the calls' tokens: unknown to the server, whose next fetch is held
+                token = [("authorization", f"Bearer {keys.sign(claims('ops', 'ADMIN'), 'k2')}")]
                 async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
                     await channel.channel_ready()
                     stub = retrieval_pb2_grpc.RetrievalServiceStub(channel)
@@ -674,7 +678,7 @@ async def test_an_admin_call_cut_short_while_its_caller_is_verified_is_audited_o
                         await _until(lambda: cut() == 2)
                         answer.set()
                         # A call the servicer runs is audited by it alone, once.
-                        async with AsyncRetrievalClient(f"127.0.0.1:{srv.port}", token=keys.sign(claims("ops", "ADMIN"), "k1")) as client:
+                        async with AsyncRetrievalClient(f"127.0.0.1:{srv.port}", token=keys.sign(claims("ops", "ADMIN"), "k2")) as client:
                             assert list((await client.delete(["no-such-doc"])).not_found) == ["no-such-doc"]
         finally:
             answer.set()
@@ -787,6 +791,23 @@ async def test_an_admin_request_over_max_message_mb_is_audited_as_cut_short(tmp_
     assert [(r.rpc, r.user, r.outcome, getattr(r, "reason", None), r.documents) for r in lines] == [  # type: ignore[attr-defined]
         ("IngestDocuments", "", "CANCELLED", None, []),
     ]
+
+
+async def test_readiness_is_not_serving_from_start_up_while_no_signing_key_can_be_had(tmp_path: Path) -> None:
+    """Readiness was SERVING from start-up until the first follow-up report, HEALTH_INTERVAL_S
+    later, while every call with a token was UNAVAILABLE: a load balancer sent it queries."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    keys = RsaKeys()
+    keys.add("k1")
+    with get_json_server(keys.jwks) as stopped:
+        pass
+    async with serving(tmp_path, jwt_jwks_url=f"{stopped.url}/jwks", jwt_jwks_min_refresh_s=0.0, health_interval_s=3600.0, **JWT) as srv:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            ready = await health.Check(health_pb2.HealthCheckRequest(service="retrieval.v1.RetrievalService"))
+            assert ready.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert (await health.Check(health_pb2.HealthCheckRequest())).status == health_pb2.HealthCheckResponse.SERVING  # alive
 
 
 async def test_health_says_auth_fails_while_no_signing_key_can_be_had_and_turns_readiness(tmp_path: Path) -> None:
